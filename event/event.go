@@ -1,0 +1,168 @@
+// Package event is deputy's vocabulary of lifecycle and attribution events.
+//
+// Events follow the AG-UI protocol: the type names (RUN_STARTED,
+// TOOL_CALL_START, SUBAGENT_STARTED, …) and the camelCase JSON field names are
+// AG-UI's, so a stream of them can be sent to AG-UI clients as it is.
+//
+// Events travel to a Sink carried by the context. Code that runs agents puts
+// a sink in the context with WithSink; the ReAct loop and the sub-agent tools
+// emit into whatever sink the context holds. When no sink is set, Emit costs a
+// context lookup and nothing else.
+//
+// A sub-agent's events are attributed: WithSubagent marks a context as
+// belonging to one sub-agent invocation, and every event emitted under it
+// carries that invocation's id in SubagentRunID. The child's own run-level
+// events (RUN_STARTED, RUN_FINISHED, RUN_ERROR) are not forwarded, because in
+// the parent's stream the SUBAGENT_* events stand for them.
+package event
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Type is an AG-UI event type.
+type Type string
+
+// The event types deputy emits.
+const (
+	RunStarted         Type = "RUN_STARTED"
+	RunFinished        Type = "RUN_FINISHED"
+	RunError           Type = "RUN_ERROR"
+	StepStarted        Type = "STEP_STARTED"
+	StepFinished       Type = "STEP_FINISHED"
+	TextMessageStart   Type = "TEXT_MESSAGE_START"
+	TextMessageContent Type = "TEXT_MESSAGE_CONTENT"
+	TextMessageEnd     Type = "TEXT_MESSAGE_END"
+	ToolCallStart      Type = "TOOL_CALL_START"
+	ToolCallArgs       Type = "TOOL_CALL_ARGS"
+	ToolCallEnd        Type = "TOOL_CALL_END"
+	ToolCallResult     Type = "TOOL_CALL_RESULT"
+	SubagentStarted    Type = "SUBAGENT_STARTED"
+	SubagentFinished   Type = "SUBAGENT_FINISHED"
+	SubagentError      Type = "SUBAGENT_ERROR"
+)
+
+// RunLevel reports whether t describes a run as a whole. Such events never
+// carry a sub-agent attribution.
+func (t Type) RunLevel() bool { return t == RunStarted || t == RunFinished || t == RunError }
+
+// Event is one AG-UI event. Which fields are set depends on Type; the JSON
+// encoding leaves the others out.
+type Event struct {
+	Type      Type  `json:"type"`
+	Timestamp int64 `json:"timestamp,omitempty"` // milliseconds since the Unix epoch
+
+	// Run identity (RUN_*).
+	ThreadID    string `json:"threadId,omitempty"`
+	RunID       string `json:"runId,omitempty"`
+	ParentRunID string `json:"parentRunId,omitempty"`
+
+	// Steps (STEP_*).
+	StepName string `json:"stepName,omitempty"`
+
+	// Text messages (TEXT_MESSAGE_*) and the message of a tool result.
+	MessageID string `json:"messageId,omitempty"`
+	Role      string `json:"role,omitempty"`
+	Delta     string `json:"delta,omitempty"`
+
+	// Tool calls (TOOL_CALL_*).
+	ToolCallID      string `json:"toolCallId,omitempty"`
+	ToolCallName    string `json:"toolCallName,omitempty"`
+	ParentMessageID string `json:"parentMessageId,omitempty"`
+	Content         string `json:"content,omitempty"`
+
+	// Sub-agents: SubagentRunID attributes any event to a sub-agent
+	// invocation and is the subject of the SUBAGENT_* events.
+	SubagentRunID       string `json:"subagentRunId,omitempty"`
+	Name                string `json:"name,omitempty"`
+	Description         string `json:"description,omitempty"`
+	ParentSubagentRunID string `json:"parentSubagentRunId,omitempty"`
+	ParentToolCallID    string `json:"parentToolCallId,omitempty"`
+
+	// Outcomes: Result on RUN_FINISHED and SUBAGENT_FINISHED; Message and
+	// Code on RUN_ERROR and SUBAGENT_ERROR.
+	Result  json.RawMessage `json:"result,omitempty"`
+	Message string          `json:"message,omitempty"`
+	Code    string          `json:"code,omitempty"`
+}
+
+// Sink receives events. Emit must be safe for concurrent use: the children of
+// a fan-out emit from their own goroutines. Emit must not retain a pointer
+// into the event beyond the call; the Event value itself may be kept.
+type Sink interface {
+	Emit(e Event)
+}
+
+// SinkFunc adapts a function to Sink.
+type SinkFunc func(e Event)
+
+// Emit calls f(e).
+func (f SinkFunc) Emit(e Event) { f(e) }
+
+type scopeKey struct{}
+
+type scope struct {
+	sink     Sink
+	subagent string
+}
+
+// WithSink returns a context whose events go to s. A nil s turns events off.
+// The sub-agent attribution of ctx, if any, is kept.
+func WithSink(ctx context.Context, s Sink) context.Context {
+	sc := scope{sink: s}
+	if old, ok := ctx.Value(scopeKey{}).(*scope); ok {
+		sc.subagent = old.subagent
+	}
+	return context.WithValue(ctx, scopeKey{}, &sc)
+}
+
+// WithSubagent returns a context whose events are attributed to the sub-agent
+// invocation runID. It returns ctx itself when ctx has no sink.
+func WithSubagent(ctx context.Context, runID string) context.Context {
+	old, ok := ctx.Value(scopeKey{}).(*scope)
+	if !ok || old.sink == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, scopeKey{}, &scope{sink: old.sink, subagent: runID})
+}
+
+// Enabled reports whether events emitted under ctx go anywhere. Code that
+// must do work to build an event checks it first.
+func Enabled(ctx context.Context) bool {
+	sc, ok := ctx.Value(scopeKey{}).(*scope)
+	return ok && sc.sink != nil
+}
+
+// SubagentRunID returns the sub-agent invocation ctx is attributed to, or "".
+func SubagentRunID(ctx context.Context) string {
+	if sc, ok := ctx.Value(scopeKey{}).(*scope); ok {
+		return sc.subagent
+	}
+	return ""
+}
+
+// Emit sends e to the sink of ctx, if there is one.
+//
+// Emit stamps the time when e has none and attributes e to the sub-agent of
+// ctx when e names none. Under a sub-agent, run-level events are dropped: the
+// parent's stream has the SUBAGENT_* events in their place.
+func Emit(ctx context.Context, e Event) {
+	sc, ok := ctx.Value(scopeKey{}).(*scope)
+	if !ok || sc.sink == nil {
+		return
+	}
+	if sc.subagent != "" {
+		if e.Type.RunLevel() {
+			return
+		}
+		if e.SubagentRunID == "" {
+			e.SubagentRunID = sc.subagent
+		}
+	}
+	if e.Timestamp == 0 {
+		e.Timestamp = time.Now().UnixMilli()
+	}
+	sc.sink.Emit(e)
+}

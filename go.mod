@@ -1,0 +1,3 @@
+module github.com/deputy-go/deputy
+
+go 1.26

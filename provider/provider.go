@@ -1,0 +1,163 @@
+// Package provider is deputy's model vocabulary: the messages, tool calls,
+// requests and responses that pass between an agent and a language model, and
+// the one-method Provider interface that model adapters implement.
+//
+// Users rarely implement Provider themselves: provider/openai and
+// provider/anthropic adapt the vendors' official SDKs, and package fake
+// supplies a scripted Provider for tests. A new adapter proves itself with
+// provider/providertest.Run.
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"iter"
+)
+
+// Role says who wrote a Message.
+type Role string
+
+// The roles of a conversation.
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Message is one entry of a conversation.
+//
+// An assistant message may carry ToolCalls; each is answered by a tool
+// message whose ToolCallID names the call and whose Content is the tool's
+// result (IsError set when the tool failed). Messages are values: code that
+// keeps a conversation appends to it and never edits a message it has
+// already sent.
+type Message struct {
+	Role       Role       `json:"role"`
+	Content    string     `json:"content,omitempty"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	IsError    bool       `json:"is_error,omitempty"`
+}
+
+// UserMessage returns a user message with the given text.
+func UserMessage(text string) Message { return Message{Role: RoleUser, Content: text} }
+
+// AssistantMessage returns an assistant message with text and optional tool calls.
+func AssistantMessage(text string, calls ...ToolCall) Message {
+	return Message{Role: RoleAssistant, Content: text, ToolCalls: calls}
+}
+
+// ToolMessage returns the message that answers the tool call id.
+func ToolMessage(callID, content string, isError bool) Message {
+	return Message{Role: RoleTool, ToolCallID: callID, Content: content, IsError: isError}
+}
+
+// ToolCall is a model's request to run a tool.
+//
+// Arguments is the JSON text the model produced. It is not guaranteed to be
+// valid JSON: tools validate it before use.
+type ToolCall struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// ToolDef describes a tool to a model: its name, what it is for, and the JSON
+// Schema of its arguments.
+type ToolDef struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// Request is one call to a model.
+type Request struct {
+	// Model names the model; empty means the provider's configured default.
+	Model string
+	// System is the system prompt. Providers place it where their API wants it.
+	System string
+	// Messages is the conversation so far, oldest first. It never contains
+	// system messages: the system prompt travels in System.
+	Messages []Message
+	// Tools are the tools the model may call.
+	Tools []ToolDef
+	// MaxTokens caps the reply's length; zero means the provider's default.
+	MaxTokens int
+	// Temperature, when set, overrides the model's default sampling temperature.
+	Temperature *float64
+	// ResponseSchema, when set, asks for a reply that is a JSON value matching
+	// this JSON Schema (structured output), on providers that support it.
+	ResponseSchema json.RawMessage
+}
+
+// StopReason says why a model stopped producing its reply.
+type StopReason string
+
+// The stop reasons providers report.
+const (
+	StopEndTurn   StopReason = "end_turn"
+	StopToolUse   StopReason = "tool_use"
+	StopMaxTokens StopReason = "max_tokens"
+	StopRefusal   StopReason = "refusal"
+	StopOther     StopReason = "other"
+)
+
+// Response is a model's reply to one Request.
+type Response struct {
+	// Message is the reply, always with RoleAssistant.
+	Message Message
+	// Usage is what this call cost.
+	Usage Usage
+	// StopReason says why the reply ended.
+	StopReason StopReason
+	// Model is the model that answered, as the provider reports it.
+	Model string
+}
+
+// Provider is a language model behind a single call.
+//
+// Complete must be safe for concurrent use, must return promptly once ctx is
+// done (with an error wrapping ctx.Err()), and reports provider failures as
+// *Error so that callers can branch on the kind.
+type Provider interface {
+	Complete(ctx context.Context, req Request) (Response, error)
+}
+
+// Func adapts an ordinary function to Provider.
+type Func func(ctx context.Context, req Request) (Response, error)
+
+// Complete calls f(ctx, req).
+func (f Func) Complete(ctx context.Context, req Request) (Response, error) { return f(ctx, req) }
+
+// Delta is one piece of a streamed reply.
+//
+// Text and tool-call pieces arrive as they are produced. The last delta of a
+// successful stream has Response set: the whole reply, assembled, with usage.
+type Delta struct {
+	// Text is a fragment of the reply's text.
+	Text string
+	// ToolCall is a fragment of a tool call: the first fragment of a call has
+	// its ID and Name; later ones add to its Arguments. Index orders calls.
+	ToolCall *ToolCallDelta
+	// Response is set on the final delta only.
+	Response *Response
+}
+
+// ToolCallDelta is a fragment of a streamed tool call.
+type ToolCallDelta struct {
+	Index     int
+	ID        string
+	Name      string
+	Arguments string
+}
+
+// Streamer is the optional capability of a Provider that can stream replies.
+//
+// The sequence yields deltas in order and ends either with a delta whose
+// Response is set or with a non-nil error (after which it yields nothing).
+// It stops early when yield returns false, and when ctx is done. Like
+// Complete, it must be safe for concurrent use.
+type Streamer interface {
+	Stream(ctx context.Context, req Request) iter.Seq2[Delta, error]
+}
