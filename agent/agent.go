@@ -1,0 +1,110 @@
+// Package agent defines what an agent is — anything with a Run method — and
+// provides the ReAct loop, the agent that calls a model, runs the tools it
+// asks for, and repeats until the model answers.
+//
+// A run's identity (its id, its parent's id, its depth in a delegation tree)
+// rides the context.Context and is read with RunID, ParentRunID, Depth and
+// Name.
+package agent
+
+import (
+	"context"
+	"errors"
+
+	"github.com/deputy-go/deputy/provider"
+)
+
+// Input is what an agent is asked.
+type Input struct {
+	// Text is the task or question, sent as a user message when not empty.
+	Text string
+	// Messages, when set, are appended to the conversation before Text, for
+	// a caller that hands over a conversation rather than one question.
+	Messages []provider.Message
+}
+
+// Output is the outcome of one run.
+type Output struct {
+	// RunID identifies the run.
+	RunID string
+	// Answer is the agent's final text.
+	Answer string
+	// Messages is this run's part of the conversation, input included.
+	Messages []provider.Message
+	// Usage is what the agent's own model calls cost.
+	Usage provider.Usage
+	// ChildUsage is what work done inside its tools (sub-agents) cost.
+	ChildUsage provider.Usage
+}
+
+// TotalUsage returns Usage plus ChildUsage.
+func (o Output) TotalUsage() provider.Usage { return o.Usage.Add(o.ChildUsage) }
+
+// Agent is anything that can be run.
+//
+// Run must honour ctx: once ctx is done it returns promptly with an error
+// that wraps ctx.Err(). When Run fails it still reports in the Output the
+// usage spent, so that no token goes uncounted. Implementations say whether
+// they are safe for concurrent use.
+type Agent interface {
+	Run(ctx context.Context, in Input) (Output, error)
+}
+
+// Func adapts a function to Agent.
+type Func func(ctx context.Context, in Input) (Output, error)
+
+// Run calls f(ctx, in).
+func (f Func) Run(ctx context.Context, in Input) (Output, error) { return f(ctx, in) }
+
+// Errors a run can end with. Each is wrapped with the agent's name and what
+// to do about it; test for them with errors.Is.
+var (
+	ErrMaxSteps     = errors.New("agent: max steps exceeded")
+	ErrToolRetries  = errors.New("agent: tool error retries exhausted")
+	ErrUsageLimit   = errors.New("agent: usage limit exceeded")
+	ErrEmptyReply   = errors.New("agent: model reply has neither text nor tool calls")
+	ErrBadSnapshot  = errors.New("agent: invalid conversation snapshot")
+	ErrNilProvider  = errors.New("agent: nil provider")
+	ErrInvalidInput = errors.New("agent: invalid option")
+)
+
+type runKey struct{}
+
+type runInfo struct {
+	id, parent, name string
+	depth            int
+}
+
+func info(ctx context.Context) runInfo {
+	ri, _ := ctx.Value(runKey{}).(runInfo)
+	return ri
+}
+
+// RunID returns the id of the run ctx belongs to, or "" outside a run.
+func RunID(ctx context.Context) string { return info(ctx).id }
+
+// ParentRunID returns the id of the run that started the run of ctx, or "".
+func ParentRunID(ctx context.Context) string { return info(ctx).parent }
+
+// Name returns the name of the agent whose run ctx belongs to, or "".
+func Name(ctx context.Context) string { return info(ctx).name }
+
+// Depth returns how deep in a delegation tree ctx is: 0 for a top-level
+// agent, 1 for its sub-agents, and so on.
+func Depth(ctx context.Context) int { return info(ctx).depth }
+
+// WithDepth returns a context at the given delegation depth. Sub-agent tools
+// call it with Depth(ctx)+1 before running a child.
+func WithDepth(ctx context.Context, depth int) context.Context {
+	ri := info(ctx)
+	ri.depth = depth
+	return context.WithValue(ctx, runKey{}, ri)
+}
+
+// WithRun returns a context for a new run with the given id and agent name,
+// whose parent is the run of ctx. Agents call it at the start of Run;
+// the depth is kept.
+func WithRun(ctx context.Context, runID, name string) context.Context {
+	ri := info(ctx)
+	return context.WithValue(ctx, runKey{}, runInfo{id: runID, parent: ri.id, name: name, depth: ri.depth})
+}

@@ -1,0 +1,130 @@
+package agent
+
+import (
+	"fmt"
+
+	"github.com/deputy-go/deputy/tool"
+)
+
+// Defaults of a ReAct agent.
+const (
+	DefaultMaxSteps    = 10
+	DefaultToolRetries = 3
+	DefaultName        = "agent"
+)
+
+// Option configures a ReAct agent. NewReact reports an option's bad value
+// as an error.
+type Option func(*React) error
+
+// WithName names the agent. The name appears in errors and events, and the
+// fake provider routes scripted replies by it.
+func WithName(name string) Option {
+	return func(r *React) error {
+		if name == "" {
+			return fmt.Errorf("%w: empty name: give the agent a name or leave the option out", ErrInvalidInput)
+		}
+		r.name = name
+		return nil
+	}
+}
+
+// WithSystemPrompt sets the system prompt sent with every model call.
+func WithSystemPrompt(prompt string) Option {
+	return func(r *React) error { r.system = prompt; return nil }
+}
+
+// WithTools gives the agent these tools, in a registry of its own.
+func WithTools(tools ...tool.Tool) Option {
+	return func(r *React) error {
+		reg, err := tool.NewRegistry(tools...)
+		if err != nil {
+			return err
+		}
+		r.tools = reg
+		return nil
+	}
+}
+
+// WithRegistry gives the agent a registry that may be shared with other
+// agents. A nil registry means no tools.
+func WithRegistry(reg *tool.Registry) Option {
+	return func(r *React) error { r.tools = reg; return nil }
+}
+
+// WithMaxSteps bounds the model calls of one run (default DefaultMaxSteps).
+func WithMaxSteps(n int) Option {
+	return func(r *React) error {
+		if n < 1 {
+			return fmt.Errorf("%w: max steps %d: use 1 or more", ErrInvalidInput, n)
+		}
+		r.maxSteps = n
+		return nil
+	}
+}
+
+// WithToolRetries sets how many consecutive steps with a failed tool call the
+// run tolerates before it ends with ErrToolRetries (default
+// DefaultToolRetries). Zero ends the run at the first failure.
+func WithToolRetries(n int) Option {
+	return func(r *React) error {
+		if n < 0 {
+			return fmt.Errorf("%w: tool retries %d: use 0 or more", ErrInvalidInput, n)
+		}
+		r.toolRetries = n
+		return nil
+	}
+}
+
+// WithTokenLimit ends a run with ErrUsageLimit once it has used more than n
+// tokens, its sub-agents' included. Zero means no limit.
+func WithTokenLimit(n int64) Option {
+	return func(r *React) error {
+		if n < 0 {
+			return fmt.Errorf("%w: token limit %d: use 0 (no limit) or more", ErrInvalidInput, n)
+		}
+		r.tokenLimit = n
+		return nil
+	}
+}
+
+// WithHistoryLimit bounds the conversation kept between runs to about n
+// messages. The cut is made at the start of a user turn, so a tool call is
+// never separated from its result; a single turn longer than n is kept whole.
+// Zero means no bound.
+func WithHistoryLimit(n int) Option {
+	return func(r *React) error {
+		if n < 0 {
+			return fmt.Errorf("%w: history limit %d: use 0 (no limit) or more", ErrInvalidInput, n)
+		}
+		r.historyLimit = n
+		return nil
+	}
+}
+
+// WithModel names the model; empty means the provider's default.
+func WithModel(model string) Option {
+	return func(r *React) error { r.model = model; return nil }
+}
+
+// WithMaxTokens caps each reply's length; zero means the provider's default.
+func WithMaxTokens(n int) Option {
+	return func(r *React) error {
+		if n < 0 {
+			return fmt.Errorf("%w: max tokens %d: use 0 (provider default) or more", ErrInvalidInput, n)
+		}
+		r.maxTokens = n
+		return nil
+	}
+}
+
+// WithTemperature sets the sampling temperature.
+func WithTemperature(t float64) Option {
+	return func(r *React) error {
+		if t < 0 || t > 2 {
+			return fmt.Errorf("%w: temperature %v: use a value from 0 to 2", ErrInvalidInput, t)
+		}
+		r.temperature = &t
+		return nil
+	}
+}

@@ -1,0 +1,334 @@
+// Package fake provides a scripted model provider for tests, examples and
+// benchmarks: a working in-memory implementation of provider.Provider and
+// provider.Streamer, like httptest is for net/http.
+//
+// A script is a list of replies. Each model call takes the next one: text,
+// one or several tool calls, an error, or a function of the request. A reply
+// marked For an agent name goes only to that agent (the name given with
+// agent.WithName), so that a parent and its sub-agents can share one
+// provider and a test of delegation reads like the story it tells:
+//
+//	p := fake.NewProvider(
+//		fake.Call("researcher", `{"task":"find X"}`).For("lead"),
+//		fake.Text("X is 42").For("researcher"),
+//		fake.Text("The answer is 42.").For("lead"),
+//	)
+//
+// Usage is synthetic but deterministic: about one token per four bytes in and
+// out, and one request per call.
+package fake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/provider"
+)
+
+// ErrScriptExhausted is returned by a call for which the script has no reply
+// left. The error names the agent and the request.
+var ErrScriptExhausted = errors.New("fake: script exhausted")
+
+// Reply is one scripted answer of the model.
+type Reply struct {
+	text  string
+	calls []provider.ToolCall
+	err   error
+	fn    func(ctx context.Context, req provider.Request) (provider.Response, error)
+	delay time.Duration
+	agent string
+	usage *provider.Usage
+}
+
+// Text is a reply with this text and no tool calls: a final answer.
+func Text(text string) Reply { return Reply{text: text} }
+
+// Call is a reply calling one tool with these JSON arguments.
+func Call(name, args string) Reply {
+	return Reply{calls: []provider.ToolCall{{Name: name, Arguments: []byte(args)}}}
+}
+
+// Calls is a reply calling several tools at once. A call without an ID gets
+// one.
+func Calls(calls ...provider.ToolCall) Reply { return Reply{calls: calls} }
+
+// Error is a reply that fails the model call with err.
+func Error(err error) Reply { return Reply{err: err} }
+
+// Respond is a reply computed from the request.
+func Respond(fn func(ctx context.Context, req provider.Request) (provider.Response, error)) Reply {
+	return Reply{fn: fn}
+}
+
+// For returns r reserved for the agent named name.
+func (r Reply) For(name string) Reply { r.agent = name; return r }
+
+// After returns r delayed by d. The delay ends early, with the context's
+// error, when the call's context is done.
+func (r Reply) After(d time.Duration) Reply { r.delay = d; return r }
+
+// Saying returns r with text alongside its tool calls.
+func (r Reply) Saying(text string) Reply { r.text = text; return r }
+
+// WithUsage returns r reporting u instead of the synthetic usage.
+func (r Reply) WithUsage(u provider.Usage) Reply { r.usage = &u; return r }
+
+type queue struct {
+	replies []Reply
+	next    int
+}
+
+// Provider is a scripted provider. It is safe for concurrent use.
+type Provider struct {
+	mu       sync.Mutex
+	queues   map[string]*queue // by agent name; "" holds the shared replies
+	requests []Request
+	calls    int
+	ids      int
+	loop     bool
+	noRecord bool
+}
+
+// Request is a request the provider received, with the agent that made it.
+type Request struct {
+	Agent string
+	provider.Request
+}
+
+// NewProvider returns a provider that answers with replies, in order.
+func NewProvider(replies ...Reply) *Provider {
+	p := &Provider{queues: map[string]*queue{}}
+	p.Add(replies...)
+	return p
+}
+
+// Add appends replies to the script.
+func (p *Provider) Add(replies ...Reply) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range replies {
+		q := p.queues[r.agent]
+		if q == nil {
+			q = &queue{}
+			p.queues[r.agent] = q
+		}
+		q.replies = append(q.replies, r)
+	}
+}
+
+// Loop makes the script start over when it runs out, for benchmarks and
+// load tests. It returns p.
+func (p *Provider) Loop() *Provider {
+	p.mu.Lock()
+	p.loop = true
+	p.mu.Unlock()
+	return p
+}
+
+// DontRecord stops the provider from keeping requests, for benchmarks and
+// load tests. It returns p.
+func (p *Provider) DontRecord() *Provider {
+	p.mu.Lock()
+	p.noRecord = true
+	p.mu.Unlock()
+	return p
+}
+
+// Requests returns the requests received so far, oldest first.
+func (p *Provider) Requests() []Request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Request(nil), p.requests...)
+}
+
+// RequestsFor returns the requests the agent named name made.
+func (p *Provider) RequestsFor(name string) []provider.Request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []provider.Request
+	for _, r := range p.requests {
+		if r.Agent == name {
+			out = append(out, r.Request)
+		}
+	}
+	return out
+}
+
+// Calls returns the number of model calls made so far.
+func (p *Provider) Calls() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.calls
+}
+
+// Remaining returns the number of scripted replies not yet used.
+func (p *Provider) Remaining() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, q := range p.queues {
+		n += len(q.replies) - q.next
+	}
+	return n
+}
+
+// take picks the reply for a call and gives its tool calls ids.
+func (p *Provider) take(ctx context.Context, req provider.Request) (Reply, error) {
+	name := agent.Name(ctx)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls++
+	if !p.noRecord {
+		p.requests = append(p.requests, Request{Agent: name, Request: req})
+	}
+	q := p.queues[name]
+	if q == nil || q.next >= len(q.replies) && !p.loop {
+		q = p.queues[""]
+	}
+	if q == nil || len(q.replies) == 0 || q.next >= len(q.replies) && !p.loop {
+		return Reply{}, fmt.Errorf("%w: call %d by agent %q (last message: %q) has no reply left: add one to the script",
+			ErrScriptExhausted, p.calls, name, lastText(req.Messages))
+	}
+	if q.next >= len(q.replies) {
+		q.next = 0
+	}
+	r := q.replies[q.next]
+	q.next++
+	if len(r.calls) > 0 {
+		calls := make([]provider.ToolCall, len(r.calls))
+		copy(calls, r.calls)
+		for i := range calls {
+			if calls[i].ID == "" {
+				p.ids++
+				calls[i].ID = "call_" + strconv.Itoa(p.ids)
+			}
+		}
+		r.calls = calls
+	}
+	return r, nil
+}
+
+func lastText(msgs []provider.Message) string {
+	if len(msgs) == 0 {
+		return ""
+	}
+	s := msgs[len(msgs)-1].Content
+	if len(s) > 60 {
+		s = s[:60] + "…"
+	}
+	return s
+}
+
+// Complete answers req with the next scripted reply.
+func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return provider.Response{}, err
+	}
+	r, err := p.take(ctx, req)
+	if err != nil {
+		return provider.Response{}, err
+	}
+	if r.delay > 0 {
+		t := time.NewTimer(r.delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return provider.Response{}, ctx.Err()
+		}
+	}
+	switch {
+	case r.err != nil:
+		return provider.Response{}, r.err
+	case r.fn != nil:
+		return r.fn(ctx, req)
+	}
+	resp := provider.Response{
+		Message:    provider.Message{Role: provider.RoleAssistant, Content: r.text, ToolCalls: r.calls},
+		StopReason: provider.StopEndTurn,
+		Model:      "fake",
+	}
+	if len(r.calls) > 0 {
+		resp.StopReason = provider.StopToolUse
+	}
+	if r.usage != nil {
+		resp.Usage = *r.usage
+	} else {
+		resp.Usage = Usage(req, resp.Message)
+	}
+	return resp, nil
+}
+
+// Usage is the synthetic usage of a call: one token per four bytes of the
+// request (system prompt, messages, tool definitions) and of the reply,
+// rounded up, and one request.
+func Usage(req provider.Request, reply provider.Message) provider.Usage {
+	in := len(req.System)
+	for _, m := range req.Messages {
+		in += len(m.Content)
+		for _, c := range m.ToolCalls {
+			in += len(c.Name) + len(c.Arguments)
+		}
+	}
+	for _, t := range req.Tools {
+		in += len(t.Name) + len(t.Description) + len(t.Parameters)
+	}
+	out := len(reply.Content)
+	for _, c := range reply.ToolCalls {
+		out += len(c.Name) + len(c.Arguments)
+	}
+	return provider.Usage{InputTokens: int64(in+3) / 4, OutputTokens: int64(out+3) / 4, Requests: 1}
+}
+
+// Stream answers req like Complete, delivering the text a word at a time and
+// each tool call's arguments in two pieces before the whole response.
+func (p *Provider) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Delta, error] {
+	return func(yield func(provider.Delta, error) bool) {
+		resp, err := p.Complete(ctx, req)
+		if err != nil {
+			yield(provider.Delta{}, err)
+			return
+		}
+		for _, w := range splitWords(resp.Message.Content) {
+			if !yield(provider.Delta{Text: w}, nil) {
+				return
+			}
+		}
+		for i, c := range resp.Message.ToolCalls {
+			args := string(c.Arguments)
+			half := len(args) / 2
+			if !yield(provider.Delta{ToolCall: &provider.ToolCallDelta{Index: i, ID: c.ID, Name: c.Name, Arguments: args[:half]}}, nil) {
+				return
+			}
+			if !yield(provider.Delta{ToolCall: &provider.ToolCallDelta{Index: i, Arguments: args[half:]}}, nil) {
+				return
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			yield(provider.Delta{}, err)
+			return
+		}
+		yield(provider.Delta{Response: &resp}, nil)
+	}
+}
+
+// splitWords cuts s after each space, keeping every byte.
+func splitWords(s string) []string {
+	var out []string
+	for s != "" {
+		i := strings.IndexByte(s, ' ')
+		if i < 0 {
+			return append(out, s)
+		}
+		out = append(out, s[:i+1])
+		s = s[i+1:]
+	}
+	return out
+}

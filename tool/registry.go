@@ -1,0 +1,258 @@
+package tool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// Default limits of a Registry.
+const (
+	DefaultParallelism   = 16
+	DefaultMaxArgsBytes  = 1 << 20
+)
+
+// Registry holds the tools of an agent and runs a model turn's calls.
+//
+// A Registry is safe for concurrent use. Registering while calls run is
+// allowed; a call sees the tools registered when it started.
+type Registry struct {
+	mu          sync.RWMutex
+	tools       map[string]Tool
+	order       []string
+	defs        []Definition // cached definitions, in registration order
+	conditional bool         // some tool implements Conditional
+	parallelism int
+	maxArgs     int
+}
+
+// NewRegistry returns a registry holding tools. It fails if two tools share
+// a name or a tool is nil.
+func NewRegistry(tools ...Tool) (*Registry, error) {
+	r := &Registry{tools: make(map[string]Tool, len(tools)), parallelism: DefaultParallelism, maxArgs: DefaultMaxArgsBytes}
+	for _, t := range tools {
+		if err := r.Register(t); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// Register adds t. A second tool with the same name is an error.
+func (r *Registry) Register(t Tool) error {
+	if t == nil {
+		return errors.New("tool: Register(nil): pass a Tool")
+	}
+	def := t.Definition()
+	if err := checkName(def.Name); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.tools[def.Name]; dup {
+		return fmt.Errorf("tool: a tool named %q is already registered: give each tool its own name", def.Name)
+	}
+	r.tools[def.Name] = t
+	r.order = append(r.order, def.Name)
+	defs := make([]Definition, len(r.defs), len(r.defs)+1)
+	copy(defs, r.defs)
+	r.defs = append(defs, def)
+	if _, ok := t.(Conditional); ok {
+		r.conditional = true
+	}
+	return nil
+}
+
+// SetParallelism bounds how many calls of one turn run at once (default
+// DefaultParallelism). n must be at least 1.
+func (r *Registry) SetParallelism(n int) error {
+	if n < 1 {
+		return fmt.Errorf("tool: parallelism %d: use 1 or more", n)
+	}
+	r.mu.Lock()
+	r.parallelism = n
+	r.mu.Unlock()
+	return nil
+}
+
+// SetMaxArgumentBytes bounds the size of one call's arguments (default
+// DefaultMaxArgsBytes). A larger call is answered with an error Result.
+func (r *Registry) SetMaxArgumentBytes(n int) error {
+	if n < 2 {
+		return fmt.Errorf("tool: max argument size %d: use at least 2 bytes ({})", n)
+	}
+	r.mu.Lock()
+	r.maxArgs = n
+	r.mu.Unlock()
+	return nil
+}
+
+// Lookup returns the tool named name.
+func (r *Registry) Lookup(name string) (Tool, bool) {
+	if r == nil {
+		return nil, false
+	}
+	r.mu.RLock()
+	t, ok := r.tools[name]
+	r.mu.RUnlock()
+	return t, ok
+}
+
+// Tools returns the registered tools in registration order.
+func (r *Registry) Tools() []Tool {
+	if r == nil {
+		return nil
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]Tool, len(r.order))
+	for i, n := range r.order {
+		out[i] = r.tools[n]
+	}
+	return out
+}
+
+// Len returns the number of registered tools.
+func (r *Registry) Len() int {
+	if r == nil {
+		return 0
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.order)
+}
+
+// Filter returns a new registry with the tools for which keep reports true,
+// with the same limits. It is how a child gets a narrower scope than its
+// parent.
+func (r *Registry) Filter(keep func(Tool) bool) *Registry {
+	out := &Registry{tools: map[string]Tool{}, parallelism: DefaultParallelism, maxArgs: DefaultMaxArgsBytes}
+	if r == nil {
+		return out
+	}
+	r.mu.RLock()
+	out.parallelism, out.maxArgs = r.parallelism, r.maxArgs
+	r.mu.RUnlock()
+	for _, t := range r.Tools() {
+		if keep(t) {
+			_ = out.Register(t) // names are already unique
+		}
+	}
+	return out
+}
+
+// Definitions returns the definitions to send to a model under ctx: every
+// tool's, in registration order, less those whose Available(ctx) is false.
+// The caller must not modify the slice.
+func (r *Registry) Definitions(ctx context.Context) []Definition {
+	if r == nil {
+		return nil
+	}
+	r.mu.RLock()
+	defs, conditional := r.defs, r.conditional
+	r.mu.RUnlock()
+	if !conditional {
+		return defs
+	}
+	out := make([]Definition, 0, len(defs))
+	for _, d := range defs {
+		if t, _ := r.Lookup(d.Name); available(ctx, t) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func available(ctx context.Context, t Tool) bool {
+	c, ok := t.(Conditional)
+	return !ok || c.Available(ctx)
+}
+
+// Execute runs calls, at most the registry's parallelism at a time, and
+// returns one Result per call in call order.
+//
+// Correctable failures — an unknown or unavailable tool, arguments that are
+// too large or invalid, an error marked Correctable, a panic — become error
+// Results. Any other error from a tool is returned (the first one, with the
+// tool's name) and cancels the calls still running; the Results are complete
+// even then, so that no usage is lost.
+func (r *Registry) Execute(ctx context.Context, calls []Call) ([]Result, error) {
+	results := make([]Result, len(calls))
+	if len(calls) == 1 {
+		var err error
+		results[0], err = r.call(ctx, calls[0])
+		return results, err
+	}
+	limit := DefaultParallelism
+	if r != nil {
+		r.mu.RLock()
+		limit = r.parallelism
+		r.mu.RUnlock()
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(limit)
+	for i := range calls {
+		g.Go(func() error {
+			var err error
+			results[i], err = r.call(gctx, calls[i])
+			return err
+		})
+	}
+	return results, g.Wait()
+}
+
+// call runs one call and sorts its failure into the model's channel or the
+// program's.
+func (r *Registry) call(ctx context.Context, c Call) (res Result, err error) {
+	t, ok := r.Lookup(c.Name)
+	if !ok || !available(ctx, t) {
+		return errorResult(fmt.Errorf("%w %q: call one of: %s", ErrUnknownTool, c.Name, r.names(ctx))), nil
+	}
+	max := DefaultMaxArgsBytes
+	if r != nil {
+		r.mu.RLock()
+		max = r.maxArgs
+		r.mu.RUnlock()
+	}
+	if len(c.Arguments) > max {
+		return errorResult(fmt.Errorf("%w for %s: the arguments are %d bytes, more than the limit of %d: send less, or pass a reference instead of the content",
+			ErrInvalidArguments, c.Name, len(c.Arguments), max)), nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			res = Result{Content: fmt.Sprintf("tool %s failed: it panicked: %v", c.Name, p), IsError: true, Usage: res.Usage}
+			err = nil
+		}
+	}()
+	res, err = t.Call(ctx, c)
+	if err != nil && IsCorrectable(err) {
+		u := res.Usage
+		res = errorResult(err)
+		res.Usage = u
+		err = nil
+	}
+	if err != nil {
+		err = fmt.Errorf("tool %s: %w", c.Name, err)
+	}
+	return res, err
+}
+
+func errorResult(err error) Result { return Result{Content: err.Error(), IsError: true} }
+
+func (r *Registry) names(ctx context.Context) string {
+	defs := r.Definitions(ctx)
+	if len(defs) == 0 {
+		return "(no tools are available: answer without tools)"
+	}
+	names := make([]string, len(defs))
+	for i, d := range defs {
+		names[i] = d.Name
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,205 @@
+// Package tool defines what an agent can call: the Tool interface, the
+// Result a call produces, typed function tools whose argument schema is
+// reflected from a Go type, and the Registry that runs a model turn's calls.
+//
+// Tools report two kinds of failure. What the model can act on — bad
+// arguments, an unknown tool, a sub-agent that failed — is a Result with
+// IsError set (a tool may also return an error made with Correctable or
+// wrapping ErrInvalidArguments; the Registry turns it into such a Result).
+// What the program must act on — cancellation, an outage, a bug — is a Go
+// error, and it ends the agent's run.
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/deputy-go/deputy/provider"
+)
+
+// Definition describes a tool to a model.
+type Definition = provider.ToolDef
+
+// Call is one request from a model to run a tool.
+type Call = provider.ToolCall
+
+// Result is what a tool call produced.
+type Result struct {
+	// Content is what the model reads.
+	Content string
+	// IsError tells the model the call failed and Content says why.
+	IsError bool
+	// Usage is model work done inside the tool (a sub-agent's tokens); the
+	// agent folds it into its ChildUsage.
+	Usage provider.Usage
+	// Value is a structured form of Content for Go callers, such as a
+	// sub-agent's validated answer. It is never sent to a model.
+	Value any
+}
+
+// Tool is something a model can call.
+//
+// Definition must return the same value every time and must be cheap. Call
+// must be safe for concurrent use: the calls of one model turn run in
+// parallel. Call returns a Result the model reads, or a Go error that ends
+// the run (see the package documentation for the two channels); when it
+// returns an error, the Usage in its Result is still counted.
+type Tool interface {
+	Definition() Definition
+	Call(ctx context.Context, call Call) (Result, error)
+}
+
+// Conditional is the optional capability of a tool that is not always
+// offered. The Registry leaves a tool whose Available reports false out of
+// the definitions sent to the model, and answers a call to it as to an
+// unknown tool. This is how a depth cap or a denied permission makes a tool
+// disappear instead of refusing.
+type Conditional interface {
+	Available(ctx context.Context) bool
+}
+
+// ErrInvalidArguments marks a call whose arguments are wrong. It is
+// correctable: the model is told what was wrong and may try again.
+var ErrInvalidArguments = errors.New("tool: invalid arguments")
+
+// ErrUnknownTool marks a call to a tool that is not registered or not
+// available. It is correctable.
+var ErrUnknownTool = errors.New("tool: unknown tool")
+
+type correctable struct{ err error }
+
+func (c correctable) Error() string { return c.err.Error() }
+func (c correctable) Unwrap() error { return c.err }
+
+// Correctable marks err as a failure the model can act on: returned from a
+// tool, it becomes an error Result whose Content is err's message instead of
+// ending the run. Correctable(nil) is nil.
+func Correctable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return correctable{err}
+}
+
+// IsCorrectable reports whether err is a failure the model can act on:
+// marked with Correctable, or wrapping ErrInvalidArguments or ErrUnknownTool.
+func IsCorrectable(err error) bool {
+	var c correctable
+	return errors.As(err, &c) || errors.Is(err, ErrInvalidArguments) || errors.Is(err, ErrUnknownTool)
+}
+
+// Func is a Tool made of a definition and a function.
+type Func struct {
+	Def Definition
+	Fn  func(ctx context.Context, call Call) (Result, error)
+}
+
+// Definition returns f.Def.
+func (f Func) Definition() Definition { return f.Def }
+
+// Call calls f.Fn.
+func (f Func) Call(ctx context.Context, call Call) (Result, error) { return f.Fn(ctx, call) }
+
+// typed is the Tool that New builds.
+type typed[In, Out any] struct {
+	def    Definition
+	schema *Schema
+	fn     func(context.Context, In) (Out, error)
+}
+
+// New builds a tool from a typed function. The parameter schema is reflected
+// from In (which must be a struct, or a pointer to one) once, here; each
+// call's arguments are validated against it before they are decoded, and a
+// violation reaches the model as an error Result naming the field.
+//
+// Out is rendered for the model: a string as it is, a Result as it is, and
+// anything else as JSON. An error from fn ends the run unless it is
+// Correctable.
+func New[In, Out any](name, description string, fn func(ctx context.Context, in In) (Out, error)) (Tool, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	if fn == nil {
+		return nil, fmt.Errorf("tool %q: nil function", name)
+	}
+	t := reflect.TypeFor[In]()
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("tool %q: arguments type %v is not a struct: models call tools with a JSON object, so wrap it in a struct", name, t)
+	}
+	s, err := SchemaFor[In]()
+	if err != nil {
+		return nil, fmt.Errorf("tool %q: %w", name, err)
+	}
+	return &typed[In, Out]{
+		def:    Definition{Name: name, Description: description, Parameters: s.Raw()},
+		schema: s,
+		fn:     fn,
+	}, nil
+}
+
+// Must returns t, and panics if err is not nil. It is for package-level
+// tools whose definitions are known to be right, like regexp.MustCompile.
+func Must(t Tool, err error) Tool {
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+func (t *typed[In, Out]) Definition() Definition { return t.def }
+
+func (t *typed[In, Out]) Call(ctx context.Context, call Call) (Result, error) {
+	args := Arguments(call.Arguments)
+	if err := t.schema.Validate(args); err != nil {
+		return Result{}, fmt.Errorf("%w for %s: %v: fix the arguments to match the tool's schema and call it again", ErrInvalidArguments, t.def.Name, err)
+	}
+	var in In
+	if err := json.Unmarshal(args, &in); err != nil {
+		return Result{}, fmt.Errorf("%w for %s: %v: fix the arguments to match the tool's schema and call it again", ErrInvalidArguments, t.def.Name, err)
+	}
+	out, err := t.fn(ctx, in)
+	if err != nil {
+		return Result{}, err
+	}
+	switch v := any(out).(type) {
+	case string:
+		return Result{Content: v}, nil
+	case Result:
+		return v, nil
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return Result{}, fmt.Errorf("tool %q: encoding its result: %w", t.def.Name, err)
+	}
+	return Result{Content: string(b), Value: out}, nil
+}
+
+// Arguments returns raw, or {} when raw is empty or blank: models send no
+// arguments at all to a tool that takes none.
+func Arguments(raw json.RawMessage) json.RawMessage {
+	for _, c := range raw {
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return raw
+		}
+	}
+	return json.RawMessage("{}")
+}
+
+func checkName(name string) error {
+	if name == "" {
+		return errors.New("tool: empty name: give the tool a name the model can call, like \"search\"")
+	}
+	if len(name) > 64 || strings.IndexFunc(name, func(r rune) bool {
+		return !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	}) >= 0 {
+		return fmt.Errorf("tool: name %q is not allowed: use at most 64 letters, digits, '_' or '-' (what model APIs accept)", name)
+	}
+	return nil
+}
