@@ -13,8 +13,8 @@ import (
 
 // Default limits of a Registry.
 const (
-	DefaultParallelism   = 16
-	DefaultMaxArgsBytes  = 1 << 20
+	DefaultParallelism  = 16
+	DefaultMaxArgsBytes = 1 << 20
 )
 
 // Registry holds the tools of an agent and runs a model turn's calls.
