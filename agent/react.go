@@ -79,6 +79,22 @@ func (r *React) Provider() provider.Provider { return r.p }
 // SystemPrompt returns the agent's system prompt.
 func (r *React) SystemPrompt() string { return r.system }
 
+// Checkpoint returns a function that puts the conversation back as it is
+// now. A caller that makes several runs one logical call (a sub-agent tool
+// asking again after a rejected answer) uses it to undo them all when the
+// call fails. Restoring is cheap: the kept conversation is never edited in
+// place.
+func (r *React) Checkpoint() (restore func()) {
+	r.mu.Lock()
+	saved := r.history
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		r.history = saved
+		r.mu.Unlock()
+	}
+}
+
 // History returns a copy of the conversation kept between runs.
 func (r *React) History() []provider.Message {
 	r.mu.Lock()
@@ -296,13 +312,16 @@ func (s *runState) loop() (string, error) {
 		}
 
 		results, err := r.tools.Execute(s.ctx, msg.ToolCalls)
-		failed := ""
+		var failed error
 		for i, res := range results {
 			s.child = s.child.Add(res.Usage)
 			call := msg.ToolCalls[i]
 			s.msgs = append(s.msgs, provider.ToolMessage(call.ID, res.Content, res.IsError))
 			if res.IsError {
-				failed = res.Content
+				failed = res.Err
+				if failed == nil {
+					failed = errors.New(res.Content)
+				}
 			}
 			if s.events {
 				event.Emit(s.ctx, event.Event{Type: event.ToolCallResult, MessageID: s.runID + "/result-" + call.ID, ToolCallID: call.ID, Content: res.Content, Role: "tool"})
@@ -311,10 +330,10 @@ func (s *runState) loop() (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if failed != "" {
+		if failed != nil {
 			failures++
 			if failures > r.toolRetries {
-				return "", fmt.Errorf("%w: %d steps in a row had a failed tool call, the last: %s", ErrToolRetries, failures, failed)
+				return "", fmt.Errorf("%w: %d steps in a row had a failed tool call, the last: %w", ErrToolRetries, failures, failed)
 			}
 		} else {
 			failures = 0

@@ -225,7 +225,7 @@ func (r *Registry) call(ctx context.Context, c Call) (res Result, err error) {
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			res = Result{Content: fmt.Sprintf("tool %s failed: it panicked: %v", c.Name, p), IsError: true, Usage: res.Usage}
+			res = errorResult(fmt.Errorf("%w: tool %s: %v", ErrPanic, c.Name, p))
 			err = nil
 		}
 	}()
@@ -242,7 +242,7 @@ func (r *Registry) call(ctx context.Context, c Call) (res Result, err error) {
 	return res, err
 }
 
-func errorResult(err error) Result { return Result{Content: err.Error(), IsError: true} }
+func errorResult(err error) Result { return Result{Content: err.Error(), IsError: true, Err: err} }
 
 func (r *Registry) names(ctx context.Context) string {
 	defs := r.Definitions(ctx)

@@ -39,6 +39,9 @@ type Result struct {
 	// Value is a structured form of Content for Go callers, such as a
 	// sub-agent's validated answer. It is never sent to a model.
 	Value any
+	// Err is the failure behind an error Result, kept for Go callers and
+	// error chains (errors.Is/As). It is never sent to a model.
+	Err error
 }
 
 // Tool is something a model can call.
@@ -69,6 +72,10 @@ var ErrInvalidArguments = errors.New("tool: invalid arguments")
 // ErrUnknownTool marks a call to a tool that is not registered or not
 // available. It is correctable.
 var ErrUnknownTool = errors.New("tool: unknown tool")
+
+// ErrPanic marks a tool call that panicked. The Registry recovers the panic
+// into an error Result, so the run goes on and the model can try another way.
+var ErrPanic = errors.New("tool panicked")
 
 type correctable struct{ err error }
 
