@@ -210,3 +210,7 @@ func checkName(name string) error {
 	}
 	return nil
 }
+
+// CheckName reports whether name can be a tool's name in model APIs: 1 to
+// 64 letters, digits, '_' or '-'.
+func CheckName(name string) error { return checkName(name) }

@@ -1,0 +1,247 @@
+package subagent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/id"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// checkpointer is an agent whose conversation can be put back, such as
+// *agent.React.
+type checkpointer interface {
+	Checkpoint() (restore func())
+}
+
+// Call runs the child for one call of the model.
+//
+// The Result's Content is the child's answer (validated, rendered and capped
+// as configured), its Usage what the child spent, its Value the validated
+// answer. Failures the model can act on are returned as errors marked
+// tool.Correctable, which a registry turns into error Results; a
+// cancellation of ctx is returned as an error wrapping context.Canceled. In
+// every case the Result carries the usage spent.
+func (t *SubAgentTool) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
+	name := t.def.Name
+	depth := agent.Depth(ctx)
+	if depth >= t.cfg.maxDepth {
+		return tool.Result{}, tool.Correctable(fmt.Errorf("%w: %q cannot be called at depth %d (the cap is %d): do this work directly",
+			ErrMaxDepth, name, depth, t.cfg.maxDepth))
+	}
+	args := tool.Arguments(call.Arguments)
+	if err := t.params.Validate(args); err != nil {
+		return tool.Result{}, fmt.Errorf("%w for %s: %v: fix the arguments to match the tool's schema and call it again", tool.ErrInvalidArguments, name, err)
+	}
+	in := agent.Input{Text: string(args)}
+	if t.cfg.input != nil {
+		var err error
+		if in, err = t.cfg.input(args); err != nil {
+			return tool.Result{}, fmt.Errorf("%w for %s: %v", tool.ErrInvalidArguments, name, err)
+		}
+	}
+
+	return t.invoke(ctx, call.ID, args, in)
+}
+
+// invoke runs one call whose arguments are checked: the depth step, the
+// events, the timeout, and the classification of failures. The spawn tool
+// shares it.
+func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawMessage, in agent.Input) (tool.Result, error) {
+	name := t.def.Name
+	runID := id.New("sub_")
+	events := event.Enabled(ctx)
+	cctx := agent.WithDepth(ctx, agent.Depth(ctx)+1)
+	if events {
+		event.Emit(ctx, event.Event{
+			Type: event.SubagentStarted, SubagentRunID: runID, Name: name, Description: t.def.Description,
+			ParentSubagentRunID: event.SubagentRunID(ctx), ParentToolCallID: callID,
+		})
+		cctx = event.WithSubagent(cctx, runID)
+	}
+	if t.cfg.timeout > 0 {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeout(cctx, t.cfg.timeout)
+		defer cancel()
+	}
+
+	res, err := t.run(cctx, args, in, runID)
+	if err == nil && ctx.Err() != nil {
+		// A child that ignored its cancellation does not get to answer.
+		err = fmt.Errorf("subagent %q: %w", name, context.Cause(ctx))
+	}
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			if !errors.Is(err, ctx.Err()) {
+				err = fmt.Errorf("subagent %q: %w: %w", name, ctx.Err(), err)
+			}
+		case cctx.Err() != nil && t.cfg.timeout > 0:
+			err = tool.Correctable(fmt.Errorf("%w: %q ran longer than %v: give it a smaller task: %w", ErrTimeout, name, t.cfg.timeout, err))
+		}
+		if events {
+			event.Emit(ctx, event.Event{Type: event.SubagentError, SubagentRunID: runID, Message: err.Error(), Code: errorCode(err)})
+		}
+		return res, err
+	}
+	if events {
+		result, _ := json.Marshal(res.Content)
+		event.Emit(ctx, event.Event{Type: event.SubagentFinished, SubagentRunID: runID, Result: result})
+	}
+	return res, nil
+}
+
+func errorCode(err error) string {
+	switch {
+	case errors.Is(err, ErrTimeout):
+		return "timeout"
+	case errors.Is(err, ErrBusy):
+		return "busy"
+	case errors.Is(err, ErrNoJSON):
+		return "invalid_output"
+	case errors.Is(err, tool.ErrPanic):
+		return "panic"
+	}
+	return agent.ErrorCode(err)
+}
+
+// run makes the call's runs of the child: the first and, when the answer is
+// rejected, the corrective one. It recovers a panicking child.
+func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.Input, runID string) (res tool.Result, err error) {
+	name := t.def.Name
+	var usage provider.Usage
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = tool.Result{}, tool.Correctable(fmt.Errorf("%w: subagent %q: %v", tool.ErrPanic, name, p))
+		}
+		res.Usage = usage
+	}()
+
+	restore := func() {}
+	if t.resident != nil {
+		if t.cfg.refuseBusy {
+			if !t.turn.TryAcquire(1) {
+				return tool.Result{}, tool.Correctable(fmt.Errorf("%w: %q is answering another call: wait for that answer, then ask again", ErrBusy, name))
+			}
+		} else if err := t.turn.Acquire(ctx, 1); err != nil {
+			return tool.Result{}, fmt.Errorf("subagent %q: waiting for its previous call to end: %w", name, err)
+		}
+		defer t.turn.Release(1)
+		if c, ok := t.resident.(checkpointer); ok {
+			restore = c.Checkpoint()
+		}
+	}
+	defer func() {
+		if err != nil {
+			restore()
+		}
+	}()
+
+	attempt := func(in agent.Input) (agent.Output, error) {
+		a := t.resident
+		if a == nil {
+			var err error
+			if a, err = t.factory(ctx, args); err != nil {
+				if tool.IsCorrectable(err) {
+					return agent.Output{}, fmt.Errorf("subagent %q: %w", name, err)
+				}
+				return agent.Output{}, fmt.Errorf("subagent %q: building the agent: %w", name, err)
+			}
+			if a == nil {
+				return agent.Output{}, fmt.Errorf("subagent %q: the factory returned no agent and no error", name)
+			}
+			if c, ok := a.(io.Closer); ok {
+				defer c.Close()
+			}
+		}
+		out, err := a.Run(ctx, in)
+		usage = usage.Add(out.TotalUsage())
+		if err != nil && ctx.Err() == nil {
+			err = tool.Correctable(fmt.Errorf("%w: %q: %w", ErrChildFailed, name, err))
+		}
+		return out, err
+	}
+
+	out, err := attempt(in)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	o := Outcome{RunID: runID}
+	content := out.Answer
+	if c := t.cfg.check; c != nil {
+		v := c.check(out.Answer)
+		if v.problem != nil {
+			retry := agent.Input{Text: c.correction(v.problem)}
+			if t.resident == nil {
+				retry.Text = in.Text + "\n\n" + retry.Text + "\nYour rejected answer was:\n" + out.Answer
+				retry.Messages = in.Messages
+			}
+			if out, err = attempt(retry); err != nil {
+				return tool.Result{}, err
+			}
+			v = c.check(out.Answer)
+		}
+		switch {
+		case v.problem == nil:
+			content, o.Value = string(v.raw), v.value
+		case c.result && v.raw == nil:
+			return tool.Result{}, tool.Correctable(fmt.Errorf("%w: %q answered twice without the JSON result asked for: %s",
+				ErrNoJSON, name, clip(out.Answer, 200)))
+		case c.result:
+			r := Result{Status: StatusFailed, Summary: out.Answer}
+			b, _ := json.Marshal(r)
+			content, o.Value = string(b), r
+		default:
+			content = out.Answer + "\n\n[validation failed: " + v.problem.Error() + "]"
+		}
+	}
+	o.Output, o.Usage = out, usage
+	if t.cfg.render != nil {
+		if content, err = t.cfg.render(ctx, o); err != nil {
+			return tool.Result{}, fmt.Errorf("subagent %q: rendering the result: %w", name, err)
+		}
+	}
+	if content == "" {
+		content = "(the sub-agent gave an empty answer)"
+	}
+	return tool.Result{Content: capOutput(content, t.cfg.maxOutput), Value: o.Value}, nil
+}
+
+// capOutput makes s valid UTF-8 and at most max bytes, cutting on a rune
+// boundary and saying so.
+func capOutput(s string, max int) string {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	if len(s) <= max {
+		return s
+	}
+	marker := "\n[output truncated: " + strconv.Itoa(len(s)) + " bytes, the first " // + kept + " shown]"
+	cut := max - len(marker) - len(" shown]") - 20
+	if cut < 0 {
+		cut = 0
+	}
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + marker + strconv.Itoa(cut) + " shown]"
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return strconv.Quote(s)
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return strconv.Quote(s[:n]) + "…"
+}

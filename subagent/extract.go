@@ -1,0 +1,122 @@
+package subagent
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+)
+
+// ExtractJSON finds the JSON value in a model's answer, tolerantly: the
+// whole answer when it is JSON, else the last ```json (or plain ```) fenced
+// block holding valid JSON, else the last complete JSON object in the prose.
+// It reports false when there is none.
+func ExtractJSON(answer string) (json.RawMessage, bool) {
+	trimmed := strings.TrimSpace(answer)
+	if trimmed == "" {
+		return nil, false
+	}
+	if json.Valid([]byte(trimmed)) {
+		return json.RawMessage(trimmed), true
+	}
+	if raw, ok := lastFenced(trimmed); ok {
+		return raw, true
+	}
+	return lastObject(trimmed)
+}
+
+// lastFenced returns the content of the last fenced code block that is
+// valid JSON.
+func lastFenced(s string) (json.RawMessage, bool) {
+	var found json.RawMessage
+	for {
+		open := strings.Index(s, "```")
+		if open < 0 {
+			break
+		}
+		rest := s[open+3:]
+		// Skip the info string (json, JSON, …) up to the end of the line.
+		if nl := strings.IndexByte(rest, '\n'); nl >= 0 && !strings.ContainsAny(rest[:nl], "{[\"") {
+			rest = rest[nl+1:]
+		}
+		end := strings.Index(rest, "```")
+		if end < 0 {
+			break
+		}
+		body := bytes.TrimSpace([]byte(rest[:end]))
+		if len(body) > 0 && json.Valid(body) {
+			found = body
+		}
+		s = rest[end+3:]
+	}
+	return found, found != nil
+}
+
+// lastObject returns the last balanced {...} span of s that is valid JSON.
+// The scan is linear: it tracks strings only inside an object, so quotes in
+// the surrounding prose do not confuse it. A brace in the prose that never
+// closes swallows what follows it, so the scan starts again just after such
+// a brace, a bounded number of times.
+func lastObject(s string) (json.RawMessage, bool) {
+	var found json.RawMessage
+	from := 0
+	for range maxRescans {
+		spans, unclosed := objectSpans(s, from)
+		for i := len(spans) - 1; i >= 0; i-- {
+			b := []byte(s[spans[i][0]:spans[i][1]])
+			if json.Valid(b) {
+				found = b
+				break
+			}
+		}
+		if unclosed < 0 {
+			break
+		}
+		from = unclosed + 1
+	}
+	return found, found != nil
+}
+
+const maxRescans = 16
+
+// objectSpans returns the balanced top-level {...} spans of s[from:], as
+// offsets into s, and the start of a span left open at the end (or -1).
+func objectSpans(s string, from int) (spans [][2]int, unclosed int) {
+	depth, start := 0, 0
+	inStr, esc := false, false
+	for i := from; i < len(s); i++ {
+		c := s[i]
+		if inStr {
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			if depth > 0 {
+				inStr = true
+			}
+		case '{':
+			if depth == 0 {
+				start = i
+			}
+			depth++
+		case '}':
+			if depth > 0 {
+				depth--
+				if depth == 0 {
+					spans = append(spans, [2]int{start, i + 1})
+				}
+			}
+		}
+	}
+	if depth > 0 {
+		return spans, start
+	}
+	return spans, -1
+}

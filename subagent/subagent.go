@@ -1,0 +1,327 @@
+// Package subagent exposes agents to other agents as tools.
+//
+// A SubAgentTool is an ordinary tool.Tool whose call runs a child agent and
+// returns its answer. It is built one of three ways:
+//
+//   - FromAgent: a resident expert, one agent kept for the life of the tool,
+//     whose conversation accumulates across calls;
+//   - FromFactory: one-shot delegation, a fresh agent per call, built from
+//     the call's arguments;
+//   - FromReact: the model defines the child itself, its system prompt and
+//     task, and a ReAct agent is built for each call.
+//
+// Around each call the tool keeps the contracts a delegation tree needs: the
+// child's answer can be validated against a JSON Schema with one corrective
+// retry (WithResult, WithOutputSchema, OutputOf); delegation depth is capped
+// (the tool disappears at the cap); what returns to the parent is capped in
+// size; the child's usage, a failed child's too, travels back in the Result;
+// cancellation reaches the child; a panicking child becomes an error the
+// parent's model can read; and every call emits SUBAGENT_* events with a
+// fresh sub-agent run id.
+package subagent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// Defaults of a SubAgentTool.
+const (
+	// DefaultMaxDepth lets a top-level agent delegate and stops its children
+	// from delegating further.
+	DefaultMaxDepth = 1
+	// DefaultMaxOutputBytes caps what a child returns to its parent.
+	DefaultMaxOutputBytes = 48 << 10
+)
+
+// Errors a call can fail with; test for them with errors.Is. All but a
+// cancellation are correctable: the parent's model reads them as an error
+// result and may try another way.
+var (
+	// ErrMaxDepth: the call would go deeper than the tool's depth cap.
+	ErrMaxDepth = errors.New("subagent: max delegation depth reached")
+	// ErrBusy: a resident expert is answering another call and the tool
+	// was built with WithRefuseWhenBusy.
+	ErrBusy = errors.New("subagent: busy")
+	// ErrChildFailed: the child agent's run failed; its error is wrapped too.
+	ErrChildFailed = errors.New("subagent: child failed")
+	// ErrNoJSON: under WithResult, the child's answer held no JSON at all,
+	// even after the corrective retry.
+	ErrNoJSON = errors.New("subagent: answer is not JSON")
+	// ErrTimeout: the call ran longer than WithTimeout allows.
+	ErrTimeout = errors.New("subagent: timed out")
+)
+
+// Factory builds the agent for one call from the call's arguments (already
+// validated against the tool's parameter schema). An error caused by the
+// arguments should be marked with tool.Correctable or wrap
+// tool.ErrInvalidArguments: the model then reads it and can fix the call.
+// Any other error ends the parent's run. A returned agent that is an
+// io.Closer is closed after the call.
+type Factory func(ctx context.Context, args json.RawMessage) (agent.Agent, error)
+
+// SubAgentTool is a child agent exposed as a tool. It is safe for
+// concurrent use: calls to a FromAgent tool take turns, calls to the other
+// forms run in parallel.
+type SubAgentTool struct {
+	def    tool.Definition
+	params *tool.Schema
+	cfg    config
+
+	resident agent.Agent        // FromAgent
+	turn     *semaphore.Weighted // FromAgent: one call at a time
+	factory  Factory            // FromFactory and FromReact
+}
+
+// TaskParams is the default parameter schema of FromAgent and FromFactory:
+// one required string, the task.
+const TaskParams = `{"type":"object","properties":{"task":{"type":"string","description":"The task or question for the sub-agent, with everything it needs to know."}},"required":["task"]}`
+
+// ReactParams is the default parameter schema of FromReact: the child's
+// system prompt and its task.
+const ReactParams = `{"type":"object","properties":{"system_prompt":{"type":"string","description":"Who the sub-agent is and how it should work."},"task":{"type":"string","description":"The task for the sub-agent, with everything it needs to know."}},"required":["task"]}`
+
+// FromAgent returns the resident-expert form: a kept for the life of the
+// tool, its conversation accumulating across calls. Calls take turns; a
+// caller waiting its turn gives up when its context ends, and a call that
+// fails or is cancelled leaves a's conversation as it was before (for agents
+// with a Checkpoint method, such as *agent.React). params is the JSON Schema
+// of the arguments; nil means TaskParams. By default a receives the
+// arguments' JSON text as its input.
+func FromAgent(name, description string, params json.RawMessage, a agent.Agent, opts ...Option) (*SubAgentTool, error) {
+	if a == nil {
+		return nil, fmt.Errorf("subagent %q: nil agent: pass the agent to consult", name)
+	}
+	t, err := build(name, description, params, TaskParams, opts)
+	if err != nil {
+		return nil, err
+	}
+	t.resident = a
+	t.turn = semaphore.NewWeighted(1)
+	return t, nil
+}
+
+// FromFactory returns the one-shot form: each call gets a fresh agent from
+// factory, discarded after the call. Calls run in parallel. params is the
+// JSON Schema of the arguments; nil means TaskParams. By default the agent
+// receives the arguments' JSON text as its input.
+func FromFactory(name, description string, params json.RawMessage, factory Factory, opts ...Option) (*SubAgentTool, error) {
+	if factory == nil {
+		return nil, fmt.Errorf("subagent %q: nil factory: pass a function that builds the agent", name)
+	}
+	t, err := build(name, description, params, TaskParams, opts)
+	if err != nil {
+		return nil, err
+	}
+	t.factory = factory
+	return t, nil
+}
+
+// FromReact returns the form in which the model defines the child: each
+// call builds a ReAct agent over p with tools (shared by all calls; nil
+// means none) whose system prompt is the arguments' system_prompt and whose
+// input is their task text, each empty when missing. params nil means
+// ReactParams. WithReactOptions configures the children further.
+func FromReact(name, description string, p provider.Provider, tools *tool.Registry, params json.RawMessage, opts ...Option) (*SubAgentTool, error) {
+	if p == nil {
+		return nil, fmt.Errorf("subagent %q: nil provider: pass the provider the children run on", name)
+	}
+	t, err := build(name, description, params, ReactParams, opts)
+	if err != nil {
+		return nil, err
+	}
+	if t.cfg.input == nil {
+		t.cfg.input = taskInput
+	}
+	extra := ""
+	if t.cfg.check != nil {
+		extra = t.cfg.check.prompt
+	}
+	reactOpts := t.cfg.reactOpts
+	t.factory = func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
+		var a reactArgs
+		_ = json.Unmarshal(args, &a) // fields of the wrong type degrade to empty
+		system := a.SystemPrompt
+		if extra != "" {
+			if system != "" {
+				system += "\n\n"
+			}
+			system += extra
+		}
+		opts := make([]agent.Option, 0, len(reactOpts)+3)
+		opts = append(opts, agent.WithName(name), agent.WithSystemPrompt(system), agent.WithRegistry(tools))
+		return agent.NewReact(p, append(opts, reactOpts...)...)
+	}
+	return t, nil
+}
+
+type reactArgs struct {
+	SystemPrompt string `json:"system_prompt"`
+	Task         string `json:"task"`
+}
+
+// taskInput hands the child the task field of the arguments.
+func taskInput(args json.RawMessage) (agent.Input, error) {
+	var a struct {
+		Task json.RawMessage `json:"task"`
+	}
+	_ = json.Unmarshal(args, &a)
+	var task string
+	if json.Unmarshal(a.Task, &task) != nil {
+		task = ""
+	}
+	return agent.Input{Text: task}, nil
+}
+
+func build(name, description string, params json.RawMessage, defaultParams string, opts []Option) (*SubAgentTool, error) {
+	if err := tool.CheckName(name); err != nil {
+		return nil, fmt.Errorf("subagent: %w", err)
+	}
+	if params == nil {
+		params = json.RawMessage(defaultParams)
+	}
+	schema, err := tool.CompileSchema(params)
+	if err != nil {
+		return nil, fmt.Errorf("subagent %q: parameters: %w", name, err)
+	}
+	t := &SubAgentTool{
+		def:    tool.Definition{Name: name, Description: description, Parameters: schema.Raw()},
+		params: schema,
+		cfg:    config{maxDepth: DefaultMaxDepth, maxOutput: DefaultMaxOutputBytes},
+	}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&t.cfg); err != nil {
+			return nil, fmt.Errorf("subagent %q: %w", name, err)
+		}
+	}
+	return t, nil
+}
+
+// Definition returns the tool's name, description and parameter schema.
+func (t *SubAgentTool) Definition() tool.Definition { return t.def }
+
+// Available reports whether a call under ctx is within the depth cap. At the
+// cap the tool is left out of the definitions sent to the model.
+func (t *SubAgentTool) Available(ctx context.Context) bool {
+	return agent.Depth(ctx) < t.cfg.maxDepth
+}
+
+type config struct {
+	maxDepth   int
+	maxOutput  int
+	timeout    time.Duration
+	refuseBusy bool
+	input      func(args json.RawMessage) (agent.Input, error)
+	render     func(ctx context.Context, o Outcome) (string, error)
+	check      *checker
+	reactOpts  []agent.Option
+}
+
+// Option configures a SubAgentTool.
+type Option func(*config) error
+
+// WithMaxDepth sets the delegation depth at which the tool disappears
+// (default DefaultMaxDepth: a top-level agent may delegate, its children may
+// not). Depth rides the context, so a cycle is bounded like a chain.
+func WithMaxDepth(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("max depth %d: use 1 or more (1 lets only the top-level agent delegate)", n)
+		}
+		c.maxDepth = n
+		return nil
+	}
+}
+
+// WithMaxOutputBytes caps what a child returns to the parent (default
+// DefaultMaxOutputBytes). A longer answer is cut on a UTF-8 boundary and
+// marked as truncated.
+func WithMaxOutputBytes(n int) Option {
+	return func(c *config) error {
+		if n < 64 {
+			return fmt.Errorf("max output %d bytes: use at least 64", n)
+		}
+		c.maxOutput = n
+		return nil
+	}
+}
+
+// WithTimeout bounds each call. A child that runs longer is cancelled and
+// the call fails with ErrTimeout, which the model can act on.
+func WithTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("timeout %v: use a positive duration", d)
+		}
+		c.timeout = d
+		return nil
+	}
+}
+
+// WithRefuseWhenBusy makes a FromAgent tool refuse a call at once, with
+// ErrBusy, while it answers another, instead of making the caller wait.
+func WithRefuseWhenBusy() Option {
+	return func(c *config) error { c.refuseBusy = true; return nil }
+}
+
+// WithInput maps the call's arguments to the child's input, instead of
+// handing over their JSON text. An error from fn reaches the model as an
+// invalid-arguments error.
+func WithInput(fn func(args json.RawMessage) (agent.Input, error)) Option {
+	return func(c *config) error {
+		if fn == nil {
+			return errors.New("WithInput(nil): pass a function")
+		}
+		c.input = fn
+		return nil
+	}
+}
+
+// Outcome is what a call produced, for WithRender.
+type Outcome struct {
+	// RunID is the sub-agent run id of the call (the one its events carry).
+	RunID string
+	// Output is the child's last run: its answer, messages and usage.
+	Output agent.Output
+	// Usage is what every run of the call cost, retries and grandchildren
+	// included.
+	Usage provider.Usage
+	// Value is the validated answer, when the tool validates: a Result under
+	// WithResult, a T under OutputOf[T], the decoded JSON under
+	// WithOutputSchema. It is nil when the answer failed validation.
+	Value any
+}
+
+// WithRender renders a successful call's result text from its Outcome,
+// instead of passing on the child's answer. It is also where a Go caller
+// captures the child's whole Output. The text is still capped.
+func WithRender(fn func(ctx context.Context, o Outcome) (string, error)) Option {
+	return func(c *config) error {
+		if fn == nil {
+			return errors.New("WithRender(nil): pass a function")
+		}
+		c.render = fn
+		return nil
+	}
+}
+
+// WithReactOptions configures the ReAct children of a FromReact tool (max
+// steps, token limit, model, …). Other forms ignore it.
+func WithReactOptions(opts ...agent.Option) Option {
+	return func(c *config) error {
+		c.reactOpts = append(c.reactOpts, opts...)
+		return nil
+	}
+}
