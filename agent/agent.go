@@ -73,6 +73,7 @@ type runKey struct{}
 type runInfo struct {
 	id, parent, name string
 	depth            int
+	scope            *scope
 }
 
 func info(ctx context.Context) runInfo {
@@ -102,9 +103,12 @@ func WithDepth(ctx context.Context, depth int) context.Context {
 }
 
 // WithRun returns a context for a new run with the given id and agent name,
-// whose parent is the run of ctx. Agents call it at the start of Run;
-// the depth is kept.
+// whose parent is the run of ctx. Agents call it at the start of Run, and
+// call Finish at its end; the depth is kept.
 func WithRun(ctx context.Context, runID, name string) context.Context {
 	ri := info(ctx)
-	return context.WithValue(ctx, runKey{}, runInfo{id: runID, parent: ri.id, name: name, depth: ri.depth})
+	sc := &scope{}
+	ctx = context.WithValue(ctx, runKey{}, runInfo{id: runID, parent: ri.id, name: name, depth: ri.depth, scope: sc})
+	sc.ctx = ctx
+	return ctx
 }

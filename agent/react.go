@@ -198,6 +198,7 @@ func (r *React) Run(ctx context.Context, in Input) (Output, error) {
 
 	runID := id.New("run_")
 	ctx = WithRun(ctx, runID, r.name)
+	info(ctx).scope.limit = r.tokenLimit
 	s := &runState{r: r, ctx: ctx, runID: runID, events: event.Enabled(ctx)}
 	s.msgs = make([]provider.Message, len(base), len(base)+len(in.Messages)+4)
 	copy(s.msgs, base)
@@ -211,6 +212,7 @@ func (r *React) Run(ctx context.Context, in Input) (Output, error) {
 		event.Emit(ctx, event.Event{Type: event.RunStarted, RunID: runID, ParentRunID: ParentRunID(ctx)})
 	}
 	answer, err := s.loop()
+	s.child = s.child.Add(Finish(ctx))
 	out := Output{RunID: runID, Answer: answer, Messages: s.msgs[start:], Usage: s.usage, ChildUsage: s.child}
 	if err != nil {
 		err = fmt.Errorf("agent %q: %w", r.name, err)
@@ -279,7 +281,7 @@ func (s *runState) loop() (string, error) {
 		}
 		req := provider.Request{
 			Model:       r.model,
-			System:      r.system,
+			System:      s.systemPrompt(),
 			Messages:    s.msgs,
 			Tools:       r.tools.Definitions(s.ctx),
 			MaxTokens:   r.maxTokens,
@@ -347,9 +349,31 @@ func (s *runState) loop() (string, error) {
 	}
 }
 
+// systemPrompt is the agent's system prompt, followed, once a token limit is
+// nearly reached, by a note that tells the model to wrap up, so that it can
+// return what it has instead of losing the work to ErrUsageLimit.
+func (s *runState) systemPrompt() string {
+	lim := s.r.tokenLimit
+	if lim == 0 {
+		return s.r.system
+	}
+	used := s.usage.Add(s.child).Tokens()
+	if used*5 < lim*4 {
+		return s.r.system
+	}
+	note := "Budget note: you have used " + strconv.FormatInt(used, 10) + " of your " + strconv.FormatInt(lim, 10) +
+		" tokens. Finish now: answer with what you have, and say plainly what is unfinished (status \"partial\" if you report a status)."
+	if s.r.system == "" {
+		return note
+	}
+	return s.r.system + "\n\n" + note
+}
+
 func (s *runState) checkLimit() error {
 	if lim := s.r.tokenLimit; lim > 0 {
-		if used := s.usage.Add(s.child).Tokens(); used > lim {
+		used := s.usage.Add(s.child).Tokens()
+		info(s.ctx).scope.used.Store(used)
+		if used > lim {
 			return fmt.Errorf("%w: %d tokens used, the limit is %d: raise WithTokenLimit or give a smaller task", ErrUsageLimit, used, lim)
 		}
 	}

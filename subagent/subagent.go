@@ -227,6 +227,17 @@ type config struct {
 	render     func(ctx context.Context, o Outcome) (string, error)
 	check      *checker
 	reactOpts  []agent.Option
+
+	// spawn tool only
+	roster      []*SubAgentTool
+	maxSpawns   int
+	concurrency int
+	childTokens int64
+	forkName    string
+	forkPrompt  string
+	forkTools   func(tool.Tool) bool
+	policy      func(ctx context.Context) bool
+	background  bool
 }
 
 // Option configures a SubAgentTool.

@@ -1,0 +1,415 @@
+package subagent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// Defaults of the spawn tool.
+const (
+	// SpawnToolName is the name the model calls the spawn tool by.
+	SpawnToolName = "spawn_subagent"
+	// DefaultMaxSpawns bounds the children one parent run may start.
+	DefaultMaxSpawns = 8
+	// DefaultSpawnConcurrency bounds the children running at once.
+	DefaultSpawnConcurrency = 8
+	// DefaultForkName is the agent name of a forked child.
+	DefaultForkName = "subagent"
+	// DefaultForkPrompt is the system prompt of a forked child.
+	DefaultForkPrompt = "You are a sub-agent doing one bounded task for another agent. " +
+		"Work only on that task, with the tools you have, and reply with the result. " +
+		"Say plainly what you could not do: a partial answer presented as complete is worse than none."
+)
+
+// Errors of the spawn tool; test for them with errors.Is. They are
+// correctable: the model reads them and can change course.
+var (
+	// ErrMaxSpawns: the parent run has started as many children as allowed.
+	ErrMaxSpawns = errors.New("subagent: spawn limit reached")
+	// ErrNoBudget: the parent has no tokens left to give a child.
+	ErrNoBudget = errors.New("subagent: no token budget left")
+	// ErrDenied: the spawn policy does not allow spawning here.
+	ErrDenied = errors.New("subagent: spawning denied")
+	// ErrUnknownJob: no background job has that id in this run.
+	ErrUnknownJob = errors.New("subagent: unknown job")
+)
+
+// Spawner is the spawn_subagent tool: one tool with which a model starts
+// children, either forks of its own agent (same provider and tools, a fresh
+// history, a system prompt of their own) or members of a configured roster.
+// It shares the SubAgentTool machinery: the same validator, events, usage
+// accounting, depth and output caps.
+type Spawner struct {
+	def    tool.Definition
+	params *tool.Schema
+	p      provider.Provider
+	tools  *tool.Registry
+	cfg    config
+	roster map[string]*SubAgentTool
+	slots  *semaphore.Weighted
+	fork   *SubAgentTool // template of a forked child; factory set per call
+
+	forkOnce sync.Once
+	forkReg  *tool.Registry
+}
+
+// NewSpawner returns the spawn tool for an agent running on p with the
+// tools of reg. Forked children get the same provider and tools (narrowed
+// by WithForkTools); reg may later receive the spawner itself, which
+// children then inherit below the depth cap only.
+//
+// Options: WithRoster, WithMaxSpawns, WithSpawnConcurrency,
+// WithChildTokenBudget, WithForkPrompt, WithForkName, WithForkTools,
+// WithSpawnPolicy, WithBackground; and, as for SubAgentTool, WithMaxDepth,
+// WithMaxOutputBytes, WithTimeout, WithResult/WithOutputSchema/OutputOf (the
+// default validation when a call gives no output_schema) and
+// WithReactOptions (for forks).
+func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...Option) (*Spawner, error) {
+	if p == nil {
+		return nil, fmt.Errorf("subagent %s: nil provider: pass the provider the parent runs on", SpawnToolName)
+	}
+	cfg := config{
+		maxDepth: DefaultMaxDepth, maxOutput: DefaultMaxOutputBytes,
+		maxSpawns: DefaultMaxSpawns, concurrency: DefaultSpawnConcurrency,
+		forkName: DefaultForkName, forkPrompt: DefaultForkPrompt,
+	}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return nil, fmt.Errorf("subagent %s: %w", SpawnToolName, err)
+		}
+	}
+	s := &Spawner{p: p, tools: reg, cfg: cfg, roster: map[string]*SubAgentTool{}, slots: semaphore.NewWeighted(int64(cfg.concurrency))}
+	names := make([]string, 0, len(cfg.roster))
+	for _, m := range cfg.roster {
+		n := m.def.Name
+		if _, dup := s.roster[n]; dup {
+			return nil, fmt.Errorf("subagent %s: two roster members are named %q: give each its own name", SpawnToolName, n)
+		}
+		s.roster[n] = m
+		names = append(names, n)
+	}
+	params, err := tool.CompileSchema(spawnParams(names, cfg.background))
+	if err != nil {
+		return nil, err
+	}
+	s.params = params
+	s.def = tool.Definition{Name: SpawnToolName, Description: spawnDescription(cfg), Parameters: params.Raw()}
+	s.fork = &SubAgentTool{def: tool.Definition{Name: cfg.forkName, Description: "a fork of the calling agent"}, cfg: cfg}
+	return s, nil
+}
+
+// WithRoster offers named children: the model picks one with the agent
+// argument, by its name and description. Each is called with the task (and
+// context) as its "task" argument, so its parameters must accept that, as
+// TaskParams and ReactParams do.
+func WithRoster(members ...*SubAgentTool) Option {
+	return func(c *config) error {
+		for _, m := range members {
+			if m == nil {
+				return errors.New("WithRoster: nil member")
+			}
+		}
+		c.roster = append(c.roster, members...)
+		return nil
+	}
+}
+
+// WithMaxSpawns bounds how many children one parent run may start (default
+// DefaultMaxSpawns); a spawn past it fails with ErrMaxSpawns.
+func WithMaxSpawns(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("max spawns %d: use 1 or more, or leave the spawn tool out", n)
+		}
+		c.maxSpawns = n
+		return nil
+	}
+}
+
+// WithSpawnConcurrency bounds how many children run at once across the
+// spawner (default DefaultSpawnConcurrency); the others wait their turn.
+func WithSpawnConcurrency(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("spawn concurrency %d: use 1 or more", n)
+		}
+		c.concurrency = n
+		return nil
+	}
+}
+
+// WithChildTokenBudget gives each forked child a token limit of n, or what
+// the parent has left if that is less. A child near its limit is told to
+// finish with what it has; one that passes it fails with agent.ErrUsageLimit.
+// Without this option a child's limit is only what the parent has left.
+func WithChildTokenBudget(n int64) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("child token budget %d: use 1 or more", n)
+		}
+		c.childTokens = n
+		return nil
+	}
+}
+
+// WithForkPrompt sets the system prompt of forked children (default
+// DefaultForkPrompt).
+func WithForkPrompt(prompt string) Option {
+	return func(c *config) error { c.forkPrompt = prompt; return nil }
+}
+
+// WithForkName sets the agent name of forked children (default
+// DefaultForkName); it names them in events and routes fake replies.
+func WithForkName(name string) Option {
+	return func(c *config) error {
+		if err := tool.CheckName(name); err != nil {
+			return err
+		}
+		c.forkName = name
+		return nil
+	}
+}
+
+// WithForkTools narrows the tools a forked child inherits to those for
+// which keep reports true. A child never gets more than its parent.
+func WithForkTools(keep func(tool.Tool) bool) Option {
+	return func(c *config) error {
+		if keep == nil {
+			return errors.New("WithForkTools(nil): pass a function")
+		}
+		c.forkTools = keep
+		return nil
+	}
+}
+
+// WithSpawnPolicy decides, per call context, whether spawning is allowed.
+// Where it is not, the tool is not offered to the model at all.
+func WithSpawnPolicy(allow func(ctx context.Context) bool) Option {
+	return func(c *config) error {
+		if allow == nil {
+			return errors.New("WithSpawnPolicy(nil): pass a function")
+		}
+		c.policy = allow
+		return nil
+	}
+}
+
+// WithBackground lets the model start children in the background: a spawn
+// with background=true returns a job id at once, and the tool from
+// (*Spawner).JobsTool waits for, lists or cancels jobs. Jobs still running
+// when the parent run ends are cancelled, and their usage still counts.
+func WithBackground() Option {
+	return func(c *config) error { c.background = true; return nil }
+}
+
+func spawnParams(roster []string, background bool) json.RawMessage {
+	props := map[string]any{
+		"task":    map[string]any{"type": "string", "minLength": 1, "description": "What the sub-agent must do: one bounded task, with what counts as done."},
+		"context": map[string]any{"type": "string", "description": "Everything the sub-agent needs to know from this conversation: it sees nothing else."},
+		"output_schema": map[string]any{"type": "object",
+			"description": "Optional JSON Schema of the answer you want back; the answer is validated against it."},
+	}
+	if len(roster) > 0 {
+		props["agent"] = map[string]any{"type": "string", "enum": roster,
+			"description": "Optional: the named sub-agent to use. Leave it out to fork yourself."}
+	}
+	if background {
+		props["background"] = map[string]any{"type": "boolean",
+			"description": "Start the sub-agent in the background and get a job id at once."}
+	}
+	b, _ := json.Marshal(map[string]any{"type": "object", "properties": props, "required": []string{"task"}, "additionalProperties": false})
+	return b
+}
+
+func spawnDescription(c config) string {
+	var b strings.Builder
+	b.WriteString("Start a sub-agent on a bounded task. It works in a fresh context of its own and returns only its final answer.\n")
+	b.WriteString("How to use it well:\n")
+	b.WriteString("- Handle simple work directly; delegate a task when it is bounded and self-contained, or when several can run side by side (spawns in one turn run in parallel).\n")
+	b.WriteString("- Give each sub-agent what it needs in `context`: it cannot see this conversation.\n")
+	b.WriteString("- Check every answer: a partial or failed sub-agent is not success. Redo, work around, or report what is missing.\n")
+	b.WriteString("- Ask for a shape with `output_schema` when you need structured data back.\n")
+	fmt.Fprintf(&b, "- At most %d sub-agents per run.\n", c.maxSpawns)
+	if len(c.roster) > 0 {
+		b.WriteString("Named sub-agents (pick with `agent` only when its purpose covers the task; leave `agent` out to fork yourself):\n")
+		for _, m := range c.roster {
+			fmt.Fprintf(&b, "- %s: %s\n", m.def.Name, m.def.Description)
+		}
+	} else {
+		b.WriteString("Each sub-agent is a fork of you, with your tools.\n")
+	}
+	if c.background {
+		b.WriteString("With background=true you get a job id at once. A job id is not a result: collect each job with subagent_jobs (wait), or cancel it, before you answer.\n")
+	}
+	return b.String()
+}
+
+// Definition returns the spawn tool's definition.
+func (s *Spawner) Definition() tool.Definition { return s.def }
+
+// Available reports whether spawning is offered under ctx: below the depth
+// cap and allowed by the policy.
+func (s *Spawner) Available(ctx context.Context) bool {
+	return agent.Depth(ctx) < s.cfg.maxDepth && (s.cfg.policy == nil || s.cfg.policy(ctx))
+}
+
+type spawnArgs struct {
+	Task         string          `json:"task"`
+	Context      string          `json:"context"`
+	Agent        string          `json:"agent"`
+	OutputSchema json.RawMessage `json:"output_schema"`
+	Background   bool            `json:"background"`
+}
+
+// spawnRun is the spawner's state for one parent run.
+type spawnRun struct {
+	spawns atomic.Int64
+}
+
+func (s *Spawner) state(ctx context.Context) *spawnRun {
+	return agent.RunLocal(ctx, s, func() any { return &spawnRun{} }).(*spawnRun)
+}
+
+// Call starts one child and returns its answer, or, with background=true,
+// a job id.
+func (s *Spawner) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
+	depth := agent.Depth(ctx)
+	if depth >= s.cfg.maxDepth {
+		return tool.Result{}, tool.Correctable(fmt.Errorf("%w: %s cannot be called at depth %d (the cap is %d): do this work directly",
+			ErrMaxDepth, SpawnToolName, depth, s.cfg.maxDepth))
+	}
+	if s.cfg.policy != nil && !s.cfg.policy(ctx) {
+		return tool.Result{}, tool.Correctable(fmt.Errorf("%w: do this work directly", ErrDenied))
+	}
+	raw := tool.Arguments(call.Arguments)
+	if err := s.params.Validate(raw); err != nil {
+		return tool.Result{}, fmt.Errorf("%w for %s: %v: %s", tool.ErrInvalidArguments, SpawnToolName, err, s.allowed())
+	}
+	var a spawnArgs
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return tool.Result{}, fmt.Errorf("%w for %s: %v", tool.ErrInvalidArguments, SpawnToolName, err)
+	}
+	if strings.TrimSpace(a.Task) == "" {
+		return tool.Result{}, fmt.Errorf("%w for %s: task is blank: say what the sub-agent must do", tool.ErrInvalidArguments, SpawnToolName)
+	}
+	check := s.cfg.check
+	if len(a.OutputSchema) > 0 && string(a.OutputSchema) != "null" {
+		sch, err := tool.CompileSchema(a.OutputSchema)
+		if err != nil {
+			return tool.Result{}, fmt.Errorf("%w for %s: output_schema: %v: send a JSON Schema object such as {\"type\":\"object\",\"properties\":{\"answer\":{\"type\":\"string\"}}}, or leave it out",
+				tool.ErrInvalidArguments, SpawnToolName, err)
+		}
+		check = &checker{schema: sch, decode: decodeAny, prompt: SchemaPrompt(sch.Raw())}
+	}
+
+	text := a.Task
+	if strings.TrimSpace(a.Context) != "" {
+		text += "\n\nContext:\n" + a.Context
+	}
+	child, args, in, err := s.child(ctx, a.Agent, text, check)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	st := s.state(ctx)
+	if n := st.spawns.Add(1); n > int64(s.cfg.maxSpawns) {
+		return tool.Result{}, tool.Correctable(fmt.Errorf("%w: this run has started its %d sub-agents: do the rest directly, or combine tasks",
+			ErrMaxSpawns, s.cfg.maxSpawns))
+	}
+	run := func(ctx context.Context) (tool.Result, error) {
+		if err := s.slots.Acquire(ctx, 1); err != nil {
+			return tool.Result{}, fmt.Errorf("subagent %s: waiting for a free slot: %w", SpawnToolName, err)
+		}
+		defer s.slots.Release(1)
+		res, err := child.invoke(ctx, call.ID, args, in)
+		res.Content = capOutput(res.Content, s.cfg.maxOutput)
+		return res, err
+	}
+	if a.Background {
+		return s.startJob(ctx, child.def.Name, a.Task, run)
+	}
+	return run(ctx)
+}
+
+// child picks the SubAgentTool for a call: a roster member, or a fork
+// built for this call with its token budget.
+func (s *Spawner) child(ctx context.Context, name, text string, check *checker) (*SubAgentTool, json.RawMessage, agent.Input, error) {
+	args, _ := json.Marshal(map[string]string{"task": text})
+	if name != "" {
+		m, ok := s.roster[name]
+		if !ok {
+			return nil, nil, agent.Input{}, fmt.Errorf("%w for %s: no sub-agent named %q: %s", tool.ErrInvalidArguments, SpawnToolName, name, s.allowed())
+		}
+		c := *m
+		if check != nil {
+			c.cfg.check = check
+		}
+		in := agent.Input{Text: string(args)}
+		if c.cfg.input != nil {
+			var err error
+			if in, err = c.cfg.input(args); err != nil {
+				return nil, nil, agent.Input{}, fmt.Errorf("%w for %s: %v", tool.ErrInvalidArguments, name, err)
+			}
+		}
+		return &c, args, in, nil
+	}
+
+	budget := s.cfg.childTokens
+	if left, limited := agent.TokensLeft(ctx); limited {
+		if left == 0 {
+			return nil, nil, agent.Input{}, tool.Correctable(fmt.Errorf("%w: the run has used all its tokens: answer with what you have", ErrNoBudget))
+		}
+		if budget == 0 || left < budget {
+			budget = left
+		}
+	}
+	system := s.cfg.forkPrompt
+	if check != nil {
+		system += "\n\n" + check.prompt
+	}
+	s.forkOnce.Do(func() {
+		s.forkReg = s.tools
+		if s.cfg.forkTools != nil {
+			s.forkReg = s.tools.Filter(s.cfg.forkTools)
+		}
+	})
+	opts := append([]agent.Option{
+		agent.WithName(s.cfg.forkName), agent.WithSystemPrompt(system),
+		agent.WithRegistry(s.forkReg), agent.WithTokenLimit(budget),
+	}, s.cfg.reactOpts...)
+	c := *s.fork
+	c.cfg.check = check
+	c.factory = func(context.Context, json.RawMessage) (agent.Agent, error) { return agent.NewReact(s.p, opts...) }
+	return &c, args, agent.Input{Text: text}, nil
+}
+
+// allowed says what the spawn tool accepts, for error messages.
+func (s *Spawner) allowed() string {
+	msg := "pass task (required), context, output_schema (a JSON Schema object)"
+	if len(s.roster) > 0 {
+		names := make([]string, 0, len(s.roster))
+		for n := range s.roster {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		msg += ", agent (one of: " + strings.Join(names, ", ") + ")"
+	}
+	if s.cfg.background {
+		msg += ", background (true or false)"
+	}
+	return msg
+}
