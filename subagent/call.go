@@ -204,7 +204,7 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 			content = out.Answer + "\n\n[validation failed: " + v.problem.Error() + "]"
 		}
 	}
-	o.Output, o.Usage = out, usage
+	o.Output, o.Usage, o.Content = out, usage, content
 	if t.cfg.render != nil {
 		if content, err = t.cfg.render(ctx, o); err != nil {
 			return tool.Result{}, fmt.Errorf("subagent %q: rendering the result: %w", name, err)

@@ -313,6 +313,9 @@ type Outcome struct {
 	// WithResult, a T under OutputOf[T], the decoded JSON under
 	// WithOutputSchema. It is nil when the answer failed validation.
 	Value any
+	// Content is the result text the tool would return without WithRender
+	// (before the output cap).
+	Content string
 }
 
 // WithRender renders a successful call's result text from its Outcome,
