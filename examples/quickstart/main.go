@@ -16,6 +16,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"strings"
@@ -29,14 +30,14 @@ import (
 )
 
 func main() {
-	if err := run(context.Background()); err != nil {
+	if err := run(context.Background(), os.Stdout); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(ctx context.Context) error {
+func run(ctx context.Context, w io.Writer) error {
 	model := script()
-	fmt.Println("provider: fake (scripted replies; no key or network needed)")
+	fmt.Fprintln(w, "provider: fake (scripted replies; no key or network needed)")
 
 	tree := newTree()
 	record := subagent.WithRender(tree.record)
@@ -78,10 +79,10 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tree.print(os.Stdout, "lead", out.Usage)
-	fmt.Println()
-	fmt.Println("answer:", out.Answer)
-	fmt.Println("total: ", out.TotalUsage())
+	tree.print(w, "lead", out.Usage)
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "answer:", out.Answer)
+	fmt.Fprintln(w, "total: ", out.TotalUsage())
 	return nil
 }
 
@@ -155,12 +156,12 @@ func (t *tree) record(ctx context.Context, o subagent.Outcome) (string, error) {
 	return o.Content, nil
 }
 
-func (t *tree) print(w *os.File, root string, usage provider.Usage) {
+func (t *tree) print(w io.Writer, root string, usage provider.Usage) {
 	fmt.Fprintf(w, "%-34s %s\n", root, usage)
 	t.printChildren(w, "", "")
 }
 
-func (t *tree) printChildren(w *os.File, parent, indent string) {
+func (t *tree) printChildren(w io.Writer, parent, indent string) {
 	kids := t.children[parent]
 	for i, id := range kids {
 		branch, next := "├─ ", "│  "

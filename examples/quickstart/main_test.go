@@ -2,26 +2,15 @@ package main
 
 import (
 	"context"
-	"io"
-	"os"
 	"strings"
 	"testing"
 )
 
 // The tour is the README's first command: it must run, and show the tree.
 func TestTour(t *testing.T) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout := os.Stdout
-	os.Stdout = w
-	runErr := run(context.Background())
-	os.Stdout = stdout
-	w.Close()
-	out, _ := io.ReadAll(r)
-	if runErr != nil {
-		t.Fatalf("run: %v\n%s", runErr, out)
+	var out strings.Builder
+	if err := run(context.Background(), &out); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	for _, want := range []string{
 		"provider: fake",
@@ -30,8 +19,8 @@ func TestTour(t *testing.T) {
 		"└─ delegate",
 		"answer: Release note:",
 	} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
 }
