@@ -66,6 +66,9 @@ var (
 	ErrBadSnapshot  = errors.New("agent: invalid conversation snapshot")
 	ErrNilProvider  = errors.New("agent: nil provider")
 	ErrInvalidInput = errors.New("agent: invalid option")
+	// ErrProviderPanic: the provider panicked during a model call. It is a
+	// bug in the provider; the run fails instead of the program.
+	ErrProviderPanic = errors.New("agent: provider panicked")
 )
 
 type runKey struct{}

@@ -381,8 +381,18 @@ func (s *runState) checkLimit() error {
 }
 
 // complete makes one model call: streamed when the provider streams and
-// someone listens to events, plain otherwise.
-func (s *runState) complete(req provider.Request, step int) (provider.Response, error) {
+// someone listens to events, plain otherwise. A provider that panics fails
+// the run with ErrProviderPanic instead of taking the program down.
+func (s *runState) complete(req provider.Request, step int) (resp provider.Response, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			resp, err = provider.Response{}, fmt.Errorf("%w: %v", ErrProviderPanic, p)
+		}
+	}()
+	return s.call(req, step)
+}
+
+func (s *runState) call(req provider.Request, step int) (provider.Response, error) {
 	if !s.events {
 		return s.r.p.Complete(s.ctx, req)
 	}
