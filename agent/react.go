@@ -292,6 +292,10 @@ func (s *runState) loop() (string, error) {
 		if err != nil {
 			return "", err
 		}
+		if err := s.ctx.Err(); err != nil {
+			// A reply that arrives after cancellation is not acted on.
+			return "", err
+		}
 		msg := resp.Message
 		msg.Role = provider.RoleAssistant
 		if msg.Content == "" && len(msg.ToolCalls) == 0 {

@@ -210,6 +210,11 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 			return tool.Result{}, fmt.Errorf("subagent %q: rendering the result: %w", name, err)
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		// A child that ignored its cancellation does not get to answer, and
+		// a resident's conversation does not keep the turn.
+		return tool.Result{}, fmt.Errorf("subagent %q: %w", name, context.Cause(ctx))
+	}
 	if content == "" {
 		content = "(the sub-agent gave an empty answer)"
 	}
