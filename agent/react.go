@@ -215,6 +215,10 @@ func (r *React) Run(ctx context.Context, in Input) (Output, error) {
 	s.child = s.child.Add(Finish(ctx))
 	out := Output{RunID: runID, Answer: answer, Messages: s.msgs[start:], Usage: s.usage, ChildUsage: s.child}
 	if err != nil {
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+			// Whatever else went wrong, the caller cancelled: say so first.
+			err = fmt.Errorf("%w: %w", cerr, err)
+		}
 		err = fmt.Errorf("agent %q: %w", r.name, err)
 		if s.events {
 			event.Emit(ctx, event.Event{Type: event.RunError, RunID: runID, Message: err.Error(), Code: ErrorCode(err)})
