@@ -134,7 +134,7 @@ func (r *React) Restore(data []byte) error {
 		return fmt.Errorf("%w: version %d, want 1", ErrBadSnapshot, s.Version)
 	}
 	if err := CheckConversation(s.Messages); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+		return fmt.Errorf("%w: %v: pass only what Snapshot returned", ErrBadSnapshot, err)
 	}
 	_ = r.turn.Acquire(context.Background(), 1)
 	defer r.turn.Release(1)

@@ -29,11 +29,11 @@ func CompileSchema(raw json.RawMessage) (*Schema, error) {
 	}
 	doc, err := validator.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return nil, fmt.Errorf("tool: JSON Schema is not valid JSON: %w", err)
+		return nil, fmt.Errorf("tool: JSON Schema is not valid JSON: %w: pass a JSON Schema document", err)
 	}
 	if _, ok := doc.(map[string]any); !ok {
 		if _, isBool := doc.(bool); !isBool {
-			return nil, fmt.Errorf("tool: a JSON Schema must be an object or a boolean, not %s", jsonKind(doc))
+			return nil, fmt.Errorf("tool: a JSON Schema must be an object or a boolean, not %s: pass an object such as {\"type\":\"object\"}", jsonKind(doc))
 		}
 	}
 	c := validator.NewCompiler()
@@ -43,7 +43,11 @@ func CompileSchema(raw json.RawMessage) (*Schema, error) {
 	}
 	compiled, err := c.Compile(loc)
 	if err != nil {
-		return nil, fmt.Errorf("tool: JSON Schema does not compile: %w", err)
+		var ve *validator.ValidationError
+		if errors.As(err, &ve) {
+			err = &ValidationError{Problems: problems(ve, message.NewPrinter(language.English), nil)}
+		}
+		return nil, fmt.Errorf("tool: JSON Schema is not valid: %w: fix the schema", err)
 	}
 	return &Schema{raw: bytes.Clone(raw), compiled: compiled}, nil
 }

@@ -131,7 +131,7 @@ func New[In, Out any](name, description string, fn func(ctx context.Context, in 
 		return nil, err
 	}
 	if fn == nil {
-		return nil, fmt.Errorf("tool %q: nil function", name)
+		return nil, fmt.Errorf("tool %q: nil function: pass the function the tool runs", name)
 	}
 	t := reflect.TypeFor[In]()
 	for t.Kind() == reflect.Pointer {
