@@ -67,7 +67,7 @@ const Name = "anthropic"
 
 // DefaultModel is the model used when neither WithModel nor ANTHROPIC_MODEL
 // names one.
-const DefaultModel = ant.ModelClaudeSonnet5_5
+const DefaultModel = "claude-sonnet-5-5"
 
 // DefaultMaxTokens caps a reply when neither the Request nor WithMaxTokens
 // does; the Messages API requires a cap.

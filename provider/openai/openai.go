@@ -61,7 +61,7 @@ const Name = "openai"
 
 // DefaultModel is the model used when neither WithModel nor OPENAI_MODEL
 // names one.
-const DefaultModel = oai.ChatModelGPT5_4Mini
+const DefaultModel = "gpt-5.4-mini"
 
 // defaultBaseURL is where the SDK sends requests when nothing overrides it.
 const defaultBaseURL = "https://api.openai.com/v1/"
