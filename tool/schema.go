@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/invopop/jsonschema"
@@ -52,10 +53,27 @@ func CompileSchema(raw json.RawMessage) (*Schema, error) {
 // compiles it. Field names follow the json tags; fields without omitempty
 // are required; unknown properties are rejected. A `jsonschema:"description=…"`
 // tag documents a field for the model.
+//
+// A recursive type (a tree, a linked list) cannot be written out inline, so
+// its schema keeps the top level an object and refers to the recursive parts
+// through "$defs".
 func SchemaFor[T any]() (*Schema, error) {
 	var zero T
-	r := jsonschema.Reflector{DoNotReference: true, ExpandedStruct: true}
-	s := r.Reflect(&zero)
+	var s *jsonschema.Schema
+	if t := reflect.TypeFor[T](); recursive(t, nil) {
+		r := jsonschema.Reflector{}
+		ref := r.Reflect(&zero)
+		root, ok := ref.Definitions[strings.TrimPrefix(ref.Ref, "#/$defs/")]
+		if !ok {
+			return nil, fmt.Errorf("tool: reflecting the schema of %v: no definition for %q", t, ref.Ref)
+		}
+		top := *root
+		top.Definitions = ref.Definitions
+		s = &top
+	} else {
+		r := jsonschema.Reflector{DoNotReference: true, ExpandedStruct: true}
+		s = r.Reflect(&zero)
+	}
 	s.Version = ""
 	s.ID = ""
 	raw, err := json.Marshal(s)
@@ -115,6 +133,28 @@ func problems(ve *validator.ValidationError, p *message.Printer, out []string) [
 		out = problems(c, p, out)
 	}
 	return out
+}
+
+// recursive reports whether t contains itself, through its exported fields,
+// elements or pointers. path holds the struct types being visited.
+func recursive(t reflect.Type, path []reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
+		return recursive(t.Elem(), path)
+	case reflect.Struct:
+		for _, p := range path {
+			if p == t {
+				return true
+			}
+		}
+		path = append(path, t)
+		for i := range t.NumField() {
+			if f := t.Field(i); (f.IsExported() || f.Anonymous) && recursive(f.Type, path) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func syntaxMessage(err error) string {

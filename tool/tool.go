@@ -165,14 +165,15 @@ func (t *typed[In, Out]) Call(ctx context.Context, call Call) (Result, error) {
 		return Result{}, fmt.Errorf("%w for %s: %v: fix the arguments to match the tool's schema and call it again", ErrInvalidArguments, t.def.Name, err)
 	}
 	out, err := t.fn(ctx, in)
+	if r, ok := any(out).(Result); ok {
+		// A Result keeps its usage even beside an error: the work was done.
+		return r, err
+	}
 	if err != nil {
 		return Result{}, err
 	}
-	switch v := any(out).(type) {
-	case string:
-		return Result{Content: v}, nil
-	case Result:
-		return v, nil
+	if s, ok := any(out).(string); ok {
+		return Result{Content: s}, nil
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
