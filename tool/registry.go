@@ -20,7 +20,8 @@ const (
 // Registry holds the tools of an agent and runs a model turn's calls.
 //
 // A Registry is safe for concurrent use. Registering while calls run is
-// allowed; a call sees the tools registered when it started.
+// allowed; a call sees the tools registered when it started. The zero value
+// is an empty registry with the default limits, ready to use.
 type Registry struct {
 	mu          sync.RWMutex
 	tools       map[string]Tool
@@ -56,6 +57,9 @@ func (r *Registry) Register(t Tool) error {
 	defer r.mu.Unlock()
 	if _, dup := r.tools[def.Name]; dup {
 		return fmt.Errorf("tool: a tool named %q is already registered: give each tool its own name", def.Name)
+	}
+	if r.tools == nil {
+		r.tools = map[string]Tool{}
 	}
 	r.tools[def.Name] = t
 	r.order = append(r.order, def.Name)
@@ -135,9 +139,7 @@ func (r *Registry) Filter(keep func(Tool) bool) *Registry {
 	if r == nil {
 		return out
 	}
-	r.mu.RLock()
-	out.parallelism, out.maxArgs = r.parallelism, r.maxArgs
-	r.mu.RUnlock()
+	out.parallelism, out.maxArgs = r.limits()
 	for _, t := range r.Tools() {
 		if keep(t) {
 			_ = out.Register(t) // names are already unique
@@ -179,8 +181,10 @@ func available(ctx context.Context, t Tool) bool {
 // Correctable failures — an unknown or unavailable tool, arguments that are
 // too large or invalid, an error marked Correctable, a panic — become error
 // Results. Any other error from a tool is returned (the first one, with the
-// tool's name) and cancels the calls still running; the Results are complete
-// even then, so that no usage is lost.
+// tool's name), the calls still running are cancelled and those not yet
+// started are not started; the Results are complete even then (a call not
+// run has an error Result saying so), so that no usage is lost. Once ctx is
+// done, no call is started and its error is returned.
 func (r *Registry) Execute(ctx context.Context, calls []Call) ([]Result, error) {
 	results := make([]Result, len(calls))
 	if len(calls) == 1 {
@@ -188,12 +192,7 @@ func (r *Registry) Execute(ctx context.Context, calls []Call) ([]Result, error) 
 		results[0], err = r.call(ctx, calls[0])
 		return results, err
 	}
-	limit := DefaultParallelism
-	if r != nil {
-		r.mu.RLock()
-		limit = r.parallelism
-		r.mu.RUnlock()
-	}
+	limit, _ := r.limits()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(limit)
 	for i := range calls {
@@ -206,19 +205,37 @@ func (r *Registry) Execute(ctx context.Context, calls []Call) ([]Result, error) 
 	return results, g.Wait()
 }
 
+// limits returns the parallelism and the maximum argument size, the
+// defaults for a nil or zero registry.
+func (r *Registry) limits() (parallelism, maxArgs int) {
+	parallelism, maxArgs = DefaultParallelism, DefaultMaxArgsBytes
+	if r == nil {
+		return
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.parallelism > 0 {
+		parallelism = r.parallelism
+	}
+	if r.maxArgs > 0 {
+		maxArgs = r.maxArgs
+	}
+	return
+}
+
 // call runs one call and sorts its failure into the model's channel or the
 // program's.
 func (r *Registry) call(ctx context.Context, c Call) (res Result, err error) {
+	if err := ctx.Err(); err != nil {
+		// The turn is over (cancelled, or another call failed): a call
+		// not yet started is not started.
+		return Result{Content: fmt.Sprintf("tool %s was not run: %v", c.Name, context.Cause(ctx)), IsError: true}, err
+	}
 	t, ok := r.Lookup(c.Name)
 	if !ok || !available(ctx, t) {
 		return errorResult(fmt.Errorf("%w %q: call one of: %s", ErrUnknownTool, c.Name, r.names(ctx))), nil
 	}
-	max := DefaultMaxArgsBytes
-	if r != nil {
-		r.mu.RLock()
-		max = r.maxArgs
-		r.mu.RUnlock()
-	}
+	_, max := r.limits()
 	if len(c.Arguments) > max {
 		return errorResult(fmt.Errorf("%w for %s: the arguments are %d bytes, more than the limit of %d: send less, or pass a reference instead of the content",
 			ErrInvalidArguments, c.Name, len(c.Arguments), max)), nil
