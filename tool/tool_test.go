@@ -247,8 +247,8 @@ func TestTypedToolOutput(t *testing.T) {
 			want: tool.Result{Content: "child says hi", Usage: used},
 		},
 		{
-			name: "program error",
-			tool: tool.Must(tool.New("t", "", func(ctx context.Context, in weatherArgs) (string, error) { return "ignored", errDisk })),
+			name:    "program error",
+			tool:    tool.Must(tool.New("t", "", func(ctx context.Context, in weatherArgs) (string, error) { return "ignored", errDisk })),
 			wantErr: errDisk,
 		},
 		{
@@ -268,8 +268,8 @@ func TestTypedToolOutput(t *testing.T) {
 			wantErr: errDisk,
 		},
 		{
-			name: "unencodable output",
-			tool: tool.Must(tool.New("t", "", func(ctx context.Context, in weatherArgs) (func(), error) { return func() {}, nil })),
+			name:    "unencodable output",
+			tool:    tool.Must(tool.New("t", "", func(ctx context.Context, in weatherArgs) (func(), error) { return func() {}, nil })),
 			wantErr: &json.UnsupportedTypeError{},
 		},
 	}
