@@ -95,39 +95,6 @@ func (r *React) Reset() {
 	r.mu.Unlock()
 }
 
-type snapshot struct {
-	Version  int                `json:"version"`
-	Messages []provider.Message `json:"messages"`
-}
-
-// Snapshot returns the conversation as JSON, for Restore after a restart.
-func (r *React) Snapshot() ([]byte, error) {
-	return json.Marshal(snapshot{Version: 1, Messages: r.History()})
-}
-
-// Restore replaces the conversation with one taken by Snapshot. It rejects a
-// snapshot whose conversation a model API would refuse (a tool call without
-// its result, a result without its call, an unknown role), leaving the
-// current conversation as it was. It waits for a run in progress to end.
-func (r *React) Restore(data []byte) error {
-	var s snapshot
-	if err := json.Unmarshal(data, &s); err != nil {
-		return fmt.Errorf("%w: %v: pass what Snapshot returned", ErrBadSnapshot, err)
-	}
-	if s.Version != 1 {
-		return fmt.Errorf("%w: version %d, want 1", ErrBadSnapshot, s.Version)
-	}
-	if err := CheckConversation(s.Messages); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadSnapshot, err)
-	}
-	_ = r.turn.Acquire(context.Background(), 1)
-	defer r.turn.Release(1)
-	r.mu.Lock()
-	r.history = s.Messages
-	r.mu.Unlock()
-	return nil
-}
-
 // CheckConversation reports the first reason a model API would refuse msgs:
 // an unknown role, a tool result that answers no pending call, or a tool
 // call left without its result.
