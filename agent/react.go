@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -246,11 +247,6 @@ func (s *runState) loop() (string, error) {
 		if msg.Content == "" && len(msg.ToolCalls) == 0 {
 			return "", fmt.Errorf("%w (stop reason %q): check the model and its max tokens", ErrEmptyReply, resp.StopReason)
 		}
-		for i := range msg.ToolCalls {
-			if msg.ToolCalls[i].ID == "" {
-				msg.ToolCalls[i].ID = id.New("call_")
-			}
-		}
 		s.msgs = append(s.msgs, msg)
 		if err := s.checkLimit(); err != nil {
 			return "", err
@@ -306,15 +302,21 @@ func (s *runState) checkLimit() error {
 
 // complete makes one model call: streamed when the provider streams and
 // someone listens to events, plain otherwise.
+//
+// Every tool call of the reply has an id, unique in the reply, before any
+// event names it.
 func (s *runState) complete(req provider.Request, step int) (provider.Response, error) {
 	if !s.events {
-		return s.r.p.Complete(s.ctx, req)
+		resp, err := s.r.p.Complete(s.ctx, req)
+		resp.Message.ToolCalls = withIDs(resp.Message.ToolCalls)
+		return resp, err
 	}
 	msgID := s.runID + "/msg-" + strconv.Itoa(step)
 	if st, ok := s.r.p.(provider.Streamer); ok {
 		return s.stream(st, req, msgID)
 	}
 	resp, err := s.r.p.Complete(s.ctx, req)
+	resp.Message.ToolCalls = withIDs(resp.Message.ToolCalls)
 	if err != nil {
 		return resp, err
 	}
@@ -388,11 +390,16 @@ func (s *runState) stream(st provider.Streamer, req provider.Request, msgID stri
 			closeCall()
 			resp := *d.Response
 			// The calls keep the ids their events announced.
-			for i := range resp.Message.ToolCalls {
-				if id, ok := ids[i]; ok && resp.Message.ToolCalls[i].ID == "" {
-					resp.Message.ToolCalls[i].ID = id
+			calls := resp.Message.ToolCalls
+			if slices.ContainsFunc(calls, func(c provider.ToolCall) bool { return c.ID == "" }) {
+				calls = slices.Clone(calls)
+				for i := range calls {
+					if id, ok := ids[i]; ok && calls[i].ID == "" {
+						calls[i].ID = id
+					}
 				}
 			}
+			resp.Message.ToolCalls = withIDs(calls)
 			return resp, nil
 		}
 	}
@@ -402,6 +409,33 @@ func (s *runState) stream(st provider.Streamer, req provider.Request, msgID stri
 		return provider.Response{}, err
 	}
 	return provider.Response{}, errors.New("stream ended without a final response: the provider's Stream broke its contract")
+}
+
+// withIDs returns calls with an id on each call that has none or repeats an
+// earlier call's, so that every result can name its call. It copies calls
+// before changing them: the slice belongs to the provider.
+func withIDs(calls []provider.ToolCall) []provider.ToolCall {
+	copied := false
+	for i := range calls {
+		if calls[i].ID != "" && !hasID(calls[:i], calls[i].ID) {
+			continue
+		}
+		if !copied {
+			calls = slices.Clone(calls)
+			copied = true
+		}
+		calls[i].ID = id.New("call_")
+	}
+	return calls
+}
+
+func hasID(calls []provider.ToolCall, id string) bool {
+	for _, c := range calls {
+		if c.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // trimHistory bounds msgs to about limit messages, cutting only where a user
