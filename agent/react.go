@@ -118,6 +118,8 @@ func CheckConversation(msgs []provider.Message) error {
 				return fmt.Errorf("message %d: tool result for %q answers no pending call", i, m.ToolCallID)
 			}
 			delete(pending, m.ToolCallID)
+		case provider.RoleSystem:
+			return fmt.Errorf("message %d: a system message: the system prompt goes in WithSystemPrompt, not in the conversation", i)
 		default:
 			return fmt.Errorf("message %d: role %q is not user, assistant or tool", i, m.Role)
 		}
@@ -128,17 +130,24 @@ func CheckConversation(msgs []provider.Message) error {
 	return nil
 }
 
+// keys returns the keys of m in order, so that errors read the same each time.
 func keys(m map[string]bool) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
 	}
+	slices.Sort(out)
 	return out
 }
 
 // Run asks the agent in and returns its answer. On failure the Output still
 // carries the run id, the messages so far and the usage spent.
 func (r *React) Run(ctx context.Context, in Input) (Output, error) {
+	if len(in.Messages) > 0 {
+		if err := CheckConversation(in.Messages); err != nil {
+			return Output{}, fmt.Errorf("agent %q: %w: %v", r.name, ErrBadMessages, err)
+		}
+	}
 	if err := r.turn.Acquire(ctx, 1); err != nil {
 		return Output{}, fmt.Errorf("agent %q: waiting for the previous run to end: %w", r.name, err)
 	}
