@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/invopop/jsonschema"
@@ -107,11 +108,15 @@ func (s *Schema) ValidateValue(v any) error {
 	if !errors.As(err, &ve) {
 		return err
 	}
-	return &ValidationError{Problems: problems(ve, message.NewPrinter(language.English), nil)}
+	ps := problems(ve, message.NewPrinter(language.English), nil)
+	// The validator visits an object's properties in map order: sort, so
+	// that the same mistake reads the same every time.
+	slices.Sort(ps)
+	return &ValidationError{Problems: slices.Compact(ps)}
 }
 
 // ValidationError lists what is wrong with a JSON value, one problem per
-// offending place.
+// offending place, in order of place.
 type ValidationError struct {
 	Problems []string
 }
