@@ -172,7 +172,9 @@ func (r *React) Run(ctx context.Context, in Input) (Output, error) {
 		event.Emit(ctx, event.Event{Type: event.RunStarted, RunID: runID, ParentRunID: ParentRunID(ctx)})
 	}
 	answer, err := s.loop()
-	out := Output{RunID: runID, Answer: answer, Messages: s.msgs[start:], Usage: s.usage, ChildUsage: s.child}
+	// Clipped, like the requests' messages: whoever appends to it gets a
+	// slice of their own rather than writing into the agent's.
+	out := Output{RunID: runID, Answer: answer, Messages: slices.Clip(s.msgs[start:]), Usage: s.usage, ChildUsage: s.child}
 	if err != nil {
 		err = fmt.Errorf("agent %q: %w", r.name, err)
 		if s.events {
@@ -241,7 +243,7 @@ func (s *runState) loop() (string, error) {
 		req := provider.Request{
 			Model:       r.model,
 			System:      r.system,
-			Messages:    s.msgs,
+			Messages:    slices.Clip(s.msgs), // a provider that appends must not write where the next message goes
 			Tools:       r.tools.Definitions(s.ctx),
 			MaxTokens:   r.maxTokens,
 			Temperature: r.temperature,

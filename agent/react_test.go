@@ -820,3 +820,35 @@ func TestReactWithoutTools(t *testing.T) {
 		t.Errorf("tools sent: %v", p.Requests()[0].Tools)
 	}
 }
+
+// A provider or a caller that appends to the messages it was handed gets a
+// slice of its own: the agent's next message does not overwrite theirs.
+func TestReactMessagesAreNotShared(t *testing.T) {
+	marker := provider.UserMessage("the provider's own note")
+	var kept []provider.Message
+	step := 0
+	p := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		step++
+		if step == 1 {
+			kept = append(req.Messages, marker)
+			return provider.Response{Message: provider.AssistantMessage("", provider.ToolCall{ID: "c1", Name: "weather", Arguments: json.RawMessage(`{"city":"Faro"}`)})}, nil
+		}
+		return provider.Response{Message: provider.AssistantMessage("done")}, nil
+	})
+	a := newReact(t, p, agent.WithTools(weather(t)))
+	out, err := a.Run(t.Context(), agent.Input{Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]provider.Message{provider.UserMessage("go"), marker}, kept); diff != "" {
+		t.Errorf("the provider's slice was overwritten (-want +got):\n%s", diff)
+	}
+	before := a.History()
+	_ = append(out.Messages, marker)
+	if diff := cmp.Diff(before, a.History()); diff != "" {
+		t.Errorf("appending to Output.Messages changed the agent (-before +after):\n%s", diff)
+	}
+	if cap(out.Messages) != len(out.Messages) {
+		t.Errorf("Output.Messages has room to grow into: len %d, cap %d", len(out.Messages), cap(out.Messages))
+	}
+}
