@@ -324,7 +324,7 @@ func (s *runState) complete(req provider.Request, step int) (provider.Response, 
 	}
 	msgID := s.runID + "/msg-" + strconv.Itoa(step)
 	if st, ok := s.r.p.(provider.Streamer); ok {
-		return s.stream(st, req, msgID)
+		return stream(s.ctx, st, req, msgID)
 	}
 	resp, err := s.r.p.Complete(s.ctx, req)
 	resp.Message.ToolCalls = withIDs(resp.Message.ToolCalls)
@@ -349,23 +349,27 @@ func (s *runState) complete(req provider.Request, step int) (provider.Response, 
 
 // stream consumes a streamed reply, emitting text and tool-call events as
 // the pieces arrive, and returns the assembled response.
-func (s *runState) stream(st provider.Streamer, req provider.Request, msgID string) (provider.Response, error) {
+//
+// It is a function of ctx rather than a method: the loop body of a range over
+// an iterator is a closure that escapes, and capturing the run's state there
+// would move that state to the heap on every run, events on or off.
+func stream(ctx context.Context, st provider.Streamer, req provider.Request, msgID string) (provider.Response, error) {
 	textOpen := false
 	openCall := "" // id of the tool call whose events are open
 	ids := map[int]string{}
 	closeText := func() {
 		if textOpen {
-			event.Emit(s.ctx, event.Event{Type: event.TextMessageEnd, MessageID: msgID})
+			event.Emit(ctx, event.Event{Type: event.TextMessageEnd, MessageID: msgID})
 			textOpen = false
 		}
 	}
 	closeCall := func() {
 		if openCall != "" {
-			event.Emit(s.ctx, event.Event{Type: event.ToolCallEnd, ToolCallID: openCall})
+			event.Emit(ctx, event.Event{Type: event.ToolCallEnd, ToolCallID: openCall})
 			openCall = ""
 		}
 	}
-	for d, err := range st.Stream(s.ctx, req) {
+	for d, err := range st.Stream(ctx, req) {
 		if err != nil {
 			closeText()
 			closeCall()
@@ -374,10 +378,10 @@ func (s *runState) stream(st provider.Streamer, req provider.Request, msgID stri
 		if d.Text != "" {
 			closeCall()
 			if !textOpen {
-				event.Emit(s.ctx, event.Event{Type: event.TextMessageStart, MessageID: msgID, Role: "assistant"})
+				event.Emit(ctx, event.Event{Type: event.TextMessageStart, MessageID: msgID, Role: "assistant"})
 				textOpen = true
 			}
-			event.Emit(s.ctx, event.Event{Type: event.TextMessageContent, MessageID: msgID, Delta: d.Text})
+			event.Emit(ctx, event.Event{Type: event.TextMessageContent, MessageID: msgID, Delta: d.Text})
 		}
 		if tc := d.ToolCall; tc != nil {
 			closeText()
@@ -389,11 +393,11 @@ func (s *runState) stream(st provider.Streamer, req provider.Request, msgID stri
 				}
 				ids[tc.Index] = callID
 				closeCall()
-				event.Emit(s.ctx, event.Event{Type: event.ToolCallStart, ToolCallID: callID, ToolCallName: tc.Name, ParentMessageID: msgID})
+				event.Emit(ctx, event.Event{Type: event.ToolCallStart, ToolCallID: callID, ToolCallName: tc.Name, ParentMessageID: msgID})
 				openCall = callID
 			}
 			if tc.Arguments != "" && openCall == callID {
-				event.Emit(s.ctx, event.Event{Type: event.ToolCallArgs, ToolCallID: callID, Delta: tc.Arguments})
+				event.Emit(ctx, event.Event{Type: event.ToolCallArgs, ToolCallID: callID, Delta: tc.Arguments})
 			}
 		}
 		if d.Response != nil {
@@ -416,7 +420,7 @@ func (s *runState) stream(st provider.Streamer, req provider.Request, msgID stri
 	}
 	closeText()
 	closeCall()
-	if err := s.ctx.Err(); err != nil {
+	if err := ctx.Err(); err != nil {
 		return provider.Response{}, err
 	}
 	return provider.Response{}, errors.New("stream ended without a final response: the provider's Stream broke its contract")
