@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -23,11 +24,14 @@ const (
 // allowed; a call sees the tools registered when it started. The zero value
 // is an empty registry with the default limits, ready to use.
 type Registry struct {
-	mu          sync.RWMutex
-	tools       map[string]Tool
-	order       []string
-	defs        []Definition // cached definitions, in registration order
-	conditional bool         // some tool implements Conditional
+	mu    sync.RWMutex
+	tools map[string]Tool
+	// list and defs hold the tools and their definitions in registration
+	// order. Register replaces them rather than appending in place, so a
+	// reader may keep them after unlocking.
+	list        []Tool
+	defs        []Definition
+	conditional bool // some tool implements Conditional
 	parallelism int
 	maxArgs     int
 }
@@ -62,10 +66,8 @@ func (r *Registry) Register(t Tool) error {
 		r.tools = map[string]Tool{}
 	}
 	r.tools[def.Name] = t
-	r.order = append(r.order, def.Name)
-	defs := make([]Definition, len(r.defs), len(r.defs)+1)
-	copy(defs, r.defs)
-	r.defs = append(defs, def)
+	r.list = append(slices.Clip(r.list), t)
+	r.defs = append(slices.Clip(r.defs), def)
 	if _, ok := t.(Conditional); ok {
 		r.conditional = true
 	}
@@ -114,11 +116,7 @@ func (r *Registry) Tools() []Tool {
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	out := make([]Tool, len(r.order))
-	for i, n := range r.order {
-		out[i] = r.tools[n]
-	}
-	return out
+	return slices.Clone(r.list)
 }
 
 // Len returns the number of registered tools.
@@ -128,7 +126,7 @@ func (r *Registry) Len() int {
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return len(r.order)
+	return len(r.list)
 }
 
 // Filter returns a new registry with the tools for which keep reports true,
@@ -156,14 +154,14 @@ func (r *Registry) Definitions(ctx context.Context) []Definition {
 		return nil
 	}
 	r.mu.RLock()
-	defs, conditional := r.defs, r.conditional
+	list, defs, conditional := r.list, r.defs, r.conditional
 	r.mu.RUnlock()
 	if !conditional {
 		return defs
 	}
 	out := make([]Definition, 0, len(defs))
-	for _, d := range defs {
-		if t, _ := r.Lookup(d.Name); available(ctx, t) {
+	for i, d := range defs {
+		if available(ctx, list[i]) {
 			out = append(out, d)
 		}
 	}
@@ -231,11 +229,10 @@ func (r *Registry) call(ctx context.Context, c Call) (res Result, err error) {
 		// not yet started is not started.
 		return Result{Content: fmt.Sprintf("tool %s was not run: %v", c.Name, context.Cause(ctx)), IsError: true}, err
 	}
-	t, ok := r.Lookup(c.Name)
-	if !ok || !available(ctx, t) {
+	t, max := r.lookup(c.Name)
+	if t == nil || !available(ctx, t) {
 		return errorResult(fmt.Errorf("%w %q: call one of: %s", ErrUnknownTool, c.Name, r.names(ctx))), nil
 	}
-	_, max := r.limits()
 	if len(c.Arguments) > max {
 		return errorResult(fmt.Errorf("%w for %s: the arguments are %d bytes, more than the limit of %d: send less, or pass a reference instead of the content",
 			ErrInvalidArguments, c.Name, len(c.Arguments), max)), nil
@@ -257,6 +254,21 @@ func (r *Registry) call(ctx context.Context, c Call) (res Result, err error) {
 		err = fmt.Errorf("tool %s: %w", c.Name, err)
 	}
 	return res, err
+}
+
+// lookup returns the tool named name, or nil, and the maximum argument
+// size, under one lock.
+func (r *Registry) lookup(name string) (Tool, int) {
+	if r == nil {
+		return nil, DefaultMaxArgsBytes
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	max := r.maxArgs
+	if max <= 0 {
+		max = DefaultMaxArgsBytes
+	}
+	return r.tools[name], max
 }
 
 func errorResult(err error) Result { return Result{Content: err.Error(), IsError: true} }
