@@ -101,6 +101,8 @@ type Provider struct {
 
 // Request is a request the provider received, with the agent that made it.
 type Request struct {
+	// Agent is the name of the agent that made the request (agent.Name of
+	// the call's context), or "" outside an agent.
 	Agent string
 	provider.Request
 }

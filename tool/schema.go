@@ -118,6 +118,8 @@ func (s *Schema) ValidateValue(v any) error {
 // ValidationError lists what is wrong with a JSON value, one problem per
 // offending place, in order of place.
 type ValidationError struct {
+	// Problems name each offending place by its JSON pointer and say what
+	// is wrong there, e.g. "at /city: got number, want string".
 	Problems []string
 }
 

@@ -94,8 +94,10 @@ func IsCorrectable(err error) bool {
 
 // Func is a Tool made of a definition and a function.
 type Func struct {
+	// Def is what the model is shown.
 	Def Definition
-	Fn  func(ctx context.Context, call Call) (Result, error)
+	// Fn runs a call; it must be safe for concurrent use.
+	Fn func(ctx context.Context, call Call) (Result, error)
 }
 
 // Definition returns f.Def.
