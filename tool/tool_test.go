@@ -416,3 +416,23 @@ func TestArguments(t *testing.T) {
 		}
 	}
 }
+
+// The schema is compiled once, in New: a call costs a few dozen
+// allocations, where compiling a schema costs thousands.
+func TestTypedToolCompilesOnce(t *testing.T) {
+	w := weatherTool(t)
+	call := tool.Call{Name: "weather", Arguments: json.RawMessage(`{"city":"Lisbon"}`)}
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := w.Call(context.Background(), call); err != nil {
+			t.Fatal(err)
+		}
+	})
+	compile := testing.AllocsPerRun(10, func() {
+		if _, err := tool.SchemaFor[weatherArgs](); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs*10 > compile {
+		t.Errorf("a call allocates %v times, compiling the schema %v: the call must not compile", allocs, compile)
+	}
+}
