@@ -63,14 +63,16 @@ func SchemaFor[T any]() (*Schema, error) {
 	var s *jsonschema.Schema
 	if t := reflect.TypeFor[T](); recursive(t, nil) {
 		r := jsonschema.Reflector{}
-		ref := r.Reflect(&zero)
-		root, ok := ref.Definitions[strings.TrimPrefix(ref.Ref, "#/$defs/")]
-		if !ok {
-			return nil, fmt.Errorf("tool: reflecting the schema of %v: no definition for %q", t, ref.Ref)
+		s = r.Reflect(&zero)
+		if s.Ref != "" { // a named type: the root is one of the definitions
+			root, ok := s.Definitions[strings.TrimPrefix(s.Ref, "#/$defs/")]
+			if !ok {
+				return nil, fmt.Errorf("tool: reflecting the schema of %v: no definition for %q", t, s.Ref)
+			}
+			top := *root
+			top.Definitions = s.Definitions
+			s = &top
 		}
-		top := *root
-		top.Definitions = ref.Definitions
-		s = &top
 	} else {
 		r := jsonschema.Reflector{DoNotReference: true, ExpandedStruct: true}
 		s = r.Reflect(&zero)

@@ -436,3 +436,23 @@ func TestTypedToolCompilesOnce(t *testing.T) {
 		t.Errorf("a call allocates %v times, compiling the schema %v: the call must not compile", allocs, compile)
 	}
 }
+
+// An unnamed argument struct around a recursive type.
+func TestTypedToolRecursiveInsideUnnamed(t *testing.T) {
+	tl, err := tool.New("count", "Counts trees.", func(ctx context.Context, in struct {
+		Trees []node `json:"trees"`
+	}) (int, error) {
+		return len(in.Trees), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := tl.Call(t.Context(), tool.Call{Arguments: json.RawMessage(`{"trees":[{"name":"a","children":[{"name":"b"}]}]}`)})
+	if err != nil || res.Content != "1" {
+		t.Errorf("Call = %+v, %v", res, err)
+	}
+	_, err = tl.Call(t.Context(), tool.Call{Arguments: json.RawMessage(`{"trees":[{"name":"a","children":[{"name":1}]}]}`)})
+	if err == nil || !strings.Contains(err.Error(), "at /trees/0/children/0/name: got number, want string") {
+		t.Errorf("error %v", err)
+	}
+}
