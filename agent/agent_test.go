@@ -139,6 +139,10 @@ func TestCheckConversation(t *testing.T) {
 			`message 3: tool result for "1" answers no pending call`},
 		{"system message", []provider.Message{{Role: provider.RoleSystem}}, "message 0: a system message: the system prompt goes in WithSystemPrompt, not in the conversation"},
 		{"empty role", []provider.Message{{Content: "x"}}, `message 0: role "" is not user, assistant or tool`},
+		{"call without an id", []provider.Message{user, provider.AssistantMessage("", call("1"), call(""))},
+			"message 1: tool call 1 (w) has no id for its result to name"},
+		{"two calls with one id", []provider.Message{user, provider.AssistantMessage("", call("1"), call("1")), provider.ToolMessage("1", "", false)},
+			`message 1: two tool calls share the id "1"`},
 		{"user with calls", []provider.Message{{Role: provider.RoleUser, ToolCalls: []provider.ToolCall{call("1")}}}, "message 0: only assistant messages carry tool calls"},
 	}
 	for _, tt := range tests {

@@ -97,7 +97,8 @@ func (r *React) Reset() {
 }
 
 // CheckConversation reports the first reason a model API would refuse msgs:
-// an unknown role, a tool result that answers no pending call, or a tool
+// an unknown role or a system message, a tool call without an id or with
+// the id of another, a tool result that answers no pending call, or a tool
 // call left without its result.
 func CheckConversation(msgs []provider.Message) error {
 	pending := map[string]bool{}
@@ -107,9 +108,14 @@ func CheckConversation(msgs []provider.Message) error {
 			if len(pending) > 0 {
 				return fmt.Errorf("message %d (%s): tool calls %v have no result", i, m.Role, keys(pending))
 			}
-			for _, c := range m.ToolCalls {
-				if m.Role != provider.RoleAssistant {
+			for j, c := range m.ToolCalls {
+				switch {
+				case m.Role != provider.RoleAssistant:
 					return fmt.Errorf("message %d: only assistant messages carry tool calls", i)
+				case c.ID == "":
+					return fmt.Errorf("message %d: tool call %d (%s) has no id for its result to name", i, j, c.Name)
+				case pending[c.ID]:
+					return fmt.Errorf("message %d: two tool calls share the id %q", i, c.ID)
 				}
 				pending[c.ID] = true
 			}
