@@ -212,3 +212,59 @@ func TestReactEventsOffAllocations(t *testing.T) {
 		t.Errorf("a run allocates %v times with no sink and %v with one: events off should cost less", none, on)
 	}
 }
+
+// A stream whose tool calls carry no ids: the id the events announce is
+// the one the call keeps and its result names.
+func TestReactStreamWithoutIDs(t *testing.T) {
+	final := provider.Response{Message: provider.AssistantMessage("",
+		provider.ToolCall{Name: "weather", Arguments: json.RawMessage(`{"city":"Faro"}`)})}
+	first := streamer{deltas: []provider.Delta{
+		{ToolCall: &provider.ToolCallDelta{Index: 0, Name: "weather", Arguments: `{"city":`}},
+		{ToolCall: &provider.ToolCallDelta{Index: 0, Arguments: `"Faro"}`}},
+		{Response: &final},
+	}}
+	answer := provider.Response{Message: provider.AssistantMessage("Sunny.")}
+	second := streamer{deltas: []provider.Delta{{Text: "Sunny."}, {Response: &answer}}}
+	step := 0
+	p := streamFunc(func(ctx context.Context, req provider.Request) iter.Seq2[provider.Delta, error] {
+		step++
+		if step == 1 {
+			return first.Stream(ctx, req)
+		}
+		return second.Stream(ctx, req)
+	})
+	rec := &recorder{}
+	a := newReact(t, p, agent.WithTools(weather(t)))
+	out, err := a.Run(event.WithSink(t.Context(), rec), agent.Input{Text: "Weather in Faro?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := out.Messages[1].ToolCalls[0].ID
+	if id == "" || final.Message.ToolCalls[0].ID != "" {
+		t.Fatalf("call id %q; the provider's response was changed: %+v", id, final.Message.ToolCalls)
+	}
+	for _, typ := range []event.Type{event.ToolCallStart, event.ToolCallArgs, event.ToolCallEnd, event.ToolCallResult} {
+		for _, e := range rec.of(typ) {
+			if e.ToolCallID != id {
+				t.Errorf("%s names call %q, want %q", typ, e.ToolCallID, id)
+			}
+		}
+	}
+	if args, _ := joinDeltas(rec.all(), event.ToolCallArgs, func(event.Event) bool { return true }); args != `{"city":"Faro"}` {
+		t.Errorf("TOOL_CALL_ARGS join to %q", args)
+	}
+	if out.Messages[2].ToolCallID != id || out.Messages[2].Content != "sunny in Faro" {
+		t.Errorf("result %+v", out.Messages[2])
+	}
+}
+
+// streamFunc is a Provider that only streams.
+type streamFunc func(ctx context.Context, req provider.Request) iter.Seq2[provider.Delta, error]
+
+func (f streamFunc) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
+	return provider.Response{}, errors.New("streamFunc: Complete is not used when events are on")
+}
+
+func (f streamFunc) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Delta, error] {
+	return f(ctx, req)
+}
