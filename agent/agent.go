@@ -20,6 +20,8 @@ type Input struct {
 	Text string
 	// Messages, when set, are appended to the conversation before Text, for
 	// a caller that hands over a conversation rather than one question.
+	// They must pass CheckConversation: no system messages, every tool call
+	// answered.
 	Messages []provider.Message
 }
 
@@ -29,7 +31,9 @@ type Output struct {
 	RunID string
 	// Answer is the agent's final text.
 	Answer string
-	// Messages is this run's part of the conversation, input included.
+	// Messages is this run's part of the conversation, input included. It
+	// may share memory with the agent's history: read it, or copy it before
+	// changing it.
 	Messages []provider.Message
 	// Usage is what the agent's own model calls cost.
 	Usage provider.Usage
@@ -56,15 +60,27 @@ type Func func(ctx context.Context, in Input) (Output, error)
 // Run calls f(ctx, in).
 func (f Func) Run(ctx context.Context, in Input) (Output, error) { return f(ctx, in) }
 
-// Errors a run can end with. Each is wrapped with the agent's name and what
-// to do about it; test for them with errors.Is.
+// Errors a run, NewReact or Restore can end with. Each is wrapped with the
+// agent's name and what to do about it; test for them with errors.Is.
 var (
-	ErrMaxSteps     = errors.New("agent: max steps exceeded")
-	ErrToolRetries  = errors.New("agent: tool error retries exhausted")
-	ErrUsageLimit   = errors.New("agent: usage limit exceeded")
-	ErrEmptyReply   = errors.New("agent: model reply has neither text nor tool calls")
-	ErrBadSnapshot  = errors.New("agent: invalid conversation snapshot")
-	ErrNilProvider  = errors.New("agent: nil provider")
+	// ErrMaxSteps: the model made WithMaxSteps calls without answering.
+	ErrMaxSteps = errors.New("agent: max steps exceeded")
+	// ErrToolRetries: more steps in a row than WithToolRetries allows had a
+	// failed tool call.
+	ErrToolRetries = errors.New("agent: tool error retries exhausted")
+	// ErrUsageLimit: the run used more tokens than WithTokenLimit allows.
+	ErrUsageLimit = errors.New("agent: usage limit exceeded")
+	// ErrEmptyReply: the model answered with neither text nor tool calls.
+	ErrEmptyReply = errors.New("agent: model reply has neither text nor tool calls")
+	// ErrBadSnapshot: Restore was given something Snapshot did not make,
+	// or a conversation a model API would refuse.
+	ErrBadSnapshot = errors.New("agent: invalid conversation snapshot")
+	// ErrBadMessages: Input.Messages is a conversation a model API would
+	// refuse (see CheckConversation).
+	ErrBadMessages = errors.New("agent: invalid input messages")
+	// ErrNilProvider: NewReact was given no provider.
+	ErrNilProvider = errors.New("agent: nil provider")
+	// ErrInvalidInput: an option of NewReact has a bad value.
 	ErrInvalidInput = errors.New("agent: invalid option")
 	// ErrProviderPanic: the provider panicked during a model call. It is a
 	// bug in the provider; the run fails instead of the program.

@@ -121,7 +121,7 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 	var usage provider.Usage
 	defer func() {
 		if p := recover(); p != nil {
-			res, err = tool.Result{}, tool.Correctable(fmt.Errorf("%w: subagent %q: %v", tool.ErrPanic, name, p))
+			res, err = tool.Result{}, tool.Correctable(tool.Panicked(name, p))
 		}
 		res.Usage = usage
 	}()

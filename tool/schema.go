@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/invopop/jsonschema"
@@ -43,11 +45,12 @@ func CompileSchema(raw json.RawMessage) (*Schema, error) {
 	}
 	compiled, err := c.Compile(loc)
 	if err != nil {
+		var se *validator.SchemaValidationError
 		var ve *validator.ValidationError
-		if errors.As(err, &ve) {
+		if errors.As(err, &se) && errors.As(se.Err, &ve) {
 			err = &ValidationError{Problems: problems(ve, message.NewPrinter(language.English), nil)}
 		}
-		return nil, fmt.Errorf("tool: JSON Schema is not valid: %w: fix the schema", err)
+		return nil, fmt.Errorf("tool: JSON Schema does not compile: %w: fix the schema", err)
 	}
 	return &Schema{raw: bytes.Clone(raw), compiled: compiled}, nil
 }
@@ -56,10 +59,29 @@ func CompileSchema(raw json.RawMessage) (*Schema, error) {
 // compiles it. Field names follow the json tags; fields without omitempty
 // are required; unknown properties are rejected. A `jsonschema:"description=…"`
 // tag documents a field for the model.
+//
+// A recursive type (a tree, a linked list) cannot be written out inline, so
+// its schema keeps the top level an object and refers to the recursive parts
+// through "$defs".
 func SchemaFor[T any]() (*Schema, error) {
 	var zero T
-	r := jsonschema.Reflector{DoNotReference: true, ExpandedStruct: true}
-	s := r.Reflect(&zero)
+	var s *jsonschema.Schema
+	if t := reflect.TypeFor[T](); recursive(t, nil) {
+		r := jsonschema.Reflector{}
+		s = r.Reflect(&zero)
+		if s.Ref != "" { // a named type: the root is one of the definitions
+			root, ok := s.Definitions[strings.TrimPrefix(s.Ref, "#/$defs/")]
+			if !ok {
+				return nil, fmt.Errorf("tool: reflecting the schema of %v: no definition for %q", t, s.Ref)
+			}
+			top := *root
+			top.Definitions = s.Definitions
+			s = &top
+		}
+	} else {
+		r := jsonschema.Reflector{DoNotReference: true, ExpandedStruct: true}
+		s = r.Reflect(&zero)
+	}
 	s.Version = ""
 	s.ID = ""
 	raw, err := json.Marshal(s)
@@ -93,12 +115,18 @@ func (s *Schema) ValidateValue(v any) error {
 	if !errors.As(err, &ve) {
 		return err
 	}
-	return &ValidationError{Problems: problems(ve, message.NewPrinter(language.English), nil)}
+	ps := problems(ve, message.NewPrinter(language.English), nil)
+	// The validator visits an object's properties in map order: sort, so
+	// that the same mistake reads the same every time.
+	slices.Sort(ps)
+	return &ValidationError{Problems: slices.Compact(ps)}
 }
 
 // ValidationError lists what is wrong with a JSON value, one problem per
-// offending place.
+// offending place, in order of place.
 type ValidationError struct {
+	// Problems name each offending place by its JSON pointer and say what
+	// is wrong there, e.g. "at /city: got number, want string".
 	Problems []string
 }
 
@@ -119,6 +147,28 @@ func problems(ve *validator.ValidationError, p *message.Printer, out []string) [
 		out = problems(c, p, out)
 	}
 	return out
+}
+
+// recursive reports whether t contains itself, through its exported fields,
+// elements or pointers. path holds the struct types being visited.
+func recursive(t reflect.Type, path []reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
+		return recursive(t.Elem(), path)
+	case reflect.Struct:
+		for _, p := range path {
+			if p == t {
+				return true
+			}
+		}
+		path = append(path, t)
+		for i := range t.NumField() {
+			if f := t.Field(i); (f.IsExported() || f.Anonymous) && recursive(f.Type, path) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func syntaxMessage(err error) string {

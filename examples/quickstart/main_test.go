@@ -4,7 +4,11 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The tour is the README's first command: it must run, and show the tree.
 func TestTour(t *testing.T) {
