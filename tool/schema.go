@@ -22,7 +22,11 @@ type Schema struct {
 }
 
 // CompileSchema compiles a JSON Schema document (draft 2020-12 unless the
-// document names another draft).
+// document names another draft). The document must be self-contained: a
+// $ref may point into it, or to a JSON Schema meta-schema, but never to a
+// file or a URL, which are not loaded. Schemas can come from a model (the
+// output_schema of a spawn), and a model must not make the program read
+// its files.
 func CompileSchema(raw json.RawMessage) (*Schema, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, errors.New("tool: empty JSON Schema: pass a schema object such as {\"type\":\"object\"}")
@@ -37,6 +41,7 @@ func CompileSchema(raw json.RawMessage) (*Schema, error) {
 		}
 	}
 	c := validator.NewCompiler()
+	c.UseLoader(noLoader{})
 	const loc = "mem:///schema.json"
 	if err := c.AddResource(loc, doc); err != nil {
 		return nil, fmt.Errorf("tool: JSON Schema rejected: %w", err)
@@ -46,6 +51,13 @@ func CompileSchema(raw json.RawMessage) (*Schema, error) {
 		return nil, fmt.Errorf("tool: JSON Schema does not compile: %w", err)
 	}
 	return &Schema{raw: bytes.Clone(raw), compiled: compiled}, nil
+}
+
+// noLoader refuses to load the documents a schema refers to.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("%s is outside the schema: refer only to the schema's own parts ($defs, #/...)", url)
 }
 
 // SchemaFor reflects the JSON Schema of T with invopop/jsonschema and
