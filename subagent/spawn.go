@@ -363,9 +363,10 @@ func (s *Spawner) Call(ctx context.Context, call tool.Call) (tool.Result, error)
 	}
 	// run waits for a slot, then runs the child. A fork's budget is taken
 	// only then, so that it counts what the siblings before it spent. The
-	// returned settle ends the budget's reservation once the child's usage
-	// is handed to the parent.
-	run := func(ctx context.Context) (tool.Result, func(int64), error) {
+	// reservation ends, with what the child spent, before the slot is given
+	// up, so that the next child sees it; a background job holds it until
+	// its usage reaches the parent, and gets the settle function for that.
+	run := func(ctx context.Context, hold bool) (tool.Result, func(int64), error) {
 		if err := st.slots.Acquire(ctx, 1); err != nil {
 			return tool.Result{}, noSettle, fmt.Errorf("subagent %s: waiting for a free slot: %w", SpawnToolName, err)
 		}
@@ -386,13 +387,18 @@ func (s *Spawner) Call(ctx context.Context, call tool.Call) (tool.Result, error)
 		}
 		res, err := c.invoke(ctx, call.ID, args, in)
 		res.Content = capOutput(res.Content, s.cfg.maxOutput)
+		if !hold {
+			settle(res.Usage.Tokens())
+			settle = noSettle
+		}
 		return res, settle, err
 	}
 	if a.Background {
-		return s.startJob(ctx, agentName(child, s.cfg.forkName), a.Task, run)
+		return s.startJob(ctx, agentName(child, s.cfg.forkName), a.Task, func(ctx context.Context) (tool.Result, func(int64), error) {
+			return run(ctx, true)
+		})
 	}
-	res, settle, err := run(ctx)
-	settle(res.Usage.Tokens())
+	res, _, err := run(ctx, false)
 	return res, err
 }
 
