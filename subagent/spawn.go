@@ -151,8 +151,10 @@ func WithMaxSpawns(n int) Option {
 // WithSpawnConcurrency bounds how many children of one parent run run at
 // once (default DefaultSpawnConcurrency); the others wait their turn. The
 // bound is per run, so that a child that spawns in turn never waits for a
-// slot its own parent holds. The parent's tool registry bounds the calls of
-// one step too (tool.Registry.SetParallelism): the lower bound wins.
+// slot its own parent holds. A background job holds its slot while it
+// runs. The parent's tool registry bounds the calls of one step too
+// (tool.Registry.SetParallelism, default tool.DefaultParallelism): the
+// lower bound wins, so raise both for a wide fan-out.
 func WithSpawnConcurrency(n int) Option {
 	return func(c *config) error {
 		if n < 1 {

@@ -2,6 +2,7 @@ package subagent_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -33,7 +34,9 @@ func BenchmarkSpawn(b *testing.B) {
 
 // BenchmarkFanout256 measures a parent turn that spawns 256 forks, 32 at a
 // time, each answering after 20ms: the ideal is 8 waves of 20ms. It fails
-// past 1.25 times that.
+// when the median fan-out takes more than 1.25 times that (the median, so
+// that a hiccup of a shared machine does not fail it; bare timers alone
+// take about 165ms here).
 func BenchmarkFanout256(b *testing.B) {
 	const (
 		n       = 256
@@ -57,18 +60,19 @@ func BenchmarkFanout256(b *testing.B) {
 	a := lead(b, p, reg)
 	ctx := b.Context()
 	b.ReportAllocs()
-	var total time.Duration
+	var walls []time.Duration
 	for b.Loop() {
 		a.Reset()
 		start := time.Now()
 		if _, err := a.Run(ctx, agent.Input{Text: "go"}); err != nil {
 			b.Fatal(err)
 		}
-		total += time.Since(start)
+		walls = append(walls, time.Since(start))
 	}
-	wall := total / time.Duration(b.N)
-	b.ReportMetric(float64(wall.Microseconds())/1000, "ms/fanout")
-	if limit := ideal * 5 / 4; wall > limit {
-		b.Errorf("a fan-out took %v, more than %v (1.25 × the ideal %v)", wall, limit, ideal)
+	slices.Sort(walls)
+	median := walls[len(walls)/2]
+	b.ReportMetric(float64(median.Microseconds())/1000, "ms/fanout")
+	if limit := ideal * 5 / 4; median > limit {
+		b.Errorf("a fan-out took %v (median of %d), more than %v (1.25 × the ideal %v)", median, len(walls), limit, ideal)
 	}
 }
