@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/invopop/jsonschema"
@@ -40,6 +41,9 @@ func CompileSchema(raw json.RawMessage) (*Schema, error) {
 			return nil, fmt.Errorf("tool: a JSON Schema must be an object or a boolean, not %s", jsonKind(doc))
 		}
 	}
+	if err := checkNumbers(doc); err != nil {
+		return nil, fmt.Errorf("tool: JSON Schema rejected: %w", err)
+	}
 	c := validator.NewCompiler()
 	c.UseLoader(noLoader{})
 	const loc = "mem:///schema.json"
@@ -51,6 +55,49 @@ func CompileSchema(raw json.RawMessage) (*Schema, error) {
 		return nil, fmt.Errorf("tool: JSON Schema does not compile: %w", err)
 	}
 	return &Schema{raw: bytes.Clone(raw), compiled: compiled}, nil
+}
+
+// Bounds on the numbers of JSON text. A number may be written with any
+// exponent, and the validator makes exact rationals of numbers: 1e-9999999
+// takes it seconds, and a longer exponent crashes it. Such numbers come only
+// from a model probing, never from real data.
+const (
+	maxNumberLen = 400
+	maxExponent  = 400
+)
+
+// checkNumbers reports the first number in the decoded JSON value v that is
+// beyond the bounds.
+func checkNumbers(v any) error {
+	switch v := v.(type) {
+	case json.Number:
+		s := string(v)
+		ok := len(s) <= maxNumberLen
+		if i := strings.IndexAny(s, "eE"); ok && i >= 0 {
+			exp, err := strconv.Atoi(s[i+1:])
+			ok = err == nil && exp >= -maxExponent && exp <= maxExponent
+		}
+		if !ok {
+			if len(s) > 40 {
+				s = s[:40] + "…"
+			}
+			return fmt.Errorf("number %s is out of range: write numbers of at most %d characters with an exponent from -%d to %d",
+				s, maxNumberLen, maxExponent, maxExponent)
+		}
+	case map[string]any:
+		for _, e := range v {
+			if err := checkNumbers(e); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if err := checkNumbers(e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // noLoader refuses to load the documents a schema refers to.
@@ -93,6 +140,9 @@ func (s *Schema) Validate(data []byte) error {
 // ValidateValue checks a decoded JSON value (as produced by encoding/json
 // into an any, numbers as float64 or json.Number) against s.
 func (s *Schema) ValidateValue(v any) error {
+	if err := checkNumbers(v); err != nil {
+		return &ValidationError{Problems: []string{err.Error()}}
+	}
 	err := s.compiled.Validate(v)
 	if err == nil {
 		return nil
