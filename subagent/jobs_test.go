@@ -347,3 +347,33 @@ func TestJobBudgetHeldUntilCollected(t *testing.T) {
 		}
 	})
 }
+
+// TestJobAfterRunEnd checks that once a run has ended, its jobs are
+// cancelled and counted, and a background spawn under its context is
+// refused instead of starting a job no run would wait for.
+func TestJobAfterRunEnd(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		fork := subagent.DefaultForkName
+		p := fake.NewProvider(
+			fake.Call("lookup", `{}`).For(fork).WithUsage(usage(7)),
+			fake.Text("too late").For(fork).After(time.Hour),
+		).Loop()
+		reg, _ := setup(t, p, true, []subagent.Option{subagent.WithBackground()})
+		ctx := agent.WithRun(t.Context(), "run_custom", "custom")
+		spawnBG := []tool.Call{{ID: "c1", Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"t","background":true}`)}}
+		res, err := reg.Execute(ctx, spawnBG)
+		if err != nil || res[0].IsError {
+			t.Fatalf("first spawn: %+v, %v", res[0], err)
+		}
+		time.Sleep(time.Minute)
+		if diff := cmp.Diff(usage(7), agent.Finish(ctx)); diff != "" {
+			t.Errorf("usage handed back at the run's end (-want +got):\n%s", diff)
+		}
+		res, err = reg.Execute(ctx, spawnBG)
+		if err != nil || !res[0].IsError {
+			t.Fatalf("spawn after the run's end: %+v, %v; want an error result", res[0], err)
+		}
+		mustContain(t, res[0].Content, "the run has ended: no background job can start")
+	})
+}

@@ -166,6 +166,54 @@ func (r *recorder) of(types ...event.Type) []event.Event {
 	return out
 }
 
+// spy wraps a tool and keeps the errors its calls return.
+type spy struct {
+	tool.Tool
+	mu   sync.Mutex
+	errs []error
+}
+
+func (s *spy) Call(ctx context.Context, c tool.Call) (tool.Result, error) {
+	res, err := s.Tool.Call(ctx, c)
+	if err != nil {
+		s.mu.Lock()
+		s.errs = append(s.errs, err)
+		s.mu.Unlock()
+	}
+	return res, err
+}
+
+// count returns how many kept errors wrap target.
+func (s *spy) count(target error) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, err := range s.errs {
+		if errors.Is(err, target) && tool.IsCorrectable(err) {
+			n++
+		}
+	}
+	return n
+}
+
+// spied returns a registry holding lookup and the spawner behind a spy.
+func spied(t testing.TB, p provider.Provider, opts []subagent.Option, extra ...tool.Tool) (*tool.Registry, *spy) {
+	t.Helper()
+	reg, err := tool.NewRegistry(append([]tool.Tool{lookup()}, extra...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := subagent.NewSpawner(p, reg, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := &spy{Tool: s}
+	if err := reg.Register(sp); err != nil {
+		t.Fatal(err)
+	}
+	return reg, sp
+}
+
 func mustContain(t *testing.T, got string, want ...string) {
 	t.Helper()
 	for _, w := range want {
@@ -213,6 +261,8 @@ func TestSpawnInvalidArgumentsAreCorrectable(t *testing.T) {
 			[]string{"output_schema: tool: JSON Schema does not compile", `send a JSON Schema object such as {"type":"object"`}},
 		{"output_schema refers to a file", nil, `{"task":"t","output_schema":{"$ref":"file:///etc/hostname"}}`,
 			[]string{"output_schema:", "file:///etc/hostname is outside the schema"}},
+		{"output_schema with an absurd number", nil, `{"task":"t","output_schema":{"multipleOf":1e-99999999}}`,
+			[]string{"number 1e-99999999 is out of range: write numbers of at most 400 characters"}},
 		{"output_schema refers to a URL", nil, `{"task":"t","output_schema":{"$ref":"https://example.com/s.json"}}`,
 			[]string{"output_schema:", "https://example.com/s.json is outside the schema"}},
 	}
@@ -723,6 +773,18 @@ func TestSpawnOutputSchema(t *testing.T) {
 			wantRetried: true,
 		},
 		{
+			name:   "an absurd number is a violation, not a crash",
+			schema: numberSchema,
+			replies: []fake.Reply{
+				fake.Text(`{"n":1e-99999999}`).For(fork).WithUsage(usage(10)),
+				fake.Text(`{"n":1e999999999}`).For(fork).WithUsage(usage(20)),
+			},
+			want:        `{"n":1e999999999}` + "\n\n[validation failed: number 1e999999999 is out of range: write numbers of at most 400 characters with an exponent from -400 to 400]",
+			wantUsage:   times(2, usage(15)),
+			wantPrompt:  subagent.SchemaPrompt(json.RawMessage(numberSchema)),
+			wantRetried: true,
+		},
+		{
 			name:       "the spawner's default applies without output_schema",
 			opts:       []subagent.Option{subagent.WithResult()},
 			replies:    []fake.Reply{fake.Text(`{"status":"partial","summary":"half"}`).For(fork).WithUsage(usage(10))},
@@ -835,7 +897,7 @@ func TestSpawnMaxSpawnsPerRun(t *testing.T) {
 			fake.Text("B").For(subagent.DefaultForkName),
 			fake.Text("D").For(subagent.DefaultForkName),
 		)
-		reg, _ := setup(t, p, false, []subagent.Option{subagent.WithMaxSpawns(2)})
+		reg, sp := spied(t, p, []subagent.Option{subagent.WithMaxSpawns(2)})
 		a := lead(t, p, reg)
 		out, err := a.Run(t.Context(), agent.Input{Text: "go"})
 		if err != nil {
@@ -844,6 +906,9 @@ func TestSpawnMaxSpawnsPerRun(t *testing.T) {
 		got := toolResults(out.Messages)
 		if len(got) != 4 || got[0] != "A" || got[2] != "B" || !strings.Contains(got[3], limitMsg) {
 			t.Errorf("first run's tool results: %q", got)
+		}
+		if n := sp.count(subagent.ErrMaxSpawns); n != 1 {
+			t.Errorf("%d correctable ErrMaxSpawns, want 1", n)
 		}
 		out, err = a.Run(t.Context(), agent.Input{Text: "again"})
 		if err != nil {
@@ -941,14 +1006,14 @@ func TestSpawnChildBudget(t *testing.T) {
 			if tc.childBudget > 0 {
 				opts = append(opts, subagent.WithChildTokenBudget(tc.childBudget))
 			}
-			reg, _ := setup(t, p, false, opts, pr.tool())
+			reg, sp := spied(t, p, opts, pr.tool())
 			out, err := lead(t, p, reg, agent.WithTokenLimit(tc.parentLimit)).Run(t.Context(), agent.Input{Text: "go"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if tc.want == "error" {
 				got := toolResults(out.Messages)
-				if len(got) != 1 || !strings.Contains(got[0], "subagent: no token budget left") {
+				if len(got) != 1 || !strings.Contains(got[0], "subagent: no token budget left") || sp.count(subagent.ErrNoBudget) != 1 {
 					t.Errorf("tool results %q, want ErrNoBudget", got)
 				}
 				return
@@ -1362,6 +1427,43 @@ func TestSpawnDeeperChildrenDoNotWaitForTheirParentsSlot(t *testing.T) {
 		}
 		if diff := cmp.Diff([]string{"child done"}, toolResults(out.Messages)); diff != "" {
 			t.Errorf("tool results (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// FuzzSpawnArguments checks that whatever arguments a model sends, the
+// spawn tool answers with a result the model can read: a child's answer,
+// or a correctable error, never a Go error or a panic.
+func FuzzSpawnArguments(f *testing.F) {
+	for _, seed := range []string{
+		`{"task":"t"}`,
+		`{"task":"t","context":"c","agent":"critic"}`,
+		`{"task":"t","output_schema":` + numberSchema + `}`,
+		`{"task":"t","output_schema":{"$ref":"#/$defs/x","$defs":{"x":{"type":"object"}}}}`,
+		`{"task":"t","output_schema":{"pattern":"("}}`,
+		`{"task":"t","output_schema":{"multipleOf":1e-9999}}`,
+		`{"task":"t","output_schema":{"maximum":1.5e308}}`,
+		`{"task":"t","background":true}`,
+		`{"task":1}`, `[]`, `null`, ``, `{"task":"\u0000"}`,
+	} {
+		f.Add(seed)
+	}
+	p := fake.NewProvider(fake.Text(`{"n":1}`)).Loop().DontRecord()
+	critic, err := subagent.FromReact("critic", "Reviews.", p, nil, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	reg, _ := setup(f, p, false, []subagent.Option{subagent.WithRoster(critic)})
+	f.Fuzz(func(t *testing.T, args string) {
+		res, err := reg.Execute(t.Context(), []tool.Call{{ID: "c1", Name: subagent.SpawnToolName, Arguments: json.RawMessage(args)}})
+		if err != nil {
+			t.Fatalf("arguments %q: Go error %v", args, err)
+		}
+		if res[0].IsError && !tool.IsCorrectable(res[0].Err) {
+			t.Errorf("arguments %q: error result %q is not correctable", args, res[0].Content)
+		}
+		if res[0].Content == "" {
+			t.Errorf("arguments %q: empty result", args)
 		}
 	})
 }
