@@ -38,7 +38,8 @@ const (
 var (
 	// ErrMaxSpawns: the parent run has started as many children as allowed.
 	ErrMaxSpawns = errors.New("subagent: spawn limit reached")
-	// ErrNoBudget: the parent has no tokens left to give a child.
+	// ErrNoBudget: the parent run's tokens are all used, or set aside for
+	// the children running now (WithChildTokenBudget).
 	ErrNoBudget = errors.New("subagent: no token budget left")
 	// ErrDenied: the spawn policy does not allow spawning here.
 	ErrDenied = errors.New("subagent: spawning denied")
@@ -310,7 +311,9 @@ func (s *Spawner) state(ctx context.Context) *spawnRun {
 }
 
 // Call starts one child and returns its answer, or, with background=true,
-// a job id.
+// a job id. Spawns are counted, and run in slots, per run of the calling
+// agent (agent.RunLocal); a call made outside any run is counted with
+// nothing else and cannot start a background job.
 func (s *Spawner) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
 	depth := agent.Depth(ctx)
 	if depth >= s.cfg.maxDepth {
