@@ -18,6 +18,9 @@ type scope struct {
 	done   bool
 	limit  int64        // token limit, 0 for none
 	used   atomic.Int64 // tokens used so far, children's included
+	// reserved is the part of the budget set aside for work running inside
+	// tool calls (ReserveTokens); it is changed under mu.
+	reserved atomic.Int64
 }
 
 // RunLocal returns the value kept under key for the run of ctx, creating it
@@ -102,5 +105,37 @@ func TokensLeft(ctx context.Context) (n int64, limited bool) {
 	if sc == nil || sc.limit == 0 {
 		return 0, false
 	}
-	return max(sc.limit-sc.used.Load(), 0), true
+	return max(sc.limit-sc.used.Load()-sc.reserved.Load(), 0), true
+}
+
+// ReserveTokens sets aside up to n tokens of the token budget of the run of
+// ctx for work done inside one of its tool calls, such as a sub-agent, so
+// that work started beside it — the other calls of a parallel step — is not
+// promised the same tokens. It returns how many it set aside: n, or what is
+// left when that is less. When the run has no token limit it sets nothing
+// aside and returns n, false.
+//
+// settle ends the reservation; call it once the work has ended, with the
+// tokens it spent, from the tool call that made the reservation (or from
+// work registered with OnRunEnd). Those tokens count as used from then on,
+// so that a call that starts later in the same step sees them before the
+// run folds the call's Result. Calls of settle after the first do nothing.
+func ReserveTokens(ctx context.Context, n int64) (granted int64, limited bool, settle func(spent int64)) {
+	sc := info(ctx).scope
+	if sc == nil || sc.limit == 0 {
+		return n, false, func(int64) {}
+	}
+	sc.mu.Lock()
+	granted = min(max(n, 0), max(sc.limit-sc.used.Load()-sc.reserved.Load(), 0))
+	sc.reserved.Add(granted)
+	sc.mu.Unlock()
+	var once sync.Once
+	return granted, true, func(spent int64) {
+		once.Do(func() {
+			sc.mu.Lock()
+			sc.reserved.Add(-granted)
+			sc.used.Add(spent)
+			sc.mu.Unlock()
+		})
+	}
 }

@@ -91,7 +91,8 @@ func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawM
 		if events {
 			event.Emit(ctx, event.Event{Type: event.SubagentError, SubagentRunID: runID, Message: err.Error(), Code: errorCode(err)})
 		}
-		return res, err
+		// A failed call hands back what it spent and nothing it said.
+		return tool.Result{Usage: res.Usage}, err
 	}
 	if events {
 		result, _ := json.Marshal(res.Content)

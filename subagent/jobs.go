@@ -3,6 +3,7 @@ package subagent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -18,13 +19,20 @@ import (
 // JobsToolName is the name of the companion tool of background spawns.
 const JobsToolName = "subagent_jobs"
 
+// DefaultJobWait is how long a wait for a background job lasts when the
+// model gives no timeout.
+const DefaultJobWait = 30 * time.Second
+
 // jobTable holds the background jobs of one parent run. The run owns their
-// goroutines: when it ends, the table cancels what still runs and waits.
+// goroutines: when it ends, the table cancels what still runs, waits for
+// it, and hands the run the usage not yet collected.
 type jobTable struct {
-	mu    sync.Mutex
-	jobs  map[string]*job
-	order []string
-	wg    sync.WaitGroup
+	mu     sync.Mutex
+	jobs   map[string]*job
+	order  []string
+	wg     sync.WaitGroup
+	owned  bool // close runs at the end of the run
+	closed bool // the run has ended: no new jobs
 }
 
 type job struct {
@@ -32,23 +40,31 @@ type job struct {
 	cancel          context.CancelFunc
 	done            chan struct{}
 	res             tool.Result // set before done closes
-	err             error
+	err             error       // set before done closes
+	settle          func(spent int64)
 	folded          bool // its usage has been handed to the parent; guarded by the table's mu
 }
 
 // startJob runs fn in the background under the parent run's context and
-// returns the job's receipt.
-func (s *Spawner) startJob(ctx context.Context, agentName, task string, fn func(context.Context) (tool.Result, error)) (tool.Result, error) {
+// returns the job's receipt. The settle function fn returns is called when
+// the job's usage reaches the parent.
+func (s *Spawner) startJob(ctx context.Context, agentName, task string, fn func(context.Context) (tool.Result, func(int64), error)) (tool.Result, error) {
 	jt := s.jobs(ctx)
 	if jt == nil {
 		return tool.Result{}, tool.Correctable(fmt.Errorf("%s: background jobs need a running agent to own them: call without background", SpawnToolName))
 	}
+	// The job outlives the call, not the run: its context is the run's. Its
+	// events name the spawning call as their parent, as a foreground
+	// child's do, and its depth is the caller's.
 	jctx, cancel := context.WithCancel(agent.RunContext(ctx))
-	// The job's events name the spawning call as their parent, as a
-	// foreground child's do; its depth is the caller's.
 	jctx = agent.WithDepth(jctx, agent.Depth(ctx))
 	j := &job{id: id.New("job_"), agent: agentName, task: task, cancel: cancel, done: make(chan struct{})}
 	jt.mu.Lock()
+	if jt.closed {
+		jt.mu.Unlock()
+		cancel()
+		return tool.Result{}, tool.Correctable(fmt.Errorf("%s: the run has ended: no background job can start", SpawnToolName))
+	}
 	jt.jobs[j.id] = j
 	jt.order = append(jt.order, j.id)
 	jt.wg.Add(1)
@@ -57,7 +73,7 @@ func (s *Spawner) startJob(ctx context.Context, agentName, task string, fn func(
 		defer jt.wg.Done()
 		defer close(j.done)
 		defer cancel()
-		j.res, j.err = fn(jctx)
+		j.res, j.settle, j.err = fn(jctx)
 	}()
 	receipt, _ := json.Marshal(map[string]string{"job_id": j.id, "status": "running",
 		"note": "A job id is not a result: collect it with " + JobsToolName + " (wait) or cancel it before you answer."})
@@ -65,15 +81,17 @@ func (s *Spawner) startJob(ctx context.Context, agentName, task string, fn func(
 }
 
 // jobs returns the run's job table, creating it and arranging its cleanup
-// at the end of the run. It returns nil outside a run.
+// at the end of the run. It returns nil outside a run, or when the run has
+// ended before any job started.
 func (s *Spawner) jobs(ctx context.Context) *jobTable {
-	var fresh bool
-	jt := agent.RunLocal(ctx, jobsKey{s}, func() any {
-		fresh = true
-		return &jobTable{jobs: map[string]*job{}}
-	}).(*jobTable)
-	if fresh && !agent.OnRunEnd(ctx, jt.close) {
-		return nil
+	jt := agent.RunLocal(ctx, jobsKey{s}, func() any { return &jobTable{jobs: map[string]*job{}} }).(*jobTable)
+	jt.mu.Lock()
+	defer jt.mu.Unlock()
+	if !jt.owned {
+		if !agent.OnRunEnd(ctx, jt.close) {
+			return nil
+		}
+		jt.owned = true
 	}
 	return jt
 }
@@ -84,6 +102,7 @@ type jobsKey struct{ s *Spawner }
 // usage not yet handed to the parent.
 func (jt *jobTable) close() provider.Usage {
 	jt.mu.Lock()
+	jt.closed = true
 	for _, j := range jt.jobs {
 		j.cancel()
 	}
@@ -92,9 +111,10 @@ func (jt *jobTable) close() provider.Usage {
 	var u provider.Usage
 	jt.mu.Lock()
 	defer jt.mu.Unlock()
-	for _, j := range jt.jobs {
-		if !j.folded {
+	for _, id := range jt.order {
+		if j := jt.jobs[id]; !j.folded {
 			j.folded = true
+			j.settle(j.res.Usage.Tokens())
 			u = u.Add(j.res.Usage)
 		}
 	}
@@ -112,6 +132,7 @@ func (jt *jobTable) collect(j *job) tool.Result {
 	}
 	if !j.folded {
 		j.folded = true
+		j.settle(j.res.Usage.Tokens())
 		res.Usage = j.res.Usage
 	}
 	return res
@@ -119,7 +140,8 @@ func (jt *jobTable) collect(j *job) tool.Result {
 
 // JobsTool returns the companion tool of background spawns, with which the
 // model waits for a job (with a timeout), lists the run's jobs, or cancels
-// one. Register it beside the spawner when using WithBackground.
+// one. Register it beside the spawner when using WithBackground; like the
+// spawner, it is offered only below the depth cap.
 func (s *Spawner) JobsTool() tool.Tool { return &jobsTool{s: s} }
 
 type jobsTool struct{ s *Spawner }
@@ -131,28 +153,32 @@ const jobsParams = `{"type":"object","properties":{
 },"required":["action"],"additionalProperties":false}`
 
 func (t *jobsTool) Definition() tool.Definition {
-	return tool.Definition{Name: JobsToolName, Description: "Wait for, list or cancel the background sub-agents started with " + SpawnToolName + ".", Parameters: json.RawMessage(jobsParams)}
+	return tool.Definition{Name: JobsToolName,
+		Description: "Wait for, list or cancel the background sub-agents started with " + SpawnToolName + ". " +
+			"A job's result counts only once you have waited for it; jobs still running when you answer are cancelled.",
+		Parameters: json.RawMessage(jobsParams)}
 }
 
 // Available offers the tool where the spawner is offered.
 func (t *jobsTool) Available(ctx context.Context) bool { return t.s.Available(ctx) }
 
 func (t *jobsTool) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
+	const usage = `pass {"action":"wait"|"list"|"cancel","job_id":"…","timeout_seconds":0-600}`
+	raw := tool.Arguments(call.Arguments)
+	if err := t.s.jobsIn.Validate(raw); err != nil {
+		return tool.Result{}, fmt.Errorf("%w for %s: %v: %s", tool.ErrInvalidArguments, JobsToolName, err, usage)
+	}
 	var a struct {
 		Action  string   `json:"action"`
 		JobID   string   `json:"job_id"`
 		Timeout *float64 `json:"timeout_seconds"`
 	}
-	raw := tool.Arguments(call.Arguments)
 	if err := json.Unmarshal(raw, &a); err != nil {
-		return tool.Result{}, fmt.Errorf("%w for %s: %v: pass {\"action\":\"wait\"|\"list\"|\"cancel\",\"job_id\":\"…\"}", tool.ErrInvalidArguments, JobsToolName, err)
+		return tool.Result{}, fmt.Errorf("%w for %s: %v: %s", tool.ErrInvalidArguments, JobsToolName, err, usage)
 	}
 	jt := t.s.jobs(ctx)
 	if a.Action == "list" {
 		return tool.Result{Content: jt.list()}, nil
-	}
-	if a.Action != "wait" && a.Action != "cancel" {
-		return tool.Result{}, fmt.Errorf("%w for %s: action %q: use wait, list or cancel", tool.ErrInvalidArguments, JobsToolName, a.Action)
 	}
 	j := jt.find(a.JobID)
 	if j == nil {
@@ -166,11 +192,15 @@ func (t *jobsTool) Call(ctx context.Context, call tool.Call) (tool.Result, error
 			return tool.Result{}, ctx.Err()
 		}
 		res := jt.collect(j)
-		res.Content = "job " + j.id + " cancelled. " + res.Content
-		res.IsError = false
+		if errors.Is(j.err, context.Canceled) {
+			res.Content = "job " + j.id + " cancelled: its work is discarded."
+			res.IsError = false
+		} else {
+			res.Content = "job " + j.id + " had already ended; its result:\n" + res.Content
+		}
 		return res, nil
 	}
-	wait := 30 * time.Second
+	wait := DefaultJobWait
 	if a.Timeout != nil {
 		wait = time.Duration(*a.Timeout * float64(time.Second))
 	}
@@ -209,6 +239,7 @@ func (jt *jobTable) ids() string {
 	return strings.Join(ids, ", ")
 }
 
+// list renders the run's jobs, one a line: id, agent, status, task.
 func (jt *jobTable) list() string {
 	if jt == nil {
 		return "no jobs in this run"
@@ -224,8 +255,12 @@ func (jt *jobTable) list() string {
 		status := "running"
 		select {
 		case <-j.done:
-			status = "done"
-			if j.err != nil {
+			switch {
+			case j.err == nil:
+				status = "done"
+			case errors.Is(j.err, context.Canceled):
+				status = "cancelled"
+			default:
 				status = "failed"
 			}
 		default:

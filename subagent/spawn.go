@@ -38,7 +38,8 @@ const (
 var (
 	// ErrMaxSpawns: the parent run has started as many children as allowed.
 	ErrMaxSpawns = errors.New("subagent: spawn limit reached")
-	// ErrNoBudget: the parent has no tokens left to give a child.
+	// ErrNoBudget: the parent run's tokens are all used, or set aside for
+	// the children running now (WithChildTokenBudget).
 	ErrNoBudget = errors.New("subagent: no token budget left")
 	// ErrDenied: the spawn policy does not allow spawning here.
 	ErrDenied = errors.New("subagent: spawning denied")
@@ -58,17 +59,18 @@ type Spawner struct {
 	tools  *tool.Registry
 	cfg    config
 	roster map[string]*SubAgentTool
-	slots  *semaphore.Weighted
 	fork   *SubAgentTool // template of a forked child; factory set per call
+	jobsIn *tool.Schema  // parameters of the jobs tool
 
 	forkOnce sync.Once
 	forkReg  *tool.Registry
 }
 
 // NewSpawner returns the spawn tool for an agent running on p with the
-// tools of reg. Forked children get the same provider and tools (narrowed
-// by WithForkTools); reg may later receive the spawner itself, which
-// children then inherit below the depth cap only.
+// tools of reg, the parent's own registry. Forked children get the same
+// provider and tools (narrowed by WithForkTools), never more; reg may later
+// receive the spawner itself (and its JobsTool), which children then
+// inherit below the depth cap only: at the cap they are not advertised.
 //
 // Options: WithRoster, WithMaxSpawns, WithSpawnConcurrency,
 // WithChildTokenBudget, WithForkPrompt, WithForkName, WithForkTools,
@@ -93,12 +95,15 @@ func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...Option) (*Spawn
 			return nil, fmt.Errorf("subagent %s: %w", SpawnToolName, err)
 		}
 	}
-	s := &Spawner{p: p, tools: reg, cfg: cfg, roster: map[string]*SubAgentTool{}, slots: semaphore.NewWeighted(int64(cfg.concurrency))}
+	s := &Spawner{p: p, tools: reg, cfg: cfg, roster: map[string]*SubAgentTool{}}
 	names := make([]string, 0, len(cfg.roster))
 	for _, m := range cfg.roster {
 		n := m.def.Name
 		if _, dup := s.roster[n]; dup {
 			return nil, fmt.Errorf("subagent %s: two roster members are named %q: give each its own name", SpawnToolName, n)
+		}
+		if err := m.params.Validate([]byte(`{"task":"t"}`)); err != nil {
+			return nil, fmt.Errorf("subagent %s: roster member %q does not accept a call with only a task (%v): give it parameters such as TaskParams", SpawnToolName, n, err)
 		}
 		s.roster[n] = m
 		names = append(names, n)
@@ -108,6 +113,9 @@ func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...Option) (*Spawn
 		return nil, err
 	}
 	s.params = params
+	if s.jobsIn, err = tool.CompileSchema(json.RawMessage(jobsParams)); err != nil {
+		return nil, err
+	}
 	s.def = tool.Definition{Name: SpawnToolName, Description: spawnDescription(cfg), Parameters: params.Raw()}
 	s.fork = &SubAgentTool{def: tool.Definition{Name: cfg.forkName, Description: "a fork of the calling agent"}, cfg: cfg}
 	return s, nil
@@ -141,8 +149,13 @@ func WithMaxSpawns(n int) Option {
 	}
 }
 
-// WithSpawnConcurrency bounds how many children run at once across the
-// spawner (default DefaultSpawnConcurrency); the others wait their turn.
+// WithSpawnConcurrency bounds how many children of one parent run run at
+// once (default DefaultSpawnConcurrency); the others wait their turn. The
+// bound is per run, so that a child that spawns in turn never waits for a
+// slot its own parent holds. A background job holds its slot while it
+// runs. The parent's tool registry bounds the calls of one step too
+// (tool.Registry.SetParallelism, default tool.DefaultParallelism): the
+// lower bound wins, so raise both for a wide fan-out.
 func WithSpawnConcurrency(n int) Option {
 	return func(c *config) error {
 		if n < 1 {
@@ -153,10 +166,16 @@ func WithSpawnConcurrency(n int) Option {
 	}
 }
 
-// WithChildTokenBudget gives each forked child a token limit of n, or what
-// the parent has left if that is less. A child near its limit is told to
-// finish with what it has; one that passes it fails with agent.ErrUsageLimit.
-// Without this option a child's limit is only what the parent has left.
+// WithChildTokenBudget gives each forked child a token limit of n, taken
+// from what the parent run has left: the tokens are set aside for the
+// child (agent.ReserveTokens) while it runs, so siblings running beside it
+// cannot be promised them too, and a child gets less than n, or nothing
+// (ErrNoBudget), when less is left. A child that has used 80% of its limit
+// is told to finish with what it has; one that passes it fails with
+// agent.ErrUsageLimit. Without this option a child's limit is what the
+// parent has left when it starts, shared with the siblings running beside
+// it, and the parent's own limit catches an overrun at the end of the step.
+// Roster members are not limited: they are built by their owners.
 func WithChildTokenBudget(n int64) Option {
 	return func(c *config) error {
 		if n < 1 {
@@ -186,7 +205,8 @@ func WithForkName(name string) Option {
 }
 
 // WithForkTools narrows the tools a forked child inherits to those for
-// which keep reports true. A child never gets more than its parent.
+// which keep reports true. A child never gets more than its parent. The
+// narrowed set is taken from the parent's registry at the first spawn.
 func WithForkTools(keep func(tool.Tool) bool) Option {
 	return func(c *config) error {
 		if keep == nil {
@@ -254,7 +274,8 @@ func spawnDescription(c config) string {
 		b.WriteString("Each sub-agent is a fork of you, with your tools.\n")
 	}
 	if c.background {
-		b.WriteString("With background=true you get a job id at once. A job id is not a result: collect each job with subagent_jobs (wait), or cancel it, before you answer.\n")
+		b.WriteString("With background=true you get a job id at once. A job id is not a result: collect each job with " + JobsToolName +
+			" (wait), or cancel it, before you answer; jobs still running when you answer are cancelled.\n")
 	}
 	return b.String()
 }
@@ -276,17 +297,23 @@ type spawnArgs struct {
 	Background   bool            `json:"background"`
 }
 
-// spawnRun is the spawner's state for one parent run.
+// spawnRun is the spawner's state for one parent run: its count of spawns
+// and the slots its children run in.
 type spawnRun struct {
 	spawns atomic.Int64
+	slots  *semaphore.Weighted
 }
 
 func (s *Spawner) state(ctx context.Context) *spawnRun {
-	return agent.RunLocal(ctx, s, func() any { return &spawnRun{} }).(*spawnRun)
+	return agent.RunLocal(ctx, s, func() any {
+		return &spawnRun{slots: semaphore.NewWeighted(int64(s.cfg.concurrency))}
+	}).(*spawnRun)
 }
 
 // Call starts one child and returns its answer, or, with background=true,
-// a job id.
+// a job id. Spawns are counted, and run in slots, per run of the calling
+// agent (agent.RunLocal); a call made outside any run is counted with
+// nothing else and cannot start a background job.
 func (s *Spawner) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
 	depth := agent.Depth(ctx)
 	if depth >= s.cfg.maxDepth {
@@ -307,76 +334,122 @@ func (s *Spawner) Call(ctx context.Context, call tool.Call) (tool.Result, error)
 	if strings.TrimSpace(a.Task) == "" {
 		return tool.Result{}, fmt.Errorf("%w for %s: task is blank: say what the sub-agent must do", tool.ErrInvalidArguments, SpawnToolName)
 	}
-	check := s.cfg.check
+	check, callSchema := s.cfg.check, false
 	if len(a.OutputSchema) > 0 && string(a.OutputSchema) != "null" {
 		sch, err := tool.CompileSchema(a.OutputSchema)
 		if err != nil {
 			return tool.Result{}, fmt.Errorf("%w for %s: output_schema: %v: send a JSON Schema object such as {\"type\":\"object\",\"properties\":{\"answer\":{\"type\":\"string\"}}}, or leave it out",
 				tool.ErrInvalidArguments, SpawnToolName, err)
 		}
-		check = &checker{schema: sch, decode: decodeAny, prompt: SchemaPrompt(sch.Raw())}
+		check, callSchema = &checker{schema: sch, decode: decodeAny, prompt: SchemaPrompt(sch.Raw())}, true
 	}
 
 	text := a.Task
 	if strings.TrimSpace(a.Context) != "" {
 		text += "\n\nContext:\n" + a.Context
 	}
-	child, args, in, err := s.child(ctx, a.Agent, text, check)
-	if err != nil {
-		return tool.Result{}, err
+	var (
+		child *SubAgentTool // a roster member; nil for a fork
+		args  json.RawMessage
+		in    agent.Input
+		err   error
+	)
+	if a.Agent != "" {
+		if child, args, in, err = s.member(a.Agent, text, check, callSchema); err != nil {
+			return tool.Result{}, err
+		}
+	} else if left, limited := agent.TokensLeft(ctx); limited && left == 0 {
+		return tool.Result{}, errNoBudget()
 	}
 	st := s.state(ctx)
 	if n := st.spawns.Add(1); n > int64(s.cfg.maxSpawns) {
 		return tool.Result{}, tool.Correctable(fmt.Errorf("%w: this run has started its %d sub-agents: do the rest directly, or combine tasks",
 			ErrMaxSpawns, s.cfg.maxSpawns))
 	}
-	run := func(ctx context.Context) (tool.Result, error) {
-		if err := s.slots.Acquire(ctx, 1); err != nil {
-			return tool.Result{}, fmt.Errorf("subagent %s: waiting for a free slot: %w", SpawnToolName, err)
+	// run waits for a slot, then runs the child. A fork's budget is taken
+	// only then, so that it counts what the siblings before it spent. The
+	// reservation ends, with what the child spent, before the slot is given
+	// up, so that the next child sees it; a background job holds it until
+	// its usage reaches the parent, and gets the settle function for that.
+	run := func(ctx context.Context, hold bool) (tool.Result, func(int64), error) {
+		if err := st.slots.Acquire(ctx, 1); err != nil {
+			return tool.Result{}, noSettle, fmt.Errorf("subagent %s: waiting for a free slot: %w", SpawnToolName, err)
 		}
-		defer s.slots.Release(1)
-		res, err := child.invoke(ctx, call.ID, args, in)
+		defer st.slots.Release(1)
+		c, args, in, settle := child, args, in, noSettle
+		if c == nil {
+			budget, limited := s.cfg.childTokens, false
+			if budget > 0 {
+				budget, limited, settle = agent.ReserveTokens(ctx, budget)
+			} else {
+				budget, limited = agent.TokensLeft(ctx)
+			}
+			if limited && budget == 0 {
+				st.spawns.Add(-1) // nothing started
+				return tool.Result{}, noSettle, errNoBudget()
+			}
+			c, args, in = s.forkFor(text, check, budget)
+		}
+		res, err := c.invoke(ctx, call.ID, args, in)
 		res.Content = capOutput(res.Content, s.cfg.maxOutput)
-		return res, err
+		if !hold {
+			settle(res.Usage.Tokens())
+			settle = noSettle
+		}
+		return res, settle, err
 	}
 	if a.Background {
-		return s.startJob(ctx, child.def.Name, a.Task, run)
+		return s.startJob(ctx, agentName(child, s.cfg.forkName), a.Task, func(ctx context.Context) (tool.Result, func(int64), error) {
+			return run(ctx, true)
+		})
 	}
-	return run(ctx)
+	res, _, err := run(ctx, false)
+	return res, err
 }
 
-// child picks the SubAgentTool for a call: a roster member, or a fork
-// built for this call with its token budget.
-func (s *Spawner) child(ctx context.Context, name, text string, check *checker) (*SubAgentTool, json.RawMessage, agent.Input, error) {
-	args, _ := json.Marshal(map[string]string{"task": text})
-	if name != "" {
-		m, ok := s.roster[name]
-		if !ok {
-			return nil, nil, agent.Input{}, fmt.Errorf("%w for %s: no sub-agent named %q: %s", tool.ErrInvalidArguments, SpawnToolName, name, s.allowed())
-		}
-		c := *m
-		if check != nil {
-			c.cfg.check = check
-		}
-		in := agent.Input{Text: string(args)}
-		if c.cfg.input != nil {
-			var err error
-			if in, err = c.cfg.input(args); err != nil {
-				return nil, nil, agent.Input{}, fmt.Errorf("%w for %s: %v", tool.ErrInvalidArguments, name, err)
-			}
-		}
-		return &c, args, in, nil
-	}
+func noSettle(int64) {}
 
-	budget := s.cfg.childTokens
-	if left, limited := agent.TokensLeft(ctx); limited {
-		if left == 0 {
-			return nil, nil, agent.Input{}, tool.Correctable(fmt.Errorf("%w: the run has used all its tokens: answer with what you have", ErrNoBudget))
-		}
-		if budget == 0 || left < budget {
-			budget = left
+func errNoBudget() error {
+	return tool.Correctable(fmt.Errorf("%w: the run's tokens are used, or set aside for the sub-agents running now: answer with what you have, or collect those first",
+		ErrNoBudget))
+}
+
+func agentName(member *SubAgentTool, fork string) string {
+	if member != nil {
+		return member.def.Name
+	}
+	return fork
+}
+
+// member returns the roster member name, set up for one call. Its answer
+// is validated against the call's output_schema (callSchema), else the
+// member's own schema, else the spawner's default; a shape that is not the
+// member's own is described to it in the task.
+func (s *Spawner) member(name, text string, check *checker, callSchema bool) (*SubAgentTool, json.RawMessage, agent.Input, error) {
+	m, ok := s.roster[name]
+	if !ok {
+		return nil, nil, agent.Input{}, fmt.Errorf("%w for %s: no sub-agent named %q: %s", tool.ErrInvalidArguments, SpawnToolName, name, s.allowed())
+	}
+	c := *m
+	if callSchema || c.cfg.check == nil && check != nil {
+		c.cfg.check = check
+		text += "\n\n" + check.prompt
+	}
+	args, _ := json.Marshal(map[string]string{"task": text})
+	in := agent.Input{Text: string(args)}
+	if c.cfg.input != nil {
+		var err error
+		if in, err = c.cfg.input(args); err != nil {
+			return nil, nil, agent.Input{}, fmt.Errorf("%w for %s: %v", tool.ErrInvalidArguments, name, err)
 		}
 	}
+	return &c, args, in, nil
+}
+
+// forkFor returns a fork of the parent, set up for one call with a token
+// limit of budget (0 for none).
+func (s *Spawner) forkFor(text string, check *checker, budget int64) (*SubAgentTool, json.RawMessage, agent.Input) {
+	args, _ := json.Marshal(map[string]string{"task": text})
 	system := s.cfg.forkPrompt
 	if check != nil {
 		system += "\n\n" + check.prompt
@@ -387,14 +460,18 @@ func (s *Spawner) child(ctx context.Context, name, text string, check *checker) 
 			s.forkReg = s.tools.Filter(s.cfg.forkTools)
 		}
 	})
-	opts := append([]agent.Option{
-		agent.WithName(s.cfg.forkName), agent.WithSystemPrompt(system),
-		agent.WithRegistry(s.forkReg), agent.WithTokenLimit(budget),
-	}, s.cfg.reactOpts...)
+	// The spawner's settings come last, so that WithReactOptions cannot
+	// widen a fork's scope: its tools, budget and identity are the spawner's.
+	opts := make([]agent.Option, 0, len(s.cfg.reactOpts)+4)
+	opts = append(opts, s.cfg.reactOpts...)
+	opts = append(opts, agent.WithName(s.cfg.forkName), agent.WithSystemPrompt(system), agent.WithRegistry(s.forkReg))
+	if budget > 0 {
+		opts = append(opts, agent.WithTokenLimit(budget))
+	}
 	c := *s.fork
 	c.cfg.check = check
 	c.factory = func(context.Context, json.RawMessage) (agent.Agent, error) { return agent.NewReact(s.p, opts...) }
-	return &c, args, agent.Input{Text: text}, nil
+	return &c, args, agent.Input{Text: text}
 }
 
 // allowed says what the spawn tool accepts, for error messages.

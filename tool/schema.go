@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/invopop/jsonschema"
@@ -24,7 +25,11 @@ type Schema struct {
 }
 
 // CompileSchema compiles a JSON Schema document (draft 2020-12 unless the
-// document names another draft).
+// document names another draft). The document must be self-contained: a
+// $ref may point into it, or to a JSON Schema meta-schema, but never to a
+// file or a URL, which are not loaded. Schemas can come from a model (the
+// output_schema of a spawn), and a model must not make the program read
+// its files.
 func CompileSchema(raw json.RawMessage) (*Schema, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, errors.New("tool: empty JSON Schema: pass a schema object such as {\"type\":\"object\"}")
@@ -38,7 +43,11 @@ func CompileSchema(raw json.RawMessage) (*Schema, error) {
 			return nil, fmt.Errorf("tool: a JSON Schema must be an object or a boolean, not %s: pass an object such as {\"type\":\"object\"}", jsonKind(doc))
 		}
 	}
+	if err := checkNumbers(doc); err != nil {
+		return nil, fmt.Errorf("tool: JSON Schema rejected: %w", err)
+	}
 	c := validator.NewCompiler()
+	c.UseLoader(noLoader{})
 	const loc = "mem:///schema.json"
 	if err := c.AddResource(loc, doc); err != nil {
 		return nil, fmt.Errorf("tool: JSON Schema rejected: %w", err)
@@ -53,6 +62,56 @@ func CompileSchema(raw json.RawMessage) (*Schema, error) {
 		return nil, fmt.Errorf("tool: JSON Schema does not compile: %w: fix the schema", err)
 	}
 	return &Schema{raw: bytes.Clone(raw), compiled: compiled}, nil
+}
+
+// Bounds on the numbers of JSON text. A number may be written with any
+// exponent, and the validator makes exact rationals of numbers: 1e-9999999
+// takes it seconds, and a longer exponent crashes it. Such numbers come only
+// from a model probing, never from real data.
+const (
+	maxNumberLen = 400
+	maxExponent  = 400
+)
+
+// checkNumbers reports the first number in the decoded JSON value v that is
+// beyond the bounds.
+func checkNumbers(v any) error {
+	switch v := v.(type) {
+	case json.Number:
+		s := string(v)
+		ok := len(s) <= maxNumberLen
+		if i := strings.IndexAny(s, "eE"); ok && i >= 0 {
+			exp, err := strconv.Atoi(s[i+1:])
+			ok = err == nil && exp >= -maxExponent && exp <= maxExponent
+		}
+		if !ok {
+			if len(s) > 40 {
+				s = s[:40] + "…"
+			}
+			return fmt.Errorf("number %s is out of range: write numbers of at most %d characters with an exponent from -%d to %d",
+				s, maxNumberLen, maxExponent, maxExponent)
+		}
+	case map[string]any:
+		for _, e := range v {
+			if err := checkNumbers(e); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if err := checkNumbers(e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// noLoader refuses to load the documents a schema refers to.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("%s is outside the schema: refer only to the schema's own parts ($defs, #/...)", url)
 }
 
 // SchemaFor reflects the JSON Schema of T with invopop/jsonschema and
@@ -107,6 +166,9 @@ func (s *Schema) Validate(data []byte) error {
 // ValidateValue checks a decoded JSON value (as produced by encoding/json
 // into an any, numbers as float64 or json.Number) against s.
 func (s *Schema) ValidateValue(v any) error {
+	if err := checkNumbers(v); err != nil {
+		return &ValidationError{Problems: []string{err.Error()}}
+	}
 	err := s.compiled.Validate(v)
 	if err == nil {
 		return nil
