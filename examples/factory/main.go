@@ -9,6 +9,7 @@ import (
 	"log"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/examples/internal/pick"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/subagent"
 )
@@ -20,13 +21,17 @@ type Estimate struct {
 }
 
 func main() {
-	model := fake.NewProvider(
+	script := fake.NewProvider(
 		fake.Call("estimate", `{"task":"add a login page"}`).For("planner"),
 		fake.Text("About a day, I think.").For("estimator"), // rejected: no JSON
 		fake.Text(`{"task":"add a login page","hours":6}`).For("estimator"),
 		fake.Text("The login page needs about 6 hours.").For("planner"),
 	)
-	fmt.Println("provider: fake (scripted replies)")
+	model, about, err := pick.Provider(script)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(about)
 
 	estimate, err := subagent.FromFactory("estimate", "Estimate the hours a task takes.", nil,
 		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/examples/internal/pick"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/provider"
@@ -40,8 +41,15 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	model := &meter{Provider: script(schema.Raw())}
-	fmt.Println("provider: fake (scripted replies; the researchers answer after 300-500 ms)")
+	chosen, about, err := pick.Provider(script(schema.Raw()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if about == pick.FakeDescription {
+		about = "provider: fake (scripted replies; the researchers answer after 300-500 ms)"
+	}
+	model := &meter{Provider: chosen}
+	fmt.Println(about)
 
 	// The roster the lead picks from, by name and description.
 	researchers := []struct{ name, description string }{

@@ -23,6 +23,7 @@ import (
 	"sync"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/examples/internal/pick"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/provider"
@@ -30,14 +31,19 @@ import (
 )
 
 func main() {
-	if err := run(context.Background(), os.Stdout); err != nil {
+	if err := run(context.Background(), os.Stdout, os.Getenv); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(ctx context.Context, w io.Writer) error {
-	model := script()
-	fmt.Fprintln(w, "provider: fake (scripted replies; no key or network needed)")
+// run takes the tour, writing to w; getenv picks the provider (see
+// examples/internal/pick), the scripted fake when nothing is set.
+func run(ctx context.Context, w io.Writer, getenv func(string) string) error {
+	model, about, err := pick.FromEnv(getenv, script())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, about)
 
 	tree := newTree()
 	record := subagent.WithRender(tree.record)

@@ -13,7 +13,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // The tour is the README's first command: it must run, and show the tree.
 func TestTour(t *testing.T) {
 	var out strings.Builder
-	if err := run(context.Background(), &out); err != nil {
+	if err := run(context.Background(), &out, func(string) string { return "" }); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	for _, want := range []string{

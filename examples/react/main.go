@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/examples/internal/pick"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -20,13 +21,17 @@ type wordsArgs struct {
 }
 
 func main() {
-	model := fake.NewProvider(
+	script := fake.NewProvider(
 		fake.Call("delegate", `{"system_prompt":"You are a careful editor. Count before you judge.","task":"Is 'deputy delegates well' under five words?"}`).For("lead"),
 		fake.Call("count_words", `{"text":"deputy delegates well"}`).For("delegate"),
 		fake.Text("Yes: 3 words.").For("delegate"),
 		fake.Text("It is: three words.").For("lead"),
 	)
-	fmt.Println("provider: fake (scripted replies)")
+	model, about, err := pick.Provider(script)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(about)
 
 	count := tool.Must(tool.New("count_words", "Counts the words of a text.", func(_ context.Context, in wordsArgs) (int, error) {
 		return len(strings.Fields(in.Text)), nil
@@ -48,7 +53,9 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("child system prompt:", model.RequestsFor("delegate")[0].System)
+	if reqs := script.RequestsFor("delegate"); len(reqs) > 0 {
+		fmt.Println("child system prompt:", reqs[0].System)
+	}
 	fmt.Println("answer:", out.Answer)
 	fmt.Println("usage: lead", out.Usage, "| delegate", out.ChildUsage)
 }

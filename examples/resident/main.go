@@ -9,13 +9,14 @@ import (
 	"strings"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/examples/internal/pick"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 )
 
 func main() {
-	model := fake.NewProvider(
+	script := fake.NewProvider(
 		fake.Call("historian", `{"task":"Who designed the Analytical Engine?"}`).For("lead"),
 		fake.Text("Charles Babbage.").For("historian"),
 		fake.Call("historian", `{"task":"And who wrote its first program?"}`).For("lead"),
@@ -27,7 +28,11 @@ func main() {
 		}).For("historian"),
 		fake.Text("Babbage designed it; Ada Lovelace wrote its first program.").For("lead"),
 	)
-	fmt.Println("provider: fake (scripted replies)")
+	model, about, err := pick.Provider(script)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(about)
 
 	historian, err := agent.NewReact(model, agent.WithName("historian"), agent.WithSystemPrompt("You are a historian of computing."))
 	if err != nil {
