@@ -23,8 +23,8 @@ import (
 	"sync"
 
 	"github.com/deputy-go/deputy/agent"
-	"github.com/deputy-go/deputy/examples/internal/pick"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/examples/internal/pick"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
