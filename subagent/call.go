@@ -119,14 +119,23 @@ func errorCode(err error) string {
 func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.Input, runID string) (res tool.Result, err error) {
 	name := t.def.Name
 	var usage provider.Usage
+	var restore func() // puts a resident's conversation back
+	holding := false   // the resident's turn is ours
+	// One deferred function, so that the order holds when the child
+	// panics too: recover, undo the resident's runs, then give up the turn.
 	defer func() {
 		if p := recover(); p != nil {
 			res, err = tool.Result{}, tool.Correctable(fmt.Errorf("%w: subagent %q: %v", tool.ErrPanic, name, p))
 		}
+		if err != nil && restore != nil {
+			restore()
+		}
+		if holding {
+			t.turn.Release(1)
+		}
 		res.Usage = usage
 	}()
 
-	restore := func() {}
 	if t.resident != nil {
 		if t.cfg.refuseBusy {
 			if !t.turn.TryAcquire(1) {
@@ -135,16 +144,11 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 		} else if err := t.turn.Acquire(ctx, 1); err != nil {
 			return tool.Result{}, fmt.Errorf("subagent %q: waiting for its previous call to end: %w", name, err)
 		}
-		defer t.turn.Release(1)
+		holding = true
 		if c, ok := t.resident.(checkpointer); ok {
 			restore = c.Checkpoint()
 		}
 	}
-	defer func() {
-		if err != nil {
-			restore()
-		}
-	}()
 
 	attempt := func(in agent.Input) (agent.Output, error) {
 		a := t.resident
