@@ -77,9 +77,9 @@ type SubAgentTool struct {
 	params *tool.Schema
 	cfg    config
 
-	resident agent.Agent        // FromAgent
+	resident agent.Agent         // FromAgent
 	turn     *semaphore.Weighted // FromAgent: one call at a time
-	factory  Factory            // FromFactory and FromReact
+	factory  Factory             // FromFactory and FromReact
 }
 
 // TaskParams is the default parameter schema of FromAgent and FromFactory:
