@@ -87,8 +87,8 @@ type SubAgentTool struct {
 const TaskParams = `{"type":"object","properties":{"task":{"type":"string","description":"The task or question for the sub-agent, with everything it needs to know."}},"required":["task"]}`
 
 // ReactParams is the default parameter schema of FromReact: the child's
-// system prompt and its task.
-const ReactParams = `{"type":"object","properties":{"system_prompt":{"type":"string","description":"Who the sub-agent is and how it should work."},"task":{"type":"string","description":"The task for the sub-agent, with everything it needs to know."}},"required":["task"]}`
+// system prompt and its task. Neither is required: a missing one is empty.
+const ReactParams = `{"type":"object","properties":{"system_prompt":{"type":"string","description":"Who the sub-agent is and how it should work."},"task":{"type":"string","description":"The task for the sub-agent, with everything it needs to know."}}}`
 
 // FromAgent returns the resident-expert form: a kept for the life of the
 // tool, its conversation accumulating across calls. Calls take turns; a
@@ -169,17 +169,14 @@ type reactArgs struct {
 	Task         string `json:"task"`
 }
 
-// taskInput hands the child the task field of the arguments.
+// taskInput hands the child the task field of the arguments; a missing
+// task, or one that is not a string, is empty.
 func taskInput(args json.RawMessage) (agent.Input, error) {
 	var a struct {
-		Task json.RawMessage `json:"task"`
+		Task string `json:"task"`
 	}
-	_ = json.Unmarshal(args, &a)
-	var task string
-	if json.Unmarshal(a.Task, &task) != nil {
-		task = ""
-	}
-	return agent.Input{Text: task}, nil
+	_ = json.Unmarshal(args, &a) // a field of the wrong type is left empty
+	return agent.Input{Text: a.Task}, nil
 }
 
 func build(name, description string, params json.RawMessage, defaultParams string, opts []Option) (*SubAgentTool, error) {
