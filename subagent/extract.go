@@ -55,11 +55,14 @@ func lastFenced(s string) (json.RawMessage, bool) {
 // The scan is linear: it tracks strings only inside an object, so quotes in
 // the surrounding prose do not confuse it. A brace in the prose that never
 // closes swallows what follows it, so the scan starts again just after such
-// a brace, a bounded number of times.
+// a brace, as long as the bytes read stay within a budget linear in len(s):
+// prose with many stray braces is searched whole, and a hostile answer (a
+// megabyte of "{") costs a bounded number of passes.
 func lastObject(s string) (json.RawMessage, bool) {
 	var found json.RawMessage
-	from := 0
-	for range maxRescans {
+	budget := rescanBudget + 16*len(s)
+	for from := 0; from < len(s) && budget > 0; {
+		budget -= len(s) - from
 		spans, unclosed := objectSpans(s, from)
 		for i := len(spans) - 1; i >= 0; i-- {
 			b := []byte(s[spans[i][0]:spans[i][1]])
@@ -76,7 +79,9 @@ func lastObject(s string) (json.RawMessage, bool) {
 	return found, found != nil
 }
 
-const maxRescans = 16
+// rescanBudget is the bytes lastObject may read beyond 16 passes over the
+// answer: enough to rescan a typical answer after hundreds of stray braces.
+const rescanBudget = 1 << 20
 
 // objectSpans returns the balanced top-level {...} spans of s[from:], as
 // offsets into s, and the start of a span left open at the end (or -1).
