@@ -230,7 +230,8 @@ func capOutput(s string, max int) string {
 		return s
 	}
 	marker := "\n[output truncated: " + strconv.Itoa(len(s)) + " bytes, the first " // + kept + " shown]"
-	cut := max - len(marker) - len(" shown]") - 20
+	// The count of bytes kept has no more digits than max.
+	cut := max - len(marker) - len(" shown]") - len(strconv.Itoa(max))
 	if cut < 0 {
 		cut = 0
 	}
