@@ -78,6 +78,7 @@ func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawM
 	if err == nil && ctx.Err() != nil {
 		// A child that ignored its cancellation does not get to answer.
 		err = fmt.Errorf("subagent %q: %w", name, context.Cause(ctx))
+		res = tool.Result{Usage: res.Usage}
 	}
 	if err != nil {
 		switch {
