@@ -159,13 +159,21 @@ func (r *Registry) Definitions(ctx context.Context) []Definition {
 	if !conditional {
 		return defs
 	}
-	out := make([]Definition, 0, len(defs))
-	for _, d := range defs {
-		if t, _ := r.Lookup(d.Name); available(ctx, t) {
-			out = append(out, d)
+	// Copy only from the first tool that is not available: in the common
+	// case every tool is, and the cached slice serves as it is.
+	for i, d := range defs {
+		if t, _ := r.Lookup(d.Name); !available(ctx, t) {
+			out := make([]Definition, i, len(defs)-1)
+			copy(out, defs[:i])
+			for _, d := range defs[i+1:] {
+				if t, _ := r.Lookup(d.Name); available(ctx, t) {
+					out = append(out, d)
+				}
+			}
+			return out
 		}
 	}
-	return out
+	return defs
 }
 
 func available(ctx context.Context, t Tool) bool {
