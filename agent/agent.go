@@ -10,6 +10,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/deputy-go/deputy/provider"
 )
@@ -75,9 +76,31 @@ type runInfo struct {
 	depth            int
 }
 
+// runCtx carries a run's identity. It is one allocation where
+// context.WithValue would take two (the context and the boxed runInfo):
+// this is on the path of every run and every delegation.
+type runCtx struct {
+	context.Context
+	info runInfo
+}
+
+// Value returns the runCtx itself for runKey, without boxing its runInfo.
+func (c *runCtx) Value(key any) any {
+	if _, ok := key.(runKey); ok {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+func (c *runCtx) String() string {
+	return fmt.Sprintf("%v.WithRun(%q, depth %d)", c.Context, c.info.id, c.info.depth)
+}
+
 func info(ctx context.Context) runInfo {
-	ri, _ := ctx.Value(runKey{}).(runInfo)
-	return ri
+	if c, ok := ctx.Value(runKey{}).(*runCtx); ok {
+		return c.info
+	}
+	return runInfo{}
 }
 
 // RunID returns the id of the run ctx belongs to, or "" outside a run.
@@ -98,7 +121,7 @@ func Depth(ctx context.Context) int { return info(ctx).depth }
 func WithDepth(ctx context.Context, depth int) context.Context {
 	ri := info(ctx)
 	ri.depth = depth
-	return context.WithValue(ctx, runKey{}, ri)
+	return &runCtx{ctx, ri}
 }
 
 // WithRun returns a context for a new run with the given id and agent name,
@@ -106,5 +129,5 @@ func WithDepth(ctx context.Context, depth int) context.Context {
 // the depth is kept.
 func WithRun(ctx context.Context, runID, name string) context.Context {
 	ri := info(ctx)
-	return context.WithValue(ctx, runKey{}, runInfo{id: runID, parent: ri.id, name: name, depth: ri.depth})
+	return &runCtx{ctx, runInfo{id: runID, parent: ri.id, name: name, depth: ri.depth}}
 }
