@@ -389,22 +389,25 @@ func (s *runState) complete(req provider.Request, step int) (provider.Response, 
 // stream consumes a streamed reply, emitting text and tool-call events as
 // the pieces arrive, and returns the assembled response.
 func (s *runState) stream(st provider.Streamer, req provider.Request, msgID string) (provider.Response, error) {
+	// The closures and the iterator's body see ctx, not s, so that s does
+	// not escape to the heap through the provider's Stream.
+	ctx := s.ctx
 	textOpen := false
 	openCall := "" // id of the tool call whose events are open
 	ids := map[int]string{}
 	closeText := func() {
 		if textOpen {
-			event.Emit(s.ctx, event.Event{Type: event.TextMessageEnd, MessageID: msgID})
+			event.Emit(ctx, event.Event{Type: event.TextMessageEnd, MessageID: msgID})
 			textOpen = false
 		}
 	}
 	closeCall := func() {
 		if openCall != "" {
-			event.Emit(s.ctx, event.Event{Type: event.ToolCallEnd, ToolCallID: openCall})
+			event.Emit(ctx, event.Event{Type: event.ToolCallEnd, ToolCallID: openCall})
 			openCall = ""
 		}
 	}
-	for d, err := range st.Stream(s.ctx, req) {
+	for d, err := range st.Stream(ctx, req) {
 		if err != nil {
 			closeText()
 			closeCall()
@@ -413,10 +416,10 @@ func (s *runState) stream(st provider.Streamer, req provider.Request, msgID stri
 		if d.Text != "" {
 			closeCall()
 			if !textOpen {
-				event.Emit(s.ctx, event.Event{Type: event.TextMessageStart, MessageID: msgID, Role: "assistant"})
+				event.Emit(ctx, event.Event{Type: event.TextMessageStart, MessageID: msgID, Role: "assistant"})
 				textOpen = true
 			}
-			event.Emit(s.ctx, event.Event{Type: event.TextMessageContent, MessageID: msgID, Delta: d.Text})
+			event.Emit(ctx, event.Event{Type: event.TextMessageContent, MessageID: msgID, Delta: d.Text})
 		}
 		if tc := d.ToolCall; tc != nil {
 			closeText()
@@ -428,11 +431,11 @@ func (s *runState) stream(st provider.Streamer, req provider.Request, msgID stri
 				}
 				ids[tc.Index] = callID
 				closeCall()
-				event.Emit(s.ctx, event.Event{Type: event.ToolCallStart, ToolCallID: callID, ToolCallName: tc.Name, ParentMessageID: msgID})
+				event.Emit(ctx, event.Event{Type: event.ToolCallStart, ToolCallID: callID, ToolCallName: tc.Name, ParentMessageID: msgID})
 				openCall = callID
 			}
 			if tc.Arguments != "" && openCall == callID {
-				event.Emit(s.ctx, event.Event{Type: event.ToolCallArgs, ToolCallID: callID, Delta: tc.Arguments})
+				event.Emit(ctx, event.Event{Type: event.ToolCallArgs, ToolCallID: callID, Delta: tc.Arguments})
 			}
 		}
 		if d.Response != nil {
@@ -450,7 +453,7 @@ func (s *runState) stream(st provider.Streamer, req provider.Request, msgID stri
 	}
 	closeText()
 	closeCall()
-	if err := s.ctx.Err(); err != nil {
+	if err := ctx.Err(); err != nil {
 		return provider.Response{}, err
 	}
 	return provider.Response{}, errors.New("stream ended without a final response: the provider's Stream broke its contract")
