@@ -58,8 +58,11 @@ func (t *SubAgentTool) Call(ctx context.Context, call tool.Call) (tool.Result, e
 // shares it.
 func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawMessage, in agent.Input) (tool.Result, error) {
 	name := t.def.Name
-	runID := id.New("sub_")
 	events := event.Enabled(ctx)
+	runID := "" // only events and a render see the invocation's id
+	if events || t.cfg.render != nil {
+		runID = id.New("sub_")
+	}
 	cctx := agent.WithDepth(ctx, agent.Depth(ctx)+1)
 	if events {
 		event.Emit(ctx, event.Event{
