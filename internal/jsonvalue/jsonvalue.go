@@ -200,7 +200,7 @@ func (p *parser) array() (any, bool) {
 // str reads a string token and returns its value (when decoding).
 func (p *parser) str() (string, bool) {
 	start := p.i
-	p.i++ // "
+	p.i++         // "
 	plain := true // no escapes, and ASCII
 	for p.i < len(p.s) {
 		c := p.s[p.i]
