@@ -200,8 +200,8 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 		}
 		switch {
 		case v.problem == nil:
-			content, o.Value = string(v.raw), v.value
-		case c.result && v.raw == nil:
+			content, o.Value = v.raw, v.value
+		case c.result && !v.found:
 			return tool.Result{}, tool.Correctable(fmt.Errorf("%w: %q answered twice without the JSON result asked for: %s",
 				ErrNoJSON, name, clip(out.Answer, 200)))
 		case c.result:
