@@ -10,6 +10,7 @@ package jsonvalue
 
 import (
 	"encoding/json"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -309,4 +310,73 @@ func (p *parser) number() bool {
 	}
 	p.i = i
 	return true
+}
+
+// StringField returns the string value of the member name of the JSON
+// object s, matching member names as json.Unmarshal matches a struct
+// field's: exactly, or else without regard to case; of several matches the
+// last string wins. It reports false when s is not a valid JSON object or
+// holds no such string member. Nothing but the value found is decoded.
+func StringField(s, name string) (string, bool) {
+	p := parser{s: s}
+	p.space()
+	if p.i >= len(s) || s[p.i] != '{' {
+		return "", false
+	}
+	p.i++
+	p.depth = 1
+	p.space()
+	if p.i < len(s) && s[p.i] == '}' {
+		p.i++
+		return "", p.end()
+	}
+	found, ok := "", false
+	for {
+		p.space()
+		if p.i >= len(s) || s[p.i] != '"' {
+			return "", false
+		}
+		p.decode = true
+		key, kok := p.str()
+		p.space()
+		if !kok || p.i >= len(s) || s[p.i] != ':' {
+			return "", false
+		}
+		p.i++
+		p.space()
+		if p.i < len(s) && s[p.i] == '"' && (key == name || strings.EqualFold(key, name)) {
+			v, vok := p.str()
+			if !vok {
+				return "", false
+			}
+			found, ok = v, true
+		} else {
+			p.decode = false
+			if _, vok := p.value(); !vok {
+				return "", false
+			}
+		}
+		p.space()
+		if p.i >= len(s) {
+			return "", false
+		}
+		switch s[p.i] {
+		case ',':
+			p.i++
+		case '}':
+			p.i++
+			if !p.end() {
+				return "", false
+			}
+			return found, ok
+		default:
+			return "", false
+		}
+	}
+}
+
+// end reports whether only blanks are left.
+func (p *parser) end() bool {
+	p.space()
+	return p.i == len(p.s)
 }

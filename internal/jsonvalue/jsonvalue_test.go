@@ -3,6 +3,7 @@ package jsonvalue
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"reflect"
 	"strings"
@@ -98,4 +99,48 @@ func BenchmarkDecode(b *testing.B) {
 			}
 		}
 	})
+}
+
+var fieldCases = []string{
+	`{"task":"a"}`, ` { "system_prompt" : "s", "task" : "t" } `, `{"TASK":"upper"}`, `{"Task":"a","task":"b"}`,
+	`{"task":"a","task":5}`, `{"task":5}`, `{"task":null}`, `{"task":["a"]}`, `{"task":{"task":"inner"}}`,
+	`{"tasks":"no"}`, `{}`, `[]`, `"task"`, `{"task":"\u00e9\n"}`, "{\"task\":\"bad \xff\"}", `{"t\u0061sk":"escaped key"}`,
+	`{"task":"a"`, `{"task":"a"} x`, `{"task":"a",}`, `{"task" "a"}`, `{"K":"kelvin"}`,
+}
+
+// StringField agrees with json.Unmarshal into a struct with a "task" field.
+func TestStringField(t *testing.T) {
+	for _, s := range fieldCases {
+		checkField(t, s)
+	}
+}
+
+func checkField(t *testing.T, s string) {
+	t.Helper()
+	var want struct {
+		Task string `json:"task"`
+	}
+	wantErr := json.Unmarshal([]byte(s), &want)
+	got, ok := StringField(s, "task")
+	if !json.Valid([]byte(s)) {
+		if ok {
+			t.Errorf("StringField(%.80q) = %q on invalid JSON", s, got)
+		}
+		return
+	}
+	var syntax *json.SyntaxError
+	if errors.As(wantErr, &syntax) {
+		t.Fatalf("json.Unmarshal(%q): %v on valid JSON", s, wantErr)
+	}
+	if got != want.Task {
+		t.Errorf("StringField(%.80q) = %q, want %q as json.Unmarshal", s, got, want.Task)
+	}
+}
+
+// FuzzStringField holds StringField to json.Unmarshal.
+func FuzzStringField(f *testing.F) {
+	for _, s := range fieldCases {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) { checkField(t, s) })
 }
