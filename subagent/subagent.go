@@ -30,6 +30,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/internal/jsonvalue"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -146,37 +147,31 @@ func FromReact(name, description string, p provider.Provider, tools *tool.Regist
 	if t.cfg.check != nil {
 		extra = t.cfg.check.prompt
 	}
-	reactOpts := t.cfg.reactOpts
+	// The options every child shares are made once; each call adds its
+	// system prompt.
+	base := make([]agent.Option, 0, len(t.cfg.reactOpts)+2)
+	base = append(base, agent.WithName(name), agent.WithRegistry(tools))
+	base = append(base, t.cfg.reactOpts...)
 	t.factory = func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
-		var a reactArgs
-		_ = json.Unmarshal(args, &a) // fields of the wrong type degrade to empty
-		system := a.SystemPrompt
+		// A field of the wrong type degrades to empty.
+		system, _ := jsonvalue.StringField(string(args), "system_prompt")
 		if extra != "" {
 			if system != "" {
 				system += "\n\n"
 			}
 			system += extra
 		}
-		opts := make([]agent.Option, 0, len(reactOpts)+3)
-		opts = append(opts, agent.WithName(name), agent.WithSystemPrompt(system), agent.WithRegistry(tools))
-		return agent.NewReact(p, append(opts, reactOpts...)...)
+		// The prompt comes first, so that WithReactOptions can override it.
+		return agent.NewReact(p, append([]agent.Option{agent.WithSystemPrompt(system)}, base...)...)
 	}
 	return t, nil
-}
-
-type reactArgs struct {
-	SystemPrompt string `json:"system_prompt"`
-	Task         string `json:"task"`
 }
 
 // taskInput hands the child the task field of the arguments; a missing
 // task, or one that is not a string, is empty.
 func taskInput(args json.RawMessage) (agent.Input, error) {
-	var a struct {
-		Task string `json:"task"`
-	}
-	_ = json.Unmarshal(args, &a) // a field of the wrong type is left empty
-	return agent.Input{Text: a.Task}, nil
+	task, _ := jsonvalue.StringField(string(args), "task")
+	return agent.Input{Text: task}, nil
 }
 
 func build(name, description string, params json.RawMessage, defaultParams string, opts []Option) (*SubAgentTool, error) {
