@@ -206,8 +206,7 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 				ErrNoJSON, name, clip(out.Answer, 200)))
 		case c.result:
 			r := Result{Status: StatusFailed, Summary: out.Answer}
-			b, _ := json.Marshal(r)
-			content, o.Value = string(b), r
+			content, o.Value = fitResult(r, t.cfg.maxOutput), r
 		default:
 			content = out.Answer + "\n\n[validation failed: " + v.problem.Error() + "]"
 		}
@@ -244,6 +243,25 @@ func capOutput(s string, max int) string {
 	}
 	return s[:cut] + marker + strconv.Itoa(cut) + " shown]"
 }
+
+// fitResult encodes r in at most max bytes, shortening its summary (and
+// saying so) rather than cutting the JSON, so that what the model reads
+// stays a Result.
+func fitResult(r Result, limit int) string {
+	b, _ := json.Marshal(r)
+	for len(b) > limit && r.Summary != summaryCut {
+		// Each byte of summary cut takes at least one byte of JSON away.
+		keep := max(0, len(r.Summary)-(len(b)-limit)-len(summaryCut))
+		for keep > 0 && !utf8.RuneStart(r.Summary[keep]) {
+			keep--
+		}
+		r.Summary = r.Summary[:keep] + summaryCut
+		b, _ = json.Marshal(r)
+	}
+	return string(b)
+}
+
+const summaryCut = " [truncated]"
 
 func clip(s string, n int) string {
 	if len(s) <= n {

@@ -167,3 +167,39 @@ func TestS7CapThroughTool(t *testing.T) {
 		t.Error("WithMaxOutputBytes(10) accepted")
 	}
 }
+
+// S7 with S5: a failed Result too long for the cap is shortened in its
+// summary, so that what the model reads is still a Result; Go callers get
+// the whole answer.
+func TestS7FailedResultStaysJSON(t *testing.T) {
+	tests := []struct {
+		name, answer string
+		max          int
+	}{
+		{"a megabyte", `{"status":"success","summary":"` + strings.Repeat("é", 512<<10) + `","extra":1}`, DefaultMaxOutputBytes},
+		{"quotes to escape", `{"extra":"` + strings.Repeat(`\"`, 5000) + `"}`, 1000},
+		{"control characters", `{"extra":1} ` + strings.Repeat("\x01", 5000), 300},
+		{"invalid UTF-8", `{"extra":1} ` + strings.Repeat("\xff", 5000), 300},
+		{"the smallest cap", `{"extra":1} ` + strings.Repeat("x", 5000), 64},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := fake.NewProvider(fake.Text(tt.answer).For("child"), fake.Text(tt.answer).For("child"))
+			sub := forms[1].build(t, p, nil, WithResult(), WithMaxOutputBytes(tt.max))
+			res, err := callTool(context.Background(), sub, "call_1", `{"task":"x"}`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r Result
+			if err := json.Unmarshal([]byte(res.Content), &r); err != nil || r.Status != StatusFailed || len(res.Content) > tt.max {
+				t.Errorf("content of %d bytes (cap %d) is not a failed Result: %v", len(res.Content), tt.max, err)
+			}
+			if !strings.HasSuffix(r.Summary, " [truncated]") {
+				t.Errorf("summary %q does not say it was cut", r.Summary)
+			}
+			if v, _ := res.Value.(Result); v.Summary != tt.answer {
+				t.Errorf("Value's summary is not the whole answer")
+			}
+		})
+	}
+}

@@ -292,7 +292,9 @@ type Outcome struct {
 	Usage provider.Usage
 	// Value is the validated answer, when the tool validates: a Result under
 	// WithResult, a T under OutputOf[T], the decoded JSON under
-	// WithOutputSchema. It is nil when the answer failed validation.
+	// WithOutputSchema. It is nil when the answer failed validation, but
+	// under WithResult, where it is then Result{Status: StatusFailed} with
+	// the raw answer as the Summary.
 	Value any
 }
 
