@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -339,5 +340,36 @@ func TestS1FromAgentRefuseWhenBusy(t *testing.T) {
 func TestS1FromAgentNil(t *testing.T) {
 	if _, err := FromAgent("expert", "x", nil, nil); err == nil {
 		t.Error("FromAgent(nil agent) did not fail")
+	}
+}
+
+// S1: the tool itself serializes the calls, also for a resident that does
+// not serialize its own runs.
+func TestS1FromAgentSerializesAnyAgent(t *testing.T) {
+	var inside, most atomic.Int32
+	expert := agent.Func(func(context.Context, agent.Input) (agent.Output, error) {
+		n := inside.Add(1)
+		for {
+			m := most.Load()
+			if n <= m || most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		runtime.Gosched()
+		inside.Add(-1)
+		return agent.Output{Answer: "ok"}, nil
+	})
+	sub := must(FromAgent("expert", "Answers.", nil, expert))(t)
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			if _, err := callTool(context.Background(), sub, fmt.Sprint("call_", i), `{"task":"q"}`); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if most.Load() != 1 {
+		t.Errorf("%d runs of the resident at once, want 1", most.Load())
 	}
 }
