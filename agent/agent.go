@@ -21,6 +21,8 @@ type Input struct {
 	Text string
 	// Messages, when set, are appended to the conversation before Text, for
 	// a caller that hands over a conversation rather than one question.
+	// They must pass CheckConversation: no system messages, every tool call
+	// answered.
 	Messages []provider.Message
 }
 
@@ -30,7 +32,9 @@ type Output struct {
 	RunID string
 	// Answer is the agent's final text.
 	Answer string
-	// Messages is this run's part of the conversation, input included.
+	// Messages is this run's part of the conversation, input included. It
+	// may share memory with the agent's history: read it, or copy it before
+	// changing it.
 	Messages []provider.Message
 	// Usage is what the agent's own model calls cost.
 	Usage provider.Usage
@@ -57,16 +61,31 @@ type Func func(ctx context.Context, in Input) (Output, error)
 // Run calls f(ctx, in).
 func (f Func) Run(ctx context.Context, in Input) (Output, error) { return f(ctx, in) }
 
-// Errors a run can end with. Each is wrapped with the agent's name and what
-// to do about it; test for them with errors.Is.
+// Errors a run, NewReact or Restore can end with. Each is wrapped with the
+// agent's name and what to do about it; test for them with errors.Is.
 var (
-	ErrMaxSteps     = errors.New("agent: max steps exceeded")
-	ErrToolRetries  = errors.New("agent: tool error retries exhausted")
-	ErrUsageLimit   = errors.New("agent: usage limit exceeded")
-	ErrEmptyReply   = errors.New("agent: model reply has neither text nor tool calls")
-	ErrBadSnapshot  = errors.New("agent: invalid conversation snapshot")
-	ErrNilProvider  = errors.New("agent: nil provider")
+	// ErrMaxSteps: the model made WithMaxSteps calls without answering.
+	ErrMaxSteps = errors.New("agent: max steps exceeded")
+	// ErrToolRetries: more steps in a row than WithToolRetries allows had a
+	// failed tool call.
+	ErrToolRetries = errors.New("agent: tool error retries exhausted")
+	// ErrUsageLimit: the run used more tokens than WithTokenLimit allows.
+	ErrUsageLimit = errors.New("agent: usage limit exceeded")
+	// ErrEmptyReply: the model answered with neither text nor tool calls.
+	ErrEmptyReply = errors.New("agent: model reply has neither text nor tool calls")
+	// ErrBadSnapshot: Restore was given something Snapshot did not make,
+	// or a conversation a model API would refuse.
+	ErrBadSnapshot = errors.New("agent: invalid conversation snapshot")
+	// ErrBadMessages: Input.Messages is a conversation a model API would
+	// refuse (see CheckConversation).
+	ErrBadMessages = errors.New("agent: invalid input messages")
+	// ErrNilProvider: NewReact was given no provider.
+	ErrNilProvider = errors.New("agent: nil provider")
+	// ErrInvalidInput: an option of NewReact has a bad value.
 	ErrInvalidInput = errors.New("agent: invalid option")
+	// ErrProviderPanic: the provider panicked during a model call. It is a
+	// bug in the provider; the run fails instead of the program.
+	ErrProviderPanic = errors.New("agent: provider panicked")
 )
 
 type runKey struct{}
@@ -74,14 +93,17 @@ type runKey struct{}
 type runInfo struct {
 	id, parent, name string
 	depth            int
+	scope            *scope
 }
 
-// runCtx carries a run's identity. It is one allocation where
-// context.WithValue would take two (the context and the boxed runInfo):
-// this is on the path of every run and every delegation.
+// runCtx carries a run's identity and, for a context made by WithRun, the
+// run's scope. It is one allocation where context.WithValue and a separate
+// scope would take three (the context, the boxed runInfo, the scope): this
+// is on the path of every run and every delegation.
 type runCtx struct {
 	context.Context
-	info runInfo
+	info  runInfo
+	scope scope // the run's own; info.scope points here after WithRun
 }
 
 // Value returns the runCtx itself for runKey, without boxing its runInfo.
@@ -121,13 +143,16 @@ func Depth(ctx context.Context) int { return info(ctx).depth }
 func WithDepth(ctx context.Context, depth int) context.Context {
 	ri := info(ctx)
 	ri.depth = depth
-	return &runCtx{ctx, ri}
+	return &runCtx{Context: ctx, info: ri}
 }
 
 // WithRun returns a context for a new run with the given id and agent name,
-// whose parent is the run of ctx. Agents call it at the start of Run;
-// the depth is kept.
+// whose parent is the run of ctx. Agents call it at the start of Run, and
+// call Finish at its end; the depth is kept.
 func WithRun(ctx context.Context, runID, name string) context.Context {
 	ri := info(ctx)
-	return &runCtx{ctx, runInfo{id: runID, parent: ri.id, name: name, depth: ri.depth}}
+	c := &runCtx{Context: ctx}
+	c.info = runInfo{id: runID, parent: ri.id, name: name, depth: ri.depth, scope: &c.scope}
+	c.scope.ctx = c
+	return c
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -111,41 +112,9 @@ func (r *React) Reset() {
 	r.mu.Unlock()
 }
 
-type snapshot struct {
-	Version  int                `json:"version"`
-	Messages []provider.Message `json:"messages"`
-}
-
-// Snapshot returns the conversation as JSON, for Restore after a restart.
-func (r *React) Snapshot() ([]byte, error) {
-	return json.Marshal(snapshot{Version: 1, Messages: r.History()})
-}
-
-// Restore replaces the conversation with one taken by Snapshot. It rejects a
-// snapshot whose conversation a model API would refuse (a tool call without
-// its result, a result without its call, an unknown role), leaving the
-// current conversation as it was. It waits for a run in progress to end.
-func (r *React) Restore(data []byte) error {
-	var s snapshot
-	if err := json.Unmarshal(data, &s); err != nil {
-		return fmt.Errorf("%w: %v: pass what Snapshot returned", ErrBadSnapshot, err)
-	}
-	if s.Version != 1 {
-		return fmt.Errorf("%w: version %d, want 1", ErrBadSnapshot, s.Version)
-	}
-	if err := CheckConversation(s.Messages); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadSnapshot, err)
-	}
-	_ = r.turn.Acquire(context.Background(), 1)
-	defer r.turn.Release(1)
-	r.mu.Lock()
-	r.history = s.Messages
-	r.mu.Unlock()
-	return nil
-}
-
 // CheckConversation reports the first reason a model API would refuse msgs:
-// an unknown role, a tool result that answers no pending call, or a tool
+// an unknown role or a system message, a tool call without an id or with
+// the id of another, a tool result that answers no pending call, or a tool
 // call left without its result.
 func CheckConversation(msgs []provider.Message) error {
 	pending := map[string]bool{}
@@ -155,9 +124,14 @@ func CheckConversation(msgs []provider.Message) error {
 			if len(pending) > 0 {
 				return fmt.Errorf("message %d (%s): tool calls %v have no result", i, m.Role, keys(pending))
 			}
-			for _, c := range m.ToolCalls {
-				if m.Role != provider.RoleAssistant {
+			for j, c := range m.ToolCalls {
+				switch {
+				case m.Role != provider.RoleAssistant:
 					return fmt.Errorf("message %d: only assistant messages carry tool calls", i)
+				case c.ID == "":
+					return fmt.Errorf("message %d: tool call %d (%s) has no id for its result to name", i, j, c.Name)
+				case pending[c.ID]:
+					return fmt.Errorf("message %d: two tool calls share the id %q", i, c.ID)
 				}
 				pending[c.ID] = true
 			}
@@ -166,6 +140,8 @@ func CheckConversation(msgs []provider.Message) error {
 				return fmt.Errorf("message %d: tool result for %q answers no pending call", i, m.ToolCallID)
 			}
 			delete(pending, m.ToolCallID)
+		case provider.RoleSystem:
+			return fmt.Errorf("message %d: a system message: the system prompt goes in WithSystemPrompt, not in the conversation", i)
 		default:
 			return fmt.Errorf("message %d: role %q is not user, assistant or tool", i, m.Role)
 		}
@@ -176,17 +152,24 @@ func CheckConversation(msgs []provider.Message) error {
 	return nil
 }
 
+// keys returns the keys of m in order, so that errors read the same each time.
 func keys(m map[string]bool) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
 	}
+	slices.Sort(out)
 	return out
 }
 
 // Run asks the agent in and returns its answer. On failure the Output still
 // carries the run id, the messages so far and the usage spent.
 func (r *React) Run(ctx context.Context, in Input) (Output, error) {
+	if len(in.Messages) > 0 {
+		if err := CheckConversation(in.Messages); err != nil {
+			return Output{}, fmt.Errorf("agent %q: %w: %v", r.name, ErrBadMessages, err)
+		}
+	}
 	if err := r.turn.Acquire(ctx, 1); err != nil {
 		return Output{}, fmt.Errorf("agent %q: waiting for the previous run to end: %w", r.name, err)
 	}
@@ -198,6 +181,7 @@ func (r *React) Run(ctx context.Context, in Input) (Output, error) {
 
 	runID := id.New("run_")
 	ctx = WithRun(ctx, runID, r.name)
+	info(ctx).scope.limit = r.tokenLimit
 	s := &runState{r: r, ctx: ctx, runID: runID, events: event.Enabled(ctx)}
 	s.msgs = make([]provider.Message, len(base), len(base)+len(in.Messages)+4)
 	copy(s.msgs, base)
@@ -211,8 +195,15 @@ func (r *React) Run(ctx context.Context, in Input) (Output, error) {
 		event.Emit(ctx, event.Event{Type: event.RunStarted, RunID: runID, ParentRunID: ParentRunID(ctx)})
 	}
 	answer, err := s.loop()
-	out := Output{RunID: runID, Answer: answer, Messages: s.msgs[start:], Usage: s.usage, ChildUsage: s.child}
+	s.child = s.child.Add(Finish(ctx))
+	// Clipped, like the requests' messages: whoever appends to it gets a
+	// slice of their own rather than writing into the agent's.
+	out := Output{RunID: runID, Answer: answer, Messages: slices.Clip(s.msgs[start:]), Usage: s.usage, ChildUsage: s.child}
 	if err != nil {
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+			// Whatever else went wrong, the caller cancelled: say so first.
+			err = fmt.Errorf("%w: %w", cerr, err)
+		}
 		err = fmt.Errorf("agent %q: %w", r.name, err)
 		if s.events {
 			event.Emit(ctx, event.Event{Type: event.RunError, RunID: runID, Message: err.Error(), Code: ErrorCode(err)})
@@ -279,8 +270,8 @@ func (s *runState) loop() (string, error) {
 		}
 		req := provider.Request{
 			Model:       r.model,
-			System:      r.system,
-			Messages:    s.msgs,
+			System:      s.systemPrompt(),
+			Messages:    slices.Clip(s.msgs), // a provider that appends must not write where the next message goes
 			Tools:       r.tools.Definitions(s.ctx),
 			MaxTokens:   r.maxTokens,
 			Temperature: r.temperature,
@@ -290,15 +281,14 @@ func (s *runState) loop() (string, error) {
 		if err != nil {
 			return "", err
 		}
+		if err := s.ctx.Err(); err != nil {
+			// A reply that arrives after cancellation is not acted on.
+			return "", err
+		}
 		msg := resp.Message
 		msg.Role = provider.RoleAssistant
 		if msg.Content == "" && len(msg.ToolCalls) == 0 {
 			return "", fmt.Errorf("%w (stop reason %q): check the model and its max tokens", ErrEmptyReply, resp.StopReason)
-		}
-		for i := range msg.ToolCalls {
-			if msg.ToolCalls[i].ID == "" {
-				msg.ToolCalls[i].ID = id.New("call_")
-			}
 		}
 		s.msgs = append(s.msgs, msg)
 		if err := s.checkLimit(); err != nil {
@@ -347,9 +337,31 @@ func (s *runState) loop() (string, error) {
 	}
 }
 
+// systemPrompt is the agent's system prompt, followed, once a token limit is
+// nearly reached, by a note that tells the model to wrap up, so that it can
+// return what it has instead of losing the work to ErrUsageLimit.
+func (s *runState) systemPrompt() string {
+	lim := s.r.tokenLimit
+	if lim == 0 {
+		return s.r.system
+	}
+	used := s.usage.Add(s.child).Tokens()
+	if used*5 < lim*4 {
+		return s.r.system
+	}
+	note := "Budget note: you have used " + strconv.FormatInt(used, 10) + " of your " + strconv.FormatInt(lim, 10) +
+		" tokens. Finish now: answer with what you have, and say plainly what is unfinished (status \"partial\" if you report a status)."
+	if s.r.system == "" {
+		return note
+	}
+	return s.r.system + "\n\n" + note
+}
+
 func (s *runState) checkLimit() error {
 	if lim := s.r.tokenLimit; lim > 0 {
-		if used := s.usage.Add(s.child).Tokens(); used > lim {
+		used := s.usage.Add(s.child).Tokens()
+		info(s.ctx).scope.used.Store(used)
+		if used > lim {
 			return fmt.Errorf("%w: %d tokens used, the limit is %d: raise WithTokenLimit or give a smaller task", ErrUsageLimit, used, lim)
 		}
 	}
@@ -357,16 +369,32 @@ func (s *runState) checkLimit() error {
 }
 
 // complete makes one model call: streamed when the provider streams and
-// someone listens to events, plain otherwise.
-func (s *runState) complete(req provider.Request, step int) (provider.Response, error) {
+// someone listens to events, plain otherwise. A provider that panics fails
+// the run with ErrProviderPanic instead of taking the program down.
+//
+// Every tool call of the reply has an id, unique in the reply, before any
+// event names it.
+func (s *runState) complete(req provider.Request, step int) (resp provider.Response, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			resp, err = provider.Response{}, fmt.Errorf("%w: %v", ErrProviderPanic, p)
+		}
+	}()
+	return s.call(req, step)
+}
+
+func (s *runState) call(req provider.Request, step int) (provider.Response, error) {
 	if !s.events {
-		return s.r.p.Complete(s.ctx, req)
+		resp, err := s.r.p.Complete(s.ctx, req)
+		resp.Message.ToolCalls = withIDs(resp.Message.ToolCalls)
+		return resp, err
 	}
 	msgID := s.runID + "/msg-" + strconv.Itoa(step)
 	if st, ok := s.r.p.(provider.Streamer); ok {
-		return s.stream(st, req, msgID)
+		return stream(s.ctx, st, req, msgID)
 	}
 	resp, err := s.r.p.Complete(s.ctx, req)
+	resp.Message.ToolCalls = withIDs(resp.Message.ToolCalls)
 	if err != nil {
 		return resp, err
 	}
@@ -388,10 +416,11 @@ func (s *runState) complete(req provider.Request, step int) (provider.Response, 
 
 // stream consumes a streamed reply, emitting text and tool-call events as
 // the pieces arrive, and returns the assembled response.
-func (s *runState) stream(st provider.Streamer, req provider.Request, msgID string) (provider.Response, error) {
-	// The closures and the iterator's body see ctx, not s, so that s does
-	// not escape to the heap through the provider's Stream.
-	ctx := s.ctx
+//
+// It is a function of ctx rather than a method: the loop body of a range over
+// an iterator is a closure that escapes, and capturing the run's state there
+// would move that state to the heap on every run, events on or off.
+func stream(ctx context.Context, st provider.Streamer, req provider.Request, msgID string) (provider.Response, error) {
 	textOpen := false
 	openCall := "" // id of the tool call whose events are open
 	ids := map[int]string{}
@@ -443,11 +472,16 @@ func (s *runState) stream(st provider.Streamer, req provider.Request, msgID stri
 			closeCall()
 			resp := *d.Response
 			// The calls keep the ids their events announced.
-			for i := range resp.Message.ToolCalls {
-				if id, ok := ids[i]; ok && resp.Message.ToolCalls[i].ID == "" {
-					resp.Message.ToolCalls[i].ID = id
+			calls := resp.Message.ToolCalls
+			if slices.ContainsFunc(calls, func(c provider.ToolCall) bool { return c.ID == "" }) {
+				calls = slices.Clone(calls)
+				for i := range calls {
+					if id, ok := ids[i]; ok && calls[i].ID == "" {
+						calls[i].ID = id
+					}
 				}
 			}
+			resp.Message.ToolCalls = withIDs(calls)
 			return resp, nil
 		}
 	}
@@ -457,6 +491,33 @@ func (s *runState) stream(st provider.Streamer, req provider.Request, msgID stri
 		return provider.Response{}, err
 	}
 	return provider.Response{}, errors.New("stream ended without a final response: the provider's Stream broke its contract")
+}
+
+// withIDs returns calls with an id on each call that has none or repeats an
+// earlier call's, so that every result can name its call. It copies calls
+// before changing them: the slice belongs to the provider.
+func withIDs(calls []provider.ToolCall) []provider.ToolCall {
+	copied := false
+	for i := range calls {
+		if calls[i].ID != "" && !hasID(calls[:i], calls[i].ID) {
+			continue
+		}
+		if !copied {
+			calls = slices.Clone(calls)
+			copied = true
+		}
+		calls[i].ID = id.New("call_")
+	}
+	return calls
+}
+
+func hasID(calls []provider.ToolCall, id string) bool {
+	for _, c := range calls {
+		if c.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // trimHistory bounds msgs to about limit messages, cutting only where a user

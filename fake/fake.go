@@ -23,10 +23,12 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/provider"
@@ -85,7 +87,8 @@ type queue struct {
 	next    int
 }
 
-// Provider is a scripted provider. It is safe for concurrent use.
+// Provider is a scripted provider. It is safe for concurrent use. The zero
+// value is a provider with an empty script.
 type Provider struct {
 	mu       sync.Mutex
 	queues   map[string]*queue // by agent name; "" holds the shared replies
@@ -98,6 +101,8 @@ type Provider struct {
 
 // Request is a request the provider received, with the agent that made it.
 type Request struct {
+	// Agent is the name of the agent that made the request (agent.Name of
+	// the call's context), or "" outside an agent.
 	Agent string
 	provider.Request
 }
@@ -113,6 +118,9 @@ func NewProvider(replies ...Reply) *Provider {
 func (p *Provider) Add(replies ...Reply) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.queues == nil {
+		p.queues = map[string]*queue{}
+	}
 	for _, r := range replies {
 		q := p.queues[r.agent]
 		if q == nil {
@@ -193,8 +201,8 @@ func (p *Provider) take(ctx context.Context, req provider.Request) (Reply, error
 		q = p.queues[""]
 	}
 	if q == nil || len(q.replies) == 0 || q.next >= len(q.replies) && !p.loop {
-		return Reply{}, fmt.Errorf("%w: call %d by agent %q (last message: %q) has no reply left: add one to the script",
-			ErrScriptExhausted, p.calls, name, lastText(req.Messages))
+		return Reply{}, fmt.Errorf("%w: call %d by agent %q (last message: %q) has no reply left%s: add one to the script",
+			ErrScriptExhausted, p.calls, name, lastText(req.Messages), p.leftFor())
 	}
 	if q.next >= len(q.replies) {
 		q.next = 0
@@ -216,13 +224,35 @@ func (p *Provider) take(ctx context.Context, req provider.Request) (Reply, error
 	return r, nil
 }
 
+// leftFor names the agents that still have replies, to point at a reply
+// reserved For the wrong name. Call it with p.mu held.
+func (p *Provider) leftFor() string {
+	var names []string
+	for name, q := range p.queues {
+		if name != "" && q.next < len(q.replies) {
+			names = append(names, fmt.Sprintf("%q (%d)", name, len(q.replies)-q.next))
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	slices.Sort(names)
+	return " (replies are left only for " + strings.Join(names, ", ") + ")"
+}
+
+// lastText is the start of the last message, cut on a character boundary.
 func lastText(msgs []provider.Message) string {
 	if len(msgs) == 0 {
 		return ""
 	}
 	s := msgs[len(msgs)-1].Content
-	if len(s) > 60 {
-		s = s[:60] + "…"
+	const max = 60
+	if len(s) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
 	}
 	return s
 }

@@ -81,7 +81,6 @@ func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawM
 	if err == nil && ctx.Err() != nil {
 		// A child that ignored its cancellation does not get to answer.
 		err = fmt.Errorf("subagent %q: %w", name, context.Cause(ctx))
-		res = tool.Result{Usage: res.Usage}
 	}
 	if err != nil {
 		switch {
@@ -95,7 +94,8 @@ func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawM
 		if events {
 			event.Emit(ctx, event.Event{Type: event.SubagentError, SubagentRunID: runID, Message: err.Error(), Code: errorCode(err)})
 		}
-		return res, err
+		// A failed call hands back what it spent and nothing it said.
+		return tool.Result{Usage: res.Usage}, err
 	}
 	if events {
 		result, _ := json.Marshal(res.Content)
@@ -129,7 +129,7 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 	// panics too: recover, undo the resident's runs, then give up the turn.
 	defer func() {
 		if p := recover(); p != nil {
-			res, err = tool.Result{}, tool.Correctable(fmt.Errorf("%w: subagent %q: %v", tool.ErrPanic, name, p))
+			res, err = tool.Result{}, tool.Correctable(tool.Panicked(name, p))
 		}
 		if err != nil && restore != nil {
 			restore()
@@ -211,11 +211,16 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 			content = out.Answer + "\n\n[validation failed: " + v.problem.Error() + "]"
 		}
 	}
-	o.Output, o.Usage = out, usage
+	o.Output, o.Usage, o.Content = out, usage, content
 	if t.cfg.render != nil {
 		if content, err = t.cfg.render(ctx, o); err != nil {
 			return tool.Result{}, fmt.Errorf("subagent %q: rendering the result: %w", name, err)
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		// A child that ignored its cancellation does not get to answer, and
+		// a resident's conversation does not keep the turn.
+		return tool.Result{}, fmt.Errorf("subagent %q: %w", name, context.Cause(ctx))
 	}
 	if content == "" {
 		content = "(the sub-agent gave an empty answer)"

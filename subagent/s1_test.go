@@ -215,9 +215,11 @@ func TestS1FromAgentFailedCallLeavesConversation(t *testing.T) {
 			func(err error) bool { return errors.Is(err, ErrNoJSON) }},
 		{"retry fails", []fake.Reply{fake.Text("no JSON here"), fake.Error(errors.New("model down"))},
 			func(err error) bool { return errors.Is(err, ErrChildFailed) }},
-		{"retry panics", []fake.Reply{fake.Text("no JSON here"), fake.Respond(func(context.Context, provider.Request) (provider.Response, error) {
+		{"retry's provider panics", []fake.Reply{fake.Text("no JSON here"), fake.Respond(func(context.Context, provider.Request) (provider.Response, error) {
 			panic("model adapter bug")
-		})}, func(err error) bool { return errors.Is(err, tool.ErrPanic) }},
+		})}, func(err error) bool { return errors.Is(err, agent.ErrProviderPanic) }},
+		{"retry panics", []fake.Reply{fake.Text("no JSON here"), fake.Text("panic")},
+			func(err error) bool { return errors.Is(err, tool.ErrPanic) }},
 		{"empty reply", []fake.Reply{fake.Text("")},
 			func(err error) bool { return errors.Is(err, agent.ErrEmptyReply) }},
 	}
@@ -229,7 +231,7 @@ func TestS1FromAgentFailedCallLeavesConversation(t *testing.T) {
 			}
 			p := fake.NewProvider(replies...)
 			expert := newReact(t, p, agent.WithName("expert"), agent.WithTools(lookup))
-			sub := must(FromAgent("expert", "Answers questions.", nil, expert, WithResult()))(t)
+			sub := must(FromAgent("expert", "Answers questions.", nil, panicOnAnswer{expert}, WithResult()))(t)
 
 			if _, err := callTool(context.Background(), sub, "call_1", `{"task":"first"}`); err != nil {
 				t.Fatal(err)
@@ -372,4 +374,16 @@ func TestS1FromAgentSerializesAnyAgent(t *testing.T) {
 	if most.Load() != 1 {
 		t.Errorf("%d runs of the resident at once, want 1", most.Load())
 	}
+}
+
+// panicOnAnswer is a resident that panics, after its run, when the answer
+// is "panic". Its Checkpoint is the React's.
+type panicOnAnswer struct{ *agent.React }
+
+func (a panicOnAnswer) Run(ctx context.Context, in agent.Input) (agent.Output, error) {
+	out, err := a.React.Run(ctx, in)
+	if out.Answer == "panic" {
+		panic("bug after the run")
+	}
+	return out, err
 }

@@ -219,6 +219,17 @@ type config struct {
 	render     func(ctx context.Context, o Outcome) (string, error)
 	check      *checker
 	reactOpts  []agent.Option
+
+	// spawn tool only
+	roster      []*SubAgentTool
+	maxSpawns   int
+	concurrency int
+	childTokens int64
+	forkName    string
+	forkPrompt  string
+	forkTools   func(tool.Tool) bool
+	policy      func(ctx context.Context) bool
+	background  bool
 }
 
 // Option configures a SubAgentTool.
@@ -296,6 +307,9 @@ type Outcome struct {
 	// under WithResult, where it is then Result{Status: StatusFailed} with
 	// the raw answer as the Summary.
 	Value any
+	// Content is the result text the tool would return without WithRender
+	// (before the output cap).
+	Content string
 }
 
 // WithRender renders a successful call's result text from its Outcome,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -20,13 +21,17 @@ const (
 // Registry holds the tools of an agent and runs a model turn's calls.
 //
 // A Registry is safe for concurrent use. Registering while calls run is
-// allowed; a call sees the tools registered when it started.
+// allowed; a call sees the tools registered when it started. The zero value
+// is an empty registry with the default limits, ready to use.
 type Registry struct {
-	mu          sync.RWMutex
-	tools       map[string]Tool
-	order       []string
-	defs        []Definition // cached definitions, in registration order
-	conditional bool         // some tool implements Conditional
+	mu    sync.RWMutex
+	tools map[string]Tool
+	// list and defs hold the tools and their definitions in registration
+	// order. Register replaces them rather than appending in place, so a
+	// reader may keep them after unlocking.
+	list        []Tool
+	defs        []Definition
+	conditional bool // some tool implements Conditional
 	parallelism int
 	maxArgs     int
 }
@@ -57,11 +62,12 @@ func (r *Registry) Register(t Tool) error {
 	if _, dup := r.tools[def.Name]; dup {
 		return fmt.Errorf("tool: a tool named %q is already registered: give each tool its own name", def.Name)
 	}
+	if r.tools == nil {
+		r.tools = map[string]Tool{}
+	}
 	r.tools[def.Name] = t
-	r.order = append(r.order, def.Name)
-	defs := make([]Definition, len(r.defs), len(r.defs)+1)
-	copy(defs, r.defs)
-	r.defs = append(defs, def)
+	r.list = append(slices.Clip(r.list), t)
+	r.defs = append(slices.Clip(r.defs), def)
 	if _, ok := t.(Conditional); ok {
 		r.conditional = true
 	}
@@ -110,11 +116,7 @@ func (r *Registry) Tools() []Tool {
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	out := make([]Tool, len(r.order))
-	for i, n := range r.order {
-		out[i] = r.tools[n]
-	}
-	return out
+	return slices.Clone(r.list)
 }
 
 // Len returns the number of registered tools.
@@ -124,7 +126,7 @@ func (r *Registry) Len() int {
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return len(r.order)
+	return len(r.list)
 }
 
 // Filter returns a new registry with the tools for which keep reports true,
@@ -135,9 +137,7 @@ func (r *Registry) Filter(keep func(Tool) bool) *Registry {
 	if r == nil {
 		return out
 	}
-	r.mu.RLock()
-	out.parallelism, out.maxArgs = r.parallelism, r.maxArgs
-	r.mu.RUnlock()
+	out.parallelism, out.maxArgs = r.limits()
 	for _, t := range r.Tools() {
 		if keep(t) {
 			_ = out.Register(t) // names are already unique
@@ -154,20 +154,20 @@ func (r *Registry) Definitions(ctx context.Context) []Definition {
 		return nil
 	}
 	r.mu.RLock()
-	defs, conditional := r.defs, r.conditional
+	list, defs, conditional := r.list, r.defs, r.conditional
 	r.mu.RUnlock()
 	if !conditional {
 		return defs
 	}
 	// Copy only from the first tool that is not available: in the common
 	// case every tool is, and the cached slice serves as it is.
-	for i, d := range defs {
-		if t, _ := r.Lookup(d.Name); !available(ctx, t) {
+	for i := range defs {
+		if !available(ctx, list[i]) {
 			out := make([]Definition, i, len(defs)-1)
 			copy(out, defs[:i])
-			for _, d := range defs[i+1:] {
-				if t, _ := r.Lookup(d.Name); available(ctx, t) {
-					out = append(out, d)
+			for j := i + 1; j < len(defs); j++ {
+				if available(ctx, list[j]) {
+					out = append(out, defs[j])
 				}
 			}
 			return out
@@ -187,8 +187,10 @@ func available(ctx context.Context, t Tool) bool {
 // Correctable failures — an unknown or unavailable tool, arguments that are
 // too large or invalid, an error marked Correctable, a panic — become error
 // Results. Any other error from a tool is returned (the first one, with the
-// tool's name) and cancels the calls still running; the Results are complete
-// even then, so that no usage is lost.
+// tool's name), the calls still running are cancelled and those not yet
+// started are not started; the Results are complete even then (a call not
+// run has an error Result saying so), so that no usage is lost. Once ctx is
+// done, no call is started and its error is returned.
 func (r *Registry) Execute(ctx context.Context, calls []Call) ([]Result, error) {
 	results := make([]Result, len(calls))
 	if len(calls) == 1 {
@@ -196,12 +198,7 @@ func (r *Registry) Execute(ctx context.Context, calls []Call) ([]Result, error) 
 		results[0], err = r.call(ctx, calls[0])
 		return results, err
 	}
-	limit := DefaultParallelism
-	if r != nil {
-		r.mu.RLock()
-		limit = r.parallelism
-		r.mu.RUnlock()
-	}
+	limit, _ := r.limits()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(limit)
 	for i := range calls {
@@ -214,18 +211,35 @@ func (r *Registry) Execute(ctx context.Context, calls []Call) ([]Result, error) 
 	return results, g.Wait()
 }
 
+// limits returns the parallelism and the maximum argument size, the
+// defaults for a nil or zero registry.
+func (r *Registry) limits() (parallelism, maxArgs int) {
+	parallelism, maxArgs = DefaultParallelism, DefaultMaxArgsBytes
+	if r == nil {
+		return
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.parallelism > 0 {
+		parallelism = r.parallelism
+	}
+	if r.maxArgs > 0 {
+		maxArgs = r.maxArgs
+	}
+	return
+}
+
 // call runs one call and sorts its failure into the model's channel or the
 // program's.
 func (r *Registry) call(ctx context.Context, c Call) (res Result, err error) {
-	t, ok := r.Lookup(c.Name)
-	if !ok || !available(ctx, t) {
-		return errorResult(fmt.Errorf("%w %q: call one of: %s", ErrUnknownTool, c.Name, r.names(ctx))), nil
+	if err := ctx.Err(); err != nil {
+		// The turn is over (cancelled, or another call failed): a call
+		// not yet started is not started.
+		return Result{Content: fmt.Sprintf("tool %s was not run: %v", c.Name, context.Cause(ctx)), IsError: true}, err
 	}
-	max := DefaultMaxArgsBytes
-	if r != nil {
-		r.mu.RLock()
-		max = r.maxArgs
-		r.mu.RUnlock()
+	t, max := r.lookup(c.Name)
+	if t == nil || !available(ctx, t) {
+		return errorResult(fmt.Errorf("%w %q: call one of: %s", ErrUnknownTool, c.Name, r.names(ctx))), nil
 	}
 	if len(c.Arguments) > max {
 		return errorResult(fmt.Errorf("%w for %s: the arguments are %d bytes, more than the limit of %d: send less, or pass a reference instead of the content",
@@ -233,7 +247,7 @@ func (r *Registry) call(ctx context.Context, c Call) (res Result, err error) {
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			res = errorResult(fmt.Errorf("%w: tool %s: %v", ErrPanic, c.Name, p))
+			res = errorResult(Panicked(c.Name, p))
 			err = nil
 		}
 	}()
@@ -248,6 +262,21 @@ func (r *Registry) call(ctx context.Context, c Call) (res Result, err error) {
 		err = fmt.Errorf("tool %s: %w", c.Name, err)
 	}
 	return res, err
+}
+
+// lookup returns the tool named name, or nil, and the maximum argument
+// size, under one lock.
+func (r *Registry) lookup(name string) (Tool, int) {
+	if r == nil {
+		return nil, DefaultMaxArgsBytes
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	max := r.maxArgs
+	if max <= 0 {
+		max = DefaultMaxArgsBytes
+	}
+	return r.tools[name], max
 }
 
 func errorResult(err error) Result { return Result{Content: err.Error(), IsError: true, Err: err} }

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/invopop/jsonschema"
@@ -24,40 +27,122 @@ type Schema struct {
 }
 
 // CompileSchema compiles a JSON Schema document (draft 2020-12 unless the
-// document names another draft).
+// document names another draft). The document must be self-contained: a
+// $ref may point into it, or to a JSON Schema meta-schema, but never to a
+// file or a URL, which are not loaded. Schemas can come from a model (the
+// output_schema of a spawn), and a model must not make the program read
+// its files.
 func CompileSchema(raw json.RawMessage) (*Schema, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, errors.New("tool: empty JSON Schema: pass a schema object such as {\"type\":\"object\"}")
 	}
 	doc, err := validator.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return nil, fmt.Errorf("tool: JSON Schema is not valid JSON: %w", err)
+		return nil, fmt.Errorf("tool: JSON Schema is not valid JSON: %w: pass a JSON Schema document", err)
 	}
 	if _, ok := doc.(map[string]any); !ok {
 		if _, isBool := doc.(bool); !isBool {
-			return nil, fmt.Errorf("tool: a JSON Schema must be an object or a boolean, not %s", jsonKind(doc))
+			return nil, fmt.Errorf("tool: a JSON Schema must be an object or a boolean, not %s: pass an object such as {\"type\":\"object\"}", jsonKind(doc))
 		}
 	}
+	if err := checkNumbers(doc); err != nil {
+		return nil, fmt.Errorf("tool: JSON Schema rejected: %w", err)
+	}
 	c := validator.NewCompiler()
+	c.UseLoader(noLoader{})
 	const loc = "mem:///schema.json"
 	if err := c.AddResource(loc, doc); err != nil {
 		return nil, fmt.Errorf("tool: JSON Schema rejected: %w", err)
 	}
 	compiled, err := c.Compile(loc)
 	if err != nil {
-		return nil, fmt.Errorf("tool: JSON Schema does not compile: %w", err)
+		var se *validator.SchemaValidationError
+		var ve *validator.ValidationError
+		if errors.As(err, &se) && errors.As(se.Err, &ve) {
+			err = &ValidationError{Problems: problems(ve, message.NewPrinter(language.English), nil)}
+		}
+		return nil, fmt.Errorf("tool: JSON Schema does not compile: %w: fix the schema", err)
 	}
 	return &Schema{raw: bytes.Clone(raw), compiled: compiled}, nil
+}
+
+// Bounds on the numbers of JSON text. A number may be written with any
+// exponent, and the validator makes exact rationals of numbers: 1e-9999999
+// takes it seconds, and a longer exponent crashes it. Such numbers come only
+// from a model probing, never from real data.
+const (
+	maxNumberLen = 400
+	maxExponent  = 400
+)
+
+// checkNumbers reports the first number in the decoded JSON value v that is
+// beyond the bounds.
+func checkNumbers(v any) error {
+	switch v := v.(type) {
+	case json.Number:
+		s := string(v)
+		ok := len(s) <= maxNumberLen
+		if i := strings.IndexAny(s, "eE"); ok && i >= 0 {
+			exp, err := strconv.Atoi(s[i+1:])
+			ok = err == nil && exp >= -maxExponent && exp <= maxExponent
+		}
+		if !ok {
+			if len(s) > 40 {
+				s = s[:40] + "…"
+			}
+			return fmt.Errorf("number %s is out of range: write numbers of at most %d characters with an exponent from -%d to %d",
+				s, maxNumberLen, maxExponent, maxExponent)
+		}
+	case map[string]any:
+		for _, e := range v {
+			if err := checkNumbers(e); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if err := checkNumbers(e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// noLoader refuses to load the documents a schema refers to.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("%s is outside the schema: refer only to the schema's own parts ($defs, #/...)", url)
 }
 
 // SchemaFor reflects the JSON Schema of T with invopop/jsonschema and
 // compiles it. Field names follow the json tags; fields without omitempty
 // are required; unknown properties are rejected. A `jsonschema:"description=…"`
 // tag documents a field for the model.
+//
+// A recursive type (a tree, a linked list) cannot be written out inline, so
+// its schema keeps the top level an object and refers to the recursive parts
+// through "$defs".
 func SchemaFor[T any]() (*Schema, error) {
 	var zero T
-	r := jsonschema.Reflector{DoNotReference: true, ExpandedStruct: true}
-	s := r.Reflect(&zero)
+	var s *jsonschema.Schema
+	if t := reflect.TypeFor[T](); recursive(t, nil) {
+		r := jsonschema.Reflector{}
+		s = r.Reflect(&zero)
+		if s.Ref != "" { // a named type: the root is one of the definitions
+			root, ok := s.Definitions[strings.TrimPrefix(s.Ref, "#/$defs/")]
+			if !ok {
+				return nil, fmt.Errorf("tool: reflecting the schema of %v: no definition for %q", t, s.Ref)
+			}
+			top := *root
+			top.Definitions = s.Definitions
+			s = &top
+		}
+	} else {
+		r := jsonschema.Reflector{DoNotReference: true, ExpandedStruct: true}
+		s = r.Reflect(&zero)
+	}
 	s.Version = ""
 	s.ID = ""
 	raw, err := json.Marshal(s)
@@ -87,6 +172,9 @@ func (s *Schema) Validate(data []byte) error {
 // ValidateValue checks a decoded JSON value (as produced by encoding/json
 // into an any, numbers as float64 or json.Number) against s.
 func (s *Schema) ValidateValue(v any) error {
+	if err := checkNumbers(v); err != nil {
+		return &ValidationError{Problems: []string{err.Error()}}
+	}
 	err := s.compiled.Validate(v)
 	if err == nil {
 		return nil
@@ -95,12 +183,18 @@ func (s *Schema) ValidateValue(v any) error {
 	if !errors.As(err, &ve) {
 		return err
 	}
-	return &ValidationError{Problems: problems(ve, message.NewPrinter(language.English), nil)}
+	ps := problems(ve, message.NewPrinter(language.English), nil)
+	// The validator visits an object's properties in map order: sort, so
+	// that the same mistake reads the same every time.
+	slices.Sort(ps)
+	return &ValidationError{Problems: slices.Compact(ps)}
 }
 
 // ValidationError lists what is wrong with a JSON value, one problem per
-// offending place.
+// offending place, in order of place.
 type ValidationError struct {
+	// Problems name each offending place by its JSON pointer and say what
+	// is wrong there, e.g. "at /city: got number, want string".
 	Problems []string
 }
 
@@ -121,6 +215,28 @@ func problems(ve *validator.ValidationError, p *message.Printer, out []string) [
 		out = problems(c, p, out)
 	}
 	return out
+}
+
+// recursive reports whether t contains itself, through its exported fields,
+// elements or pointers. path holds the struct types being visited.
+func recursive(t reflect.Type, path []reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
+		return recursive(t.Elem(), path)
+	case reflect.Struct:
+		for _, p := range path {
+			if p == t {
+				return true
+			}
+		}
+		path = append(path, t)
+		for i := range t.NumField() {
+			if f := t.Field(i); (f.IsExported() || f.Anonymous) && recursive(f.Type, path) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func syntaxMessage(err error) string {

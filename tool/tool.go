@@ -77,6 +77,19 @@ var ErrUnknownTool = errors.New("tool: unknown tool")
 // into an error Result, so the run goes on and the model can try another way.
 var ErrPanic = errors.New("tool panicked")
 
+// panicError is a recovered panic: its text reads as a failure of the tool,
+// and errors.Is finds ErrPanic.
+type panicError struct{ msg string }
+
+func (e panicError) Error() string        { return e.msg }
+func (e panicError) Is(target error) bool { return target == ErrPanic }
+
+// Panicked returns the error for a tool (or sub-agent) named name that
+// panicked with value v; errors.Is(err, ErrPanic) holds for it.
+func Panicked(name string, v any) error {
+	return panicError{fmt.Sprintf("tool %s failed: it panicked: %v", name, v)}
+}
+
 type correctable struct{ err error }
 
 func (c correctable) Error() string { return c.err.Error() }
@@ -101,8 +114,10 @@ func IsCorrectable(err error) bool {
 
 // Func is a Tool made of a definition and a function.
 type Func struct {
+	// Def is what the model is shown.
 	Def Definition
-	Fn  func(ctx context.Context, call Call) (Result, error)
+	// Fn runs a call; it must be safe for concurrent use.
+	Fn func(ctx context.Context, call Call) (Result, error)
 }
 
 // Definition returns f.Def.
@@ -131,7 +146,7 @@ func New[In, Out any](name, description string, fn func(ctx context.Context, in 
 		return nil, err
 	}
 	if fn == nil {
-		return nil, fmt.Errorf("tool %q: nil function", name)
+		return nil, fmt.Errorf("tool %q: nil function: pass the function the tool runs", name)
 	}
 	t := reflect.TypeFor[In]()
 	for t.Kind() == reflect.Pointer {
@@ -172,14 +187,15 @@ func (t *typed[In, Out]) Call(ctx context.Context, call Call) (Result, error) {
 		return Result{}, fmt.Errorf("%w for %s: %v: fix the arguments to match the tool's schema and call it again", ErrInvalidArguments, t.def.Name, err)
 	}
 	out, err := t.fn(ctx, in)
+	if r, ok := any(out).(Result); ok {
+		// A Result keeps its usage even beside an error: the work was done.
+		return r, err
+	}
 	if err != nil {
 		return Result{}, err
 	}
-	switch v := any(out).(type) {
-	case string:
-		return Result{Content: v}, nil
-	case Result:
-		return v, nil
+	if s, ok := any(out).(string); ok {
+		return Result{Content: s}, nil
 	}
 	b, err := json.Marshal(out)
 	if err != nil {

@@ -1,41 +1,182 @@
-// Command quickstart is deputy's tour: a ReAct agent that uses a tool, on the
-// scripted fake provider, so it runs with no key and no network.
+// Command quickstart is deputy's tour. A lead agent
+//
+//   - consults a resident expert twice, and the second answer builds on the
+//     first (FromAgent);
+//   - hands a one-shot review to a freshly built agent whose answer is
+//     checked against ResultSchema (FromFactory with WithResult);
+//   - lets the model define a sub-agent itself, its system prompt and task
+//     (FromReact);
+//
+// then prints who called whom, with each node's usage.
+//
+// It runs on the scripted fake provider, so it needs no key and no network.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"log"
+	"os"
+	"strings"
+	"sync"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/fake"
-	"github.com/deputy-go/deputy/tool"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
 )
 
-type weatherArgs struct {
-	City string `json:"city" jsonschema:"description=the city to report on"`
+func main() {
+	if err := run(context.Background(), os.Stdout); err != nil {
+		log.Fatal(err)
+	}
 }
 
-func main() {
-	weather := tool.Must(tool.New("weather", "Reports the weather in a city.",
-		func(ctx context.Context, in weatherArgs) (string, error) {
-			return "sunny, 21°C in " + in.City, nil
-		}))
+func run(ctx context.Context, w io.Writer) error {
+	model := script()
+	fmt.Fprintln(w, "provider: fake (scripted replies; no key or network needed)")
 
-	model := fake.NewProvider(
-		fake.Call("weather", `{"city":"Lisbon"}`),
-		fake.Text("It is sunny and 21°C in Lisbon."),
+	tree := newTree()
+	record := subagent.WithRender(tree.record)
+
+	// A resident expert: one agent whose conversation lasts across calls.
+	expertAgent, err := agent.NewReact(model, agent.WithName("expert"),
+		agent.WithSystemPrompt("You are deputy's maintainer. Answer questions about deputy briefly."))
+	if err != nil {
+		return err
+	}
+	expert, err := subagent.FromAgent("expert", "Ask deputy's maintainer a question. It remembers earlier questions.", nil, expertAgent, record)
+	if err != nil {
+		return err
+	}
+
+	// One-shot delegation: a fresh reviewer per call, its answer validated.
+	reviewer, err := subagent.FromFactory("reviewer", "Review a text and report problems as a structured result.", nil,
+		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
+			return agent.NewReact(model, agent.WithName("reviewer"), agent.WithSystemPrompt(subagent.ResultSystemPrompt()))
+		},
+		subagent.WithResult(), subagent.WithInput(taskText), record)
+	if err != nil {
+		return err
+	}
+
+	// The model defines the sub-agent: system prompt and task come from the call.
+	delegate, err := subagent.FromReact("delegate", "Start a sub-agent with a system prompt and a task of your choosing.", model, nil, nil, record)
+	if err != nil {
+		return err
+	}
+
+	lead, err := agent.NewReact(model, agent.WithName("lead"), agent.WithTools(expert, reviewer, delegate),
+		agent.WithSystemPrompt("You coordinate specialists to answer the user."))
+	if err != nil {
+		return err
+	}
+	ctx = event.WithSink(ctx, tree)
+	out, err := lead.Run(ctx, agent.Input{Text: "Prepare the release note for deputy's depth limit."})
+	if err != nil {
+		return err
+	}
+	tree.print(w, "lead", out.Usage)
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "answer:", out.Answer)
+	fmt.Fprintln(w, "total: ", out.TotalUsage())
+	return nil
+}
+
+// taskText hands the reviewer the task field rather than the JSON.
+func taskText(args json.RawMessage) (agent.Input, error) {
+	var a struct {
+		Task string `json:"task"`
+	}
+	err := json.Unmarshal(args, &a)
+	return agent.Input{Text: a.Task}, err
+}
+
+// script is what the fake model says, agent by agent.
+func script() *fake.Provider {
+	return fake.NewProvider(
+		fake.Call("expert", `{"task":"What is the default delegation depth?"}`).For("lead"),
+		fake.Text("1: the top-level agent may delegate; its children may not.").For("expert"),
+
+		fake.Call("expert", `{"task":"So what does a child see of the delegation tools?"}`).For("lead"),
+		// The expert's second answer builds on its first, which it still has.
+		fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+			first := req.Messages[1].Content // its own earlier answer
+			text := "Building on my last answer (" + strings.TrimSuffix(first, ".") + "): at the cap the tools are not offered, so a child never sees them."
+			return provider.Response{Message: provider.AssistantMessage(text), Usage: provider.Usage{InputTokens: 60, OutputTokens: 30, Requests: 1}}, nil
+		}).For("expert"),
+
+		fake.Call("reviewer", `{"task":"Review: 'Sub-agents can nest without limit.'"}`).For("lead"),
+		fake.Text("```json\n{\"status\":\"success\",\"summary\":\"Wrong: nesting stops at the depth cap (default 1).\",\"findings\":{\"line\":1}}\n```").For("reviewer"),
+
+		fake.Call("delegate", `{"system_prompt":"You write one-line release notes.","task":"Write the note for the depth cap."}`).For("lead"),
+		fake.Text("Delegation depth is capped (default 1); tools vanish at the cap.").For("delegate"),
+
+		fake.Text("Release note: Delegation depth is capped (default 1); at the cap, delegation tools vanish.").For("lead"),
 	)
-	fmt.Println("provider: fake (scripted replies)")
+}
 
-	a, err := agent.NewReact(model, agent.WithName("assistant"), agent.WithTools(weather))
-	if err != nil {
-		log.Fatal(err)
+// tree records who called whom from the SUBAGENT_* events, and each call's
+// usage from the render hook.
+type tree struct {
+	mu       sync.Mutex
+	children map[string][]string // parent sub-agent run id ("" for the lead) → children
+	names    map[string]string
+	usage    map[string]provider.Usage
+	result   map[string]string
+}
+
+func newTree() *tree {
+	return &tree{children: map[string][]string{}, names: map[string]string{}, usage: map[string]provider.Usage{}, result: map[string]string{}}
+}
+
+// Emit implements event.Sink.
+func (t *tree) Emit(e event.Event) {
+	if e.Type != event.SubagentStarted {
+		return
 	}
-	out, err := a.Run(context.Background(), agent.Input{Text: "What's the weather in Lisbon?"})
-	if err != nil {
-		log.Fatal(err)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.children[e.ParentSubagentRunID] = append(t.children[e.ParentSubagentRunID], e.SubagentRunID)
+	t.names[e.SubagentRunID] = e.Name
+}
+
+func (t *tree) record(ctx context.Context, o subagent.Outcome) (string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.usage[o.RunID] = o.Usage
+	summary := o.Output.Answer
+	if r, ok := o.Value.(subagent.Result); ok {
+		summary = "status=" + string(r.Status) + ": " + r.Summary
 	}
-	fmt.Println("answer:", out.Answer)
-	fmt.Println("usage: ", out.TotalUsage())
+	t.result[o.RunID] = summary
+	return o.Content, nil
+}
+
+func (t *tree) print(w io.Writer, root string, usage provider.Usage) {
+	fmt.Fprintf(w, "%-34s %s\n", root, usage)
+	t.printChildren(w, "", "")
+}
+
+func (t *tree) printChildren(w io.Writer, parent, indent string) {
+	kids := t.children[parent]
+	for i, id := range kids {
+		branch, next := "├─ ", "│  "
+		if i == len(kids)-1 {
+			branch, next = "└─ ", "   "
+		}
+		fmt.Fprintf(w, "%-34s %s\n", indent+branch+t.names[id], t.usage[id])
+		fmt.Fprintf(w, "%s%s   ↳ %s\n", indent, next, clip(t.result[id], 70))
+		t.printChildren(w, id, indent+next)
+	}
+}
+
+func clip(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
 }

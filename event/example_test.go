@@ -1,0 +1,62 @@
+package event_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/deputy-go/deputy/event"
+)
+
+// Whoever runs an agent puts a sink in the context; everything that runs
+// under it emits there.
+func ExampleWithSink() {
+	sink := event.SinkFunc(func(e event.Event) {
+		fmt.Println(e.Type, e.StepName)
+	})
+	ctx := event.WithSink(context.Background(), sink)
+	event.Emit(ctx, event.Event{Type: event.StepStarted, StepName: "plan"})
+	event.Emit(ctx, event.Event{Type: event.StepFinished, StepName: "plan"})
+
+	// Without a sink, Emit does nothing.
+	event.Emit(context.Background(), event.Event{Type: event.StepStarted, StepName: "lost"})
+	fmt.Println(event.Enabled(context.Background()))
+	// Output:
+	// STEP_STARTED plan
+	// STEP_FINISHED plan
+	// false
+}
+
+// Events emitted under a sub-agent carry its invocation id; its own
+// run-level events are left out of the parent's stream.
+func ExampleWithSubagent() {
+	sink := event.SinkFunc(func(e event.Event) {
+		fmt.Printf("%s subagent=%q\n", e.Type, e.SubagentRunID)
+	})
+	parent := event.WithSink(context.Background(), sink)
+	child := event.WithSubagent(parent, "sub_1")
+
+	event.Emit(parent, event.Event{Type: event.SubagentStarted, SubagentRunID: "sub_1", Name: "researcher"})
+	event.Emit(child, event.Event{Type: event.RunStarted}) // dropped
+	event.Emit(child, event.Event{Type: event.TextMessageContent, Delta: "found it"})
+	event.Emit(parent, event.Event{Type: event.SubagentFinished, SubagentRunID: "sub_1"})
+	// Output:
+	// SUBAGENT_STARTED subagent="sub_1"
+	// TEXT_MESSAGE_CONTENT subagent="sub_1"
+	// SUBAGENT_FINISHED subagent="sub_1"
+}
+
+// Events encode as AG-UI JSON.
+func ExampleEvent() {
+	b, err := json.Marshal(event.Event{
+		Type:         event.ToolCallStart,
+		Timestamp:    1700000000000,
+		ToolCallID:   "call_1",
+		ToolCallName: "search",
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(string(b))
+	// Output: {"type":"TOOL_CALL_START","timestamp":1700000000000,"toolCallId":"call_1","toolCallName":"search"}
+}

@@ -1,0 +1,239 @@
+// Command fanout shows a lead agent fanning out: in one turn it spawns three
+// researchers with spawn_subagent, each asked for a typed answer through an
+// output schema, and writes its answer from their validated findings. It
+// prints the run tree with each child's usage and wall time, which shows the
+// children running side by side.
+//
+// It runs on the scripted fake provider, so it needs no key and no network;
+// the researchers take 300 to 500 ms to answer.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// Finding is what each researcher must return.
+type Finding struct {
+	Claim      string  `json:"claim" jsonschema:"description=The finding, in one sentence."`
+	Evidence   string  `json:"evidence" jsonschema:"description=Where it comes from."`
+	Confidence float64 `json:"confidence" jsonschema:"minimum=0,maximum=1,description=How sure you are, from 0 to 1."`
+}
+
+const question = "Should Lisbon extend its tram network to the eastern riverside?"
+
+func main() {
+	schema, err := tool.SchemaFor[Finding]()
+	if err != nil {
+		log.Fatal(err)
+	}
+	model := &meter{Provider: script(schema.Raw())}
+	fmt.Println("provider: fake (scripted replies; the researchers answer after 300-500 ms)")
+
+	// The roster the lead picks from, by name and description.
+	researchers := []struct{ name, description string }{
+		{"historian", "Knows what came of past transport projects in the city."},
+		{"economist", "Estimates costs and benefits."},
+		{"planner", "Knows ridership, routes and land use."},
+	}
+	var roster []*subagent.SubAgentTool
+	for _, r := range researchers {
+		m, err := subagent.FromReact(r.name, r.description, model, nil, nil,
+			subagent.WithReactOptions(agent.WithSystemPrompt("You are the team's "+r.name+". "+r.description)))
+		if err != nil {
+			log.Fatal(err)
+		}
+		roster = append(roster, m)
+	}
+	tools, err := tool.NewRegistry()
+	if err != nil {
+		log.Fatal(err)
+	}
+	spawner, err := subagent.NewSpawner(model, tools, subagent.WithRoster(roster...))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := tools.Register(spawner); err != nil {
+		log.Fatal(err)
+	}
+	lead, err := agent.NewReact(model, agent.WithName("lead"), agent.WithRegistry(tools),
+		agent.WithSystemPrompt("You lead a research team. Split the question, delegate, then answer from the findings."))
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	tree := &tree{}
+	ctx := event.WithSink(context.Background(), tree)
+	start := time.Now()
+	out, err := lead.Run(ctx, agent.Input{Text: question})
+	if err != nil {
+		log.Fatal(err)
+	}
+	wall := time.Since(start)
+
+	fmt.Println()
+	tree.print(out, wall, model)
+	fmt.Println()
+	fmt.Println("answer:", out.Answer)
+}
+
+// script is the fake model: the lead's two turns and each researcher's
+// answer, routed by agent name.
+func script(schema json.RawMessage) *fake.Provider {
+	tasks := []struct{ agent, task string }{
+		{"historian", "How did earlier tram extensions in Lisbon turn out?"},
+		{"economist", "What would a 4 km riverside tram extension cost, and what would it return?"},
+		{"planner", "How many daily riders would an eastern riverside tram line carry?"},
+	}
+	var calls []provider.ToolCall
+	for _, t := range tasks {
+		args, _ := json.Marshal(map[string]any{"agent": t.agent, "task": t.task, "context": "The question: " + question, "output_schema": schema})
+		calls = append(calls, provider.ToolCall{Name: subagent.SpawnToolName, Arguments: args})
+	}
+	return fake.NewProvider(
+		fake.Calls(calls...).For("lead"),
+		fake.Respond(synthesize).For("lead"),
+		fake.Text(`{"claim":"The 2018 extension of line 15 ran on time and doubled its ridership within two years.","evidence":"City transport reports, 2018-2020","confidence":0.8}`).
+			For("historian").After(400*time.Millisecond),
+		fake.Text("My estimate:\n```json\n"+`{"claim":"About 90 million euros to build, paid back in about 25 years of fares and time saved.","evidence":"Cost per km of recent European tram lines","confidence":0.6}`+"\n```").
+			For("economist").After(300*time.Millisecond),
+		fake.Text(`{"claim":"About 18,000 riders a day, most of them new to public transport.","evidence":"Census commuting data and the 2022 mobility survey","confidence":0.7}`).
+			For("planner").After(500*time.Millisecond),
+	)
+}
+
+// synthesize is the lead's last turn: it reads the researchers' findings,
+// typed, and answers from them.
+func synthesize(ctx context.Context, req provider.Request) (provider.Response, error) {
+	var b strings.Builder
+	b.WriteString("Yes, on balance:")
+	sure := 0.0
+	n := 0
+	for _, m := range req.Messages {
+		if m.Role != provider.RoleTool {
+			continue
+		}
+		var f Finding
+		if m.IsError || json.Unmarshal([]byte(m.Content), &f) != nil {
+			b.WriteString(" (one researcher returned nothing usable)")
+			continue
+		}
+		b.WriteString(" " + f.Claim)
+		sure += f.Confidence
+		n++
+	}
+	if n > 0 {
+		fmt.Fprintf(&b, " (mean confidence %.2f)", sure/float64(n))
+	}
+	msg := provider.AssistantMessage(b.String())
+	return provider.Response{Message: msg, Usage: fake.Usage(req, msg), StopReason: provider.StopEndTurn}, nil
+}
+
+// meter is a provider that counts usage per sub-agent invocation, read from
+// the event attribution the sub-agent tool puts in the context.
+type meter struct {
+	provider.Provider
+	mu    sync.Mutex
+	bySub map[string]provider.Usage
+}
+
+func (m *meter) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
+	resp, err := m.Provider.Complete(ctx, req)
+	if id := event.SubagentRunID(ctx); id != "" {
+		m.mu.Lock()
+		if m.bySub == nil {
+			m.bySub = map[string]provider.Usage{}
+		}
+		m.bySub[id] = m.bySub[id].Add(resp.Usage)
+		m.mu.Unlock()
+	}
+	return resp, err
+}
+
+func (m *meter) usage(subRunID string) provider.Usage {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.bySub[subRunID]
+}
+
+// tree is an event sink that records each sub-agent invocation.
+type tree struct {
+	mu   sync.Mutex
+	subs map[string]*node
+}
+
+type node struct {
+	name, callID, status string
+	start, end           time.Time
+}
+
+func (t *tree) Emit(e event.Event) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.subs == nil {
+		t.subs = map[string]*node{}
+	}
+	switch e.Type {
+	case event.SubagentStarted:
+		t.subs[e.SubagentRunID] = &node{name: e.Name, callID: e.ParentToolCallID, start: time.Now(), status: "running"}
+	case event.SubagentFinished:
+		if n := t.subs[e.SubagentRunID]; n != nil {
+			n.end, n.status = time.Now(), "ok"
+		}
+	case event.SubagentError:
+		if n := t.subs[e.SubagentRunID]; n != nil {
+			n.end, n.status = time.Now(), "error: "+e.Code
+		}
+	}
+}
+
+// print renders the run tree: the lead, then each child in the order of
+// the calls that started it.
+func (t *tree) print(out agent.Output, wall time.Duration, m *meter) {
+	tasks := map[string]string{}
+	order := map[string]int{}
+	for _, msg := range out.Messages {
+		for _, c := range msg.ToolCalls {
+			var a struct {
+				Task string `json:"task"`
+			}
+			_ = json.Unmarshal(c.Arguments, &a)
+			tasks[c.ID], order[c.ID] = a.Task, len(order)
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ids := make([]string, 0, len(t.subs))
+	for id := range t.subs {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return order[t.subs[ids[i]].callID] < order[t.subs[ids[j]].callID] })
+
+	fmt.Printf("lead  own %v  children %v  wall %v\n", out.Usage, out.ChildUsage, wall.Round(10*time.Millisecond))
+	var sum time.Duration
+	for i, id := range ids {
+		n := t.subs[id]
+		branch := "├─"
+		if i == len(ids)-1 {
+			branch = "└─"
+		}
+		d := n.end.Sub(n.start)
+		sum += d
+		fmt.Printf("%s %-9s %-4s %v  wall %v  %q\n", branch, n.name, n.status, m.usage(id), d.Round(10*time.Millisecond), tasks[n.callID])
+	}
+	fmt.Printf("the children's wall times add up to %v; side by side they took %v\n",
+		sum.Round(10*time.Millisecond), wall.Round(10*time.Millisecond))
+}

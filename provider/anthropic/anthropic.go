@@ -1,0 +1,293 @@
+// Package anthropic is a deputy provider for Anthropic's Messages API.
+//
+// It is a thin adapter over the official SDK,
+// github.com/anthropics/anthropic-sdk-go/v2: authentication, retries with
+// backoff and the wire format stay the SDK's job. The adapter maps deputy's
+// provider vocabulary onto Messages and back, streams replies, and classifies
+// failures as *provider.Error.
+//
+// # Configuration
+//
+// New reads the environment the way Anthropic's own tools do: the SDK finds
+// the credentials (ANTHROPIC_API_KEY, or its other sources such as
+// ANTHROPIC_AUTH_TOKEN) and ANTHROPIC_BASE_URL, and ANTHROPIC_MODEL names the
+// default model (else DefaultModel). Options override the environment.
+//
+// # Mapping
+//
+//   - Request.System becomes the top-level system parameter.
+//   - An assistant message becomes a text block followed by one tool_use block
+//     per tool call. Arguments that are not a JSON object (a model's broken
+//     output, kept in a conversation) are sent as {}, because the API accepts
+//     nothing else; the tool's error result tells the model what went wrong.
+//   - Consecutive tool messages become one user message with one tool_result
+//     block each, in order, with is_error set from Message.IsError; a user
+//     message right after them joins that same message, after the results.
+//   - Tool call IDs are kept; characters the API does not allow in an ID
+//     (anything but letters, digits, _ and -) become _, the same way in the
+//     tool_use and the tool_result, so a conversation started with another
+//     provider replays here.
+//   - Empty text is left out: the API rejects empty text blocks.
+//   - Request.MaxTokens defaults to DefaultMaxTokens (WithMaxTokens changes
+//     it), because the API requires a cap.
+//   - Request.ResponseSchema becomes output_config.format (json_schema).
+//   - Request.Temperature is not sent: the API version this SDK speaks has no
+//     temperature parameter.
+//   - Usage.InputTokens counts every input token, including those read from
+//     or written to the prompt cache, which CacheReadTokens and
+//     CacheWriteTokens report separately.
+//   - Complete asks for a stream behind the scenes when the SDK says a
+//     non-streamed reply of MaxTokens would take too long.
+//
+// # Errors
+//
+// Every failure is a *provider.Error whose Err holds the SDK's error (an
+// *anthropic.Error for API errors). 529 (overloaded) is KindTransient; a 400
+// saying the prompt is too long is KindContextWindow. The caller's own
+// cancellation is reported as an error wrapping ctx.Err() instead, so that
+// errors.Is(err, context.Canceled) holds.
+package anthropic
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"net/http"
+	"net/url"
+	"os"
+
+	ant "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"github.com/deputy-go/deputy/provider"
+)
+
+// Name is the provider's name in errors and descriptions.
+const Name = "anthropic"
+
+// DefaultModel is the model used when neither WithModel nor ANTHROPIC_MODEL
+// names one.
+const DefaultModel = "claude-sonnet-5-5"
+
+// DefaultMaxTokens caps a reply when neither the Request nor WithMaxTokens
+// does; the Messages API requires a cap.
+const DefaultMaxTokens = 4096
+
+// defaultBaseURL is where the SDK sends requests when nothing overrides it.
+const defaultBaseURL = "https://api.anthropic.com/"
+
+// Provider is a provider.Provider and provider.Streamer backed by the Messages
+// API. It is safe for concurrent use.
+type Provider struct {
+	client    ant.Client
+	model     string
+	baseURL   string
+	maxTokens int
+}
+
+var (
+	_ provider.Provider = (*Provider)(nil)
+	_ provider.Streamer = (*Provider)(nil)
+)
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	apiKey         *string
+	baseURL        *string
+	model          *string
+	maxRetries     *int
+	maxTokens      *int
+	httpClient     *http.Client
+	httpClientSet  bool
+	requestOptions []option.RequestOption
+}
+
+// WithAPIKey sets the API key, overriding the credentials the SDK would find
+// in the environment.
+func WithAPIKey(key string) Option { return func(c *config) { c.apiKey = &key } }
+
+// WithBaseURL sets the server's base URL, overriding ANTHROPIC_BASE_URL.
+func WithBaseURL(u string) Option { return func(c *config) { c.baseURL = &u } }
+
+// WithModel sets the model used when a Request names none, overriding
+// ANTHROPIC_MODEL.
+func WithModel(name string) Option { return func(c *config) { c.model = &name } }
+
+// WithMaxRetries sets how many times the SDK retries a request that failed
+// with a connection error, 408, 409, 429 or 5xx (529 included), honouring the
+// server's retry-after headers. Zero disables retries; the SDK's default is 2.
+func WithMaxRetries(n int) Option { return func(c *config) { c.maxRetries = &n } }
+
+// WithMaxTokens sets the cap on a reply's length used when a Request sets
+// none, instead of DefaultMaxTokens.
+func WithMaxTokens(n int) Option { return func(c *config) { c.maxTokens = &n } }
+
+// WithHTTPClient sets the HTTP client the SDK sends requests with.
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *config) { c.httpClient, c.httpClientSet = hc, true }
+}
+
+// WithRequestOptions passes SDK request options through to every request,
+// after the ones this package sets: extra headers, middleware, a request
+// timeout.
+func WithRequestOptions(opts ...option.RequestOption) Option {
+	return func(c *config) { c.requestOptions = append(c.requestOptions, opts...) }
+}
+
+// New returns a Provider configured by the environment and opts. It reports
+// an option value that cannot work, saying what to do instead.
+func New(opts ...Option) (*Provider, error) {
+	var c config
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	var ro []option.RequestOption
+
+	baseURL := defaultBaseURL
+	if env := os.Getenv("ANTHROPIC_BASE_URL"); env != "" && c.baseURL == nil {
+		if err := checkURL(env); err != nil {
+			return nil, fmt.Errorf("anthropic: ANTHROPIC_BASE_URL=%q: %v; set it to the server's URL or unset it", env, err)
+		}
+		baseURL = env
+	}
+	if c.baseURL != nil {
+		if err := checkURL(*c.baseURL); err != nil {
+			return nil, fmt.Errorf("anthropic: WithBaseURL(%q): %v; pass the server's URL, e.g. %s", *c.baseURL, err, defaultBaseURL)
+		}
+		baseURL = *c.baseURL
+		ro = append(ro, option.WithBaseURL(baseURL))
+	}
+
+	if c.apiKey != nil {
+		if *c.apiKey == "" {
+			return nil, fmt.Errorf("anthropic: WithAPIKey got an empty key; pass the key or leave the option out to use ANTHROPIC_API_KEY")
+		}
+		ro = append(ro, option.WithAPIKey(*c.apiKey))
+	}
+
+	model := DefaultModel
+	if env := os.Getenv("ANTHROPIC_MODEL"); env != "" {
+		model = env
+	}
+	if c.model != nil {
+		if *c.model == "" {
+			return nil, fmt.Errorf("anthropic: WithModel got an empty name; pass a model name such as %q, or leave the option out to use ANTHROPIC_MODEL or the default", DefaultModel)
+		}
+		model = *c.model
+	}
+
+	maxTokens := DefaultMaxTokens
+	if c.maxTokens != nil {
+		if *c.maxTokens <= 0 {
+			return nil, fmt.Errorf("anthropic: WithMaxTokens(%d): the cap must be positive; pass a token count such as %d", *c.maxTokens, DefaultMaxTokens)
+		}
+		maxTokens = *c.maxTokens
+	}
+
+	if c.maxRetries != nil {
+		if *c.maxRetries < 0 {
+			return nil, fmt.Errorf("anthropic: WithMaxRetries(%d): the count cannot be negative; pass 0 to disable retries", *c.maxRetries)
+		}
+		ro = append(ro, option.WithMaxRetries(*c.maxRetries))
+	}
+	if c.httpClientSet {
+		if c.httpClient == nil {
+			return nil, fmt.Errorf("anthropic: WithHTTPClient got a nil client; pass a client or leave the option out to use the SDK's default")
+		}
+		ro = append(ro, option.WithHTTPClient(c.httpClient))
+	}
+	ro = append(ro, c.requestOptions...)
+
+	return &Provider{
+		client:    ant.NewClient(ro...),
+		model:     model,
+		baseURL:   baseURL,
+		maxTokens: maxTokens,
+	}, nil
+}
+
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("the scheme must be http or https")
+	}
+	if u.Host == "" {
+		return fmt.Errorf("the URL has no host")
+	}
+	return nil
+}
+
+// Model returns the model used when a Request names none.
+func (p *Provider) Model() string { return p.model }
+
+// BaseURL returns the URL of the server the provider talks to.
+func (p *Provider) BaseURL() string { return p.baseURL }
+
+// Complete sends req to the Messages API and returns the model's reply.
+func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
+	params, err := p.params(req)
+	if err != nil {
+		return provider.Response{}, err
+	}
+	if _, err := ant.CalculateNonStreamingTimeout(int(params.MaxTokens), params.Model, nil); err != nil {
+		// The SDK refuses a non-streamed call this long; stream and collect.
+		return collect(p.streamSeq(ctx, params))
+	}
+	var (
+		raw      []byte
+		httpResp *http.Response
+	)
+	_, err = p.client.Messages.New(ctx, params,
+		option.WithResponseBodyInto(&raw),
+		option.WithResponseInto(&httpResp))
+	if err != nil {
+		return provider.Response{}, failure(ctx, err, httpResp)
+	}
+	return decodeMessage(raw, statusOf(httpResp))
+}
+
+// Stream sends req to the Messages API with streaming on and yields the reply
+// as it arrives. The last delta carries the assembled Response.
+func (p *Provider) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Delta, error] {
+	return func(yield func(provider.Delta, error) bool) {
+		params, err := p.params(req)
+		if err != nil {
+			yield(provider.Delta{}, err)
+			return
+		}
+		p.stream(ctx, params, yield)
+	}
+}
+
+func (p *Provider) streamSeq(ctx context.Context, params ant.MessageNewParams) iter.Seq2[provider.Delta, error] {
+	return func(yield func(provider.Delta, error) bool) { p.stream(ctx, params, yield) }
+}
+
+// collect drains a stream into its final Response.
+func collect(seq iter.Seq2[provider.Delta, error]) (provider.Response, error) {
+	for d, err := range seq {
+		if err != nil {
+			return provider.Response{}, err
+		}
+		if d.Response != nil {
+			return *d.Response, nil
+		}
+	}
+	// Unreachable with this package's streams, which end with a Response
+	// or an error; say so rather than return an empty reply.
+	return provider.Response{}, &provider.Error{Provider: Name, Kind: provider.KindMalformed, Message: "the stream ended without a reply"}
+}
+
+func statusOf(r *http.Response) int {
+	if r == nil {
+		return 0
+	}
+	return r.StatusCode
+}

@@ -1,0 +1,259 @@
+// Package openai is a deputy provider for OpenAI's Chat Completions API and
+// for the many servers that speak it: Ollama, vLLM, llama.cpp, LM Studio,
+// OpenRouter and others.
+//
+// It is a thin adapter over the official SDK, github.com/openai/openai-go/v3:
+// authentication, retries with backoff and the wire format stay the SDK's
+// job. The adapter maps deputy's provider vocabulary onto Chat Completions
+// and back, streams replies, and classifies failures as *provider.Error.
+//
+// # Configuration
+//
+// New reads the environment the way OpenAI's own tools do: OPENAI_API_KEY and
+// OPENAI_BASE_URL (read by the SDK), and OPENAI_MODEL for the default model
+// (else DefaultModel). Options override the environment. A local server that
+// needs no key works without one:
+//
+//	p, err := openai.New(
+//		openai.WithBaseURL("http://localhost:11434/v1"), // Ollama
+//		openai.WithModel("qwen3"),
+//	)
+//
+// # Mapping
+//
+//   - Request.System becomes a system message before the conversation.
+//   - Tool results travel as tool messages. Chat Completions has no error flag
+//     for them, so Message.IsError is not sent: the result's text is what tells
+//     the model that the tool failed.
+//   - Request.MaxTokens is sent as max_completion_tokens (WithLegacyMaxTokens
+//     sends max_tokens, for servers that only know the older field).
+//   - Request.ResponseSchema asks for structured output with response_format
+//     json_schema, under the name "response" and without strict mode, so that
+//     schemas with optional properties stay valid.
+//   - Streaming asks for usage (stream_options.include_usage), so the final
+//     Delta's Response reports tokens as Complete does.
+//
+// # Errors
+//
+// Every failure is a *provider.Error whose Err holds the SDK's error (an
+// *openai.Error for API errors). A 400 whose code is context_length_exceeded,
+// or whose message says the context length was exceeded, has
+// KindContextWindow. The caller's own cancellation is reported as an error
+// wrapping ctx.Err() instead, so that errors.Is(err, context.Canceled) holds.
+package openai
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"net/http"
+	"net/url"
+	"os"
+
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/deputy-go/deputy/provider"
+)
+
+// Name is the provider's name in errors and descriptions.
+const Name = "openai"
+
+// DefaultModel is the model used when neither WithModel nor OPENAI_MODEL
+// names one.
+const DefaultModel = "gpt-5.4-mini"
+
+// defaultBaseURL is where the SDK sends requests when nothing overrides it.
+const defaultBaseURL = "https://api.openai.com/v1/"
+
+// Provider is a provider.Provider and provider.Streamer backed by the Chat
+// Completions API. It is safe for concurrent use.
+type Provider struct {
+	client          oai.Client
+	model           string
+	baseURL         string
+	legacyMaxTokens bool
+}
+
+var (
+	_ provider.Provider = (*Provider)(nil)
+	_ provider.Streamer = (*Provider)(nil)
+)
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	apiKey          *string
+	baseURL         *string
+	model           *string
+	maxRetries      *int
+	httpClient      *http.Client
+	httpClientSet   bool
+	legacyMaxTokens bool
+	requestOptions  []option.RequestOption
+}
+
+// WithAPIKey sets the API key, overriding OPENAI_API_KEY.
+func WithAPIKey(key string) Option { return func(c *config) { c.apiKey = &key } }
+
+// WithBaseURL sets the server's base URL, e.g. "http://localhost:11434/v1"
+// for Ollama, overriding OPENAI_BASE_URL.
+func WithBaseURL(u string) Option { return func(c *config) { c.baseURL = &u } }
+
+// WithModel sets the model used when a Request names none, overriding
+// OPENAI_MODEL.
+func WithModel(name string) Option { return func(c *config) { c.model = &name } }
+
+// WithMaxRetries sets how many times the SDK retries a request that failed
+// with a connection error, 408, 409, 429 or 5xx, honouring the server's
+// retry-after headers. Zero disables retries; the SDK's default is 2.
+func WithMaxRetries(n int) Option { return func(c *config) { c.maxRetries = &n } }
+
+// WithHTTPClient sets the HTTP client the SDK sends requests with.
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *config) { c.httpClient, c.httpClientSet = hc, true }
+}
+
+// WithLegacyMaxTokens sends Request.MaxTokens as max_tokens instead of
+// max_completion_tokens, for OpenAI-compatible servers that only know the
+// older field. OpenAI's reasoning models reject max_tokens.
+func WithLegacyMaxTokens() Option { return func(c *config) { c.legacyMaxTokens = true } }
+
+// WithRequestOptions passes SDK request options through to every request,
+// after the ones this package sets: extra headers, middleware, a request
+// timeout.
+func WithRequestOptions(opts ...option.RequestOption) Option {
+	return func(c *config) { c.requestOptions = append(c.requestOptions, opts...) }
+}
+
+// New returns a Provider configured by the environment and opts. It reports
+// an option value that cannot work, saying what to do instead.
+func New(opts ...Option) (*Provider, error) {
+	var c config
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	var ro []option.RequestOption
+
+	baseURL := defaultBaseURL
+	if env, ok := os.LookupEnv("OPENAI_BASE_URL"); ok {
+		if env == "" {
+			// The SDK would take an empty value as the base URL; fall back to
+			// OpenAI's own, as for an unset variable.
+			ro = append(ro, option.WithBaseURL(defaultBaseURL))
+		} else if c.baseURL == nil {
+			if err := checkURL(env); err != nil {
+				return nil, fmt.Errorf("openai: OPENAI_BASE_URL=%q: %v; set it to the server's URL, e.g. http://localhost:11434/v1", env, err)
+			}
+			baseURL = env
+		}
+	}
+	if c.baseURL != nil {
+		if err := checkURL(*c.baseURL); err != nil {
+			return nil, fmt.Errorf("openai: WithBaseURL(%q): %v; pass the server's URL, e.g. http://localhost:11434/v1", *c.baseURL, err)
+		}
+		baseURL = *c.baseURL
+		ro = append(ro, option.WithBaseURL(baseURL))
+	}
+
+	if c.apiKey != nil {
+		if *c.apiKey == "" {
+			return nil, fmt.Errorf("openai: WithAPIKey got an empty key; pass the key (a local server that needs none accepts any placeholder) or leave the option out to use OPENAI_API_KEY")
+		}
+		ro = append(ro, option.WithAPIKey(*c.apiKey))
+	}
+
+	model := DefaultModel
+	if env := os.Getenv("OPENAI_MODEL"); env != "" {
+		model = env
+	}
+	if c.model != nil {
+		if *c.model == "" {
+			return nil, fmt.Errorf("openai: WithModel got an empty name; pass a model name such as %q, or leave the option out to use OPENAI_MODEL or the default", DefaultModel)
+		}
+		model = *c.model
+	}
+
+	if c.maxRetries != nil {
+		if *c.maxRetries < 0 {
+			return nil, fmt.Errorf("openai: WithMaxRetries(%d): the count cannot be negative; pass 0 to disable retries", *c.maxRetries)
+		}
+		ro = append(ro, option.WithMaxRetries(*c.maxRetries))
+	}
+	if c.httpClientSet {
+		if c.httpClient == nil {
+			return nil, fmt.Errorf("openai: WithHTTPClient got a nil client; pass a client or leave the option out to use the SDK's default")
+		}
+		ro = append(ro, option.WithHTTPClient(c.httpClient))
+	}
+	ro = append(ro, c.requestOptions...)
+
+	return &Provider{
+		client:          oai.NewClient(ro...),
+		model:           model,
+		baseURL:         baseURL,
+		legacyMaxTokens: c.legacyMaxTokens,
+	}, nil
+}
+
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("the scheme must be http or https")
+	}
+	if u.Host == "" {
+		return fmt.Errorf("the URL has no host")
+	}
+	return nil
+}
+
+// Model returns the model used when a Request names none.
+func (p *Provider) Model() string { return p.model }
+
+// BaseURL returns the URL of the server the provider talks to.
+func (p *Provider) BaseURL() string { return p.baseURL }
+
+// Complete sends req to the Chat Completions API and returns the model's reply.
+func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
+	params, err := p.params(req)
+	if err != nil {
+		return provider.Response{}, err
+	}
+	var (
+		raw      []byte
+		httpResp *http.Response
+	)
+	_, err = p.client.Chat.Completions.New(ctx, params,
+		option.WithResponseBodyInto(&raw),
+		option.WithResponseInto(&httpResp))
+	if err != nil {
+		return provider.Response{}, failure(ctx, err, httpResp)
+	}
+	return decodeCompletion(raw, statusOf(httpResp))
+}
+
+// Stream sends req to the Chat Completions API with streaming on and yields
+// the reply as it arrives. The last delta carries the assembled Response.
+func (p *Provider) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Delta, error] {
+	return func(yield func(provider.Delta, error) bool) {
+		params, err := p.params(req)
+		if err != nil {
+			yield(provider.Delta{}, err)
+			return
+		}
+		p.stream(ctx, params, yield)
+	}
+}
+
+func statusOf(r *http.Response) int {
+	if r == nil {
+		return 0
+	}
+	return r.StatusCode
+}

@@ -1,0 +1,271 @@
+package subagent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/internal/id"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// JobsToolName is the name of the companion tool of background spawns.
+const JobsToolName = "subagent_jobs"
+
+// DefaultJobWait is how long a wait for a background job lasts when the
+// model gives no timeout.
+const DefaultJobWait = 30 * time.Second
+
+// jobTable holds the background jobs of one parent run. The run owns their
+// goroutines: when it ends, the table cancels what still runs, waits for
+// it, and hands the run the usage not yet collected.
+type jobTable struct {
+	mu     sync.Mutex
+	jobs   map[string]*job
+	order  []string
+	wg     sync.WaitGroup
+	owned  bool // close runs at the end of the run
+	closed bool // the run has ended: no new jobs
+}
+
+type job struct {
+	id, agent, task string
+	cancel          context.CancelFunc
+	done            chan struct{}
+	res             tool.Result // set before done closes
+	err             error       // set before done closes
+	settle          func(spent int64)
+	folded          bool // its usage has been handed to the parent; guarded by the table's mu
+}
+
+// startJob runs fn in the background under the parent run's context and
+// returns the job's receipt. The settle function fn returns is called when
+// the job's usage reaches the parent.
+func (s *Spawner) startJob(ctx context.Context, agentName, task string, fn func(context.Context) (tool.Result, func(int64), error)) (tool.Result, error) {
+	jt := s.jobs(ctx)
+	if jt == nil {
+		return tool.Result{}, tool.Correctable(fmt.Errorf("%s: background jobs need a running agent to own them: call without background", SpawnToolName))
+	}
+	// The job outlives the call, not the run: its context is the run's. Its
+	// events name the spawning call as their parent, as a foreground
+	// child's do, and its depth is the caller's.
+	jctx, cancel := context.WithCancel(agent.RunContext(ctx))
+	jctx = agent.WithDepth(jctx, agent.Depth(ctx))
+	j := &job{id: id.New("job_"), agent: agentName, task: task, cancel: cancel, done: make(chan struct{})}
+	jt.mu.Lock()
+	if jt.closed {
+		jt.mu.Unlock()
+		cancel()
+		return tool.Result{}, tool.Correctable(fmt.Errorf("%s: the run has ended: no background job can start", SpawnToolName))
+	}
+	jt.jobs[j.id] = j
+	jt.order = append(jt.order, j.id)
+	jt.wg.Add(1)
+	jt.mu.Unlock()
+	go func() {
+		defer jt.wg.Done()
+		defer close(j.done)
+		defer cancel()
+		j.res, j.settle, j.err = fn(jctx)
+	}()
+	receipt, _ := json.Marshal(map[string]string{"job_id": j.id, "status": "running",
+		"note": "A job id is not a result: collect it with " + JobsToolName + " (wait) or cancel it before you answer."})
+	return tool.Result{Content: string(receipt)}, nil
+}
+
+// jobs returns the run's job table, creating it and arranging its cleanup
+// at the end of the run. It returns nil outside a run, or when the run has
+// ended before any job started.
+func (s *Spawner) jobs(ctx context.Context) *jobTable {
+	jt := agent.RunLocal(ctx, jobsKey{s}, func() any { return &jobTable{jobs: map[string]*job{}} }).(*jobTable)
+	jt.mu.Lock()
+	defer jt.mu.Unlock()
+	if !jt.owned {
+		if !agent.OnRunEnd(ctx, jt.close) {
+			return nil
+		}
+		jt.owned = true
+	}
+	return jt
+}
+
+type jobsKey struct{ s *Spawner }
+
+// close cancels the jobs still running, waits for all, and returns the
+// usage not yet handed to the parent.
+func (jt *jobTable) close() provider.Usage {
+	jt.mu.Lock()
+	jt.closed = true
+	for _, j := range jt.jobs {
+		j.cancel()
+	}
+	jt.mu.Unlock()
+	jt.wg.Wait()
+	var u provider.Usage
+	jt.mu.Lock()
+	defer jt.mu.Unlock()
+	for _, id := range jt.order {
+		if j := jt.jobs[id]; !j.folded {
+			j.folded = true
+			j.settle(j.res.Usage.Tokens())
+			u = u.Add(j.res.Usage)
+		}
+	}
+	return u
+}
+
+// collect hands a finished job's outcome to the caller, with its usage the
+// first time only.
+func (jt *jobTable) collect(j *job) tool.Result {
+	jt.mu.Lock()
+	defer jt.mu.Unlock()
+	res := tool.Result{Content: j.res.Content, Value: j.res.Value}
+	if j.err != nil {
+		res = tool.Result{Content: "job " + j.id + " failed: " + j.err.Error(), IsError: true, Err: j.err}
+	}
+	if !j.folded {
+		j.folded = true
+		j.settle(j.res.Usage.Tokens())
+		res.Usage = j.res.Usage
+	}
+	return res
+}
+
+// JobsTool returns the companion tool of background spawns, with which the
+// model waits for a job (with a timeout), lists the run's jobs, or cancels
+// one. Register it beside the spawner when using WithBackground; like the
+// spawner, it is offered only below the depth cap.
+func (s *Spawner) JobsTool() tool.Tool { return &jobsTool{s: s} }
+
+type jobsTool struct{ s *Spawner }
+
+const jobsParams = `{"type":"object","properties":{
+"action":{"type":"string","enum":["wait","list","cancel"],"description":"wait for a job's result, list this run's jobs, or cancel a job"},
+"job_id":{"type":"string","description":"the job, for wait and cancel"},
+"timeout_seconds":{"type":"number","minimum":0,"maximum":600,"description":"for wait: how long to wait at most (default 30)"}
+},"required":["action"],"additionalProperties":false}`
+
+func (t *jobsTool) Definition() tool.Definition {
+	return tool.Definition{Name: JobsToolName,
+		Description: "Wait for, list or cancel the background sub-agents started with " + SpawnToolName + ". " +
+			"A job's result counts only once you have waited for it; jobs still running when you answer are cancelled.",
+		Parameters: json.RawMessage(jobsParams)}
+}
+
+// Available offers the tool where the spawner is offered.
+func (t *jobsTool) Available(ctx context.Context) bool { return t.s.Available(ctx) }
+
+func (t *jobsTool) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
+	const usage = `pass {"action":"wait"|"list"|"cancel","job_id":"…","timeout_seconds":0-600}`
+	raw := tool.Arguments(call.Arguments)
+	if err := t.s.jobsIn.Validate(raw); err != nil {
+		return tool.Result{}, fmt.Errorf("%w for %s: %v: %s", tool.ErrInvalidArguments, JobsToolName, err, usage)
+	}
+	var a struct {
+		Action  string   `json:"action"`
+		JobID   string   `json:"job_id"`
+		Timeout *float64 `json:"timeout_seconds"`
+	}
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return tool.Result{}, fmt.Errorf("%w for %s: %v: %s", tool.ErrInvalidArguments, JobsToolName, err, usage)
+	}
+	jt := t.s.jobs(ctx)
+	if a.Action == "list" {
+		return tool.Result{Content: jt.list()}, nil
+	}
+	j := jt.find(a.JobID)
+	if j == nil {
+		return tool.Result{}, tool.Correctable(fmt.Errorf("%w %q: this run's jobs are: %s", ErrUnknownJob, a.JobID, jt.ids()))
+	}
+	if a.Action == "cancel" {
+		j.cancel()
+		select {
+		case <-j.done:
+		case <-ctx.Done():
+			return tool.Result{}, ctx.Err()
+		}
+		res := jt.collect(j)
+		if errors.Is(j.err, context.Canceled) {
+			res.Content = "job " + j.id + " cancelled: its work is discarded."
+			res.IsError = false
+		} else {
+			res.Content = "job " + j.id + " had already ended; its result:\n" + res.Content
+		}
+		return res, nil
+	}
+	wait := DefaultJobWait
+	if a.Timeout != nil {
+		wait = time.Duration(*a.Timeout * float64(time.Second))
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-j.done:
+		return jt.collect(j), nil
+	case <-timer.C:
+		return tool.Result{Content: fmt.Sprintf("job %s is still running after %v: wait again, do other work meanwhile, or cancel it", j.id, wait)}, nil
+	case <-ctx.Done():
+		return tool.Result{}, ctx.Err()
+	}
+}
+
+func (jt *jobTable) find(id string) *job {
+	if jt == nil {
+		return nil
+	}
+	jt.mu.Lock()
+	defer jt.mu.Unlock()
+	return jt.jobs[id]
+}
+
+func (jt *jobTable) ids() string {
+	if jt == nil {
+		return "(none)"
+	}
+	jt.mu.Lock()
+	defer jt.mu.Unlock()
+	if len(jt.order) == 0 {
+		return "(none)"
+	}
+	ids := append([]string(nil), jt.order...)
+	sort.Strings(ids)
+	return strings.Join(ids, ", ")
+}
+
+// list renders the run's jobs, one a line: id, agent, status, task.
+func (jt *jobTable) list() string {
+	if jt == nil {
+		return "no jobs in this run"
+	}
+	jt.mu.Lock()
+	defer jt.mu.Unlock()
+	if len(jt.order) == 0 {
+		return "no jobs in this run"
+	}
+	var b strings.Builder
+	for _, id := range jt.order {
+		j := jt.jobs[id]
+		status := "running"
+		select {
+		case <-j.done:
+			switch {
+			case j.err == nil:
+				status = "done"
+			case errors.Is(j.err, context.Canceled):
+				status = "cancelled"
+			default:
+				status = "failed"
+			}
+		default:
+		}
+		fmt.Fprintf(&b, "%s\t%s\t%s\t%s\n", j.id, j.agent, status, clip(j.task, 80))
+	}
+	return b.String()
+}

@@ -1,0 +1,379 @@
+package subagent_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// onJob is a model reply that calls the jobs tool with action on the job
+// whose receipt is the latest in the conversation; extra adds arguments.
+func onJob(action, extra string) fake.Reply {
+	return fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		id := ""
+		for _, m := range req.Messages {
+			var r struct {
+				JobID string `json:"job_id"`
+			}
+			if m.Role == provider.RoleTool && json.Unmarshal([]byte(m.Content), &r) == nil && r.JobID != "" {
+				id = r.JobID
+			}
+		}
+		args := `{"action":"` + action + `","job_id":"` + id + `"` + extra + `}`
+		return provider.Response{
+			Message: provider.AssistantMessage("", provider.ToolCall{Name: subagent.JobsToolName, Arguments: json.RawMessage(args)}),
+			Usage:   usage(1),
+		}, nil
+	})
+}
+
+// jobID returns the job id of a receipt.
+func jobID(t *testing.T, receipt string) string {
+	t.Helper()
+	var r struct {
+		JobID  string `json:"job_id"`
+		Status string `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(receipt), &r); err != nil || r.JobID == "" || r.Status != "running" {
+		t.Fatalf("receipt %q: want a job id and status running", receipt)
+	}
+	return r.JobID
+}
+
+// TestJobLifecycle walks a background job: started, listed, waited for
+// past a timeout, collected (its usage once), collected again (no usage).
+func TestJobLifecycle(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		p := fake.NewProvider(
+			spawns(`{"task":"dig deep","background":true}`).For("lead").WithUsage(usage(1)),
+			fake.Call(subagent.JobsToolName, `{"action":"list"}`).For("lead").WithUsage(usage(1)),
+			onJob("wait", `,"timeout_seconds":1`).For("lead"),
+			onJob("wait", `,"timeout_seconds":120`).For("lead"),
+			onJob("wait", "").For("lead"),
+			fake.Call(subagent.JobsToolName, `{"action":"list"}`).For("lead").WithUsage(usage(1)),
+			fake.Text("done").For("lead").WithUsage(usage(1)),
+			fake.Text("dug").For(subagent.DefaultForkName).WithUsage(usage(10)).After(time.Minute),
+		)
+		reg, _ := setup(t, p, true, []subagent.Option{subagent.WithBackground()})
+		start := time.Now()
+		out, err := lead(t, p, reg).Run(t.Context(), agent.Input{Text: "go"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wall := time.Since(start); wall != time.Minute {
+			t.Errorf("wall time %v, want the job's minute", wall)
+		}
+		got := toolResults(out.Messages)
+		if len(got) != 6 {
+			t.Fatalf("tool results %q", got)
+		}
+		id := jobID(t, got[0])
+		want := []string{
+			got[0],
+			id + "\tsubagent\trunning\t\"dig deep\"\n",
+			"job " + id + " is still running after 1s: wait again, do other work meanwhile, or cancel it",
+			"dug",
+			"dug",
+			id + "\tsubagent\tdone\t\"dig deep\"\n",
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("tool results (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(times(7, usage(1)), out.Usage); diff != "" {
+			t.Errorf("parent usage (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(usage(10), out.ChildUsage); diff != "" {
+			t.Errorf("child usage (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestJobRunEndsWithJobRunning checks that a run that answers without
+// collecting its job cancels it, reports it cancelled in the events, and
+// still counts what it spent.
+func TestJobRunEndsWithJobRunning(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		fork := subagent.DefaultForkName
+		p := fake.NewProvider(
+			spawns(`{"task":"dig","background":true}`).For("lead").WithUsage(usage(1)),
+			fake.Text("done without waiting").For("lead").WithUsage(usage(1)).After(time.Second),
+			fake.Call("lookup", `{}`).For(fork).WithUsage(usage(7)),
+			fake.Text("too late").For(fork).WithUsage(usage(1000)).After(time.Hour),
+		)
+		reg, _ := setup(t, p, true, []subagent.Option{subagent.WithBackground()})
+		rec := &recorder{}
+		start := time.Now()
+		out, err := lead(t, p, reg).Run(event.WithSink(t.Context(), rec), agent.Input{Text: "go"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wall := time.Since(start); wall != time.Second {
+			t.Errorf("wall time %v: the run waited for its job", wall)
+		}
+		if out.Answer != "done without waiting" {
+			t.Errorf("answer %q", out.Answer)
+		}
+		if diff := cmp.Diff(times(2, usage(1)), out.Usage); diff != "" {
+			t.Errorf("parent usage (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(usage(7), out.ChildUsage); diff != "" {
+			t.Errorf("child usage (-want +got):\n%s", diff)
+		}
+		var types []event.Type
+		var codes []string
+		for _, e := range rec.of(event.SubagentStarted, event.SubagentFinished, event.SubagentError, event.RunFinished) {
+			types = append(types, e.Type)
+			if e.Type == event.SubagentError {
+				codes = append(codes, e.Code)
+			}
+		}
+		if diff := cmp.Diff([]event.Type{event.SubagentStarted, event.SubagentError, event.RunFinished}, types); diff != "" {
+			t.Errorf("events (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"cancelled"}, codes); diff != "" {
+			t.Errorf("SUBAGENT_ERROR codes (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestJobCancel checks the cancel action: on a running job it cancels it
+// (its usage once, reported cancelled), on a finished one it reports the
+// result instead.
+func TestJobCancel(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	tests := []struct {
+		name      string
+		child     []fake.Reply
+		want      string // the cancel's result, after the job id
+		wantList  string
+		wantSpent provider.Usage
+		wantCodes []string
+	}{
+		{
+			name: "running",
+			child: []fake.Reply{
+				fake.Call("lookup", `{}`).WithUsage(usage(7)),
+				fake.Text("too late").WithUsage(usage(1000)).After(time.Hour),
+			},
+			want:      " cancelled: its work is discarded.",
+			wantList:  "cancelled",
+			wantSpent: usage(7),
+			wantCodes: []string{"cancelled"},
+		},
+		{
+			name:      "already finished",
+			child:     []fake.Reply{fake.Call("lookup", `{}`).WithUsage(usage(3)), fake.Text("found it").WithUsage(usage(4))},
+			want:      " had already ended; its result:\nfound it",
+			wantList:  "done",
+			wantSpent: provider.Usage{InputTokens: 7, Requests: 2},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := fake.NewProvider(
+					spawns(`{"task":"dig","background":true}`).For("lead").WithUsage(usage(1)),
+					onJob("cancel", "").For("lead").After(time.Minute),
+					fake.Call(subagent.JobsToolName, `{"action":"list"}`).For("lead").WithUsage(usage(1)),
+					fake.Text("done").For("lead").WithUsage(usage(1)),
+				)
+				for _, r := range tc.child {
+					p.Add(r.For(subagent.DefaultForkName))
+				}
+				reg, _ := setup(t, p, true, []subagent.Option{subagent.WithBackground()})
+				rec := &recorder{}
+				out, err := lead(t, p, reg).Run(event.WithSink(t.Context(), rec), agent.Input{Text: "go"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := toolResults(out.Messages)
+				if len(got) != 3 {
+					t.Fatalf("tool results %q", got)
+				}
+				id := jobID(t, got[0])
+				want := []string{got[0], "job " + id + tc.want, id + "\tsubagent\t" + tc.wantList + "\t\"dig\"\n"}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("tool results (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff(tc.wantSpent, out.ChildUsage); diff != "" {
+					t.Errorf("child usage (-want +got):\n%s", diff)
+				}
+				var codes []string
+				for _, e := range rec.of(event.SubagentError) {
+					codes = append(codes, e.Code)
+				}
+				if diff := cmp.Diff(tc.wantCodes, codes); diff != "" {
+					t.Errorf("SUBAGENT_ERROR codes (-want +got):\n%s", diff)
+				}
+			})
+		})
+	}
+}
+
+// TestJobsToolBadCalls checks the jobs tool's correctable errors.
+func TestJobsToolBadCalls(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	tests := []struct {
+		name    string
+		args    string
+		wantErr error
+		want    []string
+	}{
+		{"unknown action", `{"action":"kill","job_id":"j"}`, tool.ErrInvalidArguments, []string{"at /action", `pass {"action":"wait"|"list"|"cancel"`}},
+		{"wait too long", `{"action":"wait","job_id":"j","timeout_seconds":601}`, tool.ErrInvalidArguments, []string{"at /timeout_seconds"}},
+		{"not JSON", `{"action":`, tool.ErrInvalidArguments, []string{"not valid JSON"}},
+		{"unknown job", `{"action":"wait","job_id":"job_nope"}`, subagent.ErrUnknownJob, []string{`subagent: unknown job "job_nope": this run's jobs are: job_`}},
+		{"no job id", `{"action":"cancel"}`, subagent.ErrUnknownJob, []string{`subagent: unknown job ""`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := fake.NewProvider(
+				spawns(`{"task":"dig","background":true}`).For("lead"),
+				fake.Call(subagent.JobsToolName, tc.args).For("lead"),
+				fake.Text("done").For("lead"),
+				fake.Text("dug").For(subagent.DefaultForkName),
+			)
+			var res tool.Result
+			reg, s := setup(t, p, false, []subagent.Option{subagent.WithBackground()})
+			jobs := s.JobsTool() // registered behind a spy that keeps its error
+			spy := tool.Func{Def: jobs.Definition(), Fn: func(ctx context.Context, c tool.Call) (tool.Result, error) {
+				r, err := jobs.Call(ctx, c)
+				if err != nil {
+					res = tool.Result{Content: err.Error(), IsError: true, Err: err}
+				}
+				return r, err
+			}}
+			if err := reg.Register(spy); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := lead(t, p, reg).Run(t.Context(), agent.Input{Text: "go"}); err != nil {
+				t.Fatal(err)
+			}
+			if !errors.Is(res.Err, tc.wantErr) || !tool.IsCorrectable(res.Err) {
+				t.Errorf("error %v, want a correctable %v", res.Err, tc.wantErr)
+			}
+			mustContain(t, res.Content, tc.want...)
+		})
+	}
+}
+
+// TestJobNeedsARun checks that a background spawn outside a run, which no
+// run would clean up after, is refused.
+func TestJobNeedsARun(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	p := fake.NewProvider(fake.Text("dug").For(subagent.DefaultForkName))
+	reg, _ := setup(t, p, true, []subagent.Option{subagent.WithBackground()})
+	res, err := reg.Execute(t.Context(), []tool.Call{{ID: "c1", Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"t","background":true}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res[0].IsError {
+		t.Fatalf("result %+v, want an error", res[0])
+	}
+	mustContain(t, res[0].Content, "background jobs need a running agent to own them: call without background")
+	if p.Calls() != 0 {
+		t.Errorf("the child ran")
+	}
+	list, err := reg.Execute(t.Context(), []tool.Call{{ID: "c2", Name: subagent.JobsToolName, Arguments: json.RawMessage(`{"action":"list"}`)}})
+	if err != nil || list[0].Content != "no jobs in this run" {
+		t.Errorf("list outside a run: %+v, %v", list[0], err)
+	}
+}
+
+// TestJobBudgetHeldUntilCollected checks that a background job's tokens
+// stay set aside until its usage reaches the parent: a fork spawned while
+// it runs gets only what is left beside it.
+func TestJobBudgetHeldUntilCollected(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		fork := subagent.DefaultForkName
+		pr := &probe{}
+		p := fake.NewProvider(
+			spawns(`{"task":"slow","background":true}`).For("lead").WithUsage(usage(100)),
+			spawns(`{"task":"quick"}`).For("lead").WithUsage(provider.Usage{Requests: 1}).After(time.Minute),
+			onJob("wait", "").For("lead"),
+			spawns(`{"task":"after"}`).For("lead").WithUsage(provider.Usage{Requests: 1}),
+			fake.Text("done").For("lead").WithUsage(provider.Usage{Requests: 1}),
+		)
+		child := fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+			task := req.Messages[0].Content
+			switch {
+			case task == "slow" && len(req.Messages) == 1:
+				return provider.Response{Message: provider.AssistantMessage("", provider.ToolCall{Name: "probe", Arguments: json.RawMessage(`{}`)}), Usage: usage(200)}, nil
+			case task == "slow":
+				return provider.Response{Message: provider.AssistantMessage("slow done"), Usage: usage(100)}, nil
+			case len(req.Messages) == 1:
+				return provider.Response{Message: provider.AssistantMessage("", provider.ToolCall{Name: "probe", Arguments: json.RawMessage(`{}`)}), Usage: provider.Usage{Requests: 1}}, nil
+			}
+			return provider.Response{Message: provider.AssistantMessage(task + " done"), Usage: provider.Usage{Requests: 1}}, nil
+		}).For(fork)
+		for range 6 {
+			p.Add(child)
+		}
+		reg, _ := setup(t, p, true, []subagent.Option{subagent.WithBackground(), subagent.WithChildTokenBudget(500)}, pr.tool())
+		out, err := lead(t, p, reg, agent.WithTokenLimit(1000)).Run(t.Context(), agent.Input{Text: "go"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 900 left: the job sets aside 500 (its probe: 500-200 = 300), so
+		// "quick" gets 400 while the job is uncollected; once collected
+		// (spent 300), "after" gets 1000-100-300 = 600, capped to 500.
+		pr.mu.Lock()
+		defer pr.mu.Unlock()
+		if diff := cmp.Diff([]string{"300", "400", "500"}, pr.seen); diff != "" {
+			t.Errorf("tokens left seen by the children, in order (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(provider.Usage{InputTokens: 300, Requests: 6}, out.ChildUsage); diff != "" {
+			t.Errorf("child usage (-want +got):\n%s", diff)
+		}
+		if got := strings.Join(toolResults(out.Messages)[1:], "|"); got != "quick done|slow done|after done" {
+			t.Errorf("tool results %q", got)
+		}
+	})
+}
+
+// TestJobAfterRunEnd checks that once a run has ended, its jobs are
+// cancelled and counted, and a background spawn under its context is
+// refused instead of starting a job no run would wait for.
+func TestJobAfterRunEnd(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		fork := subagent.DefaultForkName
+		p := fake.NewProvider(
+			fake.Call("lookup", `{}`).For(fork).WithUsage(usage(7)),
+			fake.Text("too late").For(fork).After(time.Hour),
+		).Loop()
+		reg, _ := setup(t, p, true, []subagent.Option{subagent.WithBackground()})
+		ctx := agent.WithRun(t.Context(), "run_custom", "custom")
+		spawnBG := []tool.Call{{ID: "c1", Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"t","background":true}`)}}
+		res, err := reg.Execute(ctx, spawnBG)
+		if err != nil || res[0].IsError {
+			t.Fatalf("first spawn: %+v, %v", res[0], err)
+		}
+		time.Sleep(time.Minute)
+		if diff := cmp.Diff(usage(7), agent.Finish(ctx)); diff != "" {
+			t.Errorf("usage handed back at the run's end (-want +got):\n%s", diff)
+		}
+		res, err = reg.Execute(ctx, spawnBG)
+		if err != nil || !res[0].IsError {
+			t.Fatalf("spawn after the run's end: %+v, %v; want an error result", res[0], err)
+		}
+		mustContain(t, res[0].Content, "the run has ended: no background job can start")
+	})
+}

@@ -1,0 +1,492 @@
+package subagent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// Defaults of the spawn tool.
+const (
+	// SpawnToolName is the name the model calls the spawn tool by.
+	SpawnToolName = "spawn_subagent"
+	// DefaultMaxSpawns bounds the children one parent run may start.
+	DefaultMaxSpawns = 8
+	// DefaultSpawnConcurrency bounds the children running at once.
+	DefaultSpawnConcurrency = 8
+	// DefaultForkName is the agent name of a forked child.
+	DefaultForkName = "subagent"
+	// DefaultForkPrompt is the system prompt of a forked child.
+	DefaultForkPrompt = "You are a sub-agent doing one bounded task for another agent. " +
+		"Work only on that task, with the tools you have, and reply with the result. " +
+		"Say plainly what you could not do: a partial answer presented as complete is worse than none."
+)
+
+// Errors of the spawn tool; test for them with errors.Is. They are
+// correctable: the model reads them and can change course.
+var (
+	// ErrMaxSpawns: the parent run has started as many children as allowed.
+	ErrMaxSpawns = errors.New("subagent: spawn limit reached")
+	// ErrNoBudget: the parent run's tokens are all used, or set aside for
+	// the children running now (WithChildTokenBudget).
+	ErrNoBudget = errors.New("subagent: no token budget left")
+	// ErrDenied: the spawn policy does not allow spawning here.
+	ErrDenied = errors.New("subagent: spawning denied")
+	// ErrUnknownJob: no background job has that id in this run.
+	ErrUnknownJob = errors.New("subagent: unknown job")
+)
+
+// Spawner is the spawn_subagent tool: one tool with which a model starts
+// children, either forks of its own agent (same provider and tools, a fresh
+// history, a system prompt of their own) or members of a configured roster.
+// It shares the SubAgentTool machinery: the same validator, events, usage
+// accounting, depth and output caps.
+type Spawner struct {
+	def    tool.Definition
+	params *tool.Schema
+	p      provider.Provider
+	tools  *tool.Registry
+	cfg    config
+	roster map[string]*SubAgentTool
+	fork   *SubAgentTool // template of a forked child; factory set per call
+	jobsIn *tool.Schema  // parameters of the jobs tool
+
+	forkOnce sync.Once
+	forkReg  *tool.Registry
+}
+
+// NewSpawner returns the spawn tool for an agent running on p with the
+// tools of reg, the parent's own registry. Forked children get the same
+// provider and tools (narrowed by WithForkTools), never more; reg may later
+// receive the spawner itself (and its JobsTool), which children then
+// inherit below the depth cap only: at the cap they are not advertised.
+//
+// Options: WithRoster, WithMaxSpawns, WithSpawnConcurrency,
+// WithChildTokenBudget, WithForkPrompt, WithForkName, WithForkTools,
+// WithSpawnPolicy, WithBackground; and, as for SubAgentTool, WithMaxDepth,
+// WithMaxOutputBytes, WithTimeout, WithResult/WithOutputSchema/OutputOf (the
+// default validation when a call gives no output_schema) and
+// WithReactOptions (for forks).
+func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...Option) (*Spawner, error) {
+	if p == nil {
+		return nil, fmt.Errorf("subagent %s: nil provider: pass the provider the parent runs on", SpawnToolName)
+	}
+	cfg := config{
+		maxDepth: DefaultMaxDepth, maxOutput: DefaultMaxOutputBytes,
+		maxSpawns: DefaultMaxSpawns, concurrency: DefaultSpawnConcurrency,
+		forkName: DefaultForkName, forkPrompt: DefaultForkPrompt,
+	}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return nil, fmt.Errorf("subagent %s: %w", SpawnToolName, err)
+		}
+	}
+	s := &Spawner{p: p, tools: reg, cfg: cfg, roster: map[string]*SubAgentTool{}}
+	names := make([]string, 0, len(cfg.roster))
+	for _, m := range cfg.roster {
+		n := m.def.Name
+		if _, dup := s.roster[n]; dup {
+			return nil, fmt.Errorf("subagent %s: two roster members are named %q: give each its own name", SpawnToolName, n)
+		}
+		if err := m.params.Validate([]byte(`{"task":"t"}`)); err != nil {
+			return nil, fmt.Errorf("subagent %s: roster member %q does not accept a call with only a task (%v): give it parameters such as TaskParams", SpawnToolName, n, err)
+		}
+		s.roster[n] = m
+		names = append(names, n)
+	}
+	params, err := tool.CompileSchema(spawnParams(names, cfg.background))
+	if err != nil {
+		return nil, err
+	}
+	s.params = params
+	if s.jobsIn, err = tool.CompileSchema(json.RawMessage(jobsParams)); err != nil {
+		return nil, err
+	}
+	s.def = tool.Definition{Name: SpawnToolName, Description: spawnDescription(cfg), Parameters: params.Raw()}
+	s.fork = &SubAgentTool{def: tool.Definition{Name: cfg.forkName, Description: "a fork of the calling agent"}, cfg: cfg}
+	return s, nil
+}
+
+// WithRoster offers named children: the model picks one with the agent
+// argument, by its name and description. Each is called with the task (and
+// context) as its "task" argument, so its parameters must accept that, as
+// TaskParams and ReactParams do.
+func WithRoster(members ...*SubAgentTool) Option {
+	return func(c *config) error {
+		for _, m := range members {
+			if m == nil {
+				return errors.New("WithRoster: nil member")
+			}
+		}
+		c.roster = append(c.roster, members...)
+		return nil
+	}
+}
+
+// WithMaxSpawns bounds how many children one parent run may start (default
+// DefaultMaxSpawns); a spawn past it fails with ErrMaxSpawns.
+func WithMaxSpawns(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("max spawns %d: use 1 or more, or leave the spawn tool out", n)
+		}
+		c.maxSpawns = n
+		return nil
+	}
+}
+
+// WithSpawnConcurrency bounds how many children of one parent run run at
+// once (default DefaultSpawnConcurrency); the others wait their turn. The
+// bound is per run, so that a child that spawns in turn never waits for a
+// slot its own parent holds. A background job holds its slot while it
+// runs. The parent's tool registry bounds the calls of one step too
+// (tool.Registry.SetParallelism, default tool.DefaultParallelism): the
+// lower bound wins, so raise both for a wide fan-out.
+func WithSpawnConcurrency(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("spawn concurrency %d: use 1 or more", n)
+		}
+		c.concurrency = n
+		return nil
+	}
+}
+
+// WithChildTokenBudget gives each forked child a token limit of n, taken
+// from what the parent run has left: the tokens are set aside for the
+// child (agent.ReserveTokens) while it runs, so siblings running beside it
+// cannot be promised them too, and a child gets less than n, or nothing
+// (ErrNoBudget), when less is left. A child that has used 80% of its limit
+// is told to finish with what it has; one that passes it fails with
+// agent.ErrUsageLimit. Without this option a child's limit is what the
+// parent has left when it starts, shared with the siblings running beside
+// it, and the parent's own limit catches an overrun at the end of the step.
+// Roster members are not limited: they are built by their owners.
+func WithChildTokenBudget(n int64) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("child token budget %d: use 1 or more", n)
+		}
+		c.childTokens = n
+		return nil
+	}
+}
+
+// WithForkPrompt sets the system prompt of forked children (default
+// DefaultForkPrompt).
+func WithForkPrompt(prompt string) Option {
+	return func(c *config) error { c.forkPrompt = prompt; return nil }
+}
+
+// WithForkName sets the agent name of forked children (default
+// DefaultForkName); it names them in events and routes fake replies.
+func WithForkName(name string) Option {
+	return func(c *config) error {
+		if err := tool.CheckName(name); err != nil {
+			return err
+		}
+		c.forkName = name
+		return nil
+	}
+}
+
+// WithForkTools narrows the tools a forked child inherits to those for
+// which keep reports true. A child never gets more than its parent. The
+// narrowed set is taken from the parent's registry at the first spawn.
+func WithForkTools(keep func(tool.Tool) bool) Option {
+	return func(c *config) error {
+		if keep == nil {
+			return errors.New("WithForkTools(nil): pass a function")
+		}
+		c.forkTools = keep
+		return nil
+	}
+}
+
+// WithSpawnPolicy decides, per call context, whether spawning is allowed.
+// Where it is not, the tool is not offered to the model at all.
+func WithSpawnPolicy(allow func(ctx context.Context) bool) Option {
+	return func(c *config) error {
+		if allow == nil {
+			return errors.New("WithSpawnPolicy(nil): pass a function")
+		}
+		c.policy = allow
+		return nil
+	}
+}
+
+// WithBackground lets the model start children in the background: a spawn
+// with background=true returns a job id at once, and the tool from
+// (*Spawner).JobsTool waits for, lists or cancels jobs. Jobs still running
+// when the parent run ends are cancelled, and their usage still counts.
+func WithBackground() Option {
+	return func(c *config) error { c.background = true; return nil }
+}
+
+func spawnParams(roster []string, background bool) json.RawMessage {
+	props := map[string]any{
+		"task":    map[string]any{"type": "string", "minLength": 1, "description": "What the sub-agent must do: one bounded task, with what counts as done."},
+		"context": map[string]any{"type": "string", "description": "Everything the sub-agent needs to know from this conversation: it sees nothing else."},
+		"output_schema": map[string]any{"type": "object",
+			"description": "Optional JSON Schema of the answer you want back; the answer is validated against it."},
+	}
+	if len(roster) > 0 {
+		props["agent"] = map[string]any{"type": "string", "enum": roster,
+			"description": "Optional: the named sub-agent to use. Leave it out to fork yourself."}
+	}
+	if background {
+		props["background"] = map[string]any{"type": "boolean",
+			"description": "Start the sub-agent in the background and get a job id at once."}
+	}
+	b, _ := json.Marshal(map[string]any{"type": "object", "properties": props, "required": []string{"task"}, "additionalProperties": false})
+	return b
+}
+
+func spawnDescription(c config) string {
+	var b strings.Builder
+	b.WriteString("Start a sub-agent on a bounded task. It works in a fresh context of its own and returns only its final answer.\n")
+	b.WriteString("How to use it well:\n")
+	b.WriteString("- Handle simple work directly; delegate a task when it is bounded and self-contained, or when several can run side by side (spawns in one turn run in parallel).\n")
+	b.WriteString("- Give each sub-agent what it needs in `context`: it cannot see this conversation.\n")
+	b.WriteString("- Check every answer: a partial or failed sub-agent is not success. Redo, work around, or report what is missing.\n")
+	b.WriteString("- Ask for a shape with `output_schema` when you need structured data back.\n")
+	fmt.Fprintf(&b, "- At most %d sub-agents per run.\n", c.maxSpawns)
+	if len(c.roster) > 0 {
+		b.WriteString("Named sub-agents (pick with `agent` only when its purpose covers the task; leave `agent` out to fork yourself):\n")
+		for _, m := range c.roster {
+			fmt.Fprintf(&b, "- %s: %s\n", m.def.Name, m.def.Description)
+		}
+	} else {
+		b.WriteString("Each sub-agent is a fork of you, with your tools.\n")
+	}
+	if c.background {
+		b.WriteString("With background=true you get a job id at once. A job id is not a result: collect each job with " + JobsToolName +
+			" (wait), or cancel it, before you answer; jobs still running when you answer are cancelled.\n")
+	}
+	return b.String()
+}
+
+// Definition returns the spawn tool's definition.
+func (s *Spawner) Definition() tool.Definition { return s.def }
+
+// Available reports whether spawning is offered under ctx: below the depth
+// cap and allowed by the policy.
+func (s *Spawner) Available(ctx context.Context) bool {
+	return agent.Depth(ctx) < s.cfg.maxDepth && (s.cfg.policy == nil || s.cfg.policy(ctx))
+}
+
+type spawnArgs struct {
+	Task         string          `json:"task"`
+	Context      string          `json:"context"`
+	Agent        string          `json:"agent"`
+	OutputSchema json.RawMessage `json:"output_schema"`
+	Background   bool            `json:"background"`
+}
+
+// spawnRun is the spawner's state for one parent run: its count of spawns
+// and the slots its children run in.
+type spawnRun struct {
+	spawns atomic.Int64
+	slots  *semaphore.Weighted
+}
+
+func (s *Spawner) state(ctx context.Context) *spawnRun {
+	return agent.RunLocal(ctx, s, func() any {
+		return &spawnRun{slots: semaphore.NewWeighted(int64(s.cfg.concurrency))}
+	}).(*spawnRun)
+}
+
+// Call starts one child and returns its answer, or, with background=true,
+// a job id. Spawns are counted, and run in slots, per run of the calling
+// agent (agent.RunLocal); a call made outside any run is counted with
+// nothing else and cannot start a background job.
+func (s *Spawner) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
+	depth := agent.Depth(ctx)
+	if depth >= s.cfg.maxDepth {
+		return tool.Result{}, tool.Correctable(fmt.Errorf("%w: %s cannot be called at depth %d (the cap is %d): do this work directly",
+			ErrMaxDepth, SpawnToolName, depth, s.cfg.maxDepth))
+	}
+	if s.cfg.policy != nil && !s.cfg.policy(ctx) {
+		return tool.Result{}, tool.Correctable(fmt.Errorf("%w: do this work directly", ErrDenied))
+	}
+	raw := tool.Arguments(call.Arguments)
+	if err := s.params.Validate(raw); err != nil {
+		return tool.Result{}, fmt.Errorf("%w for %s: %v: %s", tool.ErrInvalidArguments, SpawnToolName, err, s.allowed())
+	}
+	var a spawnArgs
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return tool.Result{}, fmt.Errorf("%w for %s: %v", tool.ErrInvalidArguments, SpawnToolName, err)
+	}
+	if strings.TrimSpace(a.Task) == "" {
+		return tool.Result{}, fmt.Errorf("%w for %s: task is blank: say what the sub-agent must do", tool.ErrInvalidArguments, SpawnToolName)
+	}
+	check, callSchema := s.cfg.check, false
+	if len(a.OutputSchema) > 0 && string(a.OutputSchema) != "null" {
+		sch, err := tool.CompileSchema(a.OutputSchema)
+		if err != nil {
+			return tool.Result{}, fmt.Errorf("%w for %s: output_schema: %v: send a JSON Schema object such as {\"type\":\"object\",\"properties\":{\"answer\":{\"type\":\"string\"}}}, or leave it out",
+				tool.ErrInvalidArguments, SpawnToolName, err)
+		}
+		check, callSchema = &checker{schema: sch, decode: decodeAny, prompt: SchemaPrompt(sch.Raw())}, true
+	}
+
+	text := a.Task
+	if strings.TrimSpace(a.Context) != "" {
+		text += "\n\nContext:\n" + a.Context
+	}
+	var (
+		child *SubAgentTool // a roster member; nil for a fork
+		args  json.RawMessage
+		in    agent.Input
+		err   error
+	)
+	if a.Agent != "" {
+		if child, args, in, err = s.member(a.Agent, text, check, callSchema); err != nil {
+			return tool.Result{}, err
+		}
+	} else if left, limited := agent.TokensLeft(ctx); limited && left == 0 {
+		return tool.Result{}, errNoBudget()
+	}
+	st := s.state(ctx)
+	if n := st.spawns.Add(1); n > int64(s.cfg.maxSpawns) {
+		return tool.Result{}, tool.Correctable(fmt.Errorf("%w: this run has started its %d sub-agents: do the rest directly, or combine tasks",
+			ErrMaxSpawns, s.cfg.maxSpawns))
+	}
+	// run waits for a slot, then runs the child. A fork's budget is taken
+	// only then, so that it counts what the siblings before it spent. The
+	// reservation ends, with what the child spent, before the slot is given
+	// up, so that the next child sees it; a background job holds it until
+	// its usage reaches the parent, and gets the settle function for that.
+	run := func(ctx context.Context, hold bool) (tool.Result, func(int64), error) {
+		if err := st.slots.Acquire(ctx, 1); err != nil {
+			return tool.Result{}, noSettle, fmt.Errorf("subagent %s: waiting for a free slot: %w", SpawnToolName, err)
+		}
+		defer st.slots.Release(1)
+		c, args, in, settle := child, args, in, noSettle
+		if c == nil {
+			budget, limited := s.cfg.childTokens, false
+			if budget > 0 {
+				budget, limited, settle = agent.ReserveTokens(ctx, budget)
+			} else {
+				budget, limited = agent.TokensLeft(ctx)
+			}
+			if limited && budget == 0 {
+				st.spawns.Add(-1) // nothing started
+				return tool.Result{}, noSettle, errNoBudget()
+			}
+			c, args, in = s.forkFor(text, check, budget)
+		}
+		res, err := c.invoke(ctx, call.ID, args, in)
+		res.Content = capOutput(res.Content, s.cfg.maxOutput)
+		if !hold {
+			settle(res.Usage.Tokens())
+			settle = noSettle
+		}
+		return res, settle, err
+	}
+	if a.Background {
+		return s.startJob(ctx, agentName(child, s.cfg.forkName), a.Task, func(ctx context.Context) (tool.Result, func(int64), error) {
+			return run(ctx, true)
+		})
+	}
+	res, _, err := run(ctx, false)
+	return res, err
+}
+
+func noSettle(int64) {}
+
+func errNoBudget() error {
+	return tool.Correctable(fmt.Errorf("%w: the run's tokens are used, or set aside for the sub-agents running now: answer with what you have, or collect those first",
+		ErrNoBudget))
+}
+
+func agentName(member *SubAgentTool, fork string) string {
+	if member != nil {
+		return member.def.Name
+	}
+	return fork
+}
+
+// member returns the roster member name, set up for one call. Its answer
+// is validated against the call's output_schema (callSchema), else the
+// member's own schema, else the spawner's default; a shape that is not the
+// member's own is described to it in the task.
+func (s *Spawner) member(name, text string, check *checker, callSchema bool) (*SubAgentTool, json.RawMessage, agent.Input, error) {
+	m, ok := s.roster[name]
+	if !ok {
+		return nil, nil, agent.Input{}, fmt.Errorf("%w for %s: no sub-agent named %q: %s", tool.ErrInvalidArguments, SpawnToolName, name, s.allowed())
+	}
+	c := *m
+	if callSchema || c.cfg.check == nil && check != nil {
+		c.cfg.check = check
+		text += "\n\n" + check.prompt
+	}
+	args, _ := json.Marshal(map[string]string{"task": text})
+	in := agent.Input{Text: string(args)}
+	if c.cfg.input != nil {
+		var err error
+		if in, err = c.cfg.input(args); err != nil {
+			return nil, nil, agent.Input{}, fmt.Errorf("%w for %s: %v", tool.ErrInvalidArguments, name, err)
+		}
+	}
+	return &c, args, in, nil
+}
+
+// forkFor returns a fork of the parent, set up for one call with a token
+// limit of budget (0 for none).
+func (s *Spawner) forkFor(text string, check *checker, budget int64) (*SubAgentTool, json.RawMessage, agent.Input) {
+	args, _ := json.Marshal(map[string]string{"task": text})
+	system := s.cfg.forkPrompt
+	if check != nil {
+		system += "\n\n" + check.prompt
+	}
+	s.forkOnce.Do(func() {
+		s.forkReg = s.tools
+		if s.cfg.forkTools != nil {
+			s.forkReg = s.tools.Filter(s.cfg.forkTools)
+		}
+	})
+	// The spawner's settings come last, so that WithReactOptions cannot
+	// widen a fork's scope: its tools, budget and identity are the spawner's.
+	opts := make([]agent.Option, 0, len(s.cfg.reactOpts)+4)
+	opts = append(opts, s.cfg.reactOpts...)
+	opts = append(opts, agent.WithName(s.cfg.forkName), agent.WithSystemPrompt(system), agent.WithRegistry(s.forkReg))
+	if budget > 0 {
+		opts = append(opts, agent.WithTokenLimit(budget))
+	}
+	c := *s.fork
+	c.cfg.check = check
+	c.factory = func(context.Context, json.RawMessage) (agent.Agent, error) { return agent.NewReact(s.p, opts...) }
+	return &c, args, agent.Input{Text: text}
+}
+
+// allowed says what the spawn tool accepts, for error messages.
+func (s *Spawner) allowed() string {
+	msg := "pass task (required), context, output_schema (a JSON Schema object)"
+	if len(s.roster) > 0 {
+		names := make([]string, 0, len(s.roster))
+		for n := range s.roster {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		msg += ", agent (one of: " + strings.Join(names, ", ") + ")"
+	}
+	if s.cfg.background {
+		msg += ", background (true or false)"
+	}
+	return msg
+}
