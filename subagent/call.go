@@ -112,7 +112,7 @@ func errorCode(err error) string {
 		return "busy"
 	case errors.Is(err, ErrNoJSON):
 		return "invalid_output"
-	case errors.Is(err, tool.ErrPanic):
+	case errors.Is(err, tool.ErrPanic), errors.Is(err, agent.ErrProviderPanic):
 		return "panic"
 	}
 	return agent.ErrorCode(err)
