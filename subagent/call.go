@@ -13,6 +13,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/id"
+	"github.com/deputy-go/deputy/internal/jsonvalue"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -39,12 +40,19 @@ func (t *SubAgentTool) Call(ctx context.Context, call tool.Call) (tool.Result, e
 			ErrMaxDepth, name, depth, t.cfg.maxDepth))
 	}
 	args := tool.Arguments(call.Arguments)
-	if err := t.params.Validate(args); err != nil {
+	// The text is read once, for the schema and for the child's input.
+	text := string(args)
+	var err error
+	if v, ok := jsonvalue.Decode(text); ok {
+		err = t.params.ValidateValue(v)
+	} else {
+		err = t.params.Validate(args) // which says where the JSON goes wrong
+	}
+	if err != nil {
 		return tool.Result{}, fmt.Errorf("%w for %s: %v: fix the arguments to match the tool's schema and call it again", tool.ErrInvalidArguments, name, err)
 	}
-	in := agent.Input{Text: string(args)}
+	in := agent.Input{Text: text}
 	if t.cfg.input != nil {
-		var err error
 		if in, err = t.cfg.input(args); err != nil {
 			return tool.Result{}, fmt.Errorf("%w for %s: %v", tool.ErrInvalidArguments, name, err)
 		}
