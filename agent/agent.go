@@ -10,6 +10,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/deputy-go/deputy/provider"
 )
@@ -95,9 +96,33 @@ type runInfo struct {
 	scope            *scope
 }
 
+// runCtx carries a run's identity and, for a context made by WithRun, the
+// run's scope. It is one allocation where context.WithValue and a separate
+// scope would take three (the context, the boxed runInfo, the scope): this
+// is on the path of every run and every delegation.
+type runCtx struct {
+	context.Context
+	info  runInfo
+	scope scope // the run's own; info.scope points here after WithRun
+}
+
+// Value returns the runCtx itself for runKey, without boxing its runInfo.
+func (c *runCtx) Value(key any) any {
+	if _, ok := key.(runKey); ok {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+func (c *runCtx) String() string {
+	return fmt.Sprintf("%v.WithRun(%q, depth %d)", c.Context, c.info.id, c.info.depth)
+}
+
 func info(ctx context.Context) runInfo {
-	ri, _ := ctx.Value(runKey{}).(runInfo)
-	return ri
+	if c, ok := ctx.Value(runKey{}).(*runCtx); ok {
+		return c.info
+	}
+	return runInfo{}
 }
 
 // RunID returns the id of the run ctx belongs to, or "" outside a run.
@@ -118,7 +143,7 @@ func Depth(ctx context.Context) int { return info(ctx).depth }
 func WithDepth(ctx context.Context, depth int) context.Context {
 	ri := info(ctx)
 	ri.depth = depth
-	return context.WithValue(ctx, runKey{}, ri)
+	return &runCtx{Context: ctx, info: ri}
 }
 
 // WithRun returns a context for a new run with the given id and agent name,
@@ -126,8 +151,8 @@ func WithDepth(ctx context.Context, depth int) context.Context {
 // call Finish at its end; the depth is kept.
 func WithRun(ctx context.Context, runID, name string) context.Context {
 	ri := info(ctx)
-	sc := &scope{}
-	ctx = context.WithValue(ctx, runKey{}, runInfo{id: runID, parent: ri.id, name: name, depth: ri.depth, scope: sc})
-	sc.ctx = ctx
-	return ctx
+	c := &runCtx{Context: ctx}
+	c.info = runInfo{id: runID, parent: ri.id, name: name, depth: ri.depth, scope: &c.scope}
+	c.scope.ctx = c
+	return c
 }

@@ -215,7 +215,8 @@ func (p *Provider) take(ctx context.Context, req provider.Request) (Reply, error
 		for i := range calls {
 			if calls[i].ID == "" {
 				p.ids++
-				calls[i].ID = "call_" + strconv.Itoa(p.ids)
+				var buf [24]byte
+				calls[i].ID = string(strconv.AppendInt(append(buf[:0], "call_"...), int64(p.ids), 10))
 			}
 		}
 		r.calls = calls

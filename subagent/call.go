@@ -13,6 +13,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/id"
+	"github.com/deputy-go/deputy/internal/jsonvalue"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -39,12 +40,19 @@ func (t *SubAgentTool) Call(ctx context.Context, call tool.Call) (tool.Result, e
 			ErrMaxDepth, name, depth, t.cfg.maxDepth))
 	}
 	args := tool.Arguments(call.Arguments)
-	if err := t.params.Validate(args); err != nil {
+	// The text is read once, for the schema and for the child's input.
+	text := string(args)
+	var err error
+	if v, ok := jsonvalue.Decode(text); ok {
+		err = t.params.ValidateValue(v)
+	} else {
+		err = t.params.Validate(args) // which says where the JSON goes wrong
+	}
+	if err != nil {
 		return tool.Result{}, fmt.Errorf("%w for %s: %v: fix the arguments to match the tool's schema and call it again", tool.ErrInvalidArguments, name, err)
 	}
-	in := agent.Input{Text: string(args)}
+	in := agent.Input{Text: text}
 	if t.cfg.input != nil {
-		var err error
 		if in, err = t.cfg.input(args); err != nil {
 			return tool.Result{}, fmt.Errorf("%w for %s: %v", tool.ErrInvalidArguments, name, err)
 		}
@@ -58,8 +66,11 @@ func (t *SubAgentTool) Call(ctx context.Context, call tool.Call) (tool.Result, e
 // shares it.
 func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawMessage, in agent.Input) (tool.Result, error) {
 	name := t.def.Name
-	runID := id.New("sub_")
 	events := event.Enabled(ctx)
+	runID := "" // only events and a render see the invocation's id
+	if events || t.cfg.render != nil {
+		runID = id.New("sub_")
+	}
 	cctx := agent.WithDepth(ctx, agent.Depth(ctx)+1)
 	if events {
 		event.Emit(ctx, event.Event{
@@ -109,7 +120,7 @@ func errorCode(err error) string {
 		return "busy"
 	case errors.Is(err, ErrNoJSON):
 		return "invalid_output"
-	case errors.Is(err, tool.ErrPanic):
+	case errors.Is(err, tool.ErrPanic), errors.Is(err, agent.ErrProviderPanic):
 		return "panic"
 	}
 	return agent.ErrorCode(err)
@@ -120,14 +131,23 @@ func errorCode(err error) string {
 func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.Input, runID string) (res tool.Result, err error) {
 	name := t.def.Name
 	var usage provider.Usage
+	var restore func() // puts a resident's conversation back
+	holding := false   // the resident's turn is ours
+	// One deferred function, so that the order holds when the child
+	// panics too: recover, undo the resident's runs, then give up the turn.
 	defer func() {
 		if p := recover(); p != nil {
 			res, err = tool.Result{}, tool.Correctable(tool.Panicked(name, p))
 		}
+		if err != nil && restore != nil {
+			restore()
+		}
+		if holding {
+			t.turn.Release(1)
+		}
 		res.Usage = usage
 	}()
 
-	restore := func() {}
 	if t.resident != nil {
 		if t.cfg.refuseBusy {
 			if !t.turn.TryAcquire(1) {
@@ -136,16 +156,11 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 		} else if err := t.turn.Acquire(ctx, 1); err != nil {
 			return tool.Result{}, fmt.Errorf("subagent %q: waiting for its previous call to end: %w", name, err)
 		}
-		defer t.turn.Release(1)
+		holding = true
 		if c, ok := t.resident.(checkpointer); ok {
 			restore = c.Checkpoint()
 		}
 	}
-	defer func() {
-		if err != nil {
-			restore()
-		}
-	}()
 
 	attempt := func(in agent.Input) (agent.Output, error) {
 		a := t.resident
@@ -193,14 +208,13 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 		}
 		switch {
 		case v.problem == nil:
-			content, o.Value = string(v.raw), v.value
-		case c.result && v.raw == nil:
+			content, o.Value = v.raw, v.value
+		case c.result && !v.found:
 			return tool.Result{}, tool.Correctable(fmt.Errorf("%w: %q answered twice without the JSON result asked for: %s",
 				ErrNoJSON, name, clip(out.Answer, 200)))
 		case c.result:
 			r := Result{Status: StatusFailed, Summary: out.Answer}
-			b, _ := json.Marshal(r)
-			content, o.Value = string(b), r
+			content, o.Value = fitResult(r, t.cfg.maxOutput), r
 		default:
 			content = out.Answer + "\n\n[validation failed: " + v.problem.Error() + "]"
 		}
@@ -232,7 +246,8 @@ func capOutput(s string, max int) string {
 		return s
 	}
 	marker := "\n[output truncated: " + strconv.Itoa(len(s)) + " bytes, the first " // + kept + " shown]"
-	cut := max - len(marker) - len(" shown]") - 20
+	// The count of bytes kept has no more digits than max.
+	cut := max - len(marker) - len(" shown]") - len(strconv.Itoa(max))
 	if cut < 0 {
 		cut = 0
 	}
@@ -241,6 +256,25 @@ func capOutput(s string, max int) string {
 	}
 	return s[:cut] + marker + strconv.Itoa(cut) + " shown]"
 }
+
+// fitResult encodes r in at most max bytes, shortening its summary (and
+// saying so) rather than cutting the JSON, so that what the model reads
+// stays a Result.
+func fitResult(r Result, limit int) string {
+	b, _ := json.Marshal(r)
+	for len(b) > limit && r.Summary != summaryCut {
+		// Each byte of summary cut takes at least one byte of JSON away.
+		keep := max(0, len(r.Summary)-(len(b)-limit)-len(summaryCut))
+		for keep > 0 && !utf8.RuneStart(r.Summary[keep]) {
+			keep--
+		}
+		r.Summary = r.Summary[:keep] + summaryCut
+		b, _ = json.Marshal(r)
+	}
+	return string(b)
+}
+
+const summaryCut = " [truncated]"
 
 func clip(s string, n int) string {
 	if len(s) <= n {

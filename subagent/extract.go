@@ -1,9 +1,10 @@
 package subagent
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
+
+	"github.com/deputy-go/deputy/internal/jsonvalue"
 )
 
 // ExtractJSON finds the JSON value in a model's answer, tolerantly: the
@@ -11,12 +12,21 @@ import (
 // block holding valid JSON, else the last complete JSON object in the prose.
 // It reports false when there is none.
 func ExtractJSON(answer string) (json.RawMessage, bool) {
-	trimmed := strings.TrimSpace(answer)
-	if trimmed == "" {
+	raw, ok := extract(answer)
+	if !ok {
 		return nil, false
 	}
-	if json.Valid([]byte(trimmed)) {
-		return json.RawMessage(trimmed), true
+	return json.RawMessage(raw), true
+}
+
+// extract is ExtractJSON returning a part of the answer, without copying.
+func extract(answer string) (string, bool) {
+	trimmed := strings.TrimSpace(answer)
+	if trimmed == "" {
+		return "", false
+	}
+	if jsonvalue.Valid(trimmed) {
+		return trimmed, true
 	}
 	if raw, ok := lastFenced(trimmed); ok {
 		return raw, true
@@ -26,8 +36,8 @@ func ExtractJSON(answer string) (json.RawMessage, bool) {
 
 // lastFenced returns the content of the last fenced code block that is
 // valid JSON.
-func lastFenced(s string) (json.RawMessage, bool) {
-	var found json.RawMessage
+func lastFenced(s string) (string, bool) {
+	found, ok := "", false
 	for {
 		open := strings.Index(s, "```")
 		if open < 0 {
@@ -42,29 +52,30 @@ func lastFenced(s string) (json.RawMessage, bool) {
 		if end < 0 {
 			break
 		}
-		body := bytes.TrimSpace([]byte(rest[:end]))
-		if len(body) > 0 && json.Valid(body) {
-			found = body
+		if body := strings.TrimSpace(rest[:end]); body != "" && jsonvalue.Valid(body) {
+			found, ok = body, true
 		}
 		s = rest[end+3:]
 	}
-	return found, found != nil
+	return found, ok
 }
 
 // lastObject returns the last balanced {...} span of s that is valid JSON.
 // The scan is linear: it tracks strings only inside an object, so quotes in
 // the surrounding prose do not confuse it. A brace in the prose that never
 // closes swallows what follows it, so the scan starts again just after such
-// a brace, a bounded number of times.
-func lastObject(s string) (json.RawMessage, bool) {
-	var found json.RawMessage
-	from := 0
-	for range maxRescans {
+// a brace, as long as the bytes read stay within a budget linear in len(s):
+// prose with many stray braces is searched whole, and a hostile answer (a
+// megabyte of "{") costs a bounded number of passes.
+func lastObject(s string) (string, bool) {
+	found, ok := "", false
+	budget := rescanBudget + 16*len(s)
+	for from := 0; from < len(s) && budget > 0; {
+		budget -= len(s) - from
 		spans, unclosed := objectSpans(s, from)
 		for i := len(spans) - 1; i >= 0; i-- {
-			b := []byte(s[spans[i][0]:spans[i][1]])
-			if json.Valid(b) {
-				found = b
+			if span := s[spans[i][0]:spans[i][1]]; jsonvalue.Valid(span) {
+				found, ok = span, true
 				break
 			}
 		}
@@ -73,10 +84,12 @@ func lastObject(s string) (json.RawMessage, bool) {
 		}
 		from = unclosed + 1
 	}
-	return found, found != nil
+	return found, ok
 }
 
-const maxRescans = 16
+// rescanBudget is the bytes lastObject may read beyond 16 passes over the
+// answer: enough to rescan a typical answer after hundreds of stray braces.
+const rescanBudget = 1 << 20
 
 // objectSpans returns the balanced top-level {...} spans of s[from:], as
 // offsets into s, and the start of a span left open at the end (or -1).

@@ -30,6 +30,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/internal/jsonvalue"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -87,8 +88,8 @@ type SubAgentTool struct {
 const TaskParams = `{"type":"object","properties":{"task":{"type":"string","description":"The task or question for the sub-agent, with everything it needs to know."}},"required":["task"]}`
 
 // ReactParams is the default parameter schema of FromReact: the child's
-// system prompt and its task.
-const ReactParams = `{"type":"object","properties":{"system_prompt":{"type":"string","description":"Who the sub-agent is and how it should work."},"task":{"type":"string","description":"The task for the sub-agent, with everything it needs to know."}},"required":["task"]}`
+// system prompt and its task. Neither is required: a missing one is empty.
+const ReactParams = `{"type":"object","properties":{"system_prompt":{"type":"string","description":"Who the sub-agent is and how it should work."},"task":{"type":"string","description":"The task for the sub-agent, with everything it needs to know."}}}`
 
 // FromAgent returns the resident-expert form: a kept for the life of the
 // tool, its conversation accumulating across calls. Calls take turns; a
@@ -146,39 +147,30 @@ func FromReact(name, description string, p provider.Provider, tools *tool.Regist
 	if t.cfg.check != nil {
 		extra = t.cfg.check.prompt
 	}
-	reactOpts := t.cfg.reactOpts
+	// The options every child shares are made once; each call adds its
+	// system prompt.
+	base := make([]agent.Option, 0, len(t.cfg.reactOpts)+2)
+	base = append(base, agent.WithName(name), agent.WithRegistry(tools))
+	base = append(base, t.cfg.reactOpts...)
 	t.factory = func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
-		var a reactArgs
-		_ = json.Unmarshal(args, &a) // fields of the wrong type degrade to empty
-		system := a.SystemPrompt
+		// A field of the wrong type degrades to empty.
+		system, _ := jsonvalue.StringField(string(args), "system_prompt")
 		if extra != "" {
 			if system != "" {
 				system += "\n\n"
 			}
 			system += extra
 		}
-		opts := make([]agent.Option, 0, len(reactOpts)+3)
-		opts = append(opts, agent.WithName(name), agent.WithSystemPrompt(system), agent.WithRegistry(tools))
-		return agent.NewReact(p, append(opts, reactOpts...)...)
+		// The prompt comes first, so that WithReactOptions can override it.
+		return agent.NewReact(p, append([]agent.Option{agent.WithSystemPrompt(system)}, base...)...)
 	}
 	return t, nil
 }
 
-type reactArgs struct {
-	SystemPrompt string `json:"system_prompt"`
-	Task         string `json:"task"`
-}
-
-// taskInput hands the child the task field of the arguments.
+// taskInput hands the child the task field of the arguments; a missing
+// task, or one that is not a string, is empty.
 func taskInput(args json.RawMessage) (agent.Input, error) {
-	var a struct {
-		Task json.RawMessage `json:"task"`
-	}
-	_ = json.Unmarshal(args, &a)
-	var task string
-	if json.Unmarshal(a.Task, &task) != nil {
-		task = ""
-	}
+	task, _ := jsonvalue.StringField(string(args), "task")
 	return agent.Input{Text: task}, nil
 }
 
@@ -311,7 +303,9 @@ type Outcome struct {
 	Usage provider.Usage
 	// Value is the validated answer, when the tool validates: a Result under
 	// WithResult, a T under OutputOf[T], the decoded JSON under
-	// WithOutputSchema. It is nil when the answer failed validation.
+	// WithOutputSchema. It is nil when the answer failed validation, but
+	// under WithResult, where it is then Result{Status: StatusFailed} with
+	// the raw answer as the Summary.
 	Value any
 	// Content is the result text the tool would return without WithRender
 	// (before the output cap).

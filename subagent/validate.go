@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
+	"github.com/deputy-go/deputy/internal/jsonvalue"
 	"github.com/deputy-go/deputy/tool"
 )
 
@@ -15,8 +17,9 @@ type checker struct {
 	// result: ResultSchema semantics for the final failure (a tool error for
 	// non-JSON, a failed Result for invalid JSON).
 	result bool
-	// decode turns valid JSON into the Go value a caller gets.
-	decode func(json.RawMessage) (any, error)
+	// decode turns valid JSON, as text and as the generic value the schema
+	// checked, into the Go value a caller gets.
+	decode func(raw string, v any) (any, error)
 	// prompt tells a child the shape to answer in.
 	prompt string
 }
@@ -31,7 +34,7 @@ func WithResult() Option {
 		if err != nil {
 			return err
 		}
-		c.check = &checker{schema: s, result: true, decode: decodeAs[Result], prompt: ResultSystemPrompt()}
+		c.check = &checker{schema: s, result: true, decode: decodeResult, prompt: ResultSystemPrompt()}
 		return nil
 	}
 }
@@ -64,38 +67,96 @@ func OutputOf[T any]() Option {
 	}
 }
 
-func decodeAs[T any](raw json.RawMessage) (any, error) {
+func decodeAs[T any](raw string, _ any) (any, error) {
 	var v T
-	err := json.Unmarshal(raw, &v)
+	err := json.Unmarshal([]byte(raw), &v)
 	return v, err
 }
 
-func decodeAny(raw json.RawMessage) (any, error) {
-	var v any
-	err := json.Unmarshal(raw, &v)
-	return v, err
+// decodeAny returns the checked value as json.Unmarshal into an any would:
+// with float64 numbers.
+func decodeAny(_ string, v any) (any, error) {
+	return floatNumbers(v)
+}
+
+// decodeResult builds the Result from the value that ResultSchema checked,
+// without decoding the text again.
+func decodeResult(_ string, v any) (any, error) {
+	m, _ := v.(map[string]any)
+	status, _ := m["status"].(string)
+	summary, _ := m["summary"].(string)
+	r := Result{Status: Status(status), Summary: summary}
+	if f, ok := m["findings"].(map[string]any); ok {
+		if _, err := floatNumbers(f); err != nil {
+			return nil, err
+		}
+		r.Findings = f
+	}
+	return r, nil
+}
+
+// floatNumbers turns the json.Numbers in v into float64s, in place, failing
+// like json.Unmarshal on a number out of float64's range.
+func floatNumbers(v any) (any, error) {
+	switch v := v.(type) {
+	case json.Number:
+		f, err := strconv.ParseFloat(string(v), 64)
+		if err != nil {
+			return nil, fmt.Errorf("number %s does not fit a float64", v)
+		}
+		return f, nil
+	case map[string]any:
+		for k, e := range v {
+			if _, ok := e.(json.Number); ok || isContainer(e) {
+				f, err := floatNumbers(e)
+				if err != nil {
+					return nil, err
+				}
+				v[k] = f
+			}
+		}
+	case []any:
+		for i, e := range v {
+			f, err := floatNumbers(e)
+			if err != nil {
+				return nil, err
+			}
+			v[i] = f
+		}
+	}
+	return v, nil
+}
+
+func isContainer(v any) bool {
+	switch v.(type) {
+	case map[string]any, []any:
+		return true
+	}
+	return false
 }
 
 // verdict is the checker's reading of one answer.
 type verdict struct {
-	raw     json.RawMessage // the JSON found, if any
-	value   any             // the decoded value, when valid
-	problem error           // nil when valid
+	raw     string // the JSON found, if any: a part of the answer
+	found   bool   // whether there was JSON at all
+	value   any    // the decoded value, when valid
+	problem error  // nil when valid
 }
 
 func (c *checker) check(answer string) verdict {
-	raw, ok := ExtractJSON(answer)
+	raw, ok := extract(answer)
 	if !ok {
 		return verdict{problem: errors.New("the answer holds no JSON value")}
 	}
-	if err := c.schema.Validate(raw); err != nil {
-		return verdict{raw: raw, problem: err}
+	v, _ := jsonvalue.Decode(raw) // extract found valid JSON
+	if err := c.schema.ValidateValue(v); err != nil {
+		return verdict{raw: raw, found: true, problem: err}
 	}
-	v, err := c.decode(raw)
+	value, err := c.decode(raw, v)
 	if err != nil {
-		return verdict{raw: raw, problem: err}
+		return verdict{raw: raw, found: true, problem: err}
 	}
-	return verdict{raw: raw, value: v}
+	return verdict{raw: raw, found: true, value: value}
 }
 
 // correction is what a child is told after a rejected answer.

@@ -159,13 +159,21 @@ func (r *Registry) Definitions(ctx context.Context) []Definition {
 	if !conditional {
 		return defs
 	}
-	out := make([]Definition, 0, len(defs))
-	for i, d := range defs {
-		if available(ctx, list[i]) {
-			out = append(out, d)
+	// Copy only from the first tool that is not available: in the common
+	// case every tool is, and the cached slice serves as it is.
+	for i := range defs {
+		if !available(ctx, list[i]) {
+			out := make([]Definition, i, len(defs)-1)
+			copy(out, defs[:i])
+			for j := i + 1; j < len(defs); j++ {
+				if available(ctx, list[j]) {
+					out = append(out, defs[j])
+				}
+			}
+			return out
 		}
 	}
-	return out
+	return defs
 }
 
 func available(ctx context.Context, t Tool) bool {

@@ -14,6 +14,8 @@ import (
 	validator "github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+
+	"github.com/deputy-go/deputy/internal/jsonvalue"
 )
 
 // Schema is a compiled JSON Schema: the raw document a model is shown and
@@ -156,9 +158,13 @@ func (s *Schema) Raw() json.RawMessage { return s.raw }
 // Validate checks the JSON text data against s. The error names every
 // offending place by its JSON pointer, in words a model can act on.
 func (s *Schema) Validate(data []byte) error {
-	v, err := validator.UnmarshalJSON(bytes.NewReader(data))
-	if err != nil {
-		return fmt.Errorf("not valid JSON: %v", syntaxMessage(err))
+	v, ok := jsonvalue.Decode(string(data))
+	if !ok {
+		// The slow decoder says where the text goes wrong.
+		var err error
+		if v, err = validator.UnmarshalJSON(bytes.NewReader(data)); err != nil {
+			return fmt.Errorf("not valid JSON: %v", syntaxMessage(err))
+		}
 	}
 	return s.ValidateValue(v)
 }

@@ -1,0 +1,382 @@
+// Package jsonvalue reads JSON text into the generic values encoding/json
+// produces with UseNumber — map[string]any, []any, string, json.Number,
+// bool and nil — in fewer allocations, for the hot paths that validate a
+// model's tool arguments and answers against a JSON Schema.
+//
+// It accepts exactly what json.Valid accepts, and decodes to what a
+// json.Decoder with UseNumber would. Decoded strings share memory with the
+// text read.
+package jsonvalue
+
+import (
+	"encoding/json"
+	"strings"
+	"unicode/utf8"
+)
+
+// maxDepth is encoding/json's bound on nesting.
+const maxDepth = 10000
+
+// Valid reports whether s is one JSON value, with blanks around it allowed,
+// as json.Valid does.
+func Valid(s string) bool {
+	p := parser{s: s}
+	_, ok := p.document()
+	return ok
+}
+
+// Decode returns the value of the JSON text s, and false when s is not
+// valid JSON.
+func Decode(s string) (any, bool) {
+	p := parser{s: s, decode: true}
+	return p.document()
+}
+
+type parser struct {
+	s      string
+	i      int
+	depth  int
+	decode bool // build the value, not only check the text
+}
+
+func (p *parser) document() (any, bool) {
+	v, ok := p.value()
+	if !ok {
+		return nil, false
+	}
+	p.space()
+	if p.i != len(p.s) {
+		return nil, false
+	}
+	return v, true
+}
+
+func (p *parser) space() {
+	for p.i < len(p.s) {
+		switch p.s[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *parser) value() (any, bool) {
+	p.space()
+	if p.i >= len(p.s) {
+		return nil, false
+	}
+	switch c := p.s[p.i]; {
+	case c == '{':
+		return p.object()
+	case c == '[':
+		return p.array()
+	case c == '"':
+		s, ok := p.str()
+		if !ok || !p.decode {
+			return nil, ok
+		}
+		return s, true
+	case c == 't':
+		return true, p.literal("true")
+	case c == 'f':
+		return false, p.literal("false")
+	case c == 'n':
+		return nil, p.literal("null")
+	case c == '-' || '0' <= c && c <= '9':
+		start := p.i
+		if !p.number() {
+			return nil, false
+		}
+		if !p.decode {
+			return nil, true
+		}
+		return json.Number(p.s[start:p.i]), true
+	}
+	return nil, false
+}
+
+func (p *parser) literal(word string) bool {
+	if len(p.s)-p.i < len(word) || p.s[p.i:p.i+len(word)] != word {
+		return false
+	}
+	p.i += len(word)
+	return true
+}
+
+func (p *parser) object() (any, bool) {
+	p.i++ // {
+	if p.depth++; p.depth > maxDepth {
+		return nil, false
+	}
+	var m map[string]any
+	if p.decode {
+		m = map[string]any{}
+	}
+	p.space()
+	if p.i < len(p.s) && p.s[p.i] == '}' {
+		p.i++
+		p.depth--
+		return m, true
+	}
+	for {
+		p.space()
+		if p.i >= len(p.s) || p.s[p.i] != '"' {
+			return nil, false
+		}
+		key, ok := p.str()
+		if !ok {
+			return nil, false
+		}
+		p.space()
+		if p.i >= len(p.s) || p.s[p.i] != ':' {
+			return nil, false
+		}
+		p.i++
+		v, ok := p.value()
+		if !ok {
+			return nil, false
+		}
+		if p.decode {
+			m[key] = v
+		}
+		p.space()
+		if p.i >= len(p.s) {
+			return nil, false
+		}
+		switch p.s[p.i] {
+		case ',':
+			p.i++
+		case '}':
+			p.i++
+			p.depth--
+			return m, true
+		default:
+			return nil, false
+		}
+	}
+}
+
+func (p *parser) array() (any, bool) {
+	p.i++ // [
+	if p.depth++; p.depth > maxDepth {
+		return nil, false
+	}
+	var a []any
+	if p.decode {
+		a = []any{}
+	}
+	p.space()
+	if p.i < len(p.s) && p.s[p.i] == ']' {
+		p.i++
+		p.depth--
+		return a, true
+	}
+	for {
+		v, ok := p.value()
+		if !ok {
+			return nil, false
+		}
+		if p.decode {
+			a = append(a, v)
+		}
+		p.space()
+		if p.i >= len(p.s) {
+			return nil, false
+		}
+		switch p.s[p.i] {
+		case ',':
+			p.i++
+		case ']':
+			p.i++
+			p.depth--
+			return a, true
+		default:
+			return nil, false
+		}
+	}
+}
+
+// str reads a string token and returns its value (when decoding).
+func (p *parser) str() (string, bool) {
+	start := p.i
+	p.i++         // "
+	plain := true // no escapes, and ASCII
+	for p.i < len(p.s) {
+		c := p.s[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			if !p.decode {
+				return "", true
+			}
+			raw := p.s[start+1 : p.i-1]
+			if plain || utf8.ValidString(raw) && !hasEscape(raw) {
+				return raw, true
+			}
+			// Escapes, or invalid UTF-8 that encoding/json replaces:
+			// let encoding/json say what the value is.
+			var out string
+			if err := json.Unmarshal([]byte(p.s[start:p.i]), &out); err != nil {
+				return "", false
+			}
+			return out, true
+		case c == '\\':
+			plain = false
+			p.i++
+			if p.i >= len(p.s) {
+				return "", false
+			}
+			switch p.s[p.i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				p.i++
+			case 'u':
+				if len(p.s)-p.i < 5 {
+					return "", false
+				}
+				for _, h := range []byte(p.s[p.i+1 : p.i+5]) {
+					if !isHex(h) {
+						return "", false
+					}
+				}
+				p.i += 5
+			default:
+				return "", false
+			}
+		case c < 0x20:
+			return "", false
+		default:
+			if c >= utf8.RuneSelf {
+				plain = false
+			}
+			p.i++
+		}
+	}
+	return "", false
+}
+
+func hasEscape(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' {
+			return true
+		}
+	}
+	return false
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// number reads a number token: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (p *parser) number() bool {
+	s, i := p.s, p.i
+	if s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case i < len(s) && '1' <= s[i] && s[i] <= '9':
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+	default:
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		if i >= len(s) || !isDigit(s[i]) {
+			return false
+		}
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if i >= len(s) || !isDigit(s[i]) {
+			return false
+		}
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+	}
+	p.i = i
+	return true
+}
+
+// StringField returns the string value of the member name of the JSON
+// object s, matching member names as json.Unmarshal matches a struct
+// field's: exactly, or else without regard to case; of several matches the
+// last string wins. It reports false when s is not a valid JSON object or
+// holds no such string member. Nothing but the value found is decoded.
+func StringField(s, name string) (string, bool) {
+	p := parser{s: s}
+	p.space()
+	if p.i >= len(s) || s[p.i] != '{' {
+		return "", false
+	}
+	p.i++
+	p.depth = 1
+	p.space()
+	if p.i < len(s) && s[p.i] == '}' {
+		p.i++
+		return "", p.end()
+	}
+	found, ok := "", false
+	for {
+		p.space()
+		if p.i >= len(s) || s[p.i] != '"' {
+			return "", false
+		}
+		p.decode = true
+		key, kok := p.str()
+		p.space()
+		if !kok || p.i >= len(s) || s[p.i] != ':' {
+			return "", false
+		}
+		p.i++
+		p.space()
+		if p.i < len(s) && s[p.i] == '"' && (key == name || strings.EqualFold(key, name)) {
+			v, vok := p.str()
+			if !vok {
+				return "", false
+			}
+			found, ok = v, true
+		} else {
+			p.decode = false
+			if _, vok := p.value(); !vok {
+				return "", false
+			}
+		}
+		p.space()
+		if p.i >= len(s) {
+			return "", false
+		}
+		switch s[p.i] {
+		case ',':
+			p.i++
+		case '}':
+			p.i++
+			if !p.end() {
+				return "", false
+			}
+			return found, ok
+		default:
+			return "", false
+		}
+	}
+}
+
+// end reports whether only blanks are left.
+func (p *parser) end() bool {
+	p.space()
+	return p.i == len(p.s)
+}

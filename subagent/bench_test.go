@@ -1,0 +1,130 @@
+package subagent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/provider"
+)
+
+// BenchmarkDelegation measures one parent run with exactly one delegation:
+// the parent's model calls the tool, a ReAct child built for the call
+// answers {"status":"success","summary":"ok"}, the parent's model answers.
+// Everything runs on the fake provider (looping, not recording), so what is
+// measured is deputy's own work: two ReAct runs and three model calls, the
+// registry's lookup and the validation of the arguments, building the child,
+// the sub-agent tool around it, and, when validated, extracting and checking
+// the answer against ResultSchema. Events are off.
+//
+//   - factory: FromFactory building a ReAct child per call, the realistic
+//     one-shot case; the child gets the arguments' JSON text.
+//   - validated: the same with WithResult.
+//   - react: FromReact, the model giving the child's prompt and task.
+func BenchmarkDelegation(b *testing.B) {
+	const answer = `{"status":"success","summary":"ok"}`
+	factory := func(p provider.Provider) Factory {
+		opts := []agent.Option{agent.WithName("child"), agent.WithSystemPrompt("You count files.")}
+		return func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
+			return agent.NewReact(p, opts...)
+		}
+	}
+	cases := []struct {
+		name string
+		args string
+		make func(p provider.Provider) (*SubAgentTool, error)
+	}{
+		{"factory", `{"task":"count the files"}`, func(p provider.Provider) (*SubAgentTool, error) {
+			return FromFactory("child", "Delegates a task.", nil, factory(p))
+		}},
+		{"validated", `{"task":"count the files"}`, func(p provider.Provider) (*SubAgentTool, error) {
+			return FromFactory("child", "Delegates a task.", nil, factory(p), WithResult())
+		}},
+		{"react", `{"system_prompt":"You count files.","task":"count the files"}`, func(p provider.Provider) (*SubAgentTool, error) {
+			return FromReact("child", "Runs a sub-agent.", p, nil, nil)
+		}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			p := fake.NewProvider(
+				fake.Call("child", c.args).For("lead"),
+				fake.Text("There are 3 files.").For("lead"),
+				fake.Text(answer).For("child"),
+			).Loop().DontRecord()
+			sub, err := c.make(p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			lead, err := agent.NewReact(p, agent.WithName("lead"), agent.WithTools(sub))
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			in := agent.Input{Text: "How many files?"}
+			b.ReportAllocs()
+			for b.Loop() {
+				lead.Reset()
+				out, err := lead.Run(ctx, in)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if out.ChildUsage.Requests != 1 || out.Messages[2].Content != answer {
+					b.Fatalf("the delegation did not happen as scripted: %+v", out)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkParallelFactory measures the wall time of one model turn that
+// calls a FromFactory tool 64 times, each child's model taking 50 ms. The
+// calls run in parallel, so a batch should take about 50 ms; ms/batch is
+// the wall time of one batch and x-latency its ratio to the child's 50 ms
+// (under 1.2 is the goal).
+func BenchmarkParallelFactory(b *testing.B) {
+	const n, latency = 64, 50 * time.Millisecond
+	calls := make([]provider.ToolCall, n)
+	for i := range calls {
+		calls[i] = provider.ToolCall{Name: "child", Arguments: json.RawMessage(fmt.Sprintf(`{"task":"part %d"}`, i))}
+	}
+	p := fake.NewProvider(
+		fake.Calls(calls...).For("lead"),
+		fake.Text("All parts done.").For("lead"),
+		fake.Text("done").After(latency).For("child"),
+	).Loop().DontRecord()
+	sub, err := FromFactory("child", "Does one part.", nil, func(context.Context, json.RawMessage) (agent.Agent, error) {
+		return agent.NewReact(p, agent.WithName("child"))
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lead, err := agent.NewReact(p, agent.WithName("lead"), agent.WithTools(sub))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := lead.Tools().SetParallelism(n); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	var total time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		lead.Reset()
+		start := time.Now()
+		out, err := lead.Run(ctx, agent.Input{Text: "Do all parts."})
+		total += time.Since(start)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if out.ChildUsage.Requests != n {
+			b.Fatalf("%d child requests, want %d", out.ChildUsage.Requests, n)
+		}
+	}
+	perBatch := total / time.Duration(b.N)
+	b.ReportMetric(float64(perBatch)/float64(time.Millisecond), "ms/batch")
+	b.ReportMetric(float64(perBatch)/float64(latency), "x-latency")
+}

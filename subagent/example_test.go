@@ -1,0 +1,169 @@
+package subagent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// A resident expert remembers earlier calls: the second question builds on
+// the first answer.
+func ExampleFromAgent() {
+	model := fake.NewProvider(
+		fake.Call("historian", `{"task":"When was the Eiffel Tower built?"}`).For("lead"),
+		fake.Call("historian", `{"task":"And how tall was it then?"}`).For("lead"),
+		fake.Text("Built 1887-1889; 300 m tall at the time.").For("lead"),
+		fake.Text("From 1887 to 1889.").For("historian"),
+		fake.Text("It was 300 m tall when it opened in 1889.").For("historian"),
+	)
+	historian, err := agent.NewReact(model, agent.WithName("historian"),
+		agent.WithSystemPrompt("You are a historian of Paris."))
+	if err != nil {
+		log.Fatal(err)
+	}
+	consult, err := subagent.FromAgent("historian", "Answers questions on the history of Paris; remembers the conversation.", nil, historian)
+	if err != nil {
+		log.Fatal(err)
+	}
+	lead, err := agent.NewReact(model, agent.WithName("lead"), agent.WithTools(consult))
+	if err != nil {
+		log.Fatal(err)
+	}
+	out, err := lead.Run(context.Background(), agent.Input{Text: "Tell me about the Eiffel Tower."})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("answer:", out.Answer)
+	fmt.Println("the historian remembers", len(historian.History()), "messages")
+	fmt.Println("lead:", out.Usage)
+	fmt.Println("historian:", out.ChildUsage)
+	// Output:
+	// answer: Built 1887-1889; 300 m tall at the time.
+	// the historian remembers 4 messages
+	// lead: 3 req, 266 in, 35 out
+	// historian: 2 req, 50 in, 16 out
+}
+
+// A fresh agent per call, built from the call's arguments.
+func ExampleFromFactory() {
+	model := fake.NewProvider(
+		fake.Text("Bonjour le monde").For("translator"),
+	)
+	translate, err := subagent.FromFactory("translate", "Translates text.",
+		json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"},"to":{"type":"string"}},"required":["text","to"]}`),
+		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
+			var a struct{ To string }
+			if err := json.Unmarshal(args, &a); err != nil {
+				return nil, err
+			}
+			return agent.NewReact(model, agent.WithName("translator"),
+				agent.WithSystemPrompt("Translate the user's text into "+a.To+"."))
+		},
+		subagent.WithInput(func(args json.RawMessage) (agent.Input, error) {
+			var a struct{ Text string }
+			err := json.Unmarshal(args, &a)
+			return agent.Input{Text: a.Text}, err
+		}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := translate.Call(context.Background(), tool.Call{ID: "call_1", Name: "translate", Arguments: json.RawMessage(`{"text":"Hello world","to":"French"}`)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(res.Content)
+	fmt.Println(model.Requests()[0].System)
+	fmt.Println(res.Usage)
+	// Output:
+	// Bonjour le monde
+	// Translate the user's text into French.
+	// 1 req, 13 in, 4 out
+}
+
+// The model defines the sub-agent: its system prompt and its task.
+func ExampleFromReact() {
+	model := fake.NewProvider(
+		fake.Call("delegate", `{"system_prompt":"You are a careful arithmetician.","task":"What is 17 * 23?"}`).For("lead"),
+		fake.Text("17 * 23 = 391.").For("lead"),
+		fake.Text("391").For("delegate"),
+	)
+	delegate, err := subagent.FromReact("delegate", "Runs a sub-agent you describe on a task.", model, nil, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	lead, err := agent.NewReact(model, agent.WithName("lead"), agent.WithTools(delegate))
+	if err != nil {
+		log.Fatal(err)
+	}
+	out, err := lead.Run(context.Background(), agent.Input{Text: "Compute 17 * 23."})
+	if err != nil {
+		log.Fatal(err)
+	}
+	child := model.RequestsFor("delegate")[0]
+	fmt.Printf("child: system %q, task %q\n", child.System, child.Messages[0].Content)
+	fmt.Println("answer:", out.Answer)
+	fmt.Println("total:", out.TotalUsage())
+	// Output:
+	// child: system "You are a careful arithmetician.", task "What is 17 * 23?"
+	// answer: 17 * 23 = 391.
+	// total: 3 req, 182 in, 27 out
+}
+
+// WithResult checks the child's answer against ResultSchema, asking once
+// more when it does not fit; Go callers get a Result.
+func ExampleWithResult() {
+	model := fake.NewProvider(
+		fake.Text("I found two broken links.").For("auditor"),
+		fake.Text("```json\n{\"status\":\"success\",\"summary\":\"2 broken links\",\"findings\":{\"broken\":2}}\n```").For("auditor"),
+	)
+	audit, err := subagent.FromReact("auditor", "Audits a web site.", model, nil, nil, subagent.WithResult())
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := audit.Call(context.Background(), tool.Call{ID: "call_1", Name: "auditor", Arguments: json.RawMessage(`{"task":"Check example.com for broken links."}`)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	r := res.Value.(subagent.Result)
+	fmt.Println("the model reads:", res.Content)
+	fmt.Println("status:", r.Status, "| summary:", r.Summary, "| broken:", r.Findings["broken"])
+	fmt.Println("usage, retry included:", res.Usage)
+	// Output:
+	// the model reads: {"status":"success","summary":"2 broken links","findings":{"broken":2}}
+	// status: success | summary: 2 broken links | broken: 2
+	// usage, retry included: 2 req, 481 in, 28 out
+}
+
+// OutputOf checks the answer against the schema of a Go type; Go callers get
+// a value of that type.
+func ExampleOutputOf() {
+	type Forecast struct {
+		City   string  `json:"city"`
+		TempC  float64 `json:"temp_c"`
+		Sunny  bool    `json:"sunny"`
+		Source string  `json:"source,omitempty"`
+	}
+	model := fake.NewProvider(
+		fake.Text(`Here you are: {"city":"Lisbon","temp_c":21.5,"sunny":true}`).For("weather"),
+	)
+	weather, err := subagent.FromReact("weather", "Forecasts the weather.", model, nil, nil, subagent.OutputOf[Forecast]())
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := weather.Call(context.Background(), tool.Call{ID: "call_1", Name: "weather", Arguments: json.RawMessage(`{"task":"Tomorrow in Lisbon?"}`)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	f := res.Value.(Forecast)
+	fmt.Println(res.Content)
+	fmt.Printf("%s: %.1f°C, sunny %v\n", f.City, f.TempC, f.Sunny)
+	// Output:
+	// {"city":"Lisbon","temp_c":21.5,"sunny":true}
+	// Lisbon: 21.5°C, sunny true
+}

@@ -1,0 +1,205 @@
+package subagent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// S6: at the depth cap the tool is not advertised, and a direct call fails
+// with ErrMaxDepth.
+func TestS6DepthCap(t *testing.T) {
+	tests := []struct {
+		name      string
+		opts      []Option
+		depth     int
+		available bool
+	}{
+		{"top level, default cap", nil, 0, true},
+		{"child, default cap", nil, 1, false},
+		{"grandchild, default cap", nil, 2, false},
+		{"child, cap 2", []Option{WithMaxDepth(2)}, 1, true},
+		{"grandchild, cap 2", []Option{WithMaxDepth(2)}, 2, false},
+	}
+	for _, f := range forms {
+		for _, tt := range tests {
+			t.Run(f.name+"/"+tt.name, func(t *testing.T) {
+				p := fake.NewProvider(fake.Text("done").For("child"))
+				sub := f.build(t, p, nil, tt.opts...)
+				reg := must(tool.NewRegistry(sub))(t)
+				ctx := agent.WithDepth(context.Background(), tt.depth)
+
+				if got := sub.Available(ctx); got != tt.available {
+					t.Errorf("Available at depth %d = %v, want %v", tt.depth, got, tt.available)
+				}
+				if got := len(reg.Definitions(ctx)) == 1; got != tt.available {
+					t.Errorf("advertised at depth %d = %v, want %v", tt.depth, got, tt.available)
+				}
+				_, err := callTool(ctx, sub, "call_1", `{"task":"x"}`)
+				if tt.available {
+					if err != nil {
+						t.Errorf("call within the cap: %v", err)
+					}
+					return
+				}
+				if !errors.Is(err, ErrMaxDepth) || !tool.IsCorrectable(err) {
+					t.Errorf("direct call at the cap: error %v, want a correctable ErrMaxDepth", err)
+				}
+				if p.Calls() != 0 {
+					t.Error("the child ran at the cap")
+				}
+				results, _ := reg.Execute(ctx, []tool.Call{{ID: "c", Name: "child", Arguments: json.RawMessage(`{"task":"x"}`)}})
+				if !results[0].IsError || !errors.Is(results[0].Err, tool.ErrUnknownTool) {
+					t.Errorf("a model's call at the cap = %+v, want an unknown-tool error", results[0])
+				}
+			})
+		}
+	}
+	if _, err := FromAgent("x", "x", nil, agent.Func(nil), WithMaxDepth(0)); err == nil {
+		t.Error("WithMaxDepth(0) accepted")
+	}
+}
+
+// S6: depth rides the context, so a cycle is bounded like a chain: a child
+// whose registry holds the very tool that runs it does not see it.
+func TestS6CycleBounded(t *testing.T) {
+	for _, maxDepth := range []int{1, 2, 3} {
+		p := fake.NewProvider(fake.Call("loop", `{"task":"again"}`).For("loop")).Loop()
+		tools := must(tool.NewRegistry())(t)
+		sub := must(FromReact("loop", "Runs itself.", p, tools, nil, WithMaxDepth(maxDepth),
+			WithReactOptions(agent.WithToolRetries(0))))(t)
+		if err := tools.Register(sub); err != nil {
+			t.Fatal(err)
+		}
+		_, err := callTool(context.Background(), sub, "call_1", `{"task":"start"}`)
+		if !errors.Is(err, tool.ErrUnknownTool) {
+			t.Errorf("cap %d: error %v, want the deepest child to meet an unknown tool", maxDepth, err)
+		}
+		reqs := p.RequestsFor("loop")
+		if len(reqs) != maxDepth {
+			t.Fatalf("cap %d: %d model calls, want one per level", maxDepth, len(reqs))
+		}
+		for i, r := range reqs {
+			if advertised := len(r.Tools) == 1; advertised != (i+1 < maxDepth) {
+				t.Errorf("cap %d: the child at depth %d was offered %v", maxDepth, i+1, r.Tools)
+			}
+		}
+	}
+}
+
+// S7: what returns to the parent is capped, cut on a UTF-8 boundary with a
+// visible marker.
+func TestS7CapOutput(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		max  int
+	}{
+		{"short", "hello", 64},
+		{"exactly the cap", strings.Repeat("a", 64), 64},
+		{"one over", strings.Repeat("a", 65), 64},
+		{"two-byte runes", strings.Repeat("é", 1000), 101},
+		{"three-byte runes", strings.Repeat("日本", 1000), 100},
+		{"four-byte runes", strings.Repeat("🙂", 1000), 103},
+		{"invalid UTF-8", "ok \xff\xfe end", 64},
+		{"invalid UTF-8, long", strings.Repeat("\xff", 1000), 200},
+		{"a megabyte", strings.Repeat("é", 512<<10), DefaultMaxOutputBytes},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := capOutput(tt.in, tt.max)
+			if !utf8.ValidString(got) {
+				t.Errorf("not valid UTF-8: %q", got)
+			}
+			if len(got) > tt.max {
+				t.Errorf("%d bytes, more than the cap %d", len(got), tt.max)
+			}
+			valid := strings.ToValidUTF8(tt.in, "\uFFFD")
+			if len(valid) <= tt.max {
+				if got != valid {
+					t.Errorf("got %q, want %q unchanged", got, valid)
+				}
+				return
+			}
+			i := strings.Index(got, "\n[output truncated: ")
+			if i < 0 || !strings.HasSuffix(got, " shown]") {
+				t.Fatalf("no truncation marker in %q", got)
+			}
+			if !strings.HasPrefix(valid, got[:i]) {
+				t.Errorf("kept %q, not a prefix of the answer", got[:i])
+			}
+			// Only a rune cut in two and the digits of the count are lost.
+			if slack := 3 + len(strconv.Itoa(tt.max)); len(got) < tt.max-slack {
+				t.Errorf("%d bytes, want at least %d: the cap is not used", len(got), tt.max-slack)
+			}
+		})
+	}
+}
+
+// S7: the cap applies through the tool, also to a validated answer.
+func TestS7CapThroughTool(t *testing.T) {
+	long := `{"status":"success","summary":"` + strings.Repeat("x", 2000) + `"}`
+	for _, f := range forms {
+		t.Run(f.name, func(t *testing.T) {
+			p := fake.NewProvider(fake.Text(long).For("child"))
+			sub := f.build(t, p, nil, WithMaxOutputBytes(500), WithResult())
+			res, err := callTool(context.Background(), sub, "call_1", `{"task":"x"}`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Content) > 500 || !strings.Contains(res.Content, "[output truncated: ") {
+				t.Errorf("content of %d bytes, want at most 500 with a marker", len(res.Content))
+			}
+			if r, ok := res.Value.(Result); !ok || len(r.Summary) != 2000 {
+				t.Errorf("value = %T, want the whole Result for Go callers", res.Value)
+			}
+		})
+	}
+	if _, err := FromAgent("x", "x", nil, agent.Func(nil), WithMaxOutputBytes(10)); err == nil {
+		t.Error("WithMaxOutputBytes(10) accepted")
+	}
+}
+
+// S7 with S5: a failed Result too long for the cap is shortened in its
+// summary, so that what the model reads is still a Result; Go callers get
+// the whole answer.
+func TestS7FailedResultStaysJSON(t *testing.T) {
+	tests := []struct {
+		name, answer string
+		max          int
+	}{
+		{"a megabyte", `{"status":"success","summary":"` + strings.Repeat("é", 512<<10) + `","extra":1}`, DefaultMaxOutputBytes},
+		{"quotes to escape", `{"extra":"` + strings.Repeat(`\"`, 5000) + `"}`, 1000},
+		{"control characters", `{"extra":1} ` + strings.Repeat("\x01", 5000), 300},
+		{"invalid UTF-8", `{"extra":1} ` + strings.Repeat("\xff", 5000), 300},
+		{"the smallest cap", `{"extra":1} ` + strings.Repeat("x", 5000), 64},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := fake.NewProvider(fake.Text(tt.answer).For("child"), fake.Text(tt.answer).For("child"))
+			sub := forms[1].build(t, p, nil, WithResult(), WithMaxOutputBytes(tt.max))
+			res, err := callTool(context.Background(), sub, "call_1", `{"task":"x"}`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r Result
+			if err := json.Unmarshal([]byte(res.Content), &r); err != nil || r.Status != StatusFailed || len(res.Content) > tt.max {
+				t.Errorf("content of %d bytes (cap %d) is not a failed Result: %v", len(res.Content), tt.max, err)
+			}
+			if !strings.HasSuffix(r.Summary, " [truncated]") {
+				t.Errorf("summary %q does not say it was cut", r.Summary)
+			}
+			if v, _ := res.Value.(Result); v.Summary != tt.answer {
+				t.Errorf("Value's summary is not the whole answer")
+			}
+		})
+	}
+}

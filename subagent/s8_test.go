@@ -1,0 +1,139 @@
+package subagent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/tool"
+)
+
+func usage(in, out int64) provider.Usage {
+	return provider.Usage{InputTokens: in, OutputTokens: out, Requests: 1}
+}
+
+// S8: the parent's ChildUsage is exactly the sum of its children's usage: a
+// child that succeeds, one that fails after spending, one asked twice.
+func TestS8ChildUsageSums(t *testing.T) {
+	for _, f := range forms {
+		t.Run(f.name, func(t *testing.T) {
+			p := fake.NewProvider(
+				fake.Calls(
+					provider.ToolCall{Name: "good", Arguments: json.RawMessage(`{"task":"a"}`)},
+					provider.ToolCall{Name: "child", Arguments: json.RawMessage(`{"task":"b"}`)},
+					provider.ToolCall{Name: "retried", Arguments: json.RawMessage(`{"task":"c"}`)},
+				).For("lead").WithUsage(usage(1, 1)),
+				fake.Text("All done.").For("lead").WithUsage(usage(2, 2)),
+
+				fake.Text("fine").For("good").WithUsage(usage(10, 2)),
+
+				fake.Call("nope", `{}`).For("child").WithUsage(usage(20, 3)),
+				fake.Error(errors.New("model down")).For("child"),
+
+				fake.Text("not JSON").For("retried").WithUsage(usage(30, 4)),
+				fake.Text(`{"status":"success","summary":"ok"}`).For("retried").WithUsage(usage(40, 5)),
+			)
+			good := must(FromFactory("good", "Answers.", nil, func(context.Context, json.RawMessage) (agent.Agent, error) {
+				return agent.NewReact(p, agent.WithName("good"))
+			}))(t)
+			failing := f.build(t, p, nil)
+			retried := must(FromFactory("retried", "Answers in JSON.", nil, func(context.Context, json.RawMessage) (agent.Agent, error) {
+				return agent.NewReact(p, agent.WithName("retried"))
+			}, WithResult()))(t)
+			lead := newReact(t, p, agent.WithName("lead"), agent.WithTools(good, failing, retried))
+
+			out, err := lead.Run(context.Background(), agent.Input{Text: "go"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(provider.Usage{InputTokens: 100, OutputTokens: 14, Requests: 4}, out.ChildUsage); diff != "" {
+				t.Errorf("ChildUsage (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(provider.Usage{InputTokens: 3, OutputTokens: 3, Requests: 2}, out.Usage); diff != "" {
+				t.Errorf("Usage (-want +got):\n%s", diff)
+			}
+			if msgs := toolMessages(out.Messages); len(msgs) != 3 || msgs[0].IsError || !msgs[1].IsError || msgs[2].IsError {
+				t.Errorf("tool results = %+v, want the second one failed", msgs)
+			}
+		})
+	}
+}
+
+// S8: a failed call's Result carries what the child spent, whichever channel
+// the failure takes.
+func TestS8FailedChildUsage(t *testing.T) {
+	spent := usage(20, 3)
+	tests := []struct {
+		name    string
+		replies []fake.Reply
+		opts    []Option
+		cancel  bool
+		want    provider.Usage
+	}{
+		{"model error", []fake.Reply{fake.Call("nope", `{}`).WithUsage(spent), fake.Error(errors.New("down"))}, nil, false, spent},
+		{"no JSON twice", []fake.Reply{fake.Text("a").WithUsage(spent), fake.Text("b").WithUsage(spent)}, []Option{WithResult()}, false, spent.Add(spent)},
+		{"cancelled", []fake.Reply{fake.Call("nope", `{}`).WithUsage(spent), fake.Respond(func(ctx context.Context, _ provider.Request) (provider.Response, error) {
+			<-ctx.Done()
+			return provider.Response{}, ctx.Err()
+		})}, nil, true, spent},
+	}
+	for _, f := range forms {
+		for _, tt := range tests {
+			t.Run(f.name+"/"+tt.name, func(t *testing.T) {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				var replies []fake.Reply
+				for _, r := range tt.replies {
+					replies = append(replies, r.For("child"))
+				}
+				if tt.cancel {
+					// The child's second model call cancels the call.
+					replies[1] = fake.Respond(func(rctx context.Context, req provider.Request) (provider.Response, error) {
+						cancel()
+						<-rctx.Done()
+						return provider.Response{}, rctx.Err()
+					}).For("child")
+				}
+				p := fake.NewProvider(replies...)
+				sub := f.build(t, p, nil, tt.opts...)
+				res, err := callTool(ctx, sub, "call_1", `{"task":"x"}`)
+				if err == nil {
+					t.Fatal("the call did not fail")
+				}
+				if tt.cancel != !tool.IsCorrectable(err) {
+					t.Errorf("error %v: correctable %v", err, tool.IsCorrectable(err))
+				}
+				if diff := cmp.Diff(tt.want, res.Usage); diff != "" {
+					t.Errorf("Result.Usage (-want +got):\n%s", diff)
+				}
+			})
+		}
+	}
+}
+
+// S8: a parent's usage limit counts its children's usage.
+func TestS8ParentLimitCountsChildren(t *testing.T) {
+	for _, f := range forms {
+		t.Run(f.name, func(t *testing.T) {
+			p := fake.NewProvider(
+				fake.Call("child", `{"task":"x"}`).For("lead").WithUsage(usage(10, 10)),
+				fake.Text("done").For("lead").WithUsage(usage(10, 10)),
+				fake.Text("big answer").For("child").WithUsage(usage(1000, 1000)),
+			)
+			lead := newReact(t, p, agent.WithName("lead"), agent.WithTokenLimit(500), agent.WithTools(f.build(t, p, nil)))
+			out, err := lead.Run(context.Background(), agent.Input{Text: "go"})
+			if !errors.Is(err, agent.ErrUsageLimit) {
+				t.Errorf("error = %v, want ErrUsageLimit", err)
+			}
+			if out.ChildUsage != usage(1000, 1000) {
+				t.Errorf("ChildUsage = %v", out.ChildUsage)
+			}
+		})
+	}
+}
