@@ -14,6 +14,12 @@
 // carries that invocation's id in SubagentRunID. The child's own run-level
 // events (RUN_STARTED, RUN_FINISHED, RUN_ERROR) are not forwarded, because in
 // the parent's stream the SUBAGENT_* events stand for them.
+//
+// WithThread names the conversation (AG-UI's thread) that RUN_STARTED and
+// RUN_FINISHED carry; without it they carry their own run id as the thread.
+//
+// An Event encodes (MarshalJSON, AppendJSON) to exactly the JSON fields that
+// @ag-ui/core 1.0.0 defines for its type, so an AG-UI client accepts it.
 package event
 
 import (
@@ -106,14 +112,15 @@ type scopeKey struct{}
 type scope struct {
 	sink     Sink
 	subagent string
+	thread   string
 }
 
 // WithSink returns a context whose events go to s. A nil s turns events off.
-// The sub-agent attribution of ctx, if any, is kept.
+// The sub-agent attribution and the thread of ctx, if any, are kept.
 func WithSink(ctx context.Context, s Sink) context.Context {
 	sc := scope{sink: s}
 	if old, ok := ctx.Value(scopeKey{}).(*scope); ok {
-		sc.subagent = old.subagent
+		sc.subagent, sc.thread = old.subagent, old.thread
 	}
 	return context.WithValue(ctx, scopeKey{}, &sc)
 }
@@ -125,7 +132,27 @@ func WithSubagent(ctx context.Context, runID string) context.Context {
 	if !ok || old.sink == nil {
 		return ctx
 	}
-	return context.WithValue(ctx, scopeKey{}, &scope{sink: old.sink, subagent: runID})
+	return context.WithValue(ctx, scopeKey{}, &scope{sink: old.sink, subagent: runID, thread: old.thread})
+}
+
+// WithThread returns a context whose RUN_STARTED and RUN_FINISHED events
+// carry threadID, the conversation the run belongs to (AG-UI's threadId).
+// Without it they carry their own run id. The sink and the attribution of
+// ctx are kept.
+func WithThread(ctx context.Context, threadID string) context.Context {
+	sc := scope{thread: threadID}
+	if old, ok := ctx.Value(scopeKey{}).(*scope); ok {
+		sc.sink, sc.subagent = old.sink, old.subagent
+	}
+	return context.WithValue(ctx, scopeKey{}, &sc)
+}
+
+// ThreadID returns the thread set on ctx with WithThread, or "".
+func ThreadID(ctx context.Context) string {
+	if sc, ok := ctx.Value(scopeKey{}).(*scope); ok {
+		return sc.thread
+	}
+	return ""
 }
 
 // Enabled reports whether events emitted under ctx go anywhere. Code that
@@ -147,11 +174,27 @@ func SubagentRunID(ctx context.Context) string {
 //
 // Emit stamps the time when e has none and attributes e to the sub-agent of
 // ctx when e names none. Under a sub-agent, run-level events are dropped: the
-// parent's stream has the SUBAGENT_* events in their place.
+// parent's stream has the SUBAGENT_* events in their place. RUN_STARTED and
+// RUN_FINISHED without a ThreadID get the thread of ctx, or their RunID.
+// TEXT_MESSAGE_CONTENT and TOOL_CALL_ARGS with an empty Delta are dropped:
+// they say nothing, and some AG-UI clients reject them.
 func Emit(ctx context.Context, e Event) {
 	sc, ok := ctx.Value(scopeKey{}).(*scope)
 	if !ok || sc.sink == nil {
 		return
+	}
+	switch e.Type {
+	case TextMessageContent, ToolCallArgs:
+		if e.Delta == "" {
+			return
+		}
+	case RunStarted, RunFinished:
+		if e.ThreadID == "" && sc.subagent == "" {
+			e.ThreadID = sc.thread
+			if e.ThreadID == "" {
+				e.ThreadID = e.RunID
+			}
+		}
 	}
 	if sc.subagent != "" {
 		if e.Type.RunLevel() {
