@@ -181,6 +181,9 @@ func available(ctx context.Context, t Tool) bool {
 // Results. Any other error from a tool is returned (the first one, with the
 // tool's name) and cancels the calls still running; the Results are complete
 // even then, so that no usage is lost.
+//
+// Under a context carrying a CallHook (WithCallHook), each call passes
+// through the hook, with a context of its own.
 func (r *Registry) Execute(ctx context.Context, calls []Call) ([]Result, error) {
 	results := make([]Result, len(calls))
 	if len(calls) == 1 {
@@ -209,6 +212,11 @@ func (r *Registry) Execute(ctx context.Context, calls []Call) ([]Result, error) 
 // call runs one call and sorts its failure into the model's channel or the
 // program's.
 func (r *Registry) call(ctx context.Context, c Call) (res Result, err error) {
+	if h := hookFrom(ctx); h != nil {
+		var done func(Result, error)
+		ctx, done = h(ctx, c)
+		defer func() { done(res, err) }() // after the recover below
+	}
 	t, ok := r.Lookup(c.Name)
 	if !ok || !available(ctx, t) {
 		return errorResult(fmt.Errorf("%w %q: call one of: %s", ErrUnknownTool, c.Name, r.names(ctx))), nil
