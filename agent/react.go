@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/deputy-go/deputy/event"
@@ -37,6 +39,7 @@ type React struct {
 	historyLimit int
 	maxTokens    int
 	temperature  *float64
+	tracer       trace.Tracer // set by WithTracerProvider
 
 	turn    *semaphore.Weighted // held for a whole run
 	mu      sync.Mutex          // guards history
@@ -186,7 +189,16 @@ func keys(m map[string]bool) []string {
 
 // Run asks the agent in and returns its answer. On failure the Output still
 // carries the run id, the messages so far and the usage spent.
-func (r *React) Run(ctx context.Context, in Input) (Output, error) {
+//
+// When the context carries an event sink (event.WithSink), the run emits its
+// AG-UI events there: RUN_STARTED, a STEP_STARTED/STEP_FINISHED pair around
+// each model call and the tool calls it asks for, the reply as a text
+// message and tool calls (streamed when the provider streams),
+// TOOL_CALL_RESULT for each result, and RUN_FINISHED or RUN_ERROR. Every
+// step, message and tool call it opens it also closes, on failure too. When
+// the agent has a tracer (WithTracerProvider), or the context carries a
+// recording span, the run is traced (see WithTracerProvider).
+func (r *React) Run(ctx context.Context, in Input) (out Output, err error) {
 	if err := r.turn.Acquire(ctx, 1); err != nil {
 		return Output{}, fmt.Errorf("agent %q: waiting for the previous run to end: %w", r.name, err)
 	}
@@ -197,9 +209,18 @@ func (r *React) Run(ctx context.Context, in Input) (Output, error) {
 	r.mu.Unlock()
 
 	runID := id.New("run_")
+	tr := r.tracerFor(ctx)
+	if tr != nil {
+		var span trace.Span
+		ctx, span = startRunSpan(ctx, tr, r.name, runID)
+		defer func() { endRunSpan(span, out, err) }()
+	}
 	ctx = WithRun(ctx, runID, r.name)
 	info(ctx).scope.limit = r.tokenLimit
-	s := &runState{r: r, ctx: ctx, runID: runID, events: event.Enabled(ctx)}
+	s := &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, events: event.Enabled(ctx), tracer: tr}
+	if tr != nil {
+		s.toolCtx = tool.WithCallHook(ctx, toolSpans{tr}.hook)
+	}
 	s.msgs = make([]provider.Message, len(base), len(base)+len(in.Messages)+4)
 	copy(s.msgs, base)
 	s.msgs = append(s.msgs, in.Messages...)
@@ -213,7 +234,7 @@ func (r *React) Run(ctx context.Context, in Input) (Output, error) {
 	}
 	answer, err := s.loop()
 	s.child = s.child.Add(Finish(ctx))
-	out := Output{RunID: runID, Answer: answer, Messages: s.msgs[start:], Usage: s.usage, ChildUsage: s.child}
+	out = Output{RunID: runID, Answer: answer, Messages: s.msgs[start:], Usage: s.usage, ChildUsage: s.child}
 	if err != nil {
 		err = fmt.Errorf("agent %q: %w", r.name, err)
 		if s.events {
@@ -225,8 +246,7 @@ func (r *React) Run(ctx context.Context, in Input) (Output, error) {
 	r.history = trimHistory(s.msgs, r.historyLimit)
 	r.mu.Unlock()
 	if s.events {
-		res, _ := json.Marshal(answer)
-		event.Emit(ctx, event.Event{Type: event.RunFinished, RunID: runID, Result: res})
+		event.Emit(ctx, event.Event{Type: event.RunFinished, RunID: runID, Result: event.JSONString(answer)})
 	}
 	return out, nil
 }
@@ -255,98 +275,99 @@ func ErrorCode(err error) string {
 
 // runState is one run in progress.
 type runState struct {
-	r      *React
-	ctx    context.Context
-	runID  string
-	events bool
-	msgs   []provider.Message
-	usage  provider.Usage
-	child  provider.Usage
+	r       *React
+	ctx     context.Context
+	toolCtx context.Context // ctx, with the tracing hook when traced
+	runID   string
+	events  bool
+	tracer  trace.Tracer // nil when not traced
+	msgs    []provider.Message
+	usage   provider.Usage
+	child   provider.Usage
 }
 
 func (s *runState) loop() (string, error) {
-	r := s.r
 	failures := 0
 	for step := 1; ; step++ {
-		if step > r.maxSteps {
-			return "", fmt.Errorf("%w: no answer after %d model calls: raise WithMaxSteps or give a narrower task", ErrMaxSteps, r.maxSteps)
+		if step > s.r.maxSteps {
+			return "", fmt.Errorf("%w: no answer after %d model calls: raise WithMaxSteps or give a narrower task", ErrMaxSteps, s.r.maxSteps)
 		}
 		if err := s.ctx.Err(); err != nil {
 			return "", err
 		}
-		stepName := ""
-		if s.events {
-			stepName = s.runID + "/step-" + strconv.Itoa(step)
-			event.Emit(s.ctx, event.Event{Type: event.StepStarted, StepName: stepName})
-		}
-		req := provider.Request{
-			Model:       r.model,
-			System:      s.systemPrompt(),
-			Messages:    s.msgs,
-			Tools:       r.tools.Definitions(s.ctx),
-			MaxTokens:   r.maxTokens,
-			Temperature: r.temperature,
-		}
-		resp, err := s.complete(req, step)
-		s.usage = s.usage.Add(resp.Usage)
-		if err != nil {
-			return "", err
-		}
-		msg := resp.Message
-		msg.Role = provider.RoleAssistant
-		if msg.Content == "" && len(msg.ToolCalls) == 0 {
-			return "", fmt.Errorf("%w (stop reason %q): check the model and its max tokens", ErrEmptyReply, resp.StopReason)
-		}
-		for i := range msg.ToolCalls {
-			if msg.ToolCalls[i].ID == "" {
-				msg.ToolCalls[i].ID = id.New("call_")
-			}
-		}
-		s.msgs = append(s.msgs, msg)
-		if err := s.checkLimit(); err != nil {
-			return "", err
-		}
-		if len(msg.ToolCalls) == 0 {
-			if s.events {
-				event.Emit(s.ctx, event.Event{Type: event.StepFinished, StepName: stepName})
-			}
-			return msg.Content, nil
-		}
-
-		results, err := r.tools.Execute(s.ctx, msg.ToolCalls)
-		var failed error
-		for i, res := range results {
-			s.child = s.child.Add(res.Usage)
-			call := msg.ToolCalls[i]
-			s.msgs = append(s.msgs, provider.ToolMessage(call.ID, res.Content, res.IsError))
-			if res.IsError {
-				failed = res.Err
-				if failed == nil {
-					failed = errors.New(res.Content)
-				}
-			}
-			if s.events {
-				event.Emit(s.ctx, event.Event{Type: event.ToolCallResult, MessageID: s.runID + "/result-" + call.ID, ToolCallID: call.ID, Content: res.Content, Role: "tool"})
-			}
-		}
-		if err != nil {
-			return "", err
-		}
-		if failed != nil {
-			failures++
-			if failures > r.toolRetries {
-				return "", fmt.Errorf("%w: %d steps in a row had a failed tool call, the last: %w", ErrToolRetries, failures, failed)
-			}
-		} else {
-			failures = 0
-		}
-		if err := s.checkLimit(); err != nil {
-			return "", err
-		}
-		if s.events {
-			event.Emit(s.ctx, event.Event{Type: event.StepFinished, StepName: stepName})
+		answer, done, err := s.step(step, &failures)
+		if err != nil || done {
+			return answer, err
 		}
 	}
+}
+
+// step makes one model call and runs the tools it asks for. It reports
+// done with the answer when the model answered with text.
+func (s *runState) step(step int, failures *int) (answer string, done bool, err error) {
+	r := s.r
+	if s.events {
+		// Run ids are unique, so step names are unique among all open steps,
+		// whoever owns them (older AG-UI clients key steps by name alone).
+		stepName := s.runID + "/step-" + strconv.Itoa(step)
+		event.Emit(s.ctx, event.Event{Type: event.StepStarted, StepName: stepName})
+		defer event.Emit(s.ctx, event.Event{Type: event.StepFinished, StepName: stepName})
+	}
+	req := provider.Request{
+		Model:       r.model,
+		System:      s.systemPrompt(),
+		Messages:    s.msgs,
+		Tools:       r.tools.Definitions(s.ctx),
+		MaxTokens:   r.maxTokens,
+		Temperature: r.temperature,
+	}
+	resp, err := s.complete(req, step)
+	s.usage = s.usage.Add(resp.Usage)
+	if err != nil {
+		return "", false, err
+	}
+	msg := resp.Message
+	msg.Role = provider.RoleAssistant
+	if msg.Content == "" && len(msg.ToolCalls) == 0 {
+		return "", false, fmt.Errorf("%w (stop reason %q): check the model and its max tokens", ErrEmptyReply, resp.StopReason)
+	}
+	msg.ToolCalls = withIDs(msg.ToolCalls)
+	s.msgs = append(s.msgs, msg)
+	if err := s.checkLimit(); err != nil {
+		return "", false, err
+	}
+	if len(msg.ToolCalls) == 0 {
+		return msg.Content, true, nil
+	}
+
+	results, err := r.tools.Execute(s.toolCtx, msg.ToolCalls)
+	var failed error
+	for i, res := range results {
+		s.child = s.child.Add(res.Usage)
+		call := msg.ToolCalls[i]
+		s.msgs = append(s.msgs, provider.ToolMessage(call.ID, res.Content, res.IsError))
+		if res.IsError {
+			failed = res.Err
+			if failed == nil {
+				failed = errors.New(res.Content)
+			}
+		}
+		if s.events {
+			event.Emit(s.ctx, event.Event{Type: event.ToolCallResult, MessageID: s.runID + "/result-" + call.ID, ToolCallID: call.ID, Content: res.Content, Role: "tool"})
+		}
+	}
+	if err != nil {
+		return "", false, err
+	}
+	if failed != nil {
+		*failures++
+		if *failures > r.toolRetries {
+			return "", false, fmt.Errorf("%w: %d steps in a row had a failed tool call, the last: %w", ErrToolRetries, *failures, failed)
+		}
+	} else {
+		*failures = 0
+	}
+	return "", false, s.checkLimit()
 }
 
 // systemPrompt is the agent's system prompt, followed, once a token limit is
@@ -381,66 +402,94 @@ func (s *runState) checkLimit() error {
 }
 
 // complete makes one model call: streamed when the provider streams and
-// someone listens to events, plain otherwise.
-func (s *runState) complete(req provider.Request, step int) (provider.Response, error) {
+// someone listens to events, plain otherwise; inside a chat span when traced.
+func (s *runState) complete(req provider.Request, step int) (resp provider.Response, err error) {
+	ctx := s.ctx
+	if s.tracer != nil {
+		var span trace.Span
+		ctx, span = startChatSpan(ctx, s.tracer, req.Model)
+		defer func() { endChatSpan(span, resp, err) }()
+	}
 	if !s.events {
-		return s.r.p.Complete(s.ctx, req)
+		return s.r.p.Complete(ctx, req)
 	}
 	msgID := s.runID + "/msg-" + strconv.Itoa(step)
 	if st, ok := s.r.p.(provider.Streamer); ok {
-		return s.stream(st, req, msgID)
+		return s.stream(ctx, st, req, msgID)
 	}
-	resp, err := s.r.p.Complete(s.ctx, req)
+	resp, err = s.r.p.Complete(ctx, req)
 	if err != nil {
 		return resp, err
 	}
+	// The calls get their ids now, so that the events announce them.
+	resp.Message.ToolCalls = withIDs(resp.Message.ToolCalls)
 	m := resp.Message
+	parent := ""
 	if m.Content != "" {
-		event.Emit(s.ctx, event.Event{Type: event.TextMessageStart, MessageID: msgID, Role: "assistant"})
-		event.Emit(s.ctx, event.Event{Type: event.TextMessageContent, MessageID: msgID, Delta: m.Content})
-		event.Emit(s.ctx, event.Event{Type: event.TextMessageEnd, MessageID: msgID})
+		parent = msgID
+		event.Emit(ctx, event.Event{Type: event.TextMessageStart, MessageID: msgID, Role: "assistant"})
+		event.Emit(ctx, event.Event{Type: event.TextMessageContent, MessageID: msgID, Delta: m.Content})
+		event.Emit(ctx, event.Event{Type: event.TextMessageEnd, MessageID: msgID})
 	}
 	for _, c := range m.ToolCalls {
-		event.Emit(s.ctx, event.Event{Type: event.ToolCallStart, ToolCallID: c.ID, ToolCallName: c.Name, ParentMessageID: msgID})
-		if len(c.Arguments) > 0 {
-			event.Emit(s.ctx, event.Event{Type: event.ToolCallArgs, ToolCallID: c.ID, Delta: string(c.Arguments)})
-		}
-		event.Emit(s.ctx, event.Event{Type: event.ToolCallEnd, ToolCallID: c.ID})
+		event.Emit(ctx, event.Event{Type: event.ToolCallStart, ToolCallID: c.ID, ToolCallName: c.Name, ParentMessageID: parent})
+		event.Emit(ctx, event.Event{Type: event.ToolCallArgs, ToolCallID: c.ID, Delta: string(c.Arguments)})
+		event.Emit(ctx, event.Event{Type: event.ToolCallEnd, ToolCallID: c.ID})
 	}
 	return resp, nil
 }
 
+// withIDs returns calls with an id for each call that has none, copying
+// the slice rather than editing the provider's.
+func withIDs(calls []provider.ToolCall) []provider.ToolCall {
+	for i := range calls {
+		if calls[i].ID == "" {
+			calls = slices.Clone(calls)
+			for j := i; j < len(calls); j++ {
+				if calls[j].ID == "" {
+					calls[j].ID = id.New("call_")
+				}
+			}
+			break
+		}
+	}
+	return calls
+}
+
 // stream consumes a streamed reply, emitting text and tool-call events as
-// the pieces arrive, and returns the assembled response.
-func (s *runState) stream(st provider.Streamer, req provider.Request, msgID string) (provider.Response, error) {
-	textOpen := false
+// the pieces arrive, and returns the assembled response. Whatever way it
+// ends, it closes the message and tool call it opened.
+func (s *runState) stream(ctx context.Context, st provider.Streamer, req provider.Request, msgID string) (provider.Response, error) {
+	textOpen, textSent := false, false
 	openCall := "" // id of the tool call whose events are open
-	ids := map[int]string{}
+	var ids map[int]string
 	closeText := func() {
 		if textOpen {
-			event.Emit(s.ctx, event.Event{Type: event.TextMessageEnd, MessageID: msgID})
+			event.Emit(ctx, event.Event{Type: event.TextMessageEnd, MessageID: msgID})
 			textOpen = false
 		}
 	}
 	closeCall := func() {
 		if openCall != "" {
-			event.Emit(s.ctx, event.Event{Type: event.ToolCallEnd, ToolCallID: openCall})
+			event.Emit(ctx, event.Event{Type: event.ToolCallEnd, ToolCallID: openCall})
 			openCall = ""
 		}
 	}
-	for d, err := range st.Stream(s.ctx, req) {
+	defer func() {
+		closeText()
+		closeCall()
+	}()
+	for d, err := range st.Stream(ctx, req) {
 		if err != nil {
-			closeText()
-			closeCall()
 			return provider.Response{}, err
 		}
 		if d.Text != "" {
 			closeCall()
 			if !textOpen {
-				event.Emit(s.ctx, event.Event{Type: event.TextMessageStart, MessageID: msgID, Role: "assistant"})
-				textOpen = true
+				event.Emit(ctx, event.Event{Type: event.TextMessageStart, MessageID: msgID, Role: "assistant"})
+				textOpen, textSent = true, true
 			}
-			event.Emit(s.ctx, event.Event{Type: event.TextMessageContent, MessageID: msgID, Delta: d.Text})
+			event.Emit(ctx, event.Event{Type: event.TextMessageContent, MessageID: msgID, Delta: d.Text})
 		}
 		if tc := d.ToolCall; tc != nil {
 			closeText()
@@ -450,31 +499,39 @@ func (s *runState) stream(st provider.Streamer, req provider.Request, msgID stri
 				if callID == "" {
 					callID = id.New("call_")
 				}
+				if ids == nil {
+					ids = map[int]string{}
+				}
 				ids[tc.Index] = callID
 				closeCall()
-				event.Emit(s.ctx, event.Event{Type: event.ToolCallStart, ToolCallID: callID, ToolCallName: tc.Name, ParentMessageID: msgID})
+				parent := ""
+				if textSent {
+					parent = msgID // a tool call names its message only when that was sent
+				}
+				event.Emit(ctx, event.Event{Type: event.ToolCallStart, ToolCallID: callID, ToolCallName: tc.Name, ParentMessageID: parent})
 				openCall = callID
 			}
-			if tc.Arguments != "" && openCall == callID {
-				event.Emit(s.ctx, event.Event{Type: event.ToolCallArgs, ToolCallID: callID, Delta: tc.Arguments})
+			if openCall == callID {
+				event.Emit(ctx, event.Event{Type: event.ToolCallArgs, ToolCallID: callID, Delta: tc.Arguments})
 			}
 		}
 		if d.Response != nil {
-			closeText()
-			closeCall()
 			resp := *d.Response
 			// The calls keep the ids their events announced.
-			for i := range resp.Message.ToolCalls {
-				if id, ok := ids[i]; ok && resp.Message.ToolCalls[i].ID == "" {
-					resp.Message.ToolCalls[i].ID = id
+			calls, cloned := resp.Message.ToolCalls, false
+			for i := range calls {
+				if id, ok := ids[i]; ok && calls[i].ID == "" {
+					if !cloned {
+						calls, cloned = slices.Clone(calls), true
+					}
+					calls[i].ID = id
 				}
 			}
+			resp.Message.ToolCalls = calls
 			return resp, nil
 		}
 	}
-	closeText()
-	closeCall()
-	if err := s.ctx.Err(); err != nil {
+	if err := ctx.Err(); err != nil {
 		return provider.Response{}, err
 	}
 	return provider.Response{}, errors.New("stream ended without a final response: the provider's Stream broke its contract")
