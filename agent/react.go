@@ -218,6 +218,9 @@ func (r *React) Run(ctx context.Context, in Input) (out Output, err error) {
 	ctx = WithRun(ctx, runID, r.name)
 	info(ctx).scope.limit = r.tokenLimit
 	s := &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, events: event.Enabled(ctx), tracer: tr}
+	// Under a sub-agent the run-level events are not forwarded (the
+	// SUBAGENT_* events stand for them), so they are not built either.
+	runEvents := s.events && event.SubagentRunID(ctx) == ""
 	if tr != nil {
 		s.toolCtx = tool.WithCallHook(ctx, toolSpans{tr}.hook)
 	}
@@ -229,7 +232,7 @@ func (r *React) Run(ctx context.Context, in Input) (out Output, err error) {
 	}
 	start := len(base)
 
-	if s.events {
+	if runEvents {
 		event.Emit(ctx, event.Event{Type: event.RunStarted, RunID: runID, ParentRunID: ParentRunID(ctx)})
 	}
 	answer, err := s.loop()
@@ -237,7 +240,7 @@ func (r *React) Run(ctx context.Context, in Input) (out Output, err error) {
 	out = Output{RunID: runID, Answer: answer, Messages: s.msgs[start:], Usage: s.usage, ChildUsage: s.child}
 	if err != nil {
 		err = fmt.Errorf("agent %q: %w", r.name, err)
-		if s.events {
+		if runEvents {
 			event.Emit(ctx, event.Event{Type: event.RunError, RunID: runID, Message: err.Error(), Code: ErrorCode(err)})
 		}
 		return out, err
@@ -245,7 +248,7 @@ func (r *React) Run(ctx context.Context, in Input) (out Output, err error) {
 	r.mu.Lock()
 	r.history = trimHistory(s.msgs, r.historyLimit)
 	r.mu.Unlock()
-	if s.events {
+	if runEvents {
 		event.Emit(ctx, event.Event{Type: event.RunFinished, RunID: runID, Result: event.JSONString(answer)})
 	}
 	return out, nil
@@ -284,6 +287,11 @@ type runState struct {
 	msgs    []provider.Message
 	usage   provider.Usage
 	child   provider.Usage
+
+	// The state of a streamed reply, kept for the run so that each model
+	// call does not allocate it again.
+	sr    streamReply
+	yield func(provider.Delta, error) bool // sr.delta, made once
 }
 
 func (s *runState) loop() (string, error) {
@@ -306,10 +314,14 @@ func (s *runState) loop() (string, error) {
 // done with the answer when the model answered with text.
 func (s *runState) step(step int, failures *int) (answer string, done bool, err error) {
 	r := s.r
+	msgID := ""
 	if s.events {
 		// Run ids are unique, so step names are unique among all open steps,
 		// whoever owns them (older AG-UI clients key steps by name alone).
-		stepName := s.runID + "/step-" + strconv.Itoa(step)
+		// The reply's message id is the step name and "/msg", made in one
+		// allocation.
+		msgID = s.runID + "/step-" + strconv.Itoa(step) + "/msg"
+		stepName := msgID[:len(msgID)-len("/msg")]
 		event.Emit(s.ctx, event.Event{Type: event.StepStarted, StepName: stepName})
 		defer event.Emit(s.ctx, event.Event{Type: event.StepFinished, StepName: stepName})
 	}
@@ -321,7 +333,7 @@ func (s *runState) step(step int, failures *int) (answer string, done bool, err 
 		MaxTokens:   r.maxTokens,
 		Temperature: r.temperature,
 	}
-	resp, err := s.complete(req, step)
+	resp, err := s.complete(req, msgID)
 	s.usage = s.usage.Add(resp.Usage)
 	if err != nil {
 		return "", false, err
@@ -403,7 +415,7 @@ func (s *runState) checkLimit() error {
 
 // complete makes one model call: streamed when the provider streams and
 // someone listens to events, plain otherwise; inside a chat span when traced.
-func (s *runState) complete(req provider.Request, step int) (resp provider.Response, err error) {
+func (s *runState) complete(req provider.Request, msgID string) (resp provider.Response, err error) {
 	ctx := s.ctx
 	if s.tracer != nil {
 		var span trace.Span
@@ -413,9 +425,13 @@ func (s *runState) complete(req provider.Request, step int) (resp provider.Respo
 	if !s.events {
 		return s.r.p.Complete(ctx, req)
 	}
-	msgID := s.runID + "/msg-" + strconv.Itoa(step)
 	if st, ok := s.r.p.(provider.Streamer); ok {
-		return s.stream(ctx, st, req, msgID)
+		ids := s.sr.ids[:0]
+		s.sr = streamReply{ctx: ctx, msgID: msgID, ids: ids}
+		if s.yield == nil {
+			s.yield = s.sr.delta
+		}
+		return s.sr.run(st, req, s.yield)
 	}
 	resp, err = s.r.p.Complete(ctx, req)
 	if err != nil {
@@ -456,85 +472,121 @@ func withIDs(calls []provider.ToolCall) []provider.ToolCall {
 	return calls
 }
 
-// stream consumes a streamed reply, emitting text and tool-call events as
-// the pieces arrive, and returns the assembled response. Whatever way it
-// ends, it closes the message and tool call it opened.
-func (s *runState) stream(ctx context.Context, st provider.Streamer, req provider.Request, msgID string) (provider.Response, error) {
-	textOpen, textSent := false, false
-	openCall := "" // id of the tool call whose events are open
-	var ids map[int]string
-	closeText := func() {
-		if textOpen {
-			event.Emit(ctx, event.Event{Type: event.TextMessageEnd, MessageID: msgID})
-			textOpen = false
-		}
-	}
-	closeCall := func() {
-		if openCall != "" {
-			event.Emit(ctx, event.Event{Type: event.ToolCallEnd, ToolCallID: openCall})
-			openCall = ""
-		}
-	}
-	defer func() {
-		closeText()
-		closeCall()
-	}()
-	for d, err := range st.Stream(ctx, req) {
-		if err != nil {
-			return provider.Response{}, err
-		}
-		if d.Text != "" {
-			closeCall()
-			if !textOpen {
-				event.Emit(ctx, event.Event{Type: event.TextMessageStart, MessageID: msgID, Role: "assistant"})
-				textOpen, textSent = true, true
-			}
-			event.Emit(ctx, event.Event{Type: event.TextMessageContent, MessageID: msgID, Delta: d.Text})
-		}
-		if tc := d.ToolCall; tc != nil {
-			closeText()
-			callID, seen := ids[tc.Index]
-			if !seen {
-				callID = tc.ID
-				if callID == "" {
-					callID = id.New("call_")
-				}
-				if ids == nil {
-					ids = map[int]string{}
-				}
-				ids[tc.Index] = callID
-				closeCall()
-				parent := ""
-				if textSent {
-					parent = msgID // a tool call names its message only when that was sent
-				}
-				event.Emit(ctx, event.Event{Type: event.ToolCallStart, ToolCallID: callID, ToolCallName: tc.Name, ParentMessageID: parent})
-				openCall = callID
-			}
-			if openCall == callID {
-				event.Emit(ctx, event.Event{Type: event.ToolCallArgs, ToolCallID: callID, Delta: tc.Arguments})
-			}
-		}
-		if d.Response != nil {
-			resp := *d.Response
-			// The calls keep the ids their events announced.
-			calls, cloned := resp.Message.ToolCalls, false
-			for i := range calls {
-				if id, ok := ids[i]; ok && calls[i].ID == "" {
-					if !cloned {
-						calls, cloned = slices.Clone(calls), true
-					}
-					calls[i].ID = id
-				}
-			}
-			resp.Message.ToolCalls = calls
-			return resp, nil
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return provider.Response{}, err
+// streamReply consumes a streamed reply, emitting text and tool-call
+// events as the pieces arrive, and assembles the response. Whatever way it
+// ends, it closes the message and tool call it opened. The sequence's loop
+// body escapes, and all it touches with it, so the state lives in the
+// run's runState and the loop body (delta) is made once per run.
+type streamReply struct {
+	ctx      context.Context
+	msgID    string
+	textOpen bool
+	textSent bool
+	openCall string   // id of the tool call whose events are open
+	ids      []string // the id of each tool call, by index
+	resp     *provider.Response
+	err      error
+}
+
+func (sr *streamReply) run(st provider.Streamer, req provider.Request, yield func(provider.Delta, error) bool) (provider.Response, error) {
+	defer sr.closeAll()
+	st.Stream(sr.ctx, req)(yield)
+	switch {
+	case sr.err != nil:
+		return provider.Response{}, sr.err
+	case sr.resp != nil:
+		return sr.response(), nil
+	case sr.ctx.Err() != nil:
+		return provider.Response{}, sr.ctx.Err()
 	}
 	return provider.Response{}, errors.New("stream ended without a final response: the provider's Stream broke its contract")
+}
+
+// delta handles one piece of the stream; it reports false to stop it.
+func (sr *streamReply) delta(d provider.Delta, err error) bool {
+	if err != nil {
+		sr.err = err
+		return false
+	}
+	ctx := sr.ctx
+	if d.Text != "" {
+		sr.closeCall()
+		if !sr.textOpen {
+			event.Emit(ctx, event.Event{Type: event.TextMessageStart, MessageID: sr.msgID, Role: "assistant"})
+			sr.textOpen, sr.textSent = true, true
+		}
+		event.Emit(ctx, event.Event{Type: event.TextMessageContent, MessageID: sr.msgID, Delta: d.Text})
+	}
+	if tc := d.ToolCall; tc != nil {
+		sr.closeText()
+		if tc.Index < 0 {
+			sr.err = fmt.Errorf("tool call index %d: the provider's Stream broke its contract", tc.Index)
+			return false
+		}
+		for len(sr.ids) <= tc.Index {
+			sr.ids = append(sr.ids, "")
+		}
+		callID := sr.ids[tc.Index]
+		if callID == "" {
+			callID = tc.ID
+			if callID == "" {
+				callID = id.New("call_")
+			}
+			sr.ids[tc.Index] = callID
+			sr.closeCall()
+			parent := ""
+			if sr.textSent {
+				parent = sr.msgID // a tool call names its message only when that was sent
+			}
+			event.Emit(ctx, event.Event{Type: event.ToolCallStart, ToolCallID: callID, ToolCallName: tc.Name, ParentMessageID: parent})
+			sr.openCall = callID
+		}
+		if sr.openCall == callID {
+			event.Emit(ctx, event.Event{Type: event.ToolCallArgs, ToolCallID: callID, Delta: tc.Arguments})
+		}
+	}
+	if d.Response != nil {
+		sr.resp = d.Response
+		return false
+	}
+	return true
+}
+
+// response is the final response, its calls keeping the ids their events
+// announced.
+func (sr *streamReply) response() provider.Response {
+	resp := *sr.resp
+	calls, cloned := resp.Message.ToolCalls, false
+	for i := range calls {
+		if i < len(sr.ids) && sr.ids[i] != "" && calls[i].ID == "" {
+			id := sr.ids[i]
+			if !cloned {
+				calls, cloned = slices.Clone(calls), true
+			}
+			calls[i].ID = id
+		}
+	}
+	resp.Message.ToolCalls = calls
+	return resp
+}
+
+func (sr *streamReply) closeText() {
+	if sr.textOpen {
+		event.Emit(sr.ctx, event.Event{Type: event.TextMessageEnd, MessageID: sr.msgID})
+		sr.textOpen = false
+	}
+}
+
+func (sr *streamReply) closeCall() {
+	if sr.openCall != "" {
+		event.Emit(sr.ctx, event.Event{Type: event.ToolCallEnd, ToolCallID: sr.openCall})
+		sr.openCall = ""
+	}
+}
+
+func (sr *streamReply) closeAll() {
+	sr.closeText()
+	sr.closeCall()
 }
 
 // trimHistory bounds msgs to about limit messages, cutting only where a user

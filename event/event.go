@@ -7,7 +7,8 @@
 // Events travel to a Sink carried by the context. Code that runs agents puts
 // a sink in the context with WithSink; the ReAct loop and the sub-agent tools
 // emit into whatever sink the context holds. When no sink is set, Emit costs a
-// context lookup and nothing else.
+// context lookup and nothing else. Emit does not read the clock: a sink that
+// delivers events stamps them (Stamped).
 //
 // A sub-agent's events are attributed: WithSubagent marks a context as
 // belonging to one sub-agent invocation, and every event emitted under it
@@ -57,8 +58,10 @@ func (t Type) RunLevel() bool { return t == RunStarted || t == RunFinished || t 
 // Event is one AG-UI event. Which fields are set depends on Type; the JSON
 // encoding leaves the others out.
 type Event struct {
-	Type      Type  `json:"type"`
-	Timestamp int64 `json:"timestamp,omitempty"` // milliseconds since the Unix epoch
+	Type Type `json:"type"`
+	// Timestamp is milliseconds since the Unix epoch, set by the sink that
+	// delivers the event (see Stamped); zero means not stamped.
+	Timestamp int64 `json:"timestamp,omitempty"`
 
 	// Run identity (RUN_*).
 	ThreadID    string `json:"threadId,omitempty"`
@@ -101,6 +104,21 @@ type Sink interface {
 	Emit(e Event)
 }
 
+// Stamped returns a sink that stamps the current time on each event that
+// has none, then passes it to s. Emit does not read the clock, which is
+// costly on some machines, so that a sink that has no use for the time (one
+// that counts or discards) does not pay for it; a sink that delivers events
+// to a UI wraps itself with Stamped. The sink is called as the event
+// happens, so the time is the event's.
+func Stamped(s Sink) Sink {
+	return SinkFunc(func(e Event) {
+		if e.Timestamp == 0 {
+			e.Timestamp = time.Now().UnixMilli()
+		}
+		s.Emit(e)
+	})
+}
+
 // SinkFunc adapts a function to Sink.
 type SinkFunc func(e Event)
 
@@ -132,7 +150,21 @@ func WithSubagent(ctx context.Context, runID string) context.Context {
 	if !ok || old.sink == nil {
 		return ctx
 	}
-	return context.WithValue(ctx, scopeKey{}, &scope{sink: old.sink, subagent: runID, thread: old.thread})
+	return &scopeCtx{Context: ctx, sc: scope{sink: old.sink, subagent: runID, thread: old.thread}}
+}
+
+// scopeCtx is a context carrying a scope, in one allocation where
+// context.WithValue takes two: every sub-agent call makes one.
+type scopeCtx struct {
+	context.Context
+	sc scope
+}
+
+func (c *scopeCtx) Value(key any) any {
+	if _, ok := key.(scopeKey); ok {
+		return &c.sc
+	}
+	return c.Context.Value(key)
 }
 
 // WithThread returns a context whose RUN_STARTED and RUN_FINISHED events
@@ -172,8 +204,7 @@ func SubagentRunID(ctx context.Context) string {
 
 // Emit sends e to the sink of ctx, if there is one.
 //
-// Emit stamps the time when e has none and attributes e to the sub-agent of
-// ctx when e names none. Under a sub-agent, run-level events are dropped: the
+// Emit attributes e to the sub-agent of ctx when e names none. Under a sub-agent, run-level events are dropped: the
 // parent's stream has the SUBAGENT_* events in their place. RUN_STARTED and
 // RUN_FINISHED without a ThreadID get the thread of ctx, or their RunID.
 // TEXT_MESSAGE_CONTENT and TOOL_CALL_ARGS with an empty Delta are dropped:
@@ -203,9 +234,6 @@ func Emit(ctx context.Context, e Event) {
 		if e.SubagentRunID == "" {
 			e.SubagentRunID = sc.subagent
 		}
-	}
-	if e.Timestamp == 0 {
-		e.Timestamp = time.Now().UnixMilli()
 	}
 	sc.sink.Emit(e)
 }

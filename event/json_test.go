@@ -178,7 +178,7 @@ func (r *recorder) Emit(e event.Event) { r.got = append(r.got, e) }
 
 func TestEmitThreadAndEmptyDeltas(t *testing.T) {
 	rec := &recorder{}
-	ctx := event.WithSink(context.Background(), rec)
+	ctx := event.WithSink(context.Background(), event.Stamped(rec))
 	event.Emit(ctx, event.Event{Type: event.RunStarted, RunID: "r1"})
 	event.Emit(ctx, event.Event{Type: event.TextMessageContent, MessageID: "m", Delta: ""})
 	event.Emit(ctx, event.Event{Type: event.ToolCallArgs, ToolCallID: "c", Delta: ""})
@@ -211,6 +211,20 @@ func TestEmitThreadAndEmptyDeltas(t *testing.T) {
 		if e.Timestamp == 0 {
 			t.Errorf("%s has no timestamp", e.Type)
 		}
+	}
+}
+
+func TestStampedKeepsATime(t *testing.T) {
+	rec := &recorder{}
+	s := event.Stamped(rec)
+	s.Emit(event.Event{Type: event.StepStarted, Timestamp: 42})
+	if rec.got[0].Timestamp != 42 {
+		t.Errorf("Stamped replaced a time the event had: %d", rec.got[0].Timestamp)
+	}
+	ctx := event.WithSink(context.Background(), rec)
+	event.Emit(ctx, event.Event{Type: event.StepStarted})
+	if rec.got[1].Timestamp != 0 {
+		t.Error("Emit read the clock")
 	}
 }
 
