@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/internal/id"
 	"github.com/deputy-go/deputy/provider"
@@ -45,8 +47,10 @@ func (s *Spawner) startJob(ctx context.Context, agentName, task string, fn func(
 	}
 	jctx, cancel := context.WithCancel(agent.RunContext(ctx))
 	// The job's events name the spawning call as their parent, as a
-	// foreground child's do; its depth is the caller's.
+	// foreground child's do; its depth is the caller's, and its trace hangs
+	// under the span of the spawning call.
 	jctx = agent.WithDepth(jctx, agent.Depth(ctx))
+	jctx = trace.ContextWithSpan(jctx, trace.SpanFromContext(ctx))
 	j := &job{id: id.New("job_"), agent: agentName, task: task, cancel: cancel, done: make(chan struct{})}
 	jt.mu.Lock()
 	jt.jobs[j.id] = j
