@@ -31,21 +31,22 @@ func build(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
 		}
 	}
 	topicB := "research topic B"
-	var slow bool
+	var wait time.Duration
 	switch props.Scenario {
 	case "", "two-children":
 	case "child-error":
 		topicB = "research topic B (its source fails)"
 	case "slow":
-		slow = true
+		wait = pause
 	default:
 		return nil, fmt.Errorf("%w: unknown scenario %q: use two-children, child-error or slow", agui.ErrBadInput, props.Scenario)
 	}
-	return tree(topicB, slow)
+	return tree(topicB, wait)
 }
 
-// tree is the lead agent and its researcher tool, on a fresh script.
-func tree(topicB string, slow bool) (agent.Agent, error) {
+// tree is the lead agent and its researcher tool, on a fresh script. The
+// researchers wait before each piece of their replies when wait is set.
+func tree(topicB string, wait time.Duration) (agent.Agent, error) {
 	p := fake.NewProvider(
 		fake.Calls(
 			provider.ToolCall{Name: "researcher", Arguments: taskArgs("research topic A")},
@@ -57,8 +58,8 @@ func tree(topicB string, slow bool) (agent.Agent, error) {
 		p.Add(fake.Respond(researcherReply).For("researcher"))
 	}
 	var childModel provider.Provider = p
-	if slow {
-		childModel = paced{p, pause}
+	if wait > 0 {
+		childModel = paced{p, wait}
 	}
 	search, err := tool.New("search", "Searches the web for a query.", func(ctx context.Context, in struct {
 		Query string `json:"query"`
