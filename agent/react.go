@@ -44,6 +44,11 @@ type React struct {
 	turn    *semaphore.Weighted // held for a whole run
 	mu      sync.Mutex          // guards history
 	history []provider.Message
+
+	// The state of a streamed reply, used by the run that holds turn and
+	// kept between model calls and runs so as not to allocate it for each.
+	sr    streamReply
+	yield func(provider.Delta, error) bool // sr.delta, made once
 }
 
 // NewReact returns a ReAct agent over p. It fails on a nil provider or a bad
@@ -208,7 +213,8 @@ func (r *React) Run(ctx context.Context, in Input) (out Output, err error) {
 	base := r.history
 	r.mu.Unlock()
 
-	runID := id.New("run_")
+	events := event.Enabled(ctx)
+	runID, steps := runIDs(events)
 	tr := r.tracerFor(ctx)
 	if tr != nil {
 		var span trace.Span
@@ -217,7 +223,7 @@ func (r *React) Run(ctx context.Context, in Input) (out Output, err error) {
 	}
 	ctx = WithRun(ctx, runID, r.name)
 	info(ctx).scope.limit = r.tokenLimit
-	s := &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, events: event.Enabled(ctx), tracer: tr}
+	s := &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, steps: steps, events: events, tracer: tr}
 	// Under a sub-agent the run-level events are not forwarded (the
 	// SUBAGENT_* events stand for them), so they are not built either.
 	runEvents := s.events && event.SubagentRunID(ctx) == ""
@@ -282,16 +288,12 @@ type runState struct {
 	ctx     context.Context
 	toolCtx context.Context // ctx, with the tracing hook when traced
 	runID   string
+	steps   string // the names of the first steps (see runIDs), made with runID
 	events  bool
 	tracer  trace.Tracer // nil when not traced
 	msgs    []provider.Message
 	usage   provider.Usage
 	child   provider.Usage
-
-	// The state of a streamed reply, kept for the run so that each model
-	// call does not allocate it again.
-	sr    streamReply
-	yield func(provider.Delta, error) bool // sr.delta, made once
 }
 
 func (s *runState) loop() (string, error) {
@@ -314,17 +316,13 @@ func (s *runState) loop() (string, error) {
 // done with the answer when the model answered with text.
 func (s *runState) step(step int, failures *int) (answer string, done bool, err error) {
 	r := s.r
-	msgID := ""
+	var stepName, firstResult string
 	if s.events {
-		// Run ids are unique, so step names are unique among all open steps,
-		// whoever owns them (older AG-UI clients key steps by name alone).
-		// The reply's message id is the step name and "/msg", made in one
-		// allocation.
-		msgID = s.runID + "/step-" + strconv.Itoa(step) + "/msg"
-		stepName := msgID[:len(msgID)-len("/msg")]
+		stepName, firstResult = s.stepNames(step)
 		event.Emit(s.ctx, event.Event{Type: event.StepStarted, StepName: stepName})
 		defer event.Emit(s.ctx, event.Event{Type: event.StepFinished, StepName: stepName})
 	}
+	msgID := stepName
 	req := provider.Request{
 		Model:       r.model,
 		System:      s.systemPrompt(),
@@ -365,7 +363,11 @@ func (s *runState) step(step int, failures *int) (answer string, done bool, err 
 			}
 		}
 		if s.events {
-			event.Emit(s.ctx, event.Event{Type: event.ToolCallResult, MessageID: s.runID + "/result-" + call.ID, ToolCallID: call.ID, Content: res.Content, Role: "tool"})
+			resultID := firstResult
+			if i > 0 {
+				resultID = stepName + "/result-" + strconv.Itoa(i+1)
+			}
+			event.Emit(s.ctx, event.Event{Type: event.ToolCallResult, MessageID: resultID, ToolCallID: call.ID, Content: res.Content, Role: "tool"})
 		}
 	}
 	if err != nil {
@@ -380,6 +382,55 @@ func (s *runState) step(step int, failures *int) (answer string, done bool, err 
 		*failures = 0
 	}
 	return "", false, s.checkLimit()
+}
+
+// namedSteps is how many steps' names runIDs makes with the run id.
+const namedSteps = 4
+
+// runIDs makes a run's id and, when events is set, the names of its first
+// steps (see stepNames), all in one allocation: every other event costs
+// an allocation of its own.
+func runIDs(events bool) (runID, steps string) {
+	if !events {
+		return id.New("run_"), ""
+	}
+	var buf [256]byte
+	b := id.Append(buf[:0], "run_")
+	n := len(b)
+	for i := 1; i <= namedSteps; i++ {
+		if i > 1 {
+			b = append(b, b[:n]...)
+		}
+		b = append(b, "/step-"...)
+		b = strconv.AppendInt(b, int64(i), 10)
+		b = append(b, "/result-1"...)
+	}
+	steps = string(b)
+	return steps[:n], steps
+}
+
+// stepNames returns the names of a step's events: its step name, which is
+// also the message id of the reply's text (AG-UI keeps the two apart), and
+// the message id of its first tool result; a later result's id is the step
+// name and "/result-<n>". Run ids are unique, so step names are unique among
+// all open steps, whoever owns them (older AG-UI clients key steps by name
+// alone).
+func (s *runState) stepNames(step int) (stepName, firstResult string) {
+	const suffix = "/result-1"
+	var names string
+	if step <= namedSteps {
+		// The names of step i are the i-th of the run's steps string.
+		n := len(s.runID)
+		off := 0
+		for i := 1; i < step; i++ {
+			off += n + len("/step-") + 1 + len(suffix) // steps 1 to 4 have one digit
+		}
+		end := off + n + len("/step-") + 1 + len(suffix)
+		names = s.steps[off:end]
+	} else {
+		names = s.runID + "/step-" + strconv.Itoa(step) + suffix
+	}
+	return names[:len(names)-len(suffix)], names
 }
 
 // systemPrompt is the agent's system prompt, followed, once a token limit is
@@ -426,12 +477,13 @@ func (s *runState) complete(req provider.Request, msgID string) (resp provider.R
 		return s.r.p.Complete(ctx, req)
 	}
 	if st, ok := s.r.p.(provider.Streamer); ok {
-		ids := s.sr.ids[:0]
-		s.sr = streamReply{ctx: ctx, msgID: msgID, ids: ids}
-		if s.yield == nil {
-			s.yield = s.sr.delta
+		r := s.r // this run holds r.turn, so r.sr is its own
+		r.sr = streamReply{ctx: ctx, msgID: msgID, ids: r.sr.ids[:0]}
+		if r.yield == nil {
+			r.yield = r.sr.delta
 		}
-		return s.sr.run(st, req, s.yield)
+		defer func() { r.sr.ctx, r.sr.resp = nil, nil }() // keep neither alive
+		return r.sr.run(st, req, r.yield)
 	}
 	resp, err = s.r.p.Complete(ctx, req)
 	if err != nil {
@@ -476,7 +528,7 @@ func withIDs(calls []provider.ToolCall) []provider.ToolCall {
 // events as the pieces arrive, and assembles the response. Whatever way it
 // ends, it closes the message and tool call it opened. The sequence's loop
 // body escapes, and all it touches with it, so the state lives in the
-// run's runState and the loop body (delta) is made once per run.
+// React and the loop body (delta) is made once per agent.
 type streamReply struct {
 	ctx      context.Context
 	msgID    string
