@@ -210,10 +210,14 @@ func SubagentRunID(ctx context.Context) string {
 // TEXT_MESSAGE_CONTENT and TOOL_CALL_ARGS with an empty Delta are dropped:
 // they say nothing, and some AG-UI clients reject them.
 func Emit(ctx context.Context, e Event) {
-	sc, ok := ctx.Value(scopeKey{}).(*scope)
-	if !ok || sc.sink == nil {
-		return
+	// The work is in emit, which takes the event by pointer: an Event is
+	// large, and it is copied once more on its way to the sink.
+	if sc, ok := ctx.Value(scopeKey{}).(*scope); ok && sc.sink != nil {
+		sc.emit(&e)
 	}
+}
+
+func (sc *scope) emit(e *Event) {
 	switch e.Type {
 	case TextMessageContent, ToolCallArgs:
 		if e.Delta == "" {
@@ -235,5 +239,5 @@ func Emit(ctx context.Context, e Event) {
 			e.SubagentRunID = sc.subagent
 		}
 	}
-	sc.sink.Emit(e)
+	sc.sink.Emit(*e)
 }
