@@ -196,7 +196,16 @@ func rawField(b []byte, name string, v json.RawMessage) ([]byte, error) {
 // JSONString returns s encoded as a JSON string, for Result. It is cheaper
 // than json.Marshal(s) and, unlike it, leaves <, > and & as they are.
 func JSONString(s string) json.RawMessage {
-	return appendString(make([]byte, 0, len(s)+2), s)
+	// Sized for the escapes, so that it takes one allocation.
+	n := len(s) + 2
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' {
+			n += 5 // at most \u00XX
+		} else if c >= utf8.RuneSelf {
+			n += 5 // \ufffd or \u2028 for at most 3 bytes; a margin for the rest
+		}
+	}
+	return appendString(make([]byte, 0, n), s)
 }
 
 const hex = "0123456789abcdef"

@@ -140,6 +140,14 @@ func TestStringEscaping(t *testing.T) {
 	}
 }
 
+func TestJSONStringAllocatesOnce(t *testing.T) {
+	for _, s := range []string{`{"status":"success","summary":"ok"}`, "plain", "a\nb\tc", "é\u2028\xff", strings.Repeat("\"", 40)} {
+		if n := testing.AllocsPerRun(10, func() { event.JSONString(s) }); n != 1 {
+			t.Errorf("JSONString(%q) allocates %v times", s, n)
+		}
+	}
+}
+
 // The hand-written string encoder reads back as encoding/json reads it.
 func FuzzJSONString(f *testing.F) {
 	for _, s := range []string{"", "a", "\"\\", "\n\x00\x7f", "é\u2028", "\xff\xfe", "日本語"} {
