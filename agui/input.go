@@ -13,10 +13,12 @@ import (
 
 // RunInput is AG-UI's RunAgentInput: what a client sends to start a run.
 type RunInput struct {
-	// ThreadID names the conversation; RunID names this run. Both are
-	// required, and RUN_STARTED and RUN_FINISHED echo them.
+	// ThreadID names the conversation. It is required, and RUN_STARTED and
+	// RUN_FINISHED echo it.
 	ThreadID string
-	RunID    string
+	// RunID names this run. It is required, and RUN_STARTED and
+	// RUN_FINISHED echo it.
+	RunID string
 	// ParentRunID is the run this one continues, if the client says so.
 	ParentRunID string
 	// Messages is the conversation so far, oldest first.
@@ -35,6 +37,7 @@ type RunInput struct {
 
 // Message is one message of an AG-UI conversation.
 type Message struct {
+	// ID is the message's id, as the client sent it.
 	ID string
 	// Role is one of developer, system, assistant, user, tool, activity
 	// and reasoning.
@@ -48,30 +51,38 @@ type Message struct {
 	Name string
 	// ToolCalls are an assistant message's tool calls.
 	ToolCalls []ToolCall
-	// ToolCallID is the call a tool message answers; Error, when set, says
-	// the call failed.
+	// ToolCallID is the call a tool message answers.
 	ToolCallID string
-	Error      string
+	// Error, on a tool message, says the call failed and why.
+	Error string
 }
 
 // ToolCall is a tool call of an assistant message.
 type ToolCall struct {
-	ID        string
-	Name      string
+	// ID identifies the call; a tool message's ToolCallID names it.
+	ID string
+	// Name is the tool called.
+	Name string
+	// Arguments is the JSON text of the arguments, as the client sent it.
 	Arguments string
 }
 
 // Tool is a tool a client offers.
 type Tool struct {
-	Name        string
+	// Name is what a model calls the tool by.
+	Name string
+	// Description says what the tool does.
 	Description string
-	Parameters  json.RawMessage
+	// Parameters is the JSON Schema of its arguments (nil when not sent).
+	Parameters json.RawMessage
 }
 
 // ContextItem is a piece of context a client supplies.
 type ContextItem struct {
+	// Description says what the context is.
 	Description string
-	Value       string
+	// Value is the context itself.
+	Value string
 }
 
 // InputFunc maps a request to the agent's input. An error wrapping
@@ -204,16 +215,14 @@ func decodeInput(body []byte) (*RunInput, error) {
 		in.Tools = append(in.Tools, Tool{Name: *v.Name, Description: v.Description, Parameters: nullToNil(v.Parameters)})
 	}
 	for i, c := range raw.Context {
-		var v ContextItem
-		var w struct {
+		var v struct {
 			Description string `json:"description"`
 			Value       string `json:"value"`
 		}
-		if err := json.Unmarshal(c, &w); err != nil {
+		if err := json.Unmarshal(c, &v); err != nil {
 			return nil, describe(fmt.Sprintf("context[%d]", i), err)
 		}
-		v.Description, v.Value = w.Description, w.Value
-		in.Context = append(in.Context, v)
+		in.Context = append(in.Context, ContextItem{Description: v.Description, Value: v.Value})
 	}
 	return in, nil
 }
