@@ -4,13 +4,15 @@ import (
 	"context"
 	"iter"
 	"sync"
+	"time"
 
 	"github.com/deputy-go/deputy/event"
 )
 
 // Stream runs a with in and yields the run's events as they happen, its
-// sub-agents' included (attributed with SubagentRunID), then, when the run
-// fails, one last pair with a zero Event and the run's error. A run that
+// sub-agents' included (attributed with SubagentRunID) and each stamped with
+// the time, then, when the run fails, one last pair with a zero Event and
+// the run's error. A run that
 // succeeds ends the sequence with its RUN_FINISHED event, whose Result is
 // the answer as a JSON string.
 //
@@ -31,28 +33,38 @@ func Stream(ctx context.Context, a Agent, in Input) iter.Seq2[event.Event, error
 		var (
 			runErr error
 			panicV any
+			ended  bool // the run's goroutine has ended
 		)
 		go func() {
 			defer p.close()
 			defer func() { panicV = recover() }()
 			_, runErr = a.Run(event.WithSink(ctx, p), in)
 		}()
+		// stop cancels the run and waits for its goroutine to end.
+		stop := func() {
+			close(p.stopped)
+			cancel()
+			for range p.ch {
+			}
+			ended = true
+		}
+		// A panic in the loop's body still stops the run.
+		defer func() {
+			if !ended {
+				stop()
+			}
+		}()
 		for e := range p.ch {
 			if !yield(e, nil) {
-				close(p.stopped)
-				cancel()
-				for range p.ch { // wait for the run to end
-				}
-				if panicV != nil {
-					panic(panicV)
-				}
-				return
+				stop()
+				break
 			}
 		}
+		ended = true // the channel is closed: the goroutine is done
 		if panicV != nil {
 			panic(panicV)
 		}
-		if runErr != nil {
+		if runErr != nil && !p.isStopped() {
 			yield(event.Event{}, runErr)
 		}
 	}
@@ -74,9 +86,21 @@ func (p *pipe) Emit(e event.Event) {
 	if p.closed {
 		return
 	}
+	if e.Timestamp == 0 {
+		e.Timestamp = time.Now().UnixMilli()
+	}
 	select {
 	case p.ch <- e:
 	case <-p.stopped:
+	}
+}
+
+func (p *pipe) isStopped() bool {
+	select {
+	case <-p.stopped:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -54,6 +54,11 @@ func TestStreamYieldsTheRunsEvents(t *testing.T) {
 	if last.Type != event.RunFinished || string(last.Result) != `"Sunny in Lisbon."` {
 		t.Errorf("last event %s with result %s, want RUN_FINISHED with the answer", last.Type, last.Result)
 	}
+	for _, e := range got {
+		if e.Timestamp == 0 {
+			t.Errorf("%s has no timestamp", e.Type)
+		}
+	}
 	if got[0].ThreadID != got[0].RunID {
 		t.Errorf("without a thread, RUN_STARTED's thread is its run id: %q vs %q", got[0].ThreadID, got[0].RunID)
 	}
@@ -161,4 +166,23 @@ func equalTypes(a, b []event.Type) bool {
 		}
 	}
 	return true
+}
+
+func TestStreamBodyThatPanicsStillEndsTheRun(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	p := fake.NewProvider(fake.Text("too late").After(time.Minute))
+	a, err := agent.NewReact(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != "consumer bug" {
+				t.Fatalf("recovered %v", r)
+			}
+		}()
+		for range agent.Stream(context.Background(), a, agent.Input{Text: "hi"}) {
+			panic("consumer bug")
+		}
+	}()
 }
