@@ -402,7 +402,7 @@ func runIDs(events bool) (runID, steps string) {
 			b = append(b, b[:n]...)
 		}
 		b = append(b, "/step-"...)
-		b = strconv.AppendInt(b, int64(i), 10)
+		b = append(b, byte('0'+i)) // namedSteps < 10
 		b = append(b, "/result-1"...)
 	}
 	steps = string(b)
