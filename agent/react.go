@@ -385,7 +385,7 @@ func (s *runState) step(step int, failures *int) (answer string, done bool, err 
 }
 
 // namedSteps is how many steps' names runIDs makes with the run id.
-const namedSteps = 4
+const namedSteps = 2
 
 // runIDs makes a run's id and, when events is set, the names of its first
 // steps (see stepNames), all in one allocation: every other event costs

@@ -196,16 +196,34 @@ func rawField(b []byte, name string, v json.RawMessage) ([]byte, error) {
 // JSONString returns s encoded as a JSON string, for Result. It is cheaper
 // than json.Marshal(s) and, unlike it, leaves <, > and & as they are.
 func JSONString(s string) json.RawMessage {
-	// Sized for the escapes, so that it takes one allocation.
+	return appendString(make([]byte, 0, quotedLen(s)), s)
+}
+
+// quotedLen is the length of s encoded by appendString.
+func quotedLen(s string) int {
 	n := len(s) + 2
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' {
-			n += 5 // at most \u00XX
-		} else if c >= utf8.RuneSelf {
-			n += 5 // \ufffd or \u2028 for at most 3 bytes; a margin for the rest
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+				n++
+			case c < 0x20:
+				n += 5
+			}
+			i++
+			continue
 		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			n += 5 // one byte becomes \ufffd
+		case r == '\u2028' || r == '\u2029':
+			n += 3
+		}
+		i += size
 	}
-	return appendString(make([]byte, 0, n), s)
+	return n
 }
 
 const hex = "0123456789abcdef"

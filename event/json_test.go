@@ -145,6 +145,9 @@ func TestJSONStringAllocatesOnce(t *testing.T) {
 		if n := testing.AllocsPerRun(10, func() { event.JSONString(s) }); n != 1 {
 			t.Errorf("JSONString(%q) allocates %v times", s, n)
 		}
+		if got := event.JSONString(s); cap(got) != len(got) {
+			t.Errorf("JSONString(%q): capacity %d for %d bytes", s, cap(got), len(got))
+		}
 	}
 }
 
@@ -155,6 +158,9 @@ func FuzzJSONString(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		raw := event.JSONString(s)
+		if cap(raw) != len(raw) {
+			t.Fatalf("JSONString(%q): sized %d for %d bytes", s, cap(raw), len(raw))
+		}
 		if !json.Valid(raw) {
 			t.Fatalf("invalid JSON %q for %q", raw, s)
 		}
