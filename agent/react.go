@@ -2,13 +2,13 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/deputy-go/deputy/event"
@@ -38,10 +38,16 @@ type React struct {
 	historyLimit int
 	maxTokens    int
 	temperature  *float64
+	tracer       trace.Tracer // set by WithTracerProvider
 
 	turn    *semaphore.Weighted // held for a whole run
 	mu      sync.Mutex          // guards history
 	history []provider.Message
+
+	// The state of a streamed reply, used by the run that holds turn and
+	// kept between model calls and runs so as not to allocate it for each.
+	sr    streamReply
+	yield func(provider.Delta, error) bool // sr.delta, made once
 }
 
 // NewReact returns a ReAct agent over p. It fails on a nil provider or a bad
@@ -164,7 +170,16 @@ func keys(m map[string]bool) []string {
 
 // Run asks the agent in and returns its answer. On failure the Output still
 // carries the run id, the messages so far and the usage spent.
-func (r *React) Run(ctx context.Context, in Input) (Output, error) {
+//
+// When the context carries an event sink (event.WithSink), the run emits its
+// AG-UI events there: RUN_STARTED, a STEP_STARTED/STEP_FINISHED pair around
+// each model call and the tool calls it asks for, the reply as a text
+// message and tool calls (streamed when the provider streams),
+// TOOL_CALL_RESULT for each result, and RUN_FINISHED or RUN_ERROR. Every
+// step, message and tool call it opens it also closes, on failure too. When
+// the agent has a tracer (WithTracerProvider), or the context carries a
+// recording span, the run is traced (see WithTracerProvider).
+func (r *React) Run(ctx context.Context, in Input) (out Output, err error) {
 	if len(in.Messages) > 0 {
 		if err := CheckConversation(in.Messages); err != nil {
 			return Output{}, fmt.Errorf("agent %q: %w: %v", r.name, ErrBadMessages, err)
@@ -179,10 +194,23 @@ func (r *React) Run(ctx context.Context, in Input) (Output, error) {
 	base := r.history
 	r.mu.Unlock()
 
-	runID := id.New("run_")
+	events := event.Enabled(ctx)
+	runID, steps := runIDs(events)
+	tr := r.tracerFor(ctx)
+	if tr != nil {
+		var span trace.Span
+		ctx, span = startRunSpan(ctx, tr, r.name, runID)
+		defer func() { endRunSpan(span, out, err) }()
+	}
 	ctx = WithRun(ctx, runID, r.name)
 	info(ctx).scope.limit = r.tokenLimit
-	s := &runState{r: r, ctx: ctx, runID: runID, events: event.Enabled(ctx)}
+	s := &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, steps: steps, events: events, tracer: tr}
+	// Under a sub-agent the run-level events are not forwarded (the
+	// SUBAGENT_* events stand for them), so they are not built either.
+	runEvents := s.events && event.SubagentRunID(ctx) == ""
+	if tr != nil {
+		s.toolCtx = tool.WithCallHook(ctx, toolSpans{tr}.hook)
+	}
 	s.msgs = make([]provider.Message, len(base), len(base)+len(in.Messages)+4)
 	copy(s.msgs, base)
 	s.msgs = append(s.msgs, in.Messages...)
@@ -191,21 +219,21 @@ func (r *React) Run(ctx context.Context, in Input) (Output, error) {
 	}
 	start := len(base)
 
-	if s.events {
+	if runEvents {
 		event.Emit(ctx, event.Event{Type: event.RunStarted, RunID: runID, ParentRunID: ParentRunID(ctx)})
 	}
 	answer, err := s.loop()
 	s.child = s.child.Add(Finish(ctx))
 	// Clipped, like the requests' messages: whoever appends to it gets a
 	// slice of their own rather than writing into the agent's.
-	out := Output{RunID: runID, Answer: answer, Messages: slices.Clip(s.msgs[start:]), Usage: s.usage, ChildUsage: s.child}
+	out = Output{RunID: runID, Answer: answer, Messages: slices.Clip(s.msgs[start:]), Usage: s.usage, ChildUsage: s.child}
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 			// Whatever else went wrong, the caller cancelled: say so first.
 			err = fmt.Errorf("%w: %w", cerr, err)
 		}
 		err = fmt.Errorf("agent %q: %w", r.name, err)
-		if s.events {
+		if runEvents {
 			event.Emit(ctx, event.Event{Type: event.RunError, RunID: runID, Message: err.Error(), Code: ErrorCode(err)})
 		}
 		return out, err
@@ -213,9 +241,8 @@ func (r *React) Run(ctx context.Context, in Input) (Output, error) {
 	r.mu.Lock()
 	r.history = trimHistory(s.msgs, r.historyLimit)
 	r.mu.Unlock()
-	if s.events {
-		res, _ := json.Marshal(answer)
-		event.Emit(ctx, event.Event{Type: event.RunFinished, RunID: runID, Result: res})
+	if runEvents {
+		event.Emit(ctx, event.Event{Type: event.RunFinished, RunID: runID, Result: event.JSONString(answer)})
 	}
 	return out, nil
 }
@@ -244,97 +271,157 @@ func ErrorCode(err error) string {
 
 // runState is one run in progress.
 type runState struct {
-	r      *React
-	ctx    context.Context
-	runID  string
-	events bool
-	msgs   []provider.Message
-	usage  provider.Usage
-	child  provider.Usage
+	r       *React
+	ctx     context.Context
+	toolCtx context.Context // ctx, with the tracing hook when traced
+	runID   string
+	steps   string // the names of the first steps (see runIDs), made with runID
+	events  bool
+	tracer  trace.Tracer // nil when not traced
+	msgs    []provider.Message
+	usage   provider.Usage
+	child   provider.Usage
 }
 
 func (s *runState) loop() (string, error) {
-	r := s.r
 	failures := 0
 	for step := 1; ; step++ {
-		if step > r.maxSteps {
-			return "", fmt.Errorf("%w: no answer after %d model calls: raise WithMaxSteps or give a narrower task", ErrMaxSteps, r.maxSteps)
+		if step > s.r.maxSteps {
+			return "", fmt.Errorf("%w: no answer after %d model calls: raise WithMaxSteps or give a narrower task", ErrMaxSteps, s.r.maxSteps)
 		}
 		if err := s.ctx.Err(); err != nil {
 			return "", err
 		}
-		stepName := ""
-		if s.events {
-			stepName = s.runID + "/step-" + strconv.Itoa(step)
-			event.Emit(s.ctx, event.Event{Type: event.StepStarted, StepName: stepName})
-		}
-		req := provider.Request{
-			Model:       r.model,
-			System:      s.systemPrompt(),
-			Messages:    slices.Clip(s.msgs), // a provider that appends must not write where the next message goes
-			Tools:       r.tools.Definitions(s.ctx),
-			MaxTokens:   r.maxTokens,
-			Temperature: r.temperature,
-		}
-		resp, err := s.complete(req, step)
-		s.usage = s.usage.Add(resp.Usage)
-		if err != nil {
-			return "", err
-		}
-		if err := s.ctx.Err(); err != nil {
-			// A reply that arrives after cancellation is not acted on.
-			return "", err
-		}
-		msg := resp.Message
-		msg.Role = provider.RoleAssistant
-		if msg.Content == "" && len(msg.ToolCalls) == 0 {
-			return "", fmt.Errorf("%w (stop reason %q): check the model and its max tokens", ErrEmptyReply, resp.StopReason)
-		}
-		s.msgs = append(s.msgs, msg)
-		if err := s.checkLimit(); err != nil {
-			return "", err
-		}
-		if len(msg.ToolCalls) == 0 {
-			if s.events {
-				event.Emit(s.ctx, event.Event{Type: event.StepFinished, StepName: stepName})
-			}
-			return msg.Content, nil
-		}
-
-		results, err := r.tools.Execute(s.ctx, msg.ToolCalls)
-		var failed error
-		for i, res := range results {
-			s.child = s.child.Add(res.Usage)
-			call := msg.ToolCalls[i]
-			s.msgs = append(s.msgs, provider.ToolMessage(call.ID, res.Content, res.IsError))
-			if res.IsError {
-				failed = res.Err
-				if failed == nil {
-					failed = errors.New(res.Content)
-				}
-			}
-			if s.events {
-				event.Emit(s.ctx, event.Event{Type: event.ToolCallResult, MessageID: s.runID + "/result-" + call.ID, ToolCallID: call.ID, Content: res.Content, Role: "tool"})
-			}
-		}
-		if err != nil {
-			return "", err
-		}
-		if failed != nil {
-			failures++
-			if failures > r.toolRetries {
-				return "", fmt.Errorf("%w: %d steps in a row had a failed tool call, the last: %w", ErrToolRetries, failures, failed)
-			}
-		} else {
-			failures = 0
-		}
-		if err := s.checkLimit(); err != nil {
-			return "", err
-		}
-		if s.events {
-			event.Emit(s.ctx, event.Event{Type: event.StepFinished, StepName: stepName})
+		answer, done, err := s.step(step, &failures)
+		if err != nil || done {
+			return answer, err
 		}
 	}
+}
+
+// step makes one model call and runs the tools it asks for. It reports
+// done with the answer when the model answered with text.
+func (s *runState) step(step int, failures *int) (answer string, done bool, err error) {
+	r := s.r
+	var stepName, firstResult string
+	if s.events {
+		stepName, firstResult = s.stepNames(step)
+		event.Emit(s.ctx, event.Event{Type: event.StepStarted, StepName: stepName})
+		defer event.Emit(s.ctx, event.Event{Type: event.StepFinished, StepName: stepName})
+	}
+	msgID := stepName
+	req := provider.Request{
+		Model:       r.model,
+		System:      s.systemPrompt(),
+		Messages:    slices.Clip(s.msgs), // a provider that appends must not write where the next message goes
+		Tools:       r.tools.Definitions(s.ctx),
+		MaxTokens:   r.maxTokens,
+		Temperature: r.temperature,
+	}
+	resp, err := s.complete(req, msgID)
+	s.usage = s.usage.Add(resp.Usage)
+	if err != nil {
+		return "", false, err
+	}
+	if err := s.ctx.Err(); err != nil {
+		// A reply that arrives after cancellation is not acted on.
+		return "", false, err
+	}
+	msg := resp.Message
+	msg.Role = provider.RoleAssistant
+	if msg.Content == "" && len(msg.ToolCalls) == 0 {
+		return "", false, fmt.Errorf("%w (stop reason %q): check the model and its max tokens", ErrEmptyReply, resp.StopReason)
+	}
+	msg.ToolCalls = withIDs(msg.ToolCalls)
+	s.msgs = append(s.msgs, msg)
+	if err := s.checkLimit(); err != nil {
+		return "", false, err
+	}
+	if len(msg.ToolCalls) == 0 {
+		return msg.Content, true, nil
+	}
+
+	results, err := r.tools.Execute(s.toolCtx, msg.ToolCalls)
+	var failed error
+	for i, res := range results {
+		s.child = s.child.Add(res.Usage)
+		call := msg.ToolCalls[i]
+		s.msgs = append(s.msgs, provider.ToolMessage(call.ID, res.Content, res.IsError))
+		if res.IsError {
+			failed = res.Err
+			if failed == nil {
+				failed = errors.New(res.Content)
+			}
+		}
+		if s.events {
+			resultID := firstResult
+			if i > 0 {
+				resultID = stepName + "/result-" + strconv.Itoa(i+1)
+			}
+			event.Emit(s.ctx, event.Event{Type: event.ToolCallResult, MessageID: resultID, ToolCallID: call.ID, Content: res.Content, Role: "tool"})
+		}
+	}
+	if err != nil {
+		return "", false, err
+	}
+	if failed != nil {
+		*failures++
+		if *failures > r.toolRetries {
+			return "", false, fmt.Errorf("%w: %d steps in a row had a failed tool call, the last: %w", ErrToolRetries, *failures, failed)
+		}
+	} else {
+		*failures = 0
+	}
+	return "", false, s.checkLimit()
+}
+
+// namedSteps is how many steps' names runIDs makes with the run id.
+const namedSteps = 2
+
+// runIDs makes a run's id and, when events is set, the names of its first
+// steps (see stepNames), all in one allocation: every other event costs
+// an allocation of its own.
+func runIDs(events bool) (runID, steps string) {
+	if !events {
+		return id.New("run_"), ""
+	}
+	var buf [256]byte
+	b := id.Append(buf[:0], "run_")
+	n := len(b)
+	for i := 1; i <= namedSteps; i++ {
+		if i > 1 {
+			b = append(b, b[:n]...)
+		}
+		b = append(b, "/step-"...)
+		b = append(b, byte('0'+i)) // namedSteps < 10
+		b = append(b, "/result-1"...)
+	}
+	steps = string(b)
+	return steps[:n], steps
+}
+
+// stepNames returns the names of a step's events: its step name, which is
+// also the message id of the reply's text (AG-UI keeps the two apart), and
+// the message id of its first tool result; a later result's id is the step
+// name and "/result-<n>". Run ids are unique, so step names are unique among
+// all open steps, whoever owns them (older AG-UI clients key steps by name
+// alone).
+func (s *runState) stepNames(step int) (stepName, firstResult string) {
+	const suffix = "/result-1"
+	var names string
+	if step <= namedSteps {
+		// The names of step i are the i-th of the run's steps string.
+		n := len(s.runID)
+		off := 0
+		for i := 1; i < step; i++ {
+			off += n + len("/step-") + 1 + len(suffix) // steps 1 to 4 have one digit
+		}
+		end := off + n + len("/step-") + 1 + len(suffix)
+		names = s.steps[off:end]
+	} else {
+		names = s.runID + "/step-" + strconv.Itoa(step) + suffix
+	}
+	return names[:len(names)-len(suffix)], names
 }
 
 // systemPrompt is the agent's system prompt, followed, once a token limit is
@@ -369,128 +456,57 @@ func (s *runState) checkLimit() error {
 }
 
 // complete makes one model call: streamed when the provider streams and
-// someone listens to events, plain otherwise. A provider that panics fails
-// the run with ErrProviderPanic instead of taking the program down.
-//
-// Every tool call of the reply has an id, unique in the reply, before any
-// event names it.
-func (s *runState) complete(req provider.Request, step int) (resp provider.Response, err error) {
+// someone listens to events, plain otherwise; inside a chat span when traced.
+// A provider that panics fails the run with ErrProviderPanic instead of
+// taking the program down.
+func (s *runState) complete(req provider.Request, msgID string) (resp provider.Response, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			resp, err = provider.Response{}, fmt.Errorf("%w: %v", ErrProviderPanic, p)
 		}
 	}()
-	return s.call(req, step)
+	return s.call(req, msgID)
 }
 
-func (s *runState) call(req provider.Request, step int) (provider.Response, error) {
+func (s *runState) call(req provider.Request, msgID string) (resp provider.Response, err error) {
+	ctx := s.ctx
+	if s.tracer != nil {
+		var span trace.Span
+		ctx, span = startChatSpan(ctx, s.tracer, req.Model)
+		defer func() { endChatSpan(span, resp, err) }()
+	}
 	if !s.events {
-		resp, err := s.r.p.Complete(s.ctx, req)
-		resp.Message.ToolCalls = withIDs(resp.Message.ToolCalls)
-		return resp, err
+		return s.r.p.Complete(ctx, req)
 	}
-	msgID := s.runID + "/msg-" + strconv.Itoa(step)
 	if st, ok := s.r.p.(provider.Streamer); ok {
-		return stream(s.ctx, st, req, msgID)
+		r := s.r // this run holds r.turn, so r.sr is its own
+		r.sr = streamReply{ctx: ctx, msgID: msgID, ids: r.sr.ids[:0]}
+		if r.yield == nil {
+			r.yield = r.sr.delta
+		}
+		defer func() { r.sr.ctx, r.sr.resp = nil, nil }() // keep neither alive
+		return r.sr.run(st, req, r.yield)
 	}
-	resp, err := s.r.p.Complete(s.ctx, req)
-	resp.Message.ToolCalls = withIDs(resp.Message.ToolCalls)
+	resp, err = s.r.p.Complete(ctx, req)
 	if err != nil {
 		return resp, err
 	}
+	// The calls get their ids now, so that the events announce them.
+	resp.Message.ToolCalls = withIDs(resp.Message.ToolCalls)
 	m := resp.Message
+	parent := ""
 	if m.Content != "" {
-		event.Emit(s.ctx, event.Event{Type: event.TextMessageStart, MessageID: msgID, Role: "assistant"})
-		event.Emit(s.ctx, event.Event{Type: event.TextMessageContent, MessageID: msgID, Delta: m.Content})
-		event.Emit(s.ctx, event.Event{Type: event.TextMessageEnd, MessageID: msgID})
+		parent = msgID
+		event.Emit(ctx, event.Event{Type: event.TextMessageStart, MessageID: msgID, Role: "assistant"})
+		event.Emit(ctx, event.Event{Type: event.TextMessageContent, MessageID: msgID, Delta: m.Content})
+		event.Emit(ctx, event.Event{Type: event.TextMessageEnd, MessageID: msgID})
 	}
 	for _, c := range m.ToolCalls {
-		event.Emit(s.ctx, event.Event{Type: event.ToolCallStart, ToolCallID: c.ID, ToolCallName: c.Name, ParentMessageID: msgID})
-		if len(c.Arguments) > 0 {
-			event.Emit(s.ctx, event.Event{Type: event.ToolCallArgs, ToolCallID: c.ID, Delta: string(c.Arguments)})
-		}
-		event.Emit(s.ctx, event.Event{Type: event.ToolCallEnd, ToolCallID: c.ID})
+		event.Emit(ctx, event.Event{Type: event.ToolCallStart, ToolCallID: c.ID, ToolCallName: c.Name, ParentMessageID: parent})
+		event.Emit(ctx, event.Event{Type: event.ToolCallArgs, ToolCallID: c.ID, Delta: string(c.Arguments)})
+		event.Emit(ctx, event.Event{Type: event.ToolCallEnd, ToolCallID: c.ID})
 	}
 	return resp, nil
-}
-
-// stream consumes a streamed reply, emitting text and tool-call events as
-// the pieces arrive, and returns the assembled response.
-//
-// It is a function of ctx rather than a method: the loop body of a range over
-// an iterator is a closure that escapes, and capturing the run's state there
-// would move that state to the heap on every run, events on or off.
-func stream(ctx context.Context, st provider.Streamer, req provider.Request, msgID string) (provider.Response, error) {
-	textOpen := false
-	openCall := "" // id of the tool call whose events are open
-	ids := map[int]string{}
-	closeText := func() {
-		if textOpen {
-			event.Emit(ctx, event.Event{Type: event.TextMessageEnd, MessageID: msgID})
-			textOpen = false
-		}
-	}
-	closeCall := func() {
-		if openCall != "" {
-			event.Emit(ctx, event.Event{Type: event.ToolCallEnd, ToolCallID: openCall})
-			openCall = ""
-		}
-	}
-	for d, err := range st.Stream(ctx, req) {
-		if err != nil {
-			closeText()
-			closeCall()
-			return provider.Response{}, err
-		}
-		if d.Text != "" {
-			closeCall()
-			if !textOpen {
-				event.Emit(ctx, event.Event{Type: event.TextMessageStart, MessageID: msgID, Role: "assistant"})
-				textOpen = true
-			}
-			event.Emit(ctx, event.Event{Type: event.TextMessageContent, MessageID: msgID, Delta: d.Text})
-		}
-		if tc := d.ToolCall; tc != nil {
-			closeText()
-			callID, seen := ids[tc.Index]
-			if !seen {
-				callID = tc.ID
-				if callID == "" {
-					callID = id.New("call_")
-				}
-				ids[tc.Index] = callID
-				closeCall()
-				event.Emit(ctx, event.Event{Type: event.ToolCallStart, ToolCallID: callID, ToolCallName: tc.Name, ParentMessageID: msgID})
-				openCall = callID
-			}
-			if tc.Arguments != "" && openCall == callID {
-				event.Emit(ctx, event.Event{Type: event.ToolCallArgs, ToolCallID: callID, Delta: tc.Arguments})
-			}
-		}
-		if d.Response != nil {
-			closeText()
-			closeCall()
-			resp := *d.Response
-			// The calls keep the ids their events announced.
-			calls := resp.Message.ToolCalls
-			if slices.ContainsFunc(calls, func(c provider.ToolCall) bool { return c.ID == "" }) {
-				calls = slices.Clone(calls)
-				for i := range calls {
-					if id, ok := ids[i]; ok && calls[i].ID == "" {
-						calls[i].ID = id
-					}
-				}
-			}
-			resp.Message.ToolCalls = withIDs(calls)
-			return resp, nil
-		}
-	}
-	closeText()
-	closeCall()
-	if err := ctx.Err(); err != nil {
-		return provider.Response{}, err
-	}
-	return provider.Response{}, errors.New("stream ended without a final response: the provider's Stream broke its contract")
 }
 
 // withIDs returns calls with an id on each call that has none or repeats an
@@ -518,6 +534,123 @@ func hasID(calls []provider.ToolCall, id string) bool {
 		}
 	}
 	return false
+}
+
+// streamReply consumes a streamed reply, emitting text and tool-call
+// events as the pieces arrive, and assembles the response. Whatever way it
+// ends, it closes the message and tool call it opened. The sequence's loop
+// body escapes, and all it touches with it, so the state lives in the
+// React and the loop body (delta) is made once per agent.
+type streamReply struct {
+	ctx      context.Context
+	msgID    string
+	textOpen bool
+	textSent bool
+	openCall string   // id of the tool call whose events are open
+	ids      []string // the id of each tool call, by index
+	resp     *provider.Response
+	err      error
+}
+
+func (sr *streamReply) run(st provider.Streamer, req provider.Request, yield func(provider.Delta, error) bool) (provider.Response, error) {
+	defer sr.closeAll()
+	st.Stream(sr.ctx, req)(yield)
+	switch {
+	case sr.err != nil:
+		return provider.Response{}, sr.err
+	case sr.resp != nil:
+		return sr.response(), nil
+	case sr.ctx.Err() != nil:
+		return provider.Response{}, sr.ctx.Err()
+	}
+	return provider.Response{}, errors.New("stream ended without a final response: the provider's Stream broke its contract")
+}
+
+// delta handles one piece of the stream; it reports false to stop it.
+func (sr *streamReply) delta(d provider.Delta, err error) bool {
+	if err != nil {
+		sr.err = err
+		return false
+	}
+	ctx := sr.ctx
+	if d.Text != "" {
+		sr.closeCall()
+		if !sr.textOpen {
+			event.Emit(ctx, event.Event{Type: event.TextMessageStart, MessageID: sr.msgID, Role: "assistant"})
+			sr.textOpen, sr.textSent = true, true
+		}
+		event.Emit(ctx, event.Event{Type: event.TextMessageContent, MessageID: sr.msgID, Delta: d.Text})
+	}
+	if tc := d.ToolCall; tc != nil {
+		sr.closeText()
+		if tc.Index < 0 {
+			sr.err = fmt.Errorf("tool call index %d: the provider's Stream broke its contract", tc.Index)
+			return false
+		}
+		for len(sr.ids) <= tc.Index {
+			sr.ids = append(sr.ids, "")
+		}
+		callID := sr.ids[tc.Index]
+		if callID == "" {
+			callID = tc.ID
+			if callID == "" {
+				callID = id.New("call_")
+			}
+			sr.ids[tc.Index] = callID
+			sr.closeCall()
+			parent := ""
+			if sr.textSent {
+				parent = sr.msgID // a tool call names its message only when that was sent
+			}
+			event.Emit(ctx, event.Event{Type: event.ToolCallStart, ToolCallID: callID, ToolCallName: tc.Name, ParentMessageID: parent})
+			sr.openCall = callID
+		}
+		if sr.openCall == callID {
+			event.Emit(ctx, event.Event{Type: event.ToolCallArgs, ToolCallID: callID, Delta: tc.Arguments})
+		}
+	}
+	if d.Response != nil {
+		sr.resp = d.Response
+		return false
+	}
+	return true
+}
+
+// response is the final response, its calls keeping the ids their events
+// announced.
+func (sr *streamReply) response() provider.Response {
+	resp := *sr.resp
+	calls, cloned := resp.Message.ToolCalls, false
+	for i := range calls {
+		if i < len(sr.ids) && sr.ids[i] != "" && calls[i].ID == "" {
+			id := sr.ids[i]
+			if !cloned {
+				calls, cloned = slices.Clone(calls), true
+			}
+			calls[i].ID = id
+		}
+	}
+	resp.Message.ToolCalls = calls
+	return resp
+}
+
+func (sr *streamReply) closeText() {
+	if sr.textOpen {
+		event.Emit(sr.ctx, event.Event{Type: event.TextMessageEnd, MessageID: sr.msgID})
+		sr.textOpen = false
+	}
+}
+
+func (sr *streamReply) closeCall() {
+	if sr.openCall != "" {
+		event.Emit(sr.ctx, event.Event{Type: event.ToolCallEnd, ToolCallID: sr.openCall})
+		sr.openCall = ""
+	}
+}
+
+func (sr *streamReply) closeAll() {
+	sr.closeText()
+	sr.closeCall()
 }
 
 // trimHistory bounds msgs to about limit messages, cutting only where a user

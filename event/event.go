@@ -7,13 +7,20 @@
 // Events travel to a Sink carried by the context. Code that runs agents puts
 // a sink in the context with WithSink; the ReAct loop and the sub-agent tools
 // emit into whatever sink the context holds. When no sink is set, Emit costs a
-// context lookup and nothing else.
+// context lookup and nothing else. Emit does not read the clock: a sink that
+// delivers events stamps them (Stamped).
 //
 // A sub-agent's events are attributed: WithSubagent marks a context as
 // belonging to one sub-agent invocation, and every event emitted under it
 // carries that invocation's id in SubagentRunID. The child's own run-level
 // events (RUN_STARTED, RUN_FINISHED, RUN_ERROR) are not forwarded, because in
 // the parent's stream the SUBAGENT_* events stand for them.
+//
+// WithThread names the conversation (AG-UI's thread) that RUN_STARTED and
+// RUN_FINISHED carry; without it they carry their own run id as the thread.
+//
+// An Event encodes (MarshalJSON, AppendJSON) to exactly the JSON fields that
+// @ag-ui/core 1.0.0 defines for its type, so an AG-UI client accepts it.
 package event
 
 import (
@@ -51,8 +58,10 @@ func (t Type) RunLevel() bool { return t == RunStarted || t == RunFinished || t 
 // Event is one AG-UI event. Which fields are set depends on Type; the JSON
 // encoding leaves the others out.
 type Event struct {
-	Type      Type  `json:"type"`
-	Timestamp int64 `json:"timestamp,omitempty"` // milliseconds since the Unix epoch
+	Type Type `json:"type"`
+	// Timestamp is milliseconds since the Unix epoch, set by the sink that
+	// delivers the event (see Stamped); zero means not stamped.
+	Timestamp int64 `json:"timestamp,omitempty"`
 
 	// Run identity (RUN_*).
 	ThreadID    string `json:"threadId,omitempty"`
@@ -95,6 +104,21 @@ type Sink interface {
 	Emit(e Event)
 }
 
+// Stamped returns a sink that stamps the current time on each event that
+// has none, then passes it to s. Emit does not read the clock, which is
+// costly on some machines, so that a sink that has no use for the time (one
+// that counts or discards) does not pay for it; a sink that delivers events
+// to a UI wraps itself with Stamped. The sink is called as the event
+// happens, so the time is the event's.
+func Stamped(s Sink) Sink {
+	return SinkFunc(func(e Event) {
+		if e.Timestamp == 0 {
+			e.Timestamp = time.Now().UnixMilli()
+		}
+		s.Emit(e)
+	})
+}
+
 // SinkFunc adapts a function to Sink.
 type SinkFunc func(e Event)
 
@@ -106,14 +130,15 @@ type scopeKey struct{}
 type scope struct {
 	sink     Sink
 	subagent string
+	thread   string
 }
 
 // WithSink returns a context whose events go to s. A nil s turns events off.
-// The sub-agent attribution of ctx, if any, is kept.
+// The sub-agent attribution and the thread of ctx, if any, are kept.
 func WithSink(ctx context.Context, s Sink) context.Context {
 	sc := scope{sink: s}
 	if old, ok := ctx.Value(scopeKey{}).(*scope); ok {
-		sc.subagent = old.subagent
+		sc.subagent, sc.thread = old.subagent, old.thread
 	}
 	return context.WithValue(ctx, scopeKey{}, &sc)
 }
@@ -125,7 +150,41 @@ func WithSubagent(ctx context.Context, runID string) context.Context {
 	if !ok || old.sink == nil {
 		return ctx
 	}
-	return context.WithValue(ctx, scopeKey{}, &scope{sink: old.sink, subagent: runID})
+	return &scopeCtx{Context: ctx, sc: scope{sink: old.sink, subagent: runID, thread: old.thread}}
+}
+
+// scopeCtx is a context carrying a scope, in one allocation where
+// context.WithValue takes two: every sub-agent call makes one.
+type scopeCtx struct {
+	context.Context
+	sc scope
+}
+
+func (c *scopeCtx) Value(key any) any {
+	if _, ok := key.(scopeKey); ok {
+		return &c.sc
+	}
+	return c.Context.Value(key)
+}
+
+// WithThread returns a context whose RUN_STARTED and RUN_FINISHED events
+// carry threadID, the conversation the run belongs to (AG-UI's threadId).
+// Without it they carry their own run id. The sink and the attribution of
+// ctx are kept.
+func WithThread(ctx context.Context, threadID string) context.Context {
+	sc := scope{thread: threadID}
+	if old, ok := ctx.Value(scopeKey{}).(*scope); ok {
+		sc.sink, sc.subagent = old.sink, old.subagent
+	}
+	return context.WithValue(ctx, scopeKey{}, &sc)
+}
+
+// ThreadID returns the thread set on ctx with WithThread, or "".
+func ThreadID(ctx context.Context) string {
+	if sc, ok := ctx.Value(scopeKey{}).(*scope); ok {
+		return sc.thread
+	}
+	return ""
 }
 
 // Enabled reports whether events emitted under ctx go anywhere. Code that
@@ -145,13 +204,32 @@ func SubagentRunID(ctx context.Context) string {
 
 // Emit sends e to the sink of ctx, if there is one.
 //
-// Emit stamps the time when e has none and attributes e to the sub-agent of
-// ctx when e names none. Under a sub-agent, run-level events are dropped: the
-// parent's stream has the SUBAGENT_* events in their place.
+// Emit attributes e to the sub-agent of ctx when e names none. Under a sub-agent, run-level events are dropped: the
+// parent's stream has the SUBAGENT_* events in their place. RUN_STARTED and
+// RUN_FINISHED without a ThreadID get the thread of ctx, or their RunID.
+// TEXT_MESSAGE_CONTENT and TOOL_CALL_ARGS with an empty Delta are dropped:
+// they say nothing, and some AG-UI clients reject them.
 func Emit(ctx context.Context, e Event) {
-	sc, ok := ctx.Value(scopeKey{}).(*scope)
-	if !ok || sc.sink == nil {
-		return
+	// The work is in emit, which takes the event by pointer: an Event is
+	// large, and it is copied once more on its way to the sink.
+	if sc, ok := ctx.Value(scopeKey{}).(*scope); ok && sc.sink != nil {
+		sc.emit(&e)
+	}
+}
+
+func (sc *scope) emit(e *Event) {
+	switch e.Type {
+	case TextMessageContent, ToolCallArgs:
+		if e.Delta == "" {
+			return
+		}
+	case RunStarted, RunFinished:
+		if e.ThreadID == "" && sc.subagent == "" {
+			e.ThreadID = sc.thread
+			if e.ThreadID == "" {
+				e.ThreadID = e.RunID
+			}
+		}
 	}
 	if sc.subagent != "" {
 		if e.Type.RunLevel() {
@@ -161,8 +239,5 @@ func Emit(ctx context.Context, e Event) {
 			e.SubagentRunID = sc.subagent
 		}
 	}
-	if e.Timestamp == 0 {
-		e.Timestamp = time.Now().UnixMilli()
-	}
-	sc.sink.Emit(e)
+	sc.sink.Emit(*e)
 }

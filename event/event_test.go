@@ -6,7 +6,6 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -47,7 +46,6 @@ func TestNoSink(t *testing.T) {
 
 func TestEmit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		now := time.Now().UnixMilli() // synctest's clock: 2000-01-01 UTC
 		rec := &recorder{}
 		ctx := event.WithSink(context.Background(), rec)
 		sub := event.WithSubagent(ctx, "sub_1")
@@ -64,12 +62,14 @@ func TestEmit(t *testing.T) {
 		event.Emit(ctx, event.Event{Type: event.RunFinished, RunID: "run_1"})
 
 		want := []event.Event{
-			{Type: event.RunStarted, RunID: "run_1", Timestamp: now},
+			// Emit leaves the time to the sink (see Stamped); a run-level
+			// event gets the run id as its thread when none is set.
+			{Type: event.RunStarted, RunID: "run_1", ThreadID: "run_1"},
 			{Type: event.StepStarted, StepName: "s1", Timestamp: 42},
-			{Type: event.TextMessageContent, MessageID: "m", Delta: "hi", SubagentRunID: "sub_1", Timestamp: now},
-			{Type: event.SubagentStarted, SubagentRunID: "sub_2", ParentSubagentRunID: "sub_1", Timestamp: now},
-			{Type: event.ToolCallStart, ToolCallID: "c", SubagentRunID: "sub_2", Timestamp: now},
-			{Type: event.RunFinished, RunID: "run_1", Timestamp: now},
+			{Type: event.TextMessageContent, MessageID: "m", Delta: "hi", SubagentRunID: "sub_1"},
+			{Type: event.SubagentStarted, SubagentRunID: "sub_2", ParentSubagentRunID: "sub_1"},
+			{Type: event.ToolCallStart, ToolCallID: "c", SubagentRunID: "sub_2"},
+			{Type: event.RunFinished, RunID: "run_1", ThreadID: "run_1"},
 		}
 		if diff := cmp.Diff(want, rec.events); diff != "" {
 			t.Errorf("events (-want +got):\n%s", diff)
@@ -121,7 +121,7 @@ func TestEventJSON(t *testing.T) {
 		{event.Event{Type: event.ToolCallStart, ToolCallID: "c", ToolCallName: "search", ParentMessageID: "m"},
 			`{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"search","parentMessageId":"m"}`},
 		{event.Event{Type: event.ToolCallResult, MessageID: "m", ToolCallID: "c", Content: "42", Role: "tool"},
-			`{"type":"TOOL_CALL_RESULT","messageId":"m","role":"tool","toolCallId":"c","content":"42"}`},
+			`{"type":"TOOL_CALL_RESULT","messageId":"m","toolCallId":"c","content":"42","role":"tool"}`},
 		{event.Event{Type: event.SubagentStarted, SubagentRunID: "s", Name: "researcher", Description: "finds things", ParentSubagentRunID: "s0", ParentToolCallID: "c"},
 			`{"type":"SUBAGENT_STARTED","subagentRunId":"s","name":"researcher","description":"finds things","parentSubagentRunId":"s0","parentToolCallId":"c"}`},
 		{event.Event{Type: event.SubagentFinished, SubagentRunID: "s", Result: json.RawMessage(`{"status":"success"}`)},

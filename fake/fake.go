@@ -327,7 +327,9 @@ func (p *Provider) Stream(ctx context.Context, req provider.Request) iter.Seq2[p
 			yield(provider.Delta{}, err)
 			return
 		}
-		for _, w := range splitWords(resp.Message.Content) {
+		for text := resp.Message.Content; text != ""; {
+			w := nextWord(text)
+			text = text[len(w):]
 			if !yield(provider.Delta{Text: w}, nil) {
 				return
 			}
@@ -335,10 +337,11 @@ func (p *Provider) Stream(ctx context.Context, req provider.Request) iter.Seq2[p
 		for i, c := range resp.Message.ToolCalls {
 			args := string(c.Arguments)
 			half := len(args) / 2
-			if !yield(provider.Delta{ToolCall: &provider.ToolCallDelta{Index: i, ID: c.ID, Name: c.Name, Arguments: args[:half]}}, nil) {
-				return
+			pieces := &[2]provider.ToolCallDelta{ // one allocation for both
+				{Index: i, ID: c.ID, Name: c.Name, Arguments: args[:half]},
+				{Index: i, Arguments: args[half:]},
 			}
-			if !yield(provider.Delta{ToolCall: &provider.ToolCallDelta{Index: i, Arguments: args[half:]}}, nil) {
+			if !yield(provider.Delta{ToolCall: &pieces[0]}, nil) || !yield(provider.Delta{ToolCall: &pieces[1]}, nil) {
 				return
 			}
 		}
@@ -350,16 +353,11 @@ func (p *Provider) Stream(ctx context.Context, req provider.Request) iter.Seq2[p
 	}
 }
 
-// splitWords cuts s after each space, keeping every byte.
-func splitWords(s string) []string {
-	var out []string
-	for s != "" {
-		i := strings.IndexByte(s, ' ')
-		if i < 0 {
-			return append(out, s)
-		}
-		out = append(out, s[:i+1])
-		s = s[i+1:]
+// nextWord returns s up to and including its first space, or all of s:
+// the words of a streamed text keep every byte.
+func nextWord(s string) string {
+	if i := strings.IndexByte(s, ' '); i >= 0 {
+		return s[:i+1]
 	}
-	return out
+	return s
 }

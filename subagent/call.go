@@ -106,8 +106,7 @@ func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawM
 		return tool.Result{Usage: res.Usage}, err
 	}
 	if events {
-		result, _ := json.Marshal(res.Content)
-		event.Emit(ctx, event.Event{Type: event.SubagentFinished, SubagentRunID: runID, Result: result})
+		event.Emit(ctx, event.Event{Type: event.SubagentFinished, SubagentRunID: runID, Result: event.JSONString(res.Content)})
 	}
 	return res, nil
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/internal/id"
 	"github.com/deputy-go/deputy/provider"
@@ -55,9 +57,11 @@ func (s *Spawner) startJob(ctx context.Context, agentName, task string, fn func(
 	}
 	// The job outlives the call, not the run: its context is the run's. Its
 	// events name the spawning call as their parent, as a foreground
-	// child's do, and its depth is the caller's.
+	// child's do; its depth is the caller's, and its trace hangs under the
+	// span of the spawning call.
 	jctx, cancel := context.WithCancel(agent.RunContext(ctx))
 	jctx = agent.WithDepth(jctx, agent.Depth(ctx))
+	jctx = trace.ContextWithSpan(jctx, trace.SpanFromContext(ctx))
 	j := &job{id: id.New("job_"), agent: agentName, task: task, cancel: cancel, done: make(chan struct{})}
 	jt.mu.Lock()
 	if jt.closed {

@@ -317,16 +317,16 @@ func TestS10EventJSON(t *testing.T) {
 		got = append(got, keys)
 	}
 	want := [][]string{
-		{"description", "name", "parentToolCallId", "subagentRunId", "timestamp", "type"},
-		{"result", "subagentRunId", "timestamp", "type"},
-		{"description", "name", "parentToolCallId", "subagentRunId", "timestamp", "type"},
-		{"code", "message", "subagentRunId", "timestamp", "type"},
+		{"description", "name", "parentToolCallId", "subagentRunId", "type"},
+		{"result", "subagentRunId", "type"},
+		{"description", "name", "parentToolCallId", "subagentRunId", "type"},
+		{"code", "message", "subagentRunId", "type"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("JSON keys (-want +got):\n%s", diff)
 	}
-	b, _ := json.Marshal(event.Event{Type: event.SubagentStarted, ParentSubagentRunID: "sub_1"})
-	if string(b) != `{"type":"SUBAGENT_STARTED","parentSubagentRunId":"sub_1"}` {
+	b, _ := json.Marshal(event.Event{Type: event.SubagentStarted, SubagentRunID: "sub_2", Name: "n", ParentSubagentRunID: "sub_1"})
+	if string(b) != `{"type":"SUBAGENT_STARTED","subagentRunId":"sub_2","name":"n","parentSubagentRunId":"sub_1"}` {
 		t.Errorf("parentSubagentRunId encodes as %s", b)
 	}
 }

@@ -191,6 +191,9 @@ func available(ctx context.Context, t Tool) bool {
 // started are not started; the Results are complete even then (a call not
 // run has an error Result saying so), so that no usage is lost. Once ctx is
 // done, no call is started and its error is returned.
+//
+// Under a context carrying a CallHook (WithCallHook), each call passes
+// through the hook, with a context of its own.
 func (r *Registry) Execute(ctx context.Context, calls []Call) ([]Result, error) {
 	results := make([]Result, len(calls))
 	if len(calls) == 1 {
@@ -236,6 +239,11 @@ func (r *Registry) call(ctx context.Context, c Call) (res Result, err error) {
 		// The turn is over (cancelled, or another call failed): a call
 		// not yet started is not started.
 		return Result{Content: fmt.Sprintf("tool %s was not run: %v", c.Name, context.Cause(ctx)), IsError: true}, err
+	}
+	if h := hookFrom(ctx); h != nil {
+		var done func(Result, error)
+		ctx, done = h(ctx, c)
+		defer func() { done(res, err) }() // after the recover below
 	}
 	t, max := r.lookup(c.Name)
 	if t == nil || !available(ctx, t) {

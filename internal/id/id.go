@@ -11,7 +11,12 @@ import (
 // practical purposes, cheap, and safe for concurrent use.
 func New(prefix string) string {
 	var buf [32]byte
-	b := append(buf[:0], prefix...)
-	b = strconv.AppendUint(b, rand.Uint64(), 36)
-	return string(b)
+	return string(Append(buf[:0], prefix))
+}
+
+// Append appends an id made as New makes it to dst, for a caller that
+// builds the id and more in one allocation.
+func Append(dst []byte, prefix string) []byte {
+	dst = append(dst, prefix...)
+	return strconv.AppendUint(dst, rand.Uint64(), 36)
 }

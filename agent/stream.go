@@ -1,0 +1,112 @@
+package agent
+
+import (
+	"context"
+	"iter"
+	"sync"
+	"time"
+
+	"github.com/deputy-go/deputy/event"
+)
+
+// Stream runs a with in and yields the run's events as they happen, its
+// sub-agents' included (attributed with SubagentRunID) and each stamped with
+// the time, then, when the run fails, one last pair with a zero Event and
+// the run's error. A run that
+// succeeds ends the sequence with its RUN_FINISHED event, whose Result is
+// the answer as a JSON string.
+//
+// The run goes on in a goroutine of its own with events sent to the loop;
+// the sink of ctx, if any, is replaced for the run (the thread and
+// sub-agent attribution of ctx are kept). If the loop stops early, the run
+// is cancelled and has ended, its goroutine included, before the loop's
+// body sees the next statement. A panic in the run is raised again in the
+// caller's goroutine.
+//
+// An agent that emits no events (a plain Func) yields only its error, if
+// any. Use Run when the events are not wanted: it skips all their work.
+func Stream(ctx context.Context, a Agent, in Input) iter.Seq2[event.Event, error] {
+	return func(yield func(event.Event, error) bool) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		p := &pipe{ch: make(chan event.Event, 16), stopped: make(chan struct{})}
+		var (
+			runErr error
+			panicV any
+			ended  bool // the run's goroutine has ended
+		)
+		go func() {
+			defer p.close()
+			defer func() { panicV = recover() }()
+			_, runErr = a.Run(event.WithSink(ctx, p), in)
+		}()
+		// stop cancels the run and waits for its goroutine to end.
+		stop := func() {
+			close(p.stopped)
+			cancel()
+			for range p.ch {
+			}
+			ended = true
+		}
+		// A panic in the loop's body still stops the run.
+		defer func() {
+			if !ended {
+				stop()
+			}
+		}()
+		for e := range p.ch {
+			if !yield(e, nil) {
+				stop()
+				break
+			}
+		}
+		ended = true // the channel is closed: the goroutine is done
+		if panicV != nil {
+			panic(panicV)
+		}
+		if runErr != nil && !p.isStopped() {
+			yield(event.Event{}, runErr)
+		}
+	}
+}
+
+// pipe is the sink of a streamed run: it hands events to the consumer until
+// the consumer stops, and drops what a goroutine the run left behind emits
+// after the run has ended.
+type pipe struct {
+	mu      sync.RWMutex // held for reading while sending; for writing to close
+	closed  bool
+	ch      chan event.Event
+	stopped chan struct{} // closed when the consumer stops reading
+}
+
+func (p *pipe) Emit(e event.Event) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		return
+	}
+	if e.Timestamp == 0 {
+		e.Timestamp = time.Now().UnixMilli()
+	}
+	select {
+	case p.ch <- e:
+	case <-p.stopped:
+	}
+}
+
+func (p *pipe) isStopped() bool {
+	select {
+	case <-p.stopped:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *pipe) close() {
+	p.mu.Lock()
+	p.closed = true
+	close(p.ch)
+	p.mu.Unlock()
+}

@@ -1,0 +1,188 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/eventcheck"
+	"github.com/deputy-go/deputy/tool"
+)
+
+func weatherToolFor(t *testing.T) tool.Tool {
+	t.Helper()
+	type args struct {
+		City string `json:"city"`
+	}
+	w, err := tool.New("weather", "Reports the weather.", func(ctx context.Context, in args) (string, error) {
+		return "sunny in " + in.City, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func TestStreamYieldsTheRunsEvents(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	p := fake.NewProvider(
+		fake.Call("weather", `{"city":"Lisbon"}`).Saying("Let me look."),
+		fake.Text("Sunny in Lisbon."),
+	)
+	a, err := agent.NewReact(p, agent.WithName("assistant"), agent.WithTools(weatherToolFor(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []event.Event
+	for e, err := range agent.Stream(context.Background(), a, agent.Input{Text: "weather?"}) {
+		if err != nil {
+			t.Fatalf("run failed: %v", err)
+		}
+		got = append(got, e)
+	}
+	if problems := eventcheck.Check(got, eventcheck.Options{}); len(problems) > 0 {
+		t.Fatalf("the stream does not conform:\n%s", strings.Join(problems, "\n"))
+	}
+	last := got[len(got)-1]
+	if last.Type != event.RunFinished || string(last.Result) != `"Sunny in Lisbon."` {
+		t.Errorf("last event %s with result %s, want RUN_FINISHED with the answer", last.Type, last.Result)
+	}
+	for _, e := range got {
+		if e.Timestamp == 0 {
+			t.Errorf("%s has no timestamp", e.Type)
+		}
+	}
+	if got[0].ThreadID != got[0].RunID {
+		t.Errorf("without a thread, RUN_STARTED's thread is its run id: %q vs %q", got[0].ThreadID, got[0].RunID)
+	}
+}
+
+func TestStreamEndsWithTheRunsError(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	boom := errors.New("model down")
+	a, err := agent.NewReact(fake.NewProvider(fake.Error(boom)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []event.Type
+	var final error
+	for e, err := range agent.Stream(context.Background(), a, agent.Input{Text: "hi"}) {
+		if err != nil {
+			final = err
+			continue
+		}
+		types = append(types, e.Type)
+	}
+	if !errors.Is(final, boom) {
+		t.Fatalf("final error %v, want it to wrap %v", final, boom)
+	}
+	want := []event.Type{event.RunStarted, event.StepStarted, event.StepFinished, event.RunError}
+	if !equalTypes(types, want) {
+		t.Errorf("events %v, want %v (a failed step still closes)", types, want)
+	}
+}
+
+func TestStreamStoppedEarlyCancelsTheRun(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	// The model would take a minute; stopping after the first event must
+	// cancel it and wait for the run's goroutine.
+	p := fake.NewProvider(fake.Text("too late").After(time.Minute))
+	a, err := agent.NewReact(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	n := 0
+	for _, err := range agent.Stream(context.Background(), a, agent.Input{Text: "hi"}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		break
+	}
+	if n != 1 {
+		t.Fatalf("saw %d events", n)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("stopping took %v: the run was not cancelled", d)
+	}
+	// The agent is free again: its cancelled run has ended.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := a.Run(ctx, agent.Input{Text: "again"}); !errors.Is(err, fake.ErrScriptExhausted) {
+		t.Fatalf("a second run: %v, want the script to be exhausted", err)
+	}
+}
+
+func TestStreamRepanics(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	a := agent.Func(func(ctx context.Context, in agent.Input) (agent.Output, error) {
+		event.Emit(ctx, event.Event{Type: event.RunStarted, RunID: "r"})
+		panic("agent bug")
+	})
+	defer func() {
+		if p := recover(); p != "agent bug" {
+			t.Fatalf("recovered %v, want the agent's panic", p)
+		}
+	}()
+	for range agent.Stream(context.Background(), a, agent.Input{}) {
+	}
+	t.Fatal("Stream returned normally")
+}
+
+func TestStreamDropsEventsAfterTheRun(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	release := make(chan struct{})
+	done := make(chan struct{})
+	a := agent.Func(func(ctx context.Context, in agent.Input) (agent.Output, error) {
+		go func() { // misbehaves: emits after its run has returned
+			defer close(done)
+			<-release
+			event.Emit(ctx, event.Event{Type: event.StepStarted, StepName: "late"})
+		}()
+		return agent.Output{}, nil
+	})
+	for e, err := range agent.Stream(context.Background(), a, agent.Input{}) {
+		t.Fatalf("unexpected %v %v", e, err)
+	}
+	close(release)
+	<-done
+}
+
+func equalTypes(a, b []event.Type) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestStreamBodyThatPanicsStillEndsTheRun(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	p := fake.NewProvider(fake.Text("too late").After(time.Minute))
+	a, err := agent.NewReact(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != "consumer bug" {
+				t.Fatalf("recovered %v", r)
+			}
+		}()
+		for range agent.Stream(context.Background(), a, agent.Input{Text: "hi"}) {
+			panic("consumer bug")
+		}
+	}()
+}

@@ -1,0 +1,292 @@
+// Package agui serves a deputy agent over AG-UI, the protocol the AG-UI
+// clients (such as @ag-ui/client's HttpAgent) speak: the client POSTs a
+// RunAgentInput, and the server answers with the run's events as
+// server-sent events.
+//
+//	h, err := agui.New(myAgent)
+//	http.Handle("/agui", h)
+//
+// Each request is one run. The response is text/event-stream, one frame per
+// event ("data: <json>\n\n"), flushed as each event happens: RUN_STARTED
+// with the request's threadId and runId, the agent's steps, messages and
+// tool calls, its sub-agents' SUBAGENT_* events and their own events
+// (attributed with subagentRunId), and RUN_FINISHED (its result the answer,
+// as a JSON string) or RUN_ERROR. A client that disconnects cancels the run.
+//
+// The agent is handed the conversation as the InputFunc says: by default
+// LastUserMessage for a shared agent (New), which keeps its own
+// conversation, and Conversation for an agent built per request
+// (NewPerRequest). A body that is not a RunAgentInput is answered with a
+// 4xx status and a JSON body {"error": "..."}, never with a stream.
+//
+// Clients older than AG-UI's sub-agent support (@ag-ui/client 0.0.58 and
+// before) fail on the SUBAGENT_* event types. HideSubagentEvents, or the
+// request header "Deputy-Subagent-Events: hide", leaves those three types
+// out; every other event, its subagentRunId included, is sent as it is.
+package agui
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
+)
+
+// SubagentEventsHeader is the request header with which a client asks for
+// the sub-agent lifecycle events to be left out: "Deputy-Subagent-Events:
+// hide".
+const SubagentEventsHeader = "Deputy-Subagent-Events"
+
+// DefaultMaxBodyBytes bounds a request body unless WithMaxBodyBytes says
+// otherwise.
+const DefaultMaxBodyBytes = 4 << 20
+
+// ErrBadInput marks a request the client must change: an InputFunc or a
+// Builder that returns an error wrapping it gets a 400 response with the
+// error's message. Any other Builder error is a 500.
+var ErrBadInput = errors.New("agui: bad input")
+
+// Builder builds the agent for one request, from its input. It runs before
+// the response starts, so an error still becomes an HTTP error status (see
+// ErrBadInput). An agent that implements io.Closer is closed after its run.
+type Builder func(ctx context.Context, in *RunInput) (agent.Agent, error)
+
+// Handler is an http.Handler that runs an agent for each AG-UI request. It
+// is safe for concurrent use; whether runs of a shared agent overlap is up
+// to the agent (a *agent.React takes them in turn).
+type Handler struct {
+	agent agent.Agent
+	build Builder
+	cfg   config
+}
+
+type config struct {
+	maxBody      int64
+	hide         bool
+	input        InputFunc
+	log          *slog.Logger
+	writeTimeout time.Duration
+}
+
+// Option configures a Handler.
+type Option func(*config) error
+
+// WithMaxBodyBytes bounds the request body (default DefaultMaxBodyBytes); a
+// larger one is answered with 413.
+func WithMaxBodyBytes(n int64) Option {
+	return func(c *config) error {
+		if n < 64 {
+			return fmt.Errorf("max body %d bytes: use at least 64", n)
+		}
+		c.maxBody = n
+		return nil
+	}
+}
+
+// HideSubagentEvents leaves SUBAGENT_STARTED, SUBAGENT_FINISHED and
+// SUBAGENT_ERROR out of every response, for clients that predate AG-UI's
+// sub-agent support; other events keep their subagentRunId, which such
+// clients pass through. Without it a request can ask for the same with the
+// header SubagentEventsHeader set to "hide".
+func HideSubagentEvents() Option {
+	return func(c *config) error { c.hide = true; return nil }
+}
+
+// WithInput sets how a request becomes the agent's input, instead of the
+// default (LastUserMessage for New, Conversation for NewPerRequest).
+func WithInput(fn InputFunc) Option {
+	return func(c *config) error {
+		if fn == nil {
+			return errors.New("WithInput(nil): pass a function, such as agui.Conversation")
+		}
+		c.input = fn
+		return nil
+	}
+}
+
+// WithLogger sets where the handler reports what it cannot tell the client:
+// a run that panicked, an event it could not encode. The default is
+// slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error { c.log = l; return nil }
+}
+
+// WithWriteTimeout bounds each write of an event to the client. A client
+// that does not take an event within d is treated as gone: the run is
+// cancelled. Without it a client that stops reading holds the run back
+// (events are written as they happen, and the run waits for each write).
+func WithWriteTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("write timeout %v: use a positive duration", d)
+		}
+		c.writeTimeout = d
+		return nil
+	}
+}
+
+// New returns a handler that runs a for every request. By default a is
+// handed the text of the last user message (LastUserMessage), since an
+// agent served to every request, such as a *agent.React, keeps its own
+// conversation; use NewPerRequest to serve many conversations.
+func New(a agent.Agent, opts ...Option) (*Handler, error) {
+	if a == nil {
+		return nil, errors.New("agui: nil agent: pass the agent to serve, or use NewPerRequest")
+	}
+	h := &Handler{agent: a}
+	if err := h.configure(LastUserMessage, opts); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// NewPerRequest returns a handler that builds an agent for each request
+// with build and runs it. By default the agent is handed the whole
+// conversation (Conversation).
+func NewPerRequest(build Builder, opts ...Option) (*Handler, error) {
+	if build == nil {
+		return nil, errors.New("agui: nil builder: pass a function that builds the agent")
+	}
+	h := &Handler{build: build}
+	if err := h.configure(Conversation, opts); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func (h *Handler) configure(input InputFunc, opts []Option) error {
+	h.cfg = config{maxBody: DefaultMaxBodyBytes, input: input}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&h.cfg); err != nil {
+			return fmt.Errorf("agui: %w", err)
+		}
+	}
+	return nil
+}
+
+func (h *Handler) logger() *slog.Logger {
+	if h.cfg.log != nil {
+		return h.cfg.log
+	}
+	return slog.Default()
+}
+
+// ServeHTTP answers one AG-UI request: a bad request with a 4xx status and
+// a JSON error, a good one with the run's event stream.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		httpError(w, http.StatusMethodNotAllowed, "method "+r.Method+": send a POST with a RunAgentInput JSON body")
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			httpError(w, http.StatusUnsupportedMediaType, "Content-Type "+strconv.Quote(ct)+": send application/json")
+			return
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			httpError(w, http.StatusRequestEntityTooLarge, "the body is larger than "+strconv.FormatInt(tooBig.Limit, 10)+" bytes")
+			return
+		}
+		httpError(w, http.StatusBadRequest, "reading the body: "+err.Error())
+		return
+	}
+	in, err := decodeInput(body)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	agentIn, err := h.cfg.input(in)
+	if err != nil {
+		status := http.StatusInternalServerError
+		if errors.Is(err, ErrBadInput) {
+			status = http.StatusBadRequest
+		}
+		httpError(w, status, err.Error())
+		return
+	}
+	a := h.agent
+	if h.build != nil {
+		if a, err = h.build(r.Context(), in); err != nil || a == nil {
+			status := http.StatusInternalServerError
+			if errors.Is(err, ErrBadInput) {
+				status = http.StatusBadRequest
+			} else if err == nil {
+				err = errors.New("the builder returned no agent")
+			} else {
+				h.logger().Error("agui: building the agent", "err", err, "threadId", in.ThreadID, "runId", in.RunID)
+			}
+			httpError(w, status, err.Error())
+			return
+		}
+		if c, ok := a.(io.Closer); ok {
+			defer c.Close()
+		}
+	}
+	hide := h.cfg.hide || strings.EqualFold(strings.TrimSpace(r.Header.Get(SubagentEventsHeader)), "hide")
+	h.run(w, r, in, a, agentIn, hide)
+}
+
+// run streams one run.
+func (h *Handler) run(w http.ResponseWriter, r *http.Request, in *RunInput, a agent.Agent, agentIn agent.Input, hide bool) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	st := newStream(w, hide, h.cfg.writeTimeout, cancel, h.logger())
+	st.open()
+	st.write(event.Event{Type: event.RunStarted, ThreadID: in.ThreadID, RunID: in.RunID, ParentRunID: in.ParentRunID})
+
+	ctx = event.WithThread(event.WithSink(ctx, st), in.ThreadID)
+	out, err := h.runAgent(ctx, a, agentIn)
+	if ctx.Err() != nil && r.Context().Err() != nil {
+		st.close() // the client is gone: nothing more to tell it
+		return
+	}
+	if err != nil {
+		st.finish(event.Event{Type: event.RunError, Message: err.Error(), Code: agent.ErrorCode(err)})
+		return
+	}
+	st.finish(event.Event{Type: event.RunFinished, ThreadID: in.ThreadID, RunID: in.RunID, Result: event.JSONString(out.Answer)})
+}
+
+// errPanic is what a client is told of a run that panicked; the panic
+// itself goes to the log.
+var errPanic = errors.New("agui: the agent failed unexpectedly (panic); the server log has the details")
+
+func (h *Handler) runAgent(ctx context.Context, a agent.Agent, in agent.Input) (out agent.Output, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			h.logger().Error("agui: the agent panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			out, err = agent.Output{}, errPanic
+		}
+	}()
+	return a.Run(ctx, in)
+}
+
+func httpError(w http.ResponseWriter, status int, msg string) {
+	b, _ := json.Marshal(struct {
+		Error string `json:"error"`
+	}{msg})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

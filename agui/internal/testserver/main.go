@@ -1,0 +1,64 @@
+// Command testserver serves deputy's AG-UI handler over scripted agents, for
+// the AG-UI client conformance harness in agui/clienttest (its README is the
+// contract). It listens on 127.0.0.1, prints the endpoint URL as the first
+// line of its output, and serves until SIGTERM or SIGINT.
+//
+// Each request runs a real deputy tree on the fake provider: a lead ReAct
+// agent that delegates two topics, in parallel, to a FromFactory sub-agent
+// tool whose children are ReAct agents with a search tool. The request's
+// forwardedProps.scenario picks the story: "two-children" (the default),
+// "child-error" (one child's model fails) or "slow" (the children pause
+// 250 ms before each piece of their replies).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/deputy-go/deputy/agui"
+)
+
+func main() {
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run() error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	h, err := agui.NewPerRequest(build)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/agui", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	fmt.Printf("http://%s/agui\n", ln.Addr())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}

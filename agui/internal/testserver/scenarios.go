@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"strings"
+	"time"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/agui"
+	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// pause is how long a slow child waits before each piece of its reply.
+const pause = 250 * time.Millisecond
+
+// build makes the agent tree of one request.
+func build(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
+	var props struct {
+		Scenario string `json:"scenario"`
+	}
+	if in.ForwardedProps != nil {
+		if err := json.Unmarshal(in.ForwardedProps, &props); err != nil {
+			return nil, fmt.Errorf("%w: forwardedProps.scenario: %v", agui.ErrBadInput, err)
+		}
+	}
+	topicB := "research topic B"
+	var wait time.Duration
+	switch props.Scenario {
+	case "", "two-children":
+	case "child-error":
+		topicB = "research topic B (its source fails)"
+	case "slow":
+		wait = pause
+	default:
+		return nil, fmt.Errorf("%w: unknown scenario %q: use two-children, child-error or slow", agui.ErrBadInput, props.Scenario)
+	}
+	return tree(topicB, wait)
+}
+
+// tree is the lead agent and its researcher tool, on a fresh script. The
+// researchers wait before each piece of their replies when wait is set.
+func tree(topicB string, wait time.Duration) (agent.Agent, error) {
+	p := fake.NewProvider(
+		fake.Calls(
+			provider.ToolCall{Name: "researcher", Arguments: taskArgs("research topic A")},
+			provider.ToolCall{Name: "researcher", Arguments: taskArgs(topicB)},
+		).Saying("I will ask two researchers.").For("lead"),
+		fake.Text("Both researchers have reported; here is the summary.").For("lead"),
+	)
+	for range 4 {
+		p.Add(fake.Respond(researcherReply).For("researcher"))
+	}
+	var childModel provider.Provider = p
+	if wait > 0 {
+		childModel = paced{p, wait}
+	}
+	search, err := tool.New("search", "Searches the web for a query.", func(ctx context.Context, in struct {
+		Query string `json:"query"`
+	}) (string, error) {
+		return "3 sources on " + in.Query, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	childTools, err := tool.NewRegistry(search)
+	if err != nil {
+		return nil, err
+	}
+	researcher, err := subagent.FromFactory("researcher", "Researches one topic.", nil,
+		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
+			return agent.NewReact(childModel, agent.WithName("researcher"), agent.WithRegistry(childTools))
+		},
+		subagent.WithInput(func(args json.RawMessage) (agent.Input, error) {
+			var a struct {
+				Task string `json:"task"`
+			}
+			err := json.Unmarshal(args, &a)
+			return agent.Input{Text: a.Task}, err
+		}))
+	if err != nil {
+		return nil, err
+	}
+	return agent.NewReact(p, agent.WithName("lead"), agent.WithTools(researcher))
+}
+
+func taskArgs(task string) json.RawMessage {
+	b, _ := json.Marshal(map[string]string{"task": task})
+	return b
+}
+
+// researcherReply scripts a researcher: it says what it will look for and
+// searches, then reports. When its task's source fails, its model fails
+// after the search.
+func researcherReply(ctx context.Context, req provider.Request) (provider.Response, error) {
+	task := req.Messages[0].Content
+	topic := strings.TrimPrefix(task, "research ")
+	if last := req.Messages[len(req.Messages)-1]; last.Role != provider.RoleTool {
+		args, _ := json.Marshal(map[string]string{"query": topic})
+		return provider.Response{
+			Message:    provider.AssistantMessage("Searching for "+topic+".", provider.ToolCall{Name: "search", Arguments: args}),
+			StopReason: provider.StopToolUse,
+		}, nil
+	}
+	if strings.Contains(task, "fails") {
+		return provider.Response{}, errors.New("the source timed out")
+	}
+	return provider.Response{
+		Message:    provider.AssistantMessage("Findings on " + topic + ": three sources agree, so it is settled."),
+		StopReason: provider.StopEndTurn,
+	}, nil
+}
+
+// paced is a provider that waits before each piece of a streamed reply.
+type paced struct {
+	p     *fake.Provider
+	pause time.Duration
+}
+
+func (s paced) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
+	if err := sleep(ctx, s.pause); err != nil {
+		return provider.Response{}, err
+	}
+	return s.p.Complete(ctx, req)
+}
+
+func (s paced) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Delta, error] {
+	return func(yield func(provider.Delta, error) bool) {
+		for d, err := range s.p.Stream(ctx, req) {
+			if err == nil {
+				err = sleep(ctx, s.pause)
+			}
+			if err != nil {
+				yield(provider.Delta{}, err)
+				return
+			}
+			if !yield(d, nil) {
+				return
+			}
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

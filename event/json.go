@@ -1,0 +1,284 @@
+package event
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"unicode/utf8"
+)
+
+// MarshalJSON encodes e as the AG-UI event of its type: exactly the fields
+// @ag-ui/core defines for that type, required ones always present (an empty
+// string stays ""), optional ones only when set, never a null. See
+// AppendJSON.
+func (e Event) MarshalJSON() ([]byte, error) {
+	return e.AppendJSON(make([]byte, 0, 160))
+}
+
+// AppendJSON appends the JSON encoding of e to dst and returns the extended
+// buffer; MarshalJSON is AppendJSON on an empty one. It is the cheap path for
+// code that encodes every event, such as a server streaming them: it does not
+// use reflection and allocates only when dst must grow.
+//
+// Per type it writes:
+//
+//	RUN_STARTED          threadId, runId; parentRunId when set
+//	RUN_FINISHED         threadId, runId; result when set
+//	RUN_ERROR            message; code when set (never threadId or runId)
+//	STEP_*               stepName
+//	TEXT_MESSAGE_START   messageId, role (AG-UI's roles; "assistant" when empty or unknown)
+//	TEXT_MESSAGE_CONTENT messageId, delta
+//	TEXT_MESSAGE_END     messageId
+//	TOOL_CALL_START      toolCallId, toolCallName; parentMessageId when set
+//	TOOL_CALL_ARGS       toolCallId, delta
+//	TOOL_CALL_END        toolCallId
+//	TOOL_CALL_RESULT     messageId, toolCallId, content, role "tool"
+//	SUBAGENT_STARTED     subagentRunId, name; description, parentSubagentRunId,
+//	                     parentToolCallId, parentMessageId when set
+//	SUBAGENT_FINISHED    subagentRunId; result when set
+//	SUBAGENT_ERROR       subagentRunId, message; code when set
+//
+// after "type" and, when not zero, "timestamp" (integer milliseconds). Every
+// type but RUN_* and SUBAGENT_* ends with subagentRunId when it is set. A
+// type not listed gets every field that is set. Result, when set, must be
+// valid JSON; a JSON null counts as not set. AppendJSON fails only on an
+// invalid Result.
+func (e Event) AppendJSON(dst []byte) ([]byte, error) {
+	b := append(dst, `{"type":`...)
+	b = appendString(b, string(e.Type))
+	if e.Timestamp != 0 {
+		b = append(b, `,"timestamp":`...)
+		b = strconv.AppendInt(b, e.Timestamp, 10)
+	}
+	var err error
+	switch e.Type {
+	case RunStarted:
+		b = field(b, "threadId", e.ThreadID)
+		b = field(b, "runId", e.RunID)
+		b = optField(b, "parentRunId", e.ParentRunID)
+	case RunFinished:
+		b = field(b, "threadId", e.ThreadID)
+		b = field(b, "runId", e.RunID)
+		b, err = rawField(b, "result", e.Result)
+	case RunError:
+		b = field(b, "message", e.Message)
+		b = optField(b, "code", e.Code)
+	case StepStarted, StepFinished:
+		b = field(b, "stepName", e.StepName)
+		b = optField(b, "subagentRunId", e.SubagentRunID)
+	case TextMessageStart:
+		b = field(b, "messageId", e.MessageID)
+		b = field(b, "role", textRole(e.Role))
+		b = optField(b, "subagentRunId", e.SubagentRunID)
+	case TextMessageContent:
+		b = field(b, "messageId", e.MessageID)
+		b = field(b, "delta", e.Delta)
+		b = optField(b, "subagentRunId", e.SubagentRunID)
+	case TextMessageEnd:
+		b = field(b, "messageId", e.MessageID)
+		b = optField(b, "subagentRunId", e.SubagentRunID)
+	case ToolCallStart:
+		b = field(b, "toolCallId", e.ToolCallID)
+		b = field(b, "toolCallName", e.ToolCallName)
+		b = optField(b, "parentMessageId", e.ParentMessageID)
+		b = optField(b, "subagentRunId", e.SubagentRunID)
+	case ToolCallArgs:
+		b = field(b, "toolCallId", e.ToolCallID)
+		b = field(b, "delta", e.Delta)
+		b = optField(b, "subagentRunId", e.SubagentRunID)
+	case ToolCallEnd:
+		b = field(b, "toolCallId", e.ToolCallID)
+		b = optField(b, "subagentRunId", e.SubagentRunID)
+	case ToolCallResult:
+		b = field(b, "messageId", e.MessageID)
+		b = field(b, "toolCallId", e.ToolCallID)
+		b = field(b, "content", e.Content)
+		b = append(b, `,"role":"tool"`...)
+		b = optField(b, "subagentRunId", e.SubagentRunID)
+	case SubagentStarted:
+		b = field(b, "subagentRunId", e.SubagentRunID)
+		b = field(b, "name", e.Name)
+		b = optField(b, "description", e.Description)
+		b = optField(b, "parentSubagentRunId", e.ParentSubagentRunID)
+		b = optField(b, "parentToolCallId", e.ParentToolCallID)
+		b = optField(b, "parentMessageId", e.ParentMessageID)
+	case SubagentFinished:
+		b = field(b, "subagentRunId", e.SubagentRunID)
+		b, err = rawField(b, "result", e.Result)
+	case SubagentError:
+		b = field(b, "subagentRunId", e.SubagentRunID)
+		b = field(b, "message", e.Message)
+		b = optField(b, "code", e.Code)
+	default:
+		b, err = e.appendAll(b)
+	}
+	if err != nil {
+		return dst, err
+	}
+	return append(b, '}'), nil
+}
+
+// appendAll writes every field that is set, for a type this package does
+// not describe.
+func (e Event) appendAll(b []byte) ([]byte, error) {
+	b = optField(b, "threadId", e.ThreadID)
+	b = optField(b, "runId", e.RunID)
+	b = optField(b, "parentRunId", e.ParentRunID)
+	b = optField(b, "stepName", e.StepName)
+	b = optField(b, "messageId", e.MessageID)
+	b = optField(b, "role", e.Role)
+	b = optField(b, "delta", e.Delta)
+	b = optField(b, "toolCallId", e.ToolCallID)
+	b = optField(b, "toolCallName", e.ToolCallName)
+	b = optField(b, "parentMessageId", e.ParentMessageID)
+	b = optField(b, "content", e.Content)
+	b = optField(b, "name", e.Name)
+	b = optField(b, "description", e.Description)
+	b = optField(b, "parentSubagentRunId", e.ParentSubagentRunID)
+	b = optField(b, "parentToolCallId", e.ParentToolCallID)
+	b, err := rawField(b, "result", e.Result)
+	b = optField(b, "message", e.Message)
+	b = optField(b, "code", e.Code)
+	b = optField(b, "subagentRunId", e.SubagentRunID)
+	return b, err
+}
+
+// textRole is the role of a TEXT_MESSAGE_START: one AG-UI allows for
+// streamed text, "assistant" otherwise.
+func textRole(r string) string {
+	switch r {
+	case "developer", "system", "user":
+		return r
+	}
+	return "assistant"
+}
+
+func field(b []byte, name, v string) []byte {
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, '"', ':')
+	return appendString(b, v)
+}
+
+func optField(b []byte, name, v string) []byte {
+	if v == "" {
+		return b
+	}
+	return field(b, name, v)
+}
+
+// errBadResult is what AppendJSON reports for a Result that is not JSON.
+var errBadResult = errors.New("event: Result is not valid JSON: set it with JSONString or json.Marshal")
+
+func rawField(b []byte, name string, v json.RawMessage) ([]byte, error) {
+	if len(v) == 0 {
+		return b, nil
+	}
+	if !json.Valid(v) {
+		return b, errBadResult
+	}
+	if bytes.ContainsAny(v, " \t\r\n") {
+		// One line per event: SSE frames end at a blank line.
+		var buf bytes.Buffer
+		_ = json.Compact(&buf, v) // v is valid
+		v = buf.Bytes()
+	}
+	if string(v) == "null" {
+		return b, nil
+	}
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, '"', ':')
+	return append(b, v...), nil
+}
+
+// JSONString returns s encoded as a JSON string, for Result. It is cheaper
+// than json.Marshal(s) and, unlike it, leaves <, > and & as they are.
+func JSONString(s string) json.RawMessage {
+	return appendString(make([]byte, 0, quotedLen(s)), s)
+}
+
+// quotedLen is the length of s encoded by appendString.
+func quotedLen(s string) int {
+	n := len(s) + 2
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+				n++
+			case c < 0x20:
+				n += 5
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			n += 5 // one byte becomes \ufffd
+		case r == '\u2028' || r == '\u2029':
+			n += 3
+		}
+		i += size
+	}
+	return n
+}
+
+const hex = "0123456789abcdef"
+
+// appendString appends s as a JSON string: quotes, backslashes and control
+// characters escaped, invalid UTF-8 replaced with U+FFFD, and U+2028 and
+// U+2029 escaped (as encoding/json does) so the text is safe in JavaScript.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
