@@ -204,7 +204,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			httpError(w, http.StatusRequestEntityTooLarge, "the body is larger than "+strconv.FormatInt(tooBig.Limit, 10)+" bytes")
+			httpError(w, http.StatusRequestEntityTooLarge, "the body is larger than "+strconv.FormatInt(tooBig.Limit, 10)+
+				" bytes: send a shorter conversation, or raise the limit with WithMaxBodyBytes")
 			return
 		}
 		httpError(w, http.StatusBadRequest, "reading the body: "+err.Error())
@@ -212,7 +213,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	in, err := decodeInput(body)
 	if err != nil {
-		httpError(w, http.StatusBadRequest, err.Error())
+		msg := err.Error()
+		if !strings.Contains(msg, ": send") {
+			msg += ": send a RunAgentInput as AG-UI defines it (threadId, runId, messages, …)"
+		}
+		httpError(w, http.StatusBadRequest, msg)
 		return
 	}
 	agentIn, err := h.cfg.input(in)

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/agui"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
@@ -113,6 +115,18 @@ func TestBadInput(t *testing.T) {
 			return err
 		}, "without the JSON result"},
 
+		// AG-UI request bodies.
+		{"RunAgentInput: not JSON", func() error { return post(t, "{threadId") }, "JSON"},
+		{"RunAgentInput: missing threadId", func() error { return post(t, `{"runId":"r","messages":[]}`) }, "threadId"},
+		{"RunAgentInput: messages not an array", func() error { return post(t, `{"threadId":"t","runId":"r","messages":{}}`) }, "messages"},
+		{"RunAgentInput: unknown role", func() error {
+			return post(t, `{"threadId":"t","runId":"r","messages":[{"id":"1","role":"wizard","content":"x"}]}`)
+		}, "wizard"},
+		{"RunAgentInput: body too large", func() error {
+			return post(t, `{"threadId":"t","runId":"r","messages":[{"id":"1","role":"user","content":"`+strings.Repeat("a", 2<<20)+`"}]}`)
+		}, "bytes"},
+		{"RunAgentInput: GET", func() error { return request(t, "GET", "") }, "POST"},
+
 		// Options and constructors.
 		{"NewReact: nil provider", func() error { _, err := agent.NewReact(nil); return err }, "nil provider"},
 		{"NewReact: max steps 0", func() error { _, err := agent.NewReact(p, agent.WithMaxSteps(0)); return err }, "max steps 0"},
@@ -197,6 +211,27 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// post sends body to an AG-UI handler, as a client would, and returns its
+// error answer.
+func post(t *testing.T, body string) error { return request(t, "POST", body) }
+
+func request(t *testing.T, method, body string) error {
+	a := agent.Func(func(context.Context, agent.Input) (agent.Output, error) { return agent.Output{Answer: "ok"}, nil })
+	h, err := agui.New(a, agui.WithMaxBodyBytes(1<<20))
+	if err != nil {
+		return err
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(method, "/", strings.NewReader(body)))
+	if rec.Code < 400 || rec.Code >= 500 {
+		t.Errorf("status %d, want a 4xx", rec.Code)
+	}
+	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Errorf("content type %q, want JSON", ct)
+	}
+	return errors.New(rec.Body.String())
 }
 
 func mustTool(t *subagent.SubAgentTool, err error) *subagent.SubAgentTool {
