@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"iter"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -98,6 +99,11 @@ func leadCalls(r *rand.Rand) []provider.ToolCall {
 			if r.IntN(3) == 0 {
 				args += `,"output_schema":{"type":"string"}`
 			}
+			if r.IntN(5) == 0 {
+				// Left running when the lead answers: the run must cancel
+				// it, close its events and count its usage.
+				args += `,"background":true`
+			}
 			calls = append(calls, provider.ToolCall{Name: subagent.SpawnToolName, Arguments: []byte(args + "}")})
 		}
 	}
@@ -120,6 +126,36 @@ func rngFor(seed uint64, name string, req provider.Request) *rand.Rand {
 		}
 	}
 	return rand.New(rand.NewPCG(seed, h.Sum64()))
+}
+
+// streaming makes a provider stream: each reply's text in two pieces and its
+// tool calls whole, then the response.
+type streaming struct{ p provider.Provider }
+
+func (s streaming) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
+	return s.p.Complete(ctx, req)
+}
+
+func (s streaming) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Delta, error] {
+	return func(yield func(provider.Delta, error) bool) {
+		resp, err := s.p.Complete(ctx, req)
+		if err != nil {
+			yield(provider.Delta{}, err)
+			return
+		}
+		text := resp.Message.Content
+		for _, piece := range []string{text[:len(text)/2], text[len(text)/2:]} {
+			if piece != "" && !yield(provider.Delta{Text: piece}, nil) {
+				return
+			}
+		}
+		for i, c := range resp.Message.ToolCalls {
+			if !yield(provider.Delta{ToolCall: &provider.ToolCallDelta{Index: i, ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)}}, nil) {
+				return
+			}
+		}
+		yield(provider.Delta{Response: &resp}, nil)
+	}
 }
 
 // recorder keeps a run's events.
@@ -153,6 +189,9 @@ func TestChaos(t *testing.T) {
 	routed := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
 		return ctx.Value(runKey{}).(*fake.Faulty).Complete(ctx, req)
 	})
+	// Odd runs go through a streaming provider, so that the streamed event
+	// path meets the same faults.
+	streamed := streaming{routed}
 
 	expertAgent, err := agent.NewReact(routed, agent.WithName("expert"))
 	if err != nil {
@@ -200,7 +239,11 @@ func TestChaos(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			sp, err := subagent.NewSpawner(routed, reg, subagent.WithMaxSpawns(16), subagent.WithSpawnConcurrency(16))
+			var model provider.Provider = routed
+			if i%2 == 1 {
+				model = streamed
+			}
+			sp, err := subagent.NewSpawner(model, reg, subagent.WithMaxSpawns(16), subagent.WithSpawnConcurrency(16), subagent.WithBackground())
 			if err != nil {
 				t.Error(err)
 				return
@@ -209,7 +252,11 @@ func TestChaos(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			lead, err := agent.NewReact(routed, agent.WithName("lead"), agent.WithRegistry(reg), agent.WithMaxSteps(4))
+			if err := reg.Register(sp.JobsTool()); err != nil {
+				t.Error(err)
+				return
+			}
+			lead, err := agent.NewReact(model, agent.WithName("lead"), agent.WithRegistry(reg), agent.WithMaxSteps(4))
 			if err != nil {
 				t.Error(err)
 				return
