@@ -53,13 +53,13 @@ import (
 	"fmt"
 	"iter"
 	"net/http"
-	"net/url"
 	"os"
 
 	ant "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/provider/internal/adapter"
 )
 
 // Name is the provider's name in errors and descriptions.
@@ -149,13 +149,13 @@ func New(opts ...Option) (*Provider, error) {
 
 	baseURL := defaultBaseURL
 	if env := os.Getenv("ANTHROPIC_BASE_URL"); env != "" && c.baseURL == nil {
-		if err := checkURL(env); err != nil {
+		if err := adapter.CheckURL(env); err != nil {
 			return nil, fmt.Errorf("anthropic: ANTHROPIC_BASE_URL=%q: %v; set it to the server's URL or unset it", env, err)
 		}
 		baseURL = env
 	}
 	if c.baseURL != nil {
-		if err := checkURL(*c.baseURL); err != nil {
+		if err := adapter.CheckURL(*c.baseURL); err != nil {
 			return nil, fmt.Errorf("anthropic: WithBaseURL(%q): %v; pass the server's URL, e.g. %s", *c.baseURL, err, defaultBaseURL)
 		}
 		baseURL = *c.baseURL
@@ -208,20 +208,6 @@ func New(opts ...Option) (*Provider, error) {
 		baseURL:   baseURL,
 		maxTokens: maxTokens,
 	}, nil
-}
-
-func checkURL(s string) error {
-	u, err := url.Parse(s)
-	if err != nil {
-		return err
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("the scheme must be http or https")
-	}
-	if u.Host == "" {
-		return fmt.Errorf("the URL has no host")
-	}
-	return nil
 }
 
 // Model returns the model used when a Request names none.

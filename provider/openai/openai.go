@@ -47,13 +47,13 @@ import (
 	"fmt"
 	"iter"
 	"net/http"
-	"net/url"
 	"os"
 
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/provider/internal/adapter"
 )
 
 // Name is the provider's name in errors and descriptions.
@@ -145,14 +145,14 @@ func New(opts ...Option) (*Provider, error) {
 			// OpenAI's own, as for an unset variable.
 			ro = append(ro, option.WithBaseURL(defaultBaseURL))
 		} else if c.baseURL == nil {
-			if err := checkURL(env); err != nil {
+			if err := adapter.CheckURL(env); err != nil {
 				return nil, fmt.Errorf("openai: OPENAI_BASE_URL=%q: %v; set it to the server's URL, e.g. http://localhost:11434/v1", env, err)
 			}
 			baseURL = env
 		}
 	}
 	if c.baseURL != nil {
-		if err := checkURL(*c.baseURL); err != nil {
+		if err := adapter.CheckURL(*c.baseURL); err != nil {
 			return nil, fmt.Errorf("openai: WithBaseURL(%q): %v; pass the server's URL, e.g. http://localhost:11434/v1", *c.baseURL, err)
 		}
 		baseURL = *c.baseURL
@@ -197,20 +197,6 @@ func New(opts ...Option) (*Provider, error) {
 		baseURL:         baseURL,
 		legacyMaxTokens: c.legacyMaxTokens,
 	}, nil
-}
-
-func checkURL(s string) error {
-	u, err := url.Parse(s)
-	if err != nil {
-		return err
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("the scheme must be http or https")
-	}
-	if u.Host == "" {
-		return fmt.Errorf("the URL has no host")
-	}
-	return nil
 }
 
 // Model returns the model used when a Request names none.

@@ -118,3 +118,19 @@ func MentionsContextWindow(msg string) bool {
 	}
 	return false
 }
+
+// CheckURL reports why s cannot be a provider's base URL: it must parse, use
+// http or https, and name a host.
+func CheckURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return errors.New("the scheme must be http or https")
+	}
+	if u.Host == "" {
+		return errors.New("the URL has no host")
+	}
+	return nil
+}
