@@ -3,7 +3,6 @@ package agent_test
 import (
 	"context"
 	"errors"
-	"iter"
 	"strings"
 	"testing"
 
@@ -13,29 +12,6 @@ import (
 	"github.com/deputy-go/deputy/internal/eventcheck"
 	"github.com/deputy-go/deputy/provider"
 )
-
-// nestStreamer is a provider whose Stream yields the given deltas.
-type nestStreamer struct {
-	deltas []provider.Delta
-	err    error
-}
-
-func (s nestStreamer) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
-	return provider.Response{}, errors.New("use Stream")
-}
-
-func (s nestStreamer) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Delta, error] {
-	return func(yield func(provider.Delta, error) bool) {
-		for _, d := range s.deltas {
-			if !yield(d, nil) {
-				return
-			}
-		}
-		if s.err != nil {
-			yield(provider.Delta{}, s.err)
-		}
-	}
-}
 
 // Every run, however it ends, leaves no step, message or tool call open,
 // sends no empty delta, and links a tool call to a message only when that
@@ -63,8 +39,8 @@ func TestRunEventsAreWellNested(t *testing.T) {
 		{"plain provider, tool call without text", plain(toolReply, answer), nil, false},
 		{"streamed, tool call without text", fake.NewProvider(fake.Call("weather", `{"city":"Porto"}`), fake.Text("Sunny.")), nil, false},
 		{"streamed, empty arguments", fake.NewProvider(fake.Call("weather", ``), fake.Text("Sunny.")), nil, false},
-		{"stream fails mid-text", nestStreamer{deltas: []provider.Delta{{Text: "Sun"}}, err: errors.New("connection reset")}, nil, true},
-		{"stream fails mid-call", nestStreamer{deltas: []provider.Delta{{ToolCall: &provider.ToolCallDelta{Index: 0, Name: "weather", Arguments: `{"ci`}}}, err: errors.New("connection reset")}, nil, true},
+		{"stream fails mid-text", streamer{deltas: []provider.Delta{{Text: "Sun"}}, err: errors.New("connection reset")}, nil, true},
+		{"stream fails mid-call", streamer{deltas: []provider.Delta{{ToolCall: &provider.ToolCallDelta{Index: 0, Name: "weather", Arguments: `{"ci`}}}, err: errors.New("connection reset")}, nil, true},
 		{"max steps", plain(toolReply), []agent.Option{agent.WithMaxSteps(2)}, true},
 		{"model error", fake.NewProvider(fake.Error(errors.New("overloaded"))), nil, true},
 	}
