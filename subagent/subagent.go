@@ -18,6 +18,11 @@
 // cancellation reaches the child; a panicking child becomes an error the
 // parent's model can read; and every call emits SUBAGENT_* events with a
 // fresh sub-agent run id.
+//
+// NewSpawner builds spawn_subagent on the same machinery: one tool with
+// which a model starts many children, forks of itself or members of a
+// roster, in parallel, within limits on depth, spawns per run, tokens per
+// child and output size, optionally in the background as jobs.
 package subagent
 
 import (
