@@ -43,11 +43,6 @@ type React struct {
 	turn    *semaphore.Weighted // held for a whole run
 	mu      sync.Mutex          // guards history
 	history []provider.Message
-
-	// The state of a streamed reply, used by the run that holds turn and
-	// kept between model calls and runs so as not to allocate it for each.
-	sr    streamReply
-	yield func(provider.Delta, error) bool // sr.delta, made once
 }
 
 // NewReact returns a ReAct agent over p. It fails on a nil provider or a bad
@@ -481,13 +476,13 @@ func (s *runState) call(req provider.Request, msgID string) (resp provider.Respo
 		return s.r.p.Complete(ctx, req)
 	}
 	if st, ok := s.r.p.(provider.Streamer); ok {
-		r := s.r // this run holds r.turn, so r.sr is its own
-		r.sr = streamReply{em: s.em, msgID: msgID, ids: r.sr.ids[:0]}
-		if r.yield == nil {
-			r.yield = r.sr.delta
-		}
-		defer func() { r.sr.em, r.sr.resp = event.Emitter{}, nil }() // keep neither alive
-		return r.sr.run(ctx, st, req, r.yield)
+		sr := streamReplies.Get().(*streamReply)
+		*sr = streamReply{em: s.em, msgID: msgID, ids: sr.ids[:0], yield: sr.yield}
+		defer func() {
+			sr.em, sr.resp, sr.err = event.Emitter{}, nil, nil // keep none alive
+			streamReplies.Put(sr)
+		}()
+		return sr.run(ctx, st, req)
 	}
 	resp, err = s.r.p.Complete(ctx, req)
 	if err != nil {
@@ -542,8 +537,8 @@ func hasID(calls []provider.ToolCall, id string) bool {
 // streamReply consumes a streamed reply, emitting text and tool-call
 // events as the pieces arrive, and assembles the response. Whatever way it
 // ends, it closes the message and tool call it opened. The sequence's loop
-// body escapes, and all it touches with it, so the state lives in the
-// React and the loop body (delta) is made once per agent.
+// body escapes, and all it touches with it, so a streamReply is reused
+// (see streamReplies) with its loop body (yield, which is delta) made once.
 type streamReply struct {
 	em       event.Emitter // of the run
 	msgID    string
@@ -553,11 +548,20 @@ type streamReply struct {
 	ids      []string // the id of each tool call, by index
 	resp     *provider.Response
 	err      error
+	yield    func(provider.Delta, error) bool // sr.delta
 }
 
-func (sr *streamReply) run(ctx context.Context, st provider.Streamer, req provider.Request, yield func(provider.Delta, error) bool) (provider.Response, error) {
+// streamReplies holds the streamReply values not in use, so that a
+// streamed model call allocates neither the state nor its loop body.
+var streamReplies = sync.Pool{New: func() any {
+	sr := new(streamReply)
+	sr.yield = sr.delta
+	return sr
+}}
+
+func (sr *streamReply) run(ctx context.Context, st provider.Streamer, req provider.Request) (provider.Response, error) {
 	defer sr.closeAll()
-	st.Stream(ctx, req)(yield)
+	st.Stream(ctx, req)(sr.yield)
 	switch {
 	case sr.err != nil:
 		return provider.Response{}, sr.err
