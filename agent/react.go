@@ -43,11 +43,6 @@ type React struct {
 	turn    *semaphore.Weighted // held for a whole run
 	mu      sync.Mutex          // guards history
 	history []provider.Message
-
-	// The state of a streamed reply, used by the run that holds turn and
-	// kept between model calls and runs so as not to allocate it for each.
-	sr    streamReply
-	yield func(provider.Delta, error) bool // sr.delta, made once
 }
 
 // NewReact returns a ReAct agent over p. It fails on a nil provider or a bad
@@ -194,7 +189,8 @@ func (r *React) Run(ctx context.Context, in Input) (out Output, err error) {
 	base := r.history
 	r.mu.Unlock()
 
-	events := event.Enabled(ctx)
+	em := event.From(ctx) // the scope is looked up once for the run's events
+	events := em.Enabled()
 	runID, steps := runIDs(events)
 	tr := r.tracerFor(ctx)
 	if tr != nil {
@@ -204,10 +200,10 @@ func (r *React) Run(ctx context.Context, in Input) (out Output, err error) {
 	}
 	ctx = WithRun(ctx, runID, r.name)
 	info(ctx).scope.limit = r.tokenLimit
-	s := &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, steps: steps, events: events, tracer: tr}
+	s := &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, steps: steps, em: em, events: events, tracer: tr}
 	// Under a sub-agent the run-level events are not forwarded (the
 	// SUBAGENT_* events stand for them), so they are not built either.
-	runEvents := s.events && event.SubagentRunID(ctx) == ""
+	runEvents := s.events && em.SubagentRunID() == ""
 	if tr != nil {
 		s.toolCtx = tool.WithCallHook(ctx, toolSpans{tr}.hook)
 	}
@@ -220,7 +216,7 @@ func (r *React) Run(ctx context.Context, in Input) (out Output, err error) {
 	start := len(base)
 
 	if runEvents {
-		event.Emit(ctx, event.Event{Type: event.RunStarted, RunID: runID, ParentRunID: ParentRunID(ctx)})
+		em.Emit(event.Event{Type: event.RunStarted, RunID: runID, ParentRunID: ParentRunID(ctx)})
 	}
 	answer, err := s.loop()
 	s.child = s.child.Add(Finish(ctx))
@@ -234,7 +230,7 @@ func (r *React) Run(ctx context.Context, in Input) (out Output, err error) {
 		}
 		err = fmt.Errorf("agent %q: %w", r.name, err)
 		if runEvents {
-			event.Emit(ctx, event.Event{Type: event.RunError, RunID: runID, Message: err.Error(), Code: ErrorCode(err)})
+			em.Emit(event.Event{Type: event.RunError, RunID: runID, Message: err.Error(), Code: ErrorCode(err)})
 		}
 		return out, err
 	}
@@ -242,7 +238,7 @@ func (r *React) Run(ctx context.Context, in Input) (out Output, err error) {
 	r.history = trimHistory(s.msgs, r.historyLimit)
 	r.mu.Unlock()
 	if runEvents {
-		event.Emit(ctx, event.Event{Type: event.RunFinished, RunID: runID, Result: event.JSONString(answer)})
+		em.Emit(event.Event{Type: event.RunFinished, RunID: runID, Result: event.JSONString(answer)})
 	}
 	return out, nil
 }
@@ -275,9 +271,10 @@ type runState struct {
 	ctx     context.Context
 	toolCtx context.Context // ctx, with the tracing hook when traced
 	runID   string
-	steps   string // the names of the first steps (see runIDs), made with runID
-	events  bool
-	tracer  trace.Tracer // nil when not traced
+	steps   string        // the names of the first steps (see runIDs), made with runID
+	em      event.Emitter // of ctx
+	events  bool          // em.Enabled()
+	tracer  trace.Tracer  // nil when not traced
 	msgs    []provider.Message
 	usage   provider.Usage
 	child   provider.Usage
@@ -306,8 +303,8 @@ func (s *runState) step(step int, failures *int) (answer string, done bool, err 
 	var stepName, firstResult string
 	if s.events {
 		stepName, firstResult = s.stepNames(step)
-		event.Emit(s.ctx, event.Event{Type: event.StepStarted, StepName: stepName})
-		defer event.Emit(s.ctx, event.Event{Type: event.StepFinished, StepName: stepName})
+		s.em.Emit(event.Event{Type: event.StepStarted, StepName: stepName})
+		defer s.em.Emit(event.Event{Type: event.StepFinished, StepName: stepName})
 	}
 	msgID := stepName
 	req := provider.Request{
@@ -358,7 +355,7 @@ func (s *runState) step(step int, failures *int) (answer string, done bool, err 
 			if i > 0 {
 				resultID = stepName + "/result-" + strconv.Itoa(i+1)
 			}
-			event.Emit(s.ctx, event.Event{Type: event.ToolCallResult, MessageID: resultID, ToolCallID: call.ID, Content: res.Content, Role: "tool"})
+			s.em.Emit(event.Event{Type: event.ToolCallResult, MessageID: resultID, ToolCallID: call.ID, Content: res.Content, Role: "tool"})
 		}
 	}
 	if err != nil {
@@ -479,13 +476,13 @@ func (s *runState) call(req provider.Request, msgID string) (resp provider.Respo
 		return s.r.p.Complete(ctx, req)
 	}
 	if st, ok := s.r.p.(provider.Streamer); ok {
-		r := s.r // this run holds r.turn, so r.sr is its own
-		r.sr = streamReply{ctx: ctx, msgID: msgID, ids: r.sr.ids[:0]}
-		if r.yield == nil {
-			r.yield = r.sr.delta
-		}
-		defer func() { r.sr.ctx, r.sr.resp = nil, nil }() // keep neither alive
-		return r.sr.run(st, req, r.yield)
+		sr := streamReplies.Get().(*streamReply)
+		*sr = streamReply{em: s.em, msgID: msgID, ids: sr.ids[:0], yield: sr.yield}
+		defer func() {
+			sr.em, sr.resp, sr.err = event.Emitter{}, nil, nil // keep none alive
+			streamReplies.Put(sr)
+		}()
+		return sr.run(ctx, st, req)
 	}
 	resp, err = s.r.p.Complete(ctx, req)
 	if err != nil {
@@ -494,17 +491,18 @@ func (s *runState) call(req provider.Request, msgID string) (resp provider.Respo
 	// The calls get their ids now, so that the events announce them.
 	resp.Message.ToolCalls = withIDs(resp.Message.ToolCalls)
 	m := resp.Message
+	em := s.em
 	parent := ""
 	if m.Content != "" {
 		parent = msgID
-		event.Emit(ctx, event.Event{Type: event.TextMessageStart, MessageID: msgID, Role: "assistant"})
-		event.Emit(ctx, event.Event{Type: event.TextMessageContent, MessageID: msgID, Delta: m.Content})
-		event.Emit(ctx, event.Event{Type: event.TextMessageEnd, MessageID: msgID})
+		em.Emit(event.Event{Type: event.TextMessageStart, MessageID: msgID, Role: "assistant"})
+		em.Emit(event.Event{Type: event.TextMessageContent, MessageID: msgID, Delta: m.Content})
+		em.Emit(event.Event{Type: event.TextMessageEnd, MessageID: msgID})
 	}
 	for _, c := range m.ToolCalls {
-		event.Emit(ctx, event.Event{Type: event.ToolCallStart, ToolCallID: c.ID, ToolCallName: c.Name, ParentMessageID: parent})
-		event.Emit(ctx, event.Event{Type: event.ToolCallArgs, ToolCallID: c.ID, Delta: string(c.Arguments)})
-		event.Emit(ctx, event.Event{Type: event.ToolCallEnd, ToolCallID: c.ID})
+		em.Emit(event.Event{Type: event.ToolCallStart, ToolCallID: c.ID, ToolCallName: c.Name, ParentMessageID: parent})
+		em.Emit(event.Event{Type: event.ToolCallArgs, ToolCallID: c.ID, Delta: string(c.Arguments)})
+		em.Emit(event.Event{Type: event.ToolCallEnd, ToolCallID: c.ID})
 	}
 	return resp, nil
 }
@@ -539,10 +537,10 @@ func hasID(calls []provider.ToolCall, id string) bool {
 // streamReply consumes a streamed reply, emitting text and tool-call
 // events as the pieces arrive, and assembles the response. Whatever way it
 // ends, it closes the message and tool call it opened. The sequence's loop
-// body escapes, and all it touches with it, so the state lives in the
-// React and the loop body (delta) is made once per agent.
+// body escapes, and all it touches with it, so a streamReply is reused
+// (see streamReplies) with its loop body (yield, which is delta) made once.
 type streamReply struct {
-	ctx      context.Context
+	em       event.Emitter // of the run
 	msgID    string
 	textOpen bool
 	textSent bool
@@ -550,18 +548,27 @@ type streamReply struct {
 	ids      []string // the id of each tool call, by index
 	resp     *provider.Response
 	err      error
+	yield    func(provider.Delta, error) bool // sr.delta
 }
 
-func (sr *streamReply) run(st provider.Streamer, req provider.Request, yield func(provider.Delta, error) bool) (provider.Response, error) {
+// streamReplies holds the streamReply values not in use, so that a
+// streamed model call allocates neither the state nor its loop body.
+var streamReplies = sync.Pool{New: func() any {
+	sr := new(streamReply)
+	sr.yield = sr.delta
+	return sr
+}}
+
+func (sr *streamReply) run(ctx context.Context, st provider.Streamer, req provider.Request) (provider.Response, error) {
 	defer sr.closeAll()
-	st.Stream(sr.ctx, req)(yield)
+	st.Stream(ctx, req)(sr.yield)
 	switch {
 	case sr.err != nil:
 		return provider.Response{}, sr.err
 	case sr.resp != nil:
 		return sr.response(), nil
-	case sr.ctx.Err() != nil:
-		return provider.Response{}, sr.ctx.Err()
+	case ctx.Err() != nil:
+		return provider.Response{}, ctx.Err()
 	}
 	return provider.Response{}, errors.New("stream ended without a final response: the provider's Stream broke its contract")
 }
@@ -572,14 +579,14 @@ func (sr *streamReply) delta(d provider.Delta, err error) bool {
 		sr.err = err
 		return false
 	}
-	ctx := sr.ctx
+	em := sr.em
 	if d.Text != "" {
 		sr.closeCall()
 		if !sr.textOpen {
-			event.Emit(ctx, event.Event{Type: event.TextMessageStart, MessageID: sr.msgID, Role: "assistant"})
+			em.Emit(event.Event{Type: event.TextMessageStart, MessageID: sr.msgID, Role: "assistant"})
 			sr.textOpen, sr.textSent = true, true
 		}
-		event.Emit(ctx, event.Event{Type: event.TextMessageContent, MessageID: sr.msgID, Delta: d.Text})
+		em.Emit(event.Event{Type: event.TextMessageContent, MessageID: sr.msgID, Delta: d.Text})
 	}
 	if tc := d.ToolCall; tc != nil {
 		sr.closeText()
@@ -602,11 +609,11 @@ func (sr *streamReply) delta(d provider.Delta, err error) bool {
 			if sr.textSent {
 				parent = sr.msgID // a tool call names its message only when that was sent
 			}
-			event.Emit(ctx, event.Event{Type: event.ToolCallStart, ToolCallID: callID, ToolCallName: tc.Name, ParentMessageID: parent})
+			em.Emit(event.Event{Type: event.ToolCallStart, ToolCallID: callID, ToolCallName: tc.Name, ParentMessageID: parent})
 			sr.openCall = callID
 		}
 		if sr.openCall == callID {
-			event.Emit(ctx, event.Event{Type: event.ToolCallArgs, ToolCallID: callID, Delta: tc.Arguments})
+			em.Emit(event.Event{Type: event.ToolCallArgs, ToolCallID: callID, Delta: tc.Arguments})
 		}
 	}
 	if d.Response != nil {
@@ -636,14 +643,14 @@ func (sr *streamReply) response() provider.Response {
 
 func (sr *streamReply) closeText() {
 	if sr.textOpen {
-		event.Emit(sr.ctx, event.Event{Type: event.TextMessageEnd, MessageID: sr.msgID})
+		sr.em.Emit(event.Event{Type: event.TextMessageEnd, MessageID: sr.msgID})
 		sr.textOpen = false
 	}
 }
 
 func (sr *streamReply) closeCall() {
 	if sr.openCall != "" {
-		event.Emit(sr.ctx, event.Event{Type: event.ToolCallEnd, ToolCallID: sr.openCall})
+		sr.em.Emit(event.Event{Type: event.ToolCallEnd, ToolCallID: sr.openCall})
 		sr.openCall = ""
 	}
 }

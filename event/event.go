@@ -7,7 +7,9 @@
 // Events travel to a Sink carried by the context. Code that runs agents puts
 // a sink in the context with WithSink; the ReAct loop and the sub-agent tools
 // emit into whatever sink the context holds. When no sink is set, Emit costs a
-// context lookup and nothing else. Emit does not read the clock: a sink that
+// context lookup and nothing else. Code that emits many events under one
+// context, such as an agent's run, looks the sink up once with From and emits
+// through the Emitter it returns. Emit does not read the clock: a sink that
 // delivers events stamps them (Stamped).
 //
 // A sub-agent's events are attributed: WithSubagent marks a context as
@@ -200,6 +202,42 @@ func SubagentRunID(ctx context.Context) string {
 		return sc.subagent
 	}
 	return ""
+}
+
+// Emitter sends events to the sink of the context it was taken from (see
+// From), attributed as that context says. Code that emits many events under
+// one context, such as a run of an agent, takes its Emitter once and spares
+// each event the context lookup that Emit makes. The zero Emitter drops
+// every event. An Emitter is safe for concurrent use if its sink is.
+type Emitter struct {
+	sc *scope // nil when the context has no scope
+}
+
+// From returns the Emitter of ctx: its events go where Emit(ctx, e) would
+// send them, with the same attribution and thread.
+func From(ctx context.Context) Emitter {
+	sc, _ := ctx.Value(scopeKey{}).(*scope)
+	return Emitter{sc: sc}
+}
+
+// Enabled reports whether the events go anywhere, as Enabled does for the
+// context em was taken from.
+func (em Emitter) Enabled() bool { return em.sc != nil && em.sc.sink != nil }
+
+// SubagentRunID returns the sub-agent invocation the events are attributed
+// to, or "", as SubagentRunID does for the context em was taken from.
+func (em Emitter) SubagentRunID() string {
+	if em.sc == nil {
+		return ""
+	}
+	return em.sc.subagent
+}
+
+// Emit sends e to the sink, as Emit does with the context em was taken from.
+func (em Emitter) Emit(e Event) {
+	if sc := em.sc; sc != nil && sc.sink != nil {
+		sc.emit(&e)
+	}
 }
 
 // Emit sends e to the sink of ctx, if there is one.

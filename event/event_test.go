@@ -80,6 +80,46 @@ func TestEmit(t *testing.T) {
 	})
 }
 
+// An Emitter taken with From sends what Emit with its context sends.
+func TestFrom(t *testing.T) {
+	var zero event.Emitter
+	zero.Emit(event.Event{Type: event.StepStarted}) // drops it
+	if zero.Enabled() || zero.SubagentRunID() != "" {
+		t.Error("the zero Emitter has events on or an attribution")
+	}
+	base := event.WithThread(context.Background(), "thread_1")
+	if event.From(base).Enabled() || event.From(event.WithSink(base, nil)).Enabled() {
+		t.Error("an Emitter without a sink has events on")
+	}
+	sink := event.WithSink(base, &recorder{})
+	emitted := []event.Event{
+		{Type: event.RunStarted, RunID: "run_1"},
+		{Type: event.StepStarted, StepName: "s1"},
+		{Type: event.TextMessageContent, MessageID: "m"}, // dropped: empty delta
+		{Type: event.ToolCallArgs, ToolCallID: "c", Delta: "{}"},
+		{Type: event.RunFinished, RunID: "run_1"},
+	}
+	for _, ctx := range []context.Context{base, sink, event.WithSubagent(sink, "sub_1")} {
+		byCtx, byEmitter := &recorder{}, &recorder{}
+		em := event.From(event.WithSink(ctx, byEmitter))
+		ctx = event.WithSink(ctx, byCtx)
+		for _, e := range emitted {
+			event.Emit(ctx, e)
+			em.Emit(e)
+		}
+		if diff := cmp.Diff(byCtx.events, byEmitter.events); diff != "" {
+			t.Errorf("Emitter events (-Emit +Emitter):\n%s", diff)
+		}
+		if !em.Enabled() || em.SubagentRunID() != event.SubagentRunID(ctx) {
+			t.Errorf("Emitter: enabled %v, attributed to %q; the context to %q", em.Enabled(), em.SubagentRunID(), event.SubagentRunID(ctx))
+		}
+	}
+	off := event.From(context.Background())
+	if allocs := testing.AllocsPerRun(100, func() { off.Emit(event.Event{Type: event.StepStarted, StepName: "s"}) }); allocs != 0 {
+		t.Errorf("Emit with events off allocates %v times", allocs)
+	}
+}
+
 // A new sink keeps the attribution; turning events off under a sub-agent
 // turns them off.
 func TestWithSinkKeepsAttribution(t *testing.T) {

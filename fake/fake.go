@@ -42,6 +42,7 @@ var ErrScriptExhausted = errors.New("fake: script exhausted")
 type Reply struct {
 	text  string
 	calls []provider.ToolCall
+	args  []string // the calls' arguments as text, for Stream
 	err   error
 	fn    func(ctx context.Context, req provider.Request) (provider.Response, error)
 	delay time.Duration
@@ -54,12 +55,19 @@ func Text(text string) Reply { return Reply{text: text} }
 
 // Call is a reply calling one tool with these JSON arguments.
 func Call(name, args string) Reply {
-	return Reply{calls: []provider.ToolCall{{Name: name, Arguments: []byte(args)}}}
+	return Reply{calls: []provider.ToolCall{{Name: name, Arguments: []byte(args)}}, args: []string{args}}
 }
 
 // Calls is a reply calling several tools at once. A call without an ID gets
-// one.
-func Calls(calls ...provider.ToolCall) Reply { return Reply{calls: calls} }
+// one. The calls are copied.
+func Calls(calls ...provider.ToolCall) Reply {
+	r := Reply{calls: slices.Clone(calls), args: make([]string, len(calls))}
+	for i, c := range r.calls {
+		r.args[i] = string(c.Arguments)
+		r.calls[i].Arguments = []byte(r.args[i])
+	}
+	return r
+}
 
 // Error is a reply that fails the model call with err.
 func Error(err error) Reply { return Reply{err: err} }
@@ -259,12 +267,19 @@ func lastText(msgs []provider.Message) string {
 
 // Complete answers req with the next scripted reply.
 func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
+	resp, _, err := p.respond(ctx, req)
+	return resp, err
+}
+
+// respond answers req with the next scripted reply and, when the script
+// says what the tool calls' arguments are, gives them as text too.
+func (p *Provider) respond(ctx context.Context, req provider.Request) (provider.Response, []string, error) {
 	if err := ctx.Err(); err != nil {
-		return provider.Response{}, err
+		return provider.Response{}, nil, err
 	}
 	r, err := p.take(ctx, req)
 	if err != nil {
-		return provider.Response{}, err
+		return provider.Response{}, nil, err
 	}
 	if r.delay > 0 {
 		t := time.NewTimer(r.delay)
@@ -272,14 +287,15 @@ func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return provider.Response{}, ctx.Err()
+			return provider.Response{}, nil, ctx.Err()
 		}
 	}
 	switch {
 	case r.err != nil:
-		return provider.Response{}, r.err
+		return provider.Response{}, nil, r.err
 	case r.fn != nil:
-		return r.fn(ctx, req)
+		resp, err := r.fn(ctx, req)
+		return resp, nil, err
 	}
 	resp := provider.Response{
 		Message:    provider.Message{Role: provider.RoleAssistant, Content: r.text, ToolCalls: r.calls},
@@ -294,7 +310,7 @@ func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider
 	} else {
 		resp.Usage = Usage(req, resp.Message)
 	}
-	return resp, nil
+	return resp, r.args, nil
 }
 
 // Usage is the synthetic usage of a call: one token per four bytes of the
@@ -322,11 +338,12 @@ func Usage(req provider.Request, reply provider.Message) provider.Usage {
 // each tool call's arguments in two pieces before the whole response.
 func (p *Provider) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Delta, error] {
 	return func(yield func(provider.Delta, error) bool) {
-		resp, err := p.Complete(ctx, req)
+		resp, args, err := p.respond(ctx, req)
 		if err != nil {
 			yield(provider.Delta{}, err)
 			return
 		}
+		final, pieces := streamed(resp)
 		for text := resp.Message.Content; text != ""; {
 			w := nextWord(text)
 			text = text[len(w):]
@@ -335,13 +352,16 @@ func (p *Provider) Stream(ctx context.Context, req provider.Request) iter.Seq2[p
 			}
 		}
 		for i, c := range resp.Message.ToolCalls {
-			args := string(c.Arguments)
-			half := len(args) / 2
-			pieces := &[2]provider.ToolCallDelta{ // one allocation for both
-				{Index: i, ID: c.ID, Name: c.Name, Arguments: args[:half]},
-				{Index: i, Arguments: args[half:]},
+			var a string
+			if args != nil {
+				a = args[i]
+			} else {
+				a = string(c.Arguments)
 			}
-			if !yield(provider.Delta{ToolCall: &pieces[0]}, nil) || !yield(provider.Delta{ToolCall: &pieces[1]}, nil) {
+			half := len(a) / 2
+			pieces[2*i] = provider.ToolCallDelta{Index: i, ID: c.ID, Name: c.Name, Arguments: a[:half]}
+			pieces[2*i+1] = provider.ToolCallDelta{Index: i, Arguments: a[half:]}
+			if !yield(provider.Delta{ToolCall: &pieces[2*i]}, nil) || !yield(provider.Delta{ToolCall: &pieces[2*i+1]}, nil) {
 				return
 			}
 		}
@@ -349,7 +369,34 @@ func (p *Provider) Stream(ctx context.Context, req provider.Request) iter.Seq2[p
 			yield(provider.Delta{}, err)
 			return
 		}
-		yield(provider.Delta{Response: &resp}, nil)
+		yield(provider.Delta{Response: final}, nil)
+	}
+}
+
+// streamedCall holds the final response of a stream with one tool call and
+// the two pieces of that call, in one allocation.
+type streamedCall struct {
+	resp   provider.Response
+	pieces [2]provider.ToolCallDelta
+}
+
+// streamed returns a copy of resp for the final delta of its stream, and
+// room for the pieces of its tool calls, two a call. The consumer may keep
+// any of them, so each stream has its own; a reply with one tool call, the
+// usual case, takes a single allocation for all.
+func streamed(resp provider.Response) (*provider.Response, []provider.ToolCallDelta) {
+	switch n := len(resp.Message.ToolCalls); n {
+	case 0:
+		final := new(provider.Response)
+		*final = resp
+		return final, nil
+	case 1:
+		sc := &streamedCall{resp: resp}
+		return &sc.resp, sc.pieces[:]
+	default:
+		final := new(provider.Response)
+		*final = resp
+		return final, make([]provider.ToolCallDelta, 2*n)
 	}
 }
 

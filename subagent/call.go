@@ -66,16 +66,17 @@ func (t *SubAgentTool) Call(ctx context.Context, call tool.Call) (tool.Result, e
 // shares it.
 func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawMessage, in agent.Input) (tool.Result, error) {
 	name := t.def.Name
-	events := event.Enabled(ctx)
+	em := event.From(ctx) // the scope is looked up once for the call's events
+	events := em.Enabled()
 	runID := "" // only events and a render see the invocation's id
 	if events || t.cfg.render != nil {
 		runID = id.New("sub_")
 	}
 	cctx := agent.WithDepth(ctx, agent.Depth(ctx)+1)
 	if events {
-		event.Emit(ctx, event.Event{
+		em.Emit(event.Event{
 			Type: event.SubagentStarted, SubagentRunID: runID, Name: name, Description: t.def.Description,
-			ParentSubagentRunID: event.SubagentRunID(ctx), ParentToolCallID: callID,
+			ParentSubagentRunID: em.SubagentRunID(), ParentToolCallID: callID,
 		})
 		cctx = event.WithSubagent(cctx, runID)
 	}
@@ -100,13 +101,13 @@ func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawM
 			err = tool.Correctable(fmt.Errorf("%w: %q ran longer than %v: give it a smaller task: %w", ErrTimeout, name, t.cfg.timeout, err))
 		}
 		if events {
-			event.Emit(ctx, event.Event{Type: event.SubagentError, SubagentRunID: runID, Message: err.Error(), Code: errorCode(err)})
+			em.Emit(event.Event{Type: event.SubagentError, SubagentRunID: runID, Message: err.Error(), Code: errorCode(err)})
 		}
 		// A failed call hands back what it spent and nothing it said.
 		return tool.Result{Usage: res.Usage}, err
 	}
 	if events {
-		event.Emit(ctx, event.Event{Type: event.SubagentFinished, SubagentRunID: runID, Result: event.JSONString(res.Content)})
+		em.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: runID, Result: event.JSONString(res.Content)})
 	}
 	return res, nil
 }
