@@ -86,11 +86,9 @@ func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawM
 		defer cancel()
 	}
 
+	// run itself refuses the answer of a child whose context ended, where
+	// it can still put a resident's conversation back.
 	res, err := t.run(cctx, args, in, runID)
-	if err == nil && ctx.Err() != nil {
-		// A child that ignored its cancellation does not get to answer.
-		err = fmt.Errorf("subagent %q: %w", name, context.Cause(ctx))
-	}
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
