@@ -220,6 +220,11 @@ func (r *React) Run(ctx context.Context, in Input) (out Output, err error) {
 	}
 	answer, err := s.loop()
 	s.child = s.child.Add(Finish(ctx))
+	if err == nil {
+		// Cancelled while the run wound up (its background work still
+		// running): the caller gave up before the run ended, and is told so.
+		err = ctx.Err()
+	}
 	// Clipped, like the requests' messages: whoever appends to it gets a
 	// slice of their own rather than writing into the agent's.
 	out = Output{RunID: runID, Answer: answer, Messages: slices.Clip(s.msgs[start:]), Usage: s.usage, ChildUsage: s.child}
