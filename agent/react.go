@@ -243,7 +243,7 @@ func (r *React) Run(ctx context.Context, in Input) (out Output, err error) {
 	r.history = trimHistory(s.msgs, r.historyLimit)
 	r.mu.Unlock()
 	if runEvents {
-		em.Emit(event.Event{Type: event.RunFinished, RunID: runID, Result: event.JSONString(answer)})
+		em.Emit(event.Event{Type: event.RunFinished, RunID: runID, ResultText: answer})
 	}
 	return out, nil
 }
@@ -484,7 +484,8 @@ func (s *runState) call(req provider.Request, msgID string) (resp provider.Respo
 		sr := streamReplies.Get().(*streamReply)
 		*sr = streamReply{em: s.em, msgID: msgID, ids: sr.ids[:0], yield: sr.yield}
 		defer func() {
-			sr.em, sr.resp, sr.err = event.Emitter{}, nil, nil // keep none alive
+			clear(sr.ids)
+			sr.em, sr.resp, sr.err = event.Emitter{}, provider.Response{}, nil // keep none alive
 			streamReplies.Put(sr)
 		}()
 		return sr.run(ctx, st, req)
@@ -549,9 +550,10 @@ type streamReply struct {
 	msgID    string
 	textOpen bool
 	textSent bool
-	openCall string   // id of the tool call whose events are open
-	ids      []string // the id of each tool call, by index
-	resp     *provider.Response
+	openCall string            // id of the tool call whose events are open
+	ids      []string          // the id of each tool call, by index
+	resp     provider.Response // a copy of the final delta's (see provider.Delta)
+	done     bool              // resp is set
 	err      error
 	yield    func(provider.Delta, error) bool // sr.delta
 }
@@ -570,7 +572,7 @@ func (sr *streamReply) run(ctx context.Context, st provider.Streamer, req provid
 	switch {
 	case sr.err != nil:
 		return provider.Response{}, sr.err
-	case sr.resp != nil:
+	case sr.done:
 		return sr.response(), nil
 	case ctx.Err() != nil:
 		return provider.Response{}, ctx.Err()
@@ -622,7 +624,7 @@ func (sr *streamReply) delta(d provider.Delta, err error) bool {
 		}
 	}
 	if d.Response != nil {
-		sr.resp = d.Response
+		sr.resp, sr.done = *d.Response, true
 		return false
 	}
 	return true
@@ -631,7 +633,7 @@ func (sr *streamReply) delta(d provider.Delta, err error) bool {
 // response is the final response, its calls keeping the ids their events
 // announced.
 func (sr *streamReply) response() provider.Response {
-	resp := *sr.resp
+	resp := sr.resp
 	calls, cloned := resp.Message.ToolCalls, false
 	for i := range calls {
 		if i < len(sr.ids) && sr.ids[i] != "" && calls[i].ID == "" {

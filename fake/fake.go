@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -335,69 +336,84 @@ func Usage(req provider.Request, reply provider.Message) provider.Usage {
 }
 
 // Stream answers req like Complete, delivering the text a word at a time and
-// each tool call's arguments in two pieces before the whole response.
+// each tool call's arguments in two pieces before the whole response. As
+// provider.Delta allows, the pieces and the final response it points to are
+// reused by a later stream once this one has ended. The sequence can be
+// iterated once; a second iteration yields an error.
 func (p *Provider) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Delta, error] {
+	s := streams.Get().(*stream)
+	s.p, s.ctx, s.req = p, ctx, req
+	gen := s.gen.Load()
 	return func(yield func(provider.Delta, error) bool) {
-		resp, args, err := p.respond(ctx, req)
-		if err != nil {
-			yield(provider.Delta{}, err)
+		// The first iteration claims s; any later one finds it claimed,
+		// whether or not s has since gone back to the pool.
+		if !s.gen.CompareAndSwap(gen, gen+1) {
+			yield(provider.Delta{}, errors.New("fake: the sequence of a Stream call was iterated twice: call Stream again for another reply"))
 			return
 		}
-		final, pieces := streamed(resp)
-		for text := resp.Message.Content; text != ""; {
-			w := nextWord(text)
-			text = text[len(w):]
-			if !yield(provider.Delta{Text: w}, nil) {
-				return
-			}
-		}
-		for i, c := range resp.Message.ToolCalls {
-			var a string
-			if args != nil {
-				a = args[i]
-			} else {
-				a = string(c.Arguments)
-			}
-			half := len(a) / 2
-			pieces[2*i] = provider.ToolCallDelta{Index: i, ID: c.ID, Name: c.Name, Arguments: a[:half]}
-			pieces[2*i+1] = provider.ToolCallDelta{Index: i, Arguments: a[half:]}
-			if !yield(provider.Delta{ToolCall: &pieces[2*i]}, nil) || !yield(provider.Delta{ToolCall: &pieces[2*i+1]}, nil) {
-				return
-			}
-		}
-		if err := ctx.Err(); err != nil {
-			yield(provider.Delta{}, err)
-			return
-		}
-		yield(provider.Delta{Response: final}, nil)
+		defer s.release()
+		s.run(yield)
 	}
 }
 
-// streamedCall holds the final response of a stream with one tool call and
-// the two pieces of that call, in one allocation.
-type streamedCall struct {
-	resp   provider.Response
-	pieces [2]provider.ToolCallDelta
+// stream is the state of one Stream call: the request, and the final
+// response and tool-call pieces its deltas point to. It goes back to streams
+// when its sequence has run, so that a streamed call allocates only the
+// sequence itself. gen counts the sequences that have claimed it.
+type stream struct {
+	p      *Provider
+	ctx    context.Context
+	req    provider.Request
+	final  provider.Response
+	pieces []provider.ToolCallDelta
+	gen    atomic.Uint64
 }
 
-// streamed returns a copy of resp for the final delta of its stream, and
-// room for the pieces of its tool calls, two a call. The consumer may keep
-// any of them, so each stream has its own; a reply with one tool call, the
-// usual case, takes a single allocation for all.
-func streamed(resp provider.Response) (*provider.Response, []provider.ToolCallDelta) {
-	switch n := len(resp.Message.ToolCalls); n {
-	case 0:
-		final := new(provider.Response)
-		*final = resp
-		return final, nil
-	case 1:
-		sc := &streamedCall{resp: resp}
-		return &sc.resp, sc.pieces[:]
-	default:
-		final := new(provider.Response)
-		*final = resp
-		return final, make([]provider.ToolCallDelta, 2*n)
+var streams = sync.Pool{New: func() any { return new(stream) }}
+
+func (s *stream) release() {
+	clear(s.pieces)
+	s.p, s.ctx, s.req, s.final, s.pieces = nil, nil, provider.Request{}, provider.Response{}, s.pieces[:0]
+	streams.Put(s)
+}
+
+func (s *stream) run(yield func(provider.Delta, error) bool) {
+	ctx := s.ctx
+	resp, args, err := s.p.respond(ctx, s.req)
+	if err != nil {
+		yield(provider.Delta{}, err)
+		return
 	}
+	for text := resp.Message.Content; text != ""; {
+		w := nextWord(text)
+		text = text[len(w):]
+		if !yield(provider.Delta{Text: w}, nil) {
+			return
+		}
+	}
+	n := 2 * len(resp.Message.ToolCalls)
+	s.pieces = slices.Grow(s.pieces[:0], n)[:n]
+	for i, c := range resp.Message.ToolCalls {
+		var a string
+		if args != nil {
+			a = args[i]
+		} else {
+			a = string(c.Arguments)
+		}
+		half := len(a) / 2
+		first, rest := &s.pieces[2*i], &s.pieces[2*i+1]
+		*first = provider.ToolCallDelta{Index: i, ID: c.ID, Name: c.Name, Arguments: a[:half]}
+		*rest = provider.ToolCallDelta{Index: i, Arguments: a[half:]}
+		if !yield(provider.Delta{ToolCall: first}, nil) || !yield(provider.Delta{ToolCall: rest}, nil) {
+			return
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		yield(provider.Delta{}, err)
+		return
+	}
+	s.final = resp
+	yield(provider.Delta{Response: &s.final}, nil)
 }
 
 // nextWord returns s up to and including its first space, or all of s:

@@ -354,6 +354,14 @@ func collect(t *testing.T, seq func(func(provider.Delta, error) bool)) ([]provid
 		if err != nil {
 			return out, err
 		}
+		// What a delta points to is the stream's until yield returns (see
+		// provider.Delta): keep copies.
+		if d.ToolCall != nil {
+			d.ToolCall = new(*d.ToolCall)
+		}
+		if d.Response != nil {
+			d.Response = new(*d.Response)
+		}
 		out = append(out, d)
 	}
 	return out, nil
@@ -436,6 +444,33 @@ func TestStreamStopsAndFails(t *testing.T) {
 			t.Errorf("cancelled stream: %d deltas, error %v", len(deltas), err)
 		}
 	})
+}
+
+// A stream's state is reused once its sequence has run, so a sequence
+// iterated again must neither take another reply nor replay the stream that
+// now owns that state.
+func TestStreamIteratedTwice(t *testing.T) {
+	p := fake.NewProvider(fake.Text("first"), fake.Call("lookup", `{"q":"x"}`))
+	seq := p.Stream(t.Context(), req("hi"))
+	if _, err := collect(t, seq); err != nil {
+		t.Fatal(err)
+	}
+	// The next stream is likely to get the state seq used.
+	next := p.Stream(t.Context(), req("hi"))
+	deltas, err := collect(t, seq)
+	if err == nil || !strings.Contains(err.Error(), "iterated twice") || len(deltas) != 0 {
+		t.Errorf("second iteration: %d deltas, error %v; want only an error saying it was iterated twice", len(deltas), err)
+	}
+	deltas, err = collect(t, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := deltas[len(deltas)-1]; last.Response == nil || len(last.Response.Message.ToolCalls) != 1 {
+		t.Errorf("the next stream ended with %+v; want the scripted tool call", last)
+	}
+	if p.Remaining() != 0 {
+		t.Errorf("%d replies left; the two streams should have taken both", p.Remaining())
+	}
 }
 
 func TestProviderInterfaces(t *testing.T) {

@@ -134,6 +134,12 @@ func (f Func) Complete(ctx context.Context, req Request) (Response, error) { ret
 //
 // Text and tool-call pieces arrive as they are produced. The last delta of a
 // successful stream has Response set: the whole reply, assembled, with usage.
+//
+// The ToolCallDelta and the Response a delta points to are the stream's
+// until yield returns: a provider may reuse them for its next delta or its
+// next stream, as bufio.Scanner reuses its buffer. A consumer copies what it
+// keeps (the values, not the pointers); the strings and slices inside them
+// stay valid.
 type Delta struct {
 	// Text is a fragment of the reply's text.
 	Text string

@@ -399,7 +399,9 @@ func testStream(t *testing.T, newProvider NewFunc) {
 					t.Fatalf("the stream yielded %+v after its final delta", d)
 				}
 				if d.Response != nil {
-					final = d.Response
+					// The delta's Response is the stream's until yield
+					// returns (see provider.Delta): keep a copy.
+					final = new(*d.Response)
 					continue
 				}
 				a.add(t, d)
