@@ -2,13 +2,17 @@
 // invocations.
 package id
 
-import (
-	"math/rand/v2"
-	"strconv"
-)
+import "math/rand/v2"
 
-// New returns prefix followed by 64 random bits in base 36: unique for all
-// practical purposes, cheap, and safe for concurrent use.
+// digits are the 32 digits of an id, lower case, so that an id reads the
+// same in JSON, logs and URLs.
+const digits = "0123456789abcdefghijklmnopqrstuv"
+
+// size is the number of digits of an id: 64 bits at 5 bits a digit.
+const size = 13
+
+// New returns prefix followed by 64 random bits as 13 base-32 digits: unique
+// for all practical purposes, cheap, and safe for concurrent use.
 func New(prefix string) string {
 	var buf [32]byte
 	return string(Append(buf[:0], prefix))
@@ -18,5 +22,11 @@ func New(prefix string) string {
 // builds the id and more in one allocation.
 func Append(dst []byte, prefix string) []byte {
 	dst = append(dst, prefix...)
-	return strconv.AppendUint(dst, rand.Uint64(), 36)
+	var b [size]byte
+	v := rand.Uint64()
+	for i := size - 1; i >= 0; i-- {
+		b[i] = digits[v&31]
+		v >>= 5
+	}
+	return append(dst, b[:]...)
 }

@@ -20,8 +20,8 @@ func TestNew(t *testing.T) {
 	wg.Wait()
 	seen := map[string]bool{}
 	for _, s := range ids {
-		if !strings.HasPrefix(s, "run_") || len(s) <= len("run_") || strings.Trim(s[4:], "0123456789abcdefghijklmnopqrstuvwxyz") != "" {
-			t.Errorf("id %q: want run_ and base-36 digits", s)
+		if !strings.HasPrefix(s, "run_") || len(s) != len("run_")+13 || strings.Trim(s[4:], "0123456789abcdefghijklmnopqrstuv") != "" {
+			t.Errorf("id %q: want run_ and 13 base-32 digits", s)
 		}
 		if seen[s] {
 			t.Errorf("id %q made twice", s)
