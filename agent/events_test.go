@@ -110,8 +110,7 @@ func TestReactEvents(t *testing.T) {
 				}
 			}
 			rs, rf := rec.of(event.RunStarted)[0], rec.of(event.RunFinished)[0]
-			res, _ := json.Marshal(answer)
-			if rs.RunID != out.RunID || rf.RunID != out.RunID || string(rf.Result) != string(res) {
+			if rs.RunID != out.RunID || rf.RunID != out.RunID || rf.ResultText != answer || rf.Result != nil {
 				t.Errorf("run events %+v, %+v for run %s", rs, rf, out.RunID)
 			}
 			steps := rec.of(event.StepStarted)

@@ -51,8 +51,8 @@ func TestStreamYieldsTheRunsEvents(t *testing.T) {
 		t.Fatalf("the stream does not conform:\n%s", strings.Join(problems, "\n"))
 	}
 	last := got[len(got)-1]
-	if last.Type != event.RunFinished || string(last.Result) != `"Sunny in Lisbon."` {
-		t.Errorf("last event %s with result %s, want RUN_FINISHED with the answer", last.Type, last.Result)
+	if last.Type != event.RunFinished || last.ResultText != "Sunny in Lisbon." {
+		t.Errorf("last event %s with result %q, want RUN_FINISHED with the answer", last.Type, last.ResultText)
 	}
 	for _, e := range got {
 		if e.Timestamp == 0 {

@@ -92,11 +92,17 @@ type Event struct {
 	ParentSubagentRunID string `json:"parentSubagentRunId,omitempty"`
 	ParentToolCallID    string `json:"parentToolCallId,omitempty"`
 
-	// Outcomes: Result on RUN_FINISHED and SUBAGENT_FINISHED; Message and
-	// Code on RUN_ERROR and SUBAGENT_ERROR.
-	Result  json.RawMessage `json:"result,omitempty"`
-	Message string          `json:"message,omitempty"`
-	Code    string          `json:"code,omitempty"`
+	// Outcomes: the result on RUN_FINISHED and SUBAGENT_FINISHED; Message
+	// and Code on RUN_ERROR and SUBAGENT_ERROR. A result is either JSON, in
+	// Result, or text, in ResultText, which encodes as a JSON string; Result
+	// wins when both are set. deputy's runs and sub-agents finish with
+	// text (the answer, the tool result), so they set ResultText: a sink
+	// reads it as it is, and one that does not encode pays no copy of it.
+	// Decoding an event's JSON fills Result.
+	Result     json.RawMessage `json:"result,omitempty"`
+	ResultText string          `json:"-"`
+	Message    string          `json:"message,omitempty"`
+	Code       string          `json:"code,omitempty"`
 }
 
 // Sink receives events. Emit must be safe for concurrent use: the children of

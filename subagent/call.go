@@ -105,7 +105,7 @@ func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawM
 		return tool.Result{Usage: res.Usage}, err
 	}
 	if events {
-		em.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: runID, Result: event.JSONString(res.Content)})
+		em.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: runID, ResultText: res.Content})
 	}
 	return res, nil
 }
