@@ -136,15 +136,16 @@ func (f SinkFunc) Emit(e Event) { f(e) }
 type scopeKey struct{}
 
 type scope struct {
-	sink     Sink
+	send     func(Event) // the sink's Emit; nil when events are off
 	subagent string
 	thread   string
 }
 
-// WithSink returns a context whose events go to s. A nil s turns events off.
+// WithSink returns a context whose events go to s. A nil s, or a nil
+// SinkFunc, turns events off.
 // The sub-agent attribution and the thread of ctx, if any, are kept.
 func WithSink(ctx context.Context, s Sink) context.Context {
-	sc := scope{sink: s}
+	sc := scope{send: sendOf(s)}
 	if old, ok := ctx.Value(scopeKey{}).(*scope); ok {
 		sc.subagent, sc.thread = old.subagent, old.thread
 	}
@@ -155,10 +156,10 @@ func WithSink(ctx context.Context, s Sink) context.Context {
 // invocation runID. It returns ctx itself when ctx has no sink.
 func WithSubagent(ctx context.Context, runID string) context.Context {
 	old, ok := ctx.Value(scopeKey{}).(*scope)
-	if !ok || old.sink == nil {
+	if !ok || old.send == nil {
 		return ctx
 	}
-	return &scopeCtx{Context: ctx, sc: scope{sink: old.sink, subagent: runID, thread: old.thread}}
+	return &scopeCtx{Context: ctx, sc: scope{send: old.send, subagent: runID, thread: old.thread}}
 }
 
 // scopeCtx is a context carrying a scope, in one allocation where
@@ -182,7 +183,7 @@ func (c *scopeCtx) Value(key any) any {
 func WithThread(ctx context.Context, threadID string) context.Context {
 	sc := scope{thread: threadID}
 	if old, ok := ctx.Value(scopeKey{}).(*scope); ok {
-		sc.sink, sc.subagent = old.sink, old.subagent
+		sc.send, sc.subagent = old.send, old.subagent
 	}
 	return context.WithValue(ctx, scopeKey{}, &sc)
 }
@@ -199,7 +200,7 @@ func ThreadID(ctx context.Context) string {
 // must do work to build an event checks it first.
 func Enabled(ctx context.Context) bool {
 	sc, ok := ctx.Value(scopeKey{}).(*scope)
-	return ok && sc.sink != nil
+	return ok && sc.send != nil
 }
 
 // SubagentRunID returns the sub-agent invocation ctx is attributed to, or "".
@@ -228,7 +229,7 @@ func From(ctx context.Context) Emitter {
 
 // Enabled reports whether the events go anywhere, as Enabled does for the
 // context em was taken from.
-func (em Emitter) Enabled() bool { return em.sc != nil && em.sc.sink != nil }
+func (em Emitter) Enabled() bool { return em.sc != nil && em.sc.send != nil }
 
 // SubagentRunID returns the sub-agent invocation the events are attributed
 // to, or "", as SubagentRunID does for the context em was taken from.
@@ -241,7 +242,7 @@ func (em Emitter) SubagentRunID() string {
 
 // Emit sends e to the sink, as Emit does with the context em was taken from.
 func (em Emitter) Emit(e Event) {
-	if sc := em.sc; sc != nil && sc.sink != nil {
+	if sc := em.sc; sc != nil && sc.send != nil {
 		sc.emit(&e)
 	}
 }
@@ -256,24 +257,17 @@ func (em Emitter) Emit(e Event) {
 func Emit(ctx context.Context, e Event) {
 	// The work is in emit, which takes the event by pointer: an Event is
 	// large, and it is copied once more on its way to the sink.
-	if sc, ok := ctx.Value(scopeKey{}).(*scope); ok && sc.sink != nil {
+	if sc, ok := ctx.Value(scopeKey{}).(*scope); ok && sc.send != nil {
 		sc.emit(&e)
 	}
 }
 
 func (sc *scope) emit(e *Event) {
-	switch e.Type {
-	case TextMessageContent, ToolCallArgs:
-		if e.Delta == "" {
-			return
-		}
-	case RunStarted, RunFinished:
-		if e.ThreadID == "" && sc.subagent == "" {
-			e.ThreadID = sc.thread
-			if e.ThreadID == "" {
-				e.ThreadID = e.RunID
-			}
-		}
+	// The cheap tests come first: most events are neither empty deltas nor
+	// run-level, and comparing an int or a string's length is cheaper than
+	// comparing types.
+	if e.Delta == "" && (e.Type == TextMessageContent || e.Type == ToolCallArgs) {
+		return
 	}
 	if sc.subagent != "" {
 		if e.Type.RunLevel() {
@@ -282,6 +276,24 @@ func (sc *scope) emit(e *Event) {
 		if e.SubagentRunID == "" {
 			e.SubagentRunID = sc.subagent
 		}
+	} else if e.ThreadID == "" && (e.Type == RunStarted || e.Type == RunFinished) {
+		e.ThreadID = sc.thread
+		if e.ThreadID == "" {
+			e.ThreadID = e.RunID
+		}
 	}
-	sc.sink.Emit(*e)
+	sc.send(*e)
+}
+
+// sendOf returns the function that delivers events to s: the function
+// itself for a SinkFunc, which spares each event the copy SinkFunc.Emit
+// makes on its way to it, else s.Emit. It is nil when s is.
+func sendOf(s Sink) func(Event) {
+	switch s := s.(type) {
+	case nil:
+		return nil
+	case SinkFunc:
+		return s // nil for a nil SinkFunc
+	}
+	return s.Emit
 }

@@ -35,6 +35,10 @@ func TestNoSink(t *testing.T) {
 	if event.Enabled(off) {
 		t.Error("WithSink(nil) left events on")
 	}
+	if event.Enabled(event.WithSink(ctx, event.SinkFunc(nil))) {
+		t.Error("WithSink(SinkFunc(nil)) left events on; emitting would call a nil function")
+	}
+	event.Emit(event.WithSink(ctx, event.SinkFunc(nil)), event.Event{Type: event.StepStarted, StepName: "s"})
 	allocs := testing.AllocsPerRun(100, func() {
 		event.Emit(ctx, event.Event{Type: event.StepStarted, StepName: "s"})
 		event.Emit(off, event.Event{Type: event.StepStarted, StepName: "s"})
