@@ -242,36 +242,38 @@ func (em Emitter) SubagentRunID() string {
 
 // Emit sends e to the sink, as Emit does with the context em was taken from.
 func (em Emitter) Emit(e Event) {
-	if sc := em.sc; sc != nil && sc.send != nil {
-		sc.emit(&e)
+	if sc := em.sc; sc != nil && sc.send != nil && sc.prepare(&e) {
+		sc.send(e)
 	}
 }
 
 // Emit sends e to the sink of ctx, if there is one.
 //
-// Emit attributes e to the sub-agent of ctx when e names none. Under a sub-agent, run-level events are dropped: the
-// parent's stream has the SUBAGENT_* events in their place. RUN_STARTED and
-// RUN_FINISHED without a ThreadID get the thread of ctx, or their RunID.
-// TEXT_MESSAGE_CONTENT and TOOL_CALL_ARGS with an empty Delta are dropped:
-// they say nothing, and some AG-UI clients reject them.
+// Emit attributes e to the sub-agent of ctx when e names none. Under a
+// sub-agent, run-level events are dropped: the parent's stream has the
+// SUBAGENT_* events in their place. RUN_STARTED and RUN_FINISHED without a
+// ThreadID get the thread of ctx, or their RunID. TEXT_MESSAGE_CONTENT and
+// TOOL_CALL_ARGS with an empty Delta are dropped: they say nothing, and some
+// AG-UI clients reject them.
 func Emit(ctx context.Context, e Event) {
-	// The work is in emit, which takes the event by pointer: an Event is
-	// large, and it is copied once more on its way to the sink.
-	if sc, ok := ctx.Value(scopeKey{}).(*scope); ok && sc.send != nil {
-		sc.emit(&e)
+	if sc, ok := ctx.Value(scopeKey{}).(*scope); ok && sc.send != nil && sc.prepare(&e) {
+		sc.send(e)
 	}
 }
 
-func (sc *scope) emit(e *Event) {
+// prepare attributes e as the scope says and reports whether it is to be
+// sent. It takes e by pointer and leaves the sending to the caller, so that
+// the large Event is copied once, straight into the sink's arguments.
+func (sc *scope) prepare(e *Event) bool {
 	// The cheap tests come first: most events are neither empty deltas nor
 	// run-level, and comparing an int or a string's length is cheaper than
 	// comparing types.
 	if e.Delta == "" && (e.Type == TextMessageContent || e.Type == ToolCallArgs) {
-		return
+		return false
 	}
 	if sc.subagent != "" {
 		if e.Type.RunLevel() {
-			return
+			return false
 		}
 		if e.SubagentRunID == "" {
 			e.SubagentRunID = sc.subagent
@@ -282,7 +284,7 @@ func (sc *scope) emit(e *Event) {
 			e.ThreadID = e.RunID
 		}
 	}
-	sc.send(*e)
+	return true
 }
 
 // sendOf returns the function that delivers events to s: the function
