@@ -482,12 +482,8 @@ func (s *runState) call(req provider.Request, msgID string) (resp provider.Respo
 	}
 	if st, ok := s.r.p.(provider.Streamer); ok {
 		sr := streamReplies.Get().(*streamReply)
-		*sr = streamReply{em: s.em, msgID: msgID, ids: sr.ids[:0], yield: sr.yield}
-		defer func() {
-			clear(sr.ids)
-			sr.em, sr.resp, sr.err = event.Emitter{}, provider.Response{}, nil // keep none alive
-			streamReplies.Put(sr)
-		}()
+		sr.start(s.em, msgID)
+		defer sr.release()
 		return sr.run(ctx, st, req)
 	}
 	resp, err = s.r.p.Complete(ctx, req)
@@ -565,6 +561,25 @@ var streamReplies = sync.Pool{New: func() any {
 	sr.yield = sr.delta
 	return sr
 }}
+
+// start readies sr, fresh from streamReplies, for a reply whose text is
+// the message msgID. It sets the fields one by one: the final response, the
+// largest, is set before it is read.
+func (sr *streamReply) start(em event.Emitter, msgID string) {
+	sr.em, sr.msgID = em, msgID
+	sr.textOpen, sr.textSent, sr.done = false, false, false
+	sr.openCall, sr.ids, sr.err = "", sr.ids[:0], nil
+}
+
+// release puts sr back in streamReplies, keeping nothing of the reply alive.
+func (sr *streamReply) release() {
+	clear(sr.ids)
+	sr.em, sr.msgID, sr.err = event.Emitter{}, "", nil
+	if sr.done {
+		sr.resp = provider.Response{}
+	}
+	streamReplies.Put(sr)
+}
 
 func (sr *streamReply) run(ctx context.Context, st provider.Streamer, req provider.Request) (provider.Response, error) {
 	defer sr.closeAll()

@@ -3,7 +3,9 @@ package subagent_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
@@ -40,42 +42,92 @@ func BenchmarkDelegationEvents(b *testing.B) {
 		{"discard-nostream", discard, false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			fp := fake.NewProvider(
-				fake.Call("researcher", `{"task":"find X"}`).For("lead"),
-				fake.Text(`{"status":"success","summary":"ok"}`).For("researcher"),
-				fake.Text("X is ok.").For("lead"),
-			).Loop().DontRecord()
-			var p provider.Provider = fp
-			if !bc.stream {
-				p = completeOnly{fp}
-			}
-			child, err := subagent.FromFactory("researcher", "Researches one topic.", nil,
-				func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
-					return agent.NewReact(p, agent.WithName("researcher"))
-				})
-			if err != nil {
-				b.Fatal(err)
-			}
-			lead, err := agent.NewReact(p, agent.WithName("lead"), agent.WithTools(child), agent.WithHistoryLimit(1))
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx := context.Background()
-			if bc.sink != nil {
-				ctx = event.WithSink(ctx, bc.sink)
-			}
-			in := agent.Input{Text: "find X"}
+			run := delegation(b, bc.sink, bc.stream)
 			b.ReportAllocs()
 			defer reportCPU(b)()
 			for b.Loop() {
-				out, err := lead.Run(ctx, in)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if out.Answer != "X is ok." {
-					b.Fatalf("answer %q", out.Answer)
-				}
+				run()
 			}
 		})
+	}
+}
+
+// BenchmarkDelegationEventsRatio runs the "off" and "discard" cases of
+// BenchmarkDelegationEvents in alternating batches and reports the median,
+// over batches, of a discard delegation's time over an off one's as
+// "discard/off". On a shared machine whose speed drifts from one second to
+// the next, separate runs of the two cases disagree by more than the cost
+// being measured; batches a few hundred microseconds apart see the same
+// machine. The order within a pair of batches alternates, and each case
+// collects its own garbage as it goes, as it would alone. ns/op is the time
+// of one delegation of each case.
+func BenchmarkDelegationEventsRatio(b *testing.B) {
+	off := delegation(b, nil, true)
+	on := delegation(b, event.SinkFunc(func(event.Event) {}), true)
+	const batch = 512
+	var ratios []float64
+	var tOff, tOn time.Duration
+	timed := func(f func()) time.Duration {
+		start := time.Now()
+		for range batch {
+			f()
+		}
+		return time.Since(start)
+	}
+	for i := 0; b.Loop(); i++ {
+		var dOff, dOn time.Duration
+		if i%2 == 0 {
+			dOff, dOn = timed(off), timed(on)
+		} else {
+			dOn, dOff = timed(on), timed(off)
+		}
+		tOff += dOff
+		tOn += dOn
+		ratios = append(ratios, float64(dOn)/float64(dOff))
+	}
+	slices.Sort(ratios)
+	b.ReportMetric(ratios[len(ratios)/2], "discard/off")
+	b.ReportMetric(float64(tOff.Nanoseconds())/float64(b.N*batch), "off-ns/op")
+	b.ReportMetric(float64(tOn.Nanoseconds())/float64(b.N*batch), "discard-ns/op")
+}
+
+// delegation returns one run of the benchmarks' delegation: a parent ReAct
+// run calls a FromFactory ReAct child, which answers with a structured
+// result, and the parent answers. Events go to sink when it is not nil; the
+// model streams when stream is set and events are on.
+func delegation(b *testing.B, sink event.Sink, stream bool) func() {
+	fp := fake.NewProvider(
+		fake.Call("researcher", `{"task":"find X"}`).For("lead"),
+		fake.Text(`{"status":"success","summary":"ok"}`).For("researcher"),
+		fake.Text("X is ok.").For("lead"),
+	).Loop().DontRecord()
+	var p provider.Provider = fp
+	if !stream {
+		p = completeOnly{fp}
+	}
+	child, err := subagent.FromFactory("researcher", "Researches one topic.", nil,
+		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
+			return agent.NewReact(p, agent.WithName("researcher"))
+		})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lead, err := agent.NewReact(p, agent.WithName("lead"), agent.WithTools(child), agent.WithHistoryLimit(1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if sink != nil {
+		ctx = event.WithSink(ctx, sink)
+	}
+	in := agent.Input{Text: "find X"}
+	return func() {
+		out, err := lead.Run(ctx, in)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if out.Answer != "X is ok." {
+			b.Fatalf("answer %q", out.Answer)
+		}
 	}
 }
