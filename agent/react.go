@@ -294,7 +294,15 @@ func (s *runState) loop() (string, error) {
 		if err := s.ctx.Err(); err != nil {
 			return "", err
 		}
-		answer, done, err := s.step(step, &failures)
+		var stepName, firstResult string
+		if s.events {
+			stepName, firstResult = s.stepNames(step)
+			s.em.Emit(event.Event{Type: event.StepStarted, StepName: stepName})
+		}
+		answer, done, err := s.step(stepName, firstResult, &failures)
+		if s.events {
+			s.em.Emit(event.Event{Type: event.StepFinished, StepName: stepName})
+		}
 		if err != nil || done {
 			return answer, err
 		}
@@ -302,15 +310,12 @@ func (s *runState) loop() (string, error) {
 }
 
 // step makes one model call and runs the tools it asks for. It reports
-// done with the answer when the model answered with text.
-func (s *runState) step(step int, failures *int) (answer string, done bool, err error) {
+// done with the answer when the model answered with text. With events on,
+// stepName names the step (loop emits its STEP_* events), and is the
+// message id of the reply; firstResult is the message id of the first
+// tool result.
+func (s *runState) step(stepName, firstResult string, failures *int) (answer string, done bool, err error) {
 	r := s.r
-	var stepName, firstResult string
-	if s.events {
-		stepName, firstResult = s.stepNames(step)
-		s.em.Emit(event.Event{Type: event.StepStarted, StepName: stepName})
-		defer s.em.Emit(event.Event{Type: event.StepFinished, StepName: stepName})
-	}
 	msgID := stepName
 	req := provider.Request{
 		Model:       r.model,
