@@ -142,8 +142,8 @@ type scope struct {
 }
 
 // WithSink returns a context whose events go to s. A nil s, or a nil
-// SinkFunc, turns events off.
-// The sub-agent attribution and the thread of ctx, if any, are kept.
+// SinkFunc, turns events off. The sub-agent attribution and the thread of
+// ctx, if any, are kept.
 func WithSink(ctx context.Context, s Sink) context.Context {
 	sc := scope{send: sendOf(s)}
 	if old, ok := ctx.Value(scopeKey{}).(*scope); ok {
