@@ -217,3 +217,38 @@ func TestSinkFunc(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
+
+func TestNewSubagent(t *testing.T) {
+	rec := &recorder{}
+	ctx := event.WithSink(context.Background(), rec)
+	seen := map[string]bool{}
+	for _, prefix := range []string{"sub_", "a-prefix-longer-than-the-room-kept-for-an-id_"} {
+		for range 100 {
+			sub, runID := event.NewSubagent(ctx, prefix)
+			if len(runID) != len(prefix)+13 || runID[:len(prefix)] != prefix || seen[runID] {
+				t.Fatalf("id %q: want %q, 13 digits, and no repeat", runID, prefix)
+			}
+			seen[runID] = true
+			if got := event.SubagentRunID(sub); got != runID {
+				t.Fatalf("the context is attributed to %q, want %q", got, runID)
+			}
+			event.Emit(sub, event.Event{Type: event.StepStarted, StepName: "s"})
+		}
+	}
+	// Each event still names its own invocation after later ones were made.
+	rec.mu.Lock()
+	for _, e := range rec.events {
+		if !seen[e.SubagentRunID] {
+			t.Errorf("event attributed to %q, an id NewSubagent never returned", e.SubagentRunID)
+		}
+	}
+	rec.mu.Unlock()
+
+	if n := testing.AllocsPerRun(100, func() { event.NewSubagent(ctx, "sub_") }); n != 1 {
+		t.Errorf("NewSubagent makes %v allocations; want 1 for the context and its id", n)
+	}
+	bare := context.Background()
+	if sub, runID := event.NewSubagent(bare, "sub_"); sub != bare || len(runID) != len("sub_")+13 {
+		t.Errorf("without a sink: context %v, id %q; want the same context and a new id", sub, runID)
+	}
+}

@@ -68,17 +68,17 @@ func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawM
 	name := t.def.Name
 	em := event.From(ctx) // the scope is looked up once for the call's events
 	events := em.Enabled()
-	runID := "" // only events and a render see the invocation's id
-	if events || t.cfg.render != nil {
-		runID = id.New("sub_")
-	}
 	cctx := agent.WithDepth(ctx, agent.Depth(ctx)+1)
-	if events {
+	runID := "" // only events and a render see the invocation's id
+	switch {
+	case events:
+		cctx, runID = event.NewSubagent(cctx, "sub_")
 		em.Emit(event.Event{
 			Type: event.SubagentStarted, SubagentRunID: runID, Name: name, Description: t.def.Description,
 			ParentSubagentRunID: em.SubagentRunID(), ParentToolCallID: callID,
 		})
-		cctx = event.WithSubagent(cctx, runID)
+	case t.cfg.render != nil:
+		runID = id.New("sub_")
 	}
 	if t.cfg.timeout > 0 {
 		var cancel context.CancelFunc
