@@ -60,3 +60,24 @@ func ExampleEvent() {
 	fmt.Println(string(b))
 	// Output: {"type":"TOOL_CALL_START","timestamp":1700000000000,"toolCallId":"call_1","toolCallName":"search"}
 }
+
+// A tool that runs a sub-agent makes its attributed context and id in one
+// call, and announces the sub-agent under the id before running it.
+func ExampleNewSubagent() {
+	var runID string
+	sink := event.SinkFunc(func(e event.Event) {
+		fmt.Println(e.Type, e.SubagentRunID == runID)
+	})
+	parent := event.WithSink(context.Background(), sink)
+	child, runID := event.NewSubagent(parent, "sub_")
+
+	event.Emit(parent, event.Event{Type: event.SubagentStarted, SubagentRunID: runID, Name: "researcher"})
+	event.Emit(child, event.Event{Type: event.TextMessageContent, Delta: "found it"})
+	event.Emit(parent, event.Event{Type: event.SubagentFinished, SubagentRunID: runID, ResultText: "found it"})
+	fmt.Println(event.SubagentRunID(child) == runID)
+	// Output:
+	// SUBAGENT_STARTED true
+	// TEXT_MESSAGE_CONTENT true
+	// SUBAGENT_FINISHED true
+	// true
+}
