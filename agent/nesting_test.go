@@ -40,7 +40,7 @@ func TestRunEventsAreWellNested(t *testing.T) {
 		{"streamed, tool call without text", fake.NewProvider(fake.Call("weather", `{"city":"Porto"}`), fake.Text("Sunny.")), nil, false},
 		{"streamed, empty arguments", fake.NewProvider(fake.Call("weather", ``), fake.Text("Sunny.")), nil, false},
 		{"stream fails mid-text", streamer{deltas: []provider.Delta{{Text: "Sun"}}, err: errors.New("connection reset")}, nil, true},
-		{"stream fails mid-call", streamer{deltas: []provider.Delta{{ToolCall: &provider.ToolCallDelta{Index: 0, Name: "weather", Arguments: `{"ci`}}}, err: errors.New("connection reset")}, nil, true},
+		{"stream fails mid-call", streamer{deltas: []provider.Delta{{ToolCall: provider.ToolCallDelta{Index: 0, Name: "weather", Arguments: `{"ci`}}}, err: errors.New("connection reset")}, nil, true},
 		{"max steps", plain(toolReply), []agent.Option{agent.WithMaxSteps(2)}, true},
 		{"model error", fake.NewProvider(fake.Error(errors.New("overloaded"))), nil, true},
 	}

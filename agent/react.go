@@ -542,70 +542,65 @@ func hasID(calls []provider.ToolCall, id string) bool {
 }
 
 // streamReply consumes a streamed reply, emitting text and tool-call
-// events as the pieces arrive, and assembles the response. Whatever way it
-// ends, it closes the message and tool call it opened. The sequence's loop
-// body escapes, and all it touches with it, so a streamReply is reused
-// (see streamReplies) with its loop body (yield, which is delta) made once.
+// events as the pieces arrive. Whatever way the reply ends, it closes the
+// message and tool call it opened. The callback it gives the provider
+// escapes, and all it touches with it, so a streamReply is reused (see
+// streamReplies) with its callback (onDelta, which is delta) made once.
 type streamReply struct {
 	em       event.Emitter // of the run
 	msgID    string
 	textOpen bool
 	textSent bool
-	openCall string            // id of the tool call whose events are open
-	ids      []string          // the id of each tool call, by index
-	resp     provider.Response // a copy of the final delta's (see provider.Delta)
-	done     bool              // resp is set
-	err      error
-	yield    func(provider.Delta, error) bool // sr.delta
+	openCall string   // id of the tool call whose events are open
+	ids      []string // the id of each tool call, by index
+	onDelta  func(provider.Delta) error
 }
 
 // streamReplies holds the streamReply values not in use, so that a
-// streamed model call allocates neither the state nor its loop body.
+// streamed model call allocates neither the state nor its callback.
 var streamReplies = sync.Pool{New: func() any {
 	sr := new(streamReply)
-	sr.yield = sr.delta
+	sr.onDelta = sr.delta
 	return sr
 }}
 
 // start readies sr, fresh from streamReplies, for a reply whose text is
-// the message msgID. It sets the fields one by one: the final response, the
-// largest, is set before it is read.
+// the message msgID.
 func (sr *streamReply) start(em event.Emitter, msgID string) {
 	sr.em, sr.msgID = em, msgID
-	sr.textOpen, sr.textSent, sr.done = false, false, false
-	sr.openCall, sr.ids, sr.err = "", sr.ids[:0], nil
+	sr.textOpen, sr.textSent = false, false
+	sr.openCall, sr.ids = "", sr.ids[:0]
 }
 
 // release puts sr back in streamReplies, keeping nothing of the reply alive.
 func (sr *streamReply) release() {
 	clear(sr.ids)
-	sr.em, sr.msgID, sr.err = event.Emitter{}, "", nil
-	if sr.done {
-		sr.resp = provider.Response{}
-	}
+	sr.em, sr.msgID = event.Emitter{}, ""
 	streamReplies.Put(sr)
 }
 
 func (sr *streamReply) run(ctx context.Context, st provider.Streamer, req provider.Request) (provider.Response, error) {
-	defer sr.closeAll()
-	st.Stream(ctx, req)(sr.yield)
-	switch {
-	case sr.err != nil:
-		return provider.Response{}, sr.err
-	case sr.done:
-		return sr.response(), nil
-	case ctx.Err() != nil:
-		return provider.Response{}, ctx.Err()
+	defer sr.closeAll() // on a provider's panic too
+	resp, err := st.Stream(ctx, req, sr.onDelta)
+	if err != nil {
+		return provider.Response{}, err
 	}
-	return provider.Response{}, errors.New("stream ended without a final response: the provider's Stream broke its contract")
+	// The calls keep the ids their events announced.
+	calls, cloned := resp.Message.ToolCalls, false
+	for i := range calls {
+		if i < len(sr.ids) && sr.ids[i] != "" && calls[i].ID == "" {
+			if !cloned {
+				calls, cloned = slices.Clone(calls), true
+			}
+			calls[i].ID = sr.ids[i]
+		}
+	}
+	resp.Message.ToolCalls = calls
+	return resp, nil
 }
 
-// delta handles one piece of the stream; it reports false to stop it.
-func (sr *streamReply) delta(d provider.Delta, err error) bool {
-	if err != nil {
-		sr.err = err
-		return false
-	}
+// delta handles one piece of the stream; an error stops it.
+func (sr *streamReply) delta(d provider.Delta) error {
 	em := sr.em
 	if d.Text != "" {
 		sr.closeCall()
@@ -615,57 +610,36 @@ func (sr *streamReply) delta(d provider.Delta, err error) bool {
 		}
 		em.Emit(event.Event{Type: event.TextMessageContent, MessageID: sr.msgID, Delta: d.Text})
 	}
-	if tc := d.ToolCall; tc != nil {
-		sr.closeText()
-		if tc.Index < 0 {
-			sr.err = fmt.Errorf("tool call index %d: the provider's Stream broke its contract", tc.Index)
-			return false
-		}
-		for len(sr.ids) <= tc.Index {
-			sr.ids = append(sr.ids, "")
-		}
-		callID := sr.ids[tc.Index]
+	if !d.HasToolCall() {
+		return nil
+	}
+	tc := &d.ToolCall
+	sr.closeText()
+	if tc.Index < 0 {
+		return fmt.Errorf("tool call index %d: the provider's Stream broke its contract", tc.Index)
+	}
+	for len(sr.ids) <= tc.Index {
+		sr.ids = append(sr.ids, "")
+	}
+	callID := sr.ids[tc.Index]
+	if callID == "" {
+		callID = tc.ID
 		if callID == "" {
-			callID = tc.ID
-			if callID == "" {
-				callID = id.New("call_")
-			}
-			sr.ids[tc.Index] = callID
-			sr.closeCall()
-			parent := ""
-			if sr.textSent {
-				parent = sr.msgID // a tool call names its message only when that was sent
-			}
-			em.Emit(event.Event{Type: event.ToolCallStart, ToolCallID: callID, ToolCallName: tc.Name, ParentMessageID: parent})
-			sr.openCall = callID
+			callID = id.New("call_")
 		}
-		if sr.openCall == callID {
-			em.Emit(event.Event{Type: event.ToolCallArgs, ToolCallID: callID, Delta: tc.Arguments})
+		sr.ids[tc.Index] = callID
+		sr.closeCall()
+		parent := ""
+		if sr.textSent {
+			parent = sr.msgID // a tool call names its message only when that was sent
 		}
+		em.Emit(event.Event{Type: event.ToolCallStart, ToolCallID: callID, ToolCallName: tc.Name, ParentMessageID: parent})
+		sr.openCall = callID
 	}
-	if d.Response != nil {
-		sr.resp, sr.done = *d.Response, true
-		return false
+	if sr.openCall == callID {
+		em.Emit(event.Event{Type: event.ToolCallArgs, ToolCallID: callID, Delta: tc.Arguments})
 	}
-	return true
-}
-
-// response is the final response, its calls keeping the ids their events
-// announced.
-func (sr *streamReply) response() provider.Response {
-	resp := sr.resp
-	calls, cloned := resp.Message.ToolCalls, false
-	for i := range calls {
-		if i < len(sr.ids) && sr.ids[i] != "" && calls[i].ID == "" {
-			id := sr.ids[i]
-			if !cloned {
-				calls, cloned = slices.Clone(calls), true
-			}
-			calls[i].ID = id
-		}
-	}
-	resp.Message.ToolCalls = calls
-	return resp
+	return nil
 }
 
 func (sr *streamReply) closeText() {

@@ -73,19 +73,17 @@ func ExampleReply_For() {
 	// lead asked with 3 messages
 }
 
-// Stream delivers the reply in pieces, then the whole response.
+// Stream passes on the reply in pieces, then returns the whole of it.
 func ExampleProvider_Stream() {
 	p := fake.NewProvider(fake.Text("It is sunny."))
-	for d, err := range p.Stream(context.Background(), provider.Request{}) {
-		if err != nil {
-			panic(err)
-		}
-		if d.Response != nil {
-			fmt.Printf("done: %q\n", d.Response.Message.Content)
-			continue
-		}
+	resp, err := p.Stream(context.Background(), provider.Request{}, func(d provider.Delta) error {
 		fmt.Printf("%q\n", d.Text)
+		return nil
+	})
+	if err != nil {
+		panic(err)
 	}
+	fmt.Printf("done: %q\n", resp.Message.Content)
 	// Output:
 	// "It "
 	// "is "

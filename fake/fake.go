@@ -22,12 +22,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -335,64 +333,21 @@ func Usage(req provider.Request, reply provider.Message) provider.Usage {
 	return provider.Usage{InputTokens: int64(in+3) / 4, OutputTokens: int64(out+3) / 4, Requests: 1}
 }
 
-// Stream answers req like Complete, delivering the text a word at a time and
-// each tool call's arguments in two pieces before the whole response. As
-// provider.Delta allows, the pieces and the final response it points to are
-// reused by a later stream once this one has ended. The sequence can be
-// iterated once; a second iteration yields an error.
-func (p *Provider) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Delta, error] {
-	s := streams.Get().(*stream)
-	s.p, s.ctx, s.req = p, ctx, req
-	gen := s.gen.Load()
-	return func(yield func(provider.Delta, error) bool) {
-		// The first iteration claims s; any later one finds it claimed,
-		// whether or not s has since gone back to the pool.
-		if !s.gen.CompareAndSwap(gen, gen+1) {
-			yield(provider.Delta{}, errors.New("fake: the sequence of a Stream call was iterated twice: call Stream again for another reply"))
-			return
-		}
-		defer s.release()
-		s.run(yield)
-	}
-}
-
-// stream is the state of one Stream call: the request, and the final
-// response and tool-call pieces its deltas point to. It goes back to streams
-// when its sequence has run, so that a streamed call allocates only the
-// sequence itself. gen counts the sequences that have claimed it.
-type stream struct {
-	p      *Provider
-	ctx    context.Context
-	req    provider.Request
-	final  provider.Response
-	pieces []provider.ToolCallDelta
-	gen    atomic.Uint64
-}
-
-var streams = sync.Pool{New: func() any { return new(stream) }}
-
-func (s *stream) release() {
-	clear(s.pieces)
-	s.p, s.ctx, s.req, s.final, s.pieces = nil, nil, provider.Request{}, provider.Response{}, s.pieces[:0]
-	streams.Put(s)
-}
-
-func (s *stream) run(yield func(provider.Delta, error) bool) {
-	ctx := s.ctx
-	resp, args, err := s.p.respond(ctx, s.req)
-	if err != nil {
-		yield(provider.Delta{}, err)
-		return
+// Stream answers req like Complete, and meanwhile passes onDelta the text
+// a word at a time and each tool call's arguments in two pieces. An error
+// from onDelta ends the call with that error.
+func (p *Provider) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta) error) (provider.Response, error) {
+	resp, args, err := p.respond(ctx, req)
+	if err != nil || onDelta == nil {
+		return resp, err
 	}
 	for text := resp.Message.Content; text != ""; {
 		w := nextWord(text)
 		text = text[len(w):]
-		if !yield(provider.Delta{Text: w}, nil) {
-			return
+		if err := onDelta(provider.Delta{Text: w}); err != nil {
+			return provider.Response{}, err
 		}
 	}
-	n := 2 * len(resp.Message.ToolCalls)
-	s.pieces = slices.Grow(s.pieces[:0], n)[:n]
 	for i, c := range resp.Message.ToolCalls {
 		var a string
 		if args != nil {
@@ -401,19 +356,20 @@ func (s *stream) run(yield func(provider.Delta, error) bool) {
 			a = string(c.Arguments)
 		}
 		half := len(a) / 2
-		first, rest := &s.pieces[2*i], &s.pieces[2*i+1]
-		*first = provider.ToolCallDelta{Index: i, ID: c.ID, Name: c.Name, Arguments: a[:half]}
-		*rest = provider.ToolCallDelta{Index: i, Arguments: a[half:]}
-		if !yield(provider.Delta{ToolCall: first}, nil) || !yield(provider.Delta{ToolCall: rest}, nil) {
-			return
+		if err := onDelta(provider.Delta{ToolCall: provider.ToolCallDelta{Index: i, ID: c.ID, Name: c.Name, Arguments: a[:half]}}); err != nil {
+			return provider.Response{}, err
+		}
+		if a[half:] == "" {
+			continue
+		}
+		if err := onDelta(provider.Delta{ToolCall: provider.ToolCallDelta{Index: i, Arguments: a[half:]}}); err != nil {
+			return provider.Response{}, err
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		yield(provider.Delta{}, err)
-		return
+		return provider.Response{}, err
 	}
-	s.final = resp
-	yield(provider.Delta{Response: &s.final}, nil)
+	return resp, nil
 }
 
 // nextWord returns s up to and including its first space, or all of s:

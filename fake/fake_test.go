@@ -347,24 +347,14 @@ func TestUsage(t *testing.T) {
 	}
 }
 
-func collect(t *testing.T, seq func(func(provider.Delta, error) bool)) ([]provider.Delta, error) {
-	t.Helper()
+// stream calls p.Stream and returns the deltas it passed on and its result.
+func stream(ctx context.Context, p *fake.Provider, r provider.Request) ([]provider.Delta, provider.Response, error) {
 	var out []provider.Delta
-	for d, err := range seq {
-		if err != nil {
-			return out, err
-		}
-		// What a delta points to is the stream's until yield returns (see
-		// provider.Delta): keep copies.
-		if d.ToolCall != nil {
-			d.ToolCall = new(*d.ToolCall)
-		}
-		if d.Response != nil {
-			d.Response = new(*d.Response)
-		}
+	resp, err := p.Stream(ctx, r, func(d provider.Delta) error {
 		out = append(out, d)
-	}
-	return out, nil
+		return nil
+	})
+	return out, resp, err
 }
 
 func TestStream(t *testing.T) {
@@ -382,26 +372,20 @@ func TestStream(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		deltas, err := collect(t, streamed.Stream(t.Context(), req("hi")))
+		deltas, got, err := stream(t.Context(), streamed, req("hi"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		last := deltas[len(deltas)-1]
-		if last.Response == nil {
-			t.Fatalf("the last delta %+v has no Response", last)
-		}
-		if diff := cmp.Diff(want, *last.Response); diff != "" {
+		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("streamed response differs from Complete's (-complete +stream):\n%s", diff)
 		}
 		var text strings.Builder
 		args := map[int]string{}
 		ids := map[int]string{}
-		for _, d := range deltas[:len(deltas)-1] {
-			if d.Response != nil {
-				t.Error("a Response before the last delta")
-			}
+		for _, d := range deltas {
 			text.WriteString(d.Text)
-			if tc := d.ToolCall; tc != nil {
+			if d.HasToolCall() {
+				tc := d.ToolCall
 				args[tc.Index] += tc.Arguments
 				if tc.ID != "" {
 					ids[tc.Index] = tc.ID
@@ -421,16 +405,17 @@ func TestStream(t *testing.T) {
 
 func TestStreamStopsAndFails(t *testing.T) {
 	p := fake.NewProvider(fake.Text("one two three"))
+	stop := errors.New("seen enough")
 	n := 0
-	for range p.Stream(t.Context(), req("hi")) {
+	_, err := p.Stream(t.Context(), req("hi"), func(provider.Delta) error {
 		n++
-		break
-	}
-	if n != 1 {
-		t.Errorf("got %d deltas before stopping", n)
+		return stop
+	})
+	if n != 1 || !errors.Is(err, stop) {
+		t.Errorf("got %d deltas and error %v after the callback failed; want 1 and its error", n, err)
 	}
 	// The script is exhausted now: the stream ends with that error.
-	deltas, err := collect(t, p.Stream(t.Context(), req("hi")))
+	deltas, _, err := stream(t.Context(), p, req("hi"))
 	if !errors.Is(err, fake.ErrScriptExhausted) || len(deltas) != 0 {
 		t.Errorf("stream of an exhausted script: %d deltas, error %v", len(deltas), err)
 	}
@@ -439,37 +424,16 @@ func TestStreamStopsAndFails(t *testing.T) {
 		p := fake.NewProvider(fake.Text("too late").After(time.Hour))
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(time.Second, cancel)
-		deltas, err := collect(t, p.Stream(ctx, req("hi")))
+		deltas, _, err := stream(ctx, p, req("hi"))
 		if !errors.Is(err, context.Canceled) || len(deltas) != 0 {
 			t.Errorf("cancelled stream: %d deltas, error %v", len(deltas), err)
 		}
 	})
-}
 
-// A stream's state is reused once its sequence has run, so a sequence
-// iterated again must neither take another reply nor replay the stream that
-// now owns that state.
-func TestStreamIteratedTwice(t *testing.T) {
-	p := fake.NewProvider(fake.Text("first"), fake.Call("lookup", `{"q":"x"}`))
-	seq := p.Stream(t.Context(), req("hi"))
-	if _, err := collect(t, seq); err != nil {
-		t.Fatal(err)
-	}
-	// The next stream is likely to get the state seq used.
-	next := p.Stream(t.Context(), req("hi"))
-	deltas, err := collect(t, seq)
-	if err == nil || !strings.Contains(err.Error(), "iterated twice") || len(deltas) != 0 {
-		t.Errorf("second iteration: %d deltas, error %v; want only an error saying it was iterated twice", len(deltas), err)
-	}
-	deltas, err = collect(t, next)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if last := deltas[len(deltas)-1]; last.Response == nil || len(last.Response.Message.ToolCalls) != 1 {
-		t.Errorf("the next stream ended with %+v; want the scripted tool call", last)
-	}
-	if p.Remaining() != 0 {
-		t.Errorf("%d replies left; the two streams should have taken both", p.Remaining())
+	// Without a callback, Stream answers as Complete does.
+	p = fake.NewProvider(fake.Text("quiet"))
+	if resp, err := p.Stream(t.Context(), req("hi"), nil); err != nil || resp.Message.Content != "quiet" {
+		t.Errorf("Stream with a nil callback: %+v, %v", resp, err)
 	}
 }
 

@@ -11,7 +11,6 @@ package provider
 import (
 	"context"
 	"encoding/json"
-	"iter"
 )
 
 // Role says who wrote a Message.
@@ -130,24 +129,24 @@ type Func func(ctx context.Context, req Request) (Response, error)
 // Complete calls f(ctx, req).
 func (f Func) Complete(ctx context.Context, req Request) (Response, error) { return f(ctx, req) }
 
-// Delta is one piece of a streamed reply.
-//
-// Text and tool-call pieces arrive as they are produced. The last delta of a
-// successful stream has Response set: the whole reply, assembled, with usage.
-//
-// The ToolCallDelta and the Response a delta points to are the stream's
-// until yield returns: a provider may reuse them for its next delta or its
-// next stream, as bufio.Scanner reuses its buffer. A consumer copies what it
-// keeps (the values, not the pointers); the strings and slices inside them
-// stay valid.
+// Delta is one piece of a streamed reply, handed to the callback of
+// Streamer.Stream as it arrives: a fragment of the reply's text, or of one of
+// its tool calls. A Delta is a plain value; a consumer may keep it.
 type Delta struct {
 	// Text is a fragment of the reply's text.
 	Text string
-	// ToolCall is a fragment of a tool call: the first fragment of a call has
-	// its ID and Name; later ones add to its Arguments. Index orders calls.
-	ToolCall *ToolCallDelta
-	// Response is set on the final delta only.
-	Response *Response
+	// ToolCall is a fragment of a tool call (see HasToolCall): the first
+	// fragment of a call has its ID and Name; later ones add to its
+	// Arguments. Index orders calls. It is the zero value in a text delta.
+	ToolCall ToolCallDelta
+}
+
+// HasToolCall reports whether d carries a fragment of a tool call: one with
+// an ID, a name or a piece of arguments. A fragment with none of them says
+// nothing, and a consumer may skip it.
+func (d Delta) HasToolCall() bool {
+	c := &d.ToolCall
+	return c.ID != "" || c.Name != "" || c.Arguments != ""
 }
 
 // ToolCallDelta is a fragment of a streamed tool call.
@@ -160,10 +159,13 @@ type ToolCallDelta struct {
 
 // Streamer is the optional capability of a Provider that can stream replies.
 //
-// The sequence yields deltas in order and ends either with a delta whose
-// Response is set or with a non-nil error (after which it yields nothing).
-// It stops early when yield returns false, and when ctx is done. Like
-// Complete, it must be safe for concurrent use.
+// Stream answers req as Complete does, with the same Response and the same
+// errors, and meanwhile calls onDelta with each piece of the reply as it
+// arrives, in order, one call at a time, all before it returns. The
+// Response it returns is the whole reply, assembled, with usage. When
+// onDelta returns an error, Stream stops reading the reply and returns that
+// error as it is. A nil onDelta is called for nothing. Like Complete, Stream
+// must be safe for concurrent use and return promptly once ctx is done.
 type Streamer interface {
-	Stream(ctx context.Context, req Request) iter.Seq2[Delta, error]
+	Stream(ctx context.Context, req Request, onDelta func(Delta) error) (Response, error)
 }

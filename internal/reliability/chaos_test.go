@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"iter"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -136,26 +135,26 @@ func (s streaming) Complete(ctx context.Context, req provider.Request) (provider
 	return s.p.Complete(ctx, req)
 }
 
-func (s streaming) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Delta, error] {
-	return func(yield func(provider.Delta, error) bool) {
-		resp, err := s.p.Complete(ctx, req)
-		if err != nil {
-			yield(provider.Delta{}, err)
-			return
-		}
-		text := resp.Message.Content
-		for _, piece := range []string{text[:len(text)/2], text[len(text)/2:]} {
-			if piece != "" && !yield(provider.Delta{Text: piece}, nil) {
-				return
-			}
-		}
-		for i, c := range resp.Message.ToolCalls {
-			if !yield(provider.Delta{ToolCall: &provider.ToolCallDelta{Index: i, ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)}}, nil) {
-				return
-			}
-		}
-		yield(provider.Delta{Response: &resp}, nil)
+func (s streaming) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta) error) (provider.Response, error) {
+	resp, err := s.p.Complete(ctx, req)
+	if err != nil {
+		return provider.Response{}, err
 	}
+	text := resp.Message.Content
+	for _, piece := range []string{text[:len(text)/2], text[len(text)/2:]} {
+		if piece == "" {
+			continue
+		}
+		if err := onDelta(provider.Delta{Text: piece}); err != nil {
+			return provider.Response{}, err
+		}
+	}
+	for i, c := range resp.Message.ToolCalls {
+		if err := onDelta(provider.Delta{ToolCall: provider.ToolCallDelta{Index: i, ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)}}); err != nil {
+			return provider.Response{}, err
+		}
+	}
+	return resp, nil
 }
 
 // recorder keeps a run's events.

@@ -51,7 +51,6 @@ package anthropic
 import (
 	"context"
 	"fmt"
-	"iter"
 	"net/http"
 	"os"
 
@@ -224,7 +223,7 @@ func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider
 	}
 	if _, err := ant.CalculateNonStreamingTimeout(int(params.MaxTokens), params.Model, nil); err != nil {
 		// The SDK refuses a non-streamed call this long; stream and collect.
-		return collect(p.streamSeq(ctx, params))
+		return p.stream(ctx, params, nil)
 	}
 	var (
 		raw      []byte
@@ -239,36 +238,14 @@ func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider
 	return decodeMessage(raw, statusOf(httpResp))
 }
 
-// Stream sends req to the Messages API with streaming on and yields the reply
-// as it arrives. The last delta carries the assembled Response.
-func (p *Provider) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Delta, error] {
-	return func(yield func(provider.Delta, error) bool) {
-		params, err := p.params(req)
-		if err != nil {
-			yield(provider.Delta{}, err)
-			return
-		}
-		p.stream(ctx, params, yield)
+// Stream sends req to the Messages API with streaming on, passes the reply
+// to onDelta as it arrives, and returns it assembled, as Complete does.
+func (p *Provider) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta) error) (provider.Response, error) {
+	params, err := p.params(req)
+	if err != nil {
+		return provider.Response{}, err
 	}
-}
-
-func (p *Provider) streamSeq(ctx context.Context, params ant.MessageNewParams) iter.Seq2[provider.Delta, error] {
-	return func(yield func(provider.Delta, error) bool) { p.stream(ctx, params, yield) }
-}
-
-// collect drains a stream into its final Response.
-func collect(seq iter.Seq2[provider.Delta, error]) (provider.Response, error) {
-	for d, err := range seq {
-		if err != nil {
-			return provider.Response{}, err
-		}
-		if d.Response != nil {
-			return *d.Response, nil
-		}
-	}
-	// Unreachable with this package's streams, which end with a Response
-	// or an error; say so rather than return an empty reply.
-	return provider.Response{}, &provider.Error{Provider: Name, Kind: provider.KindMalformed, Message: "the stream ended without a reply"}
+	return p.stream(ctx, params, onDelta)
 }
 
 func statusOf(r *http.Response) int {

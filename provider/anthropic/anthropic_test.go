@@ -379,15 +379,15 @@ func TestComplete(t *testing.T) {
 func TestStream(t *testing.T) {
 	text := func(s string) provider.Delta { return provider.Delta{Text: s} }
 	call := func(i int, id, name, args string) provider.Delta {
-		return provider.Delta{ToolCall: &provider.ToolCallDelta{Index: i, ID: id, Name: name, Arguments: args}}
+		return provider.Delta{ToolCall: provider.ToolCallDelta{Index: i, ID: id, Name: name, Arguments: args}}
 	}
-	final := func(r provider.Response) provider.Delta { return provider.Delta{Response: &r} }
 
 	cases := []struct {
 		name    string
 		req     provider.Request
 		answers []canned
 		want    []provider.Delta
+		resp    provider.Response // when the stream succeeds
 		err     *wantErr
 	}{
 		{
@@ -396,12 +396,12 @@ func TestStream(t *testing.T) {
 			answers: []canned{{status: 200, file: "stream_text.sse"}},
 			want: []provider.Delta{
 				text("Paris is"), text(" the capital"), text(" of France."),
-				final(provider.Response{
-					Message:    provider.AssistantMessage("Paris is the capital of France."),
-					StopReason: provider.StopEndTurn,
-					Usage:      provider.Usage{InputTokens: 21, OutputTokens: 8, Requests: 1},
-					Model:      "claude-sonnet-5-5",
-				}),
+			},
+			resp: provider.Response{
+				Message:    provider.AssistantMessage("Paris is the capital of France."),
+				StopReason: provider.StopEndTurn,
+				Usage:      provider.Usage{InputTokens: 21, OutputTokens: 8, Requests: 1},
+				Model:      "claude-sonnet-5-5",
 			},
 		},
 		{
@@ -412,14 +412,14 @@ func TestStream(t *testing.T) {
 				text("Checking both."),
 				call(0, "toolu_paris", "get_weather", ""), call(0, "", "", `{"city": "Pa`), call(0, "", "", `ris"}`),
 				call(1, "toolu_rome", "get_weather", ""), call(1, "", "", `{"city":`), call(1, "", "", ` "Rome"}`),
-				final(provider.Response{
-					Message: provider.AssistantMessage("Checking both.",
-						provider.ToolCall{ID: "toolu_paris", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris"}`)},
-						provider.ToolCall{ID: "toolu_rome", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Rome"}`)}),
-					StopReason: provider.StopToolUse,
-					Usage:      provider.Usage{InputTokens: 2110, OutputTokens: 92, CacheReadTokens: 2000, CacheWriteTokens: 100, Requests: 1},
-					Model:      "claude-sonnet-5-5",
-				}),
+			},
+			resp: provider.Response{
+				Message: provider.AssistantMessage("Checking both.",
+					provider.ToolCall{ID: "toolu_paris", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris"}`)},
+					provider.ToolCall{ID: "toolu_rome", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Rome"}`)}),
+				StopReason: provider.StopToolUse,
+				Usage:      provider.Usage{InputTokens: 2110, OutputTokens: 92, CacheReadTokens: 2000, CacheWriteTokens: 100, Requests: 1},
+				Model:      "claude-sonnet-5-5",
 			},
 		},
 		{
@@ -458,20 +458,17 @@ func TestStream(t *testing.T) {
 			defer srv.Close()
 			p := newTestProvider(t, srv)
 
-			var (
-				got []provider.Delta
-				err error
-			)
-			for d, e := range p.Stream(t.Context(), tc.req) {
-				if e != nil {
-					err = e
-					break
-				}
+			var got []provider.Delta
+			resp, err := p.Stream(t.Context(), tc.req, func(d provider.Delta) error {
 				got = append(got, d)
-			}
+				return nil
+			})
 			checkErr(t, err, tc.err)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("deltas mismatch (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.resp, resp); diff != "" {
+				t.Errorf("response mismatch (-want +got):\n%s", diff)
 			}
 			golden(t, tc.name, s.requests()[0])
 		})
@@ -520,21 +517,25 @@ func TestRequestMapping(t *testing.T) {
 	}
 }
 
-// TestStreamStopsEarly checks that a consumer that stops reading ends the
-// stream without further deltas.
+// TestStreamStopsEarly checks that a callback that fails ends the stream
+// without further deltas, and that Stream returns the callback's error.
 func TestStreamStopsEarly(t *testing.T) {
 	clearEnv(t)
 	s := &server{t: t, answers: []canned{{status: 200, file: "stream_text.sse"}}}
 	srv := httptest.NewServer(s)
 	defer srv.Close()
 	p := newTestProvider(t, srv)
+	stop := errors.New("seen enough")
 	n := 0
-	for range p.Stream(t.Context(), weatherRequest()) {
+	_, err := p.Stream(t.Context(), weatherRequest(), func(provider.Delta) error {
 		n++
-		break
-	}
+		return stop
+	})
 	if n != 1 {
 		t.Errorf("got %d deltas; want 1", n)
+	}
+	if !errors.Is(err, stop) {
+		t.Errorf("Stream returned %v; want the callback's error %q", err, stop)
 	}
 }
 
@@ -571,9 +572,8 @@ func TestBadRequests(t *testing.T) {
 			if err != nil && !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %q does not say %q", err, tc.want)
 			}
-			for _, e := range p.Stream(t.Context(), tc.req) {
-				checkErr(t, e, &wantErr{kind: provider.KindBadRequest})
-			}
+			_, err = p.Stream(t.Context(), tc.req, nil)
+			checkErr(t, err, &wantErr{kind: provider.KindBadRequest})
 			if n := len(s.requests()); n != 0 {
 				t.Errorf("the server received %d requests; want none", n)
 			}

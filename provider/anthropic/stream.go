@@ -11,9 +11,10 @@ import (
 	"github.com/deputy-go/deputy/provider/internal/adapter"
 )
 
-// stream runs one streamed message, yielding deltas until the reply is
-// complete, the consumer stops, ctx ends or the stream fails.
-func (p *Provider) stream(ctx context.Context, params ant.MessageNewParams, yield func(provider.Delta, error) bool) {
+// stream runs one streamed message, passing deltas to onDelta (when it is
+// not nil) until the reply is complete, onDelta fails, ctx ends or the
+// stream fails.
+func (p *Provider) stream(ctx context.Context, params ant.MessageNewParams, onDelta func(provider.Delta) error) (provider.Response, error) {
 	var httpResp *http.Response
 	s := p.client.Messages.NewStreaming(ctx, params, option.WithResponseInto(&httpResp))
 	defer s.Close()
@@ -25,13 +26,11 @@ func (p *Provider) stream(ctx context.Context, params ant.MessageNewParams, yiel
 	)
 	for s.Next() {
 		if err := adapter.Canceled(Name, ctx); err != nil {
-			yield(provider.Delta{}, err)
-			return
+			return provider.Response{}, err
 		}
 		ev := s.Current()
 		if err := msg.Accumulate(ev); err != nil {
-			yield(provider.Delta{}, adapter.Malformed(Name, statusOf(httpResp), err))
-			return
+			return provider.Response{}, adapter.Malformed(Name, statusOf(httpResp), err)
 		}
 		var d provider.Delta
 		switch ev.Type {
@@ -42,7 +41,7 @@ func (p *Provider) stream(ctx context.Context, params ant.MessageNewParams, yiel
 			case "tool_use":
 				pos := len(toolPos)
 				toolPos[ev.Index] = pos
-				d.ToolCall = &provider.ToolCallDelta{Index: pos, ID: cb.ID, Name: cb.Name}
+				d.ToolCall = provider.ToolCallDelta{Index: pos, ID: cb.ID, Name: cb.Name}
 			}
 		case "content_block_delta":
 			switch ev.Delta.Type {
@@ -50,30 +49,26 @@ func (p *Provider) stream(ctx context.Context, params ant.MessageNewParams, yiel
 				d.Text = ev.Delta.Text
 			case "input_json_delta":
 				if pos, ok := toolPos[ev.Index]; ok && ev.Delta.PartialJSON != "" {
-					d.ToolCall = &provider.ToolCallDelta{Index: pos, Arguments: ev.Delta.PartialJSON}
+					d.ToolCall = provider.ToolCallDelta{Index: pos, Arguments: ev.Delta.PartialJSON}
 				}
 			}
 		case "message_stop":
 			stopped = true
 		}
-		if d.Text != "" || d.ToolCall != nil {
-			if !yield(d, nil) {
-				return
+		if onDelta != nil && (d.Text != "" || d.HasToolCall()) {
+			if err := onDelta(d); err != nil {
+				return provider.Response{}, err
 			}
 		}
 	}
 	if err := s.Err(); err != nil {
-		yield(provider.Delta{}, failure(ctx, err, httpResp))
-		return
+		return provider.Response{}, failure(ctx, err, httpResp)
 	}
 	if err := adapter.Canceled(Name, ctx); err != nil {
-		yield(provider.Delta{}, err)
-		return
+		return provider.Response{}, err
 	}
 	if !stopped {
-		yield(provider.Delta{}, adapter.Incomplete(Name, statusOf(httpResp)))
-		return
+		return provider.Response{}, adapter.Incomplete(Name, statusOf(httpResp))
 	}
-	resp := response(&msg)
-	yield(provider.Delta{Response: &resp}, nil)
+	return response(&msg), nil
 }

@@ -62,16 +62,14 @@ func ExampleProvider_Stream() {
 		log.Fatal(err)
 	}
 	req := provider.Request{Messages: []provider.Message{provider.UserMessage("Say hello.")}}
-	for d, err := range p.Stream(context.Background(), req) {
-		if err != nil {
-			log.Fatal(err)
-		}
-		if d.Response != nil {
-			fmt.Printf("\n%s (%v)\n", d.Response.Message.Content, d.Response.Usage)
-			continue
-		}
+	resp, err := p.Stream(context.Background(), req, func(d provider.Delta) error {
 		fmt.Printf("[%s]", d.Text)
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
 	}
+	fmt.Printf("\n%s (%v)\n", resp.Message.Content, resp.Usage)
 	// Output:
 	// [Hel][lo!]
 	// Hello! (1 req, 9 in, 2 out)

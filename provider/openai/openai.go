@@ -45,7 +45,6 @@ package openai
 import (
 	"context"
 	"fmt"
-	"iter"
 	"net/http"
 	"os"
 
@@ -224,17 +223,15 @@ func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider
 	return decodeCompletion(raw, statusOf(httpResp))
 }
 
-// Stream sends req to the Chat Completions API with streaming on and yields
-// the reply as it arrives. The last delta carries the assembled Response.
-func (p *Provider) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Delta, error] {
-	return func(yield func(provider.Delta, error) bool) {
-		params, err := p.params(req)
-		if err != nil {
-			yield(provider.Delta{}, err)
-			return
-		}
-		p.stream(ctx, params, yield)
+// Stream sends req to the Chat Completions API with streaming on, passes
+// the reply to onDelta as it arrives, and returns it assembled, as Complete
+// does.
+func (p *Provider) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta) error) (provider.Response, error) {
+	params, err := p.params(req)
+	if err != nil {
+		return provider.Response{}, err
 	}
+	return p.stream(ctx, params, onDelta)
 }
 
 func statusOf(r *http.Response) int {

@@ -360,15 +360,15 @@ func TestComplete(t *testing.T) {
 func TestStream(t *testing.T) {
 	text := func(s string) provider.Delta { return provider.Delta{Text: s} }
 	call := func(i int, id, name, args string) provider.Delta {
-		return provider.Delta{ToolCall: &provider.ToolCallDelta{Index: i, ID: id, Name: name, Arguments: args}}
+		return provider.Delta{ToolCall: provider.ToolCallDelta{Index: i, ID: id, Name: name, Arguments: args}}
 	}
-	final := func(r provider.Response) provider.Delta { return provider.Delta{Response: &r} }
 
 	cases := []struct {
 		name    string
 		req     provider.Request
 		answers []canned
 		want    []provider.Delta
+		resp    provider.Response // when the stream succeeds
 		err     *wantErr
 	}{
 		{
@@ -377,12 +377,12 @@ func TestStream(t *testing.T) {
 			answers: []canned{{status: 200, file: "stream_text.sse"}},
 			want: []provider.Delta{
 				text("Paris is"), text(" the capital"), text(" of France."),
-				final(provider.Response{
-					Message:    provider.AssistantMessage("Paris is the capital of France."),
-					StopReason: provider.StopEndTurn,
-					Usage:      provider.Usage{InputTokens: 24, OutputTokens: 8, Requests: 1},
-					Model:      "gpt-5.4-mini-2026-03-17",
-				}),
+			},
+			resp: provider.Response{
+				Message:    provider.AssistantMessage("Paris is the capital of France."),
+				StopReason: provider.StopEndTurn,
+				Usage:      provider.Usage{InputTokens: 24, OutputTokens: 8, Requests: 1},
+				Model:      "gpt-5.4-mini-2026-03-17",
 			},
 		},
 		{
@@ -392,14 +392,14 @@ func TestStream(t *testing.T) {
 			want: []provider.Delta{
 				call(0, "call_paris", "get_weather", ""), call(0, "", "", `{"ci`), call(0, "", "", `ty": "Paris"}`),
 				call(1, "call_rome", "get_weather", ""), call(1, "", "", `{"city":`), call(1, "", "", ` "Rome"}`),
-				final(provider.Response{
-					Message: provider.AssistantMessage("",
-						provider.ToolCall{ID: "call_paris", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris"}`)},
-						provider.ToolCall{ID: "call_rome", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Rome"}`)}),
-					StopReason: provider.StopToolUse,
-					Usage:      provider.Usage{InputTokens: 90, OutputTokens: 46, Requests: 1},
-					Model:      "gpt-5.4-mini-2026-03-17",
-				}),
+			},
+			resp: provider.Response{
+				Message: provider.AssistantMessage("",
+					provider.ToolCall{ID: "call_paris", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris"}`)},
+					provider.ToolCall{ID: "call_rome", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Rome"}`)}),
+				StopReason: provider.StopToolUse,
+				Usage:      provider.Usage{InputTokens: 90, OutputTokens: 46, Requests: 1},
+				Model:      "gpt-5.4-mini-2026-03-17",
 			},
 		},
 		{
@@ -438,41 +438,42 @@ func TestStream(t *testing.T) {
 			defer srv.Close()
 			p := newTestProvider(t, srv)
 
-			var (
-				got []provider.Delta
-				err error
-			)
-			for d, e := range p.Stream(t.Context(), tc.req) {
-				if e != nil {
-					err = e
-					break
-				}
+			var got []provider.Delta
+			resp, err := p.Stream(t.Context(), tc.req, func(d provider.Delta) error {
 				got = append(got, d)
-			}
+				return nil
+			})
 			checkErr(t, err, tc.err)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("deltas mismatch (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.resp, resp); diff != "" {
+				t.Errorf("response mismatch (-want +got):\n%s", diff)
 			}
 			golden(t, tc.name, s.requests()[0])
 		})
 	}
 }
 
-// TestStreamStopsEarly checks that a consumer that stops reading ends the
-// stream without further deltas.
+// TestStreamStopsEarly checks that a callback that fails ends the stream
+// without further deltas, and that Stream returns the callback's error.
 func TestStreamStopsEarly(t *testing.T) {
 	clearEnv(t)
 	s := &server{t: t, answers: []canned{{status: 200, file: "stream_text.sse"}}}
 	srv := httptest.NewServer(s)
 	defer srv.Close()
 	p := newTestProvider(t, srv)
+	stop := errors.New("seen enough")
 	n := 0
-	for range p.Stream(t.Context(), weatherRequest()) {
+	_, err := p.Stream(t.Context(), weatherRequest(), func(provider.Delta) error {
 		n++
-		break
-	}
+		return stop
+	})
 	if n != 1 {
 		t.Errorf("got %d deltas; want 1", n)
+	}
+	if !errors.Is(err, stop) {
+		t.Errorf("Stream returned %v; want the callback's error %q", err, stop)
 	}
 }
 
@@ -507,9 +508,8 @@ func TestBadRequests(t *testing.T) {
 			if err != nil && !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %q does not say %q", err, tc.want)
 			}
-			for _, e := range p.Stream(t.Context(), tc.req) {
-				checkErr(t, e, &wantErr{kind: provider.KindBadRequest})
-			}
+			_, err = p.Stream(t.Context(), tc.req, nil)
+			checkErr(t, err, &wantErr{kind: provider.KindBadRequest})
 			if n := len(s.requests()); n != 0 {
 				t.Errorf("the server received %d requests; want none", n)
 			}

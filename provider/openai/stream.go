@@ -12,9 +12,13 @@ import (
 	"github.com/deputy-go/deputy/provider/internal/adapter"
 )
 
-// stream runs one streamed completion, yielding deltas until the reply is
-// complete, the consumer stops, ctx ends or the stream fails.
-func (p *Provider) stream(ctx context.Context, params oai.ChatCompletionNewParams, yield func(provider.Delta, error) bool) {
+// stream runs one streamed completion, passing deltas to onDelta (when it
+// is not nil) until the reply is complete, onDelta fails, ctx ends or the
+// stream fails.
+func (p *Provider) stream(ctx context.Context, params oai.ChatCompletionNewParams, onDelta func(provider.Delta) error) (provider.Response, error) {
+	if onDelta == nil {
+		onDelta = func(provider.Delta) error { return nil }
+	}
 	params.StreamOptions.IncludeUsage = param.NewOpt(true)
 	var httpResp *http.Response
 	s := p.client.Chat.Completions.NewStreaming(ctx, params, option.WithResponseInto(&httpResp))
@@ -26,8 +30,7 @@ func (p *Provider) stream(ctx context.Context, params oai.ChatCompletionNewParam
 	)
 	for s.Next() {
 		if err := adapter.Canceled(Name, ctx); err != nil {
-			yield(provider.Delta{}, err)
-			return
+			return provider.Response{}, err
 		}
 		chunk := s.Current()
 		if chunk.Model != "" {
@@ -46,44 +49,44 @@ func (p *Provider) stream(ctx context.Context, params oai.ChatCompletionNewParam
 			d := ch.Delta
 			if d.Content != "" {
 				r.text += d.Content
-				if !yield(provider.Delta{Text: d.Content}, nil) {
-					return
+				if err := onDelta(provider.Delta{Text: d.Content}); err != nil {
+					return provider.Response{}, err
 				}
 			}
 			if d.Refusal != "" {
 				r.refusal += d.Refusal
-				if !yield(provider.Delta{Text: d.Refusal}, nil) {
-					return
+				if err := onDelta(provider.Delta{Text: d.Refusal}); err != nil {
+					return provider.Response{}, err
 				}
 			}
 			for _, tc := range d.ToolCalls {
-				if !yield(provider.Delta{ToolCall: r.addToolCall(byIndex, tc)}, nil) {
-					return
+				td := provider.Delta{ToolCall: r.addToolCall(byIndex, tc)}
+				if !td.HasToolCall() {
+					continue // a fragment that adds nothing
+				}
+				if err := onDelta(td); err != nil {
+					return provider.Response{}, err
 				}
 			}
 		}
 	}
 	if err := s.Err(); err != nil {
-		yield(provider.Delta{}, failure(ctx, err, httpResp))
-		return
+		return provider.Response{}, failure(ctx, err, httpResp)
 	}
 	if err := adapter.Canceled(Name, ctx); err != nil {
-		yield(provider.Delta{}, err)
-		return
+		return provider.Response{}, err
 	}
 	if r.finish == "" {
 		// The body ended without a finish reason: the connection was cut.
-		yield(provider.Delta{}, adapter.Incomplete(Name, statusOf(httpResp)))
-		return
+		return provider.Response{}, adapter.Incomplete(Name, statusOf(httpResp))
 	}
-	resp := r.response()
-	yield(provider.Delta{Response: &resp}, nil)
+	return r.response(), nil
 }
 
 // addToolCall folds a streamed tool-call fragment into r and returns the
 // delta to report. The first fragment of a call carries its ID and name;
 // later ones add to its arguments.
-func (r *reply) addToolCall(byIndex map[int64]int, tc oai.ChatCompletionChunkChoiceDeltaToolCall) *provider.ToolCallDelta {
+func (r *reply) addToolCall(byIndex map[int64]int, tc oai.ChatCompletionChunkChoiceDeltaToolCall) provider.ToolCallDelta {
 	pos, ok := byIndex[tc.Index]
 	if !ok || (tc.ID != "" && r.calls[pos].id != "" && tc.ID != r.calls[pos].id) {
 		// A new call. Servers that reuse an index for every call still give
@@ -93,7 +96,7 @@ func (r *reply) addToolCall(byIndex map[int64]int, tc oai.ChatCompletionChunkCho
 		r.calls = append(r.calls, call{})
 	}
 	c := &r.calls[pos]
-	d := &provider.ToolCallDelta{Index: pos, Arguments: tc.Function.Arguments}
+	d := provider.ToolCallDelta{Index: pos, Arguments: tc.Function.Arguments}
 	if c.id == "" && tc.ID != "" {
 		c.id, d.ID = tc.ID, tc.ID
 	}

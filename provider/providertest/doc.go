@@ -31,8 +31,8 @@
 //	})
 //
 // A fake that streams does the same in its Stream method with
-// providertest.Stream(ctx, s.Next(req)). A fake built from a list of canned
-// responses can instead be given a responder that calls s.Next and converts
+// providertest.Stream(ctx, s.Next(req), onDelta). A fake built from a list
+// of canned responses can instead be given a responder that calls s.Next and converts
 // the Reply: Reply.Response for an answer, Reply.Err for a failure.
 //
 // A provider over a vendor's HTTP API is tested against a local
@@ -61,10 +61,12 @@
 //     makes Complete, and a Stream that has started, return promptly with an
 //     error for which errors.Is(err, context.Canceled) holds; so does a call
 //     whose context was cancelled before it started.
-//   - Stream: for a provider that implements provider.Streamer, the final
-//     delta's Response equals what Complete returns for the same reply, the
-//     text deltas add up to its text, and the tool-call deltas (ID and name
-//     first, then arguments) add up to its tool calls.
+//   - Stream: for a provider that implements provider.Streamer, the
+//     Response Stream returns equals what Complete returns for the same
+//     reply, the text deltas add up to its text, and the tool-call deltas (ID
+//     and name first, then arguments) add up to its tool calls; every delta
+//     arrives before Stream returns. An error from the callback stops the
+//     stream and is what Stream returns; a nil callback is allowed.
 //
 // Requests are compared as the model received them on System, Messages and
 // Tools, arguments and schemas by their JSON meaning. Message.IsError is not

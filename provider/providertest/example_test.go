@@ -34,20 +34,19 @@ func ExampleComplete() {
 	// rate limit 429
 }
 
-// Stream sends a reply in fragments, as a streaming model does.
+// Stream sends a reply in fragments, as a streaming model does, and
+// returns the whole of it.
 func ExampleStream() {
 	r := providertest.Reply{Text: "Hello, world", Usage: provider.Usage{InputTokens: 3, OutputTokens: 2}}
-	for d, err := range providertest.Stream(context.Background(), r) {
-		if err != nil {
-			fmt.Println(err)
-			return
-		}
-		if d.Response != nil {
-			fmt.Printf("= %q\n", d.Response.Message.Content)
-			continue
-		}
+	resp, err := providertest.Stream(context.Background(), r, func(d provider.Delta) error {
 		fmt.Printf("%q\n", d.Text)
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
 	}
+	fmt.Printf("= %q\n", resp.Message.Content)
 	// Output:
 	// "Hello,"
 	// " world"

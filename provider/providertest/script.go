@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"iter"
 	"net/http"
 	"slices"
 	"sync"
@@ -139,49 +138,49 @@ func Complete(ctx context.Context, r Reply) (provider.Response, error) {
 	return r.Response(), nil
 }
 
-// Stream streams the answer to a model call in memory as r says: the text in
-// pieces, then each tool call (its ID and name, then its arguments in
-// pieces), then the Response. It is the streaming counterpart of Complete.
-func Stream(ctx context.Context, r Reply) iter.Seq2[provider.Delta, error] {
-	return func(yield func(provider.Delta, error) bool) {
-		send := func(d provider.Delta) bool {
-			if err := ctx.Err(); err != nil {
-				yield(provider.Delta{}, err)
-				return false
-			}
-			return yield(d, nil)
-		}
-		if r.Status != 0 {
-			if err := ctx.Err(); err != nil {
-				yield(provider.Delta{}, err)
-				return
-			}
-			yield(provider.Delta{}, r.Err())
-			return
-		}
-		for _, piece := range Split(r.Text) {
-			if !send(provider.Delta{Text: piece}) {
-				return
-			}
-		}
-		if r.Stall {
-			<-ctx.Done()
-			yield(provider.Delta{}, ctx.Err())
-			return
-		}
-		for i, c := range r.ToolCalls {
-			if !send(provider.Delta{ToolCall: &provider.ToolCallDelta{Index: i, ID: c.ID, Name: c.Name}}) {
-				return
-			}
-			for _, piece := range Split(string(c.Arguments)) {
-				if !send(provider.Delta{ToolCall: &provider.ToolCallDelta{Index: i, Arguments: piece}}) {
-					return
-				}
-			}
-		}
-		resp := r.Response()
-		send(provider.Delta{Response: &resp})
+// Stream streams the answer to a model call in memory as r says: it calls
+// onDelta with the text in pieces, then with each tool call (its ID and
+// name, then its arguments in pieces), and returns the Response. It is the
+// streaming counterpart of Complete.
+func Stream(ctx context.Context, r Reply, onDelta func(provider.Delta) error) (provider.Response, error) {
+	if onDelta == nil {
+		onDelta = func(provider.Delta) error { return nil }
 	}
+	send := func(d provider.Delta) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return onDelta(d)
+	}
+	if err := ctx.Err(); err != nil {
+		return provider.Response{}, err
+	}
+	if r.Status != 0 {
+		return provider.Response{}, r.Err()
+	}
+	for _, piece := range Split(r.Text) {
+		if err := send(provider.Delta{Text: piece}); err != nil {
+			return provider.Response{}, err
+		}
+	}
+	if r.Stall {
+		<-ctx.Done()
+		return provider.Response{}, ctx.Err()
+	}
+	for i, c := range r.ToolCalls {
+		if err := send(provider.Delta{ToolCall: provider.ToolCallDelta{Index: i, ID: c.ID, Name: c.Name}}); err != nil {
+			return provider.Response{}, err
+		}
+		for _, piece := range Split(string(c.Arguments)) {
+			if err := send(provider.Delta{ToolCall: provider.ToolCallDelta{Index: i, Arguments: piece}}); err != nil {
+				return provider.Response{}, err
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return provider.Response{}, err
+	}
+	return r.Response(), nil
 }
 
 // Split cuts s in two pieces on a rune boundary (or returns no pieces for an

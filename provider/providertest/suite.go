@@ -226,15 +226,9 @@ func testErrors(t *testing.T, newProvider NewFunc) {
 			if !ok {
 				t.Skip("the provider does not implement provider.Streamer")
 			}
-			var err error
-			for d, e := range st.Stream(t.Context(), question("Hello?")) {
-				if e != nil {
-					err = e
-					break
-				}
-				if d.Response != nil {
-					t.Fatalf("the stream answered %+v; want a %v error", *d.Response, tc.kind)
-				}
+			resp, err := st.Stream(t.Context(), question("Hello?"), nil)
+			if err == nil {
+				t.Fatalf("the stream answered %+v; want a %v error", resp, tc.kind)
 			}
 			checkKind(t, err, tc.status, tc.kind)
 		})
@@ -288,23 +282,14 @@ func testCancel(t *testing.T, newProvider NewFunc) {
 		}
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		var (
-			cancelled time.Time
-			err       error
-		)
-		for d, e := range st.Stream(ctx, question("Tell me a long story.")) {
-			if e != nil {
-				err = e
-				break
-			}
-			if d.Response != nil {
-				t.Fatal("the stream completed; the model never finished its reply")
-			}
+		var cancelled time.Time
+		_, err := st.Stream(ctx, question("Tell me a long story."), func(provider.Delta) error {
 			if cancelled.IsZero() {
 				cancelled = time.Now()
 				cancel()
 			}
-		}
+			return nil
+		})
 		if cancelled.IsZero() {
 			t.Fatalf("the stream ended (%v) before the model's first text arrived", err)
 		}
@@ -332,10 +317,10 @@ type assembled struct {
 func (a *assembled) add(t *testing.T, d provider.Delta) {
 	t.Helper()
 	a.text.WriteString(d.Text)
-	tc := d.ToolCall
-	if tc == nil {
+	if !d.HasToolCall() {
 		return
 	}
+	tc := d.ToolCall
 	c, ok := a.calls[tc.Index]
 	if !ok {
 		if tc.ID == "" || tc.Name == "" {
@@ -390,25 +375,19 @@ func testStream(t *testing.T, newProvider NewFunc) {
 			want := complete(t, p, req)
 
 			a := assembled{calls: map[int]*provider.ToolCall{}, args: map[int]*strings.Builder{}}
-			var final *provider.Response
-			for d, err := range st.Stream(t.Context(), req) {
-				if err != nil {
-					t.Fatalf("Stream: %v", err)
-				}
-				if final != nil {
-					t.Fatalf("the stream yielded %+v after its final delta", d)
-				}
-				if d.Response != nil {
-					// The delta's Response is the stream's until yield
-					// returns (see provider.Delta): keep a copy.
-					final = new(*d.Response)
-					continue
+			returned := false
+			resp, err := st.Stream(t.Context(), req, func(d provider.Delta) error {
+				if returned {
+					t.Errorf("onDelta was called with %+v after Stream returned", d)
 				}
 				a.add(t, d)
+				return nil
+			})
+			returned = true
+			if err != nil {
+				t.Fatalf("Stream: %v", err)
 			}
-			if final == nil {
-				t.Fatal("the stream ended without a delta carrying the Response")
-			}
+			final := &resp
 			checkResponse(t, "Stream", *final, tc.reply)
 			if diff := cmp.Diff(want, *final, cmpOpts); diff != "" {
 				t.Errorf("the streamed Response differs from Complete's (-Complete +Stream):\n%s", diff)
@@ -422,4 +401,37 @@ func testStream(t *testing.T, newProvider NewFunc) {
 			checkReceived(t, s, 1, req)
 		})
 	}
+	t.Run("Stop", func(t *testing.T) {
+		r := Reply{Text: "Paris is the capital of France, on the Seine.", Usage: provider.Usage{InputTokens: 21, OutputTokens: 12}}
+		p, _ := setup(t, newProvider, r)
+		st, ok := p.(provider.Streamer)
+		if !ok {
+			t.Skip("the provider does not implement provider.Streamer")
+		}
+		stop := errors.New("seen enough")
+		calls := 0
+		_, err := st.Stream(t.Context(), question("Hello?"), func(provider.Delta) error {
+			calls++
+			return stop
+		})
+		if !errors.Is(err, stop) {
+			t.Errorf("Stream returned %v after onDelta failed with %q; want that error", err, stop)
+		}
+		if calls != 1 {
+			t.Errorf("onDelta was called %d times after it failed on the first; want 1", calls)
+		}
+	})
+	t.Run("NilCallback", func(t *testing.T) {
+		r := Reply{Text: "Paris.", Usage: provider.Usage{InputTokens: 21, OutputTokens: 2}}
+		p, _ := setup(t, newProvider, r)
+		st, ok := p.(provider.Streamer)
+		if !ok {
+			t.Skip("the provider does not implement provider.Streamer")
+		}
+		resp, err := st.Stream(t.Context(), question("Hello?"), nil)
+		if err != nil {
+			t.Fatalf("Stream with a nil onDelta: %v", err)
+		}
+		checkResponse(t, "Stream", resp, r)
+	})
 }

@@ -2,7 +2,6 @@ package providertest_test
 
 import (
 	"context"
-	"iter"
 	"testing"
 
 	"github.com/deputy-go/deputy/provider"
@@ -16,8 +15,8 @@ func (m memory) Complete(ctx context.Context, req provider.Request) (provider.Re
 	return providertest.Complete(ctx, m.s.Next(req))
 }
 
-func (m memory) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Delta, error] {
-	return providertest.Stream(ctx, m.s.Next(req))
+func (m memory) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta) error) (provider.Response, error) {
+	return providertest.Stream(ctx, m.s.Next(req), onDelta)
 }
 
 // TestRunReference checks that the suite passes a provider that does

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"iter"
 	"strings"
 	"time"
 
@@ -130,21 +129,16 @@ func (s paced) Complete(ctx context.Context, req provider.Request) (provider.Res
 	return s.p.Complete(ctx, req)
 }
 
-func (s paced) Stream(ctx context.Context, req provider.Request) iter.Seq2[provider.Delta, error] {
-	return func(yield func(provider.Delta, error) bool) {
-		for d, err := range s.p.Stream(ctx, req) {
-			if err == nil {
-				err = sleep(ctx, s.pause)
-			}
-			if err != nil {
-				yield(provider.Delta{}, err)
-				return
-			}
-			if !yield(d, nil) {
-				return
-			}
+func (s paced) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta) error) (provider.Response, error) {
+	return s.p.Stream(ctx, req, func(d provider.Delta) error {
+		if err := sleep(ctx, s.pause); err != nil {
+			return err
 		}
-	}
+		if onDelta == nil {
+			return nil
+		}
+		return onDelta(d)
+	})
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
