@@ -28,6 +28,7 @@ import (
 // waiting its turn gives up when its context ends.
 type React struct {
 	p            provider.Provider
+	streamer     provider.Streamer // p, when it streams
 	name         string
 	system       string
 	model        string
@@ -51,8 +52,10 @@ func NewReact(p provider.Provider, opts ...Option) (*React, error) {
 	if p == nil {
 		return nil, fmt.Errorf("%w: pass a provider, such as fake.NewProvider(...) or openai.New()", ErrNilProvider)
 	}
+	st, _ := p.(provider.Streamer)
 	r := &React{
 		p:           p,
+		streamer:    st,
 		name:        DefaultName,
 		maxSteps:    DefaultMaxSteps,
 		toolRetries: DefaultToolRetries,
@@ -485,11 +488,16 @@ func (s *runState) call(req provider.Request, msgID string) (resp provider.Respo
 	if !s.events {
 		return s.r.p.Complete(ctx, req)
 	}
-	if st, ok := s.r.p.(provider.Streamer); ok {
+	if st := s.r.streamer; st != nil {
 		sr := streamReplies.Get().(*streamReply)
 		sr.start(s.em, msgID)
-		defer sr.release()
-		return sr.run(ctx, st, req)
+		defer sr.release() // after closing what it opened, on a panic too
+		resp, err = st.Stream(ctx, req, sr.onDelta)
+		if err != nil {
+			return provider.Response{}, err
+		}
+		resp.Message.ToolCalls = sr.withIDs(resp.Message.ToolCalls)
+		return resp, nil
 	}
 	resp, err = s.r.p.Complete(ctx, req)
 	if err != nil {
@@ -572,21 +580,20 @@ func (sr *streamReply) start(em event.Emitter, msgID string) {
 	sr.openCall, sr.ids = "", sr.ids[:0]
 }
 
-// release puts sr back in streamReplies, keeping nothing of the reply alive.
+// release closes the message and tool call sr opened, and puts sr back in
+// streamReplies, keeping nothing of the reply alive.
 func (sr *streamReply) release() {
+	sr.closeAll()
 	clear(sr.ids)
 	sr.em, sr.msgID = event.Emitter{}, ""
 	streamReplies.Put(sr)
 }
 
-func (sr *streamReply) run(ctx context.Context, st provider.Streamer, req provider.Request) (provider.Response, error) {
-	defer sr.closeAll() // on a provider's panic too
-	resp, err := st.Stream(ctx, req, sr.onDelta)
-	if err != nil {
-		return provider.Response{}, err
-	}
-	// The calls keep the ids their events announced.
-	calls, cloned := resp.Message.ToolCalls, false
+// withIDs returns the calls of the streamed response with the ids their
+// events announced. It copies calls before changing them: the slice belongs
+// to the provider.
+func (sr *streamReply) withIDs(calls []provider.ToolCall) []provider.ToolCall {
+	cloned := false
 	for i := range calls {
 		if i < len(sr.ids) && sr.ids[i] != "" && calls[i].ID == "" {
 			if !cloned {
@@ -595,8 +602,7 @@ func (sr *streamReply) run(ctx context.Context, st provider.Streamer, req provid
 			calls[i].ID = sr.ids[i]
 		}
 	}
-	resp.Message.ToolCalls = calls
-	return resp, nil
+	return calls
 }
 
 // delta handles one piece of the stream; an error stops it.
