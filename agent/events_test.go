@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/deputy-go/deputy/internal/eventcheck"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -177,6 +179,9 @@ func (s streamer) Complete(ctx context.Context, req provider.Request) (provider.
 
 func (s streamer) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta) error) (provider.Response, error) {
 	for _, d := range s.deltas {
+		if onDelta == nil {
+			break
+		}
 		if err := onDelta(d); err != nil {
 			return provider.Response{}, err
 		}
@@ -201,14 +206,26 @@ func TestReactEventsOffAllocations(t *testing.T) {
 			}
 		})
 	}
+	var texts, calls atomic.Int64 // counted without allocating
+	counter := event.SinkFunc(func(e event.Event) {
+		switch e.Type {
+		case event.TextMessageContent:
+			texts.Add(1)
+		case event.ToolCallStart:
+			calls.Add(1)
+		}
+	})
 	none := allocs(context.Background())
 	off := allocs(event.WithSink(context.Background(), nil))
-	on := allocs(event.WithSink(context.Background(), event.SinkFunc(func(event.Event) {})))
+	on := allocs(event.WithSink(context.Background(), counter))
 	if none != off {
 		t.Errorf("a run allocates %v times with no sink and %v with events turned off", none, off)
 	}
-	if on > none {
-		t.Errorf("a run allocates %v times with no sink and %v with a sink that discards: events should not allocate", none, on)
+	if texts.Load() == 0 || calls.Load() == 0 {
+		t.Fatalf("the sink saw %d TEXT_MESSAGE_CONTENT and %d TOOL_CALL_START events; want some of each", texts.Load(), calls.Load())
+	}
+	if on > none && !raceEnabled {
+		t.Errorf("a run allocates %v times with no sink and %v with a sink: events should not allocate", none, on)
 	}
 }
 
@@ -264,4 +281,70 @@ func (f streamFunc) Complete(ctx context.Context, req provider.Request) (provide
 
 func (f streamFunc) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta) error) (provider.Response, error) {
 	return f(ctx, req, onDelta)
+}
+
+// However a stream gives its tool calls' ids (late, twice, or not at all
+// because it left the call out of its deltas), every call in the reply has
+// exactly one TOOL_CALL_START, under the id its result names.
+func TestReactStreamIDsMatchEvents(t *testing.T) {
+	faro := json.RawMessage(`{"city":"Faro"}`)
+	tc := func(i int, id, name, args string) provider.Delta {
+		return provider.Delta{ToolCall: provider.ToolCallDelta{Index: i, ID: id, Name: name, Arguments: args}}
+	}
+	tests := []struct {
+		name   string
+		deltas []provider.Delta
+		calls  []provider.ToolCall
+	}{
+		{"id on a later fragment",
+			[]provider.Delta{tc(0, "", "weather", `{"city":`), tc(0, "call_late", "", `"Faro"}`)},
+			[]provider.ToolCall{{ID: "call_late", Name: "weather", Arguments: faro}}},
+		{"two calls with one id",
+			[]provider.Delta{tc(0, "dup", "weather", string(faro)), tc(1, "dup", "weather", string(faro))},
+			[]provider.ToolCall{{ID: "dup", Name: "weather", Arguments: faro}, {ID: "dup", Name: "weather", Arguments: faro}}},
+		{"call missing from the deltas",
+			[]provider.Delta{{Text: "Checking."}},
+			[]provider.ToolCall{{ID: "call_quiet", Name: "weather", Arguments: faro}}},
+		{"call missing, without an id",
+			nil,
+			[]provider.ToolCall{{Name: "weather", Arguments: faro}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			replies := []streamer{
+				{deltas: tt.deltas, resp: provider.Response{Message: provider.AssistantMessage("", tt.calls...)}},
+				{deltas: []provider.Delta{{Text: "Sunny."}}, resp: provider.Response{Message: provider.AssistantMessage("Sunny.")}},
+			}
+			step := 0
+			p := streamFunc(func(ctx context.Context, req provider.Request, onDelta func(provider.Delta) error) (provider.Response, error) {
+				step++
+				return replies[step-1].Stream(ctx, req, onDelta)
+			})
+			rec := &recorder{}
+			out, err := newReact(t, p, agent.WithTools(weather(t))).Run(event.WithSink(t.Context(), rec), agent.Input{Text: "Weather in Faro?"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls := out.Messages[1].ToolCalls
+			starts := map[string]int{}
+			for _, e := range rec.of(event.ToolCallStart) {
+				starts[e.ToolCallID]++
+			}
+			results := map[string]bool{}
+			for _, e := range rec.of(event.ToolCallResult) {
+				results[e.ToolCallID] = true
+			}
+			if len(starts) != len(calls) {
+				t.Errorf("TOOL_CALL_START for %v; the reply has %d calls", starts, len(calls))
+			}
+			for _, c := range calls {
+				if starts[c.ID] != 1 || !results[c.ID] {
+					t.Errorf("call %q: %d TOOL_CALL_START, result event %v; want 1 and true", c.ID, starts[c.ID], results[c.ID])
+				}
+			}
+			if problems := eventcheck.Check(rec.all(), eventcheck.Options{}); len(problems) > 0 {
+				t.Errorf("events break the protocol: %v", problems)
+			}
+		})
+	}
 }

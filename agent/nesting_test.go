@@ -40,6 +40,7 @@ func TestRunEventsAreWellNested(t *testing.T) {
 		{"streamed, tool call without text", fake.NewProvider(fake.Call("weather", `{"city":"Porto"}`), fake.Text("Sunny.")), nil, false},
 		{"streamed, empty arguments", fake.NewProvider(fake.Call("weather", ``), fake.Text("Sunny.")), nil, false},
 		{"stream fails mid-text", streamer{deltas: []provider.Delta{{Text: "Sun"}}, err: errors.New("connection reset")}, nil, true},
+		{"stream panics mid-text", panicky{streamer{deltas: []provider.Delta{{Text: "Sun"}}}}, nil, true},
 		{"stream fails mid-call", streamer{deltas: []provider.Delta{{ToolCall: provider.ToolCallDelta{Index: 0, Name: "weather", Arguments: `{"ci`}}}, err: errors.New("connection reset")}, nil, true},
 		{"max steps", plain(toolReply), []agent.Option{agent.WithMaxSteps(2)}, true},
 		{"model error", fake.NewProvider(fake.Error(errors.New("overloaded"))), nil, true},
@@ -92,4 +93,12 @@ func TestRunEventsAreWellNested(t *testing.T) {
 			}
 		})
 	}
+}
+
+// panicky is a streaming provider that panics after its deltas.
+type panicky struct{ streamer }
+
+func (p panicky) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta) error) (provider.Response, error) {
+	_, _ = p.streamer.Stream(ctx, req, onDelta)
+	panic("provider bug")
 }

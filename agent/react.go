@@ -496,7 +496,7 @@ func (s *runState) call(req provider.Request, msgID string) (resp provider.Respo
 		if err != nil {
 			return provider.Response{}, err
 		}
-		resp.Message.ToolCalls = sr.withIDs(resp.Message.ToolCalls)
+		resp.Message.ToolCalls = sr.finish(resp.Message.ToolCalls)
 		return resp, nil
 	}
 	resp, err = s.r.p.Complete(ctx, req)
@@ -589,17 +589,38 @@ func (sr *streamReply) release() {
 	streamReplies.Put(sr)
 }
 
-// withIDs returns the calls of the streamed response with the ids their
-// events announced. It copies calls before changing them: the slice belongs
+// finish returns the calls of the streamed response with the ids their
+// events announced, and announces any call the stream left out, as the
+// plain path does. It copies calls before changing them: the slice belongs
 // to the provider.
-func (sr *streamReply) withIDs(calls []provider.ToolCall) []provider.ToolCall {
+func (sr *streamReply) finish(calls []provider.ToolCall) []provider.ToolCall {
 	cloned := false
 	for i := range calls {
-		if i < len(sr.ids) && sr.ids[i] != "" && calls[i].ID == "" {
+		want := ""
+		if i < len(sr.ids) {
+			want = sr.ids[i]
+		}
+		announced := want != ""
+		if !announced && (calls[i].ID == "" || hasID(calls[:i], calls[i].ID)) {
+			want = id.New("call_")
+		}
+		if want != "" && calls[i].ID != want {
 			if !cloned {
 				calls, cloned = slices.Clone(calls), true
 			}
-			calls[i].ID = sr.ids[i]
+			calls[i].ID = want
+		}
+		if !announced {
+			c := &calls[i]
+			sr.closeText()
+			sr.closeCall()
+			parent := ""
+			if sr.textSent {
+				parent = sr.msgID
+			}
+			sr.em.Emit(event.Event{Type: event.ToolCallStart, ToolCallID: c.ID, ToolCallName: c.Name, ParentMessageID: parent})
+			sr.em.Emit(event.Event{Type: event.ToolCallArgs, ToolCallID: c.ID, Delta: string(c.Arguments)})
+			sr.em.Emit(event.Event{Type: event.ToolCallEnd, ToolCallID: c.ID})
 		}
 	}
 	return calls
@@ -630,8 +651,8 @@ func (sr *streamReply) delta(d provider.Delta) error {
 	callID := sr.ids[tc.Index]
 	if callID == "" {
 		callID = tc.ID
-		if callID == "" {
-			callID = id.New("call_")
+		if callID == "" || slices.Contains(sr.ids, callID) {
+			callID = id.New("call_") // every result must name one call
 		}
 		sr.ids[tc.Index] = callID
 		sr.closeCall()
