@@ -334,8 +334,9 @@ func Usage(req provider.Request, reply provider.Message) provider.Usage {
 }
 
 // Stream answers req like Complete, and meanwhile passes onDelta the text
-// a word at a time and each tool call's arguments in two pieces. An error
-// from onDelta ends the call with that error.
+// a word at a time and each tool call in two pieces (its id, its name and
+// the first half of its arguments, then the rest of them, unless that is
+// empty). An error from onDelta ends the call with that error.
 func (p *Provider) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta) error) (provider.Response, error) {
 	resp, args, err := p.respond(ctx, req)
 	if err != nil || onDelta == nil {

@@ -137,7 +137,7 @@ type Delta struct {
 	Text string
 	// ToolCall is a fragment of a tool call (see HasToolCall): the first
 	// fragment of a call has its ID and Name; later ones add to its
-	// Arguments. Index orders calls. It is the zero value in a text delta.
+	// Arguments. It is the zero value in a text delta.
 	ToolCall ToolCallDelta
 }
 
@@ -151,6 +151,8 @@ func (d Delta) HasToolCall() bool {
 
 // ToolCallDelta is a fragment of a streamed tool call.
 type ToolCallDelta struct {
+	// Index is the call's position in the tool calls of the Response that
+	// Stream returns, from 0, whatever numbering the vendor's wire uses.
 	Index     int
 	ID        string
 	Name      string
@@ -161,11 +163,14 @@ type ToolCallDelta struct {
 //
 // Stream answers req as Complete does, with the same Response and the same
 // errors, and meanwhile calls onDelta with each piece of the reply as it
-// arrives, in order, one call at a time, all before it returns. The
+// arrives, in order, one call at a time, all before it returns: a provider
+// that reads the reply in another goroutine stops it before returning. The
 // Response it returns is the whole reply, assembled, with usage. When
 // onDelta returns an error, Stream stops reading the reply and returns that
-// error as it is. A nil onDelta is called for nothing. Like Complete, Stream
-// must be safe for concurrent use and return promptly once ctx is done.
+// error as it is, with no Response (the tokens the reply had used so far are
+// not reported). onDelta may be nil; Stream then answers as Complete does.
+// Like Complete, Stream must be safe for concurrent use and return promptly
+// once ctx is done.
 type Streamer interface {
 	Stream(ctx context.Context, req Request, onDelta func(Delta) error) (Response, error)
 }

@@ -137,8 +137,8 @@ func (s streaming) Complete(ctx context.Context, req provider.Request) (provider
 
 func (s streaming) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta) error) (provider.Response, error) {
 	resp, err := s.p.Complete(ctx, req)
-	if err != nil {
-		return provider.Response{}, err
+	if err != nil || onDelta == nil {
+		return resp, err
 	}
 	text := resp.Message.Content
 	for _, piece := range []string{text[:len(text)/2], text[len(text)/2:]} {

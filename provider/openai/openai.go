@@ -30,8 +30,8 @@
 //   - Request.ResponseSchema asks for structured output with response_format
 //     json_schema, under the name "response" and without strict mode, so that
 //     schemas with optional properties stay valid.
-//   - Streaming asks for usage (stream_options.include_usage), so the final
-//     Delta's Response reports tokens as Complete does.
+//   - Streaming asks for usage (stream_options.include_usage), so the
+//     Response Stream returns reports tokens as Complete's does.
 //
 // # Errors
 //

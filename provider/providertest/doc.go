@@ -31,9 +31,10 @@
 //	})
 //
 // A fake that streams does the same in its Stream method with
-// providertest.Stream(ctx, s.Next(req), onDelta). A fake built from a list
-// of canned responses can instead be given a responder that calls s.Next and converts
-// the Reply: Reply.Response for an answer, Reply.Err for a failure.
+// providertest.Stream(ctx, s.Next(req), onDelta). A fake built from a
+// list of canned responses can instead be given a responder that calls
+// s.Next and converts the Reply: Reply.Response for an answer, Reply.Err
+// for a failure.
 //
 // A provider over a vendor's HTTP API is tested against a local
 // net/http/httptest server that decodes each request body into a

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -226,7 +227,7 @@ func testErrors(t *testing.T, newProvider NewFunc) {
 			if !ok {
 				t.Skip("the provider does not implement provider.Streamer")
 			}
-			resp, err := st.Stream(t.Context(), question("Hello?"), nil)
+			resp, err := st.Stream(t.Context(), question("Hello?"), func(provider.Delta) error { return nil })
 			if err == nil {
 				t.Fatalf("the stream answered %+v; want a %v error", resp, tc.kind)
 			}
@@ -375,15 +376,19 @@ func testStream(t *testing.T, newProvider NewFunc) {
 			want := complete(t, p, req)
 
 			a := assembled{calls: map[int]*provider.ToolCall{}, args: map[int]*strings.Builder{}}
-			returned := false
+			var returned, inside atomic.Bool
 			resp, err := st.Stream(t.Context(), req, func(d provider.Delta) error {
-				if returned {
+				if returned.Load() {
 					t.Errorf("onDelta was called with %+v after Stream returned", d)
 				}
+				if inside.Swap(true) {
+					t.Error("onDelta was called while a call of it was running: calls must come one at a time")
+				}
+				defer inside.Store(false)
 				a.add(t, d)
 				return nil
 			})
-			returned = true
+			returned.Store(true)
 			if err != nil {
 				t.Fatalf("Stream: %v", err)
 			}
