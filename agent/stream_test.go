@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"github.com/deputy-go/deputy/provider"
 	"strings"
 	"testing"
 	"time"
@@ -93,7 +94,15 @@ func TestStreamStoppedEarlyCancelsTheRun(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	// The model would take a minute; stopping after the first event must
 	// cancel it and wait for the run's goroutine.
-	p := fake.NewProvider(fake.Text("too late").After(time.Minute))
+	// The model holds the first question until its caller gives up, and
+	// answers any other at once (the run may be cancelled before it asks).
+	p := fake.NewProvider(fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		if req.Messages[len(req.Messages)-1].Content == "hi" {
+			<-ctx.Done()
+			return provider.Response{}, ctx.Err()
+		}
+		return provider.Response{Message: provider.AssistantMessage("ready")}, nil
+	})).Loop()
 	a, err := agent.NewReact(p)
 	if err != nil {
 		t.Fatal(err)
@@ -116,8 +125,8 @@ func TestStreamStoppedEarlyCancelsTheRun(t *testing.T) {
 	// The agent is free again: its cancelled run has ended.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := a.Run(ctx, agent.Input{Text: "again"}); !errors.Is(err, fake.ErrScriptExhausted) {
-		t.Fatalf("a second run: %v, want the script to be exhausted", err)
+	if out, err := a.Run(ctx, agent.Input{Text: "again"}); err != nil || out.Answer != "ready" {
+		t.Fatalf("a second run: %q, %v; want it to run at once", out.Answer, err)
 	}
 }
 
@@ -170,7 +179,15 @@ func equalTypes(a, b []event.Type) bool {
 
 func TestStreamBodyThatPanicsStillEndsTheRun(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	p := fake.NewProvider(fake.Text("too late").After(time.Minute))
+	// The model holds the first question until its caller gives up, and
+	// answers any other at once (the run may be cancelled before it asks).
+	p := fake.NewProvider(fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		if req.Messages[len(req.Messages)-1].Content == "hi" {
+			<-ctx.Done()
+			return provider.Response{}, ctx.Err()
+		}
+		return provider.Response{Message: provider.AssistantMessage("ready")}, nil
+	})).Loop()
 	a, err := agent.NewReact(p)
 	if err != nil {
 		t.Fatal(err)
