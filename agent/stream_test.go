@@ -92,17 +92,8 @@ func TestStreamEndsWithTheRunsError(t *testing.T) {
 
 func TestStreamStoppedEarlyCancelsTheRun(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	// The model would take a minute; stopping after the first event must
-	// cancel it and wait for the run's goroutine.
-	// The model holds the first question until its caller gives up, and
-	// answers any other at once (the run may be cancelled before it asks).
-	p := fake.NewProvider(fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
-		if req.Messages[len(req.Messages)-1].Content == "hi" {
-			<-ctx.Done()
-			return provider.Response{}, ctx.Err()
-		}
-		return provider.Response{Message: provider.AssistantMessage("ready")}, nil
-	})).Loop()
+	// Stopping after the first event must cancel the run and wait for it.
+	p := holdsHi()
 	a, err := agent.NewReact(p)
 	if err != nil {
 		t.Fatal(err)
@@ -179,15 +170,7 @@ func equalTypes(a, b []event.Type) bool {
 
 func TestStreamBodyThatPanicsStillEndsTheRun(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	// The model holds the first question until its caller gives up, and
-	// answers any other at once (the run may be cancelled before it asks).
-	p := fake.NewProvider(fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
-		if req.Messages[len(req.Messages)-1].Content == "hi" {
-			<-ctx.Done()
-			return provider.Response{}, ctx.Err()
-		}
-		return provider.Response{Message: provider.AssistantMessage("ready")}, nil
-	})).Loop()
+	p := holdsHi()
 	a, err := agent.NewReact(p)
 	if err != nil {
 		t.Fatal(err)
@@ -202,4 +185,17 @@ func TestStreamBodyThatPanicsStillEndsTheRun(t *testing.T) {
 			panic("consumer bug")
 		}
 	}()
+}
+
+// holdsHi returns a model that holds the question "hi" until its caller
+// gives up and answers any other at once with "ready": a run cancelled
+// before it asks leaves nothing behind for the next run.
+func holdsHi() *fake.Provider {
+	return fake.NewProvider(fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		if req.Messages[len(req.Messages)-1].Content == "hi" {
+			<-ctx.Done()
+			return provider.Response{}, ctx.Err()
+		}
+		return provider.Response{Message: provider.AssistantMessage("ready")}, nil
+	})).Loop()
 }

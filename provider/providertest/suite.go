@@ -223,10 +223,7 @@ func testErrors(t *testing.T, newProvider NewFunc) {
 		})
 		t.Run("Stream/"+http.StatusText(tc.status), func(t *testing.T) {
 			p, _ := setup(t, newProvider, Reply{Status: tc.status})
-			st, ok := p.(provider.Streamer)
-			if !ok {
-				t.Skip("the provider does not implement provider.Streamer")
-			}
+			st := streamerOf(t, p)
 			resp, err := st.Stream(t.Context(), question("Hello?"), func(provider.Delta) error { return nil })
 			if err == nil {
 				t.Fatalf("the stream answered %+v; want a %v error", resp, tc.kind)
@@ -277,10 +274,7 @@ func testCancel(t *testing.T, newProvider NewFunc) {
 
 	t.Run("Stream", func(t *testing.T) {
 		p, _ := setup(t, newProvider, Reply{Text: "Once upon a time", Stall: true})
-		st, ok := p.(provider.Streamer)
-		if !ok {
-			t.Skip("the provider does not implement provider.Streamer")
-		}
+		st := streamerOf(t, p)
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		var cancelled time.Time
@@ -306,6 +300,17 @@ func testCancel(t *testing.T, newProvider NewFunc) {
 		_, err := p.Complete(ctx, question("Hello?"))
 		checkCanceled(t, err, time.Since(start))
 	})
+}
+
+// streamerOf returns p as a provider.Streamer, or skips the test of a
+// provider that does not stream.
+func streamerOf(t *testing.T, p provider.Provider) provider.Streamer {
+	t.Helper()
+	st, ok := p.(provider.Streamer)
+	if !ok {
+		t.Skip("the provider does not implement provider.Streamer")
+	}
+	return st
 }
 
 // assembled is a reply put together from stream deltas.
@@ -367,10 +372,7 @@ func testStream(t *testing.T, newProvider NewFunc) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p, s := setup(t, newProvider, tc.reply, tc.reply)
-			st, ok := p.(provider.Streamer)
-			if !ok {
-				t.Skip("the provider does not implement provider.Streamer")
-			}
+			st := streamerOf(t, p)
 			req := question("What is the weather in Paris and Rome?")
 			req.Tools = []provider.ToolDef{WeatherTool()}
 			want := complete(t, p, req)
@@ -409,10 +411,7 @@ func testStream(t *testing.T, newProvider NewFunc) {
 	t.Run("Stop", func(t *testing.T) {
 		r := Reply{Text: "Paris is the capital of France, on the Seine.", Usage: provider.Usage{InputTokens: 21, OutputTokens: 12}}
 		p, _ := setup(t, newProvider, r)
-		st, ok := p.(provider.Streamer)
-		if !ok {
-			t.Skip("the provider does not implement provider.Streamer")
-		}
+		st := streamerOf(t, p)
 		stop := errors.New("seen enough")
 		calls := 0
 		_, err := st.Stream(t.Context(), question("Hello?"), func(provider.Delta) error {
@@ -429,10 +428,7 @@ func testStream(t *testing.T, newProvider NewFunc) {
 	t.Run("NilCallback", func(t *testing.T) {
 		r := Reply{Text: "Paris.", Usage: provider.Usage{InputTokens: 21, OutputTokens: 2}}
 		p, _ := setup(t, newProvider, r)
-		st, ok := p.(provider.Streamer)
-		if !ok {
-			t.Skip("the provider does not implement provider.Streamer")
-		}
+		st := streamerOf(t, p)
 		resp, err := st.Stream(t.Context(), question("Hello?"), nil)
 		if err != nil {
 			t.Fatalf("Stream with a nil onDelta: %v", err)
