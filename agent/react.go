@@ -514,12 +514,18 @@ func (s *runState) call(req provider.Request, msgID string) (resp provider.Respo
 		em.Emit(event.Event{Type: event.TextMessageContent, MessageID: msgID, Delta: m.Content})
 		em.Emit(event.Event{Type: event.TextMessageEnd, MessageID: msgID})
 	}
-	for _, c := range m.ToolCalls {
-		em.Emit(event.Event{Type: event.ToolCallStart, ToolCallID: c.ID, ToolCallName: c.Name, ParentMessageID: parent})
-		em.Emit(event.Event{Type: event.ToolCallArgs, ToolCallID: c.ID, Delta: string(c.Arguments)})
-		em.Emit(event.Event{Type: event.ToolCallEnd, ToolCallID: c.ID})
+	for i := range m.ToolCalls {
+		emitCall(em, &m.ToolCalls[i], parent)
 	}
 	return resp, nil
+}
+
+// emitCall announces a whole tool call, arguments and all, under the
+// message parent ("" for none).
+func emitCall(em event.Emitter, c *provider.ToolCall, parent string) {
+	em.Emit(event.Event{Type: event.ToolCallStart, ToolCallID: c.ID, ToolCallName: c.Name, ParentMessageID: parent})
+	em.Emit(event.Event{Type: event.ToolCallArgs, ToolCallID: c.ID, Delta: string(c.Arguments)})
+	em.Emit(event.Event{Type: event.ToolCallEnd, ToolCallID: c.ID})
 }
 
 // withIDs returns calls with an id on each call that has none or repeats an
@@ -611,16 +617,9 @@ func (sr *streamReply) finish(calls []provider.ToolCall) []provider.ToolCall {
 			calls[i].ID = want
 		}
 		if !announced {
-			c := &calls[i]
 			sr.closeText()
 			sr.closeCall()
-			parent := ""
-			if sr.textSent {
-				parent = sr.msgID
-			}
-			sr.em.Emit(event.Event{Type: event.ToolCallStart, ToolCallID: c.ID, ToolCallName: c.Name, ParentMessageID: parent})
-			sr.em.Emit(event.Event{Type: event.ToolCallArgs, ToolCallID: c.ID, Delta: string(c.Arguments)})
-			sr.em.Emit(event.Event{Type: event.ToolCallEnd, ToolCallID: c.ID})
+			emitCall(sr.em, &calls[i], sr.parent())
 		}
 	}
 	return calls
@@ -656,17 +655,22 @@ func (sr *streamReply) delta(d provider.Delta) error {
 		}
 		sr.ids[tc.Index] = callID
 		sr.closeCall()
-		parent := ""
-		if sr.textSent {
-			parent = sr.msgID // a tool call names its message only when that was sent
-		}
-		em.Emit(event.Event{Type: event.ToolCallStart, ToolCallID: callID, ToolCallName: tc.Name, ParentMessageID: parent})
+		em.Emit(event.Event{Type: event.ToolCallStart, ToolCallID: callID, ToolCallName: tc.Name, ParentMessageID: sr.parent()})
 		sr.openCall = callID
 	}
 	if sr.openCall == callID {
 		em.Emit(event.Event{Type: event.ToolCallArgs, ToolCallID: callID, Delta: tc.Arguments})
 	}
 	return nil
+}
+
+// parent is the message a tool call names as its parent: the reply's text,
+// only when some of it was sent.
+func (sr *streamReply) parent() string {
+	if sr.textSent {
+		return sr.msgID
+	}
+	return ""
 }
 
 func (sr *streamReply) closeText() {
