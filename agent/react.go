@@ -601,26 +601,27 @@ func (sr *streamReply) release() {
 // to the provider.
 func (sr *streamReply) finish(calls []provider.ToolCall) []provider.ToolCall {
 	cloned := false
+	setID := func(i int, id string) {
+		if !cloned {
+			calls, cloned = slices.Clone(calls), true
+		}
+		calls[i].ID = id
+	}
 	for i := range calls {
-		want := ""
-		if i < len(sr.ids) {
-			want = sr.ids[i]
-		}
-		announced := want != ""
-		if !announced && (calls[i].ID == "" || hasID(calls[:i], calls[i].ID)) {
-			want = id.New("call_")
-		}
-		if want != "" && calls[i].ID != want {
-			if !cloned {
-				calls, cloned = slices.Clone(calls), true
+		if i < len(sr.ids) && sr.ids[i] != "" {
+			if calls[i].ID != sr.ids[i] {
+				setID(i, sr.ids[i])
 			}
-			calls[i].ID = want
+			continue
 		}
-		if !announced {
-			sr.closeText()
-			sr.closeCall()
-			emitCall(sr.em, &calls[i], sr.parent())
+		// Left out of the stream: an id as on the plain path (see withIDs),
+		// and the whole call announced now.
+		if calls[i].ID == "" || hasID(calls[:i], calls[i].ID) {
+			setID(i, id.New("call_"))
 		}
+		sr.closeText()
+		sr.closeCall()
+		emitCall(sr.em, &calls[i], sr.parent())
 	}
 	return calls
 }
