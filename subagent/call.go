@@ -46,7 +46,7 @@ func (t *SubAgentTool) Call(ctx context.Context, call tool.Call) (tool.Result, e
 	if v, ok := jsonvalue.Decode(text); ok {
 		err = t.params.ValidateValue(v)
 	} else {
-		err = t.params.Validate(args) // which says where the JSON goes wrong
+		err = t.params.Validate(args) // which says what is wrong with the JSON
 	}
 	if err != nil {
 		return tool.Result{}, fmt.Errorf("%w for %s: %v: fix the arguments to match the tool's schema and call it again", tool.ErrInvalidArguments, name, err)

@@ -159,7 +159,7 @@ func FromReact(name, description string, p provider.Provider, tools *tool.Regist
 	base = append(base, t.cfg.reactOpts...)
 	t.factory = func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 		// A field of the wrong type degrades to empty.
-		system, _ := jsonvalue.StringField(string(args), "system_prompt")
+		system := field(args, "system_prompt")
 		if extra != "" {
 			if system != "" {
 				system += "\n\n"
@@ -175,8 +175,18 @@ func FromReact(name, description string, p provider.Provider, tools *tool.Regist
 // taskInput hands the child the task field of the arguments; a missing
 // task, or one that is not a string, is empty.
 func taskInput(args json.RawMessage) (agent.Input, error) {
-	task, _ := jsonvalue.StringField(string(args), "task")
-	return agent.Input{Text: task}, nil
+	return agent.Input{Text: field(args, "task")}, nil
+}
+
+// field returns the string member name of the JSON object args, read by its
+// exact name: the value the parameter schema checked, and no other. A
+// missing member, or one that is not a string, is empty. The arguments were
+// checked before (Call refuses a repeated key), so they decode.
+func field(args json.RawMessage, name string) string {
+	v, _ := jsonvalue.Decode(string(args))
+	m, _ := v.(map[string]any)
+	s, _ := m[name].(string)
+	return s
 }
 
 func build(name, description string, params json.RawMessage, defaultParams string, opts []Option) (*SubAgentTool, error) {

@@ -148,7 +148,10 @@ func (c *checker) check(answer string) verdict {
 	if !ok {
 		return verdict{problem: errors.New("the answer holds no JSON value")}
 	}
-	v, _ := jsonvalue.Decode(raw) // extract found valid JSON
+	v, err := jsonvalue.DecodeOnce(raw) // extract found valid JSON
+	if err != nil { // a repeated key
+		return verdict{raw: raw, found: true, problem: err}
+	}
 	if err := c.schema.ValidateValue(v); err != nil {
 		return verdict{raw: raw, found: true, problem: err}
 	}

@@ -156,10 +156,16 @@ func SchemaFor[T any]() (*Schema, error) {
 func (s *Schema) Raw() json.RawMessage { return s.raw }
 
 // Validate checks the JSON text data against s. The error names every
-// offending place by its JSON pointer, in words a model can act on.
+// offending place by its JSON pointer, in words a model can act on. An
+// object that holds one key twice is refused: what a program reads from
+// the text must be what was checked.
 func (s *Schema) Validate(data []byte) error {
-	v, ok := jsonvalue.Decode(string(data))
-	if !ok {
+	v, err := jsonvalue.DecodeOnce(string(data))
+	var rk *jsonvalue.RepeatedKeyError
+	if errors.As(err, &rk) {
+		return &ValidationError{Problems: []string{rk.Error()}}
+	}
+	if err != nil {
 		// The slow decoder says where the text goes wrong.
 		var err error
 		if v, err = validator.UnmarshalJSON(bytes.NewReader(data)); err != nil {
