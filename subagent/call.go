@@ -192,7 +192,10 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 	o := Outcome{RunID: runID}
 	content := out.Answer
 	if c := t.cfg.check; c != nil {
-		v := c.check(out.Answer)
+		v, err := c.check(ctx, out.Answer)
+		if err != nil {
+			return tool.Result{}, fmt.Errorf("subagent %q: checking the answer: %w", name, err)
+		}
 		if v.problem != nil {
 			retry := agent.Input{Text: c.correction(v.problem)}
 			if t.resident == nil {
@@ -202,7 +205,9 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 			if out, err = attempt(retry); err != nil {
 				return tool.Result{}, err
 			}
-			v = c.check(out.Answer)
+			if v, err = c.check(ctx, out.Answer); err != nil {
+				return tool.Result{}, fmt.Errorf("subagent %q: checking the answer: %w", name, err)
+			}
 		}
 		switch {
 		case v.problem == nil:

@@ -3,8 +3,10 @@ package subagent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/tool"
@@ -55,5 +57,74 @@ func TestFromReactReadsExactlyWhatWasChecked(t *testing.T) {
 				t.Errorf("child's system prompt = %q, want %q", req.System, tt.wantSystem)
 			}
 		})
+	}
+}
+
+// schemaChain is an output_schema of n definitions, each applying the one
+// before twice (allOf): 2^n checks of one answer.
+func schemaChain(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"$defs":{"d0":{"type":"string"}`)
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, `,"d%d":{"allOf":[{"$ref":"#/$defs/d%d"},{"$ref":"#/$defs/d%d"}]}`, i, i-1, i-1)
+	}
+	fmt.Fprintf(&b, `},"$ref":"#/$defs/d%d"}`, n)
+	return b.String()
+}
+
+// A model's output_schema that would take exponential time to check, or
+// super-quadratic time to compile, or that refers to itself in place, is
+// refused at once with an error the model reads, and no child runs.
+func TestSpawnRefusesCostlyOutputSchemas(t *testing.T) {
+	tests := []struct {
+		name, schema, want string
+	}{
+		{"allOf chain of 30 references", schemaChain(30), "weighs more than"},
+		{"items nested 1,600 deep", strings.Repeat(`{"items":`, 1600) + "{}" + strings.Repeat("}", 1600), "nests deeper than"},
+		{"items nested 9,000 deep", strings.Repeat(`{"items":`, 9000) + "{}" + strings.Repeat("}", 9000), "over the bound"},
+		{"a reference to itself", `{"$ref":"#"}`, "reference cycle"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := fake.NewProvider(fake.Text(`"x"`))
+			s := must(NewSpawner(p, nil))(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			args, _ := json.Marshal(map[string]any{"task": "answer x", "output_schema": json.RawMessage(tt.schema)})
+			start := time.Now()
+			_, err := callTool(ctx, s, "c1", string(args))
+			if !tool.IsCorrectable(err) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "output_schema") {
+				t.Fatalf("spawn: %v, want a correctable output_schema error saying %q", err, tt.want)
+			}
+			if d := time.Since(start); d > time.Second {
+				t.Errorf("refusing took %v", d)
+			}
+			if p.Calls() != 0 {
+				t.Errorf("a child ran %d model calls under a refused schema", p.Calls())
+			}
+		})
+	}
+}
+
+// A schema within the static bounds that checks each level of the answer
+// twice per level above is stopped by the work bound: the child is told,
+// and the parent gets the answer with the note, in well under a second.
+func TestSpawnBoundsTheWorkOfACheck(t *testing.T) {
+	deep := strings.Repeat("[", 40) + strings.Repeat("]", 40)
+	p := fake.NewProvider(fake.Text(deep), fake.Text(deep))
+	s := must(NewSpawner(p, nil))(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	schema := `{"$defs":{"a":{"allOf":[{"items":{"$ref":"#/$defs/a"}},{"items":{"$ref":"#/$defs/a"}}]}},"$ref":"#/$defs/a"}`
+	args, _ := json.Marshal(map[string]any{"task": "nest", "output_schema": json.RawMessage(schema)})
+	res, err := callTool(ctx, s, "c1", string(args))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.Content, "[validation failed: ") || !strings.Contains(res.Content, "takes more than") {
+		t.Fatalf("result %q, want the work bound in the validation note", res.Content)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the check ran past the deadline")
 	}
 }

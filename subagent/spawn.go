@@ -336,7 +336,9 @@ func (s *Spawner) Call(ctx context.Context, call tool.Call) (tool.Result, error)
 	}
 	check, callSchema := s.cfg.check, false
 	if len(a.OutputSchema) > 0 && string(a.OutputSchema) != "null" {
-		sch, err := tool.CompileSchema(a.OutputSchema)
+		// The schema is the model's: bounded, so that neither compiling it
+		// nor checking the child's answer against it can run away.
+		sch, err := tool.CompileUntrustedSchema(a.OutputSchema)
 		if err != nil {
 			return tool.Result{}, fmt.Errorf("%w for %s: output_schema: %v: send a JSON Schema object such as {\"type\":\"object\",\"properties\":{\"answer\":{\"type\":\"string\"}}}, or leave it out",
 				tool.ErrInvalidArguments, SpawnToolName, err)

@@ -1,6 +1,7 @@
 package subagent
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -143,23 +144,32 @@ type verdict struct {
 	problem error  // nil when valid
 }
 
-func (c *checker) check(answer string) verdict {
+// check reads the answer. It fails only when ctx ends first.
+func (c *checker) check(ctx context.Context, answer string) (verdict, error) {
 	raw, ok := extract(answer)
 	if !ok {
-		return verdict{problem: errors.New("the answer holds no JSON value")}
+		return verdict{problem: errors.New("the answer holds no JSON value")}, nil
 	}
 	v, err := jsonvalue.DecodeOnce(raw) // extract found valid JSON
 	if err != nil { // a repeated key
-		return verdict{raw: raw, found: true, problem: err}
+		return verdict{raw: raw, found: true, problem: err}, nil
 	}
-	if err := c.schema.ValidateValue(v); err != nil {
-		return verdict{raw: raw, found: true, problem: err}
+	if err := c.schema.ValidateValueContext(ctx, v); err != nil {
+		if ctx.Err() != nil && !isValidation(err) {
+			return verdict{}, err
+		}
+		return verdict{raw: raw, found: true, problem: err}, nil
 	}
 	value, err := c.decode(raw, v)
 	if err != nil {
-		return verdict{raw: raw, found: true, problem: err}
+		return verdict{raw: raw, found: true, problem: err}, nil
 	}
-	return verdict{raw: raw, found: true, value: value}
+	return verdict{raw: raw, found: true, value: value}, nil
+}
+
+func isValidation(err error) bool {
+	var ve *tool.ValidationError
+	return errors.As(err, &ve)
 }
 
 // correction is what a child is told after a rejected answer.
