@@ -98,6 +98,9 @@ func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawM
 		case cctx.Err() != nil && t.cfg.timeout > 0:
 			err = tool.Correctable(fmt.Errorf("%w: %q ran longer than %v: give it a smaller task: %w", ErrTimeout, name, t.cfg.timeout, err))
 		}
+		// The error's text reaches the parent's conversation, and is sent
+		// again with every later request: it is capped like an answer.
+		err = capError(err, t.cfg.maxOutput)
 		if events {
 			em.Emit(event.Event{Type: event.SubagentError, SubagentRunID: runID, Message: err.Error(), Code: errorCode(err)})
 		}
@@ -219,7 +222,7 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 			r := Result{Status: StatusFailed, Summary: out.Answer}
 			content, o.Value = fitResult(r, t.cfg.maxOutput), r
 		default:
-			content = out.Answer + "\n\n[validation failed: " + v.problem.Error() + "]"
+			content = withNote(out.Answer, v.problem.Error(), t.cfg.maxOutput)
 		}
 	}
 	o.Output, o.Usage, o.Content = out, usage, content
@@ -258,6 +261,43 @@ func capOutput(s string, max int) string {
 		cut--
 	}
 	return s[:cut] + marker + strconv.Itoa(cut) + " shown]"
+}
+
+// withNote returns the answer followed by the validation note, in at most
+// limit bytes: the answer is cut, never the note, which the model needs to
+// know that the answer is not what it asked for. A note longer than a
+// quarter of limit is cut itself.
+func withNote(answer, problem string, limit int) string {
+	const open, end = "\n\n[validation failed: ", "]"
+	room := max(limit/4-len(open)-len(end), 0)
+	if len(problem) > room {
+		cut := max(room-len("…"), 0)
+		for cut > 0 && !utf8.RuneStart(problem[cut]) {
+			cut--
+		}
+		problem = problem[:cut] + "…"
+	}
+	note := open + problem + end
+	return capOutput(answer, limit-len(note)) + note
+}
+
+// cappedError is an error whose text is cut to the output cap; errors.Is
+// and errors.As still see the whole chain.
+type cappedError struct {
+	err error
+	msg string
+}
+
+func (e *cappedError) Error() string { return e.msg }
+func (e *cappedError) Unwrap() error { return e.err }
+
+// capError caps the text of err at limit bytes, like an answer.
+func capError(err error, limit int) error {
+	msg := err.Error()
+	if len(msg) <= limit {
+		return err
+	}
+	return &cappedError{err: err, msg: capOutput(msg, limit)}
 }
 
 // fitResult encodes r in at most max bytes, shortening its summary (and

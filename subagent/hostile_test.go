@@ -3,11 +3,13 @@ package subagent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -127,4 +129,83 @@ func TestSpawnBoundsTheWorkOfACheck(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatal("the check ran past the deadline")
 	}
+}
+
+// A corrective retry lists the first problems and a count of the others,
+// not every one: an answer wrong in 20,000 places makes a retry request
+// about the size of the answer, not twenty times it.
+func TestCorrectiveRetryIsBounded(t *testing.T) {
+	answer := "[" + strings.Repeat("1,", 19999) + "1]" // 40 KB, 20,000 wrong items
+	p := fake.NewProvider(fake.Text(answer), fake.Text(`["ok"]`))
+	tl := must(FromFactory("child", "Lists things.", nil, func(context.Context, json.RawMessage) (agent.Agent, error) {
+		return agent.NewReact(p)
+	}, WithOutputSchema(json.RawMessage(`{"type":"array","items":{"type":"string"}}`))))(t)
+	if _, err := callTool(context.Background(), tl, "c1", `{"task":"list"}`); err != nil {
+		t.Fatal(err)
+	}
+	reqs := p.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests, want the answer and one retry", len(reqs))
+	}
+	size := 0
+	for _, m := range reqs[1].Messages {
+		size += len(m.Content)
+	}
+	retry := reqs[1].Messages[len(reqs[1].Messages)-1].Content
+	if size > len(answer)+8<<10 {
+		t.Errorf("the retry request holds %d bytes for an answer of %d", size, len(answer))
+	}
+	if !strings.Contains(retry, "at /0: got number, want string") || !strings.Contains(retry, "and 19980 more problems") {
+		t.Errorf("the retry does not list the first problems and count the rest: %.300q", retry)
+	}
+}
+
+// Every path from a child back to its parent is capped: a failed child's
+// error text as well as an answer, and an answer that failed validation is
+// cut before its note, which always survives.
+func TestEveryPathBackIsCapped(t *testing.T) {
+	const limit = 4 << 10
+	t.Run("a failed child's error", func(t *testing.T) {
+		huge := strings.Repeat("E", 1<<20)
+		failing := agent.Func(func(context.Context, agent.Input) (agent.Output, error) {
+			return agent.Output{}, errors.New(huge)
+		})
+		tl := must(FromAgent("child", "Fails loudly.", nil, failing, WithMaxOutputBytes(limit)))(t)
+		reg := must(tool.NewRegistry(tl))(t)
+		results, err := reg.Execute(context.Background(), []tool.Call{{ID: "c1", Name: "child", Arguments: json.RawMessage(`{"task":"t"}`)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := results[0]
+		if !res.IsError {
+			t.Fatalf("result %+v, want an error result", res)
+		}
+		if len(res.Content) > limit {
+			t.Errorf("the parent reads %d bytes of a failed child's error; the cap is %d", len(res.Content), limit)
+		}
+		if !strings.Contains(res.Content, "output truncated") {
+			t.Errorf("the cut is not marked: %.200q", res.Content)
+		}
+		_, err = callTool(context.Background(), tl, "c2", `{"task":"t"}`)
+		if !errors.Is(err, ErrChildFailed) || !tool.IsCorrectable(err) {
+			t.Errorf("the capped error lost its chain: %v", err)
+		}
+	})
+	t.Run("a long invalid answer keeps its note", func(t *testing.T) {
+		long := `{"n":"` + strings.Repeat("x", 100<<10) + `"}`
+		p := fake.NewProvider(fake.Text(long), fake.Text(long))
+		tl := must(FromFactory("child", "Counts.", nil, func(context.Context, json.RawMessage) (agent.Agent, error) {
+			return agent.NewReact(p)
+		}, WithMaxOutputBytes(limit), WithOutputSchema(json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`))))(t)
+		res, err := callTool(context.Background(), tl, "c1", `{"task":"count"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Content) > limit {
+			t.Errorf("result of %d bytes; the cap is %d", len(res.Content), limit)
+		}
+		if !strings.HasSuffix(res.Content, "[validation failed: at /n: got string, want integer]") {
+			t.Errorf("the validation note did not survive the cap: …%q", res.Content[max(0, len(res.Content)-200):])
+		}
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/deputy-go/deputy/internal/jsonvalue"
 	"github.com/deputy-go/deputy/tool"
@@ -172,7 +173,20 @@ func isValidation(err error) bool {
 	return errors.As(err, &ve)
 }
 
+// maxCorrection bounds the problems a corrective retry lists: the retry
+// request carries them to the child, and a long list says no more than its
+// start.
+const maxCorrection = 4 << 10
+
 // correction is what a child is told after a rejected answer.
 func (c *checker) correction(problem error) string {
-	return "Your answer was rejected: " + problem.Error() + ".\n" + c.prompt
+	msg := problem.Error()
+	if len(msg) > maxCorrection {
+		cut := maxCorrection
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + " … (the rest of the problems cut)"
+	}
+	return "Your answer was rejected: " + msg + ".\n" + c.prompt
 }

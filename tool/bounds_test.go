@@ -235,3 +235,23 @@ func BenchmarkCompileUntrustedSchemaAtBounds(b *testing.B) {
 		}
 	}
 }
+
+// A value wrong in many places gets a message of its first MaxProblems
+// problems and a count of the others.
+func TestValidationErrorListsTheFirstProblems(t *testing.T) {
+	sch, err := CompileSchema(json.RawMessage(`{"type":"array","items":{"type":"string"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = sch.Validate([]byte("[" + strings.Repeat("1,", 19999) + "1]"))
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("Validate: %v", err)
+	}
+	if len(ve.Problems) != MaxProblems || ve.Omitted != 20000-MaxProblems {
+		t.Errorf("%d problems and %d omitted, want %d and %d", len(ve.Problems), ve.Omitted, MaxProblems, 20000-MaxProblems)
+	}
+	if msg := ve.Error(); len(msg) > 2<<10 || !strings.HasSuffix(msg, "; and 19980 more problems of the same kinds") {
+		t.Errorf("message of %d bytes: %.200q…", len(msg), msg)
+	}
+}

@@ -255,19 +255,38 @@ func (s *Schema) ValidateValueContext(ctx context.Context, v any) error {
 	// The validator visits an object's properties in map order: sort, so
 	// that the same mistake reads the same every time.
 	slices.Sort(ps)
-	return &ValidationError{Problems: slices.Compact(ps)}
+	ps = slices.Compact(ps)
+	e := &ValidationError{Problems: ps}
+	if len(ps) > MaxProblems {
+		e.Problems, e.Omitted = slices.Clip(ps[:MaxProblems]), len(ps)-MaxProblems
+	}
+	return e
 }
 
+// MaxProblems bounds the problems a ValidationError lists: a value wrong in
+// twenty thousand places makes a message of its first few, which tell a
+// model what to fix as well as all of them would.
+const MaxProblems = 20
+
 // ValidationError lists what is wrong with a JSON value, one problem per
-// offending place, in order of place.
+// offending place, in order of place: the first MaxProblems, and a count of
+// the others.
 type ValidationError struct {
 	// Problems name each offending place by its JSON pointer and say what
 	// is wrong there, e.g. "at /city: got number, want string".
 	Problems []string
+	// Omitted counts the problems found beyond MaxProblems.
+	Omitted int
 }
 
-// Error joins the problems.
-func (e *ValidationError) Error() string { return strings.Join(e.Problems, "; ") }
+// Error joins the problems, and says how many more there are.
+func (e *ValidationError) Error() string {
+	s := strings.Join(e.Problems, "; ")
+	if e.Omitted > 0 {
+		s += "; and " + strconv.Itoa(e.Omitted) + " more problems of the same kinds"
+	}
+	return s
+}
 
 func problems(ve *validator.ValidationError, p *message.Printer, out []string) []string {
 	if len(ve.Causes) == 0 {
