@@ -152,7 +152,7 @@ func (c *checker) check(ctx context.Context, answer string) (verdict, error) {
 		return verdict{problem: errors.New("the answer holds no JSON value")}, nil
 	}
 	v, err := jsonvalue.DecodeOnce(raw) // extract found valid JSON
-	if err != nil { // a repeated key
+	if err != nil {                     // a repeated key
 		return verdict{raw: raw, found: true, problem: err}, nil
 	}
 	if err := c.schema.ValidateValueContext(ctx, v); err != nil {

@@ -378,8 +378,8 @@ func depth(v any, limit int) int {
 
 // workCheck is the running count of a value's checks against a graph.
 type workCheck struct {
-	g    *graph
-	ctx  context.Context
+	g     *graph
+	ctx   context.Context
 	left  int // work units left
 	steps int
 	err   error

@@ -48,7 +48,7 @@ func TestCompileSchemaRefusesReferenceCycles(t *testing.T) {
 	// Recursion through a member or an element is a tree, and is fine.
 	for s, value := range map[string]string{
 		`{"type":"object","properties":{"name":{"type":"string"},"children":{"type":"array","items":{"$ref":"#"}}}}`: `{"children":[{"name":"a","children":[]}]}`,
-		`{"$defs":{"node":{"type":"object","additionalProperties":{"$ref":"#/$defs/node"}}},"$ref":"#/$defs/node"}`:     `{"a":{"b":{}}}`,
+		`{"$defs":{"node":{"type":"object","additionalProperties":{"$ref":"#/$defs/node"}}},"$ref":"#/$defs/node"}`:  `{"a":{"b":{}}}`,
 	} {
 		for name, compile := range map[string]func(json.RawMessage) (*Schema, error){"CompileSchema": CompileSchema, "CompileUntrustedSchema": CompileUntrustedSchema} {
 			sch, err := compile(json.RawMessage(s))
@@ -122,7 +122,7 @@ func TestValidationWorkIsBounded(t *testing.T) {
 	// strings, count their work too.
 	for schema, value := range map[string]string{
 		`{"items":{"enum":[` + strings.Repeat(`"aaaaaa",`, 1500) + `"b"]}}`: "[" + strings.Repeat(`"b",`, 999) + `"b"]`,
-		`{"items":{"pattern":"^a*$"}}`: "[" + strings.Repeat(`"`+strings.Repeat("a", 1<<14)+`",`, 1023) + `"a"]`,
+		`{"items":{"pattern":"^a*$"}}`:                                      "[" + strings.Repeat(`"`+strings.Repeat("a", 1<<14)+`",`, 1023) + `"a"]`,
 	} {
 		sch, err := CompileUntrustedSchema(json.RawMessage(schema))
 		if err != nil {
