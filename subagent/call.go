@@ -18,8 +18,14 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// checkpointer is an agent whose conversation can be put back, such as
-// *agent.React.
+// holder is an agent whose turn a call can hold for all its runs, and
+// whose conversation it can put back as it was when the turn was taken,
+// such as *agent.React.
+type holder interface {
+	Hold(ctx context.Context) (context.Context, *agent.Turn, error)
+}
+
+// checkpointer is an agent whose conversation can be put back.
 type checkpointer interface {
 	Checkpoint() (restore func())
 }
@@ -133,15 +139,20 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 	name := t.def.Name
 	var usage provider.Usage
 	var restore func() // puts a resident's conversation back
-	holding := false   // the resident's turn is ours
+	holding := false   // the tool's turn is ours
+	var held *agent.Turn
 	// One deferred function, so that the order holds when the child
-	// panics too: recover, undo the resident's runs, then give up the turn.
+	// panics too: recover, undo the resident's runs, then give up the
+	// turns.
 	defer func() {
 		if p := recover(); p != nil {
 			res, err = tool.Result{}, tool.Correctable(tool.Panicked(name, p))
 		}
 		if err != nil && restore != nil {
 			restore()
+		}
+		if held != nil {
+			held.Release()
 		}
 		if holding {
 			t.turn.Release(1)
@@ -158,8 +169,19 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 			return tool.Result{}, fmt.Errorf("subagent %q: waiting for its previous call to end: %w", name, err)
 		}
 		holding = true
-		if c, ok := t.resident.(checkpointer); ok {
-			restore = c.Checkpoint()
+		// The agent's own turn is held for all the call's runs, so that
+		// the conversation put back on failure is the one this call found,
+		// with the runs of other callers of the same agent (another tool,
+		// a direct Run) that finished before it.
+		switch a := t.resident.(type) {
+		case holder:
+			var err error
+			if ctx, held, err = a.Hold(ctx); err != nil {
+				return tool.Result{}, fmt.Errorf("subagent %q: %w", name, err)
+			}
+			restore = held.Rollback
+		case checkpointer:
+			restore = a.Checkpoint()
 		}
 	}
 

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
 
@@ -206,6 +208,41 @@ func TestEveryPathBackIsCapped(t *testing.T) {
 		}
 		if !strings.HasSuffix(res.Content, "[validation failed: at /n: got string, want integer]") {
 			t.Errorf("the validation note did not survive the cap: …%q", res.Content[max(0, len(res.Content)-200):])
+		}
+	})
+}
+
+// Two tools over one agent: a call of one that fails puts the
+// conversation back as it found it, keeping the turn the other call
+// finished while the failing one waited.
+func TestFailedCallKeepsAnotherCallersTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		p := fake.NewProvider(
+			fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+				<-gate
+				return provider.Response{Message: provider.AssistantMessage("A's answer")}, nil
+			}),
+			fake.Error(errors.New("B's model is down")),
+		)
+		r := newReact(t, p)
+		a := must(FromAgent("a", "First view.", nil, r))(t)
+		b := must(FromAgent("b", "Second view.", nil, r))(t)
+		var errA, errB error
+		done := make(chan struct{}, 2)
+		go func() { _, errA = callTool(context.Background(), a, "ca", `{"task":"A"}`); done <- struct{}{} }()
+		synctest.Wait() // A is in its model call
+		go func() { _, errB = callTool(context.Background(), b, "cb", `{"task":"B"}`); done <- struct{}{} }()
+		synctest.Wait() // B waits for the agent
+		close(gate)
+		<-done
+		<-done
+		if errA != nil || errB == nil {
+			t.Fatalf("A: %v, B: %v; want A to succeed and B to fail", errA, errB)
+		}
+		h := r.History()
+		if len(h) != 2 || h[1].Content != "A's answer" {
+			t.Fatalf("history after A succeeded and B failed: %+v, want A's turn", h)
 		}
 	})
 }

@@ -151,8 +151,9 @@ func (c *checker) check(ctx context.Context, answer string) (verdict, error) {
 	if !ok {
 		return verdict{problem: errors.New("the answer holds no JSON value")}, nil
 	}
-	v, err := jsonvalue.DecodeOnce(raw) // extract found valid JSON
-	if err != nil {                     // a repeated key
+	// extract found valid JSON: what DecodeOnce refuses is a repeated key.
+	v, err := jsonvalue.DecodeOnce(raw)
+	if err != nil {
 		return verdict{raw: raw, found: true, problem: err}, nil
 	}
 	if err := c.schema.ValidateValueContext(ctx, v); err != nil {
