@@ -187,7 +187,18 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 
 	attempt := func(in agent.Input) (agent.Output, error) {
 		a := t.resident
-		if a == nil {
+		switch {
+		case a == nil && t.limited != nil:
+			left := t.budget - usage.Tokens()
+			if left <= 0 {
+				return agent.Output{}, tool.Correctable(fmt.Errorf("%w: %w: %q spent its budget of %d tokens before it could try again: give it a smaller task",
+					ErrChildFailed, agent.ErrUsageLimit, name, t.budget))
+			}
+			var err error
+			if a, err = t.limited(left); err != nil {
+				return agent.Output{}, fmt.Errorf("subagent %q: building the agent: %w", name, err)
+			}
+		case a == nil:
 			var err error
 			if a, err = t.factory(ctx, args); err != nil {
 				if tool.IsCorrectable(err) {

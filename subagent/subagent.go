@@ -86,6 +86,11 @@ type SubAgentTool struct {
 	resident agent.Agent         // FromAgent
 	turn     *semaphore.Weighted // FromAgent: one call at a time
 	factory  Factory             // FromFactory and FromReact
+
+	// A fork with a token budget (the spawn tool): all the runs of one
+	// call share budget, and limited builds each with what is left.
+	budget  int64
+	limited func(left int64) (agent.Agent, error)
 }
 
 // TaskParams is the default parameter schema of FromAgent and FromFactory:
