@@ -276,3 +276,40 @@ func TestChildBudgetCoversTheRetry(t *testing.T) {
 		t.Fatalf("error %v after %d model calls, want the usage limit and no retry", err, p.Calls())
 	}
 }
+
+// An answer that passes the schema but does not fit the Go type, or that
+// repeats a key, gets one clear message saying what to fix, both in the
+// corrective retry and in the note the parent reads.
+func TestAnswersTheSchemaCannotTellApart(t *testing.T) {
+	type count struct {
+		N int `json:"n"`
+	}
+	tests := []struct {
+		name, answer, want string
+	}{
+		{"1.0 for an integer", `{"n":1.0}`, "at /n: number 1.0 is not a whole number in range: write an integer without a fraction or exponent, such as 1 rather than 1.0"},
+		{"a repeated key", `{"n":1,"n":2}`, `at the top level: the key "n" appears more than once: write each key once`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := fake.NewProvider(fake.Text(tt.answer), fake.Text(tt.answer))
+			tl := must(FromFactory("child", "Counts.", nil, func(context.Context, json.RawMessage) (agent.Agent, error) {
+				return agent.NewReact(p)
+			}, OutputOf[count]()))(t)
+			res, err := callTool(context.Background(), tl, "c1", `{"task":"count"}`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			retry := p.Requests()[1].Messages
+			if got := retry[len(retry)-1].Content; !strings.Contains(got, "Your answer was rejected: "+tt.want+".") {
+				t.Errorf("retry %q, want it to say %q", got, tt.want)
+			}
+			if !strings.HasSuffix(res.Content, "[validation failed: "+tt.want+"]") {
+				t.Errorf("result %q, want the note %q", res.Content, tt.want)
+			}
+			if strings.Contains(res.Content, "json:") {
+				t.Errorf("result %q shows encoding/json's words", res.Content)
+			}
+		})
+	}
+}

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/deputy-go/deputy/internal/jsonvalue"
@@ -71,8 +73,30 @@ func OutputOf[T any]() Option {
 
 func decodeAs[T any](raw string, _ any) (any, error) {
 	var v T
-	err := json.Unmarshal([]byte(raw), &v)
-	return v, err
+	if err := json.Unmarshal([]byte(raw), &v); err != nil {
+		return nil, decodeProblem(err)
+	}
+	return v, nil
+}
+
+// decodeProblem says, in the words of a validation problem, why JSON that
+// passed the schema does not decode into the Go type: a number such as 1.0
+// is an integer to JSON Schema, but not to a Go int.
+func decodeProblem(err error) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return fmt.Errorf("the answer does not decode: %v: answer with JSON of the shape asked for", err)
+	}
+	where := "at the top level"
+	if te.Field != "" {
+		where = "at /" + strings.ReplaceAll(te.Field, ".", "/")
+	}
+	switch te.Type.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return fmt.Errorf("%s: %s is not a whole number in range: write an integer without a fraction or exponent, such as 1 rather than 1.0", where, te.Value)
+	}
+	return fmt.Errorf("%s: a %s does not fit here: write a value of the type the schema asks for", where, te.Value)
 }
 
 // decodeAny returns the checked value as json.Unmarshal into an any would:
