@@ -105,7 +105,9 @@ const ReactParams = `{"type":"object","properties":{"system_prompt":{"type":"str
 // tool, its conversation accumulating across calls. Calls take turns; a
 // caller waiting its turn gives up when its context ends, and a call that
 // fails or is cancelled leaves a's conversation as it was before (for agents
-// with a Checkpoint method, such as *agent.React). params is the JSON Schema
+// with a Hold method, such as *agent.React, which keep the turns other
+// callers of a finished meanwhile; or, failing that, a Checkpoint method).
+// params is the JSON Schema
 // of the arguments; nil means TaskParams. By default a receives the
 // arguments' JSON text as its input.
 func FromAgent(name, description string, params json.RawMessage, a agent.Agent, opts ...Option) (*SubAgentTool, error) {
@@ -140,7 +142,9 @@ func FromFactory(name, description string, params json.RawMessage, factory Facto
 // FromReact returns the form in which the model defines the child: each
 // call builds a ReAct agent over p with tools (shared by all calls; nil
 // means none) whose system prompt is the arguments' system_prompt and whose
-// input is their task text, each empty when missing. params nil means
+// input is their task text, each empty when missing. The fields are read by
+// their exact names, and arguments that repeat a key are refused, so the
+// child gets exactly what the parameter schema checked. params nil means
 // ReactParams. WithReactOptions configures the children further.
 func FromReact(name, description string, p provider.Provider, tools *tool.Registry, params json.RawMessage, opts ...Option) (*SubAgentTool, error) {
 	if p == nil {
