@@ -189,12 +189,10 @@ func taskInput(args json.RawMessage) (agent.Input, error) {
 
 // field returns the string member name of the JSON object args, read by its
 // exact name: the value the parameter schema checked, and no other. A
-// missing member, or one that is not a string, is empty. The arguments were
-// checked before (Call refuses a repeated key), so they decode.
+// missing member, one that is not a string, or one repeated (which Call
+// refuses before) is empty.
 func field(args json.RawMessage, name string) string {
-	v, _ := jsonvalue.Decode(string(args))
-	m, _ := v.(map[string]any)
-	s, _ := m[name].(string)
+	s, _ := jsonvalue.Member(string(args), name)
 	return s
 }
 

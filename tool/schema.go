@@ -205,16 +205,15 @@ func (s *Schema) Validate(data []byte) error {
 // MaxValidationWork. When ctx ends first the error wraps ctx's error.
 func (s *Schema) ValidateContext(ctx context.Context, data []byte) error {
 	v, err := jsonvalue.DecodeOnce(string(data))
-	var rk *jsonvalue.RepeatedKeyError
-	if errors.As(err, &rk) {
-		return &ValidationError{Problems: []string{rk.Error()}}
-	}
 	if err != nil {
+		if rk, ok := err.(*jsonvalue.RepeatedKeyError); ok {
+			return &ValidationError{Problems: []string{rk.Error()}}
+		}
 		// The slow decoder says where the text goes wrong.
-		var err error
-		if v, err = validator.UnmarshalJSON(bytes.NewReader(data)); err != nil {
+		if _, err = validator.UnmarshalJSON(bytes.NewReader(data)); err != nil {
 			return fmt.Errorf("not valid JSON: %v", syntaxMessage(err))
 		}
+		return errors.New("not valid JSON")
 	}
 	return s.ValidateValueContext(ctx, v)
 }

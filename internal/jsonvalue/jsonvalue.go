@@ -66,8 +66,10 @@ func DecodeOnce(s string) (any, error) {
 	p := parser{s: s, decode: true}
 	v, ok := p.document()
 	switch {
-	case p.repeated != nil:
+	case p.repeated != nil && Valid(s):
 		return nil, p.repeated
+	case p.repeated != nil:
+		return nil, ErrSyntax
 	case !ok:
 		return nil, ErrSyntax
 	}
@@ -370,4 +372,77 @@ func (p *parser) number() bool {
 	}
 	p.i = i
 	return true
+}
+
+// Member returns the string value of the member name of the JSON object s,
+// matching the name exactly. It reports false when s is not a valid JSON
+// object, holds no such member, holds it twice, or holds it with a value
+// that is not a string. Nothing but the value found is decoded.
+func Member(s, name string) (string, bool) {
+	p := parser{s: s}
+	p.space()
+	if p.i >= len(s) || s[p.i] != '{' {
+		return "", false
+	}
+	p.i++
+	p.depth = 1
+	p.space()
+	if p.i < len(s) && s[p.i] == '}' {
+		return "", false
+	}
+	found, ok, seen := "", false, false
+	for {
+		p.space()
+		if p.i >= len(s) || s[p.i] != '"' {
+			return "", false
+		}
+		p.decode = true
+		key, kok := p.str()
+		p.space()
+		if !kok || p.i >= len(s) || s[p.i] != ':' {
+			return "", false
+		}
+		p.i++
+		p.space()
+		if key == name {
+			if seen {
+				return "", false // repeated: which one is meant is unclear
+			}
+			seen = true
+		}
+		if key == name && p.i < len(s) && s[p.i] == '"' {
+			v, vok := p.str()
+			if !vok {
+				return "", false
+			}
+			found, ok = v, true
+		} else {
+			p.decode = false
+			if _, vok := p.value(); !vok {
+				return "", false
+			}
+		}
+		p.space()
+		if p.i >= len(s) {
+			return "", false
+		}
+		switch s[p.i] {
+		case ',':
+			p.i++
+		case '}':
+			p.i++
+			if !p.end() {
+				return "", false
+			}
+			return found, ok
+		default:
+			return "", false
+		}
+	}
+}
+
+// end reports whether only blanks are left.
+func (p *parser) end() bool {
+	p.space()
+	return p.i == len(p.s)
 }

@@ -172,3 +172,44 @@ func TestRepeatedKeyMessage(t *testing.T) {
 		t.Fatalf("DecodeOnce: %v, want %q", err, want)
 	}
 }
+
+var memberCases = []string{
+	`{"task":"a"}`, ` { "system_prompt" : "s", "task" : "t" } `, `{"TASK":"upper"}`, `{"Task":"a","task":"b"}`,
+	`{"task":"a","task":"b"}`, `{"task":"a","task":5}`, `{"task":5}`, `{"task":null}`, `{"task":["a"]}`,
+	`{"task":{"task":"inner"}}`, `{"tasks":"no"}`, `{}`, `[]`, `"task"`, `{"task":"\u00e9\n"}`, "{\"task\":\"bad \xff\"}",
+	`{"t\u0061sk":"escaped key"}`, `{"task":"a"`, `{"task":"a"} x`, `{"task":"a",}`, `{"task" "a"}`, `{"K":"kelvin"}`,
+}
+
+// Member agrees with DecodeOnce: the exact member's string value, and
+// nothing for a repeated key.
+func TestMember(t *testing.T) {
+	for _, s := range memberCases {
+		checkMember(t, s)
+	}
+}
+
+func checkMember(t *testing.T, s string) {
+	t.Helper()
+	got, ok := Member(s, "task")
+	v, err := DecodeOnce(s)
+	m, _ := v.(map[string]any)
+	want, wantOK := m["task"].(string)
+	var rk *RepeatedKeyError
+	switch {
+	case errors.As(err, &rk) && (rk.Pointer != "" || rk.Key != "task"):
+		return // a repeated key elsewhere: Member need not see it
+	case err != nil:
+		want, wantOK = "", false
+	}
+	if got != want || ok != wantOK {
+		t.Errorf("Member(%.80q) = %q, %v; want %q, %v as DecodeOnce", s, got, ok, want, wantOK)
+	}
+}
+
+// FuzzMember holds Member to DecodeOnce.
+func FuzzMember(f *testing.F) {
+	for _, s := range memberCases {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) { checkMember(t, s) })
+}
