@@ -27,8 +27,9 @@ const (
 	MaxSchemaWeight = 1000
 	// MaxValidationWork bounds the work of checking one value against a
 	// model's schema, counted as the pairs of a subschema and a place of
-	// the value it applies to (an enum of n values counts 1+n, a string
-	// scanned by pattern, format or a length one more per 64 bytes). A
+	// the value it applies to (a subschema with n enum values and m
+	// subschemas of its own counts 1+n+m, a string scanned by pattern,
+	// format or a length one more per 64 bytes). A
 	// value that a schema checks many times over is refused at this bound
 	// rather than checked for minutes; the costliest check it lets through
 	// takes about 0.4 s (BenchmarkValidateAtWorkBound).
@@ -44,8 +45,9 @@ type graph struct {
 
 type gnode struct {
 	edges []gedge
-	// cost is the work of checking one value, beyond the edges: 1, plus an
-	// enum's length (each member is compared).
+	// cost is the work of checking one value, beyond the edges' own: 1,
+	// plus an enum's length (each member is compared), plus the number of
+	// edges (each is looked at, whether it applies to the value or not).
 	cost int
 	// scans: the node reads a string value's text (pattern, format,
 	// lengths), which costs one more for each 64 bytes.
@@ -203,6 +205,7 @@ func (b *builder) node(ptr string, v any, nested bool) int {
 		}
 	}
 	b.g.nodes[id].edges = edges
+	b.g.nodes[id].cost += len(edges) // each is looked at, whether it applies or not
 	return id
 }
 
