@@ -388,7 +388,7 @@ type workCheck struct {
 	err   error
 }
 
-// ErrValidationWork reports a value whose checks against a model's schema
+// errValidationWork reports a value whose checks against a model's schema
 // would pass MaxValidationWork.
 var errValidationWork = fmt.Errorf("checking this value against the schema takes more than %d steps: make the value smaller, or the schema simpler (fewer allOf, anyOf and $ref that apply to every element)", MaxValidationWork)
 
