@@ -1,10 +1,12 @@
 package mcpbridge_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -151,16 +153,20 @@ func TestLongResultsAreCapped(t *testing.T) {
 
 func TestA50MBResultIsAClearErrorAndOtherServersGoOn(t *testing.T) {
 	reg, _ := tool.NewRegistry()
-	huge := inMemory(t, thirdPartyServer(), mcpbridge.WithPrefix("huge_"))
+	huge, err := mcpbridge.Connect(context.Background(), mcpbridge.SDKTransport("huge-server", hugeReplyServer(t, 50_000_000)), mcpbridge.WithPrefix("huge_"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer huge.Close()
 	other := inMemory(t, thirdPartyServer(), mcpbridge.WithPrefix("other_"))
 	for _, c := range []*mcpbridge.Client{huge, other} {
 		if err := c.Register(reg); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r := call(t, reg, "huge_big", `{"bytes":50000000}`)
+	r := call(t, reg, "huge_big", `{}`)
 	t.Log(r.Content)
-	if !r.IsError || !strings.Contains(r.Content, "memory") {
+	if !r.IsError || !strings.Contains(r.Content, "huge-server") {
 		t.Errorf("50 MB result: error %v, %d bytes %q…, want an error result naming the server", r.IsError, len(r.Content), r.Content[:min(200, len(r.Content))])
 	}
 	if len(r.Content) > mcpbridge.DefaultMaxResultBytes {
@@ -169,6 +175,55 @@ func TestA50MBResultIsAClearErrorAndOtherServersGoOn(t *testing.T) {
 	if r := call(t, reg, "other_echo", `{"text":"still here"}`); r.Content != "echo: still here" {
 		t.Errorf("another server's tool after the failure: %+v", r)
 	}
+	if n := reg.Len(); n != len(huge.Tools())+len(other.Tools()) {
+		t.Errorf("the registry holds %d tools", n)
+	}
+}
+
+// hugeReplyServer is a minimal MCP server, speaking newline-delimited
+// JSON-RPC as stdio does, whose one tool answers with a text of n bytes,
+// written in one piece (an SDK server would spend seconds encoding it).
+func hugeReplyServer(t *testing.T, n int) mcp.Transport {
+	t.Helper()
+	toServer, fromClient := io.Pipe()
+	fromServer, toClient := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer toClient.Close()
+		sc := bufio.NewScanner(toServer)
+		for sc.Scan() {
+			var req struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			if json.Unmarshal(sc.Bytes(), &req) != nil || req.ID == nil {
+				continue // a notification
+			}
+			reply := func(result string) string {
+				return `{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":` + result + "}\n"
+			}
+			var out string
+			switch req.Method {
+			case "initialize":
+				out = reply(`{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"huge","version":"1"}}`)
+			case "tools/list":
+				out = reply(`{"tools":[{"name":"big","inputSchema":{"type":"object"}}]}`)
+			case "tools/call":
+				out = reply(`{"content":[{"type":"text","text":"` + strings.Repeat("x", n) + `"}]}`)
+			default:
+				out = `{"jsonrpc":"2.0","id":` + string(req.ID) + `,"error":{"code":-32601,"message":"method not found"}}` + "\n"
+			}
+			if _, err := io.WriteString(toClient, out); err != nil {
+				return // the client hung up
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		toServer.Close()
+		<-done
+	})
+	return &mcp.IOTransport{Reader: fromServer, Writer: fromClient}
 }
 
 func TestListChangedRereadsTheTools(t *testing.T) {

@@ -318,3 +318,22 @@ func TestServeOverStreamableHTTP(t *testing.T) {
 		t.Errorf("result %q", g)
 	}
 }
+
+func TestServeTheSpawnTool(t *testing.T) {
+	model := fake.NewProvider(fake.Text("forked and done").For("subagent"))
+	reg, _ := tool.NewRegistry()
+	spawner, err := subagent.NewSpawner(model, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := mcpbridge.NewServer("test", "1")
+	mustAdd(t, s, spawner)
+	cs := sdkClient(t, s, nil)
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: subagent.SpawnToolName, Arguments: map[string]any{"task": "do it"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IsError || !strings.Contains(text(t, res), "forked and done") {
+		t.Errorf("spawn over MCP: %q (error %v)", text(t, res), res.IsError)
+	}
+}
