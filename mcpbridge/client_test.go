@@ -114,9 +114,13 @@ func TestANameCollisionLeavesTheRegistryAlone(t *testing.T) {
 func TestMalformedSchemaIsRefused(t *testing.T) {
 	s := mcp.NewServer(&mcp.Implementation{Name: "broken", Version: "1"}, nil)
 	s.AddTool(&mcp.Tool{Name: "weird", InputSchema: json.RawMessage(`{"type":"object","properties":{"x":{"type":12}}}`)},
-		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
 	s.AddTool(&mcp.Tool{Name: "fine", InputSchema: json.RawMessage(`{"type":"object"}`)},
-		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
 	ct, st := mcp.NewInMemoryTransports()
 	ss, err := s.Connect(context.Background(), st, nil)
 	if err != nil {
