@@ -27,6 +27,9 @@ const (
 	DefaultMaxTools       = 256
 )
 
+// maxDescription bounds the description of one of a server's tools.
+const maxDescription = 4 << 10
+
 // Transport says how to reach an MCP server and what to call it in errors.
 // Make one with Command, Cmd, HTTP or SDKTransport.
 type Transport struct {
@@ -448,7 +451,10 @@ func (c *Client) remote(mt *mcp.Tool) (*remoteTool, error) {
 	if _, err := tool.CompileSchema(params); err != nil {
 		return nil, fmt.Errorf("its tool %q has a malformed input schema (%v): fix the server, or leave the tool out with WithToolFilter", mt.Name, err)
 	}
-	return &remoteTool{c: c, remote: mt.Name, def: tool.Definition{Name: name, Description: mt.Description, Parameters: params}}, nil
+	// A server's description is untrusted text that every model request
+	// carries: bounded like a result.
+	desc := capText(mt.Description, maxDescription, "the description from MCP server "+c.name)
+	return &remoteTool{c: c, remote: mt.Name, def: tool.Definition{Name: name, Description: desc, Parameters: params}}, nil
 }
 
 // remoteTool is one of a server's tools.
@@ -533,7 +539,7 @@ func (t *remoteTool) result(res *mcp.CallToolResult) tool.Result {
 			}
 		}
 	}
-	out.Content = capText(b.String(), t.c.cfg.maxResult, t.c.name)
+	out.Content = capText(b.String(), t.c.cfg.maxResult, "the result from MCP server "+t.c.name)
 	if out.Content == "" {
 		out.Content = "(the tool returned nothing)"
 	}
@@ -541,12 +547,15 @@ func (t *remoteTool) result(res *mcp.CallToolResult) tool.Result {
 }
 
 // capText cuts s to at most max bytes on a UTF-8 boundary, with a visible
-// marker.
-func capText(s string, max int, server string) string {
+// marker saying what was cut.
+func capText(s string, max int, what string) string {
 	if len(s) <= max {
 		return s
 	}
-	marker := fmt.Sprintf("\n[truncated: the result from MCP server %s was longer than %d bytes]", server, max)
+	marker := fmt.Sprintf("\n[truncated: %s was longer than %d bytes]", what, max)
+	if len(marker) > max/2 { // a long server name
+		marker = "\n[truncated]"
+	}
 	cut := max - len(marker)
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--

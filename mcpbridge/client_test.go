@@ -398,3 +398,37 @@ func connectErr(s *mcp.Server, opts ...mcpbridge.Option) (*mcpbridge.Client, err
 	}
 	return c, err
 }
+
+func TestLongDescriptionsAreCapped(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "wordy", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "wordy", Description: strings.Repeat("very ", 100_000), InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
+	c := inMemory(t, s)
+	d := c.Tools()[0].Definition().Description
+	if len(d) > 4<<10 || !strings.Contains(d, "[truncated") {
+		t.Errorf("a 500 kB description became %d bytes", len(d))
+	}
+}
+
+func TestCapWithALongServerName(t *testing.T) {
+	ct, st := mcp.NewInMemoryTransports()
+	ss, err := thirdPartyServer().Connect(context.Background(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Wait()
+	c, err := mcpbridge.Connect(context.Background(), mcpbridge.SDKTransport(strings.Repeat("server", 100), ct), mcpbridge.WithMaxResultBytes(256))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	reg, _ := tool.NewRegistry()
+	if err := c.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	if r := call(t, reg, "big", `{"bytes":1000}`); len(r.Content) > 256 || !strings.HasSuffix(r.Content, "[truncated]") {
+		t.Errorf("capped to %d bytes: %q", len(r.Content), r.Content)
+	}
+}
