@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -55,9 +56,54 @@ func Cmd(cmd *exec.Cmd) Transport {
 }
 
 // HTTP speaks MCP's streamable HTTP transport to the endpoint at url.
+// A reply is bounded as over stdio: at most 16 MiB.
 func HTTP(url string) Transport {
-	return Transport{name: url, t: &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{}, MaxRetries: 1}}
+	hc := &http.Client{Transport: limitReplies{base: http.DefaultTransport, max: maxReply}}
+	return Transport{name: url, t: &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: 1}}
 }
+
+// maxReply bounds one message from a server, as the SDK bounds a line over
+// stdio and an event of a server-sent stream.
+const maxReply = mcp.DefaultMaxLineLength
+
+// limitReplies bounds the JSON replies of an HTTP server, which the SDK
+// reads whole (it bounds the events of a stream itself).
+type limitReplies struct {
+	base http.RoundTripper
+	max  int64
+}
+
+func (l limitReplies) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := l.base.RoundTrip(req)
+	if err == nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		resp.Body = &limitedBody{rc: resp.Body, left: l.max, max: l.max}
+	}
+	return resp, err
+}
+
+// limitedBody fails a read past max bytes.
+type limitedBody struct {
+	rc        io.ReadCloser
+	left, max int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		var probe [1]byte
+		if n, err := b.rc.Read(probe[:]); n == 0 {
+			return 0, err
+		}
+		return 0, fmt.Errorf("the server's reply is larger than %d bytes", b.max)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *limitedBody) Close() error { return b.rc.Close() }
 
 // SDKTransport uses any transport of the MCP SDK (an in-memory pair in
 // tests, say); name is what errors call the server.

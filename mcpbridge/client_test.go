@@ -2,6 +2,7 @@ package mcpbridge_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -430,5 +431,40 @@ func TestCapWithALongServerName(t *testing.T) {
 	}
 	if r := call(t, reg, "big", `{"bytes":1000}`); len(r.Content) > 256 || !strings.HasSuffix(r.Content, "[truncated]") {
 		t.Errorf("capped to %d bytes: %q", len(r.Content), r.Content)
+	}
+}
+
+// An HTTP server's 50 MB JSON reply is cut off at the bound, not read
+// whole, and the call is a clear error result.
+func TestA50MBReplyOverHTTP(t *testing.T) {
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return thirdPartyServer() }, &mcp.StreamableHTTPOptions{JSONResponse: true})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal(body, &req) == nil && req.Method == "tools/call" {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"%s"}]}}`, req.ID, strings.Repeat("x", 50_000_000))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		sdk.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+	c, err := mcpbridge.Connect(context.Background(), mcpbridge.HTTP(hs.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	reg, _ := tool.NewRegistry()
+	if err := c.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	r := call(t, reg, "echo", `{"text":"x"}`)
+	t.Log(r.Content)
+	if !r.IsError || !strings.Contains(r.Content, hs.URL) || !strings.Contains(r.Content, "larger than") {
+		t.Errorf("50 MB over HTTP: error %v, %d bytes %q…", r.IsError, len(r.Content), r.Content[:min(200, len(r.Content))])
 	}
 }
