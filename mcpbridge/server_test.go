@@ -337,3 +337,22 @@ func TestServeTheSpawnTool(t *testing.T) {
 		t.Errorf("spawn over MCP: %q (error %v)", text(t, res), res.IsError)
 	}
 }
+
+func TestAnAnswerThatMissesTheSchemaIsAnErrorResult(t *testing.T) {
+	model := fake.NewProvider(fake.Text("no JSON here").For("counter"), fake.Text("still none").For("counter"))
+	counter, err := subagent.FromReact("counter", "Counts.", model, nil, nil,
+		subagent.WithOutputSchema(json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := mcpbridge.NewServer("test", "1")
+	mustAdd(t, s, counter)
+	cs := sdkClient(t, s, nil)
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "counter", Arguments: map[string]any{"task": "count"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || res.StructuredContent != nil || !strings.Contains(text(t, res), "validation failed") {
+		t.Errorf("result %q (error %v, structured %v), want an error result saying the validation failed", text(t, res), res.IsError, res.StructuredContent)
+	}
+}
