@@ -468,3 +468,23 @@ func TestA50MBReplyOverHTTP(t *testing.T) {
 		t.Errorf("50 MB over HTTP: error %v, %d bytes %q…", r.IsError, len(r.Content), r.Content[:min(200, len(r.Content))])
 	}
 }
+
+func TestListChangedOverHTTP(t *testing.T) {
+	s := thirdPartyServer()
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	defer hs.Close()
+	c, err := mcpbridge.Connect(context.Background(), mcpbridge.HTTP(hs.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	reg, _ := tool.NewRegistry()
+	if err := c.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "late", Description: "Added later."},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "late answer"}}}, nil, nil
+		})
+	eventually(t, "the new tool in the registry", func() bool { _, ok := reg.Lookup("late"); return ok })
+}
