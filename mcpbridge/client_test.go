@@ -281,7 +281,7 @@ func TestServerThatExitsDuringInit(t *testing.T) {
 
 func TestStdioServerCrashAndHangAreErrorResults(t *testing.T) {
 	cmd := serverCmd(t, "tools")
-	c, err := mcpbridge.Connect(context.Background(), mcpbridge.Cmd(cmd), mcpbridge.WithCallTimeout(300*time.Millisecond))
+	c, err := mcpbridge.Connect(context.Background(), mcpbridge.Cmd(cmd), mcpbridge.WithCallTimeout(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
