@@ -7,7 +7,7 @@
 // Its tools run real deputy sub-agents on the fake provider:
 //   - reviewer: a one-shot ReAct child validated by WithResult, so it
 //     declares an output schema and answers with structured content;
-//   - researcher: a ReAct child that calls a lookup tool (200 ms) before
+//   - researcher: a ReAct child that calls a lookup tool (1 s) before
 //     answering, so that a call reports progress;
 //   - slow: a child that works until it is cancelled;
 //   - cancellations: how many slow children have seen their cancellation.
@@ -86,7 +86,7 @@ func build() (*mcpbridge.Server, error) {
 		// before it reaches the client ahead of the result. (The
 		// TypeScript client drops progress that arrives in the same read
 		// as the result it belongs to.)
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(time.Second)
 		return "42", nil
 	}))
 	reg, err := tool.NewRegistry(lookup)
