@@ -136,31 +136,46 @@ func (s *Server) handler(name string, structured bool) mcp.ToolHandler {
 		}
 		results, err := s.reg.Execute(ctx, []tool.Call{call})
 		res := results[0]
-		if err != nil {
-			// What ends a model's run (a child that failed, a cancelled
-			// call) is still the tool's failure to the MCP client: a tool
-			// error result it can read, never a protocol error.
-			return errorResult(err.Error()), nil
-		}
-		if res.IsError {
-			return errorResult(res.Content), nil
-		}
-		out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Content}}}
-		if structured {
-			if res.Value == nil {
-				// The answer did not fit the declared schema even after the
-				// corrective retry; Content says why.
-				out.IsError = true
-				return out, nil
-			}
-			b, err := json.Marshal(res.Value)
-			if err != nil {
-				return errorResult(fmt.Sprintf("tool %s: encoding its structured result: %v", name, err)), nil
-			}
-			out.StructuredContent = json.RawMessage(b)
+		out := s.result(name, structured, res, err)
+		if !res.Usage.IsZero() {
+			// What the call spent, a failed child's work included, for a
+			// client that accounts for it.
+			out.Meta = mcp.Meta{UsageMetaKey: res.Usage}
 		}
 		return out, nil
 	}
+}
+
+// UsageMetaKey is the key in a served call's result _meta under which the
+// model work the call did is reported, when it did any: a provider.Usage as
+// JSON ({"input_tokens":…,"output_tokens":…,"requests":…}).
+const UsageMetaKey = "deputy/usage"
+
+func (s *Server) result(name string, structured bool, res tool.Result, err error) *mcp.CallToolResult {
+	if err != nil {
+		// What ends a model's run (a child that failed, a cancelled call)
+		// is still the tool's failure to the MCP client: a tool error
+		// result it can read, never a protocol error.
+		return errorResult(err.Error())
+	}
+	if res.IsError {
+		return errorResult(res.Content)
+	}
+	out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Content}}}
+	if structured {
+		if res.Value == nil {
+			// The answer did not fit the declared schema even after the
+			// corrective retry; Content says why.
+			out.IsError = true
+			return out
+		}
+		b, err := json.Marshal(res.Value)
+		if err != nil {
+			return errorResult(fmt.Sprintf("tool %s: encoding its structured result: %v", name, err))
+		}
+		out.StructuredContent = json.RawMessage(b)
+	}
+	return out
 }
 
 func errorResult(text string) *mcp.CallToolResult {

@@ -356,3 +356,32 @@ func TestAnAnswerThatMissesTheSchemaIsAnErrorResult(t *testing.T) {
 		t.Errorf("result %q (error %v, structured %v), want an error result saying the validation failed", text(t, res), res.IsError, res.StructuredContent)
 	}
 }
+
+func TestUsageTravelsInMeta(t *testing.T) {
+	model := fake.NewProvider(fake.Text("fine").For("helper"))
+	helper, err := subagent.FromReact("helper", "Helps.", model, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := tool.Func{Def: tool.Definition{Name: "plain"}, Fn: func(context.Context, tool.Call) (tool.Result, error) {
+		return tool.Result{Content: "no model here"}, nil
+	}}
+	s := mcpbridge.NewServer("test", "1")
+	mustAdd(t, s, helper, plain)
+	cs := sdkClient(t, s, nil)
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "helper", Arguments: map[string]any{"task": "help"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, ok := res.Meta[mcpbridge.UsageMetaKey].(map[string]any)
+	if !ok || u["requests"] != float64(1) || u["output_tokens"].(float64) <= 0 {
+		t.Errorf("_meta %v, want the child's usage under %q", res.Meta, mcpbridge.UsageMetaKey)
+	}
+	res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "plain"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := res.Meta[mcpbridge.UsageMetaKey]; ok {
+		t.Errorf("a call that used no model reports usage: %v", res.Meta)
+	}
+}
