@@ -28,8 +28,12 @@ const (
 	DefaultMaxTools       = 256
 )
 
-// maxDescription bounds the description of one of a server's tools.
-const maxDescription = 4 << 10
+// Bounds on what one of a server's tools costs every model request that
+// offers it: its description is cut, a larger schema refused.
+const (
+	maxDescription = 4 << 10
+	maxSchema      = 64 << 10
+)
 
 // Transport says how to reach an MCP server and what to call it in errors.
 // Make one with Command, Cmd, HTTP or SDKTransport.
@@ -490,6 +494,9 @@ func (c *Client) remote(mt *mcp.Tool) (*remoteTool, error) {
 	}
 	if mt.InputSchema == nil {
 		params = json.RawMessage(`{"type":"object"}`)
+	}
+	if len(params) > maxSchema {
+		return nil, fmt.Errorf("its tool %q has an input schema of %d bytes, more than the %d a model is sent: fix the server, or leave the tool out with WithToolFilter", mt.Name, len(params), maxSchema)
 	}
 	if err := objectSchema(params); err != nil {
 		return nil, fmt.Errorf("its tool %q has a malformed input schema (%v): fix the server, or leave the tool out with WithToolFilter", mt.Name, err)

@@ -488,3 +488,19 @@ func TestListChangedOverHTTP(t *testing.T) {
 		})
 	eventually(t, "the new tool in the registry", func() bool { _, ok := reg.Lookup("late"); return ok })
 }
+
+func TestHugeSchemaIsRefused(t *testing.T) {
+	props := map[string]any{}
+	for i := range 5000 {
+		props[fmt.Sprintf("field_%d", i)] = map[string]any{"type": "string", "description": "a field"}
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "huge", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "everything", InputSchema: map[string]any{"type": "object", "properties": props}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
+	_, err := connectErr(s)
+	if err == nil || !strings.Contains(err.Error(), `"everything"`) || !strings.Contains(err.Error(), "WithToolFilter") {
+		t.Fatalf("a 200 kB schema: %v", err)
+	}
+}
