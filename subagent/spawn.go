@@ -434,6 +434,7 @@ func (s *Spawner) member(name, text string, check *checker, callSchema bool) (*S
 	if callSchema || c.cfg.check == nil && check != nil {
 		c.cfg.check = check
 		text += "\n\n" + check.prompt
+		c.shapeTold = true
 	}
 	args, _ := json.Marshal(map[string]string{"task": text})
 	in := agent.Input{Text: string(args)}
@@ -470,6 +471,7 @@ func (s *Spawner) forkFor(text string, check *checker, budget int64) (*SubAgentT
 	}
 	c := *s.fork
 	c.cfg.check = check
+	c.shapeTold = true // in the system prompt
 	c.factory = func(context.Context, json.RawMessage) (agent.Agent, error) { return agent.NewReact(s.p, opts...) }
 	return &c, args, agent.Input{Text: text}
 }
