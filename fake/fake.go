@@ -104,6 +104,9 @@ type Provider struct {
 	ids      int
 	loop     bool
 	noRecord bool
+
+	cacheKind Cache               // set by PromptCache
+	cached    map[cacheEntry]bool // the prefixes in the prompt cache
 }
 
 // Request is a request the provider received, with the agent that made it.
@@ -308,6 +311,9 @@ func (p *Provider) respond(ctx context.Context, req provider.Request) (provider.
 		resp.Usage = *r.usage
 	} else {
 		resp.Usage = Usage(req, resp.Message)
+		p.mu.Lock()
+		resp.Usage.CacheReadTokens, resp.Usage.CacheWriteTokens = p.cacheUsage(req)
+		p.mu.Unlock()
 	}
 	return resp, r.args, nil
 }
