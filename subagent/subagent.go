@@ -186,9 +186,20 @@ func FromReact(name, description string, p provider.Provider, tools *tool.Regist
 	return t, nil
 }
 
-// joinPrompts joins the non-empty parts with a blank line.
+// joinPrompts joins the non-empty parts with a blank line, in one
+// allocation, or none when a single part is not empty.
 func joinPrompts(parts ...string) string {
+	n, size, only := 0, 0, ""
+	for _, s := range parts {
+		if s != "" {
+			n, size, only = n+1, size+len(s)+2, s
+		}
+	}
+	if n <= 1 {
+		return only
+	}
 	var b strings.Builder
+	b.Grow(size)
 	for _, s := range parts {
 		if s == "" {
 			continue
