@@ -15,7 +15,8 @@
 //	)
 //
 // Usage is synthetic but deterministic: about one token per four bytes in and
-// out, and one request per call.
+// out, and one request per call. PromptCache makes it account for a
+// vendor's prompt cache too, as the vendor documents it.
 package fake
 
 import (
