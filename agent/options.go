@@ -128,3 +128,17 @@ func WithTemperature(t float64) Option {
 		return nil
 	}
 }
+
+// WithCacheKey sets the key the agent's model calls give the provider's
+// prompt cache (provider.Request.CacheKey), so that calls repeating the same
+// conversation are looked up in the same place. The default is the agent's
+// name; Input.CacheKey overrides it for one run (a thread's id, say).
+func WithCacheKey(key string) Option {
+	return func(r *React) error {
+		if key == "" {
+			return fmt.Errorf("%w: empty cache key: give a key or leave the option out to use the agent's name", ErrInvalidInput)
+		}
+		r.cacheKey = key
+		return nil
+	}
+}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -39,6 +40,7 @@ type React struct {
 	historyLimit int
 	maxTokens    int
 	temperature  *float64
+	cacheKey     string       // set by WithCacheKey; else the name
 	tracer       trace.Tracer // set by WithTracerProvider
 
 	turn    *semaphore.Weighted // held for a whole run
@@ -267,7 +269,14 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	}
 	ctx = WithRun(ctx, runID, r.name)
 	info(ctx).scope.limit = r.tokenLimit
-	s := &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, steps: steps, em: em, events: events, tracer: tr}
+	s := &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, steps: steps, em: em, events: events, tracer: tr,
+		schema: in.ResponseSchema, cacheKey: in.CacheKey}
+	if s.cacheKey == "" {
+		s.cacheKey = r.cacheKey
+	}
+	if s.cacheKey == "" {
+		s.cacheKey = r.name
+	}
 	// Under a sub-agent the run-level events are not forwarded (the
 	// SUBAGENT_* events stand for them), so they are not built either.
 	runEvents := s.events && em.SubagentRunID() == ""
@@ -350,6 +359,10 @@ type runState struct {
 	msgs    []provider.Message
 	usage   provider.Usage
 	child   provider.Usage
+	// schema is the run's Input.ResponseSchema, cacheKey the key of its
+	// model calls: both the same on every call of the run.
+	schema   json.RawMessage
+	cacheKey string
 }
 
 func (s *runState) loop() (string, error) {
@@ -385,12 +398,20 @@ func (s *runState) step(stepName, firstResult string, failures *int) (answer str
 	r := s.r
 	msgID := stepName
 	req := provider.Request{
-		Model:       r.model,
-		System:      s.systemPrompt(),
-		Messages:    slices.Clip(s.msgs), // a provider that appends must not write where the next message goes
-		Tools:       r.tools.Definitions(s.ctx),
-		MaxTokens:   r.maxTokens,
-		Temperature: r.temperature,
+		Model:          r.model,
+		System:         r.system,
+		Messages:       slices.Clip(s.msgs), // a provider that appends must not write where the next message goes
+		Tools:          r.tools.Definitions(s.ctx),
+		MaxTokens:      r.maxTokens,
+		Temperature:    r.temperature,
+		ResponseSchema: s.schema,
+		CacheKey:       s.cacheKey,
+	}
+	if note := s.budgetNote(); note != "" {
+		// The note changes from call to call, so it goes last, after the
+		// conversation, where it leaves the cached prefix as it was; it is
+		// not kept in the conversation.
+		req.Messages = append(req.Messages, provider.UserMessage(note))
 	}
 	resp, err := s.complete(req, msgID)
 	s.usage = s.usage.Add(resp.Usage)
@@ -498,24 +519,20 @@ func (s *runState) stepNames(step int) (stepName, firstResult string) {
 	return names[:len(names)-len(suffix)], names
 }
 
-// systemPrompt is the agent's system prompt, followed, once a token limit is
-// nearly reached, by a note that tells the model to wrap up, so that it can
-// return what it has instead of losing the work to ErrUsageLimit.
-func (s *runState) systemPrompt() string {
+// budgetNote is, once a token limit is nearly reached, a note that tells
+// the model to wrap up, so that it can return what it has instead of losing
+// the work to ErrUsageLimit; else "".
+func (s *runState) budgetNote() string {
 	lim := s.r.tokenLimit
 	if lim == 0 {
-		return s.r.system
+		return ""
 	}
 	used := s.usage.Add(s.child).Tokens()
 	if used*5 < lim*4 {
-		return s.r.system
+		return ""
 	}
-	note := "Budget note: you have used " + strconv.FormatInt(used, 10) + " of your " + strconv.FormatInt(lim, 10) +
+	return "Budget note: you have used " + strconv.FormatInt(used, 10) + " of your " + strconv.FormatInt(lim, 10) +
 		" tokens. Finish now: answer with what you have, and say plainly what is unfinished (status \"partial\" if you report a status)."
-	if s.r.system == "" {
-		return note
-	}
-	return s.r.system + "\n\n" + note
 }
 
 func (s *runState) checkLimit() error {

@@ -50,6 +50,7 @@ func TestReactRun(t *testing.T) {
 	wantReq := provider.Request{
 		Model: "small", System: "Be brief.", Messages: wantMsgs[:1],
 		Tools: []provider.ToolDef{weather(t).Definition()}, MaxTokens: 256, Temperature: &temp,
+		CacheKey: "assistant", // the agent's name, by default
 	}
 	if diff := cmp.Diff(wantReq, reqs[0]); diff != "" {
 		t.Errorf("first request (-want +got):\n%s", diff)

@@ -260,6 +260,10 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, in *RunInput, a ag
 	st.write(event.Event{Type: event.RunStarted, ThreadID: in.ThreadID, RunID: in.RunID, ParentRunID: in.ParentRunID})
 
 	ctx = event.WithThread(event.WithSink(ctx, st), in.ThreadID)
+	if agentIn.CacheKey == "" {
+		// A thread's turns repeat its conversation: one cache key for them.
+		agentIn.CacheKey = in.ThreadID
+	}
 	out, err := h.runAgent(ctx, a, agentIn)
 	if ctx.Err() != nil && r.Context().Err() != nil {
 		st.close() // the client is gone: nothing more to tell it

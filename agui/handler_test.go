@@ -319,8 +319,8 @@ func TestInputMapping(t *testing.T) {
 	}
 
 	run(must(t)(agui.New(record)))
-	if got.Text != "try again" || got.Messages != nil {
-		t.Errorf("LastUserMessage gave %+v", got)
+	if got.Text != "try again" || got.Messages != nil || got.CacheKey != "t" {
+		t.Errorf("LastUserMessage gave %+v, want the thread id as the cache key", got)
 	}
 
 	run(must(t)(agui.NewPerRequest(func(context.Context, *agui.RunInput) (agent.Agent, error) { return record, nil })))
@@ -332,7 +332,7 @@ func TestInputMapping(t *testing.T) {
 		provider.UserMessage("try again"),
 	}
 	gb, _ := json.Marshal(got)
-	wb, _ := json.Marshal(agent.Input{Messages: want})
+	wb, _ := json.Marshal(agent.Input{Messages: want, CacheKey: "t"}) // the thread id names the conversation
 	if string(gb) != string(wb) {
 		t.Errorf("Conversation gave\n%s\nwant\n%s", gb, wb)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
@@ -110,4 +111,20 @@ func askTool(a agent.Agent) tool.Tool {
 			return tool.Result{Content: out.Answer, Usage: out.TotalUsage()}, err
 		},
 	}
+}
+
+// A provider that accounts for Anthropic's prompt cache shows what a
+// resident agent's repeated conversation costs: from the second question
+// on, the prefix it re-sends is read from the cache.
+func ExampleProvider_PromptCache() {
+	p := fake.NewProvider(fake.Text("Noted.")).Loop().PromptCache(fake.AnthropicCache)
+	a, _ := agent.NewReact(p, agent.WithSystemPrompt(strings.Repeat("You keep the team's records. ", 200)))
+	for _, q := range []string{"First question?", "Second question?"} {
+		out, _ := a.Run(context.Background(), agent.Input{Text: q})
+		u := out.Usage
+		fmt.Printf("input %d, read from the cache %d, written %d\n", u.InputTokens, u.CacheReadTokens, u.CacheWriteTokens)
+	}
+	// Output:
+	// input 1454, read from the cache 0, written 1453
+	// input 1460, read from the cache 1453, written 6
 }

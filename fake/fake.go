@@ -15,7 +15,8 @@
 //	)
 //
 // Usage is synthetic but deterministic: about one token per four bytes in and
-// out, and one request per call.
+// out, and one request per call. PromptCache makes it account for a
+// vendor's prompt cache too, as the vendor documents it.
 package fake
 
 import (
@@ -104,6 +105,9 @@ type Provider struct {
 	ids      int
 	loop     bool
 	noRecord bool
+
+	cacheKind Cache               // set by PromptCache
+	cached    map[cacheEntry]bool // the prefixes in the prompt cache
 }
 
 // Request is a request the provider received, with the agent that made it.
@@ -308,6 +312,9 @@ func (p *Provider) respond(ctx context.Context, req provider.Request) (provider.
 		resp.Usage = *r.usage
 	} else {
 		resp.Usage = Usage(req, resp.Message)
+		p.mu.Lock()
+		resp.Usage.CacheReadTokens, resp.Usage.CacheWriteTokens = p.cacheUsage(req)
+		p.mu.Unlock()
 	}
 	return resp, r.args, nil
 }

@@ -88,6 +88,13 @@ type Request struct {
 	// ResponseSchema, when set, asks for a reply that is a JSON value matching
 	// this JSON Schema (structured output), on providers that support it.
 	ResponseSchema json.RawMessage
+	// CacheKey, when set, names the conversation this request continues (a
+	// resident expert, a thread), for providers whose prompt cache takes a
+	// hint where to look. Requests that repeat a conversation keep System,
+	// Tools and the earlier Messages byte for byte the same, so that the
+	// provider can read that prefix from its cache; whatever changes from
+	// call to call goes at the end.
+	CacheKey string
 }
 
 // StopReason says why a model stopped producing its reply.

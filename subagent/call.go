@@ -221,6 +221,15 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 		return out, err
 	}
 
+	task := in.Text
+	if c := t.cfg.check; c != nil {
+		// The child is told the shape on its first try: through the
+		// provider's structured output where it has one, and in words.
+		in.ResponseSchema = c.schema.Raw()
+		if !t.shapeTold {
+			in.Text = joinPrompts(in.Text, c.prompt)
+		}
+	}
 	out, err := attempt(in)
 	if err != nil {
 		return tool.Result{}, err
@@ -233,9 +242,9 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 			return tool.Result{}, fmt.Errorf("subagent %q: checking the answer: %w", name, err)
 		}
 		if v.problem != nil {
-			retry := agent.Input{Text: c.correction(v.problem)}
+			retry := agent.Input{Text: c.correction(v.problem), ResponseSchema: in.ResponseSchema, CacheKey: in.CacheKey}
 			if t.resident == nil {
-				retry.Text = in.Text + "\n\n" + retry.Text + "\nYour rejected answer was:\n" + out.Answer
+				retry.Text = task + "\n\n" + retry.Text + "\nYour rejected answer was:\n" + out.Answer
 				retry.Messages = in.Messages
 			}
 			if out, err = attempt(retry); err != nil {

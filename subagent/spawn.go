@@ -436,6 +436,7 @@ func (s *Spawner) member(name, text string, check *checker, callSchema bool) (*S
 	if callSchema || c.cfg.check == nil && check != nil {
 		c.cfg.check = check
 		text += "\n\n" + check.prompt
+		c.shapeTold = true
 	}
 	args, _ := json.Marshal(map[string]string{"task": text})
 	in := agent.Input{Text: string(args)}
@@ -469,6 +470,7 @@ func (s *Spawner) forkFor(text string, check *checker, budget int64) (*SubAgentT
 	opts = append(opts, agent.WithName(s.cfg.forkName), agent.WithSystemPrompt(system), agent.WithRegistry(s.forkReg))
 	c := *s.fork
 	c.cfg.check = check
+	c.shapeTold = true // in the system prompt
 	if budget > 0 {
 		// The budget covers the whole call: a corrective retry gets what
 		// the first run left of it, not a budget of its own.

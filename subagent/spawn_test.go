@@ -501,6 +501,7 @@ func TestSpawnForkIsTheParentsKind(t *testing.T) {
 		System:   subagent.DefaultForkPrompt,
 		Messages: []provider.Message{provider.UserMessage("find X\n\nContext:\nX is a letter")},
 		Tools:    []provider.ToolDef{lookup().Definition()},
+		CacheKey: subagent.DefaultForkName,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("fork request (-want +got):\n%s", diff)
@@ -667,7 +668,8 @@ func TestSpawnRoster(t *testing.T) {
 			args:      `{"task":"review","agent":"critic"}`,
 			want:      `{"status":"success","summary":"two typos"}`,
 			wantValue: subagent.Result{Status: subagent.StatusSuccess, Summary: "two typos"},
-			wantInput: []string{`{"task":"review"}`},
+			// Its own shape, told on the first question.
+			wantInput: []string{`{"task":"review"}` + "\n\n" + subagent.ResultSystemPrompt()},
 		},
 		{
 			name: "call's output_schema wins, and the member is told it",
@@ -1026,7 +1028,8 @@ func TestSpawnChildBudget(t *testing.T) {
 }
 
 // TestSpawnBudgetNote checks that a fork near the end of its budget is told
-// so in its system prompt, and can hand back a partial result.
+// so in a note after the conversation, leaving the system prompt (the start
+// of the cached prefix) as it was, and can hand back a partial result.
 func TestSpawnBudgetNote(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	fork := subagent.DefaultForkName
@@ -1045,11 +1048,24 @@ func TestSpawnBudgetNote(t *testing.T) {
 		t.Errorf("tool results (-want +got):\n%s", diff)
 	}
 	reqs := p.RequestsFor(fork)
-	if strings.Contains(reqs[0].System, "Budget note") {
-		t.Errorf("first request already has a budget note:\n%s", reqs[0].System)
+	for _, m := range reqs[0].Messages {
+		if strings.Contains(m.Content, "Budget note") {
+			t.Errorf("first request already has a budget note:\n%s", m.Content)
+		}
 	}
-	mustContain(t, reqs[1].System, subagent.ResultSystemPrompt(),
+	if reqs[1].System != reqs[0].System {
+		t.Errorf("the budget note changed the system prompt:\n%s\nwas\n%s", reqs[1].System, reqs[0].System)
+	}
+	mustContain(t, reqs[1].System, subagent.ResultSystemPrompt())
+	last := reqs[1].Messages[len(reqs[1].Messages)-1]
+	if last.Role != provider.RoleUser {
+		t.Errorf("the note travels as a %s message, want user", last.Role)
+	}
+	mustContain(t, last.Content,
 		`Budget note: you have used 560 of your 700 tokens. Finish now: answer with what you have`, `status "partial"`)
+	if diff := cmp.Diff(reqs[0].Messages, reqs[1].Messages[:len(reqs[0].Messages)]); diff != "" {
+		t.Errorf("the second request does not repeat the first's conversation (-first +second):\n%s", diff)
+	}
 	if diff := cmp.Diff(provider.Usage{InputTokens: 610, Requests: 2}, out.ChildUsage); diff != "" {
 		t.Errorf("child usage (-want +got):\n%s", diff)
 	}

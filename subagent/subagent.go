@@ -30,6 +30,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -91,6 +93,11 @@ type SubAgentTool struct {
 	// call share budget, and limited builds each with what is left.
 	budget  int64
 	limited func(left int64) (agent.Agent, error)
+
+	// shapeTold: the child's system prompt, or its task, already describes
+	// the answer's shape (FromReact, forks, a roster member given a shape
+	// in its task), so the call does not add it to the first question.
+	shapeTold bool
 }
 
 // TaskParams is the default parameter schema of FromAgent and FromFactory:
@@ -145,7 +152,10 @@ func FromFactory(name, description string, params json.RawMessage, factory Facto
 // input is their task text, each empty when missing. The fields are read by
 // their exact names, and arguments that repeat a key are refused, so the
 // child gets exactly what the parameter schema checked. params nil means
-// ReactParams. WithReactOptions configures the children further.
+// ReactParams. WithReactOptions configures the children further; a system
+// prompt given there comes first in the child's system prompt, followed by
+// the arguments' system_prompt and, when the tool validates, the answer's
+// shape.
 func FromReact(name, description string, p provider.Provider, tools *tool.Registry, params json.RawMessage, opts ...Option) (*SubAgentTool, error) {
 	if p == nil {
 		return nil, fmt.Errorf("subagent %q: nil provider: pass the provider the children run on", name)
@@ -157,28 +167,59 @@ func FromReact(name, description string, p provider.Provider, tools *tool.Regist
 	if t.cfg.input == nil {
 		t.cfg.input = taskInput
 	}
-	extra := ""
-	if t.cfg.check != nil {
-		extra = t.cfg.check.prompt
-	}
-	// The options every child shares are made once; each call adds its
-	// system prompt.
-	base := make([]agent.Option, 0, len(t.cfg.reactOpts)+2)
+	// The system prompt given with WithReactOptions, if any, is read once
+	// from an agent built with those options (which also reports a bad
+	// option now rather than on every call).
+	base := make([]agent.Option, 0, len(t.cfg.reactOpts)+3)
 	base = append(base, agent.WithName(name), agent.WithRegistry(tools))
 	base = append(base, t.cfg.reactOpts...)
+	probe, err := agent.NewReact(p, base...)
+	if err != nil {
+		return nil, fmt.Errorf("subagent %q: WithReactOptions: %w", name, err)
+	}
+	configured := probe.SystemPrompt()
+	shape := ""
+	if t.cfg.check != nil {
+		shape = t.cfg.check.prompt
+	}
+	t.shapeTold = true
+	base = slices.Clip(base)
 	t.factory = func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 		// A field of the wrong type degrades to empty.
-		system := field(args, "system_prompt")
-		if extra != "" {
-			if system != "" {
-				system += "\n\n"
-			}
-			system += extra
-		}
-		// The prompt comes first, so that WithReactOptions can override it.
-		return agent.NewReact(p, append([]agent.Option{agent.WithSystemPrompt(system)}, base...)...)
+		own := field(args, "system_prompt")
+		// The configured prompt, the model's own and the answer's shape,
+		// each when there is one; the prompt comes last among the options,
+		// so that it is the one that holds.
+		system := joinPrompts(configured, own, shape)
+		return agent.NewReact(p, append(base, agent.WithSystemPrompt(system))...)
 	}
 	return t, nil
+}
+
+// joinPrompts joins the non-empty parts with a blank line, in one
+// allocation, or none when a single part is not empty.
+func joinPrompts(parts ...string) string {
+	n, size, only := 0, 0, ""
+	for _, s := range parts {
+		if s != "" {
+			n, size, only = n+1, size+len(s)+2, s
+		}
+	}
+	if n <= 1 {
+		return only
+	}
+	var b strings.Builder
+	b.Grow(size)
+	for _, s := range parts {
+		if s == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n\n")
+		}
+		b.WriteString(s)
+	}
+	return b.String()
 }
 
 // taskInput hands the child the task field of the arguments; a missing

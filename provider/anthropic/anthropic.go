@@ -30,7 +30,21 @@
 //   - Empty text is left out: the API rejects empty text blocks.
 //   - Request.MaxTokens defaults to DefaultMaxTokens (WithMaxTokens changes
 //     it), because the API requires a cap.
-//   - Request.ResponseSchema becomes output_config.format (json_schema).
+//   - Request.ResponseSchema becomes output_config.format (json_schema),
+//     narrowed to the subset the API takes: objects that leave
+//     additionalProperties out are closed, a type list becomes anyOf, and
+//     bounds the API refuses (minimum, maxLength, pattern, …) are left out,
+//     the caller's own validation still holding them. A schema that cannot
+//     be narrowed (a free-form object, an unknown keyword) is not sent:
+//     the agent's prompt describes it instead. WithoutOutputFormat never
+//     sends one.
+//   - Prompt caching: cache_control breakpoints mark the end of the
+//     system prompt (or of the tools, without one), the end of the
+//     previous user turn (where the last request ended, in a loop or a
+//     resident's conversation) and the end of the conversation, so that a
+//     repeated prefix is read from the cache at a tenth of the input price
+//     rather than billed in full on every call. WithoutPromptCaching sends
+//     none. Request.CacheKey is not sent: the API has no such parameter.
 //   - Request.Temperature is not sent: the API version this SDK speaks has no
 //     temperature parameter.
 //   - Usage.InputTokens counts every input token, including those read from
@@ -82,6 +96,8 @@ type Provider struct {
 	model     string
 	baseURL   string
 	maxTokens int
+	noFormat  bool // WithoutOutputFormat
+	noCache   bool // WithoutPromptCaching
 }
 
 var (
@@ -100,6 +116,8 @@ type config struct {
 	maxTokens      *int
 	httpClient     *http.Client
 	httpClientSet  bool
+	noFormat       bool
+	noCache        bool
 	requestOptions []option.RequestOption
 }
 
@@ -127,6 +145,16 @@ func WithMaxTokens(n int) Option { return func(c *config) { c.maxTokens = &n } }
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *config) { c.httpClient, c.httpClientSet = hc, true }
 }
+
+// WithoutOutputFormat leaves Request.ResponseSchema out of the request,
+// for models or compatible servers without structured output. The agent
+// still describes the shape in words.
+func WithoutOutputFormat() Option { return func(c *config) { c.noFormat = true } }
+
+// WithoutPromptCaching sends no cache_control breakpoints, for servers that
+// reject them or when cache writes (billed above the input price) do not
+// pay for themselves.
+func WithoutPromptCaching() Option { return func(c *config) { c.noCache = true } }
 
 // WithRequestOptions passes SDK request options through to every request,
 // after the ones this package sets: extra headers, middleware, a request
@@ -206,6 +234,8 @@ func New(opts ...Option) (*Provider, error) {
 		model:     model,
 		baseURL:   baseURL,
 		maxTokens: maxTokens,
+		noFormat:  c.noFormat,
+		noCache:   c.noCache,
 	}, nil
 }
 

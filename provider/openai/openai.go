@@ -28,8 +28,19 @@
 //   - Request.MaxTokens is sent as max_completion_tokens (WithLegacyMaxTokens
 //     sends max_tokens, for servers that only know the older field).
 //   - Request.ResponseSchema asks for structured output with response_format
-//     json_schema, under the name "response" and without strict mode, so that
-//     schemas with optional properties stay valid.
+//     json_schema, under the name "response". Strict mode is on when the
+//     schema fits the subset OpenAI's strict mode takes (every object closed
+//     with additionalProperties false and every property required, a small
+//     set of keywords); other schemas are sent without it, so that schemas
+//     with optional properties stay valid. WithoutResponseFormat leaves
+//     response_format out.
+//   - Request.CacheKey becomes prompt_cache_key, which routes requests that
+//     share a prefix to the same cache. A key longer than 64 bytes, or not
+//     plain printable ASCII, is sent as its SHA-256 in hex.
+//     WithoutPromptCacheKey leaves it out. Nothing that changes from call to
+//     call is put ahead of the conversation: the system message comes
+//     first, then the messages in order, then the tools, so that OpenAI's
+//     automatic prompt caching can reuse a repeated prefix.
 //   - Streaming asks for usage (stream_options.include_usage), so the
 //     Response Stream returns reports tokens as Complete's does.
 //
@@ -72,6 +83,8 @@ type Provider struct {
 	model           string
 	baseURL         string
 	legacyMaxTokens bool
+	noFormat        bool // WithoutResponseFormat
+	noCacheKey      bool // WithoutPromptCacheKey
 }
 
 var (
@@ -90,6 +103,8 @@ type config struct {
 	httpClient      *http.Client
 	httpClientSet   bool
 	legacyMaxTokens bool
+	noFormat        bool
+	noCacheKey      bool
 	requestOptions  []option.RequestOption
 }
 
@@ -118,6 +133,15 @@ func WithHTTPClient(hc *http.Client) Option {
 // max_completion_tokens, for OpenAI-compatible servers that only know the
 // older field. OpenAI's reasoning models reject max_tokens.
 func WithLegacyMaxTokens() Option { return func(c *config) { c.legacyMaxTokens = true } }
+
+// WithoutResponseFormat leaves Request.ResponseSchema out of the request,
+// for OpenAI-compatible servers that reject response_format or ignore it
+// badly. The agent still describes the shape in words.
+func WithoutResponseFormat() Option { return func(c *config) { c.noFormat = true } }
+
+// WithoutPromptCacheKey leaves Request.CacheKey out of the request, for
+// OpenAI-compatible servers that reject prompt_cache_key.
+func WithoutPromptCacheKey() Option { return func(c *config) { c.noCacheKey = true } }
 
 // WithRequestOptions passes SDK request options through to every request,
 // after the ones this package sets: extra headers, middleware, a request
@@ -195,6 +219,8 @@ func New(opts ...Option) (*Provider, error) {
 		model:           model,
 		baseURL:         baseURL,
 		legacyMaxTokens: c.legacyMaxTokens,
+		noFormat:        c.noFormat,
+		noCacheKey:      c.noCacheKey,
 	}, nil
 }
 
