@@ -82,6 +82,7 @@ type Provider struct {
 	model     string
 	baseURL   string
 	maxTokens int
+	limits    adapter.Limits
 }
 
 var (
@@ -101,6 +102,7 @@ type config struct {
 	httpClient     *http.Client
 	httpClientSet  bool
 	requestOptions []option.RequestOption
+	limits         limitOptions
 }
 
 // WithAPIKey sets the API key, overriding the credentials the SDK would find
@@ -193,12 +195,16 @@ func New(opts ...Option) (*Provider, error) {
 		}
 		ro = append(ro, option.WithMaxRetries(*c.maxRetries))
 	}
-	if c.httpClientSet {
-		if c.httpClient == nil {
-			return nil, fmt.Errorf("anthropic: WithHTTPClient got a nil client; pass a client or leave the option out to use the SDK's default")
-		}
-		ro = append(ro, option.WithHTTPClient(c.httpClient))
+	if c.httpClientSet && c.httpClient == nil {
+		return nil, fmt.Errorf("anthropic: WithHTTPClient got a nil client; pass a client or leave the option out to use the SDK's default")
 	}
+	limits, err := c.limits.resolve()
+	if err != nil {
+		return nil, err
+	}
+	// The body cap sits in the transport: the SDK takes any middleware for
+	// one that authenticates, and would then send a request without a key.
+	ro = append(ro, option.WithHTTPClient(limitedClient(c.httpClient, limits.MaxResponseBytes)))
 	ro = append(ro, c.requestOptions...)
 
 	return &Provider{
@@ -206,6 +212,7 @@ func New(opts ...Option) (*Provider, error) {
 		model:     model,
 		baseURL:   baseURL,
 		maxTokens: maxTokens,
+		limits:    limits,
 	}, nil
 }
 
@@ -235,7 +242,7 @@ func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider
 	if err != nil {
 		return provider.Response{}, failure(ctx, err, httpResp)
 	}
-	return decodeMessage(raw, statusOf(httpResp))
+	return decodeMessage(raw, statusOf(httpResp), p.limits)
 }
 
 // Stream sends req to the Messages API with streaming on, passes the reply

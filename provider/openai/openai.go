@@ -72,6 +72,7 @@ type Provider struct {
 	model           string
 	baseURL         string
 	legacyMaxTokens bool
+	limits          adapter.Limits
 }
 
 var (
@@ -91,6 +92,7 @@ type config struct {
 	httpClientSet   bool
 	legacyMaxTokens bool
 	requestOptions  []option.RequestOption
+	limits          limitOptions
 }
 
 // WithAPIKey sets the API key, overriding OPENAI_API_KEY.
@@ -188,6 +190,11 @@ func New(opts ...Option) (*Provider, error) {
 		}
 		ro = append(ro, option.WithHTTPClient(c.httpClient))
 	}
+	limits, limitBody, err := c.limits.resolve()
+	if err != nil {
+		return nil, err
+	}
+	ro = append(ro, limitBody)
 	ro = append(ro, c.requestOptions...)
 
 	return &Provider{
@@ -195,6 +202,7 @@ func New(opts ...Option) (*Provider, error) {
 		model:           model,
 		baseURL:         baseURL,
 		legacyMaxTokens: c.legacyMaxTokens,
+		limits:          limits,
 	}, nil
 }
 
@@ -220,7 +228,7 @@ func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider
 	if err != nil {
 		return provider.Response{}, failure(ctx, err, httpResp)
 	}
-	return decodeCompletion(raw, statusOf(httpResp))
+	return decodeCompletion(raw, statusOf(httpResp), p.limits)
 }
 
 // Stream sends req to the Chat Completions API with streaming on, passes
