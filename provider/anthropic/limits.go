@@ -68,6 +68,8 @@ func (o limitOptions) resolve() (adapter.Limits, error) {
 
 // limitedClient returns an HTTP client like hc, or like the SDK's default
 // client when hc is nil, whose response bodies are capped at max bytes.
+// Unless hc has a redirect policy of its own, it follows no redirect to
+// another origin, which would receive the API key.
 func limitedClient(hc *http.Client, max int64) *http.Client {
 	if hc == nil {
 		// As the SDK's default: a response-header timeout, unless the
@@ -80,6 +82,9 @@ func limitedClient(hc *http.Client, max int64) *http.Client {
 		}
 	}
 	c := *hc
+	if c.CheckRedirect == nil {
+		c.CheckRedirect = adapter.SameOriginRedirects
+	}
 	c.Transport = adapter.LimitTransport(max, "WithMaxResponseBytes", hc.Transport)
 	return &c
 }

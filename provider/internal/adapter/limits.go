@@ -83,7 +83,7 @@ func ArgumentLimit(name string, status int, tool string, max int, option string)
 func LimitBody(max int64, option string, req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 	resp, err := next(req)
 	if resp != nil && resp.Body != nil {
-		resp.Body = &limitedBody{rc: resp.Body, left: max, err: &LimitError{What: "the response body", Limit: max, Option: option}}
+		resp.Body = &limitedBody{rc: resp.Body, left: max, resp: resp, err: &LimitError{What: "the response body", Limit: max, Option: option}}
 	}
 	return resp, err
 }
@@ -91,6 +91,7 @@ func LimitBody(max int64, option string, req *http.Request, next func(*http.Requ
 type limitedBody struct {
 	rc   io.ReadCloser
 	left int64
+	resp *http.Response
 	err  *LimitError
 }
 
@@ -103,6 +104,10 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 		var one [1]byte
 		n, err := b.rc.Read(one[:])
 		if n > 0 {
+			// The same request would get a body over the limit again: say
+			// so in the header the SDKs read before retrying a body they
+			// could not read.
+			b.resp.Header.Set("X-Should-Retry", "false")
 			return 0, b.err
 		}
 		return 0, err
@@ -190,7 +195,7 @@ func classify(name string, status int, err error) *provider.Error {
 	case errors.Is(err, bufio.ErrTooLong):
 		return &provider.Error{Provider: name, StatusCode: status, Kind: provider.KindMalformed,
 			Message: "could not read the response: a line of the stream is longer than the SDK reads", Err: err}
-	case errors.As(err, &uerr) && strings.Contains(uerr.Err.Error(), "origin must match"):
+	case errors.As(err, &uerr) && (errors.Is(err, ErrCrossOriginRedirect) || strings.Contains(uerr.Err.Error(), "origin must match")):
 		msg := fmt.Sprintf("the server redirected the request to %s, another origin than the base URL, and the redirect was refused so that the API key does not leak; set the base URL to where the API is served", uerr.URL)
 		return &provider.Error{Provider: name, StatusCode: status, Kind: provider.KindBadRequest, Message: msg, Err: err}
 	}
@@ -215,4 +220,23 @@ type limitTransport struct {
 
 func (t limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return LimitBody(t.max, t.option, req, t.next.RoundTrip)
+}
+
+// ErrCrossOriginRedirect is the cause of a redirect to another origin that
+// SameOriginRedirects refused.
+var ErrCrossOriginRedirect = errors.New("refused a redirect to another origin")
+
+// SameOriginRedirects is an http.Client CheckRedirect policy that follows
+// up to 10 redirects within the first request's origin and refuses any to
+// another: the request carries the API key in headers that net/http would
+// forward there.
+func SameOriginRedirects(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	first := via[0].URL
+	if !strings.EqualFold(req.URL.Scheme, first.Scheme) || !strings.EqualFold(req.URL.Host, first.Host) {
+		return ErrCrossOriginRedirect
+	}
+	return nil
 }
