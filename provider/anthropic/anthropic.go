@@ -46,6 +46,25 @@
 // saying the prompt is too long is KindContextWindow. The caller's own
 // cancellation is reported as an error wrapping ctx.Err() instead, so that
 // errors.Is(err, context.Canceled) holds.
+//
+// # Limits
+//
+// A model's reply is untrusted input. Replies are assembled in time and
+// memory linear in their size, and bounded: a response body over
+// WithMaxResponseBytes, a reply text over WithMaxTextBytes or one tool
+// call's arguments over WithMaxArgumentBytes end the call with a
+// *provider.Error of KindResponseTooLarge that names the limit (defaults:
+// provider.DefaultMaxResponseBytes, DefaultMaxTextBytes,
+// DefaultMaxArgumentBytes). A stream that sends nothing of the reply
+// (keep-alives do not count) for WithIdleTimeout, 10 minutes by default, ends
+// with a KindTransient error. A stream line that is not JSON, and a
+// successful status whose body holds no stream event (an HTML page, say),
+// are KindMalformed; a refused redirect to another origin is
+// KindBadRequest.
+//
+// The HTTP client refuses a redirect to another origin, which would receive
+// the API key, unless the client given to WithHTTPClient has a redirect
+// policy of its own.
 package anthropic
 
 import (

@@ -40,6 +40,21 @@
 // or whose message says the context length was exceeded, has
 // KindContextWindow. The caller's own cancellation is reported as an error
 // wrapping ctx.Err() instead, so that errors.Is(err, context.Canceled) holds.
+//
+// # Limits
+//
+// A model's reply is untrusted input. Replies are assembled in time and
+// memory linear in their size, and bounded: a response body over
+// WithMaxResponseBytes, a reply text over WithMaxTextBytes or one tool
+// call's arguments over WithMaxArgumentBytes end the call with a
+// *provider.Error of KindResponseTooLarge that names the limit (defaults:
+// provider.DefaultMaxResponseBytes, DefaultMaxTextBytes,
+// DefaultMaxArgumentBytes). A stream that sends nothing of the reply
+// (keep-alives do not count) for WithIdleTimeout, 10 minutes by default, ends
+// with a KindTransient error. A stream line that is not JSON, and a
+// successful status whose body holds no stream event (an HTML page, say),
+// are KindMalformed; a refused redirect to another origin is
+// KindBadRequest.
 package openai
 
 import (
