@@ -63,7 +63,7 @@
 // KindBadRequest.
 //
 // The HTTP client refuses a redirect to another origin, which would receive
-// the API key, unless the client given to WithHTTPClient has a redirect
+// the conversation, unless the client given to WithHTTPClient has a redirect
 // policy of its own.
 package anthropic
 

@@ -69,7 +69,7 @@ func (o limitOptions) resolve() (adapter.Limits, error) {
 // limitedClient returns an HTTP client like hc, or like the SDK's default
 // client when hc is nil, whose response bodies are capped at max bytes.
 // Unless hc has a redirect policy of its own, it follows no redirect to
-// another origin, which would receive the API key.
+// another origin, which would receive the conversation.
 func limitedClient(hc *http.Client, max int64) *http.Client {
 	if hc == nil {
 		// As the SDK's default: a response-header timeout, unless the

@@ -40,10 +40,14 @@ func (p *Provider) stream(ctx context.Context, params ant.MessageNewParams, onDe
 		// The SDK passes no keep-alive (ping) on: every event is progress.
 		idle.Progress()
 	}
-	if err := s.Err(); err != nil {
+	err := s.Err()
+	if err != nil || !a.stopped {
+		// The idle timeout may end the body with an error or cleanly.
 		if ierr := idle.Err(Name, statusOf(httpResp), "WithIdleTimeout"); ierr != nil && ctx.Err() == nil {
 			return provider.Response{}, ierr
 		}
+	}
+	if err != nil {
 		return provider.Response{}, failure(ctx, err, httpResp)
 	}
 	if err := adapter.Canceled(Name, ctx); err != nil {

@@ -196,7 +196,7 @@ func classify(name string, status int, err error) *provider.Error {
 		return &provider.Error{Provider: name, StatusCode: status, Kind: provider.KindMalformed,
 			Message: "could not read the response: a line of the stream is longer than the SDK reads", Err: err}
 	case errors.As(err, &uerr) && (errors.Is(err, ErrCrossOriginRedirect) || strings.Contains(uerr.Err.Error(), "origin must match")):
-		msg := fmt.Sprintf("the server redirected the request to %s, another origin than the base URL, and the redirect was refused so that the API key does not leak; set the base URL to where the API is served", uerr.URL)
+		msg := fmt.Sprintf("the server redirected the request to %s, another origin than the base URL, and the redirect was refused: requests go only to the base URL's origin; set the base URL to where the API is served", uerr.URL)
 		return &provider.Error{Provider: name, StatusCode: status, Kind: provider.KindBadRequest, Message: msg, Err: err}
 	}
 	return nil
@@ -228,8 +228,8 @@ var ErrCrossOriginRedirect = errors.New("refused a redirect to another origin")
 
 // SameOriginRedirects is an http.Client CheckRedirect policy that follows
 // up to 10 redirects within the first request's origin and refuses any to
-// another: the request carries the API key in headers that net/http would
-// forward there.
+// another: the request carries the conversation, and the reply would come
+// from a server the user never named.
 func SameOriginRedirects(req *http.Request, via []*http.Request) error {
 	if len(via) >= 10 {
 		return errors.New("stopped after 10 redirects")
