@@ -96,21 +96,14 @@ func (a *assembly) add(chunk *oai.ChatCompletionChunk, status int, onDelta func(
 			progress = true
 		}
 		d := ch.Delta
-		for _, part := range [...]struct {
-			s string
-			b *strings.Builder
-		}{{d.Content, &a.text}, {d.Refusal, &a.refusal}} {
-			if part.s == "" {
-				continue
-			}
+		if d.Content != "" || d.Refusal != "" {
 			progress = true
-			if a.text.Len()+a.refusal.Len()+len(part.s) > a.limits.MaxTextBytes {
-				return progress, adapter.TextLimit(Name, status, a.limits.MaxTextBytes, "WithMaxTextBytes")
-			}
-			part.b.WriteString(part.s)
-			if err := onDelta(provider.Delta{Text: part.s}); err != nil {
-				return progress, err
-			}
+		}
+		if err := a.addText(&a.text, d.Content, status, onDelta); err != nil {
+			return progress, err
+		}
+		if err := a.addText(&a.refusal, d.Refusal, status, onDelta); err != nil {
+			return progress, err
 		}
 		for _, tc := range d.ToolCalls {
 			td := provider.Delta{ToolCall: a.addToolCall(tc)}
@@ -127,6 +120,19 @@ func (a *assembly) add(chunk *oai.ChatCompletionChunk, status int, onDelta func(
 		}
 	}
 	return progress, nil
+}
+
+// addText appends s to b, the reply's text or its refusal, and passes it on,
+// unless the two together would go over the text limit.
+func (a *assembly) addText(b *strings.Builder, s string, status int, onDelta func(provider.Delta) error) error {
+	if s == "" {
+		return nil
+	}
+	if a.text.Len()+a.refusal.Len()+len(s) > a.limits.MaxTextBytes {
+		return adapter.TextLimit(Name, status, a.limits.MaxTextBytes, "WithMaxTextBytes")
+	}
+	b.WriteString(s)
+	return onDelta(provider.Delta{Text: s})
 }
 
 // response returns the assembled reply.
