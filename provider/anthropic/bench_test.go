@@ -116,6 +116,7 @@ func BenchmarkStreamAssembly(b *testing.B) {
 				deltas := float64(b.N) * float64(n)
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/deltas, "ns/delta")
 				b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/deltas, "B/delta")
+				b.ReportMetric(float64(after.Mallocs-before.Mallocs)/deltas, "allocs/delta")
 			})
 		}
 	}
