@@ -60,6 +60,25 @@
 // saying the prompt is too long is KindContextWindow. The caller's own
 // cancellation is reported as an error wrapping ctx.Err() instead, so that
 // errors.Is(err, context.Canceled) holds.
+//
+// # Limits
+//
+// A model's reply is untrusted input. Replies are assembled in time and
+// memory linear in their size, and bounded: a response body over
+// WithMaxResponseBytes, a reply text over WithMaxTextBytes or one tool
+// call's arguments over WithMaxArgumentBytes end the call with a
+// *provider.Error of KindResponseTooLarge that names the limit (defaults:
+// provider.DefaultMaxResponseBytes, DefaultMaxTextBytes,
+// DefaultMaxArgumentBytes). A stream that sends nothing of the reply
+// (keep-alives do not count) for WithIdleTimeout, 10 minutes by default, ends
+// with a KindTransient error. A stream line that is not JSON, and a
+// successful status whose body holds no stream event (an HTML page, say),
+// are KindMalformed; a refused redirect to another origin is
+// KindBadRequest.
+//
+// The HTTP client refuses a redirect to another origin, which would receive
+// the conversation, unless the client given to WithHTTPClient has a redirect
+// policy of its own.
 package anthropic
 
 import (
@@ -98,6 +117,7 @@ type Provider struct {
 	maxTokens int
 	noFormat  bool // WithoutOutputFormat
 	noCache   bool // WithoutPromptCaching
+	limits    adapter.Limits
 }
 
 var (
@@ -119,6 +139,7 @@ type config struct {
 	noFormat       bool
 	noCache        bool
 	requestOptions []option.RequestOption
+	limits         limitOptions
 }
 
 // WithAPIKey sets the API key, overriding the credentials the SDK would find
@@ -221,12 +242,16 @@ func New(opts ...Option) (*Provider, error) {
 		}
 		ro = append(ro, option.WithMaxRetries(*c.maxRetries))
 	}
-	if c.httpClientSet {
-		if c.httpClient == nil {
-			return nil, fmt.Errorf("anthropic: WithHTTPClient got a nil client; pass a client or leave the option out to use the SDK's default")
-		}
-		ro = append(ro, option.WithHTTPClient(c.httpClient))
+	if c.httpClientSet && c.httpClient == nil {
+		return nil, fmt.Errorf("anthropic: WithHTTPClient got a nil client; pass a client or leave the option out to use the SDK's default")
 	}
+	limits, err := c.limits.resolve()
+	if err != nil {
+		return nil, err
+	}
+	// The body cap sits in the transport: the SDK takes any middleware for
+	// one that authenticates, and would then send a request without a key.
+	ro = append(ro, option.WithHTTPClient(limitedClient(c.httpClient, limits.MaxResponseBytes)))
 	ro = append(ro, c.requestOptions...)
 
 	return &Provider{
@@ -236,6 +261,7 @@ func New(opts ...Option) (*Provider, error) {
 		maxTokens: maxTokens,
 		noFormat:  c.noFormat,
 		noCache:   c.noCache,
+		limits:    limits,
 	}, nil
 }
 
@@ -265,7 +291,7 @@ func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider
 	if err != nil {
 		return provider.Response{}, failure(ctx, err, httpResp)
 	}
-	return decodeMessage(raw, statusOf(httpResp))
+	return decodeMessage(raw, statusOf(httpResp), p.limits)
 }
 
 // Stream sends req to the Messages API with streaming on, passes the reply

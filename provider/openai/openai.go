@@ -51,6 +51,21 @@
 // or whose message says the context length was exceeded, has
 // KindContextWindow. The caller's own cancellation is reported as an error
 // wrapping ctx.Err() instead, so that errors.Is(err, context.Canceled) holds.
+//
+// # Limits
+//
+// A model's reply is untrusted input. Replies are assembled in time and
+// memory linear in their size, and bounded: a response body over
+// WithMaxResponseBytes, a reply text over WithMaxTextBytes or one tool
+// call's arguments over WithMaxArgumentBytes end the call with a
+// *provider.Error of KindResponseTooLarge that names the limit (defaults:
+// provider.DefaultMaxResponseBytes, DefaultMaxTextBytes,
+// DefaultMaxArgumentBytes). A stream that sends nothing of the reply
+// (keep-alives do not count) for WithIdleTimeout, 10 minutes by default, ends
+// with a KindTransient error. A stream line that is not JSON, and a
+// successful status whose body holds no stream event (an HTML page, say),
+// are KindMalformed; a refused redirect to another origin is
+// KindBadRequest.
 package openai
 
 import (
@@ -85,6 +100,7 @@ type Provider struct {
 	legacyMaxTokens bool
 	noFormat        bool // WithoutResponseFormat
 	noCacheKey      bool // WithoutPromptCacheKey
+	limits          adapter.Limits
 }
 
 var (
@@ -106,6 +122,7 @@ type config struct {
 	noFormat        bool
 	noCacheKey      bool
 	requestOptions  []option.RequestOption
+	limits          limitOptions
 }
 
 // WithAPIKey sets the API key, overriding OPENAI_API_KEY.
@@ -212,6 +229,11 @@ func New(opts ...Option) (*Provider, error) {
 		}
 		ro = append(ro, option.WithHTTPClient(c.httpClient))
 	}
+	limits, limitBody, err := c.limits.resolve()
+	if err != nil {
+		return nil, err
+	}
+	ro = append(ro, limitBody)
 	ro = append(ro, c.requestOptions...)
 
 	return &Provider{
@@ -221,6 +243,7 @@ func New(opts ...Option) (*Provider, error) {
 		legacyMaxTokens: c.legacyMaxTokens,
 		noFormat:        c.noFormat,
 		noCacheKey:      c.noCacheKey,
+		limits:          limits,
 	}, nil
 }
 
@@ -246,7 +269,7 @@ func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider
 	if err != nil {
 		return provider.Response{}, failure(ctx, err, httpResp)
 	}
-	return decodeCompletion(raw, statusOf(httpResp))
+	return decodeCompletion(raw, statusOf(httpResp), p.limits)
 }
 
 // Stream sends req to the Chat Completions API with streaming on, passes
