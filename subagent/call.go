@@ -61,10 +61,18 @@ func (t *SubAgentTool) Call(ctx context.Context, call tool.Call) (tool.Result, e
 	return t.invoke(ctx, call.ID, args, in)
 }
 
-// invoke runs one call whose arguments are checked: the depth step, the
-// events, the timeout, and the classification of failures. The spawn tool
-// shares it.
+// invoke runs one call whose arguments are checked, or, under a journal,
+// answers it from the journal. The spawn tool shares it.
 func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawMessage, in agent.Input) (tool.Result, error) {
+	if js := journalFrom(ctx); js != nil {
+		return t.journaled(ctx, js, callID, args, in)
+	}
+	return t.invokeNow(ctx, callID, args, in)
+}
+
+// invokeNow runs one call: the depth step, the events, the timeout, and
+// the classification of failures.
+func (t *SubAgentTool) invokeNow(ctx context.Context, callID string, args json.RawMessage, in agent.Input) (tool.Result, error) {
 	name := t.def.Name
 	em := event.From(ctx) // the scope is looked up once for the call's events
 	events := em.Enabled()
@@ -131,11 +139,18 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 	var usage provider.Usage
 	var restore func() // puts a resident's conversation back
 	holding := false   // the resident's turn is ours
+	var end func(ok bool) error // ends a stored resident's turn (WithStore)
 	// One deferred function, so that the order holds when the child
-	// panics too: recover, undo the resident's runs, then give up the turn.
+	// panics too: recover, store or undo the resident's runs, then give up
+	// the turn.
 	defer func() {
 		if p := recover(); p != nil {
 			res, err = tool.Result{}, tool.Correctable(tool.Panicked(name, p))
+		}
+		if end != nil {
+			if e := end(err == nil); e != nil {
+				res, err = tool.Result{}, e
+			}
 		}
 		if err != nil && restore != nil {
 			restore()
@@ -155,6 +170,11 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 			return tool.Result{}, fmt.Errorf("subagent %q: waiting for its previous call to end: %w", name, err)
 		}
 		holding = true
+		if d := t.cfg.durable; d != nil {
+			if end, err = d.begin(ctx, name, t.resident.(Persistent), t.cfg.refuseBusy); err != nil {
+				return tool.Result{}, err
+			}
+		}
 		if c, ok := t.resident.(checkpointer); ok {
 			restore = c.Checkpoint()
 		}
