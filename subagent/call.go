@@ -137,9 +137,11 @@ func errorCode(err error) string {
 func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.Input, runID string) (res tool.Result, err error) {
 	name := t.def.Name
 	var usage provider.Usage
-	var restore func()          // puts a resident's conversation back
-	holding := false            // the resident's turn is ours
-	var end func(ok bool) error // ends a stored resident's turn (WithStore)
+	var restore func() // puts a resident's conversation back
+	holding := false   // the resident's turn is ours
+
+	// end ends a stored resident's turn (WithStore).
+	var end func(ok bool) error
 	// One deferred function, so that the order holds when the child
 	// panics too: recover, store or undo the resident's runs, then give up
 	// the turn.
