@@ -95,28 +95,53 @@ func (j *Journal) Lookup(key string) (Entry, bool) {
 // Record writes e under key, replacing an entry there, and returns once it
 // is stored (or could not be).
 func (j *Journal) Record(ctx context.Context, key string, e Entry) error {
+	return j.Start(key, e)(ctx)
+}
+
+// Start begins writing e under key, as Record does, and returns at once; the
+// returned function waits until the entry is stored (or could not be) and
+// reports how it went. A caller that has other work to do (the next
+// child) starts the write, does that work, then waits. Writes started by
+// concurrent callers share transactions.
+func (j *Journal) Start(key string, e Entry) (wait func(context.Context) error) {
+	fail := func(err error) func(context.Context) error {
+		return func(context.Context) error { return err }
+	}
 	if err := j.s.open(); err != nil {
-		return err
+		return fail(err)
 	}
 	if key == "" || strings.Contains(key, journalSep) {
-		return fmt.Errorf("store: journal %q: entry key %q: use a non-empty key without U+001F", j.turn, key)
+		return fail(fmt.Errorf("store: journal %q: entry key %q: use a non-empty key without U+001F", j.turn, key))
 	}
 	payload, err := json.Marshal(e)
 	if err != nil {
-		return fmt.Errorf("store: journal %q: %w", j.turn, err)
+		return fail(fmt.Errorf("store: journal %q: %w", j.turn, err))
 	}
 	full := j.prefix + key
 	rec, err := j.s.seal(full, payload)
 	if err != nil {
-		return err
+		return fail(err)
 	}
-	if err := j.s.batch.write(ctx, Write{Key: full, Value: rec, Version: AnyVersion}); err != nil {
-		return fmt.Errorf("store: journal %q: recording %q: %w", j.turn, key, err)
-	}
+	done := j.s.batch.enqueue(Write{Key: full, Value: rec, Version: AnyVersion})
 	j.mu.Lock()
 	j.entries[key] = e
 	j.mu.Unlock()
-	return nil
+	return func(ctx context.Context) error {
+		select {
+		case err := <-done:
+			if err != nil {
+				j.mu.Lock()
+				delete(j.entries, key)
+				j.mu.Unlock()
+				return fmt.Errorf("store: journal %q: recording %q: %w", j.turn, key, err)
+			}
+			return nil
+		case <-ctx.Done():
+			// The write may still land; the caller treats it as not
+			// recorded, and a re-run records it again.
+			return context.Cause(ctx)
+		}
+	}
 }
 
 // DeleteJournal forgets every entry of the turn.
@@ -141,14 +166,15 @@ func (s *Store) DeleteJournal(ctx context.Context, turn string) error {
 	return s.b.Delete(ctx, keys...)
 }
 
-// batcher commits concurrent writes together. The first writer to find no
-// commit in progress becomes the leader and commits, in its own goroutine,
-// everything that is pending, batch after batch, until nothing is; the
-// others wait for the batch that holds their write. No goroutine outlives a
-// write.
+// batcher commits concurrent writes together. The first write to find no
+// commit in progress starts a goroutine that commits everything pending,
+// batch after batch, until nothing is, and ends; the writes that arrive
+// meanwhile wait for the next batch. Store.Close waits for it.
 type batcher struct {
 	s       *Store
+	wg      sync.WaitGroup
 	mu      sync.Mutex
+	closed  bool
 	running bool
 	pending []Write
 	waiters []chan error
@@ -157,31 +183,35 @@ type batcher struct {
 // maxBatch bounds one transaction's writes.
 const maxBatch = 256
 
-func (b *batcher) write(ctx context.Context, w Write) error {
+// enqueue adds w to the next batch; the channel receives the outcome.
+func (b *batcher) enqueue(w Write) <-chan error {
 	ch := make(chan error, 1)
 	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		ch <- fmt.Errorf("%w: open a new one", ErrClosed)
+		return ch
+	}
 	b.pending = append(b.pending, w)
 	b.waiters = append(b.waiters, ch)
-	lead := !b.running
-	b.running = true
-	b.mu.Unlock()
-	if lead {
-		b.commit(ctx)
+	if !b.running {
+		b.running = true
+		b.wg.Add(1)
+		go b.commit()
 	}
-	select {
-	case err := <-ch:
-		return err
-	case <-ctx.Done():
-		// The write may still land; the caller treats it as not recorded,
-		// and a re-run records it again.
-		return context.Cause(ctx)
-	}
+	return ch
 }
 
-func (b *batcher) commit(ctx context.Context) {
-	// The leader's own cancellation must not fail the others' writes.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
+// close makes further writes fail and waits for the committing goroutine.
+func (b *batcher) close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.wg.Wait()
+}
+
+func (b *batcher) commit() {
+	defer b.wg.Done()
 	for {
 		b.mu.Lock()
 		n := min(len(b.pending), maxBatch)
@@ -195,7 +225,9 @@ func (b *batcher) commit(ctx context.Context) {
 		b.pending = b.pending[n:]
 		b.waiters = b.waiters[n:]
 		b.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err := b.s.b.Put(ctx, ws...)
+		cancel()
 		for _, ch := range chs {
 			ch <- err
 		}

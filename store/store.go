@@ -181,6 +181,7 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	s.batch.close() // the journal writes in flight land first
 	return s.b.Close()
 }
 

@@ -149,8 +149,36 @@ type journalScope struct {
 	j      *store.Journal
 	prefix string
 
-	mu     sync.Mutex
-	counts map[string]int
+	mu       sync.Mutex
+	counts   map[string]int
+	inflight int                           // invocations running
+	waits    []func(context.Context) error // their journal writes not yet awaited
+}
+
+func (s *journalScope) enter() {
+	s.mu.Lock()
+	s.inflight++
+	s.mu.Unlock()
+}
+
+// leave ends an invocation that started the journal write wait (nil when
+// it records nothing). The last invocation of the scope to end gets every
+// write not yet awaited, its own included, to wait for: siblings return at
+// once, free for the next child, and the parent still has every finished
+// child recorded when its batch of tool calls is done.
+func (s *journalScope) leave(wait func(context.Context) error) []func(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if wait != nil {
+		s.waits = append(s.waits, wait)
+	}
+	s.inflight--
+	if s.inflight > 0 {
+		return nil
+	}
+	w := s.waits
+	s.waits = nil
+	return w
 }
 
 func journalFrom(ctx context.Context) *journalScope {
@@ -196,22 +224,28 @@ func (t *SubAgentTool) journaled(ctx context.Context, js *journalScope, callID s
 	if e, ok := js.j.Lookup(key); ok {
 		return t.replay(ctx, callID, e)
 	}
+	js.enter()
 	res, err := t.invokeNow(context.WithValue(ctx, journalKey{}, js.child(key)), callID, args, in)
-	var e store.Entry
+	var wait func(context.Context) error
 	switch {
 	case err == nil:
-		e = store.Entry{Content: res.Content, Usage: res.Usage}
+		e := store.Entry{Content: res.Content, Usage: res.Usage}
 		if res.Value != nil {
 			e.Value, _ = json.Marshal(res.Value) // a value JSON cannot hold is left out
 		}
+		wait = js.j.Start(key, e)
 	case recordable(err):
-		e = store.Entry{Error: err.Error(), Usage: res.Usage}
-	default:
-		return res, err
+		wait = js.j.Start(key, store.Entry{Error: err.Error(), Usage: res.Usage})
 	}
-	if rerr := js.j.Record(ctx, key, e); rerr != nil {
+	var rerr error
+	for _, w := range js.leave(wait) {
+		if werr := w(ctx); werr != nil && rerr == nil {
+			rerr = werr
+		}
+	}
+	if rerr != nil && (err == nil || recordable(err)) {
 		// The child's work is spent; its usage still reaches the parent.
-		return tool.Result{Usage: res.Usage}, fmt.Errorf("subagent %q: recording the finished call in the journal: %w: resume the turn when the store is back", name, rerr)
+		return tool.Result{Usage: res.Usage}, fmt.Errorf("subagent %q: recording finished calls in the journal: %w: resume the turn when the store is back", name, rerr)
 	}
 	return res, err
 }

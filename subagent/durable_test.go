@@ -531,3 +531,45 @@ func TestSpawnedChildrenReplayFromTheJournal(t *testing.T) {
 		t.Fatalf("resumed run: %d children ran, child usage %+v, %v; want only the unfinished one", n, out.ChildUsage, err)
 	}
 }
+
+func TestJournalWriteFailuresEndTheTurnAndResumeRunsTheRest(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "deputy.db")
+	b, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb := &flaky{Backend: b}
+	fb.n.Store(2)
+	st, err := store.New(fb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := st.Journal(ctx, "turn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead, _ := fanOut(t, 0)
+	if _, err := lead.Run(WithJournal(ctx, j), agent.Input{Text: "go"}); !errors.Is(err, errInjected) || !strings.Contains(err.Error(), "resume") {
+		t.Fatalf("a turn whose journal writes fail: %v, want the store's error saying to resume", err)
+	}
+	st.Close()
+
+	st = openStore(t, path)
+	j, err = st.Journal(ctx, "turn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := int64(j.Len())
+	if recorded == 0 || recorded == 100 {
+		t.Fatalf("%d entries survived every other failed write, want some", recorded)
+	}
+	lead, workers := fanOut(t, 0)
+	out, err := lead.Run(WithJournal(ctx, j), agent.Input{Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if workers.Load() != 100-recorded || out.ChildUsage.Requests != 100-recorded {
+		t.Fatalf("resume ran %d workers (usage %d requests), want the %d not recorded", workers.Load(), out.ChildUsage.Requests, 100-recorded)
+	}
+}

@@ -7,9 +7,15 @@
 //	st, err := store.New(b)
 //
 // The file is in WAL mode with a busy timeout, so readers do not block the
-// writer and concurrent writers wait for each other rather than fail. Each
-// commit is flushed to disk (synchronous=FULL): a record reported written
-// survives a crash of the process and of the machine.
+// writer and concurrent writers wait for each other rather than fail.
+//
+// Commits are synchronous=NORMAL by default: a committed record survives the
+// process being killed or crashing, and the file is never left damaged; if
+// the machine itself loses power, the last commits before it may be rolled
+// back, whole (the store is as it was a moment earlier, never half a turn).
+// That choice was measured: flushing every commit (WithSynchronousFull)
+// made a journal entry cost 1.4 ms instead of 0.35 ms and a stored
+// resident's call 7 ms instead of 0.4 ms on the test machine.
 package sqlite
 
 import (
@@ -67,11 +73,12 @@ func WithBusyTimeout(d time.Duration) Option {
 	}
 }
 
-// WithSynchronousNormal makes commits flush only at WAL checkpoints instead
-// of at each commit. A committed record still survives the process being
-// killed, but the last commits may be lost if the machine loses power.
-func WithSynchronousNormal() Option {
-	return func(c *config) error { c.sync = "NORMAL"; return nil }
+// WithSynchronousFull flushes each commit to disk before it returns
+// (synchronous=FULL), so that a record reported written survives the
+// machine losing power too. It costs about a millisecond more per commit
+// on an ordinary SSD; see the package documentation.
+func WithSynchronousFull() Option {
+	return func(c *config) error { c.sync = "FULL"; return nil }
 }
 
 // Open opens (creating it when missing) the database file at path and
@@ -81,7 +88,7 @@ func Open(path string, opts ...Option) (*Backend, error) {
 	if path == "" || strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("sqlite: path %q: name a file, without ? or #", path)
 	}
-	c := config{busy: 10 * time.Second, sync: "FULL"}
+	c := config{busy: 10 * time.Second, sync: "NORMAL"}
 	for _, o := range opts {
 		if o == nil {
 			continue
