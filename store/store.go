@@ -54,6 +54,8 @@ var (
 	ErrBusy = errors.New("store: busy")
 	// ErrUnavailable: the database cannot be reached.
 	ErrUnavailable = errors.New("store: unavailable")
+	// ErrBadKey: a key is empty, too long, or not plain text.
+	ErrBadKey = errors.New("store: bad key")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store: closed")
 	// ErrLockLost: a lock's lease expired before it was released (the
@@ -206,11 +208,11 @@ const MaxKeyBytes = 512
 func checkKey(key string) error {
 	switch {
 	case key == "":
-		return errors.New("store: empty key: name the conversation, thread or turn")
+		return fmt.Errorf("%w: empty: name the conversation, thread or turn", ErrBadKey)
 	case len(key) > MaxKeyBytes:
-		return fmt.Errorf("store: key of %d bytes: use at most %d (hash a longer name)", len(key), MaxKeyBytes)
+		return fmt.Errorf("%w: %d bytes: use at most %d (hash a longer name)", ErrBadKey, len(key), MaxKeyBytes)
 	case !utf8.ValidString(key) || strings.ContainsAny(key, "\x00\x1f"):
-		return fmt.Errorf("store: key %q is not valid UTF-8 text without NUL or U+001F: use printable text", key)
+		return fmt.Errorf("%w: %q is not valid UTF-8 text without NUL or U+001F: use printable text", ErrBadKey, key)
 	}
 	return nil
 }
