@@ -132,9 +132,13 @@ func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse b
 // counted once over both runs. A child's entry is keyed by its tool's name,
 // a hash of its arguments, and how many calls with the same name and
 // arguments came before it in the same parent; a grandchild's key hangs
-// under its parent's. An entry is written before the invocation returns to
-// its parent; if the store refuses it, the invocation fails with an error
-// that ends the parent's run (resume it later).
+// under its parent's. A replayed answer's Result.Value is the recorded
+// value's JSON text (a json.RawMessage), not the Go value it was.
+//
+// The entries of a parent's children are written while the next children
+// run, and all are stored before the last of them returns to the parent; if
+// the store refuses one, that last invocation fails with an error that ends
+// the parent's run (resume it later).
 func WithJournal(ctx context.Context, j *store.Journal) context.Context {
 	if j == nil {
 		return ctx
