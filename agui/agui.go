@@ -244,7 +244,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var turn *threadTurn
 	if h.cfg.threads != nil {
 		if turn, agentIn, err = h.beginThread(r.Context(), in); err != nil {
-			httpError(w, err.(*threadError).status, err.Error())
+			httpError(w, threadStatus(err), err.Error())
 			return
 		}
 		defer turn.end()

@@ -64,6 +64,16 @@ type threadError struct {
 }
 
 func (e *threadError) Error() string { return e.err.Error() }
+func (e *threadError) Unwrap() error { return e.err }
+
+// threadStatus is the HTTP status of an error of beginThread.
+func threadStatus(err error) int {
+	var te *threadError
+	if errors.As(err, &te) {
+		return te.status
+	}
+	return http.StatusInternalServerError
+}
 
 // beginThread takes the thread's lock and builds the agent's input from the
 // stored conversation and the request's new messages.
