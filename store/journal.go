@@ -63,7 +63,7 @@ func (s *Store) Journal(ctx context.Context, turn string) (*Journal, error) {
 	for _, it := range items {
 		payload, err := open(it.Key, it.Value)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("store: journal %q: %w (DeleteJournal forgets the turn; its children then run again)", turn, err)
 		}
 		var e Entry
 		if err := json.Unmarshal(payload, &e); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/store/sqlite"
 	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
 )
 
 // A turn resumed after a crash: the children that had finished are
@@ -61,4 +62,37 @@ func ExampleWithJournal() {
 	// Output:
 	// answer "", worker model calls 2, error true
 	// answer "both done", worker model calls 1, error false
+}
+
+// A resident expert whose conversation is kept in a store: a second
+// instance, as after a restart, continues the conversation.
+func ExampleWithStore() {
+	dir, _ := os.MkdirTemp("", "store-example")
+	defer os.RemoveAll(dir)
+	b, err := sqlite.Open(filepath.Join(dir, "deputy.db"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	st, _ := store.New(b)
+	defer st.Close()
+
+	// A model that says how many messages it was sent.
+	model := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		return provider.Response{Message: provider.AssistantMessage(fmt.Sprintf("I have seen %d messages.", len(req.Messages)))}, nil
+	})
+	for range 2 { // two processes, one after the other
+		expert, _ := agent.NewReact(model, agent.WithName("ledger"))
+		t, err := subagent.FromAgent("ledger", "Knows the ledger.", nil, expert, subagent.WithStore(st, "experts/ledger"))
+		if err != nil {
+			log.Fatal(err)
+		}
+		res, err := t.Call(context.Background(), tool.Call{ID: "c", Name: "ledger", Arguments: json.RawMessage(`{"task":"What is the total?"}`)})
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(res.Content)
+	}
+	// Output:
+	// I have seen 1 messages.
+	// I have seen 3 messages.
 }

@@ -142,3 +142,34 @@ func TestNotADatabase(t *testing.T) {
 		t.Fatalf("opening a text file: %v, want ErrCorrupt", err)
 	}
 }
+
+func TestCorruptedJournalEntryIsReported(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "deputy.db")
+	st := open(t, path)
+	defer st.Close()
+	ctx := context.Background()
+	j, err := st.Journal(ctx, "turn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Record(ctx, "child", store.Entry{Content: "an answer"}); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`UPDATE deputy_records SET value = substr(value, 1, length(value) - 3)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Journal(ctx, "turn"); !errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("opening a journal with a cut entry: %v, want ErrCorrupt", err)
+	}
+	if err := st.DeleteJournal(ctx, "turn"); err != nil {
+		t.Fatal(err)
+	}
+	if j, err := st.Journal(ctx, "turn"); err != nil || j.Len() != 0 {
+		t.Fatalf("after DeleteJournal: %v, %v", j, err)
+	}
+}
