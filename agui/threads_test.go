@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,14 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agui"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/store/postgres"
+	"github.com/deputy-go/deputy/store/postgres/pgtest"
 	"github.com/deputy-go/deputy/store/sqlite"
 )
 
@@ -252,19 +250,8 @@ func TestThreadOptionsAreChecked(t *testing.T) {
 }
 
 func TestThreadReplicasOnPostgres(t *testing.T) {
-	dsn := os.Getenv("DEPUTY_TEST_POSTGRES")
-	if dsn == "" {
-		t.Skip("DEPUTY_TEST_POSTGRES is not set: set it to a PostgreSQL DSN whose database the tests may empty (.ci/postgres.sh starts one)")
-	}
+	dsn := pgtest.DSN(t, "deputy_test_agui")
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, `DROP TABLE IF EXISTS deputy_schema, deputy_records, deputy_leases`); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close(ctx)
 	var urls []string
 	var first *store.Store
 	for range 2 {

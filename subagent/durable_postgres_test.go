@@ -3,35 +3,22 @@ package subagent
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/store/postgres"
+	"github.com/deputy-go/deputy/store/postgres/pgtest"
 )
 
 // postgresStores returns n stores over the test server, each with its own
 // connections, as n replicas of a service would have; or skips.
 func postgresStores(t *testing.T, n int) []*store.Store {
 	t.Helper()
-	dsn := os.Getenv("DEPUTY_TEST_POSTGRES")
-	if dsn == "" {
-		t.Skip("DEPUTY_TEST_POSTGRES is not set: set it to a PostgreSQL DSN whose database the tests may empty (.ci/postgres.sh starts one)")
-	}
+	dsn := pgtest.DSN(t, "deputy_test_subagent")
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, `DROP TABLE IF EXISTS deputy_schema, deputy_records, deputy_leases`); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close(ctx)
 	var out []*store.Store
 	for range n {
 		b, err := postgres.Open(ctx, dsn)

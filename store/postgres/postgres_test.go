@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,18 +11,16 @@ import (
 
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/store/postgres"
+	"github.com/deputy-go/deputy/store/postgres/pgtest"
 	"github.com/deputy-go/deputy/store/storetest"
 )
 
-// dsn returns the test server's DSN, or skips: .ci/run starts a throwaway
-// server (.ci/postgres.sh) and sets DEPUTY_TEST_POSTGRES.
+// dsn returns the test server's DSN, in a schema of this package's own
+// emptied for the test, or skips: .ci/run starts a throwaway server
+// (.ci/postgres.sh) and sets DEPUTY_TEST_POSTGRES.
 func dsn(t *testing.T) string {
 	t.Helper()
-	d := os.Getenv("DEPUTY_TEST_POSTGRES")
-	if d == "" {
-		t.Skip("DEPUTY_TEST_POSTGRES is not set: set it to a PostgreSQL DSN whose database the tests may empty (.ci/postgres.sh starts one)")
-	}
-	return d
+	return pgtest.DSN(t, "deputy_test_store")
 }
 
 // empty drops the store's tables, so that each test starts from nothing.
