@@ -1,6 +1,7 @@
 package subagent
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -32,9 +33,10 @@ type Persistent interface {
 type durable struct {
 	st  *store.Store
 	key string
-	// version is the stored version the agent's conversation is at: a
-	// call whose stored version is the same skips Restore.
-	version int64
+	// snap is the stored conversation the agent's is known to be (nil:
+	// none): a call that reads the same skips Restore. Bytes, not a
+	// version: a record deleted and written again restarts its versions.
+	snap []byte
 }
 
 // WithStore keeps a FromAgent expert's conversation in st under key, so
@@ -85,20 +87,20 @@ func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse b
 	data, version, err := d.st.Get(ctx, d.key)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		version = 0
-		if d.version != 0 { // deleted since this process last saw it
+		version, data = 0, nil
+		if d.snap != nil { // deleted since this process last saw it
 			p.Reset()
 		}
 	case err != nil:
 		lk.Unlock()
 		return nil, fmt.Errorf("subagent %q: reading its conversation: %w", name, err)
-	case version != d.version:
+	case !bytes.Equal(data, d.snap):
 		if err := p.Restore(data); err != nil {
 			lk.Unlock()
 			return nil, fmt.Errorf("subagent %q: restoring its stored conversation: %w: delete it (store.Delete %q) to start afresh", name, err, d.key)
 		}
 	}
-	d.version = version
+	d.snap = data
 	return func(ok bool) error {
 		defer lk.Unlock()
 		if !ok {
@@ -115,7 +117,7 @@ func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse b
 		if err != nil {
 			return fmt.Errorf("subagent %q: storing its conversation (the call is undone): %w", name, err)
 		}
-		d.version = version + 1
+		d.snap = snap
 		return nil
 	}, nil
 }

@@ -573,3 +573,34 @@ func TestJournalWriteFailuresEndTheTurnAndResumeRunsTheRest(t *testing.T) {
 		t.Fatalf("resume ran %d workers (usage %d requests), want the %d not recorded", workers.Load(), out.ChildUsage.Requests, 100-recorded)
 	}
 }
+
+func TestStoredExpertFollowsARecreatedConversation(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "deputy.db")
+	st := openStore(t, path)
+	var seen atomic.Value
+	p := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		seen.Store(fmt.Sprint(req.Messages))
+		return provider.Response{Message: provider.AssistantMessage("ok")}, nil
+	})
+	ex := storedExpert(t, p, st)
+	if _, err := callTool(ctx, ex, "c", `{"task":"mine"}`); err != nil {
+		t.Fatal(err)
+	}
+	// Another process deletes the memory and starts it again: version 1
+	// again, with other content.
+	if err := st.Delete(ctx, "expert"); err != nil {
+		t.Fatal(err)
+	}
+	other := storedExpert(t, (&echo{}).provider(), openStore(t, path))
+	if _, err := callTool(ctx, other, "c", `{"task":"theirs"}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := callTool(ctx, ex, "c", `{"task":"next"}`); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprint([]provider.Message{provider.UserMessage("theirs"), provider.AssistantMessage("A:theirs"), provider.UserMessage("next")})
+	if got := seen.Load(); got != want {
+		t.Fatalf("the model saw\n%s\nwant\n%s", got, want)
+	}
+}
