@@ -604,3 +604,80 @@ func TestStoredExpertFollowsARecreatedConversation(t *testing.T) {
 		t.Fatalf("the model saw\n%s\nwant\n%s", got, want)
 	}
 }
+
+// A lead whose model decides differently each time it is asked, as a real
+// model does, resumes the same decisions when its model is journaled.
+func TestJournalModelReplaysTheLeadsDecisions(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, filepath.Join(t.TempDir(), "deputy.db"))
+	var leadCalls, workerCalls atomic.Int64
+	var salt atomic.Int64
+	salt.Store(1000)
+	leadModel := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		leadCalls.Add(1)
+		turns := 0
+		for _, m := range req.Messages {
+			if m.Role == provider.RoleTool {
+				turns++
+			}
+		}
+		if turns == 5 {
+			return provider.Response{Message: provider.AssistantMessage("all five done"), Usage: provider.Usage{Requests: 1}}, nil
+		}
+		// A task name the model would not repeat.
+		task := fmt.Sprintf(`{"task":"step %d, variant %d"}`, turns, salt.Add(1))
+		return provider.Response{Message: provider.AssistantMessage("", provider.ToolCall{ID: fmt.Sprint("call-", salt.Load()), Name: "worker", Arguments: []byte(task)}),
+			Usage: provider.Usage{Requests: 1}}, nil
+	})
+	run := func(crashAt int64) (agent.Output, error) {
+		rctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		child := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+			if workerCalls.Add(1) == crashAt {
+				cancel()
+				return provider.Response{}, ctx.Err()
+			}
+			return provider.Response{Message: provider.AssistantMessage("did " + req.Messages[0].Content), Usage: provider.Usage{Requests: 1}}, nil
+		})
+		worker := must(FromFactory("worker", "Does one step.", nil, func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
+			return agent.NewReact(child, agent.WithName("worker"))
+		}, WithInput(taskInput)))(t)
+		lead := newReact(t, JournalModel(leadModel), agent.WithName("lead"), agent.WithTools(worker))
+		j, err := st.Journal(ctx, "decisions")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lead.Run(WithJournal(rctx, j), agent.Input{Text: "go"})
+	}
+	if _, err := run(4); err == nil {
+		t.Fatal("the first run was meant to stop at the fourth worker")
+	}
+	if leadCalls.Load() != 4 || workerCalls.Load() != 4 {
+		t.Fatalf("first run: %d lead calls, %d worker calls; want 4 and 4", leadCalls.Load(), workerCalls.Load())
+	}
+	leadCalls.Store(0)
+	workerCalls.Store(0)
+	out, err := run(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Replayed: the lead's first four answers and three workers. Run: the
+	// fourth and fifth workers, the lead's last two answers.
+	if leadCalls.Load() != 2 || workerCalls.Load() != 2 {
+		t.Fatalf("resumed run: %d lead calls, %d worker calls; want 2 and 2", leadCalls.Load(), workerCalls.Load())
+	}
+	if out.Usage.Requests != 2 || out.ChildUsage.Requests != 2 {
+		t.Fatalf("resumed run counted %+v own and %+v child usage; want only what ran", out.Usage, out.ChildUsage)
+	}
+	var steps []string
+	for _, m := range out.Messages {
+		if m.Role == provider.RoleTool {
+			steps = append(steps, m.Content)
+		}
+	}
+	for i, s := range steps {
+		if !strings.HasPrefix(s, fmt.Sprintf("did step %d, variant %d", i, 1001+i)) {
+			t.Fatalf("step %d answered %q: the resumed lead did not keep its first decisions (%v)", i, s, steps)
+		}
+	}
+}
