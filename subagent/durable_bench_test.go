@@ -13,28 +13,48 @@ import (
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/store/postgres"
+	"github.com/deputy-go/deputy/store/postgres/pgtest"
 	"github.com/deputy-go/deputy/store/sqlite"
 	"github.com/deputy-go/deputy/tool"
 )
 
 // BenchmarkJournalRecord measures what the journal adds to one child on
 // the embedded store, with its default settings (WAL, synchronous=NORMAL)
-// and with every commit flushed to disk (FULL): the key's hash, the lookup, and the
+// and with every commit flushed to disk (FULL), and on PostgreSQL when
+// DEPUTY_TEST_POSTGRES names a server: the key's hash, the lookup, and the
 // recorded entry (about 100 bytes) in its own transaction, one child at a
 // time, the worst case, since concurrent children share a commit.
 func BenchmarkJournalRecord(b *testing.B) {
-	for _, full := range []bool{false, true} {
-		name := "sync=NORMAL"
-		var opts []sqlite.Option
-		if full {
-			name, opts = "sync=FULL", []sqlite.Option{sqlite.WithSynchronousFull()}
-		}
-		b.Run(name, func(b *testing.B) {
-			be, err := sqlite.Open(filepath.Join(b.TempDir(), "deputy.db"), opts...)
+	backends := []struct {
+		name string
+		open func(b *testing.B) store.Backend
+	}{
+		{"sqlite-NORMAL", func(b *testing.B) store.Backend {
+			be, err := sqlite.Open(filepath.Join(b.TempDir(), "deputy.db"))
 			if err != nil {
 				b.Fatal(err)
 			}
-			st, _ := store.New(be)
+			return be
+		}},
+		{"sqlite-FULL", func(b *testing.B) store.Backend {
+			be, err := sqlite.Open(filepath.Join(b.TempDir(), "deputy.db"), sqlite.WithSynchronousFull())
+			if err != nil {
+				b.Fatal(err)
+			}
+			return be
+		}},
+		{"postgres", func(b *testing.B) store.Backend {
+			be, err := postgres.Open(context.Background(), pgtest.DSN(b, "deputy_bench_subagent"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return be
+		}},
+	}
+	for _, bk := range backends {
+		b.Run(bk.name, func(b *testing.B) {
+			st, _ := store.New(bk.open(b))
 			defer st.Close()
 			ctx := context.Background()
 			j, err := st.Journal(ctx, "turn")
