@@ -86,6 +86,11 @@ type SubAgentTool struct {
 	resident agent.Agent         // FromAgent
 	turn     *semaphore.Weighted // FromAgent: one call at a time
 	factory  Factory             // FromFactory and FromReact
+
+	// A fork with a token budget (the spawn tool): all the runs of one
+	// call share budget, and limited builds each with what is left.
+	budget  int64
+	limited func(left int64) (agent.Agent, error)
 }
 
 // TaskParams is the default parameter schema of FromAgent and FromFactory:
@@ -100,7 +105,9 @@ const ReactParams = `{"type":"object","properties":{"system_prompt":{"type":"str
 // tool, its conversation accumulating across calls. Calls take turns; a
 // caller waiting its turn gives up when its context ends, and a call that
 // fails or is cancelled leaves a's conversation as it was before (for agents
-// with a Checkpoint method, such as *agent.React). params is the JSON Schema
+// with a Hold method, such as *agent.React, which keep the turns other
+// callers of a finished meanwhile; or, failing that, a Checkpoint method).
+// params is the JSON Schema
 // of the arguments; nil means TaskParams. By default a receives the
 // arguments' JSON text as its input.
 func FromAgent(name, description string, params json.RawMessage, a agent.Agent, opts ...Option) (*SubAgentTool, error) {
@@ -143,7 +150,9 @@ func FromFactory(name, description string, params json.RawMessage, factory Facto
 // FromReact returns the form in which the model defines the child: each
 // call builds a ReAct agent over p with tools (shared by all calls; nil
 // means none) whose system prompt is the arguments' system_prompt and whose
-// input is their task text, each empty when missing. params nil means
+// input is their task text, each empty when missing. The fields are read by
+// their exact names, and arguments that repeat a key are refused, so the
+// child gets exactly what the parameter schema checked. params nil means
 // ReactParams. WithReactOptions configures the children further.
 func FromReact(name, description string, p provider.Provider, tools *tool.Registry, params json.RawMessage, opts ...Option) (*SubAgentTool, error) {
 	if p == nil {
@@ -170,7 +179,7 @@ func FromReact(name, description string, p provider.Provider, tools *tool.Regist
 	base = append(base, t.cfg.reactOpts...)
 	t.factory = func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 		// A field of the wrong type degrades to empty.
-		system, _ := jsonvalue.StringField(string(args), "system_prompt")
+		system := field(args, "system_prompt")
 		if extra != "" {
 			if system != "" {
 				system += "\n\n"
@@ -186,8 +195,16 @@ func FromReact(name, description string, p provider.Provider, tools *tool.Regist
 // taskInput hands the child the task field of the arguments; a missing
 // task, or one that is not a string, is empty.
 func taskInput(args json.RawMessage) (agent.Input, error) {
-	task, _ := jsonvalue.StringField(string(args), "task")
-	return agent.Input{Text: task}, nil
+	return agent.Input{Text: field(args, "task")}, nil
+}
+
+// field returns the string member name of the JSON object args, read by its
+// exact name: the value the parameter schema checked, and no other. A
+// missing member, one that is not a string, or one repeated (which Call
+// refuses before) is empty.
+func field(args json.RawMessage, name string) string {
+	s, _ := jsonvalue.Member(string(args), name)
+	return s
 }
 
 func build(name, description string, params json.RawMessage, defaultParams string, opts []Option) (*SubAgentTool, error) {
