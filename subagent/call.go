@@ -67,10 +67,18 @@ func (t *SubAgentTool) Call(ctx context.Context, call tool.Call) (tool.Result, e
 	return t.invoke(ctx, call.ID, args, in)
 }
 
-// invoke runs one call whose arguments are checked: the depth step, the
-// events, the timeout, and the classification of failures. The spawn tool
-// shares it.
+// invoke runs one call whose arguments are checked, or, under a journal,
+// answers it from the journal. The spawn tool shares it.
 func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawMessage, in agent.Input) (tool.Result, error) {
+	if js := journalFrom(ctx); js != nil {
+		return t.journaled(ctx, js, callID, args, in)
+	}
+	return t.invokeNow(ctx, callID, args, in)
+}
+
+// invokeNow runs one call: the depth step, the events, the timeout, and
+// the classification of failures.
+func (t *SubAgentTool) invokeNow(ctx context.Context, callID string, args json.RawMessage, in agent.Input) (tool.Result, error) {
 	name := t.def.Name
 	em := event.From(ctx) // the scope is looked up once for the call's events
 	events := em.Enabled()
@@ -141,12 +149,20 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 	var restore func() // puts a resident's conversation back
 	holding := false   // the tool's turn is ours
 	var held *agent.Turn
+
+	// end ends a stored resident's turn (WithStore).
+	var end func(ok bool) error
 	// One deferred function, so that the order holds when the child
-	// panics too: recover, undo the resident's runs, then give up the
-	// turns.
+	// panics too: recover, store or undo the resident's runs, then give up
+	// the turns.
 	defer func() {
 		if p := recover(); p != nil {
 			res, err = tool.Result{}, tool.Correctable(tool.Panicked(name, p))
+		}
+		if end != nil {
+			if e := end(err == nil); e != nil {
+				res, err = tool.Result{}, e
+			}
 		}
 		if err != nil && restore != nil {
 			restore()
@@ -169,6 +185,13 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 			return tool.Result{}, fmt.Errorf("subagent %q: waiting for its previous call to end: %w", name, err)
 		}
 		holding = true
+		// A stored resident is brought to the stored conversation first,
+		// before its own turn is held (Restore takes that turn).
+		if d := t.cfg.durable; d != nil {
+			if end, err = d.begin(ctx, name, t.resident.(Persistent), t.cfg.refuseBusy); err != nil {
+				return tool.Result{}, err
+			}
+		}
 		// The agent's own turn is held for all the call's runs, so that
 		// the conversation put back on failure is the one this call found,
 		// with the runs of other callers of the same agent (another tool,

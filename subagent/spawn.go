@@ -95,6 +95,9 @@ func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...Option) (*Spawn
 			return nil, fmt.Errorf("subagent %s: %w", SpawnToolName, err)
 		}
 	}
+	if cfg.durable != nil {
+		return nil, fmt.Errorf("subagent %s: WithStore keeps a resident's conversation: use it with FromAgent (a spawned child has none to keep)", SpawnToolName)
+	}
 	s := &Spawner{p: p, tools: reg, cfg: cfg, roster: map[string]*SubAgentTool{}}
 	names := make([]string, 0, len(cfg.roster))
 	for _, m := range cfg.roster {

@@ -125,6 +125,11 @@ func FromAgent(name, description string, params json.RawMessage, a agent.Agent, 
 	if err != nil {
 		return nil, err
 	}
+	if t.cfg.durable != nil {
+		if _, ok := a.(Persistent); !ok {
+			return nil, fmt.Errorf("subagent %q: WithStore: the agent (%T) cannot save its conversation: use an *agent.React or implement subagent.Persistent", name, a)
+		}
+	}
 	t.resident = a
 	t.turn = semaphore.NewWeighted(1)
 	return t, nil
@@ -141,6 +146,9 @@ func FromFactory(name, description string, params json.RawMessage, factory Facto
 	t, err := build(name, description, params, TaskParams, opts)
 	if err != nil {
 		return nil, err
+	}
+	if t.cfg.durable != nil {
+		return nil, fmt.Errorf("subagent %q: WithStore keeps a resident's conversation: use it with FromAgent (a one-shot agent has none to keep)", name)
 	}
 	t.factory = factory
 	return t, nil
@@ -163,6 +171,9 @@ func FromReact(name, description string, p provider.Provider, tools *tool.Regist
 	t, err := build(name, description, params, ReactParams, opts)
 	if err != nil {
 		return nil, err
+	}
+	if t.cfg.durable != nil {
+		return nil, fmt.Errorf("subagent %q: WithStore keeps a resident's conversation: use it with FromAgent (a one-shot agent has none to keep)", name)
 	}
 	if t.cfg.input == nil {
 		t.cfg.input = taskInput
@@ -282,6 +293,7 @@ type config struct {
 	render     func(ctx context.Context, o Outcome) (string, error)
 	check      *checker
 	reactOpts  []agent.Option
+	durable    *durable // WithStore
 
 	// spawn tool only
 	roster      []*SubAgentTool
