@@ -40,6 +40,7 @@ type React struct {
 	maxTokens    int
 	temperature  *float64
 	tracer       trace.Tracer // set by WithTracerProvider
+	parallelism  int          // set by WithParallelism; 0 leaves the registry's
 
 	turn    *semaphore.Weighted // held for a whole run
 	mu      sync.Mutex          // guards history
@@ -66,6 +67,14 @@ func NewReact(p provider.Provider, opts ...Option) (*React, error) {
 			continue
 		}
 		if err := o(r); err != nil {
+			return nil, err
+		}
+	}
+	if r.parallelism > 0 {
+		if r.tools == nil {
+			return nil, fmt.Errorf("%w: WithParallelism(%d) on an agent without tools: give it tools (WithTools or WithRegistry) or leave the option out", ErrInvalidInput, r.parallelism)
+		}
+		if err := r.tools.SetParallelism(r.parallelism); err != nil {
 			return nil, err
 		}
 	}
