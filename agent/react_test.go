@@ -30,7 +30,10 @@ func TestReactRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantMsgs := turn("Weather in Lisbon?", "call_1", `{"city":"Lisbon"}`, "sunny in Lisbon", "It is sunny in Lisbon.")
+	if len(out.Messages) < 2 || len(out.Messages[1].ToolCalls) != 1 {
+		t.Fatalf("messages %+v: want a tool call second", out.Messages)
+	}
+	wantMsgs := turn("Weather in Lisbon?", out.Messages[1].ToolCalls[0].ID, `{"city":"Lisbon"}`, "sunny in Lisbon", "It is sunny in Lisbon.")
 	want := agent.Output{RunID: out.RunID, Answer: "It is sunny in Lisbon.", Messages: wantMsgs, Usage: provider.Usage{InputTokens: 220, OutputTokens: 18, Requests: 2}}
 	if diff := cmp.Diff(want, out); diff != "" {
 		t.Errorf("Output (-want +got):\n%s", diff)
