@@ -192,6 +192,9 @@ func (r *React) Run(ctx context.Context, in Input) (out Output, err error) {
 			return Output{}, fmt.Errorf("agent %q: %w: %v", r.name, ErrBadMessages, err)
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		return Output{}, fmt.Errorf("agent %q: not started: %w", r.name, err)
+	}
 	if err := r.turn.Acquire(ctx, 1); err != nil {
 		return Output{}, fmt.Errorf("agent %q: waiting for the previous run to end: %w", r.name, err)
 	}

@@ -858,3 +858,14 @@ func TestReactMessagesAreNotShared(t *testing.T) {
 		t.Errorf("Output.Messages has room to grow into: len %d, cap %d", len(out.Messages), cap(out.Messages))
 	}
 }
+
+// A run whose context has already ended says so, not that it waited for
+// another run (the turn is free).
+func TestReactNotStarted(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := newReact(t, fake.NewProvider(fake.Text("x")), agent.WithName("child")).Run(ctx, agent.Input{Text: "hi"})
+	if !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "previous run") || !strings.Contains(err.Error(), "not started") {
+		t.Errorf("error = %v, want one wrapping context.Canceled that says the run did not start", err)
+	}
+}
