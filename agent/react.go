@@ -210,7 +210,7 @@ func (r *React) Run(ctx context.Context, in Input) (out Output, err error) {
 	tr := r.tracerFor(ctx)
 	if tr != nil {
 		var span trace.Span
-		ctx, span = startRunSpan(ctx, tr, r.name, runID)
+		ctx, span = startRunSpan(ctx, tr, r, runID)
 		defer func() { endRunSpan(span, out, err) }()
 	}
 	ctx = WithRun(ctx, runID, r.name)
@@ -494,7 +494,8 @@ func (s *runState) call(req provider.Request, msgID string) (resp provider.Respo
 	ctx := s.ctx
 	if s.tracer != nil {
 		var span trace.Span
-		ctx, span = startChatSpan(ctx, s.tracer, req.Model)
+		providerName, _ := s.r.spanIdentity()
+		ctx, span = startChatSpan(ctx, s.tracer, req.Model, providerName)
 		defer func() { endChatSpan(span, resp, err) }()
 	}
 	if !s.events {
