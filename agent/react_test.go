@@ -869,3 +869,57 @@ func TestReactNotStarted(t *testing.T) {
 		t.Errorf("error = %v, want one wrapping context.Canceled that says the run did not start", err)
 	}
 }
+
+// A held turn keeps other runs out until it is released, and refuses runs
+// after its release.
+func TestHoldKeepsOtherRunsOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := fake.NewProvider(fake.Text("held"), fake.Text("other"))
+		r, err := agent.NewReact(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		heldCtx, turn, err := r.Hold(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := make(chan error, 1)
+		go func() { _, err := r.Run(ctx, agent.Input{Text: "other"}); other <- err }()
+		synctest.Wait()
+		if out, err := r.Run(heldCtx, agent.Input{Text: "held"}); err != nil || out.Answer != "held" {
+			t.Fatalf("run in the held turn: %q, %v", out.Answer, err)
+		}
+		select {
+		case err := <-other:
+			t.Fatalf("another run ran while the turn was held: %v", err)
+		default:
+		}
+		turn.Rollback()
+		turn.Release()
+		if err := <-other; err != nil {
+			t.Fatal(err)
+		}
+		if h := r.History(); len(h) != 2 || h[1].Content != "other" {
+			t.Fatalf("history %+v, want only the other run's turn", h)
+		}
+		// A caller waiting for the turn gives up when its context ends.
+		_, turn2, _ := r.Hold(ctx)
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, _, err := r.Hold(cctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Hold on a cancelled context: %v", err)
+		}
+		// A released turn's context waits for the turn like any other.
+		late := make(chan error, 1)
+		go func() { _, err := r.Run(heldCtx, agent.Input{Text: "late"}); late <- err }()
+		synctest.Wait()
+		select {
+		case <-late:
+			t.Fatal("a run under a released turn's context did not wait for the turn")
+		default:
+		}
+		turn2.Release()
+		<-late
+	})
+}

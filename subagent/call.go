@@ -18,8 +18,14 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// checkpointer is an agent whose conversation can be put back, such as
-// *agent.React.
+// holder is an agent whose turn a call can hold for all its runs, and
+// whose conversation it can put back as it was when the turn was taken,
+// such as *agent.React.
+type holder interface {
+	Hold(ctx context.Context) (context.Context, *agent.Turn, error)
+}
+
+// checkpointer is an agent whose conversation can be put back.
 type checkpointer interface {
 	Checkpoint() (restore func())
 }
@@ -46,7 +52,7 @@ func (t *SubAgentTool) Call(ctx context.Context, call tool.Call) (tool.Result, e
 	if v, ok := jsonvalue.Decode(text); ok {
 		err = t.params.ValidateValue(v)
 	} else {
-		err = t.params.Validate(args) // which says where the JSON goes wrong
+		err = t.params.Validate(args) // which says what is wrong with the JSON
 	}
 	if err != nil {
 		return tool.Result{}, fmt.Errorf("%w for %s: %v: fix the arguments to match the tool's schema and call it again", tool.ErrInvalidArguments, name, err)
@@ -105,6 +111,9 @@ func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawM
 		case cctx.Err() != nil && t.cfg.timeout > 0:
 			err = tool.Correctable(fmt.Errorf("%w: %q ran longer than %v: give it a smaller task: %w", ErrTimeout, name, t.cfg.timeout, err))
 		}
+		// The error's text reaches the parent's conversation, and is sent
+		// again with every later request: it is capped like an answer.
+		err = capError(err, t.cfg.maxOutput)
 		if events {
 			em.Emit(event.Event{Type: event.SubagentError, SubagentRunID: runID, Message: err.Error(), Code: errorCode(err)})
 		}
@@ -180,15 +189,20 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 	name := t.def.Name
 	var usage provider.Usage
 	var restore func() // puts a resident's conversation back
-	holding := false   // the resident's turn is ours
+	holding := false   // the tool's turn is ours
+	var held *agent.Turn
 	// One deferred function, so that the order holds when the child
-	// panics too: recover, undo the resident's runs, then give up the turn.
+	// panics too: recover, undo the resident's runs, then give up the
+	// turns.
 	defer func() {
 		if p := recover(); p != nil {
 			res, err = tool.Result{}, tool.Correctable(tool.Panicked(name, p))
 		}
 		if err != nil && restore != nil {
 			restore()
+		}
+		if held != nil {
+			held.Release()
 		}
 		if holding {
 			t.turn.Release(1)
@@ -205,14 +219,36 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 			return tool.Result{}, fmt.Errorf("subagent %q: waiting for its previous call to end: %w", name, err)
 		}
 		holding = true
-		if c, ok := t.resident.(checkpointer); ok {
-			restore = c.Checkpoint()
+		// The agent's own turn is held for all the call's runs, so that
+		// the conversation put back on failure is the one this call found,
+		// with the runs of other callers of the same agent (another tool,
+		// a direct Run) that finished before it.
+		switch a := t.resident.(type) {
+		case holder:
+			var err error
+			if ctx, held, err = a.Hold(ctx); err != nil {
+				return tool.Result{}, fmt.Errorf("subagent %q: %w", name, err)
+			}
+			restore = held.Rollback
+		case checkpointer:
+			restore = a.Checkpoint()
 		}
 	}
 
 	attempt := func(in agent.Input) (agent.Output, error) {
 		a := t.resident
-		if a == nil {
+		switch {
+		case a == nil && t.limited != nil:
+			left := t.budget - usage.Tokens()
+			if left <= 0 {
+				return agent.Output{}, tool.Correctable(fmt.Errorf("%w: %w: %q spent its budget of %d tokens before it could try again: give it a smaller task",
+					ErrChildFailed, agent.ErrUsageLimit, name, t.budget))
+			}
+			var err error
+			if a, err = t.limited(left); err != nil {
+				return agent.Output{}, fmt.Errorf("subagent %q: building the agent: %w", name, err)
+			}
+		case a == nil:
 			var err error
 			if a, err = t.factory(ctx, args); err != nil {
 				if tool.IsCorrectable(err) {
@@ -242,7 +278,10 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 	o := Outcome{RunID: runID}
 	content := out.Answer
 	if c := t.cfg.check; c != nil {
-		v := c.check(out.Answer)
+		v, err := c.check(ctx, out.Answer)
+		if err != nil {
+			return tool.Result{}, fmt.Errorf("subagent %q: checking the answer: %w", name, err)
+		}
 		if v.problem != nil {
 			retry := agent.Input{Text: c.correction(v.problem)}
 			if t.resident == nil {
@@ -252,7 +291,9 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 			if out, err = attempt(retry); err != nil {
 				return tool.Result{}, err
 			}
-			v = c.check(out.Answer)
+			if v, err = c.check(ctx, out.Answer); err != nil {
+				return tool.Result{}, fmt.Errorf("subagent %q: checking the answer: %w", name, err)
+			}
 		}
 		switch {
 		case v.problem == nil:
@@ -264,7 +305,7 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 			r := Result{Status: StatusFailed, Summary: out.Answer}
 			content, o.Value = fitResult(r, t.cfg.maxOutput), r
 		default:
-			content = out.Answer + "\n\n[validation failed: " + v.problem.Error() + "]"
+			content = withNote(out.Answer, v.problem.Error(), t.cfg.maxOutput)
 		}
 	}
 	o.Output, o.Usage, o.Content = out, usage, content
@@ -303,6 +344,43 @@ func capOutput(s string, max int) string {
 		cut--
 	}
 	return s[:cut] + marker + strconv.Itoa(cut) + " shown]"
+}
+
+// withNote returns the answer followed by the validation note, in at most
+// limit bytes: the answer is cut, never the note, which the model needs to
+// know that the answer is not what it asked for. A note longer than a
+// quarter of limit is cut itself.
+func withNote(answer, problem string, limit int) string {
+	const open, end = "\n\n[validation failed: ", "]"
+	room := max(limit/4-len(open)-len(end), 0)
+	if len(problem) > room {
+		cut := max(room-len("…"), 0)
+		for cut > 0 && !utf8.RuneStart(problem[cut]) {
+			cut--
+		}
+		problem = problem[:cut] + "…"
+	}
+	note := open + problem + end
+	return capOutput(answer, limit-len(note)) + note
+}
+
+// cappedError is an error whose text is cut to the output cap; errors.Is
+// and errors.As still see the whole chain.
+type cappedError struct {
+	err error
+	msg string
+}
+
+func (e *cappedError) Error() string { return e.msg }
+func (e *cappedError) Unwrap() error { return e.err }
+
+// capError caps the text of err at limit bytes, like an answer.
+func capError(err error, limit int) error {
+	msg := err.Error()
+	if len(msg) <= limit {
+		return err
+	}
+	return &cappedError{err: err, msg: capOutput(msg, limit)}
 }
 
 // fitResult encodes r in at most max bytes, shortening its summary (and

@@ -336,7 +336,9 @@ func (s *Spawner) Call(ctx context.Context, call tool.Call) (tool.Result, error)
 	}
 	check, callSchema := s.cfg.check, false
 	if len(a.OutputSchema) > 0 && string(a.OutputSchema) != "null" {
-		sch, err := tool.CompileSchema(a.OutputSchema)
+		// The schema is the model's: bounded, so that neither compiling it
+		// nor checking the child's answer against it can run away.
+		sch, err := tool.CompileUntrustedSchema(a.OutputSchema)
 		if err != nil {
 			return tool.Result{}, fmt.Errorf("%w for %s: output_schema: %v: send a JSON Schema object such as {\"type\":\"object\",\"properties\":{\"answer\":{\"type\":\"string\"}}}, or leave it out",
 				tool.ErrInvalidArguments, SpawnToolName, err)
@@ -462,12 +464,18 @@ func (s *Spawner) forkFor(text string, check *checker, budget int64) (*SubAgentT
 	opts := make([]agent.Option, 0, len(s.cfg.reactOpts)+4)
 	opts = append(opts, s.cfg.reactOpts...)
 	opts = append(opts, agent.WithName(s.cfg.forkName), agent.WithSystemPrompt(system), agent.WithRegistry(s.forkReg))
-	if budget > 0 {
-		opts = append(opts, agent.WithTokenLimit(budget))
-	}
 	c := *s.fork
 	c.cfg.check = check
-	c.factory = func(context.Context, json.RawMessage) (agent.Agent, error) { return agent.NewReact(s.p, opts...) }
+	if budget > 0 {
+		// The budget covers the whole call: a corrective retry gets what
+		// the first run left of it, not a budget of its own.
+		c.budget = budget
+		c.limited = func(left int64) (agent.Agent, error) {
+			return agent.NewReact(s.p, append(opts, agent.WithTokenLimit(left))...)
+		}
+	} else {
+		c.factory = func(context.Context, json.RawMessage) (agent.Agent, error) { return agent.NewReact(s.p, opts...) }
+	}
 	return &c, args, agent.Input{Text: text}
 }
 

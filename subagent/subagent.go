@@ -87,6 +87,11 @@ type SubAgentTool struct {
 	resident agent.Agent         // FromAgent
 	turn     *semaphore.Weighted // FromAgent: one call at a time
 	factory  Factory             // FromFactory and FromReact
+
+	// A fork with a token budget (the spawn tool): all the runs of one
+	// call share budget, and limited builds each with what is left.
+	budget  int64
+	limited func(left int64) (agent.Agent, error)
 }
 
 // TaskParams is the default parameter schema of FromAgent and FromFactory:
@@ -102,7 +107,9 @@ const ReactParams = `{"type":"object","properties":{"system_prompt":{"type":"str
 // tool, its conversation accumulating across calls. Calls take turns; a
 // caller waiting its turn gives up when its context ends, and a call that
 // fails or is cancelled leaves a's conversation as it was before (for agents
-// with a Checkpoint method, such as *agent.React). params is the JSON Schema
+// with a Hold method, such as *agent.React, which keep the turns other
+// callers of a finished meanwhile; or, failing that, a Checkpoint method).
+// params is the JSON Schema
 // of the arguments; nil means TaskParams. By default a receives the
 // arguments' JSON text as its input.
 func FromAgent(name, description string, params json.RawMessage, a agent.Agent, opts ...Option) (*SubAgentTool, error) {
@@ -137,10 +144,13 @@ func FromFactory(name, description string, params json.RawMessage, factory Facto
 // FromReact returns the form in which the model defines the child: each
 // call builds a ReAct agent over p with tools (shared by all calls; nil
 // means none) whose system prompt is the arguments' system_prompt and whose
-// input is their task text. A missing system prompt is empty; a call whose
-// task is missing, not a string or blank fails with tool.ErrInvalidArguments,
-// which the calling model reads and can correct (a model API refuses an
-// empty user message). params nil means ReactParams. WithReactOptions configures the children further.
+// input is their task text. The fields are read by their exact names, and
+// arguments that repeat a key are refused, so the child gets exactly what
+// the parameter schema checked. A missing system prompt is empty; a call
+// whose task is missing, not a string or blank fails with
+// tool.ErrInvalidArguments, which the calling model reads and can correct
+// (a model API refuses an empty user message). params nil means
+// ReactParams. WithReactOptions configures the children further.
 func FromReact(name, description string, p provider.Provider, tools *tool.Registry, params json.RawMessage, opts ...Option) (*SubAgentTool, error) {
 	if p == nil {
 		return nil, fmt.Errorf("subagent %q: nil provider: pass the provider the children run on", name)
@@ -163,7 +173,7 @@ func FromReact(name, description string, p provider.Provider, tools *tool.Regist
 	base = append(base, t.cfg.reactOpts...)
 	t.factory = func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 		// A field of the wrong type degrades to empty.
-		system, _ := jsonvalue.StringField(string(args), "system_prompt")
+		system := field(args, "system_prompt")
 		if extra != "" {
 			if system != "" {
 				system += "\n\n"
@@ -180,11 +190,20 @@ func FromReact(name, description string, p provider.Provider, tools *tool.Regist
 // non-string or blank task is an error: the child would otherwise send an
 // empty user message, which model APIs reject.
 func taskInput(args json.RawMessage) (agent.Input, error) {
-	task, ok := jsonvalue.StringField(string(args), "task")
-	if !ok || strings.TrimSpace(task) == "" {
+	task := field(args, "task")
+	if strings.TrimSpace(task) == "" {
 		return agent.Input{}, errors.New(`"task" is missing or empty: pass the sub-agent's task as a non-empty string`)
 	}
 	return agent.Input{Text: task}, nil
+}
+
+// field returns the string member name of the JSON object args, read by its
+// exact name: the value the parameter schema checked, and no other. A
+// missing member, one that is not a string, or one repeated (which Call
+// refuses before) is empty.
+func field(args json.RawMessage, name string) string {
+	s, _ := jsonvalue.Member(string(args), name)
+	return s
 }
 
 func build(name, description string, params json.RawMessage, defaultParams string, opts []Option) (*SubAgentTool, error) {

@@ -1,0 +1,132 @@
+// Command mcp-server serves the tour's resident expert and its one-shot
+// reviewer to any MCP client — an editor, a desktop assistant, another
+// agent kit — over stdio, or over streamable HTTP with -http:
+//
+//	go run ./examples/mcp-server                    # stdio, for an MCP host to start
+//	go run ./examples/mcp-server -http 127.0.0.1:8080   # http://127.0.0.1:8080/mcp
+//
+// The expert keeps its conversation across the client's calls; the
+// reviewer's answer is checked against ResultSchema and comes back as
+// structured content. It runs on the scripted fake provider unless
+// DEPUTY_PROVIDER names a real one (see examples/internal/pick). Standard
+// output is the MCP channel, so the program speaks on standard error.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/examples/internal/pick"
+	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/mcpbridge"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+)
+
+func main() {
+	addr := flag.String("http", "", "serve streamable HTTP at this address (path /mcp) instead of stdio")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	model, about, err := pick.Provider(script())
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Println(about)
+	srv, err := newServer(model)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if *addr == "" {
+		if err := srv.ServeStdio(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			log.Fatal(err)
+		}
+		return
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", srv.Handler(nil))
+	hs := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+	}()
+	log.Printf("serving MCP at http://%s/mcp", *addr)
+	if err := hs.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Fatal(err)
+	}
+}
+
+// newServer builds the MCP server: the tour's expert and reviewer on model.
+func newServer(model provider.Provider) (*mcpbridge.Server, error) {
+	expertAgent, err := agent.NewReact(model, agent.WithName("expert"),
+		agent.WithSystemPrompt("You are deputy's maintainer. Answer questions about deputy briefly."))
+	if err != nil {
+		return nil, err
+	}
+	expert, err := subagent.FromAgent("expert", "Ask deputy's maintainer a question. It remembers earlier questions.", nil, expertAgent,
+		subagent.WithInput(taskText))
+	if err != nil {
+		return nil, err
+	}
+	reviewer, err := subagent.FromFactory("reviewer", "Review a text and report problems as a structured result.", nil,
+		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
+			return agent.NewReact(model, agent.WithName("reviewer"), agent.WithSystemPrompt(subagent.ResultSystemPrompt()))
+		},
+		subagent.WithResult(), subagent.WithInput(taskText))
+	if err != nil {
+		return nil, err
+	}
+	srv := mcpbridge.NewServer("deputy-tour", "1.0.0")
+	if err := srv.AddTool(expert); err != nil {
+		return nil, err
+	}
+	if err := srv.AddTool(reviewer); err != nil {
+		return nil, err
+	}
+	return srv, nil
+}
+
+// taskText hands the agent the task text rather than the arguments' JSON.
+func taskText(args json.RawMessage) (agent.Input, error) {
+	var a struct {
+		Task string `json:"task"`
+	}
+	if err := json.Unmarshal(args, &a); err != nil {
+		return agent.Input{}, fmt.Errorf("arguments: %w", err)
+	}
+	return agent.Input{Text: a.Task}, nil
+}
+
+// script is what the fake model answers, call after call: the expert
+// recalls the previous question when there is one; the reviewer finds
+// one problem.
+func script() *fake.Provider {
+	return fake.NewProvider(
+		fake.Respond(func(_ context.Context, req provider.Request) (provider.Response, error) {
+			questions := 0
+			for _, m := range req.Messages {
+				if m.Role == provider.RoleUser {
+					questions++
+				}
+			}
+			text := "Sub-agents are tools: FromAgent, FromFactory and FromReact build them."
+			if questions > 1 {
+				text = fmt.Sprintf("As I said before (that was question %d of this conversation): the resident expert keeps the conversation.", questions-1)
+			}
+			return provider.Response{Message: provider.AssistantMessage(text), Usage: fake.Usage(req, provider.AssistantMessage(text))}, nil
+		}).For("expert"),
+		fake.Text(`{"status":"partial","summary":"Clear, but the second paragraph repeats the first.","findings":{"repeated_paragraph":2}}`).For("reviewer"),
+	).Loop().DontRecord()
+}
