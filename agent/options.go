@@ -52,6 +52,21 @@ func WithRegistry(reg *tool.Registry) Option {
 	return func(r *React) error { r.tools = reg; return nil }
 }
 
+// WithParallelism bounds how many tool calls of one model turn run at once
+// (default tool.DefaultParallelism). It sets the limit of the agent's
+// registry, so with WithRegistry every agent sharing that registry gets it
+// too. n must be at least 1, and the agent must have tools (WithTools or
+// WithRegistry), in any order of the options.
+func WithParallelism(n int) Option {
+	return func(r *React) error {
+		if n < 1 {
+			return fmt.Errorf("%w: parallelism %d: use 1 or more", ErrInvalidInput, n)
+		}
+		r.parallelism = n
+		return nil
+	}
+}
+
 // WithMaxSteps bounds the model calls of one run (default DefaultMaxSteps).
 func WithMaxSteps(n int) Option {
 	return func(r *React) error {

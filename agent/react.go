@@ -42,6 +42,7 @@ type React struct {
 	temperature  *float64
 	cacheKey     string       // set by WithCacheKey; else the name
 	tracer       trace.Tracer // set by WithTracerProvider
+	parallelism  int          // set by WithParallelism; 0 leaves the registry's
 
 	turn    *semaphore.Weighted // held for a whole run
 	mu      sync.Mutex          // guards history
@@ -68,6 +69,14 @@ func NewReact(p provider.Provider, opts ...Option) (*React, error) {
 			continue
 		}
 		if err := o(r); err != nil {
+			return nil, err
+		}
+	}
+	if r.parallelism > 0 {
+		if r.tools == nil {
+			return nil, fmt.Errorf("%w: WithParallelism(%d) on an agent without tools: give it tools (WithTools or WithRegistry) or leave the option out", ErrInvalidInput, r.parallelism)
+		}
+		if err := r.tools.SetParallelism(r.parallelism); err != nil {
 			return nil, err
 		}
 	}
@@ -241,6 +250,9 @@ func (r *React) Run(ctx context.Context, in Input) (out Output, err error) {
 			return Output{}, fmt.Errorf("agent %q: %w: %v", r.name, ErrBadMessages, err)
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		return Output{}, fmt.Errorf("agent %q: not started: %w", r.name, err)
+	}
 	if t, ok := ctx.Value(heldKey{}).(*Turn); ok && t.r == r && !t.released {
 		// The caller holds the turn (Hold). The run's tools do not.
 		return r.run(context.WithValue(ctx, heldKey{}, (*Turn)(nil)), in)
@@ -264,7 +276,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	tr := r.tracerFor(ctx)
 	if tr != nil {
 		var span trace.Span
-		ctx, span = startRunSpan(ctx, tr, r.name, runID)
+		ctx, span = startRunSpan(ctx, tr, r, runID)
 		defer func() { endRunSpan(span, out, err) }()
 	}
 	ctx = WithRun(ctx, runID, r.name)
@@ -563,7 +575,8 @@ func (s *runState) call(req provider.Request, msgID string) (resp provider.Respo
 	ctx := s.ctx
 	if s.tracer != nil {
 		var span trace.Span
-		ctx, span = startChatSpan(ctx, s.tracer, req.Model)
+		providerName, _ := s.r.spanIdentity()
+		ctx, span = startChatSpan(ctx, s.tracer, req.Model, providerName)
 		defer func() { endChatSpan(span, resp, err) }()
 	}
 	if !s.events {

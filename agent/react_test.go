@@ -30,7 +30,10 @@ func TestReactRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantMsgs := turn("Weather in Lisbon?", "call_1", `{"city":"Lisbon"}`, "sunny in Lisbon", "It is sunny in Lisbon.")
+	if len(out.Messages) < 2 || len(out.Messages[1].ToolCalls) != 1 {
+		t.Fatalf("messages %+v: want a tool call second", out.Messages)
+	}
+	wantMsgs := turn("Weather in Lisbon?", out.Messages[1].ToolCalls[0].ID, `{"city":"Lisbon"}`, "sunny in Lisbon", "It is sunny in Lisbon.")
 	want := agent.Output{RunID: out.RunID, Answer: "It is sunny in Lisbon.", Messages: wantMsgs, Usage: provider.Usage{InputTokens: 220, OutputTokens: 18, Requests: 2}}
 	if diff := cmp.Diff(want, out); diff != "" {
 		t.Errorf("Output (-want +got):\n%s", diff)
@@ -785,6 +788,9 @@ func TestNewReactRejects(t *testing.T) {
 		{"negative max tokens", p, agent.WithMaxTokens(-1), agent.ErrInvalidInput, "agent: invalid option: max tokens -1: use 0 (provider default) or more"},
 		{"temperature too high", p, agent.WithTemperature(2.5), agent.ErrInvalidInput, "agent: invalid option: temperature 2.5: use a value from 0 to 2"},
 		{"duplicate tools", p, agent.WithTools(weather(t), weather(t)), nil, `tool: a tool named "weather" is already registered`},
+		{"zero parallelism", p, agent.WithParallelism(0), agent.ErrInvalidInput, "agent: invalid option: parallelism 0: use 1 or more"},
+		{"parallelism without tools", p, agent.WithParallelism(4), agent.ErrInvalidInput,
+			"agent: invalid option: WithParallelism(4) on an agent without tools: give it tools (WithTools or WithRegistry) or leave the option out"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -851,6 +857,17 @@ func TestReactMessagesAreNotShared(t *testing.T) {
 	}
 	if cap(out.Messages) != len(out.Messages) {
 		t.Errorf("Output.Messages has room to grow into: len %d, cap %d", len(out.Messages), cap(out.Messages))
+	}
+}
+
+// A run whose context has already ended says so, not that it waited for
+// another run (the turn is free).
+func TestReactNotStarted(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := newReact(t, fake.NewProvider(fake.Text("x")), agent.WithName("child")).Run(ctx, agent.Input{Text: "hi"})
+	if !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "previous run") || !strings.Contains(err.Error(), "not started") {
+		t.Errorf("error = %v, want one wrapping context.Canceled that says the run did not start", err)
 	}
 }
 

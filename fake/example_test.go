@@ -29,14 +29,14 @@ func ExampleNewProvider() {
 			fmt.Println("exhausted")
 		case len(resp.Message.ToolCalls) > 0:
 			c := resp.Message.ToolCalls[0]
-			fmt.Println("call", c.ID, c.Name, string(c.Arguments), resp.StopReason)
+			fmt.Println("call", c.Name, string(c.Arguments), resp.StopReason, strings.HasPrefix(c.ID, "call_"))
 		default:
 			fmt.Println("text", resp.Message.Content, resp.Usage)
 		}
 	}
 	fmt.Println(p.Calls(), "calls,", len(p.Requests()), "recorded,", p.Remaining(), "left")
 	// Output:
-	// call call_1 search {"q":"capital of Portugal"} tool_use
+	// call search {"q":"capital of Portugal"} tool_use true
 	// text Lisbon. 1 req, 8 in, 2 out
 	// exhausted
 	// 3 calls, 3 recorded, 0 left

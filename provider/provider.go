@@ -181,3 +181,11 @@ type ToolCallDelta struct {
 type Streamer interface {
 	Stream(ctx context.Context, req Request, onDelta func(Delta) error) (Response, error)
 }
+
+// Namer is implemented by a provider that says which model vendor's API it
+// speaks, for telemetry: Name is the OpenTelemetry gen_ai.provider.name,
+// such as "openai" or "anthropic". It returns the same value on every call
+// and must be safe for concurrent use.
+type Namer interface {
+	Name() string
+}

@@ -84,7 +84,14 @@ func (t *SubAgentTool) invokeNow(ctx context.Context, callID string, args json.R
 	events := em.Enabled()
 	cctx := agent.WithDepth(ctx, agent.Depth(ctx)+1)
 	runID := "" // only events and a render see the invocation's id
+	ann, _ := ctx.Value(announcedKey{}).(*announced)
 	switch {
+	case ann != nil && !ann.used:
+		// A background job's: SUBAGENT_STARTED went out before the
+		// receipt, and ctx is already in the sub-agent's scope.
+		ann.used = true
+		em, events, runID = ann.em, ann.em.Enabled(), ann.runID
+		cctx = context.WithValue(cctx, announcedKey{}, nil)
 	case events:
 		cctx, runID = event.NewSubagent(cctx, "sub_")
 		em.Emit(event.Event{
@@ -125,6 +132,49 @@ func (t *SubAgentTool) invokeNow(ctx context.Context, callID string, args json.R
 		em.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: runID, ResultText: res.Content})
 	}
 	return res, nil
+}
+
+// announced is a sub-agent invocation whose SUBAGENT_STARTED was emitted
+// ahead of its run, by the spawning call: a background job's, announced
+// before the call returns its receipt. invoke takes it over (used), and
+// emits the terminal event with em; if the job ends before invoke ran, the
+// job emits SUBAGENT_ERROR itself. Only the job's goroutine touches it after
+// the announcement.
+type announced struct {
+	runID string
+	em    event.Emitter // the spawning call's
+	used  bool
+}
+
+type announcedKey struct{}
+
+// announce emits SUBAGENT_STARTED for an invocation of t by the call callID
+// under ctx that will run later, and returns the context it must run under
+// (nil when events are off).
+func (t *SubAgentTool) announce(ctx context.Context, callID string) (context.Context, *announced) {
+	em := event.From(ctx)
+	if !em.Enabled() {
+		return ctx, nil
+	}
+	sctx, runID := event.NewSubagent(ctx, "sub_")
+	em.Emit(event.Event{
+		Type: event.SubagentStarted, SubagentRunID: runID, Name: t.def.Name, Description: t.def.Description,
+		ParentSubagentRunID: em.SubagentRunID(), ParentToolCallID: callID,
+	})
+	a := &announced{runID: runID, em: em}
+	return context.WithValue(sctx, announcedKey{}, a), a
+}
+
+// unannounce ends an announced invocation that never ran, with err.
+func (a *announced) unannounce(err error) {
+	if a == nil || a.used {
+		return
+	}
+	a.used = true
+	if err == nil {
+		err = errors.New("the job ended before its sub-agent started")
+	}
+	a.em.Emit(event.Event{Type: event.SubagentError, SubagentRunID: a.runID, Message: err.Error(), Code: errorCode(err)})
 }
 
 func errorCode(err error) string {

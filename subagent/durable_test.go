@@ -413,8 +413,9 @@ func TestStoredExpertTwoProcessesTakeTurns(t *testing.T) {
 }
 
 // fanOut returns a lead agent whose model asks for 100 workers at once,
-// each a one-shot child, and a count of the workers' model calls. With
-// killAt > 0 the process kills itself at that worker call.
+// each a one-shot child, run 16 at a time so that some finish before a
+// kill, and a count of the workers' model calls. With killAt > 0 the
+// process kills itself at that worker call.
 func fanOut(t testing.TB, killAt int64) (*agent.React, *atomic.Int64) {
 	t.Helper()
 	var n atomic.Int64
@@ -435,7 +436,7 @@ func fanOut(t testing.TB, killAt int64) (*agent.React, *atomic.Int64) {
 		calls[i] = provider.ToolCall{ID: "call_" + strconv.Itoa(i), Name: "worker", Arguments: []byte(fmt.Sprintf(`{"task":"task %d"}`, i))}
 	}
 	lead := fake.NewProvider(fake.Calls(calls...), fake.Text("all done"))
-	return newReact(t, lead, agent.WithName("lead"), agent.WithTools(worker)), &n
+	return newReact(t, lead, agent.WithName("lead"), agent.WithTools(worker), agent.WithParallelism(16)), &n
 }
 
 func TestFanOutResumesAfterSIGKILL(t *testing.T) {

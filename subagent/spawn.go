@@ -404,7 +404,11 @@ func (s *Spawner) Call(ctx context.Context, call tool.Call) (tool.Result, error)
 		return res, settle, err
 	}
 	if a.Background {
-		return s.startJob(ctx, agentName(child, s.cfg.forkName), a.Task, func(ctx context.Context) (tool.Result, func(int64), error) {
+		who := child
+		if who == nil {
+			who = s.fork
+		}
+		return s.startJob(ctx, who, call.ID, a.Task, func(ctx context.Context) (tool.Result, func(int64), error) {
 			return run(ctx, true)
 		})
 	}
@@ -417,13 +421,6 @@ func noSettle(int64) {}
 func errNoBudget() error {
 	return tool.Correctable(fmt.Errorf("%w: the run's tokens are used, or set aside for the sub-agents running now: answer with what you have, or collect those first",
 		ErrNoBudget))
-}
-
-func agentName(member *SubAgentTool, fork string) string {
-	if member != nil {
-		return member.def.Name
-	}
-	return fork
 }
 
 // member returns the roster member name, set up for one call. Its answer

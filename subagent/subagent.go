@@ -105,8 +105,9 @@ type SubAgentTool struct {
 const TaskParams = `{"type":"object","properties":{"task":{"type":"string","description":"The task or question for the sub-agent, with everything it needs to know."}},"required":["task"]}`
 
 // ReactParams is the default parameter schema of FromReact: the child's
-// system prompt and its task. Neither is required: a missing one is empty.
-const ReactParams = `{"type":"object","properties":{"system_prompt":{"type":"string","description":"Who the sub-agent is and how it should work."},"task":{"type":"string","description":"The task for the sub-agent, with everything it needs to know."}}}`
+// system prompt and its task. The task is required; a missing system
+// prompt is empty.
+const ReactParams = `{"type":"object","properties":{"system_prompt":{"type":"string","description":"Who the sub-agent is and how it should work."},"task":{"type":"string","description":"The task for the sub-agent, with everything it needs to know."}},"required":["task"]}`
 
 // FromAgent returns the resident-expert form: a kept for the life of the
 // tool, its conversation accumulating across calls. Calls take turns; a
@@ -157,9 +158,12 @@ func FromFactory(name, description string, params json.RawMessage, factory Facto
 // FromReact returns the form in which the model defines the child: each
 // call builds a ReAct agent over p with tools (shared by all calls; nil
 // means none) whose system prompt is the arguments' system_prompt and whose
-// input is their task text, each empty when missing. The fields are read by
-// their exact names, and arguments that repeat a key are refused, so the
-// child gets exactly what the parameter schema checked. params nil means
+// input is their task text. The fields are read by their exact names, and
+// arguments that repeat a key are refused, so the child gets exactly what
+// the parameter schema checked. A missing system prompt is empty; a call
+// whose task is missing, not a string or blank fails with
+// tool.ErrInvalidArguments, which the calling model reads and can correct
+// (a model API refuses an empty user message). params nil means
 // ReactParams. WithReactOptions configures the children further; a system
 // prompt given there comes first in the child's system prompt, followed by
 // the arguments' system_prompt and, when the tool validates, the answer's
@@ -233,10 +237,15 @@ func joinPrompts(parts ...string) string {
 	return b.String()
 }
 
-// taskInput hands the child the task field of the arguments; a missing
-// task, or one that is not a string, is empty.
+// taskInput hands the child the task field of the arguments. A missing,
+// non-string or blank task is an error: the child would otherwise send an
+// empty user message, which model APIs reject.
 func taskInput(args json.RawMessage) (agent.Input, error) {
-	return agent.Input{Text: field(args, "task")}, nil
+	task := field(args, "task")
+	if strings.TrimSpace(task) == "" {
+		return agent.Input{}, errors.New(`"task" is missing or empty: pass the sub-agent's task as a non-empty string`)
+	}
+	return agent.Input{Text: task}, nil
 }
 
 // field returns the string member name of the JSON object args, read by its

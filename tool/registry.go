@@ -14,7 +14,12 @@ import (
 
 // Default limits of a Registry.
 const (
-	DefaultParallelism  = 16
+	// DefaultParallelism is how many calls of one model turn run at once.
+	// It lets a wide fan-out (64 sub-agents in one turn) run in a single
+	// wave, while a runaway model asking for hundreds of calls still runs
+	// them 64 at a time.
+	DefaultParallelism = 64
+	// DefaultMaxArgsBytes bounds the size of one call's arguments.
 	DefaultMaxArgsBytes = 1 << 20
 )
 

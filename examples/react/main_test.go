@@ -15,5 +15,5 @@ func Example() {
 	// provider: fake (set DEPUTY_PROVIDER=openai|anthropic to use a real model)
 	// child system prompt: You are a careful editor. Count before you judge.
 	// answer: It is: three words.
-	// usage: lead 2 req, 200 in, 38 out | delegate 2 req, 131 in, 15 out
+	// usage: lead 2 req, 210 in, 38 out | delegate 2 req, 131 in, 15 out
 }

@@ -247,6 +247,10 @@ func New(opts ...Option) (*Provider, error) {
 	}, nil
 }
 
+// Name returns "openai", the OpenTelemetry gen_ai.provider.name of the
+// API this provider speaks (provider.Namer).
+func (p *Provider) Name() string { return "openai" }
+
 // Model returns the model used when a Request names none.
 func (p *Provider) Model() string { return p.model }
 
