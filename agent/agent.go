@@ -93,8 +93,9 @@ var (
 	ErrBadMessages = errors.New("agent: invalid input messages")
 	// ErrNilProvider: NewReact was given no provider.
 	ErrNilProvider = errors.New("agent: nil provider")
-	// ErrInvalidInput: an option of NewReact has a bad value.
-	ErrInvalidInput = errors.New("agent: invalid option")
+	// ErrInvalidOption: an option given to NewReact has a bad value, or one
+	// NewReact would ignore (WithParallelism on an agent without tools).
+	ErrInvalidOption = errors.New("agent: invalid option")
 	// ErrProviderPanic: the provider panicked during a model call. It is a
 	// bug in the provider; the run fails instead of the program.
 	ErrProviderPanic = errors.New("agent: provider panicked")

@@ -74,7 +74,7 @@ func NewReact(p provider.Provider, opts ...Option) (*React, error) {
 	}
 	if r.parallelism > 0 {
 		if r.tools == nil {
-			return nil, fmt.Errorf("%w: WithParallelism(%d) on an agent without tools: give it tools (WithTools or WithRegistry) or leave the option out", ErrInvalidInput, r.parallelism)
+			return nil, fmt.Errorf("%w: WithParallelism(%d) on an agent without tools: give it tools (WithTools or WithRegistry) or leave the option out", ErrInvalidOption, r.parallelism)
 		}
 		if err := r.tools.SetParallelism(r.parallelism); err != nil {
 			return nil, err

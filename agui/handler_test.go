@@ -215,7 +215,7 @@ var lifecycle = agent.Func(func(ctx context.Context, in agent.Input) (agent.Outp
 	return agent.Output{Answer: "ok"}, nil
 })
 
-func TestHideSubagentEvents(t *testing.T) {
+func TestSubagentEventsHidden(t *testing.T) {
 	types := func(h http.Handler, headers ...string) (out []string, attributed int) {
 		srv := serve(t, h)
 		resp := post(t, srv.URL, okBody, headers...)
@@ -238,7 +238,7 @@ func TestHideSubagentEvents(t *testing.T) {
 		t.Fatalf("without hiding: %v (%d attributed)", all, n)
 	}
 	for name, got := range map[string]func() ([]string, int){
-		"option": func() ([]string, int) { return types(must(t)(agui.New(lifecycle, agui.HideSubagentEvents()))) },
+		"option": func() ([]string, int) { return types(must(t)(agui.New(lifecycle, agui.WithSubagentEventsHidden()))) },
 		"header": func() ([]string, int) { return types(shown(t), agui.SubagentEventsHeader, "hide") },
 		"header, any case": func() ([]string, int) {
 			return types(shown(t), strings.ToLower(agui.SubagentEventsHeader), " Hide ")
