@@ -331,7 +331,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	r.history = trimHistory(s.msgs, r.historyLimit)
 	r.mu.Unlock()
 	if runEvents {
-		em.Emit(event.Event{Type: event.RunFinished, RunID: runID, ResultText: answer})
+		em.Emit(event.Event{Type: event.RunFinished, RunID: runID, Result: event.JSONString(answer)})
 	}
 	return out, nil
 }

@@ -299,7 +299,7 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, in *RunInput, a ag
 		st.finish(event.Event{Type: event.RunError, Message: err.Error(), Code: agent.ErrorCode(err)})
 		return
 	}
-	st.finish(event.Event{Type: event.RunFinished, ThreadID: in.ThreadID, RunID: in.RunID, ResultText: out.Answer})
+	st.finish(event.Event{Type: event.RunFinished, ThreadID: in.ThreadID, RunID: in.RunID, Result: event.JSONString(out.Answer)})
 }
 
 // errPanic is what a client is told of a run that panicked; the panic

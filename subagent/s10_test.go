@@ -122,8 +122,8 @@ func TestS10EventsPerInvocation(t *testing.T) {
 				t.Errorf("Outcome.RunID differs from the events' (-events +outcomes):\n%s", diff)
 			}
 			for _, e := range rec.subagentEvents() {
-				if e.Type == event.SubagentFinished && (e.ResultText != "answer" || e.Result != nil) {
-					t.Errorf("FINISHED result = %q (JSON %s), want the tool result as text", e.ResultText, e.Result)
+				if e.Type == event.SubagentFinished && string(e.Result) != `"answer"` {
+					t.Errorf("FINISHED result = %s, want the tool result as a JSON string", e.Result)
 				}
 			}
 			// The child's model output is attributed to its invocation; the
@@ -268,8 +268,8 @@ func TestS10NestedEvents(t *testing.T) {
 		{Type: event.SubagentStarted, SubagentRunID: pl.SubagentRunID, Name: "planner", Description: "Plans.", ParentToolCallID: leadCall},
 		{Type: event.SubagentStarted, SubagentRunID: he.SubagentRunID, Name: "helper", Description: "Finds things.",
 			ParentSubagentRunID: pl.SubagentRunID, ParentToolCallID: plannerCall},
-		{Type: event.SubagentFinished, SubagentRunID: he.SubagentRunID, ResultText: "The 9:00 train."},
-		{Type: event.SubagentFinished, SubagentRunID: pl.SubagentRunID, ResultText: "Plan: take the 9:00 train."},
+		{Type: event.SubagentFinished, SubagentRunID: he.SubagentRunID, Result: event.JSONString("The 9:00 train.")},
+		{Type: event.SubagentFinished, SubagentRunID: pl.SubagentRunID, Result: event.JSONString("Plan: take the 9:00 train.")},
 	}
 	if diff := cmp.Diff(want, rec.subagentEvents(), cmpopts.IgnoreFields(event.Event{}, "Timestamp")); diff != "" {
 		t.Errorf("SUBAGENT events (-want +got):\n%s", diff)

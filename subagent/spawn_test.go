@@ -159,7 +159,7 @@ func (r *recorder) of(types ...event.Type) []event.Event {
 	var out []event.Event
 	for _, e := range r.events {
 		if slices.Contains(types, e.Type) {
-			e.Timestamp, e.SubagentRunID, e.Result, e.ResultText = 0, "", nil, ""
+			e.Timestamp, e.SubagentRunID, e.Result = 0, "", nil
 			out = append(out, e)
 		}
 	}
