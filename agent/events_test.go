@@ -193,9 +193,10 @@ func (s streamer) Stream(ctx context.Context, req provider.Request, onDelta func
 }
 
 // With no sink, events cost nothing: a run allocates the same as with events
-// explicitly off. With a sink, the events and the streamed reply allocate
-// nothing but the one copy of the answer that RUN_FINISHED carries as its
-// JSON result.
+// explicitly off. With a sink, the events cost a few allocations per model
+// call (the step's names, the state of its streamed reply) and the copy of
+// the answer that RUN_FINISHED carries as its JSON result; nothing per
+// event.
 func TestReactEventsOffAllocations(t *testing.T) {
 	p := fake.NewProvider(fake.Call("weather", `{"city":"Lisbon"}`), fake.Text("sunny")).Loop().DontRecord()
 	a := newReact(t, p, agent.WithTools(weather(t)))
@@ -225,8 +226,9 @@ func TestReactEventsOffAllocations(t *testing.T) {
 	if texts.Load() == 0 || calls.Load() == 0 {
 		t.Fatalf("the sink saw %d TEXT_MESSAGE_CONTENT and %d TOOL_CALL_START events; want some of each", texts.Load(), calls.Load())
 	}
-	if on > none+1 && !raceEnabled {
-		t.Errorf("a run allocates %v times with no sink and %v with a sink: events should allocate only the result of RUN_FINISHED", none, on)
+	const steps, perStep = 2, 5 // the run makes two model calls
+	if on > none+steps*perStep+1 && !raceEnabled {
+		t.Errorf("a run allocates %v times with no sink and %v with a sink: events should allocate at most %d per model call and the result of RUN_FINISHED", none, on, perStep)
 	}
 }
 

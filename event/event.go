@@ -30,7 +30,6 @@ import (
 	"context"
 	"encoding/json"
 	"time"
-	"unsafe"
 
 	"github.com/deputy-go/deputy/internal/id"
 )
@@ -159,40 +158,16 @@ func WithSubagent(ctx context.Context, runID string) context.Context {
 	if !ok || old.send == nil {
 		return ctx
 	}
-	return &scopeCtx{Context: ctx, sc: scope{send: old.send, subagent: runID, thread: old.thread}}
+	return context.WithValue(ctx, scopeKey{}, &scope{send: old.send, subagent: runID, thread: old.thread})
 }
 
 // NewSubagent returns a context whose events are attributed to a new
 // sub-agent invocation, as WithSubagent does, and the invocation's id:
-// prefix followed by 13 random base-32 digits. Every sub-agent call with
-// events on makes one, so the id is kept in the context's own allocation.
-// When ctx has no sink, NewSubagent returns ctx itself and a new id.
+// prefix followed by 13 random base-32 digits. When ctx has no sink,
+// NewSubagent returns ctx itself and a new id.
 func NewSubagent(ctx context.Context, prefix string) (context.Context, string) {
-	old, ok := ctx.Value(scopeKey{}).(*scope)
-	if !ok || old.send == nil {
-		return ctx, id.New(prefix)
-	}
-	c := &scopeCtx{Context: ctx, sc: scope{send: old.send, thread: old.thread}}
-	b := id.Append(c.id[:0], prefix)
-	// b is in c.id unless the prefix is long, and no one writes to it
-	// again, so the id can be a string over its bytes.
-	c.sc.subagent = unsafe.String(unsafe.SliceData(b), len(b))
-	return c, c.sc.subagent
-}
-
-// scopeCtx is a context carrying a scope, in one allocation where
-// context.WithValue takes two: every sub-agent call makes one.
-type scopeCtx struct {
-	context.Context
-	sc scope
-	id [32]byte // the bytes of sc.subagent, when NewSubagent made it
-}
-
-func (c *scopeCtx) Value(key any) any {
-	if _, ok := key.(scopeKey); ok {
-		return &c.sc
-	}
-	return c.Context.Value(key)
+	runID := id.New(prefix)
+	return WithSubagent(ctx, runID), runID
 }
 
 // WithThread returns a context whose RUN_STARTED and RUN_FINISHED events

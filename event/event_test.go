@@ -244,8 +244,8 @@ func TestNewSubagent(t *testing.T) {
 	}
 	rec.mu.Unlock()
 
-	if n := testing.AllocsPerRun(100, func() { event.NewSubagent(ctx, "sub_") }); n != 1 {
-		t.Errorf("NewSubagent makes %v allocations; want 1 for the context and its id", n)
+	if n := testing.AllocsPerRun(100, func() { event.NewSubagent(ctx, "sub_") }); n > 3 {
+		t.Errorf("NewSubagent makes %v allocations; want at most 3: the id, the scope and the context", n)
 	}
 	bare := context.Background()
 	if sub, runID := event.NewSubagent(bare, "sub_"); sub != bare || len(runID) != len("sub_")+13 {
