@@ -219,7 +219,7 @@ func request(w io.Writer, url string) error {
 			fmt.Fprintln(w, e.Type, e.ThreadID, e.RunID, string(e.Result))
 		case event.TextMessageStart, event.StepStarted, event.StepFinished:
 		default:
-			fmt.Fprintln(w, who + string(e.Type))
+			fmt.Fprintln(w, who+string(e.Type))
 		}
 	}
 	return sc.Err()
