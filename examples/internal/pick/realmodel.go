@@ -11,6 +11,13 @@ import (
 	"github.com/deputy-go/deputy/provider/openai"
 )
 
+// The vendors' own servers. The base URL and the model are always passed to
+// New, so that the environment given to FromEnv is the only one read.
+const (
+	openaiURL    = "https://api.openai.com/v1/"
+	anthropicURL = "https://api.anthropic.com/"
+)
+
 // localKey is sent to a local server that needs no API key; the SDKs want
 // one and such servers ignore it.
 const localKey = "local"
@@ -34,24 +41,27 @@ func openaiFrom(getenv func(string) string) (provider.Provider, string, error) {
 	default:
 		return nil, "", fmt.Errorf("pick: DEPUTY_PROVIDER=openai needs OPENAI_API_KEY, or OPENAI_BASE_URL for a local server such as Ollama (http://localhost:11434/v1)")
 	}
-	if baseURL != "" {
+	local := baseURL != ""
+	if local {
 		if err := checkURL("OPENAI_BASE_URL", baseURL, "http://localhost:11434/v1"); err != nil {
 			return nil, "", err
 		}
 		if model == "" {
 			return nil, "", fmt.Errorf("pick: OPENAI_BASE_URL=%s needs OPENAI_MODEL, a model that server serves (e.g. OPENAI_MODEL=qwen3 after ollama pull qwen3)", baseURL)
 		}
-		opts = append(opts, openai.WithBaseURL(baseURL))
+	} else {
+		baseURL = openaiURL
 	}
-	if model != "" {
-		opts = append(opts, openai.WithModel(model))
+	if model == "" {
+		model = openai.DefaultModel
 	}
+	opts = append(opts, openai.WithBaseURL(baseURL), openai.WithModel(model))
 	p, err := openai.New(opts...)
 	if err != nil {
 		return nil, "", fmt.Errorf("pick: %w", err)
 	}
 	desc := fmt.Sprintf("provider: openai (%s)", p.Model())
-	if baseURL != "" {
+	if local {
 		desc = fmt.Sprintf("provider: openai (%s at %s)", p.Model(), p.BaseURL())
 	}
 	return p, desc, nil
@@ -68,21 +78,24 @@ func anthropicFrom(getenv func(string) string) (provider.Provider, string, error
 	default:
 		return nil, "", fmt.Errorf("pick: DEPUTY_PROVIDER=anthropic needs ANTHROPIC_API_KEY, or ANTHROPIC_BASE_URL for a local Anthropic-compatible server")
 	}
-	if baseURL != "" {
+	local := baseURL != ""
+	if local {
 		if err := checkURL("ANTHROPIC_BASE_URL", baseURL, "http://localhost:8080"); err != nil {
 			return nil, "", err
 		}
-		opts = append(opts, anthropic.WithBaseURL(baseURL))
+	} else {
+		baseURL = anthropicURL
 	}
-	if model != "" {
-		opts = append(opts, anthropic.WithModel(model))
+	if model == "" {
+		model = anthropic.DefaultModel
 	}
+	opts = append(opts, anthropic.WithBaseURL(baseURL), anthropic.WithModel(model))
 	p, err := anthropic.New(opts...)
 	if err != nil {
 		return nil, "", fmt.Errorf("pick: %w", err)
 	}
 	desc := fmt.Sprintf("provider: anthropic (%s)", p.Model())
-	if baseURL != "" {
+	if local {
 		desc = fmt.Sprintf("provider: anthropic (%s at %s)", p.Model(), p.BaseURL())
 	}
 	return p, desc, nil
