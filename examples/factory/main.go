@@ -1,5 +1,8 @@
 // Command factory shows one-shot delegation: each call builds a fresh agent
 // from the call's arguments, and its answer is validated against a Go type.
+//
+// It runs on the scripted fake provider; built with -tags realmodel, on the
+// model the environment names (see examples/internal/pick).
 package main
 
 import (

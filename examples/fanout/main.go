@@ -5,7 +5,8 @@
 // children running side by side.
 //
 // It runs on the scripted fake provider, so it needs no key and no network;
-// the researchers take 300 to 500 ms to answer.
+// the researchers take 300 to 500 ms to answer. Built with -tags realmodel,
+// it runs on the model the environment names (see examples/internal/pick).
 package main
 
 import (

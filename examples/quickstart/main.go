@@ -10,6 +10,9 @@
 // then prints who called whom, with each node's usage.
 //
 // It runs on the scripted fake provider, so it needs no key and no network.
+// Built with -tags realmodel, it runs on the model the environment names:
+//
+//	OPENAI_BASE_URL=http://localhost:11434/v1 OPENAI_MODEL=qwen3 go run -tags realmodel ./examples/quickstart
 package main
 
 import (

@@ -1,6 +1,9 @@
 // Command react shows the form in which the model defines the sub-agent:
 // the lead model writes the child's system prompt and task in its call, and
 // a ReAct agent is built for it, with the tools the program allows.
+//
+// It runs on the scripted fake provider; built with -tags realmodel, on the
+// model the environment names (see examples/internal/pick).
 package main
 
 import (

@@ -1,5 +1,8 @@
 // Command resident shows the resident-expert form: one agent, kept for the
 // life of the tool, answers several calls and remembers the earlier ones.
+//
+// It runs on the scripted fake provider; built with -tags realmodel, on the
+// model the environment names (see examples/internal/pick).
 package main
 
 import (
