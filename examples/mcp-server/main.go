@@ -105,7 +105,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 func openStore(path string) (*store.Store, error) {
 	b, err := sqlite.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("-store %s: %w", path, err)
+		return nil, fmt.Errorf("-store %s: %w (name a file in a directory that exists and is writable)", path, err)
 	}
 	st, err := store.New(b)
 	if err != nil {
