@@ -9,6 +9,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -24,6 +25,17 @@ type Input struct {
 	// They must pass CheckConversation: no system messages, every tool call
 	// answered.
 	Messages []provider.Message
+	// ResponseSchema, when set, is the JSON Schema the run's final answer
+	// should match. A ReAct agent sends it with every model call of the
+	// run as provider.Request.ResponseSchema, so that a provider with
+	// native structured output asks the model for that shape. The agent
+	// does not validate the answer: a caller that needs valid data checks
+	// it (the sub-agent validators do).
+	ResponseSchema json.RawMessage
+	// CacheKey, when set, names the conversation the run continues (a
+	// thread, a resident expert) for the provider's prompt cache, instead
+	// of the agent's own key (see WithCacheKey).
+	CacheKey string
 }
 
 // Output is the outcome of one run.

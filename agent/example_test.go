@@ -203,3 +203,28 @@ func ExampleDepth() {
 	fmt.Println(out.Messages[2].Content)
 	// Output: agent planner at depth 1
 }
+
+// A caller that makes two runs one logical call holds the agent's turn:
+// nothing else runs between them, and on failure Rollback undoes exactly
+// the call's own runs.
+func ExampleReact_Hold() {
+	model := fake.NewProvider(fake.Text("A draft."), fake.Text("Not what was asked."))
+	a, err := agent.NewReact(model)
+	if err != nil {
+		panic(err)
+	}
+	ctx, turn, err := a.Hold(context.Background())
+	if err != nil {
+		panic(err)
+	}
+	defer turn.Release()
+	first, _ := a.Run(ctx, agent.Input{Text: "Write a draft."})
+	second, _ := a.Run(ctx, agent.Input{Text: "Now shorten it."})
+	fmt.Println(first.Answer, "/", second.Answer)
+	// The second answer is rejected: undo both runs.
+	turn.Rollback()
+	fmt.Println(len(a.History()), "messages kept")
+	// Output:
+	// A draft. / Not what was asked.
+	// 0 messages kept
+}

@@ -52,6 +52,21 @@ func WithRegistry(reg *tool.Registry) Option {
 	return func(r *React) error { r.tools = reg; return nil }
 }
 
+// WithParallelism bounds how many tool calls of one model turn run at once
+// (default tool.DefaultParallelism). It sets the limit of the agent's
+// registry, so with WithRegistry every agent sharing that registry gets it
+// too. n must be at least 1, and the agent must have tools (WithTools or
+// WithRegistry), in any order of the options.
+func WithParallelism(n int) Option {
+	return func(r *React) error {
+		if n < 1 {
+			return fmt.Errorf("%w: parallelism %d: use 1 or more", ErrInvalidInput, n)
+		}
+		r.parallelism = n
+		return nil
+	}
+}
+
 // WithMaxSteps bounds the model calls of one run (default DefaultMaxSteps).
 func WithMaxSteps(n int) Option {
 	return func(r *React) error {
@@ -125,6 +140,20 @@ func WithTemperature(t float64) Option {
 			return fmt.Errorf("%w: temperature %v: use a value from 0 to 2", ErrInvalidInput, t)
 		}
 		r.temperature = &t
+		return nil
+	}
+}
+
+// WithCacheKey sets the key the agent's model calls give the provider's
+// prompt cache (provider.Request.CacheKey), so that calls repeating the same
+// conversation are looked up in the same place. The default is the agent's
+// name; Input.CacheKey overrides it for one run (a thread's id, say).
+func WithCacheKey(key string) Option {
+	return func(r *React) error {
+		if key == "" {
+			return fmt.Errorf("%w: empty cache key: give a key or leave the option out to use the agent's name", ErrInvalidInput)
+		}
+		r.cacheKey = key
 		return nil
 	}
 }

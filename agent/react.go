@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -39,7 +40,9 @@ type React struct {
 	historyLimit int
 	maxTokens    int
 	temperature  *float64
+	cacheKey     string       // set by WithCacheKey; else the name
 	tracer       trace.Tracer // set by WithTracerProvider
+	parallelism  int          // set by WithParallelism; 0 leaves the registry's
 
 	turn    *semaphore.Weighted // held for a whole run
 	mu      sync.Mutex          // guards history
@@ -69,6 +72,14 @@ func NewReact(p provider.Provider, opts ...Option) (*React, error) {
 			return nil, err
 		}
 	}
+	if r.parallelism > 0 {
+		if r.tools == nil {
+			return nil, fmt.Errorf("%w: WithParallelism(%d) on an agent without tools: give it tools (WithTools or WithRegistry) or leave the option out", ErrInvalidInput, r.parallelism)
+		}
+		if err := r.tools.SetParallelism(r.parallelism); err != nil {
+			return nil, err
+		}
+	}
 	return r, nil
 }
 
@@ -85,10 +96,11 @@ func (r *React) Provider() provider.Provider { return r.p }
 func (r *React) SystemPrompt() string { return r.system }
 
 // Checkpoint returns a function that puts the conversation back as it is
-// now. A caller that makes several runs one logical call (a sub-agent tool
-// asking again after a rejected answer) uses it to undo them all when the
-// call fails. Restoring is cheap: the kept conversation is never edited in
-// place.
+// now. Restoring is cheap: the kept conversation is never edited in place.
+// The checkpoint is taken outside the agent's turn, so restoring it also
+// undoes any run another caller finished since: a caller that makes several
+// runs one logical call, while others may use the agent too, holds the
+// turn instead (Hold) and rolls back with Turn.Rollback.
 func (r *React) Checkpoint() (restore func()) {
 	r.mu.Lock()
 	saved := r.history
@@ -97,6 +109,61 @@ func (r *React) Checkpoint() (restore func()) {
 		r.mu.Lock()
 		r.history = saved
 		r.mu.Unlock()
+	}
+}
+
+// Turn is the turn of a React held by one caller (Hold): the runs made
+// under the context Hold returned follow one another with no other run
+// between them, and Rollback puts the conversation back as it was when the
+// turn was taken. A Turn is for one goroutine; call Release when done.
+type Turn struct {
+	r        *React
+	saved    []provider.Message
+	released bool
+}
+
+// heldKey is the context key of the Turn a caller holds.
+type heldKey struct{}
+
+// Hold waits for the agent's turn, as Run does, giving up when ctx ends,
+// and keeps it until the Turn's Release. Runs of the agent under the
+// returned context take the held turn instead of waiting for it (one at a
+// time: they must not overlap), through any wrapper of the agent; the
+// contexts the run hands its tools do not carry the turn.
+//
+// A caller that makes several runs one logical call, such as a sub-agent
+// tool asking again after a rejected answer, holds the turn so that its
+// Rollback undoes its own runs and nothing another caller added: a
+// checkpoint taken outside the turn could be older than another caller's
+// successful run, and restoring it would lose that run.
+func (r *React) Hold(ctx context.Context) (context.Context, *Turn, error) {
+	if err := r.turn.Acquire(ctx, 1); err != nil {
+		return ctx, nil, fmt.Errorf("agent %q: waiting for the previous run to end: %w", r.name, err)
+	}
+	r.mu.Lock()
+	saved := r.history
+	r.mu.Unlock()
+	t := &Turn{r: r, saved: saved}
+	return context.WithValue(ctx, heldKey{}, t), t, nil
+}
+
+// Rollback puts the conversation back as it was when the turn was taken,
+// undoing the runs made in it. It does nothing once the turn is released.
+func (t *Turn) Rollback() {
+	if t.released {
+		return
+	}
+	t.r.mu.Lock()
+	t.r.history = t.saved
+	t.r.mu.Unlock()
+}
+
+// Release gives the turn up; runs under Hold's context wait for the turn
+// again. Calls after the first do nothing.
+func (t *Turn) Release() {
+	if !t.released {
+		t.released = true
+		t.r.turn.Release(1)
 	}
 }
 
@@ -183,11 +250,22 @@ func (r *React) Run(ctx context.Context, in Input) (out Output, err error) {
 			return Output{}, fmt.Errorf("agent %q: %w: %v", r.name, ErrBadMessages, err)
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		return Output{}, fmt.Errorf("agent %q: not started: %w", r.name, err)
+	}
+	if t, ok := ctx.Value(heldKey{}).(*Turn); ok && t.r == r && !t.released {
+		// The caller holds the turn (Hold). The run's tools do not.
+		return r.run(context.WithValue(ctx, heldKey{}, (*Turn)(nil)), in)
+	}
 	if err := r.turn.Acquire(ctx, 1); err != nil {
 		return Output{}, fmt.Errorf("agent %q: waiting for the previous run to end: %w", r.name, err)
 	}
 	defer r.turn.Release(1)
+	return r.run(ctx, in)
+}
 
+// run is Run once the turn is held.
+func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	r.mu.Lock()
 	base := r.history
 	r.mu.Unlock()
@@ -198,12 +276,19 @@ func (r *React) Run(ctx context.Context, in Input) (out Output, err error) {
 	tr := r.tracerFor(ctx)
 	if tr != nil {
 		var span trace.Span
-		ctx, span = startRunSpan(ctx, tr, r.name, runID)
+		ctx, span = startRunSpan(ctx, tr, r, runID)
 		defer func() { endRunSpan(span, out, err) }()
 	}
 	ctx = WithRun(ctx, runID, r.name)
 	info(ctx).scope.limit = r.tokenLimit
-	s := &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, steps: steps, em: em, events: events, tracer: tr}
+	s := &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, steps: steps, em: em, events: events, tracer: tr,
+		schema: in.ResponseSchema, cacheKey: in.CacheKey}
+	if s.cacheKey == "" {
+		s.cacheKey = r.cacheKey
+	}
+	if s.cacheKey == "" {
+		s.cacheKey = r.name
+	}
 	// Under a sub-agent the run-level events are not forwarded (the
 	// SUBAGENT_* events stand for them), so they are not built either.
 	runEvents := s.events && em.SubagentRunID() == ""
@@ -286,6 +371,10 @@ type runState struct {
 	msgs    []provider.Message
 	usage   provider.Usage
 	child   provider.Usage
+	// schema is the run's Input.ResponseSchema, cacheKey the key of its
+	// model calls: both the same on every call of the run.
+	schema   json.RawMessage
+	cacheKey string
 }
 
 func (s *runState) loop() (string, error) {
@@ -321,12 +410,20 @@ func (s *runState) step(stepName, firstResult string, failures *int) (answer str
 	r := s.r
 	msgID := stepName
 	req := provider.Request{
-		Model:       r.model,
-		System:      s.systemPrompt(),
-		Messages:    slices.Clip(s.msgs), // a provider that appends must not write where the next message goes
-		Tools:       r.tools.Definitions(s.ctx),
-		MaxTokens:   r.maxTokens,
-		Temperature: r.temperature,
+		Model:          r.model,
+		System:         r.system,
+		Messages:       slices.Clip(s.msgs), // a provider that appends must not write where the next message goes
+		Tools:          r.tools.Definitions(s.ctx),
+		MaxTokens:      r.maxTokens,
+		Temperature:    r.temperature,
+		ResponseSchema: s.schema,
+		CacheKey:       s.cacheKey,
+	}
+	if note := s.budgetNote(); note != "" {
+		// The note changes from call to call, so it goes last, after the
+		// conversation, where it leaves the cached prefix as it was; it is
+		// not kept in the conversation.
+		req.Messages = append(req.Messages, provider.UserMessage(note))
 	}
 	resp, err := s.complete(req, msgID)
 	s.usage = s.usage.Add(resp.Usage)
@@ -434,24 +531,20 @@ func (s *runState) stepNames(step int) (stepName, firstResult string) {
 	return names[:len(names)-len(suffix)], names
 }
 
-// systemPrompt is the agent's system prompt, followed, once a token limit is
-// nearly reached, by a note that tells the model to wrap up, so that it can
-// return what it has instead of losing the work to ErrUsageLimit.
-func (s *runState) systemPrompt() string {
+// budgetNote is, once a token limit is nearly reached, a note that tells
+// the model to wrap up, so that it can return what it has instead of losing
+// the work to ErrUsageLimit; else "".
+func (s *runState) budgetNote() string {
 	lim := s.r.tokenLimit
 	if lim == 0 {
-		return s.r.system
+		return ""
 	}
 	used := s.usage.Add(s.child).Tokens()
 	if used*5 < lim*4 {
-		return s.r.system
+		return ""
 	}
-	note := "Budget note: you have used " + strconv.FormatInt(used, 10) + " of your " + strconv.FormatInt(lim, 10) +
+	return "Budget note: you have used " + strconv.FormatInt(used, 10) + " of your " + strconv.FormatInt(lim, 10) +
 		" tokens. Finish now: answer with what you have, and say plainly what is unfinished (status \"partial\" if you report a status)."
-	if s.r.system == "" {
-		return note
-	}
-	return s.r.system + "\n\n" + note
 }
 
 func (s *runState) checkLimit() error {
@@ -482,7 +575,8 @@ func (s *runState) call(req provider.Request, msgID string) (resp provider.Respo
 	ctx := s.ctx
 	if s.tracer != nil {
 		var span trace.Span
-		ctx, span = startChatSpan(ctx, s.tracer, req.Model)
+		providerName, _ := s.r.spanIdentity()
+		ctx, span = startChatSpan(ctx, s.tracer, req.Model, providerName)
 		defer func() { endChatSpan(span, resp, err) }()
 	}
 	if !s.events {

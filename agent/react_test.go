@@ -30,7 +30,10 @@ func TestReactRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantMsgs := turn("Weather in Lisbon?", "call_1", `{"city":"Lisbon"}`, "sunny in Lisbon", "It is sunny in Lisbon.")
+	if len(out.Messages) < 2 || len(out.Messages[1].ToolCalls) != 1 {
+		t.Fatalf("messages %+v: want a tool call second", out.Messages)
+	}
+	wantMsgs := turn("Weather in Lisbon?", out.Messages[1].ToolCalls[0].ID, `{"city":"Lisbon"}`, "sunny in Lisbon", "It is sunny in Lisbon.")
 	want := agent.Output{RunID: out.RunID, Answer: "It is sunny in Lisbon.", Messages: wantMsgs, Usage: provider.Usage{InputTokens: 220, OutputTokens: 18, Requests: 2}}
 	if diff := cmp.Diff(want, out); diff != "" {
 		t.Errorf("Output (-want +got):\n%s", diff)
@@ -50,6 +53,7 @@ func TestReactRun(t *testing.T) {
 	wantReq := provider.Request{
 		Model: "small", System: "Be brief.", Messages: wantMsgs[:1],
 		Tools: []provider.ToolDef{weather(t).Definition()}, MaxTokens: 256, Temperature: &temp,
+		CacheKey: "assistant", // the agent's name, by default
 	}
 	if diff := cmp.Diff(wantReq, reqs[0]); diff != "" {
 		t.Errorf("first request (-want +got):\n%s", diff)
@@ -784,6 +788,9 @@ func TestNewReactRejects(t *testing.T) {
 		{"negative max tokens", p, agent.WithMaxTokens(-1), agent.ErrInvalidInput, "agent: invalid option: max tokens -1: use 0 (provider default) or more"},
 		{"temperature too high", p, agent.WithTemperature(2.5), agent.ErrInvalidInput, "agent: invalid option: temperature 2.5: use a value from 0 to 2"},
 		{"duplicate tools", p, agent.WithTools(weather(t), weather(t)), nil, `tool: a tool named "weather" is already registered`},
+		{"zero parallelism", p, agent.WithParallelism(0), agent.ErrInvalidInput, "agent: invalid option: parallelism 0: use 1 or more"},
+		{"parallelism without tools", p, agent.WithParallelism(4), agent.ErrInvalidInput,
+			"agent: invalid option: WithParallelism(4) on an agent without tools: give it tools (WithTools or WithRegistry) or leave the option out"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -851,4 +858,69 @@ func TestReactMessagesAreNotShared(t *testing.T) {
 	if cap(out.Messages) != len(out.Messages) {
 		t.Errorf("Output.Messages has room to grow into: len %d, cap %d", len(out.Messages), cap(out.Messages))
 	}
+}
+
+// A run whose context has already ended says so, not that it waited for
+// another run (the turn is free).
+func TestReactNotStarted(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := newReact(t, fake.NewProvider(fake.Text("x")), agent.WithName("child")).Run(ctx, agent.Input{Text: "hi"})
+	if !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "previous run") || !strings.Contains(err.Error(), "not started") {
+		t.Errorf("error = %v, want one wrapping context.Canceled that says the run did not start", err)
+	}
+}
+
+// A held turn keeps other runs out until it is released, and refuses runs
+// after its release.
+func TestHoldKeepsOtherRunsOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := fake.NewProvider(fake.Text("held"), fake.Text("other"))
+		r, err := agent.NewReact(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		heldCtx, turn, err := r.Hold(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := make(chan error, 1)
+		go func() { _, err := r.Run(ctx, agent.Input{Text: "other"}); other <- err }()
+		synctest.Wait()
+		if out, err := r.Run(heldCtx, agent.Input{Text: "held"}); err != nil || out.Answer != "held" {
+			t.Fatalf("run in the held turn: %q, %v", out.Answer, err)
+		}
+		select {
+		case err := <-other:
+			t.Fatalf("another run ran while the turn was held: %v", err)
+		default:
+		}
+		turn.Rollback()
+		turn.Release()
+		if err := <-other; err != nil {
+			t.Fatal(err)
+		}
+		if h := r.History(); len(h) != 2 || h[1].Content != "other" {
+			t.Fatalf("history %+v, want only the other run's turn", h)
+		}
+		// A caller waiting for the turn gives up when its context ends.
+		_, turn2, _ := r.Hold(ctx)
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, _, err := r.Hold(cctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Hold on a cancelled context: %v", err)
+		}
+		// A released turn's context waits for the turn like any other.
+		late := make(chan error, 1)
+		go func() { _, err := r.Run(heldCtx, agent.Input{Text: "late"}); late <- err }()
+		synctest.Wait()
+		select {
+		case <-late:
+			t.Fatal("a run under a released turn's context did not wait for the turn")
+		default:
+		}
+		turn2.Release()
+		<-late
+	})
 }

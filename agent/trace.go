@@ -24,15 +24,24 @@ const (
 	// AttrSubagentRunID is the sub-agent invocation an invoke_agent span
 	// runs for (the subagentRunId of its events), when it is one.
 	AttrSubagentRunID = attribute.Key("deputy.subagent.run.id")
+	// AttrSubtreeInputTokens and AttrSubtreeOutputTokens are the tokens of
+	// an invoke_agent span's whole subtree: the run's own model calls and
+	// its sub-agents'. gen_ai.usage.* on the same span counts the run's own
+	// calls only, so that a backend summing spans counts each token once.
+	AttrSubtreeInputTokens  = attribute.Key("deputy.subtree.input_tokens")
+	AttrSubtreeOutputTokens = attribute.Key("deputy.subtree.output_tokens")
 )
 
 // WithTracerProvider traces the agent's runs with OpenTelemetry, following
 // the gen_ai semantic conventions:
 //
 //   - a span per run, "invoke_agent <name>", with gen_ai.operation.name,
-//     gen_ai.agent.name, the run id (AttrRunID) and, at its end,
-//     gen_ai.usage.input_tokens and gen_ai.usage.output_tokens of the run,
-//     its sub-agents' included;
+//     gen_ai.agent.name, the run id (AttrRunID), gen_ai.request.model (the
+//     agent's model, else the provider's default when the provider has a
+//     Model method), and, at its end, gen_ai.usage.input_tokens and
+//     gen_ai.usage.output_tokens of the run's own model calls, with the
+//     totals of its sub-agents' included under AttrSubtreeInputTokens and
+//     AttrSubtreeOutputTokens;
 //   - a span per model call, "chat <model>" (or "chat" when the model is
 //     the provider's default), with gen_ai.request.model,
 //     gen_ai.response.model, gen_ai.response.finish_reasons and the usage;
@@ -41,6 +50,11 @@ const (
 //     the calls run in parallel, and the tool runs in its context: a
 //     sub-agent's run span is a child of the span of the call that started
 //     it.
+//
+// Run and model-call spans carry gen_ai.provider.name when the provider
+// implements provider.Namer, and gen_ai.conversation.id when the run's
+// context names a thread (event.WithThread; the AG-UI handler sets the
+// request's threadId).
 //
 // A failed run, model call or tool call records the error on its span and
 // sets its status to Error, with error.type.
@@ -72,34 +86,70 @@ func (r *React) tracerFor(ctx context.Context) trace.Tracer {
 	return nil
 }
 
-func startRunSpan(ctx context.Context, tr trace.Tracer, name, runID string) (context.Context, trace.Span) {
+// modeler is a provider that names its default model, as the openai and
+// anthropic providers do.
+type modeler interface{ Model() string }
+
+// spanIdentity is what the spans of one agent say about its provider.
+func (r *React) spanIdentity() (providerName, model string) {
+	if n, ok := r.p.(provider.Namer); ok {
+		providerName = n.Name()
+	}
+	model = r.model
+	if m, ok := r.p.(modeler); ok && model == "" {
+		model = m.Model()
+	}
+	return providerName, model
+}
+
+// common adds the attributes every run and chat span of ctx carries.
+func common(ctx context.Context, attrs []attribute.KeyValue, providerName string) []attribute.KeyValue {
+	if providerName != "" {
+		attrs = append(attrs, semconv.GenAIProviderNameKey.String(providerName))
+	}
+	if thread := event.ThreadID(ctx); thread != "" {
+		attrs = append(attrs, semconv.GenAIConversationID(thread))
+	}
+	return attrs
+}
+
+func startRunSpan(ctx context.Context, tr trace.Tracer, r *React, runID string) (context.Context, trace.Span) {
+	providerName, model := r.spanIdentity()
 	attrs := []attribute.KeyValue{
 		semconv.GenAIOperationNameInvokeAgent,
-		semconv.GenAIAgentName(name),
+		semconv.GenAIAgentName(r.name),
 		AttrRunID.String(runID),
+	}
+	if model != "" {
+		attrs = append(attrs, semconv.GenAIRequestModel(model))
 	}
 	if sub := event.SubagentRunID(ctx); sub != "" {
 		attrs = append(attrs, AttrSubagentRunID.String(sub))
 	}
-	return tr.Start(ctx, "invoke_agent "+name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	attrs = common(ctx, attrs, providerName)
+	return tr.Start(ctx, "invoke_agent "+r.name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 }
 
 func endRunSpan(span trace.Span, out Output, err error) {
-	u := out.TotalUsage()
-	span.SetAttributes(semconv.GenAIUsageInputTokens(int(u.InputTokens)), semconv.GenAIUsageOutputTokens(int(u.OutputTokens)))
+	own, all := out.Usage, out.TotalUsage()
+	span.SetAttributes(
+		semconv.GenAIUsageInputTokens(int(own.InputTokens)), semconv.GenAIUsageOutputTokens(int(own.OutputTokens)),
+		AttrSubtreeInputTokens.Int64(all.InputTokens), AttrSubtreeOutputTokens.Int64(all.OutputTokens),
+	)
 	if err != nil {
 		recordError(span, err, ErrorCode(err))
 	}
 	span.End()
 }
 
-func startChatSpan(ctx context.Context, tr trace.Tracer, model string) (context.Context, trace.Span) {
+func startChatSpan(ctx context.Context, tr trace.Tracer, model, providerName string) (context.Context, trace.Span) {
 	name := "chat"
 	attrs := []attribute.KeyValue{semconv.GenAIOperationNameChat}
 	if model != "" {
 		name += " " + model
 		attrs = append(attrs, semconv.GenAIRequestModel(model))
 	}
+	attrs = common(ctx, attrs, providerName)
 	return tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 }
 

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
@@ -77,7 +78,7 @@ func TestTraceSpansOfARun(t *testing.T) {
 		ra["deputy.run.id"].AsString() != out.RunID {
 		t.Errorf("run span attributes: %v", ra)
 	}
-	u := out.TotalUsage()
+	u := out.Usage
 	if ra["gen_ai.usage.input_tokens"].AsInt64() != u.InputTokens || ra["gen_ai.usage.output_tokens"].AsInt64() != u.OutputTokens {
 		t.Errorf("run span usage %v/%v, want %v", ra["gen_ai.usage.input_tokens"], ra["gen_ai.usage.output_tokens"], u)
 	}
@@ -107,6 +108,78 @@ func TestTraceSpansOfARun(t *testing.T) {
 	}
 	if len(ids) != 2 || ids[""] {
 		t.Errorf("tool call ids on the spans: %v", ids)
+	}
+}
+
+// named is a provider that names itself and its default model, as the
+// openai and anthropic providers do.
+type named struct{ *fake.Provider }
+
+func (named) Name() string  { return "acme" }
+func (named) Model() string { return "big" }
+
+// Spans follow the gen_ai conventions: the provider's name on run and chat
+// spans, the model on the run span, the thread as the conversation id, and
+// each span's gen_ai.usage its own, so that summing the run spans (or the
+// chat spans) counts every token once; a run's subtree total is under
+// deputy.subtree.*.
+func TestTraceGenAIConventions(t *testing.T) {
+	rec, tp := newRecorder(t)
+	p := named{fake.NewProvider(
+		fake.Call("ask", `{}`).For("lead").WithUsage(u(100, 10)),
+		fake.Text("Child says hi.").For("lead").WithUsage(u(200, 20)),
+		fake.Text("hi").For("child").WithUsage(u(1000, 100)),
+	)}
+	child := newReact(t, p, agent.WithName("child"), agent.WithModel("small"))
+	ask := toolFunc("ask", func(ctx context.Context, c tool.Call) (tool.Result, error) {
+		out, err := child.Run(ctx, agent.Input{Text: "hi"})
+		return tool.Result{Content: out.Answer, Usage: out.TotalUsage()}, err
+	})
+	lead := newReact(t, p, agent.WithName("lead"), agent.WithTools(ask), agent.WithTracerProvider(tp))
+	ctx := event.WithThread(context.Background(), "thread-7")
+	out, err := lead.Run(ctx, agent.Input{Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spans := rec.Ended()
+	leadRun, childRun := byName(spans, "invoke_agent lead"), byName(spans, "invoke_agent child")
+	if len(leadRun) != 1 || len(childRun) != 1 {
+		t.Fatalf("%d lead and %d child run spans, want one each", len(leadRun), len(childRun))
+	}
+	tests := []struct {
+		span           sdktrace.ReadOnlySpan
+		model          string
+		own, subtreeIn int64
+	}{
+		{leadRun[0], "big", 300, 1300},
+		{childRun[0], "small", 1000, 1000},
+	}
+	for _, tt := range tests {
+		a := attrs(tt.span)
+		if a["gen_ai.provider.name"].AsString() != "acme" || a["gen_ai.request.model"].AsString() != tt.model ||
+			a["gen_ai.conversation.id"].AsString() != "thread-7" {
+			t.Errorf("%s: attributes %v: want provider acme, model %s, conversation thread-7", tt.span.Name(), a, tt.model)
+		}
+		if a["gen_ai.usage.input_tokens"].AsInt64() != tt.own || a["deputy.subtree.input_tokens"].AsInt64() != tt.subtreeIn {
+			t.Errorf("%s: input tokens %v own, %v subtree; want %d and %d", tt.span.Name(),
+				a["gen_ai.usage.input_tokens"], a["deputy.subtree.input_tokens"], tt.own, tt.subtreeIn)
+		}
+	}
+	var runs, chats int64
+	for _, s := range spans {
+		a := attrs(s)
+		switch a["gen_ai.operation.name"].AsString() {
+		case "invoke_agent":
+			runs += a["gen_ai.usage.input_tokens"].AsInt64()
+		case "chat":
+			chats += a["gen_ai.usage.input_tokens"].AsInt64()
+			if a["gen_ai.provider.name"].AsString() != "acme" || a["gen_ai.conversation.id"].AsString() != "thread-7" {
+				t.Errorf("%s: attributes %v: want provider acme and conversation thread-7", s.Name(), a)
+			}
+		}
+	}
+	if total := out.TotalUsage().InputTokens; runs != total || chats != total {
+		t.Errorf("input tokens summed over run spans %d, over chat spans %d; want the run's total %d in both", runs, chats, total)
 	}
 }
 

@@ -41,6 +41,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/store"
 )
 
 // SubagentEventsHeader is the request header with which a client asks for
@@ -77,6 +78,8 @@ type config struct {
 	input        InputFunc
 	log          *slog.Logger
 	writeTimeout time.Duration
+	threads      *store.Store // WithThreads
+	inputSet     bool         // WithInput was given
 }
 
 // Option configures a Handler.
@@ -110,7 +113,7 @@ func WithInput(fn InputFunc) Option {
 		if fn == nil {
 			return errors.New("WithInput(nil): pass a function, such as agui.Conversation")
 		}
-		c.input = fn
+		c.input, c.inputSet = fn, true
 		return nil
 	}
 }
@@ -148,6 +151,9 @@ func New(a agent.Agent, opts ...Option) (*Handler, error) {
 	if err := h.configure(LastUserMessage, opts); err != nil {
 		return nil, err
 	}
+	if h.cfg.threads != nil {
+		return nil, errors.New("agui: WithThreads with a shared agent: its own conversation would mix the threads: use NewPerRequest")
+	}
 	return h, nil
 }
 
@@ -174,6 +180,12 @@ func (h *Handler) configure(input InputFunc, opts []Option) error {
 		if err := o(&h.cfg); err != nil {
 			return fmt.Errorf("agui: %w", err)
 		}
+	}
+	if h.cfg.threads != nil {
+		if h.cfg.inputSet {
+			return errors.New("agui: WithInput and WithThreads: with threads the input is the stored thread and the new messages: drop WithInput")
+		}
+		h.cfg.input = threadInput
 	}
 	return nil
 }
@@ -229,6 +241,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, status, err.Error())
 		return
 	}
+	var turn *threadTurn
+	if h.cfg.threads != nil {
+		if turn, agentIn, err = h.beginThread(r.Context(), in); err != nil {
+			httpError(w, threadStatus(err), err.Error())
+			return
+		}
+		defer turn.end()
+	}
 	a := h.agent
 	if h.build != nil {
 		if a, err = h.build(r.Context(), in); err != nil || a == nil {
@@ -248,11 +268,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	hide := h.cfg.hide || strings.EqualFold(strings.TrimSpace(r.Header.Get(SubagentEventsHeader)), "hide")
-	h.run(w, r, in, a, agentIn, hide)
+	h.run(w, r, in, a, agentIn, hide, turn)
 }
 
-// run streams one run.
-func (h *Handler) run(w http.ResponseWriter, r *http.Request, in *RunInput, a agent.Agent, agentIn agent.Input, hide bool) {
+// run streams one run; a turn on a stored thread is stored before the run
+// is reported finished.
+func (h *Handler) run(w http.ResponseWriter, r *http.Request, in *RunInput, a agent.Agent, agentIn agent.Input, hide bool, turn *threadTurn) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	st := newStream(w, hide, h.cfg.writeTimeout, cancel, h.logger())
@@ -260,10 +281,19 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, in *RunInput, a ag
 	st.write(event.Event{Type: event.RunStarted, ThreadID: in.ThreadID, RunID: in.RunID, ParentRunID: in.ParentRunID})
 
 	ctx = event.WithThread(event.WithSink(ctx, st), in.ThreadID)
+	if agentIn.CacheKey == "" {
+		// A thread's turns repeat its conversation: one cache key for them.
+		agentIn.CacheKey = in.ThreadID
+	}
 	out, err := h.runAgent(ctx, a, agentIn)
 	if ctx.Err() != nil && r.Context().Err() != nil {
 		st.close() // the client is gone: nothing more to tell it
 		return
+	}
+	if err == nil && turn != nil {
+		if err = turn.save(ctx, out); err != nil {
+			err = fmt.Errorf("agui: storing thread %q (the turn is not kept: send the message again): %w", in.ThreadID, err)
+		}
 	}
 	if err != nil {
 		st.finish(event.Event{Type: event.RunError, Message: err.Error(), Code: agent.ErrorCode(err)})

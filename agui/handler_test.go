@@ -295,15 +295,22 @@ func TestDisconnectCancelsTheRun(t *testing.T) {
 }
 
 // The conversation reaches the agent as the InputFunc maps it.
+// The conversation a client sends back holds the messages of the
+// sub-agents it was streamed (tagged with subagentRunId); only the agent's
+// own messages reach it.
 func TestInputMapping(t *testing.T) {
 	conv := `{"threadId":"t","runId":"r","messages":[
 		{"id":"s","role":"system","content":"be brief"},
 		{"id":"u1","role":"user","content":[{"type":"text","text":"look at"},{"type":"image","source":{"type":"url","value":"http://x/y.png"}},{"type":"text","text":"this"}]},
 		{"id":"a1","role":"assistant","content":"Searching.","toolCalls":[{"id":"c1","type":"function","function":{"name":"search","arguments":"{\"q\":1}"}}]},
+		{"id":"sa1","role":"assistant","content":"I will look deeper.","subagentRunId":"sub_1","toolCalls":[{"id":"sc1","type":"function","function":{"name":"deep_search","arguments":"{}"}}]},
+		{"id":"st1","role":"tool","toolCallId":"sc1","content":"deep results","subagentRunId":"sub_1"},
+		{"id":"sa2","role":"assistant","content":"The child's private answer.","subagentRunId":"sub_1"},
 		{"id":"t1","role":"tool","toolCallId":"c1","content":"","error":"no network"},
 		{"id":"a2","role":"assistant","content":"It failed."},
 		{"id":"u2","role":"user","content":"try again"},
-		{"id":"x","role":"reasoning","content":"hmm"}
+		{"id":"x","role":"reasoning","content":"hmm"},
+		{"id":"su","role":"user","content":"a sub-agent's task","subagentRunId":"sub_2"}
 	]}`
 	var got agent.Input
 	record := agent.Func(func(ctx context.Context, in agent.Input) (agent.Output, error) {
@@ -319,8 +326,8 @@ func TestInputMapping(t *testing.T) {
 	}
 
 	run(must(t)(agui.New(record)))
-	if got.Text != "try again" || got.Messages != nil {
-		t.Errorf("LastUserMessage gave %+v", got)
+	if got.Text != "try again" || got.Messages != nil || got.CacheKey != "t" {
+		t.Errorf("LastUserMessage gave %+v, want the thread id as the cache key", got)
 	}
 
 	run(must(t)(agui.NewPerRequest(func(context.Context, *agui.RunInput) (agent.Agent, error) { return record, nil })))
@@ -332,7 +339,7 @@ func TestInputMapping(t *testing.T) {
 		provider.UserMessage("try again"),
 	}
 	gb, _ := json.Marshal(got)
-	wb, _ := json.Marshal(agent.Input{Messages: want})
+	wb, _ := json.Marshal(agent.Input{Messages: want, CacheKey: "t"}) // the thread id names the conversation
 	if string(gb) != string(wb) {
 		t.Errorf("Conversation gave\n%s\nwant\n%s", gb, wb)
 	}

@@ -55,6 +55,11 @@ type Message struct {
 	ToolCallID string
 	// Error, on a tool message, says the call failed and why.
 	Error string
+	// SubagentRunID names the sub-agent run whose message this is; it is
+	// empty for the conversation's own messages. AG-UI clients keep the
+	// messages of the sub-agents they were streamed (tagged so) and send
+	// them back with the next request.
+	SubagentRunID string
 }
 
 // ToolCall is a tool call of an assistant message.
@@ -91,7 +96,10 @@ type ContextItem struct {
 type InputFunc func(in *RunInput) (agent.Input, error)
 
 // Conversation hands the agent the whole conversation as Input.Messages:
-// user, assistant (with their tool calls) and tool messages, in order. A
+// user, assistant (with their tool calls) and tool messages, in order. Only
+// the agent's own messages belong to its conversation: a message of a
+// sub-agent (one with a SubagentRunID, which a client keeps from an earlier
+// run's stream) is left out, since the agent never wrote or read it. A
 // tool message with an Error is a failed result, its text the Content or,
 // when that is empty, the Error. System, developer, activity and reasoning
 // messages are left out: the agent has its own system prompt. It fails with
@@ -104,6 +112,9 @@ type InputFunc func(in *RunInput) (agent.Input, error)
 func Conversation(in *RunInput) (agent.Input, error) {
 	msgs := make([]provider.Message, 0, len(in.Messages))
 	for _, m := range in.Messages {
+		if m.SubagentRunID != "" {
+			continue
+		}
 		switch m.Role {
 		case "user":
 			msgs = append(msgs, provider.UserMessage(m.Content))
@@ -134,7 +145,8 @@ func Conversation(in *RunInput) (agent.Input, error) {
 }
 
 // LastUserMessage hands the agent the text of the last user message as
-// Input.Text, and nothing else. It fails with ErrBadInput when there is no
+// Input.Text, and nothing else (a sub-agent's message, one with a
+// SubagentRunID, does not count). It fails with ErrBadInput when there is no
 // user message with text.
 //
 // It suits an agent that keeps its own conversation across runs, such as a
@@ -142,7 +154,7 @@ func Conversation(in *RunInput) (agent.Input, error) {
 // each time, it would see the earlier turns twice.
 func LastUserMessage(in *RunInput) (agent.Input, error) {
 	for i := len(in.Messages) - 1; i >= 0; i-- {
-		if m := in.Messages[i]; m.Role == "user" && strings.TrimSpace(m.Content) != "" {
+		if m := in.Messages[i]; m.Role == "user" && m.SubagentRunID == "" && strings.TrimSpace(m.Content) != "" {
 			return agent.Input{Text: m.Content}, nil
 		}
 	}
@@ -242,8 +254,9 @@ func decodeMessage(raw json.RawMessage, m *Message) error {
 				Arguments string `json:"arguments"`
 			} `json:"function"`
 		} `json:"toolCalls"`
-		ToolCallID string `json:"toolCallId"`
-		Error      string `json:"error"`
+		ToolCallID    string `json:"toolCallId"`
+		Error         string `json:"error"`
+		SubagentRunID string `json:"subagentRunId"`
 	}
 	if len(raw) == 0 || raw[0] != '{' {
 		return errors.New("want an object")
@@ -257,7 +270,7 @@ func decodeMessage(raw json.RawMessage, m *Message) error {
 	if !roles[*v.Role] {
 		return fmt.Errorf("role %q: use developer, system, assistant, user, tool, activity or reasoning", *v.Role)
 	}
-	*m = Message{ID: v.ID, Role: *v.Role, RawContent: nullToNil(v.Content), Name: v.Name, ToolCallID: v.ToolCallID, Error: v.Error}
+	*m = Message{ID: v.ID, Role: *v.Role, RawContent: nullToNil(v.Content), Name: v.Name, ToolCallID: v.ToolCallID, Error: v.Error, SubagentRunID: v.SubagentRunID}
 	for _, c := range v.ToolCalls {
 		m.ToolCalls = append(m.ToolCalls, ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments})
 	}

@@ -63,7 +63,7 @@ func expertAndTwoChildren(ctx context.Context, in *agui.RunInput) (agent.Agent, 
 	return agent.NewReact(p, agent.WithName("lead"), agent.WithTools(expert, researcher))
 }
 
-var randomID = regexp.MustCompile(`\b(run|sub)_[0-9a-z]+`)
+var randomID = regexp.MustCompile(`\b(run|sub)_[0-9a-z]+|\bcall_[0-9a-z]+_[0-9]+`)
 var timestamp = regexp.MustCompile(`"timestamp":[0-9]+,`)
 
 // normalize replaces the random run and sub-agent ids with numbered ones,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
@@ -28,14 +29,14 @@ func ExampleNewProvider() {
 			fmt.Println("exhausted")
 		case len(resp.Message.ToolCalls) > 0:
 			c := resp.Message.ToolCalls[0]
-			fmt.Println("call", c.ID, c.Name, string(c.Arguments), resp.StopReason)
+			fmt.Println("call", c.Name, string(c.Arguments), resp.StopReason, strings.HasPrefix(c.ID, "call_"))
 		default:
 			fmt.Println("text", resp.Message.Content, resp.Usage)
 		}
 	}
 	fmt.Println(p.Calls(), "calls,", len(p.Requests()), "recorded,", p.Remaining(), "left")
 	// Output:
-	// call call_1 search {"q":"capital of Portugal"} tool_use
+	// call search {"q":"capital of Portugal"} tool_use true
 	// text Lisbon. 1 req, 8 in, 2 out
 	// exhausted
 	// 3 calls, 3 recorded, 0 left
@@ -110,4 +111,20 @@ func askTool(a agent.Agent) tool.Tool {
 			return tool.Result{Content: out.Answer, Usage: out.TotalUsage()}, err
 		},
 	}
+}
+
+// A provider that accounts for Anthropic's prompt cache shows what a
+// resident agent's repeated conversation costs: from the second question
+// on, the prefix it re-sends is read from the cache.
+func ExampleProvider_PromptCache() {
+	p := fake.NewProvider(fake.Text("Noted.")).Loop().PromptCache(fake.AnthropicCache)
+	a, _ := agent.NewReact(p, agent.WithSystemPrompt(strings.Repeat("You keep the team's records. ", 200)))
+	for _, q := range []string{"First question?", "Second question?"} {
+		out, _ := a.Run(context.Background(), agent.Input{Text: q})
+		u := out.Usage
+		fmt.Printf("input %d, read from the cache %d, written %d\n", u.InputTokens, u.CacheReadTokens, u.CacheWriteTokens)
+	}
+	// Output:
+	// input 1454, read from the cache 0, written 1453
+	// input 1460, read from the cache 1453, written 6
 }

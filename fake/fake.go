@@ -15,13 +15,21 @@
 //	)
 //
 // Usage is synthetic but deterministic: about one token per four bytes in and
-// out, and one request per call.
+// out, and one request per call. PromptCache makes it account for a
+// vendor's prompt cache too, as the vendor documents it.
+//
+// A tool call without an ID gets one that is unique across providers, as a
+// real model's are: "call_", a random tag drawn once per provider, "_" and
+// a count (such as "call_x7k2q9_1"). A conversation that outlives one
+// provider, such as an AG-UI thread served by an agent built per request,
+// never sees an id twice.
 package fake
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -102,8 +110,12 @@ type Provider struct {
 	requests []Request
 	calls    int
 	ids      int
+	tag      string // the random part of the ids, drawn at the first one
 	loop     bool
 	noRecord bool
+
+	cacheKind Cache               // set by PromptCache
+	cached    map[cacheEntry]bool // the prefixes in the prompt cache
 }
 
 // Request is a request the provider received, with the agent that made it.
@@ -221,14 +233,30 @@ func (p *Provider) take(ctx context.Context, req provider.Request) (Reply, error
 		copy(calls, r.calls)
 		for i := range calls {
 			if calls[i].ID == "" {
+				if p.tag == "" {
+					p.tag = randomTag()
+				}
 				p.ids++
-				var buf [24]byte
-				calls[i].ID = string(strconv.AppendInt(append(buf[:0], "call_"...), int64(p.ids), 10))
+				var buf [32]byte
+				id := append(append(append(buf[:0], "call_"...), p.tag...), '_')
+				calls[i].ID = string(strconv.AppendInt(id, int64(p.ids), 10))
 			}
 		}
 		r.calls = calls
 	}
 	return r, nil
+}
+
+// randomTag is six random base-36 digits: with the count after it, the
+// ids of two providers of one process differ but for a 1 in 2 billion
+// chance.
+func randomTag() string {
+	const digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+	b := make([]byte, 6)
+	for i := range b {
+		b[i] = digits[rand.IntN(len(digits))]
+	}
+	return string(b)
 }
 
 // leftFor names the agents that still have replies, to point at a reply
@@ -308,6 +336,9 @@ func (p *Provider) respond(ctx context.Context, req provider.Request) (provider.
 		resp.Usage = *r.usage
 	} else {
 		resp.Usage = Usage(req, resp.Message)
+		p.mu.Lock()
+		resp.Usage.CacheReadTokens, resp.Usage.CacheWriteTokens = p.cacheUsage(req)
+		p.mu.Unlock()
 	}
 	return resp, r.args, nil
 }

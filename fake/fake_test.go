@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -55,6 +56,11 @@ func TestScript(t *testing.T) {
 		resp, err := p.Complete(t.Context(), req(fmt.Sprint("q", i)))
 		got = append(got, step{resp, err})
 	}
+	// The ids count up behind the provider's random tag.
+	prefix := "call_?_"
+	if calls := got[1].resp.Message.ToolCalls; len(calls) == 1 && idShape.MatchString(calls[0].ID) {
+		prefix = strings.TrimSuffix(calls[0].ID, "1")
+	}
 	want := []step{
 		{resp: provider.Response{
 			Message:    provider.AssistantMessage("hello"),
@@ -62,13 +68,13 @@ func TestScript(t *testing.T) {
 			StopReason: provider.StopEndTurn, Model: "fake",
 		}},
 		{resp: provider.Response{
-			Message:    provider.AssistantMessage("", provider.ToolCall{ID: "call_1", Name: "search", Arguments: json.RawMessage(`{"q":"go"}`)}),
+			Message:    provider.AssistantMessage("", provider.ToolCall{ID: prefix + "1", Name: "search", Arguments: json.RawMessage(`{"q":"go"}`)}),
 			Usage:      provider.Usage{InputTokens: 1, OutputTokens: 4, Requests: 1},
 			StopReason: provider.StopToolUse, Model: "fake",
 		}},
 		{resp: provider.Response{
 			Message: provider.AssistantMessage("Let me check.",
-				provider.ToolCall{ID: "call_2", Name: "a", Arguments: json.RawMessage(`{}`)},
+				provider.ToolCall{ID: prefix + "2", Name: "a", Arguments: json.RawMessage(`{}`)},
 				provider.ToolCall{ID: "mine", Name: "b", Arguments: json.RawMessage(`{"x":1}`)}),
 			Usage:      provider.Usage{InputTokens: 1, OutputTokens: 6, Requests: 1}, // 13 + 3 + 8 bytes
 			StopReason: provider.StopToolUse, Model: "fake",
@@ -89,7 +95,9 @@ func TestScript(t *testing.T) {
 	}
 }
 
-// The same script played twice gives the same ids and usage.
+// The same script played twice gives the same replies and usage; the ids
+// of its tool calls count up the same way, but two providers never hand out
+// the same id (a conversation may outlive a provider).
 func TestScriptIsDeterministic(t *testing.T) {
 	play := func() []provider.Response {
 		p := fake.NewProvider(fake.Call("a", `{}`), fake.Calls(provider.ToolCall{Name: "b"}, provider.ToolCall{Name: "c"}), fake.Text("done"))
@@ -103,9 +111,37 @@ func TestScriptIsDeterministic(t *testing.T) {
 		}
 		return out
 	}
-	if diff := cmp.Diff(play(), play()); diff != "" {
-		t.Errorf("two plays differ (-first +second):\n%s", diff)
+	first, second := play(), play()
+	seen := map[string]bool{}
+	for _, plays := range [][]provider.Response{first, second} {
+		for _, r := range plays {
+			for i, c := range r.Message.ToolCalls {
+				if !idShape.MatchString(c.ID) || seen[c.ID] {
+					t.Errorf("tool call id %q: want call_<tag>_<n>, never seen before", c.ID)
+				}
+				seen[c.ID] = true
+				r.Message.ToolCalls[i].ID = c.ID[strings.LastIndexByte(c.ID, '_'):]
+			}
+		}
 	}
+	if diff := cmp.Diff(first, second); diff != "" {
+		t.Errorf("two plays differ beyond their ids' tags (-first +second):\n%s", diff)
+	}
+}
+
+// idShape is the shape of an id the fake hands out.
+var idShape = regexp.MustCompile(`^call_[0-9a-z]{6}_[0-9]+$`)
+
+// untag drops the random tag from the ids of r's tool calls, for comparing
+// the replies of two providers.
+func untag(r provider.Response) provider.Response {
+	r.Message.ToolCalls = slices.Clone(r.Message.ToolCalls)
+	for i, c := range r.Message.ToolCalls {
+		if idShape.MatchString(c.ID) {
+			r.Message.ToolCalls[i].ID = "call_" + c.ID[strings.LastIndexByte(c.ID, '_'):]
+		}
+	}
+	return r
 }
 
 // A script's tool calls are copied per call: giving them ids never changes
@@ -122,7 +158,11 @@ func TestLoopAndDontRecord(t *testing.T) {
 			ids = append(ids, c.ID)
 		}
 	}
-	if diff := cmp.Diff([]string{"call_1", "call_2", "call_3"}, ids); diff != "" {
+	if len(ids) != 3 {
+		t.Fatalf("ids %v, want 3", ids)
+	}
+	tag := strings.TrimSuffix(ids[0], "_1")
+	if diff := cmp.Diff([]string{tag + "_1", tag + "_2", tag + "_3"}, ids); diff != "" || !idShape.MatchString(ids[0]) {
 		t.Errorf("ids (-want +got):\n%s", diff)
 	}
 	if len(p.Requests()) != 0 || p.Calls() != 6 {
@@ -376,7 +416,7 @@ func TestStream(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(want, got); diff != "" {
+		if diff := cmp.Diff(untag(want), untag(got)); diff != "" {
 			t.Errorf("streamed response differs from Complete's (-complete +stream):\n%s", diff)
 		}
 		var text strings.Builder
@@ -396,7 +436,7 @@ func TestStream(t *testing.T) {
 			t.Errorf("text deltas join to %q, want %q", text.String(), want.Message.Content)
 		}
 		for i, c := range want.Message.ToolCalls {
-			if args[i] != string(c.Arguments) || ids[i] != c.ID {
+			if args[i] != string(c.Arguments) || ids[i] != got.Message.ToolCalls[i].ID {
 				t.Errorf("call %d: deltas give id %q args %q, want %q %s", i, ids[i], args[i], c.ID, c.Arguments)
 			}
 		}

@@ -25,9 +25,13 @@ const (
 	KindContextWindow
 	// KindMalformed: the provider answered with something that could not be read.
 	KindMalformed
+	// KindResponseTooLarge: the reply went over one of the provider's size
+	// limits (whole body, answer text or a tool call's arguments) and was
+	// not read further. The Message names the limit and its option.
+	KindResponseTooLarge
 )
 
-var kindNames = [...]string{"unknown", "rate limit", "auth", "bad request", "transient", "context window exceeded", "malformed response"}
+var kindNames = [...]string{"unknown", "rate limit", "auth", "bad request", "transient", "context window exceeded", "malformed response", "response too large"}
 
 // String names the kind.
 func (k ErrorKind) String() string {
@@ -85,6 +89,8 @@ func (e *Error) hint() string {
 		return "shorten the conversation or bound the agent's history"
 	case KindTransient:
 		return "retry later"
+	case KindResponseTooLarge:
+		return "ask for a shorter reply, e.g. with a lower MaxTokens, or raise the limit"
 	}
 	return ""
 }

@@ -88,6 +88,13 @@ type Request struct {
 	// ResponseSchema, when set, asks for a reply that is a JSON value matching
 	// this JSON Schema (structured output), on providers that support it.
 	ResponseSchema json.RawMessage
+	// CacheKey, when set, names the conversation this request continues (a
+	// resident expert, a thread), for providers whose prompt cache takes a
+	// hint where to look. Requests that repeat a conversation keep System,
+	// Tools and the earlier Messages byte for byte the same, so that the
+	// provider can read that prefix from its cache; whatever changes from
+	// call to call goes at the end.
+	CacheKey string
 }
 
 // StopReason says why a model stopped producing its reply.
@@ -173,4 +180,12 @@ type ToolCallDelta struct {
 // once ctx is done.
 type Streamer interface {
 	Stream(ctx context.Context, req Request, onDelta func(Delta) error) (Response, error)
+}
+
+// Namer is implemented by a provider that says which model vendor's API it
+// speaks, for telemetry: Name is the OpenTelemetry gen_ai.provider.name,
+// such as "openai" or "anthropic". It returns the same value on every call
+// and must be safe for concurrent use.
+type Namer interface {
+	Name() string
 }

@@ -69,6 +69,8 @@ func TestError(t *testing.T) {
 			"p: context window exceeded (HTTP 413) (shorten the conversation or bound the agent's history)", false},
 		{"malformed", &provider.Error{Provider: "p", Kind: provider.KindMalformed, Message: "no choices"},
 			"p: malformed response: no choices", false},
+		{"response too large", &provider.Error{Provider: "p", StatusCode: 200, Kind: provider.KindResponseTooLarge, Message: "the reply's text is over the limit"},
+			"p: response too large (HTTP 200): the reply's text is over the limit (ask for a shorter reply, e.g. with a lower MaxTokens, or raise the limit)", false},
 		{"unknown", &provider.Error{}, "provider: unknown", false},
 		{"message wins over cause", &provider.Error{Provider: "p", Kind: provider.KindUnknown, Message: "m", Err: cause}, "p: unknown: m", false},
 	}
@@ -126,6 +128,7 @@ func TestErrorKindString(t *testing.T) {
 		{provider.KindUnknown, "unknown"},
 		{provider.KindRateLimit, "rate limit"},
 		{provider.KindMalformed, "malformed response"},
+		{provider.KindResponseTooLarge, "response too large"},
 		{provider.ErrorKind(99), "ErrorKind(99)"},
 		{provider.ErrorKind(-1), "ErrorKind(-1)"},
 	}

@@ -18,8 +18,14 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// checkpointer is an agent whose conversation can be put back, such as
-// *agent.React.
+// holder is an agent whose turn a call can hold for all its runs, and
+// whose conversation it can put back as it was when the turn was taken,
+// such as *agent.React.
+type holder interface {
+	Hold(ctx context.Context) (context.Context, *agent.Turn, error)
+}
+
+// checkpointer is an agent whose conversation can be put back.
 type checkpointer interface {
 	Checkpoint() (restore func())
 }
@@ -46,7 +52,7 @@ func (t *SubAgentTool) Call(ctx context.Context, call tool.Call) (tool.Result, e
 	if v, ok := jsonvalue.Decode(text); ok {
 		err = t.params.ValidateValue(v)
 	} else {
-		err = t.params.Validate(args) // which says where the JSON goes wrong
+		err = t.params.Validate(args) // which says what is wrong with the JSON
 	}
 	if err != nil {
 		return tool.Result{}, fmt.Errorf("%w for %s: %v: fix the arguments to match the tool's schema and call it again", tool.ErrInvalidArguments, name, err)
@@ -61,16 +67,31 @@ func (t *SubAgentTool) Call(ctx context.Context, call tool.Call) (tool.Result, e
 	return t.invoke(ctx, call.ID, args, in)
 }
 
-// invoke runs one call whose arguments are checked: the depth step, the
-// events, the timeout, and the classification of failures. The spawn tool
-// shares it.
+// invoke runs one call whose arguments are checked, or, under a journal,
+// answers it from the journal. The spawn tool shares it.
 func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawMessage, in agent.Input) (tool.Result, error) {
+	if js := journalFrom(ctx); js != nil {
+		return t.journaled(ctx, js, callID, args, in)
+	}
+	return t.invokeNow(ctx, callID, args, in)
+}
+
+// invokeNow runs one call: the depth step, the events, the timeout, and
+// the classification of failures.
+func (t *SubAgentTool) invokeNow(ctx context.Context, callID string, args json.RawMessage, in agent.Input) (tool.Result, error) {
 	name := t.def.Name
 	em := event.From(ctx) // the scope is looked up once for the call's events
 	events := em.Enabled()
 	cctx := agent.WithDepth(ctx, agent.Depth(ctx)+1)
 	runID := "" // only events and a render see the invocation's id
+	ann, _ := ctx.Value(announcedKey{}).(*announced)
 	switch {
+	case ann != nil && !ann.used:
+		// A background job's: SUBAGENT_STARTED went out before the
+		// receipt, and ctx is already in the sub-agent's scope.
+		ann.used = true
+		em, events, runID = ann.em, ann.em.Enabled(), ann.runID
+		cctx = context.WithValue(cctx, announcedKey{}, nil)
 	case events:
 		cctx, runID = event.NewSubagent(cctx, "sub_")
 		em.Emit(event.Event{
@@ -98,6 +119,9 @@ func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawM
 		case cctx.Err() != nil && t.cfg.timeout > 0:
 			err = tool.Correctable(fmt.Errorf("%w: %q ran longer than %v: give it a smaller task: %w", ErrTimeout, name, t.cfg.timeout, err))
 		}
+		// The error's text reaches the parent's conversation, and is sent
+		// again with every later request: it is capped like an answer.
+		err = capError(err, t.cfg.maxOutput)
 		if events {
 			em.Emit(event.Event{Type: event.SubagentError, SubagentRunID: runID, Message: err.Error(), Code: errorCode(err)})
 		}
@@ -108,6 +132,49 @@ func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawM
 		em.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: runID, ResultText: res.Content})
 	}
 	return res, nil
+}
+
+// announced is a sub-agent invocation whose SUBAGENT_STARTED was emitted
+// ahead of its run, by the spawning call: a background job's, announced
+// before the call returns its receipt. invoke takes it over (used), and
+// emits the terminal event with em; if the job ends before invoke ran, the
+// job emits SUBAGENT_ERROR itself. Only the job's goroutine touches it after
+// the announcement.
+type announced struct {
+	runID string
+	em    event.Emitter // the spawning call's
+	used  bool
+}
+
+type announcedKey struct{}
+
+// announce emits SUBAGENT_STARTED for an invocation of t by the call callID
+// under ctx that will run later, and returns the context it must run under
+// (nil when events are off).
+func (t *SubAgentTool) announce(ctx context.Context, callID string) (context.Context, *announced) {
+	em := event.From(ctx)
+	if !em.Enabled() {
+		return ctx, nil
+	}
+	sctx, runID := event.NewSubagent(ctx, "sub_")
+	em.Emit(event.Event{
+		Type: event.SubagentStarted, SubagentRunID: runID, Name: t.def.Name, Description: t.def.Description,
+		ParentSubagentRunID: em.SubagentRunID(), ParentToolCallID: callID,
+	})
+	a := &announced{runID: runID, em: em}
+	return context.WithValue(sctx, announcedKey{}, a), a
+}
+
+// unannounce ends an announced invocation that never ran, with err.
+func (a *announced) unannounce(err error) {
+	if a == nil || a.used {
+		return
+	}
+	a.used = true
+	if err == nil {
+		err = errors.New("the job ended before its sub-agent started")
+	}
+	a.em.Emit(event.Event{Type: event.SubagentError, SubagentRunID: a.runID, Message: err.Error(), Code: errorCode(err)})
 }
 
 func errorCode(err error) string {
@@ -130,15 +197,28 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 	name := t.def.Name
 	var usage provider.Usage
 	var restore func() // puts a resident's conversation back
-	holding := false   // the resident's turn is ours
+	holding := false   // the tool's turn is ours
+	var held *agent.Turn
+
+	// end ends a stored resident's turn (WithStore).
+	var end func(ok bool) error
 	// One deferred function, so that the order holds when the child
-	// panics too: recover, undo the resident's runs, then give up the turn.
+	// panics too: recover, store or undo the resident's runs, then give up
+	// the turns.
 	defer func() {
 		if p := recover(); p != nil {
 			res, err = tool.Result{}, tool.Correctable(tool.Panicked(name, p))
 		}
+		if end != nil {
+			if e := end(err == nil); e != nil {
+				res, err = tool.Result{}, e
+			}
+		}
 		if err != nil && restore != nil {
 			restore()
+		}
+		if held != nil {
+			held.Release()
 		}
 		if holding {
 			t.turn.Release(1)
@@ -155,14 +235,43 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 			return tool.Result{}, fmt.Errorf("subagent %q: waiting for its previous call to end: %w", name, err)
 		}
 		holding = true
-		if c, ok := t.resident.(checkpointer); ok {
-			restore = c.Checkpoint()
+		// A stored resident is brought to the stored conversation first,
+		// before its own turn is held (Restore takes that turn).
+		if d := t.cfg.durable; d != nil {
+			if end, err = d.begin(ctx, name, t.resident.(Persistent), t.cfg.refuseBusy); err != nil {
+				return tool.Result{}, err
+			}
+		}
+		// The agent's own turn is held for all the call's runs, so that
+		// the conversation put back on failure is the one this call found,
+		// with the runs of other callers of the same agent (another tool,
+		// a direct Run) that finished before it.
+		switch a := t.resident.(type) {
+		case holder:
+			var err error
+			if ctx, held, err = a.Hold(ctx); err != nil {
+				return tool.Result{}, fmt.Errorf("subagent %q: %w", name, err)
+			}
+			restore = held.Rollback
+		case checkpointer:
+			restore = a.Checkpoint()
 		}
 	}
 
 	attempt := func(in agent.Input) (agent.Output, error) {
 		a := t.resident
-		if a == nil {
+		switch {
+		case a == nil && t.limited != nil:
+			left := t.budget - usage.Tokens()
+			if left <= 0 {
+				return agent.Output{}, tool.Correctable(fmt.Errorf("%w: %w: %q spent its budget of %d tokens before it could try again: give it a smaller task",
+					ErrChildFailed, agent.ErrUsageLimit, name, t.budget))
+			}
+			var err error
+			if a, err = t.limited(left); err != nil {
+				return agent.Output{}, fmt.Errorf("subagent %q: building the agent: %w", name, err)
+			}
+		case a == nil:
 			var err error
 			if a, err = t.factory(ctx, args); err != nil {
 				if tool.IsCorrectable(err) {
@@ -185,6 +294,15 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 		return out, err
 	}
 
+	task := in.Text
+	if c := t.cfg.check; c != nil {
+		// The child is told the shape on its first try: through the
+		// provider's structured output where it has one, and in words.
+		in.ResponseSchema = c.schema.Raw()
+		if !t.shapeTold {
+			in.Text = joinPrompts(in.Text, c.prompt)
+		}
+	}
 	out, err := attempt(in)
 	if err != nil {
 		return tool.Result{}, err
@@ -192,17 +310,22 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 	o := Outcome{RunID: runID}
 	content := out.Answer
 	if c := t.cfg.check; c != nil {
-		v := c.check(out.Answer)
+		v, err := c.check(ctx, out.Answer)
+		if err != nil {
+			return tool.Result{}, fmt.Errorf("subagent %q: checking the answer: %w", name, err)
+		}
 		if v.problem != nil {
-			retry := agent.Input{Text: c.correction(v.problem)}
+			retry := agent.Input{Text: c.correction(v.problem), ResponseSchema: in.ResponseSchema, CacheKey: in.CacheKey}
 			if t.resident == nil {
-				retry.Text = in.Text + "\n\n" + retry.Text + "\nYour rejected answer was:\n" + out.Answer
+				retry.Text = task + "\n\n" + retry.Text + "\nYour rejected answer was:\n" + out.Answer
 				retry.Messages = in.Messages
 			}
 			if out, err = attempt(retry); err != nil {
 				return tool.Result{}, err
 			}
-			v = c.check(out.Answer)
+			if v, err = c.check(ctx, out.Answer); err != nil {
+				return tool.Result{}, fmt.Errorf("subagent %q: checking the answer: %w", name, err)
+			}
 		}
 		switch {
 		case v.problem == nil:
@@ -214,7 +337,7 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 			r := Result{Status: StatusFailed, Summary: out.Answer}
 			content, o.Value = fitResult(r, t.cfg.maxOutput), r
 		default:
-			content = out.Answer + "\n\n[validation failed: " + v.problem.Error() + "]"
+			content = withNote(out.Answer, v.problem.Error(), t.cfg.maxOutput)
 		}
 	}
 	o.Output, o.Usage, o.Content = out, usage, content
@@ -253,6 +376,43 @@ func capOutput(s string, max int) string {
 		cut--
 	}
 	return s[:cut] + marker + strconv.Itoa(cut) + " shown]"
+}
+
+// withNote returns the answer followed by the validation note, in at most
+// limit bytes: the answer is cut, never the note, which the model needs to
+// know that the answer is not what it asked for. A note longer than a
+// quarter of limit is cut itself.
+func withNote(answer, problem string, limit int) string {
+	const open, end = "\n\n[validation failed: ", "]"
+	room := max(limit/4-len(open)-len(end), 0)
+	if len(problem) > room {
+		cut := max(room-len("…"), 0)
+		for cut > 0 && !utf8.RuneStart(problem[cut]) {
+			cut--
+		}
+		problem = problem[:cut] + "…"
+	}
+	note := open + problem + end
+	return capOutput(answer, limit-len(note)) + note
+}
+
+// cappedError is an error whose text is cut to the output cap; errors.Is
+// and errors.As still see the whole chain.
+type cappedError struct {
+	err error
+	msg string
+}
+
+func (e *cappedError) Error() string { return e.msg }
+func (e *cappedError) Unwrap() error { return e.err }
+
+// capError caps the text of err at limit bytes, like an answer.
+func capError(err error, limit int) error {
+	msg := err.Error()
+	if len(msg) <= limit {
+		return err
+	}
+	return &cappedError{err: err, msg: capOutput(msg, limit)}
 }
 
 // fitResult encodes r in at most max bytes, shortening its summary (and

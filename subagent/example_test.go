@@ -112,7 +112,7 @@ func ExampleFromReact() {
 	// Output:
 	// child: system "You are a careful arithmetician.", task "What is 17 * 23?"
 	// answer: 17 * 23 = 391.
-	// total: 3 req, 182 in, 27 out
+	// total: 3 req, 192 in, 27 out
 }
 
 // WithResult checks the child's answer against ResultSchema, asking once

@@ -35,29 +35,51 @@ func extract(answer string) (string, bool) {
 }
 
 // lastFenced returns the content of the last fenced code block that is
-// valid JSON.
+// valid JSON. An opening fence's info string (json, JSON, …) runs to the
+// end of its line, unless JSON starts on that line. The scan is linear: the
+// next line end and the next JSON opening are looked up once and kept
+// until a fence passes them, so fences without newlines ("```x```" a
+// million times) cost no more than any other text.
 func lastFenced(s string) (string, bool) {
 	found, ok := "", false
-	for {
-		open := strings.Index(s, "```")
+	nl, opener := -1, -1 // the next '\n' and '{', '[' or '"' at or after some point; len(s) for none
+	for pos := 0; ; {
+		open := strings.Index(s[pos:], "```")
 		if open < 0 {
 			break
 		}
-		rest := s[open+3:]
-		// Skip the info string (json, JSON, …) up to the end of the line.
-		if nl := strings.IndexByte(rest, '\n'); nl >= 0 && !strings.ContainsAny(rest[:nl], "{[\"") {
-			rest = rest[nl+1:]
+		rest := pos + open + 3
+		if nl < rest {
+			nl = indexFrom(s, rest, "\n")
 		}
-		end := strings.Index(rest, "```")
+		if nl < len(s) {
+			if opener < rest {
+				opener = indexFrom(s, rest, "{[\"")
+			}
+			if opener > nl { // no JSON on the fence's line: skip the info string
+				rest = nl + 1
+			}
+		}
+		end := strings.Index(s[rest:], "```")
 		if end < 0 {
 			break
 		}
-		if body := strings.TrimSpace(rest[:end]); body != "" && jsonvalue.Valid(body) {
+		end += rest
+		if body := strings.TrimSpace(s[rest:end]); body != "" && jsonvalue.Valid(body) {
 			found, ok = body, true
 		}
-		s = rest[end+3:]
+		pos = end + 3
 	}
 	return found, ok
+}
+
+// indexFrom returns the index of the first of chars in s at or after from,
+// or len(s).
+func indexFrom(s string, from int, chars string) int {
+	if i := strings.IndexAny(s[from:], chars); i >= 0 {
+		return from + i
+	}
+	return len(s)
 }
 
 // lastObject returns the last balanced {...} span of s that is valid JSON.

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/deputy-go/deputy/agent"
@@ -47,22 +49,30 @@ type job struct {
 	folded          bool // its usage has been handed to the parent; guarded by the table's mu
 }
 
+// AttrJobID is the job id on the span of a background job
+// ("background_job <name>"), the span under which the job's sub-agent runs.
+const AttrJobID = attribute.Key("deputy.job.id")
+
 // startJob runs fn in the background under the parent run's context and
-// returns the job's receipt. The settle function fn returns is called when
-// the job's usage reaches the parent.
-func (s *Spawner) startJob(ctx context.Context, agentName, task string, fn func(context.Context) (tool.Result, func(int64), error)) (tool.Result, error) {
+// returns the job's receipt. who is the sub-agent the job runs (for a fork,
+// the spawner's fork), callID the spawning call. The settle function fn
+// returns is called when the job's usage reaches the parent.
+//
+// SUBAGENT_STARTED is emitted before the receipt, so that a UI finds the
+// child under its spawning call while the call is still open; the job's
+// events carry that sub-agent run id, and its terminal event comes when the
+// job ends. A traced run gets a span for the job, a child of the spawning
+// call's span that lasts as long as the job.
+func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task string, fn func(context.Context) (tool.Result, func(int64), error)) (tool.Result, error) {
 	jt := s.jobs(ctx)
 	if jt == nil {
 		return tool.Result{}, tool.Correctable(fmt.Errorf("%s: background jobs need a running agent to own them: call without background", SpawnToolName))
 	}
 	// The job outlives the call, not the run: its context is the run's. Its
-	// events name the spawning call as their parent, as a foreground
-	// child's do; its depth is the caller's, and its trace hangs under the
-	// span of the spawning call.
+	// depth is the caller's.
 	jctx, cancel := context.WithCancel(agent.RunContext(ctx))
 	jctx = agent.WithDepth(jctx, agent.Depth(ctx))
-	jctx = trace.ContextWithSpan(jctx, trace.SpanFromContext(ctx))
-	j := &job{id: id.New("job_"), agent: agentName, task: task, cancel: cancel, done: make(chan struct{})}
+	j := &job{id: id.New("job_"), agent: who.def.Name, task: task, cancel: cancel, done: make(chan struct{})}
 	jt.mu.Lock()
 	if jt.closed {
 		jt.mu.Unlock()
@@ -73,11 +83,28 @@ func (s *Spawner) startJob(ctx context.Context, agentName, task string, fn func(
 	jt.order = append(jt.order, j.id)
 	jt.wg.Add(1)
 	jt.mu.Unlock()
+	var span trace.Span
+	if sp := trace.SpanFromContext(ctx); sp.IsRecording() {
+		// The spawning call's span ends with the receipt: the job's own
+		// span keeps the child's spans in a live parent.
+		jctx = trace.ContextWithSpan(jctx, sp)
+		jctx, span = sp.TracerProvider().Tracer(agent.TracerName).Start(jctx, "background_job "+who.def.Name,
+			trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(AttrJobID.String(j.id)))
+	}
+	jctx, ann := who.announce(jctx, callID)
 	go func() {
 		defer jt.wg.Done()
 		defer close(j.done)
 		defer cancel()
 		j.res, j.settle, j.err = fn(jctx)
+		ann.unannounce(j.err)
+		if span != nil {
+			if j.err != nil {
+				span.RecordError(j.err)
+				span.SetStatus(codes.Error, j.err.Error())
+			}
+			span.End()
+		}
 	}()
 	receipt, _ := json.Marshal(map[string]string{"job_id": j.id, "status": "running",
 		"note": "A job id is not a result: collect it with " + JobsToolName + " (wait) or cancel it before you answer."})

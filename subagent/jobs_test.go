@@ -4,17 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/eventcheck"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -375,5 +380,87 @@ func TestJobAfterRunEnd(t *testing.T) {
 			t.Fatalf("spawn after the run's end: %+v, %v; want an error result", res[0], err)
 		}
 		mustContain(t, res[0].Content, "the run has ended: no background job can start")
+	})
+}
+
+// TestJobEventsAndSpan checks what a UI and a trace see of a background
+// job: its SUBAGENT_STARTED comes before the spawning call's result (the
+// receipt), under that call; the child's events carry its sub-agent run id
+// and end with SUBAGENT_FINISHED after the receipt; and the child's run
+// span hangs under a span of the job, which outlives the spawning call's.
+func TestJobEventsAndSpan(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		p := fake.NewProvider(
+			spawns(`{"task":"dig deep","background":true}`).For("lead"),
+			onJob("wait", `,"timeout_seconds":120`).For("lead"),
+			fake.Text("done").For("lead"),
+			fake.Text("dug").For(subagent.DefaultForkName).After(time.Minute),
+		)
+		reg, _ := setup(t, p, true, []subagent.Option{subagent.WithBackground()})
+		spans := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+		rec := &recorder{}
+		out, err := lead(t, p, reg, agent.WithTracerProvider(tp)).Run(event.WithSink(t.Context(), rec), agent.Input{Text: "go"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := jobID(t, toolResults(out.Messages)[0])
+		spawnCall := out.Messages[1].ToolCalls[0].ID
+
+		rec.mu.Lock()
+		events := slices.Clone(rec.events)
+		rec.mu.Unlock()
+		if problems := eventcheck.Check(events, eventcheck.Options{Partial: true, Background: true}); len(problems) > 0 {
+			t.Fatalf("the events break the rules:\n%s", strings.Join(problems, "\n"))
+		}
+		started, receipt, finished := -1, -1, -1
+		var child string
+		for i, e := range events {
+			switch {
+			case e.Type == event.SubagentStarted && e.ParentToolCallID == spawnCall:
+				started, child = i, e.SubagentRunID
+			case e.Type == event.ToolCallResult && e.ToolCallID == spawnCall:
+				receipt = i
+			case e.Type == event.SubagentFinished && e.SubagentRunID == child && child != "":
+				finished = i
+			}
+		}
+		if started < 0 || receipt < 0 || finished < 0 || !(started < receipt && receipt < finished) {
+			t.Fatalf("SUBAGENT_STARTED at %d, receipt at %d, SUBAGENT_FINISHED at %d: want them in that order", started, receipt, finished)
+		}
+		text := ""
+		for _, e := range events {
+			if e.Type == event.TextMessageContent && e.SubagentRunID == child {
+				text += e.Delta
+			}
+		}
+		if text != "dug" {
+			t.Errorf("the child's attributed text is %q, want %q", text, "dug")
+		}
+
+		byName := map[string]sdktrace.ReadOnlySpan{}
+		for _, s := range spans.Ended() {
+			byName[s.Name()] = s
+		}
+		call, job, run := byName["execute_tool "+subagent.SpawnToolName], byName["background_job "+subagent.DefaultForkName], byName["invoke_agent "+subagent.DefaultForkName]
+		if call == nil || job == nil || run == nil {
+			t.Fatalf("spans %v: want the spawning call's, the job's and the child's run", slices.Collect(maps.Keys(byName)))
+		}
+		if job.Parent().SpanID() != call.SpanContext().SpanID() || run.Parent().SpanID() != job.SpanContext().SpanID() {
+			t.Errorf("the job's span is not under the spawning call's, or the child's run is not under the job's")
+		}
+		if !job.EndTime().After(call.EndTime()) || run.EndTime().After(job.EndTime()) {
+			t.Errorf("the job's span ends at %v, the call's at %v, the run's at %v: want call < run <= job", job.EndTime(), call.EndTime(), run.EndTime())
+		}
+		var gotID string
+		for _, a := range job.Attributes() {
+			if a.Key == subagent.AttrJobID {
+				gotID = a.Value.AsString()
+			}
+		}
+		if gotID != id {
+			t.Errorf("the job's span has %s %q, want %q", subagent.AttrJobID, gotID, id)
+		}
 	})
 }

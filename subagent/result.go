@@ -41,9 +41,9 @@ type Result struct {
 }
 
 // ResultSystemPrompt returns the instruction that makes a child answer in
-// the shape of ResultSchema. FromReact adds it to the child's system prompt
-// under WithResult; a FromAgent or FromFactory child is given it by its
-// maker.
+// the shape of ResultSchema. Under WithResult, FromReact adds it to the
+// child's system prompt, and FromAgent and FromFactory to the child's first
+// question of each call.
 func ResultSystemPrompt() string {
 	return SchemaPrompt(json.RawMessage(ResultSchema)) +
 		` Use status "success" when the task is done, "partial" when you made progress but could not finish, ` +

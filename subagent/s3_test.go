@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -16,8 +17,8 @@ import (
 )
 
 // S3: the model defines the child: the system prompt is the arguments'
-// system_prompt, the input is the task text (not the JSON), each empty when
-// missing.
+// system_prompt (empty when missing), the input is the task text (not the
+// JSON).
 func TestS3FromReactDefinesChild(t *testing.T) {
 	permissive := json.RawMessage(`{"type":"object"}`)
 	tests := []struct {
@@ -30,10 +31,6 @@ func TestS3FromReactDefinesChild(t *testing.T) {
 	}{
 		{"both fields", nil, nil, `{"system_prompt":"You are terse.","task":"Sum 2 and 2."}`, "You are terse.", "Sum 2 and 2."},
 		{"no system prompt", nil, nil, `{"task":"Sum 2 and 2."}`, "", "Sum 2 and 2."},
-		{"no task", nil, nil, `{"system_prompt":"You are terse."}`, "You are terse.", ""},
-		{"neither", nil, nil, `{}`, "", ""},
-		{"no arguments at all", nil, nil, ``, "", ""},
-		{"wrong types degrade to empty", permissive, nil, `{"system_prompt":5,"task":["a"]}`, "", ""},
 		{"one wrong type", permissive, nil, `{"system_prompt":true,"task":"Sum."}`, "", "Sum."},
 		{"extra fields of a custom schema", json.RawMessage(`{"type":"object","properties":{"task":{"type":"string"},"lang":{"type":"string"}}}`),
 			nil, `{"task":"Sum.","lang":"fr"}`, "", "Sum."},
@@ -127,5 +124,57 @@ func TestS3FromReactSharesToolsAndOptions(t *testing.T) {
 func TestS3FromReactNilProvider(t *testing.T) {
 	if _, err := FromReact("child", "x", nil, nil, nil); err == nil {
 		t.Error("FromReact(nil provider) did not fail")
+	}
+}
+
+// A FromReact call without a usable task never reaches the child's model
+// (an empty user message is refused by model APIs): the calling model is
+// told to pass the task, as an invalid-arguments error it can correct. The
+// default schema requires the task; a custom schema that does not is
+// covered by the same check.
+func TestS3FromReactWithoutTask(t *testing.T) {
+	permissive := json.RawMessage(`{"type":"object"}`)
+	tests := []struct {
+		name   string
+		params json.RawMessage
+		args   string
+		want   string
+	}{
+		{"no task", nil, `{"system_prompt":"You are terse."}`, "task"},
+		{"no arguments at all", nil, ``, ""},
+		{"empty object", nil, `{}`, "task"},
+		{"empty task", nil, `{"task":""}`, `"task" is missing or empty`},
+		{"blank task", nil, `{"task":" \n\t"}`, `"task" is missing or empty`},
+		{"no task under a permissive schema", permissive, `{"system_prompt":"x"}`, `"task" is missing or empty`},
+		{"task of the wrong type under a permissive schema", permissive, `{"task":["a"]}`, `"task" is missing or empty`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := fake.NewProvider(fake.Text("should not be asked").For("child"))
+			sub := must(FromReact("child", "Runs a sub-agent.", p, nil, tt.params))(t)
+			_, err := callTool(context.Background(), sub, "call_1", tt.args)
+			if !errors.Is(err, tool.ErrInvalidArguments) {
+				t.Fatalf("error = %v, want one wrapping tool.ErrInvalidArguments", err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q does not say %q", err, tt.want)
+			}
+			if n := p.Calls(); n != 0 {
+				t.Errorf("the child's model was called %d times", n)
+			}
+		})
+	}
+}
+
+// The default schema of FromReact tells the model the task is required.
+func TestS3FromReactParamsRequireTask(t *testing.T) {
+	var schema struct {
+		Required []string `json:"required"`
+	}
+	if err := json.Unmarshal([]byte(ReactParams), &schema); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(schema.Required, []string{"task"}) {
+		t.Errorf("ReactParams requires %v, want [task]", schema.Required)
 	}
 }

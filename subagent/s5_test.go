@@ -208,8 +208,9 @@ func TestS5Validator(t *testing.T) {
 					t.Errorf("corrective message %q does not carry the validator's message (%q)", correction.Content, tt.wantRetryHas)
 				}
 				if f.name == "FromAgent" {
-					// The resident continues its conversation.
-					want := []provider.Message{provider.UserMessage(args), provider.AssistantMessage(tt.answers[0]), correction}
+					// The resident continues its conversation, whose first
+					// question carried the shape.
+					want := []provider.Message{provider.UserMessage(args + "\n\n" + promptOf(t, tt.opt)), provider.AssistantMessage(tt.answers[0]), correction}
 					if diff := cmp.Diff(want, retry); diff != "" {
 						t.Errorf("resident's retry (-want +got):\n%s", diff)
 					}
@@ -227,6 +228,16 @@ func TestS5Validator(t *testing.T) {
 			})
 		}
 	}
+}
+
+// promptOf is the shape prompt the validating option opt tells a child.
+func promptOf(t *testing.T, opt Option) string {
+	t.Helper()
+	var c config
+	if err := opt(&c); err != nil {
+		t.Fatal(err)
+	}
+	return c.check.prompt
 }
 
 // S5: schemas are compiled when the tool is built, so a bad one fails there.

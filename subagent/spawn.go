@@ -23,8 +23,11 @@ const (
 	SpawnToolName = "spawn_subagent"
 	// DefaultMaxSpawns bounds the children one parent run may start.
 	DefaultMaxSpawns = 8
-	// DefaultSpawnConcurrency bounds the children running at once.
-	DefaultSpawnConcurrency = 8
+	// DefaultSpawnConcurrency bounds the children of one parent run
+	// running at once. It is the registry's bound on the calls of one turn
+	// (tool.DefaultParallelism), so that a turn spawning that many children
+	// runs them in one wave rather than in waves of a lower spawn bound.
+	DefaultSpawnConcurrency = tool.DefaultParallelism
 	// DefaultForkName is the agent name of a forked child.
 	DefaultForkName = "subagent"
 	// DefaultForkPrompt is the system prompt of a forked child.
@@ -95,6 +98,9 @@ func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...Option) (*Spawn
 			return nil, fmt.Errorf("subagent %s: %w", SpawnToolName, err)
 		}
 	}
+	if cfg.durable != nil {
+		return nil, fmt.Errorf("subagent %s: WithStore keeps a resident's conversation: use it with FromAgent (a spawned child has none to keep)", SpawnToolName)
+	}
 	s := &Spawner{p: p, tools: reg, cfg: cfg, roster: map[string]*SubAgentTool{}}
 	names := make([]string, 0, len(cfg.roster))
 	for _, m := range cfg.roster {
@@ -154,8 +160,9 @@ func WithMaxSpawns(n int) Option {
 // bound is per run, so that a child that spawns in turn never waits for a
 // slot its own parent holds. A background job holds its slot while it
 // runs. The parent's tool registry bounds the calls of one step too
-// (tool.Registry.SetParallelism, default tool.DefaultParallelism): the
-// lower bound wins, so raise both for a wide fan-out.
+// (tool.Registry.SetParallelism, default tool.DefaultParallelism, the same
+// as this default): the lower bound wins, so raise both for a fan-out wider
+// than that. WithMaxSpawns bounds how many children a run starts in all.
 func WithSpawnConcurrency(n int) Option {
 	return func(c *config) error {
 		if n < 1 {
@@ -336,7 +343,9 @@ func (s *Spawner) Call(ctx context.Context, call tool.Call) (tool.Result, error)
 	}
 	check, callSchema := s.cfg.check, false
 	if len(a.OutputSchema) > 0 && string(a.OutputSchema) != "null" {
-		sch, err := tool.CompileSchema(a.OutputSchema)
+		// The schema is the model's: bounded, so that neither compiling it
+		// nor checking the child's answer against it can run away.
+		sch, err := tool.CompileUntrustedSchema(a.OutputSchema)
 		if err != nil {
 			return tool.Result{}, fmt.Errorf("%w for %s: output_schema: %v: send a JSON Schema object such as {\"type\":\"object\",\"properties\":{\"answer\":{\"type\":\"string\"}}}, or leave it out",
 				tool.ErrInvalidArguments, SpawnToolName, err)
@@ -399,7 +408,11 @@ func (s *Spawner) Call(ctx context.Context, call tool.Call) (tool.Result, error)
 		return res, settle, err
 	}
 	if a.Background {
-		return s.startJob(ctx, agentName(child, s.cfg.forkName), a.Task, func(ctx context.Context) (tool.Result, func(int64), error) {
+		who := child
+		if who == nil {
+			who = s.fork
+		}
+		return s.startJob(ctx, who, call.ID, a.Task, func(ctx context.Context) (tool.Result, func(int64), error) {
 			return run(ctx, true)
 		})
 	}
@@ -412,13 +425,6 @@ func noSettle(int64) {}
 func errNoBudget() error {
 	return tool.Correctable(fmt.Errorf("%w: the run's tokens are used, or set aside for the sub-agents running now: answer with what you have, or collect those first",
 		ErrNoBudget))
-}
-
-func agentName(member *SubAgentTool, fork string) string {
-	if member != nil {
-		return member.def.Name
-	}
-	return fork
 }
 
 // member returns the roster member name, set up for one call. Its answer
@@ -434,6 +440,7 @@ func (s *Spawner) member(name, text string, check *checker, callSchema bool) (*S
 	if callSchema || c.cfg.check == nil && check != nil {
 		c.cfg.check = check
 		text += "\n\n" + check.prompt
+		c.shapeTold = true
 	}
 	args, _ := json.Marshal(map[string]string{"task": text})
 	in := agent.Input{Text: string(args)}
@@ -465,12 +472,19 @@ func (s *Spawner) forkFor(text string, check *checker, budget int64) (*SubAgentT
 	opts := make([]agent.Option, 0, len(s.cfg.reactOpts)+4)
 	opts = append(opts, s.cfg.reactOpts...)
 	opts = append(opts, agent.WithName(s.cfg.forkName), agent.WithSystemPrompt(system), agent.WithRegistry(s.forkReg))
-	if budget > 0 {
-		opts = append(opts, agent.WithTokenLimit(budget))
-	}
 	c := *s.fork
 	c.cfg.check = check
-	c.factory = func(context.Context, json.RawMessage) (agent.Agent, error) { return agent.NewReact(s.p, opts...) }
+	c.shapeTold = true // in the system prompt
+	if budget > 0 {
+		// The budget covers the whole call: a corrective retry gets what
+		// the first run left of it, not a budget of its own.
+		c.budget = budget
+		c.limited = func(left int64) (agent.Agent, error) {
+			return agent.NewReact(s.p, append(opts, agent.WithTokenLimit(left))...)
+		}
+	} else {
+		c.factory = func(context.Context, json.RawMessage) (agent.Agent, error) { return agent.NewReact(s.p, opts...) }
+	}
 	return &c, args, agent.Input{Text: text}
 }
 

@@ -501,6 +501,7 @@ func TestSpawnForkIsTheParentsKind(t *testing.T) {
 		System:   subagent.DefaultForkPrompt,
 		Messages: []provider.Message{provider.UserMessage("find X\n\nContext:\nX is a letter")},
 		Tools:    []provider.ToolDef{lookup().Definition()},
+		CacheKey: subagent.DefaultForkName,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("fork request (-want +got):\n%s", diff)
@@ -667,7 +668,8 @@ func TestSpawnRoster(t *testing.T) {
 			args:      `{"task":"review","agent":"critic"}`,
 			want:      `{"status":"success","summary":"two typos"}`,
 			wantValue: subagent.Result{Status: subagent.StatusSuccess, Summary: "two typos"},
-			wantInput: []string{`{"task":"review"}`},
+			// Its own shape, told on the first question.
+			wantInput: []string{`{"task":"review"}` + "\n\n" + subagent.ResultSystemPrompt()},
 		},
 		{
 			name: "call's output_schema wins, and the member is told it",
@@ -1026,7 +1028,8 @@ func TestSpawnChildBudget(t *testing.T) {
 }
 
 // TestSpawnBudgetNote checks that a fork near the end of its budget is told
-// so in its system prompt, and can hand back a partial result.
+// so in a note after the conversation, leaving the system prompt (the start
+// of the cached prefix) as it was, and can hand back a partial result.
 func TestSpawnBudgetNote(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	fork := subagent.DefaultForkName
@@ -1045,11 +1048,24 @@ func TestSpawnBudgetNote(t *testing.T) {
 		t.Errorf("tool results (-want +got):\n%s", diff)
 	}
 	reqs := p.RequestsFor(fork)
-	if strings.Contains(reqs[0].System, "Budget note") {
-		t.Errorf("first request already has a budget note:\n%s", reqs[0].System)
+	for _, m := range reqs[0].Messages {
+		if strings.Contains(m.Content, "Budget note") {
+			t.Errorf("first request already has a budget note:\n%s", m.Content)
+		}
 	}
-	mustContain(t, reqs[1].System, subagent.ResultSystemPrompt(),
+	if reqs[1].System != reqs[0].System {
+		t.Errorf("the budget note changed the system prompt:\n%s\nwas\n%s", reqs[1].System, reqs[0].System)
+	}
+	mustContain(t, reqs[1].System, subagent.ResultSystemPrompt())
+	last := reqs[1].Messages[len(reqs[1].Messages)-1]
+	if last.Role != provider.RoleUser {
+		t.Errorf("the note travels as a %s message, want user", last.Role)
+	}
+	mustContain(t, last.Content,
 		`Budget note: you have used 560 of your 700 tokens. Finish now: answer with what you have`, `status "partial"`)
+	if diff := cmp.Diff(reqs[0].Messages, reqs[1].Messages[:len(reqs[0].Messages)]); diff != "" {
+		t.Errorf("the second request does not repeat the first's conversation (-first +second):\n%s", diff)
+	}
 	if diff := cmp.Diff(provider.Usage{InputTokens: 610, Requests: 2}, out.ChildUsage); diff != "" {
 		t.Errorf("child usage (-want +got):\n%s", diff)
 	}
@@ -1252,6 +1268,57 @@ func TestSpawnFanoutBound(t *testing.T) {
 				}
 				if diff := cmp.Diff(times(int64(tc.n), usage(1)), out.ChildUsage); diff != "" {
 					t.Errorf("child usage (-want +got):\n%s", diff)
+				}
+			})
+		})
+	}
+}
+
+// TestSpawnDefaultsRunAWideFanOutInOneWave checks that, with the default
+// bounds, a turn spawning tool.DefaultParallelism children runs them all at
+// once: the spawn bound does not cut the registry's fan-out into waves. A
+// wider turn still runs at most that many at once.
+func TestSpawnDefaultsRunAWideFanOutInOneWave(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	for _, tc := range []struct {
+		n, wantMax int
+		wantWall   time.Duration
+	}{
+		{tool.DefaultParallelism, tool.DefaultParallelism, 10 * time.Millisecond},
+		{tool.DefaultParallelism + 1, tool.DefaultParallelism, 20 * time.Millisecond},
+	} {
+		t.Run(fmt.Sprintf("%d children", tc.n), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var mu sync.Mutex
+				running, most := 0, 0
+				child := fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+					mu.Lock()
+					running++
+					most = max(most, running)
+					mu.Unlock()
+					defer func() { mu.Lock(); running--; mu.Unlock() }()
+					select {
+					case <-time.After(10 * time.Millisecond):
+					case <-ctx.Done():
+						return provider.Response{}, ctx.Err()
+					}
+					return provider.Response{Message: provider.AssistantMessage("ok"), Usage: usage(1)}, nil
+				}).For(subagent.DefaultForkName)
+				args := make([]string, tc.n)
+				for i := range args {
+					args[i] = fmt.Sprintf(`{"task":"t%d"}`, i)
+				}
+				p := fake.NewProvider(spawns(args...).For("lead"), fake.Text("done").For("lead"), child).Loop()
+				reg, _ := setup(t, p, false, []subagent.Option{subagent.WithMaxSpawns(tc.n)})
+				start := time.Now()
+				if _, err := lead(t, p, reg).Run(t.Context(), agent.Input{Text: "go"}); err != nil {
+					t.Fatal(err)
+				}
+				if wall := time.Since(start); wall != tc.wantWall {
+					t.Errorf("wall time %v, want %v", wall, tc.wantWall)
+				}
+				if most != tc.wantMax {
+					t.Errorf("at most %d children ran at once, want %d", most, tc.wantMax)
 				}
 			})
 		})

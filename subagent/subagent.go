@@ -30,6 +30,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -86,6 +88,16 @@ type SubAgentTool struct {
 	resident agent.Agent         // FromAgent
 	turn     *semaphore.Weighted // FromAgent: one call at a time
 	factory  Factory             // FromFactory and FromReact
+
+	// A fork with a token budget (the spawn tool): all the runs of one
+	// call share budget, and limited builds each with what is left.
+	budget  int64
+	limited func(left int64) (agent.Agent, error)
+
+	// shapeTold: the child's system prompt, or its task, already describes
+	// the answer's shape (FromReact, forks, a roster member given a shape
+	// in its task), so the call does not add it to the first question.
+	shapeTold bool
 }
 
 // TaskParams is the default parameter schema of FromAgent and FromFactory:
@@ -93,14 +105,17 @@ type SubAgentTool struct {
 const TaskParams = `{"type":"object","properties":{"task":{"type":"string","description":"The task or question for the sub-agent, with everything it needs to know."}},"required":["task"]}`
 
 // ReactParams is the default parameter schema of FromReact: the child's
-// system prompt and its task. Neither is required: a missing one is empty.
-const ReactParams = `{"type":"object","properties":{"system_prompt":{"type":"string","description":"Who the sub-agent is and how it should work."},"task":{"type":"string","description":"The task for the sub-agent, with everything it needs to know."}}}`
+// system prompt and its task. The task is required; a missing system
+// prompt is empty.
+const ReactParams = `{"type":"object","properties":{"system_prompt":{"type":"string","description":"Who the sub-agent is and how it should work."},"task":{"type":"string","description":"The task for the sub-agent, with everything it needs to know."}},"required":["task"]}`
 
 // FromAgent returns the resident-expert form: a kept for the life of the
 // tool, its conversation accumulating across calls. Calls take turns; a
 // caller waiting its turn gives up when its context ends, and a call that
 // fails or is cancelled leaves a's conversation as it was before (for agents
-// with a Checkpoint method, such as *agent.React). params is the JSON Schema
+// with a Hold method, such as *agent.React, which keep the turns other
+// callers of a finished meanwhile; or, failing that, a Checkpoint method).
+// params is the JSON Schema
 // of the arguments; nil means TaskParams. By default a receives the
 // arguments' JSON text as its input.
 func FromAgent(name, description string, params json.RawMessage, a agent.Agent, opts ...Option) (*SubAgentTool, error) {
@@ -110,6 +125,11 @@ func FromAgent(name, description string, params json.RawMessage, a agent.Agent, 
 	t, err := build(name, description, params, TaskParams, opts)
 	if err != nil {
 		return nil, err
+	}
+	if t.cfg.durable != nil {
+		if _, ok := a.(Persistent); !ok {
+			return nil, fmt.Errorf("subagent %q: WithStore: the agent (%T) cannot save its conversation: use an *agent.React or implement subagent.Persistent", name, a)
+		}
 	}
 	t.resident = a
 	t.turn = semaphore.NewWeighted(1)
@@ -128,6 +148,9 @@ func FromFactory(name, description string, params json.RawMessage, factory Facto
 	if err != nil {
 		return nil, err
 	}
+	if t.cfg.durable != nil {
+		return nil, fmt.Errorf("subagent %q: WithStore keeps a resident's conversation: use it with FromAgent (a one-shot agent has none to keep)", name)
+	}
 	t.factory = factory
 	return t, nil
 }
@@ -135,8 +158,16 @@ func FromFactory(name, description string, params json.RawMessage, factory Facto
 // FromReact returns the form in which the model defines the child: each
 // call builds a ReAct agent over p with tools (shared by all calls; nil
 // means none) whose system prompt is the arguments' system_prompt and whose
-// input is their task text, each empty when missing. params nil means
-// ReactParams. WithReactOptions configures the children further.
+// input is their task text. The fields are read by their exact names, and
+// arguments that repeat a key are refused, so the child gets exactly what
+// the parameter schema checked. A missing system prompt is empty; a call
+// whose task is missing, not a string or blank fails with
+// tool.ErrInvalidArguments, which the calling model reads and can correct
+// (a model API refuses an empty user message). params nil means
+// ReactParams. WithReactOptions configures the children further; a system
+// prompt given there comes first in the child's system prompt, followed by
+// the arguments' system_prompt and, when the tool validates, the answer's
+// shape.
 func FromReact(name, description string, p provider.Provider, tools *tool.Registry, params json.RawMessage, opts ...Option) (*SubAgentTool, error) {
 	if p == nil {
 		return nil, fmt.Errorf("subagent %q: nil provider: pass the provider the children run on", name)
@@ -145,38 +176,85 @@ func FromReact(name, description string, p provider.Provider, tools *tool.Regist
 	if err != nil {
 		return nil, err
 	}
+	if t.cfg.durable != nil {
+		return nil, fmt.Errorf("subagent %q: WithStore keeps a resident's conversation: use it with FromAgent (a one-shot agent has none to keep)", name)
+	}
 	if t.cfg.input == nil {
 		t.cfg.input = taskInput
 	}
-	extra := ""
-	if t.cfg.check != nil {
-		extra = t.cfg.check.prompt
-	}
-	// The options every child shares are made once; each call adds its
-	// system prompt.
-	base := make([]agent.Option, 0, len(t.cfg.reactOpts)+2)
+	// The system prompt given with WithReactOptions, if any, is read once
+	// from an agent built with those options (which also reports a bad
+	// option now rather than on every call).
+	base := make([]agent.Option, 0, len(t.cfg.reactOpts)+3)
 	base = append(base, agent.WithName(name), agent.WithRegistry(tools))
 	base = append(base, t.cfg.reactOpts...)
+	probe, err := agent.NewReact(p, base...)
+	if err != nil {
+		return nil, fmt.Errorf("subagent %q: WithReactOptions: %w", name, err)
+	}
+	configured := probe.SystemPrompt()
+	shape := ""
+	if t.cfg.check != nil {
+		shape = t.cfg.check.prompt
+	}
+	t.shapeTold = true
+	base = slices.Clip(base)
 	t.factory = func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 		// A field of the wrong type degrades to empty.
-		system, _ := jsonvalue.StringField(string(args), "system_prompt")
-		if extra != "" {
-			if system != "" {
-				system += "\n\n"
-			}
-			system += extra
-		}
-		// The prompt comes first, so that WithReactOptions can override it.
-		return agent.NewReact(p, append([]agent.Option{agent.WithSystemPrompt(system)}, base...)...)
+		own := field(args, "system_prompt")
+		// The configured prompt, the model's own and the answer's shape,
+		// each when there is one; the prompt comes last among the options,
+		// so that it is the one that holds.
+		system := joinPrompts(configured, own, shape)
+		return agent.NewReact(p, append(base, agent.WithSystemPrompt(system))...)
 	}
 	return t, nil
 }
 
-// taskInput hands the child the task field of the arguments; a missing
-// task, or one that is not a string, is empty.
+// joinPrompts joins the non-empty parts with a blank line, in one
+// allocation, or none when a single part is not empty.
+func joinPrompts(parts ...string) string {
+	n, size, only := 0, 0, ""
+	for _, s := range parts {
+		if s != "" {
+			n, size, only = n+1, size+len(s)+2, s
+		}
+	}
+	if n <= 1 {
+		return only
+	}
+	var b strings.Builder
+	b.Grow(size)
+	for _, s := range parts {
+		if s == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n\n")
+		}
+		b.WriteString(s)
+	}
+	return b.String()
+}
+
+// taskInput hands the child the task field of the arguments. A missing,
+// non-string or blank task is an error: the child would otherwise send an
+// empty user message, which model APIs reject.
 func taskInput(args json.RawMessage) (agent.Input, error) {
-	task, _ := jsonvalue.StringField(string(args), "task")
+	task := field(args, "task")
+	if strings.TrimSpace(task) == "" {
+		return agent.Input{}, errors.New(`"task" is missing or empty: pass the sub-agent's task as a non-empty string`)
+	}
 	return agent.Input{Text: task}, nil
+}
+
+// field returns the string member name of the JSON object args, read by its
+// exact name: the value the parameter schema checked, and no other. A
+// missing member, one that is not a string, or one repeated (which Call
+// refuses before) is empty.
+func field(args json.RawMessage, name string) string {
+	s, _ := jsonvalue.Member(string(args), name)
+	return s
 }
 
 func build(name, description string, params json.RawMessage, defaultParams string, opts []Option) (*SubAgentTool, error) {
@@ -224,6 +302,7 @@ type config struct {
 	render     func(ctx context.Context, o Outcome) (string, error)
 	check      *checker
 	reactOpts  []agent.Option
+	durable    *durable // WithStore
 
 	// spawn tool only
 	roster      []*SubAgentTool

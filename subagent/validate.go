@@ -1,10 +1,14 @@
 package subagent
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/deputy-go/deputy/internal/jsonvalue"
 	"github.com/deputy-go/deputy/tool"
@@ -69,8 +73,30 @@ func OutputOf[T any]() Option {
 
 func decodeAs[T any](raw string, _ any) (any, error) {
 	var v T
-	err := json.Unmarshal([]byte(raw), &v)
-	return v, err
+	if err := json.Unmarshal([]byte(raw), &v); err != nil {
+		return nil, decodeProblem(err)
+	}
+	return v, nil
+}
+
+// decodeProblem says, in the words of a validation problem, why JSON that
+// passed the schema does not decode into the Go type: a number such as 1.0
+// is an integer to JSON Schema, but not to a Go int.
+func decodeProblem(err error) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return fmt.Errorf("the answer does not decode: %v: answer with JSON of the shape asked for", err)
+	}
+	where := "at the top level"
+	if te.Field != "" {
+		where = "at /" + strings.ReplaceAll(te.Field, ".", "/")
+	}
+	switch te.Type.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return fmt.Errorf("%s: %s is not a whole number in range: write an integer without a fraction or exponent, such as 1 rather than 1.0", where, te.Value)
+	}
+	return fmt.Errorf("%s: a %s does not fit here: write a value of the type the schema asks for", where, te.Value)
 }
 
 // decodeAny returns the checked value as json.Unmarshal into an any would:
@@ -143,23 +169,49 @@ type verdict struct {
 	problem error  // nil when valid
 }
 
-func (c *checker) check(answer string) verdict {
+// check reads the answer. It fails only when ctx ends first.
+func (c *checker) check(ctx context.Context, answer string) (verdict, error) {
 	raw, ok := extract(answer)
 	if !ok {
-		return verdict{problem: errors.New("the answer holds no JSON value")}
+		return verdict{problem: errors.New("the answer holds no JSON value")}, nil
 	}
-	v, _ := jsonvalue.Decode(raw) // extract found valid JSON
-	if err := c.schema.ValidateValue(v); err != nil {
-		return verdict{raw: raw, found: true, problem: err}
+	// extract found valid JSON: what DecodeOnce refuses is a repeated key.
+	v, err := jsonvalue.DecodeOnce(raw)
+	if err != nil {
+		return verdict{raw: raw, found: true, problem: err}, nil
+	}
+	if err := c.schema.ValidateValueContext(ctx, v); err != nil {
+		if ctx.Err() != nil && !isValidation(err) {
+			return verdict{}, err
+		}
+		return verdict{raw: raw, found: true, problem: err}, nil
 	}
 	value, err := c.decode(raw, v)
 	if err != nil {
-		return verdict{raw: raw, found: true, problem: err}
+		return verdict{raw: raw, found: true, problem: err}, nil
 	}
-	return verdict{raw: raw, found: true, value: value}
+	return verdict{raw: raw, found: true, value: value}, nil
 }
+
+func isValidation(err error) bool {
+	var ve *tool.ValidationError
+	return errors.As(err, &ve)
+}
+
+// maxCorrection bounds the problems a corrective retry lists: the retry
+// request carries them to the child, and a long list says no more than its
+// start.
+const maxCorrection = 4 << 10
 
 // correction is what a child is told after a rejected answer.
 func (c *checker) correction(problem error) string {
-	return "Your answer was rejected: " + problem.Error() + ".\n" + c.prompt
+	msg := problem.Error()
+	if len(msg) > maxCorrection {
+		cut := maxCorrection
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + " … (the rest of the problems cut)"
+	}
+	return "Your answer was rejected: " + msg + ".\n" + c.prompt
 }

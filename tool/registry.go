@@ -14,7 +14,12 @@ import (
 
 // Default limits of a Registry.
 const (
-	DefaultParallelism  = 16
+	// DefaultParallelism is how many calls of one model turn run at once.
+	// It lets a wide fan-out (64 sub-agents in one turn) run in a single
+	// wave, while a runaway model asking for hundreds of calls still runs
+	// them 64 at a time.
+	DefaultParallelism = 64
+	// DefaultMaxArgsBytes bounds the size of one call's arguments.
 	DefaultMaxArgsBytes = 1 << 20
 )
 
@@ -72,6 +77,35 @@ func (r *Registry) Register(t Tool) error {
 		r.conditional = true
 	}
 	return nil
+}
+
+// Remove takes the tool named name out of the registry and reports whether
+// it was there. Calls already running finish; later calls to the name are
+// answered as to an unknown tool. It is how a tool that went away (an MCP
+// server's tool list changed) stops being offered.
+func (r *Registry) Remove(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.tools[name]; !ok {
+		return false
+	}
+	delete(r.tools, name)
+	// New slices, not edits in place: a reader may hold the old ones.
+	list := make([]Tool, 0, len(r.list)-1)
+	defs := make([]Definition, 0, len(r.defs)-1)
+	conditional := false
+	for i, u := range r.list {
+		if r.defs[i].Name == name {
+			continue
+		}
+		list = append(list, u)
+		defs = append(defs, r.defs[i])
+		if _, ok := u.(Conditional); ok {
+			conditional = true
+		}
+	}
+	r.list, r.defs, r.conditional = list, defs, conditional
+	return true
 }
 
 // SetParallelism bounds how many calls of one turn run at once (default

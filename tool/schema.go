@@ -2,6 +2,7 @@ package tool
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +25,9 @@ import (
 type Schema struct {
 	raw      json.RawMessage
 	compiled *validator.Schema
+	// work is the shape of a model's schema, by which a check's work is
+	// counted before it is done; nil for a program's schema.
+	work *graph
 }
 
 // CompileSchema compiles a JSON Schema document (draft 2020-12 unless the
@@ -32,7 +36,30 @@ type Schema struct {
 // file or a URL, which are not loaded. Schemas can come from a model (the
 // output_schema of a spawn), and a model must not make the program read
 // its files.
+//
+// A schema whose references make a subschema check the same place of a
+// value for ever, such as {"$ref":"#"}, is refused here rather than failing
+// every value later.
 func CompileSchema(raw json.RawMessage) (*Schema, error) {
+	return compile(raw, false)
+}
+
+// CompileUntrustedSchema compiles a JSON Schema that a model wrote, such as
+// the output_schema of a spawn, within bounds that keep compiling it and
+// checking values against it short: at most MaxUntrustedSchemaBytes of
+// text, nesting at most MaxUntrustedSchemaDepth deep, references only to
+// its own parts ("#/$defs/name"), and a weight of at most MaxSchemaWeight.
+// Each check against it (ValidateContext) also counts its work first and
+// stops at MaxValidationWork or when its context ends. A schema beyond a
+// bound is refused with an error that says which and how to fix it.
+func CompileUntrustedSchema(raw json.RawMessage) (*Schema, error) {
+	if len(raw) > MaxUntrustedSchemaBytes {
+		return nil, fmt.Errorf("tool: JSON Schema rejected: it is %d bytes, over the bound of %d: send a shorter schema", len(raw), MaxUntrustedSchemaBytes)
+	}
+	return compile(raw, true)
+}
+
+func compile(raw json.RawMessage, untrusted bool) (*Schema, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, errors.New("tool: empty JSON Schema: pass a schema object such as {\"type\":\"object\"}")
 	}
@@ -47,6 +74,16 @@ func CompileSchema(raw json.RawMessage) (*Schema, error) {
 	}
 	if err := checkNumbers(doc); err != nil {
 		return nil, fmt.Errorf("tool: JSON Schema rejected: %w", err)
+	}
+	if untrusted && depth(doc, MaxUntrustedSchemaDepth+1) > MaxUntrustedSchemaDepth {
+		return nil, fmt.Errorf("tool: JSON Schema rejected: it nests deeper than %d levels: send a flatter schema", MaxUntrustedSchemaDepth)
+	}
+	g, err := buildGraph(doc, untrusted)
+	if err != nil {
+		return nil, fmt.Errorf("tool: JSON Schema rejected: %w", err)
+	}
+	if !untrusted {
+		g = nil
 	}
 	c := validator.NewCompiler()
 	c.UseLoader(noLoader{})
@@ -63,7 +100,7 @@ func CompileSchema(raw json.RawMessage) (*Schema, error) {
 		}
 		return nil, fmt.Errorf("tool: JSON Schema does not compile: %w: fix the schema", err)
 	}
-	return &Schema{raw: bytes.Clone(raw), compiled: compiled}, nil
+	return &Schema{raw: bytes.Clone(raw), compiled: compiled, work: g}, nil
 }
 
 // Bounds on the numbers of JSON text. A number may be written with any
@@ -156,24 +193,54 @@ func SchemaFor[T any]() (*Schema, error) {
 func (s *Schema) Raw() json.RawMessage { return s.raw }
 
 // Validate checks the JSON text data against s. The error names every
-// offending place by its JSON pointer, in words a model can act on.
+// offending place by its JSON pointer, in words a model can act on. An
+// object that holds one key twice is refused: what a program reads from
+// the text must be what was checked.
 func (s *Schema) Validate(data []byte) error {
-	v, ok := jsonvalue.Decode(string(data))
-	if !ok {
+	return s.ValidateContext(context.Background(), data)
+}
+
+// ValidateContext is Validate that stops when ctx ends, and, for a model's
+// schema (CompileUntrustedSchema), refuses a value whose check would pass
+// MaxValidationWork. When ctx ends first the error wraps ctx's error.
+func (s *Schema) ValidateContext(ctx context.Context, data []byte) error {
+	v, err := jsonvalue.DecodeOnce(string(data))
+	if err != nil {
+		if rk, ok := err.(*jsonvalue.RepeatedKeyError); ok {
+			return &ValidationError{Problems: []string{rk.Error()}}
+		}
 		// The slow decoder says where the text goes wrong.
-		var err error
-		if v, err = validator.UnmarshalJSON(bytes.NewReader(data)); err != nil {
+		if _, err = validator.UnmarshalJSON(bytes.NewReader(data)); err != nil {
 			return fmt.Errorf("not valid JSON: %v", syntaxMessage(err))
 		}
+		return errors.New("not valid JSON")
 	}
-	return s.ValidateValue(v)
+	return s.ValidateValueContext(ctx, v)
 }
 
 // ValidateValue checks a decoded JSON value (as produced by encoding/json
 // into an any, numbers as float64 or json.Number) against s.
 func (s *Schema) ValidateValue(v any) error {
+	return s.ValidateValueContext(context.Background(), v)
+}
+
+// ValidateValueContext is ValidateValue bounded like ValidateContext.
+func (s *Schema) ValidateValueContext(ctx context.Context, v any) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("tool: validation stopped: %w", err)
+	}
 	if err := checkNumbers(v); err != nil {
 		return &ValidationError{Problems: []string{err.Error()}}
+	}
+	if s.work != nil {
+		w := workCheck{g: s.work, ctx: ctx, left: MaxValidationWork}
+		w.walk(0, v)
+		switch {
+		case w.err == errValidationWork:
+			return &ValidationError{Problems: []string{w.err.Error()}}
+		case w.err != nil:
+			return fmt.Errorf("tool: validation stopped: %w", w.err)
+		}
 	}
 	err := s.compiled.Validate(v)
 	if err == nil {
@@ -187,19 +254,38 @@ func (s *Schema) ValidateValue(v any) error {
 	// The validator visits an object's properties in map order: sort, so
 	// that the same mistake reads the same every time.
 	slices.Sort(ps)
-	return &ValidationError{Problems: slices.Compact(ps)}
+	ps = slices.Compact(ps)
+	e := &ValidationError{Problems: ps}
+	if len(ps) > MaxProblems {
+		e.Problems, e.Omitted = slices.Clip(ps[:MaxProblems]), len(ps)-MaxProblems
+	}
+	return e
 }
 
+// MaxProblems bounds the problems a ValidationError lists: a value wrong in
+// twenty thousand places makes a message of its first few, which tell a
+// model what to fix as well as all of them would.
+const MaxProblems = 20
+
 // ValidationError lists what is wrong with a JSON value, one problem per
-// offending place, in order of place.
+// offending place, in order of place: the first MaxProblems, and a count of
+// the others.
 type ValidationError struct {
 	// Problems name each offending place by its JSON pointer and say what
 	// is wrong there, e.g. "at /city: got number, want string".
 	Problems []string
+	// Omitted counts the problems found beyond MaxProblems.
+	Omitted int
 }
 
-// Error joins the problems.
-func (e *ValidationError) Error() string { return strings.Join(e.Problems, "; ") }
+// Error joins the problems, and says how many more there are.
+func (e *ValidationError) Error() string {
+	s := strings.Join(e.Problems, "; ")
+	if e.Omitted > 0 {
+		s += "; and " + strconv.Itoa(e.Omitted) + " more problems of the same kinds"
+	}
+	return s
+}
 
 func problems(ve *validator.ValidationError, p *message.Printer, out []string) []string {
 	if len(ve.Causes) == 0 {

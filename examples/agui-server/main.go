@@ -60,7 +60,6 @@ func run(addr string, demo bool, w io.Writer, getenv func(string) string) error 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(w, about)
 	if model == provider.Provider(scripted) {
 		model = nil
 	}
@@ -82,9 +81,11 @@ func run(addr string, demo bool, w io.Writer, getenv func(string) string) error 
 	defer srv.Close()
 	url := "http://" + ln.Addr().String() + "/agui"
 	if demo {
+		fmt.Fprintln(w, about)
 		return request(w, url)
 	}
-	fmt.Fprintln(w, "AG-UI endpoint:", url)
+	// One first line with the URL, which clients read, and the provider.
+	fmt.Fprintf(w, "AG-UI endpoint: %s %s\n", url, about)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	<-ctx.Done()

@@ -62,10 +62,11 @@ func run(ctx context.Context, w io.Writer, getenv func(string) string) error {
 		return err
 	}
 
-	// One-shot delegation: a fresh reviewer per call, its answer validated.
+	// One-shot delegation: a fresh reviewer per call, its answer validated
+	// (the tool tells the reviewer the shape of the result).
 	reviewer, err := subagent.FromFactory("reviewer", "Review a text and report problems as a structured result.", nil,
 		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
-			return agent.NewReact(model, agent.WithName("reviewer"), agent.WithSystemPrompt(subagent.ResultSystemPrompt()))
+			return agent.NewReact(model, agent.WithName("reviewer"), agent.WithSystemPrompt("You review texts for errors."))
 		},
 		subagent.WithResult(), subagent.WithInput(taskText), record)
 	if err != nil {

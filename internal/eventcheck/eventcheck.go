@@ -22,6 +22,10 @@ type Options struct {
 	// Partial: the stream may end without a terminal event (a run that was
 	// cut short by its consumer).
 	Partial bool
+	// Background: a sub-agent may outlive its spawning tool call's result
+	// (a background job, whose result is its receipt). It must still start
+	// before that result.
+	Background bool
 }
 
 // required names the fields each type must carry in JSON.
@@ -128,6 +132,7 @@ func Check(events []event.Event, opt Options) []string {
 	steps := map[string]string{} // open step name -> owner
 	subs := map[string]*owned{}  // sub-agent -> open
 	spawnedBy := map[string]string{}
+	answered := map[string]bool{} // tool calls that have their result
 	lifecycle := !opt.HiddenLifecycle
 	started, ended := 0, false
 	name := func(o string) string {
@@ -244,7 +249,8 @@ func Check(events []event.Event, opt Options) []string {
 				bad(i, "messageId %q is reused", e.MessageID)
 			}
 			results[e.MessageID] = true
-			if child, ok := spawnedBy[e.ToolCallID]; ok && subs[child].open {
+			answered[e.ToolCallID] = true
+			if child, ok := spawnedBy[e.ToolCallID]; ok && subs[child].open && !opt.Background {
 				bad(i, "result for tool call %q while its sub-agent %q is still open", e.ToolCallID, child)
 			}
 		case event.StepStarted:
@@ -273,6 +279,8 @@ func Check(events []event.Event, opt Options) []string {
 				bad(i, "no parentToolCallId")
 			case c == nil:
 				bad(i, "parentToolCallId %q names no earlier TOOL_CALL_START", e.ParentToolCallID)
+			case answered[e.ParentToolCallID]:
+				bad(i, "sub-agent %q starts after its spawning tool call %q has its result", id, e.ParentToolCallID)
 			default:
 				if c.owner != parent {
 					bad(i, "parentToolCallId %q belongs to %s, not to the spawning %s", e.ParentToolCallID, name(c.owner), name(parent))

@@ -4,12 +4,14 @@
 // model's tool arguments and answers against a JSON Schema.
 //
 // It accepts exactly what json.Valid accepts, and decodes to what a
-// json.Decoder with UseNumber would. Decoded strings share memory with the
-// text read.
+// json.Decoder with UseNumber would, but that it refuses an object that
+// repeats a key. Decoded strings share memory with the text read.
 package jsonvalue
 
 import (
 	"encoding/json"
+	"errors"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -26,17 +28,69 @@ func Valid(s string) bool {
 }
 
 // Decode returns the value of the JSON text s, and false when s is not
-// valid JSON.
+// valid JSON or an object in it repeats a key (see DecodeOnce).
 func Decode(s string) (any, bool) {
+	v, err := DecodeOnce(s)
+	return v, err == nil
+}
+
+// ErrSyntax reports text that is not JSON.
+var ErrSyntax = errors.New("not valid JSON")
+
+// RepeatedKeyError reports an object that holds one key twice. encoding/json
+// keeps the last value of a repeated key, a JSON Schema validator may check
+// another, and a reader matching names without regard to case another
+// still: a value read from a model must mean one thing, so it is refused.
+type RepeatedKeyError struct {
+	// Pointer is the JSON pointer of the object holding the key ("" for the
+	// top level).
+	Pointer string
+	// Key is the repeated key.
+	Key string
+}
+
+// Error says where the key is repeated and what to do.
+func (e *RepeatedKeyError) Error() string {
+	where := "at the top level"
+	if e.Pointer != "" {
+		where = "at " + e.Pointer
+	}
+	return where + ": the key " + strconv.Quote(e.Key) + " appears more than once: write each key once"
+}
+
+// DecodeOnce returns the value of the JSON text s. It fails with ErrSyntax
+// when s is not valid JSON, and with a *RepeatedKeyError when an object in
+// it holds a key twice; keys are compared exactly, as a JSON Schema
+// validator compares them.
+func DecodeOnce(s string) (any, error) {
 	p := parser{s: s, decode: true}
-	return p.document()
+	v, ok := p.document()
+	switch {
+	case p.repeated != nil && Valid(s):
+		return nil, p.repeated
+	case p.repeated != nil:
+		return nil, ErrSyntax
+	case !ok:
+		return nil, ErrSyntax
+	}
+	return v, nil
 }
 
 type parser struct {
-	s      string
-	i      int
-	depth  int
-	decode bool // build the value, not only check the text
+	s        string
+	i        int
+	depth    int
+	decode   bool              // build the value, not only check the text
+	repeated *RepeatedKeyError // set when decoding stops at a repeated key
+}
+
+// within records, on the way out of a failed value, that the failure is
+// inside the member or element named seg.
+func (p *parser) within(seg string) {
+	if p.repeated != nil {
+		seg = strings.ReplaceAll(strings.ReplaceAll(seg, "~", "~0"), "/", "~1")
+		p.repeated.Pointer = "/" + seg + p.repeated.Pointer
+	}
 }
 
 func (p *parser) document() (any, bool) {
@@ -136,9 +190,14 @@ func (p *parser) object() (any, bool) {
 		p.i++
 		v, ok := p.value()
 		if !ok {
+			p.within(key)
 			return nil, false
 		}
 		if p.decode {
+			if _, dup := m[key]; dup {
+				p.repeated = &RepeatedKeyError{Key: key}
+				return nil, false
+			}
 			m[key] = v
 		}
 		p.space()
@@ -176,6 +235,9 @@ func (p *parser) array() (any, bool) {
 	for {
 		v, ok := p.value()
 		if !ok {
+			if p.repeated != nil {
+				p.within(strconv.Itoa(len(a)))
+			}
 			return nil, false
 		}
 		if p.decode {
@@ -312,12 +374,11 @@ func (p *parser) number() bool {
 	return true
 }
 
-// StringField returns the string value of the member name of the JSON
-// object s, matching member names as json.Unmarshal matches a struct
-// field's: exactly, or else without regard to case; of several matches the
-// last string wins. It reports false when s is not a valid JSON object or
-// holds no such string member. Nothing but the value found is decoded.
-func StringField(s, name string) (string, bool) {
+// Member returns the string value of the member name of the JSON object s,
+// matching the name exactly. It reports false when s is not a valid JSON
+// object, holds no such member, holds it twice, or holds it with a value
+// that is not a string. Nothing but the value found is decoded.
+func Member(s, name string) (string, bool) {
 	p := parser{s: s}
 	p.space()
 	if p.i >= len(s) || s[p.i] != '{' {
@@ -327,10 +388,9 @@ func StringField(s, name string) (string, bool) {
 	p.depth = 1
 	p.space()
 	if p.i < len(s) && s[p.i] == '}' {
-		p.i++
-		return "", p.end()
+		return "", false
 	}
-	found, ok := "", false
+	found, ok, seen := "", false, false
 	for {
 		p.space()
 		if p.i >= len(s) || s[p.i] != '"' {
@@ -344,7 +404,13 @@ func StringField(s, name string) (string, bool) {
 		}
 		p.i++
 		p.space()
-		if p.i < len(s) && s[p.i] == '"' && (key == name || strings.EqualFold(key, name)) {
+		if key == name {
+			if seen {
+				return "", false // repeated: which one is meant is unclear
+			}
+			seen = true
+		}
+		if key == name && p.i < len(s) && s[p.i] == '"' {
 			v, vok := p.str()
 			if !vok {
 				return "", false

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -32,7 +33,8 @@ func reference(s string) (any, bool) {
 var cases = []string{
 	``, ` `, `{}`, `[]`, `""`, `0`, `-0`, `1.5e+3`, `-12.0E-7`, `true`, `false`, `null`,
 	` {"a": [1, "two", {"three": null}], "b": true} `,
-	`{"task":"count the files"}`, `{"a":1,"a":2}`, `[[[[]]]]`,
+	`{"task":"count the files"}`, `{"a":1,"a":2}`, `[[[[]]]]`, `{"Task":1,"task":2}`,
+	`[0,{"x":[{"a/b~":{"k":1,"k":2}}]}]`, `{"a":{"b":1},"a":{"b":2}}`, `{"t\u0061sk":1,"task":2}`,
 	`"esc \" \\ \/ \b \f \n \r \t \u00e9 \ud83d\ude00"`, `"lone \ud800 surrogate"`,
 	"\"caf\xc3\xa9\"", "\"bad \xff utf8\"", "\"ctl \x01\"", "{\"k\xff\":1}",
 	`01`, `-`, `1.`, `.5`, `1e`, `1e+`, `+1`, `0x10`, `NaN`, `tru`, `truex`, `nul`,
@@ -49,13 +51,74 @@ func TestMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
+// repeatedKey reports, by reading s with encoding/json's tokenizer, the
+// first object of the valid JSON text s that holds a key twice, as a JSON
+// pointer and the key.
+func repeatedKey(s string) (pointer, key string, found bool) {
+	d := json.NewDecoder(strings.NewReader(s))
+	d.UseNumber()
+	var walk func(path string) bool
+	walk = func(path string) bool {
+		tok, _ := d.Token()
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for d.More() {
+				k, _ := d.Token()
+				ks := k.(string)
+				if seen[ks] {
+					pointer, key = path, ks
+					return true
+				}
+				seen[ks] = true
+				esc := strings.ReplaceAll(strings.ReplaceAll(ks, "~", "~0"), "/", "~1")
+				if walk(path + "/" + esc) {
+					return true
+				}
+			}
+			d.Token()
+		case json.Delim('['):
+			for i := 0; d.More(); i++ {
+				if walk(path + "/" + strconv.Itoa(i)) {
+					return true
+				}
+			}
+			d.Token()
+		}
+		return false
+	}
+	found = walk("")
+	return pointer, key, found
+}
+
 func check(t *testing.T, s string) {
 	t.Helper()
 	want, wantOK := reference(s)
 	if got := Valid(s); got != wantOK {
 		t.Errorf("Valid(%.80q) = %v, want %v", s, got, wantOK)
 	}
-	got, ok := Decode(s)
+	got, err := DecodeOnce(s)
+	ok := err == nil
+	if wantOK {
+		var rk *RepeatedKeyError
+		pointer, key, repeated := repeatedKey(s)
+		switch {
+		case repeated && !errors.As(err, &rk):
+			t.Fatalf("DecodeOnce(%.80q) = %v, want the repeated key %q at %q refused", s, err, key, pointer)
+		case repeated && (rk.Pointer != pointer || rk.Key != key):
+			t.Fatalf("DecodeOnce(%.80q) refused key %q at %q, want %q at %q", s, rk.Key, rk.Pointer, key, pointer)
+		case repeated:
+			if _, ok := Decode(s); ok {
+				t.Fatalf("Decode(%.80q) accepts a repeated key", s)
+			}
+			return
+		}
+	} else if err != nil && !errors.Is(err, ErrSyntax) {
+		t.Fatalf("DecodeOnce(%.80q) = %v on invalid JSON, want ErrSyntax", s, err)
+	}
+	if _, dok := Decode(s); dok != ok {
+		t.Fatalf("Decode(%.80q) ok = %v, DecodeOnce err = %v", s, dok, err)
+	}
 	if ok != wantOK {
 		t.Fatalf("Decode(%.80q) ok = %v, want %v", s, ok, wantOK)
 	}
@@ -101,46 +164,52 @@ func BenchmarkDecode(b *testing.B) {
 	})
 }
 
-var fieldCases = []string{
+// The error says where the repeated key is, and what to do.
+func TestRepeatedKeyMessage(t *testing.T) {
+	_, err := DecodeOnce(`{"a":[{"x":1},{"task":"short","task":"long"}]}`)
+	want := `at /a/1: the key "task" appears more than once: write each key once`
+	if err == nil || err.Error() != want {
+		t.Fatalf("DecodeOnce: %v, want %q", err, want)
+	}
+}
+
+var memberCases = []string{
 	`{"task":"a"}`, ` { "system_prompt" : "s", "task" : "t" } `, `{"TASK":"upper"}`, `{"Task":"a","task":"b"}`,
-	`{"task":"a","task":5}`, `{"task":5}`, `{"task":null}`, `{"task":["a"]}`, `{"task":{"task":"inner"}}`,
-	`{"tasks":"no"}`, `{}`, `[]`, `"task"`, `{"task":"\u00e9\n"}`, "{\"task\":\"bad \xff\"}", `{"t\u0061sk":"escaped key"}`,
-	`{"task":"a"`, `{"task":"a"} x`, `{"task":"a",}`, `{"task" "a"}`, `{"K":"kelvin"}`,
+	`{"task":"a","task":"b"}`, `{"task":"a","task":5}`, `{"task":5}`, `{"task":null}`, `{"task":["a"]}`,
+	`{"task":{"task":"inner"}}`, `{"tasks":"no"}`, `{}`, `[]`, `"task"`, `{"task":"\u00e9\n"}`, "{\"task\":\"bad \xff\"}",
+	`{"t\u0061sk":"escaped key"}`, `{"task":"a"`, `{"task":"a"} x`, `{"task":"a",}`, `{"task" "a"}`, `{"K":"kelvin"}`,
 }
 
-// StringField agrees with json.Unmarshal into a struct with a "task" field.
-func TestStringField(t *testing.T) {
-	for _, s := range fieldCases {
-		checkField(t, s)
+// Member agrees with DecodeOnce: the exact member's string value, and
+// nothing for a repeated key.
+func TestMember(t *testing.T) {
+	for _, s := range memberCases {
+		checkMember(t, s)
 	}
 }
 
-func checkField(t *testing.T, s string) {
+func checkMember(t *testing.T, s string) {
 	t.Helper()
-	var want struct {
-		Task string `json:"task"`
+	got, ok := Member(s, "task")
+	v, err := DecodeOnce(s)
+	m, _ := v.(map[string]any)
+	want, wantOK := m["task"].(string)
+	var rk *RepeatedKeyError
+	switch {
+	case errors.As(err, &rk) && (rk.Pointer != "" || rk.Key != "task"):
+		return // a repeated key elsewhere: Member need not see it
+	case err != nil:
+		want, wantOK = "", false
 	}
-	wantErr := json.Unmarshal([]byte(s), &want)
-	got, ok := StringField(s, "task")
-	if !json.Valid([]byte(s)) {
-		if ok {
-			t.Errorf("StringField(%.80q) = %q on invalid JSON", s, got)
-		}
-		return
-	}
-	var syntax *json.SyntaxError
-	if errors.As(wantErr, &syntax) {
-		t.Fatalf("json.Unmarshal(%q): %v on valid JSON", s, wantErr)
-	}
-	if got != want.Task {
-		t.Errorf("StringField(%.80q) = %q, want %q as json.Unmarshal", s, got, want.Task)
+	if got != want || ok != wantOK {
+		t.Errorf("Member(%.80q) = %q, %v; want %q, %v as DecodeOnce", s, got, ok, want, wantOK)
 	}
 }
 
-// FuzzStringField holds StringField to json.Unmarshal.
-func FuzzStringField(f *testing.F) {
-	for _, s := range fieldCases {
+// FuzzMember holds Member to DecodeOnce.
+func FuzzMember(f *testing.F) {
+	for _, s := range memberCases {
 		f.Add(s)
 	}
-	f.Fuzz(func(t *testing.T, s string) { checkField(t, s) })
+	f.Fuzz(func(t *testing.T, s string) { checkMember(t, s) })
 }

@@ -30,7 +30,21 @@
 //   - Empty text is left out: the API rejects empty text blocks.
 //   - Request.MaxTokens defaults to DefaultMaxTokens (WithMaxTokens changes
 //     it), because the API requires a cap.
-//   - Request.ResponseSchema becomes output_config.format (json_schema).
+//   - Request.ResponseSchema becomes output_config.format (json_schema),
+//     narrowed to the subset the API takes: objects that leave
+//     additionalProperties out are closed, a type list becomes anyOf, and
+//     bounds the API refuses (minimum, maxLength, pattern, …) are left out,
+//     the caller's own validation still holding them. A schema that cannot
+//     be narrowed (a free-form object, an unknown keyword) is not sent:
+//     the agent's prompt describes it instead. WithoutOutputFormat never
+//     sends one.
+//   - Prompt caching: cache_control breakpoints mark the end of the
+//     system prompt (or of the tools, without one), the end of the
+//     previous user turn (where the last request ended, in a loop or a
+//     resident's conversation) and the end of the conversation, so that a
+//     repeated prefix is read from the cache at a tenth of the input price
+//     rather than billed in full on every call. WithoutPromptCaching sends
+//     none. Request.CacheKey is not sent: the API has no such parameter.
 //   - Request.Temperature is not sent: the API version this SDK speaks has no
 //     temperature parameter.
 //   - Usage.InputTokens counts every input token, including those read from
@@ -46,6 +60,25 @@
 // saying the prompt is too long is KindContextWindow. The caller's own
 // cancellation is reported as an error wrapping ctx.Err() instead, so that
 // errors.Is(err, context.Canceled) holds.
+//
+// # Limits
+//
+// A model's reply is untrusted input. Replies are assembled in time and
+// memory linear in their size, and bounded: a response body over
+// WithMaxResponseBytes, a reply text over WithMaxTextBytes or one tool
+// call's arguments over WithMaxArgumentBytes end the call with a
+// *provider.Error of KindResponseTooLarge that names the limit (defaults:
+// provider.DefaultMaxResponseBytes, DefaultMaxTextBytes,
+// DefaultMaxArgumentBytes). A stream that sends nothing of the reply
+// (keep-alives do not count) for WithIdleTimeout, 10 minutes by default, ends
+// with a KindTransient error. A stream line that is not JSON, and a
+// successful status whose body holds no stream event (an HTML page, say),
+// are KindMalformed; a refused redirect to another origin is
+// KindBadRequest.
+//
+// The HTTP client refuses a redirect to another origin, which would receive
+// the conversation, unless the client given to WithHTTPClient has a redirect
+// policy of its own.
 package anthropic
 
 import (
@@ -82,6 +115,9 @@ type Provider struct {
 	model     string
 	baseURL   string
 	maxTokens int
+	noFormat  bool // WithoutOutputFormat
+	noCache   bool // WithoutPromptCaching
+	limits    adapter.Limits
 }
 
 var (
@@ -100,7 +136,10 @@ type config struct {
 	maxTokens      *int
 	httpClient     *http.Client
 	httpClientSet  bool
+	noFormat       bool
+	noCache        bool
 	requestOptions []option.RequestOption
+	limits         limitOptions
 }
 
 // WithAPIKey sets the API key, overriding the credentials the SDK would find
@@ -127,6 +166,16 @@ func WithMaxTokens(n int) Option { return func(c *config) { c.maxTokens = &n } }
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *config) { c.httpClient, c.httpClientSet = hc, true }
 }
+
+// WithoutOutputFormat leaves Request.ResponseSchema out of the request,
+// for models or compatible servers without structured output. The agent
+// still describes the shape in words.
+func WithoutOutputFormat() Option { return func(c *config) { c.noFormat = true } }
+
+// WithoutPromptCaching sends no cache_control breakpoints, for servers that
+// reject them or when cache writes (billed above the input price) do not
+// pay for themselves.
+func WithoutPromptCaching() Option { return func(c *config) { c.noCache = true } }
 
 // WithRequestOptions passes SDK request options through to every request,
 // after the ones this package sets: extra headers, middleware, a request
@@ -193,12 +242,16 @@ func New(opts ...Option) (*Provider, error) {
 		}
 		ro = append(ro, option.WithMaxRetries(*c.maxRetries))
 	}
-	if c.httpClientSet {
-		if c.httpClient == nil {
-			return nil, fmt.Errorf("anthropic: WithHTTPClient got a nil client; pass a client or leave the option out to use the SDK's default")
-		}
-		ro = append(ro, option.WithHTTPClient(c.httpClient))
+	if c.httpClientSet && c.httpClient == nil {
+		return nil, fmt.Errorf("anthropic: WithHTTPClient got a nil client; pass a client or leave the option out to use the SDK's default")
 	}
+	limits, err := c.limits.resolve()
+	if err != nil {
+		return nil, err
+	}
+	// The body cap sits in the transport: the SDK takes any middleware for
+	// one that authenticates, and would then send a request without a key.
+	ro = append(ro, option.WithHTTPClient(limitedClient(c.httpClient, limits.MaxResponseBytes)))
 	ro = append(ro, c.requestOptions...)
 
 	return &Provider{
@@ -206,8 +259,15 @@ func New(opts ...Option) (*Provider, error) {
 		model:     model,
 		baseURL:   baseURL,
 		maxTokens: maxTokens,
+		noFormat:  c.noFormat,
+		noCache:   c.noCache,
+		limits:    limits,
 	}, nil
 }
+
+// Name returns "anthropic", the OpenTelemetry gen_ai.provider.name of the
+// API this provider speaks (provider.Namer).
+func (p *Provider) Name() string { return "anthropic" }
 
 // Model returns the model used when a Request names none.
 func (p *Provider) Model() string { return p.model }
@@ -235,7 +295,7 @@ func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider
 	if err != nil {
 		return provider.Response{}, failure(ctx, err, httpResp)
 	}
-	return decodeMessage(raw, statusOf(httpResp))
+	return decodeMessage(raw, statusOf(httpResp), p.limits)
 }
 
 // Stream sends req to the Messages API with streaming on, passes the reply

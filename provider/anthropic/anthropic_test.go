@@ -191,6 +191,18 @@ func TestComplete(t *testing.T) {
 	structured.ResponseSchema = json.RawMessage(`{"type":"object","properties":{"status":{"type":"string","enum":["success","partial","failed"]},"summary":{"type":"string"},"findings":{"type":["object","null"]}},"required":["status","summary"],"additionalProperties":false}`)
 	structured.MaxTokens = 256
 	structured.Temperature = ptr(0.2) // not sent: the API has no such parameter
+	// A schema the API takes once narrowed: the object closed, the bounds
+	// left out, the type list made anyOf.
+	narrowed := structured
+	narrowed.ResponseSchema = json.RawMessage(`{"type":"object","properties":{"city":{"type":"string","maxLength":40},"temp":{"type":["number","null"],"minimum":-90,"description":"Celsius"}},"required":["city","temp"]}`)
+	bare := structured
+	bare.Tools = weatherRequest().Tools
+	structuredAnswer := provider.Response{
+		Message:    provider.AssistantMessage(`{"status":"success","summary":"Paris is sunny.","findings":null}`),
+		StopReason: provider.StopEndTurn,
+		Usage:      provider.Usage{InputTokens: 150, OutputTokens: 21, Requests: 1},
+		Model:      "claude-sonnet-5-5",
+	}
 
 	toolCall := provider.Response{
 		Message: provider.AssistantMessage("I'll check the weather in Paris.",
@@ -239,8 +251,25 @@ func TestComplete(t *testing.T) {
 			},
 		},
 		{
-			name:    "structured",
+			// ResultSchema's findings is a free-form object, which the API
+			// does not take: no output format, the prompt describes it.
+			name:    "structured_free_form",
 			req:     structured,
+			answers: []canned{{status: 200, file: "structured.json"}},
+			want:    structuredAnswer,
+		},
+		{
+			// Without caching, the request has no breakpoint; without the
+			// output format, no output_config.
+			name:    "without_caching_or_format",
+			req:     bare,
+			opts:    []anthropic.Option{anthropic.WithoutPromptCaching(), anthropic.WithoutOutputFormat()},
+			answers: []canned{{status: 200, file: "structured.json"}},
+			want:    structuredAnswer,
+		},
+		{
+			name:    "structured",
+			req:     narrowed,
 			answers: []canned{{status: 200, file: "structured.json"}},
 			want: provider.Response{
 				Message:    provider.AssistantMessage(`{"status":"success","summary":"Paris is sunny.","findings":null}`),

@@ -49,9 +49,56 @@ func (p *Provider) params(req provider.Request) (ant.MessageNewParams, error) {
 		if err != nil {
 			return params, adapter.BadRequest(Name, "ResponseSchema is not a JSON object (%v); give a JSON Schema such as {\"type\":\"object\"}", err)
 		}
-		params.OutputConfig.Format = ant.JSONOutputFormatParam{Schema: schema}
+		if narrowed, ok := outputSchema(schema); ok && !p.noFormat {
+			params.OutputConfig.Format = ant.JSONOutputFormatParam{Schema: narrowed}
+		}
+	}
+	if !p.noCache {
+		breakpoints(&params)
 	}
 	return params, nil
+}
+
+// breakpoints marks where the cached prefixes end: the system prompt (or
+// the last tool, without one), the previous user turn and the last turn.
+// The API takes at most four.
+func breakpoints(params *ant.MessageNewParams) {
+	cc := ant.NewCacheControlEphemeralParam()
+	if n := len(params.System); n > 0 {
+		params.System[n-1].CacheControl = cc
+	} else if n := len(params.Tools); n > 0 {
+		if c := params.Tools[n-1].GetCacheControl(); c != nil {
+			*c = cc
+		}
+	}
+	msgs := params.Messages
+	last := len(msgs) - 1
+	markEnd(&msgs[last], cc)
+	// The turn where the previous request ended: the user turn before the
+	// last, which in a ReAct loop or a resident's conversation is the
+	// last turn the previous call sent.
+	for i := last - 1; i >= 0; i-- {
+		if msgs[i].OfUser != nil {
+			markEnd(&msgs[i], cc)
+			break
+		}
+	}
+}
+
+// markEnd puts a breakpoint on the last block of m.
+func markEnd(m *ant.MessageParam, cc ant.CacheControlEphemeralParam) {
+	var blocks []ant.ContentBlockParamUnion
+	switch {
+	case m.OfUser != nil:
+		blocks = m.OfUser.Content
+	case m.OfAssistant != nil:
+		blocks = m.OfAssistant.Content
+	}
+	if n := len(blocks); n > 0 {
+		if c := blocks[n-1].GetCacheControl(); c != nil {
+			*c = cc
+		}
+	}
 }
 
 // messages maps a conversation onto Messages turns: tool results join the

@@ -14,7 +14,7 @@ import (
 )
 
 // decodeMessage reads a Messages response body.
-func decodeMessage(raw []byte, status int) (provider.Response, error) {
+func decodeMessage(raw []byte, status int, lim adapter.Limits) (provider.Response, error) {
 	var msg ant.Message
 	if err := json.Unmarshal(raw, &msg); err != nil {
 		return provider.Response{}, adapter.Malformed(Name, status, err)
@@ -22,32 +22,58 @@ func decodeMessage(raw []byte, status int) (provider.Response, error) {
 	if msg.Type != "message" {
 		return provider.Response{}, adapter.Malformed(Name, status, errors.New("the body is not a message"))
 	}
-	return response(&msg), nil
-}
-
-// response converts a whole message, received or assembled from a stream,
-// into deputy's vocabulary.
-func response(msg *ant.Message) provider.Response {
-	out := provider.Message{Role: provider.RoleAssistant}
+	r := reply{model: msg.Model, stop: msg.StopReason, usage: msg.Usage}
 	var text strings.Builder
 	for _, b := range msg.Content {
 		switch b.Type {
 		case "text":
 			text.WriteString(b.Text)
 		case "tool_use":
-			out.ToolCalls = append(out.ToolCalls, provider.ToolCall{
-				ID:        b.ID,
-				Name:      b.Name,
-				Arguments: adapter.Arguments(b.Input),
-			})
+			r.calls = append(r.calls, call{id: b.ID, name: b.Name, args: b.Input})
 		}
 	}
-	out.Content = text.String()
-	u := msg.Usage
+	r.text = text.String()
+	if len(r.text) > lim.MaxTextBytes {
+		return provider.Response{}, adapter.TextLimit(Name, status, lim.MaxTextBytes, "WithMaxTextBytes")
+	}
+	for _, c := range r.calls {
+		if len(c.args) > lim.MaxArgumentBytes {
+			return provider.Response{}, adapter.ArgumentLimit(Name, status, c.name, lim.MaxArgumentBytes, "WithMaxArgumentBytes")
+		}
+	}
+	return r.response(), nil
+}
+
+// reply is a model's answer as both Complete and Stream see it, so that the
+// two return the same Response.
+type reply struct {
+	model string
+	text  string
+	calls []call
+	stop  ant.StopReason
+	usage ant.Usage
+}
+
+type call struct {
+	id, name string
+	args     []byte
+}
+
+// response converts the reply into deputy's vocabulary.
+func (r *reply) response() provider.Response {
+	out := provider.Message{Role: provider.RoleAssistant, Content: r.text}
+	for _, c := range r.calls {
+		out.ToolCalls = append(out.ToolCalls, provider.ToolCall{
+			ID:        c.id,
+			Name:      c.name,
+			Arguments: adapter.Arguments(c.args),
+		})
+	}
+	u := r.usage
 	return provider.Response{
 		Message:    out,
-		StopReason: stopReason(msg.StopReason),
-		Model:      msg.Model,
+		StopReason: stopReason(r.stop),
+		Model:      r.model,
 		Usage: provider.Usage{
 			InputTokens:      u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens,
 			OutputTokens:     u.OutputTokens,

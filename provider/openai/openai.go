@@ -28,8 +28,19 @@
 //   - Request.MaxTokens is sent as max_completion_tokens (WithLegacyMaxTokens
 //     sends max_tokens, for servers that only know the older field).
 //   - Request.ResponseSchema asks for structured output with response_format
-//     json_schema, under the name "response" and without strict mode, so that
-//     schemas with optional properties stay valid.
+//     json_schema, under the name "response". Strict mode is on when the
+//     schema fits the subset OpenAI's strict mode takes (every object closed
+//     with additionalProperties false and every property required, a small
+//     set of keywords); other schemas are sent without it, so that schemas
+//     with optional properties stay valid. WithoutResponseFormat leaves
+//     response_format out.
+//   - Request.CacheKey becomes prompt_cache_key, which routes requests that
+//     share a prefix to the same cache. A key longer than 64 bytes, or not
+//     plain printable ASCII, is sent as its SHA-256 in hex.
+//     WithoutPromptCacheKey leaves it out. Nothing that changes from call to
+//     call is put ahead of the conversation: the system message comes
+//     first, then the messages in order, then the tools, so that OpenAI's
+//     automatic prompt caching can reuse a repeated prefix.
 //   - Streaming asks for usage (stream_options.include_usage), so the
 //     Response Stream returns reports tokens as Complete's does.
 //
@@ -40,6 +51,21 @@
 // or whose message says the context length was exceeded, has
 // KindContextWindow. The caller's own cancellation is reported as an error
 // wrapping ctx.Err() instead, so that errors.Is(err, context.Canceled) holds.
+//
+// # Limits
+//
+// A model's reply is untrusted input. Replies are assembled in time and
+// memory linear in their size, and bounded: a response body over
+// WithMaxResponseBytes, a reply text over WithMaxTextBytes or one tool
+// call's arguments over WithMaxArgumentBytes end the call with a
+// *provider.Error of KindResponseTooLarge that names the limit (defaults:
+// provider.DefaultMaxResponseBytes, DefaultMaxTextBytes,
+// DefaultMaxArgumentBytes). A stream that sends nothing of the reply
+// (keep-alives do not count) for WithIdleTimeout, 10 minutes by default, ends
+// with a KindTransient error. A stream line that is not JSON, and a
+// successful status whose body holds no stream event (an HTML page, say),
+// are KindMalformed; a refused redirect to another origin is
+// KindBadRequest.
 package openai
 
 import (
@@ -72,6 +98,9 @@ type Provider struct {
 	model           string
 	baseURL         string
 	legacyMaxTokens bool
+	noFormat        bool // WithoutResponseFormat
+	noCacheKey      bool // WithoutPromptCacheKey
+	limits          adapter.Limits
 }
 
 var (
@@ -90,7 +119,10 @@ type config struct {
 	httpClient      *http.Client
 	httpClientSet   bool
 	legacyMaxTokens bool
+	noFormat        bool
+	noCacheKey      bool
 	requestOptions  []option.RequestOption
+	limits          limitOptions
 }
 
 // WithAPIKey sets the API key, overriding OPENAI_API_KEY.
@@ -118,6 +150,15 @@ func WithHTTPClient(hc *http.Client) Option {
 // max_completion_tokens, for OpenAI-compatible servers that only know the
 // older field. OpenAI's reasoning models reject max_tokens.
 func WithLegacyMaxTokens() Option { return func(c *config) { c.legacyMaxTokens = true } }
+
+// WithoutResponseFormat leaves Request.ResponseSchema out of the request,
+// for OpenAI-compatible servers that reject response_format or ignore it
+// badly. The agent still describes the shape in words.
+func WithoutResponseFormat() Option { return func(c *config) { c.noFormat = true } }
+
+// WithoutPromptCacheKey leaves Request.CacheKey out of the request, for
+// OpenAI-compatible servers that reject prompt_cache_key.
+func WithoutPromptCacheKey() Option { return func(c *config) { c.noCacheKey = true } }
 
 // WithRequestOptions passes SDK request options through to every request,
 // after the ones this package sets: extra headers, middleware, a request
@@ -188,6 +229,11 @@ func New(opts ...Option) (*Provider, error) {
 		}
 		ro = append(ro, option.WithHTTPClient(c.httpClient))
 	}
+	limits, limitBody, err := c.limits.resolve()
+	if err != nil {
+		return nil, err
+	}
+	ro = append(ro, limitBody)
 	ro = append(ro, c.requestOptions...)
 
 	return &Provider{
@@ -195,8 +241,15 @@ func New(opts ...Option) (*Provider, error) {
 		model:           model,
 		baseURL:         baseURL,
 		legacyMaxTokens: c.legacyMaxTokens,
+		noFormat:        c.noFormat,
+		noCacheKey:      c.noCacheKey,
+		limits:          limits,
 	}, nil
 }
+
+// Name returns "openai", the OpenTelemetry gen_ai.provider.name of the
+// API this provider speaks (provider.Namer).
+func (p *Provider) Name() string { return "openai" }
 
 // Model returns the model used when a Request names none.
 func (p *Provider) Model() string { return p.model }
@@ -220,7 +273,7 @@ func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider
 	if err != nil {
 		return provider.Response{}, failure(ctx, err, httpResp)
 	}
-	return decodeCompletion(raw, statusOf(httpResp))
+	return decodeCompletion(raw, statusOf(httpResp), p.limits)
 }
 
 // Stream sends req to the Chat Completions API with streaming on, passes

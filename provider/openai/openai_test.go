@@ -186,6 +186,19 @@ func TestComplete(t *testing.T) {
 	structured.MaxTokens = 256
 	structured.Temperature = ptr(0.2)
 
+	// A closed schema with every property required fits strict mode.
+	strict := structured
+	strict.ResponseSchema = json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"},"unit":{"type":["string","null"]}},"required":["n","unit"],"additionalProperties":false}`)
+	strict.CacheKey = "expert"
+	hashed := structured
+	hashed.CacheKey = "thread/" + strings.Repeat("ü", 40) // neither short nor ASCII
+	structuredAnswer := provider.Response{
+		Message:    provider.AssistantMessage(`{"status":"success","summary":"Paris is sunny.","findings":null}`),
+		StopReason: provider.StopEndTurn,
+		Usage:      provider.Usage{InputTokens: 120, OutputTokens: 19, Requests: 1},
+		Model:      "gpt-5.4-mini-2026-03-17",
+	}
+
 	cases := []struct {
 		name    string
 		req     provider.Request
@@ -194,6 +207,25 @@ func TestComplete(t *testing.T) {
 		want    provider.Response
 		err     *wantErr
 	}{
+		{
+			name:    "structured_strict_cache_key",
+			req:     strict,
+			answers: []canned{{status: 200, file: "structured.json"}},
+			want:    structuredAnswer,
+		},
+		{
+			name:    "cache_key_hashed",
+			req:     hashed,
+			answers: []canned{{status: 200, file: "structured.json"}},
+			want:    structuredAnswer,
+		},
+		{
+			name:    "without_format_and_cache_key",
+			req:     strict,
+			opts:    []openai.Option{openai.WithoutResponseFormat(), openai.WithoutPromptCacheKey()},
+			answers: []canned{{status: 200, file: "structured.json"}},
+			want:    structuredAnswer,
+		},
 		{
 			name:    "text",
 			req:     provider.Request{System: "Answer in one sentence.", Messages: []provider.Message{provider.UserMessage("What is the capital of France?")}},

@@ -1,6 +1,8 @@
 package openai
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 
 	oai "github.com/openai/openai-go/v3"
@@ -66,16 +68,22 @@ func (p *Provider) params(req provider.Request) (oai.ChatCompletionNewParams, er
 	if req.Temperature != nil {
 		params.Temperature = param.NewOpt(*req.Temperature)
 	}
-	if len(req.ResponseSchema) > 0 {
-		if !adapter.IsObject(req.ResponseSchema) {
+	if len(req.ResponseSchema) > 0 && !p.noFormat {
+		var schema map[string]any
+		if err := json.Unmarshal(req.ResponseSchema, &schema); err != nil || schema == nil {
 			return params, adapter.BadRequest(Name, "ResponseSchema is not a JSON object; give a JSON Schema such as {\"type\":\"object\"}")
 		}
-		params.ResponseFormat.OfJSONSchema = &shared.ResponseFormatJSONSchemaParam{
-			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{
-				Name:   responseFormatName,
-				Schema: json.RawMessage(req.ResponseSchema),
-			},
+		format := shared.ResponseFormatJSONSchemaJSONSchemaParam{
+			Name:   responseFormatName,
+			Schema: json.RawMessage(req.ResponseSchema),
 		}
+		if strictFits(schema) {
+			format.Strict = param.NewOpt(true)
+		}
+		params.ResponseFormat.OfJSONSchema = &shared.ResponseFormatJSONSchemaParam{JSONSchema: format}
+	}
+	if req.CacheKey != "" && !p.noCacheKey {
+		params.PromptCacheKey = param.NewOpt(cacheKey(req.CacheKey))
 	}
 	return params, nil
 }
@@ -118,4 +126,22 @@ func message(i int, m provider.Message) (oai.ChatCompletionMessageParamUnion, er
 	default:
 		return oai.ChatCompletionMessageParamUnion{}, adapter.BadRequest(Name, "message %d has unknown role %q; use user, assistant or tool", i, m.Role)
 	}
+}
+
+// maxCacheKey is the longest prompt_cache_key the API takes.
+const maxCacheKey = 64
+
+// cacheKey returns key as prompt_cache_key takes it: as it is when short
+// and plain printable ASCII, else its SHA-256 in hex (64 bytes), which keeps
+// distinct keys distinct.
+func cacheKey(key string) string {
+	plain := len(key) <= maxCacheKey
+	for i := 0; plain && i < len(key); i++ {
+		plain = key[i] >= 0x20 && key[i] < 0x7f
+	}
+	if plain {
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
 }

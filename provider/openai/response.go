@@ -32,7 +32,7 @@ type call struct {
 }
 
 // decodeCompletion reads a Chat Completions response body.
-func decodeCompletion(raw []byte, status int) (provider.Response, error) {
+func decodeCompletion(raw []byte, status int, lim adapter.Limits) (provider.Response, error) {
 	var cc oai.ChatCompletion
 	if err := json.Unmarshal(raw, &cc); err != nil {
 		return provider.Response{}, adapter.Malformed(Name, status, err)
@@ -54,6 +54,14 @@ func decodeCompletion(raw []byte, status int) (provider.Response, error) {
 			continue // deputy never offers custom tools
 		}
 		r.calls = append(r.calls, call{id: tc.ID, name: tc.Function.Name, args: []byte(tc.Function.Arguments)})
+	}
+	if n := len(r.text) + len(r.refusal); n > lim.MaxTextBytes {
+		return provider.Response{}, adapter.TextLimit(Name, status, lim.MaxTextBytes, "WithMaxTextBytes")
+	}
+	for _, c := range r.calls {
+		if len(c.args) > lim.MaxArgumentBytes {
+			return provider.Response{}, adapter.ArgumentLimit(Name, status, c.name, lim.MaxArgumentBytes, "WithMaxArgumentBytes")
+		}
 	}
 	return r.response(), nil
 }

@@ -7,8 +7,10 @@
 // agent that delegates two topics, in parallel, to a FromFactory sub-agent
 // tool whose children are ReAct agents with a search tool. The request's
 // forwardedProps.scenario picks the story: "two-children" (the default),
-// "child-error" (one child's model fails) or "slow" (the children pause
-// 250 ms before each piece of their replies).
+// "child-error" (one child's model fails), "slow" (the children pause
+// 250 ms before each piece of their replies) or "conversation" (the lead's
+// answer lists the messages its model received, for checking a
+// conversation over several turns).
 package main
 
 import (

@@ -15,6 +15,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agui"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/internal/eventcheck"
 )
 
@@ -67,7 +68,7 @@ func runScenario(t *testing.T, url, body string) (int, []event.Event) {
 func TestScenarios(t *testing.T) {
 	srv := server(t, build)
 	quick := server(t, func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
-		return tree("research topic B", time.Millisecond) // "slow", but quick
+		return tree("research topic B", time.Millisecond, fake.Text("Done.")) // "slow", but quick
 	})
 	for _, tt := range []struct {
 		name, url, scenario string
@@ -76,6 +77,7 @@ func TestScenarios(t *testing.T) {
 		{"default", srv.URL, "", 0},
 		{"two-children", srv.URL, "two-children", 0},
 		{"child-error", srv.URL, "child-error", 1},
+		{"conversation", srv.URL, "conversation", 0},
 		{"slow, left to finish", quick.URL, "", 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -31,27 +31,31 @@ func build(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
 	}
 	topicB := "research topic B"
 	var wait time.Duration
+	answer := fake.Text("Both researchers have reported; here is the summary.")
 	switch props.Scenario {
 	case "", "two-children":
+	case "conversation":
+		answer = fake.Respond(digest)
 	case "child-error":
 		topicB = "research topic B (its source fails)"
 	case "slow":
 		wait = pause
 	default:
-		return nil, fmt.Errorf("%w: unknown scenario %q: use two-children, child-error or slow", agui.ErrBadInput, props.Scenario)
+		return nil, fmt.Errorf("%w: unknown scenario %q: use two-children, child-error, slow or conversation", agui.ErrBadInput, props.Scenario)
 	}
-	return tree(topicB, wait)
+	return tree(topicB, wait, answer)
 }
 
 // tree is the lead agent and its researcher tool, on a fresh script. The
 // researchers wait before each piece of their replies when wait is set.
-func tree(topicB string, wait time.Duration) (agent.Agent, error) {
+// The lead's last reply is answer.
+func tree(topicB string, wait time.Duration, answer fake.Reply) (agent.Agent, error) {
 	p := fake.NewProvider(
 		fake.Calls(
 			provider.ToolCall{Name: "researcher", Arguments: taskArgs("research topic A")},
 			provider.ToolCall{Name: "researcher", Arguments: taskArgs(topicB)},
 		).Saying("I will ask two researchers.").For("lead"),
-		fake.Text("Both researchers have reported; here is the summary.").For("lead"),
+		answer.For("lead"),
 	)
 	for range 4 {
 		p.Add(fake.Respond(researcherReply).For("researcher"))
@@ -87,6 +91,38 @@ func tree(topicB string, wait time.Duration) (agent.Agent, error) {
 		return nil, err
 	}
 	return agent.NewReact(p, agent.WithName("lead"), agent.WithTools(researcher))
+}
+
+// seenMessage is one message of the lead's conversation as its model
+// received it.
+type seenMessage struct {
+	Role       string   `json:"role"`
+	Content    string   `json:"content,omitempty"`
+	Calls      []string `json:"calls,omitempty"`
+	ToolCallID string   `json:"toolCallId,omitempty"`
+}
+
+// digest is the lead's answer in the conversation scenario: the messages
+// its model received on this last call, as JSON, so that a client can check
+// what reached the lead over several turns. Tool results are left without
+// their text, so that a child's words in the lead's answer can only come
+// from a message the lead should not have seen.
+func digest(ctx context.Context, req provider.Request) (provider.Response, error) {
+	seen := make([]seenMessage, len(req.Messages))
+	for i, m := range req.Messages {
+		seen[i] = seenMessage{Role: string(m.Role), Content: m.Content, ToolCallID: m.ToolCallID}
+		if m.Role == provider.RoleTool {
+			seen[i].Content = "" // a child's answer: the lead may read it, but need not repeat it
+		}
+		for _, c := range m.ToolCalls {
+			seen[i].Calls = append(seen[i].Calls, c.Name)
+		}
+	}
+	b, err := json.Marshal(seen)
+	if err != nil {
+		return provider.Response{}, err
+	}
+	return provider.Response{Message: provider.AssistantMessage(string(b)), StopReason: provider.StopEndTurn}, nil
 }
 
 func taskArgs(task string) json.RawMessage {

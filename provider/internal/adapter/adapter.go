@@ -32,7 +32,13 @@ func Canceled(name string, ctx context.Context) error {
 // Transport classifies an error that came without an API error body: a
 // connection that failed or dropped, a per-attempt timeout, a stream cut
 // short. status is the HTTP status when a response had started, else 0.
+//
+// A reply over a size limit, a stream line that is not JSON and a refused
+// cross-origin redirect are not network trouble; they get their own kinds.
 func Transport(name string, status int, err error) *provider.Error {
+	if perr := classify(name, status, err); perr != nil {
+		return perr
+	}
 	kind := provider.KindUnknown
 	var netErr net.Error
 	var urlErr *url.Error

@@ -1,0 +1,641 @@
+package mcpbridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/deputy-go/deputy/tool"
+)
+
+// Defaults of a Client.
+const (
+	DefaultCallTimeout    = 2 * time.Minute
+	DefaultConnectTimeout = 30 * time.Second
+	DefaultMaxResultBytes = 64 << 10
+	DefaultMaxTools       = 256
+)
+
+// Bounds on what one of a server's tools costs every model request that
+// offers it: its description is cut, a larger schema refused.
+const (
+	maxDescription = 4 << 10
+	maxSchema      = 64 << 10
+)
+
+// Transport says how to reach an MCP server and what to call it in errors.
+// Make one with Command, Cmd, HTTP or SDKTransport.
+type Transport struct {
+	name string
+	t    mcp.Transport
+	cmd  *exec.Cmd
+}
+
+// Command runs name with args and speaks MCP over its standard input and
+// output, the way MCP hosts start local servers. The process is ended when
+// the Client is closed.
+func Command(name string, args ...string) Transport {
+	return Cmd(exec.Command(name, args...))
+}
+
+// Cmd is Command with a prepared command, for its environment or working
+// directory. cmd must not have been started, nor have Stdin or Stdout set.
+func Cmd(cmd *exec.Cmd) Transport {
+	if cmd == nil {
+		return Transport{}
+	}
+	return Transport{name: strings.Join(cmd.Args, " "), t: &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, cmd: cmd}
+}
+
+// HTTP speaks MCP's streamable HTTP transport to the endpoint at url.
+// A reply is bounded as over stdio: at most 16 MiB.
+func HTTP(url string) Transport {
+	hc := &http.Client{Transport: limitReplies{base: http.DefaultTransport, max: maxReply}}
+	return Transport{name: url, t: &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: 1}}
+}
+
+// maxReply bounds one message from a server, as the SDK bounds a line over
+// stdio and an event of a server-sent stream.
+const maxReply = mcp.DefaultMaxLineLength
+
+// limitReplies bounds the JSON replies of an HTTP server, which the SDK
+// reads whole (it bounds the events of a stream itself).
+type limitReplies struct {
+	base http.RoundTripper
+	max  int64
+}
+
+func (l limitReplies) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := l.base.RoundTrip(req)
+	if err == nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		resp.Body = &limitedBody{rc: resp.Body, left: l.max, max: l.max}
+	}
+	return resp, err
+}
+
+// limitedBody fails a read past max bytes.
+type limitedBody struct {
+	rc        io.ReadCloser
+	left, max int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		var probe [1]byte
+		if n, err := b.rc.Read(probe[:]); n == 0 {
+			return 0, err
+		}
+		return 0, fmt.Errorf("the server's reply is larger than %d bytes", b.max)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *limitedBody) Close() error { return b.rc.Close() }
+
+// SDKTransport uses any transport of the MCP SDK (an in-memory pair in
+// tests, say); name is what errors call the server.
+func SDKTransport(name string, t mcp.Transport) Transport {
+	return Transport{name: name, t: t}
+}
+
+// Option configures a Client.
+type Option func(*config) error
+
+type config struct {
+	prefix         string
+	callTimeout    time.Duration
+	connectTimeout time.Duration
+	maxResult      int
+	maxTools       int
+	filter         func(name string) bool
+}
+
+// WithPrefix puts prefix before the name of each of the server's tools, so
+// that two servers' tools of the same name can live in one registry. The
+// server is still called with its own names.
+func WithPrefix(prefix string) Option {
+	return func(c *config) error {
+		if prefix != "" {
+			if err := tool.CheckName(prefix); err != nil {
+				return fmt.Errorf("prefix: %w", err)
+			}
+		}
+		c.prefix = prefix
+		return nil
+	}
+}
+
+// WithCallTimeout bounds one tool call (default DefaultCallTimeout). A call
+// the server has not answered by then ends as an error result the model
+// reads, and the run goes on.
+func WithCallTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("call timeout %v: use a positive duration", d)
+		}
+		c.callTimeout = d
+		return nil
+	}
+}
+
+// WithConnectTimeout bounds starting the session and reading the tool list
+// (default DefaultConnectTimeout).
+func WithConnectTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("connect timeout %v: use a positive duration", d)
+		}
+		c.connectTimeout = d
+		return nil
+	}
+}
+
+// WithMaxResultBytes caps the text of one result that reaches the model
+// (default DefaultMaxResultBytes); a longer one is cut on a UTF-8 boundary
+// and marked as truncated.
+func WithMaxResultBytes(n int) Option {
+	return func(c *config) error {
+		if n < 256 {
+			return fmt.Errorf("max result size %d: use at least 256 bytes", n)
+		}
+		c.maxResult = n
+		return nil
+	}
+}
+
+// WithMaxTools bounds how many tools the server may offer (default
+// DefaultMaxTools); a server that lists more is refused.
+func WithMaxTools(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("max tools %d: use 1 or more", n)
+		}
+		c.maxTools = n
+		return nil
+	}
+}
+
+// WithToolFilter keeps only the server's tools for which keep reports true
+// (called with the server's own name, before any prefix). Tools left out
+// are neither checked nor offered.
+func WithToolFilter(keep func(name string) bool) Option {
+	return func(c *config) error {
+		if keep == nil {
+			return errors.New("nil tool filter: pass a function, or leave the option out")
+		}
+		c.filter = keep
+		return nil
+	}
+}
+
+// Client is a connection to one MCP server whose tools deputy agents can
+// call. Its tools are tool.Tool values (Tools), usually put in a registry
+// with Register. When the server announces that its tool list changed, the
+// list is read again: tools that went away stop being offered, new ones
+// join the registries the Client registered into.
+//
+// Close ends the session, the server's process (for Command) and every
+// goroutine the Client started. A Client is safe for concurrent use.
+type Client struct {
+	name   string
+	cfg    config
+	cs     *mcp.ClientSession
+	stderr *tail
+
+	mu    sync.Mutex
+	tools []*remoteTool
+	regs  []*tool.Registry
+	err   error // the last refresh's failure
+
+	changed chan struct{}
+	stop    context.CancelFunc
+	done    chan struct{}
+	closed  sync.Once
+	cerr    error
+}
+
+// Connect starts a session with the MCP server t reaches and reads its
+// tools. Every error names the server and says what to do; on an error
+// nothing is left running.
+func Connect(ctx context.Context, t Transport, opts ...Option) (*Client, error) {
+	if t.t == nil {
+		return nil, errors.New("mcpbridge: no transport: use Command, Cmd, HTTP or SDKTransport")
+	}
+	cfg := config{callTimeout: DefaultCallTimeout, connectTimeout: DefaultConnectTimeout, maxResult: DefaultMaxResultBytes, maxTools: DefaultMaxTools}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return nil, fmt.Errorf("mcpbridge: server %s: %w", t.name, err)
+		}
+	}
+	c := &Client{name: t.name, cfg: cfg, changed: make(chan struct{}, 1), done: make(chan struct{})}
+	if t.cmd != nil {
+		if t.cmd.Stderr == nil {
+			c.stderr = &tail{max: 2 << 10}
+			t.cmd.Stderr = c.stderr
+		}
+	}
+	mc := mcp.NewClient(&mcp.Implementation{Name: "deputy", Version: "1"}, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case c.changed <- struct{}{}:
+			default: // a refresh is already due
+			}
+		},
+	})
+	cctx, cancel := context.WithTimeout(ctx, cfg.connectTimeout)
+	defer cancel()
+	cs, err := mc.Connect(cctx, t.t, nil)
+	if err != nil {
+		reap(t.cmd)
+		return nil, c.connectError(cctx, ctx, err)
+	}
+	c.cs = cs
+	tools, err := c.list(cctx)
+	if err != nil {
+		_ = cs.Close()
+		reap(t.cmd)
+		if cctx.Err() != nil && ctx.Err() == nil {
+			err = fmt.Errorf("it did not list its tools within %v: %w", cfg.connectTimeout, err)
+		}
+		return nil, fmt.Errorf("mcpbridge: server %s: %w", c.name, err)
+	}
+	c.tools = tools
+	rctx, stop := context.WithCancel(context.Background())
+	c.stop = stop
+	go c.refresher(rctx)
+	return c, nil
+}
+
+// reap ends a server process that a failed connection left behind.
+func reap(cmd *exec.Cmd) {
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait() // an error when the SDK already waited: nothing to do
+}
+
+func (c *Client) connectError(cctx, ctx context.Context, err error) error {
+	var hint string
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("mcpbridge: server %s: connecting: %w", c.name, context.Cause(ctx))
+	case cctx.Err() != nil:
+		hint = fmt.Sprintf("it did not complete the MCP handshake within %v: check that it is an MCP server and that it starts, or raise WithConnectTimeout", c.cfg.connectTimeout)
+	default:
+		hint = "check that it is an MCP server (a command speaking MCP on stdin/stdout, or a URL of a streamable HTTP endpoint) and that it starts"
+	}
+	if c.stderr != nil {
+		if s := c.stderr.String(); s != "" {
+			hint += "; its error output ends: " + s
+		}
+	}
+	return fmt.Errorf("mcpbridge: server %s: connecting failed: %w: %s", c.name, err, hint)
+}
+
+// Name returns what errors call the server: its command line or URL.
+func (c *Client) Name() string { return c.name }
+
+// Tools returns the server's tools as currently listed.
+func (c *Client) Tools() []tool.Tool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]tool.Tool, len(c.tools))
+	for i, t := range c.tools {
+		out[i] = t
+	}
+	return out
+}
+
+// Register adds the server's tools to reg, all or none: if one of them
+// cannot be registered (a name already taken, say), reg is left as it was
+// and the error names the tool and the server. Tools the server adds later
+// join reg too.
+func (c *Client) Register(reg *tool.Registry) error {
+	if reg == nil {
+		return errors.New("mcpbridge: Register(nil): pass a *tool.Registry")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range c.tools {
+		if _, taken := reg.Lookup(t.def.Name); taken {
+			return fmt.Errorf("mcpbridge: server %s: its tool %q has the name of a tool already registered: connect with WithPrefix to give its tools a prefix, or leave it out with WithToolFilter", c.name, t.def.Name)
+		}
+	}
+	for i, t := range c.tools {
+		if err := reg.Register(t); err != nil {
+			for _, done := range c.tools[:i] {
+				reg.Remove(done.def.Name)
+			}
+			return fmt.Errorf("mcpbridge: server %s: %w", c.name, err)
+		}
+	}
+	c.regs = append(c.regs, reg)
+	return nil
+}
+
+// Err returns why the last re-reading of the tool list failed, or nil.
+// While it is not nil, the tools read before stay offered.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close ends the session and, for a Command, the server's process (closing
+// its input, then signalling it if it does not exit). It waits for every
+// goroutine the Client started. Calls still running fail. Close is safe to
+// call more than once.
+func (c *Client) Close() error {
+	c.closed.Do(func() {
+		c.stop()
+		<-c.done
+		c.cerr = c.cs.Close()
+		c.mu.Lock()
+		for _, t := range c.tools {
+			t.gone.Store(true)
+		}
+		c.mu.Unlock()
+	})
+	return c.cerr
+}
+
+// refresher re-reads the tool list each time the server announces a
+// change, until Close.
+func (c *Client) refresher(ctx context.Context) {
+	defer close(c.done)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.changed:
+		}
+		lctx, cancel := context.WithTimeout(ctx, c.cfg.connectTimeout)
+		tools, err := c.list(lctx)
+		cancel()
+		c.mu.Lock()
+		if err != nil {
+			if ctx.Err() == nil {
+				c.err = fmt.Errorf("mcpbridge: server %s: re-reading its tools after it announced a change: %w", c.name, err)
+			}
+			c.mu.Unlock()
+			continue
+		}
+		c.err = c.replace(tools)
+		c.mu.Unlock()
+	}
+}
+
+// replace puts tools in place of the current list, in every registry the
+// Client registered into; c.mu is held. A tool whose definition did not
+// change is kept as it is.
+func (c *Client) replace(tools []*remoteTool) error {
+	old := make(map[string]*remoteTool, len(c.tools))
+	for _, t := range c.tools {
+		old[t.def.Name] = t
+	}
+	var problems []string
+	for i, t := range tools {
+		if o, ok := old[t.def.Name]; ok {
+			delete(old, t.def.Name)
+			if sameDef(o.def, t.def) {
+				tools[i] = o
+				continue
+			}
+			o.gone.Store(true)
+			for _, reg := range c.regs {
+				if cur, _ := reg.Lookup(o.def.Name); cur == tool.Tool(o) {
+					reg.Remove(o.def.Name)
+				}
+			}
+		}
+		for _, reg := range c.regs {
+			if err := reg.Register(t); err != nil {
+				problems = append(problems, err.Error())
+			}
+		}
+	}
+	for name, o := range old { // gone from the server
+		o.gone.Store(true)
+		for _, reg := range c.regs {
+			if cur, _ := reg.Lookup(name); cur == tool.Tool(o) {
+				reg.Remove(name)
+			}
+		}
+	}
+	c.tools = tools
+	if problems != nil {
+		return fmt.Errorf("mcpbridge: server %s: some of its new tools could not be registered: %s", c.name, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+func sameDef(a, b tool.Definition) bool {
+	return a.Name == b.Name && a.Description == b.Description && string(a.Parameters) == string(b.Parameters)
+}
+
+// list reads the server's tools and checks each one.
+func (c *Client) list(ctx context.Context) ([]*remoteTool, error) {
+	var out []*remoteTool
+	seen := map[string]bool{}
+	for mt, err := range c.cs.Tools(ctx, nil) {
+		if err != nil {
+			return nil, fmt.Errorf("listing its tools: %w", err)
+		}
+		if c.cfg.filter != nil && !c.cfg.filter(mt.Name) {
+			continue
+		}
+		if len(out) == c.cfg.maxTools {
+			return nil, fmt.Errorf("it offers more than %d tools: pick the ones to use with WithToolFilter, or raise WithMaxTools", c.cfg.maxTools)
+		}
+		t, err := c.remote(mt)
+		if err != nil {
+			return nil, err
+		}
+		if seen[t.def.Name] {
+			return nil, fmt.Errorf("it lists two tools named %q: fix the server, or leave the tool out with WithToolFilter", t.def.Name)
+		}
+		seen[t.def.Name] = true
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// remote checks one of the server's tools and wraps it.
+func (c *Client) remote(mt *mcp.Tool) (*remoteTool, error) {
+	name := c.cfg.prefix + mt.Name
+	if err := tool.CheckName(name); err != nil {
+		return nil, fmt.Errorf("its tool %q: %w; leave it out with WithToolFilter", mt.Name, err)
+	}
+	params, err := json.Marshal(mt.InputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("its tool %q: input schema: %w; fix the server, or leave the tool out with WithToolFilter", mt.Name, err)
+	}
+	if mt.InputSchema == nil {
+		params = json.RawMessage(`{"type":"object"}`)
+	}
+	if len(params) > maxSchema {
+		return nil, fmt.Errorf("its tool %q has an input schema of %d bytes, more than the %d a model is sent: fix the server, or leave the tool out with WithToolFilter", mt.Name, len(params), maxSchema)
+	}
+	if err := objectSchema(params); err != nil {
+		return nil, fmt.Errorf("its tool %q has a malformed input schema (%v): fix the server, or leave the tool out with WithToolFilter", mt.Name, err)
+	}
+	if _, err := tool.CompileSchema(params); err != nil {
+		return nil, fmt.Errorf("its tool %q has a malformed input schema (%v): fix the server, or leave the tool out with WithToolFilter", mt.Name, err)
+	}
+	// A server's description is untrusted text that every model request
+	// carries: bounded like a result.
+	desc := capText(mt.Description, maxDescription, "the description from MCP server "+c.name)
+	return &remoteTool{c: c, remote: mt.Name, def: tool.Definition{Name: name, Description: desc, Parameters: params}}, nil
+}
+
+// remoteTool is one of a server's tools.
+type remoteTool struct {
+	c      *Client
+	remote string // the server's name for it
+	def    tool.Definition
+	gone   atomic.Bool // the server no longer lists it, or the Client is closed
+}
+
+func (t *remoteTool) Definition() tool.Definition { return t.def }
+
+// Available reports whether the server still offers the tool.
+func (t *remoteTool) Available(context.Context) bool { return !t.gone.Load() }
+
+// Call calls the tool on the server. A failure of the server — an error
+// result, a refusal, a crash, no answer within the call timeout — is an
+// error Result the model reads; only the end of ctx is a Go error.
+func (t *remoteTool) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
+	c := t.c
+	args := tool.Arguments(call.Arguments)
+	if !json.Valid(args) {
+		return tool.Result{}, fmt.Errorf("%w for %s: not valid JSON: send a JSON object", tool.ErrInvalidArguments, t.def.Name)
+	}
+	cctx, cancel := context.WithTimeout(ctx, c.cfg.callTimeout)
+	defer cancel()
+	res, err := c.cs.CallTool(cctx, &mcp.CallToolParams{Name: t.remote, Arguments: json.RawMessage(args)})
+	if err != nil {
+		if ctx.Err() != nil {
+			return tool.Result{}, fmt.Errorf("mcpbridge: server %s: tool %s: %w", c.name, t.remote, context.Cause(ctx))
+		}
+		var msg string
+		var werr *jsonrpc.Error
+		switch {
+		case cctx.Err() != nil:
+			msg = fmt.Sprintf("the MCP server %s did not answer the call to %s within %v: it may be hung or the work too large; try a smaller request, or do without this tool", c.name, t.remote, c.cfg.callTimeout)
+		case errors.As(err, &werr):
+			msg = fmt.Sprintf("the MCP server %s refused the call to %s: %s", c.name, t.remote, werr.Message)
+		default:
+			msg = fmt.Sprintf("the call to %s on the MCP server %s failed: %v: the server may have crashed or sent something too large; do without its tools", t.remote, c.name, err)
+		}
+		return tool.Result{Content: msg, IsError: true, Err: fmt.Errorf("mcpbridge: %s: %w", msg, err)}, nil
+	}
+	return t.result(res), nil
+}
+
+// result renders what the server answered as text for the model, capped.
+func (t *remoteTool) result(res *mcp.CallToolResult) tool.Result {
+	var b strings.Builder
+	for _, ct := range res.Content {
+		if b.Len() > 0 {
+			b.WriteByte('\n')
+		}
+		switch ct := ct.(type) {
+		case *mcp.TextContent:
+			b.WriteString(ct.Text)
+		case *mcp.ImageContent:
+			fmt.Fprintf(&b, "[image: %s, %d bytes]", ct.MIMEType, len(ct.Data))
+		case *mcp.AudioContent:
+			fmt.Fprintf(&b, "[audio: %s, %d bytes]", ct.MIMEType, len(ct.Data))
+		case *mcp.ResourceLink:
+			fmt.Fprintf(&b, "[resource: %s %s]", ct.URI, ct.Name)
+		case *mcp.EmbeddedResource:
+			if r := ct.Resource; r != nil && r.Text != "" {
+				b.WriteString(r.Text)
+			} else if r != nil {
+				fmt.Fprintf(&b, "[resource: %s, %s]", r.URI, r.MIMEType)
+			}
+		default:
+			b.WriteString("[content the bridge cannot show]")
+		}
+		if b.Len() > t.c.cfg.maxResult {
+			break
+		}
+	}
+	out := tool.Result{IsError: res.IsError}
+	if res.StructuredContent != nil {
+		out.Value = res.StructuredContent
+		if b.Len() == 0 {
+			if j, err := json.Marshal(res.StructuredContent); err == nil {
+				b.Write(j)
+			}
+		}
+	}
+	out.Content = capText(b.String(), t.c.cfg.maxResult, "the result from MCP server "+t.c.name)
+	if out.Content == "" {
+		out.Content = "(the tool returned nothing)"
+	}
+	return out
+}
+
+// capText cuts s to at most max bytes on a UTF-8 boundary, with a visible
+// marker saying what was cut.
+func capText(s string, max int, what string) string {
+	if len(s) <= max {
+		return s
+	}
+	marker := fmt.Sprintf("\n[truncated: %s was longer than %d bytes]", what, max)
+	if len(marker) > max/2 { // a long server name
+		marker = "\n[truncated]"
+	}
+	cut := max - len(marker)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + marker
+}
+
+// tail keeps the last bytes written to it: the end of a server's error
+// output, for the error that says why it did not start.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(strings.ToValidUTF8(string(t.buf), ""))
+}

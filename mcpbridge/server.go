@@ -1,0 +1,238 @@
+package mcpbridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// OutputSchemer is the optional capability of a tool whose results have a
+// declared shape, such as a *subagent.SubAgentTool built with WithResult,
+// WithOutputSchema or OutputOf. A served tool that has one declares the
+// schema as its MCP output schema, and each successful call returns the
+// Result's Value as structured content. OutputSchema returns nil when the
+// tool's results have no declared shape.
+type OutputSchemer interface {
+	OutputSchema() json.RawMessage
+}
+
+// Server serves deputy tools — sub-agents of each form, the spawn tool, any
+// tool.Tool — to MCP clients. A whole agent is served by wrapping it in a
+// tool first (subagent.FromAgent keeps one conversation across the
+// client's calls, and across restarts of the server with
+// subagent.WithStore; subagent.FromFactory starts afresh each call).
+//
+// Each MCP call runs the tool as a model's call would run (panics
+// recovered, arguments checked against the tool's schema and size limit),
+// under the MCP request's context: an MCP cancellation cancels the tool and
+// everything under it. Every failure is an MCP tool error result the client
+// can read, never a protocol error. When the client asks for progress (a
+// progress token), the lifecycle events of the run — steps, tool calls,
+// sub-agents starting and finishing — reach it as progress notifications.
+//
+// A Server is safe for concurrent use and may serve many sessions at once.
+type Server struct {
+	srv   *mcp.Server
+	reg   *tool.Registry
+	calls atomic.Uint64
+}
+
+// NewServer returns a server that introduces itself to clients as name at
+// version, with no tools yet.
+func NewServer(name, version string) *Server {
+	if name == "" {
+		name = "deputy"
+	}
+	reg, _ := tool.NewRegistry()
+	return &Server{
+		srv: mcp.NewServer(&mcp.Implementation{Name: name, Version: version},
+			&mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}}),
+		reg: reg,
+	}
+}
+
+// AddTool serves t. Its name, description and parameter schema are given
+// to clients as they are; the schema must describe a JSON object, as MCP
+// requires. A second tool with the same name is an error.
+func (s *Server) AddTool(t tool.Tool) error {
+	if t == nil {
+		return errors.New("mcpbridge: AddTool(nil): pass a tool.Tool")
+	}
+	def := t.Definition()
+	input := def.Parameters
+	if len(input) == 0 {
+		input = json.RawMessage(`{"type":"object"}`)
+	}
+	if err := objectSchema(input); err != nil {
+		return fmt.Errorf("mcpbridge: tool %q: parameters: %w: MCP tools take a JSON object, so give the tool an object schema", def.Name, err)
+	}
+	mt := &mcp.Tool{Name: def.Name, Description: def.Description, InputSchema: input}
+	structured := false
+	if o, ok := t.(OutputSchemer); ok {
+		if out := o.OutputSchema(); len(out) > 0 {
+			mt.OutputSchema = out
+			structured = true
+		}
+	}
+	if err := s.reg.Register(t); err != nil {
+		return fmt.Errorf("mcpbridge: %w", err)
+	}
+	s.srv.AddTool(mt, s.handler(def.Name, structured))
+	return nil
+}
+
+// AddRegistry serves every tool of r, in registration order. It stops at
+// the first tool that cannot be served and says which.
+func (s *Server) AddRegistry(r *tool.Registry) error {
+	for _, t := range r.Tools() {
+		if err := s.AddTool(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// MCP returns the SDK server underneath, for what this package does not
+// cover (prompts, resources, middleware, other transports).
+func (s *Server) MCP() *mcp.Server { return s.srv }
+
+// Run serves one session over t until the client ends it or ctx is done.
+func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
+	return s.srv.Run(ctx, t)
+}
+
+// ServeStdio serves one session over the process's standard input and
+// output, the way MCP hosts start local servers, until the client closes
+// its end or ctx is done. Nothing else may write to standard output
+// meanwhile.
+func (s *Server) ServeStdio(ctx context.Context) error {
+	return s.srv.Run(ctx, &mcp.StdioTransport{})
+}
+
+// Handler returns an http.Handler that serves MCP's streamable HTTP
+// transport, one session per client. opts may be nil.
+func (s *Server) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, opts)
+}
+
+func (s *Server) handler(name string, structured bool) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
+			ctx = event.WithSink(ctx, &progress{ctx: ctx, session: req.Session, token: tok})
+		}
+		call := tool.Call{
+			ID:        "mcp-" + strconv.FormatUint(s.calls.Add(1), 10),
+			Name:      name,
+			Arguments: req.Params.Arguments,
+		}
+		results, err := s.reg.Execute(ctx, []tool.Call{call})
+		res := results[0]
+		out := s.result(name, structured, res, err)
+		if !res.Usage.IsZero() {
+			// What the call spent, a failed child's work included, for a
+			// client that accounts for it.
+			out.Meta = mcp.Meta{UsageMetaKey: res.Usage}
+		}
+		return out, nil
+	}
+}
+
+// UsageMetaKey is the key in a served call's result _meta under which the
+// model work the call did is reported, when it did any: a provider.Usage as
+// JSON ({"input_tokens":…,"output_tokens":…,"requests":…}).
+const UsageMetaKey = "deputy/usage"
+
+func (s *Server) result(name string, structured bool, res tool.Result, err error) *mcp.CallToolResult {
+	if err != nil {
+		// What ends a model's run (a child that failed, a cancelled call)
+		// is still the tool's failure to the MCP client: a tool error
+		// result it can read, never a protocol error.
+		return errorResult(err.Error())
+	}
+	if res.IsError {
+		return errorResult(res.Content)
+	}
+	out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Content}}}
+	if structured {
+		if res.Value == nil {
+			// The answer did not fit the declared schema even after the
+			// corrective retry; Content says why.
+			out.IsError = true
+			return out
+		}
+		b, err := json.Marshal(res.Value)
+		if err != nil {
+			return errorResult(fmt.Sprintf("tool %s: encoding its structured result: %v", name, err))
+		}
+		out.StructuredContent = json.RawMessage(b)
+	}
+	return out
+}
+
+func errorResult(text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: true}
+}
+
+// objectSchema checks that raw is a JSON Schema object whose type, if
+// given, is "object".
+func objectSchema(raw json.RawMessage) error {
+	var s map[string]any
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return fmt.Errorf("not a JSON object: %v", err)
+	}
+	if typ, ok := s["type"]; ok && typ != "object" {
+		return fmt.Errorf("type is %v, not \"object\"", typ)
+	}
+	return nil
+}
+
+// progress turns the lifecycle events of a served call into MCP progress
+// notifications on the call's progress token.
+type progress struct {
+	ctx     context.Context
+	session *mcp.ServerSession
+	token   any
+
+	mu sync.Mutex
+	n  float64
+}
+
+// Emit sends one notification per event worth telling a person about.
+// Notifications are sent in order, one at a time; a failure to send one
+// (the client went away) does not disturb the call.
+func (p *progress) Emit(e event.Event) {
+	msg := progressMessage(e)
+	if msg == "" {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.n++
+	_ = p.session.NotifyProgress(p.ctx, &mcp.ProgressNotificationParams{ProgressToken: p.token, Progress: p.n, Message: msg})
+}
+
+func progressMessage(e event.Event) string {
+	switch e.Type {
+	case event.SubagentStarted:
+		return "sub-agent " + e.Name + " started"
+	case event.SubagentFinished:
+		return "sub-agent finished"
+	case event.SubagentError:
+		return "sub-agent failed: " + e.Message
+	case event.StepStarted:
+		return "step " + e.StepName
+	case event.ToolCallStart:
+		return "calling " + e.ToolCallName
+	}
+	return ""
+}

@@ -1,0 +1,112 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/deputy-go/deputy/provider"
+)
+
+// Conversation is a stored conversation and the version it was read at.
+type Conversation struct {
+	Messages []provider.Message
+	// Version is what SaveConversation needs to replace this conversation;
+	// 0 when none is stored.
+	Version int64
+}
+
+// conversationJSON is a conversation's stored form. Tool-call arguments are
+// kept as text: a model sometimes sends malformed arguments (and then
+// corrects them), and the conversation must keep them as they were.
+type conversationJSON struct {
+	Messages []messageJSON `json:"messages"`
+}
+
+type messageJSON struct {
+	Role       provider.Role `json:"role"`
+	Content    string        `json:"content,omitempty"`
+	ToolCalls  []callJSON    `json:"tool_calls,omitempty"`
+	ToolCallID string        `json:"tool_call_id,omitempty"`
+	IsError    bool          `json:"is_error,omitempty"`
+}
+
+type callJSON struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments,omitempty"`
+}
+
+// Conversation returns the conversation stored under key; none stored is an
+// empty Conversation at version 0, not an error.
+func (s *Store) Conversation(ctx context.Context, key string) (Conversation, error) {
+	if err := s.open(); err != nil {
+		return Conversation{}, err
+	}
+	if err := checkKey(key); err != nil {
+		return Conversation{}, err
+	}
+	payload, version, err := s.get(ctx, nsConv+key)
+	if errors.Is(err, ErrNotFound) {
+		return Conversation{}, nil
+	}
+	if err != nil {
+		return Conversation{}, err
+	}
+	var cj conversationJSON
+	if err := json.Unmarshal(payload, &cj); err != nil {
+		return Conversation{}, fmt.Errorf("%w: conversation %q: %v: delete it with DeleteConversation", ErrCorrupt, key, err)
+	}
+	msgs := make([]provider.Message, len(cj.Messages))
+	for i, m := range cj.Messages {
+		msgs[i] = provider.Message{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, IsError: m.IsError}
+		for _, c := range m.ToolCalls {
+			var args json.RawMessage
+			if c.Arguments != "" {
+				args = json.RawMessage(c.Arguments)
+			}
+			msgs[i].ToolCalls = append(msgs[i].ToolCalls, provider.ToolCall{ID: c.ID, Name: c.Name, Arguments: args})
+		}
+	}
+	return Conversation{Messages: msgs, Version: version}, nil
+}
+
+// SaveConversation replaces the conversation under key with msgs, whole, if
+// it is still at version (the Version Conversation returned). When another
+// writer got there first it fails with ErrConflict and writes nothing.
+func (s *Store) SaveConversation(ctx context.Context, key string, msgs []provider.Message, version int64) error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	cj := conversationJSON{Messages: make([]messageJSON, len(msgs))}
+	for i, m := range msgs {
+		mj := messageJSON{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, IsError: m.IsError}
+		for _, c := range m.ToolCalls {
+			mj.ToolCalls = append(mj.ToolCalls, callJSON{ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)})
+		}
+		cj.Messages[i] = mj
+	}
+	payload, err := json.Marshal(cj)
+	if err != nil {
+		return fmt.Errorf("store: conversation %q: %w", key, err)
+	}
+	if err := s.put(ctx, nsConv+key, payload, version); err != nil {
+		return fmt.Errorf("store: saving conversation %q: %w", key, err)
+	}
+	return nil
+}
+
+// DeleteConversation forgets the conversation under key.
+func (s *Store) DeleteConversation(ctx context.Context, key string) error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	return s.b.Delete(ctx, nsConv+key)
+}

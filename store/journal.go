@@ -1,0 +1,235 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/deputy-go/deputy/provider"
+)
+
+// Entry is a finished child invocation as the journal keeps it.
+type Entry struct {
+	// Content is what the invocation returned to its parent.
+	Content string `json:"content,omitempty"`
+	// Error, when not empty, is the message of the error the invocation
+	// failed with (one the parent's model read and could act on).
+	Error string `json:"error,omitempty"`
+	// Value is the validated answer as JSON, when the invocation validated.
+	Value json.RawMessage `json:"value,omitempty"`
+	// Usage is what the invocation cost when it ran.
+	Usage provider.Usage `json:"usage"`
+}
+
+// Journal is the record of one parent turn's finished child invocations,
+// read from the store once when it is opened. Record writes an entry before
+// it returns; concurrent Records share transactions (group commit), so a
+// wide fan-out does not pay one commit per child.
+//
+// A Journal is safe for concurrent use.
+type Journal struct {
+	s      *Store
+	turn   string
+	prefix string
+
+	mu      sync.Mutex
+	entries map[string]Entry
+}
+
+// journal keys are "j/" + turn + U+001F + entry key: a turn that is a prefix
+// of another turn's name never lists the other's entries, since keys cannot
+// hold U+001F.
+const journalSep = "\x1f"
+
+// Journal opens the journal of the parent turn named turn, with every entry
+// recorded so far. A turn's name must be the same when the turn is run
+// again after a crash (a request id, a job id), so that the re-run finds
+// what finished.
+func (s *Store) Journal(ctx context.Context, turn string) (*Journal, error) {
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	if err := checkKey(turn); err != nil {
+		return nil, err
+	}
+	j := &Journal{s: s, turn: turn, prefix: nsJournal + turn + journalSep, entries: map[string]Entry{}}
+	items, err := s.b.List(ctx, j.prefix)
+	if err != nil {
+		return nil, fmt.Errorf("store: reading journal %q: %w", turn, err)
+	}
+	for _, it := range items {
+		payload, err := open(it.Key, it.Value)
+		if err != nil {
+			return nil, fmt.Errorf("store: journal %q: %w (DeleteJournal forgets the turn; its children then run again)", turn, err)
+		}
+		var e Entry
+		if err := json.Unmarshal(payload, &e); err != nil {
+			return nil, fmt.Errorf("%w: journal entry %q: %v: delete the journal with DeleteJournal (its children run again)", ErrCorrupt, it.Key, err)
+		}
+		j.entries[strings.TrimPrefix(it.Key, j.prefix)] = e
+	}
+	return j, nil
+}
+
+// Turn returns the name the journal was opened with.
+func (j *Journal) Turn() string { return j.turn }
+
+// Len returns the number of entries.
+func (j *Journal) Len() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.entries)
+}
+
+// Lookup returns the entry recorded under key.
+func (j *Journal) Lookup(key string) (Entry, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	e, ok := j.entries[key]
+	return e, ok
+}
+
+// Record writes e under key, replacing an entry there, and returns once it
+// is stored (or could not be).
+func (j *Journal) Record(ctx context.Context, key string, e Entry) error {
+	return j.Start(key, e)(ctx)
+}
+
+// Start begins writing e under key, as Record does, and returns at once; the
+// returned function waits until the entry is stored (or could not be) and
+// reports how it went. A caller that has other work to do (the next
+// child) starts the write, does that work, then waits. Writes started by
+// concurrent callers share transactions.
+func (j *Journal) Start(key string, e Entry) (wait func(context.Context) error) {
+	fail := func(err error) func(context.Context) error {
+		return func(context.Context) error { return err }
+	}
+	if err := j.s.open(); err != nil {
+		return fail(err)
+	}
+	if key == "" || strings.Contains(key, journalSep) {
+		return fail(fmt.Errorf("store: journal %q: entry key %q: use a non-empty key without U+001F", j.turn, key))
+	}
+	payload, err := json.Marshal(e)
+	if err != nil {
+		return fail(fmt.Errorf("store: journal %q: %w", j.turn, err))
+	}
+	full := j.prefix + key
+	rec, err := j.s.seal(full, payload)
+	if err != nil {
+		return fail(err)
+	}
+	done := j.s.batch.enqueue(Write{Key: full, Value: rec, Version: AnyVersion})
+	j.mu.Lock()
+	j.entries[key] = e
+	j.mu.Unlock()
+	return func(ctx context.Context) error {
+		select {
+		case err := <-done:
+			if err != nil {
+				j.mu.Lock()
+				delete(j.entries, key)
+				j.mu.Unlock()
+				return fmt.Errorf("store: journal %q: recording %q: %w", j.turn, key, err)
+			}
+			return nil
+		case <-ctx.Done():
+			// The write may still land; the caller treats it as not
+			// recorded, and a re-run records it again.
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// DeleteJournal forgets every entry of the turn.
+func (s *Store) DeleteJournal(ctx context.Context, turn string) error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	if err := checkKey(turn); err != nil {
+		return err
+	}
+	items, err := s.b.List(ctx, nsJournal+turn+journalSep)
+	if err != nil {
+		return err
+	}
+	keys := make([]string, len(items))
+	for i, it := range items {
+		keys[i] = it.Key
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	return s.b.Delete(ctx, keys...)
+}
+
+// batcher commits concurrent writes together. The first write to find no
+// commit in progress starts a goroutine that commits everything pending,
+// batch after batch, until nothing is, and ends; the writes that arrive
+// meanwhile wait for the next batch. Store.Close waits for it.
+type batcher struct {
+	s       *Store
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	closed  bool
+	running bool
+	pending []Write
+	waiters []chan error
+}
+
+// maxBatch bounds one transaction's writes.
+const maxBatch = 256
+
+// enqueue adds w to the next batch; the channel receives the outcome.
+func (b *batcher) enqueue(w Write) <-chan error {
+	ch := make(chan error, 1)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		ch <- fmt.Errorf("%w: open a new one", ErrClosed)
+		return ch
+	}
+	b.pending = append(b.pending, w)
+	b.waiters = append(b.waiters, ch)
+	if !b.running {
+		b.running = true
+		b.wg.Add(1)
+		go b.commit()
+	}
+	return ch
+}
+
+// close makes further writes fail and waits for the committing goroutine.
+func (b *batcher) close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.wg.Wait()
+}
+
+func (b *batcher) commit() {
+	defer b.wg.Done()
+	for {
+		b.mu.Lock()
+		n := min(len(b.pending), maxBatch)
+		if n == 0 {
+			b.running = false
+			b.mu.Unlock()
+			return
+		}
+		ws := b.pending[:n:n]
+		chs := b.waiters[:n:n]
+		b.pending = b.pending[n:]
+		b.waiters = b.waiters[n:]
+		b.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := b.s.b.Put(ctx, ws...)
+		cancel()
+		for _, ch := range chs {
+			ch <- err
+		}
+	}
+}

@@ -1,0 +1,122 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Lock is a lease on a key, held in the database so that it excludes other
+// processes too. It is renewed while held; a holder that dies stops renewing
+// it and the lock is free again after the store's lease TTL.
+type Lock struct {
+	s     *Store
+	key   string
+	owner string
+
+	stop chan struct{}
+	done chan struct{}
+	lost chan struct{} // closed when a renewal finds the lease gone
+
+	once sync.Once
+	err  error
+}
+
+// Lock takes the lock named key, waiting while another holder has it; it
+// gives up when ctx ends. Unlock it when done.
+func (s *Store) Lock(ctx context.Context, key string) (*Lock, error) {
+	return s.lock(ctx, key, true)
+}
+
+// TryLock takes the lock named key, or fails at once with ErrBusy when
+// another holder has it.
+func (s *Store) TryLock(ctx context.Context, key string) (*Lock, error) {
+	return s.lock(ctx, key, false)
+}
+
+func (s *Store) lock(ctx context.Context, key string, wait bool) (*Lock, error) {
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	owner := s.owner + "-" + strconv.FormatUint(s.locks.Add(1), 10)
+	delay := s.poll
+	for {
+		ok, err := s.b.Lease(ctx, key, owner, s.ttl)
+		if err != nil {
+			return nil, fmt.Errorf("store: lock %q: %w", key, err)
+		}
+		if ok {
+			break
+		}
+		if !wait {
+			return nil, fmt.Errorf("%w: %q is held by another caller: try again when it is done", ErrBusy, key)
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("store: waiting for lock %q: %w", key, context.Cause(ctx))
+		case <-t.C:
+		}
+		delay = min(delay*2, 250*time.Millisecond)
+	}
+	l := &Lock{s: s, key: key, owner: owner, stop: make(chan struct{}), done: make(chan struct{}), lost: make(chan struct{})}
+	go l.renew()
+	return l, nil
+}
+
+// renew extends the lease every third of its TTL until Unlock.
+func (l *Lock) renew() {
+	defer close(l.done)
+	t := time.NewTicker(l.s.ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), l.s.ttl/3)
+		ok, err := l.s.b.Lease(ctx, l.key, l.owner, l.s.ttl)
+		cancel()
+		if err == nil && !ok {
+			close(l.lost)
+			return
+		}
+		// A failed renewal is tried again at the next tick; the lease
+		// holds until its TTL.
+	}
+}
+
+// Lost is closed when the lock's lease was found taken by another holder,
+// after this process stalled longer than the lease TTL. Writes made under a
+// lost lock must not be trusted; versioned writes (SaveConversation) fail
+// with ErrConflict rather than overwrite.
+func (l *Lock) Lost() <-chan struct{} { return l.lost }
+
+// Unlock releases the lock. It returns ErrLockLost when the lease had been
+// lost before. Calling it again returns the same result.
+func (l *Lock) Unlock() error {
+	l.once.Do(func() {
+		close(l.stop)
+		<-l.done
+		select {
+		case <-l.lost:
+			l.err = fmt.Errorf("%w: %q: this holder stalled longer than the lease TTL (store.WithLeaseTTL)", ErrLockLost, l.key)
+			return
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := l.s.b.Release(ctx, l.key, l.owner); err != nil && !errors.Is(err, ErrClosed) {
+			l.err = fmt.Errorf("store: unlock %q: %w (the lease ends by itself after the TTL)", l.key, err)
+		}
+	})
+	return l.err
+}

@@ -1,0 +1,452 @@
+// Package storetest is a conformance suite for store.Backend
+// implementations, in the manner of testing/slogtest: a backend's tests call
+// Run with a function that opens a fresh, empty backend.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/store"
+)
+
+// Run checks that backends made by open keep the Backend contract, alone and
+// under a Store. open must return an empty backend each time it is called;
+// Run closes it.
+func Run(t *testing.T, open func(t *testing.T) store.Backend) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := open(t)
+			defer b.Close()
+			c.fn(t, b)
+		})
+	}
+}
+
+var cases = []struct {
+	name string
+	fn   func(t *testing.T, b store.Backend)
+}{
+	{"GetMissing", testGetMissing},
+	{"CreateUpdateConflict", testVersions},
+	{"AnyVersion", testAnyVersion},
+	{"AtomicBatch", testAtomicBatch},
+	{"Bytes", testBytes},
+	{"List", testList},
+	{"Delete", testDelete},
+	{"Lease", testLease},
+	{"LeaseExpires", testLeaseExpires},
+	{"ConcurrentIncrements", testConcurrentIncrements},
+	{"CancelledContext", testCancelled},
+	{"StoreConversation", testStoreConversation},
+	{"StoreJournal", testStoreJournal},
+	{"StoreCorruptRecord", testStoreCorrupt},
+	{"StoreLock", testStoreLock},
+}
+
+func ctx() context.Context { return context.Background() }
+
+func mustGet(t *testing.T, b store.Backend, key string) store.Item {
+	t.Helper()
+	it, err := b.Get(ctx(), key)
+	if err != nil {
+		t.Fatalf("Get(%q): %v", key, err)
+	}
+	return it
+}
+
+func mustPut(t *testing.T, b store.Backend, ws ...store.Write) {
+	t.Helper()
+	if err := b.Put(ctx(), ws...); err != nil {
+		t.Fatalf("Put(%v): %v", ws, err)
+	}
+}
+
+func testGetMissing(t *testing.T, b store.Backend) {
+	_, err := b.Get(ctx(), "missing")
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Get of a missing key: got %v, want ErrNotFound", err)
+	}
+}
+
+func testVersions(t *testing.T, b store.Backend) {
+	mustPut(t, b, store.Write{Key: "k", Value: []byte("one"), Version: 0})
+	if it := mustGet(t, b, "k"); string(it.Value) != "one" || it.Version != 1 || it.Key != "k" {
+		t.Fatalf("after create: %+v, want one at version 1", it)
+	}
+	if err := b.Put(ctx(), store.Write{Key: "k", Value: []byte("again"), Version: 0}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("creating an existing key: got %v, want ErrConflict", err)
+	}
+	mustPut(t, b, store.Write{Key: "k", Value: []byte("two"), Version: 1})
+	if err := b.Put(ctx(), store.Write{Key: "k", Value: []byte("stale"), Version: 1}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("a stale version: got %v, want ErrConflict", err)
+	}
+	if err := b.Put(ctx(), store.Write{Key: "nope", Value: []byte("x"), Version: 3}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("updating a missing key: got %v, want ErrConflict", err)
+	}
+	if it := mustGet(t, b, "k"); string(it.Value) != "two" || it.Version != 2 {
+		t.Fatalf("after the refused writes: %+v, want two at version 2", it)
+	}
+	if _, err := b.Get(ctx(), "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a refused update created the key: %v", err)
+	}
+}
+
+func testAnyVersion(t *testing.T, b store.Backend) {
+	mustPut(t, b, store.Write{Key: "k", Value: []byte("a"), Version: store.AnyVersion})
+	mustPut(t, b, store.Write{Key: "k", Value: []byte("b"), Version: store.AnyVersion})
+	if it := mustGet(t, b, "k"); string(it.Value) != "b" || it.Version != 2 {
+		t.Fatalf("got %+v, want b at version 2", it)
+	}
+}
+
+func testAtomicBatch(t *testing.T, b store.Backend) {
+	mustPut(t, b, store.Write{Key: "x", Value: []byte("x1"), Version: 0})
+	err := b.Put(ctx(),
+		store.Write{Key: "a", Value: []byte("a1"), Version: 0},
+		store.Write{Key: "b", Value: []byte("b1"), Version: store.AnyVersion},
+		store.Write{Key: "x", Value: []byte("x2"), Version: 7}, // conflicts
+	)
+	if !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("a batch with one conflict: got %v, want ErrConflict", err)
+	}
+	for _, k := range []string{"a", "b"} {
+		if _, err := b.Get(ctx(), k); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s was written by a refused batch (Get: %v)", k, err)
+		}
+	}
+	mustPut(t, b,
+		store.Write{Key: "a", Value: []byte("a1"), Version: 0},
+		store.Write{Key: "x", Value: []byte("x2"), Version: 1},
+	)
+	if it := mustGet(t, b, "x"); string(it.Value) != "x2" {
+		t.Fatalf("x = %q after the batch, want x2", it.Value)
+	}
+}
+
+func testBytes(t *testing.T, b store.Backend) {
+	all := make([]byte, 256)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	for i, v := range [][]byte{all, {}, big} {
+		k := "bytes" + strconv.Itoa(i)
+		mustPut(t, b, store.Write{Key: k, Value: v, Version: 0})
+		if got := mustGet(t, b, k).Value; !bytes.Equal(got, v) {
+			t.Errorf("value %d (%d bytes) came back as %d bytes, different", i, len(v), len(got))
+		}
+	}
+	key := "ключ/日本/ 'quote\" %_\\"
+	mustPut(t, b, store.Write{Key: key, Value: []byte("v"), Version: 0})
+	mustGet(t, b, key)
+}
+
+func testList(t *testing.T, b store.Backend) {
+	for _, k := range []string{"p/b", "p/a", "p/a/deeper", "q/a", "p", "p%", "p_x", "pa"} {
+		mustPut(t, b, store.Write{Key: k, Value: []byte(k), Version: 0})
+	}
+	items, err := b.List(ctx(), "p/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, it := range items {
+		if string(it.Value) != it.Key || it.Version != 1 {
+			t.Errorf("listed %+v, want its own key as value at version 1", it)
+		}
+		got = append(got, it.Key)
+	}
+	if want := "[p/a p/a/deeper p/b]"; fmt.Sprint(got) != want {
+		t.Fatalf("List(p/) = %v, want %s", got, want)
+	}
+	items, err = b.List(ctx(), "p%")
+	if err != nil || len(items) != 1 {
+		t.Fatalf("List(p%%) = %v, %v: want the one key p%% (no pattern matching)", items, err)
+	}
+	items, err = b.List(ctx(), "none/")
+	if err != nil || len(items) != 0 {
+		t.Fatalf("List(none/) = %v, %v, want nothing", items, err)
+	}
+}
+
+func testDelete(t *testing.T, b store.Backend) {
+	mustPut(t, b, store.Write{Key: "a", Value: []byte("1"), Version: 0}, store.Write{Key: "b", Value: []byte("2"), Version: 0})
+	if err := b.Delete(ctx(), "a", "b", "never"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Get(ctx(), "a"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a after Delete: %v", err)
+	}
+	// A deleted key is created afresh at version 1.
+	mustPut(t, b, store.Write{Key: "a", Value: []byte("new"), Version: 0})
+	if it := mustGet(t, b, "a"); it.Version != 1 {
+		t.Fatalf("re-created key at version %d, want 1", it.Version)
+	}
+}
+
+func lease(t *testing.T, b store.Backend, key, owner string, ttl time.Duration) bool {
+	t.Helper()
+	ok, err := b.Lease(ctx(), key, owner, ttl)
+	if err != nil {
+		t.Fatalf("Lease(%s, %s): %v", key, owner, err)
+	}
+	return ok
+}
+
+func testLease(t *testing.T, b store.Backend) {
+	if !lease(t, b, "L", "A", time.Minute) {
+		t.Fatal("A could not take a free lease")
+	}
+	if lease(t, b, "L", "B", time.Minute) {
+		t.Fatal("B took a lease A holds")
+	}
+	if !lease(t, b, "L", "A", time.Minute) {
+		t.Fatal("A could not renew its lease")
+	}
+	if !lease(t, b, "other", "B", time.Minute) {
+		t.Fatal("B could not take another key's lease")
+	}
+	if err := b.Release(ctx(), "L", "B"); err != nil {
+		t.Fatal(err)
+	}
+	if lease(t, b, "L", "B", time.Minute) {
+		t.Fatal("B's release freed A's lease")
+	}
+	if err := b.Release(ctx(), "L", "A"); err != nil {
+		t.Fatal(err)
+	}
+	if !lease(t, b, "L", "B", time.Minute) {
+		t.Fatal("B could not take the lease A released")
+	}
+}
+
+func testLeaseExpires(t *testing.T, b store.Backend) {
+	if !lease(t, b, "L", "A", 150*time.Millisecond) {
+		t.Fatal("A could not take a free lease")
+	}
+	time.Sleep(400 * time.Millisecond)
+	if !lease(t, b, "L", "B", time.Minute) {
+		t.Fatal("B could not take a lease that expired")
+	}
+	if lease(t, b, "L", "A", time.Minute) {
+		t.Fatal("A renewed a lease B took over")
+	}
+}
+
+func testConcurrentIncrements(t *testing.T, b store.Backend) {
+	mustPut(t, b, store.Write{Key: "n", Value: []byte("0"), Version: 0})
+	const workers, each = 6, 15
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Go(func() {
+			for done := 0; done < each; {
+				it, err := b.Get(ctx(), "n")
+				if err != nil {
+					errs <- err
+					return
+				}
+				n, _ := strconv.Atoi(string(it.Value))
+				err = b.Put(ctx(), store.Write{Key: "n", Value: []byte(strconv.Itoa(n + 1)), Version: it.Version})
+				switch {
+				case errors.Is(err, store.ErrConflict):
+				case err != nil:
+					errs <- err
+					return
+				default:
+					done++
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if it := mustGet(t, b, "n"); string(it.Value) != strconv.Itoa(workers*each) || it.Version != workers*each+1 {
+		t.Fatalf("after %d increments: %s at version %d: a write was lost", workers*each, it.Value, it.Version)
+	}
+}
+
+func testCancelled(t *testing.T, b store.Backend) {
+	c, cancel := context.WithCancel(ctx())
+	cancel()
+	if err := b.Put(c, store.Write{Key: "k", Value: []byte("v"), Version: 0}); err == nil {
+		// A backend may finish a write it started; it must not report an
+		// unwritten one as written.
+		if _, err := b.Get(ctx(), "k"); err != nil {
+			t.Fatalf("Put under a cancelled context reported success, but Get: %v", err)
+		}
+	}
+}
+
+func newStore(t *testing.T, b store.Backend, opts ...store.Option) *store.Store {
+	t.Helper()
+	s, err := store.New(nopClose{b}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// nopClose leaves closing the backend to Run.
+type nopClose struct{ store.Backend }
+
+func (nopClose) Close() error { return nil }
+
+func testStoreConversation(t *testing.T, b store.Backend) {
+	s := newStore(t, b, store.WithMaxRecordBytes(4096))
+	msgs := []provider.Message{
+		provider.UserMessage("hello"),
+		provider.AssistantMessage("", provider.ToolCall{ID: "c1", Name: "look", Arguments: []byte(`{"q": "bad json`)}),
+		provider.ToolMessage("c1", "found", true),
+		provider.AssistantMessage("done"),
+	}
+	c, err := s.Conversation(ctx(), "expert")
+	if err != nil || c.Version != 0 || len(c.Messages) != 0 {
+		t.Fatalf("no conversation yet: %+v, %v", c, err)
+	}
+	if err := s.SaveConversation(ctx(), "expert", msgs, 0); err != nil {
+		t.Fatal(err)
+	}
+	c, err = s.Conversation(ctx(), "expert")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(c.Messages) != fmt.Sprint(msgs) || c.Version != 1 {
+		t.Fatalf("stored %v\nread   %v at version %d", msgs, c.Messages, c.Version)
+	}
+	if err := s.SaveConversation(ctx(), "expert", msgs[:1], 0); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("saving over a newer version: %v, want ErrConflict", err)
+	}
+	huge := []provider.Message{provider.UserMessage(string(bytes.Repeat([]byte("x"), 5000)))}
+	if err := s.SaveConversation(ctx(), "expert", huge, 1); !errors.Is(err, store.ErrTooLarge) {
+		t.Fatalf("saving over the size bound: %v, want ErrTooLarge", err)
+	}
+	if c, _ := s.Conversation(ctx(), "expert"); len(c.Messages) != len(msgs) {
+		t.Fatalf("a refused save changed the conversation: %v", c.Messages)
+	}
+	if err := s.DeleteConversation(ctx(), "expert"); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := s.Conversation(ctx(), "expert"); err != nil || len(c.Messages) != 0 {
+		t.Fatalf("after delete: %+v, %v", c, err)
+	}
+}
+
+func testStoreJournal(t *testing.T, b store.Backend) {
+	s := newStore(t, b)
+	j, err := s.Journal(ctx(), "turn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Go(func() {
+			e := store.Entry{Content: "answer " + strconv.Itoa(i), Usage: provider.Usage{InputTokens: int64(i), Requests: 1}}
+			if err := j.Record(ctx(), "child"+strconv.Itoa(i), e); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	other, _ := s.Journal(ctx(), "turn-other")
+	if err := other.Record(ctx(), "child0", store.Entry{Content: "not mine"}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.Journal(ctx(), "turn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Len() != 40 {
+		t.Fatalf("reopened journal has %d entries, want 40", again.Len())
+	}
+	if e, ok := again.Lookup("child7"); !ok || e.Content != "answer 7" || e.Usage.InputTokens != 7 {
+		t.Fatalf("child7 = %+v, %v", e, ok)
+	}
+	if err := s.DeleteJournal(ctx(), "turn"); err != nil {
+		t.Fatal(err)
+	}
+	if j, _ := s.Journal(ctx(), "turn"); j.Len() != 0 {
+		t.Fatalf("journal after DeleteJournal has %d entries", j.Len())
+	}
+	if j, _ := s.Journal(ctx(), "turn-other"); j.Len() != 1 {
+		t.Fatalf("DeleteJournal(turn) touched turn-other: %d entries", j.Len())
+	}
+}
+
+func testStoreCorrupt(t *testing.T, b store.Backend) {
+	s := newStore(t, b)
+	if err := s.Put(ctx(), "k", []byte("payload"), 0); err != nil {
+		t.Fatal(err)
+	}
+	it := mustGet(t, b, "v/k")
+	bad := bytes.Clone(it.Value)
+	bad[len(bad)-1] ^= 0x40
+	mustPut(t, b, store.Write{Key: "v/k", Value: bad, Version: it.Version})
+	if _, _, err := s.Get(ctx(), "k"); !errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("a flipped bit: %v, want ErrCorrupt", err)
+	}
+	mustPut(t, b, store.Write{Key: "v/k", Value: []byte{1, 2}, Version: it.Version + 1})
+	if _, _, err := s.Get(ctx(), "k"); !errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("a short record: %v, want ErrCorrupt", err)
+	}
+	mustPut(t, b, store.Write{Key: "v/k", Value: append([]byte{9}, it.Value[1:]...), Version: it.Version + 2})
+	if _, _, err := s.Get(ctx(), "k"); !errors.Is(err, store.ErrSchemaTooNew) {
+		t.Fatalf("a record of a newer format: %v, want ErrSchemaTooNew", err)
+	}
+}
+
+func testStoreLock(t *testing.T, b store.Backend) {
+	s1 := newStore(t, b, store.WithLeaseTTL(300*time.Millisecond))
+	s2 := newStore(t, b, store.WithLeaseTTL(300*time.Millisecond))
+	l, err := s1.Lock(ctx(), "expert")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s2.TryLock(ctx(), "expert"); !errors.Is(err, store.ErrBusy) {
+		t.Fatalf("TryLock of a held lock: %v, want ErrBusy", err)
+	}
+	// The holder renews: the lock outlives its TTL.
+	time.Sleep(700 * time.Millisecond)
+	if _, err := s2.TryLock(ctx(), "expert"); !errors.Is(err, store.ErrBusy) {
+		t.Fatalf("TryLock after the TTL of a renewed lock: %v, want ErrBusy", err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		l2, err := s2.Lock(ctx(), "expert")
+		if err == nil {
+			err = l2.Unlock()
+		}
+		got <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if err := l.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a waiting Lock did not get the released lock")
+	}
+	c, cancel := context.WithTimeout(ctx(), 100*time.Millisecond)
+	defer cancel()
+	l, _ = s1.Lock(ctx(), "expert")
+	defer l.Unlock()
+	if _, err := s2.Lock(c, "expert"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock that waited past its context: %v, want DeadlineExceeded", err)
+	}
+}

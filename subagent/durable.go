@@ -1,0 +1,287 @@
+package subagent
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// Persistent is a resident agent whose conversation can be saved and put
+// back, such as *agent.React: what WithStore needs.
+type Persistent interface {
+	// Snapshot returns the conversation as bytes that Restore accepts.
+	Snapshot() ([]byte, error)
+	// Restore replaces the conversation with a snapshot's.
+	Restore(data []byte) error
+	// Reset forgets the conversation.
+	Reset()
+}
+
+// durable is a FromAgent tool's stored conversation.
+type durable struct {
+	st  *store.Store
+	key string
+	// snap is the stored conversation the agent's is known to be (nil:
+	// none): a call that reads the same skips Restore. Bytes, not a
+	// version: a record deleted and written again restarts its versions.
+	snap []byte
+}
+
+// WithStore keeps a FromAgent expert's conversation in st under key, so
+// that it survives the process: each call takes the expert's lock in the
+// store, reads the stored conversation (when another process moved it on),
+// runs, and writes the new conversation back before it returns. A call that
+// fails, is cancelled, or whose process dies leaves the stored conversation
+// as it was before the call; a write the store refuses fails the call and
+// puts the conversation back too.
+//
+// Processes consulting one stored expert take turns: the lock is a lease in
+// the database, renewed while a call runs. A caller waits its turn (or,
+// with WithRefuseWhenBusy, is refused with ErrBusy); the lease of a process
+// that died is free after the store's lease TTL (store.WithLeaseTTL). The
+// agent must implement Persistent (*agent.React does).
+func WithStore(st *store.Store, key string) Option {
+	return func(c *config) error {
+		if st == nil {
+			return errors.New("WithStore(nil, …): pass a store, such as store.New(sqlite.Open(path))")
+		}
+		if key == "" {
+			return errors.New("WithStore: empty key: name the expert's conversation")
+		}
+		c.durable = &durable{st: st, key: key}
+		return nil
+	}
+}
+
+// lockKey is the name of the expert's lock, apart from its conversation.
+func (d *durable) lockKey() string { return "expert/" + d.key }
+
+// begin takes the expert's lock and brings the agent's conversation to the
+// stored one. The returned function ends the turn: with ok it writes the
+// new conversation; in any case it releases the lock.
+func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse bool) (end func(ok bool) error, err error) {
+	var lk *store.Lock
+	if refuse {
+		lk, err = d.st.TryLock(ctx, d.lockKey())
+		if errors.Is(err, store.ErrBusy) {
+			return nil, tool.Correctable(fmt.Errorf("%w: %q is answering a call in another process: wait for that answer, then ask again", ErrBusy, name))
+		}
+	} else {
+		lk, err = d.st.Lock(ctx, d.lockKey())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("subagent %q: taking its turn in the store: %w", name, err)
+	}
+	data, version, err := d.st.Get(ctx, d.key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		version, data = 0, nil
+		if d.snap != nil { // deleted since this process last saw it
+			p.Reset()
+		}
+	case err != nil:
+		lk.Unlock()
+		return nil, fmt.Errorf("subagent %q: reading its conversation: %w", name, err)
+	case !bytes.Equal(data, d.snap):
+		if err := p.Restore(data); err != nil {
+			lk.Unlock()
+			return nil, fmt.Errorf("subagent %q: restoring its stored conversation: %w: delete it (store.Delete %q) to start afresh", name, err, d.key)
+		}
+	}
+	d.snap = data
+	return func(ok bool) error {
+		defer lk.Unlock()
+		if !ok {
+			return nil
+		}
+		snap, err := p.Snapshot()
+		if err == nil {
+			// A background context: the answer is in; only a write the
+			// store refuses undoes the turn.
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			err = d.st.Put(wctx, d.key, snap, version)
+			cancel()
+		}
+		if err != nil {
+			return fmt.Errorf("subagent %q: storing its conversation (the call is undone): %w", name, err)
+		}
+		d.snap = snap
+		return nil
+	}, nil
+}
+
+// WithJournal returns a context under which every sub-agent invocation that
+// finishes, at any depth, is recorded in j; an invocation that j already
+// holds is not run again: its recorded answer (or correctable error) is
+// returned at zero usage.
+//
+// To resume a parent turn after a crash, open the journal of the same turn
+// name (store.Journal) and run the same parent turn again, with the same
+// input, under WithJournal: the children that had finished are answered
+// from the journal and only the others run, so that each child's usage is
+// counted once over both runs. A child's entry is keyed by its tool's name,
+// a hash of its arguments, and how many calls with the same name and
+// arguments came before it in the same parent; a grandchild's key hangs
+// under its parent's. A replayed answer's Result.Value is the recorded
+// value's JSON text (a json.RawMessage), not the Go value it was.
+//
+// The entries of a parent's children are written while the next children
+// run, and all are stored before the last of them returns to the parent; if
+// the store refuses one, that last invocation fails with an error that ends
+// the parent's run (resume it later).
+func WithJournal(ctx context.Context, j *store.Journal) context.Context {
+	if j == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, journalKey{}, &journalScope{j: j, counts: map[string]int{}})
+}
+
+type journalKey struct{}
+
+// journalScope is the part of a journal one parent's children are keyed in.
+type journalScope struct {
+	j      *store.Journal
+	prefix string
+
+	mu       sync.Mutex
+	counts   map[string]int
+	inflight int                           // invocations running
+	waits    []func(context.Context) error // their journal writes not yet awaited
+}
+
+func (s *journalScope) enter() {
+	s.mu.Lock()
+	s.inflight++
+	s.mu.Unlock()
+}
+
+// leave ends an invocation that started the journal write wait (nil when
+// it records nothing). The last invocation of the scope to end gets every
+// write not yet awaited, its own included, to wait for: siblings return at
+// once, free for the next child, and the parent still has every finished
+// child recorded when its batch of tool calls is done.
+func (s *journalScope) leave(wait func(context.Context) error) []func(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if wait != nil {
+		s.waits = append(s.waits, wait)
+	}
+	s.inflight--
+	if s.inflight > 0 {
+		return nil
+	}
+	w := s.waits
+	s.waits = nil
+	return w
+}
+
+func journalFrom(ctx context.Context) *journalScope {
+	s, _ := ctx.Value(journalKey{}).(*journalScope)
+	return s
+}
+
+// key names one invocation of the scope's parent deterministically.
+func (s *journalScope) key(name string, args json.RawMessage) string {
+	sum := sha256.Sum256(args)
+	base := s.prefix + name + "." + hex.EncodeToString(sum[:12])
+	s.mu.Lock()
+	n := s.counts[base]
+	s.counts[base] = n + 1
+	s.mu.Unlock()
+	return base + "." + strconv.Itoa(n)
+}
+
+// child returns the scope of an invocation's own children.
+func (s *journalScope) child(key string) *journalScope {
+	return &journalScope{j: s.j, prefix: key + "/", counts: map[string]int{}}
+}
+
+// recordable reports whether a failed invocation is finished: its error is
+// what the parent's model reads (a child that failed, an answer that was
+// not JSON), not a cancellation or a refusal that a re-run may not repeat.
+func recordable(err error) bool {
+	return errors.Is(err, ErrChildFailed) || errors.Is(err, ErrNoJSON)
+}
+
+// replayed is the error of a recorded failed invocation. It is an
+// ErrChildFailed, as the invocation's error was.
+type replayed struct{ msg string }
+
+func (e *replayed) Error() string { return e.msg }
+func (e *replayed) Unwrap() error { return ErrChildFailed }
+
+// journaled answers an invocation from the journal, or runs it and records
+// how it finished.
+func (t *SubAgentTool) journaled(ctx context.Context, js *journalScope, callID string, args json.RawMessage, in agent.Input) (tool.Result, error) {
+	name := t.def.Name
+	key := js.key(name, args)
+	if e, ok := js.j.Lookup(key); ok {
+		return t.replay(ctx, callID, e)
+	}
+	js.enter()
+	res, err := t.invokeNow(context.WithValue(ctx, journalKey{}, js.child(key)), callID, args, in)
+	var wait func(context.Context) error
+	switch {
+	case err == nil:
+		e := store.Entry{Content: res.Content, Usage: res.Usage}
+		if res.Value != nil {
+			e.Value, _ = json.Marshal(res.Value) // a value JSON cannot hold is left out
+		}
+		wait = js.j.Start(key, e)
+	case recordable(err):
+		wait = js.j.Start(key, store.Entry{Error: err.Error(), Usage: res.Usage})
+	}
+	var rerr error
+	for _, w := range js.leave(wait) {
+		if werr := w(ctx); werr != nil && rerr == nil {
+			rerr = werr
+		}
+	}
+	if rerr != nil && (err == nil || recordable(err)) {
+		// The child's work is spent; its usage still reaches the parent.
+		return tool.Result{Usage: res.Usage}, fmt.Errorf("subagent %q: recording finished calls in the journal: %w: resume the turn when the store is back", name, rerr)
+	}
+	return res, err
+}
+
+// replay returns a recorded invocation at zero usage, with the events of
+// one that ran.
+func (t *SubAgentTool) replay(ctx context.Context, callID string, e store.Entry) (tool.Result, error) {
+	em := event.From(ctx)
+	events := em.Enabled()
+	runID := ""
+	if events {
+		_, runID = event.NewSubagent(ctx, "sub_")
+		em.Emit(event.Event{
+			Type: event.SubagentStarted, SubagentRunID: runID, Name: t.def.Name, Description: t.def.Description,
+			ParentSubagentRunID: em.SubagentRunID(), ParentToolCallID: callID,
+		})
+	}
+	if e.Error != "" {
+		err := tool.Correctable(&replayed{msg: e.Error})
+		if events {
+			em.Emit(event.Event{Type: event.SubagentError, SubagentRunID: runID, Message: e.Error, Code: errorCode(err)})
+		}
+		return tool.Result{}, err
+	}
+	if events {
+		em.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: runID, ResultText: e.Content})
+	}
+	res := tool.Result{Content: e.Content}
+	if len(e.Value) > 0 {
+		res.Value = e.Value
+	}
+	return res, nil
+}
