@@ -8,14 +8,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// notYetCompiled holds the first lines of the README's Go blocks that are
-// still fragments, not yet moved into snippets.go; no block may join them.
-var notYetCompiled = map[string]bool{
-	`srv := mcpbridge.NewServer("experts", "1.0.0")`:                                                                       true,
-	`files, err := mcpbridge.Connect(ctx, mcpbridge.Command("npx", "-y", "@modelcontextprotocol/server-filesystem", dir))`: true,
-	`b, err := sqlite.Open("deputy.db") // or postgres.Open(ctx, dsn)`:                                                     true,
-}
-
 // goBlocks returns the text of each ```go block of a Markdown document.
 func goBlocks(doc string) []string {
 	var blocks []string
@@ -68,10 +60,6 @@ func TestREADMEQuotesSnippets(t *testing.T) {
 	want := snippets(string(src))
 	var got []string
 	for _, b := range goBlocks(string(doc)) {
-		first, _, _ := strings.Cut(b, "\n")
-		if notYetCompiled[first] {
-			continue
-		}
 		got = append(got, b)
 	}
 	if len(want) == 0 {
