@@ -1,0 +1,56 @@
+package subagent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+
+	"github.com/deputy-go/deputy/tool"
+)
+
+// An invocation under a journal is the same invocation each time its turn
+// is run: its interrupts and its sub-agent run id are derived from its
+// journal key, so that a resumed turn finds the answers to the questions
+// its children asked and re-announces the run ids the client saw.
+
+type stableRunKey struct{}
+
+// journalInvocation returns the context an invocation keyed key in js runs
+// under: its children's journal scope, its interrupts' scope and its run id.
+func journalInvocation(ctx context.Context, js *journalScope, key string) context.Context {
+	ctx = context.WithValue(ctx, journalKey{}, js.child(key))
+	ctx = tool.WithInterruptScope(ctx, js.j.Turn()+"\x1f"+key)
+	sum := sha256.Sum256([]byte(js.j.Turn() + "\x1f" + key))
+	return context.WithValue(ctx, stableRunKey{}, "sub_"+hex.EncodeToString(sum[:12]))
+}
+
+// stableRunID returns the run id the invocation under ctx must have, or "".
+func stableRunID(ctx context.Context) string {
+	id, _ := ctx.Value(stableRunKey{}).(string)
+	return id
+}
+
+// suspend reports whether err is an interrupt; if so it attributes the
+// interrupts asked by the invocation's own tools to runID and returns their
+// ids (none when only a descendant asked).
+func suspend(err error, runID string) (own []string, ok bool) {
+	var in *tool.Interrupted
+	if !errors.As(err, &in) {
+		return nil, false
+	}
+	for i := range in.Interrupts {
+		if in.Interrupts[i].SubagentRunID == "" {
+			in.Interrupts[i].SubagentRunID = runID
+			own = append(own, in.Interrupts[i].ID)
+		}
+	}
+	return own, true
+}
+
+// interrupted reports whether err is an interrupt: it is not the child's
+// failure, and goes up to the top-level run as it is.
+func interrupted(err error) bool {
+	var in *tool.Interrupted
+	return errors.As(err, &in)
+}
