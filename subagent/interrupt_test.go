@@ -188,3 +188,85 @@ func suspendedOutcome(evs []event.Event, runID string) string {
 	}
 	return "(no SUBAGENT_FINISHED)"
 }
+
+func TestSeveralInterruptsOfOneTurnComeBackTogether(t *testing.T) {
+	a := newApprovalTree(t, true)
+	st := openStore(t, t.TempDir()+"/s.db")
+	ctx := context.Background()
+	_, err, ev := a.runTurn(ctx, t, st, "turn-2")
+	var in *tool.Interrupted
+	if !errors.As(err, &in) || len(in.Interrupts) != 2 {
+		t.Fatalf("want two interrupts, got %v", err)
+	}
+	grandRun := startedRun(ev, "grandchild")
+	for _, it := range in.Interrupts {
+		if it.SubagentRunID != grandRun {
+			t.Errorf("interrupt %s of sub-agent run %q, want %q", it.ID, it.SubagentRunID, grandRun)
+		}
+	}
+	want := `{"type":"suspended","interruptIds":["` + in.Interrupts[0].ID + `","` + in.Interrupts[1].ID + `"]}`
+	if got := suspendedOutcome(ev, grandRun); got != want {
+		t.Errorf("outcome %s, want %s", got, want)
+	}
+	// Answered in the other order, one cancelled and one approved.
+	rctx, err := tool.Resume(ctx, in,
+		tool.Answer{InterruptID: in.Interrupts[1].ID, Status: tool.Cancelled},
+		tool.Answer{InterruptID: in.Interrupts[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err, _ := a.runTurn(rctx, t, st, "turn-2")
+	if err != nil || out.Answer != "all done" {
+		t.Fatalf("resumed: %q, %v", out.Answer, err)
+	}
+	if a.deletes.Load() != 1 || a.purges.Load() != 0 || a.sibs.Load() != 1 {
+		t.Errorf("deletes %d purges %d sibling runs %d, want 1 0 1", a.deletes.Load(), a.purges.Load(), a.sibs.Load())
+	}
+}
+
+func TestSuspendedStoredExpertKeepsNoHalfTurn(t *testing.T) {
+	st := openStore(t, t.TempDir()+"/s.db")
+	var sent atomic.Int64
+	send := must(tool.New("send", "Sends money.", func(ctx context.Context, in struct {
+		Amount int `json:"amount"`
+	}) (string, error) {
+		sent.Add(int64(in.Amount))
+		return "sent", nil
+	}))(t)
+	expertP := fake.NewProvider(fake.Calls(call("e1", "send", `{"amount":5}`)), fake.Text("paid"))
+	r := newReact(t, JournalModel(expertP), agent.WithName("expert"), agent.WithTools(tool.RequireApproval(send, "moves money", 0)))
+	expert := must(FromAgent("expert", "Pays.", nil, r, WithInput(taskInput), WithStore(st, "expert")))(t)
+	leadP := fake.NewProvider(fake.Calls(call("l1", "expert", `{"task":"pay 5"}`)), fake.Text("done"))
+	lead := newReact(t, JournalModel(leadP), agent.WithName("lead"), agent.WithTools(expert))
+
+	ctx := context.Background()
+	run := func(ctx context.Context) (agent.Output, error) {
+		j, err := st.Journal(ctx, "pay")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lead.Run(WithJournal(ctx, j), agent.Input{Text: "pay"})
+	}
+	_, err := run(ctx)
+	var in *tool.Interrupted
+	if !errors.As(err, &in) {
+		t.Fatalf("want an interrupt, got %v", err)
+	}
+	if msgs, _ := storedMessages(t, st); len(msgs) != 0 {
+		t.Fatalf("the suspended expert stored %d messages, want none (no half turn)", len(msgs))
+	}
+	if h := r.History(); len(h) != 0 {
+		t.Fatalf("the suspended expert holds %d messages in memory, want none", len(h))
+	}
+	rctx, err := tool.Resume(ctx, in, tool.Answer{InterruptID: in.Interrupts[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(rctx); err != nil || out.Answer != "done" {
+		t.Fatalf("resumed: %q %v", out.Answer, err)
+	}
+	msgs, _ := storedMessages(t, st)
+	if sent.Load() != 5 || len(msgs) != 4 || msgs[len(msgs)-1].Content != "paid" {
+		t.Fatalf("after the resume: sent %d, stored %d messages %+v; want 5 and a whole turn", sent.Load(), len(msgs), msgs)
+	}
+}
