@@ -55,6 +55,10 @@ type threadTurn struct {
 	lock *store.Lock
 	conv store.Conversation
 	in   []provider.Message // what the agent was handed
+
+	threadID  string
+	turn      string        // the journal's name
+	suspended *suspendedRun // the run this one resumes or replaces, if any
 }
 
 // threadError is an error whose HTTP status is known.
@@ -83,7 +87,7 @@ func (h *Handler) beginThread(ctx context.Context, in *RunInput) (*threadTurn, a
 	for i := len(in.Messages) - 1; i >= 0 && in.Messages[i].Role == "user"; i-- {
 		news = append([]provider.Message{provider.UserMessage(in.Messages[i].Content)}, news...)
 	}
-	if len(news) == 0 {
+	if len(news) == 0 && len(in.Resume) == 0 {
 		return nil, agent.Input{}, &threadError{http.StatusBadRequest, errors.New("messages ends with no user message: send the new user message (the server keeps the thread's earlier messages)")}
 	}
 	key := threadKey(in.ThreadID)
@@ -96,9 +100,17 @@ func (h *Handler) beginThread(ctx context.Context, in *RunInput) (*threadTurn, a
 		lock.Unlock()
 		return nil, agent.Input{}, storeError(in.ThreadID, err)
 	}
-	msgs := make([]provider.Message, 0, len(conv.Messages)+len(news))
-	msgs = append(append(msgs, conv.Messages...), news...)
-	return &threadTurn{st: st, key: key, lock: lock, conv: conv, in: msgs}, agent.Input{Messages: msgs}, nil
+	susp, err := loadSuspended(ctx, st, in.ThreadID)
+	if err != nil {
+		lock.Unlock()
+		return nil, agent.Input{}, err
+	}
+	msgs, turn, err := beginResume(in, susp, news, conv.Messages)
+	if err != nil {
+		lock.Unlock()
+		return nil, agent.Input{}, err
+	}
+	return &threadTurn{st: st, key: key, lock: lock, conv: conv, in: msgs, threadID: in.ThreadID, turn: turn, suspended: susp}, agent.Input{Messages: msgs}, nil
 }
 
 // save stores the thread after a successful run.
