@@ -41,8 +41,8 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
-	"github.com/deputy-go/deputy/tool"
 	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/tool"
 )
 
 // SubagentEventsHeader is the request header with which a client asks for
