@@ -130,6 +130,9 @@ func TestApprovalDeepInTheTreeSuspendsAndResumes(t *testing.T) {
 			if got := suspendedOutcome(ev1, startedRun(ev1, "child")); got != `{"type":"suspended"}` {
 				t.Errorf("child's SUBAGENT_FINISHED outcome = %s, want suspended without ids of its own", got)
 			}
+			if last := ev1[len(ev1)-1]; last.Type != event.RunFinished || !strings.HasPrefix(string(last.Outcome), `{"type":"interrupt","interrupts":[{"id":"`+it.ID) {
+				t.Errorf("the run ended with %s %s, want RUN_FINISHED with the interrupt outcome", last.Type, last.Outcome)
+			}
 			if a.deletes.Load() != 0 || a.sibs.Load() != 1 {
 				t.Fatalf("before the answer: deletes %d, sibling runs %d; want 0 and 1", a.deletes.Load(), a.sibs.Load())
 			}
