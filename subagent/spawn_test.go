@@ -1274,6 +1274,57 @@ func TestSpawnFanoutBound(t *testing.T) {
 	}
 }
 
+// TestSpawnDefaultsRunAWideFanOutInOneWave checks that, with the default
+// bounds, a turn spawning tool.DefaultParallelism children runs them all at
+// once: the spawn bound does not cut the registry's fan-out into waves. A
+// wider turn still runs at most that many at once.
+func TestSpawnDefaultsRunAWideFanOutInOneWave(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	for _, tc := range []struct {
+		n, wantMax int
+		wantWall   time.Duration
+	}{
+		{tool.DefaultParallelism, tool.DefaultParallelism, 10 * time.Millisecond},
+		{tool.DefaultParallelism + 1, tool.DefaultParallelism, 20 * time.Millisecond},
+	} {
+		t.Run(fmt.Sprintf("%d children", tc.n), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var mu sync.Mutex
+				running, most := 0, 0
+				child := fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+					mu.Lock()
+					running++
+					most = max(most, running)
+					mu.Unlock()
+					defer func() { mu.Lock(); running--; mu.Unlock() }()
+					select {
+					case <-time.After(10 * time.Millisecond):
+					case <-ctx.Done():
+						return provider.Response{}, ctx.Err()
+					}
+					return provider.Response{Message: provider.AssistantMessage("ok"), Usage: usage(1)}, nil
+				}).For(subagent.DefaultForkName)
+				args := make([]string, tc.n)
+				for i := range args {
+					args[i] = fmt.Sprintf(`{"task":"t%d"}`, i)
+				}
+				p := fake.NewProvider(spawns(args...).For("lead"), fake.Text("done").For("lead"), child).Loop()
+				reg, _ := setup(t, p, false, []subagent.Option{subagent.WithMaxSpawns(tc.n)})
+				start := time.Now()
+				if _, err := lead(t, p, reg).Run(t.Context(), agent.Input{Text: "go"}); err != nil {
+					t.Fatal(err)
+				}
+				if wall := time.Since(start); wall != tc.wantWall {
+					t.Errorf("wall time %v, want %v", wall, tc.wantWall)
+				}
+				if most != tc.wantMax {
+					t.Errorf("at most %d children ran at once, want %d", most, tc.wantMax)
+				}
+			})
+		})
+	}
+}
+
 // TestSpawnFanoutOrderAndIsolation checks that results come back in call
 // order whatever order the children finish in, and that one child's
 // failure leaves its siblings running.
