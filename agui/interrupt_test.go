@@ -193,3 +193,21 @@ func TestAGUIBadResumesKeepTheSuspendedRun(t *testing.T) {
 		t.Fatalf("after the refused resumes: outcome %q, deletes %d", o2.Type, c.Deletes.Load())
 	}
 }
+
+func TestDeleteThreadForgetsItsSuspendedRun(t *testing.T) {
+	st := sqliteStore(t, t.TempDir()+"/s.db")
+	var c approvaltree.Counts
+	url := approvalServer(t, st, &c)
+	_, o := finished(t, aguiRun(t, url, runBody("th", "run-1", nil), http.StatusOK))
+	if o.Type != "interrupt" {
+		t.Fatalf("outcome %q", o.Type)
+	}
+	if err := agui.DeleteThread(context.Background(), st, "th"); err != nil {
+		t.Fatal(err)
+	}
+	// A new message starts afresh, and asks again.
+	_, o = finished(t, aguiRun(t, url, runBody("th", "run-2", nil), http.StatusOK))
+	if o.Type != "interrupt" {
+		t.Fatalf("after DeleteThread: outcome %q, want a fresh run that asks again", o.Type)
+	}
+}

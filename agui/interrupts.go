@@ -162,3 +162,15 @@ func asInterrupted(err error) (*tool.Interrupted, bool) {
 	var in *tool.Interrupted
 	return in, errors.As(err, &in)
 }
+
+// forgetSuspended deletes the thread's suspended run and its journal.
+func forgetSuspended(ctx context.Context, st *store.Store, threadID string) error {
+	s, err := loadSuspended(ctx, st, threadID)
+	if err != nil || s == nil {
+		return err
+	}
+	if err := st.DeleteJournal(ctx, s.Turn); err != nil {
+		return err
+	}
+	return st.Delete(ctx, suspendedKey(threadID))
+}

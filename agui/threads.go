@@ -41,10 +41,13 @@ func WithThreads(st *store.Store) Option {
 // threadKey is the store key of a thread's conversation and lock.
 func threadKey(threadID string) string { return "thread/" + threadID }
 
-// DeleteThread forgets the thread's stored conversation. A run in progress
-// on it finishes, and stores the conversation it was given plus its own
-// turn.
+// DeleteThread forgets the thread's stored conversation, and the run
+// suspended on it waiting for answers, if any. A run in progress on it
+// finishes, and stores the conversation it was given plus its own turn.
 func DeleteThread(ctx context.Context, st *store.Store, threadID string) error {
+	if err := forgetSuspended(ctx, st, threadID); err != nil {
+		return err
+	}
 	return st.DeleteConversation(ctx, threadKey(threadID))
 }
 
