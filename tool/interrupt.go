@@ -1,6 +1,7 @@
 package tool
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -214,6 +215,13 @@ func Ask(ctx context.Context, call Call, q Question) (json.RawMessage, error) {
 				return json.RawMessage("null"), nil
 			}
 			return a.Payload, nil
+		}
+	}
+	if len(q.ResponseSchema) > 0 {
+		// A schema no answer can meet would leave the run waiting for ever;
+		// AG-UI carries only an object.
+		if _, err := CompileSchema(q.ResponseSchema); err != nil || bytes.TrimSpace(q.ResponseSchema)[0] != '{' {
+			return nil, fmt.Errorf("tool %s: asking with a response schema that is not a JSON Schema object (%v): fix the tool's Question", call.Name, err)
 		}
 	}
 	it := Interrupt{ID: id, Reason: q.Reason, Message: q.Message, ToolCallID: call.ID, ResponseSchema: q.ResponseSchema}

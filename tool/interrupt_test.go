@@ -136,3 +136,14 @@ func TestExecuteGathersInterruptsAndFinishesSiblings(t *testing.T) {
 		t.Errorf("the sibling that did not ask: %+v (ran %d), want it finished", res[1], len(ran))
 	}
 }
+
+func TestAskRefusesABadResponseSchema(t *testing.T) {
+	call := Call{ID: "c", Name: "rm", Arguments: json.RawMessage(`{}`)}
+	for _, schema := range []string{`{"type":"nonsense"}`, `true`, `[1]`} {
+		_, err := Ask(context.Background(), call, Question{ResponseSchema: json.RawMessage(schema)})
+		var in *Interrupted
+		if err == nil || errors.As(err, &in) || !strings.Contains(err.Error(), "response schema") {
+			t.Errorf("schema %s: err = %v, want a clear error and no interrupt", schema, err)
+		}
+	}
+}
