@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agui"
@@ -209,5 +210,24 @@ func TestDeleteThreadForgetsItsSuspendedRun(t *testing.T) {
 	_, o = finished(t, aguiRun(t, url, runBody("th", "run-2", nil), http.StatusOK))
 	if o.Type != "interrupt" {
 		t.Fatalf("after DeleteThread: outcome %q, want a fresh run that asks again", o.Type)
+	}
+}
+
+func TestAGUIExpiredInterruptIsGone(t *testing.T) {
+	st := sqliteStore(t, t.TempDir()+"/s.db")
+	c := approvaltree.Counts{TTL: time.Millisecond}
+	url := approvalServer(t, st, &c)
+	_, o := finished(t, aguiRun(t, url, runBody("th", "run-1", nil), http.StatusOK))
+	it := o.Interrupts[0]
+	if it.ExpiresAt.IsZero() {
+		t.Fatal("the interrupt has no expiry")
+	}
+	time.Sleep(time.Until(it.ExpiresAt) + time.Millisecond)
+	msg := aguiRun(t, url, runBody("th", "run-2", []tool.Answer{{InterruptID: it.ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)}}), http.StatusGone)[0].Message
+	if !strings.Contains(msg, "expired") {
+		t.Errorf("%s, want it to say the interrupt expired", msg)
+	}
+	if c.Deletes.Load() != 0 {
+		t.Error("an expired approval ran the call")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/provider"
@@ -17,8 +18,11 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// Counts are the work done, for assertions.
+// Counts are the work done, for assertions, and the tree's one setting.
 type Counts struct {
+	// TTL, when positive, is how long the approval question may wait.
+	TTL time.Duration
+
 	// Deletes counts runs of the delete tool; ModelCalls the model calls
 	// actually made (not replayed from the journal).
 	Deletes, ModelCalls atomic.Int64
@@ -63,7 +67,7 @@ func Build(c *Counts) (agent.Agent, error) {
 	}
 	grand, err := subagent.FromFactory("cleaner", "Deletes files.", nil, func(ctx context.Context, _ json.RawMessage) (agent.Agent, error) {
 		return agent.NewReact(model(c, "cleaner", "g1", "delete", `{"path":"/tmp/old.log"}`, "cleaner finished"),
-			agent.WithName("cleaner"), agent.WithTools(tool.RequireApproval(del, "deletes a file", 0)))
+			agent.WithName("cleaner"), agent.WithTools(tool.RequireApproval(del, "deletes a file", c.TTL)))
 	}, subagent.WithInput(taskInput), subagent.WithMaxDepth(2))
 	if err != nil {
 		return nil, err
