@@ -107,7 +107,7 @@ func (t *SubAgentTool) invokeNow(ctx context.Context, callID string, args json.R
 	case t.cfg.render != nil:
 		runID = id.New("sub_")
 	}
-	cctx = context.WithValue(cctx, stableRunKey{}, nil)
+	cctx = context.WithValue(context.WithValue(cctx, stableRunKey{}, nil), pauseKey{}, stableRunID(ctx))
 	if t.cfg.timeout > 0 {
 		var cancel context.CancelFunc
 		cctx, cancel = context.WithTimeout(cctx, t.cfg.timeout)
@@ -246,6 +246,10 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 	}()
 
 	if t.resident != nil {
+		if err := t.pause.admit(ctx, name); err != nil {
+			return tool.Result{}, err
+		}
+		defer func() { t.pause.after(ctx, err) }()
 		if t.cfg.refuseBusy {
 			if !t.turn.TryAcquire(1) {
 				return tool.Result{}, tool.Correctable(fmt.Errorf("%w: %q is answering another call: wait for that answer, then ask again", ErrBusy, name))
