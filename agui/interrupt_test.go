@@ -141,7 +141,7 @@ func TestAGUIInterruptAndResume(t *testing.T) {
 			if got := subagentRun(evs2, "cleaner"); got != cleaner {
 				t.Errorf("the resumed run announced cleaner %q, want the same run %q", got, cleaner)
 			}
-			if !strings.Contains(fin2.ResultText+string(fin2.Result), tc.wantText) {
+			if !strings.Contains(string(fin2.Result), tc.wantText) {
 				t.Errorf("result %s, want it to mention %q", fin2.Result, tc.wantText)
 			}
 			if c.Deletes.Load() != tc.wantDeletes {
