@@ -323,7 +323,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 		}
 		err = fmt.Errorf("agent %q: %w", r.name, err)
 		if runEvents {
-			em.Emit(event.Event{Type: event.RunError, RunID: runID, Message: err.Error(), Code: ErrorCode(err)})
+			em.Emit(failedRunEvent(runID, err))
 		}
 		return out, err
 	}

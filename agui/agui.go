@@ -42,6 +42,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/tool"
 )
 
 // SubagentEventsHeader is the request header with which a client asks for
@@ -285,21 +286,41 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, in *RunInput, a ag
 		// A thread's turns repeat its conversation: one cache key for them.
 		agentIn.CacheKey = in.ThreadID
 	}
-	out, err := h.runAgent(ctx, a, agentIn)
+	var out agent.Output
+	var err error
+	if turn != nil {
+		ctx, err = turn.runContext(ctx, in)
+	} else if len(in.Resume) > 0 {
+		err = fmt.Errorf("agui: resume: %w: this endpoint keeps no suspended runs (serve it with WithThreads)", tool.ErrNothingSuspended)
+	}
+	if err == nil {
+		out, err = h.runAgent(ctx, a, agentIn)
+	}
 	if ctx.Err() != nil && r.Context().Err() != nil {
 		st.close() // the client is gone: nothing more to tell it
 		return
 	}
+	if asked, ok := asInterrupted(err); ok {
+		if turn != nil {
+			err = turn.suspend(ctx, in.ThreadID, asked)
+		}
+		if err == nil || turn == nil {
+			st.finish(interruptEvent(in.ThreadID, in.RunID, asked, out.TotalUsage()))
+			return
+		}
+	}
 	if err == nil && turn != nil {
 		if err = turn.save(ctx, out); err != nil {
 			err = fmt.Errorf("agui: storing thread %q (the turn is not kept: send the message again): %w", in.ThreadID, err)
+		} else {
+			turn.finished(ctx)
 		}
 	}
 	if err != nil {
 		st.finish(event.Event{Type: event.RunError, Message: err.Error(), Code: agent.ErrorCode(err)})
 		return
 	}
-	st.finish(event.Event{Type: event.RunFinished, ThreadID: in.ThreadID, RunID: in.RunID, Result: event.JSONString(out.Answer)})
+	st.finish(event.Event{Type: event.RunFinished, ThreadID: in.ThreadID, RunID: in.RunID, Result: event.JSONString(out.Answer), Usage: usageJSON(out.TotalUsage())})
 }
 
 // errPanic is what a client is told of a run that panicked; the panic

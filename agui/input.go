@@ -9,6 +9,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/tool"
 )
 
 // RunInput is AG-UI's RunAgentInput: what a client sends to start a run.
@@ -33,6 +34,9 @@ type RunInput struct {
 	// ForwardedProps is free-form data for the server, as sent (nil when
 	// absent or null).
 	ForwardedProps json.RawMessage
+	// Resume answers the interrupts the thread's previous run ended with
+	// (see WithThreads).
+	Resume []tool.Answer
 }
 
 // Message is one message of an AG-UI conversation.
@@ -173,6 +177,7 @@ func decodeInput(body []byte) (*RunInput, error) {
 		Tools          []json.RawMessage  `json:"tools"`
 		Context        []json.RawMessage  `json:"context"`
 		ForwardedProps json.RawMessage    `json:"forwardedProps"`
+		Resume         []tool.Answer      `json:"resume"`
 	}
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
@@ -199,7 +204,12 @@ func decodeInput(body []byte) (*RunInput, error) {
 	case *raw.RunID == "":
 		return nil, errors.New("runId is empty")
 	}
-	in := &RunInput{ThreadID: *raw.ThreadID, RunID: *raw.RunID, State: nullToNil(raw.State), ForwardedProps: nullToNil(raw.ForwardedProps)}
+	in := &RunInput{ThreadID: *raw.ThreadID, RunID: *raw.RunID, State: nullToNil(raw.State), ForwardedProps: nullToNil(raw.ForwardedProps), Resume: raw.Resume}
+	for i, a := range in.Resume {
+		if a.InterruptID == "" {
+			return nil, fmt.Errorf("resume[%d]: interruptId is missing: name the interrupt this answers", i)
+		}
+	}
 	if raw.ParentRunID != nil {
 		in.ParentRunID = *raw.ParentRunID
 	}

@@ -41,10 +41,13 @@ func WithThreads(st *store.Store) Option {
 // threadKey is the store key of a thread's conversation and lock.
 func threadKey(threadID string) string { return "thread/" + threadID }
 
-// DeleteThread forgets the thread's stored conversation. A run in progress
-// on it finishes, and stores the conversation it was given plus its own
-// turn.
+// DeleteThread forgets the thread's stored conversation, and the run
+// suspended on it waiting for answers, if any. A run in progress on it
+// finishes, and stores the conversation it was given plus its own turn.
 func DeleteThread(ctx context.Context, st *store.Store, threadID string) error {
+	if err := forgetSuspended(ctx, st, threadID); err != nil {
+		return err
+	}
 	return st.DeleteConversation(ctx, threadKey(threadID))
 }
 
@@ -55,6 +58,10 @@ type threadTurn struct {
 	lock *store.Lock
 	conv store.Conversation
 	in   []provider.Message // what the agent was handed
+
+	threadID  string
+	turn      string        // the journal's name
+	suspended *suspendedRun // the run this one resumes or replaces, if any
 }
 
 // threadError is an error whose HTTP status is known.
@@ -83,7 +90,7 @@ func (h *Handler) beginThread(ctx context.Context, in *RunInput) (*threadTurn, a
 	for i := len(in.Messages) - 1; i >= 0 && in.Messages[i].Role == "user"; i-- {
 		news = append([]provider.Message{provider.UserMessage(in.Messages[i].Content)}, news...)
 	}
-	if len(news) == 0 {
+	if len(news) == 0 && len(in.Resume) == 0 {
 		return nil, agent.Input{}, &threadError{http.StatusBadRequest, errors.New("messages ends with no user message: send the new user message (the server keeps the thread's earlier messages)")}
 	}
 	key := threadKey(in.ThreadID)
@@ -96,9 +103,17 @@ func (h *Handler) beginThread(ctx context.Context, in *RunInput) (*threadTurn, a
 		lock.Unlock()
 		return nil, agent.Input{}, storeError(in.ThreadID, err)
 	}
-	msgs := make([]provider.Message, 0, len(conv.Messages)+len(news))
-	msgs = append(append(msgs, conv.Messages...), news...)
-	return &threadTurn{st: st, key: key, lock: lock, conv: conv, in: msgs}, agent.Input{Messages: msgs}, nil
+	susp, err := loadSuspended(ctx, st, in.ThreadID)
+	if err != nil {
+		lock.Unlock()
+		return nil, agent.Input{}, err
+	}
+	msgs, turn, err := beginResume(in, susp, news, conv.Messages)
+	if err != nil {
+		lock.Unlock()
+		return nil, agent.Input{}, err
+	}
+	return &threadTurn{st: st, key: key, lock: lock, conv: conv, in: msgs, threadID: in.ThreadID, turn: turn, suspended: susp}, agent.Input{Messages: msgs}, nil
 }
 
 // save stores the thread after a successful run.

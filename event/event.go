@@ -102,6 +102,12 @@ type Event struct {
 	Result  json.RawMessage `json:"result,omitempty"`
 	Message string          `json:"message,omitempty"`
 	Code    string          `json:"code,omitempty"`
+	// Outcome, on RUN_FINISHED and SUBAGENT_FINISHED, is AG-UI's outcome
+	// object (see OutcomeSuccess, InterruptOutcome, SuspendedOutcome); not
+	// set means success. Usage, on RUN_FINISHED, is AG-UI's array of
+	// TokenUsage. Both must be valid JSON when set.
+	Outcome json.RawMessage `json:"outcome,omitempty"`
+	Usage   json.RawMessage `json:"usage,omitempty"`
 }
 
 // Sink receives events. Emit must be safe for concurrent use: the children of

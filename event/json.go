@@ -24,7 +24,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 // Per type it writes:
 //
 //	RUN_STARTED          threadId, runId; parentRunId when set
-//	RUN_FINISHED         threadId, runId; result when set
+//	RUN_FINISHED         threadId, runId; result, outcome, usage when set
 //	RUN_ERROR            message; code when set (never threadId or runId)
 //	STEP_*               stepName
 //	TEXT_MESSAGE_START   messageId, role (AG-UI's roles; "assistant" when empty or unknown)
@@ -36,7 +36,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 //	TOOL_CALL_RESULT     messageId, toolCallId, content, role "tool"
 //	SUBAGENT_STARTED     subagentRunId, name; description, parentSubagentRunId,
 //	                     parentToolCallId, parentMessageId when set
-//	SUBAGENT_FINISHED    subagentRunId; result when set
+//	SUBAGENT_FINISHED    subagentRunId; result, outcome when set
 //	SUBAGENT_ERROR       subagentRunId, message; code when set
 //
 // after "type" and, when not zero, "timestamp" (integer milliseconds). Every
@@ -61,6 +61,12 @@ func (e Event) AppendJSON(dst []byte) ([]byte, error) {
 		b = field(b, "threadId", e.ThreadID)
 		b = field(b, "runId", e.RunID)
 		b, err = rawField(b, "result", e.Result)
+		if err == nil && len(e.Outcome) > 0 {
+			b, err = rawField(b, "outcome", e.Outcome)
+		}
+		if err == nil && len(e.Usage) > 0 {
+			b, err = rawField(b, "usage", e.Usage)
+		}
 	case RunError:
 		b = field(b, "message", e.Message)
 		b = optField(b, "code", e.Code)
@@ -106,6 +112,9 @@ func (e Event) AppendJSON(dst []byte) ([]byte, error) {
 	case SubagentFinished:
 		b = field(b, "subagentRunId", e.SubagentRunID)
 		b, err = rawField(b, "result", e.Result)
+		if err == nil && len(e.Outcome) > 0 {
+			b, err = rawField(b, "outcome", e.Outcome)
+		}
 	case SubagentError:
 		b = field(b, "subagentRunId", e.SubagentRunID)
 		b = field(b, "message", e.Message)

@@ -93,14 +93,21 @@ func (t *SubAgentTool) invokeNow(ctx context.Context, callID string, args json.R
 		em, events, runID = ann.em, ann.em.Enabled(), ann.runID
 		cctx = context.WithValue(cctx, announcedKey{}, nil)
 	case events:
-		cctx, runID = event.NewSubagent(cctx, "sub_")
+		if runID = stableRunID(ctx); runID != "" {
+			cctx = event.WithSubagent(cctx, runID)
+		} else {
+			cctx, runID = event.NewSubagent(cctx, "sub_")
+		}
 		em.Emit(event.Event{
 			Type: event.SubagentStarted, SubagentRunID: runID, Name: name, Description: t.def.Description,
 			ParentSubagentRunID: em.SubagentRunID(), ParentToolCallID: callID,
 		})
+	case t.cfg.render != nil && stableRunID(ctx) != "":
+		runID = stableRunID(ctx)
 	case t.cfg.render != nil:
 		runID = id.New("sub_")
 	}
+	cctx = context.WithValue(context.WithValue(cctx, stableRunKey{}, nil), pauseKey{}, stableRunID(ctx))
 	if t.cfg.timeout > 0 {
 		var cancel context.CancelFunc
 		cctx, cancel = context.WithTimeout(cctx, t.cfg.timeout)
@@ -110,6 +117,18 @@ func (t *SubAgentTool) invokeNow(ctx context.Context, callID string, args json.R
 	// run itself refuses the answer of a child whose context ended, where
 	// it can still put a resident's conversation back.
 	res, err := t.run(cctx, args, in, runID)
+	rid := runID
+	if rid == "" {
+		if rid = stableRunID(ctx); rid == "" {
+			rid = id.New("sub_")
+		}
+	}
+	if own, ok := suspend(err, rid); ok {
+		if events {
+			em.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: runID, Outcome: event.SuspendedOutcome(own)})
+		}
+		return tool.Result{Usage: res.Usage}, err
+	}
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
@@ -227,6 +246,10 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 	}()
 
 	if t.resident != nil {
+		if err := t.pause.admit(ctx, name); err != nil {
+			return tool.Result{}, err
+		}
+		defer func() { t.pause.after(ctx, err) }()
 		if t.cfg.refuseBusy {
 			if !t.turn.TryAcquire(1) {
 				return tool.Result{}, tool.Correctable(fmt.Errorf("%w: %q is answering another call: wait for that answer, then ask again", ErrBusy, name))
@@ -288,7 +311,7 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 		}
 		out, err := a.Run(ctx, in)
 		usage = usage.Add(out.TotalUsage())
-		if err != nil && ctx.Err() == nil {
+		if err != nil && ctx.Err() == nil && !interrupted(err) {
 			err = tool.Correctable(fmt.Errorf("%w: %q: %w", ErrChildFailed, name, err))
 		}
 		return out, err

@@ -231,7 +231,7 @@ func (t *SubAgentTool) journaled(ctx context.Context, js *journalScope, callID s
 		return t.replay(ctx, callID, e)
 	}
 	js.enter()
-	res, err := t.invokeNow(context.WithValue(ctx, journalKey{}, js.child(key)), callID, args, in)
+	res, err := t.invokeNow(journalInvocation(ctx, js, key), callID, args, in)
 	var wait func(context.Context) error
 	switch {
 	case err == nil:

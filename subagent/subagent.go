@@ -87,6 +87,7 @@ type SubAgentTool struct {
 
 	resident agent.Agent         // FromAgent
 	turn     *semaphore.Weighted // FromAgent: one call at a time
+	pause    *residentPause      // FromAgent: a call suspended for answers
 	factory  Factory             // FromFactory and FromReact
 
 	// A fork with a token budget (the spawn tool): all the runs of one
@@ -133,6 +134,7 @@ func FromAgent(name, description string, params json.RawMessage, a agent.Agent, 
 	}
 	t.resident = a
 	t.turn = semaphore.NewWeighted(1)
+	t.pause = &residentPause{}
 	return t, nil
 }
 

@@ -223,7 +223,10 @@ func available(ctx context.Context, t Tool) bool {
 // Results. Any other error from a tool is returned (the first one, with the
 // tool's name), the calls still running are cancelled and those not yet
 // started are not started; the Results are complete even then (a call not
-// run has an error Result saying so), so that no usage is lost. Once ctx is
+// run has an error Result saying so), so that no usage is lost. A call
+// that returns an *Interrupted (see Ask) does not stop the others: once
+// all have ended, Execute returns one *Interrupted with the interrupts of
+// every call, in call order. Once ctx is
 // done, no call is started and its error is returned.
 //
 // Under a context carrying a CallHook (WithCallHook), each call passes
@@ -238,14 +241,23 @@ func (r *Registry) Execute(ctx context.Context, calls []Call) ([]Result, error) 
 	limit, _ := r.limits()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(limit)
+	// A call that asks for outside input does not stop its siblings: they
+	// finish, and every interrupt of the turn is returned together.
+	asked := &interruptSet{got: make([]*Interrupted, len(calls))}
 	for i := range calls {
 		g.Go(func() error {
 			var err error
 			results[i], err = r.call(gctx, calls[i])
+			if asked.keep(i, err) {
+				return nil
+			}
 			return err
 		})
 	}
-	return results, g.Wait()
+	if err := g.Wait(); err != nil {
+		return results, err
+	}
+	return results, asked.err()
 }
 
 // limits returns the parallelism and the maximum argument size, the

@@ -51,7 +51,7 @@ var required = map[event.Type][]string{
 // timestamp.
 var allowed = map[event.Type][]string{
 	event.RunStarted:         {"threadId", "runId", "parentRunId"},
-	event.RunFinished:        {"threadId", "runId", "result"},
+	event.RunFinished:        {"threadId", "runId", "result", "outcome", "usage"},
 	event.RunError:           {"message", "code"},
 	event.StepStarted:        {"stepName", "subagentRunId"},
 	event.StepFinished:       {"stepName", "subagentRunId"},
@@ -63,7 +63,7 @@ var allowed = map[event.Type][]string{
 	event.ToolCallEnd:        {"toolCallId", "subagentRunId"},
 	event.ToolCallResult:     {"messageId", "toolCallId", "content", "role", "subagentRunId"},
 	event.SubagentStarted:    {"subagentRunId", "name", "description", "parentSubagentRunId", "parentToolCallId", "parentMessageId"},
-	event.SubagentFinished:   {"subagentRunId", "result"},
+	event.SubagentFinished:   {"subagentRunId", "result", "outcome"},
 	event.SubagentError:      {"subagentRunId", "message", "code"},
 }
 

@@ -11,6 +11,12 @@
 // 250 ms before each piece of their replies) or "conversation" (the lead's
 // answer lists the messages its model received, for checking a
 // conversation over several turns).
+//
+// At /agui-approval it serves, on threads kept in the SQLite file named by
+// AGUI_STORE (a temporary file when unset), a lead whose grandchild's
+// "delete" tool asks for approval: the run ends with an interrupt and the
+// next request on the thread resumes it (agui/internal/approvaltree). A
+// second server started on the same file resumes what the first suspended.
 package main
 
 import (
@@ -45,6 +51,12 @@ func run() error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/agui", h)
+	approval, closeStore, err := approvalHandler()
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	mux.Handle("/agui-approval", approval)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)

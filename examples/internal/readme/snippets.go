@@ -9,6 +9,7 @@ package readme
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -177,6 +178,34 @@ func durable(ctx context.Context, model provider.Provider, expertAgent agent.Age
 	}
 	_, err = lead.Run(subagent.WithJournal(ctx, j), agent.Input{Text: "Close the month."})
 	return err
+}
+
+// end of README snippet
+
+// README snippet
+// approve runs a lead's turn; when a tool anywhere in the tree asks for
+// approval, it approves every question and resumes the same turn.
+func approve(ctx context.Context, st *store.Store, lead agent.Agent, in agent.Input) (agent.Output, error) {
+	j, err := st.Journal(ctx, "req-42")
+	if err != nil {
+		return agent.Output{}, err
+	}
+	out, err := lead.Run(subagent.WithJournal(ctx, j), in)
+	var asked *tool.Interrupted
+	if !errors.As(err, &asked) {
+		return out, err // finished, or failed
+	}
+	answers := make([]tool.Answer, len(asked.Interrupts))
+	for i, it := range asked.Interrupts {
+		fmt.Println("approving:", it.Message)
+		answers[i] = tool.Answer{InterruptID: it.ID, Status: tool.Resolved,
+			Payload: json.RawMessage(`{"approved":true}`)}
+	}
+	rctx, err := tool.Resume(ctx, asked, answers...)
+	if err != nil {
+		return out, err
+	}
+	return lead.Run(subagent.WithJournal(rctx, j), in)
 }
 
 // end of README snippet

@@ -1,0 +1,131 @@
+// Interrupts and resume (AG-UI 1.0) with the official client, against the
+// server named by AGUI_SERVER_CMD at its /agui-approval endpoint: a lead
+// whose grandchild's "delete" tool asks for approval. The client sees the
+// interrupt with the grandchild's subagentRunId, answers it in a second
+// runAgent with resume, and the same sub-agent run continues to success;
+// once with cancelled; once across a server restart on the same store file.
+// Skipped without AGUI_SERVER_CMD, except under CI, where it fails.
+
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { after, describe, test } from "node:test";
+import { HttpAgent } from "@ag-ui/client";
+import { checkSequence, checkWire } from "./lib/check.mjs";
+
+const cmd = process.env.AGUI_SERVER_CMD;
+const inCI = Boolean(process.env.CI) && process.env.CI !== "false";
+const here = dirname(fileURLToPath(import.meta.url));
+const root = process.env.AGUI_SERVER_CWD ?? join(here, "..", "..");
+const dir = mkdtempSync(join(tmpdir(), "agui-interrupts-"));
+const servers = [];
+
+/** Starts the server with AGUI_STORE=store; resolves to { url, stop }. */
+function start(store) {
+  const p = spawn(cmd, { shell: true, cwd: root, detached: true, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, AGUI_STORE: store } });
+  let stderr = "";
+  p.stderr.setEncoding("utf8");
+  p.stderr.on("data", (s) => (stderr = (stderr + s).slice(-16384)));
+  const exited = new Promise((r) => p.once("exit", r));
+  const srv = {
+    stderr: () => stderr,
+    async stop() {
+      try {
+        process.kill(-p.pid, "SIGTERM");
+      } catch {
+        return;
+      }
+      await exited;
+    },
+  };
+  servers.push(srv);
+  return new Promise((resolve, reject) => {
+    let out = "";
+    const timer = setTimeout(() => reject(new Error(`no URL within 60 s\n${stderr}`)), 60_000);
+    p.stdout.setEncoding("utf8");
+    p.stdout.on("data", (s) => {
+      if (srv.url) return;
+      out += s;
+      const m = out.match(/https?:\/\/\S+/);
+      if (m && out.includes("\n")) {
+        clearTimeout(timer);
+        srv.url = m[0].replace(/\/agui$/, "/agui-approval");
+        resolve(srv);
+      }
+    });
+    p.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`the server exited (${code})\n${stderr}`));
+    });
+  });
+}
+
+after(async () => {
+  for (const s of servers) await s.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** One runAgent of agent, with the events it delivered, checked. */
+async function run(agent, params) {
+  const events = [];
+  await agent.runAgent(params, { onEvent: ({ event }) => events.push(event) });
+  assert.deepEqual(checkWire(events), [], "every event passes @ag-ui/core EventSchemas");
+  assert.deepEqual(checkSequence(events), [], "deputy's sequence rules");
+  const last = events.at(-1);
+  assert.equal(last.type, "RUN_FINISHED");
+  return { events, last };
+}
+
+const started = (events, name) => events.find((e) => e.type === "SUBAGENT_STARTED" && e.name === name)?.subagentRunId;
+
+let seq = 0;
+async function roundTrip(first, { status, payload, want, restart }) {
+  seq++;
+  const threadId = `interrupts-${process.pid}-${seq}`;
+  const messages = [{ id: "u1", role: "user", content: "tidy up" }];
+  const a1 = new HttpAgent({ url: first.url, threadId, initialMessages: messages });
+  const r1 = await run(a1, { runId: `${threadId}-1` });
+  assert.equal(r1.last.outcome?.type, "interrupt", `the run ends with an interrupt: ${JSON.stringify(r1.last)}`);
+  assert.equal(r1.last.outcome.interrupts.length, 1);
+  const it = r1.last.outcome.interrupts[0];
+  const cleaner = started(r1.events, "cleaner");
+  assert.ok(cleaner, "the grandchild was announced");
+  assert.equal(it.subagentRunId, cleaner, "the interrupt names the grandchild's run");
+  assert.equal(it.reason, "tool_approval");
+  const suspended = r1.events.find((e) => e.type === "SUBAGENT_FINISHED" && e.subagentRunId === cleaner);
+  assert.deepEqual(suspended?.outcome, { type: "suspended", interruptIds: [it.id] });
+  assert.ok(Array.isArray(r1.last.usage) && r1.last.usage[0].totalTokens > 0, "RUN_FINISHED carries usage");
+
+  let second = first;
+  if (restart) {
+    await first.stop();
+    second = await restart();
+  }
+  const a2 = new HttpAgent({ url: second.url, threadId, initialMessages: a1.messages });
+  const entry = { interruptId: it.id, status };
+  if (payload !== undefined) entry.payload = payload;
+  const r2 = await run(a2, { runId: `${threadId}-2`, resume: [entry] });
+  assert.ok(!r2.last.outcome || r2.last.outcome.type === "success", `the resumed run succeeds: ${JSON.stringify(r2.last.outcome)}`);
+  assert.equal(started(r2.events, "cleaner"), cleaner, "the resumed run continues the same sub-agent run");
+  assert.match(String(r2.last.result), want);
+}
+
+describe("AG-UI interrupts with @ag-ui/client 1.0.0", { skip: !cmd && !inCI && "AGUI_SERVER_CMD is not set" }, () => {
+  test("approved: the grandchild's call runs", { timeout: 120_000 }, async () => {
+    assert.ok(cmd, "AGUI_SERVER_CMD must be set when CI is set");
+    const srv = await start(join(dir, "a.db"));
+    await roundTrip(srv, { status: "resolved", payload: { approved: true }, want: /deleted \/tmp\/old\.log/ });
+    await roundTrip(srv, { status: "cancelled", want: /cancelled/ });
+    assert.doesNotMatch(srv.stderr(), /\bpanic:|DATA RACE/);
+  });
+
+  test("resumed by a restarted server on the same store", { timeout: 120_000 }, async () => {
+    assert.ok(cmd, "AGUI_SERVER_CMD must be set when CI is set");
+    const store = join(dir, "restart.db");
+    const first = await start(store);
+    await roundTrip(first, { status: "resolved", payload: { approved: true }, want: /deleted/, restart: () => start(store) });
+  });
+});

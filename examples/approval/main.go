@@ -1,0 +1,126 @@
+// Command approval shows a person approving a risky tool call made deep in
+// a delegation tree. The lead agent "ops" asks its sub-agent "janitor" to
+// free disk space; the janitor's delete_logs tool requires approval, so
+// the whole run pauses and Run returns a *tool.Interrupted. The program
+// asks on the terminal, then runs the same turn again with the answer:
+// the janitor continues where it stopped (its model is not asked again,
+// thanks to the journal), and the deletion runs only if the person said
+// yes.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/store/sqlite"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+func main() {
+	if err := run(context.Background(), os.Stdin, os.Stdout); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func call(id, name, args string) provider.ToolCall {
+	return provider.ToolCall{ID: id, Name: name, Arguments: json.RawMessage(args)}
+}
+
+func run(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
+	// The journal of the turn lives in a store; a real program keeps the
+	// file, so that a restarted process can resume the turn too.
+	dir, err := os.MkdirTemp("", "approval-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	b, err := sqlite.Open(filepath.Join(dir, "deputy.db"))
+	if err != nil {
+		return err
+	}
+	st, err := store.New(b)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	// The scripted models; JournalModel replays their answers when the
+	// turn runs again, so each is asked once.
+	model := subagent.JournalModel(fake.NewProvider(
+		fake.Calls(call("ops-1", "janitor", `{"task":"free disk space on /var"}`)).For("ops"),
+		fake.Calls(call("jan-1", "delete_logs", `{"dir":"/var/log/old"}`)).For("janitor"),
+		fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+			last := req.Messages[len(req.Messages)-1].Content
+			return provider.Response{Message: provider.AssistantMessage("Result: " + last)}, nil
+		}).For("janitor"),
+		fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+			last := req.Messages[len(req.Messages)-1].Content
+			return provider.Response{Message: provider.AssistantMessage("Janitor says: " + last)}, nil
+		}).For("ops"),
+	))
+
+	deleteLogs, err := tool.New("delete_logs", "Deletes the log files in a directory.", func(ctx context.Context, in struct {
+		Dir string `json:"dir"`
+	}) (string, error) {
+		fmt.Fprintf(stdout, "(deleting %s)\n", in.Dir)
+		return "deleted the logs in " + in.Dir, nil
+	})
+	if err != nil {
+		return err
+	}
+	janitor, err := subagent.FromFactory("janitor", "Frees disk space.", nil,
+		func(ctx context.Context, _ json.RawMessage) (agent.Agent, error) {
+			return agent.NewReact(model, agent.WithName("janitor"),
+				agent.WithTools(tool.RequireApproval(deleteLogs, "deletes files for good", 0)))
+		})
+	if err != nil {
+		return err
+	}
+	ops, err := agent.NewReact(model, agent.WithName("ops"), agent.WithTools(janitor))
+	if err != nil {
+		return err
+	}
+
+	in := agent.Input{Text: "The disk is full."}
+	answers := bufio.NewScanner(stdin)
+	runCtx := ctx
+	for {
+		j, err := st.Journal(ctx, "turn-1")
+		if err != nil {
+			return err
+		}
+		out, err := ops.Run(subagent.WithJournal(runCtx, j), in)
+		var asked *tool.Interrupted
+		if !errors.As(err, &asked) {
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout, "answer:", out.Answer)
+			return nil
+		}
+		var given []tool.Answer
+		for _, it := range asked.Interrupts {
+			fmt.Fprintf(stdout, "%s [y/N]", it.Message)
+			yes := answers.Scan() && strings.EqualFold(strings.TrimSpace(answers.Text()), "y")
+			fmt.Fprintln(stdout)
+			payload, _ := json.Marshal(tool.Approval{Approved: yes, Note: map[bool]string{false: "the operator said no"}[yes]})
+			given = append(given, tool.Answer{InterruptID: it.ID, Status: tool.Resolved, Payload: payload})
+		}
+		if runCtx, err = tool.Resume(ctx, asked, given...); err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,119 @@
+package subagent
+
+import (
+	"fmt"
+	"sync"
+	"time"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+
+	"github.com/deputy-go/deputy/tool"
+)
+
+// An invocation under a journal is the same invocation each time its turn
+// is run: its interrupts and its sub-agent run id are derived from its
+// journal key, so that a resumed turn finds the answers to the questions
+// its children asked and re-announces the run ids the client saw.
+
+type stableRunKey struct{}
+
+// journalInvocation returns the context an invocation keyed key in js runs
+// under: its children's journal scope, its interrupts' scope and its run id.
+func journalInvocation(ctx context.Context, js *journalScope, key string) context.Context {
+	ctx = context.WithValue(ctx, journalKey{}, js.child(key))
+	ctx = tool.WithInterruptScope(ctx, js.j.Turn()+"\x1f"+key)
+	sum := sha256.Sum256([]byte(js.j.Turn() + "\x1f" + key))
+	return context.WithValue(ctx, stableRunKey{}, "sub_"+hex.EncodeToString(sum[:12]))
+}
+
+// stableRunID returns the run id the invocation under ctx must have, or "".
+func stableRunID(ctx context.Context) string {
+	id, _ := ctx.Value(stableRunKey{}).(string)
+	return id
+}
+
+// suspend reports whether err is an interrupt; if so it attributes the
+// interrupts asked by the invocation's own tools to runID and returns their
+// ids (none when only a descendant asked).
+func suspend(err error, runID string) (own []string, ok bool) {
+	var in *tool.Interrupted
+	if !errors.As(err, &in) {
+		return nil, false
+	}
+	for i := range in.Interrupts {
+		if in.Interrupts[i].SubagentRunID == "" {
+			in.Interrupts[i].SubagentRunID = runID
+			own = append(own, in.Interrupts[i].ID)
+		}
+	}
+	return own, true
+}
+
+// interrupted reports whether err is an interrupt: it is not the child's
+// failure, and goes up to the top-level run as it is.
+func interrupted(err error) bool {
+	var in *tool.Interrupted
+	return errors.As(err, &in)
+}
+
+type pauseKey struct{}
+
+// residentPause keeps a resident expert for the call that suspended in it:
+// until that invocation runs again (its turn resumed under the same
+// journal) or every question it waits for has expired, other calls are
+// refused with ErrBusy, so that the resumed call finds the conversation
+// as it left it. Only invocations under a journal can resume, so only
+// they hold the expert.
+type residentPause struct {
+	mu    sync.Mutex
+	by    string    // the suspended invocation's stable run id
+	until time.Time // when its last question expires; zero: never
+}
+
+// admit refuses a call of another invocation while the expert is held.
+func (p *residentPause) admit(ctx context.Context, name string) error {
+	if p == nil {
+		return nil
+	}
+	id, _ := ctx.Value(pauseKey{}).(string)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.by == "" || p.by == id {
+		return nil
+	}
+	if !p.until.IsZero() && !time.Now().Before(p.until) {
+		p.by = "" // abandoned: its questions expired
+		return nil
+	}
+	return tool.Correctable(fmt.Errorf("%w: %q is waiting for a person's answer to an earlier call: ask again later, or do without it", ErrBusy, name))
+}
+
+// after holds the expert for a call that suspended, and frees it when the
+// call that held it ends otherwise.
+func (p *residentPause) after(ctx context.Context, err error) {
+	id, _ := ctx.Value(pauseKey{}).(string)
+	if p == nil || id == "" {
+		return
+	}
+	var in *tool.Interrupted
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !errors.As(err, &in) {
+		if p.by == id {
+			p.by = ""
+		}
+		return
+	}
+	p.by, p.until = id, time.Time{}
+	for _, it := range in.Interrupts {
+		if it.ExpiresAt.IsZero() {
+			p.until = time.Time{}
+			return
+		}
+		if it.ExpiresAt.After(p.until) {
+			p.until = it.ExpiresAt
+		}
+	}
+}

@@ -1,0 +1,330 @@
+package tool
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Interrupt is a request for outside input (a person's approval, a missing
+// value) that pauses a run until a caller answers it. Its JSON form is
+// AG-UI's Interrupt.
+type Interrupt struct {
+	// ID names the interrupt; an answer gives it back.
+	ID string `json:"id"`
+	// Reason is a short machine-readable kind, such as "tool_approval".
+	Reason string `json:"reason"`
+	// Message is what the person is asked.
+	Message string `json:"message,omitempty"`
+	// ToolCallID is the call that asked.
+	ToolCallID string `json:"toolCallId,omitempty"`
+	// ResponseSchema is the JSON Schema a resolved answer's payload must
+	// satisfy (none: any payload).
+	ResponseSchema json.RawMessage `json:"responseSchema,omitempty"`
+	// ExpiresAt is when an unanswered interrupt stops being answerable
+	// (zero: never).
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
+	// SubagentRunID is the sub-agent invocation whose tool asked (empty:
+	// a tool of the top-level agent).
+	SubagentRunID string `json:"subagentRunId,omitempty"`
+}
+
+// Interrupted is the error a run ends with when tools asked for outside
+// input: the call that asked, the agent that made it and every ancestor up
+// to the top-level run stop, and the top-level Run returns it (wrapped;
+// find it with errors.As). Interrupts raised by calls of one model turn, at
+// any depth, come back together. Resume answers them.
+type Interrupted struct {
+	Interrupts []Interrupt `json:"interrupts"`
+}
+
+func (e *Interrupted) Error() string {
+	ids := make([]string, len(e.Interrupts))
+	for i, it := range e.Interrupts {
+		ids[i] = it.ID
+	}
+	return fmt.Sprintf("tool: run interrupted, waiting for answers to %s: answer them with tool.Resume and run the same turn again", strings.Join(ids, ", "))
+}
+
+// Status says how a person answered an interrupt.
+type Status string
+
+const (
+	// Resolved: the person answered; the payload is their answer.
+	Resolved Status = "resolved"
+	// Cancelled: the person declined to answer; the call that asked fails
+	// with an error its model reads.
+	Cancelled Status = "cancelled"
+)
+
+// Answer answers one interrupt. Its JSON form is AG-UI's ResumeEntry.
+type Answer struct {
+	InterruptID string          `json:"interruptId"`
+	Status      Status          `json:"status"`
+	Payload     json.RawMessage `json:"payload,omitempty"`
+}
+
+// Question is what a tool asks with Ask.
+type Question struct {
+	// Reason is a short kind, such as "tool_approval" (default "input").
+	Reason string
+	// Message is what the person reads.
+	Message string
+	// ResponseSchema, when set, is the JSON Schema the answer must satisfy.
+	ResponseSchema json.RawMessage
+	// TTL, when positive, is how long the question may stay unanswered;
+	// after it the call fails with ErrExpired.
+	TTL time.Duration
+}
+
+// Errors of interrupts and their answers.
+var (
+	// ErrCancelled: the person cancelled the question; the model reads it.
+	ErrCancelled = errors.New("tool: the person asked cancelled the request")
+	// ErrRejected: the person did not approve the call; the model reads it.
+	ErrRejected = errors.New("tool: the person asked did not approve the call")
+	// ErrExpired: the question was not answered in time.
+	ErrExpired = errors.New("tool: the question expired unanswered")
+	// ErrUnknownInterrupt: an answer names no pending interrupt.
+	ErrUnknownInterrupt = errors.New("tool: no such pending interrupt")
+	// ErrAnsweredTwice: one interrupt has two answers.
+	ErrAnsweredTwice = errors.New("tool: interrupt answered twice")
+	// ErrBadAnswer: an answer has a bad status or a payload that fails the
+	// interrupt's response schema.
+	ErrBadAnswer = errors.New("tool: invalid answer")
+	// ErrNothingSuspended: answers were given but nothing waits for them.
+	ErrNothingSuspended = errors.New("tool: nothing is waiting for answers")
+)
+
+type interruptScopeKey struct{}
+
+// WithInterruptScope returns ctx under which interrupts get ids of their
+// own: a sub-agent invocation sets a scope that is the same each time the
+// turn is run, so that two children's calls with the same id never share
+// an interrupt.
+func WithInterruptScope(ctx context.Context, scope string) context.Context {
+	return context.WithValue(ctx, interruptScopeKey{}, scope)
+}
+
+type resumeKey struct{}
+
+// resumption is the answers a resumed run carries.
+type resumption struct {
+	now     func() time.Time
+	pending map[string]Interrupt
+	answers map[string]Answer
+}
+
+// Resume checks answers against pending, the interrupts a run ended with,
+// and returns a context under which the same turn, run again, continues:
+// each call that asked finds its answer in Ask. A pending interrupt left
+// unanswered is asked again (keeping its expiry). The error, when the
+// answers cannot be used, says which is wrong: ErrNothingSuspended,
+// ErrUnknownInterrupt, ErrAnsweredTwice, ErrExpired or ErrBadAnswer; pending
+// is not changed.
+func Resume(ctx context.Context, pending *Interrupted, answers ...Answer) (context.Context, error) {
+	return resume(ctx, pending, time.Now, answers)
+}
+
+func resume(ctx context.Context, pending *Interrupted, now func() time.Time, answers []Answer) (context.Context, error) {
+	if pending == nil || len(pending.Interrupts) == 0 {
+		return ctx, fmt.Errorf("%w: run the turn without answers", ErrNothingSuspended)
+	}
+	r := &resumption{now: now, pending: map[string]Interrupt{}, answers: map[string]Answer{}}
+	for _, it := range pending.Interrupts {
+		r.pending[it.ID] = it
+	}
+	t := now()
+	for _, a := range answers {
+		it, ok := r.pending[a.InterruptID]
+		if !ok {
+			return ctx, fmt.Errorf("%w %q: answer one of %s", ErrUnknownInterrupt, a.InterruptID, pendingIDs(pending))
+		}
+		if _, dup := r.answers[a.InterruptID]; dup {
+			return ctx, fmt.Errorf("%w: %q: give one answer per interrupt", ErrAnsweredTwice, a.InterruptID)
+		}
+		if !it.ExpiresAt.IsZero() && !t.Before(it.ExpiresAt) {
+			return ctx, fmt.Errorf("%w: %q expired at %s: run the turn again without answering it, and the call fails", ErrExpired, a.InterruptID, it.ExpiresAt.Format(time.RFC3339))
+		}
+		switch a.Status {
+		case Cancelled:
+		case Resolved:
+			if len(it.ResponseSchema) > 0 {
+				s, err := CompileUntrustedSchema(it.ResponseSchema)
+				if err != nil {
+					return ctx, fmt.Errorf("%w: %q: its response schema does not compile: %v", ErrBadAnswer, a.InterruptID, err)
+				}
+				p := a.Payload
+				if len(p) == 0 {
+					p = json.RawMessage("null")
+				}
+				if err := s.Validate(p); err != nil {
+					return ctx, fmt.Errorf("%w: %q: the payload does not match the response schema: %v", ErrBadAnswer, a.InterruptID, err)
+				}
+			}
+		default:
+			return ctx, fmt.Errorf("%w: %q: status %q: use %q or %q", ErrBadAnswer, a.InterruptID, a.Status, Resolved, Cancelled)
+		}
+		r.answers[a.InterruptID] = a
+	}
+	return context.WithValue(ctx, resumeKey{}, r), nil
+}
+
+func pendingIDs(p *Interrupted) string {
+	ids := make([]string, len(p.Interrupts))
+	for i, it := range p.Interrupts {
+		ids[i] = fmt.Sprintf("%q", it.ID)
+	}
+	return strings.Join(ids, ", ")
+}
+
+// InterruptID returns the id Ask gives a question asked by call under ctx.
+func InterruptID(ctx context.Context, call Call) string {
+	scope, _ := ctx.Value(interruptScopeKey{}).(string)
+	h := sha256.New()
+	for _, s := range []string{scope, call.ID, call.Name, string(call.Arguments)} {
+		fmt.Fprintf(h, "%d:%s;", len(s), s)
+	}
+	return "int_" + hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+// Ask asks a person q on behalf of call, from inside the tool's Call. In a
+// run that was resumed with an answer to it, Ask returns the answer's
+// payload, or an error wrapping ErrCancelled or ErrExpired that the tool
+// returns (it is Correctable: the model reads it). Otherwise it returns an
+// *Interrupted error: the tool returns it as it is, and the run stops until
+// the answer comes.
+func Ask(ctx context.Context, call Call, q Question) (json.RawMessage, error) {
+	id := InterruptID(ctx, call)
+	r, _ := ctx.Value(resumeKey{}).(*resumption)
+	now := time.Now
+	if r != nil {
+		now = r.now
+		if a, ok := r.answers[id]; ok {
+			if a.Status == Cancelled {
+				return nil, Correctable(fmt.Errorf("%w: %s: do not try again unless the user asks", ErrCancelled, call.Name))
+			}
+			if len(a.Payload) == 0 {
+				return json.RawMessage("null"), nil
+			}
+			return a.Payload, nil
+		}
+	}
+	if len(q.ResponseSchema) > 0 {
+		// A schema no answer can meet would leave the run waiting for ever;
+		// AG-UI carries only an object.
+		if _, err := CompileSchema(q.ResponseSchema); err != nil || bytes.TrimSpace(q.ResponseSchema)[0] != '{' {
+			return nil, fmt.Errorf("tool %s: asking with a response schema that is not a JSON Schema object (%v): fix the tool's Question", call.Name, err)
+		}
+	}
+	it := Interrupt{ID: id, Reason: q.Reason, Message: q.Message, ToolCallID: call.ID, ResponseSchema: q.ResponseSchema}
+	if it.Reason == "" {
+		it.Reason = "input"
+	}
+	if r != nil {
+		if old, ok := r.pending[id]; ok {
+			it.ExpiresAt = old.ExpiresAt
+			if !it.ExpiresAt.IsZero() && !now().Before(it.ExpiresAt) {
+				return nil, Correctable(fmt.Errorf("%w: %s waited for an answer until %s", ErrExpired, call.Name, it.ExpiresAt.Format(time.RFC3339)))
+			}
+			return nil, &Interrupted{Interrupts: []Interrupt{it}}
+		}
+	}
+	if q.TTL > 0 {
+		it.ExpiresAt = now().Add(q.TTL).UTC()
+	}
+	return nil, &Interrupted{Interrupts: []Interrupt{it}}
+}
+
+// ApprovalSchema is the response schema RequireApproval asks with: an
+// object whose boolean "approved" says yes or no, and an optional "note"
+// the model reads when the call is rejected.
+var ApprovalSchema = json.RawMessage(`{"type":"object","properties":{"approved":{"type":"boolean"},"note":{"type":"string"}},"required":["approved"]}`)
+
+// Approval is the payload of an answer to RequireApproval's question.
+type Approval struct {
+	Approved bool   `json:"approved"`
+	Note     string `json:"note,omitempty"`
+}
+
+// RequireApproval returns t such that each call first asks a person, with
+// reason and a message naming the call and its arguments, whether it may
+// run (answer: an Approval). An approved call runs t; a rejected or
+// cancelled one fails with an error the model reads (ErrRejected,
+// ErrCancelled). A ttl above zero lets the question expire.
+func RequireApproval(t Tool, reason string, ttl time.Duration) Tool {
+	return &approvalTool{Tool: t, reason: reason, ttl: ttl}
+}
+
+type approvalTool struct {
+	Tool
+	reason string
+	ttl    time.Duration
+}
+
+// Available passes on the wrapped tool's availability.
+func (a *approvalTool) Available(ctx context.Context) bool { return available(ctx, a.Tool) }
+
+func (a *approvalTool) Call(ctx context.Context, call Call) (Result, error) {
+	msg := fmt.Sprintf("Allow %s with %s?", call.Name, string(call.Arguments))
+	if a.reason != "" {
+		msg = a.reason + ": " + msg
+	}
+	payload, err := Ask(ctx, call, Question{Reason: "tool_approval", Message: msg, ResponseSchema: ApprovalSchema, TTL: a.ttl})
+	if err != nil {
+		return Result{}, err
+	}
+	var ap Approval
+	if err := json.Unmarshal(payload, &ap); err != nil {
+		return Result{}, Correctable(fmt.Errorf("%w: %s: unreadable approval: %v", ErrRejected, call.Name, err))
+	}
+	if !ap.Approved {
+		note := ""
+		if ap.Note != "" {
+			note = ": " + ap.Note
+		}
+		return Result{}, Correctable(fmt.Errorf("%w %s%s", ErrRejected, call.Name, note))
+	}
+	return a.Tool.Call(ctx, call)
+}
+
+// interruptSet gathers the interrupts of calls run together, in call
+// order, so that one *Interrupted lists them all.
+type interruptSet struct {
+	mu  sync.Mutex
+	got []*Interrupted // by call index
+}
+
+// keep records err of call i if it is an interrupt, and reports whether
+// it was.
+func (s *interruptSet) keep(i int, err error) bool {
+	var in *Interrupted
+	if !errors.As(err, &in) {
+		return false
+	}
+	s.mu.Lock()
+	s.got[i] = in
+	s.mu.Unlock()
+	return true
+}
+
+// err returns one *Interrupted with every interrupt kept, or nil.
+func (s *interruptSet) err() error {
+	var all []Interrupt
+	for _, in := range s.got {
+		if in != nil {
+			all = append(all, in.Interrupts...)
+		}
+	}
+	if all == nil {
+		return nil
+	}
+	return &Interrupted{Interrupts: all}
+}
