@@ -103,4 +103,3 @@ func ResidentWorkflow(ctx workflow.Context, in ResidentInput) ([]provider.Messag
 	next.Messages, next.Turn = conv, turn
 	return nil, workflow.NewContinueAsNewError(ctx, ResidentWorkflowName, next)
 }
-

@@ -84,8 +84,8 @@ type Spec struct {
 // SubAgent is a sub-agent offered to the model as a tool. Exactly one of
 // Agent, React and Factory says what a call runs.
 type SubAgent struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
 	// Params is the tool's JSON Schema; a default fits the kind.
 	Params json.RawMessage `json:"params,omitempty"`
 	// Agent is a fixed child: each call runs it on the arguments' task.
@@ -158,10 +158,10 @@ type FactoryCall struct {
 	MaxOutputBytes int             `json:"max_output_bytes"`
 }
 
-func (s Spec) maxSteps() int       { return orDefault(s.MaxSteps, DefaultMaxSteps) }
-func (s Spec) maxDepth() int       { return orDefault(s.MaxDepth, DefaultMaxDepth) }
-func (s Spec) maxOutput() int      { return orDefault(s.MaxOutputBytes, DefaultMaxOutputBytes) }
-func (s Spec) parallelism() int    { return orDefault(s.Parallelism, DefaultParallelism) }
+func (s Spec) maxSteps() int    { return orDefault(s.MaxSteps, DefaultMaxSteps) }
+func (s Spec) maxDepth() int    { return orDefault(s.MaxDepth, DefaultMaxDepth) }
+func (s Spec) maxOutput() int   { return orDefault(s.MaxOutputBytes, DefaultMaxOutputBytes) }
+func (s Spec) parallelism() int { return orDefault(s.Parallelism, DefaultParallelism) }
 func (s Spec) activityTimeout() time.Duration {
 	if s.ActivityTimeout > 0 {
 		return s.ActivityTimeout
