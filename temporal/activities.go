@@ -104,7 +104,9 @@ func (a *Activities) definitions(defs []provider.ToolDef) []provider.ToolDef {
 	out := make([]provider.ToolDef, len(defs))
 	for i, d := range defs {
 		out[i] = d
-		if len(d.Parameters) == 0 && a.rt.Tools != nil {
+		// The workflow sends a plain tool's name only; its empty
+		// parameters arrive as JSON null after the round trip.
+		if (len(d.Parameters) == 0 || string(d.Parameters) == "null") && a.rt.Tools != nil {
 			if t, ok := a.rt.Tools.Lookup(d.Name); ok {
 				out[i] = t.Definition()
 			}
