@@ -332,3 +332,20 @@ func TestUnknownProviderIsAClearError(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+func TestOversizedToolCallsFailWithoutRetry(t *testing.T) {
+	p := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		args := json.RawMessage(`{"task":"` + strings.Repeat("x", DefaultPayloadLimit) + `"}`)
+		return provider.AssistantMessage("", provider.ToolCall{ID: "1", Name: SpawnToolName, Arguments: args}), nil
+	}}
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}})
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Provider: "m", Spawn: true}, Text: "go"})
+	var app *sdktemporal.ApplicationError
+	err := env.GetWorkflowError()
+	if !errors.As(err, &app) || app.Type() != ErrTypeTooLarge || !strings.Contains(err.Error(), "PayloadLimit") {
+		t.Fatalf("error %v", err)
+	}
+	if calls, _ := p.total(); calls != 1 {
+		t.Fatalf("%d calls, want 1", calls)
+	}
+}
