@@ -349,3 +349,23 @@ func TestOversizedToolCallsFailWithoutRetry(t *testing.T) {
 		t.Fatalf("%d calls, want 1", calls)
 	}
 }
+
+func TestTokenLimitCountsChildren(t *testing.T) {
+	p := fanOut(3)
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}})
+	// The lead's first call costs less than the limit; with its children's
+	// usage it goes over before its second call.
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Provider: "m", Spawn: true, TokenLimit: 120}, Text: "go"})
+	var app *sdktemporal.ApplicationError
+	err := env.GetWorkflowError()
+	if !errors.As(err, &app) || app.Type() != ErrTypeUsageLimit {
+		t.Fatalf("error %v", err)
+	}
+	calls, total := p.total()
+	if calls != 4 {
+		t.Fatalf("%d calls, want 4 (the lead stops before its second); total %v", calls, total)
+	}
+	if u := usageOf(err); u != total {
+		t.Fatalf("failure carries usage %v, the provider handed out %v", u, total)
+	}
+}
