@@ -11,7 +11,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/deputy-go/deputy/provider"
 )
@@ -93,8 +92,9 @@ var (
 	ErrBadMessages = errors.New("agent: invalid input messages")
 	// ErrNilProvider: NewReact was given no provider.
 	ErrNilProvider = errors.New("agent: nil provider")
-	// ErrInvalidInput: an option of NewReact has a bad value.
-	ErrInvalidInput = errors.New("agent: invalid option")
+	// ErrInvalidOption: an option given to NewReact has a bad value, or one
+	// NewReact would ignore (WithParallelism on an agent without tools).
+	ErrInvalidOption = errors.New("agent: invalid option")
 	// ErrProviderPanic: the provider panicked during a model call. It is a
 	// bug in the provider; the run fails instead of the program.
 	ErrProviderPanic = errors.New("agent: provider panicked")
@@ -108,31 +108,9 @@ type runInfo struct {
 	scope            *scope
 }
 
-// runCtx carries a run's identity and, for a context made by WithRun, the
-// run's scope. It is one allocation where context.WithValue and a separate
-// scope would take three (the context, the boxed runInfo, the scope): this
-// is on the path of every run and every delegation.
-type runCtx struct {
-	context.Context
-	info  runInfo
-	scope scope // the run's own; info.scope points here after WithRun
-}
-
-// Value returns the runCtx itself for runKey, without boxing its runInfo.
-func (c *runCtx) Value(key any) any {
-	if _, ok := key.(runKey); ok {
-		return c
-	}
-	return c.Context.Value(key)
-}
-
-func (c *runCtx) String() string {
-	return fmt.Sprintf("%v.WithRun(%q, depth %d)", c.Context, c.info.id, c.info.depth)
-}
-
 func info(ctx context.Context) runInfo {
-	if c, ok := ctx.Value(runKey{}).(*runCtx); ok {
-		return c.info
+	if ri, ok := ctx.Value(runKey{}).(*runInfo); ok {
+		return *ri
 	}
 	return runInfo{}
 }
@@ -155,16 +133,16 @@ func Depth(ctx context.Context) int { return info(ctx).depth }
 func WithDepth(ctx context.Context, depth int) context.Context {
 	ri := info(ctx)
 	ri.depth = depth
-	return &runCtx{Context: ctx, info: ri}
+	return context.WithValue(ctx, runKey{}, &ri)
 }
 
 // WithRun returns a context for a new run with the given id and agent name,
 // whose parent is the run of ctx. Agents call it at the start of Run, and
 // call Finish at its end; the depth is kept.
 func WithRun(ctx context.Context, runID, name string) context.Context {
-	ri := info(ctx)
-	c := &runCtx{Context: ctx}
-	c.info = runInfo{id: runID, parent: ri.id, name: name, depth: ri.depth, scope: &c.scope}
-	c.scope.ctx = c
-	return c
+	parent := info(ctx)
+	sc := new(scope)
+	run := context.WithValue(ctx, runKey{}, &runInfo{id: runID, parent: parent.id, name: name, depth: parent.depth, scope: sc})
+	sc.ctx = run
+	return run
 }

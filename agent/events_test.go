@@ -111,7 +111,7 @@ func TestReactEvents(t *testing.T) {
 				}
 			}
 			rs, rf := rec.of(event.RunStarted)[0], rec.of(event.RunFinished)[0]
-			if rs.RunID != out.RunID || rf.RunID != out.RunID || rf.ResultText != answer || rf.Result != nil {
+			if rs.RunID != out.RunID || rf.RunID != out.RunID || string(rf.Result) != string(event.JSONString(answer)) {
 				t.Errorf("run events %+v, %+v for run %s", rs, rf, out.RunID)
 			}
 			steps := rec.of(event.StepStarted)
@@ -193,8 +193,10 @@ func (s streamer) Stream(ctx context.Context, req provider.Request, onDelta func
 }
 
 // With no sink, events cost nothing: a run allocates the same as with events
-// explicitly off. With a sink, the events and the streamed reply allocate
-// nothing either.
+// explicitly off. With a sink, the events cost a few allocations per model
+// call (the step's names, the state of its streamed reply) and the copy of
+// the answer that RUN_FINISHED carries as its JSON result; nothing per
+// event.
 func TestReactEventsOffAllocations(t *testing.T) {
 	p := fake.NewProvider(fake.Call("weather", `{"city":"Lisbon"}`), fake.Text("sunny")).Loop().DontRecord()
 	a := newReact(t, p, agent.WithTools(weather(t)))
@@ -224,8 +226,9 @@ func TestReactEventsOffAllocations(t *testing.T) {
 	if texts.Load() == 0 || calls.Load() == 0 {
 		t.Fatalf("the sink saw %d TEXT_MESSAGE_CONTENT and %d TOOL_CALL_START events; want some of each", texts.Load(), calls.Load())
 	}
-	if on > none && !raceEnabled {
-		t.Errorf("a run allocates %v times with no sink and %v with a sink: events should not allocate", none, on)
+	const steps, perStep = 2, 5 // the run makes two model calls
+	if on > none+steps*perStep+1 && !raceEnabled {
+		t.Errorf("a run allocates %v times with no sink and %v with a sink: events should allocate at most %d per model call and the result of RUN_FINISHED", none, on, perStep)
 	}
 }
 

@@ -22,7 +22,7 @@ type Option func(*React) error
 func WithName(name string) Option {
 	return func(r *React) error {
 		if name == "" {
-			return fmt.Errorf("%w: empty name: give the agent a name or leave the option out", ErrInvalidInput)
+			return fmt.Errorf("%w: empty name: give the agent a name or leave the option out", ErrInvalidOption)
 		}
 		r.name = name
 		return nil
@@ -60,7 +60,7 @@ func WithRegistry(reg *tool.Registry) Option {
 func WithParallelism(n int) Option {
 	return func(r *React) error {
 		if n < 1 {
-			return fmt.Errorf("%w: parallelism %d: use 1 or more", ErrInvalidInput, n)
+			return fmt.Errorf("%w: parallelism %d: use 1 or more", ErrInvalidOption, n)
 		}
 		r.parallelism = n
 		return nil
@@ -71,7 +71,7 @@ func WithParallelism(n int) Option {
 func WithMaxSteps(n int) Option {
 	return func(r *React) error {
 		if n < 1 {
-			return fmt.Errorf("%w: max steps %d: use 1 or more", ErrInvalidInput, n)
+			return fmt.Errorf("%w: max steps %d: use 1 or more", ErrInvalidOption, n)
 		}
 		r.maxSteps = n
 		return nil
@@ -84,7 +84,7 @@ func WithMaxSteps(n int) Option {
 func WithToolRetries(n int) Option {
 	return func(r *React) error {
 		if n < 0 {
-			return fmt.Errorf("%w: tool retries %d: use 0 or more", ErrInvalidInput, n)
+			return fmt.Errorf("%w: tool retries %d: use 0 or more", ErrInvalidOption, n)
 		}
 		r.toolRetries = n
 		return nil
@@ -96,7 +96,7 @@ func WithToolRetries(n int) Option {
 func WithTokenLimit(n int64) Option {
 	return func(r *React) error {
 		if n < 0 {
-			return fmt.Errorf("%w: token limit %d: use 0 (no limit) or more", ErrInvalidInput, n)
+			return fmt.Errorf("%w: token limit %d: use 0 (no limit) or more", ErrInvalidOption, n)
 		}
 		r.tokenLimit = n
 		return nil
@@ -110,7 +110,7 @@ func WithTokenLimit(n int64) Option {
 func WithHistoryLimit(n int) Option {
 	return func(r *React) error {
 		if n < 0 {
-			return fmt.Errorf("%w: history limit %d: use 0 (no limit) or more", ErrInvalidInput, n)
+			return fmt.Errorf("%w: history limit %d: use 0 (no limit) or more", ErrInvalidOption, n)
 		}
 		r.historyLimit = n
 		return nil
@@ -126,7 +126,7 @@ func WithModel(model string) Option {
 func WithMaxTokens(n int) Option {
 	return func(r *React) error {
 		if n < 0 {
-			return fmt.Errorf("%w: max tokens %d: use 0 (provider default) or more", ErrInvalidInput, n)
+			return fmt.Errorf("%w: max tokens %d: use 0 (provider default) or more", ErrInvalidOption, n)
 		}
 		r.maxTokens = n
 		return nil
@@ -137,7 +137,7 @@ func WithMaxTokens(n int) Option {
 func WithTemperature(t float64) Option {
 	return func(r *React) error {
 		if t < 0 || t > 2 {
-			return fmt.Errorf("%w: temperature %v: use a value from 0 to 2", ErrInvalidInput, t)
+			return fmt.Errorf("%w: temperature %v: use a value from 0 to 2", ErrInvalidOption, t)
 		}
 		r.temperature = &t
 		return nil
@@ -151,7 +151,7 @@ func WithTemperature(t float64) Option {
 func WithCacheKey(key string) Option {
 	return func(r *React) error {
 		if key == "" {
-			return fmt.Errorf("%w: empty cache key: give a key or leave the option out to use the agent's name", ErrInvalidInput)
+			return fmt.Errorf("%w: empty cache key: give a key or leave the option out to use the agent's name", ErrInvalidOption)
 		}
 		r.cacheKey = key
 		return nil

@@ -74,7 +74,7 @@ func NewReact(p provider.Provider, opts ...Option) (*React, error) {
 	}
 	if r.parallelism > 0 {
 		if r.tools == nil {
-			return nil, fmt.Errorf("%w: WithParallelism(%d) on an agent without tools: give it tools (WithTools or WithRegistry) or leave the option out", ErrInvalidInput, r.parallelism)
+			return nil, fmt.Errorf("%w: WithParallelism(%d) on an agent without tools: give it tools (WithTools or WithRegistry) or leave the option out", ErrInvalidOption, r.parallelism)
 		}
 		if err := r.tools.SetParallelism(r.parallelism); err != nil {
 			return nil, err
@@ -272,7 +272,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 
 	em := event.From(ctx) // the scope is looked up once for the run's events
 	events := em.Enabled()
-	runID, steps := runIDs(events)
+	runID := id.New("run_")
 	tr := r.tracerFor(ctx)
 	if tr != nil {
 		var span trace.Span
@@ -281,7 +281,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	}
 	ctx = WithRun(ctx, runID, r.name)
 	info(ctx).scope.limit = r.tokenLimit
-	s := &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, steps: steps, em: em, events: events, tracer: tr,
+	s := &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, em: em, events: events, tracer: tr,
 		schema: in.ResponseSchema, cacheKey: in.CacheKey}
 	if s.cacheKey == "" {
 		s.cacheKey = r.cacheKey
@@ -331,7 +331,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	r.history = trimHistory(s.msgs, r.historyLimit)
 	r.mu.Unlock()
 	if runEvents {
-		em.Emit(event.Event{Type: event.RunFinished, RunID: runID, ResultText: answer})
+		em.Emit(event.Event{Type: event.RunFinished, RunID: runID, Result: event.JSONString(answer)})
 	}
 	return out, nil
 }
@@ -364,7 +364,6 @@ type runState struct {
 	ctx     context.Context
 	toolCtx context.Context // ctx, with the tracing hook when traced
 	runID   string
-	steps   string        // the names of the first steps (see runIDs), made with runID
 	em      event.Emitter // of ctx
 	events  bool          // em.Enabled()
 	tracer  trace.Tracer  // nil when not traced
@@ -482,31 +481,6 @@ func (s *runState) step(stepName, firstResult string, failures *int) (answer str
 	return "", false, s.checkLimit()
 }
 
-// namedSteps is how many steps' names runIDs makes with the run id.
-const namedSteps = 2
-
-// runIDs makes a run's id and, when events is set, the names of its first
-// steps (see stepNames), all in one allocation: every other event costs
-// an allocation of its own.
-func runIDs(events bool) (runID, steps string) {
-	if !events {
-		return id.New("run_"), ""
-	}
-	var buf [256]byte
-	b := id.Append(buf[:0], "run_")
-	n := len(b)
-	for i := 1; i <= namedSteps; i++ {
-		if i > 1 {
-			b = append(b, b[:n]...)
-		}
-		b = append(b, "/step-"...)
-		b = append(b, byte('0'+i)) // namedSteps < 10
-		b = append(b, "/result-1"...)
-	}
-	steps = string(b)
-	return steps[:n], steps
-}
-
 // stepNames returns the names of a step's events: its step name, which is
 // also the message id of the reply's text (AG-UI keeps the two apart), and
 // the message id of its first tool result; a later result's id is the step
@@ -514,21 +488,8 @@ func runIDs(events bool) (runID, steps string) {
 // all open steps, whoever owns them (older AG-UI clients key steps by name
 // alone).
 func (s *runState) stepNames(step int) (stepName, firstResult string) {
-	const suffix = "/result-1"
-	var names string
-	if step <= namedSteps {
-		// The names of step i are the i-th of the run's steps string.
-		n := len(s.runID)
-		off := 0
-		for i := 1; i < step; i++ {
-			off += n + len("/step-") + 1 + len(suffix) // steps 1 to 4 have one digit
-		}
-		end := off + n + len("/step-") + 1 + len(suffix)
-		names = s.steps[off:end]
-	} else {
-		names = s.runID + "/step-" + strconv.Itoa(step) + suffix
-	}
-	return names[:len(names)-len(suffix)], names
+	stepName = s.runID + "/step-" + strconv.Itoa(step)
+	return stepName, stepName + "/result-1"
 }
 
 // budgetNote is, once a token limit is nearly reached, a note that tells
@@ -583,10 +544,9 @@ func (s *runState) call(req provider.Request, msgID string) (resp provider.Respo
 		return s.r.p.Complete(ctx, req)
 	}
 	if st := s.r.streamer; st != nil {
-		sr := streamReplies.Get().(*streamReply)
-		sr.start(s.em, msgID)
-		defer sr.release() // after closing what it opened, on a panic too
-		resp, err = st.Stream(ctx, req, sr.onDelta)
+		sr := &streamReply{em: s.em, msgID: msgID}
+		defer sr.closeAll() // on a panic too
+		resp, err = st.Stream(ctx, req, sr.delta)
 		if err != nil {
 			return provider.Response{}, err
 		}
@@ -651,9 +611,7 @@ func hasID(calls []provider.ToolCall, id string) bool {
 
 // streamReply consumes a streamed reply, emitting text and tool-call
 // events as the pieces arrive. Whatever way the reply ends, it closes the
-// message and tool call it opened. The callback it gives the provider
-// escapes, and all it touches with it, so a streamReply is reused (see
-// streamReplies) with its callback (onDelta, which is delta) made once.
+// message and tool call it opened.
 type streamReply struct {
 	em       event.Emitter // of the run
 	msgID    string
@@ -661,32 +619,6 @@ type streamReply struct {
 	textSent bool
 	openCall string   // id of the tool call whose events are open
 	ids      []string // the id of each tool call, by index
-	onDelta  func(provider.Delta) error
-}
-
-// streamReplies holds the streamReply values not in use, so that a
-// streamed model call allocates neither the state nor its callback.
-var streamReplies = sync.Pool{New: func() any {
-	sr := new(streamReply)
-	sr.onDelta = sr.delta
-	return sr
-}}
-
-// start readies sr, fresh from streamReplies, for a reply whose text is
-// the message msgID.
-func (sr *streamReply) start(em event.Emitter, msgID string) {
-	sr.em, sr.msgID = em, msgID
-	sr.textOpen, sr.textSent = false, false
-	sr.openCall, sr.ids = "", sr.ids[:0]
-}
-
-// release closes the message and tool call sr opened, and puts sr back in
-// streamReplies, keeping nothing of the reply alive.
-func (sr *streamReply) release() {
-	sr.closeAll()
-	clear(sr.ids)
-	sr.em, sr.msgID = event.Emitter{}, ""
-	streamReplies.Put(sr)
 }
 
 // finish returns the calls of the streamed response with the ids their

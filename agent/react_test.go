@@ -780,16 +780,16 @@ func TestNewReactRejects(t *testing.T) {
 		wantErr string
 	}{
 		{"nil provider", nil, nil, agent.ErrNilProvider, "agent: nil provider: pass a provider, such as fake.NewProvider(...) or openai.New()"},
-		{"empty name", p, agent.WithName(""), agent.ErrInvalidInput, "agent: invalid option: empty name: give the agent a name or leave the option out"},
-		{"zero max steps", p, agent.WithMaxSteps(0), agent.ErrInvalidInput, "agent: invalid option: max steps 0: use 1 or more"},
-		{"negative retries", p, agent.WithToolRetries(-1), agent.ErrInvalidInput, "agent: invalid option: tool retries -1: use 0 or more"},
-		{"negative token limit", p, agent.WithTokenLimit(-5), agent.ErrInvalidInput, "agent: invalid option: token limit -5: use 0 (no limit) or more"},
-		{"negative history limit", p, agent.WithHistoryLimit(-1), agent.ErrInvalidInput, "agent: invalid option: history limit -1: use 0 (no limit) or more"},
-		{"negative max tokens", p, agent.WithMaxTokens(-1), agent.ErrInvalidInput, "agent: invalid option: max tokens -1: use 0 (provider default) or more"},
-		{"temperature too high", p, agent.WithTemperature(2.5), agent.ErrInvalidInput, "agent: invalid option: temperature 2.5: use a value from 0 to 2"},
+		{"empty name", p, agent.WithName(""), agent.ErrInvalidOption, "agent: invalid option: empty name: give the agent a name or leave the option out"},
+		{"zero max steps", p, agent.WithMaxSteps(0), agent.ErrInvalidOption, "agent: invalid option: max steps 0: use 1 or more"},
+		{"negative retries", p, agent.WithToolRetries(-1), agent.ErrInvalidOption, "agent: invalid option: tool retries -1: use 0 or more"},
+		{"negative token limit", p, agent.WithTokenLimit(-5), agent.ErrInvalidOption, "agent: invalid option: token limit -5: use 0 (no limit) or more"},
+		{"negative history limit", p, agent.WithHistoryLimit(-1), agent.ErrInvalidOption, "agent: invalid option: history limit -1: use 0 (no limit) or more"},
+		{"negative max tokens", p, agent.WithMaxTokens(-1), agent.ErrInvalidOption, "agent: invalid option: max tokens -1: use 0 (provider default) or more"},
+		{"temperature too high", p, agent.WithTemperature(2.5), agent.ErrInvalidOption, "agent: invalid option: temperature 2.5: use a value from 0 to 2"},
 		{"duplicate tools", p, agent.WithTools(weather(t), weather(t)), nil, `tool: a tool named "weather" is already registered`},
-		{"zero parallelism", p, agent.WithParallelism(0), agent.ErrInvalidInput, "agent: invalid option: parallelism 0: use 1 or more"},
-		{"parallelism without tools", p, agent.WithParallelism(4), agent.ErrInvalidInput,
+		{"zero parallelism", p, agent.WithParallelism(0), agent.ErrInvalidOption, "agent: invalid option: parallelism 0: use 1 or more"},
+		{"parallelism without tools", p, agent.WithParallelism(4), agent.ErrInvalidOption,
 			"agent: invalid option: WithParallelism(4) on an agent without tools: give it tools (WithTools or WithRegistry) or leave the option out"},
 	}
 	for _, tt := range tests {

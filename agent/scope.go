@@ -23,10 +23,14 @@ type scope struct {
 	reserved atomic.Int64
 }
 
-// RunLocal returns the value kept under key for the run of ctx, creating it
-// with init the first time. Tools use it for state that lives as long as one
+// RunLocal returns the value stored under key for the run of ctx, calling
+// init to create and store it on the first call; later calls in the same run
+// return that same value. Tools use it for state that lives as long as one
 // run of the agent calling them, such as a count of the sub-agents it has
-// started. Outside a run it returns init().
+// started. The result is what init returned, as an any: assert it back to
+// init's type. Use a key of a type unexported in the caller's package, as
+// for context.WithValue, so that no other package reaches the value.
+// Outside a run nothing is stored and it returns a fresh init().
 func RunLocal(ctx context.Context, key any, init func() any) any {
 	sc := info(ctx).scope
 	if sc == nil {
@@ -74,9 +78,13 @@ func OnRunEnd(ctx context.Context, fn func() provider.Usage) bool {
 	return true
 }
 
-// Finish runs the end-of-run work registered with OnRunEnd for the run of
-// ctx, latest first, and returns the usage it reports. Agents that call
-// WithRun call Finish once at the end of Run; *React does.
+// Finish ends the run of ctx: it calls the functions registered with
+// OnRunEnd, the latest first, waiting for each (they stop and wait for work
+// the run's tools left running), and returns the sum of the usage they
+// report, for the run's ChildUsage. Once it returns, OnRunEnd refuses new
+// functions. An agent that starts its runs with WithRun calls Finish once,
+// at the end of Run, before reporting the outcome; *React does. Outside a
+// run it does nothing.
 func Finish(ctx context.Context) provider.Usage {
 	sc := info(ctx).scope
 	if sc == nil {

@@ -52,8 +52,8 @@ func TestStreamYieldsTheRunsEvents(t *testing.T) {
 		t.Fatalf("the stream does not conform:\n%s", strings.Join(problems, "\n"))
 	}
 	last := got[len(got)-1]
-	if last.Type != event.RunFinished || last.ResultText != "Sunny in Lisbon." {
-		t.Errorf("last event %s with result %q, want RUN_FINISHED with the answer", last.Type, last.ResultText)
+	if last.Type != event.RunFinished || string(last.Result) != `"Sunny in Lisbon."` {
+		t.Errorf("last event %s with result %s, want RUN_FINISHED with the answer", last.Type, last.Result)
 	}
 	for _, e := range got {
 		if e.Timestamp == 0 {
@@ -124,7 +124,7 @@ func TestStreamStoppedEarlyCancelsTheRun(t *testing.T) {
 func TestStreamRepanics(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	a := agent.Func(func(ctx context.Context, in agent.Input) (agent.Output, error) {
-		event.Emit(ctx, event.Event{Type: event.RunStarted, RunID: "r"})
+		event.From(ctx).Emit(event.Event{Type: event.RunStarted, RunID: "r"})
 		panic("agent bug")
 	})
 	defer func() {
@@ -145,7 +145,7 @@ func TestStreamDropsEventsAfterTheRun(t *testing.T) {
 		go func() { // misbehaves: emits after its run has returned
 			defer close(done)
 			<-release
-			event.Emit(ctx, event.Event{Type: event.StepStarted, StepName: "late"})
+			event.From(ctx).Emit(event.Event{Type: event.StepStarted, StepName: "late"})
 		}()
 		return agent.Output{}, nil
 	})

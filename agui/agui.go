@@ -20,7 +20,7 @@
 // 4xx status and a JSON body {"error": "..."}, never with a stream.
 //
 // Clients older than AG-UI's sub-agent support (@ag-ui/client 0.0.58 and
-// before) fail on the SUBAGENT_* event types. HideSubagentEvents, or the
+// before) fail on the SUBAGENT_* event types. WithSubagentEventsHidden, or the
 // request header "Deputy-Subagent-Events: hide", leaves those three types
 // out; every other event, its subagentRunId included, is sent as it is.
 package agui
@@ -97,12 +97,12 @@ func WithMaxBodyBytes(n int64) Option {
 	}
 }
 
-// HideSubagentEvents leaves SUBAGENT_STARTED, SUBAGENT_FINISHED and
+// WithSubagentEventsHidden leaves SUBAGENT_STARTED, SUBAGENT_FINISHED and
 // SUBAGENT_ERROR out of every response, for clients that predate AG-UI's
 // sub-agent support; other events keep their subagentRunId, which such
 // clients pass through. Without it a request can ask for the same with the
 // header SubagentEventsHeader set to "hide".
-func HideSubagentEvents() Option {
+func WithSubagentEventsHidden() Option {
 	return func(c *config) error { c.hide = true; return nil }
 }
 
@@ -299,7 +299,7 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, in *RunInput, a ag
 		st.finish(event.Event{Type: event.RunError, Message: err.Error(), Code: agent.ErrorCode(err)})
 		return
 	}
-	st.finish(event.Event{Type: event.RunFinished, ThreadID: in.ThreadID, RunID: in.RunID, ResultText: out.Answer})
+	st.finish(event.Event{Type: event.RunFinished, ThreadID: in.ThreadID, RunID: in.RunID, Result: event.JSONString(out.Answer)})
 }
 
 // errPanic is what a client is told of a run that panicked; the panic

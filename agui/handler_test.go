@@ -128,14 +128,14 @@ func (e errorsJoined) Unwrap() []error { return e[:] }
 // stamped with the time.
 func TestStreamOfARun(t *testing.T) {
 	a := agent.Func(func(ctx context.Context, in agent.Input) (agent.Output, error) {
-		event.Emit(ctx, event.Event{Type: event.RunStarted, RunID: "inner"}) // the handler's stands for it
-		event.Emit(ctx, event.Event{Type: event.StepStarted, StepName: "s1"})
-		event.Emit(ctx, event.Event{Type: event.TextMessageStart, MessageID: "m1"})
-		event.Emit(ctx, event.Event{Type: event.TextMessageContent, MessageID: "m1", Delta: "line one\nline \"two\""})
-		event.Emit(ctx, event.Event{Type: event.TextMessageContent, MessageID: "m1", Delta: ""}) // dropped
-		event.Emit(ctx, event.Event{Type: event.TextMessageEnd, MessageID: "m1"})
-		event.Emit(ctx, event.Event{Type: event.StepFinished, StepName: "s1"})
-		event.Emit(ctx, event.Event{Type: event.RunFinished, RunID: "inner"})
+		event.From(ctx).Emit(event.Event{Type: event.RunStarted, RunID: "inner"}) // the handler's stands for it
+		event.From(ctx).Emit(event.Event{Type: event.StepStarted, StepName: "s1"})
+		event.From(ctx).Emit(event.Event{Type: event.TextMessageStart, MessageID: "m1"})
+		event.From(ctx).Emit(event.Event{Type: event.TextMessageContent, MessageID: "m1", Delta: "line one\nline \"two\""})
+		event.From(ctx).Emit(event.Event{Type: event.TextMessageContent, MessageID: "m1", Delta: ""}) // dropped
+		event.From(ctx).Emit(event.Event{Type: event.TextMessageEnd, MessageID: "m1"})
+		event.From(ctx).Emit(event.Event{Type: event.StepFinished, StepName: "s1"})
+		event.From(ctx).Emit(event.Event{Type: event.RunFinished, RunID: "inner"})
 		return agent.Output{Answer: "done\n"}, nil
 	})
 	srv := serve(t, must(t)(agui.New(a)))
@@ -203,19 +203,19 @@ func TestStreamOfAPanickingRun(t *testing.T) {
 
 // lifecycle emits a sub-agent's whole life, attributed.
 var lifecycle = agent.Func(func(ctx context.Context, in agent.Input) (agent.Output, error) {
-	event.Emit(ctx, event.Event{Type: event.ToolCallStart, ToolCallID: "c1", ToolCallName: "helper"})
-	event.Emit(ctx, event.Event{Type: event.ToolCallEnd, ToolCallID: "c1"})
-	event.Emit(ctx, event.Event{Type: event.SubagentStarted, SubagentRunID: "sub1", Name: "helper", ParentToolCallID: "c1"})
+	event.From(ctx).Emit(event.Event{Type: event.ToolCallStart, ToolCallID: "c1", ToolCallName: "helper"})
+	event.From(ctx).Emit(event.Event{Type: event.ToolCallEnd, ToolCallID: "c1"})
+	event.From(ctx).Emit(event.Event{Type: event.SubagentStarted, SubagentRunID: "sub1", Name: "helper", ParentToolCallID: "c1"})
 	sub := event.WithSubagent(ctx, "sub1")
-	event.Emit(sub, event.Event{Type: event.TextMessageStart, MessageID: "m1"})
-	event.Emit(sub, event.Event{Type: event.TextMessageContent, MessageID: "m1", Delta: "hi"})
-	event.Emit(sub, event.Event{Type: event.TextMessageEnd, MessageID: "m1"})
-	event.Emit(ctx, event.Event{Type: event.SubagentFinished, SubagentRunID: "sub1"})
-	event.Emit(ctx, event.Event{Type: event.ToolCallResult, MessageID: "r1", ToolCallID: "c1", Content: "hi"})
+	event.From(sub).Emit(event.Event{Type: event.TextMessageStart, MessageID: "m1"})
+	event.From(sub).Emit(event.Event{Type: event.TextMessageContent, MessageID: "m1", Delta: "hi"})
+	event.From(sub).Emit(event.Event{Type: event.TextMessageEnd, MessageID: "m1"})
+	event.From(ctx).Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: "sub1"})
+	event.From(ctx).Emit(event.Event{Type: event.ToolCallResult, MessageID: "r1", ToolCallID: "c1", Content: "hi"})
 	return agent.Output{Answer: "ok"}, nil
 })
 
-func TestHideSubagentEvents(t *testing.T) {
+func TestSubagentEventsHidden(t *testing.T) {
 	types := func(h http.Handler, headers ...string) (out []string, attributed int) {
 		srv := serve(t, h)
 		resp := post(t, srv.URL, okBody, headers...)
@@ -238,7 +238,7 @@ func TestHideSubagentEvents(t *testing.T) {
 		t.Fatalf("without hiding: %v (%d attributed)", all, n)
 	}
 	for name, got := range map[string]func() ([]string, int){
-		"option": func() ([]string, int) { return types(must(t)(agui.New(lifecycle, agui.HideSubagentEvents()))) },
+		"option": func() ([]string, int) { return types(must(t)(agui.New(lifecycle, agui.WithSubagentEventsHidden()))) },
 		"header": func() ([]string, int) { return types(shown(t), agui.SubagentEventsHeader, "hide") },
 		"header, any case": func() ([]string, int) {
 			return types(shown(t), strings.ToLower(agui.SubagentEventsHeader), " Hide ")
@@ -265,7 +265,7 @@ func shown(t *testing.T) *agui.Handler {
 func TestDisconnectCancelsTheRun(t *testing.T) {
 	cancelled := make(chan error, 1)
 	a := agent.Func(func(ctx context.Context, in agent.Input) (agent.Output, error) {
-		event.Emit(ctx, event.Event{Type: event.StepStarted, StepName: "waiting"})
+		event.From(ctx).Emit(event.Event{Type: event.StepStarted, StepName: "waiting"})
 		select {
 		case <-ctx.Done():
 			cancelled <- ctx.Err()

@@ -6,11 +6,11 @@
 //
 // Events travel to a Sink carried by the context. Code that runs agents puts
 // a sink in the context with WithSink; the ReAct loop and the sub-agent tools
-// emit into whatever sink the context holds. When no sink is set, Emit costs a
-// context lookup and nothing else. Code that emits many events under one
-// context, such as an agent's run, looks the sink up once with From and emits
-// through the Emitter it returns. Emit does not read the clock: a sink that
-// delivers events stamps them (Stamped).
+// emit into whatever sink the context holds, through the Emitter that From
+// returns: From looks the sink up once, and Emitter.Emit sends each event.
+// When no sink is set, emitting costs nothing; Emitter.Enabled tells code
+// that must do work to build an event whether anyone listens. Emitting does
+// not read the clock: a sink that delivers events stamps them (Stamped).
 //
 // A sub-agent's events are attributed: WithSubagent (or NewSubagent, which
 // also makes the invocation's id) marks a context as belonging to one
@@ -30,7 +30,6 @@ import (
 	"context"
 	"encoding/json"
 	"time"
-	"unsafe"
 
 	"github.com/deputy-go/deputy/internal/id"
 )
@@ -96,17 +95,13 @@ type Event struct {
 	ParentSubagentRunID string `json:"parentSubagentRunId,omitempty"`
 	ParentToolCallID    string `json:"parentToolCallId,omitempty"`
 
-	// Outcomes: the result on RUN_FINISHED and SUBAGENT_FINISHED; Message
-	// and Code on RUN_ERROR and SUBAGENT_ERROR. A result is either JSON, in
-	// Result, or text, in ResultText, which encodes as a JSON string; Result
-	// wins when both are set. deputy's runs and sub-agents finish with
-	// text (the answer, the tool result), so they set ResultText: a sink
-	// reads it as it is, and one that does not encode pays no copy of it.
-	// Decoding an event's JSON fills Result.
-	Result     json.RawMessage `json:"result,omitempty"`
-	ResultText string          `json:"-"`
-	Message    string          `json:"message,omitempty"`
-	Code       string          `json:"code,omitempty"`
+	// Outcomes: the result on RUN_FINISHED and SUBAGENT_FINISHED, as JSON;
+	// Message and Code on RUN_ERROR and SUBAGENT_ERROR. deputy's runs and
+	// sub-agents finish with text (the answer, the tool result), which they
+	// put here as a JSON string (JSONString); json.Unmarshal reads it back.
+	Result  json.RawMessage `json:"result,omitempty"`
+	Message string          `json:"message,omitempty"`
+	Code    string          `json:"code,omitempty"`
 }
 
 // Sink receives events. Emit must be safe for concurrent use: the children of
@@ -163,40 +158,16 @@ func WithSubagent(ctx context.Context, runID string) context.Context {
 	if !ok || old.send == nil {
 		return ctx
 	}
-	return &scopeCtx{Context: ctx, sc: scope{send: old.send, subagent: runID, thread: old.thread}}
+	return context.WithValue(ctx, scopeKey{}, &scope{send: old.send, subagent: runID, thread: old.thread})
 }
 
 // NewSubagent returns a context whose events are attributed to a new
 // sub-agent invocation, as WithSubagent does, and the invocation's id:
-// prefix followed by 13 random base-32 digits. Every sub-agent call with
-// events on makes one, so the id is kept in the context's own allocation.
-// When ctx has no sink, NewSubagent returns ctx itself and a new id.
+// prefix followed by 13 random base-32 digits. When ctx has no sink,
+// NewSubagent returns ctx itself and a new id.
 func NewSubagent(ctx context.Context, prefix string) (context.Context, string) {
-	old, ok := ctx.Value(scopeKey{}).(*scope)
-	if !ok || old.send == nil {
-		return ctx, id.New(prefix)
-	}
-	c := &scopeCtx{Context: ctx, sc: scope{send: old.send, thread: old.thread}}
-	b := id.Append(c.id[:0], prefix)
-	// b is in c.id unless the prefix is long, and no one writes to it
-	// again, so the id can be a string over its bytes.
-	c.sc.subagent = unsafe.String(unsafe.SliceData(b), len(b))
-	return c, c.sc.subagent
-}
-
-// scopeCtx is a context carrying a scope, in one allocation where
-// context.WithValue takes two: every sub-agent call makes one.
-type scopeCtx struct {
-	context.Context
-	sc scope
-	id [32]byte // the bytes of sc.subagent, when NewSubagent made it
-}
-
-func (c *scopeCtx) Value(key any) any {
-	if _, ok := key.(scopeKey); ok {
-		return &c.sc
-	}
-	return c.Context.Value(key)
+	runID := id.New(prefix)
+	return WithSubagent(ctx, runID), runID
 }
 
 // WithThread returns a context whose RUN_STARTED and RUN_FINISHED events
@@ -219,13 +190,6 @@ func ThreadID(ctx context.Context) string {
 	return ""
 }
 
-// Enabled reports whether events emitted under ctx go anywhere. Code that
-// must do work to build an event checks it first.
-func Enabled(ctx context.Context) bool {
-	sc, ok := ctx.Value(scopeKey{}).(*scope)
-	return ok && sc.send != nil
-}
-
 // SubagentRunID returns the sub-agent invocation ctx is attributed to, or "".
 func SubagentRunID(ctx context.Context) string {
 	if sc, ok := ctx.Value(scopeKey{}).(*scope); ok {
@@ -236,22 +200,23 @@ func SubagentRunID(ctx context.Context) string {
 
 // Emitter sends events to the sink of the context it was taken from (see
 // From), attributed as that context says. Code that emits many events under
-// one context, such as a run of an agent, takes its Emitter once and spares
-// each event the context lookup that Emit makes. The zero Emitter drops
-// every event. An Emitter is safe for concurrent use if its sink is.
+// one context, such as a run of an agent, takes its Emitter once. The zero
+// Emitter drops every event. An Emitter is safe for concurrent use if its
+// sink is.
 type Emitter struct {
 	sc *scope // nil when the context has no scope
 }
 
-// From returns the Emitter of ctx: its events go where Emit(ctx, e) would
-// send them, with the same attribution and thread.
+// From returns the Emitter of ctx: its events go to the sink of ctx, with
+// the attribution and thread of ctx. When ctx has no sink, the Emitter
+// drops every event.
 func From(ctx context.Context) Emitter {
 	sc, _ := ctx.Value(scopeKey{}).(*scope)
 	return Emitter{sc: sc}
 }
 
-// Enabled reports whether the events go anywhere, as Enabled does for the
-// context em was taken from.
+// Enabled reports whether the events go anywhere. Code that must do work to
+// build an event, such as encoding a result, checks it first.
 func (em Emitter) Enabled() bool { return em.sc != nil && em.sc.send != nil }
 
 // SubagentRunID returns the sub-agent invocation the events are attributed
@@ -263,23 +228,16 @@ func (em Emitter) SubagentRunID() string {
 	return em.sc.subagent
 }
 
-// Emit sends e to the sink, as Emit does with the context em was taken from.
+// Emit sends e to the sink, if there is one.
+//
+// Emit attributes e to the sub-agent of the context em was taken from when
+// e names none. Under a sub-agent, run-level events are dropped: the
+// parent's stream has the SUBAGENT_* events in their place. RUN_STARTED and
+// RUN_FINISHED without a ThreadID get the thread of the context, or their
+// RunID. TEXT_MESSAGE_CONTENT and TOOL_CALL_ARGS with an empty Delta are
+// dropped: they say nothing, and some AG-UI clients reject them.
 func (em Emitter) Emit(e Event) {
 	if sc := em.sc; sc != nil && sc.send != nil && sc.prepare(&e) {
-		sc.send(e)
-	}
-}
-
-// Emit sends e to the sink of ctx, if there is one.
-//
-// Emit attributes e to the sub-agent of ctx when e names none. Under a
-// sub-agent, run-level events are dropped: the parent's stream has the
-// SUBAGENT_* events in their place. RUN_STARTED and RUN_FINISHED without a
-// ThreadID get the thread of ctx, or their RunID. TEXT_MESSAGE_CONTENT and
-// TOOL_CALL_ARGS with an empty Delta are dropped: they say nothing, and some
-// AG-UI clients reject them.
-func Emit(ctx context.Context, e Event) {
-	if sc, ok := ctx.Value(scopeKey{}).(*scope); ok && sc.send != nil && sc.prepare(&e) {
 		sc.send(e)
 	}
 }

@@ -25,23 +25,23 @@ func (r *recorder) Emit(e event.Event) {
 
 func TestNoSink(t *testing.T) {
 	ctx := context.Background()
-	if event.Enabled(ctx) || event.SubagentRunID(ctx) != "" {
+	if event.From(ctx).Enabled() || event.SubagentRunID(ctx) != "" {
 		t.Error("a bare context has events on or an attribution")
 	}
 	if got := event.WithSubagent(ctx, "sub_1"); got != ctx {
 		t.Error("WithSubagent without a sink made a new context")
 	}
 	off := event.WithSink(ctx, nil)
-	if event.Enabled(off) {
+	if event.From(off).Enabled() {
 		t.Error("WithSink(nil) left events on")
 	}
-	if event.Enabled(event.WithSink(ctx, event.SinkFunc(nil))) {
+	if event.From(event.WithSink(ctx, event.SinkFunc(nil))).Enabled() {
 		t.Error("WithSink(SinkFunc(nil)) left events on; emitting would call a nil function")
 	}
-	event.Emit(event.WithSink(ctx, event.SinkFunc(nil)), event.Event{Type: event.StepStarted, StepName: "s"})
+	event.From(event.WithSink(ctx, event.SinkFunc(nil))).Emit(event.Event{Type: event.StepStarted, StepName: "s"})
 	allocs := testing.AllocsPerRun(100, func() {
-		event.Emit(ctx, event.Event{Type: event.StepStarted, StepName: "s"})
-		event.Emit(off, event.Event{Type: event.StepStarted, StepName: "s"})
+		event.From(ctx).Emit(event.Event{Type: event.StepStarted, StepName: "s"})
+		event.From(off).Emit(event.Event{Type: event.StepStarted, StepName: "s"})
 	})
 	if allocs != 0 {
 		t.Errorf("Emit with events off allocates %v times", allocs)
@@ -55,15 +55,15 @@ func TestEmit(t *testing.T) {
 		sub := event.WithSubagent(ctx, "sub_1")
 		subsub := event.WithSubagent(sub, "sub_2")
 
-		event.Emit(ctx, event.Event{Type: event.RunStarted, RunID: "run_1"})
-		event.Emit(ctx, event.Event{Type: event.StepStarted, StepName: "s1", Timestamp: 42})
-		event.Emit(sub, event.Event{Type: event.RunStarted, RunID: "run_child"}) // dropped: run-level under a sub-agent
-		event.Emit(sub, event.Event{Type: event.TextMessageContent, MessageID: "m", Delta: "hi"})
-		event.Emit(sub, event.Event{Type: event.SubagentStarted, SubagentRunID: "sub_2", ParentSubagentRunID: "sub_1"})
-		event.Emit(subsub, event.Event{Type: event.ToolCallStart, ToolCallID: "c"})
-		event.Emit(subsub, event.Event{Type: event.RunError, Message: "x"}) // dropped
-		event.Emit(sub, event.Event{Type: event.RunFinished})               // dropped
-		event.Emit(ctx, event.Event{Type: event.RunFinished, RunID: "run_1"})
+		event.From(ctx).Emit(event.Event{Type: event.RunStarted, RunID: "run_1"})
+		event.From(ctx).Emit(event.Event{Type: event.StepStarted, StepName: "s1", Timestamp: 42})
+		event.From(sub).Emit(event.Event{Type: event.RunStarted, RunID: "run_child"}) // dropped: run-level under a sub-agent
+		event.From(sub).Emit(event.Event{Type: event.TextMessageContent, MessageID: "m", Delta: "hi"})
+		event.From(sub).Emit(event.Event{Type: event.SubagentStarted, SubagentRunID: "sub_2", ParentSubagentRunID: "sub_1"})
+		event.From(subsub).Emit(event.Event{Type: event.ToolCallStart, ToolCallID: "c"})
+		event.From(subsub).Emit(event.Event{Type: event.RunError, Message: "x"}) // dropped
+		event.From(sub).Emit(event.Event{Type: event.RunFinished})               // dropped
+		event.From(ctx).Emit(event.Event{Type: event.RunFinished, RunID: "run_1"})
 
 		want := []event.Event{
 			// Emit leaves the time to the sink (see Stamped); a run-level
@@ -108,7 +108,7 @@ func TestFrom(t *testing.T) {
 		em := event.From(event.WithSink(ctx, byEmitter))
 		ctx = event.WithSink(ctx, byCtx)
 		for _, e := range emitted {
-			event.Emit(ctx, e)
+			event.From(ctx).Emit(e)
 			em.Emit(e)
 		}
 		if diff := cmp.Diff(byCtx.events, byEmitter.events); diff != "" {
@@ -130,13 +130,13 @@ func TestWithSinkKeepsAttribution(t *testing.T) {
 	first, second := &recorder{}, &recorder{}
 	sub := event.WithSubagent(event.WithSink(context.Background(), first), "sub_1")
 	moved := event.WithSink(sub, second)
-	event.Emit(moved, event.Event{Type: event.StepStarted, Timestamp: 1})
+	event.From(moved).Emit(event.Event{Type: event.StepStarted, Timestamp: 1})
 	if len(first.events) != 0 || len(second.events) != 1 || second.events[0].SubagentRunID != "sub_1" {
 		t.Errorf("first %v, second %v", first.events, second.events)
 	}
 	off := event.WithSink(sub, nil)
-	event.Emit(off, event.Event{Type: event.StepStarted})
-	if event.Enabled(off) || len(first.events) != 0 || event.SubagentRunID(off) != "sub_1" {
+	event.From(off).Emit(event.Event{Type: event.StepStarted})
+	if event.From(off).Enabled() || len(first.events) != 0 || event.SubagentRunID(off) != "sub_1" {
 		t.Error("events still flow after WithSink(nil)")
 	}
 }
@@ -199,7 +199,7 @@ func TestConcurrentEmit(t *testing.T) {
 		wg.Go(func() {
 			sub := event.WithSubagent(ctx, "sub")
 			for range 10 {
-				event.Emit(sub, event.Event{Type: event.StepStarted, StepName: string(rune('a' + i))})
+				event.From(sub).Emit(event.Event{Type: event.StepStarted, StepName: string(rune('a' + i))})
 			}
 		})
 	}
@@ -212,7 +212,7 @@ func TestConcurrentEmit(t *testing.T) {
 func TestSinkFunc(t *testing.T) {
 	var got []event.Type
 	ctx := event.WithSink(context.Background(), event.SinkFunc(func(e event.Event) { got = append(got, e.Type) }))
-	event.Emit(ctx, event.Event{Type: event.StepStarted})
+	event.From(ctx).Emit(event.Event{Type: event.StepStarted})
 	if diff := cmp.Diff([]event.Type{event.StepStarted}, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
@@ -232,7 +232,7 @@ func TestNewSubagent(t *testing.T) {
 			if got := event.SubagentRunID(sub); got != runID {
 				t.Fatalf("the context is attributed to %q, want %q", got, runID)
 			}
-			event.Emit(sub, event.Event{Type: event.StepStarted, StepName: "s"})
+			event.From(sub).Emit(event.Event{Type: event.StepStarted, StepName: "s"})
 		}
 	}
 	// Each event still names its own invocation after later ones were made.
@@ -244,8 +244,8 @@ func TestNewSubagent(t *testing.T) {
 	}
 	rec.mu.Unlock()
 
-	if n := testing.AllocsPerRun(100, func() { event.NewSubagent(ctx, "sub_") }); n != 1 {
-		t.Errorf("NewSubagent makes %v allocations; want 1 for the context and its id", n)
+	if n := testing.AllocsPerRun(100, func() { event.NewSubagent(ctx, "sub_") }); n > 3 {
+		t.Errorf("NewSubagent makes %v allocations; want at most 3: the id, the scope and the context", n)
 	}
 	bare := context.Background()
 	if sub, runID := event.NewSubagent(bare, "sub_"); sub != bare || len(runID) != len("sub_")+13 {

@@ -15,12 +15,12 @@ func ExampleWithSink() {
 		fmt.Println(e.Type, e.StepName)
 	})
 	ctx := event.WithSink(context.Background(), sink)
-	event.Emit(ctx, event.Event{Type: event.StepStarted, StepName: "plan"})
-	event.Emit(ctx, event.Event{Type: event.StepFinished, StepName: "plan"})
+	event.From(ctx).Emit(event.Event{Type: event.StepStarted, StepName: "plan"})
+	event.From(ctx).Emit(event.Event{Type: event.StepFinished, StepName: "plan"})
 
 	// Without a sink, Emit does nothing.
-	event.Emit(context.Background(), event.Event{Type: event.StepStarted, StepName: "lost"})
-	fmt.Println(event.Enabled(context.Background()))
+	event.From(context.Background()).Emit(event.Event{Type: event.StepStarted, StepName: "lost"})
+	fmt.Println(event.From(context.Background()).Enabled())
 	// Output:
 	// STEP_STARTED plan
 	// STEP_FINISHED plan
@@ -36,10 +36,10 @@ func ExampleWithSubagent() {
 	parent := event.WithSink(context.Background(), sink)
 	child := event.WithSubagent(parent, "sub_1")
 
-	event.Emit(parent, event.Event{Type: event.SubagentStarted, SubagentRunID: "sub_1", Name: "researcher"})
-	event.Emit(child, event.Event{Type: event.RunStarted}) // dropped
-	event.Emit(child, event.Event{Type: event.TextMessageContent, Delta: "found it"})
-	event.Emit(parent, event.Event{Type: event.SubagentFinished, SubagentRunID: "sub_1"})
+	event.From(parent).Emit(event.Event{Type: event.SubagentStarted, SubagentRunID: "sub_1", Name: "researcher"})
+	event.From(child).Emit(event.Event{Type: event.RunStarted}) // dropped
+	event.From(child).Emit(event.Event{Type: event.TextMessageContent, Delta: "found it"})
+	event.From(parent).Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: "sub_1"})
 	// Output:
 	// SUBAGENT_STARTED subagent="sub_1"
 	// TEXT_MESSAGE_CONTENT subagent="sub_1"
@@ -71,9 +71,9 @@ func ExampleNewSubagent() {
 	parent := event.WithSink(context.Background(), sink)
 	child, runID := event.NewSubagent(parent, "sub_")
 
-	event.Emit(parent, event.Event{Type: event.SubagentStarted, SubagentRunID: runID, Name: "researcher"})
-	event.Emit(child, event.Event{Type: event.TextMessageContent, Delta: "found it"})
-	event.Emit(parent, event.Event{Type: event.SubagentFinished, SubagentRunID: runID, ResultText: "found it"})
+	event.From(parent).Emit(event.Event{Type: event.SubagentStarted, SubagentRunID: runID, Name: "researcher"})
+	event.From(child).Emit(event.Event{Type: event.TextMessageContent, Delta: "found it"})
+	event.From(parent).Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: runID, Result: event.JSONString("found it")})
 	fmt.Println(event.SubagentRunID(child) == runID)
 	// Output:
 	// SUBAGENT_STARTED true

@@ -41,9 +41,8 @@ func (e Event) MarshalJSON() ([]byte, error) {
 //
 // after "type" and, when not zero, "timestamp" (integer milliseconds). Every
 // type but RUN_* and SUBAGENT_* ends with subagentRunId when it is set. A
-// type not listed gets every field that is set. The result is Result or, when
-// Result is not set, ResultText as a JSON string. Result, when set, must be
-// valid JSON; a JSON null counts as not set. AppendJSON fails only on an
+// type not listed gets every field that is set. Result, when set, must be valid
+// JSON; a JSON null counts as not set. AppendJSON fails only on an
 // invalid Result.
 func (e Event) AppendJSON(dst []byte) ([]byte, error) {
 	b := append(dst, `{"type":`...)
@@ -61,7 +60,7 @@ func (e Event) AppendJSON(dst []byte) ([]byte, error) {
 	case RunFinished:
 		b = field(b, "threadId", e.ThreadID)
 		b = field(b, "runId", e.RunID)
-		b, err = e.appendResult(b)
+		b, err = rawField(b, "result", e.Result)
 	case RunError:
 		b = field(b, "message", e.Message)
 		b = optField(b, "code", e.Code)
@@ -106,7 +105,7 @@ func (e Event) AppendJSON(dst []byte) ([]byte, error) {
 		b = optField(b, "parentMessageId", e.ParentMessageID)
 	case SubagentFinished:
 		b = field(b, "subagentRunId", e.SubagentRunID)
-		b, err = e.appendResult(b)
+		b, err = rawField(b, "result", e.Result)
 	case SubagentError:
 		b = field(b, "subagentRunId", e.SubagentRunID)
 		b = field(b, "message", e.Message)
@@ -138,7 +137,7 @@ func (e Event) appendAll(b []byte) ([]byte, error) {
 	b = optField(b, "description", e.Description)
 	b = optField(b, "parentSubagentRunId", e.ParentSubagentRunID)
 	b = optField(b, "parentToolCallId", e.ParentToolCallID)
-	b, err := e.appendResult(b)
+	b, err := rawField(b, "result", e.Result)
 	b = optField(b, "message", e.Message)
 	b = optField(b, "code", e.Code)
 	b = optField(b, "subagentRunId", e.SubagentRunID)
@@ -169,17 +168,8 @@ func optField(b []byte, name, v string) []byte {
 	return field(b, name, v)
 }
 
-// appendResult writes the result: Result when set, else ResultText as a
-// JSON string when not empty.
-func (e *Event) appendResult(b []byte) ([]byte, error) {
-	if len(e.Result) > 0 {
-		return rawField(b, "result", e.Result)
-	}
-	return optField(b, "result", e.ResultText), nil
-}
-
 // errBadResult is what AppendJSON reports for a Result that is not JSON.
-var errBadResult = errors.New("event: Result is not valid JSON: set it with json.Marshal, or put text in ResultText")
+var errBadResult = errors.New("event: Result is not valid JSON: set it with json.Marshal, or JSONString for text")
 
 func rawField(b []byte, name string, v json.RawMessage) ([]byte, error) {
 	if len(v) == 0 {

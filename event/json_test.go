@@ -37,11 +37,9 @@ func TestMarshalJSONPerType(t *testing.T) {
 			`{"type":"RUN_FINISHED","threadId":"t","runId":"r"}`},
 		{"run finished, result compacted to one line", event.Event{Type: event.RunFinished, ThreadID: "t", RunID: "r", Result: json.RawMessage("{\n  \"a\": [1, 2]\n}")},
 			`{"type":"RUN_FINISHED","threadId":"t","runId":"r","result":{"a":[1,2]}}`},
-		{"run finished, text result as a JSON string", event.Event{Type: event.RunFinished, ThreadID: "t", RunID: "r", ResultText: "Say \"hi\"\n\tok"},
+		{"run finished, text result as a JSON string", event.Event{Type: event.RunFinished, ThreadID: "t", RunID: "r", Result: event.JSONString("Say \"hi\"\n\tok")},
 			`{"type":"RUN_FINISHED","threadId":"t","runId":"r","result":"Say \"hi\"\n\tok"}`},
-		{"run finished, Result wins over ResultText", event.Event{Type: event.RunFinished, ThreadID: "t", RunID: "r", Result: json.RawMessage(`[1]`), ResultText: "one"},
-			`{"type":"RUN_FINISHED","threadId":"t","runId":"r","result":[1]}`},
-		{"subagent finished, text result", event.Event{Type: event.SubagentFinished, SubagentRunID: "s", ResultText: "done"},
+		{"subagent finished, text result", event.Event{Type: event.SubagentFinished, SubagentRunID: "s", Result: event.JSONString("done")},
 			`{"type":"SUBAGENT_FINISHED","subagentRunId":"s","result":"done"}`},
 		{"run error: no thread, no run", with(event.RunError),
 			`{"type":"RUN_ERROR","timestamp":1767225600000,"message":"boom","code":"error"}`},
@@ -199,15 +197,15 @@ func (r *jsonRecorder) Emit(e event.Event) { r.got = append(r.got, e) }
 func TestEmitThreadAndEmptyDeltas(t *testing.T) {
 	rec := &jsonRecorder{}
 	ctx := event.WithSink(context.Background(), event.Stamped(rec))
-	event.Emit(ctx, event.Event{Type: event.RunStarted, RunID: "r1"})
-	event.Emit(ctx, event.Event{Type: event.TextMessageContent, MessageID: "m", Delta: ""})
-	event.Emit(ctx, event.Event{Type: event.ToolCallArgs, ToolCallID: "c", Delta: ""})
+	event.From(ctx).Emit(event.Event{Type: event.RunStarted, RunID: "r1"})
+	event.From(ctx).Emit(event.Event{Type: event.TextMessageContent, MessageID: "m", Delta: ""})
+	event.From(ctx).Emit(event.Event{Type: event.ToolCallArgs, ToolCallID: "c", Delta: ""})
 	tctx := event.WithThread(ctx, "thread-9")
-	event.Emit(tctx, event.Event{Type: event.RunFinished, RunID: "r1"})
-	event.Emit(tctx, event.Event{Type: event.RunError, RunID: "r1", Message: "m"})
+	event.From(tctx).Emit(event.Event{Type: event.RunFinished, RunID: "r1"})
+	event.From(tctx).Emit(event.Event{Type: event.RunError, RunID: "r1", Message: "m"})
 	sub := event.WithSubagent(tctx, "sub1")
-	event.Emit(sub, event.Event{Type: event.RunStarted, RunID: "r2"}) // dropped under a sub-agent
-	event.Emit(sub, event.Event{Type: event.StepStarted, StepName: "s"})
+	event.From(sub).Emit(event.Event{Type: event.RunStarted, RunID: "r2"}) // dropped under a sub-agent
+	event.From(sub).Emit(event.Event{Type: event.StepStarted, StepName: "s"})
 
 	if len(rec.got) != 4 {
 		t.Fatalf("got %d events, want 4: %+v", len(rec.got), rec.got)
@@ -242,7 +240,7 @@ func TestStampedKeepsATime(t *testing.T) {
 		t.Errorf("Stamped replaced a time the event had: %d", rec.got[0].Timestamp)
 	}
 	ctx := event.WithSink(context.Background(), rec)
-	event.Emit(ctx, event.Event{Type: event.StepStarted})
+	event.From(ctx).Emit(event.Event{Type: event.StepStarted})
 	if rec.got[1].Timestamp != 0 {
 		t.Error("Emit read the clock")
 	}
@@ -251,7 +249,7 @@ func TestStampedKeepsATime(t *testing.T) {
 func TestEmitWithoutSinkIsFree(t *testing.T) {
 	ctx := event.WithThread(context.Background(), "t")
 	e := event.Event{Type: event.TextMessageContent, MessageID: "m", Delta: "d"}
-	if n := testing.AllocsPerRun(100, func() { event.Emit(ctx, e) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { event.From(ctx).Emit(e) }); n != 0 {
 		t.Errorf("Emit without a sink allocates %v times", n)
 	}
 }

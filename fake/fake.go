@@ -14,6 +14,17 @@
 //		fake.Text("The answer is 42.").For("lead"),
 //	)
 //
+// Children that run in parallel share their name, and so their replies:
+// the sub-agents of one fan-out (every FromReact child of one tool, every
+// fork of the spawn tool, named subagent.DefaultForkName) take replies
+// For that name in whatever order their calls arrive. A test that needs
+// each child to answer its own task scripts one Respond reply for the
+// name, which reads the task from the request and answers it, and Loop
+// keeps that reply for every call (see the example of Respond).
+//
+// A child built per call (FromFactory) can instead be given a name of its
+// own, from its arguments, with agent.WithName, and scripted with For.
+//
 // Usage is synthetic but deterministic: about one token per four bytes in and
 // out, and one request per call. PromptCache makes it account for a
 // vendor's prompt cache too, as the vendor documents it.
@@ -237,9 +248,7 @@ func (p *Provider) take(ctx context.Context, req provider.Request) (Reply, error
 					p.tag = randomTag()
 				}
 				p.ids++
-				var buf [32]byte
-				id := append(append(append(buf[:0], "call_"...), p.tag...), '_')
-				calls[i].ID = string(strconv.AppendInt(id, int64(p.ids), 10))
+				calls[i].ID = "call_" + p.tag + "_" + strconv.Itoa(p.ids)
 			}
 		}
 		r.calls = calls

@@ -31,9 +31,11 @@ type Faults struct {
 	Empty float64
 	// Panic makes the call panic.
 	Panic float64
-	// Cancel calls Cancel (when set) during the call: the caller's run is
-	// cancelled at a random point.
-	Cancel   float64
+	// Cancel calls CancelFn (when it is set) during the call: the caller's
+	// run is cancelled at a random point.
+	Cancel float64
+	// CancelFn is the function Cancel calls, usually the cancel function of
+	// the context the run was given.
 	CancelFn context.CancelFunc
 }
 
@@ -49,8 +51,9 @@ type Faulty struct {
 	injected map[string]int
 }
 
-// WithFaults wraps p.
-func WithFaults(p provider.Provider, f Faults) *Faulty {
+// NewFaulty returns a provider that passes each call to p and injects the
+// faults f describes.
+func NewFaulty(p provider.Provider, f Faults) *Faulty {
 	return &Faulty{p: p, f: f, injected: map[string]int{}}
 }
 

@@ -7,6 +7,10 @@
 // and other agent kits can consult deputy's agents. A validated sub-agent
 // declares its output schema and returns structured content; progress
 // reaches clients that ask for it; an MCP cancellation cancels the child.
+// A resident expert (subagent.FromAgent) keeps one conversation across all
+// of the clients' calls; with subagent.WithStore it keeps it across restarts
+// of the server too, since each call reads the stored conversation and
+// writes the new one back.
 //
 //	srv := mcpbridge.NewServer("experts", "1.0.0")
 //	if err := srv.AddTool(reviewer); err != nil { ... }

@@ -29,7 +29,8 @@ type OutputSchemer interface {
 // Server serves deputy tools — sub-agents of each form, the spawn tool, any
 // tool.Tool — to MCP clients. A whole agent is served by wrapping it in a
 // tool first (subagent.FromAgent keeps one conversation across the
-// client's calls; subagent.FromFactory starts afresh each call).
+// client's calls, and across restarts of the server with
+// subagent.WithStore; subagent.FromFactory starts afresh each call).
 //
 // Each MCP call runs the tool as a model's call would run (panics
 // recovered, arguments checked against the tool's schema and size limit),

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http/httptest"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,9 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/mcpbridge"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/store/sqlite"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -383,5 +388,94 @@ func TestUsageTravelsInMeta(t *testing.T) {
 	}
 	if _, ok := res.Meta[mcpbridge.UsageMetaKey]; ok {
 		t.Errorf("a call that used no model reports usage: %v", res.Meta)
+	}
+}
+
+// A resident expert with a durable store keeps its conversation across a
+// restart of the server: a new server, a new agent and a new store on the
+// same file carry on the conversation the first one had with the client.
+func TestResidentExpertKeepsItsConversationAcrossServerRestarts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "expert.db")
+	// serve builds the whole server side from nothing but the file, as a
+	// restarted process would, and returns the model it answers with.
+	serve := func(answer string) (*fake.Provider, *mcp.ClientSession, func()) {
+		t.Helper()
+		b, err := sqlite.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := store.New(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		model := fake.NewProvider(fake.Text(answer).For("expert"))
+		expert, err := agent.NewReact(model, agent.WithName("expert"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		consult, err := subagent.FromAgent("expert", "Answers geography questions.", nil, expert,
+			subagent.WithStore(st, "geography"),
+			subagent.WithInput(func(args json.RawMessage) (agent.Input, error) {
+				var a struct{ Task string }
+				err := json.Unmarshal(args, &a)
+				return agent.Input{Text: a.Task}, err
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := mcpbridge.NewServer("test", "1")
+		mustAdd(t, s, consult)
+		ct, stt := mcp.NewInMemoryTransports()
+		ctx := context.Background()
+		ss, err := s.MCP().Connect(ctx, stt, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1"}, nil).Connect(ctx, ct, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return model, cs, func() {
+			_ = cs.Close()
+			_ = ss.Wait()
+			if err := st.Close(); err != nil {
+				t.Errorf("closing the store: %v", err)
+			}
+		}
+	}
+	ask := func(cs *mcp.ClientSession, q string) string {
+		t.Helper()
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "expert", Arguments: map[string]any{"task": q}})
+		if err != nil || res.IsError {
+			t.Fatalf("call: %v %+v", err, res)
+		}
+		return text(t, res)
+	}
+
+	_, cs, stop := serve("Paris.")
+	if got := ask(cs, "Capital of France?"); got != "Paris." {
+		t.Errorf("first answer %q", got)
+	}
+	stop()
+
+	model, cs, stop := serve("About 2.1 million.")
+	defer stop()
+	if got := ask(cs, "Its population?"); got != "About 2.1 million." {
+		t.Errorf("second answer %q", got)
+	}
+	reqs := model.RequestsFor("expert")
+	if len(reqs) != 1 {
+		t.Fatalf("the restarted expert made %d model requests, want 1", len(reqs))
+	}
+	var got []string
+	for _, m := range reqs[0].Messages {
+		if m.Role == provider.RoleSystem {
+			continue
+		}
+		got = append(got, string(m.Role)+": "+m.Content)
+	}
+	want := []string{"user: Capital of France?", "assistant: Paris.", "user: Its population?"}
+	if !slices.Equal(got, want) {
+		t.Errorf("after the restart the model received %q, want the earlier exchange first: %q", got, want)
 	}
 }

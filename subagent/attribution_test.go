@@ -143,7 +143,7 @@ func TestAttributionOfParallelChildren(t *testing.T) {
 			!calls[start.ParentToolCallID] || start.ParentSubagentRunID != "" {
 			t.Errorf("sub-agent %s starts with %+v", id, start)
 		}
-		if end.Type != event.SubagentFinished || !strings.HasPrefix(end.ResultText, "Report on topic ") {
+		if end.Type != event.SubagentFinished || !strings.HasPrefix(string(end.Result), `"Report on topic `) {
 			t.Errorf("sub-agent %s ends with %+v", id, end)
 		}
 		// The child's own events: one step with a search call, one with

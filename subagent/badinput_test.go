@@ -18,7 +18,7 @@ import (
 // through each of the three forms inside a parent's run: the parent's run
 // goes on, its model reads what happened, the child runs only when it
 // should.
-func TestS2S3S4BadInputEachForm(t *testing.T) {
+func TestBadInputEachForm(t *testing.T) {
 	tenMB := `{"task":"` + strings.Repeat("x", 10<<20) + `"}`
 	megabyte := strings.Repeat("é", 512<<10) // 1 MiB of two-byte runes
 	extraKeys := `{"status":"success","summary":"ok","extra":1}`

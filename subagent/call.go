@@ -129,7 +129,7 @@ func (t *SubAgentTool) invokeNow(ctx context.Context, callID string, args json.R
 		return tool.Result{Usage: res.Usage}, err
 	}
 	if events {
-		em.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: runID, ResultText: res.Content})
+		em.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: runID, Result: event.JSONString(res.Content)})
 	}
 	return res, nil
 }

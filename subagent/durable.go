@@ -277,7 +277,7 @@ func (t *SubAgentTool) replay(ctx context.Context, callID string, e store.Entry)
 		return tool.Result{}, err
 	}
 	if events {
-		em.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: runID, ResultText: e.Content})
+		em.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: runID, Result: event.JSONString(e.Content)})
 	}
 	res := tool.Result{Content: e.Content}
 	if len(e.Value) > 0 {

@@ -23,8 +23,11 @@ const (
 	SpawnToolName = "spawn_subagent"
 	// DefaultMaxSpawns bounds the children one parent run may start.
 	DefaultMaxSpawns = 8
-	// DefaultSpawnConcurrency bounds the children running at once.
-	DefaultSpawnConcurrency = 8
+	// DefaultSpawnConcurrency bounds the children of one parent run
+	// running at once. It is the registry's bound on the calls of one turn
+	// (tool.DefaultParallelism), so that a turn spawning that many children
+	// runs them in one wave rather than in waves of a lower spawn bound.
+	DefaultSpawnConcurrency = tool.DefaultParallelism
 	// DefaultForkName is the agent name of a forked child.
 	DefaultForkName = "subagent"
 	// DefaultForkPrompt is the system prompt of a forked child.
@@ -157,8 +160,9 @@ func WithMaxSpawns(n int) Option {
 // bound is per run, so that a child that spawns in turn never waits for a
 // slot its own parent holds. A background job holds its slot while it
 // runs. The parent's tool registry bounds the calls of one step too
-// (tool.Registry.SetParallelism, default tool.DefaultParallelism): the
-// lower bound wins, so raise both for a wide fan-out.
+// (tool.Registry.SetParallelism, default tool.DefaultParallelism, the same
+// as this default): the lower bound wins, so raise both for a fan-out wider
+// than that. WithMaxSpawns bounds how many children a run starts in all.
 func WithSpawnConcurrency(n int) Option {
 	return func(c *config) error {
 		if n < 1 {

@@ -38,7 +38,7 @@ func WithResult() Option {
 		if err != nil {
 			return err
 		}
-		c.check = &checker{schema: s, result: true, decode: decodeResult, prompt: ResultSystemPrompt()}
+		c.check = &checker{schema: s, result: true, decode: decodeAs[Result], prompt: ResultSystemPrompt()}
 		return nil
 	}
 }
@@ -103,22 +103,6 @@ func decodeProblem(err error) error {
 // with float64 numbers.
 func decodeAny(_ string, v any) (any, error) {
 	return floatNumbers(v)
-}
-
-// decodeResult builds the Result from the value that ResultSchema checked,
-// without decoding the text again.
-func decodeResult(_ string, v any) (any, error) {
-	m, _ := v.(map[string]any)
-	status, _ := m["status"].(string)
-	summary, _ := m["summary"].(string)
-	r := Result{Status: Status(status), Summary: summary}
-	if f, ok := m["findings"].(map[string]any); ok {
-		if _, err := floatNumbers(f); err != nil {
-			return nil, err
-		}
-		r.Findings = f
-	}
-	return r, nil
 }
 
 // floatNumbers turns the json.Numbers in v into float64s, in place, failing

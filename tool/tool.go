@@ -75,7 +75,7 @@ var ErrUnknownTool = errors.New("tool: unknown tool")
 
 // ErrPanic marks a tool call that panicked. The Registry recovers the panic
 // into an error Result, so the run goes on and the model can try another way.
-var ErrPanic = errors.New("tool panicked")
+var ErrPanic = errors.New("tool: call panicked")
 
 // panicError is a recovered panic: its text reads as a failure of the tool,
 // and errors.Is finds ErrPanic.
@@ -204,8 +204,10 @@ func (t *typed[In, Out]) Call(ctx context.Context, call Call) (Result, error) {
 	return Result{Content: string(b), Value: out}, nil
 }
 
-// Arguments returns raw, or {} when raw is empty or blank: models send no
-// arguments at all to a tool that takes none.
+// Arguments returns a call's arguments ready to validate and decode: raw
+// itself, or the empty object {} when raw is empty or only white space, as
+// models send for a tool that takes no arguments. It does not check that
+// raw is JSON; validation does that.
 func Arguments(raw json.RawMessage) json.RawMessage {
 	for _, c := range raw {
 		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {

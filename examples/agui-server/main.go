@@ -1,5 +1,7 @@
-// Command agui-server serves a delegating agent over AG-UI, on the scripted
-// fake provider, so it runs with no key and no network.
+// Command agui-server serves a delegating agent over AG-UI. It runs on the
+// scripted fake provider, so it needs no key and no network; built with
+// -tags realmodel, it runs on the model the environment names (see
+// examples/internal/pick). Its first line says which.
 //
 // The lead agent consults a resident expert (subagent.FromAgent: one agent,
 // kept for the server's life, that remembers earlier questions), then hands
@@ -23,6 +25,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -34,6 +37,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agui"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/examples/internal/pick"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
@@ -43,13 +47,23 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "address to serve on")
 	demo := flag.Bool("demo", false, "serve on a free port, send one request, print its events and exit")
 	flag.Parse()
-	if err := run(*addr, *demo); err != nil {
+	if err := run(*addr, *demo, os.Stdout, os.Getenv); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(addr string, demo bool) error {
-	h, err := handler()
+// run serves on addr, or with demo sends one request to itself, writing to
+// w; getenv picks the provider, the scripted fake when nothing is set.
+func run(addr string, demo bool, w io.Writer, getenv func(string) string) error {
+	scripted := fake.NewProvider() // stands for the per-request scripts
+	model, about, err := pick.FromEnv(getenv, scripted)
+	if err != nil {
+		return err
+	}
+	if model == provider.Provider(scripted) {
+		model = nil
+	}
+	h, err := handler(model)
 	if err != nil {
 		return err
 	}
@@ -67,9 +81,11 @@ func run(addr string, demo bool) error {
 	defer srv.Close()
 	url := "http://" + ln.Addr().String() + "/agui"
 	if demo {
-		return request(url)
+		fmt.Fprintln(w, about)
+		return request(w, url)
 	}
-	fmt.Println("AG-UI endpoint:", url)
+	// One first line with the URL, which clients read, and the provider.
+	fmt.Fprintf(w, "AG-UI endpoint: %s %s\n", url, about)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	<-ctx.Done()
@@ -78,10 +94,14 @@ func run(addr string, demo bool) error {
 	return srv.Shutdown(sctx)
 }
 
-// handler builds the AG-UI handler. The expert lives as long as the
-// handler; the lead and its one-shot children are built per request.
-func handler() (*agui.Handler, error) {
-	expertModel := fake.NewProvider(fake.Respond(expertReply)).Loop()
+// handler builds the AG-UI handler on model, or on the scripted fake when
+// model is nil. The expert lives as long as the handler; the lead and its
+// one-shot children are built per request.
+func handler(model provider.Provider) (*agui.Handler, error) {
+	var expertModel provider.Provider = fake.NewProvider(fake.Respond(expertReply)).Loop()
+	if model != nil {
+		expertModel = model
+	}
 	resident, err := agent.NewReact(expertModel, agent.WithName("expert"), agent.WithHistoryLimit(40))
 	if err != nil {
 		return nil, err
@@ -95,7 +115,10 @@ func handler() (*agui.Handler, error) {
 		if last, err := agui.LastUserMessage(in); err == nil {
 			question = last.Text
 		}
-		model := leadScript(question)
+		model := model
+		if model == nil {
+			model = leadScript(question)
+		}
 		researcher, err := subagent.FromFactory("researcher", "Gathers facts on one topic.", nil,
 			func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 				return agent.NewReact(model, agent.WithName("researcher"))
@@ -147,7 +170,7 @@ func expertReply(ctx context.Context, req provider.Request) (provider.Response, 
 // request sends one AG-UI request and prints the events it streams, one
 // line each, a sub-agent's indented under its name; the pieces of a text
 // message or of a tool call's arguments are shown whole at their end.
-func request(url string) error {
+func request(w io.Writer, url string) error {
 	body := `{"threadId":"demo-thread","runId":"demo-run","messages":[{"id":"m1","role":"user","content":"Should we use Go for the new service?"}]}`
 	resp, err := http.Post(url, "application/json", strings.NewReader(body))
 	if err != nil {
@@ -179,25 +202,25 @@ func request(url string) error {
 		case event.ToolCallArgs:
 			pieces[e.ToolCallID] += e.Delta
 		case event.TextMessageEnd:
-			fmt.Printf("%ssays %q\n", who, pieces[e.MessageID])
+			fmt.Fprintf(w, "%ssays %q\n", who, pieces[e.MessageID])
 		case event.ToolCallEnd:
-			fmt.Printf("%scalls %s\n", who, pieces[e.ToolCallID])
+			fmt.Fprintf(w, "%scalls %s\n", who, pieces[e.ToolCallID])
 		case event.ToolCallStart:
-			fmt.Printf("%s%s %s\n", who, e.Type, e.ToolCallName)
+			fmt.Fprintf(w, "%s%s %s\n", who, e.Type, e.ToolCallName)
 		case event.SubagentStarted:
 			names[e.SubagentRunID] = e.Name
-			fmt.Printf("  %s %s\n", e.Type, e.Name)
+			fmt.Fprintf(w, "  %s %s\n", e.Type, e.Name)
 		case event.SubagentFinished:
-			fmt.Printf("  %s %s\n", e.Type, names[e.SubagentRunID])
+			fmt.Fprintf(w, "  %s %s\n", e.Type, names[e.SubagentRunID])
 		case event.ToolCallResult:
-			fmt.Printf("%s%s %q\n", who, e.Type, e.Content)
+			fmt.Fprintf(w, "%s%s %q\n", who, e.Type, e.Content)
 		case event.RunStarted:
-			fmt.Println(e.Type, e.ThreadID, e.RunID)
+			fmt.Fprintln(w, e.Type, e.ThreadID, e.RunID)
 		case event.RunFinished:
-			fmt.Println(e.Type, e.ThreadID, e.RunID, string(e.Result))
+			fmt.Fprintln(w, e.Type, e.ThreadID, e.RunID, string(e.Result))
 		case event.TextMessageStart, event.StepStarted, event.StepFinished:
 		default:
-			fmt.Println(who + string(e.Type))
+			fmt.Fprintln(w, who+string(e.Type))
 		}
 	}
 	return sc.Err()

@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 // Two questions: each run's stream conforms, and the resident expert
 // remembers the first question when it answers the second.
 func TestServer(t *testing.T) {
-	h, err := handler()
+	h, err := handler(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +60,24 @@ func TestServer(t *testing.T) {
 		}
 		if starts != 3 || !strings.Contains(expert, want) {
 			t.Errorf("request %d: %d sub-agents, expert said %s", i+1, starts, expert)
+		}
+	}
+}
+
+// The demo says on its first line which provider it runs on, and runs on
+// the scripted fake whatever the process's environment holds.
+func TestDemo(t *testing.T) {
+	var out strings.Builder
+	if err := run("", true, &out, func(string) string { return "" }); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	first, rest, _ := strings.Cut(out.String(), "\n")
+	if !strings.HasPrefix(first, "provider: fake (scripted replies;") {
+		t.Errorf("first line %q does not name the provider", first)
+	}
+	for _, want := range []string{"SUBAGENT_STARTED expert", "SUBAGENT_STARTED researcher", "SUBAGENT_STARTED reviewer", "RUN_FINISHED demo-thread"} {
+		if !strings.Contains(rest, want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
 }

@@ -1,12 +1,17 @@
 // Command factory shows one-shot delegation: each call builds a fresh agent
 // from the call's arguments, and its answer is validated against a Go type.
+//
+// It runs on the scripted fake provider; built with -tags realmodel, on the
+// model the environment names (see examples/internal/pick).
 package main
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log"
+	"os"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/examples/internal/pick"
@@ -21,17 +26,25 @@ type Estimate struct {
 }
 
 func main() {
+	if err := run(context.Background(), os.Stdout, os.Getenv); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// run runs the example, writing to w; getenv picks the provider (see
+// examples/internal/pick), the scripted fake when nothing is set.
+func run(ctx context.Context, w io.Writer, getenv func(string) string) error {
 	script := fake.NewProvider(
 		fake.Call("estimate", `{"task":"add a login page"}`).For("planner"),
 		fake.Text("About a day, I think.").For("estimator"), // rejected: no JSON
 		fake.Text(`{"task":"add a login page","hours":6}`).For("estimator"),
 		fake.Text("The login page needs about 6 hours.").For("planner"),
 	)
-	model, about, err := pick.Provider(script)
+	model, about, err := pick.FromEnv(getenv, script)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	fmt.Println(about)
+	fmt.Fprintln(w, about)
 
 	estimate, err := subagent.FromFactory("estimate", "Estimate the hours a task takes.", nil,
 		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
@@ -41,24 +54,25 @@ func main() {
 		// A Go caller gets the typed value without parsing text again.
 		subagent.WithRender(func(ctx context.Context, o subagent.Outcome) (string, error) {
 			if e, ok := o.Value.(Estimate); ok {
-				fmt.Printf("typed result: %+v\n", e)
+				fmt.Fprintf(w, "typed result: %+v\n", e)
 			}
 			return o.Content, nil
 		}),
 	)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 
 	planner, err := agent.NewReact(model, agent.WithName("planner"), agent.WithTools(estimate))
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	out, err := planner.Run(context.Background(), agent.Input{Text: "How long for a login page?"})
+	out, err := planner.Run(ctx, agent.Input{Text: "How long for a login page?"})
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	fmt.Println("answer:", out.Answer)
-	fmt.Println("the estimator answered:", out.Messages[2].Content)
-	fmt.Println("usage: planner", out.Usage, "| estimator (both tries)", out.ChildUsage)
+	fmt.Fprintln(w, "answer:", out.Answer)
+	fmt.Fprintln(w, "the estimator answered:", out.Messages[2].Content)
+	fmt.Fprintln(w, "usage (requests, tokens in, tokens out): planner", out.Usage, "| estimator (both tries)", out.ChildUsage)
+	return nil
 }

@@ -5,14 +5,17 @@
 // children running side by side.
 //
 // It runs on the scripted fake provider, so it needs no key and no network;
-// the researchers take 300 to 500 ms to answer.
+// the researchers take 300 to 500 ms to answer. Built with -tags realmodel,
+// it runs on the model the environment names (see examples/internal/pick).
 package main
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -37,19 +40,27 @@ type Finding struct {
 const question = "Should Lisbon extend its tram network to the eastern riverside?"
 
 func main() {
-	schema, err := tool.SchemaFor[Finding]()
-	if err != nil {
+	if err := run(context.Background(), os.Stdout, os.Getenv); err != nil {
 		log.Fatal(err)
 	}
-	chosen, about, err := pick.Provider(script(schema.Raw()))
+}
+
+// run runs the example, writing to w; getenv picks the provider (see
+// examples/internal/pick), the scripted fake when nothing is set.
+func run(ctx context.Context, w io.Writer, getenv func(string) string) error {
+	schema, err := tool.SchemaFor[Finding]()
 	if err != nil {
-		log.Fatal(err)
+		return err
+	}
+	chosen, about, err := pick.FromEnv(getenv, script(schema.Raw()))
+	if err != nil {
+		return err
 	}
 	if about == pick.FakeDescription {
 		about = "provider: fake (scripted replies; the researchers answer after 300-500 ms)"
 	}
 	model := &meter{Provider: chosen}
-	fmt.Println(about)
+	fmt.Fprintln(w, about)
 
 	// The roster the lead picks from, by name and description.
 	researchers := []struct{ name, description string }{
@@ -62,40 +73,41 @@ func main() {
 		m, err := subagent.FromReact(r.name, r.description, model, nil, nil,
 			subagent.WithReactOptions(agent.WithSystemPrompt("You are the team's "+r.name+". "+r.description)))
 		if err != nil {
-			log.Fatal(err)
+			return err
 		}
 		roster = append(roster, m)
 	}
 	tools, err := tool.NewRegistry()
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	spawner, err := subagent.NewSpawner(model, tools, subagent.WithRoster(roster...))
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	if err := tools.Register(spawner); err != nil {
-		log.Fatal(err)
+		return err
 	}
 	lead, err := agent.NewReact(model, agent.WithName("lead"), agent.WithRegistry(tools),
 		agent.WithSystemPrompt("You lead a research team. Split the question, delegate, then answer from the findings."))
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 
 	tree := &tree{}
-	ctx := event.WithSink(context.Background(), tree)
+	ctx = event.WithSink(ctx, tree)
 	start := time.Now()
 	out, err := lead.Run(ctx, agent.Input{Text: question})
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	wall := time.Since(start)
 
-	fmt.Println()
-	tree.print(out, wall, model)
-	fmt.Println()
-	fmt.Println("answer:", out.Answer)
+	fmt.Fprintln(w)
+	tree.print(w, out, wall, model)
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "answer:", out.Answer)
+	return nil
 }
 
 // script is the fake model: the lead's two turns and each researcher's
@@ -210,7 +222,7 @@ func (t *tree) Emit(e event.Event) {
 
 // print renders the run tree: the lead, then each child in the order of
 // the calls that started it.
-func (t *tree) print(out agent.Output, wall time.Duration, m *meter) {
+func (t *tree) print(w io.Writer, out agent.Output, wall time.Duration, m *meter) {
 	tasks := map[string]string{}
 	order := map[string]int{}
 	for _, msg := range out.Messages {
@@ -230,7 +242,8 @@ func (t *tree) print(out agent.Output, wall time.Duration, m *meter) {
 	}
 	sort.Slice(ids, func(i, j int) bool { return order[t.subs[ids[i]].callID] < order[t.subs[ids[j]].callID] })
 
-	fmt.Printf("lead  own %v  children %v  wall %v\n", out.Usage, out.ChildUsage, wall.Round(10*time.Millisecond))
+	fmt.Fprintln(w, "usage is requests, tokens in, tokens out; the lead's own calls, then its children's")
+	fmt.Fprintf(w, "lead  own %v  children %v  wall %v\n", out.Usage, out.ChildUsage, wall.Round(10*time.Millisecond))
 	var sum time.Duration
 	for i, id := range ids {
 		n := t.subs[id]
@@ -240,8 +253,8 @@ func (t *tree) print(out agent.Output, wall time.Duration, m *meter) {
 		}
 		d := n.end.Sub(n.start)
 		sum += d
-		fmt.Printf("%s %-9s %-4s %v  wall %v  %q\n", branch, n.name, n.status, m.usage(id), d.Round(10*time.Millisecond), tasks[n.callID])
+		fmt.Fprintf(w, "%s %-9s %-4s %v  wall %v  %q\n", branch, n.name, n.status, m.usage(id), d.Round(10*time.Millisecond), tasks[n.callID])
 	}
-	fmt.Printf("the children's wall times add up to %v; side by side they took %v\n",
+	fmt.Fprintf(w, "the children's wall times add up to %v; side by side they took %v\n",
 		sum.Round(10*time.Millisecond), wall.Round(10*time.Millisecond))
 }

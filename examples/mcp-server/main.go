@@ -4,12 +4,16 @@
 //
 //	go run ./examples/mcp-server                    # stdio, for an MCP host to start
 //	go run ./examples/mcp-server -http 127.0.0.1:8080   # http://127.0.0.1:8080/mcp
+//	go run ./examples/mcp-server -store expert.db   # the expert remembers across restarts
 //
-// The expert keeps its conversation across the client's calls; the
-// reviewer's answer is checked against ResultSchema and comes back as
-// structured content. It runs on the scripted fake provider unless
-// DEPUTY_PROVIDER names a real one (see examples/internal/pick). Standard
-// output is the MCP channel, so the program speaks on standard error.
+// The expert keeps its conversation across the client's calls: in memory
+// by default, so a restart forgets it; with -store, in that SQLite file
+// (created if missing), so the next run of the server carries on the same
+// conversation. The reviewer's answer is checked against ResultSchema and
+// comes back as structured content. It runs on the scripted fake provider
+// unless DEPUTY_PROVIDER names a real one (see examples/internal/pick).
+// Standard output is the MCP channel, so the program speaks on standard
+// error.
 package main
 
 import (
@@ -30,33 +34,61 @@ import (
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/mcpbridge"
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/store/sqlite"
 	"github.com/deputy-go/deputy/subagent"
 )
 
 func main() {
-	addr := flag.String("http", "", "serve streamable HTTP at this address (path /mcp) instead of stdio")
-	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	model, about, err := pick.Provider(script())
+	err := run(ctx, os.Args[1:], os.Getenv)
+	stop()
 	if err != nil {
 		log.Fatal(err)
 	}
-	log.Println(about)
-	srv, err := newServer(model)
+}
+
+// run is the program: args are its flags, getenv reads the provider's
+// configuration.
+func run(ctx context.Context, args []string, getenv func(string) string) error {
+	fs := flag.NewFlagSet("mcp-server", flag.ContinueOnError)
+	addr := fs.String("http", "", "serve streamable HTTP at this address (path /mcp) instead of stdio")
+	db := fs.String("store", "", "keep the expert's conversation in this SQLite file, across restarts (default: in memory only)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	model, about, err := pick.FromEnv(getenv, script())
 	if err != nil {
-		log.Fatal(err)
+		return err
+	}
+	log.Println(about)
+	var st *store.Store
+	if *db != "" {
+		if st, err = openStore(*db); err != nil {
+			return err
+		}
+		defer st.Close()
+		log.Printf("the expert's conversation is kept in %s", *db)
+	}
+	srv, err := newServer(model, st)
+	if err != nil {
+		return err
 	}
 	if *addr == "" {
 		if err := srv.ServeStdio(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			log.Fatal(err)
+			return err
 		}
-		return
+		return nil
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", srv.Handler(nil))
 	hs := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	defer func() { <-done }()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	go func() {
+		defer close(done)
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -64,19 +96,38 @@ func main() {
 	}()
 	log.Printf("serving MCP at http://%s/mcp", *addr)
 	if err := hs.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Fatal(err)
+		return err
 	}
+	return nil
+}
+
+// openStore opens the durable store on the SQLite file at path.
+func openStore(path string) (*store.Store, error) {
+	b, err := sqlite.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("-store %s: %w (name a file in a directory that exists and is writable)", path, err)
+	}
+	st, err := store.New(b)
+	if err != nil {
+		_ = b.Close()
+		return nil, fmt.Errorf("-store %s: %w", path, err)
+	}
+	return st, nil
 }
 
 // newServer builds the MCP server: the tour's expert and reviewer on model.
-func newServer(model provider.Provider) (*mcpbridge.Server, error) {
+// With st, the expert's conversation is kept there; with nil, in memory.
+func newServer(model provider.Provider, st *store.Store) (*mcpbridge.Server, error) {
 	expertAgent, err := agent.NewReact(model, agent.WithName("expert"),
 		agent.WithSystemPrompt("You are deputy's maintainer. Answer questions about deputy briefly."))
 	if err != nil {
 		return nil, err
 	}
-	expert, err := subagent.FromAgent("expert", "Ask deputy's maintainer a question. It remembers earlier questions.", nil, expertAgent,
-		subagent.WithInput(taskText))
+	opts := []subagent.Option{subagent.WithInput(taskText)}
+	if st != nil {
+		opts = append(opts, subagent.WithStore(st, "mcp-server/expert"))
+	}
+	expert, err := subagent.FromAgent("expert", "Ask deputy's maintainer a question. It remembers earlier questions.", nil, expertAgent, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,9 @@
 // then prints who called whom, with each node's usage.
 //
 // It runs on the scripted fake provider, so it needs no key and no network.
+// Built with -tags realmodel, it runs on the model the environment names:
+//
+//	OPENAI_BASE_URL=http://localhost:11434/v1 OPENAI_MODEL=qwen3 go run -tags realmodel ./examples/quickstart
 package main
 
 import (
@@ -86,10 +89,11 @@ func run(ctx context.Context, w io.Writer, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	tree.print(w, "lead", out.Usage)
+	tree.print(w, "lead (own calls only)", out.Usage)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "answer:", out.Answer)
-	fmt.Fprintln(w, "total: ", out.TotalUsage())
+	t := out.TotalUsage()
+	fmt.Fprintf(w, "total, all agents: %d requests, %d tokens in, %d tokens out\n", t.Requests, t.InputTokens, t.OutputTokens)
 	return nil
 }
 
@@ -163,9 +167,16 @@ func (t *tree) record(ctx context.Context, o subagent.Outcome) (string, error) {
 	return o.Content, nil
 }
 
+// print writes the tree, one line per agent with the usage of its own model
+// calls: a node's children are on their own lines.
 func (t *tree) print(w io.Writer, root string, usage provider.Usage) {
-	fmt.Fprintf(w, "%-34s %s\n", root, usage)
+	fmt.Fprintf(w, "%-30s %8s %10s %11s\n", "agent", "requests", "tokens in", "tokens out")
+	row(w, root, usage)
 	t.printChildren(w, "", "")
+}
+
+func row(w io.Writer, name string, u provider.Usage) {
+	fmt.Fprintf(w, "%-30s %8d %10d %11d\n", name, u.Requests, u.InputTokens, u.OutputTokens)
 }
 
 func (t *tree) printChildren(w io.Writer, parent, indent string) {
@@ -175,7 +186,7 @@ func (t *tree) printChildren(w io.Writer, parent, indent string) {
 		if i == len(kids)-1 {
 			branch, next = "└─ ", "   "
 		}
-		fmt.Fprintf(w, "%-34s %s\n", indent+branch+t.names[id], t.usage[id])
+		row(w, indent+branch+t.names[id], t.usage[id])
 		fmt.Fprintf(w, "%s%s   ↳ %s\n", indent, next, clip(t.result[id], 70))
 		t.printChildren(w, id, indent+next)
 	}

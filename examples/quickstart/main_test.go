@@ -18,10 +18,12 @@ func TestTour(t *testing.T) {
 	}
 	for _, want := range []string{
 		"provider: fake",
+		"requests  tokens in  tokens out", "lead (own calls only)",
 		"├─ expert", "Building on my last answer (1: the top-level agent",
 		"├─ reviewer", "status=success",
 		"└─ delegate",
 		"answer: Release note:",
+		"total, all agents: 9 requests, ", " tokens in, ", " tokens out",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())

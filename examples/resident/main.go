@@ -1,11 +1,16 @@
 // Command resident shows the resident-expert form: one agent, kept for the
 // life of the tool, answers several calls and remembers the earlier ones.
+//
+// It runs on the scripted fake provider; built with -tags realmodel, on the
+// model the environment names (see examples/internal/pick).
 package main
 
 import (
 	"context"
 	"fmt"
+	"io"
 	"log"
+	"os"
 	"strings"
 
 	"github.com/deputy-go/deputy/agent"
@@ -16,6 +21,14 @@ import (
 )
 
 func main() {
+	if err := run(context.Background(), os.Stdout, os.Getenv); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// run runs the example, writing to w; getenv picks the provider (see
+// examples/internal/pick), the scripted fake when nothing is set.
+func run(ctx context.Context, w io.Writer, getenv func(string) string) error {
 	script := fake.NewProvider(
 		fake.Call("historian", `{"task":"Who designed the Analytical Engine?"}`).For("lead"),
 		fake.Text("Charles Babbage.").For("historian"),
@@ -28,29 +41,30 @@ func main() {
 		}).For("historian"),
 		fake.Text("Babbage designed it; Ada Lovelace wrote its first program.").For("lead"),
 	)
-	model, about, err := pick.Provider(script)
+	model, about, err := pick.FromEnv(getenv, script)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	fmt.Println(about)
+	fmt.Fprintln(w, about)
 
 	historian, err := agent.NewReact(model, agent.WithName("historian"), agent.WithSystemPrompt("You are a historian of computing."))
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	expert, err := subagent.FromAgent("historian", "Ask a historian of computing; it remembers the conversation.", nil, historian)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	lead, err := agent.NewReact(model, agent.WithName("lead"), agent.WithTools(expert))
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	out, err := lead.Run(context.Background(), agent.Input{Text: "Tell me about the Analytical Engine."})
+	out, err := lead.Run(ctx, agent.Input{Text: "Tell me about the Analytical Engine."})
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	fmt.Println("answer:", out.Answer)
-	fmt.Println("the historian remembers", len(historian.History()), "messages")
-	fmt.Println("usage: lead", out.Usage, "| historian", out.ChildUsage)
+	fmt.Fprintln(w, "answer:", out.Answer)
+	fmt.Fprintln(w, "the historian remembers", len(historian.History()), "messages")
+	fmt.Fprintln(w, "usage (requests, tokens in, tokens out): lead", out.Usage, "| historian", out.ChildUsage)
+	return nil
 }

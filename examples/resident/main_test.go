@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -8,12 +10,15 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// The program runs as the README describes it.
+// The program runs as the README describes it, on the scripted fake: the
+// environment it is given is empty, whatever the process's holds.
 func Example() {
-	main()
+	if err := run(context.Background(), os.Stdout, func(string) string { return "" }); err != nil {
+		panic(err)
+	}
 	// Output:
-	// provider: fake (set DEPUTY_PROVIDER=openai|anthropic to use a real model)
+	// provider: fake (scripted replies; "Real models" in README.md tells how to use a real one)
 	// answer: Babbage designed it; Ada Lovelace wrote its first program.
 	// the historian remembers 4 messages
-	// usage: lead 3 req, 264 in, 42 out | historian 2 req, 60 in, 16 out
+	// usage (requests, tokens in, tokens out): lead 3 req, 264 in, 42 out | historian 2 req, 60 in, 16 out
 }

@@ -14,19 +14,11 @@ const size = 13
 // New returns prefix followed by 64 random bits as 13 base-32 digits: unique
 // for all practical purposes, cheap, and safe for concurrent use.
 func New(prefix string) string {
-	var buf [32]byte
-	return string(Append(buf[:0], prefix))
-}
-
-// Append appends an id made as New makes it to dst, for a caller that
-// builds the id and more in one allocation.
-func Append(dst []byte, prefix string) []byte {
-	dst = append(dst, prefix...)
 	var b [size]byte
 	v := rand.Uint64()
 	for i := size - 1; i >= 0; i-- {
 		b[i] = digits[v&31]
 		v >>= 5
 	}
-	return append(dst, b[:]...)
+	return prefix + string(b[:])
 }

@@ -224,7 +224,7 @@ func TestChaos(t *testing.T) {
 			defer func() { <-sem }()
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			faulty := fake.WithFaults(model(seed), fake.Faults{
+			faulty := fake.NewFaulty(model(seed), fake.Faults{
 				Seed:  seed + uint64(i),
 				Error: 0.04, Latency: 0.2, MaxLatency: 3 * time.Millisecond,
 				Truncate: 0.05, Empty: 0.03, Panic: 0.01, Cancel: 0.01, CancelFn: cancel,

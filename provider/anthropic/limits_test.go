@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,35 +12,8 @@ import (
 
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/provider/anthropic"
+	"github.com/deputy-go/deputy/provider/internal/wiretest"
 )
-
-// endless answers with head and then repeats unit until the client goes
-// away or limit bytes were sent, so that a body far larger than any limit
-// is served without being held in memory. It counts the requests it saw.
-type endless struct {
-	contentType, head, unit string
-	limit                   int64
-	requests                atomic.Int32
-}
-
-func (e *endless) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	io.Copy(io.Discard, r.Body)
-	e.requests.Add(1)
-	w.Header().Set("Content-Type", e.contentType)
-	w.WriteHeader(http.StatusOK)
-	if _, err := io.WriteString(w, e.head); err != nil {
-		return
-	}
-	if e.unit == "" {
-		return
-	}
-	unit := []byte(strings.Repeat(e.unit, 1+4096/len(e.unit)))
-	for sent := int64(0); sent < e.limit; sent += int64(len(unit)) {
-		if _, err := w.Write(unit); err != nil {
-			return // the client stopped reading
-		}
-	}
-}
 
 // Events of a Messages stream.
 const (
@@ -80,22 +52,6 @@ func blockStop(i int) string {
 	return event("content_block_stop", fmt.Sprintf(`{"type":"content_block_stop","index":%d}`, i))
 }
 
-// tooLarge checks that err is a KindResponseTooLarge error that names the
-// option to change, and that it does not invite a retry.
-func tooLarge(t *testing.T, err error, option, limit string) {
-	t.Helper()
-	var perr *provider.Error
-	if !errors.As(err, &perr) {
-		t.Fatalf("error %v (%T) is not a *provider.Error", err, err)
-	}
-	if perr.Kind != provider.KindResponseTooLarge || perr.Retryable() {
-		t.Errorf("kind %q (retryable %v); want %q, not retryable: %v", perr.Kind, perr.Retryable(), provider.KindResponseTooLarge, err)
-	}
-	if msg := err.Error(); !strings.Contains(msg, option) || !strings.Contains(msg, limit) {
-		t.Errorf("error %q does not name %s and %s", msg, option, limit)
-	}
-}
-
 // serve starts h and returns a provider for it that would retry twice.
 func serve(t *testing.T, h http.Handler, opts ...anthropic.Option) *anthropic.Provider {
 	t.Helper()
@@ -106,28 +62,28 @@ func serve(t *testing.T, h http.Handler, opts ...anthropic.Option) *anthropic.Pr
 }
 
 func TestStreamTextLimit(t *testing.T) {
-	h := &endless{contentType: "text/event-stream", head: messageStart + textStart(0), unit: textDelta(0, strings.Repeat("abcd", 256)), limit: 1 << 30}
+	h := &wiretest.Endless{ContentType: "text/event-stream", Head: messageStart + textStart(0), Unit: textDelta(0, strings.Repeat("abcd", 256)), Limit: 1 << 30}
 	p := serve(t, h)
 	var delivered int
 	_, err := p.Stream(t.Context(), weatherRequest(), func(d provider.Delta) error {
 		delivered += len(d.Text)
 		return nil
 	})
-	tooLarge(t, err, "WithMaxTextBytes", "4 MiB")
+	wiretest.TooLarge(t, err, "WithMaxTextBytes", "4 MiB")
 	if delivered > provider.DefaultMaxTextBytes || delivered < provider.DefaultMaxTextBytes-1024 {
 		t.Errorf("%d bytes of text were delivered; want all %d up to the limit and none past it", delivered, provider.DefaultMaxTextBytes)
 	}
-	if n := h.requests.Load(); n != 1 {
+	if n := h.Requests.Load(); n != 1 {
 		t.Errorf("%d requests; want 1 (no retry)", n)
 	}
 }
 
 func TestStreamArgumentLimit(t *testing.T) {
-	h := &endless{
-		contentType: "text/event-stream",
-		head:        messageStart + toolStart(0, "toolu_1", "spawn"),
-		unit:        argsDelta(0, strings.Repeat("[", 256)),
-		limit:       1 << 30,
+	h := &wiretest.Endless{
+		ContentType: "text/event-stream",
+		Head:        messageStart + toolStart(0, "toolu_1", "spawn"),
+		Unit:        argsDelta(0, strings.Repeat("[", 256)),
+		Limit:       1 << 30,
 	}
 	p := serve(t, h, anthropic.WithMaxArgumentBytes(64<<10))
 	var delivered int
@@ -135,7 +91,7 @@ func TestStreamArgumentLimit(t *testing.T) {
 		delivered += len(d.ToolCall.Arguments)
 		return nil
 	})
-	tooLarge(t, err, "WithMaxArgumentBytes", "64 KiB")
+	wiretest.TooLarge(t, err, "WithMaxArgumentBytes", "64 KiB")
 	if !strings.Contains(err.Error(), `"spawn"`) {
 		t.Errorf("error %q does not name the tool", err)
 	}
@@ -147,26 +103,26 @@ func TestStreamArgumentLimit(t *testing.T) {
 // TestStreamBodyLimit: keep-alives carry nothing of the reply, so only the
 // body limit stops a server that sends them for ever.
 func TestStreamBodyLimit(t *testing.T) {
-	h := &endless{contentType: "text/event-stream", head: messageStart, unit: ping, limit: 1 << 30}
+	h := &wiretest.Endless{ContentType: "text/event-stream", Head: messageStart, Unit: ping, Limit: 1 << 30}
 	p := serve(t, h, anthropic.WithMaxResponseBytes(1<<20))
 	_, err := p.Stream(t.Context(), weatherRequest(), nil)
-	tooLarge(t, err, "WithMaxResponseBytes", "1 MiB")
-	if n := h.requests.Load(); n != 1 {
+	wiretest.TooLarge(t, err, "WithMaxResponseBytes", "1 MiB")
+	if n := h.Requests.Load(); n != 1 {
 		t.Errorf("%d requests; want 1 (no retry)", n)
 	}
 }
 
 func TestCompleteBodyLimit(t *testing.T) {
-	h := &endless{
-		contentType: "application/json",
-		head:        `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-5-5","content":[{"type":"text","text":"`,
-		unit:        "abcd",
-		limit:       1 << 30,
+	h := &wiretest.Endless{
+		ContentType: "application/json",
+		Head:        `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-5-5","content":[{"type":"text","text":"`,
+		Unit:        "abcd",
+		Limit:       1 << 30,
 	}
 	p := serve(t, h)
 	_, err := p.Complete(t.Context(), weatherRequest())
-	tooLarge(t, err, "WithMaxResponseBytes", "64 MiB")
-	if n := h.requests.Load(); n != 1 {
+	wiretest.TooLarge(t, err, "WithMaxResponseBytes", "64 MiB")
+	if n := h.Requests.Load(); n != 1 {
 		t.Errorf("%d requests; want 1 (no retry)", n)
 	}
 }
@@ -184,7 +140,7 @@ func TestCompleteTextAndArgumentLimits(t *testing.T) {
 			srv := httptest.NewServer(&server{t: t, answers: []canned{{status: 200, file: tc.file}}})
 			defer srv.Close()
 			_, err := newTestProvider(t, srv, tc.opt).Complete(t.Context(), weatherRequest())
-			tooLarge(t, err, tc.option, tc.limit)
+			wiretest.TooLarge(t, err, tc.option, tc.limit)
 		})
 	}
 }
@@ -208,11 +164,11 @@ func TestNewRejectsBadLimits(t *testing.T) {
 // the same breakage is without streaming.
 func TestStreamBrokenLine(t *testing.T) {
 	body := messageStart + textStart(0) + textDelta(0, "Par") + "event: content_block_delta\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_de` + "\n\n"
-	h := &endless{contentType: "text/event-stream", head: body}
+	h := &wiretest.Endless{ContentType: "text/event-stream", Head: body}
 	p := serve(t, h)
 	_, err := p.Stream(t.Context(), weatherRequest(), nil)
 	checkErr(t, err, &wantErr{kind: provider.KindMalformed, status: 200})
-	if n := h.requests.Load(); n != 1 {
+	if n := h.Requests.Load(); n != 1 {
 		t.Errorf("%d requests; want 1 (no retry)", n)
 	}
 }
@@ -220,14 +176,14 @@ func TestStreamBrokenLine(t *testing.T) {
 // TestStreamHTML: a 200 with a web page where the stream should be is
 // malformed, not a transient failure to retry.
 func TestStreamHTML(t *testing.T) {
-	h := &endless{contentType: "text/html; charset=utf-8", head: "<!doctype html>\n<html><body><h1>Sign in</h1></body></html>\n"}
+	h := &wiretest.Endless{ContentType: "text/html; charset=utf-8", Head: "<!doctype html>\n<html><body><h1>Sign in</h1></body></html>\n"}
 	p := serve(t, h)
 	_, err := p.Stream(t.Context(), weatherRequest(), nil)
 	checkErr(t, err, &wantErr{kind: provider.KindMalformed, status: 200})
 	if msg := err.Error(); !strings.Contains(msg, "text/html") || !strings.Contains(msg, "base URL") || strings.Contains(msg, "retry") {
 		t.Errorf("error %q should name the content type and the base URL, and not suggest a retry", msg)
 	}
-	if n := h.requests.Load(); n != 1 {
+	if n := h.Requests.Load(); n != 1 {
 		t.Errorf("%d requests; want 1 (no retry)", n)
 	}
 }
@@ -275,7 +231,7 @@ func TestRedirectToOtherOrigin(t *testing.T) {
 func TestStreamArgumentsNotJSON(t *testing.T) {
 	body := messageStart + toolStart(0, "toolu_1", "spawn") + argsDelta(0, `{"task": "find`) + argsDelta(0, ` it`) + blockStop(0) +
 		strings.Replace(messageEnd, "end_turn", "tool_use", 1)
-	p := serve(t, &endless{contentType: "text/event-stream", head: body})
+	p := serve(t, &wiretest.Endless{ContentType: "text/event-stream", Head: body})
 	resp, err := p.Stream(t.Context(), weatherRequest(), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package openai_test
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,55 +10,12 @@ import (
 	"testing"
 
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/provider/internal/wiretest"
 	"github.com/deputy-go/deputy/provider/openai"
 )
 
-// endless answers with head and then repeats unit until the client goes
-// away or limit bytes were sent, so that a body far larger than any limit
-// is served without being held in memory. It counts the requests it saw.
-type endless struct {
-	contentType, head, unit string
-	limit                   int64
-	requests                atomic.Int32
-}
-
-func (e *endless) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	io.Copy(io.Discard, r.Body)
-	e.requests.Add(1)
-	w.Header().Set("Content-Type", e.contentType)
-	w.WriteHeader(http.StatusOK)
-	if _, err := io.WriteString(w, e.head); err != nil {
-		return
-	}
-	if e.unit == "" {
-		return
-	}
-	unit := []byte(strings.Repeat(e.unit, 1+4096/len(e.unit)))
-	for sent := int64(0); sent < e.limit; sent += int64(len(unit)) {
-		if _, err := w.Write(unit); err != nil {
-			return // the client stopped reading
-		}
-	}
-}
-
 func chunk(delta string) string {
 	return `data: {"id":"c","object":"chat.completion.chunk","model":"gpt-5.4-mini","choices":[{"index":0,"delta":` + delta + `,"finish_reason":null}]}` + "\n\n"
-}
-
-// tooLarge checks that err is a KindResponseTooLarge error that names the
-// option to change, and that it does not invite a retry.
-func tooLarge(t *testing.T, err error, option, limit string) {
-	t.Helper()
-	var perr *provider.Error
-	if !errors.As(err, &perr) {
-		t.Fatalf("error %v (%T) is not a *provider.Error", err, err)
-	}
-	if perr.Kind != provider.KindResponseTooLarge || perr.Retryable() {
-		t.Errorf("kind %q (retryable %v); want %q, not retryable: %v", perr.Kind, perr.Retryable(), provider.KindResponseTooLarge, err)
-	}
-	if msg := err.Error(); !strings.Contains(msg, option) || !strings.Contains(msg, limit) {
-		t.Errorf("error %q does not name %s and %s", msg, option, limit)
-	}
 }
 
 // serve starts h and returns a provider for it that would retry twice.
@@ -72,28 +28,28 @@ func serve(t *testing.T, h http.Handler, opts ...openai.Option) *openai.Provider
 }
 
 func TestStreamTextLimit(t *testing.T) {
-	h := &endless{contentType: "text/event-stream", unit: chunk(`{"content":"` + strings.Repeat("abcd", 256) + `"}`), limit: 1 << 30}
+	h := &wiretest.Endless{ContentType: "text/event-stream", Unit: chunk(`{"content":"` + strings.Repeat("abcd", 256) + `"}`), Limit: 1 << 30}
 	p := serve(t, h)
 	var delivered int
 	_, err := p.Stream(t.Context(), weatherRequest(), func(d provider.Delta) error {
 		delivered += len(d.Text)
 		return nil
 	})
-	tooLarge(t, err, "WithMaxTextBytes", "4 MiB")
+	wiretest.TooLarge(t, err, "WithMaxTextBytes", "4 MiB")
 	if delivered > provider.DefaultMaxTextBytes || delivered < provider.DefaultMaxTextBytes-1024 {
 		t.Errorf("%d bytes of text were delivered; want all %d up to the limit and none past it", delivered, provider.DefaultMaxTextBytes)
 	}
-	if n := h.requests.Load(); n != 1 {
+	if n := h.Requests.Load(); n != 1 {
 		t.Errorf("%d requests; want 1 (no retry)", n)
 	}
 }
 
 func TestStreamArgumentLimit(t *testing.T) {
-	h := &endless{
-		contentType: "text/event-stream",
-		head:        chunk(`{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"spawn","arguments":""}}]}`),
-		unit:        chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"` + strings.Repeat("[", 256) + `"}}]}`),
-		limit:       1 << 30,
+	h := &wiretest.Endless{
+		ContentType: "text/event-stream",
+		Head:        chunk(`{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"spawn","arguments":""}}]}`),
+		Unit:        chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"` + strings.Repeat("[", 256) + `"}}]}`),
+		Limit:       1 << 30,
 	}
 	p := serve(t, h, openai.WithMaxArgumentBytes(64<<10))
 	var delivered int
@@ -101,7 +57,7 @@ func TestStreamArgumentLimit(t *testing.T) {
 		delivered += len(d.ToolCall.Arguments)
 		return nil
 	})
-	tooLarge(t, err, "WithMaxArgumentBytes", "64 KiB")
+	wiretest.TooLarge(t, err, "WithMaxArgumentBytes", "64 KiB")
 	if !strings.Contains(err.Error(), `"spawn"`) {
 		t.Errorf("error %q does not name the tool", err)
 	}
@@ -113,26 +69,26 @@ func TestStreamArgumentLimit(t *testing.T) {
 // TestStreamBodyLimit: keep-alives carry nothing of the reply, so only the
 // body limit stops a server that sends them for ever.
 func TestStreamBodyLimit(t *testing.T) {
-	h := &endless{contentType: "text/event-stream", unit: ": keep-alive\n\n", limit: 1 << 30}
+	h := &wiretest.Endless{ContentType: "text/event-stream", Unit: ": keep-alive\n\n", Limit: 1 << 30}
 	p := serve(t, h, openai.WithMaxResponseBytes(1<<20))
 	_, err := p.Stream(t.Context(), weatherRequest(), nil)
-	tooLarge(t, err, "WithMaxResponseBytes", "1 MiB")
-	if n := h.requests.Load(); n != 1 {
+	wiretest.TooLarge(t, err, "WithMaxResponseBytes", "1 MiB")
+	if n := h.Requests.Load(); n != 1 {
 		t.Errorf("%d requests; want 1 (no retry)", n)
 	}
 }
 
 func TestCompleteBodyLimit(t *testing.T) {
-	h := &endless{
-		contentType: "application/json",
-		head:        `{"id":"c","object":"chat.completion","model":"gpt-5.4-mini","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"`,
-		unit:        "abcd",
-		limit:       1 << 30,
+	h := &wiretest.Endless{
+		ContentType: "application/json",
+		Head:        `{"id":"c","object":"chat.completion","model":"gpt-5.4-mini","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"`,
+		Unit:        "abcd",
+		Limit:       1 << 30,
 	}
 	p := serve(t, h)
 	_, err := p.Complete(t.Context(), weatherRequest())
-	tooLarge(t, err, "WithMaxResponseBytes", "64 MiB")
-	if n := h.requests.Load(); n != 1 {
+	wiretest.TooLarge(t, err, "WithMaxResponseBytes", "64 MiB")
+	if n := h.Requests.Load(); n != 1 {
 		t.Errorf("%d requests; want 1 (no retry)", n)
 	}
 }
@@ -150,7 +106,7 @@ func TestCompleteTextAndArgumentLimits(t *testing.T) {
 			srv := httptest.NewServer(&server{t: t, answers: []canned{{status: 200, file: tc.file}}})
 			defer srv.Close()
 			_, err := newTestProvider(t, srv, tc.opt).Complete(t.Context(), weatherRequest())
-			tooLarge(t, err, tc.option, tc.limit)
+			wiretest.TooLarge(t, err, tc.option, tc.limit)
 		})
 	}
 }
@@ -174,11 +130,11 @@ func TestNewRejectsBadLimits(t *testing.T) {
 // the same breakage is without streaming.
 func TestStreamBrokenLine(t *testing.T) {
 	body := chunk(`{"content":"Par"}`) + "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"is\n\n"
-	h := &endless{contentType: "text/event-stream", head: body}
+	h := &wiretest.Endless{ContentType: "text/event-stream", Head: body}
 	p := serve(t, h)
 	_, err := p.Stream(t.Context(), weatherRequest(), nil)
 	checkErr(t, err, &wantErr{kind: provider.KindMalformed, status: 200})
-	if n := h.requests.Load(); n != 1 {
+	if n := h.Requests.Load(); n != 1 {
 		t.Errorf("%d requests; want 1 (no retry)", n)
 	}
 }
@@ -186,14 +142,14 @@ func TestStreamBrokenLine(t *testing.T) {
 // TestStreamHTML: a 200 with a web page where the stream should be is
 // malformed, not a transient failure to retry.
 func TestStreamHTML(t *testing.T) {
-	h := &endless{contentType: "text/html; charset=utf-8", head: "<!doctype html>\n<html><body><h1>Sign in</h1></body></html>\n"}
+	h := &wiretest.Endless{ContentType: "text/html; charset=utf-8", Head: "<!doctype html>\n<html><body><h1>Sign in</h1></body></html>\n"}
 	p := serve(t, h)
 	_, err := p.Stream(t.Context(), weatherRequest(), nil)
 	checkErr(t, err, &wantErr{kind: provider.KindMalformed, status: 200})
 	if msg := err.Error(); !strings.Contains(msg, "text/html") || !strings.Contains(msg, "base URL") || strings.Contains(msg, "retry") {
 		t.Errorf("error %q should name the content type and the base URL, and not suggest a retry", msg)
 	}
-	if n := h.requests.Load(); n != 1 {
+	if n := h.Requests.Load(); n != 1 {
 		t.Errorf("%d requests; want 1 (no retry)", n)
 	}
 }

@@ -15,8 +15,8 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// S5: the answer's JSON is found tolerantly.
-func TestS5ExtractJSON(t *testing.T) {
+// The answer's JSON is found tolerantly.
+func TestExtractJSON(t *testing.T) {
 	tests := []struct {
 		name, answer string
 		want         string // "" means none found
@@ -63,7 +63,7 @@ func TestS5ExtractJSON(t *testing.T) {
 	}
 }
 
-// S5: ExtractJSON never panics, and what it finds is valid JSON taken from
+// ExtractJSON never panics, and what it finds is valid JSON taken from
 // the answer.
 func FuzzExtractJSON(f *testing.F) {
 	for _, s := range []string{
@@ -88,8 +88,8 @@ func FuzzExtractJSON(f *testing.F) {
 	})
 }
 
-// S5: ResultSchema under the real validator: findings may be null.
-func TestS5ResultSchema(t *testing.T) {
+// ResultSchema under the real validator: findings may be null.
+func TestResultSchema(t *testing.T) {
 	s := must(tool.CompileSchema(json.RawMessage(ResultSchema)))(t)
 	tests := []struct {
 		doc   string
@@ -123,9 +123,9 @@ type count struct {
 	N int `json:"n"`
 }
 
-// S5: one validator wraps the three forms: one corrective retry carrying the
+// One validator wraps the three forms: one corrective retry carrying the
 // validator's message, then the schema's own way of failing.
-func TestS5Validator(t *testing.T) {
+func TestAnswerValidation(t *testing.T) {
 	countSchema := WithOutputSchema(json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`))
 	failed := func(raw string) (string, Result) {
 		r := Result{Status: StatusFailed, Summary: raw}
@@ -240,8 +240,8 @@ func promptOf(t *testing.T, opt Option) string {
 	return c.check.prompt
 }
 
-// S5: schemas are compiled when the tool is built, so a bad one fails there.
-func TestS5SchemaCompiledAtBuild(t *testing.T) {
+// Schemas are compiled when the tool is built, so a bad one fails there.
+func TestSchemaCompiledAtBuild(t *testing.T) {
 	expert := agent.Func(func(context.Context, agent.Input) (agent.Output, error) { return agent.Output{}, nil })
 	for _, schema := range []string{`{"type":"nope"}`, `not JSON`, `[]`, ``} {
 		if _, err := FromAgent("x", "x", nil, expert, WithOutputSchema(json.RawMessage(schema))); err == nil {

@@ -14,9 +14,9 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// S4: FromAgent and FromFactory hand the child the arguments' JSON text, or
+// FromAgent and FromFactory hand the child the arguments' JSON text, or
 // what WithInput maps them to; the child's answer is the result as it is.
-func TestS4InputAndAnswer(t *testing.T) {
+func TestChildInputAndAnswer(t *testing.T) {
 	question := func(args json.RawMessage) (agent.Input, error) {
 		var a struct{ Task string }
 		if err := json.Unmarshal(args, &a); err != nil {
@@ -61,9 +61,9 @@ func TestS4InputAndAnswer(t *testing.T) {
 	}
 }
 
-// S4: an error from WithInput reaches the model as invalid arguments, and
+// An error from WithInput reaches the model as invalid arguments, and
 // the child does not run.
-func TestS4WithInputError(t *testing.T) {
+func TestWithInputError(t *testing.T) {
 	errNoTask := errors.New("task is blank: say what to do")
 	for _, f := range forms {
 		t.Run(f.name, func(t *testing.T) {
@@ -83,9 +83,9 @@ func TestS4WithInputError(t *testing.T) {
 	}
 }
 
-// S4: WithRender renders the result from the child's whole Outcome, which is
+// WithRender renders the result from the child's whole Outcome, which is
 // where a Go caller captures the inner Output.
-func TestS4WithRenderCapturesOutput(t *testing.T) {
+func TestWithRenderCapturesOutput(t *testing.T) {
 	for _, f := range forms {
 		for _, validated := range []bool{false, true} {
 			name := f.name
@@ -134,9 +134,9 @@ func TestS4WithRenderCapturesOutput(t *testing.T) {
 	}
 }
 
-// S4: a failing render is the program's error, and a resident's
+// A failing render is the program's error, and a resident's
 // conversation is left as it was.
-func TestS4WithRenderError(t *testing.T) {
+func TestWithRenderError(t *testing.T) {
 	errTemplate := errors.New("template broken")
 	p := fake.NewProvider(fake.Text("answer").For("child"))
 	child := newReact(t, p, agent.WithName("child"))

@@ -63,9 +63,9 @@ func checkPairing(t *testing.T, events []event.Event) []event.Event {
 	return started
 }
 
-// S10: every invocation gets a fresh run id, opens with SUBAGENT_STARTED
+// Every invocation gets a fresh run id, opens with SUBAGENT_STARTED
 // naming the parent's tool call and closes with SUBAGENT_FINISHED.
-func TestS10EventsPerInvocation(t *testing.T) {
+func TestEventsPerInvocation(t *testing.T) {
 	for _, f := range forms {
 		t.Run(f.name, func(t *testing.T) {
 			p := fake.NewProvider(
@@ -122,8 +122,8 @@ func TestS10EventsPerInvocation(t *testing.T) {
 				t.Errorf("Outcome.RunID differs from the events' (-events +outcomes):\n%s", diff)
 			}
 			for _, e := range rec.subagentEvents() {
-				if e.Type == event.SubagentFinished && (e.ResultText != "answer" || e.Result != nil) {
-					t.Errorf("FINISHED result = %q (JSON %s), want the tool result as text", e.ResultText, e.Result)
+				if e.Type == event.SubagentFinished && string(e.Result) != `"answer"` {
+					t.Errorf("FINISHED result = %s, want the tool result as a JSON string", e.Result)
 				}
 			}
 			// The child's model output is attributed to its invocation; the
@@ -144,9 +144,9 @@ func TestS10EventsPerInvocation(t *testing.T) {
 	}
 }
 
-// S10: a failed invocation closes with SUBAGENT_ERROR, its message the
+// A failed invocation closes with SUBAGENT_ERROR, its message the
 // error's and its code the kind of failure.
-func TestS10ErrorEvents(t *testing.T) {
+func TestErrorEvents(t *testing.T) {
 	tests := []struct {
 		name     string
 		replies  []fake.Reply
@@ -193,8 +193,8 @@ func TestS10ErrorEvents(t *testing.T) {
 	}
 }
 
-// S10: busy and cancelled invocations close with their codes too.
-func TestS10BusyAndCancelledEvents(t *testing.T) {
+// Busy and cancelled invocations close with their codes too.
+func TestBusyAndCancelledEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
 		p := fake.NewProvider(fake.Respond(func(ctx context.Context, _ provider.Request) (provider.Response, error) {
@@ -235,9 +235,9 @@ func TestS10BusyAndCancelledEvents(t *testing.T) {
 	})
 }
 
-// S10: a sub-agent of a sub-agent names its parent invocation: a FromReact
+// A sub-agent of a sub-agent names its parent invocation: a FromReact
 // child at depth cap 2 whose child is another SubAgentTool.
-func TestS10NestedEvents(t *testing.T) {
+func TestNestedEvents(t *testing.T) {
 	p := fake.NewProvider(
 		fake.Call("planner", `{"system_prompt":"You plan.","task":"Plan the trip."}`).For("lead"),
 		fake.Text("Planned.").For("lead"),
@@ -268,8 +268,8 @@ func TestS10NestedEvents(t *testing.T) {
 		{Type: event.SubagentStarted, SubagentRunID: pl.SubagentRunID, Name: "planner", Description: "Plans.", ParentToolCallID: leadCall},
 		{Type: event.SubagentStarted, SubagentRunID: he.SubagentRunID, Name: "helper", Description: "Finds things.",
 			ParentSubagentRunID: pl.SubagentRunID, ParentToolCallID: plannerCall},
-		{Type: event.SubagentFinished, SubagentRunID: he.SubagentRunID, ResultText: "The 9:00 train."},
-		{Type: event.SubagentFinished, SubagentRunID: pl.SubagentRunID, ResultText: "Plan: take the 9:00 train."},
+		{Type: event.SubagentFinished, SubagentRunID: he.SubagentRunID, Result: event.JSONString("The 9:00 train.")},
+		{Type: event.SubagentFinished, SubagentRunID: pl.SubagentRunID, Result: event.JSONString("Plan: take the 9:00 train.")},
 	}
 	if diff := cmp.Diff(want, rec.subagentEvents(), cmpopts.IgnoreFields(event.Event{}, "Timestamp")); diff != "" {
 		t.Errorf("SUBAGENT events (-want +got):\n%s", diff)
@@ -287,8 +287,8 @@ func TestS10NestedEvents(t *testing.T) {
 	}
 }
 
-// S10: the events encode with AG-UI's camelCase field names.
-func TestS10EventJSON(t *testing.T) {
+// The events encode with AG-UI's camelCase field names.
+func TestEventsEncodeAsAGUIJSON(t *testing.T) {
 	ok := fake.NewProvider(fake.Text("fine").For("child"))
 	bad := fake.NewProvider(fake.Text("").For("child"))
 	var rec recorder

@@ -15,9 +15,9 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// S9: cancellation reaches the child and fails the call with an error
+// Cancellation reaches the child and fails the call with an error
 // wrapping context.Canceled, never a partial answer presented as success.
-func TestS9Cancellation(t *testing.T) {
+func TestCancellationStopsTheChild(t *testing.T) {
 	for _, f := range forms {
 		t.Run(f.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -47,8 +47,8 @@ func TestS9Cancellation(t *testing.T) {
 	}
 }
 
-// S9: cancelling the parent's run cancels the child and ends the run.
-func TestS9CancelParentRun(t *testing.T) {
+// Cancelling the parent's run cancels the child and ends the run.
+func TestCancelParentRun(t *testing.T) {
 	for _, f := range forms {
 		t.Run(f.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -77,9 +77,9 @@ func TestS9CancelParentRun(t *testing.T) {
 	}
 }
 
-// S9: a child that ignores its cancellation and answers anyway does not get
+// A child that ignores its cancellation and answers anyway does not get
 // to answer.
-func TestS9ChildIgnoringCancellation(t *testing.T) {
+func TestChildIgnoringCancellation(t *testing.T) {
 	stubborn := agent.Func(func(ctx context.Context, _ agent.Input) (agent.Output, error) {
 		<-ctx.Done()
 		return agent.Output{Answer: "a partial answer"}, nil
@@ -106,9 +106,9 @@ type quotaError struct{ left int }
 
 func (e *quotaError) Error() string { return "quota exhausted" }
 
-// S9: a child's error stays in the chain, for errors.Is and errors.As, also
+// A child's error stays in the chain, for errors.Is and errors.As, also
 // through the parent's run.
-func TestS9ChildErrorInChain(t *testing.T) {
+func TestChildErrorInChain(t *testing.T) {
 	failing := agent.Func(func(context.Context, agent.Input) (agent.Output, error) {
 		return agent.Output{}, &quotaError{left: 0}
 	})
@@ -145,9 +145,9 @@ func TestS9ChildErrorInChain(t *testing.T) {
 	}
 }
 
-// S9: a panicking child becomes an error result; the parent's run goes on
+// A panicking child becomes an error result; the parent's run goes on
 // and its model reads a concise message.
-func TestS9PanickingChild(t *testing.T) {
+func TestPanickingChild(t *testing.T) {
 	boom := func() (agent.Output, error) { panic("index out of range [3] with length 3") }
 	panicky := agent.Func(func(context.Context, agent.Input) (agent.Output, error) { return boom() })
 	subs := map[string]func(t *testing.T, p *fake.Provider) *SubAgentTool{
@@ -192,9 +192,9 @@ func TestS9PanickingChild(t *testing.T) {
 	}
 }
 
-// S9: WithTimeout bounds a call; running over is an error the model can act
+// WithTimeout bounds a call; running over is an error the model can act
 // on.
-func TestS9Timeout(t *testing.T) {
+func TestChildTimeout(t *testing.T) {
 	for _, f := range forms {
 		t.Run(f.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

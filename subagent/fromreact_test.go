@@ -16,10 +16,10 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// S3: the model defines the child: the system prompt is the arguments'
+// The model defines the child: the system prompt is the arguments'
 // system_prompt (empty when missing), the input is the task text (not the
 // JSON).
-func TestS3FromReactDefinesChild(t *testing.T) {
+func TestFromReactDefinesChild(t *testing.T) {
 	permissive := json.RawMessage(`{"type":"object"}`)
 	tests := []struct {
 		name       string
@@ -60,9 +60,9 @@ func TestS3FromReactDefinesChild(t *testing.T) {
 	}
 }
 
-// S3: nil params means ReactParams, whose properties are system_prompt and
+// Nil params means ReactParams, whose properties are system_prompt and
 // task, both strings.
-func TestS3FromReactDefaultParams(t *testing.T) {
+func TestFromReactDefaultParams(t *testing.T) {
 	sub := must(FromReact("child", "Runs a sub-agent.", fake.NewProvider(), nil, nil))(t)
 	var schema struct {
 		Type       string                           `json:"type"`
@@ -84,9 +84,9 @@ func TestS3FromReactDefaultParams(t *testing.T) {
 	}
 }
 
-// S3: every call shares the provider and the tool registry; the children
+// Every call shares the provider and the tool registry; the children
 // are configured with WithReactOptions.
-func TestS3FromReactSharesToolsAndOptions(t *testing.T) {
+func TestFromReactSharesToolsAndOptions(t *testing.T) {
 	var calls int
 	clock := tool.Must(tool.New("clock", "Tells the time.", func(context.Context, struct{}) (string, error) {
 		calls++
@@ -120,8 +120,8 @@ func TestS3FromReactSharesToolsAndOptions(t *testing.T) {
 	}
 }
 
-// S3: FromReact rejects a nil provider.
-func TestS3FromReactNilProvider(t *testing.T) {
+// FromReact rejects a nil provider.
+func TestFromReactNilProvider(t *testing.T) {
 	if _, err := FromReact("child", "x", nil, nil, nil); err == nil {
 		t.Error("FromReact(nil provider) did not fail")
 	}
@@ -132,7 +132,7 @@ func TestS3FromReactNilProvider(t *testing.T) {
 // told to pass the task, as an invalid-arguments error it can correct. The
 // default schema requires the task; a custom schema that does not is
 // covered by the same check.
-func TestS3FromReactWithoutTask(t *testing.T) {
+func TestFromReactWithoutTask(t *testing.T) {
 	permissive := json.RawMessage(`{"type":"object"}`)
 	tests := []struct {
 		name   string
@@ -167,7 +167,7 @@ func TestS3FromReactWithoutTask(t *testing.T) {
 }
 
 // The default schema of FromReact tells the model the task is required.
-func TestS3FromReactParamsRequireTask(t *testing.T) {
+func TestFromReactParamsRequireTask(t *testing.T) {
 	var schema struct {
 		Required []string `json:"required"`
 	}

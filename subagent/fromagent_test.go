@@ -20,8 +20,8 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// S1: a resident expert's conversation accumulates across calls.
-func TestS1FromAgentThirdAnswerBuildsOnFirst(t *testing.T) {
+// A resident expert's conversation accumulates across calls.
+func TestFromAgentThirdAnswerBuildsOnFirst(t *testing.T) {
 	p := fake.NewProvider(
 		fake.Text("Noted: the code is 7.").For("expert"),
 		fake.Text("Paris.").For("expert"),
@@ -63,9 +63,9 @@ func TestS1FromAgentThirdAnswerBuildsOnFirst(t *testing.T) {
 	}
 }
 
-// S1: concurrent calls to one resident take whole turns: the history is n
+// Concurrent calls to one resident take whole turns: the history is n
 // complete user→assistant turns, each answer after its own question.
-func TestS1FromAgentConcurrentCallsTakeTurns(t *testing.T) {
+func TestFromAgentConcurrentCallsTakeTurns(t *testing.T) {
 	const n = 50
 	p := fake.NewProvider(fake.Respond(func(_ context.Context, req provider.Request) (provider.Response, error) {
 		runtime.Gosched() // invite another call to interleave, were the turns not kept
@@ -109,9 +109,9 @@ func TestS1FromAgentConcurrentCallsTakeTurns(t *testing.T) {
 	}
 }
 
-// S1: a caller waiting its turn gives up when its context ends; the call
+// A caller waiting its turn gives up when its context ends; the call
 // holding the turn is not disturbed and the waiter leaves no trace.
-func TestS1FromAgentWaiterGivesUp(t *testing.T) {
+func TestFromAgentWaiterGivesUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
 		p := fake.NewProvider(
@@ -160,9 +160,9 @@ func TestS1FromAgentWaiterGivesUp(t *testing.T) {
 	})
 }
 
-// S1: a cancelled call followed by a good one: the history holds only the
+// A cancelled call followed by a good one: the history holds only the
 // good one.
-func TestS1FromAgentCancelledCallLeavesNoTrace(t *testing.T) {
+func TestFromAgentCancelledCallLeavesNoTrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := fake.NewProvider(
 			fake.Text("too late").After(time.Hour).For("expert"),
@@ -194,9 +194,9 @@ func TestS1FromAgentCancelledCallLeavesNoTrace(t *testing.T) {
 	})
 }
 
-// S1: a call that fails leaves the conversation exactly as it was, however
+// A call that fails leaves the conversation exactly as it was, however
 // it fails: also after a corrective retry whose first run had succeeded.
-func TestS1FromAgentFailedCallLeavesConversation(t *testing.T) {
+func TestFromAgentFailedCallLeavesConversation(t *testing.T) {
 	lookup := tool.Must(tool.New("lookup", "Looks a word up.", func(_ context.Context, in struct {
 		Word string `json:"word"`
 	}) (string, error) {
@@ -254,9 +254,9 @@ func TestS1FromAgentFailedCallLeavesConversation(t *testing.T) {
 	}
 }
 
-// S1: different resident tools run in parallel: each expert's model call
+// Different resident tools run in parallel: each expert's model call
 // waits until both are in.
-func TestS1FromAgentDistinctToolsRunInParallel(t *testing.T) {
+func TestFromAgentDistinctToolsRunInParallel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		arrived := 0
@@ -295,9 +295,9 @@ func TestS1FromAgentDistinctToolsRunInParallel(t *testing.T) {
 	})
 }
 
-// S1: WithRefuseWhenBusy refuses a call at once while another holds the
+// WithRefuseWhenBusy refuses a call at once while another holds the
 // turn; without it the caller waits (see the concurrency test).
-func TestS1FromAgentRefuseWhenBusy(t *testing.T) {
+func TestFromAgentRefuseWhenBusy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
 		p := fake.NewProvider(
@@ -338,16 +338,16 @@ func TestS1FromAgentRefuseWhenBusy(t *testing.T) {
 	})
 }
 
-// S1: FromAgent rejects a nil agent.
-func TestS1FromAgentNil(t *testing.T) {
+// FromAgent rejects a nil agent.
+func TestFromAgentNil(t *testing.T) {
 	if _, err := FromAgent("expert", "x", nil, nil); err == nil {
 		t.Error("FromAgent(nil agent) did not fail")
 	}
 }
 
-// S1: the tool itself serializes the calls, also for a resident that does
+// The tool itself serializes the calls, also for a resident that does
 // not serialize its own runs.
-func TestS1FromAgentSerializesAnyAgent(t *testing.T) {
+func TestFromAgentSerializesAnyAgent(t *testing.T) {
 	var inside, most atomic.Int32
 	expert := agent.Func(func(context.Context, agent.Input) (agent.Output, error) {
 		n := inside.Add(1)

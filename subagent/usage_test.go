@@ -18,9 +18,9 @@ func usage(in, out int64) provider.Usage {
 	return provider.Usage{InputTokens: in, OutputTokens: out, Requests: 1}
 }
 
-// S8: the parent's ChildUsage is exactly the sum of its children's usage: a
+// The parent's ChildUsage is exactly the sum of its children's usage: a
 // child that succeeds, one that fails after spending, one asked twice.
-func TestS8ChildUsageSums(t *testing.T) {
+func TestChildUsageSums(t *testing.T) {
 	for _, f := range forms {
 		t.Run(f.name, func(t *testing.T) {
 			p := fake.NewProvider(
@@ -65,9 +65,9 @@ func TestS8ChildUsageSums(t *testing.T) {
 	}
 }
 
-// S8: a failed call's Result carries what the child spent, whichever channel
+// A failed call's Result carries what the child spent, whichever channel
 // the failure takes.
-func TestS8FailedChildUsage(t *testing.T) {
+func TestFailedChildUsage(t *testing.T) {
 	spent := usage(20, 3)
 	tests := []struct {
 		name    string
@@ -117,8 +117,8 @@ func TestS8FailedChildUsage(t *testing.T) {
 	}
 }
 
-// S8: a parent's usage limit counts its children's usage.
-func TestS8ParentLimitCountsChildren(t *testing.T) {
+// A parent's usage limit counts its children's usage.
+func TestParentLimitCountsChildren(t *testing.T) {
 	for _, f := range forms {
 		t.Run(f.name, func(t *testing.T) {
 			p := fake.NewProvider(

@@ -20,9 +20,9 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// S2: each call gets a fresh agent built from the call's context and
+// Each call gets a fresh agent built from the call's context and
 // arguments; nothing carries over from one call to the next.
-func TestS2FromFactoryFreshAgentPerCall(t *testing.T) {
+func TestFromFactoryFreshAgentPerCall(t *testing.T) {
 	p := fake.NewProvider(fake.Text("one").For("child"), fake.Text("two").For("child"))
 	type built struct {
 		depth int
@@ -70,9 +70,9 @@ type closer struct {
 
 func (c closer) Close() error { c.closed.Add(1); return nil }
 
-// S2: an agent that is an io.Closer is closed after the call, whatever the
+// An agent that is an io.Closer is closed after the call, whatever the
 // call's outcome, once per agent built.
-func TestS2FromFactoryClosesAgent(t *testing.T) {
+func TestFromFactoryClosesAgent(t *testing.T) {
 	tests := []struct {
 		name       string
 		run        agent.Func
@@ -107,10 +107,10 @@ func TestS2FromFactoryClosesAgent(t *testing.T) {
 	}
 }
 
-// S2: a factory error caused by the arguments reaches the model as an error
+// A factory error caused by the arguments reaches the model as an error
 // it can correct, and the parent's run goes on; any other factory error is
 // the program's and ends the parent's run.
-func TestS2FromFactoryErrors(t *testing.T) {
+func TestFromFactoryErrors(t *testing.T) {
 	errNoDataset := errors.New("no dataset named \"sales\": use one of: costs, staff")
 	tests := []struct {
 		name        string
@@ -157,9 +157,9 @@ func TestS2FromFactoryErrors(t *testing.T) {
 	}
 }
 
-// S2: calls run in parallel: every child's model call waits until all are
+// Calls run in parallel: every child's model call waits until all are
 // in.
-func TestS2FromFactoryParallel(t *testing.T) {
+func TestFromFactoryParallel(t *testing.T) {
 	const n = 8
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
@@ -197,8 +197,8 @@ func TestS2FromFactoryParallel(t *testing.T) {
 	})
 }
 
-// S2: FromFactory rejects a nil factory.
-func TestS2FromFactoryNil(t *testing.T) {
+// FromFactory rejects a nil factory.
+func TestFromFactoryNil(t *testing.T) {
 	if _, err := FromFactory("child", "x", nil, nil); err == nil {
 		t.Error("FromFactory(nil factory) did not fail")
 	}

@@ -14,9 +14,9 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// S6: at the depth cap the tool is not advertised, and a direct call fails
+// At the depth cap the tool is not advertised, and a direct call fails
 // with ErrMaxDepth.
-func TestS6DepthCap(t *testing.T) {
+func TestDepthCapRefusesDeeperCalls(t *testing.T) {
 	tests := []struct {
 		name      string
 		opts      []Option
@@ -68,9 +68,9 @@ func TestS6DepthCap(t *testing.T) {
 	}
 }
 
-// S6: depth rides the context, so a cycle is bounded like a chain: a child
+// Depth rides the context, so a cycle is bounded like a chain: a child
 // whose registry holds the very tool that runs it does not see it.
-func TestS6CycleBounded(t *testing.T) {
+func TestDelegationCycleIsBoundedByDepth(t *testing.T) {
 	for _, maxDepth := range []int{1, 2, 3} {
 		p := fake.NewProvider(fake.Call("loop", `{"task":"again"}`).For("loop")).Loop()
 		tools := must(tool.NewRegistry())(t)
@@ -95,9 +95,9 @@ func TestS6CycleBounded(t *testing.T) {
 	}
 }
 
-// S7: what returns to the parent is capped, cut on a UTF-8 boundary with a
+// What returns to the parent is capped, cut on a UTF-8 boundary with a
 // visible marker.
-func TestS7CapOutput(t *testing.T) {
+func TestOutputIsCapped(t *testing.T) {
 	tests := []struct {
 		name string
 		in   string
@@ -144,8 +144,8 @@ func TestS7CapOutput(t *testing.T) {
 	}
 }
 
-// S7: the cap applies through the tool, also to a validated answer.
-func TestS7CapThroughTool(t *testing.T) {
+// The cap applies through the tool, also to a validated answer.
+func TestOutputCapAppliesThroughTheTool(t *testing.T) {
 	long := `{"status":"success","summary":"` + strings.Repeat("x", 2000) + `"}`
 	for _, f := range forms {
 		t.Run(f.name, func(t *testing.T) {
@@ -168,10 +168,10 @@ func TestS7CapThroughTool(t *testing.T) {
 	}
 }
 
-// S7 with S5: a failed Result too long for the cap is shortened in its
+// A failed Result too long for the cap is shortened in its
 // summary, so that what the model reads is still a Result; Go callers get
 // the whole answer.
-func TestS7FailedResultStaysJSON(t *testing.T) {
+func TestFailedResultStaysJSON(t *testing.T) {
 	tests := []struct {
 		name, answer string
 		max          int

@@ -1,0 +1,182 @@
+// Package readme holds the Go code that README.md quotes, so that every
+// snippet a reader pastes compiles and passes go vet. The test checks that
+// the README's Go blocks are these snippets, in order.
+//
+// A snippet is the text between a line "// README snippet" and the next line
+// "// end of README snippet", unindented.
+package readme
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/agui"
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/mcpbridge"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/store/sqlite"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// README snippet
+// delegate gives a lead agent the three kinds of sub-agent and runs it.
+func delegate(ctx context.Context, model provider.Provider, expertAgent agent.Agent, tools *tool.Registry) error {
+	// A resident expert: one agent, kept for the life of the tool; its
+	// conversation accumulates, its calls take turns.
+	expert, err := subagent.FromAgent("expert", "Ask the maintainer.", nil, expertAgent)
+	if err != nil {
+		return err
+	}
+
+	// One-shot delegation: a fresh agent per call, built from the call's
+	// arguments, its answer validated against ResultSchema (the tool tells the
+	// child that shape).
+	reviewer, err := subagent.FromFactory("reviewer", "Review a text.", nil,
+		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
+			return agent.NewReact(model, agent.WithSystemPrompt("You review texts for errors."))
+		},
+		subagent.WithResult())
+	if err != nil {
+		return err
+	}
+
+	// The model defines the child: its system prompt and task come from the call.
+	child, err := subagent.FromReact("delegate", "Start a sub-agent.", model, tools, nil)
+	if err != nil {
+		return err
+	}
+
+	lead, err := agent.NewReact(model, agent.WithTools(expert, reviewer, child))
+	if err != nil {
+		return err
+	}
+	out, err := lead.Run(ctx, agent.Input{Text: "Write the release note."})
+	if err != nil {
+		return err
+	}
+	fmt.Println(out.Answer, out.Usage, out.ChildUsage)
+	return nil
+}
+
+// end of README snippet
+
+// README snippet
+// watch runs lead twice, receiving its events: through a sink in the
+// context, then by ranging over the run (stopping early cancels it).
+func watch(ctx context.Context, lead agent.Agent) error {
+	sinkCtx := event.WithSink(ctx, event.SinkFunc(func(e event.Event) { log.Println(e.Type) }))
+	if _, err := lead.Run(sinkCtx, agent.Input{Text: "Write the release note."}); err != nil {
+		return err
+	}
+
+	for e, err := range agent.Stream(ctx, lead, agent.Input{Text: "Write the release note."}) {
+		if err != nil {
+			return err
+		}
+		log.Println(e.Type, e.Delta)
+	}
+	return nil
+}
+
+// end of README snippet
+
+// README snippet
+// serve serves a fresh lead agent per AG-UI conversation at /agui.
+func serve(buildLead func() (agent.Agent, error)) error {
+	h, err := agui.NewPerRequest(func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
+		return buildLead() // the agent is handed the conversation, in.Messages
+	})
+	if err != nil {
+		return err
+	}
+	http.Handle("/agui", h)
+	return http.ListenAndServe("localhost:8080", nil)
+}
+
+// end of README snippet
+
+// README snippet
+// serveMCP serves a sub-agent to an MCP client (an editor, a desktop
+// assistant) over standard input and output.
+func serveMCP(ctx context.Context, reviewer tool.Tool) error {
+	srv := mcpbridge.NewServer("experts", "1.0.0")
+	// A validated sub-agent also declares its output schema.
+	if err := srv.AddTool(reviewer); err != nil {
+		return err
+	}
+	return srv.ServeStdio(ctx) // or: http.Handle("/mcp", srv.Handler(nil))
+}
+
+// end of README snippet
+
+// README snippet
+// useMCPTools gives the agents using reg the tools of a filesystem MCP
+// server, started as a process and ended by Close.
+func useMCPTools(ctx context.Context, reg *tool.Registry, dir string) (io.Closer, error) {
+	files, err := mcpbridge.Connect(ctx, mcpbridge.Command("npx", "-y", "@modelcontextprotocol/server-filesystem", dir))
+	if err != nil {
+		return nil, err
+	}
+	// All tools or none; mcpbridge.WithPrefix avoids name clashes.
+	if err := files.Register(reg); err != nil {
+		files.Close()
+		return nil, err
+	}
+	return files, nil
+}
+
+// end of README snippet
+
+// README snippet
+// durable keeps a resident expert, AG-UI threads and a turn's finished
+// children in one SQLite file (postgres.Open(ctx, dsn) for several
+// processes).
+func durable(ctx context.Context, model provider.Provider, expertAgent agent.Agent, build agui.Builder, requestID string) error {
+	b, err := sqlite.Open("deputy.db")
+	if err != nil {
+		return err
+	}
+	st, err := store.New(b)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	// A resident expert whose conversation survives restarts; processes
+	// consulting it take turns through a lease in the database.
+	expert, err := subagent.FromAgent("ledger", "Knows the ledger.", nil, expertAgent,
+		subagent.WithStore(st, "experts/ledger"))
+	if err != nil {
+		return err
+	}
+
+	// AG-UI threads kept on the server: a client may send only its new
+	// message; a second run on a busy thread gets 409 Conflict.
+	h, err := agui.NewPerRequest(build, agui.WithThreads(st))
+	if err != nil {
+		return err
+	}
+	http.Handle("/agui", h)
+
+	// A journal of the turn's finished children: run the same turn again
+	// under the same name after a crash, and finished children are replayed.
+	j, err := st.Journal(ctx, requestID)
+	if err != nil {
+		return err
+	}
+	lead, err := agent.NewReact(model, agent.WithTools(expert))
+	if err != nil {
+		return err
+	}
+	_, err = lead.Run(subagent.WithJournal(ctx, j), agent.Input{Text: "Close the month."})
+	return err
+}
+
+// end of README snippet

@@ -1,0 +1,356 @@
+package subagent_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// TestSpawnMaxSpawnsPerRun checks the spawn limit: counted per parent run
+// (a second run starts again; two runs sharing the spawner count apart),
+// with invalid calls not counted.
+func TestSpawnMaxSpawnsPerRun(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	const limitMsg = "subagent: spawn limit reached: this run has started its 2 sub-agents"
+
+	t.Run("sequential turns, then a second run", func(t *testing.T) {
+		p := fake.NewProvider(
+			spawns(`{"task":"a"}`).For("lead"),
+			spawns(`{"task":""}`).For("lead"), // invalid: not counted
+			spawns(`{"task":"b"}`).For("lead"),
+			spawns(`{"task":"c"}`).For("lead"),
+			fake.Text("first run done").For("lead"),
+			spawns(`{"task":"d"}`).For("lead"),
+			fake.Text("second run done").For("lead"),
+			fake.Text("A").For(subagent.DefaultForkName),
+			fake.Text("B").For(subagent.DefaultForkName),
+			fake.Text("D").For(subagent.DefaultForkName),
+		)
+		reg, sp := spied(t, p, []subagent.Option{subagent.WithMaxSpawns(2)})
+		a := lead(t, p, reg)
+		out, err := a.Run(t.Context(), agent.Input{Text: "go"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := toolResults(out.Messages)
+		if len(got) != 4 || got[0] != "A" || got[2] != "B" || !strings.Contains(got[3], limitMsg) {
+			t.Errorf("first run's tool results: %q", got)
+		}
+		if n := sp.count(subagent.ErrMaxSpawns); n != 1 {
+			t.Errorf("%d correctable ErrMaxSpawns, want 1", n)
+		}
+		out, err = a.Run(t.Context(), agent.Input{Text: "again"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"D"}, toolResults(out.Messages)); diff != "" {
+			t.Errorf("second run's tool results (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("default limit in one turn", func(t *testing.T) {
+		args := make([]string, subagent.DefaultMaxSpawns+1)
+		for i := range args {
+			args[i] = fmt.Sprintf(`{"task":"t%d"}`, i)
+		}
+		p := fake.NewProvider(spawns(args...).For("lead"), fake.Text("ok").For(subagent.DefaultForkName), fake.Text("done").For("lead")).Loop()
+		reg, _ := setup(t, p, false, nil)
+		out, err := lead(t, p, reg).Run(t.Context(), agent.Input{Text: "go"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ok, limited int
+		for _, c := range toolResults(out.Messages) {
+			switch {
+			case c == "ok":
+				ok++
+			case strings.Contains(c, "subagent: spawn limit reached: this run has started its 8 sub-agents"):
+				limited++
+			default:
+				t.Errorf("unexpected result %q", c)
+			}
+		}
+		if ok != 8 || limited != 1 {
+			t.Errorf("%d spawns ran and %d were refused, want 8 and 1", ok, limited)
+		}
+	})
+
+	t.Run("two runs sharing the spawner", func(t *testing.T) {
+		p := fake.NewProvider(
+			spawns(`{"task":"a"}`, `{"task":"b"}`).For("lead1"),
+			fake.Text("done").For("lead1"),
+			spawns(`{"task":"a"}`, `{"task":"b"}`).For("lead2"),
+			fake.Text("done").For("lead2"),
+			fake.Text("ok").For(subagent.DefaultForkName),
+		).Loop()
+		reg, _ := setup(t, p, false, []subagent.Option{subagent.WithMaxSpawns(2)})
+		var wg sync.WaitGroup
+		for _, name := range []string{"lead1", "lead2"} {
+			a := lead(t, p, reg, agent.WithName(name))
+			wg.Go(func() {
+				out, err := a.Run(t.Context(), agent.Input{Text: "go"})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if diff := cmp.Diff([]string{"ok", "ok"}, toolResults(out.Messages)); diff != "" {
+					t.Errorf("%s's tool results (-want +got):\n%s", name, diff)
+				}
+			})
+		}
+		wg.Wait()
+	})
+}
+
+// TestSpawnChildBudget checks the token limit a fork gets: what the parent
+// has left, or WithChildTokenBudget if less, observed by a tool the fork
+// calls.
+func TestSpawnChildBudget(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	tests := []struct {
+		name        string
+		parentLimit int64
+		parentSpent int64 // by the parent's first model call
+		childBudget int64 // 0 for no WithChildTokenBudget
+		want        string
+	}{
+		{"what the parent has left", 1000, 300, 0, "700"},
+		{"the per-child budget when less", 1000, 300, 200, "200"},
+		{"what is left when less than the budget", 1000, 800, 500, "200"},
+		{"the per-child budget of an unlimited parent", 0, 300, 250, "250"},
+		{"unlimited", 0, 300, 0, "unlimited"},
+		{"nothing left", 1000, 1000, 0, "error"},
+		{"nothing left, with a budget", 1000, 1000, 100, "error"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pr := &probe{}
+			p := fake.NewProvider(
+				spawns(`{"task":"t"}`).For("lead").WithUsage(usage(tc.parentSpent)),
+				fake.Call("probe", `{}`).For(subagent.DefaultForkName).WithUsage(provider.Usage{Requests: 1}),
+				fake.Text("ok").For(subagent.DefaultForkName).WithUsage(provider.Usage{Requests: 1}),
+				fake.Text("done").For("lead").WithUsage(provider.Usage{Requests: 1}),
+			)
+			var opts []subagent.Option
+			if tc.childBudget > 0 {
+				opts = append(opts, subagent.WithChildTokenBudget(tc.childBudget))
+			}
+			reg, sp := spied(t, p, opts, pr.tool())
+			out, err := lead(t, p, reg, agent.WithTokenLimit(tc.parentLimit)).Run(t.Context(), agent.Input{Text: "go"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == "error" {
+				got := toolResults(out.Messages)
+				if len(got) != 1 || !strings.Contains(got[0], "subagent: no token budget left") || sp.count(subagent.ErrNoBudget) != 1 {
+					t.Errorf("tool results %q, want ErrNoBudget", got)
+				}
+				return
+			}
+			if diff := cmp.Diff([]string{tc.want}, pr.sorted()); diff != "" {
+				t.Errorf("the fork's tokens left (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestSpawnBudgetNote checks that a fork near the end of its budget is told
+// so in a note after the conversation, leaving the system prompt (the start
+// of the cached prefix) as it was, and can hand back a partial result.
+func TestSpawnBudgetNote(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	fork := subagent.DefaultForkName
+	p := fake.NewProvider(
+		spawns(`{"task":"survey the field"}`).For("lead").WithUsage(usage(300)),
+		fake.Call("lookup", `{}`).For(fork).WithUsage(usage(560)),
+		fake.Text(`{"status":"partial","summary":"surveyed half"}`).For(fork).WithUsage(usage(50)),
+		fake.Text("done").For("lead").WithUsage(usage(1)),
+	)
+	reg, _ := setup(t, p, false, []subagent.Option{subagent.WithResult()})
+	out, err := lead(t, p, reg, agent.WithTokenLimit(1000)).Run(t.Context(), agent.Input{Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{`{"status":"partial","summary":"surveyed half"}`}, toolResults(out.Messages)); diff != "" {
+		t.Errorf("tool results (-want +got):\n%s", diff)
+	}
+	reqs := p.RequestsFor(fork)
+	for _, m := range reqs[0].Messages {
+		if strings.Contains(m.Content, "Budget note") {
+			t.Errorf("first request already has a budget note:\n%s", m.Content)
+		}
+	}
+	if reqs[1].System != reqs[0].System {
+		t.Errorf("the budget note changed the system prompt:\n%s\nwas\n%s", reqs[1].System, reqs[0].System)
+	}
+	mustContain(t, reqs[1].System, subagent.ResultSystemPrompt())
+	last := reqs[1].Messages[len(reqs[1].Messages)-1]
+	if last.Role != provider.RoleUser {
+		t.Errorf("the note travels as a %s message, want user", last.Role)
+	}
+	mustContain(t, last.Content,
+		`Budget note: you have used 560 of your 700 tokens. Finish now: answer with what you have`, `status "partial"`)
+	if diff := cmp.Diff(reqs[0].Messages, reqs[1].Messages[:len(reqs[0].Messages)]); diff != "" {
+		t.Errorf("the second request does not repeat the first's conversation (-first +second):\n%s", diff)
+	}
+	if diff := cmp.Diff(provider.Usage{InputTokens: 610, Requests: 2}, out.ChildUsage); diff != "" {
+		t.Errorf("child usage (-want +got):\n%s", diff)
+	}
+}
+
+// TestSpawnChildOverBudget checks that a fork that passes its limit fails
+// with agent.ErrUsageLimit, and that what it spent still comes back.
+func TestSpawnChildOverBudget(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	p := fake.NewProvider(fake.Text("a long answer").For(subagent.DefaultForkName).WithUsage(usage(150)))
+	reg, _ := setup(t, p, false, []subagent.Option{subagent.WithChildTokenBudget(100)})
+	res, err := reg.Execute(t.Context(), []tool.Call{{ID: "c1", Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"t"}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res[0].IsError || !errors.Is(res[0].Err, subagent.ErrChildFailed) || !errors.Is(res[0].Err, agent.ErrUsageLimit) {
+		t.Errorf("result %+v, want a child failure wrapping agent.ErrUsageLimit", res[0])
+	}
+	if diff := cmp.Diff(usage(150), res[0].Usage); diff != "" {
+		t.Errorf("usage (-want +got):\n%s", diff)
+	}
+}
+
+// TestSpawnBudgetIsReserved checks that forks running side by side are not
+// promised the same tokens: each child's budget is set aside from what the
+// parent has left while it runs.
+func TestSpawnBudgetIsReserved(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	tests := []struct {
+		name        string
+		budget      int64
+		concurrency int
+		childSpent  int64
+		want        []string // the children's limits, sorted
+		wantNoBudge int      // spawns refused for want of tokens
+	}{
+		// 900 left: 400 and 400 are set aside, the third gets the rest.
+		{"side by side", 400, 3, 0, []string{"100", "400", "400"}, 0},
+		{"side by side, nothing left for the third", 450, 3, 0, []string{"450", "450"}, 1},
+		// One at a time: each takes its budget from what the ones
+		// before it left (each spends 300).
+		{"one at a time", 400, 1, 300, []string{"300", "400", "400"}, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fork := subagent.DefaultForkName
+				pr := &probe{}
+				p := fake.NewProvider(
+					spawns(`{"task":"a"}`, `{"task":"b"}`, `{"task":"c"}`).For("lead").WithUsage(usage(100)),
+					fake.Text("done").For("lead").WithUsage(provider.Usage{Requests: 1}),
+				)
+				// A child calls probe, then answers; every call takes a
+				// second, so every child takes its budget before the
+				// first answers.
+				child := fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+					if len(req.Messages) == 1 {
+						return provider.Response{Message: provider.AssistantMessage("", provider.ToolCall{Name: "probe", Arguments: json.RawMessage(`{}`)}),
+							Usage: provider.Usage{Requests: 1}}, nil
+					}
+					return provider.Response{Message: provider.AssistantMessage("ok"), Usage: usage(tc.childSpent)}, nil
+				}).For(fork).After(time.Second)
+				for range 2 * (3 - tc.wantNoBudge) {
+					p.Add(child)
+				}
+				reg, _ := setup(t, p, false, []subagent.Option{subagent.WithChildTokenBudget(tc.budget), subagent.WithSpawnConcurrency(tc.concurrency)}, pr.tool())
+				out, err := lead(t, p, reg, agent.WithTokenLimit(1000)).Run(t.Context(), agent.Input{Text: "go"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(tc.want, pr.sorted()); diff != "" {
+					t.Errorf("the children's limits (-want +got):\n%s", diff)
+				}
+				refused := 0
+				for _, c := range toolResults(out.Messages) {
+					if strings.Contains(c, "subagent: no token budget left") {
+						refused++
+					}
+				}
+				if refused != tc.wantNoBudge {
+					t.Errorf("%d spawns refused for want of tokens, want %d", refused, tc.wantNoBudge)
+				}
+			})
+		})
+	}
+}
+
+// TestSpawnUsageFoldsOnce checks exact usage sums: every child's usage,
+// failed, retried and cancelled ones included, reaches the parent once.
+func TestSpawnUsageFoldsOnce(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	fork := subagent.DefaultForkName
+	// Each child's task names what it does; a Respond reply routes on it.
+	byTask := func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		task := req.Messages[0].Content
+		n := len(req.Messages)
+		text := func(s string, u provider.Usage) (provider.Response, error) {
+			return provider.Response{Message: provider.AssistantMessage(s), Usage: u}, nil
+		}
+		switch {
+		case strings.HasPrefix(task, "ok"):
+			return text(`{"n":1}`, usage(10))
+		case strings.HasPrefix(task, "retry") && !strings.Contains(task, "rejected"):
+			return text("no JSON here", usage(100))
+		case strings.HasPrefix(task, "retry"):
+			return text(`{"n":2}`, usage(1000))
+		case strings.HasPrefix(task, "fail") && n == 1:
+			return provider.Response{Message: provider.AssistantMessage("", provider.ToolCall{ID: "l1", Name: "lookup", Arguments: json.RawMessage(`{}`)}), Usage: usage(10000)}, nil
+		case strings.HasPrefix(task, "fail"):
+			return provider.Response{}, errors.New("model crashed")
+		}
+		return provider.Response{}, fmt.Errorf("unexpected task %q", task)
+	}
+	p := fake.NewProvider(
+		spawns(
+			`{"task":"ok","output_schema":`+numberSchema+`}`,
+			`{"task":"retry","output_schema":`+numberSchema+`}`,
+			`{"task":"fail"}`,
+			`{"task":""}`,
+		).For("lead").WithUsage(usage(1)),
+		fake.Text("done").For("lead").WithUsage(usage(2)),
+	)
+	for range 5 {
+		p.Add(fake.Respond(byTask).For(fork))
+	}
+	reg, _ := setup(t, p, false, nil)
+	out, err := lead(t, p, reg).Run(t.Context(), agent.Input{Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := toolResults(out.Messages)
+	if len(got) != 4 || got[0] != `{"n":1}` || got[1] != `{"n":2}` ||
+		!strings.Contains(got[2], "model crashed") || !strings.Contains(got[3], "at /task: minLength") {
+		t.Errorf("tool results %q", got)
+	}
+	if diff := cmp.Diff(provider.Usage{InputTokens: 1 + 2, Requests: 2}, out.Usage); diff != "" {
+		t.Errorf("parent usage (-want +got):\n%s", diff)
+	}
+	want := provider.Usage{InputTokens: 10 + 100 + 1000 + 10000, Requests: 4}
+	if diff := cmp.Diff(want, out.ChildUsage); diff != "" {
+		t.Errorf("child usage (-want +got):\n%s", diff)
+	}
+	if p.Remaining() != 0 {
+		t.Errorf("%d replies unused", p.Remaining())
+	}
+}
