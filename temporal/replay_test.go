@@ -32,6 +32,30 @@ func replayer(t *testing.T, agentWF any) worker.WorkflowReplayer {
 	return r
 }
 
+// recordedIDs are the workflow ids the histories were recorded under: a
+// child workflow's id derives from its parent's, so a replay runs under the
+// original id.
+var recordedIDs = map[string]string{
+	"lead.json":     "record-lead",
+	"child.json":    "record-lead/0.0-" + SpawnToolName,
+	"resident.json": "record-resident",
+}
+
+func replay(r worker.WorkflowReplayer, file string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	if err != nil {
+		return err
+	}
+	return r.ReplayWorkflowHistoryWithOptions(nil, h, worker.ReplayWorkflowHistoryOptions{
+		OriginalExecution: workflow.Execution{ID: recordedIDs[filepath.Base(file)]},
+	})
+}
+
 func TestReplayRecordedHistories(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.json")
 	if err != nil {
@@ -42,7 +66,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			if err := replayer(t, AgentWorkflow).ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
+			if err := replay(replayer(t, AgentWorkflow), f); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -58,7 +82,7 @@ func TestReplayDetectsAChangedWorkflow(t *testing.T) {
 		}
 		return AgentWorkflow(ctx, in)
 	}
-	if err := replayer(t, changed).ReplayWorkflowHistoryFromJSONFile(nil, "testdata/lead.json"); err == nil {
+	if err := replay(replayer(t, changed), "testdata/lead.json"); err == nil {
 		t.Fatal("replay of a changed workflow succeeded")
 	}
 }
@@ -78,6 +102,7 @@ func TestRecordHistories(t *testing.T) {
 	}
 	defer c.Close()
 	queue := fmt.Sprintf("deputy-record-%d", time.Now().UnixNano())
+	leadID, residentID := recordedIDs["lead.json"], recordedIDs["resident.json"]
 	w := worker.New(c, queue, worker.Options{})
 	Register(w, &Runtime{Providers: map[string]provider.Provider{"fan": fanOut(2), "echo": echo()}})
 	if err := w.Start(); err != nil {
@@ -85,7 +110,7 @@ func TestRecordHistories(t *testing.T) {
 	}
 	defer w.Stop()
 
-	lead, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: queue + "-lead", TaskQueue: queue}, AgentWorkflowName,
+	lead, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: leadID, TaskQueue: queue}, AgentWorkflowName,
 		RunInput{Spec: Spec{Name: "lead", Provider: "fan", Spawn: true}, Text: "do it"})
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +119,7 @@ func TestRecordHistories(t *testing.T) {
 	if err := lead.Get(ctx, &out); err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: queue + "-resident", TaskQueue: queue}, ResidentWorkflowName,
+	res, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: residentID, TaskQueue: queue}, ResidentWorkflowName,
 		ResidentInput{Spec: Spec{Provider: "echo"}})
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +141,7 @@ func TestRecordHistories(t *testing.T) {
 	if err := res.Get(ctx, &conv); err != nil {
 		t.Fatal(err)
 	}
-	for name, id := range map[string]string{"lead": lead.GetID(), "child": lead.GetID() + "/0.0-" + SpawnToolName, "resident": res.GetID()} {
+	for file, id := range recordedIDs {
 		var h historypb.History
 		it := c.GetWorkflowHistory(ctx, id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() {
@@ -130,7 +155,7 @@ func TestRecordHistories(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join("testdata", name+".json"), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join("testdata", file), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
