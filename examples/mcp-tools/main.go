@@ -42,15 +42,16 @@ func main() {
 	if len(os.Args) > 1 {
 		server = mcpbridge.Command(os.Args[1], os.Args[2:]...)
 	}
-	if err := run(context.Background(), os.Stdout, server, dir); err != nil {
+	if err := run(context.Background(), os.Stdout, os.Getenv, server, dir); err != nil {
 		log.Fatal(err)
 	}
 }
 
 // run connects to the MCP server, gives its tools to the lead's registry
-// (which a spawned child inherits) and runs the lead.
-func run(ctx context.Context, w io.Writer, server mcpbridge.Transport, dir string) error {
-	model, about, err := pick.Provider(script(filepath.Join(dir, "notes.txt")))
+// (which a spawned child inherits) and runs the lead, on the model getenv
+// names (see package pick) or the scripted one.
+func run(ctx context.Context, w io.Writer, getenv func(string) string, server mcpbridge.Transport, dir string) error {
+	model, about, err := pick.FromEnv(getenv, script(filepath.Join(dir, "notes.txt")))
 	if err != nil {
 		return err
 	}

@@ -34,7 +34,7 @@ func TestChildReadsThroughTheReferenceFilesystemServer(t *testing.T) {
 	dir := note(t)
 	var out bytes.Buffer
 	server := mcpbridge.Command("node", filepath.Join(nm, "@modelcontextprotocol", "server-filesystem", "dist", "index.js"), dir)
-	if err := run(context.Background(), &out, server, dir); err != nil {
+	if err := run(context.Background(), &out, noEnv, server, dir); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "answer: From the team's notes — The notes say: Release 1.4 ships on Thursday.") {
@@ -63,7 +63,7 @@ func TestChildReadsThroughAnInProcessServer(t *testing.T) {
 	}
 	defer ss.Wait()
 	var out bytes.Buffer
-	if err := run(context.Background(), &out, mcpbridge.SDKTransport("files", ct), dir); err != nil {
+	if err := run(context.Background(), &out, noEnv, mcpbridge.SDKTransport("files", ct), dir); err != nil {
 		t.Fatal(err)
 	}
 	want := "tools from the MCP server: 1\nanswer: From the team's notes — The notes say: Release 1.4 ships on Thursday.\n"
@@ -71,3 +71,7 @@ func TestChildReadsThroughAnInProcessServer(t *testing.T) {
 		t.Errorf("output:\n%s\nwant it to contain:\n%s", out.String(), want)
 	}
 }
+
+// noEnv is an empty environment: the tests run on the scripted model
+// whatever the process's environment names.
+func noEnv(string) string { return "" }
