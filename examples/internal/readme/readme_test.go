@@ -46,18 +46,22 @@ func snippets(src string) []string {
 	return out
 }
 
-// Every Go block of README.md is a snippet of this package, which the
-// compiler and go vet check, so that what a reader pastes works.
+// Every Go block of README.md is a snippet of this package, or of the
+// Temporal module's readme_test.go, which the compiler and go vet check,
+// so that what a reader pastes works.
 func TestREADMEQuotesSnippets(t *testing.T) {
 	doc, err := os.ReadFile("../../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := os.ReadFile("snippets.go")
-	if err != nil {
-		t.Fatal(err)
+	var want []string
+	for _, file := range []string{"snippets.go", "../../../temporal/readme_test.go"} {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, snippets(string(src))...)
 	}
-	want := snippets(string(src))
 	var got []string
 	for _, b := range goBlocks(string(doc)) {
 		got = append(got, b)

@@ -1,0 +1,240 @@
+package temporal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"go.temporal.io/sdk/activity"
+	sdktemporal "go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// Error types of the application errors the activities return; a workflow
+// can branch on them with temporal.ApplicationError.Type.
+const (
+	// ErrTypeProvider prefixes a provider failure's kind, e.g.
+	// "deputy.provider.rate limit".
+	ErrTypeProvider = "deputy.provider."
+	// ErrTypeConfig: the Spec names something the worker does not have.
+	ErrTypeConfig = "deputy.config"
+	// ErrTypeTooLarge: a reply's tool calls went over the payload limit.
+	ErrTypeTooLarge = "deputy.too_large"
+	// ErrTypePanic: the provider or agent panicked.
+	ErrTypePanic = "deputy.panic"
+)
+
+// Runtime holds what a worker's activities run: the providers, tools and
+// factories a Spec names.
+type Runtime struct {
+	// Providers by the name a Spec's Provider gives.
+	Providers map[string]provider.Provider
+	// Tools are the plain tools a Spec's Tools name.
+	Tools *tool.Registry
+	// Factories build the agents of SubAgent.Factory, by name.
+	Factories map[string]subagent.Factory
+	// PayloadLimit caps a model reply's text and a tool result before it is
+	// recorded (DefaultPayloadLimit when 0).
+	PayloadLimit int
+}
+
+// Activities are the activities of a Runtime.
+type Activities struct{ rt *Runtime }
+
+// Register puts the workflows and the activities of rt on a worker.
+func Register(w worker.Registry, rt *Runtime) {
+	w.RegisterWorkflowWithOptions(AgentWorkflow, workflow.RegisterOptions{Name: AgentWorkflowName})
+	w.RegisterWorkflowWithOptions(FactoryWorkflow, workflow.RegisterOptions{Name: FactoryWorkflowName})
+	w.RegisterWorkflowWithOptions(ResidentWorkflow, workflow.RegisterOptions{Name: ResidentWorkflowName})
+	a := &Activities{rt: rt}
+	w.RegisterActivityWithOptions(a.Complete, activity.RegisterOptions{Name: CompleteActivityName})
+	w.RegisterActivityWithOptions(a.CallTool, activity.RegisterOptions{Name: CallToolActivityName})
+	w.RegisterActivityWithOptions(a.RunFactory, activity.RegisterOptions{Name: RunFactoryActivity})
+}
+
+func (rt *Runtime) payloadLimit() int { return orDefault(rt.PayloadLimit, DefaultPayloadLimit) }
+
+// Complete is the model activity: one provider call. A provider.Error
+// becomes an application error whose retryability follows its kind; the
+// reply's text is capped at the payload limit, and a reply whose tool calls
+// go over it fails without retry.
+func (a *Activities) Complete(ctx context.Context, in ModelCall) (resp provider.Response, err error) {
+	p, ok := a.rt.Providers[in.Provider]
+	if !ok {
+		return provider.Response{}, sdktemporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("no provider %q on this worker: add it to Runtime.Providers", in.Provider), ErrTypeConfig, nil)
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			err = sdktemporal.NewNonRetryableApplicationError(fmt.Sprintf("provider %q panicked: %v", in.Provider, v), ErrTypePanic, nil)
+		}
+	}()
+	in.Request.Tools = a.definitions(in.Request.Tools)
+	ctx, stop := heartbeat(ctx)
+	defer stop()
+	resp, err = p.Complete(ctx, in.Request)
+	if err != nil {
+		return provider.Response{}, classify(err)
+	}
+	limit := a.rt.payloadLimit()
+	resp.Message.Content = capText(resp.Message.Content, limit)
+	n := 0
+	for _, c := range resp.Message.ToolCalls {
+		n += len(c.Arguments) + len(c.Name) + len(c.ID)
+	}
+	if n > limit {
+		return provider.Response{}, sdktemporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("model reply's tool calls are %d bytes, over the payload limit of %d (Runtime.PayloadLimit)", n, limit), ErrTypeTooLarge, nil)
+	}
+	return resp, nil
+}
+
+// definitions fills in the plain tools' definitions, which the workflow
+// names only, from the worker's registry.
+func (a *Activities) definitions(defs []provider.ToolDef) []provider.ToolDef {
+	out := make([]provider.ToolDef, len(defs))
+	for i, d := range defs {
+		out[i] = d
+		// The workflow sends a plain tool's name only; its empty
+		// parameters arrive as JSON null after the round trip.
+		if (len(d.Parameters) == 0 || string(d.Parameters) == "null") && a.rt.Tools != nil {
+			if t, ok := a.rt.Tools.Lookup(d.Name); ok {
+				out[i] = t.Definition()
+			}
+		}
+	}
+	return out
+}
+
+// classify maps a provider failure to a Temporal application error: rate
+// limits, transient and unclassified failures retry; everything else does not.
+func classify(err error) error {
+	var pe *provider.Error
+	if !errors.As(err, &pe) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		return sdktemporal.NewApplicationErrorWithCause(err.Error(), ErrTypeProvider+provider.KindUnknown.String(), err)
+	}
+	typ := ErrTypeProvider + pe.Kind.String()
+	switch pe.Kind {
+	case provider.KindRateLimit, provider.KindTransient, provider.KindUnknown:
+		return sdktemporal.NewApplicationErrorWithCause(pe.Error(), typ, err)
+	default:
+		return sdktemporal.NewNonRetryableApplicationError(pe.Error(), typ, err)
+	}
+}
+
+// CallTool is the tool activity: one call of a Runtime tool. Failures the
+// model can read (unknown tool, bad arguments, a tool's error or panic)
+// come back as an error result, as in the core loop; the content is capped.
+func (a *Activities) CallTool(ctx context.Context, in ToolCall) (ToolResult, error) {
+	if a.rt.Tools == nil {
+		return ToolResult{Content: fmt.Sprintf("tool %q is not available", in.Call.Name), IsError: true}, nil
+	}
+	ctx, stop := heartbeat(ctx)
+	defer stop()
+	ctx = agent.WithDepth(ctx, in.Depth)
+	res, err := a.rt.Tools.Execute(ctx, []tool.Call{in.Call})
+	if err != nil {
+		return ToolResult{}, err
+	}
+	r := res[0]
+	return ToolResult{Content: capText(r.Content, min(orDefault(in.MaxOutputBytes, DefaultMaxOutputBytes), a.rt.payloadLimit())), IsError: r.IsError, Usage: r.Usage}, nil
+}
+
+// RunFactory builds the factory's agent from the call's arguments and runs
+// it. A factory error is the model's to correct: it comes back as an error
+// result. The answer is capped before it is recorded.
+func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolResult, err error) {
+	f, ok := a.rt.Factories[in.Factory]
+	if !ok {
+		return ToolResult{}, sdktemporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("no factory %q on this worker: add it to Runtime.Factories", in.Factory), ErrTypeConfig, nil)
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			out, err = ToolResult{Content: fmt.Sprintf("sub-agent %q panicked: %v", in.Factory, v), IsError: true}, nil
+		}
+	}()
+	ctx, stop := heartbeat(ctx)
+	defer stop()
+	ctx = agent.WithDepth(ctx, in.Depth)
+	ag, err := f(ctx, in.Arguments)
+	if err != nil {
+		return ToolResult{Content: capText(err.Error(), in.MaxOutputBytes), IsError: true}, nil
+	}
+	var text string
+	if len(in.Arguments) > 0 {
+		text = string(in.Arguments)
+	}
+	o, err := ag.Run(ctx, agent.Input{Text: text})
+	if c, ok := ag.(interface{ Close() error }); ok {
+		_ = c.Close()
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return ToolResult{}, ctx.Err()
+		}
+		return ToolResult{Content: capText(err.Error(), in.MaxOutputBytes), IsError: true, Usage: o.TotalUsage()}, nil
+	}
+	return ToolResult{Content: capText(o.Answer, min(orDefault(in.MaxOutputBytes, DefaultMaxOutputBytes), a.rt.payloadLimit())), Usage: o.TotalUsage()}, nil
+}
+
+// HeartbeatInterval is how often a running activity tells the server it is
+// alive. A cancellation reaches an activity only through its heartbeats, and
+// a lost worker's attempt is retried once HeartbeatTimeout passes without one.
+const (
+	HeartbeatInterval = 2 * time.Second
+	HeartbeatTimeout  = 10 * time.Second
+)
+
+// heartbeat records heartbeats until stop is called; stop waits for the
+// goroutine to end.
+func heartbeat(ctx context.Context) (context.Context, func()) {
+	if !activity.IsActivity(ctx) {
+		return ctx, func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(HeartbeatInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return ctx, func() { close(done); wg.Wait() }
+}
+
+// capText cuts s to at most limit bytes on a UTF-8 boundary, with a visible
+// marker saying how much was cut.
+func capText(s string, limit int) string {
+	if limit <= 0 || len(s) <= limit {
+		return s
+	}
+	marker := fmt.Sprintf("\n[truncated: %d of %d bytes shown]", len(s), len(s))
+	keep := max(limit-len(marker), 0)
+	for keep > 0 && !utf8.RuneStart(s[keep]) {
+		keep--
+	}
+	return s[:keep] + fmt.Sprintf("\n[truncated: %d of %d bytes shown]", keep, len(s))
+}

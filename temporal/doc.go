@@ -1,0 +1,30 @@
+// Package temporal runs deputy agents and their sub-agents on Temporal, so
+// that a delegation tree spreads over worker processes and survives losing
+// one.
+//
+// An agent is described by a [Spec], a plain value that travels in workflow
+// inputs. [AgentWorkflow] runs the ReAct loop in workflow code: every model
+// call is an activity ([Activities.Complete]), every plain tool call is an
+// activity ([Activities.CallTool]), and every sub-agent invocation (a fixed
+// child, a react child defined by the model's arguments, a spawned fork, or a
+// Go factory) is a child workflow. [ResidentWorkflow] is a resident expert:
+// one long-lived workflow whose calls arrive as updates, run one at a time,
+// and whose conversation lives in its history, carried over by
+// continue-as-new when that history grows.
+//
+// Providers, tools and factories are Go values, so they live on the worker:
+// [Register] puts the workflows and the activities of a [Runtime] on a
+// worker, and a Spec names them.
+//
+// The meaning of the core's limits is kept: depth (a sub-agent tool is not
+// offered at the cap, and a direct call fails), usage (a child's usage folds
+// into the parent's ChildUsage), the output cap (applied in the activity or
+// child before anything is recorded in history), validation with one
+// corrective retry, and cancellation (cancelling a workflow cancels its
+// activities and child workflows).
+//
+// Model failures are retried by Temporal according to the provider's error
+// kind: a rate limit or a transient failure retries with backoff; a bad
+// request, an authentication failure, a context-window overflow, a malformed
+// or oversized reply does not.
+package temporal

@@ -1,0 +1,47 @@
+package temporal_test
+
+import (
+	"context"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/temporal"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// The README of the repository quotes the snippet below; the test in
+// examples/internal/readme checks that it does, and this module's build
+// checks that it compiles.
+
+// README snippet
+// fanOutOnTemporal puts deputy on a worker and runs a lead whose model may
+// spawn children, each a child workflow that any worker can run.
+func fanOutOnTemporal(ctx context.Context, c client.Client, p provider.Provider, reg *tool.Registry) (temporal.RunOutput, error) {
+	w := worker.New(c, "deputy", worker.Options{}) // on each worker process
+	temporal.Register(w, &temporal.Runtime{
+		Providers: map[string]provider.Provider{"main": p},
+		Tools:     reg,
+	})
+	if err := w.Start(); err != nil {
+		return temporal.RunOutput{}, err
+	}
+	defer w.Stop()
+
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: "deputy"},
+		temporal.AgentWorkflowName, temporal.RunInput{
+			Spec: temporal.Spec{Provider: "main", System: "You plan the work.", Spawn: true},
+			Text: "the task",
+		})
+	if err != nil {
+		return temporal.RunOutput{}, err
+	}
+	var out temporal.RunOutput
+	err = run.Get(ctx, &out)
+	return out, err
+}
+
+// end of README snippet
+
+var _ = fanOutOnTemporal

@@ -1,0 +1,162 @@
+package temporal
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/deputy-go/deputy/provider"
+)
+
+// The histories in testdata were recorded from a real server by
+// TestRecordHistories (DEPUTY_TEMPORAL_RECORD=1 with a server; see
+// .ci/temporal.sh). Replaying them checks that the workflow code still makes
+// the same decisions from the same history: a change that breaks running
+// workflows fails here.
+func replayer(t *testing.T, agentWF any) worker.WorkflowReplayer {
+	t.Helper()
+	r := worker.NewWorkflowReplayer()
+	r.RegisterWorkflowWithOptions(agentWF, workflow.RegisterOptions{Name: AgentWorkflowName})
+	r.RegisterWorkflowWithOptions(FactoryWorkflow, workflow.RegisterOptions{Name: FactoryWorkflowName})
+	r.RegisterWorkflowWithOptions(ResidentWorkflow, workflow.RegisterOptions{Name: ResidentWorkflowName})
+	return r
+}
+
+// recordedIDs are the workflow ids the histories were recorded under: a
+// child workflow's id derives from its parent's, so a replay runs under the
+// original id.
+var recordedIDs = map[string]string{
+	"lead.json":     "record-lead",
+	"child.json":    "record-lead/0.0-" + SpawnToolName,
+	"resident.json": "record-resident",
+}
+
+func replay(r worker.WorkflowReplayer, file string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	if err != nil {
+		return err
+	}
+	return r.ReplayWorkflowHistoryWithOptions(nil, h, worker.ReplayWorkflowHistoryOptions{
+		OriginalExecution: workflow.Execution{ID: recordedIDs[filepath.Base(file)]},
+	})
+}
+
+func TestReplayRecordedHistories(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 3 {
+		t.Fatalf("testdata holds %d histories, want the lead, a child and a resident: record them with DEPUTY_TEMPORAL_RECORD=1", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			if err := replay(replayer(t, AgentWorkflow), f); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// A workflow that decides differently from the recorded one must fail the
+// replay: the check above can fail.
+func TestReplayDetectsAChangedWorkflow(t *testing.T) {
+	changed := func(ctx workflow.Context, in RunInput) (RunOutput, error) {
+		if err := workflow.Sleep(ctx, time.Second); err != nil {
+			return RunOutput{}, err
+		}
+		return AgentWorkflow(ctx, in)
+	}
+	if err := replay(replayer(t, changed), "testdata/lead.json"); err == nil {
+		t.Fatal("replay of a changed workflow succeeded")
+	}
+}
+
+// TestRecordHistories runs a small fan-out and a resident expert on a real
+// server and writes their histories to testdata.
+func TestRecordHistories(t *testing.T) {
+	if os.Getenv("DEPUTY_TEMPORAL_RECORD") == "" {
+		t.Skip("rewrites testdata: set DEPUTY_TEMPORAL_RECORD=1 with a server")
+	}
+	hostPort, ns := serverAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Dial(ctx, hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	queue := fmt.Sprintf("deputy-record-%d", time.Now().UnixNano())
+	leadID, residentID := recordedIDs["lead.json"], recordedIDs["resident.json"]
+	w := worker.New(c, queue, worker.Options{})
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"fan": fanOut(2), "echo": echo()}})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+
+	lead, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: leadID, TaskQueue: queue}, AgentWorkflowName,
+		RunInput{Spec: Spec{Name: "lead", Provider: "fan", Spawn: true}, Text: "do it"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out RunOutput
+	if err := lead.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: residentID, TaskQueue: queue}, ResidentWorkflowName,
+		ResidentInput{Spec: Spec{Provider: "echo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"first", "second"} {
+		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: res.GetID(), UpdateName: AskUpdate, Args: []any{q}, WaitForStage: client.WorkflowUpdateStageCompleted})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var o RunOutput
+		if err := h.Get(ctx, &o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.SignalWorkflow(ctx, res.GetID(), "", CloseSignal, nil); err != nil {
+		t.Fatal(err)
+	}
+	var conv []provider.Message
+	if err := res.Get(ctx, &conv); err != nil {
+		t.Fatal(err)
+	}
+	for file, id := range recordedIDs {
+		var h historypb.History
+		it := c.GetWorkflowHistory(ctx, id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			e, err := it.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.Events = append(h.Events, e)
+		}
+		b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join("testdata", file), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

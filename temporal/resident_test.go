@@ -1,0 +1,120 @@
+package temporal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/deputy-go/deputy/provider"
+)
+
+// echo answers each question with the number of user messages it has seen,
+// so the answer shows whether the conversation was carried along.
+func echo() *script {
+	return &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		q := lastUser(req)
+		if q == "fail" {
+			return provider.Message{}, &provider.Error{Kind: provider.KindBadRequest, Message: "no"}
+		}
+		users := 0
+		for _, m := range req.Messages {
+			if m.Role == provider.RoleUser {
+				users++
+			}
+		}
+		return provider.AssistantMessage(fmt.Sprintf("%s #%d", q, users)), nil
+	}}
+}
+
+func ask(env *testsuite.TestWorkflowEnvironment, at time.Duration, id, task string, got map[string]string) {
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(AskUpdate, id, &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { got[id] = "rejected: " + err.Error() },
+			OnAccept: func() {},
+			OnComplete: func(v any, err error) {
+				if err != nil {
+					got[id] = "error: " + err.Error()
+					return
+				}
+				got[id] = v.(RunOutput).Answer
+			},
+		}, task)
+	}, at)
+}
+
+func TestResidentKeepsConversationAndClosesOnSignal(t *testing.T) {
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": echo()}})
+	got := map[string]string{}
+	ask(env, time.Second, "1", "a", got)
+	ask(env, time.Second, "2", "b", got) // same instant: runs after "1"
+	ask(env, 2*time.Second, "3", "fail", got)
+	ask(env, 3*time.Second, "4", "", got)
+	ask(env, 4*time.Second, "5", "c", got)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(CloseSignal, nil) }, 5*time.Second)
+	env.ExecuteWorkflow(ResidentWorkflowName, ResidentInput{Spec: Spec{Provider: "m", MaxAttempts: 1}})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"1": "a #1", "2": "b #2", "5": "c #3"}
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("ask %s: %q, want %q", id, got[id], w)
+		}
+	}
+	if !strings.HasPrefix(got["3"], "error:") || !strings.HasPrefix(got["4"], "rejected: empty task") {
+		t.Errorf("failed ask %q, empty ask %q", got["3"], got["4"])
+	}
+	var conv []provider.Message
+	if err := env.GetWorkflowResult(&conv); err != nil {
+		t.Fatal(err)
+	}
+	if len(conv) != 6 {
+		t.Fatalf("conversation has %d messages, want 6 (the failed call leaves none): %+v", len(conv), conv)
+	}
+}
+
+func TestResidentContinuesAsNewWithItsConversation(t *testing.T) {
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": echo()}})
+	got := map[string]string{}
+	for i := range 6 {
+		ask(env, time.Duration(i+1)*time.Second, fmt.Sprint(i), fmt.Sprint("q", i), got)
+	}
+	// The in-memory suite does not count events; the history "grows" past
+	// the limit after the third answer.
+	env.RegisterDelayedCallback(func() { env.SetCurrentHistoryLength(31) }, 3500*time.Millisecond)
+	prior := []provider.Message{provider.UserMessage("earlier"), provider.AssistantMessage("yes")}
+	env.ExecuteWorkflow(ResidentWorkflowName, ResidentInput{Spec: Spec{Provider: "m"}, Messages: prior, Turn: 1, MaxHistoryEvents: 30})
+	err := env.GetWorkflowError()
+	var can *workflow.ContinueAsNewError
+	if !errors.As(err, &can) {
+		t.Fatalf("error %v, want continue-as-new", err)
+	}
+	var next ResidentInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	answered := 0
+	for i := range 6 {
+		if a := got[fmt.Sprint(i)]; a == fmt.Sprintf("q%d #%d", i, i+2) {
+			answered++
+		} else if a != "" {
+			t.Errorf("ask %d: %q", i, a)
+		}
+	}
+	if answered != 3 {
+		t.Fatalf("%d asks answered before continue-as-new, want 3", answered)
+	}
+	if next.Turn != 1+answered || len(next.Messages) != 2+2*answered || next.Messages[0].Content != "earlier" {
+		t.Fatalf("carried turn %d and %d messages after %d answers", next.Turn, len(next.Messages), answered)
+	}
+	if next.MaxHistoryEvents != 30 || next.Spec.Provider != "m" {
+		t.Fatalf("carried input %+v", next)
+	}
+}

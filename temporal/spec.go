@@ -1,0 +1,177 @@
+package temporal
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/deputy-go/deputy/provider"
+)
+
+// Defaults for the zero fields of a Spec.
+const (
+	// DefaultMaxSteps bounds the model calls of one run.
+	DefaultMaxSteps = 10
+	// DefaultMaxDepth lets a top-level agent delegate and its children not.
+	DefaultMaxDepth = 1
+	// DefaultMaxOutputBytes caps what a child hands its parent (48 KiB).
+	DefaultMaxOutputBytes = 48 << 10
+	// DefaultParallelism bounds the tool calls of one turn run at once.
+	DefaultParallelism = 64
+	// DefaultActivityTimeout bounds one attempt of a model or tool call.
+	DefaultActivityTimeout = 2 * time.Minute
+	// DefaultPayloadLimit caps a model reply or a tool result an activity
+	// records: well under Temporal's 2 MB payload limit.
+	DefaultPayloadLimit = 512 << 10
+)
+
+// Workflow, activity and update names, as registered by Register.
+const (
+	AgentWorkflowName    = "deputy.Agent"
+	FactoryWorkflowName  = "deputy.Factory"
+	ResidentWorkflowName = "deputy.Resident"
+	CompleteActivityName = "deputy.Complete"
+	CallToolActivityName = "deputy.CallTool"
+	RunFactoryActivity   = "deputy.RunFactory"
+	AskUpdate            = "ask"
+	CloseSignal          = "close"
+	SpawnToolName        = "spawn_subagent"
+)
+
+// Spec describes an agent. It is a plain value carried in workflow inputs:
+// providers, tools and factories are named here and looked up in the
+// Runtime of the worker that runs the activity.
+type Spec struct {
+	// Name names the agent in errors and child workflow ids.
+	Name string `json:"name,omitempty"`
+	// Provider names the Runtime provider that answers the model calls.
+	Provider string `json:"provider"`
+	// Model, System, MaxTokens are sent with every model call.
+	Model     string `json:"model,omitempty"`
+	System    string `json:"system,omitempty"`
+	MaxTokens int    `json:"max_tokens,omitempty"`
+	// Tools names Runtime tools the model may call; each call is an activity.
+	Tools []string `json:"tools,omitempty"`
+	// SubAgents are offered as tools; each call is a child workflow.
+	SubAgents []SubAgent `json:"sub_agents,omitempty"`
+	// Spawn offers spawn_subagent: each call forks a child of this agent's
+	// kind (same provider and tools, fresh history, no sub-agents).
+	Spawn bool `json:"spawn,omitempty"`
+	// MaxSpawns caps spawn_subagent calls in one run; zero means no cap.
+	MaxSpawns int `json:"max_spawns,omitempty"`
+	// MaxSteps bounds the model calls of one run (DefaultMaxSteps when 0).
+	MaxSteps int `json:"max_steps,omitempty"`
+	// MaxDepth is the delegation depth cap (DefaultMaxDepth when 0).
+	MaxDepth int `json:"max_depth,omitempty"`
+	// MaxOutputBytes caps the answer this agent hands its parent
+	// (DefaultMaxOutputBytes when 0).
+	MaxOutputBytes int `json:"max_output_bytes,omitempty"`
+	// TokenLimit, when set, ends the run with ErrUsageLimit once its own
+	// and its children's tokens reach it.
+	TokenLimit int64 `json:"token_limit,omitempty"`
+	// Parallelism bounds the tool calls of one turn run at once.
+	Parallelism int `json:"parallelism,omitempty"`
+	// OutputSchema, when set, is the JSON Schema the final answer must
+	// match; a violation asks the model again once with the error.
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	// ActivityTimeout bounds one attempt of a model or tool call
+	// (DefaultActivityTimeout when 0). A lost worker's attempt is retried
+	// elsewhere after it.
+	ActivityTimeout time.Duration `json:"activity_timeout,omitempty"`
+	// MaxAttempts bounds the attempts of a retryable model call (8 when 0).
+	MaxAttempts int32 `json:"max_attempts,omitempty"`
+}
+
+// SubAgent is a sub-agent offered to the model as a tool. Exactly one of
+// Agent, React and Factory says what a call runs.
+type SubAgent struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// Params is the tool's JSON Schema; a default fits the kind.
+	Params json.RawMessage `json:"params,omitempty"`
+	// Agent is a fixed child: each call runs it on the arguments' task.
+	Agent *Spec `json:"agent,omitempty"`
+	// React lets the model define the child: its system prompt is the
+	// arguments' system_prompt, its input the task; provider and tools are
+	// the parent's.
+	React bool `json:"react,omitempty"`
+	// Factory names a Runtime factory; the agent it builds runs in one
+	// activity of the child workflow.
+	Factory string `json:"factory,omitempty"`
+}
+
+// RunInput is the input of AgentWorkflow.
+type RunInput struct {
+	Spec Spec `json:"spec"`
+	// Text is the task, sent as a user message when not empty.
+	Text string `json:"text,omitempty"`
+	// Messages, when set, come before Text.
+	Messages []provider.Message `json:"messages,omitempty"`
+	// Depth is the delegation depth of this run (0 at the top).
+	Depth int `json:"depth,omitempty"`
+}
+
+// RunOutput is the outcome of a run.
+type RunOutput struct {
+	// Answer is the final text, capped at the Spec's MaxOutputBytes.
+	Answer string `json:"answer"`
+	// Value is the validated JSON of the answer when the Spec has an
+	// OutputSchema and the answer matched it.
+	Value json.RawMessage `json:"value,omitempty"`
+	// Invalid is the validation error left after the corrective retry.
+	Invalid string `json:"invalid,omitempty"`
+	// Messages is this run's part of the conversation.
+	Messages []provider.Message `json:"messages,omitempty"`
+	// Usage is what this agent's own model calls cost; ChildUsage what its
+	// tools and children cost.
+	Usage      provider.Usage `json:"usage"`
+	ChildUsage provider.Usage `json:"child_usage"`
+}
+
+// TotalUsage is Usage plus ChildUsage.
+func (o RunOutput) TotalUsage() provider.Usage { return o.Usage.Add(o.ChildUsage) }
+
+// ModelCall is the input of the model activity.
+type ModelCall struct {
+	Provider string           `json:"provider"`
+	Request  provider.Request `json:"request"`
+}
+
+// ToolCall is the input of the tool activity.
+type ToolCall struct {
+	Call           provider.ToolCall `json:"call"`
+	Depth          int               `json:"depth"`
+	MaxOutputBytes int               `json:"max_output_bytes"`
+}
+
+// ToolResult is what the tool activity records.
+type ToolResult struct {
+	Content string         `json:"content"`
+	IsError bool           `json:"is_error,omitempty"`
+	Usage   provider.Usage `json:"usage"`
+}
+
+// FactoryCall is the input of FactoryWorkflow and of its activity.
+type FactoryCall struct {
+	Factory        string          `json:"factory"`
+	Arguments      json.RawMessage `json:"arguments"`
+	Depth          int             `json:"depth"`
+	MaxOutputBytes int             `json:"max_output_bytes"`
+}
+
+func (s Spec) maxSteps() int    { return orDefault(s.MaxSteps, DefaultMaxSteps) }
+func (s Spec) maxDepth() int    { return orDefault(s.MaxDepth, DefaultMaxDepth) }
+func (s Spec) maxOutput() int   { return orDefault(s.MaxOutputBytes, DefaultMaxOutputBytes) }
+func (s Spec) parallelism() int { return orDefault(s.Parallelism, DefaultParallelism) }
+func (s Spec) activityTimeout() time.Duration {
+	if s.ActivityTimeout > 0 {
+		return s.ActivityTimeout
+	}
+	return DefaultActivityTimeout
+}
+
+func orDefault(v, d int) int {
+	if v > 0 {
+		return v
+	}
+	return d
+}

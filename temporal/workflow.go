@@ -1,0 +1,364 @@
+package temporal
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	sdktemporal "go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// Error types of the failures a run ends with.
+const (
+	ErrTypeMaxSteps   = "deputy.max_steps"
+	ErrTypeUsageLimit = "deputy.usage_limit"
+	ErrTypeBadSpec    = "deputy.bad_spec"
+)
+
+// AgentWorkflow runs a ReAct agent: model calls and tool calls are
+// activities, sub-agent calls child workflows. A run that fails after doing
+// work carries its usage as the application error's details.
+func AgentWorkflow(ctx workflow.Context, in RunInput) (RunOutput, error) {
+	input := append([]provider.Message(nil), in.Messages...)
+	if in.Text != "" {
+		input = append(input, provider.UserMessage(in.Text))
+	}
+	if len(input) == 0 {
+		return RunOutput{}, sdktemporal.NewNonRetryableApplicationError("agent run has neither Text nor Messages: give it a task", ErrTypeBadSpec, nil)
+	}
+	out, err := run(ctx, in.Spec, in.Depth, nil, input, workflow.GetInfo(ctx).WorkflowExecution.ID)
+	if in.Depth > 0 {
+		// A child's transcript stays in its own history; only the answer
+		// and usage go back to the parent.
+		out.Messages = nil
+	}
+	return out, err
+}
+
+// FactoryWorkflow runs the agent a Runtime factory builds, in one activity.
+func FactoryWorkflow(ctx workflow.Context, in FactoryCall) (ToolResult, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Minute,
+		HeartbeatTimeout:    HeartbeatTimeout,
+		RetryPolicy:         &sdktemporal.RetryPolicy{MaximumAttempts: 3},
+	})
+	var res ToolResult
+	err := workflow.ExecuteActivity(ctx, RunFactoryActivity, in).Get(ctx, &res)
+	return res, err
+}
+
+// run is the ReAct loop. prior is conversation before this run (a resident's
+// earlier turns), input this run's new messages; the output's Messages are
+// input plus what the run added. idPrefix makes child workflow ids unique.
+func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Message, idPrefix string) (RunOutput, error) {
+	var out RunOutput
+	var schema *tool.Schema
+	system := spec.System
+	if len(spec.OutputSchema) > 0 {
+		s, err := tool.CompileSchema(spec.OutputSchema)
+		if err != nil {
+			return out, sdktemporal.NewNonRetryableApplicationError("Spec.OutputSchema does not compile: "+err.Error(), ErrTypeBadSpec, err)
+		}
+		schema = s
+		system = strings.TrimSpace(system + "\n\n" + subagent.SchemaPrompt(spec.OutputSchema))
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: spec.activityTimeout(),
+		HeartbeatTimeout:    HeartbeatTimeout,
+		RetryPolicy: &sdktemporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    time.Minute,
+			MaximumAttempts:    cmpOr(spec.MaxAttempts, 8),
+		},
+	})
+	defs := toolDefs(spec, depth)
+	conv := append([]provider.Message(nil), input...)
+	corrected := false
+	spawns := 0
+	for step := 0; ; step++ {
+		if step >= spec.maxSteps() {
+			out.Messages = conv
+			return out, failure(out, ErrTypeMaxSteps, fmt.Sprintf("agent %q used its %d steps without a final answer: raise Spec.MaxSteps or simplify the task", spec.Name, spec.maxSteps()))
+		}
+		req := provider.Request{
+			Model: spec.Model, System: system, MaxTokens: spec.MaxTokens, Tools: defs,
+			Messages: append(append([]provider.Message(nil), prior...), conv...), ResponseSchema: spec.OutputSchema,
+		}
+		var resp provider.Response
+		if err := workflow.ExecuteActivity(actx, CompleteActivityName, ModelCall{Provider: spec.Provider, Request: req}).Get(ctx, &resp); err != nil {
+			out.Messages = conv
+			return out, err
+		}
+		out.Usage = out.Usage.Add(resp.Usage)
+		msg := resp.Message
+		msg.Role = provider.RoleAssistant
+		conv = append(conv, msg)
+		if err := overLimit(spec, out); err != nil {
+			out.Messages = conv
+			return out, err
+		}
+		if len(msg.ToolCalls) == 0 {
+			answer := msg.Content
+			if schema != nil {
+				value, verr := validate(schema, answer)
+				if verr != nil && !corrected {
+					corrected = true
+					conv = append(conv, provider.UserMessage(fmt.Sprintf(
+						"Your answer does not match the required JSON Schema: %s. Answer again with only JSON that matches it.", capText(verr.Error(), 2048))))
+					continue
+				}
+				if verr != nil {
+					out.Invalid = capText(verr.Error(), 2048)
+				} else {
+					out.Value = value
+				}
+			}
+			out.Answer = capText(answer, spec.maxOutput())
+			out.Messages = conv
+			return out, nil
+		}
+		results, err := runTools(ctx, actx, spec, depth, fmt.Sprintf("%s/%d", idPrefix, step), msg.ToolCalls, &spawns)
+		for i, r := range results {
+			out.ChildUsage = out.ChildUsage.Add(r.Usage)
+			conv = append(conv, provider.ToolMessage(msg.ToolCalls[i].ID, r.Content, r.IsError))
+		}
+		if err != nil {
+			out.Messages = conv
+			return out, err
+		}
+		if err := overLimit(spec, out); err != nil {
+			out.Messages = conv
+			return out, err
+		}
+	}
+}
+
+func cmpOr(v, d int32) int32 {
+	if v > 0 {
+		return v
+	}
+	return d
+}
+
+func failure(out RunOutput, typ, msg string) error {
+	return sdktemporal.NewNonRetryableApplicationError(msg, typ, nil, out.TotalUsage())
+}
+
+func overLimit(spec Spec, out RunOutput) error {
+	if spec.TokenLimit > 0 && out.TotalUsage().Tokens() >= spec.TokenLimit {
+		return failure(out, ErrTypeUsageLimit, fmt.Sprintf("agent %q used %d tokens, its limit is %d (Spec.TokenLimit)", spec.Name, out.TotalUsage().Tokens(), spec.TokenLimit))
+	}
+	return nil
+}
+
+func validate(schema *tool.Schema, answer string) (json.RawMessage, error) {
+	raw, ok := subagent.ExtractJSON(answer)
+	if !ok {
+		return nil, errors.New("the answer holds no JSON value")
+	}
+	if err := schema.Validate(raw); err != nil {
+		return nil, err
+	}
+	return raw, nil
+}
+
+// toolDefs lists what the model is offered: the plain tools by name (their
+// definitions come from the worker, so the model activity fills them in),
+// and, below the depth cap, the sub-agents and the spawn tool.
+func toolDefs(spec Spec, depth int) []provider.ToolDef {
+	var defs []provider.ToolDef
+	for _, name := range spec.Tools {
+		defs = append(defs, provider.ToolDef{Name: name})
+	}
+	if depth >= spec.maxDepth() {
+		return defs
+	}
+	for _, sa := range spec.SubAgents {
+		defs = append(defs, provider.ToolDef{Name: sa.Name, Description: sa.Description, Parameters: sa.params()})
+	}
+	if spec.Spawn {
+		defs = append(defs, provider.ToolDef{Name: SpawnToolName, Description: "Hand a self-contained task to a fresh sub-agent of your own kind and get its answer.", Parameters: json.RawMessage(spawnParams)})
+	}
+	return defs
+}
+
+const spawnParams = `{"type":"object","properties":{"task":{"type":"string","description":"The task, with everything the sub-agent needs to know."},"context":{"type":"string","description":"Background the sub-agent should read first."}},"required":["task"]}`
+
+func (sa SubAgent) params() json.RawMessage {
+	switch {
+	case len(sa.Params) > 0:
+		return sa.Params
+	case sa.React:
+		return json.RawMessage(subagent.ReactParams)
+	default:
+		return json.RawMessage(subagent.TaskParams)
+	}
+}
+
+// runTools runs one turn's tool calls, at most spec.Parallelism at once, and
+// returns one result per call in order. It returns an error only when the
+// run was cancelled.
+func runTools(ctx, actx workflow.Context, spec Spec, depth int, idPrefix string, calls []provider.ToolCall, spawns *int) ([]ToolResult, error) {
+	results := make([]ToolResult, len(calls))
+	errs := make([]error, len(calls))
+	sem := workflow.NewSemaphore(ctx, int64(spec.parallelism()))
+	wg := workflow.NewWaitGroup(ctx)
+	for i, call := range calls {
+		start := func(workflow.Context) workflow.Future { return nil }
+		isSpawn := call.Name == SpawnToolName && spec.Spawn
+		sub, isSub := findSub(spec, call.Name)
+		switch {
+		case contains(spec.Tools, call.Name):
+			start = func(gctx workflow.Context) workflow.Future {
+				return workflow.ExecuteActivity(withCtx(actx, gctx), CallToolActivityName, ToolCall{Call: call, Depth: depth, MaxOutputBytes: spec.maxOutput()})
+			}
+		case (isSub || isSpawn) && depth >= spec.maxDepth():
+			results[i] = ToolResult{Content: fmt.Sprintf("%v: %q cannot delegate further", subagent.ErrMaxDepth, call.Name), IsError: true}
+			continue
+		case isSpawn && spec.MaxSpawns > 0 && *spawns >= spec.MaxSpawns:
+			results[i] = ToolResult{Content: fmt.Sprintf("%v: %d spawns per run; answer with what you have", subagent.ErrMaxSpawns, spec.MaxSpawns), IsError: true}
+			continue
+		case isSub || isSpawn:
+			if isSpawn {
+				*spawns++
+			}
+			id := fmt.Sprintf("%s.%d-%s", idPrefix, i, call.Name)
+			child, wfName, arg, bad := childRun(spec, sub, isSpawn, call, depth)
+			if bad != "" {
+				results[i] = ToolResult{Content: bad, IsError: true}
+				continue
+			}
+			start = func(gctx workflow.Context) workflow.Future {
+				cctx := workflow.WithChildOptions(gctx, workflow.ChildWorkflowOptions{WorkflowID: id})
+				return workflow.ExecuteChildWorkflow(cctx, wfName, arg)
+			}
+			_ = child
+		default:
+			results[i] = ToolResult{Content: fmt.Sprintf("%v: %q; the tools are the ones listed in this request", tool.ErrUnknownTool, call.Name), IsError: true}
+			continue
+		}
+		wg.Add(1)
+		workflow.Go(ctx, func(gctx workflow.Context) {
+			defer wg.Done()
+			if err := sem.Acquire(gctx, 1); err != nil {
+				errs[i] = err
+				return
+			}
+			defer sem.Release(1)
+			f := start(gctx)
+			if isSub && sub.Factory != "" {
+				errs[i] = f.Get(gctx, &results[i])
+			} else if isSub || isSpawn {
+				var o RunOutput
+				errs[i] = f.Get(gctx, &o)
+				results[i] = ToolResult{Content: childContent(o), Usage: o.TotalUsage()}
+			} else {
+				errs[i] = f.Get(gctx, &results[i])
+			}
+			if errs[i] != nil {
+				results[i] = ToolResult{Content: capText(fmt.Sprintf("%s failed: %v", call.Name, errs[i]), spec.maxOutput()), IsError: true, Usage: usageOf(errs[i])}
+			}
+			results[i].Content = capText(results[i].Content, spec.maxOutput())
+		})
+	}
+	wg.Wait(ctx)
+	if ctx.Err() != nil {
+		for _, err := range errs {
+			if sdktemporal.IsCanceledError(err) {
+				return results, err
+			}
+		}
+		return results, sdktemporal.NewCanceledError()
+	}
+	return results, nil
+}
+
+func childContent(o RunOutput) string {
+	if o.Invalid != "" {
+		return o.Answer + "\n[validation failed: " + o.Invalid + "]"
+	}
+	return o.Answer
+}
+
+// usageOf reads the usage a failed child carried in its error's details.
+func usageOf(err error) provider.Usage {
+	var u provider.Usage
+	var app *sdktemporal.ApplicationError
+	if errors.As(err, &app) && app.HasDetails() {
+		_ = app.Details(&u)
+	}
+	return u
+}
+
+// withCtx gives the coroutine's context the activity options of actx.
+func withCtx(actx, gctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(gctx, workflow.GetActivityOptions(actx))
+}
+
+type childArgs struct {
+	Task         string `json:"task"`
+	SystemPrompt string `json:"system_prompt"`
+	Context      string `json:"context"`
+}
+
+// childRun builds a sub-agent call's child workflow and its input; bad is a
+// message for the model when the arguments cannot make one.
+func childRun(spec Spec, sub SubAgent, isSpawn bool, call provider.ToolCall, depth int) (child Spec, wfName string, arg any, bad string) {
+	if !isSpawn && sub.Factory != "" {
+		return Spec{}, FactoryWorkflowName, FactoryCall{Factory: sub.Factory, Arguments: call.Arguments, Depth: depth + 1, MaxOutputBytes: spec.maxOutput()}, ""
+	}
+	var a childArgs
+	if err := json.Unmarshal(call.Arguments, &a); err != nil {
+		return Spec{}, "", nil, fmt.Sprintf("%v: %q takes a JSON object with a \"task\": %v", tool.ErrInvalidArguments, call.Name, err)
+	}
+	if strings.TrimSpace(a.Task) == "" {
+		return Spec{}, "", nil, fmt.Sprintf("%v: %q needs a non-empty \"task\"", tool.ErrInvalidArguments, call.Name)
+	}
+	task := a.Task
+	switch {
+	case isSpawn:
+		child = spec
+		child.Name = spec.Name + "/" + SpawnToolName
+		if a.Context != "" {
+			task = "Context:\n" + a.Context + "\n\nTask:\n" + a.Task
+		}
+	case sub.React:
+		child = Spec{Name: sub.Name, Provider: spec.Provider, Model: spec.Model, Tools: spec.Tools, System: a.SystemPrompt,
+			MaxTokens: spec.MaxTokens, ActivityTimeout: spec.ActivityTimeout, MaxAttempts: spec.MaxAttempts}
+	case sub.Agent != nil:
+		child = *sub.Agent
+	default:
+		return Spec{}, "", nil, fmt.Sprintf("sub-agent %q has no Agent, React or Factory: fix the Spec", sub.Name)
+	}
+	if child.MaxDepth == 0 {
+		child.MaxDepth = spec.maxDepth()
+	}
+	child.MaxOutputBytes = min(child.maxOutput(), spec.maxOutput())
+	return child, AgentWorkflowName, RunInput{Spec: child, Text: task, Depth: depth + 1}, ""
+}
+
+func findSub(spec Spec, name string) (SubAgent, bool) {
+	for _, sa := range spec.SubAgents {
+		if sa.Name == name {
+			return sa, true
+		}
+	}
+	return SubAgent{}, false
+}
+
+func contains(names []string, name string) bool {
+	for _, n := range names {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,371 @@
+package temporal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	sdktemporal "go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/provider"
+)
+
+// script is a provider whose answer depends on the request: it counts its
+// calls and the usage it handed out.
+type script struct {
+	mu    sync.Mutex
+	calls int
+	usage provider.Usage
+	fn    func(ctx context.Context, n int, req provider.Request) (provider.Message, error)
+}
+
+func (s *script) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
+	s.mu.Lock()
+	s.calls++
+	n := s.calls
+	s.mu.Unlock()
+	msg, err := s.fn(ctx, n, req)
+	if err != nil {
+		return provider.Response{}, err
+	}
+	u := fake.Usage(req, msg)
+	s.mu.Lock()
+	s.usage = s.usage.Add(u)
+	s.mu.Unlock()
+	return provider.Response{Message: msg, Usage: u, StopReason: provider.StopEndTurn}, nil
+}
+
+func (s *script) total() (int, provider.Usage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls, s.usage
+}
+
+func newEnv(t *testing.T, rt *Runtime) *testsuite.TestWorkflowEnvironment {
+	t.Helper()
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	Register(env, rt)
+	return env
+}
+
+func spawnCalls(n int) provider.Message {
+	calls := make([]provider.ToolCall, n)
+	for i := range calls {
+		calls[i] = provider.ToolCall{ID: fmt.Sprintf("c%d", i), Name: SpawnToolName, Arguments: json.RawMessage(fmt.Sprintf(`{"task":"part %d"}`, i))}
+	}
+	return provider.AssistantMessage("", calls...)
+}
+
+func lastUser(req provider.Request) string {
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if req.Messages[i].Role == provider.RoleUser {
+			return req.Messages[i].Content
+		}
+	}
+	return ""
+}
+
+// fanOut answers as a lead that spawns n children, each of which answers
+// "done: <task>", and then sums up.
+func fanOut(n int) *script {
+	return &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		task := lastUser(req)
+		switch {
+		case strings.HasPrefix(task, "part "):
+			return provider.AssistantMessage("done: " + task), nil
+		case req.Messages[len(req.Messages)-1].Role == provider.RoleTool:
+			return provider.AssistantMessage(fmt.Sprintf("all %d parts done", n)), nil
+		default:
+			return spawnCalls(n), nil
+		}
+	}}
+}
+
+func TestFanOutAsChildWorkflows(t *testing.T) {
+	p := fanOut(5)
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}})
+	var children atomic.Int32
+	env.SetOnChildWorkflowStartedListener(func(*workflow.Info, workflow.Context, converter.EncodedValues) { children.Add(1) })
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Spawn: true}, Text: "do it"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var out RunOutput
+	if err := env.GetWorkflowResult(&out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Answer != "all 5 parts done" {
+		t.Fatalf("answer %q", out.Answer)
+	}
+	if got := children.Load(); got != 5 {
+		t.Fatalf("%d child workflows, want 5", got)
+	}
+	calls, total := p.total()
+	if calls != 7 {
+		t.Fatalf("%d model calls, want 7", calls)
+	}
+	if out.TotalUsage() != total {
+		t.Fatalf("usage %v, the provider handed out %v", out.TotalUsage(), total)
+	}
+	if out.ChildUsage.Requests != 5 || out.Usage.Requests != 2 {
+		t.Fatalf("own %v child %v", out.Usage, out.ChildUsage)
+	}
+	for _, m := range out.Messages {
+		if m.Role == provider.RoleTool && (m.IsError || !strings.HasPrefix(m.Content, "done: part ")) {
+			t.Fatalf("tool message %+v", m)
+		}
+	}
+}
+
+func TestDepthCapHidesAndRefusesSpawn(t *testing.T) {
+	var childTools [][]provider.ToolDef
+	var mu sync.Mutex
+	p := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		task := lastUser(req)
+		switch {
+		case strings.HasPrefix(task, "part "):
+			mu.Lock()
+			childTools = append(childTools, req.Tools)
+			mu.Unlock()
+			last := req.Messages[len(req.Messages)-1]
+			if last.Role == provider.RoleTool {
+				return provider.AssistantMessage("child saw: " + last.Content), nil
+			}
+			// A direct call of a tool the child was not offered.
+			return spawnCalls(1), nil
+		case req.Messages[len(req.Messages)-1].Role == provider.RoleTool:
+			return provider.AssistantMessage(req.Messages[len(req.Messages)-1].Content), nil
+		default:
+			return spawnCalls(1), nil
+		}
+	}}
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}})
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Provider: "m", Spawn: true}, Text: "go"})
+	var out RunOutput
+	if err := env.GetWorkflowResult(&out); err != nil {
+		t.Fatal(err)
+	}
+	if len(childTools) == 0 || len(childTools[0]) != 0 {
+		t.Fatalf("child was offered %v, want nothing at the depth cap", childTools)
+	}
+	if !strings.Contains(out.Answer, "max delegation depth") {
+		t.Fatalf("answer %q does not report the depth cap", out.Answer)
+	}
+}
+
+func TestProviderErrorKindsDecideRetries(t *testing.T) {
+	for _, tc := range []struct {
+		kind      provider.ErrorKind
+		wantCalls int
+		wantOK    bool
+	}{
+		{provider.KindRateLimit, 2, true},
+		{provider.KindTransient, 2, true},
+		{provider.KindBadRequest, 1, false},
+		{provider.KindMalformed, 1, false},
+		{provider.KindResponseTooLarge, 1, false},
+		{provider.KindAuth, 1, false},
+	} {
+		t.Run(tc.kind.String(), func(t *testing.T) {
+			p := &script{fn: func(ctx context.Context, n int, req provider.Request) (provider.Message, error) {
+				if n == 1 {
+					return provider.Message{}, &provider.Error{Provider: "x", Kind: tc.kind, Message: "boom"}
+				}
+				return provider.AssistantMessage("ok"), nil
+			}}
+			env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}})
+			env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Provider: "m"}, Text: "go"})
+			err := env.GetWorkflowError()
+			calls, _ := p.total()
+			if calls != tc.wantCalls || (err == nil) != tc.wantOK {
+				t.Fatalf("calls %d err %v; want %d calls, ok=%v", calls, err, tc.wantCalls, tc.wantOK)
+			}
+			var app *sdktemporal.ApplicationError
+			if err != nil && (!errors.As(err, &app) || app.Type() != ErrTypeProvider+tc.kind.String()) {
+				t.Fatalf("error %v does not carry the kind", err)
+			}
+		})
+	}
+}
+
+func TestValidationCorrectsOnce(t *testing.T) {
+	schema := json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`)
+	for _, tc := range []struct {
+		name    string
+		answers []string
+		wantVal string
+		invalid bool
+	}{
+		{"second try valid", []string{"no json here", `{"n": 3}`}, `{"n":3}`, false},
+		{"both invalid", []string{`{"n":"x"}`, `{"m":1}`}, "", true},
+		{"first valid", []string{"```json\n{\"n\":1}\n```"}, `{"n":1}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &script{fn: func(ctx context.Context, n int, req provider.Request) (provider.Message, error) {
+				if !strings.Contains(req.System, `"required"`) {
+					return provider.Message{}, errors.New("the schema was not shown to the model")
+				}
+				if n > 1 && !strings.Contains(lastUser(req), "does not match") {
+					return provider.Message{}, errors.New("the retry does not carry the validation error")
+				}
+				return provider.AssistantMessage(tc.answers[n-1]), nil
+			}}
+			env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}})
+			env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Provider: "m", OutputSchema: schema, MaxAttempts: 1}, Text: "count"})
+			var out RunOutput
+			if err := env.GetWorkflowResult(&out); err != nil {
+				t.Fatal(err)
+			}
+			if calls, _ := p.total(); calls != len(tc.answers) {
+				t.Fatalf("%d calls, want %d", calls, len(tc.answers))
+			}
+			if string(out.Value) != tc.wantVal || (out.Invalid != "") != tc.invalid {
+				t.Fatalf("value %s invalid %q", out.Value, out.Invalid)
+			}
+		})
+	}
+}
+
+func TestChildAnswerIsCappedBeforeRecording(t *testing.T) {
+	big := strings.Repeat("é", 5<<20/2) // 5 MB of two-byte runes
+	p := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		task := lastUser(req)
+		switch {
+		case strings.HasPrefix(task, "part "):
+			return provider.AssistantMessage(big), nil
+		case req.Messages[len(req.Messages)-1].Role == provider.RoleTool:
+			return provider.AssistantMessage(req.Messages[len(req.Messages)-1].Content), nil
+		default:
+			return spawnCalls(1), nil
+		}
+	}}
+	rt := &Runtime{Providers: map[string]provider.Provider{"m": p}}
+	env := newEnv(t, rt)
+	var biggest atomic.Int64
+	env.SetOnActivityCompletedListener(func(_ *activity.Info, result converter.EncodedValue, _ error) {
+		var r provider.Response
+		if result != nil && result.Get(&r) == nil {
+			biggest.Store(max(biggest.Load(), int64(len(r.Message.Content))))
+		}
+	})
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Provider: "m", Spawn: true}, Text: "go"})
+	var out RunOutput
+	if err := env.GetWorkflowResult(&out); err != nil {
+		t.Fatal(err)
+	}
+	if got := biggest.Load(); got > DefaultPayloadLimit || got == 0 {
+		t.Fatalf("model activity recorded %d bytes, limit %d", got, DefaultPayloadLimit)
+	}
+	if len(out.Answer) > DefaultMaxOutputBytes || !strings.Contains(out.Answer, "[truncated:") {
+		t.Fatalf("lead got %d bytes, want at most %d with a marker", len(out.Answer), DefaultMaxOutputBytes)
+	}
+	if !strings.HasPrefix(out.Answer, "éé") || !strings.Contains(out.Answer, fmt.Sprintf(" bytes shown]")) {
+		t.Fatalf("capped answer does not start with the text or name its size: %q", out.Answer[len(out.Answer)-81:])
+	}
+}
+
+func TestCancellationReachesChildren(t *testing.T) {
+	var childStarted, childCancelled atomic.Int32
+	p := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		if strings.HasPrefix(lastUser(req), "part ") {
+			childStarted.Add(1)
+			select {
+			case <-ctx.Done():
+				childCancelled.Add(1)
+				return provider.Message{}, ctx.Err()
+			case <-time.After(10 * time.Second):
+				return provider.AssistantMessage("too late"), nil
+			}
+		}
+		return spawnCalls(2), nil
+	}}
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}})
+	env.SetTestTimeout(30 * time.Second)
+	env.RegisterDelayedCallback(env.CancelWorkflow, time.Second)
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Provider: "m", Spawn: true, ActivityTimeout: time.Hour}, Text: "go"})
+	err := env.GetWorkflowError()
+	if !sdktemporal.IsCanceledError(err) {
+		t.Fatalf("error %v, want a cancellation", err)
+	}
+	if childStarted.Load() != 2 {
+		t.Fatalf("%d children started, want 2", childStarted.Load())
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for childCancelled.Load() != 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := childCancelled.Load(); got != 2 {
+		t.Fatalf("%d children saw the cancellation, want 2", got)
+	}
+}
+
+func TestActivityPanicFailsWithoutRetry(t *testing.T) {
+	p := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) { panic("kaboom") }}
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}})
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Provider: "m"}, Text: "go"})
+	var app *sdktemporal.ApplicationError
+	err := env.GetWorkflowError()
+	if !errors.As(err, &app) || app.Type() != ErrTypePanic || !strings.Contains(err.Error(), "kaboom") {
+		t.Fatalf("error %v", err)
+	}
+	if calls, _ := p.total(); calls != 1 {
+		t.Fatalf("%d calls, want 1", calls)
+	}
+}
+
+func TestUnknownProviderIsAClearError(t *testing.T) {
+	env := newEnv(t, &Runtime{})
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Provider: "nope"}, Text: "go"})
+	if err := env.GetWorkflowError(); err == nil || !strings.Contains(err.Error(), `no provider "nope"`) {
+		t.Fatalf("error %v", err)
+	}
+}
+
+func TestOversizedToolCallsFailWithoutRetry(t *testing.T) {
+	p := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		args := json.RawMessage(`{"task":"` + strings.Repeat("x", DefaultPayloadLimit) + `"}`)
+		return provider.AssistantMessage("", provider.ToolCall{ID: "1", Name: SpawnToolName, Arguments: args}), nil
+	}}
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}})
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Provider: "m", Spawn: true}, Text: "go"})
+	var app *sdktemporal.ApplicationError
+	err := env.GetWorkflowError()
+	if !errors.As(err, &app) || app.Type() != ErrTypeTooLarge || !strings.Contains(err.Error(), "PayloadLimit") {
+		t.Fatalf("error %v", err)
+	}
+	if calls, _ := p.total(); calls != 1 {
+		t.Fatalf("%d calls, want 1", calls)
+	}
+}
+
+func TestTokenLimitCountsChildren(t *testing.T) {
+	p := fanOut(3)
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}})
+	// The lead's first call costs less than the limit; with its children's
+	// usage it goes over before its second call.
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Provider: "m", Spawn: true, TokenLimit: 120}, Text: "go"})
+	var app *sdktemporal.ApplicationError
+	err := env.GetWorkflowError()
+	if !errors.As(err, &app) || app.Type() != ErrTypeUsageLimit {
+		t.Fatalf("error %v", err)
+	}
+	calls, total := p.total()
+	if calls != 4 {
+		t.Fatalf("%d calls, want 4 (the lead stops before its second); total %v", calls, total)
+	}
+	if u := usageOf(err); u != total {
+		t.Fatalf("failure carries usage %v, the provider handed out %v", u, total)
+	}
+}
