@@ -1,13 +1,13 @@
 package subagent
 
 import (
-	"fmt"
-	"sync"
-	"time"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"sync"
+	"time"
 
 	"github.com/deputy-go/deputy/tool"
 )
