@@ -2,71 +2,14 @@ package anthropic_test
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"runtime"
 	"testing"
 
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/provider/anthropic"
+	"github.com/deputy-go/deputy/provider/internal/wiretest"
 )
-
-// generated is a response body of head, then unit n times, then tail,
-// produced as it is read, so that a body of any size costs no memory.
-type generated struct {
-	parts [3]string
-	n     int // repeats of parts[1] left
-	off   int // offset into the current part
-	part  int
-}
-
-func (g *generated) Read(p []byte) (int, error) {
-	total := 0
-	for len(p) > 0 {
-		if g.part == 1 && g.n == 0 {
-			g.part, g.off = 2, 0
-		}
-		if g.part > 2 {
-			break
-		}
-		s := g.parts[g.part]
-		c := copy(p, s[g.off:])
-		p, g.off, total = p[c:], g.off+c, total+c
-		if g.off == len(s) {
-			g.off = 0
-			if g.part == 1 {
-				g.n--
-			} else {
-				g.part++
-			}
-		}
-	}
-	if total == 0 {
-		return 0, io.EOF
-	}
-	return total, nil
-}
-
-func (g *generated) Close() error { return nil }
-
-// generatedServer answers every request with a fresh generated body.
-type generatedServer struct {
-	head, unit, tail string
-	n                int
-}
-
-func (s generatedServer) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Body != nil {
-		io.Copy(io.Discard, req.Body)
-		req.Body.Close()
-	}
-	return &http.Response{
-		StatusCode: http.StatusOK,
-		Header:     http.Header{"Content-Type": {"text/event-stream"}},
-		Body:       &generated{parts: [3]string{s.head, s.unit, s.tail}, n: s.n},
-		Request:    req,
-	}, nil
-}
 
 // BenchmarkStreamAssembly streams a reply of n deltas of 4 bytes each,
 // text or one tool call's arguments, through Stream from an in-memory
@@ -89,7 +32,7 @@ func BenchmarkStreamAssembly(b *testing.B) {
 					anthropic.WithMaxResponseBytes(1<<30),
 					anthropic.WithMaxTextBytes(8<<20),
 					anthropic.WithMaxArgumentBytes(8<<20),
-					anthropic.WithHTTPClient(&http.Client{Transport: generatedServer{head: k.head, unit: k.unit, tail: blockStop(0) + messageEnd, n: n}}),
+					anthropic.WithHTTPClient(&http.Client{Transport: wiretest.Generated{Head: k.head, Unit: k.unit, Tail: blockStop(0) + messageEnd, N: n}}),
 				)
 				if err != nil {
 					b.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/provider/anthropic"
+	"github.com/deputy-go/deputy/provider/internal/wiretest"
 )
 
 // FuzzStreamAssembly streams any body as a reply. Stream must not panic,
@@ -35,7 +36,7 @@ func FuzzStreamAssembly(f *testing.F) {
 			anthropic.WithMaxResponseBytes(1<<16),
 			anthropic.WithMaxTextBytes(limit),
 			anthropic.WithMaxArgumentBytes(limit),
-			anthropic.WithHTTPClient(&http.Client{Transport: generatedServer{head: string(body)}}),
+			anthropic.WithHTTPClient(&http.Client{Transport: wiretest.Generated{Head: string(body)}}),
 		)
 		if err != nil {
 			t.Fatal(err)

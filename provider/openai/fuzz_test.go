@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/provider/internal/wiretest"
 	"github.com/deputy-go/deputy/provider/openai"
 )
 
@@ -35,7 +36,7 @@ func FuzzStreamAssembly(f *testing.F) {
 			openai.WithMaxResponseBytes(1<<16),
 			openai.WithMaxTextBytes(limit),
 			openai.WithMaxArgumentBytes(limit),
-			openai.WithHTTPClient(&http.Client{Transport: generatedServer{head: string(body)}}),
+			openai.WithHTTPClient(&http.Client{Transport: wiretest.Generated{Head: string(body)}}),
 		)
 		if err != nil {
 			t.Fatal(err)
