@@ -42,26 +42,7 @@ func TestSpawnFanoutBound(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("%d children, %d slots, registry %d", tc.n, tc.concurrency, tc.parallelism), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				var mu sync.Mutex
-				running, most := 0, 0
-				child := fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
-					mu.Lock()
-					running++
-					most = max(most, running)
-					mu.Unlock()
-					defer func() { mu.Lock(); running--; mu.Unlock() }()
-					select {
-					case <-time.After(10 * time.Millisecond):
-					case <-ctx.Done():
-						return provider.Response{}, ctx.Err()
-					}
-					return provider.Response{Message: provider.AssistantMessage("ok"), Usage: usage(1)}, nil
-				}).For(subagent.DefaultForkName)
-				args := make([]string, tc.n)
-				for i := range args {
-					args[i] = fmt.Sprintf(`{"task":"t%d"}`, i)
-				}
-				p := fake.NewProvider(spawns(args...).For("lead"), fake.Text("done").For("lead"), child).Loop()
+				p, most := slowSpawns(tc.n)
 				reg, _ := setup(t, p, false, []subagent.Option{subagent.WithSpawnConcurrency(tc.concurrency), subagent.WithMaxSpawns(tc.n)})
 				if err := reg.SetParallelism(tc.parallelism); err != nil {
 					t.Fatal(err)
@@ -74,8 +55,8 @@ func TestSpawnFanoutBound(t *testing.T) {
 				if wall := time.Since(start); wall != tc.wantWall {
 					t.Errorf("wall time %v, want %v", wall, tc.wantWall)
 				}
-				if most != tc.wantMax {
-					t.Errorf("at most %d children ran at once, want %d", most, tc.wantMax)
+				if most() != tc.wantMax {
+					t.Errorf("at most %d children ran at once, want %d", most(), tc.wantMax)
 				}
 				if diff := cmp.Diff(times(int64(tc.n), usage(1)), out.ChildUsage); diff != "" {
 					t.Errorf("child usage (-want +got):\n%s", diff)
@@ -100,26 +81,7 @@ func TestSpawnDefaultsRunAWideFanOutInOneWave(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%d children", tc.n), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				var mu sync.Mutex
-				running, most := 0, 0
-				child := fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
-					mu.Lock()
-					running++
-					most = max(most, running)
-					mu.Unlock()
-					defer func() { mu.Lock(); running--; mu.Unlock() }()
-					select {
-					case <-time.After(10 * time.Millisecond):
-					case <-ctx.Done():
-						return provider.Response{}, ctx.Err()
-					}
-					return provider.Response{Message: provider.AssistantMessage("ok"), Usage: usage(1)}, nil
-				}).For(subagent.DefaultForkName)
-				args := make([]string, tc.n)
-				for i := range args {
-					args[i] = fmt.Sprintf(`{"task":"t%d"}`, i)
-				}
-				p := fake.NewProvider(spawns(args...).For("lead"), fake.Text("done").For("lead"), child).Loop()
+				p, most := slowSpawns(tc.n)
 				reg, _ := setup(t, p, false, []subagent.Option{subagent.WithMaxSpawns(tc.n)})
 				start := time.Now()
 				if _, err := lead(t, p, reg).Run(t.Context(), agent.Input{Text: "go"}); err != nil {
@@ -128,8 +90,8 @@ func TestSpawnDefaultsRunAWideFanOutInOneWave(t *testing.T) {
 				if wall := time.Since(start); wall != tc.wantWall {
 					t.Errorf("wall time %v, want %v", wall, tc.wantWall)
 				}
-				if most != tc.wantMax {
-					t.Errorf("at most %d children ran at once, want %d", most, tc.wantMax)
+				if most() != tc.wantMax {
+					t.Errorf("at most %d children ran at once, want %d", most(), tc.wantMax)
 				}
 			})
 		})
@@ -307,4 +269,31 @@ func TestSpawnDeeperChildrenDoNotWaitForTheirParentsSlot(t *testing.T) {
 			t.Errorf("tool results (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// slowSpawns returns a provider whose lead spawns n children in one turn,
+// each answering after 10 ms, and a function reporting the most children
+// that ran at once.
+func slowSpawns(n int) (*fake.Provider, func() int) {
+	var mu sync.Mutex
+	running, most := 0, 0
+	child := fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		mu.Lock()
+		running++
+		most = max(most, running)
+		mu.Unlock()
+		defer func() { mu.Lock(); running--; mu.Unlock() }()
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-ctx.Done():
+			return provider.Response{}, ctx.Err()
+		}
+		return provider.Response{Message: provider.AssistantMessage("ok"), Usage: usage(1)}, nil
+	}).For(subagent.DefaultForkName)
+	args := make([]string, n)
+	for i := range args {
+		args[i] = fmt.Sprintf(`{"task":"t%d"}`, i)
+	}
+	p := fake.NewProvider(spawns(args...).For("lead"), fake.Text("done").For("lead"), child).Loop()
+	return p, func() int { mu.Lock(); defer mu.Unlock(); return most }
 }
