@@ -41,6 +41,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -293,6 +294,7 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, in *RunInput, a ag
 	} else if len(in.Resume) > 0 {
 		err = fmt.Errorf("agui: resume: %w: this endpoint keeps no suspended runs (serve it with WithThreads)", tool.ErrNothingSuspended)
 	}
+	ctx, spent := ledger.With(ctx)
 	if err == nil {
 		out, err = h.runAgent(ctx, a, agentIn)
 	}
@@ -305,7 +307,7 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, in *RunInput, a ag
 			err = turn.suspend(ctx, in.ThreadID, asked)
 		}
 		if err == nil || turn == nil {
-			st.finish(interruptEvent(in.ThreadID, in.RunID, asked, out.TotalUsage()))
+			st.finish(interruptEvent(in.ThreadID, in.RunID, asked, usageJSON(spent, out.TotalUsage())))
 			return
 		}
 	}
@@ -320,7 +322,7 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, in *RunInput, a ag
 		st.finish(event.Event{Type: event.RunError, Message: err.Error(), Code: agent.ErrorCode(err)})
 		return
 	}
-	st.finish(event.Event{Type: event.RunFinished, ThreadID: in.ThreadID, RunID: in.RunID, Result: event.JSONString(out.Answer), Usage: usageJSON(out.TotalUsage())})
+	st.finish(event.Event{Type: event.RunFinished, ThreadID: in.ThreadID, RunID: in.RunID, Result: event.JSONString(out.Answer), Usage: usageJSON(spent, out.TotalUsage())})
 }
 
 // errPanic is what a client is told of a run that panicked; the panic
