@@ -175,7 +175,12 @@ func (t *SubAgentTool) announce(ctx context.Context, callID string) (context.Con
 	if !em.Enabled() {
 		return ctx, nil
 	}
-	sctx, runID := event.NewSubagent(ctx, "sub_")
+	sctx, runID := ctx, stableRunID(ctx) // a job under a journal has its run id already
+	if runID != "" {
+		sctx = event.WithSubagent(ctx, runID)
+	} else {
+		sctx, runID = event.NewSubagent(ctx, "sub_")
+	}
 	em.Emit(event.Event{
 		Type: event.SubagentStarted, SubagentRunID: runID, Name: t.def.Name, Description: t.def.Description,
 		ParentSubagentRunID: em.SubagentRunID(), ParentToolCallID: callID,

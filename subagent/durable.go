@@ -262,7 +262,11 @@ func (t *SubAgentTool) replay(ctx context.Context, callID string, e store.Entry)
 	em := event.From(ctx)
 	events := em.Enabled()
 	runID := ""
-	if events {
+	if ann, _ := ctx.Value(announcedKey{}).(*announced); ann != nil && !ann.used {
+		// A background job's, announced when it was spawned.
+		ann.used = true
+		em, events, runID = ann.em, ann.em.Enabled(), ann.runID
+	} else if events {
 		_, runID = event.NewSubagent(ctx, "sub_")
 		em.Emit(event.Event{
 			Type: event.SubagentStarted, SubagentRunID: runID, Name: t.def.Name, Description: t.def.Description,

@@ -34,6 +34,14 @@ func stableRunID(ctx context.Context) string {
 	return id
 }
 
+// job returns the job id and the sub-agent run id of the background job
+// started by the parent's tool call callID: the same each time the turn is
+// run (a call id the model repeats in a later step counts up).
+func (s *journalScope) job(callID string) (jobID, runID string) {
+	sum := sha256.Sum256([]byte(s.j.Turn() + "\x1f" + s.key("job", []byte(callID))))
+	return "job_" + hex.EncodeToString(sum[:8]), "sub_" + hex.EncodeToString(sum[8:20])
+}
+
 // suspend reports whether err is an interrupt; if so it attributes the
 // interrupts asked by the invocation's own tools to runID and returns their
 // ids (none when only a descendant asked).
