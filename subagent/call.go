@@ -224,8 +224,8 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 	holding := false   // the tool's turn is ours
 	var held *agent.Turn
 
-	// end ends a stored resident's turn (WithStore).
-	var end func(ok bool) error
+	// end ends a resident's turn (takeTurn).
+	var end func(err error) error
 	// One deferred function, so that the order holds when the child
 	// panics too: recover, store or undo the resident's runs, then give up
 	// the turns.
@@ -234,7 +234,7 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 			res, err = tool.Result{}, tool.Correctable(tool.Panicked(name, p))
 		}
 		if end != nil {
-			if e := end(err == nil); e != nil {
+			if e := end(err); e != nil {
 				res, err = tool.Result{}, e
 			}
 		}
@@ -251,25 +251,12 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 	}()
 
 	if t.resident != nil {
-		if err := t.pause.admit(ctx, name); err != nil {
+		// A stored resident is brought to the stored conversation here,
+		// before its own turn is held (Restore takes that turn).
+		if end, err = t.takeTurn(ctx); err != nil {
 			return tool.Result{}, err
 		}
-		defer func() { t.pause.after(ctx, err) }()
-		if t.cfg.refuseBusy {
-			if !t.turn.TryAcquire(1) {
-				return tool.Result{}, tool.Correctable(fmt.Errorf("%w: %q is answering another call: wait for that answer, then ask again", ErrBusy, name))
-			}
-		} else if err := t.turn.Acquire(ctx, 1); err != nil {
-			return tool.Result{}, fmt.Errorf("subagent %q: waiting for its previous call to end: %w", name, err)
-		}
 		holding = true
-		// A stored resident is brought to the stored conversation first,
-		// before its own turn is held (Restore takes that turn).
-		if d := t.cfg.durable; d != nil {
-			if end, err = d.begin(ctx, name, t.resident.(Persistent), t.cfg.refuseBusy); err != nil {
-				return tool.Result{}, err
-			}
-		}
 		// The agent's own turn is held for all the call's runs, so that
 		// the conversation put back on failure is the one this call found,
 		// with the runs of other callers of the same agent (another tool,

@@ -52,6 +52,13 @@ type durable struct {
 // with WithRefuseWhenBusy, is refused with ErrBusy); the lease of a process
 // that died is free after the store's lease TTL (store.WithLeaseTTL). The
 // agent must implement Persistent (*agent.React does).
+//
+// A call suspended by an interrupt (under WithJournal) holds the expert in
+// the store, under the key "expert-suspended/" + key, for every process:
+// until it is resumed (through any of them), its turn is abandoned (its
+// journal deleted, which is also where the hold is looked up, so keep the
+// journal in st) or all its questions expire, other calls wait or are
+// refused as they are while it answers.
 func WithStore(st *store.Store, key string) Option {
 	return func(c *config) error {
 		if st == nil {
@@ -68,21 +75,36 @@ func WithStore(st *store.Store, key string) Option {
 // lockKey is the name of the expert's lock, apart from its conversation.
 func (d *durable) lockKey() string { return "expert/" + d.key }
 
-// begin takes the expert's lock and brings the agent's conversation to the
-// stored one. The returned function ends the turn: with ok it writes the
-// new conversation; in any case it releases the lock.
-func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse bool) (end func(ok bool) error, err error) {
+// holdKey is the key of the record that holds the expert for a suspended
+// call.
+func (d *durable) holdKey() string { return "expert-suspended/" + d.key }
+
+// begin takes the expert's lock and, unless another suspended call holds
+// the expert (held: the lock is given back), brings the agent's
+// conversation to the stored one. The returned function ends the turn
+// with the call's error: it holds the expert for a suspended call, lets it
+// go for the call that held it, writes the new conversation of a call that
+// succeeded, and in any case releases the lock.
+func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse bool) (end func(error) error, held bool, err error) {
 	var lk *store.Lock
 	if refuse {
 		lk, err = d.st.TryLock(ctx, d.lockKey())
 		if errors.Is(err, store.ErrBusy) {
-			return nil, tool.Correctable(fmt.Errorf("%w: %q is answering a call in another process: wait for that answer, then ask again", ErrBusy, name))
+			return nil, false, tool.Correctable(fmt.Errorf("%w: %q is answering a call in another process: wait for that answer, then ask again", ErrBusy, name))
 		}
 	} else {
 		lk, err = d.st.Lock(ctx, d.lockKey())
 	}
 	if err != nil {
-		return nil, fmt.Errorf("subagent %q: taking its turn in the store: %w", name, err)
+		return nil, false, fmt.Errorf("subagent %q: taking its turn in the store: %w", name, err)
+	}
+	mine, held, err := d.checkHold(ctx)
+	if err != nil || held {
+		lk.Unlock()
+		if err != nil {
+			err = fmt.Errorf("subagent %q: %w", name, err)
+		}
+		return nil, held, err
 	}
 	data, version, err := d.st.Get(ctx, d.key)
 	switch {
@@ -93,33 +115,71 @@ func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse b
 		}
 	case err != nil:
 		lk.Unlock()
-		return nil, fmt.Errorf("subagent %q: reading its conversation: %w", name, err)
+		return nil, false, fmt.Errorf("subagent %q: reading its conversation: %w", name, err)
 	case !bytes.Equal(data, d.snap):
 		if err := p.Restore(data); err != nil {
 			lk.Unlock()
-			return nil, fmt.Errorf("subagent %q: restoring its stored conversation: %w: delete it (store.Delete %q) to start afresh", name, err, d.key)
+			return nil, false, fmt.Errorf("subagent %q: restoring its stored conversation: %w: delete it (store.Delete %q) to start afresh", name, err, d.key)
 		}
 	}
 	d.snap = data
-	return func(ok bool) error {
+	return func(callErr error) error {
 		defer lk.Unlock()
-		if !ok {
+		// A background context: the answer is in; only a write the store
+		// refuses undoes the turn.
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if h := holdFor(ctx, callErr, d.st); h != nil {
+			b, _ := json.Marshal(h) // strings and a time: it cannot fail
+			if err := d.st.Put(wctx, d.holdKey(), b, store.AnyVersion); err != nil {
+				return fmt.Errorf("subagent %q: keeping the expert for its suspended call (the call cannot be resumed: run the turn again): %w", name, err)
+			}
+			return nil
+		}
+		if mine {
+			if err := d.st.Delete(wctx, d.holdKey()); err != nil && callErr == nil {
+				return fmt.Errorf("subagent %q: letting go of the expert held for this call (the call is undone): %w", name, err)
+			}
+		}
+		if callErr != nil {
 			return nil
 		}
 		snap, err := p.Snapshot()
 		if err == nil {
-			// A background context: the answer is in; only a write the
-			// store refuses undoes the turn.
-			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			err = d.st.Put(wctx, d.key, snap, version)
-			cancel()
 		}
 		if err != nil {
 			return fmt.Errorf("subagent %q: storing its conversation (the call is undone): %w", name, err)
 		}
 		d.snap = snap
 		return nil
-	}, nil
+	}, false, nil
+}
+
+// checkHold reads, under the expert's lock, whether a suspended call
+// holds the expert: the call under ctx itself (mine: it is resumed), or
+// another (held). A hold that is no longer live is deleted.
+func (d *durable) checkHold(ctx context.Context) (mine, held bool, err error) {
+	data, _, err := d.st.Get(ctx, d.holdKey())
+	if errors.Is(err, store.ErrNotFound) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("reading whether a suspended call holds it: %w", err)
+	}
+	var h hold
+	if err := json.Unmarshal(data, &h); err != nil {
+		return false, false, fmt.Errorf("the record of the call holding it cannot be read: %v: delete it (store.Delete %q)", err, d.holdKey())
+	}
+	if h.By == pauseID(ctx) {
+		return true, false, nil
+	}
+	if h.live(ctx, d.st) {
+		return false, true, nil
+	}
+	// Abandoned, or its questions expired: let go.
+	_ = d.st.Delete(ctx, d.holdKey())
+	return false, false, nil
 }
 
 // WithJournal returns a context under which every sub-agent invocation that
