@@ -11,7 +11,10 @@
 // with the request's threadId and runId, the agent's steps, messages and
 // tool calls, its sub-agents' SUBAGENT_* events and their own events
 // (attributed with subagentRunId), and RUN_FINISHED (its result the answer,
-// as a JSON string) or RUN_ERROR. A client that disconnects cancels the run.
+// as a JSON string, and its usage per provider and model) or RUN_ERROR. A
+// client that disconnects cancels the run; Handler.Stop stops it from the
+// server's side, and the client reads RUN_FINISHED with the outcome
+// "cancelled".
 //
 // The agent is handed the conversation as the InputFunc says: by default
 // LastUserMessage for a shared agent (New), which keeps its own
@@ -69,9 +72,10 @@ type Builder func(ctx context.Context, in *RunInput) (agent.Agent, error)
 // is safe for concurrent use; whether runs of a shared agent overlap is up
 // to the agent (a *agent.React takes them in turn).
 type Handler struct {
-	agent agent.Agent
-	build Builder
-	cfg   config
+	agent  agent.Agent
+	build  Builder
+	cfg    config
+	active activeRuns // for Stop
 }
 
 type config struct {
@@ -276,9 +280,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // run streams one run; a turn on a stored thread is stored before the run
 // is reported finished.
 func (h *Handler) run(w http.ResponseWriter, r *http.Request, in *RunInput, a agent.Agent, agentIn agent.Input, hide bool, turn *threadTurn) {
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	st := newStream(w, hide, h.cfg.writeTimeout, cancel, h.logger())
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	defer h.active.add(in.ThreadID, cancel)()
+	st := newStream(w, hide, h.cfg.writeTimeout, func() { cancel(nil) }, h.logger())
 	st.open()
 	st.write(event.Event{Type: event.RunStarted, ThreadID: in.ThreadID, RunID: in.RunID, ParentRunID: in.ParentRunID})
 
@@ -300,6 +305,14 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, in *RunInput, a ag
 	}
 	if ctx.Err() != nil && r.Context().Err() != nil {
 		st.close() // the client is gone: nothing more to tell it
+		return
+	}
+	if _, ok := asInterrupted(err); !ok && err != nil && context.Cause(ctx) == errStopped {
+		// Stopped by the server: nothing is kept, nothing waits.
+		if turn != nil {
+			turn.finished(ctx)
+		}
+		st.finish(event.Event{Type: event.RunFinished, ThreadID: in.ThreadID, RunID: in.RunID, Outcome: event.OutcomeCancelled, Usage: usageJSON(spent, out.TotalUsage())})
 		return
 	}
 	if asked, ok := asInterrupted(err); ok {
