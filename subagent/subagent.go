@@ -23,6 +23,12 @@
 // which a model starts many children, forks of itself or members of a
 // roster, in parallel, within limits on depth, spawns per run, tokens per
 // child and output size, optionally in the background as jobs.
+//
+// Options are of two types. An Option configures the three forms, and the
+// spawn tool too; a SpawnOption (WithRoster, WithMaxSpawns, …) configures
+// the spawn tool alone. A constructor refuses an Option it would ignore,
+// such as WithRefuseWhenBusy anywhere but FromAgent, with an error that
+// names the option and the constructor.
 package subagent
 
 import (
