@@ -115,7 +115,8 @@ func SDKTransport(name string, t mcp.Transport) Transport {
 	return Transport{name: name, t: t}
 }
 
-// Option configures a Client.
+// Option configures a Client. Connect reports an option's bad value as
+// an error; a nil Option is ignored.
 type Option func(*config) error
 
 type config struct {

@@ -51,18 +51,21 @@ type durable struct {
 // the database, renewed while a call runs. A caller waits its turn (or,
 // with WithRefuseWhenBusy, is refused with ErrBusy); the lease of a process
 // that died is free after the store's lease TTL (store.WithLeaseTTL). The
-// agent must implement Persistent (*agent.React does).
+// agent must implement Persistent (*agent.React does). Only FromAgent
+// takes it: the other forms' children have no conversation to keep.
 func WithStore(st *store.Store, key string) Option {
-	return func(c *config) error {
-		if st == nil {
-			return errors.New("WithStore(nil, …): pass a store, such as store.New(sqlite.Open(path))")
-		}
-		if key == "" {
-			return errors.New("WithStore: empty key: name the expert's conversation")
-		}
-		c.durable = &durable{st: st, key: key}
-		return nil
-	}
+	return usedBy(formAgent,
+		"WithStore keeps the conversation of a FromAgent expert (a one-shot or spawned child has none to keep)",
+		func(c *config) error {
+			if st == nil {
+				return errors.New("WithStore(nil, …): pass a store, such as store.New(sqlite.Open(path))")
+			}
+			if key == "" {
+				return errors.New("WithStore: empty key: name the expert's conversation")
+			}
+			c.durable = &durable{st: st, key: key}
+			return nil
+		})
 }
 
 // lockKey is the name of the expert's lock, apart from its conversation.

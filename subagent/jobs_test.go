@@ -74,7 +74,7 @@ func TestJobLifecycle(t *testing.T) {
 			fake.Text("done").For("lead").WithUsage(usage(1)),
 			fake.Text("dug").For(subagent.DefaultForkName).WithUsage(usage(10)).After(time.Minute),
 		)
-		reg, _ := setup(t, p, true, []subagent.Option{subagent.WithBackground()})
+		reg, _ := setup(t, p, true, []subagent.SpawnOption{subagent.WithBackground()})
 		start := time.Now()
 		out, err := lead(t, p, reg).Run(t.Context(), agent.Input{Text: "go"})
 		if err != nil {
@@ -121,7 +121,7 @@ func TestJobRunEndsWithJobRunning(t *testing.T) {
 			fake.Call("lookup", `{}`).For(fork).WithUsage(usage(7)),
 			fake.Text("too late").For(fork).WithUsage(usage(1000)).After(time.Hour),
 		)
-		reg, _ := setup(t, p, true, []subagent.Option{subagent.WithBackground()})
+		reg, _ := setup(t, p, true, []subagent.SpawnOption{subagent.WithBackground()})
 		rec := &recorder{}
 		start := time.Now()
 		out, err := lead(t, p, reg).Run(event.WithSink(t.Context(), rec), agent.Input{Text: "go"})
@@ -201,7 +201,7 @@ func TestJobCancel(t *testing.T) {
 				for _, r := range tc.child {
 					p.Add(r.For(subagent.DefaultForkName))
 				}
-				reg, _ := setup(t, p, true, []subagent.Option{subagent.WithBackground()})
+				reg, _ := setup(t, p, true, []subagent.SpawnOption{subagent.WithBackground()})
 				rec := &recorder{}
 				out, err := lead(t, p, reg).Run(event.WithSink(t.Context(), rec), agent.Input{Text: "go"})
 				if err != nil {
@@ -255,7 +255,7 @@ func TestJobsToolBadCalls(t *testing.T) {
 				fake.Text("dug").For(subagent.DefaultForkName),
 			)
 			var res tool.Result
-			reg, s := setup(t, p, false, []subagent.Option{subagent.WithBackground()})
+			reg, s := setup(t, p, false, []subagent.SpawnOption{subagent.WithBackground()})
 			jobs := s.JobsTool() // registered behind a spy that keeps its error
 			spy := tool.Func{Def: jobs.Definition(), Fn: func(ctx context.Context, c tool.Call) (tool.Result, error) {
 				r, err := jobs.Call(ctx, c)
@@ -283,7 +283,7 @@ func TestJobsToolBadCalls(t *testing.T) {
 func TestJobNeedsARun(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	p := fake.NewProvider(fake.Text("dug").For(subagent.DefaultForkName))
-	reg, _ := setup(t, p, true, []subagent.Option{subagent.WithBackground()})
+	reg, _ := setup(t, p, true, []subagent.SpawnOption{subagent.WithBackground()})
 	res, err := reg.Execute(t.Context(), []tool.Call{{ID: "c1", Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"t","background":true}`)}})
 	if err != nil {
 		t.Fatal(err)
@@ -331,7 +331,7 @@ func TestJobBudgetHeldUntilCollected(t *testing.T) {
 		for range 6 {
 			p.Add(child)
 		}
-		reg, _ := setup(t, p, true, []subagent.Option{subagent.WithBackground(), subagent.WithChildTokenBudget(500)}, pr.tool())
+		reg, _ := setup(t, p, true, []subagent.SpawnOption{subagent.WithBackground(), subagent.WithChildTokenBudget(500)}, pr.tool())
 		out, err := lead(t, p, reg, agent.WithTokenLimit(1000)).Run(t.Context(), agent.Input{Text: "go"})
 		if err != nil {
 			t.Fatal(err)
@@ -364,7 +364,7 @@ func TestJobAfterRunEnd(t *testing.T) {
 			fake.Call("lookup", `{}`).For(fork).WithUsage(usage(7)),
 			fake.Text("too late").For(fork).After(time.Hour),
 		).Loop()
-		reg, _ := setup(t, p, true, []subagent.Option{subagent.WithBackground()})
+		reg, _ := setup(t, p, true, []subagent.SpawnOption{subagent.WithBackground()})
 		ctx := agent.WithRun(t.Context(), "run_custom", "custom")
 		spawnBG := []tool.Call{{ID: "c1", Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"t","background":true}`)}}
 		res, err := reg.Execute(ctx, spawnBG)
@@ -397,7 +397,7 @@ func TestJobEventsAndSpan(t *testing.T) {
 			fake.Text("done").For("lead"),
 			fake.Text("dug").For(subagent.DefaultForkName).After(time.Minute),
 		)
-		reg, _ := setup(t, p, true, []subagent.Option{subagent.WithBackground()})
+		reg, _ := setup(t, p, true, []subagent.SpawnOption{subagent.WithBackground()})
 		spans := tracetest.NewSpanRecorder()
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 		rec := &recorder{}

@@ -74,15 +74,15 @@ func (r *recorder) all() []event.Event {
 	return append([]event.Event(nil), r.events...)
 }
 
-// form builds a SubAgentTool named "child" one of the three ways. Its child
+// formBuilder builds a SubAgentTool named "child" one of the three ways. Its child
 // agent is a ReAct agent named "child" over p with tools, so that a script
 // routes replies to it with For("child").
-type form struct {
+type formBuilder struct {
 	name  string
 	build func(t testing.TB, p provider.Provider, tools *tool.Registry, opts ...Option) *SubAgentTool
 }
 
-var forms = []form{
+var forms = []formBuilder{
 	{"FromAgent", func(t testing.TB, p provider.Provider, tools *tool.Registry, opts ...Option) *SubAgentTool {
 		child := newReact(t, p, agent.WithName("child"), agent.WithRegistry(tools))
 		return must(FromAgent("child", "Consults the child.", nil, child, opts...))(t)

@@ -60,7 +60,7 @@ type Spawner struct {
 	params *tool.Schema
 	p      provider.Provider
 	tools  *tool.Registry
-	cfg    config
+	cfg    spawnConfig
 	roster map[string]*SubAgentTool
 	fork   *SubAgentTool // template of a forked child; factory set per call
 	jobsIn *tool.Schema  // parameters of the jobs tool
@@ -75,18 +75,20 @@ type Spawner struct {
 // receive the spawner itself (and its JobsTool), which children then
 // inherit below the depth cap only: at the cap they are not advertised.
 //
-// Options: WithRoster, WithMaxSpawns, WithSpawnConcurrency,
-// WithChildTokenBudget, WithForkPrompt, WithForkName, WithForkTools,
-// WithSpawnPolicy, WithBackground; and, as for SubAgentTool, WithMaxDepth,
-// WithMaxOutputBytes, WithTimeout, WithResult/WithOutputSchema/OutputOf (the
-// default validation when a call gives no output_schema) and
-// WithReactOptions (for forks).
-func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...Option) (*Spawner, error) {
+// The options of the spawn tool alone are WithRoster, WithMaxSpawns,
+// WithSpawnConcurrency, WithChildTokenBudget, WithForkPrompt, WithForkName,
+// WithForkTools, WithSpawnPolicy and WithBackground. It takes these Options
+// of SubAgentTool too: WithMaxDepth, WithMaxOutputBytes (of every child),
+// WithResult, WithOutputSchema or OutputOf (the validation of a call that
+// gives no output_schema), and, for forked children, WithTimeout,
+// WithRender and WithReactOptions. It refuses WithRefuseWhenBusy,
+// WithInput and WithStore, which it would ignore. A nil option is ignored.
+func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...SpawnOption) (*Spawner, error) {
 	if p == nil {
 		return nil, fmt.Errorf("subagent %s: nil provider: pass the provider the parent runs on", SpawnToolName)
 	}
-	cfg := config{
-		maxDepth: DefaultMaxDepth, maxOutput: DefaultMaxOutputBytes,
+	cfg := spawnConfig{
+		config:    config{form: formSpawn, maxDepth: DefaultMaxDepth, maxOutput: DefaultMaxOutputBytes},
 		maxSpawns: DefaultMaxSpawns, concurrency: DefaultSpawnConcurrency,
 		forkName: DefaultForkName, forkPrompt: DefaultForkPrompt,
 	}
@@ -94,12 +96,9 @@ func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...Option) (*Spawn
 		if o == nil {
 			continue
 		}
-		if err := o(&cfg); err != nil {
+		if err := o.applySpawn(&cfg); err != nil {
 			return nil, fmt.Errorf("subagent %s: %w", SpawnToolName, err)
 		}
-	}
-	if cfg.durable != nil {
-		return nil, fmt.Errorf("subagent %s: WithStore keeps a resident's conversation: use it with FromAgent (a spawned child has none to keep)", SpawnToolName)
 	}
 	s := &Spawner{p: p, tools: reg, cfg: cfg, roster: map[string]*SubAgentTool{}}
 	names := make([]string, 0, len(cfg.roster))
@@ -123,16 +122,43 @@ func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...Option) (*Spawn
 		return nil, err
 	}
 	s.def = tool.Definition{Name: SpawnToolName, Description: spawnDescription(cfg), Parameters: params.Raw()}
-	s.fork = &SubAgentTool{def: tool.Definition{Name: cfg.forkName, Description: "a fork of the calling agent"}, cfg: cfg}
+	s.fork = &SubAgentTool{def: tool.Definition{Name: cfg.forkName, Description: "a fork of the calling agent"}, cfg: cfg.config}
 	return s, nil
 }
+
+// SpawnOption configures the spawn tool (NewSpawner). Every Option is a
+// SpawnOption; the options below that return SpawnOption configure the
+// spawn tool alone, and the three forms of SubAgentTool do not take them.
+type SpawnOption interface {
+	applySpawn(*spawnConfig) error
+}
+
+// spawnConfig is the spawn tool's configuration: what it shares with a
+// SubAgentTool (the template of its forks), and its own settings.
+type spawnConfig struct {
+	config
+	roster      []*SubAgentTool
+	maxSpawns   int
+	concurrency int
+	childTokens int64
+	forkName    string
+	forkPrompt  string
+	forkTools   func(tool.Tool) bool
+	policy      func(ctx context.Context) bool
+	background  bool
+}
+
+// spawnOption is a SpawnOption of the spawn tool alone.
+type spawnOption func(*spawnConfig) error
+
+func (o spawnOption) applySpawn(c *spawnConfig) error { return o(c) }
 
 // WithRoster offers named children: the model picks one with the agent
 // argument, by its name and description. Each is called with the task (and
 // context) as its "task" argument, so its parameters must accept that, as
 // TaskParams and ReactParams do.
-func WithRoster(members ...*SubAgentTool) Option {
-	return func(c *config) error {
+func WithRoster(members ...*SubAgentTool) SpawnOption {
+	return spawnOption(func(c *spawnConfig) error {
 		for _, m := range members {
 			if m == nil {
 				return errors.New("WithRoster: nil member")
@@ -140,19 +166,19 @@ func WithRoster(members ...*SubAgentTool) Option {
 		}
 		c.roster = append(c.roster, members...)
 		return nil
-	}
+	})
 }
 
 // WithMaxSpawns bounds how many children one parent run may start (default
 // DefaultMaxSpawns); a spawn past it fails with ErrMaxSpawns.
-func WithMaxSpawns(n int) Option {
-	return func(c *config) error {
+func WithMaxSpawns(n int) SpawnOption {
+	return spawnOption(func(c *spawnConfig) error {
 		if n < 1 {
 			return fmt.Errorf("max spawns %d: use 1 or more, or leave the spawn tool out", n)
 		}
 		c.maxSpawns = n
 		return nil
-	}
+	})
 }
 
 // WithSpawnConcurrency bounds how many children of one parent run run at
@@ -163,14 +189,14 @@ func WithMaxSpawns(n int) Option {
 // (tool.Registry.SetParallelism, default tool.DefaultParallelism, the same
 // as this default): the lower bound wins, so raise both for a fan-out wider
 // than that. WithMaxSpawns bounds how many children a run starts in all.
-func WithSpawnConcurrency(n int) Option {
-	return func(c *config) error {
+func WithSpawnConcurrency(n int) SpawnOption {
+	return spawnOption(func(c *spawnConfig) error {
 		if n < 1 {
 			return fmt.Errorf("spawn concurrency %d: use 1 or more", n)
 		}
 		c.concurrency = n
 		return nil
-	}
+	})
 }
 
 // WithChildTokenBudget gives each forked child a token limit of n, taken
@@ -183,65 +209,65 @@ func WithSpawnConcurrency(n int) Option {
 // parent has left when it starts, shared with the siblings running beside
 // it, and the parent's own limit catches an overrun at the end of the step.
 // Roster members are not limited: they are built by their owners.
-func WithChildTokenBudget(n int64) Option {
-	return func(c *config) error {
+func WithChildTokenBudget(n int64) SpawnOption {
+	return spawnOption(func(c *spawnConfig) error {
 		if n < 1 {
 			return fmt.Errorf("child token budget %d: use 1 or more", n)
 		}
 		c.childTokens = n
 		return nil
-	}
+	})
 }
 
 // WithForkPrompt sets the system prompt of forked children (default
 // DefaultForkPrompt).
-func WithForkPrompt(prompt string) Option {
-	return func(c *config) error { c.forkPrompt = prompt; return nil }
+func WithForkPrompt(prompt string) SpawnOption {
+	return spawnOption(func(c *spawnConfig) error { c.forkPrompt = prompt; return nil })
 }
 
 // WithForkName sets the agent name of forked children (default
 // DefaultForkName); it names them in events and routes fake replies.
-func WithForkName(name string) Option {
-	return func(c *config) error {
+func WithForkName(name string) SpawnOption {
+	return spawnOption(func(c *spawnConfig) error {
 		if err := tool.CheckName(name); err != nil {
 			return err
 		}
 		c.forkName = name
 		return nil
-	}
+	})
 }
 
 // WithForkTools narrows the tools a forked child inherits to those for
 // which keep reports true. A child never gets more than its parent. The
 // narrowed set is taken from the parent's registry at the first spawn.
-func WithForkTools(keep func(tool.Tool) bool) Option {
-	return func(c *config) error {
+func WithForkTools(keep func(tool.Tool) bool) SpawnOption {
+	return spawnOption(func(c *spawnConfig) error {
 		if keep == nil {
 			return errors.New("WithForkTools(nil): pass a function")
 		}
 		c.forkTools = keep
 		return nil
-	}
+	})
 }
 
 // WithSpawnPolicy decides, per call context, whether spawning is allowed.
 // Where it is not, the tool is not offered to the model at all.
-func WithSpawnPolicy(allow func(ctx context.Context) bool) Option {
-	return func(c *config) error {
+func WithSpawnPolicy(allow func(ctx context.Context) bool) SpawnOption {
+	return spawnOption(func(c *spawnConfig) error {
 		if allow == nil {
 			return errors.New("WithSpawnPolicy(nil): pass a function")
 		}
 		c.policy = allow
 		return nil
-	}
+	})
 }
 
 // WithBackground lets the model start children in the background: a spawn
 // with background=true returns a job id at once, and the tool from
 // (*Spawner).JobsTool waits for, lists or cancels jobs. Jobs still running
 // when the parent run ends are cancelled, and their usage still counts.
-func WithBackground() Option {
-	return func(c *config) error { c.background = true; return nil }
+func WithBackground() SpawnOption {
+	return spawnOption(func(c *spawnConfig) error { c.background = true; return nil })
 }
 
 func spawnParams(roster []string, background bool) json.RawMessage {
@@ -263,7 +289,7 @@ func spawnParams(roster []string, background bool) json.RawMessage {
 	return b
 }
 
-func spawnDescription(c config) string {
+func spawnDescription(c spawnConfig) string {
 	var b strings.Builder
 	b.WriteString("Start a sub-agent on a bounded task. It works in a fresh context of its own and returns only its final answer.\n")
 	b.WriteString("How to use it well:\n")

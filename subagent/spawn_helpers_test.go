@@ -82,7 +82,7 @@ func (p *probe) sorted() []string {
 
 // setup returns a registry holding lookup, the extra tools and the spawner
 // built with opts (and its jobs tool when background is set).
-func setup(t testing.TB, p provider.Provider, background bool, opts []subagent.Option, extra ...tool.Tool) (*tool.Registry, *subagent.Spawner) {
+func setup(t testing.TB, p provider.Provider, background bool, opts []subagent.SpawnOption, extra ...tool.Tool) (*tool.Registry, *subagent.Spawner) {
 	t.Helper()
 	reg, err := tool.NewRegistry(append([]tool.Tool{lookup()}, extra...)...)
 	if err != nil {
@@ -190,7 +190,7 @@ func (s *spy) count(target error) int {
 }
 
 // spied returns a registry holding lookup and the spawner behind a spy.
-func spied(t testing.TB, p provider.Provider, opts []subagent.Option, extra ...tool.Tool) (*tool.Registry, *spy) {
+func spied(t testing.TB, p provider.Provider, opts []subagent.SpawnOption, extra ...tool.Tool) (*tool.Registry, *spy) {
 	t.Helper()
 	reg, err := tool.NewRegistry(append([]tool.Tool{lookup()}, extra...)...)
 	if err != nil {

@@ -43,7 +43,7 @@ func TestSpawnRoster(t *testing.T) {
 	tests := []struct {
 		name      string
 		member    func(p provider.Provider) *subagent.SubAgentTool
-		opts      []subagent.Option
+		opts      []subagent.SpawnOption
 		args      string
 		replies   []fake.Reply
 		want      string
@@ -71,7 +71,7 @@ func TestSpawnRoster(t *testing.T) {
 		{
 			name:      "member keeps its own validation over the spawner's default",
 			member:    func(provider.Provider) *subagent.SubAgentTool { return factoryCritic(subagent.WithResult()) },
-			opts:      []subagent.Option{subagent.WithOutputSchema(json.RawMessage(numberSchema))},
+			opts:      []subagent.SpawnOption{subagent.WithOutputSchema(json.RawMessage(numberSchema))},
 			args:      `{"task":"review","agent":"critic"}`,
 			want:      `{"status":"success","summary":"two typos"}`,
 			wantValue: subagent.Result{Status: subagent.StatusSuccess, Summary: "two typos"},
