@@ -14,6 +14,7 @@ import (
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/id"
 	"github.com/deputy-go/deputy/internal/jsonvalue"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -82,7 +83,7 @@ func (t *SubAgentTool) invokeNow(ctx context.Context, callID string, args json.R
 	name := t.def.Name
 	em := event.From(ctx) // the scope is looked up once for the call's events
 	events := em.Enabled()
-	cctx := agent.WithDepth(ctx, agent.Depth(ctx)+1)
+	cctx := run.WithDepth(ctx, agent.Depth(ctx)+1)
 	runID := "" // only events and a render see the invocation's id
 	ann, _ := ctx.Value(announcedKey{}).(*announced)
 	switch {

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -175,7 +176,7 @@ func WithSpawnConcurrency(n int) Option {
 
 // WithChildTokenBudget gives each forked child a token limit of n, taken
 // from what the parent run has left: the tokens are set aside for the
-// child (agent.ReserveTokens) while it runs, so siblings running beside it
+// child while it runs, so siblings running beside it
 // cannot be promised them too, and a child gets less than n, or nothing
 // (ErrNoBudget), when less is left. A child that has used 80% of its limit
 // is told to finish with what it has; one that passes it fails with
@@ -312,14 +313,14 @@ type spawnRun struct {
 }
 
 func (s *Spawner) state(ctx context.Context) *spawnRun {
-	return agent.RunLocal(ctx, s, func() any {
+	return run.Local(ctx, s, func() any {
 		return &spawnRun{slots: semaphore.NewWeighted(int64(s.cfg.concurrency))}
 	}).(*spawnRun)
 }
 
 // Call starts one child and returns its answer, or, with background=true,
 // a job id. Spawns are counted, and run in slots, per run of the calling
-// agent (agent.RunLocal); a call made outside any run is counted with
+// agent; a call made outside any run is counted with
 // nothing else and cannot start a background job.
 func (s *Spawner) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
 	depth := agent.Depth(ctx)
@@ -367,7 +368,7 @@ func (s *Spawner) Call(ctx context.Context, call tool.Call) (tool.Result, error)
 		if child, args, in, err = s.member(a.Agent, text, check, callSchema); err != nil {
 			return tool.Result{}, err
 		}
-	} else if left, limited := agent.TokensLeft(ctx); limited && left == 0 {
+	} else if left, limited := run.TokensLeft(ctx); limited && left == 0 {
 		return tool.Result{}, errNoBudget()
 	}
 	st := s.state(ctx)
@@ -389,9 +390,9 @@ func (s *Spawner) Call(ctx context.Context, call tool.Call) (tool.Result, error)
 		if c == nil {
 			budget, limited := s.cfg.childTokens, false
 			if budget > 0 {
-				budget, limited, settle = agent.ReserveTokens(ctx, budget)
+				budget, limited, settle = run.Reserve(ctx, budget)
 			} else {
-				budget, limited = agent.TokensLeft(ctx)
+				budget, limited = run.TokensLeft(ctx)
 			}
 			if limited && budget == 0 {
 				st.spawns.Add(-1) // nothing started
