@@ -11,6 +11,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/tool"
 )
 
@@ -35,7 +36,7 @@ func TestDepthCapRefusesDeeperCalls(t *testing.T) {
 				p := fake.NewProvider(fake.Text("done").For("child"))
 				sub := f.build(t, p, nil, tt.opts...)
 				reg := must(tool.NewRegistry(sub))(t)
-				ctx := agent.WithDepth(context.Background(), tt.depth)
+				ctx := run.WithDepth(context.Background(), tt.depth)
 
 				if got := sub.Available(ctx); got != tt.available {
 					t.Errorf("Available at depth %d = %v, want %v", tt.depth, got, tt.available)

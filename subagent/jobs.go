@@ -16,6 +16,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/internal/id"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -70,8 +71,8 @@ func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task 
 	}
 	// The job outlives the call, not the run: its context is the run's. Its
 	// depth is the caller's.
-	jctx, cancel := context.WithCancel(agent.RunContext(ctx))
-	jctx = agent.WithDepth(jctx, agent.Depth(ctx))
+	jctx, cancel := context.WithCancel(run.Context(ctx))
+	jctx = run.WithDepth(jctx, agent.Depth(ctx))
 	j := &job{id: id.New("job_"), agent: who.def.Name, task: task, cancel: cancel, done: make(chan struct{})}
 	jt.mu.Lock()
 	if jt.closed {
@@ -115,11 +116,11 @@ func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task 
 // at the end of the run. It returns nil outside a run, or when the run has
 // ended before any job started.
 func (s *Spawner) jobs(ctx context.Context) *jobTable {
-	jt := agent.RunLocal(ctx, jobsKey{s}, func() any { return &jobTable{jobs: map[string]*job{}} }).(*jobTable)
+	jt := run.Local(ctx, jobsKey{s}, func() any { return &jobTable{jobs: map[string]*job{}} }).(*jobTable)
 	jt.mu.Lock()
 	defer jt.mu.Unlock()
 	if !jt.owned {
-		if !agent.OnRunEnd(ctx, jt.close) {
+		if !run.OnEnd(ctx, jt.close) {
 			return nil
 		}
 		jt.owned = true

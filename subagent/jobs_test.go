@@ -20,6 +20,7 @@ import (
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/internal/eventcheck"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -365,14 +366,14 @@ func TestJobAfterRunEnd(t *testing.T) {
 			fake.Text("too late").For(fork).After(time.Hour),
 		).Loop()
 		reg, _ := setup(t, p, true, []subagent.SpawnOption{subagent.WithBackground()})
-		ctx := agent.WithRun(t.Context(), "run_custom", "custom")
+		ctx := run.Start(t.Context(), "run_custom", "custom", 0)
 		spawnBG := []tool.Call{{ID: "c1", Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"t","background":true}`)}}
 		res, err := reg.Execute(ctx, spawnBG)
 		if err != nil || res[0].IsError {
 			t.Fatalf("first spawn: %+v, %v", res[0], err)
 		}
 		time.Sleep(time.Minute)
-		if diff := cmp.Diff(usage(7), agent.Finish(ctx)); diff != "" {
+		if diff := cmp.Diff(usage(7), run.Finish(ctx)); diff != "" {
 			t.Errorf("usage handed back at the run's end (-want +got):\n%s", diff)
 		}
 		res, err = reg.Execute(ctx, spawnBG)

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -201,7 +202,7 @@ func WithSpawnConcurrency(n int) SpawnOption {
 
 // WithChildTokenBudget gives each forked child a token limit of n, taken
 // from what the parent run has left: the tokens are set aside for the
-// child (agent.ReserveTokens) while it runs, so siblings running beside it
+// child while it runs, so siblings running beside it
 // cannot be promised them too, and a child gets less than n, or nothing
 // (ErrNoBudget), when less is left. A child that has used 80% of its limit
 // is told to finish with what it has; one that passes it fails with
@@ -338,112 +339,202 @@ type spawnRun struct {
 }
 
 func (s *Spawner) state(ctx context.Context) *spawnRun {
-	return agent.RunLocal(ctx, s, func() any {
+	return run.Local(ctx, s, func() any {
 		return &spawnRun{slots: semaphore.NewWeighted(int64(s.cfg.concurrency))}
 	}).(*spawnRun)
 }
 
 // Call starts one child and returns its answer, or, with background=true,
 // a job id. Spawns are counted, and run in slots, per run of the calling
-// agent (agent.RunLocal); a call made outside any run is counted with
-// nothing else and cannot start a background job.
+// agent; a call made outside any run is counted with nothing else and
+// cannot start a background job.
 func (s *Spawner) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
-	depth := agent.Depth(ctx)
-	if depth >= s.cfg.maxDepth {
-		return tool.Result{}, tool.Correctable(fmt.Errorf("%w: %s cannot be called at depth %d (the cap is %d): do this work directly",
+	if err := s.admit(ctx); err != nil {
+		return tool.Result{}, err
+	}
+	a, err := s.parse(call.Arguments)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	check, callSchema, err := s.checkerFor(a.OutputSchema)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	sc, err := s.plan(ctx, call.ID, a, check, callSchema)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	if a.Background {
+		return s.startJob(ctx, sc.who(), call.ID, a.Task, sc.runJob)
+	}
+	return sc.runNow(ctx)
+}
+
+// admit refuses a spawn at the depth cap, or where the policy denies it.
+func (s *Spawner) admit(ctx context.Context) error {
+	if depth := agent.Depth(ctx); depth >= s.cfg.maxDepth {
+		return tool.Correctable(fmt.Errorf("%w: %s cannot be called at depth %d (the cap is %d): do this work directly",
 			ErrMaxDepth, SpawnToolName, depth, s.cfg.maxDepth))
 	}
 	if s.cfg.policy != nil && !s.cfg.policy(ctx) {
-		return tool.Result{}, tool.Correctable(fmt.Errorf("%w: do this work directly", ErrDenied))
+		return tool.Correctable(fmt.Errorf("%w: do this work directly", ErrDenied))
 	}
-	raw := tool.Arguments(call.Arguments)
+	return nil
+}
+
+// parse checks the call's arguments against the tool's schema and decodes
+// them.
+func (s *Spawner) parse(arguments json.RawMessage) (spawnArgs, error) {
+	raw := tool.Arguments(arguments)
 	if err := s.params.Validate(raw); err != nil {
-		return tool.Result{}, fmt.Errorf("%w for %s: %v: %s", tool.ErrInvalidArguments, SpawnToolName, err, s.allowed())
+		return spawnArgs{}, fmt.Errorf("%w for %s: %v: %s", tool.ErrInvalidArguments, SpawnToolName, err, s.allowed())
 	}
 	var a spawnArgs
 	if err := json.Unmarshal(raw, &a); err != nil {
-		return tool.Result{}, fmt.Errorf("%w for %s: %v", tool.ErrInvalidArguments, SpawnToolName, err)
+		return spawnArgs{}, fmt.Errorf("%w for %s: %v", tool.ErrInvalidArguments, SpawnToolName, err)
 	}
 	if strings.TrimSpace(a.Task) == "" {
-		return tool.Result{}, fmt.Errorf("%w for %s: task is blank: say what the sub-agent must do", tool.ErrInvalidArguments, SpawnToolName)
+		return spawnArgs{}, fmt.Errorf("%w for %s: task is blank: say what the sub-agent must do", tool.ErrInvalidArguments, SpawnToolName)
 	}
-	check, callSchema := s.cfg.check, false
-	if len(a.OutputSchema) > 0 && string(a.OutputSchema) != "null" {
-		// The schema is the model's: bounded, so that neither compiling it
-		// nor checking the child's answer against it can run away.
-		sch, err := tool.CompileUntrustedSchema(a.OutputSchema)
-		if err != nil {
-			return tool.Result{}, fmt.Errorf("%w for %s: output_schema: %v: send a JSON Schema object such as {\"type\":\"object\",\"properties\":{\"answer\":{\"type\":\"string\"}}}, or leave it out",
-				tool.ErrInvalidArguments, SpawnToolName, err)
-		}
-		check, callSchema = &checker{schema: sch, decode: decodeAny, prompt: SchemaPrompt(sch.Raw())}, true
-	}
+	return a, nil
+}
 
-	text := a.Task
+// checkerFor returns the checker of the child's answer: one for the
+// call's output_schema (callSchema), else the spawner's default, if any.
+func (s *Spawner) checkerFor(schema json.RawMessage) (check *checker, callSchema bool, err error) {
+	if len(schema) == 0 || string(schema) == "null" {
+		return s.cfg.check, false, nil
+	}
+	// The schema is the model's: bounded, so that neither compiling it nor
+	// checking the child's answer against it can run away.
+	sch, err := tool.CompileUntrustedSchema(schema)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w for %s: output_schema: %v: send a JSON Schema object such as {\"type\":\"object\",\"properties\":{\"answer\":{\"type\":\"string\"}}}, or leave it out",
+			tool.ErrInvalidArguments, SpawnToolName, err)
+	}
+	return &checker{schema: sch, decode: decodeAny, prompt: SchemaPrompt(sch.Raw())}, true, nil
+}
+
+// spawnCall is one accepted call of the spawn tool: the child it starts
+// and the parent run's state it counts against.
+type spawnCall struct {
+	s      *Spawner
+	st     *spawnRun
+	callID string
+	member *target // a roster member set up for the call; nil for a fork
+	// A fork's task and checker: it is set up once it has a slot.
+	text  string
+	check *checker
+}
+
+// target is a sub-agent set up for one call: the tool that runs it, and
+// the arguments and input it gets.
+type target struct {
+	t    *SubAgentTool
+	args json.RawMessage
+	in   agent.Input
+}
+
+// plan accepts a call: it sets up the roster member it names, or, for a
+// fork, makes sure the parent run has tokens left; then it counts the
+// spawn against the run's limit.
+func (s *Spawner) plan(ctx context.Context, callID string, a spawnArgs, check *checker, callSchema bool) (*spawnCall, error) {
+	sc := &spawnCall{s: s, callID: callID, text: a.Task, check: check}
 	if strings.TrimSpace(a.Context) != "" {
-		text += "\n\nContext:\n" + a.Context
+		sc.text += "\n\nContext:\n" + a.Context
 	}
-	var (
-		child *SubAgentTool // a roster member; nil for a fork
-		args  json.RawMessage
-		in    agent.Input
-		err   error
-	)
 	if a.Agent != "" {
-		if child, args, in, err = s.member(a.Agent, text, check, callSchema); err != nil {
-			return tool.Result{}, err
+		m, args, in, err := s.member(a.Agent, sc.text, check, callSchema)
+		if err != nil {
+			return nil, err
 		}
-	} else if left, limited := agent.TokensLeft(ctx); limited && left == 0 {
-		return tool.Result{}, errNoBudget()
+		sc.member = &target{t: m, args: args, in: in}
+	} else if left, limited := run.TokensLeft(ctx); limited && left == 0 {
+		return nil, errNoBudget()
 	}
-	st := s.state(ctx)
-	if n := st.spawns.Add(1); n > int64(s.cfg.maxSpawns) {
-		return tool.Result{}, tool.Correctable(fmt.Errorf("%w: this run has started its %d sub-agents: do the rest directly, or combine tasks",
+	sc.st = s.state(ctx)
+	if n := sc.st.spawns.Add(1); n > int64(s.cfg.maxSpawns) {
+		return nil, tool.Correctable(fmt.Errorf("%w: this run has started its %d sub-agents: do the rest directly, or combine tasks",
 			ErrMaxSpawns, s.cfg.maxSpawns))
 	}
-	// run waits for a slot, then runs the child. A fork's budget is taken
-	// only then, so that it counts what the siblings before it spent. The
-	// reservation ends, with what the child spent, before the slot is given
-	// up, so that the next child sees it; a background job holds it until
-	// its usage reaches the parent, and gets the settle function for that.
-	run := func(ctx context.Context, hold bool) (tool.Result, func(int64), error) {
-		if err := st.slots.Acquire(ctx, 1); err != nil {
-			return tool.Result{}, noSettle, fmt.Errorf("subagent %s: waiting for a free slot: %w", SpawnToolName, err)
-		}
-		defer st.slots.Release(1)
-		c, args, in, settle := child, args, in, noSettle
-		if c == nil {
-			budget, limited := s.cfg.childTokens, false
-			if budget > 0 {
-				budget, limited, settle = agent.ReserveTokens(ctx, budget)
-			} else {
-				budget, limited = agent.TokensLeft(ctx)
-			}
-			if limited && budget == 0 {
-				st.spawns.Add(-1) // nothing started
-				return tool.Result{}, noSettle, errNoBudget()
-			}
-			c, args, in = s.forkFor(text, check, budget)
-		}
-		res, err := c.invoke(ctx, call.ID, args, in)
-		res.Content = capOutput(res.Content, s.cfg.maxOutput)
-		if !hold {
-			settle(res.Usage.Tokens())
-			settle = noSettle
-		}
-		return res, settle, err
+	return sc, nil
+}
+
+// who is the sub-agent the call runs, as a job names it: the member, or
+// the spawner's fork.
+func (sc *spawnCall) who() *SubAgentTool {
+	if sc.member != nil {
+		return sc.member.t
 	}
-	if a.Background {
-		who := child
-		if who == nil {
-			who = s.fork
-		}
-		return s.startJob(ctx, who, call.ID, a.Task, func(ctx context.Context) (tool.Result, func(int64), error) {
-			return run(ctx, true)
-		})
+	return sc.s.fork
+}
+
+// runNow runs the child in the foreground, in a slot of the parent run. A
+// fork's reservation ends, with what the child spent, before the slot is
+// given up, so that the next child sees it.
+func (sc *spawnCall) runNow(ctx context.Context) (tool.Result, error) {
+	if err := sc.takeSlot(ctx); err != nil {
+		return tool.Result{}, err
 	}
-	res, _, err := run(ctx, false)
+	defer sc.st.slots.Release(1)
+	res, settle, err := sc.run(ctx)
+	settle(res.Usage.Tokens())
 	return res, err
+}
+
+// runJob runs the child as a background job, in a slot of the parent run
+// like runNow; a fork's reservation is kept until the job's usage reaches
+// the parent, which calls the settle function it returns.
+func (sc *spawnCall) runJob(ctx context.Context) (tool.Result, func(int64), error) {
+	if err := sc.takeSlot(ctx); err != nil {
+		return tool.Result{}, noSettle, err
+	}
+	defer sc.st.slots.Release(1)
+	return sc.run(ctx)
+}
+
+// takeSlot waits for a free slot of the parent run.
+func (sc *spawnCall) takeSlot(ctx context.Context) error {
+	if err := sc.st.slots.Acquire(ctx, 1); err != nil {
+		return fmt.Errorf("subagent %s: waiting for a free slot: %w", SpawnToolName, err)
+	}
+	return nil
+}
+
+// run runs the child, its slot held, and returns its result, capped, with
+// the settle function of a fork's reservation, not yet called.
+func (sc *spawnCall) run(ctx context.Context) (tool.Result, func(int64), error) {
+	c, settle, err := sc.child(ctx)
+	if err != nil {
+		return tool.Result{}, noSettle, err
+	}
+	res, err := c.t.invoke(ctx, sc.callID, c.args, c.in)
+	res.Content = capOutput(res.Content, sc.s.cfg.maxOutput)
+	return res, settle, err
+}
+
+// child returns the call's sub-agent: the member, or a fork with its
+// budget. A fork's budget is taken only now, with the slot held, so that
+// it counts what the siblings before it spent: WithChildTokenBudget's,
+// set aside from what the parent run has left (settle ends that), or else
+// all that the parent run has left. When nothing is left the spawn fails
+// and is not counted.
+func (sc *spawnCall) child(ctx context.Context) (target, func(int64), error) {
+	if sc.member != nil {
+		return *sc.member, noSettle, nil
+	}
+	budget, limited, settle := sc.s.cfg.childTokens, false, noSettle
+	if budget > 0 {
+		budget, limited, settle = run.Reserve(ctx, budget)
+	} else {
+		budget, limited = run.TokensLeft(ctx)
+	}
+	if limited && budget == 0 {
+		sc.st.spawns.Add(-1) // nothing started
+		return target{}, noSettle, errNoBudget()
+	}
+	t, args, in := sc.s.forkFor(sc.text, sc.check, budget)
+	return target{t: t, args: args, in: in}, settle, nil
 }
 
 func noSettle(int64) {}

@@ -14,6 +14,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -61,7 +62,7 @@ func (p *probe) tool() tool.Tool {
 		Def: tool.Definition{Name: "probe", Description: "Reports the tokens left.", Parameters: json.RawMessage(`{"type":"object"}`)},
 		Fn: func(ctx context.Context, _ tool.Call) (tool.Result, error) {
 			s := "unlimited"
-			if n, limited := agent.TokensLeft(ctx); limited {
+			if n, limited := run.TokensLeft(ctx); limited {
 				s = strconv.FormatInt(n, 10)
 			}
 			p.mu.Lock()

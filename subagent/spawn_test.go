@@ -11,8 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
-	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -235,7 +235,7 @@ func TestSpawnNotOfferedAtCapOrWhenDenied(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := fake.NewProvider(fake.Text("done").For(subagent.DefaultForkName))
 			reg, s := setup(t, p, true, append(tc.opts, subagent.WithBackground()))
-			ctx := agent.WithDepth(t.Context(), tc.depth)
+			ctx := run.WithDepth(t.Context(), tc.depth)
 			if tc.deny {
 				ctx = context.WithValue(ctx, denyKey{}, true)
 			}

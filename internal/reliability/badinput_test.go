@@ -12,6 +12,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agui"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -178,7 +179,7 @@ func TestBadInput(t *testing.T) {
 		{"NewSpawner: max spawns 0", func() error { _, err := subagent.NewSpawner(p, nil, subagent.WithMaxSpawns(0)); return err }, "max spawns 0"},
 		{"NewSpawner: concurrency 0", func() error { _, err := subagent.NewSpawner(p, nil, subagent.WithSpawnConcurrency(0)); return err }, "concurrency 0"},
 		{"subagent call beyond the depth cap", func() error {
-			_, err := resident.Call(agent.WithDepth(ctx, 1), tool.Call{ID: "1", Name: "expert", Arguments: []byte(`{"task":"t"}`)})
+			_, err := resident.Call(run.WithDepth(ctx, 1), tool.Call{ID: "1", Name: "expert", Arguments: []byte(`{"task":"t"}`)})
 			if !errors.Is(err, subagent.ErrMaxDepth) {
 				return errors.New("not ErrMaxDepth")
 			}
