@@ -6,6 +6,17 @@
 // It accepts exactly what json.Valid accepts, and decodes to what a
 // json.Decoder with UseNumber would, but that it refuses an object that
 // repeats a key. Decoded strings share memory with the text read.
+//
+// It is hand-written for the allocations it saves on every delegation.
+// Checking the text with jsontext (github.com/go-json-experiment/json, the
+// syntax layer of encoding/json/v2, which refuses repeated keys) and then
+// decoding it with encoding/json takes a FromFactory delegation
+// (BenchmarkDelegation/factory in subagent) from 33 to 43 allocations and
+// 2.8 to 3.7 KB, one with a validated answer from 59 to 80 allocations and
+// 4.9 to 6.9 KB, and one through FromReact from 42 to 84: over the 40 and
+// 60 allocations a delegation may cost. The reference tests and fuzz
+// targets hold it to encoding/json, and TestHostileInputIsLinear to a
+// linear reading.
 package jsonvalue
 
 import (
