@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/deputy-go/deputy/internal/agentname"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -100,13 +101,19 @@ var (
 	ErrProviderPanic = errors.New("agent: provider panicked")
 )
 
-type runKey struct{}
+// runKey is the key of a run's identity. It is defined below agent so
+// that the fake provider can read the agent's name without importing
+// agent.
+type runKey = agentname.Key
 
 type runInfo struct {
 	id, parent, name string
 	depth            int
 	scope            *scope
 }
+
+// AgentName is the name of the run's agent, for agentname.From.
+func (ri *runInfo) AgentName() string { return ri.name }
 
 func info(ctx context.Context) runInfo {
 	if ri, ok := ctx.Value(runKey{}).(*runInfo); ok {
