@@ -2,7 +2,6 @@ package anthropic_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/provider/anthropic"
+	"github.com/deputy-go/deputy/provider/internal/wiretest"
 	"github.com/deputy-go/deputy/provider/providertest"
 )
 
@@ -550,22 +550,9 @@ func TestRequestMapping(t *testing.T) {
 // without further deltas, and that Stream returns the callback's error.
 func TestStreamStopsEarly(t *testing.T) {
 	clearEnv(t)
-	s := &server{t: t, answers: []canned{{status: 200, file: "stream_text.sse"}}}
-	srv := httptest.NewServer(s)
+	srv := httptest.NewServer(&server{t: t, answers: []canned{{status: 200, file: "stream_text.sse"}}})
 	defer srv.Close()
-	p := newTestProvider(t, srv)
-	stop := errors.New("seen enough")
-	n := 0
-	_, err := p.Stream(t.Context(), weatherRequest(), func(provider.Delta) error {
-		n++
-		return stop
-	})
-	if n != 1 {
-		t.Errorf("got %d deltas; want 1", n)
-	}
-	if !errors.Is(err, stop) {
-		t.Errorf("Stream returned %v; want the callback's error %q", err, stop)
-	}
+	wiretest.StreamStopsEarly(t, newTestProvider(t, srv), weatherRequest())
 }
 
 // TestBadRequests checks that a request the API could never accept fails
@@ -679,18 +666,7 @@ func TestReplay(t *testing.T) {
 
 func TestCancelBeforeSending(t *testing.T) {
 	clearEnv(t)
-	s := &server{t: t}
-	srv := httptest.NewServer(s)
+	srv := httptest.NewServer(&server{t: t})
 	defer srv.Close()
-	p := newTestProvider(t, srv)
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	_, err := p.Complete(ctx, weatherRequest())
-	if !errors.Is(err, context.Canceled) {
-		t.Errorf("error %v does not wrap context.Canceled", err)
-	}
-	var perr *provider.Error
-	if errors.As(err, &perr) {
-		t.Errorf("cancellation reported as a provider failure: %v", err)
-	}
+	wiretest.CancelBeforeSending(t, newTestProvider(t, srv), weatherRequest())
 }
