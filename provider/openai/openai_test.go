@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -22,8 +21,6 @@ import (
 	"github.com/deputy-go/deputy/provider/openai"
 	"github.com/deputy-go/deputy/provider/providertest"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden request files under testdata/requests")
 
 // envKeys are the variables the SDK or this package read.
 var envKeys = []string{
@@ -99,31 +96,6 @@ func (s *server) requests() [][]byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.bodies
-}
-
-// golden compares got with testdata/requests/name.json, or rewrites the file
-// with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, got, "", "  "); err != nil {
-		t.Fatalf("the request body is not JSON: %v\n%s", err, got)
-	}
-	buf.WriteByte('\n')
-	path := filepath.Join("testdata", "requests", name+".json")
-	if *update {
-		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), buf.String()); diff != "" {
-		t.Errorf("request body differs from %s (-want +got):\n%s", path, diff)
-	}
 }
 
 func newTestProvider(t *testing.T, srv *httptest.Server, opts ...openai.Option) *openai.Provider {
@@ -381,7 +353,7 @@ func TestComplete(t *testing.T) {
 					t.Errorf("retry %d sent a different body:\n%s\nfirst:\n%s", i, bodies[i], bodies[0])
 				}
 			}
-			golden(t, tc.name, bodies[0])
+			wiretest.Golden(t, tc.name, bodies[0])
 			if auth := s.headers[0].Get("Authorization"); auth != "Bearer sk-test" {
 				t.Errorf("Authorization = %q; want the API key as a bearer token", auth)
 			}
@@ -482,7 +454,7 @@ func TestStream(t *testing.T) {
 			if diff := cmp.Diff(tc.resp, resp); diff != "" {
 				t.Errorf("response mismatch (-want +got):\n%s", diff)
 			}
-			golden(t, tc.name, s.requests()[0])
+			wiretest.Golden(t, tc.name, s.requests()[0])
 		})
 	}
 }
@@ -561,7 +533,7 @@ func TestReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := s.requests()[0]
-	golden(t, "replay", body)
+	wiretest.Golden(t, "replay", body)
 
 	// The body decodes back into the same conversation, except for the error
 	// flag that Chat Completions cannot carry.
