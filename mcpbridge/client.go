@@ -529,7 +529,7 @@ func (t *remoteTool) Available(context.Context) bool { return !t.gone.Load() }
 // error Result the model reads; only the end of ctx is a Go error.
 func (t *remoteTool) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
 	c := t.c
-	args := tool.Arguments(call.Arguments)
+	args := tool.ArgumentsOrEmptyObject(call.Arguments)
 	if !json.Valid(args) {
 		return tool.Result{}, fmt.Errorf("%w for %s: not valid JSON: send a JSON object", tool.ErrInvalidArguments, t.def.Name)
 	}

@@ -46,7 +46,7 @@ func (t *SubAgentTool) Call(ctx context.Context, call tool.Call) (tool.Result, e
 		return tool.Result{}, tool.Correctable(fmt.Errorf("%w: %q cannot be called at depth %d (the cap is %d): do this work directly",
 			ErrMaxDepth, name, depth, t.cfg.maxDepth))
 	}
-	args := tool.Arguments(call.Arguments)
+	args := tool.ArgumentsOrEmptyObject(call.Arguments)
 	// The text is read once, for the schema and for the child's input.
 	text := string(args)
 	var err error

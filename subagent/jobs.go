@@ -196,7 +196,7 @@ func (t *jobsTool) Available(ctx context.Context) bool { return t.s.Available(ct
 
 func (t *jobsTool) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
 	const usage = `pass {"action":"wait"|"list"|"cancel","job_id":"…","timeout_seconds":0-600}`
-	raw := tool.Arguments(call.Arguments)
+	raw := tool.ArgumentsOrEmptyObject(call.Arguments)
 	if err := t.s.jobsIn.Validate(raw); err != nil {
 		return tool.Result{}, fmt.Errorf("%w for %s: %v: %s", tool.ErrInvalidArguments, JobsToolName, err, usage)
 	}

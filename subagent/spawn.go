@@ -385,7 +385,7 @@ func (s *Spawner) admit(ctx context.Context) error {
 // parse checks the call's arguments against the tool's schema and decodes
 // them.
 func (s *Spawner) parse(arguments json.RawMessage) (spawnArgs, error) {
-	raw := tool.Arguments(arguments)
+	raw := tool.ArgumentsOrEmptyObject(arguments)
 	if err := s.params.Validate(raw); err != nil {
 		return spawnArgs{}, fmt.Errorf("%w for %s: %v: %s", tool.ErrInvalidArguments, SpawnToolName, err, s.allowed())
 	}
