@@ -64,7 +64,7 @@ func TestDepthCapRefusesDeeperCalls(t *testing.T) {
 			})
 		}
 	}
-	if _, err := FromAgent("x", "x", nil, agent.Func(nil), WithMaxDepth(0)); err == nil {
+	if _, err := FromAgent("x", "x", agent.Func(nil), WithMaxDepth(0)); err == nil {
 		t.Error("WithMaxDepth(0) accepted")
 	}
 }
@@ -75,7 +75,7 @@ func TestDelegationCycleIsBoundedByDepth(t *testing.T) {
 	for _, maxDepth := range []int{1, 2, 3} {
 		p := fake.NewProvider(fake.Call("loop", `{"task":"again"}`).For("loop")).Loop()
 		tools := must(tool.NewRegistry())(t)
-		sub := must(FromReact("loop", "Runs itself.", p, tools, nil, WithMaxDepth(maxDepth),
+		sub := must(FromReact("loop", "Runs itself.", p, tools, WithMaxDepth(maxDepth),
 			WithReactOptions(agent.WithToolRetries(0))))(t)
 		if err := tools.Register(sub); err != nil {
 			t.Fatal(err)
@@ -164,7 +164,7 @@ func TestOutputCapAppliesThroughTheTool(t *testing.T) {
 			}
 		})
 	}
-	if _, err := FromAgent("x", "x", nil, agent.Func(nil), WithMaxOutputBytes(10)); err == nil {
+	if _, err := FromAgent("x", "x", agent.Func(nil), WithMaxOutputBytes(10)); err == nil {
 		t.Error("WithMaxOutputBytes(10) accepted")
 	}
 }

@@ -85,15 +85,15 @@ type formBuilder struct {
 var forms = []formBuilder{
 	{"FromAgent", func(t testing.TB, p provider.Provider, tools *tool.Registry, opts ...Option) *SubAgentTool {
 		child := newReact(t, p, agent.WithName("child"), agent.WithRegistry(tools))
-		return must(FromAgent("child", "Consults the child.", nil, child, opts...))(t)
+		return must(FromAgent("child", "Consults the child.", child, opts...))(t)
 	}},
 	{"FromFactory", func(t testing.TB, p provider.Provider, tools *tool.Registry, opts ...Option) *SubAgentTool {
-		return must(FromFactory("child", "Delegates to a fresh child.", nil, func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
+		return must(FromFactory("child", "Delegates to a fresh child.", func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(p, agent.WithName("child"), agent.WithRegistry(tools))
 		}, opts...))(t)
 	}},
 	{"FromReact", func(t testing.TB, p provider.Provider, tools *tool.Registry, opts ...Option) *SubAgentTool {
-		return must(FromReact("child", "Runs a sub-agent the model defines.", p, tools, nil, opts...))(t)
+		return must(FromReact("child", "Runs a sub-agent the model defines.", p, tools, opts...))(t)
 	}},
 }
 

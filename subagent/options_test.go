@@ -3,6 +3,7 @@ package subagent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/tool"
 )
 
 // TestOptionsRefusedWhereIgnored builds each form with each Option. A form
@@ -41,19 +43,20 @@ func TestOptionsRefusedWhereIgnored(t *testing.T) {
 		{"WithRefuseWhenBusy", WithRefuseWhenBusy(), formAgent},
 		{"WithStore", WithStore(st, "expert"), formAgent},
 		{"WithInput", WithInput(input), tools},
+		{"WithParams", WithParams(json.RawMessage(TaskParams)), tools},
 		{"WithReactOptions", WithReactOptions(agent.WithMaxSteps(3)), formReact | formSpawn},
 	}
 	build := map[form]func(Option) error{
 		formAgent: func(o Option) error {
-			_, err := FromAgent("expert", "", nil, newReact(t, p), o)
+			_, err := FromAgent("expert", "", newReact(t, p), o)
 			return err
 		},
 		formFactory: func(o Option) error {
-			_, err := FromFactory("expert", "", nil, func(context.Context, json.RawMessage) (agent.Agent, error) { return nil, nil }, o)
+			_, err := FromFactory("expert", "", func(context.Context, json.RawMessage) (agent.Agent, error) { return nil, nil }, o)
 			return err
 		},
 		formReact: func(o Option) error {
-			_, err := FromReact("expert", "", p, nil, nil, o)
+			_, err := FromReact("expert", "", p, nil, o)
 			return err
 		},
 		formSpawn: func(o Option) error {
@@ -88,7 +91,7 @@ func TestOptionsRefusedWhereIgnored(t *testing.T) {
 // TestRefusalMessage pins one refusal in full: it names the tool, the
 // option, where the option belongs and the form that would ignore it.
 func TestRefusalMessage(t *testing.T) {
-	_, err := FromAgent("expert", "", nil, newReact(t, fake.NewProvider()), WithReactOptions(agent.WithMaxSteps(3)))
+	_, err := FromAgent("expert", "", newReact(t, fake.NewProvider()), WithReactOptions(agent.WithMaxSteps(3)))
 	want := `subagent "expert": WithReactOptions configures the children of FromReact and the spawn tool's forks; FromAgent would ignore it`
 	if err == nil || err.Error() != want {
 		t.Errorf("error %v, want %q", err, want)
@@ -100,14 +103,32 @@ func TestRefusalMessage(t *testing.T) {
 func TestNilOptionsIgnored(t *testing.T) {
 	p := fake.NewProvider()
 	var nilOpt Option
-	if _, err := FromAgent("expert", "", nil, newReact(t, p), nil, nilOpt); err != nil {
+	if _, err := FromAgent("expert", "", newReact(t, p), nil, nilOpt); err != nil {
 		t.Errorf("FromAgent: %v", err)
 	}
-	if _, err := FromReact("expert", "", p, nil, nil, nil); err != nil {
+	if _, err := FromReact("expert", "", p, nil, nil); err != nil {
 		t.Errorf("FromReact: %v", err)
 	}
 	var nilSpawn SpawnOption
 	if _, err := NewSpawner(p, nil, nil, nilSpawn, nilOpt); err != nil {
 		t.Errorf("NewSpawner: %v", err)
+	}
+}
+
+// A tool built with WithParams advertises and enforces that schema.
+func TestWithParams(t *testing.T) {
+	params := json.RawMessage(`{"type":"object","properties":{"topic":{"type":"string"}},"required":["topic"]}`)
+	p := fake.NewProvider(fake.Text("done").For("child"))
+	sub := must(FromReact("child", "d", p, nil, WithParams(params), WithInput(func(args json.RawMessage) (agent.Input, error) {
+		return agent.Input{Text: string(args)}, nil
+	})))(t)
+	if got := string(sub.Definition().Parameters); got != string(params) {
+		t.Errorf("parameters %s, want %s", got, params)
+	}
+	if _, err := callTool(t.Context(), sub, "call_1", `{"task":"no topic"}`); !errors.Is(err, tool.ErrInvalidArguments) {
+		t.Errorf("a call without the required topic: %v, want tool.ErrInvalidArguments", err)
+	}
+	if _, err := callTool(t.Context(), sub, "call_2", `{"topic":"tides"}`); err != nil {
+		t.Errorf("a call with the topic: %v", err)
 	}
 }

@@ -219,7 +219,7 @@ func TestSpawnCancelParent(t *testing.T) {
 func TestSpawnChildIgnoringCancellation(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	synctest.Test(t, func(t *testing.T) {
-		stubborn, err := subagent.FromFactory("stubborn", "Never stops.", nil, func(context.Context, json.RawMessage) (agent.Agent, error) {
+		stubborn, err := subagent.FromFactory("stubborn", "Never stops.", func(context.Context, json.RawMessage) (agent.Agent, error) {
 			return agent.Func(func(ctx context.Context, in agent.Input) (agent.Output, error) {
 				<-ctx.Done()
 				return agent.Output{Answer: "half done", Usage: usage(5)}, nil

@@ -164,7 +164,7 @@ func TestSpawnOutputCap(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	long := strings.Repeat("é", 500) // 1000 bytes
 	member := func(p provider.Provider) *subagent.SubAgentTool {
-		m, _ := subagent.FromReact("writer", "Writes at length.", p, nil, nil, subagent.WithMaxOutputBytes(4096))
+		m, _ := subagent.FromReact("writer", "Writes at length.", p, nil, subagent.WithMaxOutputBytes(4096))
 		return m
 	}
 	for _, args := range []string{`{"task":"write"}`, `{"task":"write","agent":"writer"}`} {
@@ -193,7 +193,7 @@ func TestSpawnForkRenderAndTimeout(t *testing.T) {
 	})
 	t.Run("render", func(t *testing.T) {
 		p := fake.NewProvider(fake.Text("forked").For(subagent.DefaultForkName), fake.Text("listed").For("writer"))
-		writer, err := subagent.FromReact("writer", "Writes.", p, nil, nil)
+		writer, err := subagent.FromReact("writer", "Writes.", p, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,7 +26,7 @@ func TestSpawnRoster(t *testing.T) {
 		got []string
 	)
 	factoryCritic := func(opts ...subagent.Option) *subagent.SubAgentTool {
-		m, err := subagent.FromFactory("critic", "Reviews a draft for errors.", nil,
+		m, err := subagent.FromFactory("critic", "Reviews a draft for errors.",
 			func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 				return agent.Func(func(ctx context.Context, in agent.Input) (agent.Output, error) {
 					mu.Lock()
@@ -53,7 +53,7 @@ func TestSpawnRoster(t *testing.T) {
 		{
 			name: "react member",
 			member: func(p provider.Provider) *subagent.SubAgentTool {
-				m, _ := subagent.FromReact("researcher", "Finds sources.", p, nil, nil)
+				m, _ := subagent.FromReact("researcher", "Finds sources.", p, nil)
 				return m
 			},
 			args:      `{"task":"find sources on X","context":"X is a letter","agent":"researcher"}`,
@@ -81,7 +81,7 @@ func TestSpawnRoster(t *testing.T) {
 		{
 			name: "call's output_schema wins, and the member is told it",
 			member: func(p provider.Provider) *subagent.SubAgentTool {
-				m, _ := subagent.FromReact("researcher", "Finds sources.", p, nil, nil, subagent.WithResult())
+				m, _ := subagent.FromReact("researcher", "Finds sources.", p, nil, subagent.WithResult())
 				return m
 			},
 			args:      `{"task":"count","agent":"researcher","output_schema":` + numberSchema + `}`,

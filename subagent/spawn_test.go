@@ -21,11 +21,11 @@ import (
 func TestSpawnInvalidArgumentsAreCorrectable(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	p := fake.NewProvider()
-	critic, err := subagent.FromReact("critic", "Reviews a draft for errors.", p, nil, nil)
+	critic, err := subagent.FromReact("critic", "Reviews a draft for errors.", p, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	researcher, err := subagent.FromReact("researcher", "Finds and reads sources.", p, nil, nil)
+	researcher, err := subagent.FromReact("researcher", "Finds and reads sources.", p, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestNewSpawnerRejectsBadConfiguration(t *testing.T) {
 		if params != "" {
 			raw = json.RawMessage(params)
 		}
-		m, err := subagent.FromReact(name, "d", p, nil, raw)
+		m, err := subagent.FromReact(name, "d", p, nil, subagent.WithParams(raw))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,8 +123,8 @@ func TestNewSpawnerRejectsBadConfiguration(t *testing.T) {
 
 func TestSpawnDefinition(t *testing.T) {
 	p := fake.NewProvider()
-	researcher, _ := subagent.FromReact("researcher", "Finds and reads sources.", p, nil, nil)
-	critic, _ := subagent.FromReact("critic", "Reviews a draft for errors.", p, nil, nil)
+	researcher, _ := subagent.FromReact("researcher", "Finds and reads sources.", p, nil)
+	critic, _ := subagent.FromReact("critic", "Reviews a draft for errors.", p, nil)
 	tests := []struct {
 		name       string
 		opts       []subagent.SpawnOption
@@ -274,7 +274,7 @@ func FuzzSpawnArguments(f *testing.F) {
 		f.Add(seed)
 	}
 	p := fake.NewProvider(fake.Text(`{"n":1}`)).Loop().DontRecord()
-	critic, err := subagent.FromReact("critic", "Reviews.", p, nil, nil)
+	critic, err := subagent.FromReact("critic", "Reviews.", p, nil)
 	if err != nil {
 		f.Fatal(err)
 	}

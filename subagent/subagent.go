@@ -122,14 +122,13 @@ const ReactParams = `{"type":"object","properties":{"system_prompt":{"type":"str
 // fails or is cancelled leaves a's conversation as it was before (for agents
 // with a Hold method, such as *agent.React, which keep the turns other
 // callers of a finished meanwhile; or, failing that, a Checkpoint method).
-// params is the JSON Schema
-// of the arguments; nil means TaskParams. By default a receives the
-// arguments' JSON text as its input.
-func FromAgent(name, description string, params json.RawMessage, a agent.Agent, opts ...Option) (*SubAgentTool, error) {
+// The tool takes TaskParams unless WithParams says otherwise; by default a
+// receives the arguments' JSON text as its input.
+func FromAgent(name, description string, a agent.Agent, opts ...Option) (*SubAgentTool, error) {
 	if a == nil {
 		return nil, fmt.Errorf("subagent %q: nil agent: pass the agent to consult", name)
 	}
-	t, err := build(name, description, params, TaskParams, formAgent, opts)
+	t, err := build(name, description, TaskParams, formAgent, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -145,14 +144,14 @@ func FromAgent(name, description string, params json.RawMessage, a agent.Agent, 
 }
 
 // FromFactory returns the one-shot form: each call gets a fresh agent from
-// factory, discarded after the call. Calls run in parallel. params is the
-// JSON Schema of the arguments; nil means TaskParams. By default the agent
+// factory, discarded after the call. Calls run in parallel. The tool takes
+// TaskParams unless WithParams says otherwise; by default the agent
 // receives the arguments' JSON text as its input.
-func FromFactory(name, description string, params json.RawMessage, factory Factory, opts ...Option) (*SubAgentTool, error) {
+func FromFactory(name, description string, factory Factory, opts ...Option) (*SubAgentTool, error) {
 	if factory == nil {
 		return nil, fmt.Errorf("subagent %q: nil factory: pass a function that builds the agent", name)
 	}
-	t, err := build(name, description, params, TaskParams, formFactory, opts)
+	t, err := build(name, description, TaskParams, formFactory, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -168,16 +167,16 @@ func FromFactory(name, description string, params json.RawMessage, factory Facto
 // the parameter schema checked. A missing system prompt is empty; a call
 // whose task is missing, not a string or blank fails with
 // tool.ErrInvalidArguments, which the calling model reads and can correct
-// (a model API refuses an empty user message). params nil means
-// ReactParams. WithReactOptions configures the children further; a system
+// (a model API refuses an empty user message). The tool takes ReactParams
+// unless WithParams says otherwise. WithReactOptions configures the children further; a system
 // prompt given there comes first in the child's system prompt, followed by
 // the arguments' system_prompt and, when the tool validates, the answer's
 // shape.
-func FromReact(name, description string, p provider.Provider, tools *tool.Registry, params json.RawMessage, opts ...Option) (*SubAgentTool, error) {
+func FromReact(name, description string, p provider.Provider, tools *tool.Registry, opts ...Option) (*SubAgentTool, error) {
 	if p == nil {
 		return nil, fmt.Errorf("subagent %q: nil provider: pass the provider the children run on", name)
 	}
-	t, err := build(name, description, params, ReactParams, formReact, opts)
+	t, err := build(name, description, ReactParams, formReact, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -244,10 +243,20 @@ func field(args json.RawMessage, name string) string {
 	return s
 }
 
-func build(name, description string, params json.RawMessage, defaultParams string, f form, opts []Option) (*SubAgentTool, error) {
+func build(name, description, defaultParams string, f form, opts []Option) (*SubAgentTool, error) {
 	if err := tool.CheckName(name); err != nil {
 		return nil, fmt.Errorf("subagent: %w", err)
 	}
+	cfg := config{form: f, maxDepth: DefaultMaxDepth, maxOutput: DefaultMaxOutputBytes}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return nil, fmt.Errorf("subagent %q: %w", name, err)
+		}
+	}
+	params := cfg.params
 	if params == nil {
 		params = json.RawMessage(defaultParams)
 	}
@@ -255,20 +264,11 @@ func build(name, description string, params json.RawMessage, defaultParams strin
 	if err != nil {
 		return nil, fmt.Errorf("subagent %q: parameters: %w", name, err)
 	}
-	t := &SubAgentTool{
+	return &SubAgentTool{
 		def:    tool.Definition{Name: name, Description: description, Parameters: schema.Raw()},
 		params: schema,
-		cfg:    config{form: f, maxDepth: DefaultMaxDepth, maxOutput: DefaultMaxOutputBytes},
-	}
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(&t.cfg); err != nil {
-			return nil, fmt.Errorf("subagent %q: %w", name, err)
-		}
-	}
-	return t, nil
+		cfg:    cfg,
+	}, nil
 }
 
 // Definition returns the tool's name, description and parameter schema.
@@ -281,7 +281,8 @@ func (t *SubAgentTool) Available(ctx context.Context) bool {
 }
 
 type config struct {
-	form       form // the constructor the options are given to
+	form       form            // the constructor the options are given to
+	params     json.RawMessage // WithParams
 	maxDepth   int
 	maxOutput  int
 	timeout    time.Duration
@@ -346,6 +347,17 @@ func (o Option) applySpawn(c *spawnConfig) error {
 		return nil
 	}
 	return o(&c.config)
+}
+
+// WithParams sets the JSON Schema of the tool's arguments, which the
+// model sees and each call is validated against, instead of TaskParams
+// (FromAgent, FromFactory) or ReactParams (FromReact); nil keeps that
+// default. The spawn tool's
+// parameters are its own; NewSpawner refuses this option.
+func WithParams(schema json.RawMessage) Option {
+	return usedBy(formAgent|formFactory|formReact,
+		"WithParams sets a SubAgentTool's parameters (the spawn tool's are fixed)",
+		func(c *config) error { c.params = schema; return nil })
 }
 
 // WithMaxDepth sets the delegation depth at which the tool disappears
