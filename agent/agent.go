@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -100,49 +101,15 @@ var (
 	ErrProviderPanic = errors.New("agent: provider panicked")
 )
 
-type runKey struct{}
-
-type runInfo struct {
-	id, parent, name string
-	depth            int
-	scope            *scope
-}
-
-func info(ctx context.Context) runInfo {
-	if ri, ok := ctx.Value(runKey{}).(*runInfo); ok {
-		return *ri
-	}
-	return runInfo{}
-}
-
 // RunID returns the id of the run ctx belongs to, or "" outside a run.
-func RunID(ctx context.Context) string { return info(ctx).id }
+func RunID(ctx context.Context) string { return run.ID(ctx) }
 
 // ParentRunID returns the id of the run that started the run of ctx, or "".
-func ParentRunID(ctx context.Context) string { return info(ctx).parent }
+func ParentRunID(ctx context.Context) string { return run.Parent(ctx) }
 
 // Name returns the name of the agent whose run ctx belongs to, or "".
-func Name(ctx context.Context) string { return info(ctx).name }
+func Name(ctx context.Context) string { return run.Name(ctx) }
 
 // Depth returns how deep in a delegation tree ctx is: 0 for a top-level
 // agent, 1 for its sub-agents, and so on.
-func Depth(ctx context.Context) int { return info(ctx).depth }
-
-// WithDepth returns a context at the given delegation depth. Sub-agent tools
-// call it with Depth(ctx)+1 before running a child.
-func WithDepth(ctx context.Context, depth int) context.Context {
-	ri := info(ctx)
-	ri.depth = depth
-	return context.WithValue(ctx, runKey{}, &ri)
-}
-
-// WithRun returns a context for a new run with the given id and agent name,
-// whose parent is the run of ctx. Agents call it at the start of Run, and
-// call Finish at its end; the depth is kept.
-func WithRun(ctx context.Context, runID, name string) context.Context {
-	parent := info(ctx)
-	sc := new(scope)
-	run := context.WithValue(ctx, runKey{}, &runInfo{id: runID, parent: parent.id, name: name, depth: parent.depth, scope: sc})
-	sc.ctx = run
-	return run
-}
+func Depth(ctx context.Context) int { return run.Depth(ctx) }

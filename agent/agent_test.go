@@ -12,6 +12,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -43,7 +44,7 @@ func TestRunIdentityAndDelegation(t *testing.T) {
 	var helperOut agent.Output
 	ask := toolFunc("ask_helper", func(ctx context.Context, c tool.Call) (tool.Result, error) {
 		inLead = identity(ctx)
-		out, err := helper.Run(agent.WithDepth(ctx, agent.Depth(ctx)+1), agent.Input{Text: "help"})
+		out, err := helper.Run(run.WithDepth(ctx, agent.Depth(ctx)+1), agent.Input{Text: "help"})
 		helperOut = out
 		return tool.Result{Content: out.Answer, Usage: out.TotalUsage()}, err
 	})
@@ -72,18 +73,6 @@ func TestRunIdentityAndDelegation(t *testing.T) {
 	}
 	if diff := cmp.Diff(seen{}, identity(t.Context())); diff != "" {
 		t.Errorf("outside any run (-want +got):\n%s", diff)
-	}
-}
-
-func TestRunContext(t *testing.T) {
-	ctx := agent.WithDepth(t.Context(), 2)
-	ctx = agent.WithRun(ctx, "run_a", "a")
-	if diff := cmp.Diff(seen{RunID: "run_a", Name: "a", Depth: 2}, identity(ctx)); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
-	}
-	ctx = agent.WithRun(ctx, "run_b", "b")
-	if diff := cmp.Diff(seen{RunID: "run_b", ParentRunID: "run_a", Name: "b", Depth: 2}, identity(ctx)); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
 

@@ -186,7 +186,9 @@ func ExampleFunc() {
 	// Output: you said: hi
 }
 
-// A tool learns which run it serves from its context.
+// A tool learns which run it serves from its context: the agent's name,
+// and its depth in a delegation tree (0 at the top; a sub-agent tool runs
+// its child one deeper).
 func ExampleDepth() {
 	whoami := tool.Func{
 		Def: tool.Definition{Name: "whoami", Description: "Tells who is asking.", Parameters: []byte(`{"type":"object"}`)},
@@ -196,12 +198,12 @@ func ExampleDepth() {
 	}
 	model := fake.NewProvider(fake.Call("whoami", `{}`), fake.Text("done"))
 	a, _ := agent.NewReact(model, agent.WithName("planner"), agent.WithTools(whoami))
-	out, err := a.Run(agent.WithDepth(context.Background(), 1), agent.Input{Text: "who?"})
+	out, err := a.Run(context.Background(), agent.Input{Text: "who?"})
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println(out.Messages[2].Content)
-	// Output: agent planner at depth 1
+	// Output: agent planner at depth 0
 }
 
 // A caller that makes two runs one logical call holds the agent's turn:

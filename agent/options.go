@@ -14,7 +14,7 @@ const (
 )
 
 // Option configures a ReAct agent. NewReact reports an option's bad value
-// as an error.
+// as an error wrapping ErrInvalidOption; a nil Option is ignored.
 type Option func(*React) error
 
 // WithName names the agent. The name appears in errors and events, and the
@@ -39,7 +39,7 @@ func WithTools(tools ...tool.Tool) Option {
 	return func(r *React) error {
 		reg, err := tool.NewRegistry(tools...)
 		if err != nil {
-			return err
+			return fmt.Errorf("%w: WithTools: %w", ErrInvalidOption, err)
 		}
 		r.tools = reg
 		return nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/id"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -279,8 +280,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 		ctx, span = startRunSpan(ctx, tr, r, runID)
 		defer func() { endRunSpan(span, out, err) }()
 	}
-	ctx = WithRun(ctx, runID, r.name)
-	info(ctx).scope.limit = r.tokenLimit
+	ctx = run.Start(ctx, runID, r.name, r.tokenLimit)
 	s := &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, em: em, events: events, tracer: tr,
 		schema: in.ResponseSchema, cacheKey: in.CacheKey}
 	if s.cacheKey == "" {
@@ -307,7 +307,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 		em.Emit(event.Event{Type: event.RunStarted, RunID: runID, ParentRunID: ParentRunID(ctx)})
 	}
 	answer, err := s.loop()
-	s.child = s.child.Add(Finish(ctx))
+	s.child = s.child.Add(run.Finish(ctx))
 	if err == nil {
 		// Cancelled while the run wound up (its background work still
 		// running): the caller gave up before the run ended, and is told so.
@@ -512,7 +512,7 @@ func (s *runState) budgetNote() string {
 func (s *runState) checkLimit() error {
 	if lim := s.r.tokenLimit; lim > 0 {
 		used := s.usage.Add(s.child).Tokens()
-		info(s.ctx).scope.used.Store(used)
+		run.SetUsed(s.ctx, used)
 		if used > lim {
 			return fmt.Errorf("%w: %d tokens used, the limit is %d: raise WithTokenLimit or give a smaller task", ErrUsageLimit, used, lim)
 		}

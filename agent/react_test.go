@@ -787,7 +787,7 @@ func TestNewReactRejects(t *testing.T) {
 		{"negative history limit", p, agent.WithHistoryLimit(-1), agent.ErrInvalidOption, "agent: invalid option: history limit -1: use 0 (no limit) or more"},
 		{"negative max tokens", p, agent.WithMaxTokens(-1), agent.ErrInvalidOption, "agent: invalid option: max tokens -1: use 0 (provider default) or more"},
 		{"temperature too high", p, agent.WithTemperature(2.5), agent.ErrInvalidOption, "agent: invalid option: temperature 2.5: use a value from 0 to 2"},
-		{"duplicate tools", p, agent.WithTools(weather(t), weather(t)), nil, `tool: a tool named "weather" is already registered`},
+		{"duplicate tools", p, agent.WithTools(weather(t), weather(t)), agent.ErrInvalidOption, `agent: invalid option: WithTools: tool: a tool named "weather" is already registered`},
 		{"zero parallelism", p, agent.WithParallelism(0), agent.ErrInvalidOption, "agent: invalid option: parallelism 0: use 1 or more"},
 		{"parallelism without tools", p, agent.WithParallelism(4), agent.ErrInvalidOption,
 			"agent: invalid option: WithParallelism(4) on an agent without tools: give it tools (WithTools or WithRegistry) or leave the option out"},

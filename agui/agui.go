@@ -88,7 +88,9 @@ type config struct {
 	inputSet     bool         // WithInput was given
 }
 
-// Option configures a Handler.
+// Option configures a Handler. New and NewPerRequest report an option's
+// bad value, or an option the handler would not honour, as an error; a nil
+// Option is ignored.
 type Option func(*config) error
 
 // WithMaxBodyBytes bounds the request body (default DefaultMaxBodyBytes); a

@@ -25,7 +25,7 @@ func Example() {
 		fake.Text("Yes.").For("researcher"),
 		fake.Text("The researcher says yes.").For("lead"),
 	)
-	researcher, err := subagent.FromFactory("researcher", "Researches a question.", nil,
+	researcher, err := subagent.FromFactory("researcher", "Researches a question.",
 		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(model, agent.WithName("researcher"))
 		})

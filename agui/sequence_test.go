@@ -49,11 +49,11 @@ func expertAndTwoChildren(ctx context.Context, in *agui.RunInput) (agent.Agent, 
 	if err != nil {
 		return nil, err
 	}
-	expert, err := subagent.FromAgent("expert", "Knows the field.", nil, resident)
+	expert, err := subagent.FromAgent("expert", "Knows the field.", resident)
 	if err != nil {
 		return nil, err
 	}
-	researcher, err := subagent.FromFactory("researcher", "Researches one topic.", nil,
+	researcher, err := subagent.FromFactory("researcher", "Researches one topic.",
 		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(p, agent.WithName("researcher"))
 		})

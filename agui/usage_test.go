@@ -76,7 +76,7 @@ func TestRunUsageIsPerProviderAndModel(t *testing.T) {
 	).Named("beta", "beta-1")
 
 	h, err := agui.NewPerRequest(func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
-		helper, err := subagent.FromFactory("helper", "Helps.", nil, func(context.Context, json.RawMessage) (agent.Agent, error) {
+		helper, err := subagent.FromFactory("helper", "Helps.", func(context.Context, json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(beta, agent.WithName("helper"))
 		})
 		if err != nil {

@@ -27,7 +27,7 @@ func ExampleRespond_parallelChildren() {
 		fake.Text("both read").For("lead"),
 		child,
 	).Loop()
-	researcher, err := subagent.FromReact("researcher", "Reads a document.", p, nil, nil)
+	researcher, err := subagent.FromReact("researcher", "Reads a document.", p, nil)
 	if err != nil {
 		fmt.Println(err)
 		return

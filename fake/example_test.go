@@ -96,10 +96,10 @@ func ExampleProvider_Stream() {
 // panic.
 func ExampleErrScriptExhausted() {
 	p := fake.NewProvider(fake.Text("only for the writer").For("writer"))
-	ctx := agent.WithRun(context.Background(), "run_1", "editor")
-	_, err := p.Complete(ctx, provider.Request{Messages: []provider.Message{provider.UserMessage("Review this.")}})
+	editor, _ := agent.NewReact(p, agent.WithName("editor"))
+	_, err := editor.Run(context.Background(), agent.Input{Text: "Review this."})
 	fmt.Println(err)
-	// Output: fake: script exhausted: call 1 by agent "editor" (last message: "Review this.") has no reply left (replies are left only for "writer" (1)): add one to the script
+	// Output: agent "editor": fake: script exhausted: call 1 by agent "editor" (last message: "Review this.") has no reply left (replies are left only for "writer" (1)): add one to the script
 }
 
 // askTool exposes an agent to a model as a tool taking the task as JSON.

@@ -48,7 +48,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -243,7 +243,7 @@ func (p *Provider) Remaining() int {
 
 // take picks the reply for a call and gives its tool calls ids.
 func (p *Provider) take(ctx context.Context, req provider.Request) (Reply, error) {
-	name := agent.Name(ctx)
+	name := run.Name(ctx)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.calls++

@@ -15,8 +15,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -26,7 +26,7 @@ func req(text string) provider.Request {
 
 // as returns a context in which the agent named name is running.
 func as(ctx context.Context, name string) context.Context {
-	return agent.WithRun(ctx, "run_"+name, name)
+	return run.Start(ctx, "run_"+name, name, 0)
 }
 
 func TestScript(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -88,7 +88,7 @@ func (f *Faulty) rng(ctx context.Context, req provider.Request) *rand.Rand {
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], f.f.Seed)
 	h.Write(b[:])
-	h.Write([]byte(agent.Name(ctx)))
+	h.Write([]byte(run.Name(ctx)))
 	h.Write([]byte(req.System))
 	for _, m := range req.Messages {
 		h.Write([]byte(m.Role))

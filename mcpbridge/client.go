@@ -115,7 +115,8 @@ func SDKTransport(name string, t mcp.Transport) Transport {
 	return Transport{name: name, t: t}
 }
 
-// Option configures a Client.
+// Option configures a Client. Connect reports an option's bad value as
+// an error; a nil Option is ignored.
 type Option func(*config) error
 
 type config struct {
@@ -528,7 +529,7 @@ func (t *remoteTool) Available(context.Context) bool { return !t.gone.Load() }
 // error Result the model reads; only the end of ctx is a Go error.
 func (t *remoteTool) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
 	c := t.c
-	args := tool.Arguments(call.Arguments)
+	args := tool.ArgumentsOrEmptyObject(call.Arguments)
 	if !json.Valid(args) {
 		return tool.Result{}, fmt.Errorf("%w for %s: not valid JSON: send a JSON object", tool.ErrInvalidArguments, t.def.Name)
 	}

@@ -53,7 +53,7 @@ func childRun(t *testing.T, reg *tool.Registry, calls ...provider.ToolCall) []pr
 		fake.Calls(calls...).For("worker"),
 		fake.Text("used them").For("worker"),
 	)
-	worker, err := subagent.FromReact("worker", "Works with the tools it has.", model, reg, nil)
+	worker, err := subagent.FromReact("worker", "Works with the tools it has.", model, reg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,14 +35,14 @@ func mustAdd(t *testing.T, s *mcpbridge.Server, tools ...tool.Tool) {
 
 func TestServedToolsKeepTheirSchemas(t *testing.T) {
 	model := fake.NewProvider()
-	reviewer, err := subagent.FromReact("reviewer", "Reviews a change.", model, nil, nil, subagent.WithResult())
+	reviewer, err := subagent.FromReact("reviewer", "Reviews a change.", model, nil, subagent.WithResult())
 	if err != nil {
 		t.Fatal(err)
 	}
 	params := json.RawMessage(`{"type":"object","properties":{"topic":{"type":"string"}},"required":["topic"]}`)
-	plain, err := subagent.FromFactory("plain", "Answers in prose.", params, func(context.Context, json.RawMessage) (agent.Agent, error) {
+	plain, err := subagent.FromFactory("plain", "Answers in prose.", func(context.Context, json.RawMessage) (agent.Agent, error) {
 		return nil, errors.New("not called")
-	})
+	}, subagent.WithParams(params))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func mapOf(t *testing.T, raw json.RawMessage) map[string]any {
 
 func TestValidatedSubagentReturnsStructuredContent(t *testing.T) {
 	model := fake.NewProvider(fake.Text(`{"status":"success","summary":"looks right","findings":null}`).For("reviewer"))
-	reviewer, err := subagent.FromReact("reviewer", "Reviews a change.", model, nil, nil, subagent.WithResult())
+	reviewer, err := subagent.FromReact("reviewer", "Reviews a change.", model, nil, subagent.WithResult())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestResidentExpertKeepsItsConversationAcrossClientCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	consult, err := subagent.FromAgent("expert", "Answers geography questions.", nil, expert, subagent.WithInput(func(args json.RawMessage) (agent.Input, error) {
+	consult, err := subagent.FromAgent("expert", "Answers geography questions.", expert, subagent.WithInput(func(args json.RawMessage) (agent.Input, error) {
 		var a struct{ Task string }
 		err := json.Unmarshal(args, &a)
 		return agent.Input{Text: a.Task}, err
@@ -218,7 +218,7 @@ func TestProgressReachesAClientThatAsked(t *testing.T) {
 	lookup := tool.Func{Def: tool.Definition{Name: "lookup", Parameters: json.RawMessage(`{"type":"object"}`)},
 		Fn: func(context.Context, tool.Call) (tool.Result, error) { return tool.Result{Content: "42"}, nil }}
 	reg, _ := tool.NewRegistry(lookup)
-	researcher, err := subagent.FromReact("researcher", "Looks things up.", model, reg, nil)
+	researcher, err := subagent.FromReact("researcher", "Looks things up.", model, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestMCPCancellationCancelsTheChild(t *testing.T) {
 		childErr <- ctx.Err()
 		return agent.Output{}, ctx.Err()
 	})
-	consult, err := subagent.FromFactory("slow", "Takes forever.", nil, func(context.Context, json.RawMessage) (agent.Agent, error) { return slow, nil })
+	consult, err := subagent.FromFactory("slow", "Takes forever.", func(context.Context, json.RawMessage) (agent.Agent, error) { return slow, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func TestMCPCancellationCancelsTheChild(t *testing.T) {
 
 func TestServeOverStreamableHTTP(t *testing.T) {
 	model := fake.NewProvider(fake.Text("over HTTP").For("helper"))
-	consult, err := subagent.FromReact("helper", "Helps.", model, nil, nil)
+	consult, err := subagent.FromReact("helper", "Helps.", model, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +345,7 @@ func TestServeTheSpawnTool(t *testing.T) {
 
 func TestAnAnswerThatMissesTheSchemaIsAnErrorResult(t *testing.T) {
 	model := fake.NewProvider(fake.Text("no JSON here").For("counter"), fake.Text("still none").For("counter"))
-	counter, err := subagent.FromReact("counter", "Counts.", model, nil, nil,
+	counter, err := subagent.FromReact("counter", "Counts.", model, nil,
 		subagent.WithOutputSchema(json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`)))
 	if err != nil {
 		t.Fatal(err)
@@ -364,7 +364,7 @@ func TestAnAnswerThatMissesTheSchemaIsAnErrorResult(t *testing.T) {
 
 func TestUsageTravelsInMeta(t *testing.T) {
 	model := fake.NewProvider(fake.Text("fine").For("helper"))
-	helper, err := subagent.FromReact("helper", "Helps.", model, nil, nil)
+	helper, err := subagent.FromReact("helper", "Helps.", model, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +413,7 @@ func TestResidentExpertKeepsItsConversationAcrossServerRestarts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		consult, err := subagent.FromAgent("expert", "Answers geography questions.", nil, expert,
+		consult, err := subagent.FromAgent("expert", "Answers geography questions.", expert,
 			subagent.WithStore(st, "geography"),
 			subagent.WithInput(func(args json.RawMessage) (agent.Input, error) {
 				var a struct{ Task string }

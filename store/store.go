@@ -130,7 +130,8 @@ type Store struct {
 	batch    batcher
 }
 
-// Option configures a Store.
+// Option configures a Store. New reports an option's bad value as an
+// error; a nil Option is ignored.
 type Option func(*Store) error
 
 // WithMaxRecordBytes bounds one record (default DefaultMaxRecordBytes). A
@@ -138,7 +139,7 @@ type Option func(*Store) error
 func WithMaxRecordBytes(n int) Option {
 	return func(s *Store) error {
 		if n < 1024 {
-			return fmt.Errorf("store: max record %d bytes: use at least 1024", n)
+			return fmt.Errorf("max record %d bytes: use at least 1024", n)
 		}
 		s.maxBytes = n
 		return nil
@@ -151,7 +152,7 @@ func WithMaxRecordBytes(n int) Option {
 func WithLeaseTTL(d time.Duration) Option {
 	return func(s *Store) error {
 		if d < 100*time.Millisecond {
-			return fmt.Errorf("store: lease TTL %v: use at least 100ms", d)
+			return fmt.Errorf("lease TTL %v: use at least 100ms", d)
 		}
 		s.ttl = d
 		return nil
@@ -171,7 +172,7 @@ func New(b Backend, opts ...Option) (*Store, error) {
 			continue
 		}
 		if err := o(s); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("store: %w", err)
 		}
 	}
 	s.batch.s = s

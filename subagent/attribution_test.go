@@ -53,7 +53,7 @@ func researcherTool(t testing.TB, p provider.Provider, opts ...subagent.Option) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := subagent.FromFactory("researcher", "Researches one topic.", nil,
+	r, err := subagent.FromFactory("researcher", "Researches one topic.",
 		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(p, agent.WithName("researcher"), agent.WithRegistry(reg))
 		}, append([]subagent.Option{subagent.WithInput(taskText)}, opts...)...)
@@ -183,7 +183,7 @@ func TestAttributionOfNestedChildren(t *testing.T) {
 		p.Add(fake.Respond(researcherReply).For("researcher"))
 	}
 	res := researcherTool(t, p, subagent.WithMaxDepth(2))
-	manager, err := subagent.FromFactory("manager", "Organises research.", nil,
+	manager, err := subagent.FromFactory("manager", "Organises research.",
 		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(p, agent.WithName("manager"), agent.WithTools(res))
 		}, subagent.WithMaxDepth(2))
@@ -331,7 +331,7 @@ func TestAttributionOfAResidentExpert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex, err := subagent.FromAgent("expert", "Knows things.", nil, resident)
+	ex, err := subagent.FromAgent("expert", "Knows things.", resident)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -133,7 +133,7 @@ func TestBadInputEachForm(t *testing.T) {
 
 // causeOf replays a failing call through a registry and returns the error
 // kept in its Result.
-func causeOf(t *testing.T, f form, args string, child []string, opts []Option, name string) error {
+func causeOf(t *testing.T, f formBuilder, args string, child []string, opts []Option, name string) error {
 	var replies []fake.Reply
 	for _, a := range child {
 		replies = append(replies, fake.Text(a).For("child"))

@@ -39,13 +39,13 @@ func BenchmarkDelegation(b *testing.B) {
 		make func(p provider.Provider) (*SubAgentTool, error)
 	}{
 		{"factory", `{"task":"count the files"}`, func(p provider.Provider) (*SubAgentTool, error) {
-			return FromFactory("child", "Delegates a task.", nil, factory(p))
+			return FromFactory("child", "Delegates a task.", factory(p))
 		}},
 		{"validated", `{"task":"count the files"}`, func(p provider.Provider) (*SubAgentTool, error) {
-			return FromFactory("child", "Delegates a task.", nil, factory(p), WithResult())
+			return FromFactory("child", "Delegates a task.", factory(p), WithResult())
 		}},
 		{"react", `{"system_prompt":"You count files.","task":"count the files"}`, func(p provider.Provider) (*SubAgentTool, error) {
-			return FromReact("child", "Runs a sub-agent.", p, nil, nil)
+			return FromReact("child", "Runs a sub-agent.", p, nil)
 		}},
 	}
 	for _, c := range cases {
@@ -97,7 +97,7 @@ func BenchmarkParallelFactory(b *testing.B) {
 		fake.Text("All parts done.").For("lead"),
 		fake.Text("done").After(latency).For("child"),
 	).Loop().DontRecord()
-	sub, err := FromFactory("child", "Does one part.", nil, func(context.Context, json.RawMessage) (agent.Agent, error) {
+	sub, err := FromFactory("child", "Does one part.", func(context.Context, json.RawMessage) (agent.Agent, error) {
 		return agent.NewReact(p, agent.WithName("child"))
 	})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/id"
 	"github.com/deputy-go/deputy/internal/jsonvalue"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -45,7 +46,7 @@ func (t *SubAgentTool) Call(ctx context.Context, call tool.Call) (tool.Result, e
 		return tool.Result{}, tool.Correctable(fmt.Errorf("%w: %q cannot be called at depth %d (the cap is %d): do this work directly",
 			ErrMaxDepth, name, depth, t.cfg.maxDepth))
 	}
-	args := tool.Arguments(call.Arguments)
+	args := tool.ArgumentsOrEmptyObject(call.Arguments)
 	// The text is read once, for the schema and for the child's input.
 	text := string(args)
 	var err error
@@ -76,81 +77,130 @@ func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawM
 	return t.invokeNow(ctx, callID, args, in)
 }
 
-// invokeNow runs one call: the depth step, the events, the timeout, and
-// the classification of failures.
+// invokeNow runs one call: it opens the invocation one level deeper, runs
+// it within the timeout, and reports how it ended.
 func (t *SubAgentTool) invokeNow(ctx context.Context, callID string, args json.RawMessage, in agent.Input) (tool.Result, error) {
-	name := t.def.Name
+	cctx, inv := t.open(ctx, callID)
+	if t.cfg.timeout > 0 {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeout(cctx, t.cfg.timeout)
+		defer cancel()
+	}
+	// run itself refuses the answer of a child whose context ended, where
+	// it can still put a resident's conversation back.
+	res, err := t.run(cctx, args, in, inv.runID)
+	if err != nil {
+		// A failed call hands back what it spent and nothing it said.
+		return tool.Result{Usage: res.Usage}, t.failed(ctx, cctx, inv, err)
+	}
+	inv.finished(res.Content)
+	return res, nil
+}
+
+// invocation is one invocation of a sub-agent as its events and a render
+// see it: the emitter its events go to, and its sub-agent run id ("" when
+// neither events nor a render need one).
+type invocation struct {
+	em     event.Emitter
+	events bool // whether em listens
+	runID  string
+}
+
+// open starts an invocation under ctx: it returns the child's context, one
+// level deeper, and the invocation's sub-agent run id. With events on it
+// emits SUBAGENT_STARTED, or takes over the one a background job emitted
+// before its receipt. Under a journal the run id is the invocation's
+// stable one.
+func (t *SubAgentTool) open(ctx context.Context, callID string) (context.Context, invocation) {
 	em := event.From(ctx) // the scope is looked up once for the call's events
-	events := em.Enabled()
-	cctx := agent.WithDepth(ctx, agent.Depth(ctx)+1)
-	runID := "" // only events and a render see the invocation's id
+	inv := invocation{em: em, events: em.Enabled()}
+	cctx := run.WithDepth(ctx, agent.Depth(ctx)+1)
 	ann, _ := ctx.Value(announcedKey{}).(*announced)
 	switch {
 	case ann != nil && !ann.used:
 		// A background job's: SUBAGENT_STARTED went out before the
 		// receipt, and ctx is already in the sub-agent's scope.
 		ann.used = true
-		em, events, runID = ann.em, ann.em.Enabled(), ann.runID
+		inv = invocation{em: ann.em, events: ann.em.Enabled(), runID: ann.runID}
 		cctx = context.WithValue(cctx, announcedKey{}, nil)
-	case events:
-		if runID = stableRunID(ctx); runID != "" {
-			cctx = event.WithSubagent(cctx, runID)
+	case inv.events:
+		if inv.runID = stableRunID(ctx); inv.runID != "" {
+			cctx = event.WithSubagent(cctx, inv.runID)
 		} else {
-			cctx, runID = event.NewSubagent(cctx, "sub_")
+			cctx, inv.runID = event.NewSubagent(cctx, "sub_")
 		}
 		em.Emit(event.Event{
-			Type: event.SubagentStarted, SubagentRunID: runID, Name: name, Description: t.def.Description,
+			Type: event.SubagentStarted, SubagentRunID: inv.runID, Name: t.def.Name, Description: t.def.Description,
 			ParentSubagentRunID: em.SubagentRunID(), ParentToolCallID: callID,
 		})
 	case t.cfg.render != nil && stableRunID(ctx) != "":
-		runID = stableRunID(ctx)
+		inv.runID = stableRunID(ctx)
 	case t.cfg.render != nil:
-		runID = id.New("sub_")
+		inv.runID = id.New("sub_")
 	}
 	cctx = context.WithValue(context.WithValue(cctx, stableRunKey{}, nil), pauseKey{}, stableRunID(ctx))
-	if t.cfg.timeout > 0 {
-		var cancel context.CancelFunc
-		cctx, cancel = context.WithTimeout(cctx, t.cfg.timeout)
-		defer cancel()
-	}
+	return cctx, inv
+}
 
-	// run itself refuses the answer of a child whose context ended, where
-	// it can still put a resident's conversation back.
-	res, err := t.run(cctx, args, in, runID)
-	rid := runID
-	if rid == "" {
-		if rid = stableRunID(ctx); rid == "" {
-			rid = id.New("sub_")
-		}
+// failed returns the error a failed invocation ends with, and emits its
+// terminal event. An interrupt suspends the invocation: the questions its
+// own tools asked are attributed to it, and the error goes up as it is.
+// Otherwise the error says when the caller cancelled or the timeout struck
+// (cctx is the child's context), and is capped like an answer.
+func (t *SubAgentTool) failed(ctx, cctx context.Context, inv invocation, err error) error {
+	if own, ok := suspend(err, inv.suspendedID(ctx)); ok {
+		inv.suspended(own)
+		return err
 	}
-	if own, ok := suspend(err, rid); ok {
-		if events {
-			em.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: runID, Outcome: event.SuspendedOutcome(own)})
+	name := t.def.Name
+	switch {
+	case ctx.Err() != nil:
+		if !errors.Is(err, ctx.Err()) {
+			err = fmt.Errorf("subagent %q: %w: %w", name, ctx.Err(), err)
 		}
-		return tool.Result{Usage: res.Usage}, err
+	case cctx.Err() != nil && t.cfg.timeout > 0:
+		err = tool.Correctable(fmt.Errorf("%w: %q ran longer than %v: give it a smaller task: %w", ErrTimeout, name, t.cfg.timeout, err))
 	}
-	if err != nil {
-		switch {
-		case ctx.Err() != nil:
-			if !errors.Is(err, ctx.Err()) {
-				err = fmt.Errorf("subagent %q: %w: %w", name, ctx.Err(), err)
-			}
-		case cctx.Err() != nil && t.cfg.timeout > 0:
-			err = tool.Correctable(fmt.Errorf("%w: %q ran longer than %v: give it a smaller task: %w", ErrTimeout, name, t.cfg.timeout, err))
-		}
-		// The error's text reaches the parent's conversation, and is sent
-		// again with every later request: it is capped like an answer.
-		err = capError(err, t.cfg.maxOutput)
-		if events {
-			em.Emit(event.Event{Type: event.SubagentError, SubagentRunID: runID, Message: err.Error(), Code: errorCode(err)})
-		}
-		// A failed call hands back what it spent and nothing it said.
-		return tool.Result{Usage: res.Usage}, err
+	// The error's text reaches the parent's conversation, and is sent
+	// again with every later request: it is capped like an answer.
+	err = capError(err, t.cfg.maxOutput)
+	inv.errored(err)
+	return err
+}
+
+// suspendedID is the run id the interrupts of the invocation's own tools
+// are attributed to: its sub-agent run id, else its stable one under a
+// journal (ctx is the caller's), else a fresh one.
+func (inv invocation) suspendedID(ctx context.Context) string {
+	if inv.runID != "" {
+		return inv.runID
 	}
-	if events {
-		em.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: runID, Result: event.JSONString(res.Content)})
+	if rid := stableRunID(ctx); rid != "" {
+		return rid
 	}
-	return res, nil
+	return id.New("sub_")
+}
+
+// finished emits SUBAGENT_FINISHED with the call's result.
+func (inv invocation) finished(content string) {
+	if inv.events {
+		inv.em.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: inv.runID, Result: event.JSONString(content)})
+	}
+}
+
+// suspended emits SUBAGENT_FINISHED with the interrupt outcome: the ids of
+// the questions the invocation waits for.
+func (inv invocation) suspended(own []string) {
+	if inv.events {
+		inv.em.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: inv.runID, Outcome: event.SuspendedOutcome(own)})
+	}
+}
+
+// errored emits SUBAGENT_ERROR with the call's error.
+func (inv invocation) errored(err error) {
+	if inv.events {
+		inv.em.Emit(event.Event{Type: event.SubagentError, SubagentRunID: inv.runID, Message: err.Error(), Code: errorCode(err)})
+	}
 }
 
 // announced is a sub-agent invocation whose SUBAGENT_STARTED was emitted
@@ -215,156 +265,309 @@ func errorCode(err error) string {
 	return agent.ErrorCode(err)
 }
 
-// run makes the call's runs of the child: the first and, when the answer is
-// rejected, the corrective one. It recovers a panicking child.
-func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.Input, runID string) (res tool.Result, err error) {
-	name := t.def.Name
-	var usage provider.Usage
-	var restore func() // puts a resident's conversation back
-	holding := false   // the tool's turn is ours
-	var held *agent.Turn
-
-	// end ends a resident's turn (takeTurn).
-	var end func(err error) error
-	// One deferred function, so that the order holds when the child
-	// panics too: recover, store or undo the resident's runs, then give up
-	// the turns.
-	defer func() {
-		if p := recover(); p != nil {
-			res, err = tool.Result{}, tool.Correctable(tool.Panicked(name, p))
-		}
-		if end != nil {
-			if e := end(err); e != nil {
-				res, err = tool.Result{}, e
-			}
-		}
-		if err != nil && restore != nil {
-			restore()
-		}
-		if held != nil {
-			held.Release()
-		}
-		if holding {
-			t.turn.Release(1)
-		}
-		res.Usage = usage
-	}()
-
+// run makes the call's runs of the child. A resident runs in its turn;
+// the other forms build a child for the call.
+func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.Input, runID string) (tool.Result, error) {
 	if t.resident != nil {
-		// A stored resident is brought to the stored conversation here,
-		// before its own turn is held (Restore takes that turn).
-		if end, err = t.takeTurn(ctx); err != nil {
-			return tool.Result{}, err
-		}
-		holding = true
-		// The agent's own turn is held for all the call's runs, so that
-		// the conversation put back on failure is the one this call found,
-		// with the runs of other callers of the same agent (another tool,
-		// a direct Run) that finished before it.
-		switch a := t.resident.(type) {
-		case holder:
-			var err error
-			if ctx, held, err = a.Hold(ctx); err != nil {
-				return tool.Result{}, fmt.Errorf("subagent %q: %w", name, err)
-			}
-			restore = held.Rollback
-		case checkpointer:
-			restore = a.Checkpoint()
-		}
+		return t.runResident(ctx, args, in, runID)
 	}
+	return t.runChild(ctx, args, in, runID)
+}
 
-	attempt := func(in agent.Input) (agent.Output, error) {
-		a := t.resident
-		switch {
-		case a == nil && t.limited != nil:
-			left := t.budget - usage.Tokens()
-			if left <= 0 {
-				return agent.Output{}, tool.Correctable(fmt.Errorf("%w: %w: %q spent its budget of %d tokens before it could try again: give it a smaller task",
-					ErrChildFailed, agent.ErrUsageLimit, name, t.budget))
-			}
-			var err error
-			if a, err = t.limited(left); err != nil {
-				return agent.Output{}, fmt.Errorf("subagent %q: building the agent: %w", name, err)
-			}
-		case a == nil:
-			var err error
-			if a, err = t.factory(ctx, args); err != nil {
-				if tool.IsCorrectable(err) {
-					return agent.Output{}, fmt.Errorf("subagent %q: %w", name, err)
-				}
-				return agent.Output{}, fmt.Errorf("subagent %q: building the agent: %w", name, err)
-			}
-			if a == nil {
-				return agent.Output{}, fmt.Errorf("subagent %q: the factory returned no agent and no error", name)
-			}
-			if c, ok := a.(io.Closer); ok {
-				defer c.Close()
-			}
-		}
-		out, err := a.Run(ctx, in)
-		usage = usage.Add(out.TotalUsage())
-		if err != nil && ctx.Err() == nil && !interrupted(err) {
-			err = tool.Correctable(fmt.Errorf("%w: %q: %w", ErrChildFailed, name, err))
-		}
-		return out, err
-	}
-
-	task := in.Text
-	if c := t.cfg.check; c != nil {
-		// The child is told the shape on its first try: through the
-		// provider's structured output where it has one, and in words.
-		in.ResponseSchema = c.schema.Raw()
-		if !t.shapeTold {
-			in.Text = joinPrompts(in.Text, c.prompt)
-		}
-	}
-	out, err := attempt(in)
+// runResident runs the call in the resident's turn: it takes the turn,
+// runs the child, and ends the turn, which keeps the conversation the
+// call left when it succeeded and puts back the one it found when it
+// failed. A resident held for a suspended call makes other calls wait (or
+// refuses them), and is held for this one when it suspends (hold.go).
+func (t *SubAgentTool) runResident(ctx context.Context, args json.RawMessage, in agent.Input, runID string) (tool.Result, error) {
+	turn, err := t.takeTurn(ctx)
 	if err != nil {
 		return tool.Result{}, err
 	}
-	o := Outcome{RunID: runID}
-	content := out.Answer
-	if c := t.cfg.check; c != nil {
-		v, err := c.check(ctx, out.Answer)
+	res, err := t.runChild(turn.ctx, args, in, runID)
+	return turn.end(res, err)
+}
+
+// residentTurn is a call's hold on a resident: the tool's turn, a stored
+// resident's lock in the store, and the agent's own turn, held for all the
+// call's runs.
+type residentTurn struct {
+	t   *SubAgentTool
+	ctx context.Context // the call's, in the agent's own turn when held
+	// save ends the resident's turn with the call's error: it holds the
+	// resident for a suspended call, or lets it go, and a stored
+	// resident's (WithStore) writes the new conversation of a call that
+	// succeeded and unlocks.
+	save    func(err error) error
+	held    *agent.Turn // the agent's own turn
+	restore func()      // puts the agent's conversation back
+}
+
+// takeTurn waits for the resident's turn, or refuses the call when it is
+// busy and the tool was built with WithRefuseWhenBusy, then holds the
+// resident for the call. What fails on the way gives back what was taken.
+// While the resident is held for another, suspended call, it waits (or
+// refuses) the same way, holding nothing.
+func (t *SubAgentTool) takeTurn(ctx context.Context) (residentTurn, error) {
+	name := t.def.Name
+	var w heldWait
+	for {
+		if t.cfg.refuseBusy {
+			if !t.turn.TryAcquire(1) {
+				return residentTurn{}, tool.Correctable(fmt.Errorf("%w: %q is answering another call: wait for that answer, then ask again", ErrBusy, name))
+			}
+		} else if err := t.turn.Acquire(ctx, 1); err != nil {
+			return residentTurn{}, fmt.Errorf("subagent %q: waiting for its previous call to end: %w", name, err)
+		}
+		turn := residentTurn{t: t, ctx: ctx}
+		err := turn.hold()
+		if err == nil {
+			return turn, nil
+		}
+		turn.end(tool.Result{}, err)
+		if !errors.Is(err, errHeld) {
+			return residentTurn{}, err
+		}
+		if err := w.wait(ctx, t); err != nil {
+			return residentTurn{}, err
+		}
+	}
+}
+
+// hold brings a stored resident to its stored conversation, then holds the
+// agent's own turn for all the call's runs, so that the conversation put
+// back on failure is the one this call found, with the runs of other
+// callers of the same agent (another tool, a direct Run) that finished
+// before it. An agent without a turn of its own is checkpointed instead.
+// A panic of the agent's becomes an error.
+func (rt *residentTurn) hold() (err error) {
+	name := rt.t.def.Name
+	defer recoverPanic(name, &err)
+	// The stored conversation comes first, before the agent's own turn is
+	// held (Restore takes that turn).
+	if d := rt.t.cfg.durable; d != nil {
+		if rt.save, err = d.begin(rt.ctx, name, rt.t.resident.(Persistent), rt.t.cfg.refuseBusy); err != nil {
+			return err
+		}
+	} else if rt.save, err = rt.t.pause.take(rt.ctx); err != nil {
+		return err
+	}
+	switch a := rt.t.resident.(type) {
+	case holder:
+		ctx, held, err := a.Hold(rt.ctx)
 		if err != nil {
-			return tool.Result{}, fmt.Errorf("subagent %q: checking the answer: %w", name, err)
+			return fmt.Errorf("subagent %q: %w", name, err)
 		}
-		if v.problem != nil {
-			retry := agent.Input{Text: c.correction(v.problem), ResponseSchema: in.ResponseSchema, CacheKey: in.CacheKey}
-			if t.resident == nil {
-				retry.Text = task + "\n\n" + retry.Text + "\nYour rejected answer was:\n" + out.Answer
-				retry.Messages = in.Messages
-			}
-			if out, err = attempt(retry); err != nil {
-				return tool.Result{}, err
-			}
-			if v, err = c.check(ctx, out.Answer); err != nil {
-				return tool.Result{}, fmt.Errorf("subagent %q: checking the answer: %w", name, err)
-			}
-		}
-		switch {
-		case v.problem == nil:
-			content, o.Value = v.raw, v.value
-		case c.result && !v.found:
-			return tool.Result{}, tool.Correctable(fmt.Errorf("%w: %q answered twice without the JSON result asked for: %s",
-				ErrNoJSON, name, clip(out.Answer, 200)))
-		case c.result:
-			r := Result{Status: StatusFailed, Summary: out.Answer}
-			content, o.Value = fitResult(r, t.cfg.maxOutput), r
-		default:
-			content = withNote(out.Answer, v.problem.Error(), t.cfg.maxOutput)
+		rt.ctx, rt.held, rt.restore = ctx, held, held.Rollback
+	case checkpointer:
+		rt.restore = a.Checkpoint()
+	}
+	return nil
+}
+
+// end ends the call's turn, which ended with res and err, and returns what
+// the call returns. A stored resident's new conversation is written when
+// the call succeeded; a write the store refuses fails the call. A failed
+// call puts the conversation back as it found it. Then the turns are given
+// up.
+func (rt *residentTurn) end(res tool.Result, err error) (tool.Result, error) {
+	defer rt.release()
+	if rt.save != nil {
+		if serr := rt.save(err); serr != nil {
+			res, err = tool.Result{Usage: res.Usage}, serr
 		}
 	}
-	o.Output, o.Usage, o.Content = out, usage, content
+	if err != nil && rt.restore != nil {
+		rt.restore()
+	}
+	return res, err
+}
+
+// release gives up the agent's own turn, then the tool's.
+func (rt *residentTurn) release() {
+	if rt.held != nil {
+		rt.held.Release()
+	}
+	rt.t.turn.Release(1)
+}
+
+// runChild makes the call's runs of the child — the first and, when its
+// answer is rejected, the corrective one — and makes the call's result of
+// the last answer. A panicking child becomes an error, and whatever
+// happens the Result carries what the runs spent.
+func (t *SubAgentTool) runChild(ctx context.Context, args json.RawMessage, in agent.Input, runID string) (res tool.Result, err error) {
+	runs := childRuns{t: t, ctx: ctx, args: args}
+	defer func() { res.Usage = runs.usage }()
+	defer recoverPanic(t.def.Name, &err)
+	out, v, err := runs.answer(in)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	o := Outcome{RunID: runID, Output: out, Usage: runs.usage}
+	if o.Content, o.Value, err = t.accept(out.Answer, v); err != nil {
+		return tool.Result{}, err
+	}
+	return t.deliver(ctx, o)
+}
+
+// recoverPanic turns a panic into a correctable error in *err. Defer it
+// directly.
+func recoverPanic(name string, err *error) {
+	if p := recover(); p != nil {
+		*err = tool.Correctable(tool.Panicked(name, p))
+	}
+}
+
+// childRuns are the runs of the child in one call: they share the call's
+// context and arguments, and add up what they spend.
+type childRuns struct {
+	t     *SubAgentTool
+	ctx   context.Context
+	args  json.RawMessage
+	usage provider.Usage // spent by the runs so far
+}
+
+// answer runs the child on in and, when the tool validates, checks its
+// answer; a rejected answer gets one corrective run, checked in turn. It
+// returns the last run's output and the verdict on its answer (zero when
+// the tool does not validate).
+func (r *childRuns) answer(in agent.Input) (out agent.Output, v verdict, err error) {
+	c := r.t.cfg.check
+	if c == nil {
+		out, err = r.attempt(in)
+		return out, verdict{}, err
+	}
+	// The child is told the shape on its first try: through the provider's
+	// structured output where it has one, and in words.
+	first := in
+	first.ResponseSchema = c.schema.Raw()
+	if !r.t.shapeTold {
+		first.Text = joinPrompts(in.Text, c.prompt)
+	}
+	if out, err = r.attempt(first); err != nil {
+		return out, verdict{}, err
+	}
+	if v, err = r.check(out.Answer); err != nil || v.problem == nil {
+		return out, v, err
+	}
+	if out, err = r.attempt(r.t.correction(in, out.Answer, v.problem)); err != nil {
+		return out, verdict{}, err
+	}
+	v, err = r.check(out.Answer)
+	return out, v, err
+}
+
+// attempt makes one run of the child and adds what it spent to the call's
+// usage. The child's own failure is correctable: the parent's model reads
+// it; a cancellation or an interrupt goes up as it is.
+func (r *childRuns) attempt(in agent.Input) (agent.Output, error) {
+	a, closer, err := r.build()
+	if err != nil {
+		return agent.Output{}, err
+	}
+	if closer != nil {
+		defer closer.Close()
+	}
+	out, err := a.Run(r.ctx, in)
+	r.usage = r.usage.Add(out.TotalUsage())
+	if err != nil && r.ctx.Err() == nil && !interrupted(err) {
+		err = tool.Correctable(fmt.Errorf("%w: %q: %w", ErrChildFailed, r.t.def.Name, err))
+	}
+	return out, err
+}
+
+// build returns the agent for one run: the resident; a fork built with
+// what the runs before it left of its budget; or the factory's agent, with
+// itself as the io.Closer to close after the run when it is one.
+func (r *childRuns) build() (agent.Agent, io.Closer, error) {
+	t, name := r.t, r.t.def.Name
+	switch {
+	case t.resident != nil:
+		return t.resident, nil, nil
+	case t.limited != nil:
+		left := t.budget - r.usage.Tokens()
+		if left <= 0 {
+			return nil, nil, tool.Correctable(fmt.Errorf("%w: %w: %q spent its budget of %d tokens before it could try again: give it a smaller task",
+				ErrChildFailed, agent.ErrUsageLimit, name, t.budget))
+		}
+		a, err := t.limited(left)
+		if err != nil {
+			return nil, nil, fmt.Errorf("subagent %q: building the agent: %w", name, err)
+		}
+		return a, nil, nil
+	}
+	a, err := t.factory(r.ctx, r.args)
+	switch {
+	case err != nil && tool.IsCorrectable(err):
+		return nil, nil, fmt.Errorf("subagent %q: %w", name, err)
+	case err != nil:
+		return nil, nil, fmt.Errorf("subagent %q: building the agent: %w", name, err)
+	case a == nil:
+		return nil, nil, fmt.Errorf("subagent %q: the factory returned no agent and no error", name)
+	}
+	closer, _ := a.(io.Closer)
+	return a, closer, nil
+}
+
+// check checks an answer against the tool's schema. It fails only when
+// the call's context ends first.
+func (r *childRuns) check(answer string) (verdict, error) {
+	v, err := r.t.cfg.check.check(r.ctx, answer)
+	if err != nil {
+		return verdict{}, fmt.Errorf("subagent %q: checking the answer: %w", r.t.def.Name, err)
+	}
+	return v, nil
+}
+
+// correction is the input of the corrective run, after the answer to in
+// was rejected for problem. A resident remembers the task and its answer;
+// a child built for the call is told both again.
+func (t *SubAgentTool) correction(in agent.Input, answer string, problem error) agent.Input {
+	c := t.cfg.check
+	retry := agent.Input{Text: c.correction(problem), ResponseSchema: c.schema.Raw(), CacheKey: in.CacheKey}
+	if t.resident == nil {
+		retry.Text = in.Text + "\n\n" + retry.Text + "\nYour rejected answer was:\n" + answer
+		retry.Messages = in.Messages
+	}
+	return retry
+}
+
+// accept returns the content and the value of the call's result, from the
+// child's last answer and, when the tool validates, the verdict on it. An
+// answer still invalid after the correction is passed on with a note
+// saying what is wrong, or, under WithResult, as a failed Result; under
+// WithResult an answer with no JSON at all fails the call.
+func (t *SubAgentTool) accept(answer string, v verdict) (content string, value any, err error) {
+	c := t.cfg.check
+	switch {
+	case c == nil:
+		return answer, nil, nil
+	case v.problem == nil:
+		return v.raw, v.value, nil
+	case c.result && !v.found:
+		return "", nil, tool.Correctable(fmt.Errorf("%w: %q answered twice without the JSON result asked for: %s",
+			ErrNoJSON, t.def.Name, clip(answer, 200)))
+	case c.result:
+		r := Result{Status: StatusFailed, Summary: answer}
+		return fitResult(r, t.cfg.maxOutput), r, nil
+	default:
+		return withNote(answer, v.problem.Error(), t.cfg.maxOutput), nil, nil
+	}
+}
+
+// deliver returns the call's result: o's content, or what WithRender makes
+// of o, capped. A child that ignored its cancellation does not get to
+// answer, and a resident's conversation does not keep the turn.
+func (t *SubAgentTool) deliver(ctx context.Context, o Outcome) (tool.Result, error) {
+	content := o.Content
 	if t.cfg.render != nil {
+		var err error
 		if content, err = t.cfg.render(ctx, o); err != nil {
-			return tool.Result{}, fmt.Errorf("subagent %q: rendering the result: %w", name, err)
+			return tool.Result{}, fmt.Errorf("subagent %q: rendering the result: %w", t.def.Name, err)
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		// A child that ignored its cancellation does not get to answer, and
-		// a resident's conversation does not keep the turn.
-		return tool.Result{}, fmt.Errorf("subagent %q: %w", name, context.Cause(ctx))
+	if ctx.Err() != nil {
+		return tool.Result{}, fmt.Errorf("subagent %q: %w", t.def.Name, context.Cause(ctx))
 	}
 	if content == "" {
 		content = "(the sub-agent gave an empty answer)"

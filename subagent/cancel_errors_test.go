@@ -85,8 +85,8 @@ func TestChildIgnoringCancellation(t *testing.T) {
 		return agent.Output{Answer: "a partial answer"}, nil
 	})
 	subs := []*SubAgentTool{
-		must(FromAgent("child", "x", nil, stubborn))(t),
-		must(FromFactory("child", "x", nil, func(context.Context, json.RawMessage) (agent.Agent, error) { return stubborn, nil }))(t),
+		must(FromAgent("child", "x", stubborn))(t),
+		must(FromFactory("child", "x", func(context.Context, json.RawMessage) (agent.Agent, error) { return stubborn, nil }))(t),
 	}
 	for _, sub := range subs {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -115,13 +115,13 @@ func TestChildErrorInChain(t *testing.T) {
 	provErr := &provider.Error{Provider: "fake", StatusCode: 429, Kind: provider.KindRateLimit}
 	subs := map[string]func(t *testing.T, p *fake.Provider) *SubAgentTool{
 		"FromAgent": func(t *testing.T, _ *fake.Provider) *SubAgentTool {
-			return must(FromAgent("child", "x", nil, failing))(t)
+			return must(FromAgent("child", "x", failing))(t)
 		},
 		"FromFactory": func(t *testing.T, _ *fake.Provider) *SubAgentTool {
-			return must(FromFactory("child", "x", nil, func(context.Context, json.RawMessage) (agent.Agent, error) { return failing, nil }))(t)
+			return must(FromFactory("child", "x", func(context.Context, json.RawMessage) (agent.Agent, error) { return failing, nil }))(t)
 		},
 		"FromReact": func(t *testing.T, p *fake.Provider) *SubAgentTool {
-			return must(FromReact("child", "x", p, nil, nil))(t)
+			return must(FromReact("child", "x", p, nil))(t)
 		},
 	}
 	for name, build := range subs {
@@ -152,21 +152,21 @@ func TestPanickingChild(t *testing.T) {
 	panicky := agent.Func(func(context.Context, agent.Input) (agent.Output, error) { return boom() })
 	subs := map[string]func(t *testing.T, p *fake.Provider) *SubAgentTool{
 		"FromAgent": func(t *testing.T, _ *fake.Provider) *SubAgentTool {
-			return must(FromAgent("child", "x", nil, panicky))(t)
+			return must(FromAgent("child", "x", panicky))(t)
 		},
 		"FromFactory, the agent": func(t *testing.T, _ *fake.Provider) *SubAgentTool {
-			return must(FromFactory("child", "x", nil, func(context.Context, json.RawMessage) (agent.Agent, error) { return panicky, nil }))(t)
+			return must(FromFactory("child", "x", func(context.Context, json.RawMessage) (agent.Agent, error) { return panicky, nil }))(t)
 		},
 		"FromFactory, the factory": func(t *testing.T, _ *fake.Provider) *SubAgentTool {
-			return must(FromFactory("child", "x", nil, func(context.Context, json.RawMessage) (agent.Agent, error) { panic("factory bug") }))(t)
+			return must(FromFactory("child", "x", func(context.Context, json.RawMessage) (agent.Agent, error) { panic("factory bug") }))(t)
 		},
 		"FromReact, the provider": func(t *testing.T, p *fake.Provider) *SubAgentTool {
 			p.Add(fake.Respond(func(context.Context, provider.Request) (provider.Response, error) { panic("adapter bug") }).For("child"))
-			return must(FromReact("child", "x", p, nil, nil))(t)
+			return must(FromReact("child", "x", p, nil))(t)
 		},
 		"WithRender": func(t *testing.T, p *fake.Provider) *SubAgentTool {
 			p.Add(fake.Text("fine").For("child"))
-			return must(FromReact("child", "x", p, nil, nil, WithRender(func(context.Context, Outcome) (string, error) { panic("render bug") })))(t)
+			return must(FromReact("child", "x", p, nil, WithRender(func(context.Context, Outcome) (string, error) { panic("render bug") })))(t)
 		},
 	}
 	for name, build := range subs {
@@ -215,7 +215,7 @@ func TestChildTimeout(t *testing.T) {
 			})
 		})
 	}
-	if _, err := FromAgent("x", "x", nil, agent.Func(nil), WithTimeout(0)); err == nil {
+	if _, err := FromAgent("x", "x", agent.Func(nil), WithTimeout(0)); err == nil {
 		t.Error("WithTimeout(0) accepted")
 	}
 }

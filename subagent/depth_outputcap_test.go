@@ -11,6 +11,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/tool"
 )
 
@@ -35,7 +36,7 @@ func TestDepthCapRefusesDeeperCalls(t *testing.T) {
 				p := fake.NewProvider(fake.Text("done").For("child"))
 				sub := f.build(t, p, nil, tt.opts...)
 				reg := must(tool.NewRegistry(sub))(t)
-				ctx := agent.WithDepth(context.Background(), tt.depth)
+				ctx := run.WithDepth(context.Background(), tt.depth)
 
 				if got := sub.Available(ctx); got != tt.available {
 					t.Errorf("Available at depth %d = %v, want %v", tt.depth, got, tt.available)
@@ -63,7 +64,7 @@ func TestDepthCapRefusesDeeperCalls(t *testing.T) {
 			})
 		}
 	}
-	if _, err := FromAgent("x", "x", nil, agent.Func(nil), WithMaxDepth(0)); err == nil {
+	if _, err := FromAgent("x", "x", agent.Func(nil), WithMaxDepth(0)); err == nil {
 		t.Error("WithMaxDepth(0) accepted")
 	}
 }
@@ -74,7 +75,7 @@ func TestDelegationCycleIsBoundedByDepth(t *testing.T) {
 	for _, maxDepth := range []int{1, 2, 3} {
 		p := fake.NewProvider(fake.Call("loop", `{"task":"again"}`).For("loop")).Loop()
 		tools := must(tool.NewRegistry())(t)
-		sub := must(FromReact("loop", "Runs itself.", p, tools, nil, WithMaxDepth(maxDepth),
+		sub := must(FromReact("loop", "Runs itself.", p, tools, WithMaxDepth(maxDepth),
 			WithReactOptions(agent.WithToolRetries(0))))(t)
 		if err := tools.Register(sub); err != nil {
 			t.Fatal(err)
@@ -163,7 +164,7 @@ func TestOutputCapAppliesThroughTheTool(t *testing.T) {
 			}
 		})
 	}
-	if _, err := FromAgent("x", "x", nil, agent.Func(nil), WithMaxOutputBytes(10)); err == nil {
+	if _, err := FromAgent("x", "x", agent.Func(nil), WithMaxOutputBytes(10)); err == nil {
 		t.Error("WithMaxOutputBytes(10) accepted")
 	}
 }

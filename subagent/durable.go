@@ -51,7 +51,8 @@ type durable struct {
 // the database, renewed while a call runs. A caller waits its turn (or,
 // with WithRefuseWhenBusy, is refused with ErrBusy); the lease of a process
 // that died is free after the store's lease TTL (store.WithLeaseTTL). The
-// agent must implement Persistent (*agent.React does).
+// agent must implement Persistent (*agent.React does). Only FromAgent
+// takes it: the other forms' children have no conversation to keep.
 //
 // A call suspended by an interrupt (under WithJournal) holds the expert in
 // the store, under the key "expert-suspended/" + key, for every process:
@@ -60,16 +61,18 @@ type durable struct {
 // journal in st) or all its questions expire, other calls wait or are
 // refused as they are while it answers.
 func WithStore(st *store.Store, key string) Option {
-	return func(c *config) error {
-		if st == nil {
-			return errors.New("WithStore(nil, …): pass a store, such as store.New(sqlite.Open(path))")
-		}
-		if key == "" {
-			return errors.New("WithStore: empty key: name the expert's conversation")
-		}
-		c.durable = &durable{st: st, key: key}
-		return nil
-	}
+	return usedBy(formAgent,
+		"WithStore keeps the conversation of a FromAgent expert (a one-shot or spawned child has none to keep)",
+		func(c *config) error {
+			if st == nil {
+				return errors.New("WithStore(nil, …): pass a store, such as store.New(sqlite.Open(path))")
+			}
+			if key == "" {
+				return errors.New("WithStore: empty key: name the expert's conversation")
+			}
+			c.durable = &durable{st: st, key: key}
+			return nil
+		})
 }
 
 // lockKey is the name of the expert's lock, apart from its conversation.
@@ -80,31 +83,31 @@ func (d *durable) lockKey() string { return "expert/" + d.key }
 func (d *durable) holdKey() string { return "expert-suspended/" + d.key }
 
 // begin takes the expert's lock and, unless another suspended call holds
-// the expert (held: the lock is given back), brings the agent's
+// the expert (errHeld: the lock is given back), brings the agent's
 // conversation to the stored one. The returned function ends the turn
 // with the call's error: it holds the expert for a suspended call, lets it
 // go for the call that held it, writes the new conversation of a call that
 // succeeded, and in any case releases the lock.
-func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse bool) (end func(error) error, held bool, err error) {
+func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse bool) (end func(error) error, err error) {
 	var lk *store.Lock
 	if refuse {
 		lk, err = d.st.TryLock(ctx, d.lockKey())
 		if errors.Is(err, store.ErrBusy) {
-			return nil, false, tool.Correctable(fmt.Errorf("%w: %q is answering a call in another process: wait for that answer, then ask again", ErrBusy, name))
+			return nil, tool.Correctable(fmt.Errorf("%w: %q is answering a call in another process: wait for that answer, then ask again", ErrBusy, name))
 		}
 	} else {
 		lk, err = d.st.Lock(ctx, d.lockKey())
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("subagent %q: taking its turn in the store: %w", name, err)
+		return nil, fmt.Errorf("subagent %q: taking its turn in the store: %w", name, err)
 	}
 	mine, held, err := d.checkHold(ctx)
 	if err != nil || held {
 		lk.Unlock()
 		if err != nil {
-			err = fmt.Errorf("subagent %q: %w", name, err)
+			return nil, fmt.Errorf("subagent %q: %w", name, err)
 		}
-		return nil, held, err
+		return nil, errHeld
 	}
 	data, version, err := d.st.Get(ctx, d.key)
 	switch {
@@ -115,11 +118,11 @@ func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse b
 		}
 	case err != nil:
 		lk.Unlock()
-		return nil, false, fmt.Errorf("subagent %q: reading its conversation: %w", name, err)
+		return nil, fmt.Errorf("subagent %q: reading its conversation: %w", name, err)
 	case !bytes.Equal(data, d.snap):
 		if err := p.Restore(data); err != nil {
 			lk.Unlock()
-			return nil, false, fmt.Errorf("subagent %q: restoring its stored conversation: %w: delete it (store.Delete %q) to start afresh", name, err, d.key)
+			return nil, fmt.Errorf("subagent %q: restoring its stored conversation: %w: delete it (store.Delete %q) to start afresh", name, err, d.key)
 		}
 	}
 	d.snap = data
@@ -153,7 +156,7 @@ func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse b
 		}
 		d.snap = snap
 		return nil
-	}, false, nil
+	}, nil
 }
 
 // checkHold reads, under the expert's lock, whether a suspended call

@@ -89,7 +89,7 @@ func BenchmarkFanOutJournal(b *testing.B) {
 		time.Sleep(20 * time.Millisecond)
 		return provider.Response{Message: provider.AssistantMessage("done"), Usage: provider.Usage{InputTokens: 20, OutputTokens: 2, Requests: 1}}, nil
 	})
-	worker, err := FromFactory("worker", "Does one task.", nil, func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
+	worker, err := FromFactory("worker", "Does one task.", func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 		return agent.NewReact(child, agent.WithName("worker"))
 	}, WithInput(taskInput))
 	if err != nil {
@@ -156,7 +156,7 @@ func BenchmarkResidentStored(b *testing.B) {
 				defer st.Close()
 				opts = append(opts, WithStore(st, "expert"))
 			}
-			ex, err := FromAgent("expert", "Knows the ledger.", nil, r, opts...)
+			ex, err := FromAgent("expert", "Knows the ledger.", r, opts...)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -34,7 +34,7 @@ func TestBackgroundJobReplaysFromTheJournal(t *testing.T) {
 			fake.Text("done").For("lead"),
 			fake.Text("dug").For(subagent.DefaultForkName).WithUsage(usage(10)),
 		)
-		reg, _ := setup(t, p, true, []subagent.Option{subagent.WithBackground()})
+		reg, _ := setup(t, p, true, []subagent.SpawnOption{subagent.WithBackground()})
 		j, err := st.Journal(ctx, "job-turn")
 		if err != nil {
 			t.Fatal(err)

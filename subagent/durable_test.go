@@ -60,7 +60,7 @@ func (e *echo) provider() provider.Provider {
 func storedExpert(t testing.TB, p provider.Provider, st *store.Store, opts ...Option) *SubAgentTool {
 	t.Helper()
 	r := newReact(t, p, agent.WithName("expert"))
-	return must(FromAgent("expert", "Knows things.", nil, r, append([]Option{WithInput(taskInput), WithStore(st, "expert")}, opts...)...))(t)
+	return must(FromAgent("expert", "Knows things.", r, append([]Option{WithInput(taskInput), WithStore(st, "expert")}, opts...)...))(t)
 }
 
 func storedMessages(t testing.TB, st *store.Store) ([]provider.Message, int64) {
@@ -255,24 +255,24 @@ func TestStoredExpertSizeBound(t *testing.T) {
 func TestWithStoreRefusedWhereItHasNoMeaning(t *testing.T) {
 	st := openStore(t, filepath.Join(t.TempDir(), "deputy.db"))
 	p := fake.NewProvider()
-	_, err := FromFactory("x", "", nil, func(context.Context, json.RawMessage) (agent.Agent, error) { return nil, nil }, WithStore(st, "k"))
+	_, err := FromFactory("x", "", func(context.Context, json.RawMessage) (agent.Agent, error) { return nil, nil }, WithStore(st, "k"))
 	if err == nil || !strings.Contains(err.Error(), "FromAgent") {
 		t.Errorf("FromFactory with WithStore: %v", err)
 	}
-	if _, err := FromReact("x", "", p, nil, nil, WithStore(st, "k")); err == nil {
+	if _, err := FromReact("x", "", p, nil, WithStore(st, "k")); err == nil {
 		t.Error("FromReact accepted WithStore")
 	}
 	if _, err := NewSpawner(p, nil, WithStore(st, "k")); err == nil {
 		t.Error("NewSpawner accepted WithStore")
 	}
 	a := agent.Func(func(context.Context, agent.Input) (agent.Output, error) { return agent.Output{}, nil })
-	if _, err := FromAgent("x", "", nil, a, WithStore(st, "k")); err == nil || !strings.Contains(err.Error(), "Persistent") {
+	if _, err := FromAgent("x", "", a, WithStore(st, "k")); err == nil || !strings.Contains(err.Error(), "Persistent") {
 		t.Errorf("FromAgent of an agent that cannot save: %v", err)
 	}
-	if _, err := FromAgent("x", "", nil, newReact(t, p), WithStore(nil, "k")); err == nil {
+	if _, err := FromAgent("x", "", newReact(t, p), WithStore(nil, "k")); err == nil {
 		t.Error("WithStore(nil) accepted")
 	}
-	if _, err := FromAgent("x", "", nil, newReact(t, p), WithStore(st, "")); err == nil {
+	if _, err := FromAgent("x", "", newReact(t, p), WithStore(st, "")); err == nil {
 		t.Error("WithStore with an empty key accepted")
 	}
 }
@@ -428,7 +428,7 @@ func fanOut(t testing.TB, killAt int64) (*agent.React, *atomic.Int64) {
 		return provider.Response{Message: provider.AssistantMessage("done: " + req.Messages[len(req.Messages)-1].Content),
 			Usage: provider.Usage{InputTokens: 5, OutputTokens: 1, Requests: 1}}, nil
 	})
-	worker := must(FromFactory("worker", "Does one task.", nil, func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
+	worker := must(FromFactory("worker", "Does one task.", func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 		return agent.NewReact(child, agent.WithName("worker"))
 	}, WithInput(taskInput)))(t)
 	calls := make([]provider.ToolCall, 100)
@@ -640,7 +640,7 @@ func TestJournalModelReplaysTheLeadsDecisions(t *testing.T) {
 			}
 			return provider.Response{Message: provider.AssistantMessage("did " + req.Messages[0].Content), Usage: provider.Usage{Requests: 1}}, nil
 		})
-		worker := must(FromFactory("worker", "Does one step.", nil, func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
+		worker := must(FromFactory("worker", "Does one step.", func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(child, agent.WithName("worker"))
 		}, WithInput(taskInput)))(t)
 		lead := newReact(t, JournalModel(leadModel), agent.WithName("lead"), agent.WithTools(worker))

@@ -105,7 +105,7 @@ func delegation(b *testing.B, sink event.Sink, stream bool) func() {
 	if !stream {
 		p = completeOnly{fp}
 	}
-	child, err := subagent.FromFactory("researcher", "Researches one topic.", nil,
+	child, err := subagent.FromFactory("researcher", "Researches one topic.",
 		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(p, agent.WithName("researcher"))
 		})

@@ -206,7 +206,7 @@ func TestBusyAndCancelledEvents(t *testing.T) {
 			}
 		}).For("child")).Loop()
 		child := newReact(t, p, agent.WithName("child"))
-		sub := must(FromAgent("child", "x", nil, child, WithRefuseWhenBusy()))(t)
+		sub := must(FromAgent("child", "x", child, WithRefuseWhenBusy()))(t)
 		var rec recorder
 		ctx, cancel := context.WithCancel(rec.context(context.Background()))
 		done := make(chan error, 1)
@@ -245,10 +245,10 @@ func TestNestedEvents(t *testing.T) {
 		fake.Text("Plan: take the 9:00 train.").For("planner"),
 		fake.Text("The 9:00 train.").For("helper"),
 	)
-	helper := must(FromFactory("helper", "Finds things.", nil, func(context.Context, json.RawMessage) (agent.Agent, error) {
+	helper := must(FromFactory("helper", "Finds things.", func(context.Context, json.RawMessage) (agent.Agent, error) {
 		return agent.NewReact(p, agent.WithName("helper"))
 	}, WithMaxDepth(2)))(t)
-	planner := must(FromReact("planner", "Plans.", p, must(tool.NewRegistry(helper))(t), nil, WithMaxDepth(2)))(t)
+	planner := must(FromReact("planner", "Plans.", p, must(tool.NewRegistry(helper))(t), WithMaxDepth(2)))(t)
 	lead := newReact(t, p, agent.WithName("lead"), agent.WithTools(planner))
 
 	var rec recorder

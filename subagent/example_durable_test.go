@@ -36,7 +36,7 @@ func ExampleWithJournal() {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		childModel := script(cancel)
-		worker, _ := subagent.FromFactory("worker", "Does one task.", nil, func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
+		worker, _ := subagent.FromFactory("worker", "Does one task.", func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(childModel, agent.WithName("worker"))
 		})
 		lead, _ := agent.NewReact(fake.NewProvider(
@@ -82,7 +82,7 @@ func ExampleWithStore() {
 	})
 	for range 2 { // two processes, one after the other
 		expert, _ := agent.NewReact(model, agent.WithName("ledger"))
-		t, err := subagent.FromAgent("ledger", "Knows the ledger.", nil, expert, subagent.WithStore(st, "experts/ledger"))
+		t, err := subagent.FromAgent("ledger", "Knows the ledger.", expert, subagent.WithStore(st, "experts/ledger"))
 		if err != nil {
 			log.Fatal(err)
 		}

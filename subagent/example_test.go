@@ -27,7 +27,7 @@ func ExampleFromAgent() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	consult, err := subagent.FromAgent("historian", "Answers questions on the history of Paris; remembers the conversation.", nil, historian)
+	consult, err := subagent.FromAgent("historian", "Answers questions on the history of Paris; remembers the conversation.", historian)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -55,21 +55,19 @@ func ExampleFromFactory() {
 	model := fake.NewProvider(
 		fake.Text("Bonjour le monde").For("translator"),
 	)
-	translate, err := subagent.FromFactory("translate", "Translates text.",
-		json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"},"to":{"type":"string"}},"required":["text","to"]}`),
-		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
-			var a struct{ To string }
-			if err := json.Unmarshal(args, &a); err != nil {
-				return nil, err
-			}
-			return agent.NewReact(model, agent.WithName("translator"),
-				agent.WithSystemPrompt("Translate the user's text into "+a.To+"."))
-		},
-		subagent.WithInput(func(args json.RawMessage) (agent.Input, error) {
-			var a struct{ Text string }
-			err := json.Unmarshal(args, &a)
-			return agent.Input{Text: a.Text}, err
-		}))
+	translate, err := subagent.FromFactory("translate", "Translates text.", func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
+		var a struct{ To string }
+		if err := json.Unmarshal(args, &a); err != nil {
+			return nil, err
+		}
+		return agent.NewReact(model, agent.WithName("translator"),
+			agent.WithSystemPrompt("Translate the user's text into "+a.To+"."))
+	}, subagent.WithInput(func(args json.RawMessage) (agent.Input, error) {
+		var a struct{ Text string }
+		err := json.Unmarshal(args, &a)
+		return agent.Input{Text: a.Text}, err
+	}), subagent.WithParams(
+		json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"},"to":{"type":"string"}},"required":["text","to"]}`)))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -93,7 +91,7 @@ func ExampleFromReact() {
 		fake.Text("17 * 23 = 391.").For("lead"),
 		fake.Text("391").For("delegate"),
 	)
-	delegate, err := subagent.FromReact("delegate", "Runs a sub-agent you describe on a task.", model, nil, nil)
+	delegate, err := subagent.FromReact("delegate", "Runs a sub-agent you describe on a task.", model, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -122,7 +120,7 @@ func ExampleWithResult() {
 		fake.Text("I found two broken links.").For("auditor"),
 		fake.Text("```json\n{\"status\":\"success\",\"summary\":\"2 broken links\",\"findings\":{\"broken\":2}}\n```").For("auditor"),
 	)
-	audit, err := subagent.FromReact("auditor", "Audits a web site.", model, nil, nil, subagent.WithResult())
+	audit, err := subagent.FromReact("auditor", "Audits a web site.", model, nil, subagent.WithResult())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -152,7 +150,7 @@ func ExampleOutputOf() {
 	model := fake.NewProvider(
 		fake.Text(`Here you are: {"city":"Lisbon","temp_c":21.5,"sunny":true}`).For("weather"),
 	)
-	weather, err := subagent.FromReact("weather", "Forecasts the weather.", model, nil, nil, subagent.OutputOf[Forecast]())
+	weather, err := subagent.FromReact("weather", "Forecasts the weather.", model, nil, subagent.OutputOf[Forecast]())
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func TestFromAgentThirdAnswerBuildsOnFirst(t *testing.T) {
 		}).For("expert"),
 	)
 	expert := newReact(t, p, agent.WithName("expert"))
-	sub := must(FromAgent("expert", "Answers questions and remembers what it was told.", nil, expert))(t)
+	sub := must(FromAgent("expert", "Answers questions and remembers what it was told.", expert))(t)
 
 	questions := []string{`{"task":"Remember the code 7."}`, `{"task":"Capital of France?"}`, `{"task":"What was the code?"}`}
 	var answers []string
@@ -72,7 +72,7 @@ func TestFromAgentConcurrentCallsTakeTurns(t *testing.T) {
 		return reply("re: " + req.Messages[len(req.Messages)-1].Content)
 	}).For("expert")).Loop()
 	expert := newReact(t, p, agent.WithName("expert"))
-	sub := must(FromAgent("expert", "Answers questions.", nil, expert))(t)
+	sub := must(FromAgent("expert", "Answers questions.", expert))(t)
 
 	var wg sync.WaitGroup
 	errs := make([]error, n)
@@ -122,7 +122,7 @@ func TestFromAgentWaiterGivesUp(t *testing.T) {
 			fake.Text("never used").For("expert"),
 		)
 		expert := newReact(t, p, agent.WithName("expert"))
-		sub := must(FromAgent("expert", "Answers questions.", nil, expert))(t)
+		sub := must(FromAgent("expert", "Answers questions.", expert))(t)
 
 		type outcome struct {
 			res tool.Result
@@ -169,7 +169,7 @@ func TestFromAgentCancelledCallLeavesNoTrace(t *testing.T) {
 			fake.Text("the good answer").For("expert"),
 		)
 		expert := newReact(t, p, agent.WithName("expert"))
-		sub := must(FromAgent("expert", "Answers questions.", nil, expert))(t)
+		sub := must(FromAgent("expert", "Answers questions.", expert))(t)
 
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
@@ -231,7 +231,7 @@ func TestFromAgentFailedCallLeavesConversation(t *testing.T) {
 			}
 			p := fake.NewProvider(replies...)
 			expert := newReact(t, p, agent.WithName("expert"), agent.WithTools(lookup))
-			sub := must(FromAgent("expert", "Answers questions.", nil, panicOnAnswer{expert}, WithResult()))(t)
+			sub := must(FromAgent("expert", "Answers questions.", panicOnAnswer{expert}, WithResult()))(t)
 
 			if _, err := callTool(context.Background(), sub, "call_1", `{"task":"first"}`); err != nil {
 				t.Fatal(err)
@@ -276,8 +276,8 @@ func TestFromAgentDistinctToolsRunInParallel(t *testing.T) {
 		})
 		p := fake.NewProvider(barrier.For("a"), barrier.For("b"))
 		subs := []*SubAgentTool{
-			must(FromAgent("a", "Expert a.", nil, newReact(t, p, agent.WithName("a"))))(t),
-			must(FromAgent("b", "Expert b.", nil, newReact(t, p, agent.WithName("b"))))(t),
+			must(FromAgent("a", "Expert a.", newReact(t, p, agent.WithName("a"))))(t),
+			must(FromAgent("b", "Expert b.", newReact(t, p, agent.WithName("b"))))(t),
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -308,7 +308,7 @@ func TestFromAgentRefuseWhenBusy(t *testing.T) {
 			fake.Text("third").For("expert"),
 		)
 		expert := newReact(t, p, agent.WithName("expert"))
-		sub := must(FromAgent("expert", "Answers questions.", nil, expert, WithRefuseWhenBusy()))(t)
+		sub := must(FromAgent("expert", "Answers questions.", expert, WithRefuseWhenBusy()))(t)
 		reg := must(tool.NewRegistry(sub))(t)
 
 		done := make(chan error, 1)
@@ -340,7 +340,7 @@ func TestFromAgentRefuseWhenBusy(t *testing.T) {
 
 // FromAgent rejects a nil agent.
 func TestFromAgentNil(t *testing.T) {
-	if _, err := FromAgent("expert", "x", nil, nil); err == nil {
+	if _, err := FromAgent("expert", "x", nil); err == nil {
 		t.Error("FromAgent(nil agent) did not fail")
 	}
 }
@@ -361,7 +361,7 @@ func TestFromAgentSerializesAnyAgent(t *testing.T) {
 		inside.Add(-1)
 		return agent.Output{Answer: "ok"}, nil
 	})
-	sub := must(FromAgent("expert", "Answers.", nil, expert))(t)
+	sub := must(FromAgent("expert", "Answers.", expert))(t)
 	var wg sync.WaitGroup
 	for i := range 20 {
 		wg.Go(func() {

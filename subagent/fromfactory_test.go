@@ -31,7 +31,7 @@ func TestFromFactoryFreshAgentPerCall(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var builds []built
-	sub := must(FromFactory("child", "Delegates.", nil, func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
+	sub := must(FromFactory("child", "Delegates.", func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 		a, err := agent.NewReact(p, agent.WithName("child"))
 		mu.Lock()
 		builds = append(builds, built{agent.Depth(ctx), string(args), a})
@@ -95,7 +95,7 @@ func TestFromFactoryClosesAgent(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var builds, closed atomic.Int32
-			sub := must(FromFactory("child", "Delegates.", nil, func(context.Context, json.RawMessage) (agent.Agent, error) {
+			sub := must(FromFactory("child", "Delegates.", func(context.Context, json.RawMessage) (agent.Agent, error) {
 				builds.Add(1)
 				return closer{tt.run, &closed}, nil
 			}, tt.opts...))(t)
@@ -125,7 +125,7 @@ func TestFromFactoryErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sub := must(FromFactory("child", "Delegates.", nil, func(context.Context, json.RawMessage) (agent.Agent, error) {
+			sub := must(FromFactory("child", "Delegates.", func(context.Context, json.RawMessage) (agent.Agent, error) {
 				return nil, tt.err
 			}))(t)
 
@@ -178,7 +178,7 @@ func TestFromFactoryParallel(t *testing.T) {
 				return provider.Response{}, ctx.Err()
 			}
 		}).For("child")).Loop()
-		sub := must(FromFactory("child", "Delegates.", nil, func(context.Context, json.RawMessage) (agent.Agent, error) {
+		sub := must(FromFactory("child", "Delegates.", func(context.Context, json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(p, agent.WithName("child"))
 		}))(t)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -199,7 +199,7 @@ func TestFromFactoryParallel(t *testing.T) {
 
 // FromFactory rejects a nil factory.
 func TestFromFactoryNil(t *testing.T) {
-	if _, err := FromFactory("child", "x", nil, nil); err == nil {
+	if _, err := FromFactory("child", "x", nil); err == nil {
 		t.Error("FromFactory(nil factory) did not fail")
 	}
 }

@@ -41,7 +41,11 @@ func TestFromReactDefinesChild(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := fake.NewProvider(fake.Text(`{"status":"success","summary":"4"}`).For("child"))
-			sub := must(FromReact("child", "Runs a sub-agent.", p, nil, tt.params, tt.opts...))(t)
+			opts := tt.opts
+			if tt.params != nil {
+				opts = append(opts, WithParams(tt.params))
+			}
+			sub := must(FromReact("child", "Runs a sub-agent.", p, nil, opts...))(t)
 			if _, err := callTool(context.Background(), sub, "call_1", tt.args); err != nil {
 				t.Fatal(err)
 			}
@@ -63,7 +67,7 @@ func TestFromReactDefinesChild(t *testing.T) {
 // Nil params means ReactParams, whose properties are system_prompt and
 // task, both strings.
 func TestFromReactDefaultParams(t *testing.T) {
-	sub := must(FromReact("child", "Runs a sub-agent.", fake.NewProvider(), nil, nil))(t)
+	sub := must(FromReact("child", "Runs a sub-agent.", fake.NewProvider(), nil))(t)
 	var schema struct {
 		Type       string                           `json:"type"`
 		Properties map[string]struct{ Type string } `json:"properties"`
@@ -98,7 +102,7 @@ func TestFromReactSharesToolsAndOptions(t *testing.T) {
 		fake.Call("clock", `{}`).For("child"), fake.Text("Still noon.").For("child"),
 		fake.Call("clock", `{}`).For("child"), fake.Call("clock", `{}`).For("child"),
 	)
-	sub := must(FromReact("child", "Runs a sub-agent.", p, tools, nil, WithReactOptions(agent.WithMaxSteps(2), agent.WithModel("small"))))(t)
+	sub := must(FromReact("child", "Runs a sub-agent.", p, tools, WithReactOptions(agent.WithMaxSteps(2), agent.WithModel("small"))))(t)
 	for _, want := range []string{"It is noon.", "Still noon."} {
 		res, err := callTool(context.Background(), sub, "call", `{"task":"time?"}`)
 		if err != nil || res.Content != want {
@@ -122,7 +126,7 @@ func TestFromReactSharesToolsAndOptions(t *testing.T) {
 
 // FromReact rejects a nil provider.
 func TestFromReactNilProvider(t *testing.T) {
-	if _, err := FromReact("child", "x", nil, nil, nil); err == nil {
+	if _, err := FromReact("child", "x", nil, nil); err == nil {
 		t.Error("FromReact(nil provider) did not fail")
 	}
 }
@@ -151,7 +155,7 @@ func TestFromReactWithoutTask(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := fake.NewProvider(fake.Text("should not be asked").For("child"))
-			sub := must(FromReact("child", "Runs a sub-agent.", p, nil, tt.params))(t)
+			sub := must(FromReact("child", "Runs a sub-agent.", p, nil, WithParams(tt.params)))(t)
 			_, err := callTool(context.Background(), sub, "call_1", tt.args)
 			if !errors.Is(err, tool.ErrInvalidArguments) {
 				t.Fatalf("error = %v, want one wrapping tool.ErrInvalidArguments", err)

@@ -95,6 +95,9 @@ func (h *hold) live(ctx context.Context, st *store.Store) bool {
 	return !errors.Is(err, store.ErrNotFound)
 }
 
+// errHeld: the resident is held for another, suspended call.
+var errHeld = errors.New("subagent: held for a call suspended until a person answers")
+
 // residentPause is the hold on a resident expert without WithStore.
 type residentPause struct {
 	mu    sync.Mutex
@@ -103,21 +106,29 @@ type residentPause struct {
 	freed chan struct{} // closed when h lets go
 }
 
-// check reports whether the expert is held for another call than the one
-// under ctx, and then a channel closed when the hold is let go. A hold
-// that is no longer live is let go.
-func (p *residentPause) check(ctx context.Context) (held bool, freed <-chan struct{}) {
+// take admits the call under ctx, or fails with errHeld while the expert
+// is held for another call (a hold that is no longer live is let go
+// first). The returned function ends the call's turn with its error: it
+// holds the expert for the call if it was suspended, and lets it go when
+// the call that held it ended otherwise.
+func (p *residentPause) take(ctx context.Context) (end func(error) error, err error) {
 	me := pauseID(ctx)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.h == nil || p.h.By == me {
-		return false, nil
-	}
-	if !p.h.live(ctx, p.st) {
+	if p.h != nil && p.h.By != me {
+		if p.h.live(ctx, p.st) {
+			return nil, errHeld
+		}
 		p.letGo()
-		return false, nil
 	}
-	return true, p.freed
+	return func(err error) error { p.after(ctx, err); return nil }, nil
+}
+
+// freedChan returns a channel closed when the current hold lets go, or nil.
+func (p *residentPause) freedChan() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.freed
 }
 
 // after holds the expert for the call under ctx if it ended suspended
@@ -144,55 +155,29 @@ func (p *residentPause) after(ctx context.Context, err error) {
 func (p *residentPause) letGo() {
 	p.h, p.st = nil, nil
 	close(p.freed)
+	p.freed = nil
 }
 
-// takeTurn takes a resident expert's turn for the call under ctx: the
-// tool's own turn (t.turn, which the caller gives back) and, with
-// WithStore, the expert's lock in the store, with the stored conversation
-// brought in. While the expert is held for another, suspended call, it
-// waits (or refuses, with WithRefuseWhenBusy) without holding either. The
-// returned end finishes the turn with the call's error: it holds the
-// expert for a call that was suspended, lets it go for one that resumed,
-// and, with WithStore, stores the conversation of a call that succeeded
-// and gives the lock back.
-func (t *SubAgentTool) takeTurn(ctx context.Context) (end func(error) error, err error) {
+// heldWait is a caller's wait for a resident held for a suspended call.
+type heldWait struct{ delay time.Duration }
+
+// wait waits a while for t's resident to be let go (or refuses the call,
+// with WithRefuseWhenBusy): in this process it is woken when the hold
+// ends; a hold in the store, which another process may end, is looked at
+// again after a delay that grows to a second.
+func (w *heldWait) wait(ctx context.Context, t *SubAgentTool) error {
 	name := t.def.Name
-	refuse := t.cfg.refuseBusy
-	delay := 20 * time.Millisecond
-	for {
-		if refuse {
-			if !t.turn.TryAcquire(1) {
-				return nil, tool.Correctable(fmt.Errorf("%w: %q is answering another call: wait for that answer, then ask again", ErrBusy, name))
-			}
-		} else if err := t.turn.Acquire(ctx, 1); err != nil {
-			return nil, fmt.Errorf("subagent %q: waiting for its previous call to end: %w", name, err)
-		}
-		held := false
-		var freed <-chan struct{} // nil for a stored hold: another process lets it go
-		if d := t.cfg.durable; d != nil {
-			end, held, err = d.begin(ctx, name, t.resident.(Persistent), refuse)
-		} else if held, freed = t.pause.check(ctx); !held {
-			end = func(err error) error { t.pause.after(ctx, err); return nil }
-		}
-		if err != nil || !held {
-			if err != nil {
-				t.turn.Release(1)
-			}
-			return end, err
-		}
-		t.turn.Release(1)
-		if refuse {
-			return nil, tool.Correctable(fmt.Errorf("%w: %q is waiting for a person's answer to an earlier call: ask again later, or do without it", ErrBusy, name))
-		}
-		timer := time.NewTimer(delay)
-		select {
-		case <-freed:
-		case <-timer.C:
-		case <-ctx.Done():
-			timer.Stop()
-			return nil, fmt.Errorf("subagent %q: waiting for an earlier call, suspended until a person answers, to resume: %w", name, context.Cause(ctx))
-		}
-		timer.Stop()
-		delay = min(2*delay, time.Second)
+	if t.cfg.refuseBusy {
+		return tool.Correctable(fmt.Errorf("%w: %q is waiting for a person's answer to an earlier call: ask again later, or do without it", ErrBusy, name))
 	}
+	w.delay = min(max(2*w.delay, 20*time.Millisecond), time.Second)
+	timer := time.NewTimer(w.delay)
+	defer timer.Stop()
+	select {
+	case <-t.pause.freedChan(): // nil for a hold in the store
+	case <-timer.C:
+	case <-ctx.Done():
+		return fmt.Errorf("subagent %q: waiting for an earlier call, suspended until a person answers, to resume: %w", name, context.Cause(ctx))
+	}
+	return nil
 }

@@ -39,7 +39,7 @@ func TestFromReactReadsExactlyWhatWasChecked(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := fake.NewProvider(fake.Text("done"))
-			tl := must(FromReact("child", "Runs a sub-agent.", p, nil, params))(t)
+			tl := must(FromReact("child", "Runs a sub-agent.", p, nil, WithParams(params)))(t)
 			_, err := callTool(context.Background(), tl, "c1", tt.args)
 			if tt.wantRefused {
 				if !tool.IsCorrectable(err) || !strings.Contains(err.Error(), "appears more than once") {
@@ -139,7 +139,7 @@ func TestSpawnBoundsTheWorkOfACheck(t *testing.T) {
 func TestCorrectiveRetryIsBounded(t *testing.T) {
 	answer := "[" + strings.Repeat("1,", 19999) + "1]" // 40 KB, 20,000 wrong items
 	p := fake.NewProvider(fake.Text(answer), fake.Text(`["ok"]`))
-	tl := must(FromFactory("child", "Lists things.", nil, func(context.Context, json.RawMessage) (agent.Agent, error) {
+	tl := must(FromFactory("child", "Lists things.", func(context.Context, json.RawMessage) (agent.Agent, error) {
 		return agent.NewReact(p)
 	}, WithOutputSchema(json.RawMessage(`{"type":"array","items":{"type":"string"}}`))))(t)
 	if _, err := callTool(context.Background(), tl, "c1", `{"task":"list"}`); err != nil {
@@ -172,7 +172,7 @@ func TestEveryPathBackIsCapped(t *testing.T) {
 		failing := agent.Func(func(context.Context, agent.Input) (agent.Output, error) {
 			return agent.Output{}, errors.New(huge)
 		})
-		tl := must(FromAgent("child", "Fails loudly.", nil, failing, WithMaxOutputBytes(limit)))(t)
+		tl := must(FromAgent("child", "Fails loudly.", failing, WithMaxOutputBytes(limit)))(t)
 		reg := must(tool.NewRegistry(tl))(t)
 		results, err := reg.Execute(context.Background(), []tool.Call{{ID: "c1", Name: "child", Arguments: json.RawMessage(`{"task":"t"}`)}})
 		if err != nil {
@@ -196,7 +196,7 @@ func TestEveryPathBackIsCapped(t *testing.T) {
 	t.Run("a long invalid answer keeps its note", func(t *testing.T) {
 		long := `{"n":"` + strings.Repeat("x", 100<<10) + `"}`
 		p := fake.NewProvider(fake.Text(long), fake.Text(long))
-		tl := must(FromFactory("child", "Counts.", nil, func(context.Context, json.RawMessage) (agent.Agent, error) {
+		tl := must(FromFactory("child", "Counts.", func(context.Context, json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(p)
 		}, WithMaxOutputBytes(limit), WithOutputSchema(json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`))))(t)
 		res, err := callTool(context.Background(), tl, "c1", `{"task":"count"}`)
@@ -226,8 +226,8 @@ func TestFailedCallKeepsAnotherCallersTurn(t *testing.T) {
 			fake.Error(errors.New("B's model is down")),
 		)
 		r := newReact(t, p)
-		a := must(FromAgent("a", "First view.", nil, r))(t)
-		b := must(FromAgent("b", "Second view.", nil, r))(t)
+		a := must(FromAgent("a", "First view.", r))(t)
+		b := must(FromAgent("b", "Second view.", r))(t)
 		var errA, errB error
 		done := make(chan struct{}, 2)
 		go func() { _, errA = callTool(context.Background(), a, "ca", `{"task":"A"}`); done <- struct{}{} }()
@@ -293,7 +293,7 @@ func TestAnswersTheSchemaCannotTellApart(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := fake.NewProvider(fake.Text(tt.answer), fake.Text(tt.answer))
-			tl := must(FromFactory("child", "Counts.", nil, func(context.Context, json.RawMessage) (agent.Agent, error) {
+			tl := must(FromFactory("child", "Counts.", func(context.Context, json.RawMessage) (agent.Agent, error) {
 				return agent.NewReact(p)
 			}, OutputOf[count]()))(t)
 			res, err := callTool(context.Background(), tl, "c1", `{"task":"count"}`)

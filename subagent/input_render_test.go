@@ -78,7 +78,7 @@ func TestWithInputError(t *testing.T) {
 			}
 		})
 	}
-	if _, err := FromAgent("x", "x", nil, agent.Func(nil), WithInput(nil)); err == nil {
+	if _, err := FromAgent("x", "x", agent.Func(nil), WithInput(nil)); err == nil {
 		t.Error("WithInput(nil) accepted")
 	}
 }
@@ -140,7 +140,7 @@ func TestWithRenderError(t *testing.T) {
 	errTemplate := errors.New("template broken")
 	p := fake.NewProvider(fake.Text("answer").For("child"))
 	child := newReact(t, p, agent.WithName("child"))
-	sub := must(FromAgent("child", "x", nil, child, WithRender(func(context.Context, Outcome) (string, error) { return "", errTemplate })))(t)
+	sub := must(FromAgent("child", "x", child, WithRender(func(context.Context, Outcome) (string, error) { return "", errTemplate })))(t)
 	_, err := callTool(context.Background(), sub, "call_1", `{"task":"x"}`)
 	if !errors.Is(err, errTemplate) || tool.IsCorrectable(err) {
 		t.Errorf("error = %v, want the render's, not correctable", err)
@@ -148,7 +148,7 @@ func TestWithRenderError(t *testing.T) {
 	if h := child.History(); len(h) != 0 {
 		t.Errorf("history after a failed call = %v, want empty", h)
 	}
-	if _, err := FromAgent("x", "x", nil, child, WithRender(nil)); err == nil {
+	if _, err := FromAgent("x", "x", child, WithRender(nil)); err == nil {
 		t.Error("WithRender(nil) accepted")
 	}
 }

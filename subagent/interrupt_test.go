@@ -59,14 +59,14 @@ func newApprovalTree(t *testing.T, twoAsks bool) *approvalTree {
 		return "purged " + in.Path, nil
 	}))(t)
 	grandTools := must(tool.NewRegistry(tool.RequireApproval(del, "deletes data", 0), tool.RequireApproval(purge, "", 0)))(t)
-	grand := must(FromFactory("grandchild", "Cleans.", nil, func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
+	grand := must(FromFactory("grandchild", "Cleans.", func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 		return agent.NewReact(JournalModel(a.grandP), agent.WithName("grandchild"), agent.WithRegistry(grandTools))
 	}, WithInput(taskInput), WithMaxDepth(2)))(t)
 	childTools := must(tool.NewRegistry(grand))(t)
-	child := must(FromFactory("child", "Tidies.", nil, func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
+	child := must(FromFactory("child", "Tidies.", func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 		return agent.NewReact(JournalModel(a.childP), agent.WithName("child"), agent.WithRegistry(childTools))
 	}, WithInput(taskInput)))(t)
-	sibling := must(FromFactory("sibling", "Looks.", nil, func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
+	sibling := must(FromFactory("sibling", "Looks.", func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 		a.sibs.Add(1)
 		return agent.NewReact(JournalModel(a.siblingP), agent.WithName("sibling"))
 	}, WithInput(taskInput)))(t)
@@ -238,7 +238,7 @@ func TestSuspendedStoredExpertKeepsNoHalfTurn(t *testing.T) {
 	}))(t)
 	expertP := fake.NewProvider(fake.Calls(call("e1", "send", `{"amount":5}`)), fake.Text("paid"))
 	r := newReact(t, JournalModel(expertP), agent.WithName("expert"), agent.WithTools(tool.RequireApproval(send, "moves money", 0)))
-	expert := must(FromAgent("expert", "Pays.", nil, r, WithInput(taskInput), WithStore(st, "expert")))(t)
+	expert := must(FromAgent("expert", "Pays.", r, WithInput(taskInput), WithStore(st, "expert")))(t)
 	leadP := fake.NewProvider(fake.Calls(call("l1", "expert", `{"task":"pay 5"}`)), fake.Text("done"))
 	lead := newReact(t, JournalModel(leadP), agent.WithName("lead"), agent.WithTools(expert))
 
@@ -283,7 +283,7 @@ func TestSuspendedResidentIsBusyForOtherCallsUntilResumed(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			st := openStore(t, t.TempDir()+"/s.db")
-			expert := must(FromAgent("expert", "Pays.", nil, payingExpert(t), append([]Option{WithInput(taskInput)}, opts...)...))(t)
+			expert := must(FromAgent("expert", "Pays.", payingExpert(t), append([]Option{WithInput(taskInput)}, opts...)...))(t)
 			ctx := context.Background()
 			under := func(ctx context.Context, turn string) context.Context { return underJournal(t, ctx, st, turn) }
 			_, err := callTool(under(ctx, "a"), expert, "l1", `{"task":"pay"}`)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/internal/id"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -70,8 +71,8 @@ func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task 
 	}
 	// The job outlives the call, not the run: its context is the run's. Its
 	// depth is the caller's.
-	jctx, cancel := context.WithCancel(agent.RunContext(ctx))
-	jctx = agent.WithDepth(jctx, agent.Depth(ctx))
+	jctx, cancel := context.WithCancel(run.Context(ctx))
+	jctx = run.WithDepth(jctx, agent.Depth(ctx))
 	jobID := id.New("job_")
 	if js := journalFrom(ctx); js != nil {
 		// The same job each time the turn runs: a resumed turn, replaying
@@ -123,11 +124,11 @@ func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task 
 // at the end of the run. It returns nil outside a run, or when the run has
 // ended before any job started.
 func (s *Spawner) jobs(ctx context.Context) *jobTable {
-	jt := agent.RunLocal(ctx, jobsKey{s}, func() any { return &jobTable{jobs: map[string]*job{}} }).(*jobTable)
+	jt := run.Local(ctx, jobsKey{s}, func() any { return &jobTable{jobs: map[string]*job{}} }).(*jobTable)
 	jt.mu.Lock()
 	defer jt.mu.Unlock()
 	if !jt.owned {
-		if !agent.OnRunEnd(ctx, jt.close) {
+		if !run.OnEnd(ctx, jt.close) {
 			return nil
 		}
 		jt.owned = true
@@ -217,7 +218,7 @@ func (t *jobsTool) Available(ctx context.Context) bool { return t.s.Available(ct
 
 func (t *jobsTool) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
 	const usage = `pass {"action":"wait"|"list"|"cancel","job_id":"…","timeout_seconds":0-600}`
-	raw := tool.Arguments(call.Arguments)
+	raw := tool.ArgumentsOrEmptyObject(call.Arguments)
 	if err := t.s.jobsIn.Validate(raw); err != nil {
 		return tool.Result{}, fmt.Errorf("%w for %s: %v: %s", tool.ErrInvalidArguments, JobsToolName, err, usage)
 	}

@@ -55,7 +55,7 @@ func TestBackgroundJobAskingForApprovalSuspendsTheRun(t *testing.T) {
 		fake.Text("deleted it").For(fork).WithUsage(usage(1)),
 	)
 	model := subagent.JournalModel(p)
-	reg, _ := setup(t, model, true, []subagent.Option{subagent.WithBackground()}, tool.RequireApproval(del, "deletes data", 0))
+	reg, _ := setup(t, model, true, []subagent.SpawnOption{subagent.WithBackground()}, tool.RequireApproval(del, "deletes data", 0))
 	newLead := lead
 	lead := newLead(t, model, reg)
 
@@ -180,7 +180,7 @@ func TestCancelledSuspendedJobDoesNotSuspendTheParent(t *testing.T) {
 		fake.Text("never mind").For("lead"),
 		fake.Call("delete", `{}`).For(fork),
 	)
-	reg, _ := setup(t, p, true, []subagent.Option{subagent.WithBackground()}, tool.RequireApproval(del, "", 0))
+	reg, _ := setup(t, p, true, []subagent.SpawnOption{subagent.WithBackground()}, tool.RequireApproval(del, "", 0))
 	synctest.Test(t, func(t *testing.T) {
 		// The list comes after the job has asked (the bubble's clock moves
 		// only when every goroutine waits).

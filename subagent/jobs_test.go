@@ -20,6 +20,7 @@ import (
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/internal/eventcheck"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -79,7 +80,7 @@ func TestJobLifecycle(t *testing.T) {
 			fake.Text("done").For("lead").WithUsage(usage(1)),
 			fake.Text("dug").For(subagent.DefaultForkName).WithUsage(usage(10)).After(time.Minute),
 		)
-		reg, _ := setup(t, p, true, []subagent.Option{subagent.WithBackground()})
+		reg, _ := setup(t, p, true, []subagent.SpawnOption{subagent.WithBackground()})
 		start := time.Now()
 		out, err := lead(t, p, reg).Run(t.Context(), agent.Input{Text: "go"})
 		if err != nil {
@@ -126,7 +127,7 @@ func TestJobRunEndsWithJobRunning(t *testing.T) {
 			fake.Call("lookup", `{}`).For(fork).WithUsage(usage(7)),
 			fake.Text("too late").For(fork).WithUsage(usage(1000)).After(time.Hour),
 		)
-		reg, _ := setup(t, p, true, []subagent.Option{subagent.WithBackground()})
+		reg, _ := setup(t, p, true, []subagent.SpawnOption{subagent.WithBackground()})
 		rec := &recorder{}
 		start := time.Now()
 		out, err := lead(t, p, reg).Run(event.WithSink(t.Context(), rec), agent.Input{Text: "go"})
@@ -206,7 +207,7 @@ func TestJobCancel(t *testing.T) {
 				for _, r := range tc.child {
 					p.Add(r.For(subagent.DefaultForkName))
 				}
-				reg, _ := setup(t, p, true, []subagent.Option{subagent.WithBackground()})
+				reg, _ := setup(t, p, true, []subagent.SpawnOption{subagent.WithBackground()})
 				rec := &recorder{}
 				out, err := lead(t, p, reg).Run(event.WithSink(t.Context(), rec), agent.Input{Text: "go"})
 				if err != nil {
@@ -260,7 +261,7 @@ func TestJobsToolBadCalls(t *testing.T) {
 				fake.Text("dug").For(subagent.DefaultForkName),
 			)
 			var res tool.Result
-			reg, s := setup(t, p, false, []subagent.Option{subagent.WithBackground()})
+			reg, s := setup(t, p, false, []subagent.SpawnOption{subagent.WithBackground()})
 			jobs := s.JobsTool() // registered behind a spy that keeps its error
 			spy := tool.Func{Def: jobs.Definition(), Fn: func(ctx context.Context, c tool.Call) (tool.Result, error) {
 				r, err := jobs.Call(ctx, c)
@@ -288,7 +289,7 @@ func TestJobsToolBadCalls(t *testing.T) {
 func TestJobNeedsARun(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	p := fake.NewProvider(fake.Text("dug").For(subagent.DefaultForkName))
-	reg, _ := setup(t, p, true, []subagent.Option{subagent.WithBackground()})
+	reg, _ := setup(t, p, true, []subagent.SpawnOption{subagent.WithBackground()})
 	res, err := reg.Execute(t.Context(), []tool.Call{{ID: "c1", Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"t","background":true}`)}})
 	if err != nil {
 		t.Fatal(err)
@@ -336,7 +337,7 @@ func TestJobBudgetHeldUntilCollected(t *testing.T) {
 		for range 6 {
 			p.Add(child)
 		}
-		reg, _ := setup(t, p, true, []subagent.Option{subagent.WithBackground(), subagent.WithChildTokenBudget(500)}, pr.tool())
+		reg, _ := setup(t, p, true, []subagent.SpawnOption{subagent.WithBackground(), subagent.WithChildTokenBudget(500)}, pr.tool())
 		out, err := lead(t, p, reg, agent.WithTokenLimit(1000)).Run(t.Context(), agent.Input{Text: "go"})
 		if err != nil {
 			t.Fatal(err)
@@ -369,15 +370,15 @@ func TestJobAfterRunEnd(t *testing.T) {
 			fake.Call("lookup", `{}`).For(fork).WithUsage(usage(7)),
 			fake.Text("too late").For(fork).After(time.Hour),
 		).Loop()
-		reg, _ := setup(t, p, true, []subagent.Option{subagent.WithBackground()})
-		ctx := agent.WithRun(t.Context(), "run_custom", "custom")
+		reg, _ := setup(t, p, true, []subagent.SpawnOption{subagent.WithBackground()})
+		ctx := run.Start(t.Context(), "run_custom", "custom", 0)
 		spawnBG := []tool.Call{{ID: "c1", Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"t","background":true}`)}}
 		res, err := reg.Execute(ctx, spawnBG)
 		if err != nil || res[0].IsError {
 			t.Fatalf("first spawn: %+v, %v", res[0], err)
 		}
 		time.Sleep(time.Minute)
-		if diff := cmp.Diff(usage(7), agent.Finish(ctx)); diff != "" {
+		if diff := cmp.Diff(usage(7), run.Finish(ctx)); diff != "" {
 			t.Errorf("usage handed back at the run's end (-want +got):\n%s", diff)
 		}
 		res, err = reg.Execute(ctx, spawnBG)
@@ -402,7 +403,7 @@ func TestJobEventsAndSpan(t *testing.T) {
 			fake.Text("done").For("lead"),
 			fake.Text("dug").For(subagent.DefaultForkName).After(time.Minute),
 		)
-		reg, _ := setup(t, p, true, []subagent.Option{subagent.WithBackground()})
+		reg, _ := setup(t, p, true, []subagent.SpawnOption{subagent.WithBackground()})
 		spans := tracetest.NewSpanRecorder()
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 		rec := &recorder{}

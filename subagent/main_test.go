@@ -74,26 +74,26 @@ func (r *recorder) all() []event.Event {
 	return append([]event.Event(nil), r.events...)
 }
 
-// form builds a SubAgentTool named "child" one of the three ways. Its child
+// formBuilder builds a SubAgentTool named "child" one of the three ways. Its child
 // agent is a ReAct agent named "child" over p with tools, so that a script
 // routes replies to it with For("child").
-type form struct {
+type formBuilder struct {
 	name  string
 	build func(t testing.TB, p provider.Provider, tools *tool.Registry, opts ...Option) *SubAgentTool
 }
 
-var forms = []form{
+var forms = []formBuilder{
 	{"FromAgent", func(t testing.TB, p provider.Provider, tools *tool.Registry, opts ...Option) *SubAgentTool {
 		child := newReact(t, p, agent.WithName("child"), agent.WithRegistry(tools))
-		return must(FromAgent("child", "Consults the child.", nil, child, opts...))(t)
+		return must(FromAgent("child", "Consults the child.", child, opts...))(t)
 	}},
 	{"FromFactory", func(t testing.TB, p provider.Provider, tools *tool.Registry, opts ...Option) *SubAgentTool {
-		return must(FromFactory("child", "Delegates to a fresh child.", nil, func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
+		return must(FromFactory("child", "Delegates to a fresh child.", func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(p, agent.WithName("child"), agent.WithRegistry(tools))
 		}, opts...))(t)
 	}},
 	{"FromReact", func(t testing.TB, p provider.Provider, tools *tool.Registry, opts ...Option) *SubAgentTool {
-		return must(FromReact("child", "Runs a sub-agent the model defines.", p, tools, nil, opts...))(t)
+		return must(FromReact("child", "Runs a sub-agent the model defines.", p, tools, opts...))(t)
 	}},
 }
 

@@ -105,7 +105,7 @@ func TestFromReactSystemPromptKeepsEveryPart(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := fake.NewProvider(fake.Text(`{"status":"success","summary":"ok"}`).For("child"))
-			sub := must(FromReact("child", "d", p, nil, nil, tt.opts...))(t)
+			sub := must(FromReact("child", "d", p, nil, tt.opts...))(t)
 			if _, err := callTool(t.Context(), sub, "call_1", tt.args); err != nil {
 				t.Fatal(err)
 			}
@@ -120,7 +120,7 @@ func TestFromReactSystemPromptKeepsEveryPart(t *testing.T) {
 // built, not on each call.
 func TestFromReactBadReactOption(t *testing.T) {
 	p := fake.NewProvider()
-	if _, err := FromReact("child", "d", p, nil, nil, WithReactOptions(agent.WithMaxSteps(0))); err == nil || !strings.Contains(err.Error(), "max steps") {
+	if _, err := FromReact("child", "d", p, nil, WithReactOptions(agent.WithMaxSteps(0))); err == nil || !strings.Contains(err.Error(), "max steps") {
 		t.Errorf("error = %v, want one about max steps", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -60,7 +61,7 @@ type Spawner struct {
 	params *tool.Schema
 	p      provider.Provider
 	tools  *tool.Registry
-	cfg    config
+	cfg    spawnConfig
 	roster map[string]*SubAgentTool
 	fork   *SubAgentTool // template of a forked child; factory set per call
 	jobsIn *tool.Schema  // parameters of the jobs tool
@@ -75,18 +76,20 @@ type Spawner struct {
 // receive the spawner itself (and its JobsTool), which children then
 // inherit below the depth cap only: at the cap they are not advertised.
 //
-// Options: WithRoster, WithMaxSpawns, WithSpawnConcurrency,
-// WithChildTokenBudget, WithForkPrompt, WithForkName, WithForkTools,
-// WithSpawnPolicy, WithBackground; and, as for SubAgentTool, WithMaxDepth,
-// WithMaxOutputBytes, WithTimeout, WithResult/WithOutputSchema/OutputOf (the
-// default validation when a call gives no output_schema) and
-// WithReactOptions (for forks).
-func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...Option) (*Spawner, error) {
+// The options of the spawn tool alone are WithRoster, WithMaxSpawns,
+// WithSpawnConcurrency, WithChildTokenBudget, WithForkPrompt, WithForkName,
+// WithForkTools, WithSpawnPolicy and WithBackground. It takes these Options
+// of SubAgentTool too: WithMaxDepth, WithMaxOutputBytes (of every child),
+// WithResult, WithOutputSchema or OutputOf (the validation of a call that
+// gives no output_schema), and, for forked children, WithTimeout,
+// WithRender and WithReactOptions. It refuses WithRefuseWhenBusy,
+// WithInput and WithStore, which it would ignore. A nil option is ignored.
+func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...SpawnOption) (*Spawner, error) {
 	if p == nil {
 		return nil, fmt.Errorf("subagent %s: nil provider: pass the provider the parent runs on", SpawnToolName)
 	}
-	cfg := config{
-		maxDepth: DefaultMaxDepth, maxOutput: DefaultMaxOutputBytes,
+	cfg := spawnConfig{
+		config:    config{form: formSpawn, maxDepth: DefaultMaxDepth, maxOutput: DefaultMaxOutputBytes},
 		maxSpawns: DefaultMaxSpawns, concurrency: DefaultSpawnConcurrency,
 		forkName: DefaultForkName, forkPrompt: DefaultForkPrompt,
 	}
@@ -94,12 +97,9 @@ func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...Option) (*Spawn
 		if o == nil {
 			continue
 		}
-		if err := o(&cfg); err != nil {
+		if err := o.applySpawn(&cfg); err != nil {
 			return nil, fmt.Errorf("subagent %s: %w", SpawnToolName, err)
 		}
-	}
-	if cfg.durable != nil {
-		return nil, fmt.Errorf("subagent %s: WithStore keeps a resident's conversation: use it with FromAgent (a spawned child has none to keep)", SpawnToolName)
 	}
 	s := &Spawner{p: p, tools: reg, cfg: cfg, roster: map[string]*SubAgentTool{}}
 	names := make([]string, 0, len(cfg.roster))
@@ -123,16 +123,43 @@ func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...Option) (*Spawn
 		return nil, err
 	}
 	s.def = tool.Definition{Name: SpawnToolName, Description: spawnDescription(cfg), Parameters: params.Raw()}
-	s.fork = &SubAgentTool{def: tool.Definition{Name: cfg.forkName, Description: "a fork of the calling agent"}, cfg: cfg}
+	s.fork = &SubAgentTool{def: tool.Definition{Name: cfg.forkName, Description: "a fork of the calling agent"}, cfg: cfg.config}
 	return s, nil
 }
+
+// SpawnOption configures the spawn tool (NewSpawner). Every Option is a
+// SpawnOption; the options below that return SpawnOption configure the
+// spawn tool alone, and the three forms of SubAgentTool do not take them.
+type SpawnOption interface {
+	applySpawn(*spawnConfig) error
+}
+
+// spawnConfig is the spawn tool's configuration: what it shares with a
+// SubAgentTool (the template of its forks), and its own settings.
+type spawnConfig struct {
+	config
+	roster      []*SubAgentTool
+	maxSpawns   int
+	concurrency int
+	childTokens int64
+	forkName    string
+	forkPrompt  string
+	forkTools   func(tool.Tool) bool
+	policy      func(ctx context.Context) bool
+	background  bool
+}
+
+// spawnOption is a SpawnOption of the spawn tool alone.
+type spawnOption func(*spawnConfig) error
+
+func (o spawnOption) applySpawn(c *spawnConfig) error { return o(c) }
 
 // WithRoster offers named children: the model picks one with the agent
 // argument, by its name and description. Each is called with the task (and
 // context) as its "task" argument, so its parameters must accept that, as
 // TaskParams and ReactParams do.
-func WithRoster(members ...*SubAgentTool) Option {
-	return func(c *config) error {
+func WithRoster(members ...*SubAgentTool) SpawnOption {
+	return spawnOption(func(c *spawnConfig) error {
 		for _, m := range members {
 			if m == nil {
 				return errors.New("WithRoster: nil member")
@@ -140,19 +167,19 @@ func WithRoster(members ...*SubAgentTool) Option {
 		}
 		c.roster = append(c.roster, members...)
 		return nil
-	}
+	})
 }
 
 // WithMaxSpawns bounds how many children one parent run may start (default
 // DefaultMaxSpawns); a spawn past it fails with ErrMaxSpawns.
-func WithMaxSpawns(n int) Option {
-	return func(c *config) error {
+func WithMaxSpawns(n int) SpawnOption {
+	return spawnOption(func(c *spawnConfig) error {
 		if n < 1 {
 			return fmt.Errorf("max spawns %d: use 1 or more, or leave the spawn tool out", n)
 		}
 		c.maxSpawns = n
 		return nil
-	}
+	})
 }
 
 // WithSpawnConcurrency bounds how many children of one parent run run at
@@ -163,19 +190,19 @@ func WithMaxSpawns(n int) Option {
 // (tool.Registry.SetParallelism, default tool.DefaultParallelism, the same
 // as this default): the lower bound wins, so raise both for a fan-out wider
 // than that. WithMaxSpawns bounds how many children a run starts in all.
-func WithSpawnConcurrency(n int) Option {
-	return func(c *config) error {
+func WithSpawnConcurrency(n int) SpawnOption {
+	return spawnOption(func(c *spawnConfig) error {
 		if n < 1 {
 			return fmt.Errorf("spawn concurrency %d: use 1 or more", n)
 		}
 		c.concurrency = n
 		return nil
-	}
+	})
 }
 
 // WithChildTokenBudget gives each forked child a token limit of n, taken
 // from what the parent run has left: the tokens are set aside for the
-// child (agent.ReserveTokens) while it runs, so siblings running beside it
+// child while it runs, so siblings running beside it
 // cannot be promised them too, and a child gets less than n, or nothing
 // (ErrNoBudget), when less is left. A child that has used 80% of its limit
 // is told to finish with what it has; one that passes it fails with
@@ -183,65 +210,65 @@ func WithSpawnConcurrency(n int) Option {
 // parent has left when it starts, shared with the siblings running beside
 // it, and the parent's own limit catches an overrun at the end of the step.
 // Roster members are not limited: they are built by their owners.
-func WithChildTokenBudget(n int64) Option {
-	return func(c *config) error {
+func WithChildTokenBudget(n int64) SpawnOption {
+	return spawnOption(func(c *spawnConfig) error {
 		if n < 1 {
 			return fmt.Errorf("child token budget %d: use 1 or more", n)
 		}
 		c.childTokens = n
 		return nil
-	}
+	})
 }
 
 // WithForkPrompt sets the system prompt of forked children (default
 // DefaultForkPrompt).
-func WithForkPrompt(prompt string) Option {
-	return func(c *config) error { c.forkPrompt = prompt; return nil }
+func WithForkPrompt(prompt string) SpawnOption {
+	return spawnOption(func(c *spawnConfig) error { c.forkPrompt = prompt; return nil })
 }
 
 // WithForkName sets the agent name of forked children (default
 // DefaultForkName); it names them in events and routes fake replies.
-func WithForkName(name string) Option {
-	return func(c *config) error {
+func WithForkName(name string) SpawnOption {
+	return spawnOption(func(c *spawnConfig) error {
 		if err := tool.CheckName(name); err != nil {
 			return err
 		}
 		c.forkName = name
 		return nil
-	}
+	})
 }
 
 // WithForkTools narrows the tools a forked child inherits to those for
 // which keep reports true. A child never gets more than its parent. The
 // narrowed set is taken from the parent's registry at the first spawn.
-func WithForkTools(keep func(tool.Tool) bool) Option {
-	return func(c *config) error {
+func WithForkTools(keep func(tool.Tool) bool) SpawnOption {
+	return spawnOption(func(c *spawnConfig) error {
 		if keep == nil {
 			return errors.New("WithForkTools(nil): pass a function")
 		}
 		c.forkTools = keep
 		return nil
-	}
+	})
 }
 
 // WithSpawnPolicy decides, per call context, whether spawning is allowed.
 // Where it is not, the tool is not offered to the model at all.
-func WithSpawnPolicy(allow func(ctx context.Context) bool) Option {
-	return func(c *config) error {
+func WithSpawnPolicy(allow func(ctx context.Context) bool) SpawnOption {
+	return spawnOption(func(c *spawnConfig) error {
 		if allow == nil {
 			return errors.New("WithSpawnPolicy(nil): pass a function")
 		}
 		c.policy = allow
 		return nil
-	}
+	})
 }
 
 // WithBackground lets the model start children in the background: a spawn
 // with background=true returns a job id at once, and the tool from
 // (*Spawner).JobsTool waits for, lists or cancels jobs. Jobs still running
 // when the parent run ends are cancelled, and their usage still counts.
-func WithBackground() Option {
-	return func(c *config) error { c.background = true; return nil }
+func WithBackground() SpawnOption {
+	return spawnOption(func(c *spawnConfig) error { c.background = true; return nil })
 }
 
 func spawnParams(roster []string, background bool) json.RawMessage {
@@ -263,7 +290,7 @@ func spawnParams(roster []string, background bool) json.RawMessage {
 	return b
 }
 
-func spawnDescription(c config) string {
+func spawnDescription(c spawnConfig) string {
 	var b strings.Builder
 	b.WriteString("Start a sub-agent on a bounded task. It works in a fresh context of its own and returns only its final answer.\n")
 	b.WriteString("How to use it well:\n")
@@ -312,112 +339,202 @@ type spawnRun struct {
 }
 
 func (s *Spawner) state(ctx context.Context) *spawnRun {
-	return agent.RunLocal(ctx, s, func() any {
+	return run.Local(ctx, s, func() any {
 		return &spawnRun{slots: semaphore.NewWeighted(int64(s.cfg.concurrency))}
 	}).(*spawnRun)
 }
 
 // Call starts one child and returns its answer, or, with background=true,
 // a job id. Spawns are counted, and run in slots, per run of the calling
-// agent (agent.RunLocal); a call made outside any run is counted with
-// nothing else and cannot start a background job.
+// agent; a call made outside any run is counted with nothing else and
+// cannot start a background job.
 func (s *Spawner) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
-	depth := agent.Depth(ctx)
-	if depth >= s.cfg.maxDepth {
-		return tool.Result{}, tool.Correctable(fmt.Errorf("%w: %s cannot be called at depth %d (the cap is %d): do this work directly",
+	if err := s.admit(ctx); err != nil {
+		return tool.Result{}, err
+	}
+	a, err := s.parse(call.Arguments)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	check, callSchema, err := s.checkerFor(a.OutputSchema)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	sc, err := s.plan(ctx, call.ID, a, check, callSchema)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	if a.Background {
+		return s.startJob(ctx, sc.who(), call.ID, a.Task, sc.runJob)
+	}
+	return sc.runNow(ctx)
+}
+
+// admit refuses a spawn at the depth cap, or where the policy denies it.
+func (s *Spawner) admit(ctx context.Context) error {
+	if depth := agent.Depth(ctx); depth >= s.cfg.maxDepth {
+		return tool.Correctable(fmt.Errorf("%w: %s cannot be called at depth %d (the cap is %d): do this work directly",
 			ErrMaxDepth, SpawnToolName, depth, s.cfg.maxDepth))
 	}
 	if s.cfg.policy != nil && !s.cfg.policy(ctx) {
-		return tool.Result{}, tool.Correctable(fmt.Errorf("%w: do this work directly", ErrDenied))
+		return tool.Correctable(fmt.Errorf("%w: do this work directly", ErrDenied))
 	}
-	raw := tool.Arguments(call.Arguments)
+	return nil
+}
+
+// parse checks the call's arguments against the tool's schema and decodes
+// them.
+func (s *Spawner) parse(arguments json.RawMessage) (spawnArgs, error) {
+	raw := tool.ArgumentsOrEmptyObject(arguments)
 	if err := s.params.Validate(raw); err != nil {
-		return tool.Result{}, fmt.Errorf("%w for %s: %v: %s", tool.ErrInvalidArguments, SpawnToolName, err, s.allowed())
+		return spawnArgs{}, fmt.Errorf("%w for %s: %v: %s", tool.ErrInvalidArguments, SpawnToolName, err, s.allowed())
 	}
 	var a spawnArgs
 	if err := json.Unmarshal(raw, &a); err != nil {
-		return tool.Result{}, fmt.Errorf("%w for %s: %v", tool.ErrInvalidArguments, SpawnToolName, err)
+		return spawnArgs{}, fmt.Errorf("%w for %s: %v", tool.ErrInvalidArguments, SpawnToolName, err)
 	}
 	if strings.TrimSpace(a.Task) == "" {
-		return tool.Result{}, fmt.Errorf("%w for %s: task is blank: say what the sub-agent must do", tool.ErrInvalidArguments, SpawnToolName)
+		return spawnArgs{}, fmt.Errorf("%w for %s: task is blank: say what the sub-agent must do", tool.ErrInvalidArguments, SpawnToolName)
 	}
-	check, callSchema := s.cfg.check, false
-	if len(a.OutputSchema) > 0 && string(a.OutputSchema) != "null" {
-		// The schema is the model's: bounded, so that neither compiling it
-		// nor checking the child's answer against it can run away.
-		sch, err := tool.CompileUntrustedSchema(a.OutputSchema)
-		if err != nil {
-			return tool.Result{}, fmt.Errorf("%w for %s: output_schema: %v: send a JSON Schema object such as {\"type\":\"object\",\"properties\":{\"answer\":{\"type\":\"string\"}}}, or leave it out",
-				tool.ErrInvalidArguments, SpawnToolName, err)
-		}
-		check, callSchema = &checker{schema: sch, decode: decodeAny, prompt: SchemaPrompt(sch.Raw())}, true
-	}
+	return a, nil
+}
 
-	text := a.Task
+// checkerFor returns the checker of the child's answer: one for the
+// call's output_schema (callSchema), else the spawner's default, if any.
+func (s *Spawner) checkerFor(schema json.RawMessage) (check *checker, callSchema bool, err error) {
+	if len(schema) == 0 || string(schema) == "null" {
+		return s.cfg.check, false, nil
+	}
+	// The schema is the model's: bounded, so that neither compiling it nor
+	// checking the child's answer against it can run away.
+	sch, err := tool.CompileUntrustedSchema(schema)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w for %s: output_schema: %v: send a JSON Schema object such as {\"type\":\"object\",\"properties\":{\"answer\":{\"type\":\"string\"}}}, or leave it out",
+			tool.ErrInvalidArguments, SpawnToolName, err)
+	}
+	return &checker{schema: sch, decode: decodeAny, prompt: SchemaPrompt(sch.Raw())}, true, nil
+}
+
+// spawnCall is one accepted call of the spawn tool: the child it starts
+// and the parent run's state it counts against.
+type spawnCall struct {
+	s      *Spawner
+	st     *spawnRun
+	callID string
+	member *target // a roster member set up for the call; nil for a fork
+	// A fork's task and checker: it is set up once it has a slot.
+	text  string
+	check *checker
+}
+
+// target is a sub-agent set up for one call: the tool that runs it, and
+// the arguments and input it gets.
+type target struct {
+	t    *SubAgentTool
+	args json.RawMessage
+	in   agent.Input
+}
+
+// plan accepts a call: it sets up the roster member it names, or, for a
+// fork, makes sure the parent run has tokens left; then it counts the
+// spawn against the run's limit.
+func (s *Spawner) plan(ctx context.Context, callID string, a spawnArgs, check *checker, callSchema bool) (*spawnCall, error) {
+	sc := &spawnCall{s: s, callID: callID, text: a.Task, check: check}
 	if strings.TrimSpace(a.Context) != "" {
-		text += "\n\nContext:\n" + a.Context
+		sc.text += "\n\nContext:\n" + a.Context
 	}
-	var (
-		child *SubAgentTool // a roster member; nil for a fork
-		args  json.RawMessage
-		in    agent.Input
-		err   error
-	)
 	if a.Agent != "" {
-		if child, args, in, err = s.member(a.Agent, text, check, callSchema); err != nil {
-			return tool.Result{}, err
+		m, args, in, err := s.member(a.Agent, sc.text, check, callSchema)
+		if err != nil {
+			return nil, err
 		}
-	} else if left, limited := agent.TokensLeft(ctx); limited && left == 0 {
-		return tool.Result{}, errNoBudget()
+		sc.member = &target{t: m, args: args, in: in}
+	} else if left, limited := run.TokensLeft(ctx); limited && left == 0 {
+		return nil, errNoBudget()
 	}
-	st := s.state(ctx)
-	if n := st.spawns.Add(1); n > int64(s.cfg.maxSpawns) {
-		return tool.Result{}, tool.Correctable(fmt.Errorf("%w: this run has started its %d sub-agents: do the rest directly, or combine tasks",
+	sc.st = s.state(ctx)
+	if n := sc.st.spawns.Add(1); n > int64(s.cfg.maxSpawns) {
+		return nil, tool.Correctable(fmt.Errorf("%w: this run has started its %d sub-agents: do the rest directly, or combine tasks",
 			ErrMaxSpawns, s.cfg.maxSpawns))
 	}
-	// run waits for a slot, then runs the child. A fork's budget is taken
-	// only then, so that it counts what the siblings before it spent. The
-	// reservation ends, with what the child spent, before the slot is given
-	// up, so that the next child sees it; a background job holds it until
-	// its usage reaches the parent, and gets the settle function for that.
-	run := func(ctx context.Context, hold bool) (tool.Result, func(int64), error) {
-		if err := st.slots.Acquire(ctx, 1); err != nil {
-			return tool.Result{}, noSettle, fmt.Errorf("subagent %s: waiting for a free slot: %w", SpawnToolName, err)
-		}
-		defer st.slots.Release(1)
-		c, args, in, settle := child, args, in, noSettle
-		if c == nil {
-			budget, limited := s.cfg.childTokens, false
-			if budget > 0 {
-				budget, limited, settle = agent.ReserveTokens(ctx, budget)
-			} else {
-				budget, limited = agent.TokensLeft(ctx)
-			}
-			if limited && budget == 0 {
-				st.spawns.Add(-1) // nothing started
-				return tool.Result{}, noSettle, errNoBudget()
-			}
-			c, args, in = s.forkFor(text, check, budget)
-		}
-		res, err := c.invoke(ctx, call.ID, args, in)
-		res.Content = capOutput(res.Content, s.cfg.maxOutput)
-		if !hold {
-			settle(res.Usage.Tokens())
-			settle = noSettle
-		}
-		return res, settle, err
+	return sc, nil
+}
+
+// who is the sub-agent the call runs, as a job names it: the member, or
+// the spawner's fork.
+func (sc *spawnCall) who() *SubAgentTool {
+	if sc.member != nil {
+		return sc.member.t
 	}
-	if a.Background {
-		who := child
-		if who == nil {
-			who = s.fork
-		}
-		return s.startJob(ctx, who, call.ID, a.Task, func(ctx context.Context) (tool.Result, func(int64), error) {
-			return run(ctx, true)
-		})
+	return sc.s.fork
+}
+
+// runNow runs the child in the foreground, in a slot of the parent run. A
+// fork's reservation ends, with what the child spent, before the slot is
+// given up, so that the next child sees it.
+func (sc *spawnCall) runNow(ctx context.Context) (tool.Result, error) {
+	if err := sc.takeSlot(ctx); err != nil {
+		return tool.Result{}, err
 	}
-	res, _, err := run(ctx, false)
+	defer sc.st.slots.Release(1)
+	res, settle, err := sc.run(ctx)
+	settle(res.Usage.Tokens())
 	return res, err
+}
+
+// runJob runs the child as a background job, in a slot of the parent run
+// like runNow; a fork's reservation is kept until the job's usage reaches
+// the parent, which calls the settle function it returns.
+func (sc *spawnCall) runJob(ctx context.Context) (tool.Result, func(int64), error) {
+	if err := sc.takeSlot(ctx); err != nil {
+		return tool.Result{}, noSettle, err
+	}
+	defer sc.st.slots.Release(1)
+	return sc.run(ctx)
+}
+
+// takeSlot waits for a free slot of the parent run.
+func (sc *spawnCall) takeSlot(ctx context.Context) error {
+	if err := sc.st.slots.Acquire(ctx, 1); err != nil {
+		return fmt.Errorf("subagent %s: waiting for a free slot: %w", SpawnToolName, err)
+	}
+	return nil
+}
+
+// run runs the child, its slot held, and returns its result, capped, with
+// the settle function of a fork's reservation, not yet called.
+func (sc *spawnCall) run(ctx context.Context) (tool.Result, func(int64), error) {
+	c, settle, err := sc.child(ctx)
+	if err != nil {
+		return tool.Result{}, noSettle, err
+	}
+	res, err := c.t.invoke(ctx, sc.callID, c.args, c.in)
+	res.Content = capOutput(res.Content, sc.s.cfg.maxOutput)
+	return res, settle, err
+}
+
+// child returns the call's sub-agent: the member, or a fork with its
+// budget. A fork's budget is taken only now, with the slot held, so that
+// it counts what the siblings before it spent: WithChildTokenBudget's,
+// set aside from what the parent run has left (settle ends that), or else
+// all that the parent run has left. When nothing is left the spawn fails
+// and is not counted.
+func (sc *spawnCall) child(ctx context.Context) (target, func(int64), error) {
+	if sc.member != nil {
+		return *sc.member, noSettle, nil
+	}
+	budget, limited, settle := sc.s.cfg.childTokens, false, noSettle
+	if budget > 0 {
+		budget, limited, settle = run.Reserve(ctx, budget)
+	} else {
+		budget, limited = run.TokensLeft(ctx)
+	}
+	if limited && budget == 0 {
+		sc.st.spawns.Add(-1) // nothing started
+		return target{}, noSettle, errNoBudget()
+	}
+	t, args, in := sc.s.forkFor(sc.text, sc.check, budget)
+	return target{t: t, args: args, in: in}, settle, nil
 }
 
 func noSettle(int64) {}

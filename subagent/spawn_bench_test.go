@@ -53,7 +53,7 @@ func BenchmarkFanout256(b *testing.B) {
 		fake.Text("done").For("lead"),
 		fake.Text("ok").For(subagent.DefaultForkName).After(latency),
 	).Loop().DontRecord()
-	reg, _ := setup(b, p, false, []subagent.Option{subagent.WithSpawnConcurrency(slots), subagent.WithMaxSpawns(n)})
+	reg, _ := setup(b, p, false, []subagent.SpawnOption{subagent.WithSpawnConcurrency(slots), subagent.WithMaxSpawns(n)})
 	if err := reg.SetParallelism(n); err != nil {
 		b.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func TestSpawnFanoutBound(t *testing.T) {
 		t.Run(fmt.Sprintf("%d children, %d slots, registry %d", tc.n, tc.concurrency, tc.parallelism), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				p, most := slowSpawns(tc.n)
-				reg, _ := setup(t, p, false, []subagent.Option{subagent.WithSpawnConcurrency(tc.concurrency), subagent.WithMaxSpawns(tc.n)})
+				reg, _ := setup(t, p, false, []subagent.SpawnOption{subagent.WithSpawnConcurrency(tc.concurrency), subagent.WithMaxSpawns(tc.n)})
 				if err := reg.SetParallelism(tc.parallelism); err != nil {
 					t.Fatal(err)
 				}
@@ -82,7 +82,7 @@ func TestSpawnDefaultsRunAWideFanOutInOneWave(t *testing.T) {
 		t.Run(fmt.Sprintf("%d children", tc.n), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				p, most := slowSpawns(tc.n)
-				reg, _ := setup(t, p, false, []subagent.Option{subagent.WithMaxSpawns(tc.n)})
+				reg, _ := setup(t, p, false, []subagent.SpawnOption{subagent.WithMaxSpawns(tc.n)})
 				start := time.Now()
 				if _, err := lead(t, p, reg).Run(t.Context(), agent.Input{Text: "go"}); err != nil {
 					t.Fatal(err)
@@ -219,7 +219,7 @@ func TestSpawnCancelParent(t *testing.T) {
 func TestSpawnChildIgnoringCancellation(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	synctest.Test(t, func(t *testing.T) {
-		stubborn, err := subagent.FromFactory("stubborn", "Never stops.", nil, func(context.Context, json.RawMessage) (agent.Agent, error) {
+		stubborn, err := subagent.FromFactory("stubborn", "Never stops.", func(context.Context, json.RawMessage) (agent.Agent, error) {
 			return agent.Func(func(ctx context.Context, in agent.Input) (agent.Output, error) {
 				<-ctx.Done()
 				return agent.Output{Answer: "half done", Usage: usage(5)}, nil
@@ -228,7 +228,7 @@ func TestSpawnChildIgnoringCancellation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		reg, _ := setup(t, fake.NewProvider(), false, []subagent.Option{subagent.WithRoster(stubborn)})
+		reg, _ := setup(t, fake.NewProvider(), false, []subagent.SpawnOption{subagent.WithRoster(stubborn)})
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(time.Second, cancel)
 		res, err := reg.Execute(ctx, []tool.Call{{ID: "c1", Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"t","agent":"stubborn"}`)}})
@@ -258,7 +258,7 @@ func TestSpawnDeeperChildrenDoNotWaitForTheirParentsSlot(t *testing.T) {
 			fake.Text("child done").For(fork),
 			fake.Text("done").For("lead"),
 		)
-		reg, _ := setup(t, p, false, []subagent.Option{subagent.WithMaxDepth(2), subagent.WithSpawnConcurrency(1)})
+		reg, _ := setup(t, p, false, []subagent.SpawnOption{subagent.WithMaxDepth(2), subagent.WithSpawnConcurrency(1)})
 		ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
 		defer cancel()
 		out, err := lead(t, p, reg).Run(ctx, agent.Input{Text: "go"})

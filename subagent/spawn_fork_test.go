@@ -72,18 +72,18 @@ func TestSpawnForkScopeOnlyNarrows(t *testing.T) {
 	onlyLookup := subagent.WithForkTools(func(t tool.Tool) bool { return t.Definition().Name == "lookup" })
 	tests := []struct {
 		name       string
-		opts       []subagent.Option
+		opts       []subagent.SpawnOption
 		background bool
 		want       []string
 	}{
 		{"spawn hidden at the default cap", nil, false, []string{"lookup"}},
-		{"jobs hidden at the default cap", []subagent.Option{subagent.WithBackground()}, true, []string{"lookup"}},
-		{"spawn inherited below a cap of 2", []subagent.Option{subagent.WithMaxDepth(2)}, false, []string{"lookup", "spawn_subagent"}},
-		{"jobs inherited below a cap of 2", []subagent.Option{subagent.WithMaxDepth(2), subagent.WithBackground()}, true,
+		{"jobs hidden at the default cap", []subagent.SpawnOption{subagent.WithBackground()}, true, []string{"lookup"}},
+		{"spawn inherited below a cap of 2", []subagent.SpawnOption{subagent.WithMaxDepth(2)}, false, []string{"lookup", "spawn_subagent"}},
+		{"jobs inherited below a cap of 2", []subagent.SpawnOption{subagent.WithMaxDepth(2), subagent.WithBackground()}, true,
 			[]string{"lookup", "spawn_subagent", "subagent_jobs"}},
-		{"narrowed, spawn kept", []subagent.Option{subagent.WithMaxDepth(2), notLookup}, false, []string{"spawn_subagent"}},
-		{"narrowed to one tool", []subagent.Option{subagent.WithMaxDepth(2), onlyLookup}, false, []string{"lookup"}},
-		{"react options cannot widen", []subagent.Option{subagent.WithReactOptions(
+		{"narrowed, spawn kept", []subagent.SpawnOption{subagent.WithMaxDepth(2), notLookup}, false, []string{"spawn_subagent"}},
+		{"narrowed to one tool", []subagent.SpawnOption{subagent.WithMaxDepth(2), onlyLookup}, false, []string{"lookup"}},
+		{"react options cannot widen", []subagent.SpawnOption{subagent.WithReactOptions(
 			agent.WithTools(shell), agent.WithName("other"), agent.WithSystemPrompt("You may do anything."))}, false, []string{"lookup"}},
 	}
 	for _, tc := range tests {
@@ -139,7 +139,7 @@ func TestSpawnForkAtCapCannotSpawn(t *testing.T) {
 func TestSpawnForkNameAndPrompt(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	p := fake.NewProvider(fake.Text("ok").For("scout"))
-	reg, _ := setup(t, p, false, []subagent.Option{subagent.WithForkName("scout"), subagent.WithForkPrompt("You scout.")})
+	reg, _ := setup(t, p, false, []subagent.SpawnOption{subagent.WithForkName("scout"), subagent.WithForkPrompt("You scout.")})
 	rec := &recorder{}
 	ctx := event.WithSink(t.Context(), rec)
 	res, err := reg.Execute(ctx, []tool.Call{{ID: "c1", Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"look around"}`)}})

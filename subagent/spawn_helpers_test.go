@@ -14,6 +14,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -61,7 +62,7 @@ func (p *probe) tool() tool.Tool {
 		Def: tool.Definition{Name: "probe", Description: "Reports the tokens left.", Parameters: json.RawMessage(`{"type":"object"}`)},
 		Fn: func(ctx context.Context, _ tool.Call) (tool.Result, error) {
 			s := "unlimited"
-			if n, limited := agent.TokensLeft(ctx); limited {
+			if n, limited := run.TokensLeft(ctx); limited {
 				s = strconv.FormatInt(n, 10)
 			}
 			p.mu.Lock()
@@ -82,7 +83,7 @@ func (p *probe) sorted() []string {
 
 // setup returns a registry holding lookup, the extra tools and the spawner
 // built with opts (and its jobs tool when background is set).
-func setup(t testing.TB, p provider.Provider, background bool, opts []subagent.Option, extra ...tool.Tool) (*tool.Registry, *subagent.Spawner) {
+func setup(t testing.TB, p provider.Provider, background bool, opts []subagent.SpawnOption, extra ...tool.Tool) (*tool.Registry, *subagent.Spawner) {
 	t.Helper()
 	reg, err := tool.NewRegistry(append([]tool.Tool{lookup()}, extra...)...)
 	if err != nil {
@@ -190,7 +191,7 @@ func (s *spy) count(target error) int {
 }
 
 // spied returns a registry holding lookup and the spawner behind a spy.
-func spied(t testing.TB, p provider.Provider, opts []subagent.Option, extra ...tool.Tool) (*tool.Registry, *spy) {
+func spied(t testing.TB, p provider.Provider, opts []subagent.SpawnOption, extra ...tool.Tool) (*tool.Registry, *spy) {
 	t.Helper()
 	reg, err := tool.NewRegistry(append([]tool.Tool{lookup()}, extra...)...)
 	if err != nil {

@@ -41,7 +41,7 @@ func TestSpawnMaxSpawnsPerRun(t *testing.T) {
 			fake.Text("B").For(subagent.DefaultForkName),
 			fake.Text("D").For(subagent.DefaultForkName),
 		)
-		reg, sp := spied(t, p, []subagent.Option{subagent.WithMaxSpawns(2)})
+		reg, sp := spied(t, p, []subagent.SpawnOption{subagent.WithMaxSpawns(2)})
 		a := lead(t, p, reg)
 		out, err := a.Run(t.Context(), agent.Input{Text: "go"})
 		if err != nil {
@@ -98,7 +98,7 @@ func TestSpawnMaxSpawnsPerRun(t *testing.T) {
 			fake.Text("done").For("lead2"),
 			fake.Text("ok").For(subagent.DefaultForkName),
 		).Loop()
-		reg, _ := setup(t, p, false, []subagent.Option{subagent.WithMaxSpawns(2)})
+		reg, _ := setup(t, p, false, []subagent.SpawnOption{subagent.WithMaxSpawns(2)})
 		var wg sync.WaitGroup
 		for _, name := range []string{"lead1", "lead2"} {
 			a := lead(t, p, reg, agent.WithName(name))
@@ -146,7 +146,7 @@ func TestSpawnChildBudget(t *testing.T) {
 				fake.Text("ok").For(subagent.DefaultForkName).WithUsage(provider.Usage{Requests: 1}),
 				fake.Text("done").For("lead").WithUsage(provider.Usage{Requests: 1}),
 			)
-			var opts []subagent.Option
+			var opts []subagent.SpawnOption
 			if tc.childBudget > 0 {
 				opts = append(opts, subagent.WithChildTokenBudget(tc.childBudget))
 			}
@@ -181,7 +181,7 @@ func TestSpawnBudgetNote(t *testing.T) {
 		fake.Text(`{"status":"partial","summary":"surveyed half"}`).For(fork).WithUsage(usage(50)),
 		fake.Text("done").For("lead").WithUsage(usage(1)),
 	)
-	reg, _ := setup(t, p, false, []subagent.Option{subagent.WithResult()})
+	reg, _ := setup(t, p, false, []subagent.SpawnOption{subagent.WithResult()})
 	out, err := lead(t, p, reg, agent.WithTokenLimit(1000)).Run(t.Context(), agent.Input{Text: "go"})
 	if err != nil {
 		t.Fatal(err)
@@ -218,7 +218,7 @@ func TestSpawnBudgetNote(t *testing.T) {
 func TestSpawnChildOverBudget(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	p := fake.NewProvider(fake.Text("a long answer").For(subagent.DefaultForkName).WithUsage(usage(150)))
-	reg, _ := setup(t, p, false, []subagent.Option{subagent.WithChildTokenBudget(100)})
+	reg, _ := setup(t, p, false, []subagent.SpawnOption{subagent.WithChildTokenBudget(100)})
 	res, err := reg.Execute(t.Context(), []tool.Call{{ID: "c1", Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"t"}`)}})
 	if err != nil {
 		t.Fatal(err)
@@ -273,7 +273,7 @@ func TestSpawnBudgetIsReserved(t *testing.T) {
 				for range 2 * (3 - tc.wantNoBudge) {
 					p.Add(child)
 				}
-				reg, _ := setup(t, p, false, []subagent.Option{subagent.WithChildTokenBudget(tc.budget), subagent.WithSpawnConcurrency(tc.concurrency)}, pr.tool())
+				reg, _ := setup(t, p, false, []subagent.SpawnOption{subagent.WithChildTokenBudget(tc.budget), subagent.WithSpawnConcurrency(tc.concurrency)}, pr.tool())
 				out, err := lead(t, p, reg, agent.WithTokenLimit(1000)).Run(t.Context(), agent.Input{Text: "go"})
 				if err != nil {
 					t.Fatal(err)

@@ -1,9 +1,12 @@
 package subagent_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
@@ -24,7 +27,7 @@ func TestSpawnOutputSchema(t *testing.T) {
 	fork := subagent.DefaultForkName
 	tests := []struct {
 		name        string
-		opts        []subagent.Option
+		opts        []subagent.SpawnOption
 		schema      string // the call's output_schema; "" for none
 		replies     []fake.Reply
 		want        string
@@ -90,7 +93,7 @@ func TestSpawnOutputSchema(t *testing.T) {
 		},
 		{
 			name:       "the spawner's default applies without output_schema",
-			opts:       []subagent.Option{subagent.WithResult()},
+			opts:       []subagent.SpawnOption{subagent.WithResult()},
 			replies:    []fake.Reply{fake.Text(`{"status":"partial","summary":"half"}`).For(fork).WithUsage(usage(10))},
 			want:       `{"status":"partial","summary":"half"}`,
 			wantValue:  subagent.Result{Status: subagent.StatusPartial, Summary: "half"},
@@ -99,7 +102,7 @@ func TestSpawnOutputSchema(t *testing.T) {
 		},
 		{
 			name:       "output_schema wins over the spawner's default",
-			opts:       []subagent.Option{subagent.WithResult()},
+			opts:       []subagent.SpawnOption{subagent.WithResult()},
 			schema:     numberSchema,
 			replies:    []fake.Reply{fake.Text(`{"n":1}`).For(fork).WithUsage(usage(10))},
 			want:       `{"n":1}`,
@@ -161,13 +164,13 @@ func TestSpawnOutputCap(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	long := strings.Repeat("é", 500) // 1000 bytes
 	member := func(p provider.Provider) *subagent.SubAgentTool {
-		m, _ := subagent.FromReact("writer", "Writes at length.", p, nil, nil, subagent.WithMaxOutputBytes(4096))
+		m, _ := subagent.FromReact("writer", "Writes at length.", p, nil, subagent.WithMaxOutputBytes(4096))
 		return m
 	}
 	for _, args := range []string{`{"task":"write"}`, `{"task":"write","agent":"writer"}`} {
 		t.Run(args, func(t *testing.T) {
 			p := fake.NewProvider(fake.Text(long).For(subagent.DefaultForkName), fake.Text(long).For("writer"))
-			reg, _ := setup(t, p, false, []subagent.Option{subagent.WithMaxOutputBytes(200), subagent.WithRoster(member(p))})
+			reg, _ := setup(t, p, false, []subagent.SpawnOption{subagent.WithMaxOutputBytes(200), subagent.WithRoster(member(p))})
 			res, err := reg.Execute(t.Context(), []tool.Call{{ID: "c1", Name: subagent.SpawnToolName, Arguments: json.RawMessage(args)}})
 			if err != nil {
 				t.Fatal(err)
@@ -179,4 +182,48 @@ func TestSpawnOutputCap(t *testing.T) {
 			mustContain(t, c, "[output truncated: 1000 bytes, the first ")
 		})
 	}
+}
+
+// TestSpawnForkRenderAndTimeout: WithRender and WithTimeout given to the
+// spawn tool apply to its forks (a roster member keeps its own).
+func TestSpawnForkRenderAndTimeout(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	render := subagent.WithRender(func(_ context.Context, o subagent.Outcome) (string, error) {
+		return "rendered: " + o.Content, nil
+	})
+	t.Run("render", func(t *testing.T) {
+		p := fake.NewProvider(fake.Text("forked").For(subagent.DefaultForkName), fake.Text("listed").For("writer"))
+		writer, err := subagent.FromReact("writer", "Writes.", p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg, _ := setup(t, p, false, []subagent.SpawnOption{render, subagent.WithRoster(writer)})
+		res, err := reg.Execute(t.Context(), []tool.Call{
+			{ID: "c1", Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"write"}`)},
+			{ID: "c2", Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"write","agent":"writer"}`)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := []string{res[0].Content, res[1].Content}; got[0] != "rendered: forked" || got[1] != "listed" {
+			t.Errorf("contents %q, want the fork's rendered and the member's as it answered", got)
+		}
+	})
+	t.Run("timeout", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			p := fake.NewProvider(fake.Text("late").For(subagent.DefaultForkName).After(time.Hour))
+			reg, _ := setup(t, p, false, []subagent.SpawnOption{subagent.WithTimeout(time.Minute)})
+			start := time.Now()
+			res, err := reg.Execute(context.Background(), []tool.Call{{ID: "c1", Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"wait"}`)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res[0].IsError || !strings.Contains(res[0].Content, "ran longer than 1m0s") {
+				t.Errorf("result %+v, want the fork's timeout as an error result", res[0])
+			}
+			if d := time.Since(start); d != time.Minute {
+				t.Errorf("the call took %v, want the timeout", d)
+			}
+		})
+	})
 }

@@ -26,7 +26,7 @@ func TestSpawnRoster(t *testing.T) {
 		got []string
 	)
 	factoryCritic := func(opts ...subagent.Option) *subagent.SubAgentTool {
-		m, err := subagent.FromFactory("critic", "Reviews a draft for errors.", nil,
+		m, err := subagent.FromFactory("critic", "Reviews a draft for errors.",
 			func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 				return agent.Func(func(ctx context.Context, in agent.Input) (agent.Output, error) {
 					mu.Lock()
@@ -43,7 +43,7 @@ func TestSpawnRoster(t *testing.T) {
 	tests := []struct {
 		name      string
 		member    func(p provider.Provider) *subagent.SubAgentTool
-		opts      []subagent.Option
+		opts      []subagent.SpawnOption
 		args      string
 		replies   []fake.Reply
 		want      string
@@ -53,7 +53,7 @@ func TestSpawnRoster(t *testing.T) {
 		{
 			name: "react member",
 			member: func(p provider.Provider) *subagent.SubAgentTool {
-				m, _ := subagent.FromReact("researcher", "Finds sources.", p, nil, nil)
+				m, _ := subagent.FromReact("researcher", "Finds sources.", p, nil)
 				return m
 			},
 			args:      `{"task":"find sources on X","context":"X is a letter","agent":"researcher"}`,
@@ -71,7 +71,7 @@ func TestSpawnRoster(t *testing.T) {
 		{
 			name:      "member keeps its own validation over the spawner's default",
 			member:    func(provider.Provider) *subagent.SubAgentTool { return factoryCritic(subagent.WithResult()) },
-			opts:      []subagent.Option{subagent.WithOutputSchema(json.RawMessage(numberSchema))},
+			opts:      []subagent.SpawnOption{subagent.WithOutputSchema(json.RawMessage(numberSchema))},
 			args:      `{"task":"review","agent":"critic"}`,
 			want:      `{"status":"success","summary":"two typos"}`,
 			wantValue: subagent.Result{Status: subagent.StatusSuccess, Summary: "two typos"},
@@ -81,7 +81,7 @@ func TestSpawnRoster(t *testing.T) {
 		{
 			name: "call's output_schema wins, and the member is told it",
 			member: func(p provider.Provider) *subagent.SubAgentTool {
-				m, _ := subagent.FromReact("researcher", "Finds sources.", p, nil, nil, subagent.WithResult())
+				m, _ := subagent.FromReact("researcher", "Finds sources.", p, nil, subagent.WithResult())
 				return m
 			},
 			args:      `{"task":"count","agent":"researcher","output_schema":` + numberSchema + `}`,

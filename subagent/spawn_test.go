@@ -11,8 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
-	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -21,18 +21,18 @@ import (
 func TestSpawnInvalidArgumentsAreCorrectable(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	p := fake.NewProvider()
-	critic, err := subagent.FromReact("critic", "Reviews a draft for errors.", p, nil, nil)
+	critic, err := subagent.FromReact("critic", "Reviews a draft for errors.", p, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	researcher, err := subagent.FromReact("researcher", "Finds and reads sources.", p, nil, nil)
+	researcher, err := subagent.FromReact("researcher", "Finds and reads sources.", p, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	roster := []subagent.Option{subagent.WithRoster(researcher, critic)}
+	roster := []subagent.SpawnOption{subagent.WithRoster(researcher, critic)}
 	tests := []struct {
 		name string
-		opts []subagent.Option
+		opts []subagent.SpawnOption
 		args string
 		want []string
 	}{
@@ -84,7 +84,7 @@ func TestNewSpawnerRejectsBadConfiguration(t *testing.T) {
 		if params != "" {
 			raw = json.RawMessage(params)
 		}
-		m, err := subagent.FromReact(name, "d", p, nil, raw)
+		m, err := subagent.FromReact(name, "d", p, nil, subagent.WithParams(raw))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,22 +93,22 @@ func TestNewSpawnerRejectsBadConfiguration(t *testing.T) {
 	tests := []struct {
 		name string
 		p    provider.Provider
-		opts []subagent.Option
+		opts []subagent.SpawnOption
 		want string
 	}{
 		{"nil provider", nil, nil, "nil provider"},
-		{"nil roster member", p, []subagent.Option{subagent.WithRoster(nil)}, "nil member"},
-		{"two members of one name", p, []subagent.Option{subagent.WithRoster(member("a", ""), member("a", ""))}, `two roster members are named "a"`},
+		{"nil roster member", p, []subagent.SpawnOption{subagent.WithRoster(nil)}, "nil member"},
+		{"two members of one name", p, []subagent.SpawnOption{subagent.WithRoster(member("a", ""), member("a", ""))}, `two roster members are named "a"`},
 		{"member that needs more than a task", p,
-			[]subagent.Option{subagent.WithRoster(member("a", `{"type":"object","properties":{"topic":{"type":"string"}},"required":["topic"]}`))},
+			[]subagent.SpawnOption{subagent.WithRoster(member("a", `{"type":"object","properties":{"topic":{"type":"string"}},"required":["topic"]}`))},
 			`roster member "a" does not accept a call with only a task`},
-		{"max spawns 0", p, []subagent.Option{subagent.WithMaxSpawns(0)}, "max spawns 0"},
-		{"concurrency 0", p, []subagent.Option{subagent.WithSpawnConcurrency(0)}, "spawn concurrency 0"},
-		{"child budget 0", p, []subagent.Option{subagent.WithChildTokenBudget(0)}, "child token budget 0"},
-		{"bad fork name", p, []subagent.Option{subagent.WithForkName("my fork")}, `name "my fork" is not allowed`},
-		{"nil fork tools", p, []subagent.Option{subagent.WithForkTools(nil)}, "WithForkTools(nil)"},
-		{"nil policy", p, []subagent.Option{subagent.WithSpawnPolicy(nil)}, "WithSpawnPolicy(nil)"},
-		{"bad default schema", p, []subagent.Option{subagent.WithOutputSchema(json.RawMessage(`{"type":1}`))}, "output schema"},
+		{"max spawns 0", p, []subagent.SpawnOption{subagent.WithMaxSpawns(0)}, "max spawns 0"},
+		{"concurrency 0", p, []subagent.SpawnOption{subagent.WithSpawnConcurrency(0)}, "spawn concurrency 0"},
+		{"child budget 0", p, []subagent.SpawnOption{subagent.WithChildTokenBudget(0)}, "child token budget 0"},
+		{"bad fork name", p, []subagent.SpawnOption{subagent.WithForkName("my fork")}, `name "my fork" is not allowed`},
+		{"nil fork tools", p, []subagent.SpawnOption{subagent.WithForkTools(nil)}, "WithForkTools(nil)"},
+		{"nil policy", p, []subagent.SpawnOption{subagent.WithSpawnPolicy(nil)}, "WithSpawnPolicy(nil)"},
+		{"bad default schema", p, []subagent.SpawnOption{subagent.WithOutputSchema(json.RawMessage(`{"type":1}`))}, "output schema"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -123,11 +123,11 @@ func TestNewSpawnerRejectsBadConfiguration(t *testing.T) {
 
 func TestSpawnDefinition(t *testing.T) {
 	p := fake.NewProvider()
-	researcher, _ := subagent.FromReact("researcher", "Finds and reads sources.", p, nil, nil)
-	critic, _ := subagent.FromReact("critic", "Reviews a draft for errors.", p, nil, nil)
+	researcher, _ := subagent.FromReact("researcher", "Finds and reads sources.", p, nil)
+	critic, _ := subagent.FromReact("critic", "Reviews a draft for errors.", p, nil)
 	tests := []struct {
 		name       string
-		opts       []subagent.Option
+		opts       []subagent.SpawnOption
 		wantProps  []string
 		wantEnum   []string
 		wantIn     []string
@@ -148,7 +148,7 @@ func TestSpawnDefinition(t *testing.T) {
 		},
 		{
 			name:      "roster",
-			opts:      []subagent.Option{subagent.WithRoster(researcher, critic), subagent.WithMaxSpawns(3)},
+			opts:      []subagent.SpawnOption{subagent.WithRoster(researcher, critic), subagent.WithMaxSpawns(3)},
 			wantProps: []string{"agent", "context", "output_schema", "task"},
 			wantEnum:  []string{"researcher", "critic"},
 			wantIn: []string{
@@ -160,7 +160,7 @@ func TestSpawnDefinition(t *testing.T) {
 		},
 		{
 			name:      "background",
-			opts:      []subagent.Option{subagent.WithBackground()},
+			opts:      []subagent.SpawnOption{subagent.WithBackground()},
 			wantProps: []string{"background", "context", "output_schema", "task"},
 			wantIn:    []string{"A job id is not a result: collect each job with subagent_jobs (wait), or cancel it, before you answer"},
 		},
@@ -218,7 +218,7 @@ func TestSpawnNotOfferedAtCapOrWhenDenied(t *testing.T) {
 	policy := subagent.WithSpawnPolicy(func(ctx context.Context) bool { return ctx.Value(denyKey{}) == nil })
 	tests := []struct {
 		name    string
-		opts    []subagent.Option
+		opts    []subagent.SpawnOption
 		depth   int
 		deny    bool
 		want    []string
@@ -226,16 +226,16 @@ func TestSpawnNotOfferedAtCapOrWhenDenied(t *testing.T) {
 	}{
 		{"top level", nil, 0, false, []string{"lookup", "spawn_subagent", "subagent_jobs"}, nil},
 		{"at the default cap", nil, 1, false, []string{"lookup"}, subagent.ErrMaxDepth},
-		{"below a cap of 2", []subagent.Option{subagent.WithMaxDepth(2)}, 1, false, []string{"lookup", "spawn_subagent", "subagent_jobs"}, nil},
-		{"at a cap of 2", []subagent.Option{subagent.WithMaxDepth(2)}, 2, false, []string{"lookup"}, subagent.ErrMaxDepth},
-		{"allowed by the policy", []subagent.Option{policy}, 0, false, []string{"lookup", "spawn_subagent", "subagent_jobs"}, nil},
-		{"denied by the policy", []subagent.Option{policy}, 0, true, []string{"lookup"}, subagent.ErrDenied},
+		{"below a cap of 2", []subagent.SpawnOption{subagent.WithMaxDepth(2)}, 1, false, []string{"lookup", "spawn_subagent", "subagent_jobs"}, nil},
+		{"at a cap of 2", []subagent.SpawnOption{subagent.WithMaxDepth(2)}, 2, false, []string{"lookup"}, subagent.ErrMaxDepth},
+		{"allowed by the policy", []subagent.SpawnOption{policy}, 0, false, []string{"lookup", "spawn_subagent", "subagent_jobs"}, nil},
+		{"denied by the policy", []subagent.SpawnOption{policy}, 0, true, []string{"lookup"}, subagent.ErrDenied},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			p := fake.NewProvider(fake.Text("done").For(subagent.DefaultForkName))
 			reg, s := setup(t, p, true, append(tc.opts, subagent.WithBackground()))
-			ctx := agent.WithDepth(t.Context(), tc.depth)
+			ctx := run.WithDepth(t.Context(), tc.depth)
 			if tc.deny {
 				ctx = context.WithValue(ctx, denyKey{}, true)
 			}
@@ -274,11 +274,11 @@ func FuzzSpawnArguments(f *testing.F) {
 		f.Add(seed)
 	}
 	p := fake.NewProvider(fake.Text(`{"n":1}`)).Loop().DontRecord()
-	critic, err := subagent.FromReact("critic", "Reviews.", p, nil, nil)
+	critic, err := subagent.FromReact("critic", "Reviews.", p, nil)
 	if err != nil {
 		f.Fatal(err)
 	}
-	reg, _ := setup(f, p, false, []subagent.Option{subagent.WithRoster(critic)})
+	reg, _ := setup(f, p, false, []subagent.SpawnOption{subagent.WithRoster(critic)})
 	f.Fuzz(func(t *testing.T, args string) {
 		res, err := reg.Execute(t.Context(), []tool.Call{{ID: "c1", Name: subagent.SpawnToolName, Arguments: json.RawMessage(args)}})
 		if err != nil {

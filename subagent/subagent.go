@@ -23,6 +23,12 @@
 // which a model starts many children, forks of itself or members of a
 // roster, in parallel, within limits on depth, spawns per run, tokens per
 // child and output size, optionally in the background as jobs.
+//
+// Options are of two types. An Option configures the three forms, and the
+// spawn tool too; a SpawnOption (WithRoster, WithMaxSpawns, …) configures
+// the spawn tool alone. A constructor refuses an Option it would ignore,
+// such as WithRefuseWhenBusy anywhere but FromAgent, with an error that
+// names the option and the constructor.
 package subagent
 
 import (
@@ -116,14 +122,13 @@ const ReactParams = `{"type":"object","properties":{"system_prompt":{"type":"str
 // fails or is cancelled leaves a's conversation as it was before (for agents
 // with a Hold method, such as *agent.React, which keep the turns other
 // callers of a finished meanwhile; or, failing that, a Checkpoint method).
-// params is the JSON Schema
-// of the arguments; nil means TaskParams. By default a receives the
-// arguments' JSON text as its input.
-func FromAgent(name, description string, params json.RawMessage, a agent.Agent, opts ...Option) (*SubAgentTool, error) {
+// The tool takes TaskParams unless WithParams says otherwise; by default a
+// receives the arguments' JSON text as its input.
+func FromAgent(name, description string, a agent.Agent, opts ...Option) (*SubAgentTool, error) {
 	if a == nil {
 		return nil, fmt.Errorf("subagent %q: nil agent: pass the agent to consult", name)
 	}
-	t, err := build(name, description, params, TaskParams, opts)
+	t, err := build(name, description, TaskParams, formAgent, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -139,19 +144,16 @@ func FromAgent(name, description string, params json.RawMessage, a agent.Agent, 
 }
 
 // FromFactory returns the one-shot form: each call gets a fresh agent from
-// factory, discarded after the call. Calls run in parallel. params is the
-// JSON Schema of the arguments; nil means TaskParams. By default the agent
+// factory, discarded after the call. Calls run in parallel. The tool takes
+// TaskParams unless WithParams says otherwise; by default the agent
 // receives the arguments' JSON text as its input.
-func FromFactory(name, description string, params json.RawMessage, factory Factory, opts ...Option) (*SubAgentTool, error) {
+func FromFactory(name, description string, factory Factory, opts ...Option) (*SubAgentTool, error) {
 	if factory == nil {
 		return nil, fmt.Errorf("subagent %q: nil factory: pass a function that builds the agent", name)
 	}
-	t, err := build(name, description, params, TaskParams, opts)
+	t, err := build(name, description, TaskParams, formFactory, opts)
 	if err != nil {
 		return nil, err
-	}
-	if t.cfg.durable != nil {
-		return nil, fmt.Errorf("subagent %q: WithStore keeps a resident's conversation: use it with FromAgent (a one-shot agent has none to keep)", name)
 	}
 	t.factory = factory
 	return t, nil
@@ -165,21 +167,18 @@ func FromFactory(name, description string, params json.RawMessage, factory Facto
 // the parameter schema checked. A missing system prompt is empty; a call
 // whose task is missing, not a string or blank fails with
 // tool.ErrInvalidArguments, which the calling model reads and can correct
-// (a model API refuses an empty user message). params nil means
-// ReactParams. WithReactOptions configures the children further; a system
+// (a model API refuses an empty user message). The tool takes ReactParams
+// unless WithParams says otherwise. WithReactOptions configures the children further; a system
 // prompt given there comes first in the child's system prompt, followed by
 // the arguments' system_prompt and, when the tool validates, the answer's
 // shape.
-func FromReact(name, description string, p provider.Provider, tools *tool.Registry, params json.RawMessage, opts ...Option) (*SubAgentTool, error) {
+func FromReact(name, description string, p provider.Provider, tools *tool.Registry, opts ...Option) (*SubAgentTool, error) {
 	if p == nil {
 		return nil, fmt.Errorf("subagent %q: nil provider: pass the provider the children run on", name)
 	}
-	t, err := build(name, description, params, ReactParams, opts)
+	t, err := build(name, description, ReactParams, formReact, opts)
 	if err != nil {
 		return nil, err
-	}
-	if t.cfg.durable != nil {
-		return nil, fmt.Errorf("subagent %q: WithStore keeps a resident's conversation: use it with FromAgent (a one-shot agent has none to keep)", name)
 	}
 	if t.cfg.input == nil {
 		t.cfg.input = taskInput
@@ -213,30 +212,15 @@ func FromReact(name, description string, p provider.Provider, tools *tool.Regist
 	return t, nil
 }
 
-// joinPrompts joins the non-empty parts with a blank line, in one
-// allocation, or none when a single part is not empty.
+// joinPrompts joins the non-empty parts with a blank line.
 func joinPrompts(parts ...string) string {
-	n, size, only := 0, 0, ""
+	var kept []string
 	for _, s := range parts {
 		if s != "" {
-			n, size, only = n+1, size+len(s)+2, s
+			kept = append(kept, s)
 		}
 	}
-	if n <= 1 {
-		return only
-	}
-	var b strings.Builder
-	b.Grow(size)
-	for _, s := range parts {
-		if s == "" {
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteString("\n\n")
-		}
-		b.WriteString(s)
-	}
-	return b.String()
+	return strings.Join(kept, "\n\n")
 }
 
 // taskInput hands the child the task field of the arguments. A missing,
@@ -259,10 +243,20 @@ func field(args json.RawMessage, name string) string {
 	return s
 }
 
-func build(name, description string, params json.RawMessage, defaultParams string, opts []Option) (*SubAgentTool, error) {
+func build(name, description, defaultParams string, f form, opts []Option) (*SubAgentTool, error) {
 	if err := tool.CheckName(name); err != nil {
 		return nil, fmt.Errorf("subagent: %w", err)
 	}
+	cfg := config{form: f, maxDepth: DefaultMaxDepth, maxOutput: DefaultMaxOutputBytes}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return nil, fmt.Errorf("subagent %q: %w", name, err)
+		}
+	}
+	params := cfg.params
 	if params == nil {
 		params = json.RawMessage(defaultParams)
 	}
@@ -270,20 +264,11 @@ func build(name, description string, params json.RawMessage, defaultParams strin
 	if err != nil {
 		return nil, fmt.Errorf("subagent %q: parameters: %w", name, err)
 	}
-	t := &SubAgentTool{
+	return &SubAgentTool{
 		def:    tool.Definition{Name: name, Description: description, Parameters: schema.Raw()},
 		params: schema,
-		cfg:    config{maxDepth: DefaultMaxDepth, maxOutput: DefaultMaxOutputBytes},
-	}
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(&t.cfg); err != nil {
-			return nil, fmt.Errorf("subagent %q: %w", name, err)
-		}
-	}
-	return t, nil
+		cfg:    cfg,
+	}, nil
 }
 
 // Definition returns the tool's name, description and parameter schema.
@@ -296,6 +281,8 @@ func (t *SubAgentTool) Available(ctx context.Context) bool {
 }
 
 type config struct {
+	form       form            // the constructor the options are given to
+	params     json.RawMessage // WithParams
 	maxDepth   int
 	maxOutput  int
 	timeout    time.Duration
@@ -305,21 +292,73 @@ type config struct {
 	check      *checker
 	reactOpts  []agent.Option
 	durable    *durable // WithStore
-
-	// spawn tool only
-	roster      []*SubAgentTool
-	maxSpawns   int
-	concurrency int
-	childTokens int64
-	forkName    string
-	forkPrompt  string
-	forkTools   func(tool.Tool) bool
-	policy      func(ctx context.Context) bool
-	background  bool
 }
 
-// Option configures a SubAgentTool.
+// form is a constructor that takes options: one of the three forms of a
+// SubAgentTool, or the spawn tool. The values are bits, so that a set of
+// forms is their sum.
+type form uint8
+
+const (
+	formAgent form = 1 << iota
+	formFactory
+	formReact
+	formSpawn
+)
+
+func (f form) String() string {
+	switch f {
+	case formAgent:
+		return "FromAgent"
+	case formFactory:
+		return "FromFactory"
+	case formReact:
+		return "FromReact"
+	case formSpawn:
+		return "NewSpawner"
+	}
+	return "an unknown constructor"
+}
+
+// usedBy returns an option that only the forms in forms use. Given to
+// another form, it fails with what (a sentence naming the option and what
+// it configures) followed by the form that would ignore it.
+func usedBy(forms form, what string, set func(*config) error) Option {
+	return func(c *config) error {
+		if c.form&forms == 0 {
+			return fmt.Errorf("%s; %s would ignore it", what, c.form)
+		}
+		return set(c)
+	}
+}
+
+// Option configures a SubAgentTool, built with FromAgent, FromFactory or
+// FromReact, and, being a SpawnOption too, the spawn tool (NewSpawner).
+// Most options serve every form; an option that a form would ignore makes
+// that form's constructor fail with an error naming the option and the
+// form. Options that configure only the spawn tool are SpawnOptions, which
+// the three forms do not take. A nil Option is ignored.
 type Option func(*config) error
+
+// applySpawn makes every Option a SpawnOption: it configures the spawn
+// tool's shared settings.
+func (o Option) applySpawn(c *spawnConfig) error {
+	if o == nil {
+		return nil
+	}
+	return o(&c.config)
+}
+
+// WithParams sets the JSON Schema of the tool's arguments, which the
+// model sees and each call is validated against, instead of TaskParams
+// (FromAgent, FromFactory) or ReactParams (FromReact); nil keeps that
+// default. The spawn tool's
+// parameters are its own; NewSpawner refuses this option.
+func WithParams(schema json.RawMessage) Option {
+	return usedBy(formAgent|formFactory|formReact,
+		"WithParams sets a SubAgentTool's parameters (the spawn tool's are fixed)",
+		func(c *config) error { c.params = schema; return nil })
+}
 
 // WithMaxDepth sets the delegation depth at which the tool disappears
 // (default DefaultMaxDepth: a top-level agent may delegate, its children may
@@ -361,21 +400,28 @@ func WithTimeout(d time.Duration) Option {
 
 // WithRefuseWhenBusy makes a FromAgent tool refuse a call at once, with
 // ErrBusy, while it answers another, instead of making the caller wait.
+// Only FromAgent takes it: the other forms' calls do not take turns.
 func WithRefuseWhenBusy() Option {
-	return func(c *config) error { c.refuseBusy = true; return nil }
+	return usedBy(formAgent, "WithRefuseWhenBusy applies to a FromAgent expert, whose calls take turns",
+		func(c *config) error { c.refuseBusy = true; return nil })
 }
 
 // WithInput maps the call's arguments to the child's input, instead of
-// handing over their JSON text. An error from fn reaches the model as an
-// invalid-arguments error.
+// handing over their JSON text (FromAgent, FromFactory) or their task
+// (FromReact). An error from fn reaches the model as an invalid-arguments
+// error. NewSpawner does not take it: a spawned child's input is the spawn
+// call's task and context (a roster member applies its own WithInput to
+// them).
 func WithInput(fn func(args json.RawMessage) (agent.Input, error)) Option {
-	return func(c *config) error {
-		if fn == nil {
-			return errors.New("WithInput(nil): pass a function")
-		}
-		c.input = fn
-		return nil
-	}
+	return usedBy(formAgent|formFactory|formReact,
+		"WithInput maps the arguments of a FromAgent, FromFactory or FromReact call (a spawned child's input is the spawn call's task and context; give WithInput to a roster member instead)",
+		func(c *config) error {
+			if fn == nil {
+				return errors.New("WithInput(nil): pass a function")
+			}
+			c.input = fn
+			return nil
+		})
 }
 
 // Outcome is what a call produced, for WithRender.
@@ -400,7 +446,9 @@ type Outcome struct {
 
 // WithRender renders a successful call's result text from its Outcome,
 // instead of passing on the child's answer. It is also where a Go caller
-// captures the child's whole Output. The text is still capped.
+// captures the child's whole Output. The text is still capped. Given to
+// NewSpawner it renders the results of forked children (a roster member
+// renders with its own).
 func WithRender(fn func(ctx context.Context, o Outcome) (string, error)) Option {
 	return func(c *config) error {
 		if fn == nil {
@@ -411,11 +459,15 @@ func WithRender(fn func(ctx context.Context, o Outcome) (string, error)) Option 
 	}
 }
 
-// WithReactOptions configures the ReAct children of a FromReact tool (max
-// steps, token limit, model, …). Other forms ignore it.
+// WithReactOptions configures the ReAct children of a FromReact tool, or
+// the forked children of the spawn tool (max steps, token limit, model, …).
+// FromAgent and FromFactory, whose agents are built by the caller, refuse
+// it.
 func WithReactOptions(opts ...agent.Option) Option {
-	return func(c *config) error {
-		c.reactOpts = append(c.reactOpts, opts...)
-		return nil
-	}
+	return usedBy(formReact|formSpawn,
+		"WithReactOptions configures the children of FromReact and the spawn tool's forks",
+		func(c *config) error {
+			c.reactOpts = append(c.reactOpts, opts...)
+			return nil
+		})
 }

@@ -39,11 +39,11 @@ func TestChildUsageSums(t *testing.T) {
 				fake.Text("not JSON").For("retried").WithUsage(usage(30, 4)),
 				fake.Text(`{"status":"success","summary":"ok"}`).For("retried").WithUsage(usage(40, 5)),
 			)
-			good := must(FromFactory("good", "Answers.", nil, func(context.Context, json.RawMessage) (agent.Agent, error) {
+			good := must(FromFactory("good", "Answers.", func(context.Context, json.RawMessage) (agent.Agent, error) {
 				return agent.NewReact(p, agent.WithName("good"))
 			}))(t)
 			failing := f.build(t, p, nil)
-			retried := must(FromFactory("retried", "Answers in JSON.", nil, func(context.Context, json.RawMessage) (agent.Agent, error) {
+			retried := must(FromFactory("retried", "Answers in JSON.", func(context.Context, json.RawMessage) (agent.Agent, error) {
 				return agent.NewReact(p, agent.WithName("retried"))
 			}, WithResult()))(t)
 			lead := newReact(t, p, agent.WithName("lead"), agent.WithTools(good, failing, retried))

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -99,50 +98,15 @@ func decodeProblem(err error) error {
 	return fmt.Errorf("%s: a %s does not fit here: write a value of the type the schema asks for", where, te.Value)
 }
 
-// decodeAny returns the checked value as json.Unmarshal into an any would:
-// with float64 numbers.
-func decodeAny(_ string, v any) (any, error) {
-	return floatNumbers(v)
-}
-
-// floatNumbers turns the json.Numbers in v into float64s, in place, failing
-// like json.Unmarshal on a number out of float64's range.
-func floatNumbers(v any) (any, error) {
-	switch v := v.(type) {
-	case json.Number:
-		f, err := strconv.ParseFloat(string(v), 64)
-		if err != nil {
-			return nil, fmt.Errorf("number %s does not fit a float64", v)
-		}
-		return f, nil
-	case map[string]any:
-		for k, e := range v {
-			if _, ok := e.(json.Number); ok || isContainer(e) {
-				f, err := floatNumbers(e)
-				if err != nil {
-					return nil, err
-				}
-				v[k] = f
-			}
-		}
-	case []any:
-		for i, e := range v {
-			f, err := floatNumbers(e)
-			if err != nil {
-				return nil, err
-			}
-			v[i] = f
-		}
+// decodeAny decodes the checked answer as json.Unmarshal into an any
+// does, with float64 numbers, which is what a Go caller of
+// WithOutputSchema gets.
+func decodeAny(raw string, _ any) (any, error) {
+	var v any
+	if err := json.Unmarshal([]byte(raw), &v); err != nil {
+		return nil, fmt.Errorf("the answer does not decode: %v: answer with JSON of the shape asked for", err)
 	}
 	return v, nil
-}
-
-func isContainer(v any) bool {
-	switch v.(type) {
-	case map[string]any, []any:
-		return true
-	}
-	return false
 }
 
 // verdict is the checker's reading of one answer.

@@ -244,11 +244,11 @@ func promptOf(t *testing.T, opt Option) string {
 func TestSchemaCompiledAtBuild(t *testing.T) {
 	expert := agent.Func(func(context.Context, agent.Input) (agent.Output, error) { return agent.Output{}, nil })
 	for _, schema := range []string{`{"type":"nope"}`, `not JSON`, `[]`, ``} {
-		if _, err := FromAgent("x", "x", nil, expert, WithOutputSchema(json.RawMessage(schema))); err == nil {
+		if _, err := FromAgent("x", "x", expert, WithOutputSchema(json.RawMessage(schema))); err == nil {
 			t.Errorf("WithOutputSchema(%q) accepted", schema)
 		}
 	}
-	if _, err := FromAgent("x", "x", json.RawMessage(`{"type":3}`), expert); err == nil {
+	if _, err := FromAgent("x", "x", expert, WithParams(json.RawMessage(`{"type":3}`))); err == nil {
 		t.Error("a bad parameter schema was accepted")
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/deputy-go/deputy/agent"
+	// Named apart from this package's own run, the workflow's loop.
+	runctx "github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -143,7 +145,7 @@ func (a *Activities) CallTool(ctx context.Context, in ToolCall) (ToolResult, err
 	}
 	ctx, stop := heartbeat(ctx)
 	defer stop()
-	ctx = agent.WithDepth(ctx, in.Depth)
+	ctx = runctx.WithDepth(ctx, in.Depth)
 	res, err := a.rt.Tools.Execute(ctx, []tool.Call{in.Call})
 	if err != nil {
 		return ToolResult{}, err
@@ -168,7 +170,7 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	}()
 	ctx, stop := heartbeat(ctx)
 	defer stop()
-	ctx = agent.WithDepth(ctx, in.Depth)
+	ctx = runctx.WithDepth(ctx, in.Depth)
 	ag, err := f(ctx, in.Arguments)
 	if err != nil {
 		return ToolResult{Content: capText(err.Error(), in.MaxOutputBytes), IsError: true}, nil

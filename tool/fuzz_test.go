@@ -51,7 +51,7 @@ func FuzzToolArguments(f *testing.F) {
 				t.Fatalf("unexpected content %q", r.Content)
 			}
 			var v fuzzArgs
-			if json.Unmarshal(tool.Arguments(args), &v) != nil {
+			if json.Unmarshal(tool.ArgumentsOrEmptyObject(args), &v) != nil {
 				t.Fatalf("accepted arguments that do not decode: %q", args)
 			}
 			return

@@ -178,7 +178,7 @@ func Must(t Tool, err error) Tool {
 func (t *typed[In, Out]) Definition() Definition { return t.def }
 
 func (t *typed[In, Out]) Call(ctx context.Context, call Call) (Result, error) {
-	args := Arguments(call.Arguments)
+	args := ArgumentsOrEmptyObject(call.Arguments)
 	if err := t.schema.Validate(args); err != nil {
 		return Result{}, fmt.Errorf("%w for %s: %v: fix the arguments to match the tool's schema and call it again", ErrInvalidArguments, t.def.Name, err)
 	}
@@ -204,11 +204,11 @@ func (t *typed[In, Out]) Call(ctx context.Context, call Call) (Result, error) {
 	return Result{Content: string(b), Value: out}, nil
 }
 
-// Arguments returns a call's arguments ready to validate and decode: raw
+// ArgumentsOrEmptyObject returns a call's arguments ready to validate and decode: raw
 // itself, or the empty object {} when raw is empty or only white space, as
 // models send for a tool that takes no arguments. It does not check that
 // raw is JSON; validation does that.
-func Arguments(raw json.RawMessage) json.RawMessage {
+func ArgumentsOrEmptyObject(raw json.RawMessage) json.RawMessage {
 	for _, c := range raw {
 		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
 			return raw

@@ -411,7 +411,7 @@ func TestArguments(t *testing.T) {
 		{" x ", " x "},
 	}
 	for _, tt := range tests {
-		if got := string(tool.Arguments(json.RawMessage(tt.in))); got != tt.want {
+		if got := string(tool.ArgumentsOrEmptyObject(json.RawMessage(tt.in))); got != tt.want {
 			t.Errorf("Arguments(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}

@@ -106,7 +106,7 @@ func handler(model provider.Provider) (*agui.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	expert, err := subagent.FromAgent("expert", "A senior engineer who remembers this server's earlier questions.", nil, resident)
+	expert, err := subagent.FromAgent("expert", "A senior engineer who remembers this server's earlier questions.", resident)
 	if err != nil {
 		return nil, err
 	}
@@ -119,14 +119,14 @@ func handler(model provider.Provider) (*agui.Handler, error) {
 		if model == nil {
 			model = leadScript(question)
 		}
-		researcher, err := subagent.FromFactory("researcher", "Gathers facts on one topic.", nil,
+		researcher, err := subagent.FromFactory("researcher", "Gathers facts on one topic.",
 			func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 				return agent.NewReact(model, agent.WithName("researcher"))
 			})
 		if err != nil {
 			return nil, err
 		}
-		reviewer, err := subagent.FromReact("reviewer", "A sub-agent you define: give it a system prompt and a task.", model, nil, nil,
+		reviewer, err := subagent.FromReact("reviewer", "A sub-agent you define: give it a system prompt and a task.", model, nil,
 			subagent.WithReactOptions(agent.WithMaxSteps(3)))
 		if err != nil {
 			return nil, err

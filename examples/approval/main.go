@@ -81,7 +81,7 @@ func run(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	janitor, err := subagent.FromFactory("janitor", "Frees disk space.", nil,
+	janitor, err := subagent.FromFactory("janitor", "Frees disk space.",
 		func(ctx context.Context, _ json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(model, agent.WithName("janitor"),
 				agent.WithTools(tool.RequireApproval(deleteLogs, "deletes files for good", 0)))

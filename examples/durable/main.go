@@ -148,7 +148,7 @@ func open(path string) *store.Store {
 // once, and the record of which chapters' workers called their model.
 func team() (*agent.React, *workers) {
 	ran := &workers{}
-	worker, err := subagent.FromFactory("summarize_chapter", "Summarizes one chapter of the report.", nil,
+	worker, err := subagent.FromFactory("summarize_chapter", "Summarizes one chapter of the report.",
 		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(ran.model(), agent.WithName("worker"))
 		})

@@ -46,19 +46,17 @@ func run(ctx context.Context, w io.Writer, getenv func(string) string) error {
 	}
 	fmt.Fprintln(w, about)
 
-	estimate, err := subagent.FromFactory("estimate", "Estimate the hours a task takes.", nil,
+	estimate, err := subagent.FromFactory("estimate", "Estimate the hours a task takes.",
 		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(model, agent.WithName("estimator"), agent.WithSystemPrompt("You estimate software tasks."))
 		},
 		subagent.OutputOf[Estimate](),
-		// A Go caller gets the typed value without parsing text again.
 		subagent.WithRender(func(ctx context.Context, o subagent.Outcome) (string, error) {
 			if e, ok := o.Value.(Estimate); ok {
 				fmt.Fprintf(w, "typed result: %+v\n", e)
 			}
 			return o.Content, nil
-		}),
-	)
+		}))
 	if err != nil {
 		return err
 	}

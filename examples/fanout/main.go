@@ -70,7 +70,7 @@ func run(ctx context.Context, w io.Writer, getenv func(string) string) error {
 	}
 	var roster []*subagent.SubAgentTool
 	for _, r := range researchers {
-		m, err := subagent.FromReact(r.name, r.description, model, nil, nil,
+		m, err := subagent.FromReact(r.name, r.description, model, nil,
 			subagent.WithReactOptions(agent.WithSystemPrompt("You are the team's "+r.name+". "+r.description)))
 		if err != nil {
 			return err

@@ -127,11 +127,11 @@ func newServer(model provider.Provider, st *store.Store) (*mcpbridge.Server, err
 	if st != nil {
 		opts = append(opts, subagent.WithStore(st, "mcp-server/expert"))
 	}
-	expert, err := subagent.FromAgent("expert", "Ask deputy's maintainer a question. It remembers earlier questions.", nil, expertAgent, opts...)
+	expert, err := subagent.FromAgent("expert", "Ask deputy's maintainer a question. It remembers earlier questions.", expertAgent, opts...)
 	if err != nil {
 		return nil, err
 	}
-	reviewer, err := subagent.FromFactory("reviewer", "Review a text and report problems as a structured result.", nil,
+	reviewer, err := subagent.FromFactory("reviewer", "Review a text and report problems as a structured result.",
 		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(model, agent.WithName("reviewer"), agent.WithSystemPrompt(subagent.ResultSystemPrompt()))
 		},

@@ -57,14 +57,14 @@ func run(ctx context.Context, w io.Writer, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	expert, err := subagent.FromAgent("expert", "Ask deputy's maintainer a question. It remembers earlier questions.", nil, expertAgent, record)
+	expert, err := subagent.FromAgent("expert", "Ask deputy's maintainer a question. It remembers earlier questions.", expertAgent, record)
 	if err != nil {
 		return err
 	}
 
 	// One-shot delegation: a fresh reviewer per call, its answer validated
 	// (the tool tells the reviewer the shape of the result).
-	reviewer, err := subagent.FromFactory("reviewer", "Review a text and report problems as a structured result.", nil,
+	reviewer, err := subagent.FromFactory("reviewer", "Review a text and report problems as a structured result.",
 		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(model, agent.WithName("reviewer"), agent.WithSystemPrompt("You review texts for errors."))
 		},
@@ -74,7 +74,7 @@ func run(ctx context.Context, w io.Writer, getenv func(string) string) error {
 	}
 
 	// The model defines the sub-agent: system prompt and task come from the call.
-	delegate, err := subagent.FromReact("delegate", "Start a sub-agent with a system prompt and a task of your choosing.", model, nil, nil, record)
+	delegate, err := subagent.FromReact("delegate", "Start a sub-agent with a system prompt and a task of your choosing.", model, nil, record)
 	if err != nil {
 		return err
 	}

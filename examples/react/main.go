@@ -53,7 +53,7 @@ func run(ctx context.Context, w io.Writer, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	delegate, err := subagent.FromReact("delegate", "Start a sub-agent: write its system prompt and its task.", model, childTools, nil,
+	delegate, err := subagent.FromReact("delegate", "Start a sub-agent: write its system prompt and its task.", model, childTools,
 		subagent.WithReactOptions(agent.WithMaxSteps(4)))
 	if err != nil {
 		return err

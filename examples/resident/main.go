@@ -51,7 +51,7 @@ func run(ctx context.Context, w io.Writer, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	expert, err := subagent.FromAgent("historian", "Ask a historian of computing; it remembers the conversation.", nil, historian)
+	expert, err := subagent.FromAgent("historian", "Ask a historian of computing; it remembers the conversation.", historian)
 	if err != nil {
 		return err
 	}

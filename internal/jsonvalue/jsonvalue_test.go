@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -162,6 +163,81 @@ func BenchmarkDecode(b *testing.B) {
 			}
 		}
 	})
+}
+
+// hostile is a JSON text of about n bytes built to make a parser slow.
+type hostile struct {
+	name, text string
+	check      func(v any, err error) bool // whether DecodeOnce's result is right
+}
+
+// hostileInputs returns texts of about n bytes: nesting to the depth bound
+// under long keys with a repeated key at the bottom, one object of many
+// keys, and one string of many escapes.
+func hostileInputs(n int) []hostile {
+	const depth = maxDepth - 1
+	key := strings.Repeat("k", n/depth)
+	deep := strings.Repeat(`{"`+key+`":`, depth) + `{"a":1,"a":2}` + strings.Repeat("}", depth)
+	wantPointer := strings.Repeat("/"+key, depth)
+
+	var wide strings.Builder
+	wide.WriteString(`{"k0":0`)
+	keys := 1
+	for ; wide.Len() < n; keys++ {
+		wide.WriteString(`,"k` + strconv.Itoa(keys) + `":` + strconv.Itoa(keys))
+	}
+	wide.WriteString("}")
+
+	escapes := `"` + strings.Repeat(`\u00e9\n`, n/8) + `"`
+	unescaped := strings.Repeat("é\n", n/8)
+	return []hostile{
+		{"deep", deep, func(_ any, err error) bool {
+			var rk *RepeatedKeyError
+			return errors.As(err, &rk) && rk.Key == "a" && rk.Pointer == wantPointer
+		}},
+		{"wide", wide.String(), func(v any, err error) bool {
+			m, _ := v.(map[string]any)
+			return err == nil && len(m) == keys
+		}},
+		{"escapes", escapes, func(v any, err error) bool {
+			s, _ := v.(string)
+			return err == nil && s == unescaped
+		}},
+	}
+}
+
+// Reading is linear in the text: 10 MB built to be slow is read in well
+// under a second (BenchmarkDecodeHostile has the figures). Nesting to the
+// depth bound under 1,000-byte keys, with a repeated key at the bottom,
+// took 23 seconds when the error's JSON pointer was rebuilt at each level
+// on the way out.
+func TestHostileInputIsLinear(t *testing.T) {
+	for _, h := range hostileInputs(10 << 20) {
+		start := time.Now()
+		v, err := DecodeOnce(h.text)
+		if took := time.Since(start); took > 10*time.Second {
+			t.Errorf("%s: reading %d bytes took %v", h.name, len(h.text), took)
+		}
+		if !h.check(v, err) {
+			t.Errorf("%s: DecodeOnce = %.80v, %v", h.name, v, err)
+		}
+	}
+}
+
+func BenchmarkDecodeHostile(b *testing.B) {
+	for _, mb := range []int{1, 10} {
+		for _, h := range hostileInputs(mb << 20) {
+			b.Run(h.name+"/"+strconv.Itoa(mb)+"MB", func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetBytes(int64(len(h.text)))
+				for b.Loop() {
+					if !h.check(DecodeOnce(h.text)) {
+						b.Fatal("wrong result")
+					}
+				}
+			})
+		}
+	}
 }
 
 // The error says where the repeated key is, and what to do.

@@ -12,6 +12,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agui"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -57,13 +58,13 @@ func TestBadInput(t *testing.T) {
 	child := func(context.Context, json.RawMessage) (agent.Agent, error) { return agent.NewReact(p) }
 	react, _ := agent.NewReact(p)
 	spawnReg, _ := tool.NewRegistry()
-	spawner, err := subagent.NewSpawner(p, spawnReg, subagent.WithRoster(mustTool(subagent.FromFactory("analyst", "analyses", nil, child))))
+	spawner, err := subagent.NewSpawner(p, spawnReg, subagent.WithRoster(mustTool(subagent.FromFactory("analyst", "analyses", child))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	resident := mustTool(subagent.FromAgent("expert", "knows", nil, react))
-	factory := mustTool(subagent.FromFactory("worker", "works", nil, child))
-	fromReact := mustTool(subagent.FromReact("delegate", "delegates", p, nil, nil))
+	resident := mustTool(subagent.FromAgent("expert", "knows", react))
+	factory := mustTool(subagent.FromFactory("worker", "works", child))
+	fromReact := mustTool(subagent.FromReact("delegate", "delegates", p, nil))
 
 	rows := []struct {
 		name string
@@ -110,7 +111,7 @@ func TestBadInput(t *testing.T) {
 		}, "no reply left"},
 		{"answer: validated child never gives JSON", func() error {
 			fp := fake.NewProvider(fake.Text("prose"), fake.Text("more prose"))
-			st := mustTool(subagent.FromReact("r", "r", fp, nil, nil, subagent.WithResult()))
+			st := mustTool(subagent.FromReact("r", "r", fp, nil, subagent.WithResult()))
 			_, err := st.Call(ctx, tool.Call{ID: "1", Name: "r", Arguments: []byte(`{"task":"t"}`)})
 			return err
 		}, "without the JSON result"},
@@ -158,27 +159,30 @@ func TestBadInput(t *testing.T) {
 		{"CompileSchema: an array", func() error { _, err := tool.CompileSchema([]byte(`[]`)); return err }, "an array"},
 		{"Registry: nil tool", func() error { _, err := tool.NewRegistry(nil); return err }, "Register(nil)"},
 		{"Registry: parallelism 0", func() error { r, _ := tool.NewRegistry(); return r.SetParallelism(0) }, "parallelism 0"},
-		{"FromAgent: nil agent", func() error { _, err := subagent.FromAgent("x", "d", nil, nil); return err }, "nil agent"},
-		{"FromFactory: nil factory", func() error { _, err := subagent.FromFactory("x", "d", nil, nil); return err }, "nil factory"},
-		{"FromReact: nil provider", func() error { _, err := subagent.FromReact("x", "d", nil, nil, nil); return err }, "nil provider"},
-		{"FromAgent: bad params", func() error { _, err := subagent.FromAgent("x", "d", []byte(`{"type":7}`), react); return err }, "parameters"},
-		{"FromAgent: bad name", func() error { _, err := subagent.FromAgent("a b", "d", nil, react); return err }, "not allowed"},
-		{"WithMaxDepth(0)", func() error { _, err := subagent.FromAgent("x", "d", nil, react, subagent.WithMaxDepth(0)); return err }, "max depth 0"},
+		{"FromAgent: nil agent", func() error { _, err := subagent.FromAgent("x", "d", nil); return err }, "nil agent"},
+		{"FromFactory: nil factory", func() error { _, err := subagent.FromFactory("x", "d", nil); return err }, "nil factory"},
+		{"FromReact: nil provider", func() error { _, err := subagent.FromReact("x", "d", nil, nil); return err }, "nil provider"},
+		{"FromAgent: bad params", func() error {
+			_, err := subagent.FromAgent("x", "d", react, subagent.WithParams([]byte(`{"type":7}`)))
+			return err
+		}, "parameters"},
+		{"FromAgent: bad name", func() error { _, err := subagent.FromAgent("a b", "d", react); return err }, "not allowed"},
+		{"WithMaxDepth(0)", func() error { _, err := subagent.FromAgent("x", "d", react, subagent.WithMaxDepth(0)); return err }, "max depth 0"},
 		{"WithMaxOutputBytes(-1)", func() error {
-			_, err := subagent.FromAgent("x", "d", nil, react, subagent.WithMaxOutputBytes(-1))
+			_, err := subagent.FromAgent("x", "d", react, subagent.WithMaxOutputBytes(-1))
 			return err
 		}, "max output"},
-		{"WithTimeout(0)", func() error { _, err := subagent.FromAgent("x", "d", nil, react, subagent.WithTimeout(0)); return err }, "timeout"},
+		{"WithTimeout(0)", func() error { _, err := subagent.FromAgent("x", "d", react, subagent.WithTimeout(0)); return err }, "timeout"},
 		{"WithOutputSchema: invalid", func() error {
-			_, err := subagent.FromAgent("x", "d", nil, react, subagent.WithOutputSchema([]byte(`{"minimum":"a"}`)))
+			_, err := subagent.FromAgent("x", "d", react, subagent.WithOutputSchema([]byte(`{"minimum":"a"}`)))
 			return err
 		}, "output schema"},
-		{"WithInput(nil)", func() error { _, err := subagent.FromAgent("x", "d", nil, react, subagent.WithInput(nil)); return err }, "WithInput(nil)"},
+		{"WithInput(nil)", func() error { _, err := subagent.FromAgent("x", "d", react, subagent.WithInput(nil)); return err }, "WithInput(nil)"},
 		{"NewSpawner: nil provider", func() error { _, err := subagent.NewSpawner(nil, nil); return err }, "nil provider"},
 		{"NewSpawner: max spawns 0", func() error { _, err := subagent.NewSpawner(p, nil, subagent.WithMaxSpawns(0)); return err }, "max spawns 0"},
 		{"NewSpawner: concurrency 0", func() error { _, err := subagent.NewSpawner(p, nil, subagent.WithSpawnConcurrency(0)); return err }, "concurrency 0"},
 		{"subagent call beyond the depth cap", func() error {
-			_, err := resident.Call(agent.WithDepth(ctx, 1), tool.Call{ID: "1", Name: "expert", Arguments: []byte(`{"task":"t"}`)})
+			_, err := resident.Call(run.WithDepth(ctx, 1), tool.Call{ID: "1", Name: "expert", Arguments: []byte(`{"task":"t"}`)})
 			if !errors.Is(err, subagent.ErrMaxDepth) {
 				return errors.New("not ErrMaxDepth")
 			}

@@ -196,11 +196,11 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	expert, err := subagent.FromAgent("expert", "a resident expert", nil, expertAgent)
+	expert, err := subagent.FromAgent("expert", "a resident expert", expertAgent)
 	if err != nil {
 		t.Fatal(err)
 	}
-	worker, err := subagent.FromFactory("worker", "a one-shot worker", nil,
+	worker, err := subagent.FromFactory("worker", "a one-shot worker",
 		func(ctx context.Context, _ json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(routed, agent.WithName("worker"), agent.WithMaxSteps(3))
 		}, subagent.WithResult(), subagent.WithTimeout(2*time.Second))

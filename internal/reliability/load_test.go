@@ -37,7 +37,7 @@ func TestLoadResident(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	expert, err := subagent.FromAgent("expert", "remembers", nil, expertAgent)
+	expert, err := subagent.FromAgent("expert", "remembers", expertAgent)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestLoadFactory(t *testing.T) {
 	p := fake.NewProvider(fake.Text(`{"status":"success","summary":"ok"}`).WithUsage(provider.Usage{InputTokens: 5, OutputTokens: 4, Requests: 1})).Loop().DontRecord()
 	var closed sync.WaitGroup
 	closed.Add(n)
-	worker, err := subagent.FromFactory("worker", "one-shot", nil, func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
+	worker, err := subagent.FromFactory("worker", "one-shot", func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 		a, err := agent.NewReact(p, agent.WithName("worker"))
 		return closer{a, closed.Done}, err
 	}, subagent.WithResult())

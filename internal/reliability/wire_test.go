@@ -93,7 +93,7 @@ func TestShapeOnTheWire(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sub, err := subagent.FromFactory("counter", "Counts files.", nil, func(context.Context, json.RawMessage) (agent.Agent, error) {
+			sub, err := subagent.FromFactory("counter", "Counts files.", func(context.Context, json.RawMessage) (agent.Agent, error) {
 				return agent.NewReact(p, agent.WithName("counter"), agent.WithSystemPrompt("You count files."))
 			}, subagent.OutputOf[fileCount]())
 			if err != nil {
@@ -149,7 +149,7 @@ func TestResidentPrefixOnTheWire(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sub, err := subagent.FromAgent("expert", "Keeps records.", nil, expert)
+			sub, err := subagent.FromAgent("expert", "Keeps records.", expert)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -83,6 +83,7 @@ package anthropic
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -125,72 +126,132 @@ var (
 	_ provider.Streamer = (*Provider)(nil)
 )
 
-// Option configures New.
-type Option func(*config)
+// Option configures New. An option given a value that cannot work makes
+// New fail with an error that says what to pass instead; a nil Option is
+// ignored.
+type Option func(*config) error
 
 type config struct {
 	apiKey         *string
 	baseURL        *string
 	model          *string
 	maxRetries     *int
-	maxTokens      *int
+	maxTokens      int
 	httpClient     *http.Client
-	httpClientSet  bool
 	noFormat       bool
 	noCache        bool
 	requestOptions []option.RequestOption
-	limits         limitOptions
+	limits         adapter.Limits
 }
 
 // WithAPIKey sets the API key, overriding the credentials the SDK would find
-// in the environment.
-func WithAPIKey(key string) Option { return func(c *config) { c.apiKey = &key } }
+// in the environment. The key must not be empty.
+func WithAPIKey(key string) Option {
+	return func(c *config) error {
+		if key == "" {
+			return errors.New("WithAPIKey got an empty key; pass the key or leave the option out to use ANTHROPIC_API_KEY")
+		}
+		c.apiKey = &key
+		return nil
+	}
+}
 
-// WithBaseURL sets the server's base URL, overriding ANTHROPIC_BASE_URL.
-func WithBaseURL(u string) Option { return func(c *config) { c.baseURL = &u } }
+// WithBaseURL sets the server's base URL, overriding ANTHROPIC_BASE_URL. It
+// must be an absolute http or https URL.
+func WithBaseURL(u string) Option {
+	return func(c *config) error {
+		if err := adapter.CheckURL(u); err != nil {
+			return fmt.Errorf("WithBaseURL(%q): %v; pass the server's URL, e.g. %s", u, err, defaultBaseURL)
+		}
+		c.baseURL = &u
+		return nil
+	}
+}
 
 // WithModel sets the model used when a Request names none, overriding
-// ANTHROPIC_MODEL.
-func WithModel(name string) Option { return func(c *config) { c.model = &name } }
+// ANTHROPIC_MODEL. The name must not be empty.
+func WithModel(name string) Option {
+	return func(c *config) error {
+		if name == "" {
+			return fmt.Errorf("WithModel got an empty name; pass a model name such as %q, or leave the option out to use ANTHROPIC_MODEL or the default", DefaultModel)
+		}
+		c.model = &name
+		return nil
+	}
+}
 
 // WithMaxRetries sets how many times the SDK retries a request that failed
 // with a connection error, 408, 409, 429 or 5xx (529 included), honouring the
-// server's retry-after headers. Zero disables retries; the SDK's default is 2.
-func WithMaxRetries(n int) Option { return func(c *config) { c.maxRetries = &n } }
+// server's retry-after headers. Zero disables retries; the SDK's default is
+// 2. n must not be negative.
+func WithMaxRetries(n int) Option {
+	return func(c *config) error {
+		if n < 0 {
+			return fmt.Errorf("WithMaxRetries(%d): the count cannot be negative; pass 0 to disable retries", n)
+		}
+		c.maxRetries = &n
+		return nil
+	}
+}
 
 // WithMaxTokens sets the cap on a reply's length used when a Request sets
-// none, instead of DefaultMaxTokens.
-func WithMaxTokens(n int) Option { return func(c *config) { c.maxTokens = &n } }
+// none, instead of DefaultMaxTokens. n must be positive.
+func WithMaxTokens(n int) Option {
+	return func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("WithMaxTokens(%d): the cap must be positive; pass a token count such as %d", n, DefaultMaxTokens)
+		}
+		c.maxTokens = n
+		return nil
+	}
+}
 
-// WithHTTPClient sets the HTTP client the SDK sends requests with.
+// WithHTTPClient sets the HTTP client the SDK sends requests with. The
+// client must not be nil.
 func WithHTTPClient(hc *http.Client) Option {
-	return func(c *config) { c.httpClient, c.httpClientSet = hc, true }
+	return func(c *config) error {
+		if hc == nil {
+			return errors.New("WithHTTPClient got a nil client; pass a client or leave the option out to use the SDK's default")
+		}
+		c.httpClient = hc
+		return nil
+	}
 }
 
 // WithoutOutputFormat leaves Request.ResponseSchema out of the request,
 // for models or compatible servers without structured output. The agent
 // still describes the shape in words.
-func WithoutOutputFormat() Option { return func(c *config) { c.noFormat = true } }
+func WithoutOutputFormat() Option {
+	return func(c *config) error { c.noFormat = true; return nil }
+}
 
 // WithoutPromptCaching sends no cache_control breakpoints, for servers that
 // reject them or when cache writes (billed above the input price) do not
 // pay for themselves.
-func WithoutPromptCaching() Option { return func(c *config) { c.noCache = true } }
+func WithoutPromptCaching() Option {
+	return func(c *config) error { c.noCache = true; return nil }
+}
 
 // WithRequestOptions passes SDK request options through to every request,
 // after the ones this package sets: extra headers, middleware, a request
 // timeout.
 func WithRequestOptions(opts ...option.RequestOption) Option {
-	return func(c *config) { c.requestOptions = append(c.requestOptions, opts...) }
+	return func(c *config) error {
+		c.requestOptions = append(c.requestOptions, opts...)
+		return nil
+	}
 }
 
 // New returns a Provider configured by the environment and opts. It reports
 // an option value that cannot work, saying what to do instead.
 func New(opts ...Option) (*Provider, error) {
-	var c config
+	c := config{maxTokens: DefaultMaxTokens, limits: adapter.DefaultLimits()}
 	for _, o := range opts {
-		if o != nil {
-			o(&c)
+		if o == nil {
+			continue
+		}
+		if err := o(&c); err != nil {
+			return nil, fmt.Errorf("%s: %w", Name, err)
 		}
 	}
 	var ro []option.RequestOption
@@ -203,17 +264,10 @@ func New(opts ...Option) (*Provider, error) {
 		baseURL = env
 	}
 	if c.baseURL != nil {
-		if err := adapter.CheckURL(*c.baseURL); err != nil {
-			return nil, fmt.Errorf("anthropic: WithBaseURL(%q): %v; pass the server's URL, e.g. %s", *c.baseURL, err, defaultBaseURL)
-		}
 		baseURL = *c.baseURL
 		ro = append(ro, option.WithBaseURL(baseURL))
 	}
-
 	if c.apiKey != nil {
-		if *c.apiKey == "" {
-			return nil, fmt.Errorf("anthropic: WithAPIKey got an empty key; pass the key or leave the option out to use ANTHROPIC_API_KEY")
-		}
 		ro = append(ro, option.WithAPIKey(*c.apiKey))
 	}
 
@@ -222,46 +276,25 @@ func New(opts ...Option) (*Provider, error) {
 		model = env
 	}
 	if c.model != nil {
-		if *c.model == "" {
-			return nil, fmt.Errorf("anthropic: WithModel got an empty name; pass a model name such as %q, or leave the option out to use ANTHROPIC_MODEL or the default", DefaultModel)
-		}
 		model = *c.model
 	}
 
-	maxTokens := DefaultMaxTokens
-	if c.maxTokens != nil {
-		if *c.maxTokens <= 0 {
-			return nil, fmt.Errorf("anthropic: WithMaxTokens(%d): the cap must be positive; pass a token count such as %d", *c.maxTokens, DefaultMaxTokens)
-		}
-		maxTokens = *c.maxTokens
-	}
-
 	if c.maxRetries != nil {
-		if *c.maxRetries < 0 {
-			return nil, fmt.Errorf("anthropic: WithMaxRetries(%d): the count cannot be negative; pass 0 to disable retries", *c.maxRetries)
-		}
 		ro = append(ro, option.WithMaxRetries(*c.maxRetries))
-	}
-	if c.httpClientSet && c.httpClient == nil {
-		return nil, fmt.Errorf("anthropic: WithHTTPClient got a nil client; pass a client or leave the option out to use the SDK's default")
-	}
-	limits, err := c.limits.resolve()
-	if err != nil {
-		return nil, err
 	}
 	// The body cap sits in the transport: the SDK takes any middleware for
 	// one that authenticates, and would then send a request without a key.
-	ro = append(ro, option.WithHTTPClient(limitedClient(c.httpClient, limits.MaxResponseBytes)))
+	ro = append(ro, option.WithHTTPClient(limitedClient(c.httpClient, c.limits.MaxResponseBytes)))
 	ro = append(ro, c.requestOptions...)
 
 	return &Provider{
 		client:    ant.NewClient(ro...),
 		model:     model,
 		baseURL:   baseURL,
-		maxTokens: maxTokens,
+		maxTokens: c.maxTokens,
 		noFormat:  c.noFormat,
 		noCache:   c.noCache,
-		limits:    limits,
+		limits:    c.limits,
 	}, nil
 }
 

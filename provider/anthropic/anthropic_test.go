@@ -2,10 +2,8 @@ package anthropic_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -20,10 +18,9 @@ import (
 
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/provider/anthropic"
+	"github.com/deputy-go/deputy/provider/internal/wiretest"
 	"github.com/deputy-go/deputy/provider/providertest"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden request files under testdata/requests")
 
 // envKeys are the variables the SDK or this package read.
 var envKeys = []string{
@@ -105,31 +102,6 @@ func (s *server) requests() [][]byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.bodies
-}
-
-// golden compares got with testdata/requests/name.json, or rewrites the file
-// with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, got, "", "  "); err != nil {
-		t.Fatalf("the request body is not JSON: %v\n%s", err, got)
-	}
-	buf.WriteByte('\n')
-	path := filepath.Join("testdata", "requests", name+".json")
-	if *update {
-		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), buf.String()); diff != "" {
-		t.Errorf("request body differs from %s (-want +got):\n%s", path, diff)
-	}
 }
 
 func newTestProvider(t *testing.T, srv *httptest.Server, opts ...anthropic.Option) *anthropic.Provider {
@@ -390,7 +362,7 @@ func TestComplete(t *testing.T) {
 					t.Errorf("retry %d sent a different body:\n%s\nfirst:\n%s", i, bodies[i], bodies[0])
 				}
 			}
-			golden(t, tc.name, bodies[0])
+			wiretest.Golden(t, tc.name, bodies[0])
 			if _, _, err := decodeRequest(bodies[0]); err != nil {
 				t.Errorf("the API would reject the request: %v", err)
 			}
@@ -499,7 +471,7 @@ func TestStream(t *testing.T) {
 			if diff := cmp.Diff(tc.resp, resp); diff != "" {
 				t.Errorf("response mismatch (-want +got):\n%s", diff)
 			}
-			golden(t, tc.name, s.requests()[0])
+			wiretest.Golden(t, tc.name, s.requests()[0])
 		})
 	}
 }
@@ -538,7 +510,7 @@ func TestRequestMapping(t *testing.T) {
 				t.Fatal(err)
 			}
 			body := s.requests()[0]
-			golden(t, tc.name, body)
+			wiretest.Golden(t, tc.name, body)
 			if _, _, err := decodeRequest(body); err != nil {
 				t.Errorf("the API would reject the request: %v\n%s", err, body)
 			}
@@ -550,22 +522,9 @@ func TestRequestMapping(t *testing.T) {
 // without further deltas, and that Stream returns the callback's error.
 func TestStreamStopsEarly(t *testing.T) {
 	clearEnv(t)
-	s := &server{t: t, answers: []canned{{status: 200, file: "stream_text.sse"}}}
-	srv := httptest.NewServer(s)
+	srv := httptest.NewServer(&server{t: t, answers: []canned{{status: 200, file: "stream_text.sse"}}})
 	defer srv.Close()
-	p := newTestProvider(t, srv)
-	stop := errors.New("seen enough")
-	n := 0
-	_, err := p.Stream(t.Context(), weatherRequest(), func(provider.Delta) error {
-		n++
-		return stop
-	})
-	if n != 1 {
-		t.Errorf("got %d deltas; want 1", n)
-	}
-	if !errors.Is(err, stop) {
-		t.Errorf("Stream returned %v; want the callback's error %q", err, stop)
-	}
+	wiretest.StreamStopsEarly(t, newTestProvider(t, srv), weatherRequest())
 }
 
 // TestBadRequests checks that a request the API could never accept fails
@@ -656,7 +615,7 @@ func TestReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := s.requests()[0]
-	golden(t, "replay", body)
+	wiretest.Golden(t, "replay", body)
 
 	// The API would accept the body, and it decodes back into the same
 	// conversation, error flag included.
@@ -679,18 +638,7 @@ func TestReplay(t *testing.T) {
 
 func TestCancelBeforeSending(t *testing.T) {
 	clearEnv(t)
-	s := &server{t: t}
-	srv := httptest.NewServer(s)
+	srv := httptest.NewServer(&server{t: t})
 	defer srv.Close()
-	p := newTestProvider(t, srv)
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	_, err := p.Complete(ctx, weatherRequest())
-	if !errors.Is(err, context.Canceled) {
-		t.Errorf("error %v does not wrap context.Canceled", err)
-	}
-	var perr *provider.Error
-	if errors.As(err, &perr) {
-		t.Errorf("cancellation reported as a provider failure: %v", err)
-	}
+	wiretest.CancelBeforeSending(t, newTestProvider(t, srv), weatherRequest())
 }

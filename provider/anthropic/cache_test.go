@@ -11,6 +11,7 @@ import (
 
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/provider/anthropic"
+	"github.com/deputy-go/deputy/provider/internal/wiretest"
 	"github.com/deputy-go/deputy/provider/providertest"
 )
 
@@ -62,7 +63,7 @@ func TestPromptCachingOnTheWire(t *testing.T) {
 		}
 	}
 	bodies := s.requests()
-	golden(t, "resident_cached", bodies[len(bodies)-1])
+	wiretest.Golden(t, "resident_cached", bodies[len(bodies)-1])
 
 	var prev map[string]any
 	for i, b := range bodies {

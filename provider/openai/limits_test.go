@@ -1,12 +1,9 @@
 package openai_test
 
 import (
-	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/deputy-go/deputy/provider"
@@ -29,19 +26,7 @@ func serve(t *testing.T, h http.Handler, opts ...openai.Option) *openai.Provider
 
 func TestStreamTextLimit(t *testing.T) {
 	h := &wiretest.Endless{ContentType: "text/event-stream", Unit: chunk(`{"content":"` + strings.Repeat("abcd", 256) + `"}`), Limit: 1 << 30}
-	p := serve(t, h)
-	var delivered int
-	_, err := p.Stream(t.Context(), weatherRequest(), func(d provider.Delta) error {
-		delivered += len(d.Text)
-		return nil
-	})
-	wiretest.TooLarge(t, err, "WithMaxTextBytes", "4 MiB")
-	if delivered > provider.DefaultMaxTextBytes || delivered < provider.DefaultMaxTextBytes-1024 {
-		t.Errorf("%d bytes of text were delivered; want all %d up to the limit and none past it", delivered, provider.DefaultMaxTextBytes)
-	}
-	if n := h.Requests.Load(); n != 1 {
-		t.Errorf("%d requests; want 1 (no retry)", n)
-	}
+	wiretest.StreamTextLimit(t, serve(t, h), h, weatherRequest())
 }
 
 func TestStreamArgumentLimit(t *testing.T) {
@@ -51,31 +36,14 @@ func TestStreamArgumentLimit(t *testing.T) {
 		Unit:        chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"` + strings.Repeat("[", 256) + `"}}]}`),
 		Limit:       1 << 30,
 	}
-	p := serve(t, h, openai.WithMaxArgumentBytes(64<<10))
-	var delivered int
-	_, err := p.Stream(t.Context(), weatherRequest(), func(d provider.Delta) error {
-		delivered += len(d.ToolCall.Arguments)
-		return nil
-	})
-	wiretest.TooLarge(t, err, "WithMaxArgumentBytes", "64 KiB")
-	if !strings.Contains(err.Error(), `"spawn"`) {
-		t.Errorf("error %q does not name the tool", err)
-	}
-	if delivered > 64<<10 {
-		t.Errorf("%d bytes of arguments were delivered; want none past the limit", delivered)
-	}
+	wiretest.StreamArgumentLimit(t, serve(t, h, openai.WithMaxArgumentBytes(wiretest.ArgumentLimit)), weatherRequest())
 }
 
 // TestStreamBodyLimit: keep-alives carry nothing of the reply, so only the
 // body limit stops a server that sends them for ever.
 func TestStreamBodyLimit(t *testing.T) {
 	h := &wiretest.Endless{ContentType: "text/event-stream", Unit: ": keep-alive\n\n", Limit: 1 << 30}
-	p := serve(t, h, openai.WithMaxResponseBytes(1<<20))
-	_, err := p.Stream(t.Context(), weatherRequest(), nil)
-	wiretest.TooLarge(t, err, "WithMaxResponseBytes", "1 MiB")
-	if n := h.Requests.Load(); n != 1 {
-		t.Errorf("%d requests; want 1 (no retry)", n)
-	}
+	wiretest.StreamBodyLimit(t, serve(t, h, openai.WithMaxResponseBytes(wiretest.BodyLimit)), h, weatherRequest())
 }
 
 func TestCompleteBodyLimit(t *testing.T) {
@@ -85,12 +53,7 @@ func TestCompleteBodyLimit(t *testing.T) {
 		Unit:        "abcd",
 		Limit:       1 << 30,
 	}
-	p := serve(t, h)
-	_, err := p.Complete(t.Context(), weatherRequest())
-	wiretest.TooLarge(t, err, "WithMaxResponseBytes", "64 MiB")
-	if n := h.Requests.Load(); n != 1 {
-		t.Errorf("%d requests; want 1 (no retry)", n)
-	}
+	wiretest.CompleteBodyLimit(t, serve(t, h), h, weatherRequest())
 }
 
 func TestCompleteTextAndArgumentLimits(t *testing.T) {
@@ -134,61 +97,22 @@ func TestStreamBrokenLine(t *testing.T) {
 	p := serve(t, h)
 	_, err := p.Stream(t.Context(), weatherRequest(), nil)
 	checkErr(t, err, &wantErr{kind: provider.KindMalformed, status: 200})
-	if n := h.Requests.Load(); n != 1 {
-		t.Errorf("%d requests; want 1 (no retry)", n)
-	}
+	wiretest.OneRequest(t, h)
 }
 
 // TestStreamHTML: a 200 with a web page where the stream should be is
 // malformed, not a transient failure to retry.
 func TestStreamHTML(t *testing.T) {
-	h := &wiretest.Endless{ContentType: "text/html; charset=utf-8", Head: "<!doctype html>\n<html><body><h1>Sign in</h1></body></html>\n"}
-	p := serve(t, h)
-	_, err := p.Stream(t.Context(), weatherRequest(), nil)
+	h := wiretest.SignInPage()
+	err := wiretest.StreamHTML(t, serve(t, h), h, weatherRequest())
 	checkErr(t, err, &wantErr{kind: provider.KindMalformed, status: 200})
-	if msg := err.Error(); !strings.Contains(msg, "text/html") || !strings.Contains(msg, "base URL") || strings.Contains(msg, "retry") {
-		t.Errorf("error %q should name the content type and the base URL, and not suggest a retry", msg)
-	}
-	if n := h.Requests.Load(); n != 1 {
-		t.Errorf("%d requests; want 1 (no retry)", n)
-	}
 }
 
 // TestRedirectToOtherOrigin: the SDK refuses to follow a redirect to
 // another origin; that is the base URL's fault, not a transient failure.
 func TestRedirectToOtherOrigin(t *testing.T) {
 	clearEnv(t)
-	var elsewhere atomic.Int32
-	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { elsewhere.Add(1) }))
-	defer other.Close()
-	var asked atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		asked.Add(1)
-		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
-	}))
-	defer srv.Close()
-	p := newTestProvider(t, srv, openai.WithMaxRetries(2))
-	for name, call := range map[string]func() error{
-		"Complete": func() error { _, err := p.Complete(t.Context(), weatherRequest()); return err },
-		"Stream":   func() error { _, err := p.Stream(t.Context(), weatherRequest(), nil); return err },
-	} {
-		asked.Store(0)
-		err := call()
-		var perr *provider.Error
-		if !errors.As(err, &perr) || perr.Kind != provider.KindBadRequest || perr.Retryable() {
-			t.Errorf("%s: got %v; want a bad request that is not retryable", name, err)
-			continue
-		}
-		if msg := err.Error(); !strings.Contains(msg, "redirect") || !strings.Contains(msg, "base URL") || strings.Contains(msg, "retry") {
-			t.Errorf("%s: error %q should speak of the redirect and the base URL, not of a retry", name, msg)
-		}
-		if n := asked.Load(); n != 1 {
-			t.Errorf("%s: %d requests; want 1 (no retry)", name, n)
-		}
-	}
-	if n := elsewhere.Load(); n != 0 {
-		t.Errorf("the other origin received %d requests; want none", n)
-	}
+	wiretest.RedirectToOtherOrigin(t, func(srv *httptest.Server) wiretest.Both {
+		return newTestProvider(t, srv, openai.WithMaxRetries(2))
+	}, weatherRequest())
 }
-
-var _ = fmt.Sprint

@@ -40,6 +40,9 @@ func TestNewRejectsBadOptions(t *testing.T) {
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %q does not say %q", err, tc.want)
 			}
+			if !strings.HasPrefix(err.Error(), "openai: ") {
+				t.Errorf("error %q does not name the provider", err)
+			}
 		})
 	}
 }

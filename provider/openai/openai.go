@@ -70,6 +70,7 @@ package openai
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -108,8 +109,10 @@ var (
 	_ provider.Streamer = (*Provider)(nil)
 )
 
-// Option configures New.
-type Option func(*config)
+// Option configures New. An option given a value that cannot work makes
+// New fail with an error that says what to pass instead; a nil Option is
+// ignored.
+type Option func(*config) error
 
 type config struct {
 	apiKey          *string
@@ -117,63 +120,116 @@ type config struct {
 	model           *string
 	maxRetries      *int
 	httpClient      *http.Client
-	httpClientSet   bool
 	legacyMaxTokens bool
 	noFormat        bool
 	noCacheKey      bool
 	requestOptions  []option.RequestOption
-	limits          limitOptions
+	limits          adapter.Limits
 }
 
-// WithAPIKey sets the API key, overriding OPENAI_API_KEY.
-func WithAPIKey(key string) Option { return func(c *config) { c.apiKey = &key } }
+// WithAPIKey sets the API key, overriding OPENAI_API_KEY. The key must not
+// be empty; a local server that needs none accepts any placeholder.
+func WithAPIKey(key string) Option {
+	return func(c *config) error {
+		if key == "" {
+			return errors.New("WithAPIKey got an empty key; pass the key (a local server that needs none accepts any placeholder) or leave the option out to use OPENAI_API_KEY")
+		}
+		c.apiKey = &key
+		return nil
+	}
+}
 
 // WithBaseURL sets the server's base URL, e.g. "http://localhost:11434/v1"
-// for Ollama, overriding OPENAI_BASE_URL.
-func WithBaseURL(u string) Option { return func(c *config) { c.baseURL = &u } }
+// for Ollama, overriding OPENAI_BASE_URL. It must be an absolute http or
+// https URL.
+func WithBaseURL(u string) Option {
+	return func(c *config) error {
+		if err := adapter.CheckURL(u); err != nil {
+			return fmt.Errorf("WithBaseURL(%q): %v; pass the server's URL, e.g. http://localhost:11434/v1", u, err)
+		}
+		c.baseURL = &u
+		return nil
+	}
+}
 
 // WithModel sets the model used when a Request names none, overriding
-// OPENAI_MODEL.
-func WithModel(name string) Option { return func(c *config) { c.model = &name } }
+// OPENAI_MODEL. The name must not be empty.
+func WithModel(name string) Option {
+	return func(c *config) error {
+		if name == "" {
+			return fmt.Errorf("WithModel got an empty name; pass a model name such as %q, or leave the option out to use OPENAI_MODEL or the default", DefaultModel)
+		}
+		c.model = &name
+		return nil
+	}
+}
 
 // WithMaxRetries sets how many times the SDK retries a request that failed
 // with a connection error, 408, 409, 429 or 5xx, honouring the server's
-// retry-after headers. Zero disables retries; the SDK's default is 2.
-func WithMaxRetries(n int) Option { return func(c *config) { c.maxRetries = &n } }
+// retry-after headers. Zero disables retries; the SDK's default is 2. n
+// must not be negative.
+func WithMaxRetries(n int) Option {
+	return func(c *config) error {
+		if n < 0 {
+			return fmt.Errorf("WithMaxRetries(%d): the count cannot be negative; pass 0 to disable retries", n)
+		}
+		c.maxRetries = &n
+		return nil
+	}
+}
 
-// WithHTTPClient sets the HTTP client the SDK sends requests with.
+// WithHTTPClient sets the HTTP client the SDK sends requests with. The
+// client must not be nil.
 func WithHTTPClient(hc *http.Client) Option {
-	return func(c *config) { c.httpClient, c.httpClientSet = hc, true }
+	return func(c *config) error {
+		if hc == nil {
+			return errors.New("WithHTTPClient got a nil client; pass a client or leave the option out to use the SDK's default")
+		}
+		c.httpClient = hc
+		return nil
+	}
 }
 
 // WithLegacyMaxTokens sends Request.MaxTokens as max_tokens instead of
 // max_completion_tokens, for OpenAI-compatible servers that only know the
 // older field. OpenAI's reasoning models reject max_tokens.
-func WithLegacyMaxTokens() Option { return func(c *config) { c.legacyMaxTokens = true } }
+func WithLegacyMaxTokens() Option {
+	return func(c *config) error { c.legacyMaxTokens = true; return nil }
+}
 
 // WithoutResponseFormat leaves Request.ResponseSchema out of the request,
 // for OpenAI-compatible servers that reject response_format or ignore it
 // badly. The agent still describes the shape in words.
-func WithoutResponseFormat() Option { return func(c *config) { c.noFormat = true } }
+func WithoutResponseFormat() Option {
+	return func(c *config) error { c.noFormat = true; return nil }
+}
 
 // WithoutPromptCacheKey leaves Request.CacheKey out of the request, for
 // OpenAI-compatible servers that reject prompt_cache_key.
-func WithoutPromptCacheKey() Option { return func(c *config) { c.noCacheKey = true } }
+func WithoutPromptCacheKey() Option {
+	return func(c *config) error { c.noCacheKey = true; return nil }
+}
 
 // WithRequestOptions passes SDK request options through to every request,
 // after the ones this package sets: extra headers, middleware, a request
 // timeout.
 func WithRequestOptions(opts ...option.RequestOption) Option {
-	return func(c *config) { c.requestOptions = append(c.requestOptions, opts...) }
+	return func(c *config) error {
+		c.requestOptions = append(c.requestOptions, opts...)
+		return nil
+	}
 }
 
 // New returns a Provider configured by the environment and opts. It reports
 // an option value that cannot work, saying what to do instead.
 func New(opts ...Option) (*Provider, error) {
-	var c config
+	c := config{limits: adapter.DefaultLimits()}
 	for _, o := range opts {
-		if o != nil {
-			o(&c)
+		if o == nil {
+			continue
+		}
+		if err := o(&c); err != nil {
+			return nil, fmt.Errorf("%s: %w", Name, err)
 		}
 	}
 	var ro []option.RequestOption
@@ -192,17 +248,10 @@ func New(opts ...Option) (*Provider, error) {
 		}
 	}
 	if c.baseURL != nil {
-		if err := adapter.CheckURL(*c.baseURL); err != nil {
-			return nil, fmt.Errorf("openai: WithBaseURL(%q): %v; pass the server's URL, e.g. http://localhost:11434/v1", *c.baseURL, err)
-		}
 		baseURL = *c.baseURL
 		ro = append(ro, option.WithBaseURL(baseURL))
 	}
-
 	if c.apiKey != nil {
-		if *c.apiKey == "" {
-			return nil, fmt.Errorf("openai: WithAPIKey got an empty key; pass the key (a local server that needs none accepts any placeholder) or leave the option out to use OPENAI_API_KEY")
-		}
 		ro = append(ro, option.WithAPIKey(*c.apiKey))
 	}
 
@@ -211,29 +260,16 @@ func New(opts ...Option) (*Provider, error) {
 		model = env
 	}
 	if c.model != nil {
-		if *c.model == "" {
-			return nil, fmt.Errorf("openai: WithModel got an empty name; pass a model name such as %q, or leave the option out to use OPENAI_MODEL or the default", DefaultModel)
-		}
 		model = *c.model
 	}
 
 	if c.maxRetries != nil {
-		if *c.maxRetries < 0 {
-			return nil, fmt.Errorf("openai: WithMaxRetries(%d): the count cannot be negative; pass 0 to disable retries", *c.maxRetries)
-		}
 		ro = append(ro, option.WithMaxRetries(*c.maxRetries))
 	}
-	if c.httpClientSet {
-		if c.httpClient == nil {
-			return nil, fmt.Errorf("openai: WithHTTPClient got a nil client; pass a client or leave the option out to use the SDK's default")
-		}
+	if c.httpClient != nil {
 		ro = append(ro, option.WithHTTPClient(c.httpClient))
 	}
-	limits, limitBody, err := c.limits.resolve()
-	if err != nil {
-		return nil, err
-	}
-	ro = append(ro, limitBody)
+	ro = append(ro, limitBody(c.limits.MaxResponseBytes))
 	ro = append(ro, c.requestOptions...)
 
 	return &Provider{
@@ -243,7 +279,7 @@ func New(opts ...Option) (*Provider, error) {
 		legacyMaxTokens: c.legacyMaxTokens,
 		noFormat:        c.noFormat,
 		noCacheKey:      c.noCacheKey,
-		limits:          limits,
+		limits:          c.limits,
 	}, nil
 }
 

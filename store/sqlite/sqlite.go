@@ -53,7 +53,8 @@ var migrations = []string{
 	);`,
 }
 
-// Option configures a Backend.
+// Option configures a Backend. Open reports an option's bad value as an
+// error; a nil Option is ignored.
 type Option func(*config) error
 
 type config struct {
@@ -66,7 +67,7 @@ type config struct {
 func WithBusyTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {
-			return fmt.Errorf("sqlite: busy timeout %v: use zero or more", d)
+			return fmt.Errorf("busy timeout %v: use zero or more", d)
 		}
 		c.busy = d
 		return nil
@@ -94,7 +95,7 @@ func Open(path string, opts ...Option) (*Backend, error) {
 			continue
 		}
 		if err := o(&c); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("sqlite: %w", err)
 		}
 	}
 	dsn := fmt.Sprintf("file:%s?_txlock=immediate&_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(%s)&_pragma=foreign_keys(1)",

@@ -84,7 +84,7 @@ func tree(topicB string, wait time.Duration, answer fake.Reply) (agent.Agent, er
 	if err != nil {
 		return nil, err
 	}
-	researcher, err := subagent.FromFactory("researcher", "Researches one topic.", nil,
+	researcher, err := subagent.FromFactory("researcher", "Researches one topic.",
 		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(childModel, agent.WithName("researcher"), agent.WithRegistry(childTools))
 		},

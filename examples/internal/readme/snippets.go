@@ -31,7 +31,7 @@ import (
 func delegate(ctx context.Context, model provider.Provider, expertAgent agent.Agent, tools *tool.Registry) error {
 	// A resident expert: one agent, kept for the life of the tool; its
 	// conversation accumulates, its calls take turns.
-	expert, err := subagent.FromAgent("expert", "Ask the maintainer.", nil, expertAgent)
+	expert, err := subagent.FromAgent("expert", "Ask the maintainer.", expertAgent)
 	if err != nil {
 		return err
 	}
@@ -39,7 +39,7 @@ func delegate(ctx context.Context, model provider.Provider, expertAgent agent.Ag
 	// One-shot delegation: a fresh agent per call, built from the call's
 	// arguments, its answer validated against ResultSchema (the tool tells the
 	// child that shape).
-	reviewer, err := subagent.FromFactory("reviewer", "Review a text.", nil,
+	reviewer, err := subagent.FromFactory("reviewer", "Review a text.",
 		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(model, agent.WithSystemPrompt("You review texts for errors."))
 		},
@@ -49,7 +49,7 @@ func delegate(ctx context.Context, model provider.Provider, expertAgent agent.Ag
 	}
 
 	// The model defines the child: its system prompt and task come from the call.
-	child, err := subagent.FromReact("delegate", "Start a sub-agent.", model, tools, nil)
+	child, err := subagent.FromReact("delegate", "Start a sub-agent.", model, tools)
 	if err != nil {
 		return err
 	}
@@ -152,7 +152,7 @@ func durable(ctx context.Context, model provider.Provider, expertAgent agent.Age
 
 	// A resident expert whose conversation survives restarts; processes
 	// consulting it take turns through a lease in the database.
-	expert, err := subagent.FromAgent("ledger", "Knows the ledger.", nil, expertAgent,
+	expert, err := subagent.FromAgent("ledger", "Knows the ledger.", expertAgent,
 		subagent.WithStore(st, "experts/ledger"))
 	if err != nil {
 		return err

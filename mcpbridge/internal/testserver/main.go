@@ -75,7 +75,7 @@ func build() (*mcpbridge.Server, error) {
 		fake.Text("The answer is 42.").For("researcher"),
 	).Loop().DontRecord()
 
-	reviewer, err := subagent.FromReact("reviewer", "Reviews a change and reports status, summary and findings.", model, nil, nil, subagent.WithResult())
+	reviewer, err := subagent.FromReact("reviewer", "Reviews a change and reports status, summary and findings.", model, nil, subagent.WithResult())
 	if err != nil {
 		return nil, err
 	}
@@ -93,12 +93,12 @@ func build() (*mcpbridge.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	researcher, err := subagent.FromReact("researcher", "Researches a question with a lookup tool.", model, reg, nil)
+	researcher, err := subagent.FromReact("researcher", "Researches a question with a lookup tool.", model, reg)
 	if err != nil {
 		return nil, err
 	}
 	var cancelled atomic.Int64
-	slow, err := subagent.FromFactory("slow", "Works on a task until it is cancelled.", nil,
+	slow, err := subagent.FromFactory("slow", "Works on a task until it is cancelled.",
 		func(context.Context, json.RawMessage) (agent.Agent, error) {
 			return agent.Func(func(ctx context.Context, _ agent.Input) (agent.Output, error) {
 				<-ctx.Done()

@@ -1,0 +1,219 @@
+// Package run is what one run of an agent shares, through its context,
+// with the tools it calls and the sub-agents they start: the run's identity
+// (its id, its parent's id, its agent's name, its depth in a delegation
+// tree) and its scope (values kept for the run's length, work to finish
+// when it ends, its token budget and the parts of it set aside).
+//
+// Users read the identity through the agent package (agent.RunID,
+// agent.ParentRunID, agent.Name, agent.Depth). The rest is the plumbing
+// between the agent loop, which starts and finishes runs, and the
+// sub-agent tools, which nest runs and share their budget.
+package run
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/deputy-go/deputy/provider"
+)
+
+type key struct{}
+
+// info is what a context carries of its run.
+type info struct {
+	id, parent, name string
+	depth            int
+	scope            *scope
+}
+
+func from(ctx context.Context) info {
+	if ri, ok := ctx.Value(key{}).(*info); ok {
+		return *ri
+	}
+	return info{}
+}
+
+// ID returns the id of the run ctx belongs to, or "" outside a run.
+func ID(ctx context.Context) string { return from(ctx).id }
+
+// Parent returns the id of the run that started the run of ctx, or "".
+func Parent(ctx context.Context) string { return from(ctx).parent }
+
+// Name returns the name of the agent whose run ctx belongs to, or "".
+func Name(ctx context.Context) string { return from(ctx).name }
+
+// Depth returns how deep in a delegation tree ctx is: 0 for a top-level
+// agent, 1 for its sub-agents, and so on.
+func Depth(ctx context.Context) int { return from(ctx).depth }
+
+// WithDepth returns a context at the given delegation depth, in the same
+// run. Sub-agent tools call it with Depth(ctx)+1 before running a child; a
+// worker that runs a tool call for a run elsewhere calls it with the
+// call's depth.
+func WithDepth(ctx context.Context, depth int) context.Context {
+	ri := from(ctx)
+	ri.depth = depth
+	return context.WithValue(ctx, key{}, &ri)
+}
+
+// Start returns a context for a new run with the given id and agent name,
+// whose parent is the run of ctx, at the depth of ctx. The run may use
+// tokenLimit tokens, its children's included; 0 means no limit. An agent
+// calls Start at the start of its run and Finish at its end.
+func Start(ctx context.Context, id, name string, tokenLimit int64) context.Context {
+	parent := from(ctx)
+	sc := &scope{limit: tokenLimit}
+	run := context.WithValue(ctx, key{}, &info{id: id, parent: parent.id, name: name, depth: parent.depth, scope: sc})
+	sc.ctx = run
+	return run
+}
+
+// scope is the state a run shares with the tools it calls: values kept for
+// the run's length, work to finish when it ends, and its token budget.
+type scope struct {
+	ctx    context.Context // the run's own context
+	mu     sync.Mutex
+	values map[any]any
+	onEnd  []func() provider.Usage
+	done   bool
+	limit  int64        // token limit, 0 for none
+	used   atomic.Int64 // tokens used so far, children's included
+	// reserved is the part of the budget set aside for work running inside
+	// tool calls (Reserve); it is changed under mu.
+	reserved atomic.Int64
+}
+
+// Local returns the value stored under key for the run of ctx, calling
+// init to create and store it on the first call; later calls in the same run
+// return that same value. Tools use it for state that lives as long as one
+// run of the agent calling them, such as a count of the sub-agents it has
+// started. The result is what init returned, as an any: assert it back to
+// init's type. Use a key of a type unexported in the caller's package, as
+// for context.WithValue, so that no other package reaches the value.
+// Outside a run nothing is stored and it returns a fresh init().
+func Local(ctx context.Context, key any, init func() any) any {
+	sc := from(ctx).scope
+	if sc == nil {
+		return init()
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if v, ok := sc.values[key]; ok {
+		return v
+	}
+	if sc.values == nil {
+		sc.values = map[any]any{}
+	}
+	v := init()
+	sc.values[key] = v
+	return v
+}
+
+// Context returns the context of the run ctx belongs to, which lives as
+// long as the run (the context a tool call receives may end with the call).
+// Work a tool leaves running after its call returns derives its context
+// from it. Outside a run it returns ctx.
+func Context(ctx context.Context) context.Context {
+	if sc := from(ctx).scope; sc != nil {
+		return sc.ctx
+	}
+	return ctx
+}
+
+// OnEnd registers fn to run when the run of ctx ends, before the run
+// reports its outcome. fn must stop and wait for whatever work the run left
+// behind; the usage it returns is added to the run's ChildUsage. It reports
+// false, and does not register fn, outside a run or once the run has ended.
+func OnEnd(ctx context.Context, fn func() provider.Usage) bool {
+	sc := from(ctx).scope
+	if sc == nil {
+		return false
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.done {
+		return false
+	}
+	sc.onEnd = append(sc.onEnd, fn)
+	return true
+}
+
+// Finish ends the run of ctx: it calls the functions registered with
+// OnEnd, the latest first, waiting for each (they stop and wait for work
+// the run's tools left running), and returns the sum of the usage they
+// report, for the run's ChildUsage. Once it returns, OnEnd refuses new
+// functions. An agent that starts its runs with Start calls Finish once,
+// at the end of its run, before reporting the outcome. Outside a run it
+// does nothing.
+func Finish(ctx context.Context) provider.Usage {
+	sc := from(ctx).scope
+	if sc == nil {
+		return provider.Usage{}
+	}
+	var total provider.Usage
+	for {
+		sc.mu.Lock()
+		sc.done = len(sc.onEnd) == 0
+		if sc.done {
+			sc.mu.Unlock()
+			return total
+		}
+		fn := sc.onEnd[len(sc.onEnd)-1]
+		sc.onEnd = sc.onEnd[:len(sc.onEnd)-1]
+		sc.mu.Unlock()
+		total = total.Add(fn())
+	}
+}
+
+// SetUsed records that the run of ctx has used n tokens so far, its
+// children's included, as its agent counts them after each step. TokensLeft
+// and Reserve take it off the limit. Outside a run it does nothing.
+func SetUsed(ctx context.Context, n int64) {
+	if sc := from(ctx).scope; sc != nil {
+		sc.used.Store(n)
+	}
+}
+
+// TokensLeft returns how many tokens the run of ctx may still use, and
+// whether it has a limit at all. Sub-agent tools use it to give a child a
+// budget taken from what its parent has left.
+func TokensLeft(ctx context.Context) (n int64, limited bool) {
+	sc := from(ctx).scope
+	if sc == nil || sc.limit == 0 {
+		return 0, false
+	}
+	return max(sc.limit-sc.used.Load()-sc.reserved.Load(), 0), true
+}
+
+// Reserve sets aside up to n tokens of the token budget of the run of ctx
+// for work done inside one of its tool calls, such as a sub-agent, so that
+// work started beside it — the other calls of a parallel step — is not
+// promised the same tokens. It returns how many it set aside: n, or what is
+// left when that is less. When the run has no token limit it sets nothing
+// aside and returns n, false.
+//
+// settle ends the reservation; call it once the work has ended, with the
+// tokens it spent, from the tool call that made the reservation (or from
+// work registered with OnEnd). Those tokens count as used from then on,
+// so that a call that starts later in the same step sees them before the
+// run folds the call's Result. Calls of settle after the first do nothing.
+func Reserve(ctx context.Context, n int64) (granted int64, limited bool, settle func(spent int64)) {
+	sc := from(ctx).scope
+	if sc == nil || sc.limit == 0 {
+		return n, false, func(int64) {}
+	}
+	sc.mu.Lock()
+	granted = min(max(n, 0), max(sc.limit-sc.used.Load()-sc.reserved.Load(), 0))
+	sc.reserved.Add(granted)
+	sc.mu.Unlock()
+	var once sync.Once
+	return granted, true, func(spent int64) {
+		once.Do(func() {
+			sc.mu.Lock()
+			sc.reserved.Add(-granted)
+			sc.used.Add(spent)
+			sc.mu.Unlock()
+		})
+	}
+}

@@ -1,0 +1,104 @@
+package run
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/deputy-go/deputy/provider"
+)
+
+type seen struct {
+	ID, Parent, Name string
+	Depth            int
+}
+
+func identity(ctx context.Context) seen {
+	return seen{ID(ctx), Parent(ctx), Name(ctx), Depth(ctx)}
+}
+
+func TestStartKeepsDepthAndNamesParent(t *testing.T) {
+	ctx := WithDepth(t.Context(), 2)
+	ctx = Start(ctx, "run_a", "a", 0)
+	if diff := cmp.Diff(seen{ID: "run_a", Name: "a", Depth: 2}, identity(ctx)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	ctx = Start(ctx, "run_b", "b", 0)
+	if diff := cmp.Diff(seen{ID: "run_b", Parent: "run_a", Name: "b", Depth: 2}, identity(ctx)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(seen{}, identity(t.Context())); diff != "" {
+		t.Errorf("outside any run (-want +got):\n%s", diff)
+	}
+}
+
+// A run's values, its context and its end work are shared by everything
+// under it, deeper contexts included, and by nothing outside it.
+func TestScope(t *testing.T) {
+	type k struct{}
+	ctx := Start(t.Context(), "run_a", "a", 0)
+	inner := WithDepth(context.WithValue(ctx, k{}, "call"), 1)
+	calls := 0
+	count := func() any { calls++; return new(int) }
+	if Local(ctx, k{}, count) != Local(inner, k{}, count) || calls != 1 {
+		t.Errorf("a run's value was made %d times, want once", calls)
+	}
+	if Local(t.Context(), k{}, count) == Local(ctx, k{}, count) {
+		t.Error("outside a run, Local returned the run's value")
+	}
+	if Context(inner) != ctx {
+		t.Error("Context under a call is not the run's own")
+	}
+
+	var order []int
+	for i := range 3 {
+		if !OnEnd(inner, func() provider.Usage { order = append(order, i); return provider.Usage{InputTokens: 1} }) {
+			t.Fatalf("OnEnd %d refused during the run", i)
+		}
+	}
+	if got := Finish(ctx); got.InputTokens != 3 {
+		t.Errorf("Finish returned %+v, want the 3 tokens the end work reported", got)
+	}
+	if diff := cmp.Diff([]int{2, 1, 0}, order); diff != "" {
+		t.Errorf("end work ran out of order, latest first (-want +got):\n%s", diff)
+	}
+	if OnEnd(ctx, func() provider.Usage { return provider.Usage{} }) {
+		t.Error("OnEnd accepted work after the run finished")
+	}
+	if OnEnd(t.Context(), func() provider.Usage { return provider.Usage{} }) {
+		t.Error("OnEnd accepted work outside a run")
+	}
+}
+
+// Tokens set aside for one call are not promised to another until the
+// call settles with what it spent.
+func TestReserve(t *testing.T) {
+	ctx := Start(t.Context(), "run_a", "a", 1000)
+	SetUsed(ctx, 100)
+	if n, limited := TokensLeft(ctx); n != 900 || !limited {
+		t.Errorf("TokensLeft = %d, %v; want 900, true", n, limited)
+	}
+	got, limited, settle := Reserve(ctx, 600)
+	if got != 600 || !limited {
+		t.Errorf("Reserve(600) = %d, %v; want 600, true", got, limited)
+	}
+	if got2, _, settle2 := Reserve(ctx, 600); got2 != 300 {
+		t.Errorf("second Reserve(600) = %d, want the 300 left", got2)
+	} else {
+		settle2(0)
+	}
+	settle(250)
+	settle(250) // a second settle does nothing
+	if n, _ := TokensLeft(ctx); n != 650 {
+		t.Errorf("after settling 250, TokensLeft = %d, want 650", n)
+	}
+
+	unlimited := Start(t.Context(), "run_b", "b", 0)
+	if got, limited, _ := Reserve(unlimited, 600); got != 600 || limited {
+		t.Errorf("Reserve without a limit = %d, %v; want 600, false", got, limited)
+	}
+	if _, limited := TokensLeft(unlimited); limited {
+		t.Error("a run without a limit reports one")
+	}
+}
