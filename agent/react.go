@@ -426,6 +426,7 @@ func (s *runState) step(stepName, firstResult string, failures *int) (answer str
 	}
 	resp, err := s.complete(req, msgID)
 	s.usage = s.usage.Add(resp.Usage)
+	s.account(req, resp)
 	if err != nil {
 		return "", false, err
 	}

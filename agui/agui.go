@@ -11,7 +11,10 @@
 // with the request's threadId and runId, the agent's steps, messages and
 // tool calls, its sub-agents' SUBAGENT_* events and their own events
 // (attributed with subagentRunId), and RUN_FINISHED (its result the answer,
-// as a JSON string) or RUN_ERROR. A client that disconnects cancels the run.
+// as a JSON string, and its usage per provider and model) or RUN_ERROR. A
+// client that disconnects cancels the run; Handler.Stop stops it from the
+// server's side, and the client reads RUN_FINISHED with the outcome
+// "cancelled".
 //
 // The agent is handed the conversation as the InputFunc says: by default
 // LastUserMessage for a shared agent (New), which keeps its own
@@ -41,6 +44,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -68,9 +72,10 @@ type Builder func(ctx context.Context, in *RunInput) (agent.Agent, error)
 // is safe for concurrent use; whether runs of a shared agent overlap is up
 // to the agent (a *agent.React takes them in turn).
 type Handler struct {
-	agent agent.Agent
-	build Builder
-	cfg   config
+	agent  agent.Agent
+	build  Builder
+	cfg    config
+	active activeRuns // for Stop
 }
 
 type config struct {
@@ -277,9 +282,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // run streams one run; a turn on a stored thread is stored before the run
 // is reported finished.
 func (h *Handler) run(w http.ResponseWriter, r *http.Request, in *RunInput, a agent.Agent, agentIn agent.Input, hide bool, turn *threadTurn) {
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	st := newStream(w, hide, h.cfg.writeTimeout, cancel, h.logger())
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	defer h.active.add(in.ThreadID, cancel)()
+	st := newStream(w, hide, h.cfg.writeTimeout, func() { cancel(nil) }, h.logger())
 	st.open()
 	st.write(event.Event{Type: event.RunStarted, ThreadID: in.ThreadID, RunID: in.RunID, ParentRunID: in.ParentRunID})
 
@@ -295,6 +301,7 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, in *RunInput, a ag
 	} else if len(in.Resume) > 0 {
 		err = fmt.Errorf("agui: resume: %w: this endpoint keeps no suspended runs (serve it with WithThreads)", tool.ErrNothingSuspended)
 	}
+	ctx, spent := ledger.With(ctx)
 	if err == nil {
 		out, err = h.runAgent(ctx, a, agentIn)
 	}
@@ -302,12 +309,20 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, in *RunInput, a ag
 		st.close() // the client is gone: nothing more to tell it
 		return
 	}
+	if _, ok := asInterrupted(err); !ok && err != nil && context.Cause(ctx) == errStopped {
+		// Stopped by the server: nothing is kept, nothing waits.
+		if turn != nil {
+			turn.finished(ctx)
+		}
+		st.finish(event.Event{Type: event.RunFinished, ThreadID: in.ThreadID, RunID: in.RunID, Outcome: event.OutcomeCancelled, Usage: usageJSON(spent, out.TotalUsage())})
+		return
+	}
 	if asked, ok := asInterrupted(err); ok {
 		if turn != nil {
 			err = turn.suspend(ctx, in.ThreadID, asked)
 		}
 		if err == nil || turn == nil {
-			st.finish(interruptEvent(in.ThreadID, in.RunID, asked, out.TotalUsage()))
+			st.finish(interruptEvent(in.ThreadID, in.RunID, asked, usageJSON(spent, out.TotalUsage())))
 			return
 		}
 	}
@@ -322,7 +337,7 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, in *RunInput, a ag
 		st.finish(event.Event{Type: event.RunError, Message: err.Error(), Code: agent.ErrorCode(err)})
 		return
 	}
-	st.finish(event.Event{Type: event.RunFinished, ThreadID: in.ThreadID, RunID: in.RunID, Result: event.JSONString(out.Answer), Usage: usageJSON(out.TotalUsage())})
+	st.finish(event.Event{Type: event.RunFinished, ThreadID: in.ThreadID, RunID: in.RunID, Result: event.JSONString(out.Answer), Usage: usageJSON(spent, out.TotalUsage())})
 }
 
 // errPanic is what a client is told of a run that panicked; the panic

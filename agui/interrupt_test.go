@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agui"
 	"github.com/deputy-go/deputy/agui/internal/approvaltree"
@@ -44,6 +46,12 @@ func runBody(thread, runID string, resume []tool.Answer) string {
 // want (then it returns the error body as the message of one event).
 func aguiRun(t *testing.T, url, body string, want int) []event.Event {
 	t.Helper()
+	return aguiRunChecked(t, url, body, want, eventcheck.Options{})
+}
+
+// aguiRunChecked is aguiRun with the stream checked under opts.
+func aguiRunChecked(t *testing.T, url, body string, want int, opts eventcheck.Options) []event.Event {
+	t.Helper()
 	resp := post(t, url, body)
 	defer resp.Body.Close()
 	if resp.StatusCode != want {
@@ -55,7 +63,7 @@ func aguiRun(t *testing.T, url, body string, want int) []event.Event {
 		return []event.Event{{Message: string(b)}}
 	}
 	evs := events(readFrames(t, resp.Body))
-	if problems := eventcheck.Check(evs, eventcheck.Options{}); len(problems) > 0 {
+	if problems := eventcheck.Check(evs, opts); len(problems) > 0 {
 		t.Fatalf("the stream breaks the rules:\n%s", strings.Join(problems, "\n"))
 	}
 	return evs
@@ -121,6 +129,9 @@ func TestAGUIInterruptAndResume(t *testing.T) {
 			if len(fin.Usage) == 0 {
 				t.Error("RUN_FINISHED has no usage")
 			}
+			if diff := cmp.Diff(approvalUsage, usageOf(t, fin.Usage), byModel); diff != "" {
+				t.Errorf("usage of the interrupted run (-want +got):\n%s", diff)
+			}
 			calls := c.ModelCalls.Load()
 			if tc.restart {
 				st.Close()
@@ -137,6 +148,10 @@ func TestAGUIInterruptAndResume(t *testing.T) {
 			fin2, o2 := finished(t, evs2)
 			if o2.Type != "" && o2.Type != "success" {
 				t.Fatalf("resumed outcome %s", fin2.Outcome)
+			}
+			// Its usage is its own calls only, not the replayed ones.
+			if diff := cmp.Diff(approvalUsage, usageOf(t, fin2.Usage), byModel); diff != "" {
+				t.Errorf("usage of the resumed run (-want +got):\n%s", diff)
 			}
 			if got := subagentRun(evs2, "cleaner"); got != cleaner {
 				t.Errorf("the resumed run announced cleaner %q, want the same run %q", got, cleaner)

@@ -135,26 +135,9 @@ func (t *threadTurn) finished(ctx context.Context) {
 }
 
 // interruptEvent returns RUN_FINISHED for a run that waits for in.
-func interruptEvent(threadID, runID string, in *tool.Interrupted, usage provider.Usage) event.Event {
+func interruptEvent(threadID, runID string, in *tool.Interrupted, usage json.RawMessage) event.Event {
 	b, _ := json.Marshal(in.Interrupts) // strings, times and valid JSON only
-	return event.Event{Type: event.RunFinished, ThreadID: threadID, RunID: runID, Outcome: event.InterruptOutcome(b), Usage: usageJSON(usage)}
-}
-
-// usageJSON is AG-UI's usage: one TokenUsage for the run's model calls,
-// its sub-agents' included.
-func usageJSON(u provider.Usage) json.RawMessage {
-	if u == (provider.Usage{}) {
-		return nil
-	}
-	v := struct {
-		Input       int64 `json:"inputTokens"`
-		Output      int64 `json:"outputTokens"`
-		Total       int64 `json:"totalTokens"`
-		CachedInput int64 `json:"cachedInputTokens,omitempty"`
-		CacheWrite  int64 `json:"cacheWriteInputTokens,omitempty"`
-	}{u.InputTokens, u.OutputTokens, u.InputTokens + u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens}
-	b, _ := json.Marshal(v)
-	return json.RawMessage("[" + string(b) + "]")
+	return event.Event{Type: event.RunFinished, ThreadID: threadID, RunID: runID, Outcome: event.InterruptOutcome(b), Usage: usage}
 }
 
 // asInterrupted finds the interrupts a run ended with.

@@ -124,6 +124,8 @@ type Provider struct {
 	tag      string // the random part of the ids, drawn at the first one
 	loop     bool
 	noRecord bool
+	name     string // Named; "" is "fake"
+	model    string // Named; "" is "fake"
 
 	cacheKind Cache               // set by PromptCache
 	cached    map[cacheEntry]bool // the prefixes in the prompt cache
@@ -177,6 +179,28 @@ func (p *Provider) DontRecord() *Provider {
 	p.noRecord = true
 	p.mu.Unlock()
 	return p
+}
+
+// Named makes the provider say it is the provider name (its Name, as
+// provider.Namer) serving model (the Model of its replies), instead of
+// "fake" and "fake", so that a test can tell two providers apart in usage
+// reports and traces. It returns p.
+func (p *Provider) Named(name, model string) *Provider {
+	p.mu.Lock()
+	p.name, p.model = name, model
+	p.mu.Unlock()
+	return p
+}
+
+// Name returns the provider's name (provider.Namer): "fake", or the name
+// given to Named.
+func (p *Provider) Name() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.name == "" {
+		return "fake"
+	}
+	return p.name
 }
 
 // Requests returns the requests received so far, oldest first.
@@ -338,6 +362,11 @@ func (p *Provider) respond(ctx context.Context, req provider.Request) (provider.
 		StopReason: provider.StopEndTurn,
 		Model:      "fake",
 	}
+	p.mu.Lock()
+	if p.model != "" {
+		resp.Model = p.model
+	}
+	p.mu.Unlock()
 	if len(r.calls) > 0 {
 		resp.StopReason = provider.StopToolUse
 	}

@@ -486,3 +486,24 @@ func TestProviderInterfaces(t *testing.T) {
 		t.Error("*fake.Provider is not a provider.Streamer")
 	}
 }
+
+// A named provider says which provider and model it is, so that usage
+// reports and traces can tell two fakes apart; an unnamed one is "fake".
+func TestNamed(t *testing.T) {
+	var _ provider.Namer = (*fake.Provider)(nil)
+	for _, tc := range []struct {
+		p                   *fake.Provider
+		wantName, wantModel string
+	}{
+		{fake.NewProvider(fake.Text("hi")), "fake", "fake"},
+		{fake.NewProvider(fake.Text("hi")).Named("alpha", "alpha-1"), "alpha", "alpha-1"},
+	} {
+		resp, err := tc.p.Complete(context.Background(), req("hello"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.p.Name() != tc.wantName || resp.Model != tc.wantModel {
+			t.Errorf("Name() = %q, reply model %q; want %q, %q", tc.p.Name(), resp.Model, tc.wantName, tc.wantModel)
+		}
+	}
+}

@@ -77,6 +77,36 @@ func (s *Store) Journal(ctx context.Context, turn string) (*Journal, error) {
 // Turn returns the name the journal was opened with.
 func (j *Journal) Turn() string { return j.turn }
 
+// Store returns the store the journal is kept in.
+func (j *Journal) Store() *Store { return j.s }
+
+// JournalEntry returns the entry recorded under key in the journal of the
+// turn named turn, as the database holds it now (not as a Journal opened
+// earlier read it): an error wrapping ErrNotFound when there is none, never
+// recorded or forgotten with DeleteJournal. It reads one record, so a
+// process can ask whether another's turn still holds an entry without
+// opening the whole journal.
+func (s *Store) JournalEntry(ctx context.Context, turn, key string) (Entry, error) {
+	if err := s.open(); err != nil {
+		return Entry{}, err
+	}
+	if err := checkKey(turn); err != nil {
+		return Entry{}, err
+	}
+	if key == "" || strings.Contains(key, journalSep) {
+		return Entry{}, fmt.Errorf("store: journal %q: entry key %q: use a non-empty key without U+001F", turn, key)
+	}
+	payload, _, err := s.get(ctx, nsJournal+turn+journalSep+key)
+	if err != nil {
+		return Entry{}, fmt.Errorf("store: journal %q, entry %q: %w", turn, key, err)
+	}
+	var e Entry
+	if err := json.Unmarshal(payload, &e); err != nil {
+		return Entry{}, fmt.Errorf("%w: journal %q, entry %q: %v: delete the journal with DeleteJournal (its children run again)", ErrCorrupt, turn, key, err)
+	}
+	return e, nil
+}
+
 // Len returns the number of entries.
 func (j *Journal) Len() int {
 	j.mu.Lock()

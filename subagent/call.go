@@ -225,7 +225,12 @@ func (t *SubAgentTool) announce(ctx context.Context, callID string) (context.Con
 	if !em.Enabled() {
 		return ctx, nil
 	}
-	sctx, runID := event.NewSubagent(ctx, "sub_")
+	sctx, runID := ctx, stableRunID(ctx) // a job under a journal has its run id already
+	if runID != "" {
+		sctx = event.WithSubagent(ctx, runID)
+	} else {
+		sctx, runID = event.NewSubagent(ctx, "sub_")
+	}
 	em.Emit(event.Event{
 		Type: event.SubagentStarted, SubagentRunID: runID, Name: t.def.Name, Description: t.def.Description,
 		ParentSubagentRunID: em.SubagentRunID(), ParentToolCallID: callID,
@@ -272,21 +277,14 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 // runResident runs the call in the resident's turn: it takes the turn,
 // runs the child, and ends the turn, which keeps the conversation the
 // call left when it succeeded and puts back the one it found when it
-// failed. A resident kept for a suspended call refuses other calls, and
-// keeps itself for this one when it suspends.
+// failed. A resident held for a suspended call makes other calls wait (or
+// refuses them), and is held for this one when it suspends (hold.go).
 func (t *SubAgentTool) runResident(ctx context.Context, args json.RawMessage, in agent.Input, runID string) (tool.Result, error) {
-	if err := t.pause.admit(ctx, t.def.Name); err != nil {
-		return tool.Result{}, err
-	}
 	turn, err := t.takeTurn(ctx)
 	if err != nil {
-		t.pause.after(ctx, err)
 		return tool.Result{}, err
 	}
 	res, err := t.runChild(turn.ctx, args, in, runID)
-	// Before the turn is given up, so that no other call comes in between
-	// a suspended call and its resumption.
-	t.pause.after(ctx, err)
 	return turn.end(res, err)
 }
 
@@ -296,9 +294,11 @@ func (t *SubAgentTool) runResident(ctx context.Context, args json.RawMessage, in
 type residentTurn struct {
 	t   *SubAgentTool
 	ctx context.Context // the call's, in the agent's own turn when held
-	// save ends a stored resident's turn in the store (WithStore): with
-	// ok it writes the new conversation; in any case it unlocks.
-	save    func(ok bool) error
+	// save ends the resident's turn with the call's error: it holds the
+	// resident for a suspended call, or lets it go, and a stored
+	// resident's (WithStore) writes the new conversation of a call that
+	// succeeded and unlocks.
+	save    func(err error) error
 	held    *agent.Turn // the agent's own turn
 	restore func()      // puts the agent's conversation back
 }
@@ -306,21 +306,32 @@ type residentTurn struct {
 // takeTurn waits for the resident's turn, or refuses the call when it is
 // busy and the tool was built with WithRefuseWhenBusy, then holds the
 // resident for the call. What fails on the way gives back what was taken.
+// While the resident is held for another, suspended call, it waits (or
+// refuses) the same way, holding nothing.
 func (t *SubAgentTool) takeTurn(ctx context.Context) (residentTurn, error) {
 	name := t.def.Name
-	if t.cfg.refuseBusy {
-		if !t.turn.TryAcquire(1) {
-			return residentTurn{}, tool.Correctable(fmt.Errorf("%w: %q is answering another call: wait for that answer, then ask again", ErrBusy, name))
+	var w heldWait
+	for {
+		if t.cfg.refuseBusy {
+			if !t.turn.TryAcquire(1) {
+				return residentTurn{}, tool.Correctable(fmt.Errorf("%w: %q is answering another call: wait for that answer, then ask again", ErrBusy, name))
+			}
+		} else if err := t.turn.Acquire(ctx, 1); err != nil {
+			return residentTurn{}, fmt.Errorf("subagent %q: waiting for its previous call to end: %w", name, err)
 		}
-	} else if err := t.turn.Acquire(ctx, 1); err != nil {
-		return residentTurn{}, fmt.Errorf("subagent %q: waiting for its previous call to end: %w", name, err)
-	}
-	turn := residentTurn{t: t, ctx: ctx}
-	if err := turn.hold(); err != nil {
+		turn := residentTurn{t: t, ctx: ctx}
+		err := turn.hold()
+		if err == nil {
+			return turn, nil
+		}
 		turn.end(tool.Result{}, err)
-		return residentTurn{}, err
+		if !errors.Is(err, errHeld) {
+			return residentTurn{}, err
+		}
+		if err := w.wait(ctx, t); err != nil {
+			return residentTurn{}, err
+		}
 	}
-	return turn, nil
 }
 
 // hold brings a stored resident to its stored conversation, then holds the
@@ -338,6 +349,8 @@ func (rt *residentTurn) hold() (err error) {
 		if rt.save, err = d.begin(rt.ctx, name, rt.t.resident.(Persistent), rt.t.cfg.refuseBusy); err != nil {
 			return err
 		}
+	} else if rt.save, err = rt.t.pause.take(rt.ctx); err != nil {
+		return err
 	}
 	switch a := rt.t.resident.(type) {
 	case holder:
@@ -360,7 +373,7 @@ func (rt *residentTurn) hold() (err error) {
 func (rt *residentTurn) end(res tool.Result, err error) (tool.Result, error) {
 	defer rt.release()
 	if rt.save != nil {
-		if serr := rt.save(err == nil); serr != nil {
+		if serr := rt.save(err); serr != nil {
 			res, err = tool.Result{Usage: res.Usage}, serr
 		}
 	}

@@ -53,6 +53,13 @@ type durable struct {
 // that died is free after the store's lease TTL (store.WithLeaseTTL). The
 // agent must implement Persistent (*agent.React does). Only FromAgent
 // takes it: the other forms' children have no conversation to keep.
+//
+// A call suspended by an interrupt (under WithJournal) holds the expert in
+// the store, under the key "expert-suspended/" + key, for every process:
+// until it is resumed (through any of them), its turn is abandoned (its
+// journal deleted, which is also where the hold is looked up, so keep the
+// journal in st) or all its questions expire, other calls wait or are
+// refused as they are while it answers.
 func WithStore(st *store.Store, key string) Option {
 	return usedBy(formAgent,
 		"WithStore keeps the conversation of a FromAgent expert (a one-shot or spawned child has none to keep)",
@@ -71,10 +78,17 @@ func WithStore(st *store.Store, key string) Option {
 // lockKey is the name of the expert's lock, apart from its conversation.
 func (d *durable) lockKey() string { return "expert/" + d.key }
 
-// begin takes the expert's lock and brings the agent's conversation to the
-// stored one. The returned function ends the turn: with ok it writes the
-// new conversation; in any case it releases the lock.
-func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse bool) (end func(ok bool) error, err error) {
+// holdKey is the key of the record that holds the expert for a suspended
+// call.
+func (d *durable) holdKey() string { return "expert-suspended/" + d.key }
+
+// begin takes the expert's lock and, unless another suspended call holds
+// the expert (errHeld: the lock is given back), brings the agent's
+// conversation to the stored one. The returned function ends the turn
+// with the call's error: it holds the expert for a suspended call, lets it
+// go for the call that held it, writes the new conversation of a call that
+// succeeded, and in any case releases the lock.
+func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse bool) (end func(error) error, err error) {
 	var lk *store.Lock
 	if refuse {
 		lk, err = d.st.TryLock(ctx, d.lockKey())
@@ -86,6 +100,14 @@ func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse b
 	}
 	if err != nil {
 		return nil, fmt.Errorf("subagent %q: taking its turn in the store: %w", name, err)
+	}
+	mine, held, err := d.checkHold(ctx)
+	if err != nil || held {
+		lk.Unlock()
+		if err != nil {
+			return nil, fmt.Errorf("subagent %q: %w", name, err)
+		}
+		return nil, errHeld
 	}
 	data, version, err := d.st.Get(ctx, d.key)
 	switch {
@@ -104,18 +126,30 @@ func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse b
 		}
 	}
 	d.snap = data
-	return func(ok bool) error {
+	return func(callErr error) error {
 		defer lk.Unlock()
-		if !ok {
+		// A background context: the answer is in; only a write the store
+		// refuses undoes the turn.
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if h := holdFor(ctx, callErr, d.st); h != nil {
+			b, _ := json.Marshal(h) // strings and a time: it cannot fail
+			if err := d.st.Put(wctx, d.holdKey(), b, store.AnyVersion); err != nil {
+				return fmt.Errorf("subagent %q: keeping the expert for its suspended call (the call cannot be resumed: run the turn again): %w", name, err)
+			}
+			return nil
+		}
+		if mine {
+			if err := d.st.Delete(wctx, d.holdKey()); err != nil && callErr == nil {
+				return fmt.Errorf("subagent %q: letting go of the expert held for this call (the call is undone): %w", name, err)
+			}
+		}
+		if callErr != nil {
 			return nil
 		}
 		snap, err := p.Snapshot()
 		if err == nil {
-			// A background context: the answer is in; only a write the
-			// store refuses undoes the turn.
-			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			err = d.st.Put(wctx, d.key, snap, version)
-			cancel()
 		}
 		if err != nil {
 			return fmt.Errorf("subagent %q: storing its conversation (the call is undone): %w", name, err)
@@ -123,6 +157,32 @@ func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse b
 		d.snap = snap
 		return nil
 	}, nil
+}
+
+// checkHold reads, under the expert's lock, whether a suspended call
+// holds the expert: the call under ctx itself (mine: it is resumed), or
+// another (held). A hold that is no longer live is deleted.
+func (d *durable) checkHold(ctx context.Context) (mine, held bool, err error) {
+	data, _, err := d.st.Get(ctx, d.holdKey())
+	if errors.Is(err, store.ErrNotFound) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("reading whether a suspended call holds it: %w", err)
+	}
+	var h hold
+	if err := json.Unmarshal(data, &h); err != nil {
+		return false, false, fmt.Errorf("the record of the call holding it cannot be read: %v: delete it (store.Delete %q)", err, d.holdKey())
+	}
+	if h.By == pauseID(ctx) {
+		return true, false, nil
+	}
+	if h.live(ctx, d.st) {
+		return false, true, nil
+	}
+	// Abandoned, or its questions expired: let go.
+	_ = d.st.Delete(ctx, d.holdKey())
+	return false, false, nil
 }
 
 // WithJournal returns a context under which every sub-agent invocation that
@@ -265,7 +325,11 @@ func (t *SubAgentTool) replay(ctx context.Context, callID string, e store.Entry)
 	em := event.From(ctx)
 	events := em.Enabled()
 	runID := ""
-	if events {
+	if ann, _ := ctx.Value(announcedKey{}).(*announced); ann != nil && !ann.used {
+		// A background job's, announced when it was spawned.
+		ann.used = true
+		em, events, runID = ann.em, ann.em.Enabled(), ann.runID
+	} else if events {
 		_, runID = event.NewSubagent(ctx, "sub_")
 		em.Emit(event.Event{
 			Type: event.SubagentStarted, SubagentRunID: runID, Name: t.def.Name, Description: t.def.Description,

@@ -5,9 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
-	"sync"
-	"time"
 
 	"github.com/deputy-go/deputy/tool"
 )
@@ -34,6 +31,14 @@ func stableRunID(ctx context.Context) string {
 	return id
 }
 
+// job returns the job id and the sub-agent run id of the background job
+// started by the parent's tool call callID: the same each time the turn is
+// run (a call id the model repeats in a later step counts up).
+func (s *journalScope) job(callID string) (jobID, runID string) {
+	sum := sha256.Sum256([]byte(s.j.Turn() + "\x1f" + s.key("job", []byte(callID))))
+	return "job_" + hex.EncodeToString(sum[:8]), "sub_" + hex.EncodeToString(sum[8:20])
+}
+
 // suspend reports whether err is an interrupt; if so it attributes the
 // interrupts asked by the invocation's own tools to runID and returns their
 // ids (none when only a descendant asked).
@@ -56,64 +61,4 @@ func suspend(err error, runID string) (own []string, ok bool) {
 func interrupted(err error) bool {
 	var in *tool.Interrupted
 	return errors.As(err, &in)
-}
-
-type pauseKey struct{}
-
-// residentPause keeps a resident expert for the call that suspended in it:
-// until that invocation runs again (its turn resumed under the same
-// journal) or every question it waits for has expired, other calls are
-// refused with ErrBusy, so that the resumed call finds the conversation
-// as it left it. Only invocations under a journal can resume, so only
-// they hold the expert.
-type residentPause struct {
-	mu    sync.Mutex
-	by    string    // the suspended invocation's stable run id
-	until time.Time // when its last question expires; zero: never
-}
-
-// admit refuses a call of another invocation while the expert is held.
-func (p *residentPause) admit(ctx context.Context, name string) error {
-	if p == nil {
-		return nil
-	}
-	id, _ := ctx.Value(pauseKey{}).(string)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.by == "" || p.by == id {
-		return nil
-	}
-	if !p.until.IsZero() && !time.Now().Before(p.until) {
-		p.by = "" // abandoned: its questions expired
-		return nil
-	}
-	return tool.Correctable(fmt.Errorf("%w: %q is waiting for a person's answer to an earlier call: ask again later, or do without it", ErrBusy, name))
-}
-
-// after holds the expert for a call that suspended, and frees it when the
-// call that held it ends otherwise.
-func (p *residentPause) after(ctx context.Context, err error) {
-	id, _ := ctx.Value(pauseKey{}).(string)
-	if p == nil || id == "" {
-		return
-	}
-	var in *tool.Interrupted
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !errors.As(err, &in) {
-		if p.by == id {
-			p.by = ""
-		}
-		return
-	}
-	p.by, p.until = id, time.Time{}
-	for _, it := range in.Interrupts {
-		if it.ExpiresAt.IsZero() {
-			p.until = time.Time{}
-			return
-		}
-		if it.ExpiresAt.After(p.until) {
-			p.until = it.ExpiresAt
-		}
-	}
 }

@@ -275,46 +275,50 @@ func TestSuspendedStoredExpertKeepsNoHalfTurn(t *testing.T) {
 }
 
 func TestSuspendedResidentIsBusyForOtherCallsUntilResumed(t *testing.T) {
-	st := openStore(t, t.TempDir()+"/s.db")
-	send := must(tool.New("send", "Sends money.", func(ctx context.Context, in struct {
-		Amount int `json:"amount"`
-	}) (string, error) {
-		return "sent", nil
-	}))(t)
-	model := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
-		if req.Messages[len(req.Messages)-1].Role == provider.RoleTool {
-			return provider.Response{Message: provider.AssistantMessage("paid")}, nil
+	for _, refuse := range []bool{false, true} {
+		name := "others wait"
+		var opts []Option
+		if refuse {
+			name, opts = "others are refused", []Option{WithRefuseWhenBusy()}
 		}
-		m := provider.AssistantMessage("")
-		m.ToolCalls = []provider.ToolCall{call("e1", "send", `{"amount":5}`)}
-		return provider.Response{Message: m}, nil
-	})
-	r := newReact(t, JournalModel(model), agent.WithName("expert"), agent.WithTools(tool.RequireApproval(send, "", 0)))
-	expert := must(FromAgent("expert", "Pays.", r, WithInput(taskInput)))(t)
-	ctx := context.Background()
-	under := func(ctx context.Context, turn string) context.Context {
-		j, err := st.Journal(ctx, turn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return WithJournal(ctx, j)
-	}
-	_, err := callTool(under(ctx, "a"), expert, "l1", `{"task":"pay"}`)
-	var in *tool.Interrupted
-	if !errors.As(err, &in) {
-		t.Fatalf("first call: %v, want an interrupt", err)
-	}
-	if _, err := callTool(under(ctx, "b"), expert, "l1", `{"task":"pay"}`); !errors.Is(err, ErrBusy) || !tool.IsCorrectable(err) {
-		t.Fatalf("another call while suspended: %v, want a correctable ErrBusy", err)
-	}
-	rctx, err := tool.Resume(ctx, in, tool.Answer{InterruptID: in.Interrupts[0].ID, Status: tool.Cancelled})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res, err := callTool(under(rctx, "a"), expert, "l1", `{"task":"pay"}`); err != nil || res.Content != "paid" {
-		t.Fatalf("resumed call: %+v %v", res, err)
-	}
-	if _, err := callTool(under(ctx, "b"), expert, "l1", `{"task":"pay"}`); errors.Is(err, ErrBusy) {
-		t.Fatalf("after the resume the expert is still busy: %v", err)
+		t.Run(name, func(t *testing.T) {
+			st := openStore(t, t.TempDir()+"/s.db")
+			expert := must(FromAgent("expert", "Pays.", payingExpert(t), append([]Option{WithInput(taskInput)}, opts...)...))(t)
+			ctx := context.Background()
+			under := func(ctx context.Context, turn string) context.Context { return underJournal(t, ctx, st, turn) }
+			_, err := callTool(under(ctx, "a"), expert, "l1", `{"task":"pay"}`)
+			var in *tool.Interrupted
+			if !errors.As(err, &in) {
+				t.Fatalf("first call: %v, want an interrupt", err)
+			}
+			checkBusy(t, expert, under(ctx, "b"), refuse)
+			// A caller that waits gets its turn once the suspended call has
+			// resumed and finished.
+			var waiter chan error
+			if !refuse {
+				waiter = make(chan error, 1)
+				go func() {
+					_, err := callTool(under(ctx, "b"), expert, "l1", `{"task":"pay"}`)
+					waiter <- err
+				}()
+			}
+			rctx, err := tool.Resume(ctx, in, tool.Answer{InterruptID: in.Interrupts[0].ID, Status: tool.Cancelled})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res, err := callTool(under(rctx, "a"), expert, "l1", `{"task":"pay"}`); err != nil || res.Content != "paid" {
+				t.Fatalf("resumed call: %+v %v", res, err)
+			}
+			if waiter != nil {
+				// It went on and asked a question of its own.
+				if err := <-waiter; !errors.As(err, &in) {
+					t.Fatalf("the waiting call, after the resume: %v, want its own interrupt", err)
+				}
+				return
+			}
+			if _, err := callTool(under(ctx, "b"), expert, "l1", `{"task":"pay"}`); errors.Is(err, ErrBusy) {
+				t.Fatalf("after the resume the expert is still busy: %v", err)
+			}
+		})
 	}
 }

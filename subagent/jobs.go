@@ -73,7 +73,15 @@ func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task 
 	// depth is the caller's.
 	jctx, cancel := context.WithCancel(run.Context(ctx))
 	jctx = run.WithDepth(jctx, agent.Depth(ctx))
-	j := &job{id: id.New("job_"), agent: who.def.Name, task: task, cancel: cancel, done: make(chan struct{})}
+	jobID := id.New("job_")
+	if js := journalFrom(ctx); js != nil {
+		// The same job each time the turn runs: a resumed turn, replaying
+		// the model's decisions, waits for it by the id the model saw.
+		var runID string
+		jobID, runID = js.job(callID)
+		jctx = context.WithValue(jctx, stableRunKey{}, runID)
+	}
+	j := &job{id: jobID, agent: who.def.Name, task: task, cancel: cancel, done: make(chan struct{})}
 	jt.mu.Lock()
 	if jt.closed {
 		jt.mu.Unlock()
@@ -154,12 +162,17 @@ func (jt *jobTable) close() provider.Usage {
 }
 
 // collect hands a finished job's outcome to the caller, with its usage the
-// first time only.
-func (jt *jobTable) collect(j *job) tool.Result {
+// first time only. A job suspended by an interrupt hands over the
+// interrupt, as an error: the caller suspends too (see suspendedJob).
+func (jt *jobTable) collect(j *job) (tool.Result, error) {
 	jt.mu.Lock()
 	defer jt.mu.Unlock()
 	res := tool.Result{Content: j.res.Content, Value: j.res.Value}
-	if j.err != nil {
+	var err error
+	switch {
+	case interrupted(j.err):
+		res, err = tool.Result{}, j.err
+	case j.err != nil:
 		res = tool.Result{Content: "job " + j.id + " failed: " + j.err.Error(), IsError: true, Err: j.err}
 	}
 	if !j.folded {
@@ -167,13 +180,22 @@ func (jt *jobTable) collect(j *job) tool.Result {
 		j.settle(j.res.Usage.Tokens())
 		res.Usage = j.res.Usage
 	}
-	return res
+	return res, err
 }
 
 // JobsTool returns the companion tool of background spawns, with which the
 // model waits for a job (with a timeout), lists the run's jobs, or cancels
 // one. Register it beside the spawner when using WithBackground; like the
 // spawner, it is offered only below the depth cap.
+//
+// A job whose sub-agent is paused by an interrupt (tool.Ask, at any depth)
+// is suspended: waiting for it returns the interrupt, so the waiting run
+// and every ancestor suspend too, and the top-level run ends with it.
+// Under a journal (WithJournal) the job keeps its id and sub-agent run id
+// when the turn is run again, so the resumed turn's wait finds the same
+// job, which continues with the answers and hands its result to the
+// parent. A suspended job the parent never waits for is discarded with
+// the run, like a job still running when the parent answers.
 func (s *Spawner) JobsTool() tool.Tool { return &jobsTool{s: s} }
 
 type jobsTool struct{ s *Spawner }
@@ -223,11 +245,14 @@ func (t *jobsTool) Call(ctx context.Context, call tool.Call) (tool.Result, error
 		case <-ctx.Done():
 			return tool.Result{}, ctx.Err()
 		}
-		res := jt.collect(j)
-		if errors.Is(j.err, context.Canceled) {
+		res, err := jt.collect(j)
+		switch {
+		case err != nil:
+			res.Content = "job " + j.id + " cancelled while it waited for a person's answer: its work is discarded."
+		case errors.Is(j.err, context.Canceled):
 			res.Content = "job " + j.id + " cancelled: its work is discarded."
 			res.IsError = false
-		} else {
+		default:
 			res.Content = "job " + j.id + " had already ended; its result:\n" + res.Content
 		}
 		return res, nil
@@ -240,7 +265,7 @@ func (t *jobsTool) Call(ctx context.Context, call tool.Call) (tool.Result, error
 	defer timer.Stop()
 	select {
 	case <-j.done:
-		return jt.collect(j), nil
+		return jt.collect(j)
 	case <-timer.C:
 		return tool.Result{Content: fmt.Sprintf("job %s is still running after %v: wait again, do other work meanwhile, or cancel it", j.id, wait)}, nil
 	case <-ctx.Done():
@@ -290,6 +315,8 @@ func (jt *jobTable) list() string {
 			switch {
 			case j.err == nil:
 				status = "done"
+			case interrupted(j.err):
+				status = "suspended (waiting for a person's answer)"
 			case errors.Is(j.err, context.Canceled):
 				status = "cancelled"
 			default:

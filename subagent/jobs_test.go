@@ -30,21 +30,26 @@ import (
 // whose receipt is the latest in the conversation; extra adds arguments.
 func onJob(action, extra string) fake.Reply {
 	return fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
-		id := ""
-		for _, m := range req.Messages {
-			var r struct {
-				JobID string `json:"job_id"`
-			}
-			if m.Role == provider.RoleTool && json.Unmarshal([]byte(m.Content), &r) == nil && r.JobID != "" {
-				id = r.JobID
-			}
-		}
-		args := `{"action":"` + action + `","job_id":"` + id + `"` + extra + `}`
+		args := `{"action":"` + action + `","job_id":"` + latestJob(req.Messages) + `"` + extra + `}`
 		return provider.Response{
 			Message: provider.AssistantMessage("", provider.ToolCall{Name: subagent.JobsToolName, Arguments: json.RawMessage(args)}),
 			Usage:   usage(1),
 		}, nil
 	})
+}
+
+// latestJob returns the job id of the latest receipt in msgs.
+func latestJob(msgs []provider.Message) string {
+	id := ""
+	for _, m := range msgs {
+		var r struct {
+			JobID string `json:"job_id"`
+		}
+		if m.Role == provider.RoleTool && json.Unmarshal([]byte(m.Content), &r) == nil && r.JobID != "" {
+			id = r.JobID
+		}
+	}
+	return id
 }
 
 // jobID returns the job id of a receipt.

@@ -29,6 +29,22 @@ func JournalModel(p provider.Provider) provider.Provider {
 
 type journalModel struct{ p provider.Provider }
 
+// Name is the wrapped provider's name (provider.Namer), or "".
+func (m *journalModel) Name() string {
+	if n, ok := m.p.(provider.Namer); ok {
+		return n.Name()
+	}
+	return ""
+}
+
+// Model is the wrapped provider's default model, when it names one.
+func (m *journalModel) Model() string {
+	if d, ok := m.p.(interface{ Model() string }); ok {
+		return d.Model()
+	}
+	return ""
+}
+
 // journalAnswer is the stored form of a model's answer beside its text.
 type journalAnswer struct {
 	ToolCalls  []journalCall       `json:"tool_calls,omitempty"`

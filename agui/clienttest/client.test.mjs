@@ -251,6 +251,25 @@ describe("AG-UI endpoint with @ag-ui/client 1.0.0", { skip: !cmd && !inCI && "AG
     assertServerHealthy();
   });
 
+  test("a run the server stops ends with RUN_FINISHED outcome cancelled", { timeout: 60_000 }, async () => {
+    assertServerStarted();
+    // The client cannot ask for this: its own way to stop a run, abortRun,
+    // closes the request, and nothing can answer it then. The scenario's
+    // server stops the run itself (Handler.Stop), as an application would.
+    const req = request({ forwardedProps: { scenario: "stopped" } });
+    const run = await runClient(HttpAgent, { url, ...req });
+    const events = assertConforming(run, req);
+    const last = events.at(-1);
+    assert.deepEqual(last.outcome, { type: "cancelled" }, "the stopped run's outcome");
+    assert.equal(last.result, undefined, "a cancelled run has no result");
+    assert.ok(Array.isArray(last.usage) && last.usage.length > 0, "it reports what it spent");
+    for (const u of last.usage) {
+      assert.ok(u.provider && u.model, `usage names its provider and model: ${JSON.stringify(u)}`);
+    }
+    assert.deepEqual(run.agent.pendingInterrupts ?? [], [], "nothing waits for an answer after a cancelled run");
+    assertServerHealthy();
+  });
+
   test("a client that disconnects mid-run does not hurt the server", { timeout: 90_000 }, async () => {
     assertServerStarted();
     const req = request({ forwardedProps: { scenario: "slow" } });

@@ -81,6 +81,22 @@ async function run(agent, params) {
 
 const started = (events, name) => events.find((e) => e.type === "SUBAGENT_STARTED" && e.name === name)?.subagentRunId;
 
+/**
+ * RUN_FINISHED's usage has one TokenUsage per provider and model. Each of
+ * the tree's three agents has a model of its own, and each run (the first,
+ * and the resumed one, whose replayed calls are not its own) makes one call
+ * of each: 10 input and 2 output tokens.
+ */
+function checkUsage(usage, which) {
+  assert.ok(Array.isArray(usage), `${which}: RUN_FINISHED carries usage`);
+  const got = usage.map((u) => `${u.provider}/${u.model} ${u.inputTokens}+${u.outputTokens}=${u.totalTokens}`).sort();
+  assert.deepEqual(got, [
+    "scripted/cleaner-model 10+2=12",
+    "scripted/janitor-model 10+2=12",
+    "scripted/lead-model 10+2=12",
+  ], `${which}: one entry per provider and model`);
+}
+
 let seq = 0;
 async function roundTrip(first, { status, payload, want, restart }) {
   seq++;
@@ -97,7 +113,7 @@ async function roundTrip(first, { status, payload, want, restart }) {
   assert.equal(it.reason, "tool_approval");
   const suspended = r1.events.find((e) => e.type === "SUBAGENT_FINISHED" && e.subagentRunId === cleaner);
   assert.deepEqual(suspended?.outcome, { type: "suspended", interruptIds: [it.id] });
-  assert.ok(Array.isArray(r1.last.usage) && r1.last.usage[0].totalTokens > 0, "RUN_FINISHED carries usage");
+  checkUsage(r1.last.usage, "the interrupted run");
 
   let second = first;
   if (restart) {
@@ -110,6 +126,7 @@ async function roundTrip(first, { status, payload, want, restart }) {
   const r2 = await run(a2, { runId: `${threadId}-2`, resume: [entry] });
   assert.ok(!r2.last.outcome || r2.last.outcome.type === "success", `the resumed run succeeds: ${JSON.stringify(r2.last.outcome)}`);
   assert.equal(started(r2.events, "cleaner"), cleaner, "the resumed run continues the same sub-agent run");
+  checkUsage(r2.last.usage, "the resumed run");
   assert.match(String(r2.last.result), want);
 }
 

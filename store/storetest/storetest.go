@@ -374,8 +374,21 @@ func testStoreJournal(t *testing.T, b store.Backend) {
 	if e, ok := again.Lookup("child7"); !ok || e.Content != "answer 7" || e.Usage.InputTokens != 7 {
 		t.Fatalf("child7 = %+v, %v", e, ok)
 	}
+	// One entry read alone, as the database holds it.
+	if e, err := s.JournalEntry(ctx(), "turn", "child7"); err != nil || e.Content != "answer 7" || e.Usage.InputTokens != 7 {
+		t.Fatalf("JournalEntry(turn, child7) = %+v, %v", e, err)
+	}
+	if _, err := s.JournalEntry(ctx(), "turn", "child99"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("JournalEntry of an entry never recorded: %v, want ErrNotFound", err)
+	}
 	if err := s.DeleteJournal(ctx(), "turn"); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := s.JournalEntry(ctx(), "turn", "child7"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("JournalEntry after DeleteJournal: %v, want ErrNotFound", err)
+	}
+	if e, err := s.JournalEntry(ctx(), "turn-other", "child0"); err != nil || e.Content != "not mine" {
+		t.Fatalf("DeleteJournal(turn) touched turn-other's entry: %+v, %v", e, err)
 	}
 	if j, _ := s.Journal(ctx(), "turn"); j.Len() != 0 {
 		t.Fatalf("journal after DeleteJournal has %d entries", j.Len())

@@ -28,20 +28,30 @@ type Counts struct {
 	Deletes, ModelCalls atomic.Int64
 }
 
+// ProviderName is the name every model of the tree gives as its provider
+// (provider.Namer); each agent's model is named after the agent, such as
+// "lead-model". Each model call costs 10 input and 2 output tokens.
+const ProviderName = "scripted"
+
+// named is a model that says which provider it is.
+type named struct{ provider.Func }
+
+func (named) Name() string { return ProviderName }
+
 // model answers with call (when the request holds no tool result yet) or
 // with final followed by the last tool result.
 func model(c *Counts, name string, callID, toolName, args, final string) provider.Provider {
-	return subagent.JournalModel(provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+	return subagent.JournalModel(named{func(ctx context.Context, req provider.Request) (provider.Response, error) {
 		c.ModelCalls.Add(1)
 		u := provider.Usage{InputTokens: 10, OutputTokens: 2, Requests: 1}
 		last := req.Messages[len(req.Messages)-1]
 		if last.Role != provider.RoleTool {
 			msg := provider.AssistantMessage("")
 			msg.ToolCalls = []provider.ToolCall{{ID: callID, Name: toolName, Arguments: json.RawMessage(args)}}
-			return provider.Response{Message: msg, StopReason: provider.StopToolUse, Usage: u}, nil
+			return provider.Response{Message: msg, StopReason: provider.StopToolUse, Usage: u, Model: name + "-model"}, nil
 		}
-		return provider.Response{Message: provider.AssistantMessage(final + ": " + last.Content), StopReason: provider.StopEndTurn, Usage: u}, nil
-	}))
+		return provider.Response{Message: provider.AssistantMessage(final + ": " + last.Content), StopReason: provider.StopEndTurn, Usage: u, Model: name + "-model"}, nil
+	}})
 }
 
 func taskInput(args json.RawMessage) (agent.Input, error) {

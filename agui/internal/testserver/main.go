@@ -8,8 +8,9 @@
 // tool whose children are ReAct agents with a search tool. The request's
 // forwardedProps.scenario picks the story: "two-children" (the default),
 // "child-error" (one child's model fails), "slow" (the children pause
-// 250 ms before each piece of their replies) or "conversation" (the lead's
-// answer lists the messages its model received, for checking a
+// 250 ms before each piece of their replies), "stopped" (the slow run,
+// which the server stops with Handler.Stop after 600 ms) or "conversation"
+// (the lead's answer lists the messages its model received, for checking a
 // conversation over several turns).
 //
 // At /agui-approval it serves, on threads kept in the SQLite file named by
@@ -31,6 +32,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agui"
 )
 
@@ -45,7 +47,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	h, err := agui.NewPerRequest(build)
+	// The "stopped" scenario stops its own run through the handler.
+	var h *agui.Handler
+	h, err = agui.NewPerRequest(func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
+		return build(ctx, in, h.Stop)
+	})
 	if err != nil {
 		return err
 	}

@@ -31,9 +31,11 @@ func request(scenario string) string {
 	return `{"threadId":"t","runId":"r","messages":[{"id":"u","role":"user","content":"research two topics"}]` + props + `}`
 }
 
-func server(t *testing.T, b agui.Builder) *httptest.Server {
+// server serves the agents b builds; their stop is the handler's Stop.
+func server(t *testing.T, b func(context.Context, *agui.RunInput, func(string) bool) (agent.Agent, error)) *httptest.Server {
 	t.Helper()
-	h, err := agui.NewPerRequest(b)
+	var h *agui.Handler
+	h, err := agui.NewPerRequest(func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) { return b(ctx, in, h.Stop) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +69,7 @@ func runScenario(t *testing.T, url, body string) (int, []event.Event) {
 // rules so that a Go test fails first.
 func TestScenarios(t *testing.T) {
 	srv := server(t, build)
-	quick := server(t, func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
+	quick := server(t, func(context.Context, *agui.RunInput, func(string) bool) (agent.Agent, error) {
 		return tree("research topic B", time.Millisecond, fake.Text("Done.")) // "slow", but quick
 	})
 	for _, tt := range []struct {
@@ -133,4 +135,19 @@ func TestSlowScenarioAbandoned(t *testing.T) {
 	}
 	// srv.Close (cleanup) waits for the abandoned handler; goleak checks
 	// that its run ended.
+}
+
+// The stopped scenario ends with RUN_FINISHED outcome cancelled, every
+// message, call and sub-agent closed before it.
+func TestStoppedScenario(t *testing.T) {
+	status, events := runScenario(t, server(t, build).URL, request("stopped"))
+	if status != 200 {
+		t.Fatalf("status %d", status)
+	}
+	if problems := eventcheck.Check(events, eventcheck.Options{}); len(problems) > 0 {
+		t.Fatal(strings.Join(problems, "\n"))
+	}
+	if last := events[len(events)-1]; last.Type != event.RunFinished || string(last.Outcome) != `{"type":"cancelled"}` || len(last.Usage) == 0 {
+		t.Fatalf("the run ended with %s outcome %s usage %s, want RUN_FINISHED cancelled with usage", last.Type, last.Outcome, last.Usage)
+	}
 }

@@ -19,8 +19,13 @@ import (
 // pause is how long a slow child waits before each piece of its reply.
 const pause = 250 * time.Millisecond
 
-// build makes the agent tree of one request.
-func build(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
+// stopAfter is when the "stopped" scenario stops its run: well inside the
+// slow run, which takes seconds.
+const stopAfter = 600 * time.Millisecond
+
+// build makes the agent tree of one request; stop stops the runs of a
+// thread (Handler.Stop).
+func build(ctx context.Context, in *agui.RunInput, stop func(threadID string) bool) (agent.Agent, error) {
 	var props struct {
 		Scenario string `json:"scenario"`
 	}
@@ -40,8 +45,11 @@ func build(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
 		topicB = "research topic B (its source fails)"
 	case "slow":
 		wait = pause
+	case "stopped":
+		wait = pause
+		time.AfterFunc(stopAfter, func() { stop(in.ThreadID) })
 	default:
-		return nil, fmt.Errorf("%w: unknown scenario %q: use two-children, child-error, slow or conversation", agui.ErrBadInput, props.Scenario)
+		return nil, fmt.Errorf("%w: unknown scenario %q: use two-children, child-error, slow, stopped or conversation", agui.ErrBadInput, props.Scenario)
 	}
 	return tree(topicB, wait, answer)
 }

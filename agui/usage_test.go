@@ -1,0 +1,139 @@
+package agui_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/agui"
+	"github.com/deputy-go/deputy/agui/internal/approvaltree"
+	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/eventcheck"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// tokenUsage is AG-UI's TokenUsage as the client reads it.
+type tokenUsage struct {
+	Provider string `json:"provider,omitempty"`
+	Model    string `json:"model,omitempty"`
+	Input    int64  `json:"inputTokens"`
+	Output   int64  `json:"outputTokens"`
+	Total    int64  `json:"totalTokens"`
+}
+
+func usageOf(t *testing.T, raw json.RawMessage) []tokenUsage {
+	t.Helper()
+	var u []tokenUsage
+	if err := json.Unmarshal(raw, &u); err != nil {
+		t.Fatalf("usage %s: %v", raw, err)
+	}
+	return u
+}
+
+// waitForJob is a model turn that waits for the job whose receipt is the
+// latest in the conversation.
+func waitForJob(u provider.Usage) fake.Reply {
+	return fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		id := ""
+		for _, m := range req.Messages {
+			var r struct {
+				JobID string `json:"job_id"`
+			}
+			if m.Role == provider.RoleTool && json.Unmarshal([]byte(m.Content), &r) == nil && r.JobID != "" {
+				id = r.JobID
+			}
+		}
+		args := `{"action":"wait","job_id":"` + id + `"}`
+		return provider.Response{Message: provider.AssistantMessage("", provider.ToolCall{ID: "w1", Name: subagent.JobsToolName, Arguments: json.RawMessage(args)}),
+			Usage: u, Model: "alpha-1"}, nil
+	})
+}
+
+// The usage of RUN_FINISHED has one entry per provider and model, for every
+// model call of the run: the lead's, its child's and a background job's.
+func TestRunUsageIsPerProviderAndModel(t *testing.T) {
+	u := func(in, out int64) provider.Usage {
+		return provider.Usage{InputTokens: in, OutputTokens: out, Requests: 1}
+	}
+	alpha := fake.NewProvider(
+		fake.Calls(
+			provider.ToolCall{ID: "l1", Name: "helper", Arguments: json.RawMessage(`{"task":"help"}`)},
+			provider.ToolCall{ID: "l2", Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"dig","background":true}`)},
+		).WithUsage(u(10, 1)),
+		waitForJob(u(10, 1)),
+		fake.Text("done").WithUsage(u(10, 1)),
+	).Named("alpha", "alpha-1")
+	beta := fake.NewProvider(
+		fake.Text("helped").For("helper").WithUsage(u(5, 2)),
+		fake.Text("dug").For(subagent.DefaultForkName).WithUsage(u(7, 3)),
+	).Named("beta", "beta-1")
+
+	h, err := agui.NewPerRequest(func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
+		helper, err := subagent.FromFactory("helper", "Helps.", func(context.Context, json.RawMessage) (agent.Agent, error) {
+			return agent.NewReact(beta, agent.WithName("helper"))
+		})
+		if err != nil {
+			return nil, err
+		}
+		reg, err := tool.NewRegistry(helper)
+		if err != nil {
+			return nil, err
+		}
+		sp, err := subagent.NewSpawner(beta, reg, subagent.WithBackground())
+		if err != nil {
+			return nil, err
+		}
+		if err := reg.Register(sp); err != nil {
+			return nil, err
+		}
+		if err := reg.Register(sp.JobsTool()); err != nil {
+			return nil, err
+		}
+		return agent.NewReact(alpha, agent.WithName("lead"), agent.WithRegistry(reg))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := aguiRunChecked(t, serve(t, h).URL, runBody("th", "r1", nil), http.StatusOK, eventcheck.Options{Background: true})
+	fin, _ := finished(t, evs)
+	want := []tokenUsage{
+		{Provider: "alpha", Model: "alpha-1", Input: 30, Output: 3, Total: 33},
+		{Provider: "beta", Model: "beta-1", Input: 12, Output: 5, Total: 17},
+	}
+	if diff := cmp.Diff(want, usageOf(t, fin.Usage)); diff != "" {
+		t.Errorf("usage (-want +got):\n%s\nresult %s", diff, fin.Result)
+	}
+}
+
+// An agent that calls its model itself, outside any agent.React, still
+// has its usage reported: as one entry without provider and model.
+func TestRunUsageOfAnAgentThatCountsItself(t *testing.T) {
+	h, err := agui.New(agent.Func(func(ctx context.Context, in agent.Input) (agent.Output, error) {
+		return agent.Output{Answer: "hi", Usage: provider.Usage{InputTokens: 4, OutputTokens: 1, Requests: 1}}, nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fin, _ := finished(t, aguiRun(t, serve(t, h).URL, runBody("th", "r1", nil), http.StatusOK))
+	if diff := cmp.Diff([]tokenUsage{{Input: 4, Output: 1, Total: 5}}, usageOf(t, fin.Usage)); diff != "" {
+		t.Errorf("usage (-want +got):\n%s", diff)
+	}
+}
+
+// approvalUsage is what each run of the approval tree spends: one call of
+// each agent's model, whichever the run.
+var approvalUsage = []tokenUsage{
+	{Provider: approvaltree.ProviderName, Model: "lead-model", Input: 10, Output: 2, Total: 12},
+	{Provider: approvaltree.ProviderName, Model: "janitor-model", Input: 10, Output: 2, Total: 12},
+	{Provider: approvaltree.ProviderName, Model: "cleaner-model", Input: 10, Output: 2, Total: 12},
+}
+
+// byModel compares usage entries whatever their order.
+var byModel = cmpopts.SortSlices(func(a, b tokenUsage) bool { return a.Model < b.Model })

@@ -1,0 +1,195 @@
+package subagent_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/eventcheck"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/store/sqlite"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// A background job whose sub-agent asks for approval suspends; the parent,
+// waiting for it, suspends too, and the run ends with the interrupt. The
+// resumed turn continues the same job (same job id, same sub-agent run),
+// whose approved call runs and whose result reaches the parent.
+func TestBackgroundJobAskingForApprovalSuspendsTheRun(t *testing.T) {
+	b, err := sqlite.Open(t.TempDir() + "/s.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.New(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+
+	var deletes atomic.Int64
+	del, err := tool.New("delete", "Deletes a file.", func(ctx context.Context, in struct {
+		Path string `json:"path"`
+	}) (string, error) {
+		deletes.Add(1)
+		return "deleted " + in.Path, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork := subagent.DefaultForkName
+	p := fake.NewProvider(
+		fake.Calls(provider.ToolCall{ID: "s1", Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"clean up","background":true}`)}).For("lead").WithUsage(usage(1)),
+		waitCall("w1").For("lead"),
+		fake.Text("all clean").For("lead").WithUsage(usage(1)),
+		fake.Calls(provider.ToolCall{ID: "d1", Name: "delete", Arguments: json.RawMessage(`{"path":"/tmp/x"}`)}).For(fork).WithUsage(usage(1)),
+		fake.Text("deleted it").For(fork).WithUsage(usage(1)),
+	)
+	model := subagent.JournalModel(p)
+	reg, _ := setup(t, model, true, []subagent.SpawnOption{subagent.WithBackground()}, tool.RequireApproval(del, "deletes data", 0))
+	newLead := lead
+	lead := newLead(t, model, reg)
+
+	run := func(ctx context.Context) (agent.Output, error, []event.Event) {
+		t.Helper()
+		j, err := st.Journal(ctx, "turn")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec eventcheck.Recorder
+		out, err := lead.Run(event.WithSink(subagent.WithJournal(ctx, j), &rec), agent.Input{Text: "tidy up"})
+		evs := rec.Events()
+		if problems := eventcheck.Check(evs, eventcheck.Options{Background: true}); len(problems) > 0 {
+			t.Errorf("the stream breaks the rules:\n%s", strings.Join(problems, "\n"))
+		}
+		return out, err, evs
+	}
+	ctx := context.Background()
+	out1, err, ev1 := run(ctx)
+	var in *tool.Interrupted
+	if !errors.As(err, &in) || len(in.Interrupts) != 1 {
+		t.Fatalf("first run: %v, want one interrupt", err)
+	}
+	job := startedRun(ev1, fork)
+	if it := in.Interrupts[0]; it.SubagentRunID != job || job == "" || it.ToolCallID != "d1" {
+		t.Fatalf("interrupt %+v, want the job's (%s) call d1", it, job)
+	}
+	if got := finishedOutcome(ev1, job); got != `{"type":"suspended","interruptIds":["`+in.Interrupts[0].ID+`"]}` {
+		t.Errorf("the job's SUBAGENT_FINISHED outcome = %s", got)
+	}
+	if last := ev1[len(ev1)-1]; last.Type != event.RunFinished || !strings.HasPrefix(string(last.Outcome), `{"type":"interrupt"`) {
+		t.Errorf("the run ended with %s %s, want RUN_FINISHED with the interrupt outcome", last.Type, last.Outcome)
+	}
+	if deletes.Load() != 0 {
+		t.Fatal("the call ran before it was approved")
+	}
+
+	rctx, err := tool.Resume(ctx, in, tool.Answer{InterruptID: in.Interrupts[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out2, err, ev2 := run(rctx)
+	if err != nil || out2.Answer != "all clean" {
+		t.Fatalf("resumed run: %q, %v", out2.Answer, err)
+	}
+	if deletes.Load() != 1 {
+		t.Errorf("deletes %d, want 1", deletes.Load())
+	}
+	if got := startedRun(ev2, fork); got != job {
+		t.Errorf("the resumed run announced the job as %q, want the same sub-agent run %q", got, job)
+	}
+	// The job's result reached the parent through its wait.
+	reqs := p.RequestsFor("lead")
+	last := reqs[len(reqs)-1].Messages
+	if got := last[len(last)-1].Content; got != "deleted it" {
+		t.Errorf("the lead read %q from its wait, want the job's answer", got)
+	}
+	if p.Remaining() != 0 {
+		t.Errorf("%d scripted replies unused", p.Remaining())
+	}
+	// Each model call was made, and counted, once over both runs.
+	if got := out1.TotalUsage().Add(out2.TotalUsage()).Requests; got != 5 {
+		t.Errorf("requests counted over both runs = %d, want 5", got)
+	}
+
+	// Run once more (as after a crash before the turn was reported): the
+	// finished job is answered from the journal, announced once, at no
+	// cost. (A fresh lead: this one keeps the turn it finished.)
+	lead = newLead(t, model, reg)
+	out3, err, ev3 := run(ctx)
+	if err != nil || out3.Answer != "all clean" || !out3.TotalUsage().IsZero() {
+		t.Fatalf("replayed run: %q, usage %v, %v", out3.Answer, out3.TotalUsage(), err)
+	}
+	if got := startedRun(ev3, fork); got != job || finishedOutcome(ev3, job) == "(no SUBAGENT_FINISHED)" {
+		t.Errorf("the replayed job was announced as %q, want %q, and finished", got, job)
+	}
+}
+
+func startedRun(evs []event.Event, name string) string {
+	for _, e := range evs {
+		if e.Type == event.SubagentStarted && e.Name == name {
+			return e.SubagentRunID
+		}
+	}
+	return ""
+}
+
+func finishedOutcome(evs []event.Event, runID string) string {
+	for _, e := range evs {
+		if e.Type == event.SubagentFinished && e.SubagentRunID == runID {
+			return string(e.Outcome)
+		}
+	}
+	return "(no SUBAGENT_FINISHED)"
+}
+
+// waitCall is a model turn that waits for the latest job, with a call id
+// of its own, as a real model gives (a journaled turn replays the calls
+// with the ids they had).
+func waitCall(id string) fake.Reply {
+	return fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		args := `{"action":"wait","job_id":"` + latestJob(req.Messages) + `"}`
+		return provider.Response{
+			Message: provider.AssistantMessage("", provider.ToolCall{ID: id, Name: subagent.JobsToolName, Arguments: json.RawMessage(args)}),
+			Usage:   usage(1),
+		}, nil
+	})
+}
+
+// A parent that cancels a suspended job instead of waiting for it is not
+// suspended: the job's question is dropped with its work.
+func TestCancelledSuspendedJobDoesNotSuspendTheParent(t *testing.T) {
+	del, err := tool.New("delete", "Deletes a file.", func(ctx context.Context, in struct{}) (string, error) { return "deleted", nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork := subagent.DefaultForkName
+	p := fake.NewProvider(
+		spawns(`{"task":"clean up","background":true}`).For("lead"),
+		fake.Call(subagent.JobsToolName, `{"action":"list"}`).For("lead").After(100*time.Millisecond),
+		onJob("cancel", "").For("lead"),
+		fake.Text("never mind").For("lead"),
+		fake.Call("delete", `{}`).For(fork),
+	)
+	reg, _ := setup(t, p, true, []subagent.SpawnOption{subagent.WithBackground()}, tool.RequireApproval(del, "", 0))
+	synctest.Test(t, func(t *testing.T) {
+		// The list comes after the job has asked (the bubble's clock moves
+		// only when every goroutine waits).
+		out, err := lead(t, p, reg).Run(t.Context(), agent.Input{Text: "tidy up"})
+		if err != nil || out.Answer != "never mind" {
+			t.Fatalf("run: %q, %v; want it to finish", out.Answer, err)
+		}
+		results := toolResults(out.Messages)
+		mustContain(t, results[1], "suspended")
+		mustContain(t, results[2], "cancelled while it waited for a person's answer")
+	})
+}
