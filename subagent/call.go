@@ -378,7 +378,10 @@ func (rt *residentTurn) end(res tool.Result, err error) (tool.Result, error) {
 		}
 	}
 	if err != nil && rt.restore != nil {
-		rt.restore()
+		// A checkpoint's restore is the user's code: it may panic.
+		if perr := guarded(rt.t.def.Name, func() error { rt.restore(); return nil }); perr != nil {
+			err = fmt.Errorf("%w; then putting its conversation back: %w", err, perr)
+		}
 	}
 	return res, err
 }

@@ -114,13 +114,16 @@ func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse b
 	case errors.Is(err, store.ErrNotFound):
 		version, data = 0, nil
 		if d.snap != nil { // deleted since this process last saw it
-			p.Reset()
+			if err := guarded(name, func() error { p.Reset(); return nil }); err != nil {
+				lk.Unlock()
+				return nil, err
+			}
 		}
 	case err != nil:
 		lk.Unlock()
 		return nil, fmt.Errorf("subagent %q: reading its conversation: %w", name, err)
 	case !bytes.Equal(data, d.snap):
-		if err := p.Restore(data); err != nil {
+		if err := guarded(name, func() error { return p.Restore(data) }); err != nil {
 			lk.Unlock()
 			return nil, fmt.Errorf("subagent %q: restoring its stored conversation: %w: delete it (store.Delete %q) to start afresh", name, err, d.key)
 		}
@@ -147,7 +150,8 @@ func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse b
 		if callErr != nil {
 			return nil
 		}
-		snap, err := p.Snapshot()
+		var snap []byte
+		err := guarded(name, func() (err error) { snap, err = p.Snapshot(); return err })
 		if err == nil {
 			err = d.st.Put(wctx, d.key, snap, version)
 		}
@@ -351,4 +355,12 @@ func (t *SubAgentTool) replay(ctx context.Context, callID string, e store.Entry)
 		res.Value = e.Value
 	}
 	return res, nil
+}
+
+// guarded calls fn, which calls a method of the user's Persistent, and
+// turns a panic into an error, so that the expert's lock is still given up
+// and the caller's model reads what went wrong.
+func guarded(name string, fn func() error) (err error) {
+	defer recoverPanic(name, &err)
+	return fn()
 }
