@@ -1,13 +1,11 @@
 package openai
 
 import (
-	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/provider/internal/adapter"
 )
 
@@ -17,11 +15,7 @@ import (
 // positive.
 func WithMaxResponseBytes(n int64) Option {
 	return func(c *config) error {
-		if n <= 0 {
-			return fmt.Errorf("WithMaxResponseBytes(%d): the limit must be positive; pass a byte count such as %d", n, int64(provider.DefaultMaxResponseBytes))
-		}
-		c.limits.MaxResponseBytes = n
-		return nil
+		return c.limits.SetMaxResponseBytes(n)
 	}
 }
 
@@ -31,11 +25,7 @@ func WithMaxResponseBytes(n int64) Option {
 // the limit. n must be positive.
 func WithMaxTextBytes(n int) Option {
 	return func(c *config) error {
-		if n <= 0 {
-			return fmt.Errorf("WithMaxTextBytes(%d): the limit must be positive; pass a byte count such as %d", n, provider.DefaultMaxTextBytes)
-		}
-		c.limits.MaxTextBytes = n
-		return nil
+		return c.limits.SetMaxTextBytes(n)
 	}
 }
 
@@ -44,11 +34,7 @@ func WithMaxTextBytes(n int) Option {
 // *provider.Error of KindResponseTooLarge. n must be positive.
 func WithMaxArgumentBytes(n int) Option {
 	return func(c *config) error {
-		if n <= 0 {
-			return fmt.Errorf("WithMaxArgumentBytes(%d): the limit must be positive; pass a byte count such as %d", n, provider.DefaultMaxArgumentBytes)
-		}
-		c.limits.MaxArgumentBytes = n
-		return nil
+		return c.limits.SetMaxArgumentBytes(n)
 	}
 }
 
@@ -58,11 +44,7 @@ func WithMaxArgumentBytes(n int) Option {
 // with a *provider.Error of KindTransient. d must be positive.
 func WithIdleTimeout(d time.Duration) Option {
 	return func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("WithIdleTimeout(%v): the timeout must be positive; pass a duration such as %v", d, provider.DefaultIdleTimeout)
-		}
-		c.limits.IdleTimeout = d
-		return nil
+		return c.limits.SetIdleTimeout(d)
 	}
 }
 

@@ -37,6 +37,46 @@ func DefaultLimits() Limits {
 	}
 }
 
+// The setters below are the checks behind both providers' limit options:
+// each takes the option's value and refuses one that is not positive, with
+// the option's name and a value that works.
+
+// SetMaxResponseBytes is WithMaxResponseBytes.
+func (l *Limits) SetMaxResponseBytes(n int64) error {
+	if n <= 0 {
+		return fmt.Errorf("WithMaxResponseBytes(%d): the limit must be positive; pass a byte count such as %d", n, int64(provider.DefaultMaxResponseBytes))
+	}
+	l.MaxResponseBytes = n
+	return nil
+}
+
+// SetMaxTextBytes is WithMaxTextBytes.
+func (l *Limits) SetMaxTextBytes(n int) error {
+	if n <= 0 {
+		return fmt.Errorf("WithMaxTextBytes(%d): the limit must be positive; pass a byte count such as %d", n, provider.DefaultMaxTextBytes)
+	}
+	l.MaxTextBytes = n
+	return nil
+}
+
+// SetMaxArgumentBytes is WithMaxArgumentBytes.
+func (l *Limits) SetMaxArgumentBytes(n int) error {
+	if n <= 0 {
+		return fmt.Errorf("WithMaxArgumentBytes(%d): the limit must be positive; pass a byte count such as %d", n, provider.DefaultMaxArgumentBytes)
+	}
+	l.MaxArgumentBytes = n
+	return nil
+}
+
+// SetIdleTimeout is WithIdleTimeout.
+func (l *Limits) SetIdleTimeout(d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("WithIdleTimeout(%v): the timeout must be positive; pass a duration such as %v", d, provider.DefaultIdleTimeout)
+	}
+	l.IdleTimeout = d
+	return nil
+}
+
 // LimitError is the cause of a *provider.Error of KindResponseTooLarge.
 type LimitError struct {
 	// What went over the limit, e.g. "the response body".
