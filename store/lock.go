@@ -49,6 +49,12 @@ func (s *Store) lock(ctx context.Context, key string, wait bool) (*Lock, error) 
 	for {
 		ok, err := s.b.Lease(ctx, key, owner, s.ttl)
 		if err != nil {
+			// The lease may have been written even so (a context that
+			// ended as the write committed): give it back rather than
+			// leave it to block others until its TTL.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = s.b.Release(rctx, key, owner)
+			cancel()
 			return nil, fmt.Errorf("store: lock %q: %w", key, err)
 		}
 		if ok {

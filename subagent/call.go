@@ -309,29 +309,44 @@ type residentTurn struct {
 // While the resident is held for another, suspended call, it waits (or
 // refuses) the same way, holding nothing.
 func (t *SubAgentTool) takeTurn(ctx context.Context) (residentTurn, error) {
-	name := t.def.Name
 	var w heldWait
 	for {
-		if t.cfg.refuseBusy {
-			if !t.turn.TryAcquire(1) {
-				return residentTurn{}, tool.Correctable(fmt.Errorf("%w: %q is answering another call: wait for that answer, then ask again", ErrBusy, name))
-			}
-		} else if err := t.turn.Acquire(ctx, 1); err != nil {
-			return residentTurn{}, fmt.Errorf("subagent %q: waiting for its previous call to end: %w", name, err)
-		}
-		turn := residentTurn{t: t, ctx: ctx}
-		err := turn.hold()
-		if err == nil {
+		turn, err := t.tryTurn(ctx)
+		switch {
+		case err == nil:
 			return turn, nil
+		case errors.Is(err, errHeld):
+			err = w.wait(ctx, t)
+		case w.waited() && ctx.Err() != nil:
+			// The caller gave up while waiting for the held resident,
+			// whichever step it was in: say what it was waiting for.
+			err = w.gaveUp(ctx, t.def.Name)
 		}
-		turn.end(tool.Result{}, err)
-		if !errors.Is(err, errHeld) {
-			return residentTurn{}, err
-		}
-		if err := w.wait(ctx, t); err != nil {
+		if err != nil {
 			return residentTurn{}, err
 		}
 	}
+}
+
+// tryTurn takes the tool's turn (waiting for it, or refusing the call
+// with WithRefuseWhenBusy), then holds the resident for the call; it fails
+// with errHeld, holding nothing, while another suspended call holds it.
+func (t *SubAgentTool) tryTurn(ctx context.Context) (residentTurn, error) {
+	name := t.def.Name
+	if t.cfg.refuseBusy {
+		if !t.turn.TryAcquire(1) {
+			return residentTurn{}, tool.Correctable(fmt.Errorf("%w: %q is answering another call: wait for that answer, then ask again", ErrBusy, name))
+		}
+	} else if err := t.turn.Acquire(ctx, 1); err != nil {
+		return residentTurn{}, fmt.Errorf("subagent %q: waiting for its previous call to end: %w", name, err)
+	}
+	turn := residentTurn{t: t, ctx: ctx}
+	err := turn.hold()
+	if err == nil {
+		return turn, nil
+	}
+	turn.end(tool.Result{}, err)
+	return residentTurn{}, err
 }
 
 // hold brings a stored resident to its stored conversation, then holds the

@@ -177,7 +177,16 @@ func (w *heldWait) wait(ctx context.Context, t *SubAgentTool) error {
 	case <-t.pause.freedChan(): // nil for a hold in the store
 	case <-timer.C:
 	case <-ctx.Done():
-		return fmt.Errorf("subagent %q: waiting for an earlier call, suspended until a person answers, to resume: %w", name, context.Cause(ctx))
+		return w.gaveUp(ctx, name)
 	}
 	return nil
+}
+
+// waited reports whether the caller has waited for a held resident.
+func (w *heldWait) waited() bool { return w.delay > 0 }
+
+// gaveUp is the error of a caller whose context ended while it waited for
+// a held resident.
+func (w *heldWait) gaveUp(ctx context.Context, name string) error {
+	return fmt.Errorf("subagent %q: waiting for an earlier call, suspended until a person answers, to resume: %w", name, context.Cause(ctx))
 }

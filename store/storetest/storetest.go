@@ -50,6 +50,7 @@ var cases = []struct {
 	{"StoreJournal", testStoreJournal},
 	{"StoreCorruptRecord", testStoreCorrupt},
 	{"StoreLock", testStoreLock},
+	{"StoreLockFailedLease", testStoreLockFailedLease},
 }
 
 func ctx() context.Context { return context.Background() }
@@ -461,5 +462,33 @@ func testStoreLock(t *testing.T, b store.Backend) {
 	defer l.Unlock()
 	if _, err := s2.Lock(c, "expert"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Lock that waited past its context: %v, want DeadlineExceeded", err)
+	}
+}
+
+// committedThenCancelled is a backend whose leases are written, but
+// reported as failed: a context that ended just as the write committed.
+type committedThenCancelled struct{ store.Backend }
+
+func (b committedThenCancelled) Lease(ctx context.Context, key, owner string, ttl time.Duration) (bool, error) {
+	if _, err := b.Backend.Lease(context.WithoutCancel(ctx), key, owner, ttl); err != nil {
+		return false, err
+	}
+	return false, context.DeadlineExceeded
+}
+
+// A Lock that fails after its lease was written gives the lease back: the
+// next caller does not wait out the TTL.
+func testStoreLockFailedLease(t *testing.T, b store.Backend) {
+	s1 := newStore(t, committedThenCancelled{b}, store.WithLeaseTTL(time.Minute))
+	s2 := newStore(t, b, store.WithLeaseTTL(time.Minute))
+	if _, err := s1.Lock(ctx(), "expert"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock whose lease write failed: %v, want DeadlineExceeded", err)
+	}
+	l, err := s2.TryLock(ctx(), "expert")
+	if err != nil {
+		t.Fatalf("TryLock after a failed Lock: %v, want the lock (the failed one's lease given back)", err)
+	}
+	if err := l.Unlock(); err != nil {
+		t.Fatal(err)
 	}
 }
