@@ -335,8 +335,16 @@ func TestDurableChildProcess(t *testing.T) {
 		ex := storedExpert(t, p, openStore(t, path))
 		callTool(ctx, ex, "c", `{"task":"never answered"}`)
 	case mode == "fanout":
-		p, _ := fanOut(t, 60)
 		st := openStore(t, path)
+		// Journal writes land while later children run; the kill waits
+		// until some have, so that the resumed turn has some to replay.
+		p, _ := fanOut(t, 60, func() {
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+				if j, err := st.Journal(ctx, "turn-1"); err == nil && j.Len() > 0 {
+					return
+				}
+			}
+		})
 		j, err := st.Journal(ctx, "turn-1")
 		if err != nil {
 			t.Fatal(err)
@@ -420,14 +428,19 @@ func TestStoredExpertTwoProcessesTakeTurns(t *testing.T) {
 // fanOut returns a lead agent whose model asks for 100 workers at once,
 // each a one-shot child, run 16 at a time so that some finish before a
 // kill, and a count of the workers' model calls. With killAt > 0 the
-// process kills itself at that worker call.
-func fanOut(t testing.TB, killAt int64) (*agent.React, *atomic.Int64) {
+// process kills itself at that worker call, once beforeKill returns; the
+// worker calls after it never return.
+func fanOut(t testing.TB, killAt int64, beforeKill func()) (*agent.React, *atomic.Int64) {
 	t.Helper()
 	var n atomic.Int64
 	child := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
-		if c := n.Add(1); killAt > 0 && c == killAt {
+		switch c := n.Add(1); {
+		case killAt > 0 && c == killAt:
+			beforeKill()
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {}
+		case killAt > 0 && c > killAt:
+			select {} // the kill is coming: no later child finishes
 		}
 		time.Sleep(2 * time.Millisecond)
 		return provider.Response{Message: provider.AssistantMessage("done: " + req.Messages[len(req.Messages)-1].Content),
@@ -460,7 +473,7 @@ func TestFanOutResumesAfterSIGKILL(t *testing.T) {
 	if finished == 0 || finished >= 60 {
 		t.Fatalf("%d children recorded before the kill at the 60th worker call, want some and fewer than 60", finished)
 	}
-	lead, workerCalls := fanOut(t, 0)
+	lead, workerCalls := fanOut(t, 0, nil)
 	res, err := lead.Run(WithJournal(ctx, j), agent.Input{Text: "go"})
 	if err != nil {
 		t.Fatal(err)
@@ -485,7 +498,7 @@ func TestFanOutResumesAfterSIGKILL(t *testing.T) {
 		t.Fatalf("%d answers, want 100", answers)
 	}
 	// A third run of the same turn replays everything.
-	lead, workerCalls = fanOut(t, 0)
+	lead, workerCalls = fanOut(t, 0, nil)
 	j, _ = st.Journal(ctx, "turn-1")
 	if _, err := lead.Run(WithJournal(ctx, j), agent.Input{Text: "go"}); err != nil || workerCalls.Load() != 0 {
 		t.Fatalf("replaying a finished turn ran %d workers (%v)", workerCalls.Load(), err)
@@ -555,7 +568,7 @@ func TestJournalWriteFailuresEndTheTurnAndResumeRunsTheRest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lead, _ := fanOut(t, 0)
+	lead, _ := fanOut(t, 0, nil)
 	if _, err := lead.Run(WithJournal(ctx, j), agent.Input{Text: "go"}); !errors.Is(err, errInjected) || !strings.Contains(err.Error(), "resume") {
 		t.Fatalf("a turn whose journal writes fail: %v, want the store's error saying to resume", err)
 	}
@@ -570,7 +583,7 @@ func TestJournalWriteFailuresEndTheTurnAndResumeRunsTheRest(t *testing.T) {
 	if recorded == 0 || recorded == 100 {
 		t.Fatalf("%d entries survived every other failed write, want some", recorded)
 	}
-	lead, workers := fanOut(t, 0)
+	lead, workers := fanOut(t, 0, nil)
 	out, err := lead.Run(WithJournal(ctx, j), agent.Input{Text: "go"})
 	if err != nil {
 		t.Fatal(err)
