@@ -44,30 +44,34 @@ const (
 	crashEnv = "DEPUTY_DURABLE_CRASH_AFTER"
 )
 
+var (
+	dbFlag         = flag.String("db", "", "the store's file (default: a fresh one in the temp directory, removed at the end)")
+	crashAfterFlag = flag.Int("crash-after", 8, "the first run kills itself when this many workers have answered")
+)
+
 func main() {
-	db := flag.String("db", "", "the store's file (default: a fresh one in the temp directory, removed at the end)")
-	crashAfter := flag.Int("crash-after", 8, "the first run kills itself when this many workers have answered")
 	flag.Parse()
+	db, crashAfter := *dbFlag, *crashAfterFlag
 	if n := os.Getenv(crashEnv); n != "" {
 		k, _ := strconv.Atoi(n)
-		crash(*db, k)
+		crash(db, k)
 		return
 	}
-	if *db == "" {
+	if db == "" {
 		dir, err := os.MkdirTemp("", "deputy-durable-")
 		if err != nil {
 			log.Fatal(err)
 		}
 		defer os.RemoveAll(dir)
-		*db = filepath.Join(dir, "deputy.db")
+		db = filepath.Join(dir, "deputy.db")
 	}
 
-	fmt.Printf("run 1: 20 workers, the process kills itself after %d have answered\n", *crashAfter)
-	if err := firstRun(*db, *crashAfter); err != nil {
+	fmt.Printf("run 1: 20 workers, the process kills itself after %d have answered\n", crashAfter)
+	if err := firstRun(db, crashAfter); err != nil {
 		log.Fatal(err)
 	}
 
-	st := open(*db)
+	st := open(db)
 	defer st.Close()
 	ctx := context.Background()
 	j, err := st.Journal(ctx, turn)
