@@ -89,15 +89,6 @@ func finished(t *testing.T, evs []event.Event) (event.Event, runOutcome) {
 	return last, o
 }
 
-func subagentRun(evs []event.Event, name string) string {
-	for _, e := range evs {
-		if e.Type == event.SubagentStarted && e.Name == name {
-			return e.SubagentRunID
-		}
-	}
-	return ""
-}
-
 func TestAGUIInterruptAndResume(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
@@ -122,7 +113,7 @@ func TestAGUIInterruptAndResume(t *testing.T) {
 				t.Fatalf("outcome %s, want one interrupt", fin.Outcome)
 			}
 			it := o.Interrupts[0]
-			cleaner := subagentRun(evs, "cleaner")
+			cleaner := eventcheck.StartedRun(evs, "cleaner")
 			if it.SubagentRunID != cleaner || cleaner == "" || it.ToolCallID != "g1" || it.Reason != "tool_approval" {
 				t.Fatalf("interrupt %+v, want the cleaner's (%s) call g1", it, cleaner)
 			}
@@ -153,7 +144,7 @@ func TestAGUIInterruptAndResume(t *testing.T) {
 			if diff := cmp.Diff(approvalUsage, usageOf(t, fin2.Usage), byModel); diff != "" {
 				t.Errorf("usage of the resumed run (-want +got):\n%s", diff)
 			}
-			if got := subagentRun(evs2, "cleaner"); got != cleaner {
+			if got := eventcheck.StartedRun(evs2, "cleaner"); got != cleaner {
 				t.Errorf("the resumed run announced cleaner %q, want the same run %q", got, cleaner)
 			}
 			if !strings.Contains(string(fin2.Result), tc.wantText) {

@@ -99,23 +99,33 @@ func TestStopEndsTheRunCancelled(t *testing.T) {
 	}
 }
 
-// A stopped run that resumed a suspended one leaves nothing waiting: the
-// thread goes on with a new message, as AG-UI says of a cancelled run.
-func TestStoppedResumeForgetsTheSuspendedRun(t *testing.T) {
+// suspendedThread serves a handler with stored threads whose lead asks
+// for approval, runs thread "th" to its interrupt (run-1), and returns
+// the answers that approve it; started receives when the approved call
+// runs.
+func suspendedThread(t *testing.T) (h *agui.Handler, url string, ans []tool.Answer, started chan struct{}) {
+	t.Helper()
 	st := sqliteStore(t, t.TempDir()+"/s.db")
-	started := make(chan struct{}, 1)
+	started = make(chan struct{}, 1)
 	h, err := agui.NewPerRequest(func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
 		return slowLead(t, started, true), nil
 	}, agui.WithThreads(st))
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := serve(t, h).URL
+	url = serve(t, h).URL
 	_, o := finished(t, aguiRun(t, url, runBody("th", "run-1", nil), http.StatusOK))
 	if o.Type != "interrupt" {
 		t.Fatalf("first run: outcome %q, want interrupt", o.Type)
 	}
-	ans := []tool.Answer{{InterruptID: o.Interrupts[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)}}
+	ans = []tool.Answer{{InterruptID: o.Interrupts[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)}}
+	return h, url, ans, started
+}
+
+// A stopped run that resumed a suspended one leaves nothing waiting: the
+// thread goes on with a new message, as AG-UI says of a cancelled run.
+func TestStoppedResumeForgetsTheSuspendedRun(t *testing.T) {
+	h, url, ans, started := suspendedThread(t)
 	_, o2 := finished(t, stopWhenStarted(t, h, url, runBody("th", "run-2", ans), started))
 	if o2.Type != "cancelled" {
 		t.Fatalf("the stopped resume ended with outcome %q, want cancelled", o2.Type)
@@ -133,19 +143,13 @@ func TestStoppedResumeForgetsTheSuspendedRun(t *testing.T) {
 // A client that stops a resumed run by going away (abortRun) still holds
 // the interrupts: the suspended run stays, and the client may answer again.
 func TestClientGoneDuringResumeKeepsTheSuspendedRun(t *testing.T) {
-	st := sqliteStore(t, t.TempDir()+"/s.db")
-	started := make(chan struct{}, 1)
-	h, err := agui.NewPerRequest(func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
-		return slowLead(t, started, true), nil
-	}, agui.WithThreads(st))
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := serve(t, h).URL
-	_, o := finished(t, aguiRun(t, url, runBody("th", "run-1", nil), http.StatusOK))
-	ans := []tool.Answer{{InterruptID: o.Interrupts[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)}}
+	h, url, ans, started := suspendedThread(t)
 	resp := post(t, url, runBody("th", "run-2", ans))
-	<-started
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the resumed call did not run")
+	}
 	resp.Body.Close()
 	// Once the server has wound the run up, the answers are taken again.
 	for deadline := time.Now().Add(10 * time.Second); ; {

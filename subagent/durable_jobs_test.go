@@ -17,15 +17,7 @@ import (
 // A background job's child is journaled like a foreground one: the same
 // turn run again collects the job's recorded answer without running it.
 func TestBackgroundJobReplaysFromTheJournal(t *testing.T) {
-	b, err := sqlite.Open(filepath.Join(t.TempDir(), "deputy.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.New(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := newStore(t)
 	ctx := context.Background()
 	run := func() (agent.Output, *fake.Provider) {
 		p := fake.NewProvider(
@@ -62,4 +54,19 @@ func TestBackgroundJobReplaysFromTheJournal(t *testing.T) {
 	if !collected {
 		t.Fatalf("the replayed job's answer never reached the lead: %v", second.Messages)
 	}
+}
+
+// newStore opens a store on a fresh SQLite file, closed when t ends.
+func newStore(t *testing.T) *store.Store {
+	t.Helper()
+	b, err := sqlite.Open(filepath.Join(t.TempDir(), "deputy.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.New(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }

@@ -120,14 +120,14 @@ func TestApprovalDeepInTheTreeSuspendsAndResumes(t *testing.T) {
 			if it.Reason != "tool_approval" || it.ToolCallID != "g1" || !strings.Contains(it.Message, "deletes data") || len(it.ResponseSchema) == 0 {
 				t.Errorf("interrupt = %+v", it)
 			}
-			grandRun := startedRun(ev1, "grandchild")
+			grandRun := eventcheck.StartedRun(ev1, "grandchild")
 			if it.SubagentRunID == "" || it.SubagentRunID != grandRun {
 				t.Errorf("interrupt's sub-agent run id %q, want the grandchild's %q", it.SubagentRunID, grandRun)
 			}
-			if got := suspendedOutcome(ev1, grandRun); got != `{"type":"suspended","interruptIds":["`+it.ID+`"]}` {
+			if got := eventcheck.Outcome(ev1, grandRun); got != `{"type":"suspended","interruptIds":["`+it.ID+`"]}` {
 				t.Errorf("grandchild's SUBAGENT_FINISHED outcome = %s", got)
 			}
-			if got := suspendedOutcome(ev1, startedRun(ev1, "child")); got != `{"type":"suspended"}` {
+			if got := eventcheck.Outcome(ev1, eventcheck.StartedRun(ev1, "child")); got != `{"type":"suspended"}` {
 				t.Errorf("child's SUBAGENT_FINISHED outcome = %s, want suspended without ids of its own", got)
 			}
 			if last := ev1[len(ev1)-1]; last.Type != event.RunFinished || !strings.HasPrefix(string(last.Outcome), `{"type":"interrupt","interrupts":[{"id":"`+it.ID) {
@@ -151,7 +151,7 @@ func TestApprovalDeepInTheTreeSuspendsAndResumes(t *testing.T) {
 			if a.deletes.Load() != tc.wantDeletes || a.sibs.Load() != 1 {
 				t.Errorf("after the answer: deletes %d, sibling runs %d; want %d and 1 (a finished sibling does not run again)", a.deletes.Load(), a.sibs.Load(), tc.wantDeletes)
 			}
-			if startedRun(ev2, "grandchild") != grandRun || startedRun(ev2, "child") != startedRun(ev1, "child") {
+			if eventcheck.StartedRun(ev2, "grandchild") != grandRun || eventcheck.StartedRun(ev2, "child") != eventcheck.StartedRun(ev1, "child") {
 				t.Errorf("the resumed run announced other sub-agent run ids")
 			}
 			// The grandchild's model read what became of the call.
@@ -174,24 +174,6 @@ func TestApprovalDeepInTheTreeSuspendsAndResumes(t *testing.T) {
 	}
 }
 
-func startedRun(evs []event.Event, name string) string {
-	for _, e := range evs {
-		if e.Type == event.SubagentStarted && e.Name == name {
-			return e.SubagentRunID
-		}
-	}
-	return ""
-}
-
-func suspendedOutcome(evs []event.Event, runID string) string {
-	for _, e := range evs {
-		if e.Type == event.SubagentFinished && e.SubagentRunID == runID {
-			return string(e.Outcome)
-		}
-	}
-	return "(no SUBAGENT_FINISHED)"
-}
-
 func TestSeveralInterruptsOfOneTurnComeBackTogether(t *testing.T) {
 	a := newApprovalTree(t, true)
 	st := openStore(t, t.TempDir()+"/s.db")
@@ -201,14 +183,14 @@ func TestSeveralInterruptsOfOneTurnComeBackTogether(t *testing.T) {
 	if !errors.As(err, &in) || len(in.Interrupts) != 2 {
 		t.Fatalf("want two interrupts, got %v", err)
 	}
-	grandRun := startedRun(ev, "grandchild")
+	grandRun := eventcheck.StartedRun(ev, "grandchild")
 	for _, it := range in.Interrupts {
 		if it.SubagentRunID != grandRun {
 			t.Errorf("interrupt %s of sub-agent run %q, want %q", it.ID, it.SubagentRunID, grandRun)
 		}
 	}
 	want := `{"type":"suspended","interruptIds":["` + in.Interrupts[0].ID + `","` + in.Interrupts[1].ID + `"]}`
-	if got := suspendedOutcome(ev, grandRun); got != want {
+	if got := eventcheck.Outcome(ev, grandRun); got != want {
 		t.Errorf("outcome %s, want %s", got, want)
 	}
 	// Answered in the other order, one cancelled and one approved.

@@ -15,8 +15,6 @@ import (
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/internal/eventcheck"
 	"github.com/deputy-go/deputy/provider"
-	"github.com/deputy-go/deputy/store"
-	"github.com/deputy-go/deputy/store/sqlite"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -26,15 +24,7 @@ import (
 // resumed turn continues the same job (same job id, same sub-agent run),
 // whose approved call runs and whose result reaches the parent.
 func TestBackgroundJobAskingForApprovalSuspendsTheRun(t *testing.T) {
-	b, err := sqlite.Open(t.TempDir() + "/s.db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.New(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := newStore(t)
 
 	var deletes atomic.Int64
 	del, err := tool.New("delete", "Deletes a file.", func(ctx context.Context, in struct {
@@ -79,11 +69,11 @@ func TestBackgroundJobAskingForApprovalSuspendsTheRun(t *testing.T) {
 	if !errors.As(err, &in) || len(in.Interrupts) != 1 {
 		t.Fatalf("first run: %v, want one interrupt", err)
 	}
-	job := startedRun(ev1, fork)
+	job := eventcheck.StartedRun(ev1, fork)
 	if it := in.Interrupts[0]; it.SubagentRunID != job || job == "" || it.ToolCallID != "d1" {
 		t.Fatalf("interrupt %+v, want the job's (%s) call d1", it, job)
 	}
-	if got := finishedOutcome(ev1, job); got != `{"type":"suspended","interruptIds":["`+in.Interrupts[0].ID+`"]}` {
+	if got := eventcheck.Outcome(ev1, job); got != `{"type":"suspended","interruptIds":["`+in.Interrupts[0].ID+`"]}` {
 		t.Errorf("the job's SUBAGENT_FINISHED outcome = %s", got)
 	}
 	if last := ev1[len(ev1)-1]; last.Type != event.RunFinished || !strings.HasPrefix(string(last.Outcome), `{"type":"interrupt"`) {
@@ -104,7 +94,7 @@ func TestBackgroundJobAskingForApprovalSuspendsTheRun(t *testing.T) {
 	if deletes.Load() != 1 {
 		t.Errorf("deletes %d, want 1", deletes.Load())
 	}
-	if got := startedRun(ev2, fork); got != job {
+	if got := eventcheck.StartedRun(ev2, fork); got != job {
 		t.Errorf("the resumed run announced the job as %q, want the same sub-agent run %q", got, job)
 	}
 	// The job's result reached the parent through its wait.
@@ -129,27 +119,9 @@ func TestBackgroundJobAskingForApprovalSuspendsTheRun(t *testing.T) {
 	if err != nil || out3.Answer != "all clean" || !out3.TotalUsage().IsZero() {
 		t.Fatalf("replayed run: %q, usage %v, %v", out3.Answer, out3.TotalUsage(), err)
 	}
-	if got := startedRun(ev3, fork); got != job || finishedOutcome(ev3, job) == "(no SUBAGENT_FINISHED)" {
+	if got := eventcheck.StartedRun(ev3, fork); got != job || eventcheck.Outcome(ev3, job) == "(no SUBAGENT_FINISHED)" {
 		t.Errorf("the replayed job was announced as %q, want %q, and finished", got, job)
 	}
-}
-
-func startedRun(evs []event.Event, name string) string {
-	for _, e := range evs {
-		if e.Type == event.SubagentStarted && e.Name == name {
-			return e.SubagentRunID
-		}
-	}
-	return ""
-}
-
-func finishedOutcome(evs []event.Event, runID string) string {
-	for _, e := range evs {
-		if e.Type == event.SubagentFinished && e.SubagentRunID == runID {
-			return string(e.Outcome)
-		}
-	}
-	return "(no SUBAGENT_FINISHED)"
 }
 
 // waitCall is a model turn that waits for the latest job, with a call id

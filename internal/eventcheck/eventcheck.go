@@ -326,3 +326,25 @@ func (r *Recorder) Events() []event.Event {
 	defer r.mu.Unlock()
 	return slices.Clone(r.events)
 }
+
+// StartedRun returns the sub-agent run id of the first SUBAGENT_STARTED
+// event for the sub-agent called name, or "" when there is none.
+func StartedRun(events []event.Event, name string) string {
+	for _, e := range events {
+		if e.Type == event.SubagentStarted && e.Name == name {
+			return e.SubagentRunID
+		}
+	}
+	return ""
+}
+
+// Outcome returns the outcome of sub-agent run runID's SUBAGENT_FINISHED
+// event, or "(no SUBAGENT_FINISHED)" when the run has none.
+func Outcome(events []event.Event, runID string) string {
+	for _, e := range events {
+		if e.Type == event.SubagentFinished && e.SubagentRunID == runID {
+			return string(e.Outcome)
+		}
+	}
+	return "(no SUBAGENT_FINISHED)"
+}
