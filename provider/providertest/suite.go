@@ -327,13 +327,11 @@ func (a *assembled) add(t *testing.T, d provider.Delta) {
 		return
 	}
 	tc := d.ToolCall
-	c, ok := a.calls[tc.Index]
-	if !ok {
+	if _, ok := a.calls[tc.Index]; !ok {
 		if tc.ID == "" || tc.Name == "" {
 			t.Errorf("the first fragment of tool call %d has ID %q and Name %q; want both", tc.Index, tc.ID, tc.Name)
 		}
-		c = &provider.ToolCall{ID: tc.ID, Name: tc.Name}
-		a.calls[tc.Index] = c
+		a.calls[tc.Index] = &provider.ToolCall{ID: tc.ID, Name: tc.Name}
 		a.args[tc.Index] = &strings.Builder{}
 	}
 	a.args[tc.Index].WriteString(tc.Arguments)
