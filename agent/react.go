@@ -293,8 +293,10 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	// SUBAGENT_* events stand for them), so they are not built either.
 	runEvents := s.events && em.SubagentRunID() == ""
 	if tr != nil {
-		s.toolCtx = tool.WithCallHook(ctx, toolSpans{tr}.hook)
+		s.traceHook = toolSpans{tr}.hook
+		s.toolCtx = tool.WithCallHook(ctx, s.traceHook)
 	}
+	s.journal = r.journalFor(ctx)
 	s.msgs = make([]provider.Message, len(base), len(base)+len(in.Messages)+4)
 	copy(s.msgs, base)
 	s.msgs = append(s.msgs, in.Messages...)
@@ -308,6 +310,13 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	}
 	answer, err := s.loop()
 	s.child = s.child.Add(run.Finish(ctx))
+	if Depth(ctx) == 0 && (err == nil || isInterrupted(err)) {
+		// A resumed run that did not reach a call it was given an answer
+		// for is not the turn that asked: say so, rather than ask again.
+		if uerr := unusedAnswers(ctx); uerr != nil {
+			err = uerr
+		}
+	}
 	if err == nil {
 		// Cancelled while the run wound up (its background work still
 		// running): the caller gave up before the run ended, and is told so.
@@ -374,6 +383,10 @@ type runState struct {
 	// model calls: both the same on every call of the run.
 	schema   json.RawMessage
 	cacheKey string
+	// journal is the run's part of its turn's journal (nil: none), and
+	// traceHook the tools' tracing hook (nil: not traced).
+	journal   *runJournal
+	traceHook tool.CallHook
 }
 
 func (s *runState) loop() (string, error) {
@@ -390,7 +403,7 @@ func (s *runState) loop() (string, error) {
 			stepName, firstResult = s.stepNames(step)
 			s.em.Emit(event.Event{Type: event.StepStarted, StepName: stepName})
 		}
-		answer, done, err := s.step(stepName, firstResult, &failures)
+		answer, done, err := s.step(step, stepName, firstResult, &failures)
 		if s.events {
 			s.em.Emit(event.Event{Type: event.StepFinished, StepName: stepName})
 		}
@@ -405,7 +418,7 @@ func (s *runState) loop() (string, error) {
 // stepName names the step (loop emits its STEP_* events), and is the
 // message id of the reply; firstResult is the message id of the first
 // tool result.
-func (s *runState) step(stepName, firstResult string, failures *int) (answer string, done bool, err error) {
+func (s *runState) step(step int, stepName, firstResult string, failures *int) (answer string, done bool, err error) {
 	r := s.r
 	msgID := stepName
 	req := provider.Request{
@@ -424,11 +437,20 @@ func (s *runState) step(stepName, firstResult string, failures *int) (answer str
 		// not kept in the conversation.
 		req.Messages = append(req.Messages, provider.UserMessage(note))
 	}
-	resp, err := s.complete(req, msgID)
-	s.usage = s.usage.Add(resp.Usage)
-	s.account(req, resp)
-	if err != nil {
-		return "", false, err
+	var stepKey string
+	var resp provider.Response
+	replayed := false
+	if s.journal != nil {
+		stepKey = s.journal.stepKey(step)
+		resp, replayed = s.journal.answer(stepKey)
+	}
+	if !replayed {
+		resp, err = s.complete(req, msgID)
+		s.usage = s.usage.Add(resp.Usage)
+		s.account(req, resp)
+		if err != nil {
+			return "", false, err
+		}
 	}
 	if err := s.ctx.Err(); err != nil {
 		// A reply that arrives after cancellation is not acted on.
@@ -440,6 +462,11 @@ func (s *runState) step(stepName, firstResult string, failures *int) (answer str
 		return "", false, fmt.Errorf("%w (stop reason %q): check the model and its max tokens", ErrEmptyReply, resp.StopReason)
 	}
 	msg.ToolCalls = withIDs(msg.ToolCalls)
+	if s.journal != nil && !replayed {
+		if err := s.journal.recordAnswer(s.ctx, stepKey, resp, msg); err != nil {
+			return "", false, err
+		}
+	}
 	s.msgs = append(s.msgs, msg)
 	if err := s.checkLimit(); err != nil {
 		return "", false, err
@@ -448,7 +475,7 @@ func (s *runState) step(stepName, firstResult string, failures *int) (answer str
 		return msg.Content, true, nil
 	}
 
-	results, err := r.tools.Execute(s.toolCtx, msg.ToolCalls)
+	results, fromJournal, err := s.runCalls(stepKey, msg.ToolCalls)
 	var failed error
 	for i, res := range results {
 		s.child = s.child.Add(res.Usage)
@@ -460,7 +487,10 @@ func (s *runState) step(stepName, firstResult string, failures *int) (answer str
 				failed = errors.New(res.Content)
 			}
 		}
-		if s.events {
+		// The client has the result of a call answered from the journal
+		// (the run that made it showed it), and a call that waits for an
+		// answer has none yet.
+		if s.events && (fromJournal == nil || !fromJournal[i]) && (res.Err == nil || !isInterrupted(res.Err)) {
 			resultID := firstResult
 			if i > 0 {
 				resultID = stepName + "/result-" + strconv.Itoa(i+1)
@@ -480,6 +510,43 @@ func (s *runState) step(stepName, firstResult string, failures *int) (answer str
 		*failures = 0
 	}
 	return "", false, s.checkLimit()
+}
+
+// runCalls runs the step's tool calls, and returns their results by index
+// and, under a journal, which of them were answered from it (nil: none).
+// Under a journal each call that finishes is recorded, and a call recorded
+// before is not run again.
+func (s *runState) runCalls(stepKey string, calls []provider.ToolCall) (results []tool.Result, replayed []bool, err error) {
+	if s.journal == nil {
+		results, err = s.r.tools.Execute(s.toolCtx, calls)
+		return results, nil, err
+	}
+	results, replayed = s.journal.replayed(stepKey, calls)
+	rec := &callRecorder{j: s.journal, step: stepKey, tools: s.r.tools, inner: s.traceHook, index: make(map[string]int, len(calls))}
+	todo := make([]provider.ToolCall, 0, len(calls))
+	for i, c := range calls {
+		if !replayed[i] {
+			rec.index[c.ID] = i
+			todo = append(todo, c)
+		}
+	}
+	if len(todo) == 0 {
+		return results, replayed, nil
+	}
+	got, err := s.r.tools.Execute(tool.WithCallHook(s.toolCtx, rec.hook), todo)
+	for k, c := range todo {
+		results[rec.index[c.ID]] = got[k]
+	}
+	if werr := rec.wait(s.ctx); werr != nil && (err == nil || isInterrupted(err)) {
+		err = werr
+	}
+	return results, replayed, err
+}
+
+// isInterrupted reports whether err is a run's wait for answers.
+func isInterrupted(err error) bool {
+	var in *tool.Interrupted
+	return errors.As(err, &in)
 }
 
 // stepNames returns the names of a step's events: its step name, which is

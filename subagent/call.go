@@ -72,6 +72,10 @@ func (t *SubAgentTool) Call(ctx context.Context, call tool.Call) (tool.Result, e
 // answers it from the journal. The spawn tool shares it.
 func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawMessage, in agent.Input) (tool.Result, error) {
 	if js := journalFrom(ctx); js != nil {
+		if js.Recorded {
+			// The loop that made the call records its result.
+			return t.invokeNow(journalInvocation(ctx, js, js.Key(t.def.Name, args)), callID, args, in)
+		}
 		return t.journaled(ctx, js, callID, args, in)
 	}
 	return t.invokeNow(ctx, callID, args, in)

@@ -3,17 +3,14 @@ package subagent
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -212,68 +209,10 @@ func WithJournal(ctx context.Context, j *store.Journal) context.Context {
 	if j == nil {
 		return ctx
 	}
-	return context.WithValue(ctx, journalKey{}, &journalScope{j: j, counts: map[string]int{}})
+	return journal.With(ctx, journal.New(j))
 }
 
-type journalKey struct{}
-
-// journalScope is the part of a journal one parent's children are keyed in.
-type journalScope struct {
-	j      *store.Journal
-	prefix string
-
-	mu       sync.Mutex
-	counts   map[string]int
-	inflight int                           // invocations running
-	waits    []func(context.Context) error // their journal writes not yet awaited
-}
-
-func (s *journalScope) enter() {
-	s.mu.Lock()
-	s.inflight++
-	s.mu.Unlock()
-}
-
-// leave ends an invocation that started the journal write wait (nil when
-// it records nothing). The last invocation of the scope to end gets every
-// write not yet awaited, its own included, to wait for: siblings return at
-// once, free for the next child, and the parent still has every finished
-// child recorded when its batch of tool calls is done.
-func (s *journalScope) leave(wait func(context.Context) error) []func(context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if wait != nil {
-		s.waits = append(s.waits, wait)
-	}
-	s.inflight--
-	if s.inflight > 0 {
-		return nil
-	}
-	w := s.waits
-	s.waits = nil
-	return w
-}
-
-func journalFrom(ctx context.Context) *journalScope {
-	s, _ := ctx.Value(journalKey{}).(*journalScope)
-	return s
-}
-
-// key names one invocation of the scope's parent deterministically.
-func (s *journalScope) key(name string, args json.RawMessage) string {
-	sum := sha256.Sum256(args)
-	base := s.prefix + name + "." + hex.EncodeToString(sum[:12])
-	s.mu.Lock()
-	n := s.counts[base]
-	s.counts[base] = n + 1
-	s.mu.Unlock()
-	return base + "." + strconv.Itoa(n)
-}
-
-// child returns the scope of an invocation's own children.
-func (s *journalScope) child(key string) *journalScope {
-	return &journalScope{j: s.j, prefix: key + "/", counts: map[string]int{}}
-}
+func journalFrom(ctx context.Context) *journal.Scope { return journal.From(ctx) }
 
 // recordable reports whether a failed invocation is finished: its error is
 // what the parent's model reads (a child that failed, an answer that was
@@ -291,13 +230,13 @@ func (e *replayed) Unwrap() error { return ErrChildFailed }
 
 // journaled answers an invocation from the journal, or runs it and records
 // how it finished.
-func (t *SubAgentTool) journaled(ctx context.Context, js *journalScope, callID string, args json.RawMessage, in agent.Input) (tool.Result, error) {
+func (t *SubAgentTool) journaled(ctx context.Context, js *journal.Scope, callID string, args json.RawMessage, in agent.Input) (tool.Result, error) {
 	name := t.def.Name
-	key := js.key(name, args)
-	if e, ok := js.j.Lookup(key); ok {
+	key := js.Key(name, args)
+	if e, ok := js.J.Lookup(key); ok {
 		return t.replay(ctx, callID, e)
 	}
-	js.enter()
+	js.Enter()
 	res, err := t.invokeNow(journalInvocation(ctx, js, key), callID, args, in)
 	var wait func(context.Context) error
 	switch {
@@ -306,12 +245,12 @@ func (t *SubAgentTool) journaled(ctx context.Context, js *journalScope, callID s
 		if res.Value != nil {
 			e.Value, _ = json.Marshal(res.Value) // a value JSON cannot hold is left out
 		}
-		wait = js.j.Start(key, e)
+		wait = js.J.Start(key, e)
 	case recordable(err):
-		wait = js.j.Start(key, store.Entry{Error: err.Error(), Usage: res.Usage})
+		wait = js.J.Start(key, store.Entry{Error: err.Error(), Usage: res.Usage})
 	}
 	var rerr error
-	for _, w := range js.leave(wait) {
+	for _, w := range js.Leave(wait) {
 		if werr := w(ctx); werr != nil && rerr == nil {
 			rerr = werr
 		}

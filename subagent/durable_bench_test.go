@@ -11,6 +11,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/store/postgres"
@@ -61,12 +62,12 @@ func BenchmarkJournalRecord(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			js := &journalScope{j: j, counts: map[string]int{}}
+			js := journal.New(j)
 			args := json.RawMessage(`{"task":"summarize the third chapter of the report"}`)
 			e := store.Entry{Content: "The third chapter says revenue grew by 4% in the quarter.", Usage: provider.Usage{InputTokens: 900, OutputTokens: 40, Requests: 1}}
 			b.ReportAllocs()
 			for b.Loop() {
-				key := js.key("worker", args)
+				key := js.Key("worker", args)
 				if _, ok := j.Lookup(key); ok {
 					b.Fatal("replayed")
 				}

@@ -32,6 +32,13 @@ func ExampleWithJournal() {
 	st, _ := store.New(b)
 	defer st.Close()
 
+	// One lead model for both tries: the second try does not ask it again
+	// for the answers the journal holds.
+	leadModel := fake.NewProvider(
+		fake.Call("worker", `{"task":"first"}`),
+		fake.Call("worker", `{"task":"second"}`),
+		fake.Text("both done"),
+	)
 	resume := func(script func(stop func()) *fake.Provider) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -39,11 +46,7 @@ func ExampleWithJournal() {
 		worker, _ := subagent.FromFactory("worker", "Does one task.", func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(childModel, agent.WithName("worker"))
 		})
-		lead, _ := agent.NewReact(fake.NewProvider(
-			fake.Call("worker", `{"task":"first"}`),
-			fake.Call("worker", `{"task":"second"}`),
-			fake.Text("both done"),
-		), agent.WithName("lead"), agent.WithTools(worker))
+		lead, _ := agent.NewReact(leadModel, agent.WithName("lead"), agent.WithTools(worker))
 		j, err := st.Journal(ctx, "request-42") // the same name on every try
 		if err != nil {
 			log.Fatal(err)

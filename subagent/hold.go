@@ -58,7 +58,7 @@ func holdFor(ctx context.Context, err error, st *store.Store) *hold {
 	if by == "" || js == nil || !errors.As(err, &in) {
 		return nil
 	}
-	h := &hold{By: by, Turn: js.j.Turn()}
+	h := &hold{By: by, Turn: js.J.Turn()}
 	for _, it := range in.Interrupts {
 		if it.ExpiresAt.IsZero() {
 			h.Until = time.Time{}
@@ -68,11 +68,11 @@ func holdFor(ctx context.Context, err error, st *store.Store) *hold {
 			h.Until = it.ExpiresAt
 		}
 	}
-	if st == nil || js.j.Store() == st {
-		key := js.prefix + heldEntry
+	if st == nil || js.J.Store() == st {
+		key := js.Prefix + heldEntry
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if js.j.Record(wctx, key, store.Entry{Content: "a call suspended for a person's answer holds this resident expert"}) == nil {
+		if js.J.Record(wctx, key, store.Entry{Content: "a call suspended for a person's answer holds this resident expert"}) == nil {
 			h.Entry = key
 		}
 		// Without the entry the hold lasts until the call resumes or its
@@ -146,7 +146,7 @@ func (p *residentPause) after(ctx context.Context, err error) {
 		if p.h == nil {
 			p.freed = make(chan struct{})
 		}
-		p.h, p.st = h, journalFrom(ctx).j.Store()
+		p.h, p.st = h, journalFrom(ctx).J.Store()
 	case p.h != nil && p.h.By == me:
 		p.letGo()
 	}

@@ -31,7 +31,7 @@ func payingExpert(t *testing.T) *agent.React {
 		m.ToolCalls = []provider.ToolCall{call("e1", "send", `{"amount":5}`)}
 		return provider.Response{Message: m}, nil
 	})
-	return newReact(t, JournalModel(model), agent.WithName("expert"), agent.WithTools(tool.RequireApproval(send, "", 0)))
+	return newReact(t, model, agent.WithName("expert"), agent.WithTools(tool.RequireApproval(send, "", 0)))
 }
 
 // underJournal returns ctx under the journal of turn in st.

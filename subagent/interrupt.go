@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 
+	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/tool"
 )
 
@@ -18,11 +19,10 @@ type stableRunKey struct{}
 
 // journalInvocation returns the context an invocation keyed key in js runs
 // under: its children's journal scope, its interrupts' scope and its run id.
-func journalInvocation(ctx context.Context, js *journalScope, key string) context.Context {
-	ctx = context.WithValue(ctx, journalKey{}, js.child(key))
-	ctx = tool.WithInterruptScope(ctx, js.j.Turn()+"\x1f"+key)
-	sum := sha256.Sum256([]byte(js.j.Turn() + "\x1f" + key))
-	return context.WithValue(ctx, stableRunKey{}, "sub_"+hex.EncodeToString(sum[:12]))
+func journalInvocation(ctx context.Context, js *journal.Scope, key string) context.Context {
+	ctx = journal.With(ctx, js.Child(key))
+	ctx = tool.WithInterruptScope(ctx, js.J.Turn()+"\x1f"+key)
+	return context.WithValue(ctx, stableRunKey{}, js.ID("sub_", key))
 }
 
 // stableRunID returns the run id the invocation under ctx must have, or "".
@@ -34,8 +34,8 @@ func stableRunID(ctx context.Context) string {
 // job returns the job id and the sub-agent run id of the background job
 // started by the parent's tool call callID: the same each time the turn is
 // run (a call id the model repeats in a later step counts up).
-func (s *journalScope) job(callID string) (jobID, runID string) {
-	sum := sha256.Sum256([]byte(s.j.Turn() + "\x1f" + s.key("job", []byte(callID))))
+func jobIDs(s *journal.Scope, callID string) (jobID, runID string) {
+	sum := sha256.Sum256([]byte(s.J.Turn() + "\x1f" + s.Key("job", []byte(callID))))
 	return "job_" + hex.EncodeToString(sum[:8]), "sub_" + hex.EncodeToString(sum[8:20])
 }
 

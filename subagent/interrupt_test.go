@@ -60,17 +60,17 @@ func newApprovalTree(t *testing.T, twoAsks bool) *approvalTree {
 	}))(t)
 	grandTools := must(tool.NewRegistry(tool.RequireApproval(del, "deletes data", 0), tool.RequireApproval(purge, "", 0)))(t)
 	grand := must(FromFactory("grandchild", "Cleans.", func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
-		return agent.NewReact(JournalModel(a.grandP), agent.WithName("grandchild"), agent.WithRegistry(grandTools))
+		return agent.NewReact(a.grandP, agent.WithName("grandchild"), agent.WithRegistry(grandTools))
 	}, WithInput(taskInput), WithMaxDepth(2)))(t)
 	childTools := must(tool.NewRegistry(grand))(t)
 	child := must(FromFactory("child", "Tidies.", func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
-		return agent.NewReact(JournalModel(a.childP), agent.WithName("child"), agent.WithRegistry(childTools))
+		return agent.NewReact(a.childP, agent.WithName("child"), agent.WithRegistry(childTools))
 	}, WithInput(taskInput)))(t)
 	sibling := must(FromFactory("sibling", "Looks.", func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 		a.sibs.Add(1)
-		return agent.NewReact(JournalModel(a.siblingP), agent.WithName("sibling"))
+		return agent.NewReact(a.siblingP, agent.WithName("sibling"))
 	}, WithInput(taskInput)))(t)
-	a.lead = newReact(t, JournalModel(a.leadP), agent.WithName("lead"), agent.WithTools(child, sibling))
+	a.lead = newReact(t, a.leadP, agent.WithName("lead"), agent.WithTools(child, sibling))
 	return a
 }
 
@@ -219,10 +219,10 @@ func TestSuspendedStoredExpertKeepsNoHalfTurn(t *testing.T) {
 		return "sent", nil
 	}))(t)
 	expertP := fake.NewProvider(fake.Calls(call("e1", "send", `{"amount":5}`)), fake.Text("paid"))
-	r := newReact(t, JournalModel(expertP), agent.WithName("expert"), agent.WithTools(tool.RequireApproval(send, "moves money", 0)))
+	r := newReact(t, expertP, agent.WithName("expert"), agent.WithTools(tool.RequireApproval(send, "moves money", 0)))
 	expert := must(FromAgent("expert", "Pays.", r, WithInput(taskInput), WithStore(st, "expert")))(t)
 	leadP := fake.NewProvider(fake.Calls(call("l1", "expert", `{"task":"pay 5"}`)), fake.Text("done"))
-	lead := newReact(t, JournalModel(leadP), agent.WithName("lead"), agent.WithTools(expert))
+	lead := newReact(t, leadP, agent.WithName("lead"), agent.WithTools(expert))
 
 	ctx := context.Background()
 	run := func(ctx context.Context) (agent.Output, error) {

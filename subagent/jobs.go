@@ -78,7 +78,7 @@ func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task 
 		// The same job each time the turn runs: a resumed turn, replaying
 		// the model's decisions, waits for it by the id the model saw.
 		var runID string
-		jobID, runID = js.job(callID)
+		jobID, runID = jobIDs(js, callID)
 		jctx = context.WithValue(jctx, stableRunKey{}, runID)
 	}
 	j := &job{id: jobID, agent: who.def.Name, task: task, cancel: cancel, done: make(chan struct{})}
@@ -214,6 +214,11 @@ func (t *jobsTool) Definition() tool.Definition {
 }
 
 // Available offers the tool where the spawner is offered.
+// RunsAgain reports that every call runs again on a resumed journaled
+// turn (tool.Rerunner): what it reports of a job lives in the running
+// process.
+func (t *jobsTool) RunsAgain(tool.Call) bool { return true }
+
 func (t *jobsTool) Available(ctx context.Context) bool { return t.s.Available(ctx) }
 
 func (t *jobsTool) Call(ctx context.Context, call tool.Call) (tool.Result, error) {

@@ -44,12 +44,14 @@ func TestBackgroundJobAskingForApprovalSuspendsTheRun(t *testing.T) {
 		fake.Calls(provider.ToolCall{ID: "d1", Name: "delete", Arguments: json.RawMessage(`{"path":"/tmp/x"}`)}).For(fork).WithUsage(usage(1)),
 		fake.Text("deleted it").For(fork).WithUsage(usage(1)),
 	)
-	model := subagent.JournalModel(p)
+	model := p
 	reg, _ := setup(t, model, true, []subagent.SpawnOption{subagent.WithBackground()}, tool.RequireApproval(del, "deletes data", 0))
 	newLead := lead
 	lead := newLead(t, model, reg)
 
-	run := func(ctx context.Context) (agent.Output, error, []event.Event) {
+	// resumes is what the client saw of the runs before: a resumed run
+	// does not announce again the calls it replays.
+	run := func(ctx context.Context, resumes ...event.Event) (agent.Output, error, []event.Event) {
 		t.Helper()
 		j, err := st.Journal(ctx, "turn")
 		if err != nil {
@@ -58,7 +60,7 @@ func TestBackgroundJobAskingForApprovalSuspendsTheRun(t *testing.T) {
 		var rec eventcheck.Recorder
 		out, err := lead.Run(event.WithSink(subagent.WithJournal(ctx, j), &rec), agent.Input{Text: "tidy up"})
 		evs := rec.Events()
-		if problems := eventcheck.Check(evs, eventcheck.Options{Background: true}); len(problems) > 0 {
+		if problems := eventcheck.Check(evs, eventcheck.Options{Background: true, Resumes: resumes}); len(problems) > 0 {
 			t.Errorf("the stream breaks the rules:\n%s", strings.Join(problems, "\n"))
 		}
 		return out, err, evs
@@ -87,7 +89,7 @@ func TestBackgroundJobAskingForApprovalSuspendsTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out2, err, ev2 := run(rctx)
+	out2, err, ev2 := run(rctx, ev1...)
 	if err != nil || out2.Answer != "all clean" {
 		t.Fatalf("resumed run: %q, %v", out2.Answer, err)
 	}
@@ -115,7 +117,7 @@ func TestBackgroundJobAskingForApprovalSuspendsTheRun(t *testing.T) {
 	// finished job is answered from the journal, announced once, at no
 	// cost. (A fresh lead: this one keeps the turn it finished.)
 	lead = newLead(t, model, reg)
-	out3, err, ev3 := run(ctx)
+	out3, err, ev3 := run(ctx, append(ev1, ev2...)...)
 	if err != nil || out3.Answer != "all clean" || !out3.TotalUsage().IsZero() {
 		t.Fatalf("replayed run: %q, usage %v, %v", out3.Answer, out3.TotalUsage(), err)
 	}

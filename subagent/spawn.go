@@ -344,6 +344,16 @@ func (s *Spawner) state(ctx context.Context) *spawnRun {
 	}).(*spawnRun)
 }
 
+// RunsAgain reports whether call starts a background job
+// (tool.Rerunner): a resumed journaled turn starts the job again, under the
+// same job id, and the job's finished child is answered from the journal.
+func (s *Spawner) RunsAgain(call tool.Call) bool {
+	var a struct {
+		Background bool `json:"background"`
+	}
+	return s.cfg.background && json.Unmarshal(call.Arguments, &a) == nil && a.Background
+}
+
 // Call starts one child and returns its answer, or, with background=true,
 // a job id. Spawns are counted, and run in slots, per run of the calling
 // agent; a call made outside any run is counted with nothing else and

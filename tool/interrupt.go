@@ -8,9 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/deputy-go/deputy/internal/journal"
+	"github.com/deputy-go/deputy/store"
 )
 
 // Interrupt is a request for outside input (a person's approval, a missing
@@ -101,6 +105,10 @@ var (
 	ErrBadAnswer = errors.New("tool: invalid answer")
 	// ErrNothingSuspended: answers were given but nothing waits for them.
 	ErrNothingSuspended = errors.New("tool: nothing is waiting for answers")
+	// ErrUnusedAnswer: a resumed run ended without reaching the call an
+	// answer was for (the turn run again is not the turn that asked, or
+	// it was not run under the journal of the turn that asked).
+	ErrUnusedAnswer = errors.New("tool: a resumed run did not use an answer it was given")
 )
 
 type interruptScopeKey struct{}
@@ -120,6 +128,43 @@ type resumption struct {
 	now     func() time.Time
 	pending map[string]Interrupt
 	answers map[string]Answer
+
+	mu   sync.Mutex
+	used map[string]bool // answers a call has taken
+}
+
+// take returns the answer to the interrupt id, once: a second call asking
+// under the same id asks again.
+func (r *resumption) take(id string) (Answer, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a, ok := r.answers[id]
+	if !ok || r.used[id] {
+		return Answer{}, false
+	}
+	r.used[id] = true
+	return a, true
+}
+
+// UnusedAnswers returns, sorted, the ids of the answers that the run under
+// ctx, resumed with Resume, was given and has not used: after a resumed
+// run ends, any is a mistake (the turn run again is not the turn that
+// asked), which the ReAct loop reports as ErrUnusedAnswer.
+func UnusedAnswers(ctx context.Context) []string {
+	r, _ := ctx.Value(resumeKey{}).(*resumption)
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ids []string
+	for id := range r.answers {
+		if !r.used[id] {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // Resume checks answers against pending, the interrupts a run ended with,
@@ -137,7 +182,7 @@ func resume(ctx context.Context, pending *Interrupted, now func() time.Time, ans
 	if pending == nil || len(pending.Interrupts) == 0 {
 		return ctx, fmt.Errorf("%w: run the turn without answers", ErrNothingSuspended)
 	}
-	r := &resumption{now: now, pending: map[string]Interrupt{}, answers: map[string]Answer{}}
+	r := &resumption{now: now, pending: map[string]Interrupt{}, answers: map[string]Answer{}, used: map[string]bool{}}
 	for _, it := range pending.Interrupts {
 		r.pending[it.ID] = it
 	}
@@ -201,20 +246,43 @@ func InterruptID(ctx context.Context, call Call) string {
 // returns (it is Correctable: the model reads it). Otherwise it returns an
 // *Interrupted error: the tool returns it as it is, and the run stops until
 // the answer comes.
+//
+// An answer is used once: it answers the one call that asked, and another
+// call asking the same question, even with the same id, name and
+// arguments, is asked again. In a journaled turn (agent.WithJournal) the
+// interrupt's id is derived from the call's place in the turn, not from
+// the id the provider gave the call, so that the resumed run, whose model
+// names its calls afresh, asks under the same id; and the answer, once
+// taken, is recorded, so that a later round of questions or a recovery
+// after a crash finds it given.
 func Ask(ctx context.Context, call Call, q Question) (json.RawMessage, error) {
-	id := InterruptID(ctx, call)
+	var id, key string
+	js := journal.From(ctx)
+	if js != nil {
+		key = js.Next("ask")
+		id = js.ID("int_", key)
+		if e, ok := js.J.Lookup(key); ok {
+			return givenAnswer(call, e.Error != "", e.Value)
+		}
+	} else {
+		id = InterruptID(ctx, call)
+	}
 	r, _ := ctx.Value(resumeKey{}).(*resumption)
 	now := time.Now
 	if r != nil {
 		now = r.now
-		if a, ok := r.answers[id]; ok {
-			if a.Status == Cancelled {
-				return nil, Correctable(fmt.Errorf("%w: %s: do not try again unless the user asks", ErrCancelled, call.Name))
+		if a, ok := r.take(id); ok {
+			cancelled := a.Status == Cancelled
+			if js != nil {
+				e := store.Entry{Value: a.Payload}
+				if cancelled {
+					e = store.Entry{Error: string(Cancelled)}
+				}
+				if err := js.J.Record(ctx, key, e); err != nil {
+					return nil, fmt.Errorf("tool %s: recording the answer to %s in the journal: %w: resume the turn with the same answer when the store is back", call.Name, id, err)
+				}
 			}
-			if len(a.Payload) == 0 {
-				return json.RawMessage("null"), nil
-			}
-			return a.Payload, nil
+			return givenAnswer(call, cancelled, a.Payload)
 		}
 	}
 	if len(q.ResponseSchema) > 0 {
@@ -241,6 +309,18 @@ func Ask(ctx context.Context, call Call, q Question) (json.RawMessage, error) {
 		it.ExpiresAt = now().Add(q.TTL).UTC()
 	}
 	return nil, &Interrupted{Interrupts: []Interrupt{it}}
+}
+
+// givenAnswer is what Ask returns for an answer given: its payload, or the
+// error of a cancelled question.
+func givenAnswer(call Call, cancelled bool, payload json.RawMessage) (json.RawMessage, error) {
+	if cancelled {
+		return nil, Correctable(fmt.Errorf("%w: %s: do not try again unless the user asks", ErrCancelled, call.Name))
+	}
+	if len(payload) == 0 {
+		return json.RawMessage("null"), nil
+	}
+	return payload, nil
 }
 
 // ApprovalSchema is the response schema RequireApproval asks with: an

@@ -314,6 +314,12 @@ func (r *Registry) call(ctx context.Context, c Call) (res Result, err error) {
 	}
 	if err != nil {
 		err = fmt.Errorf("tool %s: %w", c.Name, err)
+		var in *Interrupted
+		if errors.As(err, &in) {
+			// The call waits for an answer: its Result is no result, and
+			// says so to whoever reads the Results.
+			res.Err = err
+		}
 	}
 	return res, err
 }

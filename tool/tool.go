@@ -232,3 +232,13 @@ func checkName(name string) error {
 // CheckName reports whether name can be a tool's name in model APIs: 1 to
 // 64 letters, digits, '_' or '-'.
 func CheckName(name string) error { return checkName(name) }
+
+// Rerunner is implemented by a tool some of whose calls must run again
+// when a journaled turn is resumed, rather than be answered from the
+// journal: a call whose effect lives only in the running process, such as
+// starting a background job that a later call waits for. The ReAct loop
+// journals every other call's result and, on resume, returns it without
+// running the call again. RunsAgain must not have side effects.
+type Rerunner interface {
+	RunsAgain(call Call) bool
+}

@@ -57,9 +57,9 @@ func run(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 	}
 	defer st.Close()
 
-	// The scripted models; JournalModel replays their answers when the
-	// turn runs again, so each is asked once.
-	model := subagent.JournalModel(fake.NewProvider(
+	// The scripted models. The loop journals their answers, and replays
+	// them when the turn runs again, so each is asked once.
+	model := fake.NewProvider(
 		fake.Calls(call("ops-1", "janitor", `{"task":"free disk space on /var"}`)).For("ops"),
 		fake.Calls(call("jan-1", "delete_logs", `{"dir":"/var/log/old"}`)).For("janitor"),
 		fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
@@ -70,7 +70,7 @@ func run(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 			last := req.Messages[len(req.Messages)-1].Content
 			return provider.Response{Message: provider.AssistantMessage("Janitor says: " + last)}, nil
 		}).For("ops"),
-	))
+	)
 
 	deleteLogs, err := tool.New("delete_logs", "Deletes the log files in a directory.", func(ctx context.Context, in struct {
 		Dir string `json:"dir"`

@@ -26,6 +26,15 @@ type Options struct {
 	// (a background job, whose result is its receipt). It must still start
 	// before that result.
 	Background bool
+	// Resumes is the stream of the run this one resumes (suspended for
+	// answers): the resumed run does not announce again what the client
+	// already has, so its tool results and sub-agents may name the tool
+	// calls and sub-agents announced there.
+	Resumes []event.Event
+	// Resumed: the stream resumes runs whose streams are not at hand
+	// (Resumes is not known): a tool result or a sub-agent may name a call
+	// the stream never announced, as one announced before.
+	Resumed bool
 }
 
 // required names the fields each type must carry in JSON.
@@ -142,6 +151,18 @@ func Check(events []event.Event, opt Options) []string {
 		return fmt.Sprintf("sub-agent %q", o)
 	}
 	idTaken := func(id string) bool { return messages[id] != nil || results[id] || calls[id] != nil }
+	// The calls the resumed runs announced may get their results here,
+	// once, and spawn again; a sub-agent they suspended may start again.
+	earlier := map[string]bool{} // sub-agents of the resumed runs
+	for _, e := range opt.Resumes {
+		switch e.Type {
+		case event.ToolCallStart:
+			calls[e.ToolCallID] = &owned{owner: e.SubagentRunID, done: true}
+		case event.SubagentStarted:
+			earlier[e.SubagentRunID] = true
+			spawnedBy[e.ParentToolCallID] = e.SubagentRunID
+		}
+	}
 
 	for i, e := range events {
 		owner := e.SubagentRunID
@@ -239,6 +260,9 @@ func Check(events []event.Event, opt Options) []string {
 				c.open, c.done = false, true
 			}
 		case event.ToolCallResult:
+			if opt.Resumed && calls[e.ToolCallID] == nil {
+				calls[e.ToolCallID] = &owned{owner: owner, done: true}
+			}
 			c := calls[e.ToolCallID]
 			if c == nil || !c.done {
 				bad(i, "result for tool call %q, which has not ended", e.ToolCallID)
@@ -271,8 +295,14 @@ func Check(events []event.Event, opt Options) []string {
 			if subs[id] != nil {
 				bad(i, "subagentRunId %q is reused", id)
 			}
+			if earlier[id] {
+				answered[e.ParentToolCallID] = false // the spawning call runs again
+			}
 			if parent != "" && (subs[parent] == nil || !subs[parent].open) {
 				bad(i, "parentSubagentRunId %q is not an open sub-agent", parent)
+			}
+			if opt.Resumed && e.ParentToolCallID != "" && calls[e.ParentToolCallID] == nil {
+				calls[e.ParentToolCallID] = &owned{owner: parent, done: true}
 			}
 			switch c := calls[e.ParentToolCallID]; {
 			case e.ParentToolCallID == "":
@@ -285,7 +315,7 @@ func Check(events []event.Event, opt Options) []string {
 				if c.owner != parent {
 					bad(i, "parentToolCallId %q belongs to %s, not to the spawning %s", e.ParentToolCallID, name(c.owner), name(parent))
 				}
-				if prev, ok := spawnedBy[e.ParentToolCallID]; ok {
+				if prev, ok := spawnedBy[e.ParentToolCallID]; ok && !(earlier[prev] && prev == id) {
 					bad(i, "tool call %q already spawned sub-agent %q", e.ParentToolCallID, prev)
 				}
 				spawnedBy[e.ParentToolCallID] = id

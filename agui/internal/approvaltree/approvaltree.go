@@ -1,13 +1,15 @@
 // Package approvaltree builds, for tests of AG-UI interrupts, a lead agent
 // whose child delegates to a grandchild whose "delete" tool needs a
-// person's approval. Every model is a function of its request, wrapped in
-// subagent.JournalModel, so that a run resumed by another process (or
-// after a restart) is answered the same way.
+// person's approval. Every model is a function of its request that names
+// its tool call afresh on every request, as a real model does: a run
+// resumed by another process (or after a restart) must find its place in
+// the journal without the provider's help.
 package approvaltree
 
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -41,17 +43,17 @@ func (named) Name() string { return ProviderName }
 // model answers with call (when the request holds no tool result yet) or
 // with final followed by the last tool result.
 func model(c *Counts, name string, callID, toolName, args, final string) provider.Provider {
-	return subagent.JournalModel(named{func(ctx context.Context, req provider.Request) (provider.Response, error) {
-		c.ModelCalls.Add(1)
+	return named{func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		n := c.ModelCalls.Add(1)
 		u := provider.Usage{InputTokens: 10, OutputTokens: 2, Requests: 1}
 		last := req.Messages[len(req.Messages)-1]
 		if last.Role != provider.RoleTool {
 			msg := provider.AssistantMessage("")
-			msg.ToolCalls = []provider.ToolCall{{ID: callID, Name: toolName, Arguments: json.RawMessage(args)}}
+			msg.ToolCalls = []provider.ToolCall{{ID: callID + "-" + strconv.FormatInt(n, 10), Name: toolName, Arguments: json.RawMessage(args)}}
 			return provider.Response{Message: msg, StopReason: provider.StopToolUse, Usage: u, Model: name + "-model"}, nil
 		}
 		return provider.Response{Message: provider.AssistantMessage(final + ": " + last.Content), StopReason: provider.StopEndTurn, Usage: u, Model: name + "-model"}, nil
-	}})
+	}}
 }
 
 func taskInput(args json.RawMessage) (agent.Input, error) {

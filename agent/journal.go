@@ -1,0 +1,196 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/deputy-go/deputy/internal/journal"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// A run under a journal (subagent.WithJournal) records, by itself, each
+// answer its model gives and each tool call's result, keyed by their place
+// in the turn (the run, the step, the call's index), and a run of the same
+// turn again replays them: a recorded answer is not asked for again (no
+// provider call, no usage, no events: whoever watched the first run has
+// them), and a recorded call is not run again, so that a side effect
+// happens once however often the turn is resumed or recovered. The calls
+// keep the ids the first run gave them, whatever ids the provider sends
+// the next time. A call that asked for input, failed with a Go error, or
+// was cancelled is not recorded: it runs again. So does a call of a
+// tool.Rerunner that asks for it.
+
+// runJournal is a run's part of its turn's journal.
+type runJournal struct {
+	scope *journal.Scope
+	key   string // the run's key; its steps hang under it
+}
+
+// journalFor returns the run's part of the journal under ctx, or nil.
+func (r *React) journalFor(ctx context.Context) *runJournal {
+	js := journal.From(ctx)
+	if js == nil {
+		return nil
+	}
+	return &runJournal{scope: js, key: js.Next("run." + r.name)}
+}
+
+func (j *runJournal) stepKey(step int) string { return j.key + "/m" + strconv.Itoa(step) }
+
+func callKey(stepKey string, i int) string { return stepKey + "/c" + strconv.Itoa(i) }
+
+// recordedCall is a tool call as a recorded answer keeps it: the arguments
+// as text, malformed ones too.
+type recordedCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments,omitempty"`
+}
+
+// recordedAnswer is the stored form of a model's answer beside its text.
+type recordedAnswer struct {
+	ToolCalls  []recordedCall      `json:"tool_calls,omitempty"`
+	StopReason provider.StopReason `json:"stop_reason,omitempty"`
+	Model      string              `json:"model,omitempty"`
+}
+
+// answer returns the model answer recorded for the step, if any.
+func (j *runJournal) answer(step string) (provider.Response, bool) {
+	e, ok := j.scope.J.Lookup(step)
+	if !ok {
+		return provider.Response{}, false
+	}
+	var a recordedAnswer
+	if err := json.Unmarshal(e.Value, &a); err != nil {
+		return provider.Response{}, false // an entry this code cannot read is asked again
+	}
+	msg := provider.AssistantMessage(e.Content)
+	for _, c := range a.ToolCalls {
+		var args json.RawMessage
+		if c.Arguments != "" {
+			args = json.RawMessage(c.Arguments)
+		}
+		msg.ToolCalls = append(msg.ToolCalls, provider.ToolCall{ID: c.ID, Name: c.Name, Arguments: args})
+	}
+	return provider.Response{Message: msg, StopReason: a.StopReason, Model: a.Model}, true
+}
+
+// recordAnswer records the step's answer, its calls with the ids the run
+// gave them, before any of the calls runs.
+func (j *runJournal) recordAnswer(ctx context.Context, step string, resp provider.Response, msg provider.Message) error {
+	a := recordedAnswer{StopReason: resp.StopReason, Model: resp.Model}
+	for _, c := range msg.ToolCalls {
+		a.ToolCalls = append(a.ToolCalls, recordedCall{ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)})
+	}
+	value, _ := json.Marshal(a) // strings only: it cannot fail
+	if err := j.scope.J.Record(ctx, step, store.Entry{Content: msg.Content, Value: value, Usage: resp.Usage}); err != nil {
+		return fmt.Errorf("recording the model's answer in the journal: %w: resume the turn when the store is back", err)
+	}
+	return nil
+}
+
+// replayed returns the results recorded for the step's calls, by index
+// (ok false: run it).
+func (j *runJournal) replayed(step string, calls []provider.ToolCall) (results []tool.Result, ok []bool) {
+	results, ok = make([]tool.Result, len(calls)), make([]bool, len(calls))
+	for i := range calls {
+		e, found := j.scope.J.Lookup(callKey(step, i))
+		if !found {
+			continue
+		}
+		ok[i] = true
+		results[i] = tool.Result{Content: e.Content}
+		if e.Error != "" {
+			results[i] = tool.Result{Content: e.Error, IsError: true}
+		}
+		if len(e.Value) > 0 {
+			results[i].Value = e.Value
+		}
+	}
+	return results, ok
+}
+
+// callRecorder journals the results of one step's calls as they finish.
+type callRecorder struct {
+	j     *runJournal
+	step  string
+	index map[string]int // call id → its index in the step
+	tools *tool.Registry
+	inner tool.CallHook // the tracing hook, or nil
+
+	mu    sync.Mutex
+	waits []func(context.Context) error
+}
+
+// hook gives each call its own part of the journal — the scope of what it
+// records itself (the answers its questions get, the sub-agent it runs) —
+// and records its result when it finished.
+func (c *callRecorder) hook(ctx context.Context, call tool.Call) (context.Context, func(tool.Result, error)) {
+	key := callKey(c.step, c.index[call.ID])
+	child := c.j.scope.Child(key)
+	again := c.runsAgain(call)
+	child.Recorded = !again
+	cctx := journal.With(ctx, child)
+	var inner func(tool.Result, error)
+	if c.inner != nil {
+		cctx, inner = c.inner(cctx, call)
+	}
+	return cctx, func(res tool.Result, err error) {
+		if inner != nil {
+			inner(res, err)
+		}
+		if err != nil || ctx.Err() != nil || again {
+			return
+		}
+		e := store.Entry{Content: res.Content, Usage: res.Usage}
+		if res.IsError {
+			e = store.Entry{Error: res.Content, Usage: res.Usage}
+		}
+		if res.Value != nil {
+			e.Value, _ = json.Marshal(res.Value) // a value JSON cannot hold is left out
+		}
+		w := c.j.scope.J.Start(key, e)
+		c.mu.Lock()
+		c.waits = append(c.waits, w)
+		c.mu.Unlock()
+	}
+}
+
+func (c *callRecorder) runsAgain(call tool.Call) bool {
+	t, ok := c.tools.Lookup(call.Name)
+	if !ok {
+		return false
+	}
+	r, ok := t.(tool.Rerunner)
+	return ok && r.RunsAgain(call)
+}
+
+// wait waits for the results' writes, and fails when one did not land.
+func (c *callRecorder) wait(ctx context.Context) error {
+	var errs []error
+	for _, w := range c.waits {
+		if err := w(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("recording finished tool calls in the journal: %w: resume the turn when the store is back", err)
+	}
+	return nil
+}
+
+// unusedAnswers is the error of a top-level run resumed with answers it
+// did not use, or nil.
+func unusedAnswers(ctx context.Context) error {
+	ids := tool.UnusedAnswers(ctx)
+	if len(ids) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: the run ended without reaching the calls that asked %v: resume the turn that asked, under its journal (subagent.WithJournal), with the same input", tool.ErrUnusedAnswer, ids)
+}

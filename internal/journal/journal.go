@@ -1,0 +1,117 @@
+// Package journal is the one home of record and replay: the scope of a
+// journaled turn that the ReAct loop, the sub-agent tools and tool.Ask
+// consult, carried in the context because it must cross agent.Agent and
+// tool.Tool implementations deputy does not own.
+//
+// A turn's journal (store.Journal) is divided into scopes. The top-level
+// run's scope has the empty prefix; each run of an agent under a scope
+// takes the next run key of its name (Next), each model answer of that run
+// is recorded under the run key and its step, and each tool call under the
+// step and its index: a position in the turn, never an id the provider
+// chose, so that a resumed turn finds what the first run recorded whatever
+// ids the provider sends. A call's own scope (Child) holds what the call
+// itself records: the answers its questions got, and the runs of the
+// sub-agent it invokes.
+package journal
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strconv"
+	"sync"
+
+	"github.com/deputy-go/deputy/store"
+)
+
+// Scope is the part of a turn's journal one run, or one call, records in.
+type Scope struct {
+	J      *store.Journal
+	Prefix string
+	// Recorded: the call this scope belongs to is recorded by whoever made
+	// it (the ReAct loop journals its tool calls), so what it invokes
+	// need not record its own outcome again.
+	Recorded bool
+
+	mu       sync.Mutex
+	counts   map[string]int
+	inflight int                           // invocations running
+	waits    []func(context.Context) error // their journal writes not yet awaited
+}
+
+type key struct{}
+
+// New returns the top-level scope of j.
+func New(j *store.Journal) *Scope { return &Scope{J: j, counts: map[string]int{}} }
+
+// With returns ctx carrying s.
+func With(ctx context.Context, s *Scope) context.Context {
+	return context.WithValue(ctx, key{}, s)
+}
+
+// From returns the scope ctx carries, or nil outside a journaled turn.
+func From(ctx context.Context) *Scope {
+	s, _ := ctx.Value(key{}).(*Scope)
+	return s
+}
+
+// Key names one invocation of name with args in the scope
+// deterministically: a hash of the arguments and how many invocations
+// with the same name and arguments came before it.
+func (s *Scope) Key(name string, args json.RawMessage) string {
+	sum := sha256.Sum256(args)
+	return s.next(s.Prefix + name + "." + hex.EncodeToString(sum[:12]))
+}
+
+// Next names the next thing called name in the scope: name and how many
+// came before it.
+func (s *Scope) Next(name string) string { return s.next(s.Prefix + name) }
+
+func (s *Scope) next(base string) string {
+	s.mu.Lock()
+	n := s.counts[base]
+	s.counts[base] = n + 1
+	s.mu.Unlock()
+	return base + "." + strconv.Itoa(n)
+}
+
+// Child returns the scope of what the thing recorded under key records
+// itself.
+func (s *Scope) Child(key string) *Scope {
+	return &Scope{J: s.J, Prefix: key + "/", counts: map[string]int{}}
+}
+
+// ID returns a stable id with the given prefix for the thing recorded
+// under key in the turn: the same on every run of the turn.
+func (s *Scope) ID(prefix, key string) string {
+	sum := sha256.Sum256([]byte(s.J.Turn() + "\x1f" + key))
+	return prefix + hex.EncodeToString(sum[:12])
+}
+
+// Enter counts an invocation in progress (see Leave).
+func (s *Scope) Enter() {
+	s.mu.Lock()
+	s.inflight++
+	s.mu.Unlock()
+}
+
+// Leave ends an invocation that started the journal write wait (nil when
+// it records nothing). The last invocation of the scope to end gets every
+// write not yet awaited, its own included, to wait for: siblings return at
+// once, free for the next child, and the parent still has every finished
+// child recorded when its batch of tool calls is done.
+func (s *Scope) Leave(wait func(context.Context) error) []func(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if wait != nil {
+		s.waits = append(s.waits, wait)
+	}
+	s.inflight--
+	if s.inflight > 0 {
+		return nil
+	}
+	w := s.waits
+	s.waits = nil
+	return w
+}
