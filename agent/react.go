@@ -361,6 +361,8 @@ func ErrorCode(err error) string {
 		return "usage_limit"
 	case errors.Is(err, ErrEmptyReply):
 		return "empty_reply"
+	case errors.Is(err, tool.ErrUnusedAnswer):
+		return "unused_answer"
 	case errors.As(err, &pe):
 		return "provider_error"
 	}

@@ -304,6 +304,12 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, in *RunInput, a ag
 	ctx, spent := ledger.With(ctx)
 	if err == nil {
 		out, err = h.runAgent(ctx, a, agentIn)
+		if _, asked := asInterrupted(err); (err == nil || asked) && len(in.Resume) > 0 {
+			// An agent that is not a React does not check this itself.
+			if ids := tool.UnusedAnswers(ctx); len(ids) > 0 {
+				err = fmt.Errorf("agui: thread %q: %w: the resumed run ended without reaching the calls that asked %v; the run still waits for them", in.ThreadID, tool.ErrUnusedAnswer, ids)
+			}
+		}
 	}
 	if ctx.Err() != nil && r.Context().Err() != nil {
 		st.close() // the client is gone: nothing more to tell it

@@ -8,10 +8,10 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
-	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
 )
 
@@ -106,7 +106,7 @@ func (t *threadTurn) runContext(ctx context.Context, in *RunInput) (context.Cont
 	if err != nil {
 		return ctx, fmt.Errorf("agui: opening the journal of thread %q: %w", in.ThreadID, err)
 	}
-	ctx = subagent.WithJournal(ctx, j)
+	ctx = agent.WithJournal(ctx, j)
 	if t.suspended != nil && len(in.Resume) > 0 {
 		return tool.Resume(ctx, &t.suspended.Pending, in.Resume...)
 	}

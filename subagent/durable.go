@@ -51,7 +51,7 @@ type durable struct {
 // agent must implement Persistent (*agent.React does). Only FromAgent
 // takes it: the other forms' children have no conversation to keep.
 //
-// A call suspended by an interrupt (under WithJournal) holds the expert in
+// A call suspended by an interrupt (under agent.WithJournal) holds the expert in
 // the store, under the key "expert-suspended/" + key, for every process:
 // until it is resumed (through any of them), its turn is abandoned (its
 // journal deleted, which is also where the hold is looked up, so keep the
@@ -184,32 +184,6 @@ func (d *durable) checkHold(ctx context.Context) (mine, held bool, err error) {
 	// Abandoned, or its questions expired: let go.
 	_ = d.st.Delete(ctx, d.holdKey())
 	return false, false, nil
-}
-
-// WithJournal returns a context under which every sub-agent invocation that
-// finishes, at any depth, is recorded in j; an invocation that j already
-// holds is not run again: its recorded answer (or correctable error) is
-// returned at zero usage.
-//
-// To resume a parent turn after a crash, open the journal of the same turn
-// name (store.Journal) and run the same parent turn again, with the same
-// input, under WithJournal: the children that had finished are answered
-// from the journal and only the others run, so that each child's usage is
-// counted once over both runs. A child's entry is keyed by its tool's name,
-// a hash of its arguments, and how many calls with the same name and
-// arguments came before it in the same parent; a grandchild's key hangs
-// under its parent's. A replayed answer's Result.Value is the recorded
-// value's JSON text (a json.RawMessage), not the Go value it was.
-//
-// The entries of a parent's children are written while the next children
-// run, and all are stored before the last of them returns to the parent; if
-// the store refuses one, that last invocation fails with an error that ends
-// the parent's run (resume it later).
-func WithJournal(ctx context.Context, j *store.Journal) context.Context {
-	if j == nil {
-		return ctx
-	}
-	return journal.With(ctx, journal.New(j))
 }
 
 func journalFrom(ctx context.Context) *journal.Scope { return journal.From(ctx) }

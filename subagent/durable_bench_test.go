@@ -123,7 +123,7 @@ func BenchmarkFanOutJournal(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					rctx = WithJournal(ctx, j)
+					rctx = agent.WithJournal(ctx, j)
 				}
 				if _, err := lead.Run(rctx, agent.Input{Text: "go"}); err != nil {
 					b.Fatal(err)

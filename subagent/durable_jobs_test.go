@@ -31,7 +31,7 @@ func TestBackgroundJobReplaysFromTheJournal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := lead(t, p, reg).Run(subagent.WithJournal(ctx, j), agent.Input{Text: "go"})
+		out, err := lead(t, p, reg).Run(agent.WithJournal(ctx, j), agent.Input{Text: "go"})
 		if err != nil {
 			t.Fatal(err)
 		}

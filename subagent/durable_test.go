@@ -350,7 +350,7 @@ func TestDurableChildProcess(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.Run(WithJournal(ctx, j), agent.Input{Text: "go"})
+		p.Run(agent.WithJournal(ctx, j), agent.Input{Text: "go"})
 	case strings.HasPrefix(mode, "hammer-"):
 		m := &echo{}
 		ex := storedExpert(t, m.provider(), openStore(t, path))
@@ -482,7 +482,7 @@ func TestFanOutResumesAfterSIGKILL(t *testing.T) {
 		t.Fatalf("%d children recorded before the kill at the 60th worker call, want some and fewer than 60", finished)
 	}
 	lead, workerCalls := fanOut(t, 0, nil)
-	res, err := lead.Run(WithJournal(ctx, j), agent.Input{Text: "go"})
+	res, err := lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: "go"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -508,7 +508,7 @@ func TestFanOutResumesAfterSIGKILL(t *testing.T) {
 	// A third run of the same turn replays everything.
 	lead, workerCalls = fanOut(t, 0, nil)
 	j, _ = st.Journal(ctx, "turn-1")
-	if _, err := lead.Run(WithJournal(ctx, j), agent.Input{Text: "go"}); err != nil || workerCalls.Load() != 0 {
+	if _, err := lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: "go"}); err != nil || workerCalls.Load() != 0 {
 		t.Fatalf("replaying a finished turn ran %d workers (%v)", workerCalls.Load(), err)
 	}
 }
@@ -547,7 +547,7 @@ func TestSpawnedChildrenReplayFromTheJournal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := lead.Run(WithJournal(rctx, j), agent.Input{Text: "go"})
+		out, err := lead.Run(agent.WithJournal(rctx, j), agent.Input{Text: "go"})
 		return out, int(children.Load()), err
 	}
 	if _, n, err := run(true); err == nil || n != 2 {
@@ -577,7 +577,7 @@ func TestJournalWriteFailuresEndTheTurnAndResumeRunsTheRest(t *testing.T) {
 		t.Fatal(err)
 	}
 	lead, _ := fanOut(t, 0, nil)
-	if _, err := lead.Run(WithJournal(ctx, j), agent.Input{Text: "go"}); !errors.Is(err, errInjected) || !strings.Contains(err.Error(), "resume") {
+	if _, err := lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: "go"}); !errors.Is(err, errInjected) || !strings.Contains(err.Error(), "resume") {
 		t.Fatalf("a turn whose journal writes fail: %v, want the store's error saying to resume", err)
 	}
 	st.Close()
@@ -592,7 +592,7 @@ func TestJournalWriteFailuresEndTheTurnAndResumeRunsTheRest(t *testing.T) {
 		t.Fatalf("%d entries survived every other failed write, want some", recorded)
 	}
 	lead, workers := fanOut(t, 0, nil)
-	out, err := lead.Run(WithJournal(ctx, j), agent.Input{Text: "go"})
+	out, err := lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: "go"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -674,7 +674,7 @@ func TestJournaledLeadReplaysItsDecisions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return lead.Run(WithJournal(rctx, j), agent.Input{Text: "go"})
+		return lead.Run(agent.WithJournal(rctx, j), agent.Input{Text: "go"})
 	}
 	if _, err := run(4); err == nil {
 		t.Fatal("the first run was meant to stop at the fourth worker")

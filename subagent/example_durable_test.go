@@ -22,7 +22,7 @@ import (
 // first run fails at its second child, as a crashed process would stop;
 // the second run of the same turn, under the same journal name, runs only
 // that child.
-func ExampleWithJournal() {
+func Example_resumeAfterACrash() {
 	dir, _ := os.MkdirTemp("", "journal-example")
 	defer os.RemoveAll(dir)
 	b, err := sqlite.Open(filepath.Join(dir, "deputy.db"))
@@ -51,7 +51,7 @@ func ExampleWithJournal() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		out, err := lead.Run(subagent.WithJournal(ctx, j), agent.Input{Text: "go"})
+		out, err := lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: "go"})
 		fmt.Printf("answer %q, worker model calls %d, error %v\n", out.Answer, childModel.Calls(), err != nil)
 	}
 	// The first try stops while the second child runs.

@@ -41,7 +41,7 @@ func underJournal(t *testing.T, ctx context.Context, st *store.Store, turn strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	return WithJournal(ctx, j)
+	return agent.WithJournal(ctx, j)
 }
 
 // checkBusy checks that a call of expert under ctx finds it held for a

@@ -85,7 +85,7 @@ func (a *approvalTree) runTurn(ctx context.Context, t *testing.T, st *store.Stor
 		t.Fatal(err)
 	}
 	var rec eventcheck.Recorder
-	out, err := a.lead.Run(event.WithSink(WithJournal(ctx, j), &rec), agent.Input{Text: "tidy up"})
+	out, err := a.lead.Run(event.WithSink(agent.WithJournal(ctx, j), &rec), agent.Input{Text: "tidy up"})
 	return out, err, rec.Events()
 }
 
@@ -230,7 +230,7 @@ func TestSuspendedStoredExpertKeepsNoHalfTurn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return lead.Run(WithJournal(ctx, j), agent.Input{Text: "pay"})
+		return lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: "pay"})
 	}
 	_, err := run(ctx)
 	var in *tool.Interrupted

@@ -191,7 +191,7 @@ func (jt *jobTable) collect(j *job) (tool.Result, error) {
 // A job whose sub-agent is paused by an interrupt (tool.Ask, at any depth)
 // is suspended: waiting for it returns the interrupt, so the waiting run
 // and every ancestor suspend too, and the top-level run ends with it.
-// Under a journal (WithJournal) the job keeps its id and sub-agent run id
+// Under a journal (agent.WithJournal) the job keeps its id and sub-agent run id
 // when the turn is run again, so the resumed turn's wait finds the same
 // job, which continues with the answers and hands its result to the
 // parent. A suspended job the parent never waits for is discarded with

@@ -58,7 +58,7 @@ func TestBackgroundJobAskingForApprovalSuspendsTheRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		var rec eventcheck.Recorder
-		out, err := lead.Run(event.WithSink(subagent.WithJournal(ctx, j), &rec), agent.Input{Text: "tidy up"})
+		out, err := lead.Run(event.WithSink(agent.WithJournal(ctx, j), &rec), agent.Input{Text: "tidy up"})
 		evs := rec.Events()
 		if problems := eventcheck.Check(evs, eventcheck.Options{Background: true, Resumes: resumes}); len(problems) > 0 {
 			t.Errorf("the stream breaks the rules:\n%s", strings.Join(problems, "\n"))

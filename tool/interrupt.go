@@ -157,11 +157,20 @@ func UnusedAnswers(ctx context.Context) []string {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	js := journal.From(ctx)
 	var ids []string
 	for id := range r.answers {
-		if !r.used[id] {
-			ids = append(ids, id)
+		if r.used[id] {
+			continue
 		}
+		if js != nil {
+			if _, given := js.J.Lookup(answerKey(id)); given {
+				// Used by a run of the turn before this one (which
+				// stopped before it ended): the call's result is recorded.
+				continue
+			}
+		}
+		ids = append(ids, id)
 	}
 	slices.Sort(ids)
 	return ids
@@ -259,8 +268,8 @@ func Ask(ctx context.Context, call Call, q Question) (json.RawMessage, error) {
 	var id, key string
 	js := journal.From(ctx)
 	if js != nil {
-		key = js.Next("ask")
-		id = js.ID("int_", key)
+		id = js.ID("int_", js.Next("ask"))
+		key = answerKey(id)
 		if e, ok := js.J.Lookup(key); ok {
 			return givenAnswer(call, e.Error != "", e.Value)
 		}
@@ -310,6 +319,10 @@ func Ask(ctx context.Context, call Call, q Question) (json.RawMessage, error) {
 	}
 	return nil, &Interrupted{Interrupts: []Interrupt{it}}
 }
+
+// answerKey is the journal key of the answer to the interrupt id: the id
+// is derived from the place in the turn of the call that asked.
+func answerKey(id string) string { return "answer/" + id }
 
 // givenAnswer is what Ask returns for an answer given: its payload, or the
 // error of a cancelled question.

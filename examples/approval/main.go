@@ -102,7 +102,7 @@ func run(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		out, err := ops.Run(subagent.WithJournal(runCtx, j), in)
+		out, err := ops.Run(agent.WithJournal(runCtx, j), in)
 		var asked *tool.Interrupted
 		if !errors.As(err, &asked) {
 			if err != nil {

@@ -80,7 +80,7 @@ func main() {
 	}
 	fmt.Printf("run 2: the journal holds %d finished workers; the same turn runs again\n", j.Len())
 	lead, ran := team()
-	out, err := lead.Run(subagent.WithJournal(ctx, j), agent.Input{Text: "Summarize the report, one worker per chapter."})
+	out, err := lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: "Summarize the report, one worker per chapter."})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func crash(db string, k int) {
 			select {}
 		}
 	}
-	lead.Run(subagent.WithJournal(ctx, j), agent.Input{Text: "Summarize the report, one worker per chapter."})
+	lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: "Summarize the report, one worker per chapter."})
 	log.Fatal("the first run finished; it was meant to be killed")
 }
 

@@ -176,7 +176,7 @@ func durable(ctx context.Context, model provider.Provider, expertAgent agent.Age
 	if err != nil {
 		return err
 	}
-	_, err = lead.Run(subagent.WithJournal(ctx, j), agent.Input{Text: "Close the month."})
+	_, err = lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: "Close the month."})
 	return err
 }
 
@@ -190,7 +190,7 @@ func approve(ctx context.Context, st *store.Store, lead agent.Agent, in agent.In
 	if err != nil {
 		return agent.Output{}, err
 	}
-	out, err := lead.Run(subagent.WithJournal(ctx, j), in)
+	out, err := lead.Run(agent.WithJournal(ctx, j), in)
 	var asked *tool.Interrupted
 	if !errors.As(err, &asked) {
 		return out, err // finished, or failed
@@ -205,7 +205,7 @@ func approve(ctx context.Context, st *store.Store, lead agent.Agent, in agent.In
 	if err != nil {
 		return out, err
 	}
-	return lead.Run(subagent.WithJournal(rctx, j), in)
+	return lead.Run(agent.WithJournal(rctx, j), in)
 }
 
 // end of README snippet

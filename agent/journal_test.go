@@ -1,0 +1,255 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/store/sqlite"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// idModes are the ways real providers name tool calls: afresh on every
+// request, not at all, or from call_0 again in every response. None of
+// them repeats the ids of the run that asked.
+var idModes = []struct {
+	name string
+	id   func(n int64) string // of the n-th request's call
+}{
+	{"fresh ids", func(n int64) string { return "call_" + strconv.FormatInt(1000+n, 10) }},
+	{"no ids", func(int64) string { return "" }},
+	{"ids restarting at call_0", func(int64) string { return "call_0" }},
+}
+
+// transferModel asks for the same transfer twice, one step after the other,
+// then answers: a function of what it is sent, as a real model is. It
+// counts the requests it answers.
+func transferModel(id func(int64) string, calls *atomic.Int64) provider.Provider {
+	return provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		if crash, _ := ctx.Value(crashKey{}).(func()); crash != nil {
+			// The process dies as the model is asked: nothing is answered.
+			crash()
+			return provider.Response{}, ctx.Err()
+		}
+		n := calls.Add(1)
+		results := 0
+		for _, m := range req.Messages {
+			if m.Role == provider.RoleTool {
+				results++
+			}
+		}
+		usage := provider.Usage{InputTokens: 10, OutputTokens: 1, Requests: 1}
+		if results >= 2 {
+			return provider.Response{Message: provider.AssistantMessage("moved it twice"), Usage: usage}, nil
+		}
+		call := provider.ToolCall{ID: id(n), Name: "transfer", Arguments: json.RawMessage(`{"amount":100}`)}
+		return provider.Response{Message: provider.AssistantMessage("", call), Usage: usage}, nil
+	})
+}
+
+func journalStore(t *testing.T) *store.Store {
+	t.Helper()
+	b, err := sqlite.Open(filepath.Join(t.TempDir(), "deputy.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.New(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// crashKey carries, in a test, the function that stops a run as its
+// model is asked.
+type crashKey struct{}
+
+// A model that asks for the same approved transfer in two steps: each
+// "yes" moves the money once, the second transfer is asked for on its own,
+// a round of questions never asks again what an earlier round answered,
+// and a recovery after a crash runs nothing twice — whatever ids the
+// provider gives the calls. Nothing is wrapped.
+func TestOneApprovalRunsItsCallOnce(t *testing.T) {
+	for _, mode := range idModes {
+		t.Run(mode.name, func(t *testing.T) {
+			st := journalStore(t)
+			var modelCalls, transfers atomic.Int64
+			transfer := tool.RequireApproval(toolFunc("transfer", func(ctx context.Context, c tool.Call) (tool.Result, error) {
+				transfers.Add(1)
+				return tool.Result{Content: "moved 100"}, nil
+			}), "moves money", 0)
+			lead := newReact(t, transferModel(mode.id, &modelCalls), agent.WithName("lead"), agent.WithTools(transfer))
+			var usage provider.Usage
+			// run runs the turn once under a journal opened afresh, as a
+			// new process would; with crash, it stops at its first model
+			// call.
+			run := func(ctx context.Context, crash bool) (agent.Output, error) {
+				t.Helper()
+				j, err := st.Journal(ctx, "turn")
+				if err != nil {
+					t.Fatal(err)
+				}
+				rctx, cancel := context.WithCancel(ctx)
+				defer cancel()
+				if crash {
+					rctx = context.WithValue(rctx, crashKey{}, func() { cancel() })
+				}
+				out, err := lead.Run(agent.WithJournal(rctx, j), agent.Input{Text: "pay twice"})
+				usage = usage.Add(out.TotalUsage())
+				return out, err
+			}
+			ask := func(err error) tool.Interrupt {
+				t.Helper()
+				var in *tool.Interrupted
+				if !errors.As(err, &in) || len(in.Interrupts) != 1 {
+					t.Fatalf("%v, want one question", err)
+				}
+				return in.Interrupts[0]
+			}
+			yes := func(it tool.Interrupt) context.Context {
+				t.Helper()
+				ctx, err := tool.Resume(context.Background(), &tool.Interrupted{Interrupts: []tool.Interrupt{it}},
+					tool.Answer{InterruptID: it.ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return ctx
+			}
+
+			_, err := run(context.Background(), false)
+			first := ask(err)
+			// The same question, asked again by a run that recovers before
+			// it was answered, has the same id.
+			_, err = run(context.Background(), false)
+			if again := ask(err); again.ID != first.ID {
+				t.Fatalf("asked again as %s, first asked as %s: an answer to the first would never be found", again.ID, first.ID)
+			}
+			// Approved; the run crashes in its next model call, after the
+			// transfer ran.
+			ctx1 := yes(first)
+			if _, err := run(ctx1, true); !errors.Is(err, context.Canceled) {
+				t.Fatalf("the crashing run: %v, want it cancelled", err)
+			}
+			if got := transfers.Load(); got != 1 {
+				t.Fatalf("%d transfers after the first approval, want 1", got)
+			}
+			// Recovered with the same answer: the transfer does not run
+			// again, and the second one is asked for on its own.
+			_, err = run(ctx1, false)
+			second := ask(err)
+			if second.ID == first.ID {
+				t.Fatalf("the second transfer was asked as %s, the first's id: the first answer would approve it", second.ID)
+			}
+			if got := transfers.Load(); got != 1 {
+				t.Fatalf("%d transfers after the recovery, want 1: the approved call ran again", got)
+			}
+			out, err := run(yes(second), false)
+			if err != nil || out.Answer != "moved it twice" {
+				t.Fatalf("the last run: %q, %v", out.Answer, err)
+			}
+			if got := transfers.Load(); got != 2 {
+				t.Fatalf("%d transfers for two approvals, want 2", got)
+			}
+			// Three steps, each asked of the model once, and paid once.
+			if got := modelCalls.Load(); got != 3 {
+				t.Errorf("%d model calls over every run, want 3: a journaled answer was asked for again", got)
+			}
+			if usage.Requests != 3 || usage.InputTokens != 30 {
+				t.Errorf("usage over every run %+v, want 3 requests and 30 input tokens", usage)
+			}
+		})
+	}
+}
+
+// A resumed run that does not reach the call an answer was for — it was
+// run without the journal of the turn that asked — fails saying so,
+// instead of asking the person again.
+func TestResumeWithoutItsJournalFailsLoudly(t *testing.T) {
+	var modelCalls atomic.Int64
+	transfer := tool.RequireApproval(toolFunc("transfer", func(ctx context.Context, c tool.Call) (tool.Result, error) {
+		return tool.Result{Content: "moved 100"}, nil
+	}), "moves money", 0)
+	lead := newReact(t, transferModel(idModes[0].id, &modelCalls), agent.WithName("lead"), agent.WithTools(transfer))
+	_, err := lead.Run(context.Background(), agent.Input{Text: "pay"})
+	var in *tool.Interrupted
+	if !errors.As(err, &in) {
+		t.Fatalf("%v, want a question", err)
+	}
+	ctx, err := tool.Resume(context.Background(), in, tool.Answer{InterruptID: in.Interrupts[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = lead.Run(ctx, agent.Input{Text: "pay"})
+	if !errors.Is(err, tool.ErrUnusedAnswer) || !strings.Contains(err.Error(), in.Interrupts[0].ID) {
+		t.Fatalf("%v, want tool.ErrUnusedAnswer naming %s", err, in.Interrupts[0].ID)
+	}
+	if got := agent.ErrorCode(err); got != "unused_answer" {
+		t.Errorf("error code %q", got)
+	}
+}
+
+// A streaming provider keeps streaming under a journal: the loop records
+// the assembled reply itself, and a replayed reply is not streamed again.
+func TestJournaledRunStreams(t *testing.T) {
+	st := journalStore(t)
+	var calls atomic.Int64
+	p := &piecesStreamer{text: []string{"one ", "two ", "three"}, calls: &calls}
+	a := newReact(t, p, agent.WithName("lead"))
+	deltas := func() int {
+		j, err := st.Journal(context.Background(), "turn")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n atomic.Int64
+		ctx := event.WithSink(agent.WithJournal(context.Background(), j), event.SinkFunc(func(e event.Event) {
+			if e.Type == event.TextMessageContent {
+				n.Add(1)
+			}
+		}))
+		a.Reset()
+		out, err := a.Run(ctx, agent.Input{Text: "count"})
+		if err != nil || out.Answer != "one two three" {
+			t.Fatalf("%q, %v", out.Answer, err)
+		}
+		return int(n.Load())
+	}
+	if got := deltas(); got != 3 || p.streamed.Load() != 1 {
+		t.Fatalf("%d text deltas, %d streamed calls; want 3 and 1: the journal turned streaming off", got, p.streamed.Load())
+	}
+	if got := deltas(); got != 0 || calls.Load() != 1 {
+		t.Fatalf("the replay sent %d deltas and made %d model calls in all; want 0 and 1", got, calls.Load())
+	}
+}
+
+// piecesStreamer streams its text in pieces.
+type piecesStreamer struct {
+	text     []string
+	calls    *atomic.Int64
+	streamed atomic.Int64
+}
+
+func (s *piecesStreamer) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
+	s.calls.Add(1)
+	return provider.Response{Message: provider.AssistantMessage(strings.Join(s.text, ""))}, nil
+}
+
+func (s *piecesStreamer) Stream(ctx context.Context, req provider.Request, yield func(provider.Delta) error) (provider.Response, error) {
+	s.calls.Add(1)
+	s.streamed.Add(1)
+	for _, t := range s.text {
+		if err := yield(provider.Delta{Text: t}); err != nil {
+			return provider.Response{}, err
+		}
+	}
+	return provider.Response{Message: provider.AssistantMessage(strings.Join(s.text, ""))}, nil
+}
