@@ -26,6 +26,39 @@
 // before) fail on the SUBAGENT_* event types. WithSubagentEventsHidden, or the
 // request header "Deputy-Subagent-Events: hide", leaves those three types
 // out; every other event, its subagentRunId included, is sent as it is.
+//
+// # Interrupts: asking a person and resuming
+//
+// On a stored thread (WithThreads), a tool at any depth may ask a person
+// (tool.Ask, tool.RequireApproval). The run then ends with RUN_FINISHED
+// whose outcome is {"type":"interrupt","interrupts":[...]}: each interrupt
+// has its id, reason ("tool_approval" for RequireApproval), message, the
+// asking tool call's id, the response schema its answer must meet, its
+// expiry and the asking sub-agent's subagentRunId; each suspended sub-agent
+// ends its segment with SUBAGENT_FINISHED outcome
+// {"type":"suspended","interruptIds":[...]}. The call that waits sends no
+// TOOL_CALL_RESULT until it has its answer. The thread keeps the suspended
+// run, and the next request on it must answer in RunAgentInput.resume:
+//
+//	{"threadId":"t1","runId":"r2","messages":[],
+//	 "resume":[{"interruptId":"int_…","status":"resolved","payload":{"approved":true}}]}
+//
+// ("status":"cancelled" declines; the call then fails with an error its
+// model reads). The resumed run replays the turn from its journal: the
+// models' answers are not asked for again and cost nothing, the tool calls
+// that finished are not run again, the suspended sub-agents continue under
+// the same subagentRunId, and the calls that asked get their answers —
+// whatever ids the provider gives tool calls, and without wrapping any
+// provider. It does not send again what the client has from the run that
+// asked: its stream carries what happens after the answers. A refused
+// resume is answered before any stream, with {"error": "..."}: 409 when
+// nothing waits (or a new message is sent while something does), 410 when
+// an answer came after its interrupt expired, 400 for an unknown id, a
+// second answer to one interrupt, a bad status or a payload that fails the
+// response schema; the suspended run stays as it was. A resumed run that
+// ends without reaching a call it was given an answer for ends with
+// RUN_ERROR code "unused_answer" (tool.ErrUnusedAnswer) and keeps the
+// suspended run, rather than asking again.
 package agui
 
 import (

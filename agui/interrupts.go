@@ -24,8 +24,7 @@ import (
 // handler runs the same turn again under the journal with the answers, so
 // finished children are not run again, the suspended ones continue under
 // the same subagentRunId, and the calls that asked get their answers. The
-// agents' providers must be wrapped in subagent.JournalModel for the
-// turn's model calls to be replayed rather than made again.
+// agents' ReAct loops replay their own model calls from the journal.
 
 // suspendedRun is a thread's run waiting for answers, as stored.
 type suspendedRun struct {
