@@ -69,11 +69,11 @@ after(async () => {
 });
 
 /** One runAgent of agent, with the events it delivered, checked. */
-async function run(agent, params) {
+async function run(agent, params, resumes = []) {
   const events = [];
   await agent.runAgent(params, { onEvent: ({ event }) => events.push(event) });
   assert.deepEqual(checkWire(events), [], "every event passes @ag-ui/core EventSchemas");
-  assert.deepEqual(checkSequence(events), [], "deputy's sequence rules");
+  assert.deepEqual(checkSequence(events, { resumes }), [], "deputy's sequence rules");
   const last = events.at(-1);
   assert.equal(last.type, "RUN_FINISHED");
   return { events, last };
@@ -123,11 +123,34 @@ async function roundTrip(first, { status, payload, want, restart }) {
   const a2 = new HttpAgent({ url: second.url, threadId, initialMessages: a1.messages });
   const entry = { interruptId: it.id, status };
   if (payload !== undefined) entry.payload = payload;
-  const r2 = await run(a2, { runId: `${threadId}-2`, resume: [entry] });
+  const r2 = await run(a2, { runId: `${threadId}-2`, resume: [entry] }, r1.events);
   assert.ok(!r2.last.outcome || r2.last.outcome.type === "success", `the resumed run succeeds: ${JSON.stringify(r2.last.outcome)}`);
   assert.equal(started(r2.events, "cleaner"), cleaner, "the resumed run continues the same sub-agent run");
   checkUsage(r2.last.usage, "the resumed run");
   assert.match(String(r2.last.result), want);
+  // What a chat UI shows after approve-and-resume: the lead's part is the
+  // user's message, its one tool call, that call's one result and the one
+  // answer; every message (the sub-agents' too) appears once, and every
+  // tool call has exactly one result. The models name their calls afresh
+  // on every request; nothing is wrapped.
+  const all = JSON.stringify(a2.messages);
+  const lead = a2.messages.filter((m) => m.subagentRunId === undefined);
+  const leadCall = lead.find((m) => m.role === "assistant" && m.toolCalls?.length)?.toolCalls[0].id;
+  assert.deepEqual(lead.map((m) => [m.role, m.toolCalls?.map((c) => c.function.name).join(",") ?? "", m.role === "tool" ? m.toolCallId : ""]), [
+    ["user", "", ""],
+    ["assistant", "janitor", ""],
+    ["tool", "", leadCall],
+    ["assistant", "", ""],
+  ], `the lead's transcript: ${all}`);
+  const ids = a2.messages.map((m) => m.id);
+  assert.equal(new Set(ids).size, ids.length, `a message appears twice: ${all}`);
+  const calls = a2.messages.flatMap((m) => m.toolCalls ?? []).map((c) => c.id);
+  for (const id of calls) {
+    const results = a2.messages.filter((m) => m.role === "tool" && m.toolCallId === id);
+    assert.equal(results.length, 1, `tool call ${id} has ${results.length} results: ${all}`);
+    assert.notEqual(results[0].content, "", `tool call ${id} has an empty result: ${all}`);
+  }
+  assert.equal(calls.length, 3, `three tool calls in the tree: ${all}`);
 }
 
 describe("AG-UI interrupts with @ag-ui/client 1.0.0", { skip: !cmd && !inCI && "AGUI_SERVER_CMD is not set" }, () => {

@@ -84,7 +84,7 @@ export function checkWire(events) {
  * no SUBAGENT_* events at all (the hidden mode) and the lifecycle rules are
  * skipped; attribution rules still apply.
  */
-export function checkSequence(events, { lifecycle = true } = {}) {
+export function checkSequence(events, { lifecycle = true, resumes = [] } = {}) {
   const problems = [];
   const bad = (i, msg) => problems.push(`event ${i} (${events[i]?.type}): ${msg}`);
 
@@ -96,6 +96,12 @@ export function checkSequence(events, { lifecycle = true } = {}) {
   const spawnedBy = new Map(); // toolCallId -> subagentRunId
   let runStarted = 0;
   let ended = false;
+  // A resumed run does not announce again what the client has from the
+  // run it resumes (resumes, that run's events): its results and
+  // sub-agents may name the tool calls announced there.
+  for (const e of resumes) {
+    if (e.type === "TOOL_CALL_START") toolCalls.set(e.toolCallId, { owner: e.subagentRunId, open: false, ended: true });
+  }
 
   const ownerName = (o) => (o === undefined ? "the parent agent" : `sub-agent "${o}"`);
 
