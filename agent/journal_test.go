@@ -56,7 +56,7 @@ func transferModel(id func(int64) string, calls *atomic.Int64) provider.Provider
 	})
 }
 
-func journalStore(t *testing.T) *store.Store {
+func journalStore(t testing.TB) *store.Store {
 	t.Helper()
 	b, err := sqlite.Open(filepath.Join(t.TempDir(), "deputy.db"))
 	if err != nil {
