@@ -310,9 +310,10 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	}
 	answer, err := s.loop()
 	s.child = s.child.Add(run.Finish(ctx))
-	if Depth(ctx) == 0 && (err == nil || isInterrupted(err)) {
-		// A resumed run that did not reach a call it was given an answer
-		// for is not the turn that asked: say so, rather than ask again.
+	if ParentRunID(ctx) == "" && Depth(ctx) == 0 && (err == nil || isInterrupted(err)) {
+		// A resumed top-level run (not one a tool runs inside another)
+		// that did not reach a call it was given an answer for is not the
+		// turn that asked: say so, rather than ask again.
 		if uerr := unusedAnswers(ctx); uerr != nil {
 			err = uerr
 		}
