@@ -345,6 +345,11 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, in *RunInput, a ag
 		}
 	}
 	if ctx.Err() != nil && r.Context().Err() != nil {
+		if turn != nil {
+			// Nothing was stored of it: a suspension is stored only for
+			// a client that hears of it.
+			turn.abandoned(ctx)
+		}
 		st.close() // the client is gone: nothing more to tell it
 		return
 	}
@@ -373,6 +378,9 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, in *RunInput, a ag
 		}
 	}
 	if err != nil {
+		if turn != nil {
+			turn.abandoned(ctx)
+		}
 		st.finish(event.Event{Type: event.RunError, Message: err.Error(), Code: agent.ErrorCode(err)})
 		return
 	}

@@ -2,10 +2,13 @@ package agui
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/deputy-go/deputy/agent"
@@ -78,7 +81,7 @@ func beginResume(in *RunInput, s *suspendedRun, news []provider.Message, conv []
 			return nil, "", &threadError{http.StatusBadRequest, errors.New("messages ends with no user message: send the new user message (the server keeps the thread's earlier messages)")}
 		}
 		msgs = make([]provider.Message, 0, len(conv)+len(news))
-		return append(append(msgs, conv...), news...), "agui/" + in.ThreadID + "/" + in.RunID, nil
+		return append(append(msgs, conv...), news...), journalName(in.ThreadID, in.RunID), nil
 	}
 	if s == nil {
 		err := fmt.Errorf("thread %q: %w (the answers may have been given already): send a new message without resume", in.ThreadID, tool.ErrNothingSuspended)
@@ -88,6 +91,31 @@ func beginResume(in *RunInput, s *suspendedRun, news []provider.Message, conv []
 		return nil, "", &threadError{resumeStatus(err), fmt.Errorf("resume: %w", err)}
 	}
 	return s.Input, s.Turn, nil
+}
+
+// journalName is the name of the journal of run runID on thread threadID:
+// the thread's length comes first, so that no other (thread, run) pair
+// has the same name ("a/b" and "c" against "a" and "b/c"); a name longer
+// than a store key may be is a hash of the same text.
+func journalName(threadID, runID string) string {
+	name := journalPrefix(threadID) + runID
+	if len(name) <= store.MaxKeyBytes {
+		return name
+	}
+	sum := sha256.Sum256([]byte(runID))
+	return journalPrefix(threadID) + "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// journalPrefix is what the journal names of a thread's runs start with,
+// and no other thread's: DeleteThread forgets them all by it. A thread id
+// too long for it to leave room for a run is hashed.
+func journalPrefix(threadID string) string {
+	p := "agui/" + strconv.Itoa(len(threadID)) + ":" + threadID + "/"
+	if len(p) <= store.MaxKeyBytes-100 {
+		return p
+	}
+	sum := sha256.Sum256([]byte(threadID))
+	return "agui/sha256:" + hex.EncodeToString(sum[:]) + "/"
 }
 
 func interruptIDs(p *tool.Interrupted) string {
@@ -122,6 +150,17 @@ func (t *threadTurn) suspend(ctx context.Context, threadID string, in *tool.Inte
 		return fmt.Errorf("agui: storing the suspended run of thread %q (it cannot be resumed: send the message again): %w", threadID, err)
 	}
 	return nil
+}
+
+// abandoned forgets the journal of a run that ended without being
+// suspended and whose journal no suspended run needs: a new run, which
+// failed or whose client went away (its runId is not used again). A
+// resumed run that failed keeps the journal of the run it resumes, which
+// still waits for its answers.
+func (t *threadTurn) abandoned(ctx context.Context) {
+	if t.suspended == nil {
+		_ = t.st.DeleteJournal(context.WithoutCancel(ctx), t.turn)
+	}
 }
 
 // finished forgets the suspended run and the journal of a turn that ended.

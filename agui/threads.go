@@ -41,11 +41,15 @@ func WithThreads(st *store.Store) Option {
 // threadKey is the store key of a thread's conversation and lock.
 func threadKey(threadID string) string { return "thread/" + threadID }
 
-// DeleteThread forgets the thread's stored conversation, and the run
-// suspended on it waiting for answers, if any. A run in progress on it
+// DeleteThread forgets everything stored for the thread: its
+// conversation, the run suspended on it waiting for answers, if any, and
+// the journals of its runs (their names share a prefix of the thread's). A run in progress on it
 // finishes, and stores the conversation it was given plus its own turn.
 func DeleteThread(ctx context.Context, st *store.Store, threadID string) error {
 	if err := forgetSuspended(ctx, st, threadID); err != nil {
+		return err
+	}
+	if err := st.DeleteJournals(ctx, journalPrefix(threadID)); err != nil {
 		return err
 	}
 	return st.DeleteConversation(ctx, threadKey(threadID))

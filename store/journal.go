@@ -196,6 +196,30 @@ func (s *Store) DeleteJournal(ctx context.Context, turn string) error {
 	return s.b.Delete(ctx, keys...)
 }
 
+// DeleteJournals forgets every entry of every turn whose name starts with
+// prefix, such as all the turns of one thread when their names share a
+// prefix. An empty prefix is refused: it would name every journal.
+func (s *Store) DeleteJournals(ctx context.Context, prefix string) error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	if err := checkKey(prefix); err != nil {
+		return err
+	}
+	items, err := s.b.List(ctx, nsJournal+prefix)
+	if err != nil {
+		return err
+	}
+	keys := make([]string, len(items))
+	for i, it := range items {
+		keys[i] = it.Key
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	return s.b.Delete(ctx, keys...)
+}
+
 // batcher commits concurrent writes together. The first write to find no
 // commit in progress starts a goroutine that commits everything pending,
 // batch after batch, until nothing is, and ends; the writes that arrive
