@@ -588,7 +588,9 @@ func TestJournalWriteFailuresEndTheTurnAndResumeRunsTheRest(t *testing.T) {
 		t.Fatal(err)
 	}
 	recorded := finishedCalls(j, 100)
-	if recorded == 0 || recorded == 100 {
+	if recorded == 0 {
+		// Every worker's answer can survive (the failed writes were the
+		// lead's records of its calls), but not none.
 		t.Fatalf("%d entries survived every other failed write, want some", recorded)
 	}
 	lead, workers := fanOut(t, 0, nil)
