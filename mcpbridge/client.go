@@ -32,7 +32,7 @@ const (
 // offers it: its description is cut, a larger schema refused.
 const (
 	maxDescription = 4 << 10
-	maxSchema      = 64 << 10
+	maxSchema      = tool.MaxUntrustedSchemaBytes
 )
 
 // Transport says how to reach an MCP server and what to call it in errors.
@@ -502,8 +502,11 @@ func (c *Client) remote(mt *mcp.Tool) (*remoteTool, error) {
 	if err := objectSchema(params); err != nil {
 		return nil, fmt.Errorf("its tool %q has a malformed input schema (%v): fix the server, or leave the tool out with WithToolFilter", mt.Name, err)
 	}
-	if _, err := tool.CompileSchema(params); err != nil {
-		return nil, fmt.Errorf("its tool %q has a malformed input schema (%v): fix the server, or leave the tool out with WithToolFilter", mt.Name, err)
+	// A server is as untrusted as a model: its schema is compiled within
+	// the bounds of one a model writes (size, depth, weight, references
+	// only inside it).
+	if _, err := tool.CompileUntrustedSchema(params); err != nil {
+		return nil, fmt.Errorf("its tool %q has an input schema deputy will not use (%v): fix the server, or leave the tool out with WithToolFilter", mt.Name, err)
 	}
 	// A server's description is untrusted text that every model request
 	// carries: bounded like a result.

@@ -504,3 +504,46 @@ func TestHugeSchemaIsRefused(t *testing.T) {
 		t.Fatalf("a 200 kB schema: %v", err)
 	}
 }
+
+// A server's input schema is as untrusted as a model's: one within the
+// size bound but built to make checking a value run away (nesting past the
+// depth bound, a reference out of the schema, allOf branches past the
+// weight bound) is refused, naming the tool, and the server's other tools
+// stay usable without it.
+func TestHostileSchemaIsRefused(t *testing.T) {
+	deep := `{"type":"object"}`
+	for range 40 {
+		deep = `{"type":"object","properties":{"x":` + deep + `}}`
+	}
+	// Each level checks the value twice through the next: 2^12 checks of
+	// one place in a few hundred bytes.
+	defs := `"l12":{"type":"object"}`
+	for i := range 12 {
+		defs += fmt.Sprintf(`,"l%d":{"allOf":[{"$ref":"#/$defs/l%d"},{"$ref":"#/$defs/l%d"}]}`, i, i+1, i+1)
+	}
+	wide := `{"type":"object","$ref":"#/$defs/l0","$defs":{` + defs + `}}`
+	for name, schema := range map[string]string{
+		"deep":     deep,
+		"external": `{"type":"object","properties":{"x":{"$ref":"https://example.invalid/schema.json"}}}`,
+		"weighty":  wide,
+	} {
+		t.Run(name, func(t *testing.T) {
+			if len(schema) > tool.MaxUntrustedSchemaBytes {
+				t.Fatalf("the %s schema is %d bytes: it must pass the size bound to test the others", name, len(schema))
+			}
+			s := mcp.NewServer(&mcp.Implementation{Name: "hostile", Version: "1"}, nil)
+			s.AddTool(&mcp.Tool{Name: "trap", InputSchema: json.RawMessage(schema)},
+				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+			s.AddTool(&mcp.Tool{Name: "fine", InputSchema: json.RawMessage(`{"type":"object"}`)},
+				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+			_, err := connectErr(s)
+			if err == nil || !strings.Contains(err.Error(), `"trap"`) || !strings.Contains(err.Error(), "WithToolFilter") {
+				t.Fatalf("a hostile schema: %v, want an error naming the tool and WithToolFilter", err)
+			}
+			c := inMemory(t, s, mcpbridge.WithToolFilter(func(n string) bool { return n != "trap" }))
+			if n := len(c.Tools()); n != 1 {
+				t.Errorf("%d tools, want 1", n)
+			}
+		})
+	}
+}

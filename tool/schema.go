@@ -33,9 +33,12 @@ type Schema struct {
 // CompileSchema compiles a JSON Schema document (draft 2020-12 unless the
 // document names another draft). The document must be self-contained: a
 // $ref may point into it, or to a JSON Schema meta-schema, but never to a
-// file or a URL, which are not loaded. Schemas can come from a model (the
-// output_schema of a spawn), and a model must not make the program read
-// its files.
+// file or a URL, which are not loaded, so that no schema can make the
+// program read its files. It is for schemas the program's author wrote
+// (tool parameters, an output schema given in Go): it bounds neither their
+// size nor the work of checking a value. A schema from outside the program
+// — a model's output_schema, an MCP server's input schema, an interrupt's
+// response schema an HTTP client echoes — goes to CompileUntrustedSchema.
 //
 // A schema whose references make a subschema check the same place of a
 // value for ever, such as {"$ref":"#"}, is refused here rather than failing
@@ -44,8 +47,9 @@ func CompileSchema(raw json.RawMessage) (*Schema, error) {
 	return compile(raw, false)
 }
 
-// CompileUntrustedSchema compiles a JSON Schema that a model wrote, such as
-// the output_schema of a spawn, within bounds that keep compiling it and
+// CompileUntrustedSchema compiles a JSON Schema from outside the program —
+// one a model wrote (the output_schema of a spawn), an MCP server's input
+// schema, an interrupt's response schema — within bounds that keep compiling it and
 // checking values against it short: at most MaxUntrustedSchemaBytes of
 // text, nesting at most MaxUntrustedSchemaDepth deep, references only to
 // its own parts ("#/$defs/name"), and a weight of at most MaxSchemaWeight.
