@@ -533,9 +533,13 @@ func TestHostileSchemaIsRefused(t *testing.T) {
 			}
 			s := mcp.NewServer(&mcp.Implementation{Name: "hostile", Version: "1"}, nil)
 			s.AddTool(&mcp.Tool{Name: "trap", InputSchema: json.RawMessage(schema)},
-				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+					return &mcp.CallToolResult{}, nil
+				})
 			s.AddTool(&mcp.Tool{Name: "fine", InputSchema: json.RawMessage(`{"type":"object"}`)},
-				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+					return &mcp.CallToolResult{}, nil
+				})
 			_, err := connectErr(s)
 			if err == nil || !strings.Contains(err.Error(), `"trap"`) || !strings.Contains(err.Error(), "WithToolFilter") {
 				t.Fatalf("a hostile schema: %v, want an error naming the tool and WithToolFilter", err)
