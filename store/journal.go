@@ -93,8 +93,8 @@ func (s *Store) JournalEntry(ctx context.Context, turn, key string) (Entry, erro
 	if err := checkKey(turn); err != nil {
 		return Entry{}, err
 	}
-	if key == "" || strings.Contains(key, journalSep) {
-		return Entry{}, fmt.Errorf("store: journal %q: entry key %q: use a non-empty key without U+001F", turn, key)
+	if err := checkKey(key); err != nil {
+		return Entry{}, fmt.Errorf("store: journal %q: entry key: %w", turn, err)
 	}
 	payload, _, err := s.get(ctx, nsJournal+turn+journalSep+key)
 	if err != nil {
@@ -140,8 +140,10 @@ func (j *Journal) Start(key string, e Entry) (wait func(context.Context) error) 
 	if err := j.s.open(); err != nil {
 		return fail(err)
 	}
-	if key == "" || strings.Contains(key, journalSep) {
-		return fail(fmt.Errorf("store: journal %q: entry key %q: use a non-empty key without U+001F", j.turn, key))
+	// Entry keys follow the rule of every other key, so that whatever is
+	// recorded can be listed and deleted again on every backend.
+	if err := checkKey(key); err != nil {
+		return fail(fmt.Errorf("store: journal %q: entry key: %w", j.turn, err))
 	}
 	payload, err := json.Marshal(e)
 	if err != nil {

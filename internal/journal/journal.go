@@ -78,9 +78,19 @@ func (s *Scope) next(base string) string {
 
 // Child returns the scope of what the thing recorded under key records
 // itself.
+// A key deep in a tree is hashed (the same way every run of the turn), so
+// that the keys under it stay within a store key's bound.
 func (s *Scope) Child(key string) *Scope {
+	if len(key) > maxPrefix {
+		sum := sha256.Sum256([]byte(key))
+		key = "h." + hex.EncodeToString(sum[:])
+	}
 	return &Scope{J: s.J, Prefix: key + "/", counts: map[string]int{}}
 }
+
+// maxPrefix bounds a scope's prefix, leaving room under store.MaxKeyBytes
+// for the keys of a few levels more.
+const maxPrefix = 256
 
 // ID returns a stable id with the given prefix for the thing recorded
 // under key in the turn: the same on every run of the turn.

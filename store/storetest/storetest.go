@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -48,6 +49,7 @@ var cases = []struct {
 	{"CancelledContext", testCancelled},
 	{"StoreConversation", testStoreConversation},
 	{"StoreJournal", testStoreJournal},
+	{"StoreJournalKeys", testStoreJournalKeys},
 	{"StoreCorruptRecord", testStoreCorrupt},
 	{"StoreLock", testStoreLock},
 	{"StoreLockFailedLease", testStoreLockFailedLease},
@@ -490,5 +492,46 @@ func testStoreLockFailedLease(t *testing.T, b store.Backend) {
 	}
 	if err := l.Unlock(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// testStoreJournalKeys: an entry key follows the rule of every other key
+// (valid UTF-8, no NUL or U+001F, at most MaxKeyBytes), so that whatever
+// Record accepts, at the longest and with multi-byte text, a turn's
+// journals list again and DeleteJournals deletes; what it refuses is
+// refused with ErrBadKey.
+func testStoreJournalKeys(t *testing.T, b store.Backend) {
+	s := newStore(t, b)
+	turn := strings.Repeat("t", store.MaxKeyBytes)
+	j, err := s.Journal(ctx(), turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	longest := strings.Repeat("é", store.MaxKeyBytes/2)
+	for _, key := range []string{longest, "ключ/状態/🔑"} {
+		if err := j.Record(ctx(), key, store.Entry{Content: key}); err != nil {
+			t.Fatalf("recording under a %d-byte key: %v", len(key), err)
+		}
+	}
+	for _, key := range []string{"\xf5bad", "a\x00b", "a\x1fb", "", strings.Repeat("k", store.MaxKeyBytes+1), strings.Repeat("k", 1<<20)} {
+		if err := j.Record(ctx(), key, store.Entry{}); !errors.Is(err, store.ErrBadKey) {
+			t.Errorf("recording under the %d-byte key %.20q: %v, want ErrBadKey", len(key), key, err)
+		}
+		if _, err := s.JournalEntry(ctx(), turn, key); !errors.Is(err, store.ErrBadKey) {
+			t.Errorf("reading the %d-byte key %.20q: %v, want ErrBadKey", len(key), key, err)
+		}
+	}
+	again, err := s.Journal(ctx(), turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := again.Lookup(longest); again.Len() != 2 || !ok || e.Content != longest {
+		t.Fatalf("reopened: %d entries, the longest key %v", again.Len(), ok)
+	}
+	if err := s.DeleteJournals(ctx(), turn[:10]); err != nil {
+		t.Fatal(err)
+	}
+	if j, _ := s.Journal(ctx(), turn); j.Len() != 0 {
+		t.Fatalf("%d entries left after DeleteJournals", j.Len())
 	}
 }
