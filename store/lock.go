@@ -82,6 +82,7 @@ func (l *Lock) renew() {
 	defer close(l.done)
 	t := time.NewTicker(l.s.ttl / 3)
 	defer t.Stop()
+	renewed := time.Now() // the lease was taken just now
 	for {
 		select {
 		case <-l.stop:
@@ -91,7 +92,12 @@ func (l *Lock) renew() {
 		ctx, cancel := context.WithTimeout(context.Background(), l.s.ttl/3)
 		ok, err := l.s.b.Lease(ctx, l.key, l.owner, l.s.ttl)
 		cancel()
-		if err == nil && !ok {
+		switch {
+		case err == nil && ok:
+			renewed = time.Now()
+		case err == nil, time.Since(renewed) >= l.s.ttl:
+			// Taken by another holder, or not renewed for a whole TTL
+			// (a slow database): another may hold it now.
 			close(l.lost)
 			return
 		}
@@ -101,7 +107,8 @@ func (l *Lock) renew() {
 }
 
 // Lost is closed when the lock's lease was found taken by another holder,
-// after this process stalled longer than the lease TTL. Writes made under a
+// after this process stalled longer than the lease TTL, or when its
+// renewals failed for a whole TTL (another process may have taken it). Writes made under a
 // lost lock must not be trusted; versioned writes (SaveConversation) fail
 // with ErrConflict rather than overwrite.
 func (l *Lock) Lost() <-chan struct{} { return l.lost }
@@ -114,7 +121,7 @@ func (l *Lock) Unlock() error {
 		<-l.done
 		select {
 		case <-l.lost:
-			l.err = fmt.Errorf("%w: %q: this holder stalled longer than the lease TTL (store.WithLeaseTTL)", ErrLockLost, l.key)
+			l.err = fmt.Errorf("%w: %q: this holder stalled, or could not renew its lease, for longer than the lease TTL (store.WithLeaseTTL)", ErrLockLost, l.key)
 			return
 		default:
 		}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,6 +51,7 @@ var cases = []struct {
 	{"StoreConversation", testStoreConversation},
 	{"StoreJournal", testStoreJournal},
 	{"StoreJournalKeys", testStoreJournalKeys},
+	{"StoreLockRenewalsFail", testStoreLockRenewalsFail},
 	{"StoreCorruptRecord", testStoreCorrupt},
 	{"StoreLock", testStoreLock},
 	{"StoreLockFailedLease", testStoreLockFailedLease},
@@ -533,5 +535,48 @@ func testStoreJournalKeys(t *testing.T, b store.Backend) {
 	}
 	if j, _ := s.Journal(ctx(), turn); j.Len() != 0 {
 		t.Fatalf("%d entries left after DeleteJournals", j.Len())
+	}
+}
+
+// failingRenewals is a backend whose leases cannot be renewed once failing
+// is set: a database too slow to answer.
+type failingRenewals struct {
+	store.Backend
+	failing atomic.Bool
+}
+
+func (f *failingRenewals) Lease(ctx context.Context, key, owner string, ttl time.Duration) (bool, error) {
+	if f.failing.Load() {
+		return false, errors.New("injected: the database did not answer")
+	}
+	return f.Backend.Lease(ctx, key, owner, ttl)
+}
+
+// testStoreLockRenewalsFail: a holder whose renewals fail for a whole TTL
+// is told it lost the lock (Lost closed, Unlock returns ErrLockLost), and
+// another holder can take it.
+func testStoreLockRenewalsFail(t *testing.T, b store.Backend) {
+	fb := &failingRenewals{Backend: b}
+	s := newStore(t, fb, store.WithLeaseTTL(150*time.Millisecond))
+	lk, err := s.Lock(ctx(), "slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb.failing.Store(true)
+	select {
+	case <-lk.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Lost stayed open while no renewal succeeded for many TTLs")
+	}
+	fb.failing.Store(false)
+	if err := lk.Unlock(); !errors.Is(err, store.ErrLockLost) {
+		t.Fatalf("Unlock of a lock whose renewals failed: %v, want ErrLockLost", err)
+	}
+	other, err := s.Lock(ctx(), "slow")
+	if err != nil {
+		t.Fatalf("another holder: %v", err)
+	}
+	if err := other.Unlock(); err != nil {
+		t.Fatal(err)
 	}
 }
