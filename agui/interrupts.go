@@ -144,7 +144,9 @@ func (t *threadTurn) runContext(ctx context.Context, in *RunInput) (context.Cont
 func (t *threadTurn) suspend(ctx context.Context, threadID string, in *tool.Interrupted) error {
 	data, err := json.Marshal(suspendedRun{Turn: t.turn, Input: t.in, Pending: *in})
 	if err == nil {
-		err = t.st.Put(context.WithoutCancel(ctx), suspendedKey(threadID), data, store.AnyVersion)
+		// Fenced by the thread's lock: a stalled replica cannot overwrite
+		// the next run's state.
+		err = t.lock.Put(context.WithoutCancel(ctx), suspendedKey(threadID), data, store.AnyVersion)
 	}
 	if err != nil {
 		return fmt.Errorf("agui: storing the suspended run of thread %q (it cannot be resumed: send the message again): %w", threadID, err)

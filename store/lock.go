@@ -133,3 +133,27 @@ func (l *Lock) Unlock() error {
 	})
 	return l.err
 }
+
+// Put stores value under key as Store.Put does, fenced by the lock: the
+// write lands only if this holder still holds the lease when it commits,
+// checked by the database in the same transaction. A holder that stalled
+// past the lease TTL, whose lock another holder has taken since, gets an
+// error wrapping ErrLockLost and writes nothing.
+func (l *Lock) Put(ctx context.Context, key string, value []byte, version int64) error {
+	s := l.s
+	if err := s.open(); err != nil {
+		return err
+	}
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	rec, err := s.seal(nsValue+key, value)
+	if err != nil {
+		return err
+	}
+	err = s.b.Put(ctx, Write{Key: nsValue + key, Value: rec, Version: version, Fence: &Fence{Key: l.key, Owner: l.owner}})
+	if errors.Is(err, ErrLockLost) {
+		return fmt.Errorf("store: writing %q under lock %q: %w", key, l.key, err)
+	}
+	return err
+}

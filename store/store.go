@@ -82,6 +82,17 @@ type Write struct {
 	Key     string
 	Value   []byte
 	Version int64
+	// Fence, when set, names a lease the transaction must find held by
+	// its owner, unexpired, when it commits; otherwise the backend writes
+	// nothing and fails with an error wrapping ErrLockLost. It is how a
+	// holder that stalled past its lease cannot overwrite what the next
+	// holder wrote (Lock.Put).
+	Fence *Fence
+}
+
+// Fence names the lease a fenced Write needs: its key and its owner.
+type Fence struct {
+	Key, Owner string
 }
 
 // Backend is what a database implements for a Store. Its methods must be
@@ -94,7 +105,9 @@ type Backend interface {
 	List(ctx context.Context, prefix string) ([]Item, error)
 	// Put makes all the writes in one transaction, or none of them: when a
 	// record's version is not the one a Write names, it returns an error
-	// wrapping ErrConflict and writes nothing.
+	// wrapping ErrConflict and writes nothing; when a Write has a Fence
+	// whose lease is not its owner's and unexpired as the transaction
+	// commits, one wrapping ErrLockLost.
 	Put(ctx context.Context, writes ...Write) error
 	// Delete removes the records; a missing key is not an error.
 	Delete(ctx context.Context, keys ...string) error

@@ -134,7 +134,7 @@ func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse b
 		defer cancel()
 		if h := holdFor(ctx, callErr, d.st); h != nil {
 			b, _ := json.Marshal(h) // strings and a time: it cannot fail
-			if err := d.st.Put(wctx, d.holdKey(), b, store.AnyVersion); err != nil {
+			if err := lk.Put(wctx, d.holdKey(), b, store.AnyVersion); err != nil {
 				return fmt.Errorf("subagent %q: keeping the expert for its suspended call (the call cannot be resumed: run the turn again): %w", name, err)
 			}
 			return nil
@@ -150,7 +150,9 @@ func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse b
 		var snap []byte
 		err := guarded(name, func() (err error) { snap, err = p.Snapshot(); return err })
 		if err == nil {
-			err = d.st.Put(wctx, d.key, snap, version)
+			// Fenced: a process that stalled past the lease cannot
+			// overwrite what the expert's next holder stored.
+			err = lk.Put(wctx, d.key, snap, version)
 		}
 		if err != nil {
 			return fmt.Errorf("subagent %q: storing its conversation (the call is undone): %w", name, err)

@@ -162,6 +162,21 @@ func (b *Backend) Put(ctx context.Context, writes ...store.Write) error {
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	for _, w := range writes {
+		if w.Fence == nil {
+			continue
+		}
+		// FOR SHARE keeps the lease row as it is until the commit: another
+		// holder's Lease waits for it.
+		var one int
+		err := tx.QueryRow(ctx, `SELECT 1 FROM deputy_leases WHERE key = $1 AND owner = $2 AND expires >= clock_timestamp() FOR SHARE`, w.Fence.Key, w.Fence.Owner).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: the lease on %q is no longer %s's", store.ErrLockLost, w.Fence.Key, w.Fence.Owner)
+		}
+		if err != nil {
+			return b.wrap(ctx, "checking the lease on "+w.Fence.Key, err)
+		}
+	}
+	for _, w := range writes {
 		v := w.Value
 		if v == nil {
 			v = []byte{}

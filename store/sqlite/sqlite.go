@@ -229,6 +229,22 @@ func (b *Backend) Put(ctx context.Context, writes ...store.Write) error {
 			return fmt.Errorf("%w: %q is not at version %d: read it again", store.ErrConflict, w.Key, w.Version)
 		}
 	}
+	// After the writes, which hold the database's write lock until the
+	// commit: no other holder can take the lease in between.
+	now := time.Now().UnixNano()
+	for _, w := range writes {
+		if w.Fence == nil {
+			continue
+		}
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM deputy_leases WHERE key = ? AND owner = ? AND expires >= ?`, w.Fence.Key, w.Fence.Owner, now).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: the lease on %q is no longer %s's", store.ErrLockLost, w.Fence.Key, w.Fence.Owner)
+		}
+		if err != nil {
+			return b.wrap("checking the lease on "+w.Fence.Key, err)
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return b.wrap("committing", err)
 	}

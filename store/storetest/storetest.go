@@ -52,6 +52,7 @@ var cases = []struct {
 	{"StoreJournal", testStoreJournal},
 	{"StoreJournalKeys", testStoreJournalKeys},
 	{"StoreLockRenewalsFail", testStoreLockRenewalsFail},
+	{"StoreLockFencing", testStoreLockFencing},
 	{"StoreCorruptRecord", testStoreCorrupt},
 	{"StoreLock", testStoreLock},
 	{"StoreLockFailedLease", testStoreLockFailedLease},
@@ -578,5 +579,44 @@ func testStoreLockRenewalsFail(t *testing.T, b store.Backend) {
 	}
 	if err := other.Unlock(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// testStoreLockFencing: a holder stalled past its TTL, whose lock another
+// process took since, cannot write under it (ErrLockLost, nothing
+// written), while the new holder's writes land.
+func testStoreLockFencing(t *testing.T, b store.Backend) {
+	stalled := &failingRenewals{Backend: b}
+	ttl := 150 * time.Millisecond
+	first := newStore(t, stalled, store.WithLeaseTTL(ttl))
+	second := newStore(t, b, store.WithLeaseTTL(ttl))
+	old, err := first.Lock(ctx(), "fenced")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Put(ctx(), "fenced-record", []byte("first, while it holds"), store.AnyVersion); err != nil {
+		t.Fatalf("a holder's fenced write: %v", err)
+	}
+	stalled.failing.Store(true) // it stalls: no renewal reaches the database
+	lctx, cancel := context.WithTimeout(ctx(), 5*time.Second)
+	defer cancel()
+	next, err := second.Lock(lctx, "fenced")
+	if err != nil {
+		t.Fatalf("the next holder, after the TTL: %v", err)
+	}
+	defer next.Unlock()
+	if err := next.Put(ctx(), "fenced-record", []byte("second"), store.AnyVersion); err != nil {
+		t.Fatalf("the new holder's fenced write: %v", err)
+	}
+	stalled.failing.Store(false) // it wakes up and writes
+	if err := old.Put(ctx(), "fenced-record", []byte("stale"), store.AnyVersion); !errors.Is(err, store.ErrLockLost) {
+		t.Fatalf("the stale holder's fenced write: %v, want ErrLockLost", err)
+	}
+	got, _, err := second.Get(ctx(), "fenced-record")
+	if err != nil || string(got) != "second" {
+		t.Fatalf("the record holds %q (%v), want the new holder's", got, err)
+	}
+	if err := old.Unlock(); !errors.Is(err, store.ErrLockLost) {
+		t.Errorf("the stale holder's Unlock: %v, want ErrLockLost", err)
 	}
 }
