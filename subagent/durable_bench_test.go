@@ -76,6 +76,22 @@ func BenchmarkJournalRecord(b *testing.B) {
 				}
 			}
 		})
+		// The floor: the same bytes inserted with the same driver, each in
+		// a transaction of its own, with nothing of the journal around it.
+		b.Run(bk.name+"-bare", func(b *testing.B) {
+			be := bk.open(b)
+			defer be.Close()
+			ctx := context.Background()
+			value, _ := json.Marshal(store.Entry{Content: "The third chapter says revenue grew by 4% in the quarter.", Usage: provider.Usage{InputTokens: 900, OutputTokens: 40, Requests: 1}})
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				i++
+				if err := be.Put(ctx, store.Write{Key: "j/turn\x1fworker." + strconv.Itoa(i), Value: value, Version: store.AnyVersion}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
