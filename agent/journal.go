@@ -145,7 +145,10 @@ func (c *callRecorder) hook(ctx context.Context, call tool.Call) (context.Contex
 		if inner != nil {
 			inner(res, err)
 		}
-		if err != nil || ctx.Err() != nil || again {
+		// A call that returned its result has had its effect, even if the
+		// run was cancelled meanwhile: it is recorded, so that it does not
+		// run again. (A process killed between the two runs it again.)
+		if err != nil || again {
 			return
 		}
 		e := store.Entry{Content: res.Content, Usage: res.Usage}

@@ -540,7 +540,9 @@ func (s *runState) runCalls(stepKey string, calls []provider.ToolCall) (results 
 	for k, c := range todo {
 		results[rec.index[c.ID]] = got[k]
 	}
-	if werr := rec.wait(s.ctx); werr != nil && (err == nil || isInterrupted(err)) {
+	// The writes are waited for even when the run was cancelled: a call
+	// that ran must be found recorded by the run that recovers this one.
+	if werr := rec.wait(context.WithoutCancel(s.ctx)); werr != nil && (err == nil || isInterrupted(err)) {
 		err = werr
 	}
 	return results, replayed, err

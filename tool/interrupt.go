@@ -133,13 +133,13 @@ type resumption struct {
 	used map[string]bool // answers a call has taken
 }
 
-// take returns the answer to the interrupt id, once: a second call asking
-// under the same id asks again.
-func (r *resumption) take(id string) (Answer, bool) {
+// take returns the answer to the interrupt id, once (unless again): a
+// second call asking under the same id asks again.
+func (r *resumption) take(id string, again bool) (Answer, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	a, ok := r.answers[id]
-	if !ok || r.used[id] {
+	if !ok || (r.used[id] && !again) {
 		return Answer{}, false
 	}
 	r.used[id] = true
@@ -160,15 +160,15 @@ func UnusedAnswers(ctx context.Context) []string {
 	js := journal.From(ctx)
 	var ids []string
 	for id := range r.answers {
-		if r.used[id] {
-			continue
-		}
 		if js != nil {
+			// Under a journal, an answer is used once it is recorded, by
+			// this run or one before it that stopped (whose call's result
+			// is recorded too).
 			if _, given := js.J.Lookup(answerKey(id)); given {
-				// Used by a run of the turn before this one (which
-				// stopped before it ended): the call's result is recorded.
 				continue
 			}
+		} else if r.used[id] {
+			continue
 		}
 		ids = append(ids, id)
 	}
@@ -280,7 +280,12 @@ func Ask(ctx context.Context, call Call, q Question) (json.RawMessage, error) {
 	now := time.Now
 	if r != nil {
 		now = r.now
-		if a, ok := r.take(id); ok {
+		// Under a journal the id is the call's place in the turn, which no
+		// other call shares, and the answer, once taken, is recorded; a
+		// run that recovers this one under the same answers may take it
+		// again if the record did not land. Without one, an answer is
+		// taken once.
+		if a, ok := r.take(id, js != nil); ok {
 			cancelled := a.Status == Cancelled
 			if js != nil {
 				e := store.Entry{Value: a.Payload}
