@@ -98,7 +98,9 @@ func beginResume(in *RunInput, s *suspendedRun, news []provider.Message, conv []
 // has the same name ("a/b" and "c" against "a" and "b/c"); a name longer
 // than a store key may be is a hash of the same text.
 func journalName(threadID, runID string) string {
-	name := journalPrefix(threadID) + runID
+	// The run's length comes first too, so that a hashed name (which
+	// starts with a letter) is never a short run id's.
+	name := journalPrefix(threadID) + strconv.Itoa(len(runID)) + ":" + runID
 	if len(name) <= store.MaxKeyBytes {
 		return name
 	}

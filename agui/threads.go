@@ -43,8 +43,9 @@ func threadKey(threadID string) string { return "thread/" + threadID }
 
 // DeleteThread forgets everything stored for the thread: its
 // conversation, the run suspended on it waiting for answers, if any, and
-// the journals of its runs (their names share a prefix of the thread's). A run in progress on it
-// finishes, and stores the conversation it was given plus its own turn.
+// the journals of its runs (their names share a prefix of the thread's).
+// A run in progress on it finishes, and stores the conversation it was
+// given plus its own turn.
 func DeleteThread(ctx context.Context, st *store.Store, threadID string) error {
 	if err := forgetSuspended(ctx, st, threadID); err != nil {
 		return err
