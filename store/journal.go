@@ -198,18 +198,7 @@ func (s *Store) DeleteJournal(ctx context.Context, turn string) error {
 	if err := checkKey(turn); err != nil {
 		return err
 	}
-	items, err := s.b.List(ctx, nsJournal+turn+journalSep)
-	if err != nil {
-		return err
-	}
-	keys := make([]string, len(items))
-	for i, it := range items {
-		keys[i] = it.Key
-	}
-	if len(keys) == 0 {
-		return nil
-	}
-	return s.b.Delete(ctx, keys...)
+	return s.deleteAll(ctx, nsJournal+turn+journalSep)
 }
 
 // DeleteJournals forgets every entry of every turn whose name starts with
@@ -222,7 +211,12 @@ func (s *Store) DeleteJournals(ctx context.Context, prefix string) error {
 	if err := checkKey(prefix); err != nil {
 		return err
 	}
-	items, err := s.b.List(ctx, nsJournal+prefix)
+	return s.deleteAll(ctx, nsJournal+prefix)
+}
+
+// deleteAll deletes every record whose backend key starts with prefix.
+func (s *Store) deleteAll(ctx context.Context, prefix string) error {
+	items, err := s.b.List(ctx, prefix)
 	if err != nil {
 		return err
 	}
