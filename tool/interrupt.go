@@ -301,8 +301,9 @@ func Ask(ctx context.Context, call Call, q Question) (json.RawMessage, error) {
 	}
 	if len(q.ResponseSchema) > 0 {
 		// A schema no answer can meet would leave the run waiting for ever;
-		// AG-UI carries only an object.
-		if _, err := CompileSchema(q.ResponseSchema); err != nil || bytes.TrimSpace(q.ResponseSchema)[0] != '{' {
+		// AG-UI carries only an object. Resume compiles it as a schema from
+		// outside (a client echoes it), so it must pass those bounds here.
+		if _, err := CompileUntrustedSchema(q.ResponseSchema); err != nil || bytes.TrimSpace(q.ResponseSchema)[0] != '{' {
 			return nil, fmt.Errorf("tool %s: asking with a response schema that is not a JSON Schema object (%v): fix the tool's Question", call.Name, err)
 		}
 	}

@@ -147,3 +147,18 @@ func TestAskRefusesABadResponseSchema(t *testing.T) {
 		}
 	}
 }
+
+// A question whose response schema Resume would refuse (here, nested past
+// the untrusted-schema depth) is refused when it is asked, rather than
+// leaving the run waiting for an answer that can never be accepted.
+func TestAskRefusesAResponseSchemaResumeWouldRefuse(t *testing.T) {
+	deep := `{"type":"object"}`
+	for range 40 {
+		deep = `{"type":"object","properties":{"x":` + deep + `}}`
+	}
+	_, err := Ask(context.Background(), Call{ID: "c1", Name: "ask"}, Question{Message: "?", ResponseSchema: json.RawMessage(deep)})
+	var in *Interrupted
+	if err == nil || errors.As(err, &in) || !strings.Contains(err.Error(), "response schema") {
+		t.Fatalf("%v, want an error about the response schema and no interrupt", err)
+	}
+}
