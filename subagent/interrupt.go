@@ -18,10 +18,10 @@ import (
 type stableRunKey struct{}
 
 // journalInvocation returns the context an invocation keyed key in js runs
-// under: its children's journal scope, its interrupts' scope and its run id.
+// under: its children's journal scope (under which tool.Ask derives its
+// interrupts' ids) and its run id.
 func journalInvocation(ctx context.Context, js *journal.Scope, key string) context.Context {
 	ctx = journal.With(ctx, js.Child(key))
-	ctx = tool.WithInterruptScope(ctx, js.J.Turn()+"\x1f"+key)
 	return context.WithValue(ctx, stableRunKey{}, js.ID("sub_", key))
 }
 

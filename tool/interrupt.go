@@ -113,10 +113,10 @@ var (
 
 type interruptScopeKey struct{}
 
-// WithInterruptScope returns ctx under which interrupts get ids of their
-// own: a sub-agent invocation sets a scope that is the same each time the
-// turn is run, so that two children's calls with the same id never share
-// an interrupt.
+// WithInterruptScope returns ctx under which interrupts asked outside a
+// journaled turn get ids of their own, so that two callers' calls with the
+// same id never share an interrupt. In a journaled turn the id comes from
+// the call's place in the turn instead, and the scope is not used.
 func WithInterruptScope(ctx context.Context, scope string) context.Context {
 	return context.WithValue(ctx, interruptScopeKey{}, scope)
 }
