@@ -110,3 +110,39 @@ func (s *Store) DeleteConversation(ctx context.Context, key string) error {
 	}
 	return s.b.Delete(ctx, nsConv+key)
 }
+
+// MaxPage bounds one page of a listing (Conversations).
+const MaxPage = 1000
+
+// Conversations returns one page of the keys of the stored conversations
+// whose keys start with prefix, in key order: at most limit (1 to
+// MaxPage) keys after the key after ("": from the first). A page shorter
+// than limit is the last; the next page starts after the last key of this
+// one. It reads no conversation, so a page costs the same however long the
+// conversations are.
+func (s *Store) Conversations(ctx context.Context, prefix, after string, limit int) ([]string, error) {
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	if limit < 1 || limit > MaxPage {
+		return nil, fmt.Errorf("store: a page of %d conversations: ask for 1 to %d", limit, MaxPage)
+	}
+	if prefix != "" {
+		if err := checkKey(prefix); err != nil {
+			return nil, err
+		}
+	}
+	if after != "" {
+		if err := checkKey(after); err != nil {
+			return nil, err
+		}
+	}
+	keys, err := s.b.Keys(ctx, nsConv+prefix, nsConv+after, limit)
+	if err != nil {
+		return nil, err
+	}
+	for i, k := range keys {
+		keys[i] = k[len(nsConv):]
+	}
+	return keys, nil
+}

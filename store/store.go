@@ -103,6 +103,10 @@ type Backend interface {
 	Get(ctx context.Context, key string) (Item, error)
 	// List returns every record whose key starts with prefix, in key order.
 	List(ctx context.Context, prefix string) ([]Item, error)
+	// Keys returns, in key order, at most limit keys that start with
+	// prefix and sort after after ("": from the first), without reading
+	// their values: one page of a listing.
+	Keys(ctx context.Context, prefix, after string, limit int) ([]string, error)
 	// Put makes all the writes in one transaction, or none of them: when a
 	// record's version is not the one a Write names, it returns an error
 	// wrapping ErrConflict and writes nothing; when a Write has a Fence

@@ -154,6 +154,19 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]store.Item, error)
 	return items, nil
 }
 
+// Keys implements store.Backend.
+func (b *Backend) Keys(ctx context.Context, prefix, after string, limit int) ([]string, error) {
+	rows, err := b.pool.Query(ctx, `SELECT key FROM deputy_records WHERE key >= $1 AND key > $2 AND key < $3 ORDER BY key LIMIT $4`, prefix, after, prefix+keyEnd, limit)
+	if err != nil {
+		return nil, b.wrap(ctx, "listing "+prefix, err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, b.wrap(ctx, "listing "+prefix, err)
+	}
+	return keys, nil
+}
+
 // Put implements store.Backend: one transaction for all the writes.
 func (b *Backend) Put(ctx context.Context, writes ...store.Write) error {
 	tx, err := b.pool.Begin(ctx)

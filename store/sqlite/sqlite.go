@@ -202,6 +202,27 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]store.Item, error)
 	return items, nil
 }
 
+// Keys implements store.Backend.
+func (b *Backend) Keys(ctx context.Context, prefix, after string, limit int) ([]string, error) {
+	rows, err := b.db.QueryContext(ctx, `SELECT key FROM deputy_records WHERE key >= ? AND key > ? AND key < ? ORDER BY key LIMIT ?`, prefix, after, prefix+keyEnd, limit)
+	if err != nil {
+		return nil, b.wrap("listing "+prefix, err)
+	}
+	defer rows.Close()
+	keys := make([]string, 0, min(limit, 256))
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, b.wrap("listing "+prefix, err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, b.wrap("listing "+prefix, err)
+	}
+	return keys, nil
+}
+
 // Put implements store.Backend: one transaction for all the writes.
 func (b *Backend) Put(ctx context.Context, writes ...store.Write) error {
 	tx, err := b.db.BeginTx(ctx, nil)

@@ -43,6 +43,8 @@ var cases = []struct {
 	{"AtomicBatch", testAtomicBatch},
 	{"Bytes", testBytes},
 	{"List", testList},
+	{"Keys", testKeys},
+	{"StoreConversationPages", testStoreConversationPages},
 	{"Delete", testDelete},
 	{"Lease", testLease},
 	{"LeaseExpires", testLeaseExpires},
@@ -181,6 +183,71 @@ func testList(t *testing.T, b store.Backend) {
 	items, err = b.List(ctx(), "none/")
 	if err != nil || len(items) != 0 {
 		t.Fatalf("List(none/) = %v, %v, want nothing", items, err)
+	}
+}
+
+func testKeys(t *testing.T, b store.Backend) {
+	for _, k := range []string{"p/b", "p/a", "p/a/deeper", "q/a", "p", "p%", "p_x", "pa", "p/\u00e9", "p/c"} {
+		mustPut(t, b, store.Write{Key: k, Value: []byte(k), Version: 0})
+	}
+	var pages []string
+	after := ""
+	for {
+		keys, err := b.Keys(ctx(), "p/", after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages = append(pages, fmt.Sprint(keys))
+		if len(keys) < 2 {
+			break
+		}
+		after = keys[len(keys)-1]
+	}
+	if want := "[[p/a p/a/deeper] [p/b p/c] [p/\u00e9]]"; fmt.Sprint(pages) != want {
+		t.Fatalf("Keys(p/) in pages of 2 = %v, want %s", pages, want)
+	}
+	// after before the prefix starts at the prefix's first key.
+	if keys, err := b.Keys(ctx(), "p/", "a", 1); err != nil || fmt.Sprint(keys) != "[p/a]" {
+		t.Fatalf("Keys(p/, after a) = %v, %v, want [p/a]", keys, err)
+	}
+	if keys, err := b.Keys(ctx(), "p%", "", 10); err != nil || fmt.Sprint(keys) != "[p%]" {
+		t.Fatalf("Keys(p%%) = %v, %v, want [p%%] (no pattern matching)", keys, err)
+	}
+}
+
+// testStoreConversationPages pages through many conversations under one
+// prefix, and sees none of a neighbour's.
+func testStoreConversationPages(t *testing.T, b store.Backend) {
+	s := newStore(t, b)
+	const n = 25
+	for i := range n {
+		if err := s.SaveConversation(ctx(), fmt.Sprintf("owner/alice/%03d", i), []provider.Message{provider.UserMessage("hi")}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SaveConversation(ctx(), "owner/alicex/000", []provider.Message{provider.UserMessage("hi")}, 0); err != nil {
+		t.Fatal(err)
+	}
+	var all []string
+	after := ""
+	for {
+		keys, err := s.Conversations(ctx(), "owner/alice/", after, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, keys...)
+		if len(keys) < 10 {
+			break
+		}
+		after = keys[len(keys)-1]
+	}
+	if len(all) != n || all[0] != "owner/alice/000" || all[n-1] != fmt.Sprintf("owner/alice/%03d", n-1) {
+		t.Fatalf("paged %d keys %v, want the %d of owner/alice/ in order", len(all), all, n)
+	}
+	for _, bad := range []int{0, -1, store.MaxPage + 1} {
+		if _, err := s.Conversations(ctx(), "owner/", "", bad); err == nil || !strings.Contains(err.Error(), "ask for 1 to") {
+			t.Errorf("a page of %d: %v, want an error saying what to ask for", bad, err)
+		}
 	}
 }
 
