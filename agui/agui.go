@@ -118,6 +118,7 @@ type config struct {
 	log          *slog.Logger
 	writeTimeout time.Duration
 	threads      *store.Store // WithThreads
+	authorize    Authorize    // WithAuthorize
 	inputSet     bool         // WithInput was given
 }
 
@@ -273,6 +274,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, msg)
 		return
 	}
+	owner, ok := h.authorize(w, r, in.ThreadID)
+	if !ok {
+		return
+	}
+	leave, ok := h.active.enter()
+	if !ok {
+		w.Header().Set("Retry-After", "1")
+		httpError(w, http.StatusServiceUnavailable, "agui: the server is shutting down: send the run again (to another replica, or once it is back)")
+		return
+	}
+	defer leave()
+	in.Owner = owner
 	agentIn, err := h.cfg.input(in)
 	if err != nil {
 		status := http.StatusInternalServerError
@@ -317,7 +330,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) run(w http.ResponseWriter, r *http.Request, in *RunInput, a agent.Agent, agentIn agent.Input, hide bool, turn *threadTurn) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	defer h.active.add(in.ThreadID, cancel)()
+	defer h.active.add(thread{in.Owner, in.ThreadID}, cancel)()
 	st := newStream(w, hide, h.cfg.writeTimeout, func() { cancel(nil) }, h.logger())
 	st.open()
 	st.write(event.Event{Type: event.RunStarted, ThreadID: in.ThreadID, RunID: in.RunID, ParentRunID: in.ParentRunID})
@@ -353,7 +366,7 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, in *RunInput, a ag
 		st.close() // the client is gone: nothing more to tell it
 		return
 	}
-	if _, ok := asInterrupted(err); !ok && err != nil && context.Cause(ctx) == errStopped {
+	if _, ok := asInterrupted(err); !ok && err != nil && stoppedBy(ctx) {
 		// Stopped by the server: nothing is kept, nothing waits.
 		if turn != nil {
 			turn.finished(ctx)
@@ -363,7 +376,7 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, in *RunInput, a ag
 	}
 	if asked, ok := asInterrupted(err); ok {
 		if turn != nil {
-			err = turn.suspend(ctx, in.ThreadID, asked)
+			err = turn.suspend(ctx, asked)
 		}
 		if err == nil || turn == nil {
 			st.finish(interruptEvent(in.ThreadID, in.RunID, asked, usageJSON(spent, out.TotalUsage())))

@@ -1,4 +1,7 @@
 package agui
 
-// JournalName is journalName, for tests that look at the store.
-var JournalName = journalName
+// JournalName is the name of the journal of run runID on owner's thread
+// threadID, for tests that look at the store.
+func JournalName(owner, threadID, runID string) string {
+	return thread{owner, threadID}.journalName(runID)
+}

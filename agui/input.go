@@ -37,6 +37,11 @@ type RunInput struct {
 	// Resume answers the interrupts the thread's previous run ended with
 	// (see WithThreads).
 	Resume []tool.Answer
+
+	// Owner is not sent by the client: it is the owner WithAuthorize's
+	// function named for the request ("" without it), for a Builder that
+	// builds the agent per user.
+	Owner string
 }
 
 // Message is one message of an AG-UI conversation.

@@ -211,9 +211,7 @@ func TestDeleteThreadForgetsItsSuspendedRun(t *testing.T) {
 	if o.Type != "interrupt" {
 		t.Fatalf("outcome %q", o.Type)
 	}
-	if err := agui.DeleteThread(context.Background(), st, "th"); err != nil {
-		t.Fatal(err)
-	}
+	deleteThread(t, st, "th")
 	// A new message starts afresh, and asks again.
 	_, o = finished(t, aguiRun(t, url, runBody("th", "run-2", nil), http.StatusOK))
 	if o.Type != "interrupt" {

@@ -2,13 +2,10 @@ package agui
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/deputy-go/deputy/agent"
@@ -39,12 +36,10 @@ type suspendedRun struct {
 	Pending tool.Interrupted `json:"pending"`
 }
 
-// suspendedKey is the store key of a thread's suspended run.
-func suspendedKey(threadID string) string { return "suspended/" + threadID }
-
 // loadSuspended returns the thread's suspended run, or nil.
-func loadSuspended(ctx context.Context, st *store.Store, threadID string) (*suspendedRun, error) {
-	data, _, err := st.Get(ctx, suspendedKey(threadID))
+func loadSuspended(ctx context.Context, st *store.Store, th thread) (*suspendedRun, error) {
+	threadID := th.id
+	data, _, err := st.Get(ctx, th.suspendedKey())
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
@@ -71,7 +66,7 @@ func resumeStatus(err error) int {
 
 // beginResume checks a request against the thread's suspended run s (nil:
 // none) and returns the input and journal turn of the run to make.
-func beginResume(in *RunInput, s *suspendedRun, news []provider.Message, conv []provider.Message) (msgs []provider.Message, turn string, err error) {
+func beginResume(in *RunInput, th thread, s *suspendedRun, news []provider.Message, conv []provider.Message) (msgs []provider.Message, turn string, err error) {
 	if len(in.Resume) == 0 {
 		if s != nil {
 			return nil, "", &threadError{http.StatusConflict, fmt.Errorf("thread %q has a run waiting for answers to interrupts %s: send them in resume (status resolved or cancelled)",
@@ -81,7 +76,7 @@ func beginResume(in *RunInput, s *suspendedRun, news []provider.Message, conv []
 			return nil, "", &threadError{http.StatusBadRequest, errors.New("messages ends with no user message: send the new user message (the server keeps the thread's earlier messages)")}
 		}
 		msgs = make([]provider.Message, 0, len(conv)+len(news))
-		return append(append(msgs, conv...), news...), journalName(in.ThreadID, in.RunID), nil
+		return append(append(msgs, conv...), news...), th.journalName(in.RunID), nil
 	}
 	if s == nil {
 		err := fmt.Errorf("thread %q: %w (the answers may have been given already): send a new message without resume", in.ThreadID, tool.ErrNothingSuspended)
@@ -91,33 +86,6 @@ func beginResume(in *RunInput, s *suspendedRun, news []provider.Message, conv []
 		return nil, "", &threadError{resumeStatus(err), fmt.Errorf("resume: %w", err)}
 	}
 	return s.Input, s.Turn, nil
-}
-
-// journalName is the name of the journal of run runID on thread threadID:
-// the thread's length comes first, so that no other (thread, run) pair
-// has the same name ("a/b" and "c" against "a" and "b/c"); a name longer
-// than a store key may be is a hash of the same text.
-func journalName(threadID, runID string) string {
-	// The run's length comes first too, so that a hashed name (which
-	// starts with a letter) is never a short run id's.
-	name := journalPrefix(threadID) + strconv.Itoa(len(runID)) + ":" + runID
-	if len(name) <= store.MaxKeyBytes {
-		return name
-	}
-	sum := sha256.Sum256([]byte(runID))
-	return journalPrefix(threadID) + "sha256:" + hex.EncodeToString(sum[:])
-}
-
-// journalPrefix is what the journal names of a thread's runs start with,
-// and no other thread's: DeleteThread forgets them all by it. A thread id
-// too long for it to leave room for a run is hashed.
-func journalPrefix(threadID string) string {
-	p := "agui/" + strconv.Itoa(len(threadID)) + ":" + threadID + "/"
-	if len(p) <= store.MaxKeyBytes-100 {
-		return p
-	}
-	sum := sha256.Sum256([]byte(threadID))
-	return "agui/sha256:" + hex.EncodeToString(sum[:]) + "/"
 }
 
 func interruptIDs(p *tool.Interrupted) string {
@@ -143,12 +111,13 @@ func (t *threadTurn) runContext(ctx context.Context, in *RunInput) (context.Cont
 }
 
 // suspend stores the run as waiting for in's interrupts.
-func (t *threadTurn) suspend(ctx context.Context, threadID string, in *tool.Interrupted) error {
+func (t *threadTurn) suspend(ctx context.Context, in *tool.Interrupted) error {
+	threadID := t.th.id
 	data, err := json.Marshal(suspendedRun{Turn: t.turn, Input: t.in, Pending: *in})
 	if err == nil {
 		// Fenced by the thread's lock: a stalled replica cannot overwrite
 		// the next run's state.
-		err = t.lock.Put(context.WithoutCancel(ctx), suspendedKey(threadID), data, store.AnyVersion)
+		err = t.lock.Put(context.WithoutCancel(ctx), t.th.suspendedKey(), data, store.AnyVersion)
 	}
 	if err != nil {
 		return fmt.Errorf("agui: storing the suspended run of thread %q (it cannot be resumed: send the message again): %w", threadID, err)
@@ -171,7 +140,7 @@ func (t *threadTurn) abandoned(ctx context.Context) {
 func (t *threadTurn) finished(ctx context.Context) {
 	ctx = context.WithoutCancel(ctx)
 	if t.suspended != nil {
-		_ = t.st.Delete(ctx, suspendedKey(t.threadID))
+		_ = t.st.Delete(ctx, t.th.suspendedKey())
 	}
 	_ = t.st.DeleteJournal(ctx, t.turn)
 }
@@ -189,13 +158,13 @@ func asInterrupted(err error) (*tool.Interrupted, bool) {
 }
 
 // forgetSuspended deletes the thread's suspended run and its journal.
-func forgetSuspended(ctx context.Context, st *store.Store, threadID string) error {
-	s, err := loadSuspended(ctx, st, threadID)
+func forgetSuspended(ctx context.Context, st *store.Store, th thread) error {
+	s, err := loadSuspended(ctx, st, th)
 	if err != nil || s == nil {
 		return err
 	}
 	if err := st.DeleteJournal(ctx, s.Turn); err != nil {
 		return err
 	}
-	return st.Delete(ctx, suspendedKey(threadID))
+	return st.Delete(ctx, th.suspendedKey())
 }

@@ -21,10 +21,10 @@ import (
 func TestJournalNamesNeverCollide(t *testing.T) {
 	long := strings.Repeat("t", 2*store.MaxKeyBytes)
 	names := map[string]string{}
-	hashed := agui.JournalName("t", long) // a run id that looks like the hashed name of another
+	hashed := agui.JournalName("", "t", long) // a run id that looks like the hashed name of another
 	for _, p := range [][2]string{{"a/b", "c"}, {"a", "b/c"}, {"a/b/", "c"}, {long, "r"}, {long + "x", "r"}, {"t", long}, {"t", long + "x"},
 		{"t", hashed[strings.Index(hashed, "sha256:"):]}} {
-		n := agui.JournalName(p[0], p[1])
+		n := agui.JournalName("", p[0], p[1])
 		if len(n) > store.MaxKeyBytes {
 			t.Errorf("thread %.10q run %.10q: a name of %d bytes", p[0], p[1], len(n))
 		}
@@ -38,7 +38,7 @@ func TestJournalNamesNeverCollide(t *testing.T) {
 // entries is how many entries the journal of a thread's run holds.
 func entries(t *testing.T, st *store.Store, thread, run string) int {
 	t.Helper()
-	j, err := st.Journal(context.Background(), agui.JournalName(thread, run))
+	j, err := st.Journal(context.Background(), agui.JournalName("", thread, run))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,9 +82,7 @@ func TestDeleteThreadForgetsItsJournals(t *testing.T) {
 		t.Fatal("the suspended run has no journal")
 	}
 	aguiRun(t, url, runBody("other", "run-1", nil), http.StatusOK)
-	if err := agui.DeleteThread(context.Background(), st, "th"); err != nil {
-		t.Fatal(err)
-	}
+	deleteThread(t, st, "th")
 	if n := entries(t, st, "th", "run-1"); n != 0 {
 		t.Fatalf("%d journal entries of the deleted thread are left", n)
 	}

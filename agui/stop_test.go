@@ -62,7 +62,7 @@ func stopWhenStarted(t *testing.T, h *agui.Handler, url, body string, started <-
 	case <-time.After(10 * time.Second):
 		t.Fatal("the tool did not start")
 	}
-	if !h.Stop("th") {
+	if !h.Stop("", "th") {
 		t.Fatal("Stop found no run on the thread")
 	}
 	evs := events(readFrames(t, resp.Body))
@@ -82,7 +82,7 @@ func TestStopEndsTheRunCancelled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Stop("th") {
+	if h.Stop("", "th") {
 		t.Error("Stop found a run before any started")
 	}
 	evs := stopWhenStarted(t, h, serve(t, h).URL, runBody("th", "r1", nil), started)
@@ -93,7 +93,7 @@ func TestStopEndsTheRunCancelled(t *testing.T) {
 	if diff := cmp.Diff([]tokenUsage{{Input: 10, Output: 2, Total: 12, Model: "m"}}, usageOf(t, fin.Usage)); diff != "" {
 		t.Errorf("usage of the stopped run (-want +got):\n%s", diff)
 	}
-	if h.Stop("th") {
+	if h.Stop("", "th") {
 		t.Error("Stop found a run after it ended")
 	}
 }
@@ -159,7 +159,7 @@ func TestClientGoneDuringResumeKeepsTheSuspendedRun(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("the resumed call did not run again")
 			}
-			h.Stop("th")
+			h.Stop("", "th")
 			resp.Body.Close()
 			break
 		}

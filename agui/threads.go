@@ -27,7 +27,8 @@ import (
 //
 // It works with NewPerRequest, whose agent starts each request with no
 // conversation of its own, and replaces the InputFunc (WithInput is
-// refused with it). DeleteThread forgets a thread.
+// refused with it). Handler.DeleteThread forgets a thread, and
+// Handler.Threads serves listing, reading and deleting over HTTP.
 func WithThreads(st *store.Store) Option {
 	return func(c *config) error {
 		if st == nil {
@@ -38,33 +39,14 @@ func WithThreads(st *store.Store) Option {
 	}
 }
 
-// threadKey is the store key of a thread's conversation and lock.
-func threadKey(threadID string) string { return "thread/" + threadID }
-
-// DeleteThread forgets everything stored for the thread: its
-// conversation, the run suspended on it waiting for answers, if any, and
-// the journals of its runs (their names share a prefix of the thread's).
-// A run in progress on it finishes, and stores the conversation it was
-// given plus its own turn.
-func DeleteThread(ctx context.Context, st *store.Store, threadID string) error {
-	if err := forgetSuspended(ctx, st, threadID); err != nil {
-		return err
-	}
-	if err := st.DeleteJournals(ctx, journalPrefix(threadID)); err != nil {
-		return err
-	}
-	return st.DeleteConversation(ctx, threadKey(threadID))
-}
-
 // threadTurn is one run on a stored thread.
 type threadTurn struct {
 	st   *store.Store
-	key  string
+	th   thread
 	lock *store.Lock
 	conv store.Conversation
 	in   []provider.Message // what the agent was handed
 
-	threadID  string
 	turn      string        // the journal's name
 	suspended *suspendedRun // the run this one resumes or replaces, if any
 }
@@ -98,7 +80,11 @@ func (h *Handler) beginThread(ctx context.Context, in *RunInput) (*threadTurn, a
 	if len(news) == 0 && len(in.Resume) == 0 {
 		return nil, agent.Input{}, &threadError{http.StatusBadRequest, errors.New("messages ends with no user message: send the new user message (the server keeps the thread's earlier messages)")}
 	}
-	key := threadKey(in.ThreadID)
+	th := thread{in.Owner, in.ThreadID}
+	if err := th.check(); err != nil {
+		return nil, agent.Input{}, err
+	}
+	key := th.key()
 	lock, err := st.TryLock(ctx, key)
 	if err != nil {
 		return nil, agent.Input{}, storeError(in.ThreadID, err)
@@ -108,17 +94,17 @@ func (h *Handler) beginThread(ctx context.Context, in *RunInput) (*threadTurn, a
 		lock.Unlock()
 		return nil, agent.Input{}, storeError(in.ThreadID, err)
 	}
-	susp, err := loadSuspended(ctx, st, in.ThreadID)
+	susp, err := loadSuspended(ctx, st, th)
 	if err != nil {
 		lock.Unlock()
 		return nil, agent.Input{}, err
 	}
-	msgs, turn, err := beginResume(in, susp, news, conv.Messages)
+	msgs, turn, err := beginResume(in, th, susp, news, conv.Messages)
 	if err != nil {
 		lock.Unlock()
 		return nil, agent.Input{}, err
 	}
-	return &threadTurn{st: st, key: key, lock: lock, conv: conv, in: msgs, threadID: in.ThreadID, turn: turn, suspended: susp}, agent.Input{Messages: msgs}, nil
+	return &threadTurn{st: st, th: th, lock: lock, conv: conv, in: msgs, turn: turn, suspended: susp}, agent.Input{Messages: msgs}, nil
 }
 
 // save stores the thread after a successful run.
@@ -130,7 +116,7 @@ func (t *threadTurn) save(ctx context.Context, out agent.Output) error {
 		thread = append(t.in[:len(t.in):len(t.in)], provider.AssistantMessage(out.Answer))
 	}
 	// The run is over; a client leaving now does not undo it.
-	return t.st.SaveConversation(context.WithoutCancel(ctx), t.key, thread, t.conv.Version)
+	return t.st.SaveConversation(context.WithoutCancel(ctx), t.th.key(), thread, t.conv.Version)
 }
 
 func (t *threadTurn) end() { t.lock.Unlock() }

@@ -3,6 +3,7 @@ package agui_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -110,11 +111,30 @@ func turn(t *testing.T, url, thread string, msgs ...string) event.Event {
 
 func stored(t *testing.T, st *store.Store, thread string) []provider.Message {
 	t.Helper()
-	c, err := st.Conversation(context.Background(), "thread/"+thread)
+	c, err := storeHandler(t, st).ReadThread(context.Background(), "", thread)
+	if errors.Is(err, agui.ErrNoThread) {
+		return nil
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c.Messages
+}
+
+// storeHandler is a handler over st's threads, for what tests do to them
+// beside the handler that serves the runs.
+func storeHandler(t *testing.T, st *store.Store) *agui.Handler {
+	t.Helper()
+	return must(t)(agui.NewPerRequest(func(context.Context, *agui.RunInput) (agent.Agent, error) {
+		return nil, errors.New("this handler serves no runs")
+	}, agui.WithThreads(st)))
+}
+
+func deleteThread(t *testing.T, st *store.Store, thread string) {
+	t.Helper()
+	if err := storeHandler(t, st).DeleteThread(context.Background(), "", thread); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestThreadKeptOnTheServer(t *testing.T) {
@@ -162,9 +182,7 @@ func TestThreadFailedRunStoresNothingAndDeleteForgets(t *testing.T) {
 	if got := stored(t, st, "t"); len(got) != 2 {
 		t.Fatalf("after a failed run the thread holds %v", got)
 	}
-	if err := agui.DeleteThread(context.Background(), st, "t"); err != nil {
-		t.Fatal(err)
-	}
+	deleteThread(t, st, "t")
 	turn(t, srv.URL, "t", "again")
 	if got := len(m.last()); got != 1 {
 		t.Fatalf("after DeleteThread the model saw %d messages", got)

@@ -32,7 +32,7 @@ func request(scenario string) string {
 }
 
 // server serves the agents b builds; their stop is the handler's Stop.
-func server(t *testing.T, b func(context.Context, *agui.RunInput, func(string) bool) (agent.Agent, error)) *httptest.Server {
+func server(t *testing.T, b func(context.Context, *agui.RunInput, func(owner, threadID string) bool) (agent.Agent, error)) *httptest.Server {
 	t.Helper()
 	var h *agui.Handler
 	h, err := agui.NewPerRequest(func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) { return b(ctx, in, h.Stop) })
@@ -69,7 +69,7 @@ func runScenario(t *testing.T, url, body string) (int, []event.Event) {
 // rules so that a Go test fails first.
 func TestScenarios(t *testing.T) {
 	srv := server(t, build)
-	quick := server(t, func(context.Context, *agui.RunInput, func(string) bool) (agent.Agent, error) {
+	quick := server(t, func(context.Context, *agui.RunInput, func(string, string) bool) (agent.Agent, error) {
 		return tree("research topic B", time.Millisecond, fake.Text("Done.")) // "slow", but quick
 	})
 	for _, tt := range []struct {

@@ -25,7 +25,7 @@ const stopAfter = 600 * time.Millisecond
 
 // build makes the agent tree of one request; stop stops the runs of a
 // thread (Handler.Stop).
-func build(ctx context.Context, in *agui.RunInput, stop func(threadID string) bool) (agent.Agent, error) {
+func build(ctx context.Context, in *agui.RunInput, stop func(owner, threadID string) bool) (agent.Agent, error) {
 	var props struct {
 		Scenario string `json:"scenario"`
 	}
@@ -47,7 +47,7 @@ func build(ctx context.Context, in *agui.RunInput, stop func(threadID string) bo
 		wait = pause
 	case "stopped":
 		wait = pause
-		time.AfterFunc(stopAfter, func() { stop(in.ThreadID) })
+		time.AfterFunc(stopAfter, func() { stop(in.Owner, in.ThreadID) })
 	default:
 		return nil, fmt.Errorf("%w: unknown scenario %q: use two-children, child-error, slow, stopped or conversation", agui.ErrBadInput, props.Scenario)
 	}
