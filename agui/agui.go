@@ -167,10 +167,18 @@ func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error { c.log = l; return nil }
 }
 
-// WithWriteTimeout bounds each write of an event to the client. A client
-// that does not take an event within d is treated as gone: the run is
-// cancelled. Without it a client that stops reading holds the run back
-// (events are written as they happen, and the run waits for each write).
+// DefaultWriteTimeout bounds each write of an event to a client unless
+// WithWriteTimeout says otherwise.
+const DefaultWriteTimeout = 10 * time.Second
+
+// WithWriteTimeout bounds each write of an event to the client (default
+// DefaultWriteTimeout). Events are written as they happen and the run
+// waits for each write, so a client that stops reading would hold its run,
+// its goroutines and its thread's lock for as long as its connection
+// lasts: a client that does not take an event within d is treated as
+// gone instead. Its run is cancelled as if it had disconnected, and the
+// thread is free for its next run. Raise d for clients on slow links; the
+// time a run spends between events (a model thinking) does not count.
 func WithWriteTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
@@ -214,7 +222,7 @@ func NewPerRequest(build Builder, opts ...Option) (*Handler, error) {
 }
 
 func (h *Handler) configure(input InputFunc, opts []Option) error {
-	h.cfg = config{maxBody: DefaultMaxBodyBytes, input: input}
+	h.cfg = config{maxBody: DefaultMaxBodyBytes, input: input, writeTimeout: DefaultWriteTimeout}
 	for _, o := range opts {
 		if o == nil {
 			continue
