@@ -228,13 +228,8 @@ func TestSlowReaderIsDroppedByTheDefaultWriteTimeout(t *testing.T) {
 	}
 	t.Parallel()
 	st := sqliteStore(t, filepath.Join(t.TempDir(), "s.db"))
-	var mu sync.Mutex
-	slow := true
 	h := must(t)(agui.NewPerRequest(func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if slow {
-			slow = false
+		if in.Messages[len(in.Messages)-1].Content == "flood me" {
 			return agent.NewReact(flood{})
 		}
 		return agent.NewReact(&model{})
@@ -253,10 +248,15 @@ func TestSlowReaderIsDroppedByTheDefaultWriteTimeout(t *testing.T) {
 	for {
 		resp := post(t, srv.URL, body("th", "my turn"))
 		status := resp.StatusCode
-		resp.Body.Close()
 		if status == http.StatusOK {
+			fs := readFrames(t, resp.Body)
+			resp.Body.Close()
+			if last := fs[len(fs)-1].e; last.Type != event.RunFinished {
+				t.Fatalf("the next run ended with %s %s", last.Type, last.Message)
+			}
 			break
 		}
+		resp.Body.Close()
 		if status != http.StatusConflict {
 			t.Fatalf("status %d while the slow reader holds the thread", status)
 		}
