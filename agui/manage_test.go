@@ -203,14 +203,16 @@ func TestShutdownEndsEveryRun(t *testing.T) {
 	}
 }
 
-// flood streams large deltas until its context ends.
-type flood struct{}
+// flood streams large deltas until its context ends, once it has said so
+// on started.
+type flood struct{ started chan<- struct{} }
 
 func (flood) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
 	return provider.Response{}, errors.New("flood streams only")
 }
 
-func (flood) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta) error) (provider.Response, error) {
+func (f flood) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta) error) (provider.Response, error) {
+	f.started <- struct{}{}
 	chunk := strings.Repeat("x", 32<<10)
 	for ctx.Err() == nil {
 		if err := onDelta(provider.Delta{Text: chunk}); err != nil {
@@ -228,9 +230,10 @@ func TestSlowReaderIsDroppedByTheDefaultWriteTimeout(t *testing.T) {
 	}
 	t.Parallel()
 	st := sqliteStore(t, filepath.Join(t.TempDir(), "s.db"))
+	started := make(chan struct{}, 1)
 	h := must(t)(agui.NewPerRequest(func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
 		if in.Messages[len(in.Messages)-1].Content == "flood me" {
-			return agent.NewReact(flood{})
+			return agent.NewReact(flood{started})
 		}
 		return agent.NewReact(&model{})
 	}, agui.WithThreads(st)))
@@ -244,6 +247,7 @@ func TestSlowReaderIsDroppedByTheDefaultWriteTimeout(t *testing.T) {
 	fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(b), b)
 	// The client reads nothing. Until the timeout drops it, the thread is
 	// busy; after it, the next run is served.
+	<-started
 	start := time.Now()
 	for {
 		resp := post(t, srv.URL, body("th", "my turn"))
