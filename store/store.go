@@ -24,11 +24,13 @@ package store
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -321,4 +323,43 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	return s.b.Delete(ctx, nsValue+key)
+}
+
+// ScopeKey returns the key under which something named name is kept for
+// scope (a thread, a user, a tenant: whatever a resident's memory is
+// scoped to). Every record kept under a scope's keys, by Put, by
+// SaveConversation or as a journal, is deleted with DeleteScope; no other
+// scope's key starts the same way. A key that would be longer than
+// MaxKeyBytes is made of a hash of scope.
+func ScopeKey(scope, name string) string {
+	return scopePrefix(scope) + name
+}
+
+// MaxScopeBytes bounds a scope's name in a key; a longer one is hashed.
+const MaxScopeBytes = 200
+
+func scopePrefix(scope string) string {
+	if len(scope) > MaxScopeBytes {
+		sum := sha256.Sum256([]byte(scope))
+		return "scope/sha256:" + hex.EncodeToString(sum[:]) + "/"
+	}
+	return "scope/" + strconv.Itoa(len(scope)) + ":" + scope + "/"
+}
+
+// DeleteScope deletes every record kept under the keys of scope (see
+// ScopeKey): values, conversations and journals alike.
+func (s *Store) DeleteScope(ctx context.Context, scope string) error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	p := scopePrefix(scope)
+	if err := checkKey(p); err != nil {
+		return err
+	}
+	for _, ns := range []string{nsValue, nsConv, nsJournal} {
+		if err := s.deleteAll(ctx, ns+p); err != nil {
+			return err
+		}
+	}
+	return nil
 }

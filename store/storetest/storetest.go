@@ -45,6 +45,7 @@ var cases = []struct {
 	{"List", testList},
 	{"Keys", testKeys},
 	{"StoreConversationPages", testStoreConversationPages},
+	{"StoreDeleteScope", testStoreDeleteScope},
 	{"Delete", testDelete},
 	{"Lease", testLease},
 	{"LeaseExpires", testLeaseExpires},
@@ -247,6 +248,49 @@ func testStoreConversationPages(t *testing.T, b store.Backend) {
 	for _, bad := range []int{0, -1, store.MaxPage + 1} {
 		if _, err := s.Conversations(ctx(), "owner/", "", bad); err == nil || !strings.Contains(err.Error(), "ask for 1 to") {
 			t.Errorf("a page of %d: %v, want an error saying what to ask for", bad, err)
+		}
+	}
+}
+
+// testStoreDeleteScope deletes everything kept under one scope's keys
+// and nothing of a scope whose name starts the same way.
+func testStoreDeleteScope(t *testing.T, b store.Backend) {
+	s := newStore(t, b)
+	keep := func(scope string) {
+		t.Helper()
+		if err := s.Put(ctx(), store.ScopeKey(scope, "expert/x"), []byte("v"), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SaveConversation(ctx(), store.ScopeKey(scope, "conv"), []provider.Message{provider.UserMessage("hi")}, 0); err != nil {
+			t.Fatal(err)
+		}
+		j, err := s.Journal(ctx(), store.ScopeKey(scope, "turn"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Record(ctx(), "k", store.Entry{Content: "o"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := strings.Repeat("s", store.MaxScopeBytes+1)
+	for _, sc := range []string{"a", "a/", "ab", long} {
+		keep(sc)
+	}
+	for _, sc := range []string{"a", long} {
+		if err := s.DeleteScope(ctx(), sc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, sc := range []string{"a", "a/", "ab", long} {
+		_, _, err := s.Get(ctx(), store.ScopeKey(sc, "expert/x"))
+		c, cerr := s.Conversation(ctx(), store.ScopeKey(sc, "conv"))
+		j, jerr := s.Journal(ctx(), store.ScopeKey(sc, "turn"))
+		if cerr != nil || jerr != nil {
+			t.Fatal(cerr, jerr)
+		}
+		gone := errors.Is(err, store.ErrNotFound) && c.Version == 0 && j.Len() == 0
+		if want := sc == "a" || sc == long; gone != want {
+			t.Errorf("scope %.10q: deleted %v, want %v (value %v, conversation v%d, journal %d)", sc, gone, want, err, c.Version, j.Len())
 		}
 	}
 }
