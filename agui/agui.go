@@ -344,6 +344,9 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, in *RunInput, a ag
 	st.write(event.Event{Type: event.RunStarted, ThreadID: in.ThreadID, RunID: in.RunID, ParentRunID: in.ParentRunID})
 
 	ctx = event.WithThread(event.WithSink(ctx, st), in.ThreadID)
+	// Residents scoped per thread (subagent.PerThread) know the thread by
+	// its owner's and its own name.
+	ctx = agent.WithThread(ctx, thread{in.Owner, in.ThreadID}.scope())
 	if agentIn.CacheKey == "" {
 		// A thread's turns repeat its conversation: one cache key for them.
 		agentIn.CacheKey = in.ThreadID

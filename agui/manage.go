@@ -112,7 +112,8 @@ func (h *Handler) ReadThread(ctx context.Context, owner, threadID string) (Threa
 
 // DeleteThread forgets everything stored for owner's thread threadID: its
 // conversation, the run suspended on it waiting for answers, if any, and
-// the journals of its runs. It first stops this process's runs on the
+// the journals of its runs, and what residents scoped per thread keep for
+// it in the store (subagent.PerThread with WithStore). It first stops this process's runs on the
 // thread (as Stop does) and waits, within ctx, for a run on it elsewhere
 // to end, so that no run stores the thread again after it is gone. A
 // thread that does not exist is not an error.
@@ -135,6 +136,9 @@ func (h *Handler) DeleteThread(ctx context.Context, owner, threadID string) erro
 		return err
 	}
 	if err := st.DeleteJournals(ctx, th.journalPrefix()); err != nil {
+		return storeError(threadID, err)
+	}
+	if err := st.DeleteScope(ctx, th.scope()); err != nil {
 		return storeError(threadID, err)
 	}
 	if err := st.DeleteConversation(ctx, th.key()); err != nil {

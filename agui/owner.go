@@ -139,6 +139,10 @@ func (t thread) check() error {
 	return nil
 }
 
+// scope is the thread's name for what is kept per thread beside it (see
+// agent.WithThread, store.ScopeKey).
+func (t thread) scope() string { return "agui/" + t.name() }
+
 // journalPrefix is what the journal names of the thread's runs start
 // with, and no other thread's: DeleteThread forgets them all by it. A name
 // too long to leave room for a run is hashed.

@@ -40,6 +40,9 @@ type checkpointer interface {
 // cancellation of ctx is returned as an error wrapping context.Canceled. In
 // every case the Result carries the usage spent.
 func (t *SubAgentTool) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
+	if t.scoped != nil {
+		return t.scoped.call(ctx, call)
+	}
 	name := t.def.Name
 	depth := agent.Depth(ctx)
 	if depth >= t.cfg.maxDepth {

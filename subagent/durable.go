@@ -28,8 +28,9 @@ type Persistent interface {
 
 // durable is a FromAgent tool's stored conversation.
 type durable struct {
-	st  *store.Store
-	key string
+	st   *store.Store
+	key  string
+	hold string // the key of the record that holds the expert
 	// snap is the stored conversation the agent's is known to be (nil:
 	// none): a call that reads the same skips Restore. Bytes, not a
 	// version: a record deleted and written again restarts its versions.
@@ -58,7 +59,7 @@ type durable struct {
 // journal in st) or all its questions expire, other calls wait or are
 // refused as they are while it answers.
 func WithStore(st *store.Store, key string) Option {
-	return usedBy(formAgent,
+	return usedBy(formAgent|formScoped,
 		"WithStore keeps the conversation of a FromAgent expert (a one-shot or spawned child has none to keep)",
 		func(c *config) error {
 			if st == nil {
@@ -67,7 +68,7 @@ func WithStore(st *store.Store, key string) Option {
 			if key == "" {
 				return errors.New("WithStore: empty key: name the expert's conversation")
 			}
-			c.durable = &durable{st: st, key: key}
+			c.durable = &durable{st: st, key: key, hold: "expert-suspended/" + key}
 			return nil
 		})
 }
@@ -77,7 +78,7 @@ func (d *durable) lockKey() string { return "expert/" + d.key }
 
 // holdKey is the key of the record that holds the expert for a suspended
 // call.
-func (d *durable) holdKey() string { return "expert-suspended/" + d.key }
+func (d *durable) holdKey() string { return d.hold }
 
 // begin takes the expert's lock and, unless another suspended call holds
 // the expert (errHeld: the lock is given back), brings the agent's

@@ -95,6 +95,7 @@ type SubAgentTool struct {
 	turn     *semaphore.Weighted // FromAgent: one call at a time
 	pause    *residentPause      // FromAgent: a call suspended for answers
 	factory  Factory             // FromFactory and FromReact
+	scoped   *scopes             // FromScoped: a resident per scope
 
 	// A fork with a token budget (the spawn tool): all the runs of one
 	// call share budget, and limited builds each with what is left.
@@ -292,6 +293,7 @@ type config struct {
 	check      *checker
 	reactOpts  []agent.Option
 	durable    *durable // WithStore
+	maxScopes  int      // WithMaxScopes
 }
 
 // form is a constructor that takes options: one of the three forms of a
@@ -304,6 +306,7 @@ const (
 	formFactory
 	formReact
 	formSpawn
+	formScoped
 )
 
 func (f form) String() string {
@@ -316,6 +319,8 @@ func (f form) String() string {
 		return "FromReact"
 	case formSpawn:
 		return "NewSpawner"
+	case formScoped:
+		return "FromScoped"
 	}
 	return "an unknown constructor"
 }
@@ -355,7 +360,7 @@ func (o Option) applySpawn(c *spawnConfig) error {
 // default. The spawn tool's
 // parameters are its own; NewSpawner refuses this option.
 func WithParams(schema json.RawMessage) Option {
-	return usedBy(formAgent|formFactory|formReact,
+	return usedBy(formAgent|formScoped|formFactory|formReact,
 		"WithParams sets a SubAgentTool's parameters (the spawn tool's are fixed)",
 		func(c *config) error { c.params = schema; return nil })
 }
@@ -402,7 +407,7 @@ func WithTimeout(d time.Duration) Option {
 // ErrBusy, while it answers another, instead of making the caller wait.
 // Only FromAgent takes it: the other forms' calls do not take turns.
 func WithRefuseWhenBusy() Option {
-	return usedBy(formAgent, "WithRefuseWhenBusy applies to a FromAgent expert, whose calls take turns",
+	return usedBy(formAgent|formScoped, "WithRefuseWhenBusy applies to a FromAgent expert, whose calls take turns",
 		func(c *config) error { c.refuseBusy = true; return nil })
 }
 
@@ -413,7 +418,7 @@ func WithRefuseWhenBusy() Option {
 // call's task and context (a roster member applies its own WithInput to
 // them).
 func WithInput(fn func(args json.RawMessage) (agent.Input, error)) Option {
-	return usedBy(formAgent|formFactory|formReact,
+	return usedBy(formAgent|formScoped|formFactory|formReact,
 		"WithInput maps the arguments of a FromAgent, FromFactory or FromReact call (a spawned child's input is the spawn call's task and context; give WithInput to a roster member instead)",
 		func(c *config) error {
 			if fn == nil {
