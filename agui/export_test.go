@@ -5,3 +5,7 @@ package agui
 func JournalName(owner, threadID, runID string) string {
 	return thread{owner, threadID}.journalName(runID)
 }
+
+// ThreadKey is the store key of owner's thread threadID's conversation,
+// for benchmarks that fill a store quickly.
+func ThreadKey(owner, threadID string) string { return thread{owner, threadID}.key() }

@@ -24,7 +24,7 @@ import (
 	"github.com/deputy-go/deputy/store/sqlite"
 )
 
-func sqliteStore(t *testing.T, path string, opts ...store.Option) *store.Store {
+func sqliteStore(t testing.TB, path string, opts ...store.Option) *store.Store {
 	t.Helper()
 	b, err := sqlite.Open(path)
 	if err != nil {

@@ -156,7 +156,12 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]store.Item, error)
 
 // Keys implements store.Backend.
 func (b *Backend) Keys(ctx context.Context, prefix, after string, limit int) ([]string, error) {
-	rows, err := b.pool.Query(ctx, `SELECT key FROM deputy_records WHERE key >= $1 AND key > $2 AND key < $3 ORDER BY key LIMIT $4`, prefix, after, prefix+keyEnd, limit)
+	// One lower bound, so that the index seeks to the page.
+	q, lo := `SELECT key FROM deputy_records WHERE key >= $1 AND key < $2 ORDER BY key LIMIT $3`, prefix
+	if after >= prefix {
+		q, lo = `SELECT key FROM deputy_records WHERE key > $1 AND key < $2 ORDER BY key LIMIT $3`, after
+	}
+	rows, err := b.pool.Query(ctx, q, lo, prefix+keyEnd, limit)
 	if err != nil {
 		return nil, b.wrap(ctx, "listing "+prefix, err)
 	}

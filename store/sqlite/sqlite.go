@@ -204,7 +204,13 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]store.Item, error)
 
 // Keys implements store.Backend.
 func (b *Backend) Keys(ctx context.Context, prefix, after string, limit int) ([]string, error) {
-	rows, err := b.db.QueryContext(ctx, `SELECT key FROM deputy_records WHERE key >= ? AND key > ? AND key < ? ORDER BY key LIMIT ?`, prefix, after, prefix+keyEnd, limit)
+	// One lower bound, so that the index seeks to the page instead of
+	// scanning from the prefix.
+	q, lo := `SELECT key FROM deputy_records WHERE key >= ? AND key < ? ORDER BY key LIMIT ?`, prefix
+	if after >= prefix {
+		q, lo = `SELECT key FROM deputy_records WHERE key > ? AND key < ? ORDER BY key LIMIT ?`, after
+	}
+	rows, err := b.db.QueryContext(ctx, q, lo, prefix+keyEnd, limit)
 	if err != nil {
 		return nil, b.wrap("listing "+prefix, err)
 	}
