@@ -142,4 +142,3 @@ func BenchmarkListThreads(b *testing.B) {
 		})
 	}
 }
-
