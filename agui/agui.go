@@ -27,6 +27,30 @@
 // request header "Deputy-Subagent-Events: hide", leaves those three types
 // out; every other event, its subagentRunId included, is sent as it is.
 //
+// # Serving many users
+//
+// Without WithAuthorize a threadId is a bearer secret: whoever knows it
+// continues the thread, reads it through the agent and answers its
+// interrupts. WithAuthorize runs the application's Authorize on each
+// request before any state of the thread is locked, read or mentioned:
+// it names the thread's owner (threads are kept per owner, so the same
+// threadId of two users is two threads) or refuses the request with the
+// application's own status and body (a *Refusal). The Builder sees the
+// owner in RunInput.Owner.
+//
+// A resident expert shared by every request (subagent.FromAgent) keeps one
+// conversation for all users: build it with subagent.FromScoped and
+// subagent.PerThread instead, and each thread has its own, deleted with
+// the thread when it is kept in the store. The handler marks each run
+// with its thread (agent.WithThread) for that.
+//
+// A server lists, reads and deletes its users' threads with ListThreads,
+// ReadThread and DeleteThread, over HTTP with Threads; it stops a run with
+// Stop, and every run with Shutdown, which refuses new ones and waits for
+// those in progress to end cancelled. A client that stops reading is
+// dropped after DefaultWriteTimeout (WithWriteTimeout), its run cancelled
+// and its thread freed.
+//
 // # Interrupts: asking a person and resuming
 //
 // On a stored thread (WithThreads), a tool at any depth may ask a person

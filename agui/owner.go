@@ -35,9 +35,9 @@ type Refusal struct {
 	Status int
 	// Header is added to the response's header, such as WWW-Authenticate.
 	Header http.Header
-	// Body is the response body, written as it is; nil is
-	// {"error":"forbidden"} as JSON. Set Content-Type in Header for any
-	// other body.
+	// Body is the response body, written as it is; nil is the status's
+	// text as {"error":"Forbidden"} is. Set Content-Type in Header for
+	// any other body.
 	Body []byte
 }
 
@@ -99,7 +99,7 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, threadID str
 		}
 	}
 	if ref.Body == nil {
-		httpError(w, ref.status(), "forbidden")
+		httpError(w, ref.status(), http.StatusText(ref.status()))
 		return "", false
 	}
 	w.WriteHeader(ref.status())

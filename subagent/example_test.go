@@ -165,3 +165,41 @@ func ExampleOutputOf() {
 	// {"city":"Lisbon","temp_c":21.5,"sunny":true}
 	// Lisbon: 21.5°C, sunny true
 }
+
+// A resident whose memory is scoped per thread: each conversation thread
+// has its own expert, which remembers that thread's questions and nothing
+// of any other's. A served agent gets the thread from the AG-UI handler;
+// here agent.WithThread marks two threads by hand.
+func ExampleFromScoped() {
+	notes := map[string]*agent.React{}
+	model := fake.NewProvider(
+		fake.Call("notes", `{"task":"Remember: the launch is on Friday."}`).For("lead"),
+		fake.Text("Noted.").For("lead"),
+		fake.Call("notes", `{"task":"When is the launch?"}`).For("lead"),
+		fake.Text("Asked.").For("lead"),
+		fake.Text("Noted: Friday.").For("notes"),
+		fake.Text("Nobody told me in this thread.").For("notes"),
+	)
+	consult, err := subagent.FromScoped("notes", "Keeps this thread's notes.", subagent.PerThread, func(thread string) (agent.Agent, error) {
+		r, err := agent.NewReact(model, agent.WithName("notes"))
+		notes[thread] = r
+		return r, err
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, thread := range []string{"thread-a", "thread-b"} {
+		lead, err := agent.NewReact(model, agent.WithName("lead"), agent.WithTools(consult))
+		if err != nil {
+			log.Fatal(err)
+		}
+		if _, err := lead.Run(agent.WithThread(context.Background(), thread), agent.Input{Text: "Go on."}); err != nil {
+			log.Fatal(err)
+		}
+		h := notes[thread].History()
+		fmt.Printf("%s: %d messages, the last %q\n", thread, len(h), h[len(h)-1].Content)
+	}
+	// Output:
+	// thread-a: 2 messages, the last "Noted: Friday."
+	// thread-b: 2 messages, the last "Nobody told me in this thread."
+}
