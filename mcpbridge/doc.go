@@ -10,7 +10,12 @@
 // A resident expert (subagent.FromAgent) keeps one conversation across all
 // of the clients' calls; with subagent.WithStore it keeps it across restarts
 // of the server too, since each call reads the stored conversation and
-// writes the new one back.
+// writes the new one back. To give each client its own, scope it:
+// subagent.FromScoped with subagent.PerThread keeps one conversation per
+// MCP session, and with WithCallContext any scope of the application's
+// (the user behind a token, a tenant) can read the request. Progress is
+// sent beside the call, never in its way: a client that stops reading
+// loses notifications but holds no expert back.
 //
 //	srv := mcpbridge.NewServer("experts", "1.0.0")
 //	if err := srv.AddTool(reviewer); err != nil { ... }

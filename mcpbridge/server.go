@@ -7,11 +7,15 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
+	"weak"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -40,25 +44,50 @@ type OutputSchemer interface {
 // progress token), the lifecycle events of the run — steps, tool calls,
 // sub-agents starting and finishing — reach it as progress notifications.
 //
+// Each call runs as part of its MCP session's thread (agent.WithThread),
+// so that a resident expert scoped with subagent.PerThread keeps one
+// conversation per client session; WithCallContext gives a call the
+// context a scope of the application's reads (the user behind a token).
+//
 // A Server is safe for concurrent use and may serve many sessions at once.
 type Server struct {
-	srv   *mcp.Server
-	reg   *tool.Registry
-	calls atomic.Uint64
+	srv      *mcp.Server
+	reg      *tool.Registry
+	calls    atomic.Uint64
+	callCtx  func(ctx context.Context, req *mcp.CallToolRequest) (context.Context, error)
+	sessions sessionNames
+}
+
+// ServerOption configures a Server.
+type ServerOption func(*Server)
+
+// WithCallContext has fn derive each call's context from the MCP request,
+// before the tool runs: to put there what the application's scopes and
+// tools read (the user of req.Extra.TokenInfo, a tenant from a header of
+// req.Extra.Header), or to refuse the call with an error, which the
+// client reads as the call's error result.
+func WithCallContext(fn func(ctx context.Context, req *mcp.CallToolRequest) (context.Context, error)) ServerOption {
+	return func(s *Server) { s.callCtx = fn }
 }
 
 // NewServer returns a server that introduces itself to clients as name at
 // version, with no tools yet.
-func NewServer(name, version string) *Server {
+func NewServer(name, version string, opts ...ServerOption) *Server {
 	if name == "" {
 		name = "deputy"
 	}
 	reg, _ := tool.NewRegistry()
-	return &Server{
+	s := &Server{
 		srv: mcp.NewServer(&mcp.Implementation{Name: name, Version: version},
 			&mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}}),
 		reg: reg,
 	}
+	for _, o := range opts {
+		if o != nil {
+			o(s)
+		}
+	}
+	return s
 }
 
 // AddTool serves t. Its name, description and parameter schema are given
@@ -127,8 +156,19 @@ func (s *Server) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 
 func (s *Server) handler(name string, structured bool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if req.Session != nil {
+			ctx = agent.WithThread(ctx, "mcp/"+s.sessions.name(req.Session))
+		}
+		if s.callCtx != nil {
+			var err error
+			if ctx, err = s.callCtx(ctx, req); err != nil {
+				return errorResult(err.Error()), nil
+			}
+		}
 		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
-			ctx = event.WithSink(ctx, &progress{ctx: ctx, session: req.Session, token: tok})
+			p := startProgress(ctx, req.Session, tok)
+			defer p.finish()
+			ctx = event.WithSink(ctx, p)
 		}
 		call := tool.Call{
 			ID:        "mcp-" + strconv.FormatUint(s.calls.Add(1), 10),
@@ -197,19 +237,47 @@ func objectSchema(raw json.RawMessage) error {
 }
 
 // progress turns the lifecycle events of a served call into MCP progress
-// notifications on the call's progress token.
+// notifications on the call's progress token. Events are queued and sent
+// by a goroutine of the call's own, so that a client that reads slowly, or
+// not at all, never holds the call (and a resident expert it is
+// consulting) back: past progressQueue waiting messages, new ones are
+// dropped. The call's result waits for the queue to be sent.
 type progress struct {
-	ctx     context.Context
-	session *mcp.ServerSession
-	token   any
-
-	mu sync.Mutex
-	n  float64
+	mu     sync.Mutex
+	queue  chan string
+	closed bool // finish was called: events after it are the call's no more
+	done   chan struct{}
+	last  time.Time // when the last notification was sent; the sender's, until done
 }
 
-// Emit sends one notification per event worth telling a person about.
-// Notifications are sent in order, one at a time; a failure to send one
-// (the client went away) does not disturb the call.
+// progressQueue bounds the notifications waiting to be sent for one call.
+const progressQueue = 64
+
+// progressGap is the least time between a call's last notification and
+// its result. The TypeScript client handles a notification a tick later
+// than a response, and forgets a call's progress handler at its response:
+// notifications read in the same chunk as the response are dropped, which
+// over stdio, where they share one pipe, they usually are.
+const progressGap = 15 * time.Millisecond
+
+func startProgress(ctx context.Context, session *mcp.ServerSession, token any) *progress {
+	p := &progress{queue: make(chan string, progressQueue), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		n := 0.0
+		for msg := range p.queue {
+			n++
+			// A failure to send (the client went away) does not disturb
+			// the call.
+			_ = session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: n, Message: msg})
+			p.last = time.Now()
+		}
+	}()
+	return p
+}
+
+// Emit queues one notification per event worth telling a person about,
+// without waiting.
 func (p *progress) Emit(e event.Event) {
 	msg := progressMessage(e)
 	if msg == "" {
@@ -217,8 +285,59 @@ func (p *progress) Emit(e event.Event) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.n++
-	_ = p.session.NotifyProgress(p.ctx, &mcp.ProgressNotificationParams{ProgressToken: p.token, Progress: p.n, Message: msg})
+	if p.closed {
+		return
+	}
+	select {
+	case p.queue <- msg:
+	default: // the client is not keeping up: drop it
+	}
+}
+
+// finish sends what is queued, then lets the result follow after
+// progressGap.
+func (p *progress) finish() {
+	p.mu.Lock()
+	p.closed = true
+	close(p.queue)
+	p.mu.Unlock()
+	<-p.done
+	if !p.last.IsZero() {
+		time.Sleep(progressGap - time.Since(p.last))
+	}
+}
+
+// sessionNames names the sessions a server serves, for their threads: a
+// session's own id when it has one (streamable HTTP), else one given here
+// (stdio, in-memory), forgotten when the session is.
+type sessionNames struct {
+	mu    sync.Mutex
+	names map[weak.Pointer[mcp.ServerSession]]string
+	n     uint64
+}
+
+func (s *sessionNames) name(ss *mcp.ServerSession) string {
+	if id := ss.ID(); id != "" {
+		return id
+	}
+	wp := weak.Make(ss)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if name, ok := s.names[wp]; ok {
+		return name
+	}
+	if s.names == nil {
+		s.names = map[weak.Pointer[mcp.ServerSession]]string{}
+	}
+	s.n++
+	name := "session-" + strconv.FormatUint(s.n, 10)
+	s.names[wp] = name
+	runtime.AddCleanup(ss, func(wp weak.Pointer[mcp.ServerSession]) {
+		s.mu.Lock()
+		delete(s.names, wp)
+		s.mu.Unlock()
+	}, wp)
+	return name
 }
 
 func progressMessage(e event.Event) string {

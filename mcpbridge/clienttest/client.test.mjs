@@ -90,6 +90,17 @@ for (const [name, make] of serverCmd ? Object.entries(transports) : []) {
       for (let i = 1; i < seen.length; i++) assert.ok(seen[i].progress > seen[i - 1].progress, 'progress increases');
     });
 
+    test('receives every progress notification of every call before its result', async () => {
+      for (let call = 0; call < 5; call++) {
+        const seen = [];
+        await client.callTool({ name: 'researcher', arguments: { task: 'find the answer' } }, undefined, {
+          onprogress: (p) => seen.push(p.message),
+        });
+        const shape = seen.map((m) => m.replace(/^step .*/, 'step'));
+        assert.deepEqual(shape, ['sub-agent researcher started', 'step', 'calling lookup', 'step', 'sub-agent finished'], `call ${call}: ${JSON.stringify(seen)}`);
+      }
+    });
+
     test('a tool error is an error result', async () => {
       const res = await client.callTool({ name: 'researcher', arguments: { task: 7 } });
       assert.equal(res.isError, true);
