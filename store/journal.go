@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +38,7 @@ type Journal struct {
 
 	mu      sync.Mutex
 	entries map[string]Entry
+	stamped bool // the journal's start is stored (SweepJournals)
 }
 
 // journal keys are "j/" + turn + U+001F + entry key: a turn that is a prefix
@@ -56,6 +58,8 @@ func (s *Store) Journal(ctx context.Context, turn string) (*Journal, error) {
 		return nil, err
 	}
 	j := &Journal{s: s, turn: turn, prefix: nsJournal + turn + journalSep, entries: map[string]Entry{}}
+	// A journal opened with entries was stamped when its first was
+	// written.
 	items, err := s.b.List(ctx, j.prefix)
 	if err != nil {
 		return nil, fmt.Errorf("store: reading journal %q: %w", turn, err)
@@ -71,6 +75,7 @@ func (s *Store) Journal(ctx context.Context, turn string) (*Journal, error) {
 		}
 		j.entries[strings.TrimPrefix(it.Key, j.prefix)] = e
 	}
+	j.stamped = len(j.entries) > 0
 	return j, nil
 }
 
@@ -163,15 +168,28 @@ func (j *Journal) start(key string, e Entry, now bool) (wait func(context.Contex
 		return fail(err)
 	}
 	w := Write{Key: full, Value: rec, Version: AnyVersion}
-	var done <-chan error
-	if now {
-		done = j.s.batch.now(w)
-	} else {
-		done = j.s.batch.enqueue(w)
-	}
 	j.mu.Lock()
 	j.entries[key] = e
+	stamp := !j.stamped
+	j.stamped = true
 	j.mu.Unlock()
+	var also []Write
+	if stamp {
+		// When the journal began, for SweepJournals: once per journal, in
+		// the transaction of its first entry.
+		if at, err := j.s.seal(nsStarted+j.turn, strconv.AppendInt(nil, time.Now().UnixNano(), 10)); err == nil {
+			also = append(also, Write{Key: nsStarted + j.turn, Value: at, Version: AnyVersion})
+		}
+	}
+	var done <-chan error
+	if now {
+		done = j.s.batch.now(w, also...)
+	} else {
+		for _, x := range also {
+			j.s.batch.enqueue(x)
+		}
+		done = j.s.batch.enqueue(w)
+	}
 	return func(ctx context.Context) error {
 		select {
 		case err := <-done:
@@ -198,7 +216,10 @@ func (s *Store) DeleteJournal(ctx context.Context, turn string) error {
 	if err := checkKey(turn); err != nil {
 		return err
 	}
-	return s.deleteAll(ctx, nsJournal+turn+journalSep)
+	if err := s.deleteAll(ctx, nsJournal+turn+journalSep); err != nil {
+		return err
+	}
+	return s.b.Delete(ctx, nsStarted+turn)
 }
 
 // DeleteJournals forgets every entry of every turn whose name starts with
@@ -211,7 +232,60 @@ func (s *Store) DeleteJournals(ctx context.Context, prefix string) error {
 	if err := checkKey(prefix); err != nil {
 		return err
 	}
-	return s.deleteAll(ctx, nsJournal+prefix)
+	if err := s.deleteAll(ctx, nsJournal+prefix); err != nil {
+		return err
+	}
+	return s.deleteAll(ctx, nsStarted+prefix)
+}
+
+// DefaultJournalTTL is how long a journal may live before SweepJournals,
+// given no other age, deletes it: far longer than a turn runs, shorter
+// than a crash's leftovers should be kept.
+const DefaultJournalTTL = 24 * time.Hour
+
+// SweepJournals deletes the journals whose turn names start with prefix
+// ("" for all) and that began more than age ago (their first entry was
+// written then), except those keep reports true for (the journals of runs
+// suspended for a person's answer, which may wait for days), and returns
+// how many it deleted. A turn that ends deletes its own journal; what
+// this finds is what a crash left behind, or a turn run without deleting
+// it. A long-running server runs it now and then (hourly, with
+// DefaultJournalTTL); a turn must end, or be suspended, within age.
+// keep may be nil.
+func (s *Store) SweepJournals(ctx context.Context, prefix string, age time.Duration, keep func(turn string) bool) (int, error) {
+	if err := s.open(); err != nil {
+		return 0, err
+	}
+	if prefix != "" {
+		if err := checkKey(prefix); err != nil {
+			return 0, err
+		}
+	}
+	items, err := s.b.List(ctx, nsStarted+prefix)
+	if err != nil {
+		return 0, fmt.Errorf("store: listing journals to sweep: %w", err)
+	}
+	cutoff := time.Now().Add(-age).UnixNano()
+	n := 0
+	for _, it := range items {
+		turn := it.Key[len(nsStarted):]
+		payload, err := open(it.Key, it.Value)
+		var at int64
+		if err == nil {
+			at, err = strconv.ParseInt(string(payload), 10, 64)
+		}
+		if err == nil && at > cutoff || keep != nil && keep(turn) {
+			continue // young, or kept; an unreadable start is swept
+		}
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		if err := s.DeleteJournal(ctx, turn); err != nil {
+			return n, fmt.Errorf("store: sweeping journal %q: %w", turn, err)
+		}
+		n++
+	}
+	return n, nil
 }
 
 // deleteAll deletes every record whose backend key starts with prefix.
@@ -266,20 +340,24 @@ func (b *batcher) enqueue(w Write) <-chan error {
 	return ch
 }
 
-// now commits w at once in the caller's goroutine when no commit is in
-// progress (else it joins the next batch, as enqueue does), and hands what
-// arrived meanwhile to a committing goroutine.
-func (b *batcher) now(w Write) <-chan error {
+// now commits ws, the last of them w, at once in the caller's goroutine
+// when no commit is in progress (else they join the next batch, as
+// enqueue does), and hands what arrived meanwhile to a committing
+// goroutine. The channel receives w's outcome.
+func (b *batcher) now(w Write, ws ...Write) <-chan error {
 	b.mu.Lock()
 	if b.closed || b.running {
 		b.mu.Unlock()
+		for _, x := range ws {
+			b.enqueue(x)
+		}
 		return b.enqueue(w)
 	}
 	b.running = true
 	b.wg.Add(1)
 	b.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	err := b.s.b.Put(ctx, w)
+	err := b.s.b.Put(ctx, append(ws, w)...)
 	cancel()
 	b.mu.Lock()
 	if len(b.pending) > 0 {

@@ -220,6 +220,7 @@ const (
 	nsValue   = "v/"
 	nsConv    = "c/"
 	nsJournal = "j/"
+	nsStarted = "t/" // when each journal was first written to, for SweepJournals
 )
 
 // MaxKeyBytes bounds a key a user gives.
@@ -356,7 +357,7 @@ func (s *Store) DeleteScope(ctx context.Context, scope string) error {
 	if err := checkKey(p); err != nil {
 		return err
 	}
-	for _, ns := range []string{nsValue, nsConv, nsJournal} {
+	for _, ns := range []string{nsValue, nsConv, nsJournal, nsStarted} {
 		if err := s.deleteAll(ctx, ns+p); err != nil {
 			return err
 		}

@@ -46,6 +46,7 @@ var cases = []struct {
 	{"Keys", testKeys},
 	{"StoreConversationPages", testStoreConversationPages},
 	{"StoreDeleteScope", testStoreDeleteScope},
+	{"StoreSweepJournals", testStoreSweepJournals},
 	{"Delete", testDelete},
 	{"Lease", testLease},
 	{"LeaseExpires", testLeaseExpires},
@@ -292,6 +293,51 @@ func testStoreDeleteScope(t *testing.T, b store.Backend) {
 		if want := sc == "a" || sc == long; gone != want {
 			t.Errorf("scope %.10q: deleted %v, want %v (value %v, conversation v%d, journal %d)", sc, gone, want, err, c.Version, j.Len())
 		}
+	}
+}
+
+// testStoreSweepJournals sweeps the journals a crash left, spares the
+// young and the kept, and finds nothing of a journal deleted as it ended.
+func testStoreSweepJournals(t *testing.T, b store.Backend) {
+	s := newStore(t, b)
+	record := func(turn string) {
+		t.Helper()
+		j, err := s.Journal(ctx(), turn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"m1", "m2"} {
+			if err := j.Record(ctx(), k, store.Entry{Content: k}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, turn := range []string{"srv/crashed-1", "srv/crashed-2", "srv/suspended", "srv/ended", "other/crashed"} {
+		record(turn)
+	}
+	if err := s.DeleteJournal(ctx(), "srv/ended"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.SweepJournals(ctx(), "srv/", time.Hour, nil); err != nil || n != 0 {
+		t.Fatalf("sweeping journals younger than the age: %d, %v, want none swept", n, err)
+	}
+	n, err := s.SweepJournals(ctx(), "srv/", 0, func(turn string) bool { return turn == "srv/suspended" })
+	if err != nil || n != 2 {
+		t.Fatalf("swept %d, %v: want the 2 crashed journals", n, err)
+	}
+	for turn, want := range map[string]int{"srv/crashed-1": 0, "srv/crashed-2": 0, "srv/suspended": 2, "other/crashed": 2} {
+		j, err := s.Journal(ctx(), turn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.Len() != want {
+			t.Errorf("after the sweep %s holds %d entries, want %d", turn, j.Len(), want)
+		}
+	}
+	// A swept journal that is written again is stamped again.
+	record("srv/crashed-1")
+	if n, err := s.SweepJournals(ctx(), "", 0, nil); err != nil || n != 3 {
+		t.Fatalf("sweeping everything: %d, %v, want 3", n, err)
 	}
 }
 
