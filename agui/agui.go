@@ -49,7 +49,8 @@
 // Stop, and every run with Shutdown, which refuses new ones and waits for
 // those in progress to end cancelled. A client that stops reading is
 // dropped after DefaultWriteTimeout (WithWriteTimeout), its run cancelled
-// and its thread freed.
+// and its thread freed. Sweep, run now and then, forgets what crashed
+// runs left in the store.
 //
 // # Interrupts: asking a person and resuming
 //

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
@@ -298,4 +299,65 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// Sweep deletes what crashed runs left in the handler's store: the
+// journals of runs that began more than age ago and are not suspended
+// (a process killed mid-run leaves its run's journal; a run that ends
+// deletes its own), and the suspended runs whose every interrupt has
+// expired, with their journals, since no answer can resume them any
+// more. It returns how many runs it forgot. A long-running server calls
+// it now and then, such as hourly with store.DefaultJournalTTL; a run
+// must end, or be suspended, within age.
+func (h *Handler) Sweep(ctx context.Context, age time.Duration) (int, error) {
+	st := h.cfg.threads
+	if st == nil {
+		return 0, ErrNoThreads
+	}
+	keep := map[string]bool{}
+	forgot, after := 0, ""
+	now := time.Now()
+	for {
+		keys, err := st.Keys(ctx, suspendedPrefix, after, store.MaxPage)
+		if err != nil {
+			return forgot, fmt.Errorf("agui: sweep: listing suspended runs: %w", err)
+		}
+		for _, k := range keys {
+			data, _, err := st.Get(ctx, k)
+			if errors.Is(err, store.ErrNotFound) {
+				continue // resumed meanwhile
+			}
+			if err != nil {
+				return forgot, fmt.Errorf("agui: sweep: %w", err)
+			}
+			var s suspendedRun
+			if err := json.Unmarshal(data, &s); err != nil || !expired(s.Pending.Interrupts, now) {
+				keep[s.Turn] = true // unreadable runs are left for DeleteThread
+				continue
+			}
+			if err := st.DeleteJournal(ctx, s.Turn); err != nil {
+				return forgot, fmt.Errorf("agui: sweep: %w", err)
+			}
+			if err := st.Delete(ctx, k); err != nil {
+				return forgot, fmt.Errorf("agui: sweep: %w", err)
+			}
+			forgot++
+		}
+		if len(keys) < store.MaxPage {
+			break
+		}
+		after = keys[len(keys)-1]
+	}
+	n, err := st.SweepJournals(ctx, "agui/", age, func(turn string) bool { return keep[turn] })
+	return forgot + n, err
+}
+
+// expired reports whether every interrupt of a suspended run has expired.
+func expired(its []tool.Interrupt, now time.Time) bool {
+	for _, it := range its {
+		if it.ExpiresAt.IsZero() || now.Before(it.ExpiresAt) {
+			return false
+		}
+	}
+	return len(its) > 0
 }

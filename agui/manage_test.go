@@ -17,9 +17,11 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agui"
+	"github.com/deputy-go/deputy/agui/internal/approvaltree"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/tool"
 )
 
 // byUser names the owner from the identity middleware's user.
@@ -275,4 +277,52 @@ func TestSlowReaderIsDroppedByTheDefaultWriteTimeout(t *testing.T) {
 	if got := stored(t, st, "th"); len(got) != 2 || got[0].Content != "my turn" {
 		t.Fatalf("the thread holds %v, want only the next run's turn", got)
 	}
+}
+
+// Sweep forgets what crashes left: a run's journal that no suspended run
+// needs, and a suspended run whose interrupts have all expired; a live
+// suspended run stays resumable, and journals outside the handler's are
+// not touched.
+func TestSweepForgetsWhatCrashesLeft(t *testing.T) {
+	st := sqliteStore(t, filepath.Join(t.TempDir(), "s.db"))
+	var live, dying approvaltree.Counts
+	dying.TTL = 30 * time.Millisecond
+	liveURL, dyingURL := approvalServer(t, st, &live), approvalServer(t, st, &dying)
+	_, o := finished(t, aguiRun(t, liveURL, runBody("live", "run-1", nil), http.StatusOK))
+	if o.Type != "interrupt" {
+		t.Fatalf("outcome %q", o.Type)
+	}
+	if _, od := finished(t, aguiRun(t, dyingURL, runBody("dying", "run-1", nil), http.StatusOK)); od.Type != "interrupt" {
+		t.Fatalf("outcome %q", od.Type)
+	}
+	// A killed process leaves its run's journal, and a user's own turn has
+	// one of its own.
+	for _, turn := range []string{agui.JournalName("", "crashed", "run-1"), "my-own-turn"} {
+		j, err := st.Journal(context.Background(), turn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Record(context.Background(), "run.lead.1/m0", store.Entry{Content: "half a run"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(2 * dying.TTL)
+	h := storeHandler(t, st)
+	if n, err := h.Sweep(context.Background(), time.Hour); err != nil || n != 1 {
+		t.Fatalf("Sweep(an hour): %d, %v, want only the expired suspended run", n, err)
+	}
+	if n, err := h.Sweep(context.Background(), 0); err != nil || n != 1 {
+		t.Fatalf("Sweep(0): %d, %v, want the crashed run's journal", n, err)
+	}
+	if n := entries(t, st, "crashed", "run-1"); n != 0 {
+		t.Fatalf("the crashed run's journal holds %d entries", n)
+	}
+	if j, _ := st.Journal(context.Background(), "my-own-turn"); j.Len() != 1 {
+		t.Fatal("the sweep touched a journal outside the handler's")
+	}
+	yes := []tool.Answer{{InterruptID: o.Interrupts[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)}}
+	if _, o2 := finished(t, aguiRun(t, liveURL, runBody("live", "run-2", yes), http.StatusOK)); o2.Type != "" && o2.Type != "success" || live.Deletes.Load() != 1 {
+		t.Fatalf("the live run after the sweep: outcome %q, %d deletes", o2.Type, live.Deletes.Load())
+	}
+	aguiRun(t, dyingURL, runBody("dying", "run-2", []tool.Answer{{InterruptID: "int_x", Status: tool.Cancelled}}), http.StatusConflict)
 }

@@ -127,9 +127,12 @@ func ownerName(owner string) string {
 // threads list in id order; the suspended run's is the longest, and bounds
 // the threadId a stored thread may have.
 func (t thread) key() string          { return threadPrefix + ownerName(t.owner) + t.id }
-func (t thread) suspendedKey() string { return "suspended/" + t.name() }
+func (t thread) suspendedKey() string { return suspendedPrefix + t.name() }
 
-const threadPrefix = "thread/"
+const (
+	threadPrefix    = "thread/"
+	suspendedPrefix = "suspended/"
+)
 
 // check refuses a threadId too long for the thread's keys.
 func (t thread) check() error {

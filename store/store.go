@@ -315,6 +315,38 @@ func (s *Store) put(ctx context.Context, key string, payload []byte, version int
 	return s.b.Put(ctx, Write{Key: key, Value: rec, Version: version})
 }
 
+// Keys returns one page of the keys of what Put stored under keys that
+// start with prefix, as Conversations does for conversations: at most
+// limit (1 to MaxPage) after the key after ("": from the first).
+func (s *Store) Keys(ctx context.Context, prefix, after string, limit int) ([]string, error) {
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	if limit < 1 || limit > MaxPage {
+		return nil, fmt.Errorf("store: a page of %d keys: ask for 1 to %d", limit, MaxPage)
+	}
+	for _, k := range []string{prefix, after} {
+		if k == "" {
+			continue
+		}
+		if err := checkKey(k); err != nil {
+			return nil, err
+		}
+	}
+	from := ""
+	if after != "" {
+		from = nsValue + after
+	}
+	keys, err := s.b.Keys(ctx, nsValue+prefix, from, limit)
+	if err != nil {
+		return nil, err
+	}
+	for i, k := range keys {
+		keys[i] = k[len(nsValue):]
+	}
+	return keys, nil
+}
+
 // Delete removes what Put stored under key; a missing key is not an error.
 func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := s.open(); err != nil {
