@@ -183,6 +183,41 @@ func durable(ctx context.Context, model provider.Provider, expertAgent agent.Age
 // end of README snippet
 
 // README snippet
+// serveUsers serves threads that belong to the signed-in user, whose
+// identity middleware (userFrom reads it) runs before the handler, and
+// ends every run cancelled when the server shuts down.
+func serveUsers(ctx context.Context, st *store.Store, build agui.Builder, userFrom func(context.Context) (string, bool)) error {
+	h, err := agui.NewPerRequest(build, agui.WithThreads(st),
+		agui.WithAuthorize(func(r *http.Request, threadID string) (string, error) {
+			user, ok := userFrom(r.Context())
+			if !ok {
+				return "", &agui.Refusal{Status: http.StatusUnauthorized}
+			}
+			return user, nil // the owner the thread is kept under
+		}))
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/agui", h)
+	mux.Handle("/threads/", http.StripPrefix("/threads", h.Threads())) // list, read, delete, stop
+	srv := &http.Server{Addr: ":8080", Handler: mux}
+	srv.RegisterOnShutdown(func() { h.Shutdown(ctx) }) // every run ends cancelled
+	served := make(chan error, 1)
+	go func() { served <- srv.ListenAndServe() }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	err = srv.Shutdown(context.WithoutCancel(ctx)) // waits for the runs to end
+	<-served
+	return err
+}
+
+// end of README snippet
+
+// README snippet
 // approve runs a lead's turn; when a tool anywhere in the tree asks for
 // approval, it approves every question and resumes the same turn.
 func approve(ctx context.Context, st *store.Store, lead agent.Agent, in agent.Input) (agent.Output, error) {
