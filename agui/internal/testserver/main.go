@@ -63,6 +63,8 @@ func run() error {
 	}
 	defer closeStore()
 	mux.Handle("/agui-approval", approval)
+	mux.Handle("/agui-owned", approval)
+	mux.Handle("/agui-owned/", approval)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
