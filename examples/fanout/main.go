@@ -59,7 +59,8 @@ func run(ctx context.Context, w io.Writer, getenv func(string) string) error {
 	if about == pick.FakeDescription {
 		about = "provider: fake (scripted replies; the researchers answer after 300-500 ms)"
 	}
-	model := &meter{Provider: chosen}
+	m := &meter{}
+	model := provider.Wrap(chosen, m.count) // streams if chosen does
 	fmt.Fprintln(w, about)
 
 	// The roster the lead picks from, by name and description.
@@ -104,7 +105,7 @@ func run(ctx context.Context, w io.Writer, getenv func(string) string) error {
 	wall := time.Since(start)
 
 	fmt.Fprintln(w)
-	tree.print(w, out, wall, model)
+	tree.print(w, out, wall, m)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "answer:", out.Answer)
 	return nil
@@ -162,16 +163,16 @@ func synthesize(ctx context.Context, req provider.Request) (provider.Response, e
 	return provider.Response{Message: msg, Usage: fake.Usage(req, msg), StopReason: provider.StopEndTurn}, nil
 }
 
-// meter is a provider that counts usage per sub-agent invocation, read from
-// the event attribution the sub-agent tool puts in the context.
+// meter counts usage per sub-agent invocation, read from the event
+// attribution the sub-agent tool puts in the context, around every model
+// call (provider.Wrap).
 type meter struct {
-	provider.Provider
 	mu    sync.Mutex
 	bySub map[string]provider.Usage
 }
 
-func (m *meter) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
-	resp, err := m.Provider.Complete(ctx, req)
+func (m *meter) count(ctx context.Context, req provider.Request, next provider.Next) (provider.Response, error) {
+	resp, err := next(ctx, req)
 	if id := event.SubagentRunID(ctx); id != "" {
 		m.mu.Lock()
 		if m.bySub == nil {
