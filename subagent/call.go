@@ -68,26 +68,39 @@ func (t *SubAgentTool) Call(ctx context.Context, call tool.Call) (tool.Result, e
 		}
 	}
 
-	return t.invoke(ctx, call.ID, args, in)
+	return t.invoke(ctx, call.ID, args, in, nil)
+}
+
+// opening is how an invocation is opened, passed down from the call to
+// open, the one place that announces an invocation: the run id that a
+// journal gives it (the same each time its turn runs; "" outside a
+// journal), and the SUBAGENT_STARTED a background job emitted for it
+// ahead of its run (nil: none).
+type opening struct {
+	stable string
+	ahead  *announced
 }
 
 // invoke runs one call whose arguments are checked, or, under a journal,
-// answers it from the journal. The spawn tool shares it.
-func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawMessage, in agent.Input) (tool.Result, error) {
+// answers it from the journal. The spawn tool shares it; a background
+// job's invocation was announced ahead.
+func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawMessage, in agent.Input, ahead *announced) (tool.Result, error) {
+	op := opening{ahead: ahead}
 	if js := journalFrom(ctx); js != nil {
 		if js.Recorded {
 			// The loop that made the call records its result.
-			return t.invokeNow(journalInvocation(ctx, js, js.Key(t.def.Name, args)), callID, args, in)
+			ctx, op.stable = journalInvocation(ctx, js, js.Key(t.def.Name, args))
+			return t.invokeNow(ctx, callID, args, in, op)
 		}
-		return t.journaled(ctx, js, callID, args, in)
+		return t.journaled(ctx, js, callID, args, in, op)
 	}
-	return t.invokeNow(ctx, callID, args, in)
+	return t.invokeNow(ctx, callID, args, in, op)
 }
 
 // invokeNow runs one call: it opens the invocation one level deeper, runs
 // it within the timeout, and reports how it ended.
-func (t *SubAgentTool) invokeNow(ctx context.Context, callID string, args json.RawMessage, in agent.Input) (tool.Result, error) {
-	cctx, inv := t.open(ctx, callID)
+func (t *SubAgentTool) invokeNow(ctx context.Context, callID string, args json.RawMessage, in agent.Input, op opening) (tool.Result, error) {
+	cctx, inv := t.open(ctx, callID, op)
 	if t.cfg.timeout > 0 {
 		var cancel context.CancelFunc
 		cctx, cancel = context.WithTimeout(cctx, t.cfg.timeout)
@@ -95,7 +108,7 @@ func (t *SubAgentTool) invokeNow(ctx context.Context, callID string, args json.R
 	}
 	// run itself refuses the answer of a child whose context ended, where
 	// it can still put a resident's conversation back.
-	res, err := t.run(cctx, args, in, inv.runID)
+	res, err := t.run(cctx, args, in, inv.runID, op.stable)
 	if err != nil {
 		// A failed call hands back what it spent and nothing it said.
 		return tool.Result{Usage: res.Usage}, t.failed(ctx, cctx, inv, err)
@@ -111,42 +124,51 @@ type invocation struct {
 	em     event.Emitter
 	events bool // whether em listens
 	runID  string
+	stable string // the run id a journal gives it, or ""
 }
 
 // open starts an invocation under ctx: it returns the child's context, one
 // level deeper, and the invocation's sub-agent run id. With events on it
 // emits SUBAGENT_STARTED, or takes over the one a background job emitted
-// before its receipt. Under a journal the run id is the invocation's
-// stable one.
-func (t *SubAgentTool) open(ctx context.Context, callID string) (context.Context, invocation) {
-	em := event.From(ctx) // the scope is looked up once for the call's events
-	inv := invocation{em: em, events: em.Enabled()}
+// before its receipt (op.ahead). Under a journal the run id is the
+// invocation's stable one.
+func (t *SubAgentTool) open(ctx context.Context, callID string, op opening) (context.Context, invocation) {
 	cctx := run.WithDepth(ctx, agent.Depth(ctx)+1)
-	ann, _ := ctx.Value(announcedKey{}).(*announced)
-	switch {
-	case ann != nil && !ann.used:
+	if a := op.ahead; a != nil && !a.used {
 		// A background job's: SUBAGENT_STARTED went out before the
 		// receipt, and ctx is already in the sub-agent's scope.
-		ann.used = true
-		inv = invocation{em: ann.em, events: ann.em.Enabled(), runID: ann.runID}
-		cctx = context.WithValue(cctx, announcedKey{}, nil)
+		a.used = true
+		return cctx, invocation{em: a.em, events: a.em.Enabled(), runID: a.runID, stable: op.stable}
+	}
+	em := event.From(ctx) // the scope is looked up once for the call's events
+	inv := invocation{em: em, events: em.Enabled(), stable: op.stable}
+	switch {
 	case inv.events:
-		if inv.runID = stableRunID(ctx); inv.runID != "" {
-			cctx = event.WithSubagent(cctx, inv.runID)
-		} else {
-			cctx, inv.runID = event.NewSubagent(cctx, "sub_")
-		}
-		em.Emit(event.Event{
-			Type: event.SubagentStarted, SubagentRunID: inv.runID, Name: t.def.Name, Description: t.def.Description,
-			ParentSubagentRunID: em.SubagentRunID(), ParentToolCallID: callID,
-		})
-	case t.cfg.render != nil && stableRunID(ctx) != "":
-		inv.runID = stableRunID(ctx)
+		cctx, inv.runID = t.announceStart(cctx, em, callID, op.stable)
+	case t.cfg.render != nil && op.stable != "":
+		inv.runID = op.stable
 	case t.cfg.render != nil:
 		inv.runID = id.New("sub_")
 	}
-	cctx = context.WithValue(context.WithValue(cctx, stableRunKey{}, nil), pauseKey{}, stableRunID(ctx))
 	return cctx, inv
+}
+
+// announceStart emits SUBAGENT_STARTED on em for an invocation by the call
+// callID, with the run id stable ("": a fresh one), and returns the context
+// in the sub-agent's scope and the run id. It is where every invocation
+// that runs is announced: when it opens, or ahead of a background job.
+func (t *SubAgentTool) announceStart(ctx context.Context, em event.Emitter, callID, stable string) (context.Context, string) {
+	runID := stable
+	if runID != "" {
+		ctx = event.WithSubagent(ctx, runID)
+	} else {
+		ctx, runID = event.NewSubagent(ctx, "sub_")
+	}
+	em.Emit(event.Event{
+		Type: event.SubagentStarted, SubagentRunID: runID, Name: t.def.Name, Description: t.def.Description,
+		ParentSubagentRunID: em.SubagentRunID(), ParentToolCallID: callID,
+	})
+	return ctx, runID
 }
 
 // failed returns the error a failed invocation ends with, and emits its
@@ -155,7 +177,7 @@ func (t *SubAgentTool) open(ctx context.Context, callID string) (context.Context
 // Otherwise the error says when the caller cancelled or the timeout struck
 // (cctx is the child's context), and is capped like an answer.
 func (t *SubAgentTool) failed(ctx, cctx context.Context, inv invocation, err error) error {
-	if own, ok := suspend(err, inv.suspendedID(ctx)); ok {
+	if own, ok := suspend(err, inv.suspendedID()); ok {
 		inv.suspended(own)
 		return err
 	}
@@ -177,13 +199,13 @@ func (t *SubAgentTool) failed(ctx, cctx context.Context, inv invocation, err err
 
 // suspendedID is the run id the interrupts of the invocation's own tools
 // are attributed to: its sub-agent run id, else its stable one under a
-// journal (ctx is the caller's), else a fresh one.
-func (inv invocation) suspendedID(ctx context.Context) string {
+// journal, else a fresh one.
+func (inv invocation) suspendedID() string {
 	if inv.runID != "" {
 		return inv.runID
 	}
-	if rid := stableRunID(ctx); rid != "" {
-		return rid
+	if inv.stable != "" {
+		return inv.stable
 	}
 	return id.New("sub_")
 }
@@ -222,28 +244,17 @@ type announced struct {
 	used  bool
 }
 
-type announcedKey struct{}
-
 // announce emits SUBAGENT_STARTED for an invocation of t by the call callID
-// under ctx that will run later, and returns the context it must run under
-// (nil when events are off).
-func (t *SubAgentTool) announce(ctx context.Context, callID string) (context.Context, *announced) {
+// under ctx that will run later, with the run id stable ("": a fresh one),
+// and returns the context it must run under and the announcement its
+// invocation takes over (nil when events are off).
+func (t *SubAgentTool) announce(ctx context.Context, callID, stable string) (context.Context, *announced) {
 	em := event.From(ctx)
 	if !em.Enabled() {
 		return ctx, nil
 	}
-	sctx, runID := ctx, stableRunID(ctx) // a job under a journal has its run id already
-	if runID != "" {
-		sctx = event.WithSubagent(ctx, runID)
-	} else {
-		sctx, runID = event.NewSubagent(ctx, "sub_")
-	}
-	em.Emit(event.Event{
-		Type: event.SubagentStarted, SubagentRunID: runID, Name: t.def.Name, Description: t.def.Description,
-		ParentSubagentRunID: em.SubagentRunID(), ParentToolCallID: callID,
-	})
-	a := &announced{runID: runID, em: em}
-	return context.WithValue(sctx, announcedKey{}, a), a
+	sctx, runID := t.announceStart(ctx, em, callID, stable)
+	return sctx, &announced{runID: runID, em: em}
 }
 
 // unannounce ends an announced invocation that never ran, with err.
@@ -274,9 +285,9 @@ func errorCode(err error) string {
 
 // run makes the call's runs of the child. A resident runs in its turn;
 // the other forms build a child for the call.
-func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.Input, runID string) (tool.Result, error) {
+func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.Input, runID, stable string) (tool.Result, error) {
 	if t.resident != nil {
-		return t.runResident(ctx, args, in, runID)
+		return t.runResident(ctx, args, in, runID, stable)
 	}
 	return t.runChild(ctx, args, in, runID)
 }
@@ -286,8 +297,11 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 // call left when it succeeded and puts back the one it found when it
 // failed. A resident held for a suspended call makes other calls wait (or
 // refuses them), and is held for this one when it suspends (hold.go).
-func (t *SubAgentTool) runResident(ctx context.Context, args json.RawMessage, in agent.Input, runID string) (tool.Result, error) {
-	turn, err := t.takeTurn(ctx)
+//
+// stable, the invocation's run id under a journal, names the call that a
+// hold keeps the resident for.
+func (t *SubAgentTool) runResident(ctx context.Context, args json.RawMessage, in agent.Input, runID, stable string) (tool.Result, error) {
+	turn, err := t.takeTurn(ctx, stable)
 	if err != nil {
 		return tool.Result{}, err
 	}
@@ -301,6 +315,7 @@ func (t *SubAgentTool) runResident(ctx context.Context, args json.RawMessage, in
 type residentTurn struct {
 	t   *SubAgentTool
 	ctx context.Context // the call's, in the agent's own turn when held
+	by  string          // the call's stable run id, which a hold names
 	// save ends the resident's turn with the call's error: it holds the
 	// resident for a suspended call, or lets it go, and a stored
 	// resident's (WithStore) writes the new conversation of a call that
@@ -315,10 +330,10 @@ type residentTurn struct {
 // resident for the call. What fails on the way gives back what was taken.
 // While the resident is held for another, suspended call, it waits (or
 // refuses) the same way, holding nothing.
-func (t *SubAgentTool) takeTurn(ctx context.Context) (residentTurn, error) {
+func (t *SubAgentTool) takeTurn(ctx context.Context, by string) (residentTurn, error) {
 	var w heldWait
 	for {
-		turn, err := t.tryTurn(ctx)
+		turn, err := t.tryTurn(ctx, by)
 		switch {
 		case err == nil:
 			return turn, nil
@@ -338,7 +353,7 @@ func (t *SubAgentTool) takeTurn(ctx context.Context) (residentTurn, error) {
 // tryTurn takes the tool's turn (waiting for it, or refusing the call
 // with WithRefuseWhenBusy), then holds the resident for the call; it fails
 // with errHeld, holding nothing, while another suspended call holds it.
-func (t *SubAgentTool) tryTurn(ctx context.Context) (residentTurn, error) {
+func (t *SubAgentTool) tryTurn(ctx context.Context, by string) (residentTurn, error) {
 	name := t.def.Name
 	if t.cfg.refuseBusy {
 		if !t.turn.TryAcquire(1) {
@@ -347,7 +362,7 @@ func (t *SubAgentTool) tryTurn(ctx context.Context) (residentTurn, error) {
 	} else if err := t.turn.Acquire(ctx, 1); err != nil {
 		return residentTurn{}, fmt.Errorf("subagent %q: waiting for its previous call to end: %w", name, err)
 	}
-	turn := residentTurn{t: t, ctx: ctx}
+	turn := residentTurn{t: t, ctx: ctx, by: by}
 	err := turn.hold()
 	if err == nil {
 		return turn, nil
@@ -368,10 +383,10 @@ func (rt *residentTurn) hold() (err error) {
 	// The stored conversation comes first, before the agent's own turn is
 	// held (Restore takes that turn).
 	if d := rt.t.cfg.durable; d != nil {
-		if rt.save, err = d.begin(rt.ctx, name, rt.t.resident.(Persistent), rt.t.cfg.refuseBusy); err != nil {
+		if rt.save, err = d.begin(rt.ctx, name, rt.t.resident.(Persistent), rt.t.cfg.refuseBusy, rt.by); err != nil {
 			return err
 		}
-	} else if rt.save, err = rt.t.pause.take(rt.ctx); err != nil {
+	} else if rt.save, err = rt.t.pause.take(rt.ctx, rt.by); err != nil {
 		return err
 	}
 	switch a := rt.t.resident.(type) {

@@ -86,7 +86,7 @@ func (d *durable) holdKey() string { return d.hold }
 // with the call's error: it holds the expert for a suspended call, lets it
 // go for the call that held it, writes the new conversation of a call that
 // succeeded, and in any case releases the lock.
-func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse bool) (end func(error) error, err error) {
+func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse bool, by string) (end func(error) error, err error) {
 	var lk *store.Lock
 	if refuse {
 		lk, err = d.st.TryLock(ctx, d.lockKey())
@@ -99,7 +99,7 @@ func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse b
 	if err != nil {
 		return nil, fmt.Errorf("subagent %q: taking its turn in the store: %w", name, err)
 	}
-	mine, held, err := d.checkHold(ctx)
+	mine, held, err := d.checkHold(ctx, by)
 	if err != nil || held {
 		lk.Unlock()
 		if err != nil {
@@ -133,7 +133,7 @@ func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse b
 		// refuses undoes the turn.
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if h := holdFor(ctx, callErr, d.st); h != nil {
+		if h := holdFor(ctx, callErr, d.st, by); h != nil {
 			b, _ := json.Marshal(h) // strings and a time: it cannot fail
 			if err := lk.Put(wctx, d.holdKey(), b, store.AnyVersion); err != nil {
 				return fmt.Errorf("subagent %q: keeping the expert for its suspended call (the call cannot be resumed: run the turn again): %w", name, err)
@@ -166,7 +166,7 @@ func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse b
 // checkHold reads, under the expert's lock, whether a suspended call
 // holds the expert: the call under ctx itself (mine: it is resumed), or
 // another (held). A hold that is no longer live is deleted.
-func (d *durable) checkHold(ctx context.Context) (mine, held bool, err error) {
+func (d *durable) checkHold(ctx context.Context, by string) (mine, held bool, err error) {
 	data, _, err := d.st.Get(ctx, d.holdKey())
 	if errors.Is(err, store.ErrNotFound) {
 		return false, false, nil
@@ -178,7 +178,7 @@ func (d *durable) checkHold(ctx context.Context) (mine, held bool, err error) {
 	if err := json.Unmarshal(data, &h); err != nil {
 		return false, false, fmt.Errorf("the record of the call holding it cannot be read: %v: delete it (store.Delete %q)", err, d.holdKey())
 	}
-	if h.By == pauseID(ctx) {
+	if by != "" && h.By == by {
 		return true, false, nil
 	}
 	if h.live(ctx, d.st) {
@@ -207,14 +207,16 @@ func (e *replayed) Unwrap() error { return ErrChildFailed }
 
 // journaled answers an invocation from the journal, or runs it and records
 // how it finished.
-func (t *SubAgentTool) journaled(ctx context.Context, js *journal.Scope, callID string, args json.RawMessage, in agent.Input) (tool.Result, error) {
+func (t *SubAgentTool) journaled(ctx context.Context, js *journal.Scope, callID string, args json.RawMessage, in agent.Input, op opening) (tool.Result, error) {
 	name := t.def.Name
 	key := js.Key(name, args)
 	if e, ok := js.J.Lookup(key); ok {
-		return t.replay(ctx, callID, e)
+		return t.replay(ctx, callID, e, op.ahead)
 	}
 	js.Enter()
-	res, err := t.invokeNow(journalInvocation(ctx, js, key), callID, args, in)
+	cctx, stable := journalInvocation(ctx, js, key)
+	op.stable = stable
+	res, err := t.invokeNow(cctx, callID, args, in, op)
 	var wait func(context.Context) error
 	switch {
 	case err == nil:
@@ -241,20 +243,16 @@ func (t *SubAgentTool) journaled(ctx context.Context, js *journal.Scope, callID 
 
 // replay returns a recorded invocation at zero usage, with the events of
 // one that ran.
-func (t *SubAgentTool) replay(ctx context.Context, callID string, e store.Entry) (tool.Result, error) {
+func (t *SubAgentTool) replay(ctx context.Context, callID string, e store.Entry, ahead *announced) (tool.Result, error) {
 	em := event.From(ctx)
 	events := em.Enabled()
 	runID := ""
-	if ann, _ := ctx.Value(announcedKey{}).(*announced); ann != nil && !ann.used {
+	if ahead != nil && !ahead.used {
 		// A background job's, announced when it was spawned.
-		ann.used = true
-		em, events, runID = ann.em, ann.em.Enabled(), ann.runID
+		ahead.used = true
+		em, events, runID = ahead.em, ahead.em.Enabled(), ahead.runID
 	} else if events {
-		_, runID = event.NewSubagent(ctx, "sub_")
-		em.Emit(event.Event{
-			Type: event.SubagentStarted, SubagentRunID: runID, Name: t.def.Name, Description: t.def.Description,
-			ParentSubagentRunID: em.SubagentRunID(), ParentToolCallID: callID,
-		})
+		_, runID = t.announceStart(ctx, em, callID, "")
 	}
 	if e.Error != "" {
 		err := tool.Correctable(&replayed{msg: e.Error})

@@ -27,15 +27,6 @@ import (
 // that every process consulting the expert sees it; without, it is kept in
 // memory.
 
-type pauseKey struct{}
-
-// pauseID returns the stable run id of the invocation whose call runs
-// under ctx, or "" outside a journal.
-func pauseID(ctx context.Context) string {
-	id, _ := ctx.Value(pauseKey{}).(string)
-	return id
-}
-
 // hold is a resident expert held for a suspended call.
 type hold struct {
 	By    string    `json:"by"`              // the suspended invocation's stable run id
@@ -52,9 +43,9 @@ const heldEntry = "held"
 // the expert: nil unless the call was suspended under a journal. It
 // records the hold's entry in the call's journal when that journal is kept
 // in st (nil: any store), so that whoever checks the hold in st finds it.
-func holdFor(ctx context.Context, err error, st *store.Store) *hold {
+func holdFor(ctx context.Context, err error, st *store.Store, by string) *hold {
 	var in *tool.Interrupted
-	by, js := pauseID(ctx), journalFrom(ctx)
+	js := journalFrom(ctx)
 	if by == "" || js == nil || !errors.As(err, &in) {
 		return nil
 	}
@@ -111,8 +102,7 @@ type residentPause struct {
 // first). The returned function ends the call's turn with its error: it
 // holds the expert for the call if it was suspended, and lets it go when
 // the call that held it ended otherwise.
-func (p *residentPause) take(ctx context.Context) (end func(error) error, err error) {
-	me := pauseID(ctx)
+func (p *residentPause) take(ctx context.Context, me string) (end func(error) error, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.h != nil && p.h.By != me {
@@ -121,7 +111,7 @@ func (p *residentPause) take(ctx context.Context) (end func(error) error, err er
 		}
 		p.letGo()
 	}
-	return func(err error) error { p.after(ctx, err); return nil }, nil
+	return func(err error) error { p.after(ctx, err, me); return nil }, nil
 }
 
 // freedChan returns a channel closed when the current hold lets go, or nil.
@@ -133,12 +123,11 @@ func (p *residentPause) freedChan() <-chan struct{} {
 
 // after holds the expert for the call under ctx if it ended suspended
 // (err), and lets it go when the call that held it ended otherwise.
-func (p *residentPause) after(ctx context.Context, err error) {
-	me := pauseID(ctx)
+func (p *residentPause) after(ctx context.Context, err error, me string) {
 	if me == "" {
 		return
 	}
-	h := holdFor(ctx, err, nil)
+	h := holdFor(ctx, err, nil, me)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {

@@ -15,20 +15,11 @@ import (
 // journal key, so that a resumed turn finds the answers to the questions
 // its children asked and re-announces the run ids the client saw.
 
-type stableRunKey struct{}
-
 // journalInvocation returns the context an invocation keyed key in js runs
-// under: its children's journal scope (under which tool.Ask derives its
-// interrupts' ids) and its run id.
-func journalInvocation(ctx context.Context, js *journal.Scope, key string) context.Context {
-	ctx = journal.With(ctx, js.Child(key))
-	return context.WithValue(ctx, stableRunKey{}, js.ID("sub_", key))
-}
-
-// stableRunID returns the run id the invocation under ctx must have, or "".
-func stableRunID(ctx context.Context) string {
-	id, _ := ctx.Value(stableRunKey{}).(string)
-	return id
+// under, with its children's journal scope (under which tool.Ask derives
+// its interrupts' ids), and its stable run id.
+func journalInvocation(ctx context.Context, js *journal.Scope, key string) (context.Context, string) {
+	return journal.With(ctx, js.Child(key)), js.ID("sub_", key)
 }
 
 // job returns the job id and the sub-agent run id of the background job

@@ -64,7 +64,7 @@ const AttrJobID = attribute.Key("deputy.job.id")
 // events carry that sub-agent run id, and its terminal event comes when the
 // job ends. A traced run gets a span for the job, a child of the spawning
 // call's span that lasts as long as the job.
-func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task string, fn func(context.Context) (tool.Result, func(int64), error)) (tool.Result, error) {
+func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task string, fn func(context.Context, *announced) (tool.Result, func(int64), error)) (tool.Result, error) {
 	jt := s.jobs(ctx)
 	if jt == nil {
 		return tool.Result{}, tool.Correctable(fmt.Errorf("%s: background jobs need a running agent to own them: call without background", SpawnToolName))
@@ -73,13 +73,12 @@ func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task 
 	// depth is the caller's.
 	jctx, cancel := context.WithCancel(run.Context(ctx))
 	jctx = run.WithDepth(jctx, agent.Depth(ctx))
-	jobID := id.New("job_")
+	jobID, runID := id.New("job_"), ""
 	if js := journalFrom(ctx); js != nil {
 		// The same job each time the turn runs: a resumed turn, replaying
-		// the model's decisions, waits for it by the id the model saw.
-		var runID string
+		// the model's decisions, waits for it by the id the model saw, and
+		// its sub-agent run has the id the client saw.
 		jobID, runID = jobIDs(js, callID)
-		jctx = context.WithValue(jctx, stableRunKey{}, runID)
 	}
 	j := &job{id: jobID, agent: who.def.Name, task: task, cancel: cancel, done: make(chan struct{})}
 	jt.mu.Lock()
@@ -100,12 +99,12 @@ func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task 
 		jctx, span = sp.TracerProvider().Tracer(agent.TracerName).Start(jctx, "background_job "+who.def.Name,
 			trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(AttrJobID.String(j.id)))
 	}
-	jctx, ann := who.announce(jctx, callID)
+	jctx, ann := who.announce(jctx, callID, runID)
 	go func() {
 		defer jt.wg.Done()
 		defer close(j.done)
 		defer cancel()
-		j.res, j.settle, j.err = fn(jctx)
+		j.res, j.settle, j.err = fn(jctx, ann)
 		ann.unannounce(j.err)
 		if span != nil {
 			if j.err != nil {

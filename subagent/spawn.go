@@ -487,20 +487,21 @@ func (sc *spawnCall) runNow(ctx context.Context) (tool.Result, error) {
 		return tool.Result{}, err
 	}
 	defer sc.st.slots.Release(1)
-	res, settle, err := sc.run(ctx)
+	res, settle, err := sc.run(ctx, nil)
 	settle(res.Usage.Tokens())
 	return res, err
 }
 
 // runJob runs the child as a background job, in a slot of the parent run
 // like runNow; a fork's reservation is kept until the job's usage reaches
-// the parent, which calls the settle function it returns.
-func (sc *spawnCall) runJob(ctx context.Context) (tool.Result, func(int64), error) {
+// the parent, which calls the settle function it returns. ahead is the
+// job's SUBAGENT_STARTED, emitted before its receipt.
+func (sc *spawnCall) runJob(ctx context.Context, ahead *announced) (tool.Result, func(int64), error) {
 	if err := sc.takeSlot(ctx); err != nil {
 		return tool.Result{}, noSettle, err
 	}
 	defer sc.st.slots.Release(1)
-	return sc.run(ctx)
+	return sc.run(ctx, ahead)
 }
 
 // takeSlot waits for a free slot of the parent run.
@@ -513,12 +514,12 @@ func (sc *spawnCall) takeSlot(ctx context.Context) error {
 
 // run runs the child, its slot held, and returns its result, capped, with
 // the settle function of a fork's reservation, not yet called.
-func (sc *spawnCall) run(ctx context.Context) (tool.Result, func(int64), error) {
+func (sc *spawnCall) run(ctx context.Context, ahead *announced) (tool.Result, func(int64), error) {
 	c, settle, err := sc.child(ctx)
 	if err != nil {
 		return tool.Result{}, noSettle, err
 	}
-	res, err := c.t.invoke(ctx, sc.callID, c.args, c.in)
+	res, err := c.t.invoke(ctx, sc.callID, c.args, c.in, ahead)
 	res.Content = capOutput(res.Content, sc.s.cfg.maxOutput)
 	return res, settle, err
 }
