@@ -64,15 +64,43 @@ type world struct {
 	crashAt atomic.Int64   // the model call of this run that crashes (0: none)
 	calls   atomic.Int64   // model calls of this run
 	cancel  atomic.Pointer[context.CancelFunc]
+
+	// For a run in a process that is killed (TestResumeSurvivesSIGKILL):
+	// crash kills the process instead of cancelling the run; every
+	// execution and model answer is also appended to log, which outlives
+	// the process; fresh ids start with idPrefix, the process's own.
+	crash    func()
+	log      func(line string)
+	idPrefix string
+	// apart: an agent calls its tools in one step and the next level in
+	// the next, so that no model call runs beside a tool whose result is
+	// not yet recorded (a process killed between a tool's effect and its
+	// record runs the tool again: that is the one window at-least-once
+	// remains in).
+	apart bool
+}
+
+// modelAnswers is how many answers the schedule's models give in all.
+func (w *world) modelAnswers() int {
+	if w.apart {
+		return 3*w.s.levels - 1
+	}
+	return 2 * w.s.levels
 }
 
 func (w *world) model(level int) provider.Provider {
 	return provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
 		if n := w.calls.Add(1); n == w.crashAt.Load() {
+			if w.crash != nil {
+				w.crash()
+			}
 			(*w.cancel.Load())() // the process dies as the model is asked
 			return provider.Response{}, ctx.Err()
 		}
 		w.answers.Add(1)
+		if w.log != nil {
+			w.log("answer")
+		}
 		usage := provider.Usage{InputTokens: 10, OutputTokens: 1, Requests: 1}
 		var results []string
 		for _, m := range req.Messages {
@@ -80,20 +108,28 @@ func (w *world) model(level int) provider.Provider {
 				results = append(results, m.Content)
 			}
 		}
-		if len(results) > 0 {
+		next := level+1 < w.s.levels
+		var names []string
+		switch {
+		case len(results) == 0 && w.apart:
+			names = slices.Clone(w.s.tools[level])
+		case len(results) == 0:
+			names = slices.Clone(w.s.tools[level])
+			if next {
+				names = append(names, fmt.Sprintf("level%d", level+1))
+			}
+		case w.apart && next && len(results) == len(w.s.tools[level]):
+			names = []string{fmt.Sprintf("level%d", level+1)}
+		default:
 			slices.Sort(results)
 			return provider.Response{Message: provider.AssistantMessage(fmt.Sprintf("L%d[%s]", level, strings.Join(results, ";"))), Usage: usage}, nil
 		}
 		var calls []provider.ToolCall
-		names := slices.Clone(w.s.tools[level])
-		if level+1 < w.s.levels {
-			names = append(names, fmt.Sprintf("level%d", level+1))
-		}
 		for _, name := range names {
 			id := ""
 			switch w.s.ids {
 			case 0:
-				id = fmt.Sprint("call_", w.reqs.Add(1))
+				id = fmt.Sprint("call_", w.idPrefix, w.reqs.Add(1))
 			case 2:
 				id = fmt.Sprint("call_", len(calls))
 			}
@@ -111,6 +147,9 @@ func (w *world) agent(t testing.TB, level int) agent.Agent {
 				w.mu.Lock()
 				w.ran[name]++
 				w.mu.Unlock()
+				if w.log != nil {
+					w.log("ran " + name)
+				}
 				return tool.Result{Content: "ran " + name}, nil
 			}}
 		if name[0] == 'g' {

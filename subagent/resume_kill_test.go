@@ -1,0 +1,244 @@
+//go:build unix
+
+package subagent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/tool"
+)
+
+var killSchedules = flag.Int("kill-schedules", 40, "how many random schedules TestResumeSurvivesSIGKILL runs, each in processes it kills")
+
+// killRound is what the parent tells the process that runs one round of a
+// schedule, and what that process reports back.
+type killRound struct {
+	Seed    uint64            `json:"seed"`
+	CrashAt int64             `json:"crashAt"` // the model call at which the process kills itself (0: none)
+	Store   string            `json:"store"`
+	Log     string            `json:"log"`
+	Pending *tool.Interrupted `json:"pending,omitempty"` // what the last round asked
+	Answers []tool.Answer     `json:"answers,omitempty"` // the answers to it
+
+	// Reported by the round.
+	Answer      string            `json:"answer,omitempty"`
+	Err         string            `json:"err,omitempty"`
+	Interrupted *tool.Interrupted `json:"interrupted,omitempty"`
+	Usage       provider.Usage    `json:"usage"`
+}
+
+const killRoundEnv = "DEPUTY_TEST_KILL_ROUND"
+
+// TestResumeSurvivesSIGKILL runs random schedules (as TestResumeSchedules
+// does) in processes of their own, each round a new process over the same
+// SQLite file, killed with SIGKILL at random model calls: each approved
+// call ran exactly once and a rejected one never, a question asked again
+// keeps its id, and no model answer was asked for twice, counted in a log
+// that outlives the processes. The agents call their tools and their
+// sub-agents in separate steps (world.apart), so that no kill falls
+// between a tool's effect and its record, where the tool runs again.
+func TestResumeSurvivesSIGKILL(t *testing.T) {
+	if spec := os.Getenv(killRoundEnv); spec != "" {
+		runKillRound(t, spec)
+		return
+	}
+	if testing.Short() {
+		t.Skip("starts a process per round")
+	}
+	seed := *scheduleSeed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	var processes, kills int
+	for i := range *killSchedules {
+		s := seed + uint64(i)
+		if !killSchedule(t, s, &processes, &kills) {
+			t.Fatalf("schedule with seed %d failed (rerun it: -run TestResumeSurvivesSIGKILL -kill-schedules 1 -schedule-seed %d)", s, s)
+		}
+	}
+	if kills == 0 {
+		t.Fatal("no process was killed: the test tried nothing")
+	}
+	t.Logf("%d schedules passed over %d processes, %d of them killed; seeds %d to %d", *killSchedules, processes, kills, seed, seed+uint64(*killSchedules)-1)
+}
+
+// killSchedule runs one schedule to its end, a process per round.
+func killSchedule(t *testing.T, seed uint64, processes, killed *int) bool {
+	dir := t.TempDir()
+	r := rand.New(rand.NewPCG(seed, seed^0x51ed))
+	s := newSchedule(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)))
+	ok := true
+	fail := func(format string, args ...any) {
+		t.Errorf("seed %d (%d levels, tools %v, id mode %d): %s", seed, s.levels, s.tools, s.ids, fmt.Sprintf(format, args...))
+		ok = false
+	}
+	round := killRound{Seed: seed, Store: filepath.Join(dir, "deputy.db"), Log: filepath.Join(dir, "effects.log")}
+	asked := map[string]string{}
+	approved := map[string]bool{}
+	var usage provider.Usage
+	kills := 0
+	for n := 0; ; n++ {
+		if n > 40 {
+			fail("no end after %d rounds", n)
+			return false
+		}
+		round.CrashAt = 0
+		if r.IntN(2) == 0 {
+			round.CrashAt = 1 + r.Int64N(int64(3*s.levels))
+		}
+		got, wasKilled := startKillRound(t, dir, round)
+		*processes++
+		if wasKilled {
+			*killed++
+			kills++
+			continue // the same round again, in a new process
+		}
+		usage = usage.Add(got.Usage)
+		if got.Err != "" {
+			fail("round %d: %s", n, got.Err)
+			return false
+		}
+		if got.Interrupted == nil {
+			if !strings.HasPrefix(got.Answer, "L0[") {
+				fail("the answer %q", got.Answer)
+			}
+			break
+		}
+		round.Pending, round.Answers = got.Interrupted, nil
+		for _, it := range got.Interrupted.Interrupts {
+			if id, seen := asked[it.Message]; seen && id != it.ID {
+				fail("%q asked again as %s, first as %s", it.Message, it.ID, id)
+			}
+			asked[it.Message] = it.ID
+			name := strings.Fields(strings.TrimPrefix(it.Message, "Allow "))[0]
+			if _, answered := approved[name]; answered {
+				fail("%s asked again after its answer", name)
+			}
+			yes := r.IntN(3) > 0
+			approved[name] = yes
+			round.Answers = append(round.Answers, tool.Answer{InterruptID: it.ID, Status: tool.Resolved, Payload: json.RawMessage(fmt.Sprintf(`{"approved":%v}`, yes))})
+		}
+	}
+	data, err := os.ReadFile(round.Log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran, answers := map[string]int{}, 0
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if name, ok := strings.CutPrefix(line, "ran "); ok {
+			ran[name]++
+		} else if line == "answer" {
+			answers++
+		}
+	}
+	for l, names := range s.tools {
+		for _, name := range names {
+			want := 1
+			if name[0] == 'g' && !approved[name] {
+				want = 0
+			}
+			if ran[name] != want {
+				fail("level %d: %s ran %d times across %d killed processes, want %d (approved %v)", l, name, ran[name], kills, want, approved[name])
+			}
+		}
+	}
+	if want := (&world{s: s, apart: true}).modelAnswers(); answers != want {
+		fail("%d model answers across the processes (%d killed), want %d", answers, kills, want)
+	}
+	if want := (&world{s: s, apart: true}).modelAnswers(); usage.Requests > int64(want) {
+		fail("usage reported %+v, more than the %d answers", usage, want)
+	}
+	return ok
+}
+
+// startKillRound runs one round in a process of its own and returns its
+// report, or killed when it was killed.
+func startKillRound(t *testing.T, dir string, round killRound) (killRound, bool) {
+	spec, _ := json.Marshal(round)
+	out := filepath.Join(dir, "round.json")
+	_ = os.Remove(out)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestResumeSurvivesSIGKILL$", "-test.count=1")
+	cmd.Env = append(os.Environ(), killRoundEnv+"="+string(spec), "DEPUTY_TEST_KILL_OUT="+out)
+	output, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+			return killRound{}, true
+		}
+	}
+	if err != nil {
+		t.Fatalf("the round's process: %v\n%s", err, output)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatalf("the round wrote no report: %v\n%s", err, output)
+	}
+	var got killRound
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	return got, false
+}
+
+// runKillRound is the process that runs one round.
+func runKillRound(t *testing.T, spec string) {
+	var round killRound
+	if err := json.Unmarshal([]byte(spec), &round); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.OpenFile(round.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	w := &world{
+		s:        newSchedule(rand.New(rand.NewPCG(round.Seed, round.Seed^0x9e3779b97f4a7c15))),
+		ran:      map[string]int{},
+		crash:    func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL); select {} },
+		log:      func(line string) { _, _ = logf.WriteString(line + "\n") },
+		idPrefix: strconv.Itoa(os.Getpid()) + "_",
+		apart:    true,
+	}
+	w.crashAt.Store(round.CrashAt)
+	st := openStore(t, round.Store)
+	j, err := st.Journal(context.Background(), "killed-turn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if round.Pending != nil {
+		if ctx, err = tool.Resume(ctx, round.Pending, round.Answers...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w.cancel.Store(&cancel)
+	out, err := w.agent(t, 0).Run(agent.WithJournal(ctx, j), agent.Input{Text: "go"})
+	report := killRound{Answer: out.Answer, Usage: out.TotalUsage()}
+	var in *tool.Interrupted
+	switch {
+	case errors.As(err, &in):
+		report.Interrupted = in
+	case err != nil:
+		report.Err = err.Error()
+	}
+	data, _ := json.Marshal(report)
+	if err := os.WriteFile(os.Getenv("DEPUTY_TEST_KILL_OUT"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
