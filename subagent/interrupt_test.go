@@ -78,7 +78,7 @@ func total(o agent.Output) provider.Usage { return o.Usage.Add(o.ChildUsage) }
 
 // runTurn runs the lead's turn under the journal of turn in st, with ctx's
 // answers, and returns its output, error and the events it emitted.
-func (a *approvalTree) runTurn(ctx context.Context, t *testing.T, st *store.Store, turn string) (agent.Output, error, []event.Event) {
+func (a *approvalTree) runTurn(ctx context.Context, t *testing.T, st *store.Store, turn string) (agent.Output, []event.Event, error) {
 	t.Helper()
 	j, err := st.Journal(ctx, turn)
 	if err != nil {
@@ -86,7 +86,7 @@ func (a *approvalTree) runTurn(ctx context.Context, t *testing.T, st *store.Stor
 	}
 	var rec eventcheck.Recorder
 	out, err := a.lead.Run(event.WithSink(agent.WithJournal(ctx, j), &rec), agent.Input{Text: "tidy up"})
-	return out, err, rec.Events()
+	return out, rec.Events(), err
 }
 
 func TestApprovalDeepInTheTreeSuspendsAndResumes(t *testing.T) {
@@ -108,7 +108,7 @@ func TestApprovalDeepInTheTreeSuspendsAndResumes(t *testing.T) {
 			a := newApprovalTree(t, false)
 			st := openStore(t, t.TempDir()+"/s.db")
 			ctx := context.Background()
-			out1, err, ev1 := a.runTurn(ctx, t, st, "turn-1")
+			out1, ev1, err := a.runTurn(ctx, t, st, "turn-1")
 			var in *tool.Interrupted
 			if !errors.As(err, &in) {
 				t.Fatalf("first run: want an *tool.Interrupted, got %v", err)
@@ -141,7 +141,7 @@ func TestApprovalDeepInTheTreeSuspendsAndResumes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out2, err, ev2 := a.runTurn(rctx, t, st, "turn-1")
+			out2, ev2, err := a.runTurn(rctx, t, st, "turn-1")
 			if err != nil {
 				t.Fatalf("resumed run: %v", err)
 			}
@@ -178,7 +178,7 @@ func TestSeveralInterruptsOfOneTurnComeBackTogether(t *testing.T) {
 	a := newApprovalTree(t, true)
 	st := openStore(t, t.TempDir()+"/s.db")
 	ctx := context.Background()
-	_, err, ev := a.runTurn(ctx, t, st, "turn-2")
+	_, ev, err := a.runTurn(ctx, t, st, "turn-2")
 	var in *tool.Interrupted
 	if !errors.As(err, &in) || len(in.Interrupts) != 2 {
 		t.Fatalf("want two interrupts, got %v", err)
@@ -200,7 +200,7 @@ func TestSeveralInterruptsOfOneTurnComeBackTogether(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err, _ := a.runTurn(rctx, t, st, "turn-2")
+	out, _, err := a.runTurn(rctx, t, st, "turn-2")
 	if err != nil || out.Answer != "all done" {
 		t.Fatalf("resumed: %q, %v", out.Answer, err)
 	}

@@ -51,7 +51,7 @@ func TestBackgroundJobAskingForApprovalSuspendsTheRun(t *testing.T) {
 
 	// resumes is what the client saw of the runs before: a resumed run
 	// does not announce again the calls it replays.
-	run := func(ctx context.Context, resumes ...event.Event) (agent.Output, error, []event.Event) {
+	run := func(ctx context.Context, resumes ...event.Event) (agent.Output, []event.Event, error) {
 		t.Helper()
 		j, err := st.Journal(ctx, "turn")
 		if err != nil {
@@ -63,10 +63,10 @@ func TestBackgroundJobAskingForApprovalSuspendsTheRun(t *testing.T) {
 		if problems := eventcheck.Check(evs, eventcheck.Options{Background: true, Resumes: resumes}); len(problems) > 0 {
 			t.Errorf("the stream breaks the rules:\n%s", strings.Join(problems, "\n"))
 		}
-		return out, err, evs
+		return out, evs, err
 	}
 	ctx := context.Background()
-	out1, err, ev1 := run(ctx)
+	out1, ev1, err := run(ctx)
 	var in *tool.Interrupted
 	if !errors.As(err, &in) || len(in.Interrupts) != 1 {
 		t.Fatalf("first run: %v, want one interrupt", err)
@@ -89,7 +89,7 @@ func TestBackgroundJobAskingForApprovalSuspendsTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out2, err, ev2 := run(rctx, ev1...)
+	out2, ev2, err := run(rctx, ev1...)
 	if err != nil || out2.Answer != "all clean" {
 		t.Fatalf("resumed run: %q, %v", out2.Answer, err)
 	}
@@ -117,7 +117,7 @@ func TestBackgroundJobAskingForApprovalSuspendsTheRun(t *testing.T) {
 	// finished job is answered from the journal, announced once, at no
 	// cost. (A fresh lead: this one keeps the turn it finished.)
 	lead = newLead(t, model, reg)
-	out3, err, ev3 := run(ctx, append(ev1, ev2...)...)
+	out3, ev3, err := run(ctx, append(ev1, ev2...)...)
 	if err != nil || out3.Answer != "all clean" || !out3.TotalUsage().IsZero() {
 		t.Fatalf("replayed run: %q, usage %v, %v", out3.Answer, out3.TotalUsage(), err)
 	}

@@ -18,7 +18,7 @@ import (
 func spanAttr(s sdktrace.ReadOnlySpan, k attribute.Key) string {
 	for _, kv := range s.Attributes() {
 		if kv.Key == k {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""

@@ -271,7 +271,7 @@ func TestChildAnswerIsCappedBeforeRecording(t *testing.T) {
 	if len(out.Answer) > DefaultMaxOutputBytes || !strings.Contains(out.Answer, "[truncated:") {
 		t.Fatalf("lead got %d bytes, want at most %d with a marker", len(out.Answer), DefaultMaxOutputBytes)
 	}
-	if !strings.HasPrefix(out.Answer, "éé") || !strings.Contains(out.Answer, fmt.Sprintf(" bytes shown]")) {
+	if !strings.HasPrefix(out.Answer, "éé") || !strings.Contains(out.Answer, " bytes shown]") {
 		t.Fatalf("capped answer does not start with the text or name its size: %q", out.Answer[len(out.Answer)-81:])
 	}
 }

@@ -62,10 +62,7 @@ func TestREADMEQuotesSnippets(t *testing.T) {
 		}
 		want = append(want, snippets(string(src))...)
 	}
-	var got []string
-	for _, b := range goBlocks(string(doc)) {
-		got = append(got, b)
-	}
+	got := goBlocks(string(doc))
 	if len(want) == 0 {
 		t.Fatal("snippets.go has no snippets")
 	}

@@ -4,6 +4,8 @@
 //
 // A snippet is the text between a line "// README snippet" and the next line
 // "// end of README snippet", unindented.
+//
+//lint:file-ignore U1000 the snippets are compiled and vetted for the README, not called
 package readme
 
 import (
