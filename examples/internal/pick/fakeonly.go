@@ -14,3 +14,11 @@ func vendor(kind string, getenv func(string) string, fallback provider.Provider)
 	return fallback, fmt.Sprintf("provider: fake (scripted replies; %s is set, but %s needs a build with the %s tag: go run -tags %s ./examples/...)",
 		asked(kind, getenv), kind, BuildTag, BuildTag), nil
 }
+
+// asked names the variable by which the environment asked for kind.
+func asked(kind string, getenv func(string) string) string {
+	if getenv("DEPUTY_PROVIDER") != "" {
+		return "DEPUTY_PROVIDER=" + kind
+	}
+	return "OPENAI_BASE_URL"
+}

@@ -65,11 +65,3 @@ func FromEnv(getenv func(string) string, fallback provider.Provider) (provider.P
 	}
 	return nil, "", fmt.Errorf("pick: DEPUTY_PROVIDER=%q is not a provider; use openai, anthropic or fake, or leave it unset", name)
 }
-
-// asked names the variable by which the environment asked for kind.
-func asked(kind string, getenv func(string) string) string {
-	if getenv("DEPUTY_PROVIDER") != "" {
-		return "DEPUTY_PROVIDER=" + kind
-	}
-	return "OPENAI_BASE_URL"
-}
