@@ -17,14 +17,13 @@ import (
 	"io"
 	"log"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
-	"github.com/deputy-go/deputy/store/sqlite"
+	"github.com/deputy-go/deputy/store/memory"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -40,18 +39,10 @@ func call(id, name, args string) provider.ToolCall {
 }
 
 func run(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
-	// The journal of the turn lives in a store; a real program keeps the
-	// file, so that a restarted process can resume the turn too.
-	dir, err := os.MkdirTemp("", "approval-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	b, err := sqlite.Open(filepath.Join(dir, "deputy.db"))
-	if err != nil {
-		return err
-	}
-	st, err := store.New(b)
+	// The journal of the turn lives in a store: in memory here, where the
+	// question is answered in the same process; a program that resumes
+	// after a restart keeps it in a file (sqlite.Open) or PostgreSQL.
+	st, err := store.New(memory.New())
 	if err != nil {
 		return err
 	}
