@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strconv"
@@ -133,6 +134,9 @@ func checkNumbers(v any) error {
 			}
 			return fmt.Errorf("number %s is out of range: write numbers of at most %d characters with an exponent from -%d to %d",
 				s, maxNumberLen, maxExponent, maxExponent)
+		}
+		if f, err := strconv.ParseFloat(s, 64); err != nil && math.IsInf(f, 0) {
+			return fmt.Errorf("number %s is too large: send one within ±1.7e308, a 64-bit float's range", s)
 		}
 	case map[string]any:
 		for _, e := range v {

@@ -31,11 +31,15 @@
 package tool
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"math/big"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"github.com/deputy-go/deputy/provider"
@@ -203,8 +207,8 @@ func (t *typed[In, Out]) Call(ctx context.Context, call Call) (Result, error) {
 		return Result{}, fmt.Errorf("%w for %s: %v: fix the arguments to match the tool's schema and call it again", ErrInvalidArguments, t.def.Name, err)
 	}
 	var in In
-	if err := json.Unmarshal(args, &in); err != nil {
-		return Result{}, fmt.Errorf("%w for %s: %v: fix the arguments to match the tool's schema and call it again", ErrInvalidArguments, t.def.Name, err)
+	if err := decodeArguments(args, &in); err != nil {
+		return Result{}, fmt.Errorf("%w for %s: %v", ErrInvalidArguments, t.def.Name, err)
 	}
 	out, err := t.fn(ctx, in)
 	if r, ok := any(out).(Result); ok {
@@ -222,6 +226,100 @@ func (t *typed[In, Out]) Call(ctx context.Context, call Call) (Result, error) {
 		return Result{}, fmt.Errorf("tool %q: encoding its result: %w", t.def.Name, err)
 	}
 	return Result{Content: string(b), Value: out}, nil
+}
+
+// decodeArguments decodes arguments the schema accepted into in. JSON
+// Schema counts 1.0 and 1e2 as integers, and models write them, but Go
+// does not decode them into an int: such numbers are written as the
+// integers they are, and decoded again. What still does not fit says
+// where and what to send.
+func decodeArguments(args json.RawMessage, in any) error {
+	err := json.Unmarshal(args, in)
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		if err != nil {
+			return fmt.Errorf("%v: fix the arguments to match the tool's schema and call it again", err)
+		}
+		return nil
+	}
+	if whole, changed := wholeNumbers(args); changed {
+		if err = json.Unmarshal(whole, in); !errors.As(err, &te) {
+			if err != nil {
+				return fmt.Errorf("%v: fix the arguments to match the tool's schema and call it again", err)
+			}
+			return nil
+		}
+	}
+	where := "at /" + strings.ReplaceAll(strings.TrimPrefix(te.Field, "."), ".", "/")
+	switch te.Type.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		lo, hi := intRange(te.Type)
+		return fmt.Errorf("%s: %s does not fit this field: send a whole number from %s to %s", where, te.Value, lo, hi)
+	}
+	return fmt.Errorf("%s: %s does not fit this field, a Go %v: send a value of the type the schema gives", where, te.Value, te.Type)
+}
+
+// intRange is the range of an integer type, as text.
+func intRange(t reflect.Type) (lo, hi string) {
+	bits := t.Bits()
+	if t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uint64 {
+		return "0", new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), uint(bits)), big.NewInt(1)).String()
+	}
+	max := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), uint(bits-1)), big.NewInt(1))
+	return new(big.Int).Neg(new(big.Int).Add(max, big.NewInt(1))).String(), max.String()
+}
+
+// wholeNumbers returns args with every number that is a whole number
+// written with a fraction or an exponent (1.0, 1e2, 2.50e1) written as an
+// integer, and whether there was any. Only numbers within ±2^63 are
+// rewritten, so the work is linear in the arguments' length.
+func wholeNumbers(args json.RawMessage) (json.RawMessage, bool) {
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return nil, false
+	}
+	changed := false
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch v := v.(type) {
+		case json.Number:
+			s := string(v)
+			if !strings.ContainsAny(s, ".eE") {
+				return v
+			}
+			f, err := strconv.ParseFloat(s, 64)
+			if err != nil || f != math.Trunc(f) || math.Abs(f) >= 1<<63 {
+				return v
+			}
+			b, _, err := big.ParseFloat(s, 10, 256, big.ToNearestEven)
+			if err != nil || !b.IsInt() {
+				return v
+			}
+			i, _ := b.Int(nil)
+			changed = true
+			return json.Number(i.String())
+		case map[string]any:
+			for k, e := range v {
+				v[k] = walk(e)
+			}
+		case []any:
+			for i, e := range v {
+				v[i] = walk(e)
+			}
+		}
+		return v
+	}
+	v = walk(v)
+	if !changed {
+		return nil, false
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, false
+	}
+	return b, true
 }
 
 // ArgumentsOrEmptyObject returns a call's arguments ready to validate and decode: raw
