@@ -105,6 +105,11 @@ func TestNewReadsEnvironment(t *testing.T) {
 
 func TestNewDefaults(t *testing.T) {
 	clearEnv(t)
+	// OpenAI's own server with no key refuses every call: New says so.
+	if _, err := openai.New(); err == nil || !strings.Contains(err.Error(), "set OPENAI_API_KEY or pass WithAPIKey") {
+		t.Fatalf("New() with no key and no base URL: %v, want an error saying what to set", err)
+	}
+	t.Setenv("OPENAI_API_KEY", "sk-test")
 	p, err := openai.New()
 	if err != nil {
 		t.Fatal(err)

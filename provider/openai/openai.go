@@ -221,7 +221,9 @@ func WithRequestOptions(opts ...option.RequestOption) Option {
 }
 
 // New returns a Provider configured by the environment and opts. It reports
-// an option value that cannot work, saying what to do instead.
+// an option value that cannot work, saying what to do instead, and so a
+// provider for OpenAI's own server with no key at all, which would fail
+// at its first call.
 func New(opts ...Option) (*Provider, error) {
 	c := config{limits: adapter.DefaultLimits()}
 	for _, o := range opts {
@@ -253,6 +255,10 @@ func New(opts ...Option) (*Provider, error) {
 	}
 	if c.apiKey != nil {
 		ro = append(ro, option.WithAPIKey(*c.apiKey))
+	} else if baseURL == defaultBaseURL && os.Getenv("OPENAI_API_KEY") == "" {
+		// OpenAI's own server refuses every call without a key: say so
+		// now, not at the first call. A local server may need none.
+		return nil, errors.New("openai: no API key for " + defaultBaseURL + ": set OPENAI_API_KEY or pass WithAPIKey; for a server that needs none, give its URL with WithBaseURL or OPENAI_BASE_URL")
 	}
 
 	model := DefaultModel
