@@ -38,11 +38,8 @@ func expertAndTwoChildren(ctx context.Context, in *agui.RunInput) (agent.Agent, 
 	)
 	for range 2 {
 		p.Add(fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
-			var task struct {
-				Task string `json:"task"`
-			}
-			_ = json.Unmarshal([]byte(req.Messages[0].Content), &task)
-			return provider.Response{Message: provider.AssistantMessage("Findings on " + task.Task + ".")}, nil
+			// The child is handed its task's text.
+			return provider.Response{Message: provider.AssistantMessage("Findings on " + req.Messages[0].Content + ".")}, nil
 		}).For("researcher"))
 	}
 	resident, err := agent.NewReact(p, agent.WithName("expert"))

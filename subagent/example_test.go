@@ -47,7 +47,7 @@ func ExampleFromAgent() {
 	// answer: Built 1887-1889; 300 m tall at the time.
 	// the historian remembers 4 messages
 	// lead: 3 req, 266 in, 35 out
-	// historian: 2 req, 50 in, 16 out
+	// historian: 2 req, 42 in, 16 out
 }
 
 // A fresh agent per call, built from the call's arguments.

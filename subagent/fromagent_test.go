@@ -54,9 +54,10 @@ func TestFromAgentThirdAnswerBuildsOnFirst(t *testing.T) {
 		t.Fatalf("the expert's model was called %d times, want 3", len(reqs))
 	}
 	want := []provider.Message{
-		provider.UserMessage(questions[0]), provider.AssistantMessage("Noted: the code is 7."),
-		provider.UserMessage(questions[1]), provider.AssistantMessage("Paris."),
-		provider.UserMessage(questions[2]),
+		// With the default parameters the expert is handed each task's text.
+		provider.UserMessage("Remember the code 7."), provider.AssistantMessage("Noted: the code is 7."),
+		provider.UserMessage("Capital of France?"), provider.AssistantMessage("Paris."),
+		provider.UserMessage("What was the code?"),
 	}
 	if diff := cmp.Diff(want, reqs[2].Messages); diff != "" {
 		t.Errorf("third request's messages (-want +got):\n%s", diff)
@@ -78,10 +79,10 @@ func TestFromAgentConcurrentCallsTakeTurns(t *testing.T) {
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			args := fmt.Sprintf(`{"task":"question %d"}`, i)
-			res, err := callTool(context.Background(), sub, fmt.Sprint("call_", i), args)
-			if err == nil && res.Content != "re: "+args {
-				err = fmt.Errorf("answer %q, want %q", res.Content, "re: "+args)
+			task := fmt.Sprintf("question %d", i)
+			res, err := callTool(context.Background(), sub, fmt.Sprint("call_", i), `{"task":"`+task+`"}`)
+			if err == nil && res.Content != "re: "+task {
+				err = fmt.Errorf("answer %q, want %q", res.Content, "re: "+task)
 			}
 			errs[i] = err
 		})
@@ -150,7 +151,7 @@ func TestFromAgentWaiterGivesUp(t *testing.T) {
 		if h.err != nil || h.res.Content != "the slow answer" {
 			t.Errorf("holder got (%q, %v), want the slow answer", h.res.Content, h.err)
 		}
-		want := []provider.Message{provider.UserMessage(`{"task":"slow"}`), provider.AssistantMessage("the slow answer")}
+		want := []provider.Message{provider.UserMessage("slow"), provider.AssistantMessage("the slow answer")}
 		if diff := cmp.Diff(want, expert.History()); diff != "" {
 			t.Errorf("history (-want +got):\n%s", diff)
 		}
@@ -187,7 +188,7 @@ func TestFromAgentCancelledCallLeavesNoTrace(t *testing.T) {
 		if err != nil || res.Content != "the good answer" {
 			t.Fatalf("good call = (%q, %v)", res.Content, err)
 		}
-		want := []provider.Message{provider.UserMessage(`{"task":"good"}`), provider.AssistantMessage("the good answer")}
+		want := []provider.Message{provider.UserMessage("good"), provider.AssistantMessage("the good answer")}
 		if diff := cmp.Diff(want, expert.History()); diff != "" {
 			t.Errorf("history (-want +got):\n%s", diff)
 		}

@@ -56,7 +56,7 @@ func TestFromFactoryFreshAgentPerCall(t *testing.T) {
 		t.Errorf("the factory got arguments %q and %q", builds[0].args, builds[1].args)
 	}
 	reqs := p.RequestsFor("child")
-	want := []provider.Message{provider.UserMessage(`{"task":"second"}`)}
+	want := []provider.Message{provider.UserMessage("second")}
 	if diff := cmp.Diff(want, reqs[1].Messages); diff != "" {
 		t.Errorf("second child's request (-want +got):\n%s", diff)
 	}

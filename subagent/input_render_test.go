@@ -31,8 +31,10 @@ func TestChildInputAndAnswer(t *testing.T) {
 		answer    string
 		wantInput []provider.Message
 	}{
-		{"JSON text by default", nil, ` {"task": "Say \"hi\"."} `, "hi",
-			[]provider.Message{provider.UserMessage(` {"task": "Say \"hi\"."} `)}},
+		{"the task's text by default", nil, ` {"task": "Say \"hi\"."} `, "hi",
+			[]provider.Message{provider.UserMessage(`Say "hi".`)}},
+		{"JSON text with parameters of its own", []Option{WithParams(json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`))}, ` {"q": "Say \"hi\"."} `, "hi",
+			[]provider.Message{provider.UserMessage(` {"q": "Say \"hi\"."} `)}},
 		{"WithInput", []Option{WithInput(question)}, `{"task":"Why?"}`, "Because.",
 			[]provider.Message{provider.UserMessage("Context: none."), provider.UserMessage("Question: Why?")}},
 		{"answer with quotes and lines", nil, `{"task":"x"}`, "He said \"hi\".\n\tThen: {\"a\": 1}", nil},

@@ -66,7 +66,7 @@ func TestSpawnRoster(t *testing.T) {
 			member:    func(provider.Provider) *subagent.SubAgentTool { return factoryCritic() },
 			args:      `{"task":"review","agent":"critic"}`,
 			want:      `{"status":"success","summary":"two typos"}`,
-			wantInput: []string{`{"task":"review"}`},
+			wantInput: []string{"review"},
 		},
 		{
 			name:      "member keeps its own validation over the spawner's default",
@@ -76,7 +76,7 @@ func TestSpawnRoster(t *testing.T) {
 			want:      `{"status":"success","summary":"two typos"}`,
 			wantValue: subagent.Result{Status: subagent.StatusSuccess, Summary: "two typos"},
 			// Its own shape, told on the first question.
-			wantInput: []string{`{"task":"review"}` + "\n\n" + subagent.ResultSystemPrompt()},
+			wantInput: []string{"review\n\n" + subagent.ResultSystemPrompt()},
 		},
 		{
 			name: "call's output_schema wins, and the member is told it",

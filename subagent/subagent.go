@@ -123,8 +123,9 @@ const ReactParams = `{"type":"object","properties":{"system_prompt":{"type":"str
 // fails or is cancelled leaves a's conversation as it was before (for agents
 // with a Hold method, such as *agent.React, which keep the turns other
 // callers of a finished meanwhile; or, failing that, a Checkpoint method).
-// The tool takes TaskParams unless WithParams says otherwise; by default a
-// receives the arguments' JSON text as its input.
+// The tool takes TaskParams unless WithParams says otherwise. With
+// TaskParams a receives the task's text as its input; with parameters of
+// WithParams, the arguments' JSON text (WithInput maps them otherwise).
 func FromAgent(name, description string, a agent.Agent, opts ...Option) (*SubAgentTool, error) {
 	if a == nil {
 		return nil, fmt.Errorf("subagent %q: nil agent: pass the agent to consult", name)
@@ -133,6 +134,7 @@ func FromAgent(name, description string, a agent.Agent, opts ...Option) (*SubAge
 	if err != nil {
 		return nil, err
 	}
+	t.defaultToTask()
 	if t.cfg.durable != nil {
 		if _, ok := a.(Persistent); !ok {
 			return nil, fmt.Errorf("subagent %q: WithStore: the agent (%T) cannot save its conversation: use an *agent.React or implement subagent.Persistent", name, a)
@@ -146,8 +148,9 @@ func FromAgent(name, description string, a agent.Agent, opts ...Option) (*SubAge
 
 // FromFactory returns the one-shot form: each call gets a fresh agent from
 // factory, discarded after the call. Calls run in parallel. The tool takes
-// TaskParams unless WithParams says otherwise; by default the agent
-// receives the arguments' JSON text as its input.
+// TaskParams unless WithParams says otherwise. With TaskParams the agent
+// receives the task's text as its input; with parameters of WithParams,
+// the arguments' JSON text (WithInput maps them otherwise).
 func FromFactory(name, description string, factory Factory, opts ...Option) (*SubAgentTool, error) {
 	if factory == nil {
 		return nil, fmt.Errorf("subagent %q: nil factory: pass a function that builds the agent", name)
@@ -156,6 +159,7 @@ func FromFactory(name, description string, factory Factory, opts ...Option) (*Su
 	if err != nil {
 		return nil, err
 	}
+	t.defaultToTask()
 	t.factory = factory
 	return t, nil
 }
@@ -211,6 +215,16 @@ func FromReact(name, description string, p provider.Provider, tools *tool.Regist
 		return agent.NewReact(p, append(base, agent.WithSystemPrompt(system))...)
 	}
 	return t, nil
+}
+
+// defaultToTask makes a tool with the default parameters (TaskParams) and
+// no WithInput hand its child the task's text, as a person would put the
+// question, not the arguments' JSON; a tool with parameters of its own
+// hands over their JSON text, which it alone knows how to read.
+func (t *SubAgentTool) defaultToTask() {
+	if t.cfg.params == nil && t.cfg.input == nil {
+		t.cfg.input = taskInput
+	}
 }
 
 // joinPrompts joins the non-empty parts with a blank line.

@@ -210,7 +210,7 @@ func TestAnswerValidation(t *testing.T) {
 				if f.name == "FromAgent" {
 					// The resident continues its conversation, whose first
 					// question carried the shape.
-					want := []provider.Message{provider.UserMessage(args + "\n\n" + promptOf(t, tt.opt)), provider.AssistantMessage(tt.answers[0]), correction}
+					want := []provider.Message{provider.UserMessage("Count the files.\n\n" + promptOf(t, tt.opt)), provider.AssistantMessage(tt.answers[0]), correction}
 					if diff := cmp.Diff(want, retry); diff != "" {
 						t.Errorf("resident's retry (-want +got):\n%s", diff)
 					}
@@ -218,10 +218,7 @@ func TestAnswerValidation(t *testing.T) {
 				}
 				// A transient child is run again with the task, the error and
 				// its rejected answer.
-				task := args
-				if f.name == "FromReact" {
-					task = "Count the files."
-				}
+				task := "Count the files." // the task's text, in every form
 				if len(retry) != 1 || !strings.HasPrefix(correction.Content, task) || !strings.HasSuffix(correction.Content, "\n"+tt.answers[0]) {
 					t.Errorf("transient retry = %+v, want one message with the task, the error and the rejected answer", retry)
 				}

@@ -21,5 +21,5 @@ func Example() {
 	// typed result: {Task:add a login page Hours:6}
 	// answer: The login page needs about 6 hours.
 	// the estimator answered: {"task":"add a login page","hours":6}
-	// usage (requests, tokens in, tokens out): planner 2 req, 136 in, 18 out | estimator (both tries) 2 req, 185 in, 16 out
+	// usage (requests, tokens in, tokens out): planner 2 req, 136 in, 18 out | estimator (both tries) 2 req, 180 in, 16 out
 }

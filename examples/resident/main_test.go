@@ -20,5 +20,5 @@ func Example() {
 	// provider: fake (scripted replies; "Real models" in README.md tells how to use a real one)
 	// answer: Babbage designed it; Ada Lovelace wrote its first program.
 	// the historian remembers 4 messages
-	// usage (requests, tokens in, tokens out): lead 3 req, 264 in, 42 out | historian 2 req, 60 in, 16 out
+	// usage (requests, tokens in, tokens out): lead 3 req, 264 in, 42 out | historian 2 req, 57 in, 16 out
 }
