@@ -41,7 +41,8 @@
 // A resident expert shared by every request (subagent.FromAgent) keeps one
 // conversation for all users: build it with subagent.FromScoped and
 // subagent.PerThread instead, and each thread has its own, deleted with
-// the thread when it is kept in the store. The handler marks each run
+// the thread: in the store by DeleteThread itself, in memory for the
+// residents named with WithScopedResidents. The handler marks each run
 // with its thread (agent.WithThread) for that.
 //
 // A server lists, reads and deletes its users' threads with ListThreads,
@@ -144,6 +145,7 @@ type config struct {
 	writeTimeout time.Duration
 	threads      *store.Store // WithThreads
 	authorize    Authorize    // WithAuthorize
+	residents    []ScopeForgetter
 	inputSet     bool         // WithInput was given
 }
 

@@ -114,7 +114,8 @@ func (h *Handler) ReadThread(ctx context.Context, owner, threadID string) (Threa
 // DeleteThread forgets everything stored for owner's thread threadID: its
 // conversation, the run suspended on it waiting for answers, if any, and
 // the journals of its runs, and what residents scoped per thread keep for
-// it in the store (subagent.PerThread with WithStore). It first stops this process's runs on the
+// it: in the store (subagent.PerThread with WithStore), and in memory for
+// the residents named by WithScopedResidents. It first stops this process's runs on the
 // thread (as Stop does) and waits, within ctx, for a run on it elsewhere
 // to end, so that no run stores the thread again after it is gone. A
 // thread that does not exist is not an error.
@@ -141,6 +142,9 @@ func (h *Handler) DeleteThread(ctx context.Context, owner, threadID string) erro
 	}
 	if err := st.DeleteScope(ctx, th.scope()); err != nil {
 		return storeError(threadID, err)
+	}
+	for _, r := range h.cfg.residents {
+		r.ForgetScope(th.scope())
 	}
 	if err := st.DeleteConversation(ctx, th.key()); err != nil {
 		return storeError(threadID, err)

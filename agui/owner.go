@@ -73,6 +73,30 @@ func WithAuthorize(fn Authorize) Option {
 	}
 }
 
+// ScopeForgetter is a resident that keeps conversations per scope in
+// memory, such as a *subagent.SubAgentTool built with FromScoped.
+type ScopeForgetter interface {
+	ForgetScope(scope string)
+}
+
+// WithScopedResidents names the residents scoped per thread
+// (subagent.PerThread) that keep their conversations in this process's
+// memory, so that DeleteThread forgets the thread's conversation in each,
+// as it deletes what such residents keep in the store. Without it a
+// deleted thread's in-memory conversation lives on until it is evicted
+// (subagent.WithMaxScopes).
+func WithScopedResidents(rs ...ScopeForgetter) Option {
+	return func(c *config) error {
+		for i, r := range rs {
+			if r == nil {
+				return fmt.Errorf("WithScopedResidents: resident %d is nil", i)
+			}
+		}
+		c.residents = append(c.residents, rs...)
+		return nil
+	}
+}
+
 // authorize runs the handler's Authorize for the request and thread: it
 // answers a refused request itself and reports false.
 func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, threadID string) (owner string, ok bool) {

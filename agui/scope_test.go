@@ -46,17 +46,26 @@ var userSecret = regexp.MustCompile(`secret-(u\d+)-(\d+)`)
 // thread of the same id: no conversation holds another's text, each holds
 // all of its own, and deleting a thread deletes its expert's memory.
 func TestPerThreadExpertServedToFiftyUsers(t *testing.T) {
+	for _, stored := range []bool{true, false} {
+		t.Run(fmt.Sprint("stored=", stored), func(t *testing.T) { perThreadExpertServed(t, stored) })
+	}
+}
+
+func perThreadExpertServed(t *testing.T, stored bool) {
 	st := sqliteStore(t, filepath.Join(t.TempDir(), "s.db"))
 	m := &recall{}
+	var opts []subagent.Option
+	if stored {
+		opts = append(opts, subagent.WithStore(st, "experts/notes"))
+	}
 	expert, err := subagent.FromScoped("expert", "Remembers what it is told in this thread.", subagent.PerThread,
-		func(string) (agent.Agent, error) { return agent.NewReact(m, agent.WithName("expert")) },
-		subagent.WithStore(st, "experts/notes"))
+		func(string) (agent.Agent, error) { return agent.NewReact(m, agent.WithName("expert")) }, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := must(t)(agui.NewPerRequest(func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
 		return agent.NewReact(consults, agent.WithName("lead"), agent.WithTools(expert))
-	}, agui.WithThreads(st), agui.WithAuthorize(byUser)))
+	}, agui.WithThreads(st), agui.WithAuthorize(byUser), agui.WithScopedResidents(expert)))
 	mux := http.NewServeMux()
 	mux.Handle("/agui", h)
 	mux.Handle("/threads/", http.StripPrefix("/threads", h.Threads()))

@@ -191,3 +191,18 @@ func (s *scopes) evict() {
 		delete(s.live, oldest)
 	}
 }
+
+// ForgetScope forgets the conversation a FromScoped tool keeps in memory
+// for scope: the scope's next call starts afresh (a call in progress in it
+// finishes with the conversation it had). It does not touch the store
+// (store.DeleteScope does). The AG-UI handler calls it for a thread it
+// deletes when given the tool with agui.WithScopedResidents. On a tool of
+// another form it does nothing.
+func (t *SubAgentTool) ForgetScope(scope string) {
+	if t.scoped == nil {
+		return
+	}
+	t.scoped.mu.Lock()
+	delete(t.scoped.live, scope)
+	t.scoped.mu.Unlock()
+}
