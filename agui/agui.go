@@ -146,7 +146,7 @@ type config struct {
 	threads      *store.Store // WithThreads
 	authorize    Authorize    // WithAuthorize
 	residents    []ScopeForgetter
-	inputSet     bool         // WithInput was given
+	inputSet     bool // WithInput was given
 }
 
 // Option configures a Handler. New and NewPerRequest report an option's

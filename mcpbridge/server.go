@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -247,7 +247,7 @@ type progress struct {
 	queue  chan string
 	closed bool // finish was called: events after it are the call's no more
 	done   chan struct{}
-	last  time.Time // when the last notification was sent; the sender's, until done
+	last   time.Time // when the last notification was sent; the sender's, until done
 }
 
 // progressQueue bounds the notifications waiting to be sent for one call.
