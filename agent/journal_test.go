@@ -253,3 +253,44 @@ func (s *piecesStreamer) Stream(ctx context.Context, req provider.Request, yield
 	}
 	return provider.Response{Message: provider.AssistantMessage(strings.Join(s.text, ""))}, nil
 }
+
+// A reply that comes back as its run is cancelled (a background job whose
+// parent suspends, a client that goes away) was paid for: it is journaled,
+// and the turn run again uses it instead of asking the model again.
+func TestReplyArrivingAsTheRunIsCancelledIsNotPaidTwice(t *testing.T) {
+	st := journalStore(t)
+	var asked atomic.Int64
+	var cancel context.CancelFunc
+	model := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		asked.Add(1)
+		if cancel != nil {
+			cancel() // the run ends while the model is answering
+		}
+		return provider.Response{Message: provider.AssistantMessage("the answer"), Usage: provider.Usage{InputTokens: 10, OutputTokens: 1, Requests: 1}}, nil
+	})
+	a := newReact(t, model, agent.WithName("lead"))
+	run := func(ctx context.Context) (agent.Output, error) {
+		j, err := st.Journal(context.Background(), "cancelled-turn")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Run(agent.WithJournal(ctx, j), agent.Input{Text: "go"})
+	}
+	var ctx context.Context
+	ctx, cancel = context.WithCancel(context.Background())
+	first, err := run(ctx)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("the cancelled run: %q, %v; want context.Canceled", first.Answer, err)
+	}
+	if first.Usage.Requests != 1 {
+		t.Errorf("the cancelled run reported %+v, want the one request it paid for", first.Usage)
+	}
+	cancel = nil
+	second, err := run(context.Background())
+	if err != nil || second.Answer != "the answer" {
+		t.Fatalf("the turn run again: %q, %v", second.Answer, err)
+	}
+	if n := asked.Load(); n != 1 || !second.Usage.IsZero() {
+		t.Errorf("the model was asked %d times, the second run paid %+v; want once, and nothing again", n, second.Usage)
+	}
+}

@@ -455,20 +455,24 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 			return "", false, err
 		}
 	}
+	msg := resp.Message
+	msg.Role = provider.RoleAssistant
+	empty := msg.Content == "" && len(msg.ToolCalls) == 0
+	msg.ToolCalls = withIDs(msg.ToolCalls)
+	if s.journal != nil && !replayed && !empty {
+		// Recorded even when the run was cancelled as the reply came: it
+		// is paid for, and the turn run again replays it instead of
+		// asking the model again.
+		if err := s.journal.recordAnswer(context.WithoutCancel(s.ctx), stepKey, resp, msg); err != nil && s.ctx.Err() == nil {
+			return "", false, err
+		}
+	}
 	if err := s.ctx.Err(); err != nil {
 		// A reply that arrives after cancellation is not acted on.
 		return "", false, err
 	}
-	msg := resp.Message
-	msg.Role = provider.RoleAssistant
-	if msg.Content == "" && len(msg.ToolCalls) == 0 {
+	if empty {
 		return "", false, fmt.Errorf("%w (stop reason %q): check the model and its max tokens", ErrEmptyReply, resp.StopReason)
-	}
-	msg.ToolCalls = withIDs(msg.ToolCalls)
-	if s.journal != nil && !replayed {
-		if err := s.journal.recordAnswer(s.ctx, stepKey, resp, msg); err != nil {
-			return "", false, err
-		}
 	}
 	s.msgs = append(s.msgs, msg)
 	if err := s.checkLimit(); err != nil {
