@@ -1,6 +1,6 @@
 //go:build unix
 
-package subagent
+package subagent_test
 
 import (
 	"context"
@@ -16,9 +16,13 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/internal/resumetest"
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/store/sqlite"
 	"github.com/deputy-go/deputy/tool"
 )
 
@@ -80,15 +84,16 @@ func TestResumeSurvivesSIGKILL(t *testing.T) {
 func killSchedule(t *testing.T, seed uint64, processes, killed *int) bool {
 	dir := t.TempDir()
 	r := rand.New(rand.NewPCG(seed, seed^0x51ed))
-	s := newSchedule(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)))
+	s := resumetest.NewSchedule(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), false)
+	w := resumetest.New(s)
+	w.Apart = true
 	ok := true
 	fail := func(format string, args ...any) {
-		t.Errorf("seed %d (%d levels, tools %v, id mode %d): %s", seed, s.levels, s.tools, s.ids, fmt.Sprintf(format, args...))
+		t.Errorf("seed %d (%v): %s", seed, s, fmt.Sprintf(format, args...))
 		ok = false
 	}
 	round := killRound{Seed: seed, Store: filepath.Join(dir, "deputy.db"), Log: filepath.Join(dir, "effects.log")}
-	asked := map[string]string{}
-	approved := map[string]bool{}
+	var q resumetest.Questions
 	var usage provider.Usage
 	kills := 0
 	for n := 0; ; n++ {
@@ -98,7 +103,7 @@ func killSchedule(t *testing.T, seed uint64, processes, killed *int) bool {
 		}
 		round.CrashAt = 0
 		if r.IntN(2) == 0 {
-			round.CrashAt = 1 + r.Int64N(int64(3*s.levels))
+			round.CrashAt = 1 + r.Int64N(int64(w.ModelAnswers()))
 		}
 		got, wasKilled := startKillRound(t, dir, round)
 		*processes++
@@ -118,19 +123,11 @@ func killSchedule(t *testing.T, seed uint64, processes, killed *int) bool {
 			}
 			break
 		}
-		round.Pending, round.Answers = got.Interrupted, nil
-		for _, it := range got.Interrupted.Interrupts {
-			if id, seen := asked[it.Message]; seen && id != it.ID {
-				fail("%q asked again as %s, first as %s", it.Message, it.ID, id)
-			}
-			asked[it.Message] = it.ID
-			name := strings.Fields(strings.TrimPrefix(it.Message, "Allow "))[0]
-			if _, answered := approved[name]; answered {
-				fail("%s asked again after its answer", name)
-			}
-			yes := r.IntN(3) > 0
-			approved[name] = yes
-			round.Answers = append(round.Answers, tool.Answer{InterruptID: it.ID, Status: tool.Resolved, Payload: json.RawMessage(fmt.Sprintf(`{"approved":%v}`, yes))})
+		round.Pending = got.Interrupted
+		var problems []string
+		round.Answers, problems = q.Answer(r, got.Interrupted.Interrupts)
+		for _, p := range problems {
+			fail("%s", p)
 		}
 	}
 	data, err := os.ReadFile(round.Log)
@@ -145,21 +142,21 @@ func killSchedule(t *testing.T, seed uint64, processes, killed *int) bool {
 			answers++
 		}
 	}
-	for l, names := range s.tools {
+	for l, names := range s.Tools {
 		for _, name := range names {
 			want := 1
-			if name[0] == 'g' && !approved[name] {
+			if name[0] == 'g' && !q.Approved[name] {
 				want = 0
 			}
 			if ran[name] != want {
-				fail("level %d: %s ran %d times across %d killed processes, want %d (approved %v)", l, name, ran[name], kills, want, approved[name])
+				fail("level %d: %s ran %d times across %d killed processes, want %d (approved %v)", l, name, ran[name], kills, want, q.Approved[name])
 			}
 		}
 	}
-	if want := (&world{s: s, apart: true}).modelAnswers(); answers != want {
+	if want := w.ModelAnswers(); answers != want {
 		fail("%d model answers across the processes (%d killed), want %d", answers, kills, want)
 	}
-	if want := (&world{s: s, apart: true}).modelAnswers(); usage.Requests > int64(want) {
+	if want := w.ModelAnswers(); usage.Requests > int64(want) {
 		fail("usage reported %+v, more than the %d answers", usage, want)
 	}
 	return ok
@@ -205,16 +202,13 @@ func runKillRound(t *testing.T, spec string) {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	w := &world{
-		s:        newSchedule(rand.New(rand.NewPCG(round.Seed, round.Seed^0x9e3779b97f4a7c15))),
-		ran:      map[string]int{},
-		crash:    func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL); select {} },
-		log:      func(line string) { _, _ = logf.WriteString(line + "\n") },
-		idPrefix: strconv.Itoa(os.Getpid()) + "_",
-		apart:    true,
-	}
-	w.crashAt.Store(round.CrashAt)
-	st := openStore(t, round.Store)
+	w := resumetest.New(resumetest.NewSchedule(rand.New(rand.NewPCG(round.Seed, round.Seed^0x9e3779b97f4a7c15)), false))
+	w.Crash = func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL); select {} }
+	w.Log = func(line string) { _, _ = logf.WriteString(line + "\n") }
+	w.IDPrefix = strconv.Itoa(os.Getpid()) + "_"
+	w.Apart = true
+	w.NextRun(round.CrashAt)
+	st := openStoreAt(t, round.Store)
 	j, err := st.Journal(context.Background(), "killed-turn")
 	if err != nil {
 		t.Fatal(err)
@@ -225,10 +219,11 @@ func runKillRound(t *testing.T, spec string) {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w.cancel.Store(&cancel)
-	out, err := w.agent(t, 0).Run(agent.WithJournal(ctx, j), agent.Input{Text: "go"})
+	lead, err := w.Lead()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: "go"})
 	report := killRound{Answer: out.Answer, Usage: out.TotalUsage()}
 	var in *tool.Interrupted
 	switch {
@@ -241,4 +236,20 @@ func runKillRound(t *testing.T, spec string) {
 	if err := os.WriteFile(os.Getenv("DEPUTY_TEST_KILL_OUT"), data, 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// openStoreAt opens the store in the SQLite file at path, with a short
+// lease so that a killed process's locks are soon free; the test closes it.
+func openStoreAt(t testing.TB, path string) *store.Store {
+	t.Helper()
+	b, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.New(b, store.WithLeaseTTL(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }

@@ -1,0 +1,310 @@
+// Package resumetest builds the random delegation trees the resume
+// property tests run, in-process and over AG-UI: their tools and models,
+// what they counted, and the invariants a person relies on when a run is
+// paused, crashed and resumed. It is imported by tests only.
+package resumetest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// How a schedule's models name their tool calls.
+const (
+	IDsFresh   = iota // a new id on every call of every request, as real models do
+	IDsNone           // no ids at all, as some compatible servers send
+	IDsRestart        // call_0, call_1, … again in every response
+)
+
+// A Schedule is a tree of up to three levels (lead, child, grandchild);
+// each agent, in its first step, calls some tools at once — plain ones,
+// ones a person must approve ("g…"), and the next level's sub-agent —
+// and then answers with what they returned. With Background, the lead
+// also starts a spawned child as a background job in its first step,
+// waits for the job in its second and answers in its third; the job's
+// child calls its own tools (Tools[Levels]).
+type Schedule struct {
+	Levels     int
+	Tools      [][]string // by level: the tools its agent calls; then the job's
+	IDs        int        // IDsFresh, IDsNone or IDsRestart
+	Background bool
+}
+
+// NewSchedule draws a schedule from r; background allows a background job.
+func NewSchedule(r *rand.Rand, background bool) Schedule {
+	s := Schedule{Levels: 1 + r.IntN(3), IDs: r.IntN(3)}
+	s.Background = background && r.IntN(2) == 0
+	n := s.Levels
+	if s.Background {
+		n++
+	}
+	for l := range n {
+		var names []string
+		for k := range 1 + r.IntN(3) {
+			kind := "p"
+			if r.IntN(2) == 0 {
+				kind = "g"
+			}
+			names = append(names, fmt.Sprintf("%s%d_%d", kind, l, k))
+		}
+		s.Tools = append(s.Tools, names)
+	}
+	return s
+}
+
+func (s Schedule) String() string {
+	return fmt.Sprintf("%d levels, tools %v, id mode %d, background %v", s.Levels, s.Tools, s.IDs, s.Background)
+}
+
+// A World is one schedule's tools and models, and what they counted.
+type World struct {
+	S Schedule
+
+	mu      sync.Mutex
+	ran     map[string]int // executions by tool
+	answers atomic.Int64   // model answers given
+	reqs    atomic.Int64   // requests, for fresh ids
+	crashAt atomic.Int64   // the model call of this run that crashes (0: none)
+	calls   atomic.Int64   // model calls of this run
+
+	// Crash is called at the model call NextRun names, which then fails
+	// as a cancelled call; the test sets it to cancel the run (or to kill
+	// the process).
+	Crash func()
+	// Log, when set, is told of every execution and model answer; a test
+	// whose process is killed keeps the log in a file.
+	Log func(line string)
+	// IDPrefix starts the fresh ids, so that processes never repeat them.
+	IDPrefix string
+	// Apart: an agent calls its tools in one step and the next level in
+	// the next, so that no model call runs beside a tool whose result is
+	// not yet recorded (a process killed between a tool's effect and its
+	// record runs the tool again: that is the one window at-least-once
+	// remains in). Apart schedules have no background job.
+	Apart bool
+}
+
+// New returns the world of s.
+func New(s Schedule) *World { return &World{S: s, ran: map[string]int{}} }
+
+// Ran is how many times the tool named name ran, over all runs.
+func (w *World) Ran(name string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ran[name]
+}
+
+// Answers is how many answers the models gave, over all runs.
+func (w *World) Answers() int64 { return w.answers.Load() }
+
+// NextRun resets the count of model calls for a new run, which crashes
+// at its crashAt-th model call (0: never).
+func (w *World) NextRun(crashAt int64) {
+	w.calls.Store(0)
+	w.crashAt.Store(crashAt)
+}
+
+// ModelAnswers is how many answers the schedule's models give in all.
+func (w *World) ModelAnswers() int {
+	switch {
+	case w.Apart:
+		return 3*w.S.Levels - 1
+	case w.S.Background:
+		return 2*w.S.Levels + 3
+	}
+	return 2 * w.S.Levels
+}
+
+// bgLevel is the level of the background job's child.
+func (w *World) bgLevel() int { return w.S.Levels }
+
+// isJobAnswer reports whether a tool result is the background job's
+// answer, as the jobs tool's wait hands it back.
+func (w *World) isJobAnswer(content string) bool {
+	return strings.HasPrefix(content, fmt.Sprintf("L%d[", w.bgLevel()))
+}
+
+func (w *World) model(level int) provider.Provider {
+	return provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		if n := w.calls.Add(1); n == w.crashAt.Load() {
+			w.Crash()
+			return provider.Response{}, context.Canceled // the process dies as the model is asked
+		}
+		w.answers.Add(1)
+		if w.Log != nil {
+			w.Log("answer")
+		}
+		usage := provider.Usage{InputTokens: 10, OutputTokens: 1, Requests: 1}
+		var results []string
+		job := ""
+		for _, m := range req.Messages {
+			if m.Role != provider.RoleTool {
+				continue
+			}
+			var receipt struct {
+				JobID string `json:"job_id"`
+			}
+			if json.Unmarshal([]byte(m.Content), &receipt) == nil && receipt.JobID != "" {
+				job = receipt.JobID
+				continue
+			}
+			results = append(results, m.Content)
+		}
+		next := level+1 < w.S.Levels && level != w.bgLevel()
+		tools := w.S.Tools[level]
+		background := level == 0 && w.S.Background
+		var calls []provider.ToolCall
+		call := func(name, args string) {
+			id := ""
+			switch w.S.IDs {
+			case IDsFresh:
+				id = fmt.Sprint("call_", w.IDPrefix, w.reqs.Add(1))
+			case IDsRestart:
+				id = fmt.Sprint("call_", len(calls))
+			}
+			calls = append(calls, provider.ToolCall{ID: id, Name: name, Arguments: json.RawMessage(args)})
+		}
+		first := len(results) == 0 && job == ""
+		switch {
+		case first:
+			for _, name := range tools {
+				call(name, `{"task":"`+name+`"}`)
+			}
+			if next && !w.Apart {
+				call(fmt.Sprintf("level%d", level+1), `{"task":"go on"}`)
+			}
+			if background {
+				call(subagent.SpawnToolName, `{"task":"in the background","background":true}`)
+			}
+		case w.Apart && next && len(results) == len(tools):
+			call(fmt.Sprintf("level%d", level+1), `{"task":"go on"}`)
+		case background && !slices.ContainsFunc(results, w.isJobAnswer):
+			call(subagent.JobsToolName, `{"action":"wait","job_id":"`+job+`"}`)
+		default:
+			slices.Sort(results)
+			return provider.Response{Message: provider.AssistantMessage(fmt.Sprintf("L%d[%s]", level, strings.Join(results, ";"))), Usage: usage}, nil
+		}
+		return provider.Response{Message: provider.AssistantMessage("", calls...), Usage: usage}, nil
+	})
+}
+
+
+// Lead returns the schedule's lead agent, its sub-agents built afresh on
+// every call as a factory would.
+func (w *World) Lead() (agent.Agent, error) { return w.agent(0) }
+
+func (w *World) tools(level int) []tool.Tool {
+	var tools []tool.Tool
+	for _, name := range w.S.Tools[level] {
+		var tl tool.Tool = tool.Func{Def: tool.Definition{Name: name, Description: "A tool.", Parameters: json.RawMessage(`{"type":"object"}`)},
+			Fn: func(ctx context.Context, c tool.Call) (tool.Result, error) {
+				w.mu.Lock()
+				w.ran[name]++
+				w.mu.Unlock()
+				if w.Log != nil {
+					w.Log("ran " + name)
+				}
+				return tool.Result{Content: "ran " + name}, nil
+			}}
+		if name[0] == 'g' {
+			tl = tool.RequireApproval(tl, "", 0)
+		}
+		tools = append(tools, tl)
+	}
+	return tools
+}
+
+func (w *World) agent(level int) (agent.Agent, error) {
+	tools := w.tools(level)
+	if level+1 < w.S.Levels {
+		next, err := subagent.FromFactory(fmt.Sprintf("level%d", level+1), "The next level.", func(ctx context.Context, _ json.RawMessage) (agent.Agent, error) {
+			return w.agent(level + 1)
+		}, subagent.WithMaxDepth(3))
+		if err != nil {
+			return nil, err
+		}
+		tools = append(tools, next)
+	}
+	if level == 0 && w.S.Background {
+		reg, err := tool.NewRegistry(w.tools(w.bgLevel())...)
+		if err != nil {
+			return nil, err
+		}
+		sp, err := subagent.NewSpawner(w.model(w.bgLevel()), reg, subagent.WithBackground())
+		if err != nil {
+			return nil, err
+		}
+		tools = append(tools, sp, sp.JobsTool())
+	}
+	return agent.NewReact(w.model(level), agent.WithName(fmt.Sprintf("level%d", level)), agent.WithTools(tools...))
+}
+
+// Questions is what a person was asked over a schedule's runs, and what
+// they answered.
+type Questions struct {
+	asked    map[string]string // question (message) → its id
+	Approved map[string]bool   // gated tool → the answer given
+}
+
+// Answer answers the interrupts of one run at random, approve or reject,
+// and reports a question asked again under a new id, or asked again after
+// its answer.
+func (q *Questions) Answer(r *rand.Rand, interrupts []tool.Interrupt) (answers []tool.Answer, problems []string) {
+	if q.asked == nil {
+		q.asked, q.Approved = map[string]string{}, map[string]bool{}
+	}
+	for _, it := range interrupts {
+		if id, seen := q.asked[it.Message]; seen && id != it.ID {
+			problems = append(problems, fmt.Sprintf("%q asked again as %s, first as %s", it.Message, it.ID, id))
+		}
+		q.asked[it.Message] = it.ID
+		name := strings.Fields(strings.TrimPrefix(it.Message, "Allow "))[0]
+		if _, answered := q.Approved[name]; answered {
+			problems = append(problems, fmt.Sprintf("%s asked again after its answer", name))
+		}
+		yes := r.IntN(3) > 0
+		q.Approved[name] = yes
+		answers = append(answers, tool.Answer{InterruptID: it.ID, Status: tool.Resolved, Payload: json.RawMessage(fmt.Sprintf(`{"approved":%v}`, yes))})
+	}
+	return answers, problems
+}
+
+// Check reports each broken invariant once the schedule's runs have
+// ended with answer: each approved call ran exactly once and a rejected
+// one never, a plain call once; every model answer was asked for once
+// over all the runs, and paid once (usage is what the runs reported).
+func (w *World) Check(q *Questions, usage provider.Usage, answer string) []string {
+	var problems []string
+	for l, names := range w.S.Tools {
+		for _, name := range names {
+			want := 1
+			if name[0] == 'g' && !q.Approved[name] {
+				want = 0
+			}
+			if got := w.Ran(name); got != want {
+				problems = append(problems, fmt.Sprintf("level %d: %s ran %d times, want %d (approved %v)", l, name, got, want, q.Approved[name]))
+			}
+		}
+	}
+	if got, want := w.Answers(), int64(w.ModelAnswers()); got != want {
+		problems = append(problems, fmt.Sprintf("%d model answers over all the runs, want %d", got, want))
+	}
+	if usage.Requests != int64(w.ModelAnswers()) {
+		problems = append(problems, fmt.Sprintf("usage over all the runs %+v, want %d requests", usage, w.ModelAnswers()))
+	}
+	if !strings.HasPrefix(answer, "L0[") {
+		problems = append(problems, fmt.Sprintf("the answer %q", answer))
+	}
+	return problems
+}
