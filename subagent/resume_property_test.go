@@ -108,7 +108,7 @@ func runSchedule(t *testing.T, st *store.Store, seed uint64) bool {
 		}
 		break
 	}
-	for _, p := range w.Check(&q, usage, out.Answer) {
+	for _, p := range append(w.Check(&q, out.Answer), w.CheckUsage(usage, true)...) {
 		fail("%s", p)
 	}
 	_ = st.DeleteJournal(context.Background(), turn)
