@@ -81,10 +81,15 @@
 // nothing waits (or a new message is sent while something does), 410 when
 // an answer came after its interrupt expired, 400 for an unknown id, a
 // second answer to one interrupt, a bad status or a payload that fails the
-// response schema; the suspended run stays as it was. A resumed run that
-// ends without reaching a call it was given an answer for ends with
-// RUN_ERROR code "unused_answer" (tool.ErrUnusedAnswer) and keeps the
-// suspended run, rather than asking again.
+// response schema; the suspended run stays as it was. A resume whose
+// answers cannot reach their calls fails loudly, never with a new
+// question: when the suspended run's journal is gone (the resumed run
+// would do again what was done) it is refused with 409 and a body naming
+// the interrupts (tool.ErrUnusedAnswer); a resumed
+// run that ends without reaching a call it was given an answer for (the
+// agent changed, say), which is known only once it has streamed, ends with
+// RUN_ERROR code "unused_answer" and the same text, and keeps the
+// suspended run.
 package agui
 
 import (
@@ -354,6 +359,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if c, ok := a.(io.Closer); ok {
 			defer c.Close()
+		}
+	}
+	if turn != nil {
+		if err := turn.resumable(r.Context(), in, a); err != nil {
+			httpError(w, threadStatus(err), err.Error())
+			return
 		}
 	}
 	hide := h.cfg.hide || strings.EqualFold(strings.TrimSpace(r.Header.Get(SubagentEventsHeader)), "hide")

@@ -16,6 +16,7 @@ import (
 	"github.com/deputy-go/deputy/agui/internal/approvaltree"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/eventcheck"
+	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -235,5 +236,59 @@ func TestAGUIExpiredInterruptIsGone(t *testing.T) {
 	}
 	if c.Deletes.Load() != 0 {
 		t.Error("an expired approval ran the call")
+	}
+}
+
+// A resume that cannot use its answers as given fails loudly: when the
+// journal of the run that asked is gone (a resume would do again what was
+// done) it is refused before any stream with 409 naming the interrupts,
+// nothing runs, and the thread still waits for them; when the agent no
+// longer reaches the call, the run ends in RUN_ERROR code unused_answer
+// with the same ids. Neither asks the person again.
+func TestAGUIUnusedAnswerIsRefusedNotAskedAgain(t *testing.T) {
+	st := sqliteStore(t, t.TempDir()+"/s.db")
+	var c approvaltree.Counts
+	url := approvalServer(t, st, &c)
+	_, o := finished(t, aguiRun(t, url, runBody("th", "run-1", nil), http.StatusOK))
+	if o.Type != "interrupt" {
+		t.Fatalf("outcome %+v, want an interrupt", o)
+	}
+	id := o.Interrupts[0].ID
+	yes := []tool.Answer{{InterruptID: id, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)}}
+
+	if err := st.DeleteJournal(context.Background(), agui.JournalName("", "th", "run-1")); err != nil {
+		t.Fatal(err)
+	}
+	calls := c.ModelCalls.Load()
+	msg := aguiRun(t, url, runBody("th", "run-2", yes), http.StatusConflict)[0].Message
+	if !strings.Contains(msg, id) || !strings.Contains(msg, "journal") || !strings.Contains(msg, "without resume") {
+		t.Errorf("the refusal %s: want the interrupt's id, why, and what to do", msg)
+	}
+	if c.ModelCalls.Load() != calls || c.Deletes.Load() != 0 {
+		t.Errorf("the refused resume asked the models %d times and deleted %d files", c.ModelCalls.Load()-calls, c.Deletes.Load())
+	}
+	if msg := aguiRun(t, url, runBody("th", "run-3", nil), http.StatusConflict)[0].Message; !strings.Contains(msg, id) {
+		t.Errorf("after the refusal the thread no longer waits for %s: %s", id, msg)
+	}
+
+	// An agent that answers at once, never reaching the call that asked.
+	st2 := sqliteStore(t, t.TempDir()+"/s.db")
+	url2 := approvalServer(t, st2, &c)
+	_, o = finished(t, aguiRun(t, url2, runBody("th", "run-1", nil), http.StatusOK))
+	id = o.Interrupts[0].ID
+	changed := must(t)(agui.NewPerRequest(func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
+		return agent.NewReact(provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+			return provider.Response{Message: provider.AssistantMessage("nothing to do")}, nil
+		}), agent.WithName("lead"))
+	}, agui.WithThreads(st2)))
+	evs := aguiRun(t, serve(t, changed).URL, runBody("th", "run-2", []tool.Answer{{InterruptID: id, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)}}), http.StatusOK)
+	last := evs[len(evs)-1]
+	if last.Type != event.RunError || last.Code != "unused_answer" || !strings.Contains(last.Message, id) {
+		t.Fatalf("the run ended with %s %q %q, want RUN_ERROR unused_answer naming %s", last.Type, last.Code, last.Message, id)
+	}
+	for _, e := range evs {
+		if e.Type == event.RunFinished {
+			t.Errorf("the run also finished: %s", e.Outcome)
+		}
 	}
 }

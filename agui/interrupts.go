@@ -99,15 +99,39 @@ func interruptIDs(p *tool.Interrupted) string {
 // runContext returns ctx with the turn's journal and, on a resume, its
 // answers.
 func (t *threadTurn) runContext(ctx context.Context, in *RunInput) (context.Context, error) {
-	j, err := t.st.Journal(ctx, t.turn)
-	if err != nil {
-		return ctx, fmt.Errorf("agui: opening the journal of thread %q: %w", in.ThreadID, err)
+	j := t.journal
+	if j == nil {
+		var err error
+		if j, err = t.st.Journal(ctx, t.turn); err != nil {
+			return ctx, fmt.Errorf("agui: opening the journal of thread %q: %w", in.ThreadID, err)
+		}
 	}
 	ctx = agent.WithJournal(ctx, j)
 	if t.suspended != nil && len(in.Resume) > 0 {
 		return tool.Resume(ctx, &t.suspended.Pending, in.Resume...)
 	}
 	return ctx, nil
+}
+
+// resumable refuses, before any stream, a resume of a React agent whose
+// journal is gone: the resumed run would do again, and pay for again,
+// everything the run that asked had done, and might not reach the calls
+// its answers are for. Other agents keep their own account of where they
+// stopped.
+func (t *threadTurn) resumable(ctx context.Context, in *RunInput, a agent.Agent) error {
+	if t.suspended == nil || len(in.Resume) == 0 {
+		return nil
+	}
+	j, err := t.st.Journal(ctx, t.turn)
+	if err != nil {
+		return storeError(in.ThreadID, err)
+	}
+	t.journal = j
+	if _, react := a.(*agent.React); !react || j.Len() > 0 {
+		return nil
+	}
+	return &threadError{http.StatusConflict, fmt.Errorf("agui: thread %q: %w: the journal of the run that asked %s is gone (deleted, or swept as a crashed run's), and without it the resumed run would run again what was done: send the message again without resume (agui.Handler.DeleteThread starts the thread afresh)",
+		in.ThreadID, tool.ErrUnusedAnswer, interruptIDs(&t.suspended.Pending))}
 }
 
 // suspend stores the run as waiting for in's interrupts.

@@ -47,8 +47,9 @@ type threadTurn struct {
 	conv store.Conversation
 	in   []provider.Message // what the agent was handed
 
-	turn      string        // the journal's name
-	suspended *suspendedRun // the run this one resumes or replaces, if any
+	turn      string         // the journal's name
+	suspended *suspendedRun  // the run this one resumes or replaces, if any
+	journal   *store.Journal // opened by resumable, else by runContext
 }
 
 // threadError is an error whose HTTP status is known.
