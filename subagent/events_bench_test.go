@@ -10,6 +10,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/benchcpu"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 )
@@ -44,7 +45,7 @@ func BenchmarkDelegationEvents(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			run := delegation(b, bc.sink, bc.stream)
 			b.ReportAllocs()
-			defer reportCPU(b)()
+			defer benchcpu.Report(b)()
 			for b.Loop() {
 				run()
 			}

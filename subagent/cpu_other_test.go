@@ -1,7 +1,0 @@
-//go:build !unix
-
-package subagent_test
-
-import "testing"
-
-func reportCPU(b *testing.B) func() { return func() {} }
