@@ -145,9 +145,9 @@ func (t *SubAgentTool) open(ctx context.Context, callID string, op opening) (con
 	switch {
 	case inv.events:
 		cctx, inv.runID = t.announceStart(cctx, em, callID, op.stable)
-	case t.cfg.render != nil && op.stable != "":
+	case (t.cfg.render != nil || t.cfg.onOutcome != nil) && op.stable != "":
 		inv.runID = op.stable
-	case t.cfg.render != nil:
+	case t.cfg.render != nil || t.cfg.onOutcome != nil:
 		inv.runID = id.New("sub_")
 	}
 	return cctx, inv
@@ -595,10 +595,13 @@ func (t *SubAgentTool) accept(answer string, v verdict) (content string, value a
 	}
 }
 
-// deliver returns the call's result: o's content, or what WithRender makes
-// of o, capped. A child that ignored its cancellation does not get to
+// deliver hands o to WithOutcome's hook and returns the call's result:
+// o's content, or what WithRender makes of o, capped. A child that ignored its cancellation does not get to
 // answer, and a resident's conversation does not keep the turn.
 func (t *SubAgentTool) deliver(ctx context.Context, o Outcome) (tool.Result, error) {
+	if t.cfg.onOutcome != nil {
+		t.cfg.onOutcome(ctx, o)
+	}
 	content := o.Content
 	if t.cfg.render != nil {
 		var err error

@@ -8,6 +8,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -202,4 +203,48 @@ func ExampleFromScoped() {
 	// Output:
 	// thread-a: 2 messages, the last "Noted: Friday."
 	// thread-b: 2 messages, the last "Nobody told me in this thread."
+}
+
+// A Go caller keeps each child's typed value, its usage and its run id
+// while the model reads the answer as it came.
+func ExampleWithOutcome() {
+	type Estimate struct {
+		Task  string `json:"task"`
+		Hours int    `json:"hours"`
+	}
+	model := fake.NewProvider(
+		fake.Call("estimate", `{"task":"add a login page"}`).For("planner"),
+		fake.Call("estimate", `{"task":"add a logout button"}`).For("planner"),
+		fake.Text("About 7 hours in all.").For("planner"),
+		fake.Text(`{"task":"login page","hours":6}`).For("estimator").WithUsage(provider.Usage{InputTokens: 40, OutputTokens: 9, Requests: 1}),
+		fake.Text(`{"task":"logout button","hours":1}`).For("estimator").WithUsage(provider.Usage{InputTokens: 41, OutputTokens: 9, Requests: 1}),
+	)
+	var estimates []Estimate
+	estimate, err := subagent.FromFactory("estimate", "Estimates the hours a task takes.",
+		func(ctx context.Context, _ json.RawMessage) (agent.Agent, error) {
+			return agent.NewReact(model, agent.WithName("estimator"))
+		},
+		subagent.OutputOf[Estimate](),
+		subagent.WithOutcome(func(ctx context.Context, o subagent.Outcome) {
+			if e, ok := o.Value.(Estimate); ok {
+				estimates = append(estimates, e) // the planner's calls run one after the other
+				fmt.Printf("%s: %+v, %v\n", o.RunID[:4], e, o.Usage)
+			}
+		}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	planner, err := agent.NewReact(model, agent.WithName("planner"), agent.WithTools(estimate))
+	if err != nil {
+		log.Fatal(err)
+	}
+	out, err := planner.Run(context.Background(), agent.Input{Text: "How long for login and logout?"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(estimates), "estimates;", out.Answer)
+	// Output:
+	// sub_: {Task:login page Hours:6}, 1 req, 40 in, 9 out
+	// sub_: {Task:logout button Hours:1}, 1 req, 41 in, 9 out
+	// 2 estimates; About 7 hours in all.
 }

@@ -304,6 +304,7 @@ type config struct {
 	refuseBusy bool
 	input      func(args json.RawMessage) (agent.Input, error)
 	render     func(ctx context.Context, o Outcome) (string, error)
+	onOutcome  func(ctx context.Context, o Outcome)
 	check      *checker
 	reactOpts  []agent.Option
 	durable    *durable // WithStore
@@ -464,16 +465,42 @@ type Outcome struct {
 }
 
 // WithRender renders a successful call's result text from its Outcome,
-// instead of passing on the child's answer. It is also where a Go caller
-// captures the child's whole Output. The text is still capped. Given to
-// NewSpawner it renders the results of forked children (a roster member
-// renders with its own).
+// instead of passing on the child's answer. The text is still capped.
+// Given to NewSpawner it renders the results of forked children (a roster
+// member renders with its own). To capture a child's Outcome without
+// changing what the model reads, use WithOutcome.
 func WithRender(fn func(ctx context.Context, o Outcome) (string, error)) Option {
 	return func(c *config) error {
 		if fn == nil {
 			return errors.New("WithRender(nil): pass a function")
 		}
 		c.render = fn
+		return nil
+	}
+}
+
+// WithOutcome calls fn with the Outcome of every call whose child
+// answered — its sub-agent run id, the child's last Output, the usage of
+// all its runs, and under OutputOf[T] its validated T in Value — before
+// the result goes back to the model, which reads what it would without
+// fn. It is how a Go caller keeps what each child did:
+//
+//	subagent.WithOutcome(func(ctx context.Context, o subagent.Outcome) {
+//		if r, ok := o.Value.(Review); ok { // OutputOf[Review]
+//			reviews <- r
+//		}
+//	})
+//
+// Calls of one turn run in parallel, so fn may be called concurrently. A
+// call that fails, or that a resumed turn answers from its journal without
+// running the child, does not reach fn. Given to NewSpawner it sees forked
+// children (a roster member uses its own).
+func WithOutcome(fn func(ctx context.Context, o Outcome)) Option {
+	return func(c *config) error {
+		if fn == nil {
+			return errors.New("WithOutcome(nil): pass a function")
+		}
+		c.onOutcome = fn
 		return nil
 	}
 }

@@ -58,7 +58,9 @@ func WithOutputSchema(schema json.RawMessage) Option {
 }
 
 // OutputOf validates the child's answer against the JSON Schema reflected
-// from T, like WithOutputSchema; the value a Go caller gets is a T.
+// from T, like WithOutputSchema. The value a Go caller gets is a T, in the
+// Outcome that WithOutcome hands over (o.Value.(T)); the model reads the
+// answer's JSON.
 func OutputOf[T any]() Option {
 	return func(c *config) error {
 		s, err := tool.SchemaFor[T]()

@@ -51,11 +51,10 @@ func run(ctx context.Context, w io.Writer, getenv func(string) string) error {
 			return agent.NewReact(model, agent.WithName("estimator"), agent.WithSystemPrompt("You estimate software tasks."))
 		},
 		subagent.OutputOf[Estimate](),
-		subagent.WithRender(func(ctx context.Context, o subagent.Outcome) (string, error) {
+		subagent.WithOutcome(func(ctx context.Context, o subagent.Outcome) {
 			if e, ok := o.Value.(Estimate); ok {
 				fmt.Fprintf(w, "typed result: %+v\n", e)
 			}
-			return o.Content, nil
 		}))
 	if err != nil {
 		return err

@@ -49,7 +49,7 @@ func run(ctx context.Context, w io.Writer, getenv func(string) string) error {
 	fmt.Fprintln(w, about)
 
 	tree := newTree()
-	record := subagent.WithRender(tree.record)
+	record := subagent.WithOutcome(tree.record)
 
 	// A resident expert: one agent whose conversation lasts across calls.
 	expertAgent, err := agent.NewReact(model, agent.WithName("expert"),
@@ -155,7 +155,7 @@ func (t *tree) Emit(e event.Event) {
 	t.names[e.SubagentRunID] = e.Name
 }
 
-func (t *tree) record(ctx context.Context, o subagent.Outcome) (string, error) {
+func (t *tree) record(ctx context.Context, o subagent.Outcome) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.usage[o.RunID] = o.Usage
@@ -164,7 +164,6 @@ func (t *tree) record(ctx context.Context, o subagent.Outcome) (string, error) {
 		summary = "status=" + string(r.Status) + ": " + r.Summary
 	}
 	t.result[o.RunID] = summary
-	return o.Content, nil
 }
 
 // print writes the tree, one line per agent with the usage of its own model
