@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/deputy-go/deputy/internal/jsonextract"
 	"github.com/deputy-go/deputy/internal/jsonvalue"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -121,7 +122,7 @@ type verdict struct {
 
 // check reads the answer. It fails only when ctx ends first.
 func (c *checker) check(ctx context.Context, answer string) (verdict, error) {
-	raw, ok := extract(answer)
+	raw, ok := jsonextract.Find(answer)
 	if !ok {
 		return verdict{problem: errors.New("the answer holds no JSON value")}, nil
 	}

@@ -1,4 +1,4 @@
-package subagent
+package jsonextract
 
 import (
 	"strconv"
@@ -44,7 +44,7 @@ func fencesWithoutNewlines(n int) string {
 // reading finds.
 func TestExtractIsLinearOnFences(t *testing.T) {
 	answer := fencesWithoutNewlines(10<<20) + "```json\n{\"a\":1}\n```"
-	got, ok := extract(answer)
+	got, ok := Find(answer)
 	if !ok || got != `{"a":1}` {
 		t.Fatalf("extract = %q, %v", got, ok)
 	}
@@ -80,7 +80,7 @@ func BenchmarkExtractFences(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(answer)))
 			for b.Loop() {
-				extract(answer)
+				Find(answer)
 			}
 		})
 	}
