@@ -28,9 +28,9 @@ type Input struct {
 	// ResponseSchema, when set, is the JSON Schema the run's final answer
 	// should match. A ReAct agent sends it with every model call of the
 	// run as provider.Request.ResponseSchema, so that a provider with
-	// native structured output asks the model for that shape. The agent
-	// does not validate the answer: a caller that needs valid data checks
-	// it (the sub-agent validators do).
+	// native structured output asks the model for that shape. It does not
+	// by itself validate the answer: an agent built with OutputOf[T] does,
+	// and hands back a T in Output.Value.
 	ResponseSchema json.RawMessage
 	// CacheKey, when set, names the conversation the run continues (a
 	// thread, a resident expert) for the provider's prompt cache, instead
@@ -52,6 +52,9 @@ type Output struct {
 	Usage provider.Usage
 	// ChildUsage is what work done inside its tools (sub-agents) cost.
 	ChildUsage provider.Usage
+	// Value is the answer decoded, for an agent built with OutputOf[T]: a
+	// T, checked against T's schema. It is nil otherwise.
+	Value any
 }
 
 // TotalUsage returns Usage plus ChildUsage.

@@ -230,3 +230,31 @@ func ExampleReact_Hold() {
 	// A draft. / Not what was asked.
 	// 0 messages kept
 }
+
+// An agent whose answer is a Go value: the schema of Review goes to the
+// provider, the answer is checked and decoded, and an answer that does not
+// fit is sent back once.
+func ExampleOutputOf() {
+	type Review struct {
+		Verdict string   `json:"verdict" jsonschema:"enum=ship,enum=hold"`
+		Notes   []string `json:"notes"`
+	}
+	model := fake.NewProvider(
+		fake.Text(`{"verdict":"maybe"}`),
+		fake.Text("```json\n{\"verdict\":\"hold\",\"notes\":[\"the migration has no rollback\"]}\n```"),
+	)
+	reviewer, err := agent.NewReact(model, agent.WithName("reviewer"), agent.OutputOf[Review]())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	out, err := reviewer.Run(context.Background(), agent.Input{Text: "Review the change."})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	r := out.Value.(Review)
+	fmt.Printf("%s: %s (%d model calls)\n", r.Verdict, r.Notes[0], out.Usage.Requests)
+	// Output:
+	// hold: the migration has no rollback (2 model calls)
+}

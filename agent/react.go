@@ -37,6 +37,7 @@ type React struct {
 	tools        *tool.Registry
 	maxSteps     int
 	toolRetries  int
+	output       *output // OutputOf
 	tokenLimit   int64
 	historyLimit int
 	maxTokens    int
@@ -283,6 +284,9 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	ctx = run.Start(ctx, runID, r.name, r.tokenLimit)
 	s := &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, em: em, events: events, tracer: tr,
 		schema: in.ResponseSchema, cacheKey: in.CacheKey}
+	if s.schema == nil && r.output != nil {
+		s.schema = r.output.schema.Raw()
+	}
 	if s.cacheKey == "" {
 		s.cacheKey = r.cacheKey
 	}
@@ -325,7 +329,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	}
 	// Clipped, like the requests' messages: whoever appends to it gets a
 	// slice of their own rather than writing into the agent's.
-	out = Output{RunID: runID, Answer: answer, Messages: slices.Clip(s.msgs[start:]), Usage: s.usage, ChildUsage: s.child}
+	out = Output{RunID: runID, Answer: answer, Messages: slices.Clip(s.msgs[start:]), Usage: s.usage, ChildUsage: s.child, Value: s.value}
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 			// Whatever else went wrong, the caller cancelled: say so first.
@@ -362,6 +366,8 @@ func ErrorCode(err error) string {
 		return "usage_limit"
 	case errors.Is(err, ErrEmptyReply):
 		return "empty_reply"
+	case errors.Is(err, ErrInvalidOutput):
+		return "invalid_output"
 	case errors.Is(err, tool.ErrUnusedAnswer):
 		return "unused_answer"
 	case errors.As(err, &pe):
@@ -386,6 +392,10 @@ type runState struct {
 	// model calls: both the same on every call of the run.
 	schema   json.RawMessage
 	cacheKey string
+	// value is the answer's value under OutputOf, corrected whether the
+	// model was told once that its answer did not fit.
+	value     any
+	corrected bool
 	// journal is the run's part of its turn's journal (nil: none), and
 	// traceHook the tools' tracing hook (nil: not traced).
 	journal   *runJournal
@@ -479,7 +489,14 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 		return "", false, err
 	}
 	if len(msg.ToolCalls) == 0 {
-		return msg.Content, true, nil
+		if r.output == nil {
+			return msg.Content, true, nil
+		}
+		done, err := s.checkAnswer(msg.Content)
+		if !done {
+			return "", false, s.checkLimit()
+		}
+		return msg.Content, true, err
 	}
 
 	results, fromJournal, err := s.runCalls(stepKey, msg.ToolCalls)

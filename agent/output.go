@@ -1,0 +1,86 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/deputy-go/deputy/internal/jsonextract"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// ErrInvalidOutput: under OutputOf, the model's answer did not fit the
+// type, even after it was told once what was wrong. The Output holds the
+// answer as it came and what the run cost.
+var ErrInvalidOutput = errors.New("agent: the answer does not fit the output type")
+
+// output is what OutputOf checks a final answer against.
+type output struct {
+	schema *tool.Schema
+	decode func(raw string) (any, error)
+}
+
+// OutputOf makes the agent's answer a value of type T, as a typed
+// sub-agent's is (subagent.OutputOf). The JSON Schema reflected from T is
+// every run's ResponseSchema, so that a provider with native structured
+// output asks for that shape (an Input's own ResponseSchema still wins
+// for the provider); the final answer's JSON — the whole answer, its last
+// fenced block or its last object — is checked against the schema and
+// decoded into a T, which is Output.Value:
+//
+//	out, err := a.Run(ctx, agent.Input{Text: "Review the change."})
+//	review, ok := out.Value.(Review)
+//
+// An answer that does not fit is sent back once, in the same run, with
+// what is wrong; if the second does not fit either, the run fails with
+// ErrInvalidOutput and its Output keeps the answer and the usage.
+func OutputOf[T any]() Option {
+	return func(r *React) error {
+		s, err := tool.SchemaFor[T]()
+		if err != nil {
+			return fmt.Errorf("%w: OutputOf: %w", ErrInvalidOption, err)
+		}
+		r.output = &output{schema: s, decode: func(raw string) (any, error) {
+			var v T
+			if err := json.Unmarshal([]byte(raw), &v); err != nil {
+				return nil, fmt.Errorf("the JSON does not decode into the type asked for: %v", err)
+			}
+			return v, nil
+		}}
+		return nil
+	}
+}
+
+// check returns the value of answer, or what is wrong with it in words a
+// model can act on.
+func (o *output) check(ctx context.Context, answer string) (any, error) {
+	raw, ok := jsonextract.Find(answer)
+	if !ok {
+		return nil, errors.New("the answer holds no JSON")
+	}
+	if err := o.schema.ValidateContext(ctx, []byte(raw)); err != nil {
+		return nil, err
+	}
+	return o.decode(raw)
+}
+
+// checkAnswer checks the run's final answer under OutputOf. It reports
+// done with the value, or, the first time an answer does not fit, puts
+// the problem to the model and reports not done.
+func (s *runState) checkAnswer(answer string) (done bool, err error) {
+	o := s.r.output
+	v, problem := o.check(s.ctx, answer)
+	switch {
+	case problem == nil:
+		s.value = v
+		return true, nil
+	case s.corrected:
+		return true, fmt.Errorf("%w: %v: make the type easier to fill, or the model's instructions clearer", ErrInvalidOutput, problem)
+	}
+	s.corrected = true
+	s.msgs = append(s.msgs, provider.UserMessage("Your answer does not fit the JSON Schema it must match: "+problem.Error()+
+		"\nAnswer again with only the JSON value, matching this schema:\n"+string(o.schema.Raw())))
+	return false, nil
+}
