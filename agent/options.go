@@ -103,6 +103,19 @@ func WithTokenLimit(n int64) Option {
 	}
 }
 
+// WithoutStreaming makes the agent call its provider's Complete even when
+// the provider streams and a sink listens, for a server whose streaming is
+// broken or slower than one answer. Events still flow: each reply is
+// announced whole once it has arrived, as for a provider that cannot
+// stream. By default the agent streams exactly when a sink listens
+// (event.WithSink) and the provider implements provider.Streamer.
+func WithoutStreaming() Option {
+	return func(r *React) error {
+		r.streamer = nil
+		return nil
+	}
+}
+
 // WithHistoryLimit bounds the conversation kept between runs to about n
 // messages. The cut is made at the start of a user turn, so a tool call is
 // never separated from its result; a single turn longer than n is kept whole.

@@ -3,10 +3,12 @@ package agent_test
 import (
 	"context"
 	"errors"
-	"github.com/deputy-go/deputy/provider"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/deputy-go/deputy/provider"
 
 	"go.uber.org/goleak"
 
@@ -198,4 +200,29 @@ func holdsHi() *fake.Provider {
 		}
 		return provider.Response{Message: provider.AssistantMessage("ready")}, nil
 	})).Loop()
+}
+
+// WithoutStreaming turns streaming off for a provider that streams: the
+// provider's Complete is called, and the reply still reaches the sink,
+// whole, in one TEXT_MESSAGE_CONTENT.
+func TestWithoutStreamingCallsComplete(t *testing.T) {
+	var calls atomic.Int64
+	p := &piecesStreamer{text: []string{"one ", "two ", "three"}, calls: &calls}
+	a := newReact(t, p, agent.WithName("lead"), agent.WithoutStreaming())
+	var deltas []string
+	ctx := event.WithSink(context.Background(), event.SinkFunc(func(e event.Event) {
+		if e.Type == event.TextMessageContent {
+			deltas = append(deltas, e.Delta)
+		}
+	}))
+	out, err := a.Run(ctx, agent.Input{Text: "count"})
+	if err != nil || out.Answer != "one two three" {
+		t.Fatalf("%q, %v", out.Answer, err)
+	}
+	if p.streamed.Load() != 0 || calls.Load() != 1 {
+		t.Errorf("%d streamed calls, %d in all; want Complete called once", p.streamed.Load(), calls.Load())
+	}
+	if len(deltas) != 1 || deltas[0] != "one two three" {
+		t.Errorf("deltas %q, want the whole reply once", deltas)
+	}
 }
