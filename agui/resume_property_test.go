@@ -1,7 +1,7 @@
 package agui_test
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -178,8 +178,8 @@ func aguiSchedule(t *testing.T, path string, seed uint64, c *scheduleCounts) boo
 	return ok
 }
 
-// postRun posts a run and reads its events until the stream ends, or
-// until ctx is cancelled (cut). A thread still busy with the run its
+// postRun posts a run and reads its events, checking their framing, or
+// reports cut when ctx was cancelled before the stream ended. A thread still busy with the run its
 // client left is asked again until it is free.
 func postRun(t *testing.T, ctx context.Context, url, body string) (evs []event.Event, cut bool) {
 	t.Helper()
@@ -211,26 +211,14 @@ func postRun(t *testing.T, ctx context.Context, url, body string) (evs []event.E
 			resp.Body.Close()
 			t.Fatalf("status %d: %s", resp.StatusCode, b)
 		}
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			data, found := strings.CutPrefix(sc.Text(), "data: ")
-			if !found {
-				continue
-			}
-			var e event.Event
-			if err := json.Unmarshal([]byte(data), &e); err != nil {
-				if ctx.Err() != nil {
-					break // the frame was cut as the client went away
-				}
-				t.Fatalf("frame %q: %v", data, err)
-			}
-			evs = append(evs, e)
-		}
+		body, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if ctx.Err() != nil {
-			return nil, true
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, true // the client went away mid-stream
+			}
+			t.Fatal(err)
 		}
-		return evs, false
+		return events(readFrames(t, bytes.NewReader(body))), false
 	}
 }

@@ -142,12 +142,14 @@ func (t *SubAgentTool) open(ctx context.Context, callID string, op opening) (con
 	}
 	em := event.From(ctx) // the scope is looked up once for the call's events
 	inv := invocation{em: em, events: em.Enabled(), stable: op.stable}
+	// WithRender and WithOutcome see the run id even without events.
+	seen := t.cfg.render != nil || t.cfg.onOutcome != nil
 	switch {
 	case inv.events:
 		cctx, inv.runID = t.announceStart(cctx, em, callID, op.stable)
-	case (t.cfg.render != nil || t.cfg.onOutcome != nil) && op.stable != "":
+	case seen && op.stable != "":
 		inv.runID = op.stable
-	case t.cfg.render != nil || t.cfg.onOutcome != nil:
+	case seen:
 		inv.runID = id.New("sub_")
 	}
 	return cctx, inv

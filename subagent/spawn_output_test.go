@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
+	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
@@ -226,4 +228,26 @@ func TestSpawnForkRenderAndTimeout(t *testing.T) {
 			}
 		})
 	})
+}
+
+// WithOutcome given to NewSpawner sees each forked child's outcome.
+func TestSpawnerWithOutcomeSeesForkedChildren(t *testing.T) {
+	var mu sync.Mutex
+	var answers []string
+	p := fake.NewProvider(
+		spawns(`{"task":"dig"}`).For("lead"),
+		fake.Text("done").For("lead"),
+		fake.Text("dug it").For(subagent.DefaultForkName),
+	)
+	reg, _ := setup(t, p, false, []subagent.SpawnOption{subagent.WithOutcome(func(ctx context.Context, o subagent.Outcome) {
+		mu.Lock()
+		answers = append(answers, o.Output.Answer)
+		mu.Unlock()
+	})})
+	if _, err := lead(t, p, reg).Run(context.Background(), agent.Input{Text: "go"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(answers) != 1 || answers[0] != "dug it" {
+		t.Fatalf("the hook saw %q, want the forked child's answer once", answers)
+	}
 }

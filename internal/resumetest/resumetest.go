@@ -171,7 +171,7 @@ func (w *World) model(level int) provider.Provider {
 			}
 			results = append(results, m.Content)
 		}
-		next := level+1 < w.S.Levels && level != w.bgLevel()
+		next := level+1 < w.S.Levels // never for the job's child, whose level is Levels
 		tools := w.S.Tools[level]
 		background := level == 0 && w.S.Background
 		var calls []provider.ToolCall
