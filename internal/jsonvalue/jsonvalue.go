@@ -213,16 +213,20 @@ func (p *parser) object() (any, bool) {
 			return nil, false
 		}
 		p.i++
+		if p.decode {
+			// Checked before the value is read, so that the first repeated
+			// key in the text is the one reported, not one inside its value.
+			if _, dup := m[key]; dup {
+				p.repeated = &RepeatedKeyError{Key: key}
+				return nil, false
+			}
+		}
 		v, ok := p.value()
 		if !ok {
 			p.within(key)
 			return nil, false
 		}
 		if p.decode {
-			if _, dup := m[key]; dup {
-				p.repeated = &RepeatedKeyError{Key: key}
-				return nil, false
-			}
 			m[key] = v
 		}
 		p.space()
