@@ -22,8 +22,8 @@ type Input struct {
 	Text string
 	// Messages, when set, are appended to the conversation before Text, for
 	// a caller that hands over a conversation rather than one question.
-	// They must pass CheckConversation: no system messages, every tool call
-	// answered.
+	// They must be a conversation a model API accepts: no system messages,
+	// every tool call answered by a tool message with its id.
 	Messages []provider.Message
 	// ResponseSchema, when set, is the JSON Schema the run's final answer
 	// should match. A ReAct agent sends it with every model call of the
@@ -92,7 +92,7 @@ var (
 	// or a conversation a model API would refuse.
 	ErrBadSnapshot = errors.New("agent: invalid conversation snapshot")
 	// ErrBadMessages: Input.Messages is a conversation a model API would
-	// refuse (see CheckConversation).
+	// refuse; the message says which message and why.
 	ErrBadMessages = errors.New("agent: invalid input messages")
 	// ErrNilProvider: NewReact was given no provider.
 	ErrNilProvider = errors.New("agent: nil provider")

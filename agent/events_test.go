@@ -4,10 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/deputy-go/deputy/internal/eventcheck"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/deputy-go/deputy/internal/eventcheck"
 
 	"github.com/google/go-cmp/cmp"
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/conversation"
 )
 
 // FuzzRestore feeds any bytes to Restore: it never panics, and what it
@@ -31,7 +32,7 @@ func FuzzRestore(f *testing.F) {
 			}
 			return
 		}
-		if err := agent.CheckConversation(a.History()); err != nil {
+		if err := conversation.Check(a.History()); err != nil {
 			t.Fatalf("accepted a broken conversation: %v", err)
 		}
 		snap, err := a.Snapshot()

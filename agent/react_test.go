@@ -15,6 +15,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/conversation"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -376,7 +377,7 @@ func TestReactConcurrentRuns(t *testing.T) {
 	if len(h) != 4*n {
 		t.Fatalf("history has %d messages, want %d", len(h), 4*n)
 	}
-	if err := agent.CheckConversation(h); err != nil {
+	if err := conversation.Check(h); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
@@ -580,7 +581,7 @@ func TestReactHistoryLimit(t *testing.T) {
 				if h[0].Role != provider.RoleUser {
 					t.Errorf("after turn %d the history starts with a %s message", i, h[0].Role)
 				}
-				if err := agent.CheckConversation(h); err != nil {
+				if err := conversation.Check(h); err != nil {
 					t.Errorf("after turn %d: %v", i, err)
 				}
 				if diff := cmp.Diff(out.Messages, h[len(h)-len(out.Messages):]); diff != "" {
@@ -735,7 +736,7 @@ func TestReactToolCallIDs(t *testing.T) {
 					ids = append(ids, c.ID)
 				}
 			}
-			if err := agent.CheckConversation(a.History()); err != nil {
+			if err := conversation.Check(a.History()); err != nil {
 				t.Fatal(err)
 			}
 			if ids[1] != "dup" || ids[4] != "dup" {

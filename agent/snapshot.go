@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/deputy-go/deputy/internal/conversation"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -77,7 +78,7 @@ func (r *React) Restore(data []byte) error {
 		}
 		msgs[i] = m
 	}
-	if err := CheckConversation(msgs); err != nil {
+	if err := conversation.Check(msgs); err != nil {
 		return fmt.Errorf("%w: %v: pass only what Snapshot returned", ErrBadSnapshot, err)
 	}
 	_ = r.turn.Acquire(context.Background(), 1)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/internal/conversation"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -113,7 +114,7 @@ type InputFunc func(in *RunInput) (agent.Input, error)
 // when that is empty, the Error. System, developer, activity and reasoning
 // messages are left out: the agent has its own system prompt. It fails with
 // ErrBadInput when no message is left or when a model API would refuse the
-// conversation (see agent.CheckConversation), such as a tool call whose
+// conversation, such as a tool call whose
 // result the client has not sent.
 //
 // It suits an agent built for each request (NewPerRequest), which starts
@@ -147,7 +148,7 @@ func Conversation(in *RunInput) (agent.Input, error) {
 	if len(msgs) == 0 {
 		return agent.Input{}, fmt.Errorf("%w: messages has no user, assistant or tool message to answer", ErrBadInput)
 	}
-	if err := agent.CheckConversation(msgs); err != nil {
+	if err := conversation.Check(msgs); err != nil {
 		return agent.Input{}, fmt.Errorf("%w: messages: %v", ErrBadInput, err)
 	}
 	return agent.Input{Messages: msgs}, nil

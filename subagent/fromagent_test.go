@@ -16,6 +16,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/conversation"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -248,7 +249,7 @@ func TestFromAgentFailedCallLeavesConversation(t *testing.T) {
 			if diff := cmp.Diff(before, expert.History()); diff != "" {
 				t.Errorf("history changed by the failed call (-before +after):\n%s", diff)
 			}
-			if err := agent.CheckConversation(expert.History()); err != nil {
+			if err := conversation.Check(expert.History()); err != nil {
 				t.Error(err)
 			}
 		})

@@ -18,6 +18,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/conversation"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -287,7 +288,7 @@ func TestChaos(t *testing.T) {
 	// The resident's conversation holds exactly the successful calls' turns,
 	// each tool call paired with its result.
 	hist := expertAgent.History()
-	if err := agent.CheckConversation(hist); err != nil {
+	if err := conversation.Check(hist); err != nil {
 		t.Errorf("resident conversation broken: %v", err)
 	}
 	turns := 0

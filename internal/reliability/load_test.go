@@ -10,6 +10,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/conversation"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -75,7 +76,7 @@ func TestLoadResident(t *testing.T) {
 		t.Errorf("usage %v, want %v", total, want)
 	}
 	hist := expertAgent.History()
-	if err := agent.CheckConversation(hist); err != nil {
+	if err := conversation.Check(hist); err != nil {
 		t.Errorf("conversation: %v", err)
 	}
 	for i := 0; i+1 < len(hist); i += 2 {

@@ -1,0 +1,155 @@
+package agent
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/id"
+	"github.com/deputy-go/deputy/provider"
+)
+
+// emitCall announces a whole tool call, arguments and all, under the
+// message parent ("" for none).
+func emitCall(em event.Emitter, c *provider.ToolCall, parent string) {
+	em.Emit(event.Event{Type: event.ToolCallStart, ToolCallID: c.ID, ToolCallName: c.Name, ParentMessageID: parent})
+	em.Emit(event.Event{Type: event.ToolCallArgs, ToolCallID: c.ID, Delta: string(c.Arguments)})
+	em.Emit(event.Event{Type: event.ToolCallEnd, ToolCallID: c.ID})
+}
+
+// withIDs returns calls with an id on each call that has none or repeats an
+// earlier call's, so that every result can name its call. It copies calls
+// before changing them: the slice belongs to the provider.
+func withIDs(calls []provider.ToolCall) []provider.ToolCall {
+	copied := false
+	for i := range calls {
+		if calls[i].ID != "" && !hasID(calls[:i], calls[i].ID) {
+			continue
+		}
+		if !copied {
+			calls = slices.Clone(calls)
+			copied = true
+		}
+		calls[i].ID = id.New("call_")
+	}
+	return calls
+}
+
+func hasID(calls []provider.ToolCall, id string) bool {
+	for _, c := range calls {
+		if c.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// streamReply consumes a streamed reply, emitting text and tool-call
+// events as the pieces arrive. Whatever way the reply ends, it closes the
+// message and tool call it opened.
+type streamReply struct {
+	em       event.Emitter // of the run
+	msgID    string
+	textOpen bool
+	textSent bool
+	openCall string   // id of the tool call whose events are open
+	ids      []string // the id of each tool call, by index
+}
+
+// finish returns the calls of the streamed response with the ids their
+// events announced, and announces any call the stream left out, as the
+// plain path does. It copies calls before changing them: the slice belongs
+// to the provider.
+func (sr *streamReply) finish(calls []provider.ToolCall) []provider.ToolCall {
+	cloned := false
+	setID := func(i int, id string) {
+		if !cloned {
+			calls, cloned = slices.Clone(calls), true
+		}
+		calls[i].ID = id
+	}
+	for i := range calls {
+		if i < len(sr.ids) && sr.ids[i] != "" {
+			if calls[i].ID != sr.ids[i] {
+				setID(i, sr.ids[i])
+			}
+			continue
+		}
+		// Left out of the stream: an id as on the plain path (see withIDs),
+		// and the whole call announced now.
+		if calls[i].ID == "" || hasID(calls[:i], calls[i].ID) {
+			setID(i, id.New("call_"))
+		}
+		sr.closeText()
+		sr.closeCall()
+		emitCall(sr.em, &calls[i], sr.parent())
+	}
+	return calls
+}
+
+// delta handles one piece of the stream; an error stops it.
+func (sr *streamReply) delta(d provider.Delta) error {
+	em := sr.em
+	if d.Text != "" {
+		sr.closeCall()
+		if !sr.textOpen {
+			em.Emit(event.Event{Type: event.TextMessageStart, MessageID: sr.msgID, Role: "assistant"})
+			sr.textOpen, sr.textSent = true, true
+		}
+		em.Emit(event.Event{Type: event.TextMessageContent, MessageID: sr.msgID, Delta: d.Text})
+	}
+	if !d.HasToolCall() {
+		return nil
+	}
+	tc := &d.ToolCall
+	sr.closeText()
+	if tc.Index < 0 {
+		return fmt.Errorf("tool call index %d: the provider's Stream broke its contract", tc.Index)
+	}
+	for len(sr.ids) <= tc.Index {
+		sr.ids = append(sr.ids, "")
+	}
+	callID := sr.ids[tc.Index]
+	if callID == "" {
+		callID = tc.ID
+		if callID == "" || slices.Contains(sr.ids, callID) {
+			callID = id.New("call_") // every result must name one call
+		}
+		sr.ids[tc.Index] = callID
+		sr.closeCall()
+		em.Emit(event.Event{Type: event.ToolCallStart, ToolCallID: callID, ToolCallName: tc.Name, ParentMessageID: sr.parent()})
+		sr.openCall = callID
+	}
+	if sr.openCall == callID {
+		em.Emit(event.Event{Type: event.ToolCallArgs, ToolCallID: callID, Delta: tc.Arguments})
+	}
+	return nil
+}
+
+// parent is the message a tool call names as its parent: the reply's text,
+// only when some of it was sent.
+func (sr *streamReply) parent() string {
+	if sr.textSent {
+		return sr.msgID
+	}
+	return ""
+}
+
+func (sr *streamReply) closeText() {
+	if sr.textOpen {
+		sr.em.Emit(event.Event{Type: event.TextMessageEnd, MessageID: sr.msgID})
+		sr.textOpen = false
+	}
+}
+
+func (sr *streamReply) closeCall() {
+	if sr.openCall != "" {
+		sr.em.Emit(event.Event{Type: event.ToolCallEnd, ToolCallID: sr.openCall})
+		sr.openCall = ""
+	}
+}
+
+func (sr *streamReply) closeAll() {
+	sr.closeText()
+	sr.closeCall()
+}

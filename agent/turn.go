@@ -1,0 +1,116 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/deputy-go/deputy/provider"
+)
+
+// Checkpoint returns a function that puts the conversation back as it is
+// now. Restoring is cheap: the kept conversation is never edited in place.
+// The checkpoint is taken outside the agent's turn, so restoring it also
+// undoes any run another caller finished since: a caller that makes several
+// runs one logical call, while others may use the agent too, holds the
+// turn instead (Hold) and rolls back with Turn.Rollback.
+func (r *React) Checkpoint() (restore func()) {
+	r.mu.Lock()
+	saved := r.history
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		r.history = saved
+		r.mu.Unlock()
+	}
+}
+
+// Turn is the turn of a React held by one caller (Hold): the runs made
+// under the context Hold returned follow one another with no other run
+// between them, and Rollback puts the conversation back as it was when the
+// turn was taken. A Turn is for one goroutine; call Release when done.
+type Turn struct {
+	r        *React
+	saved    []provider.Message
+	released bool
+}
+
+// heldKey is the context key of the Turn a caller holds.
+type heldKey struct{}
+
+// Hold waits for the agent's turn, as Run does, giving up when ctx ends,
+// and keeps it until the Turn's Release. Runs of the agent under the
+// returned context take the held turn instead of waiting for it (one at a
+// time: they must not overlap), through any wrapper of the agent; the
+// contexts the run hands its tools do not carry the turn.
+//
+// A caller that makes several runs one logical call, such as a sub-agent
+// tool asking again after a rejected answer, holds the turn so that its
+// Rollback undoes its own runs and nothing another caller added: a
+// checkpoint taken outside the turn could be older than another caller's
+// successful run, and restoring it would lose that run.
+func (r *React) Hold(ctx context.Context) (context.Context, *Turn, error) {
+	if err := r.turn.Acquire(ctx, 1); err != nil {
+		return ctx, nil, fmt.Errorf("agent %q: waiting for the previous run to end: %w", r.name, err)
+	}
+	r.mu.Lock()
+	saved := r.history
+	r.mu.Unlock()
+	t := &Turn{r: r, saved: saved}
+	return context.WithValue(ctx, heldKey{}, t), t, nil
+}
+
+// Rollback puts the conversation back as it was when the turn was taken,
+// undoing the runs made in it. It does nothing once the turn is released.
+func (t *Turn) Rollback() {
+	if t.released {
+		return
+	}
+	t.r.mu.Lock()
+	t.r.history = t.saved
+	t.r.mu.Unlock()
+}
+
+// Release gives the turn up; runs under Hold's context wait for the turn
+// again. Calls after the first do nothing.
+func (t *Turn) Release() {
+	if !t.released {
+		t.released = true
+		t.r.turn.Release(1)
+	}
+}
+
+// History returns a copy of the conversation kept between runs.
+func (r *React) History() []provider.Message {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]provider.Message(nil), r.history...)
+}
+
+// Reset forgets the conversation. It waits for a run in progress to end.
+func (r *React) Reset() {
+	_ = r.turn.Acquire(context.Background(), 1)
+	defer r.turn.Release(1)
+	r.mu.Lock()
+	r.history = nil
+	r.mu.Unlock()
+}
+
+// trimHistory bounds msgs to about limit messages, cutting only where a user
+// turn starts.
+func trimHistory(msgs []provider.Message, limit int) []provider.Message {
+	if limit <= 0 || len(msgs) <= limit {
+		return msgs
+	}
+	cut := len(msgs) - limit
+	for i := cut; i < len(msgs); i++ {
+		if msgs[i].Role == provider.RoleUser {
+			return msgs[i:]
+		}
+	}
+	for i := cut - 1; i >= 0; i-- {
+		if msgs[i].Role == provider.RoleUser {
+			return msgs[i:]
+		}
+	}
+	return msgs
+}
