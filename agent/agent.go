@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/deputy-go/deputy/internal/errcode"
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 )
@@ -80,14 +81,14 @@ func (f Func) Run(ctx context.Context, in Input) (Output, error) { return f(ctx,
 // agent's name and what to do about it; test for them with errors.Is.
 var (
 	// ErrMaxSteps: the model made WithMaxSteps calls without answering.
-	ErrMaxSteps = errors.New("agent: max steps exceeded")
+	ErrMaxSteps = errcode.New("max_steps", "agent: max steps exceeded")
 	// ErrToolRetries: more steps in a row than WithToolRetries allows had a
 	// failed tool call.
-	ErrToolRetries = errors.New("agent: tool error retries exhausted")
+	ErrToolRetries = errcode.New("tool_retries", "agent: tool error retries exhausted")
 	// ErrUsageLimit: the run used more tokens than WithTokenLimit allows.
-	ErrUsageLimit = errors.New("agent: usage limit exceeded")
+	ErrUsageLimit = errcode.New("usage_limit", "agent: usage limit exceeded")
 	// ErrEmptyReply: the model answered with neither text nor tool calls.
-	ErrEmptyReply = errors.New("agent: model reply has neither text nor tool calls")
+	ErrEmptyReply = errcode.New("empty_reply", "agent: model reply has neither text nor tool calls")
 	// ErrBadSnapshot: Restore was given something Snapshot did not make,
 	// or a conversation a model API would refuse.
 	ErrBadSnapshot = errors.New("agent: invalid conversation snapshot")

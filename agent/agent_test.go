@@ -11,6 +11,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/errcode"
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
@@ -97,11 +98,14 @@ func TestErrorCode(t *testing.T) {
 		{agent.ErrUsageLimit, "usage_limit"},
 		{agent.ErrEmptyReply, "empty_reply"},
 		{fmt.Errorf("x: %w", &provider.Error{Kind: provider.KindAuth}), "provider_error"},
+		{agent.ErrInvalidOutput, "invalid_output"},
+		{fmt.Errorf("resume: %w", tool.ErrUnusedAnswer), "unused_answer"},
+		{fmt.Errorf("%w: %w", agent.ErrMaxSteps, context.Canceled), "cancelled"},
 		{errors.New("other"), "error"},
 	}
 	for _, tt := range tests {
-		if got := agent.ErrorCode(tt.err); got != tt.want {
-			t.Errorf("ErrorCode(%v) = %q, want %q", tt.err, got, tt.want)
+		if got := errcode.Of(tt.err); got != tt.want {
+			t.Errorf("errcode.Of(%v) = %q, want %q", tt.err, got, tt.want)
 		}
 	}
 }

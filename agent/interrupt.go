@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/errcode"
 	"github.com/deputy-go/deputy/tool"
 )
 
@@ -22,5 +23,5 @@ func failedRunEvent(runID string, err error) event.Event {
 	if errors.Is(err, context.Canceled) {
 		return event.Event{Type: event.RunFinished, RunID: runID, Outcome: event.OutcomeCancelled}
 	}
-	return event.Event{Type: event.RunError, RunID: runID, Message: err.Error(), Code: ErrorCode(err)}
+	return event.Event{Type: event.RunError, RunID: runID, Message: err.Error(), Code: errcode.Of(err)}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/errcode"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/store/sqlite"
@@ -193,7 +194,7 @@ func TestResumeWithoutItsJournalFailsLoudly(t *testing.T) {
 	if !errors.Is(err, tool.ErrUnusedAnswer) || !strings.Contains(err.Error(), in.Interrupts[0].ID) {
 		t.Fatalf("%v, want tool.ErrUnusedAnswer naming %s", err, in.Interrupts[0].ID)
 	}
-	if got := agent.ErrorCode(err); got != "unused_answer" {
+	if got := errcode.Of(err); got != "unused_answer" {
 		t.Errorf("error code %q", got)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/deputy-go/deputy/internal/errcode"
 	"github.com/deputy-go/deputy/internal/jsonextract"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
@@ -14,7 +15,7 @@ import (
 // ErrInvalidOutput: under OutputOf, the model's answer did not fit the
 // type, even after it was told once what was wrong. The Output holds the
 // answer as it came and what the run cost.
-var ErrInvalidOutput = errors.New("agent: the answer does not fit the output type")
+var ErrInvalidOutput = errcode.New("invalid_output", "agent: the answer does not fit the output type")
 
 // output is what OutputOf checks a final answer against.
 type output struct {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/errcode"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -48,7 +49,7 @@ func TestOutputOfGivesTheCallerATypedAnswer(t *testing.T) {
 				t.Errorf("the provider was not sent the type's schema")
 			}
 			if tc.want == nil {
-				if !errors.Is(err, agent.ErrInvalidOutput) || agent.ErrorCode(err) != "invalid_output" || out.Answer != tc.replies[1] || out.Value != nil {
+				if !errors.Is(err, agent.ErrInvalidOutput) || errcode.Of(err) != "invalid_output" || out.Answer != tc.replies[1] || out.Value != nil {
 					t.Fatalf("%v (answer %q, value %v), want ErrInvalidOutput with the last answer kept", err, out.Answer, out.Value)
 				}
 				return

@@ -213,32 +213,6 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	return out, nil
 }
 
-// ErrorCode names the kind of a run's failure in a word, for events and logs.
-func ErrorCode(err error) string {
-	var pe *provider.Error
-	switch {
-	case errors.Is(err, context.Canceled):
-		return "cancelled"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
-	case errors.Is(err, ErrMaxSteps):
-		return "max_steps"
-	case errors.Is(err, ErrToolRetries):
-		return "tool_retries"
-	case errors.Is(err, ErrUsageLimit):
-		return "usage_limit"
-	case errors.Is(err, ErrEmptyReply):
-		return "empty_reply"
-	case errors.Is(err, ErrInvalidOutput):
-		return "invalid_output"
-	case errors.Is(err, tool.ErrUnusedAnswer):
-		return "unused_answer"
-	case errors.As(err, &pe):
-		return "provider_error"
-	}
-	return "error"
-}
-
 // runState is one run in progress.
 type runState struct {
 	r       *React

@@ -16,6 +16,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/internal/conversation"
+	"github.com/deputy-go/deputy/internal/errcode"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -261,8 +262,8 @@ func TestReactFailureLeavesTheConversation(t *testing.T) {
 			if !errors.Is(err, tt.wantIs) {
 				t.Fatalf("error %v, want %v in the chain", err, tt.wantIs)
 			}
-			if got := agent.ErrorCode(err); got != tt.wantCode {
-				t.Errorf("ErrorCode = %q, want %q", got, tt.wantCode)
+			if got := errcode.Of(err); got != tt.wantCode {
+				t.Errorf("code = %q, want %q", got, tt.wantCode)
 			}
 			if diff := cmp.Diff(before, a.History()); diff != "" {
 				t.Errorf("the failed run changed the history (-before +after):\n%s", diff)
@@ -300,8 +301,8 @@ func TestReactCancelledMidRun(t *testing.T) {
 		if got := time.Since(start); got != time.Minute {
 			t.Errorf("Run returned %v after it started, want 1m (when it was cancelled)", got)
 		}
-		if agent.ErrorCode(err) != "cancelled" {
-			t.Errorf("ErrorCode = %q", agent.ErrorCode(err))
+		if errcode.Of(err) != "cancelled" {
+			t.Errorf("code = %q", errcode.Of(err))
 		}
 		if diff := cmp.Diff(before, a.History()); diff != "" {
 			t.Errorf("the cancelled run changed the history (-before +after):\n%s", diff)
@@ -339,8 +340,8 @@ func TestReactCancelledInTool(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
 		out, err := a.Run(ctx, agent.Input{Text: "go"})
-		if !errors.Is(err, context.DeadlineExceeded) || agent.ErrorCode(err) != "timeout" {
-			t.Fatalf("error %v (code %q), want a timeout", err, agent.ErrorCode(err))
+		if !errors.Is(err, context.DeadlineExceeded) || errcode.Of(err) != "timeout" {
+			t.Fatalf("error %v (code %q), want a timeout", err, errcode.Of(err))
 		}
 		if len(a.History()) != 0 || out.ChildUsage != u(5, 5) {
 			t.Errorf("history %v, child usage %v", a.History(), out.ChildUsage)
@@ -490,8 +491,8 @@ func TestReactToolRetries(t *testing.T) {
 			if !errors.Is(err, agent.ErrToolRetries) || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("error:\n%v\nwant ErrToolRetries containing:\n%s", err, tt.wantErr)
 			}
-			if agent.ErrorCode(err) != "tool_retries" || len(a.History()) != 0 {
-				t.Errorf("code %q, history %v", agent.ErrorCode(err), a.History())
+			if errcode.Of(err) != "tool_retries" || len(a.History()) != 0 {
+				t.Errorf("code %q, history %v", errcode.Of(err), a.History())
 			}
 		})
 	}
@@ -534,8 +535,8 @@ func TestReactTokenLimit(t *testing.T) {
 				if !errors.Is(err, agent.ErrUsageLimit) || err.Error() != tt.wantErr {
 					t.Fatalf("error:\n%v\nwant:\n%s", err, tt.wantErr)
 				}
-				if agent.ErrorCode(err) != "usage_limit" || len(a.History()) != 0 {
-					t.Errorf("code %q, history %v", agent.ErrorCode(err), a.History())
+				if errcode.Of(err) != "usage_limit" || len(a.History()) != 0 {
+					t.Errorf("code %q, history %v", errcode.Of(err), a.History())
 				}
 			}
 			if out.ChildUsage != tt.wantChild {

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/errcode"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -137,7 +138,7 @@ func endRunSpan(span trace.Span, out Output, err error) {
 		AttrSubtreeInputTokens.Int64(all.InputTokens), AttrSubtreeOutputTokens.Int64(all.OutputTokens),
 	)
 	if err != nil {
-		recordError(span, err, ErrorCode(err))
+		recordError(span, err, errcode.Of(err))
 	}
 	span.End()
 }
@@ -164,7 +165,7 @@ func endChatSpan(span trace.Span, resp provider.Response, err error) {
 		span.SetAttributes(semconv.GenAIUsageInputTokens(int(resp.Usage.InputTokens)), semconv.GenAIUsageOutputTokens(int(resp.Usage.OutputTokens)))
 	}
 	if err != nil {
-		recordError(span, err, ErrorCode(err))
+		recordError(span, err, errcode.Of(err))
 	}
 	span.End()
 }
@@ -182,7 +183,7 @@ func (t toolSpans) hook(ctx context.Context, c tool.Call) (context.Context, func
 	return ctx, func(res tool.Result, err error) {
 		switch {
 		case err != nil:
-			recordError(span, err, ErrorCode(err))
+			recordError(span, err, errcode.Of(err))
 		case res.IsError:
 			// A failure the model reads: the call failed, the run goes on.
 			cause := res.Err

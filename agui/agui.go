@@ -108,6 +108,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/errcode"
 	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/tool"
@@ -443,7 +444,7 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, in *RunInput, a ag
 		if turn != nil {
 			turn.abandoned(ctx)
 		}
-		st.finish(event.Event{Type: event.RunError, Message: err.Error(), Code: agent.ErrorCode(err)})
+		st.finish(event.Event{Type: event.RunError, Message: err.Error(), Code: errcode.Of(err)})
 		return
 	}
 	st.finish(event.Event{Type: event.RunFinished, ThreadID: in.ThreadID, RunID: in.RunID, Result: event.JSONString(out.Answer), Usage: usageJSON(spent, out.TotalUsage())})

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/deputy-go/deputy/internal/toolcall"
 	"github.com/deputy-go/deputy/tool"
 )
 
@@ -134,7 +135,7 @@ type config struct {
 func WithPrefix(prefix string) Option {
 	return func(c *config) error {
 		if prefix != "" {
-			if err := tool.CheckName(prefix); err != nil {
+			if err := toolcall.CheckName(prefix); err != nil {
 				return fmt.Errorf("prefix: %w", err)
 			}
 		}
@@ -486,7 +487,7 @@ func (c *Client) list(ctx context.Context) ([]*remoteTool, error) {
 // remote checks one of the server's tools and wraps it.
 func (c *Client) remote(mt *mcp.Tool) (*remoteTool, error) {
 	name := c.cfg.prefix + mt.Name
-	if err := tool.CheckName(name); err != nil {
+	if err := toolcall.CheckName(name); err != nil {
 		return nil, fmt.Errorf("its tool %q: %w; leave it out with WithToolFilter", mt.Name, err)
 	}
 	params, err := json.Marshal(mt.InputSchema)
@@ -532,7 +533,7 @@ func (t *remoteTool) Available(context.Context) bool { return !t.gone.Load() }
 // error Result the model reads; only the end of ctx is a Go error.
 func (t *remoteTool) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
 	c := t.c
-	args := tool.ArgumentsOrEmptyObject(call.Arguments)
+	args := toolcall.Arguments(call.Arguments)
 	if !json.Valid(args) {
 		return tool.Result{}, fmt.Errorf("%w for %s: not valid JSON: send a JSON object", tool.ErrInvalidArguments, t.def.Name)
 	}

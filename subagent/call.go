@@ -12,9 +12,11 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/errcode"
 	"github.com/deputy-go/deputy/internal/id"
 	"github.com/deputy-go/deputy/internal/jsonvalue"
 	"github.com/deputy-go/deputy/internal/run"
+	"github.com/deputy-go/deputy/internal/toolcall"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -49,7 +51,7 @@ func (t *SubAgentTool) Call(ctx context.Context, call tool.Call) (tool.Result, e
 		return tool.Result{}, tool.Correctable(fmt.Errorf("%w: %q cannot be called at depth %d (the cap is %d): do this work directly",
 			ErrMaxDepth, name, depth, t.cfg.maxDepth))
 	}
-	args := tool.ArgumentsOrEmptyObject(call.Arguments)
+	args := toolcall.Arguments(call.Arguments)
 	// The text is read once, for the schema and for the child's input.
 	text := string(args)
 	var err error
@@ -282,7 +284,7 @@ func errorCode(err error) string {
 	case errors.Is(err, tool.ErrPanic), errors.Is(err, agent.ErrProviderPanic):
 		return "panic"
 	}
-	return agent.ErrorCode(err)
+	return errcode.Of(err)
 }
 
 // run makes the call's runs of the child. A resident runs in its turn;
@@ -456,7 +458,7 @@ func (t *SubAgentTool) runChild(ctx context.Context, args json.RawMessage, in ag
 // directly.
 func recoverPanic(name string, err *error) {
 	if p := recover(); p != nil {
-		*err = tool.Correctable(tool.Panicked(name, p))
+		*err = tool.Correctable(toolcall.Panicked(name, p))
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/internal/id"
 	"github.com/deputy-go/deputy/internal/run"
+	"github.com/deputy-go/deputy/internal/toolcall"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -222,7 +223,7 @@ func (t *jobsTool) Available(ctx context.Context) bool { return t.s.Available(ct
 
 func (t *jobsTool) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
 	const usage = `pass {"action":"wait"|"list"|"cancel","job_id":"…","timeout_seconds":0-600}`
-	raw := tool.ArgumentsOrEmptyObject(call.Arguments)
+	raw := toolcall.Arguments(call.Arguments)
 	if err := t.s.jobsIn.Validate(raw); err != nil {
 		return tool.Result{}, fmt.Errorf("%w for %s: %v: %s", tool.ErrInvalidArguments, JobsToolName, err, usage)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/internal/run"
+	"github.com/deputy-go/deputy/internal/toolcall"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -230,7 +231,7 @@ func WithForkPrompt(prompt string) SpawnOption {
 // DefaultForkName); it names them in events and routes fake replies.
 func WithForkName(name string) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
-		if err := tool.CheckName(name); err != nil {
+		if err := toolcall.CheckName(name); err != nil {
 			return err
 		}
 		c.forkName = name
@@ -395,7 +396,7 @@ func (s *Spawner) admit(ctx context.Context) error {
 // parse checks the call's arguments against the tool's schema and decodes
 // them.
 func (s *Spawner) parse(arguments json.RawMessage) (spawnArgs, error) {
-	raw := tool.ArgumentsOrEmptyObject(arguments)
+	raw := toolcall.Arguments(arguments)
 	if err := s.params.Validate(raw); err != nil {
 		return spawnArgs{}, fmt.Errorf("%w for %s: %v: %s", tool.ErrInvalidArguments, SpawnToolName, err, s.allowed())
 	}

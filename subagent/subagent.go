@@ -44,6 +44,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/internal/jsonvalue"
+	"github.com/deputy-go/deputy/internal/toolcall"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -259,7 +260,7 @@ func field(args json.RawMessage, name string) string {
 }
 
 func build(name, description, defaultParams string, f form, opts []Option) (*SubAgentTool, error) {
-	if err := tool.CheckName(name); err != nil {
+	if err := toolcall.CheckName(name); err != nil {
 		return nil, fmt.Errorf("subagent: %w", err)
 	}
 	cfg := config{form: f, maxDepth: DefaultMaxDepth, maxOutput: DefaultMaxOutputBytes}

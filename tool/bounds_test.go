@@ -236,7 +236,7 @@ func BenchmarkCompileUntrustedSchemaAtBounds(b *testing.B) {
 	}
 }
 
-// A value wrong in many places gets a message of its first MaxProblems
+// A value wrong in many places gets a message of its first maxProblems
 // problems and a count of the others.
 func TestValidationErrorListsTheFirstProblems(t *testing.T) {
 	sch, err := CompileSchema(json.RawMessage(`{"type":"array","items":{"type":"string"}}`))
@@ -248,8 +248,8 @@ func TestValidationErrorListsTheFirstProblems(t *testing.T) {
 	if !errors.As(err, &ve) {
 		t.Fatalf("Validate: %v", err)
 	}
-	if len(ve.Problems) != MaxProblems || ve.Omitted != 20000-MaxProblems {
-		t.Errorf("%d problems and %d omitted, want %d and %d", len(ve.Problems), ve.Omitted, MaxProblems, 20000-MaxProblems)
+	if len(ve.Problems) != maxProblems || ve.Omitted != 20000-maxProblems {
+		t.Errorf("%d problems and %d omitted, want %d and %d", len(ve.Problems), ve.Omitted, maxProblems, 20000-maxProblems)
 	}
 	if msg := ve.Error(); len(msg) > 2<<10 || !strings.HasSuffix(msg, "; and 19980 more problems of the same kinds") {
 		t.Errorf("message of %d bytes: %.200q…", len(msg), msg)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/deputy-go/deputy/internal/toolcall"
 	"github.com/deputy-go/deputy/tool"
 )
 
@@ -51,7 +52,7 @@ func FuzzToolArguments(f *testing.F) {
 				t.Fatalf("unexpected content %q", r.Content)
 			}
 			var v fuzzArgs
-			if json.Unmarshal(tool.ArgumentsOrEmptyObject(args), &v) != nil {
+			if json.Unmarshal(toolcall.Arguments(args), &v) != nil {
 				t.Fatalf("accepted arguments that do not decode: %q", args)
 			}
 			return

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/deputy-go/deputy/internal/errcode"
 	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/store"
 )
@@ -108,18 +109,8 @@ var (
 	// ErrUnusedAnswer: a resumed run ended without reaching the call an
 	// answer was for (the turn run again is not the turn that asked, or
 	// it was not run under the journal of the turn that asked).
-	ErrUnusedAnswer = errors.New("tool: a resumed run did not use an answer it was given")
+	ErrUnusedAnswer = errcode.New("unused_answer", "tool: a resumed run did not use an answer it was given")
 )
-
-type interruptScopeKey struct{}
-
-// WithInterruptScope returns ctx under which interrupts asked outside a
-// journaled turn get ids of their own, so that two callers' calls with the
-// same id never share an interrupt. In a journaled turn the id comes from
-// the call's place in the turn instead, and the scope is not used.
-func WithInterruptScope(ctx context.Context, scope string) context.Context {
-	return context.WithValue(ctx, interruptScopeKey{}, scope)
-}
 
 type resumeKey struct{}
 
@@ -239,11 +230,12 @@ func pendingIDs(p *Interrupted) string {
 	return strings.Join(ids, ", ")
 }
 
-// InterruptID returns the id Ask gives a question asked by call under ctx.
-func InterruptID(ctx context.Context, call Call) string {
-	scope, _ := ctx.Value(interruptScopeKey{}).(string)
+// interruptID returns the id Ask gives a question asked by call outside a
+// journaled turn. (The empty first part keeps the ids that suspended runs
+// already hold.)
+func interruptID(call Call) string {
 	h := sha256.New()
-	for _, s := range []string{scope, call.ID, call.Name, string(call.Arguments)} {
+	for _, s := range []string{"", call.ID, call.Name, string(call.Arguments)} {
 		fmt.Fprintf(h, "%d:%s;", len(s), s)
 	}
 	return "int_" + hex.EncodeToString(h.Sum(nil)[:12])
@@ -274,7 +266,7 @@ func Ask(ctx context.Context, call Call, q Question) (json.RawMessage, error) {
 			return givenAnswer(call, e.Error != "", e.Value)
 		}
 	} else {
-		id = InterruptID(ctx, call)
+		id = interruptID(call)
 	}
 	r, _ := ctx.Value(resumeKey{}).(*resumption)
 	now := time.Now

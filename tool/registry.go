@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/deputy-go/deputy/internal/toolcall"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -59,7 +60,7 @@ func (r *Registry) Register(t Tool) error {
 		return errors.New("tool: Register(nil): pass a Tool")
 	}
 	def := t.Definition()
-	if err := checkName(def.Name); err != nil {
+	if err := toolcall.CheckName(def.Name); err != nil {
 		return err
 	}
 	r.mu.Lock()
@@ -301,7 +302,7 @@ func (r *Registry) call(ctx context.Context, c Call) (res Result, err error) {
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			res = errorResult(Panicked(c.Name, p))
+			res = errorResult(toolcall.Panicked(c.Name, p))
 			err = nil
 		}
 	}()

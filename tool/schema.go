@@ -264,25 +264,25 @@ func (s *Schema) ValidateValueContext(ctx context.Context, v any) error {
 	slices.Sort(ps)
 	ps = slices.Compact(ps)
 	e := &ValidationError{Problems: ps}
-	if len(ps) > MaxProblems {
-		e.Problems, e.Omitted = slices.Clip(ps[:MaxProblems]), len(ps)-MaxProblems
+	if len(ps) > maxProblems {
+		e.Problems, e.Omitted = slices.Clip(ps[:maxProblems]), len(ps)-maxProblems
 	}
 	return e
 }
 
-// MaxProblems bounds the problems a ValidationError lists: a value wrong in
+// maxProblems bounds the problems a ValidationError lists: a value wrong in
 // twenty thousand places makes a message of its first few, which tell a
 // model what to fix as well as all of them would.
-const MaxProblems = 20
+const maxProblems = 20
 
 // ValidationError lists what is wrong with a JSON value, one problem per
-// offending place, in order of place: the first MaxProblems, and a count of
+// offending place, in order of place: the first maxProblems, and a count of
 // the others.
 type ValidationError struct {
 	// Problems name each offending place by its JSON pointer and say what
 	// is wrong there, e.g. "at /city: got number, want string".
 	Problems []string
-	// Omitted counts the problems found beyond MaxProblems.
+	// Omitted counts the problems found beyond maxProblems.
 	Omitted int
 }
 

@@ -42,6 +42,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/deputy-go/deputy/internal/toolcall"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -99,20 +100,7 @@ var ErrUnknownTool = errors.New("tool: unknown tool")
 
 // ErrPanic marks a tool call that panicked. The Registry recovers the panic
 // into an error Result, so the run goes on and the model can try another way.
-var ErrPanic = errors.New("tool: call panicked")
-
-// panicError is a recovered panic: its text reads as a failure of the tool,
-// and errors.Is finds ErrPanic.
-type panicError struct{ msg string }
-
-func (e panicError) Error() string        { return e.msg }
-func (e panicError) Is(target error) bool { return target == ErrPanic }
-
-// Panicked returns the error for a tool (or sub-agent) named name that
-// panicked with value v; errors.Is(err, ErrPanic) holds for it.
-func Panicked(name string, v any) error {
-	return panicError{fmt.Sprintf("tool %s failed: it panicked: %v", name, v)}
-}
+var ErrPanic = toolcall.ErrPanic
 
 type correctable struct{ err error }
 
@@ -166,7 +154,7 @@ type typed[In, Out any] struct {
 // anything else as JSON. An error from fn ends the run unless it is
 // Correctable.
 func New[In, Out any](name, description string, fn func(ctx context.Context, in In) (Out, error)) (Tool, error) {
-	if err := checkName(name); err != nil {
+	if err := toolcall.CheckName(name); err != nil {
 		return nil, err
 	}
 	if fn == nil {
@@ -202,7 +190,7 @@ func Must(t Tool, err error) Tool {
 func (t *typed[In, Out]) Definition() Definition { return t.def }
 
 func (t *typed[In, Out]) Call(ctx context.Context, call Call) (Result, error) {
-	args := ArgumentsOrEmptyObject(call.Arguments)
+	args := toolcall.Arguments(call.Arguments)
 	if err := t.schema.Validate(args); err != nil {
 		return Result{}, fmt.Errorf("%w for %s: %v: fix the arguments to match the tool's schema and call it again", ErrInvalidArguments, t.def.Name, err)
 	}
@@ -321,35 +309,6 @@ func wholeNumbers(args json.RawMessage) (json.RawMessage, bool) {
 	}
 	return b, true
 }
-
-// ArgumentsOrEmptyObject returns a call's arguments ready to validate and decode: raw
-// itself, or the empty object {} when raw is empty or only white space, as
-// models send for a tool that takes no arguments. It does not check that
-// raw is JSON; validation does that.
-func ArgumentsOrEmptyObject(raw json.RawMessage) json.RawMessage {
-	for _, c := range raw {
-		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-			return raw
-		}
-	}
-	return json.RawMessage("{}")
-}
-
-func checkName(name string) error {
-	if name == "" {
-		return errors.New("tool: empty name: give the tool a name the model can call, like \"search\"")
-	}
-	if len(name) > 64 || strings.IndexFunc(name, func(r rune) bool {
-		return !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
-	}) >= 0 {
-		return fmt.Errorf("tool: name %q is not allowed: use at most 64 letters, digits, '_' or '-' (what model APIs accept)", name)
-	}
-	return nil
-}
-
-// CheckName reports whether name can be a tool's name in model APIs: 1 to
-// 64 letters, digits, '_' or '-'.
-func CheckName(name string) error { return checkName(name) }
 
 // Rerunner is implemented by a tool some of whose calls must run again
 // when a journaled turn is resumed, rather than be answered from the

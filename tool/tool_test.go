@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/deputy-go/deputy/internal/toolcall"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -412,7 +413,7 @@ func TestArguments(t *testing.T) {
 		{" x ", " x "},
 	}
 	for _, tt := range tests {
-		if got := string(tool.ArgumentsOrEmptyObject(json.RawMessage(tt.in))); got != tt.want {
+		if got := string(toolcall.Arguments(json.RawMessage(tt.in))); got != tt.want {
 			t.Errorf("Arguments(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
