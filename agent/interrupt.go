@@ -7,6 +7,7 @@ import (
 
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/errcode"
+	"github.com/deputy-go/deputy/internal/outcome"
 	"github.com/deputy-go/deputy/tool"
 )
 
@@ -18,10 +19,10 @@ func failedRunEvent(runID string, err error) event.Event {
 	var in *tool.Interrupted
 	if errors.As(err, &in) {
 		b, _ := json.Marshal(in.Interrupts) // strings, times and valid JSON only
-		return event.Event{Type: event.RunFinished, RunID: runID, Outcome: event.InterruptOutcome(b)}
+		return event.Event{Type: event.RunFinished, RunID: runID, Outcome: outcome.Interrupt(b)}
 	}
 	if errors.Is(err, context.Canceled) {
-		return event.Event{Type: event.RunFinished, RunID: runID, Outcome: event.OutcomeCancelled}
+		return event.Event{Type: event.RunFinished, RunID: runID, Outcome: outcome.Cancelled}
 	}
 	return event.Event{Type: event.RunError, RunID: runID, Message: err.Error(), Code: errcode.Of(err)}
 }

@@ -110,6 +110,7 @@ import (
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/errcode"
 	"github.com/deputy-go/deputy/internal/ledger"
+	"github.com/deputy-go/deputy/internal/outcome"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -421,7 +422,7 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, in *RunInput, a ag
 		if turn != nil {
 			turn.finished(ctx)
 		}
-		st.finish(event.Event{Type: event.RunFinished, ThreadID: in.ThreadID, RunID: in.RunID, Outcome: event.OutcomeCancelled, Usage: usageJSON(spent, out.TotalUsage())})
+		st.finish(event.Event{Type: event.RunFinished, ThreadID: in.ThreadID, RunID: in.RunID, Outcome: outcome.Cancelled, Usage: usageJSON(spent, out.TotalUsage())})
 		return
 	}
 	if asked, ok := asInterrupted(err); ok {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/outcome"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/tool"
@@ -172,7 +173,7 @@ func (t *threadTurn) finished(ctx context.Context) {
 // interruptEvent returns RUN_FINISHED for a run that waits for in.
 func interruptEvent(threadID, runID string, in *tool.Interrupted, usage json.RawMessage) event.Event {
 	b, _ := json.Marshal(in.Interrupts) // strings, times and valid JSON only
-	return event.Event{Type: event.RunFinished, ThreadID: threadID, RunID: runID, Outcome: event.InterruptOutcome(b), Usage: usage}
+	return event.Event{Type: event.RunFinished, ThreadID: threadID, RunID: runID, Outcome: outcome.Interrupt(b), Usage: usage}
 }
 
 // asInterrupted finds the interrupts a run ended with.

@@ -12,9 +12,8 @@
 // that must do work to build an event whether anyone listens. Emitting does
 // not read the clock: a sink that delivers events stamps them (Stamped).
 //
-// A sub-agent's events are attributed: WithSubagent (or NewSubagent, which
-// also makes the invocation's id) marks a context as belonging to one
-// sub-agent invocation, and every event emitted under it
+// A sub-agent's events are attributed: WithSubagent marks a context as
+// belonging to one sub-agent invocation, and every event emitted under it
 // carries that invocation's id in SubagentRunID. The child's own run-level
 // events (RUN_STARTED, RUN_FINISHED, RUN_ERROR) are not forwarded, because in
 // the parent's stream the SUBAGENT_* events stand for them.
@@ -30,8 +29,6 @@ import (
 	"context"
 	"encoding/json"
 	"time"
-
-	"github.com/deputy-go/deputy/internal/id"
 )
 
 // Type is an AG-UI event type.
@@ -103,8 +100,10 @@ type Event struct {
 	Message string          `json:"message,omitempty"`
 	Code    string          `json:"code,omitempty"`
 	// Outcome, on RUN_FINISHED and SUBAGENT_FINISHED, is AG-UI's outcome
-	// object (see OutcomeSuccess, InterruptOutcome, SuspendedOutcome); not
-	// set means success. Usage, on RUN_FINISHED, is AG-UI's array of
+	// object: {"type":"success"}, {"type":"cancelled"},
+	// {"type":"interrupt","interrupts":[…]} for a run that waits for
+	// answers, or {"type":"suspended","interruptIds":[…]} for a sub-agent
+	// invocation that does; not set means success. Usage, on RUN_FINISHED, is AG-UI's array of
 	// TokenUsage. Both must be valid JSON when set.
 	Outcome json.RawMessage `json:"outcome,omitempty"`
 	Usage   json.RawMessage `json:"usage,omitempty"`
@@ -165,15 +164,6 @@ func WithSubagent(ctx context.Context, runID string) context.Context {
 		return ctx
 	}
 	return context.WithValue(ctx, scopeKey{}, &scope{send: old.send, subagent: runID, thread: old.thread})
-}
-
-// NewSubagent returns a context whose events are attributed to a new
-// sub-agent invocation, as WithSubagent does, and the invocation's id:
-// prefix followed by 13 random base-32 digits. When ctx has no sink,
-// NewSubagent returns ctx itself and a new id.
-func NewSubagent(ctx context.Context, prefix string) (context.Context, string) {
-	runID := id.New(prefix)
-	return WithSubagent(ctx, runID), runID
 }
 
 // WithThread returns a context whose RUN_STARTED and RUN_FINISHED events

@@ -218,37 +218,31 @@ func TestSinkFunc(t *testing.T) {
 	}
 }
 
-func TestNewSubagent(t *testing.T) {
+func TestWithSubagent(t *testing.T) {
 	rec := &recorder{}
 	ctx := event.WithSink(context.Background(), rec)
-	seen := map[string]bool{}
-	for _, prefix := range []string{"sub_", "a-prefix-longer-than-the-room-kept-for-an-id_"} {
-		for range 100 {
-			sub, runID := event.NewSubagent(ctx, prefix)
-			if len(runID) != len(prefix)+13 || runID[:len(prefix)] != prefix || seen[runID] {
-				t.Fatalf("id %q: want %q, 13 digits, and no repeat", runID, prefix)
-			}
-			seen[runID] = true
-			if got := event.SubagentRunID(sub); got != runID {
-				t.Fatalf("the context is attributed to %q, want %q", got, runID)
-			}
-			event.From(sub).Emit(event.Event{Type: event.StepStarted, StepName: "s"})
+	ids := []string{"sub_a", "sub_b", "sub_c"}
+	for _, id := range ids {
+		sub := event.WithSubagent(ctx, id)
+		if got := event.SubagentRunID(sub); got != id {
+			t.Fatalf("the context is attributed to %q, want %q", got, id)
 		}
+		event.From(sub).Emit(event.Event{Type: event.StepStarted, StepName: "s"})
 	}
 	// Each event still names its own invocation after later ones were made.
 	rec.mu.Lock()
-	for _, e := range rec.events {
-		if !seen[e.SubagentRunID] {
-			t.Errorf("event attributed to %q, an id NewSubagent never returned", e.SubagentRunID)
+	for i, e := range rec.events {
+		if e.SubagentRunID != ids[i] {
+			t.Errorf("event %d attributed to %q, want %q", i, e.SubagentRunID, ids[i])
 		}
 	}
 	rec.mu.Unlock()
 
-	if n := testing.AllocsPerRun(100, func() { event.NewSubagent(ctx, "sub_") }); n > 3 {
-		t.Errorf("NewSubagent makes %v allocations; want at most 3: the id, the scope and the context", n)
+	if n := testing.AllocsPerRun(100, func() { event.WithSubagent(ctx, "sub_a") }); n > 2 {
+		t.Errorf("WithSubagent makes %v allocations; want at most 2: the scope and the context", n)
 	}
 	bare := context.Background()
-	if sub, runID := event.NewSubagent(bare, "sub_"); sub != bare || len(runID) != len("sub_")+13 {
-		t.Errorf("without a sink: context %v, id %q; want the same context and a new id", sub, runID)
+	if sub := event.WithSubagent(bare, "sub_a"); sub != bare {
+		t.Errorf("without a sink: context %v; want the same context", sub)
 	}
 }

@@ -61,15 +61,17 @@ func ExampleEvent() {
 	// Output: {"type":"TOOL_CALL_START","timestamp":1700000000000,"toolCallId":"call_1","toolCallName":"search"}
 }
 
-// A tool that runs a sub-agent makes its attributed context and id in one
-// call, and announces the sub-agent under the id before running it.
-func ExampleNewSubagent() {
-	var runID string
+// A tool of one's own that runs an agent as a sub-agent (the sub-agent
+// tools of package subagent do this for theirs) announces the invocation
+// under an id it chooses, and runs the agent under a context attributed to
+// that id, so that a UI draws the agent's events inside the call.
+func ExampleWithSubagent_ownTool() {
+	const runID = "sub_researcher_1"
 	sink := event.SinkFunc(func(e event.Event) {
 		fmt.Println(e.Type, e.SubagentRunID == runID)
 	})
 	parent := event.WithSink(context.Background(), sink)
-	child, runID := event.NewSubagent(parent, "sub_")
+	child := event.WithSubagent(parent, runID)
 
 	event.From(parent).Emit(event.Event{Type: event.SubagentStarted, SubagentRunID: runID, Name: "researcher"})
 	event.From(child).Emit(event.Event{Type: event.TextMessageContent, Delta: "found it"})

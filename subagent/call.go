@@ -15,6 +15,7 @@ import (
 	"github.com/deputy-go/deputy/internal/errcode"
 	"github.com/deputy-go/deputy/internal/id"
 	"github.com/deputy-go/deputy/internal/jsonvalue"
+	"github.com/deputy-go/deputy/internal/outcome"
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/internal/toolcall"
 	"github.com/deputy-go/deputy/provider"
@@ -166,7 +167,8 @@ func (t *SubAgentTool) announceStart(ctx context.Context, em event.Emitter, call
 	if runID != "" {
 		ctx = event.WithSubagent(ctx, runID)
 	} else {
-		ctx, runID = event.NewSubagent(ctx, "sub_")
+		runID = id.New("sub_")
+		ctx = event.WithSubagent(ctx, runID)
 	}
 	em.Emit(event.Event{
 		Type: event.SubagentStarted, SubagentRunID: runID, Name: t.def.Name, Description: t.def.Description,
@@ -225,7 +227,7 @@ func (inv invocation) finished(content string) {
 // the questions the invocation waits for.
 func (inv invocation) suspended(own []string) {
 	if inv.events {
-		inv.em.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: inv.runID, Outcome: event.SuspendedOutcome(own)})
+		inv.em.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: inv.runID, Outcome: outcome.Suspended(own)})
 	}
 }
 
