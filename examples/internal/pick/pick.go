@@ -2,7 +2,9 @@
 //
 // The examples run on a scripted fake. The vendor SDKs are linked only when
 // the examples are built with the realmodel tag, so that the tour builds
-// quickly on first contact; with the tag, the environment chooses:
+// quickly on first contact. With the tag, the environment chooses, through
+// provider/fromenv (a program of one's own imports that package; this one is
+// internal to the examples):
 //
 //	DEPUTY_PROVIDER=openai     with OPENAI_API_KEY (OPENAI_MODEL optional)
 //	DEPUTY_PROVIDER=anthropic  with ANTHROPIC_API_KEY (ANTHROPIC_MODEL optional),

@@ -16,12 +16,14 @@ import (
 	"io"
 	"log"
 	"net/http"
+	"os"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agui"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/mcpbridge"
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/provider/fromenv"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/store/sqlite"
 	"github.com/deputy-go/deputy/subagent"
@@ -133,6 +135,24 @@ func useMCPTools(ctx context.Context, reg *tool.Registry, dir string) (io.Closer
 		return nil, err
 	}
 	return files, nil
+}
+
+// end of README snippet
+
+// README snippet
+// realModel returns the model the environment names, or fallback when it
+// names none; it prints which, e.g. "provider: openai (qwen3 at
+// http://localhost:11434/v1)".
+func realModel(fallback provider.Provider) (provider.Provider, error) {
+	model, about, err := fromenv.New(os.Getenv)
+	if errors.Is(err, fromenv.ErrNoProvider) {
+		return fallback, nil
+	}
+	if err != nil {
+		return nil, err // it says which variable to set
+	}
+	fmt.Println(about)
+	return model, nil
 }
 
 // end of README snippet
