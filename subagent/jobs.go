@@ -51,9 +51,9 @@ type job struct {
 	folded          bool // its usage has been handed to the parent; guarded by the table's mu
 }
 
-// AttrJobID is the job id on the span of a background job
+// attrJobID is the job id on the span of a background job
 // ("background_job <name>"), the span under which the job's sub-agent runs.
-const AttrJobID = attribute.Key("deputy.job.id")
+const attrJobID = attribute.Key("deputy.job.id")
 
 // startJob runs fn in the background under the parent run's context and
 // returns the job's receipt. who is the sub-agent the job runs (for a fork,
@@ -98,7 +98,7 @@ func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task 
 		// span keeps the child's spans in a live parent.
 		jctx = trace.ContextWithSpan(jctx, sp)
 		jctx, span = sp.TracerProvider().Tracer(agent.TracerName).Start(jctx, "background_job "+who.def.Name,
-			trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(AttrJobID.String(j.id)))
+			trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrJobID.String(j.id)))
 	}
 	jctx, ann := who.announce(jctx, callID, runID)
 	go func() {

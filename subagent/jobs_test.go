@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
@@ -461,12 +462,12 @@ func TestJobEventsAndSpan(t *testing.T) {
 		}
 		var gotID string
 		for _, a := range job.Attributes() {
-			if a.Key == subagent.AttrJobID {
+			if a.Key == attribute.Key("deputy.job.id") {
 				gotID = a.Value.AsString()
 			}
 		}
 		if gotID != id {
-			t.Errorf("the job's span has %s %q, want %q", subagent.AttrJobID, gotID, id)
+			t.Errorf("the job's span has %s %q, want %q", attribute.Key("deputy.job.id"), gotID, id)
 		}
 	})
 }

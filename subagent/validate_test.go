@@ -11,6 +11,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/jsonextract"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -55,15 +56,15 @@ func TestExtractJSON(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := ExtractJSON(tt.answer)
+			got, ok := findJSON(tt.answer)
 			if ok != (tt.want != "") || string(got) != tt.want {
-				t.Errorf("ExtractJSON(%q) = (%s, %v), want (%s, %v)", tt.answer, got, ok, tt.want, tt.want != "")
+				t.Errorf("findJSON(%q) = (%s, %v), want (%s, %v)", tt.answer, got, ok, tt.want, tt.want != "")
 			}
 		})
 	}
 }
 
-// ExtractJSON never panics, and what it finds is valid JSON taken from
+// jsonextract.Find never panics, and what it finds is valid JSON taken from
 // the answer.
 func FuzzExtractJSON(f *testing.F) {
 	for _, s := range []string{
@@ -72,7 +73,7 @@ func FuzzExtractJSON(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, answer string) {
-		raw, ok := ExtractJSON(answer)
+		raw, ok := findJSON(answer)
 		if !ok {
 			if raw != nil {
 				t.Errorf("not found, but returned %q", raw)
@@ -80,10 +81,10 @@ func FuzzExtractJSON(f *testing.F) {
 			return
 		}
 		if !json.Valid(raw) {
-			t.Errorf("ExtractJSON(%q) = %q, not valid JSON", answer, raw)
+			t.Errorf("findJSON(%q) = %q, not valid JSON", answer, raw)
 		}
 		if !strings.Contains(answer, string(raw)) {
-			t.Errorf("ExtractJSON(%q) = %q, not a part of the answer", answer, raw)
+			t.Errorf("findJSON(%q) = %q, not a part of the answer", answer, raw)
 		}
 	})
 }
@@ -248,4 +249,13 @@ func TestSchemaCompiledAtBuild(t *testing.T) {
 	if _, err := FromAgent("x", "x", expert, WithParams(json.RawMessage(`{"type":3}`))); err == nil {
 		t.Error("a bad parameter schema was accepted")
 	}
+}
+
+// findJSON is jsonextract.Find as the validation of an answer sees it.
+func findJSON(answer string) (json.RawMessage, bool) {
+	raw, ok := jsonextract.Find(answer)
+	if !ok {
+		return nil, false
+	}
+	return json.RawMessage(raw), true
 }

@@ -10,6 +10,7 @@ import (
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/deputy-go/deputy/internal/jsonextract"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -160,10 +161,11 @@ func overLimit(spec Spec, out RunOutput) error {
 }
 
 func validate(schema *tool.Schema, answer string) (json.RawMessage, error) {
-	raw, ok := subagent.ExtractJSON(answer)
+	found, ok := jsonextract.Find(answer)
 	if !ok {
 		return nil, errors.New("the answer holds no JSON value")
 	}
+	raw := json.RawMessage(found)
 	if err := schema.Validate(raw); err != nil {
 		return nil, err
 	}
