@@ -103,10 +103,18 @@ type Event struct {
 	// object: {"type":"success"}, {"type":"cancelled"},
 	// {"type":"interrupt","interrupts":[…]} for a run that waits for
 	// answers, or {"type":"suspended","interruptIds":[…]} for a sub-agent
-	// invocation that does; not set means success. Usage, on RUN_FINISHED, is AG-UI's array of
-	// TokenUsage. Both must be valid JSON when set.
+	// invocation that does; not set means success. Usage, on
+	// RUN_FINISHED, SUBAGENT_FINISHED and SUBAGENT_ERROR, is AG-UI's array
+	// of TokenUsage: what the run, or the sub-agent invocation with its own
+	// sub-agents, spent per provider and model (on SUBAGENT_* it is
+	// encoded inside "metadata"; see AppendJSON). Both must be valid JSON
+	// when set.
 	Outcome json.RawMessage `json:"outcome,omitempty"`
 	Usage   json.RawMessage `json:"usage,omitempty"`
+	// Model, on SUBAGENT_FINISHED and SUBAGENT_ERROR, is the model that
+	// answered the sub-agent's first request ("" when it made none),
+	// encoded inside "metadata" like Usage.
+	Model string `json:"model,omitempty"`
 }
 
 // Sink receives events. Emit must be safe for concurrent use: the children of

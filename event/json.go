@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -36,14 +38,17 @@ func (e Event) MarshalJSON() ([]byte, error) {
 //	TOOL_CALL_RESULT     messageId, toolCallId, content, role "tool"
 //	SUBAGENT_STARTED     subagentRunId, name; description, parentSubagentRunId,
 //	                     parentToolCallId, parentMessageId when set
-//	SUBAGENT_FINISHED    subagentRunId; result, outcome when set
-//	SUBAGENT_ERROR       subagentRunId, message; code when set
+//	SUBAGENT_FINISHED    subagentRunId; result, outcome, metadata when set
+//	SUBAGENT_ERROR       subagentRunId, message; code, metadata when set
 //
 // after "type" and, when not zero, "timestamp" (integer milliseconds). Every
-// type but RUN_* and SUBAGENT_* ends with subagentRunId when it is set. A
+// type but RUN_* and SUBAGENT_* ends with subagentRunId when it is set.
+// AG-UI 1.0 gives SUBAGENT_FINISHED and SUBAGENT_ERROR no usage field (a
+// client drops unknown fields), so their Usage and Model travel in the
+// event's metadata object: "metadata":{"usage":[…],"model":"…"}. A
 // type not listed gets every field that is set. Result, when set, must be valid
 // JSON; a JSON null counts as not set. AppendJSON fails only on an
-// invalid Result.
+// invalid Result, Outcome or Usage.
 func (e Event) AppendJSON(dst []byte) ([]byte, error) {
 	b := append(dst, `{"type":`...)
 	b = appendString(b, string(e.Type))
@@ -115,10 +120,14 @@ func (e Event) AppendJSON(dst []byte) ([]byte, error) {
 		if err == nil && len(e.Outcome) > 0 {
 			b, err = rawField(b, "outcome", e.Outcome)
 		}
+		if err == nil {
+			b, err = e.appendSpent(b)
+		}
 	case SubagentError:
 		b = field(b, "subagentRunId", e.SubagentRunID)
 		b = field(b, "message", e.Message)
 		b = optField(b, "code", e.Code)
+		b, err = e.appendSpent(b)
 	default:
 		b, err = e.appendAll(b)
 	}
@@ -126,6 +135,26 @@ func (e Event) AppendJSON(dst []byte) ([]byte, error) {
 		return dst, err
 	}
 	return append(b, '}'), nil
+}
+
+// appendSpent writes Usage and Model as the metadata object of a
+// SUBAGENT_* event, when either is set.
+func (e Event) appendSpent(b []byte) ([]byte, error) {
+	usage := len(e.Usage) > 0 && string(e.Usage) != "null"
+	if !usage && e.Model == "" {
+		return b, nil
+	}
+	b = append(b, `,"metadata":{`...)
+	n := len(b)
+	var err error
+	if usage {
+		b, err = rawField(b, "usage", e.Usage)
+	}
+	b = optField(b, "model", e.Model)
+	if len(b) > n && b[n] == ',' {
+		b = append(b[:n], b[n+1:]...) // the object's first member has no comma
+	}
+	return append(b, '}'), err
 }
 
 // appendAll writes every field that is set, for a type this package does
@@ -149,6 +178,13 @@ func (e Event) appendAll(b []byte) ([]byte, error) {
 	b, err := rawField(b, "result", e.Result)
 	b = optField(b, "message", e.Message)
 	b = optField(b, "code", e.Code)
+	if err == nil && len(e.Outcome) > 0 {
+		b, err = rawField(b, "outcome", e.Outcome)
+	}
+	if err == nil && len(e.Usage) > 0 {
+		b, err = rawField(b, "usage", e.Usage)
+	}
+	b = optField(b, "model", e.Model)
 	b = optField(b, "subagentRunId", e.SubagentRunID)
 	return b, err
 }
@@ -177,15 +213,20 @@ func optField(b []byte, name, v string) []byte {
 	return field(b, name, v)
 }
 
-// errBadResult is what AppendJSON reports for a Result that is not JSON.
-var errBadResult = errors.New("event: Result is not valid JSON: set it with json.Marshal, or JSONString for text")
+// badJSON is what AppendJSON reports for a field that is not JSON.
+func badJSON(name string) error {
+	if name == "result" {
+		return errors.New("event: Result is not valid JSON: set it with json.Marshal, or JSONString for text")
+	}
+	return fmt.Errorf("event: %s is not valid JSON: set it with json.Marshal", strings.ToUpper(name[:1])+name[1:])
+}
 
 func rawField(b []byte, name string, v json.RawMessage) ([]byte, error) {
 	if len(v) == 0 {
 		return b, nil
 	}
 	if !json.Valid(v) {
-		return b, errBadResult
+		return b, badJSON(name)
 	}
 	if bytes.ContainsAny(v, " \t\r\n") {
 		// One line per event: SSE frames end at a blank line.

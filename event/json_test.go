@@ -83,6 +83,16 @@ func TestMarshalJSONPerType(t *testing.T) {
 			`{"type":"SUBAGENT_FINISHED","subagentRunId":"sub1"}`},
 		{"subagent error", with(event.SubagentError),
 			`{"type":"SUBAGENT_ERROR","timestamp":1767225600000,"subagentRunId":"sub1","message":"boom","code":"error"}`},
+		{"subagent finished, usage and model in metadata", event.Event{Type: event.SubagentFinished, SubagentRunID: "sub1",
+			Usage: json.RawMessage(`[{"model":"m","inputTokens":3,"outputTokens":1,"totalTokens":4}]`), Model: "m"},
+			`{"type":"SUBAGENT_FINISHED","subagentRunId":"sub1","metadata":{"usage":[{"model":"m","inputTokens":3,"outputTokens":1,"totalTokens":4}],"model":"m"}}`},
+		{"subagent finished, model only", event.Event{Type: event.SubagentFinished, SubagentRunID: "sub1", Model: "m"},
+			`{"type":"SUBAGENT_FINISHED","subagentRunId":"sub1","metadata":{"model":"m"}}`},
+		{"subagent error, usage only", event.Event{Type: event.SubagentError, SubagentRunID: "sub1", Message: "boom",
+			Usage: json.RawMessage(`[ {"inputTokens":3} ]`)},
+			`{"type":"SUBAGENT_ERROR","subagentRunId":"sub1","message":"boom","metadata":{"usage":[{"inputTokens":3}]}}`},
+		{"subagent error, null usage left out", event.Event{Type: event.SubagentError, SubagentRunID: "sub1", Message: "boom", Usage: json.RawMessage("null")},
+			`{"type":"SUBAGENT_ERROR","subagentRunId":"sub1","message":"boom"}`},
 		{"unknown type: every field set", event.Event{Type: "CUSTOM_THING", Name: "n", Content: "c", SubagentRunID: "s"},
 			`{"type":"CUSTOM_THING","content":"c","name":"n","subagentRunId":"s"}`},
 	}
@@ -115,14 +125,24 @@ func TestMarshalJSONPerType(t *testing.T) {
 }
 
 func TestMarshalJSONRejectsInvalidResult(t *testing.T) {
-	e := event.Event{Type: event.SubagentFinished, SubagentRunID: "s", Result: json.RawMessage(`{"unclosed"`)}
-	if _, err := json.Marshal(e); err == nil {
-		t.Fatal("want an error for a Result that is not JSON")
-	}
-	dst := []byte("keep")
-	got, err := e.AppendJSON(dst)
-	if err == nil || string(got) != "keep" {
-		t.Fatalf("AppendJSON = %q, %v; want dst unchanged and an error", got, err)
+	bad := json.RawMessage(`{"unclosed"`)
+	for _, tt := range []struct {
+		e     event.Event
+		field string
+	}{
+		{event.Event{Type: event.SubagentFinished, SubagentRunID: "s", Result: bad}, "Result"},
+		{event.Event{Type: event.SubagentFinished, SubagentRunID: "s", Usage: bad}, "Usage"},
+		{event.Event{Type: event.SubagentError, SubagentRunID: "s", Message: "m", Usage: bad, Model: "m"}, "Usage"},
+		{event.Event{Type: event.RunFinished, Outcome: bad}, "Outcome"},
+	} {
+		if _, err := json.Marshal(tt.e); err == nil || !strings.Contains(err.Error(), tt.field+" is not valid JSON") {
+			t.Errorf("%s with a bad %s: error %v, want one naming %s", tt.e.Type, tt.field, err, tt.field)
+		}
+		dst := []byte("keep")
+		got, err := tt.e.AppendJSON(dst)
+		if err == nil || string(got) != "keep" {
+			t.Errorf("AppendJSON = %q, %v; want dst unchanged and an error", got, err)
+		}
 	}
 }
 

@@ -37,3 +37,12 @@ func (u Usage) IsZero() bool { return u == Usage{} }
 func (u Usage) String() string {
 	return fmt.Sprintf("%d req, %d in, %d out", u.Requests, u.InputTokens, u.OutputTokens)
 }
+
+// ModelUsage is the usage of one model of one provider.
+type ModelUsage struct {
+	// Provider is the provider's name (Namer), or "" when it has none.
+	Provider string
+	// Model is the model that answered, or "" when nobody said.
+	Model string
+	Usage Usage
+}

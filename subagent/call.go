@@ -15,6 +15,7 @@ import (
 	"github.com/deputy-go/deputy/internal/errcode"
 	"github.com/deputy-go/deputy/internal/id"
 	"github.com/deputy-go/deputy/internal/jsonvalue"
+	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/internal/outcome"
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/internal/toolcall"
@@ -114,9 +115,9 @@ func (t *SubAgentTool) invokeNow(ctx context.Context, callID string, args json.R
 	res, err := t.run(cctx, args, in, inv.runID, op.stable)
 	if err != nil {
 		// A failed call hands back what it spent and nothing it said.
-		return tool.Result{Usage: res.Usage}, t.failed(ctx, cctx, inv, err)
+		return tool.Result{Usage: res.Usage}, t.failed(ctx, cctx, inv, err, res.Usage)
 	}
-	inv.finished(res.Content)
+	inv.finished(res.Content, res.Usage)
 	return res, nil
 }
 
@@ -128,6 +129,10 @@ type invocation struct {
 	events bool // whether em listens
 	runID  string
 	stable string // the run id a journal gives it, or ""
+	// spent counts what the invocation's model calls spend, by provider
+	// and model, its own sub-agents' included (nil when neither events nor
+	// an outcome hook would show it).
+	spent *ledger.Ledger
 }
 
 // open starts an invocation under ctx: it returns the child's context, one
@@ -141,7 +146,8 @@ func (t *SubAgentTool) open(ctx context.Context, callID string, op opening) (con
 		// A background job's: SUBAGENT_STARTED went out before the
 		// receipt, and ctx is already in the sub-agent's scope.
 		a.used = true
-		return cctx, invocation{em: a.em, events: a.em.Enabled(), runID: a.runID, stable: op.stable}
+		cctx, spent := ledger.With(cctx)
+		return cctx, invocation{em: a.em, events: a.em.Enabled(), runID: a.runID, stable: op.stable, spent: spent}
 	}
 	em := event.From(ctx) // the scope is looked up once for the call's events
 	inv := invocation{em: em, events: em.Enabled(), stable: op.stable}
@@ -154,6 +160,9 @@ func (t *SubAgentTool) open(ctx context.Context, callID string, op opening) (con
 		inv.runID = op.stable
 	case seen:
 		inv.runID = id.New("sub_")
+	}
+	if inv.events || seen {
+		cctx, inv.spent = ledger.With(cctx)
 	}
 	return cctx, inv
 }
@@ -182,9 +191,9 @@ func (t *SubAgentTool) announceStart(ctx context.Context, em event.Emitter, call
 // own tools asked are attributed to it, and the error goes up as it is.
 // Otherwise the error says when the caller cancelled or the timeout struck
 // (cctx is the child's context), and is capped like an answer.
-func (t *SubAgentTool) failed(ctx, cctx context.Context, inv invocation, err error) error {
+func (t *SubAgentTool) failed(ctx, cctx context.Context, inv invocation, err error, spent provider.Usage) error {
 	if own, ok := suspend(err, inv.suspendedID()); ok {
-		inv.suspended(own)
+		inv.suspended(own, spent)
 		return err
 	}
 	name := t.def.Name
@@ -199,7 +208,7 @@ func (t *SubAgentTool) failed(ctx, cctx context.Context, inv invocation, err err
 	// The error's text reaches the parent's conversation, and is sent
 	// again with every later request: it is capped like an answer.
 	err = capError(err, t.cfg.maxOutput)
-	inv.errored(err)
+	inv.errored(err, spent)
 	return err
 }
 
@@ -216,26 +225,38 @@ func (inv invocation) suspendedID() string {
 	return id.New("sub_")
 }
 
-// finished emits SUBAGENT_FINISHED with the call's result.
-func (inv invocation) finished(content string) {
+// finished emits SUBAGENT_FINISHED with the call's result and what it
+// spent (the invocation's runs reported spent in all).
+func (inv invocation) finished(content string, spent provider.Usage) {
 	if inv.events {
-		inv.em.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: inv.runID, Result: event.JSONString(content)})
+		inv.em.Emit(inv.spending(event.Event{Type: event.SubagentFinished, SubagentRunID: inv.runID, Result: event.JSONString(content)}, spent))
 	}
 }
 
 // suspended emits SUBAGENT_FINISHED with the interrupt outcome: the ids of
 // the questions the invocation waits for.
-func (inv invocation) suspended(own []string) {
+func (inv invocation) suspended(own []string, spent provider.Usage) {
 	if inv.events {
-		inv.em.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: inv.runID, Outcome: outcome.Suspended(own)})
+		inv.em.Emit(inv.spending(event.Event{Type: event.SubagentFinished, SubagentRunID: inv.runID, Outcome: outcome.Suspended(own)}, spent))
 	}
 }
 
 // errored emits SUBAGENT_ERROR with the call's error.
-func (inv invocation) errored(err error) {
+func (inv invocation) errored(err error, spent provider.Usage) {
 	if inv.events {
-		inv.em.Emit(event.Event{Type: event.SubagentError, SubagentRunID: inv.runID, Message: err.Error(), Code: errorCode(err)})
+		inv.em.Emit(inv.spending(event.Event{Type: event.SubagentError, SubagentRunID: inv.runID, Message: err.Error(), Code: errorCode(err)}, spent))
 	}
+}
+
+// spending sets e's usage, per provider and model, and the model that
+// answered the invocation's first request.
+func (inv invocation) spending(e event.Event, spent provider.Usage) event.Event {
+	entries := inv.spent.Entries()
+	e.Usage = ledger.Encode(entries, spent)
+	if len(entries) > 0 {
+		e.Model = entries[0].Model
+	}
+	return e
 }
 
 // announced is a sub-agent invocation whose SUBAGENT_STARTED was emitted
@@ -449,7 +470,7 @@ func (t *SubAgentTool) runChild(ctx context.Context, args json.RawMessage, in ag
 	if err != nil {
 		return tool.Result{}, err
 	}
-	o := Outcome{RunID: runID, Output: out, Usage: runs.usage}
+	o := Outcome{RunID: runID, Arguments: args, Output: out, Usage: runs.usage, Models: ledger.From(ctx).Entries()}
 	if o.Content, o.Value, err = t.accept(out.Answer, v); err != nil {
 		return tool.Result{}, err
 	}

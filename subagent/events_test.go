@@ -184,7 +184,9 @@ func TestErrorEvents(t *testing.T) {
 						t.Fatalf("events = %+v, want STARTED for call_7 and ERROR", events)
 					}
 					want := event.Event{Type: event.SubagentError, SubagentRunID: events[0].SubagentRunID, Message: err.Error(), Code: tt.wantCode}
-					if diff := cmp.Diff(want, events[1], cmpopts.IgnoreFields(event.Event{}, "Timestamp")); diff != "" {
+					// What it spent before failing is there too
+					// (TestNestedEvents checks the counts).
+					if diff := cmp.Diff(want, events[1], cmpopts.IgnoreFields(event.Event{}, "Timestamp", "Usage", "Model")); diff != "" {
 						t.Errorf("ERROR event (-want +got):\n%s", diff)
 					}
 				})
@@ -236,19 +238,26 @@ func TestBusyAndCancelledEvents(t *testing.T) {
 }
 
 // A sub-agent of a sub-agent names its parent invocation: a FromReact
-// child at depth cap 2 whose child is another SubAgentTool.
+// child at depth cap 2 whose child is another SubAgentTool. Each
+// invocation's SUBAGENT_FINISHED carries what it spent per provider and
+// model, its own sub-agents' included, and the model it ran on.
 func TestNestedEvents(t *testing.T) {
+	u := func(in, out int64) provider.Usage { return provider.Usage{Requests: 1, InputTokens: in, OutputTokens: out} }
 	p := fake.NewProvider(
-		fake.Call("planner", `{"system_prompt":"You plan.","task":"Plan the trip."}`).For("lead"),
-		fake.Text("Planned.").For("lead"),
-		fake.Call("helper", `{"task":"Find trains."}`).For("planner"),
-		fake.Text("Plan: take the 9:00 train.").For("planner"),
-		fake.Text("The 9:00 train.").For("helper"),
-	)
+		fake.Call("planner", `{"system_prompt":"You plan.","task":"Plan the trip."}`).WithUsage(u(1000, 100)).For("lead"),
+		fake.Text("Planned.").WithUsage(u(1000, 100)).For("lead"),
+	).Named("acme", "big")
+	pp := fake.NewProvider(
+		fake.Call("helper", `{"task":"Find trains."}`).WithUsage(u(30, 3)).For("planner"),
+		fake.Text("Plan: take the 9:00 train.").WithUsage(u(40, 4)).For("planner"),
+	).Named("acme", "mid")
+	hp := fake.NewProvider(fake.Text("The 9:00 train.").WithUsage(u(5, 1)).For("helper")).Named("other", "small")
 	helper := must(FromFactory("helper", "Finds things.", func(context.Context, json.RawMessage) (agent.Agent, error) {
-		return agent.NewReact(p, agent.WithName("helper"))
+		return agent.NewReact(hp, agent.WithName("helper"))
 	}, WithMaxDepth(2)))(t)
-	planner := must(FromReact("planner", "Plans.", p, must(tool.NewRegistry(helper))(t), WithMaxDepth(2)))(t)
+	var planned Outcome
+	planner := must(FromReact("planner", "Plans.", pp, must(tool.NewRegistry(helper))(t), WithMaxDepth(2),
+		WithOutcome(func(_ context.Context, o Outcome) { planned = o })))(t)
 	lead := newReact(t, p, agent.WithName("lead"), agent.WithTools(planner))
 
 	var rec recorder
@@ -262,17 +271,34 @@ func TestNestedEvents(t *testing.T) {
 		t.Fatalf("%d invocations, want 2", len(started))
 	}
 	leadCall := out.Messages[1].ToolCalls[0].ID
-	plannerCall := p.RequestsFor("planner")[1].Messages[1].ToolCalls[0].ID
+	plannerCall := pp.RequestsFor("planner")[1].Messages[1].ToolCalls[0].ID
 	pl, he := started[0], started[1]
 	want := []event.Event{
 		{Type: event.SubagentStarted, SubagentRunID: pl.SubagentRunID, Name: "planner", Description: "Plans.", ParentToolCallID: leadCall},
 		{Type: event.SubagentStarted, SubagentRunID: he.SubagentRunID, Name: "helper", Description: "Finds things.",
 			ParentSubagentRunID: pl.SubagentRunID, ParentToolCallID: plannerCall},
-		{Type: event.SubagentFinished, SubagentRunID: he.SubagentRunID, Result: event.JSONString("The 9:00 train.")},
-		{Type: event.SubagentFinished, SubagentRunID: pl.SubagentRunID, Result: event.JSONString("Plan: take the 9:00 train.")},
+		{Type: event.SubagentFinished, SubagentRunID: he.SubagentRunID, Result: event.JSONString("The 9:00 train."),
+			Usage: json.RawMessage(`[{"provider":"other","model":"small","inputTokens":5,"outputTokens":1,"totalTokens":6}]`), Model: "small"},
+		{Type: event.SubagentFinished, SubagentRunID: pl.SubagentRunID, Result: event.JSONString("Plan: take the 9:00 train."),
+			Usage: json.RawMessage(`[{"provider":"acme","model":"mid","inputTokens":70,"outputTokens":7,"totalTokens":77},` +
+				`{"provider":"other","model":"small","inputTokens":5,"outputTokens":1,"totalTokens":6}]`), Model: "mid"},
 	}
 	if diff := cmp.Diff(want, rec.subagentEvents(), cmpopts.IgnoreFields(event.Event{}, "Timestamp")); diff != "" {
 		t.Errorf("SUBAGENT events (-want +got):\n%s", diff)
+	}
+	// The Go caller gets the same, and the call's arguments.
+	wantModels := []provider.ModelUsage{
+		{Provider: "acme", Model: "mid", Usage: provider.Usage{Requests: 2, InputTokens: 70, OutputTokens: 7}},
+		{Provider: "other", Model: "small", Usage: u(5, 1)},
+	}
+	if diff := cmp.Diff(wantModels, planned.Models); diff != "" {
+		t.Errorf("Outcome.Models (-want +got):\n%s", diff)
+	}
+	if got, want := string(planned.Arguments), `{"system_prompt":"You plan.","task":"Plan the trip."}`; got != want {
+		t.Errorf("Outcome.Arguments = %s, want %s", got, want)
+	}
+	if planned.RunID != pl.SubagentRunID || planned.Usage != (provider.Usage{Requests: 3, InputTokens: 75, OutputTokens: 8}) {
+		t.Errorf("Outcome = {RunID %s, Usage %v}, want {%s, 3 req, 75 in, 8 out}", planned.RunID, planned.Usage, pl.SubagentRunID)
 	}
 	// The planner's call of the helper is announced under the planner's
 	// invocation.
@@ -318,9 +344,9 @@ func TestEventsEncodeAsAGUIJSON(t *testing.T) {
 	}
 	want := [][]string{
 		{"description", "name", "parentToolCallId", "subagentRunId", "type"},
-		{"result", "subagentRunId", "type"},
+		{"metadata", "result", "subagentRunId", "type"},
 		{"description", "name", "parentToolCallId", "subagentRunId", "type"},
-		{"code", "message", "subagentRunId", "type"},
+		{"code", "message", "metadata", "subagentRunId", "type"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("JSON keys (-want +got):\n%s", diff)

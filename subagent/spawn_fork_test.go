@@ -155,7 +155,7 @@ func TestSpawnForkNameAndPrompt(t *testing.T) {
 	}
 	want := []event.Event{
 		{Type: event.SubagentStarted, Name: "scout", Description: "a fork of the calling agent", ParentToolCallID: "c1"},
-		{Type: event.SubagentFinished},
+		{Type: event.SubagentFinished, Model: "fake"},
 	}
 	if diff := cmp.Diff(want, rec.of(event.SubagentStarted, event.SubagentFinished, event.SubagentError)); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)

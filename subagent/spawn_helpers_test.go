@@ -146,14 +146,15 @@ func (r *recorder) Emit(e event.Event) {
 }
 
 // of returns the events of the given types, in order, with their time
-// stamps and ids cleared for comparison.
+// stamps, ids and token counts cleared for comparison (TestNestedEvents
+// checks the counts).
 func (r *recorder) of(types ...event.Type) []event.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []event.Event
 	for _, e := range r.events {
 		if slices.Contains(types, e.Type) {
-			e.Timestamp, e.SubagentRunID, e.Result = 0, "", nil
+			e.Timestamp, e.SubagentRunID, e.Result, e.Usage = 0, "", nil, nil
 			out = append(out, e)
 		}
 	}

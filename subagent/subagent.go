@@ -449,11 +449,18 @@ func WithInput(fn func(args json.RawMessage) (agent.Input, error)) Option {
 type Outcome struct {
 	// RunID is the sub-agent run id of the call (the one its events carry).
 	RunID string
+	// Arguments are the call's arguments, as the model wrote them (the
+	// empty object for none).
+	Arguments json.RawMessage
 	// Output is the child's last run: its answer, messages and usage.
 	Output agent.Output
 	// Usage is what every run of the call cost, retries and grandchildren
 	// included.
 	Usage provider.Usage
+	// Models is Usage by provider and model, for the model calls made by
+	// agent.React runs under the call (an agent that calls its model
+	// itself is in Usage only).
+	Models []provider.ModelUsage
 	// Value is the validated answer, when the tool validates: a Result under
 	// WithResult, a T under OutputOf[T], the decoded JSON under
 	// WithOutputSchema. It is nil when the answer failed validation, but

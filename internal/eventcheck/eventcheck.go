@@ -72,8 +72,8 @@ var allowed = map[event.Type][]string{
 	event.ToolCallEnd:        {"toolCallId", "subagentRunId"},
 	event.ToolCallResult:     {"messageId", "toolCallId", "content", "role", "subagentRunId"},
 	event.SubagentStarted:    {"subagentRunId", "name", "description", "parentSubagentRunId", "parentToolCallId", "parentMessageId"},
-	event.SubagentFinished:   {"subagentRunId", "result", "outcome"},
-	event.SubagentError:      {"subagentRunId", "message", "code"},
+	event.SubagentFinished:   {"subagentRunId", "result", "outcome", "metadata"},
+	event.SubagentError:      {"subagentRunId", "message", "code", "metadata"},
 }
 
 // Wire checks the JSON encoding of each event: the fields its type requires

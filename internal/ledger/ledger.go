@@ -1,49 +1,56 @@
-// Package ledger counts the model usage of one top-level run by provider
-// and model: every model call made under the run's context, at any depth
-// and in background work, adds to it. The AG-UI handler reports it as
-// RUN_FINISHED's usage, one entry per provider and model.
+// Package ledger counts model usage by provider and model: every model call
+// made under a context that carries a ledger, at any depth and in background
+// work, adds to it. Ledgers nest: a sub-agent invocation keeps one of its
+// own inside its parent's, and a call adds to both. The AG-UI handler
+// reports a top-level run's ledger as RUN_FINISHED's usage, and the
+// sub-agent tools report an invocation's on SUBAGENT_FINISHED.
 package ledger
 
 import (
 	"context"
+	"encoding/json"
+	"strconv"
 	"sync"
 
 	"github.com/deputy-go/deputy/provider"
 )
 
-// Entry is the usage of one provider and model.
-type Entry struct {
-	// Provider is the provider's name (provider.Namer), or "" when it has
-	// none.
-	Provider string
-	// Model is the model that answered, or "" when nobody said.
-	Model string
-	Usage provider.Usage
-}
-
-// Ledger is the usage of one run. It is safe for concurrent use: the
-// children of a fan-out add to it from their own goroutines.
+// Ledger is the usage of one run or invocation. It is safe for concurrent
+// use: the children of a fan-out add to it from their own goroutines.
 type Ledger struct {
+	parent  *Ledger
 	mu      sync.Mutex
-	entries []Entry // in the order each provider and model first appeared
+	entries []provider.ModelUsage // in the order each provider and model first appeared
 }
 
 type key struct{}
 
-// With returns ctx carrying a new ledger, and the ledger.
+// With returns ctx carrying a new ledger inside the ledger of ctx, if any,
+// and the new ledger.
 func With(ctx context.Context) (context.Context, *Ledger) {
-	l := &Ledger{}
+	l := &Ledger{parent: From(ctx)}
 	return context.WithValue(ctx, key{}, l), l
 }
 
-// Add adds u, spent by one call to model of providerName, to the ledger of
-// ctx. Without a ledger, or for a call that cost nothing (an answer
-// replayed from a journal), it does nothing.
-func Add(ctx context.Context, providerName, model string, u provider.Usage) {
+// From returns the ledger of ctx, or nil.
+func From(ctx context.Context) *Ledger {
 	l, _ := ctx.Value(key{}).(*Ledger)
-	if l == nil || u.IsZero() {
+	return l
+}
+
+// Add adds u, spent by one call to model of providerName, to the ledger of
+// ctx and the ledgers it is inside. Without a ledger, or for a call that
+// cost nothing (an answer replayed from a journal), it does nothing.
+func Add(ctx context.Context, providerName, model string, u provider.Usage) {
+	if u.IsZero() {
 		return
 	}
+	for l := From(ctx); l != nil; l = l.parent {
+		l.add(providerName, model, u)
+	}
+}
+
+func (l *Ledger) add(providerName, model string, u provider.Usage) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i := range l.entries {
@@ -52,24 +59,108 @@ func Add(ctx context.Context, providerName, model string, u provider.Usage) {
 			return
 		}
 	}
-	l.entries = append(l.entries, Entry{Provider: providerName, Model: model, Usage: u})
+	l.entries = append(l.entries, provider.ModelUsage{Provider: providerName, Model: model, Usage: u})
 }
 
 // Entries returns the ledger's entries, one per provider and model, in the
-// order they first spent.
-func (l *Ledger) Entries() []Entry {
+// order they first spent. A nil Ledger has none.
+func (l *Ledger) Entries() []provider.ModelUsage {
+	if l == nil {
+		return nil
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]Entry(nil), l.entries...)
+	return append([]provider.ModelUsage(nil), l.entries...)
 }
 
 // Total returns the sum of the entries.
 func (l *Ledger) Total() provider.Usage {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var u provider.Usage
-	for _, e := range l.entries {
+	for _, e := range l.Entries() {
 		u = u.Add(e.Usage)
 	}
 	return u
+}
+
+// JSON is the usage of an event: one AG-UI TokenUsage per provider and
+// model for the model calls in l (nil: none), calls replayed from a journal
+// left out. Usage reported that no call in l accounts for (an agent that
+// calls its model itself) is one more entry, without provider and model.
+// Nil when nothing was spent.
+func JSON(l *Ledger, reported provider.Usage) json.RawMessage {
+	return Encode(l.Entries(), reported)
+}
+
+// Encode is JSON for entries already taken from a ledger.
+func Encode(entries []provider.ModelUsage, reported provider.Usage) json.RawMessage {
+	var b []byte
+	var seen provider.Usage
+	for _, e := range entries {
+		b = appendTokenUsage(b, e.Provider, e.Model, e.Usage)
+		seen = seen.Add(e.Usage)
+	}
+	rest := provider.Usage{
+		InputTokens:      max(reported.InputTokens-seen.InputTokens, 0),
+		OutputTokens:     max(reported.OutputTokens-seen.OutputTokens, 0),
+		CacheReadTokens:  max(reported.CacheReadTokens-seen.CacheReadTokens, 0),
+		CacheWriteTokens: max(reported.CacheWriteTokens-seen.CacheWriteTokens, 0),
+	}
+	if rest.Tokens() > 0 {
+		b = appendTokenUsage(b, "", "", rest)
+	}
+	if len(b) == 0 {
+		return nil
+	}
+	b[0] = '['
+	return append(b, ']')
+}
+
+// appendTokenUsage appends ",{…}", AG-UI's TokenUsage for the counts of one
+// provider and model: inputTokens, outputTokens and totalTokens always,
+// provider, model, cachedInputTokens and cacheWriteInputTokens when set.
+// Input tokens include the cached ones, as deputy counts them too.
+func appendTokenUsage(b []byte, providerName, model string, u provider.Usage) []byte {
+	if b == nil {
+		b = make([]byte, 0, 128)
+	}
+	b = append(b, ",{"...)
+	if providerName != "" {
+		b = append(b, `"provider":`...)
+		b = appendString(b, providerName)
+		b = append(b, ',')
+	}
+	if model != "" {
+		b = append(b, `"model":`...)
+		b = appendString(b, model)
+		b = append(b, ',')
+	}
+	b = append(b, `"inputTokens":`...)
+	b = strconv.AppendInt(b, u.InputTokens, 10)
+	b = append(b, `,"outputTokens":`...)
+	b = strconv.AppendInt(b, u.OutputTokens, 10)
+	b = append(b, `,"totalTokens":`...)
+	b = strconv.AppendInt(b, u.InputTokens+u.OutputTokens, 10)
+	if u.CacheReadTokens != 0 {
+		b = append(b, `,"cachedInputTokens":`...)
+		b = strconv.AppendInt(b, u.CacheReadTokens, 10)
+	}
+	if u.CacheWriteTokens != 0 {
+		b = append(b, `,"cacheWriteInputTokens":`...)
+		b = strconv.AppendInt(b, u.CacheWriteTokens, 10)
+	}
+	return append(b, '}')
+}
+
+// appendString appends s as a JSON string. Names are plain ASCII as a rule;
+// anything else goes through encoding/json.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string cannot fail
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }

@@ -1,0 +1,92 @@
+package ledger_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/deputy-go/deputy/internal/ledger"
+	"github.com/deputy-go/deputy/provider"
+)
+
+// A call adds to its own ledger and every ledger it is inside, and to none
+// beside it.
+func TestLedgersNest(t *testing.T) {
+	ctx, run := ledger.With(context.Background())
+	child, inChild := ledger.With(ctx)
+	sibling, inSibling := ledger.With(ctx)
+	grand, inGrand := ledger.With(child)
+
+	ledger.Add(ctx, "acme", "big", provider.Usage{Requests: 1, InputTokens: 100, OutputTokens: 10})
+	ledger.Add(child, "acme", "mid", provider.Usage{Requests: 1, InputTokens: 20, OutputTokens: 2})
+	ledger.Add(grand, "other", "small", provider.Usage{Requests: 1, InputTokens: 3, OutputTokens: 1})
+	ledger.Add(sibling, "acme", "mid", provider.Usage{Requests: 1, InputTokens: 5})
+	ledger.Add(grand, "other", "small", provider.Usage{}) // a replayed call: nothing
+
+	mid := provider.ModelUsage{Provider: "acme", Model: "mid", Usage: provider.Usage{Requests: 2, InputTokens: 25, OutputTokens: 2}}
+	small := provider.ModelUsage{Provider: "other", Model: "small", Usage: provider.Usage{Requests: 1, InputTokens: 3, OutputTokens: 1}}
+	for _, tt := range []struct {
+		name string
+		l    *ledger.Ledger
+		want []provider.ModelUsage
+	}{
+		{"run", run, []provider.ModelUsage{{Provider: "acme", Model: "big", Usage: provider.Usage{Requests: 1, InputTokens: 100, OutputTokens: 10}}, mid, small}},
+		{"child", inChild, []provider.ModelUsage{{Provider: "acme", Model: "mid", Usage: provider.Usage{Requests: 1, InputTokens: 20, OutputTokens: 2}}, small}},
+		{"grandchild", inGrand, []provider.ModelUsage{small}},
+		{"sibling", inSibling, []provider.ModelUsage{{Provider: "acme", Model: "mid", Usage: provider.Usage{Requests: 1, InputTokens: 5}}}},
+	} {
+		if diff := cmp.Diff(tt.want, tt.l.Entries()); diff != "" {
+			t.Errorf("%s's entries (-want +got):\n%s", tt.name, diff)
+		}
+	}
+	if got := run.Total(); got != (provider.Usage{Requests: 4, InputTokens: 128, OutputTokens: 13}) {
+		t.Errorf("run total %v", got)
+	}
+	var none *ledger.Ledger
+	if none.Entries() != nil || ledger.From(context.Background()) != nil {
+		t.Error("no ledger should have no entries")
+	}
+	ledger.Add(context.Background(), "acme", "big", provider.Usage{InputTokens: 1}) // no ledger: no panic
+}
+
+func TestAddIsSafeForConcurrentUse(t *testing.T) {
+	ctx, run := ledger.With(context.Background())
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			child, _ := ledger.With(ctx)
+			for range 100 {
+				ledger.Add(child, "acme", "big", provider.Usage{Requests: 1, InputTokens: 1})
+			}
+		})
+	}
+	wg.Wait()
+	if got := run.Total(); got.Requests != 800 || got.InputTokens != 800 {
+		t.Errorf("total %v, want 800 requests and tokens", got)
+	}
+}
+
+func TestJSON(t *testing.T) {
+	_, l := ledger.With(context.Background())
+	if got := ledger.JSON(l, provider.Usage{}); got != nil {
+		t.Errorf("nothing spent: %s, want nil", got)
+	}
+	ctx := context.WithValue(context.Background(), struct{}{}, 0)
+	ctx, l = ledger.With(ctx)
+	ledger.Add(ctx, "acme", "big", provider.Usage{Requests: 1, InputTokens: 100, OutputTokens: 10, CacheReadTokens: 60, CacheWriteTokens: 5})
+	ledger.Add(ctx, "", "we\"ird\n<model>", provider.Usage{Requests: 1, InputTokens: 1, OutputTokens: 1})
+	// 30 more input tokens were reported than the calls account for.
+	got := ledger.JSON(l, provider.Usage{InputTokens: 131, OutputTokens: 11, CacheReadTokens: 60, CacheWriteTokens: 5})
+	want := `[{"provider":"acme","model":"big","inputTokens":100,"outputTokens":10,"totalTokens":110,"cachedInputTokens":60,"cacheWriteInputTokens":5},` +
+		`{"model":"we\"ird\n\u003cmodel\u003e","inputTokens":1,"outputTokens":1,"totalTokens":2},` +
+		`{"inputTokens":30,"outputTokens":0,"totalTokens":30}]`
+	if string(got) != want {
+		t.Errorf("JSON:\n got %s\nwant %s", got, want)
+	}
+	if !json.Valid(got) {
+		t.Error("not valid JSON")
+	}
+}
