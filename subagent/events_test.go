@@ -242,7 +242,9 @@ func TestBusyAndCancelledEvents(t *testing.T) {
 // invocation's SUBAGENT_FINISHED carries what it spent per provider and
 // model, its own sub-agents' included, and the model it ran on.
 func TestNestedEvents(t *testing.T) {
-	u := func(in, out int64) provider.Usage { return provider.Usage{Requests: 1, InputTokens: in, OutputTokens: out} }
+	u := func(in, out int64) provider.Usage {
+		return provider.Usage{Requests: 1, InputTokens: in, OutputTokens: out}
+	}
 	p := fake.NewProvider(
 		fake.Call("planner", `{"system_prompt":"You plan.","task":"Plan the trip."}`).WithUsage(u(1000, 100)).For("lead"),
 		fake.Text("Planned.").WithUsage(u(1000, 100)).For("lead"),
