@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 
+	"github.com/deputy-go/deputy/internal/id"
 	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -19,7 +20,7 @@ import (
 // under, with its children's journal scope (under which tool.Ask derives
 // its interrupts' ids), and its stable run id.
 func journalInvocation(ctx context.Context, js *journal.Scope, key string) (context.Context, string) {
-	return journal.With(ctx, js.Child(key)), js.ID("sub_", key)
+	return journal.With(ctx, js.Child(key)), id.FromHash("sub_", js.Sum(key))
 }
 
 // job returns the job id and the sub-agent run id of the background job
@@ -27,7 +28,7 @@ func journalInvocation(ctx context.Context, js *journal.Scope, key string) (cont
 // run (a call id the model repeats in a later step counts up).
 func jobIDs(s *journal.Scope, callID string) (jobID, runID string) {
 	sum := sha256.Sum256([]byte(s.J.Turn() + "\x1f" + s.Key("job", []byte(callID))))
-	return "job_" + hex.EncodeToString(sum[:8]), "sub_" + hex.EncodeToString(sum[8:20])
+	return "job_" + hex.EncodeToString(sum[:8]), id.FromHash("sub_", sum[8:16])
 }
 
 // suspend reports whether err is an interrupt; if so it attributes the

@@ -95,8 +95,15 @@ const maxPrefix = 256
 // ID returns a stable id with the given prefix for the thing recorded
 // under key in the turn: the same on every run of the turn.
 func (s *Scope) ID(prefix, key string) string {
-	sum := sha256.Sum256([]byte(s.J.Turn() + "\x1f" + key))
+	sum := s.Sum(key)
 	return prefix + hex.EncodeToString(sum[:12])
+}
+
+// Sum returns the hash ID derives its id from: the same in every run of
+// the turn.
+func (s *Scope) Sum(key string) []byte {
+	sum := sha256.Sum256([]byte(s.J.Turn() + "\x1f" + key))
+	return sum[:]
 }
 
 // Enter counts an invocation in progress (see Leave).
