@@ -7,6 +7,7 @@ import (
 	"log"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
@@ -247,4 +248,38 @@ func ExampleWithOutcome() {
 	// sub_: {Task:login page Hours:6}, 1 req, 40 in, 9 out
 	// sub_: {Task:logout button Hours:1}, 1 req, 41 in, 9 out
 	// 2 estimates; About 7 hours in all.
+}
+
+// A Tree records what a run delegated: each invocation's arguments, state,
+// model, usage per model and wall time, under the invocation that started
+// it.
+func ExampleTree() {
+	lead := fake.NewProvider(
+		fake.Call("reviewer", `{"task":"Review the retry change."}`).For("lead"),
+		fake.Text("The change is sound.").For("lead"),
+	).Named("acme", "large")
+	small := fake.NewProvider(
+		fake.Text("Sound: retries back off and stop after five.").WithUsage(provider.Usage{Requests: 1, InputTokens: 120, OutputTokens: 12}).For("reviewer"),
+	).Named("acme", "small")
+	reviewer, err := subagent.FromReact("reviewer", "Reviews a change.", small, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	a, err := agent.NewReact(lead, agent.WithName("lead"), agent.WithTools(reviewer))
+	if err != nil {
+		log.Fatal(err)
+	}
+	tree := subagent.NewTree(nil)
+	if _, err := a.Run(event.WithSink(context.Background(), tree), agent.Input{Text: "Is the retry change sound?"}); err != nil {
+		log.Fatal(err)
+	}
+	for _, n := range tree.Roots() {
+		fmt.Printf("%s %s %s on %s\n", n.Name, n.Arguments, n.State, n.Model)
+		for _, u := range n.Usage {
+			fmt.Printf("  %s/%s: %d in, %d out\n", u.Provider, u.Model, u.Usage.InputTokens, u.Usage.OutputTokens)
+		}
+	}
+	// Output:
+	// reviewer {"task":"Review the retry change."} succeeded on small
+	//   acme/small: 120 in, 12 out
 }

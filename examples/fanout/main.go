@@ -1,8 +1,8 @@
 // Command fanout shows a lead agent fanning out: in one turn it spawns three
 // researchers with spawn_subagent, each asked for a typed answer through an
 // output schema, and writes its answer from their validated findings. It
-// prints the run tree with each child's usage and wall time, which shows the
-// children running side by side.
+// prints the run tree (subagent.Tree) with each child's model, tokens and
+// wall time, which shows the children running side by side.
 //
 // It runs on the scripted fake provider, so it needs no key and no network;
 // the researchers take 300 to 500 ms to answer. Built with -tags realmodel,
@@ -18,7 +18,6 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/deputy-go/deputy/agent"
@@ -59,8 +58,7 @@ func run(ctx context.Context, w io.Writer, getenv func(string) string) error {
 	if about == pick.FakeDescription {
 		about = "provider: fake (scripted replies; the researchers answer after 300-500 ms)"
 	}
-	m := &meter{}
-	model := provider.Wrap(chosen, m.count) // streams if chosen does
+	model := chosen
 	fmt.Fprintln(w, about)
 
 	// The roster the lead picks from, by name and description.
@@ -95,7 +93,9 @@ func run(ctx context.Context, w io.Writer, getenv func(string) string) error {
 		return err
 	}
 
-	tree := &tree{}
+	// The tree of what the lead delegated: each child's arguments, state,
+	// model, usage per model and wall time.
+	tree := subagent.NewTree(nil)
 	ctx = event.WithSink(ctx, tree)
 	start := time.Now()
 	out, err := lead.Run(ctx, agent.Input{Text: question})
@@ -105,7 +105,7 @@ func run(ctx context.Context, w io.Writer, getenv func(string) string) error {
 	wall := time.Since(start)
 
 	fmt.Fprintln(w)
-	tree.print(w, out, wall, m)
+	printTree(w, out, wall, tree.Roots())
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "answer:", out.Answer)
 	return nil
@@ -163,98 +163,33 @@ func synthesize(ctx context.Context, req provider.Request) (provider.Response, e
 	return provider.Response{Message: msg, Usage: fake.Usage(req, msg), StopReason: provider.StopEndTurn}, nil
 }
 
-// meter counts usage per sub-agent invocation, read from the event
-// attribution the sub-agent tool puts in the context, around every model
-// call (provider.Wrap).
-type meter struct {
-	mu    sync.Mutex
-	bySub map[string]provider.Usage
-}
-
-func (m *meter) count(ctx context.Context, req provider.Request, next provider.Next) (provider.Response, error) {
-	resp, err := next(ctx, req)
-	if id := event.SubagentRunID(ctx); id != "" {
-		m.mu.Lock()
-		if m.bySub == nil {
-			m.bySub = map[string]provider.Usage{}
-		}
-		m.bySub[id] = m.bySub[id].Add(resp.Usage)
-		m.mu.Unlock()
-	}
-	return resp, err
-}
-
-func (m *meter) usage(subRunID string) provider.Usage {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.bySub[subRunID]
-}
-
-// tree is an event sink that records each sub-agent invocation.
-type tree struct {
-	mu   sync.Mutex
-	subs map[string]*node
-}
-
-type node struct {
-	name, callID, status string
-	start, end           time.Time
-}
-
-func (t *tree) Emit(e event.Event) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.subs == nil {
-		t.subs = map[string]*node{}
-	}
-	switch e.Type {
-	case event.SubagentStarted:
-		t.subs[e.SubagentRunID] = &node{name: e.Name, callID: e.ParentToolCallID, start: time.Now(), status: "running"}
-	case event.SubagentFinished:
-		if n := t.subs[e.SubagentRunID]; n != nil {
-			n.end, n.status = time.Now(), "ok"
-		}
-	case event.SubagentError:
-		if n := t.subs[e.SubagentRunID]; n != nil {
-			n.end, n.status = time.Now(), "error: "+e.Code
-		}
-	}
-}
-
-// print renders the run tree: the lead, then each child in the order of
-// the calls that started it.
-func (t *tree) print(w io.Writer, out agent.Output, wall time.Duration, m *meter) {
-	tasks := map[string]string{}
+// printTree renders the run tree: the lead, then each child in the order the
+// lead called them, with its model, tokens and wall time.
+func printTree(w io.Writer, out agent.Output, wall time.Duration, children []*subagent.Node) {
 	order := map[string]int{}
 	for _, msg := range out.Messages {
 		for _, c := range msg.ToolCalls {
-			var a struct {
-				Task string `json:"task"`
-			}
-			_ = json.Unmarshal(c.Arguments, &a)
-			tasks[c.ID], order[c.ID] = a.Task, len(order)
+			order[c.ID] = len(order)
 		}
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	ids := make([]string, 0, len(t.subs))
-	for id := range t.subs {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return order[t.subs[ids[i]].callID] < order[t.subs[ids[j]].callID] })
+	sort.Slice(children, func(i, j int) bool { return order[children[i].ToolCallID] < order[children[j].ToolCallID] })
 
 	fmt.Fprintln(w, "usage is requests, tokens in, tokens out; the lead's own calls, then its children's")
 	fmt.Fprintf(w, "lead  own %v  children %v  wall %v\n", out.Usage, out.ChildUsage, wall.Round(10*time.Millisecond))
 	var sum time.Duration
-	for i, id := range ids {
-		n := t.subs[id]
+	for i, n := range children {
 		branch := "├─"
-		if i == len(ids)-1 {
+		if i == len(children)-1 {
 			branch = "└─"
 		}
-		d := n.end.Sub(n.start)
-		sum += d
-		fmt.Fprintf(w, "%s %-9s %-4s %v  wall %v  %q\n", branch, n.name, n.status, m.usage(id), d.Round(10*time.Millisecond), tasks[n.callID])
+		var a struct {
+			Task string `json:"task"`
+		}
+		_ = json.Unmarshal(n.Arguments, &a)
+		u := n.TotalUsage()
+		sum += n.Wall()
+		fmt.Fprintf(w, "%s %-9s %-9s %s  %d in, %d out  wall %v  %q\n", branch, n.Name, n.State, n.Model,
+			u.InputTokens, u.OutputTokens, n.Wall().Round(10*time.Millisecond), a.Task)
 	}
 	fmt.Fprintf(w, "the children's wall times add up to %v; side by side they took %v\n",
 		sum.Round(10*time.Millisecond), wall.Round(10*time.Millisecond))

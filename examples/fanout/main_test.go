@@ -21,7 +21,7 @@ func TestFanout(t *testing.T) {
 	for _, want := range []string{
 		"provider: fake (scripted replies;",
 		"usage is requests, tokens in, tokens out",
-		"├─ historian ok", "├─ economist ok", "└─ planner", "side by side they took",
+		"├─ historian succeeded fake", "├─ economist succeeded fake", "└─ planner", "side by side they took",
 		"answer: Yes, on balance:",
 	} {
 		if !strings.Contains(out.String(), want) {

@@ -1,0 +1,241 @@
+package subagent
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/provider"
+)
+
+// Tree is an event.Sink that builds the tree of what a run delegated: one
+// Node per sub-agent invocation, under the invocation whose tool call
+// started it. Give it to a run, then read the tree when the run returns:
+//
+//	tree := subagent.NewTree(nil)
+//	out, err := lead.Run(event.WithSink(ctx, tree), agent.Input{Text: "…"})
+//	for _, n := range tree.Roots() {
+//		fmt.Println(n.Name, n.State, n.Model, n.Wall())
+//	}
+//
+// It reads the SUBAGENT_* events and the arguments the spawning tool calls
+// stream (TOOL_CALL_ARGS), and passes every event on to the sink it wraps,
+// so a server can keep its own. It is safe for concurrent use, and may be
+// read while the run goes on.
+//
+// What it keeps is bounded by the run: one Node per invocation, and the
+// arguments of tool calls that have not yet had their result.
+type Tree struct {
+	next  event.Sink
+	mu    sync.Mutex
+	roots []*Node
+	byRun map[string]*Node            // sub-agent run id -> its node
+	args  map[string]*strings.Builder // tool call id -> its arguments so far
+	done  map[string]json.RawMessage  // tool call id -> its arguments, ended, until a sub-agent claims them
+}
+
+// NewTree returns an empty Tree that passes every event on to next, which
+// may be nil.
+func NewTree(next event.Sink) *Tree {
+	return &Tree{next: next, byRun: map[string]*Node{}, args: map[string]*strings.Builder{}, done: map[string]json.RawMessage{}}
+}
+
+// State is where a sub-agent invocation stands.
+type State string
+
+// The states of a Node.
+const (
+	// Running: the invocation has started and not yet finished.
+	Running State = "running"
+	// Succeeded: the child answered, and the answer went to the parent.
+	Succeeded State = "succeeded"
+	// Suspended: the child waits for a person's answer (an interrupt); a
+	// later run resumes it.
+	Suspended State = "suspended"
+	// Failed: the call failed; Node.Error says why.
+	Failed State = "failed"
+	// Cancelled: the caller cancelled the call, or the run was stopped.
+	Cancelled State = "cancelled"
+)
+
+// Node is one sub-agent invocation in a Tree.
+type Node struct {
+	// RunID is the invocation's sub-agent run id.
+	RunID string
+	// Name is the sub-agent's name, the tool the parent called.
+	Name string
+	// ToolCallID is the parent's tool call that started the invocation.
+	ToolCallID string
+	// Arguments are that tool call's arguments, as the model wrote them
+	// (nil when the stream did not carry them, as for a call announced by
+	// the run that a resumed run continues).
+	Arguments json.RawMessage
+	// State is where the invocation stands.
+	State State
+	// Result is the answer the parent got, as JSON (a JSON string for
+	// text), when it Succeeded.
+	Result json.RawMessage
+	// Error and Code are the failure's message and code ("timeout",
+	// "cancelled", …) when it Failed or was Cancelled.
+	Error, Code string
+	// Model is the model that answered the invocation's first request.
+	Model string
+	// Usage is what the invocation spent per provider and model, its own
+	// sub-agents' included. The events carry tokens, not requests:
+	// Requests is 0.
+	Usage []provider.ModelUsage
+	// Started and Finished are when the invocation started and ended (the
+	// events' timestamps, or when the Tree saw them); Finished is zero
+	// while it runs.
+	Started, Finished time.Time
+	// Children are the invocations its own tool calls started, in order.
+	Children []*Node
+}
+
+// Wall returns how long the invocation ran, or has run so far.
+func (n *Node) Wall() time.Duration {
+	if n.Finished.IsZero() {
+		return time.Since(n.Started)
+	}
+	return n.Finished.Sub(n.Started)
+}
+
+// TotalUsage returns the sum of Usage.
+func (n *Node) TotalUsage() provider.Usage {
+	var u provider.Usage
+	for _, m := range n.Usage {
+		u = u.Add(m.Usage)
+	}
+	return u
+}
+
+// Roots returns the invocations the top-level run started, each with its
+// children: a copy, which later events do not change.
+func (t *Tree) Roots() []*Node {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return copyNodes(t.roots)
+}
+
+func copyNodes(nodes []*Node) []*Node {
+	if nodes == nil {
+		return nil
+	}
+	out := make([]*Node, len(nodes))
+	for i, n := range nodes {
+		c := *n
+		c.Usage = slices.Clone(n.Usage)
+		c.Children = copyNodes(n.Children)
+		out[i] = &c
+	}
+	return out
+}
+
+// Emit records e, then passes it on.
+func (t *Tree) Emit(e event.Event) {
+	t.record(e)
+	if t.next != nil {
+		t.next.Emit(e)
+	}
+}
+
+func (t *Tree) record(e event.Event) {
+	switch e.Type {
+	case event.ToolCallStart, event.ToolCallArgs, event.ToolCallEnd, event.ToolCallResult,
+		event.SubagentStarted, event.SubagentFinished, event.SubagentError:
+	default:
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch e.Type {
+	case event.ToolCallStart:
+		t.args[e.ToolCallID] = &strings.Builder{}
+	case event.ToolCallArgs:
+		if b := t.args[e.ToolCallID]; b != nil {
+			b.WriteString(e.Delta)
+		}
+	case event.ToolCallEnd:
+		if b := t.args[e.ToolCallID]; b != nil {
+			delete(t.args, e.ToolCallID)
+			t.done[e.ToolCallID] = json.RawMessage(b.String())
+		}
+	case event.ToolCallResult:
+		delete(t.args, e.ToolCallID)
+		delete(t.done, e.ToolCallID)
+	case event.SubagentStarted:
+		n := &Node{RunID: e.SubagentRunID, Name: e.Name, ToolCallID: e.ParentToolCallID, State: Running, Started: when(e)}
+		if a, ok := t.done[e.ParentToolCallID]; ok {
+			n.Arguments = a
+			delete(t.done, e.ParentToolCallID)
+		}
+		if parent := t.byRun[e.ParentSubagentRunID]; parent != nil && e.ParentSubagentRunID != "" {
+			parent.Children = append(parent.Children, n)
+		} else {
+			t.roots = append(t.roots, n)
+		}
+		t.byRun[n.RunID] = n
+	case event.SubagentFinished, event.SubagentError:
+		n := t.byRun[e.SubagentRunID]
+		if n == nil {
+			return // it started in a stream this Tree did not see
+		}
+		n.Finished = when(e)
+		n.Model = e.Model
+		n.Usage = decodeUsage(e.Usage)
+		switch {
+		case e.Type == event.SubagentError && e.Code == "cancelled":
+			n.State, n.Error, n.Code = Cancelled, e.Message, e.Code
+		case e.Type == event.SubagentError:
+			n.State, n.Error, n.Code = Failed, e.Message, e.Code
+		case outcomeType(e.Outcome) == "suspended":
+			n.State = Suspended
+		case outcomeType(e.Outcome) == "cancelled":
+			n.State = Cancelled
+		default:
+			n.State, n.Result = Succeeded, e.Result
+		}
+	}
+}
+
+// when is the event's time: its timestamp, or now.
+func when(e event.Event) time.Time {
+	if e.Timestamp != 0 {
+		return time.UnixMilli(e.Timestamp)
+	}
+	return time.Now()
+}
+
+func outcomeType(raw json.RawMessage) string {
+	var o struct {
+		Type string `json:"type"`
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &o) != nil {
+		return ""
+	}
+	return o.Type
+}
+
+// decodeUsage reads the AG-UI TokenUsage array an event carries.
+func decodeUsage(raw json.RawMessage) []provider.ModelUsage {
+	var in []struct {
+		Provider    string `json:"provider"`
+		Model       string `json:"model"`
+		Input       int64  `json:"inputTokens"`
+		Output      int64  `json:"outputTokens"`
+		CachedInput int64  `json:"cachedInputTokens"`
+		CacheWrite  int64  `json:"cacheWriteInputTokens"`
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &in) != nil {
+		return nil
+	}
+	out := make([]provider.ModelUsage, len(in))
+	for i, u := range in {
+		out[i] = provider.ModelUsage{Provider: u.Provider, Model: u.Model, Usage: provider.Usage{
+			InputTokens: u.Input, OutputTokens: u.Output, CacheReadTokens: u.CachedInput, CacheWriteTokens: u.CacheWrite}}
+	}
+	return out
+}

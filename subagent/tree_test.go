@@ -1,0 +1,208 @@
+package subagent_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// treeLead builds a lead that calls a planner and a flaky helper in one
+// turn; the planner calls a finder. Each runs on a model of its own.
+func treeLead(t *testing.T, flaky fake.Reply) *agent.React {
+	t.Helper()
+	u := func(in, out int64) provider.Usage {
+		return provider.Usage{Requests: 1, InputTokens: in, OutputTokens: out}
+	}
+	lp := fake.NewProvider(
+		fake.Calls(
+			provider.ToolCall{Name: "planner", Arguments: json.RawMessage(`{"task":"Plan the trip."}`)},
+			provider.ToolCall{Name: "flaky", Arguments: json.RawMessage(`{"task":"Book a table."}`)},
+		).WithUsage(u(1000, 100)).For("lead"),
+		fake.Text("Done.").WithUsage(u(1000, 100)).For("lead"),
+	).Named("acme", "big")
+	pp := fake.NewProvider(
+		fake.Call("finder", `{"task":"Find trains."}`).WithUsage(u(30, 3)).For("planner"),
+		fake.Text("Take the 9:00 train.").WithUsage(u(40, 4)).For("planner"),
+	).Named("acme", "mid")
+	fp := fake.NewProvider(fake.Text("The 9:00 train.").WithUsage(u(5, 1)).For("finder")).Named("other", "small")
+	xp := fake.NewProvider(flaky.For("flaky")).Named("other", "tiny")
+	factory := func(p provider.Provider, name string) subagent.Factory {
+		return func(context.Context, json.RawMessage) (agent.Agent, error) {
+			return agent.NewReact(p, agent.WithName(name))
+		}
+	}
+	finder, err := subagent.FromFactory("finder", "Finds things.", factory(fp, "finder"), subagent.WithMaxDepth(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tool.NewRegistry(finder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planner, err := subagent.FromReact("planner", "Plans.", pp, reg, subagent.WithMaxDepth(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flakyTool, err := subagent.FromFactory("flaky", "Fails.", factory(xp, "flaky"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead, err := agent.NewReact(lp, agent.WithName("lead"), agent.WithTools(planner, flakyTool))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lead
+}
+
+// The tree holds every invocation under the one that started it, with its
+// arguments, state, model, usage per model and times; the events go on to
+// the sink it wraps.
+func TestTree(t *testing.T) {
+	lead := treeLead(t, fake.Error(&provider.Error{Provider: "other", Kind: provider.KindTransient, StatusCode: 503}))
+	var passed int
+	tree := subagent.NewTree(event.SinkFunc(func(event.Event) { passed++ }))
+	start := time.Now()
+	if _, err := lead.Run(event.WithSink(context.Background(), tree), agent.Input{Text: "Plan my trip."}); err != nil {
+		t.Fatal(err)
+	}
+	roots := tree.Roots()
+	slices.SortFunc(roots, func(a, b *subagent.Node) int { return strings.Compare(a.Name, b.Name) })
+	if len(roots) != 2 {
+		t.Fatalf("%d roots, want the flaky helper and the planner", len(roots))
+	}
+	flaky, planner := roots[0], roots[1]
+	if len(planner.Children) != 1 {
+		t.Fatalf("the planner has %d children, want the finder", len(planner.Children))
+	}
+	finder := planner.Children[0]
+	for _, n := range []*subagent.Node{flaky, planner, finder} {
+		if n.RunID == "" || n.ToolCallID == "" || n.Started.Before(start.Truncate(time.Millisecond)) || n.Finished.Before(n.Started) || n.Wall() < 0 {
+			t.Errorf("%s: run id %q, tool call %q, started %v, finished %v", n.Name, n.RunID, n.ToolCallID, n.Started, n.Finished)
+		}
+	}
+	type view struct {
+		Name, Args, Model, Result, Error, Code string
+		State                                  subagent.State
+		Usage                                  []provider.ModelUsage
+		Children                               int
+	}
+	see := func(n *subagent.Node) view {
+		return view{n.Name, string(n.Arguments), n.Model, string(n.Result), n.Error, n.Code, n.State, n.Usage, len(n.Children)}
+	}
+	got := []view{see(flaky), see(planner), see(finder)}
+	want := []view{
+		{Name: "flaky", Args: `{"task":"Book a table."}`, State: subagent.Failed, Code: "provider_error", Error: flaky.Error},
+		{Name: "planner", Args: `{"task":"Plan the trip."}`, Model: "mid", Result: `"Take the 9:00 train."`, State: subagent.Succeeded,
+			Usage: []provider.ModelUsage{
+				{Provider: "acme", Model: "mid", Usage: provider.Usage{InputTokens: 70, OutputTokens: 7}},
+				{Provider: "other", Model: "small", Usage: provider.Usage{InputTokens: 5, OutputTokens: 1}},
+			}, Children: 1},
+		{Name: "finder", Args: `{"task":"Find trains."}`, Model: "small", Result: `"The 9:00 train."`, State: subagent.Succeeded,
+			Usage: []provider.ModelUsage{{Provider: "other", Model: "small", Usage: provider.Usage{InputTokens: 5, OutputTokens: 1}}}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("tree (-want +got):\n%s", diff)
+	}
+	if flaky.Error == "" {
+		t.Error("the failed call has no error message")
+	}
+	if planner.TotalUsage() != (provider.Usage{InputTokens: 75, OutputTokens: 8}) {
+		t.Errorf("planner's total usage %v", planner.TotalUsage())
+	}
+	if passed == 0 {
+		t.Error("no event reached the wrapped sink")
+	}
+	// Roots is a copy: changing it changes nothing in the tree.
+	planner.Children[0].Name = "changed"
+	for _, n := range tree.Roots() {
+		for _, c := range n.Children {
+			if c.Name == "changed" {
+				t.Error("Roots shares its nodes with the tree")
+			}
+		}
+	}
+}
+
+// A call the caller cancels ends Cancelled; one still running reads as
+// Running.
+func TestTreeCancelledAndRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wait := fake.Respond(func(ctx context.Context, _ provider.Request) (provider.Response, error) {
+			<-ctx.Done()
+			return provider.Response{}, ctx.Err()
+		})
+		lead := treeLead(t, wait)
+		tree := subagent.NewTree(nil)
+		ctx, cancel := context.WithCancel(event.WithSink(context.Background(), tree))
+		done := make(chan error, 1)
+		go func() {
+			_, err := lead.Run(ctx, agent.Input{Text: "Plan my trip."})
+			done <- err
+		}()
+		synctest.Wait()
+		states := map[string]subagent.State{}
+		for _, n := range tree.Roots() {
+			states[n.Name] = n.State
+		}
+		if states["flaky"] != subagent.Running || states["planner"] != subagent.Succeeded {
+			t.Errorf("while the flaky call waits: states %v, want flaky running and planner succeeded", states)
+		}
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("run error %v, want context.Canceled", err)
+		}
+		for _, n := range tree.Roots() {
+			if n.Name == "flaky" && (n.State != subagent.Cancelled || n.Code != "cancelled") {
+				t.Errorf("cancelled call: state %s, code %q", n.State, n.Code)
+			}
+		}
+	})
+}
+
+// Fed a stream by hand: a suspended invocation, one whose start the tree
+// never saw, and tool calls that never spawned anything.
+func TestTreeFromEvents(t *testing.T) {
+	tree := subagent.NewTree(nil)
+	for _, e := range []event.Event{
+		{Type: event.ToolCallStart, ToolCallID: "c1", ToolCallName: "approver"},
+		{Type: event.ToolCallArgs, ToolCallID: "c1", Delta: `{"task":`},
+		{Type: event.ToolCallArgs, ToolCallID: "c1", Delta: `"ship"}`},
+		{Type: event.ToolCallEnd, ToolCallID: "c1"},
+		{Type: event.ToolCallStart, ToolCallID: "c2", ToolCallName: "search"},
+		{Type: event.ToolCallArgs, ToolCallID: "c2", Delta: `{}`},
+		{Type: event.ToolCallEnd, ToolCallID: "c2"},
+		{Type: event.ToolCallResult, ToolCallID: "c2", Content: "found"},
+		{Type: event.SubagentStarted, SubagentRunID: "sub_1", Name: "approver", ParentToolCallID: "c1", Timestamp: 1000},
+		{Type: event.SubagentFinished, SubagentRunID: "sub_1", Outcome: json.RawMessage(`{"type":"suspended","interruptIds":["i1"]}`), Timestamp: 3500},
+		{Type: event.SubagentFinished, SubagentRunID: "sub_unseen", Result: event.JSONString("x")},
+		{Type: event.SubagentStarted, SubagentRunID: "sub_2", Name: "late", ParentSubagentRunID: "sub_gone", ParentToolCallID: "c9", Timestamp: 2000},
+	} {
+		tree.Emit(e)
+	}
+	roots := tree.Roots()
+	if len(roots) != 2 {
+		t.Fatalf("%d roots, want 2", len(roots))
+	}
+	if n := roots[0]; n.State != subagent.Suspended || string(n.Arguments) != `{"task":"ship"}` || n.Wall() != 2500*time.Millisecond {
+		t.Errorf("suspended node: state %s, arguments %s, wall %v", n.State, n.Arguments, n.Wall())
+	}
+	// A parent the tree never saw makes the node a root; its call streamed
+	// no arguments here.
+	if n := roots[1]; n.Name != "late" || n.State != subagent.Running || n.Arguments != nil || !n.Finished.IsZero() {
+		t.Errorf("orphan node %+v", n)
+	}
+}
