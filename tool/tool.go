@@ -43,6 +43,7 @@ import (
 	"strings"
 
 	"github.com/deputy-go/deputy/internal/toolcall"
+	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -141,7 +142,7 @@ func (f Func) Call(ctx context.Context, call Call) (Result, error) { return f.Fn
 // typed is the Tool that New builds.
 type typed[In, Out any] struct {
 	def    Definition
-	schema *Schema
+	schema *jsonschema.Schema
 	fn     func(context.Context, In) (Out, error)
 }
 
@@ -167,7 +168,7 @@ func New[In, Out any](name, description string, fn func(ctx context.Context, in 
 	if t.Kind() != reflect.Struct {
 		return nil, fmt.Errorf("tool %q: arguments type %v is not a struct: models call tools with a JSON object, so wrap it in a struct", name, t)
 	}
-	s, err := SchemaFor[In]()
+	s, err := jsonschema.For[In]()
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: %w", name, err)
 	}
