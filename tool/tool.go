@@ -1,6 +1,9 @@
 // Package tool defines what an agent can call: the Tool interface, the
 // Result a call produces, typed function tools whose argument schema is
 // reflected from a Go type, and the Registry that runs a model turn's calls.
+// JSON Schema itself — compiling, validating, the bounds on a schema from
+// outside the program — is package jsonschema's: New derives its schema
+// with jsonschema.For and checks each call's arguments against it.
 //
 // Tools report two kinds of failure. What the model can act on — bad
 // arguments, an unknown tool, a sub-agent that failed — is a Result with
