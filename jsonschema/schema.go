@@ -276,13 +276,13 @@ func (s *Schema) ValidateValueContext(ctx context.Context, v any) error {
 const maxProblems = 20
 
 // ValidationError lists what is wrong with a JSON value, one problem per
-// offending place, in order of place: the first maxProblems, and a count of
-// the others.
+// offending place, in order of place: the first twenty (maxProblems), and a
+// count of the others.
 type ValidationError struct {
 	// Problems name each offending place by its JSON pointer and say what
 	// is wrong there, e.g. "at /city: got number, want string".
 	Problems []string
-	// Omitted counts the problems found beyond maxProblems.
+	// Omitted counts the problems found beyond the first twenty.
 	Omitted int
 }
 
