@@ -8,8 +8,8 @@ import (
 
 	"github.com/deputy-go/deputy/internal/errcode"
 	"github.com/deputy-go/deputy/internal/jsonextract"
+	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/provider"
-	"github.com/deputy-go/deputy/tool"
 )
 
 // ErrInvalidOutput: under OutputOf, the model's answer did not fit the
@@ -19,7 +19,7 @@ var ErrInvalidOutput = errcode.New("invalid_output", "agent: the answer does not
 
 // output is what OutputOf checks a final answer against.
 type output struct {
-	schema *tool.Schema
+	schema *jsonschema.Schema
 	decode func(raw string) (any, error)
 }
 
@@ -39,7 +39,7 @@ type output struct {
 // ErrInvalidOutput and its Output keeps the answer and the usage.
 func OutputOf[T any]() Option {
 	return func(r *React) error {
-		s, err := tool.SchemaFor[T]()
+		s, err := jsonschema.For[T]()
 		if err != nil {
 			return fmt.Errorf("%w: OutputOf: %w", ErrInvalidOption, err)
 		}

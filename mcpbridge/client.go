@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/deputy-go/deputy/internal/toolcall"
+	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/tool"
 )
 
@@ -33,7 +34,7 @@ const (
 // offers it: its description is cut, a larger schema refused.
 const (
 	maxDescription = 4 << 10
-	maxSchema      = tool.MaxUntrustedSchemaBytes
+	maxSchema      = jsonschema.MaxUntrustedBytes
 )
 
 // Transport says how to reach an MCP server and what to call it in errors.
@@ -506,7 +507,7 @@ func (c *Client) remote(mt *mcp.Tool) (*remoteTool, error) {
 	// A server is as untrusted as a model: its schema is compiled within
 	// the bounds of one a model writes (size, depth, weight, references
 	// only inside it).
-	if _, err := tool.CompileUntrustedSchema(params); err != nil {
+	if _, err := jsonschema.CompileUntrusted(params); err != nil {
 		return nil, fmt.Errorf("its tool %q has an input schema deputy will not use (%v): fix the server, or leave the tool out with WithToolFilter", mt.Name, err)
 	}
 	// A server's description is untrusted text that every model request

@@ -18,6 +18,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/mcpbridge"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
@@ -528,7 +529,7 @@ func TestHostileSchemaIsRefused(t *testing.T) {
 		"weighty":  wide,
 	} {
 		t.Run(name, func(t *testing.T) {
-			if len(schema) > tool.MaxUntrustedSchemaBytes {
+			if len(schema) > jsonschema.MaxUntrustedBytes {
 				t.Fatalf("the %s schema is %d bytes: it must pass the size bound to test the others", name, len(schema))
 			}
 			s := mcp.NewServer(&mcp.Implementation{Name: "hostile", Version: "1"}, nil)

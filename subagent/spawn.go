@@ -15,6 +15,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/internal/toolcall"
+	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -59,13 +60,13 @@ var (
 // accounting, depth and output caps.
 type Spawner struct {
 	def    tool.Definition
-	params *tool.Schema
+	params *jsonschema.Schema
 	p      provider.Provider
 	tools  *tool.Registry
 	cfg    spawnConfig
 	roster map[string]*SubAgentTool
-	fork   *SubAgentTool // template of a forked child; factory set per call
-	jobsIn *tool.Schema  // parameters of the jobs tool
+	fork   *SubAgentTool      // template of a forked child; factory set per call
+	jobsIn *jsonschema.Schema // parameters of the jobs tool
 
 	forkOnce sync.Once
 	forkReg  *tool.Registry
@@ -115,12 +116,12 @@ func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...SpawnOption) (*
 		s.roster[n] = m
 		names = append(names, n)
 	}
-	params, err := tool.CompileSchema(spawnParams(names, cfg.background))
+	params, err := jsonschema.Compile(spawnParams(names, cfg.background))
 	if err != nil {
 		return nil, err
 	}
 	s.params = params
-	if s.jobsIn, err = tool.CompileSchema(json.RawMessage(jobsParams)); err != nil {
+	if s.jobsIn, err = jsonschema.Compile(json.RawMessage(jobsParams)); err != nil {
 		return nil, err
 	}
 	s.def = tool.Definition{Name: SpawnToolName, Description: spawnDescription(cfg), Parameters: params.Raw()}
@@ -418,7 +419,7 @@ func (s *Spawner) checkerFor(schema json.RawMessage) (check *checker, callSchema
 	}
 	// The schema is the model's: bounded, so that neither compiling it nor
 	// checking the child's answer against it can run away.
-	sch, err := tool.CompileUntrustedSchema(schema)
+	sch, err := jsonschema.CompileUntrusted(schema)
 	if err != nil {
 		return nil, false, fmt.Errorf("%w for %s: output_schema: %v: send a JSON Schema object such as {\"type\":\"object\",\"properties\":{\"answer\":{\"type\":\"string\"}}}, or leave it out",
 			tool.ErrInvalidArguments, SpawnToolName, err)

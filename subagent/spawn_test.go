@@ -51,7 +51,7 @@ func TestSpawnInvalidArgumentsAreCorrectable(t *testing.T) {
 		{"output_schema not an object", nil, `{"task":"t","output_schema":"a number"}`,
 			[]string{"/output_schema", "output_schema (a JSON Schema object)"}},
 		{"output_schema does not compile", nil, `{"task":"t","output_schema":{"type":"nope"}}`,
-			[]string{"output_schema: tool: JSON Schema does not compile", `send a JSON Schema object such as {"type":"object"`}},
+			[]string{"output_schema: jsonschema: JSON Schema does not compile", `send a JSON Schema object such as {"type":"object"`}},
 		{"output_schema refers to a file", nil, `{"task":"t","output_schema":{"$ref":"file:///etc/hostname"}}`,
 			[]string{"output_schema:", "file:///etc/hostname is outside the schema"}},
 		{"output_schema with an absurd number", nil, `{"task":"t","output_schema":{"multipleOf":1e-99999999}}`,

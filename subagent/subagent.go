@@ -45,6 +45,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/internal/jsonvalue"
 	"github.com/deputy-go/deputy/internal/toolcall"
+	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -89,7 +90,7 @@ type Factory func(ctx context.Context, args json.RawMessage) (agent.Agent, error
 // forms run in parallel.
 type SubAgentTool struct {
 	def    tool.Definition
-	params *tool.Schema
+	params *jsonschema.Schema
 	cfg    config
 
 	resident agent.Agent         // FromAgent
@@ -276,7 +277,7 @@ func build(name, description, defaultParams string, f form, opts []Option) (*Sub
 	if params == nil {
 		params = json.RawMessage(defaultParams)
 	}
-	schema, err := tool.CompileSchema(params)
+	schema, err := jsonschema.Compile(params)
 	if err != nil {
 		return nil, fmt.Errorf("subagent %q: parameters: %w", name, err)
 	}

@@ -11,13 +11,13 @@ import (
 
 	"github.com/deputy-go/deputy/internal/jsonextract"
 	"github.com/deputy-go/deputy/internal/jsonvalue"
-	"github.com/deputy-go/deputy/tool"
+	"github.com/deputy-go/deputy/jsonschema"
 )
 
 // checker validates a child's answer against a schema compiled once, when
 // the tool is built.
 type checker struct {
-	schema *tool.Schema
+	schema *jsonschema.Schema
 	// result: ResultSchema semantics for the final failure (a tool error for
 	// non-JSON, a failed Result for invalid JSON).
 	result bool
@@ -34,7 +34,7 @@ type checker struct {
 // Result{Status: StatusFailed, Summary: <the raw answer>}.
 func WithResult() Option {
 	return func(c *config) error {
-		s, err := tool.CompileSchema(json.RawMessage(ResultSchema))
+		s, err := jsonschema.Compile(json.RawMessage(ResultSchema))
 		if err != nil {
 			return err
 		}
@@ -49,7 +49,7 @@ func WithResult() Option {
 // "[validation failed: …]".
 func WithOutputSchema(schema json.RawMessage) Option {
 	return func(c *config) error {
-		s, err := tool.CompileSchema(schema)
+		s, err := jsonschema.Compile(schema)
 		if err != nil {
 			return fmt.Errorf("output schema: %w", err)
 		}
@@ -64,7 +64,7 @@ func WithOutputSchema(schema json.RawMessage) Option {
 // answer's JSON.
 func OutputOf[T any]() Option {
 	return func(c *config) error {
-		s, err := tool.SchemaFor[T]()
+		s, err := jsonschema.For[T]()
 		if err != nil {
 			return fmt.Errorf("output type: %w", err)
 		}
@@ -145,7 +145,7 @@ func (c *checker) check(ctx context.Context, answer string) (verdict, error) {
 }
 
 func isValidation(err error) bool {
-	var ve *tool.ValidationError
+	var ve *jsonschema.ValidationError
 	return errors.As(err, &ve)
 }
 

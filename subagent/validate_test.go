@@ -12,6 +12,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/internal/jsonextract"
+	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -91,7 +92,7 @@ func FuzzExtractJSON(f *testing.F) {
 
 // ResultSchema under the real validator: findings may be null.
 func TestResultSchema(t *testing.T) {
-	s := must(tool.CompileSchema(json.RawMessage(ResultSchema)))(t)
+	s := must(jsonschema.Compile(json.RawMessage(ResultSchema)))(t)
 	tests := []struct {
 		doc   string
 		valid bool

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/deputy-go/deputy/internal/jsonextract"
+	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -60,10 +61,10 @@ func FactoryWorkflow(ctx workflow.Context, in FactoryCall) (ToolResult, error) {
 // input plus what the run added. idPrefix makes child workflow ids unique.
 func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Message, idPrefix string) (RunOutput, error) {
 	var out RunOutput
-	var schema *tool.Schema
+	var schema *jsonschema.Schema
 	system := spec.System
 	if len(spec.OutputSchema) > 0 {
-		s, err := tool.CompileSchema(spec.OutputSchema)
+		s, err := jsonschema.Compile(spec.OutputSchema)
 		if err != nil {
 			return out, sdktemporal.NewNonRetryableApplicationError("Spec.OutputSchema does not compile: "+err.Error(), ErrTypeBadSpec, err)
 		}
@@ -160,7 +161,7 @@ func overLimit(spec Spec, out RunOutput) error {
 	return nil
 }
 
-func validate(schema *tool.Schema, answer string) (json.RawMessage, error) {
+func validate(schema *jsonschema.Schema, answer string) (json.RawMessage, error) {
 	found, ok := jsonextract.Find(answer)
 	if !ok {
 		return nil, errors.New("the answer holds no JSON value")

@@ -124,25 +124,3 @@ func ExampleCorrectable() {
 	// true no such file: list the folder first <nil>
 	// tool open: sandbox breached
 }
-
-// A schema a model wrote is compiled within bounds: one whose references
-// would make checking an answer take exponential time is refused with an
-// error the model can act on, and checks against an accepted one stop when
-// their context ends.
-func ExampleCompileUntrustedSchema() {
-	_, err := tool.CompileUntrustedSchema(json.RawMessage(`{"$ref":"https://example.com/schema.json"}`))
-	fmt.Println(err)
-
-	s, err := tool.CompileUntrustedSchema(json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`))
-	if err != nil {
-		panic(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	fmt.Println(s.ValidateContext(ctx, []byte(`{"city":7}`)))
-	cancel()
-	fmt.Println(errors.Is(s.ValidateContext(ctx, []byte(`{"city":"Lisbon"}`)), context.Canceled))
-	// Output:
-	// tool: JSON Schema rejected: at the top level: $ref https://example.com/schema.json is outside the schema: refer to parts of this schema with "#/$defs/name"
-	// at /city: got number, want string
-	// true
-}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/deputy-go/deputy/internal/errcode"
 	"github.com/deputy-go/deputy/internal/journal"
+	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/store"
 )
 
@@ -202,7 +203,7 @@ func resume(ctx context.Context, pending *Interrupted, now func() time.Time, ans
 		case Cancelled:
 		case Resolved:
 			if len(it.ResponseSchema) > 0 {
-				s, err := CompileUntrustedSchema(it.ResponseSchema)
+				s, err := jsonschema.CompileUntrusted(it.ResponseSchema)
 				if err != nil {
 					return ctx, fmt.Errorf("%w: %q: its response schema does not compile: %v", ErrBadAnswer, a.InterruptID, err)
 				}
@@ -295,7 +296,7 @@ func Ask(ctx context.Context, call Call, q Question) (json.RawMessage, error) {
 		// A schema no answer can meet would leave the run waiting for ever;
 		// AG-UI carries only an object. Resume compiles it as a schema from
 		// outside (a client echoes it), so it must pass those bounds here.
-		if _, err := CompileUntrustedSchema(q.ResponseSchema); err != nil || bytes.TrimSpace(q.ResponseSchema)[0] != '{' {
+		if _, err := jsonschema.CompileUntrusted(q.ResponseSchema); err != nil || bytes.TrimSpace(q.ResponseSchema)[0] != '{' {
 			return nil, fmt.Errorf("tool %s: asking with a response schema that is not a JSON Schema object (%v): fix the tool's Question", call.Name, err)
 		}
 	}

@@ -48,11 +48,4 @@ func TestTypedToolNumbers(t *testing.T) {
 			t.Errorf("%s: %v; want ErrInvalidArguments saying %q", c.args, err, c.want)
 		}
 	}
-	s, err := tool.CompileSchema(json.RawMessage(`{"type":"object","properties":{"n":{"type":"number","multipleOf":3}}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Validate(json.RawMessage(`{"n":1e400}`)); err == nil || strings.Contains(err.Error(), "∞") || !strings.Contains(err.Error(), "too large") {
-		t.Errorf("multipleOf of 1e400: %v", err)
-	}
 }

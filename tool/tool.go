@@ -1,6 +1,9 @@
 // Package tool defines what an agent can call: the Tool interface, the
 // Result a call produces, typed function tools whose argument schema is
 // reflected from a Go type, and the Registry that runs a model turn's calls.
+// JSON Schema itself — compiling, validating, the bounds on a schema from
+// outside the program — is package jsonschema's: New derives its schema
+// with jsonschema.For and checks each call's arguments against it.
 //
 // Tools report two kinds of failure. What the model can act on — bad
 // arguments, an unknown tool, a sub-agent that failed — is a Result with
@@ -43,6 +46,7 @@ import (
 	"strings"
 
 	"github.com/deputy-go/deputy/internal/toolcall"
+	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -141,7 +145,7 @@ func (f Func) Call(ctx context.Context, call Call) (Result, error) { return f.Fn
 // typed is the Tool that New builds.
 type typed[In, Out any] struct {
 	def    Definition
-	schema *Schema
+	schema *jsonschema.Schema
 	fn     func(context.Context, In) (Out, error)
 }
 
@@ -167,7 +171,7 @@ func New[In, Out any](name, description string, fn func(ctx context.Context, in 
 	if t.Kind() != reflect.Struct {
 		return nil, fmt.Errorf("tool %q: arguments type %v is not a struct: models call tools with a JSON object, so wrap it in a struct", name, t)
 	}
-	s, err := SchemaFor[In]()
+	s, err := jsonschema.For[In]()
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: %w", name, err)
 	}

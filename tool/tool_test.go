@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/deputy-go/deputy/internal/toolcall"
+	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -430,7 +431,7 @@ func TestTypedToolCompilesOnce(t *testing.T) {
 		}
 	})
 	compile := testing.AllocsPerRun(10, func() {
-		if _, err := tool.SchemaFor[weatherArgs](); err != nil {
+		if _, err := jsonschema.For[weatherArgs](); err != nil {
 			t.Fatal(err)
 		}
 	})

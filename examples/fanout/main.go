@@ -24,6 +24,7 @@ import (
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/examples/internal/pick"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -47,7 +48,7 @@ func main() {
 // run runs the example, writing to w; getenv picks the provider (see
 // examples/internal/pick), the scripted fake when nothing is set.
 func run(ctx context.Context, w io.Writer, getenv func(string) string) error {
-	schema, err := tool.SchemaFor[Finding]()
+	schema, err := jsonschema.For[Finding]()
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/deputy-go/deputy/agui"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/internal/run"
+	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -154,9 +155,9 @@ func TestBadInput(t *testing.T) {
 			return err
 		}, "not a struct"},
 		{"tool.New: nil function", func() error { _, err := tool.New[echoArgs, string]("t", "d", nil); return err }, "nil function"},
-		{"CompileSchema: empty", func() error { _, err := tool.CompileSchema(nil); return err }, "empty JSON Schema"},
-		{"CompileSchema: not JSON", func() error { _, err := tool.CompileSchema([]byte(`{`)); return err }, "not valid JSON"},
-		{"CompileSchema: an array", func() error { _, err := tool.CompileSchema([]byte(`[]`)); return err }, "an array"},
+		{"jsonschema.Compile: empty", func() error { _, err := jsonschema.Compile(nil); return err }, "empty JSON Schema"},
+		{"jsonschema.Compile: not JSON", func() error { _, err := jsonschema.Compile([]byte(`{`)); return err }, "not valid JSON"},
+		{"jsonschema.Compile: an array", func() error { _, err := jsonschema.Compile([]byte(`[]`)); return err }, "an array"},
 		{"Registry: nil tool", func() error { _, err := tool.NewRegistry(nil); return err }, "Register(nil)"},
 		{"Registry: parallelism 0", func() error { r, _ := tool.NewRegistry(); return r.SetParallelism(0) }, "parallelism 0"},
 		{"FromAgent: nil agent", func() error { _, err := subagent.FromAgent("x", "d", nil); return err }, "nil agent"},

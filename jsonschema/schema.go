@@ -1,4 +1,4 @@
-package tool
+package jsonschema
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/invopop/jsonschema"
+	invopop "github.com/invopop/jsonschema"
 	validator "github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
@@ -31,7 +31,7 @@ type Schema struct {
 	work *graph
 }
 
-// CompileSchema compiles a JSON Schema document (draft 2020-12 unless the
+// Compile compiles a JSON Schema document (draft 2020-12 unless the
 // document names another draft). The document must be self-contained: a
 // $ref may point into it, or to a JSON Schema meta-schema, but never to a
 // file or a URL, which are not loaded, so that no schema can make the
@@ -39,53 +39,53 @@ type Schema struct {
 // (tool parameters, an output schema given in Go): it bounds neither their
 // size nor the work of checking a value. A schema from outside the program
 // — a model's output_schema, an MCP server's input schema, an interrupt's
-// response schema an HTTP client echoes — goes to CompileUntrustedSchema.
+// response schema an HTTP client echoes — goes to CompileUntrusted.
 //
 // A schema whose references make a subschema check the same place of a
 // value for ever, such as {"$ref":"#"}, is refused here rather than failing
 // every value later.
-func CompileSchema(raw json.RawMessage) (*Schema, error) {
+func Compile(raw json.RawMessage) (*Schema, error) {
 	return compile(raw, false)
 }
 
-// CompileUntrustedSchema compiles a JSON Schema from outside the program —
+// CompileUntrusted compiles a JSON Schema from outside the program —
 // one a model wrote (the output_schema of a spawn), an MCP server's input
 // schema, an interrupt's response schema — within bounds that keep compiling it and
-// checking values against it short: at most MaxUntrustedSchemaBytes of
-// text, nesting at most MaxUntrustedSchemaDepth deep, references only to
-// its own parts ("#/$defs/name"), and a weight of at most MaxSchemaWeight.
+// checking values against it short: at most MaxUntrustedBytes of
+// text, nesting at most MaxUntrustedDepth deep, references only to
+// its own parts ("#/$defs/name"), and a weight of at most MaxWeight.
 // Each check against it (ValidateContext) also counts its work first and
 // stops at MaxValidationWork or when its context ends. A schema beyond a
 // bound is refused with an error that says which and how to fix it.
-func CompileUntrustedSchema(raw json.RawMessage) (*Schema, error) {
-	if len(raw) > MaxUntrustedSchemaBytes {
-		return nil, fmt.Errorf("tool: JSON Schema rejected: it is %d bytes, over the bound of %d: send a shorter schema", len(raw), MaxUntrustedSchemaBytes)
+func CompileUntrusted(raw json.RawMessage) (*Schema, error) {
+	if len(raw) > MaxUntrustedBytes {
+		return nil, fmt.Errorf("jsonschema: JSON Schema rejected: it is %d bytes, over the bound of %d: send a shorter schema", len(raw), MaxUntrustedBytes)
 	}
 	return compile(raw, true)
 }
 
 func compile(raw json.RawMessage, untrusted bool) (*Schema, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
-		return nil, errors.New("tool: empty JSON Schema: pass a schema object such as {\"type\":\"object\"}")
+		return nil, errors.New("jsonschema: empty JSON Schema: pass a schema object such as {\"type\":\"object\"}")
 	}
 	doc, err := validator.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return nil, fmt.Errorf("tool: JSON Schema is not valid JSON: %w: pass a JSON Schema document", err)
+		return nil, fmt.Errorf("jsonschema: JSON Schema is not valid JSON: %w: pass a JSON Schema document", err)
 	}
 	if _, ok := doc.(map[string]any); !ok {
 		if _, isBool := doc.(bool); !isBool {
-			return nil, fmt.Errorf("tool: a JSON Schema must be an object or a boolean, not %s: pass an object such as {\"type\":\"object\"}", jsonKind(doc))
+			return nil, fmt.Errorf("jsonschema: a JSON Schema must be an object or a boolean, not %s: pass an object such as {\"type\":\"object\"}", jsonKind(doc))
 		}
 	}
 	if err := checkNumbers(doc); err != nil {
-		return nil, fmt.Errorf("tool: JSON Schema rejected: %w", err)
+		return nil, fmt.Errorf("jsonschema: JSON Schema rejected: %w", err)
 	}
-	if untrusted && depth(doc, MaxUntrustedSchemaDepth+1) > MaxUntrustedSchemaDepth {
-		return nil, fmt.Errorf("tool: JSON Schema rejected: it nests deeper than %d levels: send a flatter schema", MaxUntrustedSchemaDepth)
+	if untrusted && depth(doc, MaxUntrustedDepth+1) > MaxUntrustedDepth {
+		return nil, fmt.Errorf("jsonschema: JSON Schema rejected: it nests deeper than %d levels: send a flatter schema", MaxUntrustedDepth)
 	}
 	g, err := buildGraph(doc, untrusted)
 	if err != nil {
-		return nil, fmt.Errorf("tool: JSON Schema rejected: %w", err)
+		return nil, fmt.Errorf("jsonschema: JSON Schema rejected: %w", err)
 	}
 	if !untrusted {
 		g = nil
@@ -94,7 +94,7 @@ func compile(raw json.RawMessage, untrusted bool) (*Schema, error) {
 	c.UseLoader(noLoader{})
 	const loc = "mem:///schema.json"
 	if err := c.AddResource(loc, doc); err != nil {
-		return nil, fmt.Errorf("tool: JSON Schema rejected: %w", err)
+		return nil, fmt.Errorf("jsonschema: JSON Schema rejected: %w", err)
 	}
 	compiled, err := c.Compile(loc)
 	if err != nil {
@@ -103,7 +103,7 @@ func compile(raw json.RawMessage, untrusted bool) (*Schema, error) {
 		if errors.As(err, &se) && errors.As(se.Err, &ve) {
 			err = &ValidationError{Problems: problems(ve, message.NewPrinter(language.English), nil)}
 		}
-		return nil, fmt.Errorf("tool: JSON Schema does not compile: %w: fix the schema", err)
+		return nil, fmt.Errorf("jsonschema: JSON Schema does not compile: %w: fix the schema", err)
 	}
 	return &Schema{raw: bytes.Clone(raw), compiled: compiled, work: g}, nil
 }
@@ -161,7 +161,7 @@ func (noLoader) Load(url string) (any, error) {
 	return nil, fmt.Errorf("%s is outside the schema: refer only to the schema's own parts ($defs, #/...)", url)
 }
 
-// SchemaFor reflects the JSON Schema of T with invopop/jsonschema and
+// For reflects the JSON Schema of T with invopop/jsonschema and
 // compiles it. Field names follow the json tags; fields without omitempty
 // are required; unknown properties are rejected. A `jsonschema:"description=…"`
 // tag documents a field for the model.
@@ -169,32 +169,32 @@ func (noLoader) Load(url string) (any, error) {
 // A recursive type (a tree, a linked list) cannot be written out inline, so
 // its schema keeps the top level an object and refers to the recursive parts
 // through "$defs".
-func SchemaFor[T any]() (*Schema, error) {
+func For[T any]() (*Schema, error) {
 	var zero T
-	var s *jsonschema.Schema
+	var s *invopop.Schema
 	if t := reflect.TypeFor[T](); recursive(t, nil) {
-		r := jsonschema.Reflector{}
+		r := invopop.Reflector{}
 		s = r.Reflect(&zero)
 		if s.Ref != "" { // a named type: the root is one of the definitions
 			root, ok := s.Definitions[strings.TrimPrefix(s.Ref, "#/$defs/")]
 			if !ok {
-				return nil, fmt.Errorf("tool: reflecting the schema of %v: no definition for %q", t, s.Ref)
+				return nil, fmt.Errorf("jsonschema: reflecting the schema of %v: no definition for %q", t, s.Ref)
 			}
 			top := *root
 			top.Definitions = s.Definitions
 			s = &top
 		}
 	} else {
-		r := jsonschema.Reflector{DoNotReference: true, ExpandedStruct: true}
+		r := invopop.Reflector{DoNotReference: true, ExpandedStruct: true}
 		s = r.Reflect(&zero)
 	}
 	s.Version = ""
 	s.ID = ""
 	raw, err := json.Marshal(s)
 	if err != nil {
-		return nil, fmt.Errorf("tool: reflecting the schema of %T: %w", zero, err)
+		return nil, fmt.Errorf("jsonschema: reflecting the schema of %T: %w", zero, err)
 	}
-	return CompileSchema(raw)
+	return Compile(raw)
 }
 
 // Raw returns the schema document. The caller must not modify it.
@@ -209,7 +209,7 @@ func (s *Schema) Validate(data []byte) error {
 }
 
 // ValidateContext is Validate that stops when ctx ends, and, for a model's
-// schema (CompileUntrustedSchema), refuses a value whose check would pass
+// schema (CompileUntrusted), refuses a value whose check would pass
 // MaxValidationWork. When ctx ends first the error wraps ctx's error.
 func (s *Schema) ValidateContext(ctx context.Context, data []byte) error {
 	v, err := jsonvalue.DecodeOnce(string(data))
@@ -235,7 +235,7 @@ func (s *Schema) ValidateValue(v any) error {
 // ValidateValueContext is ValidateValue bounded like ValidateContext.
 func (s *Schema) ValidateValueContext(ctx context.Context, v any) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("tool: validation stopped: %w", err)
+		return fmt.Errorf("jsonschema: validation stopped: %w", err)
 	}
 	if err := checkNumbers(v); err != nil {
 		return &ValidationError{Problems: []string{err.Error()}}
@@ -247,7 +247,7 @@ func (s *Schema) ValidateValueContext(ctx context.Context, v any) error {
 		case w.err == errValidationWork:
 			return &ValidationError{Problems: []string{w.err.Error()}}
 		case w.err != nil:
-			return fmt.Errorf("tool: validation stopped: %w", w.err)
+			return fmt.Errorf("jsonschema: validation stopped: %w", w.err)
 		}
 	}
 	err := s.compiled.Validate(v)
@@ -276,13 +276,13 @@ func (s *Schema) ValidateValueContext(ctx context.Context, v any) error {
 const maxProblems = 20
 
 // ValidationError lists what is wrong with a JSON value, one problem per
-// offending place, in order of place: the first maxProblems, and a count of
-// the others.
+// offending place, in order of place: the first twenty (maxProblems), and a
+// count of the others.
 type ValidationError struct {
 	// Problems name each offending place by its JSON pointer and say what
 	// is wrong there, e.g. "at /city: got number, want string".
 	Problems []string
-	// Omitted counts the problems found beyond maxProblems.
+	// Omitted counts the problems found beyond the first twenty.
 	Omitted int
 }
 

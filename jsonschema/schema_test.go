@@ -1,4 +1,4 @@
-package tool_test
+package jsonschema_test
 
 import (
 	"encoding/json"
@@ -8,28 +8,28 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/deputy-go/deputy/tool"
+	"github.com/deputy-go/deputy/jsonschema"
 )
 
-func TestCompileSchemaRejects(t *testing.T) {
+func TestCompileRejects(t *testing.T) {
 	tests := []struct {
 		name, schema, wantErr string
 	}{
-		{"empty", ``, `tool: empty JSON Schema: pass a schema object such as {"type":"object"}`},
-		{"blank", " \n", `tool: empty JSON Schema`},
-		{"not JSON", `{"type":`, `tool: JSON Schema is not valid JSON`},
-		{"an array", `[]`, `tool: a JSON Schema must be an object or a boolean, not an array`},
-		{"a string", `"object"`, `tool: a JSON Schema must be an object or a boolean, not a string`},
+		{"empty", ``, `jsonschema: empty JSON Schema: pass a schema object such as {"type":"object"}`},
+		{"blank", " \n", `jsonschema: empty JSON Schema`},
+		{"not JSON", `{"type":`, `jsonschema: JSON Schema is not valid JSON`},
+		{"an array", `[]`, `jsonschema: a JSON Schema must be an object or a boolean, not an array`},
+		{"a string", `"object"`, `jsonschema: a JSON Schema must be an object or a boolean, not a string`},
 		{"a number", `1`, `not a number`},
 		{"null", `null`, `not null`},
-		{"bad keyword value", `{"type":5}`, `tool: JSON Schema does not compile`},
-		{"dangling reference", `{"$ref":"#/$defs/missing"}`, `tool: JSON Schema does not compile`},
+		{"bad keyword value", `{"type":5}`, `jsonschema: JSON Schema does not compile`},
+		{"dangling reference", `{"$ref":"#/$defs/missing"}`, `jsonschema: JSON Schema does not compile`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := tool.CompileSchema(json.RawMessage(tt.schema))
+			s, err := jsonschema.Compile(json.RawMessage(tt.schema))
 			if err == nil {
-				t.Fatalf("CompileSchema returned %v, want an error", s)
+				t.Fatalf("Compile returned %v, want an error", s)
 			}
 			if !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("error:\n%s\nwant it to contain:\n%s", err, tt.wantErr)
@@ -38,8 +38,8 @@ func TestCompileSchemaRejects(t *testing.T) {
 	}
 }
 
-func TestSchemaValidate(t *testing.T) {
-	s, err := tool.CompileSchema(json.RawMessage(`{
+func TestValidate(t *testing.T) {
+	s, err := jsonschema.Compile(json.RawMessage(`{
 		"type": "object",
 		"properties": {
 			"status": {"enum": ["success", "failed"]},
@@ -75,7 +75,7 @@ func TestSchemaValidate(t *testing.T) {
 				}
 				return
 			}
-			var ve *tool.ValidationError
+			var ve *jsonschema.ValidationError
 			if !errors.As(err, &ve) {
 				t.Fatalf("Validate error %v (%T), want a *ValidationError", err, err)
 			}
@@ -98,7 +98,7 @@ func TestSchemaValidate(t *testing.T) {
 // The same mistake reads the same every time, although the validator walks
 // an object's properties in map order.
 func TestValidationErrorIsStable(t *testing.T) {
-	s, err := tool.CompileSchema(json.RawMessage(`{"type":"object","properties":{
+	s, err := jsonschema.Compile(json.RawMessage(`{"type":"object","properties":{
 		"a":{"type":"string"},"b":{"type":"string"},"c":{"type":"string"},"d":{"type":"string"},"e":{"type":"string"}}}`))
 	if err != nil {
 		t.Fatal(err)
@@ -116,9 +116,9 @@ func TestValidationErrorIsStable(t *testing.T) {
 	}
 }
 
-func TestCompileSchemaKeepsItsOwnCopy(t *testing.T) {
+func TestCompileKeepsItsOwnCopy(t *testing.T) {
 	raw := []byte(`{"type":"object"}`)
-	s, err := tool.CompileSchema(raw)
+	s, err := jsonschema.Compile(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,13 +126,18 @@ func TestCompileSchemaKeepsItsOwnCopy(t *testing.T) {
 	if got := string(s.Raw()); got != `{"type":"object"}` {
 		t.Errorf("Raw() = %s after the caller changed its bytes", got)
 	}
-	if b, err := tool.CompileSchema(json.RawMessage(`true`)); err != nil || b.Validate([]byte(`[1]`)) != nil {
+	if b, err := jsonschema.Compile(json.RawMessage(`true`)); err != nil || b.Validate([]byte(`[1]`)) != nil {
 		t.Errorf("the boolean schema true: %v", err)
 	}
 }
 
-func TestSchemaFor(t *testing.T) {
-	s, err := tool.SchemaFor[weatherArgs]()
+type weatherArgs struct {
+	City string `json:"city" jsonschema:"description=the city to report on"`
+	Days int    `json:"days,omitempty"`
+}
+
+func TestFor(t *testing.T) {
+	s, err := jsonschema.For[weatherArgs]()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package tool
+package jsonschema
 
 import (
 	"context"
@@ -8,23 +8,23 @@ import (
 	"strings"
 )
 
-// Bounds on a JSON Schema a model writes (CompileUntrustedSchema), and on
+// Bounds on a JSON Schema a model writes (CompileUntrusted), and on
 // the work of checking a value against one. A schema can make a validator
 // do work exponential in its size: each "allOf" of two "$ref"s to the
 // previous definition doubles the checks one value gets, so a 2 KB schema
 // can check the answer "x" for ever. The bounds keep every check of a
 // model's schema to a few hundred milliseconds.
 const (
-	// MaxUntrustedSchemaBytes bounds the text of a model's schema.
-	MaxUntrustedSchemaBytes = 16 << 10
-	// MaxUntrustedSchemaDepth bounds how deeply the objects and arrays of a
+	// MaxUntrustedBytes bounds the text of a model's schema.
+	MaxUntrustedBytes = 16 << 10
+	// MaxUntrustedDepth bounds how deeply the objects and arrays of a
 	// model's schema nest.
-	MaxUntrustedSchemaDepth = 32
-	// MaxSchemaWeight bounds the weight of a model's schema: the number of
+	MaxUntrustedDepth = 32
+	// MaxWeight bounds the weight of a model's schema: the number of
 	// subschemas that check one place of a value, counted through allOf,
 	// anyOf, oneOf, not, if/then/else, dependentSchemas and each $ref
 	// followed. Written-out schemas weigh a few dozen.
-	MaxSchemaWeight = 1000
+	MaxWeight = 1000
 	// MaxValidationWork bounds the work of checking one value against a
 	// model's schema, counted as the pairs of a subschema and a place of
 	// the value it applies to (a subschema with n enum values and m
@@ -279,7 +279,7 @@ func clipRef(s string) string {
 // subschema may reach itself through references without moving to a member
 // or element of the value (the check would never end), and, in a model's
 // schema (untrusted), every reference must point into the document and no
-// subschema may weigh more than MaxSchemaWeight.
+// subschema may weigh more than MaxWeight.
 func buildGraph(doc any, untrusted bool) (*graph, error) {
 	b := newBuilder(doc, untrusted)
 	b.node("", doc, false)
@@ -327,12 +327,12 @@ func buildGraph(doc any, untrusted bool) (*graph, error) {
 			if err := visit(e.target, append(path, e.target)); err != nil {
 				return err
 			}
-			w = min(w+weight[e.target], MaxSchemaWeight+1)
+			w = min(w+weight[e.target], MaxWeight+1)
 		}
 		weight[id], state[id] = w, done
-		if untrusted && w > MaxSchemaWeight {
+		if untrusted && w > MaxWeight {
 			return fmt.Errorf("at %s: the schema weighs more than %d: its allOf, anyOf, oneOf and $ref apply over %d checks to one place of the answer: write the schema out plainly, without references that repeat one another",
-				where(ptrs[id]), MaxSchemaWeight, MaxSchemaWeight)
+				where(ptrs[id]), MaxWeight, MaxWeight)
 		}
 		return nil
 	}

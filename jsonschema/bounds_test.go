@@ -1,4 +1,4 @@
-package tool
+package jsonschema
 
 import (
 	"context"
@@ -30,19 +30,19 @@ func nested(n int) string {
 
 // A schema whose references check the same place for ever is refused when
 // it is given, not when every value then fails.
-func TestCompileSchemaRefusesReferenceCycles(t *testing.T) {
+func TestCompileRefusesReferenceCycles(t *testing.T) {
 	for _, s := range []string{
 		`{"$ref":"#"}`,
 		`{"allOf":[{"type":"object"},{"$ref":"#"}]}`,
 		`{"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"anyOf":[{"$ref":"#/$defs/a"}]}},"$ref":"#/$defs/a"}`,
 		`{"$defs":{"a":{"not":{"$ref":"#/%24defs/a"}}},"properties":{"x":{"$ref":"#/$defs/a"}}}`,
 	} {
-		_, err := CompileSchema(json.RawMessage(s))
+		_, err := Compile(json.RawMessage(s))
 		if err == nil || !strings.Contains(err.Error(), "reference cycle") {
-			t.Errorf("CompileSchema(%s) = %v, want a reference cycle refused", s, err)
+			t.Errorf("Compile(%s) = %v, want a reference cycle refused", s, err)
 		}
-		if _, err := CompileUntrustedSchema(json.RawMessage(s)); err == nil {
-			t.Errorf("CompileUntrustedSchema(%s) accepted a reference cycle", s)
+		if _, err := CompileUntrusted(json.RawMessage(s)); err == nil {
+			t.Errorf("CompileUntrusted(%s) accepted a reference cycle", s)
 		}
 	}
 	// Recursion through a member or an element is a tree, and is fine.
@@ -50,7 +50,7 @@ func TestCompileSchemaRefusesReferenceCycles(t *testing.T) {
 		`{"type":"object","properties":{"name":{"type":"string"},"children":{"type":"array","items":{"$ref":"#"}}}}`: `{"children":[{"name":"a","children":[]}]}`,
 		`{"$defs":{"node":{"type":"object","additionalProperties":{"$ref":"#/$defs/node"}}},"$ref":"#/$defs/node"}`:  `{"a":{"b":{}}}`,
 	} {
-		for name, compile := range map[string]func(json.RawMessage) (*Schema, error){"CompileSchema": CompileSchema, "CompileUntrustedSchema": CompileUntrustedSchema} {
+		for name, compile := range map[string]func(json.RawMessage) (*Schema, error){"Compile": Compile, "CompileUntrusted": CompileUntrusted} {
 			sch, err := compile(json.RawMessage(s))
 			if err != nil {
 				t.Errorf("%s(%s): %v", name, s, err)
@@ -85,9 +85,9 @@ func TestUntrustedSchemaBounds(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			start := time.Now()
-			_, err := CompileUntrustedSchema(json.RawMessage(tt.schema))
+			_, err := CompileUntrusted(json.RawMessage(tt.schema))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("CompileUntrustedSchema: %v, want an error saying %q", err, tt.want)
+				t.Fatalf("CompileUntrusted: %v, want an error saying %q", err, tt.want)
 			}
 			t.Logf("refused in %v: %v", time.Since(start), err)
 		})
@@ -95,8 +95,8 @@ func TestUntrustedSchemaBounds(t *testing.T) {
 	// Within the bounds: 32 levels, and a chain short enough to weigh less
 	// than the bound.
 	for _, s := range []string{nested(31), chain(7, "allOf")} {
-		if _, err := CompileUntrustedSchema(json.RawMessage(s)); err != nil {
-			t.Errorf("CompileUntrustedSchema(%.60s…): %v", s, err)
+		if _, err := CompileUntrusted(json.RawMessage(s)); err != nil {
+			t.Errorf("CompileUntrusted(%.60s…): %v", s, err)
 		}
 	}
 }
@@ -107,7 +107,7 @@ func TestUntrustedSchemaBounds(t *testing.T) {
 func TestValidationWorkIsBounded(t *testing.T) {
 	// Each level of the value is checked twice per check of the level
 	// above: 2^depth checks.
-	sch, err := CompileUntrustedSchema(json.RawMessage(
+	sch, err := CompileUntrusted(json.RawMessage(
 		`{"$defs":{"a":{"allOf":[{"items":{"$ref":"#/$defs/a"}},{"items":{"$ref":"#/$defs/a"}}]}},"$ref":"#/$defs/a"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +124,7 @@ func TestValidationWorkIsBounded(t *testing.T) {
 		`{"items":{"enum":[` + strings.Repeat(`"aaaaaa",`, 1500) + `"b"]}}`: "[" + strings.Repeat(`"b",`, 999) + `"b"]`,
 		`{"items":{"pattern":"^a*$"}}`:                                      "[" + strings.Repeat(`"`+strings.Repeat("a", 1<<14)+`",`, 1023) + `"a"]`,
 	} {
-		sch, err := CompileUntrustedSchema(json.RawMessage(schema))
+		sch, err := CompileUntrusted(json.RawMessage(schema))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,7 +142,7 @@ func TestValidationWorkIsBounded(t *testing.T) {
 func TestValidateStopsWhenTheContextEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	for name, compile := range map[string]func(json.RawMessage) (*Schema, error){"CompileSchema": CompileSchema, "CompileUntrustedSchema": CompileUntrustedSchema} {
+	for name, compile := range map[string]func(json.RawMessage) (*Schema, error){"Compile": Compile, "CompileUntrusted": CompileUntrusted} {
 		sch, err := compile(json.RawMessage(`{"type":"string"}`))
 		if err != nil {
 			t.Fatal(err)
@@ -152,7 +152,7 @@ func TestValidateStopsWhenTheContextEnds(t *testing.T) {
 		}
 	}
 	// A count of the work in progress stops too.
-	sch, err := CompileUntrustedSchema(json.RawMessage(`{"items":{"items":{}}}`))
+	sch, err := CompileUntrusted(json.RawMessage(`{"items":{"items":{}}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,11 +179,11 @@ func FuzzUntrustedSchema(f *testing.F) {
 		f.Add(s, `[[[["x"]]]]`)
 	}
 	f.Fuzz(func(t *testing.T, schema, value string) {
-		sch, err := CompileUntrustedSchema(json.RawMessage(schema))
+		sch, err := CompileUntrusted(json.RawMessage(schema))
 		if err != nil {
 			return
 		}
-		if len(schema) > MaxUntrustedSchemaBytes {
+		if len(schema) > MaxUntrustedBytes {
 			t.Fatalf("accepted a schema of %d bytes", len(schema))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -200,7 +200,7 @@ func FuzzUntrustedSchema(f *testing.F) {
 // element): just under MaxValidationWork, the costliest check the bounds
 // let through with a schema of this shape.
 func BenchmarkValidateAtWorkBound(b *testing.B) {
-	sch, err := CompileUntrustedSchema(json.RawMessage(`{"type":"array","items":{"allOf":[` +
+	sch, err := CompileUntrusted(json.RawMessage(`{"type":"array","items":{"allOf":[` +
 		strings.Repeat(`{"type":"string"},`, 8) + `{"type":"string"}]}}`))
 	if err != nil {
 		b.Fatal(err)
@@ -215,12 +215,12 @@ func BenchmarkValidateAtWorkBound(b *testing.B) {
 	}
 }
 
-// BenchmarkCompileUntrustedSchemaAtBounds compiles the largest schema a
+// BenchmarkCompileUntrustedAtBounds compiles the largest schema a
 // model may send: 16 KiB of properties, each nesting to the depth bound.
-func BenchmarkCompileUntrustedSchemaAtBounds(b *testing.B) {
+func BenchmarkCompileUntrustedAtBounds(b *testing.B) {
 	var s strings.Builder
 	s.WriteString(`{"type":"object","properties":{`)
-	for i := 0; s.Len() < MaxUntrustedSchemaBytes-400; i++ {
+	for i := 0; s.Len() < MaxUntrustedBytes-400; i++ {
 		if i > 0 {
 			s.WriteString(",")
 		}
@@ -230,7 +230,7 @@ func BenchmarkCompileUntrustedSchemaAtBounds(b *testing.B) {
 	raw := json.RawMessage(s.String())
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := CompileUntrustedSchema(raw); err != nil {
+		if _, err := CompileUntrusted(raw); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -239,7 +239,7 @@ func BenchmarkCompileUntrustedSchemaAtBounds(b *testing.B) {
 // A value wrong in many places gets a message of its first maxProblems
 // problems and a count of the others.
 func TestValidationErrorListsTheFirstProblems(t *testing.T) {
-	sch, err := CompileSchema(json.RawMessage(`{"type":"array","items":{"type":"string"}}`))
+	sch, err := Compile(json.RawMessage(`{"type":"array","items":{"type":"string"}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestValidationWorkCountsEverySubschemaLookedAt(t *testing.T) {
 		fmt.Fprintf(&b, `"%d":{}`, i)
 	}
 	b.WriteString(`}}}`)
-	sch, err := CompileUntrustedSchema(json.RawMessage(b.String()))
+	sch, err := CompileUntrusted(json.RawMessage(b.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
