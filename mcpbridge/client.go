@@ -5,13 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -22,191 +18,12 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// Defaults of a Client.
-const (
-	DefaultCallTimeout    = 2 * time.Minute
-	DefaultConnectTimeout = 30 * time.Second
-	DefaultMaxResultBytes = 64 << 10
-	DefaultMaxTools       = 256
-)
-
 // Bounds on what one of a server's tools costs every model request that
 // offers it: its description is cut, a larger schema refused.
 const (
 	maxDescription = 4 << 10
 	maxSchema      = jsonschema.MaxUntrustedBytes
 )
-
-// Transport says how to reach an MCP server and what to call it in errors.
-// Make one with Command, Cmd, HTTP or SDKTransport.
-type Transport struct {
-	name string
-	t    mcp.Transport
-	cmd  *exec.Cmd
-}
-
-// Command runs name with args and speaks MCP over its standard input and
-// output, the way MCP hosts start local servers. The process is ended when
-// the Client is closed.
-func Command(name string, args ...string) Transport {
-	return Cmd(exec.Command(name, args...))
-}
-
-// Cmd is Command with a prepared command, for its environment or working
-// directory. cmd must not have been started, nor have Stdin or Stdout set.
-func Cmd(cmd *exec.Cmd) Transport {
-	if cmd == nil {
-		return Transport{}
-	}
-	return Transport{name: strings.Join(cmd.Args, " "), t: &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, cmd: cmd}
-}
-
-// HTTP speaks MCP's streamable HTTP transport to the endpoint at url.
-// A reply is bounded as over stdio: at most 16 MiB.
-func HTTP(url string) Transport {
-	hc := &http.Client{Transport: limitReplies{base: http.DefaultTransport, max: maxReply}}
-	return Transport{name: url, t: &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: 1}}
-}
-
-// maxReply bounds one message from a server, as the SDK bounds a line over
-// stdio and an event of a server-sent stream.
-const maxReply = mcp.DefaultMaxLineLength
-
-// limitReplies bounds the JSON replies of an HTTP server, which the SDK
-// reads whole (it bounds the events of a stream itself).
-type limitReplies struct {
-	base http.RoundTripper
-	max  int64
-}
-
-func (l limitReplies) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := l.base.RoundTrip(req)
-	if err == nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
-		resp.Body = &limitedBody{rc: resp.Body, left: l.max, max: l.max}
-	}
-	return resp, err
-}
-
-// limitedBody fails a read past max bytes.
-type limitedBody struct {
-	rc        io.ReadCloser
-	left, max int64
-}
-
-func (b *limitedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		var probe [1]byte
-		if n, err := b.rc.Read(probe[:]); n == 0 {
-			return 0, err
-		}
-		return 0, fmt.Errorf("the server's reply is larger than %d bytes", b.max)
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.rc.Read(p)
-	b.left -= int64(n)
-	return n, err
-}
-
-func (b *limitedBody) Close() error { return b.rc.Close() }
-
-// SDKTransport uses any transport of the MCP SDK (an in-memory pair in
-// tests, say); name is what errors call the server.
-func SDKTransport(name string, t mcp.Transport) Transport {
-	return Transport{name: name, t: t}
-}
-
-// Option configures a Client. Connect reports an option's bad value as
-// an error; a nil Option is ignored.
-type Option func(*config) error
-
-type config struct {
-	prefix         string
-	callTimeout    time.Duration
-	connectTimeout time.Duration
-	maxResult      int
-	maxTools       int
-	filter         func(name string) bool
-}
-
-// WithPrefix puts prefix before the name of each of the server's tools, so
-// that two servers' tools of the same name can live in one registry. The
-// server is still called with its own names.
-func WithPrefix(prefix string) Option {
-	return func(c *config) error {
-		if prefix != "" {
-			if err := toolcall.CheckName(prefix); err != nil {
-				return fmt.Errorf("prefix: %w", err)
-			}
-		}
-		c.prefix = prefix
-		return nil
-	}
-}
-
-// WithCallTimeout bounds one tool call (default DefaultCallTimeout). A call
-// the server has not answered by then ends as an error result the model
-// reads, and the run goes on.
-func WithCallTimeout(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("call timeout %v: use a positive duration", d)
-		}
-		c.callTimeout = d
-		return nil
-	}
-}
-
-// WithConnectTimeout bounds starting the session and reading the tool list
-// (default DefaultConnectTimeout).
-func WithConnectTimeout(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("connect timeout %v: use a positive duration", d)
-		}
-		c.connectTimeout = d
-		return nil
-	}
-}
-
-// WithMaxResultBytes caps the text of one result that reaches the model
-// (default DefaultMaxResultBytes); a longer one is cut on a UTF-8 boundary
-// and marked as truncated.
-func WithMaxResultBytes(n int) Option {
-	return func(c *config) error {
-		if n < 256 {
-			return fmt.Errorf("max result size %d: use at least 256 bytes", n)
-		}
-		c.maxResult = n
-		return nil
-	}
-}
-
-// WithMaxTools bounds how many tools the server may offer (default
-// DefaultMaxTools); a server that lists more is refused.
-func WithMaxTools(n int) Option {
-	return func(c *config) error {
-		if n < 1 {
-			return fmt.Errorf("max tools %d: use 1 or more", n)
-		}
-		c.maxTools = n
-		return nil
-	}
-}
-
-// WithToolFilter keeps only the server's tools for which keep reports true
-// (called with the server's own name, before any prefix). Tools left out
-// are neither checked nor offered.
-func WithToolFilter(keep func(name string) bool) Option {
-	return func(c *config) error {
-		if keep == nil {
-			return errors.New("nil tool filter: pass a function, or leave the option out")
-		}
-		c.filter = keep
-		return nil
-	}
-}
 
 // Client is a connection to one MCP server whose tools deputy agents can
 // call. Its tools are tool.Tool values (Tools), usually put in a registry
@@ -288,15 +105,6 @@ func Connect(ctx context.Context, t Transport, opts ...Option) (*Client, error) 
 	c.stop = stop
 	go c.refresher(rctx)
 	return c, nil
-}
-
-// reap ends a server process that a failed connection left behind.
-func reap(cmd *exec.Cmd) {
-	if cmd == nil || cmd.Process == nil {
-		return
-	}
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait() // an error when the SDK already waited: nothing to do
 }
 
 func (c *Client) connectError(cctx, ctx context.Context, err error) error {
@@ -382,80 +190,6 @@ func (c *Client) Close() error {
 		c.mu.Unlock()
 	})
 	return c.cerr
-}
-
-// refresher re-reads the tool list each time the server announces a
-// change, until Close.
-func (c *Client) refresher(ctx context.Context) {
-	defer close(c.done)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-c.changed:
-		}
-		lctx, cancel := context.WithTimeout(ctx, c.cfg.connectTimeout)
-		tools, err := c.list(lctx)
-		cancel()
-		c.mu.Lock()
-		if err != nil {
-			if ctx.Err() == nil {
-				c.err = fmt.Errorf("mcpbridge: server %s: re-reading its tools after it announced a change: %w", c.name, err)
-			}
-			c.mu.Unlock()
-			continue
-		}
-		c.err = c.replace(tools)
-		c.mu.Unlock()
-	}
-}
-
-// replace puts tools in place of the current list, in every registry the
-// Client registered into; c.mu is held. A tool whose definition did not
-// change is kept as it is.
-func (c *Client) replace(tools []*remoteTool) error {
-	old := make(map[string]*remoteTool, len(c.tools))
-	for _, t := range c.tools {
-		old[t.def.Name] = t
-	}
-	var problems []string
-	for i, t := range tools {
-		if o, ok := old[t.def.Name]; ok {
-			delete(old, t.def.Name)
-			if sameDef(o.def, t.def) {
-				tools[i] = o
-				continue
-			}
-			o.gone.Store(true)
-			for _, reg := range c.regs {
-				if cur, _ := reg.Lookup(o.def.Name); cur == tool.Tool(o) {
-					reg.Remove(o.def.Name)
-				}
-			}
-		}
-		for _, reg := range c.regs {
-			if err := reg.Register(t); err != nil {
-				problems = append(problems, err.Error())
-			}
-		}
-	}
-	for name, o := range old { // gone from the server
-		o.gone.Store(true)
-		for _, reg := range c.regs {
-			if cur, _ := reg.Lookup(name); cur == tool.Tool(o) {
-				reg.Remove(name)
-			}
-		}
-	}
-	c.tools = tools
-	if problems != nil {
-		return fmt.Errorf("mcpbridge: server %s: some of its new tools could not be registered: %s", c.name, strings.Join(problems, "; "))
-	}
-	return nil
-}
-
-func sameDef(a, b tool.Definition) bool {
-	return a.Name == b.Name && a.Description == b.Description && string(a.Parameters) == string(b.Parameters)
 }
 
 // list reads the server's tools and checks each one.
@@ -620,28 +354,4 @@ func capText(s string, max int, what string) string {
 		cut--
 	}
 	return s[:cut] + marker
-}
-
-// tail keeps the last bytes written to it: the end of a server's error
-// output, for the error that says why it did not start.
-type tail struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > t.max {
-		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return strings.TrimSpace(strings.ToValidUTF8(string(t.buf), ""))
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
 
@@ -181,16 +182,39 @@ func (s *Server) handler(name string, structured bool) mcp.ToolHandler {
 		if !res.Usage.IsZero() {
 			// What the call spent, a failed child's work included, for a
 			// client that accounts for it.
-			out.Meta = mcp.Meta{UsageMetaKey: res.Usage}
+			out.Meta = mcp.Meta{UsageMetaKey: newUsageMeta(res.Usage)}
 		}
 		return out, nil
 	}
 }
 
 // UsageMetaKey is the key in a served call's result _meta under which the
-// model work the call did is reported, when it did any: a provider.Usage as
-// JSON ({"input_tokens":…,"output_tokens":…,"requests":…}).
+// model work the call did is reported, when it did any, its sub-agents'
+// included. The counts have the names of AG-UI's TokenUsage, as deputy's
+// AG-UI endpoint reports them:
+//
+//	{"requests":2,"inputTokens":1200,"outputTokens":80,"totalTokens":1280,
+//	 "cachedInputTokens":1000,"cacheWriteInputTokens":150}
+//
+// where input tokens include the cached ones, and cachedInputTokens
+// (read from a prompt cache) and cacheWriteInputTokens (written to one)
+// are left out when zero.
 const UsageMetaKey = "deputy/usage"
+
+// usageMeta is the JSON reported under UsageMetaKey.
+type usageMeta struct {
+	Requests    int64 `json:"requests"`
+	Input       int64 `json:"inputTokens"`
+	Output      int64 `json:"outputTokens"`
+	Total       int64 `json:"totalTokens"`
+	CachedInput int64 `json:"cachedInputTokens,omitempty"`
+	CacheWrite  int64 `json:"cacheWriteInputTokens,omitempty"`
+}
+
+func newUsageMeta(u provider.Usage) usageMeta {
+	return usageMeta{Requests: u.Requests, Input: u.InputTokens, Output: u.OutputTokens,
+		Total: u.Tokens(), CachedInput: u.CacheReadTokens, CacheWrite: u.CacheWriteTokens}
+}
 
 func (s *Server) result(name string, structured bool, res tool.Result, err error) *mcp.CallToolResult {
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/deputy-go/deputy/agent"
@@ -379,7 +380,8 @@ func TestUsageTravelsInMeta(t *testing.T) {
 		t.Fatal(err)
 	}
 	u, ok := res.Meta[mcpbridge.UsageMetaKey].(map[string]any)
-	if !ok || u["requests"] != float64(1) || u["output_tokens"].(float64) <= 0 {
+	if !ok || u["requests"] != float64(1) || !(u["outputTokens"].(float64) > 0) ||
+		u["totalTokens"] != u["inputTokens"].(float64)+u["outputTokens"].(float64) {
 		t.Errorf("_meta %v, want the child's usage under %q", res.Meta, mcpbridge.UsageMetaKey)
 	}
 	res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "plain"})
@@ -388,6 +390,43 @@ func TestUsageTravelsInMeta(t *testing.T) {
 	}
 	if _, ok := res.Meta[mcpbridge.UsageMetaKey]; ok {
 		t.Errorf("a call that used no model reports usage: %v", res.Meta)
+	}
+}
+
+// The usage in _meta has the names of AG-UI's TokenUsage, every count
+// included, the cache counts only when not zero.
+func TestUsageMetaHasAGUINames(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		usage provider.Usage
+		want  map[string]any
+	}{
+		{
+			name:  "no cache",
+			usage: provider.Usage{InputTokens: 12, OutputTokens: 5, Requests: 1},
+			want:  map[string]any{"requests": 1.0, "inputTokens": 12.0, "outputTokens": 5.0, "totalTokens": 17.0},
+		},
+		{
+			name:  "cache read and written",
+			usage: provider.Usage{InputTokens: 1200, OutputTokens: 80, CacheReadTokens: 1000, CacheWriteTokens: 150, Requests: 2},
+			want: map[string]any{"requests": 2.0, "inputTokens": 1200.0, "outputTokens": 80.0, "totalTokens": 1280.0,
+				"cachedInputTokens": 1000.0, "cacheWriteInputTokens": 150.0},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spent := tool.Func{Def: tool.Definition{Name: "spent"}, Fn: func(context.Context, tool.Call) (tool.Result, error) {
+				return tool.Result{Content: "done", Usage: tc.usage}, nil
+			}}
+			s := mcpbridge.NewServer("test", "1")
+			mustAdd(t, s, spent)
+			res, err := sdkClient(t, s, nil).CallTool(context.Background(), &mcp.CallToolParams{Name: "spent"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, res.Meta[mcpbridge.UsageMetaKey]); diff != "" {
+				t.Errorf("_meta[%q] (-want +got):\n%s", mcpbridge.UsageMetaKey, diff)
+			}
+		})
 	}
 }
 

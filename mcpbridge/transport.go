@@ -1,0 +1,126 @@
+package mcpbridge
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Transport says how to reach an MCP server and what to call it in errors.
+// Make one with Command, Cmd, HTTP or SDKTransport.
+type Transport struct {
+	name string
+	t    mcp.Transport
+	cmd  *exec.Cmd
+}
+
+// Command runs name with args and speaks MCP over its standard input and
+// output, the way MCP hosts start local servers. The process is ended when
+// the Client is closed.
+func Command(name string, args ...string) Transport {
+	return Cmd(exec.Command(name, args...))
+}
+
+// Cmd is Command with a prepared command, for its environment or working
+// directory. cmd must not have been started, nor have Stdin or Stdout set.
+func Cmd(cmd *exec.Cmd) Transport {
+	if cmd == nil {
+		return Transport{}
+	}
+	return Transport{name: strings.Join(cmd.Args, " "), t: &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, cmd: cmd}
+}
+
+// HTTP speaks MCP's streamable HTTP transport to the endpoint at url.
+// A reply is bounded as over stdio: at most 16 MiB.
+func HTTP(url string) Transport {
+	hc := &http.Client{Transport: limitReplies{base: http.DefaultTransport, max: maxReply}}
+	return Transport{name: url, t: &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: 1}}
+}
+
+// maxReply bounds one message from a server, as the SDK bounds a line over
+// stdio and an event of a server-sent stream.
+const maxReply = mcp.DefaultMaxLineLength
+
+// limitReplies bounds the JSON replies of an HTTP server, which the SDK
+// reads whole (it bounds the events of a stream itself).
+type limitReplies struct {
+	base http.RoundTripper
+	max  int64
+}
+
+func (l limitReplies) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := l.base.RoundTrip(req)
+	if err == nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		resp.Body = &limitedBody{rc: resp.Body, left: l.max, max: l.max}
+	}
+	return resp, err
+}
+
+// limitedBody fails a read past max bytes.
+type limitedBody struct {
+	rc        io.ReadCloser
+	left, max int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		var probe [1]byte
+		if n, err := b.rc.Read(probe[:]); n == 0 {
+			return 0, err
+		}
+		return 0, fmt.Errorf("the server's reply is larger than %d bytes", b.max)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *limitedBody) Close() error { return b.rc.Close() }
+
+// SDKTransport uses any transport of the MCP SDK (an in-memory pair in
+// tests, say); name is what errors call the server.
+func SDKTransport(name string, t mcp.Transport) Transport {
+	return Transport{name: name, t: t}
+}
+
+// reap ends a server process that a failed connection left behind.
+func reap(cmd *exec.Cmd) {
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait() // an error when the SDK already waited: nothing to do
+}
+
+// tail keeps the last bytes written to it: the end of a server's error
+// output, for the error that says why it did not start.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(strings.ToValidUTF8(string(t.buf), ""))
+}
