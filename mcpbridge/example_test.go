@@ -19,7 +19,7 @@ import (
 // client: the answer comes back as text and as structured content.
 func ExampleServer() {
 	model := fake.NewProvider(fake.Text(`{"status":"success","summary":"no problems","findings":null}`))
-	reviewer, err := subagent.FromReact("reviewer", "Reviews a text.", model, nil, subagent.WithResult())
+	reviewer, err := subagent.FromReact("reviewer", "Reviews a text.", model, nil, subagent.WithReport())
 	if err != nil {
 		log.Fatal(err)
 	}

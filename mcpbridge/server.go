@@ -22,7 +22,7 @@ import (
 )
 
 // OutputSchemer is the optional capability of a tool whose results have a
-// declared shape, such as a *subagent.SubAgentTool built with WithResult,
+// declared shape, such as a *subagent.SubAgentTool built with WithReport,
 // WithOutputSchema or OutputOf. A served tool that has one declares the
 // schema as its MCP output schema, and each successful call returns the
 // Result's Value as structured content. OutputSchema returns nil when the

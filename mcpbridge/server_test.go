@@ -36,7 +36,7 @@ func mustAdd(t *testing.T, s *mcpbridge.Server, tools ...tool.Tool) {
 
 func TestServedToolsKeepTheirSchemas(t *testing.T) {
 	model := fake.NewProvider()
-	reviewer, err := subagent.FromReact("reviewer", "Reviews a change.", model, nil, subagent.WithResult())
+	reviewer, err := subagent.FromReact("reviewer", "Reviews a change.", model, nil, subagent.WithReport())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,8 +67,8 @@ func TestServedToolsKeepTheirSchemas(t *testing.T) {
 	if got["plain"].OutputSchema != nil {
 		t.Errorf("a tool whose answer is not validated declares output schema %v", got["plain"].OutputSchema)
 	}
-	if g, w := jsonOf(t, got["reviewer"].OutputSchema), jsonOf(t, mapOf(t, json.RawMessage(subagent.ResultSchema))); g != w {
-		t.Errorf("output schema %s, want ResultSchema %s", g, w)
+	if g, w := jsonOf(t, got["reviewer"].OutputSchema), jsonOf(t, mapOf(t, json.RawMessage(subagent.ReportSchema))); g != w {
+		t.Errorf("output schema %s, want ReportSchema %s", g, w)
 	}
 }
 
@@ -83,7 +83,7 @@ func mapOf(t *testing.T, raw json.RawMessage) map[string]any {
 
 func TestValidatedSubagentReturnsStructuredContent(t *testing.T) {
 	model := fake.NewProvider(fake.Text(`{"status":"success","summary":"looks right","findings":null}`).For("reviewer"))
-	reviewer, err := subagent.FromReact("reviewer", "Reviews a change.", model, nil, subagent.WithResult())
+	reviewer, err := subagent.FromReact("reviewer", "Reviews a change.", model, nil, subagent.WithReport())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestResidentExpertKeepsItsConversationAcrossClientCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	consult, err := subagent.FromAgent("expert", "Answers geography questions.", expert, subagent.WithInput(func(args json.RawMessage) (agent.Input, error) {
+	consult, err := subagent.FromAgent("expert", "Answers geography questions.", expert, subagent.WithInputFromArgs(func(args json.RawMessage) (agent.Input, error) {
 		var a struct{ Task string }
 		err := json.Unmarshal(args, &a)
 		return agent.Input{Text: a.Task}, err
@@ -454,7 +454,7 @@ func TestResidentExpertKeepsItsConversationAcrossServerRestarts(t *testing.T) {
 		}
 		consult, err := subagent.FromAgent("expert", "Answers geography questions.", expert,
 			subagent.WithStore(st, "geography"),
-			subagent.WithInput(func(args json.RawMessage) (agent.Input, error) {
+			subagent.WithInputFromArgs(func(args json.RawMessage) (agent.Input, error) {
 				var a struct{ Task string }
 				err := json.Unmarshal(args, &a)
 				return agent.Input{Text: a.Task}, err

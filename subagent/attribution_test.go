@@ -56,7 +56,7 @@ func researcherTool(t testing.TB, p provider.Provider, opts ...subagent.Option) 
 	r, err := subagent.FromFactory("researcher", "Researches one topic.",
 		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(p, agent.WithName("researcher"), agent.WithRegistry(reg))
-		}, append([]subagent.Option{subagent.WithInput(taskText)}, opts...)...)
+		}, append([]subagent.Option{subagent.WithInputFromArgs(taskText)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,10 +59,10 @@ func TestBadInputEachForm(t *testing.T) {
 				}
 			}},
 		{name: "invalid UTF-8 answer", args: `{"task":"x"}`, child: []string{"ok \xff\xfe end"}, wantCalls: 1, wantPrefix: "ok \uFFFD end"},
-		{name: "extra keys under WithResult", args: `{"task":"x"}`, child: []string{extraKeys, extraKeys}, opts: []Option{WithResult()},
+		{name: "extra keys under WithReport", args: `{"task":"x"}`, child: []string{extraKeys, extraKeys}, opts: []Option{WithReport()},
 			wantCalls: 2, check: func(t *testing.T, content string, _ *fake.Provider) {
-				var r Result
-				if err := json.Unmarshal([]byte(content), &r); err != nil || r.Status != StatusFailed || r.Summary != extraKeys {
+				var r Report
+				if err := json.Unmarshal([]byte(content), &r); err != nil || r.Status != ReportFailed || r.Summary != extraKeys {
 					t.Errorf("content %s, want a failed Result with the raw answer", content)
 				}
 			}},

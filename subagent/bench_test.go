@@ -19,11 +19,11 @@ import (
 // measured is deputy's own work: two ReAct runs and three model calls, the
 // registry's lookup and the validation of the arguments, building the child,
 // the sub-agent tool around it, and, when validated, extracting and checking
-// the answer against ResultSchema. Events are off.
+// the answer against ReportSchema. Events are off.
 //
 //   - factory: FromFactory building a ReAct child per call, the realistic
 //     one-shot case; the child gets the arguments' JSON text.
-//   - validated: the same with WithResult.
+//   - validated: the same with WithReport.
 //   - react: FromReact, the model giving the child's prompt and task.
 func BenchmarkDelegation(b *testing.B) {
 	const answer = `{"status":"success","summary":"ok"}`
@@ -42,7 +42,7 @@ func BenchmarkDelegation(b *testing.B) {
 			return FromFactory("child", "Delegates a task.", factory(p))
 		}},
 		{"validated", `{"task":"count the files"}`, func(p provider.Provider) (*SubAgentTool, error) {
-			return FromFactory("child", "Delegates a task.", factory(p), WithResult())
+			return FromFactory("child", "Delegates a task.", factory(p), WithReport())
 		}},
 		{"react", `{"system_prompt":"You count files.","task":"count the files"}`, func(p provider.Provider) (*SubAgentTool, error) {
 			return FromReact("child", "Runs a sub-agent.", p, nil)

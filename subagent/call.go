@@ -602,8 +602,8 @@ func (t *SubAgentTool) correction(in agent.Input, answer string, problem error) 
 // accept returns the content and the value of the call's result, from the
 // child's last answer and, when the tool validates, the verdict on it. An
 // answer still invalid after the correction is passed on with a note
-// saying what is wrong, or, under WithResult, as a failed Result; under
-// WithResult an answer with no JSON at all fails the call.
+// saying what is wrong, or, under WithReport, as a failed Report; under
+// WithReport an answer with no JSON at all fails the call.
 func (t *SubAgentTool) accept(answer string, v verdict) (content string, value any, err error) {
 	c := t.cfg.check
 	switch {
@@ -615,7 +615,7 @@ func (t *SubAgentTool) accept(answer string, v verdict) (content string, value a
 		return "", nil, tool.Correctable(fmt.Errorf("%w: %q answered twice without the JSON result asked for: %s",
 			ErrNoJSON, t.def.Name, clip(answer, 200)))
 	case c.result:
-		r := Result{Status: StatusFailed, Summary: answer}
+		r := Report{Status: ReportFailed, Summary: answer}
 		return fitResult(r, t.cfg.maxOutput), r, nil
 	default:
 		return withNote(answer, v.problem.Error(), t.cfg.maxOutput), nil, nil
@@ -705,8 +705,8 @@ func capError(err error, limit int) error {
 
 // fitResult encodes r in at most max bytes, shortening its summary (and
 // saying so) rather than cutting the JSON, so that what the model reads
-// stays a Result.
-func fitResult(r Result, limit int) string {
+// stays a Report.
+func fitResult(r Report, limit int) string {
 	b, _ := json.Marshal(r)
 	for len(b) > limit && r.Summary != summaryCut {
 		// Each byte of summary cut takes at least one byte of JSON away.

@@ -151,7 +151,7 @@ func TestOutputCapAppliesThroughTheTool(t *testing.T) {
 	for _, f := range forms {
 		t.Run(f.name, func(t *testing.T) {
 			p := fake.NewProvider(fake.Text(long).For("child"))
-			sub := f.build(t, p, nil, WithMaxOutputBytes(500), WithResult())
+			sub := f.build(t, p, nil, WithMaxOutputBytes(500), WithReport())
 			res, err := callTool(context.Background(), sub, "call_1", `{"task":"x"}`)
 			if err != nil {
 				t.Fatal(err)
@@ -159,7 +159,7 @@ func TestOutputCapAppliesThroughTheTool(t *testing.T) {
 			if len(res.Content) > 500 || !strings.Contains(res.Content, "[output truncated: ") {
 				t.Errorf("content of %d bytes, want at most 500 with a marker", len(res.Content))
 			}
-			if r, ok := res.Value.(Result); !ok || len(r.Summary) != 2000 {
+			if r, ok := res.Value.(Report); !ok || len(r.Summary) != 2000 {
 				t.Errorf("value = %T, want the whole Result for Go callers", res.Value)
 			}
 		})
@@ -186,19 +186,19 @@ func TestFailedResultStaysJSON(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := fake.NewProvider(fake.Text(tt.answer).For("child"), fake.Text(tt.answer).For("child"))
-			sub := forms[1].build(t, p, nil, WithResult(), WithMaxOutputBytes(tt.max))
+			sub := forms[1].build(t, p, nil, WithReport(), WithMaxOutputBytes(tt.max))
 			res, err := callTool(context.Background(), sub, "call_1", `{"task":"x"}`)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var r Result
-			if err := json.Unmarshal([]byte(res.Content), &r); err != nil || r.Status != StatusFailed || len(res.Content) > tt.max {
+			var r Report
+			if err := json.Unmarshal([]byte(res.Content), &r); err != nil || r.Status != ReportFailed || len(res.Content) > tt.max {
 				t.Errorf("content of %d bytes (cap %d) is not a failed Result: %v", len(res.Content), tt.max, err)
 			}
 			if !strings.HasSuffix(r.Summary, " [truncated]") {
 				t.Errorf("summary %q does not say it was cut", r.Summary)
 			}
-			if v, _ := res.Value.(Result); v.Summary != tt.answer {
+			if v, _ := res.Value.(Report); v.Summary != tt.answer {
 				t.Errorf("Value's summary is not the whole answer")
 			}
 		})

@@ -61,7 +61,7 @@ func (e *echo) provider() provider.Provider {
 func storedExpert(t testing.TB, p provider.Provider, st *store.Store, opts ...Option) *SubAgentTool {
 	t.Helper()
 	r := newReact(t, p, agent.WithName("expert"))
-	return must(FromAgent("expert", "Knows things.", r, append([]Option{WithInput(taskInput), WithStore(st, "expert")}, opts...)...))(t)
+	return must(FromAgent("expert", "Knows things.", r, append([]Option{WithInputFromArgs(taskInput), WithStore(st, "expert")}, opts...)...))(t)
 }
 
 func storedMessages(t testing.TB, st *store.Store) ([]provider.Message, int64) {
@@ -449,7 +449,7 @@ func fanOut(t testing.TB, killAt int64, beforeKill func()) (*agent.React, *atomi
 	})
 	worker := must(FromFactory("worker", "Does one task.", func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 		return agent.NewReact(child, agent.WithName("worker"))
-	}, WithInput(taskInput)))(t)
+	}, WithInputFromArgs(taskInput)))(t)
 	calls := make([]provider.ToolCall, 100)
 	for i := range calls {
 		calls[i] = provider.ToolCall{ID: "call_" + strconv.Itoa(i), Name: "worker", Arguments: []byte(fmt.Sprintf(`{"task":"task %d"}`, i))}
@@ -670,7 +670,7 @@ func TestJournaledLeadReplaysItsDecisions(t *testing.T) {
 		})
 		worker := must(FromFactory("worker", "Does one step.", func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(child, agent.WithName("worker"))
-		}, WithInput(taskInput)))(t)
+		}, WithInputFromArgs(taskInput)))(t)
 		lead := newReact(t, leadModel, agent.WithName("lead"), agent.WithTools(worker))
 		j, err := st.Journal(ctx, "decisions")
 		if err != nil {

@@ -155,7 +155,7 @@ func TestErrorEvents(t *testing.T) {
 	}{
 		{"provider error", []fake.Reply{fake.Error(&provider.Error{Provider: "fake", Kind: provider.KindTransient, StatusCode: 503})}, nil, "provider_error"},
 		{"empty reply", []fake.Reply{fake.Text("")}, nil, "empty_reply"},
-		{"no JSON", []fake.Reply{fake.Text("a"), fake.Text("b")}, []Option{WithResult()}, "invalid_output"},
+		{"no JSON", []fake.Reply{fake.Text("a"), fake.Text("b")}, []Option{WithReport()}, "invalid_output"},
 		{"provider panic", []fake.Reply{fake.Respond(func(context.Context, provider.Request) (provider.Response, error) { panic("bug") })}, nil, "panic"},
 		{"panic", []fake.Reply{fake.Text("fine")}, []Option{WithRender(func(context.Context, Outcome) (string, error) { panic("bug") })}, "panic"},
 		{"timeout", []fake.Reply{fake.Text("late").After(time.Hour)}, []Option{WithTimeout(time.Second)}, "timeout"},

@@ -64,7 +64,7 @@ func ExampleFromFactory() {
 		}
 		return agent.NewReact(model, agent.WithName("translator"),
 			agent.WithSystemPrompt("Translate the user's text into "+a.To+"."))
-	}, subagent.WithInput(func(args json.RawMessage) (agent.Input, error) {
+	}, subagent.WithInputFromArgs(func(args json.RawMessage) (agent.Input, error) {
 		var a struct{ Text string }
 		err := json.Unmarshal(args, &a)
 		return agent.Input{Text: a.Text}, err
@@ -115,14 +115,14 @@ func ExampleFromReact() {
 	// total: 3 req, 192 in, 27 out
 }
 
-// WithResult checks the child's answer against ResultSchema, asking once
+// WithReport checks the child's answer against ReportSchema, asking once
 // more when it does not fit; Go callers get a Result.
-func ExampleWithResult() {
+func ExampleWithReport() {
 	model := fake.NewProvider(
 		fake.Text("I found two broken links.").For("auditor"),
 		fake.Text("```json\n{\"status\":\"success\",\"summary\":\"2 broken links\",\"findings\":{\"broken\":2}}\n```").For("auditor"),
 	)
-	audit, err := subagent.FromReact("auditor", "Audits a web site.", model, nil, subagent.WithResult())
+	audit, err := subagent.FromReact("auditor", "Audits a web site.", model, nil, subagent.WithReport())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func ExampleWithResult() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	r := res.Value.(subagent.Result)
+	r := res.Value.(subagent.Report)
 	fmt.Println("the model reads:", res.Content)
 	fmt.Println("status:", r.Status, "| summary:", r.Summary, "| broken:", r.Findings["broken"])
 	fmt.Println("usage, retry included:", res.Usage)

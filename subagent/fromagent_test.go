@@ -233,7 +233,7 @@ func TestFromAgentFailedCallLeavesConversation(t *testing.T) {
 			}
 			p := fake.NewProvider(replies...)
 			expert := newReact(t, p, agent.WithName("expert"), agent.WithTools(lookup))
-			sub := must(FromAgent("expert", "Answers questions.", panicOnAnswer{expert}, WithResult()))(t)
+			sub := must(FromAgent("expert", "Answers questions.", panicOnAnswer{expert}, WithReport()))(t)
 
 			if _, err := callTool(context.Background(), sub, "call_1", `{"task":"first"}`); err != nil {
 				t.Fatal(err)

@@ -90,7 +90,7 @@ func TestFromFactoryClosesAgent(t *testing.T) {
 		}, nil, 1},
 		{"corrective retry", func(context.Context, agent.Input) (agent.Output, error) {
 			return agent.Output{Answer: "not JSON"}, nil
-		}, []Option{WithResult()}, 2},
+		}, []Option{WithReport()}, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

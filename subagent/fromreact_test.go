@@ -34,9 +34,9 @@ func TestFromReactDefinesChild(t *testing.T) {
 		{"one wrong type", permissive, nil, `{"system_prompt":true,"task":"Sum."}`, "", "Sum."},
 		{"extra fields of a custom schema", json.RawMessage(`{"type":"object","properties":{"task":{"type":"string"},"lang":{"type":"string"}}}`),
 			nil, `{"task":"Sum.","lang":"fr"}`, "", "Sum."},
-		{"WithResult adds the result prompt", nil, []Option{WithResult()}, `{"system_prompt":"You are terse.","task":"Sum."}`,
-			"You are terse.\n\n" + ResultSystemPrompt(), "Sum."},
-		{"WithResult alone", nil, []Option{WithResult()}, `{"task":"Sum."}`, ResultSystemPrompt(), "Sum."},
+		{"WithReport adds the result prompt", nil, []Option{WithReport()}, `{"system_prompt":"You are terse.","task":"Sum."}`,
+			"You are terse.\n\n" + ReportPrompt(), "Sum."},
+		{"WithReport alone", nil, []Option{WithReport()}, `{"task":"Sum."}`, ReportPrompt(), "Sum."},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 )
 
 // FromAgent and FromFactory hand the child the arguments' JSON text, or
-// what WithInput maps them to; the child's answer is the result as it is.
+// what WithInputFromArgs maps them to; the child's answer is the result as it is.
 func TestChildInputAndAnswer(t *testing.T) {
 	question := func(args json.RawMessage) (agent.Input, error) {
 		var a struct{ Task string }
@@ -35,7 +35,7 @@ func TestChildInputAndAnswer(t *testing.T) {
 			[]provider.Message{provider.UserMessage(`Say "hi".`)}},
 		{"JSON text with parameters of its own", []Option{WithParams(json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`))}, ` {"q": "Say \"hi\"."} `, "hi",
 			[]provider.Message{provider.UserMessage(` {"q": "Say \"hi\"."} `)}},
-		{"WithInput", []Option{WithInput(question)}, `{"task":"Why?"}`, "Because.",
+		{"WithInputFromArgs", []Option{WithInputFromArgs(question)}, `{"task":"Why?"}`, "Because.",
 			[]provider.Message{provider.UserMessage("Context: none."), provider.UserMessage("Question: Why?")}},
 		{"answer with quotes and lines", nil, `{"task":"x"}`, "He said \"hi\".\n\tThen: {\"a\": 1}", nil},
 		{"answer that is a JSON string", nil, `{"task":"x"}`, `"quoted"`, nil},
@@ -63,14 +63,14 @@ func TestChildInputAndAnswer(t *testing.T) {
 	}
 }
 
-// An error from WithInput reaches the model as invalid arguments, and
+// An error from WithInputFromArgs reaches the model as invalid arguments, and
 // the child does not run.
 func TestWithInputError(t *testing.T) {
 	errNoTask := errors.New("task is blank: say what to do")
 	for _, f := range forms {
 		t.Run(f.name, func(t *testing.T) {
 			p := fake.NewProvider()
-			sub := f.build(t, p, nil, WithInput(func(json.RawMessage) (agent.Input, error) { return agent.Input{}, errNoTask }))
+			sub := f.build(t, p, nil, WithInputFromArgs(func(json.RawMessage) (agent.Input, error) { return agent.Input{}, errNoTask }))
 			_, err := callTool(context.Background(), sub, "call_1", `{"task":" "}`)
 			if !errors.Is(err, tool.ErrInvalidArguments) || !tool.IsCorrectable(err) {
 				t.Errorf("error = %v, want invalid arguments", err)
@@ -80,8 +80,8 @@ func TestWithInputError(t *testing.T) {
 			}
 		})
 	}
-	if _, err := FromAgent("x", "x", agent.Func(nil), WithInput(nil)); err == nil {
-		t.Error("WithInput(nil) accepted")
+	if _, err := FromAgent("x", "x", agent.Func(nil), WithInputFromArgs(nil)); err == nil {
+		t.Error("WithInputFromArgs(nil) accepted")
 	}
 }
 
@@ -92,7 +92,7 @@ func TestWithRenderCapturesOutput(t *testing.T) {
 		for _, validated := range []bool{false, true} {
 			name := f.name
 			if validated {
-				name += "/WithResult"
+				name += "/WithReport"
 			}
 			t.Run(name, func(t *testing.T) {
 				u := provider.Usage{InputTokens: 7, OutputTokens: 3, Requests: 1}
@@ -104,7 +104,7 @@ func TestWithRenderCapturesOutput(t *testing.T) {
 					return "rendered: " + o.Output.Answer, nil
 				})}
 				if validated {
-					opts = append(opts, WithResult())
+					opts = append(opts, WithReport())
 				}
 				sub := f.build(t, p, nil, opts...)
 				res, err := callTool(context.Background(), sub, "call_1", `{"task":"count"}`)
@@ -123,7 +123,7 @@ func TestWithRenderCapturesOutput(t *testing.T) {
 				}
 				var wantValue any
 				if validated {
-					wantValue = Result{Status: StatusSuccess, Summary: "2 files"}
+					wantValue = Report{Status: ReportSuccess, Summary: "2 files"}
 				}
 				if diff := cmp.Diff(wantValue, got.Value); diff != "" {
 					t.Errorf("captured value (-want +got):\n%s", diff)

@@ -36,13 +36,13 @@ func TestOptionsRefusedWhereIgnored(t *testing.T) {
 		{"WithMaxDepth", WithMaxDepth(2), all},
 		{"WithMaxOutputBytes", WithMaxOutputBytes(1024), all},
 		{"WithTimeout", WithTimeout(time.Minute), all},
-		{"WithResult", WithResult(), all},
+		{"WithReport", WithReport(), all},
 		{"WithOutputSchema", WithOutputSchema(json.RawMessage(`{"type":"object"}`)), all},
-		{"OutputOf", OutputOf[Result](), all},
+		{"OutputOf", OutputOf[Report](), all},
 		{"WithRender", WithRender(render), all},
 		{"WithRefuseWhenBusy", WithRefuseWhenBusy(), formAgent},
 		{"WithStore", WithStore(st, "expert"), formAgent},
-		{"WithInput", WithInput(input), tools},
+		{"WithInputFromArgs", WithInputFromArgs(input), tools},
 		{"WithParams", WithParams(json.RawMessage(TaskParams)), tools},
 		{"WithReactOptions", WithReactOptions(agent.WithMaxSteps(3)), formReact | formSpawn},
 	}
@@ -119,7 +119,7 @@ func TestNilOptionsIgnored(t *testing.T) {
 func TestWithParams(t *testing.T) {
 	params := json.RawMessage(`{"type":"object","properties":{"topic":{"type":"string"}},"required":["topic"]}`)
 	p := fake.NewProvider(fake.Text("done").For("child"))
-	sub := must(FromReact("child", "d", p, nil, WithParams(params), WithInput(func(args json.RawMessage) (agent.Input, error) {
+	sub := must(FromReact("child", "d", p, nil, WithParams(params), WithInputFromArgs(func(args json.RawMessage) (agent.Input, error) {
 		return agent.Input{Text: string(args)}, nil
 	})))(t)
 	if got := string(sub.Definition().Parameters); got != string(params) {

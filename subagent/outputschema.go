@@ -3,7 +3,7 @@ package subagent
 import "encoding/json"
 
 // OutputSchema returns the JSON Schema the tool validates its child's
-// answer against (WithResult, WithOutputSchema or OutputOf), or nil when the
+// answer against (WithReport, WithOutputSchema or OutputOf), or nil when the
 // answer is not validated. A caller must not modify it.
 //
 // A validated call's Result carries the checked answer in Value; bridges

@@ -5,10 +5,10 @@ import (
 	"strings"
 )
 
-// ResultSchema is the JSON Schema of the structured result a child returns
-// under WithResult: a status, a summary, and optional findings. findings is
+// ReportSchema is the JSON Schema of the report a child returns under
+// WithReport: a status, a summary, and optional findings. findings is
 // typed ["object","null"] so that a real validator accepts null.
-const ResultSchema = `{
+const ReportSchema = `{
   "type": "object",
   "properties": {
     "status": {"type": "string", "enum": ["success", "partial", "failed"]},
@@ -19,33 +19,35 @@ const ResultSchema = `{
   "additionalProperties": false
 }`
 
-// Status is the outcome a child reports in its Result.
-type Status string
+// ReportStatus is the outcome a child reports in its Report.
+type ReportStatus string
 
-// The statuses of a Result.
+// The statuses of a Report.
 const (
-	// StatusSuccess: the child did the whole task.
-	StatusSuccess Status = "success"
-	// StatusPartial: the child made progress but did not finish.
-	StatusPartial Status = "partial"
-	// StatusFailed: the child could not do the task, or its answer did not
-	// fit ResultSchema (the raw answer is then the Summary).
-	StatusFailed Status = "failed"
+	// ReportSuccess: the child did the whole task.
+	ReportSuccess ReportStatus = "success"
+	// ReportPartial: the child made progress but did not finish.
+	ReportPartial ReportStatus = "partial"
+	// ReportFailed: the child could not do the task, or its answer did not
+	// fit ReportSchema (the raw answer is then the Summary).
+	ReportFailed ReportStatus = "failed"
 )
 
-// Result is the structured outcome of a child run under WithResult.
-type Result struct {
-	Status   Status         `json:"status"`
+// Report is what a child answers under WithReport: how the task went, a
+// summary, and any structured findings. (A tool call's own result is a
+// tool.Result, whose Value a Report is.)
+type Report struct {
+	Status   ReportStatus   `json:"status"`
 	Summary  string         `json:"summary"`
 	Findings map[string]any `json:"findings"`
 }
 
-// ResultSystemPrompt returns the instruction that makes a child answer in
-// the shape of ResultSchema. Under WithResult, FromReact adds it to the
+// ReportPrompt returns the instruction that makes a child answer in
+// the shape of ReportSchema. Under WithReport, FromReact adds it to the
 // child's system prompt, and FromAgent and FromFactory to the child's first
 // question of each call.
-func ResultSystemPrompt() string {
-	return SchemaPrompt(json.RawMessage(ResultSchema)) +
+func ReportPrompt() string {
+	return SchemaPrompt(json.RawMessage(ReportSchema)) +
 		` Use status "success" when the task is done, "partial" when you made progress but could not finish, ` +
 		`"failed" when you could not do it; put what you found in summary, and any structured data in findings.`
 }

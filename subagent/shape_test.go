@@ -24,7 +24,7 @@ func TestShapeOnFirstTry(t *testing.T) {
 		opt    Option
 		answer string
 	}{
-		{"WithResult", WithResult(), `{"status":"success","summary":"ok"}`},
+		{"WithReport", WithReport(), `{"status":"success","summary":"ok"}`},
 		{"WithOutputSchema", WithOutputSchema(json.RawMessage(countSchema)), `{"n":3}`},
 		{"OutputOf", OutputOf[count](), `{"n":3}`},
 	}
@@ -67,7 +67,7 @@ func TestShapeOnEveryCall(t *testing.T) {
 				fake.Text("no JSON here").For("child"),
 				fake.Text(`{"status":"success","summary":"ok"}`).For("child"),
 			)
-			sub := f.build(t, p, noopTools(t), WithResult())
+			sub := f.build(t, p, noopTools(t), WithReport())
 			if _, err := callTool(t.Context(), sub, "call_1", `{"task":"go"}`); err != nil {
 				t.Fatal(err)
 			}
@@ -76,8 +76,8 @@ func TestShapeOnEveryCall(t *testing.T) {
 				t.Fatalf("%d requests, want 3", len(reqs))
 			}
 			for i, r := range reqs {
-				if string(r.ResponseSchema) != ResultSchema {
-					t.Errorf("request %d has ResponseSchema %s, want ResultSchema", i+1, r.ResponseSchema)
+				if string(r.ResponseSchema) != ReportSchema {
+					t.Errorf("request %d has ResponseSchema %s, want ReportSchema", i+1, r.ResponseSchema)
 				}
 			}
 		})
@@ -93,10 +93,10 @@ func TestFromReactSystemPromptKeepsEveryPart(t *testing.T) {
 		args string
 		want string
 	}{
-		{"all three", []Option{WithResult(), WithReactOptions(agent.WithSystemPrompt("You are careful."))},
-			`{"system_prompt":"You review code.","task":"go"}`, "You are careful.\n\nYou review code.\n\n" + ResultSystemPrompt()},
-		{"configured and shape", []Option{WithReactOptions(agent.WithSystemPrompt("You are careful.")), WithResult()},
-			`{"task":"go"}`, "You are careful.\n\n" + ResultSystemPrompt()},
+		{"all three", []Option{WithReport(), WithReactOptions(agent.WithSystemPrompt("You are careful."))},
+			`{"system_prompt":"You review code.","task":"go"}`, "You are careful.\n\nYou review code.\n\n" + ReportPrompt()},
+		{"configured and shape", []Option{WithReactOptions(agent.WithSystemPrompt("You are careful.")), WithReport()},
+			`{"task":"go"}`, "You are careful.\n\n" + ReportPrompt()},
 		{"configured and the model's", []Option{WithReactOptions(agent.WithSystemPrompt("You are careful."))},
 			`{"system_prompt":"You review code.","task":"go"}`, "You are careful.\n\nYou review code."},
 		{"the model's only", nil, `{"system_prompt":"You review code.","task":"go"}`, "You review code."},

@@ -82,10 +82,10 @@ type Spawner struct {
 // WithSpawnConcurrency, WithChildTokenBudget, WithForkPrompt, WithForkName,
 // WithForkTools, WithSpawnPolicy and WithBackground. It takes these Options
 // of SubAgentTool too: WithMaxDepth, WithMaxOutputBytes (of every child),
-// WithResult, WithOutputSchema or OutputOf (the validation of a call that
+// WithReport, WithOutputSchema or OutputOf (the validation of a call that
 // gives no output_schema), and, for forked children, WithTimeout,
 // WithRender and WithReactOptions. It refuses WithRefuseWhenBusy,
-// WithInput and WithStore, which it would ignore. A nil option is ignored.
+// WithInputFromArgs and WithStore, which it would ignore. A nil option is ignored.
 func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...SpawnOption) (*Spawner, error) {
 	if p == nil {
 		return nil, fmt.Errorf("subagent %s: nil provider: pass the provider the parent runs on", SpawnToolName)

@@ -181,7 +181,7 @@ func TestSpawnBudgetNote(t *testing.T) {
 		fake.Text(`{"status":"partial","summary":"surveyed half"}`).For(fork).WithUsage(usage(50)),
 		fake.Text("done").For("lead").WithUsage(usage(1)),
 	)
-	reg, _ := setup(t, p, false, []subagent.SpawnOption{subagent.WithResult()})
+	reg, _ := setup(t, p, false, []subagent.SpawnOption{subagent.WithReport()})
 	out, err := lead(t, p, reg, agent.WithTokenLimit(1000)).Run(t.Context(), agent.Input{Text: "go"})
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +198,7 @@ func TestSpawnBudgetNote(t *testing.T) {
 	if reqs[1].System != reqs[0].System {
 		t.Errorf("the budget note changed the system prompt:\n%s\nwas\n%s", reqs[1].System, reqs[0].System)
 	}
-	mustContain(t, reqs[1].System, subagent.ResultSystemPrompt())
+	mustContain(t, reqs[1].System, subagent.ReportPrompt())
 	last := reqs[1].Messages[len(reqs[1].Messages)-1]
 	if last.Role != provider.RoleUser {
 		t.Errorf("the note travels as a %s message, want user", last.Role)

@@ -70,18 +70,18 @@ func TestSpawnRoster(t *testing.T) {
 		},
 		{
 			name:      "member keeps its own validation over the spawner's default",
-			member:    func(provider.Provider) *subagent.SubAgentTool { return factoryCritic(subagent.WithResult()) },
+			member:    func(provider.Provider) *subagent.SubAgentTool { return factoryCritic(subagent.WithReport()) },
 			opts:      []subagent.SpawnOption{subagent.WithOutputSchema(json.RawMessage(numberSchema))},
 			args:      `{"task":"review","agent":"critic"}`,
 			want:      `{"status":"success","summary":"two typos"}`,
-			wantValue: subagent.Result{Status: subagent.StatusSuccess, Summary: "two typos"},
+			wantValue: subagent.Report{Status: subagent.ReportSuccess, Summary: "two typos"},
 			// Its own shape, told on the first question.
-			wantInput: []string{"review\n\n" + subagent.ResultSystemPrompt()},
+			wantInput: []string{"review\n\n" + subagent.ReportPrompt()},
 		},
 		{
 			name: "call's output_schema wins, and the member is told it",
 			member: func(p provider.Provider) *subagent.SubAgentTool {
-				m, _ := subagent.FromReact("researcher", "Finds sources.", p, nil, subagent.WithResult())
+				m, _ := subagent.FromReact("researcher", "Finds sources.", p, nil, subagent.WithReport())
 				return m
 			},
 			args:      `{"task":"count","agent":"researcher","output_schema":` + numberSchema + `}`,

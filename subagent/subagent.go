@@ -12,7 +12,7 @@
 //
 // Around each call the tool keeps the contracts a delegation tree needs: the
 // child's answer can be validated against a JSON Schema with one corrective
-// retry (WithResult, WithOutputSchema, OutputOf); delegation depth is capped
+// retry (WithReport, WithOutputSchema, OutputOf); delegation depth is capped
 // (the tool disappears at the cap); what returns to the parent is capped in
 // size; the child's usage, a failed child's too, travels back in the Result;
 // cancellation reaches the child; a panicking child becomes an error the
@@ -70,7 +70,7 @@ var (
 	ErrBusy = errors.New("subagent: busy")
 	// ErrChildFailed: the child agent's run failed; its error is wrapped too.
 	ErrChildFailed = errors.New("subagent: child failed")
-	// ErrNoJSON: under WithResult, the child's answer held no JSON at all,
+	// ErrNoJSON: under WithReport, the child's answer held no JSON at all,
 	// even after the corrective retry.
 	ErrNoJSON = errors.New("subagent: answer is not JSON")
 	// ErrTimeout: the call ran longer than WithTimeout allows.
@@ -127,7 +127,7 @@ const ReactParams = `{"type":"object","properties":{"system_prompt":{"type":"str
 // callers of a finished meanwhile; or, failing that, a Checkpoint method).
 // The tool takes TaskParams unless WithParams says otherwise. With
 // TaskParams a receives the task's text as its input; with parameters of
-// WithParams, the arguments' JSON text (WithInput maps them otherwise).
+// WithParams, the arguments' JSON text (WithInputFromArgs maps them otherwise).
 func FromAgent(name, description string, a agent.Agent, opts ...Option) (*SubAgentTool, error) {
 	if a == nil {
 		return nil, fmt.Errorf("subagent %q: nil agent: pass the agent to consult", name)
@@ -152,7 +152,7 @@ func FromAgent(name, description string, a agent.Agent, opts ...Option) (*SubAge
 // factory, discarded after the call. Calls run in parallel. The tool takes
 // TaskParams unless WithParams says otherwise. With TaskParams the agent
 // receives the task's text as its input; with parameters of WithParams,
-// the arguments' JSON text (WithInput maps them otherwise).
+// the arguments' JSON text (WithInputFromArgs maps them otherwise).
 func FromFactory(name, description string, factory Factory, opts ...Option) (*SubAgentTool, error) {
 	if factory == nil {
 		return nil, fmt.Errorf("subagent %q: nil factory: pass a function that builds the agent", name)
@@ -220,7 +220,7 @@ func FromReact(name, description string, p provider.Provider, tools *tool.Regist
 }
 
 // defaultToTask makes a tool with the default parameters (TaskParams) and
-// no WithInput hand its child the task's text, as a person would put the
+// no WithInputFromArgs hand its child the task's text, as a person would put the
 // question, not the arguments' JSON; a tool with parameters of its own
 // hands over their JSON text, which it alone knows how to read.
 func (t *SubAgentTool) defaultToTask() {
@@ -428,18 +428,18 @@ func WithRefuseWhenBusy() Option {
 		func(c *config) error { c.refuseBusy = true; return nil })
 }
 
-// WithInput maps the call's arguments to the child's input, instead of
+// WithInputFromArgs maps the call's arguments to the child's input, instead of
 // handing over their JSON text (FromAgent, FromFactory) or their task
 // (FromReact). An error from fn reaches the model as an invalid-arguments
 // error. NewSpawner does not take it: a spawned child's input is the spawn
-// call's task and context (a roster member applies its own WithInput to
+// call's task and context (a roster member applies its own WithInputFromArgs to
 // them).
-func WithInput(fn func(args json.RawMessage) (agent.Input, error)) Option {
+func WithInputFromArgs(fn func(args json.RawMessage) (agent.Input, error)) Option {
 	return usedBy(formAgent|formScoped|formFactory|formReact,
-		"WithInput maps the arguments of a FromAgent, FromFactory or FromReact call (a spawned child's input is the spawn call's task and context; give WithInput to a roster member instead)",
+		"WithInputFromArgs maps the arguments of a FromAgent, FromFactory or FromReact call (a spawned child's input is the spawn call's task and context; give WithInputFromArgs to a roster member instead)",
 		func(c *config) error {
 			if fn == nil {
-				return errors.New("WithInput(nil): pass a function")
+				return errors.New("WithInputFromArgs(nil): pass a function")
 			}
 			c.input = fn
 			return nil
@@ -462,10 +462,10 @@ type Outcome struct {
 	// agent.React runs under the call (an agent that calls its model
 	// itself is in Usage only).
 	Models []provider.ModelUsage
-	// Value is the validated answer, when the tool validates: a Result under
-	// WithResult, a T under OutputOf[T], the decoded JSON under
+	// Value is the validated answer, when the tool validates: a Report under
+	// WithReport, a T under OutputOf[T], the decoded JSON under
 	// WithOutputSchema. It is nil when the answer failed validation, but
-	// under WithResult, where it is then Result{Status: StatusFailed} with
+	// under WithReport, where it is then Report{Status: ReportFailed} with
 	// the raw answer as the Summary.
 	Value any
 	// Content is the result text the tool would return without WithRender

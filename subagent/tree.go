@@ -48,17 +48,17 @@ type State string
 
 // The states of a Node.
 const (
-	// Running: the invocation has started and not yet finished.
-	Running State = "running"
-	// Succeeded: the child answered, and the answer went to the parent.
-	Succeeded State = "succeeded"
-	// Suspended: the child waits for a person's answer (an interrupt); a
+	// StateRunning: the invocation has started and not yet finished.
+	StateRunning State = "running"
+	// StateSucceeded: the child answered, and the answer went to the parent.
+	StateSucceeded State = "succeeded"
+	// StateSuspended: the child waits for a person's answer (an interrupt); a
 	// later run resumes it.
-	Suspended State = "suspended"
-	// Failed: the call failed; Node.Error says why.
-	Failed State = "failed"
-	// Cancelled: the caller cancelled the call, or the run was stopped.
-	Cancelled State = "cancelled"
+	StateSuspended State = "suspended"
+	// StateFailed: the call failed; Node.Error says why.
+	StateFailed State = "failed"
+	// StateCancelled: the caller cancelled the call, or the run was stopped.
+	StateCancelled State = "cancelled"
 )
 
 // Node is one sub-agent invocation in a Tree.
@@ -167,7 +167,7 @@ func (t *Tree) record(e event.Event) {
 		delete(t.args, e.ToolCallID)
 		delete(t.done, e.ToolCallID)
 	case event.SubagentStarted:
-		n := &Node{RunID: e.SubagentRunID, Name: e.Name, ToolCallID: e.ParentToolCallID, State: Running, Started: when(e)}
+		n := &Node{RunID: e.SubagentRunID, Name: e.Name, ToolCallID: e.ParentToolCallID, State: StateRunning, Started: when(e)}
 		if a, ok := t.done[e.ParentToolCallID]; ok {
 			n.Arguments = a
 			delete(t.done, e.ParentToolCallID)
@@ -188,15 +188,15 @@ func (t *Tree) record(e event.Event) {
 		n.Usage = decodeUsage(e.Usage)
 		switch {
 		case e.Type == event.SubagentError && e.Code == "cancelled":
-			n.State, n.Error, n.Code = Cancelled, e.Message, e.Code
+			n.State, n.Error, n.Code = StateCancelled, e.Message, e.Code
 		case e.Type == event.SubagentError:
-			n.State, n.Error, n.Code = Failed, e.Message, e.Code
+			n.State, n.Error, n.Code = StateFailed, e.Message, e.Code
 		case outcomeType(e.Outcome) == "suspended":
-			n.State = Suspended
+			n.State = StateSuspended
 		case outcomeType(e.Outcome) == "cancelled":
-			n.State = Cancelled
+			n.State = StateCancelled
 		default:
-			n.State, n.Result = Succeeded, e.Result
+			n.State, n.Result = StateSucceeded, e.Result
 		}
 	}
 }

@@ -105,13 +105,13 @@ func TestTree(t *testing.T) {
 	}
 	got := []view{see(flaky), see(planner), see(finder)}
 	want := []view{
-		{Name: "flaky", Args: `{"task":"Book a table."}`, State: subagent.Failed, Code: "provider_error", Error: flaky.Error},
-		{Name: "planner", Args: `{"task":"Plan the trip."}`, Model: "mid", Result: `"Take the 9:00 train."`, State: subagent.Succeeded,
+		{Name: "flaky", Args: `{"task":"Book a table."}`, State: subagent.StateFailed, Code: "provider_error", Error: flaky.Error},
+		{Name: "planner", Args: `{"task":"Plan the trip."}`, Model: "mid", Result: `"Take the 9:00 train."`, State: subagent.StateSucceeded,
 			Usage: []provider.ModelUsage{
 				{Provider: "acme", Model: "mid", Usage: provider.Usage{InputTokens: 70, OutputTokens: 7}},
 				{Provider: "other", Model: "small", Usage: provider.Usage{InputTokens: 5, OutputTokens: 1}},
 			}, Children: 1},
-		{Name: "finder", Args: `{"task":"Find trains."}`, Model: "small", Result: `"The 9:00 train."`, State: subagent.Succeeded,
+		{Name: "finder", Args: `{"task":"Find trains."}`, Model: "small", Result: `"The 9:00 train."`, State: subagent.StateSucceeded,
 			Usage: []provider.ModelUsage{{Provider: "other", Model: "small", Usage: provider.Usage{InputTokens: 5, OutputTokens: 1}}}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -158,7 +158,7 @@ func TestTreeCancelledAndRunning(t *testing.T) {
 		for _, n := range tree.Roots() {
 			states[n.Name] = n.State
 		}
-		if states["flaky"] != subagent.Running || states["planner"] != subagent.Succeeded {
+		if states["flaky"] != subagent.StateRunning || states["planner"] != subagent.StateSucceeded {
 			t.Errorf("while the flaky call waits: states %v, want flaky running and planner succeeded", states)
 		}
 		cancel()
@@ -166,7 +166,7 @@ func TestTreeCancelledAndRunning(t *testing.T) {
 			t.Fatalf("run error %v, want context.Canceled", err)
 		}
 		for _, n := range tree.Roots() {
-			if n.Name == "flaky" && (n.State != subagent.Cancelled || n.Code != "cancelled") {
+			if n.Name == "flaky" && (n.State != subagent.StateCancelled || n.Code != "cancelled") {
 				t.Errorf("cancelled call: state %s, code %q", n.State, n.Code)
 			}
 		}
@@ -197,12 +197,12 @@ func TestTreeFromEvents(t *testing.T) {
 	if len(roots) != 2 {
 		t.Fatalf("%d roots, want 2", len(roots))
 	}
-	if n := roots[0]; n.State != subagent.Suspended || string(n.Arguments) != `{"task":"ship"}` || n.Wall() != 2500*time.Millisecond {
+	if n := roots[0]; n.State != subagent.StateSuspended || string(n.Arguments) != `{"task":"ship"}` || n.Wall() != 2500*time.Millisecond {
 		t.Errorf("suspended node: state %s, arguments %s, wall %v", n.State, n.Arguments, n.Wall())
 	}
 	// A parent the tree never saw makes the node a root; its call streamed
 	// no arguments here.
-	if n := roots[1]; n.Name != "late" || n.State != subagent.Running || n.Arguments != nil || !n.Finished.IsZero() {
+	if n := roots[1]; n.Name != "late" || n.State != subagent.StateRunning || n.Arguments != nil || !n.Finished.IsZero() {
 		t.Errorf("orphan node %+v", n)
 	}
 }

@@ -45,7 +45,7 @@ func TestChildUsageSums(t *testing.T) {
 			failing := f.build(t, p, nil)
 			retried := must(FromFactory("retried", "Answers in JSON.", func(context.Context, json.RawMessage) (agent.Agent, error) {
 				return agent.NewReact(p, agent.WithName("retried"))
-			}, WithResult()))(t)
+			}, WithReport()))(t)
 			lead := newReact(t, p, agent.WithName("lead"), agent.WithTools(good, failing, retried))
 
 			out, err := lead.Run(context.Background(), agent.Input{Text: "go"})
@@ -77,7 +77,7 @@ func TestFailedChildUsage(t *testing.T) {
 		want    provider.Usage
 	}{
 		{"model error", []fake.Reply{fake.Call("nope", `{}`).WithUsage(spent), fake.Error(errors.New("down"))}, nil, false, spent},
-		{"no JSON twice", []fake.Reply{fake.Text("a").WithUsage(spent), fake.Text("b").WithUsage(spent)}, []Option{WithResult()}, false, spent.Add(spent)},
+		{"no JSON twice", []fake.Reply{fake.Text("a").WithUsage(spent), fake.Text("b").WithUsage(spent)}, []Option{WithReport()}, false, spent.Add(spent)},
 		{"cancelled", []fake.Reply{fake.Call("nope", `{}`).WithUsage(spent), fake.Respond(func(ctx context.Context, _ provider.Request) (provider.Response, error) {
 			<-ctx.Done()
 			return provider.Response{}, ctx.Err()

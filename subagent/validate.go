@@ -18,8 +18,8 @@ import (
 // the tool is built.
 type checker struct {
 	schema *jsonschema.Schema
-	// result: ResultSchema semantics for the final failure (a tool error for
-	// non-JSON, a failed Result for invalid JSON).
+	// result: ReportSchema semantics for the final failure (a tool error for
+	// non-JSON, a failed Report for invalid JSON).
 	result bool
 	// decode turns valid JSON, as text and as the generic value the schema
 	// checked, into the Go value a caller gets.
@@ -28,17 +28,17 @@ type checker struct {
 	prompt string
 }
 
-// WithResult validates the child's answer against ResultSchema. The value a
-// Go caller gets is a Result. After the corrective retry, an answer with no
+// WithReport validates the child's answer against ReportSchema. The value a
+// Go caller gets is a Report. After the corrective retry, an answer with no
 // JSON is a tool error, and JSON that does not fit becomes
-// Result{Status: StatusFailed, Summary: <the raw answer>}.
-func WithResult() Option {
+// Report{Status: ReportFailed, Summary: <the raw answer>}.
+func WithReport() Option {
 	return func(c *config) error {
-		s, err := jsonschema.Compile(json.RawMessage(ResultSchema))
+		s, err := jsonschema.Compile(json.RawMessage(ReportSchema))
 		if err != nil {
 			return err
 		}
-		c.check = &checker{schema: s, result: true, decode: decodeAs[Result], prompt: ResultSystemPrompt()}
+		c.check = &checker{schema: s, result: true, decode: decodeAs[Report], prompt: ReportPrompt()}
 		return nil
 	}
 }

@@ -90,9 +90,9 @@ func FuzzExtractJSON(f *testing.F) {
 	})
 }
 
-// ResultSchema under the real validator: findings may be null.
-func TestResultSchema(t *testing.T) {
-	s := must(jsonschema.Compile(json.RawMessage(ResultSchema)))(t)
+// ReportSchema under the real validator: findings may be null.
+func TestReportSchema(t *testing.T) {
+	s := must(jsonschema.Compile(json.RawMessage(ReportSchema)))(t)
 	tests := []struct {
 		doc   string
 		valid bool
@@ -113,10 +113,10 @@ func TestResultSchema(t *testing.T) {
 			t.Errorf("Validate(%s) = %v, want valid %v", tt.doc, err, tt.valid)
 		}
 	}
-	prompt := ResultSystemPrompt()
-	for _, want := range []string{ResultSchema, `"success"`, `"partial"`, `"failed"`} {
+	prompt := ReportPrompt()
+	for _, want := range []string{ReportSchema, `"success"`, `"partial"`, `"failed"`} {
 		if !strings.Contains(prompt, want) {
-			t.Errorf("ResultSystemPrompt() does not mention %s", want)
+			t.Errorf("ReportPrompt() does not mention %s", want)
 		}
 	}
 }
@@ -129,8 +129,8 @@ type count struct {
 // validator's message, then the schema's own way of failing.
 func TestAnswerValidation(t *testing.T) {
 	countSchema := WithOutputSchema(json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`))
-	failed := func(raw string) (string, Result) {
-		r := Result{Status: StatusFailed, Summary: raw}
+	failed := func(raw string) (string, Report) {
+		r := Report{Status: ReportFailed, Summary: raw}
 		b, _ := json.Marshal(r)
 		return string(b), r
 	}
@@ -145,25 +145,25 @@ func TestAnswerValidation(t *testing.T) {
 		wantErr      error
 		wantRetryHas string // in the corrective message
 	}{
-		{"valid at once", WithResult(), []string{`{"status":"success","summary":"ok"}`},
-			`{"status":"success","summary":"ok"}`, Result{Status: StatusSuccess, Summary: "ok"}, nil, ""},
-		{"fenced in prose", WithResult(), []string{"Done.\n```json\n{\"status\":\"partial\",\"summary\":\"half\"}\n```"},
-			`{"status":"partial","summary":"half"}`, Result{Status: StatusPartial, Summary: "half"}, nil, ""},
-		{"null findings", WithResult(), []string{`{"status":"success","summary":"ok","findings":null}`},
-			`{"status":"success","summary":"ok","findings":null}`, Result{Status: StatusSuccess, Summary: "ok"}, nil, ""},
-		{"findings", WithResult(), []string{`{"status":"success","summary":"ok","findings":{"n":2}}`},
-			`{"status":"success","summary":"ok","findings":{"n":2}}`, Result{Status: StatusSuccess, Summary: "ok", Findings: map[string]any{"n": 2.0}}, nil, ""},
-		{"findings with nested numbers", WithResult(), []string{`{"status":"success","summary":"ok","findings":{"xs":[1,[2.5]],"m":{"n":-3e2}}}`},
+		{"valid at once", WithReport(), []string{`{"status":"success","summary":"ok"}`},
+			`{"status":"success","summary":"ok"}`, Report{Status: ReportSuccess, Summary: "ok"}, nil, ""},
+		{"fenced in prose", WithReport(), []string{"Done.\n```json\n{\"status\":\"partial\",\"summary\":\"half\"}\n```"},
+			`{"status":"partial","summary":"half"}`, Report{Status: ReportPartial, Summary: "half"}, nil, ""},
+		{"null findings", WithReport(), []string{`{"status":"success","summary":"ok","findings":null}`},
+			`{"status":"success","summary":"ok","findings":null}`, Report{Status: ReportSuccess, Summary: "ok"}, nil, ""},
+		{"findings", WithReport(), []string{`{"status":"success","summary":"ok","findings":{"n":2}}`},
+			`{"status":"success","summary":"ok","findings":{"n":2}}`, Report{Status: ReportSuccess, Summary: "ok", Findings: map[string]any{"n": 2.0}}, nil, ""},
+		{"findings with nested numbers", WithReport(), []string{`{"status":"success","summary":"ok","findings":{"xs":[1,[2.5]],"m":{"n":-3e2}}}`},
 			`{"status":"success","summary":"ok","findings":{"xs":[1,[2.5]],"m":{"n":-3e2}}}`,
-			Result{Status: StatusSuccess, Summary: "ok", Findings: map[string]any{"xs": []any{1.0, []any{2.5}}, "m": map[string]any{"n": -300.0}}}, nil, ""},
-		{"findings out of float64's range", WithResult(), []string{`{"status":"success","summary":"ok","findings":{"n":1e400}}`, `{"status":"success","summary":"ok"}`},
-			`{"status":"success","summary":"ok"}`, Result{Status: StatusSuccess, Summary: "ok"}, nil, "1e400"},
-		{"corrected on retry", WithResult(), []string{`{"status":"done"}`, `{"status":"success","summary":"fixed"}`},
-			`{"status":"success","summary":"fixed"}`, Result{Status: StatusSuccess, Summary: "fixed"}, nil, "summary"},
-		{"extra keys twice", WithResult(), []string{extra, extra}, extraContent, extraValue, nil, "extra"},
-		{"no JSON twice", WithResult(), []string{"I could not.", "Still could not."}, "", nil, ErrNoJSON, "no JSON"},
-		{"no JSON, then JSON", WithResult(), []string{"I could not.", `{"status":"failed","summary":"no access"}`},
-			`{"status":"failed","summary":"no access"}`, Result{Status: StatusFailed, Summary: "no access"}, nil, "no JSON"},
+			Report{Status: ReportSuccess, Summary: "ok", Findings: map[string]any{"xs": []any{1.0, []any{2.5}}, "m": map[string]any{"n": -300.0}}}, nil, ""},
+		{"findings out of float64's range", WithReport(), []string{`{"status":"success","summary":"ok","findings":{"n":1e400}}`, `{"status":"success","summary":"ok"}`},
+			`{"status":"success","summary":"ok"}`, Report{Status: ReportSuccess, Summary: "ok"}, nil, "1e400"},
+		{"corrected on retry", WithReport(), []string{`{"status":"done"}`, `{"status":"success","summary":"fixed"}`},
+			`{"status":"success","summary":"fixed"}`, Report{Status: ReportSuccess, Summary: "fixed"}, nil, "summary"},
+		{"extra keys twice", WithReport(), []string{extra, extra}, extraContent, extraValue, nil, "extra"},
+		{"no JSON twice", WithReport(), []string{"I could not.", "Still could not."}, "", nil, ErrNoJSON, "no JSON"},
+		{"no JSON, then JSON", WithReport(), []string{"I could not.", `{"status":"failed","summary":"no access"}`},
+			`{"status":"failed","summary":"no access"}`, Report{Status: ReportFailed, Summary: "no access"}, nil, "no JSON"},
 		{"custom schema, extra keys accepted", countSchema, []string{`{"n":3,"extra":true}`},
 			`{"n":3,"extra":true}`, map[string]any{"n": 3.0, "extra": true}, nil, ""},
 		{"custom schema, invalid twice", countSchema, []string{`{"n":"three"}`, `{"n":"3"}`},

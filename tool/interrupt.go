@@ -25,7 +25,7 @@ import (
 type Interrupt struct {
 	// ID names the interrupt; an answer gives it back.
 	ID string `json:"id"`
-	// Reason is a short machine-readable kind, such as "tool_approval".
+	// Reason is a short machine-readable kind, such as ApprovalReason.
 	Reason string `json:"reason"`
 	// Message is what the person is asked.
 	Message string `json:"message,omitempty"`
@@ -79,7 +79,7 @@ type Answer struct {
 
 // Question is what a tool asks with Ask.
 type Question struct {
-	// Reason is a short kind, such as "tool_approval" (default "input").
+	// Reason is a short kind, such as ApprovalReason (default "input").
 	Reason string
 	// Message is what the person reads.
 	Message string
@@ -346,19 +346,25 @@ type Approval struct {
 	Note     string `json:"note,omitempty"`
 }
 
-// RequireApproval returns t such that each call first asks a person, with
-// reason and a message naming the call and its arguments, whether it may
-// run (answer: an Approval). An approved call runs t; a rejected or
-// cancelled one fails with an error the model reads (ErrRejected,
-// ErrCancelled). A ttl above zero lets the question expire.
-func RequireApproval(t Tool, reason string, ttl time.Duration) Tool {
-	return &approvalTool{Tool: t, reason: reason, ttl: ttl}
+// ApprovalReason is the Reason of every question RequireApproval asks, by
+// which a client tells an approval from other questions.
+const ApprovalReason = "tool_approval"
+
+// RequireApproval returns t such that each call first asks a person
+// whether it may run (answer: an Approval). The question's Reason is
+// ApprovalReason; its Message names the call and its arguments, after why
+// when why is set ("Sends mail to customers: Allow send_email with
+// {…}?"). An approved call runs t; a rejected or cancelled one fails with
+// an error the model reads (ErrRejected, ErrCancelled). A ttl above zero
+// lets the question expire.
+func RequireApproval(t Tool, why string, ttl time.Duration) Tool {
+	return &approvalTool{Tool: t, why: why, ttl: ttl}
 }
 
 type approvalTool struct {
 	Tool
-	reason string
-	ttl    time.Duration
+	why string
+	ttl time.Duration
 }
 
 // Available passes on the wrapped tool's availability.
@@ -366,10 +372,10 @@ func (a *approvalTool) Available(ctx context.Context) bool { return available(ct
 
 func (a *approvalTool) Call(ctx context.Context, call Call) (Result, error) {
 	msg := fmt.Sprintf("Allow %s with %s?", call.Name, string(call.Arguments))
-	if a.reason != "" {
-		msg = a.reason + ": " + msg
+	if a.why != "" {
+		msg = a.why + ": " + msg
 	}
-	payload, err := Ask(ctx, call, Question{Reason: "tool_approval", Message: msg, ResponseSchema: ApprovalSchema, TTL: a.ttl})
+	payload, err := Ask(ctx, call, Question{Reason: ApprovalReason, Message: msg, ResponseSchema: ApprovalSchema, TTL: a.ttl})
 	if err != nil {
 		return Result{}, err
 	}

@@ -9,7 +9,7 @@
 // The expert keeps its conversation across the client's calls: in memory
 // by default, so a restart forgets it; with -store, in that SQLite file
 // (created if missing), so the next run of the server carries on the same
-// conversation. The reviewer's answer is checked against ResultSchema and
+// conversation. The reviewer's answer is checked against ReportSchema and
 // comes back as structured content. It runs on the scripted fake provider
 // unless DEPUTY_PROVIDER names a real one (see examples/internal/pick).
 // Standard output is the MCP channel, so the program speaks on standard
@@ -123,7 +123,7 @@ func newServer(model provider.Provider, st *store.Store) (*mcpbridge.Server, err
 	if err != nil {
 		return nil, err
 	}
-	opts := []subagent.Option{subagent.WithInput(taskText)}
+	opts := []subagent.Option{subagent.WithInputFromArgs(taskText)}
 	if st != nil {
 		opts = append(opts, subagent.WithStore(st, "mcp-server/expert"))
 	}
@@ -133,9 +133,9 @@ func newServer(model provider.Provider, st *store.Store) (*mcpbridge.Server, err
 	}
 	reviewer, err := subagent.FromFactory("reviewer", "Review a text and report problems as a structured result.",
 		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
-			return agent.NewReact(model, agent.WithName("reviewer"), agent.WithSystemPrompt(subagent.ResultSystemPrompt()))
+			return agent.NewReact(model, agent.WithName("reviewer"), agent.WithSystemPrompt(subagent.ReportPrompt()))
 		},
-		subagent.WithResult(), subagent.WithInput(taskText))
+		subagent.WithReport(), subagent.WithInputFromArgs(taskText))
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,7 @@
 //   - consults a resident expert twice, and the second answer builds on the
 //     first (FromAgent);
 //   - hands a one-shot review to a freshly built agent whose answer is
-//     checked against ResultSchema (FromFactory with WithResult);
+//     checked against ReportSchema (FromFactory with WithReport);
 //   - lets the model define a sub-agent itself, its system prompt and task
 //     (FromReact);
 //
@@ -68,7 +68,7 @@ func run(ctx context.Context, w io.Writer, getenv func(string) string) error {
 		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(model, agent.WithName("reviewer"), agent.WithSystemPrompt("You review texts for errors."))
 		},
-		subagent.WithResult(), subagent.WithInput(taskText), record)
+		subagent.WithReport(), subagent.WithInputFromArgs(taskText), record)
 	if err != nil {
 		return err
 	}
@@ -160,7 +160,7 @@ func (t *tree) record(ctx context.Context, o subagent.Outcome) {
 	defer t.mu.Unlock()
 	t.usage[o.RunID] = o.Usage
 	summary := o.Output.Answer
-	if r, ok := o.Value.(subagent.Result); ok {
+	if r, ok := o.Value.(subagent.Report); ok {
 		summary = "status=" + string(r.Status) + ": " + r.Summary
 	}
 	t.result[o.RunID] = summary

@@ -112,7 +112,7 @@ func TestBadInput(t *testing.T) {
 		}, "no reply left"},
 		{"answer: validated child never gives JSON", func() error {
 			fp := fake.NewProvider(fake.Text("prose"), fake.Text("more prose"))
-			st := mustTool(subagent.FromReact("r", "r", fp, nil, subagent.WithResult()))
+			st := mustTool(subagent.FromReact("r", "r", fp, nil, subagent.WithReport()))
 			_, err := st.Call(ctx, tool.Call{ID: "1", Name: "r", Arguments: []byte(`{"task":"t"}`)})
 			return err
 		}, "without the JSON result"},
@@ -178,7 +178,7 @@ func TestBadInput(t *testing.T) {
 			_, err := subagent.FromAgent("x", "d", react, subagent.WithOutputSchema([]byte(`{"minimum":"a"}`)))
 			return err
 		}, "output schema"},
-		{"WithInput(nil)", func() error { _, err := subagent.FromAgent("x", "d", react, subagent.WithInput(nil)); return err }, "WithInput(nil)"},
+		{"WithInputFromArgs(nil)", func() error { _, err := subagent.FromAgent("x", "d", react, subagent.WithInputFromArgs(nil)); return err }, "WithInputFromArgs(nil)"},
 		{"NewSpawner: nil provider", func() error { _, err := subagent.NewSpawner(nil, nil); return err }, "nil provider"},
 		{"NewSpawner: max spawns 0", func() error { _, err := subagent.NewSpawner(p, nil, subagent.WithMaxSpawns(0)); return err }, "max spawns 0"},
 		{"NewSpawner: concurrency 0", func() error { _, err := subagent.NewSpawner(p, nil, subagent.WithSpawnConcurrency(0)); return err }, "concurrency 0"},

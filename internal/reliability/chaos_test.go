@@ -204,7 +204,7 @@ func TestChaos(t *testing.T) {
 	worker, err := subagent.FromFactory("worker", "a one-shot worker",
 		func(ctx context.Context, _ json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(routed, agent.WithName("worker"), agent.WithMaxSteps(3))
-		}, subagent.WithResult(), subagent.WithTimeout(2*time.Second))
+		}, subagent.WithReport(), subagent.WithTimeout(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -107,7 +107,7 @@ func TestLoadFactory(t *testing.T) {
 	worker, err := subagent.FromFactory("worker", "one-shot", func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 		a, err := agent.NewReact(p, agent.WithName("worker"))
 		return closer{a, closed.Done}, err
-	}, subagent.WithResult())
+	}, subagent.WithReport())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestLoadFactory(t *testing.T) {
 				if err != nil {
 					t.Errorf("call %d: %v", i, err)
 				}
-				if r, ok := res.Value.(subagent.Result); !ok || r.Status != subagent.StatusSuccess {
+				if r, ok := res.Value.(subagent.Report); !ok || r.Status != subagent.ReportSuccess {
 					t.Errorf("call %d: value %#v", i, res.Value)
 				}
 				mu.Lock()

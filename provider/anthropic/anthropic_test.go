@@ -223,7 +223,7 @@ func TestComplete(t *testing.T) {
 			},
 		},
 		{
-			// ResultSchema's findings is a free-form object, which the API
+			// ReportSchema's findings is a free-form object, which the API
 			// does not take: no output format, the prompt describes it.
 			name:    "structured_free_form",
 			req:     structured,

@@ -80,14 +80,14 @@ func Build(c *Counts) (agent.Agent, error) {
 	grand, err := subagent.FromFactory("cleaner", "Deletes files.", func(ctx context.Context, _ json.RawMessage) (agent.Agent, error) {
 		return agent.NewReact(model(c, "cleaner", "g1", "delete", `{"path":"/tmp/old.log"}`, "cleaner finished"),
 			agent.WithName("cleaner"), agent.WithTools(tool.RequireApproval(del, "deletes a file", c.TTL)))
-	}, subagent.WithInput(taskInput), subagent.WithMaxDepth(2))
+	}, subagent.WithInputFromArgs(taskInput), subagent.WithMaxDepth(2))
 	if err != nil {
 		return nil, err
 	}
 	child, err := subagent.FromFactory("janitor", "Tidies the disk.", func(ctx context.Context, _ json.RawMessage) (agent.Agent, error) {
 		return agent.NewReact(model(c, "janitor", "c1", "cleaner", `{"task":"delete old logs"}`, "janitor finished"),
 			agent.WithName("janitor"), agent.WithTools(grand))
-	}, subagent.WithInput(taskInput))
+	}, subagent.WithInputFromArgs(taskInput))
 	if err != nil {
 		return nil, err
 	}

@@ -88,7 +88,7 @@ func tree(topicB string, wait time.Duration, answer fake.Reply) (agent.Agent, er
 		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(childModel, agent.WithName("researcher"), agent.WithRegistry(childTools))
 		},
-		subagent.WithInput(func(args json.RawMessage) (agent.Input, error) {
+		subagent.WithInputFromArgs(func(args json.RawMessage) (agent.Input, error) {
 			var a struct {
 				Task string `json:"task"`
 			}

@@ -41,13 +41,13 @@ func delegate(ctx context.Context, model provider.Provider, expertAgent agent.Ag
 	}
 
 	// One-shot delegation: a fresh agent per call, built from the call's
-	// arguments, its answer validated against ResultSchema (the tool tells the
+	// arguments, its answer validated against ReportSchema (the tool tells the
 	// child that shape).
 	reviewer, err := subagent.FromFactory("reviewer", "Review a text.",
 		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(model, agent.WithSystemPrompt("You review texts for errors."))
 		},
-		subagent.WithResult())
+		subagent.WithReport())
 	if err != nil {
 		return err
 	}

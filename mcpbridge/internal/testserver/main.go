@@ -5,7 +5,7 @@
 // serves streamable HTTP until SIGTERM or SIGINT.
 //
 // Its tools run real deputy sub-agents on the fake provider:
-//   - reviewer: a one-shot ReAct child validated by WithResult, so it
+//   - reviewer: a one-shot ReAct child validated by WithReport, so it
 //     declares an output schema and answers with structured content;
 //   - researcher: a ReAct child that calls a lookup tool (1 s) before
 //     answering, so that a call reports progress;
@@ -75,7 +75,7 @@ func build() (*mcpbridge.Server, error) {
 		fake.Text("The answer is 42.").For("researcher"),
 	).Loop().DontRecord()
 
-	reviewer, err := subagent.FromReact("reviewer", "Reviews a change and reports status, summary and findings.", model, nil, subagent.WithResult())
+	reviewer, err := subagent.FromReact("reviewer", "Reviews a change and reports status, summary and findings.", model, nil, subagent.WithReport())
 	if err != nil {
 		return nil, err
 	}
