@@ -178,7 +178,10 @@ func TestBadInput(t *testing.T) {
 			_, err := subagent.FromAgent("x", "d", react, subagent.WithOutputSchema([]byte(`{"minimum":"a"}`)))
 			return err
 		}, "output schema"},
-		{"WithInputFromArgs(nil)", func() error { _, err := subagent.FromAgent("x", "d", react, subagent.WithInputFromArgs(nil)); return err }, "WithInputFromArgs(nil)"},
+		{"WithInputFromArgs(nil)", func() error {
+			_, err := subagent.FromAgent("x", "d", react, subagent.WithInputFromArgs(nil))
+			return err
+		}, "WithInputFromArgs(nil)"},
 		{"NewSpawner: nil provider", func() error { _, err := subagent.NewSpawner(nil, nil); return err }, "nil provider"},
 		{"NewSpawner: max spawns 0", func() error { _, err := subagent.NewSpawner(p, nil, subagent.WithMaxSpawns(0)); return err }, "max spawns 0"},
 		{"NewSpawner: concurrency 0", func() error { _, err := subagent.NewSpawner(p, nil, subagent.WithSpawnConcurrency(0)); return err }, "concurrency 0"},
