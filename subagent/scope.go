@@ -60,7 +60,7 @@ func WithMaxScopes(n int) Option {
 
 // FromScoped returns a resident expert whose memory is scoped: each scope
 // (named by scope from the call's context) has its own agent, built by
-// build the first time the scope is called and kept for its later calls,
+// newAgent the first time the scope is called and kept for its later calls,
 // so its conversation accumulates across that scope's calls and no
 // other's. newAgent is called with the scope's name, under the tool's
 // lock: keep it quick. Calls within one scope keep FromAgent's contract (they take

@@ -1,34 +1,3 @@
-// Package subagent exposes agents to other agents as tools.
-//
-// A SubAgentTool is an ordinary tool.Tool whose call runs a child agent and
-// returns its answer. It is built one of three ways:
-//
-//   - FromAgent: a resident expert, one agent kept for the life of the tool,
-//     whose conversation accumulates across calls;
-//   - FromFactory: one-shot delegation, a fresh agent per call, built from
-//     the call's arguments;
-//   - FromReact: the model defines the child itself, its system prompt and
-//     task, and a ReAct agent is built for each call.
-//
-// Around each call the tool keeps the contracts a delegation tree needs: the
-// child's answer can be validated against a JSON Schema with one corrective
-// retry (WithReport, WithOutputSchema, OutputOf); delegation depth is capped
-// (the tool disappears at the cap); what returns to the parent is capped in
-// size; the child's usage, a failed child's too, travels back in the Result;
-// cancellation reaches the child; a panicking child becomes an error the
-// parent's model can read; and every call emits SUBAGENT_* events with a
-// fresh sub-agent run id.
-//
-// NewSpawner builds spawn_subagent on the same machinery: one tool with
-// which a model starts many children, forks of itself or members of a
-// roster, in parallel, within limits on depth, spawns per run, tokens per
-// child and output size, optionally in the background as jobs.
-//
-// Options are of two types. An Option configures the three forms, and the
-// spawn tool too; a SpawnOption (WithRoster, WithMaxSpawns, …) configures
-// the spawn tool alone. A constructor refuses an Option it would ignore,
-// such as WithRefuseWhenBusy anywhere but FromAgent, with an error that
-// names the option and the constructor.
 package subagent
 
 import (

@@ -1,36 +1,3 @@
-// Package tool defines what an agent can call: the Tool interface, the
-// Result a call produces, typed function tools whose argument schema is
-// reflected from a Go type, and the Registry that runs a model turn's calls.
-// JSON Schema itself — compiling, validating, the bounds on a schema from
-// outside the program — is package jsonschema's: New derives its schema
-// with jsonschema.For and checks each call's arguments against it.
-//
-// Tools report two kinds of failure. What the model can act on — bad
-// arguments, an unknown tool, a sub-agent that failed — is a Result with
-// IsError set (a tool may also return an error made with Correctable or
-// wrapping ErrInvalidArguments; the Registry turns it into such a Result).
-// What the program must act on — cancellation, an outage, a bug — is a Go
-// error, and it ends the agent's run.
-//
-// # Interrupts
-//
-// A tool may pause the whole run to ask a person: RequireApproval wraps a
-// tool so that each call first asks for an Approval, and Ask asks any
-// Question from inside a Call. The tool returns the *Interrupted error Ask
-// gave it; the calls of the same model turn that did not ask finish, and
-// every ancestor up to the top-level run stops, whose Run returns an error
-// wrapping one *Interrupted with every question of the turn. Resume checks
-// the answers (ErrUnknownInterrupt, ErrAnsweredTwice, ErrExpired,
-// ErrBadAnswer, ErrNothingSuspended) and returns the context under which
-// the same turn, run again under the same journal (agent.WithJournal),
-// continues: the calls that finished are replayed, and the call that
-// asked gets its answer from Ask, or ErrCancelled for a declined question.
-// An answer is used once, by the one call that asked; interrupt ids are
-// derived from the call's place in the journaled turn, so they are the
-// same on the resumed run whatever ids the provider gives its calls. A
-// resumed top-level run that did not use an answer fails with
-// ErrUnusedAnswer (UnusedAnswers lists them). A tool whose calls must run
-// again on resume rather than be replayed implements Rerunner.
 package tool
 
 import (
