@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
+	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/deputy-go/deputy/agent"
@@ -257,4 +260,29 @@ func ExampleOutputOf() {
 	fmt.Printf("%s: %s (%d model calls)\n", r.Verdict, r.Notes[0], out.Usage.Requests)
 	// Output:
 	// hold: the migration has no rollback (2 model calls)
+}
+
+// WithLogger logs each model and tool call at Debug, and at Warn what only
+// the model would otherwise see. (The example leaves out the times and the
+// run id, which change from run to run.)
+func ExampleWithLogger() {
+	drop := func(_ []string, a slog.Attr) slog.Attr {
+		switch a.Key {
+		case slog.TimeKey, "run_id", "duration", "step_tools_duration":
+			return slog.Attr{}
+		}
+		return a
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelDebug, ReplaceAttr: drop}))
+	model := fake.NewProvider(fake.Text("Paris.")).Named("acme", "small")
+	a, err := agent.NewReact(model, agent.WithName("geo"), agent.WithLogger(logger))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := a.Run(context.Background(), agent.Input{Text: "Capital of France?"}); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// level=DEBUG msg="deputy: model call" agent=geo step=1 model=small input_tokens=5 output_tokens=2 tool_calls=0
+	// level=DEBUG msg="deputy: run finished" agent=geo steps=1 tokens=7 child_tokens=0
 }

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/semaphore"
@@ -46,6 +48,7 @@ type React struct {
 	cacheKey     string       // set by WithCacheKey; else the name
 	tracer       trace.Tracer // set by WithTracerProvider
 	parallelism  int          // set by WithParallelism; 0 leaves the registry's
+	logger       *slog.Logger // set by WithLogger; nil logs nothing
 
 	turn    *semaphore.Weighted // held for a whole run
 	mu      sync.Mutex          // guards history
@@ -175,6 +178,11 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	if runEvents {
 		em.Emit(event.Event{Type: event.RunStarted, RunID: runID, ParentRunID: ParentRunID(ctx)})
 	}
+	var began time.Time
+	if r.logger != nil {
+		began = time.Now()
+		defer func() { s.logEnd(s.steps, time.Since(began), err) }()
+	}
 	answer, err := s.loop()
 	s.child = s.child.Add(run.Finish(ctx))
 	if ParentRunID(ctx) == "" && Depth(ctx) == 0 && (err == nil || isInterrupted(err)) {
@@ -237,6 +245,7 @@ type runState struct {
 	// traceHook the tools' tracing hook (nil: not traced).
 	journal   *runJournal
 	traceHook tool.CallHook
+	steps     int // model calls begun
 }
 
 func (s *runState) loop() (string, error) {
@@ -248,6 +257,7 @@ func (s *runState) loop() (string, error) {
 		if err := s.ctx.Err(); err != nil {
 			return "", err
 		}
+		s.steps = step
 		var stepName, firstResult string
 		if s.events {
 			stepName, firstResult = s.stepNames(step)
@@ -295,9 +305,16 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 		resp, replayed = s.journal.answer(stepKey)
 	}
 	if !replayed {
+		var began time.Time
+		if r.logger != nil {
+			began = time.Now()
+		}
 		resp, err = s.complete(req, msgID)
 		s.usage = s.usage.Add(resp.Usage)
 		s.account(req, resp)
+		if r.logger != nil {
+			s.logModelCall(step, resp, time.Since(began), err)
+		}
 		if err != nil {
 			return "", false, err
 		}
@@ -336,7 +353,14 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 		return msg.Content, true, err
 	}
 
+	var began time.Time
+	if r.logger != nil {
+		began = time.Now()
+	}
 	results, fromJournal, err := s.runCalls(stepKey, msg.ToolCalls)
+	if r.logger != nil {
+		s.logToolCalls(step, msg.ToolCalls, results, time.Since(began))
+	}
 	var failed error
 	for i, res := range results {
 		s.child = s.child.Add(res.Usage)
