@@ -180,6 +180,13 @@ describe("AG-UI endpoint with @ag-ui/client 1.0.0", { skip: !cmd && !inCI && "AG
     const events = assertConforming(run, req);
     const tree = assertTwoChildren(events);
     assertClientState(run.agent, tree);
+    // Each child's usage and model reach the client in the metadata of its
+    // SUBAGENT_FINISHED (AG-UI 1.0 has no usage field there).
+    for (const [id, child] of tree) {
+      const meta = child.terminals[0].metadata;
+      assert.ok(meta?.usage?.length > 0 && meta.usage[0].inputTokens > 0, `SUBAGENT_FINISHED of "${id}" carries its usage: ${JSON.stringify(meta)}`);
+      assert.equal(meta.model, "fake-small", `SUBAGENT_FINISHED of "${id}" names its model`);
+    }
     assertServerHealthy();
   });
 

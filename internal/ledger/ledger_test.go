@@ -70,12 +70,11 @@ func TestAddIsSafeForConcurrentUse(t *testing.T) {
 }
 
 func TestJSON(t *testing.T) {
-	_, l := ledger.With(context.Background())
-	if got := ledger.JSON(l, provider.Usage{}); got != nil {
+	_, empty := ledger.With(context.Background())
+	if got := ledger.JSON(empty, provider.Usage{}); got != nil {
 		t.Errorf("nothing spent: %s, want nil", got)
 	}
-	ctx := context.WithValue(context.Background(), struct{}{}, 0)
-	ctx, l = ledger.With(ctx)
+	ctx, l := ledger.With(context.Background())
 	ledger.Add(ctx, "acme", "big", provider.Usage{Requests: 1, InputTokens: 100, OutputTokens: 10, CacheReadTokens: 60, CacheWriteTokens: 5})
 	ledger.Add(ctx, "", "we\"ird\n<model>", provider.Usage{Requests: 1, InputTokens: 1, OutputTokens: 1})
 	// 30 more input tokens were reported than the calls account for.

@@ -138,26 +138,27 @@ func taskArgs(task string) json.RawMessage {
 	return b
 }
 
+// researcherModel is the model the researchers' replies name.
+const researcherModel = "fake-small"
+
 // researcherReply scripts a researcher: it says what it will look for and
 // searches, then reports. When its task's source fails, its model fails
 // after the search.
 func researcherReply(ctx context.Context, req provider.Request) (provider.Response, error) {
 	task := req.Messages[0].Content
 	topic := strings.TrimPrefix(task, "research ")
+	// Each reply reports its usage and model, as a real model's does, so
+	// that each child's SUBAGENT_FINISHED carries its tokens and model.
 	if last := req.Messages[len(req.Messages)-1]; last.Role != provider.RoleTool {
 		args, _ := json.Marshal(map[string]string{"query": topic})
-		return provider.Response{
-			Message:    provider.AssistantMessage("Searching for "+topic+".", provider.ToolCall{Name: "search", Arguments: args}),
-			StopReason: provider.StopToolUse,
-		}, nil
+		msg := provider.AssistantMessage("Searching for "+topic+".", provider.ToolCall{Name: "search", Arguments: args})
+		return provider.Response{Message: msg, Usage: fake.Usage(req, msg), Model: researcherModel, StopReason: provider.StopToolUse}, nil
 	}
 	if strings.Contains(task, "fails") {
 		return provider.Response{}, errors.New("the source timed out")
 	}
-	return provider.Response{
-		Message:    provider.AssistantMessage("Findings on " + topic + ": three sources agree, so it is settled."),
-		StopReason: provider.StopEndTurn,
-	}, nil
+	msg := provider.AssistantMessage("Findings on " + topic + ": three sources agree, so it is settled.")
+	return provider.Response{Message: msg, Usage: fake.Usage(req, msg), Model: researcherModel, StopReason: provider.StopEndTurn}, nil
 }
 
 // paced is a provider that waits before each piece of a streamed reply.
