@@ -251,11 +251,7 @@ func (inv invocation) errored(err error, spent provider.Usage) {
 // spending sets e's usage, per provider and model, and the model that
 // answered the invocation's first request.
 func (inv invocation) spending(e event.Event, spent provider.Usage) event.Event {
-	entries := inv.spent.Entries()
-	e.Usage = ledger.Encode(entries, spent)
-	if len(entries) > 0 {
-		e.Model = entries[0].Model
-	}
+	e.Usage, e.Model = inv.spent.Spent(spent)
 	return e
 }
 

@@ -20,7 +20,8 @@ import (
 type Ledger struct {
 	parent  *Ledger
 	mu      sync.Mutex
-	entries []provider.ModelUsage // in the order each provider and model first appeared
+	entries []provider.ModelUsage  // in the order each provider and model first appeared
+	first   [1]provider.ModelUsage // entries' first backing array: most invocations use one model
 }
 
 type key struct{}
@@ -29,6 +30,7 @@ type key struct{}
 // and the new ledger.
 func With(ctx context.Context) (context.Context, *Ledger) {
 	l := &Ledger{parent: From(ctx)}
+	l.entries = l.first[:0]
 	return context.WithValue(ctx, key{}, l), l
 }
 
@@ -71,6 +73,21 @@ func (l *Ledger) Entries() []provider.ModelUsage {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]provider.ModelUsage(nil), l.entries...)
+}
+
+// Spent returns the ledger's JSON (see JSON) for reported, and the model
+// of its first entry ("" when it has none).
+func (l *Ledger) Spent(reported provider.Usage) (json.RawMessage, string) {
+	if l == nil {
+		return Encode(nil, reported), ""
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	model := ""
+	if len(l.entries) > 0 {
+		model = l.entries[0].Model
+	}
+	return Encode(l.entries, reported), model
 }
 
 // Total returns the sum of the entries.
