@@ -1,10 +1,3 @@
-// Package agent defines what an agent is — anything with a Run method — and
-// provides the ReAct loop, the agent that calls a model, runs the tools it
-// asks for, and repeats until the model answers.
-//
-// A run's identity (its id, its parent's id, its depth in a delegation tree)
-// rides the context.Context and is read with RunID, ParentRunID, Depth and
-// Name.
 package agent
 
 import (

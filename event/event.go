@@ -4,6 +4,8 @@
 // TOOL_CALL_START, SUBAGENT_STARTED, …) and the camelCase JSON field names are
 // AG-UI's, so a stream of them can be sent to AG-UI clients as it is.
 //
+// # Sinks
+//
 // Events travel to a Sink carried by the context. Code that runs agents puts
 // a sink in the context with WithSink; the ReAct loop and the sub-agent tools
 // emit into whatever sink the context holds, through the Emitter that From
@@ -11,18 +13,28 @@
 // When no sink is set, emitting costs nothing; Emitter.Enabled tells code
 // that must do work to build an event whether anyone listens. Emitting does
 // not read the clock: a sink that delivers events stamps them (Stamped).
+// SinkFunc makes a Sink of a function; subagent.Tree is a ready-made one
+// that builds the tree of what a run delegated.
+//
+// # Sub-agents and threads
 //
 // A sub-agent's events are attributed: WithSubagent marks a context as
 // belonging to one sub-agent invocation, and every event emitted under it
 // carries that invocation's id in SubagentRunID. The child's own run-level
 // events (RUN_STARTED, RUN_FINISHED, RUN_ERROR) are not forwarded, because in
-// the parent's stream the SUBAGENT_* events stand for them.
+// the parent's stream the SUBAGENT_* events stand for them. SubagentRunID
+// reads the attribution of a context.
 //
 // WithThread names the conversation (AG-UI's thread) that RUN_STARTED and
 // RUN_FINISHED carry; without it they carry their own run id as the thread.
+// ThreadID reads it.
+//
+// # JSON
 //
 // An Event encodes (MarshalJSON, AppendJSON) to exactly the JSON fields that
-// @ag-ui/core 1.0.0 defines for its type, so an AG-UI client accepts it.
+// @ag-ui/core 1.0.0 defines for its type, so an AG-UI client accepts it;
+// what the protocol has no field for (a sub-agent's usage and model) goes
+// in the event's metadata. JSONString encodes text as a Result.
 package event
 
 import (

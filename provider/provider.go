@@ -3,9 +3,34 @@
 // the one-method Provider interface that model adapters implement.
 //
 // Users rarely implement Provider themselves: provider/openai and
-// provider/anthropic adapt the vendors' official SDKs, and package fake
-// supplies a scripted Provider for tests. A new adapter proves itself with
+// provider/anthropic adapt the vendors' official SDKs, provider/fromenv
+// picks one from the environment, and package fake supplies a scripted
+// Provider for tests. A new adapter proves itself with
 // provider/providertest.Run.
+//
+// # Messages and requests
+//
+// A Request holds the conversation (Messages, each with a Role: made with
+// UserMessage, AssistantMessage and ToolMessage), the tools the model may
+// call (ToolDef), and the model's settings. A Response is the model's
+// Message, which may ask for ToolCalls, its StopReason, the Model that
+// answered and its Usage; ModelUsage is usage of one provider and model.
+//
+// # Providers
+//
+// Provider's one method, Complete, answers a Request; Func makes a
+// Provider of a function. A Provider that can stream implements Streamer,
+// whose Stream reports each Delta (text, or a ToolCallDelta) as it comes;
+// one that can name itself implements Namer. Wrap puts a Middleware around
+// a Provider's calls (Next calls the one it wraps), streamed or not.
+//
+// # Errors and limits
+//
+// Real providers report failures as *Error, with an ErrorKind
+// (KindForStatus classifies an HTTP status) that says whether a retry may
+// help. They bound what they read from a server: DefaultMaxResponseBytes,
+// DefaultMaxTextBytes, DefaultMaxArgumentBytes and DefaultIdleTimeout,
+// each with an option of the provider's to change it.
 package provider
 
 import (

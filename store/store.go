@@ -1,21 +1,41 @@
 // Package store keeps what deputy knows beyond one process: a resident
 // expert's conversation, an AG-UI thread, and the journal of a delegation
-// tree's finished child invocations.
+// tree's turn.
+//
+// # Backends
 //
 // Users hold a *Store; a database backend implements the small Backend
-// interface, the way database/sql drivers implement driver.Conn. Two
-// backends ship in sub-packages: store/sqlite, an embedded single file that
-// needs nothing installed (the default), and store/postgres, for several
-// processes or machines sharing state.
+// interface (Items, Writes, Fences), the way database/sql drivers
+// implement driver.Conn. Three backends ship in sub-packages: store/sqlite,
+// an embedded single file that needs nothing installed (the default),
+// store/postgres, for several processes or machines sharing state, and
+// store/memory, for a process whose state need not outlive it. A backend
+// of one's own proves itself with store/storetest.
 //
 //	b, err := sqlite.Open("deputy.db")
 //	st, err := store.New(b)
 //	defer st.Close()
 //
+// # What a store holds
+//
+// Conversation and SaveConversation read and write a conversation under a
+// key, with a version so that a write over another process's fails with
+// ErrConflict; ScopeKey names one scope's record, and DeleteScope deletes
+// them all. Journal opens the journal of a turn (agent.WithJournal), which
+// a turn that ends deletes (DeleteJournal) and SweepJournals clears when a
+// crash left it, after DefaultJournalTTL. Lock and TryLock take a key's
+// lease (WithLeaseTTL), renewed while it is held and lost (ErrLockLost)
+// when the holder stalls past it. Get, Put, Delete and Keys reach the
+// records themselves; listings are paged, at most MaxPage keys at a time.
+//
+// # Records
+//
 // Every record carries a format byte and a CRC-32 of its bytes, so that a
 // damaged row is reported as ErrCorrupt rather than read as something else,
 // and a record of a newer format as ErrSchemaTooNew. A record is written
-// whole or not at all, and each is bounded in size (WithMaxRecordBytes).
+// whole or not at all, and each is bounded in size (WithMaxRecordBytes,
+// DefaultMaxRecordBytes; ErrTooLarge) and its key too (MaxKeyBytes,
+// MaxScopeBytes; ErrBadKey).
 //
 // Store is safe for concurrent use, by goroutines and, through its backend,
 // by processes.
