@@ -172,8 +172,11 @@ func (p *Provider) Loop() *Provider {
 	return p
 }
 
-// DontRecord stops the provider from keeping requests, for benchmarks and
-// load tests. It returns p.
+// DontRecord stops the provider from keeping requests (Requests and
+// RequestsFor then return none). A provider keeps every request it answers,
+// so that a test can read what each agent was sent; one that loops through
+// millions of calls in a benchmark or a load test would grow without bound.
+// It returns p.
 func (p *Provider) DontRecord() *Provider {
 	p.mu.Lock()
 	p.noRecord = true
