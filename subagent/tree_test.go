@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -73,8 +74,9 @@ func treeLead(t *testing.T, flaky fake.Reply) *agent.React {
 // the sink it wraps.
 func TestTree(t *testing.T) {
 	lead := treeLead(t, fake.Error(&provider.Error{Provider: "other", Kind: provider.KindTransient, StatusCode: 503}))
-	var passed int
-	tree := subagent.NewTree(event.SinkFunc(func(event.Event) { passed++ }))
+	// Children run in parallel, so the wrapped sink is called concurrently.
+	var passed atomic.Int64
+	tree := subagent.NewTree(event.SinkFunc(func(event.Event) { passed.Add(1) }))
 	start := time.Now()
 	if _, err := lead.Run(event.WithSink(context.Background(), tree), agent.Input{Text: "Plan my trip."}); err != nil {
 		t.Fatal(err)
@@ -123,7 +125,7 @@ func TestTree(t *testing.T) {
 	if planner.TotalUsage() != (provider.Usage{InputTokens: 75, OutputTokens: 8}) {
 		t.Errorf("planner's total usage %v", planner.TotalUsage())
 	}
-	if passed == 0 {
+	if passed.Load() == 0 {
 		t.Error("no event reached the wrapped sink")
 	}
 	// Roots is a copy: changing it changes nothing in the tree.
