@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/deputy-go/deputy/agent"
@@ -18,6 +17,7 @@ import (
 	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/internal/outcome"
 	"github.com/deputy-go/deputy/internal/run"
+	"github.com/deputy-go/deputy/internal/textcap"
 	"github.com/deputy-go/deputy/internal/toolcall"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
@@ -638,28 +638,7 @@ func (t *SubAgentTool) deliver(ctx context.Context, o Outcome) (tool.Result, err
 	if content == "" {
 		content = "(the sub-agent gave an empty answer)"
 	}
-	return tool.Result{Content: capOutput(content, t.cfg.maxOutput), Value: o.Value}, nil
-}
-
-// capOutput makes s valid UTF-8 and at most max bytes, cutting on a rune
-// boundary and saying so.
-func capOutput(s string, max int) string {
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	if len(s) <= max {
-		return s
-	}
-	marker := "\n[output truncated: " + strconv.Itoa(len(s)) + " bytes, the first " // + kept + " shown]"
-	// The count of bytes kept has no more digits than max.
-	cut := max - len(marker) - len(" shown]") - len(strconv.Itoa(max))
-	if cut < 0 {
-		cut = 0
-	}
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + marker + strconv.Itoa(cut) + " shown]"
+	return tool.Result{Content: textcap.Cap(content, t.cfg.maxOutput), Value: o.Value}, nil
 }
 
 // withNote returns the answer followed by the validation note, in at most
@@ -677,7 +656,7 @@ func withNote(answer, problem string, limit int) string {
 		problem = problem[:cut] + "…"
 	}
 	note := open + problem + end
-	return capOutput(answer, limit-len(note)) + note
+	return textcap.Cap(answer, limit-len(note)) + note
 }
 
 // cappedError is an error whose text is cut to the output cap; errors.Is
@@ -696,7 +675,7 @@ func capError(err error, limit int) error {
 	if len(msg) <= limit {
 		return err
 	}
-	return &cappedError{err: err, msg: capOutput(msg, limit)}
+	return &cappedError{err: err, msg: textcap.Cap(msg, limit)}
 }
 
 // fitResult encodes r in at most max bytes, shortening its summary (and

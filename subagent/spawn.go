@@ -14,6 +14,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/internal/run"
+	"github.com/deputy-go/deputy/internal/textcap"
 	"github.com/deputy-go/deputy/internal/toolcall"
 	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/provider"
@@ -522,7 +523,7 @@ func (sc *spawnCall) run(ctx context.Context, ahead *announced) (tool.Result, fu
 		return tool.Result{}, noSettle, err
 	}
 	res, err := c.t.invoke(ctx, sc.callID, c.args, c.in, ahead)
-	res.Content = capOutput(res.Content, sc.s.cfg.maxOutput)
+	res.Content = textcap.Cap(res.Content, sc.s.cfg.maxOutput)
 	return res, settle, err
 }
 
