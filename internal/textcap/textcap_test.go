@@ -56,4 +56,3 @@ func TestCap(t *testing.T) {
 		})
 	}
 }
-
