@@ -49,6 +49,9 @@ type Output struct {
 	// Value is the answer decoded, for an agent built with OutputOf[T]: a
 	// T, checked against T's schema. It is nil otherwise.
 	Value any
+	// Compactions is how many times the run compacted the conversation
+	// the agent keeps (see Compaction).
+	Compactions int
 }
 
 // TotalUsage returns Usage plus ChildUsage.

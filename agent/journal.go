@@ -78,7 +78,9 @@ func (j *runJournal) answer(step string) (provider.Response, bool) {
 		}
 		msg.ToolCalls = append(msg.ToolCalls, provider.ToolCall{ID: c.ID, Name: c.Name, Arguments: args})
 	}
-	return provider.Response{Message: msg, StopReason: a.StopReason, Model: a.Model}, true
+	// The usage is what the answer cost when it was asked for: the run
+	// does not count it again, it only estimates the next request by it.
+	return provider.Response{Message: msg, StopReason: a.StopReason, Model: a.Model, Usage: e.Usage}, true
 }
 
 // recordAnswer records the step's answer, its calls with the ids the run

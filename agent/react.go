@@ -49,10 +49,28 @@ type React struct {
 	tracer       trace.Tracer // set by WithTracerProvider
 	parallelism  int          // set by WithParallelism; 0 leaves the registry's
 	logger       *slog.Logger // set by WithLogger; nil logs nothing
+	compaction   *Compaction  // with defaults; nil: WithoutCompaction
+	window       int64        // set by WithContextWindow; 0: unknown
 
-	turn    *semaphore.Weighted // held for a whole run
-	mu      sync.Mutex          // guards history
-	history []provider.Message
+	turn *semaphore.Weighted // held for a whole run
+	mu   sync.Mutex          // guards kept
+	kept kept
+}
+
+// kept is the conversation a React keeps between runs. It is a value:
+// a checkpoint is a copy, and restoring one puts the copy back.
+type kept struct {
+	msgs  []provider.Message
+	bytes int64 // msgBytes summed over msgs
+	// spare reports that no one wrote past the end of msgs in its array,
+	// so that the next run may append in place instead of copying the
+	// whole history (a checkpoint or a failed run may have: then the run
+	// copies).
+	spare bool
+	// reported is the input plus output tokens the provider reported for
+	// the last reply of the conversation, which covered its first
+	// reportedBytes bytes; zero when none did.
+	reported, reportedBytes int64
 }
 
 // NewReact returns a ReAct agent over p. It fails on a nil provider or a bad
@@ -68,6 +86,7 @@ func NewReact(p provider.Provider, opts ...Option) (*React, error) {
 		name:        DefaultName,
 		maxSteps:    DefaultMaxSteps,
 		toolRetries: DefaultToolRetries,
+		compaction:  new(Compaction{}.withDefaults()),
 		turn:        semaphore.NewWeighted(1),
 	}
 	for _, o := range opts {
@@ -135,7 +154,9 @@ func (r *React) Run(ctx context.Context, in Input) (out Output, err error) {
 // run is Run once the turn is held.
 func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	r.mu.Lock()
-	base := r.history
+	base := r.kept
+	inPlace := base.spare
+	r.kept.spare = false // this run may write past its end
 	r.mu.Unlock()
 
 	em := event.From(ctx) // the scope is looked up once for the run's events
@@ -167,13 +188,22 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 		s.toolCtx = tool.WithCallHook(ctx, s.traceHook)
 	}
 	s.journal = r.journalFor(ctx)
-	s.msgs = make([]provider.Message, len(base), len(base)+len(in.Messages)+4)
-	copy(s.msgs, base)
-	s.msgs = append(s.msgs, in.Messages...)
-	if in.Text != "" || len(in.Messages) == 0 {
-		s.msgs = append(s.msgs, provider.UserMessage(in.Text))
+	if inPlace {
+		// Appending in place keeps a call's cost flat as the history
+		// grows: the history before it is neither copied nor changed.
+		s.msgs = base.msgs
+	} else {
+		s.msgs = make([]provider.Message, len(base.msgs), len(base.msgs)+len(in.Messages)+4)
+		copy(s.msgs, base.msgs)
 	}
-	start := len(base)
+	s.bytes, s.reported, s.reportedBytes = base.bytes, base.reported, base.reportedBytes
+	s.start = len(base.msgs)
+	for _, m := range in.Messages {
+		s.add(m)
+	}
+	if in.Text != "" || len(in.Messages) == 0 {
+		s.add(provider.UserMessage(in.Text))
+	}
 
 	if runEvents {
 		em.Emit(event.Event{Type: event.RunStarted, RunID: runID, ParentRunID: ParentRunID(ctx)})
@@ -200,7 +230,8 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	}
 	// Clipped, like the requests' messages: whoever appends to it gets a
 	// slice of their own rather than writing into the agent's.
-	out = Output{RunID: runID, Answer: answer, Messages: slices.Clip(s.msgs[start:]), Usage: s.usage, ChildUsage: s.child, Value: s.value}
+	out = Output{RunID: runID, Answer: answer, Messages: slices.Clip(s.msgs[s.start:]), Usage: s.usage, ChildUsage: s.child, Value: s.value,
+		Compactions: s.compactions}
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 			// Whatever else went wrong, the caller cancelled: say so first.
@@ -212,8 +243,12 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 		}
 		return out, err
 	}
+	k := kept{msgs: s.msgs, bytes: s.bytes, spare: true, reported: s.reported, reportedBytes: s.reportedBytes}
+	if trimmed := trimHistory(s.msgs, r.historyLimit); len(trimmed) < len(s.msgs) {
+		k = kept{msgs: trimmed, bytes: msgsBytes(trimmed), spare: true}
+	}
 	r.mu.Lock()
-	r.history = trimHistory(s.msgs, r.historyLimit)
+	r.kept = k
 	r.mu.Unlock()
 	if runEvents {
 		em.Emit(event.Event{Type: event.RunFinished, RunID: runID, Result: event.JSONString(answer)})
@@ -233,6 +268,15 @@ type runState struct {
 	msgs    []provider.Message
 	usage   provider.Usage
 	child   provider.Usage
+	// start is where the run's own messages begin in msgs, bytes what
+	// msgs weigh (msgBytes), and reported and reportedBytes the last
+	// reply's reported tokens and the bytes they covered (see kept).
+	start                          int
+	bytes, reported, reportedBytes int64
+	// compactions counts the run's compactions; nothingToCompact is set
+	// once a compaction found nothing before the run to fold in.
+	compactions      int
+	nothingToCompact bool
 	// schema is the run's Input.ResponseSchema, cacheKey the key of its
 	// model calls: both the same on every call of the run.
 	schema   json.RawMessage
@@ -281,21 +325,10 @@ func (s *runState) loop() (string, error) {
 func (s *runState) step(step int, stepName, firstResult string, failures *int) (answer string, done bool, err error) {
 	r := s.r
 	msgID := stepName
-	req := provider.Request{
-		Model:          r.model,
-		System:         r.system,
-		Messages:       slices.Clip(s.msgs), // a provider that appends must not write where the next message goes
-		Tools:          r.tools.Definitions(s.ctx),
-		MaxTokens:      r.maxTokens,
-		Temperature:    r.temperature,
-		ResponseSchema: s.schema,
-		CacheKey:       s.cacheKey,
-	}
-	if note := s.budgetNote(); note != "" {
-		// The note changes from call to call, so it goes last, after the
-		// conversation, where it leaves the cached prefix as it was; it is
-		// not kept in the conversation.
-		req.Messages = append(req.Messages, provider.UserMessage(note))
+	tools := r.tools.Definitions(s.ctx)
+	fixed := int64(len(r.system)) + toolsBytes(tools)
+	if err := s.fit(step, fixed, false); err != nil {
+		return "", false, err
 	}
 	var stepKey string
 	var resp provider.Response
@@ -304,18 +337,31 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 		stepKey = s.journal.stepKey(step)
 		resp, replayed = s.journal.answer(stepKey)
 	}
-	if !replayed {
+	for retried := false; !replayed; retried = true {
 		var began time.Time
 		if r.logger != nil {
 			began = time.Now()
 		}
+		req := s.request(tools)
 		resp, err = s.complete(req, msgID)
 		s.usage = s.usage.Add(resp.Usage)
 		s.account(req, resp)
 		if r.logger != nil {
 			s.logModelCall(step, resp, time.Since(began), err)
 		}
-		if err != nil {
+		if err == nil {
+			break
+		}
+		// A request the provider finds too long for the window, though
+		// the estimate let it through, is compacted and sent once more.
+		var pe *provider.Error
+		if retried || r.compaction == nil || s.nothingToCompact || !errors.As(err, &pe) || pe.Kind != provider.KindContextWindow {
+			return "", false, err
+		}
+		if ferr := s.fit(step, fixed, true); ferr != nil {
+			return "", false, ferr
+		}
+		if s.nothingToCompact {
 			return "", false, err
 		}
 	}
@@ -338,7 +384,8 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 	if empty {
 		return "", false, fmt.Errorf("%w (stop reason %q): check the model and its max tokens", ErrEmptyReply, resp.StopReason)
 	}
-	s.msgs = append(s.msgs, msg)
+	s.add(msg)
+	s.noteReply(resp.Usage)
 	if err := s.checkLimit(); err != nil {
 		return "", false, err
 	}
@@ -365,7 +412,7 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 	for i, res := range results {
 		s.child = s.child.Add(res.Usage)
 		call := msg.ToolCalls[i]
-		s.msgs = append(s.msgs, provider.ToolMessage(call.ID, res.Content, res.IsError))
+		s.add(provider.ToolMessage(call.ID, res.Content, res.IsError))
 		if res.IsError {
 			failed = res.Err
 			if failed == nil {
@@ -395,6 +442,36 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 		*failures = 0
 	}
 	return "", false, s.checkLimit()
+}
+
+// request is the step's model request, over the conversation so far.
+func (s *runState) request(tools []provider.ToolDef) provider.Request {
+	r := s.r
+	req := provider.Request{
+		Model:          r.model,
+		System:         r.system,
+		Messages:       slices.Clip(s.msgs), // a provider that appends must not write where the next message goes
+		Tools:          tools,
+		MaxTokens:      r.maxTokens,
+		Temperature:    r.temperature,
+		ResponseSchema: s.schema,
+		CacheKey:       s.cacheKey,
+	}
+	if note := s.budgetNote(); note != "" {
+		// The note changes from call to call, so it goes last, after the
+		// conversation, where it leaves the cached prefix as it was; it is
+		// not kept in the conversation.
+		req.Messages = append(req.Messages, provider.UserMessage(note))
+	}
+	return req
+}
+
+func toolsBytes(tools []provider.ToolDef) int64 {
+	var n int
+	for _, t := range tools {
+		n += len(t.Name) + len(t.Description) + len(t.Parameters)
+	}
+	return int64(n)
 }
 
 // runCalls runs the step's tool calls, and returns their results by index

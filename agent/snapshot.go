@@ -84,7 +84,7 @@ func (r *React) Restore(data []byte) error {
 	_ = r.turn.Acquire(context.Background(), 1)
 	defer r.turn.Release(1)
 	r.mu.Lock()
-	r.history = msgs
+	r.kept = kept{msgs: msgs, bytes: msgsBytes(msgs), spare: true}
 	r.mu.Unlock()
 	return nil
 }

@@ -15,13 +15,9 @@ import (
 // turn instead (Hold) and rolls back with Turn.Rollback.
 func (r *React) Checkpoint() (restore func()) {
 	r.mu.Lock()
-	saved := r.history
+	saved := r.kept
 	r.mu.Unlock()
-	return func() {
-		r.mu.Lock()
-		r.history = saved
-		r.mu.Unlock()
-	}
+	return func() { r.putBack(saved) }
 }
 
 // Turn is the turn of a React held by one caller (Hold): the runs made
@@ -30,7 +26,7 @@ func (r *React) Checkpoint() (restore func()) {
 // turn was taken. A Turn is for one goroutine; call Release when done.
 type Turn struct {
 	r        *React
-	saved    []provider.Message
+	saved    kept
 	released bool
 }
 
@@ -53,7 +49,7 @@ func (r *React) Hold(ctx context.Context) (context.Context, *Turn, error) {
 		return ctx, nil, fmt.Errorf("agent %q: waiting for the previous run to end: %w", r.name, err)
 	}
 	r.mu.Lock()
-	saved := r.history
+	saved := r.kept
 	r.mu.Unlock()
 	t := &Turn{r: r, saved: saved}
 	return context.WithValue(ctx, heldKey{}, t), t, nil
@@ -65,9 +61,16 @@ func (t *Turn) Rollback() {
 	if t.released {
 		return
 	}
-	t.r.mu.Lock()
-	t.r.history = t.saved
-	t.r.mu.Unlock()
+	t.r.putBack(t.saved)
+}
+
+// putBack makes k, taken earlier, the conversation again. A run since may
+// have written past its end, so the next run copies it.
+func (r *React) putBack(k kept) {
+	k.spare = false
+	r.mu.Lock()
+	r.kept = k
+	r.mu.Unlock()
 }
 
 // Release gives the turn up; runs under Hold's context wait for the turn
@@ -83,7 +86,7 @@ func (t *Turn) Release() {
 func (r *React) History() []provider.Message {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]provider.Message(nil), r.history...)
+	return append([]provider.Message(nil), r.kept.msgs...)
 }
 
 // Reset forgets the conversation. It waits for a run in progress to end.
@@ -91,7 +94,7 @@ func (r *React) Reset() {
 	_ = r.turn.Acquire(context.Background(), 1)
 	defer r.turn.Release(1)
 	r.mu.Lock()
-	r.history = nil
+	r.kept = kept{}
 	r.mu.Unlock()
 }
 

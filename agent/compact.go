@@ -1,0 +1,447 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	"github.com/deputy-go/deputy/internal/errcode"
+	"github.com/deputy-go/deputy/internal/ledger"
+	"github.com/deputy-go/deputy/internal/textcap"
+	"github.com/deputy-go/deputy/provider"
+)
+
+// Defaults of compaction (Compaction's zero fields).
+const (
+	// DefaultCompactTokens: a request estimated at more input tokens than
+	// this is compacted first. It fits the windows of today's large
+	// models; give a small model's window with WithContextWindow.
+	DefaultCompactTokens = 64_000
+	// DefaultCompactMessages: a conversation of more messages than this is
+	// compacted.
+	DefaultCompactMessages = 1_000
+	// DefaultCompactBytes: a conversation whose text passes this many bytes
+	// is compacted, which keeps a stored one far inside
+	// store.DefaultMaxRecordBytes.
+	DefaultCompactBytes = 1 << 20
+	// DefaultKeepTurns: the latest user turns a compaction keeps word for
+	// word.
+	DefaultKeepTurns = 4
+	// DefaultMaxSummaryBytes bounds a summary; a longer one is cut.
+	DefaultMaxSummaryBytes = 8 << 10
+)
+
+// DefaultSummaryPrompt is the system prompt of the model call that
+// summarizes the older turns of a conversation.
+const DefaultSummaryPrompt = `You compact a conversation between a user and an assistant so that the assistant can carry on without it.
+Write a summary the assistant will read instead of the turns below: every fact, figure, name, decision, preference and instruction the user gave; what the assistant answered, found or promised; tool results that still matter; and what is unfinished.
+Keep an earlier summary's content unless a later turn replaced it. Be concise and exact: no commentary, no greeting. Write it as notes, not as a dialogue.`
+
+// The messages a summary stands in for the turns it replaced. The header
+// starts the user message that carries the summary, so that the next
+// compaction finds it and folds it into the new one.
+const (
+	summaryHeader = "[Summary of the conversation so far: earlier turns were compacted into it.]\n\n"
+	summaryAck    = "Understood: I will take that summary as what was said before."
+)
+
+// Errors of compaction, wrapped with the agent's name and the cause.
+var (
+	// ErrCompaction: the conversation had to be compacted and the summary
+	// could not be made (the summarizer failed, was cancelled, or answered
+	// with nothing usable). The conversation is left as it was.
+	ErrCompaction = errcode.New("compaction_failed", "agent: compacting the conversation failed")
+	// ErrContextWindow: a request does not fit the model's context window
+	// (WithContextWindow) even after compaction; it was not sent.
+	ErrContextWindow = errcode.New("context_window", "agent: request does not fit the context window")
+)
+
+// Compaction says when a React makes the conversation it keeps between
+// runs shorter, and how. The zero value is the default policy, which
+// every React has unless built WithoutCompaction: it keeps a resident
+// expert consultable however many questions it is asked.
+//
+// When. Before each model call the run estimates the request's input
+// tokens: the tokens the provider reported for the previous reply of the
+// conversation plus four bytes a token for what was added since, or four
+// bytes a token for the whole request (system prompt, tools, messages) when
+// the provider reported none. Real tokenizers differ from the estimate;
+// a request the provider refuses as too long for the window
+// (provider.KindContextWindow) is compacted and sent once more. The
+// conversation is compacted when the estimate passes MaxTokens (or three
+// quarters of the window WithContextWindow gives, if lower), when it holds
+// more than MaxMessages messages, or when its text passes MaxBytes.
+//
+// How. Only the conversation from before the run is compacted: the run's
+// own turn is never cut. The latest KeepTurns user turns are kept word
+// for word — fewer, when they alone would fill more than half a bound, so
+// that one compaction lasts many calls — and the turns before them,
+// whole (a tool call is never separated from its result), are replaced by
+// a summary: a user message that carries it and a short assistant
+// acknowledgement. The summary is written by a model call (Summarizer,
+// SummaryModel, SummaryPrompt; by default the agent's own provider and
+// model with DefaultSummaryPrompt), or by Summarize. The next compaction
+// folds the summary into the new one. The system prompt is never touched.
+//
+// Between two compactions the conversation only grows at its end, so the
+// request's prefix stays byte for byte the same and the provider's prompt
+// cache keeps serving it (Usage.CacheReadTokens).
+//
+// A compaction that fails — the summarizer errs, is cancelled or times
+// out with the run's context, or answers with no text — fails the run
+// with ErrCompaction, and the conversation is as it was before the run.
+// Under a journal (WithJournal) the summary is recorded like a model
+// answer, so a resumed turn does not pay for it again. What a summary
+// costs counts in the run's Usage.
+type Compaction struct {
+	// MaxTokens: a request estimated at more input tokens is compacted
+	// first. Zero means DefaultCompactTokens.
+	MaxTokens int64
+	// MaxMessages: a conversation of more messages is compacted. Zero
+	// means DefaultCompactMessages.
+	MaxMessages int
+	// MaxBytes: a conversation whose text passes this many bytes is
+	// compacted. Zero means DefaultCompactBytes.
+	MaxBytes int64
+	// KeepTurns is how many of the latest user turns are kept word for
+	// word. Zero means DefaultKeepTurns.
+	KeepTurns int
+	// Summarizer is the provider that writes the summary. Nil means the
+	// agent's own.
+	Summarizer provider.Provider
+	// SummaryModel names the summarizer's model. Empty means the agent's
+	// model (with the agent's own provider) or the summarizer's default.
+	SummaryModel string
+	// SummaryPrompt is the summary call's system prompt. Empty means
+	// DefaultSummaryPrompt.
+	SummaryPrompt string
+	// MaxSummaryBytes bounds the summary; a longer one is cut, with a
+	// marker. Zero means DefaultMaxSummaryBytes.
+	MaxSummaryBytes int
+	// Summarize, when set, writes the summary instead of a model call: it
+	// is given the turns to fold in, an earlier summary first, and returns
+	// the summary. An empty summary with no error drops the turns (a
+	// sliding window). It must honour ctx.
+	Summarize func(ctx context.Context, older []provider.Message) (string, error)
+}
+
+// WithCompaction sets the policy that keeps the agent's conversation
+// within bounds (see Compaction); without it the default policy applies.
+func WithCompaction(c Compaction) Option {
+	return func(r *React) error {
+		switch {
+		case c.MaxTokens < 0, c.MaxMessages < 0, c.MaxBytes < 0, c.KeepTurns < 0, c.MaxSummaryBytes < 0:
+			return fmt.Errorf("%w: compaction with a negative bound (%+d tokens, %+d messages, %+d bytes, %+d turns, %+d summary bytes): use 0 for the default or a positive number",
+				ErrInvalidOption, c.MaxTokens, c.MaxMessages, c.MaxBytes, c.KeepTurns, c.MaxSummaryBytes)
+		case c.Summarize != nil && (c.Summarizer != nil || c.SummaryModel != "" || c.SummaryPrompt != ""):
+			return fmt.Errorf("%w: compaction with both Summarize and a summary model: set one of them", ErrInvalidOption)
+		case c.MaxSummaryBytes > 0 && c.MaxSummaryBytes < 256:
+			return fmt.Errorf("%w: compaction with MaxSummaryBytes %d: a summary needs at least 256 bytes", ErrInvalidOption, c.MaxSummaryBytes)
+		}
+		c = c.withDefaults()
+		r.compaction = &c
+		return nil
+	}
+}
+
+// WithoutCompaction keeps the whole conversation between runs, however
+// long it grows: a resident expert asked often enough then sends a request
+// its model refuses. For an agent whose history is bounded some other way
+// (WithHistoryLimit, or runs that each start afresh).
+func WithoutCompaction() Option {
+	return func(r *React) error {
+		r.compaction = nil
+		return nil
+	}
+}
+
+// WithContextWindow gives the model's context window in tokens: a request
+// estimated to pass it is compacted first (compaction starts by default at
+// three quarters of it), and one that still does not fit fails with
+// ErrContextWindow instead of being sent.
+func WithContextWindow(tokens int64) Option {
+	return func(r *React) error {
+		if tokens <= 0 {
+			return fmt.Errorf("%w: context window of %d tokens: give the model's window, such as 128000", ErrInvalidOption, tokens)
+		}
+		r.window = tokens
+		return nil
+	}
+}
+
+func (c Compaction) withDefaults() Compaction {
+	if c.MaxTokens == 0 {
+		c.MaxTokens = DefaultCompactTokens
+	}
+	if c.MaxMessages == 0 {
+		c.MaxMessages = DefaultCompactMessages
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = DefaultCompactBytes
+	}
+	if c.KeepTurns == 0 {
+		c.KeepTurns = DefaultKeepTurns
+	}
+	if c.MaxSummaryBytes == 0 {
+		c.MaxSummaryBytes = DefaultMaxSummaryBytes
+	}
+	if c.SummaryPrompt == "" && c.Summarize == nil {
+		c.SummaryPrompt = DefaultSummaryPrompt
+	}
+	return c
+}
+
+// tokenBound is the estimate past which a request is compacted.
+func (r *React) tokenBound() int64 {
+	b := r.compaction.MaxTokens
+	if w := r.window * 3 / 4; w > 0 && w < b {
+		b = w
+	}
+	return b
+}
+
+// msgBytes is what a message weighs in the estimate.
+func msgBytes(m provider.Message) int64 {
+	n := len(m.Content) + len(m.ToolCallID)
+	for _, c := range m.ToolCalls {
+		n += len(c.ID) + len(c.Name) + len(c.Arguments)
+	}
+	return int64(n)
+}
+
+func msgsBytes(msgs []provider.Message) int64 {
+	var n int64
+	for _, m := range msgs {
+		n += msgBytes(m)
+	}
+	return n
+}
+
+// add appends m to the run's conversation.
+func (s *runState) add(m provider.Message) {
+	s.msgs = append(s.msgs, m)
+	s.bytes += msgBytes(m)
+}
+
+// estimate returns the estimated input tokens of the next request, whose
+// system prompt and tool definitions weigh fixed bytes.
+func (s *runState) estimate(fixed int64) int64 {
+	if s.reported > 0 {
+		return s.reported + (s.bytes-s.reportedBytes+3)/4
+	}
+	return (fixed + s.bytes + 3) / 4
+}
+
+// noteReply remembers what the provider reported for the reply just
+// added, the base of the next estimate.
+func (s *runState) noteReply(u provider.Usage) {
+	if u.InputTokens > 0 {
+		s.reported, s.reportedBytes = u.InputTokens+u.OutputTokens, s.bytes
+	}
+}
+
+// fit compacts the conversation before a request when it is due, or when
+// forced (the provider said the last request was too long), and checks
+// the request against the context window.
+func (s *runState) fit(step int, fixed int64, forced bool) error {
+	r := s.r
+	est := s.estimate(fixed)
+	if c := r.compaction; c != nil && !s.nothingToCompact &&
+		(forced || est > r.tokenBound() || len(s.msgs) > c.MaxMessages || s.bytes > c.MaxBytes) {
+		if err := s.compact(step, forced); err != nil {
+			return err
+		}
+		est = s.estimate(fixed)
+	}
+	if w := r.window; w > 0 && est > w {
+		how := "give a smaller task, or a model with a larger window (WithContextWindow)"
+		if r.compaction == nil {
+			how = "let the agent compact its conversation (leave WithoutCompaction out), " + how
+		}
+		return fmt.Errorf("%w: about %d tokens, the window is %d, and the run's own turn cannot be compacted: %s", ErrContextWindow, est, w, how)
+	}
+	return nil
+}
+
+// compact replaces the older turns of the conversation before the run
+// with a summary. It does nothing when there is nothing to fold in.
+func (s *runState) compact(step int, forced bool) error {
+	c := s.r.compaction
+	hist := s.msgs[:s.start]
+	first := 0 // the first message a compaction may fold in: not a bare summary
+	if len(hist) >= 2 && strings.HasPrefix(hist[0].Content, summaryHeader) {
+		first = 2
+	}
+	// The kept turns: at most KeepTurns, and no more than half a bound.
+	room := min(c.MaxBytes, 4*s.r.tokenBound()) / 2
+	if forced {
+		room = min(room, msgsBytes(hist)/2)
+	}
+	roomMsgs := c.MaxMessages / 2
+	cut, turns := len(hist), 0
+	var kept int64
+	for i := len(hist) - 1; i >= first && turns < c.KeepTurns; i-- {
+		kept += msgBytes(hist[i])
+		if kept > room || len(hist)-i > roomMsgs {
+			break
+		}
+		if hist[i].Role == provider.RoleUser {
+			cut, turns = i, turns+1
+		}
+	}
+	if cut <= first {
+		s.nothingToCompact = true
+		return nil
+	}
+	older := hist[:cut]
+	summary, err := s.summary(step, older)
+	if err != nil {
+		return fmt.Errorf("%w: folding %d messages into a summary: %w; the conversation is as it was before this run", ErrCompaction, len(older), err)
+	}
+	msgs := make([]provider.Message, 0, 2+len(s.msgs)-cut+4)
+	if summary != "" {
+		msgs = append(msgs, provider.UserMessage(summaryHeader+summary), provider.AssistantMessage(summaryAck))
+	}
+	msgs = append(msgs, s.msgs[cut:]...)
+	s.start += len(msgs) - len(s.msgs)
+	s.msgs = msgs
+	s.bytes = msgsBytes(msgs)
+	s.reported, s.reportedBytes = 0, 0 // no report covers the new conversation
+	s.compactions++
+	if l := s.r.logger; l != nil && l.Enabled(s.ctx, slog.LevelInfo) {
+		l.LogAttrs(s.ctx, slog.LevelInfo, "deputy: conversation compacted", s.attrs(
+			slog.Int("step", step), slog.Int("folded", len(older)), slog.Int("kept", len(msgs)), slog.Int("summary_bytes", len(summary)))...)
+	}
+	return nil
+}
+
+// summary returns the summary of older: recorded in the run's journal, or
+// made now (and recorded).
+func (s *runState) summary(step int, older []provider.Message) (string, error) {
+	var key string
+	if s.journal != nil {
+		key = s.journal.stepKey(step) + "/summary"
+		if resp, ok := s.journal.answer(key); ok {
+			return resp.Message.Content, nil
+		}
+	}
+	text, usage, err := s.summarize(older)
+	if err != nil {
+		return "", err
+	}
+	if s.journal != nil {
+		resp := provider.Response{Message: provider.AssistantMessage(text), Usage: usage}
+		if err := s.journal.recordAnswer(context.WithoutCancel(s.ctx), key, resp, resp.Message); err != nil {
+			return "", err
+		}
+	}
+	return text, nil
+}
+
+// summarize makes the summary of older and returns it with what it cost.
+func (s *runState) summarize(older []provider.Message) (text string, usage provider.Usage, err error) {
+	c := s.r.compaction
+	defer func() {
+		if p := recover(); p != nil {
+			text, err = "", fmt.Errorf("the summarizer panicked: %v", p)
+		}
+	}()
+	if c.Summarize != nil {
+		text, err = c.Summarize(s.ctx, older)
+		if err == nil {
+			err = s.ctx.Err()
+		}
+		if err != nil {
+			return "", usage, err
+		}
+		return capSummary(text, c.MaxSummaryBytes), usage, nil
+	}
+	p, model := c.Summarizer, c.SummaryModel
+	if p == nil {
+		p = s.r.p
+		if model == "" {
+			model = s.r.model
+		}
+	}
+	req := provider.Request{
+		Model:     model,
+		System:    c.SummaryPrompt,
+		Messages:  []provider.Message{provider.UserMessage(transcript(older, int(min(4*s.r.tokenBound(), 1<<22))))},
+		MaxTokens: c.MaxSummaryBytes / 3, // a token is three or four bytes of text
+		CacheKey:  s.cacheKey + "/summary",
+	}
+	resp, err := p.Complete(s.ctx, req)
+	usage = resp.Usage
+	s.usage = s.usage.Add(usage)
+	if !usage.IsZero() {
+		name, m := "", req.Model
+		if n, ok := p.(provider.Namer); ok {
+			name = n.Name()
+		}
+		if resp.Model != "" {
+			m = resp.Model
+		}
+		ledger.Add(s.ctx, name, m, usage)
+	}
+	if err != nil {
+		return "", usage, fmt.Errorf("the summary's model call: %w", err)
+	}
+	text = strings.TrimSpace(resp.Message.Content)
+	if text == "" {
+		return "", usage, errors.New("the summarizer answered with no text (stop reason " + strconv.Quote(string(resp.StopReason)) + "): check its model and prompt")
+	}
+	return capSummary(text, c.MaxSummaryBytes), usage, nil
+}
+
+func capSummary(text string, max int) string {
+	return textcap.Cap(strings.TrimSpace(text), max-len(summaryHeader))
+}
+
+// transcript writes msgs as text for the summarizer to read, in at most
+// about limit bytes: each message is cut to 4 KiB, and when they are still
+// too long the oldest after the first (an earlier summary, if any) are
+// left out, and the transcript says how many.
+func transcript(msgs []provider.Message, limit int) string {
+	const perMessage = 4 << 10
+	lines := make([]string, 0, len(msgs))
+	total := 0
+	for _, m := range msgs {
+		var b strings.Builder
+		switch m.Role {
+		case provider.RoleUser:
+			b.WriteString("User: ")
+			b.WriteString(m.Content)
+		case provider.RoleAssistant:
+			b.WriteString("Assistant: ")
+			b.WriteString(m.Content)
+			for _, call := range m.ToolCalls {
+				b.WriteString("\n(called the tool " + call.Name + " with " + string(call.Arguments) + ")")
+			}
+		case provider.RoleTool:
+			if m.IsError {
+				b.WriteString("Tool error: ")
+			} else {
+				b.WriteString("Tool result: ")
+			}
+			b.WriteString(m.Content)
+		default:
+			continue
+		}
+		line := textcap.Cap(b.String(), perMessage)
+		lines = append(lines, line)
+		total += len(line) + 2
+	}
+	dropped := 0
+	for total > limit && len(lines)-dropped > 2 {
+		total -= len(lines[1+dropped]) + 2
+		dropped++
+	}
+	if dropped > 0 {
+		note := "[" + strconv.Itoa(dropped) + " earlier messages left out]"
+		lines = append(lines[:1], append([]string{note}, lines[1+dropped:]...)...)
+	}
+	return "The conversation to summarize:\n\n" + strings.Join(lines, "\n\n")
+}
