@@ -81,7 +81,7 @@ func (s *runState) checkAnswer(answer string) (done bool, err error) {
 		return true, fmt.Errorf("%w: %v: make the type easier to fill, or the model's instructions clearer", ErrInvalidOutput, problem)
 	}
 	s.corrected = true
-	s.add(provider.UserMessage("Your answer does not fit the JSON Schema it must match: "+problem.Error()+
-		"\nAnswer again with only the JSON value, matching this schema:\n"+string(o.schema.Raw())))
+	s.add(provider.UserMessage("Your answer does not fit the JSON Schema it must match: " + problem.Error() +
+		"\nAnswer again with only the JSON value, matching this schema:\n" + string(o.schema.Raw())))
 	return false, nil
 }
