@@ -1,0 +1,330 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/conversation"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// notesModel answers a question starting "look up" with a call of the
+// lookup tool, the tool's result with "found", and anything else with
+// "ok". It records the system prompt of every request.
+type notesModel struct {
+	mu      sync.Mutex
+	systems []string
+	calls   int
+}
+
+func (m *notesModel) Complete(_ context.Context, req provider.Request) (provider.Response, error) {
+	m.mu.Lock()
+	m.systems = append(m.systems, req.System)
+	m.calls++
+	m.mu.Unlock()
+	last := req.Messages[len(req.Messages)-1]
+	var msg provider.Message
+	switch {
+	case last.Role == provider.RoleTool:
+		msg = provider.AssistantMessage("found")
+	case strings.HasPrefix(last.Content, "look up"):
+		msg = provider.Message{Role: provider.RoleAssistant, ToolCalls: []provider.ToolCall{{Name: "lookup", Arguments: json.RawMessage(`{"q":"x"}`)}}}
+	default:
+		msg = provider.AssistantMessage("ok")
+	}
+	return provider.Response{Message: msg, Usage: fake.Usage(req, msg)}, nil
+}
+
+func lookupTool(t *testing.T) tool.Tool {
+	t.Helper()
+	lt, err := tool.New("lookup", "Looks things up.", func(context.Context, struct {
+		Q string `json:"q"`
+	}) (string, error) {
+		return "the answer", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lt
+}
+
+// question i of a conversation: every third looks something up.
+func question(i int) string {
+	if i%3 == 0 {
+		return "look up item " + strconv.Itoa(i)
+	}
+	return "note " + strconv.Itoa(i)
+}
+
+// A compaction folds the older turns, whole, into a bounded summary: the
+// conversation stays one a model accepts, the system prompt is sent as
+// it was, the summarizer sees every tool call with its result, and what
+// the summary cost counts in the run's usage.
+func TestCompactionFoldsOlderTurnsIntoABoundedSummary(t *testing.T) {
+	var folded [][]provider.Message
+	summarizer := provider.Func(func(_ context.Context, req provider.Request) (provider.Response, error) {
+		text := req.Messages[0].Content
+		if n, m := strings.Count(text, "(called the tool"), strings.Count(text, "Tool result: the answer"); n != m {
+			t.Errorf("the summarizer saw %d tool calls and %d results", n, m)
+		}
+		msg := provider.AssistantMessage(strings.Repeat("summary ", 1000)) // 8 KB, over the bound
+		return provider.Response{Message: msg, Usage: provider.Usage{Requests: 1, InputTokens: 100, OutputTokens: 7}}, nil
+	})
+	m := &notesModel{}
+	r, err := agent.NewReact(m, agent.WithSystemPrompt("Keep notes."), agent.WithTools(lookupTool(t)),
+		agent.WithCompaction(agent.Compaction{MaxMessages: 12, KeepTurns: 2, MaxSummaryBytes: 400, Summarizer: summarizer}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	compactions := 0
+	for i := range 30 {
+		out, err := r.Run(context.Background(), agent.Input{Text: question(i)})
+		if err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+		if out.Compactions > 0 {
+			compactions += out.Compactions
+			folded = append(folded, out.Messages)
+			if out.Usage.InputTokens < 100 || out.Usage.Requests < 2 {
+				t.Errorf("run %d compacted, but its usage %+v leaves out the summary's", i, out.Usage)
+			}
+		}
+		if got := len(r.History()); got > 12+4 {
+			t.Errorf("run %d: %d messages kept, the bound is 12 (plus the run's own turn)", i, got)
+		}
+	}
+	if compactions < 3 {
+		t.Fatalf("%d compactions in 30 runs with a bound of 12 messages", compactions)
+	}
+	h := r.History()
+	if err := conversation.Check(h); err != nil {
+		t.Fatalf("the compacted conversation is one a model would refuse: %v", err)
+	}
+	if h[0].Role != provider.RoleUser || !strings.Contains(h[0].Content, "summary summary") || len(h[0].Content) > 400 {
+		t.Errorf("first message %q (%d bytes): want the summary, at most 400 bytes", h[0].Content[:min(80, len(h[0].Content))], len(h[0].Content))
+	}
+	if !strings.Contains(h[0].Content, "[output truncated:") {
+		t.Error("the cut summary carries no marker")
+	}
+	for _, s := range m.systems {
+		if s != "Keep notes." {
+			t.Fatalf("a request's system prompt was %q", s)
+		}
+	}
+}
+
+// A compaction that cannot be made fails the run with ErrCompaction, saying
+// why, and leaves the conversation exactly as it was; the next run, with a
+// working summarizer, compacts.
+func TestFailedCompactionLeavesTheConversationAsItWas(t *testing.T) {
+	transient := &provider.Error{Provider: "sum", Kind: provider.KindTransient, StatusCode: 503}
+	tests := []struct {
+		name    string
+		fail    func(ctx context.Context) (provider.Response, error)
+		ctx     func() (context.Context, context.CancelFunc)
+		wantErr string
+		is      error
+	}{
+		{name: "the summarizer errs", fail: func(context.Context) (provider.Response, error) {
+			return provider.Response{}, transient
+		}, wantErr: "summary's model call", is: transient},
+		{name: "the summarizer answers nothing", fail: func(context.Context) (provider.Response, error) {
+			return provider.Response{Message: provider.AssistantMessage("  "), StopReason: provider.StopMaxTokens}, nil
+		}, wantErr: "answered with no text"},
+		{name: "the summarizer panics", fail: func(context.Context) (provider.Response, error) {
+			panic("boom")
+		}, wantErr: "panicked: boom"},
+		{name: "the summary times out", fail: func(ctx context.Context) (provider.Response, error) {
+			<-ctx.Done()
+			return provider.Response{}, ctx.Err()
+		}, ctx: func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 20*time.Millisecond)
+		}, wantErr: "deadline exceeded", is: context.DeadlineExceeded},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var failing atomic.Bool
+			summarizer := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+				if failing.Load() {
+					return tt.fail(ctx)
+				}
+				return provider.Response{Message: provider.AssistantMessage("the notes so far")}, nil
+			})
+			m := &notesModel{}
+			r, err := agent.NewReact(m, agent.WithTools(lookupTool(t)),
+				agent.WithCompaction(agent.Compaction{MaxMessages: 8, KeepTurns: 1, Summarizer: summarizer}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 {
+				if _, err := r.Run(context.Background(), agent.Input{Text: question(i + 1)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := r.History()
+			calls := m.calls
+			failing.Store(true)
+			ctx, cancel := context.Background(), context.CancelFunc(func() {})
+			if tt.ctx != nil {
+				ctx, cancel = tt.ctx()
+			}
+			defer cancel()
+			_, err = r.Run(ctx, agent.Input{Text: "note 99"})
+			if !errors.Is(err, agent.ErrCompaction) || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("got %v, want ErrCompaction saying %q", err, tt.wantErr)
+			}
+			if tt.is != nil && !errors.Is(err, tt.is) {
+				t.Errorf("the error %v does not wrap %v", err, tt.is)
+			}
+			if diff := cmp.Diff(before, r.History()); diff != "" {
+				t.Errorf("the conversation changed (-before +after):\n%s", diff)
+			}
+			if m.calls != calls {
+				t.Errorf("the model was asked %d times after the compaction failed", m.calls-calls)
+			}
+			failing.Store(false)
+			out, err := r.Run(context.Background(), agent.Input{Text: "note 100"})
+			if err != nil || out.Compactions != 1 {
+				t.Fatalf("with the summarizer back: %d compactions, %v", out.Compactions, err)
+			}
+		})
+	}
+}
+
+// A run whose own turn cannot fit the window fails before anything is
+// sent; with compaction turned off, the error says to turn it on.
+func TestContextWindowRefusesWhatCannotFit(t *testing.T) {
+	m := &notesModel{}
+	r, err := agent.NewReact(m, agent.WithContextWindow(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Run(context.Background(), agent.Input{Text: strings.Repeat("long ", 200)})
+	if !errors.Is(err, agent.ErrContextWindow) || !strings.Contains(err.Error(), "the window is 100") {
+		t.Fatalf("got %v, want ErrContextWindow naming the window", err)
+	}
+	if m.calls != 0 {
+		t.Errorf("%d requests sent that could not fit", m.calls)
+	}
+
+	off, err := agent.NewReact(m, agent.WithContextWindow(100), agent.WithoutCompaction())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		_, err := off.Run(context.Background(), agent.Input{Text: "note " + strconv.Itoa(i)})
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, agent.ErrContextWindow) || !strings.Contains(err.Error(), "leave WithoutCompaction out") {
+			t.Fatalf("got %v, want ErrContextWindow saying to compact", err)
+		}
+		break
+	}
+	for _, bad := range []agent.Option{agent.WithContextWindow(0), agent.WithCompaction(agent.Compaction{MaxTokens: -1}),
+		agent.WithCompaction(agent.Compaction{Summarize: func(context.Context, []provider.Message) (string, error) { return "", nil }, SummaryModel: "m"})} {
+		if _, err := agent.NewReact(m, bad); !errors.Is(err, agent.ErrInvalidOption) {
+			t.Errorf("got %v, want ErrInvalidOption", err)
+		}
+	}
+}
+
+// A request the provider itself refuses as too long for the window is
+// compacted and sent once more; a second refusal is the run's error.
+func TestProviderWindowErrorCompactsAndAsksOnce(t *testing.T) {
+	tooLong := &provider.Error{Provider: "p", Kind: provider.KindContextWindow, StatusCode: 400, Message: "prompt is too long"}
+	var limit atomic.Int64
+	limit.Store(8)
+	var sent atomic.Int64
+	m := provider.Func(func(_ context.Context, req provider.Request) (provider.Response, error) {
+		sent.Add(1)
+		if int64(len(req.Messages)) > limit.Load() {
+			return provider.Response{}, tooLong
+		}
+		return provider.Response{Message: provider.AssistantMessage("ok")}, nil
+	})
+	r, err := agent.NewReact(m, agent.WithCompaction(agent.Compaction{KeepTurns: 1,
+		Summarize: func(_ context.Context, older []provider.Message) (string, error) {
+			return strconv.Itoa(len(older)) + " messages folded", nil
+		}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if _, err := r.Run(context.Background(), agent.Input{Text: "note " + strconv.Itoa(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sent.Store(0)
+	out, err := r.Run(context.Background(), agent.Input{Text: "note 4"}) // 9 messages: refused once
+	if err != nil || out.Compactions != 1 || sent.Load() != 2 {
+		t.Fatalf("%d requests, %d compactions, %v: want the refused request compacted and sent once more", sent.Load(), out.Compactions, err)
+	}
+	limit.Store(1)
+	sent.Store(0)
+	if _, err := r.Run(context.Background(), agent.Input{Text: "note 5"}); !errors.Is(err, tooLong) || sent.Load() != 2 {
+		t.Fatalf("%d requests, %v: want the provider's refusal after one retry", sent.Load(), err)
+	}
+}
+
+// Runs append to the kept history in place, yet no earlier run's
+// messages change: not after a rollback, a restored checkpoint or a
+// failed run.
+func TestAppendingInPlaceChangesNoEarlierOutput(t *testing.T) {
+	p := fake.NewProvider(fake.Text("one"), fake.Error(errors.New("down")), fake.Text("three"), fake.Text("four"), fake.Text("five"), fake.Text("six"))
+	r, err := agent.NewReact(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var outs [][]provider.Message
+	var wants [][]provider.Message
+	keep := func(out agent.Output) {
+		outs = append(outs, out.Messages)
+		wants = append(wants, append([]provider.Message(nil), out.Messages...))
+	}
+	out, _ := r.Run(ctx, agent.Input{Text: "q1"})
+	keep(out)
+	out, _ = r.Run(ctx, agent.Input{Text: "q2"}) // fails
+	keep(out)
+	out, _ = r.Run(ctx, agent.Input{Text: "q3"})
+	keep(out)
+	hctx, turn, err := r.Hold(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ = r.Run(hctx, agent.Input{Text: "q4"})
+	keep(out)
+	turn.Rollback()
+	turn.Release()
+	restore := r.Checkpoint()
+	out, _ = r.Run(ctx, agent.Input{Text: "q5"})
+	keep(out)
+	restore()
+	out, _ = r.Run(ctx, agent.Input{Text: "q6"})
+	keep(out)
+	for i := range outs {
+		if diff := cmp.Diff(wants[i], outs[i]); diff != "" {
+			t.Errorf("run %d's messages changed (-then +now):\n%s", i+1, diff)
+		}
+	}
+	var texts []string
+	for _, m := range r.History() {
+		texts = append(texts, m.Content)
+	}
+	if want := []string{"q1", "one", "q3", "three", "q6", "six"}; !cmp.Equal(want, texts) {
+		t.Errorf("history %q, want %q", texts, want)
+	}
+}
