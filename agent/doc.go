@@ -44,6 +44,24 @@
 // interleaves with, and roll back its own runs alone. Input.Messages must be a conversation
 // a model API accepts (ErrBadMessages says which message is not).
 //
+// # Compaction
+//
+// A conversation kept for ever would outgrow any model's window. Before
+// each model call a React estimates the request and, past a bound,
+// compacts: the older turns, whole, become a summary, and the latest
+// turns stay word for word (Compaction; DefaultCompactTokens,
+// DefaultCompactMessages, DefaultCompactBytes, DefaultKeepTurns,
+// DefaultMaxSummaryBytes, DefaultSummaryPrompt). Every React does so by
+// default, summarizing with its own model; WithCompaction sets the
+// bounds and who writes the summary, WithoutCompaction turns it off.
+// Between compactions the request's prefix does not change, so the
+// provider's prompt cache keeps serving it. WithContextWindow gives the
+// model's window: a request that cannot be brought inside it fails with
+// ErrContextWindow before it is sent. A summary that cannot be made fails
+// the run with ErrCompaction and leaves the conversation as it was;
+// Output.Compactions counts a run's compactions. A run appends to the
+// conversation in place, so a call's cost does not grow with the history.
+//
 // # Observability
 //
 // WithTracerProvider traces runs, model calls and tool calls with

@@ -58,6 +58,13 @@ type durable struct {
 // journal deleted, which is also where the hold is looked up, so keep the
 // journal in st) or all its questions expire, other calls wait or are
 // refused as they are while it answers.
+//
+// The stored record stays bounded: an *agent.React compacts its
+// conversation by default (see FromAgent) before it passes
+// agent.DefaultCompactMessages messages or agent.DefaultCompactBytes bytes
+// (1 MiB), far inside store.DefaultMaxRecordBytes, so that a resident
+// consulted for ever is never refused by the store. Each call still writes
+// the whole, bounded conversation.
 func WithStore(st *store.Store, key string) Option {
 	return usedBy(formAgent|formScoped,
 		"WithStore keeps the conversation of a FromAgent expert (a one-shot or spawned child has none to keep)",

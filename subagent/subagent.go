@@ -97,6 +97,16 @@ const ReactParams = `{"type":"object","properties":{"system_prompt":{"type":"str
 // The tool takes TaskParams unless WithParams says otherwise. With
 // TaskParams a receives the task's text as its input; with parameters of
 // WithParams, the arguments' JSON text (WithInputFromArgs maps them otherwise).
+//
+// A resident asked for ever stays inside its model's window: an
+// *agent.React compacts the conversation it keeps by default, folding its
+// older turns into a summary written by its own model once a request would
+// pass agent.DefaultCompactTokens (or three quarters of the window that
+// agent.WithContextWindow gives), the conversation passes
+// agent.DefaultCompactMessages messages or agent.DefaultCompactBytes
+// bytes; its latest agent.DefaultKeepTurns turns are kept word for word.
+// Give the agent agent.WithCompaction to choose the bounds, the summarizing
+// model and its prompt, or a function of your own.
 func FromAgent(name, description string, a agent.Agent, opts ...Option) (*SubAgentTool, error) {
 	if a == nil {
 		return nil, fmt.Errorf("subagent %q: nil agent: pass the agent to consult", name)
