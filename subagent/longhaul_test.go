@@ -3,6 +3,7 @@ package subagent
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -13,6 +14,9 @@ import (
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/internal/conversation"
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/store/postgres"
+	"github.com/deputy-go/deputy/store/postgres/pgtest"
 )
 
 // longHaul is a resident expert on a fake model with a small window and
@@ -31,7 +35,7 @@ type longHaul struct {
 
 var launchCode = regexp.MustCompile(`launch code is \d+`)
 
-func newLongHaul(t testing.TB, window int64, opts ...agent.Option) *longHaul {
+func newLongHaul(t testing.TB, window int64, toolOpts []Option, opts ...agent.Option) *longHaul {
 	h := &longHaul{window: window}
 	cached := fake.NewProvider(fake.Text("Noted.")).Loop().PromptCache(fake.AnthropicCache).DontRecord()
 	expertModel := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
@@ -78,7 +82,7 @@ func newLongHaul(t testing.TB, window int64, opts ...agent.Option) *longHaul {
 	opts = append([]agent.Option{agent.WithName("expert"), agent.WithSystemPrompt("You keep notes for the team."),
 		agent.WithContextWindow(window), agent.WithCompaction(agent.Compaction{Summarizer: summarizer})}, opts...)
 	h.expert = must(agent.NewReact(expertModel, opts...))(t)
-	h.tool = must(FromAgent("expert", "Keeps the team's notes.", h.expert))(t)
+	h.tool = must(FromAgent("expert", "Keeps the team's notes.", h.expert, toolOpts...))(t)
 	return h
 }
 
@@ -97,7 +101,7 @@ func note(i int) string {
 // between compactions the prompt cache serves most of every request.
 func TestResidentStaysInsideItsWindowForTenThousandCalls(t *testing.T) {
 	const calls = 10_000
-	h := newLongHaul(t, 8192)
+	h := newLongHaul(t, 8192, nil)
 	ctx := context.Background()
 	compactions := 0
 	for i := range calls {
@@ -141,4 +145,67 @@ func TestResidentStaysInsideItsWindowForTenThousandCalls(t *testing.T) {
 	}
 	t.Logf("%d calls: %d compactions, largest request %d tokens (window %d), cache-read share %.3f",
 		calls, compactions, h.largest.Load(), h.window, share)
+}
+
+// A stored resident stays inside its window across restarts: three
+// processes in turn consult it on one store, and the last still knows
+// what the first was told, from a summary; the stored record stays small.
+func TestStoredResidentCompactsAcrossRestarts(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "deputy.db")
+		testStoredLongHaul(t, func() *store.Store { return openStore(t, path) })
+	})
+	t.Run("postgres", func(t *testing.T) {
+		dsn := pgtest.DSN(t, "deputy_test_subagent_longhaul")
+		testStoredLongHaul(t, func() *store.Store {
+			be, err := postgres.Open(context.Background(), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := must(store.New(be))(t)
+			t.Cleanup(func() { st.Close() })
+			return st
+		})
+	})
+}
+
+func testStoredLongHaul(t *testing.T, open func() *store.Store) {
+	const window, restarts, perProcess = 4096, 3, 600
+	ctx := context.Background()
+	var largest int64
+	compactions := int64(0)
+	var h *longHaul
+	for p := range restarts {
+		st := open()
+		h = newLongHaul(t, window, []Option{WithStore(st, "expert")})
+		for i := range perProcess {
+			n := p*perProcess + i
+			res, err := callTool(ctx, h.tool, "c"+strconv.Itoa(n), `{"task":`+strconv.Quote(note(n))+`}`)
+			if err != nil || res.IsError {
+				t.Fatalf("process %d, call %d: %v %q", p, i, err, res.Content)
+			}
+		}
+		largest = max(largest, h.largest.Load())
+		compactions += h.summaries.Load()
+		data, _, err := st.Get(ctx, "expert")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(data) > 8*window {
+			t.Errorf("process %d left a stored conversation of %d bytes, for a window of %d tokens", p, len(data), window)
+		}
+		if p < restarts-1 {
+			st.Close()
+		}
+	}
+	res, err := callTool(ctx, h.tool, "last", `{"task":"What is the launch code?"}`)
+	if err != nil || res.Content != "The launch code is 7412." {
+		t.Fatalf("after %d restarts the expert answered %q (%v), want the launch code the first process was told", restarts-1, res.Content, err)
+	}
+	if largest > window {
+		t.Errorf("the largest request was %d tokens, over the %d-token window", largest, window)
+	}
+	if compactions < restarts*5 {
+		t.Errorf("%d compactions in %d calls", compactions, restarts*perProcess)
+	}
 }
