@@ -328,3 +328,85 @@ func TestAppendingInPlaceChangesNoEarlierOutput(t *testing.T) {
 		t.Errorf("history %q, want %q", texts, want)
 	}
 }
+
+// A turn that compacted and then waited for an approval does not pay for
+// its summary again when it is resumed, whatever ids the model gives its
+// calls: the summary is in the journal, like the model's answers, and
+// each approved call runs once.
+func TestResumedTurnDoesNotSummarizeAgain(t *testing.T) {
+	for _, mode := range idModes {
+		t.Run(mode.name, func(t *testing.T) {
+			st := journalStore(t)
+			var modelCalls, transfers, summaries atomic.Int64
+			transfer := tool.RequireApproval(toolFunc("transfer", func(ctx context.Context, c tool.Call) (tool.Result, error) {
+				transfers.Add(1)
+				return tool.Result{Content: "moved 100"}, nil
+			}), "moves money", 0)
+			summarizer := provider.Func(func(context.Context, provider.Request) (provider.Response, error) {
+				summaries.Add(1)
+				return provider.Response{Message: provider.AssistantMessage("Earlier: four notes."), Usage: provider.Usage{Requests: 1, InputTokens: 50, OutputTokens: 5}}, nil
+			})
+			lead := newReact(t, transferModel(mode.id, &modelCalls), agent.WithName("lead"), agent.WithTools(transfer),
+				agent.WithCompaction(agent.Compaction{MaxMessages: 6, KeepTurns: 1, Summarizer: summarizer}))
+			// Four earlier turns, without tool calls, so that the turn
+			// compacts before its first model call.
+			earlier := newReact(t, provider.Func(func(context.Context, provider.Request) (provider.Response, error) {
+				return provider.Response{Message: provider.AssistantMessage("ok")}, nil
+			}), agent.WithoutCompaction())
+			for i := range 4 {
+				if _, err := earlier.Run(context.Background(), agent.Input{Text: "note " + strconv.Itoa(i)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			snap, err := earlier.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := lead.Restore(snap); err != nil {
+				t.Fatal(err)
+			}
+			var usage provider.Usage
+			run := func(ctx context.Context) (agent.Output, error) {
+				t.Helper()
+				j, err := st.Journal(ctx, "turn")
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, err := lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: "pay twice"})
+				usage = usage.Add(out.TotalUsage())
+				return out, err
+			}
+			approve := func(err error) context.Context {
+				t.Helper()
+				var in *tool.Interrupted
+				if !errors.As(err, &in) || len(in.Interrupts) != 1 {
+					t.Fatalf("%v, want one question", err)
+				}
+				ctx, rerr := tool.Resume(context.Background(), in, tool.Answer{InterruptID: in.Interrupts[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)})
+				if rerr != nil {
+					t.Fatal(rerr)
+				}
+				return ctx
+			}
+			_, err = run(context.Background())
+			_, err = run(approve(err))
+			out, err := run(approve(err))
+			if err != nil || out.Answer != "moved it twice" || out.Compactions != 1 {
+				t.Fatalf("the last run: %q, %d compactions, %v", out.Answer, out.Compactions, err)
+			}
+			if got := summaries.Load(); got != 1 {
+				t.Errorf("the summary was asked for %d times over three runs of one turn, want 1", got)
+			}
+			if got, calls := transfers.Load(), modelCalls.Load(); got != 2 || calls != 3 {
+				t.Errorf("%d transfers and %d model calls, want 2 and 3", got, calls)
+			}
+			if usage.Requests != 4 {
+				t.Errorf("usage over every run %+v, want 4 requests: three answers and one summary", usage)
+			}
+			h := lead.History()
+			if !strings.HasPrefix(h[0].Content, "[Summary") || conversation.Check(h) != nil {
+				t.Errorf("the kept conversation does not start with the summary, or a model would refuse it: %q", h[0].Content)
+			}
+		})
+	}
+}
