@@ -73,7 +73,6 @@ func question(i int) string {
 // it was, the summarizer sees every tool call with its result, and what
 // the summary cost counts in the run's usage.
 func TestCompactionFoldsOlderTurnsIntoABoundedSummary(t *testing.T) {
-	var folded [][]provider.Message
 	summarizer := provider.Func(func(_ context.Context, req provider.Request) (provider.Response, error) {
 		text := req.Messages[0].Content
 		if n, m := strings.Count(text, "(called the tool"), strings.Count(text, "Tool result: the answer"); n != m {
@@ -96,7 +95,6 @@ func TestCompactionFoldsOlderTurnsIntoABoundedSummary(t *testing.T) {
 		}
 		if out.Compactions > 0 {
 			compactions += out.Compactions
-			folded = append(folded, out.Messages)
 			if out.Usage.InputTokens < 100 || out.Usage.Requests < 2 {
 				t.Errorf("run %d compacted, but its usage %+v leaves out the summary's", i, out.Usage)
 			}
