@@ -52,9 +52,10 @@ type React struct {
 	compaction   *Compaction  // with defaults; nil: WithoutCompaction
 	window       int64        // set by WithContextWindow; 0: unknown
 
-	turn *semaphore.Weighted // held for a whole run
-	mu   sync.Mutex          // guards kept
-	kept kept
+	turn   *semaphore.Weighted // held for a whole run
+	mu     sync.Mutex          // guards kept and epochs
+	kept   kept
+	epochs uint64 // the last epoch given (newEpoch)
 }
 
 // kept is the conversation a React keeps between runs. It is a value:
@@ -71,6 +72,16 @@ type kept struct {
 	// the last reply of the conversation, which covered its first
 	// reportedBytes bytes; zero when none did.
 	reported, reportedBytes int64
+	// epoch changes whenever the conversation changes other than by
+	// messages added at its end (Mark).
+	epoch uint64
+}
+
+// newEpoch returns an epoch no conversation of r had. Call it with r.mu
+// held.
+func (r *React) newEpoch() uint64 {
+	r.epochs++
+	return r.epochs
 }
 
 // NewReact returns a ReAct agent over p. It fails on a nil provider or a bad
@@ -243,11 +254,15 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 		}
 		return out, err
 	}
-	k := kept{msgs: s.msgs, bytes: s.bytes, spare: true, reported: s.reported, reportedBytes: s.reportedBytes}
-	if trimmed := trimHistory(s.msgs, r.historyLimit); len(trimmed) < len(s.msgs) {
+	k := kept{msgs: s.msgs, bytes: s.bytes, spare: true, reported: s.reported, reportedBytes: s.reportedBytes, epoch: base.epoch}
+	trimmed := trimHistory(s.msgs, r.historyLimit)
+	if len(trimmed) < len(s.msgs) {
 		k = kept{msgs: trimmed, bytes: msgsBytes(trimmed), spare: true}
 	}
 	r.mu.Lock()
+	if s.compactions > 0 || len(trimmed) < len(s.msgs) {
+		k.epoch = r.newEpoch() // no longer the same conversation with more at its end
+	}
 	r.kept = k
 	r.mu.Unlock()
 	if runEvents {

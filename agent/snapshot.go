@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strconv"
 
 	"github.com/deputy-go/deputy/internal/conversation"
 	"github.com/deputy-go/deputy/provider"
@@ -38,9 +40,42 @@ type snapCall struct {
 
 // Snapshot returns the conversation as JSON, for Restore after a restart.
 func (r *React) Snapshot() ([]byte, error) {
-	h := r.History()
-	s := snapshot{Version: snapshotVersion, Messages: make([]snapMessage, len(h))}
-	for i, m := range h {
+	r.mu.Lock()
+	msgs := r.kept.msgs
+	r.mu.Unlock()
+	return r.encode(msgs)
+}
+
+// Mark returns where the conversation stands: how many messages it holds,
+// and an epoch that changes whenever it changes other than by messages
+// added at its end (a compaction, Restore, Reset, a rollback). While the
+// epoch stays what Mark returned with n, the messages after the first n
+// are exactly those added since, and SnapshotFrom(n) returns them: what a
+// store appends, instead of writing the whole conversation again.
+func (r *React) Mark() (epoch uint64, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.kept.epoch, len(r.kept.msgs)
+}
+
+// SnapshotFrom returns the messages after the first n, in Snapshot's form:
+// RestoreParts takes a Snapshot followed by such parts. It fails when the
+// conversation holds fewer than n messages.
+func (r *React) SnapshotFrom(n int) ([]byte, error) {
+	r.mu.Lock()
+	msgs := r.kept.msgs
+	r.mu.Unlock()
+	if n < 0 || n > len(msgs) {
+		return nil, fmt.Errorf("agent %q: SnapshotFrom(%d) of a conversation of %d messages: take n from Mark", r.name, n, len(msgs))
+	}
+	// The messages before the end are never changed in place, so they
+	// are read outside the lock.
+	return r.encode(msgs[n:])
+}
+
+func (r *React) encode(msgs []provider.Message) ([]byte, error) {
+	s := snapshot{Version: snapshotVersion, Messages: make([]snapMessage, len(msgs))}
+	for i, m := range msgs {
 		sm := snapMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, IsError: m.IsError}
 		for _, c := range m.ToolCalls {
 			args, err := json.Marshal(string(c.Arguments))
@@ -58,25 +93,36 @@ func (r *React) Snapshot() ([]byte, error) {
 // snapshot whose conversation a model API would refuse (a tool call without
 // its result, a result without its call, an unknown role), leaving the
 // current conversation as it was. It waits for a run in progress to end.
-func (r *React) Restore(data []byte) error {
-	var s snapshot
-	if err := json.Unmarshal(data, &s); err != nil {
-		return fmt.Errorf("%w: %v: pass what Snapshot returned", ErrBadSnapshot, err)
-	}
-	if s.Version != 1 && s.Version != snapshotVersion {
-		return fmt.Errorf("%w: version %d, want 1 or %d: pass what Snapshot returned", ErrBadSnapshot, s.Version, snapshotVersion)
-	}
-	msgs := make([]provider.Message, len(s.Messages))
-	for i, sm := range s.Messages {
-		m := provider.Message{Role: sm.Role, Content: sm.Content, ToolCallID: sm.ToolCallID, IsError: sm.IsError}
-		for j, c := range sm.ToolCalls {
-			args, err := c.arguments(s.Version)
-			if err != nil {
-				return fmt.Errorf("%w: message %d, tool call %d: %v", ErrBadSnapshot, i, j, err)
-			}
-			m.ToolCalls = append(m.ToolCalls, provider.ToolCall{ID: c.ID, Name: c.Name, Arguments: args})
+func (r *React) Restore(data []byte) error { return r.RestoreParts(data) }
+
+// RestoreParts replaces the conversation with the messages of parts, in
+// order: a Snapshot, then what SnapshotFrom returned after it. It checks
+// the whole as Restore does, and waits for a run in progress to end.
+func (r *React) RestoreParts(parts ...[]byte) error {
+	var msgs []provider.Message
+	for k, data := range parts {
+		part := "" // named only when there are several
+		if len(parts) > 1 {
+			part = "part " + strconv.Itoa(k) + ", "
 		}
-		msgs[i] = m
+		var s snapshot
+		if err := json.Unmarshal(data, &s); err != nil {
+			return fmt.Errorf("%w: %s%v: pass what Snapshot returned", ErrBadSnapshot, part, err)
+		}
+		if s.Version != 1 && s.Version != snapshotVersion {
+			return fmt.Errorf("%w: version %d, want 1 or %d: pass what Snapshot returned", ErrBadSnapshot, s.Version, snapshotVersion)
+		}
+		for i, sm := range s.Messages {
+			m := provider.Message{Role: sm.Role, Content: sm.Content, ToolCallID: sm.ToolCallID, IsError: sm.IsError}
+			for j, c := range sm.ToolCalls {
+				args, err := c.arguments(s.Version)
+				if err != nil {
+					return fmt.Errorf("%w: %smessage %d, tool call %d: %v", ErrBadSnapshot, part, i, j, err)
+				}
+				m.ToolCalls = append(m.ToolCalls, provider.ToolCall{ID: c.ID, Name: c.Name, Arguments: args})
+			}
+			msgs = append(msgs, m)
+		}
 	}
 	if err := conversation.Check(msgs); err != nil {
 		return fmt.Errorf("%w: %v: pass only what Snapshot returned", ErrBadSnapshot, err)
@@ -84,7 +130,7 @@ func (r *React) Restore(data []byte) error {
 	_ = r.turn.Acquire(context.Background(), 1)
 	defer r.turn.Release(1)
 	r.mu.Lock()
-	r.kept = kept{msgs: msgs, bytes: msgsBytes(msgs), spare: true}
+	r.kept = kept{msgs: slices.Clip(msgs), bytes: msgsBytes(msgs), spare: true, epoch: r.newEpoch()}
 	r.mu.Unlock()
 	return nil
 }

@@ -69,6 +69,7 @@ func (t *Turn) Rollback() {
 func (r *React) putBack(k kept) {
 	k.spare = false
 	r.mu.Lock()
+	k.epoch = r.newEpoch()
 	r.kept = k
 	r.mu.Unlock()
 }
@@ -94,7 +95,7 @@ func (r *React) Reset() {
 	_ = r.turn.Acquire(context.Background(), 1)
 	defer r.turn.Release(1)
 	r.mu.Lock()
-	r.kept = kept{}
+	r.kept = kept{epoch: r.newEpoch()}
 	r.mu.Unlock()
 }
 
