@@ -16,7 +16,8 @@
 //     tool, whose conversation accumulates across calls. Its calls take
 //     turns (WithRefuseWhenBusy refuses a call with ErrBusy instead), and
 //     WithStore keeps its conversation in a store.Store, for an agent that
-//     is Persistent.
+//     is Persistent; one that is also an Appender (*agent.React) has each
+//     call write only what it added.
 //   - FromScoped: a resident expert per scope (PerThread: per AG-UI
 //     thread), named by a Scope from the call's context; ErrNoScope when
 //     the context names none; at most WithMaxScopes in memory

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/id"
 	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/tool"
@@ -26,15 +28,71 @@ type Persistent interface {
 	Reset()
 }
 
+// Appender is a Persistent agent whose conversation can be stored a part
+// at a time, as *agent.React's can: WithStore then writes, for each call,
+// only the messages the call added.
+type Appender interface {
+	Persistent
+	// Mark returns how many messages the conversation holds, and an epoch
+	// that changes whenever it changes other than at its end.
+	Mark() (epoch uint64, n int)
+	// SnapshotFrom returns the messages after the first n, as a part
+	// RestoreParts takes after a Snapshot.
+	SnapshotFrom(n int) ([]byte, error)
+	// RestoreParts replaces the conversation with the parts' messages, in
+	// order: a Snapshot, then what SnapshotFrom returned.
+	RestoreParts(parts ...[]byte) error
+}
+
 // durable is a FromAgent tool's stored conversation.
+//
+// It is stored as a small head record under key, which names the parts
+// the conversation is stored in: a whole snapshot, then what each later
+// call added (for an Appender), each under key+"#log/<id>/<i>". A call
+// writes its part, then the head; the head is the commit: a part written
+// by a process that died before writing the head is written over by the
+// next call. After maxParts parts, or when the conversation changed other
+// than at its end (a compaction), the whole conversation is written again
+// under a new id, and the old parts are deleted. A head written before
+// this form existed is a whole snapshot; it is read as one and replaced
+// by the first call that succeeds.
 type durable struct {
 	st   *store.Store
 	key  string
 	hold string // the key of the record that holds the expert
-	// snap is the stored conversation the agent's is known to be (nil:
-	// none): a call that reads the same skips Restore. Bytes, not a
-	// version: a record deleted and written again restarts its versions.
+	// snap is the stored head the agent's conversation is known to be
+	// (nil: none): a call that reads the same skips Restore. Bytes, not a
+	// version: a record deleted and written again restarts its versions,
+	// and every whole write has a new id.
 	snap []byte
+	head logHead // snap, read
+}
+
+// maxParts bounds the parts of a stored conversation, and so the records
+// a process reads to load it; minLogBytes is how much the parts after the
+// first may weigh, at least, before the whole is written again.
+const (
+	maxParts    = 1024
+	minLogBytes = 64 << 10
+)
+
+// logHead is the stored head of a conversation kept in parts: their id
+// and number, what the first weighs and what the others weigh together.
+// A zero ID stands for none, or a conversation stored whole before parts
+// existed.
+type logHead struct {
+	ID    string `json:"id"`
+	Parts int    `json:"parts"`
+	Base  int    `json:"base"`
+	Log   int    `json:"log"`
+}
+
+type headJSON struct {
+	Log *logHead `json:"log"`
+}
+
+func (d *durable) partKey(id string, i int) string {
+	return d.key + "#log/" + id + "/" + strconv.Itoa(i)
 }
 
 // WithStore keeps a FromAgent expert's conversation in st under key, so
@@ -59,12 +117,18 @@ type durable struct {
 // journal in st) or all its questions expire, other calls wait or are
 // refused as they are while it answers.
 //
-// The stored record stays bounded: an *agent.React compacts its
-// conversation by default (see FromAgent) before it passes
-// agent.DefaultCompactMessages messages or agent.DefaultCompactBytes bytes
-// (1 MiB), far inside store.DefaultMaxRecordBytes, so that a resident
-// consulted for ever is never refused by the store. Each call still writes
-// the whole, bounded conversation.
+// What a call writes does not grow with the conversation: for an agent
+// that is an Appender (*agent.React is), a call writes the messages it
+// added as one more record, and a small head record under key; now and
+// then (when those records would outweigh the rest, and after a
+// compaction) the whole conversation is written once, so that a call
+// writes, amortized, at most about twice what it added. A process that
+// takes its turn after another reads only what the other added. No record
+// holds more than the conversation, which an *agent.React keeps bounded by
+// compacting it (see FromAgent: by default before
+// agent.DefaultCompactMessages messages or agent.DefaultCompactBytes bytes,
+// far inside store.DefaultMaxRecordBytes). A conversation stored whole by
+// an earlier version is read, and stored in the new form by the next call.
 func WithStore(st *store.Store, key string) Option {
 	return usedBy(formAgent|formScoped,
 		"WithStore keeps the conversation of a FromAgent expert (a one-shot or spawned child has none to keep)",
@@ -124,16 +188,28 @@ func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse b
 				return nil, err
 			}
 		}
+		d.head = logHead{}
 	case err != nil:
 		lk.Unlock()
 		return nil, fmt.Errorf("subagent %q: reading its conversation: %w", name, err)
 	case !bytes.Equal(data, d.snap):
-		if err := guarded(name, func() error { return p.Restore(data) }); err != nil {
+		h, err := d.load(ctx, name, p, data)
+		if err != nil {
 			lk.Unlock()
-			return nil, fmt.Errorf("subagent %q: restoring its stored conversation: %w: delete it (store.Delete %q) to start afresh", name, err, d.key)
+			return nil, err
 		}
+		d.head = h
 	}
 	d.snap = data
+	app, _ := p.(Appender)
+	var epoch uint64
+	var n int
+	if app != nil {
+		if err := guarded(name, func() error { epoch, n = app.Mark(); return nil }); err != nil {
+			lk.Unlock()
+			return nil, err
+		}
+	}
 	return func(callErr error) error {
 		defer lk.Unlock()
 		// A background context: the answer is in; only a write the store
@@ -155,19 +231,111 @@ func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse b
 		if callErr != nil {
 			return nil
 		}
-		var snap []byte
-		err := guarded(name, func() (err error) { snap, err = p.Snapshot(); return err })
-		if err == nil {
-			// Fenced: a process that stalled past the lease cannot
-			// overwrite what the expert's next holder stored.
-			err = lk.Put(wctx, d.key, snap, version)
-		}
-		if err != nil {
+		if err := d.save(wctx, lk, name, p, app, epoch, n, version); err != nil {
 			return fmt.Errorf("subagent %q: storing its conversation (the call is undone): %w", name, err)
 		}
-		d.snap = snap
 		return nil
 	}, nil
+}
+
+// load brings p's conversation to the one stored under the head data, and
+// returns the head read.
+func (d *durable) load(ctx context.Context, name string, p Persistent, data []byte) (logHead, error) {
+	var hj headJSON
+	if err := json.Unmarshal(data, &hj); err != nil || hj.Log == nil {
+		// Stored whole, before parts existed.
+		if err := guarded(name, func() error { return p.Restore(data) }); err != nil {
+			return logHead{}, fmt.Errorf("subagent %q: restoring its stored conversation: %w: delete it (store.Delete %q) to start afresh", name, err, d.key)
+		}
+		return logHead{}, nil
+	}
+	h := *hj.Log
+	app, _ := p.(Appender)
+	if h.ID == "" || h.Parts < 1 || h.Parts > maxParts || (h.Parts > 1 && app == nil) {
+		return logHead{}, fmt.Errorf("subagent %q: its stored conversation names %d parts under %q, which this agent (%T) cannot read: delete it (store.Delete %q) to start afresh", name, h.Parts, h.ID, p, d.key)
+	}
+	// The agent holds the conversation at d.head: when only parts were
+	// added since, it reads just those.
+	from := 0
+	if app != nil && d.snap != nil && h.ID == d.head.ID && h.Parts > d.head.Parts {
+		from = d.head.Parts
+	}
+	parts := make([][]byte, h.Parts-from)
+	for i := range parts {
+		part, _, err := d.st.Get(ctx, d.partKey(h.ID, from+i))
+		if err != nil {
+			return logHead{}, fmt.Errorf("subagent %q: reading part %d of its conversation: %w: delete it (store.Delete %q) to start afresh", name, from+i, err, d.key)
+		}
+		parts[i] = part
+	}
+	err := guarded(name, func() error {
+		if app == nil {
+			return p.Restore(parts[0])
+		}
+		if from > 0 {
+			cur, err := app.SnapshotFrom(0)
+			if err != nil {
+				return err
+			}
+			parts = append([][]byte{cur}, parts...)
+		}
+		return app.RestoreParts(parts...)
+	})
+	if err != nil {
+		return logHead{}, fmt.Errorf("subagent %q: restoring its stored conversation: %w: delete it (store.Delete %q) to start afresh", name, err, d.key)
+	}
+	return h, nil
+}
+
+// save writes what a call that succeeded changed, fenced by lk: the
+// messages it added as one more part when the conversation only grew at
+// its end since Mark returned (epoch, n), else the whole conversation
+// under a new id; then the head, at version.
+func (d *durable) save(ctx context.Context, lk *store.Lock, name string, p Persistent, app Appender, epoch uint64, n int, version int64) error {
+	h := d.head
+	var part []byte
+	appending := false
+	if app != nil && h.ID != "" && h.Parts < maxParts {
+		err := guarded(name, func() (err error) {
+			e, _ := app.Mark()
+			if e == epoch {
+				part, err = app.SnapshotFrom(n)
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		appending = part != nil && h.Log+len(part) <= max(h.Base, minLogBytes)
+	}
+	old := h
+	if appending {
+		h.Parts++
+		h.Log += len(part)
+	} else {
+		if err := guarded(name, func() (err error) { part, err = p.Snapshot(); return err }); err != nil {
+			return err
+		}
+		h = logHead{ID: id.New(""), Parts: 1, Base: len(part)}
+	}
+	// Fenced: a process that stalled past the lease cannot overwrite what
+	// the expert's next holder stored.
+	if err := lk.Put(ctx, d.partKey(h.ID, h.Parts-1), part, store.AnyVersion); err != nil {
+		return err
+	}
+	head, _ := json.Marshal(headJSON{Log: &h}) // a string and a number: it cannot fail
+	if err := lk.Put(ctx, d.key, head, version); err != nil {
+		return err
+	}
+	d.snap, d.head = head, h
+	if !appending && old.ID != "" {
+		// The old parts are no longer named by the head. One left by a
+		// failed delete is garbage, never read.
+		for i := range old.Parts {
+			_ = d.st.Delete(ctx, d.partKey(old.ID, i))
+		}
+	}
+	return nil
 }
 
 // checkHold reads, under the expert's lock, whether a suspended call

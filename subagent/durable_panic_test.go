@@ -34,6 +34,14 @@ func (p *panicky) Restore(data []byte) error {
 	return p.React.Restore(data)
 }
 
+// RestoreParts is how a conversation stored in parts comes back.
+func (p *panicky) RestoreParts(parts ...[]byte) error {
+	if p.restore.Load() {
+		panic("restore broke")
+	}
+	return p.React.RestoreParts(parts...)
+}
+
 // A panic in a stored resident's Snapshot or Restore becomes an error the
 // caller's model reads, and the expert is free again for the next call:
 // nothing panics out of the tool and no lock is left held.

@@ -74,7 +74,8 @@ func storedMessages(t testing.TB, st *store.Store) ([]provider.Message, int64) {
 		t.Fatal(err)
 	}
 	r := newReact(t, fake.NewProvider())
-	if err := r.Restore(data); err != nil {
+	d := &durable{st: st, key: "expert"}
+	if _, err := d.load(context.Background(), "expert", r, data); err != nil {
 		t.Fatal(err)
 	}
 	return r.History(), version
