@@ -408,3 +408,94 @@ func TestResumedTurnDoesNotSummarizeAgain(t *testing.T) {
 		})
 	}
 }
+
+// Mark's epoch stays while runs only add to the conversation, and then
+// SnapshotFrom returns exactly what they added: a snapshot and the parts
+// after it restore the same conversation. A rollback, a compaction, a
+// Restore or a Reset changes the epoch.
+func TestMarkAndPartsFollowTheConversation(t *testing.T) {
+	m := &notesModel{}
+	r, err := agent.NewReact(m, agent.WithTools(lookupTool(t)), agent.WithCompaction(agent.Compaction{MaxMessages: 20,
+		Summarize: func(context.Context, []provider.Message) (string, error) { return "notes", nil }}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	run := func(i int) {
+		t.Helper()
+		if _, err := r.Run(ctx, agent.Input{Text: question(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(1)
+	base := must(r.Snapshot())(t)
+	epoch, n := r.Mark()
+	run(2)
+	run(3) // a tool call and its result
+	if e, _ := r.Mark(); e != epoch {
+		t.Fatal("the epoch changed while runs only added messages")
+	}
+	part := must(r.SnapshotFrom(n))(t)
+	other := newReact(t, m)
+	if err := other.RestoreParts(base, part); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(r.History(), other.History()); diff != "" {
+		t.Fatalf("a snapshot and the part after it restore another conversation (-want +got):\n%s", diff)
+	}
+	if _, err := r.SnapshotFrom(len(r.History()) + 1); err == nil {
+		t.Error("SnapshotFrom past the end did not fail")
+	}
+	// The messages from the tool result on: a result without its call.
+	if err := other.RestoreParts(must(r.SnapshotFrom(6))(t)); !errors.Is(err, agent.ErrBadSnapshot) {
+		t.Errorf("a part alone, whose tool result lacks its call: %v, want ErrBadSnapshot", err)
+	}
+
+	changes := map[string]func(){
+		"a rollback": func() {
+			hctx, turn, err := r.Hold(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.Run(hctx, agent.Input{Text: "note"}); err != nil {
+				t.Fatal(err)
+			}
+			turn.Rollback()
+			turn.Release()
+		},
+		"a compaction": func() {
+			for i := 0; ; i++ {
+				out, err := r.Run(ctx, agent.Input{Text: question(10 + i)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if out.Compactions > 0 {
+					return
+				}
+			}
+		},
+		"a restore": func() {
+			if err := r.Restore(base); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"a reset": r.Reset,
+	}
+	for _, name := range []string{"a rollback", "a compaction", "a restore", "a reset"} {
+		before, _ := r.Mark()
+		changes[name]()
+		if after, _ := r.Mark(); after == before {
+			t.Errorf("the epoch did not change after %s", name)
+		}
+	}
+}
+
+func must[T any](v T, err error) func(testing.TB) T {
+	return func(t testing.TB) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
