@@ -197,3 +197,46 @@ func BenchmarkResidentStored(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStoredConsultation measures one call of a resident expert kept
+// on the embedded store whose conversation already holds depth calls (two
+// messages each, never compacted), on a model that answers at once: the
+// lease, the head read, the run, and the write of what the call added.
+// written-B/op is what the call wrote to the store, which must not grow
+// with the conversation (it includes, amortized, the occasional whole
+// rewrite).
+func BenchmarkStoredConsultation(b *testing.B) {
+	for _, depth := range []int{1, 100, 1_000, 10_000} {
+		b.Run("depth="+strconv.Itoa(depth), func(b *testing.B) {
+			st, m := meteredStore(b)
+			p := fake.NewProvider(fake.Text("The answer is 42, as computed from the ledger.")).Loop().DontRecord()
+			r, err := agent.NewReact(p, agent.WithName("expert"), agent.WithoutCompaction())
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range depth {
+				if _, err := r.Run(context.Background(), agent.Input{Text: "Question " + strconv.Itoa(i) + ": what is the total?"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			ex, err := FromAgent("expert", "Knows the ledger.", r, WithStore(st, "expert"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			call := tool.Call{ID: "c", Name: "expert", Arguments: json.RawMessage(`{"task":"what is the total?"}`)}
+			if _, err := ex.Call(ctx, call); err != nil { // stores the conversation whole, once
+				b.Fatal(err)
+			}
+			before, _ := m.counts()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := ex.Call(ctx, call); err != nil {
+					b.Fatal(err)
+				}
+			}
+			after, _ := m.counts()
+			b.ReportMetric(float64(after-before)/float64(b.N), "written-B/op")
+		})
+	}
+}

@@ -55,7 +55,7 @@ func (m *metered) counts() (written, partReads int) {
 	return m.written, m.partReads
 }
 
-func meteredStore(t *testing.T) (*store.Store, *metered) {
+func meteredStore(t testing.TB) (*store.Store, *metered) {
 	t.Helper()
 	b, err := sqlite.Open(filepath.Join(t.TempDir(), "deputy.db"))
 	if err != nil {
