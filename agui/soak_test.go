@@ -43,9 +43,9 @@ func (m *writeMeter) Put(ctx context.Context, writes ...store.Write) error {
 }
 
 // A served lead, with stored threads and one stored expert that every run
-// consults, does not slow down as the expert's past grows: what a run
-// writes of the expert is the same in the last quarter of the soak as in
-// the first, and the expert keeps answering. Sixteen clients share two
+// consults, does not slow down as the past grows: what a run writes, of
+// the expert and of its thread, is the same in the last quarter of the
+// soak as in the first, and the expert keeps answering. Sixteen clients share two
 // hundred threads. Throughput and latency are logged per quarter; the
 // soak runs longer with -soak-runs.
 func TestServedSoak(t *testing.T) {
@@ -120,6 +120,9 @@ func TestServedSoak(t *testing.T) {
 	first, last := quarters[0].expert, quarters[3].expert
 	if last > 2*first {
 		t.Errorf("the expert's writes grew from %d B/run in the first quarter to %d in the last", first/per, last/per)
+	}
+	if first, last := quarters[0].other, quarters[3].other; last > 2*first {
+		t.Errorf("the threads' writes grew from %d B/run in the first quarter to %d in the last", first/per, last/per)
 	}
 	data, _, err := st.Get(context.Background(), "expert")
 	if err != nil || len(data) > 256 {

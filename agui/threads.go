@@ -1,10 +1,12 @@
 package agui
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/provider"
@@ -117,7 +119,20 @@ func (t *threadTurn) save(ctx context.Context, out agent.Output) error {
 		thread = append(t.in[:len(t.in):len(t.in)], provider.AssistantMessage(out.Answer))
 	}
 	// The run is over; a client leaving now does not undo it.
-	return t.st.SaveConversation(context.WithoutCancel(ctx), t.th.key(), thread, t.conv.Version)
+	ctx = context.WithoutCancel(ctx)
+	if n := len(t.conv.Messages); len(thread) >= n && slices.EqualFunc(thread[:n], t.conv.Messages, sameMessage) {
+		// The thread only grew: the store writes what the run added.
+		conv := t.conv
+		return t.st.AppendConversation(ctx, t.th.key(), &conv, thread[n:])
+	}
+	return t.st.SaveConversation(ctx, t.th.key(), thread, t.conv.Version)
+}
+
+func sameMessage(a, b provider.Message) bool {
+	return a.Role == b.Role && a.Content == b.Content && a.ToolCallID == b.ToolCallID && a.IsError == b.IsError &&
+		slices.EqualFunc(a.ToolCalls, b.ToolCalls, func(x, y provider.ToolCall) bool {
+			return x.ID == y.ID && x.Name == y.Name && bytes.Equal(x.Arguments, y.Arguments)
+		})
 }
 
 func (t *threadTurn) end() { t.lock.Unlock() }

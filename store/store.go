@@ -20,7 +20,7 @@
 //
 // Conversation and SaveConversation read and write a conversation under a
 // key, with a version so that a write over another process's fails with
-// ErrConflict; ScopeKey names one scope's record, and DeleteScope deletes
+// ErrConflict; AppendConversation adds to one, writing only what it adds; ScopeKey names one scope's record, and DeleteScope deletes
 // them all. Journal opens the journal of a turn (agent.WithJournal), which
 // a turn that ends deletes (DeleteJournal) and SweepJournals clears when a
 // crash left it, after DefaultJournalTTL. Lock and TryLock take a key's
@@ -241,6 +241,7 @@ const (
 	nsConv    = "c/"
 	nsJournal = "j/"
 	nsStarted = "t/" // when each journal was first written to, for SweepJournals
+	nsPart    = "p/" // the parts of conversations (partPrefix)
 )
 
 // MaxKeyBytes bounds a key a user gives.
@@ -409,7 +410,7 @@ func (s *Store) DeleteScope(ctx context.Context, scope string) error {
 	if err := checkKey(p); err != nil {
 		return err
 	}
-	for _, ns := range []string{nsValue, nsConv, nsJournal, nsStarted} {
+	for _, ns := range []string{nsValue, nsConv, nsPart, nsJournal, nsStarted} {
 		if err := s.deleteAll(ctx, ns+p); err != nil {
 			return err
 		}

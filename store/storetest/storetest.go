@@ -6,8 +6,10 @@ package storetest
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,6 +55,7 @@ var cases = []struct {
 	{"ConcurrentIncrements", testConcurrentIncrements},
 	{"CancelledContext", testCancelled},
 	{"StoreConversation", testStoreConversation},
+	{"StoreConversationAppends", testStoreConversationAppends},
 	{"StoreJournal", testStoreJournal},
 	{"StoreJournalKeys", testStoreJournalKeys},
 	{"StoreLockRenewalsFail", testStoreLockRenewalsFail},
@@ -775,5 +778,116 @@ func testStoreLockFencing(t *testing.T, b store.Backend) {
 	}
 	if err := old.Unlock(); !errors.Is(err, store.ErrLockLost) {
 		t.Errorf("the stale holder's Unlock: %v, want ErrLockLost", err)
+	}
+}
+
+// countingPuts counts the bytes written through a backend.
+type countingPuts struct {
+	store.Backend
+	written atomic.Int64
+}
+
+func (c *countingPuts) Put(ctx context.Context, ws ...store.Write) error {
+	for _, w := range ws {
+		c.written.Add(int64(len(w.Value)))
+	}
+	return c.Backend.Put(ctx, ws...)
+}
+
+// testStoreConversationAppends appends to a conversation a message at a
+// time: what each append writes does not grow with the conversation, a
+// stale append is refused, a conversation saved whole by an earlier
+// version is read and replaced, and deleting it leaves no part behind.
+func testStoreConversationAppends(t *testing.T, b store.Backend) {
+	cb := &countingPuts{Backend: b}
+	s := newStore(t, cb)
+	const key = "thread"
+	if err := s.SaveConversation(ctx(), key, []provider.Message{provider.UserMessage("q0"), provider.AssistantMessage("a0")}, 0); err != nil {
+		t.Fatal(err)
+	}
+	const appends = 1100 // past the bound on parts
+	var want []string
+	want = append(want, "q0", "a0")
+	var early, late int64
+	c, err := s.Conversation(ctx(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= appends; i++ {
+		msg := provider.UserMessage("note " + strconv.Itoa(i) + strings.Repeat(" and so on", 5))
+		before := cb.written.Load()
+		version := c.Version
+		if err := s.AppendConversation(ctx(), key, &c, []provider.Message{msg}); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		switch w := cb.written.Load() - before; {
+		case i <= 100:
+			early += w
+		case i > 900 && i <= 1000:
+			late += w
+		}
+		want = append(want, msg.Content)
+		if c.Version != version+1 || len(c.Messages) != len(want) {
+			t.Fatalf("append %d: version %d after %d, %d messages", i, c.Version, version, len(c.Messages))
+		}
+		if i%97 == 0 || i == appends {
+			// Read back now and then, as another process would.
+			if c, err = s.Conversation(ctx(), key); err != nil {
+				t.Fatal(err)
+			}
+			if len(c.Messages) != len(want) || c.Messages[len(c.Messages)-1].Content != msg.Content {
+				t.Fatalf("after %d appends, read %d messages", i, len(c.Messages))
+			}
+		}
+	}
+	if late > 2*early+64<<10 {
+		t.Errorf("appends 900–1000 wrote %d bytes, appends 1–100 %d: an append's cost grows with the conversation", late, early)
+	}
+	var got []string
+	for _, m := range c.Messages {
+		got = append(got, m.Content)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("read back %d messages, not the %d appended in order", len(got), len(want))
+	}
+	parts, err := b.List(ctx(), "p/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(parts) > 1024 {
+		t.Errorf("%d parts stored, more than the bound", len(parts))
+	}
+	stale := c
+	stale.Version--
+	if err := s.AppendConversation(ctx(), key, &stale, []provider.Message{provider.UserMessage("late")}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("an append to a conversation another writer moved on: %v, want ErrConflict", err)
+	}
+
+	// Saved whole, in the record form that came before parts.
+	old := []byte(`{"messages":[{"role":"user","content":"old q"},{"role":"assistant","content":"old a"}]}`)
+	rec := make([]byte, 5+len(old))
+	rec[0] = 1
+	binary.BigEndian.PutUint32(rec[1:], crc32.ChecksumIEEE(old))
+	copy(rec[5:], old)
+	mustPut(t, b, store.Write{Key: "c/old", Value: rec, Version: 0})
+	oc, err := s.Conversation(ctx(), "old")
+	if err != nil || len(oc.Messages) != 2 || oc.Messages[1].Content != "old a" {
+		t.Fatalf("the old form read as %+v, %v", oc, err)
+	}
+	if err := s.AppendConversation(ctx(), "old", &oc, []provider.Message{provider.UserMessage("new q")}); err != nil {
+		t.Fatal(err)
+	}
+	oc, err = s.Conversation(ctx(), "old")
+	if err != nil || len(oc.Messages) != 3 || oc.Messages[2].Content != "new q" {
+		t.Fatalf("the old form, appended to: %+v, %v", oc, err)
+	}
+
+	for _, k := range []string{key, "old"} {
+		if err := s.DeleteConversation(ctx(), k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if parts, err := b.List(ctx(), "p/"); err != nil || len(parts) != 0 {
+		t.Errorf("%d parts left after the conversations were deleted (%v)", len(parts), err)
 	}
 }
