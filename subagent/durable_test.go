@@ -336,6 +336,14 @@ func TestDurableChildProcess(t *testing.T) {
 		})
 		ex := storedExpert(t, p, openStore(t, path))
 		callTool(ctx, ex, "c", `{"task":"never answered"}`)
+	case mode == "compacting":
+		// Killed while the summary of a compaction is being written.
+		summarizer := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+			kill()
+			select {}
+		})
+		ex := compactingExpert(t, (&echo{}).provider(), summarizer, openStore(t, path))
+		callTool(ctx, ex, "c", `{"task":"never answered"}`)
 	case mode == "fanout":
 		st := openStore(t, path)
 		// Journal writes land while later children run; the kill waits
@@ -390,6 +398,53 @@ func TestStoredExpertSurvivesSIGKILLMidCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	if msgs, _ := storedMessages(t, st); len(msgs) != 4 || msgs[2].Content != "two" {
+		t.Fatalf("after the restart: %v", msgs)
+	}
+}
+
+// compactingExpert is a stored expert that compacts past four messages,
+// keeping one turn, with summaries from summarizer.
+func compactingExpert(t testing.TB, p, summarizer provider.Provider, st *store.Store) *SubAgentTool {
+	t.Helper()
+	r := newReact(t, p, agent.WithName("expert"), agent.WithCompaction(agent.Compaction{MaxMessages: 4, KeepTurns: 1, Summarizer: summarizer}))
+	return must(FromAgent("expert", "Knows things.", r, WithInputFromArgs(taskInput), WithStore(st, "expert")))(t)
+}
+
+// A process killed while it compacts the stored conversation leaves it as
+// it was; the next process compacts it and answers.
+func TestStoredExpertSurvivesSIGKILLMidCompaction(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "deputy.db")
+	ctx := context.Background()
+	{
+		st := openStore(t, path)
+		ex := storedExpert(t, (&echo{}).provider(), st)
+		for _, q := range []string{"one", "two", "three"} {
+			if _, err := callTool(ctx, ex, "c", `{"task":"`+q+`"}`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st.Close()
+	}
+	before, v := storedMessages(t, openStore(t, path))
+	ps, out := runChild(t, "compacting", path)
+	if !killedBySIGKILL(ps) {
+		t.Fatalf("the child process was not killed: %v\n%s", ps, out)
+	}
+	st := openStore(t, path)
+	after, v2 := storedMessages(t, st)
+	if fmt.Sprint(before) != fmt.Sprint(after) || v != v2 {
+		t.Fatalf("a process killed mid-compaction changed the stored conversation:\n%v\n%v", before, after)
+	}
+	summarizer := provider.Func(func(context.Context, provider.Request) (provider.Response, error) {
+		return provider.Response{Message: provider.AssistantMessage("asked one, two and three")}, nil
+	})
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := callTool(cctx, compactingExpert(t, (&echo{}).provider(), summarizer, st), "c", `{"task":"four"}`); err != nil {
+		t.Fatal(err)
+	}
+	msgs, _ := storedMessages(t, st)
+	if len(msgs) != 6 || !strings.Contains(msgs[0].Content, "asked one, two and three") || msgs[4].Content != "four" {
 		t.Fatalf("after the restart: %v", msgs)
 	}
 }
