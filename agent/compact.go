@@ -195,9 +195,9 @@ func (c Compaction) withDefaults() Compaction {
 }
 
 // tokenBound is the estimate past which a request is compacted.
-func (r *React) tokenBound() int64 {
-	b := r.compaction.MaxTokens
-	if w := r.window * 3 / 4; w > 0 && w < b {
+func (c Compaction) tokenBound(window int64) int64 {
+	b := c.MaxTokens
+	if w := window * 3 / 4; w > 0 && w < b {
 		b = w
 	}
 	return b
@@ -250,7 +250,7 @@ func (s *runState) fit(step int, fixed int64, forced bool) error {
 	r := s.r
 	est := s.estimate(fixed)
 	if c := r.compaction; c != nil && !s.nothingToCompact &&
-		(forced || est > r.tokenBound() || len(s.msgs) > c.MaxMessages || s.bytes > c.MaxBytes) {
+		(forced || est > c.tokenBound(r.window) || len(s.msgs) > c.MaxMessages || s.bytes > c.MaxBytes) {
 		if err := s.compact(step, forced); err != nil {
 			return err
 		}
@@ -271,14 +271,93 @@ func (s *runState) fit(step int, fixed int64, forced bool) error {
 func (s *runState) compact(step int, forced bool) error {
 	c := s.r.compaction
 	hist := s.msgs[:s.start]
+	room := c.room(s.r.window)
+	if forced {
+		room = min(room, msgsBytes(hist)/2)
+	}
+	cut := c.cut(hist, room)
+	if cut == 0 {
+		s.nothingToCompact = true
+		return nil
+	}
+	older := hist[:cut]
+	summary, err := s.summary(step, older)
+	if err != nil {
+		return fmt.Errorf("%w: folding %d messages into a summary: %w; the conversation is as it was before this run", ErrCompaction, len(older), err)
+	}
+	msgs := c.Apply(s.msgs, cut, summary)
+	s.start += len(msgs) - len(s.msgs)
+	s.msgs = msgs
+	s.bytes = msgsBytes(msgs)
+	s.reported, s.reportedBytes = 0, 0 // no report covers the new conversation
+	s.compactions++
+	if l := s.r.logger; l != nil && l.Enabled(s.ctx, slog.LevelInfo) {
+		l.LogAttrs(s.ctx, slog.LevelInfo, "deputy: conversation compacted", s.attrs(
+			slog.Int("step", step), slog.Int("folded", len(older)), slog.Int("kept", len(msgs)), slog.Int("summary_bytes", len(summary)))...)
+	}
+	return nil
+}
+
+// The pieces of compaction that do not depend on how a run is made, for a
+// runtime of one's own (the temporal module's resident uses them): Due
+// says whether a conversation must be compacted, Plan where its older
+// turns end, SummaryRequest asks a model for their summary, and Apply puts
+// the summary in their place. Each applies the defaults of c's zero
+// fields.
+
+// Due reports whether hist, a conversation kept between runs, passes a
+// bound of c, its tokens estimated at four bytes each; window is the
+// model's context window in tokens (0: unknown).
+func (c Compaction) Due(hist []provider.Message, window int64) bool {
+	c = c.withDefaults()
+	n := msgsBytes(hist)
+	return (n+3)/4 > c.tokenBound(window) || len(hist) > c.MaxMessages || n > c.MaxBytes
+}
+
+// Plan returns how many of the first messages of hist a compaction folds
+// into a summary: whole turns before the latest KeepTurns, fewer kept
+// when they would fill more than half a bound, never an earlier summary
+// alone. Zero means there is nothing to fold.
+func (c Compaction) Plan(hist []provider.Message, window int64) int {
+	c = c.withDefaults()
+	return c.cut(hist, c.room(window))
+}
+
+// SummaryRequest returns the model request that asks for the summary of
+// older, the messages Plan chose, for a model named model.
+func (c Compaction) SummaryRequest(older []provider.Message, model string, window int64) provider.Request {
+	c = c.withDefaults()
+	return provider.Request{
+		Model:     model,
+		System:    c.SummaryPrompt,
+		Messages:  []provider.Message{provider.UserMessage(transcript(older, int(min(4*c.tokenBound(window), 1<<22))))},
+		MaxTokens: c.MaxSummaryBytes / 3, // a token is three or four bytes of text
+	}
+}
+
+// Apply returns msgs with its first cut messages replaced by summary (cut
+// to MaxSummaryBytes): a user message that carries it and an assistant
+// acknowledgement, or nothing when summary is empty. msgs is not changed.
+func (c Compaction) Apply(msgs []provider.Message, cut int, summary string) []provider.Message {
+	c = c.withDefaults()
+	out := make([]provider.Message, 0, 2+len(msgs)-cut+4)
+	if summary = capSummary(summary, c.MaxSummaryBytes); summary != "" {
+		out = append(out, provider.UserMessage(summaryHeader+summary), provider.AssistantMessage(summaryAck))
+	}
+	return append(out, msgs[cut:]...)
+}
+
+// room is how much the kept turns may weigh: half a bound.
+func (c Compaction) room(window int64) int64 {
+	return min(c.MaxBytes, 4*c.tokenBound(window)) / 2
+}
+
+// cut returns where the older turns of hist end, the kept ones weighing at
+// most room bytes (0: nothing to fold).
+func (c Compaction) cut(hist []provider.Message, room int64) int {
 	first := 0 // the first message a compaction may fold in: not a bare summary
 	if len(hist) >= 2 && strings.HasPrefix(hist[0].Content, summaryHeader) {
 		first = 2
-	}
-	// The kept turns: at most KeepTurns, and no more than half a bound.
-	room := min(c.MaxBytes, 4*s.r.tokenBound()) / 2
-	if forced {
-		room = min(room, msgsBytes(hist)/2)
 	}
 	roomMsgs := c.MaxMessages / 2
 	cut, turns := len(hist), 0
@@ -293,29 +372,9 @@ func (s *runState) compact(step int, forced bool) error {
 		}
 	}
 	if cut <= first {
-		s.nothingToCompact = true
-		return nil
+		return 0
 	}
-	older := hist[:cut]
-	summary, err := s.summary(step, older)
-	if err != nil {
-		return fmt.Errorf("%w: folding %d messages into a summary: %w; the conversation is as it was before this run", ErrCompaction, len(older), err)
-	}
-	msgs := make([]provider.Message, 0, 2+len(s.msgs)-cut+4)
-	if summary != "" {
-		msgs = append(msgs, provider.UserMessage(summaryHeader+summary), provider.AssistantMessage(summaryAck))
-	}
-	msgs = append(msgs, s.msgs[cut:]...)
-	s.start += len(msgs) - len(s.msgs)
-	s.msgs = msgs
-	s.bytes = msgsBytes(msgs)
-	s.reported, s.reportedBytes = 0, 0 // no report covers the new conversation
-	s.compactions++
-	if l := s.r.logger; l != nil && l.Enabled(s.ctx, slog.LevelInfo) {
-		l.LogAttrs(s.ctx, slog.LevelInfo, "deputy: conversation compacted", s.attrs(
-			slog.Int("step", step), slog.Int("folded", len(older)), slog.Int("kept", len(msgs)), slog.Int("summary_bytes", len(summary)))...)
-	}
-	return nil
+	return cut
 }
 
 // summary returns the summary of older: recorded in the run's journal, or
@@ -366,13 +425,8 @@ func (s *runState) summarize(older []provider.Message) (text string, usage provi
 			model = s.r.model
 		}
 	}
-	req := provider.Request{
-		Model:     model,
-		System:    c.SummaryPrompt,
-		Messages:  []provider.Message{provider.UserMessage(transcript(older, int(min(4*s.r.tokenBound(), 1<<22))))},
-		MaxTokens: c.MaxSummaryBytes / 3, // a token is three or four bytes of text
-		CacheKey:  s.cacheKey + "/summary",
-	}
+	req := c.SummaryRequest(older, model, s.r.window)
+	req.CacheKey = s.cacheKey + "/summary"
 	resp, err := p.Complete(s.ctx, req)
 	usage = resp.Usage
 	s.usage = s.usage.Add(usage)
