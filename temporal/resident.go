@@ -1,12 +1,15 @@
 package temporal
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
 
+	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -28,6 +31,79 @@ type ResidentInput struct {
 	// MaxHistoryEvents is the history length past which the workflow
 	// continues as new (DefaultMaxHistoryEvents when 0).
 	MaxHistoryEvents int `json:"max_history_events,omitempty"`
+	// Compaction keeps the conversation bounded, as an agent.React's is;
+	// its zero value is agent's default policy.
+	Compaction Compaction `json:"compaction,omitempty"`
+}
+
+// Compaction is agent.Compaction for a resident workflow: before a call,
+// a conversation past a bound has its older turns replaced by a summary
+// that a model activity writes (the spec's provider; SummaryModel, or the
+// spec's model), so that every request, and the conversation a
+// continue-as-new carries, stays bounded: by MaxBytes
+// (agent.DefaultCompactBytes when 0) plus one turn. A call whose own turn
+// would carry the conversation past MaxConversationBytes fails with
+// ErrTypeTooLarge and leaves the conversation as it was. A summary that
+// cannot be made fails the call with ErrTypeCompaction, the conversation
+// as it was; what a summary costs counts in the call's usage.
+type Compaction struct {
+	MaxTokens       int64  `json:"max_tokens,omitempty"`
+	MaxMessages     int    `json:"max_messages,omitempty"`
+	MaxBytes        int64  `json:"max_bytes,omitempty"`
+	KeepTurns       int    `json:"keep_turns,omitempty"`
+	SummaryModel    string `json:"summary_model,omitempty"`
+	SummaryPrompt   string `json:"summary_prompt,omitempty"`
+	MaxSummaryBytes int    `json:"max_summary_bytes,omitempty"`
+	// Window is the model's context window in tokens (0: unknown).
+	Window int64 `json:"window,omitempty"`
+	// Off keeps the whole conversation, however long it grows.
+	Off bool `json:"off,omitempty"`
+}
+
+// MaxConversationBytes bounds the conversation a resident carries over a
+// continue-as-new, well inside the server's 2 MB payload limit.
+const MaxConversationBytes = 1536 << 10
+
+func (c Compaction) core() agent.Compaction {
+	return agent.Compaction{MaxTokens: c.MaxTokens, MaxMessages: c.MaxMessages, MaxBytes: c.MaxBytes, KeepTurns: c.KeepTurns,
+		SummaryModel: c.SummaryModel, SummaryPrompt: c.SummaryPrompt, MaxSummaryBytes: c.MaxSummaryBytes}
+}
+
+// compact returns conv with its older turns replaced by a summary when it
+// passes a bound of c, and what the summary cost.
+func compact(ctx workflow.Context, spec Spec, c Compaction, conv []provider.Message) ([]provider.Message, provider.Usage, error) {
+	cc := c.core()
+	if c.Off || !cc.Due(conv, c.Window) {
+		return conv, provider.Usage{}, nil
+	}
+	cut := cc.Plan(conv, c.Window)
+	if cut == 0 {
+		return conv, provider.Usage{}, nil
+	}
+	req := cc.SummaryRequest(conv[:cut], cmp.Or(c.SummaryModel, spec.Model), c.Window)
+	var resp provider.Response
+	if err := workflow.ExecuteActivity(activityContext(ctx, spec), CompleteActivityName, ModelCall{Provider: spec.Provider, Request: req}).Get(ctx, &resp); err != nil {
+		return conv, usageOf(err), sdktemporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("resident %q: compacting its conversation (%d messages folded into a summary) failed: %v; the conversation is as it was", spec.Name, cut, err), ErrTypeCompaction, err)
+	}
+	summary := strings.TrimSpace(resp.Message.Content)
+	if summary == "" {
+		return conv, resp.Usage, sdktemporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("resident %q: the summary of its conversation came back empty (stop reason %q): check the summary model and prompt; the conversation is as it was", spec.Name, resp.StopReason), ErrTypeCompaction, nil, resp.Usage)
+	}
+	return cc.Apply(conv, cut, summary), resp.Usage, nil
+}
+
+// conversationBytes is what conv weighs when carried over.
+func conversationBytes(conv []provider.Message) int {
+	n := 0
+	for _, m := range conv {
+		n += len(m.Content) + len(m.ToolCallID) + 32
+		for _, c := range m.ToolCalls {
+			n += len(c.ID) + len(c.Name) + len(c.Arguments) + 32
+		}
+	}
+	return n
 }
 
 // ResidentWorkflow is a resident expert. Each call is an update named
@@ -60,11 +136,21 @@ func ResidentWorkflow(ctx workflow.Context, in ResidentInput) ([]provider.Messag
 			}
 			defer mu.Unlock()
 			turn++
-			out, err := run(ctx, in.Spec, 0, conv, []provider.Message{provider.UserMessage(task)}, fmt.Sprintf("%s/t%d", id, turn))
+			prior, spent, err := compact(ctx, in.Spec, in.Compaction, conv)
 			if err != nil {
-				return RunOutput{}, err
+				return RunOutput{Usage: spent}, err
 			}
-			conv = append(conv, out.Messages...)
+			out, err := run(ctx, in.Spec, 0, prior, []provider.Message{provider.UserMessage(task)}, fmt.Sprintf("%s/t%d", id, turn))
+			out.Usage = out.Usage.Add(spent)
+			if err != nil {
+				return RunOutput{Usage: out.Usage}, err
+			}
+			next := append(prior[:len(prior):len(prior)], out.Messages...)
+			if n := conversationBytes(next); n > MaxConversationBytes {
+				return RunOutput{Usage: out.Usage}, sdktemporal.NewNonRetryableApplicationError(
+					fmt.Sprintf("resident %q: this call would make its conversation %d bytes, over the %d a continue-as-new may carry: ask something with a shorter answer, or compact sooner (Compaction.MaxBytes); the conversation is as it was", in.Spec.Name, n, MaxConversationBytes), ErrTypeTooLarge, nil, out.Usage)
+			}
+			conv = next
 			return out, nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, task string) error {

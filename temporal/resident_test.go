@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -116,5 +117,81 @@ func TestResidentContinuesAsNewWithItsConversation(t *testing.T) {
 	}
 	if next.MaxHistoryEvents != 30 || next.Spec.Provider != "m" {
 		t.Fatalf("carried input %+v", next)
+	}
+}
+
+// A resident compacts its conversation as a React does: past the bound,
+// its older turns become a summary a model activity writes, so the
+// conversation it keeps (and would carry over a continue-as-new) stays
+// bounded and the model still sees what was folded; a summary that fails
+// fails that call alone, with the conversation as it was, and the summary's
+// cost counts in the call's usage.
+func TestResidentCompactsItsConversation(t *testing.T) {
+	var summaries int
+	failSummary := false
+	model := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		if req.System == agent.DefaultSummaryPrompt {
+			summaries++
+			if failSummary {
+				failSummary = false
+				return provider.Message{}, &provider.Error{Kind: provider.KindBadRequest, Message: "summary refused"}
+			}
+			return provider.AssistantMessage(fmt.Sprintf("folded %d questions", strings.Count(req.Messages[0].Content, "User: "))), nil
+		}
+		summary := ""
+		if strings.HasPrefix(req.Messages[0].Content, "[Summary") {
+			summary = " after a summary"
+		}
+		return provider.AssistantMessage(lastUser(req) + summary), nil
+	}}
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": model}})
+	got := map[string]string{}
+	usage := map[string]provider.Usage{}
+	for i := range 12 {
+		id := fmt.Sprint(i)
+		at := time.Duration(i+1) * time.Second
+		if i == 8 {
+			env.RegisterDelayedCallback(func() { failSummary = true }, at-time.Millisecond)
+		}
+		env.RegisterDelayedCallback(func() {
+			env.UpdateWorkflow(AskUpdate, id, &testsuite.TestUpdateCallback{
+				OnReject: func(err error) { got[id] = "rejected: " + err.Error() },
+				OnAccept: func() {},
+				OnComplete: func(v any, err error) {
+					if err != nil {
+						got[id] = "error: " + err.Error()
+						return
+					}
+					got[id], usage[id] = v.(RunOutput).Answer, v.(RunOutput).Usage
+				},
+			}, "q"+id)
+		}, at)
+	}
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(CloseSignal, nil) }, 13*time.Second)
+	env.ExecuteWorkflow(ResidentWorkflowName, ResidentInput{Spec: Spec{Provider: "m", MaxAttempts: 1},
+		Compaction: Compaction{MaxMessages: 6, KeepTurns: 1}})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(got["8"], "compacting its conversation") || !strings.Contains(got["8"], "summary refused") {
+		t.Errorf("the call whose summary failed: %q, want the compaction's error", got["8"])
+	}
+	for _, id := range []string{"4", "9", "11"} {
+		if got[id] != "q"+id+" after a summary" {
+			t.Errorf("ask %s: %q, want an answer given after a summary", id, got[id])
+		}
+	}
+	var conv []provider.Message
+	if err := env.GetWorkflowResult(&conv); err != nil {
+		t.Fatal(err)
+	}
+	if len(conv) > 6+2 || !strings.HasPrefix(conv[0].Content, "[Summary") || conv[len(conv)-2].Content != "q11" {
+		t.Fatalf("kept %d messages: %v", len(conv), conv)
+	}
+	if summaries < 3 {
+		t.Errorf("%d summaries over 12 calls with a bound of 6 messages", summaries)
+	}
+	if u := usage["9"]; u.Requests != 2 {
+		t.Errorf("the call after the failed summary compacted and answered, yet reports %d requests", u.Requests)
 	}
 }

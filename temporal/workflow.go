@@ -22,6 +22,9 @@ const (
 	ErrTypeMaxSteps   = "deputy.max_steps"
 	ErrTypeUsageLimit = "deputy.usage_limit"
 	ErrTypeBadSpec    = "deputy.bad_spec"
+	// ErrTypeCompaction: a resident's conversation had to be compacted and
+	// its summary could not be made.
+	ErrTypeCompaction = "deputy.compaction_failed"
 )
 
 // AgentWorkflow runs a ReAct agent: model calls and tool calls are
@@ -71,16 +74,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		schema = s
 		system = strings.TrimSpace(system + "\n\n" + subagent.SchemaPrompt(spec.OutputSchema))
 	}
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: spec.activityTimeout(),
-		HeartbeatTimeout:    HeartbeatTimeout,
-		RetryPolicy: &sdktemporal.RetryPolicy{
-			InitialInterval:    time.Second,
-			BackoffCoefficient: 2,
-			MaximumInterval:    time.Minute,
-			MaximumAttempts:    cmpOr(spec.MaxAttempts, 8),
-		},
-	})
+	actx := activityContext(ctx, spec)
 	defs := toolDefs(spec, depth)
 	conv := append([]provider.Message(nil), input...)
 	corrected := false
@@ -141,6 +135,20 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			return out, err
 		}
 	}
+}
+
+// activityContext is ctx with the options of spec's activities.
+func activityContext(ctx workflow.Context, spec Spec) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: spec.activityTimeout(),
+		HeartbeatTimeout:    HeartbeatTimeout,
+		RetryPolicy: &sdktemporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    time.Minute,
+			MaximumAttempts:    cmpOr(spec.MaxAttempts, 8),
+		},
+	})
 }
 
 func cmpOr(v, d int32) int32 {
