@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -127,13 +128,12 @@ func TestResidentContinuesAsNewWithItsConversation(t *testing.T) {
 // fails that call alone, with the conversation as it was, and the summary's
 // cost counts in the call's usage.
 func TestResidentCompactsItsConversation(t *testing.T) {
-	var summaries int
-	failSummary := false
+	var summaries atomic.Int64
+	var failSummary atomic.Bool
 	model := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
 		if req.System == agent.DefaultSummaryPrompt {
-			summaries++
-			if failSummary {
-				failSummary = false
+			summaries.Add(1)
+			if failSummary.Swap(false) {
 				return provider.Message{}, &provider.Error{Kind: provider.KindBadRequest, Message: "summary refused"}
 			}
 			return provider.AssistantMessage(fmt.Sprintf("folded %d questions", strings.Count(req.Messages[0].Content, "User: "))), nil
@@ -151,7 +151,7 @@ func TestResidentCompactsItsConversation(t *testing.T) {
 		id := fmt.Sprint(i)
 		at := time.Duration(i+1) * time.Second
 		if i == 8 {
-			env.RegisterDelayedCallback(func() { failSummary = true }, at-time.Millisecond)
+			env.RegisterDelayedCallback(func() { failSummary.Store(true) }, at-time.Millisecond)
 		}
 		env.RegisterDelayedCallback(func() {
 			env.UpdateWorkflow(AskUpdate, id, &testsuite.TestUpdateCallback{
@@ -188,8 +188,8 @@ func TestResidentCompactsItsConversation(t *testing.T) {
 	if len(conv) > 6+2 || !strings.HasPrefix(conv[0].Content, "[Summary") || conv[len(conv)-2].Content != "q11" {
 		t.Fatalf("kept %d messages: %v", len(conv), conv)
 	}
-	if summaries < 3 {
-		t.Errorf("%d summaries over 12 calls with a bound of 6 messages", summaries)
+	if n := summaries.Load(); n < 3 {
+		t.Errorf("%d summaries over 12 calls with a bound of 6 messages", n)
 	}
 	if u := usage["9"]; u.Requests != 2 {
 		t.Errorf("the call after the failed summary compacted and answered, yet reports %d requests", u.Requests)
