@@ -150,6 +150,14 @@ func TestFailedCompactionLeavesTheConversationAsItWas(t *testing.T) {
 		}, ctx: func() (context.Context, context.CancelFunc) {
 			return context.WithTimeout(context.Background(), 20*time.Millisecond)
 		}, wantErr: "deadline exceeded", is: context.DeadlineExceeded},
+		{name: "the caller cancels during the summary", fail: func(ctx context.Context) (provider.Response, error) {
+			<-ctx.Done()
+			return provider.Response{}, ctx.Err()
+		}, ctx: func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(20*time.Millisecond, cancel)
+			return ctx, cancel
+		}, wantErr: "context canceled", is: context.Canceled},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
