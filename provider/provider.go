@@ -31,6 +31,16 @@
 // help. They bound what they read from a server: DefaultMaxResponseBytes,
 // DefaultMaxTextBytes, DefaultMaxArgumentBytes and DefaultIdleTimeout,
 // each with an option of the provider's to change it.
+//
+// # Prices
+//
+// A Price is what a model charges per token (input, output, and input read
+// from or written to the prompt cache) and its context window; Prices is a
+// table of them by provider and model, made with NewPrices or read with
+// ReadPrices from a file in the format of LiteLLM's
+// model_prices_and_context_window.json, within DefaultMaxPriceBytes and
+// MaxPriceEntries (ErrBadPrices says what is wrong). Its Cost prices
+// ModelUsage. deputy ships no prices of its own.
 package provider
 
 import (

@@ -112,6 +112,12 @@ func (n *Node) TotalUsage() provider.Usage {
 	return u
 }
 
+// Cost returns what the invocation cost at prices, its children's calls
+// included, in US dollars, and the models the table has no price for.
+func (n *Node) Cost(prices *provider.Prices) (dollars float64, unpriced []string) {
+	return prices.Cost(n.Usage...)
+}
+
 // Roots returns the invocations the top-level run started, each with its
 // children: a copy, which later events do not change.
 func (t *Tree) Roots() []*Node {

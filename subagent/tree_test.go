@@ -125,6 +125,22 @@ func TestTree(t *testing.T) {
 	if planner.TotalUsage() != (provider.Usage{InputTokens: 75, OutputTokens: 8}) {
 		t.Errorf("planner's total usage %v", planner.TotalUsage())
 	}
+	// Priced per provider and model, its child's calls included; a model
+	// the table lacks is named.
+	prices, err := provider.NewPrices(map[string]provider.Price{"acme/mid": {Input: 1, Output: 10}, "small": {Input: 2, Output: 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dollars, unpriced := planner.Cost(prices); dollars != 70+70+10+20 || len(unpriced) != 0 {
+		t.Errorf("the planner cost %v (unpriced %v), want 170", dollars, unpriced)
+	}
+	empty, err := provider.NewPrices(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, unpriced := finder.Cost(empty); len(unpriced) != 1 || unpriced[0] != "other/small" {
+		t.Errorf("with an empty table, unpriced %v", unpriced)
+	}
 	if passed.Load() == 0 {
 		t.Error("no event reached the wrapped sink")
 	}

@@ -1,8 +1,12 @@
 // Command fanout shows a lead agent fanning out: in one turn it spawns three
 // researchers with spawn_subagent, each asked for a typed answer through an
 // output schema, and writes its answer from their validated findings. It
-// prints the run tree (subagent.Tree) with each child's model, tokens and
-// wall time, which shows the children running side by side.
+// prints the run tree (subagent.Tree) with each child's model, tokens, cost
+// and wall time, which shows the children running side by side.
+//
+// Costs come from a price table: -prices names a file in the format of
+// LiteLLM's model_prices_and_context_window.json; without it, the fake
+// model gets made-up example prices (deputy ships no prices).
 //
 // It runs on the scripted fake provider, so it needs no key and no network;
 // the researchers take 300 to 500 ms to answer. Built with -tags realmodel,
@@ -12,6 +16,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -40,14 +45,37 @@ type Finding struct {
 const question = "Should Lisbon extend its tram network to the eastern riverside?"
 
 func main() {
-	if err := run(context.Background(), os.Stdout, os.Getenv); err != nil {
+	file := flag.String("prices", "", "a price table in LiteLLM's JSON format, for the tree's costs")
+	flag.Parse()
+	var prices *provider.Prices
+	if *file != "" {
+		f, err := os.Open(*file)
+		if err != nil {
+			log.Fatal(err)
+		}
+		prices, err = provider.ReadPrices(f, 0)
+		f.Close()
+		if err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := run(context.Background(), os.Stdout, os.Getenv, prices); err != nil {
 		log.Fatal(err)
 	}
 }
 
 // run runs the example, writing to w; getenv picks the provider (see
-// examples/internal/pick), the scripted fake when nothing is set.
-func run(ctx context.Context, w io.Writer, getenv func(string) string) error {
+// examples/internal/pick), the scripted fake when nothing is set. Costs
+// are at prices, or at made-up example prices for the fake model when nil.
+func run(ctx context.Context, w io.Writer, getenv func(string) string, prices *provider.Prices) error {
+	if prices == nil {
+		// Made-up prices for the fake model, to show the column: not any
+		// vendor's.
+		var err error
+		if prices, err = provider.NewPrices(map[string]provider.Price{"fake": {Input: 2e-6, Output: 8e-6}}); err != nil {
+			return err
+		}
+	}
 	schema, err := jsonschema.For[Finding]()
 	if err != nil {
 		return err
@@ -106,7 +134,7 @@ func run(ctx context.Context, w io.Writer, getenv func(string) string) error {
 	wall := time.Since(start)
 
 	fmt.Fprintln(w)
-	printTree(w, out, wall, tree.Roots())
+	printTree(w, out, wall, tree.Roots(), prices)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "answer:", out.Answer)
 	return nil
@@ -166,7 +194,7 @@ func synthesize(ctx context.Context, req provider.Request) (provider.Response, e
 
 // printTree renders the run tree: the lead, then each child in the order the
 // lead called them, with its model, tokens and wall time.
-func printTree(w io.Writer, out agent.Output, wall time.Duration, children []*subagent.Node) {
+func printTree(w io.Writer, out agent.Output, wall time.Duration, children []*subagent.Node, prices *provider.Prices) {
 	order := map[string]int{}
 	for _, msg := range out.Messages {
 		for _, c := range msg.ToolCalls {
@@ -189,8 +217,12 @@ func printTree(w io.Writer, out agent.Output, wall time.Duration, children []*su
 		_ = json.Unmarshal(n.Arguments, &a)
 		u := n.TotalUsage()
 		sum += n.Wall()
-		fmt.Fprintf(w, "%s %-9s %-9s %s  %d in, %d out  wall %v  %q\n", branch, n.Name, n.State, n.Model,
-			u.InputTokens, u.OutputTokens, n.Wall().Round(10*time.Millisecond), a.Task)
+		cost := "no price"
+		if dollars, unpriced := n.Cost(prices); len(unpriced) == 0 {
+			cost = fmt.Sprintf("$%.6f", dollars)
+		}
+		fmt.Fprintf(w, "%s %-9s %-9s %s  %d in, %d out  %s  wall %v  %q\n", branch, n.Name, n.State, n.Model,
+			u.InputTokens, u.OutputTokens, cost, n.Wall().Round(10*time.Millisecond), a.Task)
 	}
 	fmt.Fprintf(w, "the children's wall times add up to %v; side by side they took %v\n",
 		sum.Round(10*time.Millisecond), wall.Round(10*time.Millisecond))

@@ -15,13 +15,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // checked piece by piece).
 func TestFanout(t *testing.T) {
 	var out strings.Builder
-	if err := run(context.Background(), &out, func(string) string { return "" }); err != nil {
+	if err := run(context.Background(), &out, func(string) string { return "" }, nil); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	for _, want := range []string{
 		"provider: fake (scripted replies;",
 		"usage is requests, tokens in, tokens out",
-		"├─ historian succeeded fake", "├─ economist succeeded fake", "└─ planner", "side by side they took",
+		"├─ historian succeeded fake", "├─ economist succeeded fake", "└─ planner", "side by side they took", "  $0.000",
 		"answer: Yes, on balance:",
 	} {
 		if !strings.Contains(out.String(), want) {
