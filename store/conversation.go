@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,50 +15,13 @@ type Conversation struct {
 	// Version is what SaveConversation needs to replace this conversation;
 	// 0 when none is stored.
 	Version int64
-	// head is how it is stored: in parts, or (zero) whole or not at all.
-	head partsHead
+	// at is where it stands in the store: what an append adds to.
+	at Parts
 }
 
-// A conversation is stored as a small head record under its key, which
-// names the parts that hold its messages: the whole conversation as it was
-// last saved, then what each AppendConversation added. The head and a part
-// are written in one transaction. The whole conversation is written again,
-// under a new id, when the appended parts would outweigh it (or pass
-// minLogBytes, for a short one) or number maxParts, so that an append
-// writes, amortized, at most about twice what it adds, and a read gets at
-// most maxParts records in one listing. A conversation saved whole before
-// parts existed is read as it is, and replaced by the next save or append.
-const (
-	maxParts    = 1024
-	minLogBytes = 64 << 10
-)
-
-// partsHead is the stored head of a conversation kept in parts: their id
-// and number, what the first weighs and the others together.
-type partsHead struct {
-	ID    string `json:"id"`
-	Parts int    `json:"parts"`
-	Base  int    `json:"base"`
-	Log   int    `json:"log"`
-}
-
-type headJSON struct {
-	Parts *partsHead `json:"parts"`
-}
-
-// partPrefix is the beginning of the keys of conversation key's parts
-// under id ("": of all its parts). U+001F is in no key a user gives, so no
-// other conversation's parts start the same way.
-func partPrefix(key, id string) string {
-	if id == "" {
-		return nsPart + key + "\x1f"
-	}
-	return nsPart + key + "\x1f" + id + "\x1f"
-}
-
-func partKey(key, id string, i int) string {
-	return partPrefix(key, id) + fmt.Sprintf("%06d", i)
-}
+// A conversation is kept in parts (see Parts): AppendConversation writes
+// what it adds. A conversation saved whole before parts existed is read
+// as it is, and written in parts by the next save or append.
 
 // conversationJSON is a conversation's stored form. Tool-call arguments are
 // kept as text: a model sometimes sends malformed arguments (and then
@@ -92,56 +53,22 @@ func (s *Store) Conversation(ctx context.Context, key string) (Conversation, err
 	if err := checkKey(key); err != nil {
 		return Conversation{}, err
 	}
-	payload, version, err := s.get(ctx, nsConv+key)
+	parts, _, at, err := s.readParts(ctx, nsConv, key, Parts{})
 	if errors.Is(err, ErrNotFound) {
 		return Conversation{}, nil
 	}
 	if err != nil {
-		return Conversation{}, err
-	}
-	var hj headJSON
-	if err := json.Unmarshal(payload, &hj); err != nil {
-		return Conversation{}, fmt.Errorf("%w: conversation %q: %v: delete it with DeleteConversation", ErrCorrupt, key, err)
-	}
-	if hj.Parts == nil { // saved whole, before parts
-		msgs, err := decodeMessages(payload)
-		if err != nil {
-			return Conversation{}, fmt.Errorf("%w: conversation %q: %v: delete it with DeleteConversation", ErrCorrupt, key, err)
-		}
-		return Conversation{Messages: msgs, Version: version}, nil
-	}
-	h := *hj.Parts
-	if h.ID == "" || h.Parts < 1 || h.Parts > maxParts {
-		return Conversation{}, fmt.Errorf("%w: conversation %q names %d parts under %q: delete it with DeleteConversation", ErrCorrupt, key, h.Parts, h.ID)
-	}
-	items, err := s.b.List(ctx, partPrefix(key, h.ID))
-	if err != nil {
-		return Conversation{}, err
+		return Conversation{}, fmt.Errorf("conversation %q: %w", key, err)
 	}
 	var msgs []provider.Message
-	next := 0
-	for _, it := range items {
-		if next == h.Parts {
-			break // a part written by an append whose head was not: never read
-		}
-		if it.Key != partKey(key, h.ID, next) {
-			return Conversation{}, fmt.Errorf("%w: conversation %q lacks part %d: delete it with DeleteConversation", ErrCorrupt, key, next)
-		}
-		part, err := open(it.Key, it.Value)
-		if err != nil {
-			return Conversation{}, err
-		}
+	for i, part := range parts {
 		m, err := decodeMessages(part)
 		if err != nil {
-			return Conversation{}, fmt.Errorf("%w: conversation %q, part %d: %v: delete it with DeleteConversation", ErrCorrupt, key, next, err)
+			return Conversation{}, fmt.Errorf("%w: conversation %q, part %d: %v: delete it with DeleteConversation", ErrCorrupt, key, i, err)
 		}
 		msgs = append(msgs, m...)
-		next++
 	}
-	if next < h.Parts {
-		return Conversation{}, fmt.Errorf("%w: conversation %q has %d of its %d parts: delete it with DeleteConversation", ErrCorrupt, key, next, h.Parts)
-	}
-	return Conversation{Messages: msgs, Version: version, head: h}, nil
+	return Conversation{Messages: msgs, Version: at.Version, at: at}, nil
 }
 
 func decodeMessages(payload []byte) ([]provider.Message, error) {
@@ -185,17 +112,15 @@ func (s *Store) SaveConversation(ctx context.Context, key string, msgs []provide
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	// The parts of the conversation this replaces, deleted once it is.
-	var old partsHead
+	at := Parts{Version: version}
 	if version > 0 {
-		if payload, v, err := s.get(ctx, nsConv+key); err == nil && v == version {
-			var hj headJSON
-			if json.Unmarshal(payload, &hj) == nil && hj.Parts != nil {
-				old = *hj.Parts
-			}
+		// The parts this replaces, deleted once it is.
+		if now, _, err := s.headOf(ctx, nsConv, key); err == nil && now.Version == version {
+			at = now
 		}
 	}
-	if _, err := s.saveWhole(ctx, key, msgs, version, old); err != nil {
+	whole := func() ([]byte, error) { return encodeMessages(msgs) }
+	if _, err := s.appendPart(ctx, nsConv, key, at, nil, whole, nil); err != nil {
 		return fmt.Errorf("store: saving conversation %q: %w", key, err)
 	}
 	return nil
@@ -220,58 +145,14 @@ func (s *Store) AppendConversation(ctx context.Context, key string, conv *Conver
 		return fmt.Errorf("store: conversation %q: %w", key, err)
 	}
 	all := append(conv.Messages[:len(conv.Messages):len(conv.Messages)], msgs...)
-	h := conv.head
-	if h.ID == "" || h.Parts >= maxParts || h.Log+len(part) > max(h.Base, minLogBytes) {
-		h, err = s.saveWhole(ctx, key, all, conv.Version, h)
-		if err != nil {
-			return fmt.Errorf("store: appending to conversation %q: %w", key, err)
-		}
-	} else {
-		pk := partKey(key, h.ID, h.Parts)
-		h.Parts++
-		h.Log += len(part)
-		if err := s.putHeadAndPart(ctx, key, h, conv.Version, pk, part); err != nil {
-			return fmt.Errorf("store: appending to conversation %q: %w", key, err)
-		}
+	at := conv.at
+	at.Version = conv.Version
+	now, err := s.appendPart(ctx, nsConv, key, at, part, func() ([]byte, error) { return encodeMessages(all) }, nil)
+	if err != nil {
+		return fmt.Errorf("store: appending to conversation %q: %w", key, err)
 	}
-	*conv = Conversation{Messages: all, Version: max(conv.Version, 0) + 1, head: h}
+	*conv = Conversation{Messages: all, Version: now.Version, at: now}
 	return nil
-}
-
-// saveWhole writes msgs as the first part under a new id and its head, at
-// version, then deletes the parts of old. It returns the new head.
-func (s *Store) saveWhole(ctx context.Context, key string, msgs []provider.Message, version int64, old partsHead) (partsHead, error) {
-	part, err := encodeMessages(msgs)
-	if err != nil {
-		return partsHead{}, err
-	}
-	var rnd [8]byte
-	_, _ = rand.Read(rnd[:])
-	h := partsHead{ID: hex.EncodeToString(rnd[:]), Parts: 1, Base: len(part)}
-	if err := s.putHeadAndPart(ctx, key, h, version, partKey(key, h.ID, 0), part); err != nil {
-		return partsHead{}, err
-	}
-	if old.ID != "" {
-		// No head names them now; a part a failed delete leaves is never
-		// read, and DeleteConversation takes it.
-		_ = s.deleteAll(ctx, partPrefix(key, old.ID))
-	}
-	return h, nil
-}
-
-// putHeadAndPart writes a part and the head naming it in one transaction,
-// the head at version.
-func (s *Store) putHeadAndPart(ctx context.Context, key string, h partsHead, version int64, pk string, part []byte) error {
-	prec, err := s.seal(pk, part)
-	if err != nil {
-		return err
-	}
-	head, _ := json.Marshal(headJSON{Parts: &h}) // strings and numbers: it cannot fail
-	hrec, err := s.seal(nsConv+key, head)
-	if err != nil {
-		return err
-	}
-	return s.b.Put(ctx, Write{Key: pk, Value: prec, Version: AnyVersion}, Write{Key: nsConv + key, Value: hrec, Version: version})
 }
 
 // DeleteConversation forgets the conversation under key.
@@ -282,7 +163,7 @@ func (s *Store) DeleteConversation(ctx context.Context, key string) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	if err := s.deleteAll(ctx, partPrefix(key, "")); err != nil {
+	if err := s.deleteAll(ctx, partPrefix(nsConv, key, "")); err != nil {
 		return err
 	}
 	return s.b.Delete(ctx, nsConv+key)

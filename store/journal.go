@@ -290,18 +290,19 @@ func (s *Store) SweepJournals(ctx context.Context, prefix string, age time.Durat
 
 // deleteAll deletes every record whose backend key starts with prefix.
 func (s *Store) deleteAll(ctx context.Context, prefix string) error {
-	items, err := s.b.List(ctx, prefix)
-	if err != nil {
-		return err
+	// By keys, a page at a time: the values are not read.
+	for {
+		keys, err := s.b.Keys(ctx, prefix, "", MaxPage)
+		if err != nil || len(keys) == 0 {
+			return err
+		}
+		if err := s.b.Delete(ctx, keys...); err != nil {
+			return err
+		}
+		if len(keys) < MaxPage {
+			return nil
+		}
 	}
-	keys := make([]string, len(items))
-	for i, it := range items {
-		keys[i] = it.Key
-	}
-	if len(keys) == 0 {
-		return nil
-	}
-	return s.b.Delete(ctx, keys...)
 }
 
 // batcher commits concurrent writes together. The first write to find no

@@ -20,7 +20,10 @@
 //
 // Conversation and SaveConversation read and write a conversation under a
 // key, with a version so that a write over another process's fails with
-// ErrConflict; AppendConversation adds to one, writing only what it adds; ScopeKey names one scope's record, and DeleteScope deletes
+// ErrConflict; AppendConversation adds to one, writing only what it adds.
+// Any value that grows at its end is kept the same way with AppendPart
+// (fenced: Lock.AppendPart) and read back with ReadParts, which reads only
+// the parts added since a reader's Parts; ScopeKey names one scope's record, and DeleteScope deletes
 // them all. Journal opens the journal of a turn (agent.WithJournal), which
 // a turn that ends deletes (DeleteJournal) and SweepJournals clears when a
 // crash left it, after DefaultJournalTTL. Lock and TryLock take a key's
@@ -241,7 +244,7 @@ const (
 	nsConv    = "c/"
 	nsJournal = "j/"
 	nsStarted = "t/" // when each journal was first written to, for SweepJournals
-	nsPart    = "p/" // the parts of conversations (partPrefix)
+	nsPart    = "p/" // the parts of records kept in parts, before their namespace (partPrefix)
 )
 
 // MaxKeyBytes bounds a key a user gives.
@@ -376,6 +379,9 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
+	if err := s.deleteAll(ctx, partPrefix(nsValue, key, "")); err != nil {
+		return err
+	}
 	return s.b.Delete(ctx, nsValue+key)
 }
 
@@ -410,7 +416,7 @@ func (s *Store) DeleteScope(ctx context.Context, scope string) error {
 	if err := checkKey(p); err != nil {
 		return err
 	}
-	for _, ns := range []string{nsValue, nsConv, nsPart, nsJournal, nsStarted} {
+	for _, ns := range []string{nsValue, nsConv, nsPart + nsValue, nsPart + nsConv, nsJournal, nsStarted} {
 		if err := s.deleteAll(ctx, ns+p); err != nil {
 			return err
 		}

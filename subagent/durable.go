@@ -1,17 +1,14 @@
 package subagent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
-	"github.com/deputy-go/deputy/internal/id"
 	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/tool"
@@ -44,55 +41,17 @@ type Appender interface {
 	RestoreParts(parts ...[]byte) error
 }
 
-// durable is a FromAgent tool's stored conversation.
-//
-// It is stored as a small head record under key, which names the parts
-// the conversation is stored in: a whole snapshot, then what each later
-// call added (for an Appender), each under key+"#log/<id>/<i>". A call
-// writes its part, then the head; the head is the commit: a part written
-// by a process that died before writing the head is written over by the
-// next call. After maxParts parts, or when the conversation changed other
-// than at its end (a compaction), the whole conversation is written again
-// under a new id, and the old parts are deleted. A head written before
-// this form existed is a whole snapshot; it is read as one and replaced
-// by the first call that succeeds.
+// durable is a FromAgent tool's stored conversation, kept in parts
+// (store.Parts): each call that succeeds appends what it added, for an
+// Appender, or writes the whole conversation, for any other Persistent.
 type durable struct {
 	st   *store.Store
 	key  string
 	hold string // the key of the record that holds the expert
-	// snap is the stored head the agent's conversation is known to be
-	// (nil: none): a call that reads the same skips Restore. Bytes, not a
-	// version: a record deleted and written again restarts its versions,
-	// and every whole write has a new id.
-	snap []byte
-	head logHead // snap, read
-}
-
-// maxParts bounds the parts of a stored conversation, and so the records
-// a process reads to load it; minLogBytes is how much the parts after the
-// first may weigh, at least, before the whole is written again.
-const (
-	maxParts    = 1024
-	minLogBytes = 64 << 10
-)
-
-// logHead is the stored head of a conversation kept in parts: their id
-// and number, what the first weighs and what the others weigh together.
-// A zero ID stands for none, or a conversation stored whole before parts
-// existed.
-type logHead struct {
-	ID    string `json:"id"`
-	Parts int    `json:"parts"`
-	Base  int    `json:"base"`
-	Log   int    `json:"log"`
-}
-
-type headJSON struct {
-	Log *logHead `json:"log"`
-}
-
-func (d *durable) partKey(id string, i int) string {
-	return d.key + "#log/" + id + "/" + strconv.Itoa(i)
+	// at is where the stored conversation stood when the agent's was last
+	// made the same (zero: nothing stored): a call that finds it so skips
+	// Restore, and one that finds parts added reads only those.
+	at store.Parts
 }
 
 // WithStore keeps a FromAgent expert's conversation in st under key, so
@@ -178,29 +137,10 @@ func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse b
 		}
 		return nil, errHeld
 	}
-	data, version, err := d.st.Get(ctx, d.key)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		version, data = 0, nil
-		if d.snap != nil { // deleted since this process last saw it
-			if err := guarded(name, func() error { p.Reset(); return nil }); err != nil {
-				lk.Unlock()
-				return nil, err
-			}
-		}
-		d.head = logHead{}
-	case err != nil:
+	if err := d.load(ctx, name, p); err != nil {
 		lk.Unlock()
-		return nil, fmt.Errorf("subagent %q: reading its conversation: %w", name, err)
-	case !bytes.Equal(data, d.snap):
-		h, err := d.load(ctx, name, p, data)
-		if err != nil {
-			lk.Unlock()
-			return nil, err
-		}
-		d.head = h
+		return nil, err
 	}
-	d.snap = data
 	app, _ := p.(Appender)
 	var epoch uint64
 	var n int
@@ -231,111 +171,77 @@ func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse b
 		if callErr != nil {
 			return nil
 		}
-		if err := d.save(wctx, lk, name, p, app, epoch, n, version); err != nil {
+		if err := d.save(wctx, lk, name, p, app, epoch, n); err != nil {
 			return fmt.Errorf("subagent %q: storing its conversation (the call is undone): %w", name, err)
 		}
 		return nil
 	}, nil
 }
 
-// load brings p's conversation to the one stored under the head data, and
-// returns the head read.
-func (d *durable) load(ctx context.Context, name string, p Persistent, data []byte) (logHead, error) {
-	var hj headJSON
-	if err := json.Unmarshal(data, &hj); err != nil || hj.Log == nil {
-		// Stored whole, before parts existed.
-		if err := guarded(name, func() error { return p.Restore(data) }); err != nil {
-			return logHead{}, fmt.Errorf("subagent %q: restoring its stored conversation: %w: delete it (store.Delete %q) to start afresh", name, err, d.key)
+// load brings p's conversation to the stored one: it reads only what
+// another process added since this one last saw it, and restores only
+// when something changed.
+func (d *durable) load(ctx context.Context, name string, p Persistent) error {
+	parts, from, now, err := d.st.ReadParts(ctx, d.key, d.at)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		if d.at.Version != 0 { // deleted since this process last saw it
+			if err := guarded(name, func() error { p.Reset(); return nil }); err != nil {
+				return err
+			}
 		}
-		return logHead{}, nil
+		d.at = store.Parts{}
+		return nil
+	case err != nil:
+		return fmt.Errorf("subagent %q: reading its conversation: %w", name, err)
+	case from > 0 && len(parts) == 0:
+		return nil // as this process left it
 	}
-	h := *hj.Log
 	app, _ := p.(Appender)
-	if h.ID == "" || h.Parts < 1 || h.Parts > maxParts || (h.Parts > 1 && app == nil) {
-		return logHead{}, fmt.Errorf("subagent %q: its stored conversation names %d parts under %q, which this agent (%T) cannot read: delete it (store.Delete %q) to start afresh", name, h.Parts, h.ID, p, d.key)
-	}
-	// The agent holds the conversation at d.head: when only parts were
-	// added since, it reads just those.
-	from := 0
-	if app != nil && d.snap != nil && h.ID == d.head.ID && h.Parts > d.head.Parts {
-		from = d.head.Parts
-	}
-	parts := make([][]byte, h.Parts-from)
-	for i := range parts {
-		part, _, err := d.st.Get(ctx, d.partKey(h.ID, from+i))
-		if err != nil {
-			return logHead{}, fmt.Errorf("subagent %q: reading part %d of its conversation: %w: delete it (store.Delete %q) to start afresh", name, from+i, err, d.key)
-		}
-		parts[i] = part
-	}
-	err := guarded(name, func() error {
-		if app == nil {
+	err = guarded(name, func() error {
+		switch {
+		case app == nil && (from > 0 || len(parts) > 1):
+			return fmt.Errorf("the agent (%T) cannot read a conversation stored in parts: make it an Appender, as *agent.React is", p)
+		case app == nil:
 			return p.Restore(parts[0])
-		}
-		if from > 0 {
+		case from > 0:
+			// Only parts were added: what the agent holds, then those.
 			cur, err := app.SnapshotFrom(0)
 			if err != nil {
 				return err
 			}
-			parts = append([][]byte{cur}, parts...)
+			return app.RestoreParts(append([][]byte{cur}, parts...)...)
 		}
 		return app.RestoreParts(parts...)
 	})
 	if err != nil {
-		return logHead{}, fmt.Errorf("subagent %q: restoring its stored conversation: %w: delete it (store.Delete %q) to start afresh", name, err, d.key)
+		return fmt.Errorf("subagent %q: restoring its stored conversation: %w: delete it (store.Delete %q) to start afresh", name, err, d.key)
 	}
-	return h, nil
+	d.at = now
+	return nil
 }
 
 // save writes what a call that succeeded changed, fenced by lk: the
-// messages it added as one more part when the conversation only grew at
-// its end since Mark returned (epoch, n), else the whole conversation
-// under a new id; then the head, at version.
-func (d *durable) save(ctx context.Context, lk *store.Lock, name string, p Persistent, app Appender, epoch uint64, n int, version int64) error {
-	h := d.head
-	var part []byte
-	appending := false
-	if app != nil && h.ID != "" && h.Parts < maxParts {
-		err := guarded(name, func() (err error) {
-			e, _ := app.Mark()
-			if e == epoch {
-				part, err = app.SnapshotFrom(n)
+// messages it added, when the conversation only grew at its end since
+// Mark returned (epoch, n), else the whole conversation.
+func (d *durable) save(ctx context.Context, lk *store.Lock, name string, p Persistent, app Appender, epoch uint64, n int) error {
+	return guarded(name, func() error {
+		var part []byte
+		if app != nil {
+			if e, _ := app.Mark(); e == epoch {
+				var err error
+				if part, err = app.SnapshotFrom(n); err != nil {
+					return err
+				}
 			}
-			return err
-		})
+		}
+		now, err := lk.AppendPart(ctx, d.key, d.at, part, p.Snapshot)
 		if err != nil {
 			return err
 		}
-		appending = part != nil && h.Log+len(part) <= max(h.Base, minLogBytes)
-	}
-	old := h
-	if appending {
-		h.Parts++
-		h.Log += len(part)
-	} else {
-		if err := guarded(name, func() (err error) { part, err = p.Snapshot(); return err }); err != nil {
-			return err
-		}
-		h = logHead{ID: id.New(""), Parts: 1, Base: len(part)}
-	}
-	// Fenced: a process that stalled past the lease cannot overwrite what
-	// the expert's next holder stored.
-	if err := lk.Put(ctx, d.partKey(h.ID, h.Parts-1), part, store.AnyVersion); err != nil {
-		return err
-	}
-	head, _ := json.Marshal(headJSON{Log: &h}) // a string and a number: it cannot fail
-	if err := lk.Put(ctx, d.key, head, version); err != nil {
-		return err
-	}
-	d.snap, d.head = head, h
-	if !appending && old.ID != "" {
-		// The old parts are no longer named by the head. One left by a
-		// failed delete is garbage, never read.
-		for i := range old.Parts {
-			_ = d.st.Delete(ctx, d.partKey(old.ID, i))
-		}
-	}
-	return nil
+		d.at = now
+		return nil
+	})
 }
 
 // checkHold reads, under the expert's lock, whether a suspended call

@@ -66,7 +66,7 @@ func storedExpert(t testing.TB, p provider.Provider, st *store.Store, opts ...Op
 
 func storedMessages(t testing.TB, st *store.Store) ([]provider.Message, int64) {
 	t.Helper()
-	data, version, err := st.Get(context.Background(), "expert")
+	_, version, err := st.Get(context.Background(), "expert")
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, 0
 	}
@@ -75,7 +75,7 @@ func storedMessages(t testing.TB, st *store.Store) ([]provider.Message, int64) {
 	}
 	r := newReact(t, fake.NewProvider())
 	d := &durable{st: st, key: "expert"}
-	if _, err := d.load(context.Background(), "expert", r, data); err != nil {
+	if err := d.load(context.Background(), "expert", r); err != nil {
 		t.Fatal(err)
 	}
 	return r.History(), version
