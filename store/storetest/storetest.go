@@ -56,6 +56,7 @@ var cases = []struct {
 	{"CancelledContext", testCancelled},
 	{"StoreConversation", testStoreConversation},
 	{"StoreConversationAppends", testStoreConversationAppends},
+	{"StoreParts", testStoreParts},
 	{"StoreJournal", testStoreJournal},
 	{"StoreJournalKeys", testStoreJournalKeys},
 	{"StoreLockRenewalsFail", testStoreLockRenewalsFail},
@@ -889,5 +890,56 @@ func testStoreConversationAppends(t *testing.T, b store.Backend) {
 	}
 	if parts, err := b.List(ctx(), "p/"); err != nil || len(parts) != 0 {
 		t.Errorf("%d parts left after the conversations were deleted (%v)", len(parts), err)
+	}
+}
+
+// testStoreParts keeps a value in parts: a reader that knows where it
+// stood reads only what was added since, a value Put stored whole reads as
+// one part, a stale append is refused, and Delete takes the parts.
+func testStoreParts(t *testing.T, b store.Backend) {
+	s := newStore(t, b)
+	const key = "log"
+	if err := s.Put(ctx(), key, []byte("whole"), 0); err != nil {
+		t.Fatal(err)
+	}
+	parts, from, at, err := s.ReadParts(ctx(), key, store.Parts{})
+	if err != nil || from != 0 || len(parts) != 1 || string(parts[0]) != "whole" {
+		t.Fatalf("a value stored whole: %q from %d, %v", parts, from, err)
+	}
+	all := "whole"
+	for i := range 5 {
+		p := "+" + strconv.Itoa(i)
+		all += p
+		if at, err = s.AppendPart(ctx(), key, at, []byte(p), func() ([]byte, error) { return []byte(all), nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parts, _, _, err = s.ReadParts(ctx(), key, store.Parts{})
+	if err != nil || string(bytes.Join(parts, nil)) != all {
+		t.Fatalf("read whole: %q, %v; want %q", parts, err, all)
+	}
+	seen := at
+	at, err = s.AppendPart(ctx(), key, at, []byte("+5"), func() ([]byte, error) { return []byte(all + "+5"), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts, from, now, err := s.ReadParts(ctx(), key, seen)
+	if err != nil || len(parts) != 1 || string(parts[0]) != "+5" || from == 0 || now != at {
+		t.Fatalf("read on from where it stood: %q from %d, %v", parts, from, err)
+	}
+	if parts, _, _, err := s.ReadParts(ctx(), key, at); err != nil || len(parts) != 0 {
+		t.Fatalf("read on from where it stands: %q, %v, want nothing", parts, err)
+	}
+	if _, err := s.AppendPart(ctx(), key, seen, []byte("late"), nil); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("an append to where it stood before: %v, want ErrConflict", err)
+	}
+	if err := s.Delete(ctx(), key); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := s.ReadParts(ctx(), key, store.Parts{}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after Delete: %v, want ErrNotFound", err)
+	}
+	if keys, err := b.Keys(ctx(), "p/", "", 10); err != nil || len(keys) != 0 {
+		t.Fatalf("parts left after Delete: %q, %v", keys, err)
 	}
 }
