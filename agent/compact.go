@@ -255,6 +255,9 @@ func (s *runState) fit(step int, fixed int64, forced bool) error {
 			return err
 		}
 		est = s.estimate(fixed)
+		if err := s.checkLimit(); err != nil { // the summary cost tokens too
+			return err
+		}
 	}
 	if w := r.window; w > 0 && est > w {
 		how := "give a smaller task, or a model with a larger window (WithContextWindow)"
@@ -273,7 +276,9 @@ func (s *runState) compact(step int, forced bool) error {
 	hist := s.msgs[:s.start]
 	room := c.room(s.r.window)
 	if forced {
-		room = min(room, msgsBytes(hist)/2)
+		// The provider found the request too long: keep half of what
+		// the last compaction kept, at most.
+		room = min(room, msgsBytes(hist[summaryEnd(hist):])/2)
 	}
 	cut := c.cut(hist, room)
 	if cut == 0 {
@@ -283,7 +288,7 @@ func (s *runState) compact(step int, forced bool) error {
 	older := hist[:cut]
 	summary, err := s.summary(step, older)
 	if err != nil {
-		return fmt.Errorf("%w: folding %d messages into a summary: %w; the conversation is as it was before this run", ErrCompaction, len(older), err)
+		return fmt.Errorf("%w: folding %d messages into a summary: %w; the conversation is as it was before this run: check the summarizing model (Compaction.Summarizer, SummaryModel) or raise the bounds", ErrCompaction, len(older), err)
 	}
 	msgs := c.Apply(s.msgs, cut, summary)
 	s.start += len(msgs) - len(s.msgs)
@@ -347,6 +352,14 @@ func (c Compaction) Apply(msgs []provider.Message, cut int, summary string) []pr
 	return append(out, msgs[cut:]...)
 }
 
+// summaryEnd returns where the summary at the start of hist, if any, ends.
+func summaryEnd(hist []provider.Message) int {
+	if len(hist) >= 2 && strings.HasPrefix(hist[0].Content, summaryHeader) {
+		return 2
+	}
+	return 0
+}
+
 // room is how much the kept turns may weigh: half a bound.
 func (c Compaction) room(window int64) int64 {
 	return min(c.MaxBytes, 4*c.tokenBound(window)) / 2
@@ -355,10 +368,7 @@ func (c Compaction) room(window int64) int64 {
 // cut returns where the older turns of hist end, the kept ones weighing at
 // most room bytes (0: nothing to fold).
 func (c Compaction) cut(hist []provider.Message, room int64) int {
-	first := 0 // the first message a compaction may fold in: not a bare summary
-	if len(hist) >= 2 && strings.HasPrefix(hist[0].Content, summaryHeader) {
-		first = 2
-	}
+	first := summaryEnd(hist) // a compaction does not fold a bare summary
 	roomMsgs := c.MaxMessages / 2
 	cut, turns := len(hist), 0
 	var kept int64
@@ -382,7 +392,9 @@ func (c Compaction) cut(hist []provider.Message, room int64) int {
 func (s *runState) summary(step int, older []provider.Message) (string, error) {
 	var key string
 	if s.journal != nil {
-		key = s.journal.stepKey(step) + "/summary"
+		// One key per compaction of the run: a step that compacts twice
+		// (the provider refused the first result) records two summaries.
+		key = s.journal.stepKey(step) + "/summary-" + strconv.Itoa(s.compactions+1)
 		if resp, ok := s.journal.answer(key); ok {
 			return resp.Message.Content, nil
 		}

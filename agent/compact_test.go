@@ -539,3 +539,50 @@ func TestCompactionPiecesForOtherRuntimes(t *testing.T) {
 		t.Error("Apply changed the conversation it was given")
 	}
 }
+
+// Under a journal, a step that compacts twice — its first result refused
+// by the provider as still too long — asks for a second summary rather
+// than taking the first one's again, which would drop the turns between.
+func TestJournaledStepCompactingTwiceAsksForTwoSummaries(t *testing.T) {
+	tooLong := &provider.Error{Provider: "p", Kind: provider.KindContextWindow, StatusCode: 400}
+	var refuseOver atomic.Int64
+	refuseOver.Store(1 << 30)
+	m := provider.Func(func(_ context.Context, req provider.Request) (provider.Response, error) {
+		if int64(len(req.Messages)) > refuseOver.Load() {
+			return provider.Response{}, tooLong
+		}
+		return provider.Response{Message: provider.AssistantMessage("ok")}, nil
+	})
+	var seen []string
+	r, err := agent.NewReact(m, agent.WithCompaction(agent.Compaction{MaxMessages: 12, KeepTurns: 4,
+		Summarize: func(_ context.Context, older []provider.Message) (string, error) {
+			var b strings.Builder
+			for _, o := range older {
+				if o.Role == provider.RoleUser {
+					b.WriteString(strings.TrimPrefix(o.Content, "[Summary of the conversation so far: earlier turns were compacted into it.]\n\n") + ";")
+				}
+			}
+			seen = append(seen, b.String())
+			return b.String(), nil
+		}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		if _, err := r.Run(context.Background(), agent.Input{Text: "n" + strconv.Itoa(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refuseOver.Store(7) // the first compaction keeps 4 turns: still too long
+	j, err := journalStore(t).Journal(context.Background(), "turn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := r.Run(agent.WithJournal(context.Background(), j), agent.Input{Text: "n6"})
+	if err != nil || out.Compactions != 2 {
+		t.Fatalf("%d compactions, %v", out.Compactions, err)
+	}
+	if len(seen) != 2 || !strings.Contains(seen[1], "n0;") || !strings.Contains(seen[1], "n2;") {
+		t.Fatalf("summaries %q: want a second one that folds the first and the turns after it", seen)
+	}
+}
