@@ -52,6 +52,33 @@ type durable struct {
 	// made the same (zero: nothing stored): a call that finds it so skips
 	// Restore, and one that finds parts added reads only those.
 	at store.Parts
+	// mark is what an Appender's Mark returned when its conversation was
+	// last made the one stored (ok: it was): when Mark says otherwise at
+	// the next call (the agent was run, reset or restored outside the
+	// tool), the store is not the agent's past, and the whole is read or
+	// written instead of parts.
+	mark struct {
+		epoch uint64
+		n     int
+		ok    bool
+	}
+}
+
+// synced reports whether app's conversation is still the one stored.
+func (d *durable) synced(app Appender) bool {
+	if app == nil || !d.mark.ok {
+		return false
+	}
+	e, n := app.Mark()
+	return e == d.mark.epoch && n == d.mark.n
+}
+
+// marked notes that app's conversation is now the one stored.
+func (d *durable) marked(app Appender) {
+	if app != nil {
+		d.mark.epoch, d.mark.n = app.Mark()
+		d.mark.ok = true
+	}
 }
 
 // WithStore keeps a FromAgent expert's conversation in st under key, so
@@ -144,8 +171,9 @@ func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse b
 	app, _ := p.(Appender)
 	var epoch uint64
 	var n int
+	synced := false // the agent holds what is stored: the call may append
 	if app != nil {
-		if err := guarded(name, func() error { epoch, n = app.Mark(); return nil }); err != nil {
+		if err := guarded(name, func() error { synced = d.synced(app); epoch, n = app.Mark(); return nil }); err != nil {
 			lk.Unlock()
 			return nil, err
 		}
@@ -171,7 +199,7 @@ func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse b
 		if callErr != nil {
 			return nil
 		}
-		if err := d.save(wctx, lk, name, p, app, epoch, n); err != nil {
+		if err := d.save(wctx, lk, name, p, app, synced, epoch, n); err != nil {
 			return fmt.Errorf("subagent %q: storing its conversation (the call is undone): %w", name, err)
 		}
 		return nil
@@ -182,25 +210,40 @@ func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse b
 // another process added since this one last saw it, and restores only
 // when something changed.
 func (d *durable) load(ctx context.Context, name string, p Persistent) error {
-	parts, from, now, err := d.st.ReadParts(ctx, d.key, d.at)
+	app, _ := p.(Appender)
+	var parts [][]byte
+	var from int
+	var now store.Parts
+	err := guarded(name, func() (err error) {
+		parts, from, now, err = d.st.ReadParts(ctx, d.key, d.at)
+		if err == nil && from > 0 && len(parts) > 0 && !d.synced(app) {
+			// Another process added to it, and this agent no longer
+			// holds what was stored before: read it whole.
+			parts, from, now, err = d.st.ReadParts(ctx, d.key, store.Parts{})
+		}
+		return err
+	})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		if d.at.Version != 0 { // deleted since this process last saw it
 			if err := guarded(name, func() error { p.Reset(); return nil }); err != nil {
 				return err
 			}
+			d.marked(app)
 		}
 		d.at = store.Parts{}
 		return nil
 	case err != nil:
 		return fmt.Errorf("subagent %q: reading its conversation: %w", name, err)
 	case from > 0 && len(parts) == 0:
-		return nil // as this process left it
+		// As this process left it: the agent's conversation stands, even
+		// if it was run outside the tool since (then the call writes it
+		// whole).
+		return nil
 	}
-	app, _ := p.(Appender)
 	err = guarded(name, func() error {
 		switch {
-		case app == nil && (from > 0 || len(parts) > 1):
+		case app == nil && len(parts) > 1:
 			return fmt.Errorf("the agent (%T) cannot read a conversation stored in parts: make it an Appender, as *agent.React is", p)
 		case app == nil:
 			return p.Restore(parts[0])
@@ -218,16 +261,18 @@ func (d *durable) load(ctx context.Context, name string, p Persistent) error {
 		return fmt.Errorf("subagent %q: restoring its stored conversation: %w: delete it (store.Delete %q) to start afresh", name, err, d.key)
 	}
 	d.at = now
+	d.marked(app)
 	return nil
 }
 
 // save writes what a call that succeeded changed, fenced by lk: the
-// messages it added, when the conversation only grew at its end since
-// Mark returned (epoch, n), else the whole conversation.
-func (d *durable) save(ctx context.Context, lk *store.Lock, name string, p Persistent, app Appender, epoch uint64, n int) error {
+// messages it added, when the agent held what was stored as the call
+// began (synced) and its conversation only grew at its end since Mark
+// returned (epoch, n); else the whole conversation.
+func (d *durable) save(ctx context.Context, lk *store.Lock, name string, p Persistent, app Appender, synced bool, epoch uint64, n int) error {
 	return guarded(name, func() error {
 		var part []byte
-		if app != nil {
+		if app != nil && synced {
 			if e, _ := app.Mark(); e == epoch {
 				var err error
 				if part, err = app.SnapshotFrom(n); err != nil {
@@ -240,6 +285,7 @@ func (d *durable) save(ctx context.Context, lk *store.Lock, name string, p Persi
 			return err
 		}
 		d.at = now
+		d.marked(app)
 		return nil
 	})
 }

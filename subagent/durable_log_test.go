@@ -207,3 +207,36 @@ func TestStoredExpertPartWithoutItsHeadIsNeverRead(t *testing.T) {
 		t.Errorf("stored %q, want %q", got, want)
 	}
 }
+
+// An expert run outside the tool between two calls keeps what that run
+// added: the next call finds the store as it left it, keeps the agent's
+// conversation, and stores it whole rather than appending to a past the
+// store does not have.
+func TestStoredExpertRunOutsideTheToolIsStoredWhole(t *testing.T) {
+	st, _ := meteredStore(t)
+	e := &echo{}
+	r := newReact(t, e.provider(), agent.WithName("expert"))
+	ex := must(FromAgent("expert", "Knows things.", r, WithInputFromArgs(taskInput), WithStore(st, "expert")))(t)
+	ctx := context.Background()
+	if _, err := callTool(ctx, ex, "c1", `{"task":"first"}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Run(ctx, agent.Input{Text: "aside"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := callTool(ctx, ex, "c2", `{"task":"second"}`); err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := storedMessages(t, st)
+	if diff := cmp.Diff(r.History(), stored); diff != "" {
+		t.Fatalf("the stored conversation is not the agent's (-agent +stored):\n%s", diff)
+	}
+	r.Reset()
+	if _, err := callTool(ctx, ex, "c3", `{"task":"third"}`); err != nil {
+		t.Fatal(err)
+	}
+	stored, _ = storedMessages(t, st)
+	if diff := cmp.Diff(r.History(), stored); diff != "" || len(stored) != 2 {
+		t.Fatalf("after a Reset outside the tool (-agent +stored):\n%s", diff)
+	}
+}
