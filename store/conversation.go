@@ -113,9 +113,15 @@ func (s *Store) SaveConversation(ctx context.Context, key string, msgs []provide
 		return err
 	}
 	at := Parts{Version: version}
-	if version > 0 {
+	if version != 0 {
 		// The parts this replaces, deleted once it is.
-		if now, _, err := s.headOf(ctx, nsConv, key); err == nil && now.Version == version {
+		now, _, err := s.headOf(ctx, nsConv, key)
+		switch {
+		case errors.Is(err, ErrNotFound) && version == AnyVersion:
+			at = Parts{}
+		case err != nil && !errors.Is(err, ErrNotFound):
+			return fmt.Errorf("store: saving conversation %q: %w", key, err)
+		case err == nil && (now.Version == version || version == AnyVersion):
 			at = now
 		}
 	}
@@ -139,6 +145,9 @@ func (s *Store) AppendConversation(ctx context.Context, key string, conv *Conver
 	}
 	if err := checkKey(key); err != nil {
 		return err
+	}
+	if len(msgs) == 0 {
+		return nil
 	}
 	part, err := encodeMessages(msgs)
 	if err != nil {

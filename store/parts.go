@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -81,13 +82,16 @@ func (s *Store) ReadParts(ctx context.Context, key string, seen Parts) (parts []
 // headOf reads where the record ns+key stands, and its payload when it is
 // stored whole (not in parts).
 func (s *Store) headOf(ctx context.Context, ns, key string) (now Parts, whole []byte, err error) {
-	payload, version, err := s.get(ctx, ns+key)
+	payload, version, isHead, err := s.getRecord(ctx, ns+key)
 	if err != nil {
 		return Parts{}, nil, err
 	}
-	var hj headJSON
-	if json.Unmarshal(payload, &hj) != nil || hj.Parts == nil {
+	if !isHead {
 		return Parts{Version: version}, payload, nil
+	}
+	var hj headJSON
+	if err := json.Unmarshal(payload, &hj); err != nil || hj.Parts == nil {
+		return Parts{}, nil, fmt.Errorf("%w: the head of %q cannot be read: delete it", ErrCorrupt, key)
 	}
 	h := *hj.Parts
 	if h.ID == "" || h.Parts < 1 || h.Parts > maxParts {
@@ -97,34 +101,61 @@ func (s *Store) headOf(ctx context.Context, ns, key string) (now Parts, whole []
 }
 
 func (s *Store) readParts(ctx context.Context, ns, key string, seen Parts) (parts [][]byte, from int, now Parts, err error) {
+	// A writer that rewrites the record whole deletes the parts it
+	// replaced: a reader without the writer's lock may find one gone
+	// between the head and the parts. It reads again, a few times, before
+	// calling a missing part damage.
+	for range 3 {
+		var missing error
+		parts, from, now, missing, err = s.readPartsOnce(ctx, ns, key, seen)
+		if err != nil || missing == nil {
+			return parts, from, now, err
+		}
+		again, _, err := s.headOf(ctx, ns, key)
+		if err != nil {
+			return nil, 0, Parts{}, err
+		}
+		if again == now {
+			return nil, 0, Parts{}, fmt.Errorf("%w: %q: %v: delete it", ErrCorrupt, key, missing)
+		}
+	}
+	return nil, 0, Parts{}, fmt.Errorf("%w: %q changed under three reads in a row: read it again", ErrConflict, key)
+}
+
+// readPartsOnce reads the record as readParts does; missing says which
+// part its head named and was not found.
+func (s *Store) readPartsOnce(ctx context.Context, ns, key string, seen Parts) (parts [][]byte, from int, now Parts, missing, err error) {
 	now, whole, err := s.headOf(ctx, ns, key)
 	if err != nil {
-		return nil, 0, Parts{}, err
+		return nil, 0, Parts{}, nil, err
 	}
 	if whole != nil {
-		return [][]byte{whole}, 0, now, nil
+		return [][]byte{whole}, 0, now, nil, nil
 	}
 	h := now.head
 	if seen.head.ID == h.ID && seen.head.Parts <= h.Parts && seen.Version <= now.Version {
 		from = seen.head.Parts
 	}
 	if from == h.Parts {
-		return nil, from, now, nil
+		return nil, from, now, nil, nil
 	}
 	if from > 0 {
 		// Only what was added: one record each, typically one.
 		for i := from; i < h.Parts; i++ {
 			part, _, err := s.get(ctx, partKey(ns, key, h.ID, i))
+			if errors.Is(err, ErrNotFound) {
+				return nil, 0, now, fmt.Errorf("part %d of %d is missing", i, h.Parts), nil
+			}
 			if err != nil {
-				return nil, 0, Parts{}, fmt.Errorf("%w: %q lacks part %d: delete it (%v)", ErrCorrupt, key, i, err)
+				return nil, 0, Parts{}, nil, err
 			}
 			parts = append(parts, part)
 		}
-		return parts, from, now, nil
+		return parts, from, now, nil, nil
 	}
 	items, err := s.b.List(ctx, partPrefix(ns, key, h.ID))
 	if err != nil {
-		return nil, 0, Parts{}, err
+		return nil, 0, Parts{}, nil, err
 	}
 	for _, it := range items {
 		i := len(parts)
@@ -132,18 +163,18 @@ func (s *Store) readParts(ctx context.Context, ns, key string, seen Parts) (part
 			break // a part written by an append whose head was not: never read
 		}
 		if it.Key != partKey(ns, key, h.ID, i) {
-			return nil, 0, Parts{}, fmt.Errorf("%w: %q lacks part %d: delete it", ErrCorrupt, key, i)
+			return nil, 0, now, fmt.Errorf("part %d of %d is missing", i, h.Parts), nil
 		}
 		part, err := open(it.Key, it.Value)
 		if err != nil {
-			return nil, 0, Parts{}, err
+			return nil, 0, Parts{}, nil, err
 		}
 		parts = append(parts, part)
 	}
 	if len(parts) < h.Parts {
-		return nil, 0, Parts{}, fmt.Errorf("%w: %q has %d of its %d parts: delete it", ErrCorrupt, key, len(parts), h.Parts)
+		return nil, 0, now, fmt.Errorf("%d of its %d parts are there", len(parts), h.Parts), nil
 	}
-	return parts, from, now, nil
+	return parts, from, now, nil, nil
 }
 
 // AppendPart adds part at the end of the record under key, if it still
@@ -180,6 +211,9 @@ func (l *Lock) AppendPart(ctx context.Context, key string, at Parts, part []byte
 }
 
 func (s *Store) appendPart(ctx context.Context, ns, key string, at Parts, part []byte, whole func() ([]byte, error), fence *Fence) (Parts, error) {
+	if at.Version < 0 {
+		return Parts{}, fmt.Errorf("store: appending to %q at version %d: pass the Parts ReadParts or AppendPart returned", key, at.Version)
+	}
 	h := at.head
 	old := h
 	if part != nil && h.ID != "" && h.Parts < maxParts && h.Log+len(part) <= max(h.Base, minLogBytes) {
@@ -200,7 +234,7 @@ func (s *Store) appendPart(ctx context.Context, ns, key string, at Parts, part [
 		return Parts{}, err
 	}
 	head, _ := json.Marshal(headJSON{Parts: &h}) // strings and numbers: it cannot fail
-	hrec, err := s.seal(ns+key, head)
+	hrec, err := s.sealAs(headFormat, ns+key, head)
 	if err != nil {
 		return Parts{}, err
 	}
@@ -213,5 +247,5 @@ func (s *Store) appendPart(ctx context.Context, ns, key string, at Parts, part [
 		// read, and deleting the record takes it.
 		_ = s.deleteAll(ctx, partPrefix(ns, key, old.ID))
 	}
-	return Parts{Version: max(version, 0) + 1, head: h}, nil
+	return Parts{Version: version + 1, head: h}, nil
 }

@@ -263,35 +263,42 @@ func checkKey(key string) error {
 }
 
 // Records are a format byte, the CRC-32 (IEEE) of the payload, and the
-// payload.
+// payload. The format of the head of a value kept in parts (AppendPart) is
+// its own, so that no value can be taken for one.
 const (
 	recordFormat = 1
+	headFormat   = 2
 	headerBytes  = 5
 )
 
 var crcTable = crc32.MakeTable(crc32.IEEE)
 
 func (s *Store) seal(key string, payload []byte) ([]byte, error) {
+	return s.sealAs(recordFormat, key, payload)
+}
+
+func (s *Store) sealAs(format byte, key string, payload []byte) ([]byte, error) {
 	if len(payload) > s.maxBytes {
 		return nil, fmt.Errorf("%w: %q would hold %d bytes, the limit is %d: keep less (agent.WithHistoryLimit, a smaller answer) or raise store.WithMaxRecordBytes",
 			ErrTooLarge, key, len(payload), s.maxBytes)
 	}
 	rec := make([]byte, headerBytes+len(payload))
-	rec[0] = recordFormat
+	rec[0] = format
 	binary.BigEndian.PutUint32(rec[1:], crc32.Checksum(payload, crcTable))
 	copy(rec[headerBytes:], payload)
 	return rec, nil
 }
 
+// open checks a record of any format and returns its payload.
 func open(key string, rec []byte) ([]byte, error) {
 	if len(rec) < headerBytes {
 		return nil, fmt.Errorf("%w: record %q is %d bytes, shorter than its header: delete it (its content is lost) or restore the database from a backup", ErrCorrupt, key, len(rec))
 	}
-	if rec[0] > recordFormat {
-		return nil, fmt.Errorf("%w: record %q has format %d, this program reads up to %d: run a newer deputy", ErrSchemaTooNew, key, rec[0], recordFormat)
+	if rec[0] > headFormat {
+		return nil, fmt.Errorf("%w: record %q has format %d, this program reads up to %d: run a newer deputy", ErrSchemaTooNew, key, rec[0], headFormat)
 	}
 	payload := rec[headerBytes:]
-	if rec[0] != recordFormat || crc32.Checksum(payload, crcTable) != binary.BigEndian.Uint32(rec[1:]) {
+	if rec[0] < recordFormat || crc32.Checksum(payload, crcTable) != binary.BigEndian.Uint32(rec[1:]) {
 		return nil, fmt.Errorf("%w: record %q fails its checksum: delete it (its content is lost) or restore the database from a backup", ErrCorrupt, key)
 	}
 	return payload, nil
@@ -306,16 +313,27 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, int64, error) {
 	if err := checkKey(key); err != nil {
 		return nil, 0, err
 	}
-	return s.get(ctx, nsValue+key)
+	v, version, head, err := s.getRecord(ctx, nsValue+key)
+	if err == nil && head {
+		return nil, 0, fmt.Errorf("store: %q is kept in parts (AppendPart): read it with ReadParts", key)
+	}
+	return v, version, err
 }
 
 func (s *Store) get(ctx context.Context, key string) ([]byte, int64, error) {
+	v, version, _, err := s.getRecord(ctx, key)
+	return v, version, err
+}
+
+// getRecord reads the record under key, and whether it is the head of a
+// value kept in parts.
+func (s *Store) getRecord(ctx context.Context, key string) (payload []byte, version int64, head bool, err error) {
 	it, err := s.b.Get(ctx, key)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
 	v, err := open(key, it.Value)
-	return v, it.Version, err
+	return v, it.Version, err == nil && it.Value[0] == headFormat, err
 }
 
 // Put stores value under key if the record's version is version (0: it must

@@ -66,13 +66,14 @@ func storedExpert(t testing.TB, p provider.Provider, st *store.Store, opts ...Op
 
 func storedMessages(t testing.TB, st *store.Store) ([]provider.Message, int64) {
 	t.Helper()
-	_, version, err := st.Get(context.Background(), "expert")
+	_, _, at, err := st.ReadParts(context.Background(), "expert", store.Parts{})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, 0
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
+	version := at.Version
 	r := newReact(t, fake.NewProvider())
 	d := &durable{st: st, key: "expert"}
 	if err := d.load(context.Background(), "expert", r); err != nil {

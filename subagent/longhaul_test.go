@@ -1,6 +1,7 @@
 package subagent
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -187,12 +188,12 @@ func testStoredLongHaul(t *testing.T, open func() *store.Store) {
 		}
 		largest = max(largest, h.largest.Load())
 		compactions += h.summaries.Load()
-		data, _, err := st.Get(ctx, "expert")
+		parts, _, _, err := st.ReadParts(ctx, "expert", store.Parts{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(data) > 8*window {
-			t.Errorf("process %d left a stored conversation of %d bytes, for a window of %d tokens", p, len(data), window)
+		if n := len(bytes.Join(parts, nil)); n > 8*window {
+			t.Errorf("process %d left a stored conversation of %d bytes, for a window of %d tokens", p, n, window)
 		}
 		if p < restarts-1 {
 			st.Close()

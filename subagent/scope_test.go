@@ -138,10 +138,10 @@ func TestStoredScopesAcrossReplicas(t *testing.T) {
 	if err := st.DeleteScope(context.Background(), "user/u3"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := st.Get(context.Background(), store.ScopeKey("user/u3", "experts/e")); !errors.Is(err, store.ErrNotFound) {
+	if _, _, _, err := st.ReadParts(context.Background(), store.ScopeKey("user/u3", "experts/e"), store.Parts{}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("u3's conversation after DeleteScope: %v", err)
 	}
-	if _, _, err := st.Get(context.Background(), store.ScopeKey("user/u4", "experts/e")); err != nil {
+	if _, _, _, err := st.ReadParts(context.Background(), store.ScopeKey("user/u4", "experts/e"), store.Parts{}); err != nil {
 		t.Fatalf("u4's conversation after deleting u3's: %v", err)
 	}
 	m.reqs = nil

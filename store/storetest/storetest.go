@@ -933,6 +933,29 @@ func testStoreParts(t *testing.T, b store.Backend) {
 	if _, err := s.AppendPart(ctx(), key, seen, []byte("late"), nil); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("an append to where it stood before: %v, want ErrConflict", err)
 	}
+	// A writer that rewrites it whole between a reader's head and its
+	// parts: the reader reads again, and gets the new whole.
+	rw := &rewriteOnList{Backend: b}
+	reader := newStore(t, rw)
+	rw.rewrite = func() {
+		if _, err := s.AppendPart(ctx(), key, at, nil, func() ([]byte, error) { return []byte("rewritten"), nil }); err != nil {
+			t.Error(err)
+		}
+	}
+	parts, _, _, err = reader.ReadParts(ctx(), key, store.Parts{})
+	if err != nil || len(parts) != 1 || string(parts[0]) != "rewritten" {
+		t.Fatalf("a read racing a rewrite: %q, %v", parts, err)
+	}
+	// A value that looks like a head is a value.
+	if err := s.Put(ctx(), "lookalike", []byte(`{"parts":{"id":"x","parts":3}}`), 0); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, err := s.Get(ctx(), "lookalike"); err != nil || !strings.HasPrefix(string(v), `{"parts"`) {
+		t.Fatalf("a value shaped like a head: %q, %v", v, err)
+	}
+	if _, _, err := s.Get(ctx(), key); err == nil || !strings.Contains(err.Error(), "ReadParts") {
+		t.Fatalf("Get of a value kept in parts: %v, want a pointer to ReadParts", err)
+	}
 	if err := s.Delete(ctx(), key); err != nil {
 		t.Fatal(err)
 	}
@@ -942,4 +965,18 @@ func testStoreParts(t *testing.T, b store.Backend) {
 	if keys, err := b.Keys(ctx(), "p/", "", 10); err != nil || len(keys) != 0 {
 		t.Fatalf("parts left after Delete: %q, %v", keys, err)
 	}
+}
+
+// rewriteOnList runs rewrite once, as the first listing of parts begins.
+type rewriteOnList struct {
+	store.Backend
+	rewrite func()
+}
+
+func (r *rewriteOnList) List(ctx context.Context, prefix string) ([]store.Item, error) {
+	if f := r.rewrite; f != nil && strings.HasPrefix(prefix, "p/") {
+		r.rewrite = nil
+		f()
+	}
+	return r.Backend.List(ctx, prefix)
 }
