@@ -40,9 +40,10 @@ type ResidentInput struct {
 // a conversation past a bound has its older turns replaced by a summary
 // that a model activity writes (the spec's provider; SummaryModel, or the
 // spec's model), so that every request, and the conversation a
-// continue-as-new carries, stays bounded: by MaxBytes
-// (agent.DefaultCompactBytes when 0) plus one turn. A call whose own turn
-// would carry the conversation past MaxConversationBytes fails with
+// continue-as-new carries, stays bounded: by MaxBytes (half of
+// MaxConversationBytes when 0 or more than that) plus one turn. A call
+// whose own turn would carry the conversation past MaxConversationBytes
+// (one answer of more than half of it, or any with Off set) fails with
 // ErrTypeTooLarge and leaves the conversation as it was. A summary that
 // cannot be made fails the call with ErrTypeCompaction, the conversation
 // as it was; what a summary costs counts in the call's usage.
@@ -61,11 +62,20 @@ type Compaction struct {
 }
 
 // MaxConversationBytes bounds the conversation a resident carries over a
-// continue-as-new, well inside the server's 2 MB payload limit.
+// continue-as-new, well inside the server's 2 MB payload limit. Compaction
+// keeps a conversation under half of it (Compaction.MaxBytes is at most
+// that), so that one call's turn can never carry it past.
 const MaxConversationBytes = 1536 << 10
 
+// compactionChange names the workflow change that added compaction.
+const compactionChange = "deputy.compaction"
+
 func (c Compaction) core() agent.Compaction {
-	return agent.Compaction{MaxTokens: c.MaxTokens, MaxMessages: c.MaxMessages, MaxBytes: c.MaxBytes, KeepTurns: c.KeepTurns,
+	maxBytes := c.MaxBytes
+	if maxBytes <= 0 || maxBytes > MaxConversationBytes/2 {
+		maxBytes = MaxConversationBytes / 2
+	}
+	return agent.Compaction{MaxTokens: c.MaxTokens, MaxMessages: c.MaxMessages, MaxBytes: maxBytes, KeepTurns: c.KeepTurns,
 		SummaryModel: c.SummaryModel, SummaryPrompt: c.SummaryPrompt, MaxSummaryBytes: c.MaxSummaryBytes}
 }
 
@@ -136,9 +146,14 @@ func ResidentWorkflow(ctx workflow.Context, in ResidentInput) ([]provider.Messag
 			}
 			defer mu.Unlock()
 			turn++
-			prior, spent, err := compact(ctx, in.Spec, in.Compaction, conv)
-			if err != nil {
-				return RunOutput{Usage: spent}, err
+			prior, spent := conv, provider.Usage{}
+			// A resident started before compaction existed replays without
+			// the summary activities its history lacks.
+			if workflow.GetVersion(ctx, compactionChange, workflow.DefaultVersion, 1) == 1 {
+				var err error
+				if prior, spent, err = compact(ctx, in.Spec, in.Compaction, conv); err != nil {
+					return RunOutput{Usage: spent}, err
+				}
 			}
 			out, err := run(ctx, in.Spec, 0, prior, []provider.Message{provider.UserMessage(task)}, fmt.Sprintf("%s/t%d", id, turn))
 			out.Usage = out.Usage.Add(spent)
