@@ -113,7 +113,9 @@ func (d *durable) marked(app Appender) {
 // holds more than the conversation, which an *agent.React keeps bounded by
 // compacting it (see FromAgent: by default before
 // agent.DefaultCompactMessages messages or agent.DefaultCompactBytes bytes,
-// far inside store.DefaultMaxRecordBytes). A conversation stored whole by
+// far inside store.DefaultMaxRecordBytes; an agent built
+// WithoutCompaction whose conversation outgrows that bound fails at its
+// next whole write with store.ErrTooLarge). A conversation stored whole by
 // an earlier version is read, and stored in the new form by the next call.
 func WithStore(st *store.Store, key string) Option {
 	return usedBy(formAgent|formScoped,
