@@ -36,6 +36,12 @@ func echo() *script {
 }
 
 func ask(env *testsuite.TestWorkflowEnvironment, at time.Duration, id, task string, got map[string]string) {
+	askCounting(env, at, id, task, got, nil)
+}
+
+// askCounting asks as ask does, and keeps each answered call's usage in
+// usage when it is not nil.
+func askCounting(env *testsuite.TestWorkflowEnvironment, at time.Duration, id, task string, got map[string]string, usage map[string]provider.Usage) {
 	env.RegisterDelayedCallback(func() {
 		env.UpdateWorkflow(AskUpdate, id, &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { got[id] = "rejected: " + err.Error() },
@@ -46,6 +52,9 @@ func ask(env *testsuite.TestWorkflowEnvironment, at time.Duration, id, task stri
 					return
 				}
 				got[id] = v.(RunOutput).Answer
+				if usage != nil {
+					usage[id] = v.(RunOutput).Usage
+				}
 			},
 		}, task)
 	}, at)
@@ -153,19 +162,7 @@ func TestResidentCompactsItsConversation(t *testing.T) {
 		if i == 8 {
 			env.RegisterDelayedCallback(func() { failSummary.Store(true) }, at-time.Millisecond)
 		}
-		env.RegisterDelayedCallback(func() {
-			env.UpdateWorkflow(AskUpdate, id, &testsuite.TestUpdateCallback{
-				OnReject: func(err error) { got[id] = "rejected: " + err.Error() },
-				OnAccept: func() {},
-				OnComplete: func(v any, err error) {
-					if err != nil {
-						got[id] = "error: " + err.Error()
-						return
-					}
-					got[id], usage[id] = v.(RunOutput).Answer, v.(RunOutput).Usage
-				},
-			}, "q"+id)
-		}, at)
+		askCounting(env, at, id, "q"+id, got, usage)
 	}
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(CloseSignal, nil) }, 13*time.Second)
 	env.ExecuteWorkflow(ResidentWorkflowName, ResidentInput{Spec: Spec{Provider: "m", MaxAttempts: 1},
