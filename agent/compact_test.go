@@ -451,6 +451,21 @@ func TestMarkAndPartsFollowTheConversation(t *testing.T) {
 	if diff := cmp.Diff(r.History(), other.History()); diff != "" {
 		t.Fatalf("a snapshot and the part after it restore another conversation (-want +got):\n%s", diff)
 	}
+	// The same, a part at a time: the part added to what another holds.
+	third := newReact(t, m)
+	if err := third.Restore(base); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := third.Mark()
+	if err := third.AppendParts(part); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(r.History(), third.History()); diff != "" {
+		t.Fatalf("a part appended to its snapshot gives another conversation (-want +got):\n%s", diff)
+	}
+	if after, _ := third.Mark(); after != before {
+		t.Error("appending parts changed the epoch: a store would write the whole again")
+	}
 	if _, err := r.SnapshotFrom(len(r.History()) + 1); err == nil {
 		t.Error("SnapshotFrom past the end did not fail")
 	}

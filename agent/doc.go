@@ -39,8 +39,9 @@
 // needs: a second question builds on the first answer. History returns it,
 // Reset forgets it, WithHistoryLimit bounds it, Snapshot and Restore move
 // it through bytes (ErrBadSnapshot for bytes Snapshot did not make); Mark,
-// SnapshotFrom and RestoreParts move it a part at a time, so that a store
-// writes only what each run added.
+// SnapshotFrom, RestoreParts and AppendParts move it a part at a time, so
+// that a store writes only what each run added, and a process reads only
+// what another added.
 // Checkpoint puts the conversation back as it was; Hold, with its Turn,
 // lets a caller make several runs one logical call that no other run
 // interleaves with, and roll back its own runs alone. Input.Messages must be a conversation

@@ -99,30 +99,9 @@ func (r *React) Restore(data []byte) error { return r.RestoreParts(data) }
 // order: a Snapshot, then what SnapshotFrom returned after it. It checks
 // the whole as Restore does, and waits for a run in progress to end.
 func (r *React) RestoreParts(parts ...[]byte) error {
-	var msgs []provider.Message
-	for k, data := range parts {
-		part := "" // named only when there are several
-		if len(parts) > 1 {
-			part = "part " + strconv.Itoa(k) + ", "
-		}
-		var s snapshot
-		if err := json.Unmarshal(data, &s); err != nil {
-			return fmt.Errorf("%w: %s%v: pass what Snapshot returned", ErrBadSnapshot, part, err)
-		}
-		if s.Version != 1 && s.Version != snapshotVersion {
-			return fmt.Errorf("%w: version %d, want 1 or %d: pass what Snapshot returned", ErrBadSnapshot, s.Version, snapshotVersion)
-		}
-		for i, sm := range s.Messages {
-			m := provider.Message{Role: sm.Role, Content: sm.Content, ToolCallID: sm.ToolCallID, IsError: sm.IsError}
-			for j, c := range sm.ToolCalls {
-				args, err := c.arguments(s.Version)
-				if err != nil {
-					return fmt.Errorf("%w: %smessage %d, tool call %d: %v", ErrBadSnapshot, part, i, j, err)
-				}
-				m.ToolCalls = append(m.ToolCalls, provider.ToolCall{ID: c.ID, Name: c.Name, Arguments: args})
-			}
-			msgs = append(msgs, m)
-		}
+	msgs, err := decodeParts(parts)
+	if err != nil {
+		return err
 	}
 	if err := conversation.Check(msgs); err != nil {
 		return fmt.Errorf("%w: %v: pass only what Snapshot returned", ErrBadSnapshot, err)
@@ -133,6 +112,66 @@ func (r *React) RestoreParts(parts ...[]byte) error {
 	r.kept = kept{msgs: slices.Clip(msgs), bytes: msgsBytes(msgs), spare: true, epoch: r.newEpoch()}
 	r.mu.Unlock()
 	return nil
+}
+
+// AppendParts adds the messages of parts, as SnapshotFrom returned them,
+// at the end of the conversation: what another process added to a
+// conversation this one holds, read and checked at the cost of what was
+// added alone. The epoch stays as it was (Mark). It waits for a run in
+// progress to end.
+func (r *React) AppendParts(parts ...[]byte) error {
+	add, err := decodeParts(parts)
+	if err != nil {
+		return err
+	}
+	// The kept conversation leaves no call unanswered, so what is added
+	// must be a conversation a model accepts on its own.
+	if err := conversation.Check(add); err != nil {
+		return fmt.Errorf("%w: %v: pass only what SnapshotFrom returned", ErrBadSnapshot, err)
+	}
+	_ = r.turn.Acquire(context.Background(), 1)
+	defer r.turn.Release(1)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := r.kept
+	if !k.spare {
+		k.msgs = slices.Clone(k.msgs) // another may hold what lies past its end
+	}
+	k.msgs = append(k.msgs, add...)
+	k.bytes += msgsBytes(add)
+	k.spare = true
+	r.kept = k
+	return nil
+}
+
+// decodeParts decodes the messages of Snapshot's parts, in order.
+func decodeParts(parts [][]byte) ([]provider.Message, error) {
+	var msgs []provider.Message
+	for k, data := range parts {
+		part := "" // named only when there are several
+		if len(parts) > 1 {
+			part = "part " + strconv.Itoa(k) + ", "
+		}
+		var s snapshot
+		if err := json.Unmarshal(data, &s); err != nil {
+			return nil, fmt.Errorf("%w: %s%v: pass what Snapshot returned", ErrBadSnapshot, part, err)
+		}
+		if s.Version != 1 && s.Version != snapshotVersion {
+			return nil, fmt.Errorf("%w: version %d, want 1 or %d: pass what Snapshot returned", ErrBadSnapshot, s.Version, snapshotVersion)
+		}
+		for i, sm := range s.Messages {
+			m := provider.Message{Role: sm.Role, Content: sm.Content, ToolCallID: sm.ToolCallID, IsError: sm.IsError}
+			for j, c := range sm.ToolCalls {
+				args, err := c.arguments(s.Version)
+				if err != nil {
+					return nil, fmt.Errorf("%w: %smessage %d, tool call %d: %v", ErrBadSnapshot, part, i, j, err)
+				}
+				m.ToolCalls = append(m.ToolCalls, provider.ToolCall{ID: c.ID, Name: c.Name, Arguments: args})
+			}
+			msgs = append(msgs, m)
+		}
+	}
+	return msgs, nil
 }
 
 func (c snapCall) arguments(version int) (json.RawMessage, error) {

@@ -39,6 +39,9 @@ type Appender interface {
 	// RestoreParts replaces the conversation with the parts' messages, in
 	// order: a Snapshot, then what SnapshotFrom returned.
 	RestoreParts(parts ...[]byte) error
+	// AppendParts adds the parts' messages, as SnapshotFrom returned
+	// them, at the end of the conversation.
+	AppendParts(parts ...[]byte) error
 }
 
 // durable is a FromAgent tool's stored conversation, kept in parts
@@ -250,12 +253,8 @@ func (d *durable) load(ctx context.Context, name string, p Persistent) error {
 		case app == nil:
 			return p.Restore(parts[0])
 		case from > 0:
-			// Only parts were added: what the agent holds, then those.
-			cur, err := app.SnapshotFrom(0)
-			if err != nil {
-				return err
-			}
-			return app.RestoreParts(append([][]byte{cur}, parts...)...)
+			// Only parts were added to what the agent holds.
+			return app.AppendParts(parts...)
 		}
 		return app.RestoreParts(parts...)
 	})

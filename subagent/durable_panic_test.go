@@ -34,6 +34,14 @@ func (p *panicky) Restore(data []byte) error {
 	return p.React.Restore(data)
 }
 
+// AppendParts is how parts another process added come back.
+func (p *panicky) AppendParts(parts ...[]byte) error {
+	if p.restore.Load() {
+		panic("restore broke")
+	}
+	return p.React.AppendParts(parts...)
+}
+
 // RestoreParts is how a conversation stored in parts comes back.
 func (p *panicky) RestoreParts(parts ...[]byte) error {
 	if p.restore.Load() {
