@@ -53,7 +53,7 @@ func WithRegistry(reg *tool.Registry) Option {
 }
 
 // WithParallelism bounds how many tool calls of one model turn run at once
-// (default tool.DefaultParallelism). It sets the limit of the agent's
+// (by default there is no bound: tool.DefaultParallelism). It sets the limit of the agent's
 // registry, so with WithRegistry every agent sharing that registry gets it
 // too. n must be at least 1, and the agent must have tools (WithTools or
 // WithRegistry), in any order of the options.

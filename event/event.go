@@ -63,6 +63,11 @@ const (
 	SubagentStarted    Type = "SUBAGENT_STARTED"
 	SubagentFinished   Type = "SUBAGENT_FINISHED"
 	SubagentError      Type = "SUBAGENT_ERROR"
+	// Custom is AG-UI's CUSTOM event: Name says what it is, Value holds
+	// it. deputy emits it for what AG-UI has no event of its own for,
+	// such as a call waiting for admission (provider.AdmissionEvent) or
+	// work a limit refused.
+	Custom Type = "CUSTOM"
 )
 
 // RunLevel reports whether t describes a run as a whole. Such events never
@@ -127,6 +132,8 @@ type Event struct {
 	// answered the sub-agent's first request ("" when it made none),
 	// encoded inside "metadata" like Usage.
 	Model string `json:"model,omitempty"`
+	// Value, on CUSTOM, is the event's value as JSON.
+	Value json.RawMessage `json:"value,omitempty"`
 }
 
 // Sink receives events. Emit must be safe for concurrent use: the children of

@@ -40,6 +40,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 //	                     parentToolCallId, parentMessageId when set
 //	SUBAGENT_FINISHED    subagentRunId; result, outcome, metadata when set
 //	SUBAGENT_ERROR       subagentRunId, message; code, metadata when set
+//	CUSTOM               name, value (null when not set)
 //
 // after "type" and, when not zero, "timestamp" (integer milliseconds). Every
 // type but RUN_* and SUBAGENT_* ends with subagentRunId when it is set.
@@ -128,6 +129,14 @@ func (e Event) AppendJSON(dst []byte) ([]byte, error) {
 		b = field(b, "message", e.Message)
 		b = optField(b, "code", e.Code)
 		b, err = e.appendSpent(b)
+	case Custom:
+		b = field(b, "name", e.Name)
+		if len(e.Value) > 0 {
+			b, err = rawField(b, "value", e.Value)
+		} else {
+			b = append(b, `,"value":null`...)
+		}
+		b = optField(b, "subagentRunId", e.SubagentRunID)
 	default:
 		b, err = e.appendAll(b)
 	}

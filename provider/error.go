@@ -56,6 +56,9 @@ type Error struct {
 	Message string
 	// Err is the underlying error.
 	Err error
+	// RateLimit is what the provider said of its rate limits with the
+	// failure: for a 429, how long to wait (RetryAfter) and what is left.
+	RateLimit RateLimit
 }
 
 // Error describes the failure and what to do about it.

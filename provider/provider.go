@@ -154,6 +154,9 @@ type Response struct {
 	StopReason StopReason
 	// Model is the model that answered, as the provider reports it.
 	Model string
+	// RateLimit is what the provider said of its rate limits with this
+	// reply, on providers that say (provider/openai, provider/anthropic).
+	RateLimit RateLimit
 }
 
 // Provider is a language model behind a single call.

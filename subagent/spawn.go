@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -28,10 +29,11 @@ const (
 	// DefaultMaxSpawns bounds the children one parent run may start.
 	DefaultMaxSpawns = 8
 	// DefaultSpawnConcurrency bounds the children of one parent run
-	// running at once. It is the registry's bound on the calls of one turn
-	// (tool.DefaultParallelism), so that a turn spawning that many children
-	// runs them in one wave rather than in waves of a lower spawn bound.
-	DefaultSpawnConcurrency = tool.DefaultParallelism
+	// running at once: 0, no bound, like the registry's bound on the calls
+	// of one turn (tool.DefaultParallelism). The children's model calls
+	// wait for their provider's admission control instead
+	// (provider.Admission).
+	DefaultSpawnConcurrency = 0
 	// DefaultForkName is the agent name of a forked child.
 	DefaultForkName = "subagent"
 	// DefaultForkPrompt is the system prompt of a forked child.
@@ -186,13 +188,13 @@ func WithMaxSpawns(n int) SpawnOption {
 }
 
 // WithSpawnConcurrency bounds how many children of one parent run run at
-// once (default DefaultSpawnConcurrency); the others wait their turn. The
-// bound is per run, so that a child that spawns in turn never waits for a
-// slot its own parent holds. A background job holds its slot while it
-// runs. The parent's tool registry bounds the calls of one step too
-// (tool.Registry.SetParallelism, default tool.DefaultParallelism, the same
-// as this default): the lower bound wins, so raise both for a fan-out wider
-// than that. WithMaxSpawns bounds how many children a run starts in all.
+// once (by default there is no bound: DefaultSpawnConcurrency); the others
+// wait their turn. The bound is per run, so that a child that spawns in
+// turn never waits for a slot its own parent holds. A background job holds
+// its slot while it runs. A bound on the parent's tool registry
+// (tool.Registry.SetParallelism, agent.WithParallelism) bounds the calls of
+// one step too: the lower bound wins. WithMaxSpawns bounds how many
+// children a run starts in all.
 func WithSpawnConcurrency(n int) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if n < 1 {
@@ -343,7 +345,11 @@ type spawnRun struct {
 
 func (s *Spawner) state(ctx context.Context) *spawnRun {
 	return run.Local(ctx, s, func() any {
-		return &spawnRun{slots: semaphore.NewWeighted(int64(s.cfg.concurrency))}
+		n := int64(s.cfg.concurrency)
+		if n == 0 {
+			n = math.MaxInt64 // no bound
+		}
+		return &spawnRun{slots: semaphore.NewWeighted(n)}
 	}).(*spawnRun)
 }
 

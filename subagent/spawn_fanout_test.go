@@ -67,22 +67,26 @@ func TestSpawnFanoutBound(t *testing.T) {
 }
 
 // TestSpawnDefaultsRunAWideFanOutInOneWave checks that, with the default
-// bounds, a turn spawning tool.DefaultParallelism children runs them all at
-// once: the spawn bound does not cut the registry's fan-out into waves. A
-// wider turn still runs at most that many at once.
+// bounds, a turn spawning a thousand children runs them all at once:
+// neither the registry nor the spawn tool cuts a fan-out into waves. An
+// explicit bound still does.
 func TestSpawnDefaultsRunAWideFanOutInOneWave(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	for _, tc := range []struct {
-		n, wantMax int
-		wantWall   time.Duration
+		n, bound, wantMax int
+		wantWall          time.Duration
 	}{
-		{tool.DefaultParallelism, tool.DefaultParallelism, 10 * time.Millisecond},
-		{tool.DefaultParallelism + 1, tool.DefaultParallelism, 20 * time.Millisecond},
+		{1024, 0, 1024, 10 * time.Millisecond},
+		{65, 64, 64, 20 * time.Millisecond},
 	} {
 		t.Run(fmt.Sprintf("%d children", tc.n), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				p, most := slowSpawns(tc.n)
-				reg, _ := setup(t, p, false, []subagent.SpawnOption{subagent.WithMaxSpawns(tc.n)})
+				opts := []subagent.SpawnOption{subagent.WithMaxSpawns(tc.n)}
+				if tc.bound > 0 {
+					opts = append(opts, subagent.WithSpawnConcurrency(tc.bound))
+				}
+				reg, _ := setup(t, p, false, opts)
 				start := time.Now()
 				if _, err := lead(t, p, reg).Run(t.Context(), agent.Input{Text: "go"}); err != nil {
 					t.Fatal(err)

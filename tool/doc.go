@@ -37,7 +37,7 @@
 // # Registry
 //
 // NewRegistry holds a set of tools under unique names. Execute runs one
-// model turn's calls, in parallel up to DefaultParallelism, and returns
+// model turn's calls, all at once or up to SetParallelism's bound, and returns
 // their results in the order of the calls; a call to a name it does not
 // hold is answered with ErrUnknownTool's message. WithCallHook puts a
 // CallHook around every call a Registry runs under a context, for

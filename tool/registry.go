@@ -15,11 +15,13 @@ import (
 
 // Default limits of a Registry.
 const (
-	// DefaultParallelism is how many calls of one model turn run at once.
-	// It lets a wide fan-out (64 sub-agents in one turn) run in a single
-	// wave, while a runaway model asking for hundreds of calls still runs
-	// them 64 at a time.
-	DefaultParallelism = 64
+	// DefaultParallelism is how many calls of one model turn run at once:
+	// 0, no bound. Every call of a turn starts together, so that a fan-out
+	// of a thousand sub-agents runs as one wave; what bounds the work is
+	// what it calls, such as the admission control of the provider the
+	// sub-agents share (provider.Admission), which lets through as many
+	// model calls as the provider takes. SetParallelism sets a bound.
+	DefaultParallelism = 0
 	// DefaultMaxArgsBytes bounds the size of one call's arguments.
 	DefaultMaxArgsBytes = 1 << 20
 )
@@ -109,8 +111,8 @@ func (r *Registry) Remove(name string) bool {
 	return true
 }
 
-// SetParallelism bounds how many calls of one turn run at once (default
-// DefaultParallelism). n must be at least 1.
+// SetParallelism bounds how many calls of one turn run at once (by
+// default there is no bound: DefaultParallelism). n must be at least 1.
 func (r *Registry) SetParallelism(n int) error {
 	if n < 1 {
 		return fmt.Errorf("tool: parallelism %d: use 1 or more", n)
@@ -216,7 +218,8 @@ func available(ctx context.Context, t Tool) bool {
 	return !ok || c.Available(ctx)
 }
 
-// Execute runs calls, at most the registry's parallelism at a time, and
+// Execute runs calls, all at once or at most the registry's parallelism
+// at a time, and
 // returns one Result per call in call order.
 //
 // Correctable failures — an unknown or unavailable tool, arguments that are
@@ -241,7 +244,9 @@ func (r *Registry) Execute(ctx context.Context, calls []Call) ([]Result, error) 
 	}
 	limit, _ := r.limits()
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(limit)
+	if limit > 0 {
+		g.SetLimit(limit)
+	}
 	// A call that asks for outside input does not stop its siblings: they
 	// finish, and every interrupt of the turn is returned together.
 	asked := &interruptSet{got: make([]*Interrupted, len(calls))}

@@ -119,6 +119,7 @@ type Provider struct {
 	noFormat  bool // WithoutOutputFormat
 	noCache   bool // WithoutPromptCaching
 	limits    adapter.Limits
+	admission *provider.Admission // nil: WithoutAdmission
 }
 
 var (
@@ -142,6 +143,8 @@ type config struct {
 	noCache        bool
 	requestOptions []option.RequestOption
 	limits         adapter.Limits
+	admission      *provider.Admission
+	noAdmission    bool
 }
 
 // WithAPIKey sets the API key, overriding the credentials the SDK would find
@@ -180,10 +183,35 @@ func WithModel(name string) Option {
 	}
 }
 
+// WithAdmission makes the provider's calls through a, shared with the
+// other providers given it: give one Admission to every provider of a
+// process that calls the same account, so that they keep to its limits
+// together. a must not be nil; WithoutAdmission turns admission off.
+func WithAdmission(a *provider.Admission) Option {
+	return func(c *config) error {
+		if a == nil {
+			return errors.New("WithAdmission(nil): pass an Admission (provider.NewAdmission), or WithoutAdmission to turn admission control off")
+		}
+		c.admission = a
+		return nil
+	}
+}
+
+// WithoutAdmission turns admission control off: calls go as soon as they
+// are made, and the SDK's own retry loop (WithMaxRetries) retries rate
+// limits, overloads and failures.
+func WithoutAdmission() Option {
+	return func(c *config) error { c.noAdmission = true; return nil }
+}
+
 // WithMaxRetries sets how many times the SDK retries a request that failed
 // with a connection error, 408, 409, 429 or 5xx (529 included), honouring the
-// server's retry-after headers. Zero disables retries; the SDK's default is
-// 2. n must not be negative.
+// server's retry-after headers. Zero disables retries. n must not be
+// negative. Under admission control (the default) the SDK does not retry,
+// so that two loops do not both retry: n is then the retries of the
+// provider's own Admission (default provider.DefaultAdmissionRetries); an
+// Admission given with WithAdmission has its own (provider.WithRetries).
+// WithoutAdmission, n is the SDK's (default 2).
 func WithMaxRetries(n int) Option {
 	return func(c *config) error {
 		if n < 0 {
@@ -279,8 +307,25 @@ func New(opts ...Option) (*Provider, error) {
 		model = *c.model
 	}
 
-	if c.maxRetries != nil {
-		ro = append(ro, option.WithMaxRetries(*c.maxRetries))
+	adm := c.admission
+	switch {
+	case c.noAdmission && adm != nil:
+		return nil, errors.New("anthropic: WithAdmission and WithoutAdmission both given: keep one")
+	case c.noAdmission:
+		if c.maxRetries != nil {
+			ro = append(ro, option.WithMaxRetries(*c.maxRetries))
+		}
+	case c.maxRetries != nil && adm != nil:
+		return nil, errors.New("anthropic: WithMaxRetries and WithAdmission both given: set the retries on the Admission (provider.WithRetries)")
+	default:
+		if adm == nil {
+			var ao []provider.AdmissionOption
+			if c.maxRetries != nil {
+				ao = append(ao, provider.WithRetries(*c.maxRetries))
+			}
+			adm, _ = provider.NewAdmission(ao...)
+		}
+		ro = append(ro, option.WithMaxRetries(0))
 	}
 	// The body cap sits in the transport: the SDK takes any middleware for
 	// one that authenticates, and would then send a request without a key.
@@ -295,6 +340,7 @@ func New(opts ...Option) (*Provider, error) {
 		noFormat:  c.noFormat,
 		noCache:   c.noCache,
 		limits:    c.limits,
+		admission: adm,
 	}, nil
 }
 
@@ -308,8 +354,35 @@ func (p *Provider) Model() string { return p.model }
 // BaseURL returns the URL of the server the provider talks to.
 func (p *Provider) BaseURL() string { return p.baseURL }
 
-// Complete sends req to the Messages API and returns the model's reply.
+// Admission returns the provider's admission control, or nil
+// WithoutAdmission.
+func (p *Provider) Admission() *provider.Admission { return p.admission }
+
+// Complete sends req to the Messages API, once admission control lets it
+// go, and returns the model's reply.
 func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
+	if p.admission != nil {
+		if req.Model == "" {
+			req.Model = p.model
+		}
+		return p.admission.Call(ctx, req, nil, p.call)
+	}
+	return p.complete(ctx, req)
+}
+
+// call makes one call, streamed when onDelta is set.
+func (p *Provider) call(ctx context.Context, req provider.Request, onDelta func(provider.Delta) error) (provider.Response, error) {
+	if onDelta == nil {
+		return p.complete(ctx, req)
+	}
+	params, err := p.params(req)
+	if err != nil {
+		return provider.Response{}, err
+	}
+	return p.stream(ctx, params, onDelta)
+}
+
+func (p *Provider) complete(ctx context.Context, req provider.Request) (provider.Response, error) {
 	params, err := p.params(req)
 	if err != nil {
 		return provider.Response{}, err
@@ -328,12 +401,23 @@ func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider
 	if err != nil {
 		return provider.Response{}, failure(ctx, err, httpResp)
 	}
-	return decodeMessage(raw, statusOf(httpResp), p.limits)
+	resp, err := decodeMessage(raw, statusOf(httpResp), p.limits)
+	resp.RateLimit = adapter.RateLimit(httpResp)
+	return resp, err
 }
 
 // Stream sends req to the Messages API with streaming on, passes the reply
 // to onDelta as it arrives, and returns it assembled, as Complete does.
 func (p *Provider) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta) error) (provider.Response, error) {
+	if p.admission != nil {
+		if req.Model == "" {
+			req.Model = p.model
+		}
+		if onDelta == nil {
+			onDelta = func(provider.Delta) error { return nil }
+		}
+		return p.admission.Call(ctx, req, onDelta, p.call)
+	}
 	params, err := p.params(req)
 	if err != nil {
 		return provider.Response{}, err

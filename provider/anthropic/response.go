@@ -106,7 +106,15 @@ func failure(ctx context.Context, err error, httpResp *http.Response) error {
 	}
 	var aerr *ant.Error
 	if errors.As(err, &aerr) {
-		return &provider.Error{Provider: Name, StatusCode: aerr.StatusCode, Kind: kindOf(aerr), Message: aerr.Message, Err: err}
+		if httpResp == nil {
+			httpResp = aerr.Response
+		}
+		kind := kindOf(aerr)
+		rl := adapter.RateLimit(httpResp)
+		if kind == provider.KindRateLimit && rl.RetryAfter == 0 {
+			rl.RetryAfter = adapter.RetryHint(aerr.Message)
+		}
+		return &provider.Error{Provider: Name, StatusCode: aerr.StatusCode, Kind: kind, Message: aerr.Message, Err: err, RateLimit: rl}
 	}
 	if strings.HasPrefix(err.Error(), "no Anthropic credentials found") {
 		return &provider.Error{Provider: Name, Kind: provider.KindAuth, Message: "no API key: set ANTHROPIC_API_KEY or pass anthropic.WithAPIKey", Err: err}

@@ -61,7 +61,9 @@ func (p *Provider) stream(ctx context.Context, params ant.MessageNewParams, onDe
 		return provider.Response{}, adapter.Incomplete(Name, statusOf(httpResp))
 	}
 	a.r.text = a.text.String()
-	return a.r.response(), nil
+	resp := a.r.response()
+	resp.RateLimit = adapter.RateLimit(httpResp)
+	return resp, nil
 }
 
 // assembly builds a reply from stream events in time and memory linear in

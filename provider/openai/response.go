@@ -131,7 +131,14 @@ func failure(ctx context.Context, err error, httpResp *http.Response) error {
 				kind = provider.KindContextWindow
 			}
 		}
-		return &provider.Error{Provider: Name, StatusCode: aerr.StatusCode, Kind: kind, Message: aerr.Message, Err: err}
+		if httpResp == nil {
+			httpResp = aerr.Response
+		}
+		rl := adapter.RateLimit(httpResp)
+		if kind == provider.KindRateLimit && rl.RetryAfter == 0 {
+			rl.RetryAfter = adapter.RetryHint(aerr.Message)
+		}
+		return &provider.Error{Provider: Name, StatusCode: aerr.StatusCode, Kind: kind, Message: aerr.Message, Err: err, RateLimit: rl}
 	}
 	var serr *ssestream.StreamError
 	if errors.As(err, &serr) {

@@ -64,7 +64,9 @@ func (p *Provider) stream(ctx context.Context, params oai.ChatCompletionNewParam
 		// The body ended without a finish reason: the connection was cut.
 		return provider.Response{}, adapter.Incomplete(Name, statusOf(httpResp))
 	}
-	return a.response(), nil
+	resp := a.response()
+	resp.RateLimit = adapter.RateLimit(httpResp)
+	return resp, nil
 }
 
 // assembly builds a reply from stream chunks in time and memory linear in

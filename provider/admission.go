@@ -1,0 +1,515 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/deputy-go/deputy/event"
+)
+
+// Defaults of an Admission.
+const (
+	// DefaultAdmissionRetries is how many times Admission retries a call
+	// that failed with a rate limit or a transient error.
+	DefaultAdmissionRetries = 8
+	// DefaultInitialInFlight is how many calls to a model Admission lets
+	// run at once before it knows anything of the model's limits; the
+	// bound then grows by one with each call that succeeds, doubling each
+	// round trip, until the provider first says it is overloaded.
+	DefaultInitialInFlight = 16
+	// DefaultMaxInFlight bounds the calls to one model run at once when
+	// no Limits.InFlight says otherwise.
+	DefaultMaxInFlight = 4096
+	// maxBackoff caps one wait before a retry that no Retry-After sets.
+	maxBackoff = 30 * time.Second
+	// maxRetryAfter caps what a provider may ask a caller to wait.
+	maxRetryAfter = 10 * time.Minute
+)
+
+// AdmissionEvent is the name of the AG-UI CUSTOM event Admission emits
+// when a call has to wait for admission ("queued") and when it goes
+// ("admitted"); its value is a JSON object with "state", "model",
+// "reason" (queued: "rate limit", "in flight" or "backoff") and
+// "waitedMs" (admitted).
+const AdmissionEvent = "deputy.admission"
+
+// Limits bound the calls to one model. A zero field means no bound of that
+// kind is given: Admission then learns it from what the provider says.
+type Limits struct {
+	// RequestsPerMinute bounds requests started a minute.
+	RequestsPerMinute int
+	// TokensPerMinute bounds tokens a minute: the request's estimate
+	// (about four bytes a token, plus its MaxTokens) is taken when it goes
+	// and corrected to what it used when it ends.
+	TokensPerMinute int
+	// InFlight bounds the calls run at once.
+	InFlight int
+}
+
+// Admission is admission control for the models of one provider: every
+// call waits until the model's limits let it go, instead of failing with a
+// rate limit. Give one Admission to every agent of a process that calls
+// the same provider account (the real providers make one each unless
+// given one: openai.WithAdmission, anthropic.WithAdmission), and a whole
+// delegation tree, or several, runs as fast as the provider allows.
+//
+// Per model it keeps requests a minute, tokens a minute and calls in
+// flight. Each is what Limits set, or what the provider said (RateLimit:
+// its rate-limit headers and Retry-After), whichever is lower. The bound
+// on calls in flight adapts: it grows by one per round trip while calls
+// succeed and halves when the provider answers 429 or says it is
+// overloaded. A call the provider refused for a rate limit, or that failed
+// in a way a retry may mend, is tried again (WithRetries) after the wait
+// the provider asked for, or a jittered backoff; a streamed call is not
+// tried again once part of its reply has reached the caller. A call waits
+// for as long as its context lives; while it waits, the context's event
+// sink gets AdmissionEvent events.
+//
+// An Admission is safe for concurrent use. The zero value is not usable:
+// make one with NewAdmission.
+type Admission struct {
+	retries  int
+	mu       sync.RWMutex
+	configed map[string]Limits // by model; "" for every other
+	gates    map[string]*gate
+}
+
+// AdmissionOption configures NewAdmission.
+type AdmissionOption func(*Admission) error
+
+// WithLimits sets the limits of model, or of every model not named by
+// another WithLimits when model is "".
+func WithLimits(model string, l Limits) AdmissionOption {
+	return func(a *Admission) error {
+		if l.RequestsPerMinute < 0 || l.TokensPerMinute < 0 || l.InFlight < 0 {
+			return fmt.Errorf("provider: WithLimits(%q, %+v): a limit cannot be negative; give 0 to learn it from the provider", model, l)
+		}
+		a.configed[model] = l
+		return nil
+	}
+}
+
+// WithRetries sets how many times a call is tried again after a rate limit
+// or a failure a retry may mend (default DefaultAdmissionRetries); 0 tries
+// each call once.
+func WithRetries(n int) AdmissionOption {
+	return func(a *Admission) error {
+		if n < 0 {
+			return fmt.Errorf("provider: WithRetries(%d): the count cannot be negative; give 0 to try each call once", n)
+		}
+		a.retries = n
+		return nil
+	}
+}
+
+// NewAdmission returns admission control configured by opts.
+func NewAdmission(opts ...AdmissionOption) (*Admission, error) {
+	a := &Admission{retries: DefaultAdmissionRetries, configed: map[string]Limits{}, gates: map[string]*gate{}}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(a); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// StreamFunc makes one call of a provider, streamed when onDelta is not
+// nil: Streamer.Stream's shape, which Complete has with a nil onDelta.
+type StreamFunc func(ctx context.Context, req Request, onDelta func(Delta) error) (Response, error)
+
+// Call makes the call call(ctx, req, onDelta) once admission lets it go,
+// learns from its reply or failure what the provider said of its limits,
+// and tries it again as the Admission says. req.Model picks the model's
+// limits: a provider that fills in a default model passes req with it
+// set. Call returns the last reply or failure, or an error wrapping
+// ctx.Err() when ctx ends while the call waits.
+func (a *Admission) Call(ctx context.Context, req Request, onDelta func(Delta) error, call StreamFunc) (Response, error) {
+	g := a.gate(req.Model)
+	var est int64
+	for attempt := 0; ; attempt++ {
+		if g.tokensKnown() && est == 0 {
+			est = estimateTokens(&req)
+		}
+		tk, err := g.acquire(ctx, req.Model, est)
+		if err != nil {
+			return Response{}, err
+		}
+		var resp Response
+		delivered := false
+		if onDelta != nil {
+			resp, err = call(ctx, req, func(d Delta) error { delivered = true; return onDelta(d) })
+		} else {
+			resp, err = call(ctx, req, nil)
+		}
+		var perr *Error
+		failed := err != nil && errors.As(err, &perr)
+		g.release(tk, &resp, perr, failed)
+		if err == nil || !failed || delivered || attempt >= a.retries || !perr.Retryable() || ctx.Err() != nil {
+			return resp, err
+		}
+		if !overload(perr) {
+			// A transient failure that says nothing of load: back off this
+			// call alone.
+			if err := sleep(ctx, backoff(attempt)); err != nil {
+				return Response{}, fmt.Errorf("waiting to retry after %v: %w", perr, err)
+			}
+		}
+	}
+}
+
+// Admit returns p with each of its calls made through a, keeping what p
+// can do (Streamer, Namer), for a provider that does not take an
+// Admission of its own.
+func Admit(p Provider, a *Admission) Provider {
+	call := func(ctx context.Context, req Request, onDelta func(Delta) error) (Response, error) {
+		if onDelta != nil {
+			return p.(Streamer).Stream(ctx, req, onDelta)
+		}
+		return p.Complete(ctx, req)
+	}
+	w := admitted{wrapped: wrapped{p: p}, a: a, call: call}
+	if _, ok := p.(Streamer); ok {
+		return streamingAdmitted{w}
+	}
+	return w
+}
+
+type admitted struct {
+	wrapped
+	a    *Admission
+	call StreamFunc
+}
+
+func (w admitted) Complete(ctx context.Context, req Request) (Response, error) {
+	return w.a.Call(ctx, req, nil, w.call)
+}
+
+type streamingAdmitted struct{ admitted }
+
+func (w streamingAdmitted) Stream(ctx context.Context, req Request, onDelta func(Delta) error) (Response, error) {
+	if onDelta == nil {
+		onDelta = func(Delta) error { return nil }
+	}
+	return w.a.Call(ctx, req, onDelta, w.call)
+}
+
+// gate returns the gate of model, making it on first use.
+func (a *Admission) gate(model string) *gate {
+	a.mu.RLock()
+	g := a.gates[model]
+	a.mu.RUnlock()
+	if g != nil {
+		return g
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if g = a.gates[model]; g == nil {
+		l, ok := a.configed[model]
+		if !ok {
+			l = a.configed[""]
+		}
+		g = newGate(l)
+		a.gates[model] = g
+	}
+	return g
+}
+
+// gate is the admission state of one model.
+type gate struct {
+	mu       sync.Mutex
+	limits   Limits // as configured
+	inflight int
+	window   float64 // adaptive bound on inflight
+	ceiling  float64 // what window may grow to
+	ssthresh float64 // window below which it doubles each round trip
+	epoch    uint64  // counts decreases; a call admitted before one does not decrease again
+	strikes  int     // rate limits in a row, for the backoff when no Retry-After says
+	requests bucket
+	tokens   bucket
+	paused   time.Time // no call goes before
+	wake     chan struct{}
+	waiters  int
+	tokKnown atomic.Bool // tokens.cap > 0, read without the lock
+}
+
+// bucket is a per-minute allowance that refills continuously.
+type bucket struct {
+	cap, avail float64 // cap 0: no bound known
+	configured float64
+	last       time.Time
+}
+
+func (b *bucket) refill(now time.Time) {
+	if b.cap == 0 {
+		return
+	}
+	if !b.last.IsZero() {
+		b.avail = min(b.cap, b.avail+now.Sub(b.last).Seconds()*b.cap/60)
+	}
+	b.last = now
+}
+
+// need returns how long until n can be taken (0: now).
+func (b *bucket) need(n float64) time.Duration {
+	if b.cap == 0 {
+		return 0
+	}
+	n = min(n, b.cap) // a request larger than the whole allowance goes when it is full
+	if b.avail >= n {
+		return 0
+	}
+	return time.Duration((n - b.avail) / (b.cap / 60) * float64(time.Second))
+}
+
+// learn takes what the provider said: its limit a minute, and what is
+// left of it now.
+func (b *bucket) learn(now time.Time, limit, remaining int64) {
+	if limit <= 0 {
+		return
+	}
+	c := float64(limit)
+	if b.configured > 0 {
+		c = min(c, b.configured)
+	}
+	if b.cap == 0 {
+		b.avail, b.last = c, now
+	}
+	b.refill(now)
+	b.cap = c
+	b.avail = min(b.avail, float64(max(remaining, 0)))
+}
+
+func newGate(l Limits) *gate {
+	g := &gate{limits: l, window: DefaultInitialInFlight, ceiling: DefaultMaxInFlight, ssthresh: math.Inf(1), wake: make(chan struct{})}
+	if l.InFlight > 0 {
+		g.ceiling = float64(l.InFlight)
+		g.window = min(g.window, g.ceiling)
+		if l.RequestsPerMinute == 0 && l.TokensPerMinute == 0 {
+			g.window = g.ceiling // the user said how many: no need to find out
+		}
+	}
+	if l.RequestsPerMinute > 0 {
+		g.requests = bucket{cap: float64(l.RequestsPerMinute), avail: float64(l.RequestsPerMinute), configured: float64(l.RequestsPerMinute)}
+	}
+	if l.TokensPerMinute > 0 {
+		g.tokens = bucket{cap: float64(l.TokensPerMinute), avail: float64(l.TokensPerMinute), configured: float64(l.TokensPerMinute)}
+		g.tokKnown.Store(true)
+	}
+	return g
+}
+
+func (g *gate) tokensKnown() bool { return g.tokKnown.Load() }
+
+// ticket is one admitted call.
+type ticket struct {
+	epoch  uint64
+	tokens float64
+}
+
+// acquire waits until a call of est tokens may go, and counts it in.
+func (g *gate) acquire(ctx context.Context, model string, est int64) (ticket, error) {
+	var (
+		queued time.Time
+		timer  *time.Timer
+	)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		g.mu.Lock()
+		wait, reason := g.blocked(est)
+		if reason == "" {
+			g.inflight++
+			tk := ticket{epoch: g.epoch, tokens: float64(est)}
+			if g.requests.cap > 0 {
+				g.requests.avail--
+			}
+			if g.tokens.cap > 0 {
+				g.tokens.avail -= float64(est)
+			}
+			g.mu.Unlock()
+			if !queued.IsZero() {
+				admissionEvent(ctx, model, "admitted", "", time.Since(queued))
+			}
+			return tk, nil
+		}
+		wake := g.wake
+		g.waiters++
+		g.mu.Unlock()
+		if queued.IsZero() {
+			queued = time.Now()
+			admissionEvent(ctx, model, "queued", reason, 0)
+		}
+		var tc <-chan time.Time
+		if wait > 0 {
+			wait += rand.N(wait/8 + time.Millisecond) // spread the callers a pause released together
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			tc = timer.C
+		}
+		var err error
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-wake:
+		case <-tc:
+		}
+		g.mu.Lock()
+		g.waiters--
+		g.mu.Unlock()
+		if err != nil {
+			return ticket{}, fmt.Errorf("waiting for admission to model %q: %w", model, err)
+		}
+	}
+}
+
+// blocked says whether a call of est tokens must wait, why, and for how
+// long (0: until a call ends). Called with g.mu held.
+func (g *gate) blocked(est int64) (time.Duration, string) {
+	if g.requests.cap == 0 && g.tokens.cap == 0 && g.paused.IsZero() {
+		if float64(g.inflight) >= g.window {
+			return 0, "in flight"
+		}
+		return 0, ""
+	}
+	now := time.Now()
+	if now.Before(g.paused) {
+		return g.paused.Sub(now), "backoff"
+	}
+	if float64(g.inflight) >= g.window {
+		return 0, "in flight"
+	}
+	g.requests.refill(now)
+	g.tokens.refill(now)
+	if d := max(g.requests.need(1), g.tokens.need(float64(est))); d > 0 {
+		return d, "rate limit"
+	}
+	return 0, ""
+}
+
+// release counts a call out and learns from how it ended: resp when it
+// succeeded, perr when it failed as the provider said (failed).
+func (g *gate) release(tk ticket, resp *Response, perr *Error, failed bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.inflight--
+	var rl RateLimit
+	if failed {
+		rl = perr.RateLimit
+	} else {
+		rl = resp.RateLimit
+	}
+	if !rl.IsZero() || g.tokens.cap > 0 {
+		now := time.Now()
+		g.requests.learn(now, rl.Requests, rl.RequestsRemaining)
+		g.tokens.learn(now, rl.Tokens, rl.TokensRemaining)
+		if g.tokens.cap > 0 {
+			g.tokKnown.Store(true)
+			if !failed && tk.tokens > 0 {
+				// Correct the estimate to what the call used.
+				g.tokens.avail = min(g.tokens.cap, g.tokens.avail+tk.tokens-float64(resp.Usage.Tokens()))
+			}
+		}
+	}
+	switch {
+	case failed && overload(perr):
+		if tk.epoch == g.epoch {
+			g.epoch++
+			g.ssthresh = max(1, math.Floor(g.window/2))
+			g.window = g.ssthresh
+		}
+		g.strikes++
+		wait := min(rl.RetryAfter, maxRetryAfter)
+		if wait <= 0 {
+			wait = backoff(g.strikes - 1)
+		}
+		if until := time.Now().Add(wait); until.After(g.paused) {
+			g.paused = until
+		}
+	case !failed:
+		g.strikes = 0
+		if g.window < g.ssthresh {
+			g.window++
+		} else {
+			g.window += 1 / g.window
+		}
+		g.window = min(g.window, g.ceiling)
+	}
+	if g.waiters > 0 {
+		close(g.wake)
+		g.wake = make(chan struct{})
+	}
+}
+
+// overload reports whether a failure says the provider is over its limits
+// or its capacity: a 429, a 503 or Anthropic's 529.
+func overload(e *Error) bool {
+	return e.Kind == KindRateLimit || e.StatusCode == 503 || e.StatusCode == 529
+}
+
+// backoff is the wait before retry number attempt (from 0) that no
+// Retry-After sets: full jitter over an exponential bound.
+func backoff(attempt int) time.Duration {
+	bound := min(maxBackoff, 500*time.Millisecond<<min(attempt, 16))
+	return bound/2 + rand.N(bound/2+1)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// estimateTokens guesses the tokens a request takes of a per-minute
+// allowance: about four bytes a token of what it sends, and the reply's
+// bound.
+func estimateTokens(req *Request) int64 {
+	n := len(req.System)
+	for i := range req.Messages {
+		m := &req.Messages[i]
+		n += len(m.Content) + 8
+		for j := range m.ToolCalls {
+			n += len(m.ToolCalls[j].Name) + len(m.ToolCalls[j].Arguments)
+		}
+	}
+	for i := range req.Tools {
+		n += len(req.Tools[i].Name) + len(req.Tools[i].Description) + len(req.Tools[i].Parameters)
+	}
+	return int64(n/4+1) + int64(max(req.MaxTokens, 0))
+}
+
+func admissionEvent(ctx context.Context, model, state, reason string, waited time.Duration) {
+	em := event.From(ctx)
+	if !em.Enabled() {
+		return
+	}
+	v := map[string]any{"state": state, "model": model}
+	if reason != "" {
+		v["reason"] = reason
+	}
+	if state == "admitted" {
+		v["waitedMs"] = waited.Milliseconds()
+	}
+	b, _ := json.Marshal(v)
+	em.Emit(event.Event{Type: event.Custom, Name: AdmissionEvent, Value: b})
+}
