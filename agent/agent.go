@@ -52,6 +52,14 @@ type Output struct {
 	// Compactions is how many times the run compacted the conversation
 	// the agent keeps (see Compaction).
 	Compactions int
+	// Queued is how many model calls of the run, its sub-agents'
+	// included, waited for their provider's admission control before
+	// they went (provider.Response.Queued).
+	Queued int
+	// Refused is how many sub-agents the run's tools, and its sub-agents',
+	// refused to start for a limit: a spawn past subagent.WithMaxSpawns,
+	// a child with no token budget left.
+	Refused int
 }
 
 // TotalUsage returns Usage plus ChildUsage.

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"github.com/deputy-go/deputy/internal/ledger"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -9,6 +10,9 @@ import (
 // provider's name and the model that answered (the one asked for, when the
 // reply does not say).
 func (s *runState) account(req provider.Request, resp provider.Response) {
+	if resp.Queued > 0 {
+		run.Count(s.ctx, run.Queued)
+	}
 	if resp.Usage.IsZero() {
 		return
 	}

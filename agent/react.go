@@ -243,6 +243,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	// slice of their own rather than writing into the agent's.
 	out = Output{RunID: runID, Answer: answer, Messages: slices.Clip(s.msgs[s.start:]), Usage: s.usage, ChildUsage: s.child, Value: s.value,
 		Compactions: s.compactions}
+	out.Queued, out.Refused = run.Counts(ctx)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 			// Whatever else went wrong, the caller cancelled: say so first.

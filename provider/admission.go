@@ -135,36 +135,63 @@ type StreamFunc func(ctx context.Context, req Request, onDelta func(Delta) error
 // ctx.Err() when ctx ends while the call waits.
 func (a *Admission) Call(ctx context.Context, req Request, onDelta func(Delta) error, call StreamFunc) (Response, error) {
 	g := a.gate(req.Model)
-	var est int64
+	var (
+		est    int64
+		queued time.Duration
+	)
 	for attempt := 0; ; attempt++ {
 		if g.tokensKnown() && est == 0 {
 			est = estimateTokens(&req)
 		}
-		tk, err := g.acquire(ctx, req.Model, est)
+		tk, waited, err := g.acquire(ctx, req.Model, est)
+		queued += waited
 		if err != nil {
 			return Response{}, err
 		}
-		var resp Response
-		delivered := false
+		var (
+			resp      Response
+			delivered bool
+		)
 		if onDelta != nil {
-			resp, err = call(ctx, req, func(d Delta) error { delivered = true; return onDelta(d) })
+			resp, delivered, err = stream(ctx, req, onDelta, call)
 		} else {
 			resp, err = call(ctx, req, nil)
 		}
-		var perr *Error
-		failed := err != nil && errors.As(err, &perr)
+		perr, failed := asError(err)
 		g.release(tk, &resp, perr, failed)
 		if err == nil || !failed || delivered || attempt >= a.retries || !perr.Retryable() || ctx.Err() != nil {
+			if err == nil {
+				resp.Queued = queued
+			}
 			return resp, err
 		}
-		if !overload(perr) {
-			// A transient failure that says nothing of load: back off this
-			// call alone.
-			if err := sleep(ctx, backoff(attempt)); err != nil {
+		if perr.Kind != KindRateLimit && perr.RateLimit.RetryAfter == 0 {
+			// A failure that sets no shared pause: back off this call
+			// alone.
+			d := backoff(attempt)
+			queued += d
+			if err := sleep(ctx, d); err != nil {
 				return Response{}, fmt.Errorf("waiting to retry after %v: %w", perr, err)
 			}
 		}
 	}
+}
+
+// stream makes a streamed call and reports whether any of its reply
+// reached onDelta.
+func stream(ctx context.Context, req Request, onDelta func(Delta) error, call StreamFunc) (resp Response, delivered bool, err error) {
+	resp, err = call(ctx, req, func(d Delta) error { delivered = true; return onDelta(d) })
+	return resp, delivered, err
+}
+
+// asError returns the *Error in err's chain, if any.
+func asError(err error) (*Error, bool) {
+	if err == nil {
+		return nil, false
+	}
+	var perr *Error
+	ok := errors.As(err, &perr)
+	return perr, ok
 }
 
 // Admit returns p with each of its calls made through a, keeping what p
@@ -237,6 +264,12 @@ type gate struct {
 	requests bucket
 	tokens   bucket
 	paused   time.Time // no call goes before
+	// minute counts the calls that succeeded in each of the last 60
+	// seconds, so that a 429 that does not say the limit can be read as
+	// one of about as many requests a minute as went through.
+	minute   [60]int32
+	minSec   [60]int64
+	heard    bool // the provider has said its request limit
 	wake     chan struct{}
 	waiters  int
 	tokKnown atomic.Bool // tokens.cap > 0, read without the lock
@@ -317,7 +350,7 @@ type ticket struct {
 }
 
 // acquire waits until a call of est tokens may go, and counts it in.
-func (g *gate) acquire(ctx context.Context, model string, est int64) (ticket, error) {
+func (g *gate) acquire(ctx context.Context, model string, est int64) (ticket, time.Duration, error) {
 	var (
 		queued time.Time
 		timer  *time.Timer
@@ -340,10 +373,12 @@ func (g *gate) acquire(ctx context.Context, model string, est int64) (ticket, er
 				g.tokens.avail -= float64(est)
 			}
 			g.mu.Unlock()
+			var waited time.Duration
 			if !queued.IsZero() {
-				admissionEvent(ctx, model, "admitted", "", time.Since(queued))
+				waited = time.Since(queued)
+				admissionEvent(ctx, model, "admitted", "", waited)
 			}
-			return tk, nil
+			return tk, waited, nil
 		}
 		wake := g.wake
 		g.waiters++
@@ -373,7 +408,7 @@ func (g *gate) acquire(ctx context.Context, model string, est int64) (ticket, er
 		g.waiters--
 		g.mu.Unlock()
 		if err != nil {
-			return ticket{}, fmt.Errorf("waiting for admission to model %q: %w", model, err)
+			return ticket{}, 0, fmt.Errorf("waiting for admission to model %q: %w", model, err)
 		}
 	}
 }
@@ -426,22 +461,40 @@ func (g *gate) release(tk ticket, resp *Response, perr *Error, failed bool) {
 			}
 		}
 	}
+	if rl.Requests > 0 {
+		g.heard = true
+	}
 	switch {
 	case failed && overload(perr):
+		if perr.Kind == KindRateLimit && !g.heard {
+			g.inferRequests()
+		}
 		if tk.epoch == g.epoch {
 			g.epoch++
 			g.ssthresh = max(1, math.Floor(g.window/2))
 			g.window = g.ssthresh
 		}
-		g.strikes++
-		wait := min(rl.RetryAfter, maxRetryAfter)
-		if wait <= 0 {
-			wait = backoff(g.strikes - 1)
-		}
-		if until := time.Now().Add(wait); until.After(g.paused) {
-			g.paused = until
+		// A rate limit, or a provider that says how long to wait, pauses
+		// every call; an overload that says nothing only narrows the bound
+		// on calls in flight, and the call backs off alone.
+		if wait := min(rl.RetryAfter, maxRetryAfter); wait > 0 || perr.Kind == KindRateLimit {
+			g.strikes++
+			if wait <= 0 {
+				wait = backoff(g.strikes - 1)
+			}
+			if until := time.Now().Add(wait); until.After(g.paused) {
+				g.paused = until
+			}
 		}
 	case !failed:
+		if !g.heard {
+			sec := time.Now().Unix()
+			if i := sec % 60; g.minSec[i] != sec {
+				g.minSec[i], g.minute[i] = sec, 1
+			} else {
+				g.minute[i]++
+			}
+		}
 		g.strikes = 0
 		if g.window < g.ssthresh {
 			g.window++
@@ -453,6 +506,28 @@ func (g *gate) release(tk ticket, resp *Response, perr *Error, failed bool) {
 	if g.waiters > 0 {
 		close(g.wake)
 		g.wake = make(chan struct{})
+	}
+}
+
+// inferRequests takes a 429 from a provider that does not say its limits
+// as a limit of about as many requests a minute as went through in the
+// last one, and paces calls to that from now on. Called with g.mu held.
+func (g *gate) inferRequests() {
+	now := time.Now()
+	sec := now.Unix()
+	var n int32
+	for i := range g.minSec {
+		if sec-g.minSec[i] < 60 {
+			n += g.minute[i]
+		}
+	}
+	n = max(n, 1)
+	if g.requests.cap > 0 && float64(n) >= g.requests.cap {
+		return // the pace already set is no faster
+	}
+	g.requests = bucket{cap: float64(n), configured: g.requests.configured, last: now}
+	if g.requests.configured > 0 {
+		g.requests.cap = min(g.requests.cap, g.requests.configured)
 	}
 }
 

@@ -32,6 +32,16 @@
 // DefaultMaxTextBytes, DefaultMaxArgumentBytes and DefaultIdleTimeout,
 // each with an option of the provider's to change it.
 //
+// # Admission
+//
+// Admission is admission control for the models of one provider: a call
+// waits until the model's Limits (requests and tokens a minute, calls in
+// flight; given, or learned from the RateLimit a provider reports with its
+// replies and failures) let it go, and a rate-limited call is tried again
+// after the wait the provider asked for. The real providers go through one
+// of their own, or one given them; Admit puts one around any Provider.
+// While a call waits, the context's event sink gets AdmissionEvent events.
+//
 // # Prices
 //
 // A Price is what a model charges per token (input, output, and input read
@@ -46,6 +56,7 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"time"
 )
 
 // Role says who wrote a Message.
@@ -157,6 +168,10 @@ type Response struct {
 	// RateLimit is what the provider said of its rate limits with this
 	// reply, on providers that say (provider/openai, provider/anthropic).
 	RateLimit RateLimit
+	// Queued is how long the call waited for admission control
+	// (Admission) before it went, the waits before its retries included;
+	// zero when it went at once.
+	Queued time.Duration
 }
 
 // Provider is a language model behind a single call.

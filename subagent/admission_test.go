@@ -152,6 +152,9 @@ func TestFanoutAtProviderLimits(t *testing.T) {
 				if seen.queued == 0 || seen.queued != seen.admitted {
 					t.Errorf("%d children queued and %d admitted; want every queued one admitted, and some queued", seen.queued, seen.admitted)
 				}
+				if out.Queued != seen.queued {
+					t.Errorf("Output.Queued is %d, want %d: one per child that waited", out.Queued, seen.queued)
+				}
 				if out.ChildUsage.Requests != n {
 					t.Errorf("children made %d requests, want %d", out.ChildUsage.Requests, n)
 				}
@@ -221,4 +224,55 @@ func TestAdmissionWaitEndsWithContext(t *testing.T) {
 			t.Errorf("error %v does not wrap context.DeadlineExceeded", err)
 		}
 	})
+}
+
+// TestFanoutFindsAnUnannouncedLimit runs 256 children against servers
+// that do not announce their limits: one that answers 429 with only
+// Retry-After, and one that takes 20 calls at once and refuses more as
+// overloaded (503, 529), each answer taking a second. Admission finds each
+// edge by its adaptive bound and backoff: no child fails, and the
+// fan-out stays near what the limit imposes.
+func TestFanoutFindsAnUnannouncedLimit(t *testing.T) {
+	const n = 256
+	for _, tc := range []struct {
+		name     string
+		vendor   limitedserver.Vendor
+		rpm      int
+		set      func(*limitedserver.Server)
+		imposed  time.Duration
+		maxRatio float64
+		max429   int
+	}{
+		{"quiet 429 openai", limitedserver.OpenAI, 60, func(s *limitedserver.Server) { s.Quiet = true }, (n - 60) * time.Second, 1.15, 16},
+		{"quiet 429 anthropic", limitedserver.Anthropic, 60, func(s *limitedserver.Server) { s.Quiet = true }, (n - 60) * time.Second, 1.15, 16},
+		{"overload openai", limitedserver.OpenAI, 1_000_000, func(s *limitedserver.Server) { s.MaxInFlight, s.Latency = 20, time.Second }, n / 20 * time.Second, 1.3, 0},
+		{"overload anthropic", limitedserver.Anthropic, 1_000_000, func(s *limitedserver.Server) { s.MaxInFlight, s.Latency = 20, time.Second }, n / 20 * time.Second, 1.3, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := limitedserver.New(tc.vendor, tc.rpm, 1_000_000_000)
+				tc.set(srv)
+				a := fanout(t, n, limitedProvider(t, tc.vendor, srv, nil))
+				start := time.Now()
+				out, err := a.Run(t.Context(), agent.Input{Text: "Do all parts."})
+				took := time.Since(start)
+				if err != nil {
+					t.Fatal(err)
+				}
+				failed, answered := failedChildren(out)
+				served, refused, _ := srv.Counts()
+				t.Logf("%s: %v (the limit imposes %v, %.3f×); %d served, %d refused with 429, %d as overloaded",
+					tc.name, took, tc.imposed, float64(took)/float64(tc.imposed), served, refused, srv.Overloaded())
+				if failed != 0 || answered != n {
+					t.Errorf("%d of %d children failed; want none", failed, answered)
+				}
+				if float64(took) > tc.maxRatio*float64(tc.imposed) {
+					t.Errorf("took %v, more than %.2f × the %v the limit imposes", took, tc.maxRatio, tc.imposed)
+				}
+				if refused > tc.max429 {
+					t.Errorf("%d refused with 429, want at most %d", refused, tc.max429)
+				}
+			})
+		})
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/internal/textcap"
 	"github.com/deputy-go/deputy/internal/toolcall"
@@ -469,14 +470,32 @@ func (s *Spawner) plan(ctx context.Context, callID string, a spawnArgs, check *c
 		}
 		sc.member = &target{t: m, args: args, in: in}
 	} else if left, limited := run.TokensLeft(ctx); limited && left == 0 {
-		return nil, errNoBudget()
+		return nil, refuse(ctx, callID, "no_budget", errNoBudget())
 	}
 	sc.st = s.state(ctx)
 	if n := sc.st.spawns.Add(1); n > int64(s.cfg.maxSpawns) {
-		return nil, tool.Correctable(fmt.Errorf("%w: this run has started its %d sub-agents: do the rest directly, or combine tasks",
-			ErrMaxSpawns, s.cfg.maxSpawns))
+		return nil, refuse(ctx, callID, "max_spawns", tool.Correctable(fmt.Errorf("%w: this run has started its %d sub-agents: do the rest directly, or combine tasks",
+			ErrMaxSpawns, s.cfg.maxSpawns)))
 	}
 	return sc, nil
+}
+
+// RefusedEvent is the name of the AG-UI CUSTOM event the spawn tool emits
+// when a limit refuses a sub-agent; its value is a JSON object with
+// "reason" ("max_spawns" or "no_budget"), "toolCallId" (the spawn call
+// refused) and "message" (what the model is told). The refusal is counted
+// in the run's agent.Output.Refused too.
+const RefusedEvent = "deputy.refused"
+
+// refuse reports a sub-agent a limit refused, as an event and in the run's
+// count, and returns err, the error the model reads.
+func refuse(ctx context.Context, callID, reason string, err error) error {
+	run.Count(ctx, run.Refused)
+	if em := event.From(ctx); em.Enabled() {
+		v, _ := json.Marshal(map[string]string{"reason": reason, "toolCallId": callID, "message": err.Error()})
+		em.Emit(event.Event{Type: event.Custom, Name: RefusedEvent, Value: v})
+	}
+	return err
 }
 
 // who is the sub-agent the call runs, as a job names it: the member, or
@@ -551,7 +570,7 @@ func (sc *spawnCall) child(ctx context.Context) (target, func(int64), error) {
 	}
 	if limited && budget == 0 {
 		sc.st.spawns.Add(-1) // nothing started
-		return target{}, noSettle, errNoBudget()
+		return target{}, noSettle, refuse(ctx, sc.callID, "no_budget", errNoBudget())
 	}
 	t, args, in := sc.s.forkFor(sc.text, sc.check, budget)
 	return target{t: t, args: args, in: in}, settle, nil

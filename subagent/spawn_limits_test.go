@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
@@ -70,9 +71,20 @@ func TestSpawnMaxSpawnsPerRun(t *testing.T) {
 		}
 		p := fake.NewProvider(spawns(args...).For("lead"), fake.Text("ok").For(subagent.DefaultForkName), fake.Text("done").For("lead")).Loop()
 		reg, _ := setup(t, p, false, nil)
-		out, err := lead(t, p, reg).Run(t.Context(), agent.Input{Text: "go"})
+		var rec recorder
+		out, err := lead(t, p, reg).Run(event.WithSink(t.Context(), &rec), agent.Input{Text: "go"})
 		if err != nil {
 			t.Fatal(err)
+		}
+		// The refusal is an event and a count, not only what the model reads.
+		refused := rec.of(event.Custom)
+		if out.Refused != 1 || len(refused) != 1 || refused[0].Name != subagent.RefusedEvent {
+			t.Errorf("Output.Refused %d, refusal events %+v; want 1 and one %s event", out.Refused, refused, subagent.RefusedEvent)
+		} else {
+			var v struct{ Reason, ToolCallID, Message string }
+			if err := json.Unmarshal(refused[0].Value, &v); err != nil || v.Reason != "max_spawns" || v.ToolCallID == "" || !strings.Contains(v.Message, "spawn limit reached") {
+				t.Errorf("refusal value %s (%v); want reason max_spawns, the call's id and the message", refused[0].Value, err)
+			}
 		}
 		var ok, limited int
 		for _, c := range toolResults(out.Messages) {

@@ -54,6 +54,7 @@ var required = map[event.Type][]string{
 	event.SubagentStarted:    {"subagentRunId", "name"},
 	event.SubagentFinished:   {"subagentRunId"},
 	event.SubagentError:      {"subagentRunId", "message"},
+	event.Custom:             {"name", "value"},
 }
 
 // allowed names the fields each type may carry in JSON, besides type and
@@ -74,6 +75,7 @@ var allowed = map[event.Type][]string{
 	event.SubagentStarted:    {"subagentRunId", "name", "description", "parentSubagentRunId", "parentToolCallId", "parentMessageId"},
 	event.SubagentFinished:   {"subagentRunId", "result", "outcome", "metadata"},
 	event.SubagentError:      {"subagentRunId", "message", "code", "metadata"},
+	event.Custom:             {"name", "value", "subagentRunId"},
 }
 
 // Wire checks the JSON encoding of each event: the fields its type requires

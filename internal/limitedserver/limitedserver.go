@@ -39,10 +39,23 @@ const (
 	OutputTokens = 20
 )
 
-// Server is a rate-limited model server.
+// Server is a rate-limited model server. Set its exported fields before
+// the first request.
 type Server struct {
+	// Latency is how long each answer takes.
+	Latency time.Duration
+	// MaxInFlight, when set, refuses a request that would make more than
+	// that many at once as overloaded: Anthropic's 529, OpenAI's 503, with
+	// no Retry-After.
+	MaxInFlight int
+	// Quiet leaves the rate-limit headers out, as many OpenAI-compatible
+	// servers do: a 429 says only Retry-After.
+	Quiet bool
+
 	vendor   Vendor
 	rpm, tpm float64
+	inflight int
+	overload int
 
 	mu       sync.Mutex
 	reqs     float64 // requests left of the minute's allowance
@@ -57,6 +70,14 @@ type Server struct {
 // and tpm tokens a minute.
 func New(vendor Vendor, rpm, tpm int) *Server {
 	return &Server{vendor: vendor, rpm: float64(rpm), tpm: float64(tpm), reqs: float64(rpm), toks: float64(tpm)}
+}
+
+// Overloaded returns how many requests the server refused as overloaded
+// (MaxInFlight).
+func (s *Server) Overloaded() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.overload
 }
 
 // Counts returns how many requests the server answered, how many it
@@ -107,6 +128,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	now := time.Now()
+	if s.MaxInFlight > 0 && s.inflight >= s.MaxInFlight {
+		s.overload++
+		s.mu.Unlock()
+		s.overloaded(w)
+		return
+	}
 	if !s.last.IsZero() {
 		dt := now.Sub(s.last).Seconds()
 		s.reqs = math.Min(s.rpm, s.reqs+dt*s.rpm/60)
@@ -126,6 +153,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.served++
 	s.tokens += int64(cost)
 	s.headers(w.Header(), now)
+	s.inflight++
+	s.mu.Unlock()
+	if s.Latency > 0 {
+		time.Sleep(s.Latency)
+	}
+	s.mu.Lock()
+	s.inflight--
 	s.mu.Unlock()
 
 	if req.Model == "" {
@@ -150,6 +184,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // headers writes the vendor's rate-limit headers, as they stand after the
 // request, and returns the header map. Called with s.mu held.
 func (s *Server) headers(h http.Header, now time.Time) http.Header {
+	if s.Quiet {
+		return h
+	}
 	reqReset := time.Duration((s.rpm - s.reqs) / (s.rpm / 60) * float64(time.Second))
 	tokReset := time.Duration((s.tpm - s.toks) / (s.tpm / 60) * float64(time.Second))
 	reqLeft := strconv.FormatInt(int64(math.Max(s.reqs, 0)), 10)
@@ -187,6 +224,18 @@ func (s *Server) refuse(w http.ResponseWriter, h http.Header, wait time.Duration
 	}
 	w.WriteHeader(http.StatusTooManyRequests)
 	io.WriteString(w, `{"type":"error","error":{"type":"rate_limit_error","message":"This request would exceed the rate limit for your organization. Please try again later."}}`)
+}
+
+// overloaded answers as a server over its capacity.
+func (s *Server) overloaded(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	if s.vendor == OpenAI {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, `{"error":{"message":"The server is overloaded. Please try again later.","type":"server_error","param":null,"code":null}}`)
+		return
+	}
+	w.WriteHeader(529)
+	io.WriteString(w, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)
 }
 
 func openAIStream(w http.ResponseWriter, model string, input int64) {

@@ -63,7 +63,7 @@ func WithDepth(ctx context.Context, depth int) context.Context {
 // calls Start at the start of its run and Finish at its end.
 func Start(ctx context.Context, id, name string, tokenLimit int64) context.Context {
 	parent := from(ctx)
-	sc := &scope{limit: tokenLimit}
+	sc := &scope{limit: tokenLimit, up: parent.scope}
 	run := context.WithValue(ctx, key{}, &info{id: id, parent: parent.id, name: name, depth: parent.depth, scope: sc})
 	sc.ctx = run
 	return run
@@ -82,6 +82,43 @@ type scope struct {
 	// reserved is the part of the budget set aside for work running inside
 	// tool calls (Reserve); it is changed under mu.
 	reserved atomic.Int64
+	up       *scope // the run that started this one, or nil
+	// queued and refused count model calls that waited for admission and
+	// sub-agents a limit refused, in this run and the runs under it.
+	queued, refused atomic.Int64
+}
+
+// A Tally is something a run counts for its Output, its sub-agents' included.
+type Tally int
+
+// What a run counts.
+const (
+	// Queued: a model call waited for admission before it went.
+	Queued Tally = iota
+	// Refused: a sub-agent was refused for a limit.
+	Refused
+)
+
+// Count counts one t in the run of ctx and every run it is inside.
+// Outside a run it does nothing.
+func Count(ctx context.Context, t Tally) {
+	for sc := from(ctx).scope; sc != nil; sc = sc.up {
+		if t == Queued {
+			sc.queued.Add(1)
+		} else {
+			sc.refused.Add(1)
+		}
+	}
+}
+
+// Counts returns what the run of ctx has counted so far, its sub-agents'
+// included.
+func Counts(ctx context.Context) (queued, refused int) {
+	sc := from(ctx).scope
+	if sc == nil {
+		return 0, 0
+	}
+	return int(sc.queued.Load()), int(sc.refused.Load())
 }
 
 // Local returns the value stored under key for the run of ctx, calling

@@ -1,10 +1,11 @@
 // Package anthropic is a deputy provider for Anthropic's Messages API.
 //
 // It is a thin adapter over the official SDK,
-// github.com/anthropics/anthropic-sdk-go/v2: authentication, retries with
-// backoff and the wire format stay the SDK's job. The adapter maps deputy's
-// provider vocabulary onto Messages and back, streams replies, and classifies
-// failures as *provider.Error.
+// github.com/anthropics/anthropic-sdk-go/v2: authentication and the wire
+// format stay the SDK's job. The adapter maps deputy's provider vocabulary
+// onto Messages and back, streams replies, classifies failures as
+// *provider.Error, and sends each call through admission control (see Rate
+// limits).
 //
 // # Configuration
 //
@@ -60,6 +61,21 @@
 // saying the prompt is too long is KindContextWindow. The caller's own
 // cancellation is reported as an error wrapping ctx.Err() instead, so that
 // errors.Is(err, context.Canceled) holds.
+//
+// # Rate limits
+//
+// Each call waits for admission (provider.Admission) until the model's
+// limits let it go, instead of failing with a rate limit: requests and
+// tokens a minute as the server's anthropic-ratelimit-* headers and Retry-After
+// say, and an adaptive bound on calls in flight. A 429 is tried again after
+// the wait the server asked for (its Retry-After, or the wait its message
+// names), up to provider.DefaultAdmissionRetries times. An overload (529) halves the bound on calls in flight, and the call is tried again after a backoff. The SDK's own
+// retry loop is off, so that only one loop retries. Every Response and
+// rate-limited *provider.Error carries what the server said
+// (provider.RateLimit). A provider makes an Admission of its own; give one
+// to every provider of a process that calls the same account
+// (WithAdmission), so that they keep to its limits together.
+// WithoutAdmission goes back to the SDK's retries (WithMaxRetries).
 //
 // # Limits
 //

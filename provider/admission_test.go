@@ -1,0 +1,234 @@
+package provider_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/deputy-go/deputy/provider"
+)
+
+func TestNewAdmissionRejectsBadOptions(t *testing.T) {
+	for name, opt := range map[string]provider.AdmissionOption{
+		"negative limit":   provider.WithLimits("m", provider.Limits{RequestsPerMinute: -1}),
+		"negative retries": provider.WithRetries(-1),
+	} {
+		if _, err := provider.NewAdmission(opt); err == nil || !strings.Contains(err.Error(), "negative") {
+			t.Errorf("%s: got %v, want an error that says the value is negative", name, err)
+		}
+	}
+}
+
+// instant answers at once and counts its calls.
+func instant(calls *atomic.Int64) provider.Func {
+	return func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		calls.Add(1)
+		return provider.Response{Message: provider.AssistantMessage("ok"), Usage: provider.Usage{InputTokens: 10, OutputTokens: 10, Requests: 1}}, nil
+	}
+}
+
+// TestAdmissionKeepsConfiguredLimits checks that limits given by the user
+// hold: 30 calls at 6 requests a minute take (30-6)×10s, and no more than
+// InFlight run at once.
+func TestAdmissionKeepsConfiguredLimits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, err := provider.NewAdmission(provider.WithLimits("m", provider.Limits{RequestsPerMinute: 6}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var calls atomic.Int64
+		p := provider.Admit(instant(&calls), a)
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range 30 {
+			wg.Go(func() {
+				if _, err := p.Complete(t.Context(), provider.Request{Model: "m"}); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		took := time.Since(start)
+		if want := 24 * 10 * time.Second; took < want || took > want*23/20 {
+			t.Errorf("30 calls at 6 a minute took %v, want about %v", took, want)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		a, _ := provider.NewAdmission(provider.WithLimits("", provider.Limits{InFlight: 3}))
+		var now, most atomic.Int64
+		slow := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+			n := now.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			time.Sleep(time.Second)
+			now.Add(-1)
+			return provider.Response{}, nil
+		})
+		p := provider.Admit(slow, a)
+		var wg sync.WaitGroup
+		for range 12 {
+			wg.Go(func() { _, _ = p.Complete(t.Context(), provider.Request{Model: "other"}) })
+		}
+		wg.Wait()
+		if most.Load() != 3 {
+			t.Errorf("at most %d calls ran at once, want 3 (InFlight)", most.Load())
+		}
+	})
+}
+
+// TestAdmissionRetries checks what is tried again: a rate limit, after
+// the wait it asked for; not a bad request; not a stream that has
+// already passed part of its reply on; and no more than WithRetries.
+func TestAdmissionRetries(t *testing.T) {
+	limited := &provider.Error{Kind: provider.KindRateLimit, StatusCode: 429, RateLimit: provider.RateLimit{RetryAfter: 3 * time.Second}}
+	synctest.Test(t, func(t *testing.T) {
+		a, _ := provider.NewAdmission()
+		var calls atomic.Int64
+		p := provider.Admit(provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+			if calls.Add(1) == 1 {
+				return provider.Response{}, limited
+			}
+			return provider.Response{Message: provider.AssistantMessage("ok")}, nil
+		}), a)
+		start := time.Now()
+		if _, err := p.Complete(t.Context(), provider.Request{}); err != nil {
+			t.Fatal(err)
+		}
+		if calls.Load() != 2 || time.Since(start) < 3*time.Second {
+			t.Errorf("%d calls after %v; want the 429 retried once, after its Retry-After of 3s", calls.Load(), time.Since(start))
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		a, _ := provider.NewAdmission(provider.WithRetries(2))
+		var calls atomic.Int64
+		always := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+			calls.Add(1)
+			return provider.Response{}, limited
+		})
+		_, err := provider.Admit(always, a).Complete(t.Context(), provider.Request{})
+		if !errors.Is(err, limited) || calls.Load() != 3 {
+			t.Errorf("got %v after %d calls; want the 429 after 1 + 2 retries", err, calls.Load())
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		a, _ := provider.NewAdmission()
+		var calls atomic.Int64
+		bad := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+			calls.Add(1)
+			return provider.Response{}, &provider.Error{Kind: provider.KindBadRequest, StatusCode: 400}
+		})
+		if _, err := provider.Admit(bad, a).Complete(t.Context(), provider.Request{}); err == nil || calls.Load() != 1 {
+			t.Errorf("got %v after %d calls; want a bad request returned at once", err, calls.Load())
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		a, _ := provider.NewAdmission()
+		var calls atomic.Int64
+		p := provider.Admit(cutStream{&calls}, a)
+		var got []string
+		_, err := p.(provider.Streamer).Stream(t.Context(), provider.Request{}, func(d provider.Delta) error {
+			got = append(got, d.Text)
+			return nil
+		})
+		if err == nil || calls.Load() != 1 || len(got) != 1 {
+			t.Errorf("got %v after %d calls and deltas %q; want the cut stream's error, not retried, its one delta passed on once", err, calls.Load(), got)
+		}
+	})
+}
+
+// cutStream passes one delta on, then fails as a dropped connection would.
+type cutStream struct{ calls *atomic.Int64 }
+
+func (c cutStream) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
+	return c.Stream(ctx, req, nil)
+}
+
+func (c cutStream) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta) error) (provider.Response, error) {
+	c.calls.Add(1)
+	if onDelta != nil {
+		_ = onDelta(provider.Delta{Text: "half"})
+	}
+	return provider.Response{}, &provider.Error{Kind: provider.KindTransient, StatusCode: 200}
+}
+
+// TestAdmissionLearnsFromHeaders checks that what a reply says of the
+// limits paces the calls after it: a provider that says 2 requests are
+// left of 60 a minute gets 2 calls at once, then one a second.
+func TestAdmissionLearnsFromHeaders(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, _ := provider.NewAdmission()
+		var calls atomic.Int64
+		p := provider.Admit(provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+			calls.Add(1)
+			return provider.Response{RateLimit: provider.RateLimit{Requests: 60, RequestsRemaining: 2}}, nil
+		}), a)
+		if _, err := p.Complete(t.Context(), provider.Request{}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		for range 5 {
+			if _, err := p.Complete(t.Context(), provider.Request{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Each reply says 2 are left, so the bucket never holds more;
+		// 5 calls take at least 3 refills of a second.
+		if took := time.Since(start); took < 3*time.Second || took > 5*time.Second {
+			t.Errorf("5 calls took %v, want 3 to 5 seconds at one a second after the 2 left", took)
+		}
+	})
+}
+
+func TestAdmissionWaitHonoursContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, _ := provider.NewAdmission(provider.WithLimits("", provider.Limits{RequestsPerMinute: 1}))
+		var calls atomic.Int64
+		p := provider.Admit(instant(&calls), a)
+		if _, err := p.Complete(t.Context(), provider.Request{}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		_, err := p.Complete(ctx, provider.Request{})
+		if !errors.Is(err, context.DeadlineExceeded) || calls.Load() != 1 {
+			t.Errorf("got %v after %d calls, want the wait to end with the context", err, calls.Load())
+		}
+	})
+}
+
+// BenchmarkAdmission is admission control's cost per model call on a
+// provider that sets no limits: the wait and the release around a call
+// that returns at once.
+func BenchmarkAdmission(b *testing.B) {
+	a, _ := provider.NewAdmission()
+	var calls atomic.Int64
+	p := provider.Admit(instant(&calls), a)
+	ctx := b.Context()
+	req := provider.Request{Model: "m", Messages: []provider.Message{provider.UserMessage("hi")}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := p.Complete(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkNoAdmission is the same call with no admission control, the
+// floor BenchmarkAdmission is measured against.
+func BenchmarkNoAdmission(b *testing.B) {
+	var calls atomic.Int64
+	p := provider.Provider(instant(&calls))
+	ctx := b.Context()
+	req := provider.Request{Model: "m", Messages: []provider.Message{provider.UserMessage("hi")}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := p.Complete(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
