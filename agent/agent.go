@@ -52,6 +52,11 @@ type Output struct {
 	// Compactions is how many times the run compacted the conversation
 	// the agent keeps (see Compaction).
 	Compactions int
+	// Partial reports that the run answered in a wrap-up turn: another
+	// step would have taken it past its token limit, so its last model
+	// call was made without tools, the model told to answer with what it
+	// had and to say what is unfinished.
+	Partial bool
 	// Queued is how many model calls of the run, its sub-agents'
 	// included, waited for their provider's admission control before
 	// they went (provider.Response.Queued).

@@ -86,7 +86,7 @@ func TestBudgetNoteKeepsThePrefix(t *testing.T) {
 		t.Errorf("the first request's messages are not a prefix of the second's (-first +second):\n%s", diff)
 	}
 	note := second[len(second)-1]
-	if note.Role != provider.RoleUser || !strings.HasPrefix(note.Content, "Budget note: you have used 850 of your 1000 tokens.") {
+	if note.Role != provider.RoleUser || !strings.HasPrefix(note.Content, "Budget note: you have used 850 of your 1000 tokens") {
 		t.Errorf("last message = %+v, want the budget note", note)
 	}
 	for _, m := range append(out.Messages, a.History()...) {

@@ -91,8 +91,23 @@ func WithToolRetries(n int) Option {
 	}
 }
 
-// WithTokenLimit ends a run with ErrUsageLimit once it has used more than n
-// tokens, its sub-agents' included. Zero means no limit.
+// WithTokenLimit bounds the tokens of a run at n, its sub-agents'
+// included. Zero means no limit.
+//
+// Before each model call the agent estimates what the call will cost; a
+// call that would take the run past n is its last: it is made without
+// tools, with a note that asks the model to answer with what it has and to
+// say what is unfinished, and its answer ends the run with Output.Partial
+// set. A reply that passes n while asking for tools ends the run with
+// ErrUsageLimit, the tools not run. So a run spends at most n plus one
+// reply.
+//
+// The sub-agents the run's tools start share what it has left: before the
+// tool calls of a step start, an equal share is set aside for each, and a
+// sub-agent gets its call's share as its own limit (the lower of that and
+// its agent's own), given back to the run, less what it spent, when it
+// ends. Whatever one child spends, its siblings keep their shares, so a
+// tree spends at most its budget plus one reply per child, however wide.
 func WithTokenLimit(n int64) Option {
 	return func(r *React) error {
 		if n < 0 {

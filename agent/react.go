@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -181,7 +182,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	}
 	ctx = run.Start(ctx, runID, r.name, r.tokenLimit)
 	s := &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, em: em, events: events, tracer: tr,
-		schema: in.ResponseSchema, cacheKey: in.CacheKey}
+		schema: in.ResponseSchema, cacheKey: in.CacheKey, limit: run.Limit(ctx)}
 	if s.schema == nil && r.output != nil {
 		s.schema = r.output.schema.Raw()
 	}
@@ -242,7 +243,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	// Clipped, like the requests' messages: whoever appends to it gets a
 	// slice of their own rather than writing into the agent's.
 	out = Output{RunID: runID, Answer: answer, Messages: slices.Clip(s.msgs[s.start:]), Usage: s.usage, ChildUsage: s.child, Value: s.value,
-		Compactions: s.compactions}
+		Compactions: s.compactions, Partial: s.partial}
 	out.Queued, out.Refused = run.Counts(ctx)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
@@ -306,6 +307,13 @@ type runState struct {
 	journal   *runJournal
 	traceHook tool.CallHook
 	steps     int // model calls begun
+	// limit is the run's token limit (0: none): the agent's, or less when
+	// the tool that started the run gave it less. lastOut is the output
+	// tokens of the last reply, for the estimate of the next call's cost;
+	// partial is set when the run answered in a wrap-up turn.
+	limit   int64
+	lastOut int64
+	partial bool
 }
 
 func (s *runState) loop() (string, error) {
@@ -346,6 +354,12 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 	if err := s.fit(step, fixed, false); err != nil {
 		return "", false, err
 	}
+	// A call that would take the run past its token limit is its last: the
+	// model gets no tools and is asked to answer with what it has.
+	wrapUp := s.limit > 0 && s.spent()+s.estimate(fixed)+s.lastOut > s.limit
+	if wrapUp {
+		tools = nil
+	}
 	var stepKey string
 	var resp provider.Response
 	replayed := false
@@ -358,7 +372,7 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 		if r.logger != nil {
 			began = time.Now()
 		}
-		req := s.request(tools)
+		req := s.request(tools, wrapUp)
 		resp, err = s.complete(req, msgID)
 		s.usage = s.usage.Add(resp.Usage)
 		s.account(req, resp)
@@ -400,10 +414,19 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 	if empty {
 		return "", false, fmt.Errorf("%w (stop reason %q): check the model and its max tokens", ErrEmptyReply, resp.StopReason)
 	}
+	s.lastOut = resp.Usage.OutputTokens
+	if wrapUp {
+		return s.wrappedUp(msg, resp.Usage)
+	}
 	s.add(msg)
 	s.noteReply(resp.Usage)
-	if err := s.checkLimit(); err != nil {
-		return "", false, err
+	if len(msg.ToolCalls) > 0 {
+		// Over the limit with tools still to run: the run is cut short.
+		if err := s.checkLimit(); err != nil {
+			return "", false, err
+		}
+	} else {
+		s.setUsed()
 	}
 	if len(msg.ToolCalls) == 0 {
 		if r.output == nil {
@@ -411,7 +434,7 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 		}
 		done, err := s.checkAnswer(msg.Content)
 		if !done {
-			return "", false, s.checkLimit()
+			return "", false, nil // the next step may be a wrap-up turn
 		}
 		return msg.Content, true, err
 	}
@@ -457,11 +480,35 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 	} else {
 		*failures = 0
 	}
-	return "", false, s.checkLimit()
+	s.setUsed()
+	return "", false, nil // past the limit, the next step is a wrap-up turn
+}
+
+// wrappedUp ends the run with the reply to its wrap-up turn: its text is
+// the answer, any tool calls it asked for anyway are dropped (no tools were
+// offered). A reply with no text leaves the run at its limit with no
+// answer. Under OutputOf the answer's value is kept when it fits; it is
+// not corrected, since there is no budget for another call.
+func (s *runState) wrappedUp(msg provider.Message, u provider.Usage) (string, bool, error) {
+	msg.ToolCalls = nil
+	s.setUsed()
+	if strings.TrimSpace(msg.Content) == "" {
+		return "", false, fmt.Errorf("%w: %d tokens used, the limit is %d, and the last reply, asked to wrap up, had no answer: raise WithTokenLimit or give a smaller task",
+			ErrUsageLimit, s.spent(), s.limit)
+	}
+	s.add(msg)
+	s.noteReply(u)
+	s.partial = true
+	if o := s.r.output; o != nil {
+		if v, problem := o.check(s.ctx, msg.Content); problem == nil {
+			s.value = v
+		}
+	}
+	return msg.Content, true, nil
 }
 
 // request is the step's model request, over the conversation so far.
-func (s *runState) request(tools []provider.ToolDef) provider.Request {
+func (s *runState) request(tools []provider.ToolDef, wrapUp bool) provider.Request {
 	r := s.r
 	req := provider.Request{
 		Model:          r.model,
@@ -473,7 +520,7 @@ func (s *runState) request(tools []provider.ToolDef) provider.Request {
 		ResponseSchema: s.schema,
 		CacheKey:       s.cacheKey,
 	}
-	if note := s.budgetNote(); note != "" {
+	if note := s.budgetNote(wrapUp); note != "" {
 		// The note changes from call to call, so it goes last, after the
 		// conversation, where it leaves the cached prefix as it was; it is
 		// not kept in the conversation.
@@ -494,9 +541,18 @@ func toolsBytes(tools []provider.ToolDef) int64 {
 // and, under a journal, which of them were answered from it (nil: none).
 // Under a journal each call that finishes is recorded, and a call recorded
 // before is not run again.
+//
+// Under a token limit, an equal share of what the run has left is set aside
+// for each call's sub-agent before the calls start (run.WithShares).
 func (s *runState) runCalls(stepKey string, calls []provider.ToolCall) (results []tool.Result, replayed []bool, err error) {
+	toolCtx := s.toolCtx
+	if s.limit > 0 {
+		var release func()
+		toolCtx, release = run.WithShares(toolCtx, len(calls))
+		defer release()
+	}
 	if s.journal == nil {
-		results, err = s.r.tools.Execute(s.toolCtx, calls)
+		results, err = s.r.tools.Execute(toolCtx, calls)
 		return results, nil, err
 	}
 	results, replayed = s.journal.replayed(stepKey, calls)
@@ -511,7 +567,7 @@ func (s *runState) runCalls(stepKey string, calls []provider.ToolCall) (results 
 	if len(todo) == 0 {
 		return results, replayed, nil
 	}
-	got, err := s.r.tools.Execute(tool.WithCallHook(s.toolCtx, rec.hook), todo)
+	got, err := s.r.tools.Execute(tool.WithCallHook(toolCtx, rec.hook), todo)
 	for k, c := range todo {
 		results[rec.index[c.ID]] = got[k]
 	}
@@ -542,13 +598,19 @@ func (s *runState) stepNames(step int) (stepName, firstResult string) {
 
 // budgetNote is, once a token limit is nearly reached, a note that tells
 // the model to wrap up, so that it can return what it has instead of losing
-// the work to ErrUsageLimit; else "".
-func (s *runState) budgetNote() string {
-	lim := s.r.tokenLimit
+// the work to ErrUsageLimit; for the wrap-up turn (wrapUp), the note that
+// this is its last reply; else "".
+func (s *runState) budgetNote(wrapUp bool) string {
+	lim := s.limit
 	if lim == 0 {
 		return ""
 	}
-	used := s.usage.Add(s.child).Tokens()
+	used := s.spent()
+	if wrapUp {
+		return "Budget note: you have used " + strconv.FormatInt(used, 10) + " of your " + strconv.FormatInt(lim, 10) +
+			" tokens, and another step would pass the limit. This is your last reply, and no tools are available: answer now with what you have, " +
+			"and say plainly what is unfinished (status \"partial\" if you report a status)."
+	}
 	if used*5 < lim*4 {
 		return ""
 	}
@@ -556,9 +618,20 @@ func (s *runState) budgetNote() string {
 		" tokens. Finish now: answer with what you have, and say plainly what is unfinished (status \"partial\" if you report a status)."
 }
 
+// spent is what the run has used so far, its sub-agents' included.
+func (s *runState) spent() int64 { return s.usage.Add(s.child).Tokens() }
+
+// setUsed tells the run's scope what it has used, for the budgets of the
+// sub-agents its tools start.
+func (s *runState) setUsed() {
+	if s.limit > 0 {
+		run.SetUsed(s.ctx, s.spent())
+	}
+}
+
 func (s *runState) checkLimit() error {
-	if lim := s.r.tokenLimit; lim > 0 {
-		used := s.usage.Add(s.child).Tokens()
+	if lim := s.limit; lim > 0 {
+		used := s.spent()
 		run.SetUsed(s.ctx, used)
 		if used > lim {
 			return fmt.Errorf("%w: %d tokens used, the limit is %d: raise WithTokenLimit or give a smaller task", ErrUsageLimit, used, lim)

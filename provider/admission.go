@@ -63,9 +63,10 @@ type Limits struct {
 // Per model it keeps requests a minute, tokens a minute and calls in
 // flight. Each is what Limits set, or what the provider said (RateLimit:
 // its rate-limit headers and Retry-After), whichever is lower. The bound
-// on calls in flight adapts: it grows by one per round trip while calls
-// succeed and halves when the provider answers 429 or says it is
-// overloaded. A call the provider refused for a rate limit, or that failed
+// on calls in flight adapts: while calls succeed it grows, doubling each
+// round trip until the provider first pushes back and by one a round trip
+// after that, and it shrinks by 30% when the provider answers 429 or says
+// it is overloaded. A call the provider refused for a rate limit, or that failed
 // in a way a retry may mend, is tried again (WithRetries) after the wait
 // the provider asked for, or a jittered backoff; a streamed call is not
 // tried again once part of its reply has reached the caller. A call waits
@@ -471,7 +472,7 @@ func (g *gate) release(tk ticket, resp *Response, perr *Error, failed bool) {
 		}
 		if tk.epoch == g.epoch {
 			g.epoch++
-			g.ssthresh = max(1, math.Floor(g.window/2))
+			g.ssthresh = max(1, math.Floor(g.window*0.7))
 			g.window = g.ssthresh
 		}
 		// A rate limit, or a provider that says how long to wait, pauses
@@ -521,7 +522,9 @@ func (g *gate) inferRequests() {
 			n += g.minute[i]
 		}
 	}
-	n = max(n, 1)
+	if n < 2 {
+		return // too few to read a pace from: the pause and the backoff do
+	}
 	if g.requests.cap > 0 && float64(n) >= g.requests.cap {
 		return // the pace already set is no faster
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/deputy-go/deputy/agent"
@@ -458,19 +459,73 @@ func (rt *residentTurn) release() {
 // answer is rejected, the corrective one — and makes the call's result of
 // the last answer. A panicking child becomes an error, and whatever
 // happens the Result carries what the runs spent.
+//
+// Under a parent run with a token limit, the call takes the share of what
+// the parent had left set aside for it (run.TakeShare), gives the
+// child that as its limit, and gives back what it did not use when the
+// call ends. A child that reaches its limit answers partially: with what
+// its wrap-up turn said, or, cut short, with what it last said.
 func (t *SubAgentTool) runChild(ctx context.Context, args json.RawMessage, in agent.Input, runID string) (res tool.Result, err error) {
-	runs := childRuns{t: t, ctx: ctx, args: args}
+	runs := childRuns{t: t, ctx: ctx, args: args, budget: -1}
+	if t.limited == nil {
+		if granted, ok, settle := run.TakeShare(ctx, 0); ok {
+			runs.budget = granted
+			defer func() { settle(runs.usage.Tokens()) }()
+		}
+	}
 	defer func() { res.Usage = runs.usage }()
 	defer recoverPanic(t.def.Name, &err)
 	out, v, err := runs.answer(in)
-	if err != nil {
-		return tool.Result{}, err
-	}
 	o := Outcome{RunID: runID, Arguments: args, Output: out, Usage: runs.usage, Models: ledger.From(ctx).Entries()}
-	if o.Content, o.Value, err = t.accept(out.Answer, v); err != nil {
+	switch {
+	case err != nil && errors.Is(err, agent.ErrUsageLimit) && ctx.Err() == nil:
+		// Cut short at its budget: what it said last is what it has.
+		o.Content, o.Value = t.partial(lastSaid(out.Messages), true)
+	case err != nil:
 		return tool.Result{}, err
+	case out.Partial && (t.cfg.check == nil || v.problem != nil):
+		o.Content, o.Value = t.partial(out.Answer, false)
+	default:
+		if o.Content, o.Value, err = t.accept(out.Answer, v); err != nil {
+			return tool.Result{}, err
+		}
 	}
 	return t.deliver(ctx, o)
+}
+
+// partial is the content and value of the result of a child that reached
+// its token limit, from what it said: under WithReport a Report with
+// status partial; otherwise its words, after a note that says they are
+// partial. cut says the child was stopped before it could wrap up.
+func (t *SubAgentTool) partial(said string, cut bool) (string, any) {
+	note := "the sub-agent reached its token budget and answered with what it had"
+	if cut {
+		note = "the sub-agent reached its token budget before it could answer; this is what it said last"
+	}
+	if strings.TrimSpace(said) == "" {
+		said = "(nothing)"
+	}
+	if c := t.cfg.check; c != nil && c.result {
+		r := Report{Status: ReportPartial, Summary: said}
+		if cut {
+			r.Summary = note + ": " + said
+		}
+		return fitResult(r, t.cfg.maxOutput), r
+	}
+	if !cut && t.cfg.check == nil {
+		return said, nil // its own words say what is unfinished, as it was told
+	}
+	return textcap.Cap("["+note+"]\n"+said, t.cfg.maxOutput), nil
+}
+
+// lastSaid is the text of the last assistant message of msgs.
+func lastSaid(msgs []provider.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if m := msgs[i]; m.Role == provider.RoleAssistant && strings.TrimSpace(m.Content) != "" {
+			return m.Content
+		}
+	}
+	return ""
 }
 
 // recoverPanic turns a panic into a correctable error in *err. Defer it
@@ -488,6 +543,9 @@ type childRuns struct {
 	ctx   context.Context
 	args  json.RawMessage
 	usage provider.Usage // spent by the runs so far
+	// budget is the tokens set aside for the runs from the parent's
+	// budget, -1 when none were.
+	budget int64
 }
 
 // answer runs the child on in and, when the tool validates, checks its
@@ -510,7 +568,8 @@ func (r *childRuns) answer(in agent.Input) (out agent.Output, v verdict, err err
 	if out, err = r.attempt(first); err != nil {
 		return out, verdict{}, err
 	}
-	if v, err = r.check(out.Answer); err != nil || v.problem == nil {
+	if v, err = r.check(out.Answer); err != nil || v.problem == nil || out.Partial {
+		// A partial answer is not corrected: its run has no budget left.
 		return out, v, err
 	}
 	if out, err = r.attempt(r.t.correction(in, out.Answer, v.problem)); err != nil {
@@ -531,7 +590,11 @@ func (r *childRuns) attempt(in agent.Input) (agent.Output, error) {
 	if closer != nil {
 		defer closer.Close()
 	}
-	out, err := a.Run(r.ctx, in)
+	ctx := r.ctx
+	if r.budget >= 0 {
+		ctx = run.WithBudget(ctx, r.budget-r.usage.Tokens())
+	}
+	out, err := a.Run(ctx, in)
 	r.usage = r.usage.Add(out.TotalUsage())
 	if err != nil && r.ctx.Err() == nil && !interrupted(err) {
 		err = tool.Correctable(fmt.Errorf("%w: %q: %w", ErrChildFailed, r.t.def.Name, err))

@@ -74,6 +74,9 @@ func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task 
 	// depth is the caller's.
 	jctx, cancel := context.WithCancel(run.Context(ctx))
 	jctx = run.WithDepth(jctx, agent.Depth(ctx))
+	// The job's child takes its share of the parent's budget like a child
+	// in the foreground; the step ending does not give it back.
+	jctx, giveBack := run.KeepShare(ctx, jctx)
 	jobID, runID := id.New("job_"), ""
 	if js := journalFrom(ctx); js != nil {
 		// The same job each time the turn runs: a resumed turn, replaying
@@ -105,6 +108,7 @@ func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task 
 		defer jt.wg.Done()
 		defer close(j.done)
 		defer cancel()
+		defer giveBack()
 		j.res, j.settle, j.err = fn(jctx, ann)
 		ann.unannounce(j.err)
 		if span != nil {

@@ -343,13 +343,13 @@ func TestJobBudgetHeldUntilCollected(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// 900 left: the job sets aside 500 (its probe: 500-200 = 300), so
+		// 900 left: the job sets aside 500 of its share of 900, so
 		// "quick" gets 400 while the job is uncollected; once collected
 		// (spent 300), "after" gets 1000-100-300 = 600, capped to 500.
 		pr.mu.Lock()
 		defer pr.mu.Unlock()
-		if diff := cmp.Diff([]string{"300", "400", "500"}, pr.seen); diff != "" {
-			t.Errorf("tokens left seen by the children, in order (-want +got):\n%s", diff)
+		if diff := cmp.Diff([]string{"500", "400", "500"}, pr.seen); diff != "" {
+			t.Errorf("the children's limits, in order (-want +got):\n%s", diff)
 		}
 		if diff := cmp.Diff(provider.Usage{InputTokens: 300, Requests: 6}, out.ChildUsage); diff != "" {
 			t.Errorf("child usage (-want +got):\n%s", diff)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 
@@ -148,6 +149,8 @@ type spawnConfig struct {
 	maxSpawns   int
 	concurrency int
 	childTokens int64
+	childSteps  int
+	childTime   time.Duration
 	forkName    string
 	forkPrompt  string
 	forkTools   func(tool.Tool) bool
@@ -206,22 +209,51 @@ func WithSpawnConcurrency(n int) SpawnOption {
 	})
 }
 
-// WithChildTokenBudget gives each forked child a token limit of n, taken
-// from what the parent run has left: the tokens are set aside for the
-// child while it runs, so siblings running beside it
-// cannot be promised them too, and a child gets less than n, or nothing
-// (ErrNoBudget), when less is left. A child that has used 80% of its limit
-// is told to finish with what it has; one that passes it fails with
-// agent.ErrUsageLimit. Without this option a child's limit is what the
-// parent has left when it starts, shared with the siblings running beside
-// it, and the parent's own limit catches an overrun at the end of the step.
-// Roster members are not limited: they are built by their owners.
+// WithChildTokenBudget gives each forked child a token limit of at most n.
+// Under a parent run with a token limit, a child's limit is its call's
+// share of what the parent had left when the step began
+// (agent.WithTokenLimit), or n when less; the rest of the share goes back
+// to the parent at once. Under a parent with no limit, n is set aside for
+// the child while it runs. A child gets nothing (ErrNoBudget, which the
+// parent's model reads) when nothing is left. A child whose next step
+// would pass its limit answers in a wrap-up turn, with what it has (status
+// "partial" under WithReport); one cut short by a reply that passes it
+// answers with what it said last, partial too. Roster members are bounded
+// by the parent's shares and their own limits, not by n.
 func WithChildTokenBudget(n int64) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if n < 1 {
 			return fmt.Errorf("child token budget %d: use 1 or more", n)
 		}
 		c.childTokens = n
+		return nil
+	})
+}
+
+// WithChildMaxSteps bounds the model calls of each forked child's run
+// (agent.WithMaxSteps); a child that reaches it fails with
+// agent.ErrMaxSteps, which its parent's model reads. Roster members keep
+// their own bounds.
+func WithChildMaxSteps(n int) SpawnOption {
+	return spawnOption(func(c *spawnConfig) error {
+		if n < 1 {
+			return fmt.Errorf("child max steps %d: use 1 or more", n)
+		}
+		c.childSteps = n
+		return nil
+	})
+}
+
+// WithChildTimeout bounds the wall time of each forked child's call
+// (WithTimeout): a child still running after d is cancelled, and the call
+// fails with ErrTimeout, which its parent's model reads. Roster members
+// keep their own bounds.
+func WithChildTimeout(d time.Duration) SpawnOption {
+	return spawnOption(func(c *spawnConfig) error {
+		if d <= 0 {
+			return fmt.Errorf("child timeout %v: use a positive duration", d)
+		}
+		c.childTime = d
 		return nil
 	})
 }
@@ -469,7 +501,9 @@ func (s *Spawner) plan(ctx context.Context, callID string, a spawnArgs, check *c
 			return nil, err
 		}
 		sc.member = &target{t: m, args: args, in: in}
-	} else if left, limited := run.TokensLeft(ctx); limited && left == 0 {
+	} else if left, limited := run.TokensLeft(ctx); limited && left == 0 && !run.HasShares(ctx) {
+		// (With shares set aside, what is left is in them: child says
+		// whether this call's is empty.)
 		return nil, refuse(ctx, callID, "no_budget", errNoBudget())
 	}
 	sc.st = s.state(ctx)
@@ -563,12 +597,17 @@ func (sc *spawnCall) child(ctx context.Context) (target, func(int64), error) {
 		return *sc.member, noSettle, nil
 	}
 	budget, limited, settle := sc.s.cfg.childTokens, false, noSettle
-	if budget > 0 {
+	share, shared, settleShare := run.TakeShare(ctx, budget)
+	switch {
+	case shared:
+		budget, limited, settle = share, true, settleShare
+	case budget > 0:
 		budget, limited, settle = run.Reserve(ctx, budget)
-	} else {
+	default:
 		budget, limited = run.TokensLeft(ctx)
 	}
 	if limited && budget == 0 {
+		settle(0)
 		sc.st.spawns.Add(-1) // nothing started
 		return target{}, noSettle, refuse(ctx, sc.callID, "no_budget", errNoBudget())
 	}
@@ -628,8 +667,14 @@ func (s *Spawner) forkFor(text string, check *checker, budget int64) (*SubAgentT
 	opts := make([]agent.Option, 0, len(s.cfg.reactOpts)+4)
 	opts = append(opts, s.cfg.reactOpts...)
 	opts = append(opts, agent.WithName(s.cfg.forkName), agent.WithSystemPrompt(system), agent.WithRegistry(s.forkReg))
+	if s.cfg.childSteps > 0 {
+		opts = append(opts, agent.WithMaxSteps(s.cfg.childSteps))
+	}
 	c := *s.fork
 	c.cfg.check = check
+	if s.cfg.childTime > 0 {
+		c.cfg.timeout = s.cfg.childTime
+	}
 	c.shapeTold = true // in the system prompt
 	if budget > 0 {
 		// The budget covers the whole call: a corrective retry gets what

@@ -50,7 +50,7 @@ func lookup() tool.Tool {
 	}
 }
 
-// probe is a tool that reports the token budget of the run calling it, and
+// probe is a tool that reports the token limit of the run calling it, and
 // records it.
 type probe struct {
 	mu   sync.Mutex
@@ -62,7 +62,7 @@ func (p *probe) tool() tool.Tool {
 		Def: tool.Definition{Name: "probe", Description: "Reports the tokens left.", Parameters: json.RawMessage(`{"type":"object"}`)},
 		Fn: func(ctx context.Context, _ tool.Call) (tool.Result, error) {
 			s := "unlimited"
-			if n, limited := run.TokensLeft(ctx); limited {
+			if n := run.Limit(ctx); n > 0 {
 				s = strconv.FormatInt(n, 10)
 			}
 			p.mu.Lock()

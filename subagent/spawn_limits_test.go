@@ -141,13 +141,13 @@ func TestSpawnChildBudget(t *testing.T) {
 		childBudget int64 // 0 for no WithChildTokenBudget
 		want        string
 	}{
-		{"what the parent has left", 1000, 300, 0, "700"},
-		{"the per-child budget when less", 1000, 300, 200, "200"},
-		{"what is left when less than the budget", 1000, 800, 500, "200"},
-		{"the per-child budget of an unlimited parent", 0, 300, 250, "250"},
-		{"unlimited", 0, 300, 0, "unlimited"},
-		{"nothing left", 1000, 1000, 0, "error"},
-		{"nothing left, with a budget", 1000, 1000, 100, "error"},
+		{"what the parent has left", 10000, 3000, 0, "7000"},
+		{"the per-child budget when less", 10000, 3000, 2000, "2000"},
+		{"what is left when less than the budget", 10000, 8000, 5000, "2000"},
+		{"the per-child budget of an unlimited parent", 0, 3000, 2500, "2500"},
+		{"unlimited", 0, 3000, 0, "unlimited"},
+		{"nothing left", 10000, 10000, 0, "error"},
+		{"nothing left, with a budget", 10000, 10000, 1000, "error"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -216,7 +216,10 @@ func TestSpawnBudgetNote(t *testing.T) {
 		t.Errorf("the note travels as a %s message, want user", last.Role)
 	}
 	mustContain(t, last.Content,
-		`Budget note: you have used 560 of your 700 tokens. Finish now: answer with what you have`, `status "partial"`)
+		`Budget note: you have used 560 of your 700 tokens, and another step would pass the limit. This is your last reply`, `status "partial"`)
+	if len(reqs[1].Tools) != 0 {
+		t.Errorf("the wrap-up turn offered %d tools, want none", len(reqs[1].Tools))
+	}
 	if diff := cmp.Diff(reqs[0].Messages, reqs[1].Messages[:len(reqs[0].Messages)]); diff != "" {
 		t.Errorf("the second request does not repeat the first's conversation (-first +second):\n%s", diff)
 	}
@@ -225,27 +228,49 @@ func TestSpawnBudgetNote(t *testing.T) {
 	}
 }
 
-// TestSpawnChildOverBudget checks that a fork that passes its limit fails
-// with agent.ErrUsageLimit, and that what it spent still comes back.
+// TestSpawnChildOverBudget checks a fork whose reply passes its limit: an
+// answer is kept; a reply that asks for tools ends the child, which answers
+// partially with what it said; what it spent comes back either way.
 func TestSpawnChildOverBudget(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	p := fake.NewProvider(fake.Text("a long answer").For(subagent.DefaultForkName).WithUsage(usage(150)))
-	reg, _ := setup(t, p, false, []subagent.SpawnOption{subagent.WithChildTokenBudget(100)})
-	res, err := reg.Execute(t.Context(), []tool.Call{{ID: "c1", Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"t"}`)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res[0].IsError || !errors.Is(res[0].Err, subagent.ErrChildFailed) || !errors.Is(res[0].Err, agent.ErrUsageLimit) {
-		t.Errorf("result %+v, want a child failure wrapping agent.ErrUsageLimit", res[0])
-	}
-	if diff := cmp.Diff(usage(150), res[0].Usage); diff != "" {
-		t.Errorf("usage (-want +got):\n%s", diff)
-	}
+	t.Run("an answer that passes it is kept", func(t *testing.T) {
+		p := fake.NewProvider(fake.Text("a long answer").For(subagent.DefaultForkName).WithUsage(usage(150)))
+		reg, _ := setup(t, p, false, []subagent.SpawnOption{subagent.WithChildTokenBudget(100)})
+		res, err := reg.Execute(t.Context(), []tool.Call{{ID: "c1", Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"t"}`)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res[0].IsError || res[0].Content != "a long answer" {
+			t.Errorf("result %+v, want the answer", res[0])
+		}
+		if diff := cmp.Diff(usage(150), res[0].Usage); diff != "" {
+			t.Errorf("usage (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("cut short, it answers partially with what it said", func(t *testing.T) {
+		p := fake.NewProvider(fake.Respond(func(context.Context, provider.Request) (provider.Response, error) {
+			call := provider.ToolCall{ID: "l1", Name: "lookup", Arguments: json.RawMessage(`{}`)}
+			return provider.Response{Message: provider.AssistantMessage("Half of it: X is 4.", call), Usage: usage(150)}, nil
+		}).For(subagent.DefaultForkName))
+		reg, _ := setup(t, p, false, []subagent.SpawnOption{subagent.WithChildTokenBudget(100), subagent.WithReport()})
+		res, err := reg.Execute(t.Context(), []tool.Call{{ID: "c1", Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"t"}`)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, ok := res[0].Value.(subagent.Report)
+		if res[0].IsError || !ok || r.Status != subagent.ReportPartial || !strings.Contains(r.Summary, "Half of it: X is 4.") {
+			t.Errorf("result %+v, want a partial Report with what the child said", res[0])
+		}
+		if diff := cmp.Diff(usage(150), res[0].Usage); diff != "" {
+			t.Errorf("usage (-want +got):\n%s", diff)
+		}
+	})
 }
 
 // TestSpawnBudgetIsReserved checks that forks running side by side are not
-// promised the same tokens: each child's budget is set aside from what the
-// parent has left while it runs.
+// promised the same tokens: each child's budget, an equal share of what the
+// parent had left when the turn began (or WithChildTokenBudget when less),
+// is set aside from what the parent has left while it runs.
 func TestSpawnBudgetIsReserved(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	tests := []struct {
@@ -256,12 +281,13 @@ func TestSpawnBudgetIsReserved(t *testing.T) {
 		want        []string // the children's limits, sorted
 		wantNoBudge int      // spawns refused for want of tokens
 	}{
-		// 900 left: 400 and 400 are set aside, the third gets the rest.
-		{"side by side", 400, 3, 0, []string{"100", "400", "400"}, 0},
-		{"side by side, nothing left for the third", 450, 3, 0, []string{"450", "450"}, 1},
-		// One at a time: each takes its budget from what the ones
-		// before it left (each spends 300).
-		{"one at a time", 400, 1, 300, []string{"300", "400", "400"}, 0},
+		// 900 left for three calls: a share of 300 each.
+		{"side by side", 0, 3, 0, []string{"300", "300", "300"}, 0},
+		{"side by side, the per-child budget when less", 200, 3, 0, []string{"200", "200", "200"}, 0},
+		// One at a time, each spending 500 in the answer that passes its
+		// share: the shares were set aside before the first started, so
+		// the third still has its own.
+		{"one at a time", 0, 1, 500, []string{"300", "300", "300"}, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -285,7 +311,11 @@ func TestSpawnBudgetIsReserved(t *testing.T) {
 				for range 2 * (3 - tc.wantNoBudge) {
 					p.Add(child)
 				}
-				reg, _ := setup(t, p, false, []subagent.SpawnOption{subagent.WithChildTokenBudget(tc.budget), subagent.WithSpawnConcurrency(tc.concurrency)}, pr.tool())
+				opts := []subagent.SpawnOption{subagent.WithSpawnConcurrency(tc.concurrency)}
+				if tc.budget > 0 {
+					opts = append(opts, subagent.WithChildTokenBudget(tc.budget))
+				}
+				reg, _ := setup(t, p, false, opts, pr.tool())
 				out, err := lead(t, p, reg, agent.WithTokenLimit(1000)).Run(t.Context(), agent.Input{Text: "go"})
 				if err != nil {
 					t.Fatal(err)

@@ -57,13 +57,13 @@ type Server struct {
 	inflight int
 	overload int
 
-	mu       sync.Mutex
-	reqs     float64 // requests left of the minute's allowance
-	toks     float64
-	last     time.Time
-	served   int
-	refused  int
-	tokens   int64
+	mu      sync.Mutex
+	reqs    float64 // requests left of the minute's allowance
+	toks    float64
+	last    time.Time
+	served  int
+	refused int
+	tokens  int64
 }
 
 // New returns a server in the vendor's format that allows rpm requests

@@ -25,13 +25,20 @@ type info struct {
 	id, parent, name string
 	depth            int
 	scope            *scope
+	// shares is the part of the run's token budget set aside for the
+	// sub-agents of the current step's tool calls (WithShares), nil when
+	// none is; budget is the token limit the next run started under the
+	// context gets from the tool that starts it (WithBudget), -1 when not
+	// set.
+	shares *shares
+	budget int64
 }
 
 func from(ctx context.Context) info {
 	if ri, ok := ctx.Value(key{}).(*info); ok {
 		return *ri
 	}
-	return info{}
+	return info{budget: -1}
 }
 
 // ID returns the id of the run ctx belongs to, or "" outside a run.
@@ -61,10 +68,16 @@ func WithDepth(ctx context.Context, depth int) context.Context {
 // whose parent is the run of ctx, at the depth of ctx. The run may use
 // tokenLimit tokens, its children's included; 0 means no limit. An agent
 // calls Start at the start of its run and Finish at its end.
+//
+// A budget given with WithBudget by the tool that starts the run bounds it
+// too: the run's limit is the lower of the two.
 func Start(ctx context.Context, id, name string, tokenLimit int64) context.Context {
 	parent := from(ctx)
+	if b := parent.budget; b >= 0 && (tokenLimit == 0 || b < tokenLimit) {
+		tokenLimit = max(b, 1) // a limit of 0 would be none: 1 token leaves the run one reply
+	}
 	sc := &scope{limit: tokenLimit, up: parent.scope}
-	run := context.WithValue(ctx, key{}, &info{id: id, parent: parent.id, name: name, depth: parent.depth, scope: sc})
+	run := context.WithValue(ctx, key{}, &info{id: id, parent: parent.id, name: name, depth: parent.depth, scope: sc, budget: -1})
 	sc.ctx = run
 	return run
 }
@@ -201,6 +214,135 @@ func Finish(ctx context.Context) provider.Usage {
 		sc.mu.Unlock()
 		total = total.Add(fn())
 	}
+}
+
+// Limit returns the token limit of the run of ctx, 0 for none.
+func Limit(ctx context.Context) int64 {
+	if sc := from(ctx).scope; sc != nil {
+		return sc.limit
+	}
+	return 0
+}
+
+// shares is the part of a run's budget set aside, as a step's tool calls
+// begin, for the sub-agents they start: one equal share per call.
+type shares struct {
+	sc   *scope
+	each int64
+	mu   sync.Mutex
+	n    int // shares not taken yet
+}
+
+// WithShares sets aside, for the calls tool calls of a step about to run,
+// an equal share each of what the run of ctx has left, and returns the
+// context the calls run under and the function that gives back the shares
+// no call took; call it once the calls have ended. A sub-agent tool takes
+// its call's share (TakeShare) before its child starts, so that whatever
+// a child spends, its siblings keep theirs. Without a token limit it sets
+// nothing aside.
+func WithShares(ctx context.Context, calls int) (context.Context, func()) {
+	ri := from(ctx)
+	sc := ri.scope
+	if sc == nil || sc.limit == 0 || calls < 1 {
+		return ctx, func() {}
+	}
+	sc.mu.Lock()
+	left := max(sc.limit-sc.used.Load()-sc.reserved.Load(), 0)
+	sh := &shares{sc: sc, each: left / int64(calls), n: calls}
+	sc.reserved.Add(sh.each * int64(calls))
+	sc.mu.Unlock()
+	ri.shares = sh
+	return context.WithValue(ctx, key{}, &ri), sh.release
+}
+
+// release gives back the shares not taken.
+func (sh *shares) release() {
+	sh.mu.Lock()
+	k := sh.n
+	sh.n = 0
+	sh.mu.Unlock()
+	if k > 0 {
+		sh.sc.mu.Lock()
+		sh.sc.reserved.Add(-sh.each * int64(k))
+		sh.sc.mu.Unlock()
+	}
+}
+
+// TakeShare takes one of the shares set aside for the step ctx belongs to
+// (WithShares), for the child a tool call starts, keeping at most upTo
+// tokens of it (0: all) and giving the rest back: it returns the tokens
+// kept, whether a share was set aside at all (false: the run has no limit,
+// or the call is not a step's), and settle, which ends the reservation
+// with what the child spent, as Reserve's does. A step whose shares are
+// all taken gives 0.
+func TakeShare(ctx context.Context, upTo int64) (granted int64, ok bool, settle func(spent int64)) {
+	sh := from(ctx).shares
+	if sh == nil {
+		return 0, false, func(int64) {}
+	}
+	sh.mu.Lock()
+	if sh.n == 0 {
+		sh.mu.Unlock()
+		return 0, true, func(int64) {}
+	}
+	sh.n--
+	sh.mu.Unlock()
+	sc := sh.sc
+	kept := sh.each
+	if upTo > 0 && upTo < kept {
+		kept = upTo
+		sc.mu.Lock()
+		sc.reserved.Add(kept - sh.each)
+		sc.mu.Unlock()
+	}
+	var once sync.Once
+	return kept, true, func(spent int64) {
+		once.Do(func() {
+			sc.mu.Lock()
+			sc.reserved.Add(-kept)
+			sc.used.Add(spent)
+			sc.mu.Unlock()
+		})
+	}
+}
+
+// HasShares reports whether the step ctx belongs to set shares aside
+// (WithShares), taken or not.
+func HasShares(ctx context.Context) bool { return from(ctx).shares != nil }
+
+// KeepShare moves one share of the step of ctx, if it set any aside, to
+// dst, for work that outlives the call, such as a background job: the
+// step giving back its untaken shares does not take that one. The
+// function it returns gives the share back if the work never took it;
+// call it once the work has ended.
+func KeepShare(ctx, dst context.Context) (context.Context, func()) {
+	sh := from(ctx).shares
+	if sh == nil {
+		return dst, func() {}
+	}
+	sh.mu.Lock()
+	if sh.n == 0 {
+		sh.mu.Unlock()
+		ri := from(dst)
+		ri.shares = &shares{sc: sh.sc}
+		return context.WithValue(dst, key{}, &ri), func() {}
+	}
+	sh.n--
+	sh.mu.Unlock()
+	own := &shares{sc: sh.sc, each: sh.each, n: 1}
+	ri := from(dst)
+	ri.shares = own
+	return context.WithValue(dst, key{}, &ri), own.release
+}
+
+// WithBudget returns ctx whose next run (Start) may use at most n tokens,
+// however much its agent's own limit allows: a sub-agent tool gives the
+// child it starts the tokens it set aside for it. The runs that run starts
+// in turn do not inherit it; they are bounded by their parent's limit.
+func WithBudget(ctx context.Context, n int64) context.Context {
+	ri := from(ctx)
+	ri.budget = max(n, 0)
+	return context.WithValue(ctx, key{}, &ri)
 }
 
 // SetUsed records that the run of ctx has used n tokens so far, its

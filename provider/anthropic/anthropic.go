@@ -66,12 +66,13 @@
 //
 // Each call waits for admission (provider.Admission) until the model's
 // limits let it go, instead of failing with a rate limit: requests and
-// tokens a minute as the server's anthropic-ratelimit-* headers and Retry-After
-// say, and an adaptive bound on calls in flight. A 429 is tried again after
-// the wait the server asked for (its Retry-After, or the wait its message
-// names), up to provider.DefaultAdmissionRetries times. An overload (529) halves the bound on calls in flight, and the call is tried again after a backoff. The SDK's own
-// retry loop is off, so that only one loop retries. Every Response and
-// rate-limited *provider.Error carries what the server said
+// tokens a minute as the server's anthropic-ratelimit-* headers and
+// Retry-After say, and an adaptive bound on calls in flight. A 429 is tried
+// again after the wait the server asked for, up to
+// provider.DefaultAdmissionRetries times; an overload (529) narrows the
+// bound on calls in flight, and the call is tried again after a backoff.
+// The SDK's own retry loop is off, so that only one loop retries. Every
+// Response and rate-limited *provider.Error carries what the server said
 // (provider.RateLimit). A provider makes an Admission of its own; give one
 // to every provider of a process that calls the same account
 // (WithAdmission), so that they keep to its limits together.

@@ -1,0 +1,74 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// TestReactWrapUp checks the last call of a run whose next step would
+// pass its token limit: it is made without tools, with a note that it is
+// the last reply, and its answer ends the run as partial instead of the
+// run failing with ErrUsageLimit; a wrap-up reply with no text still
+// fails.
+func TestReactWrapUp(t *testing.T) {
+	t.Run("answers with what it has", func(t *testing.T) {
+		// Each call costs 300 in and 20 out: after two, a third (at least
+		// 320 more) would pass the limit of 900.
+		p := fake.NewProvider(
+			fake.Call("weather", `{"city":"Lisbon"}`).WithUsage(u(300, 20)),
+			fake.Call("weather", `{"city":"Porto"}`).WithUsage(u(300, 20)),
+			fake.Text("Lisbon is sunny; Porto not yet known.").WithUsage(u(300, 20)),
+		)
+		a := newReact(t, p, agent.WithTools(weather(t)), agent.WithTokenLimit(900))
+		out, err := a.Run(t.Context(), agent.Input{Text: "weather in Lisbon, Porto and Faro?"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !out.Partial || out.Answer != "Lisbon is sunny; Porto not yet known." {
+			t.Errorf("Partial %v, answer %q; want the wrap-up's answer, partial", out.Partial, out.Answer)
+		}
+		reqs := p.Requests()
+		if len(reqs) != 3 {
+			t.Fatalf("%d model calls, want 3", len(reqs))
+		}
+		if len(reqs[1].Tools) == 0 || len(reqs[2].Tools) != 0 {
+			t.Errorf("tools offered: %d, then %d on the last call; want tools until the wrap-up turn, none on it", len(reqs[1].Tools), len(reqs[2].Tools))
+		}
+		last := reqs[2].Messages[len(reqs[2].Messages)-1].Content
+		if !strings.Contains(last, "This is your last reply") || !strings.Contains(last, "640 of your 900 tokens") {
+			t.Errorf("the wrap-up note is %q", last)
+		}
+		if got := out.TotalUsage().Tokens(); got != 960 {
+			t.Errorf("spent %d tokens, want 960: the limit plus the one reply that passed it", got)
+		}
+	})
+	t.Run("past the limit after a tool step", func(t *testing.T) {
+		p := fake.NewProvider(
+			fake.Call("delegate", `{}`).WithUsage(u(100, 10)),
+			fake.Text("what the child found").WithUsage(u(120, 10)),
+		)
+		child := toolFunc("delegate", func(ctx context.Context, c tool.Call) (tool.Result, error) {
+			return tool.Result{Content: "found", Usage: u(1000, 0)}, nil
+		})
+		out, err := newReact(t, p, agent.WithTools(child), agent.WithTokenLimit(500)).Run(t.Context(), agent.Input{Text: "go"})
+		if err != nil || !out.Partial {
+			t.Fatalf("got %v, partial %v; want a partial answer", err, out.Partial)
+		}
+	})
+	t.Run("a wrap-up with no answer fails", func(t *testing.T) {
+		p := fake.NewProvider(
+			fake.Call("weather", `{"city":"Lisbon"}`).WithUsage(u(300, 20)),
+			fake.Call("weather", `{"city":"Porto"}`).WithUsage(u(300, 20)),
+		)
+		_, err := newReact(t, p, agent.WithTools(weather(t)), agent.WithTokenLimit(500)).Run(t.Context(), agent.Input{Text: "go"})
+		if !errors.Is(err, agent.ErrUsageLimit) || !strings.Contains(err.Error(), "asked to wrap up, had no answer") {
+			t.Errorf("got %v, want ErrUsageLimit saying the wrap-up had no answer", err)
+		}
+	})
+}
