@@ -57,6 +57,12 @@ type Output struct {
 	// call was made without tools, the model told to answer with what it
 	// had and to say what is unfinished.
 	Partial bool
+	// Cost is what the run cost in US dollars, its sub-agents' included,
+	// at the prices given with WithPrices (by this agent or the one that
+	// started it); zero without prices. Unpriced names the models the
+	// prices lack ("provider/model"), whose calls count as nothing.
+	Cost     float64
+	Unpriced []string
 	// Queued is how many model calls of the run, its sub-agents'
 	// included, waited for their provider's admission control before
 	// they went (provider.Response.Queued).

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/deputy-go/deputy/internal/errcode"
-	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/internal/textcap"
 	"github.com/deputy-go/deputy/provider"
 )
@@ -450,7 +449,7 @@ func (s *runState) summarize(older []provider.Message) (text string, usage provi
 		if resp.Model != "" {
 			m = resp.Model
 		}
-		ledger.Add(s.ctx, name, m, usage)
+		s.spend(name, m, usage)
 	}
 	if err != nil {
 		return "", usage, fmt.Errorf("the summary's model call: %w", err)

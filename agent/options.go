@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 
+	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
 
@@ -182,6 +183,23 @@ func WithCacheKey(key string) Option {
 			return fmt.Errorf("%w: empty cache key: give a key or leave the option out to use the agent's name", ErrInvalidOption)
 		}
 		r.cacheKey = key
+		return nil
+	}
+}
+
+// WithPrices prices the run's model calls, and those of the sub-agents it
+// starts (which inherit the prices unless they have their own): the cost
+// appears as Output.Cost, on the run's and each model call's span
+// (AttrCost), and, per provider and model, as "costUsd" beside the token
+// counts of the usage AG-UI events carry (RUN_FINISHED, SUBAGENT_*). A
+// model the table has no price for costs nothing and is named in
+// Output.Unpriced. prices must not be nil.
+func WithPrices(prices *provider.Prices) Option {
+	return func(r *React) error {
+		if prices == nil {
+			return fmt.Errorf("%w: WithPrices(nil): pass a price table (provider.NewPrices, provider.ReadPrices) or leave the option out", ErrInvalidOption)
+		}
+		r.prices = prices
 		return nil
 	}
 }

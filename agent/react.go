@@ -43,6 +43,7 @@ type React struct {
 	toolRetries  int
 	output       *output // OutputOf
 	tokenLimit   int64
+	prices       *provider.Prices // set by WithPrices
 	historyLimit int
 	maxTokens    int
 	temperature  *float64
@@ -181,6 +182,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 		defer func() { endRunSpan(span, out, err) }()
 	}
 	ctx = run.Start(ctx, runID, r.name, r.tokenLimit)
+	run.SetPrices(ctx, r.prices)
 	s := &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, em: em, events: events, tracer: tr,
 		schema: in.ResponseSchema, cacheKey: in.CacheKey, limit: run.Limit(ctx)}
 	if s.schema == nil && r.output != nil {
@@ -245,6 +247,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	out = Output{RunID: runID, Answer: answer, Messages: slices.Clip(s.msgs[s.start:]), Usage: s.usage, ChildUsage: s.child, Value: s.value,
 		Compactions: s.compactions, Partial: s.partial}
 	out.Queued, out.Refused = run.Counts(ctx)
+	out.Cost, out.Unpriced = run.Cost(ctx)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 			// Whatever else went wrong, the caller cancelled: say so first.
@@ -659,7 +662,7 @@ func (s *runState) call(req provider.Request, msgID string) (resp provider.Respo
 		var span trace.Span
 		providerName, _ := s.r.spanIdentity()
 		ctx, span = startChatSpan(ctx, s.tracer, req.Model, providerName)
-		defer func() { endChatSpan(span, resp, err) }()
+		defer func() { endChatSpan(span, resp, err, s.price(req, resp)) }()
 	}
 	if !s.events {
 		return s.r.p.Complete(ctx, req)

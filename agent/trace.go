@@ -31,6 +31,11 @@ const (
 	// calls only, so that a backend summing spans counts each token once.
 	AttrSubtreeInputTokens  = attribute.Key("deputy.subtree.input_tokens")
 	AttrSubtreeOutputTokens = attribute.Key("deputy.subtree.output_tokens")
+	// AttrCost is what a span's work cost in US dollars, at the run's
+	// prices (WithPrices): on an invoke_agent span, the whole subtree's;
+	// on a chat span, the one model call's. It is set only when the
+	// prices price it.
+	AttrCost = attribute.Key("deputy.cost.usd")
 )
 
 // WithTracerProvider traces the agent's runs with OpenTelemetry, following
@@ -46,6 +51,8 @@ const (
 //   - a span per model call, "chat <model>" (or "chat" when the model is
 //     the provider's default), with gen_ai.request.model,
 //     gen_ai.response.model, gen_ai.response.finish_reasons and the usage;
+//     with prices (WithPrices), the cost under AttrCost, on run spans for
+//     the whole subtree;
 //   - a span per tool call, "execute_tool <tool>", with gen_ai.tool.name and
 //     gen_ai.tool.call.id. Each call of a turn has its own span, also when
 //     the calls run in parallel, and the tool runs in its context: a
@@ -137,6 +144,9 @@ func endRunSpan(span trace.Span, out Output, err error) {
 		semconv.GenAIUsageInputTokens(int(own.InputTokens)), semconv.GenAIUsageOutputTokens(int(own.OutputTokens)),
 		AttrSubtreeInputTokens.Int64(all.InputTokens), AttrSubtreeOutputTokens.Int64(all.OutputTokens),
 	)
+	if out.Cost > 0 {
+		span.SetAttributes(AttrCost.Float64(out.Cost))
+	}
 	if err != nil {
 		recordError(span, err, errcode.Of(err))
 	}
@@ -154,7 +164,10 @@ func startChatSpan(ctx context.Context, tr trace.Tracer, model, providerName str
 	return tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 }
 
-func endChatSpan(span trace.Span, resp provider.Response, err error) {
+func endChatSpan(span trace.Span, resp provider.Response, err error, dollars float64) {
+	if dollars >= 0 && err == nil {
+		span.SetAttributes(AttrCost.Float64(dollars))
+	}
 	if resp.Model != "" {
 		span.SetAttributes(semconv.GenAIResponseModel(resp.Model))
 	}

@@ -26,6 +26,8 @@ type tokenUsage struct {
 	Input    int64  `json:"inputTokens"`
 	Output   int64  `json:"outputTokens"`
 	Total    int64  `json:"totalTokens"`
+	// Cost is deputy's, beside the counts it prices.
+	Cost float64 `json:"costUsd,omitempty"`
 }
 
 func usageOf(t *testing.T, raw json.RawMessage) []tokenUsage {
@@ -57,7 +59,8 @@ func waitForJob(u provider.Usage) fake.Reply {
 }
 
 // The usage of RUN_FINISHED has one entry per provider and model, for every
-// model call of the run: the lead's, its child's and a background job's.
+// model call of the run: the lead's, its child's and a background job's;
+// with the lead's prices, each entry says what it cost.
 func TestRunUsageIsPerProviderAndModel(t *testing.T) {
 	u := func(in, out int64) provider.Usage {
 		return provider.Usage{InputTokens: in, OutputTokens: out, Requests: 1}
@@ -74,6 +77,10 @@ func TestRunUsageIsPerProviderAndModel(t *testing.T) {
 		fake.Text("helped").For("helper").WithUsage(u(5, 2)),
 		fake.Text("dug").For(subagent.DefaultForkName).WithUsage(u(7, 3)),
 	).Named("beta", "beta-1")
+	prices, err := provider.NewPrices(map[string]provider.Price{"alpha-1": {Input: 0.5, Output: 2}, "beta/beta-1": {Input: 1, Output: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	h, err := agui.NewPerRequest(func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
 		helper, err := subagent.FromFactory("helper", "Helps.", func(context.Context, json.RawMessage) (agent.Agent, error) {
@@ -96,7 +103,7 @@ func TestRunUsageIsPerProviderAndModel(t *testing.T) {
 		if err := reg.Register(sp.JobsTool()); err != nil {
 			return nil, err
 		}
-		return agent.NewReact(alpha, agent.WithName("lead"), agent.WithRegistry(reg))
+		return agent.NewReact(alpha, agent.WithName("lead"), agent.WithRegistry(reg), agent.WithPrices(prices))
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -104,8 +111,8 @@ func TestRunUsageIsPerProviderAndModel(t *testing.T) {
 	evs := aguiRunChecked(t, serve(t, h).URL, runBody("th", "r1", nil), http.StatusOK, eventcheck.Options{Background: true})
 	fin, _ := finished(t, evs)
 	want := []tokenUsage{
-		{Provider: "alpha", Model: "alpha-1", Input: 30, Output: 3, Total: 33},
-		{Provider: "beta", Model: "beta-1", Input: 12, Output: 5, Total: 17},
+		{Provider: "alpha", Model: "alpha-1", Input: 30, Output: 3, Total: 33, Cost: 30*0.5 + 3*2},
+		{Provider: "beta", Model: "beta-1", Input: 12, Output: 5, Total: 17, Cost: 12*1 + 5*4},
 	}
 	if diff := cmp.Diff(want, usageOf(t, fin.Usage)); diff != "" {
 		t.Errorf("usage (-want +got):\n%s\nresult %s", diff, fin.Result)

@@ -45,4 +45,8 @@ type ModelUsage struct {
 	// Model is the model that answered, or "" when nobody said.
 	Model string
 	Usage Usage
+	// Cost is what Usage cost in US dollars, at the prices the run was
+	// given (agent.WithPrices); zero when it was given none, or none for
+	// this model.
+	Cost float64
 }

@@ -152,8 +152,10 @@ func TestFanoutAtProviderLimits(t *testing.T) {
 				if seen.queued == 0 || seen.queued != seen.admitted {
 					t.Errorf("%d children queued and %d admitted; want every queued one admitted, and some queued", seen.queued, seen.admitted)
 				}
-				if out.Queued != seen.queued {
-					t.Errorf("Output.Queued is %d, want %d: one per child that waited", out.Queued, seen.queued)
+				// A call that waited twice (before a retry too) is queued
+				// twice in the events and counted once in the Output.
+				if out.Queued == 0 || out.Queued > seen.queued {
+					t.Errorf("Output.Queued is %d, want between 1 and the %d waits of the events: one per model call that waited", out.Queued, seen.queued)
 				}
 				if out.ChildUsage.Requests != n {
 					t.Errorf("children made %d requests, want %d", out.ChildUsage.Requests, n)

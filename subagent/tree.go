@@ -114,7 +114,15 @@ func (n *Node) TotalUsage() provider.Usage {
 
 // Cost returns what the invocation cost at prices, its children's calls
 // included, in US dollars, and the models the table has no price for.
+// With nil prices it returns the cost the run's own prices gave it
+// (agent.WithPrices), which its events carried.
 func (n *Node) Cost(prices *provider.Prices) (dollars float64, unpriced []string) {
+	if prices == nil {
+		for _, m := range n.Usage {
+			dollars += m.Cost
+		}
+		return dollars, nil
+	}
 	return prices.Cost(n.Usage...)
 }
 
@@ -228,12 +236,13 @@ func outcomeType(raw json.RawMessage) string {
 // decodeUsage reads the AG-UI TokenUsage array an event carries.
 func decodeUsage(raw json.RawMessage) []provider.ModelUsage {
 	var in []struct {
-		Provider    string `json:"provider"`
-		Model       string `json:"model"`
-		Input       int64  `json:"inputTokens"`
-		Output      int64  `json:"outputTokens"`
-		CachedInput int64  `json:"cachedInputTokens"`
-		CacheWrite  int64  `json:"cacheWriteInputTokens"`
+		Provider    string  `json:"provider"`
+		Model       string  `json:"model"`
+		Input       int64   `json:"inputTokens"`
+		Output      int64   `json:"outputTokens"`
+		CachedInput int64   `json:"cachedInputTokens"`
+		CacheWrite  int64   `json:"cacheWriteInputTokens"`
+		Cost        float64 `json:"costUsd"`
 	}
 	if len(raw) == 0 || json.Unmarshal(raw, &in) != nil {
 		return nil
@@ -241,7 +250,7 @@ func decodeUsage(raw json.RawMessage) []provider.ModelUsage {
 	out := make([]provider.ModelUsage, len(in))
 	for i, u := range in {
 		out[i] = provider.ModelUsage{Provider: u.Provider, Model: u.Model, Usage: provider.Usage{
-			InputTokens: u.Input, OutputTokens: u.Output, CacheReadTokens: u.CachedInput, CacheWriteTokens: u.CacheWrite}}
+			InputTokens: u.Input, OutputTokens: u.Output, CacheReadTokens: u.CachedInput, CacheWriteTokens: u.CacheWrite}, Cost: u.Cost}
 	}
 	return out
 }

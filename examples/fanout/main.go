@@ -2,9 +2,12 @@
 // researchers with spawn_subagent, each asked for a typed answer through an
 // output schema, and writes its answer from their validated findings. It
 // prints the run tree (subagent.Tree) with each child's model, tokens, cost
-// and wall time, which shows the children running side by side.
+// and wall time, which shows the children running side by side, and what
+// the run cost in all, how many model calls waited for the provider's
+// admission control and how many sub-agents a limit refused.
 //
-// Costs come from a price table: -prices names a file in the format of
+// Costs come from a price table given to the lead (agent.WithPrices), which
+// prices its children's calls too: -prices names a file in the format of
 // LiteLLM's model_prices_and_context_window.json; without it, the fake
 // model gets made-up example prices (deputy ships no prices).
 //
@@ -116,7 +119,7 @@ func run(ctx context.Context, w io.Writer, getenv func(string) string, prices *p
 	if err := tools.Register(spawner); err != nil {
 		return err
 	}
-	lead, err := agent.NewReact(model, agent.WithName("lead"), agent.WithRegistry(tools),
+	lead, err := agent.NewReact(model, agent.WithName("lead"), agent.WithRegistry(tools), agent.WithPrices(prices),
 		agent.WithSystemPrompt("You lead a research team. Split the question, delegate, then answer from the findings."))
 	if err != nil {
 		return err
@@ -134,7 +137,7 @@ func run(ctx context.Context, w io.Writer, getenv func(string) string, prices *p
 	wall := time.Since(start)
 
 	fmt.Fprintln(w)
-	printTree(w, out, wall, tree.Roots(), prices)
+	printTree(w, out, wall, tree.Roots())
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "answer:", out.Answer)
 	return nil
@@ -189,12 +192,12 @@ func synthesize(ctx context.Context, req provider.Request) (provider.Response, e
 		fmt.Fprintf(&b, " (mean confidence %.2f)", sure/float64(n))
 	}
 	msg := provider.AssistantMessage(b.String())
-	return provider.Response{Message: msg, Usage: fake.Usage(req, msg), StopReason: provider.StopEndTurn}, nil
+	return provider.Response{Message: msg, Usage: fake.Usage(req, msg), StopReason: provider.StopEndTurn, Model: "fake"}, nil
 }
 
 // printTree renders the run tree: the lead, then each child in the order the
 // lead called them, with its model, tokens and wall time.
-func printTree(w io.Writer, out agent.Output, wall time.Duration, children []*subagent.Node, prices *provider.Prices) {
+func printTree(w io.Writer, out agent.Output, wall time.Duration, children []*subagent.Node) {
 	order := map[string]int{}
 	for _, msg := range out.Messages {
 		for _, c := range msg.ToolCalls {
@@ -204,7 +207,12 @@ func printTree(w io.Writer, out agent.Output, wall time.Duration, children []*su
 	sort.Slice(children, func(i, j int) bool { return order[children[i].ToolCallID] < order[children[j].ToolCallID] })
 
 	fmt.Fprintln(w, "usage is requests, tokens in, tokens out; the lead's own calls, then its children's")
-	fmt.Fprintf(w, "lead  own %v  children %v  wall %v\n", out.Usage, out.ChildUsage, wall.Round(10*time.Millisecond))
+	cost := fmt.Sprintf("$%.6f", out.Cost)
+	if len(out.Unpriced) > 0 {
+		cost += " (no price for " + strings.Join(out.Unpriced, ", ") + ")"
+	}
+	fmt.Fprintf(w, "lead  own %v  children %v  cost %s  wall %v\n", out.Usage, out.ChildUsage, cost, wall.Round(10*time.Millisecond))
+	fmt.Fprintf(w, "      model calls that waited for admission: %d; sub-agents refused by a limit: %d\n", out.Queued, out.Refused)
 	var sum time.Duration
 	for i, n := range children {
 		branch := "├─"
@@ -217,10 +225,8 @@ func printTree(w io.Writer, out agent.Output, wall time.Duration, children []*su
 		_ = json.Unmarshal(n.Arguments, &a)
 		u := n.TotalUsage()
 		sum += n.Wall()
-		cost := "no price"
-		if dollars, unpriced := n.Cost(prices); len(unpriced) == 0 {
-			cost = fmt.Sprintf("$%.6f", dollars)
-		}
+		dollars, _ := n.Cost(nil) // as the events carried it, at the lead's prices
+		cost := fmt.Sprintf("$%.6f", dollars)
 		fmt.Fprintf(w, "%s %-9s %-9s %s  %d in, %d out  %s  wall %v  %q\n", branch, n.Name, n.State, n.Model,
 			u.InputTokens, u.OutputTokens, cost, n.Wall().Round(10*time.Millisecond), a.Task)
 	}

@@ -21,7 +21,7 @@ func TestFanout(t *testing.T) {
 	for _, want := range []string{
 		"provider: fake (scripted replies;",
 		"usage is requests, tokens in, tokens out",
-		"├─ historian succeeded fake", "├─ economist succeeded fake", "└─ planner", "side by side they took", "  $0.000",
+		"├─ historian succeeded fake", "├─ economist succeeded fake", "└─ planner", "side by side they took", "  $0.000", "cost $0.00", "waited for admission: 0; sub-agents refused by a limit: 0",
 		"answer: Yes, on balance:",
 	} {
 		if !strings.Contains(out.String(), want) {

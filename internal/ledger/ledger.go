@@ -43,25 +43,27 @@ func From(ctx context.Context) *Ledger {
 // Add adds u, spent by one call to model of providerName, to the ledger of
 // ctx and the ledgers it is inside. Without a ledger, or for a call that
 // cost nothing (an answer replayed from a journal), it does nothing.
-func Add(ctx context.Context, providerName, model string, u provider.Usage) {
+// dollars is what u cost, 0 when unpriced.
+func Add(ctx context.Context, providerName, model string, u provider.Usage, dollars float64) {
 	if u.IsZero() {
 		return
 	}
 	for l := From(ctx); l != nil; l = l.parent {
-		l.add(providerName, model, u)
+		l.add(providerName, model, u, dollars)
 	}
 }
 
-func (l *Ledger) add(providerName, model string, u provider.Usage) {
+func (l *Ledger) add(providerName, model string, u provider.Usage, dollars float64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i := range l.entries {
 		if e := &l.entries[i]; e.Provider == providerName && e.Model == model {
 			e.Usage = e.Usage.Add(u)
+			e.Cost += dollars
 			return
 		}
 	}
-	l.entries = append(l.entries, provider.ModelUsage{Provider: providerName, Model: model, Usage: u})
+	l.entries = append(l.entries, provider.ModelUsage{Provider: providerName, Model: model, Usage: u, Cost: dollars})
 }
 
 // Entries returns the ledger's entries, one per provider and model, in the
@@ -113,7 +115,7 @@ func Encode(entries []provider.ModelUsage, reported provider.Usage) json.RawMess
 	var b []byte
 	var seen provider.Usage
 	for _, e := range entries {
-		b = appendTokenUsage(b, e.Provider, e.Model, e.Usage)
+		b = appendTokenUsage(b, e.Provider, e.Model, e.Usage, e.Cost)
 		seen = seen.Add(e.Usage)
 	}
 	rest := provider.Usage{
@@ -123,7 +125,7 @@ func Encode(entries []provider.ModelUsage, reported provider.Usage) json.RawMess
 		CacheWriteTokens: max(reported.CacheWriteTokens-seen.CacheWriteTokens, 0),
 	}
 	if rest.Tokens() > 0 {
-		b = appendTokenUsage(b, "", "", rest)
+		b = appendTokenUsage(b, "", "", rest, 0)
 	}
 	if len(b) == 0 {
 		return nil
@@ -134,9 +136,12 @@ func Encode(entries []provider.ModelUsage, reported provider.Usage) json.RawMess
 
 // appendTokenUsage appends ",{…}", AG-UI's TokenUsage for the counts of one
 // provider and model: inputTokens, outputTokens and totalTokens always,
-// provider, model, cachedInputTokens and cacheWriteInputTokens when set.
-// Input tokens include the cached ones, as deputy counts them too.
-func appendTokenUsage(b []byte, providerName, model string, u provider.Usage) []byte {
+// provider, model, cachedInputTokens and cacheWriteInputTokens when set;
+// and costUsd, what the counts cost in US dollars, when the run had a price
+// for them (AG-UI's TokenUsage has no field for it: it travels beside the
+// counts it prices, and clients that do not know it drop it). Input
+// tokens include the cached ones, as deputy counts them too.
+func appendTokenUsage(b []byte, providerName, model string, u provider.Usage, dollars float64) []byte {
 	if b == nil {
 		b = make([]byte, 0, 128)
 	}
@@ -164,6 +169,10 @@ func appendTokenUsage(b []byte, providerName, model string, u provider.Usage) []
 	if u.CacheWriteTokens != 0 {
 		b = append(b, `,"cacheWriteInputTokens":`...)
 		b = strconv.AppendInt(b, u.CacheWriteTokens, 10)
+	}
+	if dollars > 0 {
+		b = append(b, `,"costUsd":`...)
+		b = strconv.AppendFloat(b, dollars, 'g', -1, 64)
 	}
 	return append(b, '}')
 }

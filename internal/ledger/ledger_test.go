@@ -20,11 +20,11 @@ func TestLedgersNest(t *testing.T) {
 	sibling, inSibling := ledger.With(ctx)
 	grand, inGrand := ledger.With(child)
 
-	ledger.Add(ctx, "acme", "big", provider.Usage{Requests: 1, InputTokens: 100, OutputTokens: 10})
-	ledger.Add(child, "acme", "mid", provider.Usage{Requests: 1, InputTokens: 20, OutputTokens: 2})
-	ledger.Add(grand, "other", "small", provider.Usage{Requests: 1, InputTokens: 3, OutputTokens: 1})
-	ledger.Add(sibling, "acme", "mid", provider.Usage{Requests: 1, InputTokens: 5})
-	ledger.Add(grand, "other", "small", provider.Usage{}) // a replayed call: nothing
+	ledger.Add(ctx, "acme", "big", provider.Usage{Requests: 1, InputTokens: 100, OutputTokens: 10}, 0)
+	ledger.Add(child, "acme", "mid", provider.Usage{Requests: 1, InputTokens: 20, OutputTokens: 2}, 0)
+	ledger.Add(grand, "other", "small", provider.Usage{Requests: 1, InputTokens: 3, OutputTokens: 1}, 0)
+	ledger.Add(sibling, "acme", "mid", provider.Usage{Requests: 1, InputTokens: 5}, 0)
+	ledger.Add(grand, "other", "small", provider.Usage{}, 0) // a replayed call: nothing
 
 	mid := provider.ModelUsage{Provider: "acme", Model: "mid", Usage: provider.Usage{Requests: 2, InputTokens: 25, OutputTokens: 2}}
 	small := provider.ModelUsage{Provider: "other", Model: "small", Usage: provider.Usage{Requests: 1, InputTokens: 3, OutputTokens: 1}}
@@ -49,7 +49,7 @@ func TestLedgersNest(t *testing.T) {
 	if none.Entries() != nil || ledger.From(context.Background()) != nil {
 		t.Error("no ledger should have no entries")
 	}
-	ledger.Add(context.Background(), "acme", "big", provider.Usage{InputTokens: 1}) // no ledger: no panic
+	ledger.Add(context.Background(), "acme", "big", provider.Usage{InputTokens: 1}, 0) // no ledger: no panic
 }
 
 func TestAddIsSafeForConcurrentUse(t *testing.T) {
@@ -59,7 +59,7 @@ func TestAddIsSafeForConcurrentUse(t *testing.T) {
 		wg.Go(func() {
 			child, _ := ledger.With(ctx)
 			for range 100 {
-				ledger.Add(child, "acme", "big", provider.Usage{Requests: 1, InputTokens: 1})
+				ledger.Add(child, "acme", "big", provider.Usage{Requests: 1, InputTokens: 1}, 0)
 			}
 		})
 	}
@@ -75,11 +75,11 @@ func TestJSON(t *testing.T) {
 		t.Errorf("nothing spent: %s, want nil", got)
 	}
 	ctx, l := ledger.With(context.Background())
-	ledger.Add(ctx, "acme", "big", provider.Usage{Requests: 1, InputTokens: 100, OutputTokens: 10, CacheReadTokens: 60, CacheWriteTokens: 5})
-	ledger.Add(ctx, "", "we\"ird\n<model>", provider.Usage{Requests: 1, InputTokens: 1, OutputTokens: 1})
+	ledger.Add(ctx, "acme", "big", provider.Usage{Requests: 1, InputTokens: 100, OutputTokens: 10, CacheReadTokens: 60, CacheWriteTokens: 5}, 0.0015)
+	ledger.Add(ctx, "", "we\"ird\n<model>", provider.Usage{Requests: 1, InputTokens: 1, OutputTokens: 1}, 0)
 	// 30 more input tokens were reported than the calls account for.
 	got := ledger.JSON(l, provider.Usage{InputTokens: 131, OutputTokens: 11, CacheReadTokens: 60, CacheWriteTokens: 5})
-	want := `[{"provider":"acme","model":"big","inputTokens":100,"outputTokens":10,"totalTokens":110,"cachedInputTokens":60,"cacheWriteInputTokens":5},` +
+	want := `[{"provider":"acme","model":"big","inputTokens":100,"outputTokens":10,"totalTokens":110,"cachedInputTokens":60,"cacheWriteInputTokens":5,"costUsd":0.0015},` +
 		`{"model":"we\"ird\n\u003cmodel\u003e","inputTokens":1,"outputTokens":1,"totalTokens":2},` +
 		`{"inputTokens":30,"outputTokens":0,"totalTokens":30}]`
 	if string(got) != want {

@@ -12,6 +12,7 @@ package run
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -77,6 +78,9 @@ func Start(ctx context.Context, id, name string, tokenLimit int64) context.Conte
 		tokenLimit = max(b, 1) // a limit of 0 would be none: 1 token leaves the run one reply
 	}
 	sc := &scope{limit: tokenLimit, up: parent.scope}
+	if parent.scope != nil {
+		sc.prices = parent.scope.prices
+	}
 	run := context.WithValue(ctx, key{}, &info{id: id, parent: parent.id, name: name, depth: parent.depth, scope: sc, budget: -1})
 	sc.ctx = run
 	return run
@@ -96,6 +100,11 @@ type scope struct {
 	// tool calls (Reserve); it is changed under mu.
 	reserved atomic.Int64
 	up       *scope // the run that started this one, or nil
+	// prices prices the run's model calls (SetPrices, or the parent's);
+	// cost and unpriced add up what they cost, the sub-runs' included.
+	prices   *provider.Prices
+	cost     float64
+	unpriced []string
 	// queued and refused count model calls that waited for admission and
 	// sub-agents a limit refused, in this run and the runs under it.
 	queued, refused atomic.Int64
@@ -122,6 +131,73 @@ func Count(ctx context.Context, t Tally) {
 			sc.refused.Add(1)
 		}
 	}
+}
+
+// SetPrices sets the prices of the model calls of the run of ctx and of
+// the runs it starts (which inherit them) when p is not nil.
+func SetPrices(ctx context.Context, p *provider.Prices) {
+	if sc := from(ctx).scope; sc != nil && p != nil {
+		sc.mu.Lock()
+		sc.prices = p
+		sc.mu.Unlock()
+	}
+}
+
+// Price returns what u, spent by one call to model of providerName, cost
+// at the prices of the run of ctx, and whether they price it; false too
+// when the run has no prices.
+func Price(ctx context.Context, providerName, model string, u provider.Usage) (float64, bool) {
+	sc := from(ctx).scope
+	if sc == nil {
+		return 0, false
+	}
+	sc.mu.Lock()
+	prices := sc.prices
+	sc.mu.Unlock()
+	if prices == nil {
+		return 0, false
+	}
+	p, ok := prices.Lookup(providerName, model)
+	if !ok {
+		return 0, false
+	}
+	return p.Cost(u), true
+}
+
+// Priced reports whether the run of ctx has prices.
+func Priced(ctx context.Context) bool {
+	sc := from(ctx).scope
+	if sc == nil {
+		return false
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.prices != nil
+}
+
+// AddCost adds dollars to the cost of the run of ctx and every run it is
+// inside; unpriced, when not "", names a model its prices lack.
+func AddCost(ctx context.Context, dollars float64, unpriced string) {
+	for sc := from(ctx).scope; sc != nil; sc = sc.up {
+		sc.mu.Lock()
+		sc.cost += dollars
+		if unpriced != "" && !slices.Contains(sc.unpriced, unpriced) && len(sc.unpriced) < 64 {
+			sc.unpriced = append(sc.unpriced, unpriced)
+		}
+		sc.mu.Unlock()
+	}
+}
+
+// Cost returns what the run of ctx has cost so far, its sub-runs'
+// included, and the models its prices lack.
+func Cost(ctx context.Context) (float64, []string) {
+	sc := from(ctx).scope
+	if sc == nil {
+		return 0, nil
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.cost, slices.Clone(sc.unpriced)
 }
 
 // Counts returns what the run of ctx has counted so far, its sub-agents'

@@ -1,0 +1,98 @@
+package subagent_test
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+)
+
+// TestCost checks that a price table given to the lead prices the whole
+// tree: the run's Output (its children's calls included, a model without
+// a price named), each child's SUBAGENT_FINISHED usage and the Tree built
+// from it, and the spans of the runs and their model calls.
+func TestCost(t *testing.T) {
+	prices, err := provider.NewPrices(map[string]provider.Price{
+		"acme/lead-model":  {Input: 1e-6, Output: 4e-6},
+		"acme/child-model": {Input: 2e-6, Output: 8e-6},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leadP := fake.NewProvider(
+		fake.Call("child", `{"task":"a"}`).WithUsage(provider.Usage{InputTokens: 1000, OutputTokens: 100, Requests: 1}),
+		fake.Call("stranger", `{"task":"b"}`).WithUsage(provider.Usage{InputTokens: 1000, OutputTokens: 100, Requests: 1}),
+		fake.Text("done").WithUsage(provider.Usage{InputTokens: 2000, OutputTokens: 50, Requests: 1}),
+	).Named("acme", "lead-model")
+	childP := fake.NewProvider(fake.Text("a done").WithUsage(provider.Usage{InputTokens: 500, OutputTokens: 500, Requests: 1})).Named("acme", "child-model")
+	strangerP := fake.NewProvider(fake.Text("b done").WithUsage(provider.Usage{InputTokens: 7, OutputTokens: 7, Requests: 1})).Named("acme", "mystery-model")
+	child, err := subagent.FromFactory("child", "Does a.", func(context.Context, json.RawMessage) (agent.Agent, error) {
+		return agent.NewReact(childP, agent.WithName("child"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := subagent.FromFactory("stranger", "Does b.", func(context.Context, json.RawMessage) (agent.Agent, error) {
+		return agent.NewReact(strangerP, agent.WithName("stranger"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	lead, err := agent.NewReact(leadP, agent.WithName("lead"), agent.WithTools(child, stranger), agent.WithPrices(prices), agent.WithTracerProvider(tp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := subagent.NewTree(nil)
+	out, err := lead.Run(event.WithSink(t.Context(), tree), agent.Input{Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leadCost := 4000*1e-6 + 250*4e-6
+	childCost := 500*2e-6 + 500*8e-6
+	if want := leadCost + childCost; math.Abs(out.Cost-want) > 1e-12 {
+		t.Errorf("Output.Cost = %v, want %v: the lead's calls and the priced child's", out.Cost, want)
+	}
+	if !slices.Equal(out.Unpriced, []string{"acme/mystery-model"}) {
+		t.Errorf("Output.Unpriced = %q, want the stranger's model", out.Unpriced)
+	}
+	var got []float64
+	for _, n := range tree.Roots() {
+		d, _ := n.Cost(nil)
+		got = append(got, d)
+	}
+	if len(got) != 2 || math.Abs(got[0]-childCost) > 1e-12 || got[1] != 0 {
+		t.Errorf("the tree's costs from the events: %v, want [%v 0]", got, childCost)
+	}
+	var chat, run []float64
+	for _, s := range spans.Ended() {
+		for _, a := range s.Attributes() {
+			if a.Key == agent.AttrCost {
+				if strings.HasPrefix(s.Name(), "chat") {
+					chat = append(chat, a.Value.AsFloat64())
+				} else if s.Name() == "invoke_agent lead" {
+					run = append(run, a.Value.AsFloat64())
+				}
+			}
+		}
+	}
+	if len(chat) != 4 {
+		t.Errorf("%d chat spans carry a cost, want 4: the lead's three calls and the priced child's", len(chat))
+	}
+	if len(run) != 1 || math.Abs(run[0]-out.Cost) > 1e-12 {
+		t.Errorf("the lead's run span carries cost %v, want [%v]", run, out.Cost)
+	}
+}
