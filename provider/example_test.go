@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/deputy-go/deputy/provider"
 )
@@ -68,4 +72,36 @@ func ExampleKindForStatus() {
 	// 413 context window exceeded
 	// 429 rate limit
 	// 503 transient
+}
+
+// Admission control keeps the calls of every agent sharing a provider
+// within the model's limits: here, two calls at once, whoever makes them.
+// The real providers take one with their WithAdmission option; Admit puts
+// one around any provider.
+func ExampleAdmit() {
+	adm, err := provider.NewAdmission(provider.WithLimits("", provider.Limits{InFlight: 2}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	var now, most atomic.Int32
+	model := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		n := now.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(10 * time.Millisecond)
+		now.Add(-1)
+		return provider.Response{Message: provider.AssistantMessage("ok")}, nil
+	})
+	p := provider.Admit(model, adm)
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			if _, err := p.Complete(context.Background(), provider.Request{Model: "small"}); err != nil {
+				log.Print(err)
+			}
+		})
+	}
+	wg.Wait()
+	fmt.Println("calls at once, at most:", most.Load())
+	// Output: calls at once, at most: 2
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/benchcpu"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -125,4 +127,63 @@ func BenchmarkParallelFactory(b *testing.B) {
 	perBatch := total / time.Duration(b.N)
 	b.ReportMetric(float64(perBatch)/float64(time.Millisecond), "ms/batch")
 	b.ReportMetric(float64(perBatch)/float64(latency), "x-latency")
+}
+
+// BenchmarkFanoutDefault measures one parent turn that calls a FromFactory
+// child n times, in the default configuration (no bound on the calls of a
+// turn), each child a ReAct agent whose model answers after 20 ms: the
+// parent's two model calls, building and running n children, and folding
+// their results. It reports ms/turn, the process's CPU per turn, and
+// x-ideal: the wall time over the ideal, 20 ms plus the CPU the turn needs
+// spread over the machine's cores.
+func BenchmarkFanoutDefault(b *testing.B) {
+	const latency = 20 * time.Millisecond
+	for _, n := range []int{16, 64, 256, 1024} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			calls := make([]provider.ToolCall, n)
+			for i := range calls {
+				calls[i] = provider.ToolCall{Name: "child", Arguments: json.RawMessage(fmt.Sprintf(`{"task":"part %d"}`, i))}
+			}
+			p := fake.NewProvider(
+				fake.Calls(calls...).For("lead"),
+				fake.Text("All parts done.").For("lead"),
+				fake.Text("done").After(latency).For("child"),
+			).Loop().DontRecord()
+			sub, err := FromFactory("child", "Does one part.", func(context.Context, json.RawMessage) (agent.Agent, error) {
+				return agent.NewReact(p, agent.WithName("child"))
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			lead, err := agent.NewReact(p, agent.WithName("lead"), agent.WithTools(sub))
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			cpu0, _ := benchcpu.Now()
+			var total time.Duration
+			b.ReportAllocs()
+			for b.Loop() {
+				lead.Reset()
+				start := time.Now()
+				out, err := lead.Run(ctx, agent.Input{Text: "Do all parts."})
+				total += time.Since(start)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if out.ChildUsage.Requests != int64(n) {
+					b.Fatalf("%d child requests, want %d", out.ChildUsage.Requests, n)
+				}
+			}
+			cpu1, ok := benchcpu.Now()
+			perTurn := total / time.Duration(b.N)
+			b.ReportMetric(float64(perTurn)/float64(time.Millisecond), "ms/turn")
+			if ok {
+				cpu := (cpu1 - cpu0) / time.Duration(b.N)
+				ideal := latency + cpu/time.Duration(runtime.GOMAXPROCS(0))
+				b.ReportMetric(float64(cpu)/float64(time.Millisecond), "cpu-ms/turn")
+				b.ReportMetric(float64(perTurn)/float64(ideal), "x-ideal")
+			}
+		})
+	}
 }

@@ -28,7 +28,13 @@ import (
 const (
 	// SpawnToolName is the name the model calls the spawn tool by.
 	SpawnToolName = "spawn_subagent"
-	// DefaultMaxSpawns bounds the children one parent run may start.
+	// DefaultMaxSpawns bounds the children one parent run may start. It
+	// is not a width (every call of a turn starts at once, and the
+	// provider's admission control decides how many model calls go): it
+	// bounds what a model may decide to start in one run, so that one that
+	// loops on delegation cannot start hundreds. A task that needs more
+	// says so with WithMaxSpawns; the tree's token budget bounds what they
+	// spend (agent.WithTokenLimit).
 	DefaultMaxSpawns = 8
 	// DefaultSpawnConcurrency bounds the children of one parent run
 	// running at once: 0, no bound, like the registry's bound on the calls

@@ -4,7 +4,10 @@
 // other processes hold the cores.
 package benchcpu
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // Report starts counting and returns the function, deferred by the
 // benchmark, that reports cpu-ns/op. Where the process's CPU time cannot
@@ -19,3 +22,6 @@ func Report(b *testing.B) func() {
 		b.ReportMetric(float64((end-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
 	}
 }
+
+// Now returns the process's CPU time so far, and whether it could be read.
+func Now() (time.Duration, bool) { return cpuTime() }

@@ -24,6 +24,7 @@ import (
 	"github.com/deputy-go/deputy/mcpbridge"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/provider/fromenv"
+	"github.com/deputy-go/deputy/provider/openai"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/store/sqlite"
 	"github.com/deputy-go/deputy/subagent"
@@ -68,6 +69,19 @@ func delegate(ctx context.Context, model provider.Provider, expertAgent agent.Ag
 	}
 	fmt.Println(out.Answer, out.Usage, out.ChildUsage)
 	return nil
+}
+
+// end of README snippet
+
+// README snippet
+// sharedLimits makes an OpenAI provider whose calls keep, with those of
+// every other provider given adm, to the account's limits.
+func sharedLimits() (*openai.Provider, error) {
+	adm, err := provider.NewAdmission(provider.WithLimits("gpt-5.4-mini", provider.Limits{RequestsPerMinute: 500}))
+	if err != nil {
+		return nil, err
+	}
+	return openai.New(openai.WithAdmission(adm))
 }
 
 // end of README snippet
