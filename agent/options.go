@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
@@ -200,6 +201,24 @@ func WithPrices(prices *provider.Prices) Option {
 			return fmt.Errorf("%w: WithPrices(nil): pass a price table (provider.NewPrices, provider.ReadPrices) or leave the option out", ErrInvalidOption)
 		}
 		r.prices = prices
+		return nil
+	}
+}
+
+// WithCostLimit bounds what a run may cost, in US dollars, its sub-agents'
+// included, at the prices given with WithPrices (to this agent or to the
+// one that started it). Every run of the tree counts against it as it
+// spends, so a call that would take the tree past it is its run's last:
+// made without tools, with a note that asks for what the model has, as
+// under WithTokenLimit (Output.Partial). A tree spends at most the limit
+// plus one reply per run in flight. Calls of a model the prices lack cost
+// nothing against it. dollars must be positive.
+func WithCostLimit(dollars float64) Option {
+	return func(r *React) error {
+		if !(dollars > 0) || math.IsInf(dollars, 0) {
+			return fmt.Errorf("%w: cost limit %v: give a positive number of US dollars", ErrInvalidOption, dollars)
+		}
+		r.costLimit = dollars
 		return nil
 	}
 }

@@ -44,6 +44,7 @@ type React struct {
 	output       *output // OutputOf
 	tokenLimit   int64
 	prices       *provider.Prices // set by WithPrices
+	costLimit    float64          // set by WithCostLimit
 	historyLimit int
 	maxTokens    int
 	temperature  *float64
@@ -183,6 +184,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	}
 	ctx = run.Start(ctx, runID, r.name, r.tokenLimit)
 	run.SetPrices(ctx, r.prices)
+	run.SetCostLimit(ctx, r.costLimit)
 	s := &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, em: em, events: events, tracer: tr,
 		schema: in.ResponseSchema, cacheKey: in.CacheKey, limit: run.Limit(ctx)}
 	if s.schema == nil && r.output != nil {
@@ -314,12 +316,16 @@ type runState struct {
 	// the tool that started the run gave it less. lastOut is the output
 	// tokens of the last reply, for the estimate of the next call's cost;
 	// partial is set when the run answered in a wrap-up turn.
-	limit   int64
-	lastOut int64
-	partial bool
+	limit     int64
+	lastOut   int64
+	lastModel string // the model that answered last, for the price of the next call
+	partial   bool
 }
 
 func (s *runState) loop() (string, error) {
+	if s.r.costLimit > 0 && !run.Priced(s.ctx) {
+		return "", fmt.Errorf("%w: WithCostLimit without prices: give this agent, or the one that starts it, WithPrices", ErrInvalidOption)
+	}
 	failures := 0
 	for step := 1; ; step++ {
 		if step > s.r.maxSteps {
@@ -359,7 +365,7 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 	}
 	// A call that would take the run past its token limit is its last: the
 	// model gets no tools and is asked to answer with what it has.
-	wrapUp := s.limit > 0 && s.spent()+s.estimate(fixed)+s.lastOut > s.limit
+	wrapUp := s.limit > 0 && s.spent()+s.estimate(fixed)+s.lastOut > s.limit || s.overCost(fixed)
 	if wrapUp {
 		tools = nil
 	}
@@ -418,6 +424,9 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 		return "", false, fmt.Errorf("%w (stop reason %q): check the model and its max tokens", ErrEmptyReply, resp.StopReason)
 	}
 	s.lastOut = resp.Usage.OutputTokens
+	if resp.Model != "" {
+		s.lastModel = resp.Model
+	}
 	if wrapUp {
 		return s.wrappedUp(msg, resp.Usage)
 	}
@@ -549,7 +558,7 @@ func toolsBytes(tools []provider.ToolDef) int64 {
 // for each call's sub-agent before the calls start (run.WithShares).
 func (s *runState) runCalls(stepKey string, calls []provider.ToolCall) (results []tool.Result, replayed []bool, err error) {
 	toolCtx := s.toolCtx
-	if s.limit > 0 {
+	if s.limit > 0 || s.costLimited() {
 		var release func()
 		toolCtx, release = run.WithShares(toolCtx, len(calls))
 		defer release()
@@ -606,6 +615,10 @@ func (s *runState) stepNames(step int) (stepName, firstResult string) {
 func (s *runState) budgetNote(wrapUp bool) string {
 	lim := s.limit
 	if lim == 0 {
+		if wrapUp { // by the cost limit
+			return "Budget note: another step would pass the money this work may cost. This is your last reply, and no tools are available: answer now with what you have, " +
+				"and say plainly what is unfinished (status \"partial\" if you report a status)."
+		}
 		return ""
 	}
 	used := s.spent()
@@ -621,6 +634,32 @@ func (s *runState) budgetNote(wrapUp bool) string {
 		" tokens. Finish now: answer with what you have, and say plainly what is unfinished (status \"partial\" if you report a status)."
 }
 
+// overCost reports whether the next call, whose system prompt and tools
+// weigh fixed bytes, would take the run, or a run it is inside, past its
+// cost limit (WithCostLimit): at the run's prices, it is priced as the
+// estimated input and as many output tokens as the last reply had.
+func (s *runState) overCost(fixed int64) bool {
+	left, limited := run.CostLeft(s.ctx)
+	if !limited {
+		return false
+	}
+	if left <= 0 {
+		return true
+	}
+	name, model := s.r.spanIdentity()
+	if s.lastModel != "" {
+		model = s.lastModel
+	}
+	next, _ := run.Price(s.ctx, name, model, provider.Usage{InputTokens: s.estimate(fixed), OutputTokens: s.lastOut})
+	return next > left
+}
+
+// costLimited reports whether a cost limit bounds the run.
+func (s *runState) costLimited() bool {
+	_, limited := run.CostLeft(s.ctx)
+	return limited
+}
+
 // spent is what the run has used so far, its sub-agents' included.
 func (s *runState) spent() int64 { return s.usage.Add(s.child).Tokens() }
 
@@ -633,6 +672,10 @@ func (s *runState) setUsed() {
 }
 
 func (s *runState) checkLimit() error {
+	if left, limited := run.CostLeft(s.ctx); limited && left < 0 {
+		cost, _ := run.Cost(s.ctx)
+		return fmt.Errorf("%w: the work cost $%.6f, past its cost limit by $%.6f: raise WithCostLimit or give a smaller task", ErrUsageLimit, cost, -left)
+	}
 	if lim := s.limit; lim > 0 {
 		used := s.spent()
 		run.SetUsed(s.ctx, used)

@@ -3,6 +3,7 @@ package subagent_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -94,5 +95,56 @@ func TestCost(t *testing.T) {
 	}
 	if len(run) != 1 || math.Abs(run[0]-out.Cost) > 1e-12 {
 		t.Errorf("the lead's run span carries cost %v, want [%v]", run, out.Cost)
+	}
+}
+
+// TestCostLimit runs 16 children that each try to spend a lot under a
+// lead's cost limit: every child ends with success or partial, and the
+// tree costs at most the limit plus one reply per run in flight (the 16
+// children's and the lead's).
+func TestCostLimit(t *testing.T) {
+	const n, limit = 16, 0.05
+	prices, err := provider.NewPrices(map[string]provider.Price{"fake": {Input: 1e-5, Output: 4e-5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b billed
+	calls := make([]provider.ToolCall, n)
+	for i := range calls {
+		calls[i] = provider.ToolCall{ID: fmt.Sprintf("c%d", i), Name: subagent.SpawnToolName, Arguments: json.RawMessage(fmt.Sprintf(`{"task":"part %d"}`, i))}
+	}
+	p := fake.NewProvider(
+		fake.Calls(calls...).For("lead"),
+		fake.Text("All parts done.").For("lead"),
+		fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+			resp, err := b.worker(ctx, req)
+			resp.Model = "fake"
+			return resp, err
+		}).For(subagent.DefaultForkName),
+	).Loop().DontRecord().Named("fake", "fake")
+	reg, _ := setup(t, p, false, []subagent.SpawnOption{subagent.WithMaxSpawns(n), subagent.WithReport()})
+	out, err := lead(t, p, reg, agent.WithPrices(prices), agent.WithCostLimit(limit)).Run(t.Context(), agent.Input{Text: "Do all parts."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	statuses := map[subagent.ReportStatus]int{}
+	for _, c := range toolResults(out.Messages) {
+		var r subagent.Report
+		if err := json.Unmarshal([]byte(c), &r); err != nil {
+			t.Errorf("a child's result is not a report: %q", c)
+		}
+		statuses[r.Status]++
+	}
+	reply := float64(b.most.Load()) * 4e-5 // a reply priced, generously, all at the output price
+	bound := limit + (n+1)*reply
+	t.Logf("cost $%.4f under a limit of $%.2f (bound $%.4f); children %v", out.Cost, limit, bound, statuses)
+	if out.Cost > bound {
+		t.Errorf("the tree cost $%.4f, more than the limit $%.2f plus one reply per run ($%.4f)", out.Cost, limit, bound)
+	}
+	if statuses[subagent.ReportSuccess]+statuses[subagent.ReportPartial] != n || statuses[subagent.ReportPartial] == 0 {
+		t.Errorf("children ended %v; want all %d success or partial, some partial", statuses, n)
+	}
+	if _, err := lead(t, p, reg, agent.WithCostLimit(limit)).Run(t.Context(), agent.Input{Text: "go"}); err == nil || !strings.Contains(err.Error(), "WithCostLimit without prices") {
+		t.Errorf("a cost limit without prices: %v, want an error that says to give prices", err)
 	}
 }

@@ -507,6 +507,8 @@ func (s *Spawner) plan(ctx context.Context, callID string, a spawnArgs, check *c
 			return nil, err
 		}
 		sc.member = &target{t: m, args: args, in: in}
+	} else if left, limited := run.CostLeft(ctx); limited && left <= 0 && !run.CostShared(ctx) {
+		return nil, refuse(ctx, callID, "no_budget", errNoBudget())
 	} else if left, limited := run.TokensLeft(ctx); limited && left == 0 && !run.HasShares(ctx) {
 		// (With shares set aside, what is left is in them: child says
 		// whether this call's is empty.)

@@ -33,6 +33,9 @@ type info struct {
 	// set.
 	shares *shares
 	budget int64
+	// costShare is the cost limit, in US dollars, of a run started under
+	// the context by a tool call of a step (WithShares); 0 for none.
+	costShare float64
 }
 
 func from(ctx context.Context) info {
@@ -81,6 +84,11 @@ func Start(ctx context.Context, id, name string, tokenLimit int64) context.Conte
 	if parent.scope != nil {
 		sc.prices = parent.scope.prices
 	}
+	if parent.costShare > 0 {
+		// Its share of what its parent's step had left to spend is its
+		// own limit: its siblings' spending does not eat into it.
+		sc.costLimit, sc.costShared = parent.costShare, true
+	}
 	run := context.WithValue(ctx, key{}, &info{id: id, parent: parent.id, name: name, depth: parent.depth, scope: sc, budget: -1})
 	sc.ctx = run
 	return run
@@ -105,6 +113,10 @@ type scope struct {
 	prices   *provider.Prices
 	cost     float64
 	unpriced []string
+	// costLimit bounds cost, in US dollars, 0 for none (SetCostLimit, or
+	// the share of a step of its parent: costShared).
+	costLimit  float64
+	costShared bool
 	// queued and refused count model calls that waited for admission and
 	// sub-agents a limit refused, in this run and the runs under it.
 	queued, refused atomic.Int64
@@ -186,6 +198,41 @@ func AddCost(ctx context.Context, dollars float64, unpriced string) {
 		}
 		sc.mu.Unlock()
 	}
+}
+
+// SetCostLimit bounds what the run of ctx and the runs under it may cost,
+// in US dollars; 0 sets no bound.
+func SetCostLimit(ctx context.Context, dollars float64) {
+	if sc := from(ctx).scope; sc != nil && dollars > 0 {
+		sc.mu.Lock()
+		if !sc.costShared || dollars < sc.costLimit {
+			sc.costLimit = dollars
+		}
+		sc.mu.Unlock()
+	}
+}
+
+// CostLeft returns the least that any run ctx is inside may still spend,
+// in US dollars, by its cost limit, and whether any has one. The cost of
+// every run counts at once in the runs it is inside (AddCost), so a
+// child's check sees what its siblings spent up to their last reply.
+func CostLeft(ctx context.Context) (float64, bool) {
+	left, limited := 0.0, false
+	for sc := from(ctx).scope; sc != nil; sc = sc.up {
+		sc.mu.Lock()
+		shared := sc.costShared
+		if sc.costLimit > 0 {
+			if l := sc.costLimit - sc.cost; !limited || l < left {
+				left = l
+			}
+			limited = true
+		}
+		sc.mu.Unlock()
+		if shared {
+			break // its share is its part of the runs above
+		}
+	}
+	return left, limited
 }
 
 // Cost returns what the run of ctx has cost so far, its sub-runs'
@@ -319,7 +366,16 @@ type shares struct {
 func WithShares(ctx context.Context, calls int) (context.Context, func()) {
 	ri := from(ctx)
 	sc := ri.scope
-	if sc == nil || sc.limit == 0 || calls < 1 {
+	if sc == nil || calls < 1 {
+		return ctx, func() {}
+	}
+	if left, limited := CostLeft(ctx); limited {
+		ri.costShare = max(left, 1e-12) / float64(calls) // not 0, which is no limit
+	}
+	if sc.limit == 0 {
+		if ri.costShare > 0 {
+			return context.WithValue(ctx, key{}, &ri), func() {}
+		}
 		return ctx, func() {}
 	}
 	sc.mu.Lock()
@@ -381,6 +437,10 @@ func TakeShare(ctx context.Context, upTo int64) (granted int64, ok bool, settle 
 		})
 	}
 }
+
+// CostShared reports whether the step ctx belongs to gave each of its
+// calls a share of what its run may still spend (WithShares).
+func CostShared(ctx context.Context) bool { return from(ctx).costShare > 0 }
 
 // HasShares reports whether the step ctx belongs to set shares aside
 // (WithShares), taken or not.
