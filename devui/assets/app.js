@@ -1,0 +1,475 @@
+// The run-tree viewer: it starts runs through the server's AG-UI endpoint
+// (POST run), reads their events as they stream, and draws the tree of
+// sub-agents they describe. Every event changes the model at once; the page
+// is redrawn at most once a frame, so it keeps up with a wide fan-out.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const ROOT = "";
+
+// newID returns a fresh id for a run or a message.
+function newID(prefix) {
+  return prefix + Math.random().toString(36).slice(2, 10) + Date.now().toString(36);
+}
+
+// A Tree is the delegation tree of one thread's run, and of the runs that
+// resume it: a node per sub-agent invocation, keyed by its subagentRunId,
+// under the lead's node (ROOT).
+class Tree {
+  constructor(threadId, title) {
+    this.threadId = threadId;
+    this.nodes = new Map();
+    this.toolNode = new Map(); // toolCallId → the node whose call it is
+    this.dirty = new Set();
+    this.interrupts = [];
+    this.answers = new Map();
+    this.el = document.createElement("div");
+    this.el.className = "run";
+    const h = document.createElement("h3");
+    h.textContent = title;
+    this.el.append(h);
+    this.root = this.add(ROOT, "lead", null);
+    $("runs").prepend(this.el);
+  }
+
+  // add makes the node id under parent (null: the tree's top).
+  add(id, name, parent) {
+    const n = {
+      id, name, status: "running", started: 0, finished: 0, usage: [], model: "",
+      text: "", tools: new Map(), result: "", error: "", kids: [],
+    };
+    const el = document.createElement("details");
+    el.className = "node";
+    el.open = true;
+    el.innerHTML = '<summary><span class="name"></span><span class="badge"></span><span class="meta"></span></summary>' +
+      '<div class="questions"></div><pre class="text"></pre><ul class="tools"></ul><p class="note" hidden></p><p class="error" hidden></p><div class="children"></div>';
+    el.querySelector(".name").textContent = name;
+    n.el = el;
+    n.parent = parent;
+    (parent ? parent.el.querySelector(":scope > .children") : this.el).append(el);
+    if (parent) parent.kids.push(n);
+    this.nodes.set(id, n);
+    this.touch(n);
+    return n;
+  }
+
+  node(id) { return this.nodes.get(id || ROOT) || this.root; }
+
+  touch(n) {
+    this.dirty.add(n);
+    schedule();
+  }
+
+  // apply changes the tree by one AG-UI event.
+  apply(e) {
+    if (!marked.has("deputy:first-event")) mark("deputy:first-event");
+    const at = e.timestamp || Date.now();
+    const n = this.node(e.subagentRunId);
+    switch (e.type) {
+      case "RUN_STARTED":
+        if (!this.root.started) this.root.started = at;
+        this.root.status = "running";
+        this.root.finished = 0;
+        this.touch(this.root);
+        break;
+      case "TEXT_MESSAGE_CONTENT":
+        n.text += e.delta;
+        this.touch(n);
+        break;
+      case "TOOL_CALL_START":
+        n.tools.set(e.toolCallId, { name: e.toolCallName, args: "", result: null });
+        this.toolNode.set(e.toolCallId, n);
+        this.touch(n);
+        break;
+      case "TOOL_CALL_ARGS": {
+        const t = n.tools.get(e.toolCallId);
+        if (t) t.args += e.delta;
+        this.touch(n);
+        break;
+      }
+      case "TOOL_CALL_RESULT": {
+        const owner = this.toolNode.get(e.toolCallId) || n;
+        const t = owner.tools.get(e.toolCallId);
+        if (t) t.result = e.content;
+        this.touch(owner);
+        break;
+      }
+      case "SUBAGENT_STARTED": {
+        let c = this.nodes.get(e.subagentRunId);
+        if (!c) c = this.add(e.subagentRunId, e.name, e.parentSubagentRunId ? this.node(e.parentSubagentRunId) : this.root);
+        c.status = "running";
+        c.started = c.started || at;
+        c.finished = 0;
+        this.touch(c);
+        break;
+      }
+      case "SUBAGENT_FINISHED": {
+        const c = this.node(e.subagentRunId);
+        spent(c, e.metadata);
+        if (e.outcome && e.outcome.type === "suspended") {
+          c.status = "suspended";
+        } else {
+          c.result = typeof e.result === "string" ? e.result : JSON.stringify(e.result ?? "");
+          c.status = partial(c.result) ? "partial" : "success";
+          c.finished = at;
+        }
+        this.touch(c);
+        break;
+      }
+      case "SUBAGENT_ERROR": {
+        const c = this.node(e.subagentRunId);
+        spent(c, e.metadata);
+        c.status = e.code === "cancelled" ? "cancelled" : "failed";
+        c.error = e.message;
+        c.finished = at;
+        this.touch(c);
+        break;
+      }
+      case "CUSTOM":
+        if (e.name === "deputy.admission" && e.value) {
+          if (e.value.state === "queued" && n.status === "running") n.status = "queued";
+          if (e.value.state === "admitted" && n.status === "queued") n.status = "running";
+          this.touch(n);
+        }
+        break;
+      case "RUN_FINISHED": {
+        const r = this.root;
+        r.usage = e.usage || r.usage;
+        r.model = [...new Set(r.usage.map((u) => u.model).filter(Boolean))].join(", ");
+        const kind = e.outcome && e.outcome.type;
+        if (kind === "interrupt") {
+          r.status = "suspended";
+          this.ask(e.outcome.interrupts || []);
+        } else {
+          r.status = kind === "cancelled" ? "cancelled" : "success";
+          r.result = typeof e.result === "string" ? e.result : "";
+          r.finished = at;
+        }
+        this.touch(r);
+        break;
+      }
+      case "RUN_ERROR":
+        this.root.status = "failed";
+        this.root.error = e.message;
+        this.root.finished = at;
+        this.touch(this.root);
+        break;
+    }
+  }
+
+  // ask shows each question where it was asked, with a form for its answer.
+  ask(interrupts) {
+    this.interrupts = interrupts;
+    this.answers = new Map();
+    for (const it of interrupts) {
+      const n = this.node(it.subagentRunId);
+      n.el.querySelector(":scope > .questions").append(questionForm(this, it));
+      n.el.open = true;
+      for (let p = n.parent; p; p = p.parent) p.el.open = true;
+    }
+  }
+
+  // answer keeps one answer; once every question has one, the run resumes.
+  answer(id, status, payload) {
+    this.answers.set(id, { interruptId: id, status, payload });
+    if (this.answers.size < this.interrupts.length) {
+      say(`${this.answers.size} of ${this.interrupts.length} questions answered.`);
+      return;
+    }
+    for (const f of this.el.querySelectorAll("form.question")) f.remove();
+    const resume = [...this.answers.values()];
+    this.interrupts = [];
+    stream(this, { threadId: this.threadId, runId: newID("run_"), messages: [], resume });
+  }
+}
+
+// spent takes a sub-agent's usage and model from an event's metadata.
+function spent(n, meta) {
+  if (!meta) return;
+  if (meta.usage) n.usage = meta.usage;
+  if (meta.model) n.model = meta.model;
+}
+
+// partial reports whether a result says its child did not finish: a report
+// of status partial, or the note of a child that reached its budget.
+function partial(result) {
+  if (result.includes("reached its token budget")) return true;
+  try {
+    const v = JSON.parse(result);
+    return v && v.status === "partial";
+  } catch {
+    return false;
+  }
+}
+
+// questionForm builds the form that answers one interrupt, from its
+// response schema: a field per property (a checkbox for a boolean, a
+// choice for an enum, a number or text box otherwise).
+function questionForm(tree, it) {
+  const f = document.createElement("form");
+  f.className = "question";
+  const q = document.createElement("p");
+  q.textContent = it.message || it.reason || "The run asks for an answer.";
+  f.append(q);
+  const schema = it.responseSchema || {};
+  const props = schema.properties || {};
+  const fields = [];
+  for (const [name, s] of Object.entries(props)) {
+    const id = newID("f_");
+    const label = document.createElement("label");
+    label.htmlFor = id;
+    label.textContent = name + ((schema.required || []).includes(name) ? " (required)" : "");
+    let input;
+    if (Array.isArray(s.enum)) {
+      input = document.createElement("select");
+      for (const v of s.enum) input.append(new Option(String(v), JSON.stringify(v)));
+    } else {
+      input = document.createElement("input");
+      input.type = s.type === "boolean" ? "checkbox" : s.type === "number" || s.type === "integer" ? "number" : "text";
+    }
+    input.id = id;
+    input.name = name;
+    fields.push({ name, s, input });
+    if (input.type === "checkbox") label.prepend(input); else label.append(document.createElement("br"), input);
+    f.append(label);
+  }
+  const send = document.createElement("button");
+  send.type = "submit";
+  send.textContent = it.reason === "tool_approval" ? "Send (approve when ticked)" : "Send answer";
+  const decline = document.createElement("button");
+  decline.type = "button";
+  decline.textContent = "Decline";
+  f.append(send, " ", decline);
+  f.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const payload = {};
+    for (const { name, s, input } of fields) {
+      if (input.type === "checkbox") payload[name] = input.checked;
+      else if (input.tagName === "SELECT") payload[name] = JSON.parse(input.value);
+      else if (input.value !== "") payload[name] = s.type === "number" || s.type === "integer" ? Number(input.value) : input.value;
+    }
+    f.querySelectorAll("button").forEach((b) => (b.disabled = true));
+    tree.answer(it.id, "resolved", payload);
+  });
+  decline.addEventListener("click", () => {
+    f.querySelectorAll("button").forEach((b) => (b.disabled = true));
+    tree.answer(it.id, "cancelled", undefined);
+  });
+  return f;
+}
+
+// Drawing: the nodes changed since the last frame are redrawn in the next.
+let scheduled = false;
+const trees = [];
+
+function schedule() {
+  if (scheduled) return;
+  scheduled = true;
+  requestAnimationFrame(draw);
+}
+
+function draw() {
+  scheduled = false;
+  let drawn = 0;
+  for (const t of trees) {
+    for (const n of t.dirty) drawNode(n);
+    drawn += t.dirty.size;
+    t.dirty.clear();
+  }
+  if ($("filter").value || $("search").value) refilter();
+  if (drawn && marked.has("deputy:first-event") && !marked.has("deputy:first-node")) mark("deputy:first-node");
+  if (finishedRuns > drawnRuns) {
+    drawnRuns = finishedRuns;
+    mark("deputy:tree-drawn"); // every event of the finished runs is on the page
+  }
+}
+
+// Performance marks, for a page that measures the viewer (the browser
+// tests): the first event applied, the first node drawn after it, and each
+// run's tree drawn whole once its stream ended.
+const marked = new Set();
+let finishedRuns = 0, drawnRuns = 0;
+
+function mark(name) {
+  marked.add(name);
+  performance.mark(name);
+}
+
+function drawNode(n) {
+  n.el.dataset.status = n.status;
+  n.el.querySelector(":scope > summary .badge").textContent = n.status;
+  n.el.querySelector(":scope > summary .meta").textContent = meta(n);
+  n.el.querySelector(":scope > .text").textContent = n.text.length > 20000 ? "…" + n.text.slice(-20000) : n.text;
+  const tools = n.el.querySelector(":scope > .tools");
+  tools.replaceChildren(...[...n.tools.values()].map((t) => {
+    const li = document.createElement("li");
+    const code = document.createElement("code");
+    code.textContent = `${t.name}(${clip(t.args, 300)})` + (t.result === null ? " …" : ` → ${clip(t.result, 300)}`);
+    li.append(code);
+    return li;
+  }));
+  const noteAt = n.result.indexOf("[validation failed:");
+  const note = n.el.querySelector(":scope > .note");
+  note.hidden = noteAt < 0;
+  note.textContent = noteAt < 0 ? "" : n.result.slice(noteAt);
+  const err = n.el.querySelector(":scope > .error");
+  err.hidden = !n.error;
+  err.textContent = n.error;
+}
+
+// meta is a node's one line of figures: wall time, tokens, cached share,
+// cost and model.
+function meta(n) {
+  let input = 0, output = 0, cached = 0, cost = 0;
+  for (const u of n.usage || []) {
+    input += u.inputTokens || 0;
+    output += u.outputTokens || 0;
+    cached += u.cachedInputTokens || 0;
+    cost += u.costUsd || 0;
+  }
+  const parts = [];
+  if (n.started) parts.push(`${(((n.finished || Date.now()) - n.started) / 1000).toFixed(2)} s`);
+  parts.push(`${input} in, ${output} out`);
+  if (cached) parts.push(`${Math.round((100 * cached) / input)}% cached`);
+  if (cost) parts.push(`$${cost.toFixed(6)}`);
+  if (n.model) parts.push(n.model);
+  return " " + parts.join(" · ");
+}
+
+function clip(s, n) {
+  return s && s.length > n ? s.slice(0, n) + "…" : s || "";
+}
+
+// refilter shows the nodes whose status and text match the controls, and
+// the nodes above them.
+function refilter() {
+  const status = $("filter").value;
+  const q = $("search").value.toLowerCase();
+  const visit = (n) => {
+    let shown = (!status || n.status === status) && (!q || n.name.toLowerCase().includes(q) || n.text.toLowerCase().includes(q));
+    for (const k of n.kids) shown = visit(k) || shown;
+    n.el.hidden = !shown && n.parent !== null;
+    return shown;
+  };
+  for (const t of trees) visit(t.root);
+}
+
+function say(msg) {
+  $("status").textContent = msg;
+}
+
+// stream sends one run request and applies its events to tree as they come.
+async function stream(tree, body) {
+  say(`Running ${body.runId} on thread ${body.threadId}…`);
+  let resp;
+  try {
+    resp = await fetch("run", { method: "POST", headers: { "Content-Type": "application/json", Accept: "text/event-stream" }, body: JSON.stringify(body) });
+  } catch (err) {
+    say("The server could not be reached: " + err.message);
+    return;
+  }
+  if (!resp.ok) {
+    const text = await resp.text();
+    say(`The server refused the run (${resp.status}): ${text}`);
+    return;
+  }
+  const reader = resp.body.getReader();
+  const decoder = new TextDecoder();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buf.indexOf("\n\n")) >= 0) {
+      const frame = buf.slice(0, cut);
+      buf = buf.slice(cut + 2);
+      for (const line of frame.split("\n")) {
+        if (line.startsWith("data: ")) tree.apply(JSON.parse(line.slice(6)));
+      }
+    }
+  }
+  finishedRuns++;
+  schedule();
+  const r = tree.root;
+  say(r.status === "suspended" ? "The run waits for answers: see the questions in the tree." : `Run ${body.runId}: ${r.status}.`);
+}
+
+function startRun(ev) {
+  ev.preventDefault();
+  const threadId = $("thread").value.trim() || newID("thread_");
+  $("thread").value = threadId;
+  const tree = new Tree(threadId, `thread ${threadId}`);
+  trees.push(tree);
+  stream(tree, { threadId, runId: newID("run_"), messages: [{ id: newID("msg_"), role: "user", content: $("message").value }], tools: [], context: [], forwardedProps: {} });
+}
+
+// History: the stored threads, and the recorded runs of one, redrawn.
+async function listThreads() {
+  const ul = $("threads");
+  const resp = await fetch("threads/");
+  if (!resp.ok) {
+    ul.replaceChildren(item(`Threads are not kept here (${resp.status}).`));
+    return;
+  }
+  const { threads } = await resp.json();
+  ul.replaceChildren(...threads.map((id) => {
+    const li = item(id);
+    const b = document.createElement("button");
+    b.type = "button";
+    b.textContent = "Open";
+    b.setAttribute("aria-label", "Open thread " + id);
+    b.addEventListener("click", () => openThread(id));
+    li.append(b);
+    return li;
+  }));
+  if (!threads.length) ul.replaceChildren(item("No stored threads yet."));
+}
+
+function item(text) {
+  const li = document.createElement("li");
+  const span = document.createElement("span");
+  span.textContent = text;
+  li.append(span);
+  return li;
+}
+
+async function openThread(id) {
+  const resp = await fetch("runs/" + encodeURIComponent(id));
+  if (!resp.ok) {
+    say(`Thread ${id} could not be read (${resp.status}).`);
+    return;
+  }
+  const { runs } = await resp.json();
+  let tree = null;
+  for (const run of runs) {
+    // A run that resumes a suspended one continues its tree.
+    if (!tree || tree.root.status !== "suspended") {
+      tree = new Tree(id, `thread ${id} (stored)`);
+      trees.push(tree);
+    }
+    for (const e of run.events) tree.apply(e);
+    if (run.truncated) say(`Run ${run.runId} was recorded only in part.`);
+  }
+  $("thread").value = id;
+  say(runs.length ? `Thread ${id}: ${runs.length} recorded runs.` : `Thread ${id} has no recorded runs.`);
+}
+
+function setOpen(open) {
+  for (const t of trees) for (const n of t.nodes.values()) n.el.open = open;
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("thread").value = newID("thread_");
+  $("start").addEventListener("submit", startRun);
+  $("refresh").addEventListener("click", listThreads);
+  $("filter").addEventListener("change", refilter);
+  $("search").addEventListener("input", refilter);
+  $("collapse").addEventListener("click", () => setOpen(false));
+  $("expand").addEventListener("click", () => setOpen(true));
+  // Running nodes' wall times move on.
+  setInterval(() => {
+    for (const t of trees) for (const n of t.nodes.values()) if (n.status === "running" || n.status === "queued") t.touch(n);
+  }, 500);
+  listThreads();
+});

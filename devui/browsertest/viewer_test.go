@@ -1,0 +1,322 @@
+// Package browsertest drives the run-tree viewer (package devui) in a real
+// browser: Debian's chromium, headless, through chromedp. It serves the
+// viewer with examples/devui, built from this repository, and checks what
+// a person sees. It is a module of its own, so that the browser driver is
+// no dependency of deputy's.
+//
+// The tests skip unless DEPUTY_TEST_BROWSER is set (.ci/run sets it and
+// installs chromium). Screenshots of each state are saved in the test's
+// artifact directory (go test -artifacts).
+package browsertest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// binary is examples/devui, built once.
+var binary string
+
+func TestMain(m *testing.M) {
+	if os.Getenv("DEPUTY_TEST_BROWSER") == "" {
+		fmt.Println("skipping the browser tests: set DEPUTY_TEST_BROWSER=1 to run them (they need chromium: apt-get install chromium)")
+		os.Exit(0)
+	}
+	dir, err := os.MkdirTemp("", "devui-bin")
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "devui")
+	build := exec.Command("go", "build", "-o", binary, "./examples/devui")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Printf("building examples/devui: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// server is a running examples/devui.
+type server struct {
+	cmd *exec.Cmd
+	url string
+}
+
+// serve starts examples/devui with args and returns the viewer's URL; the
+// server stops with the test, or with stop.
+func serve(t *testing.T, args ...string) *server {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &server{cmd: cmd}
+	t.Cleanup(s.stop)
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the server's URL: %v", err)
+	}
+	_, url, ok := strings.Cut(strings.TrimSpace(line), ": ")
+	if !ok {
+		t.Fatalf("the server printed %q, not its URL", line)
+	}
+	s.url = url
+	return s
+}
+
+func (s *server) stop() {
+	if s.cmd.Process != nil && s.cmd.ProcessState == nil {
+		_ = s.cmd.Process.Signal(os.Interrupt)
+		_ = s.cmd.Wait()
+	}
+}
+
+// browser returns a headless chromium tab, closed with the test.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("chromium is not installed: apt-get install chromium")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.WindowSize(1400, 1000))
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	t.Cleanup(cancelTab)
+	ctx, cancelTime := context.WithTimeout(ctx, 2*time.Minute)
+	t.Cleanup(cancelTime)
+	return ctx
+}
+
+// shot saves a screenshot of the page as name.png in the test's artifacts.
+func shot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(80))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(t.ArtifactDir(), name+".jpg"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nodes is what the page shows of each node of its trees: name, status,
+// figures, streamed text.
+type node struct {
+	Name, Status, Meta, Text string
+}
+
+const readNodes = `[...document.querySelectorAll("details.node")].map((el) => ({
+	Name: el.querySelector(":scope > summary .name").textContent,
+	Status: el.dataset.status,
+	Meta: el.querySelector(":scope > summary .meta").textContent,
+	Text: el.querySelector(":scope > .text").textContent,
+}))`
+
+func nodes(t *testing.T, ctx context.Context) []node {
+	t.Helper()
+	ns, err := chromedp.Run(ctx, chromedp.Evaluate[[]node](readNodes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// waitFor polls the page until js is true.
+func waitFor(t *testing.T, ctx context.Context, what, js string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js))
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			status, _ := chromedp.Run(ctx, chromedp.Text(chromedp.ID("status")))
+			t.Fatalf("waiting for %s: not after 30s; the page says %q; nodes %+v", what, status, nodes(t, ctx))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func byName(ns []node) map[string][]node {
+	m := map[string][]node{}
+	for _, n := range ns {
+		m[n.Name] = append(m[n.Name], n)
+	}
+	return m
+}
+
+// TestViewer runs the scripted tree from the page: the tree grows with
+// every node's status, tokens and streamed text; the approval question is
+// answered with its form and the run finishes; after a restart the stored
+// thread is reopened and its tree redrawn from what was recorded.
+func TestViewer(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "devui.db")
+	srv := serve(t, "-store", db)
+	ctx := browser(t)
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.url), chromedp.WaitVisible(chromedp.ID("run"))); err != nil {
+		t.Fatal(err)
+	}
+	checkAccessible(t, ctx)
+	thread, err := chromedp.Run(ctx, chromedp.Value(chromedp.ID("thread")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("run"))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the question", `document.querySelector("form.question") !== null`)
+	shot(t, ctx, "1-suspended")
+
+	got := byName(nodes(t, ctx))
+	if len(got["lead"]) != 1 || got["lead"][0].Status != "suspended" {
+		t.Errorf("lead %+v, want one, suspended", got["lead"])
+	}
+	if len(got["researcher"]) != 2 {
+		t.Fatalf("researchers %+v, want two", got["researcher"])
+	}
+	for _, r := range got["researcher"] {
+		if r.Status != "success" || !strings.Contains(r.Meta, " in, ") || strings.Contains(r.Meta, " 0 in,") || !strings.Contains(r.Meta, "demo-model") {
+			t.Errorf("researcher %+v: want success, with its tokens and model", r)
+		}
+	}
+	if texts := got["researcher"][0].Text + got["researcher"][1].Text; !strings.Contains(texts, "About 90 million euros") || !strings.Contains(texts, "About 18,000 riders a day") {
+		t.Errorf("the researchers' streamed text %q lacks their answers", texts)
+	}
+	if len(got["editor"]) != 1 || got["editor"][0].Status != "suspended" {
+		t.Errorf("editor %+v, want suspended: its publish call waits for approval", got["editor"])
+	}
+	if len(got["fact_checker"]) != 1 || got["fact_checker"][0].Status != "success" {
+		t.Errorf("fact checker %+v, want one, under the editor, succeeded", got["fact_checker"])
+	}
+	under, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`[...document.querySelectorAll("details.node")].some((el) =>
+		el.querySelector(":scope > summary .name").textContent === "editor" &&
+		el.querySelector(":scope > form.question, :scope > .questions > form.question") !== null &&
+		[...el.querySelectorAll(":scope > .children > details.node .name")].some((n) => n.textContent === "fact_checker"))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !under {
+		t.Error("the question is not shown at the editor, or the fact checker not under it")
+	}
+
+	// Approve with the form built from the question's schema.
+	if err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`form.question input[type=checkbox][name=approved]`)),
+		chromedp.Click(chromedp.CSS(`form.question button[type=submit]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the run to finish", `document.querySelector("details.node").dataset.status === "success"`)
+	shot(t, ctx, "2-finished")
+	got = byName(nodes(t, ctx))
+	if e := got["editor"]; len(e) != 1 || e[0].Status != "success" {
+		t.Errorf("editor after the answer: %+v, want one node, success, under the same id", e)
+	}
+
+	// A restart: the stored thread is listed and its tree redrawn.
+	srv.stop()
+	srv = serve(t, "-store", db)
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.url), chromedp.WaitVisible(chromedp.ID("refresh"))); err != nil {
+		t.Fatal(err)
+	}
+	open := fmt.Sprintf(`button[aria-label="Open thread %s"]`, thread)
+	waitFor(t, ctx, "the stored thread", fmt.Sprintf(`document.querySelector(%q) !== null`, open))
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(open))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the stored tree", `document.querySelectorAll("details.node").length >= 5`)
+	shot(t, ctx, "3-reopened")
+	got = byName(nodes(t, ctx))
+	if got["lead"][0].Status != "success" || len(got["researcher"]) != 2 || got["editor"][0].Status != "success" || got["fact_checker"][0].Status != "success" {
+		t.Errorf("the reopened tree: %+v, want the finished run", got)
+	}
+}
+
+// checkAccessible checks that every control has a label or a name, and
+// that none is kept out of the keyboard's reach.
+func checkAccessible(t *testing.T, ctx context.Context) {
+	t.Helper()
+	js := `[...document.querySelectorAll("input, select, textarea, button, [tabindex]")].flatMap((el) => {
+		const out = [];
+		if (el.tabIndex < 0) out.push(el.outerHTML.slice(0, 80) + " is out of the keyboard's reach");
+		if (el.tagName === "BUTTON") {
+			if (!(el.textContent.trim() || el.getAttribute("aria-label"))) out.push(el.outerHTML.slice(0, 80) + " has no name");
+		} else if (el.labels && el.labels.length === 0 && !el.getAttribute("aria-label")) {
+			out.push(el.outerHTML.slice(0, 80) + " has no label");
+		}
+		return out;
+	})`
+	problems, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
+// TestWideFanout draws a fan-out of 1,000 children and reports how long
+// the page took from the first event to the first node, and to the whole
+// tree, as the browser measured them.
+func TestWideFanout(t *testing.T) {
+	srv := serve(t, "-children", "1000")
+	ctx := browser(t)
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.url), chromedp.WaitVisible(chromedp.ID("run")), chromedp.Click(chromedp.ID("run"))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the whole tree", `performance.getEntriesByName("deputy:tree-drawn").length > 0`)
+	times, err := chromedp.Run(ctx, chromedp.Evaluate[struct{ FirstNode, Whole float64 }](`(() => {
+		const at = (n) => performance.getEntriesByName(n)[0].startTime;
+		return {FirstNode: at("deputy:first-node") - at("deputy:first-event"), Whole: at("deputy:tree-drawn") - at("deputy:first-event")};
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := nodes(t, ctx)
+	done := 0
+	for _, n := range ns {
+		if n.Name == "worker" && n.Status == "success" {
+			done++
+		}
+	}
+	shot(t, ctx, "wide")
+	t.Logf("1,000 children: first node drawn %.1f ms after the first event; the whole tree %.1f ms after it", times.FirstNode, times.Whole)
+	if done != 1000 {
+		t.Errorf("%d workers drawn as succeeded, want 1000", done)
+	}
+	// The filter leaves only what matches, and the nodes above it.
+	if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.ID("search"), "part 999")); err != nil {
+		t.Fatal(err)
+	}
+	shown, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.getElementById("search").dispatchEvent(new Event("input")); [...document.querySelectorAll("details.node")].filter((el) => !el.hidden).length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shown != 2 {
+		t.Errorf("searching for one worker's text shows %d nodes, want 2: it and the lead", shown)
+	}
+}
+

@@ -1,0 +1,353 @@
+// Package devui is a run-tree viewer in the browser for an agent served
+// over AG-UI (package agui): a page that starts runs through the AG-UI
+// endpoint and draws the delegation tree as its events arrive — the lead,
+// its sub-agents and theirs, side by side when they run in parallel — with
+// each node's status, wall time, tokens, cached share, cost, model,
+// streamed text and tool calls; that shows a suspended run's questions
+// where they were asked, with a form for the answer, and resumes the run
+// with it; and that lists stored threads and redraws the trees of their
+// past runs.
+//
+//	h, _ := agui.NewPerRequest(build, agui.WithThreads(st))
+//	v, _ := devui.New(h, devui.WithStore(st))
+//	mux.Handle("/agui", h)
+//	mux.Handle("/devui/", http.StripPrefix("/devui", v))
+//
+// The page and its script are embedded: nothing is fetched from elsewhere,
+// and there is no build step. The viewer sends its runs to the AG-UI
+// handler through itself (POST /run), so that, given a store, it keeps each
+// run's events under its thread (WithStore) and a restarted server still
+// draws the thread's trees. Runs served at the AG-UI endpoint directly cost
+// nothing more: nothing is recorded for the viewer unless it starts the run
+// and a store is set.
+//
+// The viewer is a development tool. Without WithAuthorize whoever reaches
+// it reads the runs it recorded, as a threadId is a bearer secret to the
+// AG-UI handler without agui.WithAuthorize; give both the same function to
+// serve it to more than one person.
+package devui
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/deputy-go/deputy/agui"
+	"github.com/deputy-go/deputy/store"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Limits of what the viewer records and serves.
+const (
+	// MaxRunLogBytes bounds the events recorded of one run; a run that
+	// sends more is recorded up to the bound and marked truncated.
+	MaxRunLogBytes = 4 << 20
+	// MaxRunsListed bounds the runs of one thread the viewer redraws.
+	MaxRunsListed = 100
+	// maxBodyBytes bounds a run request read to learn its thread.
+	maxBodyBytes = agui.DefaultMaxBodyBytes
+)
+
+// Handler serves the viewer. Build it with New.
+type Handler struct {
+	runs      http.Handler // the AG-UI handler
+	threads   http.Handler // its Threads
+	store     *store.Store
+	authorize agui.Authorize
+	log       *slog.Logger
+	mux       *http.ServeMux
+	seq       sync.Mutex // orders the keys of runs recorded in one nanosecond
+	last      int64
+}
+
+type config struct {
+	store     *store.Store
+	authorize agui.Authorize
+	log       *slog.Logger
+}
+
+// Option configures New.
+type Option func(*config) error
+
+// WithStore records the events of each run started from the viewer in st,
+// under its thread (and owner, WithAuthorize), so that the viewer redraws
+// past runs after a restart. Give it the store the AG-UI handler keeps its
+// threads in (agui.WithThreads), so that the threads it lists have trees.
+func WithStore(st *store.Store) Option {
+	return func(c *config) error {
+		if st == nil {
+			return errors.New("devui: WithStore(nil): pass the store, or leave the option out to record nothing")
+		}
+		c.store = st
+		return nil
+	}
+}
+
+// WithAuthorize decides who may read the runs the viewer recorded, and
+// keeps them per owner, as agui.WithAuthorize does for threads: give both
+// handlers the same function.
+func WithAuthorize(fn agui.Authorize) Option {
+	return func(c *config) error {
+		if fn == nil {
+			return errors.New("devui: WithAuthorize(nil): pass a function, or leave the option out")
+		}
+		c.authorize = fn
+		return nil
+	}
+}
+
+// WithLogger logs what the viewer could not record.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return errors.New("devui: WithLogger(nil): pass a logger, or leave the option out")
+		}
+		c.log = l
+		return nil
+	}
+}
+
+// New returns the viewer of the runs h serves.
+func New(h *agui.Handler, opts ...Option) (*Handler, error) {
+	if h == nil {
+		return nil, errors.New("devui: New(nil): pass the AG-UI handler whose runs to show")
+	}
+	var c config
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&c); err != nil {
+			return nil, err
+		}
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	d := &Handler{runs: h, threads: h.Threads(), store: c.store, authorize: c.authorize, log: c.log, mux: http.NewServeMux()}
+	static, _ := fs.Sub(assets, "assets")
+	d.mux.Handle("GET /", http.FileServerFS(static))
+	d.mux.HandleFunc("POST /run", d.serveRun)
+	threads := http.StripPrefix("/threads", d.threads)
+	for _, m := range []string{"GET", "DELETE", "POST"} {
+		d.mux.Handle(m+" /threads/", threads)
+	}
+	d.mux.HandleFunc("GET /runs/{thread}", d.serveRuns)
+	return d, nil
+}
+
+// ServeHTTP serves the page, its assets and its calls:
+//
+//	GET  /                the page
+//	POST /run             a run, passed to the AG-UI handler (recorded WithStore)
+//	GET  /threads/…       the AG-UI handler's Threads
+//	GET  /runs/{threadId} {"runs":[{"runId":…,"events":[…],"truncated":…},…]}
+func (d *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	d.mux.ServeHTTP(w, r)
+}
+
+// serveRun passes a run to the AG-UI handler and, with a store, records
+// its events as they stream.
+func (d *Handler) serveRun(w http.ResponseWriter, r *http.Request) {
+	if d.store == nil {
+		d.runs.ServeHTTP(w, r)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "reading the request: "+err.Error())
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var in struct {
+		ThreadID string `json:"threadId"`
+		RunID    string `json:"runId"`
+	}
+	if json.Unmarshal(body, &in) != nil || in.ThreadID == "" || len(body) > maxBodyBytes {
+		d.runs.ServeHTTP(w, r) // which says what is wrong with it
+		return
+	}
+	owner := ""
+	if d.authorize != nil {
+		if owner, err = d.authorize(r, in.ThreadID); err != nil {
+			d.runs.ServeHTTP(w, r) // which refuses it as it refuses it
+			return
+		}
+	}
+	rec := &recorder{ResponseWriter: w}
+	d.runs.ServeHTTP(rec, r)
+	if rec.status != http.StatusOK || len(rec.events) == 0 {
+		return
+	}
+	key := d.runKey(owner, in.ThreadID, in.RunID)
+	v, _ := json.Marshal(runLog{RunID: in.RunID, Events: rec.events, Truncated: rec.truncated})
+	// The run has ended: its events are written even when its client left.
+	if err := d.store.Put(context.WithoutCancel(r.Context()), key, v, 0); err != nil {
+		d.log.Warn("devui: recording a run", "thread", in.ThreadID, "run", in.RunID, "err", err)
+	}
+}
+
+// runLog is the record of one run.
+type runLog struct {
+	RunID     string            `json:"runId"`
+	Events    []json.RawMessage `json:"events"`
+	Truncated bool              `json:"truncated,omitempty"`
+}
+
+// runKey is where a run is recorded: under its owner and thread, in the
+// order the runs ended.
+func (d *Handler) runKey(owner, thread, run string) string {
+	d.seq.Lock()
+	n := max(time.Now().UnixNano(), d.last+1)
+	d.last = n
+	d.seq.Unlock()
+	return runPrefix(owner, thread) + fmt.Sprintf("%020d", n) + "-" + url.PathEscape(run)
+}
+
+// runPrefix is where the runs of owner's thread are recorded; the names
+// are escaped, so that no owner or thread is a prefix of another's.
+func runPrefix(owner, thread string) string {
+	return "devui/runs/" + url.PathEscape(owner) + "/" + url.PathEscape(thread) + "/"
+}
+
+// serveRuns answers the recorded runs of a thread, oldest first. The
+// caller must be one the AG-UI handler lets read the thread.
+func (d *Handler) serveRuns(w http.ResponseWriter, r *http.Request) {
+	thread := r.PathValue("thread")
+	owner := ""
+	if d.authorize != nil {
+		var err error
+		if owner, err = d.authorize(r, thread); err != nil {
+			refuse(w, err)
+			return
+		}
+	}
+	out := struct {
+		Runs []json.RawMessage `json:"runs"`
+	}{Runs: []json.RawMessage{}}
+	if d.store == nil {
+		writeJSON(w, out)
+		return
+	}
+	keys, err := d.store.Keys(r.Context(), runPrefix(owner, thread), "", MaxRunsListed)
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, "listing the thread's runs: "+err.Error())
+		return
+	}
+	for _, k := range keys {
+		v, _, err := d.store.Get(r.Context(), k)
+		if err != nil {
+			httpError(w, http.StatusInternalServerError, "reading a run: "+err.Error())
+			return
+		}
+		out.Runs = append(out.Runs, v)
+	}
+	writeJSON(w, out)
+}
+
+// recorder passes a run's response through and keeps its events, up to
+// MaxRunLogBytes.
+type recorder struct {
+	http.ResponseWriter
+	status    int
+	partial   []byte // the frame being written
+	events    []json.RawMessage
+	size      int
+	truncated bool
+}
+
+func (rec *recorder) WriteHeader(status int) {
+	if rec.status == 0 {
+		rec.status = status
+	}
+	rec.ResponseWriter.WriteHeader(status)
+}
+
+func (rec *recorder) Write(p []byte) (int, error) {
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	if rec.status == http.StatusOK && !rec.truncated {
+		rec.keep(p)
+	}
+	return rec.ResponseWriter.Write(p)
+}
+
+// keep takes the whole frames out of what was written: "data: <json>"
+// lines, each event one line.
+func (rec *recorder) keep(p []byte) {
+	rec.partial = append(rec.partial, p...)
+	for {
+		i := bytes.IndexByte(rec.partial, '\n')
+		if i < 0 {
+			return
+		}
+		line := rec.partial[:i]
+		rec.partial = rec.partial[i+1:]
+		data, ok := bytes.CutPrefix(line, []byte("data: "))
+		if !ok || !json.Valid(data) {
+			continue
+		}
+		if rec.size+len(data) > MaxRunLogBytes {
+			rec.truncated, rec.partial = true, nil
+			return
+		}
+		rec.size += len(data)
+		rec.events = append(rec.events, bytes.Clone(data))
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer, to
+// flush each event and set write deadlines.
+func (rec *recorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func httpError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	b, _ := json.Marshal(map[string]string{"error": strings.TrimSpace(msg)})
+	_, _ = w.Write(b)
+}
+
+// refuse answers a request WithAuthorize's function refused, as the AG-UI
+// handler does: a *agui.Refusal as it is, any other error with 403.
+func refuse(w http.ResponseWriter, err error) {
+	var ref *agui.Refusal
+	if !errors.As(err, &ref) {
+		httpError(w, http.StatusForbidden, err.Error())
+		return
+	}
+	for k, vs := range ref.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	status := ref.Status
+	if status == 0 {
+		status = http.StatusForbidden
+	}
+	if ref.Body == nil {
+		httpError(w, status, http.StatusText(status))
+		return
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(ref.Body)
+}

@@ -1,0 +1,274 @@
+package devui_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/agui"
+	"github.com/deputy-go/deputy/devui"
+	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/store/memory"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// served is an AG-UI handler over a fresh store, whose agent answers text,
+// and the viewer of it, both served.
+func served(t *testing.T, text string, opts ...func(st *store.Store) devui.Option) (*httptest.Server, *store.Store) {
+	t.Helper()
+	st, err := store.New(memory.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h, err := agui.NewPerRequest(func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
+		return agent.NewReact(fake.NewProvider(fake.Text(text)))
+	}, agui.WithThreads(st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dopts []devui.Option
+	for _, o := range opts {
+		dopts = append(dopts, o(st))
+	}
+	v, err := devui.New(h, dopts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/agui", h)
+	mux.Handle("/devui/", http.StripPrefix("/devui", v))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv, st
+}
+
+func withStore(st *store.Store) devui.Option { return devui.WithStore(st) }
+
+// post runs a request and returns its events.
+func post(t *testing.T, url, body string, header ...string) (int, []json.RawMessage) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var events []json.RawMessage
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			events = append(events, json.RawMessage(data))
+		}
+	}
+	return resp.StatusCode, events
+}
+
+type runs struct {
+	Runs []struct {
+		RunID     string            `json:"runId"`
+		Events    []json.RawMessage `json:"events"`
+		Truncated bool              `json:"truncated"`
+	} `json:"runs"`
+}
+
+func getRuns(t *testing.T, url string, header ...string) (int, runs) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r runs
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatalf("runs %s: %v", b, err)
+		}
+	}
+	return resp.StatusCode, r
+}
+
+const runBody = `{"threadId":"t1","runId":"r1","messages":[{"id":"m1","role":"user","content":"hi"}]}`
+
+// A run started from the viewer streams as it would from the AG-UI
+// endpoint, and, with a store, its events are kept under its thread.
+func TestRunIsRecorded(t *testing.T) {
+	srv, _ := served(t, "hello there", withStore)
+	status, events := post(t, srv.URL+"/devui/run", runBody)
+	if status != http.StatusOK || len(events) < 3 {
+		t.Fatalf("status %d, %d events", status, len(events))
+	}
+	status, got := getRuns(t, srv.URL+"/devui/runs/t1")
+	if status != http.StatusOK || len(got.Runs) != 1 || got.Runs[0].RunID != "r1" || got.Runs[0].Truncated {
+		t.Fatalf("status %d, runs %+v; want the one run", status, got)
+	}
+	if len(got.Runs[0].Events) != len(events) {
+		t.Fatalf("recorded %d events, the client read %d", len(got.Runs[0].Events), len(events))
+	}
+	for i := range events {
+		if string(events[i]) != string(got.Runs[0].Events[i]) {
+			t.Errorf("event %d recorded as %s, sent as %s", i, got.Runs[0].Events[i], events[i])
+		}
+	}
+	// Another thread has none; a run refused by the AG-UI handler is not
+	// recorded.
+	if _, other := getRuns(t, srv.URL+"/devui/runs/t2"); len(other.Runs) != 0 {
+		t.Errorf("thread t2 has runs %+v", other.Runs)
+	}
+	if status, _ := post(t, srv.URL+"/devui/run", `{"threadId":"t3","runId":"r1","messages":"no"}`); status != http.StatusBadRequest {
+		t.Errorf("a bad run got %d, want the AG-UI handler's 400", status)
+	}
+	if _, bad := getRuns(t, srv.URL+"/devui/runs/t3"); len(bad.Runs) != 0 {
+		t.Errorf("a refused run was recorded: %+v", bad.Runs)
+	}
+}
+
+// Without a store the viewer passes runs on and keeps nothing.
+func TestNothingRecordedWithoutAStore(t *testing.T) {
+	srv, st := served(t, "hello")
+	if status, events := post(t, srv.URL+"/devui/run", runBody); status != http.StatusOK || len(events) == 0 {
+		t.Fatalf("status %d, %d events", status, len(events))
+	}
+	if _, got := getRuns(t, srv.URL+"/devui/runs/t1"); len(got.Runs) != 0 {
+		t.Errorf("runs %+v, want none", got.Runs)
+	}
+	keys, err := st.Keys(context.Background(), "devui/", "", 10)
+	if err != nil || len(keys) != 0 {
+		t.Errorf("the store holds %q (%v), want nothing of the viewer's", keys, err)
+	}
+}
+
+// A run whose events pass MaxRunLogBytes is recorded up to the bound and
+// marked truncated; the client still gets all of it.
+func TestRunLogIsBounded(t *testing.T) {
+	big := strings.Repeat("x", devui.MaxRunLogBytes)
+	srv, _ := served(t, big, withStore)
+	_, events := post(t, srv.URL+"/devui/run", runBody)
+	var sent int
+	for _, e := range events {
+		sent += len(e)
+	}
+	_, got := getRuns(t, srv.URL+"/devui/runs/t1")
+	if len(got.Runs) != 1 || !got.Runs[0].Truncated {
+		t.Fatalf("runs %+v, want one, truncated", got.Runs)
+	}
+	var kept int
+	for _, e := range got.Runs[0].Events {
+		kept += len(e)
+	}
+	if kept > devui.MaxRunLogBytes || sent <= devui.MaxRunLogBytes {
+		t.Errorf("kept %d bytes of %d sent, want at most %d kept of more", kept, sent, devui.MaxRunLogBytes)
+	}
+}
+
+// With WithAuthorize, runs are kept per owner: the same thread id of two
+// owners is two threads, and a refused caller learns nothing.
+func TestRunsArePerOwner(t *testing.T) {
+	auth := func(r *http.Request, thread string) (string, error) {
+		u := r.Header.Get("X-User")
+		if u == "" {
+			return "", &agui.Refusal{Status: http.StatusUnauthorized}
+		}
+		return u, nil
+	}
+	st, err := store.New(memory.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	h, err := agui.NewPerRequest(func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
+		return agent.NewReact(fake.NewProvider(fake.Text("for "+in.Owner)))
+	}, agui.WithThreads(st), agui.WithAuthorize(auth))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := devui.New(h, devui.WithStore(st), devui.WithAuthorize(auth))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(v)
+	defer srv.Close()
+	if status, _ := post(t, srv.URL+"/run", runBody, "X-User", "ann"); status != http.StatusOK {
+		t.Fatalf("ann's run: %d", status)
+	}
+	if status, _ := getRuns(t, srv.URL+"/runs/t1"); status != http.StatusUnauthorized {
+		t.Errorf("no user: %d, want 401", status)
+	}
+	if _, got := getRuns(t, srv.URL+"/runs/t1", "X-User", "bob"); len(got.Runs) != 0 {
+		t.Errorf("bob sees %d runs of ann's thread", len(got.Runs))
+	}
+	if _, got := getRuns(t, srv.URL+"/runs/t1", "X-User", "ann"); len(got.Runs) != 1 {
+		t.Errorf("ann sees %d runs, want her one", len(got.Runs))
+	}
+}
+
+// The page works offline: nothing it loads comes from another origin.
+func TestPageFetchesNothingElsewhere(t *testing.T) {
+	srv, _ := served(t, "hi")
+	resp, err := http.Get(srv.URL + "/devui/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), `<script src="app.js"`) {
+		t.Fatalf("status %d, page %.200s", resp.StatusCode, page)
+	}
+	remote := regexp.MustCompile(`(?i)(src|href)\s*=\s*["']?(https?:)?//|url\(\s*["']?(https?:)?//|@import|fetch\(\s*["'](https?:)?//`)
+	err = fs.WalkDir(os.DirFS("assets"), ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(filepath.Join("assets", path))
+		if err != nil {
+			return err
+		}
+		if m := remote.Find(b); m != nil {
+			t.Errorf("%s loads from elsewhere: %s", path, m)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNewRefusesBadOptions(t *testing.T) {
+	if _, err := devui.New(nil); err == nil || !strings.Contains(err.Error(), "pass the AG-UI handler") {
+		t.Errorf("New(nil): %v", err)
+	}
+	h, err := agui.New(agent.Func(func(context.Context, agent.Input) (agent.Output, error) { return agent.Output{}, nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, o := range map[string]devui.Option{"store": devui.WithStore(nil), "authorize": devui.WithAuthorize(nil), "logger": devui.WithLogger(nil)} {
+		if _, err := devui.New(h, o); err == nil || !strings.Contains(err.Error(), "(nil)") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+

@@ -1,0 +1,244 @@
+// Command devui serves the run-tree viewer (package devui) beside an AG-UI
+// endpoint, on the scripted fake provider: open the URL it prints, press
+// Run, and watch a small delegation tree grow. The lead hands two
+// researchers a question each and an editor the write-up; the editor asks
+// a fact-checker, then wants to publish, which needs a person's approval:
+// the viewer shows the question where the editor asked it, and answering
+// it resumes the run.
+//
+//	go run ./examples/devui                    # serves on 127.0.0.1:8787
+//	go run ./examples/devui -store devui.db    # keeps threads and runs in SQLite
+//	go run ./examples/devui -children 1000     # the lead fans out to 1,000 workers instead
+//
+// Threads and the runs the viewer started are kept in the store (in
+// memory unless -store names a file), so the viewer lists them and, with a
+// file, redraws them after a restart.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/agui"
+	"github.com/deputy-go/deputy/devui"
+	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/store/memory"
+	"github.com/deputy-go/deputy/store/sqlite"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:8787", "address to serve on (port 0: any free port)")
+	path := flag.String("store", "", "SQLite file to keep threads and runs in (default: memory)")
+	children := flag.Int("children", 0, "fan out to this many workers instead of the small tree")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, *addr, *path, *children, os.Stdout); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// run serves until ctx ends, printing the viewer's URL to w.
+func run(ctx context.Context, addr, path string, children int, w io.Writer) error {
+	var b store.Backend = memory.New()
+	if path != "" {
+		var err error
+		if b, err = sqlite.Open(path); err != nil {
+			return err
+		}
+	}
+	st, err := store.New(b)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	mux, h, err := handler(st, children, &published)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	fmt.Fprintf(w, "the run-tree viewer: http://%s/devui/\n", ln.Addr())
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = h.Shutdown(sctx)
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// published counts what the editor's publish tool did, in this process.
+var published atomic.Int64
+
+// handler is the AG-UI endpoint at /agui, its threads at /threads/ and the
+// viewer at /devui/, over st.
+func handler(st *store.Store, children int, published *atomic.Int64) (*http.ServeMux, *agui.Handler, error) {
+	build := func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
+		if children > 0 {
+			return wide(children)
+		}
+		return small(published)
+	}
+	h, err := agui.NewPerRequest(build, agui.WithThreads(st))
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := devui.New(h, devui.WithStore(st))
+	if err != nil {
+		return nil, nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/agui", h)
+	mux.Handle("/threads/", http.StripPrefix("/threads", h.Threads()))
+	mux.Handle("/devui/", http.StripPrefix("/devui", v))
+	mux.Handle("/{$}", http.RedirectHandler("/devui/", http.StatusFound))
+	return mux, h, nil
+}
+
+// small is the tree of the demo: lead → researcher ×2, editor → fact
+// checker, the editor's publish tool asking for approval.
+func small(published *atomic.Int64) (agent.Agent, error) {
+	p := fake.NewProvider(
+		fake.Respond(lead).For("lead"),
+		fake.Respond(researcher).For("researcher"),
+		fake.Respond(editor).For("editor"),
+		fake.Respond(factChecker).For("fact_checker"),
+	).Loop().DontRecord().Named("scripted", "demo-model")
+	checker, err := subagent.FromFactory("fact_checker", "Checks one claim.", func(context.Context, json.RawMessage) (agent.Agent, error) {
+		return agent.NewReact(p, agent.WithName("fact_checker"))
+	}, subagent.WithMaxDepth(2)) // the editor's own sub-agent
+	if err != nil {
+		return nil, err
+	}
+	publish := tool.RequireApproval(tool.Func{
+		Def: tool.Definition{Name: "publish", Description: "Publishes the write-up.", Parameters: json.RawMessage(`{"type":"object","properties":{"title":{"type":"string"}}}`)},
+		Fn: func(ctx context.Context, c tool.Call) (tool.Result, error) {
+			published.Add(1)
+			return tool.Result{Content: "published"}, nil
+		},
+	}, "Publish the write-up?", 0)
+	editorTool, err := subagent.FromFactory("editor", "Writes up the findings and publishes them.", func(context.Context, json.RawMessage) (agent.Agent, error) {
+		return agent.NewReact(p, agent.WithName("editor"), agent.WithTools(checker, publish))
+	})
+	if err != nil {
+		return nil, err
+	}
+	researcherTool, err := subagent.FromFactory("researcher", "Researches one question.", func(context.Context, json.RawMessage) (agent.Agent, error) {
+		return agent.NewReact(p, agent.WithName("researcher"))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return agent.NewReact(p, agent.WithName("lead"), agent.WithTools(researcherTool, editorTool))
+}
+
+// wide is a lead that fans out to n workers, each answering at once.
+func wide(n int) (agent.Agent, error) {
+	calls := make([]provider.ToolCall, n)
+	for i := range calls {
+		calls[i] = provider.ToolCall{Name: "worker", Arguments: json.RawMessage(fmt.Sprintf(`{"task":"part %d"}`, i))}
+	}
+	p := fake.NewProvider(
+		fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+			if hasResults(req) {
+				return reply(req, "All parts done.")
+			}
+			return reply(req, "", calls...)
+		}).For("lead"),
+		fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+			return reply(req, "done: "+req.Messages[0].Content)
+		}).For("worker"),
+	).Loop().DontRecord().Named("scripted", "demo-model")
+	worker, err := subagent.FromFactory("worker", "Does one part.", func(context.Context, json.RawMessage) (agent.Agent, error) {
+		return agent.NewReact(p, agent.WithName("worker"))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return agent.NewReact(p, agent.WithName("lead"), agent.WithTools(worker))
+}
+
+// The scripted models: each answers from the conversation it is sent.
+
+func lead(ctx context.Context, req provider.Request) (provider.Response, error) {
+	if hasResults(req) {
+		return reply(req, "Here is the report: the tram extension pays for itself, and the write-up is out.")
+	}
+	return reply(req, "I will split the work.",
+		call("researcher", `{"task":"How much would the extension cost?"}`),
+		call("researcher", `{"task":"How many riders would it carry?"}`),
+		call("editor", `{"task":"Write up and publish the findings."}`))
+}
+
+func researcher(ctx context.Context, req provider.Request) (provider.Response, error) {
+	task := req.Messages[0].Content
+	if strings.Contains(task, "cost") {
+		return reply(req, "About 90 million euros, paid back in 25 years.")
+	}
+	return reply(req, "About 18,000 riders a day.")
+}
+
+func editor(ctx context.Context, req provider.Request) (provider.Response, error) {
+	switch results(req) {
+	case 0:
+		return reply(req, "Let me check the main claim first.", call("fact_checker", `{"task":"Is 90 million euros plausible for 4 km of tram?"}`))
+	case 1:
+		return reply(req, "The claim holds; publishing.", call("publish", `{"title":"Tram extension"}`))
+	}
+	return reply(req, "Written up and published.")
+}
+
+func factChecker(ctx context.Context, req provider.Request) (provider.Response, error) {
+	return reply(req, "Plausible: recent European lines cost 20 to 25 million euros a kilometre.")
+}
+
+func hasResults(req provider.Request) bool { return results(req) > 0 }
+
+func results(req provider.Request) int {
+	n := 0
+	for _, m := range req.Messages {
+		if m.Role == provider.RoleTool {
+			n++
+		}
+	}
+	return n
+}
+
+var calls atomic.Int64
+
+func call(name, args string) provider.ToolCall {
+	return provider.ToolCall{ID: fmt.Sprintf("call_%d", calls.Add(1)), Name: name, Arguments: json.RawMessage(args)}
+}
+
+func reply(req provider.Request, text string, tcs ...provider.ToolCall) (provider.Response, error) {
+	msg := provider.AssistantMessage(text, tcs...)
+	return provider.Response{Message: msg, Usage: fake.Usage(req, msg), Model: "demo-model"}, nil
+}
