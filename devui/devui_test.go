@@ -201,7 +201,7 @@ func TestRunsArePerOwner(t *testing.T) {
 	}
 	defer st.Close()
 	h, err := agui.NewPerRequest(func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
-		return agent.NewReact(fake.NewProvider(fake.Text("for "+in.Owner)))
+		return agent.NewReact(fake.NewProvider(fake.Text("for " + in.Owner)))
 	}, agui.WithThreads(st), agui.WithAuthorize(auth))
 	if err != nil {
 		t.Fatal(err)
@@ -271,4 +271,3 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		}
 	}
 }
-

@@ -319,4 +319,3 @@ func TestWideFanout(t *testing.T) {
 		t.Errorf("searching for one worker's text shows %d nodes, want 2: it and the lead", shown)
 	}
 }
-
