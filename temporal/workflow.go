@@ -91,7 +91,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		var resp provider.Response
 		if err := workflow.ExecuteActivity(actx, CompleteActivityName, ModelCall{Provider: spec.Provider, Request: req}).Get(ctx, &resp); err != nil {
 			out.Messages = conv
-			return out, err
+			return out, withUsage(out, err)
 		}
 		out.Usage = out.Usage.Add(resp.Usage)
 		msg := resp.Message
@@ -128,7 +128,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		}
 		if err != nil {
 			out.Messages = conv
-			return out, err
+			return out, withUsage(out, err)
 		}
 		if err := overLimit(spec, out); err != nil {
 			out.Messages = conv
@@ -136,6 +136,33 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		}
 	}
 }
+
+// withUsage returns err carrying what the run spent (its children's
+// included) as its details, so that the run's parent, or the client that
+// started it, counts every model call that succeeded however the run
+// failed (UsageOf). An application error keeps its type and message; one
+// that carries details already (a limit's) and a cancellation are
+// returned as they are.
+func withUsage(out RunOutput, err error) error {
+	u := out.TotalUsage()
+	if err == nil || u.IsZero() || sdktemporal.IsCanceledError(err) {
+		return err
+	}
+	typ, msg := "deputy.failed", err.Error()
+	var app *sdktemporal.ApplicationError
+	if errors.As(err, &app) {
+		if app.HasDetails() {
+			return err
+		}
+		typ, msg = app.Type(), app.Message()
+	}
+	return sdktemporal.NewNonRetryableApplicationError(msg, typ, err, u)
+}
+
+// UsageOf returns the usage a failed agent workflow reports with its error:
+// what its model calls, and its children's, spent before it failed. It is
+// zero for an error that carries none.
+func UsageOf(err error) provider.Usage { return usageOf(err) }
 
 // activityContext is ctx with the options of spec's activities.
 func activityContext(ctx workflow.Context, spec Spec) workflow.Context {
@@ -163,7 +190,7 @@ func failure(out RunOutput, typ, msg string) error {
 }
 
 func overLimit(spec Spec, out RunOutput) error {
-	if spec.TokenLimit > 0 && out.TotalUsage().Tokens() >= spec.TokenLimit {
+	if spec.TokenLimit > 0 && out.TotalUsage().Tokens() > spec.TokenLimit {
 		return failure(out, ErrTypeUsageLimit, fmt.Sprintf("agent %q used %d tokens, its limit is %d (Spec.TokenLimit)", spec.Name, out.TotalUsage().Tokens(), spec.TokenLimit))
 	}
 	return nil

@@ -369,3 +369,56 @@ func TestTokenLimitCountsChildren(t *testing.T) {
 		t.Fatalf("failure carries usage %v, the provider handed out %v", u, total)
 	}
 }
+
+// TestUsageSurvivesFailure checks that a model call that succeeded is
+// counted however its run ends: a spawned child whose second call is
+// refused reports its first to the parent, and a top-level workflow whose
+// second call fails reports what it spent with its error (UsageOf).
+func TestUsageSurvivesFailure(t *testing.T) {
+	t.Run("a failed child", func(t *testing.T) {
+		p := &script{fn: func(ctx context.Context, n int, req provider.Request) (provider.Message, error) {
+			task := lastUser(req)
+			switch {
+			case task == "part 0" && req.Messages[len(req.Messages)-1].Role == provider.RoleUser:
+				return provider.AssistantMessage("", provider.ToolCall{ID: "t1", Name: "nothing", Arguments: json.RawMessage(`{}`)}), nil
+			case strings.HasPrefix(task, "part "):
+				return provider.Message{}, &provider.Error{Provider: "x", Kind: provider.KindBadRequest, Message: "refused"}
+			case req.Messages[len(req.Messages)-1].Role == provider.RoleTool:
+				return provider.AssistantMessage("done"), nil
+			default:
+				return spawnCalls(1), nil
+			}
+		}}
+		env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}})
+		env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Provider: "m", Spawn: true}, Text: "go"})
+		var out RunOutput
+		if err := env.GetWorkflowResult(&out); err != nil {
+			t.Fatal(err)
+		}
+		_, total := p.total()
+		if out.TotalUsage() != total {
+			t.Fatalf("the lead reports %v in all (%v its children's); the provider handed out %v", out.TotalUsage(), out.ChildUsage, total)
+		}
+		if out.ChildUsage.Requests != 1 {
+			t.Errorf("children's usage %v, want the failed child's one call that succeeded", out.ChildUsage)
+		}
+	})
+	t.Run("a failed top-level run", func(t *testing.T) {
+		p := &script{fn: func(ctx context.Context, n int, req provider.Request) (provider.Message, error) {
+			if n == 1 {
+				return provider.AssistantMessage("", provider.ToolCall{ID: "t1", Name: "nothing", Arguments: json.RawMessage(`{}`)}), nil
+			}
+			return provider.Message{}, &provider.Error{Provider: "x", Kind: provider.KindAuth, Message: "no key"}
+		}}
+		env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}})
+		env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Provider: "m"}, Text: "go"})
+		err := env.GetWorkflowError()
+		var app *sdktemporal.ApplicationError
+		if !errors.As(err, &app) || app.Type() != ErrTypeProvider+provider.KindAuth.String() {
+			t.Fatalf("error %v, want the provider's kind kept", err)
+		}
+		if _, total := p.total(); UsageOf(err) != total || total.Requests != 1 {
+			t.Errorf("the failure carries %v; the provider handed out %v", UsageOf(err), total)
+		}
+	})
+}
