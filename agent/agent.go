@@ -17,7 +17,12 @@ type Input struct {
 	// Messages, when set, are appended to the conversation before Text, for
 	// a caller that hands over a conversation rather than one question.
 	// They must be a conversation a model API accepts: no system messages,
-	// every tool call answered by a tool message with its id.
+	// every tool call answered by a tool message with its id; except that
+	// they may end with a turn left open, an assistant message whose tool
+	// calls are answered in part by the tool messages after it (and no
+	// Text). The run then first runs the calls left without a result, and
+	// goes on from there: a turn re-run from one of its calls, the others'
+	// results kept.
 	Messages []provider.Message
 	// ResponseSchema, when set, is the JSON Schema the run's final answer
 	// should match. A ReAct agent sends it with every model call of the

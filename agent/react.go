@@ -147,7 +147,11 @@ func (r *React) SystemPrompt() string { return r.system }
 // recording span, the run is traced (see WithTracerProvider).
 func (r *React) Run(ctx context.Context, in Input) (out Output, err error) {
 	if len(in.Messages) > 0 {
-		if err := conversation.Check(in.Messages); err != nil {
+		open, err := conversation.CheckOpen(in.Messages)
+		if err == nil && len(open) > 0 && in.Text != "" {
+			err = errors.New("the conversation ends with tool calls left without a result, and Text would follow them: leave Text empty to run those calls")
+		}
+		if err != nil {
 			return Output{}, fmt.Errorf("agent %q: %w: %v", r.name, ErrBadMessages, err)
 		}
 	}
@@ -217,7 +221,10 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	for _, m := range in.Messages {
 		s.add(m)
 	}
-	if in.Text != "" || len(in.Messages) == 0 {
+	if len(in.Messages) > 0 && in.Text == "" {
+		s.open, _ = conversation.CheckOpen(in.Messages) // checked above
+	}
+	if len(s.open) == 0 && (in.Text != "" || len(in.Messages) == 0) {
 		s.add(provider.UserMessage(in.Text))
 	}
 
@@ -316,6 +323,9 @@ type runState struct {
 	// the tool that started the run gave it less. lastOut is the output
 	// tokens of the last reply, for the estimate of the next call's cost;
 	// partial is set when the run answered in a wrap-up turn.
+	// open is the calls of the input's last turn left without a result,
+	// which the run runs first.
+	open      []provider.ToolCall
 	limit     int64
 	lastOut   int64
 	lastModel string // the model that answered last, for the price of the next call
@@ -327,6 +337,11 @@ func (s *runState) loop() (string, error) {
 		return "", fmt.Errorf("%w: WithCostLimit without prices: give this agent, or the one that starts it, WithPrices", ErrInvalidOption)
 	}
 	failures := 0
+	if len(s.open) > 0 {
+		if err := s.runOpen(); err != nil {
+			return "", err
+		}
+	}
 	for step := 1; ; step++ {
 		if step > s.r.maxSteps {
 			return "", fmt.Errorf("%w: no answer after %d model calls: raise WithMaxSteps or give a narrower task", ErrMaxSteps, s.r.maxSteps)
@@ -517,6 +532,37 @@ func (s *runState) wrappedUp(msg provider.Message, u provider.Usage) (string, bo
 		}
 	}
 	return msg.Content, true, nil
+}
+
+// runOpen runs the calls of the input's open turn, those left without a
+// result, and adds their results to the conversation, as a step whose model
+// call was made before the run.
+func (s *runState) runOpen() error {
+	var stepName, firstResult string
+	if s.events {
+		stepName, firstResult = s.stepNames(0)
+		s.em.Emit(event.Event{Type: event.StepStarted, StepName: stepName})
+		defer s.em.Emit(event.Event{Type: event.StepFinished, StepName: stepName})
+	}
+	stepKey := ""
+	if s.journal != nil {
+		stepKey = s.journal.stepKey(0)
+	}
+	results, fromJournal, err := s.runCalls(stepKey, s.open)
+	for i, res := range results {
+		s.child = s.child.Add(res.Usage)
+		call := s.open[i]
+		s.add(provider.ToolMessage(call.ID, res.Content, res.IsError))
+		if s.events && (fromJournal == nil || !fromJournal[i]) && (res.Err == nil || !isInterrupted(res.Err)) {
+			resultID := firstResult
+			if i > 0 {
+				resultID = stepName + "/result-" + strconv.Itoa(i+1)
+			}
+			s.em.Emit(event.Event{Type: event.ToolCallResult, MessageID: resultID, ToolCallID: call.ID, Content: res.Content, Role: "tool"})
+		}
+	}
+	s.setUsed()
+	return err
 }
 
 // request is the step's model request, over the conversation so far.

@@ -120,7 +120,9 @@ func TestReactInputMessages(t *testing.T) {
 		{name: "system message", in: agent.Input{Messages: []provider.Message{{Role: provider.RoleSystem, Content: "Be brief."}, provider.UserMessage("hi")}},
 			wantErr: `agent "agent": agent: invalid input messages: message 0: a system message: the system prompt goes in WithSystemPrompt, not in the conversation`},
 		{name: "unanswered call", in: agent.Input{Messages: handover[:2], Text: "go on"},
-			wantErr: `agent "agent": agent: invalid input messages: tool calls [c9] have no result`},
+			wantErr: `agent "agent": agent: invalid input messages: the conversation ends with tool calls left without a result, and Text would follow them: leave Text empty to run those calls`},
+		{name: "unanswered call mid-conversation", in: agent.Input{Messages: append(handover[:2:2], provider.UserMessage("go on"))},
+			wantErr: `agent "agent": agent: invalid input messages: message 2 (user): tool calls [c9] have no result`},
 		{name: "orphan result", in: agent.Input{Messages: handover[2:]},
 			wantErr: `agent "agent": agent: invalid input messages: message 0: tool result for "c9" answers no pending call`},
 	}

@@ -2,12 +2,14 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
 
@@ -71,4 +73,42 @@ func TestReactWrapUp(t *testing.T) {
 			t.Errorf("got %v, want ErrUsageLimit saying the wrap-up had no answer", err)
 		}
 	})
+}
+
+// TestReactOpenTurn checks a run handed a turn left open: an assistant
+// message whose calls are answered in part. The run runs only the calls
+// left without a result, then asks the model, with every result in the
+// conversation.
+func TestReactOpenTurn(t *testing.T) {
+	var ran []string
+	lookup := toolFunc("lookup", func(ctx context.Context, c tool.Call) (tool.Result, error) {
+		ran = append(ran, string(c.Arguments))
+		return tool.Result{Content: "found " + string(c.Arguments)}, nil
+	})
+	p := fake.NewProvider(fake.Text("Both found."))
+	a := newReact(t, p, agent.WithTools(lookup))
+	in := []provider.Message{
+		provider.UserMessage("look up a and b"),
+		provider.AssistantMessage("", provider.ToolCall{ID: "c1", Name: "lookup", Arguments: json.RawMessage(`"a"`)},
+			provider.ToolCall{ID: "c2", Name: "lookup", Arguments: json.RawMessage(`"b, edited"`)}),
+		provider.ToolMessage("c1", "found a, earlier", false),
+	}
+	out, err := a.Run(t.Context(), agent.Input{Messages: in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ran) != 1 || ran[0] != `"b, edited"` {
+		t.Errorf("ran %q, want only the call left open", ran)
+	}
+	reqs := p.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d model calls, want 1: the turn's own was made before", len(reqs))
+	}
+	got := reqs[0].Messages
+	if len(got) != 4 || got[2].Content != "found a, earlier" || got[3].ToolCallID != "c2" || got[3].Content != `found "b, edited"` {
+		t.Errorf("the model was sent %+v", got)
+	}
+	if out.Answer != "Both found." {
+		t.Errorf("answer %q", out.Answer)
+	}
 }

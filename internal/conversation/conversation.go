@@ -49,6 +49,49 @@ func Check(msgs []provider.Message) error {
 	return nil
 }
 
+// CheckOpen is Check for a conversation that may end with a turn left
+// open: its last assistant message's tool calls answered in part (the
+// results that follow it). It returns the calls left without a result, in
+// the order the message made them.
+func CheckOpen(msgs []provider.Message) ([]provider.ToolCall, error) {
+	last := -1
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role != provider.RoleTool {
+			last = i
+			break
+		}
+	}
+	if last < 0 || msgs[last].Role != provider.RoleAssistant || len(msgs[last].ToolCalls) == 0 {
+		return nil, Check(msgs)
+	}
+	if err := Check(msgs[:last]); err != nil {
+		return nil, err
+	}
+	open := map[string]bool{}
+	for j, c := range msgs[last].ToolCalls {
+		switch {
+		case c.ID == "":
+			return nil, fmt.Errorf("message %d: tool call %d (%s) has no id for its result to name", last, j, c.Name)
+		case open[c.ID]:
+			return nil, fmt.Errorf("message %d: two tool calls share the id %q", last, c.ID)
+		}
+		open[c.ID] = true
+	}
+	for i := last + 1; i < len(msgs); i++ {
+		if !open[msgs[i].ToolCallID] {
+			return nil, fmt.Errorf("message %d: tool result for %q answers no pending call", i, msgs[i].ToolCallID)
+		}
+		delete(open, msgs[i].ToolCallID)
+	}
+	var pending []provider.ToolCall
+	for _, c := range msgs[last].ToolCalls {
+		if open[c.ID] {
+			pending = append(pending, c)
+		}
+	}
+	return pending, nil
+}
+
 // keys returns the keys of m in order, so that errors read the same each time.
 func keys(m map[string]bool) []string {
 	out := make([]string, 0, len(m))
