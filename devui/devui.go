@@ -5,8 +5,9 @@
 // each node's status, wall time, tokens, cached share, cost, model,
 // streamed text and tool calls; that shows a suspended run's questions
 // where they were asked, with a form for the answer, and resumes the run
-// with it; and that lists stored threads and redraws the trees of their
-// past runs.
+// with it; that lists stored threads and redraws the trees of their past
+// runs; and that re-runs a turn from one of the lead's sub-agents, its task
+// or answer edited, the rest of the turn kept (WithRerun).
 //
 //	h, _ := agui.NewPerRequest(build, agui.WithThreads(st))
 //	v, _ := devui.New(h, devui.WithStore(st))
@@ -63,6 +64,8 @@ const (
 
 // Handler serves the viewer. Build it with New.
 type Handler struct {
+	agui      *agui.Handler
+	rerun     agui.Builder // WithRerun's; nil: no re-runs
 	runs      http.Handler // the AG-UI handler
 	threads   http.Handler // its Threads
 	store     *store.Store
@@ -74,6 +77,7 @@ type Handler struct {
 }
 
 type config struct {
+	rerun     agui.Builder
 	store     *store.Store
 	authorize agui.Authorize
 	log       *slog.Logger
@@ -109,6 +113,25 @@ func WithAuthorize(fn agui.Authorize) Option {
 	}
 }
 
+// WithRerun lets a person re-run a turn of a stored thread from one of the
+// lead's sub-agent calls: with the call's task edited, or its answer. The
+// viewer builds the lead with build, as the AG-UI handler does, and runs
+// it on the turn cut at that call: the model's answer that made the call
+// and the other calls' results are kept (no model call, no tool run
+// again), the edited call runs anew (or, with its answer edited, does not
+// run), and the lead goes on from there. The re-run streams to the page
+// like any run and is kept beside the original in the thread's recorded
+// runs (WithStore); the thread's own conversation stays as it was.
+func WithRerun(build agui.Builder) Option {
+	return func(c *config) error {
+		if build == nil {
+			return errors.New("devui: WithRerun(nil): pass the Builder the AG-UI handler builds its agent with")
+		}
+		c.rerun = build
+		return nil
+	}
+}
+
 // WithLogger logs what the viewer could not record.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
@@ -137,7 +160,7 @@ func New(h *agui.Handler, opts ...Option) (*Handler, error) {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	d := &Handler{runs: h, threads: h.Threads(), store: c.store, authorize: c.authorize, log: c.log, mux: http.NewServeMux()}
+	d := &Handler{agui: h, rerun: c.rerun, runs: h, threads: h.Threads(), store: c.store, authorize: c.authorize, log: c.log, mux: http.NewServeMux()}
 	static, _ := fs.Sub(assets, "assets")
 	d.mux.Handle("GET /", http.FileServerFS(static))
 	d.mux.HandleFunc("POST /run", d.serveRun)
@@ -146,6 +169,10 @@ func New(h *agui.Handler, opts ...Option) (*Handler, error) {
 		d.mux.Handle(m+" /threads/", threads)
 	}
 	d.mux.HandleFunc("GET /runs/{thread}", d.serveRuns)
+	d.mux.HandleFunc("POST /rerun", d.serveRerun)
+	d.mux.HandleFunc("GET /config", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]bool{"rerun": d.rerun != nil, "recorded": d.store != nil})
+	})
 	return d, nil
 }
 
@@ -154,7 +181,9 @@ func New(h *agui.Handler, opts ...Option) (*Handler, error) {
 //	GET  /                the page
 //	POST /run             a run, passed to the AG-UI handler (recorded WithStore)
 //	GET  /threads/…       the AG-UI handler's Threads
-//	GET  /runs/{threadId} {"runs":[{"runId":…,"events":[…],"truncated":…},…]}
+//	GET  /runs/{threadId} {"runs":[{"runId":…,"events":[…],"truncated":…,"rerun":…},…]}
+//	POST /rerun           {"threadId","runId","toolCallId","task"|"answer"}: a re-run's events (WithRerun)
+//	GET  /config          {"rerun":…,"recorded":…}
 func (d *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	d.mux.ServeHTTP(w, r)
@@ -206,6 +235,8 @@ type runLog struct {
 	RunID     string            `json:"runId"`
 	Events    []json.RawMessage `json:"events"`
 	Truncated bool              `json:"truncated,omitempty"`
+	// Rerun, on a re-run, says which call it re-ran and how.
+	Rerun *rerunRequest `json:"rerun,omitempty"`
 }
 
 // runKey is where a run is recorded: under its owner and thread, in the

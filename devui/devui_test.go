@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -20,8 +21,10 @@ import (
 	"github.com/deputy-go/deputy/agui"
 	"github.com/deputy-go/deputy/devui"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/store/memory"
+	"github.com/deputy-go/deputy/subagent"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -268,6 +271,108 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	for name, o := range map[string]devui.Option{"store": devui.WithStore(nil), "authorize": devui.WithAuthorize(nil), "logger": devui.WithLogger(nil)} {
 		if _, err := devui.New(h, o); err == nil || !strings.Contains(err.Error(), "(nil)") {
 			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// A re-run from one of the lead's calls keeps the model's answer that made
+// it and the other calls' results: with the call's answer edited nothing
+// but the lead's next step runs; with its task edited, the child too.
+func TestRerun(t *testing.T) {
+	st, err := store.New(memory.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var helped atomic.Int64
+	lead := fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		last := req.Messages[len(req.Messages)-1]
+		if last.Role == provider.RoleTool {
+			var parts []string
+			for _, m := range req.Messages {
+				if m.Role == provider.RoleTool {
+					parts = append(parts, m.Content)
+				}
+			}
+			return provider.Response{Message: provider.AssistantMessage("final: " + strings.Join(parts, " + "))}, nil
+		}
+		return provider.Response{Message: provider.AssistantMessage("",
+			provider.ToolCall{ID: "c1", Name: "helper", Arguments: json.RawMessage(`{"task":"one"}`)},
+			provider.ToolCall{ID: "c2", Name: "helper", Arguments: json.RawMessage(`{"task":"two"}`)})}, nil
+	})
+	p := fake.NewProvider(lead.For("lead"), fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		helped.Add(1)
+		task := req.Messages[0].Content
+		var a struct{ Task string }
+		if json.Unmarshal([]byte(task), &a) == nil && a.Task != "" {
+			task = a.Task
+		}
+		return provider.Response{Message: provider.AssistantMessage("did " + task)}, nil
+	}).For("helper")).Loop()
+	build := func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
+		helper, err := subagent.FromFactory("helper", "Helps.", func(context.Context, json.RawMessage) (agent.Agent, error) {
+			return agent.NewReact(p, agent.WithName("helper"))
+		})
+		if err != nil {
+			return nil, err
+		}
+		return agent.NewReact(p, agent.WithName("lead"), agent.WithTools(helper))
+	}
+	h, err := agui.NewPerRequest(build, agui.WithThreads(st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := devui.New(h, devui.WithStore(st), devui.WithRerun(build))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(v)
+	defer srv.Close()
+	if status, _ := post(t, srv.URL+"/run", runBody); status != http.StatusOK {
+		t.Fatalf("the run: %d", status)
+	}
+	if helped.Load() != 2 {
+		t.Fatalf("the helper ran %d times, want 2", helped.Load())
+	}
+	answer := func(events []json.RawMessage) string {
+		for _, e := range events {
+			var ev struct {
+				Type   string
+				Result string
+			}
+			if json.Unmarshal(e, &ev) == nil && ev.Type == "RUN_FINISHED" {
+				return ev.Result
+			}
+		}
+		return ""
+	}
+	calls := p.Calls()
+	status, events := post(t, srv.URL+"/rerun", `{"threadId":"t1","runId":"r2","toolCallId":"c1","answer":"did ONE, by hand"}`)
+	if status != http.StatusOK || answer(events) != "final: did ONE, by hand + did two" {
+		t.Fatalf("re-run with an answer: %d, answer %q", status, answer(events))
+	}
+	if helped.Load() != 2 || p.Calls() != calls+1 {
+		t.Errorf("the helper ran %d times and the models %d more; want no helper run and the lead's one step", helped.Load(), p.Calls()-calls)
+	}
+	status, events = post(t, srv.URL+"/rerun", `{"threadId":"t1","runId":"r3","toolCallId":"c2","task":"three"}`)
+	if status != http.StatusOK || answer(events) != "final: did one + did three" {
+		t.Fatalf("re-run with a task: %d, answer %q", status, answer(events))
+	}
+	if helped.Load() != 3 {
+		t.Errorf("the helper ran %d times, want once more, for the edited task", helped.Load())
+	}
+	if _, got := getRuns(t, srv.URL+"/runs/t1"); len(got.Runs) != 3 {
+		t.Errorf("the thread has %d recorded runs, want the run and its two re-runs", len(got.Runs))
+	}
+	for body, want := range map[string]int{
+		`{"threadId":"t1","runId":"r4","toolCallId":"nope","task":"x"}`:            http.StatusBadRequest,
+		`{"threadId":"t1","runId":"r4","toolCallId":"c1","task":"x","answer":"y"}`: http.StatusBadRequest,
+		`{"threadId":"t1","runId":"r4","toolCallId":"c1"}`:                         http.StatusBadRequest,
+		`{"threadId":"nothing","runId":"r4","toolCallId":"c1","task":"x"}`:         http.StatusNotFound,
+		`not json`: http.StatusBadRequest,
+	} {
+		if status, _ := post(t, srv.URL+"/rerun", body); status != want {
+			t.Errorf("%s: %d, want %d", body, status, want)
 		}
 	}
 }

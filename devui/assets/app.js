@@ -97,6 +97,7 @@ class Tree {
       case "SUBAGENT_STARTED": {
         let c = this.nodes.get(e.subagentRunId);
         if (!c) c = this.add(e.subagentRunId, e.name, e.parentSubagentRunId ? this.node(e.parentSubagentRunId) : this.root);
+        c.call = e.parentToolCallId || "";
         c.status = "running";
         c.started = c.started || at;
         c.finished = 0;
@@ -296,6 +297,7 @@ function mark(name) {
 }
 
 function drawNode(n) {
+  if (rerunOn && !n.rerun && n.call && n.parent && n.parent.parent === null && done(n.status)) addRerun(n);
   n.el.dataset.status = n.status;
   n.el.querySelector(":scope > summary .badge").textContent = n.status;
   n.el.querySelector(":scope > summary .meta").textContent = meta(n);
@@ -315,6 +317,70 @@ function drawNode(n) {
   const err = n.el.querySelector(":scope > .error");
   err.hidden = !n.error;
   err.textContent = n.error;
+}
+
+function done(status) {
+  return status === "success" || status === "partial" || status === "failed";
+}
+
+// Re-running: a finished sub-agent of the lead can be re-run with its task
+// edited (the server's WithRerun); the others' answers are kept.
+let rerunOn = false;
+
+function addRerun(n) {
+  const tree = trees.find((t) => t.nodes.get(n.id) === n);
+  if (!tree) return;
+  n.rerun = true;
+  const b = document.createElement("button");
+  b.type = "button";
+  b.textContent = "Re-run from here";
+  b.setAttribute("aria-label", `Re-run ${n.name} from here`);
+  b.className = "rerun";
+  b.addEventListener("click", () => {
+    b.hidden = true;
+    n.el.querySelector(":scope > .questions").append(rerunForm(tree, n, () => (b.hidden = false)));
+  });
+  n.el.querySelector(":scope > .questions").before(b);
+}
+
+// rerunForm edits a sub-agent's task, taken from the lead's call, and
+// re-runs the turn from it.
+function rerunForm(tree, n, cancel) {
+  const f = document.createElement("form");
+  f.className = "question rerun-form";
+  const id = newID("task_");
+  const label = document.createElement("label");
+  label.htmlFor = id;
+  label.textContent = `The task for ${n.name}`;
+  const task = document.createElement("textarea");
+  task.id = id;
+  task.name = "task";
+  task.rows = 3;
+  try {
+    task.value = JSON.parse(tree.root.tools.get(n.call).args).task || "";
+  } catch {
+    task.value = "";
+  }
+  const send = document.createElement("button");
+  send.type = "submit";
+  send.textContent = "Re-run with this task";
+  const back = document.createElement("button");
+  back.type = "button";
+  back.textContent = "Cancel";
+  f.append(label, task, send, " ", back);
+  back.addEventListener("click", () => {
+    f.remove();
+    cancel();
+  });
+  f.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    f.remove();
+    cancel();
+    const fork = new Tree(tree.threadId, `re-run of ${n.name} in thread ${tree.threadId}`);
+    trees.push(fork);
+    stream(fork, { threadId: tree.threadId, runId: newID("run_"), toolCallId: n.call, task: task.value }, "rerun");
+  });
+  return f;
 }
 
 // meta is a node's one line of figures: wall time, tokens, cached share,
@@ -359,11 +425,11 @@ function say(msg) {
 }
 
 // stream sends one run request and applies its events to tree as they come.
-async function stream(tree, body) {
+async function stream(tree, body, url = "run") {
   say(`Running ${body.runId} on thread ${body.threadId}…`);
   let resp;
   try {
-    resp = await fetch("run", { method: "POST", headers: { "Content-Type": "application/json", Accept: "text/event-stream" }, body: JSON.stringify(body) });
+    resp = await fetch(url, { method: "POST", headers: { "Content-Type": "application/json", Accept: "text/event-stream" }, body: JSON.stringify(body) });
   } catch (err) {
     say("The server could not be reached: " + err.message);
     return;
@@ -443,8 +509,12 @@ async function openThread(id) {
   const { runs } = await resp.json();
   let tree = null;
   for (const run of runs) {
-    // A run that resumes a suspended one continues its tree.
-    if (!tree || tree.root.status !== "suspended") {
+    // A run that resumes a suspended one continues its tree; a re-run is
+    // drawn beside the run it re-ran.
+    if (run.rerun) {
+      tree = new Tree(id, `re-run in thread ${id} (stored)`);
+      trees.push(tree);
+    } else if (!tree || tree.root.status !== "suspended") {
       tree = new Tree(id, `thread ${id} (stored)`);
       trees.push(tree);
     }
@@ -472,4 +542,8 @@ document.addEventListener("DOMContentLoaded", () => {
     for (const t of trees) for (const n of t.nodes.values()) if (n.status === "running" || n.status === "queued") t.touch(n);
   }, 500);
   listThreads();
+  fetch("config").then((r) => r.json()).then((c) => {
+    rerunOn = c.rerun;
+    for (const t of trees) for (const n of t.nodes.values()) t.touch(n);
+  });
 });

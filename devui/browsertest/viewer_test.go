@@ -12,7 +12,9 @@ package browsertest
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -169,8 +171,10 @@ func byName(ns []node) map[string][]node {
 
 // TestViewer runs the scripted tree from the page: the tree grows with
 // every node's status, tokens and streamed text; the approval question is
-// answered with its form and the run finishes; after a restart the stored
-// thread is reopened and its tree redrawn from what was recorded.
+// answered with its form and the run finishes; a researcher is re-run with
+// an edited task, and nothing else runs again (counted: the models' calls,
+// the publish tool's runs); after a restart the stored thread is reopened
+// and its trees redrawn from what was recorded.
 func TestViewer(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "devui.db")
@@ -236,6 +240,35 @@ func TestViewer(t *testing.T) {
 		t.Errorf("editor after the answer: %+v, want one node, success, under the same id", e)
 	}
 
+	// Re-run from the first researcher with its task edited: only it and
+	// the lead's next step run again.
+	before := counts(t, srv)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Re-run researcher from here"]`))); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS(`form.rerun-form textarea`), "How much would a 2 km extension cost?"),
+		chromedp.Click(chromedp.CSS(`form.rerun-form button[type=submit]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the re-run to finish", `[...document.querySelectorAll(".run")].some((r) =>
+		r.querySelector("h3").textContent.startsWith("re-run of researcher") && r.querySelector("details.node").dataset.status === "success")`)
+	shot(t, ctx, "3-rerun")
+	after := counts(t, srv)
+	want := map[string]int64{"lead": 1, "researcher": 1, "editor": 0, "fact_checker": 0, "publish": 0}
+	for k, d := range want {
+		if after[k]-before[k] != d {
+			t.Errorf("the re-run called %s %d more times, want %d (counts before %v, after %v)", k, after[k]-before[k], d, before, after)
+		}
+	}
+	forked, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll(".run")].find((r) => r.querySelector("h3").textContent.startsWith("re-run of researcher")).innerText`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(forked, "researcher") || strings.Contains(forked, "fact_checker") {
+		t.Errorf("the re-run's tree should hold the re-run researcher alone under the lead:\n%s", forked)
+	}
+
 	// A restart: the stored thread is listed and its tree redrawn.
 	srv.stop()
 	srv = serve(t, "-store", db)
@@ -247,12 +280,28 @@ func TestViewer(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(open))); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "the stored tree", `document.querySelectorAll("details.node").length >= 5`)
-	shot(t, ctx, "3-reopened")
+	waitFor(t, ctx, "the stored trees", `document.querySelectorAll(".run").length >= 2`)
+	shot(t, ctx, "4-reopened")
 	got = byName(nodes(t, ctx))
-	if got["lead"][0].Status != "success" || len(got["researcher"]) != 2 || got["editor"][0].Status != "success" || got["fact_checker"][0].Status != "success" {
-		t.Errorf("the reopened tree: %+v, want the finished run", got)
+	if len(got["lead"]) != 2 || got["lead"][0].Status != "success" || got["lead"][1].Status != "success" || len(got["researcher"]) != 3 ||
+		got["editor"][0].Status != "success" || got["fact_checker"][0].Status != "success" {
+		t.Errorf("the reopened trees: %+v, want the finished run and its re-run", got)
 	}
+}
+
+// counts reads what the example's scripted models and publish tool did.
+func counts(t *testing.T, srv *server) map[string]int64 {
+	t.Helper()
+	resp, err := http.Get(strings.TrimSuffix(srv.url, "devui/") + "debug/counts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var c map[string]int64
+	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // checkAccessible checks that every control has a label or a name, and

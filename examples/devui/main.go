@@ -10,6 +10,11 @@
 //	go run ./examples/devui -store devui.db    # keeps threads and runs in SQLite
 //	go run ./examples/devui -children 1000     # the lead fans out to 1,000 workers instead
 //
+// On a finished run, "Re-run from here" on one of the lead's sub-agents
+// re-runs the turn with that sub-agent's task edited: the others' answers
+// are kept, and /debug/counts shows that their models and the publish
+// tool were not called again.
+//
 // Threads and the runs the viewer started are kept in the store (in
 // memory unless -store names a file), so the viewer lists them and, with a
 // file, redraws them after a restart.
@@ -28,6 +33,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -111,7 +117,7 @@ func handler(st *store.Store, children int, published *atomic.Int64) (*http.Serv
 	if err != nil {
 		return nil, nil, err
 	}
-	v, err := devui.New(h, devui.WithStore(st))
+	v, err := devui.New(h, devui.WithStore(st), devui.WithRerun(build))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -120,6 +126,18 @@ func handler(st *store.Store, children int, published *atomic.Int64) (*http.Serv
 	mux.Handle("/threads/", http.StripPrefix("/threads", h.Threads()))
 	mux.Handle("/devui/", http.StripPrefix("/devui", v))
 	mux.Handle("/{$}", http.RedirectHandler("/devui/", http.StatusFound))
+	// What the scripted models and the publish tool did, for a test that
+	// checks that a re-run repeated nothing it did not have to.
+	mux.HandleFunc("GET /debug/counts", func(w http.ResponseWriter, r *http.Request) {
+		counted.mu.Lock()
+		defer counted.mu.Unlock()
+		c := map[string]int64{"publish": published.Load()}
+		for k, v := range counted.calls {
+			c[k] = v
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(c)
+	})
 	return mux, h, nil
 }
 
@@ -186,9 +204,23 @@ func wide(n int) (agent.Agent, error) {
 	return agent.NewReact(p, agent.WithName("lead"), agent.WithTools(worker))
 }
 
+// counted is how many calls each scripted model answered.
+var counted = struct {
+	mu    sync.Mutex
+	calls map[string]int64
+}{calls: map[string]int64{}}
+
+// count counts a call of the model of agent.
+func count(agent string) {
+	counted.mu.Lock()
+	counted.calls[agent]++
+	counted.mu.Unlock()
+}
+
 // The scripted models: each answers from the conversation it is sent.
 
 func lead(ctx context.Context, req provider.Request) (provider.Response, error) {
+	count("lead")
 	if hasResults(req) {
 		return reply(req, "Here is the report: the tram extension pays for itself, and the write-up is out.")
 	}
@@ -199,6 +231,7 @@ func lead(ctx context.Context, req provider.Request) (provider.Response, error) 
 }
 
 func researcher(ctx context.Context, req provider.Request) (provider.Response, error) {
+	count("researcher")
 	task := req.Messages[0].Content
 	if strings.Contains(task, "cost") {
 		return reply(req, "About 90 million euros, paid back in 25 years.")
@@ -207,6 +240,7 @@ func researcher(ctx context.Context, req provider.Request) (provider.Response, e
 }
 
 func editor(ctx context.Context, req provider.Request) (provider.Response, error) {
+	count("editor")
 	switch results(req) {
 	case 0:
 		return reply(req, "Let me check the main claim first.", call("fact_checker", `{"task":"Is 90 million euros plausible for 4 km of tram?"}`))
@@ -217,6 +251,7 @@ func editor(ctx context.Context, req provider.Request) (provider.Response, error
 }
 
 func factChecker(ctx context.Context, req provider.Request) (provider.Response, error) {
+	count("fact_checker")
 	return reply(req, "Plausible: recent European lines cost 20 to 25 million euros a kilometre.")
 }
 

@@ -1,0 +1,181 @@
+package devui
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/agui"
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/provider"
+)
+
+// rerunRequest asks to re-run a thread's turn from one of the lead's calls:
+// with its task edited (Task) or its answer (Answer), exactly one.
+type rerunRequest struct {
+	ThreadID   string  `json:"threadId"`
+	RunID      string  `json:"runId"`
+	ToolCallID string  `json:"toolCallId"`
+	Task       *string `json:"task,omitempty"`
+	Answer     *string `json:"answer,omitempty"`
+}
+
+// maxRerunBytes bounds a re-run request.
+const maxRerunBytes = 1 << 20
+
+// serveRerun re-runs a stored thread's turn from one of the lead's calls
+// (WithRerun), streaming the run's events as the AG-UI endpoint does.
+func (d *Handler) serveRerun(w http.ResponseWriter, r *http.Request) {
+	if d.rerun == nil {
+		httpError(w, http.StatusNotFound, "re-runs are off: serve the viewer WithRerun")
+		return
+	}
+	var req rerunRequest
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxRerunBytes+1))
+	if err == nil && len(body) > maxRerunBytes {
+		err = fmt.Errorf("more than %d bytes", maxRerunBytes)
+	}
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	if err == nil && (req.ThreadID == "" || req.RunID == "" || req.ToolCallID == "" || (req.Task == nil) == (req.Answer == nil)) {
+		err = errors.New("send threadId, runId, toolCallId, and either task or answer")
+	}
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "a re-run: "+err.Error())
+		return
+	}
+	owner := ""
+	if d.authorize != nil {
+		if owner, err = d.authorize(r, req.ThreadID); err != nil {
+			refuse(w, err)
+			return
+		}
+	}
+	th, err := d.agui.ReadThread(r.Context(), owner, req.ThreadID)
+	switch {
+	case errors.Is(err, agui.ErrNoThread):
+		httpError(w, http.StatusNotFound, err.Error())
+		return
+	case err != nil:
+		httpError(w, http.StatusInternalServerError, "reading the thread: "+err.Error())
+		return
+	case len(th.Interrupts) > 0:
+		httpError(w, http.StatusConflict, "the thread waits for answers: answer them before re-running a turn")
+		return
+	}
+	msgs, err := cut(th.Messages, req)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "a re-run: "+err.Error())
+		return
+	}
+	lead, err := d.rerun(r.Context(), &agui.RunInput{ThreadID: req.ThreadID, RunID: req.RunID, Owner: owner})
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, "building the agent: "+err.Error())
+		return
+	}
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	out := &frames{w: w, rc: http.NewResponseController(w)}
+	ctx := event.WithThread(event.WithSink(r.Context(), event.Stamped(out)), req.ThreadID)
+	_, err = lead.Run(ctx, agent.Input{Messages: msgs})
+	if err != nil && r.Context().Err() == nil {
+		d.log.Warn("devui: a re-run failed", "thread", req.ThreadID, "err", err)
+	}
+	if d.store != nil && len(out.events) > 0 {
+		v, _ := json.Marshal(runLog{RunID: req.RunID, Events: out.events, Truncated: out.truncated, Rerun: &req})
+		if err := d.store.Put(context.WithoutCancel(r.Context()), d.runKey(owner, req.ThreadID, req.RunID), v, 0); err != nil {
+			d.log.Warn("devui: recording a re-run", "thread", req.ThreadID, "err", err)
+		}
+	}
+}
+
+// cut returns the thread's conversation cut at the turn of the call
+// req names, with the call edited: the lead's message that made it, the
+// other calls' results, and the edited call's result when its answer is
+// the edit (else it is left open, to run again).
+func cut(msgs []provider.Message, req rerunRequest) ([]provider.Message, error) {
+	at, j := -1, -1
+	for i, m := range msgs {
+		if m.Role != provider.RoleAssistant {
+			continue
+		}
+		if k := slices.IndexFunc(m.ToolCalls, func(c provider.ToolCall) bool { return c.ID == req.ToolCallID }); k >= 0 {
+			at, j = i, k
+		}
+	}
+	if at < 0 {
+		return nil, fmt.Errorf("no call %q of the lead in the thread's conversation: re-run a call the lead made itself", req.ToolCallID)
+	}
+	out := slices.Clone(msgs[:at+1])
+	m := out[at]
+	m.ToolCalls = slices.Clone(m.ToolCalls)
+	if req.Task != nil {
+		var args map[string]any
+		if json.Unmarshal(m.ToolCalls[j].Arguments, &args) != nil || args["task"] == nil {
+			return nil, fmt.Errorf("the arguments of %s have no task to edit: edit its answer instead", m.ToolCalls[j].Name)
+		}
+		args["task"] = *req.Task
+		b, _ := json.Marshal(args)
+		m.ToolCalls[j].Arguments = b
+	}
+	out[at] = m
+	for _, r := range msgs[at+1:] {
+		if r.Role != provider.RoleTool {
+			break
+		}
+		if r.ToolCallID == req.ToolCallID {
+			if req.Answer != nil {
+				r.Content, r.IsError = *req.Answer, false
+				out = append(out, r)
+			}
+			continue
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// frames writes events as server-sent events, one frame each, flushed, and
+// keeps them up to MaxRunLogBytes.
+type frames struct {
+	mu        sync.Mutex
+	w         io.Writer
+	rc        *http.ResponseController
+	buf       []byte
+	events    []json.RawMessage
+	size      int
+	truncated bool
+}
+
+func (f *frames) Emit(e event.Event) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, err := e.AppendJSON(f.buf[:0])
+	if err != nil {
+		return
+	}
+	f.buf = b
+	var sb strings.Builder
+	sb.WriteString("data: ")
+	sb.Write(b)
+	sb.WriteString("\n\n")
+	if _, err := io.WriteString(f.w, sb.String()); err == nil {
+		_ = f.rc.Flush()
+	}
+	if f.size+len(b) > MaxRunLogBytes {
+		f.truncated = true
+		return
+	}
+	f.size += len(b)
+	f.events = append(f.events, slices.Clone(b))
+}
