@@ -522,7 +522,55 @@ async function openThread(id) {
     if (run.truncated) say(`Run ${run.runId} was recorded only in part.`);
   }
   $("thread").value = id;
-  say(runs.length ? `Thread ${id}: ${runs.length} recorded runs.` : `Thread ${id} has no recorded runs.`);
+  if (runs.length) {
+    say(`Thread ${id}: ${runs.length} recorded runs.`);
+    return;
+  }
+  // No run of it was recorded (it was served elsewhere, or before a store
+  // was set): its stored conversation still gives the lead's turns, with a
+  // node for each call it made and the call's result.
+  const th = await fetch("threads/" + encodeURIComponent(id));
+  if (!th.ok) {
+    say(`Thread ${id} has no recorded runs, and its conversation could not be read (${th.status}).`);
+    return;
+  }
+  const { messages } = await th.json();
+  const conv = new Tree(id, `thread ${id} (from its conversation)`);
+  trees.push(conv);
+  fromConversation(conv, messages || []);
+  say(`Thread ${id}: drawn from its conversation (no run of it was recorded).`);
+}
+
+// fromConversation draws a tree from a stored conversation: the lead's
+// text, and a node per tool call with its arguments and result.
+function fromConversation(tree, messages) {
+  const root = tree.root;
+  root.status = "success";
+  const byCall = new Map();
+  for (const m of messages) {
+    if (m.role === "assistant") {
+      if (m.content) root.text += (root.text ? "\n" : "") + m.content;
+      for (const c of m.toolCalls || []) {
+        root.tools.set(c.id, { name: c.function.name, args: c.function.arguments, result: null });
+        const n = tree.add("call:" + c.id, c.function.name, root);
+        n.call = c.id;
+        n.status = "running";
+        byCall.set(c.id, n);
+      }
+    } else if (m.role === "tool") {
+      const n = byCall.get(m.toolCallId);
+      const t = root.tools.get(m.toolCallId);
+      if (t) t.result = m.content;
+      if (n) {
+        n.result = m.content || "";
+        n.text = n.result;
+        n.status = m.error ? "failed" : partial(n.result) ? "partial" : "success";
+        n.error = m.error || "";
+        tree.touch(n);
+      }
+    }
+  }
+  tree.touch(root);
 }
 
 function setOpen(open) {

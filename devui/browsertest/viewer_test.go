@@ -14,6 +14,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -287,6 +288,54 @@ func TestViewer(t *testing.T) {
 		got["editor"][0].Status != "success" || got["fact_checker"][0].Status != "success" {
 		t.Errorf("the reopened trees: %+v, want the finished run and its re-run", got)
 	}
+}
+
+// TestThreadFromItsConversation reopens a thread whose runs were served at
+// the AG-UI endpoint directly, so that the viewer recorded none of them:
+// its tree is drawn from the stored conversation, a node per call of the
+// lead with its result.
+func TestThreadFromItsConversation(t *testing.T) {
+	srv := serve(t)
+	base := strings.TrimSuffix(srv.url, "devui/")
+	events := postRun(t, base+"agui", `{"threadId":"direct","runId":"r1","messages":[{"id":"m1","role":"user","content":"go"}]}`)
+	i := strings.Index(events, `"interrupts":[{"id":"`)
+	if i < 0 {
+		t.Fatalf("the run did not ask for approval:\n%.2000s", events)
+	}
+	id := events[i+len(`"interrupts":[{"id":"`):]
+	id = id[:strings.IndexByte(id, '"')]
+	postRun(t, base+"agui", `{"threadId":"direct","runId":"r2","messages":[],"resume":[{"interruptId":"`+id+`","status":"resolved","payload":{"approved":true}}]}`)
+
+	ctx := browser(t)
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.url), chromedp.WaitVisible(chromedp.ID("refresh"))); err != nil {
+		t.Fatal(err)
+	}
+	open := `button[aria-label="Open thread direct"]`
+	waitFor(t, ctx, "the thread", fmt.Sprintf(`document.querySelector(%q) !== null`, open))
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(open))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the tree", `document.querySelectorAll("details.node").length >= 4`)
+	shot(t, ctx, "from-conversation")
+	got := byName(nodes(t, ctx))
+	if len(got["researcher"]) != 2 || len(got["editor"]) != 1 || got["editor"][0].Status != "success" || !strings.Contains(got["editor"][0].Text, "published") {
+		t.Errorf("the tree drawn from the conversation: %+v", got)
+	}
+}
+
+// postRun posts a run to the AG-UI endpoint and returns its events' text.
+func postRun(t *testing.T, url, body string) string {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a run: %d %s", resp.StatusCode, b)
+	}
+	return string(b)
 }
 
 // counts reads what the example's scripted models and publish tool did.
