@@ -1,12 +1,12 @@
 package temporal
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"go.temporal.io/sdk/activity"
 	sdktemporal "go.temporal.io/sdk/temporal"
@@ -15,7 +15,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	// Named apart from this package's own run, the workflow's loop.
-	runctx "github.com/deputy-go/deputy/internal/run"
+
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -63,7 +63,7 @@ func Register(w worker.Registry, rt *Runtime) {
 	w.RegisterActivityWithOptions(a.RunFactory, activity.RegisterOptions{Name: RunFactoryActivity})
 }
 
-func (rt *Runtime) payloadLimit() int { return orDefault(rt.PayloadLimit, DefaultPayloadLimit) }
+func (rt *Runtime) payloadLimit() int { return cmp.Or(max(rt.PayloadLimit, 0), DefaultPayloadLimit) }
 
 // Complete is the model activity: one provider call. A provider.Error
 // becomes an application error whose retryability follows its kind; the
@@ -145,13 +145,13 @@ func (a *Activities) CallTool(ctx context.Context, in ToolCall) (ToolResult, err
 	}
 	ctx, stop := heartbeat(ctx)
 	defer stop()
-	ctx = runctx.WithDepth(ctx, in.Depth)
+	ctx = agent.WithDepth(ctx, in.Depth)
 	res, err := a.rt.Tools.Execute(ctx, []tool.Call{in.Call})
 	if err != nil {
 		return ToolResult{}, err
 	}
 	r := res[0]
-	return ToolResult{Content: capText(r.Content, min(orDefault(in.MaxOutputBytes, DefaultMaxOutputBytes), a.rt.payloadLimit())), IsError: r.IsError, Usage: r.Usage}, nil
+	return ToolResult{Content: capText(r.Content, min(cmp.Or(max(in.MaxOutputBytes, 0), DefaultMaxOutputBytes), a.rt.payloadLimit())), IsError: r.IsError, Usage: r.Usage}, nil
 }
 
 // RunFactory builds the factory's agent from the call's arguments and runs
@@ -170,7 +170,7 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	}()
 	ctx, stop := heartbeat(ctx)
 	defer stop()
-	ctx = runctx.WithDepth(ctx, in.Depth)
+	ctx = agent.WithDepth(ctx, in.Depth)
 	ag, err := f(ctx, in.Arguments)
 	if err != nil {
 		return ToolResult{Content: capText(err.Error(), in.MaxOutputBytes), IsError: true}, nil
@@ -189,7 +189,7 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 		}
 		return ToolResult{Content: capText(err.Error(), in.MaxOutputBytes), IsError: true, Usage: o.TotalUsage()}, nil
 	}
-	return ToolResult{Content: capText(o.Answer, min(orDefault(in.MaxOutputBytes, DefaultMaxOutputBytes), a.rt.payloadLimit())), Usage: o.TotalUsage()}, nil
+	return ToolResult{Content: capText(o.Answer, min(cmp.Or(max(in.MaxOutputBytes, 0), DefaultMaxOutputBytes), a.rt.payloadLimit())), Usage: o.TotalUsage()}, nil
 }
 
 // HeartbeatInterval is how often a running activity tells the server it is
@@ -227,16 +227,11 @@ func heartbeat(ctx context.Context) (context.Context, func()) {
 	return ctx, func() { close(done); wg.Wait() }
 }
 
-// capText cuts s to at most limit bytes on a UTF-8 boundary, with a visible
-// marker saying how much was cut.
+// capText cuts s to at most limit bytes as the core cuts a sub-agent's
+// answer (subagent.CapOutput), when limit is set.
 func capText(s string, limit int) string {
-	if limit <= 0 || len(s) <= limit {
+	if limit <= 0 {
 		return s
 	}
-	marker := fmt.Sprintf("\n[truncated: %d of %d bytes shown]", len(s), len(s))
-	keep := max(limit-len(marker), 0)
-	for keep > 0 && !utf8.RuneStart(s[keep]) {
-		keep--
-	}
-	return s[:keep] + fmt.Sprintf("\n[truncated: %d of %d bytes shown]", keep, len(s))
+	return subagent.CapOutput(s, limit)
 }

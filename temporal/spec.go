@@ -1,20 +1,29 @@
 package temporal
 
 import (
+	"cmp"
 	"encoding/json"
 	"time"
 
+	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
 )
 
 // Defaults for the zero fields of a Spec.
 const (
-	// DefaultMaxSteps bounds the model calls of one run.
-	DefaultMaxSteps = 10
-	// DefaultMaxDepth lets a top-level agent delegate and its children not.
-	DefaultMaxDepth = 1
-	// DefaultMaxOutputBytes caps what a child hands its parent (48 KiB).
-	DefaultMaxOutputBytes = 48 << 10
+	// DefaultMaxSteps bounds the model calls of one run, as in process
+	// (agent.DefaultMaxSteps).
+	DefaultMaxSteps = agent.DefaultMaxSteps
+	// DefaultMaxDepth lets a top-level agent delegate and its children not
+	// (subagent.DefaultMaxDepth).
+	DefaultMaxDepth = subagent.DefaultMaxDepth
+	// DefaultMaxOutputBytes caps what a child hands its parent, as in
+	// process (subagent.DefaultMaxOutputBytes).
+	DefaultMaxOutputBytes = subagent.DefaultMaxOutputBytes
+	// DefaultToolRetries is how many steps in a row with a failed tool call
+	// a run tolerates, as in process (agent.DefaultToolRetries).
+	DefaultToolRetries = agent.DefaultToolRetries
 	// DefaultParallelism bounds the tool calls of one turn run at once.
 	DefaultParallelism = 64
 	// DefaultActivityTimeout bounds one attempt of a model or tool call.
@@ -60,6 +69,11 @@ type Spec struct {
 	MaxSpawns int `json:"max_spawns,omitempty"`
 	// MaxSteps bounds the model calls of one run (DefaultMaxSteps when 0).
 	MaxSteps int `json:"max_steps,omitempty"`
+	// ToolRetries is how many steps in a row with a failed tool call the
+	// run tolerates before it fails with ErrTypeToolRetries
+	// (DefaultToolRetries when 0; a negative value: none, the first
+	// failure ends the run), as agent.WithToolRetries in process.
+	ToolRetries int `json:"tool_retries,omitempty"`
 	// MaxDepth is the delegation depth cap (DefaultMaxDepth when 0).
 	MaxDepth int `json:"max_depth,omitempty"`
 	// MaxOutputBytes caps the answer this agent hands its parent
@@ -158,20 +172,21 @@ type FactoryCall struct {
 	MaxOutputBytes int             `json:"max_output_bytes"`
 }
 
-func (s Spec) maxSteps() int    { return orDefault(s.MaxSteps, DefaultMaxSteps) }
-func (s Spec) maxDepth() int    { return orDefault(s.MaxDepth, DefaultMaxDepth) }
-func (s Spec) maxOutput() int   { return orDefault(s.MaxOutputBytes, DefaultMaxOutputBytes) }
-func (s Spec) parallelism() int { return orDefault(s.Parallelism, DefaultParallelism) }
+func (s Spec) maxSteps() int    { return cmp.Or(max(s.MaxSteps, 0), DefaultMaxSteps) }
+func (s Spec) maxDepth() int    { return cmp.Or(max(s.MaxDepth, 0), DefaultMaxDepth) }
+func (s Spec) maxOutput() int   { return cmp.Or(max(s.MaxOutputBytes, 0), DefaultMaxOutputBytes) }
+func (s Spec) parallelism() int { return cmp.Or(max(s.Parallelism, 0), DefaultParallelism) }
+
+// toolRetries is ToolRetries, DefaultToolRetries when 0, none when below.
+func (s Spec) toolRetries() int {
+	if s.ToolRetries < 0 {
+		return 0
+	}
+	return cmp.Or(s.ToolRetries, DefaultToolRetries)
+}
 func (s Spec) activityTimeout() time.Duration {
 	if s.ActivityTimeout > 0 {
 		return s.ActivityTimeout
 	}
 	return DefaultActivityTimeout
-}
-
-func orDefault(v, d int) int {
-	if v > 0 {
-		return v
-	}
-	return d
 }

@@ -1,6 +1,8 @@
 package temporal
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +12,6 @@ import (
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/deputy-go/deputy/internal/jsonextract"
 	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
@@ -21,7 +22,10 @@ import (
 const (
 	ErrTypeMaxSteps   = "deputy.max_steps"
 	ErrTypeUsageLimit = "deputy.usage_limit"
-	ErrTypeBadSpec    = "deputy.bad_spec"
+	// ErrTypeToolRetries: more steps in a row than Spec.ToolRetries
+	// allows had a failed tool call.
+	ErrTypeToolRetries = "deputy.tool_retries"
+	ErrTypeBadSpec     = "deputy.bad_spec"
 	// ErrTypeCompaction: a resident's conversation had to be compacted and
 	// its summary could not be made.
 	ErrTypeCompaction = "deputy.compaction_failed"
@@ -78,7 +82,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 	defs := toolDefs(spec, depth)
 	conv := append([]provider.Message(nil), input...)
 	corrected := false
-	spawns := 0
+	spawns, failures := 0, 0
 	for step := 0; ; step++ {
 		if step >= spec.maxSteps() {
 			out.Messages = conv
@@ -107,8 +111,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 				value, verr := validate(schema, answer)
 				if verr != nil && !corrected {
 					corrected = true
-					conv = append(conv, provider.UserMessage(fmt.Sprintf(
-						"Your answer does not match the required JSON Schema: %s. Answer again with only JSON that matches it.", capText(verr.Error(), 2048))))
+					conv = append(conv, provider.UserMessage(subagent.CorrectionPrompt(spec.OutputSchema, verr)))
 					continue
 				}
 				if verr != nil {
@@ -122,13 +125,24 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			return out, nil
 		}
 		results, err := runTools(ctx, actx, spec, depth, fmt.Sprintf("%s/%d", idPrefix, step), msg.ToolCalls, &spawns)
+		failedStep := false
 		for i, r := range results {
 			out.ChildUsage = out.ChildUsage.Add(r.Usage)
 			conv = append(conv, provider.ToolMessage(msg.ToolCalls[i].ID, r.Content, r.IsError))
+			failedStep = failedStep || r.IsError
 		}
 		if err != nil {
 			out.Messages = conv
 			return out, withUsage(out, err)
+		}
+		if failedStep {
+			failures++
+		} else {
+			failures = 0
+		}
+		if failures > spec.toolRetries() {
+			out.Messages = conv
+			return out, failure(out, ErrTypeToolRetries, fmt.Sprintf("agent %q had a failed tool call in %d steps in a row: raise Spec.ToolRetries or fix the tools", spec.Name, failures))
 		}
 		if err := overLimit(spec, out); err != nil {
 			out.Messages = conv
@@ -173,39 +187,35 @@ func activityContext(ctx workflow.Context, spec Spec) workflow.Context {
 			InitialInterval:    time.Second,
 			BackoffCoefficient: 2,
 			MaximumInterval:    time.Minute,
-			MaximumAttempts:    cmpOr(spec.MaxAttempts, 8),
+			MaximumAttempts:    cmp.Or(max(spec.MaxAttempts, 0), 8),
 		},
 	})
-}
-
-func cmpOr(v, d int32) int32 {
-	if v > 0 {
-		return v
-	}
-	return d
 }
 
 func failure(out RunOutput, typ, msg string) error {
 	return sdktemporal.NewNonRetryableApplicationError(msg, typ, nil, out.TotalUsage())
 }
 
+// overLimit fails a run past its token limit, as the core does.
 func overLimit(spec Spec, out RunOutput) error {
-	if spec.TokenLimit > 0 && out.TotalUsage().Tokens() > spec.TokenLimit {
+	used := out.TotalUsage().Tokens()
+	if spec.TokenLimit > 0 && used > spec.TokenLimit {
 		return failure(out, ErrTypeUsageLimit, fmt.Sprintf("agent %q used %d tokens, its limit is %d (Spec.TokenLimit)", spec.Name, out.TotalUsage().Tokens(), spec.TokenLimit))
 	}
 	return nil
 }
 
+// validate reads an answer as the core's sub-agents do
+// (subagent.CheckAnswer): the JSON it holds, checked against schema.
 func validate(schema *jsonschema.Schema, answer string) (json.RawMessage, error) {
-	found, ok := jsonextract.Find(answer)
-	if !ok {
-		return nil, errors.New("the answer holds no JSON value")
-	}
-	raw := json.RawMessage(found)
-	if err := schema.Validate(raw); err != nil {
+	found, problem, err := subagent.CheckAnswer(context.Background(), schema, answer)
+	if err != nil {
 		return nil, err
 	}
-	return raw, nil
+	if problem != nil {
+		return nil, problem
+	}
+	return found, nil
 }
 
 // toolDefs lists what the model is offered: the plain tools by name (their

@@ -17,8 +17,11 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
 )
 
 // script is a provider whose answer depends on the request: it counts its
@@ -217,7 +220,7 @@ func TestValidationCorrectsOnce(t *testing.T) {
 				if !strings.Contains(req.System, `"required"`) {
 					return provider.Message{}, errors.New("the schema was not shown to the model")
 				}
-				if n > 1 && !strings.Contains(lastUser(req), "does not match") {
+				if n > 1 && !strings.Contains(lastUser(req), "Your answer was rejected: ") {
 					return provider.Message{}, errors.New("the retry does not carry the validation error")
 				}
 				return provider.AssistantMessage(tc.answers[n-1]), nil
@@ -268,10 +271,10 @@ func TestChildAnswerIsCappedBeforeRecording(t *testing.T) {
 	if got := biggest.Load(); got > DefaultPayloadLimit || got == 0 {
 		t.Fatalf("model activity recorded %d bytes, limit %d", got, DefaultPayloadLimit)
 	}
-	if len(out.Answer) > DefaultMaxOutputBytes || !strings.Contains(out.Answer, "[truncated:") {
+	if len(out.Answer) > DefaultMaxOutputBytes || !strings.Contains(out.Answer, "[output truncated:") {
 		t.Fatalf("lead got %d bytes, want at most %d with a marker", len(out.Answer), DefaultMaxOutputBytes)
 	}
-	if !strings.HasPrefix(out.Answer, "éé") || !strings.Contains(out.Answer, " bytes shown]") {
+	if !strings.HasPrefix(out.Answer, "éé") || !strings.Contains(out.Answer, " shown]") {
 		t.Fatalf("capped answer does not start with the text or name its size: %q", out.Answer[len(out.Answer)-81:])
 	}
 }
@@ -419,6 +422,74 @@ func TestUsageSurvivesFailure(t *testing.T) {
 		}
 		if _, total := p.total(); UsageOf(err) != total || total.Requests != 1 {
 			t.Errorf("the failure carries %v; the provider handed out %v", UsageOf(err), total)
+		}
+	})
+}
+
+// TestSameMeaningAsTheCore checks, case by case, what used to drift from
+// the core's loop: the output cap's note, the corrective prompt, the cap
+// on failed tool steps in a row, and the token limit failing past it, not
+// at it.
+func TestSameMeaningAsTheCore(t *testing.T) {
+	t.Run("output cap", func(t *testing.T) {
+		s := strings.Repeat("é", 5000)
+		if got, want := capText(s, 1000), subagent.CapOutput(s, 1000); got != want {
+			t.Errorf("capText ends %q, the core's cap %q", got[len(got)-60:], want[len(want)-60:])
+		}
+	})
+	t.Run("correction", func(t *testing.T) {
+		schema := json.RawMessage(`{"type":"object","required":["a"]}`)
+		var sent []string
+		p := &script{fn: func(ctx context.Context, n int, req provider.Request) (provider.Message, error) {
+			sent = append(sent, req.Messages[len(req.Messages)-1].Content)
+			return provider.AssistantMessage(`{"b":1}`), nil
+		}}
+		env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}})
+		env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Provider: "m", OutputSchema: schema}, Text: "go"})
+		if err := env.GetWorkflowError(); err != nil {
+			t.Fatal(err)
+		}
+		if len(sent) != 2 || !strings.HasPrefix(sent[1], "Your answer was rejected: ") || !strings.HasSuffix(sent[1], subagent.SchemaPrompt(schema)) {
+			t.Errorf("the corrective prompt was %q; want the core's (subagent.CorrectionPrompt)", sent[len(sent)-1])
+		}
+	})
+	t.Run("failed tool steps", func(t *testing.T) {
+		failing := func() *script {
+			return &script{fn: func(ctx context.Context, n int, req provider.Request) (provider.Message, error) {
+				return provider.AssistantMessage("", provider.ToolCall{ID: fmt.Sprintf("c%d", n), Name: "missing", Arguments: json.RawMessage(`{}`)}), nil
+			}}
+		}
+		p := failing()
+		env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}})
+		env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Provider: "m"}, Text: "go"})
+		var app *sdktemporal.ApplicationError
+		if err := env.GetWorkflowError(); !errors.As(err, &app) || app.Type() != ErrTypeToolRetries {
+			t.Fatalf("error %v, want %s", err, ErrTypeToolRetries)
+		}
+		inProcess := failing()
+		a, err := agent.NewReact(inProcess, agent.WithTools(tool.Func{Def: tool.Definition{Name: "other", Parameters: json.RawMessage(`{"type":"object"}`)}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Run(t.Context(), agent.Input{Text: "go"}); !errors.Is(err, agent.ErrToolRetries) {
+			t.Fatalf("in process: %v", err)
+		}
+		if wf, ip := p.calls, inProcess.calls; wf != ip {
+			t.Errorf("the workflow gave up after %d model calls, the core after %d", wf, ip)
+		}
+	})
+	t.Run("token limit reached, not passed", func(t *testing.T) {
+		p := &script{fn: func(ctx context.Context, n int, req provider.Request) (provider.Message, error) {
+			return provider.AssistantMessage("ok"), nil
+		}}
+		// Learn what the one call costs, then give exactly that.
+		env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}})
+		env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Provider: "m"}, Text: "go"})
+		_, spent := p.total()
+		env = newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}})
+		env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Provider: "m", TokenLimit: spent.Tokens()}, Text: "go"})
+		if err := env.GetWorkflowError(); err != nil {
+			t.Errorf("a run that used exactly its limit failed: %v", err)
 		}
 	})
 }
