@@ -149,33 +149,71 @@ func (a *Admission) Call(ctx context.Context, req Request, onDelta func(Delta) e
 		if err != nil {
 			return Response{}, err
 		}
-		var (
-			resp      Response
-			delivered bool
-		)
-		if onDelta != nil {
-			resp, delivered, err = stream(ctx, req, onDelta, call)
-		} else {
-			resp, err = call(ctx, req, nil)
-		}
+		resp, delivered, err := g.attempt(ctx, tk, req, onDelta, call)
 		perr, failed := asError(err)
-		g.release(tk, &resp, perr, failed)
 		if err == nil || !failed || delivered || attempt >= a.retries || !perr.Retryable() || ctx.Err() != nil {
 			if err == nil {
 				resp.Queued = queued
 			}
 			return resp, err
 		}
-		if perr.Kind != KindRateLimit && perr.RateLimit.RetryAfter == 0 {
-			// A failure that sets no shared pause: back off this call
-			// alone.
-			d := backoff(attempt)
+		if !pauses(perr) {
+			// A failure that sets no pause of every call: back off this
+			// call alone, as long as the provider asked, or a jittered
+			// while.
+			d := min(perr.RateLimit.RetryAfter, maxRetryAfter)
+			if d <= 0 {
+				d = backoff(attempt)
+			}
 			queued += d
 			if err := sleep(ctx, d); err != nil {
 				return Response{}, fmt.Errorf("waiting to retry after %v: %w", perr, err)
 			}
 		}
 	}
+}
+
+// attempt makes one admitted call and counts it out, whatever way it ends:
+// a call that panics is counted out as a failure that says nothing of
+// load, and the panic goes on up.
+func (g *gate) attempt(ctx context.Context, tk ticket, req Request, onDelta func(Delta) error, call StreamFunc) (resp Response, delivered bool, err error) {
+	released := false
+	defer func() {
+		if !released {
+			g.release(tk, &Response{}, nil, outcomeUnknown)
+		}
+	}()
+	if onDelta != nil {
+		resp, delivered, err = stream(ctx, req, onDelta, call)
+	} else {
+		resp, err = call(ctx, req, nil)
+	}
+	released = true
+	switch perr, failed := asError(err); {
+	case err == nil:
+		g.release(tk, &resp, nil, outcomeSuccess)
+	case failed:
+		g.release(tk, &resp, perr, outcomeFailed)
+	default:
+		g.release(tk, &resp, nil, outcomeUnknown)
+	}
+	return resp, delivered, err
+}
+
+// How a call ended, as release learns from it.
+type outcome int
+
+const (
+	outcomeSuccess outcome = iota // a reply
+	outcomeFailed                 // a failure the provider reported (*Error)
+	outcomeUnknown                // anything else: a panic, a cancellation, an error of the caller's
+)
+
+// pauses reports whether a failure pauses every call to the model (see
+// release): a rate limit, or an overload the provider said how long to
+// wait after.
+func pauses(e *Error) bool {
+	return overload(e) && (e.Kind == KindRateLimit || e.RateLimit.RetryAfter > 0)
 }
 
 // stream makes a streamed call and reports whether any of its reply
@@ -302,7 +340,9 @@ func (b *bucket) need(n float64) time.Duration {
 	if b.avail >= n {
 		return 0
 	}
-	return time.Duration((n - b.avail) / (b.cap / 60) * float64(time.Second))
+	// The wait is bounded, whatever a provider said of its limits: a
+	// hostile figure costs at most maxRetryAfter a call.
+	return time.Duration(min((n-b.avail)/(b.cap/60), maxRetryAfter.Seconds()) * float64(time.Second))
 }
 
 // learn takes what the provider said: its limit a minute, and what is
@@ -438,12 +478,18 @@ func (g *gate) blocked(est int64) (time.Duration, string) {
 	return 0, ""
 }
 
-// release counts a call out and learns from how it ended: resp when it
-// succeeded, perr when it failed as the provider said (failed).
-func (g *gate) release(tk ticket, resp *Response, perr *Error, failed bool) {
+// release counts a call out and learns from how it ended (how): resp
+// when it succeeded, perr when it failed as the provider said. A call that
+// ended otherwise teaches nothing.
+func (g *gate) release(tk ticket, resp *Response, perr *Error, how outcome) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.inflight--
+	if how == outcomeUnknown {
+		g.wakeWaiters()
+		return
+	}
+	failed := how == outcomeFailed
 	var rl RateLimit
 	if failed {
 		rl = perr.RateLimit
@@ -452,14 +498,20 @@ func (g *gate) release(tk ticket, resp *Response, perr *Error, failed bool) {
 	}
 	if !rl.IsZero() || g.tokens.cap > 0 {
 		now := time.Now()
+		if !failed && tk.tokens > 0 && g.tokens.cap > 0 && rl.Tokens == 0 {
+			// Correct the estimate taken to what the call used, when the
+			// provider did not say what is left (which counts the call).
+			// A reply's count is untrusted: it costs at most the whole
+			// allowance.
+			used := min(float64(max(resp.Usage.Tokens(), 0)), g.tokens.cap)
+			g.tokens.avail = min(g.tokens.cap, g.tokens.avail+tk.tokens-used)
+		}
 		g.requests.learn(now, rl.Requests, rl.RequestsRemaining)
 		g.tokens.learn(now, rl.Tokens, rl.TokensRemaining)
+		g.tokens.avail = max(g.tokens.avail, -g.tokens.cap)
+		g.requests.avail = max(g.requests.avail, -g.requests.cap)
 		if g.tokens.cap > 0 {
 			g.tokKnown.Store(true)
-			if !failed && tk.tokens > 0 {
-				// Correct the estimate to what the call used.
-				g.tokens.avail = min(g.tokens.cap, g.tokens.avail+tk.tokens-float64(resp.Usage.Tokens()))
-			}
 		}
 	}
 	if rl.Requests > 0 {
@@ -478,7 +530,8 @@ func (g *gate) release(tk ticket, resp *Response, perr *Error, failed bool) {
 		// A rate limit, or a provider that says how long to wait, pauses
 		// every call; an overload that says nothing only narrows the bound
 		// on calls in flight, and the call backs off alone.
-		if wait := min(rl.RetryAfter, maxRetryAfter); wait > 0 || perr.Kind == KindRateLimit {
+		if pauses(perr) {
+			wait := min(rl.RetryAfter, maxRetryAfter)
 			g.strikes++
 			if wait <= 0 {
 				wait = backoff(g.strikes - 1)
@@ -504,6 +557,12 @@ func (g *gate) release(tk ticket, resp *Response, perr *Error, failed bool) {
 		}
 		g.window = min(g.window, g.ceiling)
 	}
+	g.wakeWaiters()
+}
+
+// wakeWaiters wakes the calls waiting for admission, to look again.
+// Called with g.mu held.
+func (g *gate) wakeWaiters() {
 	if g.waiters > 0 {
 		close(g.wake)
 		g.wake = make(chan struct{})

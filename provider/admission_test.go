@@ -234,3 +234,92 @@ func BenchmarkNoAdmission(b *testing.B) {
 		}
 	}
 }
+
+// TestAdmissionHoldsAgainstBadReplies checks what a provider's failures
+// and untrusted figures cannot do to the gate: a transient failure that
+// asks for a wait is retried after it; a call that panics gives its place
+// back; a reply that says how many tokens are left is not credited again
+// with the estimate; and a usage figure past reason blocks the model for
+// no more than maxRetryAfter.
+func TestAdmissionHoldsAgainstBadReplies(t *testing.T) {
+	t.Run("transient failure with Retry-After", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a, _ := provider.NewAdmission()
+			var at []time.Duration
+			start := time.Now()
+			p := provider.Admit(provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+				at = append(at, time.Since(start))
+				if len(at) < 3 {
+					return provider.Response{}, &provider.Error{Kind: provider.KindTransient, StatusCode: 500, RateLimit: provider.RateLimit{RetryAfter: 5 * time.Second}}
+				}
+				return provider.Response{}, nil
+			}), a)
+			if _, err := p.Complete(t.Context(), provider.Request{Model: "m"}); err != nil {
+				t.Fatal(err)
+			}
+			if len(at) != 3 || at[1] < 5*time.Second || at[2]-at[1] < 5*time.Second {
+				t.Errorf("attempts at %v; want each retry 5s after the failure that asked for it", at)
+			}
+		})
+	})
+	t.Run("a call that panics", func(t *testing.T) {
+		a, _ := provider.NewAdmission(provider.WithLimits("m", provider.Limits{InFlight: 1}))
+		n := 0
+		p := provider.Admit(provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+			if n++; n == 1 {
+				panic("boom")
+			}
+			return provider.Response{}, nil
+		}), a)
+		func() {
+			defer func() { _ = recover() }() // as the agent loop recovers a provider's panic
+			_, _ = p.Complete(context.Background(), provider.Request{Model: "m"})
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if _, err := p.Complete(ctx, provider.Request{Model: "m"}); err != nil {
+			t.Errorf("the call after a panic: %v; want the panicked call's place given back", err)
+		}
+	})
+	t.Run("tokens left as the provider says", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a, _ := provider.NewAdmission(provider.WithLimits("m", provider.Limits{TokensPerMinute: 100_000}))
+			p := provider.Admit(provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+				return provider.Response{Usage: provider.Usage{InputTokens: 50, OutputTokens: 50},
+					RateLimit: provider.RateLimit{Tokens: 100_000, TokensRemaining: 1000}}, nil
+			}), a)
+			req := provider.Request{Model: "m", MaxTokens: 50_000}
+			if _, err := p.Complete(t.Context(), req); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if _, err := p.Complete(t.Context(), req); err != nil {
+				t.Fatal(err)
+			}
+			// 1,000 left, 50,001 wanted: about 29s of refill.
+			if waited := time.Since(start); waited < 25*time.Second {
+				t.Errorf("the second call waited %v; want about 29s, the provider having said 1,000 tokens are left", waited)
+			}
+		})
+	})
+	t.Run("a usage figure past reason", func(t *testing.T) {
+		for _, used := range []int64{1e11, 1e15, 1 << 62} {
+			synctest.Test(t, func(t *testing.T) {
+				a, _ := provider.NewAdmission(provider.WithLimits("m", provider.Limits{TokensPerMinute: 100_000}))
+				p := provider.Admit(provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+					return provider.Response{Usage: provider.Usage{InputTokens: used}}, nil
+				}), a)
+				if _, err := p.Complete(t.Context(), provider.Request{Model: "m"}); err != nil {
+					t.Fatal(err)
+				}
+				start := time.Now()
+				if _, err := p.Complete(t.Context(), provider.Request{Model: "m"}); err != nil {
+					t.Fatal(err)
+				}
+				if waited := time.Since(start); waited <= 0 || waited > 12*time.Minute {
+					t.Errorf("after a reply that said it used %d tokens, the next call waited %v; want a bounded wait", used, waited)
+				}
+			})
+		}
+	})
+}

@@ -466,7 +466,7 @@ func (rt *residentTurn) release() {
 // call ends. A child that reaches its limit answers partially: with what
 // its wrap-up turn said, or, cut short, with what it last said.
 func (t *SubAgentTool) runChild(ctx context.Context, args json.RawMessage, in agent.Input, runID string) (res tool.Result, err error) {
-	runs := childRuns{t: t, ctx: ctx, args: args, budget: -1}
+	runs := childRuns{t: t, ctx: ctx, args: args, budget: -1, costShare: run.CostShare(ctx)}
 	if t.limited == nil {
 		if granted, ok, settle := run.TakeShare(ctx, 0); ok {
 			runs.budget = granted
@@ -544,8 +544,11 @@ type childRuns struct {
 	args  json.RawMessage
 	usage provider.Usage // spent by the runs so far
 	// budget is the tokens set aside for the runs from the parent's
-	// budget, -1 when none were.
-	budget int64
+	// budget, -1 when none were; costShare the call's share of what the
+	// parent may still spend (0: none), and cost what the runs spent of it.
+	budget    int64
+	costShare float64
+	cost      float64
 }
 
 // answer runs the child on in and, when the tool validates, checks its
@@ -572,7 +575,13 @@ func (r *childRuns) answer(in agent.Input) (out agent.Output, v verdict, err err
 		// A partial answer is not corrected: its run has no budget left.
 		return out, v, err
 	}
+	answered := out
 	if out, err = r.attempt(r.t.correction(in, out.Answer, v.problem)); err != nil {
+		if len(out.Messages) == 0 {
+			// The corrective run did not start (no budget left): what the
+			// child said is in the first.
+			out = answered
+		}
 		return out, verdict{}, err
 	}
 	v, err = r.check(out.Answer)
@@ -594,8 +603,13 @@ func (r *childRuns) attempt(in agent.Input) (agent.Output, error) {
 	if r.budget >= 0 {
 		ctx = run.WithBudget(ctx, r.budget-r.usage.Tokens())
 	}
+	if r.costShare > 0 {
+		// A corrective run gets what the first left of the call's share.
+		ctx = run.WithCostShare(ctx, r.costShare-r.cost)
+	}
 	out, err := a.Run(ctx, in)
 	r.usage = r.usage.Add(out.TotalUsage())
+	r.cost += out.Cost
 	if err != nil && r.ctx.Err() == nil && !interrupted(err) {
 		err = tool.Correctable(fmt.Errorf("%w: %q: %w", ErrChildFailed, r.t.def.Name, err))
 	}

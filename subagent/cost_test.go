@@ -17,6 +17,7 @@ import (
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
 )
 
 // TestCost checks that a price table given to the lead prices the whole
@@ -146,5 +147,41 @@ func TestCostLimit(t *testing.T) {
 	}
 	if _, err := lead(t, p, reg, agent.WithCostLimit(limit)).Run(t.Context(), agent.Input{Text: "go"}); err == nil || !strings.Contains(err.Error(), "WithCostLimit without prices") {
 		t.Errorf("a cost limit without prices: %v, want an error that says to give prices", err)
+	}
+}
+
+// A validating sub-agent's corrective run gets what its first run left of
+// the call's cost share, not the whole share again, as with tokens.
+func TestCostShareCoversTheCorrection(t *testing.T) {
+	prices, _ := provider.NewPrices(map[string]provider.Price{"acme/m": {Input: 0, Output: 1e-3}})
+	childP := fake.NewProvider(fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		u := provider.Usage{InputTokens: 1, OutputTokens: 100, Requests: 1} // $0.10 a reply
+		n := 0
+		for _, m := range req.Messages {
+			if m.Role == provider.RoleTool {
+				n++
+			}
+		}
+		if len(req.Tools) > 0 && n%9 < 8 {
+			c := provider.ToolCall{ID: fmt.Sprintf("l%d", n), Name: "lookup", Arguments: json.RawMessage(`{}`)}
+			return provider.Response{Message: provider.AssistantMessage("", c), Usage: u, Model: "m"}, nil
+		}
+		return provider.Response{Message: provider.AssistantMessage("not a report"), Usage: u, Model: "m"}, nil
+	})).Loop().DontRecord().Named("acme", "m")
+	creg, _ := tool.NewRegistry(lookup())
+	child, err := subagent.FromFactory("child", "Does it.", func(context.Context, json.RawMessage) (agent.Agent, error) {
+		return agent.NewReact(childP, agent.WithName("child"), agent.WithRegistry(creg))
+	}, subagent.WithReport())
+	if err != nil {
+		t.Fatal(err)
+	}
+	leadP := fake.NewProvider(fake.Call("child", `{"task":"a"}`), fake.Text("done")).Named("acme", "m")
+	l, _ := agent.NewReact(leadP, agent.WithName("lead"), agent.WithTools(child), agent.WithPrices(prices), agent.WithCostLimit(1.0))
+	out, err := l.Run(t.Context(), agent.Input{Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Cost > 1.0+2*0.1 {
+		t.Errorf("tree cost $%.2f under a $1.00 limit: more than the limit plus one reply per run", out.Cost)
 	}
 }

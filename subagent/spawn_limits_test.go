@@ -396,3 +396,24 @@ func TestSpawnUsageFoldsOnce(t *testing.T) {
 		t.Errorf("%d replies unused", p.Remaining())
 	}
 }
+
+// A fork whose answer passes its budget and fails the report check has
+// no budget left for the corrective run: its partial result keeps what it
+// answered.
+func TestForkAnswerKeptWhenNoCorrectionIsLeft(t *testing.T) {
+	p := fake.NewProvider(
+		fake.Call(subagent.SpawnToolName, `{"task":"a"}`).For("lead"),
+		fake.Text("done").For("lead"),
+		fake.Text("THE FINDINGS: 42").WithUsage(provider.Usage{InputTokens: 10, OutputTokens: 500_000, Requests: 1}).For(subagent.DefaultForkName),
+	).DontRecord()
+	reg, _ := setup(t, p, false, []subagent.SpawnOption{subagent.WithReport()})
+	out, err := lead(t, p, reg, agent.WithTokenLimit(100_000)).Run(t.Context(), agent.Input{Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range toolResults(out.Messages) {
+		if !strings.Contains(c, "42") {
+			t.Errorf("the child's answer is lost from its result")
+		}
+	}
+}

@@ -442,6 +442,21 @@ func TakeShare(ctx context.Context, upTo int64) (granted int64, ok bool, settle 
 // calls a share of what its run may still spend (WithShares).
 func CostShared(ctx context.Context) bool { return from(ctx).costShare > 0 }
 
+// CostShare returns the share of what its run may still spend that the
+// step ctx belongs to gave each call, 0 for none.
+func CostShare(ctx context.Context) float64 { return from(ctx).costShare }
+
+// WithCostShare returns ctx whose next run (Start) may spend at most
+// dollars: a call that starts more than one run (a corrective retry)
+// gives each what the ones before it left of the call's share. dollars is
+// taken as a tiny positive amount when it is not, so that the run is
+// bounded, not unlimited.
+func WithCostShare(ctx context.Context, dollars float64) context.Context {
+	ri := from(ctx)
+	ri.costShare = max(dollars, 1e-12)
+	return context.WithValue(ctx, key{}, &ri)
+}
+
 // HasShares reports whether the step ctx belongs to set shares aside
 // (WithShares), taken or not.
 func HasShares(ctx context.Context) bool { return from(ctx).shares != nil }
