@@ -550,9 +550,14 @@ func (g *gate) release(tk ticket, resp *Response, perr *Error, how outcome) {
 			}
 		}
 		g.strikes = 0
-		if g.window < g.ssthresh {
+		switch {
+		case float64(g.inflight+1) < g.window/2:
+			// The bound was not used: calls that end at once never
+			// filled it, and it does not grow past what they showed the
+			// provider takes, or the first overload would meet a crowd.
+		case g.window < g.ssthresh:
 			g.window++
-		} else {
+		default:
 			g.window += 1 / g.window
 		}
 		g.window = min(g.window, g.ceiling)

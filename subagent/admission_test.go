@@ -233,7 +233,9 @@ func TestAdmissionWaitEndsWithContext(t *testing.T) {
 // Retry-After, and one that takes 20 calls at once and refuses more as
 // overloaded (503, 529), each answer taking a second. Admission finds each
 // edge by its adaptive bound and backoff: no child fails, and the
-// fan-out stays near what the limit imposes.
+// fan-out stays near what the limit imposes. Against the quiet server the
+// 429s are the calls already in flight when the first comes back (1 to 8
+// seen): the bound on calls in flight grows only while calls fill it.
 func TestFanoutFindsAnUnannouncedLimit(t *testing.T) {
 	const n = 256
 	for _, tc := range []struct {
