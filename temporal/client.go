@@ -23,7 +23,7 @@ func Dial(ctx context.Context, hostPort, namespace string, logger *slog.Logger) 
 		Logger:    log.NewStructuredLogger(logger),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("temporal: cannot reach the server at %s (is it running? start one with `go run ./internal/devserver` in the temporal module): %w", hostPort, err)
+		return nil, fmt.Errorf("temporal: cannot reach the server at %s (is it running? start one with `cd internal/devserver && go run .` in the temporal module): %w", hostPort, err)
 	}
 	return c, nil
 }

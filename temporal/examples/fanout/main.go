@@ -2,10 +2,11 @@
 // three researchers in one turn, each a child workflow on whichever worker
 // picks it up, and writes its answer from theirs.
 //
-// Start a development server (prints "host:port namespace"), one or more
-// workers, then the run, from the temporal module's directory:
+// Start a development server (prints "host:port namespace"; a module of
+// its own, whose first build takes several minutes), one or more workers,
+// then the run, from the temporal module's directory:
 //
-//	go run ./internal/devserver                                  # in temporal/internal/devserver
+//	(cd internal/devserver && go run .)
 //	go run ./examples/fanout worker -addr HOST:PORT -namespace NS
 //	go run ./examples/fanout run    -addr HOST:PORT -namespace NS
 //
