@@ -159,8 +159,12 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 // returned as they are.
 func withUsage(out RunOutput, err error) error {
 	u := out.TotalUsage()
-	if err == nil || u.IsZero() || sdktemporal.IsCanceledError(err) {
+	if err == nil || u.IsZero() {
 		return err
+	}
+	if sdktemporal.IsCanceledError(err) {
+		// A cancellation carries the usage too, as its details.
+		return sdktemporal.NewCanceledError(u)
 	}
 	typ, msg := "deputy.failed", err.Error()
 	var app *sdktemporal.ApplicationError
@@ -336,12 +340,17 @@ func childContent(o RunOutput) string {
 	return o.Answer
 }
 
-// usageOf reads the usage a failed child carried in its error's details.
+// usageOf reads the usage a failed or cancelled child carried in its
+// error's details.
 func usageOf(err error) provider.Usage {
 	var u provider.Usage
 	var app *sdktemporal.ApplicationError
-	if errors.As(err, &app) && app.HasDetails() {
+	var cancelled *sdktemporal.CanceledError
+	switch {
+	case errors.As(err, &app) && app.HasDetails():
 		_ = app.Details(&u)
+	case errors.As(err, &cancelled) && cancelled.HasDetails():
+		_ = cancelled.Details(&u)
 	}
 	return u
 }

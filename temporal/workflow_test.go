@@ -302,6 +302,11 @@ func TestCancellationReachesChildren(t *testing.T) {
 	if !sdktemporal.IsCanceledError(err) {
 		t.Fatalf("error %v, want a cancellation", err)
 	}
+	// The lead's one model call that succeeded is counted, cancelled as
+	// the run was.
+	if u := UsageOf(err); u.Requests != 1 {
+		t.Errorf("the cancelled run reports %v, want the lead's one call", u)
+	}
 	if childStarted.Load() != 2 {
 		t.Fatalf("%d children started, want 2", childStarted.Load())
 	}
