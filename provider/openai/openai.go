@@ -313,25 +313,12 @@ func New(opts ...Option) (*Provider, error) {
 		model = *c.model
 	}
 
-	adm := c.admission
-	switch {
-	case c.noAdmission && adm != nil:
-		return nil, errors.New("openai: WithAdmission and WithoutAdmission both given: keep one")
-	case c.noAdmission:
-		if c.maxRetries != nil {
-			ro = append(ro, option.WithMaxRetries(*c.maxRetries))
-		}
-	case c.maxRetries != nil && adm != nil:
-		return nil, errors.New("openai: WithMaxRetries and WithAdmission both given: set the retries on the Admission (provider.WithRetries)")
-	default:
-		if adm == nil {
-			var ao []provider.AdmissionOption
-			if c.maxRetries != nil {
-				ao = append(ao, provider.WithRetries(*c.maxRetries))
-			}
-			adm, _ = provider.NewAdmission(ao...)
-		}
-		ro = append(ro, option.WithMaxRetries(0))
+	adm, sdkRetries, setRetries, err := adapter.Admission(Name, c.admission, c.noAdmission, c.maxRetries)
+	if err != nil {
+		return nil, err
+	}
+	if setRetries {
+		ro = append(ro, option.WithMaxRetries(sdkRetries))
 	}
 	if c.httpClient != nil {
 		ro = append(ro, option.WithHTTPClient(c.httpClient))

@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"fmt"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -105,4 +106,31 @@ func until(s string) time.Duration {
 		return 0
 	}
 	return max(time.Until(t), 0)
+}
+
+// Admission settles a provider's admission control from its options: the
+// Admission given (nil: none), whether it was turned off, and the retries
+// asked for (nil: none). It returns the Admission to call through (nil
+// when off) and the retries the SDK's own loop makes (0 under admission,
+// which retries itself), or an error naming the options that clash.
+func Admission(name string, given *provider.Admission, off bool, retries *int) (*provider.Admission, int, bool, error) {
+	switch {
+	case off && given != nil:
+		return nil, 0, false, fmt.Errorf("%s: WithAdmission and WithoutAdmission both given: keep one", name)
+	case off:
+		if retries != nil {
+			return nil, *retries, true, nil
+		}
+		return nil, 0, false, nil // the SDK's default
+	case retries != nil && given != nil:
+		return nil, 0, false, fmt.Errorf("%s: WithMaxRetries and WithAdmission both given: set the retries on the Admission (provider.WithRetries)", name)
+	case given != nil:
+		return given, 0, true, nil
+	}
+	var opts []provider.AdmissionOption
+	if retries != nil {
+		opts = append(opts, provider.WithRetries(*retries))
+	}
+	a, err := provider.NewAdmission(opts...)
+	return a, 0, true, err
 }

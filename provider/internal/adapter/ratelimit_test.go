@@ -78,3 +78,42 @@ func TestRetryHint(t *testing.T) {
 		}
 	}
 }
+
+func TestAdmission(t *testing.T) {
+	given, _ := provider.NewAdmission()
+	three := 3
+	for _, tc := range []struct {
+		name       string
+		given      *provider.Admission
+		off        bool
+		retries    *int
+		wantAdm    bool
+		wantSDK    int
+		wantSet    bool
+		wantErrSay string
+	}{
+		{"default", nil, false, nil, true, 0, true, ""},
+		{"retries set on its own admission", nil, false, &three, true, 0, true, ""},
+		{"given", given, false, nil, true, 0, true, ""},
+		{"off", nil, true, nil, false, 0, false, ""},
+		{"off with the SDK's retries", nil, true, &three, false, 3, true, ""},
+		{"given and off", given, true, nil, false, 0, false, "WithAdmission and WithoutAdmission"},
+		{"given and retries", given, false, &three, false, 0, false, "WithMaxRetries and WithAdmission"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, sdk, set, err := Admission("x", tc.given, tc.off, tc.retries)
+			if tc.wantErrSay != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErrSay) {
+					t.Fatalf("got %v, want an error naming %s", err, tc.wantErrSay)
+				}
+				return
+			}
+			if err != nil || (a != nil) != tc.wantAdm || sdk != tc.wantSDK || set != tc.wantSet {
+				t.Errorf("got admission %v, SDK retries %d (set %v), %v", a != nil, sdk, set, err)
+			}
+			if tc.given != nil && a != tc.given {
+				t.Error("the Admission given was not used")
+			}
+		})
+	}
+}
