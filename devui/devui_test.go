@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -277,14 +278,23 @@ func TestNewRefusesBadOptions(t *testing.T) {
 
 // A re-run from one of the lead's calls keeps the model's answer that made
 // it and the other calls' results: with the call's answer edited nothing
-// but the lead's next step runs; with its task edited, the child too.
+// but the lead's next step runs; with its task edited, the child too. The
+// lead's model names its calls as a real one does (afresh each time), as
+// some servers do (not at all), and as others (call_0 again each time);
+// the helper's runs are counted.
 func TestRerun(t *testing.T) {
+	for _, ids := range []string{"fixed", "fresh", "none", "restart"} {
+		t.Run(ids, func(t *testing.T) { testRerun(t, ids) })
+	}
+}
+
+func testRerun(t *testing.T, ids string) {
 	st, err := store.New(memory.New())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	var helped atomic.Int64
+	var helped, fresh atomic.Int64
 	lead := fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
 		last := req.Messages[len(req.Messages)-1]
 		if last.Role == provider.RoleTool {
@@ -296,9 +306,20 @@ func TestRerun(t *testing.T) {
 			}
 			return provider.Response{Message: provider.AssistantMessage("final: " + strings.Join(parts, " + "))}, nil
 		}
+		id := func(i int) string {
+			switch ids {
+			case "fresh":
+				return fmt.Sprintf("call_%d_%d", fresh.Add(1), i)
+			case "none":
+				return ""
+			case "restart":
+				return fmt.Sprintf("call_%d", i)
+			}
+			return fmt.Sprintf("c%d", i+1)
+		}
 		return provider.Response{Message: provider.AssistantMessage("",
-			provider.ToolCall{ID: "c1", Name: "helper", Arguments: json.RawMessage(`{"task":"one"}`)},
-			provider.ToolCall{ID: "c2", Name: "helper", Arguments: json.RawMessage(`{"task":"two"}`)})}, nil
+			provider.ToolCall{ID: id(0), Name: "helper", Arguments: json.RawMessage(`{"task":"one"}`)},
+			provider.ToolCall{ID: id(1), Name: "helper", Arguments: json.RawMessage(`{"task":"two"}`)})}, nil
 	})
 	p := fake.NewProvider(lead.For("lead"), fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
 		helped.Add(1)
@@ -328,8 +349,20 @@ func TestRerun(t *testing.T) {
 	}
 	srv := httptest.NewServer(v)
 	defer srv.Close()
-	if status, _ := post(t, srv.URL+"/run", runBody); status != http.StatusOK {
+	status, first := post(t, srv.URL+"/run", runBody)
+	if status != http.StatusOK {
 		t.Fatalf("the run: %d", status)
+	}
+	// The calls' ids, as the client saw them.
+	var callIDs []string
+	for _, e := range first {
+		var ev struct{ Type, ToolCallID, SubagentRunID string }
+		if json.Unmarshal(e, &ev) == nil && ev.Type == "TOOL_CALL_START" && ev.SubagentRunID == "" {
+			callIDs = append(callIDs, ev.ToolCallID)
+		}
+	}
+	if len(callIDs) != 2 {
+		t.Fatalf("the lead's calls: %q", callIDs)
 	}
 	if helped.Load() != 2 {
 		t.Fatalf("the helper ran %d times, want 2", helped.Load())
@@ -347,14 +380,14 @@ func TestRerun(t *testing.T) {
 		return ""
 	}
 	calls := p.Calls()
-	status, events := post(t, srv.URL+"/rerun", `{"threadId":"t1","runId":"r2","toolCallId":"c1","answer":"did ONE, by hand"}`)
+	status, events := post(t, srv.URL+"/rerun", `{"threadId":"t1","runId":"r2","toolCallId":"`+callIDs[0]+`","answer":"did ONE, by hand"}`)
 	if status != http.StatusOK || answer(events) != "final: did ONE, by hand + did two" {
 		t.Fatalf("re-run with an answer: %d, answer %q", status, answer(events))
 	}
 	if helped.Load() != 2 || p.Calls() != calls+1 {
 		t.Errorf("the helper ran %d times and the models %d more; want no helper run and the lead's one step", helped.Load(), p.Calls()-calls)
 	}
-	status, events = post(t, srv.URL+"/rerun", `{"threadId":"t1","runId":"r3","toolCallId":"c2","task":"three"}`)
+	status, events = post(t, srv.URL+"/rerun", `{"threadId":"t1","runId":"r3","toolCallId":"`+callIDs[1]+`","task":"three"}`)
 	if status != http.StatusOK || answer(events) != "final: did one + did three" {
 		t.Fatalf("re-run with a task: %d, answer %q", status, answer(events))
 	}
