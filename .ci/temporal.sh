@@ -43,4 +43,7 @@ temporal_phase() (
 	go test -race -count=1 -skip 'Scale' ./...
 	# Without -race: 1,000 child workflows, two worker processes, one killed.
 	go test -count=1 -timeout 20m -run 'Scale' -v .
+	# deputy's workflow tree against a bare Temporal child workflow and
+	# activity doing the same model call, per child.
+	go test -count=1 -run '^$' -bench 'BenchmarkFloor' -benchtime 3x .
 )
