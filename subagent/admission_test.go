@@ -280,3 +280,28 @@ func TestFanoutFindsAnUnannouncedLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestTreeShowsQueuedChildren checks that a Tree marks a child whose model
+// call waits for admission as queued, and as running once it is admitted.
+func TestTreeShowsQueuedChildren(t *testing.T) {
+	tree := subagent.NewTree(nil)
+	admission := func(state string) event.Event {
+		v, _ := json.Marshal(map[string]string{"state": state, "model": "m"})
+		return event.Event{Type: event.Custom, Name: provider.AdmissionEvent, Value: v, SubagentRunID: "sub_1"}
+	}
+	tree.Emit(event.Event{Type: event.SubagentStarted, SubagentRunID: "sub_1", Name: "child"})
+	state := func() subagent.State { return tree.Roots()[0].State }
+	tree.Emit(admission("queued"))
+	if state() != subagent.StateQueued {
+		t.Errorf("after queued: %s", state())
+	}
+	tree.Emit(admission("admitted"))
+	if state() != subagent.StateRunning {
+		t.Errorf("after admitted: %s", state())
+	}
+	tree.Emit(admission("queued"))
+	tree.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: "sub_1", Result: event.JSONString("ok")})
+	if state() != subagent.StateSucceeded {
+		t.Errorf("after it finished: %s", state())
+	}
+}

@@ -50,6 +50,10 @@ type State string
 const (
 	// StateRunning: the invocation has started and not yet finished.
 	StateRunning State = "running"
+	// StateQueued: the invocation is running, but its model call waits for
+	// its provider's admission control (provider.AdmissionEvent); it is
+	// running again once the call is admitted.
+	StateQueued State = "queued"
 	// StateSucceeded: the child answered, and the answer went to the parent.
 	StateSucceeded State = "succeeded"
 	// StateSuspended: the child waits for a person's answer (an interrupt); a
@@ -157,9 +161,12 @@ func (t *Tree) Emit(e event.Event) {
 }
 
 func (t *Tree) record(e event.Event) {
-	switch e.Type {
-	case event.ToolCallStart, event.ToolCallArgs, event.ToolCallEnd, event.ToolCallResult,
-		event.SubagentStarted, event.SubagentFinished, event.SubagentError:
+	switch {
+	case e.Type == event.ToolCallStart, e.Type == event.ToolCallArgs, e.Type == event.ToolCallEnd, e.Type == event.ToolCallResult,
+		e.Type == event.SubagentStarted, e.Type == event.SubagentFinished, e.Type == event.SubagentError:
+	case e.Type == event.Custom && e.Name == provider.AdmissionEvent && e.SubagentRunID != "":
+		t.admission(e)
+		return
 	default:
 		return
 	}
@@ -231,6 +238,25 @@ func outcomeType(raw json.RawMessage) string {
 		return ""
 	}
 	return o.Type
+}
+
+// admission marks the node whose model call waits for admission as
+// queued, and as running again once the call is admitted.
+func (t *Tree) admission(e event.Event) {
+	var v struct{ State string }
+	if json.Unmarshal(e.Value, &v) != nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := t.byRun[e.SubagentRunID]
+	switch {
+	case n == nil:
+	case v.State == "queued" && n.State == StateRunning:
+		n.State = StateQueued
+	case v.State == "admitted" && n.State == StateQueued:
+		n.State = StateRunning
+	}
 }
 
 // decodeUsage reads the AG-UI TokenUsage array an event carries.
