@@ -101,7 +101,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		msg := resp.Message
 		msg.Role = provider.RoleAssistant
 		conv = append(conv, msg)
-		if err := overLimit(spec, out); err != nil {
+		if err := overLimit(ctx, spec, out); err != nil {
 			out.Messages = conv
 			return out, err
 		}
@@ -140,11 +140,13 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		} else {
 			failures = 0
 		}
-		if failures > spec.toolRetries() {
+		// The version is asked for only where the loop takes the new
+		// path, so that workflows that ran before it replay as they ran.
+		if failures > spec.toolRetries() && workflow.GetVersion(ctx, toolRetriesChange, workflow.DefaultVersion, 1) >= 1 {
 			out.Messages = conv
 			return out, failure(out, ErrTypeToolRetries, fmt.Sprintf("agent %q had a failed tool call in %d steps in a row: raise Spec.ToolRetries or fix the tools", spec.Name, failures))
 		}
-		if err := overLimit(spec, out); err != nil {
+		if err := overLimit(ctx, spec, out); err != nil {
 			out.Messages = conv
 			return out, err
 		}
@@ -200,10 +202,17 @@ func failure(out RunOutput, typ, msg string) error {
 	return sdktemporal.NewNonRetryableApplicationError(msg, typ, nil, out.TotalUsage())
 }
 
-// overLimit fails a run past its token limit, as the core does.
-func overLimit(spec Spec, out RunOutput) error {
+// toolRetriesChange names the workflow version from which a run fails
+// after Spec.ToolRetries steps in a row with a failed tool call, and a
+// run that used exactly its token limit goes on, as in process.
+const toolRetriesChange = "deputy.tool-retries"
+
+// overLimit fails a run past its token limit, as the core does; a run of
+// a workflow started before toolRetriesChange fails at it, as it did.
+func overLimit(ctx workflow.Context, spec Spec, out RunOutput) error {
 	used := out.TotalUsage().Tokens()
-	if spec.TokenLimit > 0 && used > spec.TokenLimit {
+	if spec.TokenLimit > 0 && (used > spec.TokenLimit ||
+		used == spec.TokenLimit && workflow.GetVersion(ctx, toolRetriesChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion) {
 		return failure(out, ErrTypeUsageLimit, fmt.Sprintf("agent %q used %d tokens, its limit is %d (Spec.TokenLimit)", spec.Name, out.TotalUsage().Tokens(), spec.TokenLimit))
 	}
 	return nil
