@@ -201,13 +201,18 @@ func (d *Handler) serveRun(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "reading the request: "+err.Error())
 		return
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	// The AG-UI handler gets the body whole, what was read and the rest:
+	// it applies its own bound.
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
 	var in struct {
 		ThreadID string `json:"threadId"`
 		RunID    string `json:"runId"`
 	}
-	if json.Unmarshal(body, &in) != nil || in.ThreadID == "" || len(body) > maxBodyBytes {
-		d.runs.ServeHTTP(w, r) // which says what is wrong with it
+	if len(body) > maxBodyBytes || json.Unmarshal(body, &in) != nil || in.ThreadID == "" {
+		d.runs.ServeHTTP(w, r) // which says what is wrong with it, or runs it unrecorded
 		return
 	}
 	owner := ""
@@ -217,13 +222,22 @@ func (d *Handler) serveRun(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// Where the run's turn starts in the thread's conversation, so that a
+	// re-run finds the turn whatever ids the model gave its calls.
+	turn := 0
+	if th, err := d.agui.ReadThread(r.Context(), owner, in.ThreadID); err == nil {
+		turn = len(th.Messages)
+		if len(th.Interrupts) > 0 {
+			turn-- // the message that started the suspended run: this run resumes it
+		}
+	}
 	rec := &recorder{ResponseWriter: w}
 	d.runs.ServeHTTP(rec, r)
 	if rec.status != http.StatusOK || len(rec.events) == 0 {
 		return
 	}
 	key := d.runKey(owner, in.ThreadID, in.RunID)
-	v, _ := json.Marshal(runLog{RunID: in.RunID, Events: rec.events, Truncated: rec.truncated})
+	v, _ := json.Marshal(runLog{RunID: in.RunID, Turn: turn, Events: rec.events, Truncated: rec.truncated})
 	// The run has ended: its events are written even when its client left.
 	if err := d.store.Put(context.WithoutCancel(r.Context()), key, v, 0); err != nil {
 		d.log.Warn("devui: recording a run", "thread", in.ThreadID, "run", in.RunID, "err", err)
@@ -232,7 +246,10 @@ func (d *Handler) serveRun(w http.ResponseWriter, r *http.Request) {
 
 // runLog is the record of one run.
 type runLog struct {
-	RunID     string            `json:"runId"`
+	RunID string `json:"runId"`
+	// Turn is where the run's turn starts in the thread's conversation:
+	// the index of the message that started it.
+	Turn      int               `json:"turn"`
 	Events    []json.RawMessage `json:"events"`
 	Truncated bool              `json:"truncated,omitempty"`
 	// Rerun, on a re-run, says which call it re-ran and how.

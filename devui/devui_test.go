@@ -409,3 +409,193 @@ func testRerun(t *testing.T, ids string) {
 		}
 	}
 }
+
+// rerunSetup is testRerun's lead ("restart" ids: call_0, call_1 in every reply).
+func rerunSetup(t *testing.T, wrap func(agent.Agent) agent.Agent) (*httptest.Server, *atomic.Int64) {
+	st, err := store.New(memory.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	var helped atomic.Int64
+	lead := fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		last := req.Messages[len(req.Messages)-1]
+		if last.Role == provider.RoleTool {
+			var parts []string
+			for _, m := range req.Messages {
+				if m.Role == provider.RoleTool {
+					parts = append(parts, m.Content)
+				}
+			}
+			return provider.Response{Message: provider.AssistantMessage("final: " + strings.Join(parts, " + "))}, nil
+		}
+		return provider.Response{Message: provider.AssistantMessage("",
+			provider.ToolCall{ID: "call_0", Name: "helper", Arguments: json.RawMessage(`{"task":"one"}`)},
+			provider.ToolCall{ID: "call_1", Name: "helper", Arguments: json.RawMessage(`{"task":"two"}`)})}, nil
+	})
+	p := fake.NewProvider(lead.For("lead"), fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		helped.Add(1)
+		task := req.Messages[0].Content
+		var a struct{ Task string }
+		if json.Unmarshal([]byte(task), &a) == nil && a.Task != "" {
+			task = a.Task
+		}
+		return provider.Response{Message: provider.AssistantMessage("did " + task)}, nil
+	}).For("helper")).Loop()
+	build := func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
+		helper, err := subagent.FromFactory("helper", "Helps.", func(context.Context, json.RawMessage) (agent.Agent, error) {
+			return agent.NewReact(p, agent.WithName("helper"))
+		})
+		if err != nil {
+			return nil, err
+		}
+		a, err := agent.NewReact(p, agent.WithName("lead"), agent.WithTools(helper))
+		if err != nil || wrap == nil {
+			return a, err
+		}
+		return wrap(a), nil
+	}
+	h, err := agui.NewPerRequest(build, agui.WithThreads(st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := devui.New(h, devui.WithStore(st), devui.WithRerun(build))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(v)
+	t.Cleanup(srv.Close)
+	return srv, &helped
+}
+
+func finalAnswer(events []json.RawMessage) string {
+	for _, e := range events {
+		var ev struct{ Type, Result string }
+		if json.Unmarshal(e, &ev) == nil && ev.Type == "RUN_FINISHED" {
+			return ev.Result
+		}
+	}
+	return ""
+}
+
+// A model that numbers its calls from call_0 in each reply makes a thread
+// in which call_0 is in several of the lead's messages: the re-run names
+// the recorded run whose turn it re-runs and the step, and an id that is
+// not the thread's only one, without them, is refused with a message that
+// says so.
+func TestRerunFindsTheTurnOfARepeatedID(t *testing.T) {
+	srv, _ := rerunSetup(t, nil)
+	status, first := post(t, srv.URL+"/run", runBody)
+	if status != 200 {
+		t.Fatal(status)
+	}
+	var firstCall string
+	for _, e := range first {
+		var ev struct{ Type, ToolCallID, SubagentRunID string }
+		if json.Unmarshal(e, &ev) == nil && ev.Type == "TOOL_CALL_START" && ev.SubagentRunID == "" {
+			firstCall = ev.ToolCallID
+			break
+		}
+	}
+	// A second turn on the same thread.
+	if status, _ := post(t, srv.URL+"/run", `{"threadId":"t1","runId":"r2","messages":[{"id":"m2","role":"user","content":"again"}]}`); status != 200 {
+		t.Fatal(status)
+	}
+	// Re-run the first turn's first call with its answer edited.
+	_, events := post(t, srv.URL+"/rerun", `{"threadId":"t1","runId":"r3","fromRunId":"r1","step":1,"toolCallId":"`+firstCall+`","answer":"X"}`)
+	if got, want := finalAnswer(events), "final: X + did two"; got != want {
+		t.Errorf("re-run of turn 1's %s answered %q, want %q (turn 1 re-run)", firstCall, got, want)
+	}
+	status, _ = post(t, srv.URL+"/rerun", `{"threadId":"t1","runId":"r4","toolCallId":"`+firstCall+`","answer":"X"}`)
+	if status != http.StatusBadRequest {
+		t.Errorf("an id the lead gave twice, with no run named: %d, want 400", status)
+	}
+}
+
+type closer struct {
+	agent.Agent
+	closed *atomic.Int64
+}
+
+func (c closer) Close() error { c.closed.Add(1); return nil }
+
+// A re-run closes the agent it builds when it is an io.Closer, as the
+// AG-UI handler does.
+func TestRerunClosesItsAgent(t *testing.T) {
+	var closed atomic.Int64
+	srv, _ := rerunSetup(t, func(a agent.Agent) agent.Agent { return closer{a, &closed} })
+	if status, _ := post(t, srv.URL+"/run", runBody); status != 200 {
+		t.Fatal(status)
+	}
+	if closed.Load() != 1 {
+		t.Fatalf("after the run: %d closes", closed.Load())
+	}
+	if status, _ := post(t, srv.URL+"/rerun", `{"threadId":"t1","runId":"r3","fromRunId":"r1","step":1,"toolCallId":"call_0","answer":"X"}`); status != 200 {
+		t.Fatal(status)
+	}
+	if closed.Load() != 2 {
+		t.Errorf("after the re-run: %d closes, want 2: the re-run's agent was never closed", closed.Load())
+	}
+}
+
+// A Builder that returns no agent and no error is a clear 500, not a
+// panic.
+func TestRerunWithNoAgent(t *testing.T) {
+	st, _ := store.New(memory.New())
+	defer st.Close()
+	real := func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
+		return agent.NewReact(fake.NewProvider(fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+			if req.Messages[len(req.Messages)-1].Role == provider.RoleTool {
+				return provider.Response{Message: provider.AssistantMessage("done")}, nil
+			}
+			return provider.Response{Message: provider.AssistantMessage("", provider.ToolCall{ID: "c1", Name: "x", Arguments: json.RawMessage(`{"task":"t"}`)})}, nil
+		})).Loop())
+	}
+	h, _ := agui.NewPerRequest(real, agui.WithThreads(st))
+	v, _ := devui.New(h, devui.WithStore(st), devui.WithRerun(func(context.Context, *agui.RunInput) (agent.Agent, error) { return nil, nil }))
+	rec := httptest.NewRecorder()
+	v.ServeHTTP(rec, httptest.NewRequest("POST", "/run", strings.NewReader(runBody)))
+	if rec.Code != 200 {
+		t.Fatal(rec.Code, rec.Body.String())
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			t.Errorf("POST /rerun with a Builder returning (nil, nil) panicked: %v", p)
+		}
+	}()
+	rec = httptest.NewRecorder()
+	v.ServeHTTP(rec, httptest.NewRequest("POST", "/rerun", strings.NewReader(`{"threadId":"t1","runId":"r2","toolCallId":"c1","answer":"a"}`)))
+	if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), "no agent") {
+		t.Errorf("got %d %s, want 500 saying the builder returned no agent", rec.Code, rec.Body.String())
+	}
+}
+
+// A run body larger than the viewer reads to learn its thread goes to the
+// AG-UI handler whole, which takes it within its own bound (here raised),
+// unrecorded.
+func TestRunBodyLargerThanTheViewerReads(t *testing.T) {
+	st, _ := store.New(memory.New())
+	defer st.Close()
+	h, err := agui.NewPerRequest(func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
+		return agent.NewReact(fake.NewProvider(fake.Text("ok")))
+	}, agui.WithThreads(st), agui.WithMaxBodyBytes(16<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := devui.New(h, devui.WithStore(st))
+	mux := http.NewServeMux()
+	mux.Handle("/agui", h)
+	mux.Handle("/devui/", http.StripPrefix("/devui", v))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	big := strings.Repeat("a", 5<<20)
+	body := func(th string) string {
+		return fmt.Sprintf(`{"threadId":%q,"runId":"r1","messages":[{"id":"m1","role":"user","content":%q}]}`, th, big)
+	}
+	if status, _ := post(t, srv.URL+"/agui", body("direct")); status != 200 {
+		t.Fatalf("direct: %d", status)
+	}
+	if status, _ := post(t, srv.URL+"/devui/run", body("viewer")); status != 200 {
+		t.Errorf("through the viewer: %d, want 200 as at the AG-UI endpoint", status)
+	}
+}

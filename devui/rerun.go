@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -19,9 +20,17 @@ import (
 
 // rerunRequest asks to re-run a thread's turn from one of the lead's calls:
 // with its task edited (Task) or its answer (Answer), exactly one.
+//
+// A model may give the same id to calls of different turns, or of
+// different steps of one turn (call_0 again in every reply): FromRunID,
+// the recorded run whose tree the call is in, names the turn, and Step,
+// the lead's step that made the call (from 1, as its events number them),
+// the message. Without them the id must be the thread's only one.
 type rerunRequest struct {
 	ThreadID   string  `json:"threadId"`
 	RunID      string  `json:"runId"`
+	FromRunID  string  `json:"fromRunId,omitempty"`
+	Step       int     `json:"step,omitempty"`
 	ToolCallID string  `json:"toolCallId"`
 	Task       *string `json:"task,omitempty"`
 	Answer     *string `json:"answer,omitempty"`
@@ -71,15 +80,37 @@ func (d *Handler) serveRerun(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusConflict, "the thread waits for answers: answer them before re-running a turn")
 		return
 	}
-	msgs, err := cut(th.Messages, req)
+	turn := -1 // unknown
+	if req.FromRunID != "" {
+		if turn, err = d.turnOf(r.Context(), owner, req.ThreadID, req.FromRunID); err != nil {
+			httpError(w, http.StatusBadRequest, "a re-run: "+err.Error())
+			return
+		}
+	}
+	msgs, err := cut(th.Messages, req, turn)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "a re-run: "+err.Error())
 		return
 	}
 	lead, err := d.rerun(r.Context(), &agui.RunInput{ThreadID: req.ThreadID, RunID: req.RunID, Owner: owner})
-	if err != nil {
+	switch {
+	case err != nil && errors.Is(err, agui.ErrBadInput):
+		httpError(w, http.StatusBadRequest, "building the agent: "+err.Error())
+		return
+	case err != nil:
 		httpError(w, http.StatusInternalServerError, "building the agent: "+err.Error())
 		return
+	case lead == nil:
+		httpError(w, http.StatusInternalServerError, "building the agent: the builder returned no agent and no error")
+		return
+	}
+	if c, ok := lead.(io.Closer); ok {
+		// As the AG-UI handler does with the agents it builds.
+		defer func() {
+			if err := c.Close(); err != nil {
+				d.log.Warn("devui: closing the re-run's agent", "thread", req.ThreadID, "err", err)
+			}
+		}()
 	}
 
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -92,29 +123,79 @@ func (d *Handler) serveRerun(w http.ResponseWriter, r *http.Request) {
 		d.log.Warn("devui: a re-run failed", "thread", req.ThreadID, "err", err)
 	}
 	if d.store != nil && len(out.events) > 0 {
-		v, _ := json.Marshal(runLog{RunID: req.RunID, Events: out.events, Truncated: out.truncated, Rerun: &req})
+		v, _ := json.Marshal(runLog{RunID: req.RunID, Turn: max(turn, 0), Events: out.events, Truncated: out.truncated, Rerun: &req})
 		if err := d.store.Put(context.WithoutCancel(r.Context()), d.runKey(owner, req.ThreadID, req.RunID), v, 0); err != nil {
 			d.log.Warn("devui: recording a re-run", "thread", req.ThreadID, "err", err)
 		}
 	}
 }
 
+// turnOf returns where the turn of the recorded run runID starts in the
+// thread's conversation.
+func (d *Handler) turnOf(ctx context.Context, owner, thread, runID string) (int, error) {
+	if d.store == nil {
+		return 0, errors.New("runs are not recorded here (WithStore): leave fromRunId out")
+	}
+	prefix := runPrefix(owner, thread)
+	keys, err := d.store.Keys(ctx, prefix, "", MaxRunsListed)
+	if err != nil {
+		return 0, err
+	}
+	for _, k := range keys {
+		if !strings.HasSuffix(k, "-"+url.PathEscape(runID)) {
+			continue
+		}
+		v, _, err := d.store.Get(ctx, k)
+		if err != nil {
+			return 0, err
+		}
+		var l runLog
+		if err := json.Unmarshal(v, &l); err != nil {
+			return 0, fmt.Errorf("the record of run %q: %v", runID, err)
+		}
+		return l.Turn, nil
+	}
+	return 0, fmt.Errorf("no recorded run %q in thread %q", runID, thread)
+}
+
 // cut returns the thread's conversation cut at the turn of the call
 // req names, with the call edited: the lead's message that made it, the
 // other calls' results, and the edited call's result when its answer is
-// the edit (else it is left open, to run again).
-func cut(msgs []provider.Message, req rerunRequest) ([]provider.Message, error) {
-	at, j := -1, -1
-	for i, m := range msgs {
+// the edit (else it is left open, to run again). turn is where the call's
+// turn starts (-1: unknown, and then the id must be the thread's only
+// one); req.Step, when set, is the lead's message of the turn that made
+// it.
+func cut(msgs []provider.Message, req rerunRequest, turn int) ([]provider.Message, error) {
+	from, to := 0, len(msgs)
+	if turn >= 0 {
+		from = min(turn, len(msgs))
+		for i := from + 1; i < len(msgs); i++ {
+			if msgs[i].Role == provider.RoleUser {
+				to = i
+				break
+			}
+		}
+	}
+	at, j, found, step := -1, -1, 0, 0
+	for i := from; i < to; i++ {
+		m := msgs[i]
 		if m.Role != provider.RoleAssistant {
+			continue
+		}
+		step++
+		if req.Step > 0 && step != req.Step {
 			continue
 		}
 		if k := slices.IndexFunc(m.ToolCalls, func(c provider.ToolCall) bool { return c.ID == req.ToolCallID }); k >= 0 {
 			at, j = i, k
+			found++
 		}
 	}
-	if at < 0 {
-		return nil, fmt.Errorf("no call %q of the lead in the thread's conversation: re-run a call the lead made itself", req.ToolCallID)
+	switch {
+	case found == 0:
+		return nil, fmt.Errorf("no call %q of the lead in that turn of the thread's conversation: re-run a call the lead made itself", req.ToolCallID)
+	case found > 1:
+		return nil, fmt.Errorf("the lead made %d calls with the id %q: name the run (fromRunId) and the step (step) to re-run one", found, req.ToolCallID)
 	}
 	out := slices.Clone(msgs[:at+1])
 	m := out[at]

@@ -35,6 +35,7 @@ class Tree {
   // add makes the node id under parent (null: the tree's top).
   add(id, name, parent) {
     const n = {
+      tree: this,
       id, name, status: "running", started: 0, finished: 0, usage: [], model: "",
       text: "", tools: new Map(), result: "", error: "", kids: [],
     };
@@ -77,7 +78,7 @@ class Tree {
         this.touch(n);
         break;
       case "TOOL_CALL_START":
-        n.tools.set(e.toolCallId, { name: e.toolCallName, args: "", result: null });
+        n.tools.set(e.toolCallId, { name: e.toolCallName, args: "", result: null, step: stepOf(e.parentMessageId) });
         this.toolNode.set(e.toolCallId, n);
         this.touch(n);
         break;
@@ -98,6 +99,11 @@ class Tree {
         let c = this.nodes.get(e.subagentRunId);
         if (!c) c = this.add(e.subagentRunId, e.name, e.parentSubagentRunId ? this.node(e.parentSubagentRunId) : this.root);
         c.call = e.parentToolCallId || "";
+        // The call that started it, as it stands now: a model may give the
+        // same id to calls of later steps.
+        const made = (c.parent || this.root).tools.get(c.call);
+        c.step = made ? made.step : 0;
+        c.args = made ? made.args : "";
         c.status = "running";
         c.started = c.started || at;
         c.finished = 0;
@@ -182,6 +188,12 @@ class Tree {
     this.interrupts = [];
     stream(this, { threadId: this.threadId, runId: newID("run_"), messages: [], resume });
   }
+}
+
+// stepOf reads the step of a message id such as "run_x/step-3": 3, or 0.
+function stepOf(messageId) {
+  const m = /\/step-(\d+)$/.exec(messageId || "");
+  return m ? Number(m[1]) : 0;
 }
 
 // spent takes a sub-agent's usage and model from an event's metadata.
@@ -297,7 +309,7 @@ function mark(name) {
 }
 
 function drawNode(n) {
-  if (rerunOn && !n.rerun && n.call && n.parent && n.parent.parent === null && done(n.status)) addRerun(n);
+  if (rerunOn && !n.rerun && n.call && n.parent && n.parent.parent === null && done(n.status) && !n.tree.rerun) addRerun(n);
   n.el.dataset.status = n.status;
   n.el.querySelector(":scope > summary .badge").textContent = n.status;
   n.el.querySelector(":scope > summary .meta").textContent = meta(n);
@@ -357,7 +369,7 @@ function rerunForm(tree, n, cancel) {
   task.name = "task";
   task.rows = 3;
   try {
-    task.value = JSON.parse(tree.root.tools.get(n.call).args).task || "";
+    task.value = JSON.parse(n.args).task || "";
   } catch {
     task.value = "";
   }
@@ -377,8 +389,9 @@ function rerunForm(tree, n, cancel) {
     f.remove();
     cancel();
     const fork = new Tree(tree.threadId, `re-run of ${n.name} in thread ${tree.threadId}`);
+    fork.rerun = true;
     trees.push(fork);
-    stream(fork, { threadId: tree.threadId, runId: newID("run_"), toolCallId: n.call, task: task.value }, "rerun");
+    stream(fork, { threadId: tree.threadId, runId: newID("run_"), fromRunId: tree.runId, step: n.step, toolCallId: n.call, task: task.value }, "rerun");
   });
   return f;
 }
@@ -426,6 +439,7 @@ function say(msg) {
 
 // stream sends one run request and applies its events to tree as they come.
 async function stream(tree, body, url = "run") {
+  if (!tree.runId) tree.runId = body.runId; // the run that started the tree names its turn
   say(`Running ${body.runId} on thread ${body.threadId}…`);
   let resp;
   try {
@@ -513,9 +527,12 @@ async function openThread(id) {
     // drawn beside the run it re-ran.
     if (run.rerun) {
       tree = new Tree(id, `re-run in thread ${id} (stored)`);
+      tree.rerun = true;
+      tree.runId = run.runId;
       trees.push(tree);
     } else if (!tree || tree.root.status !== "suspended") {
       tree = new Tree(id, `thread ${id} (stored)`);
+      tree.runId = run.runId;
       trees.push(tree);
     }
     for (const e of run.events) tree.apply(e);
@@ -554,6 +571,7 @@ function fromConversation(tree, messages) {
         root.tools.set(c.id, { name: c.function.name, args: c.function.arguments, result: null });
         const n = tree.add("call:" + c.id, c.function.name, root);
         n.call = c.id;
+        n.args = c.function.arguments;
         n.status = "running";
         byCall.set(c.id, n);
       }
