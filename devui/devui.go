@@ -182,7 +182,7 @@ func New(h *agui.Handler, opts ...Option) (*Handler, error) {
 //	POST /run             a run, passed to the AG-UI handler (recorded WithStore)
 //	GET  /threads/…       the AG-UI handler's Threads
 //	GET  /runs/{threadId} {"runs":[{"runId":…,"events":[…],"truncated":…,"rerun":…},…]}
-//	POST /rerun           {"threadId","runId","toolCallId","task"|"answer"}: a re-run's events (WithRerun)
+//	POST /rerun           {"threadId","runId","fromRunId","step","toolCallId","task"|"answer"}: a re-run's events (WithRerun)
 //	GET  /config          {"rerun":…,"recorded":…}
 func (d *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
