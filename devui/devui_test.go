@@ -289,66 +289,7 @@ func TestRerun(t *testing.T) {
 }
 
 func testRerun(t *testing.T, ids string) {
-	st, err := store.New(memory.New())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	var helped, fresh atomic.Int64
-	lead := fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
-		last := req.Messages[len(req.Messages)-1]
-		if last.Role == provider.RoleTool {
-			var parts []string
-			for _, m := range req.Messages {
-				if m.Role == provider.RoleTool {
-					parts = append(parts, m.Content)
-				}
-			}
-			return provider.Response{Message: provider.AssistantMessage("final: " + strings.Join(parts, " + "))}, nil
-		}
-		id := func(i int) string {
-			switch ids {
-			case "fresh":
-				return fmt.Sprintf("call_%d_%d", fresh.Add(1), i)
-			case "none":
-				return ""
-			case "restart":
-				return fmt.Sprintf("call_%d", i)
-			}
-			return fmt.Sprintf("c%d", i+1)
-		}
-		return provider.Response{Message: provider.AssistantMessage("",
-			provider.ToolCall{ID: id(0), Name: "helper", Arguments: json.RawMessage(`{"task":"one"}`)},
-			provider.ToolCall{ID: id(1), Name: "helper", Arguments: json.RawMessage(`{"task":"two"}`)})}, nil
-	})
-	p := fake.NewProvider(lead.For("lead"), fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
-		helped.Add(1)
-		task := req.Messages[0].Content
-		var a struct{ Task string }
-		if json.Unmarshal([]byte(task), &a) == nil && a.Task != "" {
-			task = a.Task
-		}
-		return provider.Response{Message: provider.AssistantMessage("did " + task)}, nil
-	}).For("helper")).Loop()
-	build := func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
-		helper, err := subagent.FromFactory("helper", "Helps.", func(context.Context, json.RawMessage) (agent.Agent, error) {
-			return agent.NewReact(p, agent.WithName("helper"))
-		})
-		if err != nil {
-			return nil, err
-		}
-		return agent.NewReact(p, agent.WithName("lead"), agent.WithTools(helper))
-	}
-	h, err := agui.NewPerRequest(build, agui.WithThreads(st))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := devui.New(h, devui.WithStore(st), devui.WithRerun(build))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(v)
-	defer srv.Close()
+	srv, helped, p := rerunSetup(t, ids, nil)
 	status, first := post(t, srv.URL+"/run", runBody)
 	if status != http.StatusOK {
 		t.Fatalf("the run: %d", status)
@@ -410,17 +351,33 @@ func testRerun(t *testing.T, ids string) {
 	}
 }
 
-// rerunSetup is testRerun's lead ("restart" ids: call_0, call_1 in every reply).
-func rerunSetup(t *testing.T, wrap func(agent.Agent) agent.Agent) (*httptest.Server, *atomic.Int64) {
+// rerunSetup serves a lead that calls a helper twice, then sums up what
+// it returned, under a viewer WithStore and WithRerun. ids says how the
+// lead's model names its two calls: "fixed" (c1, c2), "fresh" (new ids on
+// every reply), "none" (no ids) or "restart" (call_0, call_1 in every
+// reply). wrap, when set, wraps the lead the builder returns. It returns
+// the server, the count of the helper's runs, and the provider.
+func rerunSetup(t *testing.T, ids string, wrap func(agent.Agent) agent.Agent) (*httptest.Server, *atomic.Int64, *fake.Provider) {
+	t.Helper()
 	st, err := store.New(memory.New())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	var helped atomic.Int64
+	var helped, fresh atomic.Int64
+	id := func(i int) string {
+		switch ids {
+		case "fresh":
+			return fmt.Sprintf("call_%d_%d", fresh.Add(1), i)
+		case "none":
+			return ""
+		case "restart":
+			return fmt.Sprintf("call_%d", i)
+		}
+		return fmt.Sprintf("c%d", i+1)
+	}
 	lead := fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
-		last := req.Messages[len(req.Messages)-1]
-		if last.Role == provider.RoleTool {
+		if req.Messages[len(req.Messages)-1].Role == provider.RoleTool {
 			var parts []string
 			for _, m := range req.Messages {
 				if m.Role == provider.RoleTool {
@@ -430,8 +387,8 @@ func rerunSetup(t *testing.T, wrap func(agent.Agent) agent.Agent) (*httptest.Ser
 			return provider.Response{Message: provider.AssistantMessage("final: " + strings.Join(parts, " + "))}, nil
 		}
 		return provider.Response{Message: provider.AssistantMessage("",
-			provider.ToolCall{ID: "call_0", Name: "helper", Arguments: json.RawMessage(`{"task":"one"}`)},
-			provider.ToolCall{ID: "call_1", Name: "helper", Arguments: json.RawMessage(`{"task":"two"}`)})}, nil
+			provider.ToolCall{ID: id(0), Name: "helper", Arguments: json.RawMessage(`{"task":"one"}`)},
+			provider.ToolCall{ID: id(1), Name: "helper", Arguments: json.RawMessage(`{"task":"two"}`)})}, nil
 	})
 	p := fake.NewProvider(lead.For("lead"), fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
 		helped.Add(1)
@@ -465,7 +422,7 @@ func rerunSetup(t *testing.T, wrap func(agent.Agent) agent.Agent) (*httptest.Ser
 	}
 	srv := httptest.NewServer(v)
 	t.Cleanup(srv.Close)
-	return srv, &helped
+	return srv, &helped, p
 }
 
 func finalAnswer(events []json.RawMessage) string {
@@ -484,7 +441,7 @@ func finalAnswer(events []json.RawMessage) string {
 // not the thread's only one, without them, is refused with a message that
 // says so.
 func TestRerunFindsTheTurnOfARepeatedID(t *testing.T) {
-	srv, _ := rerunSetup(t, nil)
+	srv, _, _ := rerunSetup(t, "restart", nil)
 	status, first := post(t, srv.URL+"/run", runBody)
 	if status != 200 {
 		t.Fatal(status)
@@ -523,7 +480,7 @@ func (c closer) Close() error { c.closed.Add(1); return nil }
 // AG-UI handler does.
 func TestRerunClosesItsAgent(t *testing.T) {
 	var closed atomic.Int64
-	srv, _ := rerunSetup(t, func(a agent.Agent) agent.Agent { return closer{a, &closed} })
+	srv, _, _ := rerunSetup(t, "restart", func(a agent.Agent) agent.Agent { return closer{a, &closed} })
 	if status, _ := post(t, srv.URL+"/run", runBody); status != 200 {
 		t.Fatal(status)
 	}
