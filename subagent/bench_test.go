@@ -82,14 +82,11 @@ func BenchmarkDelegation(b *testing.B) {
 	}
 }
 
-// BenchmarkParallelFactory measures the wall time of one model turn that
-// calls a FromFactory tool 64 times, each child's model taking 50 ms,
-// through an agent.NewReact with the default limits. The calls run in
-// parallel, in one wave, so a batch should take about 50 ms; ms/batch is
-// the wall time of one batch and x-latency its ratio to the child's 50 ms
-// (under 1.2 is the goal).
-func BenchmarkParallelFactory(b *testing.B) {
-	const n, latency = 64, 50 * time.Millisecond
+// factoryFanout is a lead whose first turn calls a FromFactory child n
+// times, each child a ReAct agent whose model answers "done" after
+// latency, and whose second turn answers.
+func factoryFanout(b *testing.B, n int, latency time.Duration) *agent.React {
+	b.Helper()
 	calls := make([]provider.ToolCall, n)
 	for i := range calls {
 		calls[i] = provider.ToolCall{Name: "child", Arguments: json.RawMessage(fmt.Sprintf(`{"task":"part %d"}`, i))}
@@ -109,6 +106,18 @@ func BenchmarkParallelFactory(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return lead
+}
+
+// BenchmarkParallelFactory measures the wall time of one model turn that
+// calls a FromFactory tool 64 times, each child's model taking 50 ms,
+// through an agent.NewReact with the default limits. The calls run in
+// parallel, in one wave, so a batch should take about 50 ms; ms/batch is
+// the wall time of one batch and x-latency its ratio to the child's 50 ms
+// (under 1.2 is the goal).
+func BenchmarkParallelFactory(b *testing.B) {
+	const n, latency = 64, 50 * time.Millisecond
+	lead := factoryFanout(b, n, latency)
 	ctx := context.Background()
 	var total time.Duration
 	b.ReportAllocs()
@@ -140,25 +149,7 @@ func BenchmarkFanoutDefault(b *testing.B) {
 	const latency = 20 * time.Millisecond
 	for _, n := range []int{16, 64, 256, 1024} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			calls := make([]provider.ToolCall, n)
-			for i := range calls {
-				calls[i] = provider.ToolCall{Name: "child", Arguments: json.RawMessage(fmt.Sprintf(`{"task":"part %d"}`, i))}
-			}
-			p := fake.NewProvider(
-				fake.Calls(calls...).For("lead"),
-				fake.Text("All parts done.").For("lead"),
-				fake.Text("done").After(latency).For("child"),
-			).Loop().DontRecord()
-			sub, err := FromFactory("child", "Does one part.", func(context.Context, json.RawMessage) (agent.Agent, error) {
-				return agent.NewReact(p, agent.WithName("child"))
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
-			lead, err := agent.NewReact(p, agent.WithName("lead"), agent.WithTools(sub))
-			if err != nil {
-				b.Fatal(err)
-			}
+			lead := factoryFanout(b, n, latency)
 			ctx := context.Background()
 			cpu0, _ := benchcpu.Now()
 			var total time.Duration
