@@ -295,3 +295,79 @@ func TestReplyArrivingAsTheRunIsCancelledIsNotPaidTwice(t *testing.T) {
 		t.Errorf("the model was asked %d times, the second run paid %+v; want once, and nothing again", n, second.Usage)
 	}
 }
+
+// A tool that reserves something outside the program and then asks a
+// person to confirm: the reservation is made once, whether the turn is
+// run again before the answer (a recovery) or after it, whatever ids the
+// provider gives the calls; and the resumed call gets the reservation it
+// made, not a new one.
+func TestOnceDoesAStepOnceAcrossResumes(t *testing.T) {
+	for _, mode := range idModes {
+		t.Run(mode.name, func(t *testing.T) {
+			st := journalStore(t)
+			var reservations atomic.Int64
+			book := toolFunc("book", func(ctx context.Context, c tool.Call) (tool.Result, error) {
+				hold, err := tool.Once(ctx, "reserve", func(context.Context) (json.RawMessage, error) {
+					n := reservations.Add(1)
+					return json.Marshal("hold-" + strconv.FormatInt(n, 10))
+				})
+				if err != nil {
+					return tool.Result{}, err
+				}
+				if _, err := tool.Ask(ctx, c, tool.Question{Message: "confirm " + string(hold) + "?"}); err != nil {
+					return tool.Result{}, err
+				}
+				return tool.Result{Content: "booked " + string(hold)}, nil
+			})
+			var modelCalls atomic.Int64
+			model := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+				n := modelCalls.Add(1)
+				usage := provider.Usage{InputTokens: 10, OutputTokens: 1, Requests: 1}
+				if last := req.Messages[len(req.Messages)-1]; last.Role == provider.RoleTool {
+					return provider.Response{Message: provider.AssistantMessage(last.Content), Usage: usage}, nil
+				}
+				call := provider.ToolCall{ID: mode.id(n), Name: "book", Arguments: json.RawMessage(`{}`)}
+				return provider.Response{Message: provider.AssistantMessage("", call), Usage: usage}, nil
+			})
+			lead := newReact(t, model, agent.WithTools(book))
+			run := func(ctx context.Context) (agent.Output, error) {
+				t.Helper()
+				j, err := st.Journal(ctx, "turn")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: "book it"})
+			}
+			_, err := run(context.Background())
+			var in *tool.Interrupted
+			if !errors.As(err, &in) {
+				t.Fatalf("first run: %v, want a question", err)
+			}
+			if _, err := run(context.Background()); !errors.As(err, &in) {
+				t.Fatalf("recovered run: %v, want the question again", err)
+			}
+			rctx, err := tool.Resume(context.Background(), in, tool.Answer{InterruptID: in.Interrupts[0].ID, Status: tool.Resolved})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := run(rctx)
+			if err != nil || out.Answer != `booked "hold-1"` {
+				t.Fatalf("resumed run: %q, %v; want the first reservation booked", out.Answer, err)
+			}
+			if got := reservations.Load(); got != 1 {
+				t.Errorf("%d reservations over three runs of the turn, want 1", got)
+			}
+		})
+	}
+	// Outside a journaled turn there is nothing to replay from: the step
+	// runs each time.
+	var n int
+	for range 2 {
+		if _, err := tool.Once(context.Background(), "x", func(context.Context) (json.RawMessage, error) { n++; return nil, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n != 2 {
+		t.Errorf("Once outside a journal ran its step %d times in two calls, want 2", n)
+	}
+}

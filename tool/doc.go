@@ -63,5 +63,8 @@
 // run whatever ids the provider gives its calls. A resumed top-level run
 // that did not use an answer fails with ErrUnusedAnswer (UnusedAnswers
 // lists them). A tool whose calls must run again on resume rather than be
-// replayed implements Rerunner.
+// replayed implements Rerunner. A step a call must take before it asks —
+// creating a remote task, reserving a seat — goes through Once, which runs
+// it in the first run of the turn only and hands the recorded value to the
+// runs after it.
 package tool

@@ -426,3 +426,43 @@ func (s *interruptSet) err() error {
 	}
 	return &Interrupted{Interrupts: all}
 }
+
+// Once runs fn once per journaled turn (agent.WithJournal) and returns
+// what it returned: the first run of the turn runs fn and records its
+// value; every later run of the same turn, resumed after its questions
+// were answered or after a crash, gets the recorded value back and fn is
+// not called. It is how a tool or an agent that talks to something outside
+// the program (a remote agent, a payment service) does a step exactly once
+// when the step must happen before a question that suspends the turn: the
+// remote task is created once, and the resumed run continues it.
+//
+// The place of each call is its order among the calls of Once with the
+// same name under the same run or tool call (the way Ask finds its
+// answer), never an id a model chose. A call whose fn fails is not
+// recorded, and runs again when the turn does. Outside a journaled turn
+// Once simply calls fn. The value must be JSON, and is bounded by the
+// store's record size; a nil value is recorded as null.
+func Once(ctx context.Context, name string, fn func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+	js := journal.From(ctx)
+	if js == nil {
+		return fn(ctx)
+	}
+	key := "once/" + js.ID("", js.Next("once:"+name))
+	if e, ok := js.J.Lookup(key); ok {
+		return e.Value, nil
+	}
+	v, err := fn(ctx)
+	if err != nil {
+		return v, err
+	}
+	if len(v) == 0 {
+		v = json.RawMessage("null")
+	}
+	if !json.Valid(v) {
+		return nil, fmt.Errorf("tool: Once %q: the step returned a value that is not JSON; nothing was recorded, and it will run again when the turn does", name)
+	}
+	if err := js.J.Record(ctx, key, store.Entry{Value: v}); err != nil {
+		return nil, fmt.Errorf("tool: Once %q: the step ran but recording it in the journal failed: %w: it will run again when the turn does", name, err)
+	}
+	return v, nil
+}
