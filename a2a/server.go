@@ -1,0 +1,749 @@
+package a2a
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+
+	sdk "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/store/memory"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// Metadata keys a Server sets on its tasks, and a Remote reads.
+const (
+	// UsageKey names, in a task's metadata, the model work its run did,
+	// its sub-agents' included, with the names of AG-UI's TokenUsage:
+	// {"requests":2,"inputTokens":1200,"outputTokens":80,"totalTokens":1280}
+	// (cachedInputTokens and cacheWriteInputTokens when not zero).
+	UsageKey = "deputy/usage"
+	// InterruptsKey names, in the metadata of a task that waits for input,
+	// the questions it waits on: a list of tool.Interrupt in their JSON
+	// form (AG-UI's Interrupt). The status message carries them too.
+	InterruptsKey = "deputy/interrupts"
+	// EventKey names, in the metadata of a working status update, the
+	// deputy event it reports (a sub-agent starting or finishing, a tool
+	// call), in its AG-UI JSON form.
+	EventKey = "deputy/event"
+)
+
+// AnswerPath names the artifact that holds a served run's answer.
+const AnswerArtifact = "answer"
+
+// DefaultMaxBodyBytes bounds the body of a request to a Server
+// (WithMaxBodyBytes).
+const DefaultMaxBodyBytes = 4 << 20
+
+// MaxOwnerBytes bounds the owner Authorize names.
+const MaxOwnerBytes = 128
+
+// Authorize decides, before a Server reads any state for it, whether a
+// request may be served, and names its owner: the tasks it creates are
+// that owner's, and only that owner's requests see them. It refuses with
+// an error: a *Refusal gives the status and message the client reads;
+// any other error is answered 401.
+type Authorize func(r *http.Request) (owner string, err error)
+
+// Refusal is an error an Authorize returns to answer with its own status.
+type Refusal struct {
+	Status  int
+	Message string
+}
+
+func (r *Refusal) Error() string { return fmt.Sprintf("a2a: refused (%d): %s", r.Status, r.Message) }
+
+type ownerKey struct{}
+
+func ownerFrom(ctx context.Context) string {
+	o, _ := ctx.Value(ownerKey{}).(string)
+	return o
+}
+
+// Option configures a Server.
+type Option func(*config) error
+
+type config struct {
+	name, description, version string
+	url                        string
+	skills                     []sdk.AgentSkill
+	card                       func(*sdk.AgentCard)
+	st                         *store.Store
+	authorize                  Authorize
+	maxBody                    int64
+	logger                     *slog.Logger
+}
+
+// WithName sets the name on the agent card (default: the agent's Name,
+// or the tool's).
+func WithName(name string) Option {
+	return func(c *config) error {
+		if name == "" {
+			return errors.New("a2a: WithName: empty name")
+		}
+		c.name = name
+		return nil
+	}
+}
+
+// WithDescription sets the description on the agent card (default: the
+// tool's, or a sentence naming the agent).
+func WithDescription(d string) Option {
+	return func(c *config) error { c.description = d; return nil }
+}
+
+// WithVersion sets the agent's version on its card (default "1.0.0").
+func WithVersion(v string) Option {
+	return func(c *config) error { c.version = v; return nil }
+}
+
+// WithSkills sets the skills the card lists, in place of the ones built
+// from the agent's tools.
+func WithSkills(skills ...sdk.AgentSkill) Option {
+	return func(c *config) error { c.skills = skills; return nil }
+}
+
+// WithCard lets fn change the card built for the server (security
+// schemes, provider, documentation) before it is served. The interfaces
+// are set after fn, from WithURL or each request's host.
+func WithCard(fn func(*sdk.AgentCard)) Option {
+	return func(c *config) error { c.card = fn; return nil }
+}
+
+// WithURL is the URL clients reach the server at, which the card gives
+// as its JSON-RPC interface (and that URL followed by /rest as its
+// HTTP+JSON one). Without it the card names the host each request came
+// to, which is right only when the server is mounted at the root of its
+// origin and not behind a proxy that changes the host.
+func WithURL(u string) Option {
+	return func(c *config) error {
+		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			return fmt.Errorf("a2a: WithURL(%q): give an absolute http or https URL", u)
+		}
+		c.url = strings.TrimSuffix(u, "/")
+		return nil
+	}
+}
+
+// WithStore keeps tasks, the questions suspended ones wait on, and the
+// journal that lets a resumed run replay what it did, in st, so that they
+// survive a restart of the server (and are shared by servers on one
+// database). Without it they are kept in memory for the server's life.
+func WithStore(st *store.Store) Option {
+	return func(c *config) error {
+		if st == nil {
+			return errors.New("a2a: WithStore(nil)")
+		}
+		c.st = st
+		return nil
+	}
+}
+
+// WithAuthorize runs fn on every request but the public card's, before
+// any task is read, and keeps tasks per owner (see Authorize).
+func WithAuthorize(fn Authorize) Option {
+	return func(c *config) error { c.authorize = fn; return nil }
+}
+
+// WithMaxBodyBytes bounds a request's body (default DefaultMaxBodyBytes).
+func WithMaxBodyBytes(n int64) Option {
+	return func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("a2a: WithMaxBodyBytes(%d): give a positive size", n)
+		}
+		c.maxBody = n
+		return nil
+	}
+}
+
+// WithLogger sets where the server logs what it cannot tell a client.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error { c.logger = l; return nil }
+}
+
+// Server serves one deputy agent, or one tool, over A2A: the agent card
+// at /.well-known/agent-card.json, the JSON-RPC binding at the root and
+// the HTTP+JSON (REST) binding under /rest. It is an http.Handler. Close
+// it to stop its runs.
+type Server struct {
+	cfg      config
+	run      runFunc
+	card     sdk.AgentCard
+	ownStore bool
+	jsonrpc  http.Handler
+	rest     http.Handler
+
+	mu      sync.Mutex
+	running map[string]*execution // by owner and task
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+// execution is a run in progress, which a cancellation stops.
+type execution struct {
+	cancel    context.CancelFunc
+	cancelled bool
+}
+
+// request is what one A2A message asks.
+type request struct {
+	text string
+	data json.RawMessage // the first data part, if any
+}
+
+// outcome is what a run produced.
+type outcome struct {
+	answer string
+	value  json.RawMessage // a validated answer
+	usage  provider.Usage
+}
+
+type runFunc func(ctx context.Context, in request) (outcome, error)
+
+// NewServer serves a over A2A. Each message runs a once, with the task's
+// context as the run's thread (agent.WithThread; per owner), so that a
+// resident sub-agent scoped with subagent.PerThread keeps one conversation
+// per A2A context; a itself is shared by every request, as agui.New
+// shares it.
+func NewServer(a agent.Agent, opts ...Option) (*Server, error) {
+	if a == nil {
+		return nil, errors.New("a2a: NewServer: nil agent")
+	}
+	var c config
+	if n, ok := a.(interface{ Name() string }); ok {
+		c.name = n.Name()
+	}
+	if r, ok := a.(interface{ Tools() *tool.Registry }); ok && r.Tools() != nil {
+		for _, t := range r.Tools().Tools() {
+			c.skills = append(c.skills, skillOf(t.Definition()))
+		}
+	}
+	run := func(ctx context.Context, in request) (outcome, error) {
+		text := in.text
+		if text == "" && len(in.data) > 0 {
+			text = string(in.data)
+		}
+		out, err := a.Run(ctx, agent.Input{Text: text})
+		o := outcome{answer: out.Answer, usage: out.TotalUsage()}
+		if out.Value != nil {
+			if b, merr := json.Marshal(out.Value); merr == nil {
+				o.value = b
+			}
+		}
+		return o, err
+	}
+	return newServer(c, run, opts)
+}
+
+// NewToolServer serves t over A2A, each message a call of t: a data part
+// that is a JSON object is the call's arguments; otherwise the text is
+// its task ({"task": text}, the arguments a sub-agent tool takes). A
+// resident sub-agent (subagent.FromAgent) keeps one conversation for all
+// clients; scope it (subagent.FromScoped with subagent.PerThread) and each
+// A2A context has its own. A validated sub-agent's answer is sent as a
+// data part.
+func NewToolServer(t tool.Tool, opts ...Option) (*Server, error) {
+	if t == nil {
+		return nil, errors.New("a2a: NewToolServer: nil tool")
+	}
+	def := t.Definition()
+	c := config{name: def.Name, description: def.Description, skills: []sdk.AgentSkill{skillOf(def)}}
+	run := func(ctx context.Context, in request) (outcome, error) {
+		args := in.data
+		if len(args) == 0 || args[0] != '{' {
+			b, _ := json.Marshal(map[string]string{"task": in.text})
+			args = b
+		}
+		id := "a2a_" + agent.RunID(ctx)
+		res, err := t.Call(ctx, tool.Call{ID: id, Name: def.Name, Arguments: args})
+		o := outcome{answer: res.Content, usage: res.Usage}
+		if err == nil && res.IsError {
+			err = errors.New(res.Content)
+		}
+		if err == nil && res.Value != nil {
+			if raw, ok := res.Value.(json.RawMessage); ok {
+				o.value = raw
+			} else if b, merr := json.Marshal(res.Value); merr == nil {
+				o.value = b
+			}
+		}
+		return o, err
+	}
+	return newServer(c, run, opts)
+}
+
+func skillOf(d tool.Definition) sdk.AgentSkill {
+	return sdk.AgentSkill{ID: d.Name, Name: d.Name, Description: d.Description, Tags: []string{"deputy"}}
+}
+
+func newServer(c config, run runFunc, opts []Option) (*Server, error) {
+	c.maxBody = DefaultMaxBodyBytes
+	for _, o := range opts {
+		if err := o(&c); err != nil {
+			return nil, err
+		}
+	}
+	if c.name == "" {
+		return nil, errors.New("a2a: the agent has no name: give one with WithName")
+	}
+	if c.description == "" {
+		c.description = "The deputy agent " + c.name + "."
+	}
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
+	s := &Server{cfg: c, run: run, running: map[string]*execution{}}
+	if c.st == nil {
+		st, err := store.New(memory.New())
+		if err != nil {
+			return nil, err
+		}
+		s.cfg.st, s.ownStore = st, true
+	}
+	s.card = sdk.AgentCard{
+		Name:               c.name,
+		Description:        c.description,
+		Version:            cmpOr(c.version, "1.0.0"),
+		DefaultInputModes:  []string{"text/plain", "application/json"},
+		DefaultOutputModes: []string{"text/plain", "application/json"},
+		Capabilities:       sdk.AgentCapabilities{Streaming: true},
+		Skills:             c.skills,
+	}
+	if s.card.Skills == nil {
+		s.card.Skills = []sdk.AgentSkill{{ID: c.name, Name: c.name, Description: c.description, Tags: []string{"deputy"}}}
+	}
+	if c.card != nil {
+		c.card(&s.card)
+	}
+	h := a2asrv.NewHandler(executor{s},
+		a2asrv.WithTaskStore(taskStore{st: s.cfg.st}),
+		a2asrv.WithLogger(c.logger),
+		a2asrv.WithCapabilityChecks(&s.card.Capabilities))
+	s.jsonrpc = a2asrv.NewJSONRPCHandler(h)
+	s.rest = http.StripPrefix("/rest", a2asrv.NewRESTHandler(h))
+	return s, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// Card returns the agent card the server serves, with its interfaces at
+// base (the URL clients reach the server at).
+func (s *Server) Card(base string) *sdk.AgentCard {
+	c := s.card
+	base = strings.TrimSuffix(cmpOr(s.cfg.url, base), "/")
+	c.SupportedInterfaces = []*sdk.AgentInterface{
+		sdk.NewAgentInterface(base, sdk.TransportProtocolJSONRPC),
+		sdk.NewAgentInterface(base+"/rest", sdk.TransportProtocolHTTPJSON),
+	}
+	return &c
+}
+
+// ServeHTTP serves the card to anyone, and the A2A methods to the
+// requests Authorize lets in.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == a2asrv.WellKnownAgentCardPath {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			httpError(w, http.StatusMethodNotAllowed, "the agent card is read with GET")
+			return
+		}
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		json.NewEncoder(w).Encode(s.Card(scheme + "://" + r.Host))
+		return
+	}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		httpError(w, http.StatusServiceUnavailable, "the server is shutting down")
+		return
+	}
+	ctx := r.Context()
+	if s.cfg.authorize != nil {
+		owner, err := s.cfg.authorize(r)
+		if err != nil {
+			var ref *Refusal
+			if errors.As(err, &ref) {
+				httpError(w, ref.Status, ref.Message)
+			} else {
+				httpError(w, http.StatusUnauthorized, "not authorized")
+			}
+			return
+		}
+		if len(owner) > MaxOwnerBytes {
+			s.cfg.logger.Error("a2a: Authorize named an owner longer than MaxOwnerBytes", "bytes", len(owner))
+			httpError(w, http.StatusInternalServerError, "the server could not tell who the request is from")
+			return
+		}
+		ctx = context.WithValue(ctx, ownerKey{}, owner)
+	}
+	r = r.WithContext(ctx)
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.maxBody)
+	if r.URL.Path == "/rest" || strings.HasPrefix(r.URL.Path, "/rest/") {
+		s.rest.ServeHTTP(w, r)
+		return
+	}
+	s.jsonrpc.ServeHTTP(w, r)
+}
+
+func httpError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
+
+// Close cancels the runs in progress and waits for them to end, then
+// closes the store the server made for itself (not one given with
+// WithStore). Requests after Close are refused.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	for _, e := range s.running {
+		e.cancel()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	if s.ownStore {
+		return s.cfg.st.Close()
+	}
+	return nil
+}
+
+// executor runs the server's agent for the SDK's request handler.
+type executor struct{ s *Server }
+
+func runKey(owner string, task sdk.TaskID) string { return owner + "\x1f" + string(task) }
+
+// thread is the thread a task's run belongs to: its context, per owner.
+func thread(owner, contextID string) string {
+	if owner == "" && len(contextID) <= maxIDBytes {
+		return contextID
+	}
+	sum := sha256.Sum256([]byte(owner + "\x1f" + contextID))
+	return "a2a_" + hex.EncodeToString(sum[:16])
+}
+
+// journalTurn names the journal of a task's turn.
+func journalTurn(owner string, task sdk.TaskID) string {
+	sum := sha256.Sum256([]byte(owner + "\x1f" + string(task)))
+	return "a2a/" + hex.EncodeToString(sum[:16])
+}
+
+func (x executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[sdk.Event, error] {
+	return func(yield func(sdk.Event, error) bool) {
+		x.s.execute(ctx, ec, yield)
+	}
+}
+
+func (s *Server) execute(ctx context.Context, ec *a2asrv.ExecutorContext, yield func(sdk.Event, error) bool) {
+	owner := ownerFrom(ctx)
+	if len(ec.ContextID) > maxIDBytes {
+		yield(nil, fmt.Errorf("%w: a contextId of %d bytes: use at most %d", sdk.ErrInvalidParams, len(ec.ContextID), maxIDBytes))
+		return
+	}
+	in := requestOf(ec.Message)
+	var pending *tool.Interrupted
+	var answers []tool.Answer
+	if st := ec.StoredTask; st != nil {
+		if st.Status.State != sdk.TaskStateInputRequired {
+			yield(nil, fmt.Errorf("%w: task %s is %s, not waiting for input: send a new message without its taskId (the same contextId continues the conversation)",
+				sdk.ErrInvalidParams, st.ID, strings.ToLower(strings.TrimPrefix(string(st.Status.State), "TASK_STATE_"))))
+			return
+		}
+		pending = pendingOf(st)
+		// The resumed run is the turn that asked, run again with its
+		// input: the message that started the task.
+		in = requestOf(firstUserMessage(st))
+		var err error
+		answers, err = answersFrom(ec.Message, pending)
+		if err != nil {
+			s.askAgain(ec, pending, err, yield)
+			return
+		}
+	} else if !yield(sdk.NewSubmittedTask(ec, ec.Message), nil) {
+		return
+	}
+
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		yield(sdk.NewStatusUpdateEvent(ec, sdk.TaskStateFailed, agentText(ec, "the server is shutting down: send the message again later")), nil)
+		return
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	exec := &execution{cancel: cancel}
+	key := runKey(owner, ec.TaskID)
+	s.running[key] = exec
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.running, key)
+		s.mu.Unlock()
+		s.wg.Done()
+	}()
+
+	turn := journalTurn(owner, ec.TaskID)
+	j, err := s.cfg.st.Journal(rctx, turn)
+	if err != nil {
+		yield(sdk.NewStatusUpdateEvent(ec, sdk.TaskStateFailed, agentText(ec, "the server could not open the task's journal: "+err.Error())), nil)
+		return
+	}
+	rctx = agent.WithJournal(agent.WithThread(rctx, thread(owner, ec.ContextID)), j)
+	if pending != nil {
+		rctx, err = tool.Resume(rctx, pending, answers...)
+		if err != nil {
+			s.askAgain(ec, pending, err, yield)
+			return
+		}
+	}
+	if !yield(sdk.NewStatusUpdateEvent(ec, sdk.TaskStateWorking, nil), nil) {
+		return
+	}
+
+	q := newQueue()
+	rctx = event.WithSink(rctx, q)
+	var (
+		out    outcome
+		runErr error
+		done   = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		defer q.close()
+		defer func() {
+			if p := recover(); p != nil {
+				runErr = fmt.Errorf("a2a: the agent panicked: %v", p)
+			}
+		}()
+		out, runErr = s.run(rctx, in)
+	}()
+	stop := func() {
+		cancel()
+		<-done
+	}
+	streamed := false
+	for {
+		batch, text, ok := q.next()
+		if !ok {
+			break
+		}
+		for _, e := range batch {
+			raw, err := e.MarshalJSON()
+			if err != nil {
+				continue
+			}
+			ev := sdk.NewStatusUpdateEvent(ec, sdk.TaskStateWorking, nil)
+			ev.Metadata = map[string]any{EventKey: generic(json.RawMessage(raw))}
+			if !yield(ev, nil) {
+				stop()
+				return
+			}
+		}
+		if text != "" {
+			ev := answerChunk(ec, []*sdk.Part{sdk.NewTextPart(text)}, streamed, false)
+			streamed = true
+			if !yield(ev, nil) {
+				stop()
+				return
+			}
+		}
+	}
+	<-done
+
+	meta := map[string]any{UsageKey: generic(usageMeta(out.usage)), EventKey: nil}
+	var in2 *tool.Interrupted
+	switch {
+	case errors.As(runErr, &in2):
+		meta[InterruptsKey] = generic(in2.Interrupts)
+		ev := sdk.NewStatusUpdateEvent(ec, sdk.TaskStateInputRequired, questionMessage(ec, in2, ""))
+		ev.Metadata = meta
+		yield(ev, nil)
+		return
+	case runErr == nil:
+		_ = s.cfg.st.DeleteJournal(context.WithoutCancel(ctx), turn)
+		parts := []*sdk.Part{sdk.NewTextPart(out.answer)}
+		if len(out.value) > 0 {
+			var v any
+			if json.Unmarshal(out.value, &v) == nil {
+				p := sdk.NewDataPart(v)
+				p.MediaType = "application/json"
+				parts = []*sdk.Part{p}
+			}
+		}
+		if !yield(answerChunk(ec, parts, false, true), nil) {
+			return
+		}
+		meta[InterruptsKey] = nil
+		ev := sdk.NewStatusUpdateEvent(ec, sdk.TaskStateCompleted, nil)
+		ev.Metadata = meta
+		yield(ev, nil)
+	default:
+		_ = s.cfg.st.DeleteJournal(context.WithoutCancel(ctx), turn)
+		meta[InterruptsKey] = nil
+		s.mu.Lock()
+		cancelled := exec.cancelled
+		s.mu.Unlock()
+		var ev *sdk.TaskStatusUpdateEvent
+		if cancelled || ctx.Err() != nil {
+			ev = sdk.NewStatusUpdateEvent(ec, sdk.TaskStateCanceled, agentText(ec, "cancelled"))
+		} else {
+			ev = sdk.NewStatusUpdateEvent(ec, sdk.TaskStateFailed, agentText(ec, runErr.Error()))
+		}
+		ev.Metadata = meta
+		yield(ev, nil)
+	}
+}
+
+// askAgain answers a message that could not be used as the answers a
+// task waits for: the task still waits, and its status says what was wrong.
+func (s *Server) askAgain(ec *a2asrv.ExecutorContext, pending *tool.Interrupted, why error, yield func(sdk.Event, error) bool) {
+	ev := sdk.NewStatusUpdateEvent(ec, sdk.TaskStateInputRequired, questionMessage(ec, pending, "That answer could not be used ("+why.Error()+"). "))
+	ev.Metadata = map[string]any{InterruptsKey: generic(pending.Interrupts)}
+	yield(ev, nil)
+}
+
+func (x executor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[sdk.Event, error] {
+	return func(yield func(sdk.Event, error) bool) {
+		s := x.s
+		owner := ownerFrom(ctx)
+		s.mu.Lock()
+		if e := s.running[runKey(owner, ec.TaskID)]; e != nil {
+			e.cancelled = true
+			e.cancel()
+		}
+		s.mu.Unlock()
+		_ = s.cfg.st.DeleteJournal(context.WithoutCancel(ctx), journalTurn(owner, ec.TaskID))
+		ev := sdk.NewStatusUpdateEvent(ec, sdk.TaskStateCanceled, agentText(ec, "cancelled by the client"))
+		ev.Metadata = map[string]any{InterruptsKey: nil, EventKey: nil}
+		yield(ev, nil)
+	}
+}
+
+func answerChunk(ec *a2asrv.ExecutorContext, parts []*sdk.Part, appendTo, last bool) *sdk.TaskArtifactUpdateEvent {
+	info := ec.TaskInfo()
+	return &sdk.TaskArtifactUpdateEvent{
+		TaskID: info.TaskID, ContextID: info.ContextID,
+		Artifact:  &sdk.Artifact{ID: AnswerArtifact, Name: AnswerArtifact, Parts: parts},
+		Append:    appendTo,
+		LastChunk: last,
+	}
+}
+
+func agentText(ec *a2asrv.ExecutorContext, text string) *sdk.Message {
+	return sdk.NewMessageForTask(sdk.MessageRoleAgent, ec, sdk.NewTextPart(text))
+}
+
+// questionMessage is the status message of a task waiting for input: the
+// questions as text, after prefix, and as data ({"interrupts":[…]}).
+func questionMessage(ec *a2asrv.ExecutorContext, in *tool.Interrupted, prefix string) *sdk.Message {
+	var b strings.Builder
+	b.WriteString(prefix)
+	for i, it := range in.Interrupts {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString(cmpOr(it.Message, "The agent asks for input ("+it.Reason+")."))
+	}
+	if len(in.Interrupts) == 1 && in.Interrupts[0].Reason == tool.ApprovalReason {
+		b.WriteString(" Answer yes or no.")
+	}
+	data := generic(map[string]any{"interrupts": in.Interrupts})
+	return sdk.NewMessageForTask(sdk.MessageRoleAgent, ec, sdk.NewTextPart(b.String()), sdk.NewDataPart(data))
+}
+
+func usageMeta(u provider.Usage) map[string]int64 {
+	m := map[string]int64{"requests": u.Requests, "inputTokens": u.InputTokens, "outputTokens": u.OutputTokens, "totalTokens": u.Tokens()}
+	if u.CacheReadTokens != 0 {
+		m["cachedInputTokens"] = u.CacheReadTokens
+	}
+	if u.CacheWriteTokens != 0 {
+		m["cacheWriteInputTokens"] = u.CacheWriteTokens
+	}
+	return m
+}
+
+// requestOf reads what a message asks: its text parts, joined, and its
+// first data part.
+func requestOf(m *sdk.Message) request {
+	var r request
+	if m == nil {
+		return r
+	}
+	var texts []string
+	for _, p := range m.Parts {
+		if p == nil {
+			continue
+		}
+		switch c := p.Content.(type) {
+		case sdk.Text:
+			texts = append(texts, string(c))
+		case sdk.Data:
+			if r.data == nil {
+				if b, err := json.Marshal(c.Value); err == nil {
+					r.data = b
+				}
+			}
+		}
+	}
+	r.text = strings.Join(texts, "\n")
+	return r
+}
+
+func firstUserMessage(t *sdk.Task) *sdk.Message {
+	for _, m := range t.History {
+		if m != nil && m.Role == sdk.MessageRoleUser {
+			return m
+		}
+	}
+	return nil
+}
+
+// pendingOf reads the questions a task waits on from its metadata.
+func pendingOf(t *sdk.Task) *tool.Interrupted {
+	in := &tool.Interrupted{}
+	raw, err := json.Marshal(t.Metadata[InterruptsKey])
+	if err == nil {
+		_ = json.Unmarshal(raw, &in.Interrupts)
+	}
+	return in
+}
+
+// generic returns v as the plain maps, slices and values JSON decodes to:
+// the SDK copies tasks with encoding/gob, which takes nothing else inside
+// metadata and data parts.
+func generic(v any) any {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	var g any
+	if json.Unmarshal(raw, &g) != nil {
+		return nil
+	}
+	return g
+}
