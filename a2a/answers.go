@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
 
@@ -96,9 +97,24 @@ func fits(schema, v json.RawMessage) bool {
 	return err == nil && s.Validate(v) == nil
 }
 
+// clip cuts s to about n bytes, on a rune boundary.
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
 	return s[:n] + "…"
+}
+
+// usableSchema reports whether a remote's response schema can be asked
+// with: an object schema within the bounds of one from outside.
+func usableSchema(schema json.RawMessage) bool {
+	t := strings.TrimSpace(string(schema))
+	if t == "" || t[0] != '{' {
+		return false
+	}
+	_, err := jsonschema.CompileUntrusted(schema)
+	return err == nil
 }

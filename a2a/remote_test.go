@@ -1,0 +1,131 @@
+package a2a_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+
+	"github.com/deputy-go/deputy/a2a"
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/store/memory"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// delegator is a lead whose model delegates one task to the tool named
+// to, then answers with what it returned.
+func delegator(t testing.TB, to string, id func(int64) string, calls *atomic.Int64, tools ...tool.Tool) *agent.React {
+	t.Helper()
+	model := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		n := calls.Add(1)
+		usage := provider.Usage{InputTokens: 5, OutputTokens: 1, Requests: 1}
+		if last := req.Messages[len(req.Messages)-1]; last.Role == provider.RoleTool {
+			return provider.Response{Message: provider.AssistantMessage("lead: " + last.Content), Usage: usage}, nil
+		}
+		call := provider.ToolCall{ID: id(n), Name: to, Arguments: json.RawMessage(`{"task":"pay 100"}`)}
+		return provider.Response{Message: provider.AssistantMessage("", call), Usage: usage}, nil
+	})
+	lead, err := agent.NewReact(model, agent.WithName("lead"), agent.WithTools(tools...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lead
+}
+
+// A remote deputy agent's approval becomes a question in the caller's
+// tree, attributed to the remote child; the caller's resume answers it on
+// the same remote task, which goes on: the remote transfer runs once, the
+// remote model is asked twice in all, no second remote task is started,
+// and the remote usage is folded into the lead's — whatever ids either
+// side's model gives its calls.
+func TestRemoteQuestionResumesTheSameTask(t *testing.T) {
+	for _, mode := range idModes {
+		t.Run(mode.name, func(t *testing.T) {
+			p := newPayer(t, mode.id)
+			srv, err := a2a.NewServer(p.lead, a2a.WithDescription("Pays."))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			hs := httptest.NewServer(srv)
+			defer hs.Close()
+
+			ctx := context.Background()
+			remote, err := a2a.Connect(ctx, hs.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer remote.Close()
+			payer, err := remote.Tool()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var leadCalls atomic.Int64
+			lead := delegator(t, payer.Definition().Name, mode.id, &leadCalls, payer)
+			st, err := store.New(memory.New())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			var seen []event.Event
+			run := func(ctx context.Context) (agent.Output, error) {
+				j, err := st.Journal(ctx, "turn")
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx = event.WithSink(ctx, event.SinkFunc(func(e event.Event) { seen = append(seen, e) }))
+				return lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: "pay"})
+			}
+			out1, err := run(ctx)
+			var in *tool.Interrupted
+			if !errors.As(err, &in) || len(in.Interrupts) != 1 {
+				t.Fatalf("first run: %v, want one question", err)
+			}
+			q := in.Interrupts[0]
+			if q.Reason != tool.ApprovalReason || q.SubagentRunID == "" {
+				t.Errorf("question %+v: want the remote's approval, attributed to the remote child", q)
+			}
+			rctx, err := tool.Resume(ctx, in, tool.Answer{InterruptID: q.ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out2, err := run(rctx)
+			if err != nil {
+				t.Fatalf("resumed run: %v", err)
+			}
+			if out2.Answer != "lead: done: moved 100" {
+				t.Errorf("answer %q", out2.Answer)
+			}
+			if got := p.transfers.Load(); got != 1 {
+				t.Errorf("%d remote transfers, want 1", got)
+			}
+			if got := p.model.Load(); got != 2 {
+				t.Errorf("the remote model was asked %d times, want 2: a second remote task was started or a step repeated", got)
+			}
+			if got := leadCalls.Load(); got != 2 {
+				t.Errorf("the lead's model was asked %d times, want 2", got)
+			}
+			remoteUsage := out1.ChildUsage.Add(out2.ChildUsage)
+			if remoteUsage.Requests != 2 || remoteUsage.InputTokens != 20 {
+				t.Errorf("remote usage over both runs %+v, want 2 requests and 20 input tokens", remoteUsage)
+			}
+			var started, finished int
+			for _, e := range seen {
+				switch e.Type {
+				case event.SubagentStarted:
+					started++
+				case event.SubagentFinished:
+					finished++
+				}
+			}
+			if started < 2 || finished < 2 {
+				t.Errorf("%d SUBAGENT_STARTED and %d SUBAGENT_FINISHED over both runs, want the remote child's in each", started, finished)
+			}
+		})
+	}
+}

@@ -1,0 +1,496 @@
+package a2a
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	sdk "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// exchange sends msg and follows the remote task until it ends or waits
+// for input, forwarding what it streams to ctx's event sink. When ctx
+// ends first, the remote task is cancelled.
+func (r *Remote) exchange(ctx context.Context, msg *sdk.Message) (round, error) {
+	r.mu.Lock()
+	client, card := r.client, r.card
+	r.mu.Unlock()
+	if client == nil {
+		return round{}, fmt.Errorf("%w %s: the Remote is closed", ErrRemote, r.name)
+	}
+	if len(r.cfg.credentials) > 0 {
+		ctx = a2aclient.AttachSessionID(ctx, credentialSession)
+	}
+	f := follower{r: r, em: event.From(ctx), sub: event.SubagentRunID(ctx), answer: map[sdk.ArtifactID]*artifactText{}}
+	f.rd.ContextID = msg.ContextID
+	f.rd.TaskID = string(msg.TaskID)
+	req := &sdk.SendMessageRequest{Message: msg}
+	var err error
+	if card.Capabilities.Streaming {
+		err = f.stream(ctx, client, req)
+	} else {
+		err = f.poll(ctx, client, req)
+	}
+	f.endText()
+	if err != nil {
+		if f.rd.TaskID != "" && !f.rd.State.Terminal() {
+			r.cancelTask(ctx, client, sdk.TaskID(f.rd.TaskID))
+		}
+		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			err = fmt.Errorf("%w: %w", ctx.Err(), err)
+		}
+		return f.rd, err
+	}
+	f.rd.Text, f.rd.Value = f.answerText(), f.value
+	return f.rd, nil
+}
+
+// cancelTask asks the remote agent to cancel a task the caller no longer
+// waits for, within a short time of its own.
+func (r *Remote) cancelTask(ctx context.Context, client *a2aclient.Client, id sdk.TaskID) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, _ = client.CancelTask(cctx, &sdk.CancelTaskRequest{ID: id})
+}
+
+// follower follows one message's task.
+type follower struct {
+	r      *Remote
+	em     event.Emitter
+	sub    string // the sub-agent run the events are attributed to
+	rd     round
+	events int
+
+	order     []sdk.ArtifactID
+	answer    map[sdk.ArtifactID]*artifactText
+	value     json.RawMessage
+	bytes     int
+	messageID string // of the text being streamed, "" when none is open
+}
+
+type artifactText struct{ b strings.Builder }
+
+func (f *follower) stream(ctx context.Context, client *a2aclient.Client, req *sdk.SendMessageRequest) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for ev, err := range client.SendStreamingMessage(ctx, req) {
+		if err != nil {
+			return f.failure(ctx, err)
+		}
+		done, err := f.take(ev)
+		if err != nil || done {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("%w %s: the stream ended with task %s still %s: the remote agent stopped mid-task", ErrRemote, f.r.name, f.rd.TaskID, stateName(f.rd.State))
+}
+
+// poll sends without streaming, and reads the task until it ends, for an
+// agent whose card says it does not stream.
+func (f *follower) poll(ctx context.Context, client *a2aclient.Client, req *sdk.SendMessageRequest) error {
+	res, err := client.SendMessage(ctx, req)
+	if err != nil {
+		return f.failure(ctx, err)
+	}
+	wait := 100 * time.Millisecond
+	idle := time.Now()
+	for {
+		done, err := f.take(res)
+		if err != nil || done {
+			return err
+		}
+		if time.Since(idle) > f.r.cfg.idle {
+			return fmt.Errorf("%w %s: task %s stayed %s for %v (WithIdleTimeout)", ErrRemote, f.r.name, f.rd.TaskID, stateName(f.rd.State), f.r.cfg.idle)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 2*time.Second)
+		t, err := client.GetTask(ctx, &sdk.GetTaskRequest{ID: sdk.TaskID(f.rd.TaskID)})
+		if err != nil {
+			return f.failure(ctx, err)
+		}
+		res = t
+	}
+}
+
+func (f *follower) failure(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("%w %s: %w", ErrRemote, f.r.name, err)
+}
+
+// take applies one event of the task, and reports whether the task ended
+// or waits for input.
+func (f *follower) take(ev sdk.Event) (done bool, err error) {
+	f.events++
+	if f.events > f.r.cfg.maxEvents {
+		return false, fmt.Errorf("%w %s: over %d events for one message (WithMaxEvents)", ErrRemote, f.r.name, f.r.cfg.maxEvents)
+	}
+	switch e := ev.(type) {
+	case *sdk.Message:
+		// An agent that answers with a message makes no task.
+		f.rd.State = sdk.TaskStateCompleted
+		if e.ContextID != "" {
+			f.rd.ContextID = e.ContextID
+		}
+		return true, f.addParts("message", e.Parts, false)
+	case *sdk.Task:
+		if err := f.ids(e.ID, e.ContextID); err != nil {
+			return false, err
+		}
+		f.rd.State = e.Status.State
+		f.usage(e.Metadata)
+		for _, a := range e.Artifacts {
+			if a != nil {
+				if err := f.addParts(a.ID, a.Parts, false); err != nil {
+					return false, err
+				}
+			}
+		}
+		return f.status(e.Status)
+	case *sdk.TaskStatusUpdateEvent:
+		if err := f.ids(e.TaskID, e.ContextID); err != nil {
+			return false, err
+		}
+		f.usage(e.Metadata)
+		f.forward(e.Metadata[EventKey])
+		return f.status(e.Status)
+	case *sdk.TaskArtifactUpdateEvent:
+		if err := f.ids(e.TaskID, e.ContextID); err != nil {
+			return false, err
+		}
+		if e.Artifact == nil {
+			return false, nil
+		}
+		return false, f.addParts(e.Artifact.ID, e.Artifact.Parts, e.Append)
+	}
+	return false, nil
+}
+
+// ids keeps the task's ids, and refuses an event of another task.
+func (f *follower) ids(task sdk.TaskID, contextID string) error {
+	if len(task) > maxIDBytes || len(contextID) > maxIDBytes {
+		return fmt.Errorf("%w %s: a task or context id over %d bytes", ErrRemote, f.r.name, maxIDBytes)
+	}
+	if f.rd.TaskID == "" {
+		f.rd.TaskID = string(task)
+	} else if task != "" && string(task) != f.rd.TaskID {
+		return fmt.Errorf("%w %s: sent an event of task %s while following task %s", ErrRemote, f.r.name, task, f.rd.TaskID)
+	}
+	if contextID != "" {
+		f.rd.ContextID = contextID
+	}
+	return nil
+}
+
+// status takes the task's state; the end of the task, or a question,
+// ends the message's stream.
+func (f *follower) status(s sdk.TaskStatus) (bool, error) {
+	f.rd.State = s.State
+	switch {
+	case s.State == sdk.TaskStateInputRequired || s.State == sdk.TaskStateAuthRequired:
+		f.rd.Text, f.rd.Questions = f.question(s.Message)
+		return true, nil
+	case s.State.Terminal():
+		if s.State != sdk.TaskStateCompleted && s.Message != nil {
+			f.rd.Text = clip(messageText(s.Message), 4000)
+		}
+		if s.State == sdk.TaskStateCompleted && len(f.order) == 0 && s.Message != nil {
+			// No artifact: the status message is the answer.
+			return true, f.addParts("status", s.Message.Parts, false)
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+// question reads what a task waiting for input asks: its words, and the
+// questions of a deputy remote (a data part {"interrupts":[…]}).
+func (f *follower) question(m *sdk.Message) (string, []tool.Interrupt) {
+	if m == nil {
+		return "", nil
+	}
+	var qs []tool.Interrupt
+	for _, p := range m.Parts {
+		if d, ok := p.Content.(sdk.Data); ok {
+			raw, _ := json.Marshal(d.Value)
+			var v struct {
+				Interrupts []tool.Interrupt `json:"interrupts"`
+			}
+			if json.Unmarshal(raw, &v) == nil && len(v.Interrupts) > 0 && len(v.Interrupts) <= 64 {
+				qs = v.Interrupts
+				for i := range qs {
+					qs[i].Message = clip(qs[i].Message, 4000)
+					if !usableSchema(qs[i].ResponseSchema) {
+						// Asked without one: the answer goes back for the
+						// remote agent to judge.
+						qs[i].ResponseSchema = nil
+					}
+				}
+			}
+		}
+	}
+	return clip(messageText(m), 4000), qs
+}
+
+func messageText(m *sdk.Message) string {
+	var b strings.Builder
+	for _, p := range m.Parts {
+		if t, ok := p.Content.(sdk.Text); ok {
+			if b.Len() > 0 {
+				b.WriteString("\n")
+			}
+			b.WriteString(string(t))
+		}
+	}
+	return b.String()
+}
+
+// addParts adds an artifact's parts to the answer, streaming its text.
+func (f *follower) addParts(id sdk.ArtifactID, parts sdk.ContentParts, appendTo bool) error {
+	a := f.answer[id]
+	if a == nil {
+		a = &artifactText{}
+		f.answer[id] = a
+		f.order = append(f.order, id)
+	}
+	var text strings.Builder
+	for _, p := range parts {
+		if p == nil {
+			continue
+		}
+		switch c := p.Content.(type) {
+		case sdk.Text:
+			text.WriteString(string(c))
+			f.bytes += len(c)
+		case sdk.Data:
+			raw, err := json.Marshal(c.Value)
+			if err != nil {
+				continue
+			}
+			f.bytes += len(raw)
+			f.value = raw
+		case sdk.Raw:
+			f.bytes += len(c)
+		}
+	}
+	if f.bytes > f.r.cfg.maxAnswer {
+		return fmt.Errorf("%w %s: its answer is over %d bytes (WithMaxAnswerBytes)", ErrRemote, f.r.name, f.r.cfg.maxAnswer)
+	}
+	t := text.String()
+	if !appendTo {
+		old := a.b.String()
+		a.b.Reset()
+		a.b.WriteString(t)
+		// A replaced artifact that goes on from what was streamed streams
+		// only what is new.
+		if strings.HasPrefix(t, old) {
+			t = t[len(old):]
+		} else {
+			t = ""
+		}
+	} else {
+		a.b.WriteString(t)
+	}
+	f.text(t)
+	return nil
+}
+
+func (f *follower) answerText() string {
+	var b strings.Builder
+	for _, id := range f.order {
+		if s := f.answer[id].b.String(); s != "" {
+			if b.Len() > 0 {
+				b.WriteString("\n")
+			}
+			b.WriteString(s)
+		}
+	}
+	return b.String()
+}
+
+// text streams a piece of the answer as the run's text.
+func (f *follower) text(t string) {
+	if t == "" || !f.em.Enabled() {
+		return
+	}
+	if f.messageID == "" {
+		f.messageID = "msg_a2a_" + f.rd.TaskID
+		f.em.Emit(event.Event{Type: event.TextMessageStart, MessageID: f.messageID, Role: "assistant"})
+	}
+	f.em.Emit(event.Event{Type: event.TextMessageContent, MessageID: f.messageID, Delta: t})
+}
+
+func (f *follower) endText() {
+	if f.messageID != "" {
+		f.em.Emit(event.Event{Type: event.TextMessageEnd, MessageID: f.messageID})
+		f.messageID = ""
+	}
+}
+
+// forward emits a deputy remote's event (a sub-agent of its, a tool call)
+// in the caller's tree, under the run: the remote's sub-agent ids are
+// prefixed with the run's, so that they cannot pass for the caller's own.
+func (f *follower) forward(v any) {
+	if v == nil || !f.em.Enabled() {
+		return
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	var e event.Event
+	if json.Unmarshal(raw, &e) != nil || !forwarded(e) || e.Type == event.TextMessageContent {
+		return
+	}
+	prefix := f.sub + "/"
+	if e.SubagentRunID != "" {
+		e.SubagentRunID = prefix + clip(e.SubagentRunID, maxIDBytes)
+	}
+	if e.ParentSubagentRunID != "" {
+		e.ParentSubagentRunID = prefix + clip(e.ParentSubagentRunID, maxIDBytes)
+	} else if e.Type == event.SubagentStarted {
+		e.ParentSubagentRunID = f.sub
+	}
+	e.Timestamp = 0
+	e.Content = clip(e.Content, 4000)
+	e.Result = nil
+	e.Usage = nil
+	f.em.Emit(e)
+}
+
+// usage takes the usage a deputy remote reports in a task's metadata: the
+// task's whole usage so far, so the last report stands.
+func (f *follower) usage(meta map[string]any) {
+	v, ok := meta[UsageKey].(map[string]any)
+	if !ok {
+		return
+	}
+	n := func(k string) int64 {
+		x, _ := v[k].(float64)
+		if x < 0 || math.IsNaN(x) {
+			return 0
+		}
+		return int64(min(x, 1e12))
+	}
+	f.rd.Usage = provider.Usage{Requests: n("requests"), InputTokens: n("inputTokens"), OutputTokens: n("outputTokens"),
+		CacheReadTokens: n("cachedInputTokens"), CacheWriteTokens: n("cacheWriteInputTokens")}
+}
+
+// boundedClient returns the HTTP client every request of the Remote goes
+// through: the user's (or a default one), with the Remote's headers, each
+// response bounded in bytes and in idle time, and no redirect to another
+// origin than the request's.
+func (r *Remote) boundedClient() *http.Client {
+	c := &http.Client{}
+	if r.cfg.httpc != nil {
+		*c = *r.cfg.httpc
+	}
+	base := c.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	c.Transport = &boundedTransport{base: base, r: r}
+	userCheck := c.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if len(via) >= 5 {
+			return fmt.Errorf("%w %s: more than 5 redirects", ErrRemote, r.base)
+		}
+		if o := req.URL.Scheme + "://" + req.URL.Host; o != via[0].URL.Scheme+"://"+via[0].URL.Host {
+			return fmt.Errorf("%w: %s redirected to %s, another origin", ErrOrigin, r.base, o)
+		}
+		if userCheck != nil {
+			return userCheck(req, via)
+		}
+		return nil
+	}
+	return c
+}
+
+type boundedTransport struct {
+	base http.RoundTripper
+	r    *Remote
+}
+
+func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := t.r.allowed(req.URL.String()); err != nil {
+		return nil, fmt.Errorf("%w: a request to %s: %v", ErrOrigin, req.URL.Redacted(), err)
+	}
+	if len(t.r.cfg.header) > 0 {
+		req = req.Clone(req.Context())
+		for k, vs := range t.r.cfg.header {
+			req.Header[k] = append([]string(nil), vs...)
+		}
+	}
+	resp, err := t.base.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = newBoundedBody(resp.Body, t.r.cfg.maxStream, t.r.cfg.idle, t.r.base)
+	return resp, nil
+}
+
+// boundedBody is a response body that fails once it has given max bytes,
+// or once nothing arrived for idle.
+type boundedBody struct {
+	body  io.ReadCloser
+	left  int64
+	max   int64
+	idle  time.Duration
+	name  string
+	timer *time.Timer
+	idled atomic.Bool
+	once  sync.Once
+}
+
+func newBoundedBody(body io.ReadCloser, max int64, idle time.Duration, name string) *boundedBody {
+	b := &boundedBody{body: body, left: max, max: max, idle: idle, name: name}
+	b.timer = time.AfterFunc(idle, func() {
+		b.idled.Store(true)
+		b.body.Close()
+	})
+	return b
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, fmt.Errorf("%w %s: a response over %d bytes (WithMaxStreamBytes)", ErrRemote, b.name, b.max)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.body.Read(p)
+	b.left -= int64(n)
+	if b.idled.Load() {
+		return n, fmt.Errorf("%w %s: sent nothing for %v (WithIdleTimeout)", ErrRemote, b.name, b.idle)
+	}
+	if n > 0 {
+		b.timer.Reset(b.idle)
+	}
+	return n, err
+}
+
+func (b *boundedBody) Close() error {
+	b.timer.Stop()
+	return b.body.Close()
+}
