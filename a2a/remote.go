@@ -122,22 +122,34 @@ func WithAllowedOrigins(origins ...string) RemoteOption {
 }
 
 // WithMaxCardBytes bounds the agent card.
-func WithMaxCardBytes(n int64) RemoteOption { return positive("WithMaxCardBytes", n, func(rc *remoteConfig) { rc.maxCard = n }) }
+func WithMaxCardBytes(n int64) RemoteOption {
+	return positive("WithMaxCardBytes", n, func(rc *remoteConfig) { rc.maxCard = n })
+}
 
 // WithMaxSkills bounds the skills the card lists.
-func WithMaxSkills(n int) RemoteOption { return positive("WithMaxSkills", n, func(rc *remoteConfig) { rc.maxSkills = n }) }
+func WithMaxSkills(n int) RemoteOption {
+	return positive("WithMaxSkills", n, func(rc *remoteConfig) { rc.maxSkills = n })
+}
 
 // WithMaxAnswerBytes bounds the text and data of a remote task's answer.
-func WithMaxAnswerBytes(n int) RemoteOption { return positive("WithMaxAnswerBytes", n, func(rc *remoteConfig) { rc.maxAnswer = n }) }
+func WithMaxAnswerBytes(n int) RemoteOption {
+	return positive("WithMaxAnswerBytes", n, func(rc *remoteConfig) { rc.maxAnswer = n })
+}
 
 // WithMaxStreamBytes bounds one response from the remote agent.
-func WithMaxStreamBytes(n int64) RemoteOption { return positive("WithMaxStreamBytes", n, func(rc *remoteConfig) { rc.maxStream = n }) }
+func WithMaxStreamBytes(n int64) RemoteOption {
+	return positive("WithMaxStreamBytes", n, func(rc *remoteConfig) { rc.maxStream = n })
+}
 
 // WithMaxEvents bounds the events of the stream of one message.
-func WithMaxEvents(n int) RemoteOption { return positive("WithMaxEvents", n, func(rc *remoteConfig) { rc.maxEvents = n }) }
+func WithMaxEvents(n int) RemoteOption {
+	return positive("WithMaxEvents", n, func(rc *remoteConfig) { rc.maxEvents = n })
+}
 
 // WithIdleTimeout is how long the remote agent may send nothing.
-func WithIdleTimeout(d time.Duration) RemoteOption { return positive("WithIdleTimeout", d, func(rc *remoteConfig) { rc.idle = d }) }
+func WithIdleTimeout(d time.Duration) RemoteOption {
+	return positive("WithIdleTimeout", d, func(rc *remoteConfig) { rc.idle = d })
+}
 
 // WithRemoteName names the remote agent as a tool (default: its card's
 // name, made a valid tool name).
