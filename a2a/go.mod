@@ -2,7 +2,10 @@ module github.com/deputy-go/deputy/a2a
 
 go 1.26.0
 
-require github.com/deputy-go/deputy v0.0.0
+require (
+	github.com/deputy-go/deputy v0.0.0
+	go.uber.org/goleak v1.3.0
+)
 
 require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
