@@ -29,6 +29,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/deputy-go/deputy/a2a"
@@ -153,8 +154,11 @@ func lead(ctx context.Context, url string, in io.Reader, out io.Writer) error {
 		return err
 	}
 	defer st.Close()
-	names := map[string]string{} // sub-agent run id → name; the lead's events arrive one at a time
+	var mu sync.Mutex
+	names := map[string]string{} // sub-agent run id → name
 	sink := event.SinkFunc(func(e event.Event) {
+		mu.Lock() // children emit from their own goroutines
+		defer mu.Unlock()
 		switch e.Type {
 		case event.SubagentStarted:
 			names[e.SubagentRunID] = e.Name
