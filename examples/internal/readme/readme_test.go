@@ -47,7 +47,7 @@ func snippets(src string) []string {
 }
 
 // Every Go block of README.md is a snippet of this package, or of the
-// Temporal module's readme_test.go, which the compiler and go vet check,
+// Temporal or A2A module's readme_test.go, which the compiler and go vet check,
 // so that what a reader pastes works.
 func TestREADMEQuotesSnippets(t *testing.T) {
 	doc, err := os.ReadFile("../../../README.md")
@@ -55,7 +55,7 @@ func TestREADMEQuotesSnippets(t *testing.T) {
 		t.Fatal(err)
 	}
 	var want []string
-	for _, file := range []string{"snippets.go", "../../../temporal/readme_test.go"} {
+	for _, file := range []string{"snippets.go", "../../../temporal/readme_test.go", "../../../a2a/readme_test.go"} {
 		src, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)

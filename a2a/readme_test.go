@@ -1,0 +1,49 @@
+package a2a_test
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/deputy-go/deputy/a2a"
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/store"
+)
+
+// The README of the repository quotes the snippets below; the test in
+// examples/internal/readme checks that it does, and this module's build
+// checks that they compile.
+
+// README snippet
+// serveExpert serves an agent to other services, whatever their kit or
+// language. Its tasks, and the questions they wait on, live in st.
+func serveExpert(expert agent.Agent, st *store.Store) error {
+	srv, err := a2a.NewServer(expert, a2a.WithDescription("Answers billing questions."), a2a.WithStore(st))
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	return http.ListenAndServe("127.0.0.1:8790", srv)
+}
+
+// delegateAcross gives a lead a sub-agent that lives in another service.
+func delegateAcross(ctx context.Context, p provider.Provider) (agent.Output, error) {
+	remote, err := a2a.Connect(ctx, "http://127.0.0.1:8790")
+	if err != nil {
+		return agent.Output{}, err
+	}
+	defer remote.Close()
+	billing, err := remote.Tool() // validated, capped and journaled like any child
+	if err != nil {
+		return agent.Output{}, err
+	}
+	lead, err := agent.NewReact(p, agent.WithTools(billing))
+	if err != nil {
+		return agent.Output{}, err
+	}
+	return lead.Run(ctx, agent.Input{Text: "Why was I charged twice?"})
+}
+
+// end of README snippet
+
+var _, _ = serveExpert, delegateAcross
