@@ -2,6 +2,7 @@ package temporal
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/tool"
 )
 
 // The histories in testdata were recorded from a real server by
@@ -39,6 +41,26 @@ var recordedIDs = map[string]string{
 	"lead.json":     "record-lead",
 	"child.json":    "record-lead/0.0-" + SpawnToolName,
 	"resident.json": "record-resident",
+	"wide.json":     "record-wide",
+}
+
+// wideCalls is how many tool calls the wide lead makes in one turn: more
+// than the 64 that workflows recorded before parallelismChange ran at once.
+const wideCalls = 70
+
+// wide answers as a lead that calls the tool "noop" wideCalls times at
+// once, then answers.
+func wide() *script {
+	return &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		if req.Messages[len(req.Messages)-1].Role == provider.RoleTool {
+			return provider.AssistantMessage("all done"), nil
+		}
+		calls := make([]provider.ToolCall, wideCalls)
+		for i := range calls {
+			calls[i] = provider.ToolCall{ID: fmt.Sprintf("c%d", i), Name: "noop", Arguments: json.RawMessage(`{}`)}
+		}
+		return provider.AssistantMessage("", calls...), nil
+	}}
 }
 
 func replay(r worker.WorkflowReplayer, file string) error {
@@ -61,8 +83,8 @@ func TestReplayRecordedHistories(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) < 3 {
-		t.Fatalf("testdata holds %d histories, want the lead, a child and a resident: record them with DEPUTY_TEMPORAL_RECORD=1", len(files))
+	if len(files) < 4 {
+		t.Fatalf("testdata holds %d histories, want the lead, a child, a resident and a wide turn: record them with DEPUTY_TEMPORAL_RECORD=1", len(files))
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
@@ -103,8 +125,16 @@ func TestRecordHistories(t *testing.T) {
 	defer c.Close()
 	queue := fmt.Sprintf("deputy-record-%d", time.Now().UnixNano())
 	leadID, residentID := recordedIDs["lead.json"], recordedIDs["resident.json"]
+	noop, err := tool.New("noop", "Does nothing.", func(context.Context, struct{}) (string, error) { return "ok", nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tool.NewRegistry(noop)
+	if err != nil {
+		t.Fatal(err)
+	}
 	w := worker.New(c, queue, worker.Options{})
-	Register(w, &Runtime{Providers: map[string]provider.Provider{"fan": fanOut(2), "echo": echo()}})
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"fan": fanOut(2), "echo": echo(), "wide": wide()}, Tools: reg})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -117,6 +147,14 @@ func TestRecordHistories(t *testing.T) {
 	}
 	var out RunOutput
 	if err := lead.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	wideRun, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: recordedIDs["wide.json"], TaskQueue: queue}, AgentWorkflowName,
+		RunInput{Spec: Spec{Name: "wide", Provider: "wide", Tools: []string{"noop"}}, Text: "do it"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wideRun.Get(ctx, &out); err != nil {
 		t.Fatal(err)
 	}
 	res, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: residentID, TaskQueue: queue}, ResidentWorkflowName,

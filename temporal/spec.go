@@ -8,6 +8,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
 )
 
 // Defaults for the zero fields of a Spec.
@@ -24,8 +25,11 @@ const (
 	// DefaultToolRetries is how many steps in a row with a failed tool call
 	// a run tolerates, as in process (agent.DefaultToolRetries).
 	DefaultToolRetries = agent.DefaultToolRetries
-	// DefaultParallelism bounds the tool calls of one turn run at once.
-	DefaultParallelism = 64
+	// DefaultParallelism bounds the tool calls of one turn run at once:
+	// none, as in process (tool.DefaultParallelism). A workflow started
+	// before this default ran at most legacyParallelism at once, and goes
+	// on doing so when it is replayed.
+	DefaultParallelism = tool.DefaultParallelism
 	// DefaultActivityTimeout bounds one attempt of a model or tool call.
 	DefaultActivityTimeout = 2 * time.Minute
 	// DefaultPayloadLimit caps a model reply or a tool result an activity
@@ -82,7 +86,8 @@ type Spec struct {
 	// TokenLimit, when set, ends the run with ErrUsageLimit once its own
 	// and its children's tokens reach it.
 	TokenLimit int64 `json:"token_limit,omitempty"`
-	// Parallelism bounds the tool calls of one turn run at once.
+	// Parallelism bounds the tool calls of one turn run at once (0:
+	// DefaultParallelism, no bound).
 	Parallelism int `json:"parallelism,omitempty"`
 	// OutputSchema, when set, is the JSON Schema the final answer must
 	// match; a violation asks the model again once with the error.

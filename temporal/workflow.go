@@ -264,13 +264,35 @@ func (sa SubAgent) params() json.RawMessage {
 	}
 }
 
-// runTools runs one turn's tool calls, at most spec.Parallelism at once, and
+// parallelismChange names the workflow version from which a turn's tool
+// calls are not bounded by default; before it, at most legacyParallelism
+// ran at once.
+const parallelismChange = "deputy.parallelism"
+
+const legacyParallelism = 64
+
+// parallelism is how many of a turn's n calls run at once. The version is
+// asked only where the answer matters (a turn of more calls than the old
+// bound, with no bound of the user's), so that histories recorded before
+// it replay as they ran.
+func parallelism(ctx workflow.Context, spec Spec, n int) int {
+	if p := spec.parallelism(); p > 0 {
+		return p
+	}
+	if n > legacyParallelism && workflow.GetVersion(ctx, parallelismChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return legacyParallelism
+	}
+	return max(n, 1)
+}
+
+// runTools runs one turn's tool calls, at most spec.Parallelism at once (by
+// default all of them), and
 // returns one result per call in order. It returns an error only when the
 // run was cancelled.
 func runTools(ctx, actx workflow.Context, spec Spec, depth int, idPrefix string, calls []provider.ToolCall, spawns *int) ([]ToolResult, error) {
 	results := make([]ToolResult, len(calls))
 	errs := make([]error, len(calls))
-	sem := workflow.NewSemaphore(ctx, int64(spec.parallelism()))
+	sem := workflow.NewSemaphore(ctx, int64(parallelism(ctx, spec, len(calls))))
 	wg := workflow.NewWaitGroup(ctx)
 	for i, call := range calls {
 		start := func(workflow.Context) workflow.Future { return nil }

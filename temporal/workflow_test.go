@@ -498,3 +498,54 @@ func TestSameMeaningAsTheCore(t *testing.T) {
 		}
 	})
 }
+
+// A turn's tool calls all run at once, as in process: a turn of 100 calls
+// each of which waits until every other has started finishes, where the
+// old bound of 64 would leave 36 waiting for a slot that never frees.
+func TestTurnRunsEveryCallAtOnce(t *testing.T) {
+	const n = 100
+	var started atomic.Int32
+	all := make(chan struct{})
+	gate, err := tool.New("gate", "Waits for the others.", func(ctx context.Context, _ struct{}) (string, error) {
+		if started.Add(1) == n {
+			close(all)
+		}
+		select {
+		case <-all:
+			return "through", nil
+		case <-time.After(10 * time.Second):
+			return "", errors.New("the other calls never started")
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tool.NewRegistry(gate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		if req.Messages[len(req.Messages)-1].Role == provider.RoleTool {
+			return provider.AssistantMessage("all through"), nil
+		}
+		calls := make([]provider.ToolCall, n)
+		for i := range calls {
+			calls[i] = provider.ToolCall{ID: fmt.Sprintf("c%d", i), Name: "gate", Arguments: json.RawMessage(`{}`)}
+		}
+		return provider.AssistantMessage("", calls...), nil
+	}}
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Tools: reg})
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Provider: "m", Tools: []string{"gate"}}, Text: "go"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var out RunOutput
+	if err := env.GetWorkflowResult(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range out.Messages {
+		if m.Role == provider.RoleTool && m.Content != "through" {
+			t.Fatalf("a call ended %q, want every call through at once", m.Content)
+		}
+	}
+}
