@@ -48,10 +48,20 @@ func (t *SubAgentTool) Call(ctx context.Context, call tool.Call) (tool.Result, e
 	if t.scoped != nil {
 		return t.scoped.call(ctx, call)
 	}
+	args, in, err := t.prepare(ctx, call)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	return t.invoke(ctx, call.ID, args, in, nil)
+}
+
+// prepare checks a call's depth and arguments, and returns the arguments
+// and the child's input.
+func (t *SubAgentTool) prepare(ctx context.Context, call tool.Call) (json.RawMessage, agent.Input, error) {
 	name := t.def.Name
 	depth := agent.Depth(ctx)
 	if depth >= t.cfg.maxDepth {
-		return tool.Result{}, tool.Correctable(fmt.Errorf("%w: %q cannot be called at depth %d (the cap is %d): do this work directly",
+		return nil, agent.Input{}, tool.Correctable(fmt.Errorf("%w: %q cannot be called at depth %d (the cap is %d): do this work directly",
 			ErrMaxDepth, name, depth, t.cfg.maxDepth))
 	}
 	args := toolcall.Arguments(call.Arguments)
@@ -64,15 +74,45 @@ func (t *SubAgentTool) Call(ctx context.Context, call tool.Call) (tool.Result, e
 		err = t.params.Validate(args) // which says what is wrong with the JSON
 	}
 	if err != nil {
-		return tool.Result{}, fmt.Errorf("%w for %s: %v: fix the arguments to match the tool's schema and call it again", tool.ErrInvalidArguments, name, err)
+		return nil, agent.Input{}, fmt.Errorf("%w for %s: %v: fix the arguments to match the tool's schema and call it again", tool.ErrInvalidArguments, name, err)
 	}
 	in := agent.Input{Text: text}
 	if t.cfg.input != nil {
 		if in, err = t.cfg.input(args); err != nil {
-			return tool.Result{}, fmt.Errorf("%w for %s: %v", tool.ErrInvalidArguments, name, err)
+			return nil, agent.Input{}, fmt.Errorf("%w for %s: %v", tool.ErrInvalidArguments, name, err)
 		}
 	}
+	return args, in, nil
+}
 
+// Rerun runs again, from a point in its run, the invocation of t that
+// call made. The child is built from call's arguments and told its task
+// as Call builds and tells it; after is what it said and was told after
+// its task, up to the point it goes on from: its assistant messages and
+// the results of their tool calls, ending, to go on from inside a turn,
+// with a turn whose calls are answered in part (the calls left without a
+// result run; see agent.Input.Messages). The rest is as Call: the answer
+// is checked, capped and reported as a call's, under a new sub-agent run
+// id. A viewer uses it to re-run a grandchild with its task edited: the
+// child goes on from its call to the grandchild, the other results of
+// that turn kept, and answers anew.
+//
+// A resident expert (FromAgent, FromScoped) keeps a conversation of its
+// own and cannot be given another: Rerun refuses it.
+func (t *SubAgentTool) Rerun(ctx context.Context, call tool.Call, after []provider.Message) (tool.Result, error) {
+	if t.resident != nil || t.scoped != nil {
+		return tool.Result{}, fmt.Errorf("subagent %q: a resident expert keeps its own conversation and cannot be re-run from a point in a call: re-run the call to it instead", t.def.Name)
+	}
+	args, in, err := t.prepare(ctx, call)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	task := in.Text
+	if c := t.cfg.check; c != nil && !t.shapeTold {
+		task = joinPrompts(task, c.prompt) // as the first run of the call told it
+	}
+	in.Messages = append([]provider.Message{provider.UserMessage(task)}, after...)
+	in.Text = ""
 	return t.invoke(ctx, call.ID, args, in, nil)
 }
 
@@ -565,7 +605,9 @@ func (r *childRuns) answer(in agent.Input) (out agent.Output, v verdict, err err
 	// structured output where it has one, and in words.
 	first := in
 	first.ResponseSchema = c.schema.Raw()
-	if !r.t.shapeTold {
+	if !r.t.shapeTold && in.Text != "" {
+		// (A run that goes on from a conversation, Rerun's, was told in
+		// its task.)
 		first.Text = joinPrompts(in.Text, c.prompt)
 	}
 	if out, err = r.attempt(first); err != nil {
@@ -576,7 +618,13 @@ func (r *childRuns) answer(in agent.Input) (out agent.Output, v verdict, err err
 		return out, v, err
 	}
 	answered := out
-	if out, err = r.attempt(r.t.correction(in, out.Answer, v.problem)); err != nil {
+	task := in
+	if in.Text == "" && len(in.Messages) > 0 {
+		// A run that went on from a conversation (Rerun) is corrected as
+		// a fresh child is: told its task again, with the rejected answer.
+		task = agent.Input{Text: in.Messages[0].Content, CacheKey: in.CacheKey}
+	}
+	if out, err = r.attempt(r.t.correction(task, out.Answer, v.problem)); err != nil {
 		if len(out.Messages) == 0 {
 			// The corrective run did not start (no budget left): what the
 			// child said is in the first.
