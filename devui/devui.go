@@ -6,8 +6,9 @@
 // streamed text and tool calls; that shows a suspended run's questions
 // where they were asked, with a form for the answer, and resumes the run
 // with it; that lists stored threads and redraws the trees of their past
-// runs; and that re-runs a turn from one of the lead's sub-agents, its task
-// or answer edited, the rest of the turn kept (WithRerun).
+// runs; and that re-runs a turn from a call of the lead or of one of its
+// sub-agents, its task or answer edited, the rest of the turn kept
+// (WithRerun).
 //
 //	h, _ := agui.NewPerRequest(build, agui.WithThreads(st))
 //	v, _ := devui.New(h, devui.WithStore(st))
@@ -122,6 +123,17 @@ func WithAuthorize(fn agui.Authorize) Option {
 // run), and the lead goes on from there. The re-run streams to the page
 // like any run and is kept beside the original in the thread's recorded
 // runs (WithStore); the thread's own conversation stays as it was.
+//
+// A call one of the lead's sub-agents made (to its own sub-agent, or to a
+// tool) is re-run the same way one level down, given the run it is in was
+// recorded (WithStore): the sub-agent's turns are rebuilt from the run's
+// events and cut at the call, the sub-agent goes on from there
+// (subagent.SubAgentTool.Rerun), and the lead goes on from its call to the
+// sub-agent with what it answers now. A sub-agent built per call is
+// re-run so (FromFactory, FromReact); a resident keeps its own
+// conversation and is refused. What the re-run reaches that asks a person
+// again (an approval after the edited call) ends it there: nothing is done
+// without the person, and a re-run, not a run of the thread, is not resumed.
 func WithRerun(build agui.Builder) Option {
 	return func(c *config) error {
 		if build == nil {

@@ -15,7 +15,10 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agui"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/outcome"
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
 )
 
 // rerunRequest asks to re-run a thread's turn from one of the lead's calls:
@@ -26,14 +29,22 @@ import (
 // the recorded run whose tree the call is in, names the turn, and Step,
 // the lead's step that made the call (from 1, as its events number them),
 // the message. Without them the id must be the thread's only one.
+//
+// A call a child of the lead made (a grandchild's, or a tool's) is named by
+// SubagentRunID too, the child's invocation in the recorded run, and Step
+// is then the child's step; ParentStep is the lead's step that called the
+// child. The child goes on from its call, edited, and the lead from its
+// call to the child, answered with what the child answers now.
 type rerunRequest struct {
-	ThreadID   string  `json:"threadId"`
-	RunID      string  `json:"runId"`
-	FromRunID  string  `json:"fromRunId,omitempty"`
-	Step       int     `json:"step,omitempty"`
-	ToolCallID string  `json:"toolCallId"`
-	Task       *string `json:"task,omitempty"`
-	Answer     *string `json:"answer,omitempty"`
+	ThreadID      string  `json:"threadId"`
+	RunID         string  `json:"runId"`
+	FromRunID     string  `json:"fromRunId,omitempty"`
+	SubagentRunID string  `json:"subagentRunId,omitempty"`
+	ParentStep    int     `json:"parentStep,omitempty"`
+	Step          int     `json:"step,omitempty"`
+	ToolCallID    string  `json:"toolCallId"`
+	Task          *string `json:"task,omitempty"`
+	Answer        *string `json:"answer,omitempty"`
 }
 
 // maxRerunBytes bounds a re-run request.
@@ -81,16 +92,39 @@ func (d *Handler) serveRerun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	turn := -1 // unknown
+	var from *runLog
 	if req.FromRunID != "" {
-		if turn, err = d.turnOf(r.Context(), owner, req.ThreadID, req.FromRunID); err != nil {
+		if from, err = d.runLog(r.Context(), owner, req.ThreadID, req.FromRunID); err != nil {
 			httpError(w, http.StatusBadRequest, "a re-run: "+err.Error())
 			return
 		}
+		turn = from.Turn
 	}
-	msgs, err := cut(th.Messages, req, turn)
+	leadReq := req
+	var inner *childCall
+	if req.SubagentRunID != "" {
+		if from == nil {
+			httpError(w, http.StatusBadRequest, "a re-run of a call inside a sub-agent: name the recorded run it is in (fromRunId)")
+			return
+		}
+		if inner, err = childCallOf(from, req); err != nil {
+			httpError(w, http.StatusBadRequest, "a re-run: "+err.Error())
+			return
+		}
+		// Checked now, answered once the child has answered again.
+		none := ""
+		leadReq = rerunRequest{ToolCallID: inner.call.ID, Step: req.ParentStep, Answer: &none}
+	}
+	msgs, err := cut(th.Messages, leadReq, turn)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "a re-run: "+err.Error())
 		return
+	}
+	if inner != nil {
+		if inner.call.Arguments, err = callArguments(msgs, inner.call.ID); err != nil {
+			httpError(w, http.StatusBadRequest, "a re-run: "+err.Error())
+			return
+		}
 	}
 	lead, err := d.rerun(r.Context(), &agui.RunInput{ThreadID: req.ThreadID, RunID: req.RunID, Owner: owner})
 	switch {
@@ -103,6 +137,13 @@ func (d *Handler) serveRerun(w http.ResponseWriter, r *http.Request) {
 	case lead == nil:
 		httpError(w, http.StatusInternalServerError, "building the agent: the builder returned no agent and no error")
 		return
+	}
+	var child *subagent.SubAgentTool
+	if inner != nil {
+		if child, err = subAgentOf(lead, inner.call.Name); err != nil {
+			httpError(w, http.StatusBadRequest, "a re-run: "+err.Error())
+			return
+		}
 	}
 	if c, ok := lead.(io.Closer); ok {
 		// As the AG-UI handler does with the agents it builds.
@@ -118,44 +159,239 @@ func (d *Handler) serveRerun(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	out := &frames{w: w, rc: http.NewResponseController(w)}
 	ctx := event.WithThread(event.WithSink(r.Context(), event.Stamped(out)), req.ThreadID)
+	if child != nil {
+		// The child goes on from its call, edited; the lead from its call
+		// to the child, answered with what the child answers now.
+		res, cerr := child.Rerun(ctx, inner.call, inner.after)
+		var asked *tool.Interrupted
+		switch {
+		case errors.As(cerr, &asked):
+			// What the child did next asks a person again: the re-run
+			// ends there, as a run that waits would (nothing waits: a
+			// re-run is not a run of the thread).
+			its, _ := json.Marshal(asked.Interrupts)
+			out.Emit(event.Event{Type: event.RunFinished, ThreadID: req.ThreadID, RunID: req.RunID, Outcome: outcome.Interrupt(its)})
+			d.record(r.Context(), owner, req, turn, out)
+			return
+		case cerr != nil && !tool.IsCorrectable(cerr):
+			if r.Context().Err() == nil {
+				d.log.Warn("devui: a re-run failed", "thread", req.ThreadID, "err", cerr)
+				out.Emit(event.Event{Type: event.RunError, Message: cerr.Error()})
+			}
+			d.record(r.Context(), owner, req, turn, out)
+			return
+		case cerr != nil:
+			res.Content = cerr.Error() // the child failed: its parent reads why
+		}
+		leadReq.Answer = &res.Content
+		if msgs, err = cut(th.Messages, leadReq, turn); err != nil {
+			d.log.Warn("devui: a re-run failed", "thread", req.ThreadID, "err", err)
+			d.record(r.Context(), owner, req, turn, out)
+			return
+		}
+	}
 	_, err = lead.Run(ctx, agent.Input{Messages: msgs})
 	if err != nil && r.Context().Err() == nil {
 		d.log.Warn("devui: a re-run failed", "thread", req.ThreadID, "err", err)
 	}
-	if d.store != nil && len(out.events) > 0 {
-		v, _ := json.Marshal(runLog{RunID: req.RunID, Turn: max(turn, 0), Events: out.events, Truncated: out.truncated, Rerun: &req})
-		if err := d.store.Put(context.WithoutCancel(r.Context()), d.runKey(owner, req.ThreadID, req.RunID), v, 0); err != nil {
-			d.log.Warn("devui: recording a re-run", "thread", req.ThreadID, "err", err)
-		}
+	d.record(r.Context(), owner, req, turn, out)
+}
+
+// record keeps a re-run's events beside the thread's runs.
+func (d *Handler) record(ctx context.Context, owner string, req rerunRequest, turn int, out *frames) {
+	if d.store == nil || len(out.events) == 0 {
+		return
+	}
+	v, _ := json.Marshal(runLog{RunID: req.RunID, Turn: max(turn, 0), Events: out.events, Truncated: out.truncated, Rerun: &req})
+	if err := d.store.Put(context.WithoutCancel(ctx), d.runKey(owner, req.ThreadID, req.RunID), v, 0); err != nil {
+		d.log.Warn("devui: recording a re-run", "thread", req.ThreadID, "err", err)
 	}
 }
 
-// turnOf returns where the turn of the recorded run runID starts in the
-// thread's conversation.
-func (d *Handler) turnOf(ctx context.Context, owner, thread, runID string) (int, error) {
+// runLog returns the record of the run runID of the thread, with the
+// events of the runs that resumed it (each after the one before it ended
+// waiting for answers) after its own: the tree the viewer draws from them.
+func (d *Handler) runLog(ctx context.Context, owner, thread, runID string) (*runLog, error) {
 	if d.store == nil {
-		return 0, errors.New("runs are not recorded here (WithStore): leave fromRunId out")
+		return nil, errors.New("runs are not recorded here (WithStore): leave fromRunId out")
 	}
-	prefix := runPrefix(owner, thread)
-	keys, err := d.store.Keys(ctx, prefix, "", MaxRunsListed)
+	keys, err := d.store.Keys(ctx, runPrefix(owner, thread), "", MaxRunsListed)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
+	var tree *runLog
 	for _, k := range keys {
-		if !strings.HasSuffix(k, "-"+url.PathEscape(runID)) {
+		if tree == nil && !strings.HasSuffix(k, "-"+url.PathEscape(runID)) {
 			continue
 		}
 		v, _, err := d.store.Get(ctx, k)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		var l runLog
 		if err := json.Unmarshal(v, &l); err != nil {
-			return 0, fmt.Errorf("the record of run %q: %v", runID, err)
+			return nil, fmt.Errorf("the record of run %q: %v", l.RunID, err)
 		}
-		return l.Turn, nil
+		switch {
+		case tree == nil:
+			tree = &l
+			continue
+		case l.Rerun != nil:
+			continue // drawn beside the tree, not in it
+		case !suspended(tree.Events):
+			return tree, nil
+		}
+		tree.Events = append(slices.Clip(tree.Events), l.Events...)
+		tree.Truncated = tree.Truncated || l.Truncated
 	}
-	return 0, fmt.Errorf("no recorded run %q in thread %q", runID, thread)
+	if tree == nil {
+		return nil, fmt.Errorf("no recorded run %q in thread %q", runID, thread)
+	}
+	return tree, nil
+}
+
+// suspended reports whether the events end with a run waiting for answers.
+func suspended(events []json.RawMessage) bool {
+	for i := len(events) - 1; i >= 0; i-- {
+		var e struct {
+			Type    event.Type
+			Outcome struct{ Type string }
+		}
+		if json.Unmarshal(events[i], &e) == nil && e.Type == event.RunFinished {
+			return e.Outcome.Type == "interrupt"
+		}
+	}
+	return false
+}
+
+// childCall is a call made inside one of the lead's children, to re-run:
+// the lead's call to the child (its arguments filled in from the
+// conversation later), and the child's turns up to the call, edited.
+type childCall struct {
+	call  tool.Call
+	after []provider.Message
+}
+
+// childCallOf finds, in the recorded run, the child req.SubagentRunID and
+// its call req.ToolCallID, and rebuilds the child's turns from the run's
+// events up to the call, edited as req says.
+func childCallOf(l *runLog, req rerunRequest) (*childCall, error) {
+	var started *event.Event
+	var own []event.Event
+	for _, raw := range l.Events {
+		var e event.Event
+		if json.Unmarshal(raw, &e) != nil || e.SubagentRunID != req.SubagentRunID {
+			continue
+		}
+		if e.Type == event.SubagentStarted {
+			if started == nil {
+				started = &e
+			}
+			continue
+		}
+		own = append(own, e)
+	}
+	switch {
+	case started == nil:
+		return nil, fmt.Errorf("no sub-agent %q in run %q", req.SubagentRunID, req.FromRunID)
+	case started.ParentSubagentRunID != "":
+		return nil, fmt.Errorf("sub-agent %q was started by another sub-agent: re-run calls of the lead's children, or of the lead", started.Name)
+	case l.Truncated:
+		return nil, fmt.Errorf("run %q was recorded only in part: its sub-agents' turns cannot be rebuilt", req.FromRunID)
+	}
+	after, err := cut(turnsOf(own), rerunRequest{ToolCallID: req.ToolCallID, Step: req.Step, Task: req.Task, Answer: req.Answer}, 0)
+	if err != nil {
+		return nil, fmt.Errorf("in %s: %w", started.Name, err)
+	}
+	return &childCall{call: tool.Call{ID: started.ParentToolCallID, Name: started.Name}, after: after}, nil
+}
+
+// turnsOf rebuilds an agent's turns from its events: each assistant
+// message with its text and tool calls, and each call's result.
+func turnsOf(events []event.Event) []provider.Message {
+	var msgs []provider.Message
+	at := map[string]int{}    // assistant message id → its index
+	calls := map[string]int{} // tool call id → its message's index
+	cur := -1                 // the current step's assistant message
+	assistant := func(id string) int {
+		if i, ok := at[id]; ok && id != "" {
+			return i
+		}
+		msgs = append(msgs, provider.Message{Role: provider.RoleAssistant})
+		if id != "" {
+			at[id] = len(msgs) - 1
+		}
+		return len(msgs) - 1
+	}
+	for _, e := range events {
+		switch e.Type {
+		case event.StepStarted:
+			cur = -1
+		case event.TextMessageStart:
+			if e.Role == "" || e.Role == "assistant" {
+				cur = assistant(e.MessageID)
+			}
+		case event.TextMessageContent:
+			if i, ok := at[e.MessageID]; ok {
+				msgs[i].Content += e.Delta
+			}
+		case event.ToolCallStart:
+			// A reply with no text names no message: its calls are the
+			// step's.
+			i := cur
+			if e.ParentMessageID != "" || cur < 0 {
+				i = assistant(e.ParentMessageID)
+			}
+			cur = i
+			msgs[i].ToolCalls = append(msgs[i].ToolCalls, provider.ToolCall{ID: e.ToolCallID, Name: e.ToolCallName})
+			calls[e.ToolCallID] = i
+		case event.ToolCallArgs:
+			if i, ok := calls[e.ToolCallID]; ok {
+				tcs := msgs[i].ToolCalls
+				if k := slices.IndexFunc(tcs, func(c provider.ToolCall) bool { return c.ID == e.ToolCallID }); k >= 0 {
+					tcs[k].Arguments = append(tcs[k].Arguments, e.Delta...)
+				}
+			}
+		case event.ToolCallResult:
+			msgs = append(msgs, provider.Message{Role: provider.RoleTool, ToolCallID: e.ToolCallID, Content: e.Content})
+		}
+	}
+	return msgs
+}
+
+// callArguments returns the arguments of the call id in the last
+// assistant message of msgs (as cut leaves them).
+func callArguments(msgs []provider.Message, id string) (json.RawMessage, error) {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role != provider.RoleAssistant {
+			continue
+		}
+		for _, c := range msgs[i].ToolCalls {
+			if c.ID == id {
+				return c.Arguments, nil
+			}
+		}
+		break
+	}
+	return nil, fmt.Errorf("the lead's call %q is not in its conversation", id)
+}
+
+// subAgentOf returns the lead's sub-agent tool name, which a call inside
+// it is re-run through.
+func subAgentOf(lead agent.Agent, name string) (*subagent.SubAgentTool, error) {
+	tl, ok := lead.(interface{ Tools() *tool.Registry })
+	if !ok || tl.Tools() == nil {
+		return nil, fmt.Errorf("the agent the builder returned shows no tools: re-run the lead's call to %s instead", name)
+	}
+	t, ok := tl.Tools().Lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("the lead has no tool %q now", name)
+	}
+	sa, ok := t.(*subagent.SubAgentTool)
+	if !ok {
+		return nil, fmt.Errorf("%s is not a sub-agent tool: re-run the lead's call to it instead", name)
+	}
+	return sa, nil
 }
 
 // cut returns the thread's conversation cut at the turn of the call

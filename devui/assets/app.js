@@ -37,7 +37,7 @@ class Tree {
     const n = {
       tree: this,
       id, name, status: "running", started: 0, finished: 0, usage: [], model: "",
-      text: "", tools: new Map(), result: "", error: "", kids: [],
+      text: "", tools: new Map(), result: "", error: "", kids: [], stepNow: 0,
     };
     const el = document.createElement("details");
     el.className = "node";
@@ -73,12 +73,16 @@ class Tree {
         this.root.finished = 0;
         this.touch(this.root);
         break;
+      case "STEP_STARTED":
+        n.stepNow = stepOf(e.stepName);
+        break;
       case "TEXT_MESSAGE_CONTENT":
         n.text += e.delta;
         this.touch(n);
         break;
       case "TOOL_CALL_START":
-        n.tools.set(e.toolCallId, { name: e.toolCallName, args: "", result: null, step: stepOf(e.parentMessageId) });
+        // A reply with no text names no message: its calls are the step's.
+        n.tools.set(e.toolCallId, { name: e.toolCallName, args: "", result: null, step: stepOf(e.parentMessageId) || n.stepNow });
         this.toolNode.set(e.toolCallId, n);
         this.touch(n);
         break;
@@ -170,7 +174,15 @@ class Tree {
     this.answers = new Map();
     for (const it of interrupts) {
       const n = this.node(it.subagentRunId);
-      n.el.querySelector(":scope > .questions").append(questionForm(this, it));
+      let shown = null;
+      if (this.rerun) {
+        // A re-run is not a run of the thread: nothing waits for the
+        // answer. It shows where the re-run would ask again.
+        shown = document.createElement("p");
+        shown.className = "asked-again";
+        shown.textContent = `The re-run stops here, asking again: ${it.message || it.reason}`;
+      }
+      n.el.querySelector(":scope > .questions").append(shown || questionForm(this, it));
       n.el.open = true;
       for (let p = n.parent; p; p = p.parent) p.el.open = true;
     }
@@ -309,7 +321,7 @@ function mark(name) {
 }
 
 function drawNode(n) {
-  if (rerunOn && !n.rerun && n.call && n.parent && n.parent.parent === null && done(n.status) && !n.tree.rerun) addRerun(n);
+  if (rerunOn && !n.rerun && n.call && rerunnable(n) && done(n.status) && !n.tree.rerun) addRerun(n);
   n.el.dataset.status = n.status;
   n.el.querySelector(":scope > summary .badge").textContent = n.status;
   n.el.querySelector(":scope > summary .meta").textContent = meta(n);
@@ -335,9 +347,16 @@ function done(status) {
   return status === "success" || status === "partial" || status === "failed";
 }
 
-// Re-running: a finished sub-agent of the lead can be re-run with its task
-// edited (the server's WithRerun); the others' answers are kept.
+// Re-running: a finished sub-agent of the lead, or of one of the lead's
+// sub-agents, can be re-run with its task edited (the server's WithRerun);
+// the others' answers are kept, and the sub-agents above it go on from
+// their calls.
 let rerunOn = false;
+
+function rerunnable(n) {
+  const p = n.parent;
+  return p && (p.parent === null || (p.parent && p.parent.parent === null && p.call));
+}
 
 function addRerun(n) {
   const tree = trees.find((t) => t.nodes.get(n.id) === n);
@@ -391,7 +410,14 @@ function rerunForm(tree, n, cancel) {
     const fork = new Tree(tree.threadId, `re-run of ${n.name} in thread ${tree.threadId}`);
     fork.rerun = true;
     trees.push(fork);
-    stream(fork, { threadId: tree.threadId, runId: newID("run_"), fromRunId: tree.runId, step: n.step, toolCallId: n.call, task: task.value }, "rerun");
+    const req = { threadId: tree.threadId, runId: newID("run_"), fromRunId: tree.runId, step: n.step, toolCallId: n.call, task: task.value };
+    if (n.parent.parent !== null) {
+      // A call of one of the lead's sub-agents: named by that sub-agent,
+      // and the lead's step that called it.
+      req.subagentRunId = n.parent.id;
+      req.parentStep = n.parent.step;
+    }
+    stream(fork, req, "rerun");
   });
   return f;
 }

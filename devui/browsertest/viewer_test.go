@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -270,6 +271,38 @@ func TestViewer(t *testing.T) {
 		t.Errorf("the re-run's tree should hold the re-run researcher alone under the lead:\n%s", forked)
 	}
 
+	// Re-run the fact checker, the editor's own sub-agent, with its claim
+	// edited: it runs anew, the editor goes on from its call to it and, its
+	// next step depending on the check, asks again before it publishes;
+	// nothing publishes, and no researcher or lead model runs again.
+	before = counts(t, srv)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Re-run fact_checker from here"]`))); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS(`form.rerun-form textarea`), "Is 120 million euros plausible for 4 km of tram?"),
+		chromedp.Click(chromedp.CSS(`form.rerun-form button[type=submit]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the grandchild's re-run to stop at the question", `[...document.querySelectorAll(".run")].some((r) =>
+		r.querySelector("h3").textContent.startsWith("re-run of fact_checker") && r.querySelector("details.node").dataset.status === "suspended" &&
+		r.querySelector("p.asked-again") !== null)`)
+	shot(t, ctx, "3b-rerun-grandchild")
+	after = counts(t, srv)
+	want = map[string]int64{"lead": 0, "researcher": 0, "editor": 1, "fact_checker": 1, "publish": 0}
+	for k, d := range want {
+		if after[k]-before[k] != d {
+			t.Errorf("the grandchild's re-run called %s %d more times, want %d (counts before %v, after %v)", k, after[k]-before[k], d, before, after)
+		}
+	}
+	forked, err = chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll(".run")].find((r) => r.querySelector("h3").textContent.startsWith("re-run of fact_checker")).innerText`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(forked, "editor") || !strings.Contains(forked, "fact_checker") || strings.Contains(forked, "researcher") {
+		t.Errorf("the grandchild's re-run should hold the editor going on, with the new fact check under it:\n%s", forked)
+	}
+
 	// A restart: the stored thread is listed and its tree redrawn.
 	srv.stop()
 	srv = serve(t, "-store", db)
@@ -281,12 +314,23 @@ func TestViewer(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(open))); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "the stored trees", `document.querySelectorAll(".run").length >= 2`)
+	waitFor(t, ctx, "the stored trees", `document.querySelectorAll(".run").length >= 3`)
 	shot(t, ctx, "4-reopened")
-	got = byName(nodes(t, ctx))
-	if len(got["lead"]) != 2 || got["lead"][0].Status != "success" || got["lead"][1].Status != "success" || len(got["researcher"]) != 3 ||
-		got["editor"][0].Status != "success" || got["fact_checker"][0].Status != "success" {
-		t.Errorf("the reopened trees: %+v, want the finished run and its re-run", got)
+	statuses := map[string]string{}
+	for _, n := range nodes(t, ctx) {
+		statuses[n.Name] += n.Status + " "
+	}
+	for name, want := range map[string][]string{
+		"lead":         {"success", "success", "suspended"}, // the run, the researcher's re-run, the fact check's
+		"researcher":   {"success", "success", "success"},
+		"editor":       {"success", "suspended"},
+		"fact_checker": {"success", "success"},
+	} {
+		got := strings.Fields(statuses[name])
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("the reopened trees' %s nodes are %v, want %v (the finished run and its two re-runs)", name, got, want)
+		}
 	}
 }
 
