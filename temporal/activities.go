@@ -14,8 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/deputy-go/deputy/agent"
-	// Named apart from this package's own run, the workflow's loop.
-
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -47,6 +46,11 @@ type Runtime struct {
 	// PayloadLimit caps a model reply's text and a tool result before it is
 	// recorded (DefaultPayloadLimit when 0).
 	PayloadLimit int
+	// Events, when set, receives the AG-UI events of the runs whose
+	// activities this worker runs, as an in-process run emits them
+	// (SUBAGENT_* attribution included), each with its tree. A Hub hands
+	// them to subscribers in this process. Nil: no event is built.
+	Events EventSink
 }
 
 // Activities are the activities of a Runtime.
@@ -83,10 +87,17 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (resp provider.
 	in.Request.Tools = a.definitions(in.Request.Tools)
 	ctx, stop := heartbeat(ctx)
 	defer stop()
+	em := a.emitter(in.Trace)
+	em.before(in.Request)
 	resp, err = p.Complete(ctx, in.Request)
 	if err != nil {
 		return provider.Response{}, classify(err)
 	}
+	defer func() {
+		if err == nil {
+			em.after(in.Provider, in.Request, resp)
+		}
+	}()
 	limit := a.rt.payloadLimit()
 	resp.Message.Content = capText(resp.Message.Content, limit)
 	n := 0
@@ -151,7 +162,11 @@ func (a *Activities) CallTool(ctx context.Context, in ToolCall) (ToolResult, err
 		return ToolResult{}, err
 	}
 	r := res[0]
-	return ToolResult{Content: capText(r.Content, min(cmp.Or(max(in.MaxOutputBytes, 0), DefaultMaxOutputBytes), a.rt.payloadLimit())), IsError: r.IsError, Usage: r.Usage}, nil
+	out := ToolResult{Content: capText(r.Content, min(cmp.Or(max(in.MaxOutputBytes, 0), DefaultMaxOutputBytes), a.rt.payloadLimit())), IsError: r.IsError, Usage: r.Usage}
+	if em := a.emitter(in.Trace); em.on() {
+		em.emit(event.Event{Type: event.ToolCallResult, MessageID: em.stepName(in.Trace.Step) + "/result-" + in.Call.ID, ToolCallID: in.Call.ID, Content: out.Content, Role: "tool"})
+	}
+	return out, nil
 }
 
 // RunFactory builds the factory's agent from the call's arguments and runs
@@ -163,6 +178,12 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 		return ToolResult{}, sdktemporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("no factory %q on this worker: add it to Runtime.Factories", in.Factory), ErrTypeConfig, nil)
 	}
+	var finish func() // publishes how the child ended, once the panic below is recovered
+	defer func() {
+		if finish != nil {
+			finish()
+		}
+	}()
 	defer func() {
 		if v := recover(); v != nil {
 			out, err = ToolResult{Content: fmt.Sprintf("sub-agent %q panicked: %v", in.Factory, v), IsError: true}, nil
@@ -171,6 +192,22 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	ctx, stop := heartbeat(ctx)
 	defer stop()
 	ctx = agent.WithDepth(ctx, in.Depth)
+	if em := a.emitter(in.Trace); em.on() {
+		// The factory's agent runs here, in process: its own events go to
+		// the sink, attributed to the child.
+		t := in.Trace
+		em.emit(event.Event{Type: event.SubagentStarted, SubagentRunID: t.Subagent, Name: t.Name, Description: t.Description,
+			ParentSubagentRunID: t.Parent, ParentToolCallID: t.ParentToolCall})
+		ctx = event.WithSubagent(event.WithSink(ctx, treeSink{em}), t.Subagent)
+		finish = func() {
+			switch {
+			case err != nil, out.IsError:
+				// The parent's next model call publishes the failure.
+			default:
+				em.emit(event.Event{Type: event.SubagentFinished, SubagentRunID: t.Subagent, Result: event.JSONString(out.Content), Usage: tokenUsage("", "", out.Usage)})
+			}
+		}
+	}
 	ag, err := f(ctx, in.Arguments)
 	if err != nil {
 		return ToolResult{Content: capText(err.Error(), in.MaxOutputBytes), IsError: true}, nil

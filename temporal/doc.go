@@ -26,6 +26,22 @@
 // corrective retry, and cancellation (cancelling a workflow cancels its
 // activities and child workflows).
 //
+// # Events
+//
+// A tree on Temporal reports the AG-UI events an in-process tree reports —
+// steps, text, tool calls and their results, SUBAGENT_* with their
+// attribution — published by the activities it runs anyway, to the
+// worker's Runtime.Events (none is built without it): an activity is
+// outside the workflow's deterministic code, so publishing from it cannot
+// change a decision or be repeated by a replay, and costs no activity.
+// A Hub hands a tree's events to subscribers in the worker's process; an
+// [Agent] runs a Spec as a workflow behind the agent.Agent interface, so
+// the AG-UI handler serves it and its client watches the tree as any
+// other. A child's end is published by its last model call, when that call
+// can tell the run ends there, and a result the workflow made itself (a
+// failed child, a refused call) by its parent's next model call: a run that
+// fails between them leaves that end unpublished.
+//
 // Model failures are retried by Temporal according to the provider's error
 // kind: a rate limit or a transient failure retries with backoff; a bad
 // request, an authentication failure, a context-window overflow, a malformed

@@ -2,7 +2,10 @@ module github.com/deputy-go/deputy/temporal
 
 go 1.26.0
 
-require github.com/deputy-go/deputy v0.0.0
+require (
+	github.com/deputy-go/deputy v0.0.0
+	github.com/google/go-cmp v0.7.0
+)
 
 require (
 	github.com/bahlo/generic-list-go v0.2.0 // indirect

@@ -127,6 +127,9 @@ type RunInput struct {
 	Messages []provider.Message `json:"messages,omitempty"`
 	// Depth is the delegation depth of this run (0 at the top).
 	Depth int `json:"depth,omitempty"`
+	// Trace, set by a parent on its child's input, is where the run stands
+	// in its tree, for its events (nil at the top: the run is the tree).
+	Trace *Trace `json:"trace,omitempty"`
 }
 
 // RunOutput is the outcome of a run.
@@ -153,6 +156,8 @@ func (o RunOutput) TotalUsage() provider.Usage { return o.Usage.Add(o.ChildUsage
 type ModelCall struct {
 	Provider string           `json:"provider"`
 	Request  provider.Request `json:"request"`
+	// Trace places the call in its tree, for its events (nil: none).
+	Trace *Trace `json:"trace,omitempty"`
 }
 
 // ToolCall is the input of the tool activity.
@@ -160,6 +165,8 @@ type ToolCall struct {
 	Call           provider.ToolCall `json:"call"`
 	Depth          int               `json:"depth"`
 	MaxOutputBytes int               `json:"max_output_bytes"`
+	// Trace places the call in its tree, for its result's event.
+	Trace *Trace `json:"trace,omitempty"`
 }
 
 // ToolResult is what the tool activity records.
@@ -175,6 +182,8 @@ type FactoryCall struct {
 	Arguments      json.RawMessage `json:"arguments"`
 	Depth          int             `json:"depth"`
 	MaxOutputBytes int             `json:"max_output_bytes"`
+	// Trace places the child in its tree, for its events.
+	Trace *Trace `json:"trace,omitempty"`
 }
 
 func (s Spec) maxSteps() int    { return cmp.Or(max(s.MaxSteps, 0), DefaultMaxSteps) }

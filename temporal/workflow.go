@@ -42,7 +42,12 @@ func AgentWorkflow(ctx workflow.Context, in RunInput) (RunOutput, error) {
 	if len(input) == 0 {
 		return RunOutput{}, sdktemporal.NewNonRetryableApplicationError("agent run has neither Text nor Messages: give it a task", ErrTypeBadSpec, nil)
 	}
-	out, err := run(ctx, in.Spec, in.Depth, nil, input, workflow.GetInfo(ctx).WorkflowExecution.ID)
+	id := workflow.GetInfo(ctx).WorkflowExecution.ID
+	trace := in.Trace
+	if trace == nil {
+		trace = &Trace{Tree: id}
+	}
+	out, err := run(ctx, in.Spec, in.Depth, nil, input, id, trace)
 	if in.Depth > 0 {
 		// A child's transcript stays in its own history; only the answer
 		// and usage go back to the parent.
@@ -66,7 +71,10 @@ func FactoryWorkflow(ctx workflow.Context, in FactoryCall) (ToolResult, error) {
 // run is the ReAct loop. prior is conversation before this run (a resident's
 // earlier turns), input this run's new messages; the output's Messages are
 // input plus what the run added. idPrefix makes child workflow ids unique.
-func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Message, idPrefix string) (RunOutput, error) {
+//
+// trace, when set, places the run in its tree for the events its
+// activities publish (a resident's runs have none).
+func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Message, idPrefix string, trace *Trace) (RunOutput, error) {
 	var out RunOutput
 	var schema *jsonschema.Schema
 	system := spec.System
@@ -83,6 +91,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 	conv := append([]provider.Message(nil), input...)
 	corrected := false
 	spawns, failures := 0, 0
+	var ended []EndedCall // the previous step's calls whose results no activity published
 	for step := 0; ; step++ {
 		if step >= spec.maxSteps() {
 			out.Messages = conv
@@ -92,8 +101,14 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			Model: spec.Model, System: system, MaxTokens: spec.MaxTokens, Tools: defs,
 			Messages: append(append([]provider.Message(nil), prior...), conv...), ResponseSchema: spec.OutputSchema,
 		}
+		mc := ModelCall{Provider: spec.Provider, Request: req}
+		if trace != nil {
+			t := *trace
+			t.Step, t.Ended, t.Corrected, t.Spent, t.TokenLimit, t.MaxOutput = step+1, ended, corrected, out.TotalUsage(), spec.TokenLimit, spec.maxOutput()
+			mc.Trace = &t
+		}
 		var resp provider.Response
-		if err := workflow.ExecuteActivity(actx, CompleteActivityName, ModelCall{Provider: spec.Provider, Request: req}).Get(ctx, &resp); err != nil {
+		if err := workflow.ExecuteActivity(actx, CompleteActivityName, mc).Get(ctx, &resp); err != nil {
 			out.Messages = conv
 			return out, withUsage(out, err)
 		}
@@ -124,7 +139,9 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			out.Messages = conv
 			return out, nil
 		}
-		results, err := runTools(ctx, actx, spec, depth, fmt.Sprintf("%s/%d", idPrefix, step), msg.ToolCalls, &spawns)
+		var results []ToolResult
+		var err error
+		results, ended, err = runTools(ctx, actx, spec, depth, fmt.Sprintf("%s/%d", idPrefix, step), msg.ToolCalls, &spawns, stepTrace(trace, step+1))
 		failedStep := false
 		for i, r := range results {
 			out.ChildUsage = out.ChildUsage.Add(r.Usage)
@@ -289,9 +306,15 @@ func parallelism(ctx workflow.Context, spec Spec, n int) int {
 // default all of them), and
 // returns one result per call in order. It returns an error only when the
 // run was cancelled.
-func runTools(ctx, actx workflow.Context, spec Spec, depth int, idPrefix string, calls []provider.ToolCall, spawns *int) ([]ToolResult, error) {
-	results := make([]ToolResult, len(calls))
+//
+// trace, when set, places the step in its tree: its plain tool calls
+// publish their results, its children their events; ended lists the calls
+// whose results no activity published, for the next model call to.
+func runTools(ctx, actx workflow.Context, spec Spec, depth int, idPrefix string, calls []provider.ToolCall, spawns *int, trace *Trace) (results []ToolResult, ended []EndedCall, err error) {
+	results = make([]ToolResult, len(calls))
 	errs := make([]error, len(calls))
+	published := make([]bool, len(calls))  // by a tool activity
+	children := make([]string, len(calls)) // the sub-agent run each call started
 	sem := workflow.NewSemaphore(ctx, int64(parallelism(ctx, spec, len(calls))))
 	wg := workflow.NewWaitGroup(ctx)
 	for i, call := range calls {
@@ -300,8 +323,9 @@ func runTools(ctx, actx workflow.Context, spec Spec, depth int, idPrefix string,
 		sub, isSub := findSub(spec, call.Name)
 		switch {
 		case contains(spec.Tools, call.Name):
+			published[i] = trace != nil
 			start = func(gctx workflow.Context) workflow.Future {
-				return workflow.ExecuteActivity(withCtx(actx, gctx), CallToolActivityName, ToolCall{Call: call, Depth: depth, MaxOutputBytes: spec.maxOutput()})
+				return workflow.ExecuteActivity(withCtx(actx, gctx), CallToolActivityName, ToolCall{Call: call, Depth: depth, MaxOutputBytes: spec.maxOutput(), Trace: trace})
 			}
 		case (isSub || isSpawn) && depth >= spec.maxDepth():
 			results[i] = ToolResult{Content: fmt.Sprintf("%v: %q cannot delegate further", subagent.ErrMaxDepth, call.Name), IsError: true}
@@ -318,6 +342,21 @@ func runTools(ctx, actx workflow.Context, spec Spec, depth int, idPrefix string,
 			if bad != "" {
 				results[i] = ToolResult{Content: bad, IsError: true}
 				continue
+			}
+			if trace != nil {
+				ct := &Trace{Tree: trace.Tree, Subagent: id, Name: call.Name, Description: sub.Description, Parent: trace.Subagent, ParentToolCall: call.ID}
+				if isSpawn {
+					ct.Name, ct.Description = forkName, ""
+				}
+				children[i] = id
+				switch a := arg.(type) {
+				case RunInput:
+					a.Trace = ct
+					arg = a
+				case FactoryCall:
+					a.Trace = ct
+					arg = a
+				}
 			}
 			start = func(gctx workflow.Context) workflow.Future {
 				cctx := workflow.WithChildOptions(gctx, workflow.ChildWorkflowOptions{WorkflowID: id})
@@ -353,15 +392,32 @@ func runTools(ctx, actx workflow.Context, spec Spec, depth int, idPrefix string,
 		})
 	}
 	wg.Wait(ctx)
+	if trace != nil {
+		for i, call := range calls {
+			if !published[i] || errs[i] != nil {
+				ended = append(ended, EndedCall{CallID: call.ID, Subagent: children[i], IsError: results[i].IsError})
+			}
+		}
+	}
 	if ctx.Err() != nil {
 		for _, err := range errs {
 			if sdktemporal.IsCanceledError(err) {
-				return results, err
+				return results, ended, err
 			}
 		}
-		return results, sdktemporal.NewCanceledError()
+		return results, ended, sdktemporal.NewCanceledError()
 	}
-	return results, nil
+	return results, ended, nil
+}
+
+// stepTrace is trace at step (nil: none).
+func stepTrace(trace *Trace, step int) *Trace {
+	if trace == nil {
+		return nil
+	}
+	t := *trace
+	t.Step, t.Ended = step, nil
+	return &t
 }
 
 func childContent(o RunOutput) string {

@@ -1,0 +1,277 @@
+package temporal
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"sync"
+
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/jsonschema"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+)
+
+// Events on Temporal are published by the activities, never by workflow
+// code: an activity runs once per attempt outside the workflow's
+// deterministic replay, so publishing there cannot change a decision or
+// be repeated by a replay, and it costs no activity of its own. A model
+// call publishes its step, its text and its tool calls (and, for a child,
+// its start and its end when it can tell the run ends there); a tool call
+// its result; the next model call of the parent the results the workflow
+// made itself (a failed child, a refused call). Without Runtime.Events,
+// nothing is built.
+
+// EventSink receives the events of the runs whose activities a worker
+// runs, each with tree, the ID of the tree's top-level workflow. Emit is
+// called from the activities' goroutines and must be safe for concurrent
+// use, and quick: an activity waits for it.
+type EventSink interface {
+	Emit(tree string, e event.Event)
+}
+
+// Trace is where a run stands in its tree, for the events its activities
+// publish: the workflow puts it in the run's input and in each of its
+// activities' inputs.
+type Trace struct {
+	// Tree is the ID of the tree's top-level workflow.
+	Tree string `json:"tree"`
+	// Subagent is the run's sub-agent run id, its workflow's ID ("" for
+	// the top-level run).
+	Subagent string `json:"subagent,omitempty"`
+	// Name, Description, Parent (the parent's sub-agent run id) and
+	// ParentToolCall say what started the run, for its SUBAGENT_STARTED.
+	Name           string `json:"name,omitempty"`
+	Description    string `json:"description,omitempty"`
+	Parent         string `json:"parent,omitempty"`
+	ParentToolCall string `json:"parent_tool_call,omitempty"`
+
+	// Step is the model call's step, from 1.
+	Step int `json:"step,omitempty"`
+	// Ended are the calls of the previous step whose results no activity
+	// published (a child's, or one the workflow made itself).
+	Ended []EndedCall `json:"ended,omitempty"`
+	// Corrected, Spent, TokenLimit and MaxOutput let the model call tell
+	// whether a reply without tool calls ends the run, and with what.
+	Corrected  bool           `json:"corrected,omitempty"`
+	Spent      provider.Usage `json:"spent"`
+	TokenLimit int64          `json:"token_limit,omitempty"`
+	MaxOutput  int            `json:"max_output,omitempty"`
+}
+
+// EndedCall is a call of a step whose result the next model call
+// publishes: Subagent is the sub-agent run id it started ("" for none).
+type EndedCall struct {
+	CallID   string `json:"call_id"`
+	Subagent string `json:"subagent,omitempty"`
+	IsError  bool   `json:"is_error,omitempty"`
+}
+
+// emitter publishes a run's events to the worker's sink.
+type emitter struct {
+	sink EventSink
+	t    *Trace
+}
+
+func (a *Activities) emitter(t *Trace) emitter {
+	if a.rt.Events == nil || t == nil {
+		return emitter{}
+	}
+	return emitter{sink: a.rt.Events, t: t}
+}
+
+func (em emitter) on() bool { return em.sink != nil }
+
+// emit publishes e as the run's own: attributed to its sub-agent run.
+func (em emitter) emit(e event.Event) {
+	if em.sink == nil {
+		return
+	}
+	if e.SubagentRunID == "" {
+		e.SubagentRunID = em.t.Subagent
+	}
+	em.sink.Emit(em.t.Tree, e)
+}
+
+// runKey names the run in its message ids.
+func (em emitter) runKey() string {
+	if em.t.Subagent != "" {
+		return em.t.Subagent
+	}
+	return em.t.Tree
+}
+
+func (em emitter) stepName(step int) string { return em.runKey() + "/step-" + strconv.Itoa(step) }
+
+// before publishes what precedes a model call: the results of the
+// previous step no activity published, its end, the run's start for a
+// child's first call, and the step's start.
+func (em emitter) before(req provider.Request) {
+	if !em.on() {
+		return
+	}
+	t := em.t
+	for _, c := range t.Ended {
+		content := resultOf(req.Messages, c.CallID)
+		if c.Subagent != "" && c.IsError {
+			em.emit(event.Event{Type: event.SubagentError, SubagentRunID: c.Subagent, Message: content})
+		}
+		em.emit(event.Event{Type: event.ToolCallResult, MessageID: em.stepName(t.Step-1) + "/result-" + c.CallID, ToolCallID: c.CallID, Content: content, Role: "tool"})
+	}
+	if t.Step > 1 {
+		em.emit(event.Event{Type: event.StepFinished, StepName: em.stepName(t.Step - 1)})
+	}
+	if t.Step == 1 && t.Subagent != "" {
+		em.emit(event.Event{Type: event.SubagentStarted, SubagentRunID: t.Subagent, Name: t.Name, Description: t.Description,
+			ParentSubagentRunID: t.Parent, ParentToolCallID: t.ParentToolCall})
+	}
+	em.emit(event.Event{Type: event.StepStarted, StepName: em.stepName(t.Step)})
+}
+
+// after publishes a model's reply: its text and tool calls; for a reply
+// that ends the run, the step's end and, for a child, its end with the
+// answer its parent gets.
+func (em emitter) after(providerName string, req provider.Request, resp provider.Response) {
+	if !em.on() {
+		return
+	}
+	t := em.t
+	msgID := em.stepName(t.Step)
+	if resp.Message.Content != "" {
+		em.emit(event.Event{Type: event.TextMessageStart, MessageID: msgID, Role: "assistant"})
+		em.emit(event.Event{Type: event.TextMessageContent, MessageID: msgID, Delta: resp.Message.Content})
+		em.emit(event.Event{Type: event.TextMessageEnd, MessageID: msgID})
+	}
+	for _, c := range resp.Message.ToolCalls {
+		em.emit(event.Event{Type: event.ToolCallStart, ToolCallID: c.ID, ToolCallName: c.Name, ParentMessageID: msgID})
+		em.emit(event.Event{Type: event.ToolCallArgs, ToolCallID: c.ID, Delta: string(c.Arguments)})
+		em.emit(event.Event{Type: event.ToolCallEnd, ToolCallID: c.ID})
+	}
+	if len(resp.Message.ToolCalls) > 0 {
+		return
+	}
+	spent := t.Spent.Add(resp.Usage)
+	content, ends := finalContent(req.ResponseSchema, resp.Message.Content, t.Corrected, t.MaxOutput)
+	if !ends || (t.TokenLimit > 0 && spent.Tokens() > t.TokenLimit) {
+		return // the workflow corrects it, or fails it at its limit
+	}
+	em.emit(event.Event{Type: event.StepFinished, StepName: msgID})
+	if t.Subagent != "" {
+		em.emit(event.Event{Type: event.SubagentFinished, SubagentRunID: t.Subagent, Result: event.JSONString(content),
+			Usage: tokenUsage(providerName, req.Model, spent), Model: req.Model})
+	}
+}
+
+// finalContent is what a run's reply without tool calls ends the run
+// with, as the workflow decides it, and whether it ends the run (not when
+// the answer fails the schema and has not been corrected yet).
+func finalContent(schema json.RawMessage, answer string, corrected bool, maxOutput int) (string, bool) {
+	out := RunOutput{Answer: capText(answer, maxOutput)}
+	// (No schema arrives as JSON null after the activity's round trip.)
+	if len(schema) > 0 && string(schema) != "null" {
+		s, err := jsonschema.Compile(schema)
+		if err != nil {
+			return "", false
+		}
+		if _, verr := validate(s, answer); verr != nil {
+			if !corrected {
+				return "", false
+			}
+			out.Invalid = capText(verr.Error(), 2048)
+		}
+	}
+	return capText(childContent(out), maxOutput), true
+}
+
+// resultOf is the content of the last tool message for callID.
+func resultOf(msgs []provider.Message, callID string) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if m := msgs[i]; m.Role == provider.RoleTool && m.ToolCallID == callID {
+			return m.Content
+		}
+	}
+	return ""
+}
+
+// tokenUsage is AG-UI's TokenUsage array for one provider and model.
+func tokenUsage(providerName, model string, u provider.Usage) json.RawMessage {
+	if u.IsZero() {
+		return nil
+	}
+	entry := map[string]any{"inputTokens": u.InputTokens, "outputTokens": u.OutputTokens, "totalTokens": u.Tokens()}
+	if providerName != "" {
+		entry["provider"] = providerName
+	}
+	if model != "" {
+		entry["model"] = model
+	}
+	if u.CacheReadTokens != 0 {
+		entry["cachedInputTokens"] = u.CacheReadTokens
+	}
+	if u.CacheWriteTokens != 0 {
+		entry["cacheWriteInputTokens"] = u.CacheWriteTokens
+	}
+	b, _ := json.Marshal([]any{entry})
+	return b
+}
+
+// Hub is an EventSink that hands each tree's events to the subscribers of
+// that tree in this process: give it to Runtime.Events on a worker, and
+// to an Agent in the same process, and the Agent's runs report their
+// trees' events as an in-process agent does. Workers in other processes
+// need a sink of the application's that carries events across (a message
+// bus); a Hub does not.
+type Hub struct {
+	mu   sync.RWMutex
+	subs map[string][]*subscription
+}
+
+type subscription struct{ em event.Emitter }
+
+// NewHub returns a Hub with no subscribers.
+func NewHub() *Hub { return &Hub{subs: map[string][]*subscription{}} }
+
+// Emit hands e to the subscribers of tree; with none, it is dropped.
+func (h *Hub) Emit(tree string, e event.Event) {
+	h.mu.RLock()
+	subs := h.subs[tree]
+	h.mu.RUnlock()
+	for _, s := range subs {
+		s.em.Emit(e)
+	}
+}
+
+// Subscribe sends the events of tree to the sink of ctx (event.WithSink),
+// attributed under the sub-agent of ctx if any, until the returned
+// function is called.
+func (h *Hub) Subscribe(ctx context.Context, tree string) (unsubscribe func()) {
+	s := &subscription{em: event.From(ctx)}
+	h.mu.Lock()
+	h.subs[tree] = append(h.subs[tree], s)
+	h.mu.Unlock()
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		list := h.subs[tree]
+		for i, x := range list {
+			if x == s {
+				list = append(list[:i:i], list[i+1:]...)
+				break
+			}
+		}
+		if len(list) == 0 {
+			delete(h.subs, tree)
+		} else {
+			h.subs[tree] = list
+		}
+	}
+}
+
+// forkName is the name of a spawned fork in its events, as in process.
+const forkName = subagent.DefaultForkName
+
+// treeSink is an event.Sink that publishes to a run's tree: what an agent
+// run in an activity emits.
+type treeSink struct{ em emitter }
+
+func (s treeSink) Emit(e event.Event) { s.em.sink.Emit(s.em.t.Tree, e) }

@@ -1,0 +1,149 @@
+package temporal
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// recorder is a sink that keeps what it is sent.
+type recorder struct {
+	mu     sync.Mutex
+	events []event.Event
+}
+
+func (r *recorder) Emit(e event.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+}
+
+// shape is what a person sees of a run's events, whatever ids it has:
+// each event's type, whose it is (the lead, or a sub-agent by name) and
+// what it says; sorted, since siblings run in any order.
+func shape(events []event.Event) []string {
+	names := map[string]string{"": "lead"}
+	for _, e := range events {
+		if e.Type == event.SubagentStarted {
+			names[e.SubagentRunID] = e.Name
+		}
+	}
+	var out []string
+	for _, e := range events {
+		who := names[e.SubagentRunID]
+		switch e.Type {
+		case event.TextMessageContent:
+			out = append(out, fmt.Sprintf("text %s: %s", who, e.Delta))
+		case event.ToolCallStart:
+			out = append(out, fmt.Sprintf("call %s: %s", who, e.ToolCallName))
+		case event.ToolCallArgs:
+			out = append(out, fmt.Sprintf("args %s: %s", who, e.Delta))
+		case event.ToolCallResult:
+			out = append(out, fmt.Sprintf("result %s: %s", who, e.Content))
+		case event.SubagentStarted:
+			out = append(out, fmt.Sprintf("started %s under %s", e.Name, names[e.ParentSubagentRunID]))
+		case event.SubagentFinished:
+			var r string
+			_ = json.Unmarshal(e.Result, &r)
+			out = append(out, fmt.Sprintf("finished %s: %s", who, r))
+		case event.SubagentError:
+			out = append(out, fmt.Sprintf("failed %s", who))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// eventsScript is a lead that, in one step, adds and spawns two forks,
+// each of which answers its part; then it sums up.
+func eventsScript() *script {
+	return &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		task := lastUser(req)
+		switch {
+		case strings.HasPrefix(task, "part "):
+			return provider.AssistantMessage("done: " + task), nil
+		case req.Messages[len(req.Messages)-1].Role == provider.RoleTool:
+			return provider.AssistantMessage("all done"), nil
+		}
+		return provider.AssistantMessage("splitting",
+			provider.ToolCall{ID: "a", Name: "add", Arguments: json.RawMessage(`{"x":1,"y":2}`)},
+			provider.ToolCall{ID: "s1", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"part 1"}`)},
+			provider.ToolCall{ID: "s2", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"part 2"}`)}), nil
+	}}
+}
+
+func addTool(t *testing.T) *tool.Registry {
+	t.Helper()
+	add, err := tool.New("add", "Adds.", func(ctx context.Context, in struct {
+		X int `json:"x"`
+		Y int `json:"y"`
+	}) (int, error) {
+		return in.X + in.Y, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tool.NewRegistry(add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+// A tree on Temporal reports the events the same tree reports in process:
+// the lead's text and calls, each fork started under the lead and
+// finished with its answer, each call's result — published by the
+// activities the tree runs anyway.
+func TestEventsAsInProcess(t *testing.T) {
+	hub := NewHub()
+	var activities int
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": eventsScript()}, Tools: addTool(t), Events: hub})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "tree-1"})
+	env.SetOnActivityStartedListener(func(*activity.Info, context.Context, converter.EncodedValues) { activities++ })
+	var onTemporal recorder
+	defer hub.Subscribe(event.WithSink(context.Background(), &onTemporal), "tree-1")()
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"add"}, Spawn: true}, Text: "go"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The same tree in process.
+	p := eventsScript()
+	reg := addTool(t)
+	spawn, err := subagent.NewSpawner(p, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Register(spawn); err != nil {
+		t.Fatal(err)
+	}
+	lead, err := agent.NewReact(p, agent.WithName("lead"), agent.WithTools(reg.Tools()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inProcess recorder
+	if _, err := lead.Run(event.WithSink(context.Background(), &inProcess), agent.Input{Text: "go"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(shape(inProcess.events), shape(onTemporal.events)); d != "" {
+		t.Errorf("the events on Temporal differ from the events in process (-in process +on Temporal):\n%s", d)
+	}
+	if activities != 5 {
+		t.Errorf("%d activities for 2 lead steps, 2 forks and one tool call, want 5: events must cost none", activities)
+	}
+}
