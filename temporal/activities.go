@@ -157,7 +157,19 @@ func (a *Activities) CallTool(ctx context.Context, in ToolCall) (ToolResult, err
 	ctx, stop := heartbeat(ctx)
 	defer stop()
 	ctx = agent.WithDepth(ctx, in.Depth)
+	if len(in.Answers) > 0 {
+		var err error
+		if ctx, err = tool.Resume(ctx, &tool.Interrupted{Interrupts: in.Asked}, in.Answers...); err != nil {
+			return ToolResult{Content: err.Error(), IsError: true}, nil
+		}
+	}
 	res, err := a.rt.Tools.Execute(ctx, []tool.Call{in.Call})
+	var asked *tool.Interrupted
+	if errors.As(err, &asked) {
+		// The workflow waits for a person, durably, and runs the call
+		// again with the answers.
+		return ToolResult{Asked: asked.Interrupts}, nil
+	}
 	if err != nil {
 		return ToolResult{}, err
 	}

@@ -42,6 +42,20 @@
 // failed child, a refused call) by its parent's next model call: a run that
 // fails between them leaves that end unpublished.
 //
+// # Asking a person
+//
+// A tool anywhere in the tree may ask a person (tool.Ask,
+// tool.RequireApproval): its activity ends with the question instead of a
+// result, and the workflow that called it waits for the answer, durably —
+// through worker restarts, for days — then runs the call again with it. The
+// tree's top-level workflow lists every question the tree waits on
+// ([Pending], the [InterruptsQuery]; a child's names the child's workflow
+// in SubagentRunID) and takes the answers ([Answer], the [AnswerUpdate]),
+// refusing what tool.Resume refuses in process: an unknown or already
+// answered question, a second answer to one, a payload that fails the
+// question's schema. Each answer is taken once, and the call that asked
+// runs again once with it.
+//
 // Model failures are retried by Temporal according to the provider's error
 // kind: a rate limit or a transient failure retries with backoff; a bad
 // request, an authentication failure, a context-window overflow, a malformed

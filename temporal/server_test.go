@@ -3,6 +3,7 @@ package temporal
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -39,6 +40,8 @@ func serverAddr(t *testing.T) (hostPort, namespace string) {
 const (
 	scaleChildren = 1000
 	childDelay    = 20 * time.Millisecond
+	// approvalPart is the task of the child that must be approved.
+	approvalPart = "part 7"
 )
 
 // callLog is the scripted provider of the scale test's worker processes.
@@ -54,6 +57,9 @@ func (l *callLog) Complete(ctx context.Context, req provider.Request) (provider.
 	var msg provider.Message
 	task := lastUser(req)
 	switch {
+	case task == approvalPart && req.Messages[len(req.Messages)-1].Role != provider.RoleTool:
+		// One child pays, which a person must approve first.
+		msg = provider.AssistantMessage("", provider.ToolCall{ID: "c1", Name: "pay", Arguments: json.RawMessage(`{"amount":7}`)})
 	case strings.HasPrefix(task, "part "):
 		select {
 		case <-time.After(childDelay):
@@ -106,7 +112,23 @@ func TestScaleWorkerProcess(t *testing.T) {
 		MaxConcurrentActivityExecutionSize:     1000,
 		MaxConcurrentWorkflowTaskExecutionSize: 200,
 	})
-	Register(w, &Runtime{Providers: map[string]provider.Provider{"fake": &callLog{f: f}}})
+	pay, err := tool.New("pay", "Pays.", func(ctx context.Context, in struct {
+		Amount int `json:"amount"`
+	}) (string, error) {
+		// Recorded in the call log, where the test counts it.
+		if _, err := f.WriteString("paid\n"); err != nil {
+			return "", err
+		}
+		return "paid", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tool.NewRegistry(tool.RequireApproval(pay, "moves money", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"fake": &callLog{f: f}}, Tools: reg})
 	if err := w.Run(worker.InterruptCh()); err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +195,7 @@ func TestScaleFanOutSurvivesAKilledWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	spec := Spec{Name: "lead", Provider: "fake", Spawn: true, Parallelism: 250, ActivityTimeout: time.Minute}
+	spec := Spec{Name: "lead", Provider: "fake", Spawn: true, Tools: []string{"pay"}, Parallelism: 250, ActivityTimeout: time.Minute}
 	start := time.Now()
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: queue + "-lead", TaskQueue: queue}, AgentWorkflowName,
 		RunInput{Spec: spec, Text: "split the work"})
@@ -192,11 +214,29 @@ func TestScaleFanOutSurvivesAKilledWorker(t *testing.T) {
 			t.Logf("worker 1 killed with SIGKILL after %v", time.Since(start).Round(time.Millisecond))
 		}
 	}
+	// One child waits for a person; answer it, however long it waited
+	// and whichever worker it ran on.
+	var pending []tool.Interrupt
+	for len(pending) == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the paying child's question never reached the top of the tree")
+		}
+		time.Sleep(100 * time.Millisecond)
+		if pending, err = Pending(ctx, c, queue+"-lead"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := Answer(ctx, c, queue+"-lead", tool.Answer{InterruptID: pending[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)}); err != nil {
+		t.Fatal(err)
+	}
 	var out RunOutput
 	if err := run.Get(ctx, &out); err != nil {
 		t.Fatal(err)
 	}
 	wall := time.Since(start)
+	if b, _ := os.ReadFile(logPath); strings.Count(string(b), "paid\n") != 1 {
+		t.Errorf("the approved payment was made %d times, want once", strings.Count(string(b), "paid\n"))
+	}
 	if out.Answer != fmt.Sprintf("collected %d", scaleChildren) {
 		t.Fatalf("answer %q", out.Answer)
 	}
@@ -212,11 +252,12 @@ func TestScaleFanOutSurvivesAKilledWorker(t *testing.T) {
 		attempts[k][l.attempt]++
 		usage[k] = l
 	}
-	children, retried := 0, 0
+	retried := 0
+	childWorkflows := map[string]bool{}
 	var tokens, requests int64
 	for k, byAttempt := range attempts {
 		if strings.Contains(k.wf, SpawnToolName) {
-			children++
+			childWorkflows[k.wf] = true
 		}
 		for a, n := range byAttempt {
 			if n > 1 {
@@ -229,7 +270,7 @@ func TestScaleFanOutSurvivesAKilledWorker(t *testing.T) {
 		tokens += usage[k].tokens
 		requests += usage[k].requests
 	}
-	if children != scaleChildren {
+	if children := len(childWorkflows); children != scaleChildren {
 		t.Errorf("%d children called their model, want %d", children, scaleChildren)
 	}
 	if got := out.TotalUsage(); got.Tokens() != tokens || got.Requests != requests {

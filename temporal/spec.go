@@ -167,6 +167,10 @@ type ToolCall struct {
 	MaxOutputBytes int               `json:"max_output_bytes"`
 	// Trace places the call in its tree, for its result's event.
 	Trace *Trace `json:"trace,omitempty"`
+	// Asked and Answers: the questions the call's first run asked
+	// (tool.Ask), and the answers a person gave, with which it runs again.
+	Asked   []tool.Interrupt `json:"asked,omitempty"`
+	Answers []tool.Answer    `json:"answers,omitempty"`
 }
 
 // ToolResult is what the tool activity records.
@@ -174,6 +178,10 @@ type ToolResult struct {
 	Content string         `json:"content"`
 	IsError bool           `json:"is_error,omitempty"`
 	Usage   provider.Usage `json:"usage"`
+	// Asked are the questions the call asked a person (tool.Ask,
+	// tool.RequireApproval) instead of finishing: the workflow waits for
+	// their answers and runs the call again with them.
+	Asked []tool.Interrupt `json:"asked,omitempty"`
 }
 
 // FactoryCall is the input of FactoryWorkflow and of its activity.

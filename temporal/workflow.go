@@ -47,7 +47,11 @@ func AgentWorkflow(ctx workflow.Context, in RunInput) (RunOutput, error) {
 	if trace == nil {
 		trace = &Trace{Tree: id}
 	}
-	out, err := run(ctx, in.Spec, in.Depth, nil, input, id, trace)
+	q, err := newQuestions(ctx, trace)
+	if err != nil {
+		return RunOutput{}, err
+	}
+	out, err := run(ctx, in.Spec, in.Depth, nil, input, id, trace, q)
 	if in.Depth > 0 {
 		// A child's transcript stays in its own history; only the answer
 		// and usage go back to the parent.
@@ -73,8 +77,9 @@ func FactoryWorkflow(ctx workflow.Context, in FactoryCall) (ToolResult, error) {
 // input plus what the run added. idPrefix makes child workflow ids unique.
 //
 // trace, when set, places the run in its tree for the events its
-// activities publish (a resident's runs have none).
-func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Message, idPrefix string, trace *Trace) (RunOutput, error) {
+// activities publish, and q takes the questions its tools ask (a
+// resident's runs have neither).
+func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Message, idPrefix string, trace *Trace, q *questions) (RunOutput, error) {
 	var out RunOutput
 	var schema *jsonschema.Schema
 	system := spec.System
@@ -141,7 +146,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		}
 		var results []ToolResult
 		var err error
-		results, ended, err = runTools(ctx, actx, spec, depth, fmt.Sprintf("%s/%d", idPrefix, step), msg.ToolCalls, &spawns, stepTrace(trace, step+1))
+		results, ended, err = runTools(ctx, actx, spec, depth, fmt.Sprintf("%s/%d", idPrefix, step), msg.ToolCalls, &spawns, stepTrace(trace, step+1), q)
 		failedStep := false
 		for i, r := range results {
 			out.ChildUsage = out.ChildUsage.Add(r.Usage)
@@ -310,7 +315,7 @@ func parallelism(ctx workflow.Context, spec Spec, n int) int {
 // trace, when set, places the step in its tree: its plain tool calls
 // publish their results, its children their events; ended lists the calls
 // whose results no activity published, for the next model call to.
-func runTools(ctx, actx workflow.Context, spec Spec, depth int, idPrefix string, calls []provider.ToolCall, spawns *int, trace *Trace) (results []ToolResult, ended []EndedCall, err error) {
+func runTools(ctx, actx workflow.Context, spec Spec, depth int, idPrefix string, calls []provider.ToolCall, spawns *int, trace *Trace, q *questions) (results []ToolResult, ended []EndedCall, err error) {
 	results = make([]ToolResult, len(calls))
 	errs := make([]error, len(calls))
 	published := make([]bool, len(calls))  // by a tool activity
@@ -384,6 +389,7 @@ func runTools(ctx, actx workflow.Context, spec Spec, depth int, idPrefix string,
 				results[i] = ToolResult{Content: childContent(o), Usage: o.TotalUsage()}
 			} else {
 				errs[i] = f.Get(gctx, &results[i])
+				errs[i] = askAndRunAgain(gctx, actx, q, spec, depth, call, trace, &results[i], errs[i])
 			}
 			if errs[i] != nil {
 				results[i] = ToolResult{Content: capText(fmt.Sprintf("%s failed: %v", call.Name, errs[i]), spec.maxOutput()), IsError: true, Usage: usageOf(errs[i])}
@@ -408,6 +414,27 @@ func runTools(ctx, actx workflow.Context, spec Spec, depth int, idPrefix string,
 		return results, ended, sdktemporal.NewCanceledError()
 	}
 	return results, ended, nil
+}
+
+// askAndRunAgain waits, for a tool call that asked a person instead of
+// finishing, for the answers, and runs the call again with them, until it
+// finishes.
+func askAndRunAgain(ctx, actx workflow.Context, q *questions, spec Spec, depth int, call provider.ToolCall, trace *Trace, res *ToolResult, err error) error {
+	for round := 0; err == nil && len(res.Asked) > 0; round++ {
+		if q == nil || round >= maxAskRounds {
+			*res = ToolResult{Content: fmt.Sprintf("%s asked a person %d times, or where no one can answer: a resident's tools cannot ask", call.Name, round), IsError: true}
+			return nil
+		}
+		asked := res.Asked
+		answers, aerr := q.ask(ctx, asked)
+		if aerr != nil {
+			return aerr
+		}
+		*res = ToolResult{}
+		err = workflow.ExecuteActivity(withCtx(actx, ctx), CallToolActivityName,
+			ToolCall{Call: call, Depth: depth, MaxOutputBytes: spec.maxOutput(), Trace: trace, Asked: asked, Answers: answers}).Get(ctx, res)
+	}
+	return err
 }
 
 // stepTrace is trace at step (nil: none).

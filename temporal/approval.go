@@ -1,0 +1,220 @@
+package temporal
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/deputy-go/deputy/tool"
+)
+
+// Asking a person on Temporal: a tool that asks (tool.Ask,
+// tool.RequireApproval) ends its activity with the question instead of a
+// result, and the workflow that called it waits, durably — across worker
+// restarts and for as long as it takes — for the answer, then runs the
+// call again with it. The top-level workflow of the tree keeps every
+// question the tree waits on, a child's included (the child tells it), and
+// takes the answers (AnswerUpdate), handing a child's on to it: one address
+// for the whole tree. An answer is taken once: a second answer to the same
+// question is refused, as in process.
+
+// Names of the query and update a tree's top-level workflow answers
+// questions through (Pending and Answer use them).
+const (
+	// InterruptsQuery returns the questions the tree waits on
+	// ([]tool.Interrupt; SubagentRunID names the child workflow that asks).
+	InterruptsQuery = "interrupts"
+	// AnswerUpdate takes answers ([]tool.Answer) to some of them.
+	AnswerUpdate = "answer"
+
+	askedSignal  = "deputy.asked"  // a child tells the top-level workflow what it asks
+	answerSignal = "deputy.answer" // the top-level workflow hands a child its answer
+
+	// maxAskRounds bounds the rounds of questions one tool call may ask.
+	maxAskRounds = 16
+)
+
+// questions is one workflow's side of asking.
+type questions struct {
+	top  bool
+	tree string // the top-level workflow's ID
+	self string // this workflow's sub-agent run id ("" at the top)
+
+	pending []tool.Interrupt     // at the top, the tree's; in a child, its own
+	where   map[string]string    // at the top: question id → the child that asks ("" itself)
+	waiting map[string]waitingOn // this workflow's own questions, by their id in the tree
+	loop    bool                 // a child's answer loop is running
+}
+
+// waitingOn is a question a call of this workflow waits on: the answer
+// goes to set, under the id the call asked it with.
+type waitingOn struct {
+	asked string
+	set   workflow.Settable
+}
+
+// newQuestions sets up asking for the run: at the top, the query and
+// update the tree is answered through, and the loop that hears its
+// children's questions. Neither records anything in the history until a
+// question is asked, so runs that ask none replay as before.
+func newQuestions(ctx workflow.Context, trace *Trace) (*questions, error) {
+	q := &questions{top: trace.Subagent == "", tree: trace.Tree, self: trace.Subagent, where: map[string]string{}, waiting: map[string]waitingOn{}}
+	if !q.top {
+		return q, nil
+	}
+	if err := workflow.SetQueryHandler(ctx, InterruptsQuery, func() ([]tool.Interrupt, error) {
+		return slices.Clone(q.pending), nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, AnswerUpdate, q.answer, workflow.UpdateHandlerOptions{Validator: q.check}); err != nil {
+		return nil, err
+	}
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		ch := workflow.GetSignalChannel(ctx, askedSignal)
+		for {
+			var asked []tool.Interrupt
+			if !ch.Receive(ctx, &asked) {
+				return
+			}
+			for _, it := range asked {
+				q.pending = append(q.pending, it)
+				q.where[it.ID] = it.SubagentRunID
+			}
+		}
+	})
+	return q, nil
+}
+
+// check refuses answers the tree cannot take, as tool.Resume does: an
+// unknown (or already answered) question, two answers to one, a bad
+// status, a payload that fails the question's schema, an expired question.
+func (q *questions) check(answers []tool.Answer) error {
+	if len(answers) == 0 {
+		return errors.New("temporal: no answers: give one for each question to answer (see InterruptsQuery)")
+	}
+	_, err := tool.Resume(context.Background(), &tool.Interrupted{Interrupts: q.pending}, answers...)
+	return err
+}
+
+// answer takes checked answers: each question is answered once, where it
+// was asked.
+func (q *questions) answer(ctx workflow.Context, answers []tool.Answer) error {
+	for _, a := range answers {
+		who, ok := q.where[a.InterruptID]
+		if !ok {
+			return fmt.Errorf("%w %q", tool.ErrUnknownInterrupt, a.InterruptID)
+		}
+		delete(q.where, a.InterruptID)
+		q.pending = slices.DeleteFunc(q.pending, func(it tool.Interrupt) bool { return it.ID == a.InterruptID })
+		if who == "" {
+			q.settle(a)
+			continue
+		}
+		if err := workflow.SignalExternalWorkflow(ctx, who, "", answerSignal, a).Get(ctx, nil); err != nil {
+			return fmt.Errorf("temporal: handing the answer to %s: %w", who, err)
+		}
+	}
+	return nil
+}
+
+func (q *questions) settle(a tool.Answer) {
+	w, ok := q.waiting[a.InterruptID]
+	if !ok {
+		return
+	}
+	delete(q.waiting, a.InterruptID)
+	a.InterruptID = w.asked
+	w.set.SetValue(a)
+}
+
+// ask makes the questions a call asked the tree's, waits for their
+// answers and returns them, under the ids the call asked with.
+func (q *questions) ask(ctx workflow.Context, asked []tool.Interrupt) ([]tool.Answer, error) {
+	mine := make([]tool.Interrupt, len(asked))
+	futures := make([]workflow.Future, len(asked))
+	for i, it := range asked {
+		// Two children may ask the same question of the same call: the
+		// tree knows each by an id of its own.
+		id := it.ID
+		if q.self != "" {
+			sum := sha256.Sum256([]byte(q.self + "\x1f" + it.ID))
+			id = "int_" + hex.EncodeToString(sum[:12])
+		}
+		f, set := workflow.NewFuture(ctx)
+		q.waiting[id] = waitingOn{asked: it.ID, set: set}
+		futures[i] = f
+		it.ID, it.SubagentRunID = id, q.self
+		mine[i] = it
+	}
+	if q.top {
+		for _, it := range mine {
+			q.pending = append(q.pending, it)
+			q.where[it.ID] = ""
+		}
+	} else {
+		if !q.loop {
+			q.loop = true
+			workflow.Go(ctx, func(ctx workflow.Context) {
+				ch := workflow.GetSignalChannel(ctx, answerSignal)
+				for {
+					var a tool.Answer
+					if !ch.Receive(ctx, &a) {
+						return
+					}
+					q.settle(a)
+				}
+			})
+		}
+		if err := workflow.SignalExternalWorkflow(ctx, q.tree, "", askedSignal, mine).Get(ctx, nil); err != nil {
+			return nil, fmt.Errorf("temporal: telling the tree's top %s what %s asks: %w", q.tree, q.self, err)
+		}
+	}
+	answers := make([]tool.Answer, len(asked))
+	for i, f := range futures {
+		if err := f.Get(ctx, &answers[i]); err != nil {
+			return nil, err
+		}
+	}
+	return answers, nil
+}
+
+// Pending returns the questions the tree whose top-level workflow is tree
+// waits on: each with its id, what it asks, its response schema and the
+// child workflow that asks (SubagentRunID; "" for the top-level run).
+func Pending(ctx context.Context, c client.Client, tree string) ([]tool.Interrupt, error) {
+	v, err := c.QueryWorkflow(ctx, tree, "", InterruptsQuery)
+	if err != nil {
+		return nil, fmt.Errorf("temporal: reading what %s waits on: %w", tree, err)
+	}
+	var out []tool.Interrupt
+	if err := v.Get(&out); err != nil {
+		return nil, fmt.Errorf("temporal: reading what %s waits on: %w", tree, err)
+	}
+	return out, nil
+}
+
+// Answer answers questions of the tree whose top-level workflow is tree.
+// Answers that cannot be taken are refused, and none is taken: an unknown
+// or already answered question (tool.ErrUnknownInterrupt), two answers to
+// one (ErrAnsweredTwice), a payload that fails the question's schema
+// (ErrBadAnswer), an expired question (ErrExpired). Each call that asked
+// runs again with its answer, and the tree goes on.
+func Answer(ctx context.Context, c client.Client, tree string, answers ...tool.Answer) error {
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: tree, UpdateName: AnswerUpdate, Args: []any{answers}, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return fmt.Errorf("temporal: answering %s: %w", tree, err)
+	}
+	if err := h.Get(ctx, nil); err != nil {
+		return fmt.Errorf("temporal: answering %s: %w", tree, err)
+	}
+	return nil
+}

@@ -1,0 +1,215 @@
+package temporal
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// payScript is a lead that pays 1 and, in the same step, spawns a fork
+// that pays 2; each answers with what the payment said.
+func payScript() *script {
+	return &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		last := req.Messages[len(req.Messages)-1]
+		fork := strings.HasPrefix(lastUser(req), "part ")
+		switch {
+		case last.Role == provider.RoleTool && fork:
+			return provider.AssistantMessage("fork: " + last.Content), nil
+		case last.Role == provider.RoleTool:
+			var said []string
+			for _, m := range req.Messages {
+				if m.Role == provider.RoleTool {
+					said = append(said, m.Content)
+				}
+			}
+			return provider.AssistantMessage("lead: " + strings.Join(said, "; ")), nil
+		case fork:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "c1", Name: "pay", Arguments: json.RawMessage(`{"amount":2}`)}), nil
+		}
+		return provider.AssistantMessage("",
+			provider.ToolCall{ID: "c1", Name: "pay", Arguments: json.RawMessage(`{"amount":1}`)},
+			provider.ToolCall{ID: "c2", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"part pay"}`)}), nil
+	}}
+}
+
+// payTools is a registry with one tool, pay, that asks a person first; it
+// counts the payments made.
+func payTools(t *testing.T, paid *atomic.Int64) *tool.Registry {
+	t.Helper()
+	pay, err := tool.New("pay", "Pays.", func(ctx context.Context, in struct {
+		Amount int `json:"amount"`
+	}) (string, error) {
+		paid.Add(1)
+		return fmt.Sprintf("paid %d", in.Amount), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tool.NewRegistry(tool.RequireApproval(pay, "moves money", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+// A question asked anywhere in a tree on Temporal waits, durably, for its
+// answer: the lead's and its fork's are both listed at the top-level
+// workflow, a day goes by, both are answered in one update, each payment
+// is made once, and a second answer to either is refused.
+func TestApprovalsAnywhereInTheTree(t *testing.T) {
+	for _, approve := range []bool{true, false} {
+		t.Run(fmt.Sprintf("approved=%v", approve), func(t *testing.T) {
+			var paid atomic.Int64
+			env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": payScript()}, Tools: payTools(t, &paid)})
+			env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "payer"})
+			var pending []tool.Interrupt
+			var answerErr, againErr error
+			env.RegisterDelayedCallback(func() {
+				v, err := env.QueryWorkflow(InterruptsQuery)
+				if err != nil {
+					t.Errorf("query: %v", err)
+					return
+				}
+				if err := v.Get(&pending); err != nil {
+					t.Error(err)
+				}
+				if paid.Load() != 0 {
+					t.Errorf("%d payments before any answer", paid.Load())
+				}
+				var answers []tool.Answer
+				for _, it := range pending {
+					answers = append(answers, tool.Answer{InterruptID: it.ID, Status: tool.Resolved, Payload: json.RawMessage(fmt.Sprintf(`{"approved":%v}`, approve))})
+				}
+				env.UpdateWorkflow(AnswerUpdate, "a1", &testsuite.TestUpdateCallback{
+					OnAccept: func() {}, OnReject: func(err error) { answerErr = err }, OnComplete: func(_ any, err error) {
+						if err != nil {
+							answerErr = err
+						}
+					},
+				}, answers)
+				env.UpdateWorkflow(AnswerUpdate, "a2", &testsuite.TestUpdateCallback{
+					OnAccept: func() {}, OnReject: func(err error) { againErr = err }, OnComplete: func(any, error) {},
+				}, answers[:1])
+			}, 24*time.Hour)
+			env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"pay"}, Spawn: true}, Text: "pay"})
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			if len(pending) != 2 {
+				t.Fatalf("the tree waited on %+v, want the lead's question and its fork's", pending)
+			}
+			var fromFork int
+			for _, it := range pending {
+				if it.SubagentRunID != "" {
+					fromFork++
+				}
+				if it.Reason != tool.ApprovalReason || len(it.ResponseSchema) == 0 {
+					t.Errorf("question %+v: want an approval with its schema", it)
+				}
+			}
+			if fromFork != 1 {
+				t.Errorf("%d questions attributed to the fork, want 1", fromFork)
+			}
+			if answerErr != nil {
+				t.Fatalf("the answers were refused: %v", answerErr)
+			}
+			if againErr == nil || !(strings.Contains(againErr.Error(), "no such pending interrupt") || strings.Contains(againErr.Error(), "nothing is waiting")) {
+				t.Errorf("a second answer to an answered question: %v, want it refused", againErr)
+			}
+			var out RunOutput
+			if err := env.GetWorkflowResult(&out); err != nil {
+				t.Fatal(err)
+			}
+			want := int64(0)
+			if approve {
+				want = 2
+			}
+			if paid.Load() != want {
+				t.Errorf("%d payments, want %d", paid.Load(), want)
+			}
+			if approve && (!strings.Contains(out.Answer, "paid 1") || !strings.Contains(out.Answer, "fork: paid 2")) {
+				t.Errorf("answer %q, want both payments in it", out.Answer)
+			}
+			if !approve && !strings.Contains(out.Answer, "did not approve") {
+				t.Errorf("answer %q, want the refusals in it", out.Answer)
+			}
+		})
+	}
+}
+
+// On a real server, with the Go calls a program answers through: the tree
+// waits on its two questions, its worker stops and another starts in its
+// place, the answers go in, and each payment is made once — by the new
+// worker.
+func TestApprovalSurvivesAWorkerRestart(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := Dial(ctx, hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	queue := fmt.Sprintf("deputy-approval-%d", time.Now().UnixNano())
+	var paidBefore, paidAfter atomic.Int64
+	w1 := worker.New(c, queue, worker.Options{})
+	Register(w1, &Runtime{Providers: map[string]provider.Provider{"m": payScript()}, Tools: payTools(t, &paidBefore)})
+	if err := w1.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tree := "approval-" + queue
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tree, TaskQueue: queue}, AgentWorkflowName,
+		RunInput{Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"pay"}, Spawn: true}, Text: "pay"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pending []tool.Interrupt
+	for len(pending) < 2 {
+		if ctx.Err() != nil {
+			t.Fatalf("the tree waits on %+v, want two questions", pending)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if pending, err = Pending(ctx, c, tree); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w1.Stop()
+	w2 := worker.New(c, queue, worker.Options{})
+	Register(w2, &Runtime{Providers: map[string]provider.Provider{"m": payScript()}, Tools: payTools(t, &paidAfter)})
+	if err := w2.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Stop()
+	bad := tool.Answer{InterruptID: pending[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":"yes"}`)}
+	if err := Answer(ctx, c, tree, bad); err == nil || !strings.Contains(err.Error(), "invalid answer") {
+		t.Errorf("an answer that fails the schema: %v, want it refused", err)
+	}
+	var answers []tool.Answer
+	for _, it := range pending {
+		answers = append(answers, tool.Answer{InterruptID: it.ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)})
+	}
+	if err := Answer(ctx, c, tree, answers...); err != nil {
+		t.Fatal(err)
+	}
+	var out RunOutput
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if paidBefore.Load() != 0 || paidAfter.Load() != 2 {
+		t.Errorf("payments: %d by the first worker, %d by the second; want 0 and 2", paidBefore.Load(), paidAfter.Load())
+	}
+	if err := Answer(ctx, c, tree, answers[0]); err == nil {
+		t.Error("an answer to a finished tree was taken")
+	}
+}
