@@ -60,11 +60,24 @@ type Authorize func(r *http.Request) (owner string, err error)
 
 // Refusal is an error an Authorize returns to answer with its own status.
 type Refusal struct {
-	Status  int
+	// Status is the response's status, a 4xx or 5xx code; any other, 0
+	// included, is answered 403 Forbidden: a refusal never reads as a
+	// success or a redirect.
+	Status int
+	// Message is the text of the response's body, {"error": Message}.
 	Message string
 }
 
-func (r *Refusal) Error() string { return fmt.Sprintf("a2a: refused (%d): %s", r.Status, r.Message) }
+func (r *Refusal) Error() string {
+	return fmt.Sprintf("a2a: refused (%d): %s", r.status(), r.Message)
+}
+
+func (r *Refusal) status() int {
+	if r.Status < 400 || r.Status > 599 {
+		return http.StatusForbidden
+	}
+	return r.Status
+}
 
 type ownerKey struct{}
 
@@ -155,7 +168,13 @@ func WithStore(st *store.Store) Option {
 // WithAuthorize runs fn on every request but the public card's, before
 // any task is read, and keeps tasks per owner (see Authorize).
 func WithAuthorize(fn Authorize) Option {
-	return func(c *config) error { c.authorize = fn; return nil }
+	return func(c *config) error {
+		if fn == nil {
+			return errors.New("a2a: WithAuthorize(nil): pass a function that names the request's owner, or leave the option out")
+		}
+		c.authorize = fn
+		return nil
+	}
 }
 
 // WithMaxBodyBytes bounds a request's body (default DefaultMaxBodyBytes).
@@ -386,8 +405,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		owner, err := s.cfg.authorize(r)
 		if err != nil {
 			var ref *Refusal
-			if errors.As(err, &ref) {
-				httpError(w, ref.Status, ref.Message)
+			if errors.As(err, &ref) && ref != nil {
+				httpError(w, ref.status(), ref.Message)
 			} else {
 				httpError(w, http.StatusUnauthorized, "not authorized")
 			}
