@@ -1,12 +1,14 @@
 package a2a
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"iter"
 	"log/slog"
 	"net/http"
@@ -177,7 +179,9 @@ func WithAuthorize(fn Authorize) Option {
 	}
 }
 
-// WithMaxBodyBytes bounds a request's body (default DefaultMaxBodyBytes).
+// WithMaxBodyBytes bounds a request's body (default DefaultMaxBodyBytes):
+// a larger one is answered 413 with {"error": …} naming the bound, and
+// nothing of it is served.
 func WithMaxBodyBytes(n int64) Option {
 	return func(c *config) error {
 		if n <= 0 {
@@ -420,12 +424,35 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx = context.WithValue(ctx, ownerKey{}, owner)
 	}
 	r = r.WithContext(ctx)
-	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.maxBody)
+	if !s.readBody(w, r) {
+		return
+	}
 	if r.URL.Path == "/rest" || strings.HasPrefix(r.URL.Path, "/rest/") {
 		s.rest.ServeHTTP(w, r)
 		return
 	}
 	s.jsonrpc.ServeHTTP(w, r)
+}
+
+// readBody reads r's body whole, within the server's bound, and puts it
+// back for the binding to decode: a body over the bound is answered 413
+// here, saying so, instead of reaching the binding cut short, which reads
+// it as malformed JSON. It reports whether r is still to be served.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) bool {
+	if r.Body == nil || r.Body == http.NoBody {
+		return true
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.maxBody))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			httpError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is over this server's limit of %d bytes", s.cfg.maxBody))
+		} else {
+			httpError(w, http.StatusBadRequest, "the request body could not be read")
+		}
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return true
 }
 
 func httpError(w http.ResponseWriter, status int, msg string) {
