@@ -355,6 +355,7 @@ func newServer(c config, run runFunc, opts []Option) (*Server, error) {
 		a2asrv.WithTaskStore(taskStore{st: s.cfg.st}),
 		a2asrv.WithLogger(c.logger),
 		a2asrv.WithCapabilityChecks(&s.card.Capabilities))
+	h = ownedTasks{RequestHandler: h, tasks: taskStore{st: s.cfg.st}}
 	s.jsonrpc = a2asrv.NewJSONRPCHandler(h)
 	s.rest = http.StripPrefix("/rest", a2asrv.NewRESTHandler(h))
 	return s, nil

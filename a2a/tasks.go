@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"strings"
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 
 	"github.com/deputy-go/deputy/store"
@@ -161,4 +163,76 @@ func (s taskStore) List(ctx context.Context, req *sdk.ListTasksRequest) (*sdk.Li
 		resp.NextPageToken = string(keys[len(keys)-1][len(prefix):])
 	}
 	return resp, nil
+}
+
+// ownedTasks is the request handler a Server serves: the SDK's, behind a
+// check that a request naming a task names one of its owner's. The SDK
+// keeps the tasks it is running by id alone, across owners, so that
+// without the check a request naming another owner's running task
+// reaches it: a subscription is sent its events, a cancellation is queued
+// beside its owner's, a message is told the task is busy. Each is told
+// instead that there is no such task, as for a task that is not running.
+// It also refuses a message holding a null part, which the SDK cannot
+// copy: a new task would fail with an internal error, and a waiting one
+// would be failed by the answer.
+type ownedTasks struct {
+	a2asrv.RequestHandler
+	tasks taskStore
+}
+
+// own reports whether the task id names is the request's owner's.
+func (h ownedTasks) own(ctx context.Context, id sdk.TaskID) error {
+	if id == "" {
+		return nil // the SDK refuses the request, or makes a task
+	}
+	_, err := h.tasks.Get(ctx, id)
+	return err
+}
+
+func (h ownedTasks) message(ctx context.Context, req *sdk.SendMessageRequest) error {
+	if req == nil || req.Message == nil {
+		return nil // the SDK refuses the request
+	}
+	for i, p := range req.Message.Parts {
+		if p == nil {
+			return fmt.Errorf("%w: part %d of the message is null", sdk.ErrInvalidParams, i)
+		}
+	}
+	return h.own(ctx, req.Message.TaskID)
+}
+
+func (h ownedTasks) SendMessage(ctx context.Context, req *sdk.SendMessageRequest) (sdk.SendMessageResult, error) {
+	if err := h.message(ctx, req); err != nil {
+		return nil, err
+	}
+	return h.RequestHandler.SendMessage(ctx, req)
+}
+
+func (h ownedTasks) SendStreamingMessage(ctx context.Context, req *sdk.SendMessageRequest) iter.Seq2[sdk.Event, error] {
+	if err := h.message(ctx, req); err != nil {
+		return refused(err)
+	}
+	return h.RequestHandler.SendStreamingMessage(ctx, req)
+}
+
+func (h ownedTasks) CancelTask(ctx context.Context, req *sdk.CancelTaskRequest) (*sdk.Task, error) {
+	if req != nil {
+		if err := h.own(ctx, req.ID); err != nil {
+			return nil, err
+		}
+	}
+	return h.RequestHandler.CancelTask(ctx, req)
+}
+
+func (h ownedTasks) SubscribeToTask(ctx context.Context, req *sdk.SubscribeToTaskRequest) iter.Seq2[sdk.Event, error] {
+	if req != nil {
+		if err := h.own(ctx, req.ID); err != nil {
+			return refused(err)
+		}
+	}
+	return h.RequestHandler.SubscribeToTask(ctx, req)
+}
+
+func refused(err error) iter.Seq2[sdk.Event, error] {
+	return func(yield func(sdk.Event, error) bool) { yield(nil, err) }
 }
