@@ -212,14 +212,23 @@ type Server struct {
 	mu      sync.Mutex
 	running map[string]*execution // by owner and task
 	closed  bool
-	wg      sync.WaitGroup
+	// wg counts the executions that started a run and whose outcome the
+	// SDK has not yet stored (executor.Cleanup): Close waits for them.
+	wg       sync.WaitGroup
+	settling sync.Map // *a2asrv.ExecutorContext of the executions wg counts
 }
 
-// execution is a run in progress, which a cancellation stops.
+// execution is a run in progress, which a cancellation stops: cancel's
+// cause says who stopped it (errCancelled, errShutdown).
 type execution struct {
-	cancel    context.CancelFunc
-	cancelled bool
+	cancel context.CancelCauseFunc
 }
+
+// The causes with which a run is stopped.
+var (
+	errCancelled = errors.New("cancelled by the client")
+	errShutdown  = errors.New("the server shut down while the task ran: send the message again")
+)
 
 // request is what one A2A message asks.
 type request struct {
@@ -462,14 +471,14 @@ func httpError(w http.ResponseWriter, status int, msg string) {
 	json.NewEncoder(w).Encode(map[string]string{"error": msg})
 }
 
-// Close cancels the runs in progress and waits for them to end, then
-// closes the store the server made for itself (not one given with
-// WithStore). Requests after Close are refused.
+// Close cancels the runs in progress and waits for them to end, their
+// tasks stored as canceled, then closes the store the server made for
+// itself (not one given with WithStore). Requests after Close are refused.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	for _, e := range s.running {
-		e.cancel()
+		e.cancel(errShutdown)
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
@@ -540,18 +549,19 @@ func (s *Server) execute(ctx context.Context, ec *a2asrv.ExecutorContext, yield 
 		yield(sdk.NewStatusUpdateEvent(ec, sdk.TaskStateFailed, agentText(ec, "the server is shutting down: send the message again later")), nil)
 		return
 	}
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	base, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	rctx := base
 	exec := &execution{cancel: cancel}
 	key := runKey(owner, ec.TaskID)
 	s.running[key] = exec
-	s.wg.Add(1)
+	s.wg.Add(1) // done once the SDK has stored what the run ends with
+	s.settling.Store(ec, struct{}{})
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		delete(s.running, key)
 		s.mu.Unlock()
-		s.wg.Done()
 	}()
 
 	turn := journalTurn(owner, ec.TaskID)
@@ -590,7 +600,7 @@ func (s *Server) execute(ctx context.Context, ec *a2asrv.ExecutorContext, yield 
 		out, runErr = s.run(rctx, in)
 	}()
 	stop := func() {
-		cancel()
+		cancel(nil)
 		<-done
 	}
 	streamed := false
@@ -624,7 +634,20 @@ func (s *Server) execute(ctx context.Context, ec *a2asrv.ExecutorContext, yield 
 
 	meta := map[string]any{UsageKey: generic(usageMeta(out.usage)), EventKey: nil}
 	var in2 *tool.Interrupted
+	stopped := context.Cause(base)
 	switch {
+	case runErr != nil && (errors.Is(stopped, errCancelled) || errors.Is(stopped, errShutdown) || ctx.Err() != nil):
+		// Stopped from outside: whatever the run ended with, a question
+		// it asked included, the task is cancelled, with what it spent.
+		_ = s.cfg.st.DeleteJournal(context.WithoutCancel(ctx), turn)
+		meta[InterruptsKey] = nil
+		why := "cancelled"
+		if errors.Is(stopped, errCancelled) || errors.Is(stopped, errShutdown) {
+			why = stopped.Error()
+		}
+		ev := sdk.NewStatusUpdateEvent(ec, sdk.TaskStateCanceled, agentText(ec, why))
+		ev.Metadata = meta
+		yield(ev, nil)
 	case errors.As(runErr, &in2):
 		meta[InterruptsKey] = generic(in2.Interrupts)
 		ev := sdk.NewStatusUpdateEvent(ec, sdk.TaskStateInputRequired, questionMessage(ec, in2, ""))
@@ -652,15 +675,7 @@ func (s *Server) execute(ctx context.Context, ec *a2asrv.ExecutorContext, yield 
 	default:
 		_ = s.cfg.st.DeleteJournal(context.WithoutCancel(ctx), turn)
 		meta[InterruptsKey] = nil
-		s.mu.Lock()
-		cancelled := exec.cancelled
-		s.mu.Unlock()
-		var ev *sdk.TaskStatusUpdateEvent
-		if cancelled || ctx.Err() != nil {
-			ev = sdk.NewStatusUpdateEvent(ec, sdk.TaskStateCanceled, agentText(ec, "cancelled"))
-		} else {
-			ev = sdk.NewStatusUpdateEvent(ec, sdk.TaskStateFailed, agentText(ec, runErr.Error()))
-		}
+		ev := sdk.NewStatusUpdateEvent(ec, sdk.TaskStateFailed, agentText(ec, runErr.Error()))
 		ev.Metadata = meta
 		yield(ev, nil)
 	}
@@ -674,20 +689,42 @@ func (s *Server) askAgain(ec *a2asrv.ExecutorContext, pending *tool.Interrupted,
 	yield(ev, nil)
 }
 
+// Cancel stops the task's run, if one is in progress: the run then ends
+// the task itself, cancelled, with the usage it spent. A task that waits
+// for input is cancelled here; its journal is deleted once that is
+// stored (Cleanup), so that an answer racing the cancellation never
+// finds the journal gone from under a task still waiting.
 func (x executor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[sdk.Event, error] {
 	return func(yield func(sdk.Event, error) bool) {
 		s := x.s
-		owner := ownerFrom(ctx)
 		s.mu.Lock()
-		if e := s.running[runKey(owner, ec.TaskID)]; e != nil {
-			e.cancelled = true
-			e.cancel()
+		e := s.running[runKey(ownerFrom(ctx), ec.TaskID)]
+		if e != nil {
+			e.cancel(errCancelled)
 		}
 		s.mu.Unlock()
-		_ = s.cfg.st.DeleteJournal(context.WithoutCancel(ctx), journalTurn(owner, ec.TaskID))
-		ev := sdk.NewStatusUpdateEvent(ec, sdk.TaskStateCanceled, agentText(ec, "cancelled by the client"))
+		if e != nil {
+			return
+		}
+		ev := sdk.NewStatusUpdateEvent(ec, sdk.TaskStateCanceled, agentText(ec, errCancelled.Error()))
 		ev.Metadata = map[string]any{InterruptsKey: nil, EventKey: nil}
 		yield(ev, nil)
+	}
+}
+
+// Cleanup runs once the SDK has stored what an execution or cancellation
+// ended with: it releases Close's wait for a run, and deletes the journal
+// of a task a cancellation ended.
+func (x executor) Cleanup(ctx context.Context, ec *a2asrv.ExecutorContext, result sdk.SendMessageResult, err error) {
+	s := x.s
+	if ec.Message != nil {
+		if _, ok := s.settling.LoadAndDelete(ec); ok {
+			s.wg.Done()
+		}
+		return
+	}
+	if t, ok := result.(*sdk.Task); ok && err == nil && t.Status.State == sdk.TaskStateCanceled {
+		_ = s.cfg.st.DeleteJournal(context.WithoutCancel(ctx), journalTurn(ownerFrom(ctx), ec.TaskID))
 	}
 }
 
