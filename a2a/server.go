@@ -12,6 +12,7 @@ import (
 	"iter"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
 
@@ -594,7 +595,10 @@ func (s *Server) execute(ctx context.Context, ec *a2asrv.ExecutorContext, yield 
 		defer q.close()
 		defer func() {
 			if p := recover(); p != nil {
-				runErr = fmt.Errorf("a2a: the agent panicked: %v", p)
+				// What the panic says is for the server's operator, not
+				// for a client: it may name internals, or secrets.
+				s.cfg.logger.Error("a2a: the served agent panicked", "task", ec.TaskID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+				runErr = errors.New("the agent failed unexpectedly (it panicked); the server logged what happened")
 			}
 		}()
 		out, runErr = s.run(rctx, in)
