@@ -2,11 +2,16 @@ package a2a
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
 	"strings"
+	"unicode/utf8"
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
@@ -117,52 +122,153 @@ func (s taskStore) notFound(err error, id sdk.TaskID) error {
 	return fmt.Errorf("a2a: reading task %s: %w", id, err)
 }
 
-// List lists the owner's tasks, a page at a time, in the order of their
-// ids; the filters apply within the page read.
+// Bounds of a page of ListTasks.
+const (
+	defaultListPage = 50
+	maxListPage     = 100
+)
+
+// List lists the owner's tasks that pass the request's filters, a page
+// at a time, in the order of their ids (the SDK's ids, UUIDv7, sort by
+// when they were made). It reads every one of the owner's tasks when a
+// filter needs their contents, and only their keys otherwise, so that
+// TotalSize counts all that pass and each page is full but the last.
 func (s taskStore) List(ctx context.Context, req *sdk.ListTasksRequest) (*sdk.ListTasksResponse, error) {
 	size := req.PageSize
-	if size <= 0 {
-		size = 50
+	switch {
+	case size == 0:
+		size = defaultListPage
+	case size < 0 || size > maxListPage:
+		return nil, fmt.Errorf("%w: pageSize %d: give 1 to %d", sdk.ErrInvalidParams, size, maxListPage)
 	}
-	size = min(size, 100)
 	prefix := taskPrefix(ownerFrom(ctx))
 	after := ""
 	if req.PageToken != "" {
-		if len(req.PageToken) > maxIDBytes*3 {
-			return nil, fmt.Errorf("%w: pageToken is not one this server gave", sdk.ErrInvalidParams)
+		id, ok := pageTokenID(ownerFrom(ctx), req.PageToken)
+		if !ok {
+			return nil, fmt.Errorf("%w: pageToken is not one this server gave: send the nextPageToken of the page before, or none", sdk.ErrInvalidParams)
 		}
-		after = prefix + req.PageToken
+		after = prefix + escapeKey(id)
 	}
-	keys, err := s.st.Keys(ctx, prefix, after, size)
-	if err != nil {
-		return nil, fmt.Errorf("a2a: listing tasks: %w", err)
-	}
+	filtered := req.ContextID != "" || req.Status != sdk.TaskStateUnspecified || req.StatusTimestampAfter != nil
 	resp := &sdk.ListTasksResponse{Tasks: []*sdk.Task{}, PageSize: size}
-	for _, k := range keys {
-		b, _, err := s.st.Get(ctx, k)
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
+	more := false
+	for from := ""; ; {
+		keys, err := s.st.Keys(ctx, prefix, from, store.MaxPage)
 		if err != nil {
 			return nil, fmt.Errorf("a2a: listing tasks: %w", err)
 		}
-		var t sdk.Task
-		if err := json.Unmarshal(b, &t); err != nil {
-			continue
+		for _, k := range keys {
+			inPage := k > after
+			if !filtered && !(inPage && len(resp.Tasks) < size) {
+				resp.TotalSize++
+				more = more || inPage
+				continue
+			}
+			t, err := s.read(ctx, k)
+			if err != nil {
+				return nil, err
+			}
+			if t == nil || !listed(t, req) {
+				continue
+			}
+			resp.TotalSize++
+			switch {
+			case !inPage:
+			case len(resp.Tasks) < size:
+				resp.Tasks = append(resp.Tasks, trimmed(t, req))
+			default:
+				more = true
+			}
 		}
-		if (req.ContextID != "" && t.ContextID != req.ContextID) || (req.Status != "" && t.Status.State != req.Status) {
-			continue
+		if len(keys) < store.MaxPage {
+			break
 		}
-		if !req.IncludeArtifacts {
-			t.Artifacts = nil
-		}
-		resp.Tasks = append(resp.Tasks, &t)
+		from = keys[len(keys)-1]
 	}
-	resp.TotalSize = len(resp.Tasks)
-	if len(keys) == size {
-		resp.NextPageToken = string(keys[len(keys)-1][len(prefix):])
+	if more {
+		resp.NextPageToken = pageToken(ownerFrom(ctx), resp.Tasks[len(resp.Tasks)-1].ID)
 	}
 	return resp, nil
+}
+
+// read returns the task stored under k, or nil when it is gone or cannot
+// be read as a task.
+func (s taskStore) read(ctx context.Context, k string) (*sdk.Task, error) {
+	b, _, err := s.st.Get(ctx, k)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("a2a: listing tasks: %w", err)
+	}
+	var t sdk.Task
+	if json.Unmarshal(b, &t) != nil {
+		return nil, nil
+	}
+	return &t, nil
+}
+
+// listed reports whether t passes the request's filters.
+func listed(t *sdk.Task, req *sdk.ListTasksRequest) bool {
+	if req.ContextID != "" && t.ContextID != req.ContextID {
+		return false
+	}
+	if req.Status != sdk.TaskStateUnspecified && t.Status.State != req.Status {
+		return false
+	}
+	if at := req.StatusTimestampAfter; at != nil && t.Status.Timestamp != nil && t.Status.Timestamp.Before(*at) {
+		return false
+	}
+	return true
+}
+
+// trimmed is t as the request lists it: its artifacts only when asked
+// for, its history cut to the length asked for, as GetTask cuts it.
+func trimmed(t *sdk.Task, req *sdk.ListTasksRequest) *sdk.Task {
+	if !req.IncludeArtifacts {
+		t.Artifacts = nil
+	}
+	if n := req.HistoryLength; n != nil && *n >= 0 && *n < len(t.History) {
+		t.History = t.History[len(t.History)-*n:]
+	}
+	return t
+}
+
+// pageToken is owner's token of a page that ends with the task id: the id,
+// and a check that ties it to the owner, so that a token made up, damaged
+// or another owner's is refused rather than read as a place to list from.
+// (The check is no secret: a token forged with it lists nothing more
+// than the owner's own tasks.)
+func pageToken(owner string, id sdk.TaskID) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(id)) + "." + pageCheck(owner, string(id))
+}
+
+func pageCheck(owner, id string) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("a2a page %d:%s%s", len(owner), owner, id)))
+	return hex.EncodeToString(sum[:6])
+}
+
+// pageTokenID reads the id an owner's page token ends at, reporting false
+// for a token pageToken did not make for that owner.
+func pageTokenID(owner, token string) (string, bool) {
+	enc, check, ok := strings.Cut(token, ".")
+	if !ok || len(enc) > 2*maxIDBytes {
+		return "", false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(enc)
+	if err != nil || len(b) == 0 || len(b) > maxIDBytes || !utf8.Valid(b) {
+		return "", false
+	}
+	for _, r := range string(b) {
+		if r < 0x20 || r == 0x7f {
+			return "", false
+		}
+	}
+	if subtle.ConstantTimeCompare([]byte(check), []byte(pageCheck(owner, string(b)))) != 1 {
+		return "", false
+	}
+	return string(b), true
 }
 
 // ownedTasks is the request handler a Server serves: the SDK's, behind a
