@@ -495,11 +495,15 @@ type executor struct{ s *Server }
 func runKey(owner string, task sdk.TaskID) string { return owner + "\x1f" + string(task) }
 
 // thread is the thread a task's run belongs to: its context, per owner.
+// The owner "" keeps its contexts' own names, but for one that reads as a
+// name made here, which another owner's context may be kept under; the
+// owner's length goes into the sum, so that no owner and context read as
+// another pair.
 func thread(owner, contextID string) string {
-	if owner == "" && len(contextID) <= maxIDBytes {
+	if owner == "" && len(contextID) <= maxIDBytes && !strings.HasPrefix(contextID, "a2a_") {
 		return contextID
 	}
-	sum := sha256.Sum256([]byte(owner + "\x1f" + contextID))
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%d:%s\x1f%s", len(owner), owner, contextID)))
 	return "a2a_" + hex.EncodeToString(sum[:16])
 }
 
