@@ -235,6 +235,7 @@ var (
 type request struct {
 	text string
 	data json.RawMessage // the first data part, if any
+	task sdk.TaskID      // the task it is a turn of
 }
 
 // outcome is what a run produced.
@@ -300,7 +301,7 @@ func NewToolServer(t tool.Tool, opts ...Option) (*Server, error) {
 			b, _ := json.Marshal(map[string]string{"task": in.text})
 			args = b
 		}
-		id := "a2a_" + agent.RunID(ctx)
+		id := "a2a_" + string(in.task)
 		res, err := t.Call(ctx, tool.Call{ID: id, Name: def.Name, Arguments: args})
 		o := outcome{answer: res.Content, usage: res.Usage}
 		if err == nil && res.IsError {
@@ -526,6 +527,7 @@ func (s *Server) execute(ctx context.Context, ec *a2asrv.ExecutorContext, yield 
 		return
 	}
 	in := requestOf(ec.Message)
+	in.task = ec.TaskID
 	var pending *tool.Interrupted
 	var answers []tool.Answer
 	if st := ec.StoredTask; st != nil {
@@ -538,6 +540,7 @@ func (s *Server) execute(ctx context.Context, ec *a2asrv.ExecutorContext, yield 
 		// The resumed run is the turn that asked, run again with its
 		// input: the message that started the task.
 		in = requestOf(firstUserMessage(st))
+		in.task = ec.TaskID
 		var err error
 		answers, err = answersFrom(ec.Message, pending)
 		if err != nil {
