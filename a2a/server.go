@@ -554,6 +554,11 @@ func (s *Server) execute(ctx context.Context, ec *a2asrv.ExecutorContext, yield 
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		if pending != nil {
+			// The task keeps waiting, for a server on the same store.
+			s.askAgain(ec, pending, errors.New("the server is shutting down: send it again"), yield)
+			return
+		}
 		yield(sdk.NewStatusUpdateEvent(ec, sdk.TaskStateFailed, agentText(ec, "the server is shutting down: send the message again later")), nil)
 		return
 	}
