@@ -15,6 +15,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
@@ -497,15 +498,22 @@ func runKey(owner string, task sdk.TaskID) string { return owner + "\x1f" + stri
 
 // thread is the thread a task's run belongs to: its context, per owner.
 // The owner "" keeps its contexts' own names, but for one that reads as a
-// name made here, which another owner's context may be kept under; the
-// owner's length goes into the sum, so that no owner and context read as
-// another pair.
+// name made here (which another owner's context may be kept under) and
+// one that a store key cannot hold (a control character). The owner's
+// length goes into the sum, so that no owner and context read as another
+// pair.
 func thread(owner, contextID string) string {
-	if owner == "" && len(contextID) <= maxIDBytes && !strings.HasPrefix(contextID, "a2a_") {
+	if owner == "" && len(contextID) <= maxIDBytes && !strings.HasPrefix(contextID, "a2a_") && printable(contextID) {
 		return contextID
 	}
 	sum := sha256.Sum256([]byte(fmt.Sprintf("%d:%s\x1f%s", len(owner), owner, contextID)))
 	return "a2a_" + hex.EncodeToString(sum[:16])
+}
+
+// printable reports whether s is UTF-8 text without control characters,
+// which a thread's name may be as it is: the store takes it in its keys.
+func printable(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f })
 }
 
 // journalTurn names the journal of a task's turn.

@@ -40,9 +40,30 @@ func taskPrefix(owner string) string {
 	return "a2a/tasks/" + escapeKey(owner) + "/"
 }
 
-// escapeKey keeps an owner or id from reaching into another's keys.
+// escapeKey makes an owner or id one segment of a store key: printable
+// text as it is, but for "%" and "/", which it escapes as a URL does,
+// and so every byte of a control character or of invalid UTF-8, which a
+// store key cannot hold. A segment longer than maxIDBytes is replaced by
+// a hash ("%h" and hex, which no escaped text reads as), keeping keys
+// within the store's bound. Each name has its own segment.
 func escapeKey(s string) string {
-	return strings.NewReplacer("%", "%25", "/", "%2F").Replace(s)
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == '%' || r == '/' || r < 0x20 || r == 0x7f || (r == utf8.RuneError && n == 1) {
+			for _, c := range []byte(s[i : i+n]) {
+				fmt.Fprintf(&b, "%%%02X", c)
+			}
+		} else {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	if b.Len() > maxIDBytes {
+		sum := sha256.Sum256([]byte(s))
+		return "%h" + hex.EncodeToString(sum[:16])
+	}
+	return b.String()
 }
 
 func (s taskStore) key(ctx context.Context, id sdk.TaskID) (string, error) {
