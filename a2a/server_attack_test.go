@@ -1359,3 +1359,113 @@ func TestAnswerDuringCloseKeepsTheTaskWaiting(t *testing.T) {
 		t.Errorf("the answer to the next server: %s with %d transfers, want completed with 1", done.Status.State, p.transfers.Load())
 	}
 }
+
+// A cancellation racing an answer leaves the task in a state that one of
+// them explains: cancelled (the transfer run at most once, if the answer
+// got in first), completed (the cancellation refused), or, when both were
+// refused, still waiting; and never a second transfer.
+func TestCancelRacesAnswer(t *testing.T) {
+	t.Parallel()
+	for i := range 10 {
+		p := newPayer(t, idModes[i%len(idModes)].id)
+		s, err := a2a.NewServer(p.lead, a2a.WithLogger(quietLogger()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := clientAs(t, startServer(t, s), "")
+		asked := lastStatus(t, stream(t, c, userText("pay 100")))
+		var wg sync.WaitGroup
+		var cancelErr, answerErr error
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			_, cancelErr = c.CancelTask(context.Background(), &sdk.CancelTaskRequest{ID: asked.TaskID})
+		}()
+		go func() {
+			defer wg.Done()
+			_, answerErr = tryStream(c, reply(userText("yes"), asked))
+		}()
+		wg.Wait()
+		task := getTask(t, c, asked.TaskID)
+		for deadline := time.Now().Add(2 * time.Second); !task.Status.State.Terminal() && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+			task = getTask(t, c, asked.TaskID)
+		}
+		n := p.transfers.Load()
+		switch st := task.Status.State; {
+		case n > 1:
+			t.Errorf("round %d: %d transfers", i, n)
+		case st == sdk.TaskStateCanceled && cancelErr == nil:
+		case st == sdk.TaskStateCompleted && n == 1 && cancelErr != nil:
+		case st == sdk.TaskStateInputRequired && n == 0 && cancelErr != nil && answerErr != nil:
+		default:
+			t.Errorf("round %d: the task is %s with %d transfers; the cancellation said %v, the answer %v", i, st, n, cancelErr, answerErr)
+		}
+	}
+}
+
+// Owners and contexts with bytes a store key cannot hold, or too many
+// that need escaping, are kept apart and served like any other, without
+// the store's errors reaching the client.
+func TestOddOwnersAndContexts(t *testing.T) {
+	t.Parallel()
+	st, err := store.New(memory.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	owners := map[string]string{"nul": "a\x00b\xff\x1f", "slashes": strings.Repeat("/", a2a.MaxOwnerBytes), "percent": strings.Repeat("%", a2a.MaxOwnerBytes)}
+	odd := func(r *http.Request) (string, error) { return owners[r.Header.Get(ownerHeader)], nil }
+	var mu sync.Mutex
+	sent := map[string]int{} // how many user messages the child's model saw, by the last
+	newChild := func(scope string) (agent.Agent, error) {
+		return agent.NewReact(provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+			var users []string
+			for _, m := range req.Messages {
+				if m.Role == provider.RoleUser {
+					users = append(users, taskText(m.Content))
+				}
+			}
+			mu.Lock()
+			sent[users[len(users)-1]] = len(users)
+			mu.Unlock()
+			return provider.Response{Message: provider.AssistantMessage("noted")}, nil
+		}), agent.WithName("notes"))
+	}
+	expert, err := subagent.FromScoped("notes", "Keeps notes.", subagent.PerThread, newChild, subagent.WithStore(st, "notes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := a2a.NewToolServer(expert, a2a.WithAuthorize(odd), a2a.WithStore(st), a2a.WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := startServer(t, s)
+	for name := range owners {
+		c := clientAs(t, hs, name)
+		for i, ctxID := range []string{"ctx\x00/\x1f", "ctx\x00/\x1f", "a2a_" + strings.Repeat("0", 32)} {
+			m := userText(fmt.Sprint(name, " ", i))
+			m.ContextID = ctxID
+			evs, err := tryStream(c, m)
+			if err != nil {
+				t.Fatalf("owner %s, context %q: %v", name, ctxID, err)
+			}
+			if st := lastStatus(t, evs); st.Status.State != sdk.TaskStateCompleted {
+				t.Fatalf("owner %s, context %q: %s (%q)", name, ctxID, st.Status.State, textOf(st.Status.Message))
+			}
+		}
+		list, err := c.ListTasks(context.Background(), &sdk.ListTasksRequest{})
+		if err != nil || len(list.Tasks) != 3 {
+			t.Errorf("owner %s lists %v (%v), want its 3 tasks", name, list, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for name := range owners {
+		// The second message in the odd context continues the first; the
+		// third, in a context of its own, starts afresh.
+		if sent[name+" 1"] != 2 || sent[name+" 2"] != 1 {
+			t.Errorf("owner %s: the child saw %d and %d messages, want 2 and 1", name, sent[name+" 1"], sent[name+" 2"])
+		}
+	}
+}
