@@ -203,6 +203,10 @@ func WithLogger(l *slog.Logger) Option {
 // at /.well-known/agent-card.json, the JSON-RPC binding at the root and
 // the HTTP+JSON (REST) binding under /rest. It is an http.Handler. Close
 // it to stop its runs.
+//
+// A message that starts a task must hold text or a data part: one with
+// neither (blank text, files alone) is refused as invalid params, and
+// nothing runs.
 type Server struct {
 	cfg      config
 	run      runFunc
@@ -555,8 +559,16 @@ func (s *Server) execute(ctx context.Context, ec *a2asrv.ExecutorContext, yield 
 			s.askAgain(ec, pending, err, yield)
 			return
 		}
-	} else if !yield(sdk.NewSubmittedTask(ec, ec.Message), nil) {
-		return
+	} else {
+		if strings.TrimSpace(in.text) == "" && len(in.data) == 0 {
+			// The agent would be run on an empty message, which models
+			// refuse, or answer at a cost.
+			yield(nil, fmt.Errorf("%w: the message has no text or data part for the agent to read", sdk.ErrInvalidParams))
+			return
+		}
+		if !yield(sdk.NewSubmittedTask(ec, ec.Message), nil) {
+			return
+		}
 	}
 
 	s.mu.Lock()

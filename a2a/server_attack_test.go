@@ -701,14 +701,20 @@ func TestMessagesWithNothingInThem(t *testing.T) {
 	if _, err := tryStream(c, sdk.NewMessage(sdk.MessageRoleUser)); err == nil {
 		t.Error("a message with no parts was taken")
 	}
-	for _, parts := range []string{`[]`, `null`, `[null]`, `[{}]`, `[{"text":""}]`, `[{"data":null}]`, `[{"raw":"AAAA"}]`} {
+	for _, parts := range []string{`[]`, `null`, `[null]`, `[{}]`, `[{"text":""}]`, `[{"text":" \n"}]`, `[{"data":null}]`, `[{"raw":"AAAA"}]`, `[{"url":"https://example.com/a.txt"}]`} {
 		for _, method := range []string{"SendMessage", "SendStreamingMessage"} {
 			body := `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":` + parts + `}}}`
 			status, got := rawPost(t, hs, "/", "", []byte(body))
-			if status != http.StatusOK {
-				t.Errorf("%s with parts %s: %d %s", method, parts, status, got)
+			if status != http.StatusOK || !strings.Contains(got, `"error"`) || strings.Contains(got, "-32603") {
+				t.Errorf("%s with parts %s: %d %s; want it refused, and not as the server's fault", method, parts, status, got)
 			}
 		}
+	}
+	if n := e.runs.Load(); n != 0 {
+		t.Errorf("messages with nothing to read ran the agent %d times", n)
+	}
+	if list, err := c.ListTasks(context.Background(), &sdk.ListTasksRequest{}); err != nil || len(list.Tasks) != 0 {
+		t.Errorf("messages with nothing to read made %d tasks (%v)", len(list.Tasks), err)
 	}
 	if st := lastStatus(t, stream(t, c, userText("still there?"))); st.Status.State != sdk.TaskStateCompleted {
 		t.Errorf("after empty messages: %s, want completed", st.Status.State)
