@@ -45,7 +45,7 @@ func taskPrefix(owner string) string {
 // and so every byte of a control character or of invalid UTF-8, which a
 // store key cannot hold. A segment longer than maxIDBytes is replaced by
 // a hash ("%h" and hex, which no escaped text reads as), keeping keys
-// within the store's bound. Each name has its own segment.
+// within the store's bound. No two names share a segment.
 func escapeKey(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); {
