@@ -72,6 +72,8 @@ type Refusal struct {
 	Message string
 }
 
+// Error says that the request was refused, with the status and message
+// its client reads.
 func (r *Refusal) Error() string {
 	return fmt.Sprintf("a2a: refused (%d): %s", r.status(), r.Message)
 }
