@@ -89,6 +89,7 @@ func FromScoped(name, description string, scope Scope, newAgent func(scope strin
 	if err != nil {
 		return nil, err
 	}
+	t.defaultToTask()
 	limit := t.cfg.maxScopes
 	if limit == 0 {
 		limit = DefaultMaxScopes

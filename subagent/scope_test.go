@@ -211,3 +211,22 @@ func TestScopeMisuse(t *testing.T) {
 		t.Fatalf("a stored scope of an agent that cannot save: %v", err)
 	}
 }
+
+// A scoped resident with the default parameters hands its child the
+// task's text, as FromAgent does, not the arguments' JSON.
+func TestScopedChildGetsTheTaskText(t *testing.T) {
+	m := &secrets{}
+	sub, err := FromScoped("notes", "Keeps notes.", byUser, func(string) (agent.Agent, error) {
+		return agent.NewReact(m, agent.WithName("notes"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.WithValue(context.Background(), userKey{}, "u1")
+	if _, err := callTool(ctx, sub, "call_1", `{"task":"Say \"hi\"."}`); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.reqs[0][0].Content; got != `Say "hi".` {
+		t.Errorf("the child was handed %q, want the task's text", got)
+	}
+}
