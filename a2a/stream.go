@@ -54,7 +54,11 @@ func (r *Remote) exchange(ctx context.Context, msg *sdk.Message) (round, error) 
 		}
 		return f.rd, err
 	}
-	f.rd.Text, f.rd.Value = f.answerText(), f.value
+	// The answer is a completed task's; a task that asks or fails says
+	// why in its status message, which status has kept as the text.
+	if f.rd.State == sdk.TaskStateCompleted {
+		f.rd.Text, f.rd.Value = f.answerText(), f.value
+	}
 	return f.rd, nil
 }
 
