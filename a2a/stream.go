@@ -9,7 +9,6 @@ import (
 	"math"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -482,7 +481,6 @@ type boundedBody struct {
 	name  string
 	timer *time.Timer
 	idled atomic.Bool
-	once  sync.Once
 }
 
 func newBoundedBody(body io.ReadCloser, max int64, idle time.Duration, name string) *boundedBody {
