@@ -19,6 +19,7 @@ import (
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/limiter"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
@@ -103,6 +104,7 @@ type config struct {
 	st                         *store.Store
 	authorize                  Authorize
 	maxBody                    int64
+	maxRuns, maxRunsPerOwner   int
 	logger                     *slog.Logger
 }
 
@@ -192,6 +194,26 @@ func WithMaxBodyBytes(n int64) Option {
 			return fmt.Errorf("a2a: WithMaxBodyBytes(%d): give a positive size", n)
 		}
 		c.maxBody = n
+		return nil
+	}
+}
+
+// DefaultMaxRuns bounds the runs a Server has in progress at once
+// (WithMaxRuns).
+const DefaultMaxRuns = 256
+
+// WithMaxRuns bounds the runs in progress at once, over all owners, and,
+// when perOwner is above zero, for each owner Authorize names: a message
+// past a bound is refused with an error saying so, and starts nothing.
+// A run goes on after its client disconnects, so without a bound a client
+// could start runs without end. A task waiting for a person is not a run
+// in progress.
+func WithMaxRuns(total, perOwner int) Option {
+	return func(c *config) error {
+		if total <= 0 || perOwner < 0 {
+			return fmt.Errorf("a2a: WithMaxRuns(%d, %d): give a positive total, and a per-owner bound of 0 (none) or more", total, perOwner)
+		}
+		c.maxRuns, c.maxRunsPerOwner = total, perOwner
 		return nil
 	}
 }
@@ -332,6 +354,7 @@ func skillOf(d tool.Definition) sdk.AgentSkill {
 
 func newServer(c config, run runFunc, opts []Option) (*Server, error) {
 	c.maxBody = DefaultMaxBodyBytes
+	c.maxRuns = DefaultMaxRuns
 	for _, o := range opts {
 		if err := o(&c); err != nil {
 			return nil, err
@@ -372,7 +395,8 @@ func newServer(c config, run runFunc, opts []Option) (*Server, error) {
 	h := a2asrv.NewHandler(executor{s},
 		a2asrv.WithTaskStore(taskStore{st: s.cfg.st}),
 		a2asrv.WithLogger(c.logger),
-		a2asrv.WithCapabilityChecks(&s.card.Capabilities))
+		a2asrv.WithCapabilityChecks(&s.card.Capabilities),
+		a2asrv.WithConcurrencyConfig(limiter.ConcurrencyConfig{MaxExecutions: c.maxRuns, GetMaxExecutions: func(string) int { return c.maxRunsPerOwner }}))
 	h = ownedTasks{RequestHandler: h, tasks: taskStore{st: s.cfg.st}}
 	s.jsonrpc = a2asrv.NewJSONRPCHandler(h)
 	s.rest = http.StripPrefix("/rest", a2asrv.NewRESTHandler(h))
@@ -440,7 +464,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			httpError(w, http.StatusInternalServerError, "the server could not tell who the request is from")
 			return
 		}
-		ctx = context.WithValue(ctx, ownerKey{}, owner)
+		ctx = limiter.AttachScope(context.WithValue(ctx, ownerKey{}, owner), owner)
 	}
 	r = r.WithContext(ctx)
 	if !s.readBody(w, r) {
