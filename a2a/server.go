@@ -46,7 +46,7 @@ const (
 	EventKey = "deputy/event"
 )
 
-// AnswerPath names the artifact that holds a served run's answer.
+// AnswerArtifact names the artifact that holds a served run's answer.
 const AnswerArtifact = "answer"
 
 // DefaultMaxBodyBytes bounds the body of a request to a Server
