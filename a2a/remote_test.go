@@ -129,3 +129,81 @@ func TestRemoteQuestionResumesTheSameTask(t *testing.T) {
 		})
 	}
 }
+
+// A remote child that finished in a turn that then waited for a person is
+// replayed from the journal when the turn resumes: the remote agent is not
+// asked again, whatever ids the lead's model gives its calls.
+func TestFinishedRemoteChildIsReplayed(t *testing.T) {
+	for _, mode := range idModes {
+		t.Run(mode.name, func(t *testing.T) {
+			var asked atomic.Int64
+			expert := agent.Func(func(ctx context.Context, in agent.Input) (agent.Output, error) {
+				asked.Add(1)
+				return agent.Output{Answer: "the rate is 4%", Usage: provider.Usage{Requests: 1, InputTokens: 7}}, nil
+			})
+			srv, err := a2a.NewServer(expert, a2a.WithName("rates"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			hs := httptest.NewServer(srv)
+			defer hs.Close()
+			ctx := context.Background()
+			remote, err := a2a.Connect(ctx, hs.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer remote.Close()
+			rates, err := remote.Tool()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var paid atomic.Int64
+			pay := tool.RequireApproval(tool.Must(tool.New("pay", "Pays.", func(context.Context, struct{}) (string, error) {
+				paid.Add(1)
+				return "paid", nil
+			})), "", 0)
+			var n atomic.Int64
+			model := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+				i := n.Add(1)
+				if last := req.Messages[len(req.Messages)-1]; last.Role == provider.RoleTool {
+					return provider.Response{Message: provider.AssistantMessage("ok")}, nil
+				}
+				return provider.Response{Message: provider.AssistantMessage("",
+					provider.ToolCall{ID: mode.id(i), Name: rates.Definition().Name, Arguments: json.RawMessage(`{"task":"rate?"}`)},
+					provider.ToolCall{ID: mode.id(i + 100), Name: "pay", Arguments: json.RawMessage(`{}`)})}, nil
+			})
+			lead, err := agent.NewReact(model, agent.WithTools(rates, pay))
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := store.New(memory.New())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			run := func(ctx context.Context) (agent.Output, error) {
+				j, err := st.Journal(ctx, "turn")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: "go"})
+			}
+			_, err = run(ctx)
+			var in *tool.Interrupted
+			if !errors.As(err, &in) {
+				t.Fatalf("first run: %v, want the approval", err)
+			}
+			rctx, err := tool.Resume(ctx, in, tool.Answer{InterruptID: in.Interrupts[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := run(rctx); err != nil {
+				t.Fatal(err)
+			}
+			if asked.Load() != 1 || paid.Load() != 1 {
+				t.Errorf("the remote expert was asked %d times and the payment made %d; want 1 and 1", asked.Load(), paid.Load())
+			}
+		})
+	}
+}
