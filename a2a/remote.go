@@ -297,6 +297,10 @@ func (r *Remote) fetchCard(ctx context.Context) (*sdk.AgentCard, error) {
 	req.Header.Set("Accept", "application/json")
 	resp, err := r.httpc.Do(req)
 	if err != nil {
+		var be *boundError
+		if errors.As(err, &be) {
+			err = be
+		}
 		return nil, fmt.Errorf("%w %s: reading its card: %w", ErrRemote, r.base, err)
 	}
 	defer resp.Body.Close()
@@ -305,6 +309,10 @@ func (r *Remote) fetchCard(ctx context.Context) (*sdk.AgentCard, error) {
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, r.cfg.maxCard+1))
 	if err != nil {
+		var be *boundError
+		if errors.As(err, &be) {
+			err = be
+		}
 		return nil, fmt.Errorf("%w %s: reading its card: %w", ErrRemote, r.base, err)
 	}
 	if int64(len(body)) > r.cfg.maxCard {

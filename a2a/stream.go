@@ -1,6 +1,7 @@
 package a2a
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -53,11 +54,7 @@ func (r *Remote) exchange(ctx context.Context, msg *sdk.Message) (round, error) 
 		}
 		return f.rd, err
 	}
-	// The answer is a completed task's; a task that asks or fails says
-	// why in its status message, which status has kept as the text.
-	if f.rd.State == sdk.TaskStateCompleted {
-		f.rd.Text, f.rd.Value = f.answerText(), f.value
-	}
+	f.rd.Text, f.rd.Value = f.answerText(), f.value
 	return f.rd, nil
 }
 
@@ -82,10 +79,6 @@ type follower struct {
 	value     json.RawMessage
 	bytes     int
 	messageID string // of the text being streamed, "" when none is open
-
-	// waiting: the next event may be the task as it stood when the
-	// answer to its question was sent, still waiting for it.
-	waiting bool
 }
 
 type artifactText struct{ b strings.Builder }
@@ -93,9 +86,6 @@ type artifactText struct{ b strings.Builder }
 func (f *follower) stream(ctx context.Context, client *a2aclient.Client, req *sdk.SendMessageRequest) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// An agent may start the stream of an answer with the task as it
-	// stood (the JavaScript SDK's agents must): still waiting for input.
-	f.waiting = f.rd.TaskID != ""
 	for ev, err := range client.SendStreamingMessage(ctx, req) {
 		if err != nil {
 			return f.failure(ctx, err)
@@ -107,10 +97,6 @@ func (f *follower) stream(ctx context.Context, client *a2aclient.Client, req *sd
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
-	}
-	if f.rd.State == sdk.TaskStateInputRequired || f.rd.State == sdk.TaskStateAuthRequired {
-		// The stream ended on that task still waiting: its question stands.
-		return nil
 	}
 	return fmt.Errorf("%w %s: the stream ended with task %s still %s: the remote agent stopped mid-task", ErrRemote, f.r.name, f.rd.TaskID, stateName(f.rd.State))
 }
@@ -150,8 +136,27 @@ func (f *follower) failure(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	return fmt.Errorf("%w %s: %w", ErrRemote, f.r.name, err)
+	return remoteError(f.r.name, err)
 }
+
+// remoteError says what went wrong with the remote agent named name: a
+// bound it broke, or the connection it broke, before what the client
+// library makes of it.
+func remoteError(name string, err error) error {
+	var be *boundError
+	switch {
+	case errors.As(err, &be):
+		return fmt.Errorf("%w %s: %w", ErrRemote, name, be)
+	case errors.Is(err, bufio.ErrTooLong):
+		return fmt.Errorf("%w %s: sent an event over %d bytes, more than the A2A client reads: %w", ErrRemote, name, sseEventBytes, err)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%w %s: the connection broke in the middle of a response: %w", ErrRemote, name, err)
+	}
+	return fmt.Errorf("%w %s: %w", ErrRemote, name, err)
+}
+
+// sseEventBytes is what the A2A client reads of one streamed event at most.
+const sseEventBytes = 10 << 20
 
 // take applies one event of the task, and reports whether the task ended
 // or waits for input.
@@ -160,8 +165,6 @@ func (f *follower) take(ev sdk.Event) (done bool, err error) {
 	if f.events > f.r.cfg.maxEvents {
 		return false, fmt.Errorf("%w %s: over %d events for one message (WithMaxEvents)", ErrRemote, f.r.name, f.r.cfg.maxEvents)
 	}
-	waiting := f.waiting
-	f.waiting = false
 	switch e := ev.(type) {
 	case *sdk.Message:
 		// An agent that answers with a message makes no task.
@@ -182,11 +185,6 @@ func (f *follower) take(ev sdk.Event) (done bool, err error) {
 					return false, err
 				}
 			}
-		}
-		if waiting && (e.Status.State == sdk.TaskStateInputRequired || e.Status.State == sdk.TaskStateAuthRequired) {
-			// The answer is yet to be taken: what the agent makes of it follows.
-			f.rd.Text, f.rd.Questions = f.question(e.Status.Message)
-			return false, nil
 		}
 		return f.status(e.Status)
 	case *sdk.TaskStatusUpdateEvent:
@@ -453,6 +451,13 @@ type boundedTransport struct {
 	r    *Remote
 }
 
+// boundError is a bound of the Remote's that a response broke. It wraps
+// ErrRemote, and says which bound, and the option that sets it.
+type boundError struct{ what string }
+
+func (e *boundError) Error() string { return e.what }
+func (e *boundError) Unwrap() error { return ErrRemote }
+
 func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := t.r.allowed(req.URL.String()); err != nil {
 		return nil, fmt.Errorf("%w: a request to %s: %v", ErrOrigin, req.URL.Redacted(), err)
@@ -463,38 +468,55 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 			req.Header[k] = append([]string(nil), vs...)
 		}
 	}
-	resp, err := t.base.RoundTrip(req)
+	// The idle timeout runs from the request on, not from the response's
+	// headers: a remote that accepts the request and answers nothing is
+	// given up on as one that stops in the middle of its answer.
+	stalled := &boundError{fmt.Sprintf("sent nothing for %v (WithIdleTimeout)", t.r.cfg.idle)}
+	ctx, cancel := context.WithCancelCause(req.Context())
+	timer := time.AfterFunc(t.r.cfg.idle, func() { cancel(stalled) })
+	resp, err := t.base.RoundTrip(req.WithContext(ctx))
+	if !timer.Stop() && err == nil {
+		// The timer fired as the headers came: the request is cancelled.
+		resp.Body.Close()
+		err = stalled
+	}
 	if err != nil {
+		cancel(nil)
+		if errors.Is(context.Cause(ctx), stalled) {
+			return nil, stalled
+		}
 		return nil, err
 	}
-	resp.Body = newBoundedBody(resp.Body, t.r.cfg.maxStream, t.r.cfg.idle, t.r.base)
+	resp.Body = newBoundedBody(resp.Body, t.r.cfg.maxStream, stalled, t.r.cfg.idle, cancel)
 	return resp, nil
 }
 
 // boundedBody is a response body that fails once it has given max bytes,
-// or once nothing arrived for idle.
+// or once nothing arrived for idle; then, or when it is closed, it
+// cancels its request.
 type boundedBody struct {
-	body  io.ReadCloser
-	left  int64
-	max   int64
-	idle  time.Duration
-	name  string
-	timer *time.Timer
-	idled atomic.Bool
+	body    io.ReadCloser
+	left    int64
+	max     int64
+	idle    time.Duration
+	stalled *boundError
+	cancel  context.CancelCauseFunc
+	timer   *time.Timer
+	idled   atomic.Bool
 }
 
-func newBoundedBody(body io.ReadCloser, max int64, idle time.Duration, name string) *boundedBody {
-	b := &boundedBody{body: body, left: max, max: max, idle: idle, name: name}
+func newBoundedBody(body io.ReadCloser, max int64, stalled *boundError, idle time.Duration, cancel context.CancelCauseFunc) *boundedBody {
+	b := &boundedBody{body: body, left: max, max: max, idle: idle, stalled: stalled, cancel: cancel}
 	b.timer = time.AfterFunc(idle, func() {
 		b.idled.Store(true)
-		b.body.Close()
+		cancel(stalled)
 	})
 	return b
 }
 
 func (b *boundedBody) Read(p []byte) (int, error) {
 	if b.left <= 0 {
-		return 0, fmt.Errorf("%w %s: a response over %d bytes (WithMaxStreamBytes)", ErrRemote, b.name, b.max)
+		return 0, &boundError{fmt.Sprintf("a response over %d bytes (WithMaxStreamBytes)", b.max)}
 	}
 	if int64(len(p)) > b.left {
 		p = p[:b.left]
@@ -502,7 +524,7 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	n, err := b.body.Read(p)
 	b.left -= int64(n)
 	if b.idled.Load() {
-		return n, fmt.Errorf("%w %s: sent nothing for %v (WithIdleTimeout)", ErrRemote, b.name, b.idle)
+		return n, b.stalled
 	}
 	if n > 0 {
 		b.timer.Reset(b.idle)
@@ -512,5 +534,7 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 
 func (b *boundedBody) Close() error {
 	b.timer.Stop()
-	return b.body.Close()
+	err := b.body.Close()
+	b.cancel(nil)
+	return err
 }

@@ -1,0 +1,367 @@
+package a2a_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sdk "github.com/a2aproject/a2a-go/v2/a2a"
+	"go.uber.org/goleak"
+
+	"github.com/deputy-go/deputy/a2a"
+	"github.com/deputy-go/deputy/agent"
+)
+
+// The remote agents here are built to break the side that delegates to
+// them. Each speaks A2A's JSON-RPC binding by hand on a loopback server,
+// so that it can send what no well-behaved server would.
+
+// idle is the WithIdleTimeout of the Remotes under attack: short, so that
+// a remote that stalls is given up on quickly.
+const idle = 200 * time.Millisecond
+
+// noLeaks fails t if a goroutine started during it outlives it. Call it
+// first, so that its check runs after every other cleanup.
+func noLeaks(t *testing.T) {
+	t.Helper()
+	current := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, current) })
+}
+
+// rpcRequest is a JSON-RPC request as the client sends it.
+type rpcRequest struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}
+
+// fakeRemote is an A2A agent whose every answer the test writes.
+type fakeRemote struct {
+	hs   *httptest.Server
+	stop chan struct{} // closed when the test ends: every handler returns
+
+	mu   sync.Mutex
+	card func(base string) []byte // the card's body, given the server's URL
+	// stream answers SendStreamingMessage (and SendMessage, when the
+	// card says the agent does not stream, with s.result).
+	stream func(s *sse, path string)
+
+	sent    atomic.Int64 // messages received
+	cancels chan sdk.TaskID
+}
+
+// newFakeRemote starts a fake remote agent named name, whose card names
+// its JSON-RPC interface at its root.
+func newFakeRemote(t *testing.T, name string, stream func(s *sse, path string)) *fakeRemote {
+	t.Helper()
+	f := &fakeRemote{stop: make(chan struct{}), stream: stream, cancels: make(chan sdk.TaskID, 16)}
+	f.card = func(base string) []byte { return cardJSON(name, base, true) }
+	f.hs = httptest.NewServer(f)
+	t.Cleanup(func() {
+		close(f.stop)
+		f.hs.Close()
+	})
+	return f
+}
+
+func (f *fakeRemote) setCard(card func(base string) []byte) {
+	f.mu.Lock()
+	f.card = card
+	f.mu.Unlock()
+}
+
+// cardJSON is the card of an agent served at base.
+func cardJSON(name, base string, streaming bool) []byte {
+	card := sdk.AgentCard{
+		Name: name, Description: "A remote agent.", Version: "1.0.0",
+		DefaultInputModes: []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
+		Capabilities:        sdk.AgentCapabilities{Streaming: streaming},
+		Skills:              []sdk.AgentSkill{{ID: "s", Name: "s", Description: "does things", Tags: []string{"t"}}},
+		SupportedInterfaces: []*sdk.AgentInterface{sdk.NewAgentInterface(base, sdk.TransportProtocolJSONRPC)},
+	}
+	b, err := json.Marshal(card)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func (f *fakeRemote) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	card, stream := f.card, f.stream
+	f.mu.Unlock()
+	if r.URL.Path == "/.well-known/agent-card.json" {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(card("http://" + r.Host))
+		return
+	}
+	var req rpcRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	switch req.Method {
+	case "SendStreamingMessage", "SendMessage":
+		f.sent.Add(1)
+		s := &sse{w: w, r: r, id: req.ID, stop: f.stop, streaming: req.Method == "SendStreamingMessage"}
+		if s.streaming {
+			w.Header().Set("Content-Type", "text/event-stream")
+			if stream != nil && !strings.HasSuffix(r.URL.Path, "/no-headers") {
+				w.WriteHeader(http.StatusOK)
+				w.(http.Flusher).Flush()
+			}
+		}
+		if stream != nil {
+			stream(s, r.URL.Path)
+		}
+	case "CancelTask":
+		var p sdk.CancelTaskRequest
+		json.Unmarshal(req.Params, &p)
+		select {
+		case f.cancels <- p.ID:
+		default:
+		}
+		task := &sdk.Task{ID: p.ID, ContextID: "ctx", Status: sdk.TaskStatus{State: sdk.TaskStateCanceled}}
+		writeResult(w, req.ID, task)
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no such method"}}`, req.ID)
+	}
+}
+
+func writeResult(w http.ResponseWriter, id json.RawMessage, result any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+// sse writes the events of one streaming response.
+type sse struct {
+	w         http.ResponseWriter
+	r         *http.Request
+	id        json.RawMessage
+	stop      chan struct{}
+	streaming bool
+	written   int64
+}
+
+// event sends ev as the next event of the stream.
+func (s *sse) event(ev sdk.Event) error {
+	b, err := json.Marshal(sdk.StreamResponse{Event: ev})
+	if err != nil {
+		return err
+	}
+	return s.data(b)
+}
+
+// data sends result, the JSON of an event, as the next event.
+func (s *sse) data(result []byte) error {
+	return s.raw([]byte(fmt.Sprintf(`data: {"jsonrpc":"2.0","id":%s,"result":%s}`+"\n\n", s.id, result)))
+}
+
+// result answers a SendMessage that does not stream.
+func (s *sse) result(ev sdk.Event) {
+	b, _ := json.Marshal(sdk.StreamResponse{Event: ev})
+	var v any
+	json.Unmarshal(b, &v)
+	writeResult(s.w, s.id, v)
+}
+
+// raw writes b as it is, and flushes it.
+func (s *sse) raw(b []byte) error {
+	if s.gone() {
+		return errors.New("the test ended")
+	}
+	n, err := s.w.Write(b)
+	s.written += int64(n)
+	if err != nil {
+		return err
+	}
+	return http.NewResponseController(s.w).Flush()
+}
+
+// gone reports whether the client went away or the test ended.
+func (s *sse) gone() bool {
+	select {
+	case <-s.r.Context().Done():
+		return true
+	case <-s.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// hang waits until the client goes away or the test ends.
+func (s *sse) hang() {
+	select {
+	case <-s.r.Context().Done():
+	case <-s.stop:
+	}
+}
+
+func task(id sdk.TaskID, state sdk.TaskState) *sdk.Task {
+	return &sdk.Task{ID: id, ContextID: "ctx-1", Status: sdk.TaskStatus{State: state}}
+}
+
+func status(id sdk.TaskID, state sdk.TaskState) *sdk.TaskStatusUpdateEvent {
+	return &sdk.TaskStatusUpdateEvent{TaskID: id, ContextID: "ctx-1", Status: sdk.TaskStatus{State: state}}
+}
+
+func artifact(id sdk.TaskID, text string, appendTo bool) *sdk.TaskArtifactUpdateEvent {
+	return &sdk.TaskArtifactUpdateEvent{TaskID: id, ContextID: "ctx-1", Append: appendTo,
+		Artifact: &sdk.Artifact{ID: "answer", Parts: []*sdk.Part{sdk.NewTextPart(text)}}}
+}
+
+// connect connects to f with the bounds of the tests and opts.
+func connect(t *testing.T, f *fakeRemote, opts ...a2a.RemoteOption) *a2a.Remote {
+	t.Helper()
+	r, err := a2a.Connect(context.Background(), f.hs.URL, append([]a2a.RemoteOption{a2a.WithIdleTimeout(idle)}, opts...)...)
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// runErr runs r on a task and returns the error it ends with, failing t if
+// it took longer than within.
+func runErr(t *testing.T, r *a2a.Remote, within time.Duration) error {
+	t.Helper()
+	start := time.Now()
+	_, err := r.Run(context.Background(), agent.Input{Text: "do it"})
+	if took := time.Since(start); took > within {
+		t.Errorf("the run took %v, want under %v", took, within)
+	}
+	if err == nil {
+		t.Fatal("the run succeeded; want it to fail")
+	}
+	return err
+}
+
+// wantErr fails t unless err is an a2a.ErrRemote that says each of says.
+func wantErr(t *testing.T, err error, says ...string) {
+	t.Helper()
+	t.Logf("error: %v", err)
+	if !errors.Is(err, a2a.ErrRemote) && !errors.Is(err, a2a.ErrOrigin) {
+		t.Errorf("error %v: want it to wrap a2a.ErrRemote or a2a.ErrOrigin", err)
+	}
+	for _, s := range says {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("error %q: want it to say %q", err, s)
+		}
+	}
+}
+
+// delegate runs a lead whose model calls r's tool and answers with what
+// the tool returned, and returns that answer: the lead must finish its
+// run whatever the remote did.
+func delegate(t *testing.T, r *a2a.Remote) string {
+	t.Helper()
+	rt, err := r.Tool()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int64
+	lead := delegator(t, rt.Definition().Name, idModes[0].id, &calls, rt)
+	out, err := lead.Run(context.Background(), agent.Input{Text: "delegate"})
+	if err != nil {
+		t.Fatalf("the lead's run failed: %v", err)
+	}
+	t.Logf("the lead answered: %s", out.Answer)
+	if calls.Load() != 2 {
+		t.Errorf("the lead's model was asked %d times, want 2 (the call, then the answer)", calls.Load())
+	}
+	return out.Answer
+}
+
+// A remote that accepts the message and sends nothing — not even its
+// response's headers, or nothing after them — is given up on after the
+// idle timeout, with an error naming it; the lead that delegated to it
+// finishes its run with that error shown to its model.
+func TestHostileRemoteHangs(t *testing.T) {
+	for _, path := range []string{"/no-headers", "/headers"} {
+		t.Run(path, func(t *testing.T) {
+			noLeaks(t)
+			f := newFakeRemote(t, "sloth", func(s *sse, _ string) { s.hang() })
+			f.setCard(func(base string) []byte { return cardJSON("sloth", base+path, true) })
+			r := connect(t, f)
+			wantErr(t, runErr(t, r, 5*idle), "sloth", "WithIdleTimeout")
+
+			start := time.Now()
+			answer := delegate(t, r)
+			if took := time.Since(start); took > 5*idle {
+				t.Errorf("the lead's run took %v, want under %v", took, 5*idle)
+			}
+			if !strings.Contains(answer, "sloth") || !strings.Contains(answer, "WithIdleTimeout") {
+				t.Errorf("the lead answered %q; want the tool's error, naming the remote and the idle timeout", answer)
+			}
+		})
+	}
+}
+
+// A remote whose card does not come is given up on after the idle
+// timeout.
+func TestHostileCardHangs(t *testing.T) {
+	noLeaks(t)
+	stop := make(chan struct{})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-stop:
+		}
+	}))
+	defer hs.Close()
+	defer close(stop)
+	start := time.Now()
+	_, err := a2a.Connect(context.Background(), hs.URL, a2a.WithIdleTimeout(idle))
+	if took := time.Since(start); took > 5*idle {
+		t.Errorf("Connect took %v, want under %v", took, 5*idle)
+	}
+	if err == nil {
+		t.Fatal("Connect succeeded")
+	}
+	wantErr(t, err, hs.URL, "WithIdleTimeout")
+}
+
+// A remote that streams status updates for ever is cut off by the bound
+// on events, or on bytes, and asked to cancel its task.
+func TestHostileRemoteStreamsForEver(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts []a2a.RemoteOption
+		says string
+	}{
+		{"events", []a2a.RemoteOption{a2a.WithMaxEvents(100)}, "WithMaxEvents"},
+		{"bytes", []a2a.RemoteOption{a2a.WithMaxStreamBytes(64 << 10), a2a.WithMaxEvents(1 << 30)}, "WithMaxStreamBytes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			noLeaks(t)
+			f := newFakeRemote(t, "chatterbox", func(s *sse, _ string) {
+				if s.event(task("t-1", sdk.TaskStateSubmitted)) != nil {
+					return
+				}
+				for s.event(status("t-1", sdk.TaskStateWorking)) == nil {
+				}
+			})
+			r := connect(t, f, c.opts...)
+			wantErr(t, runErr(t, r, 2*time.Second), "chatterbox", c.says)
+			select {
+			case id := <-f.cancels:
+				if id != "t-1" {
+					t.Errorf("cancelled task %q, want t-1", id)
+				}
+			case <-time.After(2 * time.Second):
+				t.Error("the remote task was not cancelled")
+			}
+		})
+	}
+}
