@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/deputy-go/deputy/a2a"
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
 )
 
 // The remote agents here are built to break the side that delegates to
@@ -54,6 +56,9 @@ type fakeRemote struct {
 	// stream answers SendStreamingMessage (and SendMessage, when the
 	// card says the agent does not stream, with s.result).
 	stream func(s *sse, path string)
+
+	// get answers GetTask.
+	get func(id sdk.TaskID) *sdk.Task
 
 	sent    atomic.Int64 // messages received
 	cancels chan sdk.TaskID
@@ -123,6 +128,13 @@ func (f *fakeRemote) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if stream != nil {
 			stream(s, r.URL.Path)
 		}
+	case "GetTask":
+		var p sdk.GetTaskRequest
+		json.Unmarshal(req.Params, &p)
+		f.mu.Lock()
+		get := f.get
+		f.mu.Unlock()
+		writeResult(w, req.ID, get(p.ID))
 	case "CancelTask":
 		var p sdk.CancelTaskRequest
 		json.Unmarshal(req.Params, &p)
@@ -363,5 +375,88 @@ func TestHostileRemoteStreamsForEver(t *testing.T) {
 				t.Error("the remote task was not cancelled")
 			}
 		})
+	}
+}
+
+// fifty is the size of the artifact a remote tries to send.
+const fifty = 50 << 20
+
+// A remote that sends a 50 MB artifact is cut off once its answer is
+// over the bound — in pieces, by WithMaxAnswerBytes; in one event, by the
+// bound on one event — long before it has written it: the caller does
+// not read, let alone hold, the whole of it.
+func TestHostileRemoteHugeArtifact(t *testing.T) {
+	chunk := strings.Repeat("x", 64<<10)
+	for _, c := range []struct {
+		name string
+		send func(s *sse)
+		says string
+	}{
+		{"in pieces", func(s *sse) {
+			for s.written < fifty && s.event(artifact("t-1", chunk, s.written > 0)) == nil {
+			}
+		}, "WithMaxAnswerBytes"},
+		{"in one event", func(s *sse) {
+			head := fmt.Sprintf(`data: {"jsonrpc":"2.0","id":%s,"result":{"artifactUpdate":{"taskId":"t-1","contextId":"ctx-1","artifact":{"artifactId":"answer","parts":[{"text":"`, s.id)
+			if s.raw([]byte(head)) != nil {
+				return
+			}
+			for s.written < fifty {
+				if s.raw([]byte(chunk)) != nil {
+					return
+				}
+			}
+			s.raw([]byte(`"}]}}}}` + "\n\n"))
+		}, "an event over"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			noLeaks(t)
+			written := make(chan int64, 1)
+			f := newFakeRemote(t, "hoarder", func(s *sse, _ string) {
+				defer func() { written <- s.written }()
+				if s.event(task("t-1", sdk.TaskStateWorking)) != nil {
+					return
+				}
+				c.send(s)
+			})
+			r := connect(t, f)
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			wantErr(t, runErr(t, r, 5*time.Second), "hoarder", c.says)
+			runtime.ReadMemStats(&after)
+			if n := <-written; n >= fifty {
+				t.Errorf("the remote wrote all of its %d bytes before the caller gave up", n)
+			}
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > fifty {
+				t.Errorf("the caller allocated %d bytes on a 50 MB artifact; want it to stop reading long before", alloc)
+			}
+		})
+	}
+}
+
+// The idle timeout is the remote's silence, not the caller's: a caller
+// slow to take what the remote streams (its event sink blocks) does not
+// make a prompt remote look idle.
+func TestSlowCallerIsNotIdle(t *testing.T) {
+	noLeaks(t)
+	f := newFakeRemote(t, "prompt", func(s *sse, _ string) {
+		s.event(task("t-1", sdk.TaskStateWorking))
+		s.event(artifact("t-1", "first ", true))
+		s.event(artifact("t-1", "second", true))
+		s.event(status("t-1", sdk.TaskStateCompleted))
+	})
+	r := connect(t, f)
+	ctx := event.WithSink(context.Background(), event.SinkFunc(func(e event.Event) {
+		if e.Type == event.TextMessageContent && e.Delta == "first " {
+			time.Sleep(2 * idle)
+		}
+	}))
+	out, err := r.Run(ctx, agent.Input{Text: "go"})
+	if err != nil {
+		t.Fatalf("a slow caller: %v", err)
+	}
+	if out.Answer != "first second" {
+		t.Errorf("answer %q", out.Answer)
 	}
 }

@@ -511,9 +511,12 @@ func newBoundedBody(body io.ReadCloser, max int64, stalled *boundError, idle tim
 		b.idled.Store(true)
 		cancel(stalled)
 	})
+	b.timer.Stop() // each Read runs it
 	return b
 }
 
+// Read reads what the remote agent sent. The idle timeout runs while a
+// read waits on the remote, not while the caller works on what it read.
 func (b *boundedBody) Read(p []byte) (int, error) {
 	if b.left <= 0 {
 		return 0, &boundError{fmt.Sprintf("a response over %d bytes (WithMaxStreamBytes)", b.max)}
@@ -521,13 +524,15 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	if int64(len(p)) > b.left {
 		p = p[:b.left]
 	}
+	if b.idled.Load() {
+		return 0, b.stalled
+	}
+	b.timer.Reset(b.idle)
 	n, err := b.body.Read(p)
+	b.timer.Stop()
 	b.left -= int64(n)
 	if b.idled.Load() {
 		return n, b.stalled
-	}
-	if n > 0 {
-		b.timer.Reset(b.idle)
 	}
 	return n, err
 }
