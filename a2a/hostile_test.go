@@ -435,6 +435,55 @@ func TestHostileRemoteHugeArtifact(t *testing.T) {
 	}
 }
 
+// An artifact sent again in whole (not appended to) counts once toward
+// the bound on the answer, streamed or polled.
+func TestReplacedArtifactCountsOnce(t *testing.T) {
+	big := strings.Repeat("y", 600<<10)
+	t.Run("streamed", func(t *testing.T) {
+		noLeaks(t)
+		f := newFakeRemote(t, "redrafter", func(s *sse, _ string) {
+			s.event(task("t-1", sdk.TaskStateWorking))
+			for range 3 {
+				s.event(artifact("t-1", big, false))
+			}
+			s.event(status("t-1", sdk.TaskStateCompleted))
+		})
+		r := connect(t, f)
+		out, err := r.Run(context.Background(), agent.Input{Text: "draft"})
+		if err != nil {
+			t.Fatalf("a 600 KB answer sent three times: %v", err)
+		}
+		if out.Answer != big {
+			t.Errorf("answer of %d bytes, want the 600 KB artifact once", len(out.Answer))
+		}
+	})
+	t.Run("polled", func(t *testing.T) {
+		noLeaks(t)
+		withArtifact := func(state sdk.TaskState) *sdk.Task {
+			tk := task("t-1", state)
+			tk.Artifacts = []*sdk.Artifact{{ID: "answer", Parts: []*sdk.Part{sdk.NewTextPart(big)}}}
+			return tk
+		}
+		f := newFakeRemote(t, "redrafter", func(s *sse, _ string) { s.result(withArtifact(sdk.TaskStateWorking)) })
+		f.setCard(func(base string) []byte { return cardJSON("redrafter", base, false) })
+		var polls atomic.Int64
+		f.get = func(sdk.TaskID) *sdk.Task {
+			if polls.Add(1) < 2 {
+				return withArtifact(sdk.TaskStateWorking)
+			}
+			return withArtifact(sdk.TaskStateCompleted)
+		}
+		r := connect(t, f, a2a.WithIdleTimeout(5*time.Second))
+		out, err := r.Run(context.Background(), agent.Input{Text: "draft"})
+		if err != nil {
+			t.Fatalf("a 600 KB answer polled three times: %v", err)
+		}
+		if out.Answer != big {
+			t.Errorf("answer of %d bytes, want the 600 KB artifact once", len(out.Answer))
+		}
+	})
+}
+
 // The idle timeout is the remote's silence, not the caller's: a caller
 // slow to take what the remote streams (its event sink blocks) does not
 // make a prompt remote look idle.

@@ -81,7 +81,12 @@ type follower struct {
 	messageID string // of the text being streamed, "" when none is open
 }
 
-type artifactText struct{ b strings.Builder }
+// artifactText is an artifact's text so far, and the bytes of its parts
+// that count toward the answer's bound.
+type artifactText struct {
+	b     strings.Builder
+	bytes int
+}
 
 func (f *follower) stream(ctx context.Context, client *a2aclient.Client, req *sdk.SendMessageRequest) error {
 	ctx, cancel := context.WithCancel(ctx)
@@ -293,7 +298,13 @@ func (f *follower) addParts(id sdk.ArtifactID, parts sdk.ContentParts, appendTo 
 		f.answer[id] = a
 		f.order = append(f.order, id)
 	}
+	if !appendTo {
+		// The artifact is sent again in whole: what it held counts no more.
+		f.bytes -= a.bytes
+		a.bytes = 0
+	}
 	var text strings.Builder
+	n := 0
 	for _, p := range parts {
 		if p == nil {
 			continue
@@ -301,18 +312,20 @@ func (f *follower) addParts(id sdk.ArtifactID, parts sdk.ContentParts, appendTo 
 		switch c := p.Content.(type) {
 		case sdk.Text:
 			text.WriteString(string(c))
-			f.bytes += len(c)
+			n += len(c)
 		case sdk.Data:
 			raw, err := json.Marshal(c.Value)
 			if err != nil {
 				continue
 			}
-			f.bytes += len(raw)
+			n += len(raw)
 			f.value = raw
 		case sdk.Raw:
-			f.bytes += len(c)
+			n += len(c)
 		}
 	}
+	a.bytes += n
+	f.bytes += n
 	if f.bytes > f.r.cfg.maxAnswer {
 		return fmt.Errorf("%w %s: its answer is over %d bytes (WithMaxAnswerBytes)", ErrRemote, f.r.name, f.r.cfg.maxAnswer)
 	}
