@@ -509,3 +509,231 @@ func TestSlowCallerIsNotIdle(t *testing.T) {
 		t.Errorf("answer %q", out.Answer)
 	}
 }
+
+// witness is a server on another origin than the remote's, which counts
+// the requests that reach it: none should.
+func witness(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var hits atomic.Int64
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(cardJSON("witness", "http://"+r.Host, true))
+	}))
+	t.Cleanup(hs.Close)
+	return hs, &hits
+}
+
+// completes answers a message at once with text.
+func completes(text string) func(s *sse, _ string) {
+	return func(s *sse, _ string) {
+		s.event(task("t-1", sdk.TaskStateWorking))
+		s.event(artifact("t-1", text, false))
+		s.event(status("t-1", sdk.TaskStateCompleted))
+	}
+}
+
+// A card that breaks a bound, names another origin, is redirected to
+// another origin, or is not a card, is refused with an error that names
+// the remote and what was wrong; the other origin is never reached.
+func TestHostileCards(t *testing.T) {
+	skills := func(n int) []byte {
+		var b strings.Builder
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"id":"s%d","name":"skill %d","description":"does %d","tags":["t"]}`, i, i, i)
+		}
+		return []byte(b.String())
+	}
+	for _, c := range []struct {
+		name  string
+		card  func(base, other string) []byte
+		serve func(w http.ResponseWriter, r *http.Request, other string) bool // answers the card's request itself
+		opts  []a2a.RemoteOption
+		says  []string
+		is    error
+	}{
+		{name: "over the size bound", opts: []a2a.RemoteOption{a2a.WithMaxCardBytes(4 << 10)},
+			card: func(base, _ string) []byte {
+				var card map[string]any
+				json.Unmarshal(cardJSON("big", base, true), &card)
+				card["description"] = strings.Repeat("d", 8<<10)
+				b, _ := json.Marshal(card)
+				return b
+			},
+			says: []string{"over 4096 bytes", "WithMaxCardBytes"}},
+		{name: "without end",
+			serve: func(w http.ResponseWriter, r *http.Request, _ string) bool {
+				w.Header().Set("Content-Type", "application/json")
+				w.Write([]byte(`{"name":"`))
+				chunk := []byte(strings.Repeat("n", 64<<10))
+				for written := 0; written < fifty; written += len(chunk) {
+					if _, err := w.Write(chunk); err != nil {
+						break
+					}
+				}
+				return true
+			},
+			says: []string{"over 262144 bytes", "WithMaxCardBytes"}},
+		{name: "10000 skills", opts: []a2a.RemoteOption{a2a.WithMaxCardBytes(4 << 20)},
+			card: func(base, _ string) []byte {
+				return []byte(strings.Replace(string(cardJSON("skilled", base, true)), `"skills":[`, `"skills":[`+string(skills(10000))+`,`, 1))
+			},
+			says: []string{"10001 skills", "over 100", "WithMaxSkills"}},
+		{name: "10000 skills within the default bounds",
+			card: func(base, _ string) []byte {
+				return []byte(strings.Replace(string(cardJSON("skilled", base, true)), `"skills":[`, `"skills":[`+string(skills(10000))+`,`, 1))
+			},
+			says: []string{"WithMaxCardBytes"}},
+		{name: "an interface on another origin",
+			card: func(_, other string) []byte { return cardJSON("elsewhere", other, true) },
+			says: []string{"names the interface", "is neither the card's origin", "WithAllowedOrigins"}, is: a2a.ErrOrigin},
+		{name: "a second interface on another origin",
+			card: func(base, other string) []byte {
+				var card sdk.AgentCard
+				json.Unmarshal(cardJSON("elsewhere", base, true), &card)
+				card.SupportedInterfaces = append(card.SupportedInterfaces, sdk.NewAgentInterface(other+"/rest", sdk.TransportProtocolHTTPJSON))
+				b, _ := json.Marshal(card)
+				return b
+			},
+			says: []string{"names the interface", "/rest", "WithAllowedOrigins"}, is: a2a.ErrOrigin},
+		{name: "an interface with credentials in its URL",
+			card: func(base, _ string) []byte {
+				return cardJSON("leaky", strings.Replace(base, "http://", "http://user:secret@", 1), true)
+			},
+			says: []string{"without credentials"}, is: a2a.ErrOrigin},
+		{name: "an interface URL of 200 KB on another origin",
+			card: func(_, other string) []byte { return cardJSON("long", other+"/"+strings.Repeat("p", 200<<10), true) },
+			says: []string{"names the interface", "WithAllowedOrigins"}, is: a2a.ErrOrigin},
+		{name: "redirected to another origin",
+			serve: func(w http.ResponseWriter, r *http.Request, other string) bool {
+				http.Redirect(w, r, other+"/.well-known/agent-card.json", http.StatusFound)
+				return true
+			},
+			says: []string{"redirected to", "another origin"}, is: a2a.ErrOrigin},
+		{name: "not JSON",
+			card: func(string, string) []byte { return []byte("<html><body>Welcome!</body></html>") },
+			says: []string{"not an agent card"}},
+		{name: "JSON but no card",
+			card: func(string, string) []byte { return []byte(`{"hello":"world"}`) },
+			says: []string{"names no interface"}},
+		{name: "an error status",
+			serve: func(w http.ResponseWriter, r *http.Request, _ string) bool {
+				http.Error(w, "down", http.StatusInternalServerError)
+				return true
+			},
+			says: []string{"HTTP 500"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			noLeaks(t)
+			other, hits := witness(t)
+			f := newFakeRemote(t, "card", completes("ok"))
+			if c.card != nil {
+				f.setCard(func(base string) []byte { return c.card(base, other.URL) })
+			}
+			hs := f.hs
+			if c.serve != nil {
+				hs = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serve(w, r, other.URL) }))
+				defer hs.Close()
+			}
+			r, err := a2a.Connect(context.Background(), hs.URL, append([]a2a.RemoteOption{a2a.WithIdleTimeout(idle)}, c.opts...)...)
+			if err == nil {
+				r.Close()
+				t.Fatalf("Connect succeeded with card %s", c.name)
+			}
+			wantErr(t, err, append([]string{hs.URL}, c.says...)...)
+			if len(err.Error()) > 2000 {
+				t.Errorf("an error of %d bytes: want what the remote sent cut short in it", len(err.Error()))
+			}
+			if c.is != nil && !errors.Is(err, c.is) {
+				t.Errorf("error %v: want it to wrap %v", err, c.is)
+			}
+			if n := hits.Load(); n > 0 {
+				t.Errorf("%d requests reached the other origin", n)
+			}
+		})
+	}
+}
+
+// A message redirected to another origin is not sent there.
+func TestHostileRedirectOfAMessage(t *testing.T) {
+	noLeaks(t)
+	other, hits := witness(t)
+	f := newFakeRemote(t, "forwarder", nil)
+	f.mu.Lock()
+	f.stream = nil
+	f.mu.Unlock()
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/.well-known/agent-card.json" {
+			f.ServeHTTP(w, r)
+			return
+		}
+		http.Redirect(w, r, other.URL+"/", http.StatusTemporaryRedirect)
+	}))
+	defer redirecting.Close()
+	r, err := a2a.Connect(context.Background(), redirecting.URL, a2a.WithIdleTimeout(idle))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	_, err = r.Run(context.Background(), agent.Input{Text: "go"})
+	if err == nil {
+		t.Fatal("the run succeeded")
+	}
+	wantErr(t, err, "forwarder", "redirected to", other.URL, "another origin")
+	if !errors.Is(err, a2a.ErrOrigin) {
+		t.Errorf("error %v: want it to wrap a2a.ErrOrigin", err)
+	}
+	if n := hits.Load(); n > 0 {
+		t.Errorf("%d requests reached the other origin", n)
+	}
+}
+
+// A card that changes between calls: Refresh takes a change on the
+// card's origin, and the next call goes where it says; a change to
+// another origin is refused, and the Remote keeps the card it had.
+func TestHostileCardChanges(t *testing.T) {
+	noLeaks(t)
+	other, hits := witness(t)
+	f := newFakeRemote(t, "shifty", func(s *sse, path string) { completes("from " + path)(s, path) })
+	f.setCard(func(base string) []byte { return cardJSON("shifty", base+"/v1", true) })
+	r := connect(t, f)
+	ask := func() string {
+		t.Helper()
+		out, err := r.Run(context.Background(), agent.Input{Text: "where are you"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Answer
+	}
+	if got := ask(); got != "from /v1" {
+		t.Fatalf("first call answered %q", got)
+	}
+	f.setCard(func(base string) []byte { return cardJSON("shifty", base+"/v2", true) })
+	if err := r.Refresh(context.Background()); err != nil {
+		t.Fatalf("Refresh to a card on the same origin: %v", err)
+	}
+	if got := ask(); got != "from /v2" {
+		t.Fatalf("after a refresh to /v2, the call answered %q", got)
+	}
+	f.setCard(func(string) []byte { return cardJSON("shifty", other.URL, true) })
+	err := r.Refresh(context.Background())
+	if err == nil {
+		t.Fatal("Refresh took a card naming another origin")
+	}
+	wantErr(t, err, f.hs.URL, other.URL, "WithAllowedOrigins")
+	if !errors.Is(err, a2a.ErrOrigin) {
+		t.Errorf("error %v: want it to wrap a2a.ErrOrigin", err)
+	}
+	if u := r.Card().SupportedInterfaces[0].URL; u != f.hs.URL+"/v2" {
+		t.Errorf("after a refused refresh the card names %s, want the card it had (%s/v2)", u, f.hs.URL)
+	}
+	if got := ask(); got != "from /v2" {
+		t.Errorf("after a refused refresh, the call answered %q", got)
+	}
+	if n := hits.Load(); n > 0 {
+		t.Errorf("%d requests reached the other origin", n)
+	}
+}

@@ -333,7 +333,7 @@ func (r *Remote) fetchCard(ctx context.Context) (*sdk.AgentCard, error) {
 			return nil, fmt.Errorf("%w %s: its card names an empty interface", ErrRemote, r.base)
 		}
 		if err := r.allowed(i.URL); err != nil {
-			return nil, fmt.Errorf("%w: %s's card names the interface %q: %v", ErrOrigin, r.base, i.URL, err)
+			return nil, fmt.Errorf("%w: %s's card names the interface %q: %v", ErrOrigin, r.base, clip(i.URL, 200), err)
 		}
 	}
 	return card, nil
@@ -350,7 +350,7 @@ func (r *Remote) allowed(raw string) error {
 	if o == r.origin || slices.Contains(r.cfg.origins, o) {
 		return nil
 	}
-	return fmt.Errorf("%s is neither the card's origin %s nor one allowed with WithAllowedOrigins", o, r.origin)
+	return fmt.Errorf("%s is neither the card's origin %s nor one allowed with WithAllowedOrigins", clip(o, 200), r.origin)
 }
 
 // toolName makes a card's name a tool name: letters, digits, _ and -.
