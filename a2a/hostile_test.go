@@ -21,6 +21,9 @@ import (
 	"github.com/deputy-go/deputy/a2a"
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/store/memory"
+	"github.com/deputy-go/deputy/tool"
 )
 
 // The remote agents here are built to break the side that delegates to
@@ -697,7 +700,7 @@ func TestHostileRedirectOfAMessage(t *testing.T) {
 func TestHostileCardChanges(t *testing.T) {
 	noLeaks(t)
 	other, hits := witness(t)
-	f := newFakeRemote(t, "shifty", func(s *sse, path string) { completes("from " + path)(s, path) })
+	f := newFakeRemote(t, "shifty", func(s *sse, path string) { completes("from "+path)(s, path) })
 	f.setCard(func(base string) []byte { return cardJSON("shifty", base+"/v1", true) })
 	r := connect(t, f)
 	ask := func() string {
@@ -735,5 +738,208 @@ func TestHostileCardChanges(t *testing.T) {
 	}
 	if n := hits.Load(); n > 0 {
 		t.Errorf("%d requests reached the other origin", n)
+	}
+}
+
+// A remote that stops in the middle of a task — ending its stream, or
+// breaking the connection, after "working" — fails the call with an
+// error that says so, and is asked to cancel the task it left.
+func TestHostileRemoteDiesMidTask(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		after func(s *sse)
+		says  string
+	}{
+		{"the stream ends", func(*sse) {}, "stopped mid-task"},
+		{"the connection breaks", func(s *sse) {
+			conn, _, err := http.NewResponseController(s.w).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+		}, "the connection broke"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			noLeaks(t)
+			f := newFakeRemote(t, "quitter", func(s *sse, _ string) {
+				s.event(task("t-1", sdk.TaskStateSubmitted))
+				s.event(status("t-1", sdk.TaskStateWorking))
+				s.event(artifact("t-1", "half an ans", true))
+				c.after(s)
+			})
+			r := connect(t, f)
+			wantErr(t, runErr(t, r, 2*time.Second), "quitter", c.says)
+			select {
+			case id := <-f.cancels:
+				if id != "t-1" {
+					t.Errorf("cancelled task %q, want t-1", id)
+				}
+			case <-time.After(2 * time.Second):
+				t.Error("the task left working was not cancelled")
+			}
+			if answer := delegate(t, r); !strings.Contains(answer, "quitter") || !strings.Contains(answer, c.says) {
+				t.Errorf("the lead answered %q; want the tool's error", answer)
+			}
+		})
+	}
+}
+
+// A parent cancelled while its remote child works cancels the remote
+// task, whether the remote streams or is polled, and even when the parent
+// is cancelled before the client has read the task's id: the remote
+// agent's run sees its context end, and the remote keeps the task as
+// cancelled.
+func TestCancelledParentCancelsTheRemoteTask(t *testing.T) {
+	for _, streaming := range []bool{true, false} {
+		t.Run(fmt.Sprintf("streaming=%v", streaming), func(t *testing.T) {
+			noLeaks(t)
+			started := make(chan struct{}, 1)
+			var sawCancel atomic.Int64
+			blocker := agent.Func(func(ctx context.Context, in agent.Input) (agent.Output, error) {
+				started <- struct{}{}
+				<-ctx.Done()
+				sawCancel.Add(1)
+				return agent.Output{}, ctx.Err()
+			})
+			srv, err := a2a.NewServer(blocker, a2a.WithName("blocker"),
+				a2a.WithCard(func(c *sdk.AgentCard) { c.Capabilities.Streaming = streaming }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			c, hs := serve(t, srv, sdk.TransportProtocolJSONRPC)
+			r, err := a2a.Connect(context.Background(), hs.URL, a2a.WithIdleTimeout(5*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			rt, err := r.Tool()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var calls atomic.Int64
+			lead := delegator(t, rt.Definition().Name, idModes[0].id, &calls, rt)
+
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				_, err := lead.Run(ctx, agent.Input{Text: "delegate"})
+				done <- err
+			}()
+			select {
+			case <-started:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the remote run did not start")
+			}
+			// The remote has started the task; the caller may not have
+			// read its id yet.
+			cancel()
+			select {
+			case err := <-done:
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("the cancelled lead ended with %v, want context.Canceled", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the cancelled lead did not end")
+			}
+
+			deadline := time.Now().Add(2 * time.Second)
+			for sawCancel.Load() == 0 && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if sawCancel.Load() != 1 {
+				t.Fatal("the remote run went on after its parent was cancelled")
+			}
+			var state sdk.TaskState
+			for time.Now().Before(deadline) {
+				list, err := c.ListTasks(context.Background(), &sdk.ListTasksRequest{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(list.Tasks) != 1 {
+					t.Fatalf("the remote holds %d tasks, want 1", len(list.Tasks))
+				}
+				if state = list.Tasks[0].Status.State; state == sdk.TaskStateCanceled {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if state != sdk.TaskStateCanceled {
+				t.Errorf("the remote task is %s, want cancelled", state)
+			}
+		})
+	}
+}
+
+// A polled remote's question is answered on the same task: the message
+// that answers it, sent to be answered at once, does not read the task
+// as still waiting.
+func TestPolledRemoteQuestionResumesTheSameTask(t *testing.T) {
+	noLeaks(t)
+	p := newPayer(t, idModes[0].id)
+	srv, err := a2a.NewServer(p.lead, a2a.WithCard(func(c *sdk.AgentCard) { c.Capabilities.Streaming = false }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	r, err := a2a.Connect(context.Background(), hs.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	payer, err := r.Tool()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int64
+	lead := delegator(t, payer.Definition().Name, idModes[0].id, &calls, payer)
+	st, err := store.New(memory.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	run := func(ctx context.Context) (agent.Output, error) {
+		j, err := st.Journal(ctx, "turn")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: "pay"})
+	}
+	_, err = run(context.Background())
+	var in *tool.Interrupted
+	if !errors.As(err, &in) || len(in.Interrupts) != 1 {
+		t.Fatalf("first run: %v, want one question", err)
+	}
+	rctx, err := tool.Resume(context.Background(), in, tool.Answer{InterruptID: in.Interrupts[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(rctx)
+	if err != nil {
+		t.Fatalf("resumed run: %v", err)
+	}
+	if out.Answer != "lead: done: moved 100" || p.transfers.Load() != 1 || p.model.Load() != 2 {
+		t.Errorf("answer %q after %d transfers and %d remote model calls; want the transfer once, on the same task", out.Answer, p.transfers.Load(), p.model.Load())
+	}
+}
+
+// A parent cancelled before a remote that stays silent has named its
+// task does not wait on it for longer than the idle timeout.
+func TestCancelledParentDoesNotWaitOnASilentRemote(t *testing.T) {
+	noLeaks(t)
+	f := newFakeRemote(t, "mute", func(s *sse, _ string) { s.hang() })
+	f.setCard(func(base string) []byte { return cardJSON("mute", base+"/no-headers", true) })
+	r := connect(t, f)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := r.Run(ctx, agent.Input{Text: "go"})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("the cancelled run ended with %v, want context.Canceled", err)
+	}
+	if took := time.Since(start); took > 50*time.Millisecond+3*idle {
+		t.Errorf("the cancelled run took %v to end", took)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -73,6 +74,7 @@ type follower struct {
 	sub    string // the sub-agent run the events are attributed to
 	rd     round
 	events int
+	named  atomic.Bool // the remote agent named the task
 
 	order     []sdk.ArtifactID
 	answer    map[sdk.ArtifactID]*artifactText
@@ -89,15 +91,21 @@ type artifactText struct {
 }
 
 func (f *follower) stream(ctx context.Context, client *a2aclient.Client, req *sdk.SendMessageRequest) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for ev, err := range client.SendStreamingMessage(ctx, req) {
+	sctx, stop := f.outlive(ctx)
+	defer stop()
+	for ev, err := range client.SendStreamingMessage(sctx, req) {
 		if err != nil {
 			return f.failure(ctx, err)
 		}
 		done, err := f.take(ev)
 		if err != nil || done {
 			return err
+		}
+		if f.rd.TaskID != "" {
+			f.named.Store(true)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 		}
 	}
 	if ctx.Err() != nil {
@@ -106,10 +114,63 @@ func (f *follower) stream(ctx context.Context, client *a2aclient.Client, req *sd
 	return fmt.Errorf("%w %s: the stream ended with task %s still %s: the remote agent stopped mid-task", ErrRemote, f.r.name, f.rd.TaskID, stateName(f.rd.State))
 }
 
+// cancelGrace is how long, at most, a request goes on after the caller's
+// context ended, for the remote agent to name the task it started — so
+// that the task can be cancelled rather than left running.
+const cancelGrace = time.Second
+
+// outlive returns the context of a request that starts a task: it ends
+// with ctx once the remote agent has named the task (f.named), and
+// otherwise a short while later (cancelGrace, or the idle timeout when it
+// is shorter). stop releases it.
+func (f *follower) outlive(ctx context.Context) (context.Context, func()) {
+	if f.rd.TaskID != "" {
+		f.named.Store(true)
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var (
+		mu       sync.Mutex
+		grace    *time.Timer
+		finished bool
+	)
+	after := context.AfterFunc(ctx, func() {
+		if f.named.Load() {
+			cancel()
+			return
+		}
+		mu.Lock()
+		if !finished {
+			grace = time.AfterFunc(min(cancelGrace, f.r.cfg.idle), cancel)
+		}
+		mu.Unlock()
+	})
+	return sctx, func() {
+		after()
+		mu.Lock()
+		finished = true
+		if grace != nil {
+			grace.Stop()
+		}
+		mu.Unlock()
+		cancel()
+	}
+}
+
 // poll sends without streaming, and reads the task until it ends, for an
-// agent whose card says it does not stream.
+// agent whose card says it does not stream. It asks the agent to answer
+// at once with the task, rather than when the task ends, so that the task
+// can be followed, and cancelled.
 func (f *follower) poll(ctx context.Context, client *a2aclient.Client, req *sdk.SendMessageRequest) error {
-	res, err := client.SendMessage(ctx, req)
+	now := *req
+	now.Config = &sdk.SendMessageConfig{ReturnImmediately: true}
+	if req.Config != nil {
+		c := *req.Config
+		c.ReturnImmediately = true
+		now.Config = &c
+	}
+	sctx, stop := f.outlive(ctx)
+	res, err := client.SendMessage(sctx, &now)
+	stop()
 	if err != nil {
 		return f.failure(ctx, err)
 	}
@@ -119,6 +180,9 @@ func (f *follower) poll(ctx context.Context, client *a2aclient.Client, req *sdk.
 		done, err := f.take(res)
 		if err != nil || done {
 			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 		if time.Since(idle) > f.r.cfg.idle {
 			return fmt.Errorf("%w %s: task %s stayed %s for %v (WithIdleTimeout)", ErrRemote, f.r.name, f.rd.TaskID, stateName(f.rd.State), f.r.cfg.idle)
