@@ -441,7 +441,8 @@ func TestHostileRemoteHugeArtifact(t *testing.T) {
 // An artifact sent again in whole (not appended to) counts once toward
 // the bound on the answer, streamed or polled.
 func TestReplacedArtifactCountsOnce(t *testing.T) {
-	big := strings.Repeat("y", 600<<10)
+	big := strings.Repeat("y", 40<<10)
+	bound := a2a.WithMaxAnswerBytes(64 << 10)
 	t.Run("streamed", func(t *testing.T) {
 		noLeaks(t)
 		f := newFakeRemote(t, "redrafter", func(s *sse, _ string) {
@@ -451,13 +452,13 @@ func TestReplacedArtifactCountsOnce(t *testing.T) {
 			}
 			s.event(status("t-1", sdk.TaskStateCompleted))
 		})
-		r := connect(t, f)
+		r := connect(t, f, bound)
 		out, err := r.Run(context.Background(), agent.Input{Text: "draft"})
 		if err != nil {
-			t.Fatalf("a 600 KB answer sent three times: %v", err)
+			t.Fatalf("a 40 KB answer sent three times, under a 64 KB bound: %v", err)
 		}
 		if out.Answer != big {
-			t.Errorf("answer of %d bytes, want the 600 KB artifact once", len(out.Answer))
+			t.Errorf("answer of %d bytes, want the 40 KB artifact once", len(out.Answer))
 		}
 	})
 	t.Run("polled", func(t *testing.T) {
@@ -476,13 +477,13 @@ func TestReplacedArtifactCountsOnce(t *testing.T) {
 			}
 			return withArtifact(sdk.TaskStateCompleted)
 		}
-		r := connect(t, f, a2a.WithIdleTimeout(5*time.Second))
+		r := connect(t, f, bound)
 		out, err := r.Run(context.Background(), agent.Input{Text: "draft"})
 		if err != nil {
-			t.Fatalf("a 600 KB answer polled three times: %v", err)
+			t.Fatalf("a 40 KB answer polled three times, under a 64 KB bound: %v", err)
 		}
 		if out.Answer != big {
-			t.Errorf("answer of %d bytes, want the 600 KB artifact once", len(out.Answer))
+			t.Errorf("answer of %d bytes, want the 40 KB artifact once", len(out.Answer))
 		}
 	})
 }
@@ -941,5 +942,46 @@ func TestCancelledParentDoesNotWaitOnASilentRemote(t *testing.T) {
 	}
 	if took := time.Since(start); took > 50*time.Millisecond+3*idle {
 		t.Errorf("the cancelled run took %v to end", took)
+	}
+}
+
+// A polled remote whose task stays working, unchanged, is given up on
+// after the idle timeout; one whose task goes on changing is followed
+// for as long as it changes.
+func TestPolledRemoteIdle(t *testing.T) {
+	for _, progress := range []bool{false, true} {
+		t.Run(fmt.Sprintf("progress=%v", progress), func(t *testing.T) {
+			noLeaks(t)
+			f := newFakeRemote(t, "snail", func(s *sse, _ string) { s.result(task("t-1", sdk.TaskStateWorking)) })
+			f.setCard(func(base string) []byte { return cardJSON("snail", base, false) })
+			start := time.Now()
+			f.get = func(sdk.TaskID) *sdk.Task {
+				tk := task("t-1", sdk.TaskStateWorking)
+				if progress {
+					now := time.Now()
+					tk.Status.Timestamp = &now
+					if time.Since(start) > 2*idle {
+						tk.Status.State = sdk.TaskStateCompleted
+						tk.Artifacts = []*sdk.Artifact{{ID: "answer", Parts: []*sdk.Part{sdk.NewTextPart("slow but sure")}}}
+					}
+				}
+				return tk
+			}
+			r := connect(t, f)
+			out, err := r.Run(context.Background(), agent.Input{Text: "go"})
+			if progress {
+				if err != nil || out.Answer != "slow but sure" {
+					t.Errorf("a task that changed on every poll for %v: %q, %v", 2*idle, out.Answer, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("a task that never changed was followed to the end")
+			}
+			wantErr(t, err, "snail", "unchanged", "WithIdleTimeout")
+			if took := time.Since(start); took > 3*idle {
+				t.Errorf("given up on after %v, want within about %v", took, idle)
+			}
+		})
 	}
 }

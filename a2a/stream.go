@@ -174,8 +174,11 @@ func (f *follower) poll(ctx context.Context, client *a2aclient.Client, req *sdk.
 	if err != nil {
 		return f.failure(ctx, err)
 	}
-	wait := 100 * time.Millisecond
-	idle := time.Now()
+	// The task is read again and again, less often as time goes, but often
+	// enough to see it change within the idle timeout: a task that does
+	// not change for that long is given up on.
+	wait := min(100*time.Millisecond, f.r.cfg.idle/4)
+	changed, last := time.Now(), ""
 	for {
 		done, err := f.take(res)
 		if err != nil || done {
@@ -184,21 +187,37 @@ func (f *follower) poll(ctx context.Context, client *a2aclient.Client, req *sdk.
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if time.Since(idle) > f.r.cfg.idle {
-			return fmt.Errorf("%w %s: task %s stayed %s for %v (WithIdleTimeout)", ErrRemote, f.r.name, f.rd.TaskID, stateName(f.rd.State), f.r.cfg.idle)
+		if m := f.mark(res); m != last {
+			changed, last = time.Now(), m
+		} else if time.Since(changed) > f.r.cfg.idle {
+			return fmt.Errorf("%w %s: task %s stayed %s, unchanged, for %v (WithIdleTimeout)", ErrRemote, f.r.name, f.rd.TaskID, stateName(f.rd.State), f.r.cfg.idle)
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(wait):
 		}
-		wait = min(wait*2, 2*time.Second)
+		wait = min(wait*2, 2*time.Second, f.r.cfg.idle/4)
 		t, err := client.GetTask(ctx, &sdk.GetTaskRequest{ID: sdk.TaskID(f.rd.TaskID)})
 		if err != nil {
 			return f.failure(ctx, err)
 		}
 		res = t
 	}
+}
+
+// mark sums up where a polled task stands, to tell whether it changed:
+// its state, the time of its status, and its answer so far.
+func (f *follower) mark(res sdk.SendMessageResult) string {
+	t, ok := res.(*sdk.Task)
+	if !ok {
+		return ""
+	}
+	var at string
+	if t.Status.Timestamp != nil {
+		at = t.Status.Timestamp.String()
+	}
+	return fmt.Sprintf("%s|%s|%d|%d", t.Status.State, at, f.bytes, len(f.order))
 }
 
 func (f *follower) failure(ctx context.Context, err error) error {
