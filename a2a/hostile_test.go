@@ -21,6 +21,7 @@ import (
 	"github.com/deputy-go/deputy/a2a"
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/store/memory"
 	"github.com/deputy-go/deputy/tool"
@@ -983,5 +984,116 @@ func TestPolledRemoteIdle(t *testing.T) {
 				t.Errorf("given up on after %v, want within about %v", took, idle)
 			}
 		})
+	}
+}
+
+// A remote that sends events of another task than the one it started, or
+// ids over 128 bytes, fails the call with an error that says so.
+func TestHostileRemoteIDs(t *testing.T) {
+	long := strings.Repeat("i", 200)
+	msg := func(contextID string, taskID sdk.TaskID) *sdk.Message {
+		m := sdk.NewMessage(sdk.MessageRoleAgent, sdk.NewTextPart("an answer"))
+		m.ContextID, m.TaskID = contextID, taskID
+		return m
+	}
+	for _, c := range []struct {
+		name   string
+		events []sdk.Event
+		says   []string
+	}{
+		{"a status of another task", []sdk.Event{task("t-1", sdk.TaskStateWorking), status("t-2", sdk.TaskStateCompleted)},
+			[]string{`task "t-2"`, `following task "t-1"`}},
+		{"an artifact of another task", []sdk.Event{task("t-1", sdk.TaskStateWorking), artifact("t-2", "not yours", false)},
+			[]string{`task "t-2"`, `following task "t-1"`}},
+		{"a task then another task", []sdk.Event{task("t-1", sdk.TaskStateWorking), task("t-2", sdk.TaskStateCompleted)},
+			[]string{`task "t-2"`, `following task "t-1"`}},
+		{"a message of another task", []sdk.Event{task("t-1", sdk.TaskStateWorking), msg("ctx-1", "t-2")},
+			[]string{`task "t-2"`, `following task "t-1"`}},
+		{"a task id over 128 bytes", []sdk.Event{task(sdk.TaskID(long), sdk.TaskStateWorking)},
+			[]string{"id over 128 bytes"}},
+		{"a context id over 128 bytes", []sdk.Event{task("t-1", sdk.TaskStateWorking),
+			&sdk.TaskStatusUpdateEvent{TaskID: "t-1", ContextID: long, Status: sdk.TaskStatus{State: sdk.TaskStateCompleted}}},
+			[]string{"id over 128 bytes"}},
+		{"a message with a context id over 128 bytes", []sdk.Event{msg(long, "")},
+			[]string{"id over 128 bytes"}},
+		{"a message with a task id over 128 bytes", []sdk.Event{msg("ctx-1", sdk.TaskID(long))},
+			[]string{"id over 128 bytes"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			noLeaks(t)
+			f := newFakeRemote(t, "impostor", func(s *sse, _ string) {
+				for _, ev := range c.events {
+					if s.event(ev) != nil {
+						return
+					}
+				}
+				s.hang()
+			})
+			r := connect(t, f)
+			err := runErr(t, r, 2*time.Second)
+			wantErr(t, err, append([]string{"impostor"}, c.says...)...)
+			if strings.Contains(err.Error(), long) {
+				t.Errorf("the error repeats the long id: %v", err)
+			}
+		})
+	}
+}
+
+// Usage a remote reports that is negative, huge or not a number is not
+// taken as it is: no count goes below zero or past 10^12, and the
+// caller's own usage is sound.
+func TestHostileRemoteUsage(t *testing.T) {
+	noLeaks(t)
+	f := newFakeRemote(t, "spendthrift", func(s *sse, _ string) {
+		s.event(task("t-1", sdk.TaskStateWorking))
+		s.event(artifact("t-1", "done", false))
+		done := status("t-1", sdk.TaskStateCompleted)
+		done.Metadata = map[string]any{a2a.UsageKey: map[string]any{
+			"requests": -5, "inputTokens": 1e300, "outputTokens": "many",
+			"cachedInputTokens": -1e300, "cacheWriteInputTokens": 9.9e18,
+		}}
+		s.event(done)
+	})
+	r := connect(t, f)
+	out, err := r.Run(context.Background(), agent.Input{Text: "spend"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := out.Usage
+	if u.Requests != 0 || u.InputTokens != 1e12 || u.OutputTokens != 0 || u.CacheReadTokens != 0 || u.CacheWriteTokens != 1e12 {
+		t.Errorf("usage %+v: want requests 0, input 10^12, output 0, cache read 0, cache write 10^12", u)
+	}
+
+	rt, err := r.Tool()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int64
+	lead := delegator(t, rt.Definition().Name, idModes[0].id, &calls, rt)
+	lo, err := lead.Run(context.Background(), agent.Input{Text: "delegate"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := lo.TotalUsage()
+	if total.Requests != 2 || total.InputTokens != 1e12+10 || total.Tokens() <= 0 {
+		t.Errorf("the lead's usage %+v: want its own 2 requests and 10 input tokens, plus the remote's bounded report", total)
+	}
+
+	// Usage that is not an object at all counts nothing.
+	f.mu.Lock()
+	f.stream = func(s *sse, _ string) {
+		s.event(task("t-1", sdk.TaskStateWorking))
+		done := status("t-1", sdk.TaskStateCompleted)
+		done.Status.Message = sdk.NewMessage(sdk.MessageRoleAgent, sdk.NewTextPart("done"))
+		done.Metadata = map[string]any{a2a.UsageKey: "a great deal"}
+		s.event(done)
+	}
+	f.mu.Unlock()
+	out, err = r.Run(context.Background(), agent.Input{Text: "spend"})
+	if err != nil || out.Answer != "done" {
+		t.Fatalf("%q, %v", out.Answer, err)
+	}
+	if out.Usage != (provider.Usage{}) {
+		t.Errorf("usage %+v from a report that is not an object, want none", out.Usage)
 	}
 }

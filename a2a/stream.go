@@ -255,11 +255,12 @@ func (f *follower) take(ev sdk.Event) (done bool, err error) {
 	}
 	switch e := ev.(type) {
 	case *sdk.Message:
-		// An agent that answers with a message makes no task.
-		f.rd.State = sdk.TaskStateCompleted
-		if e.ContextID != "" {
-			f.rd.ContextID = e.ContextID
+		// An agent that answers with a message makes no task; its ids are
+		// held to the same bounds as a task's.
+		if err := f.ids(e.TaskID, e.ContextID); err != nil {
+			return false, err
 		}
+		f.rd.State = sdk.TaskStateCompleted
 		return true, f.addParts("message", e.Parts, false)
 	case *sdk.Task:
 		if err := f.ids(e.ID, e.ContextID); err != nil {
@@ -302,7 +303,7 @@ func (f *follower) ids(task sdk.TaskID, contextID string) error {
 	if f.rd.TaskID == "" {
 		f.rd.TaskID = string(task)
 	} else if task != "" && string(task) != f.rd.TaskID {
-		return fmt.Errorf("%w %s: sent an event of task %s while following task %s", ErrRemote, f.r.name, task, f.rd.TaskID)
+		return fmt.Errorf("%w %s: sent an event of task %q while following task %q", ErrRemote, f.r.name, task, f.rd.TaskID)
 	}
 	if contextID != "" {
 		f.rd.ContextID = contextID
