@@ -1097,3 +1097,44 @@ func TestHostileRemoteUsage(t *testing.T) {
 		t.Errorf("usage %+v from a report that is not an object, want none", out.Usage)
 	}
 }
+
+// What a remote says when it fails — a JSON-RPC error, a response that
+// is no event — is cut short in the error the caller (and its model)
+// reads.
+func TestHostileRemoteLongErrors(t *testing.T) {
+	long := strings.Repeat("blah ", 20<<10)
+	for _, c := range []struct {
+		name      string
+		streaming bool
+		send      func(s *sse)
+		says      string
+	}{
+		{"a JSON-RPC error", true, func(s *sse) {
+			b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": s.id, "error": map[string]any{"code": -32603, "message": long}})
+			s.raw([]byte("data: " + string(b) + "\n\n"))
+		}, "blah"},
+		{"an event of no kind", true, func(s *sse) {
+			obj := map[string]any{}
+			for i := range 2000 {
+				obj[fmt.Sprintf("key%04d", i)] = i
+			}
+			b, _ := json.Marshal(obj)
+			s.data(b)
+		}, "key"},
+		{"a result that is not a task", false, func(s *sse) {
+			s.result(artifact("t-1", long, false))
+		}, "blah"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			noLeaks(t)
+			f := newFakeRemote(t, "windbag", func(s *sse, _ string) { c.send(s) })
+			f.setCard(func(base string) []byte { return cardJSON("windbag", base, c.streaming) })
+			r := connect(t, f)
+			err := runErr(t, r, 2*time.Second)
+			if len(err.Error()) > 4000 {
+				t.Errorf("an error of %d bytes: want what the remote said cut short", len(err.Error()))
+			}
+			wantErr(t, err, "windbag", c.says)
+		})
+	}
+}

@@ -237,7 +237,7 @@ func (r *Remote) Refresh(ctx context.Context) error {
 	}
 	client, err := a2aclient.NewFromCard(ctx, card, opts...)
 	if err != nil {
-		return fmt.Errorf("%w %s: its card names no interface this client speaks (JSON-RPC or HTTP+JSON): %v", ErrRemote, r.base, err)
+		return fmt.Errorf("%w %s: its card names no interface this client speaks (JSON-RPC or HTTP+JSON): %v", ErrRemote, r.base, clipError(err, maxErrorBytes))
 	}
 	r.mu.Lock()
 	old := r.client
@@ -320,7 +320,7 @@ func (r *Remote) fetchCard(ctx context.Context) (*sdk.AgentCard, error) {
 	}
 	card, err := agentcard.DefaultCardParser(body)
 	if err != nil {
-		return nil, fmt.Errorf("%w %s: its card is not an agent card: %v", ErrRemote, r.base, err)
+		return nil, fmt.Errorf("%w %s: its card is not an agent card: %v", ErrRemote, r.base, clipError(err, maxErrorBytes))
 	}
 	if len(card.Skills) > r.cfg.maxSkills {
 		return nil, fmt.Errorf("%w %s: its card lists %d skills, over %d (WithMaxSkills)", ErrRemote, r.base, len(card.Skills), r.cfg.maxSkills)

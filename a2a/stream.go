@@ -229,7 +229,7 @@ func (f *follower) failure(ctx context.Context, err error) error {
 
 // remoteError says what went wrong with the remote agent named name: a
 // bound it broke, or the connection it broke, before what the client
-// library makes of it.
+// library makes of it. What the remote said is cut short in it.
 func remoteError(name string, err error) error {
 	var be *boundError
 	switch {
@@ -240,7 +240,30 @@ func remoteError(name string, err error) error {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return fmt.Errorf("%w %s: the connection broke in the middle of a response: %w", ErrRemote, name, err)
 	}
-	return fmt.Errorf("%w %s: %w", ErrRemote, name, err)
+	return fmt.Errorf("%w %s: %w", ErrRemote, name, clipError(err, maxErrorBytes))
+}
+
+// maxErrorBytes bounds what a remote agent says in an error of the
+// caller's.
+const maxErrorBytes = 1000
+
+// clippedError is an error whose text is cut short; errors.Is and
+// errors.As still see the whole chain.
+type clippedError struct {
+	err error
+	msg string
+}
+
+func (e *clippedError) Error() string { return e.msg }
+func (e *clippedError) Unwrap() error { return e.err }
+
+// clipError cuts err's text to about n bytes.
+func clipError(err error, n int) error {
+	msg := err.Error()
+	if len(msg) <= n {
+		return err
+	}
+	return &clippedError{err: err, msg: clip(msg, n)}
 }
 
 // sseEventBytes is what the A2A client reads of one streamed event at most.
