@@ -1138,3 +1138,42 @@ func TestHostileRemoteLongErrors(t *testing.T) {
 		})
 	}
 }
+
+// A remote that sends a task of many empty artifacts, or an artifact
+// with a long id, is refused: each artifact is kept until the task ends,
+// however little it holds.
+func TestHostileRemoteArtifacts(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		task func() *sdk.Task
+		says string
+	}{
+		{"1000 empty artifacts", func() *sdk.Task {
+			tk := task("t-1", sdk.TaskStateWorking)
+			for i := range 1000 {
+				tk.Artifacts = append(tk.Artifacts, &sdk.Artifact{ID: sdk.ArtifactID(fmt.Sprint(i))})
+			}
+			return tk
+		}, "over 256 artifacts"},
+		{"an artifact id over 128 bytes", func() *sdk.Task {
+			tk := task("t-1", sdk.TaskStateWorking)
+			tk.Artifacts = []*sdk.Artifact{{ID: sdk.ArtifactID(strings.Repeat("a", 200)), Parts: []*sdk.Part{sdk.NewTextPart("x")}}}
+			return tk
+		}, "artifact id over 128 bytes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			noLeaks(t)
+			ev, err := json.Marshal(sdk.StreamResponse{Event: c.task()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := newFakeRemote(t, "packrat", func(s *sse, _ string) {
+				if s.data(ev) == nil {
+					s.hang()
+				}
+			})
+			r := connect(t, f)
+			wantErr(t, runErr(t, r, 2*time.Second), "packrat", c.says)
+		})
+	}
+}

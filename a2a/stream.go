@@ -83,6 +83,10 @@ type follower struct {
 	messageID string // of the text being streamed, "" when none is open
 }
 
+// maxArtifacts bounds the artifacts of one task: each is kept apart
+// until the task ends, however little it holds.
+const maxArtifacts = 256
+
 // artifactText is an artifact's text so far, and the bytes of its parts
 // that count toward the answer's bound.
 type artifactText struct {
@@ -401,6 +405,12 @@ func messageText(m *sdk.Message) string {
 func (f *follower) addParts(id sdk.ArtifactID, parts sdk.ContentParts, appendTo bool) error {
 	a := f.answer[id]
 	if a == nil {
+		if len(id) > maxIDBytes {
+			return fmt.Errorf("%w %s: an artifact id over %d bytes", ErrRemote, f.r.name, maxIDBytes)
+		}
+		if len(f.order) >= maxArtifacts {
+			return fmt.Errorf("%w %s: over %d artifacts in one task", ErrRemote, f.r.name, maxArtifacts)
+		}
 		a = &artifactText{}
 		f.answer[id] = a
 		f.order = append(f.order, id)
