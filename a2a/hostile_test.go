@@ -1177,3 +1177,48 @@ func TestHostileRemoteArtifacts(t *testing.T) {
 		})
 	}
 }
+
+// What a remote says when its task fails, or when it asks for input in
+// words, reaches the caller: the status message is not replaced by the
+// answer so far.
+func TestRemoteStatusMessageReachesTheCaller(t *testing.T) {
+	say := func(id sdk.TaskID, state sdk.TaskState, text string) *sdk.TaskStatusUpdateEvent {
+		ev := status(id, state)
+		ev.Status.Message = sdk.NewMessage(sdk.MessageRoleAgent, sdk.NewTextPart(text))
+		return ev
+	}
+	t.Run("failed", func(t *testing.T) {
+		noLeaks(t)
+		f := newFakeRemote(t, "grump", func(s *sse, _ string) {
+			s.event(task("t-1", sdk.TaskStateWorking))
+			s.event(artifact("t-1", "partial", false))
+			s.event(say("t-1", sdk.TaskStateFailed, "the disk is full"))
+		})
+		wantErr(t, runErr(t, connect(t, f), 2*time.Second), "grump", "ended failed", "the disk is full")
+	})
+	t.Run("failed in silence", func(t *testing.T) {
+		noLeaks(t)
+		f := newFakeRemote(t, "grump", func(s *sse, _ string) {
+			s.event(task("t-1", sdk.TaskStateWorking))
+			s.event(artifact("t-1", "what I had", false))
+			s.event(status("t-1", sdk.TaskStateFailed))
+		})
+		wantErr(t, runErr(t, connect(t, f), 2*time.Second), "grump", "ended failed", "what I had")
+	})
+	t.Run("input required", func(t *testing.T) {
+		noLeaks(t)
+		f := newFakeRemote(t, "clerk", func(s *sse, _ string) {
+			s.event(task("t-1", sdk.TaskStateWorking))
+			s.event(artifact("t-1", "partial", false))
+			s.event(say("t-1", sdk.TaskStateInputRequired, "Which account?"))
+		})
+		_, err := connect(t, f).Run(context.Background(), agent.Input{Text: "pay"})
+		var in *tool.Interrupted
+		if !errors.As(err, &in) || len(in.Interrupts) != 1 {
+			t.Fatalf("%v, want one question", err)
+		}
+		if got := in.Interrupts[0].Message; got != "Which account?" {
+			t.Errorf("the question reads %q, want the remote's words", got)
+		}
+	})
+}

@@ -55,7 +55,13 @@ func (r *Remote) exchange(ctx context.Context, msg *sdk.Message) (round, error) 
 		}
 		return f.rd, err
 	}
-	f.rd.Text, f.rd.Value = f.answerText(), f.value
+	switch {
+	case f.rd.State == sdk.TaskStateCompleted:
+		f.rd.Text, f.rd.Value = f.answerText(), f.value
+	case f.rd.Text == "" && f.rd.State.Terminal():
+		// A task that failed without saying why: what it answered may.
+		f.rd.Text = clip(f.answerText(), 4000)
+	}
 	return f.rd, nil
 }
 
