@@ -1178,6 +1178,62 @@ func TestHostileRemoteArtifacts(t *testing.T) {
 	}
 }
 
+// Nulls where the protocol has objects — parts, artifacts, messages —
+// are passed over, not dereferenced.
+func TestHostileRemoteNulls(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		events []string
+		answer string
+		says   string
+	}{
+		{"a null part in a failed status", []string{
+			`{"task":{"id":"t-1","contextId":"c","status":{"state":"TASK_STATE_WORKING"}}}`,
+			`{"statusUpdate":{"taskId":"t-1","contextId":"c","status":{"state":"TASK_STATE_FAILED","message":{"messageId":"m","role":"ROLE_AGENT","parts":[null,{"text":"broke"}]}}}}`,
+		}, "", "broke"},
+		{"a null part in a rejected status", []string{
+			`{"task":{"id":"t-1","contextId":"c","status":{"state":"TASK_STATE_WORKING"}}}`,
+			`{"statusUpdate":{"taskId":"t-1","contextId":"c","status":{"state":"TASK_STATE_REJECTED","message":{"messageId":"m","role":"ROLE_AGENT","parts":[null]}}}}`,
+		}, "", "rejected"},
+		{"a null part in a completed status", []string{
+			`{"task":{"id":"t-1","contextId":"c","status":{"state":"TASK_STATE_WORKING"}}}`,
+			`{"statusUpdate":{"taskId":"t-1","contextId":"c","status":{"state":"TASK_STATE_COMPLETED","message":{"messageId":"m","role":"ROLE_AGENT","parts":[null,{"text":"fine"}]}}}}`,
+		}, "fine", ""},
+		{"null artifacts and parts", []string{
+			`{"task":{"id":"t-1","contextId":"c","status":{"state":"TASK_STATE_WORKING"},"artifacts":[null,{"artifactId":"a","parts":[null]}]}}`,
+			`{"artifactUpdate":{"taskId":"t-1","contextId":"c","artifact":null}}`,
+			`{"artifactUpdate":{"taskId":"t-1","contextId":"c","artifact":{"artifactId":"a","parts":[null,{"text":"ok"}]}}}`,
+			`{"statusUpdate":{"taskId":"t-1","contextId":"c","status":{"state":"TASK_STATE_COMPLETED"}}}`,
+		}, "ok", ""},
+		{"a message of null parts", []string{
+			`{"message":{"messageId":"m","role":"ROLE_AGENT","parts":[null,{"text":"direct"}]}}`,
+		}, "direct", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			noLeaks(t)
+			f := newFakeRemote(t, "nullifier", func(s *sse, _ string) {
+				for _, ev := range c.events {
+					if s.data([]byte(ev)) != nil {
+						return
+					}
+				}
+			})
+			r := connect(t, f)
+			out, err := r.Run(context.Background(), agent.Input{Text: "go"})
+			if c.says != "" {
+				if err == nil {
+					t.Fatalf("the run succeeded with %q", out.Answer)
+				}
+				wantErr(t, err, "nullifier", c.says)
+				return
+			}
+			if err != nil || out.Answer != c.answer {
+				t.Errorf("%q, %v; want %q", out.Answer, err, c.answer)
+			}
+		})
+	}
+}
+
 // What a remote says when its task fails, or when it asks for input in
 // words, reaches the caller: the status message is not replaced by the
 // answer so far.

@@ -373,6 +373,9 @@ func (f *follower) question(m *sdk.Message) (string, []tool.Interrupt) {
 	}
 	var qs []tool.Interrupt
 	for _, p := range m.Parts {
+		if p == nil {
+			continue
+		}
 		if d, ok := p.Content.(sdk.Data); ok {
 			raw, _ := json.Marshal(d.Value)
 			var v struct {
@@ -397,6 +400,9 @@ func (f *follower) question(m *sdk.Message) (string, []tool.Interrupt) {
 func messageText(m *sdk.Message) string {
 	var b strings.Builder
 	for _, p := range m.Parts {
+		if p == nil {
+			continue
+		}
 		if t, ok := p.Content.(sdk.Text); ok {
 			if b.Len() > 0 {
 				b.WriteString("\n")
