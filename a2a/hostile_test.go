@@ -1278,3 +1278,44 @@ func TestRemoteStatusMessageReachesTheCaller(t *testing.T) {
 		}
 	})
 }
+
+// The questions a remote asks in deputy's form are asked within bounds:
+// a reason cut short, and, when an id is too long to send back, the
+// question asked in the remote's words instead.
+func TestHostileRemoteQuestions(t *testing.T) {
+	ask := func(interrupts any) func(s *sse, _ string) {
+		return func(s *sse, _ string) {
+			s.event(task("t-1", sdk.TaskStateWorking))
+			ev := status("t-1", sdk.TaskStateInputRequired)
+			ev.Status.Message = sdk.NewMessage(sdk.MessageRoleAgent, sdk.NewTextPart("Approve?"),
+				sdk.NewDataPart(map[string]any{"interrupts": interrupts}))
+			s.event(ev)
+		}
+	}
+	for _, c := range []struct {
+		name       string
+		interrupts any
+		reason     string
+		message    string
+	}{
+		{"a long reason", []map[string]any{{"id": "q-1", "reason": strings.Repeat("r", 10<<10), "message": "Approve the transfer?",
+			"toolCallId": strings.Repeat("c", 10<<10), "subagentRunId": "sub_x"}}, strings.Repeat("r", 64) + "…", "Approve the transfer?"},
+		{"an id over 128 bytes", []map[string]any{{"id": strings.Repeat("i", 200), "reason": "approval", "message": "Approve the transfer?"}},
+			"input", "Approve?"},
+		{"no id", []map[string]any{{"reason": "approval", "message": "Approve the transfer?"}}, "input", "Approve?"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			noLeaks(t)
+			f := newFakeRemote(t, "asker", ask(c.interrupts))
+			_, err := connect(t, f).Run(context.Background(), agent.Input{Text: "pay"})
+			var in *tool.Interrupted
+			if !errors.As(err, &in) || len(in.Interrupts) != 1 {
+				t.Fatalf("%v, want one question", err)
+			}
+			q := in.Interrupts[0]
+			if q.Reason != c.reason || q.Message != c.message {
+				t.Errorf("asked %.80q: %.80q, want %.80q: %.80q", q.Reason, q.Message, c.reason, c.message)
+			}
+		})
+	}
+}

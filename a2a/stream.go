@@ -382,19 +382,31 @@ func (f *follower) question(m *sdk.Message) (string, []tool.Interrupt) {
 				Interrupts []tool.Interrupt `json:"interrupts"`
 			}
 			if json.Unmarshal(raw, &v) == nil && len(v.Interrupts) > 0 && len(v.Interrupts) <= 64 {
-				qs = v.Interrupts
-				for i := range qs {
-					qs[i].Message = clip(qs[i].Message, 4000)
-					if !usableSchema(qs[i].ResponseSchema) {
-						// Asked without one: the answer goes back for the
-						// remote agent to judge.
-						qs[i].ResponseSchema = nil
-					}
-				}
+				qs = askable(v.Interrupts)
 			}
 		}
 	}
 	return clip(messageText(m), 4000), qs
+}
+
+// askable keeps, of the questions a deputy remote sent, what the caller
+// asks with — id, reason, words, schema — each within bounds, or none of
+// them when one has no id or one too long to send back.
+func askable(in []tool.Interrupt) []tool.Interrupt {
+	qs := make([]tool.Interrupt, 0, len(in))
+	for _, q := range in {
+		if q.ID == "" || len(q.ID) > maxIDBytes {
+			return nil
+		}
+		a := tool.Interrupt{ID: q.ID, Reason: clip(q.Reason, 64), Message: clip(q.Message, 4000)}
+		if usableSchema(q.ResponseSchema) {
+			// Asked without one, the answer goes back for the remote agent
+			// to judge.
+			a.ResponseSchema = q.ResponseSchema
+		}
+		qs = append(qs, a)
+	}
+	return qs
 }
 
 func messageText(m *sdk.Message) string {
