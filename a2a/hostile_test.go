@@ -1319,3 +1319,51 @@ func TestHostileRemoteQuestions(t *testing.T) {
 		})
 	}
 }
+
+// The events a deputy remote reports are forwarded to the caller's sink
+// with what names and describes them cut short, under the caller's run.
+func TestHostileRemoteForwardedEvents(t *testing.T) {
+	noLeaks(t)
+	huge := strings.Repeat("h", 10<<10)
+	f := newFakeRemote(t, "loud", func(s *sse, _ string) {
+		s.event(task("t-1", sdk.TaskStateWorking))
+		ev := status("t-1", sdk.TaskStateWorking)
+		ev.Metadata = map[string]any{a2a.EventKey: map[string]any{
+			"type": "SUBAGENT_STARTED", "subagentRunId": huge, "name": huge, "description": huge,
+			"threadId": huge, "runId": huge, "value": map[string]any{"big": huge},
+		}}
+		s.event(ev)
+		ev = status("t-1", sdk.TaskStateWorking)
+		ev.Metadata = map[string]any{a2a.EventKey: map[string]any{
+			"type": "RUN_FINISHED", "runId": "the caller's", "result": huge,
+		}}
+		s.event(ev)
+		s.event(artifact("t-1", "ok", false))
+		s.event(status("t-1", sdk.TaskStateCompleted))
+	})
+	r := connect(t, f)
+	var seen []event.Event
+	ctx := event.WithSink(context.Background(), event.SinkFunc(func(e event.Event) { seen = append(seen, e) }))
+	if _, err := r.Run(ctx, agent.Input{Text: "go"}); err != nil {
+		t.Fatal(err)
+	}
+	var started int
+	for _, e := range seen {
+		b, _ := json.Marshal(e)
+		if len(b) > 4000 {
+			t.Errorf("a %s event of %d bytes reached the caller's sink", e.Type, len(b))
+		}
+		switch e.Type {
+		case event.SubagentStarted:
+			started++
+			if !strings.HasPrefix(e.SubagentRunID, "/") {
+				t.Errorf("the remote's sub-agent %.40q is not under the caller's run", e.SubagentRunID)
+			}
+		case event.RunFinished:
+			t.Error("the remote's RUN_FINISHED reached the caller's sink")
+		}
+	}
+	if started != 1 {
+		t.Errorf("%d SUBAGENT_STARTED events, want the remote's one", started)
+	}
+}

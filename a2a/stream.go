@@ -524,6 +524,9 @@ func (f *follower) endText() {
 // forward emits a deputy remote's event (a sub-agent of its, a tool call)
 // in the caller's tree, under the run: the remote's sub-agent ids are
 // prefixed with the run's, so that they cannot pass for the caller's own.
+// Only what names and describes the event, and how a sub-agent ended, is
+// kept, each within bounds; the remote's results and usage are not (the
+// run reports its own).
 func (f *follower) forward(v any) {
 	if v == nil || !f.em.Enabled() {
 		return
@@ -532,23 +535,38 @@ func (f *follower) forward(v any) {
 	if err != nil {
 		return
 	}
-	var e event.Event
-	if json.Unmarshal(raw, &e) != nil || !forwarded(e) || e.Type == event.TextMessageContent {
+	var in event.Event
+	if json.Unmarshal(raw, &in) != nil || !forwarded(in) || in.Type == event.TextMessageContent {
 		return
 	}
-	prefix := f.sub + "/"
-	if e.SubagentRunID != "" {
-		e.SubagentRunID = prefix + clip(e.SubagentRunID, maxIDBytes)
+	e := event.Event{
+		Type:             in.Type,
+		MessageID:        clip(in.MessageID, maxIDBytes),
+		Role:             clip(in.Role, 16),
+		ToolCallID:       clip(in.ToolCallID, maxIDBytes),
+		ToolCallName:     clip(in.ToolCallName, maxIDBytes),
+		ParentMessageID:  clip(in.ParentMessageID, maxIDBytes),
+		Content:          clip(in.Content, 4000),
+		Name:             clip(in.Name, maxIDBytes),
+		Description:      clip(in.Description, 1000),
+		ParentToolCallID: clip(in.ParentToolCallID, maxIDBytes),
+		Message:          clip(in.Message, 4000),
+		Code:             clip(in.Code, 64),
+		Model:            clip(in.Model, maxIDBytes),
 	}
-	if e.ParentSubagentRunID != "" {
-		e.ParentSubagentRunID = prefix + clip(e.ParentSubagentRunID, maxIDBytes)
+	if len(in.Outcome) <= 4000 {
+		// How a sub-agent of the remote ended (suspended, cancelled).
+		e.Outcome = in.Outcome
+	}
+	prefix := f.sub + "/"
+	if in.SubagentRunID != "" {
+		e.SubagentRunID = prefix + clip(in.SubagentRunID, maxIDBytes)
+	}
+	if in.ParentSubagentRunID != "" {
+		e.ParentSubagentRunID = prefix + clip(in.ParentSubagentRunID, maxIDBytes)
 	} else if e.Type == event.SubagentStarted {
 		e.ParentSubagentRunID = f.sub
 	}
-	e.Timestamp = 0
-	e.Content = clip(e.Content, 4000)
-	e.Result = nil
-	e.Usage = nil
 	f.em.Emit(e)
 }
 
