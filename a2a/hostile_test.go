@@ -31,9 +31,19 @@ import (
 // them. Each speaks A2A's JSON-RPC binding by hand on a loopback server,
 // so that it can send what no well-behaved server would.
 
-// idle is the WithIdleTimeout of the Remotes under attack: short, so that
-// a remote that stalls is given up on quickly.
+// idle is the WithIdleTimeout of the Remotes that the tests of stalling
+// remotes attack: short, so that a remote that stalls is given up on
+// quickly.
 const idle = 200 * time.Millisecond
+
+// patient is the idle timeout of the other Remotes: long, so that a busy
+// machine, slow to run the remote's handler, does not pass for a remote
+// that stalls.
+const patient = 10 * time.Second
+
+// prompt is how long a call that must fail at once may take, on a busy
+// machine.
+const prompt = 5 * time.Second
 
 // noLeaks fails t if a goroutine started during it outlives it. Call it
 // first, so that its check runs after every other cleanup.
@@ -237,10 +247,10 @@ func artifact(id sdk.TaskID, text string, appendTo bool) *sdk.TaskArtifactUpdate
 		Artifact: &sdk.Artifact{ID: "answer", Parts: []*sdk.Part{sdk.NewTextPart(text)}}}
 }
 
-// connect connects to f with the bounds of the tests and opts.
+// connect connects to f, with a patient idle timeout and opts.
 func connect(t *testing.T, f *fakeRemote, opts ...a2a.RemoteOption) *a2a.Remote {
 	t.Helper()
-	r, err := a2a.Connect(context.Background(), f.hs.URL, append([]a2a.RemoteOption{a2a.WithIdleTimeout(idle)}, opts...)...)
+	r, err := a2a.Connect(context.Background(), f.hs.URL, append([]a2a.RemoteOption{a2a.WithIdleTimeout(patient)}, opts...)...)
 	if err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
@@ -309,7 +319,7 @@ func TestHostileRemoteHangs(t *testing.T) {
 			noLeaks(t)
 			f := newFakeRemote(t, "sloth", func(s *sse, _ string) { s.hang() })
 			f.setCard(func(base string) []byte { return cardJSON("sloth", base+path, true) })
-			r := connect(t, f)
+			r := connect(t, f, a2a.WithIdleTimeout(idle))
 			wantErr(t, runErr(t, r, 5*idle), "sloth", "WithIdleTimeout")
 
 			start := time.Now()
@@ -369,7 +379,7 @@ func TestHostileRemoteStreamsForEver(t *testing.T) {
 				}
 			})
 			r := connect(t, f, c.opts...)
-			wantErr(t, runErr(t, r, 2*time.Second), "chatterbox", c.says)
+			wantErr(t, runErr(t, r, prompt), "chatterbox", c.says)
 			select {
 			case id := <-f.cancels:
 				if id != "t-1" {
@@ -427,7 +437,7 @@ func TestHostileRemoteHugeArtifact(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			wantErr(t, runErr(t, r, 5*time.Second), "hoarder", c.says)
+			wantErr(t, runErr(t, r, 2*prompt), "hoarder", c.says)
 			runtime.ReadMemStats(&after)
 			if n := <-written; n >= fifty {
 				t.Errorf("the remote wrote all of its %d bytes before the caller gave up", n)
@@ -500,7 +510,7 @@ func TestSlowCallerIsNotIdle(t *testing.T) {
 		s.event(artifact("t-1", "second", true))
 		s.event(status("t-1", sdk.TaskStateCompleted))
 	})
-	r := connect(t, f)
+	r := connect(t, f, a2a.WithIdleTimeout(idle))
 	ctx := event.WithSink(context.Background(), event.SinkFunc(func(e event.Event) {
 		if e.Type == event.TextMessageContent && e.Delta == "first " {
 			time.Sleep(2 * idle)
@@ -552,6 +562,9 @@ func TestHostileCards(t *testing.T) {
 		}
 		return []byte(b.String())
 	}
+	// Made once, before any server runs: a card that takes long to make
+	// would be a card that comes late.
+	many := string(skills(10000))
 	for _, c := range []struct {
 		name  string
 		card  func(base, other string) []byte
@@ -584,12 +597,12 @@ func TestHostileCards(t *testing.T) {
 			says: []string{"over 262144 bytes", "WithMaxCardBytes"}},
 		{name: "10000 skills", opts: []a2a.RemoteOption{a2a.WithMaxCardBytes(4 << 20)},
 			card: func(base, _ string) []byte {
-				return []byte(strings.Replace(string(cardJSON("skilled", base, true)), `"skills":[`, `"skills":[`+string(skills(10000))+`,`, 1))
+				return []byte(strings.Replace(string(cardJSON("skilled", base, true)), `"skills":[`, `"skills":[`+many+`,`, 1))
 			},
 			says: []string{"10001 skills", "over 100", "WithMaxSkills"}},
 		{name: "10000 skills within the default bounds",
 			card: func(base, _ string) []byte {
-				return []byte(strings.Replace(string(cardJSON("skilled", base, true)), `"skills":[`, `"skills":[`+string(skills(10000))+`,`, 1))
+				return []byte(strings.Replace(string(cardJSON("skilled", base, true)), `"skills":[`, `"skills":[`+many+`,`, 1))
 			},
 			says: []string{"WithMaxCardBytes"}},
 		{name: "an interface on another origin",
@@ -643,7 +656,7 @@ func TestHostileCards(t *testing.T) {
 				hs = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serve(w, r, other.URL) }))
 				defer hs.Close()
 			}
-			r, err := a2a.Connect(context.Background(), hs.URL, append([]a2a.RemoteOption{a2a.WithIdleTimeout(idle)}, c.opts...)...)
+			r, err := a2a.Connect(context.Background(), hs.URL, append([]a2a.RemoteOption{a2a.WithIdleTimeout(patient)}, c.opts...)...)
 			if err == nil {
 				r.Close()
 				t.Fatalf("Connect succeeded with card %s", c.name)
@@ -678,7 +691,7 @@ func TestHostileRedirectOfAMessage(t *testing.T) {
 		http.Redirect(w, r, other.URL+"/", http.StatusTemporaryRedirect)
 	}))
 	defer redirecting.Close()
-	r, err := a2a.Connect(context.Background(), redirecting.URL, a2a.WithIdleTimeout(idle))
+	r, err := a2a.Connect(context.Background(), redirecting.URL, a2a.WithIdleTimeout(patient))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -769,7 +782,7 @@ func TestHostileRemoteDiesMidTask(t *testing.T) {
 				c.after(s)
 			})
 			r := connect(t, f)
-			wantErr(t, runErr(t, r, 2*time.Second), "quitter", c.says)
+			wantErr(t, runErr(t, r, prompt), "quitter", c.says)
 			select {
 			case id := <-f.cancels:
 				if id != "t-1" {
@@ -933,7 +946,7 @@ func TestCancelledParentDoesNotWaitOnASilentRemote(t *testing.T) {
 	noLeaks(t)
 	f := newFakeRemote(t, "mute", func(s *sse, _ string) { s.hang() })
 	f.setCard(func(base string) []byte { return cardJSON("mute", base+"/no-headers", true) })
-	r := connect(t, f)
+	r := connect(t, f, a2a.WithIdleTimeout(idle))
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(50*time.Millisecond, cancel)
 	start := time.Now()
@@ -968,7 +981,7 @@ func TestPolledRemoteIdle(t *testing.T) {
 				}
 				return tk
 			}
-			r := connect(t, f)
+			r := connect(t, f, a2a.WithIdleTimeout(idle))
 			out, err := r.Run(context.Background(), agent.Input{Text: "go"})
 			if progress {
 				if err != nil || out.Answer != "slow but sure" {
@@ -1030,7 +1043,7 @@ func TestHostileRemoteIDs(t *testing.T) {
 				s.hang()
 			})
 			r := connect(t, f)
-			err := runErr(t, r, 2*time.Second)
+			err := runErr(t, r, prompt)
 			wantErr(t, err, append([]string{"impostor"}, c.says...)...)
 			if strings.Contains(err.Error(), long) {
 				t.Errorf("the error repeats the long id: %v", err)
@@ -1130,7 +1143,7 @@ func TestHostileRemoteLongErrors(t *testing.T) {
 			f := newFakeRemote(t, "windbag", func(s *sse, _ string) { c.send(s) })
 			f.setCard(func(base string) []byte { return cardJSON("windbag", base, c.streaming) })
 			r := connect(t, f)
-			err := runErr(t, r, 2*time.Second)
+			err := runErr(t, r, prompt)
 			if len(err.Error()) > 4000 {
 				t.Errorf("an error of %d bytes: want what the remote said cut short", len(err.Error()))
 			}
@@ -1173,7 +1186,7 @@ func TestHostileRemoteArtifacts(t *testing.T) {
 				}
 			})
 			r := connect(t, f)
-			wantErr(t, runErr(t, r, 2*time.Second), "packrat", c.says)
+			wantErr(t, runErr(t, r, prompt), "packrat", c.says)
 		})
 	}
 }
@@ -1250,7 +1263,7 @@ func TestRemoteStatusMessageReachesTheCaller(t *testing.T) {
 			s.event(artifact("t-1", "partial", false))
 			s.event(say("t-1", sdk.TaskStateFailed, "the disk is full"))
 		})
-		wantErr(t, runErr(t, connect(t, f), 2*time.Second), "grump", "ended failed", "the disk is full")
+		wantErr(t, runErr(t, connect(t, f), prompt), "grump", "ended failed", "the disk is full")
 	})
 	t.Run("failed in silence", func(t *testing.T) {
 		noLeaks(t)
@@ -1259,7 +1272,7 @@ func TestRemoteStatusMessageReachesTheCaller(t *testing.T) {
 			s.event(artifact("t-1", "what I had", false))
 			s.event(status("t-1", sdk.TaskStateFailed))
 		})
-		wantErr(t, runErr(t, connect(t, f), 2*time.Second), "grump", "ended failed", "what I had")
+		wantErr(t, runErr(t, connect(t, f), prompt), "grump", "ended failed", "what I had")
 	})
 	t.Run("input required", func(t *testing.T) {
 		noLeaks(t)
