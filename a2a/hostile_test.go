@@ -74,8 +74,7 @@ type fakeRemote struct {
 	// get answers GetTask.
 	get func(id sdk.TaskID) *sdk.Task
 
-	sent    atomic.Int64 // messages received
-	cancels chan sdk.TaskID
+	cancels chan sdk.TaskID // the tasks the client asked to cancel
 }
 
 // newFakeRemote starts a fake remote agent named name, whose card names
@@ -107,10 +106,7 @@ func cardJSON(name, base string, streaming bool) []byte {
 		Skills:              []sdk.AgentSkill{{ID: "s", Name: "s", Description: "does things", Tags: []string{"t"}}},
 		SupportedInterfaces: []*sdk.AgentInterface{sdk.NewAgentInterface(base, sdk.TransportProtocolJSONRPC)},
 	}
-	b, err := json.Marshal(card)
-	if err != nil {
-		panic(err)
-	}
+	b, _ := json.Marshal(card) // plain fields: it cannot fail
 	return b
 }
 
@@ -130,13 +126,12 @@ func (f *fakeRemote) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch req.Method {
 	case "SendStreamingMessage", "SendMessage":
-		f.sent.Add(1)
-		s := &sse{w: w, r: r, id: req.ID, stop: f.stop, streaming: req.Method == "SendStreamingMessage"}
-		if s.streaming {
+		s := &sse{w: w, r: r, id: req.ID, stop: f.stop}
+		if req.Method == "SendStreamingMessage" {
 			w.Header().Set("Content-Type", "text/event-stream")
-			if stream != nil && !strings.HasSuffix(r.URL.Path, "/no-headers") {
+			if !strings.HasSuffix(r.URL.Path, "/no-headers") {
 				w.WriteHeader(http.StatusOK)
-				w.(http.Flusher).Flush()
+				http.NewResponseController(w).Flush()
 			}
 		}
 		if stream != nil {
@@ -148,6 +143,11 @@ func (f *fakeRemote) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		get := f.get
 		f.mu.Unlock()
+		if get == nil {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32001,"message":"no such task"}}`, req.ID)
+			return
+		}
 		writeResult(w, req.ID, get(p.ID))
 	case "CancelTask":
 		var p sdk.CancelTaskRequest
@@ -171,12 +171,11 @@ func writeResult(w http.ResponseWriter, id json.RawMessage, result any) {
 
 // sse writes the events of one streaming response.
 type sse struct {
-	w         http.ResponseWriter
-	r         *http.Request
-	id        json.RawMessage
-	stop      chan struct{}
-	streaming bool
-	written   int64
+	w       http.ResponseWriter
+	r       *http.Request
+	id      json.RawMessage
+	stop    chan struct{}
+	written int64
 }
 
 // event sends ev as the next event of the stream.
@@ -679,10 +678,7 @@ func TestHostileCards(t *testing.T) {
 func TestHostileRedirectOfAMessage(t *testing.T) {
 	noLeaks(t)
 	other, hits := witness(t)
-	f := newFakeRemote(t, "forwarder", nil)
-	f.mu.Lock()
-	f.stream = nil
-	f.mu.Unlock()
+	f := newFakeRemote(t, "forwarder", nil) // serves the card only
 	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/.well-known/agent-card.json" {
 			f.ServeHTTP(w, r)

@@ -399,9 +399,9 @@ func askable(in []tool.Interrupt) []tool.Interrupt {
 			return nil
 		}
 		a := tool.Interrupt{ID: q.ID, Reason: clip(q.Reason, 64), Message: clip(q.Message, 4000)}
+		// A schema the caller cannot use is left out: the answer then goes
+		// back for the remote agent to judge.
 		if usableSchema(q.ResponseSchema) {
-			// Asked without one, the answer goes back for the remote agent
-			// to judge.
 			a.ResponseSchema = q.ResponseSchema
 		}
 		qs = append(qs, a)
