@@ -87,6 +87,10 @@ type follower struct {
 	value     json.RawMessage
 	bytes     int
 	messageID string // of the text being streamed, "" when none is open
+
+	// waiting: the next event may be the task as it stood when the answer
+	// to its question was sent, still waiting for it.
+	waiting bool
 }
 
 // maxArtifacts bounds the artifacts of one task: each is kept apart
@@ -103,6 +107,9 @@ type artifactText struct {
 func (f *follower) stream(ctx context.Context, client *a2aclient.Client, req *sdk.SendMessageRequest) error {
 	sctx, stop := f.outlive(ctx)
 	defer stop()
+	// An agent may start the stream of an answer with the task as it
+	// stood (the JavaScript SDK's agents must): still waiting for input.
+	f.waiting = f.rd.TaskID != ""
 	for ev, err := range client.SendStreamingMessage(sctx, req) {
 		if err != nil {
 			return f.failure(ctx, err)
@@ -120,6 +127,10 @@ func (f *follower) stream(ctx context.Context, client *a2aclient.Client, req *sd
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if f.rd.State == sdk.TaskStateInputRequired || f.rd.State == sdk.TaskStateAuthRequired {
+		// The stream ended on that task still waiting: its question stands.
+		return nil
 	}
 	return fmt.Errorf("%w %s: the stream ended with task %s still %s: the remote agent stopped mid-task", ErrRemote, f.r.name, f.rd.TaskID, stateName(f.rd.State))
 }
@@ -286,6 +297,8 @@ func (f *follower) take(ev sdk.Event) (done bool, err error) {
 	if f.events > f.r.cfg.maxEvents {
 		return false, fmt.Errorf("%w %s: over %d events for one message (WithMaxEvents)", ErrRemote, f.r.name, f.r.cfg.maxEvents)
 	}
+	waiting := f.waiting
+	f.waiting = false
 	switch e := ev.(type) {
 	case *sdk.Message:
 		// An agent that answers with a message makes no task; its ids are
@@ -307,6 +320,11 @@ func (f *follower) take(ev sdk.Event) (done bool, err error) {
 					return false, err
 				}
 			}
+		}
+		if waiting && (e.Status.State == sdk.TaskStateInputRequired || e.Status.State == sdk.TaskStateAuthRequired) {
+			// The answer is yet to be taken: what the agent makes of it follows.
+			f.rd.Text, f.rd.Questions = f.question(e.Status.Message)
+			return false, nil
 		}
 		return f.status(e.Status)
 	case *sdk.TaskStatusUpdateEvent:
