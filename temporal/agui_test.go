@@ -5,16 +5,21 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/worker"
 
+	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agui"
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/store/memory"
 )
 
 // The AG-UI handler serves a tree that runs on Temporal as it serves one
@@ -117,4 +122,110 @@ func firstKey(m map[string]string) string {
 		return k
 	}
 	return ""
+}
+
+// A tree on Temporal that asks a person, served by the AG-UI handler on a
+// stored thread: the run ends with the tree's two questions, each where
+// the tree asked it (the lead's, and its fork's under the fork); the
+// client's resume answers them; the same workflow goes on — no second
+// one is started — and each payment is made once.
+func TestAGUIResumesATreeOnTemporal(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := Dial(ctx, hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	queue := fmt.Sprintf("deputy-agui-resume-%d", time.Now().UnixNano())
+	hub := NewHub()
+	var paid atomic.Int64
+	p := payScript()
+	w := worker.New(c, queue, worker.Options{})
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": p}, Tools: payTools(t, &paid), Events: hub})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	st, err := store.New(memory.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	build := func(context.Context, *agui.RunInput) (agent.Agent, error) {
+		return &Agent{Client: c, TaskQueue: queue, Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"pay"}, Spawn: true}, Events: hub}, nil
+	}
+	h, err := agui.NewPerRequest(build, agui.WithThreads(st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	frames := func(body string) []map[string]any {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("%d: %s", resp.StatusCode, b)
+		}
+		var out []map[string]any
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			if line, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var e map[string]any
+				if err := json.Unmarshal([]byte(line), &e); err != nil {
+					t.Fatalf("a frame that is not JSON: %q", line)
+				}
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	first := frames(`{"threadId":"t1","runId":"r1","messages":[{"id":"m1","role":"user","content":"pay"}]}`)
+	last := first[len(first)-1]
+	outcome, _ := last["outcome"].(map[string]any)
+	if last["type"] != "RUN_FINISHED" || outcome["type"] != "interrupt" {
+		t.Fatalf("the first run ended %v, want RUN_FINISHED waiting for answers", last)
+	}
+	its, _ := outcome["interrupts"].([]any)
+	if len(its) != 2 {
+		t.Fatalf("the run waits on %v, want the lead's question and its fork's", its)
+	}
+	var resume []string
+	underFork := 0
+	for _, x := range its {
+		it := x.(map[string]any)
+		if it["subagentRunId"] != nil && it["subagentRunId"] != "" {
+			underFork++
+		}
+		resume = append(resume, fmt.Sprintf(`{"interruptId":%q,"status":"resolved","payload":{"approved":true}}`, it["id"]))
+	}
+	if underFork != 1 {
+		t.Errorf("%d questions attributed to a sub-agent, want the fork's", underFork)
+	}
+	if paid.Load() != 0 {
+		t.Fatalf("%d payments before the answers", paid.Load())
+	}
+	calls, _ := p.total()
+	second := frames(`{"threadId":"t1","runId":"r2","messages":[],"resume":[` + strings.Join(resume, ",") + `]}`)
+	end := second[len(second)-1]
+	if end["type"] != "RUN_FINISHED" || !strings.Contains(fmt.Sprint(end["result"]), "paid 1") || !strings.Contains(fmt.Sprint(end["result"]), "fork: paid 2") {
+		t.Fatalf("the resumed run ended %v, want both payments in its answer", end)
+	}
+	if paid.Load() != 2 {
+		t.Errorf("%d payments, want 2", paid.Load())
+	}
+	if now, _ := p.total(); now-calls != 2 {
+		d := now - calls
+		t.Errorf("the models were asked %d times after the answers, want 2 (the fork's and the lead's last steps): a second workflow ran", d)
+	}
 }

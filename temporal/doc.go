@@ -54,7 +54,10 @@
 // refusing what tool.Resume refuses in process: an unknown or already
 // answered question, a second answer to one, a payload that fails the
 // question's schema. Each answer is taken once, and the call that asked
-// runs again once with it.
+// runs again once with it. An [Agent] run in a journaled turn (the AG-UI
+// handler's, on a stored thread) ends with the tree's questions as a
+// *tool.Interrupted, and resumed with the answers, hands them to the same
+// workflow and waits on.
 //
 // Model failures are retried by Temporal according to the provider's error
 // kind: a rate limit or a transient failure retries with backoff; a bad
