@@ -1,0 +1,115 @@
+package contracttest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/store/memory"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// InProcess is the core's runtime: a tree of agent.React agents, its
+// children sub-agent tools (subagent.FromFactory) and the spawn tool, run
+// in this process under a journal, so that a run a question paused
+// resumes as the AG-UI handler resumes it.
+type InProcess struct{}
+
+// Run implements Runtime.
+func (InProcess) Run(t *testing.T, tree Tree, answer func([]tool.Interrupt) []tool.Answer) Outcome {
+	t.Helper()
+	lead, err := build(tree)
+	if err != nil {
+		t.Fatalf("building the tree: %v", err)
+	}
+	st, err := store.New(memory.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	var spent Outcome
+	for range 8 {
+		j, err := st.Journal(ctx, "turn")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: tree.Task})
+		spent.Usage = spent.Usage.Add(out.Usage)
+		spent.ChildUsage = spent.ChildUsage.Add(out.ChildUsage)
+		var asked *tool.Interrupted
+		if errors.As(err, &asked) && answer != nil {
+			if ctx, err = tool.Resume(context.Background(), asked, answer(asked.Interrupts)...); err != nil {
+				t.Fatalf("the answers: %v", err)
+			}
+			continue
+		}
+		spent.Answer, spent.Err, spent.Failure = out.Answer, err, failure(err)
+		return spent
+	}
+	t.Fatal("the tree asked eight rounds of questions")
+	return spent
+}
+
+func failure(err error) string {
+	switch {
+	case errors.Is(err, agent.ErrUsageLimit):
+		return "usage_limit"
+	case errors.Is(err, agent.ErrToolRetries):
+		return "tool_retries"
+	case errors.Is(err, agent.ErrMaxSteps):
+		return "max_steps"
+	}
+	return ""
+}
+
+// build makes the agent of tree, its children built per call.
+func build(tree Tree) (*agent.React, error) {
+	tools := append([]tool.Tool(nil), tree.Tools...)
+	for _, sa := range tree.SubAgents {
+		child := sa.Tree
+		var opts []subagent.Option
+		if sa.OutputSchema != nil {
+			opts = append(opts, subagent.WithOutputSchema(sa.OutputSchema))
+		}
+		if sa.MaxOutputBytes > 0 {
+			opts = append(opts, subagent.WithMaxOutputBytes(sa.MaxOutputBytes))
+		}
+		st, err := subagent.FromFactory(sa.Name, sa.Description, func(context.Context, json.RawMessage) (agent.Agent, error) {
+			return build(child)
+		}, opts...)
+		if err != nil {
+			return nil, err
+		}
+		tools = append(tools, st)
+	}
+	reg, err := tool.NewRegistry(tools...)
+	if err != nil {
+		return nil, err
+	}
+	if tree.Spawn {
+		var opts []subagent.SpawnOption
+		if tree.MaxSpawns > 0 {
+			opts = append(opts, subagent.WithMaxSpawns(tree.MaxSpawns))
+		}
+		sp, err := subagent.NewSpawner(tree.Provider, reg, opts...)
+		if err != nil {
+			return nil, err
+		}
+		if err := reg.Register(sp); err != nil {
+			return nil, err
+		}
+	}
+	opts := []agent.Option{agent.WithSystemPrompt(tree.System), agent.WithTools(reg.Tools()...)}
+	if tree.TokenLimit > 0 {
+		opts = append(opts, agent.WithTokenLimit(tree.TokenLimit))
+	}
+	if tree.ToolRetries != 0 {
+		opts = append(opts, agent.WithToolRetries(tree.ToolRetries))
+	}
+	return agent.NewReact(tree.Provider, opts...)
+}
