@@ -54,6 +54,10 @@ type Tree struct {
 type SubAgent struct {
 	Name, Description string
 	Tree              Tree
+	// React lets the model define the child: its system prompt and task
+	// come from the call's arguments (system_prompt, task), its provider
+	// is the parent's, and Tree is not used.
+	React bool
 	// OutputSchema, when set, is checked against the child's answer, with
 	// one corrective retry.
 	OutputSchema json.RawMessage
@@ -92,6 +96,7 @@ func Run(t *testing.T, rt Runtime) {
 		{"one corrective retry", correctiveRetry},
 		{"still invalid after the retry", stillInvalid},
 		{"depth by absence", depthByAbsence},
+		{"a child the model defines", modelDefinedChild},
 		{"usage of a failed child", failedChildUsage},
 		{"spawn limit", spawnLimit},
 		{"token limit", tokenLimit},
@@ -415,5 +420,24 @@ func approvalOnceWith(t *testing.T, rt Runtime, id func(int64) string) {
 	}
 	if n := m.callsOf("lead"); n != 2 {
 		t.Errorf("the model was asked %d times, want 2: the step that asked is not asked again", n)
+	}
+}
+
+func modelDefinedChild(t *testing.T, rt Runtime) {
+	m := newModel(func(req provider.Request) (provider.Message, error) {
+		switch {
+		case whose(req) == "poet":
+			return provider.AssistantMessage("a poem on " + lastMessage(req).Content), nil
+		case lastMessage(req).Role == provider.RoleTool:
+			return provider.AssistantMessage("lead: " + strings.Join(toolResults(req), "")), nil
+		}
+		return provider.AssistantMessage("", call("c1", "define", `{"system_prompt":"poet\nYou write poems.","task":"the sea"}`)), nil
+	})
+	out := rt.Run(t, Tree{System: "lead", Provider: m, Task: "go", SubAgents: []SubAgent{{Name: "define", Description: "Defines a sub-agent.", React: true}}}, nil)
+	if out.Err != nil {
+		t.Fatal(out.Err)
+	}
+	if out.Answer != "lead: a poem on the sea" || m.callsOf("poet") != 1 {
+		t.Errorf("the lead answered %q and the defined child was asked %d times; want the child, prompted as the model said, to answer the task once", out.Answer, m.callsOf("poet"))
 	}
 }

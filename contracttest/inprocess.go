@@ -73,6 +73,14 @@ func build(tree Tree) (*agent.React, error) {
 	for _, sa := range tree.SubAgents {
 		child := sa.Tree
 		var opts []subagent.Option
+		if sa.React {
+			st, err := subagent.FromReact(sa.Name, sa.Description, tree.Provider, nil, opts...)
+			if err != nil {
+				return nil, err
+			}
+			tools = append(tools, st)
+			continue
+		}
 		if sa.OutputSchema != nil {
 			opts = append(opts, subagent.WithOutputSchema(sa.OutputSchema))
 		}

@@ -89,6 +89,10 @@ func specOf(tree contracttest.Tree, tools *[]tool.Tool) Spec {
 		*tools = append(*tools, tl)
 	}
 	for _, sa := range tree.SubAgents {
+		if sa.React {
+			s.SubAgents = append(s.SubAgents, SubAgent{Name: sa.Name, Description: sa.Description, React: true})
+			continue
+		}
 		child := specOf(sa.Tree, tools)
 		child.OutputSchema, child.MaxOutputBytes = sa.OutputSchema, sa.MaxOutputBytes
 		s.SubAgents = append(s.SubAgents, SubAgent{Name: sa.Name, Description: sa.Description, Agent: &child})
