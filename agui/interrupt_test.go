@@ -117,7 +117,8 @@ func TestAGUIInterruptAndResume(t *testing.T) {
 			}
 			it := o.Interrupts[0]
 			cleaner := eventcheck.StartedRun(evs, "cleaner")
-			if it.SubagentRunID != cleaner || cleaner == "" || !strings.HasPrefix(it.ToolCallID, "g1-") || it.Reason != "tool_approval" {
+			// The call that asked, as the stream names it (event.CallID).
+			if it.SubagentRunID != cleaner || cleaner == "" || !strings.HasPrefix(it.ToolCallID, event.CallID(cleaner, "g1-")) || it.Reason != "tool_approval" {
 				t.Fatalf("interrupt %+v, want the cleaner's (%s) call g1", it, cleaner)
 			}
 			if len(fin.Usage) == 0 {

@@ -172,7 +172,13 @@ func (t *threadTurn) finished(ctx context.Context) {
 
 // interruptEvent returns RUN_FINISHED for a run that waits for in.
 func interruptEvent(threadID, runID string, in *tool.Interrupted, usage json.RawMessage) event.Event {
-	b, _ := json.Marshal(in.Interrupts) // strings, times and valid JSON only
+	its := make([]tool.Interrupt, len(in.Interrupts))
+	for i, it := range in.Interrupts {
+		// The call that asked, as the stream names it.
+		it.ToolCallID = event.CallID(it.SubagentRunID, it.ToolCallID)
+		its[i] = it
+	}
+	b, _ := json.Marshal(its) // strings, times and valid JSON only
 	return event.Event{Type: event.RunFinished, ThreadID: threadID, RunID: runID, Outcome: outcome.Interrupt(b), Usage: usage}
 }
 

@@ -303,6 +303,19 @@ func childCallOf(l *runLog, req rerunRequest) (*childCall, error) {
 	if err != nil {
 		return nil, fmt.Errorf("in %s: %w", started.Name, err)
 	}
+	// The events name the child's calls apart from the tree's others
+	// (event.CallID); its model named them without the prefix.
+	prefix := event.CallID(req.SubagentRunID, "x")
+	prefix = prefix[:len(prefix)-1]
+	for i := range after {
+		after[i].ToolCallID = strings.TrimPrefix(after[i].ToolCallID, prefix)
+		if len(after[i].ToolCalls) > 0 {
+			after[i].ToolCalls = slices.Clone(after[i].ToolCalls)
+			for k := range after[i].ToolCalls {
+				after[i].ToolCalls[k].ID = strings.TrimPrefix(after[i].ToolCalls[k].ID, prefix)
+			}
+		}
+	}
 	return &childCall{call: tool.Call{ID: started.ParentToolCallID, Name: started.Name}, after: after}, nil
 }
 

@@ -23,7 +23,10 @@
 // carries that invocation's id in SubagentRunID. The child's own run-level
 // events (RUN_STARTED, RUN_FINISHED, RUN_ERROR) are not forwarded, because in
 // the parent's stream the SUBAGENT_* events stand for them. SubagentRunID
-// reads the attribution of a context.
+// reads the attribution of a context. The tool calls of a sub-agent's own
+// agent carry, in its events, ids named apart from the rest of the tree's
+// (CallID): a model may give its calls the ids another agent's model gave,
+// and a client tells every call of a stream apart.
 //
 // WithThread names the conversation (AG-UI's thread) that RUN_STARTED and
 // RUN_FINISHED carry; without it they carry their own run id as the thread.
@@ -282,6 +285,10 @@ func (sc *scope) prepare(e *Event) bool {
 		if e.SubagentRunID == "" {
 			e.SubagentRunID = sc.subagent
 		}
+		// The calls of the sub-agent's own agent carry ids its model
+		// chose, which another agent of the tree may have chosen too.
+		e.ToolCallID = CallID(sc.subagent, e.ToolCallID)
+		e.ParentToolCallID = CallID(sc.subagent, e.ParentToolCallID)
 	} else if e.ThreadID == "" && (e.Type == RunStarted || e.Type == RunFinished) {
 		e.ThreadID = sc.thread
 		if e.ThreadID == "" {
@@ -289,6 +296,21 @@ func (sc *scope) prepare(e *Event) bool {
 		}
 	}
 	return true
+}
+
+// CallID is the id that a tool call made by the agent of the sub-agent
+// invocation subagentRunID carries in events (its TOOL_CALL_* events, and
+// the parentToolCallId of the sub-agents it starts): the invocation's run
+// id, "-", and the id the model gave the call. A model may give its calls
+// the ids another agent of the tree gave its own (some number them from
+// call_0 again in every reply); in one stream, a client tells every call
+// apart. The top-level agent's calls (subagentRunID "") keep their ids, as
+// does a call with none.
+func CallID(subagentRunID, toolCallID string) string {
+	if subagentRunID == "" || toolCallID == "" {
+		return toolCallID
+	}
+	return subagentRunID + "-" + toolCallID
 }
 
 // sendOf returns the function that delivers events to s: the function

@@ -72,7 +72,8 @@ func TestEmit(t *testing.T) {
 			{Type: event.StepStarted, StepName: "s1", Timestamp: 42},
 			{Type: event.TextMessageContent, MessageID: "m", Delta: "hi", SubagentRunID: "sub_1"},
 			{Type: event.SubagentStarted, SubagentRunID: "sub_2", ParentSubagentRunID: "sub_1"},
-			{Type: event.ToolCallStart, ToolCallID: "c", SubagentRunID: "sub_2"},
+			// A sub-agent's calls are named apart from the tree's others.
+			{Type: event.ToolCallStart, ToolCallID: "sub_2-c", SubagentRunID: "sub_2"},
 			{Type: event.RunFinished, RunID: "run_1", ThreadID: "run_1"},
 		}
 		if diff := cmp.Diff(want, rec.events); diff != "" {

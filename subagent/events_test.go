@@ -273,8 +273,10 @@ func TestNestedEvents(t *testing.T) {
 		t.Fatalf("%d invocations, want 2", len(started))
 	}
 	leadCall := out.Messages[1].ToolCalls[0].ID
-	plannerCall := pp.RequestsFor("planner")[1].Messages[1].ToolCalls[0].ID
 	pl, he := started[0], started[1]
+	// The planner's call as the stream names it: apart from the tree's
+	// other calls, whose models may have chosen the same id.
+	plannerCall := event.CallID(pl.SubagentRunID, pp.RequestsFor("planner")[1].Messages[1].ToolCalls[0].ID)
 	want := []event.Event{
 		{Type: event.SubagentStarted, SubagentRunID: pl.SubagentRunID, Name: "planner", Description: "Plans.", ParentToolCallID: leadCall},
 		{Type: event.SubagentStarted, SubagentRunID: he.SubagentRunID, Name: "helper", Description: "Finds things.",
