@@ -38,6 +38,11 @@ temporal_phase() (
 	export DEPUTY_TEST_TEMPORAL="$hostport" DEPUTY_TEST_TEMPORAL_NAMESPACE="$ns"
 	echo "temporal dev server at $hostport, namespace $ns"
 
+	# The official AG-UI client watches a tree on Temporal: it comes from
+	# agui/clienttest, which the agui_client phase installs (or this one).
+	(cd agui/clienttest && { [ -d node_modules ] || npm ci --no-audit --no-fund; })
+	export DEPUTY_TEST_AGUI_CLIENT=1
+
 	cd temporal
 	go vet ./...
 	go test -race -count=1 -skip 'Scale' ./...

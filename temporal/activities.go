@@ -208,8 +208,7 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 		// The factory's agent runs here, in process: its own events go to
 		// the sink, attributed to the child.
 		t := in.Trace
-		em.emit(event.Event{Type: event.SubagentStarted, SubagentRunID: t.Subagent, Name: t.Name, Description: t.Description,
-			ParentSubagentRunID: t.Parent, ParentToolCallID: t.ParentToolCall})
+		em.sink.Emit(t.Tree, startedEvent(t))
 		ctx = event.WithSubagent(event.WithSink(ctx, treeSink{em}), t.Subagent)
 		finish = func() {
 			switch {

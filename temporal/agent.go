@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -69,24 +71,113 @@ func (a *Agent) Run(ctx context.Context, in agent.Input) (agent.Output, error) {
 		em.Emit(event.Event{Type: event.RunError, Message: err.Error()})
 		return agent.Output{}, err
 	}
-	if a.Events != nil && em.Enabled() {
-		defer a.Events.Subscribe(ctx, id)()
-	}
 	em.Emit(event.Event{Type: event.RunStarted, RunID: id})
+	sh := &shaper{em: em, steps: map[string]bool{}, subs: map[string]event.Event{}}
+	if a.Events != nil && em.Enabled() {
+		defer a.Events.Subscribe(event.WithSink(ctx, sh), id)()
+	}
 	run := a.Client.GetWorkflow(ctx, id, "")
 	for round := 0; ; round++ {
 		out, pending, err := a.wait(ctx, run, id)
 		if err == nil && len(pending) > 0 {
-			if err = a.answer(ctx, id, round, pending); err == nil {
+			if err = a.answer(ctx, sh, id, pending); err == nil {
 				continue
 			}
 			var asked *tool.Interrupted
 			if errors.As(err, &asked) {
-				return agent.Output{RunID: id}, err // the workflow waits on
+				// The workflow waits on; this run's stream ends here.
+				sh.suspend(asked)
+				return agent.Output{RunID: id}, err
 			}
 		}
 		return a.finish(ctx, em, id, out, err)
 	}
+}
+
+// shaper hands a tree's events on to a run's stream so that each run's
+// stream is whole, as an in-process run's: a run that ends waiting for
+// answers closes the steps it opened and ends its sub-agents as
+// suspended, and the run resumed after them announces those sub-agents
+// again and does not close what an earlier run's stream closed.
+type shaper struct {
+	em    event.Emitter
+	mu    sync.Mutex
+	steps map[string]bool        // steps open in this stream, by sub-agent and name
+	subs  map[string]event.Event // sub-agents open in this stream, by run id: their start
+	order []string               // the order they started in
+}
+
+func (s *shaper) Emit(e event.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := e.SubagentRunID + "\x1f" + e.StepName
+	switch e.Type {
+	case event.StepStarted:
+		s.steps[key] = true
+	case event.StepFinished:
+		if !s.steps[key] {
+			return // opened in an earlier run's stream, and closed there
+		}
+		delete(s.steps, key)
+	case event.SubagentStarted:
+		if _, open := s.subs[e.SubagentRunID]; open {
+			return // announced again on resume already
+		}
+		s.subs[e.SubagentRunID] = e
+		s.order = append(s.order, e.SubagentRunID)
+	case event.SubagentFinished, event.SubagentError:
+		delete(s.subs, e.SubagentRunID)
+	}
+	s.em.Emit(e)
+}
+
+// suspend ends the stream of a run that waits for answers: its open steps
+// close, and its open sub-agents, the deepest first, finish suspended,
+// each naming the questions it asked itself.
+func (s *shaper) suspend(asked *tool.Interrupted) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key := range s.steps {
+		sub, step, _ := strings.Cut(key, "\x1f")
+		s.em.Emit(event.Event{Type: event.StepFinished, StepName: step, SubagentRunID: sub})
+	}
+	s.steps = map[string]bool{}
+	for i := len(s.order) - 1; i >= 0; i-- {
+		id := s.order[i]
+		if _, open := s.subs[id]; !open {
+			continue
+		}
+		var own []string
+		for _, it := range asked.Interrupts {
+			if it.SubagentRunID == id {
+				own = append(own, it.ID)
+			}
+		}
+		s.em.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: id, Outcome: suspendedOutcome(own)})
+	}
+	s.subs, s.order = map[string]event.Event{}, nil
+}
+
+// open returns the starts of the sub-agents open in the stream, parents
+// first.
+func (s *shaper) open() []event.Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []event.Event
+	for _, id := range s.order {
+		if e, ok := s.subs[id]; ok {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func suspendedOutcome(ids []string) json.RawMessage {
+	if ids == nil {
+		ids = []string{}
+	}
+	b, _ := json.Marshal(map[string]any{"type": "suspended", "interruptIds": ids})
+	return b
 }
 
 // wait waits for the workflow to end, or to wait on questions.
@@ -116,6 +207,12 @@ func (a *Agent) wait(ctx context.Context, run client.WorkflowRun, id string) (Ru
 	}
 }
 
+// round is a round of questions as the journal keeps it.
+type round struct {
+	Questions []tool.Interrupt `json:"questions"`
+	Open      []event.Event    `json:"open,omitempty"`
+}
+
 // pollQuestions is how often Run looks for questions while it waits.
 const pollQuestions = 250 * time.Millisecond
 
@@ -123,15 +220,25 @@ const pollQuestions = 250 * time.Millisecond
 // hands the answers to the tree. Each round's questions, and its answers
 // sent, are recorded in the turn's journal (tool.Once), so that a resumed
 // run asks the same questions in the same order and sends nothing twice.
-func (a *Agent) answer(ctx context.Context, id string, round int, pending []tool.Interrupt) error {
-	raw, err := tool.Once(ctx, "temporal.questions", func(context.Context) (json.RawMessage, error) { return json.Marshal(pending) })
+//
+// The round also records the sub-agents open when it was asked: the run
+// resumed with the answers announces them again before the tree goes on,
+// as an in-process run announces the sub-agents it resumes.
+func (a *Agent) answer(ctx context.Context, sh *shaper, id string, pending []tool.Interrupt) error {
+	raw, err := tool.Once(ctx, "temporal.questions", func(context.Context) (json.RawMessage, error) {
+		return json.Marshal(round{Questions: pending, Open: sh.open()})
+	})
 	if err != nil {
 		return err
 	}
-	var qs []tool.Interrupt
-	if err := json.Unmarshal(raw, &qs); err != nil {
+	var r round
+	if err := json.Unmarshal(raw, &r); err != nil {
 		return fmt.Errorf("temporal: a journaled round of questions is damaged: %w", err)
 	}
+	for _, e := range r.Open {
+		sh.Emit(e) // announced again when this run resumes an earlier one
+	}
+	qs := r.Questions
 	var answers []tool.Answer
 	var waiting []tool.Interrupt
 	for _, q := range qs {

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -227,5 +229,72 @@ func TestAGUIResumesATreeOnTemporal(t *testing.T) {
 	if now, _ := p.total(); now-calls != 2 {
 		d := now - calls
 		t.Errorf("the models were asked %d times after the answers, want 2 (the fork's and the lead's last steps): a second workflow ran", d)
+	}
+}
+
+// The official AG-UI client (@ag-ui/client, from agui/clienttest) watches
+// a tree on Temporal as it watches one in process: every event passes its
+// schemas and deputy's sequence rules, the run ends with the tree's two
+// questions, and the resume with the answers finishes the same tree.
+func TestOfficialClientWatchesATreeOnTemporal(t *testing.T) {
+	if os.Getenv("DEPUTY_TEST_AGUI_CLIENT") == "" {
+		t.Skip("runs the official AG-UI client: set DEPUTY_TEST_AGUI_CLIENT=1 once agui/clienttest has its node_modules (npm ci there); .ci/run does")
+	}
+	hostPort, ns := serverAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := Dial(ctx, hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	queue := fmt.Sprintf("deputy-agui-official-%d", time.Now().UnixNano())
+	hub := NewHub()
+	var paid atomic.Int64
+	w := worker.New(c, queue, worker.Options{})
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": payScript()}, Tools: payTools(t, &paid), Events: hub})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	st, err := store.New(memory.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	h, err := agui.NewPerRequest(func(context.Context, *agui.RunInput) (agent.Agent, error) {
+		return &Agent{Client: c, TaskQueue: queue, Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"pay"}, Spawn: true}, Events: hub}, nil
+	}, agui.WithThreads(st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	cmd := exec.CommandContext(ctx, "node", "watch-temporal.mjs", srv.URL)
+	cmd.Dir = "../agui/clienttest"
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	outb, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the official client: %v\n%s\n%s", err, outb, stderr.String())
+	}
+	var got struct {
+		Problems     []string
+		Asked        []struct{ Reason, SubagentRunID string }
+		FirstStarted []string
+		SecondEnd    string
+		Result       string
+	}
+	if err := json.Unmarshal(outb, &got); err != nil {
+		t.Fatalf("the client printed %q: %v", outb, err)
+	}
+	if len(got.Problems) > 0 {
+		t.Errorf("the client's checks: %q", got.Problems)
+	}
+	if len(got.Asked) != 2 || len(got.FirstStarted) != 1 {
+		t.Errorf("the first run asked %+v with sub-agents %q, want two approvals and the fork", got.Asked, got.FirstStarted)
+	}
+	if got.SecondEnd != "RUN_FINISHED" || !strings.Contains(got.Result, "fork: paid 2") || paid.Load() != 2 {
+		t.Errorf("the resumed run ended %s with %q and %d payments, want both payments", got.SecondEnd, got.Result, paid.Load())
 	}
 }

@@ -90,6 +90,10 @@ func (em emitter) emit(e event.Event) {
 	if e.SubagentRunID == "" {
 		e.SubagentRunID = em.t.Subagent
 	}
+	// A child's calls are named apart from the tree's others, as in
+	// process (event.CallID).
+	e.ToolCallID = event.CallID(em.t.Subagent, e.ToolCallID)
+	e.ParentToolCallID = event.CallID(em.t.Subagent, e.ParentToolCallID)
 	em.sink.Emit(em.t.Tree, e)
 }
 
@@ -122,8 +126,7 @@ func (em emitter) before(req provider.Request) {
 		em.emit(event.Event{Type: event.StepFinished, StepName: em.stepName(t.Step - 1)})
 	}
 	if t.Step == 1 && t.Subagent != "" {
-		em.emit(event.Event{Type: event.SubagentStarted, SubagentRunID: t.Subagent, Name: t.Name, Description: t.Description,
-			ParentSubagentRunID: t.Parent, ParentToolCallID: t.ParentToolCall})
+		em.sink.Emit(t.Tree, startedEvent(t))
 	}
 	em.emit(event.Event{Type: event.StepStarted, StepName: em.stepName(t.Step)})
 }
@@ -142,8 +145,12 @@ func (em emitter) after(providerName string, req provider.Request, resp provider
 		em.emit(event.Event{Type: event.TextMessageContent, MessageID: msgID, Delta: resp.Message.Content})
 		em.emit(event.Event{Type: event.TextMessageEnd, MessageID: msgID})
 	}
+	parent := "" // a reply with no text has no message for its calls, as in process
+	if resp.Message.Content != "" {
+		parent = msgID
+	}
 	for _, c := range resp.Message.ToolCalls {
-		em.emit(event.Event{Type: event.ToolCallStart, ToolCallID: c.ID, ToolCallName: c.Name, ParentMessageID: msgID})
+		em.emit(event.Event{Type: event.ToolCallStart, ToolCallID: c.ID, ToolCallName: c.Name, ParentMessageID: parent})
 		em.emit(event.Event{Type: event.ToolCallArgs, ToolCallID: c.ID, Delta: string(c.Arguments)})
 		em.emit(event.Event{Type: event.ToolCallEnd, ToolCallID: c.ID})
 	}
@@ -275,3 +282,10 @@ const forkName = subagent.DefaultForkName
 type treeSink struct{ em emitter }
 
 func (s treeSink) Emit(e event.Event) { s.em.sink.Emit(s.em.t.Tree, e) }
+
+// startedEvent is a child's SUBAGENT_STARTED: the call that started it is
+// its parent's, named as the parent's calls are.
+func startedEvent(t *Trace) event.Event {
+	return event.Event{Type: event.SubagentStarted, SubagentRunID: t.Subagent, Name: t.Name, Description: t.Description,
+		ParentSubagentRunID: t.Parent, ParentToolCallID: event.CallID(t.Parent, t.ParentToolCall)}
+}
