@@ -1368,8 +1368,9 @@ func TestAnswerDuringCloseKeepsTheTaskWaiting(t *testing.T) {
 
 // A cancellation racing an answer leaves the task in a state that one of
 // them explains: cancelled (the transfer run at most once, if the answer
-// got in first), completed (the cancellation refused), or, when both were
-// refused, still waiting; and never a second transfer.
+// got in first), completed (the cancellation refused), when both were
+// refused still waiting, or failed with nothing done (a race inside the
+// SDK, rare); and never a second transfer.
 func TestCancelRacesAnswer(t *testing.T) {
 	t.Parallel()
 	for i := range 10 {
@@ -1404,6 +1405,11 @@ func TestCancelRacesAnswer(t *testing.T) {
 		case st == sdk.TaskStateCanceled && cancelErr == nil:
 		case st == sdk.TaskStateCompleted && n == 1 && cancelErr != nil:
 		case st == sdk.TaskStateInputRequired && n == 0 && cancelErr != nil && answerErr != nil:
+		case st == sdk.TaskStateFailed && n == 0 && cancelErr != nil:
+			// The SDK's own race: the answer's run, started from the task
+			// as it stood before the cancellation was stored, fails its
+			// first write and the SDK stores the task failed. Nothing was
+			// done, and the client is told.
 		default:
 			t.Errorf("round %d: the task is %s with %d transfers; the cancellation said %v, the answer %v", i, st, n, cancelErr, answerErr)
 		}
