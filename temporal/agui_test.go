@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/deputy-go/deputy/agent"
@@ -29,22 +30,8 @@ import (
 // finished under the lead with its answer, every call's result, and the
 // run's end with the answer and its usage.
 func TestAGUIServesATreeOnTemporal(t *testing.T) {
-	hostPort, ns := serverAddr(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := Dial(ctx, hostPort, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	queue := fmt.Sprintf("deputy-agui-%d", time.Now().UnixNano())
 	hub := NewHub()
-	w := worker.New(c, queue, worker.Options{})
-	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": eventsScript()}, Tools: addTool(t), Events: hub})
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	ctx, c, queue := onServer(t, &Runtime{Providers: map[string]provider.Provider{"m": eventsScript()}, Tools: addTool(t), Events: hub})
 
 	h, err := agui.New(&Agent{Client: c, TaskQueue: queue, Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"add"}, Spawn: true}, Events: hub})
 	if err != nil {
@@ -132,24 +119,10 @@ func firstKey(m map[string]string) string {
 // client's resume answers them; the same workflow goes on — no second
 // one is started — and each payment is made once.
 func TestAGUIResumesATreeOnTemporal(t *testing.T) {
-	hostPort, ns := serverAddr(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := Dial(ctx, hostPort, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	queue := fmt.Sprintf("deputy-agui-resume-%d", time.Now().UnixNano())
 	hub := NewHub()
 	var paid atomic.Int64
 	p := payScript()
-	w := worker.New(c, queue, worker.Options{})
-	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": p}, Tools: payTools(t, &paid), Events: hub})
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	ctx, c, queue := onServer(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Tools: payTools(t, &paid), Events: hub})
 	st, err := store.New(memory.New())
 	if err != nil {
 		t.Fatal(err)
@@ -240,23 +213,9 @@ func TestOfficialClientWatchesATreeOnTemporal(t *testing.T) {
 	if os.Getenv("DEPUTY_TEST_AGUI_CLIENT") == "" {
 		t.Skip("runs the official AG-UI client: set DEPUTY_TEST_AGUI_CLIENT=1 once agui/clienttest has its node_modules (npm ci there); .ci/run does")
 	}
-	hostPort, ns := serverAddr(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := Dial(ctx, hostPort, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	queue := fmt.Sprintf("deputy-agui-official-%d", time.Now().UnixNano())
 	hub := NewHub()
 	var paid atomic.Int64
-	w := worker.New(c, queue, worker.Options{})
-	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": payScript()}, Tools: payTools(t, &paid), Events: hub})
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	ctx, c, queue := onServer(t, &Runtime{Providers: map[string]provider.Provider{"m": payScript()}, Tools: payTools(t, &paid), Events: hub})
 	st, err := store.New(memory.New())
 	if err != nil {
 		t.Fatal(err)
@@ -297,4 +256,27 @@ func TestOfficialClientWatchesATreeOnTemporal(t *testing.T) {
 	if got.SecondEnd != "RUN_FINISHED" || !strings.Contains(got.Result, "fork: paid 2") || paid.Load() != 2 {
 		t.Errorf("the resumed run ended %s with %q and %d payments, want both payments", got.SecondEnd, got.Result, paid.Load())
 	}
+}
+
+// onServer dials the test server and starts a worker of rt on a queue of
+// its own, both stopped when the test ends; it returns the client, the
+// queue and a context that ends within a minute.
+func onServer(t *testing.T, rt *Runtime) (context.Context, client.Client, string) {
+	t.Helper()
+	hostPort, ns := serverAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	c, err := Dial(ctx, hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	queue := fmt.Sprintf("deputy-%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	Register(w, rt)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	return ctx, c, queue
 }
