@@ -77,7 +77,7 @@ func (a *Agent) Run(ctx context.Context, in agent.Input) (agent.Output, error) {
 		defer a.Events.Subscribe(event.WithSink(ctx, sh), id)()
 	}
 	run := a.Client.GetWorkflow(ctx, id, "")
-	for round := 0; ; round++ {
+	for {
 		out, pending, err := a.wait(ctx, run, id)
 		if err == nil && len(pending) > 0 {
 			if err = a.answer(ctx, sh, id, pending); err == nil {
