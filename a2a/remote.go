@@ -1,6 +1,7 @@
 package a2a
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -243,8 +244,8 @@ func (r *Remote) Refresh(ctx context.Context) error {
 	old := r.client
 	r.card, r.client = card, client
 	if r.name == "" {
-		r.name = cmpOr(r.cfg.name, toolName(card.Name))
-		r.desc = cmpOr(r.cfg.description, describe(card))
+		r.name = cmp.Or(r.cfg.name, toolName(card.Name))
+		r.desc = cmp.Or(r.cfg.description, describe(card))
 	}
 	r.mu.Unlock()
 	if old != nil {
@@ -459,7 +460,7 @@ func (r *Remote) Run(ctx context.Context, in agent.Input) (agent.Output, error) 
 func (r *Remote) ask(ctx context.Context, rd round) (*sdk.Message, error) {
 	call := tool.Call{ID: "a2a_" + rd.TaskID, Name: r.name, Arguments: json.RawMessage(`{}`)}
 	if len(rd.Questions) == 0 {
-		q := tool.Question{Reason: "input", Message: cmpOr(rd.Text, r.name+" asks for input.")}
+		q := tool.Question{Reason: "input", Message: cmp.Or(rd.Text, r.name+" asks for input.")}
 		if rd.State == sdk.TaskStateAuthRequired {
 			q.Reason = "auth"
 		}

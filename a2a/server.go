@@ -2,6 +2,7 @@ package a2a
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -380,7 +381,7 @@ func newServer(c config, run runFunc, opts []Option) (*Server, error) {
 	s.card = sdk.AgentCard{
 		Name:               c.name,
 		Description:        c.description,
-		Version:            cmpOr(c.version, "1.0.0"),
+		Version:            cmp.Or(c.version, "1.0.0"),
 		DefaultInputModes:  []string{"text/plain", "application/json"},
 		DefaultOutputModes: []string{"text/plain", "application/json"},
 		Capabilities:       sdk.AgentCapabilities{Streaming: true},
@@ -403,18 +404,11 @@ func newServer(c config, run runFunc, opts []Option) (*Server, error) {
 	return s, nil
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
 // Card returns the agent card the server serves, with its interfaces at
 // base (the URL clients reach the server at).
 func (s *Server) Card(base string) *sdk.AgentCard {
 	c := s.card
-	base = strings.TrimSuffix(cmpOr(s.cfg.url, base), "/")
+	base = strings.TrimSuffix(cmp.Or(s.cfg.url, base), "/")
 	c.SupportedInterfaces = []*sdk.AgentInterface{
 		sdk.NewAgentInterface(base, sdk.TransportProtocolJSONRPC),
 		sdk.NewAgentInterface(base+"/rest", sdk.TransportProtocolHTTPJSON),
@@ -813,7 +807,7 @@ func questionMessage(ec *a2asrv.ExecutorContext, in *tool.Interrupted, prefix st
 		if i > 0 {
 			b.WriteString("\n")
 		}
-		b.WriteString(cmpOr(it.Message, "The agent asks for input ("+it.Reason+")."))
+		b.WriteString(cmp.Or(it.Message, "The agent asks for input ("+it.Reason+")."))
 	}
 	if len(in.Interrupts) == 1 && in.Interrupts[0].Reason == tool.ApprovalReason {
 		b.WriteString(" Answer yes or no.")

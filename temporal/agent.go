@@ -1,6 +1,7 @@
 package temporal
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -242,7 +243,7 @@ func (a *Agent) answer(ctx context.Context, sh *shaper, id string, pending []too
 	var answers []tool.Answer
 	var waiting []tool.Interrupt
 	for _, q := range qs {
-		call := tool.Call{ID: "temporal_" + q.ID, Name: cmpOr(a.Spec.Name, "temporal"), Arguments: json.RawMessage(`{}`)}
+		call := tool.Call{ID: "temporal_" + q.ID, Name: cmp.Or(a.Spec.Name, "temporal"), Arguments: json.RawMessage(`{}`)}
 		payload, err := tool.Ask(ctx, call, tool.Question{Reason: q.Reason, Message: q.Message, ResponseSchema: q.ResponseSchema})
 		var asked *tool.Interrupted
 		switch {
@@ -288,13 +289,6 @@ func (a *Agent) finish(ctx context.Context, em event.Emitter, id string, out Run
 	em.Emit(event.Event{Type: event.RunFinished, RunID: id, Result: event.JSONString(out.Answer),
 		Usage: tokenUsage(a.Spec.Provider, a.Spec.Model, o.TotalUsage())})
 	return o, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func newWorkflowID() string {
