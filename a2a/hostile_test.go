@@ -22,8 +22,6 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/provider"
-	"github.com/deputy-go/deputy/store"
-	"github.com/deputy-go/deputy/store/memory"
 	"github.com/deputy-go/deputy/tool"
 )
 
@@ -906,18 +904,7 @@ func TestPolledRemoteQuestionResumesTheSameTask(t *testing.T) {
 	}
 	var calls atomic.Int64
 	lead := delegator(t, payer.Definition().Name, idModes[0].id, &calls, payer)
-	st, err := store.New(memory.New())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	run := func(ctx context.Context) (agent.Output, error) {
-		j, err := st.Journal(ctx, "turn")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: "pay"})
-	}
+	run := journaledRun(t, lead, "pay")
 	_, err = run(context.Background())
 	var in *tool.Interrupted
 	if !errors.As(err, &in) || len(in.Interrupts) != 1 {

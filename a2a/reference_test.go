@@ -20,8 +20,6 @@ import (
 	"github.com/deputy-go/deputy/a2a"
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
-	"github.com/deputy-go/deputy/store"
-	"github.com/deputy-go/deputy/store/memory"
 	"github.com/deputy-go/deputy/tool"
 )
 
@@ -226,22 +224,11 @@ func TestReferenceJSAgentAsksAndResumesTheSameTask(t *testing.T) {
 				asker := connectTool(t, base+path)
 				var calls atomic.Int64
 				lead := delegator(t, asker.Definition().Name, mode.id, &calls, asker)
-				st, err := store.New(memory.New())
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer st.Close()
-				run := func(ctx context.Context) (agent.Output, error) {
-					j, err := st.Journal(ctx, "turn")
-					if err != nil {
-						t.Fatal(err)
-					}
-					return lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: "pay"})
-				}
+				run := journaledRun(t, lead, "pay")
 				start := received(t, base)
 				ctx := context.Background()
 
-				_, err = run(ctx)
+				_, err := run(ctx)
 				var in *tool.Interrupted
 				if !errors.As(err, &in) || len(in.Interrupts) != 1 {
 					t.Fatalf("first run: %v, want the JavaScript agent's question", err)

@@ -67,19 +67,10 @@ func TestRemoteQuestionResumesTheSameTask(t *testing.T) {
 			}
 			var leadCalls atomic.Int64
 			lead := delegator(t, payer.Definition().Name, mode.id, &leadCalls, payer)
-			st, err := store.New(memory.New())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
 			var seen []event.Event
+			journaled := journaledRun(t, lead, "pay")
 			run := func(ctx context.Context) (agent.Output, error) {
-				j, err := st.Journal(ctx, "turn")
-				if err != nil {
-					t.Fatal(err)
-				}
-				ctx = event.WithSink(ctx, event.SinkFunc(func(e event.Event) { seen = append(seen, e) }))
-				return lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: "pay"})
+				return journaled(event.WithSink(ctx, event.SinkFunc(func(e event.Event) { seen = append(seen, e) })))
 			}
 			out1, err := run(ctx)
 			var in *tool.Interrupted
@@ -177,18 +168,7 @@ func TestFinishedRemoteChildIsReplayed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			st, err := store.New(memory.New())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
-			run := func(ctx context.Context) (agent.Output, error) {
-				j, err := st.Journal(ctx, "turn")
-				if err != nil {
-					t.Fatal(err)
-				}
-				return lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: "go"})
-			}
+			run := journaledRun(t, lead, "go")
 			_, err = run(ctx)
 			var in *tool.Interrupted
 			if !errors.As(err, &in) {
@@ -205,5 +185,24 @@ func TestFinishedRemoteChildIsReplayed(t *testing.T) {
 				t.Errorf("the remote expert was asked %d times and the payment made %d; want 1 and 1", asked.Load(), paid.Load())
 			}
 		})
+	}
+}
+
+// journaledRun returns a function that runs lead on text under the
+// journal of one turn, opened afresh on each call as a process that
+// resumes the turn opens it; the store goes with the test.
+func journaledRun(t testing.TB, lead agent.Agent, text string) func(context.Context) (agent.Output, error) {
+	t.Helper()
+	st, err := store.New(memory.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return func(ctx context.Context) (agent.Output, error) {
+		j, err := st.Journal(ctx, "turn")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: text})
 	}
 }

@@ -17,8 +17,6 @@ import (
 
 	"github.com/deputy-go/deputy/a2a"
 	"github.com/deputy-go/deputy/agent"
-	"github.com/deputy-go/deputy/store"
-	"github.com/deputy-go/deputy/store/memory"
 	"github.com/deputy-go/deputy/tool"
 )
 
@@ -166,18 +164,7 @@ func TestRemoteAnswerStreamStartsWithTheWaitingTask(t *testing.T) {
 	}
 	var calls atomic.Int64
 	lead := delegator(t, sub.Definition().Name, idModes[0].id, &calls, sub)
-	st, err := store.New(memory.New())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	run := func(ctx context.Context) (agent.Output, error) {
-		j, err := st.Journal(ctx, "turn")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: "pay"})
-	}
+	run := journaledRun(t, lead, "pay")
 	_, err = run(context.Background())
 	var in *tool.Interrupted
 	if !errors.As(err, &in) || len(in.Interrupts) != 1 || in.Interrupts[0].Message != "Which account should pay?" {
