@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,8 @@ type Client struct {
 	cfg    config
 	cs     *mcp.ClientSession
 	stderr *tail
+	// refusal is the last refusal of authorization by an HTTP server.
+	refusal *authRefusal
 
 	mu    sync.Mutex
 	tools []*remoteTool
@@ -55,7 +58,7 @@ type Client struct {
 // tools. Every error names the server and says what to do; on an error
 // nothing is left running.
 func Connect(ctx context.Context, t Transport, opts ...Option) (*Client, error) {
-	if t.t == nil {
+	if t.t == nil && t.url == "" {
 		return nil, errors.New("mcpbridge: no transport: use Command, Cmd, HTTP or SDKTransport")
 	}
 	cfg := config{callTimeout: DefaultCallTimeout, connectTimeout: DefaultConnectTimeout, maxResult: DefaultMaxResultBytes, maxTools: DefaultMaxTools}
@@ -68,6 +71,16 @@ func Connect(ctx context.Context, t Transport, opts ...Option) (*Client, error) 
 		}
 	}
 	c := &Client{name: t.name, cfg: cfg, changed: make(chan struct{}, 1), done: make(chan struct{})}
+	mt := t.t
+	if t.url != "" {
+		if cfg.oauth != nil && cfg.header.Get("Authorization") != "" {
+			return nil, fmt.Errorf("mcpbridge: server %s: WithHeader(\"Authorization\", …) and WithOAuth both authorize: pass one of them", t.name)
+		}
+		c.refusal = &authRefusal{}
+		mt = httpTransport(t.url, &cfg, c.refusal)
+	} else if names := cfg.forHTTP(); names != nil {
+		return nil, fmt.Errorf("mcpbridge: server %s: %s only apply to an HTTP server (mcpbridge.HTTP); a command's credentials go in its environment (mcpbridge.Cmd)", t.name, strings.Join(names, ", "))
+	}
 	if t.cmd != nil {
 		if t.cmd.Stderr == nil {
 			c.stderr = &tail{max: 2 << 10}
@@ -85,7 +98,7 @@ func Connect(ctx context.Context, t Transport, opts ...Option) (*Client, error) 
 	})
 	cctx, cancel := context.WithTimeout(ctx, cfg.connectTimeout)
 	defer cancel()
-	cs, err := mc.Connect(cctx, t.t, nil)
+	cs, err := mc.Connect(cctx, mt, nil)
 	if err != nil {
 		reap(t.cmd)
 		return nil, c.connectError(cctx, ctx, err)
@@ -112,6 +125,8 @@ func (c *Client) connectError(cctx, ctx context.Context, err error) error {
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("mcpbridge: server %s: connecting: %w", c.name, context.Cause(ctx))
+	case c.authHint() != "":
+		return fmt.Errorf("mcpbridge: server %s: connecting failed: %s (%w)", c.name, c.authHint(), err)
 	case cctx.Err() != nil:
 		hint = fmt.Sprintf("it did not complete the MCP handshake within %v: check that it is an MCP server and that it starts, or raise WithConnectTimeout", c.cfg.connectTimeout)
 	default:
@@ -123,6 +138,33 @@ func (c *Client) connectError(cctx, ctx context.Context, err error) error {
 		}
 	}
 	return fmt.Errorf("mcpbridge: server %s: connecting failed: %w: %s", c.name, err, hint)
+}
+
+// authHint says what to do about the server's last refusal of
+// authorization, or is empty.
+func (c *Client) authHint() string {
+	status, challenge := c.refusal.last()
+	if status == 0 {
+		return ""
+	}
+	var b strings.Builder
+	if status == http.StatusUnauthorized {
+		b.WriteString("it answered 401 Unauthorized: it wants credentials")
+		if c.cfg.oauth != nil {
+			b.WriteString(", and the OAuth handler given with WithOAuth did not obtain ones it accepts: check the client's registration, its scopes and the authorization server's answers")
+		} else if c.cfg.header.Get("Authorization") != "" {
+			b.WriteString(", and refused the Authorization header given with WithHeader: check the token (it may have expired)")
+		} else {
+			b.WriteString(": pass them with WithHeader (an API key, or a bearer token), or let deputy obtain a token with WithOAuth (an OAuth handler of the MCP SDK's auth package)")
+		}
+	} else {
+		b.WriteString("it answered 403 Forbidden: the credentials given do not allow this; ask the server's operator for access, or, with WithOAuth, for a token with the scopes it wants")
+	}
+	if challenge != "" {
+		b.WriteString("; it asks: WWW-Authenticate: ")
+		b.WriteString(challenge)
+	}
+	return b.String()
 }
 
 // Name returns what errors call the server: its command line or URL.
@@ -286,6 +328,11 @@ func (t *remoteTool) Call(ctx context.Context, call tool.Call) (tool.Result, err
 			msg = fmt.Sprintf("the MCP server %s did not answer the call to %s within %v: it may be hung or the work too large; try a smaller request, or do without this tool", c.name, t.remote, c.cfg.callTimeout)
 		case errors.As(err, &werr):
 			msg = fmt.Sprintf("the MCP server %s refused the call to %s: %s", c.name, t.remote, werr.Message)
+		case c.authHint() != "":
+			// The model can do nothing about credentials: the Go error
+			// says what the program's owner can do.
+			msg = fmt.Sprintf("the MCP server %s refused the call to %s: not authorized; do without its tools", c.name, t.remote)
+			err = fmt.Errorf("%s: %w", c.authHint(), err)
 		default:
 			msg = fmt.Sprintf("the call to %s on the MCP server %s failed: %v: the server may have crashed or sent something too large; do without its tools", t.remote, c.name, err)
 		}

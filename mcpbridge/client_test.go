@@ -438,21 +438,7 @@ func TestCapWithALongServerName(t *testing.T) {
 // An HTTP server's 50 MB JSON reply is cut off at the bound, not read
 // whole, and the call is a clear error result.
 func TestA50MBReplyOverHTTP(t *testing.T) {
-	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return thirdPartyServer() }, &mcp.StreamableHTTPOptions{JSONResponse: true})
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var req struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-		}
-		if json.Unmarshal(body, &req) == nil && req.Method == "tools/call" {
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"%s"}]}}`, req.ID, strings.Repeat("x", 50_000_000))
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		sdk.ServeHTTP(w, r)
-	}))
+	hs := hugeReplyHTTP(50_000_000)
 	defer hs.Close()
 	c, err := mcpbridge.Connect(context.Background(), mcpbridge.HTTP(hs.URL))
 	if err != nil {
@@ -468,6 +454,26 @@ func TestA50MBReplyOverHTTP(t *testing.T) {
 	if !r.IsError || !strings.Contains(r.Content, hs.URL) || !strings.Contains(r.Content, "larger than") {
 		t.Errorf("50 MB over HTTP: error %v, %d bytes %q…", r.IsError, len(r.Content), r.Content[:min(200, len(r.Content))])
 	}
+}
+
+// hugeReplyHTTP serves thirdPartyServer over HTTP, but answers every
+// tool call with a JSON reply of more than n bytes.
+func hugeReplyHTTP(n int) *httptest.Server {
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return thirdPartyServer() }, &mcp.StreamableHTTPOptions{JSONResponse: true})
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal(body, &req) == nil && req.Method == "tools/call" {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"%s"}]}}`, req.ID, strings.Repeat("x", n))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		sdk.ServeHTTP(w, r)
+	}))
 }
 
 func TestListChangedOverHTTP(t *testing.T) {

@@ -18,6 +18,7 @@ type Transport struct {
 	name string
 	t    mcp.Transport
 	cmd  *exec.Cmd
+	url  string // for HTTP: the transport is made by Connect, with its options
 }
 
 // Command runs name with args and speaks MCP over its standard input and
@@ -37,29 +38,98 @@ func Cmd(cmd *exec.Cmd) Transport {
 }
 
 // HTTP speaks MCP's streamable HTTP transport to the endpoint at url.
-// A reply is bounded as over stdio: at most 16 MiB.
+// A reply is bounded as over stdio: at most 16 MiB. A server that wants
+// credentials gets them through Connect's options: WithHeader (an API key,
+// a bearer token), WithHTTPClient (a client of the caller's, with its own
+// TLS or proxy settings) or WithOAuth (MCP's OAuth 2.1 authorization).
 func HTTP(url string) Transport {
-	hc := &http.Client{Transport: limitReplies{base: http.DefaultTransport, max: maxReply}}
-	return Transport{name: url, t: &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: 1}}
+	return Transport{name: url, url: url}
+}
+
+// httpTransport makes the SDK transport of an HTTP server, with what cfg
+// gives it: the caller's client (its transport wrapped, the client
+// itself left as it was), headers, an OAuth handler. A reply is bounded,
+// and the last refusal of authorization is kept in seen.
+func httpTransport(url string, cfg *config, seen *authRefusal) mcp.Transport {
+	hc := &http.Client{}
+	if cfg.httpClient != nil {
+		c := *cfg.httpClient
+		hc = &c
+	}
+	base := hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	hc.Transport = &roundTripper{base: base, max: maxReply, header: cfg.header, seen: seen}
+	return &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: 1, OAuthHandler: cfg.oauth}
 }
 
 // maxReply bounds one message from a server, as the SDK bounds a line over
 // stdio and an event of a server-sent stream.
 const maxReply = mcp.DefaultMaxLineLength
 
-// limitReplies bounds the JSON replies of an HTTP server, which the SDK
-// reads whole (it bounds the events of a stream itself).
-type limitReplies struct {
-	base http.RoundTripper
-	max  int64
+// roundTripper adds the caller's headers to each request to an HTTP
+// server, bounds its JSON replies, which the SDK reads whole (it bounds
+// the events of a stream itself), and notes a refusal of authorization.
+type roundTripper struct {
+	base   http.RoundTripper
+	max    int64
+	header http.Header
+	seen   *authRefusal
 }
 
-func (l limitReplies) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := l.base.RoundTrip(req)
-	if err == nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
-		resp.Body = &limitedBody{rc: resp.Body, left: l.max, max: l.max}
+func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if len(rt.header) > 0 {
+		// A RoundTripper must not change the request it is given.
+		req = req.Clone(req.Context())
+		for k, vs := range rt.header {
+			req.Header[k] = vs
+		}
+	}
+	resp, err := rt.base.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	rt.seen.note(resp)
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		resp.Body = &limitedBody{rc: resp.Body, left: rt.max, max: rt.max}
 	}
 	return resp, err
+}
+
+// authRefusal is the last answer of 401 or 403 from an HTTP server, until
+// a later answer succeeds: what Connect's error explains.
+type authRefusal struct {
+	mu        sync.Mutex
+	status    int
+	challenge string // its WWW-Authenticate, cut short
+}
+
+// maxChallenge bounds the WWW-Authenticate header an error quotes.
+const maxChallenge = 512
+
+func (a *authRefusal) note(resp *http.Response) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		a.status = resp.StatusCode
+		a.challenge = capText(strings.ToValidUTF8(resp.Header.Get("WWW-Authenticate"), ""), maxChallenge, "the WWW-Authenticate header")
+	case resp.StatusCode < 300:
+		a.status, a.challenge = 0, ""
+	}
+}
+
+func (a *authRefusal) last() (status int, challenge string) {
+	if a == nil {
+		return 0, ""
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.status, a.challenge
 }
 
 // limitedBody fails a read past max bytes.
