@@ -40,13 +40,33 @@
 // ServerOption WithCallContext lets any scope of the application's (the
 // user behind a token, a tenant) read the request, or refuse the call.
 //
+// # Questions
+//
+// A served tool that asks a person (tool.Ask, tool.RequireApproval), at
+// any depth of sub-agents, asks the MCP client with elicitation: a form
+// whose schema is the question's response schema (one text field when it
+// has none). The call runs under a journal of its own, so that the answer
+// resumes it where it stopped: nothing that finished runs again, and the
+// answer is used once. With a client of MCP's newest protocol the call
+// returns its questions (a multi-round-trip result) and the client calls
+// again with the answers and the request state it was given, which only
+// the same session may use, once, within 15 minutes; with an older client
+// the questions are asked during the call. An accepted form is the answer;
+// a declined approval is a refusal; any other decline, or a cancel,
+// cancels the question, and the tool fails as it would over AG-UI. A
+// client that does not support elicitation reads an error result saying
+// what the tool wanted to ask and what its user can do. At most 1024 calls
+// wait for answers at once, and one call asks at most 8 rounds.
+//
 // # Progress
 //
 // When a client asks for progress, the lifecycle events of the run —
 // steps, tool calls, sub-agents starting and finishing — reach it as
 // progress notifications. Progress is sent beside the call, never in its
 // way: a client that stops reading loses notifications but holds no expert
-// back.
+// back. With the ServerOption WithLogNotifications, the same events also
+// go out as MCP log notifications (notifications/message), for a client
+// that shows a server's log rather than progress.
 //
 // # Usage metadata
 //
@@ -75,6 +95,23 @@
 // WithToolFilter keeps only some of them; WithCallTimeout,
 // WithConnectTimeout, WithMaxResultBytes and WithMaxTools change the
 // limits below.
+//
+// # Authorization
+//
+// An HTTP server that wants credentials gets them through three options,
+// which Connect refuses for a command: WithHeader sends a header with
+// every request (an API key, a bearer token the caller has), WithHTTPClient
+// sends the requests through a client of the caller's (TLS, a proxy, a
+// transport that signs), and WithOAuth authorizes with OAuth 2.1 as MCP's
+// authorization specification describes, through a handler of the MCP
+// SDK's auth package (auth.NewAuthorizationCodeHandler: protected resource
+// and authorization server metadata discovery, client ID metadata
+// documents, pre-registered clients or dynamic registration, the
+// authorization code flow with PKCE, step-up on insufficient scope;
+// extauth.NewClientCredentialsHandler for a service without a person).
+// A server that answers 401 or 403 makes Connect fail with an error that
+// names it, says which of these to use, and quotes its WWW-Authenticate
+// challenge.
 //
 // # Limits
 //

@@ -18,6 +18,8 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/store/memory"
 	"github.com/deputy-go/deputy/tool"
 )
 
@@ -56,7 +58,14 @@ type Server struct {
 	reg      *tool.Registry
 	calls    atomic.Uint64
 	callCtx  func(ctx context.Context, req *mcp.CallToolRequest) (context.Context, error)
+	logs     bool
 	sessions sessionNames
+
+	// Calls waiting for their clients' answers, by the state the client
+	// echoes; their journals are kept in st.
+	st      *store.Store
+	mu      sync.Mutex
+	waiting map[string]*waiting
 }
 
 // ServerOption configures a Server.
@@ -71,6 +80,17 @@ func WithCallContext(fn func(ctx context.Context, req *mcp.CallToolRequest) (con
 	return func(s *Server) { s.callCtx = fn }
 }
 
+// WithLogNotifications has each call's lifecycle events — steps, tool
+// calls, sub-agents starting, finishing or failing — also sent to the
+// client as MCP log notifications (notifications/message) at level info,
+// the tool's name as the logger, whether or not the client asked for
+// progress. The server declares MCP's logging capability; as MCP says, a
+// client receives log notifications once it has set a level. They are
+// queued and dropped as progress notifications are.
+func WithLogNotifications() ServerOption {
+	return func(s *Server) { s.logs = true }
+}
+
 // NewServer returns a server that introduces itself to clients as name at
 // version, with no tools yet.
 func NewServer(name, version string, opts ...ServerOption) *Server {
@@ -78,16 +98,18 @@ func NewServer(name, version string, opts ...ServerOption) *Server {
 		name = "deputy"
 	}
 	reg, _ := tool.NewRegistry()
-	s := &Server{
-		srv: mcp.NewServer(&mcp.Implementation{Name: name, Version: version},
-			&mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}}),
-		reg: reg,
-	}
+	st, _ := store.New(memory.New()) // cannot fail on a memory backend
+	s := &Server{reg: reg, st: st, waiting: map[string]*waiting{}}
 	for _, o := range opts {
 		if o != nil {
 			o(s)
 		}
 	}
+	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
+	if s.logs {
+		caps.Logging = &mcp.LoggingCapabilities{}
+	}
+	s.srv = mcp.NewServer(&mcp.Implementation{Name: name, Version: version}, &mcp.ServerOptions{Capabilities: caps})
 	return s
 }
 
@@ -166,18 +188,45 @@ func (s *Server) handler(name string, structured bool) mcp.ToolHandler {
 				return errorResult(err.Error()), nil
 			}
 		}
+		var sinks []event.Sink
 		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 			p := startProgress(ctx, req.Session, tok)
 			defer p.finish()
-			ctx = event.WithSink(ctx, p)
+			sinks = append(sinks, p)
+		}
+		if s.logs && req.Session != nil {
+			l := startLogs(ctx, req.Session, name)
+			defer l.finish()
+			sinks = append(sinks, l)
+		}
+		switch len(sinks) {
+		case 1:
+			ctx = event.WithSink(ctx, sinks[0])
+		case 2:
+			ctx = event.WithSink(ctx, event.SinkFunc(func(e event.Event) {
+				sinks[0].Emit(e)
+				sinks[1].Emit(e)
+			}))
 		}
 		call := tool.Call{
 			ID:        "mcp-" + strconv.FormatUint(s.calls.Add(1), 10),
 			Name:      name,
 			Arguments: req.Params.Arguments,
 		}
-		results, err := s.reg.Execute(ctx, []tool.Call{call})
-		res := results[0]
+		var w *waiting
+		var answers []tool.Answer
+		if token := req.Params.RequestState; token != "" {
+			var err error
+			if w, err = s.resume(token, req.Session, call); err != nil {
+				return errorResult(err.Error()), nil
+			}
+			call.ID = w.callID
+			answers = answersOf(w.asked, req.Params.InputResponses)
+		}
+		res, asking, err := s.run(ctx, req.Session, call, w, answers)
+		if asking != nil {
+			return asking, nil
+		}
 		out := s.result(name, structured, res, err)
 		if !res.Usage.IsZero() {
 			// What the call spent, a failed child's work included, for a
@@ -285,6 +334,23 @@ const progressQueue = 64
 const progressGap = 15 * time.Millisecond
 
 func startProgress(ctx context.Context, session *mcp.ServerSession, token any) *progress {
+	return startNotes(ctx, func(ctx context.Context, n float64, msg string) error {
+		return session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: n, Message: msg})
+	})
+}
+
+// startLogs sends the events of a call of the tool name as MCP log
+// notifications (notifications/message) at level info, the tool's name
+// as the logger. The SDK sends none until the client sets a level.
+func startLogs(ctx context.Context, session *mcp.ServerSession, name string) *progress {
+	return startNotes(ctx, func(ctx context.Context, _ float64, msg string) error {
+		return session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: name, Data: msg})
+	})
+}
+
+// startNotes starts the goroutine that sends a call's notifications with
+// send, numbered from 1; finish ends it.
+func startNotes(ctx context.Context, send func(ctx context.Context, n float64, msg string) error) *progress {
 	p := &progress{queue: make(chan string, progressQueue), done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
@@ -293,7 +359,7 @@ func startProgress(ctx context.Context, session *mcp.ServerSession, token any) *
 			n++
 			// A failure to send (the client went away) does not disturb
 			// the call.
-			_ = session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: n, Message: msg})
+			_ = send(ctx, n, msg)
 			p.last = time.Now()
 		}
 	}()
