@@ -5,7 +5,9 @@
 // deputy tree. It is a module of its own, so that a program that does not
 // import it compiles neither the SDK nor gRPC.
 //
-//	srv, err := a2a.NewServer(expert, a2a.WithDescription("Answers billing questions."))
+//	srv, err := a2a.NewPerTask(func(ctx context.Context, t a2a.Task) (agent.Agent, error) {
+//		return agent.NewReact(p, agent.WithTools(lookup))
+//	}, a2a.WithName("billing"), a2a.WithDescription("Answers billing questions."))
 //	http.ListenAndServe(addr, srv)
 //
 //	remote, err := a2a.Connect(ctx, "https://billing.example.com")
@@ -24,9 +26,15 @@
 //
 // Each message starts a task, and the task is one run of the agent (for
 // NewToolServer, one call of the tool) with the message's text as its
-// input. The run's thread is the task's context, per owner, so that a
-// resident sub-agent scoped with subagent.PerThread keeps a conversation per
-// A2A context. While it works, the task's status updates carry the run's
+// input. NewPerTask builds the agent for each task, so that nothing one
+// task's agent keeps reaches another task, owner or context; NewServer
+// serves one agent to every task, and refuses one that keeps a
+// conversation between runs (a *agent.React). The run's thread is the
+// task's context, per owner, so that a resident sub-agent scoped with
+// subagent.PerThread keeps a conversation per A2A context, and no other's:
+// served with NewToolServer, it is the form for a conversation that goes
+// on across the tasks of a context. A failure of the store reaches a
+// client in plain words; its keys are logged, never sent. While it works, the task's status updates carry the run's
 // sub-agents starting and finishing and its tool calls (metadata EventKey,
 // the event's AG-UI JSON), and the answer's text streams into the artifact
 // AnswerArtifact, which ends holding the answer: text, or, for a validated

@@ -886,7 +886,7 @@ func TestCancelledParentCancelsTheRemoteTask(t *testing.T) {
 func TestPolledRemoteQuestionResumesTheSameTask(t *testing.T) {
 	noLeaks(t)
 	p := newPayer(t, idModes[0].id)
-	srv, err := a2a.NewServer(p.lead, a2a.WithCard(func(c *sdk.AgentCard) { c.Capabilities.Streaming = false }))
+	srv, err := a2a.NewPerTask(p.build, a2a.WithName("payer"), a2a.WithCard(func(c *sdk.AgentCard) { c.Capabilities.Streaming = false }))
 	if err != nil {
 		t.Fatal(err)
 	}

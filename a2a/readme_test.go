@@ -16,9 +16,15 @@ import (
 
 // README snippet
 // serveExpert serves an agent to other services, whatever their kit or
-// language. Its tasks, and the questions they wait on, live in st.
-func serveExpert(expert agent.Agent, st *store.Store) error {
-	srv, err := a2a.NewServer(expert, a2a.WithDescription("Answers billing questions."), a2a.WithStore(st))
+// language. Each task gets an agent of its own, so that nothing one client
+// tells it reaches another. Its tasks, and the questions they wait on, live
+// in st.
+func serveExpert(p provider.Provider, st *store.Store) error {
+	expert := func(ctx context.Context, t a2a.Task) (agent.Agent, error) {
+		return agent.NewReact(p, agent.WithName("billing"))
+	}
+	srv, err := a2a.NewPerTask(expert, a2a.WithName("billing"),
+		a2a.WithDescription("Answers billing questions."), a2a.WithStore(st))
 	if err != nil {
 		return err
 	}

@@ -47,7 +47,7 @@ func TestRemoteQuestionResumesTheSameTask(t *testing.T) {
 	for _, mode := range idModes {
 		t.Run(mode.name, func(t *testing.T) {
 			p := newPayer(t, mode.id)
-			srv, err := a2a.NewServer(p.lead, a2a.WithDescription("Pays."))
+			srv, err := a2a.NewPerTask(p.build, a2a.WithName("payer"), a2a.WithDescription("Pays."))
 			if err != nil {
 				t.Fatal(err)
 			}

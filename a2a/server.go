@@ -265,7 +265,7 @@ var (
 type request struct {
 	text string
 	data json.RawMessage // the first data part, if any
-	task sdk.TaskID      // the task it is a turn of
+	Task                 // the task it is a turn of
 }
 
 // outcome is what a run produced.
@@ -280,11 +280,19 @@ type runFunc func(ctx context.Context, in request) (outcome, error)
 // NewServer serves a over A2A. Each message runs a once, with the task's
 // context as the run's thread (agent.WithThread; per owner), so that a
 // resident sub-agent scoped with subagent.PerThread keeps one conversation
-// per A2A context; a itself is shared by every request, as agui.New
-// shares it.
+// per A2A context; a itself is shared by every request.
+//
+// An agent that keeps its conversation between runs, such as a
+// *agent.React, is refused: every owner's and every context's messages
+// would reach the others' runs. Build one per task with NewPerTask, or
+// serve a resident scoped per context with NewToolServer.
 func NewServer(a agent.Agent, opts ...Option) (*Server, error) {
 	if a == nil {
 		return nil, errors.New("a2a: NewServer: nil agent")
+	}
+	if _, ok := a.(interface{ History() []provider.Message }); ok {
+		return nil, fmt.Errorf("a2a: NewServer: the agent (%T) keeps its conversation between runs, so what one owner or context tells it would reach every other's runs: "+
+			"build an agent per task with a2a.NewPerTask, or serve a resident kept per context with a2a.NewToolServer(subagent.FromScoped(…, subagent.PerThread, …))", a)
 	}
 	var c config
 	if n, ok := a.(interface{ Name() string }); ok {
@@ -295,21 +303,72 @@ func NewServer(a agent.Agent, opts ...Option) (*Server, error) {
 			c.skills = append(c.skills, skillOf(t.Definition()))
 		}
 	}
-	run := func(ctx context.Context, in request) (outcome, error) {
-		text := in.text
-		if text == "" && len(in.data) > 0 {
-			text = string(in.data)
-		}
-		out, err := a.Run(ctx, agent.Input{Text: text})
-		o := outcome{answer: out.Answer, usage: out.TotalUsage()}
-		if out.Value != nil {
-			if b, merr := json.Marshal(out.Value); merr == nil {
-				o.value = b
-			}
-		}
-		return o, err
+	return newServer(c, func(ctx context.Context, in request) (outcome, error) { return runAgent(ctx, a, in) }, opts)
+}
+
+// Task is what a Builder is told of the task it builds an agent for.
+type Task struct {
+	// Owner is the owner WithAuthorize named for the request ("" without
+	// it).
+	Owner string
+	// ContextID and TaskID are the task's A2A context and id.
+	ContextID, TaskID string
+	// Thread is the run's thread (agent.Thread): one per owner and
+	// context, and no other's. It names the conversation of the context
+	// for what keeps one, such as a resident scoped with
+	// subagent.PerThread, or the application's own records.
+	Thread string
+	// Resumed reports that the run continues a task that waited for
+	// input: the agent replays its journal up to the question, then goes
+	// on with the answer. Build it as for the first run.
+	Resumed bool
+}
+
+// Builder builds the agent that runs one task: it is called for each
+// message that runs one (the one that starts the task, and each answer
+// that resumes it), and the agent is dropped after the run (closed if it
+// implements io.Closer). It may be called for several tasks at once. An
+// error fails the task, its text read by the client: say what to do.
+type Builder func(ctx context.Context, t Task) (agent.Agent, error)
+
+// NewPerTask serves over A2A an agent built for each task by build, so
+// that nothing one task's agent keeps, such as a *agent.React's
+// conversation, reaches another task, owner or context. The card's name
+// is WithName's (required). Its runs are those NewServer makes.
+func NewPerTask(build Builder, opts ...Option) (*Server, error) {
+	if build == nil {
+		return nil, errors.New("a2a: NewPerTask: nil builder: pass a function that builds the agent of a task")
 	}
-	return newServer(c, run, opts)
+	run := func(ctx context.Context, in request) (outcome, error) {
+		a, err := build(ctx, in.Task)
+		if err == nil && a == nil {
+			err = errors.New("the builder returned no agent")
+		}
+		if err != nil {
+			return outcome{}, fmt.Errorf("the agent for this task could not be built: %w", err)
+		}
+		if c, ok := a.(io.Closer); ok {
+			defer c.Close()
+		}
+		return runAgent(ctx, a, in)
+	}
+	return newServer(config{}, run, opts)
+}
+
+// runAgent runs a on what the message asks.
+func runAgent(ctx context.Context, a agent.Agent, in request) (outcome, error) {
+	text := in.text
+	if text == "" && len(in.data) > 0 {
+		text = string(in.data)
+	}
+	out, err := a.Run(ctx, agent.Input{Text: text})
+	o := outcome{answer: out.Answer, usage: out.TotalUsage()}
+	if out.Value != nil {
+		if b, merr := json.Marshal(out.Value); merr == nil {
+			o.value = b
+		}
+	}
+	return o, err
 }
 
 // NewToolServer serves t over A2A, each message a call of t: a data part
@@ -331,7 +390,7 @@ func NewToolServer(t tool.Tool, opts ...Option) (*Server, error) {
 			b, _ := json.Marshal(map[string]string{"task": in.text})
 			args = b
 		}
-		id := "a2a_" + string(in.task)
+		id := "a2a_" + in.TaskID
 		res, err := t.Call(ctx, tool.Call{ID: id, Name: def.Name, Arguments: args})
 		o := outcome{answer: res.Content, usage: res.Usage}
 		if err == nil && res.IsError {
@@ -394,11 +453,11 @@ func newServer(c config, run runFunc, opts []Option) (*Server, error) {
 		c.card(&s.card)
 	}
 	h := a2asrv.NewHandler(executor{s},
-		a2asrv.WithTaskStore(taskStore{st: s.cfg.st}),
+		a2asrv.WithTaskStore(taskStore{st: s.cfg.st, log: c.logger}),
 		a2asrv.WithLogger(c.logger),
 		a2asrv.WithCapabilityChecks(&s.card.Capabilities),
 		a2asrv.WithConcurrencyConfig(limiter.ConcurrencyConfig{MaxExecutions: c.maxRuns, GetMaxExecutions: func(string) int { return c.maxRunsPerOwner }}))
-	h = ownedTasks{RequestHandler: h, tasks: taskStore{st: s.cfg.st}}
+	h = ownedTasks{RequestHandler: h, tasks: taskStore{st: s.cfg.st, log: c.logger}}
 	s.jsonrpc = a2asrv.NewJSONRPCHandler(h)
 	s.rest = http.StripPrefix("/rest", a2asrv.NewRESTHandler(h))
 	return s, nil
@@ -558,8 +617,9 @@ func (s *Server) execute(ctx context.Context, ec *a2asrv.ExecutorContext, yield 
 		yield(nil, fmt.Errorf("%w: a contextId of %d bytes: use at most %d", sdk.ErrInvalidParams, len(ec.ContextID), maxIDBytes))
 		return
 	}
+	task := Task{Owner: owner, ContextID: ec.ContextID, TaskID: string(ec.TaskID), Thread: thread(owner, ec.ContextID)}
 	in := requestOf(ec.Message)
-	in.task = ec.TaskID
+	in.Task = task
 	var pending *tool.Interrupted
 	var answers []tool.Answer
 	if st := ec.StoredTask; st != nil {
@@ -572,7 +632,8 @@ func (s *Server) execute(ctx context.Context, ec *a2asrv.ExecutorContext, yield 
 		// The resumed run is the turn that asked, run again with its
 		// input: the message that started the task.
 		in = requestOf(firstUserMessage(st))
-		in.task = ec.TaskID
+		in.Task = task
+		in.Resumed = true
 		var err error
 		answers, err = answersFrom(ec.Message, pending)
 		if err != nil {
@@ -620,10 +681,10 @@ func (s *Server) execute(ctx context.Context, ec *a2asrv.ExecutorContext, yield 
 	turn := journalTurn(owner, ec.TaskID)
 	j, err := s.cfg.st.Journal(rctx, turn)
 	if err != nil {
-		yield(sdk.NewStatusUpdateEvent(ec, sdk.TaskStateFailed, agentText(ec, "the server could not open the task's journal: "+err.Error())), nil)
+		yield(sdk.NewStatusUpdateEvent(ec, sdk.TaskStateFailed, agentText(ec, "the server could not open the task's journal: "+told(s.cfg.logger, task, err))), nil)
 		return
 	}
-	rctx = agent.WithJournal(agent.WithThread(rctx, thread(owner, ec.ContextID)), j)
+	rctx = agent.WithJournal(agent.WithThread(rctx, task.Thread), j)
 	if pending != nil {
 		rctx, err = tool.Resume(rctx, pending, answers...)
 		if err != nil {
@@ -731,7 +792,7 @@ func (s *Server) execute(ctx context.Context, ec *a2asrv.ExecutorContext, yield 
 	default:
 		_ = s.cfg.st.DeleteJournal(context.WithoutCancel(ctx), turn)
 		meta[InterruptsKey] = nil
-		ev := sdk.NewStatusUpdateEvent(ec, sdk.TaskStateFailed, agentText(ec, runErr.Error()))
+		ev := sdk.NewStatusUpdateEvent(ec, sdk.TaskStateFailed, agentText(ec, told(s.cfg.logger, task, runErr)))
 		ev.Metadata = meta
 		yield(ev, nil)
 	}

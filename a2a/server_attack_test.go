@@ -203,7 +203,7 @@ func notFound(err error) bool {
 // that blocks until its context ends or the test releases it; then each
 // answers. It records what the tool's context said.
 type blocker struct {
-	lead     *agent.React
+	build    a2a.Builder   // a fresh lead for each task
 	started  chan struct{} // closed when the tool has started
 	release  chan struct{} // closed by the test to let the tool finish
 	toolErr  chan error    // the tool's context error as it returned
@@ -250,11 +250,9 @@ func newBlocker(t testing.TB) *blocker {
 		call := provider.ToolCall{ID: "d1", Name: "waiter", Arguments: json.RawMessage(`{"task":"wait"}`)}
 		return provider.Response{Message: provider.AssistantMessage("", call), Usage: usage}, nil
 	})
-	lead, err := agent.NewReact(leadModel, agent.WithName("lead"), agent.WithTools(expert))
-	if err != nil {
-		t.Fatal(err)
+	b.build = func(context.Context, a2a.Task) (agent.Agent, error) {
+		return agent.NewReact(leadModel, agent.WithName("lead"), agent.WithTools(expert))
 	}
-	b.lead = lead
 	return b
 }
 
@@ -332,7 +330,7 @@ func (r *running) id(t testing.TB) sdk.TaskID {
 func TestOwnersCannotReachEachOthersTasks(t *testing.T) {
 	t.Parallel()
 	p := newPayer(t, idModes[0].id)
-	s, err := a2a.NewServer(p.lead, a2a.WithAuthorize(byHeader), a2a.WithLogger(quietLogger()))
+	s, err := a2a.NewPerTask(p.build, a2a.WithName("payer"), a2a.WithAuthorize(byHeader), a2a.WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +411,7 @@ func TestOwnersCannotReachEachOthersTasks(t *testing.T) {
 func TestOwnersCannotReachEachOthersRunningTasks(t *testing.T) {
 	t.Parallel()
 	b := newBlocker(t)
-	s, err := a2a.NewServer(b.lead, a2a.WithAuthorize(byHeader), a2a.WithLogger(quietLogger()))
+	s, err := a2a.NewPerTask(b.build, a2a.WithName("lead"), a2a.WithAuthorize(byHeader), a2a.WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +486,7 @@ func TestRefusedBeforeAnythingIsRead(t *testing.T) {
 	t.Parallel()
 	st, counted := countingStore(t)
 	p := newPayer(t, idModes[0].id)
-	s, err := a2a.NewServer(p.lead, a2a.WithAuthorize(byHeader), a2a.WithStore(st), a2a.WithLogger(quietLogger()))
+	s, err := a2a.NewPerTask(p.build, a2a.WithName("payer"), a2a.WithAuthorize(byHeader), a2a.WithStore(st), a2a.WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -728,7 +726,7 @@ func TestMessagesWithNothingInThem(t *testing.T) {
 func TestBadAnswersKeepTheTaskWaiting(t *testing.T) {
 	t.Parallel()
 	p := newPayer(t, idModes[0].id)
-	s, err := a2a.NewServer(p.lead, a2a.WithLogger(quietLogger()))
+	s, err := a2a.NewPerTask(p.build, a2a.WithName("payer"), a2a.WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -795,7 +793,7 @@ func TestConcurrentAnswersRunOnce(t *testing.T) {
 	t.Parallel()
 	for i := range 8 {
 		p := newPayer(t, idModes[i%len(idModes)].id)
-		s, err := a2a.NewServer(p.lead, a2a.WithLogger(quietLogger()))
+		s, err := a2a.NewPerTask(p.build, a2a.WithName("payer"), a2a.WithLogger(quietLogger()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -833,7 +831,7 @@ func TestConcurrentAnswersRunOnce(t *testing.T) {
 func TestCancelRunningTask(t *testing.T) {
 	t.Parallel()
 	b := newBlocker(t)
-	s, err := a2a.NewServer(b.lead, a2a.WithLogger(quietLogger()))
+	s, err := a2a.NewPerTask(b.build, a2a.WithName("lead"), a2a.WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -880,7 +878,7 @@ func TestCancelRunningTask(t *testing.T) {
 func TestCancelWaitingTask(t *testing.T) {
 	t.Parallel()
 	p := newPayer(t, idModes[0].id)
-	s, err := a2a.NewServer(p.lead, a2a.WithLogger(quietLogger()))
+	s, err := a2a.NewPerTask(p.build, a2a.WithName("payer"), a2a.WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -911,7 +909,7 @@ func TestCloseDuringRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	s, err := a2a.NewServer(b.lead, a2a.WithStore(st), a2a.WithLogger(quietLogger()))
+	s, err := a2a.NewPerTask(b.build, a2a.WithName("lead"), a2a.WithStore(st), a2a.WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -955,7 +953,7 @@ func TestCloseDuringRun(t *testing.T) {
 		}
 	}
 	// The task is kept as cancelled: a server on the same store says so.
-	s2, err := a2a.NewServer(b.lead, a2a.WithStore(st), a2a.WithLogger(quietLogger()))
+	s2, err := a2a.NewPerTask(b.build, a2a.WithName("lead"), a2a.WithStore(st), a2a.WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1060,11 +1058,9 @@ func TestPanickingTool(t *testing.T) {
 		}
 		return provider.Response{Message: provider.AssistantMessage("", provider.ToolCall{ID: "b1", Name: "boom", Arguments: json.RawMessage(`{}`)})}, nil
 	})
-	lead, err := agent.NewReact(model, agent.WithName("bomber"), agent.WithTools(boom))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := a2a.NewServer(lead, a2a.WithLogger(quietLogger()))
+	s, err := a2a.NewPerTask(func(context.Context, a2a.Task) (agent.Agent, error) {
+		return agent.NewReact(model, agent.WithName("bomber"), agent.WithTools(boom))
+	}, a2a.WithName("bomber"), a2a.WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1319,7 +1315,7 @@ func TestAnswerDuringCloseKeepsTheTaskWaiting(t *testing.T) {
 		}
 		return "alice", nil
 	}
-	s1, err := a2a.NewServer(p.lead, a2a.WithStore(st), a2a.WithAuthorize(hold), a2a.WithLogger(quietLogger()))
+	s1, err := a2a.NewPerTask(p.build, a2a.WithName("payer"), a2a.WithStore(st), a2a.WithAuthorize(hold), a2a.WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1352,7 +1348,7 @@ func TestAnswerDuringCloseKeepsTheTaskWaiting(t *testing.T) {
 		t.Errorf("the late answer was told %s; want that the server is shutting down", got)
 	}
 
-	s2, err := a2a.NewServer(p.lead, a2a.WithStore(st), a2a.WithAuthorize(hold), a2a.WithLogger(quietLogger()))
+	s2, err := a2a.NewPerTask(p.build, a2a.WithName("payer"), a2a.WithStore(st), a2a.WithAuthorize(hold), a2a.WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1375,7 +1371,7 @@ func TestCancelRacesAnswer(t *testing.T) {
 	t.Parallel()
 	for i := range 10 {
 		p := newPayer(t, idModes[i%len(idModes)].id)
-		s, err := a2a.NewServer(p.lead, a2a.WithLogger(quietLogger()))
+		s, err := a2a.NewPerTask(p.build, a2a.WithName("payer"), a2a.WithLogger(quietLogger()))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -36,7 +36,7 @@ var idModes = []struct {
 // payer is a lead whose model asks for one approved transfer and then
 // answers with its result; it counts model calls and transfers.
 type payer struct {
-	lead      *agent.React
+	build     a2a.Builder // a fresh lead for each task
 	model     atomic.Int64
 	transfers atomic.Int64
 }
@@ -59,11 +59,9 @@ func newPayer(t testing.TB, id func(int64) string) *payer {
 		call := provider.ToolCall{ID: id(n), Name: "transfer", Arguments: json.RawMessage(`{"amount":100}`)}
 		return provider.Response{Message: provider.AssistantMessage("", call), Usage: usage}, nil
 	})
-	lead, err := agent.NewReact(model, agent.WithName("payer"), agent.WithTools(transfer))
-	if err != nil {
-		t.Fatal(err)
+	p.build = func(context.Context, a2a.Task) (agent.Agent, error) {
+		return agent.NewReact(model, agent.WithName("payer"), agent.WithTools(transfer))
 	}
-	p.lead = lead
 	return p
 }
 
@@ -157,7 +155,7 @@ func TestInputRequiredAndContinue(t *testing.T) {
 		for _, mode := range idModes {
 			t.Run(string(binding)+"/"+mode.name, func(t *testing.T) {
 				p := newPayer(t, mode.id)
-				s, err := a2a.NewServer(p.lead, a2a.WithDescription("Pays."))
+				s, err := a2a.NewPerTask(p.build, a2a.WithName("payer"), a2a.WithDescription("Pays."))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -226,7 +224,7 @@ func TestTaskSurvivesRestart(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			st := sqliteStore(t)
 			p := newPayer(t, mode.id)
-			s1, err := a2a.NewServer(p.lead, a2a.WithStore(st))
+			s1, err := a2a.NewPerTask(p.build, a2a.WithName("payer"), a2a.WithStore(st))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -237,7 +235,7 @@ func TestTaskSurvivesRestart(t *testing.T) {
 
 			p2 := newPayer(t, mode.id)
 			p2.model.Store(p.model.Load())
-			s2, err := a2a.NewServer(p2.lead, a2a.WithStore(st))
+			s2, err := a2a.NewPerTask(p2.build, a2a.WithName("payer"), a2a.WithStore(st))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -262,7 +260,7 @@ func TestTaskSurvivesRestart(t *testing.T) {
 // A bad answer leaves the task waiting, and says why.
 func TestBadAnswerAsksAgain(t *testing.T) {
 	p := newPayer(t, idModes[0].id)
-	s, err := a2a.NewServer(p.lead)
+	s, err := a2a.NewPerTask(p.build, a2a.WithName("payer"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"log/slog"
 	"strings"
 	"unicode/utf8"
 
@@ -26,7 +27,8 @@ import (
 // another's reach: a task is looked up under the owner of the request,
 // never across owners.
 type taskStore struct {
-	st *store.Store
+	st  *store.Store
+	log *slog.Logger // where a failure of the store is told whole
 }
 
 var _ taskstore.Store = taskStore{}
@@ -86,7 +88,7 @@ func (s taskStore) Create(ctx context.Context, task *sdk.Task) (taskstore.TaskVe
 	case errors.Is(err, store.ErrConflict):
 		return 0, taskstore.ErrTaskAlreadyExists
 	case err != nil:
-		return 0, fmt.Errorf("a2a: storing task %s: %w", task.ID, err)
+		return 0, hide(s.log, fmt.Sprintf("storing task %s", task.ID), err)
 	}
 	return 1, nil
 }
@@ -115,7 +117,7 @@ func (s taskStore) Update(ctx context.Context, req *taskstore.UpdateRequest) (ta
 		}
 		return 0, taskstore.ErrConcurrentModification
 	case err != nil:
-		return 0, fmt.Errorf("a2a: storing task %s: %w", req.Task.ID, err)
+		return 0, hide(s.log, fmt.Sprintf("storing task %s", req.Task.ID), err)
 	}
 	return taskstore.TaskVersion(prev + 1), nil
 }
@@ -140,7 +142,7 @@ func (s taskStore) notFound(err error, id sdk.TaskID) error {
 	if errors.Is(err, store.ErrNotFound) {
 		return sdk.ErrTaskNotFound
 	}
-	return fmt.Errorf("a2a: reading task %s: %w", id, err)
+	return hide(s.log, fmt.Sprintf("reading task %s", id), err)
 }
 
 // Bounds of a page of ListTasks.
@@ -177,7 +179,7 @@ func (s taskStore) List(ctx context.Context, req *sdk.ListTasksRequest) (*sdk.Li
 	for from := ""; ; {
 		keys, err := s.st.Keys(ctx, prefix, from, store.MaxPage)
 		if err != nil {
-			return nil, fmt.Errorf("a2a: listing tasks: %w", err)
+			return nil, hide(s.log, "listing tasks", err)
 		}
 		for _, k := range keys {
 			inPage := k > after
@@ -221,7 +223,7 @@ func (s taskStore) read(ctx context.Context, k string) (*sdk.Task, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("a2a: listing tasks: %w", err)
+		return nil, hide(s.log, "listing tasks", err)
 	}
 	var t sdk.Task
 	if json.Unmarshal(b, &t) != nil {

@@ -83,12 +83,13 @@ func serve(ctx context.Context, ln net.Listener, out io.Writer, refunds *atomic.
 	if err != nil {
 		return err
 	}
-	expert, err := agent.NewReact(provider.Func(expertModel), agent.WithName("refunds"),
-		agent.WithTools(tool.RequireApproval(refund, "Refunds cost money", 0)))
-	if err != nil {
-		return err
+	// The expert is built for each task, so that nothing one client tells
+	// it (a ReAct agent keeps its conversation) reaches another's task.
+	expert := func(ctx context.Context, t a2a.Task) (agent.Agent, error) {
+		return agent.NewReact(provider.Func(expertModel), agent.WithName("refunds"),
+			agent.WithTools(tool.RequireApproval(refund, "Refunds cost money", 0)))
 	}
-	srv, err := a2a.NewServer(expert, a2a.WithDescription("Refunds orders, once a person approves each refund."))
+	srv, err := a2a.NewPerTask(expert, a2a.WithName("refunds"), a2a.WithDescription("Refunds orders, once a person approves each refund."))
 	if err != nil {
 		return err
 	}

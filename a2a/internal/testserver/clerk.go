@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/deputy-go/deputy/a2a"
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
@@ -22,7 +23,7 @@ const wordPause = 20 * time.Millisecond
 
 // clerk is the served agent and the counts of what it did.
 type clerk struct {
-	agent         *agent.React
+	build         a2a.Builder // a fresh clerk for each task
 	transfers     atomic.Int64
 	cancellations atomic.Int64
 	modelCalls    atomic.Int64
@@ -52,12 +53,10 @@ func newClerk() (*clerk, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := agent.NewReact(script{c}, agent.WithName("clerk"),
-		agent.WithTools(tool.RequireApproval(transfer, "moves money", 0), wait))
-	if err != nil {
-		return nil, err
+	c.build = func(context.Context, a2a.Task) (agent.Agent, error) {
+		return agent.NewReact(script{c}, agent.WithName("clerk"),
+			agent.WithTools(tool.RequireApproval(transfer, "moves money", 0), wait))
 	}
-	c.agent = a
 	return c, nil
 }
 
