@@ -53,6 +53,21 @@
 // and its thread freed. Sweep, run now and then, forgets what crashed
 // runs left in the store.
 //
+// # Serving a browser
+//
+// A page in a person's browser may call the handler, and so may any other
+// page that browser opens. By default the handler refuses a request that
+// would change something (a run, a deleted or stopped thread) sent by a
+// page of another origin, which browsers mark with the Origin and
+// Sec-Fetch-Site headers (403); WithOrigins trusts the origins of pages
+// that call it through CORS. On a request that arrived at a loopback
+// address, whose Host can only be a loopback name or that address unless
+// a page rebound its own name to it (DNS rebinding), any other Host is
+// refused (421); WithHosts names other hosts and checks them on every
+// address, WithAnyHost turns the check off. Clients that are not browsers
+// send no such headers, and a server on a public address answers any Host
+// as before.
+//
 // # Interrupts: asking a person and resuming
 //
 // On a stored thread (WithThreads), a tool at any depth may ask a person
@@ -111,6 +126,7 @@ import (
 	"github.com/deputy-go/deputy/internal/errcode"
 	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/internal/outcome"
+	"github.com/deputy-go/deputy/internal/sameorigin"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -154,6 +170,8 @@ type config struct {
 	authorize    Authorize    // WithAuthorize
 	residents    []ScopeForgetter
 	inputSet     bool // WithInput was given
+	guard        sameorigin.Guard
+	hostsSet     bool // WithHosts or WithAnyHost was given
 }
 
 // Option configures a Handler. New and NewPerRequest report an option's
@@ -257,6 +275,7 @@ func NewPerRequest(build Builder, opts ...Option) (*Handler, error) {
 
 func (h *Handler) configure(input InputFunc, opts []Option) error {
 	h.cfg = config{maxBody: DefaultMaxBodyBytes, input: input, writeTimeout: DefaultWriteTimeout}
+	h.cfg.guard.Where = sameorigin.OnLoopback
 	for _, o := range opts {
 		if o == nil {
 			continue
@@ -284,6 +303,9 @@ func (h *Handler) logger() *slog.Logger {
 // ServeHTTP answers one AG-UI request: a bad request with a 4xx status and
 // a JSON error, a good one with the run's event stream.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.admit(w, r) {
+		return
+	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		httpError(w, http.StatusMethodNotAllowed, "method "+r.Method+": send a POST with a RunAgentInput JSON body")

@@ -177,7 +177,11 @@ func (h *Handler) Threads() http.Handler {
 	mux.HandleFunc("GET /{thread}", h.serveRead)
 	mux.HandleFunc("DELETE /{thread}", h.serveDelete)
 	mux.HandleFunc("POST /{thread}/stop", h.serveStop)
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h.admit(w, r) {
+			mux.ServeHTTP(w, r)
+		}
+	})
 }
 
 func (h *Handler) serveList(w http.ResponseWriter, r *http.Request) {

@@ -246,7 +246,7 @@ func TestSlowReaderIsDroppedByTheDefaultWriteTimeout(t *testing.T) {
 	}
 	defer conn.Close()
 	b := body("th", "flood me")
-	fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(b), b)
+	fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(b), b)
 	// The client reads nothing. Until the timeout drops it, the thread is
 	// busy; after it, the next run is served.
 	<-started
