@@ -170,6 +170,13 @@ func (t thread) check() error {
 // agent.WithThread, store.ScopeKey).
 func (t thread) scope() string { return "agui/" + t.name() }
 
+// ThreadScope is the scope of owner's thread threadID: what is kept in
+// the thread's store under store.ScopeKey(ThreadScope(owner, threadID),
+// name) belongs to the thread, and DeleteThread deletes it with the
+// thread. A resident scoped per thread (subagent.PerThread) keeps its
+// conversation there, and so does a viewer of the thread's runs.
+func ThreadScope(owner, threadID string) string { return thread{owner, threadID}.scope() }
+
 // journalPrefix is what the journal names of the thread's runs start
 // with, and no other thread's: DeleteThread forgets them all by it. A name
 // too long to leave room for a run is hashed.

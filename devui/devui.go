@@ -23,6 +23,12 @@
 // nothing more: nothing is recorded for the viewer unless it starts the run
 // and a store is set.
 //
+// The viewer answers only its own page: not a page of another site (a
+// form, a fetch, a beacon), whose requests that would change something are
+// refused, nor one that rebinds its own name to the viewer's address, as
+// only the hosts the viewer was told it serves are answered (loopback
+// names, the listener's address, and WithHosts); see Handler.ServeHTTP.
+//
 // The viewer is a development tool. Without WithAuthorize whoever reaches
 // it reads the runs it recorded, as a threadId is a bearer secret to the
 // AG-UI handler without agui.WithAuthorize; give both the same function to
@@ -35,17 +41,14 @@ import (
 	"embed"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/deputy-go/deputy/agui"
+	"github.com/deputy-go/deputy/internal/sameorigin"
 	"github.com/deputy-go/deputy/store"
 )
 
@@ -57,7 +60,8 @@ const (
 	// MaxRunLogBytes bounds the events recorded of one run; a run that
 	// sends more is recorded up to the bound and marked truncated.
 	MaxRunLogBytes = 4 << 20
-	// MaxRunsListed bounds the runs of one thread the viewer redraws.
+	// MaxRunsListed bounds one page of a thread's recorded runs (GET
+	// /runs/{threadId}?limit=N); the newest come first.
 	MaxRunsListed = 100
 	// maxBodyBytes bounds a run request read to learn its thread.
 	maxBodyBytes = agui.DefaultMaxBodyBytes
@@ -73,8 +77,7 @@ type Handler struct {
 	authorize agui.Authorize
 	log       *slog.Logger
 	mux       *http.ServeMux
-	seq       sync.Mutex // orders the keys of runs recorded in one nanosecond
-	last      int64
+	guard     *sameorigin.Guard
 }
 
 type config struct {
@@ -82,6 +85,7 @@ type config struct {
 	store     *store.Store
 	authorize agui.Authorize
 	log       *slog.Logger
+	guard     *sameorigin.Guard
 }
 
 // Option configures New.
@@ -144,6 +148,28 @@ func WithRerun(build agui.Builder) Option {
 	}
 }
 
+// WithHosts names the hosts the viewer answers to besides loopback names
+// (localhost and its subdomains, loopback addresses) and the address a
+// request arrived at: a name ("devbox.local", any port) or a name and a
+// port ("devbox.local:8080"). A request naming any other Host is refused
+// with 421 Misdirected Request: a page of another site that rebinds its own
+// name to the viewer's address (DNS rebinding) reads nothing and runs
+// nothing. Give the AG-UI handler the same names (agui.WithHosts): the
+// viewer passes runs to it.
+func WithHosts(hosts ...string) Option {
+	return func(c *config) error {
+		if len(hosts) == 0 {
+			return errors.New("devui: WithHosts(): name the hosts to answer to, or leave the option out")
+		}
+		for _, h := range hosts {
+			if err := c.guard.AddHost(h); err != nil {
+				return errors.New("devui: WithHosts: " + err.Error())
+			}
+		}
+		return nil
+	}
+}
+
 // WithLogger logs what the viewer could not record.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
@@ -160,7 +186,7 @@ func New(h *agui.Handler, opts ...Option) (*Handler, error) {
 	if h == nil {
 		return nil, errors.New("devui: New(nil): pass the AG-UI handler whose runs to show")
 	}
-	var c config
+	c := config{guard: &sameorigin.Guard{Where: sameorigin.Everywhere, JSON: true}}
 	for _, o := range opts {
 		if o == nil {
 			continue
@@ -172,7 +198,7 @@ func New(h *agui.Handler, opts ...Option) (*Handler, error) {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	d := &Handler{agui: h, rerun: c.rerun, runs: h, threads: h.Threads(), store: c.store, authorize: c.authorize, log: c.log, mux: http.NewServeMux()}
+	d := &Handler{agui: h, rerun: c.rerun, runs: h, threads: h.Threads(), store: c.store, authorize: c.authorize, log: c.log, mux: http.NewServeMux(), guard: c.guard}
 	static, _ := fs.Sub(assets, "assets")
 	d.mux.Handle("GET /", http.FileServerFS(static))
 	d.mux.HandleFunc("POST /run", d.serveRun)
@@ -180,6 +206,7 @@ func New(h *agui.Handler, opts ...Option) (*Handler, error) {
 	for _, m := range []string{"GET", "DELETE", "POST"} {
 		d.mux.Handle(m+" /threads/", threads)
 	}
+	d.mux.HandleFunc("DELETE /threads/{thread}", d.serveDelete)
 	d.mux.HandleFunc("GET /runs/{thread}", d.serveRuns)
 	d.mux.HandleFunc("POST /rerun", d.serveRerun)
 	d.mux.HandleFunc("GET /config", func(w http.ResponseWriter, r *http.Request) {
@@ -193,11 +220,23 @@ func New(h *agui.Handler, opts ...Option) (*Handler, error) {
 //	GET  /                the page
 //	POST /run             a run, passed to the AG-UI handler (recorded WithStore)
 //	GET  /threads/…       the AG-UI handler's Threads
-//	GET  /runs/{threadId} {"runs":[{"runId":…,"events":[…],"truncated":…,"rerun":…},…]}
+//	GET  /runs/{threadId} {"runs":[{"runId":…,"events":[…],"truncated":…,"rerun":…},…],"older":N}
+//	                      ?limit=N (default 20, at most MaxRunsListed) &before=N (a page's older)
 //	POST /rerun           {"threadId","runId","fromRunId","step","toolCallId","task"|"answer"}: a re-run's events (WithRerun)
 //	GET  /config          {"rerun":…,"recorded":…}
+//
+// It answers only its own page: a request naming a Host it was not told it
+// serves (WithHosts) is refused with 421, one that would change something
+// (any method but GET, HEAD and OPTIONS) with 403 when a page of another
+// origin sent it (Origin, Sec-Fetch-Site) and with 415 unless its body is
+// application/json, which no form and no request without a preflight can
+// send.
 func (d *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if err := d.guard.Check(r); err != nil {
+		httpError(w, err.Status, "devui: "+err.Msg)
+		return
+	}
 	d.mux.ServeHTTP(w, r)
 }
 
@@ -248,10 +287,8 @@ func (d *Handler) serveRun(w http.ResponseWriter, r *http.Request) {
 	if rec.status != http.StatusOK || len(rec.events) == 0 {
 		return
 	}
-	key := d.runKey(owner, in.ThreadID, in.RunID)
-	v, _ := json.Marshal(runLog{RunID: in.RunID, Turn: turn, Events: rec.events, Truncated: rec.truncated})
 	// The run has ended: its events are written even when its client left.
-	if err := d.store.Put(context.WithoutCancel(r.Context()), key, v, 0); err != nil {
+	if err := d.save(context.WithoutCancel(r.Context()), owner, in.ThreadID, runLog{RunID: in.RunID, Turn: turn, Events: rec.events, Truncated: rec.truncated}); err != nil {
 		d.log.Warn("devui: recording a run", "thread", in.ThreadID, "run", in.RunID, "err", err)
 	}
 }
@@ -266,57 +303,6 @@ type runLog struct {
 	Truncated bool              `json:"truncated,omitempty"`
 	// Rerun, on a re-run, says which call it re-ran and how.
 	Rerun *rerunRequest `json:"rerun,omitempty"`
-}
-
-// runKey is where a run is recorded: under its owner and thread, in the
-// order the runs ended.
-func (d *Handler) runKey(owner, thread, run string) string {
-	d.seq.Lock()
-	n := max(time.Now().UnixNano(), d.last+1)
-	d.last = n
-	d.seq.Unlock()
-	return runPrefix(owner, thread) + fmt.Sprintf("%020d", n) + "-" + url.PathEscape(run)
-}
-
-// runPrefix is where the runs of owner's thread are recorded; the names
-// are escaped, so that no owner or thread is a prefix of another's.
-func runPrefix(owner, thread string) string {
-	return "devui/runs/" + url.PathEscape(owner) + "/" + url.PathEscape(thread) + "/"
-}
-
-// serveRuns answers the recorded runs of a thread, oldest first. The
-// caller must be one the AG-UI handler lets read the thread.
-func (d *Handler) serveRuns(w http.ResponseWriter, r *http.Request) {
-	thread := r.PathValue("thread")
-	owner := ""
-	if d.authorize != nil {
-		var err error
-		if owner, err = d.authorize(r, thread); err != nil {
-			refuse(w, err)
-			return
-		}
-	}
-	out := struct {
-		Runs []json.RawMessage `json:"runs"`
-	}{Runs: []json.RawMessage{}}
-	if d.store == nil {
-		writeJSON(w, out)
-		return
-	}
-	keys, err := d.store.Keys(r.Context(), runPrefix(owner, thread), "", MaxRunsListed)
-	if err != nil {
-		httpError(w, http.StatusInternalServerError, "listing the thread's runs: "+err.Error())
-		return
-	}
-	for _, k := range keys {
-		v, _, err := d.store.Get(r.Context(), k)
-		if err != nil {
-			httpError(w, http.StatusInternalServerError, "reading a run: "+err.Error())
-			return
-		}
-		out.Runs = append(out.Runs, v)
-	}
-	writeJSON(w, out)
 }
 
 // recorder passes a run's response through and keeps its events, up to

@@ -511,7 +511,7 @@ func TestRerunWithNoAgent(t *testing.T) {
 	h, _ := agui.NewPerRequest(real, agui.WithThreads(st))
 	v, _ := devui.New(h, devui.WithStore(st), devui.WithRerun(func(context.Context, *agui.RunInput) (agent.Agent, error) { return nil, nil }))
 	rec := httptest.NewRecorder()
-	v.ServeHTTP(rec, httptest.NewRequest("POST", "/run", strings.NewReader(runBody)))
+	v.ServeHTTP(rec, jsonRequest("/run", runBody))
 	if rec.Code != 200 {
 		t.Fatal(rec.Code, rec.Body.String())
 	}
@@ -521,10 +521,18 @@ func TestRerunWithNoAgent(t *testing.T) {
 		}
 	}()
 	rec = httptest.NewRecorder()
-	v.ServeHTTP(rec, httptest.NewRequest("POST", "/rerun", strings.NewReader(`{"threadId":"t1","runId":"r2","toolCallId":"c1","answer":"a"}`)))
+	v.ServeHTTP(rec, jsonRequest("/rerun", `{"threadId":"t1","runId":"r2","toolCallId":"c1","answer":"a"}`))
 	if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), "no agent") {
 		t.Errorf("got %d %s, want 500 saying the builder returned no agent", rec.Code, rec.Body.String())
 	}
+}
+
+// jsonRequest is a POST of body to the viewer at localhost, as its page
+// sends it.
+func jsonRequest(path, body string) *http.Request {
+	r := httptest.NewRequest("POST", "http://localhost"+path, strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	return r
 }
 
 // A run body larger than the viewer reads to learn its thread goes to the

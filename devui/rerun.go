@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -202,52 +201,10 @@ func (d *Handler) record(ctx context.Context, owner string, req rerunRequest, tu
 	if d.store == nil || len(out.events) == 0 {
 		return
 	}
-	v, _ := json.Marshal(runLog{RunID: req.RunID, Turn: max(turn, 0), Events: out.events, Truncated: out.truncated, Rerun: &req})
-	if err := d.store.Put(context.WithoutCancel(ctx), d.runKey(owner, req.ThreadID, req.RunID), v, 0); err != nil {
+	l := runLog{RunID: req.RunID, Turn: max(turn, 0), Events: out.events, Truncated: out.truncated, Rerun: &req}
+	if err := d.save(context.WithoutCancel(ctx), owner, req.ThreadID, l); err != nil {
 		d.log.Warn("devui: recording a re-run", "thread", req.ThreadID, "err", err)
 	}
-}
-
-// runLog returns the record of the run runID of the thread, with the
-// events of the runs that resumed it (each after the one before it ended
-// waiting for answers) after its own: the tree the viewer draws from them.
-func (d *Handler) runLog(ctx context.Context, owner, thread, runID string) (*runLog, error) {
-	if d.store == nil {
-		return nil, errors.New("runs are not recorded here (WithStore): leave fromRunId out")
-	}
-	keys, err := d.store.Keys(ctx, runPrefix(owner, thread), "", MaxRunsListed)
-	if err != nil {
-		return nil, err
-	}
-	var tree *runLog
-	for _, k := range keys {
-		if tree == nil && !strings.HasSuffix(k, "-"+url.PathEscape(runID)) {
-			continue
-		}
-		v, _, err := d.store.Get(ctx, k)
-		if err != nil {
-			return nil, err
-		}
-		var l runLog
-		if err := json.Unmarshal(v, &l); err != nil {
-			return nil, fmt.Errorf("the record of run %q: %v", l.RunID, err)
-		}
-		switch {
-		case tree == nil:
-			tree = &l
-			continue
-		case l.Rerun != nil:
-			continue // drawn beside the tree, not in it
-		case !suspended(tree.Events):
-			return tree, nil
-		}
-		tree.Events = append(slices.Clip(tree.Events), l.Events...)
-		tree.Truncated = tree.Truncated || l.Truncated
-	}
-	if tree == nil {
-		return nil, fmt.Errorf("no recorded run %q in thread %q", runID, thread)
-	}
-	return tree, nil
 }
 
 // suspended reports whether the events end with a run waiting for answers.

@@ -540,13 +540,16 @@ function item(text) {
   return li;
 }
 
-async function openThread(id) {
-  const resp = await fetch("runs/" + encodeURIComponent(id));
+// openThread draws a page of the thread's recorded runs: the newest, or
+// those before the run numbered before, below the newer ones drawn.
+async function openThread(id, before) {
+  const resp = await fetch("runs/" + encodeURIComponent(id) + (before ? "?before=" + before : ""));
   if (!resp.ok) {
     say(`Thread ${id} could not be read (${resp.status}).`);
     return;
   }
-  const { runs } = await resp.json();
+  const { runs, older, error } = await resp.json();
+  const drawn = trees.length;
   let tree = null;
   for (const run of runs) {
     // A run that resumes a suspended one continues its tree; a re-run is
@@ -565,8 +568,25 @@ async function openThread(id) {
     if (run.truncated) say(`Run ${run.runId} was recorded only in part.`);
   }
   $("thread").value = id;
-  if (runs.length) {
-    say(`Thread ${id}: ${runs.length} recorded runs.`);
+  $("older")?.remove();
+  if (before) {
+    // Older runs go below those drawn, newest first.
+    for (const t of trees.slice(drawn).reverse()) $("runs").append(t.el);
+  }
+  if (older) {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.id = "older";
+    b.textContent = "Show older runs";
+    b.addEventListener("click", () => openThread(id, older));
+    $("runs").append(b);
+  }
+  if (error) {
+    say(`Thread ${id}: ${error}`);
+    return;
+  }
+  if (runs.length || before) {
+    say(`Thread ${id}: ${runs.length} recorded runs${older ? ", and older ones" : ""}.`);
     return;
   }
   // No run of it was recorded (it was served elsewhere, or before a store
