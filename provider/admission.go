@@ -36,8 +36,8 @@ const (
 // AdmissionEvent is the name of the AG-UI CUSTOM event Admission emits
 // when a call has to wait for admission ("queued") and when it goes
 // ("admitted"); its value is a JSON object with "state", "model",
-// "reason" (queued: "rate limit", "in flight" or "backoff") and
-// "waitedMs" (admitted).
+// "reason" (queued: "rate limit", "in flight" or "backoff", what holds
+// the first call in the queue) and "waitedMs" (admitted).
 const AdmissionEvent = "deputy.admission"
 
 // Limits bound the calls to one model. A zero field means no bound of that
@@ -70,8 +70,25 @@ type Limits struct {
 // in a way a retry may mend, is tried again (WithRetries) after the wait
 // the provider asked for, or a jittered backoff; a streamed call is not
 // tried again once part of its reply has reached the caller. A call waits
-// for as long as its context lives; while it waits, the context's event
-// sink gets AdmissionEvent events.
+// for as long as its context lives (when it ends, the call leaves the
+// queue and returns an error wrapping the context's); while it waits, the
+// context's event sink gets AdmissionEvent events.
+//
+// Calls to one model are admitted first come, first served: a call that
+// finds others waiting queues behind them, even when the limits would let
+// it go at once, and the calls ahead of it are only those in flight or
+// waiting when it asked; none asked after it goes before it, whatever the
+// trees sharing the Admission do. A retry queues again, at the end. A FIFO
+// per model, rather than shares between trees, because the Admission does
+// not know the trees (they share it through their providers) and does not
+// need to: each call's wait is bounded by what was ahead of it, a tree
+// that calls back to back cannot starve another's single call, and no
+// call pays anything while none waits. The price is that a tree that asks
+// for a thousand calls at once is ahead of every call asked after them
+// (bound such a fan-out, agent.WithParallelism, when another tree's
+// latency matters more), and that a call whose token estimate does not
+// fit what is left of the minute holds those behind it until it does,
+// rather than being starved by smaller ones.
 //
 // An Admission is safe for concurrent use. The zero value is not usable:
 // make one with NewAdmission.
@@ -306,12 +323,14 @@ type gate struct {
 	// minute counts the calls that succeeded in each of the last 60
 	// seconds, so that a 429 that does not say the limit can be read as
 	// one of about as many requests a minute as went through.
-	minute   [60]int32
-	minSec   [60]int64
-	heard    bool // the provider has said its request limit
-	wake     chan struct{}
-	waiters  int
-	tokKnown atomic.Bool // tokens.cap > 0, read without the lock
+	minute [60]int32
+	minSec [60]int64
+	heard  bool // the provider has said its request limit
+	// head and tail are the calls waiting for admission, in the order
+	// they asked; queued counts them.
+	head, tail *waiter
+	queued     int
+	tokKnown   atomic.Bool // tokens.cap > 0, read without the lock
 }
 
 // bucket is a per-minute allowance that refills continuously.
@@ -364,7 +383,7 @@ func (b *bucket) learn(now time.Time, limit, remaining int64) {
 }
 
 func newGate(l Limits) *gate {
-	g := &gate{limits: l, window: DefaultInitialInFlight, ceiling: DefaultMaxInFlight, ssthresh: math.Inf(1), wake: make(chan struct{})}
+	g := &gate{limits: l, window: DefaultInitialInFlight, ceiling: DefaultMaxInFlight, ssthresh: math.Inf(1)}
 	if l.InFlight > 0 {
 		g.ceiling = float64(l.InFlight)
 		g.window = min(g.window, g.ceiling)
@@ -390,47 +409,55 @@ type ticket struct {
 	tokens float64
 }
 
-// acquire waits until a call of est tokens may go, and counts it in.
+// waiter is a call waiting in a gate's queue.
+type waiter struct {
+	est        int64
+	poke       chan struct{} // capacity 1: admitted, or now first and to wait for a time
+	admitted   bool          // set under g.mu by dispatch, with tk
+	tk         ticket
+	prev, next *waiter
+}
+
+// acquire waits until a call of est tokens may go, and counts it in. Calls
+// go in the order they asked: one that finds others waiting waits behind
+// them, whatever the limits would let it do.
 func (g *gate) acquire(ctx context.Context, model string, est int64) (ticket, time.Duration, error) {
-	var (
-		queued time.Time
-		timer  *time.Timer
-	)
+	g.mu.Lock()
+	if g.head == nil {
+		if _, reason := g.blocked(est); reason == "" {
+			tk := g.admit(est)
+			g.mu.Unlock()
+			return tk, 0, nil
+		}
+	}
+	w := &waiter{est: est, poke: make(chan struct{}, 1)}
+	first := g.head == nil
+	g.push(w)
+	wait, reason := g.blocked(g.head.est)
+	if !first {
+		wait = 0 // only the first waits for a time; the others wait their turn
+		if reason == "" {
+			// The first may go: its time came and it has not looked yet.
+			g.dispatch()
+			if w.admitted {
+				g.mu.Unlock()
+				return w.tk, 0, nil
+			}
+			_, reason = g.blocked(g.head.est)
+		}
+	}
+	g.mu.Unlock()
+	queued := time.Now()
+	admissionEvent(ctx, model, "queued", reason, 0)
+	var timer *time.Timer
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
 	}()
 	for {
-		g.mu.Lock()
-		wait, reason := g.blocked(est)
-		if reason == "" {
-			g.inflight++
-			tk := ticket{epoch: g.epoch, tokens: float64(est)}
-			if g.requests.cap > 0 {
-				g.requests.avail--
-			}
-			if g.tokens.cap > 0 {
-				g.tokens.avail -= float64(est)
-			}
-			g.mu.Unlock()
-			var waited time.Duration
-			if !queued.IsZero() {
-				waited = time.Since(queued)
-				admissionEvent(ctx, model, "admitted", "", waited)
-			}
-			return tk, waited, nil
-		}
-		wake := g.wake
-		g.waiters++
-		g.mu.Unlock()
-		if queued.IsZero() {
-			queued = time.Now()
-			admissionEvent(ctx, model, "queued", reason, 0)
-		}
 		var tc <-chan time.Time
 		if wait > 0 {
-			wait += rand.N(wait/8 + time.Millisecond) // spread the callers a pause released together
 			if timer == nil {
 				timer = time.NewTimer(wait)
 			} else {
@@ -438,20 +465,115 @@ func (g *gate) acquire(ctx context.Context, model string, est int64) (ticket, ti
 			}
 			tc = timer.C
 		}
-		var err error
 		select {
 		case <-ctx.Done():
-			err = ctx.Err()
-		case <-wake:
+			return ticket{}, 0, g.leave(w, model, ctx.Err())
+		case <-w.poke:
 		case <-tc:
 		}
 		g.mu.Lock()
-		g.waiters--
-		g.mu.Unlock()
-		if err != nil {
-			return ticket{}, 0, fmt.Errorf("waiting for admission to model %q: %w", model, err)
+		wait = 0
+		if !w.admitted && g.head == w {
+			var r string
+			if wait, r = g.blocked(w.est); r == "" {
+				g.dispatch()
+			}
 		}
+		if w.admitted {
+			g.mu.Unlock()
+			waited := time.Since(queued)
+			admissionEvent(ctx, model, "admitted", "", waited)
+			return w.tk, waited, nil
+		}
+		g.mu.Unlock()
 	}
+}
+
+// leave takes w out of the queue when its context ended (cause) while it
+// waited, or gives back its place if it was admitted meanwhile, and
+// returns the error the call ends with.
+func (g *gate) leave(w *waiter, model string, cause error) error {
+	g.mu.Lock()
+	if w.admitted {
+		// Never sent: the call takes nothing of the limits.
+		g.inflight--
+		if g.requests.cap > 0 {
+			g.requests.avail = min(g.requests.cap, g.requests.avail+1)
+		}
+		if g.tokens.cap > 0 {
+			g.tokens.avail = min(g.tokens.cap, g.tokens.avail+w.tk.tokens)
+		}
+	} else {
+		g.remove(w)
+	}
+	g.dispatch()
+	g.mu.Unlock()
+	return fmt.Errorf("waiting for admission to model %q: %w", model, cause)
+}
+
+// admit counts a call of est tokens in. Called with g.mu held.
+func (g *gate) admit(est int64) ticket {
+	g.inflight++
+	if g.requests.cap > 0 {
+		g.requests.avail--
+	}
+	if g.tokens.cap > 0 {
+		g.tokens.avail -= float64(est)
+	}
+	return ticket{epoch: g.epoch, tokens: float64(est)}
+}
+
+// dispatch admits the waiting calls, first come first, while the limits
+// let the first go; a first that must wait for a time is woken to set its
+// timer. Called with g.mu held, after anything that may let a call go.
+func (g *gate) dispatch() {
+	for w := g.head; w != nil; w = g.head {
+		wait, reason := g.blocked(w.est)
+		if reason != "" {
+			if wait > 0 {
+				poke(w)
+			}
+			return
+		}
+		g.remove(w)
+		w.tk, w.admitted = g.admit(w.est), true
+		poke(w)
+	}
+}
+
+func poke(w *waiter) {
+	select {
+	case w.poke <- struct{}{}:
+	default:
+	}
+}
+
+// push puts w at the end of the queue. Called with g.mu held.
+func (g *gate) push(w *waiter) {
+	w.prev = g.tail
+	if g.tail != nil {
+		g.tail.next = w
+	} else {
+		g.head = w
+	}
+	g.tail = w
+	g.queued++
+}
+
+// remove takes w out of the queue. Called with g.mu held.
+func (g *gate) remove(w *waiter) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		g.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		g.tail = w.prev
+	}
+	w.prev, w.next = nil, nil
+	g.queued--
 }
 
 // blocked says whether a call of est tokens must wait, why, and for how
@@ -486,7 +608,7 @@ func (g *gate) release(tk ticket, resp *Response, perr *Error, how outcome) {
 	defer g.mu.Unlock()
 	g.inflight--
 	if how == outcomeUnknown {
-		g.wakeWaiters()
+		g.dispatch()
 		return
 	}
 	failed := how == outcomeFailed
@@ -562,16 +684,7 @@ func (g *gate) release(tk ticket, resp *Response, perr *Error, how outcome) {
 		}
 		g.window = min(g.window, g.ceiling)
 	}
-	g.wakeWaiters()
-}
-
-// wakeWaiters wakes the calls waiting for admission, to look again.
-// Called with g.mu held.
-func (g *gate) wakeWaiters() {
-	if g.waiters > 0 {
-		close(g.wake)
-		g.wake = make(chan struct{})
-	}
+	g.dispatch()
 }
 
 // inferRequests takes a 429 from a provider that does not say its limits

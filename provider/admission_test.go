@@ -3,6 +3,8 @@ package provider_test
 import (
 	"context"
 	"errors"
+	"math"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -10,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/deputy-go/deputy/internal/benchcpu"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -213,10 +216,56 @@ func BenchmarkAdmission(b *testing.B) {
 	ctx := b.Context()
 	req := provider.Request{Model: "m", Messages: []provider.Message{provider.UserMessage("hi")}}
 	b.ReportAllocs()
+	defer benchcpu.Report(b)()
 	for b.Loop() {
 		if _, err := p.Complete(ctx, req); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkAdmissionContended is admission control under contention: 64
+// callers at a time (SetParallelism) share a model whose bound on calls in
+// flight is 4, each call yielding once, so that most calls wait in the
+// queue. Beside the cost per call it reports the fairness between the
+// callers: jain, Jain's index of the calls each made (1 when all made as
+// many, 1/64 when one made them all), and min/mean, the share of the
+// caller that made fewest over the mean.
+func BenchmarkAdmissionContended(b *testing.B) {
+	a, _ := provider.NewAdmission(provider.WithLimits("m", provider.Limits{InFlight: 4}))
+	p := provider.Admit(provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		runtime.Gosched()
+		return provider.Response{}, nil
+	}), a)
+	ctx := b.Context()
+	defer benchcpu.Report(b)()
+	var (
+		mu    sync.Mutex
+		calls []float64 // by caller
+	)
+	b.ReportAllocs()
+	b.SetParallelism(32)
+	b.RunParallel(func(pb *testing.PB) {
+		n := 0
+		for pb.Next() {
+			if _, err := p.Complete(ctx, provider.Request{Model: "m"}); err != nil {
+				b.Error(err)
+				return
+			}
+			n++
+		}
+		mu.Lock()
+		calls = append(calls, float64(n))
+		mu.Unlock()
+	})
+	var sum, squares, least float64
+	least = math.Inf(1)
+	for _, n := range calls {
+		sum, squares, least = sum+n, squares+n*n, min(least, n)
+	}
+	if squares > 0 {
+		b.ReportMetric(sum*sum/(float64(len(calls))*squares), "jain")
+		b.ReportMetric(least/(sum/float64(len(calls))), "min/mean")
 	}
 }
 
@@ -228,6 +277,7 @@ func BenchmarkNoAdmission(b *testing.B) {
 	ctx := b.Context()
 	req := provider.Request{Model: "m", Messages: []provider.Message{provider.UserMessage("hi")}}
 	b.ReportAllocs()
+	defer benchcpu.Report(b)()
 	for b.Loop() {
 		if _, err := p.Complete(ctx, req); err != nil {
 			b.Fatal(err)
