@@ -206,6 +206,19 @@ func (p *Provider) Name() string {
 	return p.name
 }
 
+// Model returns the model the provider answers as when a request names
+// none: "fake", or the model given to Named. Like the real providers'
+// Model, it lets admission control (provider.Admit) apply a model's
+// limits to the requests that name no model.
+func (p *Provider) Model() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.model == "" {
+		return "fake"
+	}
+	return p.model
+}
+
 // Requests returns the requests received so far, oldest first.
 func (p *Provider) Requests() []Request {
 	p.mu.Lock()

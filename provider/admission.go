@@ -148,11 +148,17 @@ type StreamFunc func(ctx context.Context, req Request, onDelta func(Delta) error
 // Call makes the call call(ctx, req, onDelta) once admission lets it go,
 // learns from its reply or failure what the provider said of its limits,
 // and tries it again as the Admission says. req.Model picks the model's
-// limits: a provider that fills in a default model passes req with it
-// set. Call returns the last reply or failure, or an error wrapping
+// limits: a provider that fills in a default model passes req with it set
+// (as provider/openai and provider/anthropic do), so that a model's
+// limits hold for every call it answers. Call returns the last reply or failure, or an error wrapping
 // ctx.Err() when ctx ends while the call waits.
 func (a *Admission) Call(ctx context.Context, req Request, onDelta func(Delta) error, call StreamFunc) (Response, error) {
-	g := a.gate(req.Model)
+	return a.call(ctx, req.Model, req, onDelta, call)
+}
+
+// call is Call under the limits of model.
+func (a *Admission) call(ctx context.Context, model string, req Request, onDelta func(Delta) error, call StreamFunc) (Response, error) {
+	g := a.gate(model)
 	var (
 		est    int64
 		queued time.Duration
@@ -161,7 +167,7 @@ func (a *Admission) Call(ctx context.Context, req Request, onDelta func(Delta) e
 		if g.tokensKnown() && est == 0 {
 			est = estimateTokens(&req)
 		}
-		tk, waited, err := g.acquire(ctx, req.Model, est)
+		tk, waited, err := g.acquire(ctx, model, est)
 		queued += waited
 		if err != nil {
 			return Response{}, err
@@ -253,6 +259,14 @@ func asError(err error) (*Error, bool) {
 // Admit returns p with each of its calls made through a, keeping what p
 // can do (Streamer, Namer), for a provider that does not take an
 // Admission of its own.
+//
+// A call keeps to the limits of the model its request names or, when it
+// names none, of the model p answers with by default, as p's Model method
+// says (the real providers, fake.Provider and what Wrap returns have one):
+// WithLimits("gpt-5.4-mini", …) holds for every call p makes to that model,
+// named or not. The request reaches p as it was given. A call that names
+// no model to a provider without a Model method keeps to the limits of
+// every other model (WithLimits("", …)).
 func Admit(p Provider, a *Admission) Provider {
 	call := func(ctx context.Context, req Request, onDelta func(Delta) error) (Response, error) {
 		if onDelta != nil {
@@ -261,6 +275,7 @@ func Admit(p Provider, a *Admission) Provider {
 		return p.Complete(ctx, req)
 	}
 	w := admitted{wrapped: wrapped{p: p}, a: a, call: call}
+	w.def, _ = p.(interface{ Model() string })
 	if _, ok := p.(Streamer); ok {
 		return streamingAdmitted{w}
 	}
@@ -271,10 +286,19 @@ type admitted struct {
 	wrapped
 	a    *Admission
 	call StreamFunc
+	def  interface{ Model() string } // p's, when it says its default model
+}
+
+// model is the model whose limits req keeps to.
+func (w admitted) model(req *Request) string {
+	if req.Model == "" && w.def != nil {
+		return w.def.Model()
+	}
+	return req.Model
 }
 
 func (w admitted) Complete(ctx context.Context, req Request) (Response, error) {
-	return w.a.Call(ctx, req, nil, w.call)
+	return w.a.call(ctx, w.model(&req), req, nil, w.call)
 }
 
 type streamingAdmitted struct{ admitted }
@@ -283,7 +307,7 @@ func (w streamingAdmitted) Stream(ctx context.Context, req Request, onDelta func
 	if onDelta == nil {
 		onDelta = func(Delta) error { return nil }
 	}
-	return w.a.Call(ctx, req, onDelta, w.call)
+	return w.a.call(ctx, w.model(&req), req, onDelta, w.call)
 }
 
 // gate returns the gate of model, making it on first use.

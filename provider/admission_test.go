@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/internal/benchcpu"
 	"github.com/deputy-go/deputy/provider"
 )
@@ -372,4 +373,43 @@ func TestAdmissionHoldsAgainstBadReplies(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestAdmissionLimitsTheDefaultModel checks that a limit named for a model
+// holds for the requests that name no model, when the provider says that
+// model is its default: 12 calls to a fake provider (model "fake") under
+// WithLimits("fake", 6 a minute) take a minute, as do those to one Named
+// "m1" under m1's limit, and a request that names another model does not
+// wait for them.
+func TestAdmissionLimitsTheDefaultModel(t *testing.T) {
+	for _, tc := range []struct {
+		model string
+		p     *fake.Provider
+	}{
+		{"fake", fake.NewProvider(fake.Text("ok")).Loop()},
+		{"m1", fake.NewProvider(fake.Text("ok")).Loop().Named("vendor", "m1")},
+	} {
+		t.Run(tc.model, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a, err := provider.NewAdmission(provider.WithLimits(tc.model, provider.Limits{RequestsPerMinute: 6}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := provider.Admit(tc.p, a)
+				start := time.Now()
+				for range 12 {
+					if _, err := p.Complete(t.Context(), provider.Request{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if took, want := time.Since(start), 6*10*time.Second; took < want {
+					t.Errorf("12 calls naming no model took %v; want at least %v, the limit of %q, the provider's default model", took, want, tc.model)
+				}
+				start = time.Now()
+				if _, err := p.Complete(t.Context(), provider.Request{Model: "other"}); err != nil || time.Since(start) != 0 {
+					t.Errorf("a call to another model: %v after %v; want it to go at once", err, time.Since(start))
+				}
+			})
+		})
+	}
 }

@@ -38,8 +38,11 @@
 // waits until the model's Limits (requests and tokens a minute, calls in
 // flight; given, or learned from the RateLimit a provider reports with its
 // replies and failures) let it go, and a rate-limited call is tried again
-// after the wait the provider asked for. The real providers go through one
-// of their own, or one given them; Admit puts one around any Provider.
+// after the wait the provider asked for. Calls to one model are admitted
+// first come, first served. A model's limits hold for the calls that name
+// it and for those that name no model to a provider whose default it is.
+// The real providers go through one of their own, or one given them; Admit
+// puts one around any Provider.
 // While a call waits, the context's event sink gets AdmissionEvent events.
 //
 // # Prices
