@@ -92,14 +92,16 @@ func (s *server) stop() {
 	}
 }
 
-// browser returns a headless chromium tab, closed with the test.
-func browser(t *testing.T) context.Context {
+// browser returns a headless chromium tab, closed with the test, started
+// with flags besides the usual.
+func browser(t *testing.T, flags ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {
 		t.Skip("chromium is not installed: apt-get install chromium")
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.WindowSize(1400, 1000))
+	opts = append(opts, flags...)
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancel)
 	ctx, cancelTab := chromedp.NewContext(actx)
