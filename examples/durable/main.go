@@ -1,11 +1,17 @@
 // Command durable shows a delegation tree surviving a crash. A lead agent
 // fans out to 20 workers, one per chapter of a report, with a journal on
 // the embedded store (one SQLite file, nothing to install). The first run
-// is a child process that kills itself (SIGKILL) part way; the second run
-// opens the same journal, runs the same turn again, and prints which
+// is a child process that kills itself (SIGKILL) once some workers have
+// finished and the others are still waiting for their model; the second
+// run opens the same journal, runs the same turn again, and prints which
 // workers were answered from the journal and which ran.
 //
-// It runs on a scripted model, so it needs no key and no network.
+// It runs on scripted models that behave as real ones do: the lead decides
+// from the conversation it is sent (no tool results yet: ask the workers;
+// results: sum them up), names its calls afresh on every request (or, with
+// -ids none or -ids restart, sends no ids or call_0, call_1, … every time),
+// and each worker reads its task from its input. So it needs no key and no
+// network.
 //
 //	go run ./examples/durable            # a fresh file in the temp directory
 //	go run ./examples/durable -db my.db  # keep the file
@@ -16,6 +22,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"os/exec"
@@ -28,7 +35,7 @@ import (
 	"time"
 
 	"github.com/deputy-go/deputy/agent"
-	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/store/sqlite"
@@ -42,184 +49,300 @@ const (
 	turn = "report-summary-1"
 	// crashEnv tells the first run, a child process, when to kill itself.
 	crashEnv = "DEPUTY_DURABLE_CRASH_AFTER"
+	task     = "Summarize the report, one worker per chapter."
 )
 
 var (
 	dbFlag         = flag.String("db", "", "the store's file (default: a fresh one in the temp directory, removed at the end)")
-	crashAfterFlag = flag.Int("crash-after", 8, "the first run kills itself when this many workers have answered")
+	crashAfterFlag = flag.Int("crash-after", 8, "the first run kills itself when this many workers have finished")
+	idsFlag        = flag.String("ids", "fresh", "how the lead's model names its tool calls: fresh (a new id every time, as real models do), none, or restart (call_0, call_1, … every time)")
 )
 
 func main() {
 	flag.Parse()
-	db, crashAfter := *dbFlag, *crashAfterFlag
 	if n := os.Getenv(crashEnv); n != "" {
-		k, _ := strconv.Atoi(n)
-		crash(db, k)
+		k, err := strconv.Atoi(n)
+		if err != nil {
+			log.Fatalf("%s=%q: want a number of workers", crashEnv, n)
+		}
+		crash(*dbFlag, k, *idsFlag)
 		return
+	}
+	if err := run(os.Stdout, *dbFlag, *crashAfterFlag, *idsFlag); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// run is the example: the first run in a child process that is killed, the
+// second here.
+func run(w io.Writer, db string, crashAfter int, ids string) error {
+	if crashAfter < 1 || crashAfter >= chapters {
+		return fmt.Errorf("-crash-after %d: want 1 to %d, so that some workers finish and some do not", crashAfter, chapters-1)
+	}
+	if _, err := newLead(ids); err != nil {
+		return err
 	}
 	if db == "" {
 		dir, err := os.MkdirTemp("", "deputy-durable-")
 		if err != nil {
-			log.Fatal(err)
+			return err
 		}
 		defer os.RemoveAll(dir)
 		db = filepath.Join(dir, "deputy.db")
 	}
 
-	fmt.Printf("run 1: 20 workers, the process kills itself after %d have answered\n", crashAfter)
-	if err := firstRun(db, crashAfter); err != nil {
-		log.Fatal(err)
+	fmt.Fprintf(w, "run 1: the lead asks %d workers at once; the process kills itself once %d have finished\n", chapters, crashAfter)
+	if err := firstRun(w, db, crashAfter, ids); err != nil {
+		return err
 	}
 
-	st := open(db)
+	st, err := open(db)
+	if err != nil {
+		return err
+	}
 	defer st.Close()
 	ctx := context.Background()
 	j, err := st.Journal(ctx, turn)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	fmt.Printf("run 2: the journal holds %d finished workers; the same turn runs again\n", j.Len())
-	lead, ran := team()
-	out, err := lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: "Summarize the report, one worker per chapter."})
+	fmt.Fprintln(w, "run 2: the same turn again, under the same journal")
+	lm, err := newLead(ids)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
+	ws := &workers{}
+	lead, err := team(lm, ws)
+	if err != nil {
+		return err
+	}
+	out, err := lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: task})
+	if err != nil {
+		return err
+	}
+	ran := ws.asked()
 	var replayed []int
 	for i := 1; i <= chapters; i++ {
-		if !slices.Contains(ran.list(), i) {
+		if !slices.Contains(ran, i) {
 			replayed = append(replayed, i)
 		}
 	}
-	fmt.Println("replayed from the journal (no model call):", replayed)
-	fmt.Println("ran again:", ran.list())
-	fmt.Printf("workers' usage in run 2: %d model calls\n", out.ChildUsage.Requests)
-	fmt.Println("answer:", out.Answer)
+	fmt.Fprintf(w, "replayed from the journal (no model call): %d workers, chapters %v\n", len(replayed), replayed)
+	fmt.Fprintf(w, "ran: %d workers, chapters %v\n", len(ran), ran)
+	fmt.Fprintf(w, "model calls in run 2: lead %d (its plan came from the journal), workers %d\n", lm.calls.Load(), len(ws.calls()))
+	fmt.Fprintf(w, "usage in run 2: lead %d requests, workers %d requests, %d tokens\n", out.Usage.Requests, out.ChildUsage.Requests, out.ChildUsage.Tokens())
+	fmt.Fprintln(w, "answer:", out.Answer)
+	// A turn that ended, not suspended for a person's answer, has no more
+	// use for its journal.
+	if err := st.DeleteJournal(ctx, turn); err != nil {
+		return err
+	}
+	after, err := st.Journal(ctx, turn)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "the turn ended and its journal was deleted: it holds %d entries\n", after.Len())
+	return nil
 }
 
 // firstRun runs the turn in a child process that kills itself part way.
-func firstRun(db string, crashAfter int) error {
+func firstRun(w io.Writer, db string, crashAfter int, ids string) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(exe, "-db", db)
+	cmd := exec.Command(exe, "-db", db, "-ids", ids)
 	cmd.Env = append(os.Environ(), crashEnv+"="+strconv.Itoa(crashAfter))
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.Stdout, cmd.Stderr = w, os.Stderr
 	err = cmd.Run()
-	if cmd.ProcessState == nil || cmd.ProcessState.Success() {
+	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != -1 {
 		return fmt.Errorf("the first run was meant to be killed; it ended with %v", err)
 	}
-	fmt.Println("run 1 was killed:", cmd.ProcessState)
+	fmt.Fprintln(w, "run 1 was killed:", cmd.ProcessState)
 	return nil
 }
 
-// crash is the first run: it kills itself once k workers have answered.
-func crash(db string, k int) {
-	st := open(db)
+// crash is the first run: once k workers have finished it holds the
+// others' model calls (as a process dies while calls are in flight), lets
+// the finished ones' results reach the journal, and kills itself.
+func crash(db string, k int, ids string) {
+	st, err := open(db)
+	if err != nil {
+		log.Fatal(err)
+	}
 	ctx := context.Background()
 	j, err := st.Journal(ctx, turn)
 	if err != nil {
 		log.Fatal(err)
 	}
-	lead, ran := team()
-	ran.onAnswer = func(n int) {
-		if n == k {
-			// Give the journal a moment to store the answers, as it does
-			// while a real fan-out goes on, then die without cleaning up.
-			time.Sleep(20 * time.Millisecond)
-			p, _ := os.FindProcess(os.Getpid())
-			p.Kill()
-			select {}
-		}
+	lm, err := newLead(ids)
+	if err != nil {
+		log.Fatal(err)
 	}
-	lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: "Summarize the report, one worker per chapter."})
-	log.Fatal("the first run finished; it was meant to be killed")
+	ws := &workers{answerOnly: k}
+	lead, err := team(lm, ws)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var finished atomic.Int64
+	die := make(chan struct{})
+	sink := event.SinkFunc(func(e event.Event) {
+		if e.Type == event.SubagentFinished && finished.Add(1) == int64(k) {
+			close(die)
+		}
+	})
+	go lead.Run(agent.WithJournal(event.WithSink(ctx, sink), j), agent.Input{Text: task})
+	select {
+	case <-die:
+	case <-time.After(time.Minute):
+		log.Fatalf("only %d of %d workers finished in a minute", finished.Load(), k)
+	}
+	// The lead records a worker's result in the journal as the worker
+	// returns it; give the last one a moment to be queued, and let Close
+	// wait for the writes in flight. Then die without cleaning up.
+	time.Sleep(200 * time.Millisecond)
+	st.Close()
+	fmt.Printf("run 1: workers of chapters %v finished; the other %d were still waiting for their model\n", ws.answered(), len(ws.calls())-k)
+	p, _ := os.FindProcess(os.Getpid())
+	p.Kill()
+	select {}
 }
 
-func open(path string) *store.Store {
+func open(path string) (*store.Store, error) {
 	b, err := sqlite.Open(path)
 	if err != nil {
-		log.Fatal(err)
+		return nil, err
 	}
-	st, err := store.New(b)
-	if err != nil {
-		log.Fatal(err)
-	}
-	return st
+	return store.New(b)
 }
 
-// team returns the lead, whose scripted model asks for all the workers at
-// once, and the record of which chapters' workers called their model.
-func team() (*agent.React, *workers) {
-	ran := &workers{}
-	worker, err := subagent.FromFactory("summarize_chapter", "Summarizes one chapter of the report.",
+// team returns the lead, which delegates each chapter to a worker.
+func team(lm *leadModel, ws *workers) (*agent.React, error) {
+	worker, err := subagent.FromFactory("summarize_chapter", "Summarizes one chapter of the report; the task names the chapter (\"chapter 7\").",
 		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
-			return agent.NewReact(ran.model(), agent.WithName("worker"))
+			return agent.NewReact(ws, agent.WithName("worker"))
 		})
 	if err != nil {
-		log.Fatal(err)
+		return nil, err
+	}
+	return agent.NewReact(lm, agent.WithName("lead"), agent.WithTools(worker))
+}
+
+// leadModel is the lead's scripted model. Like a real model it answers the
+// conversation it is sent, not a position in a script: asked before any
+// worker has reported, it calls a worker per chapter; once the workers'
+// results are in, it sums them up.
+type leadModel struct {
+	ids   string
+	calls atomic.Int64
+	// stamp makes fresh ids differ between processes, as a real model's do.
+	stamp string
+}
+
+func newLead(ids string) (*leadModel, error) {
+	switch ids {
+	case "fresh", "none", "restart":
+	default:
+		return nil, fmt.Errorf("-ids %q: want fresh, none or restart", ids)
+	}
+	return &leadModel{ids: ids, stamp: strconv.FormatInt(time.Now().UnixNano()%1e9, 36)}, nil
+}
+
+func (m *leadModel) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
+	n := m.calls.Add(1)
+	var summaries []string
+	for _, msg := range req.Messages {
+		if msg.Role == provider.RoleTool && !msg.IsError {
+			summaries = append(summaries, msg.Content)
+		}
+	}
+	usage := provider.Usage{InputTokens: 200 + 30*int64(len(summaries)), OutputTokens: 40, Requests: 1}
+	if len(summaries) > 0 {
+		text := fmt.Sprintf("The report in %d chapter summaries: revenue grew, costs fell.", len(summaries))
+		return provider.Response{Message: provider.AssistantMessage(text), Usage: usage}, nil
 	}
 	calls := make([]provider.ToolCall, chapters)
 	for i := range calls {
-		args, _ := json.Marshal(map[string]string{"task": "chapter " + strconv.Itoa(i+1)})
-		calls[i] = provider.ToolCall{ID: "call_" + strconv.Itoa(i+1), Name: "summarize_chapter", Arguments: args}
+		var id string
+		switch m.ids {
+		case "fresh":
+			id = fmt.Sprintf("toolu_%s_%d_%d", m.stamp, n, i)
+		case "restart":
+			id = "call_" + strconv.Itoa(i)
+		}
+		calls[i] = provider.ToolCall{ID: id, Name: "summarize_chapter", Arguments: json.RawMessage(fmt.Sprintf(`{"task":"chapter %d"}`, i+1))}
 	}
-	leadModel := fake.NewProvider(
-		fake.Calls(calls...),
-		fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
-			n := 0
-			for _, m := range req.Messages {
-				if m.Role == provider.RoleTool && !m.IsError {
-					n++
-				}
-			}
-			return provider.Response{Message: provider.AssistantMessage(fmt.Sprintf("The report in %d chapter summaries: revenue grew, costs fell.", n))}, nil
-		}),
-	)
-	lead, err := agent.NewReact(leadModel, agent.WithName("lead"), agent.WithTools(worker))
-	if err != nil {
-		log.Fatal(err)
-	}
-	return lead, ran
+	msg := provider.AssistantMessage("One worker per chapter.")
+	msg.ToolCalls = calls
+	return provider.Response{Message: msg, Usage: usage}, nil
 }
 
-// workers is the workers' scripted model: it answers after 100 to 500 ms
-// and notes which chapter it was asked about.
+// workers is the workers' scripted model: it reads the chapter from the
+// task it is given, answers after 100 to 500 ms, and notes which chapters
+// it was asked about. With answerOnly set, it answers that many calls and
+// holds the rest until their context ends.
 type workers struct {
-	mu       sync.Mutex
-	ran      []int
-	answered atomic.Int64
-	onAnswer func(n int)
+	answerOnly int
+
+	mu      sync.Mutex
+	asks    []int // chapters, as asked
+	answers []int // chapters, as answered
 }
 
-func (w *workers) model() provider.Provider {
-	return provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
-		task := req.Messages[len(req.Messages)-1].Content
-		var args struct{ Task string }
-		json.Unmarshal([]byte(task), &args)
-		ch, _ := strconv.Atoi(strings.TrimPrefix(args.Task, "chapter "))
-		w.mu.Lock()
-		w.ran = append(w.ran, ch)
-		w.mu.Unlock()
-		select {
-		case <-time.After(time.Duration(100+(ch*137)%400) * time.Millisecond):
-		case <-ctx.Done():
-			return provider.Response{}, ctx.Err()
+func (w *workers) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
+	var text string
+	for _, m := range req.Messages {
+		if m.Role == provider.RoleUser {
+			text = m.Content
 		}
-		if w.onAnswer != nil {
-			defer w.onAnswer(int(w.answered.Add(1)))
-		}
-		return provider.Response{
-			Message: provider.AssistantMessage(fmt.Sprintf("Chapter %d: the figures are in line with the plan.", ch)),
-			Usage:   provider.Usage{InputTokens: 400, OutputTokens: 30, Requests: 1},
-		}, nil
-	})
+	}
+	ch, err := strconv.Atoi(strings.TrimPrefix(text, "chapter "))
+	if err != nil {
+		return provider.Response{Message: provider.AssistantMessage(fmt.Sprintf("I was asked %q, which names no chapter.", text))}, nil
+	}
+	w.mu.Lock()
+	w.asks = append(w.asks, ch)
+	w.mu.Unlock()
+	select {
+	case <-time.After(time.Duration(100+(ch*137)%400) * time.Millisecond):
+	case <-ctx.Done():
+		return provider.Response{}, ctx.Err()
+	}
+	w.mu.Lock()
+	hold := w.answerOnly > 0 && len(w.answers) >= w.answerOnly
+	if !hold {
+		w.answers = append(w.answers, ch)
+	}
+	w.mu.Unlock()
+	if hold {
+		<-ctx.Done()
+		return provider.Response{}, ctx.Err()
+	}
+	return provider.Response{
+		Message: provider.AssistantMessage(fmt.Sprintf("Chapter %d: the figures are in line with the plan.", ch)),
+		Usage:   provider.Usage{InputTokens: 400, OutputTokens: 30, Requests: 1},
+	}, nil
 }
 
-func (w *workers) list() []int {
+// asked returns the chapters the model was asked about, sorted.
+func (w *workers) asked() []int {
+	out := w.calls()
+	slices.Sort(out)
+	return out
+}
+
+// calls returns the chapters the model was asked about, as asked.
+func (w *workers) calls() []int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := slices.Clone(w.ran)
+	return slices.Clone(w.asks)
+}
+
+// answered returns the chapters the model answered, sorted.
+func (w *workers) answered() []int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := slices.Clone(w.answers)
 	slices.Sort(out)
 	return out
 }
