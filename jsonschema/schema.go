@@ -169,12 +169,33 @@ func (noLoader) Load(url string) (any, error) {
 // A recursive type (a tree, a linked list) cannot be written out inline, so
 // its schema keeps the top level an object and refers to the recursive parts
 // through "$defs".
-func For[T any]() (*Schema, error) {
+//
+// A type with a field JSON cannot hold, at any depth (a channel, a
+// function, a complex number, an unsafe pointer, a map keyed by a struct),
+// is refused with an error naming the field.
+func For[T any]() (s *Schema, err error) {
 	var zero T
+	t := reflect.TypeFor[T]()
+	if err := describable(t); err != nil {
+		return nil, err
+	}
+	defer func() {
+		// What the check above did not foresee, the reflector panics on:
+		// the caller gets an error, as the signature promises.
+		if p := recover(); p != nil {
+			s, err = nil, fmt.Errorf("jsonschema: cannot describe %v: %v: give its fields types JSON can hold", t, p)
+		}
+	}()
+	return compileReflected(t, &zero)
+}
+
+// compileReflected reflects the schema of t, whose zero value is zero, and
+// compiles it.
+func compileReflected(t reflect.Type, zero any) (*Schema, error) {
 	var s *invopop.Schema
-	if t := reflect.TypeFor[T](); recursive(t, nil) {
+	if recursive(t, nil) {
 		r := invopop.Reflector{}
-		s = r.Reflect(&zero)
+		s = r.Reflect(zero)
 		if s.Ref != "" { // a named type: the root is one of the definitions
 			root, ok := s.Definitions[strings.TrimPrefix(s.Ref, "#/$defs/")]
 			if !ok {
@@ -186,13 +207,13 @@ func For[T any]() (*Schema, error) {
 		}
 	} else {
 		r := invopop.Reflector{DoNotReference: true, ExpandedStruct: true}
-		s = r.Reflect(&zero)
+		s = r.Reflect(zero)
 	}
 	s.Version = ""
 	s.ID = ""
 	raw, err := json.Marshal(s)
 	if err != nil {
-		return nil, fmt.Errorf("jsonschema: reflecting the schema of %T: %w", zero, err)
+		return nil, fmt.Errorf("jsonschema: reflecting the schema of %v: %w", t, err)
 	}
 	return Compile(raw)
 }
