@@ -6,7 +6,8 @@
 // streamed text and tool calls; that shows a suspended run's questions
 // where they were asked, with a form for the answer, and resumes the run
 // with it; that lists stored threads and redraws the trees of their past
-// runs; and that re-runs a turn from a call of the lead or of one of its
+// runs, each answered question with its answer, who gave it and when;
+// and that re-runs a turn from a call of the lead or of one of its
 // sub-agents, its task or answer edited, the rest of the turn kept
 // (WithRerun).
 //
@@ -46,10 +47,12 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/deputy-go/deputy/agui"
 	"github.com/deputy-go/deputy/internal/sameorigin"
 	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/tool"
 )
 
 //go:embed assets
@@ -220,7 +223,7 @@ func New(h *agui.Handler, opts ...Option) (*Handler, error) {
 //	GET  /                the page
 //	POST /run             a run, passed to the AG-UI handler (recorded WithStore)
 //	GET  /threads/…       the AG-UI handler's Threads
-//	GET  /runs/{threadId} {"runs":[{"runId":…,"events":[…],"truncated":…,"rerun":…},…],"older":N}
+//	GET  /runs/{threadId} {"runs":[{"runId":…,"events":[…],"truncated":…,"rerun":…,"answers":[…]},…],"older":N}
 //	                      ?limit=N (default 20, at most MaxRunsListed) &before=N (a page's older)
 //	POST /rerun           {"threadId","runId","fromRunId","step","toolCallId","task"|"answer"}: a re-run's events (WithRerun)
 //	GET  /config          {"rerun":…,"recorded":…}
@@ -259,8 +262,9 @@ func (d *Handler) serveRun(w http.ResponseWriter, r *http.Request) {
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
 	var in struct {
-		ThreadID string `json:"threadId"`
-		RunID    string `json:"runId"`
+		ThreadID string        `json:"threadId"`
+		RunID    string        `json:"runId"`
+		Resume   []tool.Answer `json:"resume"`
 	}
 	if len(body) > maxBodyBytes || json.Unmarshal(body, &in) != nil || in.ThreadID == "" {
 		d.runs.ServeHTTP(w, r) // which says what is wrong with it, or runs it unrecorded
@@ -282,13 +286,21 @@ func (d *Handler) serveRun(w http.ResponseWriter, r *http.Request) {
 			turn-- // the message that started the suspended run: this run resumes it
 		}
 	}
+	asked := time.Now()
 	rec := &recorder{ResponseWriter: w}
 	d.runs.ServeHTTP(rec, r)
 	if rec.status != http.StatusOK || len(rec.events) == 0 {
 		return
 	}
+	rl := runLog{RunID: in.RunID, Turn: turn, Events: rec.events, Truncated: rec.truncated}
+	// The answers this run resumed with (the AG-UI handler took them: the
+	// run streamed), so that a thread redrawn later shows each question
+	// answered, by whom and when, not asking still.
+	for _, a := range in.Resume {
+		rl.Answers = append(rl.Answers, answerLog{Answer: a, By: owner, At: asked.UnixMilli()})
+	}
 	// The run has ended: its events are written even when its client left.
-	if err := d.save(context.WithoutCancel(r.Context()), owner, in.ThreadID, runLog{RunID: in.RunID, Turn: turn, Events: rec.events, Truncated: rec.truncated}); err != nil {
+	if err := d.save(context.WithoutCancel(r.Context()), owner, in.ThreadID, rl); err != nil {
 		d.log.Warn("devui: recording a run", "thread", in.ThreadID, "run", in.RunID, "err", err)
 	}
 }
@@ -303,6 +315,18 @@ type runLog struct {
 	Truncated bool              `json:"truncated,omitempty"`
 	// Rerun, on a re-run, says which call it re-ran and how.
 	Rerun *rerunRequest `json:"rerun,omitempty"`
+	// Answers, on a run that resumed a suspended one, are the answers it
+	// was given to the questions the suspended run asked.
+	Answers []answerLog `json:"answers,omitempty"`
+}
+
+// answerLog is one answer a person gave, as the viewer keeps it.
+type answerLog struct {
+	tool.Answer
+	// By is the owner who answered (WithAuthorize), or "" when unknown.
+	By string `json:"by,omitempty"`
+	// At is when the answer reached the server, in Unix milliseconds.
+	At int64 `json:"at"`
 }
 
 // recorder passes a run's response through and keeps its events, up to

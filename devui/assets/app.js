@@ -195,11 +195,47 @@ class Tree {
       say(`${this.answers.size} of ${this.interrupts.length} questions answered.`);
       return;
     }
-    for (const f of this.el.querySelectorAll("form.question")) f.remove();
     const resume = [...this.answers.values()];
-    this.interrupts = [];
+    const at = Date.now();
+    this.answered(resume.map((a) => ({ ...a, at })));
     stream(this, { threadId: this.threadId, runId: newID("run_"), messages: [], resume });
   }
+
+  // answered draws each question the tree still asks as answered, with
+  // its record — the answer, who gave it (when the server knows) and when
+  // — or, for a question whose answer was not recorded, as answered all
+  // the same: the run that went on was resumed with it.
+  answered(records) {
+    const byID = new Map(records.map((a) => [a.interruptId, a]));
+    for (const f of this.el.querySelectorAll("form.question[data-interrupt-id]")) {
+      const done = document.createElement("div");
+      done.className = "answered";
+      done.dataset.interruptId = f.dataset.interruptId;
+      const q = document.createElement("p");
+      q.textContent = f.querySelector("p").textContent;
+      const a = document.createElement("p");
+      a.className = "answer";
+      a.textContent = answerText(byID.get(f.dataset.interruptId));
+      done.append(q, a);
+      f.replaceWith(done);
+    }
+    this.interrupts = [];
+    this.answers = new Map();
+  }
+}
+
+// answerText says how a question was answered: what, by whom, when.
+function answerText(a) {
+  if (!a) return "Answered (the answer was not recorded).";
+  const p = a.payload;
+  let verb = "Answered";
+  if (a.status === "cancelled") verb = "Declined";
+  else if (p && typeof p === "object" && typeof p.approved === "boolean") verb = p.approved ? "Approved" : "Refused";
+  let text = verb;
+  if (a.by) text += ` by ${a.by}`;
+  if (a.at) text += ` at ${new Date(a.at).toISOString().slice(0, 19).replace("T", " ")} UTC`;
+  if (a.status !== "cancelled" && p !== undefined) text += `: ${JSON.stringify(p)}`;
+  return text;
 }
 
 // stepOf reads the step of a message id such as "run_x/step-3": 3, or 0.
@@ -233,6 +269,7 @@ function partial(result) {
 function questionForm(tree, it) {
   const f = document.createElement("form");
   f.className = "question";
+  f.dataset.interruptId = it.id;
   const q = document.createElement("p");
   q.textContent = it.message || it.reason || "The run asks for an answer.";
   f.append(q);
@@ -563,6 +600,9 @@ async function openThread(id, before) {
       tree = new Tree(id, `thread ${id} (stored)`);
       tree.runId = run.runId;
       trees.push(tree);
+    } else {
+      // It resumed the run before it: that run's questions were answered.
+      tree.answered(run.answers || []);
     }
     for (const e of run.events) tree.apply(e);
     if (run.truncated) say(`Run ${run.runId} was recorded only in part.`);

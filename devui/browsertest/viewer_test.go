@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -243,6 +244,7 @@ func TestViewer(t *testing.T) {
 	if e := got["editor"]; len(e) != 1 || e[0].Status != "success" {
 		t.Errorf("editor after the answer: %+v, want one node, success, under the same id", e)
 	}
+	checkAnswered(t, ctx, 1)
 
 	// Re-run from the first researcher with its task edited: only it and
 	// the lead's next step run again.
@@ -318,6 +320,9 @@ func TestViewer(t *testing.T) {
 	}
 	waitFor(t, ctx, "the stored trees", `document.querySelectorAll(".run").length >= 3`)
 	shot(t, ctx, "4-reopened")
+	// The approval is drawn answered, as it was answered: no form is left
+	// to answer it again on the editor that went on.
+	checkAnswered(t, ctx, 1)
 	statuses := map[string]string{}
 	for _, n := range nodes(t, ctx) {
 		statuses[n.Name] += n.Status + " "
@@ -366,6 +371,46 @@ func TestThreadFromItsConversation(t *testing.T) {
 	got := byName(nodes(t, ctx))
 	if len(got["researcher"]) != 2 || len(got["editor"]) != 1 || got["editor"][0].Status != "success" || !strings.Contains(got["editor"][0].Text, "published") {
 		t.Errorf("the tree drawn from the conversation: %+v", got)
+	}
+}
+
+// answeredQuestion is what the page shows of a question answered.
+type answeredQuestion struct {
+	Node, Status, Question, Answer string
+}
+
+// checkAnswered checks that the page shows n answered questions, each at
+// the editor, which finished, with the approval, when it was given, and no
+// form left to answer it with.
+func checkAnswered(t *testing.T, ctx context.Context, n int) {
+	t.Helper()
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[[]answeredQuestion](`[...document.querySelectorAll(".answered")].map((el) => {
+		const node = el.closest("details.node");
+		return {
+			Node: node.querySelector(":scope > summary .name").textContent,
+			Status: node.dataset.status,
+			Question: el.querySelector("p").textContent,
+			Answer: el.querySelector(".answer").textContent,
+		};
+	})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forms, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("form.question:not(.rerun-form)").length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if forms != 0 {
+		t.Errorf("%d question forms are still on the page, want none: every question was answered", forms)
+	}
+	if len(got) != n {
+		t.Fatalf("answered questions on the page: %+v, want %d", got, n)
+	}
+	stamp := regexp.MustCompile(`^Approved at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC: \{"approved":true\}$`)
+	for _, a := range got {
+		if a.Node != "editor" || a.Status != "success" || !strings.HasPrefix(a.Question, "Publish the write-up?") || !stamp.MatchString(a.Answer) {
+			t.Errorf("answered question %+v: want the editor's publish question, approved, with when", a)
+		}
 	}
 }
 
