@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/limiter"
 
@@ -237,8 +238,7 @@ type Server struct {
 	run      runFunc
 	card     sdk.AgentCard
 	ownStore bool
-	jsonrpc  http.Handler
-	rest     http.Handler
+	bindings bindings
 
 	mu      sync.Mutex
 	running map[string]*execution // by owner and task
@@ -458,8 +458,7 @@ func newServer(c config, run runFunc, opts []Option) (*Server, error) {
 		a2asrv.WithCapabilityChecks(&s.card.Capabilities),
 		a2asrv.WithConcurrencyConfig(limiter.ConcurrencyConfig{MaxExecutions: c.maxRuns, GetMaxExecutions: func(string) int { return c.maxRunsPerOwner }}))
 	h = ownedTasks{RequestHandler: h, tasks: taskStore{st: s.cfg.st, log: c.logger}}
-	s.jsonrpc = a2asrv.NewJSONRPCHandler(h)
-	s.rest = http.StripPrefix("/rest", a2asrv.NewRESTHandler(h))
+	s.bindings = newBindings(h)
 	return s, nil
 }
 
@@ -468,9 +467,16 @@ func newServer(c config, run runFunc, opts []Option) (*Server, error) {
 func (s *Server) Card(base string) *sdk.AgentCard {
 	c := s.card
 	base = strings.TrimSuffix(cmp.Or(s.cfg.url, base), "/")
+	legacy := func(url string, binding sdk.TransportProtocol) *sdk.AgentInterface {
+		i := sdk.NewAgentInterface(url, binding)
+		i.ProtocolVersion = a2av0.Version
+		return i
+	}
 	c.SupportedInterfaces = []*sdk.AgentInterface{
 		sdk.NewAgentInterface(base, sdk.TransportProtocolJSONRPC),
 		sdk.NewAgentInterface(base+"/rest", sdk.TransportProtocolHTTPJSON),
+		legacy(base, sdk.TransportProtocolJSONRPC),
+		legacy(base+"/rest", sdk.TransportProtocolHTTPJSON),
 	}
 	return &c
 }
@@ -479,18 +485,7 @@ func (s *Server) Card(base string) *sdk.AgentCard {
 // requests Authorize lets in.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == a2asrv.WellKnownAgentCardPath {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			httpError(w, http.StatusMethodNotAllowed, "the agent card is read with GET")
-			return
-		}
-		scheme := "http"
-		if r.TLS != nil {
-			scheme = "https"
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Access-Control-Allow-Origin", "*")
-		json.NewEncoder(w).Encode(s.Card(scheme + "://" + r.Host))
+		s.serveCard(w, r)
 		return
 	}
 	s.mu.Lock()
@@ -520,23 +515,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx = limiter.AttachScope(context.WithValue(ctx, ownerKey{}, owner), owner)
 	}
 	r = r.WithContext(ctx)
-	if !s.readBody(w, r) {
+	body, ok := s.readBody(w, r)
+	if !ok {
 		return
 	}
-	if r.URL.Path == "/rest" || strings.HasPrefix(r.URL.Path, "/rest/") {
-		s.rest.ServeHTTP(w, r)
-		return
-	}
-	s.jsonrpc.ServeHTTP(w, r)
+	s.bindings.serve(w, r, body)
 }
 
 // readBody reads r's body whole, within the server's bound, and puts it
 // back for the binding to decode: a body over the bound is answered 413
 // here, saying so, instead of reaching the binding cut short, which reads
 // it as malformed JSON. It reports whether r is still to be served.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) bool {
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	if r.Body == nil || r.Body == http.NoBody {
-		return true
+		return nil, true
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.maxBody))
 	if err != nil {
@@ -545,10 +537,10 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) bool {
 		} else {
 			httpError(w, http.StatusBadRequest, "the request body could not be read")
 		}
-		return false
+		return nil, false
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	return true
+	return body, true
 }
 
 func httpError(w http.ResponseWriter, status int, msg string) {

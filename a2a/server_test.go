@@ -91,7 +91,7 @@ func serve(t testing.TB, s *a2a.Server, binding sdk.TransportProtocol) (*a2aclie
 	}
 	var iface *sdk.AgentInterface
 	for _, i := range card.SupportedInterfaces {
-		if i.ProtocolBinding == binding {
+		if i.ProtocolBinding == binding && iface == nil {
 			iface = i
 		}
 	}

@@ -1,6 +1,7 @@
 package a2a
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -326,8 +327,38 @@ func (h ownedTasks) message(ctx context.Context, req *sdk.SendMessageRequest) er
 		if p == nil {
 			return fmt.Errorf("%w: part %d of the message is null", sdk.ErrInvalidParams, i)
 		}
+		if err := readable(p); err != nil {
+			return fmt.Errorf("%w: part %d of the message is %v: this agent reads text and JSON data (text/plain, application/json): send the content as text, or leave the part out", sdk.ErrUnsupportedContentType, i, err)
+		}
 	}
 	return h.own(ctx, req.Message.TaskID)
+}
+
+// readable reports, as an error that says what the part is, a part the
+// served agent cannot read: it reads text (text/* or JSON) and JSON data,
+// not files, whether sent whole or by URL. A part is never dropped: a
+// message that holds one it cannot read is refused whole.
+func readable(p *sdk.Part) error {
+	mt := strings.ToLower(strings.TrimSpace(p.MediaType))
+	if i := strings.IndexByte(mt, ';'); i >= 0 {
+		mt = strings.TrimSpace(mt[:i])
+	}
+	json := mt == "" || mt == "application/json" || strings.HasSuffix(mt, "+json")
+	switch p.Content.(type) {
+	case sdk.Text:
+		if json || strings.HasPrefix(mt, "text/") {
+			return nil
+		}
+		return fmt.Errorf("text of type %q", clip(mt, 64))
+	case sdk.Data:
+		if json {
+			return nil
+		}
+		return fmt.Errorf("data of type %q", clip(mt, 64))
+	case sdk.Raw, sdk.URL:
+		return fmt.Errorf("a file of type %q", clip(cmp.Or(mt, "unknown"), 64))
+	}
+	return fmt.Errorf("a part of no known kind")
 }
 
 func (h ownedTasks) SendMessage(ctx context.Context, req *sdk.SendMessageRequest) (sdk.SendMessageResult, error) {
@@ -353,13 +384,54 @@ func (h ownedTasks) CancelTask(ctx context.Context, req *sdk.CancelTaskRequest) 
 	return h.RequestHandler.CancelTask(ctx, req)
 }
 
+// SubscribeToTask follows a task's run, as the SDK does; it also answers
+// what the SDK cannot. A task that ended has nothing more to send: that is
+// refused as an unsupported operation, as the protocol has it, not as a
+// missing task. A task that waits for input has no run in progress until
+// its answer comes: its stream is the task as stored, and ends there, as a
+// run's stream ends when its task comes to wait.
 func (h ownedTasks) SubscribeToTask(ctx context.Context, req *sdk.SubscribeToTaskRequest) iter.Seq2[sdk.Event, error] {
-	if req != nil {
-		if err := h.own(ctx, req.ID); err != nil {
-			return refused(err)
+	if req == nil {
+		return h.RequestHandler.SubscribeToTask(ctx, req)
+	}
+	stored, err := h.tasks.Get(ctx, req.ID)
+	if err != nil {
+		return refused(err)
+	}
+	if state := stored.Task.Status.State; state.Terminal() {
+		return refused(fmt.Errorf("%w: task %s is %s: a task that ended sends no more updates: read it with GetTask", sdk.ErrUnsupportedOperation, req.ID, stateName(state)))
+	}
+	return func(yield func(sdk.Event, error) bool) {
+		first := true
+		for ev, err := range h.RequestHandler.SubscribeToTask(ctx, req) {
+			if first && errors.Is(err, sdk.ErrTaskNotFound) {
+				// No run in progress: the task as it is stored now.
+				now, gerr := h.tasks.Get(ctx, req.ID)
+				switch {
+				case gerr != nil:
+					yield(nil, gerr)
+				case waitsForInput(now.Task.Status.State):
+					yield(now.Task, nil)
+				case now.Task.Status.State.Terminal():
+					// It ended in between: its last state, as for a run.
+					yield(now.Task, nil)
+				default:
+					yield(nil, err)
+				}
+				return
+			}
+			first = false
+			if !yield(ev, err) {
+				return
+			}
 		}
 	}
-	return h.RequestHandler.SubscribeToTask(ctx, req)
+}
+
+// waitsForInput reports whether a task in state waits for a client's
+// message: no run of it is in progress.
+func waitsForInput(state sdk.TaskState) bool {
+	return state == sdk.TaskStateInputRequired || state == sdk.TaskStateAuthRequired
 }
 
 func refused(err error) iter.Seq2[sdk.Event, error] {
