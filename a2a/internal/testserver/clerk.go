@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	sdk "github.com/a2aproject/a2a-go/v2/a2a"
+
 	"github.com/deputy-go/deputy/a2a"
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/provider"
@@ -23,7 +25,8 @@ const wordPause = 20 * time.Millisecond
 
 // clerk is the served agent and the counts of what it did.
 type clerk struct {
-	build         a2a.Builder // a fresh clerk for each task
+	build         a2a.Builder      // a fresh clerk for each task
+	skills        []sdk.AgentSkill // its tools, as its card lists them
 	transfers     atomic.Int64
 	cancellations atomic.Int64
 	modelCalls    atomic.Int64
@@ -52,6 +55,10 @@ func newClerk() (*clerk, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	for _, t := range []tool.Tool{transfer, wait} {
+		d := t.Definition()
+		c.skills = append(c.skills, sdk.AgentSkill{ID: d.Name, Name: d.Name, Description: d.Description, Tags: []string{"deputy"}})
 	}
 	c.build = func(context.Context, a2a.Task) (agent.Agent, error) {
 		return agent.NewReact(script{c}, agent.WithName("clerk"),

@@ -80,7 +80,7 @@ func run() error {
 // handler serves c's agent over A2A at base, and its counts at /stats. The
 // function it returns closes the A2A server.
 func handler(c *clerk, base string) (http.Handler, func(), error) {
-	s, err := a2a.NewPerTask(c.build, a2a.WithName("clerk"),
+	s, err := a2a.NewPerTask(c.build, a2a.WithName("clerk"), a2a.WithSkills(c.skills...),
 		a2a.WithDescription("Pays with approval, waits until cancelled, and repeats what it is told."),
 		a2a.WithURL(base))
 	if err != nil {
