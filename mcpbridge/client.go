@@ -108,7 +108,9 @@ func Connect(ctx context.Context, t Transport, opts ...Option) (*Client, error) 
 	if err != nil {
 		_ = cs.Close()
 		reap(t.cmd)
-		if cctx.Err() != nil && ctx.Err() == nil {
+		if h := c.authHint(); h != "" {
+			err = fmt.Errorf("%s (%w)", h, err)
+		} else if cctx.Err() != nil && ctx.Err() == nil {
 			err = fmt.Errorf("it did not list its tools within %v: %w", cfg.connectTimeout, err)
 		}
 		return nil, fmt.Errorf("mcpbridge: server %s: %w", c.name, err)
