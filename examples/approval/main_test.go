@@ -23,12 +23,11 @@ func Example() {
 }
 
 // A person who says no: nothing is deleted and the janitor's model reads why.
-func TestRefused(t *testing.T) {
-	var out strings.Builder
-	if err := run(context.Background(), strings.NewReader("n\n"), &out); err != nil {
-		t.Fatal(err)
+func Example_refused() {
+	if err := run(context.Background(), strings.NewReader("n\n"), os.Stdout); err != nil {
+		panic(err)
 	}
-	if strings.Contains(out.String(), "(deleting") || !strings.Contains(out.String(), "the operator said no") {
-		t.Fatalf("output:\n%s", out.String())
-	}
+	// Output:
+	// deletes files for good: Allow delete_logs with {"dir":"/var/log/old"}? [y/N]
+	// answer: Janitor says: Result: tool: the person asked did not approve the call delete_logs: the operator said no
 }

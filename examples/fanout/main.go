@@ -214,6 +214,7 @@ func printTree(w io.Writer, out agent.Output, wall time.Duration, children []*su
 	fmt.Fprintf(w, "lead  own %v  children %v  cost %s  wall %v\n", out.Usage, out.ChildUsage, cost, wall.Round(10*time.Millisecond))
 	fmt.Fprintf(w, "      model calls that waited for admission: %d; sub-agents refused by a limit: %d\n", out.Queued, out.Refused)
 	var sum time.Duration
+	var first, last time.Time // when the first child started, the last ended
 	for i, n := range children {
 		branch := "├─"
 		if i == len(children)-1 {
@@ -225,11 +226,17 @@ func printTree(w io.Writer, out agent.Output, wall time.Duration, children []*su
 		_ = json.Unmarshal(n.Arguments, &a)
 		u := n.TotalUsage()
 		sum += n.Wall()
+		if first.IsZero() || n.Started.Before(first) {
+			first = n.Started
+		}
+		if end := n.Started.Add(n.Wall()); end.After(last) {
+			last = end
+		}
 		dollars, _ := n.Cost(nil) // as the events carried it, at the lead's prices
 		cost := fmt.Sprintf("$%.6f", dollars)
 		fmt.Fprintf(w, "%s %-9s %-9s %s  %d in, %d out  %s  wall %v  %q\n", branch, n.Name, n.State, n.Model,
 			u.InputTokens, u.OutputTokens, cost, n.Wall().Round(10*time.Millisecond), a.Task)
 	}
 	fmt.Fprintf(w, "the children's wall times add up to %v; side by side they took %v\n",
-		sum.Round(10*time.Millisecond), wall.Round(10*time.Millisecond))
+		sum.Round(10*time.Millisecond), last.Sub(first).Round(10*time.Millisecond))
 }

@@ -5,9 +5,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
@@ -66,12 +69,35 @@ func TestChildReadsThroughAnInProcessServer(t *testing.T) {
 	if err := run(context.Background(), &out, noEnv, mcpbridge.SDKTransport("files", ct), dir); err != nil {
 		t.Fatal(err)
 	}
-	want := "tools from the MCP server: 1\nanswer: From the team's notes — The notes say: Release 1.4 ships on Thursday.\n"
-	if !strings.Contains(out.String(), want) {
-		t.Errorf("output:\n%s\nwant it to contain:\n%s", out.String(), want)
-	}
+	checkOutput(t, out.String())
 }
 
 // noEnv is an empty environment: the tests run on the scripted model
 // whatever the process's environment names.
 func noEnv(string) string { return "" }
+
+// checkOutput checks what the example prints on the scripted model: one
+// tool from the server, the answer from the note the child read through
+// it, and the lead's and the spawned child's usage: two model calls each,
+// their replies' tokens exactly, and the tokens they were sent, which
+// count the note's directory (a temporary one, whose name varies in
+// length), within a few tokens.
+func checkOutput(t *testing.T, out string) {
+	t.Helper()
+	usage := regexp.MustCompile(`usage: lead 2 req, (\d+) in, 53 out \| child 2 req, (\d+) in, 35 out\n$`)
+	m := usage.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("output:\n%s\nwant the lead's and the child's usage last", out)
+	}
+	lead, _ := strconv.Atoi(m[1])
+	child, _ := strconv.Atoi(m[2])
+	if lead < 750 || lead > 780 || child < 255 || child > 285 {
+		t.Errorf("tokens in: lead %d, child %d; want about 766 and 270", lead, child)
+	}
+	want := "provider: fake (scripted replies; \"Real models\" in README.md tells how to use a real one)\n" +
+		"tools from the MCP server: 1\n" +
+		"answer: From the team's notes — The notes say: Release 1.4 ships on Thursday.\n"
+	if diff := cmp.Diff(want, usage.ReplaceAllString(out, "")); diff != "" {
+		t.Errorf("output (-want +got):\n%s", diff)
+	}
+}
