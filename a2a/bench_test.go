@@ -179,3 +179,15 @@ func BenchmarkServePerTask(b *testing.B) {
 	}
 	benchmarkServed(b, s, nil)
 }
+
+// BenchmarkBuildPerTask is what NewPerTask adds to each task with the
+// builder of BenchmarkServePerTask: building the agent alone.
+func BenchmarkBuildPerTask(b *testing.B) {
+	model, tools := expertParts(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := agent.NewReact(model, agent.WithName("expert"), agent.WithTools(tools...)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -22,7 +22,13 @@
 // description and its tools as skills (WithName, WithDescription,
 // WithSkills, WithCard change it), the JSON-RPC binding at its root, and
 // the HTTP+JSON binding under /rest. Its interfaces are at WithURL, or at
-// the host each request names.
+// the host each request names. The card may be cached (CardMaxAge, an
+// ETag, 304 Not Modified). The server speaks A2A 1.0, and 0.3 to older
+// clients (the SDK's compatibility handlers, at the same URLs): the
+// A2A-Version header says which, and a version it does not speak is
+// refused with VersionNotSupportedError. A message part the agent cannot
+// read (a file; text or data of another media type) is refused with
+// ContentTypeNotSupportedError, never dropped.
 //
 // Each message starts a task, and the task is one run of the agent (for
 // NewToolServer, one call of the tool) with the message's text as its
