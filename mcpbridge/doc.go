@@ -50,7 +50,9 @@
 // answer is used once. With a client of MCP's newest protocol the call
 // returns its questions (a multi-round-trip result) and the client calls
 // again with the answers and the request state it was given, which only
-// the same session may use, once, within 15 minutes; with an older client
+// the same session may use, for the same call, once, within 15 minutes (a
+// stateless HTTP handler, where each request is a session of its own,
+// cannot take answers: serve tools that ask with sessions); with an older client
 // the questions are asked during the call. An accepted form is the answer;
 // a declined approval is a refusal; any other decline, or a cancel,
 // cancels the question, and the tool fails as it would over AG-UI. A

@@ -3,6 +3,7 @@ package mcpbridge_test
 import (
 	"context"
 	"encoding/json"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -309,5 +310,73 @@ func TestProgressGoesOutAsLogNotifications(t *testing.T) {
 		if !strings.Contains(all, want) {
 			t.Errorf("the logs do not say %s:\n%s", want, all)
 		}
+	}
+}
+
+func TestAnApprovalOverStreamableHTTP(t *testing.T) {
+	for _, version := range protocols {
+		t.Run(protocolName(version), func(t *testing.T) {
+			b := newBank(t, idModes[2].id)
+			hs := httptest.NewServer(b.srv.Handler(nil))
+			defer hs.Close()
+			var asked atomic.Int64
+			c := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1"}, &mcp.ClientOptions{
+				ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					asked.Add(1)
+					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approved": true}}, nil
+				},
+			})
+			cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: hs.URL}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "payer", Arguments: map[string]any{"task": "pay 100"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := text(t, res); res.IsError || !strings.Contains(got, "moved 100") {
+				t.Errorf("the approved call over HTTP answered %q", got)
+			}
+			if b.transfers.Load() != 1 || asked.Load() != 1 {
+				t.Errorf("%d transfers after %d questions, want 1 and 1", b.transfers.Load(), asked.Load())
+			}
+		})
+	}
+}
+
+// nagger asks a person again and again, each answer bringing a new
+// question.
+type nagger struct{}
+
+func (nagger) Definition() tool.Definition {
+	return tool.Definition{Name: "nag", Description: "Asks forever.", Parameters: json.RawMessage(`{"type":"object"}`)}
+}
+
+func (nagger) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
+	for {
+		if _, err := tool.Ask(ctx, call, tool.Question{Message: "once more?"}); err != nil {
+			return tool.Result{}, err
+		}
+	}
+}
+
+func TestAToolThatNeverStopsAskingIsStopped(t *testing.T) {
+	for _, version := range protocols {
+		t.Run(protocolName(version), func(t *testing.T) {
+			s := mcpbridge.NewServer("nag", "1")
+			mustAdd(t, s, nagger{})
+			a := newAsker(t, s, version, &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "yes"}}, nil)
+			res, err := a.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "nag", Arguments: map[string]any{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := text(t, res); !res.IsError || !strings.Contains(got, "rounds of questions") {
+				t.Errorf("a tool asking for ever: %q, want an error result saying it was stopped", got)
+			}
+			if n := a.asked.Load(); n != 8 {
+				t.Errorf("the client was asked %d times, want 8", n)
+			}
+		})
 	}
 }
