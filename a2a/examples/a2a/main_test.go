@@ -39,18 +39,28 @@ func TestPair(t *testing.T) {
 			if err := run(ctx, []string{"lead", "-url", "http://" + ln.Addr().String()}, strings.NewReader(answer+"\n"), &out); err != nil {
 				t.Fatalf("lead: %v\n%s", err, out.String())
 			}
-			want := []string{"delegating to refunds", "the expert asks: Refunds cost money: Allow issue_refund", "→ refunds started"}
-			var wantRefunds int64
-			if answer == "yes" {
-				want = append(want, "answer: The customer is sorted. Done: refunded $30 on order A-1042.")
-				wantRefunds = 1
-			} else {
-				want = append(want, "answer: The customer is sorted. ", "did not approve")
+			// Every line, the figures too: two model calls on each side
+			// (the lead's first answer and the expert's question are
+			// replayed on resume, not asked again), at 30 in and 10 out
+			// for the lead's, 40 in and 12 out for the expert's.
+			outcome, wantRefunds := "Done: refunded $30 on order A-1042.", int64(1)
+			if answer == "no" {
+				outcome, wantRefunds = "Done: tool: the person asked did not approve the call issue_refund.", 0
 			}
-			for _, w := range want {
-				if !strings.Contains(out.String(), w) {
-					t.Errorf("the lead's output lacks %q:\n%s", w, out.String())
-				}
+			addr := ln.Addr().String()
+			want := "delegating to refunds (http://" + addr + ")\n" +
+				"  → refunds started\n" +
+				"  ← refunds waits for an answer\n" +
+				`the expert asks: Refunds cost money: Allow issue_refund with {"order":"A-1042","amount":30}? [yes/no] ` + "\n" +
+				"  → refunds started\n" +
+				"  ← refunds answered\n" +
+				"answer: The customer is sorted. " + outcome + "\n" +
+				"usage, both sides: 4 req, 140 in, 44 out\n"
+			if got := out.String(); got != want {
+				t.Errorf("the lead printed:\n%s\nwant:\n%s", got, want)
+			}
+			if got, want := served.String(), "serving the refunds expert at http://"+addr+"\n"; got != want {
+				t.Errorf("the server printed %q, want %q", got, want)
 			}
 			if got := refunds.Load(); got != wantRefunds {
 				t.Errorf("%d refunds after %q, want %d", got, answer, wantRefunds)
