@@ -76,6 +76,16 @@ type Output struct {
 	// refused to start for a limit: a spawn past subagent.WithMaxSpawns,
 	// a child with no token budget left.
 	Refused int
+	// Earlier is the part of Usage plus ChildUsage, and EarlierCost the
+	// part of Cost, that earlier runs of the same journaled turn spent:
+	// a turn that asked a question and was resumed with its answer, or
+	// was run again after its process died, reports what the whole turn
+	// spent (every model answer and finished call replayed from the
+	// journal counts at what it cost when it was paid for, never paid
+	// again), and Earlier says how much of it came before this run. Zero
+	// for a turn run once.
+	Earlier     provider.Usage
+	EarlierCost float64
 }
 
 // TotalUsage returns Usage plus ChildUsage.

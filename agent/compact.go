@@ -391,19 +391,18 @@ func (c Compaction) cut(hist []provider.Message, room int64) int {
 func (s *runState) summary(step int, older []provider.Message) (string, error) {
 	var key string
 	if s.journal != nil {
-		// One key per compaction of the run: a step that compacts twice
-		// (the provider refused the first result) records two summaries.
-		key = s.journal.stepKey(step) + "/summary-" + strconv.Itoa(s.compactions+1)
+		key = s.summaryKey(step)
 		if resp, ok := s.journal.answer(key); ok {
+			s.respendSummary(resp)
 			return resp.Message.Content, nil
 		}
 	}
-	text, usage, err := s.summarize(older)
+	text, usage, model, err := s.summarize(older)
 	if err != nil {
 		return "", err
 	}
 	if s.journal != nil {
-		resp := provider.Response{Message: provider.AssistantMessage(text), Usage: usage}
+		resp := provider.Response{Message: provider.AssistantMessage(text), Usage: usage, Model: model}
 		if err := s.journal.recordAnswer(context.WithoutCancel(s.ctx), key, resp, resp.Message); err != nil {
 			return "", err
 		}
@@ -411,12 +410,21 @@ func (s *runState) summary(step int, older []provider.Message) (string, error) {
 	return text, nil
 }
 
-// summarize makes the summary of older and returns it with what it cost.
-func (s *runState) summarize(older []provider.Message) (text string, usage provider.Usage, err error) {
+// summaryKey is the journal key of the run's next compaction, made in
+// step: one key per compaction of the run, so that a step that compacts
+// twice (the provider refused the first result as too long) records two
+// summaries.
+func (s *runState) summaryKey(step int) string {
+	return s.journal.stepKey(step) + "/summary-" + strconv.Itoa(s.compactions+1)
+}
+
+// summarize makes the summary of older and returns it with what it cost and
+// the model that wrote it ("" for Summarize).
+func (s *runState) summarize(older []provider.Message) (text string, usage provider.Usage, model string, err error) {
 	c := s.r.compaction
 	defer func() {
 		if p := recover(); p != nil {
-			text, err = "", fmt.Errorf("the summarizer panicked: %v", p)
+			text, model, err = "", "", fmt.Errorf("the summarizer panicked: %v", p)
 		}
 	}()
 	if c.Summarize != nil {
@@ -425,9 +433,9 @@ func (s *runState) summarize(older []provider.Message) (text string, usage provi
 			err = s.ctx.Err()
 		}
 		if err != nil {
-			return "", usage, err
+			return "", usage, "", err
 		}
-		return capSummary(text, c.MaxSummaryBytes), usage, nil
+		return capSummary(text, c.MaxSummaryBytes), usage, model, nil
 	}
 	p, model := c.Summarizer, c.SummaryModel
 	if p == nil {
@@ -450,15 +458,16 @@ func (s *runState) summarize(older []provider.Message) (text string, usage provi
 			m = resp.Model
 		}
 		s.spend(name, m, usage)
+		model = m
 	}
 	if err != nil {
-		return "", usage, fmt.Errorf("the summary's model call: %w", err)
+		return "", usage, "", fmt.Errorf("the summary's model call: %w", err)
 	}
 	text = strings.TrimSpace(resp.Message.Content)
 	if text == "" {
-		return "", usage, errors.New("the summarizer answered with no text (stop reason " + strconv.Quote(string(resp.StopReason)) + "): check its model and prompt")
+		return "", usage, "", errors.New("the summarizer answered with no text (stop reason " + strconv.Quote(string(resp.StopReason)) + "): check its model and prompt")
 	}
-	return capSummary(text, c.MaxSummaryBytes), usage, nil
+	return capSummary(text, c.MaxSummaryBytes), usage, model, nil
 }
 
 func capSummary(text string, max int) string {

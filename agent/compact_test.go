@@ -379,7 +379,7 @@ func TestResumedTurnDoesNotSummarizeAgain(t *testing.T) {
 					t.Fatal(err)
 				}
 				out, err := lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: "pay twice"})
-				usage = usage.Add(out.TotalUsage())
+				usage = out.TotalUsage() // each run reports the whole turn so far
 				return out, err
 			}
 			approve := func(err error) context.Context {
@@ -406,8 +406,8 @@ func TestResumedTurnDoesNotSummarizeAgain(t *testing.T) {
 			if got, calls := transfers.Load(), modelCalls.Load(); got != 2 || calls != 3 {
 				t.Errorf("%d transfers and %d model calls, want 2 and 3", got, calls)
 			}
-			if usage.Requests != 4 {
-				t.Errorf("usage over every run %+v, want 4 requests: three answers and one summary", usage)
+			if usage.Requests != 4 || usage.InputTokens != 80 {
+				t.Errorf("the last run's usage %+v, want the whole turn: 4 requests, three answers and one summary", usage)
 			}
 			h := lead.History()
 			if !strings.HasPrefix(h[0].Content, "[Summary") || conversation.Check(h) != nil {
@@ -599,5 +599,101 @@ func TestJournaledStepCompactingTwiceAsksForTwoSummaries(t *testing.T) {
 	}
 	if len(seen) != 2 || !strings.Contains(seen[1], "n0;") || !strings.Contains(seen[1], "n2;") {
 		t.Fatalf("summaries %q: want a second one that folds the first and the turns after it", seen)
+	}
+}
+
+// A turn whose provider refused a request as too long compacted then, and
+// the turn resumed after an approval compacts the same way, with the
+// summary it recorded: the summary is paid for once, the resumed run's
+// requests fit, and the last run reports the whole turn, the summary
+// included — whatever ids the model gives its calls.
+func TestForcedCompactionIsNotPaidAgainOnResume(t *testing.T) {
+	for _, mode := range idModes {
+		t.Run(mode.name, func(t *testing.T) {
+			st := journalStore(t)
+			var modelCalls, refusals, transfers, summaries atomic.Int64
+			transfer := tool.RequireApproval(toolFunc("transfer", func(ctx context.Context, c tool.Call) (tool.Result, error) {
+				transfers.Add(1)
+				return tool.Result{Content: "moved 100"}, nil
+			}), "moves money", 0)
+			inner := transferModel(mode.id, &modelCalls)
+			// The model's window holds the turn only once the earlier
+			// notes are folded into a summary.
+			model := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+				for _, m := range req.Messages {
+					if m.Content == "note 0" {
+						refusals.Add(1)
+						return provider.Response{}, &provider.Error{Provider: "p", Kind: provider.KindContextWindow, StatusCode: 400, Message: "prompt is too long"}
+					}
+				}
+				return inner.Complete(ctx, req)
+			})
+			summarizer := provider.Func(func(context.Context, provider.Request) (provider.Response, error) {
+				summaries.Add(1)
+				return provider.Response{Message: provider.AssistantMessage("Earlier: four notes."), Usage: provider.Usage{Requests: 1, InputTokens: 50, OutputTokens: 5}}, nil
+			})
+			// The bounds never call for a compaction: only the refusal does.
+			lead := newReact(t, model, agent.WithName("lead"), agent.WithTools(transfer),
+				agent.WithCompaction(agent.Compaction{KeepTurns: 1, Summarizer: summarizer}))
+			earlier := newReact(t, provider.Func(func(context.Context, provider.Request) (provider.Response, error) {
+				return provider.Response{Message: provider.AssistantMessage("ok")}, nil
+			}), agent.WithoutCompaction())
+			for i := range 4 {
+				if _, err := earlier.Run(context.Background(), agent.Input{Text: "note " + strconv.Itoa(i)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			snap, err := earlier.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := lead.Restore(snap); err != nil {
+				t.Fatal(err)
+			}
+			run := func(ctx context.Context) (agent.Output, error) {
+				t.Helper()
+				j, err := st.Journal(ctx, "turn")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: "pay twice"})
+			}
+			approve := func(err error) context.Context {
+				t.Helper()
+				var in *tool.Interrupted
+				if !errors.As(err, &in) || len(in.Interrupts) != 1 {
+					t.Fatalf("%v, want one question", err)
+				}
+				ctx, rerr := tool.Resume(context.Background(), in, tool.Answer{InterruptID: in.Interrupts[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)})
+				if rerr != nil {
+					t.Fatal(rerr)
+				}
+				return ctx
+			}
+			first, err := run(context.Background())
+			if first.Compactions != 1 || refusals.Load() != 1 {
+				t.Fatalf("the first run compacted %d times after %d refusals, want once after one", first.Compactions, refusals.Load())
+			}
+			_, err = run(approve(err))
+			out, err := run(approve(err))
+			if err != nil || out.Answer != "moved it twice" {
+				t.Fatalf("the last run: %q, %v", out.Answer, err)
+			}
+			if got := summaries.Load(); got != 1 {
+				t.Errorf("the summary was paid for %d times over three runs of one turn, want 1", got)
+			}
+			if got := refusals.Load(); got != 1 {
+				t.Errorf("the provider refused %d requests as too long, want 1: a resumed run sent the conversation it had compacted", got)
+			}
+			if got, calls := transfers.Load(), modelCalls.Load(); got != 2 || calls != 3 {
+				t.Errorf("%d transfers and %d model answers, want 2 and 3", got, calls)
+			}
+			if u := out.TotalUsage(); u.Requests != 4 || u.InputTokens != 80 {
+				t.Errorf("the last run's usage %+v, want the whole turn: three answers and one summary", u)
+			}
+			if out.Earlier.Requests != 3 || out.Earlier.InputTokens != 70 {
+				t.Errorf("the last run's Earlier %+v, want the summary and two answers", out.Earlier)
+			}
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/deputy-go/deputy/internal/journal"
+	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/tool"
@@ -98,8 +99,10 @@ func (j *runJournal) recordAnswer(ctx context.Context, step string, resp provide
 }
 
 // replayed returns the results recorded for the step's calls, by index
-// (ok false: run it).
-func (j *runJournal) replayed(step string, calls []provider.ToolCall) (results []tool.Result, ok []bool) {
+// (ok false: run it). A recorded result carries what the call spent when
+// it ran, which counts again, as spent before, in the run of ctx (see
+// ledger.Replay).
+func (j *runJournal) replayed(ctx context.Context, step string, calls []provider.ToolCall) (results []tool.Result, ok []bool) {
 	results, ok = make([]tool.Result, len(calls)), make([]bool, len(calls))
 	for i := range calls {
 		e, found := j.scope.J.Lookup(callKey(step, i))
@@ -107,9 +110,10 @@ func (j *runJournal) replayed(step string, calls []provider.ToolCall) (results [
 			continue
 		}
 		ok[i] = true
-		results[i] = tool.Result{Content: e.Content}
+		ledger.Replay(ctx, e.Usage, e.Models)
+		results[i] = tool.Result{Content: e.Content, Usage: e.Usage}
 		if e.Error != "" {
-			results[i] = tool.Result{Content: e.Error, IsError: true}
+			results[i] = tool.Result{Content: e.Error, IsError: true, Usage: e.Usage}
 		}
 		if len(e.Value) > 0 {
 			results[i].Value = e.Value
@@ -138,7 +142,9 @@ func (c *callRecorder) hook(ctx context.Context, call tool.Call) (context.Contex
 	child := c.j.scope.Child(key)
 	again := c.runsAgain(call)
 	child.Recorded = !again
-	cctx := journal.With(ctx, child)
+	// The call's own ledger: what its model calls cost, per model, is
+	// recorded with its result, for the run that replays it to count.
+	cctx, spent := ledger.With(journal.With(ctx, child))
 	var inner func(tool.Result, error)
 	if c.inner != nil {
 		cctx, inner = c.inner(cctx, call)
@@ -153,9 +159,9 @@ func (c *callRecorder) hook(ctx context.Context, call tool.Call) (context.Contex
 		if err != nil || again {
 			return
 		}
-		e := store.Entry{Content: res.Content, Usage: res.Usage}
+		e := store.Entry{Content: res.Content, Usage: res.Usage, Models: spent.Entries()}
 		if res.IsError {
-			e = store.Entry{Error: res.Content, Usage: res.Usage}
+			e = store.Entry{Error: res.Content, Usage: res.Usage, Models: e.Models}
 		}
 		if res.Value != nil {
 			e.Value, _ = json.Marshal(res.Value) // a value JSON cannot hold is left out
@@ -228,4 +234,10 @@ func WithJournal(ctx context.Context, j *store.Journal) context.Context {
 		return ctx
 	}
 	return journal.With(ctx, journal.New(j))
+}
+
+// has reports whether the journal holds an entry under key.
+func (j *runJournal) has(key string) bool {
+	_, ok := j.scope.J.Lookup(key)
+	return ok
 }

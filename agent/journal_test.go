@@ -90,7 +90,6 @@ func TestOneApprovalRunsItsCallOnce(t *testing.T) {
 				return tool.Result{Content: "moved 100"}, nil
 			}), "moves money", 0)
 			lead := newReact(t, transferModel(mode.id, &modelCalls), agent.WithName("lead"), agent.WithTools(transfer))
-			var usage provider.Usage
 			// run runs the turn once under a journal opened afresh, as a
 			// new process would; with crash, it stops at its first model
 			// call.
@@ -105,9 +104,7 @@ func TestOneApprovalRunsItsCallOnce(t *testing.T) {
 				if crash {
 					rctx = context.WithValue(rctx, crashKey{}, func() { cancel() })
 				}
-				out, err := lead.Run(agent.WithJournal(rctx, j), agent.Input{Text: "pay twice"})
-				usage = usage.Add(out.TotalUsage())
-				return out, err
+				return lead.Run(agent.WithJournal(rctx, j), agent.Input{Text: "pay twice"})
 			}
 			ask := func(err error) tool.Interrupt {
 				t.Helper()
@@ -165,8 +162,13 @@ func TestOneApprovalRunsItsCallOnce(t *testing.T) {
 			if got := modelCalls.Load(); got != 3 {
 				t.Errorf("%d model calls over every run, want 3: a journaled answer was asked for again", got)
 			}
-			if usage.Requests != 3 || usage.InputTokens != 30 {
-				t.Errorf("usage over every run %+v, want 3 requests and 30 input tokens", usage)
+			// Every run reports the whole turn: the last one, all three
+			// answers, two of them spent by the runs before it.
+			if u := out.TotalUsage(); u.Requests != 3 || u.InputTokens != 30 || u.OutputTokens != 3 {
+				t.Errorf("the last run's usage %+v, want the whole turn: 3 requests, 30 tokens in, 3 out", u)
+			}
+			if out.Earlier.Requests != 2 || out.Earlier.InputTokens != 20 {
+				t.Errorf("the last run's Earlier %+v, want the 2 answers paid for before it", out.Earlier)
 			}
 		})
 	}
@@ -291,8 +293,10 @@ func TestReplyArrivingAsTheRunIsCancelledIsNotPaidTwice(t *testing.T) {
 	if err != nil || second.Answer != "the answer" {
 		t.Fatalf("the turn run again: %q, %v", second.Answer, err)
 	}
-	if n := asked.Load(); n != 1 || !second.Usage.IsZero() {
-		t.Errorf("the model was asked %d times, the second run paid %+v; want once, and nothing again", n, second.Usage)
+	// The second run pays nothing: it reports the turn's one request,
+	// spent by the run before it.
+	if n := asked.Load(); n != 1 || second.Usage.Requests != 1 || second.Earlier != second.Usage {
+		t.Errorf("the model was asked %d times, the second run reported %+v, %+v of it earlier; want once, and the one request spent before", n, second.Usage, second.Earlier)
 	}
 }
 

@@ -41,8 +41,9 @@ func (s *runState) price(req provider.Request, resp provider.Response) float64 {
 }
 
 // spend adds u, spent by one call to model of providerName, to the run's
-// ledger, priced at the run's prices, and to its cost.
-func (s *runState) spend(providerName, model string, u provider.Usage) {
+// ledger, priced at the run's prices, and to its cost, and returns what it
+// cost (0 when unpriced).
+func (s *runState) spend(providerName, model string, u provider.Usage) float64 {
 	dollars, priced := run.Price(s.ctx, providerName, model, u)
 	unpriced := ""
 	if !priced && run.Priced(s.ctx) {
@@ -55,4 +56,48 @@ func (s *runState) spend(providerName, model string, u provider.Usage) {
 		run.AddCost(s.ctx, dollars, unpriced)
 	}
 	ledger.Add(s.ctx, providerName, model, u, dollars)
+	return dollars
+}
+
+// The ledger of a journaled turn. A turn that runs more than once — it
+// asked a question and was resumed with the answer, or its process died
+// and it was run again — reports what the whole turn spent, not what the
+// last run of it spent: each answer and each finished tool call replayed
+// from the journal counts again, at what it cost when it was paid for, in
+// the run's Usage (or ChildUsage), its Cost, its ledger (what RUN_FINISHED
+// and SUBAGENT_FINISHED report) and its token and cost limits, and
+// run.AddEarlier marks it as spent by an earlier run (Output.Earlier).
+// Nothing replayed is paid for again: the provider is not asked.
+
+// respendAnswer counts a model answer replayed from the journal, which
+// the run's model gave an earlier run of the turn, as the run's own.
+func (s *runState) respendAnswer(resp provider.Response) {
+	s.usage = s.usage.Add(resp.Usage)
+	if resp.Usage.IsZero() {
+		return
+	}
+	name, model := s.r.spanIdentity()
+	if resp.Model != "" {
+		model = resp.Model
+	}
+	run.AddEarlier(s.ctx, resp.Usage, s.spend(name, model, resp.Usage))
+}
+
+// respendSummary counts a compaction's summary replayed from the journal
+// as the run's own, under the provider and the model (as recorded) that
+// summarize counted it under when it was made.
+func (s *runState) respendSummary(resp provider.Response) {
+	s.usage = s.usage.Add(resp.Usage)
+	if resp.Usage.IsZero() {
+		return
+	}
+	p := s.r.p
+	if c := s.r.compaction; c != nil && c.Summarizer != nil {
+		p = c.Summarizer
+	}
+	name := ""
+	if n, ok := p.(provider.Namer); ok {
+		name = n.Name()
+	}
+	run.AddEarlier(s.ctx, resp.Usage, s.spend(name, resp.Model, resp.Usage))
 }

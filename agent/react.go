@@ -257,6 +257,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 		Compactions: s.compactions, Partial: s.partial}
 	out.Queued, out.Refused = run.Counts(ctx)
 	out.Cost, out.Unpriced = run.Cost(ctx)
+	out.Earlier, out.EarlierCost = run.Earlier(ctx)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 			// Whatever else went wrong, the caller cancelled: say so first.
@@ -389,7 +390,17 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 	replayed := false
 	if s.journal != nil {
 		stepKey = s.journal.stepKey(step)
-		resp, replayed = s.journal.answer(stepKey)
+		if resp, replayed = s.journal.answer(stepKey); replayed {
+			s.respendAnswer(resp)
+			// The run that recorded the answer may have had the provider
+			// refuse the request as too long first, and compacted: so
+			// does this one, with the summary it recorded.
+			if s.journal.has(s.summaryKey(step)) {
+				if err := s.fit(step, fixed, true); err != nil {
+					return "", false, err
+				}
+			}
+		}
 	}
 	for retried := false; !replayed; retried = true {
 		var began time.Time
@@ -613,7 +624,7 @@ func (s *runState) runCalls(stepKey string, calls []provider.ToolCall) (results 
 		results, err = s.r.tools.Execute(toolCtx, calls)
 		return results, nil, err
 	}
-	results, replayed = s.journal.replayed(stepKey, calls)
+	results, replayed = s.journal.replayed(s.ctx, stepKey, calls)
 	rec := &callRecorder{j: s.journal, step: stepKey, tools: s.r.tools, inner: s.traceHook, index: make(map[string]int, len(calls))}
 	todo := make([]provider.ToolCall, 0, len(calls))
 	for i, c := range calls {

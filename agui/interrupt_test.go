@@ -144,8 +144,9 @@ func TestAGUIInterruptAndResume(t *testing.T) {
 			if o2.Type != "" && o2.Type != "success" {
 				t.Fatalf("resumed outcome %s", fin2.Outcome)
 			}
-			// Its usage is its own calls only, not the replayed ones.
-			if diff := cmp.Diff(approvalUsage, usageOf(t, fin2.Usage), byModel); diff != "" {
+			// Its usage is the whole turn's: the calls of the run that
+			// asked, replayed and not paid again, and its own.
+			if diff := cmp.Diff(wholeApprovalUsage, usageOf(t, fin2.Usage), byModel); diff != "" {
 				t.Errorf("usage of the resumed run (-want +got):\n%s", diff)
 			}
 			if got := eventcheck.StartedRun(evs2, "cleaner"); got != cleaner {

@@ -130,6 +130,8 @@ func aguiSchedule(t *testing.T, path string, seed uint64, c *scheduleCounts) boo
 			fail("run %d ended with %s %s", round, last.Type, last.Message)
 			return false
 		}
+		// Each run reports the whole turn so far: the last one all of it.
+		usage = provider.Usage{}
 		for _, u := range usageOf(t, last.Usage) {
 			usage.Requests += u.Input / 10 // each answer is 10 tokens in
 		}

@@ -142,5 +142,13 @@ var approvalUsage = []tokenUsage{
 	{Provider: approvaltree.ProviderName, Model: "cleaner-model", Input: 10, Output: 2, Total: 12},
 }
 
+// wholeApprovalUsage is what the whole turn of the approval tree spends
+// over its two runs, which the run that resumes it reports.
+var wholeApprovalUsage = []tokenUsage{
+	{Provider: approvaltree.ProviderName, Model: "lead-model", Input: 20, Output: 4, Total: 24},
+	{Provider: approvaltree.ProviderName, Model: "janitor-model", Input: 20, Output: 4, Total: 24},
+	{Provider: approvaltree.ProviderName, Model: "cleaner-model", Input: 20, Output: 4, Total: 24},
+}
+
 // byModel compares usage entries whatever their order.
 var byModel = cmpopts.SortSlices(func(a, b tokenUsage) bool { return a.Model < b.Model })

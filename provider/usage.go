@@ -41,12 +41,12 @@ func (u Usage) String() string {
 // ModelUsage is the usage of one model of one provider.
 type ModelUsage struct {
 	// Provider is the provider's name (Namer), or "" when it has none.
-	Provider string
+	Provider string `json:"provider,omitempty"`
 	// Model is the model that answered, or "" when nobody said.
-	Model string
-	Usage Usage
+	Model string `json:"model,omitempty"`
+	Usage Usage  `json:"usage"`
 	// Cost is what Usage cost in US dollars, at the prices the run was
 	// given (agent.WithPrices); zero when it was given none, or none for
 	// this model.
-	Cost float64
+	Cost float64 `json:"cost,omitempty"`
 }

@@ -23,6 +23,12 @@ type Entry struct {
 	Value json.RawMessage `json:"value,omitempty"`
 	// Usage is what the invocation cost when it ran.
 	Usage provider.Usage `json:"usage"`
+	// Models is what the model calls made inside the invocation cost, per
+	// provider and model, priced, when they were counted (the part of
+	// Usage they do not cover was reported by a tool itself). A run of the
+	// turn that replays the entry counts them again in its ledger and
+	// cost, as spent before it.
+	Models []provider.ModelUsage `json:"models,omitempty"`
 }
 
 // Journal is the record of one parent turn's finished child invocations,

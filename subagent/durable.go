@@ -10,6 +10,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/journal"
+	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -339,22 +340,26 @@ func (t *SubAgentTool) journaled(ctx context.Context, js *journal.Scope, callID 
 	name := t.def.Name
 	key := js.Key(name, args)
 	if e, ok := js.J.Lookup(key); ok {
-		return t.replay(ctx, callID, e, op.ahead)
+		_, stable := journalInvocation(ctx, js, key)
+		return t.replay(ctx, callID, e, op.ahead, stable)
 	}
 	js.Enter()
 	cctx, stable := journalInvocation(ctx, js, key)
+	// The invocation's own ledger: what its model calls cost, per model,
+	// is recorded with it, for the run that replays it to count.
+	cctx, spent := ledger.With(cctx)
 	op.stable = stable
 	res, err := t.invokeNow(cctx, callID, args, in, op)
 	var wait func(context.Context) error
 	switch {
 	case err == nil:
-		e := store.Entry{Content: res.Content, Usage: res.Usage}
+		e := store.Entry{Content: res.Content, Usage: res.Usage, Models: spent.Entries()}
 		if res.Value != nil {
 			e.Value, _ = json.Marshal(res.Value) // a value JSON cannot hold is left out
 		}
 		wait = js.J.Start(key, e)
 	case recordable(err):
-		wait = js.J.Start(key, store.Entry{Error: err.Error(), Usage: res.Usage})
+		wait = js.J.Start(key, store.Entry{Error: err.Error(), Usage: res.Usage, Models: spent.Entries()})
 	}
 	var rerr error
 	for _, w := range js.Leave(wait) {
@@ -369,9 +374,20 @@ func (t *SubAgentTool) journaled(ctx context.Context, js *journal.Scope, callID 
 	return res, err
 }
 
-// replay returns a recorded invocation at zero usage, with the events of
-// one that ran.
-func (t *SubAgentTool) replay(ctx context.Context, callID string, e store.Entry, ahead *announced) (tool.Result, error) {
+// replay returns a recorded invocation, with the events of one that ran.
+// It is not paid for again: what it spent when it ran counts again, as
+// spent by an earlier run of the turn (ledger.Replay), in the Result's
+// Usage and on its terminal event.
+//
+// stable is the invocation's run id, the same as when it ran, so that a
+// viewer given every run of the turn finds it under the same node.
+func (t *SubAgentTool) replay(ctx context.Context, callID string, e store.Entry, ahead *announced, stable string) (tool.Result, error) {
+	ledger.Replay(ctx, e.Usage, e.Models)
+	spent := ledger.Encode(e.Models, e.Usage)
+	model := ""
+	if len(e.Models) > 0 {
+		model = e.Models[0].Model
+	}
 	em := event.From(ctx)
 	events := em.Enabled()
 	runID := ""
@@ -380,19 +396,19 @@ func (t *SubAgentTool) replay(ctx context.Context, callID string, e store.Entry,
 		ahead.used = true
 		em, events, runID = ahead.em, ahead.em.Enabled(), ahead.runID
 	} else if events {
-		_, runID = t.announceStart(ctx, em, callID, "")
+		_, runID = t.announceStart(ctx, em, callID, stable)
 	}
 	if e.Error != "" {
 		err := tool.Correctable(&replayed{msg: e.Error})
 		if events {
-			em.Emit(event.Event{Type: event.SubagentError, SubagentRunID: runID, Message: e.Error, Code: errorCode(err)})
+			em.Emit(event.Event{Type: event.SubagentError, SubagentRunID: runID, Message: e.Error, Code: errorCode(err), Usage: spent, Model: model})
 		}
-		return tool.Result{}, err
+		return tool.Result{Usage: e.Usage}, err
 	}
 	if events {
-		em.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: runID, Result: event.JSONString(e.Content)})
+		em.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: runID, Result: event.JSONString(e.Content), Usage: spent, Model: model})
 	}
-	res := tool.Result{Content: e.Content}
+	res := tool.Result{Content: e.Content, Usage: e.Usage}
 	if len(e.Value) > 0 {
 		res.Value = e.Value
 	}

@@ -42,8 +42,9 @@ func TestBackgroundJobReplaysFromTheJournal(t *testing.T) {
 		t.Fatalf("first run's child usage %+v, want the job's 10 tokens", first.ChildUsage)
 	}
 	second, p := run()
-	if n := len(p.RequestsFor(subagent.DefaultForkName)); n != 0 || second.ChildUsage != (provider.Usage{}) {
-		t.Fatalf("the replayed job ran its child %d times, child usage %+v; want none", n, second.ChildUsage)
+	// Not run again, and not paid again: counted, as spent before.
+	if n := len(p.RequestsFor(subagent.DefaultForkName)); n != 0 || second.ChildUsage != first.ChildUsage || second.Earlier != first.TotalUsage() {
+		t.Fatalf("the replayed job ran its child %d times, child usage %+v, %+v earlier; want none, the first run's %+v, all of it earlier", n, second.ChildUsage, second.Earlier, first.ChildUsage)
 	}
 	collected := false
 	for _, m := range second.Messages {

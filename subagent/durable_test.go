@@ -546,8 +546,10 @@ func TestFanOutResumesAfterSIGKILL(t *testing.T) {
 	if got := workerCalls.Load(); got != 100-finished {
 		t.Fatalf("the resumed turn ran %d workers, want the %d unfinished", got, 100-finished)
 	}
-	if res.ChildUsage.Requests != 100-finished {
-		t.Fatalf("the resumed turn counted %d child requests, want %d: a replayed child must cost nothing", res.ChildUsage.Requests, 100-finished)
+	// It reports the whole turn; the recorded children, paid for by the
+	// killed process, are not paid again but counted as spent before.
+	if res.ChildUsage.Requests != 100 || res.Earlier.Requests != finished {
+		t.Fatalf("the resumed turn counted %d child requests, %d of them earlier; want 100, the %d recorded earlier", res.ChildUsage.Requests, res.Earlier.Requests, finished)
 	}
 	answers := 0
 	for _, m := range res.Messages {
@@ -611,8 +613,8 @@ func TestSpawnedChildrenReplayFromTheJournal(t *testing.T) {
 		t.Fatalf("first run: %d children, %v; want 2 and a failure", n, err)
 	}
 	out, n, err := run(false)
-	if err != nil || n != 1 || out.ChildUsage.Requests != 1 {
-		t.Fatalf("resumed run: %d children ran, child usage %+v, %v; want only the unfinished one", n, out.ChildUsage, err)
+	if err != nil || n != 1 || out.ChildUsage.Requests != 2 || out.Earlier.Requests != 1 {
+		t.Fatalf("resumed run: %d children ran, child usage %+v (%+v earlier), %v; want only the unfinished one run, and both counted", n, out.ChildUsage, out.Earlier, err)
 	}
 }
 
@@ -655,8 +657,8 @@ func TestJournalWriteFailuresEndTheTurnAndResumeRunsTheRest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if workers.Load() != 100-recorded || out.ChildUsage.Requests != 100-recorded {
-		t.Fatalf("resume ran %d workers (usage %d requests), want the %d not recorded", workers.Load(), out.ChildUsage.Requests, 100-recorded)
+	if workers.Load() != 100-recorded || out.ChildUsage.Requests != 100 || out.Earlier.Requests != recorded {
+		t.Fatalf("resume ran %d workers (usage %d requests, %d earlier), want the %d not recorded run, and all 100 counted", workers.Load(), out.ChildUsage.Requests, out.Earlier.Requests, 100-recorded)
 	}
 }
 
@@ -752,8 +754,10 @@ func TestJournaledLeadReplaysItsDecisions(t *testing.T) {
 	if leadCalls.Load() != 2 || workerCalls.Load() != 2 {
 		t.Fatalf("resumed run: %d lead calls, %d worker calls; want 2 and 2", leadCalls.Load(), workerCalls.Load())
 	}
-	if out.Usage.Requests != 2 || out.ChildUsage.Requests != 2 {
-		t.Fatalf("resumed run counted %+v own and %+v child usage; want only what ran", out.Usage, out.ChildUsage)
+	// It reports the whole turn: six lead answers and five workers, seven
+	// of them replayed.
+	if out.Usage.Requests != 6 || out.ChildUsage.Requests != 5 || out.Earlier.Requests != 7 {
+		t.Fatalf("resumed run counted %+v own, %+v child usage, %+v earlier; want the whole turn, and what the first run spent as earlier", out.Usage, out.ChildUsage, out.Earlier)
 	}
 	var steps []string
 	for _, m := range out.Messages {

@@ -160,15 +160,19 @@ func TestApprovalDeepInTheTreeSuspendsAndResumes(t *testing.T) {
 			if got := last[len(last)-1].Content; !strings.Contains(got, tc.wantInChild) {
 				t.Errorf("the grandchild's model read %q, want it to mention %q", got, tc.wantInChild)
 			}
-			// Every scripted reply was used once: no model call was made twice,
-			// and usage over both runs counts each once.
+			// Every scripted reply was used once: no model call was made twice;
+			// the resumed run reports the whole turn, each call once, and
+			// marks what the first run spent as earlier.
 			for name, p := range map[string]*fake.Provider{"lead": a.leadP, "child": a.childP, "grandchild": a.grandP, "sibling": a.siblingP} {
 				if p.Remaining() != 0 {
 					t.Errorf("%s: %d scripted replies unused", name, p.Remaining())
 				}
 			}
-			if got := total(out1).Add(total(out2)).Requests; got != 7 {
-				t.Errorf("requests counted over both runs = %d, want 7 (each model call once)", got)
+			if got := total(out2).Requests; got != 7 {
+				t.Errorf("the resumed run counted %d requests, want the whole turn's 7 (each model call once)", got)
+			}
+			if out2.Earlier != total(out1) {
+				t.Errorf("the resumed run counted %+v as earlier, want the %+v the first run reported", out2.Earlier, total(out1))
 			}
 		})
 	}

@@ -108,18 +108,20 @@ func TestBackgroundJobAskingForApprovalSuspendsTheRun(t *testing.T) {
 	if p.Remaining() != 0 {
 		t.Errorf("%d scripted replies unused", p.Remaining())
 	}
-	// Each model call was made, and counted, once over both runs.
-	if got := out1.TotalUsage().Add(out2.TotalUsage()).Requests; got != 5 {
-		t.Errorf("requests counted over both runs = %d, want 5", got)
+	// Each model call was made once; the resumed run counts the whole
+	// turn, what the first run spent as earlier.
+	if got := out2.TotalUsage().Requests; got != 5 || out2.Earlier != out1.TotalUsage() {
+		t.Errorf("the resumed run counted %d requests, %+v earlier; want 5, the first run's %+v earlier", got, out2.Earlier, out1.TotalUsage())
 	}
 
 	// Run once more (as after a crash before the turn was reported): the
 	// finished job is answered from the journal, announced once, at no
-	// cost. (A fresh lead: this one keeps the turn it finished.)
+	// new cost: all it reports was spent before. (A fresh lead: this one
+	// keeps the turn it finished.)
 	lead = newLead(t, model, reg)
 	out3, ev3, err := run(ctx, append(ev1, ev2...)...)
-	if err != nil || out3.Answer != "all clean" || !out3.TotalUsage().IsZero() {
-		t.Fatalf("replayed run: %q, usage %v, %v", out3.Answer, out3.TotalUsage(), err)
+	if err != nil || out3.Answer != "all clean" || out3.TotalUsage() != out2.TotalUsage() || out3.Earlier != out3.TotalUsage() {
+		t.Fatalf("replayed run: %q, usage %v (%v earlier), %v; want the whole turn's %v, all earlier", out3.Answer, out3.TotalUsage(), out3.Earlier, err, out2.TotalUsage())
 	}
 	if got := eventcheck.StartedRun(ev3, fork); got != job || eventcheck.Outcome(ev3, job) == "(no SUBAGENT_FINISHED)" {
 		t.Errorf("the replayed job was announced as %q, want %q, and finished", got, job)

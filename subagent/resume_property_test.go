@@ -87,7 +87,8 @@ func runSchedule(t *testing.T, st *store.Store, seed uint64) bool {
 			t.Logf("run %d (crash at %d): %q %v; answers %d", round, crashAt, out.Answer, err, w.Answers())
 		}
 		cancel()
-		usage = usage.Add(out.TotalUsage())
+		// Each run reports the whole turn so far: the last one all of it.
+		usage = out.TotalUsage()
 		var in *tool.Interrupted
 		switch {
 		case err == nil:

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -64,6 +65,26 @@ func (l *Ledger) add(providerName, model string, u provider.Usage, dollars float
 		}
 	}
 	l.entries = append(l.entries, provider.ModelUsage{Provider: providerName, Model: model, Usage: u, Cost: dollars})
+}
+
+// Replay counts, under ctx, the work of a finished call replayed from a
+// journal — a tool call's result, a sub-agent's invocation — as spent
+// again by the run of ctx, without paying for it again: what each model of
+// it cost (models, as the call's own ledger had it when it finished) in the
+// ledgers of ctx and the run's cost (run.AddCost), and all of it, usage
+// included (whose part no model accounts for a tool reported itself), as
+// spent by an earlier run of the turn (run.AddEarlier). The caller folds
+// usage into its run's ChildUsage, as the result's Usage.
+func Replay(ctx context.Context, usage provider.Usage, models []provider.ModelUsage) {
+	var dollars float64
+	for _, m := range models {
+		if m.Cost > 0 {
+			run.AddCost(ctx, m.Cost, "")
+		}
+		Add(ctx, m.Provider, m.Model, m.Usage, m.Cost)
+		dollars += m.Cost
+	}
+	run.AddEarlier(ctx, usage, dollars)
 }
 
 // Entries returns the ledger's entries, one per provider and model, in the

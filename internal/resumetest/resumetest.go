@@ -315,13 +315,17 @@ func (w *World) Check(q *Questions, answer string) []string {
 	return problems
 }
 
-// CheckUsage reports usage, what the runs reported over all the rounds,
-// unless it counts every model answer once: all when every run reported
-// its usage, at most once each when some runs ended without a report.
+// CheckUsage reports usage, what the last run of the turn reported for
+// the whole turn, unless it counts every model answer once: the runs
+// before it spent part of it, which the last run counts from the journal
+// (agent.Output.Earlier) and reports, so that what the models billed is
+// what the turn reports. all is false when some runs ended with their
+// work lost (a new run cut short does its work again): then it counts
+// each answer at most once.
 func (w *World) CheckUsage(usage provider.Usage, all bool) []string {
 	want := int64(w.ModelAnswers())
 	if usage.Requests == want || !all && usage.Requests < want {
 		return nil
 	}
-	return []string{fmt.Sprintf("usage over all the runs %+v, want %d requests", usage, want)}
+	return []string{fmt.Sprintf("usage of the whole turn %+v, want %d requests, one per model answer", usage, want)}
 }

@@ -120,6 +120,11 @@ type scope struct {
 	// queued and refused count model calls that waited for admission and
 	// sub-agents a limit refused, in this run and the runs under it.
 	queued, refused atomic.Int64
+	// earlier and earlierCost are the part of the run's spending, and of
+	// cost, that earlier runs of its journaled turn made (AddEarlier),
+	// the sub-runs' included; changed under mu.
+	earlier     provider.Usage
+	earlierCost float64
 }
 
 // A Tally is something a run counts for its Output, its sub-agents' included.
@@ -245,6 +250,39 @@ func Cost(ctx context.Context) (float64, []string) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	return sc.cost, slices.Clone(sc.unpriced)
+}
+
+// AddEarlier records that u, which cost dollars, was spent by an earlier
+// run of the turn the run of ctx belongs to (before a resume or a
+// restart) and is counted again now from the turn's journal: a recorded
+// model answer, or a recorded tool call's result. It adds to the run of
+// ctx and every run it is inside, as AddCost does; the caller counts u in
+// its usage and its cost (AddCost) as if spent now, so that what a turn
+// spent, and its limits, carry on across runs, and this only says which
+// part of it came before.
+func AddEarlier(ctx context.Context, u provider.Usage, dollars float64) {
+	if u.IsZero() && dollars == 0 {
+		return
+	}
+	for sc := from(ctx).scope; sc != nil; sc = sc.up {
+		sc.mu.Lock()
+		sc.earlier = sc.earlier.Add(u)
+		sc.earlierCost += dollars
+		sc.mu.Unlock()
+	}
+}
+
+// Earlier returns the part of what the run of ctx has spent, its
+// sub-runs' included, that earlier runs of its turn spent (AddEarlier),
+// and what that part cost.
+func Earlier(ctx context.Context) (provider.Usage, float64) {
+	sc := from(ctx).scope
+	if sc == nil {
+		return provider.Usage{}, 0
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.earlier, sc.earlierCost
 }
 
 // Counts returns what the run of ctx has counted so far, its sub-agents'
