@@ -18,9 +18,9 @@ import (
 	"log"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"github.com/deputy-go/deputy/agent"
-	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/store/memory"
@@ -29,16 +29,19 @@ import (
 )
 
 func main() {
-	if err := run(context.Background(), os.Stdin, os.Stdout); err != nil {
+	if err := run(context.Background(), os.Stdin, os.Stdout, "fresh"); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func call(id, name, args string) provider.ToolCall {
-	return provider.ToolCall{ID: id, Name: name, Arguments: json.RawMessage(args)}
+func call(name, args string) provider.ToolCall {
+	return provider.ToolCall{Name: name, Arguments: json.RawMessage(args)}
 }
 
-func run(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
+// run asks on stdin and stdout; ids says how the scripted models name
+// their calls: "fresh" (a new id every time, as real models do), "none"
+// (no ids, as some servers send) or "restart" (call_0 in every reply).
+func run(ctx context.Context, stdin io.Reader, stdout io.Writer, ids string) error {
 	// The journal of the turn lives in a store: in memory here, where the
 	// question is answered in the same process; a program that resumes
 	// after a restart keeps it in a file (sqlite.Open) or PostgreSQL.
@@ -48,20 +51,29 @@ func run(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 	}
 	defer st.Close()
 
-	// The scripted models. The loop journals their answers, and replays
-	// them when the turn runs again, so each is asked once.
-	model := fake.NewProvider(
-		fake.Calls(call("ops-1", "janitor", `{"task":"free disk space on /var"}`)).For("ops"),
-		fake.Calls(call("jan-1", "delete_logs", `{"dir":"/var/log/old"}`)).For("janitor"),
-		fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
-			last := req.Messages[len(req.Messages)-1].Content
-			return provider.Response{Message: provider.AssistantMessage("Result: " + last)}, nil
-		}).For("janitor"),
-		fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
-			last := req.Messages[len(req.Messages)-1].Content
-			return provider.Response{Message: provider.AssistantMessage("Janitor says: " + last)}, nil
-		}).For("ops"),
-	)
+	// The scripted models answer the conversation they are sent, as real
+	// models do, and name their calls afresh every time. The loop
+	// journals their answers, and replays them when the turn runs again,
+	// so each is asked once: the program counts what they were asked.
+	var calls [2]atomic.Int64 // ops, janitor
+	model := func(who int, next func() provider.ToolCall, reply string) provider.Provider {
+		return provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+			n := calls[who].Add(1)
+			if last := req.Messages[len(req.Messages)-1]; last.Role == provider.RoleTool {
+				return provider.Response{Message: provider.AssistantMessage(reply + last.Content)}, nil
+			}
+			c := next()
+			switch ids {
+			case "fresh":
+				c.ID = fmt.Sprintf("call_%d_%d", who, n)
+			case "restart":
+				c.ID = "call_0"
+			}
+			return provider.Response{Message: provider.AssistantMessage("", c)}, nil
+		})
+	}
+	opsModel := model(0, func() provider.ToolCall { return call("janitor", `{"task":"free disk space on /var"}`) }, "Janitor says: ")
+	janitorModel := model(1, func() provider.ToolCall { return call("delete_logs", `{"dir":"/var/log/old"}`) }, "Result: ")
 
 	deleteLogs, err := tool.New("delete_logs", "Deletes the log files in a directory.", func(ctx context.Context, in struct {
 		Dir string `json:"dir"`
@@ -74,13 +86,13 @@ func run(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 	}
 	janitor, err := subagent.FromFactory("janitor", "Frees disk space.",
 		func(ctx context.Context, _ json.RawMessage) (agent.Agent, error) {
-			return agent.NewReact(model, agent.WithName("janitor"),
+			return agent.NewReact(janitorModel, agent.WithName("janitor"),
 				agent.WithTools(tool.RequireApproval(deleteLogs, "deletes files for good", 0)))
 		})
 	if err != nil {
 		return err
 	}
-	ops, err := agent.NewReact(model, agent.WithName("ops"), agent.WithTools(janitor))
+	ops, err := agent.NewReact(opsModel, agent.WithName("ops"), agent.WithTools(janitor))
 	if err != nil {
 		return err
 	}
@@ -100,6 +112,7 @@ func run(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 				return err
 			}
 			fmt.Fprintln(stdout, "answer:", out.Answer)
+			fmt.Fprintf(stdout, "model calls: ops %d, janitor %d (the answers before the question were replayed, not asked again)\n", calls[0].Load(), calls[1].Load())
 			return nil
 		}
 		var given []tool.Answer
