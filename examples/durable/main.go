@@ -130,7 +130,12 @@ func run(w io.Writer, db string, crashAfter int, ids string) error {
 	fmt.Fprintf(w, "replayed from the journal (no model call): %d workers, chapters %v\n", len(replayed), replayed)
 	fmt.Fprintf(w, "ran: %d workers, chapters %v\n", len(ran), ran)
 	fmt.Fprintf(w, "model calls in run 2: lead %d (its plan came from the journal), workers %d\n", lm.calls.Load(), len(ws.calls()))
-	fmt.Fprintf(w, "usage in run 2: lead %d requests, workers %d requests, %d tokens\n", out.Usage.Requests, out.ChildUsage.Requests, out.ChildUsage.Tokens())
+	// The run reports the whole turn: what run 1 paid for, counted from
+	// the journal (Output.Earlier), and what it paid for itself.
+	all := out.TotalUsage()
+	fmt.Fprintf(w, "usage of the whole turn: lead %d requests, workers %d requests, %d tokens\n", out.Usage.Requests, out.ChildUsage.Requests, all.Tokens())
+	fmt.Fprintf(w, "of which run 1 spent (counted from the journal, not paid again): %d requests, %d tokens\n", out.Earlier.Requests, out.Earlier.Tokens())
+	fmt.Fprintf(w, "paid in run 2: %d requests, %d tokens\n", all.Requests-out.Earlier.Requests, all.Tokens()-out.Earlier.Tokens())
 	fmt.Fprintln(w, "answer:", out.Answer)
 	// A turn that ended, not suspended for a person's answer, has no more
 	// use for its journal.

@@ -67,7 +67,10 @@ func TestDurable(t *testing.T) {
 				fmt.Sprintf("replayed from the journal (no model call): %d workers, chapters %v", tt.k, finished),
 				fmt.Sprintf("ran: %d workers, chapters %v", n, rest),
 				fmt.Sprintf("model calls in run 2: lead 1 (its plan came from the journal), workers %d", n),
-				fmt.Sprintf("usage in run 2: lead 1 requests, workers %d requests, %d tokens", n, n*430),
+				// The lead's plan is 240 tokens, its answer 840, a worker 430.
+				"usage of the whole turn: lead 2 requests, workers 20 requests, 9680 tokens",
+				fmt.Sprintf("of which run 1 spent (counted from the journal, not paid again): %d requests, %d tokens", tt.k+1, 240+tt.k*430),
+				fmt.Sprintf("paid in run 2: %d requests, %d tokens", n+1, 840+n*430),
 				"answer: The report in 20 chapter summaries: revenue grew, costs fell.",
 				"the turn ended and its journal was deleted: it holds 0 entries",
 			}, "\n") + "\n"
