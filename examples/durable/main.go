@@ -202,10 +202,12 @@ func crash(db string, k int, ids string) {
 	case <-time.After(time.Minute):
 		log.Fatalf("only %d of %d workers finished in a minute", finished.Load(), k)
 	}
-	// The lead records a worker's result in the journal as the worker
-	// returns it; give the last one a moment to be queued, and let Close
-	// wait for the writes in flight. Then die without cleaning up.
-	time.Sleep(200 * time.Millisecond)
+	// The lead queues a worker's result for the journal as the worker
+	// returns it, a few steps after the event, with no wait between: give
+	// the last one ample time to be queued (the others hold no lock it
+	// needs), and let Close wait for the writes in flight. Then die
+	// without cleaning up.
+	time.Sleep(500 * time.Millisecond)
 	st.Close()
 	fmt.Printf("run 1: workers of chapters %v finished; the other %d were still waiting for their model\n", ws.answered(), len(ws.calls())-k)
 	p, _ := os.FindProcess(os.Getpid())
