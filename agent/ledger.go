@@ -44,6 +44,12 @@ func (s *runState) price(req provider.Request, resp provider.Response) float64 {
 // ledger, priced at the run's prices, and to its cost, and returns what it
 // cost (0 when unpriced).
 func (s *runState) spend(providerName, model string, u provider.Usage) float64 {
+	return s.count(providerName, model, u, false)
+}
+
+// count is spend; earlier marks u as spent by an earlier run of the turn
+// (see respendAnswer).
+func (s *runState) count(providerName, model string, u provider.Usage, earlier bool) float64 {
 	dollars, priced := run.Price(s.ctx, providerName, model, u)
 	unpriced := ""
 	if !priced && run.Priced(s.ctx) {
@@ -55,7 +61,12 @@ func (s *runState) spend(providerName, model string, u provider.Usage) float64 {
 	if priced || unpriced != "" {
 		run.AddCost(s.ctx, dollars, unpriced)
 	}
-	ledger.Add(s.ctx, providerName, model, u, dollars)
+	if earlier {
+		ledger.AddEarlier(s.ctx, providerName, model, u, dollars)
+		run.AddEarlier(s.ctx, u, dollars)
+	} else {
+		ledger.Add(s.ctx, providerName, model, u, dollars)
+	}
 	return dollars
 }
 
@@ -73,6 +84,7 @@ func (s *runState) spend(providerName, model string, u provider.Usage) float64 {
 // the run's model gave an earlier run of the turn, as the run's own.
 func (s *runState) respendAnswer(resp provider.Response) {
 	s.usage = s.usage.Add(resp.Usage)
+	s.ownEarlier = s.ownEarlier.Add(resp.Usage)
 	if resp.Usage.IsZero() {
 		return
 	}
@@ -80,7 +92,7 @@ func (s *runState) respendAnswer(resp provider.Response) {
 	if resp.Model != "" {
 		model = resp.Model
 	}
-	run.AddEarlier(s.ctx, resp.Usage, s.spend(name, model, resp.Usage))
+	s.count(name, model, resp.Usage, true)
 }
 
 // respendSummary counts a compaction's summary replayed from the journal
@@ -88,6 +100,7 @@ func (s *runState) respendAnswer(resp provider.Response) {
 // summarize counted it under when it was made.
 func (s *runState) respendSummary(resp provider.Response) {
 	s.usage = s.usage.Add(resp.Usage)
+	s.ownEarlier = s.ownEarlier.Add(resp.Usage)
 	if resp.Usage.IsZero() {
 		return
 	}
@@ -99,5 +112,5 @@ func (s *runState) respendSummary(resp provider.Response) {
 	if n, ok := p.(provider.Namer); ok {
 		name = n.Name()
 	}
-	run.AddEarlier(s.ctx, resp.Usage, s.spend(name, resp.Model, resp.Usage))
+	s.count(name, resp.Model, resp.Usage, true)
 }

@@ -181,15 +181,16 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	events := em.Enabled()
 	runID := id.New("run_")
 	tr := r.tracerFor(ctx)
+	var s *runState
 	if tr != nil {
 		var span trace.Span
 		ctx, span = startRunSpan(ctx, tr, r, runID)
-		defer func() { endRunSpan(span, out, err) }()
+		defer func() { endRunSpan(span, out, s.ownEarlier, err) }()
 	}
 	ctx = run.Start(ctx, runID, r.name, r.tokenLimit)
 	run.SetPrices(ctx, r.prices)
 	run.SetCostLimit(ctx, r.costLimit)
-	s := &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, em: em, events: events, tracer: tr,
+	s = &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, em: em, events: events, tracer: tr,
 		schema: in.ResponseSchema, cacheKey: in.CacheKey, limit: run.Limit(ctx)}
 	if s.schema == nil && r.output != nil {
 		s.schema = r.output.schema.Raw()
@@ -298,6 +299,9 @@ type runState struct {
 	msgs    []provider.Message
 	usage   provider.Usage
 	child   provider.Usage
+	// ownEarlier is the part of usage replayed from the journal: the
+	// model answers and summaries an earlier run of the turn paid for.
+	ownEarlier provider.Usage
 	// start is where the run's own messages begin in msgs, bytes what
 	// msgs weigh (msgBytes), and reported and reportedBytes the last
 	// reply's reported tokens and the bytes they covered (see kept).

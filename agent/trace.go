@@ -27,10 +27,18 @@ const (
 	AttrSubagentRunID = attribute.Key("deputy.subagent.run.id")
 	// AttrSubtreeInputTokens and AttrSubtreeOutputTokens are the tokens of
 	// an invoke_agent span's whole subtree: the run's own model calls and
-	// its sub-agents'. gen_ai.usage.* on the same span counts the run's own
-	// calls only, so that a backend summing spans counts each token once.
+	// its sub-agents', over the whole journaled turn (Output.TotalUsage).
+	// gen_ai.usage.* on the same span counts the calls the run itself paid
+	// for only — not its sub-agents', nor answers an earlier run of the
+	// turn paid for and this one replayed — so that a backend summing
+	// spans, over every run of a turn, counts each token once.
 	AttrSubtreeInputTokens  = attribute.Key("deputy.subtree.input_tokens")
 	AttrSubtreeOutputTokens = attribute.Key("deputy.subtree.output_tokens")
+	// AttrEarlierInputTokens and AttrEarlierOutputTokens are the part of
+	// the subtree's tokens that earlier runs of a journaled turn spent, and
+	// this run counted from the journal (Output.Earlier); set when not zero.
+	AttrEarlierInputTokens  = attribute.Key("deputy.earlier.input_tokens")
+	AttrEarlierOutputTokens = attribute.Key("deputy.earlier.output_tokens")
 	// AttrCost is what a span's work cost in US dollars, at the run's
 	// prices (WithPrices): on an invoke_agent span, the whole subtree's;
 	// on a chat span, the one model call's. It is set only when the
@@ -45,9 +53,11 @@ const (
 //     gen_ai.agent.name, the run id (AttrRunID), gen_ai.request.model (the
 //     agent's model, else the provider's default when the provider has a
 //     Model method), and, at its end, gen_ai.usage.input_tokens and
-//     gen_ai.usage.output_tokens of the run's own model calls, with the
-//     totals of its sub-agents' included under AttrSubtreeInputTokens and
-//     AttrSubtreeOutputTokens;
+//     gen_ai.usage.output_tokens of the model calls the run made (answers
+//     replayed from a journal left out), with the totals of the whole
+//     turn, its sub-agents' included, under AttrSubtreeInputTokens and
+//     AttrSubtreeOutputTokens, and the part of them earlier runs of the
+//     turn spent under AttrEarlierInputTokens and AttrEarlierOutputTokens;
 //   - a span per model call, "chat <model>" (or "chat" when the model is
 //     the provider's default), with gen_ai.request.model,
 //     gen_ai.response.model, gen_ai.response.finish_reasons and the usage;
@@ -138,12 +148,18 @@ func startRunSpan(ctx context.Context, tr trace.Tracer, r *React, runID string) 
 	return tr.Start(ctx, "invoke_agent "+r.name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 }
 
-func endRunSpan(span trace.Span, out Output, err error) {
-	own, all := out.Usage, out.TotalUsage()
+// endRunSpan ends a run's span with its outcome; replayed is the part of
+// out.Usage the run replayed from its turn's journal.
+func endRunSpan(span trace.Span, out Output, replayed provider.Usage, err error) {
+	all := out.TotalUsage()
 	span.SetAttributes(
-		semconv.GenAIUsageInputTokens(int(own.InputTokens)), semconv.GenAIUsageOutputTokens(int(own.OutputTokens)),
+		semconv.GenAIUsageInputTokens(int(out.Usage.InputTokens-replayed.InputTokens)),
+		semconv.GenAIUsageOutputTokens(int(out.Usage.OutputTokens-replayed.OutputTokens)),
 		AttrSubtreeInputTokens.Int64(all.InputTokens), AttrSubtreeOutputTokens.Int64(all.OutputTokens),
 	)
+	if e := out.Earlier; !e.IsZero() {
+		span.SetAttributes(AttrEarlierInputTokens.Int64(e.InputTokens), AttrEarlierOutputTokens.Int64(e.OutputTokens))
+	}
 	if out.Cost > 0 {
 		span.SetAttributes(AttrCost.Float64(out.Cost))
 	}

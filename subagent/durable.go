@@ -383,7 +383,7 @@ func (t *SubAgentTool) journaled(ctx context.Context, js *journal.Scope, callID 
 // viewer given every run of the turn finds it under the same node.
 func (t *SubAgentTool) replay(ctx context.Context, callID string, e store.Entry, ahead *announced, stable string) (tool.Result, error) {
 	ledger.Replay(ctx, e.Usage, e.Models)
-	spent := ledger.Encode(e.Models, e.Usage)
+	spent := ledger.Encode(e.Models, e.Usage, true)
 	model := ""
 	if len(e.Models) > 0 {
 		model = e.Models[0].Model

@@ -23,7 +23,15 @@ import (
 //
 // It reads the SUBAGENT_* events and the arguments the spawning tool calls
 // stream (TOOL_CALL_ARGS), and passes every event on to the sink it wraps,
-// so a server can keep its own. It is safe for concurrent use, and may be
+// so a server can keep its own.
+//
+// A journaled turn that asks a question and is resumed runs more than
+// once: give the Tree every run of it, the first and each resume, and it
+// holds the whole turn. An invocation a resumed run continues (its run id
+// is the same) is the same Node, and its Usage, like each run's, is what
+// it spent over the whole turn, what it spent before the resume included
+// (see agent.Output.Earlier); an invocation that finished before the
+// resume keeps the Node and the usage its first run gave it. It is safe for concurrent use, and may be
 // read while the run goes on.
 //
 // What it keeps is bounded by the run: one Node per invocation, and the
@@ -91,6 +99,12 @@ type Node struct {
 	// sub-agents' included. The events carry tokens, not requests:
 	// Requests is 0.
 	Usage []provider.ModelUsage
+	// Earlier is the part of Usage's tokens, and EarlierCost the part of
+	// its cost, that earlier runs of a journaled turn spent — before the
+	// question the turn was resumed after, or before a restart — and the
+	// run that reported it counted from the journal (agent.Output.Earlier).
+	Earlier     provider.Usage
+	EarlierCost float64
 	// Started and Finished are when the invocation started and ended (the
 	// events' timestamps, or when the Tree saw them); Finished is zero
 	// while it runs.
@@ -188,6 +202,18 @@ func (t *Tree) record(e event.Event) {
 		delete(t.args, e.ToolCallID)
 		delete(t.done, e.ToolCallID)
 	case event.SubagentStarted:
+		if n := t.byRun[e.SubagentRunID]; n != nil && e.SubagentRunID != "" {
+			// A resumed run of the turn continues the invocation: the
+			// same node, running again; its terminal event reports what
+			// it spent over the whole turn.
+			n.State, n.Finished, n.Error, n.Code = StateRunning, time.Time{}, "", ""
+			n.ToolCallID = e.ParentToolCallID
+			if a, ok := t.done[e.ParentToolCallID]; ok {
+				n.Arguments = a
+				delete(t.done, e.ParentToolCallID)
+			}
+			return
+		}
 		n := &Node{RunID: e.SubagentRunID, Name: e.Name, ToolCallID: e.ParentToolCallID, State: StateRunning, Started: when(e)}
 		if a, ok := t.done[e.ParentToolCallID]; ok {
 			n.Arguments = a
@@ -206,7 +232,7 @@ func (t *Tree) record(e event.Event) {
 		}
 		n.Finished = when(e)
 		n.Model = e.Model
-		n.Usage = decodeUsage(e.Usage)
+		n.Usage, n.Earlier, n.EarlierCost = decodeUsage(e.Usage)
 		switch {
 		case e.Type == event.SubagentError && e.Code == "cancelled":
 			n.State, n.Error, n.Code = StateCancelled, e.Message, e.Code
@@ -259,24 +285,33 @@ func (t *Tree) admission(e event.Event) {
 	}
 }
 
-// decodeUsage reads the AG-UI TokenUsage array an event carries.
-func decodeUsage(raw json.RawMessage) []provider.ModelUsage {
-	var in []struct {
-		Provider    string  `json:"provider"`
-		Model       string  `json:"model"`
+// decodeUsage reads the AG-UI TokenUsage array an event carries, and the
+// part of it earlier runs of the turn spent (see agent.Output.Earlier).
+func decodeUsage(raw json.RawMessage) (usage []provider.ModelUsage, earlier provider.Usage, earlierCost float64) {
+	type counts struct {
 		Input       int64   `json:"inputTokens"`
 		Output      int64   `json:"outputTokens"`
 		CachedInput int64   `json:"cachedInputTokens"`
 		CacheWrite  int64   `json:"cacheWriteInputTokens"`
 		Cost        float64 `json:"costUsd"`
 	}
+	var in []struct {
+		Provider string `json:"provider"`
+		Model    string `json:"model"`
+		counts
+		Earlier *counts `json:"earlier"`
+	}
 	if len(raw) == 0 || json.Unmarshal(raw, &in) != nil {
-		return nil
+		return nil, earlier, 0
 	}
-	out := make([]provider.ModelUsage, len(in))
+	usage = make([]provider.ModelUsage, len(in))
 	for i, u := range in {
-		out[i] = provider.ModelUsage{Provider: u.Provider, Model: u.Model, Usage: provider.Usage{
+		usage[i] = provider.ModelUsage{Provider: u.Provider, Model: u.Model, Usage: provider.Usage{
 			InputTokens: u.Input, OutputTokens: u.Output, CacheReadTokens: u.CachedInput, CacheWriteTokens: u.CacheWrite}, Cost: u.Cost}
+		if e := u.Earlier; e != nil {
+			earlier = earlier.Add(provider.Usage{InputTokens: e.Input, OutputTokens: e.Output, CacheReadTokens: e.CachedInput, CacheWriteTokens: e.CacheWrite})
+			earlierCost += e.Cost
+		}
 	}
-	return out
+	return usage, earlier, earlierCost
 }

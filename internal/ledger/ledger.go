@@ -23,6 +23,9 @@ type Ledger struct {
 	mu      sync.Mutex
 	entries []provider.ModelUsage  // in the order each provider and model first appeared
 	first   [1]provider.ModelUsage // entries' first backing array: most invocations use one model
+	// earlier is the part of entries that earlier runs of a journaled
+	// turn spent (Replay, AddEarlier), by the same index; nil while none.
+	earlier []provider.ModelUsage
 }
 
 type key struct{}
@@ -50,21 +53,43 @@ func Add(ctx context.Context, providerName, model string, u provider.Usage, doll
 		return
 	}
 	for l := From(ctx); l != nil; l = l.parent {
-		l.add(providerName, model, u, dollars)
+		l.add(providerName, model, u, dollars, false)
 	}
 }
 
-func (l *Ledger) add(providerName, model string, u provider.Usage, dollars float64) {
+// AddEarlier is Add for usage an earlier run of the journaled turn spent,
+// which a run replays from the journal: it counts in the entries as any
+// other, and is marked as earlier (see Encode).
+func AddEarlier(ctx context.Context, providerName, model string, u provider.Usage, dollars float64) {
+	if u.IsZero() {
+		return
+	}
+	for l := From(ctx); l != nil; l = l.parent {
+		l.add(providerName, model, u, dollars, true)
+	}
+}
+
+func (l *Ledger) add(providerName, model string, u provider.Usage, dollars float64, earlier bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for i := range l.entries {
+	i := 0
+	for ; i < len(l.entries); i++ {
 		if e := &l.entries[i]; e.Provider == providerName && e.Model == model {
 			e.Usage = e.Usage.Add(u)
 			e.Cost += dollars
-			return
+			break
 		}
 	}
-	l.entries = append(l.entries, provider.ModelUsage{Provider: providerName, Model: model, Usage: u, Cost: dollars})
+	if i == len(l.entries) {
+		l.entries = append(l.entries, provider.ModelUsage{Provider: providerName, Model: model, Usage: u, Cost: dollars})
+	}
+	if earlier {
+		for len(l.earlier) <= i {
+			l.earlier = append(l.earlier, provider.ModelUsage{})
+		}
+		l.earlier[i].Usage = l.earlier[i].Usage.Add(u)
+		l.earlier[i].Cost += dollars
+	}
 }
 
 // Replay counts, under ctx, the work of a finished call replayed from a
@@ -81,7 +106,7 @@ func Replay(ctx context.Context, usage provider.Usage, models []provider.ModelUs
 		if m.Cost > 0 {
 			run.AddCost(ctx, m.Cost, "")
 		}
-		Add(ctx, m.Provider, m.Model, m.Usage, m.Cost)
+		AddEarlier(ctx, m.Provider, m.Model, m.Usage, m.Cost)
 		dollars += m.Cost
 	}
 	run.AddEarlier(ctx, usage, dollars)
@@ -102,7 +127,7 @@ func (l *Ledger) Entries() []provider.ModelUsage {
 // of its first entry ("" when it has none).
 func (l *Ledger) Spent(reported provider.Usage) (json.RawMessage, string) {
 	if l == nil {
-		return Encode(nil, reported), ""
+		return encode(nil, nil, reported), ""
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -110,7 +135,7 @@ func (l *Ledger) Spent(reported provider.Usage) (json.RawMessage, string) {
 	if len(l.entries) > 0 {
 		model = l.entries[0].Model
 	}
-	return Encode(l.entries, reported), model
+	return encode(l.entries, l.earlier, reported), model
 }
 
 // Total returns the sum of the entries.
@@ -123,20 +148,42 @@ func (l *Ledger) Total() provider.Usage {
 }
 
 // JSON is the usage of an event: one AG-UI TokenUsage per provider and
-// model for the model calls in l (nil: none), calls replayed from a journal
-// left out. Usage reported that no call in l accounts for (an agent that
+// model for the model calls in l (nil: none). Usage reported that no call in l accounts for (an agent that
 // calls its model itself) is one more entry, without provider and model.
 // Nil when nothing was spent.
+//
+// A journaled turn that runs more than once reports the whole turn: what
+// the runs before this one spent is in the entries, and, per entry, under
+// "earlier" (an object with the same counts), the part of it they spent.
 func JSON(l *Ledger, reported provider.Usage) json.RawMessage {
-	return Encode(l.Entries(), reported)
+	json, _ := l.Spent(reported)
+	return json
 }
 
-// Encode is JSON for entries already taken from a ledger.
-func Encode(entries []provider.ModelUsage, reported provider.Usage) json.RawMessage {
+// Encode is JSON for entries already taken from a ledger, all of them
+// spent by earlier runs of the turn when earlier is set (a replayed
+// invocation's).
+func Encode(entries []provider.ModelUsage, reported provider.Usage, earlier bool) json.RawMessage {
+	if earlier {
+		return encode(entries, entries, reported)
+	}
+	return encode(entries, nil, reported)
+}
+
+// encode is Encode with the earlier part of each entry, by index.
+func encode(entries, earlier []provider.ModelUsage, reported provider.Usage) json.RawMessage {
 	var b []byte
 	var seen provider.Usage
-	for _, e := range entries {
+	for i, e := range entries {
 		b = appendTokenUsage(b, e.Provider, e.Model, e.Usage, e.Cost)
+		if i < len(earlier) && !earlier[i].Usage.IsZero() {
+			// The entry's closing brace gives way to the earlier part.
+			b = append(b[:len(b)-1], `,"earlier"`...)
+			n := len(b)
+			b = appendTokenUsage(b, "", "", earlier[i].Usage, earlier[i].Cost)
+			b[n] = ':' // not the comma that begins an entry
+			b = append(b, '}')
+		}
 		seen = seen.Add(e.Usage)
 	}
 	rest := provider.Usage{
