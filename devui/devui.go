@@ -11,6 +11,11 @@
 // sub-agents, its task or answer edited, the rest of the turn kept
 // (WithRerun).
 //
+// A node's tokens and cost are those of the whole turn: after a resume,
+// what it spent before the question too (the events of the resumed run
+// report the whole turn, and mark the part before it, which the node
+// shows); a re-run's lead shows what the re-run spent.
+//
 //	h, _ := agui.NewPerRequest(build, agui.WithThreads(st))
 //	v, _ := devui.New(h, devui.WithStore(st))
 //	mux.Handle("/agui", h)

@@ -14,6 +14,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agui"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/internal/outcome"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
@@ -157,7 +158,11 @@ func (d *Handler) serveRerun(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	out := &frames{w: w, rc: http.NewResponseController(w)}
-	ctx := event.WithThread(event.WithSink(r.Context(), event.Stamped(out)), req.ThreadID)
+	// The re-run's ledger: what its model calls spend, the lead's and the
+	// sub-agents', is its RUN_FINISHED's usage, as the AG-UI handler
+	// reports a run's.
+	ctx, spent := ledger.With(r.Context())
+	ctx = event.WithThread(event.WithSink(ctx, event.Stamped(spending{out, spent})), req.ThreadID)
 	if child != nil {
 		// The child goes on from its call, edited; the lead from its call
 		// to the child, answered with what the child answers now.
@@ -169,7 +174,7 @@ func (d *Handler) serveRerun(w http.ResponseWriter, r *http.Request) {
 			// ends there, as a run that waits would (nothing waits: a
 			// re-run is not a run of the thread).
 			its, _ := json.Marshal(asked.Interrupts)
-			out.Emit(event.Event{Type: event.RunFinished, ThreadID: req.ThreadID, RunID: req.RunID, Outcome: outcome.Interrupt(its)})
+			out.Emit(event.Event{Type: event.RunFinished, ThreadID: req.ThreadID, RunID: req.RunID, Outcome: outcome.Interrupt(its), Usage: ledger.JSON(spent, provider.Usage{})})
 			d.record(r.Context(), owner, req, turn, out)
 			return
 		case cerr != nil && !tool.IsCorrectable(cerr):
@@ -434,6 +439,20 @@ func cut(msgs []provider.Message, req rerunRequest, turn int) ([]provider.Messag
 
 // frames writes events as server-sent events, one frame each, flushed, and
 // keeps them up to MaxRunLogBytes.
+// spending passes a re-run's events on to next, its RUN_FINISHED with
+// what the re-run spent (the lead's own carries no usage).
+type spending struct {
+	next  event.Sink
+	spent *ledger.Ledger
+}
+
+func (s spending) Emit(e event.Event) {
+	if e.Type == event.RunFinished && len(e.Usage) == 0 && e.SubagentRunID == "" {
+		e.Usage = ledger.JSON(s.spent, provider.Usage{})
+	}
+	s.next.Emit(e)
+}
+
 type frames struct {
 	mu        sync.Mutex
 	w         io.Writer

@@ -462,16 +462,20 @@ function rerunForm(tree, n, cancel) {
 // meta is a node's one line of figures: wall time, tokens, cached share,
 // cost and model.
 function meta(n) {
-  let input = 0, output = 0, cached = 0, cost = 0;
+  // A resumed turn reports the whole turn; "earlier" is the part of each
+  // entry its runs before the resume spent.
+  let input = 0, output = 0, cached = 0, cost = 0, before = 0;
   for (const u of n.usage || []) {
     input += u.inputTokens || 0;
     output += u.outputTokens || 0;
     cached += u.cachedInputTokens || 0;
     cost += u.costUsd || 0;
+    if (u.earlier) before += (u.earlier.inputTokens || 0) + (u.earlier.outputTokens || 0);
   }
   const parts = [];
   if (n.started) parts.push(`${(((n.finished || Date.now()) - n.started) / 1000).toFixed(2)} s`);
   parts.push(`${input} in, ${output} out`);
+  if (before) parts.push(`${before} of them before the resume`);
   if (cached) parts.push(`${Math.round((100 * cached) / input)}% cached`);
   if (cost) parts.push(`$${cost.toFixed(6)}`);
   if (n.model) parts.push(n.model);
