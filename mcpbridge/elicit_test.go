@@ -3,6 +3,7 @@ package mcpbridge_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -56,10 +57,10 @@ func newBank(t *testing.T, id func(int64) string, opts ...mcpbridge.ServerOption
 	model := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
 		n := b.model.Add(1)
 		if last := req.Messages[len(req.Messages)-1]; last.Role == provider.RoleTool {
-			return provider.Response{Message: provider.AssistantMessage("done: " + last.Content)}, nil
+			return provider.Response{Message: provider.AssistantMessage("done: " + last.Content), Usage: provider.Usage{Requests: 1, InputTokens: 20, OutputTokens: 3}}, nil
 		}
 		call := provider.ToolCall{ID: id(n), Name: "transfer", Arguments: json.RawMessage(`{"amount":100}`)}
-		return provider.Response{Message: provider.AssistantMessage("", call)}, nil
+		return provider.Response{Message: provider.AssistantMessage("", call), Usage: provider.Usage{Requests: 1, InputTokens: 10, OutputTokens: 2}}, nil
 	})
 	payer, err := subagent.FromFactory("payer", "Pays what it is asked to.", func(context.Context, json.RawMessage) (agent.Agent, error) {
 		return agent.NewReact(model, agent.WithName("payer"), agent.WithTools(transfer))
@@ -146,6 +147,14 @@ func TestAnApprovalIsAskedThroughElicitationAndRunsOnce(t *testing.T) {
 				// the model once more, after the transfer.
 				if n := b.model.Load(); n != 2 {
 					t.Errorf("%d model calls, want 2", n)
+				}
+				// What the call spent, both rounds, is reported once.
+				var usage map[string]float64
+				if err := json.Unmarshal([]byte(jsonOf(t, res.Meta[mcpbridge.UsageMetaKey])), &usage); err != nil {
+					t.Fatal(err)
+				}
+				if want := map[string]float64{"requests": 2, "inputTokens": 30, "outputTokens": 5, "totalTokens": 35}; !maps.Equal(usage, want) {
+					t.Errorf("the call reports usage %v, want %v: both model calls, once", usage, want)
 				}
 				a.mu.Lock()
 				defer a.mu.Unlock()
