@@ -231,11 +231,34 @@ func TestSubscribeToWaitingTask(t *testing.T) {
 			}
 			evs = append(evs, ev)
 		}
-		if len(evs) != 1 {
-			t.Fatalf("%s: %d events, want the task alone", binding, len(evs))
+		if len(evs) == 0 {
+			t.Fatalf("%s: no event, want the task", binding)
 		}
 		if task, ok := evs[0].(*sdk.Task); !ok || task.ID != asked.TaskID || task.Status.State != sdk.TaskStateInputRequired {
 			t.Fatalf("%s: the first event is %#v, want the waiting task", binding, evs[0])
+		}
+		// A subscription that catches the run as it stops is also sent
+		// the run's last events: the task still waits in each.
+		for _, ev := range evs[1:] {
+			var state sdk.TaskState
+			switch e := ev.(type) {
+			case *sdk.Task:
+				state = e.Status.State
+			case *sdk.TaskStatusUpdateEvent:
+				state = e.Status.State
+			}
+			if state != sdk.TaskStateInputRequired {
+				t.Errorf("%s: after the task, %#v", binding, ev)
+			}
+		}
+		// An answer the agent cannot read is refused, and the task waits on.
+		picture := sdk.NewRawPart([]byte("GIF89a"))
+		picture.MediaType = "image/gif"
+		if _, err := tryStream(c, reply(sdk.NewMessage(sdk.MessageRoleUser, sdk.NewTextPart("yes"), picture), asked)); !errors.Is(err, sdk.ErrUnsupportedContentType) {
+			t.Errorf("%s: an answer holding a picture: %v, want ContentTypeNotSupportedError", binding, err)
+		}
+		if task, err := c.GetTask(context.Background(), &sdk.GetTaskRequest{ID: asked.TaskID}); err != nil || task.Status.State != sdk.TaskStateInputRequired {
+			t.Fatalf("%s: after an answer refused: %v, %v", binding, task, err)
 		}
 		if st := lastStatus(t, stream(t, c, reply(userText("yes"), asked))); st.Status.State != sdk.TaskStateCompleted {
 			t.Fatalf("%s: the answer: %s", binding, st.Status.State)

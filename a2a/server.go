@@ -463,7 +463,8 @@ func newServer(c config, run runFunc, opts []Option) (*Server, error) {
 }
 
 // Card returns the agent card the server serves, with its interfaces at
-// base (the URL clients reach the server at).
+// base (the URL clients reach the server at): JSON-RPC at base and
+// HTTP+JSON at base/rest, for A2A 1.0 first and then for 0.3.
 func (s *Server) Card(base string) *sdk.AgentCard {
 	c := s.card
 	base = strings.TrimSuffix(cmp.Or(s.cfg.url, base), "/")
