@@ -101,9 +101,13 @@ func TestRemoteQuestionResumesTheSameTask(t *testing.T) {
 			if got := leadCalls.Load(); got != 2 {
 				t.Errorf("the lead's model was asked %d times, want 2", got)
 			}
-			remoteUsage := out1.ChildUsage.Add(out2.ChildUsage)
-			if remoteUsage.Requests != 2 || remoteUsage.InputTokens != 20 {
-				t.Errorf("remote usage over both runs %+v, want 2 requests and 20 input tokens", remoteUsage)
+			// A resumed turn reports the whole turn: the remote task's usage,
+			// the part before the question included, counted once.
+			if u := out1.ChildUsage; u.Requests != 1 || u.InputTokens != 10 {
+				t.Errorf("remote usage of the first run %+v, want 1 request and 10 input tokens", u)
+			}
+			if u := out2.ChildUsage; u.Requests != 2 || u.InputTokens != 20 {
+				t.Errorf("remote usage of the whole turn %+v, want 2 requests and 20 input tokens", u)
 			}
 			var started, finished int
 			for _, e := range seen {

@@ -34,7 +34,9 @@ import (
 // Metadata keys a Server sets on its tasks, and a Remote reads.
 const (
 	// UsageKey names, in a task's metadata, the model work its run did,
-	// its sub-agents' included, with the names of AG-UI's TokenUsage:
+	// its sub-agents' included — for a task resumed after a question, its
+	// whole turn, what was spent before the question counted once — with
+	// the names of AG-UI's TokenUsage:
 	// {"requests":2,"inputTokens":1200,"outputTokens":80,"totalTokens":1280}
 	// (cachedInputTokens and cacheWriteInputTokens when not zero).
 	UsageKey = "deputy/usage"

@@ -209,8 +209,8 @@ func TestInputRequiredAndContinue(t *testing.T) {
 				u, _ := json.Marshal(task.Metadata[a2a.UsageKey])
 				var usage struct{ Requests, InputTokens int64 }
 				json.Unmarshal(u, &usage)
-				if usage.Requests != 1 || usage.InputTokens != 10 {
-					t.Errorf("usage of the resumed run %s, want 1 request and 10 input tokens (the replayed step costs nothing)", u)
+				if usage.Requests != 2 || usage.InputTokens != 20 {
+					t.Errorf("usage of the task %s, want its whole turn, 2 requests and 20 input tokens (the replayed step counted once)", u)
 				}
 			})
 		}

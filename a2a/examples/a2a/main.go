@@ -174,20 +174,19 @@ func lead(ctx context.Context, url string, in io.Reader, out io.Writer) error {
 	})
 	lines := bufio.NewScanner(in)
 	rctx := ctx
-	var total provider.Usage
 	for {
 		j, err := st.Journal(ctx, "turn")
 		if err != nil {
 			return err
 		}
 		o, err := lead.Run(agent.WithJournal(event.WithSink(rctx, sink), j), agent.Input{Text: "Handle the broken order."})
-		total = total.Add(o.TotalUsage())
 		var asked *tool.Interrupted
 		if !errors.As(err, &asked) {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "answer: %s\nusage, both sides: %s\n", o.Answer, total)
+			// The last run reports the whole turn, the runs before it included.
+			fmt.Fprintf(out, "answer: %s\nusage, both sides: %s\n", o.Answer, o.TotalUsage())
 			return nil
 		}
 		var answers []tool.Answer
