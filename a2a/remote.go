@@ -415,7 +415,9 @@ func (r *Remote) Run(ctx context.Context, in agent.Input) (agent.Output, error) 
 	msg := sdk.NewMessage(sdk.MessageRoleUser, sdk.NewTextPart(text))
 	for range maxRounds {
 		var fresh provider.Usage
+		exchanged := false
 		raw, err := tool.Once(ctx, "a2a.message", func(ctx context.Context) (json.RawMessage, error) {
+			exchanged = true
 			rd, err := r.exchange(ctx, msg)
 			fresh = rd.Usage
 			if err != nil {
@@ -423,13 +425,21 @@ func (r *Remote) Run(ctx context.Context, in agent.Input) (agent.Output, error) 
 			}
 			return json.Marshal(rd)
 		})
-		out.Usage = out.Usage.Add(fresh)
+		// A task reports its whole usage so far in every round, the rounds
+		// before included: the last report stands. A round the journal
+		// answers (the turn resumed) was spent by an earlier run of it.
+		if !fresh.IsZero() {
+			out.Usage = fresh
+		}
 		if err != nil {
 			return out, err
 		}
 		var rd round
 		if err := json.Unmarshal(raw, &rd); err != nil {
 			return out, fmt.Errorf("%w %s: a journaled message is damaged: %v", ErrRemote, r.name, err)
+		}
+		if !exchanged {
+			out.Usage, out.Earlier = rd.Usage, rd.Usage
 		}
 		switch rd.State {
 		case sdk.TaskStateCompleted:

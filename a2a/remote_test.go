@@ -101,13 +101,14 @@ func TestRemoteQuestionResumesTheSameTask(t *testing.T) {
 			if got := leadCalls.Load(); got != 2 {
 				t.Errorf("the lead's model was asked %d times, want 2", got)
 			}
-			// A resumed turn reports the whole turn: the remote task's usage,
-			// the part before the question included, counted once.
-			if u := out1.ChildUsage; u.Requests != 1 || u.InputTokens != 10 {
-				t.Errorf("remote usage of the first run %+v, want 1 request and 10 input tokens", u)
+			// The resumed run reports the whole turn: the remote task's
+			// two model calls (its report covers the task's rounds), the
+			// first as the first run saw it.
+			if remoteUsage := out2.ChildUsage; remoteUsage.Requests != 2 || remoteUsage.InputTokens != 20 {
+				t.Errorf("remote usage of the resumed run %+v, want the task's 2 requests and 20 input tokens", remoteUsage)
 			}
-			if u := out2.ChildUsage; u.Requests != 2 || u.InputTokens != 20 {
-				t.Errorf("remote usage of the whole turn %+v, want 2 requests and 20 input tokens", u)
+			if out1.ChildUsage.Requests != 1 {
+				t.Errorf("remote usage of the first run %+v, want the 1 request of the task's first round", out1.ChildUsage)
 			}
 			var started, finished int
 			for _, e := range seen {

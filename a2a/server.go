@@ -38,7 +38,9 @@ const (
 	// whole turn, what was spent before the question counted once — with
 	// the names of AG-UI's TokenUsage:
 	// {"requests":2,"inputTokens":1200,"outputTokens":80,"totalTokens":1280}
-	// (cachedInputTokens and cacheWriteInputTokens when not zero).
+	// (cachedInputTokens and cacheWriteInputTokens when not zero), and,
+	// for a resumed task, the part spent before the answer under "earlier"
+	// (an object with the same names).
 	UsageKey = "deputy/usage"
 	// InterruptsKey names, in the metadata of a task that waits for input,
 	// the questions it waits on: a list of tool.Interrupt in their JSON
@@ -275,6 +277,9 @@ type outcome struct {
 	answer string
 	value  json.RawMessage // a validated answer
 	usage  provider.Usage
+	// earlier is the part of usage earlier runs of the task's turn spent
+	// (agent.Output.Earlier): the runs before its questions were answered.
+	earlier provider.Usage
 }
 
 type runFunc func(ctx context.Context, in request) (outcome, error)
@@ -364,7 +369,7 @@ func runAgent(ctx context.Context, a agent.Agent, in request) (outcome, error) {
 		text = string(in.data)
 	}
 	out, err := a.Run(ctx, agent.Input{Text: text})
-	o := outcome{answer: out.Answer, usage: out.TotalUsage()}
+	o := outcome{answer: out.Answer, usage: out.TotalUsage(), earlier: out.Earlier}
 	if out.Value != nil {
 		if b, merr := json.Marshal(out.Value); merr == nil {
 			o.value = b
@@ -744,7 +749,7 @@ func (s *Server) execute(ctx context.Context, ec *a2asrv.ExecutorContext, yield 
 	}
 	<-done
 
-	meta := map[string]any{UsageKey: generic(usageMeta(out.usage)), EventKey: nil}
+	meta := map[string]any{UsageKey: generic(usageMeta(out.usage, out.earlier)), EventKey: nil}
 	var in2 *tool.Interrupted
 	stopped := context.Cause(base)
 	switch {
@@ -872,13 +877,18 @@ func questionMessage(ec *a2asrv.ExecutorContext, in *tool.Interrupted, prefix st
 	return sdk.NewMessageForTask(sdk.MessageRoleAgent, ec, sdk.NewTextPart(b.String()), sdk.NewDataPart(data))
 }
 
-func usageMeta(u provider.Usage) map[string]int64 {
-	m := map[string]int64{"requests": u.Requests, "inputTokens": u.InputTokens, "outputTokens": u.OutputTokens, "totalTokens": u.Tokens()}
+// usageMeta is a task's UsageKey metadata: u, and under "earlier" the
+// part of it spent before the task's last question was answered.
+func usageMeta(u, earlier provider.Usage) map[string]any {
+	m := map[string]any{"requests": u.Requests, "inputTokens": u.InputTokens, "outputTokens": u.OutputTokens, "totalTokens": u.Tokens()}
 	if u.CacheReadTokens != 0 {
 		m["cachedInputTokens"] = u.CacheReadTokens
 	}
 	if u.CacheWriteTokens != 0 {
 		m["cacheWriteInputTokens"] = u.CacheWriteTokens
+	}
+	if !earlier.IsZero() {
+		m["earlier"] = usageMeta(earlier, provider.Usage{})
 	}
 	return m
 }

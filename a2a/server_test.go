@@ -207,10 +207,15 @@ func TestInputRequiredAndContinue(t *testing.T) {
 					t.Errorf("answer %q, want %q", got, "done: moved 100")
 				}
 				u, _ := json.Marshal(task.Metadata[a2a.UsageKey])
-				var usage struct{ Requests, InputTokens int64 }
+				var usage struct {
+					Requests, InputTokens int64
+					Earlier               struct{ Requests, InputTokens int64 }
+				}
 				json.Unmarshal(u, &usage)
-				if usage.Requests != 2 || usage.InputTokens != 20 {
-					t.Errorf("usage of the task %s, want its whole turn, 2 requests and 20 input tokens (the replayed step counted once)", u)
+				// The task's whole work, both model calls, the one made
+				// before the question marked (replayed, not paid again).
+				if usage.Requests != 2 || usage.InputTokens != 20 || usage.Earlier.Requests != 1 || usage.Earlier.InputTokens != 10 {
+					t.Errorf("usage of the answered task %s, want 2 requests and 20 input tokens, 1 and 10 of them earlier", u)
 				}
 			})
 		}
