@@ -276,6 +276,7 @@ func NewPerRequest(build Builder, opts ...Option) (*Handler, error) {
 func (h *Handler) configure(input InputFunc, opts []Option) error {
 	h.cfg = config{maxBody: DefaultMaxBodyBytes, input: input, writeTimeout: DefaultWriteTimeout}
 	h.cfg.guard.Where = sameorigin.OnLoopback
+	h.cfg.guard.HostsOption, h.cfg.guard.OriginsOption = "agui.WithHosts (or turn the check off with agui.WithAnyHost)", "agui.WithOrigins"
 	for _, o := range opts {
 		if o == nil {
 			continue

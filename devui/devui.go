@@ -194,7 +194,7 @@ func New(h *agui.Handler, opts ...Option) (*Handler, error) {
 	if h == nil {
 		return nil, errors.New("devui: New(nil): pass the AG-UI handler whose runs to show")
 	}
-	c := config{guard: &sameorigin.Guard{Where: sameorigin.Everywhere, JSON: true}}
+	c := config{guard: &sameorigin.Guard{Where: sameorigin.Everywhere, JSON: true, HostsOption: "devui.WithHosts and agui.WithHosts"}}
 	for _, o := range opts {
 		if o == nil {
 			continue

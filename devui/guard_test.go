@@ -1,11 +1,20 @@
 package devui_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/agui"
+	"github.com/deputy-go/deputy/devui"
+	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/store/memory"
 )
 
 // send sends a request as a browser would, with a Host and headers, and
@@ -112,6 +121,40 @@ func testOnlyItsOwnPage(t *testing.T, ids string) {
 		status, text := send(t, "POST", srv.URL+"/rerun", host, `{"threadId":"t1","runId":"r-`+port+host+`","toolCallId":"`+call+`","task":"again"}`, own...)
 		if status != http.StatusOK || !strings.Contains(text, "RUN_FINISHED") || helped.Load() != helps+1 {
 			t.Errorf("the page's re-run at %q: %d, the helper ran %d times, want once:\n%.500s", host, status, helped.Load()-helps, text)
+		}
+	}
+}
+
+// WithHosts adds names the viewer answers to; the AG-UI handler it passes
+// runs to is given them too.
+func TestWithHosts(t *testing.T) {
+	st, err := store.New(memory.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	h, err := agui.NewPerRequest(func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
+		return agent.NewReact(fake.NewProvider(fake.Text("hello")))
+	}, agui.WithThreads(st), agui.WithHosts("devbox.local"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := devui.New(h, devui.WithStore(st), devui.WithHosts("devbox.local"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(v)
+	defer srv.Close()
+	own := []string{"Content-Type", "application/json", "Origin", "http://devbox.local:8080", "Sec-Fetch-Site", "same-origin"}
+	if status, text := send(t, "POST", srv.URL+"/run", "devbox.local:8080", runBody, own...); status != http.StatusOK || !strings.Contains(text, "RUN_FINISHED") {
+		t.Errorf("a run at a named host: %d %.300s", status, text)
+	}
+	if status, _ := send(t, "GET", srv.URL+"/runs/t1", "other.local", ""); status != http.StatusMisdirectedRequest {
+		t.Errorf("another host: %d, want 421", status)
+	}
+	for _, o := range []devui.Option{devui.WithHosts(), devui.WithHosts("http://devbox.local")} {
+		if _, err := devui.New(h, o); err == nil {
+			t.Error("a bad WithHosts was taken")
 		}
 	}
 }

@@ -170,7 +170,7 @@ func (d *Handler) serveRuns(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, `{"runs":[`)
 	written, failed := 0, ""
 	for _, k := range keys {
-		if rs.number(k) >= before {
+		if rs.number(k) >= before || r.Context().Err() != nil {
 			break
 		}
 		v, _, err := d.store.Get(r.Context(), k)
@@ -279,7 +279,7 @@ func (d *Handler) read(ctx context.Context, key string) (*runLog, error) {
 	}
 	var l runLog
 	if err := json.Unmarshal(v, &l); err != nil {
-		return nil, fmt.Errorf("the record of run %q: %v", l.RunID, err)
+		return nil, fmt.Errorf("a recorded run of the thread cannot be read: %v", err)
 	}
 	return &l, nil
 }

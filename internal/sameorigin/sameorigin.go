@@ -39,6 +39,10 @@ type Guard struct {
 	// and OPTIONS) to be sent as application/json, which no form and no
 	// request without a preflight can be.
 	JSON bool
+	// HostsOption and OriginsOption name the options that admit another
+	// host and trust another origin, for the refusals to say ("" for
+	// none).
+	HostsOption, OriginsOption string
 
 	hosts   map[string]bool // lower case, as given: "name" (any port) or "name:port"
 	origins http.CrossOriginProtection
@@ -79,16 +83,20 @@ func (g *Guard) AddOrigin(origin string) error {
 // any other.
 func (g *Guard) Check(r *http.Request) *Error {
 	if g.Where != AnyHost && !g.hostServed(r) {
-		return &Error{http.StatusMisdirectedRequest, fmt.Sprintf("Host %q is not a name this server answers to (only loopback names, its own address and the hosts it was given): open it at localhost or its address, or name the host in the server's options", r.Host)}
+		return &Error{http.StatusMisdirectedRequest, fmt.Sprintf("Host %q is not a name this server answers to (loopback names, its own address and the hosts it was given): open it at localhost or at its address, or name the host with %s", r.Host, g.HostsOption)}
 	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 		return nil
 	}
 	if err := g.origins.Check(r); err != nil {
-		return &Error{http.StatusForbidden, "a request from a page of another site (Origin " + quote(r.Header.Get("Origin")) + ", Sec-Fetch-Site " + quote(r.Header.Get("Sec-Fetch-Site")) + "): only this server's own page may send it; a page of another origin must be trusted in the server's options"}
+		msg := "a request from a page of another site (Origin " + quote(r.Header.Get("Origin")) + ", Sec-Fetch-Site " + quote(r.Header.Get("Sec-Fetch-Site")) + "): only this server's own page may send it"
+		if g.OriginsOption != "" {
+			msg += ", or a page whose origin is trusted with " + g.OriginsOption
+		}
+		return &Error{http.StatusForbidden, msg}
 	}
-	if g.JSON && !isJSON(r.Header.Get("Content-Type")) {
+	if g.JSON && !isJSON(r.Header["Content-Type"]) {
 		return &Error{http.StatusUnsupportedMediaType, "Content-Type " + quote(r.Header.Get("Content-Type")) + ": send the body as application/json"}
 	}
 	return nil
@@ -96,19 +104,20 @@ func (g *Guard) Check(r *http.Request) *Error {
 
 func quote(s string) string { return fmt.Sprintf("%q", s) }
 
-// isJSON reports whether a Content-Type is application/json, with or
-// without parameters.
-func isJSON(ct string) bool {
-	mt, _, _ := strings.Cut(ct, ";")
+// isJSON reports whether a Content-Type header is application/json, with
+// or without parameters.
+func isJSON(ct []string) bool {
+	if len(ct) != 1 {
+		return false
+	}
+	mt, _, _ := strings.Cut(ct[0], ";")
 	return strings.EqualFold(strings.TrimSpace(mt), "application/json")
 }
 
 // hostServed reports whether the request's Host is one the server
 // answers to.
 func (g *Guard) hostServed(r *http.Request) bool {
-	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	at := addrOf(local)
-	if g.Where == OnLoopback && !at.Addr().Unmap().IsLoopback() {
+	if g.Where == OnLoopback && !localAddr(r).IsLoopback() {
 		return true
 	}
 	if r.Host == "" {
@@ -129,7 +138,19 @@ func (g *Guard) hostServed(r *http.Request) bool {
 	}
 	ip, err := netip.ParseAddr(name)
 	ip = ip.Unmap()
-	return err == nil && (ip.IsLoopback() || (at.IsValid() && ip == at.Addr().Unmap()))
+	return err == nil && (ip.IsLoopback() || ip == localAddr(r))
+}
+
+// localAddr is the address the request arrived at, if the server said.
+func localAddr(r *http.Request) netip.Addr {
+	switch a := r.Context().Value(http.LocalAddrContextKey).(type) {
+	case *net.TCPAddr:
+		return a.AddrPort().Addr().Unmap()
+	case net.Addr:
+		ap, _ := netip.ParseAddrPort(a.String())
+		return ap.Addr().Unmap()
+	}
+	return netip.Addr{}
 }
 
 // splitHost splits a Host header into its name, without the brackets of
@@ -151,15 +172,4 @@ func isLoopbackName(name string) bool {
 	n := len(name)
 	return (n == len(lh) && strings.EqualFold(name, lh)) ||
 		(n > len(lh) && name[n-len(lh)-1] == '.' && strings.EqualFold(name[n-len(lh):], lh))
-}
-
-func addrOf(a net.Addr) netip.AddrPort {
-	switch a := a.(type) {
-	case *net.TCPAddr:
-		return a.AddrPort()
-	case nil:
-		return netip.AddrPort{}
-	}
-	ap, _ := netip.ParseAddrPort(a.String())
-	return ap
 }
