@@ -71,7 +71,8 @@ func TestApprovalsAnywhereInTheTree(t *testing.T) {
 	for _, approve := range []bool{true, false} {
 		t.Run(fmt.Sprintf("approved=%v", approve), func(t *testing.T) {
 			var paid atomic.Int64
-			env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": payScript()}, Tools: payTools(t, &paid)})
+			scr := payScript()
+			env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": scr}, Tools: payTools(t, &paid)})
 			env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "payer"})
 			var pending []tool.Interrupt
 			var answerErr, againErr error
@@ -143,6 +144,11 @@ func TestApprovalsAnywhereInTheTree(t *testing.T) {
 			}
 			if !approve && !strings.Contains(out.Answer, "did not approve") {
 				t.Errorf("answer %q, want the refusals in it", out.Answer)
+			}
+			// One ledger: the workflow's output, across the wait for the
+			// answers, is what the model billed, each call once.
+			if calls, billed := scr.total(); out.TotalUsage() != billed || billed.Requests != int64(calls) {
+				t.Errorf("the workflow reports %+v, the model billed %+v over %d calls", out.TotalUsage(), billed, calls)
 			}
 		})
 	}
