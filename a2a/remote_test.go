@@ -110,6 +110,11 @@ func TestRemoteQuestionResumesTheSameTask(t *testing.T) {
 			if out1.ChildUsage.Requests != 1 {
 				t.Errorf("remote usage of the first run %+v, want the 1 request of the task's first round", out1.ChildUsage)
 			}
+			// What the first run spent, the lead's and the remote task's,
+			// is the resumed run's earlier part.
+			if out2.Earlier != out1.TotalUsage() {
+				t.Errorf("the resumed run's Earlier %+v, want what the first run spent, %+v", out2.Earlier, out1.TotalUsage())
+			}
 			var started, finished int
 			for _, e := range seen {
 				switch e.Type {

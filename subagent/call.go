@@ -655,9 +655,20 @@ func (r *childRuns) attempt(in agent.Input) (agent.Output, error) {
 		// A corrective run gets what the first left of the call's share.
 		ctx = run.WithCostShare(ctx, r.costShare-r.cost)
 	}
+	ctx, recorded := run.WithTally(ctx)
 	out, err := a.Run(ctx, in)
 	r.usage = r.usage.Add(out.TotalUsage())
 	r.cost += out.Cost
+	if u, dollars := recorded(); out.Earlier != u {
+		// An agent that reports a part spent before a resume and did not
+		// record it as a React does (a remote agent): recorded for it, so
+		// that the parent's Earlier holds it too.
+		run.AddEarlier(r.ctx, provider.Usage{
+			InputTokens: max(out.Earlier.InputTokens-u.InputTokens, 0), OutputTokens: max(out.Earlier.OutputTokens-u.OutputTokens, 0),
+			CacheReadTokens: max(out.Earlier.CacheReadTokens-u.CacheReadTokens, 0), CacheWriteTokens: max(out.Earlier.CacheWriteTokens-u.CacheWriteTokens, 0),
+			Requests: max(out.Earlier.Requests-u.Requests, 0),
+		}, max(out.EarlierCost-dollars, 0))
+	}
 	if err != nil && r.ctx.Err() == nil && !interrupted(err) {
 		err = tool.Correctable(fmt.Errorf("%w: %q: %w", ErrChildFailed, r.t.def.Name, err))
 	}

@@ -36,6 +36,35 @@ type info struct {
 	// costShare is the cost limit, in US dollars, of a run started under
 	// the context by a tool call of a step (WithShares); 0 for none.
 	costShare float64
+	// tally counts what AddEarlier records under the context, the runs
+	// started under it included (WithTally); nil when nothing counts.
+	tally *tally
+}
+
+// tally counts what AddEarlier recorded under a context, and adds it to
+// the tally it is inside.
+type tally struct {
+	up      *tally
+	mu      sync.Mutex
+	earlier provider.Usage
+	cost    float64
+}
+
+// WithTally returns ctx under which what AddEarlier records, in the runs
+// started under it too, is also counted apart, and the function that
+// returns the count. A sub-agent tool counts so what the agent it runs
+// recorded as spent before a resume: an agent that reports an Earlier
+// part in its Output it did not record (one that is not a React, such as
+// a remote agent) has the rest recorded for it.
+func WithTally(ctx context.Context) (context.Context, func() (provider.Usage, float64)) {
+	ri := from(ctx)
+	t := &tally{up: ri.tally}
+	ri.tally = t
+	return context.WithValue(ctx, key{}, &ri), func() (provider.Usage, float64) {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		return t.earlier, t.cost
+	}
 }
 
 func from(ctx context.Context) info {
@@ -89,7 +118,7 @@ func Start(ctx context.Context, id, name string, tokenLimit int64) context.Conte
 		// own limit: its siblings' spending does not eat into it.
 		sc.costLimit, sc.costShared = parent.costShare, true
 	}
-	run := context.WithValue(ctx, key{}, &info{id: id, parent: parent.id, name: name, depth: parent.depth, scope: sc, budget: -1})
+	run := context.WithValue(ctx, key{}, &info{id: id, parent: parent.id, name: name, depth: parent.depth, scope: sc, budget: -1, tally: parent.tally})
 	sc.ctx = run
 	return run
 }
@@ -264,7 +293,14 @@ func AddEarlier(ctx context.Context, u provider.Usage, dollars float64) {
 	if u.IsZero() && dollars == 0 {
 		return
 	}
-	for sc := from(ctx).scope; sc != nil; sc = sc.up {
+	ri := from(ctx)
+	for t := ri.tally; t != nil; t = t.up {
+		t.mu.Lock()
+		t.earlier = t.earlier.Add(u)
+		t.cost += dollars
+		t.mu.Unlock()
+	}
+	for sc := ri.scope; sc != nil; sc = sc.up {
 		sc.mu.Lock()
 		sc.earlier = sc.earlier.Add(u)
 		sc.earlierCost += dollars
