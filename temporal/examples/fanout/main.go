@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"strings"
@@ -55,22 +56,16 @@ func main() {
 	defer c.Close()
 	if os.Args[1] == "worker" {
 		w := worker.New(c, queue, worker.Options{})
-		temporal.Register(w, &temporal.Runtime{Providers: map[string]provider.Provider{"scripted": provider.Func(scripted)}})
+		temporal.Register(w, runtime())
 		if err := w.Run(worker.InterruptCh()); err != nil {
 			log.Fatal(err)
 		}
 		return
 	}
 
-	spec := temporal.Spec{
-		Name:     "lead",
-		Provider: "scripted",
-		System:   "You lead a team of researchers; split the question and combine their answers.",
-		Spawn:    true,
-	}
 	start := time.Now()
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("fanout-%d", start.UnixNano()), TaskQueue: queue},
-		temporal.AgentWorkflowName, temporal.RunInput{Spec: spec, Text: "Should Lisbon extend its tram network to the eastern riverside?"})
+		temporal.AgentWorkflowName, leadInput())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -79,7 +74,28 @@ func main() {
 	if err := run.Get(ctx, &out); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("%s\n\nusage: own %v, children %v, wall %v\n", out.Answer, out.Usage, out.ChildUsage, time.Since(start).Round(time.Millisecond))
+	report(os.Stdout, out, time.Since(start))
+}
+
+// runtime is what each worker registers: the scripted provider.
+func runtime() *temporal.Runtime {
+	return &temporal.Runtime{Providers: map[string]provider.Provider{"scripted": provider.Func(scripted)}}
+}
+
+// leadInput is the lead's workflow input: a lead that may spawn.
+func leadInput() temporal.RunInput {
+	spec := temporal.Spec{
+		Name:     "lead",
+		Provider: "scripted",
+		System:   "You lead a team of researchers; split the question and combine their answers.",
+		Spawn:    true,
+	}
+	return temporal.RunInput{Spec: spec, Text: "Should Lisbon extend its tram network to the eastern riverside?"}
+}
+
+// report writes the lead's answer and the tree's usage.
+func report(w io.Writer, out temporal.RunOutput, wall time.Duration) {
+	fmt.Fprintf(w, "%s\n\nusage: own %v, children %v, wall %v\n", out.Answer, out.Usage, out.ChildUsage, wall.Round(time.Millisecond))
 }
 
 // scripted answers by what it is asked, not by call order, so that any
