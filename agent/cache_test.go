@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/tool"
 )
 
 // Input.ResponseSchema travels with every model call of the run, and only
@@ -68,11 +70,16 @@ func TestCacheKey(t *testing.T) {
 // what it sends now (the part a provider can read from its cache), and the
 // note is not kept in the conversation.
 func TestBudgetNoteKeepsThePrefix(t *testing.T) {
+	// A sub-agent behind the tool spends most of the budget, leaving the
+	// run room for its own next call.
+	delegate := toolFunc("delegate", func(ctx context.Context, c tool.Call) (tool.Result, error) {
+		return tool.Result{Content: "found", Usage: provider.Usage{InputTokens: 8000}}, nil
+	})
 	p := fake.NewProvider(
-		fake.Call("weather", `{"city":"Lisbon"}`).WithUsage(provider.Usage{InputTokens: 850}),
+		fake.Call("delegate", `{}`).WithUsage(provider.Usage{InputTokens: 100}),
 		fake.Text("done").WithUsage(provider.Usage{InputTokens: 10}),
 	)
-	a := newReact(t, p, agent.WithSystemPrompt("Be brief."), agent.WithTools(weather(t)), agent.WithTokenLimit(1000))
+	a := newReact(t, p, agent.WithSystemPrompt("Be brief."), agent.WithTools(delegate), agent.WithTokenLimit(10000))
 	out, err := a.Run(t.Context(), agent.Input{Text: "go"})
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +93,7 @@ func TestBudgetNoteKeepsThePrefix(t *testing.T) {
 		t.Errorf("the first request's messages are not a prefix of the second's (-first +second):\n%s", diff)
 	}
 	note := second[len(second)-1]
-	if note.Role != provider.RoleUser || !strings.HasPrefix(note.Content, "Budget note: you have used 850 of your 1000 tokens") {
+	if note.Role != provider.RoleUser || !strings.HasPrefix(note.Content, "Budget note: you have used 8100 of your 10000 tokens. Finish now") {
 		t.Errorf("last message = %+v, want the budget note", note)
 	}
 	for _, m := range append(out.Messages, a.History()...) {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -403,7 +404,7 @@ func (s *runState) summary(step int, older []provider.Message) (string, error) {
 	}
 	if s.journal != nil {
 		resp := provider.Response{Message: provider.AssistantMessage(text), Usage: usage, Model: model}
-		if err := s.journal.recordAnswer(context.WithoutCancel(s.ctx), key, resp, resp.Message); err != nil {
+		if err := s.journal.recordAnswer(context.WithoutCancel(s.ctx), key, resp, resp.Message, false); err != nil {
 			return "", err
 		}
 	}
@@ -446,14 +447,26 @@ func (s *runState) summarize(older []provider.Message) (text string, usage provi
 	}
 	req := c.SummaryRequest(older, model, s.r.window)
 	req.CacheKey = s.cacheKey + "/summary"
+	name := ""
+	if n, ok := p.(provider.Namer); ok {
+		name = n.Name()
+	}
+	if lim := s.limits(); lim.tokens || lim.cost {
+		// The summary is reserved like any call: its input, and its
+		// length as its output bound.
+		est := (int64(len(req.System)+len(req.Messages[0].Content)) + 3) / 4
+		_, dflt := s.r.spanIdentity()
+		out := s.room(lim, est, name, cmp.Or(req.Model, dflt), false)
+		if out < 1 {
+			return "", usage, "", s.noRoom(est, lim)
+		}
+		req.MaxTokens = int(min(int64(req.MaxTokens), out))
+	}
 	resp, err := p.Complete(s.ctx, req)
 	usage = resp.Usage
 	s.usage = s.usage.Add(usage)
 	if !usage.IsZero() {
-		name, m := "", req.Model
-		if n, ok := p.(provider.Namer); ok {
-			name = n.Name()
-		}
+		m := req.Model
 		if resp.Model != "" {
 			m = resp.Model
 		}

@@ -59,6 +59,9 @@ type recordedAnswer struct {
 	ToolCalls  []recordedCall      `json:"tool_calls,omitempty"`
 	StopReason provider.StopReason `json:"stop_reason,omitempty"`
 	Model      string              `json:"model,omitempty"`
+	// WrapUp: the answer ended its run as a wrap-up turn (its tool calls
+	// are not run).
+	WrapUp bool `json:"wrap_up,omitempty"`
 }
 
 // answer returns the model answer recorded for the step, if any.
@@ -84,10 +87,21 @@ func (j *runJournal) answer(step string) (provider.Response, bool) {
 	return provider.Response{Message: msg, StopReason: a.StopReason, Model: a.Model, Usage: e.Usage}, true
 }
 
+// wrappedUp reports whether the answer recorded for the step ended its run
+// as a wrap-up turn.
+func (j *runJournal) wrappedUp(step string) bool {
+	e, ok := j.scope.J.Lookup(step)
+	if !ok {
+		return false
+	}
+	var a recordedAnswer
+	return json.Unmarshal(e.Value, &a) == nil && a.WrapUp
+}
+
 // recordAnswer records the step's answer, its calls with the ids the run
 // gave them, before any of the calls runs.
-func (j *runJournal) recordAnswer(ctx context.Context, step string, resp provider.Response, msg provider.Message) error {
-	a := recordedAnswer{StopReason: resp.StopReason, Model: resp.Model}
+func (j *runJournal) recordAnswer(ctx context.Context, step string, resp provider.Response, msg provider.Message, wrapUp bool) error {
+	a := recordedAnswer{StopReason: resp.StopReason, Model: resp.Model, WrapUp: wrapUp}
 	for _, c := range msg.ToolCalls {
 		a.ToolCalls = append(a.ToolCalls, recordedCall{ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)})
 	}

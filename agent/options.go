@@ -96,20 +96,47 @@ func WithToolRetries(n int) Option {
 // WithTokenLimit bounds the tokens of a run at n, its sub-agents'
 // included. Zero means no limit.
 //
-// Before each model call the agent estimates what the call will cost; a
-// call that would take the run past n is its last: it is made without
-// tools, with a note that asks the model to answer with what it has and to
-// say what is unfinished, and its answer ends the run with Output.Partial
-// set. A reply that passes n while asking for tools ends the run with
-// ErrUsageLimit, the tools not run. So a run spends at most n plus one
-// reply.
+// Every model call is reserved before it is made: it goes only if its
+// estimated input and the output it may produce fit what is left, and
+// what it may produce is sent as its output bound
+// (provider.Request.MaxTokens, at most WithMaxTokens, or 4,096 when that
+// is not set), so that no reply passes it. A call after which another like
+// it would not fit is the run's last: it is made without tools, with a
+// note that asks the model to answer with what it has and to say what is
+// unfinished, and its answer, or a reply cut at its bound, ends the run
+// with Output.Partial set. A run with no room left for a reply makes no
+// call and ends with ErrUsageLimit. A compaction's summary is reserved the
+// same way.
 //
 // The sub-agents the run's tools start share what it has left: before the
-// tool calls of a step start, an equal share is set aside for each, and a
-// sub-agent gets its call's share as its own limit (the lower of that and
-// its agent's own), given back to the run, less what it spent, when it
-// ends. Whatever one child spends, its siblings keep their shares, so a
-// tree spends at most its budget plus one reply per child, however wide.
+// tool calls of a step start, the run keeps back what its next call will
+// read before their results, and splits the rest in equal shares, one a
+// call and one for its own next reply. A sub-agent gets its call's share as
+// its limit (the lower of that and its agent's own), given back to the
+// run, less what it spent, when it ends; a background job keeps its share
+// until it is collected, less what the run spends on the job's receipt and
+// collection. A sub-agent's answer, which its parent reads again, is paid
+// out of its share: it reserves each reply twice. A corrective retry of a
+// validated answer gets what the first run left of the share, and is not
+// made when that cannot pay for it.
+//
+// The estimate of a call's input is what the provider counted for the
+// conversation up to the last reply (its input and output tokens), plus a
+// token per four bytes of what was added since (tool results, new text,
+// the budget note); for a run's first call, a token per four bytes of the
+// whole request (system prompt, tool definitions, response schema,
+// messages). No call is made to count tokens. Against a tokenizer that
+// counts t tokens a byte the estimate of a call is short by at most
+// e = (t − 1/4)·b, b the bytes it estimated: about nothing for English
+// prose (t ≈ 1/4), b/4 for code or JSON (t ≈ 1/2), 3b/4 at worst (one token
+// a byte). The bound is
+//
+//	spent ≤ n + Σ e
+//
+// the sum over the runs of the tree spending at the same time (the run
+// alone, or each of the sub-agents of one step) of the shortfall e of the
+// last call each makes: a call's shortfall is counted, as reported, before
+// the next call is reserved, so a run's shortfalls do not add up.
 func WithTokenLimit(n int64) Option {
 	return func(r *React) error {
 		if n < 0 {
@@ -207,12 +234,21 @@ func WithPrices(prices *provider.Prices) Option {
 
 // WithCostLimit bounds what a run may cost, in US dollars, its sub-agents'
 // included, at the prices given with WithPrices (to this agent or to the
-// one that started it). Every run of the tree counts against it as it
-// spends, so a call that would take the tree past it is its run's last:
-// made without tools, with a note that asks for what the model has, as
-// under WithTokenLimit (Output.Partial). A tree spends at most the limit
-// plus one reply per run in flight. Calls of a model the prices lack cost
-// nothing against it. dollars must be positive.
+// one that started it). Every call is reserved as under WithTokenLimit: it
+// goes only if its estimated input, at the price of the model that
+// answered last (or the agent's), and the output it may produce fit what
+// the run, and every run it is inside, may still spend, and that output is
+// its bound; the sub-agents of a step share what is left, after the run
+// keeps back the price of its next call's input, as under WithTokenLimit.
+// A sub-agent reserves the price of its answer twice: once as its output,
+// once as input at its own model's input price (its parent reads it
+// again). The bound is
+//
+//	cost ≤ dollars + Σ e·Input
+//
+// e each spending run's last shortfall (WithTokenLimit) and Input the input
+// price of its model. Calls of a model the prices lack cost nothing
+// against it. dollars must be positive.
 func WithCostLimit(dollars float64) Option {
 	return func(r *React) error {
 		if !(dollars > 0) || math.IsInf(dollars, 0) {

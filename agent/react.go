@@ -191,7 +191,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	run.SetPrices(ctx, r.prices)
 	run.SetCostLimit(ctx, r.costLimit)
 	s = &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, em: em, events: events, tracer: tr,
-		schema: in.ResponseSchema, cacheKey: in.CacheKey, limit: run.Limit(ctx)}
+		schema: in.ResponseSchema, cacheKey: in.CacheKey, limit: run.Limit(ctx), readBack: run.ReadBack(ctx)}
 	if s.schema == nil && r.output != nil {
 		s.schema = r.output.schema.Raw()
 	}
@@ -335,6 +335,9 @@ type runState struct {
 	lastOut   int64
 	lastModel string // the model that answered last, for the price of the next call
 	partial   bool
+	// readBack: the run's answer goes back to a parent that reads it out
+	// of the same budget (run.ReadBack).
+	readBack bool
 }
 
 func (s *runState) loop() (string, error) {
@@ -379,15 +382,9 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 	r := s.r
 	msgID := stepName
 	tools := r.tools.Definitions(s.ctx)
-	fixed := int64(len(r.system)) + toolsBytes(tools)
+	fixed := int64(len(r.system)+len(s.schema)) + toolsBytes(tools)
 	if err := s.fit(step, fixed, false); err != nil {
 		return "", false, err
-	}
-	// A call that would take the run past its token limit is its last: the
-	// model gets no tools and is asked to answer with what it has.
-	wrapUp := s.limit > 0 && s.spent()+s.estimate(fixed)+s.lastOut > s.limit || s.overCost(fixed)
-	if wrapUp {
-		tools = nil
 	}
 	var stepKey string
 	var resp provider.Response
@@ -406,12 +403,26 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 			}
 		}
 	}
+	// The call's tokens and dollars are reserved before it is made (plan);
+	// a call after which another would not fit is the run's last: the
+	// model gets no tools and is asked to answer with what it has. A
+	// replayed answer was the wrap-up's if its reply was.
+	var pl callPlan
+	if replayed {
+		pl.wrapUp = s.journal.wrappedUp(stepKey)
+	} else if pl, err = s.plan(fixed); err != nil {
+		return "", false, err
+	}
+	wrapUp := pl.wrapUp
+	if wrapUp {
+		tools = nil
+	}
 	for retried := false; !replayed; retried = true {
 		var began time.Time
 		if r.logger != nil {
 			began = time.Now()
 		}
-		req := s.request(tools, wrapUp)
+		req := s.request(tools, pl)
 		resp, err = s.complete(req, msgID)
 		s.usage = s.usage.Add(resp.Usage)
 		s.account(req, resp)
@@ -433,6 +444,18 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 		if s.nothingToCompact {
 			return "", false, err
 		}
+		if pl, err = s.plan(fixed); err != nil { // the summary was paid for
+			return "", false, err
+		}
+		wrapUp = wrapUp || pl.wrapUp
+		if wrapUp {
+			tools = nil
+		}
+	}
+	if !replayed && pl.bounded && resp.StopReason == provider.StopMaxTokens {
+		// Cut at the output bound its budget set: the run has nothing
+		// left for another call, and its words are what it has.
+		wrapUp = true
 	}
 	msg := resp.Message
 	msg.Role = provider.RoleAssistant
@@ -442,7 +465,7 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 		// Recorded even when the run was cancelled as the reply came: it
 		// is paid for, and the turn run again replays it instead of
 		// asking the model again.
-		if err := s.journal.recordAnswer(context.WithoutCancel(s.ctx), stepKey, resp, msg); err != nil && s.ctx.Err() == nil {
+		if err := s.journal.recordAnswer(context.WithoutCancel(s.ctx), stepKey, resp, msg, wrapUp); err != nil && s.ctx.Err() == nil {
 			return "", false, err
 		}
 	}
@@ -581,19 +604,19 @@ func (s *runState) runOpen() error {
 }
 
 // request is the step's model request, over the conversation so far.
-func (s *runState) request(tools []provider.ToolDef, wrapUp bool) provider.Request {
+func (s *runState) request(tools []provider.ToolDef, pl callPlan) provider.Request {
 	r := s.r
 	req := provider.Request{
 		Model:          r.model,
 		System:         r.system,
 		Messages:       slices.Clip(s.msgs), // a provider that appends must not write where the next message goes
 		Tools:          tools,
-		MaxTokens:      r.maxTokens,
+		MaxTokens:      pl.maxTokens,
 		Temperature:    r.temperature,
 		ResponseSchema: s.schema,
 		CacheKey:       s.cacheKey,
 	}
-	if note := s.budgetNote(wrapUp); note != "" {
+	if note := pl.note; note != "" {
 		// The note changes from call to call, so it goes last, after the
 		// conversation, where it leaves the cached prefix as it was; it is
 		// not kept in the conversation.
@@ -620,8 +643,12 @@ func toolsBytes(tools []provider.ToolDef) int64 {
 func (s *runState) runCalls(stepKey string, calls []provider.ToolCall) (results []tool.Result, replayed []bool, err error) {
 	toolCtx := s.toolCtx
 	if s.limit > 0 || s.costLimited() {
+		// The run keeps back what its next call reads before the results
+		// and one share for its reply: its wrap-up is paid for before the
+		// calls' sub-agents get their shares.
+		keep, keepCost := s.keep(int64(len(s.r.system)+len(s.schema)) + toolsBytes(s.r.tools.Definitions(s.ctx)))
 		var release func()
-		toolCtx, release = run.WithShares(toolCtx, len(calls))
+		toolCtx, release = run.WithShares(toolCtx, len(calls), keep, keepCost)
 		defer release()
 	}
 	if s.journal == nil {
@@ -667,84 +694,6 @@ func isInterrupted(err error) bool {
 func (s *runState) stepNames(step int) (stepName, firstResult string) {
 	stepName = s.runID + "/step-" + strconv.Itoa(step)
 	return stepName, stepName + "/result-1"
-}
-
-// budgetNote is, once a token limit is nearly reached, a note that tells
-// the model to wrap up, so that it can return what it has instead of losing
-// the work to ErrUsageLimit; for the wrap-up turn (wrapUp), the note that
-// this is its last reply; else "".
-func (s *runState) budgetNote(wrapUp bool) string {
-	lim := s.limit
-	if lim == 0 {
-		if wrapUp { // by the cost limit
-			return "Budget note: another step would pass the money this work may cost. This is your last reply, and no tools are available: answer now with what you have, " +
-				"and say plainly what is unfinished (status \"partial\" if you report a status)."
-		}
-		return ""
-	}
-	used := s.spent()
-	if wrapUp {
-		return "Budget note: you have used " + strconv.FormatInt(used, 10) + " of your " + strconv.FormatInt(lim, 10) +
-			" tokens, and another step would pass the limit. This is your last reply, and no tools are available: answer now with what you have, " +
-			"and say plainly what is unfinished (status \"partial\" if you report a status)."
-	}
-	if used*5 < lim*4 {
-		return ""
-	}
-	return "Budget note: you have used " + strconv.FormatInt(used, 10) + " of your " + strconv.FormatInt(lim, 10) +
-		" tokens. Finish now: answer with what you have, and say plainly what is unfinished (status \"partial\" if you report a status)."
-}
-
-// overCost reports whether the next call, whose system prompt and tools
-// weigh fixed bytes, would take the run, or a run it is inside, past its
-// cost limit (WithCostLimit): at the run's prices, it is priced as the
-// estimated input and as many output tokens as the last reply had.
-func (s *runState) overCost(fixed int64) bool {
-	left, limited := run.CostLeft(s.ctx)
-	if !limited {
-		return false
-	}
-	if left <= 0 {
-		return true
-	}
-	name, model := s.r.spanIdentity()
-	if s.lastModel != "" {
-		model = s.lastModel
-	}
-	next, _ := run.Price(s.ctx, name, model, provider.Usage{InputTokens: s.estimate(fixed), OutputTokens: s.lastOut})
-	return next > left
-}
-
-// costLimited reports whether a cost limit bounds the run.
-func (s *runState) costLimited() bool {
-	_, limited := run.CostLeft(s.ctx)
-	return limited
-}
-
-// spent is what the run has used so far, its sub-agents' included.
-func (s *runState) spent() int64 { return s.usage.Add(s.child).Tokens() }
-
-// setUsed tells the run's scope what it has used, for the budgets of the
-// sub-agents its tools start.
-func (s *runState) setUsed() {
-	if s.limit > 0 {
-		run.SetUsed(s.ctx, s.spent())
-	}
-}
-
-func (s *runState) checkLimit() error {
-	if left, limited := run.CostLeft(s.ctx); limited && left < 0 {
-		cost, _ := run.Cost(s.ctx)
-		return fmt.Errorf("%w: the work cost $%.6f, past its cost limit by $%.6f: raise WithCostLimit or give a smaller task", ErrUsageLimit, cost, -left)
-	}
-	if lim := s.limit; lim > 0 {
-		used := s.spent()
-		run.SetUsed(s.ctx, used)
-		if used > lim {
-			return fmt.Errorf("%w: %d tokens used, the limit is %d: raise WithTokenLimit or give a smaller task", ErrUsageLimit, used, lim)
-		}
-	}
-	return nil
 }
 
 // complete makes one model call: streamed when the provider streams and

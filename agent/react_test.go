@@ -514,10 +514,13 @@ func TestReactTokenLimit(t *testing.T) {
 		wantChild provider.Usage
 	}{
 		{"under the limit", 1000, u(300, 100), "", u(300, 100)},
-		{"exactly at the limit", 640, u(300, 100), "", u(300, 100)},
-		// Past the limit after a step, the run answers in a wrap-up turn
-		// (TestReactWrapUp) rather than failing.
-		{"over it by the child", 500, u(300, 100), "", u(300, 100)},
+		// The last call needs its input (about 118 tokens, and 63 of the
+		// wrap-up's note) and a reply's room: 700 leaves 190 after the
+		// first step, for a wrap-up.
+		{"room for a wrap-up", 700, u(300, 100), "", u(300, 100)},
+		// Past the limit after a step, no call is left.
+		{"over it by the child", 500, u(300, 100),
+			`agent "agent": agent: usage limit exceeded: 510 tokens used, the limit is 500, and the next model call, reading about 181 tokens, would leave no room for a reply in the 0 left: raise WithTokenLimit or give a smaller task`, u(300, 100)},
 		{"over it by the model alone", 100, u(0, 0),
 			`agent "agent": agent: usage limit exceeded: 110 tokens used, the limit is 100: raise WithTokenLimit or give a smaller task`, provider.Usage{}},
 		{"no limit", 0, u(1e9, 1e9), "", u(1e9, 1e9)},

@@ -13,21 +13,22 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// TestReactWrapUp checks the last call of a run whose next step would
-// pass its token limit: it is made without tools, with a note that it is
-// the last reply, and its answer ends the run as partial instead of the
-// run failing with ErrUsageLimit; a wrap-up reply with no text still
-// fails.
+// TestReactWrapUp checks the last call of a run after which another
+// would not fit its token limit: it is made without tools, with a note
+// that it is the last reply, and with what is left as its output bound;
+// its answer ends the run as partial. A wrap-up reply with no text fails
+// the run, and a run with no room left for any reply makes no call.
 func TestReactWrapUp(t *testing.T) {
 	t.Run("answers with what it has", func(t *testing.T) {
-		// Each call costs 300 in and 20 out: after two, a third (at least
-		// 320 more) would pass the limit of 900.
+		// Each call reads what the one before read and wrote, and 10
+		// more: after two, a third fits the limit of 1,200, a fourth
+		// would not.
 		p := fake.NewProvider(
 			fake.Call("weather", `{"city":"Lisbon"}`).WithUsage(u(300, 20)),
-			fake.Call("weather", `{"city":"Porto"}`).WithUsage(u(300, 20)),
-			fake.Text("Lisbon is sunny; Porto not yet known.").WithUsage(u(300, 20)),
+			fake.Call("weather", `{"city":"Porto"}`).WithUsage(u(330, 20)),
+			fake.Text("Lisbon is sunny; Porto not yet known.").WithUsage(u(400, 20)),
 		)
-		a := newReact(t, p, agent.WithTools(weather(t)), agent.WithTokenLimit(900))
+		a := newReact(t, p, agent.WithTools(weather(t)), agent.WithTokenLimit(1200))
 		out, err := a.Run(t.Context(), agent.Input{Text: "weather in Lisbon, Porto and Faro?"})
 		if err != nil {
 			t.Fatal(err)
@@ -43,14 +44,20 @@ func TestReactWrapUp(t *testing.T) {
 			t.Errorf("tools offered: %d, then %d on the last call; want tools until the wrap-up turn, none on it", len(reqs[1].Tools), len(reqs[2].Tools))
 		}
 		last := reqs[2].Messages[len(reqs[2].Messages)-1].Content
-		if !strings.Contains(last, "This is your last reply") || !strings.Contains(last, "640 of your 900 tokens") {
+		if !strings.Contains(last, "This is your last reply") || !strings.Contains(last, "670 of your 1200 tokens") {
 			t.Errorf("the wrap-up note is %q", last)
 		}
-		if got := out.TotalUsage().Tokens(); got != 960 {
-			t.Errorf("spent %d tokens, want 960: the limit plus the one reply that passed it", got)
+		// The bound is what is left after the call's input: the last
+		// report (350) and what was added since, the note included.
+		added := int64(len(reqs[2].Messages[len(reqs[2].Messages)-2].Content) + len(reqs[2].Messages[len(reqs[2].Messages)-2].ToolCallID) + len(last))
+		if want := 1200 - 670 - (350 + (added+3)/4); int64(reqs[2].MaxTokens) != want {
+			t.Errorf("the wrap-up's output bound is %d, want %d: what is left after its estimated input", reqs[2].MaxTokens, want)
+		}
+		if got := out.TotalUsage().Tokens(); got != 1090 {
+			t.Errorf("spent %d tokens, want 1090", got)
 		}
 	})
-	t.Run("past the limit after a tool step", func(t *testing.T) {
+	t.Run("no room after a tool step", func(t *testing.T) {
 		p := fake.NewProvider(
 			fake.Call("delegate", `{}`).WithUsage(u(100, 10)),
 			fake.Text("what the child found").WithUsage(u(120, 10)),
@@ -59,8 +66,11 @@ func TestReactWrapUp(t *testing.T) {
 			return tool.Result{Content: "found", Usage: u(1000, 0)}, nil
 		})
 		out, err := newReact(t, p, agent.WithTools(child), agent.WithTokenLimit(500)).Run(t.Context(), agent.Input{Text: "go"})
-		if err != nil || !out.Partial {
-			t.Fatalf("got %v, partial %v; want a partial answer", err, out.Partial)
+		if !errors.Is(err, agent.ErrUsageLimit) || !strings.Contains(err.Error(), "would leave no room for a reply") || p.Calls() != 1 {
+			t.Fatalf("got %v after %d calls; want ErrUsageLimit before a second call", err, p.Calls())
+		}
+		if got := out.TotalUsage().Tokens(); got != 1110 {
+			t.Errorf("the failed run reports %d tokens, want all 1110 spent", got)
 		}
 	})
 	t.Run("a wrap-up with no answer fails", func(t *testing.T) {
@@ -68,9 +78,24 @@ func TestReactWrapUp(t *testing.T) {
 			fake.Call("weather", `{"city":"Lisbon"}`).WithUsage(u(300, 20)),
 			fake.Call("weather", `{"city":"Porto"}`).WithUsage(u(300, 20)),
 		)
-		_, err := newReact(t, p, agent.WithTools(weather(t)), agent.WithTokenLimit(500)).Run(t.Context(), agent.Input{Text: "go"})
+		_, err := newReact(t, p, agent.WithTools(weather(t)), agent.WithTokenLimit(900)).Run(t.Context(), agent.Input{Text: "go"})
 		if !errors.Is(err, agent.ErrUsageLimit) || !strings.Contains(err.Error(), "asked to wrap up, had no answer") {
 			t.Errorf("got %v, want ErrUsageLimit saying the wrap-up had no answer", err)
+		}
+	})
+	t.Run("a reply cut at its bound is the run's last", func(t *testing.T) {
+		// Synthetic usage: a token per four bytes, as the estimate counts.
+		p := fake.NewProvider(fake.Call("weather", `{"city":"Lisbon"}`), fake.Text(strings.Repeat("sunny ", 400)))
+		out, err := newReact(t, p, agent.WithTools(weather(t)), agent.WithTokenLimit(300)).Run(t.Context(), agent.Input{Text: "go"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqs := p.Requests()
+		if len(reqs) != 2 || !out.Partial || !strings.HasPrefix(out.Answer, "sunny sunny") {
+			t.Fatalf("%d calls, partial %v, answer %q; want the cut reply as a partial answer", len(reqs), out.Partial, out.Answer)
+		}
+		if got := out.TotalUsage().Tokens(); got > 300 {
+			t.Errorf("spent %d tokens under a limit of 300", got)
 		}
 	})
 }

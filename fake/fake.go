@@ -27,7 +27,9 @@
 //
 // Usage is synthetic but deterministic: about one token per four bytes in and
 // out, and one request per call. PromptCache makes it account for a
-// vendor's prompt cache too, as the vendor documents it.
+// vendor's prompt cache too, as the vendor documents it. A reply that would
+// count more output tokens than the request's MaxTokens stops there, as a
+// real model's does: cut, its tool calls dropped, StopMaxTokens.
 //
 // A tool call without an ID gets one that is unique across providers, as a
 // real model's are: "call_", a random tag drawn once per provider, "_" and
@@ -371,6 +373,9 @@ func (p *Provider) respond(ctx context.Context, req provider.Request) (provider.
 		return provider.Response{}, nil, r.err
 	case r.fn != nil:
 		resp, err := r.fn(ctx, req)
+		if err == nil {
+			stopAt(req, &resp)
+		}
 		return resp, nil, err
 	}
 	resp := provider.Response{
@@ -394,7 +399,34 @@ func (p *Provider) respond(ctx context.Context, req provider.Request) (provider.
 		resp.Usage.CacheReadTokens, resp.Usage.CacheWriteTokens = p.cacheUsage(req)
 		p.mu.Unlock()
 	}
+	if stopAt(req, &resp) {
+		return resp, nil, nil
+	}
 	return resp, r.args, nil
+}
+
+// stopAt makes resp what a model stopped at req.MaxTokens returns, as a
+// real provider does: when its output counts more tokens than that, it
+// counts req.MaxTokens, its text is cut to four bytes a token (on a
+// character boundary), its tool calls, left unfinished, are dropped, and
+// it stopped for StopMaxTokens. It reports whether it cut.
+func stopAt(req provider.Request, resp *provider.Response) bool {
+	limit := int64(req.MaxTokens)
+	if limit <= 0 || resp.Usage.OutputTokens <= limit {
+		return false
+	}
+	resp.Usage.OutputTokens = limit
+	text := resp.Message.Content
+	if n := 4 * limit; int64(len(text)) > n {
+		for n > 0 && !utf8.RuneStart(text[n]) {
+			n--
+		}
+		text = text[:n]
+	}
+	resp.Message.Content = text
+	resp.Message.ToolCalls = nil
+	resp.StopReason = provider.StopMaxTokens
+	return true
 }
 
 // Usage is the synthetic usage of a call: one token per four bytes of the

@@ -518,12 +518,17 @@ func (t *SubAgentTool) runChild(ctx context.Context, args json.RawMessage, in ag
 	out, v, err := runs.answer(in)
 	o := Outcome{RunID: runID, Arguments: args, Output: out, Usage: runs.usage, Models: ledger.From(ctx).Entries()}
 	switch {
+	case errors.Is(err, errNoRetry), err == nil && out.Partial && v.problem != nil:
+		// Its answer did not fit, and its share could not pay for another
+		// try (a wrap-up's answer is its run's last): what it answered is
+		// what it has.
+		o.Content, o.Value = t.unretried(out.Answer, v.problem)
 	case err != nil && errors.Is(err, agent.ErrUsageLimit) && ctx.Err() == nil:
 		// Cut short at its budget: what it said last is what it has.
 		o.Content, o.Value = t.partial(lastSaid(out.Messages), true)
 	case err != nil:
 		return tool.Result{}, err
-	case out.Partial && (t.cfg.check == nil || v.problem != nil):
+	case out.Partial && t.cfg.check == nil:
 		o.Content, o.Value = t.partial(out.Answer, false)
 	default:
 		if o.Content, o.Value, err = t.accept(out.Answer, v); err != nil {
@@ -531,6 +536,23 @@ func (t *SubAgentTool) runChild(ctx context.Context, args json.RawMessage, in ag
 		}
 	}
 	return t.deliver(ctx, o)
+}
+
+// unretried is the content and value of the result of a child whose
+// answer did not fit the shape asked for (problem) and whose share of its
+// parent's budget could not pay for a corrective retry: a partial Report
+// under WithReport, else its answer with the problem noted; both say why
+// it was not retried.
+func (t *SubAgentTool) unretried(answer string, problem error) (string, any) {
+	const why = "the sub-agent's budget could not pay for a corrective retry"
+	if strings.TrimSpace(answer) == "" {
+		answer = "(nothing)"
+	}
+	if c := t.cfg.check; c.result {
+		r := Report{Status: ReportPartial, Summary: "[" + why + " of an answer that did not fit the report's shape]\n" + answer}
+		return fitResult(r, t.cfg.maxOutput), r
+	}
+	return withNote(answer, problem.Error()+"; not retried: "+why, t.cfg.maxOutput), nil
 }
 
 // partial is the content and value of the result of a child that reached
@@ -624,7 +646,14 @@ func (r *childRuns) answer(in agent.Input) (out agent.Output, v verdict, err err
 		// a fresh child is: told its task again, with the rejected answer.
 		task = agent.Input{Text: in.Messages[0].Content, CacheKey: in.CacheKey}
 	}
+	if r.spentShare() {
+		return answered, v, errNoRetry
+	}
 	if out, err = r.attempt(r.t.correction(task, out.Answer, v.problem)); err != nil {
+		if errors.Is(err, agent.ErrUsageLimit) && out.TotalUsage().Requests == 0 && r.ctx.Err() == nil {
+			// The corrective run could not pay for a model call.
+			return answered, v, errNoRetry
+		}
 		if len(out.Messages) == 0 {
 			// The corrective run did not start (no budget left): what the
 			// child said is in the first.
@@ -634,6 +663,20 @@ func (r *childRuns) answer(in agent.Input) (out agent.Output, v verdict, err err
 	}
 	v, err = r.check(out.Answer)
 	return out, v, err
+}
+
+// errNoRetry: the call's share of its parent's budget cannot pay for the
+// corrective run of a rejected answer.
+var errNoRetry = errors.New("subagent: no budget left for a corrective retry")
+
+// spentShare reports whether the runs have spent the call's share of its
+// parent's budget, tokens or dollars, so that no further run can start.
+func (r *childRuns) spentShare() bool {
+	tokens := r.budget
+	if r.t.limited != nil {
+		tokens = r.t.budget
+	}
+	return tokens >= 0 && r.usage.Tokens() >= tokens || r.costShare > 0 && r.cost >= r.costShare
 }
 
 // attempt makes one run of the child and adds what it spent to the call's

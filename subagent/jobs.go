@@ -55,6 +55,13 @@ type job struct {
 // ("background_job <name>"), the span under which the job's sub-agent runs.
 const attrJobID = attribute.Key("deputy.job.id")
 
+// jobMargin is what a background job costs its parent beyond its child's
+// answer, in tokens, taken from the job's share: the receipt (about 50
+// tokens), read by the parent's next calls until it is collected, say
+// three times, and the call that collects it (about 30), written once
+// and read once.
+const jobMargin = 3*50 + 2*30
+
 // startJob runs fn in the background under the parent run's context and
 // returns the job's receipt. who is the sub-agent the job runs (for a fork,
 // the spawner's fork), callID the spawning call. The settle function fn
@@ -75,8 +82,10 @@ func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task 
 	jctx, cancel := context.WithCancel(run.Context(ctx))
 	jctx = run.WithDepth(jctx, agent.Depth(ctx))
 	// The job's child takes its share of the parent's budget like a child
-	// in the foreground; the step ending does not give it back.
-	jctx, giveBack := run.KeepShare(ctx, jctx)
+	// in the foreground; the step ending does not give it back. What the
+	// parent spends on the job itself comes out of the share first
+	// (jobMargin).
+	jctx, giveBack := run.KeepShare(ctx, jctx, jobMargin)
 	jobID, runID := id.New("job_"), ""
 	if js := journalFrom(ctx); js != nil {
 		// The same job each time the turn runs: a resumed turn, replaying

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -317,7 +318,7 @@ func TestJobBudgetHeldUntilCollected(t *testing.T) {
 		fork := subagent.DefaultForkName
 		pr := &probe{}
 		p := fake.NewProvider(
-			spawns(`{"task":"slow","background":true}`).For("lead").WithUsage(usage(100)),
+			spawns(`{"task":"slow","background":true}`).For("lead").WithUsage(usage(1000)),
 			spawns(`{"task":"quick"}`).For("lead").WithUsage(provider.Usage{Requests: 1}).After(time.Minute),
 			onJob("wait", "").For("lead"),
 			spawns(`{"task":"after"}`).For("lead").WithUsage(provider.Usage{Requests: 1}),
@@ -327,9 +328,9 @@ func TestJobBudgetHeldUntilCollected(t *testing.T) {
 			task := req.Messages[0].Content
 			switch {
 			case task == "slow" && len(req.Messages) == 1:
-				return provider.Response{Message: provider.AssistantMessage("", provider.ToolCall{Name: "probe", Arguments: json.RawMessage(`{}`)}), Usage: usage(200)}, nil
+				return provider.Response{Message: provider.AssistantMessage("", provider.ToolCall{Name: "probe", Arguments: json.RawMessage(`{}`)}), Usage: usage(1000)}, nil
 			case task == "slow":
-				return provider.Response{Message: provider.AssistantMessage("slow done"), Usage: usage(100)}, nil
+				return provider.Response{Message: provider.AssistantMessage("slow done"), Usage: usage(1000)}, nil
 			case len(req.Messages) == 1:
 				return provider.Response{Message: provider.AssistantMessage("", provider.ToolCall{Name: "probe", Arguments: json.RawMessage(`{}`)}), Usage: provider.Usage{Requests: 1}}, nil
 			}
@@ -338,20 +339,28 @@ func TestJobBudgetHeldUntilCollected(t *testing.T) {
 		for range 6 {
 			p.Add(child)
 		}
-		reg, _ := setup(t, p, true, []subagent.SpawnOption{subagent.WithBackground(), subagent.WithChildTokenBudget(500)}, pr.tool())
-		out, err := lead(t, p, reg, agent.WithTokenLimit(1000)).Run(t.Context(), agent.Input{Text: "go"})
+		reg, _ := setup(t, p, true, []subagent.SpawnOption{subagent.WithBackground(), subagent.WithChildTokenBudget(5000)}, pr.tool())
+		out, err := lead(t, p, reg, agent.WithTokenLimit(10000)).Run(t.Context(), agent.Input{Text: "go"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		// 900 left: the job sets aside 500 of its share of 900, so
-		// "quick" gets 400 while the job is uncollected; once collected
-		// (spent 300), "after" gets 1000-100-300 = 600, capped to 500.
+		// 9,000 left, less the 1,000 the lead's next call reads, in two:
+		// the job's share, 4,000, less what its receipt and collection
+		// cost the lead (210). While the job is uncollected "quick" gets
+		// a share of what is left beside it; once collected (spent
+		// 2,000), "after" gets a share of all that is left.
 		pr.mu.Lock()
 		defer pr.mu.Unlock()
-		if diff := cmp.Diff([]string{"500", "400", "500"}, pr.seen); diff != "" {
-			t.Errorf("the children's limits, in order (-want +got):\n%s", diff)
+		if len(pr.seen) != 3 {
+			t.Fatalf("the children's limits %q, want three", pr.seen)
 		}
-		if diff := cmp.Diff(provider.Usage{InputTokens: 300, Requests: 6}, out.ChildUsage); diff != "" {
+		slow, _ := strconv.Atoi(pr.seen[0])
+		quick, _ := strconv.Atoi(pr.seen[1])
+		after, _ := strconv.Atoi(pr.seen[2])
+		if slow != 4000-210 || quick > (10000-1000-slow)/2 || after <= quick {
+			t.Errorf("the children's limits, in order: %q; want %d for the job, less than %d beside it, more once it was collected", pr.seen, 4000-210, (10000-1000-slow)/2)
+		}
+		if diff := cmp.Diff(provider.Usage{InputTokens: 2000, Requests: 6}, out.ChildUsage); diff != "" {
 			t.Errorf("child usage (-want +got):\n%s", diff)
 		}
 		if got := strings.Join(toolResults(out.Messages)[1:], "|"); got != "quick done|slow done|after done" {

@@ -141,13 +141,17 @@ func TestSpawnChildBudget(t *testing.T) {
 		childBudget int64 // 0 for no WithChildTokenBudget
 		want        string
 	}{
-		{"what the parent has left", 10000, 3000, 0, "7000"},
-		{"the per-child budget when less", 10000, 3000, 2000, "2000"},
-		{"what is left when less than the budget", 10000, 8000, 5000, "2000"},
+		// The parent keeps back what its next call reads (the 3,000 of
+		// its first, and what was added since), and splits the rest in
+		// two: a share for the child, one for its own reply.
+		{"what the parent has left", 10000, 3000, 0, "2000"},
+		{"the per-child budget when less", 10000, 3000, 1500, "1500"},
+		{"what is left when less than the budget", 10000, 2000, 5000, "3000"},
 		{"the per-child budget of an unlimited parent", 0, 3000, 2500, "2500"},
 		{"unlimited", 0, 3000, 0, "unlimited"},
-		{"nothing left", 10000, 10000, 0, "error"},
-		{"nothing left, with a budget", 10000, 10000, 1000, "error"},
+		// What is left pays for the parent's next call's input only.
+		{"nothing left", 10000, 5000, 0, "error"},
+		{"nothing left, with a budget", 10000, 5000, 1000, "error"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -164,15 +168,18 @@ func TestSpawnChildBudget(t *testing.T) {
 			}
 			reg, sp := spied(t, p, opts, pr.tool())
 			out, err := lead(t, p, reg, agent.WithTokenLimit(tc.parentLimit)).Run(t.Context(), agent.Input{Text: "go"})
-			if err != nil {
-				t.Fatal(err)
-			}
 			if tc.want == "error" {
+				if !errors.Is(err, agent.ErrUsageLimit) {
+					t.Errorf("the parent ended with %v, want ErrUsageLimit: no room is left for its reply", err)
+				}
 				got := toolResults(out.Messages)
 				if len(got) != 1 || !strings.Contains(got[0], "subagent: no token budget left") || sp.count(subagent.ErrNoBudget) != 1 {
 					t.Errorf("tool results %q, want ErrNoBudget", got)
 				}
 				return
+			}
+			if err != nil {
+				t.Fatal(err)
 			}
 			if diff := cmp.Diff([]string{tc.want}, pr.sorted()); diff != "" {
 				t.Errorf("the fork's tokens left (-want +got):\n%s", diff)
@@ -189,12 +196,14 @@ func TestSpawnBudgetNote(t *testing.T) {
 	fork := subagent.DefaultForkName
 	p := fake.NewProvider(
 		spawns(`{"task":"survey the field"}`).For("lead").WithUsage(usage(300)),
-		fake.Call("lookup", `{}`).For(fork).WithUsage(usage(560)),
+		fake.Call("lookup", `{}`).For(fork).WithUsage(usage(2000)),
 		fake.Text(`{"status":"partial","summary":"surveyed half"}`).For(fork).WithUsage(usage(50)),
 		fake.Text("done").For("lead").WithUsage(usage(1)),
 	)
 	reg, _ := setup(t, p, false, []subagent.SpawnOption{subagent.WithReport()})
-	out, err := lead(t, p, reg, agent.WithTokenLimit(1000)).Run(t.Context(), agent.Input{Text: "go"})
+	// The fork's share: 9,700 left, less the 300 the lead's next call
+	// reads, in two (the fork's and the lead's reply's).
+	out, err := lead(t, p, reg, agent.WithTokenLimit(10000)).Run(t.Context(), agent.Input{Text: "go"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,14 +225,14 @@ func TestSpawnBudgetNote(t *testing.T) {
 		t.Errorf("the note travels as a %s message, want user", last.Role)
 	}
 	mustContain(t, last.Content,
-		`Budget note: you have used 560 of your 700 tokens, and another step would pass the limit. This is your last reply`, `status "partial"`)
+		`Budget note: you have used 2000 of your 4700 tokens, and another step would pass the limit. This is your last reply`, `status "partial"`)
 	if len(reqs[1].Tools) != 0 {
 		t.Errorf("the wrap-up turn offered %d tools, want none", len(reqs[1].Tools))
 	}
 	if diff := cmp.Diff(reqs[0].Messages, reqs[1].Messages[:len(reqs[0].Messages)]); diff != "" {
 		t.Errorf("the second request does not repeat the first's conversation (-first +second):\n%s", diff)
 	}
-	if diff := cmp.Diff(provider.Usage{InputTokens: 610, Requests: 2}, out.ChildUsage); diff != "" {
+	if diff := cmp.Diff(provider.Usage{InputTokens: 2050, Requests: 2}, out.ChildUsage); diff != "" {
 		t.Errorf("child usage (-want +got):\n%s", diff)
 	}
 }
@@ -234,8 +243,8 @@ func TestSpawnBudgetNote(t *testing.T) {
 func TestSpawnChildOverBudget(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	t.Run("an answer that passes it is kept", func(t *testing.T) {
-		p := fake.NewProvider(fake.Text("a long answer").For(subagent.DefaultForkName).WithUsage(usage(150)))
-		reg, _ := setup(t, p, false, []subagent.SpawnOption{subagent.WithChildTokenBudget(100)})
+		p := fake.NewProvider(fake.Text("a long answer").For(subagent.DefaultForkName).WithUsage(usage(1500)))
+		reg, _ := setup(t, p, false, []subagent.SpawnOption{subagent.WithChildTokenBudget(1000)})
 		res, err := reg.Execute(t.Context(), []tool.Call{{ID: "c1", Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"t"}`)}})
 		if err != nil {
 			t.Fatal(err)
@@ -243,16 +252,16 @@ func TestSpawnChildOverBudget(t *testing.T) {
 		if res[0].IsError || res[0].Content != "a long answer" {
 			t.Errorf("result %+v, want the answer", res[0])
 		}
-		if diff := cmp.Diff(usage(150), res[0].Usage); diff != "" {
+		if diff := cmp.Diff(usage(1500), res[0].Usage); diff != "" {
 			t.Errorf("usage (-want +got):\n%s", diff)
 		}
 	})
 	t.Run("cut short, it answers partially with what it said", func(t *testing.T) {
 		p := fake.NewProvider(fake.Respond(func(context.Context, provider.Request) (provider.Response, error) {
 			call := provider.ToolCall{ID: "l1", Name: "lookup", Arguments: json.RawMessage(`{}`)}
-			return provider.Response{Message: provider.AssistantMessage("Half of it: X is 4.", call), Usage: usage(150)}, nil
+			return provider.Response{Message: provider.AssistantMessage("Half of it: X is 4.", call), Usage: usage(1500)}, nil
 		}).For(subagent.DefaultForkName))
-		reg, _ := setup(t, p, false, []subagent.SpawnOption{subagent.WithChildTokenBudget(100), subagent.WithReport()})
+		reg, _ := setup(t, p, false, []subagent.SpawnOption{subagent.WithChildTokenBudget(1000), subagent.WithReport()})
 		res, err := reg.Execute(t.Context(), []tool.Call{{ID: "c1", Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"t"}`)}})
 		if err != nil {
 			t.Fatal(err)
@@ -261,7 +270,7 @@ func TestSpawnChildOverBudget(t *testing.T) {
 		if res[0].IsError || !ok || r.Status != subagent.ReportPartial || !strings.Contains(r.Summary, "Half of it: X is 4.") {
 			t.Errorf("result %+v, want a partial Report with what the child said", res[0])
 		}
-		if diff := cmp.Diff(usage(150), res[0].Usage); diff != "" {
+		if diff := cmp.Diff(usage(1500), res[0].Usage); diff != "" {
 			t.Errorf("usage (-want +got):\n%s", diff)
 		}
 	})
@@ -281,13 +290,14 @@ func TestSpawnBudgetIsReserved(t *testing.T) {
 		want        []string // the children's limits, sorted
 		wantNoBudge int      // spawns refused for want of tokens
 	}{
-		// 900 left for three calls: a share of 300 each.
-		{"side by side", 0, 3, 0, []string{"300", "300", "300"}, 0},
-		{"side by side, the per-child budget when less", 200, 3, 0, []string{"200", "200", "200"}, 0},
-		// One at a time, each spending 500 in the answer that passes its
-		// share: the shares were set aside before the first started, so
-		// the third still has its own.
-		{"one at a time", 0, 1, 500, []string{"300", "300", "300"}, 0},
+		// 9,000 left, less the 1,000 the lead's next call reads, for
+		// three calls and the lead's reply: a share of 2,000 each.
+		{"side by side", 0, 3, 0, []string{"2000", "2000", "2000"}, 0},
+		{"side by side, the per-child budget when less", 1500, 3, 0, []string{"1500", "1500", "1500"}, 0},
+		// One at a time, each spending 1,900 of its share: the shares
+		// were set aside before the first started, so the third still
+		// has its own.
+		{"one at a time", 0, 1, 1900, []string{"2000", "2000", "2000"}, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -295,7 +305,7 @@ func TestSpawnBudgetIsReserved(t *testing.T) {
 				fork := subagent.DefaultForkName
 				pr := &probe{}
 				p := fake.NewProvider(
-					spawns(`{"task":"a"}`, `{"task":"b"}`, `{"task":"c"}`).For("lead").WithUsage(usage(100)),
+					spawns(`{"task":"a"}`, `{"task":"b"}`, `{"task":"c"}`).For("lead").WithUsage(usage(1000)),
 					fake.Text("done").For("lead").WithUsage(provider.Usage{Requests: 1}),
 				)
 				// A child calls probe, then answers; every call takes a
@@ -316,7 +326,7 @@ func TestSpawnBudgetIsReserved(t *testing.T) {
 					opts = append(opts, subagent.WithChildTokenBudget(tc.budget))
 				}
 				reg, _ := setup(t, p, false, opts, pr.tool())
-				out, err := lead(t, p, reg, agent.WithTokenLimit(1000)).Run(t.Context(), agent.Input{Text: "go"})
+				out, err := lead(t, p, reg, agent.WithTokenLimit(10000)).Run(t.Context(), agent.Input{Text: "go"})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -404,16 +414,18 @@ func TestForkAnswerKeptWhenNoCorrectionIsLeft(t *testing.T) {
 	p := fake.NewProvider(
 		fake.Call(subagent.SpawnToolName, `{"task":"a"}`).For("lead"),
 		fake.Text("done").For("lead"),
-		fake.Text("THE FINDINGS: 42").WithUsage(provider.Usage{InputTokens: 10, OutputTokens: 500_000, Requests: 1}).For(subagent.DefaultForkName),
+		fake.Text("THE FINDINGS: 42").WithUsage(provider.Usage{InputTokens: 500_000, OutputTokens: 10, Requests: 1}).For(subagent.DefaultForkName),
 	).DontRecord()
 	reg, _ := setup(t, p, false, []subagent.SpawnOption{subagent.WithReport()})
+	// The child's input counted far more than its estimate: the lead has
+	// nothing left to answer with, and its Output keeps the result.
 	out, err := lead(t, p, reg, agent.WithTokenLimit(100_000)).Run(t.Context(), agent.Input{Text: "go"})
-	if err != nil {
-		t.Fatal(err)
+	if !errors.Is(err, agent.ErrUsageLimit) {
+		t.Fatalf("the lead ended with %v, want ErrUsageLimit", err)
 	}
 	for _, c := range toolResults(out.Messages) {
 		if !strings.Contains(c, "42") {
-			t.Errorf("the child's answer is lost from its result")
+			t.Errorf("the child's answer is lost from its result: %q", c)
 		}
 	}
 }

@@ -117,27 +117,27 @@ func TestFailedChildUsage(t *testing.T) {
 	}
 }
 
-// A parent's usage limit counts its children's usage: a child that takes
-// the parent past its limit leaves the parent one wrap-up turn, without
-// tools, to answer with what it has.
+// A parent's usage limit counts its children's usage: what is left for
+// the parent's next call, the bound of its reply, is what the child left.
 func TestParentLimitCountsChildren(t *testing.T) {
 	for _, f := range forms {
 		t.Run(f.name, func(t *testing.T) {
 			p := fake.NewProvider(
 				fake.Call("child", `{"task":"x"}`).For("lead").WithUsage(usage(10, 10)),
 				fake.Text("done").For("lead").WithUsage(usage(10, 10)),
-				fake.Text("big answer").For("child").WithUsage(usage(1000, 1000)),
+				fake.Text("big answer").For("child").WithUsage(usage(150, 50)),
 			)
 			lead := newReact(t, p, agent.WithName("lead"), agent.WithTokenLimit(500), agent.WithTools(f.build(t, p, nil)))
 			out, err := lead.Run(context.Background(), agent.Input{Text: "go"})
-			if err != nil || !out.Partial || out.Answer != "done" {
-				t.Errorf("error %v, partial %v, answer %q; want the wrap-up turn's answer, partial", err, out.Partial, out.Answer)
+			if err != nil || out.Answer != "done" {
+				t.Fatalf("error %v, answer %q; want the lead's answer", err, out.Answer)
 			}
-			if reqs := p.RequestsFor("lead"); len(reqs) != 2 || len(reqs[1].Tools) != 0 {
-				t.Errorf("the lead made %d calls; want 2, the second without tools", len(reqs))
-			}
-			if out.ChildUsage != usage(1000, 1000) {
+			reqs := p.RequestsFor("lead")
+			if out.ChildUsage != usage(150, 50) {
 				t.Errorf("ChildUsage = %v", out.ChildUsage)
+			}
+			if len(reqs) != 2 || reqs[1].MaxTokens <= 0 || reqs[1].MaxTokens > 500-20-200 {
+				t.Errorf("the lead made %d calls, its last bounded at %d tokens; want 2, the last at most the %d the child left", len(reqs), reqs[len(reqs)-1].MaxTokens, 500-20-200)
 			}
 		})
 	}

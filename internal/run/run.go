@@ -113,6 +113,9 @@ func Start(ctx context.Context, id, name string, tokenLimit int64) context.Conte
 	if parent.scope != nil {
 		sc.prices = parent.scope.prices
 	}
+	// A run given part of its parent's budget hands its answer back to
+	// a parent that reads it again, on that budget too (ReadBack).
+	sc.readBack = parent.budget >= 0 || parent.shares != nil || parent.costShare > 0
 	if parent.costShare > 0 {
 		// Its share of what its parent's step had left to spend is its
 		// own limit: its siblings' spending does not eat into it.
@@ -154,6 +157,19 @@ type scope struct {
 	// the sub-runs' included; changed under mu.
 	earlier     provider.Usage
 	earlierCost float64
+	// readBack: the run's answer is read again by the run that started
+	// it, out of the part of its budget this run got (ReadBack).
+	readBack bool
+}
+
+// ReadBack reports whether the run of ctx was given part of the budget of
+// the run that started it (a token or cost share, WithBudget): its answer
+// goes back to that run, which reads it as input, out of the same part. A
+// run that reserves a reply's tokens before its model calls then reserves
+// them twice.
+func ReadBack(ctx context.Context) bool {
+	sc := from(ctx).scope
+	return sc != nil && sc.readBack
 }
 
 // A Tally is something a run counts for its Output, its sub-agents' included.
@@ -208,6 +224,22 @@ func Price(ctx context.Context, providerName, model string, u provider.Usage) (f
 		return 0, false
 	}
 	return p.Cost(u), true
+}
+
+// PriceOf returns the price, at the prices of the run of ctx, of model of
+// providerName, and whether they price it.
+func PriceOf(ctx context.Context, providerName, model string) (provider.Price, bool) {
+	sc := from(ctx).scope
+	if sc == nil {
+		return provider.Price{}, false
+	}
+	sc.mu.Lock()
+	prices := sc.prices
+	sc.mu.Unlock()
+	if prices == nil {
+		return provider.Price{}, false
+	}
+	return prices.Lookup(providerName, model)
 }
 
 // Priced reports whether the run of ctx has prices.
@@ -437,14 +469,20 @@ type shares struct {
 // its call's share (TakeShare) before its child starts, so that whatever
 // a child spends, its siblings keep theirs. Without a token limit it sets
 // nothing aside.
-func WithShares(ctx context.Context, calls int) (context.Context, func()) {
+//
+// The run keeps back first what its next model call will read before the
+// calls' results (keep tokens, costing keepCost dollars), then splits the
+// rest in calls+1 equal parts: one a call, and one for the reply of its
+// next call. A child's answer, which that call reads too, comes out of
+// the child's share (ReadBack).
+func WithShares(ctx context.Context, calls int, keep int64, keepCost float64) (context.Context, func()) {
 	ri := from(ctx)
 	sc := ri.scope
 	if sc == nil || calls < 1 {
 		return ctx, func() {}
 	}
 	if left, limited := CostLeft(ctx); limited {
-		ri.costShare = max(left, 1e-12) / float64(calls) // not 0, which is no limit
+		ri.costShare = max((left-keepCost)/float64(calls+1), 1e-12) // not 0, which is no limit
 	}
 	if sc.limit == 0 {
 		if ri.costShare > 0 {
@@ -453,8 +491,8 @@ func WithShares(ctx context.Context, calls int) (context.Context, func()) {
 		return ctx, func() {}
 	}
 	sc.mu.Lock()
-	left := max(sc.limit-sc.used.Load()-sc.reserved.Load(), 0)
-	sh := &shares{sc: sc, each: left / int64(calls), n: calls}
+	left := max(sc.limit-sc.used.Load()-sc.reserved.Load()-max(keep, 0), 0)
+	sh := &shares{sc: sc, each: left / int64(calls+1), n: calls}
 	sc.reserved.Add(sh.each * int64(calls))
 	sc.mu.Unlock()
 	ri.shares = sh
@@ -540,7 +578,11 @@ func HasShares(ctx context.Context) bool { return from(ctx).shares != nil }
 // step giving back its untaken shares does not take that one. The
 // function it returns gives the share back if the work never took it;
 // call it once the work has ended.
-func KeepShare(ctx, dst context.Context) (context.Context, func()) {
+//
+// Of the share, margin tokens go back to the run at once: what the run
+// spends to look after the work (a job's receipt, which its later calls
+// read, and the call that collects it) comes out of the work's share.
+func KeepShare(ctx, dst context.Context, margin int64) (context.Context, func()) {
 	sh := from(ctx).shares
 	if sh == nil {
 		return dst, func() {}
@@ -555,6 +597,12 @@ func KeepShare(ctx, dst context.Context) (context.Context, func()) {
 	sh.n--
 	sh.mu.Unlock()
 	own := &shares{sc: sh.sc, each: sh.each, n: 1}
+	if back := min(max(margin, 0), own.each); back > 0 {
+		own.each -= back
+		sh.sc.mu.Lock()
+		sh.sc.reserved.Add(-back)
+		sh.sc.mu.Unlock()
+	}
 	ri := from(dst)
 	ri.shares = own
 	return context.WithValue(dst, key{}, &ri), own.release

@@ -1,0 +1,217 @@
+package agent
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/deputy-go/deputy/internal/run"
+	"github.com/deputy-go/deputy/provider"
+)
+
+// replyCeiling bounds a reply under a token or cost limit when WithMaxTokens
+// does not: the output bound sent with every call under a limit must be one
+// every model accepts (older models write at most 4,096 tokens, and some
+// APIs refuse a larger bound).
+const replyCeiling = 4096
+
+// callPlan is what a run's budget allows its next model call: the output
+// bound sent with it (0: the provider's default), whether it is the run's
+// wrap-up turn, and the budget note that goes last in its messages ("":
+// none).
+type callPlan struct {
+	maxTokens int
+	wrapUp    bool
+	note      string
+	// bounded: the output bound is the budget's, so a reply cut there
+	// ended the run's budget, not only its length.
+	bounded bool
+}
+
+// plan reserves the next model call's tokens and dollars before it is
+// made: the call goes only if its estimated input and the output it may
+// produce fit what the run, and every run it is inside, has left, and what
+// it may produce is sent as its output bound (provider.Request.MaxTokens),
+// so that no reply passes it. A run whose answer its parent reads again
+// (run.ReadBack) keeps room for that reading too: its bound is half of
+// what is left after the input. The call is a wrap-up turn when a second
+// call like it would not fit after it. fixed is what the system prompt,
+// tool definitions and response schema weigh, in bytes.
+func (s *runState) plan(fixed int64) (callPlan, error) {
+	r := s.r
+	p := callPlan{maxTokens: r.maxTokens}
+	lim := s.limits()
+	if !lim.tokens && !lim.cost {
+		return p, nil
+	}
+	name, model := r.spanIdentity()
+	if s.lastModel != "" {
+		model = s.lastModel
+	}
+	base := s.estimate(fixed)
+	p.note = s.budgetNote(false)
+	est := base + (int64(len(p.note))+3)/4
+	out := s.room(lim, est, name, model, s.readBack)
+	if out < est+2*max(s.lastOut, 1)+1 {
+		// After this call, one like it would not fit: this is the last.
+		p.wrapUp = true
+		p.note = s.budgetNote(true)
+		est = base + (int64(len(p.note))+3)/4
+		out = s.room(lim, est, name, model, s.readBack)
+	}
+	if out < 1 {
+		return p, s.noRoom(est, lim)
+	}
+	ceiling := int64(r.maxTokens)
+	if ceiling == 0 {
+		ceiling = replyCeiling
+	}
+	p.maxTokens = int(min(out, ceiling))
+	p.bounded = out <= ceiling
+	return p, nil
+}
+
+// left is what a run may still spend, read once before a model call.
+type left struct {
+	tokens, cost bool    // whether a token, a cost limit bounds the run
+	n            int64   // tokens left
+	dollars      float64 // dollars left
+}
+
+// limits reads what the run, and every run it is inside, has left: of its
+// token limit, its sub-agents' included, less what is set aside for work
+// running beside it (a background job's share); of its cost limit.
+func (s *runState) limits() left {
+	var l left
+	if s.limit > 0 {
+		run.SetUsed(s.ctx, s.spent())
+		l.n, l.tokens = run.TokensLeft(s.ctx)
+	}
+	l.dollars, l.cost = run.CostLeft(s.ctx)
+	return l
+}
+
+// room returns how many output tokens what is left pays for after a call
+// to model of providerName estimated to read est tokens; with readBack,
+// after its reply is read once more, as input, by the parent. A model the
+// prices lack costs nothing against a cost limit.
+func (s *runState) room(l left, est int64, providerName, model string, readBack bool) int64 {
+	out := int64(math.MaxInt64)
+	if l.tokens {
+		out = l.n - est
+		if readBack {
+			out = floorHalf(out)
+		}
+	}
+	if l.cost {
+		if l.dollars <= 0 {
+			return min(out, 0)
+		}
+		if price, ok := run.PriceOf(s.ctx, providerName, model); ok {
+			per := price.Output
+			if readBack {
+				per += price.Input
+			}
+			if per > 0 {
+				out = min(out, int64(math.Floor((l.dollars-float64(est)*price.Input)/per)))
+			} else if float64(est)*price.Input > l.dollars {
+				out = min(out, 0)
+			}
+		}
+	}
+	return out
+}
+
+// floorHalf is n/2 rounded down, negative numbers included.
+func floorHalf(n int64) int64 { return n >> 1 }
+
+// noRoom is the error of a run that cannot pay for another model call.
+func (s *runState) noRoom(est int64, l left) error {
+	if out := l.n - est; l.tokens && (out < 1 || s.readBack && floorHalf(out) < 1) {
+		left := l.n
+		how := "raise WithTokenLimit or give a smaller task"
+		if s.readBack {
+			how = "its parent reads its answer out of the same part, so the reply gets half of what is left: " + how
+		}
+		return fmt.Errorf("%w: %d tokens used, the limit is %d, and the next model call, reading about %d tokens, would leave no room for a reply in the %d left: %s",
+			ErrUsageLimit, s.spent(), s.limit, est, left, how)
+	}
+	return fmt.Errorf("%w: the next model call, reading about %d tokens, would leave no room for a reply in the $%.6f the work has left of its cost limit: raise WithCostLimit or give a smaller task",
+		ErrUsageLimit, est, max(l.dollars, 0))
+}
+
+// budgetNote is, once a token limit is nearly reached, a note that tells
+// the model to wrap up, so that it can return what it has instead of losing
+// the work to ErrUsageLimit; for the wrap-up turn (wrapUp), the note that
+// this is its last reply; else "".
+func (s *runState) budgetNote(wrapUp bool) string {
+	lim := s.limit
+	if lim == 0 {
+		if wrapUp { // by the cost limit
+			return "Budget note: another step would pass the money this work may cost. This is your last reply, and no tools are available: answer now with what you have, " +
+				"and say plainly what is unfinished (status \"partial\" if you report a status)."
+		}
+		return ""
+	}
+	used := s.spent()
+	if wrapUp {
+		return "Budget note: you have used " + strconv.FormatInt(used, 10) + " of your " + strconv.FormatInt(lim, 10) +
+			" tokens, and another step would pass the limit. This is your last reply, and no tools are available: answer now with what you have, " +
+			"and say plainly what is unfinished (status \"partial\" if you report a status)."
+	}
+	if used*5 < lim*4 {
+		return ""
+	}
+	return "Budget note: you have used " + strconv.FormatInt(used, 10) + " of your " + strconv.FormatInt(lim, 10) +
+		" tokens. Finish now: answer with what you have, and say plainly what is unfinished (status \"partial\" if you report a status)."
+}
+
+// keep is what the run keeps back, as a step's tool calls start, for its
+// next model call before their results: the tokens it will read (the
+// conversation so far, whose system prompt and tools weigh fixed bytes)
+// and what they cost at the run's prices (run.WithShares).
+func (s *runState) keep(fixed int64) (tokens int64, dollars float64) {
+	tokens = s.estimate(fixed)
+	if _, limited := run.CostLeft(s.ctx); limited {
+		name, model := s.r.spanIdentity()
+		if s.lastModel != "" {
+			model = s.lastModel
+		}
+		dollars, _ = run.Price(s.ctx, name, model, provider.Usage{InputTokens: tokens})
+	}
+	return tokens, dollars
+}
+
+// costLimited reports whether a cost limit bounds the run.
+func (s *runState) costLimited() bool {
+	_, limited := run.CostLeft(s.ctx)
+	return limited
+}
+
+// spent is what the run has used so far, its sub-agents' included.
+func (s *runState) spent() int64 { return s.usage.Add(s.child).Tokens() }
+
+// setUsed tells the run's scope what it has used, for the budgets of the
+// sub-agents its tools start.
+func (s *runState) setUsed() {
+	if s.limit > 0 {
+		run.SetUsed(s.ctx, s.spent())
+	}
+}
+
+// checkLimit fails the run once it is past a limit: a reply whose input
+// the estimate undercounted can take it there, and then no call is left.
+func (s *runState) checkLimit() error {
+	if left, limited := run.CostLeft(s.ctx); limited && left < 0 {
+		cost, _ := run.Cost(s.ctx)
+		return fmt.Errorf("%w: the work cost $%.6f, past its cost limit by $%.6f: raise WithCostLimit or give a smaller task", ErrUsageLimit, cost, -left)
+	}
+	if lim := s.limit; lim > 0 {
+		used := s.spent()
+		run.SetUsed(s.ctx, used)
+		if used > lim {
+			return fmt.Errorf("%w: %d tokens used, the limit is %d: raise WithTokenLimit or give a smaller task", ErrUsageLimit, used, lim)
+		}
+	}
+	return nil
+}
