@@ -350,11 +350,14 @@ func tokenLimit(t *testing.T, rt Runtime) {
 	})
 	noop := tool.Must(tool.New("noop", "Does nothing.", func(context.Context, struct{}) (string, error) { return "ok", nil }))
 	out := rt.Run(t, Tree{System: "lead", Provider: m, Task: "go", Tools: []tool.Tool{noop}, TokenLimit: 5}, nil)
+	// Five tokens leave no room for a reply: a runtime that reserves each
+	// call before it makes it makes none; one that checks after a reply
+	// stops at its first.
 	if out.Failure != "usage_limit" {
-		t.Errorf("a run whose first reply passed its limit ended %q (%v), want usage_limit", out.Failure, out.Err)
+		t.Errorf("a run whose limit has no room for a reply ended %q (%v), want usage_limit", out.Failure, out.Err)
 	}
-	if out.Usage.Requests != 1 {
-		t.Errorf("the run reported %d requests, want its one", out.Usage.Requests)
+	if out.Usage.Requests > 1 {
+		t.Errorf("the run reported %d requests, want at most one", out.Usage.Requests)
 	}
 }
 
