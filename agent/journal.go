@@ -19,8 +19,9 @@ import (
 // answer its model gives and each tool call's result, keyed by their place
 // in the turn (the run, the step, the call's index), and a run of the same
 // turn again replays them: a recorded answer is not asked for again (no
-// provider call, no usage, no events: whoever watched the first run has
-// them), and a recorded call is not run again, so that a side effect
+// provider call, no events: whoever watched the first run has them; what
+// it cost counts again, as spent before, see ledger.go), and a recorded
+// call is not run again, so that a side effect
 // happens once however often the turn is resumed or recovered. The calls
 // keep the ids the first run gave them, whatever ids the provider sends
 // the next time. A call that asked for input, failed with a Go error, or
@@ -224,7 +225,9 @@ func unusedAnswers(ctx context.Context) error {
 // and a run of the same turn again replays what j holds: the model's
 // answers are not asked for again, and the tool calls that finished — a
 // sub-agent's invocation at any depth, a side effect a person approved —
-// are not run again; their recorded results are returned at zero usage.
+// are not run again; their recorded results are returned, and what they
+// cost when they ran counts again, as spent by an earlier run of the turn
+// (Output.Earlier), without being paid for again.
 // Nothing has to be wrapped: every React of the turn, at any depth,
 // records and replays its own model calls, streamed or not, and keys them
 // by their place in the turn (the run, the step, the call's index), so a

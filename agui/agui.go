@@ -86,7 +86,9 @@
 //
 // ("status":"cancelled" declines; the call then fails with an error its
 // model reads). The resumed run replays the turn from its journal: the
-// models' answers are not asked for again and cost nothing, the tool calls
+// models' answers are not asked for again (nor paid for again: its
+// RUN_FINISHED reports the whole turn, the part before the answers marked
+// "earlier" in each usage entry), the tool calls
 // that finished are not run again, the suspended sub-agents continue under
 // the same subagentRunId, and the calls that asked get their answers —
 // whatever ids the provider gives tool calls, and without wrapping any

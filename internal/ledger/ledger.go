@@ -46,7 +46,7 @@ func From(ctx context.Context) *Ledger {
 
 // Add adds u, spent by one call to model of providerName, to the ledger of
 // ctx and the ledgers it is inside. Without a ledger, or for a call that
-// cost nothing (an answer replayed from a journal), it does nothing.
+// cost nothing, it does nothing.
 // dollars is what u cost, 0 when unpriced.
 func Add(ctx context.Context, providerName, model string, u provider.Usage, dollars float64) {
 	if u.IsZero() {
