@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -160,51 +161,55 @@ func TestFailedCompactionLeavesTheConversationAsItWas(t *testing.T) {
 		}, wantErr: "context canceled", is: context.Canceled},
 	}
 	for _, tt := range tests {
+		// In a bubble, the 20 ms pass only once every goroutine waits:
+		// on a loaded machine the deadline cannot come before the summary.
 		t.Run(tt.name, func(t *testing.T) {
-			var failing atomic.Bool
-			summarizer := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
-				if failing.Load() {
-					return tt.fail(ctx)
-				}
-				return provider.Response{Message: provider.AssistantMessage("the notes so far")}, nil
-			})
-			m := &notesModel{}
-			r, err := agent.NewReact(m, agent.WithTools(lookupTool(t)),
-				agent.WithCompaction(agent.Compaction{MaxMessages: 8, KeepTurns: 1, Summarizer: summarizer}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range 3 {
-				if _, err := r.Run(context.Background(), agent.Input{Text: question(i + 1)}); err != nil {
+			synctest.Test(t, func(t *testing.T) {
+				var failing atomic.Bool
+				summarizer := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+					if failing.Load() {
+						return tt.fail(ctx)
+					}
+					return provider.Response{Message: provider.AssistantMessage("the notes so far")}, nil
+				})
+				m := &notesModel{}
+				r, err := agent.NewReact(m, agent.WithTools(lookupTool(t)),
+					agent.WithCompaction(agent.Compaction{MaxMessages: 8, KeepTurns: 1, Summarizer: summarizer}))
+				if err != nil {
 					t.Fatal(err)
 				}
-			}
-			before := r.History()
-			calls := m.calls
-			failing.Store(true)
-			ctx, cancel := context.Background(), context.CancelFunc(func() {})
-			if tt.ctx != nil {
-				ctx, cancel = tt.ctx()
-			}
-			defer cancel()
-			_, err = r.Run(ctx, agent.Input{Text: "note 99"})
-			if !errors.Is(err, agent.ErrCompaction) || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("got %v, want ErrCompaction saying %q", err, tt.wantErr)
-			}
-			if tt.is != nil && !errors.Is(err, tt.is) {
-				t.Errorf("the error %v does not wrap %v", err, tt.is)
-			}
-			if diff := cmp.Diff(before, r.History()); diff != "" {
-				t.Errorf("the conversation changed (-before +after):\n%s", diff)
-			}
-			if m.calls != calls {
-				t.Errorf("the model was asked %d times after the compaction failed", m.calls-calls)
-			}
-			failing.Store(false)
-			out, err := r.Run(context.Background(), agent.Input{Text: "note 100"})
-			if err != nil || out.Compactions != 1 {
-				t.Fatalf("with the summarizer back: %d compactions, %v", out.Compactions, err)
-			}
+				for i := range 3 {
+					if _, err := r.Run(context.Background(), agent.Input{Text: question(i + 1)}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				before := r.History()
+				calls := m.calls
+				failing.Store(true)
+				ctx, cancel := context.Background(), context.CancelFunc(func() {})
+				if tt.ctx != nil {
+					ctx, cancel = tt.ctx()
+				}
+				defer cancel()
+				_, err = r.Run(ctx, agent.Input{Text: "note 99"})
+				if !errors.Is(err, agent.ErrCompaction) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v, want ErrCompaction saying %q", err, tt.wantErr)
+				}
+				if tt.is != nil && !errors.Is(err, tt.is) {
+					t.Errorf("the error %v does not wrap %v", err, tt.is)
+				}
+				if diff := cmp.Diff(before, r.History()); diff != "" {
+					t.Errorf("the conversation changed (-before +after):\n%s", diff)
+				}
+				if m.calls != calls {
+					t.Errorf("the model was asked %d times after the compaction failed", m.calls-calls)
+				}
+				failing.Store(false)
+				out, err := r.Run(context.Background(), agent.Input{Text: "note 100"})
+				if err != nil || out.Compactions != 1 {
+					t.Fatalf("with the summarizer back: %d compactions, %v", out.Compactions, err)
+				}
+			})
 		})
 	}
 }
