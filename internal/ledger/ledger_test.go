@@ -89,3 +89,26 @@ func TestJSON(t *testing.T) {
 		t.Error("not valid JSON")
 	}
 }
+
+// What an earlier run of the turn spent, replayed, counts in the entries
+// and is marked, per entry, under "earlier"; a ledger above sees both.
+func TestEarlierIsMarkedPerEntry(t *testing.T) {
+	ctx, run := ledger.With(context.Background())
+	child, inChild := ledger.With(ctx)
+	ledger.Add(child, "acme", "m", provider.Usage{Requests: 1, InputTokens: 10, OutputTokens: 1}, 0.5)
+	ledger.AddEarlier(child, "acme", "m", provider.Usage{Requests: 1, InputTokens: 20, OutputTokens: 2}, 1)
+	ledger.Replay(ctx, provider.Usage{Requests: 1, InputTokens: 7}, []provider.ModelUsage{{Provider: "acme", Model: "n", Usage: provider.Usage{Requests: 1, InputTokens: 5}, Cost: 0.25}})
+	want := `[{"provider":"acme","model":"m","inputTokens":30,"outputTokens":3,"totalTokens":33,"costUsd":1.5,"earlier":{"inputTokens":20,"outputTokens":2,"totalTokens":22,"costUsd":1}},` +
+		`{"provider":"acme","model":"n","inputTokens":5,"outputTokens":0,"totalTokens":5,"costUsd":0.25,"earlier":{"inputTokens":5,"outputTokens":0,"totalTokens":5,"costUsd":0.25}},` +
+		`{"inputTokens":2,"outputTokens":0,"totalTokens":2}]`
+	if got := string(ledger.JSON(run, provider.Usage{InputTokens: 37, OutputTokens: 3})); got != want {
+		t.Errorf("the run's usage:\n got %s\nwant %s", got, want)
+	}
+	if got := string(ledger.JSON(inChild, provider.Usage{})); got != `[{"provider":"acme","model":"m","inputTokens":30,"outputTokens":3,"totalTokens":33,"costUsd":1.5,"earlier":{"inputTokens":20,"outputTokens":2,"totalTokens":22,"costUsd":1}}]` {
+		t.Errorf("the child's usage: %s", got)
+	}
+	var v any
+	if err := json.Unmarshal(ledger.JSON(run, provider.Usage{}), &v); err != nil {
+		t.Errorf("not JSON: %v", err)
+	}
+}
