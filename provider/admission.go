@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/textcap"
+	"github.com/deputy-go/deputy/provider/internal/unreachable"
 )
 
 // Defaults of an Admission.
@@ -31,13 +34,25 @@ const (
 	maxBackoff = 30 * time.Second
 	// maxRetryAfter caps what a provider may ask a caller to wait.
 	maxRetryAfter = 10 * time.Minute
+	// DefaultRetryTime bounds the time Admission spends trying a call
+	// again after failures a retry may mend other than rate limits (see
+	// WithRetryTime).
+	DefaultRetryTime = 30 * time.Second
+	// unreachableRetryTime is as much of it as a call gets whose server
+	// could not be reached at all.
+	unreachableRetryTime = 2 * time.Second
+	// maxEventError bounds the text of a failure a retry event carries.
+	maxEventError = 1 << 10
 )
 
 // AdmissionEvent is the name of the AG-UI CUSTOM event Admission emits
-// when a call has to wait for admission ("queued") and when it goes
-// ("admitted"); its value is a JSON object with "state", "model",
-// "reason" (queued: "rate limit", "in flight" or "backoff", what holds
-// the first call in the queue) and "waitedMs" (admitted).
+// when a call has to wait for admission ("queued"), when it goes
+// ("admitted") and when it is tried again after a failure ("retry"); its
+// value is a JSON object with "state", "model", "reason" (queued: "rate
+// limit", "in flight" or "backoff", what holds the first call in the
+// queue), "waitedMs" (admitted), and for a retry "retry" (its number,
+// from 1), "waitMs" (the wait before it) and "error" (the failure it
+// follows, at most 1 KiB).
 const AdmissionEvent = "deputy.admission"
 
 // Limits bound the calls to one model. A zero field means no bound of that
@@ -93,10 +108,12 @@ type Limits struct {
 // An Admission is safe for concurrent use. The zero value is not usable:
 // make one with NewAdmission.
 type Admission struct {
-	retries  int
-	mu       sync.RWMutex
-	configed map[string]Limits // by model; "" for every other
-	gates    map[string]*gate
+	retries   int
+	retryTime time.Duration
+	log       *slog.Logger // nil: no logging
+	mu        sync.RWMutex
+	configed  map[string]Limits // by model; "" for every other
+	gates     map[string]*gate
 }
 
 // AdmissionOption configures NewAdmission.
@@ -127,9 +144,41 @@ func WithRetries(n int) AdmissionOption {
 	}
 }
 
+// WithRetryTime bounds how long a call is tried again after failures a
+// retry may mend other than rate limits (a 5xx, an overload, a dropped
+// connection, a timeout): the time from its first such failure, the
+// retries and the waits before them counted, the waits for admission
+// not. A retry whose wait would end past d is not made, and the call
+// returns its last failure. Default DefaultRetryTime; 0 tries such a call
+// once. A server that cannot be reached at all (a connection refused, a
+// host name that does not resolve) gets at most 2 seconds of it: a
+// server that restarts comes back within them, and a wrong URL or a
+// stopped server fails the first call within seconds. A rate-limited call
+// waits as the provider asks, up to WithRetries times.
+func WithRetryTime(d time.Duration) AdmissionOption {
+	return func(a *Admission) error {
+		if d < 0 {
+			return fmt.Errorf("provider: WithRetryTime(%v): the time cannot be negative; give 0 to try each failing call once", d)
+		}
+		a.retryTime = d
+		return nil
+	}
+}
+
+// WithLogger logs each retry to l at Warn, with the model, the retry's
+// number, the wait before it and the failure it follows; the same goes to
+// the event sink of the call's context as an AdmissionEvent of state
+// "retry". A nil l logs nothing, the default.
+func WithLogger(l *slog.Logger) AdmissionOption {
+	return func(a *Admission) error {
+		a.log = l
+		return nil
+	}
+}
+
 // NewAdmission returns admission control configured by opts.
 func NewAdmission(opts ...AdmissionOption) (*Admission, error) {
-	a := &Admission{retries: DefaultAdmissionRetries, configed: map[string]Limits{}, gates: map[string]*gate{}}
+	a := &Admission{retries: DefaultAdmissionRetries, retryTime: DefaultRetryTime, configed: map[string]Limits{}, gates: map[string]*gate{}}
 	for _, o := range opts {
 		if o == nil {
 			continue
@@ -150,8 +199,9 @@ type StreamFunc func(ctx context.Context, req Request, onDelta func(Delta) error
 // and tries it again as the Admission says. req.Model picks the model's
 // limits: a provider that fills in a default model passes req with it set
 // (as provider/openai and provider/anthropic do), so that a model's
-// limits hold for every call it answers. Call returns the last reply or failure, or an error wrapping
-// ctx.Err() when ctx ends while the call waits.
+// limits hold for every call it answers. Call returns the last reply or
+// failure, or an error wrapping ctx.Err() when ctx ends while the call
+// waits.
 func (a *Admission) Call(ctx context.Context, req Request, onDelta func(Delta) error, call StreamFunc) (Response, error) {
 	return a.call(ctx, req.Model, req, onDelta, call)
 }
@@ -162,6 +212,11 @@ func (a *Admission) call(ctx context.Context, model string, req Request, onDelta
 	var (
 		est    int64
 		queued time.Duration
+		// failing is the time the call has spent failing in a way a retry
+		// may mend, since the first such failure: the retries and the
+		// waits before them, not the waits for admission.
+		failing time.Duration
+		retried bool // after such a failure
 	)
 	for attempt := 0; ; attempt++ {
 		if g.tokensKnown() && est == 0 {
@@ -172,6 +227,7 @@ func (a *Admission) call(ctx context.Context, model string, req Request, onDelta
 		if err != nil {
 			return Response{}, err
 		}
+		began := time.Now()
 		resp, delivered, err := g.attempt(ctx, tk, req, onDelta, call)
 		perr, failed := asError(err)
 		if err == nil || !failed || delivered || attempt >= a.retries || !perr.Retryable() || ctx.Err() != nil {
@@ -180,20 +236,62 @@ func (a *Admission) call(ctx context.Context, model string, req Request, onDelta
 			}
 			return resp, err
 		}
-		if !pauses(perr) {
-			// A failure that sets no pause of every call: back off this
-			// call alone, as long as the provider asked, or a jittered
-			// while.
-			d := min(perr.RateLimit.RetryAfter, maxRetryAfter)
-			if d <= 0 {
-				d = backoff(attempt)
+		// The wait before the retry: the pause every call now keeps, or
+		// this call's own back-off, as long as the provider asked or a
+		// jittered while.
+		d := min(perr.RateLimit.RetryAfter, maxRetryAfter)
+		if d <= 0 && !pauses(perr) {
+			d = backoff(attempt)
+		}
+		if perr.Kind != KindRateLimit {
+			// A rate limit is the provider asking to wait, and the call
+			// waits as admission does; other failures are tried again
+			// for a bounded time, and a server that cannot be reached at
+			// all for a moment only: a wrong URL or a stopped server
+			// fails the call at once, a restarting one comes back.
+			if retried {
+				failing += time.Since(began)
 			}
+			retried = true
+			budget := a.retryTime
+			if unreachable.Is(err) {
+				budget = min(budget, unreachableRetryTime)
+			}
+			if failing+d > budget {
+				return resp, err
+			}
+			failing += d
+		}
+		a.retrying(ctx, model, attempt+1, d, perr)
+		if !pauses(perr) {
 			queued += d
 			if err := sleep(ctx, d); err != nil {
 				return Response{}, fmt.Errorf("waiting to retry after %v: %w", perr, err)
 			}
 		}
 	}
+}
+
+// retrying logs and emits retry number n of a call to model, after the
+// failure perr and a wait of d.
+func (a *Admission) retrying(ctx context.Context, model string, n int, d time.Duration, perr *Error) {
+	msg := textcap.Cap(perr.Error(), maxEventError)
+	if l := a.log; l != nil && l.Enabled(ctx, slog.LevelWarn) {
+		l.LogAttrs(ctx, slog.LevelWarn, "deputy: model call failed; trying it again",
+			slog.String("model", model), slog.Int("retry", n), slog.Duration("wait", d), slog.String("error", msg))
+	}
+	em := event.From(ctx)
+	if !em.Enabled() {
+		return
+	}
+	b, _ := json.Marshal(struct {
+		State  string `json:"state"`
+		Model  string `json:"model"`
+		Retry  int    `json:"retry"`
+		WaitMs int64  `json:"waitMs"`
+		Error  string `json:"error"`
+	}{"retry", model, n, d.Milliseconds(), msg})
+	em.Emit(event.Event{Type: event.Custom, Name: AdmissionEvent, Value: b})
 }
 
 // attempt makes one admitted call and counts it out, whatever way it ends:

@@ -21,6 +21,7 @@ func TestNewAdmissionRejectsBadOptions(t *testing.T) {
 	for name, opt := range map[string]provider.AdmissionOption{
 		"negative limit":   provider.WithLimits("m", provider.Limits{RequestsPerMinute: -1}),
 		"negative retries": provider.WithRetries(-1),
+		"negative time":    provider.WithRetryTime(-time.Second),
 	} {
 		if _, err := provider.NewAdmission(opt); err == nil || !strings.Contains(err.Error(), "negative") {
 			t.Errorf("%s: got %v, want an error that says the value is negative", name, err)

@@ -3,6 +3,8 @@ package provider
 import (
 	"fmt"
 	"net/http"
+
+	"github.com/deputy-go/deputy/provider/internal/unreachable"
 )
 
 // ErrorKind classifies a provider failure so that callers can decide what to
@@ -91,6 +93,12 @@ func (e *Error) hint() string {
 	case KindContextWindow:
 		return "shorten the conversation or bound the agent's history"
 	case KindTransient:
+		if unreachable.Is(e.Err) {
+			if e.Message != "" {
+				return "" // the provider's message says where it looked
+			}
+			return "check that the server runs at the provider's base URL"
+		}
 		return "retry later"
 	case KindResponseTooLarge:
 		return "ask for a shorter reply, e.g. with a lower MaxTokens, or raise the limit"

@@ -41,8 +41,11 @@
 // after the wait the provider asked for. Calls to one model are admitted
 // first come, first served. A model's limits hold for the calls that name
 // it and for those that name no model to a provider whose default it is.
-// The real providers go through one of their own, or one given them; Admit
-// puts one around any Provider.
+// Other failures a retry may mend are tried again for a bounded time
+// (WithRetryTime, DefaultRetryTime), a server that cannot be reached for 2
+// seconds only; each retry is logged (WithLogger) and emitted. The real
+// providers go through one of their own, or one given them; Admit puts one
+// around any Provider.
 // While a call waits, the context's event sink gets AdmissionEvent events.
 //
 // # Prices

@@ -78,6 +78,16 @@
 // (WithAdmission), so that they keep to its limits together.
 // WithoutAdmission goes back to the SDK's retries (WithMaxRetries).
 //
+// Other failures a retry may mend (a 5xx, an overload, a dropped
+// connection) are tried again with a jittered backoff for at most
+// WithRetryTime from the first (default provider.DefaultRetryTime, 30
+// seconds). A server that cannot be reached at all, a connection refused
+// or a host name that does not resolve, gets 2 seconds of it: the first
+// call to a wrong URL fails within seconds, with an error that names the
+// URL and says to set it with WithBaseURL or ANTHROPIC_BASE_URL. Each retry is logged
+// at Warn to WithLogger's logger, and goes to the call context's event
+// sink as a provider.AdmissionEvent of state "retry".
+//
 // # Limits
 //
 // A model's reply is untrusted input. Replies are assembled in time and
@@ -102,8 +112,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
+	"time"
 
 	ant "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -162,6 +174,8 @@ type config struct {
 	limits         adapter.Limits
 	admission      *provider.Admission
 	noAdmission    bool
+	retryTime      *time.Duration
+	logger         *slog.Logger
 }
 
 // WithAPIKey sets the API key, overriding the credentials the SDK would find
@@ -235,6 +249,41 @@ func WithMaxRetries(n int) Option {
 			return fmt.Errorf("WithMaxRetries(%d): the count cannot be negative; pass 0 to disable retries", n)
 		}
 		c.maxRetries = &n
+		return nil
+	}
+}
+
+// WithRetryTime bounds how long the provider's own Admission tries a call
+// again after failures a retry may mend other than rate limits (a 5xx, an
+// overload, a dropped connection), from the first (default
+// provider.DefaultRetryTime, 30 seconds; see provider.WithRetryTime); a
+// server that cannot be reached at all gets 2 seconds of it, so that a
+// wrong URL fails the first call at once. d must not be negative. An
+// Admission given with WithAdmission has its own (provider.WithRetryTime);
+// WithoutAdmission, the SDK retries as WithMaxRetries says.
+func WithRetryTime(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("WithRetryTime(%v): the time cannot be negative; pass 0 to try a failing call once", d)
+		}
+		c.retryTime = &d
+		return nil
+	}
+}
+
+// WithLogger logs each retry of the provider's own Admission to l, at
+// Warn, with the model, the retry's number, the wait before it and the
+// failure it follows (provider.WithLogger); each retry also goes to the
+// call context's event sink as a provider.AdmissionEvent. l must not be
+// nil. An Admission given with WithAdmission has its own logger
+// (provider.WithLogger); WithoutAdmission, the SDK retries and logs
+// nothing, and the option is refused.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return errors.New("WithLogger(nil): pass a logger, or leave the option out to log nothing")
+		}
+		c.logger = l
 		return nil
 	}
 }
@@ -324,7 +373,9 @@ func New(opts ...Option) (*Provider, error) {
 		model = *c.model
 	}
 
-	adm, sdkRetries, setRetries, err := adapter.Admission(Name, c.admission, c.noAdmission, c.maxRetries)
+	adm, sdkRetries, setRetries, err := adapter.Admission(Name, adapter.AdmissionConfig{
+		Given: c.admission, Off: c.noAdmission, Retries: c.maxRetries, RetryTime: c.retryTime, Logger: c.logger,
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -2,11 +2,13 @@ package anthropic_test
 
 import (
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/provider/anthropic"
@@ -20,6 +22,10 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		want string
 	}{
 		{"negative retries", []anthropic.Option{anthropic.WithMaxRetries(-1)}, nil, "pass 0 to disable retries"},
+		{"negative retry time", []anthropic.Option{anthropic.WithRetryTime(-time.Second)}, nil, "pass 0 to try a failing call once"},
+		{"nil logger", []anthropic.Option{anthropic.WithLogger(nil)}, nil, "leave the option out to log nothing"},
+		{"retry time without admission", []anthropic.Option{anthropic.WithRetryTime(time.Second), anthropic.WithoutAdmission()}, nil, "WithRetryTime and WithoutAdmission"},
+		{"logger and an admission of its own", []anthropic.Option{anthropic.WithLogger(slog.Default()), anthropic.WithAdmission(mustAdmission(t))}, nil, "provider.WithLogger"},
 		{"empty key", []anthropic.Option{anthropic.WithAPIKey("")}, nil, "leave the option out to use ANTHROPIC_API_KEY"},
 		{"empty model", []anthropic.Option{anthropic.WithModel("")}, nil, "pass a model name"},
 		{"zero max tokens", []anthropic.Option{anthropic.WithMaxTokens(0)}, nil, "the cap must be positive"},
@@ -114,4 +120,12 @@ func TestNewDefaults(t *testing.T) {
 	if p.Model() != anthropic.DefaultModel || p.BaseURL() != "https://api.anthropic.com/" {
 		t.Errorf("Model() = %q, BaseURL() = %q; want the defaults", p.Model(), p.BaseURL())
 	}
+}
+
+func mustAdmission(t *testing.T) *provider.Admission {
+	a, err := provider.NewAdmission()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

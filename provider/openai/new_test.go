@@ -2,11 +2,13 @@ package openai_test
 
 import (
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/provider/openai"
@@ -20,6 +22,10 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		want string
 	}{
 		{"negative retries", []openai.Option{openai.WithMaxRetries(-2)}, nil, "pass 0 to disable retries"},
+		{"negative retry time", []openai.Option{openai.WithRetryTime(-time.Second)}, nil, "pass 0 to try a failing call once"},
+		{"nil logger", []openai.Option{openai.WithLogger(nil)}, nil, "leave the option out to log nothing"},
+		{"retry time without admission", []openai.Option{openai.WithAPIKey("k"), openai.WithRetryTime(time.Second), openai.WithoutAdmission()}, nil, "WithRetryTime and WithoutAdmission"},
+		{"logger and an admission of its own", []openai.Option{openai.WithAPIKey("k"), openai.WithLogger(slog.Default()), openai.WithAdmission(mustAdmission(t))}, nil, "provider.WithLogger"},
 		{"empty key", []openai.Option{openai.WithAPIKey("")}, nil, "leave the option out to use OPENAI_API_KEY"},
 		{"empty model", []openai.Option{openai.WithModel("")}, nil, "pass a model name"},
 		{"relative base URL", []openai.Option{openai.WithBaseURL("localhost:11434/v1")}, nil, "the scheme must be http or https"},
@@ -131,4 +137,12 @@ func mustRead(t *testing.T, r *http.Request) []byte {
 		t.Error(err)
 	}
 	return b
+}
+
+func mustAdmission(t *testing.T) *provider.Admission {
+	a, err := provider.NewAdmission()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

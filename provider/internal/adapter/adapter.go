@@ -12,10 +12,12 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/provider/internal/unreachable"
 )
 
 // Canceled returns the error to report once ctx is done, or nil while ctx is
@@ -39,6 +41,9 @@ func Transport(name string, status int, err error) *provider.Error {
 	if perr := classify(name, status, err); perr != nil {
 		return perr
 	}
+	if unreachable.Is(err) {
+		return &provider.Error{Provider: name, StatusCode: status, Kind: provider.KindTransient, Message: unreachableMessage(name, err), Err: err}
+	}
 	kind := provider.KindUnknown
 	var netErr net.Error
 	var urlErr *url.Error
@@ -53,6 +58,23 @@ func Transport(name string, status int, err error) *provider.Error {
 		kind = provider.KindTransient
 	}
 	return &provider.Error{Provider: name, StatusCode: status, Kind: kind, Err: err}
+}
+
+// unreachableMessage says where a call went that could not reach its
+// server (a connection refused, a host name that does not resolve), and
+// what to do.
+func unreachableMessage(name string, err error) string {
+	where := "the server"
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		where = urlErr.URL
+	}
+	why := "the connection was refused (nothing listens there)"
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		why = "the host name " + strconv.Quote(dns.Name) + " does not resolve"
+	}
+	return fmt.Sprintf("cannot reach %s: %s; start the server, or give the provider its URL with WithBaseURL or %s_BASE_URL", where, why, strings.ToUpper(name))
 }
 
 // ErrIncomplete is the cause of a stream that ended before the provider said

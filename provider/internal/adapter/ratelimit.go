@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -108,29 +109,60 @@ func until(s string) time.Duration {
 	return max(time.Until(t), 0)
 }
 
-// Admission settles a provider's admission control from its options: the
-// Admission given (nil: none), whether it was turned off, and the retries
-// asked for (nil: none). It returns the Admission to call through (nil
-// when off) and the retries the SDK's own loop makes (0 under admission,
-// which retries itself), or an error naming the options that clash.
-func Admission(name string, given *provider.Admission, off bool, retries *int) (*provider.Admission, int, bool, error) {
+// AdmissionConfig is what a provider's options say of its admission
+// control.
+type AdmissionConfig struct {
+	Given     *provider.Admission // WithAdmission; nil: none given
+	Off       bool                // WithoutAdmission
+	Retries   *int                // WithMaxRetries; nil: not given
+	RetryTime *time.Duration      // WithRetryTime; nil: not given
+	Logger    *slog.Logger        // WithLogger; nil: not given
+}
+
+// Admission settles a provider's admission control from its options. It
+// returns the Admission to call through (nil when off) and the retries the
+// SDK's own loop makes (0 under admission, which retries itself; set
+// reports whether to pass them to the SDK), or an error naming the options
+// that clash.
+func Admission(name string, c AdmissionConfig) (adm *provider.Admission, sdkRetries int, set bool, err error) {
+	// The options that configure the provider's own Admission.
+	var own []string
+	if c.RetryTime != nil {
+		own = append(own, "WithRetryTime")
+	}
+	if c.Logger != nil {
+		own = append(own, "WithLogger")
+	}
 	switch {
-	case off && given != nil:
+	case c.Off && c.Given != nil:
 		return nil, 0, false, fmt.Errorf("%s: WithAdmission and WithoutAdmission both given: keep one", name)
-	case off:
-		if retries != nil {
-			return nil, *retries, true, nil
+	case c.Off && len(own) > 0:
+		return nil, 0, false, fmt.Errorf("%s: %s and WithoutAdmission both given: %s configures admission control's retries, and WithoutAdmission the SDK retries, silently (WithMaxRetries); keep one", name, own[0], own[0])
+	case c.Off:
+		if c.Retries != nil {
+			return nil, *c.Retries, true, nil
 		}
 		return nil, 0, false, nil // the SDK's default
-	case retries != nil && given != nil:
+	case c.Given != nil && c.Retries != nil:
 		return nil, 0, false, fmt.Errorf("%s: WithMaxRetries and WithAdmission both given: set the retries on the Admission (provider.WithRetries)", name)
-	case given != nil:
-		return given, 0, true, nil
+	case c.Given != nil && len(own) > 0:
+		return nil, 0, false, fmt.Errorf("%s: %s and WithAdmission both given: set it on the Admission (provider.%s)", name, own[0], own[0])
+	case c.Given != nil:
+		return c.Given, 0, true, nil
 	}
 	var opts []provider.AdmissionOption
-	if retries != nil {
-		opts = append(opts, provider.WithRetries(*retries))
+	if c.Retries != nil {
+		opts = append(opts, provider.WithRetries(*c.Retries))
+	}
+	if c.RetryTime != nil {
+		opts = append(opts, provider.WithRetryTime(*c.RetryTime))
+	}
+	if c.Logger != nil {
+		opts = append(opts, provider.WithLogger(c.Logger))
 	}
 	a, err := provider.NewAdmission(opts...)
-	return a, 0, true, err
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("%s: %w", name, err)
+	}
+	return a, 0, true, nil
 }

@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -82,26 +83,31 @@ func TestRetryHint(t *testing.T) {
 func TestAdmission(t *testing.T) {
 	given, _ := provider.NewAdmission()
 	three := 3
+	second := time.Second
+	logger := slog.New(slog.DiscardHandler)
 	for _, tc := range []struct {
 		name       string
-		given      *provider.Admission
-		off        bool
-		retries    *int
+		c          AdmissionConfig
 		wantAdm    bool
 		wantSDK    int
 		wantSet    bool
 		wantErrSay string
 	}{
-		{"default", nil, false, nil, true, 0, true, ""},
-		{"retries set on its own admission", nil, false, &three, true, 0, true, ""},
-		{"given", given, false, nil, true, 0, true, ""},
-		{"off", nil, true, nil, false, 0, false, ""},
-		{"off with the SDK's retries", nil, true, &three, false, 3, true, ""},
-		{"given and off", given, true, nil, false, 0, false, "WithAdmission and WithoutAdmission"},
-		{"given and retries", given, false, &three, false, 0, false, "WithMaxRetries and WithAdmission"},
+		{"default", AdmissionConfig{}, true, 0, true, ""},
+		{"retries set on its own admission", AdmissionConfig{Retries: &three}, true, 0, true, ""},
+		{"retry time and logger on its own admission", AdmissionConfig{RetryTime: &second, Logger: logger}, true, 0, true, ""},
+		{"given", AdmissionConfig{Given: given}, true, 0, true, ""},
+		{"off", AdmissionConfig{Off: true}, false, 0, false, ""},
+		{"off with the SDK's retries", AdmissionConfig{Off: true, Retries: &three}, false, 3, true, ""},
+		{"given and off", AdmissionConfig{Given: given, Off: true}, false, 0, false, "WithAdmission and WithoutAdmission"},
+		{"given and retries", AdmissionConfig{Given: given, Retries: &three}, false, 0, false, "WithMaxRetries and WithAdmission"},
+		{"given and retry time", AdmissionConfig{Given: given, RetryTime: &second}, false, 0, false, "provider.WithRetryTime"},
+		{"given and logger", AdmissionConfig{Given: given, Logger: logger}, false, 0, false, "provider.WithLogger"},
+		{"off and retry time", AdmissionConfig{Off: true, RetryTime: &second}, false, 0, false, "WithRetryTime and WithoutAdmission"},
+		{"off and logger", AdmissionConfig{Off: true, Logger: logger}, false, 0, false, "WithLogger and WithoutAdmission"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, sdk, set, err := Admission("x", tc.given, tc.off, tc.retries)
+			a, sdk, set, err := Admission("x", tc.c)
 			if tc.wantErrSay != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErrSay) {
 					t.Fatalf("got %v, want an error naming %s", err, tc.wantErrSay)
@@ -111,7 +117,7 @@ func TestAdmission(t *testing.T) {
 			if err != nil || (a != nil) != tc.wantAdm || sdk != tc.wantSDK || set != tc.wantSet {
 				t.Errorf("got admission %v, SDK retries %d (set %v), %v", a != nil, sdk, set, err)
 			}
-			if tc.given != nil && a != tc.given {
+			if tc.c.Given != nil && a != tc.c.Given {
 				t.Error("the Admission given was not used")
 			}
 		})
