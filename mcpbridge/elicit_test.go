@@ -294,6 +294,7 @@ func TestProgressGoesOutAsLogNotifications(t *testing.T) {
 	var mu sync.Mutex
 	var logs []string
 	a := newAsker(t, b.srv, "2025-11-25", &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approved": true}}, &mcp.ClientOptions{
+		//lint:ignore SA1019 the log notifications under test
 		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -301,6 +302,7 @@ func TestProgressGoesOutAsLogNotifications(t *testing.T) {
 		},
 	})
 	ctx := context.Background()
+	//lint:ignore SA1019 the log notifications under test
 	if err := a.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
 		t.Fatal(err)
 	}

@@ -86,7 +86,9 @@ func WithCallContext(fn func(ctx context.Context, req *mcp.CallToolRequest) (con
 // the tool's name as the logger, whether or not the client asked for
 // progress. The server declares MCP's logging capability; as MCP says, a
 // client receives log notifications once it has set a level. They are
-// queued and dropped as progress notifications are.
+// queued and dropped as progress notifications are. (MCP deprecates log
+// notifications from its protocol version 2026-07-28 on, and keeps them
+// working meanwhile.)
 func WithLogNotifications() ServerOption {
 	return func(s *Server) { s.logs = true }
 }
@@ -107,6 +109,7 @@ func NewServer(name, version string, opts ...ServerOption) *Server {
 	}
 	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
 	if s.logs {
+		//lint:ignore SA1019 log notifications are asked for; MCP deprecates them from 2026-07-28 on, and they still work
 		caps.Logging = &mcp.LoggingCapabilities{}
 	}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: name, Version: version}, &mcp.ServerOptions{Capabilities: caps})
@@ -344,6 +347,7 @@ func startProgress(ctx context.Context, session *mcp.ServerSession, token any) *
 // as the logger. The SDK sends none until the client sets a level.
 func startLogs(ctx context.Context, session *mcp.ServerSession, name string) *progress {
 	return startNotes(ctx, func(ctx context.Context, _ float64, msg string) error {
+		//lint:ignore SA1019 log notifications are asked for; MCP deprecates them from 2026-07-28 on, and they still work
 		return session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: name, Data: msg})
 	})
 }

@@ -101,7 +101,7 @@ func build() (*mcpbridge.Server, error) {
 		return "This is a simple text response for testing.", nil
 	}))
 	failing := tool.Must(tool.New("test_error_handling", "Always fails.", func(context.Context, struct{}) (string, error) {
-		return "", errors.New("This tool intentionally returns an error for testing")
+		return "", errors.New("this tool intentionally returns an error for testing")
 	}))
 	lookup := tool.Must(tool.New("lookup", "Looks a fact up.", func(context.Context, struct {
 		Q string `json:"q"`
