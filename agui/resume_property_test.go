@@ -160,7 +160,7 @@ func aguiSchedule(t *testing.T, path string, seed uint64, c *scheduleCounts) boo
 	}
 	// What a cut run paid never reached its client: then the usage
 	// reported counts each answer at most once.
-	for _, p := range append(w.Check(&q, answer), w.CheckUsage(usage, aborted == 0)...) {
+	for _, p := range append(w.Check(&q, answer, false), w.CheckUsage(usage, aborted == 0)...) {
 		fail("%s", p)
 	}
 	for _, run := range runs {

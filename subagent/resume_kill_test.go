@@ -43,6 +43,8 @@ type killRound struct {
 	Err         string            `json:"err,omitempty"`
 	Interrupted *tool.Interrupted `json:"interrupted,omitempty"`
 	Usage       provider.Usage    `json:"usage"`
+	Cost        float64           `json:"cost"`
+	Cut         bool              `json:"cut,omitempty"` // ended by a limit (agent.ErrUsageLimit)
 }
 
 const killRoundEnv = "DEPUTY_TEST_KILL_ROUND"
@@ -84,7 +86,7 @@ func TestResumeSurvivesSIGKILL(t *testing.T) {
 func killSchedule(t *testing.T, seed uint64, processes, killed *int) bool {
 	dir := t.TempDir()
 	r := rand.New(rand.NewPCG(seed, seed^0x51ed))
-	s := resumetest.NewSchedule(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), false)
+	s := resumetest.NewTreeSchedule(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), false)
 	w := resumetest.New(s)
 	w.Apart = true
 	ok := true
@@ -94,8 +96,9 @@ func killSchedule(t *testing.T, seed uint64, processes, killed *int) bool {
 	}
 	round := killRound{Seed: seed, Store: filepath.Join(dir, "deputy.db"), Log: filepath.Join(dir, "effects.log")}
 	var q resumetest.Questions
-	var usage provider.Usage
-	kills := 0
+	var last killRound
+	var logged int // bytes of the log read so far
+	kills, cut := 0, false
 	for n := 0; ; n++ {
 		if n > 40 {
 			fail("no end after %d rounds", n)
@@ -103,24 +106,42 @@ func killSchedule(t *testing.T, seed uint64, processes, killed *int) bool {
 		}
 		round.CrashAt = 0
 		if r.IntN(2) == 0 {
-			round.CrashAt = 1 + r.Int64N(int64(w.ModelAnswers()))
+			round.CrashAt = 1 + r.Int64N(int64(2*s.Levels+4))
 		}
 		got, wasKilled := startKillRound(t, dir, round)
 		*processes++
+		// What the models billed in the round's process.
+		data, err := os.ReadFile(round.Log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		billed, err := resumetest.ReadLog(data[logged:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		logged = len(data)
 		if wasKilled {
 			*killed++
 			kills++
 			continue // the same round again, in a new process
 		}
-		usage = got.Usage // each round reports the whole turn so far
+		last = got
+		what := fmt.Sprintf("round %d", n)
+		if !ledgerAcrossResume {
+			checkLedger(fail, what, billed.Billed, agent.Output{Usage: got.Usage, Cost: got.Cost}, nil)
+		}
+		if !budgetAcrossResume {
+			checkBudget(fail, what, s, billed.Billed, nil)
+		}
+		if got.Cut {
+			cut = true
+			break
+		}
 		if got.Err != "" {
 			fail("round %d: %s", n, got.Err)
 			return false
 		}
 		if got.Interrupted == nil {
-			if !strings.HasPrefix(got.Answer, "L0[") {
-				fail("the answer %q", got.Answer)
-			}
 			break
 		}
 		round.Pending = got.Interrupted
@@ -134,30 +155,31 @@ func killSchedule(t *testing.T, seed uint64, processes, killed *int) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ran, answers := map[string]int{}, 0
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		if name, ok := strings.CutPrefix(line, "ran "); ok {
-			ran[name]++
-		} else if line == "answer" {
-			answers++
-		}
+	log, err := resumetest.ReadLog(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ledgerAcrossResume {
+		checkLedger(fail, "the turn", log.Billed, agent.Output{Usage: last.Usage, Cost: last.Cost}, nil)
+	}
+	if budgetAcrossResume {
+		checkBudget(fail, "the turn", s, log.Billed, nil)
 	}
 	for l, names := range s.Tools {
 		for _, name := range names {
-			want := 1
-			if name[0] == 'g' && !q.Approved[name] {
+			want := s.Runs(l)
+			approved, asked := q.Approved[name]
+			if name[0] == 'g' && !approved {
 				want = 0
 			}
-			if ran[name] != want {
-				fail("level %d: %s ran %d times across %d killed processes, want %d (approved %v)", l, name, ran[name], kills, want, q.Approved[name])
+			if got := log.Ran[name]; got != want && !(s.Limited() && got < want && !(name[0] == 'g' && asked)) {
+				fail("level %d: %s ran %d times across %d killed processes, want %d (approved %v, asked %v)", l, name, got, kills, want, approved, asked)
 			}
 		}
 	}
-	if want := w.ModelAnswers(); answers != want {
-		fail("%d model answers across the processes (%d killed), want %d", answers, kills, want)
-	}
-	if want := w.ModelAnswers(); usage.Requests != int64(want) {
-		fail("the last round reported %+v for the whole turn, want the %d answers paid for", usage, want)
+	checkPaidOnce(fail, log.PaidTwice)
+	if !cut && !strings.HasPrefix(last.Answer, "L0[") {
+		fail("the answer %q", last.Answer)
 	}
 	return ok
 }
@@ -202,7 +224,7 @@ func runKillRound(t *testing.T, spec string) {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	w := resumetest.New(resumetest.NewSchedule(rand.New(rand.NewPCG(round.Seed, round.Seed^0x9e3779b97f4a7c15)), false))
+	w := resumetest.New(resumetest.NewTreeSchedule(rand.New(rand.NewPCG(round.Seed, round.Seed^0x9e3779b97f4a7c15)), false))
 	w.Crash = func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL); select {} }
 	w.Log = func(line string) { _, _ = logf.WriteString(line + "\n") }
 	w.IDPrefix = strconv.Itoa(os.Getpid()) + "_"
@@ -224,11 +246,13 @@ func runKillRound(t *testing.T, spec string) {
 		t.Fatal(err)
 	}
 	out, err := lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: "go"})
-	report := killRound{Answer: out.Answer, Usage: out.TotalUsage()}
+	report := killRound{Answer: out.Answer, Usage: out.TotalUsage(), Cost: out.Cost}
 	var in *tool.Interrupted
 	switch {
 	case errors.As(err, &in):
 		report.Interrupted = in
+	case errors.Is(err, agent.ErrUsageLimit):
+		report.Cut = true
 	case err != nil:
 		report.Err = err.Error()
 	}

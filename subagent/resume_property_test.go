@@ -6,52 +6,118 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/resumetest"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
 )
 
 var (
-	schedules    = flag.Int("schedules", 200, "how many random schedules TestResumeSchedules runs")
+	schedules    = flag.Int("schedules", 200, "how many random schedules TestResumeSchedules runs (DEPUTY_TEST_SCHEDULES sets it too)")
 	scheduleSeed = flag.Uint64("schedule-seed", 0, "the seed of TestResumeSchedules' first schedule (0: from the clock)")
 )
 
-// TestResumeSchedules runs random schedules to the end and checks, on
-// each, what a person relies on: each approved call ran exactly once and a
-// rejected one never, a plain call once; a question asked again (after a
-// crash) keeps its id; every model answer was asked for once over all the
-// runs, and paid once. It prints the number of schedules and the seed of
-// a failure; -schedules and -schedule-seed run more, or one again.
+// Invariants of the whole tree that known bugs still break. Each is
+// checked once its switch is on; turn a switch on as its fix lands.
+const (
+	// ledgerAcrossResume: the Output of a turn's last run covers the
+	// whole turn, every run before it included. Off: Output after a
+	// resume covers only the resumed run, so the ledger is checked run
+	// by run (what each run billed = its Output = its Tree).
+	ledgerAcrossResume = false
+	// budgetAcrossResume: a turn's token and cost limits hold over the
+	// whole turn. Off: the limits start afresh at every resume, so they
+	// are checked run by run.
+	budgetAcrossResume = false
+	// budgetHard: a run spends at most its limit plus one call's
+	// estimation error, through corrective retries and the wrap-up call.
+	// Off: both overshoot, so only the bound documented today is checked
+	// (the limit plus one call per run in flight).
+	budgetHard = false
+	// compactionPaidOnce: a compaction's summary is journaled and never
+	// paid twice. Off: a summary forced by the model's "too long" refusal
+	// is paid again when its turn goes on after a cancellation or a
+	// resume, so a summary paid twice is let through.
+	compactionPaidOnce = false
+)
+
+// TestResumeSchedules runs random trees (resumetest.NewTreeSchedule) to
+// the end: approvals, validated children and their corrective runs, a
+// resident that compacts (forced by its model's "too long" refusal, or
+// due), token and cost limits, a background job, admission control that
+// meets 429s, cancellation at random model calls, models that name their
+// calls afresh, not at all or from call_0, and a re-run of a child once
+// the turn is over. On each it checks what a person relies on: each
+// approved call ran exactly once and a rejected one never, a plain call
+// once; a question asked again (after a crash) keeps its id; no model
+// answer was paid twice; what the models billed is what the Output, the
+// subagent.Tree and a re-run's result report, in tokens and in money; and
+// nothing spent more than its limit allows. It prints the number of
+// schedules and the seed of a failure; -schedules (or
+// DEPUTY_TEST_SCHEDULES) and -schedule-seed run more, or one again.
 func TestResumeSchedules(t *testing.T) {
 	seed := *scheduleSeed
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
 	n := *schedules
+	if v := os.Getenv("DEPUTY_TEST_SCHEDULES"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			t.Fatalf("DEPUTY_TEST_SCHEDULES=%q: give a number of schedules", v)
+		}
+	}
 	if testing.Short() {
 		n = min(n, 50)
 	}
 	st := openStoreAt(t, filepath.Join(t.TempDir(), "deputy.db"))
+	var c treeCounts
 	for i := range n {
 		s := seed + uint64(i)
-		if !runSchedule(t, st, s) {
-			t.Fatalf("schedule with seed %d failed (rerun it: -run TestResumeSchedules -schedules 1 -schedule-seed %d)", s, s)
+		if !runSchedule(t, st, s, &c) {
+			t.Fatalf("schedule with seed %d failed (rerun it: go test ./subagent -run '^TestResumeSchedules$' -schedules 1 -schedule-seed %d -v)", s, s)
 		}
 	}
-	t.Logf("%d schedules passed, seeds %d to %d", n, seed, seed+uint64(n)-1)
+	t.Logf("%d schedules passed, seeds %d to %d: %d runs, %d cancelled, %d questions, %d cut by a limit, %d re-runs, %d summaries, %d corrected answers",
+		n, seed, seed+uint64(n)-1, c.runs, c.cancelled, c.questions, c.cut, c.reruns, c.summaries, c.corrected)
+}
+
+// scheduleTimeout bounds one schedule: far more than one takes.
+const scheduleTimeout = 2 * time.Minute
+
+// treeCounts is what the schedules did, over all of them: so that a run
+// of the test shows that it tried each thing.
+type treeCounts struct {
+	runs, cancelled, questions, cut, reruns, summaries, corrected int
 }
 
 // runSchedule runs one schedule to its end, reporting each broken
 // invariant, and whether all held.
-func runSchedule(t *testing.T, st *store.Store, seed uint64) bool {
+func runSchedule(t *testing.T, st *store.Store, seed uint64, c *treeCounts) bool {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	w := resumetest.New(resumetest.NewSchedule(r, true))
+	s := resumetest.NewTreeSchedule(r, true)
+	// A schedule that hangs would end only with the test's timeout,
+	// which names no seed.
+	watchdog := time.AfterFunc(scheduleTimeout, func() {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		fmt.Fprintf(os.Stderr, "schedule with seed %d (%v) has not ended in %v (rerun it: go test ./subagent -run '^TestResumeSchedules$' -schedules 1 -schedule-seed %d -v)\n%s", seed, s, scheduleTimeout, seed, buf)
+		os.Exit(2)
+	})
+	defer watchdog.Stop()
+	w := resumetest.New(s)
 	lead, err := w.Lead()
 	if err != nil {
 		t.Fatal(err)
@@ -59,13 +125,14 @@ func runSchedule(t *testing.T, st *store.Store, seed uint64) bool {
 	turn := fmt.Sprint("schedule-", seed)
 	ok := true
 	fail := func(format string, args ...any) {
-		t.Errorf("seed %d (%v): %s", seed, w.S, fmt.Sprintf(format, args...))
+		t.Errorf("seed %d (%v): %s", seed, s, fmt.Sprintf(format, args...))
 		ok = false
 	}
+	verbose := testing.Verbose() && *schedules == 1
 	var q resumetest.Questions
-	var usage provider.Usage
 	answers := context.Background()
 	var out agent.Output
+	cut := false
 	for round := 0; ; round++ {
 		if round > 40 {
 			fail("no end after %d runs", round)
@@ -79,22 +146,32 @@ func runSchedule(t *testing.T, st *store.Store, seed uint64) bool {
 		w.Crash = cancel
 		crashAt := int64(0)
 		if r.IntN(3) == 0 {
-			crashAt = 1 + r.Int64N(int64(w.ModelAnswers()))
+			crashAt = 1 + r.Int64N(int64(2*s.Levels+4))
 		}
 		w.NextRun(crashAt)
-		out, err = lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: "go"})
-		if testing.Verbose() && *schedules == 1 {
-			t.Logf("run %d (crash at %d): %q %v; answers %d", round, crashAt, out.Answer, err, w.Answers())
-		}
+		tree := subagent.NewTree(nil)
+		before := w.Billed()
+		out, err = lead.Run(agent.WithJournal(event.WithSink(ctx, tree), j), agent.Input{Text: "go"})
 		cancel()
-		// Each run reports the whole turn so far: the last one all of it.
-		usage = out.TotalUsage()
+		billed := w.Billed().Sub(before)
+		c.runs++
+		if verbose {
+			t.Logf("run %d (crash at %d): %q %v; billed %v; output %+v $%v", round, crashAt, out.Answer, err, billed, out.TotalUsage(), out.Cost)
+		}
+		if !ledgerAcrossResume {
+			checkLedger(fail, fmt.Sprintf("run %d", round), billed, out, tree)
+		}
+		if !budgetAcrossResume {
+			checkBudget(fail, fmt.Sprintf("run %d", round), s, billed, tree)
+		}
 		var in *tool.Interrupted
 		switch {
 		case err == nil:
 		case errors.Is(err, context.Canceled):
+			c.cancelled++
 			continue // recovered: the same turn, the same answers
 		case errors.As(err, &in):
+			c.questions += len(in.Interrupts)
 			given, problems := q.Answer(r, in.Interrupts)
 			for _, p := range problems {
 				fail("%s", p)
@@ -103,15 +180,162 @@ func runSchedule(t *testing.T, st *store.Store, seed uint64) bool {
 				t.Fatal(err)
 			}
 			continue
+		case s.Limited() && errors.Is(err, agent.ErrUsageLimit):
+			cut = true
 		default:
 			fail("run %d: %v", round, err)
 			return false
 		}
 		break
 	}
-	for _, p := range append(w.Check(&q, out.Answer), w.CheckUsage(usage, true)...) {
+	if cut || out.Partial || out.Refused > 0 {
+		c.cut++
+	}
+	c.summaries += w.Summaries()
+	c.corrected += w.Corrections()
+	total := w.Billed()
+	if ledgerAcrossResume {
+		checkLedger(fail, "the turn", total, out, nil)
+	}
+	if budgetAcrossResume {
+		checkBudget(fail, "the turn", s, total, nil)
+	}
+	// Under a limit a child may have answered in part, or not started:
+	// a tool call may not have been made.
+	for _, p := range w.Check(&q, out.Answer, cut || s.Limited()) {
 		fail("%s", p)
 	}
+	checkPaidOnce(fail, w.PaidTwice())
 	_ = st.DeleteJournal(context.Background(), turn)
+	if level := s.RerunLevel(); level > 0 && !cut {
+		c.reruns++
+		checkRerun(fail, w, level)
+	}
 	return ok
+}
+
+// checkPaidOnce reports the requests a model answered, and billed, more
+// than once.
+func checkPaidOnce(fail func(string, ...any), twice []string) {
+	for _, fp := range twice {
+		if !compactionPaidOnce && strings.Contains(fp, resumetest.SummaryRequest) {
+			continue
+		}
+		fail("a model answer paid again: %s", fp)
+	}
+}
+
+// checkLedger reports where what the models billed over a run (or the
+// whole turn) differs from what its Output says, and, given the run's
+// Tree, from what the Tree says of its sub-agents.
+func checkLedger(fail func(string, ...any), what string, billed resumetest.Bill, out agent.Output, tree *subagent.Tree) {
+	if got := out.TotalUsage(); got != billed.Usage {
+		fail("%s: the models billed %v; Output.Usage + ChildUsage say %+v", what, billed, got)
+	}
+	if out.Cost != billed.Cost {
+		fail("%s: the models billed $%v; Output.Cost says $%v", what, billed.Cost, out.Cost)
+	}
+	if tree == nil {
+		return
+	}
+	var nodes provider.Usage
+	var cost float64
+	for _, n := range tree.Roots() {
+		nodes = nodes.Add(n.TotalUsage())
+		d, _ := n.Cost(nil)
+		cost += d
+	}
+	child := out.ChildUsage
+	child.Requests = 0 // the Tree's events carry tokens, not requests
+	if nodes != child {
+		fail("%s: the Tree's sub-agents spent %+v; Output.ChildUsage says %+v", what, nodes, child)
+	}
+	if want, _ := resumetest.Prices.Cost(provider.ModelUsage{Model: resumetest.Model, Usage: out.ChildUsage}); cost != want {
+		fail("%s: the Tree's sub-agents cost $%v; Output.ChildUsage is worth $%v", what, cost, want)
+	}
+}
+
+// checkBudget reports a run (or a turn) that billed more than its limits
+// allow: the limit plus, until budgetHard, one call for each run in
+// flight (the lead and each sub-agent invocation of its Tree; each one
+// that validates runs twice), or, with it, one call.
+func checkBudget(fail func(string, ...any), what string, s resumetest.Schedule, billed resumetest.Bill, tree *subagent.Tree) {
+	if !s.Limited() {
+		return
+	}
+	calls := int64(1)
+	if !budgetHard {
+		calls = 1 + 2*int64(countNodes(tree, s))
+	}
+	if lim := s.TokenLimit; lim > 0 {
+		if bound := lim + calls*billed.MaxCall; billed.Usage.Tokens() > bound {
+			fail("%s: spent %d tokens under a limit of %d, past the bound of %d (%d calls of at most %d tokens)",
+				what, billed.Usage.Tokens(), lim, bound, calls, billed.MaxCall)
+		}
+	}
+	if lim := s.CostLimit; lim > 0 {
+		call, _ := resumetest.Prices.Cost(provider.ModelUsage{Model: resumetest.Model, Usage: provider.Usage{InputTokens: billed.MaxCall, OutputTokens: billed.MaxCall}})
+		if bound := lim + float64(calls)*call; billed.Cost > bound {
+			fail("%s: spent $%v under a limit of $%v, past the bound of $%v (%d calls of at most $%v)", what, billed.Cost, lim, bound, calls, call)
+		}
+	}
+}
+
+// countNodes counts the sub-agent invocations of a run's Tree, or, with
+// none, the most a schedule's turn makes.
+func countNodes(tree *subagent.Tree, s resumetest.Schedule) int {
+	if tree == nil {
+		return 2*s.Levels + 2
+	}
+	var count func([]*subagent.Node) int
+	count = func(nodes []*subagent.Node) int {
+		n := len(nodes)
+		for _, c := range nodes {
+			n += count(c.Children)
+		}
+		return n
+	}
+	return count(tree.Roots())
+}
+
+// checkRerun re-runs the child at level once the turn has ended: what the
+// models billed for it is its result's usage and its Tree's, and each tool
+// of its subtree ran once more (the resident's twice).
+func checkRerun(fail func(string, ...any), w *resumetest.World, level int) {
+	before := w.Billed()
+	ran := map[string]int{}
+	for _, names := range w.S.Tools[level:w.S.Levels] {
+		for _, name := range names {
+			ran[name] = w.Ran(name)
+		}
+	}
+	w.NextRun(0)
+	tree := subagent.NewTree(nil)
+	res, err := w.Rerun(event.WithSink(context.Background(), tree), level)
+	if err != nil {
+		fail("re-run of level %d: %v", level, err)
+		return
+	}
+	billed := w.Billed().Sub(before)
+	if res.Usage != billed.Usage {
+		fail("re-run of level %d: the models billed %v; its result's usage says %+v", level, billed, res.Usage)
+	}
+	roots := tree.Roots()
+	if len(roots) != 1 {
+		fail("re-run of level %d: the Tree has %d roots, want the one invocation", level, len(roots))
+		return
+	}
+	u := billed.Usage
+	u.Requests = 0
+	if got := roots[0].TotalUsage(); got != u {
+		fail("re-run of level %d: the models billed %v; its Tree node says %+v", level, billed, got)
+	}
+	if cost, _ := roots[0].Cost(resumetest.Prices); cost != billed.Cost {
+		fail("re-run of level %d: the models billed $%v; its Tree node says $%v", level, billed.Cost, cost)
+	}
+	for name, was := range ran {
+		if got, want := w.Ran(name)-was, w.S.Runs(resumetest.Level(name)); got != want {
+			fail("re-run of level %d: %s ran %d more times, want %d", level, name, got, want)
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,7 +42,36 @@ type Schedule struct {
 	Tools      [][]string // by level: the tools its agent calls; then the job's
 	IDs        int        // IDsFresh, IDsNone or IDsRestart
 	Background bool
+
+	// What NewTreeSchedule adds (see it); zero in NewSchedule's.
+	tree bool
+	// Validated: by level, the child answers in ReportSchema
+	// (subagent.WithReport), its first answer rejected, so that it is run
+	// once more to correct it.
+	Validated []bool
+	// Resident is the level (1 or more) whose sub-agent is a resident
+	// expert (FromAgent) its parent calls twice in one step, or 0.
+	// Compact says how it keeps its conversation short: CompactForced, its
+	// model refuses the second call as too long until it is compacted;
+	// CompactDue, its bound on messages makes it compact first.
+	Resident int
+	Compact  int
+	// TokenLimit and CostLimit bound the lead (0: none).
+	TokenLimit int64
+	CostLimit  float64
+	// RateLimited: every model call passes one provider.Admission, and
+	// the model refuses some calls with a 429 and a Retry-After first.
+	RateLimited bool
+	// Rerun: once the turn has ended, the test re-runs a child
+	// (subagent.SubAgentTool.Rerun).
+	Rerun bool
 }
+
+// How a resident keeps its conversation short (Schedule.Compact).
+const (
+	CompactForced = 1 + iota // by its model's "too long" refusal
+	CompactDue               // by its bound on messages
+)
 
 // NewSchedule draws a schedule from r; background allows a background job.
 func NewSchedule(r *rand.Rand, background bool) Schedule {
@@ -66,12 +96,20 @@ func NewSchedule(r *rand.Rand, background bool) Schedule {
 }
 
 func (s Schedule) String() string {
-	return fmt.Sprintf("%d levels, tools %v, id mode %d, background %v", s.Levels, s.Tools, s.IDs, s.Background)
+	str := fmt.Sprintf("%d levels, tools %v, id mode %d, background %v", s.Levels, s.Tools, s.IDs, s.Background)
+	if s.tree {
+		str += fmt.Sprintf(", validated %v, resident %d (compact %d), token limit %d, cost limit %v, rate limited %v, rerun %v",
+			s.Validated, s.Resident, s.Compact, s.TokenLimit, s.CostLimit, s.RateLimited, s.Rerun)
+	}
+	return str
 }
 
 // A World is one schedule's tools and models, and what they counted.
 type World struct {
 	S Schedule
+
+	admission *provider.Admission // of a RateLimited schedule
+	billing   billing
 
 	mu      sync.Mutex
 	ran     map[string]int // executions by tool
@@ -98,7 +136,16 @@ type World struct {
 }
 
 // New returns the world of s.
-func New(s Schedule) *World { return &World{S: s, ran: map[string]int{}} }
+func New(s Schedule) *World {
+	w := &World{S: s, ran: map[string]int{}}
+	w.billing.paid = map[string]int{}
+	w.billing.refused = map[string]bool{}
+	if s.RateLimited {
+		// Admission retries a 429 after the Retry-After the model gives.
+		w.admission, _ = provider.NewAdmission()
+	}
+	return w
+}
 
 // Ran is how many times the tool named name ran, over all runs.
 func (w *World) Ran(name string) int {
@@ -138,7 +185,7 @@ func (w *World) isJobAnswer(content string) bool {
 }
 
 func (w *World) model(level int) provider.Provider {
-	return provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+	var p provider.Provider = provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
 		if n := w.calls.Add(1); n == w.crashAt.Load() {
 			// The process dies, or the client goes away, as the model is
 			// asked: the call ends when the run's context does, as a real
@@ -151,62 +198,130 @@ func (w *World) model(level int) provider.Provider {
 				return provider.Response{}, errors.New("resumetest: the crashed run's context did not end in 30 s")
 			}
 		}
-		w.answers.Add(1)
-		if w.Log != nil {
-			w.Log("answer")
+		fp := fingerprint(level, req)
+		if err := w.refuse(level, fp, req); err != nil {
+			return provider.Response{}, err
 		}
-		usage := provider.Usage{InputTokens: 10, OutputTokens: 1, Requests: 1}
-		var results []string
-		job := ""
-		for _, m := range req.Messages {
-			if m.Role != provider.RoleTool {
-				continue
-			}
-			var receipt struct {
-				JobID string `json:"job_id"`
-			}
-			if json.Unmarshal([]byte(m.Content), &receipt) == nil && receipt.JobID != "" {
-				job = receipt.JobID
-				continue
-			}
-			results = append(results, m.Content)
+		msg := w.reply(level, req)
+		usage := provider.Usage{Requests: 1}
+		if w.S.tree {
+			// Counted as a tokenizer of four bytes a token would count
+			// them, so that the agents' estimates are close.
+			usage.InputTokens = 1 + requestBytes(req)/4
+			usage.OutputTokens = 1 + int64(replyBytes(msg))/4
+		} else {
+			usage.InputTokens, usage.OutputTokens = 10, 1
 		}
-		next := level+1 < w.S.Levels // never for the job's child, whose level is Levels
-		tools := w.S.Tools[level]
-		background := level == 0 && w.S.Background
-		var calls []provider.ToolCall
-		call := func(name, args string) {
-			id := ""
-			switch w.S.IDs {
-			case IDsFresh:
-				id = fmt.Sprint("call_", w.IDPrefix, w.reqs.Add(1))
-			case IDsRestart:
-				id = fmt.Sprint("call_", len(calls))
-			}
-			calls = append(calls, provider.ToolCall{ID: id, Name: name, Arguments: json.RawMessage(args)})
-		}
-		first := len(results) == 0 && job == ""
-		switch {
-		case first:
-			for _, name := range tools {
-				call(name, `{"task":"`+name+`"}`)
-			}
-			if next && !w.Apart {
-				call(fmt.Sprintf("level%d", level+1), `{"task":"go on"}`)
-			}
-			if background {
-				call(subagent.SpawnToolName, `{"task":"in the background","background":true}`)
-			}
-		case w.Apart && next && len(results) == len(tools):
-			call(fmt.Sprintf("level%d", level+1), `{"task":"go on"}`)
-		case background && !slices.ContainsFunc(results, w.isJobAnswer):
-			call(subagent.JobsToolName, `{"action":"wait","job_id":"`+job+`"}`)
-		default:
-			slices.Sort(results)
-			return provider.Response{Message: provider.AssistantMessage(fmt.Sprintf("L%d[%s]", level, strings.Join(results, ";"))), Usage: usage}, nil
-		}
-		return provider.Response{Message: provider.AssistantMessage("", calls...), Usage: usage}, nil
+		w.bill(fp, usage)
+		return provider.Response{Message: msg, Usage: usage, Model: Model}, nil
 	})
+	if w.S.RateLimited {
+		p = provider.Admit(p, w.admission)
+	}
+	return p
+}
+
+// turnMessages returns the messages of the request's own turn: those after
+// its task, the last user message that is not a budget note.
+func turnMessages(req provider.Request) (task string, turn []provider.Message) {
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		m := req.Messages[i]
+		if m.Role == provider.RoleUser && !strings.HasPrefix(m.Content, "Budget note:") {
+			return m.Content, req.Messages[i+1:]
+		}
+	}
+	return "", req.Messages
+}
+
+// reply is the answer of the agent at level to req.
+func (w *World) reply(level int, req provider.Request) provider.Message {
+	if req.System == agent.DefaultSummaryPrompt {
+		return provider.AssistantMessage(fmt.Sprintf("L%d summary", level))
+	}
+	task, turn := turnMessages(req)
+	validated := level < len(w.S.Validated) && w.S.Validated[level]
+	if validated && strings.Contains(task, "Your answer was rejected") {
+		// The corrective run answers at once with what it had.
+		return provider.AssistantMessage(`{"status":"success","summary":"L` + strconv.Itoa(level) + `[corrected]","findings":null}`)
+	}
+	var results []string
+	job := ""
+	for _, m := range turn {
+		if m.Role != provider.RoleTool {
+			continue
+		}
+		var receipt struct {
+			JobID string `json:"job_id"`
+		}
+		if json.Unmarshal([]byte(m.Content), &receipt) == nil && receipt.JobID != "" {
+			job = receipt.JobID
+			continue
+		}
+		results = append(results, m.Content)
+	}
+	next := level+1 < w.S.Levels // never for the job's child, whose level is Levels
+	tools := w.S.Tools[level]
+	background := level == 0 && w.S.Background
+	var calls []provider.ToolCall
+	call := func(name, args string) {
+		id := ""
+		switch w.S.IDs {
+		case IDsFresh:
+			id = fmt.Sprint("call_", w.IDPrefix, w.reqs.Add(1))
+		case IDsRestart:
+			id = fmt.Sprint("call_", len(calls))
+		}
+		calls = append(calls, provider.ToolCall{ID: id, Name: name, Arguments: json.RawMessage(args)})
+	}
+	callNext := func() {
+		name := fmt.Sprintf("level%d", level+1)
+		call(name, `{"task":"go on"}`)
+		if level+1 == w.S.Resident {
+			call(name, `{"task":"go on again"}`)
+		}
+	}
+	first := len(results) == 0 && job == ""
+	switch {
+	case first:
+		for _, name := range tools {
+			call(name, `{"task":"`+name+`"}`)
+		}
+		if next && !w.Apart {
+			callNext()
+		}
+		if background {
+			call(subagent.SpawnToolName, `{"task":"in the background","background":true}`)
+		}
+	case w.Apart && next && len(results) == len(tools):
+		callNext()
+	case background && !slices.ContainsFunc(results, w.isJobAnswer):
+		call(subagent.JobsToolName, `{"action":"wait","job_id":"`+job+`"}`)
+	}
+	if len(calls) > 0 && (len(req.Tools) > 0 || !w.S.tree) {
+		return provider.AssistantMessage("", calls...)
+	}
+	// The answer; or, offered no tools (a wrap-up turn), what it has.
+	slices.Sort(results)
+	answer := fmt.Sprintf("L%d[%s]", level, strings.Join(results, ";"))
+	if validated {
+		if w.invalidFirst(level, task) {
+			return provider.AssistantMessage(badAnswers[len(task)%len(badAnswers)])
+		}
+		b, _ := json.Marshal(map[string]any{"status": "success", "summary": answer, "findings": nil})
+		answer = string(b)
+	}
+	return provider.AssistantMessage(answer)
+}
+
+// badAnswers are the first answers of a validated child: no JSON, and
+// JSON that does not fit the report's schema.
+var badAnswers = []string{"I am done, more or less.", `{"status":"finished"}`}
+
+// invalidFirst reports whether the validated agent at level answers its
+// task, the first time, with a bad answer: always, except that a resident
+// is validated never.
+func (w *World) invalidFirst(level int, task string) bool {
+	return level != w.S.Resident && !strings.Contains(task, "Your answer was rejected")
 }
 
 // Lead returns the schedule's lead agent, its sub-agents built afresh on
@@ -237,9 +352,7 @@ func (w *World) tools(level int) []tool.Tool {
 func (w *World) agent(level int) (agent.Agent, error) {
 	tools := w.tools(level)
 	if level+1 < w.S.Levels {
-		next, err := subagent.FromFactory(fmt.Sprintf("level%d", level+1), "The next level.", func(ctx context.Context, _ json.RawMessage) (agent.Agent, error) {
-			return w.agent(level + 1)
-		}, subagent.WithMaxDepth(3))
+		next, err := w.child(level + 1)
 		if err != nil {
 			return nil, err
 		}
@@ -256,7 +369,41 @@ func (w *World) agent(level int) (agent.Agent, error) {
 		}
 		tools = append(tools, sp, sp.JobsTool())
 	}
-	return agent.NewReact(w.model(level), agent.WithName(fmt.Sprintf("level%d", level)), agent.WithTools(tools...))
+	opts := []agent.Option{agent.WithName(fmt.Sprintf("level%d", level)), agent.WithTools(tools...)}
+	if w.S.tree && level == 0 {
+		opts = append(opts, agent.WithPrices(Prices))
+		if w.S.TokenLimit > 0 {
+			opts = append(opts, agent.WithTokenLimit(w.S.TokenLimit))
+		}
+		if w.S.CostLimit > 0 {
+			opts = append(opts, agent.WithCostLimit(w.S.CostLimit))
+		}
+	}
+	if level == w.S.Resident && level > 0 && w.S.Compact == CompactDue {
+		opts = append(opts, agent.WithCompaction(agent.Compaction{MaxMessages: 4}))
+	}
+	return agent.NewReact(w.model(level), opts...)
+}
+
+// child returns the sub-agent tool of level, as its parent has it.
+func (w *World) child(level int) (*subagent.SubAgentTool, error) {
+	name := fmt.Sprintf("level%d", level)
+	if level == w.S.Resident && level > 0 {
+		// One resident for this invocation of its parent, which asks it
+		// twice.
+		a, err := w.agent(level)
+		if err != nil {
+			return nil, err
+		}
+		return subagent.FromAgent(name, "The next level.", a, subagent.WithMaxDepth(3))
+	}
+	opts := []subagent.Option{subagent.WithMaxDepth(3)}
+	if level < len(w.S.Validated) && w.S.Validated[level] {
+		opts = append(opts, subagent.WithReport())
+	}
+	return subagent.FromFactory(name, "The next level.", func(ctx context.Context, _ json.RawMessage) (agent.Agent, error) {
+		return w.agent(level)
+	}, opts...)
 }
 
 // Questions is what a person was asked over a schedule's runs, and what
@@ -291,29 +438,41 @@ func (q *Questions) Answer(r *rand.Rand, interrupts []tool.Interrupt) (answers [
 
 // Check reports each broken invariant once the schedule's runs have
 // ended with answer: each approved call ran exactly once and a rejected
-// one never, a plain call once; every model answer was asked for once
-// over all the runs.
-func (w *World) Check(q *Questions, answer string) []string {
+// one never, a plain call once (the resident's twice); and, in a schedule
+// of NewSchedule, every model answer was asked for once over all the
+// runs (in one of NewTreeSchedule, see PaidTwice). A turn a limit may have cut
+// short (cut) may have left calls unmade: then each ran at most as
+// often, an approved one exactly once still, and the answer may be
+// missing.
+func (w *World) Check(q *Questions, answer string, cut bool) []string {
 	var problems []string
 	for l, names := range w.S.Tools {
 		for _, name := range names {
-			want := 1
-			if name[0] == 'g' && !q.Approved[name] {
+			want := w.S.Runs(l)
+			approved, asked := q.Approved[name]
+			if name[0] == 'g' && !approved {
 				want = 0
 			}
-			if got := w.Ran(name); got != want {
-				problems = append(problems, fmt.Sprintf("level %d: %s ran %d times, want %d (approved %v)", l, name, got, want, q.Approved[name]))
+			got := w.Ran(name)
+			if got == want || cut && got < want && !(name[0] == 'g' && asked) {
+				continue
 			}
+			problems = append(problems, fmt.Sprintf("level %d: %s ran %d times, want %d (approved %v, asked %v)", l, name, got, want, approved, asked))
 		}
 	}
-	if got, want := w.Answers(), int64(w.ModelAnswers()); got != want {
+	if w.S.tree {
+		// The test checks PaidTwice, which knows more than a count.
+	} else if got, want := w.Answers(), int64(w.ModelAnswers()); got != want {
 		problems = append(problems, fmt.Sprintf("%d model answers over all the runs, want %d", got, want))
 	}
-	if !strings.HasPrefix(answer, "L0[") {
+	if (!cut || answer != "") && !strings.HasPrefix(answer, "L0[") {
 		problems = append(problems, fmt.Sprintf("the answer %q", answer))
 	}
 	return problems
 }
+
+// Limited reports whether a limit bounds the schedule's lead.
+func (s Schedule) Limited() bool { return s.TokenLimit > 0 || s.CostLimit > 0 }
 
 // CheckUsage reports usage, what the last run of the turn reported for
 // the whole turn, unless it counts every model answer once: the runs
