@@ -86,7 +86,7 @@ func TestResumeSurvivesSIGKILL(t *testing.T) {
 func killSchedule(t *testing.T, seed uint64, processes, killed *int) bool {
 	dir := t.TempDir()
 	r := rand.New(rand.NewPCG(seed, seed^0x51ed))
-	s := resumetest.NewTreeSchedule(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), false)
+	s := drawSchedule(seed, false)
 	w := resumetest.New(s)
 	w.Apart = true
 	ok := true
@@ -119,6 +119,10 @@ func killSchedule(t *testing.T, seed uint64, processes, killed *int) bool {
 		if err != nil {
 			t.Fatal(err)
 		}
+		sofar, err := resumetest.ReadLog(data)
+		if err != nil {
+			t.Fatal(err)
+		}
 		logged = len(data)
 		if wasKilled {
 			*killed++
@@ -126,13 +130,25 @@ func killSchedule(t *testing.T, seed uint64, processes, killed *int) bool {
 			continue // the same round again, in a new process
 		}
 		last = got
+		// Each round reports, and is limited by, the whole turn so far,
+		// the killed processes' work included (or, until the switches
+		// are on, its own alone, when no process before it was killed).
 		what := fmt.Sprintf("round %d", n)
-		if !ledgerAcrossResume {
-			checkLedger(fail, what, billed.Billed, agent.Output{Usage: got.Usage, Cost: got.Cost}, nil)
+		ledgerBill, budgetBill := billed.Billed, billed.Billed
+		if ledgerAcrossResume {
+			ledgerBill = sofar.Billed
 		}
-		if !budgetAcrossResume {
-			checkBudget(fail, what, s, billed.Billed, nil)
+		if budgetAcrossResume {
+			budgetBill = sofar.Billed
 		}
+		if s.Resident > 0 && kills > 0 && !ledgerCountsUnreplayed {
+			if got.Usage.Tokens() > ledgerBill.Usage.Tokens() || got.Usage.Requests > ledgerBill.Usage.Requests {
+				fail("%s: the models billed %v; the round reported more, %+v", what, ledgerBill, got.Usage)
+			}
+		} else {
+			checkLedger(fail, what, ledgerBill, agent.Output{Usage: got.Usage, Cost: got.Cost}, nil)
+		}
+		checkBudget(fail, what, s, budgetBill, nil)
 		if got.Cut {
 			cut = true
 			break
@@ -158,12 +174,6 @@ func killSchedule(t *testing.T, seed uint64, processes, killed *int) bool {
 	log, err := resumetest.ReadLog(data)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if ledgerAcrossResume {
-		checkLedger(fail, "the turn", log.Billed, agent.Output{Usage: last.Usage, Cost: last.Cost}, nil)
-	}
-	if budgetAcrossResume {
-		checkBudget(fail, "the turn", s, log.Billed, nil)
 	}
 	for l, names := range s.Tools {
 		for _, name := range names {
@@ -224,7 +234,7 @@ func runKillRound(t *testing.T, spec string) {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	w := resumetest.New(resumetest.NewTreeSchedule(rand.New(rand.NewPCG(round.Seed, round.Seed^0x9e3779b97f4a7c15)), false))
+	w := resumetest.New(drawSchedule(round.Seed, false))
 	w.Crash = func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL); select {} }
 	w.Log = func(line string) { _, _ = logf.WriteString(line + "\n") }
 	w.IDPrefix = strconv.Itoa(os.Getpid()) + "_"

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,22 +23,23 @@ import (
 )
 
 var (
-	schedules    = flag.Int("schedules", 200, "how many random schedules TestResumeSchedules runs (DEPUTY_TEST_SCHEDULES sets it too)")
+	schedules    = flag.Int("schedules", 200, "how many random schedules TestResumeSchedules runs")
 	scheduleSeed = flag.Uint64("schedule-seed", 0, "the seed of TestResumeSchedules' first schedule (0: from the clock)")
 )
 
 // Invariants of the whole tree that known bugs still break. Each is
 // checked once its switch is on; turn a switch on as its fix lands.
 const (
-	// ledgerAcrossResume: the Output of a turn's last run covers the
-	// whole turn, every run before it included. Off: Output after a
-	// resume covers only the resumed run, so the ledger is checked run
-	// by run (what each run billed = its Output = its Tree).
-	ledgerAcrossResume = false
+	// ledgerAcrossResume: the Output (and Tree) of each run of a turn
+	// covers the whole turn so far, the runs before it included. Off:
+	// Output after a resume covers only the resumed run, so each run is
+	// checked against what it alone billed.
+	ledgerAcrossResume = true
 	// budgetAcrossResume: a turn's token and cost limits hold over the
-	// whole turn. Off: the limits start afresh at every resume, so they
-	// are checked run by run.
-	budgetAcrossResume = false
+	// whole turn, each run's spending checked with the runs' before it.
+	// Off: the limits start afresh at every resume, so each run is
+	// checked alone.
+	budgetAcrossResume = true
 	// budgetHard: a run spends at most its limit plus one call's
 	// estimation error, through corrective retries and the wrap-up call.
 	// Off: both overshoot, so only the bound documented today is checked
@@ -49,8 +49,41 @@ const (
 	// paid twice. Off: a summary forced by the model's "too long" refusal
 	// is paid again when its turn goes on after a cancellation or a
 	// resume, so a summary paid twice is let through.
-	compactionPaidOnce = false
+	compactionPaidOnce = true
+	// jobLedgerAcrossResume: what a background job spent in a run that
+	// then stopped for a question or a cancellation is counted by the
+	// runs after it. Off: a resumed run's Output leaves out the job's
+	// model calls of the runs before it (seen with a job whose child
+	// answered before its lead's run was interrupted: the next run
+	// reports the whole turn less that answer), so in a schedule with a
+	// job the runs after the first are only checked to report no more
+	// than was billed.
+	jobLedgerAcrossResume = false
+	// ledgerCountsUnreplayed: what a cancelled run paid for and recorded
+	// counts in the runs after it even when they do not replay it. Off: a
+	// resident's summary made in a run that was then cancelled is left
+	// out when the resumed run, its resident built afresh with no history,
+	// does not compact and so never reads the recorded summary; so in a
+	// schedule with a resident the runs after a cancelled one are only
+	// checked to report no more than was billed.
+	ledgerCountsUnreplayed = false
+	// admissionSettles: every call waiting in a provider.Admission's
+	// queue is admitted once nothing is in flight. Off: about one
+	// schedule in three thousand of those whose model calls pass an
+	// Admission that meets 429s hangs, a call waiting in gate.acquire
+	// with no other call in flight, so the schedules are drawn without
+	// admission (RateLimited false).
+	admissionSettles = false
 )
+
+// drawSchedule draws the schedule of seed, as the switches above let it.
+func drawSchedule(seed uint64, background bool) resumetest.Schedule {
+	s := resumetest.NewTreeSchedule(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), background)
+	if !admissionSettles {
+		s.RateLimited = false
+	}
+	return s
+}
 
 // TestResumeSchedules runs random trees (resumetest.NewTreeSchedule) to
 // the end: approvals, validated children and their corrective runs, a
@@ -64,20 +97,14 @@ const (
 // answer was paid twice; what the models billed is what the Output, the
 // subagent.Tree and a re-run's result report, in tokens and in money; and
 // nothing spent more than its limit allows. It prints the number of
-// schedules and the seed of a failure; -schedules (or
-// DEPUTY_TEST_SCHEDULES) and -schedule-seed run more, or one again.
+// schedules and the seed of a failure; -schedules and -schedule-seed run
+// more, or one again.
 func TestResumeSchedules(t *testing.T) {
 	seed := *scheduleSeed
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
 	n := *schedules
-	if v := os.Getenv("DEPUTY_TEST_SCHEDULES"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil {
-			t.Fatalf("DEPUTY_TEST_SCHEDULES=%q: give a number of schedules", v)
-		}
-	}
 	if testing.Short() {
 		n = min(n, 50)
 	}
@@ -106,8 +133,8 @@ type treeCounts struct {
 // invariant, and whether all held.
 func runSchedule(t *testing.T, st *store.Store, seed uint64, c *treeCounts) bool {
 	t.Helper()
-	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	s := resumetest.NewTreeSchedule(r, true)
+	r := rand.New(rand.NewPCG(seed, seed^0x51ed))
+	s := drawSchedule(seed, true)
 	// A schedule that hangs would end only with the test's timeout,
 	// which names no seed.
 	watchdog := time.AfterFunc(scheduleTimeout, func() {
@@ -133,6 +160,10 @@ func runSchedule(t *testing.T, st *store.Store, seed uint64, c *treeCounts) bool
 	answers := context.Background()
 	var out agent.Output
 	cut := false
+	// The Tree of the turn: one over all its runs, as a viewer of the
+	// turn's events builds it (until ledgerAcrossResume, one per run).
+	var tree *subagent.Tree
+	cancelledBefore := c.cancelled
 	for round := 0; ; round++ {
 		if round > 40 {
 			fail("no end after %d runs", round)
@@ -149,7 +180,9 @@ func runSchedule(t *testing.T, st *store.Store, seed uint64, c *treeCounts) bool
 			crashAt = 1 + r.Int64N(int64(2*s.Levels+4))
 		}
 		w.NextRun(crashAt)
-		tree := subagent.NewTree(nil)
+		if tree == nil || !ledgerAcrossResume {
+			tree = subagent.NewTree(nil)
+		}
 		before := w.Billed()
 		out, err = lead.Run(agent.WithJournal(event.WithSink(ctx, tree), j), agent.Input{Text: "go"})
 		cancel()
@@ -158,12 +191,24 @@ func runSchedule(t *testing.T, st *store.Store, seed uint64, c *treeCounts) bool
 		if verbose {
 			t.Logf("run %d (crash at %d): %q %v; billed %v; output %+v $%v", round, crashAt, out.Answer, err, billed, out.TotalUsage(), out.Cost)
 		}
-		if !ledgerAcrossResume {
-			checkLedger(fail, fmt.Sprintf("run %d", round), billed, out, tree)
+		// Each run reports, and is limited by, the whole turn so far (or,
+		// until the switches are on, itself alone).
+		ledgerBill, budgetBill := billed, billed
+		if ledgerAcrossResume {
+			ledgerBill = w.Billed()
 		}
-		if !budgetAcrossResume {
-			checkBudget(fail, fmt.Sprintf("run %d", round), s, billed, tree)
+		if budgetAcrossResume {
+			budgetBill = w.Billed()
 		}
+		lenient := s.Background && round > 0 && !jobLedgerAcrossResume || s.Resident > 0 && c.cancelled > cancelledBefore && !ledgerCountsUnreplayed
+		if lenient {
+			if got := out.TotalUsage(); got.Tokens() > ledgerBill.Usage.Tokens() || got.Requests > ledgerBill.Usage.Requests {
+				fail("run %d: the models billed %v; Output.Usage + ChildUsage say more, %+v", round, ledgerBill, got)
+			}
+		} else {
+			checkLedger(fail, fmt.Sprintf("run %d", round), ledgerBill, out, tree)
+		}
+		checkBudget(fail, fmt.Sprintf("run %d", round), s, budgetBill, tree)
 		var in *tool.Interrupted
 		switch {
 		case err == nil:
@@ -193,13 +238,6 @@ func runSchedule(t *testing.T, st *store.Store, seed uint64, c *treeCounts) bool
 	}
 	c.summaries += w.Summaries()
 	c.corrected += w.Corrections()
-	total := w.Billed()
-	if ledgerAcrossResume {
-		checkLedger(fail, "the turn", total, out, nil)
-	}
-	if budgetAcrossResume {
-		checkBudget(fail, "the turn", s, total, nil)
-	}
 	// Under a limit a child may have answered in part, or not started:
 	// a tool call may not have been made.
 	for _, p := range w.Check(&q, out.Answer, cut || s.Limited()) {
@@ -240,7 +278,7 @@ func checkLedger(fail func(string, ...any), what string, billed resumetest.Bill,
 	}
 	var nodes provider.Usage
 	var cost float64
-	for _, n := range tree.Roots() {
+	for _, n := range latest(tree.Roots()) {
 		nodes = nodes.Add(n.TotalUsage())
 		d, _ := n.Cost(nil)
 		cost += d
@@ -253,6 +291,22 @@ func checkLedger(fail func(string, ...any), what string, billed resumetest.Bill,
 	if want, _ := resumetest.Prices.Cost(provider.ModelUsage{Model: resumetest.Model, Usage: out.ChildUsage}); cost != want {
 		fail("%s: the Tree's sub-agents cost $%v; Output.ChildUsage is worth $%v", what, cost, want)
 	}
+}
+
+// latest returns the last node of each sub-agent run id among nodes: an
+// invocation a resumed run goes on with is announced again.
+func latest(nodes []*subagent.Node) []*subagent.Node {
+	var out []*subagent.Node
+	at := map[string]int{}
+	for _, n := range nodes {
+		if i, ok := at[n.RunID]; ok {
+			out[i] = n
+			continue
+		}
+		at[n.RunID] = len(out)
+		out = append(out, n)
+	}
+	return out
 }
 
 // checkBudget reports a run (or a turn) that billed more than its limits
