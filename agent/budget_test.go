@@ -3,8 +3,10 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/deputy-go/deputy/agent"
@@ -84,5 +86,105 @@ func TestTokenLimitBoundUnderEstimationError(t *testing.T) {
 	}
 	if e <= 0 || e > (3*(added+note)+3)/4+2 {
 		t.Errorf("the last estimate was short by %d tokens over %d bytes; the documented error is at most 3/4 a byte", e, added+note)
+	}
+}
+
+// stepModel asks, while it is offered tools, for one more step of work,
+// which a person approves; offered none, it answers. It bills a token per
+// four bytes, as the estimate counts, and counts its calls and what it
+// billed.
+func stepModel(id func(int64) string, calls, billed *atomic.Int64) provider.Provider {
+	return provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		n := calls.Add(1)
+		msg := provider.AssistantMessage("Stopped where the budget ends.")
+		if len(req.Tools) > 0 {
+			msg = provider.AssistantMessage("One more step.", provider.ToolCall{ID: id(n), Name: "step", Arguments: json.RawMessage(`{}`)})
+		}
+		u := fake.Usage(req, msg)
+		billed.Add(u.Tokens())
+		return provider.Response{Message: msg, Usage: u, StopReason: provider.StopEndTurn}, nil
+	})
+}
+
+// TestResumedTurnKeepsItsLimit runs a journaled turn whose every step a
+// person approves, under 1,000 tokens and under $1, whatever ids the
+// model gives its calls: resumed at every step, three times and more, it
+// spends no more than its limit (it spent 2,800 when each resume started
+// the limit afresh), each approved step runs once, no model answer is
+// paid twice, and it does the same work as the turn run unbroken.
+func TestResumedTurnKeepsItsLimit(t *testing.T) {
+	prices, err := provider.NewPrices(map[string]provider.Price{"m": {Input: 1e-3, Output: 1e-3}}) // $1 is 1,000 tokens
+	if err != nil {
+		t.Fatal(err)
+	}
+	system := agent.WithSystemPrompt(strings.Repeat("Work step by step; each step needs a person's approval. ", 8))
+	for _, limit := range []struct {
+		name string
+		opts []agent.Option
+	}{
+		{"1,000 tokens", []agent.Option{agent.WithTokenLimit(1000)}},
+		{"$1", []agent.Option{agent.WithModel("m"), agent.WithPrices(prices), agent.WithCostLimit(1)}},
+	} {
+		for _, mode := range idModes {
+			t.Run(limit.name+", "+mode.name, func(t *testing.T) {
+				// The same work run unbroken: the steps need no approval.
+				var calls, billed, steps atomic.Int64
+				step := toolFunc("step", func(context.Context, tool.Call) (tool.Result, error) {
+					steps.Add(1)
+					return tool.Result{Content: "step done"}, nil
+				})
+				unbroken, err := newReact(t, stepModel(mode.id, &calls, &billed), append([]agent.Option{system, agent.WithTools(step), agent.WithMaxSteps(50)}, limit.opts...)...).
+					Run(t.Context(), agent.Input{Text: "do the work"})
+				if err != nil && !errors.Is(err, agent.ErrUsageLimit) {
+					t.Fatal(err)
+				}
+				wantSteps, wantBilled := steps.Load(), billed.Load()
+
+				calls.Store(0)
+				billed.Store(0)
+				steps.Store(0)
+				st := journalStore(t)
+				approved := tool.RequireApproval(step, "does one step", 0)
+				lead := newReact(t, stepModel(mode.id, &calls, &billed), append([]agent.Option{system, agent.WithTools(approved), agent.WithMaxSteps(50)}, limit.opts...)...)
+				ctx := context.Background()
+				var out agent.Output
+				resumes := 0
+				for ; ; resumes++ {
+					j, err := st.Journal(ctx, "turn")
+					if err != nil {
+						t.Fatal(err)
+					}
+					out, err = lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: "do the work"})
+					var in *tool.Interrupted
+					if !errors.As(err, &in) {
+						if err != nil && !errors.Is(err, agent.ErrUsageLimit) {
+							t.Fatal(err)
+						}
+						break
+					}
+					if resumes > 20 {
+						t.Fatalf("still asking after %d resumes", resumes)
+					}
+					it := in.Interrupts[0]
+					if ctx, err = tool.Resume(context.Background(), in, tool.Answer{InterruptID: it.ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				t.Logf("%d resumes, %d steps, %d model calls, %d tokens billed ($%.3f reported); unbroken: %d steps, %d tokens (%d model calls in all)",
+					resumes, steps.Load(), calls.Load(), billed.Load(), out.Cost, wantSteps, wantBilled, unbroken.Usage.Requests)
+				if resumes < 3 {
+					t.Errorf("%d resumes, want three at least: the test needs a turn that asks at every step", resumes)
+				}
+				if got := billed.Load(); got > 1000 {
+					t.Errorf("the resumed turn was billed %d tokens under a limit of 1,000 (or $1 at $0.001 a token)", got)
+				}
+				if steps.Load() != int64(resumes) || steps.Load() != wantSteps {
+					t.Errorf("%d steps ran for %d approvals; run unbroken the turn ran %d", steps.Load(), resumes, wantSteps)
+				}
+				if got := out.TotalUsage(); got.Tokens() != billed.Load() || got.Requests != calls.Load() {
+					t.Errorf("the turn reports %d tokens in %d requests; the model billed %d in %d calls: a journaled answer was paid twice or not counted", got.Tokens(), got.Requests, billed.Load(), calls.Load())
+				}
+			})
+		}
 	}
 }
