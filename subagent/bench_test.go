@@ -27,6 +27,11 @@ import (
 //     one-shot case; the child gets the arguments' JSON text.
 //   - validated: the same with WithReport.
 //   - react: FromReact, the model giving the child's prompt and task.
+//   - factory, token limit and factory, cost limit: factory under a lead's
+//     WithTokenLimit, or WithCostLimit with prices, so that each of the
+//     three model calls is reserved before it is made and the child gets
+//     its share; the difference from factory, over three, is what the
+//     reservation costs a call.
 func BenchmarkDelegation(b *testing.B) {
 	const answer = `{"status":"success","summary":"ok"}`
 	factory := func(p provider.Provider) Factory {
@@ -35,20 +40,30 @@ func BenchmarkDelegation(b *testing.B) {
 			return agent.NewReact(p, opts...)
 		}
 	}
+	prices, err := provider.NewPrices(map[string]provider.Price{"fake": {Input: 1e-6, Output: 4e-6}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	fromFactory := func(p provider.Provider) (*SubAgentTool, error) {
+		return FromFactory("child", "Delegates a task.", factory(p))
+	}
 	cases := []struct {
 		name string
 		args string
 		make func(p provider.Provider) (*SubAgentTool, error)
+		lead []agent.Option
 	}{
 		{"factory", `{"task":"count the files"}`, func(p provider.Provider) (*SubAgentTool, error) {
 			return FromFactory("child", "Delegates a task.", factory(p))
-		}},
+		}, nil},
 		{"validated", `{"task":"count the files"}`, func(p provider.Provider) (*SubAgentTool, error) {
 			return FromFactory("child", "Delegates a task.", factory(p), WithReport())
-		}},
+		}, nil},
 		{"react", `{"system_prompt":"You count files.","task":"count the files"}`, func(p provider.Provider) (*SubAgentTool, error) {
 			return FromReact("child", "Runs a sub-agent.", p, nil)
-		}},
+		}, nil},
+		{"factory, token limit", `{"task":"count the files"}`, fromFactory, []agent.Option{agent.WithTokenLimit(1_000_000)}},
+		{"factory, cost limit", `{"task":"count the files"}`, fromFactory, []agent.Option{agent.WithPrices(prices), agent.WithCostLimit(100)}},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
@@ -61,7 +76,7 @@ func BenchmarkDelegation(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			lead, err := agent.NewReact(p, agent.WithName("lead"), agent.WithTools(sub))
+			lead, err := agent.NewReact(p, append([]agent.Option{agent.WithName("lead"), agent.WithTools(sub)}, c.lead...)...)
 			if err != nil {
 				b.Fatal(err)
 			}
