@@ -452,7 +452,8 @@ type gate struct {
 	// they asked; queued counts them.
 	head, tail *waiter
 	queued     int
-	tokKnown   atomic.Bool // tokens.cap > 0, read without the lock
+	tokKnown   atomic.Bool      // tokens.cap > 0, read without the lock
+	now        func() time.Time // time.Now; blocked's clock
 }
 
 // bucket is a per-minute allowance that refills continuously.
@@ -505,7 +506,7 @@ func (b *bucket) learn(now time.Time, limit, remaining int64) {
 }
 
 func newGate(l Limits) *gate {
-	g := &gate{limits: l, window: DefaultInitialInFlight, ceiling: DefaultMaxInFlight, ssthresh: math.Inf(1)}
+	g := &gate{limits: l, window: DefaultInitialInFlight, ceiling: DefaultMaxInFlight, ssthresh: math.Inf(1), now: time.Now}
 	if l.InFlight > 0 {
 		g.ceiling = float64(l.InFlight)
 		g.window = min(g.window, g.ceiling)
@@ -553,20 +554,21 @@ func (g *gate) acquire(ctx context.Context, model string, est int64) (ticket, ti
 		}
 	}
 	w := &waiter{est: est, poke: make(chan struct{}, 1)}
-	first := g.head == nil
 	g.push(w)
 	wait, reason := g.blocked(g.head.est)
-	if !first {
-		wait = 0 // only the first waits for a time; the others wait their turn
-		if reason == "" {
-			// The first may go: its time came and it has not looked yet.
-			g.dispatch()
-			if w.admitted {
-				g.mu.Unlock()
-				return w.tk, 0, nil
-			}
-			_, reason = g.blocked(g.head.est)
+	if reason == "" {
+		// The first may go: its time came and it has not looked yet, or,
+		// when w is the first, it came since the look above (a pause or a
+		// refill a moment long), and no timer or call ending would wake w.
+		g.dispatch()
+		if w.admitted {
+			g.mu.Unlock()
+			return w.tk, 0, nil
 		}
+		wait, reason = g.blocked(g.head.est)
+	}
+	if g.head != w {
+		wait = 0 // only the first waits for a time; the others wait their turn
 	}
 	g.mu.Unlock()
 	queued := time.Now()
@@ -707,7 +709,7 @@ func (g *gate) blocked(est int64) (time.Duration, string) {
 		}
 		return 0, ""
 	}
-	now := time.Now()
+	now := g.now()
 	if now.Before(g.paused) {
 		return g.paused.Sub(now), "backoff"
 	}
