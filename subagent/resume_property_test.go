@@ -81,7 +81,7 @@ const (
 	// Admission that meets 429s hangs, a call waiting in gate.acquire
 	// with no other call in flight, so the schedules are drawn without
 	// admission (RateLimited false).
-	admissionSettles = false
+	admissionSettles = true
 )
 
 // drawSchedule draws the schedule of seed, as the switches above let it.
