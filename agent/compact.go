@@ -393,6 +393,7 @@ func (s *runState) summary(step int, older []provider.Message) (string, error) {
 	var key string
 	if s.journal != nil {
 		key = s.summaryKey(step)
+		s.summariesRead[key] = true
 		if resp, ok := s.journal.answer(key); ok {
 			s.respendSummary(resp)
 			return resp.Message.Content, nil

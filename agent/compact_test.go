@@ -702,3 +702,76 @@ func TestForcedCompactionIsNotPaidAgainOnResume(t *testing.T) {
 		})
 	}
 }
+
+// A run that compacted, recorded its summary and was then stopped paid
+// for the summary; the run that goes on with the turn on an agent built
+// afresh, with no history to compact, never reads it, and still reports
+// it, as spent before, whatever ids the model gives its calls: what the
+// turn paid is reported once.
+func TestResumedTurnCountsTheSummaryItDoesNotReplay(t *testing.T) {
+	for _, mode := range idModes {
+		t.Run(mode.name, func(t *testing.T) {
+			st := journalStore(t)
+			var modelCalls, transfers, summaries atomic.Int64
+			transfer := toolFunc("transfer", func(ctx context.Context, c tool.Call) (tool.Result, error) {
+				transfers.Add(1)
+				return tool.Result{Content: "moved 100"}, nil
+			})
+			summarizer := provider.Func(func(context.Context, provider.Request) (provider.Response, error) {
+				summaries.Add(1)
+				return provider.Response{Message: provider.AssistantMessage("Earlier: four notes."), Usage: provider.Usage{Requests: 1, InputTokens: 50, OutputTokens: 5}}, nil
+			})
+			newLead := func() *agent.React {
+				return newReact(t, transferModel(mode.id, &modelCalls), agent.WithName("lead"), agent.WithTools(transfer),
+					agent.WithCompaction(agent.Compaction{MaxMessages: 6, KeepTurns: 1, Summarizer: summarizer}))
+			}
+			first := newLead()
+			earlier := newReact(t, provider.Func(func(context.Context, provider.Request) (provider.Response, error) {
+				return provider.Response{Message: provider.AssistantMessage("ok")}, nil
+			}), agent.WithoutCompaction())
+			for i := range 4 {
+				if _, err := earlier.Run(context.Background(), agent.Input{Text: "note " + strconv.Itoa(i)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			snap, err := earlier.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := first.Restore(snap); err != nil {
+				t.Fatal(err)
+			}
+			run := func(ctx context.Context, lead *agent.React) (agent.Output, error) {
+				t.Helper()
+				j, err := st.Journal(ctx, "turn")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: "pay twice"})
+			}
+			// The first run compacts, records its summary, and is stopped
+			// as its model is asked.
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			out, err := run(context.WithValue(ctx, crashKey{}, func() { cancel() }), first)
+			if err == nil || out.Compactions != 1 {
+				t.Fatalf("the first run: %d compactions, %v; want one and a cancellation", out.Compactions, err)
+			}
+			// The turn goes on with an agent built afresh: nothing to compact.
+			out, err = run(context.Background(), newLead())
+			if err != nil || out.Answer != "moved it twice" || out.Compactions != 0 {
+				t.Fatalf("the resumed run: %q, %d compactions, %v", out.Answer, out.Compactions, err)
+			}
+			if got, tr, calls := summaries.Load(), transfers.Load(), modelCalls.Load(); got != 1 || tr != 2 || calls != 3 {
+				t.Errorf("%d summaries, %d transfers, %d model calls; want 1, 2 and 3", got, tr, calls)
+			}
+			want := provider.Usage{Requests: 4, InputTokens: 80, OutputTokens: 8}
+			if got := out.TotalUsage(); got != want {
+				t.Errorf("the resumed run reports %+v; the models billed %+v (three answers and the summary)", got, want)
+			}
+			if want := (provider.Usage{Requests: 1, InputTokens: 50, OutputTokens: 5}); out.Earlier != want {
+				t.Errorf("the resumed run reports %+v as spent before; want the summary, %+v", out.Earlier, want)
+			}
+		})
+	}
+}

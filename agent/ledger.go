@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"strconv"
+
 	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
@@ -113,4 +115,36 @@ func (s *runState) respendSummary(resp provider.Response) {
 		name = n.Name()
 	}
 	s.count(name, resp.Model, resp.Usage, true)
+}
+
+// respendUnread counts the summaries an earlier run of the turn recorded,
+// in the steps this run went through, that this run did not replay: a
+// run that compacted, recorded its summary and was then stopped paid for
+// it, and the run that goes on with the turn may not compact there (a
+// resident expert built afresh holds no history to fold in). What was
+// paid is counted once in the whole turn's report, as spent before.
+//
+// An earlier run numbers its summaries in step order from 1, so the
+// summary it made at a step is numbered at most one more than those it
+// made before: the walk probes each step up to that.
+func (s *runState) respendUnread() {
+	if s.journal == nil {
+		return
+	}
+	found := 0
+	for step := 0; step <= s.steps; step++ {
+		prefix := s.journal.stepKey(step) + "/summary-"
+		for k := 1; k <= found+1; k++ {
+			key := prefix + strconv.Itoa(k)
+			resp, ok := s.journal.answer(key)
+			if !ok {
+				continue
+			}
+			found = max(found, k)
+			if !s.summariesRead[key] {
+				s.summariesRead[key] = true
+				s.respendSummary(resp)
+			}
+		}
+	}
 }

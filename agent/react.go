@@ -209,6 +209,9 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 		s.toolCtx = tool.WithCallHook(ctx, s.traceHook)
 	}
 	s.journal = r.journalFor(ctx)
+	if s.journal != nil {
+		s.summariesRead = map[string]bool{}
+	}
 	if inPlace {
 		// Appending in place keeps a call's cost flat as the history
 		// grows: the history before it is neither copied nor changed.
@@ -238,6 +241,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 		defer func() { s.logEnd(s.steps, time.Since(began), err) }()
 	}
 	answer, err := s.loop()
+	s.respendUnread()
 	s.child = s.child.Add(run.Finish(ctx))
 	if ParentRunID(ctx) == "" && Depth(ctx) == 0 && (err == nil || isInterrupted(err)) {
 		// A resumed top-level run (not one a tool runs inside another)
@@ -311,6 +315,9 @@ type runState struct {
 	// once a compaction found nothing before the run to fold in.
 	compactions      int
 	nothingToCompact bool
+	// summariesRead holds the journal keys of the summaries the run
+	// replayed or made (see respendUnread).
+	summariesRead map[string]bool
 	// schema is the run's Input.ResponseSchema, cacheKey the key of its
 	// model calls: both the same on every call of the run.
 	schema   json.RawMessage

@@ -74,7 +74,7 @@ const (
 	// does not compact and so never reads the recorded summary; so in a
 	// schedule with a resident the runs after a cancelled one are only
 	// checked to report no more than was billed.
-	ledgerCountsUnreplayed = false
+	ledgerCountsUnreplayed = true
 	// admissionSettles: every call waiting in a provider.Admission's
 	// queue is admitted once nothing is in flight. Off: about one
 	// schedule in three thousand of those whose model calls pass an
