@@ -286,7 +286,7 @@ func checkLedger(fail func(string, ...any), what string, billed resumetest.Bill,
 	}
 	var nodes provider.Usage
 	var cost float64
-	for _, n := range latest(tree.Roots()) {
+	for _, n := range tree.Roots() { // one node per invocation, over every run of the turn
 		nodes = nodes.Add(n.TotalUsage())
 		d, _ := n.Cost(nil)
 		cost += d
@@ -299,22 +299,6 @@ func checkLedger(fail func(string, ...any), what string, billed resumetest.Bill,
 	if want, _ := resumetest.Prices.Cost(provider.ModelUsage{Model: resumetest.Model, Usage: out.ChildUsage}); cost != want {
 		fail("%s: the Tree's sub-agents cost $%v; Output.ChildUsage is worth $%v", what, cost, want)
 	}
-}
-
-// latest returns the last node of each sub-agent run id among nodes: an
-// invocation a resumed run goes on with is announced again.
-func latest(nodes []*subagent.Node) []*subagent.Node {
-	var out []*subagent.Node
-	at := map[string]int{}
-	for _, n := range nodes {
-		if i, ok := at[n.RunID]; ok {
-			out[i] = n
-			continue
-		}
-		at[n.RunID] = len(out)
-		out = append(out, n)
-	}
-	return out
 }
 
 // checkBudget reports a run (or a turn) that billed more than its limits

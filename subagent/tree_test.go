@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -222,5 +223,40 @@ func TestTreeFromEvents(t *testing.T) {
 	// no arguments here.
 	if n := roots[1]; n.Name != "late" || n.State != subagent.StateRunning || n.Arguments != nil || !n.Finished.IsZero() {
 		t.Errorf("orphan node %+v", n)
+	}
+}
+
+// A resumed run of a turn announces again the invocations it goes on with,
+// under the same run ids, and under new tool call ids when its model
+// names its calls afresh: the Tree given both runs keeps one node per
+// invocation, a child under its parent, with the state and usage the
+// last run reported.
+func TestTreeKeepsOneNodePerInvocationAcrossRuns(t *testing.T) {
+	tree := subagent.NewTree(nil)
+	usage := func(in int) json.RawMessage {
+		return json.RawMessage(`[{"provider":"p","model":"m","inputTokens":` + strconv.Itoa(in) + `,"outputTokens":1}]`)
+	}
+	// The first run: the lead's call starts the planner, whose call starts
+	// a researcher that asks a question.
+	tree.Emit(event.Event{Type: event.SubagentStarted, SubagentRunID: "sub_p", Name: "planner", ParentToolCallID: "call_1"})
+	tree.Emit(event.Event{Type: event.SubagentStarted, SubagentRunID: "sub_r", Name: "researcher", ParentToolCallID: "call_2", ParentSubagentRunID: "sub_p"})
+	tree.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: "sub_r", Outcome: json.RawMessage(`{"type":"suspended"}`), Usage: usage(10)})
+	tree.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: "sub_p", Outcome: json.RawMessage(`{"type":"suspended"}`), Usage: usage(20)})
+	// The resumed run, its calls named afresh.
+	tree.Emit(event.Event{Type: event.SubagentStarted, SubagentRunID: "sub_p", Name: "planner", ParentToolCallID: "call_7"})
+	tree.Emit(event.Event{Type: event.SubagentStarted, SubagentRunID: "sub_r", Name: "researcher", ParentToolCallID: "call_8", ParentSubagentRunID: "sub_p"})
+	tree.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: "sub_r", Result: json.RawMessage(`"found"`), Usage: usage(30)})
+	tree.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: "sub_p", Result: json.RawMessage(`"planned"`), Usage: usage(50)})
+
+	roots := tree.Roots()
+	if len(roots) != 1 || len(roots[0].Children) != 1 {
+		t.Fatalf("%d roots (the first with %d children), want one planner with one researcher", len(roots), len(roots[0].Children))
+	}
+	p, r := roots[0], roots[0].Children[0]
+	if p.RunID != "sub_p" || p.State != subagent.StateSucceeded || p.ToolCallID != "call_7" || p.TotalUsage().InputTokens != 50 {
+		t.Errorf("planner: %s %s call %s, %d input tokens; want sub_p succeeded, call_7, 50", p.RunID, p.State, p.ToolCallID, p.TotalUsage().InputTokens)
+	}
+	if r.RunID != "sub_r" || r.State != subagent.StateSucceeded || r.ToolCallID != "call_8" || r.TotalUsage().InputTokens != 30 || len(r.Children) != 0 {
+		t.Errorf("researcher: %s %s call %s, %d input tokens, %d children; want sub_r succeeded, call_8, 30, none", r.RunID, r.State, r.ToolCallID, r.TotalUsage().InputTokens, len(r.Children))
 	}
 }
