@@ -72,6 +72,7 @@ type ignoredFields struct {
 	Name    string
 	Skipped chan int `json:"-"`
 	Hidden  func()   `jsonschema:"-"`
+	//lint:ignore U1000 never set: the walk must pass over an unexported field of any type
 	private chan int
 	Own     ownSchema
 }
