@@ -83,17 +83,18 @@ const started = (events, name) => events.find((e) => e.type === "SUBAGENT_STARTE
 
 /**
  * RUN_FINISHED's usage has one TokenUsage per provider and model. Each of
- * the tree's three agents has a model of its own, and each run (the first,
- * and the resumed one, whose replayed calls are not its own) makes one call
- * of each: 10 input and 2 output tokens.
+ * the tree's three agents has a model of its own, and each run makes one
+ * call of each: 10 input and 2 output tokens. The resumed run reports the
+ * whole turn (each is the first run's call and its own), so `each` is
+ * "10+2=12" for the first run and "20+4=24" for the resumed one.
  */
-function checkUsage(usage, which) {
+function checkUsage(usage, which, each) {
   assert.ok(Array.isArray(usage), `${which}: RUN_FINISHED carries usage`);
   const got = usage.map((u) => `${u.provider}/${u.model} ${u.inputTokens}+${u.outputTokens}=${u.totalTokens}`).sort();
   assert.deepEqual(got, [
-    "scripted/cleaner-model 10+2=12",
-    "scripted/janitor-model 10+2=12",
-    "scripted/lead-model 10+2=12",
+    `scripted/cleaner-model ${each}`,
+    `scripted/janitor-model ${each}`,
+    `scripted/lead-model ${each}`,
   ], `${which}: one entry per provider and model`);
 }
 
@@ -113,7 +114,7 @@ async function roundTrip(first, { status, payload, want, restart }) {
   assert.equal(it.reason, "tool_approval");
   const suspended = r1.events.find((e) => e.type === "SUBAGENT_FINISHED" && e.subagentRunId === cleaner);
   assert.deepEqual(suspended?.outcome, { type: "suspended", interruptIds: [it.id] });
-  checkUsage(r1.last.usage, "the interrupted run");
+  checkUsage(r1.last.usage, "the interrupted run", "10+2=12");
 
   let second = first;
   if (restart) {
@@ -126,7 +127,7 @@ async function roundTrip(first, { status, payload, want, restart }) {
   const r2 = await run(a2, { runId: `${threadId}-2`, resume: [entry] }, r1.events);
   assert.ok(!r2.last.outcome || r2.last.outcome.type === "success", `the resumed run succeeds: ${JSON.stringify(r2.last.outcome)}`);
   assert.equal(started(r2.events, "cleaner"), cleaner, "the resumed run continues the same sub-agent run");
-  checkUsage(r2.last.usage, "the resumed run");
+  checkUsage(r2.last.usage, "the resumed run", "20+4=24");
   assert.match(String(r2.last.result), want);
   // What a chat UI shows after approve-and-resume: the lead's part is the
   // user's message, its one tool call, that call's one result and the one
