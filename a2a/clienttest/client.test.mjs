@@ -231,9 +231,13 @@ describe('deputy over A2A', { skip: !cmd }, () => {
         assert.equal(done.contextId, asked.contextId);
         assertState(done, TaskState.TASK_STATE_COMPLETED, 'the answered task');
         assert.equal(answerText(done), 'done: moved 100');
-        // The resumed run replays the step that asked (one model call more)
-        // and reports the whole task: both calls, each counted once.
-        assert.deepEqual(done.metadata['deputy/usage'], { requests: 2, inputTokens: 20, outputTokens: 4, totalTokens: 24 });
+        // The resumed run makes one model call more and reports the whole
+        // task: both calls, each counted once, of which the first was paid
+        // before the question and is said so under earlier.
+        assert.deepEqual(done.metadata['deputy/usage'], {
+          requests: 2, inputTokens: 20, outputTokens: 4, totalTokens: 24,
+          earlier: { requests: 1, inputTokens: 10, outputTokens: 2, totalTokens: 12 },
+        });
         const after = await stats();
         assert.equal(after.transfers, before.transfers + 1);
         assert.equal(after.modelCalls, before.modelCalls + 2);
