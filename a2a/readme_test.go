@@ -10,11 +10,11 @@ import (
 	"github.com/deputy-go/deputy/store"
 )
 
-// The README of the repository quotes the snippets below; the test in
+// docs/a2a.md quotes the snippets below; the test in
 // examples/internal/readme checks that it does, and this module's build
 // checks that they compile.
 
-// README snippet
+// snippet of docs/a2a.md
 // serveExpert serves an agent to other services, whatever their kit or
 // language. Each task gets an agent of its own, so that nothing one client
 // tells it reaches another. Its tasks, and the questions they wait on, live
@@ -50,6 +50,6 @@ func delegateAcross(ctx context.Context, p provider.Provider) (agent.Output, err
 	return lead.Run(ctx, agent.Input{Text: "Why was I charged twice?"})
 }
 
-// end of README snippet
+// end of snippet
 
 var _, _ = serveExpert, delegateAcross

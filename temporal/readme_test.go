@@ -11,11 +11,11 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// The README of the repository quotes the snippet below; the test in
+// docs/temporal.md quotes the snippet below; the test in
 // examples/internal/readme checks that it does, and this module's build
 // checks that it compiles.
 
-// README snippet
+// snippet of docs/temporal.md
 // fanOutOnTemporal puts deputy on a worker and runs a lead whose model may
 // spawn children, each a child workflow that any worker can run.
 func fanOutOnTemporal(ctx context.Context, c client.Client, p provider.Provider, reg *tool.Registry) (temporal.RunOutput, error) {
@@ -42,6 +42,6 @@ func fanOutOnTemporal(ctx context.Context, c client.Client, p provider.Provider,
 	return out, err
 }
 
-// end of README snippet
+// end of snippet
 
 var _ = fanOutOnTemporal

@@ -77,7 +77,7 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	want := []string{
-		`provider: fake (scripted replies; "Real models" in README.md tells how to use a real one)`,
+		`provider: fake (scripted replies; docs/providers.md tells how to use a real one)`,
 		`RUN_STARTED demo-thread demo-run`,
 		`says "Let me ask our expert first."`,
 		`TOOL_CALL_START expert`,

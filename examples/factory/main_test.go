@@ -17,7 +17,7 @@ func Example() {
 		panic(err)
 	}
 	// Output:
-	// provider: fake (scripted replies; "Real models" in README.md tells how to use a real one)
+	// provider: fake (scripted replies; docs/providers.md tells how to use a real one)
 	// typed result: {Task:add a login page Hours:6}
 	// answer: The login page needs about 6 hours.
 	// the estimator answered: {"task":"add a login page","hours":6}

@@ -94,7 +94,7 @@ func checkOutput(t *testing.T, out string) {
 	if lead < 750 || lead > 780 || child < 255 || child > 285 {
 		t.Errorf("tokens in: lead %d, child %d; want about 766 and 270", lead, child)
 	}
-	want := "provider: fake (scripted replies; \"Real models\" in README.md tells how to use a real one)\n" +
+	want := "provider: fake (scripted replies; docs/providers.md tells how to use a real one)\n" +
 		"tools from the MCP server: 1\n" +
 		"answer: From the team's notes — The notes say: Release 1.4 ships on Thursday.\n"
 	if diff := cmp.Diff(want, usage.ReplaceAllString(out, "")); diff != "" {

@@ -21,7 +21,7 @@ func TestTour(t *testing.T) {
 	if err := run(context.Background(), &out, func(string) string { return "" }); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
-	want := `provider: fake (scripted replies; "Real models" in README.md tells how to use a real one)
+	want := `provider: fake (scripted replies; docs/providers.md tells how to use a real one)
 agent                          requests  tokens in  tokens out
 lead (own calls only)                 5       1520          96
 ├─ expert                             1         26          15

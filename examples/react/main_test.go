@@ -17,7 +17,7 @@ func Example() {
 		panic(err)
 	}
 	// Output:
-	// provider: fake (scripted replies; "Real models" in README.md tells how to use a real one)
+	// provider: fake (scripted replies; docs/providers.md tells how to use a real one)
 	// child system prompt: You are a careful editor. Count before you judge.
 	// answer: It is: three words.
 	// usage (requests, tokens in, tokens out): lead 2 req, 210 in, 38 out | delegate 2 req, 131 in, 15 out

@@ -17,7 +17,7 @@ func Example() {
 		panic(err)
 	}
 	// Output:
-	// provider: fake (scripted replies; "Real models" in README.md tells how to use a real one)
+	// provider: fake (scripted replies; docs/providers.md tells how to use a real one)
 	// answer: Babbage designed it; Ada Lovelace wrote its first program.
 	// the historian remembers 4 messages
 	// usage (requests, tokens in, tokens out): lead 3 req, 264 in, 42 out | historian 2 req, 57 in, 16 out
@@ -31,7 +31,7 @@ func Example_longHaul() {
 		panic(err)
 	}
 	// Output:
-	// provider: fake (scripted replies; "Real models" in README.md tells how to use a real one)
+	// provider: fake (scripted replies; docs/providers.md tells how to use a real one)
 	// consultations: 3000, model calls: 3037 (summaries included)
 	// compactions: 37
 	// largest request: 6111 tokens (window 8000)

@@ -23,6 +23,6 @@ func ExampleFromEnv() {
 	resp, _ := p.Complete(context.Background(), provider.Request{Messages: []provider.Message{provider.UserMessage("hi")}})
 	fmt.Println(resp.Message.Content)
 	// Output:
-	// provider: fake (scripted replies; "Real models" in README.md tells how to use a real one)
+	// provider: fake (scripted replies; docs/providers.md tells how to use a real one)
 	// scripted answer
 }

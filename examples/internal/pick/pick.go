@@ -37,7 +37,7 @@ const BuildTag = "realmodel"
 
 // FakeDescription describes the fallback provider when the environment asks
 // for no real model.
-const FakeDescription = `provider: fake (scripted replies; "Real models" in README.md tells how to use a real one)`
+const FakeDescription = `provider: fake (scripted replies; docs/providers.md tells how to use a real one)`
 
 // Provider returns the provider chosen by the process environment, or
 // fallback, with a one-line description such as

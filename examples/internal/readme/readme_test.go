@@ -1,12 +1,18 @@
 package readme
 
 import (
+	"io/fs"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 )
+
+// root is the repository's root, from this package's directory.
+const root = "../../.."
 
 // goBlocks returns the text of each ```go block of a Markdown document.
 func goBlocks(doc string) []string {
@@ -27,55 +33,109 @@ func goBlocks(doc string) []string {
 	return blocks
 }
 
+// snippet is a piece of a Go file quoted by a document.
+type snippet struct {
+	doc  string // the document that quotes it, from the root: "docs/mcp.md"
+	file string // the Go file it is in, from the root
+	text string
+}
+
 // snippets returns the snippets of a Go file (see the package comment).
-func snippets(src string) []string {
-	var out []string
+func snippets(file, src string) []snippet {
+	var out []snippet
 	var cur []string
-	in := false
+	doc := ""
 	for _, line := range strings.Split(src, "\n") {
 		switch {
-		case line == "// README snippet":
-			in, cur = true, nil
-		case line == "// end of README snippet":
-			in = false
-			out = append(out, strings.TrimRight(strings.Join(cur, "\n"), "\n"))
-		case in:
+		case doc == "" && strings.HasPrefix(line, "// snippet of "):
+			doc, cur = strings.TrimPrefix(line, "// snippet of "), nil
+		case doc != "" && line == "// end of snippet":
+			out = append(out, snippet{doc: doc, file: file, text: strings.TrimRight(strings.Join(cur, "\n"), "\n")})
+			doc = ""
+		case doc != "":
 			cur = append(cur, line)
 		}
 	}
 	return out
 }
 
-// Every Go block of README.md is a snippet of this package, or of the
-// Temporal or A2A module's readme_test.go, which the compiler and go vet check,
-// so that what a reader pastes works.
-func TestREADMEQuotesSnippets(t *testing.T) {
-	doc, err := os.ReadFile("../../../README.md")
+// allSnippets returns the snippets of every Go file of the repository.
+func allSnippets(t *testing.T) []snippet {
+	var all []snippet
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", "node_modules", "testdata":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		all = append(all, snippets(filepath.ToSlash(rel), string(src))...)
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var want []string
-	for _, file := range []string{"snippets.go", "../../../temporal/readme_test.go", "../../../a2a/readme_test.go"} {
-		src, err := os.ReadFile(file)
+	return all
+}
+
+// Every Go block of README.md and of the guides in docs/ is a snippet of a
+// Go file that the compiler and go vet check (see the package comment), so
+// that what a reader pastes works; and every snippet is quoted where it says.
+func TestDocsQuoteSnippets(t *testing.T) {
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"README.md"}
+	for _, d := range docs {
+		names = append(names, "docs/"+filepath.Base(d))
+	}
+	byDoc := map[string][]snippet{}
+	for _, s := range allSnippets(t) {
+		if !slices.Contains(names, s.doc) {
+			t.Errorf("%s has a snippet of %s, which does not exist; name README.md or a guide in docs/:\n%s", s.file, s.doc, s.text)
+			continue
+		}
+		byDoc[s.doc] = append(byDoc[s.doc], s)
+	}
+	if len(byDoc["README.md"]) == 0 {
+		t.Error("no Go file has a snippet of README.md")
+	}
+	for _, name := range names {
+		doc, err := os.ReadFile(filepath.Join(root, name))
 		if err != nil {
 			t.Fatal(err)
 		}
-		want = append(want, snippets(string(src))...)
-	}
-	got := goBlocks(string(doc))
-	if len(want) == 0 {
-		t.Fatal("snippets.go has no snippets")
-	}
-	for i := range max(len(got), len(want)) {
-		switch {
-		case i >= len(want):
-			t.Errorf("README.md's Go block %d is not in examples/internal/readme/snippets.go; add it there between the snippet markers, so that it is compiled:\n%s", i+1, got[i])
-		case i >= len(got):
-			t.Errorf("snippet %d of snippets.go is not in README.md; quote it or remove it:\n%s", i+1, want[i])
-		default:
-			if d := cmp.Diff(want[i], got[i]); d != "" {
-				t.Errorf("README.md's Go block %d differs from snippet %d of snippets.go; make them equal (-snippet +README):\n%s", i+1, i+1, d)
+		left := byDoc[name]
+		for i, block := range goBlocks(string(doc)) {
+			j := slices.IndexFunc(left, func(s snippet) bool { return s.text == block })
+			if j < 0 {
+				hint := ""
+				if len(left) > 0 {
+					hint = "\nThe nearest snippet of " + name + " not yet quoted, in " + left[0].file + " (-snippet +block):\n" + cmp.Diff(left[0].text, block)
+				}
+				t.Errorf("Go block %d of %s is no snippet: put it in a Go file that is compiled, between the lines \"// snippet of %s\" and \"// end of snippet\", and quote it exactly:\n%s%s", i+1, name, name, block, hint)
+				continue
 			}
+			left = slices.Delete(left, j, j+1)
+		}
+		for _, s := range left {
+			t.Errorf("%s has a snippet of %s that %s does not quote; quote it there or remove it:\n%s", s.file, name, name, s.text)
 		}
 	}
 }
@@ -88,8 +148,9 @@ func TestGoBlocks(t *testing.T) {
 }
 
 func TestSnippets(t *testing.T) {
-	src := "x\n// README snippet\nfunc f() {}\n\n// end of README snippet\ny\n// README snippet\ng\n// end of README snippet\n"
-	if d := cmp.Diff([]string{"func f() {}", "g"}, snippets(src)); d != "" {
+	src := "x\n// snippet of docs/a.md\nfunc f() {}\n\n// end of snippet\ny\n// snippet of README.md\ng\n// end of snippet\n"
+	want := []snippet{{"docs/a.md", "f.go", "func f() {}"}, {"README.md", "f.go", "g"}}
+	if d := cmp.Diff(want, snippets("f.go", src), cmp.AllowUnexported(snippet{})); d != "" {
 		t.Error(d)
 	}
 }

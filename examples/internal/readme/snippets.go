@@ -1,11 +1,16 @@
-// Package readme holds the Go code that README.md quotes, so that every
-// snippet a reader pastes compiles and passes go vet. The test checks that
-// the README's Go blocks are these snippets, in order.
+// Package readme holds Go code that README.md and the guides in docs/ quote,
+// so that every snippet a reader pastes compiles and passes go vet. Its test
+// checks every Go block of README.md and docs/*.md against the snippets of
+// the repository's Go files.
 //
-// A snippet is the text between a line "// README snippet" and the next line
-// "// end of README snippet", unindented.
+// A snippet is the text between a line "// snippet of docs/NAME.md" (or
+// "// snippet of README.md") and the next line "// end of snippet",
+// unindented. It may live in any Go file of the repository that a build or
+// test compiles: this package, a package main of its own (the README's first
+// program, in firstprogram), or a _test.go file of the module it needs (the
+// Temporal and A2A modules' readme_test.go).
 //
-//lint:file-ignore U1000 the snippets are compiled and vetted for the README, not called
+//lint:file-ignore U1000 the snippets are compiled and vetted for the guides, not called
 package readme
 
 import (
@@ -31,7 +36,7 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// README snippet
+// snippet of docs/subagents.md
 // delegate gives a lead agent the three kinds of sub-agent and runs it.
 func delegate(ctx context.Context, model provider.Provider, expertAgent agent.Agent, tools *tool.Registry) error {
 	// A resident expert: one agent, kept for the life of the tool; its
@@ -71,9 +76,9 @@ func delegate(ctx context.Context, model provider.Provider, expertAgent agent.Ag
 	return nil
 }
 
-// end of README snippet
+// end of snippet
 
-// README snippet
+// snippet of docs/fanout.md
 // sharedLimits makes an OpenAI provider whose calls keep, with those of
 // every other provider given adm, to the account's limits.
 func sharedLimits() (*openai.Provider, error) {
@@ -84,9 +89,9 @@ func sharedLimits() (*openai.Provider, error) {
 	return openai.New(openai.WithAdmission(adm))
 }
 
-// end of README snippet
+// end of snippet
 
-// README snippet
+// snippet of docs/events.md
 // watch runs lead twice, receiving its events: through a sink in the
 // context, then by ranging over the run (stopping early cancels it).
 func watch(ctx context.Context, lead agent.Agent) error {
@@ -104,9 +109,9 @@ func watch(ctx context.Context, lead agent.Agent) error {
 	return nil
 }
 
-// end of README snippet
+// end of snippet
 
-// README snippet
+// snippet of docs/events.md
 // serve serves a fresh lead agent per AG-UI conversation at /agui.
 func serve(buildLead func() (agent.Agent, error)) error {
 	h, err := agui.NewPerRequest(func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
@@ -119,9 +124,9 @@ func serve(buildLead func() (agent.Agent, error)) error {
 	return http.ListenAndServe("localhost:8080", nil)
 }
 
-// end of README snippet
+// end of snippet
 
-// README snippet
+// snippet of docs/mcp.md
 // serveMCP serves a sub-agent to an MCP client (an editor, a desktop
 // assistant) over standard input and output.
 func serveMCP(ctx context.Context, reviewer tool.Tool) error {
@@ -133,9 +138,9 @@ func serveMCP(ctx context.Context, reviewer tool.Tool) error {
 	return srv.ServeStdio(ctx) // or: http.Handle("/mcp", srv.Handler(nil))
 }
 
-// end of README snippet
+// end of snippet
 
-// README snippet
+// snippet of docs/mcp.md
 // useMCPTools gives the agents using reg the tools of a filesystem MCP
 // server, started as a process and ended by Close.
 func useMCPTools(ctx context.Context, reg *tool.Registry, dir string) (io.Closer, error) {
@@ -151,9 +156,9 @@ func useMCPTools(ctx context.Context, reg *tool.Registry, dir string) (io.Closer
 	return files, nil
 }
 
-// end of README snippet
+// end of snippet
 
-// README snippet
+// snippet of docs/providers.md
 // realModel returns the model the environment names, or fallback when it
 // names none; it prints which, e.g. "provider: openai (qwen3 at
 // http://localhost:11434/v1)".
@@ -169,9 +174,9 @@ func realModel(fallback provider.Provider) (provider.Provider, error) {
 	return model, nil
 }
 
-// end of README snippet
+// end of snippet
 
-// README snippet
+// snippet of docs/durable.md
 // durable keeps a resident expert, AG-UI threads and a turn's finished
 // children in one SQLite file (postgres.Open(ctx, dsn) for several
 // processes).
@@ -216,9 +221,9 @@ func durable(ctx context.Context, model provider.Provider, expertAgent agent.Age
 	return err
 }
 
-// end of README snippet
+// end of snippet
 
-// README snippet
+// snippet of docs/serving.md
 // serveUsers serves threads that belong to the signed-in user, whose
 // identity middleware (userFrom reads it) runs before the handler, and
 // ends every run cancelled when the server shuts down.
@@ -251,9 +256,9 @@ func serveUsers(ctx context.Context, st *store.Store, build agui.Builder, userFr
 	return err
 }
 
-// end of README snippet
+// end of snippet
 
-// README snippet
+// snippet of docs/durable.md
 // approve runs a lead's turn; when a tool anywhere in the tree asks for
 // approval, it approves every question and resumes the same turn.
 func approve(ctx context.Context, st *store.Store, lead agent.Agent, in agent.Input) (agent.Output, error) {
@@ -279,4 +284,4 @@ func approve(ctx context.Context, st *store.Store, lead agent.Agent, in agent.In
 	return lead.Run(agent.WithJournal(rctx, j), in)
 }
 
-// end of README snippet
+// end of snippet

@@ -1,4 +1,4 @@
-// Command fanout is the README's fan-out on Temporal: a lead agent spawns
+// Command fanout is the fan-out of docs/temporal.md on Temporal: a lead agent spawns
 // three researchers in one turn, each a child workflow on whichever worker
 // picks it up, and writes its answer from theirs.
 //
