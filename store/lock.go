@@ -21,6 +21,12 @@ type Lock struct {
 	done chan struct{}
 	lost chan struct{} // closed when a renewal finds the lease gone
 
+	// renewed is when the lease was last taken or renewed: the time its
+	// Lease call began, since the database may have written it at once and
+	// answered late. Written by lock, then by renew; read by Unlock once
+	// renew has returned.
+	renewed time.Time
+
 	once sync.Once
 	err  error
 }
@@ -46,7 +52,9 @@ func (s *Store) lock(ctx context.Context, key string, wait bool) (*Lock, error) 
 	}
 	owner := s.owner + "-" + strconv.FormatUint(s.locks.Add(1), 10)
 	delay := s.poll
+	var at time.Time
 	for {
+		at = time.Now()
 		ok, err := s.b.Lease(ctx, key, owner, s.ttl)
 		if err != nil {
 			// The lease may have been written even so (a context that
@@ -72,7 +80,7 @@ func (s *Store) lock(ctx context.Context, key string, wait bool) (*Lock, error) 
 		}
 		delay = min(delay*2, 250*time.Millisecond)
 	}
-	l := &Lock{s: s, key: key, owner: owner, stop: make(chan struct{}), done: make(chan struct{}), lost: make(chan struct{})}
+	l := &Lock{s: s, key: key, owner: owner, stop: make(chan struct{}), done: make(chan struct{}), lost: make(chan struct{}), renewed: at}
 	go l.renew()
 	return l, nil
 }
@@ -82,7 +90,6 @@ func (l *Lock) renew() {
 	defer close(l.done)
 	t := time.NewTicker(l.s.ttl / 3)
 	defer t.Stop()
-	renewed := time.Now() // the lease was taken just now
 	for {
 		select {
 		case <-l.stop:
@@ -90,12 +97,13 @@ func (l *Lock) renew() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), l.s.ttl/3)
+		at := time.Now()
 		ok, err := l.s.b.Lease(ctx, l.key, l.owner, l.s.ttl)
 		cancel()
 		switch {
 		case err == nil && ok:
-			renewed = time.Now()
-		case err == nil, time.Since(renewed) >= l.s.ttl:
+			l.renewed = at
+		case err == nil, time.Since(l.renewed) >= l.s.ttl:
 			// Taken by another holder, or not renewed for a whole TTL
 			// (a slow database): another may hold it now.
 			close(l.lost)
@@ -114,16 +122,22 @@ func (l *Lock) renew() {
 func (l *Lock) Lost() <-chan struct{} { return l.lost }
 
 // Unlock releases the lock. It returns ErrLockLost when the lease had been
-// lost before. Calling it again returns the same result.
+// lost before, or had gone unrenewed for a whole TTL. Calling it again returns the same result.
 func (l *Lock) Unlock() error {
 	l.once.Do(func() {
 		close(l.stop)
 		<-l.done
+		// Lost, or not renewed for a whole TTL (the renewal that would
+		// have found it lost had not run yet): another may hold it now.
+		lost := time.Since(l.renewed) >= l.s.ttl
 		select {
 		case <-l.lost:
+			lost = true
+		default:
+		}
+		if lost {
 			l.err = fmt.Errorf("%w: %q: this holder stalled, or could not renew its lease, for longer than the lease TTL (store.WithLeaseTTL)", ErrLockLost, l.key)
 			return
-		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -588,8 +588,10 @@ func testStoreCorrupt(t *testing.T, b store.Backend) {
 }
 
 func testStoreLock(t *testing.T, b store.Backend) {
-	s1 := newStore(t, b, store.WithLeaseTTL(300*time.Millisecond))
-	s2 := newStore(t, b, store.WithLeaseTTL(300*time.Millisecond))
+	// A TTL a loaded machine's renewals keep to: renewed every third of
+	// it, the lock holds through a stall of two thirds.
+	s1 := newStore(t, b, store.WithLeaseTTL(600*time.Millisecond))
+	s2 := newStore(t, b, store.WithLeaseTTL(600*time.Millisecond))
 	l, err := s1.Lock(ctx(), "expert")
 	if err != nil {
 		t.Fatal(err)
@@ -598,7 +600,7 @@ func testStoreLock(t *testing.T, b store.Backend) {
 		t.Fatalf("TryLock of a held lock: %v, want ErrBusy", err)
 	}
 	// The holder renews: the lock outlives its TTL.
-	time.Sleep(700 * time.Millisecond)
+	time.Sleep(1300 * time.Millisecond)
 	if _, err := s2.TryLock(ctx(), "expert"); !errors.Is(err, store.ErrBusy) {
 		t.Fatalf("TryLock after the TTL of a renewed lock: %v, want ErrBusy", err)
 	}
@@ -748,9 +750,11 @@ func testStoreLockRenewalsFail(t *testing.T, b store.Backend) {
 // written), while the new holder's writes land.
 func testStoreLockFencing(t *testing.T, b store.Backend) {
 	stalled := &failingRenewals{Backend: b}
-	ttl := 150 * time.Millisecond
-	first := newStore(t, stalled, store.WithLeaseTTL(ttl))
-	second := newStore(t, b, store.WithLeaseTTL(ttl))
+	// The stalled holder's lease is short, so that the next holder soon
+	// takes it; the next holder's is long, so that it holds through the
+	// test however slowly a loaded machine runs its renewals.
+	first := newStore(t, stalled, store.WithLeaseTTL(150*time.Millisecond))
+	second := newStore(t, b, store.WithLeaseTTL(time.Minute))
 	old, err := first.Lock(ctx(), "fenced")
 	if err != nil {
 		t.Fatal(err)
