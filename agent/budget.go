@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
@@ -214,4 +215,37 @@ func (s *runState) checkLimit() error {
 		}
 	}
 	return nil
+}
+
+// wrappedUp ends the run with the reply to its wrap-up turn: its text is
+// the answer, any tool calls it asked for anyway are dropped (no tools were
+// offered). A reply with no text leaves the run at its limit with no
+// answer. Under OutputOf the answer's value is kept when it fits; it is
+// not corrected, since there is no budget for another call.
+func (s *runState) wrappedUp(msg provider.Message, u provider.Usage) (string, bool, error) {
+	msg.ToolCalls = nil
+	s.setUsed()
+	if strings.TrimSpace(msg.Content) == "" {
+		return "", false, fmt.Errorf("%w: %d tokens used, the limit is %d, and the last reply, asked to wrap up, had no answer: raise WithTokenLimit or give a smaller task",
+			ErrUsageLimit, s.spent(), s.limit)
+	}
+	s.add(msg)
+	s.noteReply(u)
+	s.partial = true
+	if o := s.r.output; o != nil {
+		if v, problem := o.check(s.ctx, msg.Content); problem == nil {
+			s.value = v
+		}
+	}
+	return msg.Content, true, nil
+}
+
+// toolsBytes is what tool definitions weigh, in bytes, for the estimate
+// of a call's input.
+func toolsBytes(tools []provider.ToolDef) int64 {
+	var n int
+	for _, t := range tools {
+		n += len(t.Name) + len(t.Description) + len(t.Parameters)
+	}
+	return int64(n)
 }

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -556,29 +555,6 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 	return "", false, nil // past the limit, the next step is a wrap-up turn
 }
 
-// wrappedUp ends the run with the reply to its wrap-up turn: its text is
-// the answer, any tool calls it asked for anyway are dropped (no tools were
-// offered). A reply with no text leaves the run at its limit with no
-// answer. Under OutputOf the answer's value is kept when it fits; it is
-// not corrected, since there is no budget for another call.
-func (s *runState) wrappedUp(msg provider.Message, u provider.Usage) (string, bool, error) {
-	msg.ToolCalls = nil
-	s.setUsed()
-	if strings.TrimSpace(msg.Content) == "" {
-		return "", false, fmt.Errorf("%w: %d tokens used, the limit is %d, and the last reply, asked to wrap up, had no answer: raise WithTokenLimit or give a smaller task",
-			ErrUsageLimit, s.spent(), s.limit)
-	}
-	s.add(msg)
-	s.noteReply(u)
-	s.partial = true
-	if o := s.r.output; o != nil {
-		if v, problem := o.check(s.ctx, msg.Content); problem == nil {
-			s.value = v
-		}
-	}
-	return msg.Content, true, nil
-}
-
 // runOpen runs the calls of the input's open turn, those left without a
 // result, and adds their results to the conversation, as a step whose model
 // call was made before the run.
@@ -630,14 +606,6 @@ func (s *runState) request(tools []provider.ToolDef, pl callPlan) provider.Reque
 		req.Messages = append(req.Messages, provider.UserMessage(note))
 	}
 	return req
-}
-
-func toolsBytes(tools []provider.ToolDef) int64 {
-	var n int
-	for _, t := range tools {
-		n += len(t.Name) + len(t.Description) + len(t.Parameters)
-	}
-	return int64(n)
 }
 
 // runCalls runs the step's tool calls, and returns their results by index
