@@ -294,7 +294,7 @@ func (l *Loader) LoadFS(fsys fs.FS) (*Roster, error) {
 				specs = append(specs, s)
 			}
 		}
-		all = append(all, ps.list...)
+		all = append(all, ps.all()...)
 		warns = append(warns, ps.warns...)
 	}
 	r, ps := l.resolve(fsys, specs)

@@ -2,6 +2,7 @@ package agentfile
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -69,22 +70,42 @@ func sortProblems(ps []Problem) {
 	})
 }
 
+// maxProblems bounds the problems reported of one file.
+const maxProblems = 50
+
 // problems collects the problems of one file.
 type problems struct {
 	file  string
 	off   int // lines before the YAML text in the file
 	list  []Problem
 	warns []Problem
+	more  int // problems past maxProblems, not listed
 }
 
 func (ps *problems) add(line int, key, msg string) {
+	if len(ps.list) >= maxProblems {
+		ps.more++
+		return
+	}
 	if line > 0 {
 		line += ps.off
 	}
 	ps.list = append(ps.list, Problem{File: ps.file, Line: line, Key: key, Message: msg})
 }
 
+// all returns the problems, with a last one that counts those not
+// listed.
+func (ps *problems) all() []Problem {
+	if ps.more == 0 {
+		return ps.list
+	}
+	return append(ps.list, Problem{File: ps.file, Message: fmt.Sprintf("and %d more problems: fix these first", ps.more)})
+}
+
 func (ps *problems) warn(line int, key, msg string) {
+	if len(ps.warns) >= maxProblems {
+		return
+	}
 	if line > 0 {
 		line += ps.off
 	}

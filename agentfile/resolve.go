@@ -50,7 +50,7 @@ func (l *Loader) resolve(fsys fs.FS, specs []*spec) (*Roster, []Problem) {
 		}
 		ps := &problems{file: s.file, off: lineOffset(s)}
 		m := l.member(fsys, s, byName, ps)
-		out = append(out, ps.list...)
+		out = append(out, ps.all()...)
 		if m != nil {
 			members = append(members, m)
 		}
