@@ -514,7 +514,7 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 	if r.logger != nil {
 		began = time.Now()
 	}
-	results, fromJournal, err := s.runCalls(stepKey, msg.ToolCalls)
+	results, fromJournal, err := s.runCalls(step, stepKey, msg.ToolCalls)
 	if r.logger != nil {
 		s.logToolCalls(step, msg.ToolCalls, results, time.Since(began))
 	}
@@ -569,7 +569,7 @@ func (s *runState) runOpen() error {
 	if s.journal != nil {
 		stepKey = s.journal.stepKey(0)
 	}
-	results, fromJournal, err := s.runCalls(stepKey, s.open)
+	results, fromJournal, err := s.runCalls(0, stepKey, s.open)
 	for i, res := range results {
 		s.child = s.child.Add(res.Usage)
 		call := s.open[i]
@@ -615,8 +615,15 @@ func (s *runState) request(tools []provider.ToolDef, pl callPlan) provider.Reque
 //
 // Under a token limit, an equal share of what the run has left is set aside
 // for each call's sub-agent before the calls start (run.WithShares).
-func (s *runState) runCalls(stepKey string, calls []provider.ToolCall) (results []tool.Result, replayed []bool, err error) {
-	toolCtx := s.toolCtx
+//
+// Each call knows its place in the run's tree (run.AtStep): a run it
+// starts is placed under the step and the call's index.
+func (s *runState) runCalls(step int, stepKey string, calls []provider.ToolCall) (results []tool.Result, replayed []bool, err error) {
+	ids := make([]string, len(calls))
+	for i := range calls {
+		ids[i] = calls[i].ID
+	}
+	toolCtx := run.AtStep(s.toolCtx, step, ids)
 	if s.limit > 0 || s.costLimited() {
 		// The run keeps back what its next call reads before the results
 		// and one share for its reply: its wrap-up is paid for before the

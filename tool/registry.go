@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/internal/toolcall"
 	"golang.org/x/sync/errgroup"
 )
@@ -292,6 +293,7 @@ func (r *Registry) call(ctx context.Context, c Call) (res Result, err error) {
 		// not yet started is not started.
 		return Result{Content: fmt.Sprintf("tool %s was not run: %v", c.Name, context.Cause(ctx)), IsError: true}, err
 	}
+	ctx = run.AtCall(ctx, c.ID)
 	if h := hookFrom(ctx); h != nil {
 		var done func(Result, error)
 		ctx, done = h(ctx, c)

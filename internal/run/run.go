@@ -13,6 +13,7 @@ package run
 import (
 	"context"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -39,6 +40,19 @@ type info struct {
 	// tally counts what AddEarlier records under the context, the runs
 	// started under it included (WithTally); nil when nothing counts.
 	tally *tally
+	// pos is the run's place in its tree (Position); step is the step
+	// whose tool calls run under the context (AtStep), nil outside one,
+	// and call the id of the call of that step the context is in (AtCall).
+	pos  string
+	step *stepCalls
+	call string
+}
+
+// stepCalls is one step of a run whose tool calls are running: its number
+// and the ids of its calls, in the order the model gave them.
+type stepCalls struct {
+	n   int
+	ids []string
 }
 
 // tally counts what AddEarlier recorded under a context, and adds it to
@@ -97,6 +111,62 @@ func WithDepth(ctx context.Context, depth int) context.Context {
 	return context.WithValue(ctx, key{}, &ri)
 }
 
+// Position returns the place in its tree of the run ctx belongs to: the
+// names of the runs that led to it from the top-level run, separated by
+// "/", each but the top-level one followed by "@" and the place of the
+// tool call that started it in its parent (the parent's step, from 1, a
+// ".", and the call's index in that step, from 0), as
+// "lead/researcher@1.0/critic@2.3". Inside a tool call that runs no agent
+// of its own it ends with the call's place ("lead/@1.0"). It is the same
+// every time the same tree runs, whatever the order in which parallel
+// calls run, and "" outside a run.
+func Position(ctx context.Context) string {
+	ri := from(ctx)
+	if ri.call == "" || ri.step == nil {
+		return ri.pos
+	}
+	return ri.callPos("")
+}
+
+// callPos is the position of a run named name started under the tool
+// call ri is in, or under ri's run when it is in none.
+func (ri *info) callPos(name string) string {
+	at := ""
+	if ri.step != nil && ri.call != "" {
+		if i := slices.Index(ri.step.ids, ri.call); i >= 0 {
+			at = "@" + strconv.Itoa(ri.step.n) + "." + strconv.Itoa(i)
+		}
+	}
+	if ri.pos == "" {
+		return name + at
+	}
+	return ri.pos + "/" + name + at
+}
+
+// AtStep returns ctx under which the tool calls of step n (from 1; 0 for
+// the calls a run's input left open) of the run of ctx run, with ids the
+// ids of the step's calls, in the order the model gave them. The agent
+// loop calls it before it runs a step's calls, and the Registry marks each
+// call's context with AtCall, so that a run started under a call knows
+// its place in the tree (Position).
+func AtStep(ctx context.Context, n int, ids []string) context.Context {
+	ri := from(ctx)
+	ri.step, ri.call = &stepCalls{n: n, ids: ids}, ""
+	return context.WithValue(ctx, key{}, &ri)
+}
+
+// AtCall returns ctx marked as the context of the tool call id of the
+// step of ctx (AtStep); outside a step it returns ctx.
+func AtCall(ctx context.Context, id string) context.Context {
+	ri, ok := ctx.Value(key{}).(*info)
+	if !ok || ri.step == nil {
+		return ctx
+	}
+	c := *ri
+	c.call = id
+	return context.WithValue(ctx, key{}, &c)
+}
+
 // Start returns a context for a new run with the given id and agent name,
 // whose parent is the run of ctx, at the depth of ctx. The run may use
 // tokenLimit tokens, its children's included; 0 means no limit. An agent
@@ -121,7 +191,8 @@ func Start(ctx context.Context, id, name string, tokenLimit int64) context.Conte
 		// own limit: its siblings' spending does not eat into it.
 		sc.costLimit, sc.costShared = parent.costShare, true
 	}
-	run := context.WithValue(ctx, key{}, &info{id: id, parent: parent.id, name: name, depth: parent.depth, scope: sc, budget: -1, tally: parent.tally})
+	run := context.WithValue(ctx, key{}, &info{id: id, parent: parent.id, name: name, depth: parent.depth, scope: sc, budget: -1, tally: parent.tally,
+		pos: parent.callPos(name)})
 	sc.ctx = run
 	return run
 }

@@ -102,3 +102,34 @@ func TestReserve(t *testing.T) {
 		t.Error("a run without a limit reports one")
 	}
 }
+
+func TestPositionIsTheChainOfCallsThatLedToTheRun(t *testing.T) {
+	ctx := Start(context.Background(), "r1", "lead", 0)
+	if got := Position(ctx); got != "lead" {
+		t.Fatalf("top-level position %q, want lead", got)
+	}
+	step := AtStep(ctx, 2, []string{"a", "b", "c"})
+	call := AtCall(step, "c")
+	if got := Position(call); got != "lead/@2.2" {
+		t.Errorf("inside a call: %q, want lead/@2.2", got)
+	}
+	child := Start(WithDepth(call, 1), "r2", "critic", 0)
+	if got := Position(child); got != "lead/critic@2.2" {
+		t.Errorf("child: %q, want lead/critic@2.2", got)
+	}
+	grand := Start(AtCall(AtStep(child, 1, []string{"x"}), "x"), "r3", "fact", 0)
+	if got := Position(grand); got != "lead/critic@2.2/fact@1.0" {
+		t.Errorf("grandchild: %q", got)
+	}
+	// A run started outside a step's call (a background job) has no call
+	// place; a call that is none of the step's has none either.
+	if got := Position(Start(step, "r4", "job", 0)); got != "lead/job" {
+		t.Errorf("outside a call: %q, want lead/job", got)
+	}
+	if got := Position(Start(AtCall(step, "zz"), "r5", "odd", 0)); got != "lead/odd" {
+		t.Errorf("an unknown call: %q, want lead/odd", got)
+	}
+	if AtCall(context.Background(), "a") != context.Background() || Position(context.Background()) != "" {
+		t.Error("outside a run, AtCall changes the context or Position is not empty")
+	}
+}

@@ -1,0 +1,494 @@
+package cassette
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/deputy-go/deputy/internal/run"
+	"github.com/deputy-go/deputy/provider"
+)
+
+// Position returns the place in its tree of the model call made under
+// ctx, as a cassette keys it: the names of the agents that led to it from
+// the top-level run, separated by "/", each but the first followed by "@"
+// and the place of the tool call that started it in its parent's run (the
+// parent's step, from 1, "." and the call's index in that step, from 0):
+// "lead/team@1.0/researcher@1.3". It is the same every time the same tree
+// runs, whatever order parallel calls run in, and "" outside an agent's
+// run.
+func Position(ctx context.Context) string { return run.Position(ctx) }
+
+// Provider is a provider.Provider that answers from a cassette (Replay),
+// records the calls it passes to a live provider (Record), or both, by
+// position (Rerecord). Each model call is keyed by its place in the tree
+// (Position) and its order among the calls at that place (its step), and
+// by the hash of its request with what changes from run to run left out
+// (Request): a replayed call is answered by the entry at its position and
+// step whose hash is its request's, or else by an unused entry at its
+// position with that hash, so that parallel siblings replay whatever order
+// they run in. A call with no match fails with a *MissError.
+//
+// One Provider serves one run of a tree, or the runs of one journaled turn
+// (a run and its resumes, which count steps on): the steps it counts start
+// at 0. Make one a run; a Cassette serves any number. It is safe for
+// concurrent use. It does not stream: the agent loop makes plain calls
+// through it, recorded or replayed alike.
+type Provider struct {
+	base  *Cassette         // the cassette answered from; nil when recording all
+	live  provider.Provider // nil when replaying
+	match func(pos string) bool
+	norm  func(*provider.Request)
+	name  string
+	miss  func(*MissError)
+
+	mu       sync.Mutex
+	steps    map[string]int
+	used     map[int]bool
+	recorded []Entry
+	misses   []*MissError
+	liveN    int
+}
+
+// An Option configures a Provider.
+type Option func(*Provider)
+
+// WithNormalize has fn change each request before it is keyed, for the
+// parts of a request the application makes differ from run to run (a
+// date in a system prompt, an id in a tool's result): fn may change req
+// and its messages' fields, not the slices' elements the caller shares,
+// which it must copy first. It runs on every call, recorded or replayed.
+func WithNormalize(fn func(req *provider.Request)) Option {
+	return func(p *Provider) { p.norm = fn }
+}
+
+// WithMissHandler has fn called with each call that finds no match, at
+// once, before the call fails; Open reports the miss on its test with it.
+func WithMissHandler(fn func(*MissError)) Option {
+	return func(p *Provider) { p.miss = fn }
+}
+
+func newProvider(base *Cassette, live provider.Provider, opts []Option) *Provider {
+	p := &Provider{base: base, live: live, steps: map[string]int{}, used: map[int]bool{}}
+	for _, o := range opts {
+		o(p)
+	}
+	if base != nil {
+		p.name = base.provider
+	}
+	if n, ok := live.(provider.Namer); ok && live != nil {
+		p.name = n.Name()
+	}
+	return p
+}
+
+// Replay returns a Provider that answers every call from c, with no live
+// provider behind it.
+func Replay(c *Cassette, opts ...Option) *Provider {
+	if c == nil {
+		c, _ = newCassette(nil)
+	}
+	return newProvider(c, nil, opts)
+}
+
+// Record returns a Provider that passes every call to live and records it
+// (Cassette).
+func Record(live provider.Provider, opts ...Option) *Provider {
+	p := newProvider(nil, live, opts)
+	p.match = func(string) bool { return true }
+	return p
+}
+
+// Rerecord returns a Provider that passes to live the calls made at a
+// position pattern matches, and records them, and answers the others from
+// c, as Replay does. Its Cassette keeps c's entries at the positions
+// pattern does not match and the new ones, so that re-recording the one
+// node whose prompt changed leaves the rest of the cassette as it was.
+//
+// pattern is one or more patterns of path.Match, separated by commas; a
+// pattern matches a position when it matches the position or the start
+// of it that ends before one of its "/": "*" matches every position,
+// "lead/critic@*" a critic the lead called and everything under it, and
+// "*/*/researcher@1.3" one researcher two levels down.
+func Rerecord(c *Cassette, live provider.Provider, pattern string, opts ...Option) (*Provider, error) {
+	match, err := Matcher(pattern)
+	if err != nil {
+		return nil, err
+	}
+	if live == nil {
+		return nil, errors.New("cassette: re-recording needs a live provider")
+	}
+	p := newProvider(c, live, opts)
+	p.match = match
+	return p, nil
+}
+
+// Matcher returns the function that reports whether a position matches
+// pattern, as Rerecord matches them, or an error naming the pattern that
+// is malformed.
+func Matcher(pattern string) (func(pos string) bool, error) {
+	pats := strings.Split(pattern, ",")
+	for i, pat := range pats {
+		pats[i] = strings.TrimSpace(pat)
+		if _, err := path.Match(pats[i], ""); err != nil || pats[i] == "" {
+			return nil, fmt.Errorf("cassette: position pattern %q is not a pattern of path.Match: write it as lead/researcher@1.*", pat)
+		}
+	}
+	return func(pos string) bool {
+		for _, pat := range pats {
+			for p := pos; ; {
+				if ok, _ := path.Match(pat, p); ok {
+					return true
+				}
+				i := strings.LastIndexByte(p, '/')
+				if i < 0 {
+					break
+				}
+				p = p[:i]
+			}
+		}
+		return false
+	}, nil
+}
+
+// Name is the name of the live provider, or of the one the cassette was
+// recorded from, so that a replayed run is priced and admitted as the
+// recorded one was.
+func (p *Provider) Name() string { return p.name }
+
+// Complete answers req from the cassette, or passes it to the live
+// provider and records it.
+func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return provider.Response{}, fmt.Errorf("cassette: %w", err)
+	}
+	if p.norm != nil {
+		p.norm(&req)
+	}
+	pos := run.Position(ctx)
+	if pos == "" {
+		pos = "-" // a call made outside any agent's run
+	}
+	nreq := normalize(req)
+	hash := nreq.Hash()
+	p.mu.Lock()
+	step := p.steps[pos]
+	p.steps[pos] = step + 1
+	live := p.match != nil && p.match(pos)
+	var e *Entry
+	if !live {
+		e = p.find(pos, step, hash)
+	}
+	p.mu.Unlock()
+	if live {
+		return p.record(ctx, req, pos, step, hash, nreq)
+	}
+	if e == nil {
+		m := p.missed(pos, step, hash, nreq)
+		return provider.Response{}, m
+	}
+	if e.Error != "" {
+		return provider.Response{}, fmt.Errorf("cassette: the recorded call failed: %s", e.Error)
+	}
+	return e.Response.response(), nil
+}
+
+// find returns the entry that answers the call, marked used, or nil;
+// called with p.mu held.
+func (p *Provider) find(pos string, step int, hash string) *Entry {
+	list := p.base.byPos[pos]
+	for _, i := range list {
+		if e := &p.base.entries[i]; e.Step == step && e.Hash == hash {
+			p.used[i] = true
+			return e
+		}
+	}
+	for _, i := range list {
+		if e := &p.base.entries[i]; !p.used[i] && e.Hash == hash {
+			p.used[i] = true
+			return e
+		}
+	}
+	return nil
+}
+
+func (p *Provider) record(ctx context.Context, req provider.Request, pos string, step int, hash string, nreq Request) (provider.Response, error) {
+	resp, err := p.live.Complete(ctx, req)
+	e := Entry{Position: pos, Step: step, Hash: hash, Request: nreq, Model: req.Model, Response: fromResponse(resp)}
+	if err != nil {
+		if ctx.Err() != nil {
+			return resp, err // a cancelled call is not the model's answer
+		}
+		e.Response, e.Error = Response{}, err.Error()
+	}
+	p.mu.Lock()
+	p.liveN++
+	p.recorded = append(p.recorded, e)
+	p.mu.Unlock()
+	return resp, err
+}
+
+// LiveCalls returns how many calls went to the live provider.
+func (p *Provider) LiveCalls() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.liveN
+}
+
+// Misses returns the calls that found no match, in the order they came,
+// but for those that differ only because another call missed (see
+// MissError.Consequence).
+func (p *Provider) Misses() []*MissError {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]*MissError(nil), p.misses...)
+}
+
+// Cassette returns what the Provider recorded: for Record, every call;
+// for Rerecord, the calls it recorded and the entries of its cassette at
+// the positions its pattern does not match; for Replay, its cassette.
+func (p *Provider) Cassette() (*Cassette, error) {
+	p.mu.Lock()
+	entries := append([]Entry(nil), p.recorded...)
+	p.mu.Unlock()
+	if p.live == nil {
+		return p.base, nil
+	}
+	if p.base != nil {
+		for _, e := range p.base.entries {
+			if !p.match(e.Position) {
+				entries = append(entries, e)
+			}
+		}
+	}
+	c, err := newCassette(entries)
+	if err != nil {
+		return nil, err
+	}
+	c.provider = p.name
+	return c, nil
+}
+
+// MissError is the error of a call a cassette holds no answer for.
+type MissError struct {
+	// Position and Step are the call's place (see Provider), Hash its
+	// request's hash.
+	Position string
+	Step     int
+	Hash     string
+	// Asked is the request, as the cassette would key it.
+	Asked Request
+	// Nearest is the recorded call most like it: the one at the same
+	// position and step, or the nearest step there, or the same request
+	// recorded elsewhere; nil when the cassette holds nothing near.
+	Nearest *Entry
+	// Rerecording is set when the call was made during a Rerecord whose
+	// pattern did not match its position.
+	Rerecording bool
+	// Consequence is set when the request holds the failure of another
+	// call that missed (a sub-agent's, which its parent's model reads as
+	// a tool error): the call differs because that one failed, and is
+	// not reported apart (Misses leaves it out).
+	Consequence bool
+	// Cause is, for a Consequence, the first miss under its position.
+	Cause *MissError
+}
+
+// Unwrap returns Cause.
+func (m *MissError) Unwrap() error {
+	if m.Cause == nil {
+		return nil
+	}
+	return m.Cause
+}
+
+// missMark starts every MissError's text; a request that holds it holds
+// another call's miss.
+const missMark = "cassette: no recorded answer"
+
+func (p *Provider) missed(pos string, step int, hash string, nreq Request) *MissError {
+	m := &MissError{Position: pos, Step: step, Hash: hash, Asked: nreq, Rerecording: p.live != nil}
+	for _, msg := range nreq.Messages {
+		if strings.Contains(msg.Content, missMark) {
+			m.Consequence = true
+			p.mu.Lock()
+			for _, root := range p.misses {
+				if strings.HasPrefix(root.Position, pos+"/") {
+					m.Cause = root
+					break
+				}
+			}
+			p.mu.Unlock()
+			return m
+		}
+	}
+	p.mu.Lock()
+	m.Nearest = p.base.nearest(pos, step, hash)
+	p.misses = append(p.misses, m)
+	p.mu.Unlock()
+	if p.miss != nil {
+		p.miss(m)
+	}
+	return m
+}
+
+// nearest returns the recorded call most like a call at pos and step.
+func (c *Cassette) nearest(pos string, step int, hash string) *Entry {
+	var best *Entry
+	for _, i := range c.byPos[pos] {
+		e := &c.entries[i]
+		if best == nil || abs(e.Step-step) < abs(best.Step-step) {
+			best = e
+		}
+	}
+	if best != nil {
+		return best
+	}
+	for i := range c.entries {
+		if c.entries[i].Hash == hash {
+			return &c.entries[i]
+		}
+	}
+	// The entry at the position sharing the longest start with pos.
+	bestLen := -1
+	for i := range c.entries {
+		e := &c.entries[i]
+		if n := commonSegments(e.Position, pos); n > bestLen || n == bestLen && e.Step == step && best.Step != step {
+			best, bestLen = e, n
+		}
+	}
+	if bestLen <= 0 {
+		return nil
+	}
+	return best
+}
+
+func commonSegments(a, b string) int {
+	as, bs := strings.Split(a, "/"), strings.Split(b, "/")
+	n := 0
+	for n < len(as) && n < len(bs) && as[n] == bs[n] {
+		n++
+	}
+	return n
+}
+
+func abs(n int) int { return max(n, -n) }
+
+func (m *MissError) Error() string {
+	if m.Consequence {
+		s := fmt.Sprintf("%s for a call under step %d at %s, which was asked with its failure", missMark, m.Step, m.Position)
+		if m.Cause != nil {
+			s += ": the first is " + m.Cause.Error()
+		}
+		return s
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s for step %d at %s (request %s)", missMark, m.Step, m.Position, m.Hash)
+	fmt.Fprintf(&b, "\n  asked: %s", m.Asked.summary())
+	if m.Nearest == nil {
+		b.WriteString("\n  the cassette holds nothing near that position")
+	} else {
+		n := m.Nearest
+		fmt.Fprintf(&b, "\n  nearest recorded: step %d at %s; what differs (- recorded, + asked):\n", n.Step, n.Position)
+		b.WriteString(diff(n.Request.lines(), m.Asked.lines()))
+	}
+	if m.Rerecording {
+		fmt.Fprintf(&b, "\n  the call is not re-recorded: add its position to the pattern (-deputy.record=%q)", m.Position)
+	} else {
+		fmt.Fprintf(&b, "\n  if the change is meant, re-record this node: go test -run <the test> -deputy.record=%q", m.Position)
+	}
+	return b.String()
+}
+
+// summary is what a request asked, in one line.
+func (r *Request) summary() string {
+	s := "system " + clip(r.System, 80)
+	if n := len(r.Messages); n > 0 {
+		last := r.Messages[n-1]
+		s += ", " + strconv.Itoa(n) + " messages, the last " + string(last.Role) + " " + clip(last.Content, 120)
+	}
+	return s
+}
+
+// lines renders r one field a line, for a diff.
+func (r *Request) lines() []string {
+	out := []string{"system: " + strconv.Quote(r.System)}
+	for i, m := range r.Messages {
+		l := "message " + strconv.Itoa(i) + " " + string(m.Role)
+		if m.ToolCallID != "" {
+			l += " (result of " + m.ToolCallID + ")"
+		}
+		if m.IsError {
+			l += " (error)"
+		}
+		out = append(out, l+": "+strconv.Quote(m.Content))
+		for _, c := range m.ToolCalls {
+			out = append(out, "message "+strconv.Itoa(i)+" calls "+c.ID+" "+c.Name+" "+string(c.Arguments))
+		}
+	}
+	out = append(out, "tools: "+strings.Join(r.Tools, ", ")+" (definitions "+r.ToolsHash+")")
+	if len(r.Schema) > 0 {
+		out = append(out, "schema: "+string(r.Schema))
+	}
+	return out
+}
+
+// diff shows the lines of a and b between their common start and end,
+// each clipped, at most 12 of each.
+func diff(a, b []string) string {
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	j := 0
+	for j < len(a)-i && j < len(b)-i && a[len(a)-1-j] == b[len(b)-1-j] {
+		j++
+	}
+	var s strings.Builder
+	if i > 0 {
+		fmt.Fprintf(&s, "    (%d lines the same)\n", i)
+	}
+	for k, l := range a[i : len(a)-j] {
+		if k == 12 {
+			fmt.Fprintf(&s, "    - … %d more\n", len(a)-j-i-k)
+			break
+		}
+		s.WriteString("    - " + cut(l, 240) + "\n")
+	}
+	for k, l := range b[i : len(b)-j] {
+		if k == 12 {
+			fmt.Fprintf(&s, "    + … %d more\n", len(b)-j-i-k)
+			break
+		}
+		s.WriteString("    + " + cut(l, 240) + "\n")
+	}
+	if j > 0 {
+		fmt.Fprintf(&s, "    (%d lines the same)", j)
+	}
+	return strings.TrimRight(s.String(), "\n")
+}
+
+// clip quotes s cut to n bytes.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(cut(s, n)) + "…"
+}
+
+// cut cuts s to n bytes on a rune boundary, marking the cut.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
