@@ -132,6 +132,9 @@ func Load(path string) (*Cassette, error) {
 		return nil, fmt.Errorf("cassette: %w: record it first (see Open)", err)
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > MaxBytes {
+		return nil, fmt.Errorf("%s: %w: larger than %d bytes: split the test into smaller trees", path, ErrBadCassette, MaxBytes)
+	}
 	c, err := Read(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -51,8 +53,6 @@ func TestABrokenCassetteFailsClearly(t *testing.T) {
 		{"an unknown field", strings.NewReader(lines[0] + strings.Replace(entry, `{"position"`, `{"extra":1,"position"`, 1)), "unknown field"},
 		{"twice the same call", strings.NewReader(strings.Replace(lines[0], `"entries":68`, `"entries":2`, 1) + entry + entry), "two entries for step"},
 		{"a negative step", strings.NewReader(lines[0] + strings.Replace(entry, `"step":0`, `"step":-1`, 1)), "negative"},
-		{"a long line", strings.NewReader(lines[0] + strings.Repeat("x", cassette.MaxLineBytes+1) + "\n"), "longer than"},
-		{"an endless file", io.MultiReader(strings.NewReader(lines[0]), &repeat{s: entry}), "larger than"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := cassette.Read(tc.in)
@@ -60,6 +60,36 @@ func TestABrokenCassetteFailsClearly(t *testing.T) {
 				t.Fatalf("err = %v, want an ErrBadCassette saying %q", err, tc.want)
 			}
 		})
+	}
+	if *large {
+		for _, tc := range []struct {
+			name string
+			in   io.Reader
+			want string
+		}{
+			{"a long line", strings.NewReader(lines[0] + strings.Repeat("x", cassette.MaxLineBytes+1) + "\n"), "longer than"},
+			{"an endless stream", io.MultiReader(strings.NewReader(lines[0]), &repeat{s: entry}), "larger than"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				_, err := cassette.Read(tc.in)
+				if !errors.Is(err, cassette.ErrBadCassette) || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("err = %v, want an ErrBadCassette saying %q", err, tc.want)
+				}
+			})
+		}
+	}
+	// A file over the bound is refused before it is read.
+	path := filepath.Join(t.TempDir(), "huge.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(cassette.MaxBytes + 1); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := cassette.Load(path); !errors.Is(err, cassette.ErrBadCassette) || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("a huge file: err = %v", err)
 	}
 	if _, err := cassette.Read(strings.NewReader(good)); err != nil {
 		t.Fatalf("the cassette as written: %v", err)

@@ -15,7 +15,10 @@ import (
 	"github.com/deputy-go/deputy/subagent"
 )
 
-var replays = flag.Int("replays", 3, "how many times the tree test replays its cassette at each GOMAXPROCS")
+var (
+	replays = flag.Int("replays", 3, "how many times the tree test replays its cassette at each GOMAXPROCS")
+	large   = flag.Bool("large", false, "read cassettes as large as the bounds allow")
+)
 
 // run is what one run of the big tree produced.
 type run struct {
