@@ -65,7 +65,7 @@ type Response struct {
 func fromResponse(r provider.Response) Response {
 	out := Response{Content: r.Message.Content, StopReason: r.StopReason, Model: r.Model, Usage: r.Usage}
 	for _, c := range r.Message.ToolCalls {
-		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)})
 	}
 	return out
 }
@@ -75,7 +75,7 @@ func (r Response) response() provider.Response {
 	if len(r.ToolCalls) > 0 {
 		msg.ToolCalls = make([]provider.ToolCall, len(r.ToolCalls))
 		for i, c := range r.ToolCalls {
-			msg.ToolCalls[i] = provider.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments}
+			msg.ToolCalls[i] = provider.ToolCall{ID: c.ID, Name: c.Name, Arguments: json.RawMessage(c.Arguments)}
 		}
 	}
 	return provider.Response{Message: msg, StopReason: r.StopReason, Model: r.Model, Usage: r.Usage}

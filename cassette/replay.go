@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,6 +53,7 @@ type Provider struct {
 	recorded []Entry
 	misses   []*MissError
 	liveN    int
+	tools    []toolsKey
 }
 
 // An Option configures a Provider.
@@ -173,8 +175,7 @@ func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider
 	if pos == "" {
 		pos = "-" // a call made outside any agent's run
 	}
-	nreq := normalize(req)
-	hash := nreq.Hash()
+	hash := hashRequest(&req, p.toolsHash(req.Tools))
 	p.mu.Lock()
 	step := p.steps[pos]
 	p.steps[pos] = step + 1
@@ -185,16 +186,61 @@ func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider
 	}
 	p.mu.Unlock()
 	if live {
-		return p.record(ctx, req, pos, step, hash, nreq)
+		return p.record(ctx, req, pos, step, hash)
 	}
 	if e == nil {
-		m := p.missed(pos, step, hash, nreq)
-		return provider.Response{}, m
+		return provider.Response{}, p.missed(pos, step, hash, normalize(req))
 	}
 	if e.Error != "" {
 		return provider.Response{}, fmt.Errorf("cassette: the recorded call failed: %s", e.Error)
 	}
 	return e.Response.response(), nil
+}
+
+// toolsHash returns the hash of tools' definitions. The calls of one
+// agent send the same definitions again and again: the last few hashes
+// are kept by the address of the definitions' first element, with the
+// definitions they hashed, and a hash is reused only for the very same,
+// unchanged definitions.
+func (p *Provider) toolsHash(tools []provider.ToolDef) string {
+	if len(tools) == 0 {
+		return ""
+	}
+	p.mu.Lock()
+	for i := range p.tools {
+		k := &p.tools[i]
+		if &k.defs[0] == &tools[0] && len(k.defs) == len(tools) && sameDefs(k.copied, tools) {
+			h := k.hash
+			p.mu.Unlock()
+			return h
+		}
+	}
+	p.mu.Unlock()
+	h := toolsHash(tools)
+	p.mu.Lock()
+	if len(p.tools) == 8 {
+		p.tools = p.tools[1:]
+	}
+	p.tools = append(p.tools, toolsKey{defs: tools, copied: slices.Clone(tools), hash: h})
+	p.mu.Unlock()
+	return h
+}
+
+// toolsKey is one set of tool definitions toolsHash hashed.
+type toolsKey struct {
+	defs, copied []provider.ToolDef
+	hash         string
+}
+
+// sameDefs reports whether a and b hold the same definitions: the same
+// strings and schemas, compared by address first.
+func sameDefs(a, b []provider.ToolDef) bool {
+	for i := range a {
+		if a[i].Name != b[i].Name || a[i].Description != b[i].Description || string(a[i].Parameters) != string(b[i].Parameters) {
+			return false
+		}
+	}
+	return true
 }
 
 // find returns the entry that answers the call, marked used, or nil;
@@ -216,9 +262,9 @@ func (p *Provider) find(pos string, step int, hash string) *Entry {
 	return nil
 }
 
-func (p *Provider) record(ctx context.Context, req provider.Request, pos string, step int, hash string, nreq Request) (provider.Response, error) {
+func (p *Provider) record(ctx context.Context, req provider.Request, pos string, step int, hash string) (provider.Response, error) {
 	resp, err := p.live.Complete(ctx, req)
-	e := Entry{Position: pos, Step: step, Hash: hash, Request: nreq, Model: req.Model, Response: fromResponse(resp)}
+	e := Entry{Position: pos, Step: step, Hash: hash, Request: normalize(req), Model: req.Model, Response: fromResponse(resp)}
 	if err != nil {
 		if ctx.Err() != nil {
 			return resp, err // a cancelled call is not the model's answer
@@ -427,12 +473,12 @@ func (r *Request) lines() []string {
 		}
 		out = append(out, l+": "+strconv.Quote(m.Content))
 		for _, c := range m.ToolCalls {
-			out = append(out, "message "+strconv.Itoa(i)+" calls "+c.ID+" "+c.Name+" "+string(c.Arguments))
+			out = append(out, "message "+strconv.Itoa(i)+" calls "+c.ID+" "+c.Name+" "+c.Arguments)
 		}
 	}
 	out = append(out, "tools: "+strings.Join(r.Tools, ", ")+" (definitions "+r.ToolsHash+")")
-	if len(r.Schema) > 0 {
-		out = append(out, "schema: "+string(r.Schema))
+	if r.Schema != "" {
+		out = append(out, "schema: "+r.Schema)
 	}
 	return out
 }
