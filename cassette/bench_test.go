@@ -5,11 +5,11 @@ import (
 	"context"
 	"testing"
 
+	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/cassette"
+	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/internal/benchcpu"
 	"github.com/deputy-go/deputy/internal/bigtree"
-	"github.com/deputy-go/deputy/agent"
-	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 )
