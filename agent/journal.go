@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/deputy-go/deputy/internal/journal"
+	"github.com/deputy-go/deputy/internal/journal/stored"
 	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
@@ -107,7 +108,7 @@ func (j *runJournal) recordAnswer(ctx context.Context, step string, resp provide
 		a.ToolCalls = append(a.ToolCalls, recordedCall{ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)})
 	}
 	value, _ := json.Marshal(a) // strings only: it cannot fail
-	if err := j.scope.J.Record(ctx, step, store.Entry{Content: msg.Content, Value: value, Usage: resp.Usage}); err != nil {
+	if err := j.scope.J.Record(ctx, step, journal.Entry{Content: msg.Content, Value: value, Usage: resp.Usage}); err != nil {
 		return fmt.Errorf("recording the model's answer in the journal: %w: resume the turn when the store is back", err)
 	}
 	return nil
@@ -174,9 +175,9 @@ func (c *callRecorder) hook(ctx context.Context, call tool.Call) (context.Contex
 		if err != nil || again {
 			return
 		}
-		e := store.Entry{Content: res.Content, Usage: res.Usage, Models: spent.Entries()}
+		e := journal.Entry{Content: res.Content, Usage: res.Usage, Models: spent.Entries()}
 		if res.IsError {
-			e = store.Entry{Error: res.Content, Usage: res.Usage, Models: e.Models}
+			e = journal.Entry{Error: res.Content, Usage: res.Usage, Models: e.Models}
 		}
 		if res.Value != nil {
 			e.Value, _ = json.Marshal(res.Value) // a value JSON cannot hold is left out
@@ -250,7 +251,7 @@ func WithJournal(ctx context.Context, j *store.Journal) context.Context {
 	if j == nil {
 		return ctx
 	}
-	return journal.With(ctx, journal.New(j))
+	return journal.With(ctx, stored.New(j))
 }
 
 // has reports whether the journal holds an entry under key.

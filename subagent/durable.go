@@ -353,13 +353,13 @@ func (t *SubAgentTool) journaled(ctx context.Context, js *journal.Scope, callID 
 	var wait func(context.Context) error
 	switch {
 	case err == nil:
-		e := store.Entry{Content: res.Content, Usage: res.Usage, Models: spent.Entries()}
+		e := journal.Entry{Content: res.Content, Usage: res.Usage, Models: spent.Entries()}
 		if res.Value != nil {
 			e.Value, _ = json.Marshal(res.Value) // a value JSON cannot hold is left out
 		}
 		wait = js.J.Start(key, e)
 	case recordable(err):
-		wait = js.J.Start(key, store.Entry{Error: err.Error(), Usage: res.Usage, Models: spent.Entries()})
+		wait = js.J.Start(key, journal.Entry{Error: err.Error(), Usage: res.Usage, Models: spent.Entries()})
 	}
 	var rerr error
 	for _, w := range js.Leave(wait) {
@@ -381,7 +381,7 @@ func (t *SubAgentTool) journaled(ctx context.Context, js *journal.Scope, callID 
 //
 // stable is the invocation's run id, the same as when it ran, so that a
 // viewer given every run of the turn finds it under the same node.
-func (t *SubAgentTool) replay(ctx context.Context, callID string, e store.Entry, ahead *announced, stable string) (tool.Result, error) {
+func (t *SubAgentTool) replay(ctx context.Context, callID string, e journal.Entry, ahead *announced, stable string) (tool.Result, error) {
 	ledger.Replay(ctx, e.Usage, e.Models)
 	spent := ledger.Encode(e.Models, e.Usage, true)
 	model := ""

@@ -12,7 +12,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/internal/benchcpu"
-	"github.com/deputy-go/deputy/internal/journal"
+	"github.com/deputy-go/deputy/internal/journal/stored"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/store/postgres"
@@ -64,7 +64,7 @@ func BenchmarkJournalRecord(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			js := journal.New(j)
+			js := stored.New(j)
 			args := json.RawMessage(`{"task":"summarize the third chapter of the report"}`)
 			e := store.Entry{Content: "The third chapter says revenue grew by 4% in the quarter.", Usage: provider.Usage{InputTokens: 900, OutputTokens: 40, Requests: 1}}
 			b.ReportAllocs()

@@ -18,7 +18,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
-	"github.com/deputy-go/deputy/internal/journal"
+	"github.com/deputy-go/deputy/internal/journal/stored"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/store/sqlite"
@@ -779,7 +779,7 @@ func finishedCalls(j *store.Journal, n int) int64 {
 	var got int64
 	for i := range n {
 		call := "run.lead.0/m1/c" + strconv.Itoa(i)
-		worker := journal.New(j).Child(call).Key("worker", []byte(fmt.Sprintf(`{"task":"task %d"}`, i)))
+		worker := stored.New(j).Child(call).Key("worker", []byte(fmt.Sprintf(`{"task":"task %d"}`, i)))
 		_, done := j.Lookup(call)
 		_, answered := j.Lookup(worker + "/run.worker.0/m1")
 		if done || answered {

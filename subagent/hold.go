@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/deputy-go/deputy/internal/journal"
+	"github.com/deputy-go/deputy/internal/journal/stored"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -59,11 +61,11 @@ func holdFor(ctx context.Context, err error, st *store.Store, by string) *hold {
 			h.Until = it.ExpiresAt
 		}
 	}
-	if st == nil || js.J.Store() == st {
+	if st == nil || stored.Store(js) == st {
 		key := js.Prefix + heldEntry
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if js.J.Record(wctx, key, store.Entry{Content: "a call suspended for a person's answer holds this resident expert"}) == nil {
+		if js.J.Record(wctx, key, journal.Entry{Content: "a call suspended for a person's answer holds this resident expert"}) == nil {
 			h.Entry = key
 		}
 		// Without the entry the hold lasts until the call resumes or its
@@ -135,7 +137,7 @@ func (p *residentPause) after(ctx context.Context, err error, me string) {
 		if p.h == nil {
 			p.freed = make(chan struct{})
 		}
-		p.h, p.st = h, journalFrom(ctx).J.Store()
+		p.h, p.st = h, stored.Store(journalFrom(ctx))
 	case p.h != nil && p.h.By == me:
 		p.letGo()
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/deputy-go/deputy/internal/errcode"
 	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/jsonschema"
-	"github.com/deputy-go/deputy/store"
 )
 
 // Interrupt is a request for outside input (a person's approval, a missing
@@ -281,9 +280,9 @@ func Ask(ctx context.Context, call Call, q Question) (json.RawMessage, error) {
 		if a, ok := r.take(id, js != nil); ok {
 			cancelled := a.Status == Cancelled
 			if js != nil {
-				e := store.Entry{Value: a.Payload}
+				e := journal.Entry{Value: a.Payload}
 				if cancelled {
-					e = store.Entry{Error: string(Cancelled)}
+					e = journal.Entry{Error: string(Cancelled)}
 				}
 				if err := js.J.Record(ctx, key, e); err != nil {
 					return nil, fmt.Errorf("tool %s: recording the answer to %s in the journal: %w: resume the turn with the same answer when the store is back", call.Name, id, err)
@@ -461,7 +460,7 @@ func Once(ctx context.Context, name string, fn func(context.Context) (json.RawMe
 	if !json.Valid(v) {
 		return nil, fmt.Errorf("tool: Once %q: the step returned a value that is not JSON; nothing was recorded, and it will run again when the turn does", name)
 	}
-	if err := js.J.Record(ctx, key, store.Entry{Value: v}); err != nil {
+	if err := js.J.Record(ctx, key, journal.Entry{Value: v}); err != nil {
 		return nil, fmt.Errorf("tool: Once %q: the step ran but recording it in the journal failed: %w: it will run again when the turn does", name, err)
 	}
 	return v, nil

@@ -3,7 +3,9 @@
 // consult, carried in the context because it must cross agent.Agent and
 // tool.Tool implementations deputy does not own.
 //
-// A turn's journal (store.Journal) is divided into scopes. The top-level
+// A turn's journal (a Log: a store.Journal, through package stored, which
+// keeps this package, and the tool package that uses it, free of any
+// storage package) is divided into scopes. The top-level
 // run's scope has the empty prefix; each run of an agent under a scope
 // takes the next run key of its name (Next), each model answer of that run
 // is recorded under the run key and its step, and each tool call under the
@@ -22,12 +24,42 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/provider"
 )
+
+// Entry is one record of a turn's journal: a finished model answer, tool
+// call or child invocation. It has store.Entry's fields, and converts to
+// and from it.
+type Entry struct {
+	// Content is what the invocation returned to its parent.
+	Content string `json:"content,omitempty"`
+	// Error, when not empty, is the message of the error the invocation
+	// failed with.
+	Error string `json:"error,omitempty"`
+	// Value is the validated answer as JSON, when the invocation validated.
+	Value json.RawMessage `json:"value,omitempty"`
+	// Usage is what the invocation cost when it ran.
+	Usage provider.Usage `json:"usage"`
+	// Models is what the model calls made inside the invocation cost, per
+	// provider and model.
+	Models []provider.ModelUsage `json:"models,omitempty"`
+}
+
+// Log is a turn's journal, as the scopes read and write it.
+type Log interface {
+	// Turn is the name of the turn the journal records.
+	Turn() string
+	// Lookup returns the entry recorded under key.
+	Lookup(key string) (Entry, bool)
+	// Record writes the entry before it returns.
+	Record(ctx context.Context, key string, e Entry) error
+	// Start begins writing the entry; wait waits for the write.
+	Start(key string, e Entry) (wait func(context.Context) error)
+}
 
 // Scope is the part of a turn's journal one run, or one call, records in.
 type Scope struct {
-	J      *store.Journal
+	J      Log
 	Prefix string
 	// Recorded: the call this scope belongs to is recorded by whoever made
 	// it (the ReAct loop journals its tool calls), so what it invokes
@@ -43,7 +75,7 @@ type Scope struct {
 type key struct{}
 
 // New returns the top-level scope of j.
-func New(j *store.Journal) *Scope { return &Scope{J: j, counts: map[string]int{}} }
+func New(j Log) *Scope { return &Scope{J: j, counts: map[string]int{}} }
 
 // With returns ctx carrying s.
 func With(ctx context.Context, s *Scope) context.Context {
