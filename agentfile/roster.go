@@ -13,7 +13,6 @@ import (
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/provider"
-	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -252,7 +251,7 @@ func (m *member) factory(ctx context.Context, _ json.RawMessage) (agent.Agent, e
 			if e.Content != m.def.Hash {
 				return nil, fmt.Errorf("%w: %q started under %s and the loaded %s is %s: resume the turn with the roster it started with, or abandon the turn and run it again", ErrChanged, m.def.Name, e.Content, m.def.File, m.def.Hash)
 			}
-		} else if err := js.J.Record(ctx, key, store.Entry{Content: m.def.Hash}); err != nil {
+		} else if err := js.J.Record(ctx, key, journal.Entry{Content: m.def.Hash}); err != nil {
 			return nil, fmt.Errorf("agentfile: recording the definition of %q in the journal: %w: run the turn again when the store is back", m.def.Name, err)
 		}
 	}
