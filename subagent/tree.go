@@ -1,6 +1,7 @@
 package subagent
 
 import (
+	"cmp"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -41,14 +42,25 @@ type Tree struct {
 	mu    sync.Mutex
 	roots []*Node
 	byRun map[string]*Node            // sub-agent run id -> its node
-	args  map[string]*strings.Builder // tool call id -> its arguments so far
-	done  map[string]json.RawMessage  // tool call id -> its arguments, ended, until a sub-agent claims them
+	args  map[string]*strings.Builder // tool call -> its arguments so far
+	done  map[string]json.RawMessage  // tool call -> its arguments, ended, until a sub-agent claims them
+	// order is each tool call's place in the order calls were announced,
+	// until a sub-agent claims it or the call has its result; a run
+	// announces a step's calls in the order the model gave them, so
+	// siblings sort by it whatever order they start in. seq counts.
+	order map[string]int64
+	seq   int64
 }
+
+// callKey keys a tool call by the sub-agent invocation whose run made it
+// ("" for the top-level run) and its id: ids repeat across runs, as a
+// model's call_0 does in every response.
+func callKey(runID, callID string) string { return runID + "\x1f" + callID }
 
 // NewTree returns an empty Tree that passes every event on to next, which
 // may be nil.
 func NewTree(next event.Sink) *Tree {
-	return &Tree{next: next, byRun: map[string]*Node{}, args: map[string]*strings.Builder{}, done: map[string]json.RawMessage{}}
+	return &Tree{next: next, byRun: map[string]*Node{}, args: map[string]*strings.Builder{}, done: map[string]json.RawMessage{}, order: map[string]int64{}}
 }
 
 // State is where a sub-agent invocation stands.
@@ -109,8 +121,12 @@ type Node struct {
 	// events' timestamps, or when the Tree saw them); Finished is zero
 	// while it runs.
 	Started, Finished time.Time
-	// Children are the invocations its own tool calls started, in order.
+	// Children are the invocations its own tool calls started, in the
+	// order of the calls (the order the model gave them in, step after
+	// step), whatever order they started or finished in.
 	Children []*Node
+
+	order int64 // the place of its tool call in the Tree's order
 }
 
 // Wall returns how long the invocation ran, or has run so far.
@@ -145,7 +161,8 @@ func (n *Node) Cost(prices *provider.Prices) (dollars float64, unpriced []string
 }
 
 // Roots returns the invocations the top-level run started, each with its
-// children: a copy, which later events do not change.
+// children, in the order of their tool calls: a copy, which later events
+// do not change.
 func (t *Tree) Roots() []*Node {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -163,6 +180,7 @@ func copyNodes(nodes []*Node) []*Node {
 		c.Children = copyNodes(n.Children)
 		out[i] = &c
 	}
+	slices.SortStableFunc(out, func(a, b *Node) int { return cmp.Compare(a.order, b.order) })
 	return out
 }
 
@@ -186,38 +204,51 @@ func (t *Tree) record(e event.Event) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	call := callKey(e.SubagentRunID, e.ToolCallID)
 	switch e.Type {
 	case event.ToolCallStart:
-		t.args[e.ToolCallID] = &strings.Builder{}
+		t.args[call] = &strings.Builder{}
+		t.seq++
+		t.order[call] = t.seq
 	case event.ToolCallArgs:
-		if b := t.args[e.ToolCallID]; b != nil {
+		if b := t.args[call]; b != nil {
 			b.WriteString(e.Delta)
 		}
 	case event.ToolCallEnd:
-		if b := t.args[e.ToolCallID]; b != nil {
-			delete(t.args, e.ToolCallID)
-			t.done[e.ToolCallID] = json.RawMessage(b.String())
+		if b := t.args[call]; b != nil {
+			delete(t.args, call)
+			t.done[call] = json.RawMessage(b.String())
 		}
 	case event.ToolCallResult:
-		delete(t.args, e.ToolCallID)
-		delete(t.done, e.ToolCallID)
+		delete(t.args, call)
+		delete(t.done, call)
+		delete(t.order, call)
 	case event.SubagentStarted:
+		call = callKey(e.ParentSubagentRunID, e.ParentToolCallID)
 		if n := t.byRun[e.SubagentRunID]; n != nil && e.SubagentRunID != "" {
 			// A resumed run of the turn continues the invocation: the
 			// same node, running again; its terminal event reports what
 			// it spent over the whole turn.
 			n.State, n.Finished, n.Error, n.Code = StateRunning, time.Time{}, "", ""
 			n.ToolCallID = e.ParentToolCallID
-			if a, ok := t.done[e.ParentToolCallID]; ok {
+			if a, ok := t.done[call]; ok {
 				n.Arguments = a
-				delete(t.done, e.ParentToolCallID)
+				delete(t.done, call)
 			}
+			delete(t.order, call) // it keeps its place
 			return
 		}
 		n := &Node{RunID: e.SubagentRunID, Name: e.Name, ToolCallID: e.ParentToolCallID, State: StateRunning, Started: when(e)}
-		if a, ok := t.done[e.ParentToolCallID]; ok {
+		if a, ok := t.done[call]; ok {
 			n.Arguments = a
-			delete(t.done, e.ParentToolCallID)
+			delete(t.done, call)
+		}
+		if o, ok := t.order[call]; ok {
+			n.order = o
+			delete(t.order, call)
+		} else {
+			t.seq++ // a call this Tree did not see announced: after those it saw
+			n.order = t.seq
 		}
 		if parent := t.byRun[e.ParentSubagentRunID]; parent != nil && e.ParentSubagentRunID != "" {
 			parent.Children = append(parent.Children, n)

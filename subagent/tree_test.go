@@ -260,3 +260,37 @@ func TestTreeKeepsOneNodePerInvocationAcrossRuns(t *testing.T) {
 		t.Errorf("researcher: %s %s call %s, %d input tokens, %d children; want sub_r succeeded, call_8, 30, none", r.RunID, r.State, r.ToolCallID, r.TotalUsage().InputTokens, len(r.Children))
 	}
 }
+
+// Children are in the order their calls were made, whatever order they
+// started in, and a call id that two runs both use (a model whose ids
+// restart at call_0) keeps each call's arguments apart.
+func TestTreeOrdersChildrenByTheirCallsAndKeepsRepeatedIDsApart(t *testing.T) {
+	tree := subagent.NewTree(nil)
+	announce := func(run, id, args string) {
+		tree.Emit(event.Event{Type: event.ToolCallStart, SubagentRunID: run, ToolCallID: id, ToolCallName: "worker"})
+		tree.Emit(event.Event{Type: event.ToolCallArgs, SubagentRunID: run, ToolCallID: id, Delta: args})
+		tree.Emit(event.Event{Type: event.ToolCallEnd, SubagentRunID: run, ToolCallID: id})
+	}
+	start := func(parent, id, run string) {
+		tree.Emit(event.Event{Type: event.SubagentStarted, SubagentRunID: run, Name: "worker", ParentSubagentRunID: parent, ParentToolCallID: id})
+	}
+	announce("", "call_0", `{"n":"a"}`)
+	announce("", "call_1", `{"n":"b"}`)
+	start("", "call_1", "sub_b") // the second call's child starts first
+	start("", "call_0", "sub_a")
+	announce("sub_a", "call_0", `{"n":"a0"}`)
+	announce("sub_b", "call_0", `{"n":"b0"}`)
+	start("sub_b", "call_0", "sub_b0")
+	start("sub_a", "call_0", "sub_a0")
+	var got []string
+	for _, n := range tree.Roots() {
+		got = append(got, n.RunID+string(n.Arguments))
+		for _, c := range n.Children {
+			got = append(got, c.RunID+string(c.Arguments))
+		}
+	}
+	want := []string{`sub_a{"n":"a"}`, `sub_a0{"n":"a0"}`, `sub_b{"n":"b"}`, `sub_b0{"n":"b0"}`}
+	if !slices.Equal(got, want) {
+		t.Errorf("tree %v, want %v", got, want)
+	}
+}
