@@ -1,0 +1,36 @@
+// Package treetest tests what a delegation tree did, as code: assertions
+// on the nodes of a subagent.Tree named by their paths, a golden dump
+// that holds whatever order parallel children ran in, and evaluators that
+// score answers (deterministic ones and a model-graded judge), emitted as
+// OpenTelemetry events and summed up over a dataset run many times.
+// Run the tree on a cassette (package cassette) and the test needs no
+// model.
+//
+//	tree := subagent.NewTree(nil)
+//	out, err := lead.Run(event.WithSink(ctx, tree), agent.Input{Text: "…"})
+//	tr := treetest.New(t, tree)
+//	tr.Nodes("research").Count(3).Each(treetest.State(subagent.StateSucceeded))
+//	tr.Nodes("**/analyst").Count(48).Each(treetest.MaxTokens(2000))
+//	tr.Nodes("research#1/analyst").WithArgs(`{"task":"topic 1 part 3"}`).Count(1).Each(treetest.Status("partial"))
+//
+// # Paths
+//
+// A node's path is the names of the sub-agents that led to it, from the
+// top-level run's calls, separated by "/": "research#1/analyst#3". When a
+// parent called more than one sub-agent of a name, "#" and the order of
+// the call among them tell them apart; children are in the order of
+// their calls (subagent.Tree orders them so), never in the order they
+// finished. A pattern (Match) matches each part as path.Match does; a part
+// without "#" matches every sibling of that name, and "**" any number of
+// parts.
+//
+// # Assertions
+//
+// Tree.Nodes selects nodes by pattern, Selection.WithArgs by their
+// arguments (a field "*" matches any value), Selection.Count asserts how
+// many, and Selection.Each asserts Checks on each: State, Status (the
+// report of subagent.ResultSchema), AnswerContains, MaxTokens (the node
+// and its sub-agents), MaxOwnTokens, MaxCost, or any func of yours.
+// Tree.Approvals counts the approvals a run asked. A failure names the node
+// by its path and shows the tree around it. Tree.Dump is the golden form.
+package treetest

@@ -1,0 +1,150 @@
+package treetest_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/deputy-go/deputy/cassette"
+	"github.com/deputy-go/deputy/internal/bigtree"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+	"github.com/deputy-go/deputy/treetest"
+)
+
+var update = flag.Bool("update", false, "write testdata/tree.golden again")
+
+// recorder is a testing.TB that keeps what it was told.
+type recorder struct {
+	testing.TB
+	errs []string
+}
+
+func (r *recorder) Helper() {}
+func (r *recorder) Errorf(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+	runtime.Goexit()
+}
+
+// bigTree runs the tree on the stored cassette, at procs.
+func bigTree(t *testing.T) (*subagent.Tree, []tool.Interrupt) {
+	t.Helper()
+	c, err := cassette.Load("../cassette/testdata/tree.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := bigtree.New(cassette.Replay(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := subagent.NewTree(nil)
+	_, asked, err := tr.Run(context.Background(), tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree, asked
+}
+
+func TestTheGoldenDumpHoldsWhateverOrderTheChildrenRanIn(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	var first string
+	for _, procs := range []int{1, 2, 8} {
+		runtime.GOMAXPROCS(procs)
+		for range 3 {
+			tree, _ := bigTree(t)
+			got := treetest.New(t, tree).Dump()
+			if first == "" {
+				first = got
+			}
+			if got != first {
+				t.Fatalf("GOMAXPROCS %d: the dump differs:\n%s\nthe first:\n%s", procs, got, first)
+			}
+		}
+	}
+	if *update {
+		if err := os.WriteFile("testdata/tree.golden", []byte(first), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile("testdata/tree.golden")
+	if err != nil {
+		t.Fatalf("%v: write it with -update", err)
+	}
+	if first != string(want) {
+		t.Errorf("the dump differs from testdata/tree.golden (write it again with -update if the change is meant):\n%s", first)
+	}
+}
+
+func TestAssertionsOverTheTree(t *testing.T) {
+	tree, asked := bigTree(t)
+	tr := treetest.New(t, tree)
+	tr.Nodes("research").Count(3).Each(treetest.State(subagent.StateSucceeded), treetest.AnswerContains("Summary of topic"))
+	tr.Nodes("research/analyst").Count(48)
+	tr.Nodes("**/analyst").Count(48).Each(treetest.State(subagent.StateSucceeded), treetest.MaxTokens(2000), treetest.MaxOwnTokens(2000))
+	tr.Nodes("research#1/analyst").WithArgs(`{"task":"topic 1 part 3"}`).Count(1).Each(treetest.Status("partial"))
+	tr.Nodes("research#1/analyst").WithArgs(`{"task":"*"}`).Count(16)
+	tr.Nodes("research/analyst#6").Count(3).Each(treetest.Status("failed"))
+	tr.Nodes("research#2").Each(treetest.MaxTokens(20000))
+	tr.Approvals(asked, "", 1)
+	tr.Approvals(asked, "research#1", 1)
+	tr.Approvals(asked, "research", 1)
+	if got := tr.Paths()[1]; got != "research#0/analyst#0" {
+		t.Errorf("the second node is %q, want research#0/analyst#0", got)
+	}
+}
+
+func TestAFailureNamesTheNodeAndShowsTheTreeAroundIt(t *testing.T) {
+	tree, asked := bigTree(t)
+	r := &recorder{TB: t}
+	tr := treetest.New(r, tree)
+	tr.Nodes("research#2/analyst#10").Each(treetest.Status("success"))
+	tr.Nodes("research/analyst").Count(47)
+	tr.Nodes("research#0").Each(treetest.MaxTokens(10))
+	tr.Approvals(asked, "research#0", 1)
+	if len(r.errs) != 4 {
+		t.Fatalf("%d failures, want 4:\n%s", len(r.errs), strings.Join(r.errs, "\n"))
+	}
+	for i, want := range [][]string{
+		{"research#2/analyst#10: report status \"partial\"", "\n  research#2 succeeded", "\n  > analyst#10 succeeded [partial]", "\n    analyst#8 ", "\n    analyst#12 ", "… 8 before", "… 3 after"},
+		{"48 nodes match \"research/analyst\", want 47", "research#0 succeeded"},
+		{"research#0: spent", "more than 10"},
+		{"0 approvals asked by \"research#0\", want 1"},
+	} {
+		for _, w := range want {
+			if !strings.Contains(r.errs[i], w) {
+				t.Errorf("failure %d does not say %q:\n%s", i, w, r.errs[i])
+			}
+		}
+	}
+}
+
+func TestPatterns(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, path string
+		want          bool
+	}{
+		{"research", "research#1", true},
+		{"research#1", "research#1", true},
+		{"research#1", "research#2", false},
+		{"research", "research#1/analyst#2", false},
+		{"research/*", "research#1/analyst#2", true},
+		{"**/analyst", "research#1/analyst#2", true},
+		{"**/analyst", "analyst", true},
+		{"**", "a/b/c", true},
+		{"a/**/c", "a/c", true},
+		{"a/**/c", "a/b/x/c", true},
+		{"a/**/c", "a/b/x/d", false},
+		{"re*", "research#0", true},
+	} {
+		if got := treetest.Match(tc.pattern, tc.path); got != tc.want {
+			t.Errorf("Match(%q, %q) = %v, want %v", tc.pattern, tc.path, got, tc.want)
+		}
+	}
+}
