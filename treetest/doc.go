@@ -33,4 +33,24 @@
 // and its sub-agents), MaxOwnTokens, MaxCost, or any func of yours.
 // Tree.Approvals counts the approvals a run asked. A failure names the node
 // by its path and shows the tree around it. Tree.Dump is the golden form.
+//
+// # Scoring
+//
+// An Evaluator scores an answer from 0 to 1, with a label and an
+// explanation: Equals, Contains, MatchesSchema and Func are
+// deterministic; Judge asks a model on any Provider (a cassette's, so
+// that the judge replays too). A Scorer applies Rules (a pattern and its
+// evaluators; the empty pattern is the run's own answer) to a run and
+// returns a Report; with a Logger, each score is also the OpenTelemetry
+// event gen_ai.evaluation.result (gen_ai.evaluation.name,
+// gen_ai.evaluation.score.value, .score.label, .explanation), parented to
+// the span of the node it scored, which Spans, a span processor, found.
+//
+// # Datasets
+//
+// A Dataset runs each Case Runs times, scores each run, and sums up per
+// case, node and evaluator: how many passed, the mean score, pass@k and
+// pass^k. Results stored as JSON are the baseline of a later run:
+// Results.Compare says what improved and what regressed, and
+// Comparison.Markdown and Results.Markdown print it.
 package treetest
