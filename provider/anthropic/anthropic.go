@@ -149,6 +149,7 @@ type Provider struct {
 	noCache   bool // WithoutPromptCaching
 	limits    adapter.Limits
 	admission *provider.Admission // nil: WithoutAdmission
+	calls     adapter.Calls
 }
 
 var (
@@ -162,20 +163,14 @@ var (
 type Option func(*config) error
 
 type config struct {
+	adapter.Common // admission, retries, logger, HTTP client, limits
 	apiKey         *string
 	baseURL        *string
 	model          *string
-	maxRetries     *int
 	maxTokens      int
-	httpClient     *http.Client
 	noFormat       bool
 	noCache        bool
 	requestOptions []option.RequestOption
-	limits         adapter.Limits
-	admission      *provider.Admission
-	noAdmission    bool
-	retryTime      *time.Duration
-	logger         *slog.Logger
 }
 
 // WithAPIKey sets the API key, overriding the credentials the SDK would find
@@ -219,20 +214,14 @@ func WithModel(name string) Option {
 // process that calls the same account, so that they keep to its limits
 // together. a must not be nil; WithoutAdmission turns admission off.
 func WithAdmission(a *provider.Admission) Option {
-	return func(c *config) error {
-		if a == nil {
-			return errors.New("WithAdmission(nil): pass an Admission (provider.NewAdmission), or WithoutAdmission to turn admission control off")
-		}
-		c.admission = a
-		return nil
-	}
+	return func(c *config) error { return c.SetAdmission(a) }
 }
 
 // WithoutAdmission turns admission control off: calls go as soon as they
 // are made, and the SDK's own retry loop (WithMaxRetries) retries rate
 // limits, overloads and failures.
 func WithoutAdmission() Option {
-	return func(c *config) error { c.noAdmission = true; return nil }
+	return func(c *config) error { return c.SetNoAdmission() }
 }
 
 // WithMaxRetries sets how many times the SDK retries a request that failed
@@ -244,13 +233,7 @@ func WithoutAdmission() Option {
 // Admission given with WithAdmission has its own (provider.WithRetries).
 // WithoutAdmission, n is the SDK's (default 2).
 func WithMaxRetries(n int) Option {
-	return func(c *config) error {
-		if n < 0 {
-			return fmt.Errorf("WithMaxRetries(%d): the count cannot be negative; pass 0 to disable retries", n)
-		}
-		c.maxRetries = &n
-		return nil
-	}
+	return func(c *config) error { return c.SetMaxRetries(n) }
 }
 
 // WithRetryTime bounds how long the provider's own Admission tries a call
@@ -262,13 +245,7 @@ func WithMaxRetries(n int) Option {
 // Admission given with WithAdmission has its own (provider.WithRetryTime);
 // WithoutAdmission, the SDK retries as WithMaxRetries says.
 func WithRetryTime(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 0 {
-			return fmt.Errorf("WithRetryTime(%v): the time cannot be negative; pass 0 to try a failing call once", d)
-		}
-		c.retryTime = &d
-		return nil
-	}
+	return func(c *config) error { return c.SetRetryTime(d) }
 }
 
 // WithLogger logs each retry of the provider's own Admission to l, at
@@ -279,13 +256,7 @@ func WithRetryTime(d time.Duration) Option {
 // (provider.WithLogger); WithoutAdmission, the SDK retries and logs
 // nothing, and the option is refused.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) error {
-		if l == nil {
-			return errors.New("WithLogger(nil): pass a logger, or leave the option out to log nothing")
-		}
-		c.logger = l
-		return nil
-	}
+	return func(c *config) error { return c.SetLogger(l) }
 }
 
 // WithMaxTokens sets the cap on a reply's length used when a Request sets
@@ -303,13 +274,7 @@ func WithMaxTokens(n int) Option {
 // WithHTTPClient sets the HTTP client the SDK sends requests with. The
 // client must not be nil.
 func WithHTTPClient(hc *http.Client) Option {
-	return func(c *config) error {
-		if hc == nil {
-			return errors.New("WithHTTPClient got a nil client; pass a client or leave the option out to use the SDK's default")
-		}
-		c.httpClient = hc
-		return nil
-	}
+	return func(c *config) error { return c.SetHTTPClient(hc) }
 }
 
 // WithoutOutputFormat leaves Request.ResponseSchema out of the request,
@@ -339,7 +304,7 @@ func WithRequestOptions(opts ...option.RequestOption) Option {
 // New returns a Provider configured by the environment and opts. It reports
 // an option value that cannot work, saying what to do instead.
 func New(opts ...Option) (*Provider, error) {
-	c := config{maxTokens: DefaultMaxTokens, limits: adapter.DefaultLimits()}
+	c := config{maxTokens: DefaultMaxTokens, Common: adapter.NewCommon()}
 	for _, o := range opts {
 		if o == nil {
 			continue
@@ -373,9 +338,7 @@ func New(opts ...Option) (*Provider, error) {
 		model = *c.model
 	}
 
-	adm, sdkRetries, setRetries, err := adapter.Admission(Name, adapter.AdmissionConfig{
-		Given: c.admission, Off: c.noAdmission, Retries: c.maxRetries, RetryTime: c.retryTime, Logger: c.logger,
-	})
+	adm, sdkRetries, setRetries, err := c.Admit(Name)
 	if err != nil {
 		return nil, err
 	}
@@ -384,19 +347,21 @@ func New(opts ...Option) (*Provider, error) {
 	}
 	// The body cap sits in the transport: the SDK takes any middleware for
 	// one that authenticates, and would then send a request without a key.
-	ro = append(ro, option.WithHTTPClient(limitedClient(c.httpClient, c.limits.MaxResponseBytes)))
+	ro = append(ro, option.WithHTTPClient(limitedClient(c.HTTPClient, c.Limits.MaxResponseBytes)))
 	ro = append(ro, c.requestOptions...)
 
-	return &Provider{
+	p := &Provider{
 		client:    ant.NewClient(ro...),
 		model:     model,
 		baseURL:   baseURL,
 		maxTokens: c.maxTokens,
 		noFormat:  c.noFormat,
 		noCache:   c.noCache,
-		limits:    c.limits,
+		limits:    c.Limits,
 		admission: adm,
-	}, nil
+	}
+	p.calls = adapter.Calls{Admission: adm, Model: model, Once: p.complete, Streamed: p.streamed}
+	return p, nil
 }
 
 // Name returns "anthropic", the OpenTelemetry gen_ai.provider.name of the
@@ -416,20 +381,11 @@ func (p *Provider) Admission() *provider.Admission { return p.admission }
 // Complete sends req to the Messages API, once admission control lets it
 // go, and returns the model's reply.
 func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
-	if p.admission != nil {
-		if req.Model == "" {
-			req.Model = p.model
-		}
-		return p.admission.Call(ctx, req, nil, p.call)
-	}
-	return p.complete(ctx, req)
+	return p.calls.Complete(ctx, req)
 }
 
-// call makes one call, streamed when onDelta is set.
-func (p *Provider) call(ctx context.Context, req provider.Request, onDelta func(provider.Delta) error) (provider.Response, error) {
-	if onDelta == nil {
-		return p.complete(ctx, req)
-	}
+// streamed makes one streamed call.
+func (p *Provider) streamed(ctx context.Context, req provider.Request, onDelta func(provider.Delta) error) (provider.Response, error) {
 	params, err := p.params(req)
 	if err != nil {
 		return provider.Response{}, err
@@ -456,7 +412,7 @@ func (p *Provider) complete(ctx context.Context, req provider.Request) (provider
 	if err != nil {
 		return provider.Response{}, failure(ctx, err, httpResp)
 	}
-	resp, err := decodeMessage(raw, statusOf(httpResp), p.limits)
+	resp, err := decodeMessage(raw, adapter.Status(httpResp), p.limits)
 	resp.RateLimit = adapter.RateLimit(httpResp)
 	return resp, err
 }
@@ -464,25 +420,5 @@ func (p *Provider) complete(ctx context.Context, req provider.Request) (provider
 // Stream sends req to the Messages API with streaming on, passes the reply
 // to onDelta as it arrives, and returns it assembled, as Complete does.
 func (p *Provider) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta) error) (provider.Response, error) {
-	if p.admission != nil {
-		if req.Model == "" {
-			req.Model = p.model
-		}
-		if onDelta == nil {
-			onDelta = func(provider.Delta) error { return nil }
-		}
-		return p.admission.Call(ctx, req, onDelta, p.call)
-	}
-	params, err := p.params(req)
-	if err != nil {
-		return provider.Response{}, err
-	}
-	return p.stream(ctx, params, onDelta)
-}
-
-func statusOf(r *http.Response) int {
-	if r == nil {
-		return 0
-	}
-	return r.StatusCode
+	return p.calls.Stream(ctx, req, onDelta)
 }

@@ -119,7 +119,7 @@ func failure(ctx context.Context, err error, httpResp *http.Response) error {
 	if strings.HasPrefix(err.Error(), "no Anthropic credentials found") {
 		return &provider.Error{Provider: Name, Kind: provider.KindAuth, Message: "no API key: set ANTHROPIC_API_KEY or pass anthropic.WithAPIKey", Err: err}
 	}
-	return adapter.Transport(Name, statusOf(httpResp), err)
+	return adapter.Transport(Name, adapter.Status(httpResp), err)
 }
 
 // kindOf classifies an API error by its status or, for an error event inside

@@ -34,7 +34,7 @@ func (p *Provider) stream(ctx context.Context, params ant.MessageNewParams, onDe
 		}
 		events++
 		ev := s.Current()
-		if err := a.add(&ev, statusOf(httpResp), onDelta); err != nil {
+		if err := a.add(&ev, adapter.Status(httpResp), onDelta); err != nil {
 			return provider.Response{}, err
 		}
 		// The SDK passes no keep-alive (ping) on: every event is progress.
@@ -43,7 +43,7 @@ func (p *Provider) stream(ctx context.Context, params ant.MessageNewParams, onDe
 	err := s.Err()
 	if err != nil || !a.stopped {
 		// The idle timeout may end the body with an error or cleanly.
-		if ierr := idle.Err(Name, statusOf(httpResp), "WithIdleTimeout"); ierr != nil && ctx.Err() == nil {
+		if ierr := idle.Err(Name, adapter.Status(httpResp), "WithIdleTimeout"); ierr != nil && ctx.Err() == nil {
 			return provider.Response{}, ierr
 		}
 	}
@@ -58,7 +58,7 @@ func (p *Provider) stream(ctx context.Context, params ant.MessageNewParams, onDe
 		return provider.Response{}, adapter.NotAStream(Name, httpResp)
 	}
 	if !a.stopped {
-		return provider.Response{}, adapter.Incomplete(Name, statusOf(httpResp))
+		return provider.Response{}, adapter.Incomplete(Name, adapter.Status(httpResp))
 	}
 	a.r.text = a.text.String()
 	resp := a.r.response()

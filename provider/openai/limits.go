@@ -15,7 +15,7 @@ import (
 // positive.
 func WithMaxResponseBytes(n int64) Option {
 	return func(c *config) error {
-		return c.limits.SetMaxResponseBytes(n)
+		return c.Limits.SetMaxResponseBytes(n)
 	}
 }
 
@@ -25,7 +25,7 @@ func WithMaxResponseBytes(n int64) Option {
 // the limit. n must be positive.
 func WithMaxTextBytes(n int) Option {
 	return func(c *config) error {
-		return c.limits.SetMaxTextBytes(n)
+		return c.Limits.SetMaxTextBytes(n)
 	}
 }
 
@@ -34,7 +34,7 @@ func WithMaxTextBytes(n int) Option {
 // *provider.Error of KindResponseTooLarge. n must be positive.
 func WithMaxArgumentBytes(n int) Option {
 	return func(c *config) error {
-		return c.limits.SetMaxArgumentBytes(n)
+		return c.Limits.SetMaxArgumentBytes(n)
 	}
 }
 
@@ -44,7 +44,7 @@ func WithMaxArgumentBytes(n int) Option {
 // with a *provider.Error of KindTransient. d must be positive.
 func WithIdleTimeout(d time.Duration) Option {
 	return func(c *config) error {
-		return c.limits.SetIdleTimeout(d)
+		return c.Limits.SetIdleTimeout(d)
 	}
 }
 

@@ -131,6 +131,7 @@ type Provider struct {
 	noCacheKey      bool // WithoutPromptCacheKey
 	limits          adapter.Limits
 	admission       *provider.Admission // nil: WithoutAdmission
+	calls           adapter.Calls
 }
 
 var (
@@ -144,20 +145,14 @@ var (
 type Option func(*config) error
 
 type config struct {
+	adapter.Common  // admission, retries, logger, HTTP client, limits
 	apiKey          *string
 	baseURL         *string
 	model           *string
-	maxRetries      *int
-	httpClient      *http.Client
 	legacyMaxTokens bool
 	noFormat        bool
 	noCacheKey      bool
 	requestOptions  []option.RequestOption
-	limits          adapter.Limits
-	admission       *provider.Admission
-	noAdmission     bool
-	retryTime       *time.Duration
-	logger          *slog.Logger
 }
 
 // WithAPIKey sets the API key, overriding OPENAI_API_KEY. The key must not
@@ -202,20 +197,14 @@ func WithModel(name string) Option {
 // process that calls the same account, so that they keep to its limits
 // together. a must not be nil; WithoutAdmission turns admission off.
 func WithAdmission(a *provider.Admission) Option {
-	return func(c *config) error {
-		if a == nil {
-			return errors.New("WithAdmission(nil): pass an Admission (provider.NewAdmission), or WithoutAdmission to turn admission control off")
-		}
-		c.admission = a
-		return nil
-	}
+	return func(c *config) error { return c.SetAdmission(a) }
 }
 
 // WithoutAdmission turns admission control off: calls go as soon as they
 // are made, and the SDK's own retry loop (WithMaxRetries) retries rate
 // limits and failures.
 func WithoutAdmission() Option {
-	return func(c *config) error { c.noAdmission = true; return nil }
+	return func(c *config) error { return c.SetNoAdmission() }
 }
 
 // WithMaxRetries sets how many times the SDK retries a request that failed
@@ -227,13 +216,7 @@ func WithoutAdmission() Option {
 // given with WithAdmission has its own (provider.WithRetries).
 // WithoutAdmission, n is the SDK's (default 2).
 func WithMaxRetries(n int) Option {
-	return func(c *config) error {
-		if n < 0 {
-			return fmt.Errorf("WithMaxRetries(%d): the count cannot be negative; pass 0 to disable retries", n)
-		}
-		c.maxRetries = &n
-		return nil
-	}
+	return func(c *config) error { return c.SetMaxRetries(n) }
 }
 
 // WithRetryTime bounds how long the provider's own Admission tries a call
@@ -245,13 +228,7 @@ func WithMaxRetries(n int) Option {
 // Admission given with WithAdmission has its own (provider.WithRetryTime);
 // WithoutAdmission, the SDK retries as WithMaxRetries says.
 func WithRetryTime(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 0 {
-			return fmt.Errorf("WithRetryTime(%v): the time cannot be negative; pass 0 to try a failing call once", d)
-		}
-		c.retryTime = &d
-		return nil
-	}
+	return func(c *config) error { return c.SetRetryTime(d) }
 }
 
 // WithLogger logs each retry of the provider's own Admission to l, at
@@ -262,25 +239,13 @@ func WithRetryTime(d time.Duration) Option {
 // (provider.WithLogger); WithoutAdmission, the SDK retries and logs
 // nothing, and the option is refused.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) error {
-		if l == nil {
-			return errors.New("WithLogger(nil): pass a logger, or leave the option out to log nothing")
-		}
-		c.logger = l
-		return nil
-	}
+	return func(c *config) error { return c.SetLogger(l) }
 }
 
 // WithHTTPClient sets the HTTP client the SDK sends requests with. The
 // client must not be nil.
 func WithHTTPClient(hc *http.Client) Option {
-	return func(c *config) error {
-		if hc == nil {
-			return errors.New("WithHTTPClient got a nil client; pass a client or leave the option out to use the SDK's default")
-		}
-		c.httpClient = hc
-		return nil
-	}
+	return func(c *config) error { return c.SetHTTPClient(hc) }
 }
 
 // WithLegacyMaxTokens sends Request.MaxTokens as max_tokens instead of
@@ -318,7 +283,7 @@ func WithRequestOptions(opts ...option.RequestOption) Option {
 // provider for OpenAI's own server with no key at all, which would fail
 // at its first call.
 func New(opts ...Option) (*Provider, error) {
-	c := config{limits: adapter.DefaultLimits()}
+	c := config{Common: adapter.NewCommon()}
 	for _, o := range opts {
 		if o == nil {
 			continue
@@ -362,31 +327,31 @@ func New(opts ...Option) (*Provider, error) {
 		model = *c.model
 	}
 
-	adm, sdkRetries, setRetries, err := adapter.Admission(Name, adapter.AdmissionConfig{
-		Given: c.admission, Off: c.noAdmission, Retries: c.maxRetries, RetryTime: c.retryTime, Logger: c.logger,
-	})
+	adm, sdkRetries, setRetries, err := c.Admit(Name)
 	if err != nil {
 		return nil, err
 	}
 	if setRetries {
 		ro = append(ro, option.WithMaxRetries(sdkRetries))
 	}
-	if c.httpClient != nil {
-		ro = append(ro, option.WithHTTPClient(c.httpClient))
+	if c.HTTPClient != nil {
+		ro = append(ro, option.WithHTTPClient(c.HTTPClient))
 	}
-	ro = append(ro, limitBody(c.limits.MaxResponseBytes))
+	ro = append(ro, limitBody(c.Limits.MaxResponseBytes))
 	ro = append(ro, c.requestOptions...)
 
-	return &Provider{
+	p := &Provider{
 		client:          oai.NewClient(ro...),
 		model:           model,
 		baseURL:         baseURL,
 		legacyMaxTokens: c.legacyMaxTokens,
 		noFormat:        c.noFormat,
 		noCacheKey:      c.noCacheKey,
-		limits:          c.limits,
+		limits:          c.Limits,
 		admission:       adm,
-	}, nil
+	}
+	p.calls = adapter.Calls{Admission: adm, Model: model, Once: p.complete, Streamed: p.streamed}
+	return p, nil
 }
 
 // Name returns "openai", the OpenTelemetry gen_ai.provider.name of the
@@ -406,20 +371,11 @@ func (p *Provider) Admission() *provider.Admission { return p.admission }
 // Complete sends req to the Chat Completions API, once admission control
 // lets it go, and returns the model's reply.
 func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
-	if p.admission != nil {
-		if req.Model == "" {
-			req.Model = p.model
-		}
-		return p.admission.Call(ctx, req, nil, p.call)
-	}
-	return p.complete(ctx, req)
+	return p.calls.Complete(ctx, req)
 }
 
-// call makes one call, streamed when onDelta is set.
-func (p *Provider) call(ctx context.Context, req provider.Request, onDelta func(provider.Delta) error) (provider.Response, error) {
-	if onDelta == nil {
-		return p.complete(ctx, req)
-	}
+// streamed makes one streamed call.
+func (p *Provider) streamed(ctx context.Context, req provider.Request, onDelta func(provider.Delta) error) (provider.Response, error) {
 	params, err := p.params(req)
 	if err != nil {
 		return provider.Response{}, err
@@ -442,7 +398,7 @@ func (p *Provider) complete(ctx context.Context, req provider.Request) (provider
 	if err != nil {
 		return provider.Response{}, failure(ctx, err, httpResp)
 	}
-	resp, err := decodeCompletion(raw, statusOf(httpResp), p.limits)
+	resp, err := decodeCompletion(raw, adapter.Status(httpResp), p.limits)
 	resp.RateLimit = adapter.RateLimit(httpResp)
 	return resp, err
 }
@@ -451,25 +407,5 @@ func (p *Provider) complete(ctx context.Context, req provider.Request) (provider
 // the reply to onDelta as it arrives, and returns it assembled, as Complete
 // does.
 func (p *Provider) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta) error) (provider.Response, error) {
-	if p.admission != nil {
-		if req.Model == "" {
-			req.Model = p.model
-		}
-		if onDelta == nil {
-			onDelta = func(provider.Delta) error { return nil }
-		}
-		return p.admission.Call(ctx, req, onDelta, p.call)
-	}
-	params, err := p.params(req)
-	if err != nil {
-		return provider.Response{}, err
-	}
-	return p.stream(ctx, params, onDelta)
-}
-
-func statusOf(r *http.Response) int {
-	if r == nil {
-		return 0
-	}
-	return r.StatusCode
+	return p.calls.Stream(ctx, req, onDelta)
 }

@@ -142,9 +142,9 @@ func failure(ctx context.Context, err error, httpResp *http.Response) error {
 	}
 	var serr *ssestream.StreamError
 	if errors.As(err, &serr) {
-		return streamFailure(statusOf(httpResp), serr)
+		return streamFailure(adapter.Status(httpResp), serr)
 	}
-	return adapter.Transport(Name, statusOf(httpResp), err)
+	return adapter.Transport(Name, adapter.Status(httpResp), err)
 }
 
 // streamFailure classifies an error event that arrived inside a stream, after

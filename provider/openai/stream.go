@@ -35,7 +35,7 @@ func (p *Provider) stream(ctx context.Context, params oai.ChatCompletionNewParam
 		}
 		events++
 		chunk := s.Current()
-		progress, err := a.add(&chunk, statusOf(httpResp), onDelta)
+		progress, err := a.add(&chunk, adapter.Status(httpResp), onDelta)
 		if err != nil {
 			return provider.Response{}, err
 		}
@@ -46,7 +46,7 @@ func (p *Provider) stream(ctx context.Context, params oai.ChatCompletionNewParam
 	err := s.Err()
 	if err != nil || a.r.finish == "" {
 		// The idle timeout may end the body with an error or cleanly.
-		if ierr := idle.Err(Name, statusOf(httpResp), "WithIdleTimeout"); ierr != nil && ctx.Err() == nil {
+		if ierr := idle.Err(Name, adapter.Status(httpResp), "WithIdleTimeout"); ierr != nil && ctx.Err() == nil {
 			return provider.Response{}, ierr
 		}
 	}
@@ -62,7 +62,7 @@ func (p *Provider) stream(ctx context.Context, params oai.ChatCompletionNewParam
 	}
 	if a.r.finish == "" {
 		// The body ended without a finish reason: the connection was cut.
-		return provider.Response{}, adapter.Incomplete(Name, statusOf(httpResp))
+		return provider.Response{}, adapter.Incomplete(Name, adapter.Status(httpResp))
 	}
 	resp := a.response()
 	resp.RateLimit = adapter.RateLimit(httpResp)
