@@ -85,7 +85,7 @@ func FromScoped(name, description string, scope Scope, newAgent func(scope strin
 	if newAgent == nil {
 		return nil, fmt.Errorf("subagent %q: nil newAgent: pass a function that builds a scope's agent", name)
 	}
-	t, err := build(name, description, TaskParams, formScoped, opts)
+	t, err := build(name, description, taskParams, formScoped, opts)
 	if err != nil {
 		return nil, err
 	}

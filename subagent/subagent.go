@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -111,7 +112,7 @@ func FromAgent(name, description string, a agent.Agent, opts ...Option) (*SubAge
 	if a == nil {
 		return nil, fmt.Errorf("subagent %q: nil agent: pass the agent to consult", name)
 	}
-	t, err := build(name, description, TaskParams, formAgent, opts)
+	t, err := build(name, description, taskParams, formAgent, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +137,7 @@ func FromFactory(name, description string, factory Factory, opts ...Option) (*Su
 	if factory == nil {
 		return nil, fmt.Errorf("subagent %q: nil factory: pass a function that builds the agent", name)
 	}
-	t, err := build(name, description, TaskParams, formFactory, opts)
+	t, err := build(name, description, taskParams, formFactory, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +163,7 @@ func FromReact(name, description string, p provider.Provider, tools *tool.Regist
 	if p == nil {
 		return nil, fmt.Errorf("subagent %q: nil provider: pass the provider the children run on", name)
 	}
-	t, err := build(name, description, ReactParams, formReact, opts)
+	t, err := build(name, description, reactParams, formReact, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +240,16 @@ func field(args json.RawMessage, name string) string {
 	return s
 }
 
-func build(name, description, defaultParams string, f form, opts []Option) (*SubAgentTool, error) {
+// taskParams and reactParams are the default parameter schemas, compiled
+// once for all the tools that take them: compiling checks a schema against
+// the meta-schema, which was most of what building a tool cost (100 tools
+// loaded from files: BenchmarkLoad in package agentfile).
+var (
+	taskParams  = sync.OnceValues(func() (*jsonschema.Schema, error) { return jsonschema.Compile(json.RawMessage(TaskParams)) })
+	reactParams = sync.OnceValues(func() (*jsonschema.Schema, error) { return jsonschema.Compile(json.RawMessage(ReactParams)) })
+)
+
+func build(name, description string, defaultParams func() (*jsonschema.Schema, error), f form, opts []Option) (*SubAgentTool, error) {
 	if err := toolcall.CheckName(name); err != nil {
 		return nil, fmt.Errorf("subagent: %w", err)
 	}
@@ -252,11 +262,13 @@ func build(name, description, defaultParams string, f form, opts []Option) (*Sub
 			return nil, fmt.Errorf("subagent %q: %w", name, err)
 		}
 	}
-	params := cfg.params
-	if params == nil {
-		params = json.RawMessage(defaultParams)
+	var schema *jsonschema.Schema
+	var err error
+	if cfg.params == nil {
+		schema, err = defaultParams()
+	} else {
+		schema, err = jsonschema.Compile(cfg.params)
 	}
-	schema, err := jsonschema.Compile(params)
 	if err != nil {
 		return nil, fmt.Errorf("subagent %q: parameters: %w", name, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/deputy-go/deputy/internal/jsonextract"
@@ -34,7 +35,7 @@ type checker struct {
 // Report{Status: ReportFailed, Summary: <the raw answer>}.
 func WithReport() Option {
 	return func(c *config) error {
-		s, err := jsonschema.Compile(json.RawMessage(ReportSchema))
+		s, err := reportSchema()
 		if err != nil {
 			return err
 		}
@@ -43,13 +44,20 @@ func WithReport() Option {
 	}
 }
 
+// reportSchema is ReportSchema compiled, once for all the tools that
+// validate a Report.
+var reportSchema = sync.OnceValues(func() (*jsonschema.Schema, error) { return jsonschema.Compile(json.RawMessage(ReportSchema)) })
+
 // WithOutputSchema validates the child's answer against a JSON Schema. The
 // value a Go caller gets is the decoded JSON. After the corrective retry, an
 // answer that still does not fit comes back as it is, followed by
 // "[validation failed: …]".
+//
+// The schema is compiled when WithOutputSchema is called, so that one
+// Option given to many tools compiles it once.
 func WithOutputSchema(schema json.RawMessage) Option {
+	s, err := jsonschema.Compile(schema)
 	return func(c *config) error {
-		s, err := jsonschema.Compile(schema)
 		if err != nil {
 			return fmt.Errorf("output schema: %w", err)
 		}
