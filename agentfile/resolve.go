@@ -44,12 +44,13 @@ func (l *Loader) resolve(fsys fs.FS, specs []*spec) (*Roster, []Problem) {
 		byName[s.name.s] = s
 	}
 	members := make([]*member, 0, len(specs))
+	schemas := map[string]compiled{}
 	for _, s := range specs {
 		if byName[s.name.s] != s {
 			continue
 		}
 		ps := &problems{file: s.file, off: lineOffset(s)}
-		m := l.member(fsys, s, byName, ps)
+		m := l.member(fsys, s, byName, schemas, ps)
 		out = append(out, ps.all()...)
 		if m != nil {
 			members = append(members, m)
@@ -76,7 +77,7 @@ func lineOffset(s *spec) int {
 }
 
 // member resolves one spec.
-func (l *Loader) member(fsys fs.FS, s *spec, byName map[string]*spec, ps *problems) *member {
+func (l *Loader) member(fsys fs.FS, s *spec, byName map[string]*spec, schemas map[string]compiled, ps *problems) *member {
 	def := &Definition{
 		Name: s.name.s, Description: s.description.s, SystemPrompt: s.prompt.s, File: s.file,
 		MaxSteps: s.maxTurns, TokenLimit: s.tokenLimit, CostLimit: s.costLimit, Timeout: s.timeout,
@@ -197,25 +198,27 @@ func (l *Loader) member(fsys fs.FS, s *spec, byName map[string]*spec, ps *proble
 		m.subOpts = append(m.subOpts, opt)
 		def.Output = "type:" + o.name
 	case "schema":
-		if _, err := jsonschema.CompileUntrusted(o.schema); err != nil {
-			ps.add(o.line, "output", fmt.Sprintf("the schema is refused: %v", err))
+		c := schemaOption(schemas, o.schema)
+		if c.err != nil {
+			ps.add(o.line, "output", fmt.Sprintf("the schema is refused: %v", c.err))
 			break
 		}
-		m.subOpts = append(m.subOpts, subagent.WithOutputSchema(o.schema))
+		m.subOpts = append(m.subOpts, c.opt)
 		def.Output = "schema"
 	case "file":
-		raw, msg := readSchema(fsys, o.name)
+		raw, msg := schemaFile(fsys, schemas, o.name)
 		if msg != "" {
 			ps.add(o.line, "output", msg)
 			break
 		}
-		if _, err := jsonschema.CompileUntrusted(raw); err != nil {
-			ps.add(o.line, "output", fmt.Sprintf("the schema in %s is refused: %v", o.name, err))
+		c := schemaOption(schemas, raw)
+		if c.err != nil {
+			ps.add(o.line, "output", fmt.Sprintf("the schema in %s is refused: %v", o.name, c.err))
 			break
 		}
 		h.Write([]byte("\x00" + o.name + "\x00"))
 		h.Write(raw)
-		m.subOpts = append(m.subOpts, subagent.WithOutputSchema(raw))
+		m.subOpts = append(m.subOpts, c.opt)
 		def.Output = "file:" + o.name
 	}
 	if s.timeout > 0 {
@@ -267,6 +270,40 @@ func (l *Loader) model(name string) (*namedProvider, string, string) {
 		choices = append(choices, np.models...)
 	}
 	return nil, "", fmt.Sprintf("no provider the program registered serves %q: use one of %s, or have the program name it (agentfile.WithModelAlias, or WithProvider's models)", name, strings.Join(choices, ", "))
+}
+
+// compiled is a schema of a load, checked within the bounds for a schema
+// from outside the program, and the option that validates against it.
+type compiled struct {
+	opt subagent.Option
+	err error
+	raw []byte // a schema file's text, under its name
+	msg string // why the file cannot be used
+}
+
+// schemaFile reads a schema file once for a load.
+func schemaFile(fsys fs.FS, schemas map[string]compiled, name string) ([]byte, string) {
+	key := "\x00file\x00" + name
+	if c, ok := schemas[key]; ok {
+		return c.raw, c.msg
+	}
+	raw, msg := readSchema(fsys, name)
+	schemas[key] = compiled{raw: raw, msg: msg}
+	return raw, msg
+}
+
+// schemaOption checks raw and returns the option that validates against
+// it, once for each schema text of a load: definitions often share one.
+func schemaOption(schemas map[string]compiled, raw []byte) compiled {
+	if c, ok := schemas[string(raw)]; ok {
+		return c
+	}
+	var c compiled
+	if _, c.err = jsonschema.CompileUntrusted(raw); c.err == nil {
+		c.opt = subagent.WithOutputSchema(raw)
+	}
+	schemas[string(raw)] = c
+	return c
 }
 
 // agentRef reads Agent(a, b) or Task(a, b): the sub-agents a definition

@@ -192,11 +192,13 @@ func (l *Loader) build(members []*member) (*Roster, error) {
 				tools[i] = &hooked{Tool: t, agent: m.def.Name, hooks: hs}
 			}
 		}
-		reg, err := tool.NewRegistry(tools...)
-		if err != nil {
-			return nil, fmt.Errorf("%s: its tools: %w", m.def.File, err)
+		if len(tools) > 0 {
+			reg, err := tool.NewRegistry(tools...)
+			if err != nil {
+				return nil, fmt.Errorf("%s: its tools: %w", m.def.File, err)
+			}
+			m.reactOpts = append(m.reactOpts, agent.WithRegistry(reg))
 		}
-		m.reactOpts = append(m.reactOpts, agent.WithRegistry(reg))
 		if _, err := agent.NewReact(m.p, m.reactOpts...); err != nil {
 			return nil, fmt.Errorf("%s: %w", m.def.File, err)
 		}
