@@ -57,6 +57,7 @@ func load(dir string, model provider.Provider, tools *tool.Registry, w io.Writer
 	roster, err := loader.LoadDir(dir)
 	return loader, roster, err
 }
+
 // end of snippet
 
 // run loads the definitions in dir, lets a lead delegate to them, then
