@@ -176,6 +176,18 @@ func TestOneBadFileLoadsNothing(t *testing.T) {
 	}
 }
 
+// A file whose only problem is its name is refused with that problem, not
+// built.
+func TestABadNameAloneIsItsOnlyProblem(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "colon.md", "---\nname: code:reviewer\ndescription: d\n---\nP.\n")
+	_, err := programLoader(t).LoadDir(dir)
+	var lerr *agentfile.Error
+	if !errors.As(err, &lerr) || len(lerr.Problems) != 1 || lerr.Problems[0].Line != 2 || lerr.Problems[0].Key != "name" {
+		t.Fatalf("%v, want the name's problem alone", err)
+	}
+}
+
 func TestNewLoaderRefusesWhatItCannotUse(t *testing.T) {
 	for name, opts := range map[string][]agentfile.Option{
 		"no provider":          nil,

@@ -297,8 +297,15 @@ func (l *Loader) LoadFS(fsys fs.FS) (*Roster, error) {
 		all = append(all, ps.all()...)
 		warns = append(warns, ps.warns...)
 	}
-	r, ps := l.resolve(fsys, specs)
+	members, ps := l.resolve(fsys, specs)
 	all = append(all, ps...)
+	var r *Roster
+	if len(all) == 0 {
+		var p *Problem
+		if r, p = l.build(members); p != nil {
+			all = append(all, *p)
+		}
+	}
 	if len(all) > 0 {
 		sortProblems(all)
 		return nil, &Error{Problems: all}

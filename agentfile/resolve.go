@@ -25,9 +25,9 @@ type candidate struct {
 	names []string // its name, and mcp__server__name for an MCP server's
 }
 
-// resolve turns the specs that parsed into a Roster: every name, tool,
+// resolve turns the specs into members, by name: every name, tool,
 // model, server, hook and schema resolved against the program.
-func (l *Loader) resolve(fsys fs.FS, specs []*spec) (*Roster, []Problem) {
+func (l *Loader) resolve(fsys fs.FS, specs []*spec) ([]*member, []Problem) {
 	var out []Problem
 	byName := map[string]*spec{}
 	for _, s := range specs {
@@ -56,15 +56,8 @@ func (l *Loader) resolve(fsys fs.FS, specs []*spec) (*Roster, []Problem) {
 			members = append(members, m)
 		}
 	}
-	if len(out) > 0 {
-		return nil, out
-	}
 	sort.Slice(members, func(i, j int) bool { return members[i].def.Name < members[j].def.Name })
-	r, err := l.build(members)
-	if err != nil {
-		return nil, []Problem{{File: ".", Message: err.Error()}}
-	}
-	return r, nil
+	return members, out
 }
 
 // lineOffset is the lines before a file's YAML: the "---" of a Markdown

@@ -160,7 +160,7 @@ type hook struct {
 // factory checks the definition against the journal, then builds a ReAct
 // agent with the member's tools (the program's, hooked, and the tools of
 // the members it delegates to).
-func (l *Loader) build(members []*member) (*Roster, error) {
+func (l *Loader) build(members []*member) (*Roster, *Problem) {
 	r := &Roster{}
 	byName := map[string]*subagent.SubAgentTool{}
 	depth := delegationDepths(members)
@@ -176,7 +176,7 @@ func (l *Loader) build(members []*member) (*Roster, error) {
 		m.event, _ = json.Marshal(map[string]string{"name": m.def.Name, "file": m.def.File, "hash": m.def.Hash})
 		t, err := subagent.FromFactory(m.def.Name, m.def.Description, m.factory, opts...)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", m.def.File, err)
+			return nil, &Problem{File: m.def.File, Message: fmt.Sprintf("the sub-agent cannot be built: %v", err)}
 		}
 		byName[m.def.Name] = t
 		r.defs = append(r.defs, *m.def)
@@ -195,12 +195,12 @@ func (l *Loader) build(members []*member) (*Roster, error) {
 		if len(tools) > 0 {
 			reg, err := tool.NewRegistry(tools...)
 			if err != nil {
-				return nil, fmt.Errorf("%s: its tools: %w", m.def.File, err)
+				return nil, &Problem{File: m.def.File, Key: "tools", Message: fmt.Sprintf("%v: give each tool its own name", err)}
 			}
 			m.reactOpts = append(m.reactOpts, agent.WithRegistry(reg))
 		}
 		if _, err := agent.NewReact(m.p, m.reactOpts...); err != nil {
-			return nil, fmt.Errorf("%s: %w", m.def.File, err)
+			return nil, &Problem{File: m.def.File, Message: fmt.Sprintf("the sub-agent cannot be built: %v", err)}
 		}
 	}
 	return r, nil
