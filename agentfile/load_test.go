@@ -214,3 +214,29 @@ func write(t testing.TB, dir, name, text string) {
 		t.Fatal(err)
 	}
 }
+
+// The files the package doc shows load, and the doc shows them as they
+// are in testdata/doc.
+func TestTheDocsFilesLoad(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"code-reviewer.md", "summarizer.yaml"} {
+		src, err := os.ReadFile(filepath.Join("testdata/doc", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		quoted := "//\t" + strings.ReplaceAll(strings.TrimSuffix(string(src), "\n"), "\n", "\n//\t")
+		if !strings.Contains(string(doc), quoted) {
+			t.Errorf("doc.go does not show testdata/doc/%s as it is", f)
+		}
+	}
+	r, err := programLoader(t).LoadDir("testdata/doc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Definitions()) != 3 || len(r.Warnings()) != 0 {
+		t.Fatalf("%d definitions, warnings %v", len(r.Definitions()), r.Warnings())
+	}
+}
