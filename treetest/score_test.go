@@ -47,7 +47,7 @@ func (l *logs) Enabled(context.Context, otellog.EnabledParameters) bool { return
 func attrs(r otellog.Record) map[string]string {
 	m := map[string]string{}
 	r.WalkAttributes(func(kv attribute.KeyValue) bool {
-		m[string(kv.Key)] = kv.Value.Emit()
+		m[string(kv.Key)] = kv.Value.String()
 		return true
 	})
 	return m
