@@ -17,6 +17,7 @@ import (
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/conversation"
 	"github.com/deputy-go/deputy/internal/id"
+	"github.com/deputy-go/deputy/internal/mailbox"
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
@@ -176,6 +177,12 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	r.kept.spare = false // this run may write past its end
 	r.mu.Unlock()
 
+	// A background child's mailbox is this run's alone: the runs its
+	// tools start do not see it.
+	box := mailbox.From(ctx)
+	if box != nil {
+		ctx = mailbox.With(ctx, nil)
+	}
 	em := event.From(ctx) // the scope is looked up once for the run's events
 	events := em.Enabled()
 	runID := id.New("run_")
@@ -190,7 +197,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	run.SetPrices(ctx, r.prices)
 	run.SetCostLimit(ctx, r.costLimit)
 	s = &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, em: em, events: events, tracer: tr,
-		schema: in.ResponseSchema, cacheKey: in.CacheKey, limit: run.Limit(ctx), readBack: run.ReadBack(ctx)}
+		schema: in.ResponseSchema, cacheKey: in.CacheKey, limit: run.Limit(ctx), readBack: run.ReadBack(ctx), box: box}
 	if s.schema == nil && r.output != nil {
 		s.schema = r.output.schema.Raw()
 	}
@@ -344,6 +351,9 @@ type runState struct {
 	// readBack: the run's answer goes back to a parent that reads it out
 	// of the same budget (run.ReadBack).
 	readBack bool
+	// box is the mailbox of a background child's run (nil: none), read at
+	// each step boundary (see inbox.go).
+	box *mailbox.Box
 }
 
 func (s *runState) loop() (string, error) {
@@ -364,6 +374,9 @@ func (s *runState) loop() (string, error) {
 			return "", err
 		}
 		s.steps = step
+		if err := s.deliver(step); err != nil {
+			return "", err
+		}
 		var stepName, firstResult string
 		if s.events {
 			stepName, firstResult = s.stepNames(step)
@@ -373,6 +386,7 @@ func (s *runState) loop() (string, error) {
 		if s.events {
 			s.em.Emit(event.Event{Type: event.StepFinished, StepName: stepName})
 		}
+		s.reached(step)
 		if err != nil || done {
 			return answer, err
 		}

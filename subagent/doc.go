@@ -72,9 +72,21 @@
 // (WithRoster), in parallel (WithSpawnConcurrency), within limits on
 // spawns per run (WithMaxSpawns, ErrMaxSpawns), tokens per child
 // (WithChildTokenBudget, ErrNoBudget) and a policy (WithSpawnPolicy,
-// ErrDenied). WithBackground runs children as jobs the model checks on
-// with subagent_jobs (JobsToolName), waiting up to DefaultJobWait;
-// ErrUnknownJob names a job that does not exist.
+// ErrDenied).
+//
+// # Background children
+//
+// WithBackground lets the model start children in the background and get
+// a job id at once; with subagent_jobs (JobsToolName) it checks on a job
+// (status: state, step, last words, usage and cost so far, questions),
+// waits for all, any or named jobs with a timeout (DefaultJobWait), sends
+// a job a message that its sub-agent reads at its next step boundary
+// (with a Receipt: queued, then delivered and the step), cancels a job
+// with its own children (a partial report and its usage come back), or
+// lists them. Jobs, from (*Spawner).Jobs, is the same for Go code. At
+// most WithMaxBackground jobs of one run are alive at once
+// (ErrMaxBackground); ErrUnknownJob names a job that does not exist,
+// ErrJobEnded one that takes no more messages.
 //
 // Options are of two types. An Option configures the four forms, and the
 // spawn tool too; a SpawnOption configures the spawn tool alone. A

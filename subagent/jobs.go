@@ -3,12 +3,10 @@ package subagent
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"sync"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -16,29 +14,23 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/internal/id"
+	"github.com/deputy-go/deputy/internal/mailbox"
 	"github.com/deputy-go/deputy/internal/run"
-	"github.com/deputy-go/deputy/internal/toolcall"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
-
-// JobsToolName is the name of the companion tool of background spawns.
-const JobsToolName = "subagent_jobs"
-
-// DefaultJobWait is how long a wait for a background job lasts when the
-// model gives no timeout.
-const DefaultJobWait = 30 * time.Second
 
 // jobTable holds the background jobs of one parent run. The run owns their
 // goroutines: when it ends, the table cancels what still runs, waits for
 // it, and hands the run the usage not yet collected.
 type jobTable struct {
-	mu     sync.Mutex
-	jobs   map[string]*job
-	order  []string
-	wg     sync.WaitGroup
-	owned  bool // close runs at the end of the run
-	closed bool // the run has ended: no new jobs
+	mu      sync.Mutex
+	jobs    map[string]*job
+	order   []string
+	wg      sync.WaitGroup
+	owned   bool          // close runs at the end of the run
+	closed  bool          // the run has ended: no new jobs
+	changed chan struct{} // closed, and replaced, when a job ends (see ended)
 }
 
 type job struct {
@@ -48,7 +40,9 @@ type job struct {
 	res             tool.Result // set before done closes
 	err             error       // set before done closes
 	settle          func(spent int64)
-	folded          bool // its usage has been handed to the parent; guarded by the table's mu
+	folded          bool         // its usage has been handed to the parent; guarded by the table's mu
+	box             *mailbox.Box // its messages, and where its loop stands
+	cancelled       bool         // cancelled by its parent; guarded by the table's mu
 }
 
 // attrJobID is the job id on the span of a background job
@@ -72,10 +66,13 @@ const jobMargin = 3*50 + 2*30
 // events carry that sub-agent run id, and its terminal event comes when the
 // job ends. A traced run gets a span for the job, a child of the spawning
 // call's span that lasts as long as the job.
-func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task string, fn func(context.Context, *announced) (tool.Result, func(int64), error)) (tool.Result, error) {
+func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task string, fn func(context.Context, *announced) (tool.Result, func(int64), error)) (*job, error) {
 	jt := s.jobs(ctx)
 	if jt == nil {
-		return tool.Result{}, tool.Correctable(fmt.Errorf("%s: background jobs need a running agent to own them: call without background", SpawnToolName))
+		return nil, tool.Correctable(fmt.Errorf("%s: background jobs need a running agent to own them: call without background", SpawnToolName))
+	}
+	if err := s.admitJob(ctx, jt, callID); err != nil {
+		return nil, err
 	}
 	// The job outlives the call, not the run: its context is the run's. Its
 	// depth is the caller's.
@@ -93,12 +90,13 @@ func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task 
 		// its sub-agent run has the id the client saw.
 		jobID, runID = jobIDs(js, callID)
 	}
-	j := &job{id: jobID, agent: who.def.Name, task: task, cancel: cancel, done: make(chan struct{})}
+	j := &job{id: jobID, agent: who.def.Name, task: task, cancel: cancel, done: make(chan struct{}), box: mailbox.New(nil)}
+	jctx = mailbox.With(jctx, j.box)
 	jt.mu.Lock()
 	if jt.closed {
 		jt.mu.Unlock()
 		cancel()
-		return tool.Result{}, tool.Correctable(fmt.Errorf("%s: the run has ended: no background job can start", SpawnToolName))
+		return nil, tool.Correctable(fmt.Errorf("%s: the run has ended: no background job can start", SpawnToolName))
 	}
 	jt.jobs[j.id] = j
 	jt.order = append(jt.order, j.id)
@@ -115,6 +113,7 @@ func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task 
 	jctx, ann := who.announce(jctx, callID, runID)
 	go func() {
 		defer jt.wg.Done()
+		defer jt.ended()
 		defer close(j.done)
 		defer cancel()
 		defer giveBack()
@@ -128,16 +127,29 @@ func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task 
 			span.End()
 		}
 	}()
+	return j, nil
+}
+
+// receipt is what the model reads when a job starts.
+func (j *job) receipt() tool.Result {
 	receipt, _ := json.Marshal(map[string]string{"job_id": j.id, "status": "running",
 		"note": "A job id is not a result: collect it with " + JobsToolName + " (wait) or cancel it before you answer."})
-	return tool.Result{Content: string(receipt)}, nil
+	return tool.Result{Content: string(receipt)}
+}
+
+// ended wakes whoever waits for a job of the table to end.
+func (jt *jobTable) ended() {
+	jt.mu.Lock()
+	close(jt.changed)
+	jt.changed = make(chan struct{})
+	jt.mu.Unlock()
 }
 
 // jobs returns the run's job table, creating it and arranging its cleanup
 // at the end of the run. It returns nil outside a run, or when the run has
 // ended before any job started.
 func (s *Spawner) jobs(ctx context.Context) *jobTable {
-	jt := run.Local(ctx, jobsKey{s}, func() any { return &jobTable{jobs: map[string]*job{}} }).(*jobTable)
+	jt := run.Local(ctx, jobsKey{s}, func() any { return &jobTable{jobs: map[string]*job{}, changed: make(chan struct{})} }).(*jobTable)
 	jt.mu.Lock()
 	defer jt.mu.Unlock()
 	if !jt.owned {
@@ -196,101 +208,6 @@ func (jt *jobTable) collect(j *job) (tool.Result, error) {
 	return res, err
 }
 
-// JobsTool returns the companion tool of background spawns, with which the
-// model waits for a job (with a timeout), lists the run's jobs, or cancels
-// one. Register it beside the spawner when using WithBackground; like the
-// spawner, it is offered only below the depth cap.
-//
-// A job whose sub-agent is paused by an interrupt (tool.Ask, at any depth)
-// is suspended: waiting for it returns the interrupt, so the waiting run
-// and every ancestor suspend too, and the top-level run ends with it.
-// Under a journal (agent.WithJournal) the job keeps its id and sub-agent run id
-// when the turn is run again, so the resumed turn's wait finds the same
-// job, which continues with the answers and hands its result to the
-// parent. A suspended job the parent never waits for is discarded with
-// the run, like a job still running when the parent answers.
-func (s *Spawner) JobsTool() tool.Tool { return &jobsTool{s: s} }
-
-type jobsTool struct{ s *Spawner }
-
-const jobsParams = `{"type":"object","properties":{
-"action":{"type":"string","enum":["wait","list","cancel"],"description":"wait for a job's result, list this run's jobs, or cancel a job"},
-"job_id":{"type":"string","description":"the job, for wait and cancel"},
-"timeout_seconds":{"type":"number","minimum":0,"maximum":600,"description":"for wait: how long to wait at most (default 30)"}
-},"required":["action"],"additionalProperties":false}`
-
-func (t *jobsTool) Definition() tool.Definition {
-	return tool.Definition{Name: JobsToolName,
-		Description: "Wait for, list or cancel the background sub-agents started with " + SpawnToolName + ". " +
-			"A job's result counts only once you have waited for it; jobs still running when you answer are cancelled.",
-		Parameters: json.RawMessage(jobsParams)}
-}
-
-// Available offers the tool where the spawner is offered.
-// RunsAgain reports that every call runs again on a resumed journaled
-// turn (tool.Rerunner): what it reports of a job lives in the running
-// process.
-func (t *jobsTool) RunsAgain(tool.Call) bool { return true }
-
-func (t *jobsTool) Available(ctx context.Context) bool { return t.s.Available(ctx) }
-
-func (t *jobsTool) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
-	const usage = `pass {"action":"wait"|"list"|"cancel","job_id":"…","timeout_seconds":0-600}`
-	raw := toolcall.Arguments(call.Arguments)
-	if err := t.s.jobsIn.Validate(raw); err != nil {
-		return tool.Result{}, fmt.Errorf("%w for %s: %v: %s", tool.ErrInvalidArguments, JobsToolName, err, usage)
-	}
-	var a struct {
-		Action  string   `json:"action"`
-		JobID   string   `json:"job_id"`
-		Timeout *float64 `json:"timeout_seconds"`
-	}
-	if err := json.Unmarshal(raw, &a); err != nil {
-		return tool.Result{}, fmt.Errorf("%w for %s: %v: %s", tool.ErrInvalidArguments, JobsToolName, err, usage)
-	}
-	jt := t.s.jobs(ctx)
-	if a.Action == "list" {
-		return tool.Result{Content: jt.list()}, nil
-	}
-	j := jt.find(a.JobID)
-	if j == nil {
-		return tool.Result{}, tool.Correctable(fmt.Errorf("%w %q: this run's jobs are: %s", ErrUnknownJob, a.JobID, jt.ids()))
-	}
-	if a.Action == "cancel" {
-		j.cancel()
-		select {
-		case <-j.done:
-		case <-ctx.Done():
-			return tool.Result{}, ctx.Err()
-		}
-		res, err := jt.collect(j)
-		switch {
-		case err != nil:
-			res.Content = "job " + j.id + " cancelled while it waited for a person's answer: its work is discarded."
-		case errors.Is(j.err, context.Canceled):
-			res.Content = "job " + j.id + " cancelled: its work is discarded."
-			res.IsError = false
-		default:
-			res.Content = "job " + j.id + " had already ended; its result:\n" + res.Content
-		}
-		return res, nil
-	}
-	wait := DefaultJobWait
-	if a.Timeout != nil {
-		wait = time.Duration(*a.Timeout * float64(time.Second))
-	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case <-j.done:
-		return jt.collect(j)
-	case <-timer.C:
-		return tool.Result{Content: fmt.Sprintf("job %s is still running after %v: wait again, do other work meanwhile, or cancel it", j.id, wait)}, nil
-	case <-ctx.Done():
-		return tool.Result{}, ctx.Err()
-	}
-}
-
 func (jt *jobTable) find(id string) *job {
 	if jt == nil {
 		return nil
@@ -327,20 +244,9 @@ func (jt *jobTable) list() string {
 	var b strings.Builder
 	for _, id := range jt.order {
 		j := jt.jobs[id]
-		status := "running"
-		select {
-		case <-j.done:
-			switch {
-			case j.err == nil:
-				status = "done"
-			case interrupted(j.err):
-				status = "suspended (waiting for a person's answer)"
-			case errors.Is(j.err, context.Canceled):
-				status = "cancelled"
-			default:
-				status = "failed"
-			}
-		default:
+		status := j.state()
+		if status == JobSuspended {
+			status = "suspended (waiting for a person's answer)"
 		}
 		fmt.Fprintf(&b, "%s\t%s\t%s\t%s\n", j.id, j.agent, status, clip(j.task, 80))
 	}

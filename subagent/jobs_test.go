@@ -184,7 +184,7 @@ func TestJobCancel(t *testing.T) {
 				fake.Call("lookup", `{}`).WithUsage(usage(7)),
 				fake.Text("too late").WithUsage(usage(1000)).After(time.Hour),
 			},
-			want:      " cancelled: its work is discarded.",
+			want:      " cancelled at step 2 (7 tokens spent): it had nothing to report yet.",
 			wantList:  "cancelled",
 			wantSpent: usage(7),
 			wantCodes: []string{"cancelled"},
@@ -248,7 +248,7 @@ func TestJobsToolBadCalls(t *testing.T) {
 		wantErr error
 		want    []string
 	}{
-		{"unknown action", `{"action":"kill","job_id":"j"}`, tool.ErrInvalidArguments, []string{"at /action", `pass {"action":"wait"|"list"|"cancel"`}},
+		{"unknown action", `{"action":"kill","job_id":"j"}`, tool.ErrInvalidArguments, []string{"at /action", `pass {"action":"status"|"wait"|"send"|"cancel"|"list"`}},
 		{"wait too long", `{"action":"wait","job_id":"j","timeout_seconds":601}`, tool.ErrInvalidArguments, []string{"at /timeout_seconds"}},
 		{"not JSON", `{"action":`, tool.ErrInvalidArguments, []string{"not valid JSON"}},
 		{"unknown job", `{"action":"wait","job_id":"job_nope"}`, subagent.ErrUnknownJob, []string{`subagent: unknown job "job_nope": this run's jobs are: job_`}},

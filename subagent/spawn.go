@@ -103,7 +103,7 @@ func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...SpawnOption) (*
 	}
 	cfg := spawnConfig{
 		config:    config{form: formSpawn, maxDepth: DefaultMaxDepth, maxOutput: DefaultMaxOutputBytes},
-		maxSpawns: DefaultMaxSpawns, concurrency: DefaultSpawnConcurrency,
+		maxSpawns: DefaultMaxSpawns, concurrency: DefaultSpawnConcurrency, maxBackground: DefaultMaxBackground,
 		forkName: DefaultForkName, forkPrompt: DefaultForkPrompt,
 	}
 	for _, o := range opts {
@@ -162,6 +162,8 @@ type spawnConfig struct {
 	forkTools   func(tool.Tool) bool
 	policy      func(ctx context.Context) bool
 	background  bool
+	// maxBackground bounds the background jobs alive at once in one run.
+	maxBackground int
 }
 
 // spawnOption is a SpawnOption of the spawn tool alone.
@@ -315,6 +317,20 @@ func WithBackground() SpawnOption {
 	return spawnOption(func(c *spawnConfig) error { c.background = true; return nil })
 }
 
+// WithMaxBackground bounds how many background jobs of one parent run
+// may be alive at once (default DefaultMaxBackground); a background spawn
+// past it is refused with ErrMaxBackground, which the model reads, and a
+// RefusedEvent.
+func WithMaxBackground(n int) SpawnOption {
+	return spawnOption(func(c *spawnConfig) error {
+		if n < 1 {
+			return fmt.Errorf("max background %d: use 1 or more", n)
+		}
+		c.maxBackground = n
+		return nil
+	})
+}
+
 func spawnParams(roster []string, background bool) json.RawMessage {
 	props := map[string]any{
 		"task":    map[string]any{"type": "string", "minLength": 1, "description": "What the sub-agent must do: one bounded task, with what counts as done."},
@@ -423,7 +439,11 @@ func (s *Spawner) Call(ctx context.Context, call tool.Call) (tool.Result, error)
 		return tool.Result{}, err
 	}
 	if a.Background {
-		return s.startJob(ctx, sc.who(), call.ID, a.Task, sc.runJob)
+		j, err := s.startJob(ctx, sc.who(), call.ID, a.Task, sc.runJob)
+		if err != nil {
+			return tool.Result{}, err
+		}
+		return j.receipt(), nil
 	}
 	return sc.runNow(ctx)
 }

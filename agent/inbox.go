@@ -1,0 +1,94 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/deputy-go/deputy/internal/journal"
+	"github.com/deputy-go/deputy/internal/mailbox"
+	"github.com/deputy-go/deputy/internal/run"
+	"github.com/deputy-go/deputy/provider"
+)
+
+// A background child (subagent.WithBackground) runs with a mailbox: the
+// messages its parent sends it wait there until the child's loop reaches
+// a step boundary, before its next model call, and are added to its
+// conversation as one user message, never during a model call or a tool
+// call. Under a journal the messages a step took are recorded before its
+// model is asked, so that the turn run again delivers the same messages
+// before the same step, and a message sent again after a restart is known
+// as delivered: each message reaches the child once.
+
+// inboxKey is the journal key of the messages delivered before step.
+func (j *runJournal) inboxKey(step int) string { return j.stepKey(step) + "/in" }
+
+// deliver adds the messages waiting in the run's mailbox to its
+// conversation, before the model call of step.
+func (s *runState) deliver(step int) error {
+	if s.box == nil {
+		return nil
+	}
+	key := ""
+	if s.journal != nil {
+		key = s.journal.inboxKey(step)
+		if e, ok := s.journal.scope.J.Lookup(key); ok {
+			var msgs []mailbox.Message
+			if err := json.Unmarshal(e.Value, &msgs); err != nil {
+				return fmt.Errorf("reading the messages delivered before step %d from the journal: %w", step, err)
+			}
+			s.box.Replayed(step, msgs)
+			s.addInbound(msgs)
+			return nil
+		}
+		if s.journal.has(s.journal.stepKey(step)) {
+			return nil // the run that recorded the step delivered nothing before it
+		}
+	}
+	msgs := s.box.Waiting()
+	if len(msgs) == 0 {
+		return nil
+	}
+	if key != "" {
+		value, _ := json.Marshal(msgs) // strings only: it cannot fail
+		if err := s.journal.scope.J.Record(context.WithoutCancel(s.ctx), key, journal.Entry{Value: value}); err != nil {
+			return fmt.Errorf("recording the messages delivered before step %d in the journal: %w: resume the turn when the store is back", step, err)
+		}
+	}
+	s.box.Take(step, len(msgs))
+	s.addInbound(msgs)
+	return nil
+}
+
+// addInbound adds delivered messages to the conversation.
+func (s *runState) addInbound(msgs []mailbox.Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	var b strings.Builder
+	for i, m := range msgs {
+		if i > 0 {
+			b.WriteString("\n\n")
+		}
+		fmt.Fprintf(&b, "Message %s from the agent that started you:\n%s", m.ID, m.Text)
+	}
+	s.add(provider.UserMessage(b.String()))
+}
+
+// reached tells the mailbox where the run stands after step: its last
+// words and what it spent so far.
+func (s *runState) reached(step int) {
+	if s.box == nil {
+		return
+	}
+	last := ""
+	for i := len(s.msgs) - 1; i >= s.start; i-- {
+		if m := s.msgs[i]; m.Role == provider.RoleAssistant && m.Content != "" {
+			last = m.Content
+			break
+		}
+	}
+	cost, _ := run.Cost(s.ctx)
+	s.box.Reached(step, last, s.usage.Add(s.child), cost)
+}

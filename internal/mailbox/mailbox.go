@@ -1,0 +1,209 @@
+// Package mailbox is the link between a background child and whoever
+// steers it: the messages sent to the child, which its ReAct loop takes at
+// a step boundary (before a model call, never during one), and what the
+// loop reports back at each boundary (the step it reached, its last words,
+// what it spent so far). It rides the context because it must cross the
+// agent.Agent implementations between the job and the loop; the loop takes
+// it out of the context it hands its tools, so that only the child's own
+// loop reads it.
+package mailbox
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/deputy-go/deputy/provider"
+)
+
+// MaxQueued bounds the messages waiting in one box; a send past it is
+// refused until the child takes them.
+const MaxQueued = 64
+
+// Message is one message sent to a child. ID is the same each time the
+// turn that sent it runs, so that a message sent again after a restart is
+// recognized.
+type Message struct {
+	ID   string `json:"id"`
+	Text string `json:"text"`
+}
+
+// Receipt says where a message stands. State is Queued or Delivered;
+// Step is the step of the child it was delivered before (0 while queued);
+// Seq is its place among the box's messages, from 1.
+type Receipt struct {
+	ID    string `json:"message_id"`
+	State string `json:"state"`
+	Step  int    `json:"step,omitempty"`
+	Seq   int    `json:"seq"`
+}
+
+// The states of a message.
+const (
+	Queued    = "queued"
+	Delivered = "delivered"
+)
+
+// Box is the mailbox of one child. It is safe for concurrent use.
+type Box struct {
+	mu      sync.Mutex
+	queue   []Message
+	known   map[string]*Receipt // every message sent or replayed, by id
+	order   []string            // ids in the order they were sent
+	step    int
+	last    string
+	usage   provider.Usage
+	cost    float64
+	changed func() // called, outside the lock, when a message is delivered or a step reached
+}
+
+// New returns an empty box; changed, if not nil, is called whenever the
+// child takes a message or reaches a step.
+func New(changed func()) *Box { return &Box{known: map[string]*Receipt{}, changed: changed} }
+
+// ErrFull is returned by Send when MaxQueued messages wait.
+var ErrFull = fmt.Errorf("mailbox: %d messages are waiting for the child to take them: wait for it to reach its next step, then send again", MaxQueued)
+
+// Send queues a message, or, if a message of the same id was sent or
+// delivered already, returns where that one stands (exactly once).
+func (b *Box) Send(m Message) (Receipt, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if r, ok := b.known[m.ID]; ok {
+		return *r, nil
+	}
+	if len(b.queue) >= MaxQueued {
+		return Receipt{}, ErrFull
+	}
+	r := &Receipt{ID: m.ID, State: Queued, Seq: len(b.order) + 1}
+	b.known[m.ID] = r
+	b.order = append(b.order, m.ID)
+	b.queue = append(b.queue, m)
+	return *r, nil
+}
+
+// Waiting returns the messages waiting, in the order they were sent,
+// for the loop to record before it takes them (Take).
+func (b *Box) Waiting() []Message {
+	if b == nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]Message(nil), b.queue...)
+}
+
+// Take marks the first n messages Waiting returned delivered before step
+// and takes them out of the queue.
+func (b *Box) Take(step, n int) {
+	if b == nil || n == 0 {
+		return
+	}
+	b.mu.Lock()
+	n = min(n, len(b.queue))
+	for _, m := range b.queue[:n] {
+		r := b.known[m.ID]
+		r.State, r.Step = Delivered, step
+	}
+	b.queue = append([]Message(nil), b.queue[n:]...)
+	b.mu.Unlock()
+	if b.changed != nil {
+		b.changed()
+	}
+}
+
+// Replayed marks messages an earlier run of the turn delivered before
+// step as delivered, taking them out of the queue if they were sent again
+// already: a send of them afterwards is answered with their receipt.
+func (b *Box) Replayed(step int, msgs []Message) {
+	if b == nil || len(msgs) == 0 {
+		return
+	}
+	b.mu.Lock()
+	for _, m := range msgs {
+		r, ok := b.known[m.ID]
+		if !ok {
+			r = &Receipt{ID: m.ID, Seq: len(b.order) + 1}
+			b.known[m.ID] = r
+			b.order = append(b.order, m.ID)
+		}
+		r.State, r.Step = Delivered, step
+	}
+	kept := b.queue[:0]
+	for _, m := range b.queue {
+		if b.known[m.ID].State == Queued {
+			kept = append(kept, m)
+		}
+	}
+	b.queue = kept
+	b.mu.Unlock()
+	if b.changed != nil {
+		b.changed()
+	}
+}
+
+// Reached records that the child's loop is at step, having said last,
+// spent usage (its children's included) and cost so far.
+func (b *Box) Reached(step int, last string, usage provider.Usage, cost float64) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	b.step = step
+	if last != "" {
+		b.last = last
+	}
+	b.usage, b.cost = usage, cost
+	b.mu.Unlock()
+	if b.changed != nil {
+		b.changed()
+	}
+}
+
+// Progress is what the child's loop reported last.
+type Progress struct {
+	Step  int
+	Last  string
+	Usage provider.Usage
+	Cost  float64
+}
+
+// Progress returns what the child's loop reported last.
+func (b *Box) Progress() Progress {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return Progress{Step: b.step, Last: b.last, Usage: b.usage, Cost: b.cost}
+}
+
+// Receipts returns every message's receipt, in the order sent.
+func (b *Box) Receipts() []Receipt {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]Receipt, len(b.order))
+	for i, id := range b.order {
+		out[i] = *b.known[id]
+	}
+	return out
+}
+
+// Receipt returns where the message id stands.
+func (b *Box) Receipt(id string) (Receipt, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r, ok := b.known[id]
+	if !ok {
+		return Receipt{}, false
+	}
+	return *r, true
+}
+
+type key struct{}
+
+// With returns ctx carrying b, for the next run of a loop under it.
+func With(ctx context.Context, b *Box) context.Context { return context.WithValue(ctx, key{}, b) }
+
+// From returns the box ctx carries, or nil.
+func From(ctx context.Context) *Box {
+	b, _ := ctx.Value(key{}).(*Box)
+	return b
+}

@@ -1,0 +1,461 @@
+package subagent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/id"
+	"github.com/deputy-go/deputy/internal/mailbox"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// Jobs is the set of background children one run started (WithBackground):
+// the Go side of the six actions the model has through the spawn tool
+// (start) and the jobs tool (status, wait, send, cancel, list). A tool, a
+// hook or any code running inside the parent's run gets it with
+// (*Spawner).Jobs. It is safe for concurrent use.
+type Jobs struct {
+	s  *Spawner
+	jt *jobTable
+}
+
+// Jobs returns the background children of the run ctx belongs to, or nil
+// outside a run, once the run has ended, or when the spawner was built
+// without WithBackground.
+func (s *Spawner) Jobs(ctx context.Context) *Jobs {
+	if !s.cfg.background {
+		return nil
+	}
+	jt := s.jobs(ctx)
+	if jt == nil {
+		return nil
+	}
+	return &Jobs{s: s, jt: jt}
+}
+
+// The states of a background job (JobStatus.State).
+const (
+	JobRunning   = "running"
+	JobDone      = "done"
+	JobFailed    = "failed"
+	JobCancelled = "cancelled"
+	// JobSuspended: the job's sub-agent asked a person (tool.Ask, at any
+	// depth) and waits for the answer: waiting for it suspends the parent.
+	JobSuspended = "suspended"
+)
+
+// The states of a message sent to a job (Receipt.State).
+const (
+	// MessageQueued: the job's sub-agent has not reached a step boundary
+	// since the message was sent.
+	MessageQueued = mailbox.Queued
+	// MessageDelivered: the message was added to the sub-agent's
+	// conversation before the step Receipt.Step.
+	MessageDelivered = mailbox.Delivered
+)
+
+// MaxMessageBytes bounds the text of a message sent to a job.
+const MaxMessageBytes = 16 << 10
+
+// DefaultMaxBackground is how many background jobs of one run may be
+// alive at once unless WithMaxBackground says otherwise.
+const DefaultMaxBackground = 8
+
+// Errors of the job actions, besides ErrUnknownJob.
+var (
+	// ErrJobEnded: the job has ended; it takes no more messages.
+	ErrJobEnded = errors.New("subagent: job has ended")
+	// ErrMaxBackground: as many background jobs as allowed are running.
+	ErrMaxBackground = errors.New("subagent: too many background jobs")
+)
+
+// Task is what Jobs.Start starts: the spawn tool's arguments.
+type Task struct {
+	// Task is what the sub-agent must do (required).
+	Task string `json:"task"`
+	// Context is what it needs to know: it sees nothing else.
+	Context string `json:"context,omitempty"`
+	// Agent names a roster member (WithRoster); empty forks the parent.
+	Agent string `json:"agent,omitempty"`
+	// OutputSchema is the JSON Schema its answer must satisfy (optional).
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+}
+
+// JobStatus is where a background job stands.
+type JobStatus struct {
+	ID    string `json:"job_id"`
+	Agent string `json:"agent"`
+	Task  string `json:"task"`
+	// State is JobRunning, JobDone, JobFailed, JobCancelled or
+	// JobSuspended.
+	State string `json:"state"`
+	// Step is the last step (model call) its sub-agent began, LastWords
+	// the last text it said, Usage and Cost what it spent so far (its own
+	// children's included; all of it once it ended).
+	Step      int            `json:"step"`
+	LastWords string         `json:"last_words,omitempty"`
+	Usage     provider.Usage `json:"usage"`
+	Cost      float64        `json:"cost,omitempty"`
+	// Messages are the receipts of the messages sent to it, in order.
+	Messages []Receipt `json:"messages,omitempty"`
+	// Questions are what its sub-agent asks a person, while suspended.
+	Questions []tool.Interrupt `json:"questions,omitempty"`
+}
+
+// Receipt says where a message sent to a job stands.
+type Receipt struct {
+	JobID     string `json:"job_id"`
+	MessageID string `json:"message_id"`
+	// State is MessageQueued or MessageDelivered.
+	State string `json:"state"`
+	// Step is the step of the job's sub-agent the message was delivered
+	// before (0 while queued); Seq its place among the job's messages.
+	Step int `json:"step,omitempty"`
+	Seq  int `json:"seq"`
+}
+
+// JobResult is a job that ended: its status, and what it hands its
+// parent — its answer, its failure, or, cancelled, a partial report.
+// Result.Usage is the job's usage the first time the job is collected
+// (by Wait or Cancel), and zero after: the parent counts it once.
+type JobResult struct {
+	JobStatus
+	Result tool.Result
+	// Err is the job's error: nil for an answer; a *tool.Interrupted
+	// for a suspended job.
+	Err error
+}
+
+// Start starts a child in the background and returns its status at once.
+// It takes the spawn tool's bounds (WithMaxSpawns, the child budgets,
+// WithMaxBackground) and emits the same events.
+func (js *Jobs) Start(ctx context.Context, t Task) (JobStatus, error) {
+	s := js.s
+	if err := s.admit(ctx); err != nil {
+		return JobStatus{}, err
+	}
+	raw, err := json.Marshal(struct {
+		Task
+		Background bool `json:"background"`
+	}{t, true})
+	if err != nil {
+		return JobStatus{}, fmt.Errorf("%w for %s: %v", tool.ErrInvalidArguments, SpawnToolName, err)
+	}
+	a, err := s.parse(raw)
+	if err != nil {
+		return JobStatus{}, err
+	}
+	check, callSchema, err := s.checkerFor(a.OutputSchema)
+	if err != nil {
+		return JobStatus{}, err
+	}
+	sc, err := s.plan(ctx, "", a, check, callSchema)
+	if err != nil {
+		return JobStatus{}, err
+	}
+	j, err := s.startJob(ctx, sc.who(), "", a.Task, sc.runJob)
+	if err != nil {
+		return JobStatus{}, err
+	}
+	return js.jt.status(j), nil
+}
+
+// Status returns where the job stands.
+func (js *Jobs) Status(id string) (JobStatus, error) {
+	j, err := js.find(id)
+	if err != nil {
+		return JobStatus{}, err
+	}
+	return js.jt.status(j), nil
+}
+
+// List returns every job of the run, in the order they started.
+func (js *Jobs) List() []JobStatus {
+	js.jt.mu.Lock()
+	jobs := make([]*job, len(js.jt.order))
+	for i, id := range js.jt.order {
+		jobs[i] = js.jt.jobs[id]
+	}
+	js.jt.mu.Unlock()
+	out := make([]JobStatus, len(jobs))
+	for i, j := range jobs {
+		out[i] = js.jt.status(j)
+	}
+	return out
+}
+
+// WaitFor says what Jobs.Wait waits for.
+type WaitFor struct {
+	// IDs are the jobs; none means every job not collected yet.
+	IDs []string
+	// Any: return as soon as one of them has ended; else when all have.
+	Any bool
+	// Timeout bounds the wait (0: until ctx ends).
+	Timeout time.Duration
+}
+
+// Wait waits for jobs to end, as w says, and returns those that ended (in
+// the order they started), collected: each one's usage reaches the
+// parent with the first collection. When the timeout passes first it
+// returns what ended by then, maybe nothing, and no error; when ctx ends,
+// ctx's error.
+func (js *Jobs) Wait(ctx context.Context, w WaitFor) ([]JobResult, error) {
+	targets, err := js.targets(w.IDs)
+	if err != nil {
+		return nil, err
+	}
+	var timeout <-chan time.Time
+	if w.Timeout > 0 {
+		t := time.NewTimer(w.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for {
+		js.jt.mu.Lock()
+		changed := js.jt.changed
+		js.jt.mu.Unlock()
+		ended := 0
+		for _, j := range targets {
+			if j.ended() {
+				ended++
+			}
+		}
+		if len(targets) == 0 || ended == len(targets) || w.Any && ended > 0 {
+			break
+		}
+		select {
+		case <-changed:
+			continue
+		case <-timeout:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		break
+	}
+	var out []JobResult
+	for _, j := range targets {
+		if j.ended() {
+			out = append(out, js.collect(j))
+		}
+	}
+	return out, nil
+}
+
+// Send sends the job's sub-agent a message, which it reads at its next
+// step boundary (before its next model call, never during one), and
+// returns the message's receipt. Messages reach the sub-agent in the
+// order they were sent, each once: under a journal a message sent again
+// when the turn is run again (after a restart, say) keeps its id and is
+// not delivered twice. A sub-agent that is not a ReAct loop never takes
+// its messages: they stay queued.
+func (js *Jobs) Send(ctx context.Context, id, text string) (Receipt, error) {
+	j, err := js.find(id)
+	if err != nil {
+		return Receipt{}, err
+	}
+	switch {
+	case strings.TrimSpace(text) == "":
+		return Receipt{}, tool.Correctable(fmt.Errorf("%w: the message to %s is blank: say what the job should know or do", tool.ErrInvalidArguments, id))
+	case len(text) > MaxMessageBytes:
+		return Receipt{}, tool.Correctable(fmt.Errorf("%w: the message to %s has %d bytes, more than %d: send a shorter one", tool.ErrInvalidArguments, id, len(text), MaxMessageBytes))
+	}
+	msgID := messageID(ctx)
+	if r, ok := j.box.Receipt(msgID); ok {
+		return receiptOf(j.id, r), nil // sent by an earlier run of the turn
+	}
+	if j.ended() {
+		return Receipt{}, tool.Correctable(fmt.Errorf("%w: %s is %s: it takes no more messages; collect it with wait", ErrJobEnded, id, j.state()))
+	}
+	r, err := j.box.Send(mailbox.Message{ID: msgID, Text: text})
+	if err != nil {
+		return Receipt{}, tool.Correctable(fmt.Errorf("job %s: %w", id, err))
+	}
+	rec := receiptOf(j.id, r)
+	emitJob(ctx, JobMessageEvent, rec)
+	return rec, nil
+}
+
+// Cancel cancels the job, and with it every child its sub-agent started,
+// waits for it to end, and returns it collected: a job cancelled while it
+// ran hands back a partial report (the step it reached, its last words)
+// and what it spent. Cancelling a job that had ended returns its result.
+func (js *Jobs) Cancel(ctx context.Context, id string) (JobResult, error) {
+	j, err := js.find(id)
+	if err != nil {
+		return JobResult{}, err
+	}
+	js.jt.mu.Lock()
+	if !j.ended() {
+		j.cancelled = true
+	}
+	js.jt.mu.Unlock()
+	j.cancel()
+	select {
+	case <-j.done:
+	case <-ctx.Done():
+		return JobResult{}, ctx.Err()
+	}
+	return js.collect(j), nil
+}
+
+func (js *Jobs) find(id string) (*job, error) {
+	if j := js.jt.find(id); j != nil {
+		return j, nil
+	}
+	return nil, tool.Correctable(fmt.Errorf("%w %q: this run's jobs are: %s", ErrUnknownJob, id, js.jt.ids()))
+}
+
+// targets returns the jobs named, or those not collected yet.
+func (js *Jobs) targets(ids []string) ([]*job, error) {
+	if len(ids) == 0 {
+		js.jt.mu.Lock()
+		defer js.jt.mu.Unlock()
+		var out []*job
+		for _, id := range js.jt.order {
+			if j := js.jt.jobs[id]; !j.folded {
+				out = append(out, j)
+			}
+		}
+		return out, nil
+	}
+	out := make([]*job, 0, len(ids))
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		j, err := js.find(id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
+// collect hands over a job that ended.
+func (js *Jobs) collect(j *job) JobResult {
+	res, err := js.jt.collect(j)
+	st := js.jt.status(j)
+	if st.State == JobCancelled {
+		res = tool.Result{Content: partialReport(st), Usage: res.Usage}
+		err = nil
+	}
+	return JobResult{JobStatus: st, Result: res, Err: err}
+}
+
+// partialReport is what a cancelled job hands back.
+func partialReport(st JobStatus) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "job %s cancelled", st.ID)
+	if st.Step > 0 {
+		fmt.Fprintf(&b, " at step %d", st.Step)
+	}
+	fmt.Fprintf(&b, " (%d tokens spent)", st.Usage.Tokens())
+	if st.LastWords != "" {
+		b.WriteString("; partial report, its last words:\n" + st.LastWords)
+	} else {
+		b.WriteString(": it had nothing to report yet.")
+	}
+	return b.String()
+}
+
+// status returns where j stands.
+func (jt *jobTable) status(j *job) JobStatus {
+	p := j.box.Progress()
+	st := JobStatus{ID: j.id, Agent: j.agent, Task: j.task, State: j.state(), Step: p.Step, LastWords: p.Last, Usage: p.Usage, Cost: p.Cost}
+	jt.mu.Lock()
+	if j.cancelled && st.State != JobRunning && st.State != JobDone {
+		st.State = JobCancelled
+	}
+	jt.mu.Unlock()
+	if j.ended() {
+		st.Usage = j.res.Usage
+		var in *tool.Interrupted
+		if errors.As(j.err, &in) {
+			st.Questions = in.Interrupts
+		}
+	}
+	for _, r := range j.box.Receipts() {
+		st.Messages = append(st.Messages, receiptOf(j.id, r))
+	}
+	return st
+}
+
+// ended reports whether the job has ended.
+func (j *job) ended() bool {
+	select {
+	case <-j.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// state returns the job's state, from its outcome.
+func (j *job) state() string {
+	if !j.ended() {
+		return JobRunning
+	}
+	switch {
+	case j.err == nil:
+		return JobDone
+	case interrupted(j.err):
+		return JobSuspended
+	case errors.Is(j.err, context.Canceled):
+		return JobCancelled
+	default:
+		return JobFailed
+	}
+}
+
+func receiptOf(jobID string, r mailbox.Receipt) Receipt {
+	return Receipt{JobID: jobID, MessageID: r.ID, State: r.State, Step: r.Step, Seq: r.Seq}
+}
+
+// messageID names a message sent under ctx: under a journal, by its
+// place in the turn, the same each time the turn runs.
+func messageID(ctx context.Context) string {
+	if js := journalFrom(ctx); js != nil {
+		return js.ID("msg_", js.Next("message"))
+	}
+	return id.New("msg_")
+}
+
+// The CUSTOM events of the job actions; Value is the action's JSON
+// result (a Receipt for a message).
+const (
+	// JobMessageEvent: a message was queued for a job.
+	JobMessageEvent = "deputy.job_message"
+)
+
+func emitJob(ctx context.Context, name string, v any) {
+	if em := event.From(ctx); em.Enabled() {
+		b, _ := json.Marshal(v)
+		em.Emit(event.Event{Type: event.Custom, Name: name, Value: b})
+	}
+}
+
+// admitJob refuses a background job past WithMaxBackground.
+func (s *Spawner) admitJob(ctx context.Context, jt *jobTable, callID string) error {
+	jt.mu.Lock()
+	alive := 0
+	for _, j := range jt.jobs {
+		if !j.ended() {
+			alive++
+		}
+	}
+	jt.mu.Unlock()
+	if alive >= s.cfg.maxBackground {
+		return refuse(ctx, callID, "max_background", tool.Correctable(fmt.Errorf("%w: %d are running, the most one run may have: wait for one, or cancel one, first",
+			ErrMaxBackground, alive)))
+	}
+	return nil
+}
