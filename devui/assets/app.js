@@ -38,16 +38,18 @@ class Tree {
       tree: this,
       id, name, status: "running", started: 0, finished: 0, usage: [], model: "",
       text: "", tools: new Map(), result: "", error: "", kids: [], stepNow: 0,
+      order: Infinity, task: "", lastMsg: "", queuedAt: 0, queuedMs: 0, waitAt: 0, waitMs: 0,
+      groups: new Map(), group: null, allTools: false,
     };
     const el = document.createElement("details");
     el.className = "node";
     el.open = true;
-    el.innerHTML = '<summary><span class="name"></span><span class="badge"></span><span class="meta"></span></summary>' +
+    el.innerHTML = '<summary><span class="name"></span><span class="task"></span><span class="badge"></span><span class="meta"></span><span class="bar" aria-hidden="true"><i></i></span></summary>' +
       '<div class="questions"></div><pre class="text"></pre><ul class="tools"></ul><p class="note" hidden></p><p class="error" hidden></p><div class="children"></div>';
     el.querySelector(".name").textContent = name;
     n.el = el;
     n.parent = parent;
-    (parent ? parent.el.querySelector(":scope > .children") : this.el).append(el);
+    if (parent) place(parent, n); else this.el.append(el);
     if (parent) parent.kids.push(n);
     this.nodes.set(id, n);
     this.touch(n);
@@ -69,6 +71,8 @@ class Tree {
     switch (e.type) {
       case "RUN_STARTED":
         if (!this.root.started) this.root.started = at;
+        if (this.root.waitAt) this.root.waitMs += at - this.root.waitAt; // resumed with the answers
+        this.root.waitAt = 0;
         this.root.status = "running";
         this.root.finished = 0;
         this.touch(this.root);
@@ -77,12 +81,15 @@ class Tree {
         n.stepNow = stepOf(e.stepName);
         break;
       case "TEXT_MESSAGE_CONTENT":
+        // A new message is a new turn: kept apart from the one before.
+        if (e.messageId !== n.lastMsg && n.text) n.text += "\n\n";
+        n.lastMsg = e.messageId;
         n.text += e.delta;
         this.touch(n);
         break;
       case "TOOL_CALL_START":
         // A reply with no text names no message: its calls are the step's.
-        n.tools.set(e.toolCallId, { name: e.toolCallName, args: "", result: null, step: stepOf(e.parentMessageId) || n.stepNow });
+        n.tools.set(e.toolCallId, { name: e.toolCallName, args: "", result: null, step: stepOf(e.parentMessageId) || n.stepNow, index: n.tools.size });
         this.toolNode.set(e.toolCallId, n);
         this.touch(n);
         break;
@@ -108,6 +115,13 @@ class Tree {
         const made = (c.parent || this.root).tools.get(c.call);
         c.step = made ? made.step : 0;
         c.args = made ? made.args : "";
+        c.task = taskOf(c.args);
+        if (made && c.order === Infinity) {
+          c.order = made.step * 1e6 + made.index;
+          place(c.parent, c); // in call order among its siblings
+        }
+        if (c.status === "suspended" && c.waitAt) c.waitMs += at - c.waitAt;
+        c.waitAt = 0;
         c.status = "running";
         c.started = c.started || at;
         c.finished = 0;
@@ -119,6 +133,7 @@ class Tree {
         spent(c, e.metadata);
         if (e.outcome && e.outcome.type === "suspended") {
           c.status = "suspended";
+          c.waitAt = at;
         } else {
           c.result = typeof e.result === "string" ? e.result : JSON.stringify(e.result ?? "");
           c.status = partial(c.result) ? "partial" : "success";
@@ -138,8 +153,15 @@ class Tree {
       }
       case "CUSTOM":
         if (e.name === "deputy.admission" && e.value) {
-          if (e.value.state === "queued" && n.status === "running") n.status = "queued";
-          if (e.value.state === "admitted" && n.status === "queued") n.status = "running";
+          if (e.value.state === "queued" && n.status === "running") {
+            n.status = "queued";
+            n.queuedAt = at;
+          }
+          if (e.value.state === "admitted" && n.status === "queued") {
+            n.status = "running";
+            if (n.queuedAt) n.queuedMs += at - n.queuedAt;
+            n.queuedAt = 0;
+          }
           this.touch(n);
         }
         break;
@@ -150,6 +172,7 @@ class Tree {
         const kind = e.outcome && e.outcome.type;
         if (kind === "interrupt") {
           r.status = "suspended";
+          r.waitAt = at;
           this.ask(e.outcome.interrupts || []);
         } else {
           r.status = kind === "cancelled" ? "cancelled" : "success";
@@ -224,6 +247,124 @@ class Tree {
   }
 }
 
+// Wide fan-outs: more children of one name than GROUP_AT under one parent
+// are drawn as a group, folded, with a line that counts them by status; a
+// node lists its first TOOLS_SHOWN calls, and the rest on request.
+const GROUP_AT = 10;
+const TOOLS_SHOWN = 20;
+
+// taskOf reads the task from a call's arguments, or "".
+function taskOf(args) {
+  try {
+    const v = JSON.parse(args);
+    return v && typeof v.task === "string" ? v.task : "";
+  } catch {
+    return "";
+  }
+}
+
+// place puts n's element among its siblings under parent, in the order of
+// the calls that started them, in its name's group once there is one.
+function place(parent, n) {
+  let g = parent.groups.get(n.name);
+  if (!g) {
+    const same = parent.kids.filter((k) => k.name === n.name && k !== n);
+    if (same.length + 1 > GROUP_AT) {
+      g = newGroup(parent, n.name);
+      for (const k of same) {
+        k.group = g;
+        g.kids.push(k);
+        insertOrdered(g.body, k.el, k.order);
+      }
+    }
+  }
+  n.el.deputyOrder = n.order;
+  if (!g) {
+    insertOrdered(parent.el.querySelector(":scope > .children"), n.el, n.order);
+    return;
+  }
+  if (n.group !== g) {
+    n.group = g;
+    g.kids.push(n);
+  }
+  if (g.sort === "call") insertOrdered(g.body, n.el, n.order);
+  else g.body.append(n.el);
+  const first = Math.min(...g.kids.map((k) => k.order));
+  if (first !== g.el.deputyOrder) {
+    g.el.deputyOrder = first;
+    insertOrdered(parent.el.querySelector(":scope > .children"), g.el, first);
+  }
+  dirtyGroups.add(g);
+}
+
+// insertOrdered puts el in container before the first element of a later
+// call.
+function insertOrdered(container, el, order) {
+  let before = null;
+  for (const c of container.children) {
+    if (c !== el && c.deputyOrder > order) {
+      before = c;
+      break;
+    }
+  }
+  if (before) container.insertBefore(el, before);
+  else if (el.parentNode !== container || el.nextSibling) container.append(el);
+}
+
+// newGroup makes the folded group of parent's children named name.
+function newGroup(parent, name) {
+  const g = { name, kids: [], sort: "call" };
+  g.el = document.createElement("details");
+  g.el.className = "group";
+  g.el.deputyOrder = Infinity;
+  const summary = document.createElement("summary");
+  g.line = document.createElement("span");
+  g.line.className = "group-line";
+  summary.append(g.line);
+  const sortID = newID("sort_");
+  const label = document.createElement("label");
+  label.htmlFor = sortID;
+  label.textContent = "Sort by";
+  const select = document.createElement("select");
+  select.id = sortID;
+  for (const [v, text] of [["call", "call order"], ["time", "wall time"], ["cost", "cost"], ["state", "state"]]) select.append(new Option(text, v));
+  select.addEventListener("change", () => sortGroup(g, select.value));
+  g.body = document.createElement("div");
+  g.body.className = "children";
+  const tools = document.createElement("div");
+  tools.className = "group-tools";
+  tools.append(label, " ", select);
+  g.el.append(summary, tools, g.body);
+  parent.groups.set(name, g);
+  parent.el.querySelector(":scope > .children").append(g.el);
+  return g;
+}
+
+const STATES = ["failed", "cancelled", "suspended", "partial", "queued", "running", "success"];
+
+// sortGroup orders a group's children by call, wall time (longest first),
+// cost (dearest first) or state (failures first).
+function sortGroup(g, by) {
+  g.sort = by;
+  const key = {
+    call: (n) => n.order,
+    time: (n) => -wallOf(n),
+    cost: (n) => -spentOf(n).cost,
+    state: (n) => STATES.indexOf(n.status) * 1e12 + n.order,
+  }[by];
+  const kids = [...g.kids].sort((a, b) => key(a) - key(b));
+  g.body.append(...kids.map((k) => k.el));
+}
+
+// drawGroup writes a group's line: "worker ×1000: 998 success, 2 failed".
+function drawGroup(g) {
+  const counts = new Map();
+  for (const k of g.kids) counts.set(k.status, (counts.get(k.status) || 0) + 1);
+  const byState = STATES.filter((s) => counts.has(s)).sort((a, b) => counts.get(b) - counts.get(a)).map((s) => `${counts.get(s)} ${s}`);
+  g.line.textContent = `${g.name} ×${g.kids.length}: ${byState.join(", ")}`;
+  g.el.dataset.failed = counts.has("failed") ? "yes" : "";
+}
+
 // answerText says how a question was answered: what, by whom, when.
 function answerText(a) {
   if (!a) return "Answered (the answer was not recorded).";
@@ -275,8 +416,11 @@ function questionForm(tree, it) {
   f.append(q);
   const schema = it.responseSchema || {};
   const props = schema.properties || {};
+  // An approval is answered with a button: Approve, or Decline.
+  const approval = it.reason === "tool_approval" && (!props.approved || props.approved.type === "boolean");
   const fields = [];
   for (const [name, s] of Object.entries(props)) {
+    if (approval && name === "approved") continue;
     const id = newID("f_");
     const label = document.createElement("label");
     label.htmlFor = id;
@@ -297,14 +441,16 @@ function questionForm(tree, it) {
   }
   const send = document.createElement("button");
   send.type = "submit";
-  send.textContent = it.reason === "tool_approval" ? "Send (approve when ticked)" : "Send answer";
+  send.className = approval ? "approve" : "send";
+  send.textContent = approval ? "Approve" : "Send answer";
   const decline = document.createElement("button");
   decline.type = "button";
+  decline.className = "decline";
   decline.textContent = "Decline";
   f.append(send, " ", decline);
   f.addEventListener("submit", (ev) => {
     ev.preventDefault();
-    const payload = {};
+    const payload = approval ? { approved: true } : {};
     for (const { name, s, input } of fields) {
       if (input.type === "checkbox") payload[name] = input.checked;
       else if (input.tagName === "SELECT") payload[name] = JSON.parse(input.value);
@@ -315,7 +461,8 @@ function questionForm(tree, it) {
   });
   decline.addEventListener("click", () => {
     f.querySelectorAll("button").forEach((b) => (b.disabled = true));
-    tree.answer(it.id, "cancelled", undefined);
+    if (approval) tree.answer(it.id, "resolved", { approved: false });
+    else tree.answer(it.id, "cancelled", undefined);
   });
   return f;
 }
@@ -323,6 +470,7 @@ function questionForm(tree, it) {
 // Drawing: the nodes changed since the last frame are redrawn in the next.
 let scheduled = false;
 const trees = [];
+const dirtyGroups = new Set();
 
 function schedule() {
   if (scheduled) return;
@@ -338,10 +486,15 @@ function draw() {
     drawn += t.dirty.size;
     t.dirty.clear();
   }
+  for (const g of dirtyGroups) drawGroup(g);
+  dirtyGroups.clear();
   if ($("filter").value || $("search").value) refilter();
   if (drawn && marked.has("deputy:first-event") && !marked.has("deputy:first-node")) mark("deputy:first-node");
   if (finishedRuns > drawnRuns) {
     drawnRuns = finishedRuns;
+    // The runs' spans are final: every bar of the waterfall is redrawn
+    // to scale once.
+    for (const t of trees) for (const n of t.nodes.values()) drawBar(n);
     mark("deputy:tree-drawn"); // every event of the finished runs is on the page
   }
 }
@@ -362,15 +515,34 @@ function drawNode(n) {
   n.el.dataset.status = n.status;
   n.el.querySelector(":scope > summary .badge").textContent = n.status;
   n.el.querySelector(":scope > summary .meta").textContent = meta(n);
+  n.el.querySelector(":scope > summary .task").textContent = n.task ? clip(n.task, 120) : "";
+  drawBar(n);
+  if (n.group) dirtyGroups.add(n.group);
   n.el.querySelector(":scope > .text").textContent = n.text.length > 20000 ? "…" + n.text.slice(-20000) : n.text;
   const tools = n.el.querySelector(":scope > .tools");
-  tools.replaceChildren(...[...n.tools.values()].map((t) => {
+  const calls = [...n.tools.values()];
+  const shown = n.allTools ? calls : calls.slice(0, TOOLS_SHOWN);
+  const items = shown.map((t) => {
     const li = document.createElement("li");
     const code = document.createElement("code");
     code.textContent = `${t.name}(${clip(t.args, 300)})` + (t.result === null ? " …" : ` → ${clip(t.result, 300)}`);
     li.append(code);
     return li;
-  }));
+  });
+  if (shown.length < calls.length) {
+    const li = document.createElement("li");
+    li.className = "more";
+    const b = document.createElement("button");
+    b.type = "button";
+    b.textContent = `Show the other ${calls.length - shown.length} calls`;
+    b.addEventListener("click", () => {
+      n.allTools = true;
+      n.tree.touch(n);
+    });
+    li.append(b);
+    items.push(li);
+  }
+  tools.replaceChildren(...items);
   const noteAt = n.result.indexOf("[validation failed:");
   const note = n.el.querySelector(":scope > .note");
   note.hidden = noteAt < 0;
@@ -462,8 +634,42 @@ function rerunForm(tree, n, cancel) {
 // meta is a node's one line of figures: wall time, tokens, cached share,
 // cost and model.
 function meta(n) {
-  // A resumed turn reports the whole turn; "earlier" is the part of each
-  // entry its runs before the resume spent.
+  const { input, output, cached, cost, before } = spentOf(n);
+  const parts = [];
+  if (n.started) {
+    // Wall time leaves out the time spent waiting for a person, which is
+    // shown apart, as is the time queued for the provider's admission.
+    parts.push(`${sec(wallOf(n))} s`);
+    const queued = n.queuedMs + (n.queuedAt ? Date.now() - n.queuedAt : 0);
+    if (queued >= 10) parts.push(`${sec(queued)} s queued`);
+    const waited = waitOf(n);
+    if (waited >= 10) parts.push(`${sec(waited)} s waiting for a person`);
+  }
+  if (n.usage && n.usage.length) {
+    parts.push(`${input} in, ${output} out`);
+  } else if (n.kids.length) {
+    // Until the node reports its own usage, what its finished children
+    // spent climbs as they end.
+    let kin = 0, kout = 0, kcost = 0;
+    for (const k of n.kids) {
+      const s = spentOf(k);
+      kin += s.input;
+      kout += s.output;
+      kcost += s.cost;
+    }
+    if (kin || kout) parts.push(`children so far ${kin} in, ${kout} out` + (kcost ? `, $${kcost.toFixed(6)}` : ""));
+  }
+  if (before) parts.push(`${before} of them before the resume`);
+  if (cached) parts.push(`${Math.round((100 * cached) / input)}% cached`);
+  if (cost) parts.push(`$${cost.toFixed(6)}`);
+  if (n.model) parts.push(n.model);
+  return " " + parts.join(" · ");
+}
+
+// spentOf sums a node's usage entries. A resumed turn reports the whole
+// turn; "earlier" is the part of each entry its runs before the resume
+// spent.
+function spentOf(n) {
   let input = 0, output = 0, cached = 0, cost = 0, before = 0;
   for (const u of n.usage || []) {
     input += u.inputTokens || 0;
@@ -472,14 +678,37 @@ function meta(n) {
     cost += u.costUsd || 0;
     if (u.earlier) before += (u.earlier.inputTokens || 0) + (u.earlier.outputTokens || 0);
   }
-  const parts = [];
-  if (n.started) parts.push(`${(((n.finished || Date.now()) - n.started) / 1000).toFixed(2)} s`);
-  parts.push(`${input} in, ${output} out`);
-  if (before) parts.push(`${before} of them before the resume`);
-  if (cached) parts.push(`${Math.round((100 * cached) / input)}% cached`);
-  if (cost) parts.push(`$${cost.toFixed(6)}`);
-  if (n.model) parts.push(n.model);
-  return " " + parts.join(" · ");
+  return { input, output, cached, cost, before };
+}
+
+// waitOf is how long n has waited for a person; wallOf its wall time
+// without that wait.
+function waitOf(n) {
+  return n.waitMs + (n.waitAt ? (n.finished || Date.now()) - n.waitAt : 0);
+}
+
+function wallOf(n) {
+  if (!n.started) return 0;
+  return Math.max(0, (n.finished || Date.now()) - n.started - waitOf(n));
+}
+
+function sec(ms) {
+  return (ms / 1000).toFixed(2);
+}
+
+// drawBar places n's bar in the waterfall: where in its tree's span it
+// started, and how long it ran.
+function drawBar(n) {
+  const bar = n.el.querySelector(":scope > summary .bar > i");
+  const root = n.tree.root;
+  if (!bar || !n.started || !root.started) return;
+  const end = (x) => x.finished || Date.now();
+  const span = Math.max(1, end(root) - root.started);
+  const left = Math.min(1, Math.max(0, (n.started - root.started) / span));
+  const width = Math.min(1 - left, Math.max(0.005, (end(n) - n.started) / span));
+  bar.style.left = `${(100 * left).toFixed(2)}%`;
+  bar.style.width = `${(100 * width).toFixed(2)}%`;
+  bar.parentNode.title = `started ${sec(n.started - root.started)} s into the run, ran ${sec(end(n) - n.started)} s`;
 }
 
 function clip(s, n) {
@@ -495,6 +724,11 @@ function refilter() {
     let shown = (!status || n.status === status) && (!q || n.name.toLowerCase().includes(q) || n.text.toLowerCase().includes(q));
     for (const k of n.kids) shown = visit(k) || shown;
     n.el.hidden = !shown && n.parent !== null;
+    for (const g of n.groups.values()) {
+      const any = g.kids.some((k) => !k.el.hidden);
+      g.el.hidden = !any;
+      if (any && (status || q)) g.el.open = true;
+    }
     return shown;
   };
   for (const t of trees) visit(t.root);
@@ -538,6 +772,7 @@ async function stream(tree, body, url = "run") {
   }
   finishedRuns++;
   schedule();
+  listThreads(); // the run may have stored a new thread
   const r = tree.root;
   say(r.status === "suspended" ? "The run waits for answers: see the questions in the tree." : `Run ${body.runId}: ${r.status}.`);
 }
@@ -682,7 +917,12 @@ function fromConversation(tree, messages) {
 }
 
 function setOpen(open) {
-  for (const t of trees) for (const n of t.nodes.values()) n.el.open = open;
+  for (const t of trees) {
+    for (const n of t.nodes.values()) {
+      n.el.open = open;
+      for (const g of n.groups.values()) g.el.open = open;
+    }
+  }
 }
 
 document.addEventListener("DOMContentLoaded", () => {

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -232,13 +233,22 @@ func TestViewer(t *testing.T) {
 		t.Error("the question is not shown at the editor, or the fact checker not under it")
 	}
 
-	// Approve with the form built from the question's schema.
-	if err := chromedp.Do(ctx,
-		chromedp.Click(chromedp.CSS(`form.question input[type=checkbox][name=approved]`)),
-		chromedp.Click(chromedp.CSS(`form.question button[type=submit]`))); err != nil {
+	// An approval is answered with a button, Approve or Decline (its
+	// note is a text box), not a checkbox to tick.
+	buttons, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("form.question button, form.question input")].map((el) => el.tagName === "BUTTON" ? el.textContent : el.type)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(buttons, ",") != "text,Approve,Decline" {
+		t.Errorf("the approval's form has %q, want a text box for the note and the buttons Approve and Decline", buttons)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`form.question button.approve`))); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, ctx, "the run to finish", `document.querySelector("details.node").dataset.status === "success"`)
+	// The stored threads are listed again once a run ends, the new one
+	// among them.
+	waitFor(t, ctx, "the thread in the list", `[...document.querySelectorAll("#threads li")].some((li) => li.textContent.includes(`+strconv.Quote(thread)+`))`)
 	shot(t, ctx, "2-finished")
 	got = byName(nodes(t, ctx))
 	if e := got["editor"]; len(e) != 1 || e[0].Status != "success" {
@@ -492,10 +502,50 @@ func TestWideFanout(t *testing.T) {
 		}
 	}
 	shot(t, ctx, "wide")
-	t.Logf("1,000 children: first node drawn %.1f ms after the first event; the whole tree %.1f ms after it", times.FirstNode, times.Whole)
+	// The workers are one folded group under the lead, whose line counts
+	// them by status, and the page is short: the group is in view without
+	// scrolling past the lead, whose 1,000 calls are folded after the first.
+	page, err := chromedp.Run(ctx, chromedp.Evaluate[struct {
+		Height, GroupTop, View float64
+		Line                   string
+		Calls                  int
+	}](`(() => {
+		const g = document.querySelector("details.group");
+		return {Height: document.documentElement.scrollHeight, GroupTop: g ? g.getBoundingClientRect().top + scrollY : -1, View: innerHeight,
+			Line: g ? g.querySelector(".group-line").textContent : "", Calls: document.querySelectorAll("details.node > .tools > li:not(.more)").length};
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("1,000 children: first node drawn %.1f ms after the first event; the whole tree %.1f ms after it; page %.0f px high, the group at %.0f px (window %.0f px)", times.FirstNode, times.Whole, page.Height, page.GroupTop, page.View)
 	if done != 1000 {
 		t.Errorf("%d workers drawn as succeeded, want 1000", done)
 	}
+	if page.Line != "worker ×1000: 1000 success" {
+		t.Errorf("the group's line is %q, want %q", page.Line, "worker ×1000: 1000 success")
+	}
+	if page.GroupTop < 0 || page.GroupTop > page.View {
+		t.Errorf("the workers' group is at %.0f px, below the first screen (%.0f px)", page.GroupTop, page.View)
+	}
+	if page.Calls > 40 {
+		t.Errorf("%d calls listed before any is asked for, want the lead's first few", page.Calls)
+	}
+	// Opened, the group shows each worker's task in its header, in the
+	// order of the lead's calls; sorted by state, and back.
+	tasks, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`document.querySelector("details.group").open = true;
+		[...document.querySelectorAll("details.group > .children > details.node > summary .task")].map((el) => el.textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks) != 1000 {
+		t.Fatalf("%d workers in the opened group, want 1000", len(tasks))
+	}
+	for i, task := range tasks {
+		if want := fmt.Sprintf("part %d", i); task != want {
+			t.Fatalf("worker %d of the group has the task %q, want %q: the workers in the order of the calls", i, task, want)
+		}
+	}
+	shot(t, ctx, "wide-open")
 	// The filter leaves only what matches, and the nodes above it.
 	if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.ID("search"), "part 999")); err != nil {
 		t.Fatal(err)
