@@ -70,7 +70,7 @@ func fromResponse(r provider.Response) Response {
 	return out
 }
 
-func (r Response) response() provider.Response {
+func (r *Response) response() provider.Response {
 	msg := provider.AssistantMessage(r.Content)
 	if len(r.ToolCalls) > 0 {
 		msg.ToolCalls = make([]provider.ToolCall, len(r.ToolCalls))

@@ -186,8 +186,9 @@ func hashRequest(req *provider.Request, tools string) string {
 	w := newHasher()
 	w.field(req.System)
 	w.int(len(req.Messages))
-	var idBuf [32]string
-	m := ids(idBuf[:0])
+	// On the heap: a large frame here would grow the stack of every
+	// goroutine a tool call starts, which costs more than the allocation.
+	m := make(ids, 0, 8)
 	for i := range req.Messages {
 		msg := &req.Messages[i]
 		w.field(string(msg.Role))

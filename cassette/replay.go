@@ -185,13 +185,12 @@ func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider
 		e = p.find(pos, step, hash)
 	}
 	p.mu.Unlock()
-	if live {
-		return p.record(ctx, req, pos, step, hash)
-	}
-	if e == nil {
-		return provider.Response{}, p.missed(pos, step, hash, normalize(req))
-	}
-	if e.Error != "" {
+	switch {
+	case live:
+		return p.record(ctx, &req, pos, step, hash)
+	case e == nil:
+		return provider.Response{}, p.missed(pos, step, hash, &req)
+	case e.Error != "":
 		return provider.Response{}, fmt.Errorf("cassette: the recorded call failed: %s", e.Error)
 	}
 	return e.Response.response(), nil
@@ -262,9 +261,13 @@ func (p *Provider) find(pos string, step int, hash string) *Entry {
 	return nil
 }
 
-func (p *Provider) record(ctx context.Context, req provider.Request, pos string, step int, hash string) (provider.Response, error) {
-	resp, err := p.live.Complete(ctx, req)
-	e := Entry{Position: pos, Step: step, Hash: hash, Request: normalize(req), Model: req.Model, Response: fromResponse(resp)}
+// record is kept out of Complete's frame, as missed is: a large frame
+// there grows the stack of every goroutine a tool call starts.
+//
+//go:noinline
+func (p *Provider) record(ctx context.Context, req *provider.Request, pos string, step int, hash string) (provider.Response, error) {
+	resp, err := p.live.Complete(ctx, *req)
+	e := Entry{Position: pos, Step: step, Hash: hash, Request: normalize(*req), Model: req.Model, Response: fromResponse(resp)}
 	if err != nil {
 		if ctx.Err() != nil {
 			return resp, err // a cancelled call is not the model's answer
@@ -356,8 +359,10 @@ func (m *MissError) Unwrap() error {
 // another call's miss.
 const missMark = "cassette: no recorded answer"
 
-func (p *Provider) missed(pos string, step int, hash string, nreq Request) *MissError {
-	m := &MissError{Position: pos, Step: step, Hash: hash, Asked: nreq, Rerecording: p.live != nil}
+//go:noinline
+func (p *Provider) missed(pos string, step int, hash string, req *provider.Request) *MissError {
+	m := &MissError{Position: pos, Step: step, Hash: hash, Asked: normalize(*req), Rerecording: p.live != nil}
+	nreq := &m.Asked
 	for _, msg := range nreq.Messages {
 		if strings.Contains(msg.Content, missMark) {
 			m.Consequence = true
