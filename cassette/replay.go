@@ -50,7 +50,7 @@ type Provider struct {
 	mu       sync.Mutex
 	steps    map[string]int
 	used     map[int]bool
-	recorded []Entry
+	recorded []raw
 	misses   []*MissError
 	liveN    int
 	tools    []toolsKey
@@ -75,7 +75,10 @@ func WithMissHandler(fn func(*MissError)) Option {
 }
 
 func newProvider(base *Cassette, live provider.Provider, opts []Option) *Provider {
-	p := &Provider{base: base, live: live, steps: map[string]int{}, used: map[int]bool{}}
+	p := &Provider{base: base, live: live, steps: map[string]int{}}
+	if base != nil {
+		p.used = map[int]bool{}
+	}
 	for _, o := range opts {
 		o(p)
 	}
@@ -175,19 +178,19 @@ func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider
 	if pos == "" {
 		pos = "-" // a call made outside any agent's run
 	}
-	hash := hashRequest(&req, p.toolsHash(req.Tools))
 	p.mu.Lock()
 	step := p.steps[pos]
 	p.steps[pos] = step + 1
 	live := p.match != nil && p.match(pos)
-	var e *Entry
-	if !live {
-		e = p.find(pos, step, hash)
+	p.mu.Unlock()
+	if live {
+		return p.record(ctx, &req, pos, step)
 	}
+	hash := hashRequest(&req, p.toolsHash(req.Tools))
+	p.mu.Lock()
+	e := p.find(pos, step, hash)
 	p.mu.Unlock()
 	switch {
-	case live:
-		return p.record(ctx, &req, pos, step, hash)
 	case e == nil:
 		return provider.Response{}, p.missed(pos, step, hash, &req)
 	case e.Error != "":
@@ -265,20 +268,42 @@ func (p *Provider) find(pos string, step int, hash string) *Entry {
 // there grows the stack of every goroutine a tool call starts.
 //
 //go:noinline
-func (p *Provider) record(ctx context.Context, req *provider.Request, pos string, step int, hash string) (provider.Response, error) {
+func (p *Provider) record(ctx context.Context, req *provider.Request, pos string, step int) (provider.Response, error) {
 	resp, err := p.live.Complete(ctx, *req)
-	e := Entry{Position: pos, Step: step, Hash: hash, Request: normalize(*req), Model: req.Model, Response: fromResponse(resp)}
+	if err != nil && ctx.Err() != nil {
+		return resp, err // a cancelled call is not the model's answer
+	}
+	// The request is kept as it was sent (its messages' slice copied: the
+	// caller may reuse it), and normalized and hashed when the cassette is
+	// asked for (Cassette), off the run's path.
+	c := raw{pos: pos, step: step, req: *req, resp: resp}
+	c.req.Messages = slices.Clone(req.Messages)
 	if err != nil {
-		if ctx.Err() != nil {
-			return resp, err // a cancelled call is not the model's answer
-		}
-		e.Response, e.Error = Response{}, err.Error()
+		c.resp, c.err = provider.Response{}, err.Error()
 	}
 	p.mu.Lock()
 	p.liveN++
-	p.recorded = append(p.recorded, e)
+	p.recorded = append(p.recorded, c)
 	p.mu.Unlock()
 	return resp, err
+}
+
+// raw is a call recorded, as it was made.
+type raw struct {
+	pos  string
+	step int
+	req  provider.Request
+	resp provider.Response
+	err  string
+}
+
+func (c *raw) entry() Entry {
+	n := normalize(c.req)
+	e := Entry{Position: c.pos, Step: c.step, Hash: n.Hash(), Request: n, Model: c.req.Model, Response: fromResponse(c.resp), Error: c.err}
+	if c.err != "" {
+		e.Response = Response{}
+	}
+	return e
 }
 
 // LiveCalls returns how many calls went to the live provider.
@@ -302,8 +327,12 @@ func (p *Provider) Misses() []*MissError {
 // the positions its pattern does not match; for Replay, its cassette.
 func (p *Provider) Cassette() (*Cassette, error) {
 	p.mu.Lock()
-	entries := append([]Entry(nil), p.recorded...)
+	recorded := slices.Clone(p.recorded)
 	p.mu.Unlock()
+	entries := make([]Entry, 0, len(recorded))
+	for i := range recorded {
+		entries = append(entries, recorded[i].entry())
+	}
 	if p.live == nil {
 		return p.base, nil
 	}
