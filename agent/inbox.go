@@ -30,6 +30,7 @@ func (s *runState) deliver(step int) error {
 	if s.box == nil {
 		return nil
 	}
+	s.box.Began(step)
 	key := ""
 	if s.journal != nil {
 		key = s.journal.inboxKey(step)

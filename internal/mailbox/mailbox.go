@@ -160,6 +160,16 @@ func (b *Box) Reached(step int, last string, usage provider.Usage, cost float64)
 	}
 }
 
+// Began records that the child's loop begins step.
+func (b *Box) Began(step int) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	b.step = step
+	b.mu.Unlock()
+}
+
 // Progress is what the child's loop reported last.
 type Progress struct {
 	Step  int
