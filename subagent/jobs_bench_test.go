@@ -1,0 +1,164 @@
+package subagent
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/benchcpu"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// BenchmarkBackgroundJob measures a whole parent run that delegates one
+// task to a fork which answers at once, on the fake provider, events off:
+//
+//   - foreground: spawn_subagent, the child's run, the parent's answer
+//     (two parent model calls).
+//   - background: spawn_subagent with background=true (the job started,
+//     its receipt), subagent_jobs wait (the job collected), the parent's
+//     answer (three parent model calls: the wait is one more step).
+//
+// The model's background run has a step more than its foreground run; the
+// same child started and collected from Go, in one step of the parent, is
+// measured without it:
+//
+//   - go, foreground: a tool of the parent calls the spawner (the child
+//     runs in the call).
+//   - go, background: the tool starts the child with Jobs.Start and
+//     collects it with Jobs.Wait.
+//
+// cpu-ns/op is the process's CPU time per run; the target is background
+// within 1.2 times foreground.
+func BenchmarkBackgroundJob(b *testing.B) {
+	var s *Spawner
+	drive := func(background bool) tool.Tool {
+		return tool.Func{Def: tool.Definition{Name: "drive", Parameters: json.RawMessage(`{"type":"object"}`)},
+			Fn: func(ctx context.Context, _ tool.Call) (tool.Result, error) {
+				if !background {
+					return s.Call(ctx, tool.Call{Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"find X"}`)})
+				}
+				jobs := s.Jobs(ctx)
+				st, err := jobs.Start(ctx, Task{Task: "find X"})
+				if err != nil {
+					return tool.Result{}, err
+				}
+				got, err := jobs.Wait(ctx, WaitFor{IDs: []string{st.ID}})
+				if err != nil {
+					return tool.Result{}, err
+				}
+				return got[0].Result, got[0].Err
+			}}
+	}
+	for _, c := range []struct {
+		name    string
+		replies []fake.Reply
+		drive   bool
+		bg      bool
+	}{
+		{"go, foreground", []fake.Reply{fake.Call("drive", `{}`).For("lead"), fake.Text("done").For("lead")}, true, false},
+		{"go, background", []fake.Reply{fake.Call("drive", `{}`).For("lead"), fake.Text("done").For("lead")}, true, true},
+		{"foreground", []fake.Reply{
+			fake.Call(SpawnToolName, `{"task":"find X"}`).For("lead"),
+			fake.Text("done").For("lead"),
+		}, false, false},
+		{"background", []fake.Reply{
+			fake.Call(SpawnToolName, `{"task":"find X","background":true}`).For("lead"),
+			fake.Call(JobsToolName, `{"action":"wait"}`).For("lead"),
+			fake.Text("done").For("lead"),
+		}, false, true},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			p := fake.NewProvider(append(c.replies, fake.Text("X is 42").For(DefaultForkName))...).Loop().DontRecord()
+			reg, err := tool.NewRegistry()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if c.drive {
+				if err := reg.Register(drive(c.bg)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			s, err = NewSpawner(p, reg, WithBackground())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := reg.Register(s); err != nil {
+				b.Fatal(err)
+			}
+			if err := reg.Register(s.JobsTool()); err != nil {
+				b.Fatal(err)
+			}
+			a, err := agent.NewReact(p, agent.WithName("lead"), agent.WithRegistry(reg))
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := b.Context()
+			b.ReportAllocs()
+			defer benchcpu.Report(b)()
+			for b.Loop() {
+				a.Reset()
+				out, err := a.Run(ctx, agent.Input{Text: "go"})
+				if err != nil || out.ChildUsage.Requests != 1 {
+					b.Fatalf("%v, child usage %+v", err, out.ChildUsage)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkJobMessage measures delivering one message in memory: the
+// model's subagent_jobs send call (its arguments checked, the job found,
+// the message queued, its receipt written), and the job's loop taking it
+// at a step boundary. The job's sub-agent waits in a model call meanwhile.
+// Under a journal the loop writes one record more per step that took
+// messages, however many it took (agent/inbox.go).
+func BenchmarkJobMessage(b *testing.B) {
+	p := fake.NewProvider(
+		fake.Call("drive", `{}`).For("lead"),
+		fake.Text("done").For("lead"),
+		fake.Text("never").For(DefaultForkName).After(time.Hour),
+	).DontRecord()
+	var s *Spawner
+	drive := tool.Func{Def: tool.Definition{Name: "drive", Parameters: json.RawMessage(`{"type":"object"}`)},
+		Fn: func(ctx context.Context, _ tool.Call) (tool.Result, error) {
+			jobs := s.Jobs(ctx)
+			st, err := jobs.Start(ctx, Task{Task: "find X"})
+			if err != nil {
+				return tool.Result{}, err
+			}
+			j := jobs.jt.find(st.ID)
+			call := tool.Call{Name: JobsToolName, Arguments: json.RawMessage(`{"action":"send","job_id":"` + st.ID + `","message":"look under the stairs"}`)}
+			t := s.JobsTool()
+			step := 0
+			b.ReportAllocs()
+			defer benchcpu.Report(b)()
+			for b.Loop() {
+				if _, err := t.Call(ctx, call); err != nil {
+					b.Fatal(err)
+				}
+				step++
+				msgs := j.box.Waiting()
+				j.box.Take(step, len(msgs))
+			}
+			b.StopTimer()
+			_, err = jobs.Cancel(ctx, st.ID)
+			return tool.Result{Content: "driven"}, err
+		}}
+	reg, err := tool.NewRegistry(drive)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if s, err = NewSpawner(p, reg, WithBackground()); err != nil {
+		b.Fatal(err)
+	}
+	a, err := agent.NewReact(p, agent.WithName("lead"), agent.WithRegistry(reg))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := a.Run(b.Context(), agent.Input{Text: "go"}); err != nil {
+		b.Fatal(err)
+	}
+}
