@@ -44,7 +44,7 @@ type entry struct {
 // hookSpec is one hook command of a file.
 type hookSpec struct {
 	event   string
-	matcher string
+	matcher *regexp.Regexp // nil: every tool
 	command string
 	line    int
 }
@@ -163,7 +163,7 @@ func (l *Loader) parse(file string, src []byte, ps *problems) *spec {
 		}
 		key := k.Value
 		if first, dup := seen[key]; dup {
-			ps.add(k.Line+0, key, fmt.Sprintf("the key is given twice (first on line %d): keep one", first+ps.off))
+			ps.add(k.Line, key, fmt.Sprintf("the key is given twice (first on line %d): keep one", first+ps.off))
 			continue
 		}
 		seen[key] = k.Line
@@ -345,18 +345,24 @@ func (d *decoder) hooks(s *spec, v *yaml.Node) {
 				d.ps.add(g.Line, key, fmt.Sprintf("each item of %s must be a mapping with matcher and hooks", ev.Value))
 				continue
 			}
-			matcher := ""
+			var matcher *regexp.Regexp // nil: every tool
 			var cmds *yaml.Node
 			for j := 0; j+1 < len(g.Content); j += 2 {
 				gk, gv := g.Content[j], d.deref(g.Content[j+1])
 				switch {
 				case gv == nil:
 				case gk.Value == "matcher":
-					if t, ok := d.text(key+".matcher", gv, maxTextBytes); ok {
-						if _, err := regexp.Compile(t); err != nil && t != "*" {
+					if t, ok := d.text(key+".matcher", gv, maxTextBytes); ok && t != "" && t != "*" {
+						// Checked alone first: wrapped, ")(" would compile.
+						_, err := regexp.Compile(t)
+						var re *regexp.Regexp
+						if err == nil {
+							re, err = regexp.Compile("^(?:" + t + ")$")
+						}
+						if err != nil {
 							d.ps.add(gv.Line, key, fmt.Sprintf("matcher %q is not a regular expression (%v): write tool names such as \"Edit|Write\"", t, err))
 						}
-						matcher = t
+						matcher = re
 					}
 				case gk.Value == "hooks":
 					cmds = gv

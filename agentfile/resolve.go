@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"path"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -170,11 +169,7 @@ func (l *Loader) member(fsys fs.FS, s *spec, byName map[string]*spec, schemas ma
 			ps.add(hs.line, "hooks", fmt.Sprintf("%q is not a hook the program trusts (%s): a definition cannot run commands of its own; have the program trust it with agentfile.WithHook", hs.command, listOr(mapKeys(l.hooks), "it trusts none")))
 			continue
 		}
-		var re *regexp.Regexp
-		if hs.matcher != "" && hs.matcher != "*" {
-			re = regexp.MustCompile("^(?:" + hs.matcher + ")$") // checked when parsed
-		}
-		m.hooks = append(m.hooks, hook{event: hs.event, match: re, fn: fn})
+		m.hooks = append(m.hooks, hook{event: hs.event, match: hs.matcher, fn: fn})
 	}
 
 	// The result contract.
