@@ -68,6 +68,15 @@ type Output struct {
 	// prices lack ("provider/model"), whose calls count as nothing.
 	Cost     float64
 	Unpriced []string
+	// CacheSaved is what the prompt cache saved the run, its sub-agents'
+	// included, in US dollars at the same prices: for each model call,
+	// what its input would have cost with no token read from or written
+	// to the cache, less what it cost (provider.Price.Saved). Cached input
+	// counts at its own price (CacheRead), and cache writes at theirs
+	// (CacheWrite) where a vendor charges more for them, so a run that
+	// wrote more than it read saves less than nothing. Zero without
+	// prices.
+	CacheSaved float64
 	// Queued is how many model calls of the run, its sub-agents'
 	// included, waited for their provider's admission control before
 	// they went (provider.Response.Queued).

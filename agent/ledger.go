@@ -27,19 +27,20 @@ func (s *runState) account(req provider.Request, resp provider.Response) {
 	s.spend(name, model, resp.Usage)
 }
 
-// price is what resp cost at the run's prices, -1 when they do not
-// price it.
-func (s *runState) price(req provider.Request, resp provider.Response) float64 {
+// price is what resp cost at the run's prices, and what the prompt
+// cache saved on it; ok is false when they do not price it.
+func (s *runState) price(req provider.Request, resp provider.Response) (dollars, saved float64, ok bool) {
 	name, model := s.r.spanIdentity()
 	if resp.Model != "" {
 		model = resp.Model
 	} else if req.Model != "" {
 		model = req.Model
 	}
-	if d, ok := run.Price(s.ctx, name, model, resp.Usage); ok {
-		return d
+	p, ok := run.PriceOf(s.ctx, name, model)
+	if !ok {
+		return 0, 0, false
 	}
-	return -1
+	return p.Cost(resp.Usage), p.Saved(resp.Usage), true
 }
 
 // spend adds u, spent by one call to model of providerName, to the run's
@@ -52,7 +53,11 @@ func (s *runState) spend(providerName, model string, u provider.Usage) float64 {
 // count is spend; earlier marks u as spent by an earlier run of the turn
 // (see respendAnswer).
 func (s *runState) count(providerName, model string, u provider.Usage, earlier bool) float64 {
-	dollars, priced := run.Price(s.ctx, providerName, model, u)
+	var dollars, saved float64
+	p, priced := run.PriceOf(s.ctx, providerName, model)
+	if priced {
+		dollars, saved = p.Cost(u), p.Saved(u)
+	}
 	unpriced := ""
 	if !priced && run.Priced(s.ctx) {
 		unpriced = model
@@ -61,13 +66,14 @@ func (s *runState) count(providerName, model string, u provider.Usage, earlier b
 		}
 	}
 	if priced || unpriced != "" {
-		run.AddCost(s.ctx, dollars, unpriced)
+		run.AddCost(s.ctx, dollars, saved, unpriced)
 	}
+	m := provider.ModelUsage{Provider: providerName, Model: model, Usage: u, Cost: dollars, CacheSaved: saved}
 	if earlier {
-		ledger.AddEarlier(s.ctx, providerName, model, u, dollars)
+		ledger.AddEarlier(s.ctx, m)
 		run.AddEarlier(s.ctx, u, dollars)
 	} else {
-		ledger.Add(s.ctx, providerName, model, u, dollars)
+		ledger.Add(s.ctx, m)
 	}
 	return dollars
 }

@@ -268,6 +268,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 		Compactions: s.compactions, Partial: s.partial}
 	out.Queued, out.Refused = run.Counts(ctx)
 	out.Cost, out.Unpriced = run.Cost(ctx)
+	out.CacheSaved = run.Saved(ctx)
 	out.Earlier, out.EarlierCost = run.Earlier(ctx)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
@@ -711,7 +712,10 @@ func (s *runState) call(req provider.Request, msgID string) (resp provider.Respo
 		var span trace.Span
 		providerName, _ := s.r.spanIdentity()
 		ctx, span = startChatSpan(ctx, s.tracer, req.Model, providerName)
-		defer func() { endChatSpan(span, resp, err, s.price(req, resp)) }()
+		defer func() {
+			dollars, saved, priced := s.price(req, resp)
+			endChatSpan(span, resp, err, dollars, saved, priced)
+		}()
 	}
 	if !s.events {
 		return s.r.p.Complete(ctx, req)

@@ -44,6 +44,12 @@ const (
 	// on a chat span, the one model call's. It is set only when the
 	// prices price it.
 	AttrCost = attribute.Key("deputy.cost.usd")
+	// AttrCacheSaved is what the prompt cache saved on a span's work in US
+	// dollars, at the same prices and over the same work as AttrCost
+	// (Output.CacheSaved, provider.Price.Saved): negative when cache writes
+	// cost more than reads saved. It is set beside AttrCost when the work
+	// read from or wrote to the cache.
+	AttrCacheSaved = attribute.Key("deputy.cache.saved.usd")
 )
 
 // WithTracerProvider traces the agent's runs with OpenTelemetry, following
@@ -61,8 +67,8 @@ const (
 //   - a span per model call, "chat <model>" (or "chat" when the model is
 //     the provider's default), with gen_ai.request.model,
 //     gen_ai.response.model, gen_ai.response.finish_reasons and the usage;
-//     with prices (WithPrices), the cost under AttrCost, on run spans for
-//     the whole subtree;
+//     with prices (WithPrices), the cost under AttrCost and what the prompt
+//     cache saved under AttrCacheSaved, on run spans for the whole subtree;
 //   - a span per tool call, "execute_tool <tool>", with gen_ai.tool.name and
 //     gen_ai.tool.call.id. Each call of a turn has its own span, also when
 //     the calls run in parallel, and the tool runs in its context: a
@@ -163,6 +169,9 @@ func endRunSpan(span trace.Span, out Output, replayed provider.Usage, err error)
 	if out.Cost > 0 {
 		span.SetAttributes(AttrCost.Float64(out.Cost))
 	}
+	if out.CacheSaved != 0 {
+		span.SetAttributes(AttrCacheSaved.Float64(out.CacheSaved))
+	}
 	if err != nil {
 		recordError(span, err, errcode.Of(err))
 	}
@@ -180,9 +189,12 @@ func startChatSpan(ctx context.Context, tr trace.Tracer, model, providerName str
 	return tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 }
 
-func endChatSpan(span trace.Span, resp provider.Response, err error, dollars float64) {
-	if dollars >= 0 && err == nil {
+func endChatSpan(span trace.Span, resp provider.Response, err error, dollars, saved float64, priced bool) {
+	if priced && err == nil {
 		span.SetAttributes(AttrCost.Float64(dollars))
+		if u := resp.Usage; u.CacheReadTokens != 0 || u.CacheWriteTokens != 0 {
+			span.SetAttributes(AttrCacheSaved.Float64(saved))
+		}
 	}
 	if resp.Model != "" {
 		span.SetAttributes(semconv.GenAIResponseModel(resp.Model))

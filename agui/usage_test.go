@@ -12,6 +12,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agui"
 	"github.com/deputy-go/deputy/agui/internal/approvaltree"
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/internal/eventcheck"
 	"github.com/deputy-go/deputy/provider"
@@ -152,3 +153,72 @@ var wholeApprovalUsage = []tokenUsage{
 
 // byModel compares usage entries whatever their order.
 var byModel = cmpopts.SortSlices(func(a, b tokenUsage) bool { return a.Model < b.Model })
+
+// RUN_FINISHED and SUBAGENT_FINISHED say, per provider and model, what the
+// prompt cache saved at that model's prices (cacheSavedUsd) beside what
+// the calls cost: cached input at its own price, cache writes at theirs.
+func TestRunUsageSaysWhatTheCacheSaved(t *testing.T) {
+	alpha := fake.NewProvider(
+		fake.Call("helper", `{"task":"help"}`).WithUsage(provider.Usage{InputTokens: 100, CacheWriteTokens: 100, OutputTokens: 1, Requests: 1}),
+		fake.Text("done").WithUsage(provider.Usage{InputTokens: 120, CacheReadTokens: 100, OutputTokens: 1, Requests: 1}),
+	).Named("alpha", "alpha-1")
+	beta := fake.NewProvider(fake.Text("helped").WithUsage(provider.Usage{InputTokens: 50, CacheReadTokens: 40, OutputTokens: 2, Requests: 1})).Named("beta", "beta-1")
+	prices, err := provider.NewPrices(map[string]provider.Price{
+		"alpha-1":     {Input: 1, Output: 4, CacheRead: 0.125, CacheWrite: 1.25},
+		"beta/beta-1": {Input: 2, Output: 8, CacheRead: 0.5},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := agui.NewPerRequest(func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
+		helper, err := subagent.FromFactory("helper", "Helps.", func(context.Context, json.RawMessage) (agent.Agent, error) {
+			return agent.NewReact(beta, agent.WithName("helper"))
+		})
+		if err != nil {
+			return nil, err
+		}
+		return agent.NewReact(alpha, agent.WithName("lead"), agent.WithTools(helper), agent.WithPrices(prices))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type saving struct {
+		Model string  `json:"model"`
+		Cost  float64 `json:"costUsd"`
+		Saved float64 `json:"cacheSavedUsd"`
+	}
+	savings := func(raw json.RawMessage) []saving {
+		var s []saving
+		if err := json.Unmarshal(raw, &s); err != nil {
+			t.Fatalf("usage %s: %v", raw, err)
+		}
+		return s
+	}
+	resp := post(t, serve(t, h).URL, runBody("th", "r1", nil))
+	defer resp.Body.Close()
+	frames := readFrames(t, resp.Body)
+	fin, _ := finished(t, events(frames))
+	// alpha: the first call wrote 100 tokens at 0.25 more each; the second
+	// read them at 0.875 less each. beta: 40 read at 1.5 less each.
+	betaSaving := saving{Model: "beta-1", Cost: 10*2 + 40*0.5 + 2*8, Saved: 40 * 1.5}
+	want := []saving{
+		{Model: "alpha-1", Cost: 100*1.25 + 1*4 + 20*1 + 100*0.125 + 1*4, Saved: -100*0.25 + 100*0.875},
+		betaSaving,
+	}
+	if diff := cmp.Diff(want, savings(fin.Usage)); diff != "" {
+		t.Errorf("RUN_FINISHED's usage (-want +got):\n%s", diff)
+	}
+	var sub []saving
+	for _, f := range frames {
+		var w wireEvent
+		if err := json.Unmarshal([]byte(f.raw), &w); err != nil {
+			t.Fatal(err)
+		}
+		if w.Type == string(event.SubagentFinished) {
+			sub = savings(w.Metadata.Usage) // where a client reads it
+		}
+	}
+	if diff := cmp.Diff([]saving{betaSaving}, sub); diff != "" {
+		t.Errorf("SUBAGENT_FINISHED's usage (-want +got):\n%s", diff)
+	}
+}

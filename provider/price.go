@@ -41,6 +41,18 @@ func (p Price) Cost(u Usage) float64 {
 	return float64(plain)*p.Input + float64(u.CacheReadTokens)*read + float64(u.CacheWriteTokens)*write + float64(u.OutputTokens)*p.Output
 }
 
+// Saved returns what the prompt cache saved on u at p, in US dollars:
+// what u would have cost with every input token at Input, less what it
+// cost (Cost). Tokens read from the cache save Input less CacheRead each;
+// tokens written to it cost CacheWrite less Input more each where a vendor
+// charges more for a write (Anthropic), so a call that wrote more than it
+// read can save less than nothing.
+func (p Price) Saved(u Usage) float64 {
+	uncached := u
+	uncached.CacheReadTokens, uncached.CacheWriteTokens = 0, 0
+	return p.Cost(uncached) - p.Cost(u)
+}
+
 // Prices is a price table: a Price per provider and model. Build one with
 // NewPrices or ReadPrices. It is safe for concurrent use (it does not
 // change once built).
@@ -110,6 +122,19 @@ func (t *Prices) Cost(usage ...ModelUsage) (dollars float64, unpriced []string) 
 		dollars += p.Cost(mu.Usage)
 	}
 	return dollars, unpriced
+}
+
+// Saved returns what the prompt cache saved on the usage, in US dollars,
+// at the table's prices (Price.Saved); the models it has no price for
+// count as nothing.
+func (t *Prices) Saved(usage ...ModelUsage) float64 {
+	var dollars float64
+	for _, mu := range usage {
+		if p, ok := t.Lookup(mu.Provider, mu.Model); ok {
+			dollars += p.Saved(mu.Usage)
+		}
+	}
+	return dollars
 }
 
 // Bounds on a price file, which comes from outside the program.

@@ -49,4 +49,17 @@ type ModelUsage struct {
 	// given (agent.WithPrices); zero when it was given none, or none for
 	// this model.
 	Cost float64 `json:"cost,omitempty"`
+	// CacheSaved is what the prompt cache saved on Usage in US dollars at
+	// the same prices (Price.Saved): cached input at its own price, cache
+	// writes at theirs. It is negative when writes cost more than reads
+	// saved; zero without a price, or without cached tokens.
+	CacheSaved float64 `json:"cache_saved,omitempty"`
+}
+
+// Add returns the sum of m and o, under m's provider and model.
+func (m ModelUsage) Add(o ModelUsage) ModelUsage {
+	m.Usage = m.Usage.Add(o.Usage)
+	m.Cost += o.Cost
+	m.CacheSaved += o.CacheSaved
+	return m
 }

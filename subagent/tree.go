@@ -160,6 +160,23 @@ func (n *Node) Cost(prices *provider.Prices) (dollars float64, unpriced []string
 	return prices.Cost(n.Usage...)
 }
 
+// CacheSaved returns what the prompt cache saved the invocation, its
+// children's calls included, in US dollars at prices
+// (provider.Price.Saved): cached input at its own price, cache writes at
+// theirs. With nil prices it returns what the run's own prices gave
+// (agent.WithPrices), which its events carried. Set beside Cost, it says
+// what the invocation paid and what it would have paid with no cache.
+func (n *Node) CacheSaved(prices *provider.Prices) float64 {
+	if prices == nil {
+		var dollars float64
+		for _, m := range n.Usage {
+			dollars += m.CacheSaved
+		}
+		return dollars
+	}
+	return prices.Saved(n.Usage...)
+}
+
 // Roots returns the invocations the top-level run started, each with its
 // children, in the order of their tool calls: a copy, which later events
 // do not change.
@@ -325,6 +342,7 @@ func decodeUsage(raw json.RawMessage) (usage []provider.ModelUsage, earlier prov
 		CachedInput int64   `json:"cachedInputTokens"`
 		CacheWrite  int64   `json:"cacheWriteInputTokens"`
 		Cost        float64 `json:"costUsd"`
+		Saved       float64 `json:"cacheSavedUsd"`
 	}
 	var in []struct {
 		Provider string `json:"provider"`
@@ -338,7 +356,7 @@ func decodeUsage(raw json.RawMessage) (usage []provider.ModelUsage, earlier prov
 	usage = make([]provider.ModelUsage, len(in))
 	for i, u := range in {
 		usage[i] = provider.ModelUsage{Provider: u.Provider, Model: u.Model, Usage: provider.Usage{
-			InputTokens: u.Input, OutputTokens: u.Output, CacheReadTokens: u.CachedInput, CacheWriteTokens: u.CacheWrite}, Cost: u.Cost}
+			InputTokens: u.Input, OutputTokens: u.Output, CacheReadTokens: u.CachedInput, CacheWriteTokens: u.CacheWrite}, Cost: u.Cost, CacheSaved: u.Saved}
 		if e := u.Earlier; e != nil {
 			earlier = earlier.Add(provider.Usage{InputTokens: e.Input, OutputTokens: e.Output, CacheReadTokens: e.CachedInput, CacheWriteTokens: e.CacheWrite})
 			earlierCost += e.Cost

@@ -632,9 +632,9 @@ function rerunForm(tree, n, cancel) {
 }
 
 // meta is a node's one line of figures: wall time, tokens, cached share,
-// cost and model.
+// cost, what the prompt cache saved and model.
 function meta(n) {
-  const { input, output, cached, cost, before } = spentOf(n);
+  const { input, output, cached, cost, saved, before } = spentOf(n);
   const parts = [];
   if (n.started) {
     // Wall time leaves out the time spent waiting for a person, which is
@@ -662,6 +662,10 @@ function meta(n) {
   if (before) parts.push(`${before} of them before the resume`);
   if (cached) parts.push(`${Math.round((100 * cached) / input)}% cached`);
   if (cost) parts.push(`$${cost.toFixed(6)}`);
+  // What the cache saved, at the same prices: negative when cache writes
+  // cost more than reads saved.
+  if (saved > 0) parts.push(`$${saved.toFixed(6)} saved by the cache`);
+  else if (saved < 0) parts.push(`$${(-saved).toFixed(6)} more for cache writes`);
   if (n.model) parts.push(n.model);
   return " " + parts.join(" · ");
 }
@@ -670,15 +674,16 @@ function meta(n) {
 // turn; "earlier" is the part of each entry its runs before the resume
 // spent.
 function spentOf(n) {
-  let input = 0, output = 0, cached = 0, cost = 0, before = 0;
+  let input = 0, output = 0, cached = 0, cost = 0, saved = 0, before = 0;
   for (const u of n.usage || []) {
     input += u.inputTokens || 0;
     output += u.outputTokens || 0;
     cached += u.cachedInputTokens || 0;
     cost += u.costUsd || 0;
+    saved += u.cacheSavedUsd || 0;
     if (u.earlier) before += (u.earlier.inputTokens || 0) + (u.earlier.outputTokens || 0);
   }
-  return { input, output, cached, cost, before };
+  return { input, output, cached, cost, saved, before };
 }
 
 // waitOf is how long n has waited for a person; wallOf its wall time

@@ -44,51 +44,49 @@ func From(ctx context.Context) *Ledger {
 	return l
 }
 
-// Add adds u, spent by one call to model of providerName, to the ledger of
-// ctx and the ledgers it is inside. Without a ledger, or for a call that
-// cost nothing, it does nothing.
-// dollars is what u cost, 0 when unpriced.
-func Add(ctx context.Context, providerName, model string, u provider.Usage, dollars float64) {
-	if u.IsZero() {
+// Add adds m, the usage of one call to m.Model of m.Provider with what it
+// cost (m.Cost, 0 when unpriced) and what the prompt cache saved on it
+// (m.CacheSaved), to the ledger of ctx and the ledgers it is inside.
+// Without a ledger, or for a call that cost nothing, it does nothing.
+func Add(ctx context.Context, m provider.ModelUsage) {
+	if m.Usage.IsZero() {
 		return
 	}
 	for l := From(ctx); l != nil; l = l.parent {
-		l.add(providerName, model, u, dollars, false)
+		l.add(m, false)
 	}
 }
 
 // AddEarlier is Add for usage an earlier run of the journaled turn spent,
 // which a run replays from the journal: it counts in the entries as any
 // other, and is marked as earlier (see Encode).
-func AddEarlier(ctx context.Context, providerName, model string, u provider.Usage, dollars float64) {
-	if u.IsZero() {
+func AddEarlier(ctx context.Context, m provider.ModelUsage) {
+	if m.Usage.IsZero() {
 		return
 	}
 	for l := From(ctx); l != nil; l = l.parent {
-		l.add(providerName, model, u, dollars, true)
+		l.add(m, true)
 	}
 }
 
-func (l *Ledger) add(providerName, model string, u provider.Usage, dollars float64, earlier bool) {
+func (l *Ledger) add(m provider.ModelUsage, earlier bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	i := 0
 	for ; i < len(l.entries); i++ {
-		if e := &l.entries[i]; e.Provider == providerName && e.Model == model {
-			e.Usage = e.Usage.Add(u)
-			e.Cost += dollars
+		if e := &l.entries[i]; e.Provider == m.Provider && e.Model == m.Model {
+			*e = e.Add(m)
 			break
 		}
 	}
 	if i == len(l.entries) {
-		l.entries = append(l.entries, provider.ModelUsage{Provider: providerName, Model: model, Usage: u, Cost: dollars})
+		l.entries = append(l.entries, m)
 	}
 	if earlier {
 		for len(l.earlier) <= i {
 			l.earlier = append(l.earlier, provider.ModelUsage{})
 		}
-		l.earlier[i].Usage = l.earlier[i].Usage.Add(u)
-		l.earlier[i].Cost += dollars
+		l.earlier[i] = l.earlier[i].Add(m)
 	}
 }
 
@@ -103,10 +101,10 @@ func (l *Ledger) add(providerName, model string, u provider.Usage, dollars float
 func Replay(ctx context.Context, usage provider.Usage, models []provider.ModelUsage) {
 	var dollars float64
 	for _, m := range models {
-		if m.Cost > 0 {
-			run.AddCost(ctx, m.Cost, "")
+		if m.Cost > 0 || m.CacheSaved != 0 {
+			run.AddCost(ctx, m.Cost, m.CacheSaved, "")
 		}
-		AddEarlier(ctx, m.Provider, m.Model, m.Usage, m.Cost)
+		AddEarlier(ctx, m)
 		dollars += m.Cost
 	}
 	run.AddEarlier(ctx, usage, dollars)
@@ -175,12 +173,12 @@ func encode(entries, earlier []provider.ModelUsage, reported provider.Usage) jso
 	var b []byte
 	var seen provider.Usage
 	for i, e := range entries {
-		b = appendTokenUsage(b, e.Provider, e.Model, e.Usage, e.Cost)
+		b = appendTokenUsage(b, e)
 		if i < len(earlier) && !earlier[i].Usage.IsZero() {
 			// The entry's closing brace gives way to the earlier part.
 			b = append(b[:len(b)-1], `,"earlier"`...)
 			n := len(b)
-			b = appendTokenUsage(b, "", "", earlier[i].Usage, earlier[i].Cost)
+			b = appendTokenUsage(b, provider.ModelUsage{Usage: earlier[i].Usage, Cost: earlier[i].Cost, CacheSaved: earlier[i].CacheSaved})
 			b[n] = ':' // not the comma that begins an entry
 			b = append(b, '}')
 		}
@@ -193,7 +191,7 @@ func encode(entries, earlier []provider.ModelUsage, reported provider.Usage) jso
 		CacheWriteTokens: max(reported.CacheWriteTokens-seen.CacheWriteTokens, 0),
 	}
 	if rest.Tokens() > 0 {
-		b = appendTokenUsage(b, "", "", rest, 0)
+		b = appendTokenUsage(b, provider.ModelUsage{Usage: rest})
 	}
 	if len(b) == 0 {
 		return nil
@@ -207,9 +205,13 @@ func encode(entries, earlier []provider.ModelUsage, reported provider.Usage) jso
 // provider, model, cachedInputTokens and cacheWriteInputTokens when set;
 // and costUsd, what the counts cost in US dollars, when the run had a price
 // for them (AG-UI's TokenUsage has no field for it: it travels beside the
-// counts it prices, and clients that do not know it drop it). Input
-// tokens include the cached ones, as deputy counts them too.
-func appendTokenUsage(b []byte, providerName, model string, u provider.Usage, dollars float64) []byte {
+// counts it prices, and clients that do not know it drop it), with
+// cacheSavedUsd, what the prompt cache saved on them at the same prices
+// (provider.Price.Saved; negative when cache writes cost more than reads
+// saved), when not zero. Input tokens include the cached ones, as deputy
+// counts them too.
+func appendTokenUsage(b []byte, m provider.ModelUsage) []byte {
+	providerName, model, u, dollars := m.Provider, m.Model, m.Usage, m.Cost
 	if b == nil {
 		b = make([]byte, 0, 128)
 	}
@@ -241,6 +243,10 @@ func appendTokenUsage(b []byte, providerName, model string, u provider.Usage, do
 	if dollars > 0 {
 		b = append(b, `,"costUsd":`...)
 		b = strconv.AppendFloat(b, dollars, 'g', -1, 64)
+	}
+	if m.CacheSaved != 0 {
+		b = append(b, `,"cacheSavedUsd":`...)
+		b = strconv.AppendFloat(b, m.CacheSaved, 'g', -1, 64)
 	}
 	return append(b, '}')
 }

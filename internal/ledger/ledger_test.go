@@ -20,11 +20,11 @@ func TestLedgersNest(t *testing.T) {
 	sibling, inSibling := ledger.With(ctx)
 	grand, inGrand := ledger.With(child)
 
-	ledger.Add(ctx, "acme", "big", provider.Usage{Requests: 1, InputTokens: 100, OutputTokens: 10}, 0)
-	ledger.Add(child, "acme", "mid", provider.Usage{Requests: 1, InputTokens: 20, OutputTokens: 2}, 0)
-	ledger.Add(grand, "other", "small", provider.Usage{Requests: 1, InputTokens: 3, OutputTokens: 1}, 0)
-	ledger.Add(sibling, "acme", "mid", provider.Usage{Requests: 1, InputTokens: 5}, 0)
-	ledger.Add(grand, "other", "small", provider.Usage{}, 0) // a replayed call: nothing
+	ledger.Add(ctx, provider.ModelUsage{Provider: "acme", Model: "big", Usage: provider.Usage{Requests: 1, InputTokens: 100, OutputTokens: 10}})
+	ledger.Add(child, provider.ModelUsage{Provider: "acme", Model: "mid", Usage: provider.Usage{Requests: 1, InputTokens: 20, OutputTokens: 2}})
+	ledger.Add(grand, provider.ModelUsage{Provider: "other", Model: "small", Usage: provider.Usage{Requests: 1, InputTokens: 3, OutputTokens: 1}})
+	ledger.Add(sibling, provider.ModelUsage{Provider: "acme", Model: "mid", Usage: provider.Usage{Requests: 1, InputTokens: 5}})
+	ledger.Add(grand, provider.ModelUsage{Provider: "other", Model: "small", Usage: provider.Usage{}}) // a replayed call: nothing
 
 	mid := provider.ModelUsage{Provider: "acme", Model: "mid", Usage: provider.Usage{Requests: 2, InputTokens: 25, OutputTokens: 2}}
 	small := provider.ModelUsage{Provider: "other", Model: "small", Usage: provider.Usage{Requests: 1, InputTokens: 3, OutputTokens: 1}}
@@ -49,7 +49,7 @@ func TestLedgersNest(t *testing.T) {
 	if none.Entries() != nil || ledger.From(context.Background()) != nil {
 		t.Error("no ledger should have no entries")
 	}
-	ledger.Add(context.Background(), "acme", "big", provider.Usage{InputTokens: 1}, 0) // no ledger: no panic
+	ledger.Add(context.Background(), provider.ModelUsage{Provider: "acme", Model: "big", Usage: provider.Usage{InputTokens: 1}}) // no ledger: no panic
 }
 
 func TestAddIsSafeForConcurrentUse(t *testing.T) {
@@ -59,7 +59,7 @@ func TestAddIsSafeForConcurrentUse(t *testing.T) {
 		wg.Go(func() {
 			child, _ := ledger.With(ctx)
 			for range 100 {
-				ledger.Add(child, "acme", "big", provider.Usage{Requests: 1, InputTokens: 1}, 0)
+				ledger.Add(child, provider.ModelUsage{Provider: "acme", Model: "big", Usage: provider.Usage{Requests: 1, InputTokens: 1}})
 			}
 		})
 	}
@@ -75,11 +75,11 @@ func TestJSON(t *testing.T) {
 		t.Errorf("nothing spent: %s, want nil", got)
 	}
 	ctx, l := ledger.With(context.Background())
-	ledger.Add(ctx, "acme", "big", provider.Usage{Requests: 1, InputTokens: 100, OutputTokens: 10, CacheReadTokens: 60, CacheWriteTokens: 5}, 0.0015)
-	ledger.Add(ctx, "", "we\"ird\n<model>", provider.Usage{Requests: 1, InputTokens: 1, OutputTokens: 1}, 0)
+	ledger.Add(ctx, provider.ModelUsage{Provider: "acme", Model: "big", Usage: provider.Usage{Requests: 1, InputTokens: 100, OutputTokens: 10, CacheReadTokens: 60, CacheWriteTokens: 5}, Cost: 0.0015, CacheSaved: 0.0004})
+	ledger.Add(ctx, provider.ModelUsage{Model: "we\"ird\n<model>", Usage: provider.Usage{Requests: 1, InputTokens: 1, OutputTokens: 1}})
 	// 30 more input tokens were reported than the calls account for.
 	got := ledger.JSON(l, provider.Usage{InputTokens: 131, OutputTokens: 11, CacheReadTokens: 60, CacheWriteTokens: 5})
-	want := `[{"provider":"acme","model":"big","inputTokens":100,"outputTokens":10,"totalTokens":110,"cachedInputTokens":60,"cacheWriteInputTokens":5,"costUsd":0.0015},` +
+	want := `[{"provider":"acme","model":"big","inputTokens":100,"outputTokens":10,"totalTokens":110,"cachedInputTokens":60,"cacheWriteInputTokens":5,"costUsd":0.0015,"cacheSavedUsd":0.0004},` +
 		`{"model":"we\"ird\n\u003cmodel\u003e","inputTokens":1,"outputTokens":1,"totalTokens":2},` +
 		`{"inputTokens":30,"outputTokens":0,"totalTokens":30}]`
 	if string(got) != want {
@@ -95,11 +95,11 @@ func TestJSON(t *testing.T) {
 func TestEarlierIsMarkedPerEntry(t *testing.T) {
 	ctx, run := ledger.With(context.Background())
 	child, inChild := ledger.With(ctx)
-	ledger.Add(child, "acme", "m", provider.Usage{Requests: 1, InputTokens: 10, OutputTokens: 1}, 0.5)
-	ledger.AddEarlier(child, "acme", "m", provider.Usage{Requests: 1, InputTokens: 20, OutputTokens: 2}, 1)
-	ledger.Replay(ctx, provider.Usage{Requests: 1, InputTokens: 7}, []provider.ModelUsage{{Provider: "acme", Model: "n", Usage: provider.Usage{Requests: 1, InputTokens: 5}, Cost: 0.25}})
+	ledger.Add(child, provider.ModelUsage{Provider: "acme", Model: "m", Usage: provider.Usage{Requests: 1, InputTokens: 10, OutputTokens: 1}, Cost: 0.5})
+	ledger.AddEarlier(child, provider.ModelUsage{Provider: "acme", Model: "m", Usage: provider.Usage{Requests: 1, InputTokens: 20, OutputTokens: 2}, Cost: 1})
+	ledger.Replay(ctx, provider.Usage{Requests: 1, InputTokens: 7}, []provider.ModelUsage{{Provider: "acme", Model: "n", Usage: provider.Usage{Requests: 1, InputTokens: 5, CacheReadTokens: 4}, Cost: 0.25, CacheSaved: 0.125}})
 	want := `[{"provider":"acme","model":"m","inputTokens":30,"outputTokens":3,"totalTokens":33,"costUsd":1.5,"earlier":{"inputTokens":20,"outputTokens":2,"totalTokens":22,"costUsd":1}},` +
-		`{"provider":"acme","model":"n","inputTokens":5,"outputTokens":0,"totalTokens":5,"costUsd":0.25,"earlier":{"inputTokens":5,"outputTokens":0,"totalTokens":5,"costUsd":0.25}},` +
+		`{"provider":"acme","model":"n","inputTokens":5,"outputTokens":0,"totalTokens":5,"cachedInputTokens":4,"costUsd":0.25,"cacheSavedUsd":0.125,"earlier":{"inputTokens":5,"outputTokens":0,"totalTokens":5,"cachedInputTokens":4,"costUsd":0.25,"cacheSavedUsd":0.125}},` +
 		`{"inputTokens":2,"outputTokens":0,"totalTokens":2}]`
 	if got := string(ledger.JSON(run, provider.Usage{InputTokens: 37, OutputTokens: 3})); got != want {
 		t.Errorf("the run's usage:\n got %s\nwant %s", got, want)

@@ -216,6 +216,9 @@ type scope struct {
 	prices   *provider.Prices
 	cost     float64
 	unpriced []string
+	// saved is what the prompt cache saved on the run's model calls, at
+	// the same prices, the sub-runs' included (AddCost).
+	saved float64
 	// costLimit bounds cost, in US dollars, 0 for none (SetCostLimit, or
 	// the share of a step of its parent: costShared).
 	costLimit  float64
@@ -280,17 +283,7 @@ func SetPrices(ctx context.Context, p *provider.Prices) {
 // at the prices of the run of ctx, and whether they price it; false too
 // when the run has no prices.
 func Price(ctx context.Context, providerName, model string, u provider.Usage) (float64, bool) {
-	sc := from(ctx).scope
-	if sc == nil {
-		return 0, false
-	}
-	sc.mu.Lock()
-	prices := sc.prices
-	sc.mu.Unlock()
-	if prices == nil {
-		return 0, false
-	}
-	p, ok := prices.Lookup(providerName, model)
+	p, ok := PriceOf(ctx, providerName, model)
 	if !ok {
 		return 0, false
 	}
@@ -325,11 +318,14 @@ func Priced(ctx context.Context) bool {
 }
 
 // AddCost adds dollars to the cost of the run of ctx and every run it is
-// inside; unpriced, when not "", names a model its prices lack.
-func AddCost(ctx context.Context, dollars float64, unpriced string) {
+// inside, and saved to what the prompt cache saved them
+// (provider.Price.Saved); unpriced, when not "", names a model its prices
+// lack.
+func AddCost(ctx context.Context, dollars, saved float64, unpriced string) {
 	for sc := from(ctx).scope; sc != nil; sc = sc.up {
 		sc.mu.Lock()
 		sc.cost += dollars
+		sc.saved += saved
 		if unpriced != "" && !slices.Contains(sc.unpriced, unpriced) && len(sc.unpriced) < 64 {
 			sc.unpriced = append(sc.unpriced, unpriced)
 		}
@@ -382,6 +378,18 @@ func Cost(ctx context.Context) (float64, []string) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	return sc.cost, slices.Clone(sc.unpriced)
+}
+
+// Saved returns what the prompt cache has saved the run of ctx so far, its
+// sub-runs' included, in US dollars at its prices (AddCost).
+func Saved(ctx context.Context) float64 {
+	sc := from(ctx).scope
+	if sc == nil {
+		return 0
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.saved
 }
 
 // AddEarlier records that u, which cost dollars, was spent by an earlier
