@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/internal/journal/stored"
@@ -148,26 +149,73 @@ type callRecorder struct {
 
 	mu    sync.Mutex
 	waits []func(context.Context) error
+	// started holds the index of each call that began; extra, by index,
+	// what a call counted of what the runs before paid for it and it did
+	// not replay (see hook).
+	started map[int]bool
+	extra   map[int]provider.Usage
+}
+
+// recordSpent records what a call that stopped unfinished (cancelled,
+// waiting for an answer, failed with a Go error) has paid for over the
+// runs of its turn, under the call's scope (journal.Scope.Spent), so that
+// a later run counts it once: the call's own when it runs the call again,
+// the run's when it does not. It writes even when ctx has ended, within a
+// bound; a record that does not land leaves that spending uncounted by
+// the later runs, and nothing else.
+func (j *runJournal) recordSpent(ctx context.Context, key string, usage provider.Usage, spent *ledger.Ledger) {
+	models := spent.Entries()
+	if len(models) == 0 {
+		return
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_ = j.scope.J.Record(wctx, j.scope.Spent(key), journal.Entry{Usage: usage, Models: models})
 }
 
 // hook gives each call its own part of the journal — the scope of what it
 // records itself (the answers its questions get, the sub-agent it runs) —
 // and records its result when it finished.
 func (c *callRecorder) hook(ctx context.Context, call tool.Call) (context.Context, func(tool.Result, error)) {
-	key := callKey(c.step, c.index[call.ID])
+	i := c.index[call.ID]
+	key := callKey(c.step, i)
 	child := c.j.scope.Child(key)
 	again := c.runsAgain(call)
 	child.Recorded = !again
+	c.mu.Lock()
+	c.started[i] = true
+	c.mu.Unlock()
 	// The call's own ledger: what its model calls cost, per model, is
 	// recorded with its result, for the run that replays it to count.
 	cctx, spent := ledger.With(journal.With(ctx, child))
+	var paid *journal.Entry
+	if e, ok := c.j.scope.J.Lookup(c.j.scope.Spent(key)); ok && !again {
+		paid = &e
+	}
 	var inner func(tool.Result, error)
 	if c.inner != nil {
 		cctx, inner = c.inner(cctx, call)
 	}
 	return cctx, func(res tool.Result, err error) {
+		if paid != nil {
+			// What the runs before paid for the call and this one did not
+			// replay (it was stopped mid-way, or went another way) counts
+			// once, as spent before.
+			if u, models := ledger.Unreplayed(paid.Models, spent.Earlier()); len(models) > 0 {
+				ledger.Replay(cctx, u, models)
+				res.Usage = res.Usage.Add(u)
+				c.mu.Lock()
+				c.extra[i] = u
+				c.mu.Unlock()
+			}
+		}
 		if inner != nil {
 			inner(res, err)
+		}
+		if err != nil && !again {
+			// Stopped unfinished: what it paid for is recorded, so that a
+			// later run counts it whether or not it runs it again.
+			c.j.recordSpent(cctx, key, res.Usage, spent)
 		}
 		// A call that returned its result has had its effect, even if the
 		// run was cancelled meanwhile: it is recorded, so that it does not

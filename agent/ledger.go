@@ -123,12 +123,18 @@ func (s *runState) respendSummary(resp provider.Response) {
 	s.count(name, resp.Model, resp.Usage, true)
 }
 
-// respendUnread counts the summaries an earlier run of the turn recorded,
-// in the steps this run went through, that this run did not replay: a
-// run that compacted, recorded its summary and was then stopped paid for
-// it, and the run that goes on with the turn may not compact there (a
-// resident expert built afresh holds no history to fold in). What was
-// paid is counted once in the whole turn's report, as spent before.
+// respendUnread counts what an earlier run of the turn recorded that this
+// run went past, or stopped before, without replaying it: a run that paid
+// for it and was then stopped (cancelled, or it asked a question) paid for
+// it, and the run that goes on with the turn may not get as far (it is
+// cancelled in turn, or a sibling's question ends it first), or may not
+// read it (a resident expert built afresh holds no history to compact).
+// What was paid is counted once in the whole turn's report, as spent
+// before: the summaries of the steps it went through that it did not
+// replay; of the steps after the last it reached, the model's recorded
+// answers; and of the calls it did not begin, in those steps and the last
+// it reached, the results recorded, or what the call had paid for when it
+// stopped unfinished (callRecorder.recordSpent).
 //
 // An earlier run numbers its summaries in step order from 1, so the
 // summary it made at a step is numbered at most one more than those it
@@ -138,8 +144,9 @@ func (s *runState) respendUnread() {
 		return
 	}
 	found := 0
-	for step := 0; step <= s.steps; step++ {
-		prefix := s.journal.stepKey(step) + "/summary-"
+	for step := 0; ; step++ {
+		stepKey := s.journal.stepKey(step)
+		prefix := stepKey + "/summary-"
 		for k := 1; k <= found+1; k++ {
 			key := prefix + strconv.Itoa(k)
 			resp, ok := s.journal.answer(key)
@@ -150,6 +157,35 @@ func (s *runState) respendUnread() {
 			if !s.summariesRead[key] {
 				s.summariesRead[key] = true
 				s.respendSummary(resp)
+			}
+		}
+		resp, ok := s.journal.answer(stepKey)
+		if !ok {
+			if step > s.steps {
+				return
+			}
+			continue
+		}
+		if step > s.answered {
+			s.respendAnswer(resp)
+		}
+		if step < s.called {
+			continue
+		}
+		for i := range resp.Message.ToolCalls {
+			if step == s.called && s.callsRun[i] {
+				continue
+			}
+			key := callKey(stepKey, i)
+			e, ok := s.journal.scope.J.Lookup(key)
+			if !ok {
+				// Stopped unfinished, what it paid for recorded (a
+				// background job's too, under the call that spawned it).
+				e, ok = s.journal.scope.J.Lookup(s.journal.scope.Spent(key))
+			}
+			if ok {
+				ledger.Replay(s.ctx, e.Usage, e.Models)
+				s.child = s.child.Add(e.Usage)
 			}
 		}
 	}

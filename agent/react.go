@@ -338,6 +338,13 @@ type runState struct {
 	journal   *runJournal
 	traceHook tool.CallHook
 	steps     int // model calls begun
+	// answered and called are the last step whose model answer the run
+	// replayed or received, and the last whose recorded call results it
+	// read (under a journal; see respendUnread).
+	answered, called int
+	// callsRun holds the index of each call of step called that the run
+	// replayed or began (guarded by the recorder's mutex while they run).
+	callsRun map[int]bool
 	// limit is the run's token limit (0: none): the agent's, or less when
 	// the tool that started the run gave it less. lastOut is the output
 	// tokens of the last reply, for the estimate of the next call's cost;
@@ -438,6 +445,7 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 	if wrapUp {
 		tools = nil
 	}
+	s.answered = step
 	for retried := false; !replayed; retried = true {
 		var began time.Time
 		if r.logger != nil {
@@ -653,10 +661,15 @@ func (s *runState) runCalls(step int, stepKey string, calls []provider.ToolCall)
 		return results, nil, err
 	}
 	results, replayed = s.journal.replayed(s.ctx, stepKey, calls)
-	rec := &callRecorder{j: s.journal, step: stepKey, tools: s.r.tools, inner: s.traceHook, index: make(map[string]int, len(calls))}
+	s.called = s.steps
+	rec := &callRecorder{j: s.journal, step: stepKey, tools: s.r.tools, inner: s.traceHook, index: make(map[string]int, len(calls)),
+		started: make(map[int]bool, len(calls)), extra: map[int]provider.Usage{}}
+	s.callsRun = rec.started
 	todo := make([]provider.ToolCall, 0, len(calls))
 	for i, c := range calls {
-		if !replayed[i] {
+		if replayed[i] {
+			rec.started[i] = true
+		} else {
 			rec.index[c.ID] = i
 			todo = append(todo, c)
 		}
@@ -666,7 +679,9 @@ func (s *runState) runCalls(step int, stepKey string, calls []provider.ToolCall)
 	}
 	got, err := s.r.tools.Execute(tool.WithCallHook(toolCtx, rec.hook), todo)
 	for k, c := range todo {
-		results[rec.index[c.ID]] = got[k]
+		i := rec.index[c.ID]
+		results[i] = got[k]
+		results[i].Usage = results[i].Usage.Add(rec.extra[i])
 	}
 	// The writes are waited for even when the run was cancelled: a call
 	// that ran must be found recorded by the run that recovers this one.

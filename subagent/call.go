@@ -14,6 +14,7 @@ import (
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/errcode"
 	"github.com/deputy-go/deputy/internal/id"
+	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/internal/jsonvalue"
 	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/internal/outcome"
@@ -52,7 +53,7 @@ func (t *SubAgentTool) Call(ctx context.Context, call tool.Call) (tool.Result, e
 	if err != nil {
 		return tool.Result{}, err
 	}
-	return t.invoke(ctx, call.ID, args, in, nil)
+	return t.invoke(ctx, call.ID, args, in, opening{})
 }
 
 // prepare checks a call's depth and arguments, and returns the arguments
@@ -113,7 +114,7 @@ func (t *SubAgentTool) Rerun(ctx context.Context, call tool.Call, after []provid
 	}
 	in.Messages = append([]provider.Message{provider.UserMessage(task)}, after...)
 	in.Text = ""
-	return t.invoke(ctx, call.ID, args, in, nil)
+	return t.invoke(ctx, call.ID, args, in, opening{})
 }
 
 // opening is how an invocation is opened, passed down from the call to
@@ -124,17 +125,32 @@ func (t *SubAgentTool) Rerun(ctx context.Context, call tool.Call, after []provid
 type opening struct {
 	stable string
 	ahead  *announced
+	// spentKey is the journal key under which the invocation, under a
+	// journal it records itself in, keeps what it has paid for when it
+	// stops unfinished ("": its own, journal.Scope.Spent; a background
+	// job's is its spawning call's, where the run that spawned it finds
+	// it). paid is what is recorded there (nil: nothing), and counted
+	// the invocation's ledger under the journal, which holds what this run
+	// counted of it.
+	spentKey string
+	paid     *journal.Entry
+	counted  *ledger.Ledger
 }
 
 // invoke runs one call whose arguments are checked, or, under a journal,
 // answers it from the journal. The spawn tool shares it; a background
 // job's invocation was announced ahead.
-func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawMessage, in agent.Input, ahead *announced) (tool.Result, error) {
-	op := opening{ahead: ahead}
+func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawMessage, in agent.Input, op opening) (tool.Result, error) {
 	if js := journalFrom(ctx); js != nil {
 		if js.Recorded {
 			// The loop that made the call records its result.
 			ctx, op.stable = journalInvocation(ctx, js, js.Key(t.def.Name, args))
+			if e, ok := js.Paid(); ok {
+				// The call stopped unfinished in an earlier run: see
+				// opening.paid.
+				op.paid = &e
+				ctx, op.counted = ledger.With(ctx)
+			}
 			return t.invokeNow(ctx, callID, args, in, op)
 		}
 		return t.journaled(ctx, js, callID, args, in, op)
@@ -154,6 +170,17 @@ func (t *SubAgentTool) invokeNow(ctx context.Context, callID string, args json.R
 	// run itself refuses the answer of a child whose context ended, where
 	// it can still put a resident's conversation back.
 	res, err := t.run(cctx, args, in, inv.runID, op.stable)
+	if op.paid != nil {
+		// What the runs before paid for the invocation counts once,
+		// whether or not this run got as far as replaying it (a job
+		// cancelled with its run, a child stopped mid-way): the part it
+		// did not replay counts now, as spent before, before the
+		// invocation reports what it spent.
+		if u, models := ledger.Unreplayed(op.paid.Models, op.counted.Earlier()); len(models) > 0 {
+			ledger.Replay(cctx, u, models)
+			res.Usage = res.Usage.Add(u)
+		}
+	}
 	if err != nil {
 		// A failed call hands back what it spent and nothing it said.
 		return tool.Result{Usage: res.Usage}, t.failed(ctx, cctx, inv, err, res.Usage)

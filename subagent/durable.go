@@ -11,6 +11,7 @@ import (
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/internal/ledger"
+	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -349,6 +350,13 @@ func (t *SubAgentTool) journaled(ctx context.Context, js *journal.Scope, callID 
 	// is recorded with it, for the run that replays it to count.
 	cctx, spent := ledger.With(cctx)
 	op.stable = stable
+	job := op.spentKey != "" // a background job's, kept under its spawning call
+	if !job {
+		op.spentKey = js.Spent(key)
+	}
+	if e, ok := js.J.Lookup(op.spentKey); ok {
+		op.paid, op.counted = &e, spent
+	}
 	res, err := t.invokeNow(cctx, callID, args, in, op)
 	var wait func(context.Context) error
 	switch {
@@ -361,6 +369,12 @@ func (t *SubAgentTool) journaled(ctx context.Context, js *journal.Scope, callID 
 	case recordable(err):
 		wait = js.J.Start(key, journal.Entry{Error: err.Error(), Usage: res.Usage, Models: spent.Entries()})
 	}
+	if job || err != nil && !recordable(err) {
+		// A job's record is kept up to date however it ends: a run that
+		// does not start the job again reads it there, not the
+		// invocation's entry.
+		recordSpent(ctx, js, op.spentKey, res.Usage, spent)
+	}
 	var rerr error
 	for _, w := range js.Leave(wait) {
 		if werr := w(ctx); werr != nil && rerr == nil {
@@ -372,6 +386,23 @@ func (t *SubAgentTool) journaled(ctx context.Context, js *journal.Scope, callID 
 		return tool.Result{Usage: res.Usage}, fmt.Errorf("subagent %q: recording finished calls in the journal: %w: resume the turn when the store is back", name, rerr)
 	}
 	return res, err
+}
+
+// recordSpent records what an invocation that stopped unfinished (cancelled,
+// suspended, failed in a way a run of the turn may not repeat) has paid
+// for over the runs of its turn, so that a later run counts it once
+// whether or not it replays it all (see opening.paid, spawnCall.earlier).
+// It writes even when ctx has ended, within a bound: a record that does
+// not land leaves that spending uncounted by the later runs, and nothing
+// else.
+func recordSpent(ctx context.Context, js *journal.Scope, spentKey string, usage provider.Usage, spent *ledger.Ledger) {
+	models := spent.Entries()
+	if len(models) == 0 {
+		return
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_ = js.J.Record(wctx, spentKey, journal.Entry{Usage: usage, Models: models})
 }
 
 // replay returns a recorded invocation, with the events of one that ran.

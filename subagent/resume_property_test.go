@@ -60,13 +60,10 @@ const (
 	compactionPaidOnce = true
 	// jobLedgerAcrossResume: what a background job spent in a run that
 	// then stopped for a question or a cancellation is counted by the
-	// runs after it. Off: a resumed run's Output leaves out the job's
-	// model calls of the runs before it (seen with a job whose child
-	// answered before its lead's run was interrupted: the next run
-	// reports the whole turn less that answer), so in a schedule with a
-	// job the runs after the first are only checked to report no more
-	// than was billed.
-	jobLedgerAcrossResume = false
+	// runs after it, whether or not they replay it. Off: in a schedule
+	// with a job the runs after the first are only checked to report no
+	// more than was billed.
+	jobLedgerAcrossResume = true
 	// ledgerCountsUnreplayed: what a cancelled run paid for and recorded
 	// counts in the runs after it even when they do not replay it. Off: a
 	// resident's summary made in a run that was then cancelled is left
@@ -164,6 +161,9 @@ func runSchedule(t *testing.T, st *store.Store, seed uint64, c *treeCounts) bool
 		ok = false
 	}
 	verbose := testing.Verbose() && *schedules == 1
+	if verbose {
+		w.Log = func(line string) { t.Log(line) }
+	}
 	var q resumetest.Questions
 	answers := context.Background()
 	var out agent.Output

@@ -16,6 +16,8 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/journal"
+	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/internal/textcap"
 	"github.com/deputy-go/deputy/internal/toolcall"
@@ -439,6 +441,12 @@ func (s *Spawner) Call(ctx context.Context, call tool.Call) (tool.Result, error)
 		return tool.Result{}, err
 	}
 	if a.Background {
+		if js := journalFrom(ctx); js != nil && !js.Recorded {
+			// What the job pays for is kept, when it stops unfinished, in
+			// the scope of this call: a run of the turn that does not get
+			// as far as starting the job again counts it from there.
+			sc.spentKey = js.Prefix + "spent"
+		}
 		j, err := s.startJob(ctx, sc.who(), call.ID, a.Task, sc.runJob)
 		if err != nil {
 			return tool.Result{}, err
@@ -503,6 +511,8 @@ type spawnCall struct {
 	// A fork's task and checker: it is set up once it has a slot.
 	text  string
 	check *checker
+	// spentKey: see opening.spentKey ("" for a child in the foreground).
+	spentKey string
 }
 
 // target is a sub-agent set up for one call: the tool that runs it, and
@@ -577,7 +587,11 @@ func (sc *spawnCall) runNow(ctx context.Context) (tool.Result, error) {
 		return tool.Result{}, err
 	}
 	defer sc.st.slots.Release(1)
-	res, settle, err := sc.run(ctx, nil)
+	c, settle, err := sc.child(ctx)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	res, err := sc.invoke(ctx, c, opening{})
 	settle(res.Usage.Tokens())
 	return res, err
 }
@@ -586,12 +600,27 @@ func (sc *spawnCall) runNow(ctx context.Context) (tool.Result, error) {
 // like runNow; a fork's reservation is kept until the job's usage reaches
 // the parent, which calls the settle function it returns. ahead is the
 // job's SUBAGENT_STARTED, emitted before its receipt.
+//
+// Under a journal, a job whose child finished in an earlier run of the
+// turn is answered from the journal at once, needing no slot and no
+// budget; and one that cannot start (its run ended first, or no budget is
+// left) still counts what the runs before paid for it, as spent before.
 func (sc *spawnCall) runJob(ctx context.Context, ahead *announced) (tool.Result, func(int64), error) {
+	key, paid, finished := sc.recorded(ctx)
+	if finished {
+		res, err := sc.invoke(ctx, target{t: sc.who(), args: sc.args(), in: sc.input()}, opening{ahead: ahead})
+		return res, noSettle, err
+	}
 	if err := sc.takeSlot(ctx); err != nil {
-		return tool.Result{}, noSettle, err
+		return sc.unstarted(ctx, key, paid, ahead, err)
 	}
 	defer sc.st.slots.Release(1)
-	return sc.run(ctx, ahead)
+	c, settle, err := sc.child(ctx)
+	if err != nil {
+		return sc.unstarted(ctx, key, paid, ahead, err)
+	}
+	res, err := sc.invoke(ctx, c, opening{ahead: ahead, spentKey: sc.spentKey})
+	return res, settle, err
 }
 
 // takeSlot waits for a free slot of the parent run.
@@ -602,16 +631,68 @@ func (sc *spawnCall) takeSlot(ctx context.Context) error {
 	return nil
 }
 
-// run runs the child, its slot held, and returns its result, capped, with
-// the settle function of a fork's reservation, not yet called.
-func (sc *spawnCall) run(ctx context.Context, ahead *announced) (tool.Result, func(int64), error) {
-	c, settle, err := sc.child(ctx)
-	if err != nil {
+// invoke runs the child c, its slot held, and returns its result, capped.
+func (sc *spawnCall) invoke(ctx context.Context, c target, op opening) (tool.Result, error) {
+	res, err := c.t.invoke(ctx, sc.callID, c.args, c.in, op)
+	res.Content = textcap.Cap(res.Content, sc.s.cfg.maxOutput)
+	return res, err
+}
+
+// args and input are the arguments and input of the call's child, as a
+// member or a fork gets them (a fork's do not depend on its budget).
+func (sc *spawnCall) args() json.RawMessage {
+	if sc.member != nil {
+		return sc.member.args
+	}
+	args, _ := json.Marshal(map[string]string{"task": sc.text})
+	return args
+}
+
+func (sc *spawnCall) input() agent.Input {
+	if sc.member != nil {
+		return sc.member.in
+	}
+	return agent.Input{Text: sc.text}
+}
+
+// recorded looks up, for a job under a journal that it records itself
+// (not a call the loop records), the journal key of the job's invocation
+// and what the turn's journal holds of it: whether it finished in an
+// earlier run, and what the runs before paid for it (zero: nothing).
+func (sc *spawnCall) recorded(ctx context.Context) (key string, paid journal.Entry, finished bool) {
+	js := journalFrom(ctx)
+	if js == nil || js.Recorded {
+		return "", journal.Entry{}, false
+	}
+	key = js.Peek(sc.who().def.Name, sc.args())
+	if e, ok := js.J.Lookup(key); ok {
+		return key, e, true
+	}
+	if sc.spentKey != "" {
+		paid, _ = js.J.Lookup(sc.spentKey)
+	}
+	return key, paid, false
+}
+
+// unstarted ends a job that could not start with err: what the runs of the
+// turn before this one paid for its invocation (paid) counts, as spent
+// before, in its result and on its terminal event, as a run that replayed
+// it would have counted it.
+func (sc *spawnCall) unstarted(ctx context.Context, key string, paid journal.Entry, ahead *announced, err error) (tool.Result, func(int64), error) {
+	if key == "" || len(paid.Models) == 0 && paid.Usage.IsZero() {
 		return tool.Result{}, noSettle, err
 	}
-	res, err := c.t.invoke(ctx, sc.callID, c.args, c.in, ahead)
-	res.Content = textcap.Cap(res.Content, sc.s.cfg.maxOutput)
-	return res, settle, err
+	ledger.Replay(ctx, paid.Usage, paid.Models)
+	if ahead != nil && !ahead.used {
+		ahead.used = true
+		model := ""
+		if len(paid.Models) > 0 {
+			model = paid.Models[0].Model
+		}
+		ahead.em.Emit(event.Event{Type: event.SubagentError, SubagentRunID: ahead.runID, Message: err.Error(), Code: errorCode(err),
+			Usage: ledger.Encode(paid.Models, paid.Usage, true), Model: model})
+	}
+	return tool.Result{Usage: paid.Usage}, noSettle, err
 }
 
 // child returns the call's sub-agent: the member, or a fork with its

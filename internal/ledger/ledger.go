@@ -121,6 +121,56 @@ func (l *Ledger) Entries() []provider.ModelUsage {
 	return append([]provider.ModelUsage(nil), l.entries...)
 }
 
+// Earlier returns the part of each entry that earlier runs of a journaled
+// turn spent (Replay, AddEarlier), with its provider and model; entries
+// with none are left out.
+func (l *Ledger) Earlier() []provider.ModelUsage {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []provider.ModelUsage
+	for i, e := range l.earlier {
+		if !e.Usage.IsZero() || e.Cost != 0 {
+			out = append(out, provider.ModelUsage{Provider: l.entries[i].Provider, Model: l.entries[i].Model, Usage: e.Usage, Cost: e.Cost})
+		}
+	}
+	return out
+}
+
+// Unreplayed returns what paid records that earlier is short of, per
+// provider and model (paid: what earlier runs of a journaled turn paid for
+// a piece of work; earlier: what this run has counted of it, as Earlier
+// returns it), and its sum: the part of the work's earlier spending this
+// run has not replayed.
+func Unreplayed(paid, earlier []provider.ModelUsage) (provider.Usage, []provider.ModelUsage) {
+	var total provider.Usage
+	var missing []provider.ModelUsage
+	for _, p := range paid {
+		var got provider.ModelUsage
+		for _, e := range earlier {
+			if e.Provider == p.Provider && e.Model == p.Model {
+				got = e
+				break
+			}
+		}
+		u := provider.Usage{
+			InputTokens:      max(p.Usage.InputTokens-got.Usage.InputTokens, 0),
+			OutputTokens:     max(p.Usage.OutputTokens-got.Usage.OutputTokens, 0),
+			CacheReadTokens:  max(p.Usage.CacheReadTokens-got.Usage.CacheReadTokens, 0),
+			CacheWriteTokens: max(p.Usage.CacheWriteTokens-got.Usage.CacheWriteTokens, 0),
+			Requests:         max(p.Usage.Requests-got.Usage.Requests, 0),
+		}
+		if u.IsZero() {
+			continue
+		}
+		missing = append(missing, provider.ModelUsage{Provider: p.Provider, Model: p.Model, Usage: u, Cost: max(p.Cost-got.Cost, 0)})
+		total = total.Add(u)
+	}
+	return total, missing
+}
+
 // Spent returns the ledger's JSON (see JSON) for reported, and the model
 // of its first entry ("" when it has none).
 func (l *Ledger) Spent(reported provider.Usage) (json.RawMessage, string) {

@@ -112,3 +112,29 @@ func TestEarlierIsMarkedPerEntry(t *testing.T) {
 		t.Errorf("not JSON: %v", err)
 	}
 }
+
+func TestUnreplayedIsWhatWasPaidLessWhatWasCounted(t *testing.T) {
+	paid := []provider.ModelUsage{
+		{Provider: "p", Model: "a", Usage: provider.Usage{InputTokens: 30, OutputTokens: 6, Requests: 3}, Cost: 0.75},
+		{Provider: "p", Model: "b", Usage: provider.Usage{InputTokens: 8, OutputTokens: 2, Requests: 1}, Cost: 0.5},
+	}
+	earlier := []provider.ModelUsage{
+		{Provider: "p", Model: "a", Usage: provider.Usage{InputTokens: 10, OutputTokens: 2, Requests: 1}, Cost: 0.25},
+		{Provider: "q", Model: "a", Usage: provider.Usage{InputTokens: 100, Requests: 1}, Cost: 1}, // another provider's: not this work's
+	}
+	total, missing := ledger.Unreplayed(paid, earlier)
+	want := []provider.ModelUsage{
+		{Provider: "p", Model: "a", Usage: provider.Usage{InputTokens: 20, OutputTokens: 4, Requests: 2}, Cost: 0.5},
+		{Provider: "p", Model: "b", Usage: provider.Usage{InputTokens: 8, OutputTokens: 2, Requests: 1}, Cost: 0.5},
+	}
+	if diff := cmp.Diff(want, missing); diff != "" {
+		t.Errorf("missing (-want +got):\n%s", diff)
+	}
+	if total != (provider.Usage{InputTokens: 28, OutputTokens: 6, Requests: 3}) {
+		t.Errorf("total %+v", total)
+	}
+	// All of it replayed: nothing is missing.
+	if total, missing := ledger.Unreplayed(paid, paid); len(missing) != 0 || !total.IsZero() {
+		t.Errorf("all replayed: %+v, %+v", total, missing)
+	}
+}
