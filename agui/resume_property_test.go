@@ -74,7 +74,16 @@ func scheduleServer(t *testing.T, path string, w *resumetest.World) (url string,
 func aguiSchedule(t *testing.T, path string, seed uint64, c *scheduleCounts) bool {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	w := resumetest.New(resumetest.NewSchedule(r, true))
+	// Half the schedules are whole trees (validated children, a resident
+	// that compacts, limits, admission that meets 429s), whose models
+	// count tokens as a tokenizer would and are priced: on those,
+	// RUN_FINISHED's usage is checked against what the models billed.
+	var w *resumetest.World
+	if r.IntN(2) == 0 {
+		w = resumetest.New(resumetest.NewTreeSchedule(r, true))
+	} else {
+		w = resumetest.New(resumetest.NewSchedule(r, true))
+	}
 	url, st, stop := scheduleServer(t, path, w)
 	defer func() { stop() }()
 	ok := true
@@ -89,6 +98,7 @@ func aguiSchedule(t *testing.T, path string, seed uint64, c *scheduleCounts) boo
 	var runs []string
 	aborted := 0
 	answer := ""
+	limited := false // the turn ended at its limit (ErrUsageLimit)
 	for round := 0; ; round++ {
 		if round > 40 {
 			fail("no end after %d runs", round)
@@ -126,14 +136,29 @@ func aguiSchedule(t *testing.T, path string, seed uint64, c *scheduleCounts) boo
 			return false
 		}
 		last := evs[len(evs)-1]
+		if last.Type == event.RunError && w.S.Limited() && strings.Contains(last.Message, agent.ErrUsageLimit.Error()) {
+			limited = true
+			break
+		}
 		if last.Type != event.RunFinished {
 			fail("run %d ended with %s %s", round, last.Type, last.Message)
 			return false
 		}
 		// Each run reports the whole turn so far: the last one all of it.
 		usage = provider.Usage{}
+		var cost float64
 		for _, u := range usageOf(t, last.Usage) {
+			usage.InputTokens += u.Input
+			usage.OutputTokens += u.Output
 			usage.Requests += u.Input / 10 // each answer is 10 tokens in
+			cost += u.Cost
+		}
+		if w.S.Tree() {
+			// What the models billed over the whole turn so far, the runs
+			// its client left included.
+			if b := w.Billed(); usage.InputTokens != b.Usage.InputTokens || usage.OutputTokens != b.Usage.OutputTokens || cost != b.Cost {
+				fail("run %d: the models billed %v; RUN_FINISHED says %d in, %d out, $%v", round, b, usage.InputTokens, usage.OutputTokens, cost)
+			}
 		}
 		var o runOutcome
 		if len(last.Outcome) > 0 {
@@ -159,9 +184,21 @@ func aguiSchedule(t *testing.T, path string, seed uint64, c *scheduleCounts) boo
 		}
 	}
 	// What a cut run paid never reached its client: then the usage
-	// reported counts each answer at most once.
-	for _, p := range append(w.Check(&q, answer, false), w.CheckUsage(usage, aborted == 0)...) {
+	// reported counts each answer at most once. (A whole tree's is checked
+	// against the bill above, run by run.)
+	problems := w.Check(&q, answer, limited || w.S.Limited())
+	if !w.S.Tree() {
+		problems = append(problems, w.CheckUsage(usage, aborted == 0)...)
+	} else {
+		problems = append(problems, w.PaidTwice()...)
+	}
+	for _, p := range problems {
 		fail("%s", p)
+	}
+	if limited {
+		// A run that failed keeps its turn to be run again: what is left
+		// is the server's to sweep.
+		return ok
 	}
 	for _, run := range runs {
 		if n := entries(t, st, thread, run); n != 0 {
