@@ -179,7 +179,12 @@ func WithModel(model string) Option {
 	return func(r *React) error { r.model = model; return nil }
 }
 
-// WithMaxTokens caps each reply's length; zero means the provider's default.
+// WithMaxTokens caps each reply's length, sent as the request's output
+// bound (provider.Request.MaxTokens); zero means the provider's default.
+// Under WithTokenLimit or WithCostLimit every call is sent a bound, the
+// lower of what the budget leaves for its reply and n, or, when n is zero,
+// 4,096 (the most some models write, and the largest bound some APIs
+// accept): set n higher to let a budgeted run write longer replies.
 func WithMaxTokens(n int) Option {
 	return func(r *React) error {
 		if n < 0 {
