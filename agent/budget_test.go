@@ -188,3 +188,28 @@ func TestResumedTurnKeepsItsLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestCostLimitPricesAFirstCallWithNoModelNamed runs an agent that names
+// no model under a cost limit its first call's input alone would pass: no
+// model has answered yet to say which price is its, so the call is
+// reserved at the dearest price the table holds, and is not made.
+func TestCostLimitPricesAFirstCallWithNoModelNamed(t *testing.T) {
+	prices, err := provider.NewPrices(map[string]provider.Price{"cheap": {Input: 1e-6, Output: 1e-6}, "dear": {Input: 1e-3, Output: 4e-3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int64
+	p := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		calls.Add(1)
+		return provider.Response{Message: provider.AssistantMessage("done"), Usage: provider.Usage{InputTokens: 1000, OutputTokens: 1, Requests: 1}, Model: "dear"}, nil
+	})
+	// About 250 tokens of task: $0.25 at the dear model's input price.
+	a, err := agent.NewReact(p, agent.WithPrices(prices), agent.WithCostLimit(0.1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := a.Run(context.Background(), agent.Input{Text: strings.Repeat("word ", 200)})
+	if !errors.Is(err, agent.ErrUsageLimit) || calls.Load() != 0 {
+		t.Fatalf("made %d calls, cost $%v, err %v; want none, ErrUsageLimit", calls.Load(), out.Cost, err)
+	}
+}

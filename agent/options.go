@@ -252,8 +252,10 @@ func WithPrices(prices *provider.Prices) Option {
 //	cost ≤ dollars + Σ e·Input
 //
 // e each spending run's last shortfall (WithTokenLimit) and Input the input
-// price of its model. Calls of a model the prices lack cost nothing
-// against it. dollars must be positive.
+// price of its model. A call before any model has answered, by an agent
+// that names none (WithModel), is reserved at the dearest prices the table
+// holds (provider.Prices.Dearest). Calls of a model the prices lack cost
+// nothing against it. dollars must be positive.
 func WithCostLimit(dollars float64) Option {
 	return func(r *React) error {
 		if !(dollars > 0) || math.IsInf(dollars, 0) {

@@ -104,6 +104,28 @@ func (t *Prices) Lookup(provider, model string) (Price, bool) {
 	return p, ok
 }
 
+// Dearest returns the highest price of each kind in the table (together
+// they need not be one model's): the most a token of a call can cost when
+// it is not yet known which of the table's models answers it. A nil or
+// empty table returns the zero Price and false.
+func (t *Prices) Dearest() (Price, bool) {
+	var d Price
+	if t == nil || len(t.byModel)+len(t.byProvider) == 0 {
+		return d, false
+	}
+	for _, p := range t.byModel {
+		d = dearer(d, p)
+	}
+	for _, p := range t.byProvider {
+		d = dearer(d, p)
+	}
+	return d, true
+}
+
+func dearer(a, b Price) Price {
+	return Price{Input: max(a.Input, b.Input), Output: max(a.Output, b.Output), CacheRead: max(a.CacheRead, b.CacheRead), CacheWrite: max(a.CacheWrite, b.CacheWrite)}
+}
+
 // Cost returns what the usage cost, in US dollars, and the models of it
 // that the table has no price for (their usage counted as nothing).
 func (t *Prices) Cost(usage ...ModelUsage) (dollars float64, unpriced []string) {

@@ -47,12 +47,8 @@ const (
 	// budgetAsDocumented: a run spends at most the bound WithTokenLimit
 	// and WithCostLimit document: the limit plus the estimate's last
 	// shortfall of each run spending at once, a few tokens a run here.
-	// Off: under a cost limit a tree passes it, by little with validated
-	// children after a resume (limit $0.000517, spent $0.000646, bound
-	// $0.000639), by nearly twice the limit in the first run of a tree
-	// that starts a background job (limit $0.000406, spent $0.000697);
-	// so only budgetHard's bound is checked.
-	budgetAsDocumented = false
+	// Off: only budgetHard's bound is checked.
+	budgetAsDocumented = true
 	// compactionPaidOnce: a compaction's summary is journaled and never
 	// paid twice. Off: a summary forced by the model's "too long" refusal
 	// is paid again when its turn goes on after a cancellation or a

@@ -291,7 +291,8 @@ func Price(ctx context.Context, providerName, model string, u provider.Usage) (f
 }
 
 // PriceOf returns the price, at the prices of the run of ctx, of model of
-// providerName, and whether they price it.
+// providerName, and whether they price it; for a model not named (""),
+// one the prices lack, the dearest they hold (provider.Prices.Dearest).
 func PriceOf(ctx context.Context, providerName, model string) (provider.Price, bool) {
 	sc := from(ctx).scope
 	if sc == nil {
@@ -303,7 +304,12 @@ func PriceOf(ctx context.Context, providerName, model string) (provider.Price, b
 	if prices == nil {
 		return provider.Price{}, false
 	}
-	return prices.Lookup(providerName, model)
+	if p, ok := prices.Lookup(providerName, model); ok || model != "" {
+		return p, ok
+	}
+	// No model named, and none has answered yet: the dearest the prices
+	// hold, so that a reservation does not take the call to cost nothing.
+	return prices.Dearest()
 }
 
 // Priced reports whether the run of ctx has prices.
