@@ -342,6 +342,7 @@ func (t *SubAgentTool) journaled(ctx context.Context, js *journal.Scope, callID 
 	key := js.Key(name, args)
 	if e, ok := js.J.Lookup(key); ok {
 		_, stable := journalInvocation(ctx, js, key)
+		replayMail(ctx, js, key)
 		return t.replay(ctx, callID, e, op.ahead, stable)
 	}
 	js.Enter()
@@ -359,7 +360,12 @@ func (t *SubAgentTool) journaled(ctx context.Context, js *journal.Scope, callID 
 	}
 	res, err := t.invokeNow(cctx, callID, args, in, op)
 	var wait func(context.Context) error
+	var merr error // the messages a job took, recorded before its outcome
+	if err == nil || recordable(err) {
+		merr = recordMail(ctx, js, key)
+	}
 	switch {
+	case merr != nil:
 	case err == nil:
 		e := journal.Entry{Content: res.Content, Usage: res.Usage, Models: spent.Entries()}
 		if res.Value != nil {
@@ -380,6 +386,9 @@ func (t *SubAgentTool) journaled(ctx context.Context, js *journal.Scope, callID 
 		if werr := w(ctx); werr != nil && rerr == nil {
 			rerr = werr
 		}
+	}
+	if rerr == nil {
+		rerr = merr
 	}
 	if rerr != nil && (err == nil || recordable(err)) {
 		// The child's work is spent; its usage still reaches the parent.

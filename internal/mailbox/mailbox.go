@@ -160,6 +160,18 @@ func (b *Box) Reached(step int, last string, usage provider.Usage, cost float64)
 	}
 }
 
+// Restore marks the messages of receipts, taken by a run of the child
+// that an earlier run of the turn finished, as delivered where they say,
+// taking them out of the queue if they were sent again already.
+func (b *Box) Restore(receipts []Receipt) {
+	if b == nil {
+		return
+	}
+	for _, r := range receipts {
+		b.Replayed(r.Step, []Message{{ID: r.ID}})
+	}
+}
+
 // Began records that the child's loop begins step.
 func (b *Box) Began(step int) {
 	if b == nil {
