@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/provider"
@@ -116,7 +117,9 @@ func TestScopesNeverSeeEachOther(t *testing.T) {
 // Stored scopes: two replicas of one expert over one store keep each
 // user's conversation, and DeleteScope forgets one user's.
 func TestStoredScopesAcrossReplicas(t *testing.T) {
-	st := openStore(t, filepath.Join(t.TempDir(), "s.db"))
+	// Nothing here waits for a lease to lapse, so the lease is long enough
+	// that a renewal delayed by a loaded machine under -race is not lost.
+	st := openStore(t, filepath.Join(t.TempDir(), "s.db"), store.WithLeaseTTL(10*time.Second))
 	m := &secrets{}
 	a := scopedExpert(t, m, WithStore(st, "experts/e"))
 	b := scopedExpert(t, m, WithStore(st, "experts/e"))
