@@ -158,7 +158,7 @@ func (r *React) Run(ctx context.Context, in Input) (out Output, err error) {
 	if err := ctx.Err(); err != nil {
 		return Output{}, fmt.Errorf("agent %q: not started: %w", r.name, err)
 	}
-	if t, ok := ctx.Value(heldKey{}).(*Turn); ok && t.r == r && !t.released {
+	if t, ok := ctx.Value(heldKey{}).(*Turn); ok && t != nil && t.r == r && !t.released {
 		// The caller holds the turn (Hold). The run's tools do not.
 		return r.run(context.WithValue(ctx, heldKey{}, (*Turn)(nil)), in)
 	}
