@@ -7,6 +7,7 @@ import (
 
 	"github.com/deputy-go/deputy/internal/errcode"
 	"github.com/deputy-go/deputy/internal/run"
+	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -95,6 +96,11 @@ type Output struct {
 	// for a turn run once.
 	Earlier     provider.Usage
 	EarlierCost float64
+	// Denials is what the policy binding the run (WithPolicy,
+	// policy.With) denied in it and in its sub-agents, in the order
+	// denied: each a tool call, a hand-off, a result or a model call, and
+	// the rule that denied it (the first 64).
+	Denials []*policy.Denial
 }
 
 // TotalUsage returns Usage plus ChildUsage.

@@ -463,6 +463,12 @@ func (s *runState) summarize(older []provider.Message) (text string, usage provi
 		}
 		req.MaxTokens = int(min(int64(req.MaxTokens), out))
 	}
+	if s.policy != nil {
+		var err error
+		if req, err = s.guardModel(req); err != nil {
+			return "", usage, "", err
+		}
+	}
 	resp, err := p.Complete(s.ctx, req)
 	usage = resp.Usage
 	s.usage = s.usage.Add(usage)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -262,6 +263,22 @@ func WithCostLimit(dollars float64) Option {
 			return fmt.Errorf("%w: cost limit %v: give a positive number of US dollars", ErrInvalidOption, dollars)
 		}
 		r.costLimit = dollars
+		return nil
+	}
+}
+
+// WithPolicy binds every run of the agent, and all it starts, by p: each
+// tool call, hand-off to a sub-agent, result and model call of the whole
+// tree below it is checked by p's rules (see package policy). A run
+// started under a context that already carries a policy keeps that one
+// and adds p's rules to it: an agent can narrow the policy it runs under,
+// never loosen it. A nil p is an error: there is nothing to bind by.
+func WithPolicy(p *policy.Policy) Option {
+	return func(r *React) error {
+		if p == nil {
+			return fmt.Errorf("%w: WithPolicy(nil): pass a policy made with policy.New, or leave the option out", ErrInvalidOption)
+		}
+		r.policy = p
 		return nil
 	}
 }

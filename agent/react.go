@@ -19,6 +19,7 @@ import (
 	"github.com/deputy-go/deputy/internal/id"
 	"github.com/deputy-go/deputy/internal/mailbox"
 	"github.com/deputy-go/deputy/internal/run"
+	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -45,6 +46,7 @@ type React struct {
 	tokenLimit   int64
 	prices       *provider.Prices // set by WithPrices
 	costLimit    float64          // set by WithCostLimit
+	policy       *policy.Policy   // set by WithPolicy
 	historyLimit int
 	maxTokens    int
 	temperature  *float64
@@ -183,6 +185,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	if box != nil {
 		ctx = mailbox.With(ctx, nil)
 	}
+	ctx = policy.With(ctx, r.policy)
 	em := event.From(ctx) // the scope is looked up once for the run's events
 	events := em.Enabled()
 	runID := id.New("run_")
@@ -196,7 +199,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	ctx = run.Start(ctx, runID, r.name, r.tokenLimit)
 	run.SetPrices(ctx, r.prices)
 	run.SetCostLimit(ctx, r.costLimit)
-	s = &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, em: em, events: events, tracer: tr,
+	s = &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, em: em, events: events, tracer: tr, policy: policy.From(ctx),
 		schema: in.ResponseSchema, cacheKey: in.CacheKey, limit: run.Limit(ctx), readBack: run.ReadBack(ctx), box: box}
 	if s.schema == nil && r.output != nil {
 		s.schema = r.output.schema.Raw()
@@ -270,6 +273,9 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	out.Cost, out.Unpriced = run.Cost(ctx)
 	out.CacheSaved = run.Saved(ctx)
 	out.Earlier, out.EarlierCost = run.Earlier(ctx)
+	if s.policy != nil {
+		out.Denials = denials(ctx)
+	}
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 			// Whatever else went wrong, the caller cancelled: say so first.
@@ -337,7 +343,9 @@ type runState struct {
 	// traceHook the tools' tracing hook (nil: not traced).
 	journal   *runJournal
 	traceHook tool.CallHook
-	steps     int // model calls begun
+	// policy binds the run (policy.From of its context), nil when none.
+	policy *policy.Policy
+	steps  int // model calls begun
 	// answered and called are the last step whose model answer the run
 	// replayed or received, and the last whose recorded call results it
 	// read (under a journal; see respendUnread).
@@ -452,6 +460,11 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 			began = time.Now()
 		}
 		req := s.request(tools, pl)
+		if s.policy != nil {
+			if req, err = s.guardModel(req); err != nil {
+				return "", false, err
+			}
+		}
 		resp, err = s.complete(req, msgID)
 		s.usage = s.usage.Add(resp.Usage)
 		s.account(req, resp)

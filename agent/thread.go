@@ -1,8 +1,10 @@
 package agent
 
-import "context"
+import (
+	"context"
 
-type threadKey struct{}
+	"github.com/deputy-go/deputy/internal/run"
+)
 
 // WithThread returns ctx as part of the conversation thread named thread:
 // a name that is the same for every turn of one conversation and
@@ -10,11 +12,18 @@ type threadKey struct{}
 // of a stored thread its owner's and thread's name). Resident experts
 // scoped per thread (subagent.PerThread) keep one conversation for each.
 func WithThread(ctx context.Context, thread string) context.Context {
-	return context.WithValue(ctx, threadKey{}, thread)
+	return run.WithThread(ctx, thread)
 }
 
 // Thread returns the thread ctx is part of (WithThread), or "".
-func Thread(ctx context.Context) string {
-	s, _ := ctx.Value(threadKey{}).(string)
-	return s
+func Thread(ctx context.Context) string { return run.Thread(ctx) }
+
+// WithOwner returns ctx acting for owner: the caller a served endpoint
+// named (agui's Authorize, a2a's), which a policy reads on every check
+// (policy.Check.Owner).
+func WithOwner(ctx context.Context, owner string) context.Context {
+	return run.WithOwner(ctx, owner)
 }
+
+// Owner returns the owner ctx acts for (WithOwner), or "".
+func Owner(ctx context.Context) string { return run.Owner(ctx) }

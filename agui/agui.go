@@ -412,6 +412,7 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, in *RunInput, a ag
 	// Residents scoped per thread (subagent.PerThread) know the thread by
 	// its owner's and its own name.
 	ctx = agent.WithThread(ctx, thread{in.Owner, in.ThreadID}.scope())
+	ctx = agent.WithOwner(ctx, in.Owner) // what a policy's checks name
 	if agentIn.CacheKey == "" {
 		// A thread's turns repeat its conversation: one cache key for them.
 		agentIn.CacheKey = in.ThreadID

@@ -21,6 +21,7 @@ import (
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/internal/textcap"
 	"github.com/deputy-go/deputy/internal/toolcall"
+	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -161,6 +162,12 @@ func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawM
 // invokeNow runs one call: it opens the invocation one level deeper, runs
 // it within the timeout, and reports how it ended.
 func (t *SubAgentTool) invokeNow(ctx context.Context, callID string, args json.RawMessage, in agent.Input, op opening) (tool.Result, error) {
+	if pol := policy.From(ctx); pol != nil {
+		var err error
+		if in, err = t.handOff(ctx, pol, callID, args, in); err != nil {
+			return tool.Result{}, err
+		}
+	}
 	cctx, inv := t.open(ctx, callID, op)
 	if t.cfg.timeout > 0 {
 		var cancel context.CancelFunc
@@ -187,6 +194,27 @@ func (t *SubAgentTool) invokeNow(ctx context.Context, callID string, args json.R
 	}
 	inv.finished(res.Content, res.Usage)
 	return res, nil
+}
+
+// handOff asks pol about handing in down to the child, before the
+// invocation opens: it returns the input the child is given (its task and
+// context rewritten, when a rule rewrote them), or the error that ends the
+// call: a denial or a person's refusal, which the model reads, or the
+// interrupt of a question not answered yet.
+func (t *SubAgentTool) handOff(ctx context.Context, pol *policy.Policy, callID string, args json.RawMessage, in agent.Input) (agent.Input, error) {
+	chk := &policy.Check{Point: policy.BeforeDelegation, Tool: t.def.Name, CallID: callID, Arguments: args, Task: in.Text, Context: in.Messages}
+	out := pol.Decide(ctx, chk)
+	switch out.Verdict {
+	case policy.Deny:
+		return in, tool.Correctable(out.Err(chk))
+	case policy.Ask:
+		if err := tool.ApprovePolicy(ctx, tool.Call{ID: callID, Name: t.def.Name, Arguments: args}, out); err != nil {
+			return in, err
+		}
+	case policy.Rewrite:
+		in.Text, in.Messages = chk.Task, chk.Context
+	}
+	return in, nil
 }
 
 // invocation is one invocation of a sub-agent as its events and a render

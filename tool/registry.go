@@ -11,6 +11,7 @@ import (
 
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/internal/toolcall"
+	"github.com/deputy-go/deputy/policy"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -235,7 +236,11 @@ func available(ctx context.Context, t Tool) bool {
 // done, no call is started and its error is returned.
 //
 // Under a context carrying a CallHook (WithCallHook), each call passes
-// through the hook, with a context of its own.
+// through the hook, with a context of its own. Under a context bound by a
+// policy (policy.With), each call is checked before it runs, and its
+// result before it is returned: a denied call does not run and its
+// Result is the denial (Err a *policy.Denial); a call the policy asks
+// about waits, as a tool.RequireApproval tool's does, for a person.
 func (r *Registry) Execute(ctx context.Context, calls []Call) ([]Result, error) {
 	results := make([]Result, len(calls))
 	if len(calls) == 1 {
@@ -298,6 +303,17 @@ func (r *Registry) call(ctx context.Context, c Call) (res Result, err error) {
 		var done func(Result, error)
 		ctx, done = h(ctx, c)
 		defer func() { done(res, err) }() // after the recover below
+	}
+	if pol := policy.From(ctx); pol != nil {
+		var stop bool
+		if c, res, err, stop = guard(ctx, pol, c); stop {
+			return res, err
+		}
+		defer func() {
+			if err == nil {
+				res = checkResult(ctx, pol, c, res)
+			}
+		}() // after the recover below, before the hook's done
 	}
 	t, max := r.lookup(c.Name)
 	if t == nil || !available(ctx, t) {

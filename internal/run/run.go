@@ -97,6 +97,59 @@ func Parent(ctx context.Context) string { return from(ctx).parent }
 // Name returns the name of the agent whose run ctx belongs to, or "".
 func Name(ctx context.Context) string { return from(ctx).name }
 
+// Path returns the names of the agents whose runs ctx is inside, from the
+// top-level run down to its own, joined by "/" ("lead/researcher"), or ""
+// outside a run.
+func Path(ctx context.Context) string { return from(ctx).scope.fullPath() }
+
+// fullPath returns the run's path (Path), worked out on the first call:
+// a run that no one asks pays nothing for it.
+func (sc *scope) fullPath() string {
+	if sc == nil {
+		return ""
+	}
+	sc.mu.Lock()
+	p, known := sc.path, sc.pathKnown
+	sc.mu.Unlock()
+	if known {
+		return p
+	}
+	p = sc.name
+	if up := sc.up.fullPath(); up != "" {
+		p = up + "/" + sc.name
+	}
+	sc.mu.Lock()
+	sc.path, sc.pathKnown = p, true
+	sc.mu.Unlock()
+	return p
+}
+
+type threadKey struct{}
+type ownerKey struct{}
+
+// WithThread returns ctx as part of the conversation thread named thread.
+func WithThread(ctx context.Context, thread string) context.Context {
+	return context.WithValue(ctx, threadKey{}, thread)
+}
+
+// Thread returns the thread ctx is part of (WithThread), or "".
+func Thread(ctx context.Context) string {
+	s, _ := ctx.Value(threadKey{}).(string)
+	return s
+}
+
+// WithOwner returns ctx acting for owner, the caller a served endpoint
+// named.
+func WithOwner(ctx context.Context, owner string) context.Context {
+	return context.WithValue(ctx, ownerKey{}, owner)
+}
+
+// Owner returns the owner ctx acts for (WithOwner), or "".
+func Owner(ctx context.Context) string {
+	s, _ := ctx.Value(ownerKey{}).(string)
+	return s
+}
+
 // Depth returns how deep in a delegation tree ctx is: 0 for a top-level
 // agent, 1 for its sub-agents, and so on.
 func Depth(ctx context.Context) int { return from(ctx).depth }
@@ -191,6 +244,7 @@ func Start(ctx context.Context, id, name string, tokenLimit int64) context.Conte
 		// own limit: its siblings' spending does not eat into it.
 		sc.costLimit, sc.costShared = parent.costShare, true
 	}
+	sc.name = name
 	run := context.WithValue(ctx, key{}, &info{id: id, parent: parent.id, name: name, depth: parent.depth, scope: sc, budget: -1, tally: parent.tally,
 		pos: parent.callPos(name)})
 	sc.ctx = run
@@ -200,13 +254,17 @@ func Start(ctx context.Context, id, name string, tokenLimit int64) context.Conte
 // scope is the state a run shares with the tools it calls: values kept for
 // the run's length, work to finish when it ends, and its token budget.
 type scope struct {
-	ctx    context.Context // the run's own context
-	mu     sync.Mutex
-	values map[any]any
-	onEnd  []func() provider.Usage
-	done   bool
-	limit  int64        // token limit, 0 for none
-	used   atomic.Int64 // tokens used so far, children's included
+	ctx  context.Context // the run's own context
+	name string          // the run's agent's name
+	// path is the run's Path once worked out (pathKnown); under mu.
+	path      string
+	pathKnown bool
+	mu        sync.Mutex
+	values    map[any]any
+	onEnd     []func() provider.Usage
+	done      bool
+	limit     int64        // token limit, 0 for none
+	used      atomic.Int64 // tokens used so far, children's included
 	// reserved is the part of the budget set aside for work running inside
 	// tool calls (Reserve); it is changed under mu.
 	reserved atomic.Int64
@@ -234,6 +292,37 @@ type scope struct {
 	// readBack: the run's answer is read again by the run that started
 	// it, out of the part of its budget this run got (ReadBack).
 	readBack bool
+	// denials are what a policy denied in the run and the runs under it
+	// (AddDenial), at most maxDenials; changed under mu.
+	denials []error
+}
+
+// maxDenials bounds the denials a run keeps: a model that insists on a
+// denied call cannot grow a run's memory without end.
+const maxDenials = 64
+
+// AddDenial records err, a policy's denial, in the run of ctx and every
+// run it is inside (the first maxDenials of each).
+func AddDenial(ctx context.Context, err error) {
+	for sc := from(ctx).scope; sc != nil; sc = sc.up {
+		sc.mu.Lock()
+		if len(sc.denials) < maxDenials {
+			sc.denials = append(sc.denials, err)
+		}
+		sc.mu.Unlock()
+	}
+}
+
+// Denials returns what a policy denied in the run of ctx and the runs
+// under it, in the order denied (the first maxDenials).
+func Denials(ctx context.Context) []error {
+	sc := from(ctx).scope
+	if sc == nil {
+		return nil
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return slices.Clone(sc.denials)
 }
 
 // ReadBack reports whether the run of ctx was given part of the budget of

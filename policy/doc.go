@@ -1,0 +1,56 @@
+// Package policy is tree-wide policy: rules set once, at the top of a
+// run, that see and decide on everything the whole delegation tree below
+// it does, and that no sub-agent can shed or loosen.
+//
+//	p, err := policy.New(
+//		policy.DenyTools("no-shell", policy.AnyDepth, "shell"),
+//		policy.AskBefore("approve-payments", "pay_*"),
+//		policy.Redact("secrets", []string{userAPIKey}),
+//	)
+//	lead, err := agent.NewReact(model, agent.WithTools(researcher), agent.WithPolicy(p))
+//
+// # What it sees
+//
+// A Policy is asked at four points (Point), each with a Check that says
+// where in the tree it is (Path, Depth, RunID, Owner, Thread):
+// BeforeTool, every tool call any agent of the tree makes, sub-agent tools
+// included; BeforeDelegation, every hand-off to a sub-agent, in every form
+// (FromAgent, FromFactory, FromReact, a roster member or fork of the spawn
+// tool, a background job, a remote agent), with the task and context the
+// child is given; AfterResult, every result before the model that asked
+// reads it, a child's answer included; BeforeModel, every model call,
+// compaction's summaries included, with the request to be sent.
+//
+// # What it decides
+//
+// Each Rule returns a Decision: Allow (no objection), Deny (the model
+// reads why; the Go caller finds a *Denial in the tool.Result, in
+// agent.Output.Denials and, for a model call, in the run's error), Ask (a
+// person approves first, through the interrupt of tool.RequireApproval,
+// asked once per call in a journaled turn), or Rewrite (the rule changed
+// the Check: redacted arguments, a task, a result, a request). Rules are
+// asked in order; the first Deny wins over any Ask, an Ask over a
+// Rewrite. Every decision is a CUSTOM event named EventName and an event
+// of that name on the OpenTelemetry span of the call it was made in.
+//
+// # Only narrower
+//
+// A policy rides the run's context (With; agent.WithPolicy calls it), so
+// it crosses every agent.Agent boundary, agents deputy does not own
+// included. With adds to the policy a context carries and nothing takes
+// from it: a sub-agent given a policy of its own is bound by its parent's
+// and its own. Narrow refuses, when a policy is made, an allow list wider
+// than the one it extends.
+//
+// # Ready-made rules
+//
+// AllowTools and DenyTools (by name or "*" pattern, per depth), AskBefore,
+// Redact (named values and patterns), PathUnder (a path argument must stay
+// under a directory). Func makes a rule of a function.
+//
+// # Policy and hooks
+//
+// Lifecycle hooks (tool.CallHook, subagent.WithOutcome, event sinks)
+// observe one agent or one tool and cannot stop anything; a policy binds
+// a whole tree, decides, and cannot be left behind by delegation.
+package policy

@@ -1,0 +1,412 @@
+package policy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/run"
+	"github.com/deputy-go/deputy/provider"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// A Point is where in a run a policy is asked.
+type Point string
+
+// The four points at which a policy decides.
+const (
+	// BeforeTool: a model asked for a tool call, which has not run
+	// (Check.Tool, CallID, Arguments). A sub-agent tool's call is one too.
+	BeforeTool Point = "tool"
+	// BeforeDelegation: a sub-agent is about to be handed its work
+	// (Check.Tool names the sub-agent tool; Task and Context are what the
+	// child is given). Every form of delegation passes here, a remote
+	// agent's included, and a corrective retry is a hand-off of its own.
+	BeforeDelegation Point = "delegation"
+	// AfterResult: a tool call ended and its result is about to go back to
+	// the model that made it (Check.Result, IsError); a sub-agent's answer
+	// is the result of its tool's call.
+	AfterResult Point = "result"
+	// BeforeModel: a model call is about to be sent (Check.Request), the
+	// summary calls of compaction included.
+	BeforeModel Point = "model"
+)
+
+// A Verdict is what a rule decides.
+type Verdict string
+
+// The verdicts. The zero Verdict is Allow.
+const (
+	// Allow: the rule has no objection. It never overrides another rule's
+	// Deny or Ask.
+	Allow Verdict = ""
+	// Deny: the thing does not happen. A tool call or a delegation is
+	// answered with an error result the model reads (Decision.Reason); a
+	// model call fails its run with *Denial; a result is replaced by the
+	// error.
+	Deny Verdict = "deny"
+	// Ask: a person decides, through the same interrupt a
+	// tool.RequireApproval tool raises (tool.ApprovalReason). Only a tool
+	// call or a delegation can be asked about; at the other points Ask is
+	// taken as Deny.
+	Ask Verdict = "ask"
+	// Rewrite: the rule changed the Check (new arguments, task, result or
+	// request), and what it changed is what goes on.
+	Rewrite Verdict = "rewrite"
+)
+
+// A Decision is a rule's answer to one Check.
+type Decision struct {
+	Verdict Verdict
+	// Reason says why: what the model reads on Deny, what the person is
+	// asked on Ask, what was changed on Rewrite.
+	Reason string
+}
+
+// Denied returns a decision to deny, for the reason given.
+func Denied(reason string) Decision { return Decision{Verdict: Deny, Reason: reason} }
+
+// Asked returns a decision to ask a person, with the question.
+func Asked(question string) Decision { return Decision{Verdict: Ask, Reason: question} }
+
+// Rewrote returns a decision that says the rule changed the Check.
+func Rewrote(what string) Decision { return Decision{Verdict: Rewrite, Reason: what} }
+
+// A Check is what a policy is asked about: one point of one run. Rules
+// read it, and a rule that rewrites assigns new values to its fields
+// (never writing into the slices it was given, which the run still
+// holds) and returns Rewrote.
+type Check struct {
+	Point Point
+	// Path names the agents from the top-level run down to the one whose
+	// call, hand-off or model call this is, joined by "/"
+	// ("lead/researcher"); Depth is that agent's depth (0: top level).
+	Path  string
+	Depth int
+	// RunID is the run of that agent; Owner and Thread the caller a
+	// served endpoint named and the conversation (agent.WithOwner,
+	// agent.WithThread), "" when none was named.
+	RunID, Owner, Thread string
+
+	// Tool is the tool called (BeforeTool, AfterResult) or the sub-agent
+	// tool that hands work down (BeforeDelegation); CallID the model's id
+	// for the call, which may be empty or reused, and Arguments the call's
+	// arguments.
+	Tool      string
+	CallID    string
+	Arguments json.RawMessage
+
+	// Task and Context, at BeforeDelegation, are what the child is given:
+	// its task text and the conversation it goes on from (usually none).
+	Task    string
+	Context []provider.Message
+
+	// Result and IsError, at AfterResult, are what the model will read.
+	Result  string
+	IsError bool
+
+	// Request, at BeforeModel, is the request to be sent.
+	Request provider.Request
+}
+
+// A Rule decides at the points it cares about, and allows the rest.
+// Decide is called for every check of every run the rule binds, from many
+// goroutines at once: it must be safe for concurrent use, fast, and must
+// not block (a rule that needs a person returns Asked).
+type Rule interface {
+	// Name names the rule in events, spans and errors.
+	Name() string
+	// Decide decides on c.
+	Decide(ctx context.Context, c *Check) Decision
+}
+
+// Func returns a Rule named name that decides with fn.
+func Func(name string, fn func(ctx context.Context, c *Check) Decision) Rule {
+	return &funcRule{name: name, fn: fn}
+}
+
+type funcRule struct {
+	name string
+	fn   func(context.Context, *Check) Decision
+}
+
+func (f *funcRule) Name() string                                  { return f.name }
+func (f *funcRule) Decide(ctx context.Context, c *Check) Decision { return f.fn(ctx, c) }
+
+// same reports whether a and b are the same rule: equal values of one
+// comparable type (a rule of a type that cannot be compared is the same
+// only as itself, which this cannot tell, so never).
+func same(a, b Rule) (eq bool) {
+	t := reflect.TypeOf(a)
+	if t != reflect.TypeOf(b) || !t.Comparable() {
+		return false
+	}
+	defer func() {
+		if recover() != nil {
+			eq = false // an interface field holding a value that cannot be compared
+		}
+	}()
+	return a == b
+}
+
+// contains reports whether rules holds r (same).
+func contains(rules []Rule, r Rule) bool {
+	return slices.ContainsFunc(rules, func(o Rule) bool { return same(o, r) })
+}
+
+// A Policy is an ordered set of rules. It never changes once made: Narrow
+// returns a new one.
+type Policy struct {
+	rules []Rule
+}
+
+// New returns a policy of rules. It refuses a nil rule, a rule without a
+// name and two rules of one name (the name is how events and errors tell
+// them apart).
+func New(rules ...Rule) (*Policy, error) {
+	return (*Policy)(nil).Narrow(rules...)
+}
+
+// Narrow returns a policy of p's rules followed by rules: it binds
+// everything p binds and more. It refuses, as New does, bad rules, and a
+// rule that would allow what one of p's forbids (an allow list naming a
+// tool p's allow lists leave out, at a depth both cover): a child's policy
+// can only narrow its parent's. (Whatever a policy allows, the policy a
+// run inherits still applies: With adds, and nothing removes.)
+func (p *Policy) Narrow(rules ...Rule) (*Policy, error) {
+	var have []Rule
+	if p != nil {
+		have = p.rules
+	}
+	out := &Policy{rules: slices.Clip(slices.Clone(have))}
+	for i, r := range rules {
+		if r == nil {
+			return nil, fmt.Errorf("policy: rule %d is nil: pass a Rule", i)
+		}
+		name := r.Name()
+		if name == "" {
+			return nil, fmt.Errorf("policy: rule %d (%T) has no name: name every rule, so that its decisions say which rule made them", i, r)
+		}
+		for _, o := range out.rules {
+			if o.Name() == name && !same(o, r) {
+				return nil, fmt.Errorf("policy: two rules are named %q: give each its own name", name)
+			}
+		}
+		if err := widens(have, r); err != nil {
+			return nil, err
+		}
+		if !contains(out.rules, r) {
+			out.rules = append(out.rules, r)
+		}
+	}
+	return out, nil
+}
+
+// Rules returns the policy's rules, in the order they are asked.
+func (p *Policy) Rules() []Rule {
+	if p == nil {
+		return nil
+	}
+	return slices.Clone(p.rules)
+}
+
+type key struct{}
+
+// With returns ctx under which p binds every run started under it and
+// everything those runs start, as far down the tree as it goes: tool
+// calls, sub-agents of every form, background jobs, compaction calls,
+// and the hand-off to a remote agent. If ctx already carries a policy,
+// the one returned is that policy followed by p's rules it lacks: a run
+// cannot shed or loosen the policy it was started under, only add to it.
+// A nil p returns ctx as it is.
+//
+// The policy rides the context because it must cross every agent.Agent
+// boundary, including agents deputy does not own; an agent that starts
+// its work under a context not derived from the one it was given
+// (context.Background) leaves the policy behind, and is a bug.
+func With(ctx context.Context, p *Policy) context.Context {
+	if p == nil || len(p.rules) == 0 {
+		return ctx
+	}
+	have := From(ctx)
+	if have == nil {
+		return context.WithValue(ctx, key{}, p)
+	}
+	merged := &Policy{rules: slices.Clone(have.rules)}
+	added := false
+	for _, r := range p.rules {
+		if !contains(merged.rules, r) {
+			merged.rules = append(merged.rules, r)
+			added = true
+		}
+	}
+	if !added {
+		return ctx
+	}
+	return context.WithValue(ctx, key{}, merged)
+}
+
+// From returns the policy binding ctx, or nil.
+func From(ctx context.Context) *Policy {
+	p, _ := ctx.Value(key{}).(*Policy)
+	return p
+}
+
+// Outcome is a policy's decision on one Check, all its rules asked: the
+// first Deny, else the first Ask, else Rewrite if any rule rewrote, else
+// Allow. Rule names the rule that decided ("" for Allow).
+type Outcome struct {
+	Verdict Verdict
+	Rule    string
+	Reason  string
+}
+
+// Err returns the outcome of a Deny as a *Denial for c, nil otherwise.
+func (o Outcome) Err(c *Check) error {
+	if o.Verdict != Deny {
+		return nil
+	}
+	return &Denial{Rule: o.Rule, Reason: o.Reason, Point: c.Point, Tool: c.Tool, Path: c.Path}
+}
+
+// ErrDenied is what every *Denial matches with errors.Is.
+var ErrDenied = errors.New("policy: denied")
+
+// Denial is the error of a Deny: which rule denied what, where, and why.
+// The model reads its text; a Go caller finds it with errors.As (in a
+// tool.Result's Err, in a run's error when a model call is denied, in
+// agent.Output.Denials).
+type Denial struct {
+	Rule   string
+	Reason string
+	Point  Point
+	Tool   string // the tool or sub-agent tool, "" for a model call
+	Path   string
+}
+
+func (e *Denial) Error() string {
+	what := "the model call"
+	switch e.Point {
+	case BeforeTool:
+		what = "the call to " + e.Tool
+	case BeforeDelegation:
+		what = "the hand-off to " + e.Tool
+	case AfterResult:
+		what = "the result of " + e.Tool
+	}
+	return fmt.Sprintf("policy: rule %q denied %s at %s: %s: do not try it again; do the work another way or answer without it", e.Rule, what, e.Path, e.Reason)
+}
+
+// Is reports that e is ErrDenied.
+func (e *Denial) Is(target error) bool { return target == ErrDenied }
+
+// EventName is the Name of the CUSTOM event every decision is recorded
+// by, and of the span event on the span of the call it was made in.
+const EventName = "deputy.policy"
+
+// Decide asks each of p's rules about c, in order, and returns the outcome.
+// It fills in c's place in the tree (Path, Depth, RunID, Owner, Thread)
+// from ctx. Every decision is recorded: a CUSTOM event named EventName on
+// ctx's event sink, and an event of that name on the span of ctx when it
+// is recording; a Deny is also added to the run's agent.Output.Denials.
+//
+// The sub-agent tools, the tool registry and the agent loop call it; a
+// user's own agent that calls tools or models outside them calls it to
+// be bound too.
+func (p *Policy) Decide(ctx context.Context, c *Check) Outcome {
+	c.Path, c.Depth, c.RunID = run.Path(ctx), run.Depth(ctx), run.ID(ctx)
+	c.Owner, c.Thread = run.Owner(ctx), run.Thread(ctx)
+	var out, ask Outcome
+	rewrote := ""
+	for _, r := range p.rules {
+		d := decideSafely(ctx, r, c)
+		switch d.Verdict {
+		case Allow:
+			continue
+		case Deny:
+			out = Outcome{Verdict: Deny, Rule: r.Name(), Reason: d.Reason}
+		case Ask:
+			if c.Point != BeforeTool && c.Point != BeforeDelegation {
+				out = Outcome{Verdict: Deny, Rule: r.Name(), Reason: "asking a person is only possible before a tool call or a hand-off; " + d.Reason}
+			} else if ask.Verdict == Allow {
+				ask = Outcome{Verdict: Ask, Rule: r.Name(), Reason: d.Reason}
+			}
+		case Rewrite:
+			if rewrote == "" {
+				rewrote = r.Name()
+			}
+			if ask.Verdict == Allow && out.Verdict == Allow {
+				out = Outcome{Verdict: Rewrite, Rule: rewrote, Reason: d.Reason}
+			}
+		default:
+			out = Outcome{Verdict: Deny, Rule: r.Name(), Reason: fmt.Sprintf("the rule returned an unknown verdict %q", d.Verdict)}
+		}
+		if out.Verdict == Deny {
+			break
+		}
+	}
+	if out.Verdict != Deny && ask.Verdict == Ask {
+		out = ask
+	}
+	record(ctx, c, out)
+	return out
+}
+
+// decideSafely asks r, and takes a rule that panics as one that denies.
+func decideSafely(ctx context.Context, r Rule, c *Check) (d Decision) {
+	defer func() {
+		if p := recover(); p != nil {
+			d = Denied(fmt.Sprintf("the rule panicked: %v", p))
+		}
+	}()
+	return r.Decide(ctx, c)
+}
+
+// record is the audit trail of one decision.
+func record(ctx context.Context, c *Check, o Outcome) {
+	if o.Verdict == Deny {
+		run.AddDenial(ctx, o.Err(c))
+	}
+	em := event.From(ctx)
+	span := trace.SpanFromContext(ctx)
+	events, spans := em.Enabled(), span.IsRecording()
+	if !events && !spans {
+		return
+	}
+	verdict := string(o.Verdict)
+	if verdict == "" {
+		verdict = "allow"
+	}
+	if events {
+		v, _ := json.Marshal(auditRecord{Point: c.Point, Verdict: verdict, Rule: o.Rule, Reason: o.Reason, Tool: c.Tool, CallID: c.CallID, Path: c.Path, Depth: c.Depth, RunID: c.RunID})
+		em.Emit(event.Event{Type: event.Custom, Name: EventName, Value: v})
+	}
+	if spans {
+		span.AddEvent(EventName, trace.WithAttributes(
+			attribute.String("deputy.policy.point", string(c.Point)),
+			attribute.String("deputy.policy.verdict", verdict),
+			attribute.String("deputy.policy.rule", o.Rule),
+			attribute.String("deputy.policy.reason", o.Reason),
+			attribute.String("deputy.policy.tool", c.Tool),
+			attribute.String("deputy.policy.path", c.Path),
+		))
+	}
+}
+
+// auditRecord is the value of the CUSTOM event of a decision.
+type auditRecord struct {
+	Point   Point  `json:"point"`
+	Verdict string `json:"verdict"`
+	Rule    string `json:"rule,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	Tool    string `json:"tool,omitempty"`
+	CallID  string `json:"callId,omitempty"`
+	Path    string `json:"path"`
+	Depth   int    `json:"depth"`
+	RunID   string `json:"runId,omitempty"`
+}

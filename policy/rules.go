@@ -1,0 +1,312 @@
+package policy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/deputy-go/deputy/provider"
+)
+
+// AnyDepth makes a tool list apply at every depth of the tree.
+const AnyDepth = -1
+
+// AllowTools returns a rule named name that allows, at depth (AnyDepth:
+// everywhere), only the tools whose names match one of patterns, and
+// denies every other tool call there. A pattern is a name, in which "*"
+// stands for any run of characters ("search_*"). Two allow lists that
+// cover the same depth both apply: a call must be on each.
+func AllowTools(name string, depth int, patterns ...string) Rule {
+	return &toolList{name: name, allow: true, depth: depth, patterns: slices.Clone(patterns)}
+}
+
+// DenyTools returns a rule named name that denies, at depth (AnyDepth:
+// everywhere), the calls of tools whose names match one of patterns (see
+// AllowTools).
+func DenyTools(name string, depth int, patterns ...string) Rule {
+	return &toolList{name: name, depth: depth, patterns: slices.Clone(patterns)}
+}
+
+type toolList struct {
+	name     string
+	allow    bool
+	depth    int
+	patterns []string
+}
+
+func (l *toolList) Name() string { return l.name }
+
+func (l *toolList) Decide(_ context.Context, c *Check) Decision {
+	if c.Point != BeforeTool || (l.depth != AnyDepth && l.depth != c.Depth) {
+		return Decision{}
+	}
+	listed := matchAny(l.patterns, c.Tool)
+	switch {
+	case l.allow && !listed:
+		return Denied(c.Tool + " is not among the tools allowed here (" + strings.Join(l.patterns, ", ") + ")")
+	case !l.allow && listed:
+		return Denied(c.Tool + " is not allowed here")
+	}
+	return Decision{}
+}
+
+// covers reports whether every name l allows is allowed by o too.
+func (l *toolList) coveredBy(o *toolList) bool {
+	for _, p := range l.patterns {
+		if !slices.Contains(o.patterns, p) && (strings.Contains(p, "*") || !matchAny(o.patterns, p)) {
+			return false
+		}
+	}
+	return true
+}
+
+// widens returns an error when r, added after the rules have, would allow
+// a tool one of have's allow lists leaves out at a depth both cover.
+func widens(have []Rule, r Rule) error {
+	l, ok := r.(*toolList)
+	if !ok || !l.allow {
+		return nil
+	}
+	for _, h := range have {
+		o, ok := h.(*toolList)
+		if !ok || !o.allow || (o.depth != AnyDepth && l.depth != AnyDepth && o.depth != l.depth) {
+			continue
+		}
+		if !l.coveredBy(o) {
+			return fmt.Errorf("policy: rule %q would allow %v, wider than the inherited rule %q allows (%v): a policy can only narrow the one it extends",
+				l.name, l.patterns, o.name, o.patterns)
+		}
+	}
+	return nil
+}
+
+// matchAny reports whether name matches one of patterns.
+func matchAny(patterns []string, name string) bool {
+	for _, p := range patterns {
+		if match(p, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// match reports whether name matches pattern, in which "*" stands for any
+// run of characters and everything else for itself. It backtracks to the
+// last star only, so its work is bounded by the product of the lengths,
+// whatever name a model sends.
+func match(pattern, name string) bool {
+	p, n := 0, 0
+	star, mark := -1, 0
+	for n < len(name) {
+		switch {
+		case p < len(pattern) && pattern[p] == '*':
+			star, mark = p, n
+			p++
+		case p < len(pattern) && pattern[p] == name[n]:
+			p++
+			n++
+		case star >= 0:
+			mark++
+			p, n = star+1, mark
+		default:
+			return false
+		}
+	}
+	for p < len(pattern) && pattern[p] == '*' {
+		p++
+	}
+	return p == len(pattern)
+}
+
+// AskBefore returns a rule named name that has a person approve each call
+// of a tool whose name matches one of patterns (see AllowTools), at any
+// depth: the run stops with a tool.ApprovalReason interrupt, and a
+// resumed run goes on with the answer, as for tool.RequireApproval.
+func AskBefore(name string, patterns ...string) Rule {
+	patterns = slices.Clone(patterns)
+	return Func(name, func(_ context.Context, c *Check) Decision {
+		if c.Point == BeforeTool && matchAny(patterns, c.Tool) {
+			return Asked(fmt.Sprintf("Allow %s to call %s with %s?", c.Path, c.Tool, clip(string(c.Arguments), 512)))
+		}
+		return Decision{}
+	})
+}
+
+// Redacted is what Redact puts in place of a secret.
+const Redacted = "[REDACTED]"
+
+// Redact returns a rule named name that replaces, with Redacted, each of
+// values (secrets the application knows, such as a key a user pasted)
+// and each match of patterns, wherever it would leave the agent that
+// holds it: in a tool call's arguments, in what a sub-agent is handed, in
+// a result, and in the model requests of sub-agents (depth 1 and below;
+// the top-level agent's own requests carry what it was given). So a
+// secret given to the lead reaches no child, no child's model and no
+// tool.
+// Empty values are ignored. In arguments, which are JSON, a value is
+// matched as it is and as JSON escapes it; a pattern is matched against
+// the JSON text, so it should not match quotes or backslashes.
+//
+// Each check reads the whole of what it guards: a model call's request,
+// the conversation included, is scanned on every call.
+func Redact(name string, values []string, patterns ...*regexp.Regexp) Rule {
+	r := &redactor{name: name}
+	for _, v := range values {
+		if v == "" {
+			continue
+		}
+		r.values = append(r.values, v)
+		if b, err := json.Marshal(v); err == nil {
+			if e := string(b[1 : len(b)-1]); e != v {
+				r.escaped = append(r.escaped, e)
+			}
+		}
+	}
+	for _, p := range patterns {
+		if p != nil {
+			r.patterns = append(r.patterns, p)
+		}
+	}
+	return r
+}
+
+type redactor struct {
+	name     string
+	values   []string
+	escaped  []string // values as JSON escapes them, where that differs
+	patterns []*regexp.Regexp
+}
+
+func (r *redactor) Name() string { return r.name }
+
+// text returns s with the secrets replaced, and whether any was.
+func (r *redactor) text(s string, json bool) (string, bool) {
+	changed := false
+	for _, v := range r.values {
+		if strings.Contains(s, v) {
+			s, changed = strings.ReplaceAll(s, v, Redacted), true
+		}
+	}
+	if json {
+		for _, v := range r.escaped {
+			if strings.Contains(s, v) {
+				s, changed = strings.ReplaceAll(s, v, Redacted), true
+			}
+		}
+	}
+	for _, p := range r.patterns {
+		if p.MatchString(s) {
+			s, changed = p.ReplaceAllLiteralString(s, Redacted), true
+		}
+	}
+	return s, changed
+}
+
+// messages returns msgs with the secrets replaced, a new slice if any
+// was (msgs is not written), and whether any was.
+func (r *redactor) messages(msgs []provider.Message) ([]provider.Message, bool) {
+	var out []provider.Message
+	for i, m := range msgs {
+		c, changed := r.text(m.Content, false)
+		var calls []provider.ToolCall
+		for j, tc := range m.ToolCalls {
+			if a, ch := r.text(string(tc.Arguments), true); ch {
+				if calls == nil {
+					calls = slices.Clone(m.ToolCalls)
+				}
+				calls[j].Arguments = json.RawMessage(a)
+			}
+		}
+		if !changed && calls == nil {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(msgs)
+		}
+		out[i].Content = c
+		if calls != nil {
+			out[i].ToolCalls = calls
+		}
+	}
+	if out == nil {
+		return msgs, false
+	}
+	return out, true
+}
+
+func (r *redactor) Decide(_ context.Context, c *Check) Decision {
+	changed := false
+	switch c.Point {
+	case BeforeTool:
+		if a, ch := r.text(string(c.Arguments), true); ch {
+			c.Arguments, changed = json.RawMessage(a), true
+		}
+	case BeforeDelegation:
+		if t, ch := r.text(c.Task, false); ch {
+			c.Task, changed = t, true
+		}
+		if msgs, ch := r.messages(c.Context); ch {
+			c.Context, changed = msgs, true
+		}
+	case AfterResult:
+		if t, ch := r.text(c.Result, false); ch {
+			c.Result, changed = t, true
+		}
+	case BeforeModel:
+		if c.Depth == 0 {
+			break // the top-level agent was given the secret
+		}
+		if s, ch := r.text(c.Request.System, false); ch {
+			c.Request.System, changed = s, true
+		}
+		if msgs, ch := r.messages(c.Request.Messages); ch {
+			c.Request.Messages, changed = msgs, true
+		}
+	}
+	if changed {
+		return Rewrote("a secret was redacted")
+	}
+	return Decision{}
+}
+
+// PathUnder returns a rule named name that denies a call of a tool whose
+// name matches pattern (see AllowTools) unless its argument field, a
+// path, names a place under dir once cleaned: "../" cannot climb out, and
+// a relative path is taken as relative to dir. A call whose field is
+// missing or not a string is denied too. (The rule reads the path as
+// written: a symbolic link under dir is the tool's to refuse.)
+func PathUnder(name, pattern, field, dir string) Rule {
+	root := filepath.Clean(dir)
+	return Func(name, func(_ context.Context, c *Check) Decision {
+		if c.Point != BeforeTool || !match(pattern, c.Tool) {
+			return Decision{}
+		}
+		var args map[string]json.RawMessage
+		if err := json.Unmarshal(c.Arguments, &args); err != nil {
+			return Denied("its arguments are not a JSON object")
+		}
+		var p string
+		if err := json.Unmarshal(args[field], &p); err != nil || p == "" {
+			return Denied(fmt.Sprintf("its argument %q must be a path under %s", field, root))
+		}
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(root, p)
+		}
+		p = filepath.Clean(p)
+		if rel, err := filepath.Rel(root, p); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return Denied(fmt.Sprintf("its argument %q, %s, is not under %s", field, clip(p, 200), root))
+		}
+		return Decision{}
+	})
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

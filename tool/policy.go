@@ -1,0 +1,78 @@
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/deputy-go/deputy/policy"
+)
+
+// guard asks pol about call c before it runs. It returns the call to run
+// (its arguments rewritten, when a rule rewrote them), or stop with the
+// call's result and error: a denial the model reads, or the interrupt of
+// a question to a person (an Ask the person has not answered yet), or the
+// refusal of a person who said no.
+func guard(ctx context.Context, pol *policy.Policy, c Call) (Call, Result, error, bool) {
+	chk := &policy.Check{Point: policy.BeforeTool, Tool: c.Name, CallID: c.ID, Arguments: c.Arguments}
+	out := pol.Decide(ctx, chk)
+	switch out.Verdict {
+	case policy.Deny:
+		return c, errorResult(out.Err(chk)), nil, true
+	case policy.Ask:
+		if err := ApprovePolicy(ctx, c, out); err != nil {
+			if IsCorrectable(err) {
+				return c, errorResult(err), nil, true
+			}
+			res := Result{Err: err}
+			return c, res, fmt.Errorf("tool %s: %w", c.Name, err), true
+		}
+	case policy.Rewrite:
+		c.Arguments = chk.Arguments
+	}
+	return c, Result{}, nil, false
+}
+
+// ApprovePolicy asks a person, for the call c, the question of a policy
+// outcome whose verdict is Ask, as RequireApproval asks (see Ask): it
+// returns nil once they approved, the *Interrupted that stops the run
+// while they have not answered, and an error the model reads (marked
+// Correctable) when they refused. The registry asks so before a call, and
+// the sub-agent tools before a hand-off; code that makes its own
+// hand-offs under a policy asks likewise.
+func ApprovePolicy(ctx context.Context, c Call, out policy.Outcome) error {
+	payload, err := Ask(ctx, c, Question{Reason: ApprovalReason, Message: fmt.Sprintf("Policy %q: %s", out.Rule, out.Reason), ResponseSchema: ApprovalSchema})
+	if err != nil {
+		return err
+	}
+	var ap Approval
+	if err := json.Unmarshal(payload, &ap); err != nil {
+		return Correctable(fmt.Errorf("%w: %s: unreadable approval: %v", ErrRejected, c.Name, err))
+	}
+	if !ap.Approved {
+		note := ""
+		if ap.Note != "" {
+			note = ": " + ap.Note
+		}
+		return Correctable(fmt.Errorf("%w %s%s", ErrRejected, c.Name, note))
+	}
+	return nil
+}
+
+// checkResult asks pol about the result of call c, which the model is to
+// read: a denied result is replaced by the denial, a rewritten one by
+// what the rule made of it.
+func checkResult(ctx context.Context, pol *policy.Policy, c Call, res Result) Result {
+	chk := &policy.Check{Point: policy.AfterResult, Tool: c.Name, CallID: c.ID, Arguments: c.Arguments, Result: res.Content, IsError: res.IsError}
+	out := pol.Decide(ctx, chk)
+	switch out.Verdict {
+	case policy.Deny:
+		u := res.Usage
+		res = errorResult(out.Err(chk))
+		res.Usage = u
+	case policy.Rewrite:
+		res.Content = chk.Result
+		res.Value = nil // what was decoded may hold what was rewritten
+	}
+	return res
+}
