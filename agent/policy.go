@@ -12,16 +12,32 @@ import (
 // guardModel asks the run's policy about req before it is sent: it
 // returns the request to send (rewritten, when a rule redacted it), or the
 // *policy.Denial that fails the run.
+//
+// The check and the request it holds are the run's own, reused call after
+// call (the run's model calls are made one at a time): a policy costs a
+// run one allocation for them, not one a model call.
 func (s *runState) guardModel(req provider.Request) (provider.Request, error) {
-	chk := &policy.Check{Point: policy.BeforeModel, Request: req}
-	out := s.policy.Decide(s.ctx, chk)
-	switch out.Verdict {
-	case policy.Deny:
-		return req, out.Err(chk)
-	case policy.Rewrite:
-		return chk.Request, nil
+	mc := s.modelCheck
+	if mc == nil {
+		mc = new(modelCheck)
+		s.modelCheck = mc
+	}
+	mc.req = req
+	mc.check = policy.Check{Point: policy.BeforeModel, Request: &mc.req}
+	out := s.policy.Decide(s.ctx, &mc.check)
+	req = mc.req
+	mc.req = provider.Request{} // not kept past the call
+	if out.Verdict == policy.Deny {
+		return req, out.Err(&mc.check)
 	}
 	return req, nil
+}
+
+// modelCheck is a run's check of its model calls, and the request it
+// points to.
+type modelCheck struct {
+	check policy.Check
+	req   provider.Request
 }
 
 // denials returns what the policy denied in the run of ctx and under it.

@@ -80,7 +80,8 @@ func Rewrote(what string) Decision { return Decision{Verdict: Rewrite, Reason: w
 // A Check is what a policy is asked about: one point of one run. Rules
 // read it, and a rule that rewrites assigns new values to its fields
 // (never writing into the slices it was given, which the run still
-// holds) and returns Rewrote.
+// holds) and returns Rewrote. A rule must not keep the Check after
+// Decide returns: the run reuses it.
 type Check struct {
 	Point Point
 	// Path names the agents from the top-level run down to the one whose
@@ -110,8 +111,9 @@ type Check struct {
 	Result  string
 	IsError bool
 
-	// Request, at BeforeModel, is the request to be sent.
-	Request provider.Request
+	// Request, at BeforeModel, is the request to be sent: a rule that
+	// rewrites it assigns new values to its fields.
+	Request *provider.Request
 }
 
 // A Rule decides at the points it cares about, and allows the rest.
@@ -319,12 +321,24 @@ const EventName = "deputy.policy"
 // user's own agent that calls tools or models outside them calls it to
 // be bound too.
 func (p *Policy) Decide(ctx context.Context, c *Check) Outcome {
-	c.Path, c.Depth, c.RunID = run.Path(ctx), run.Depth(ctx), run.ID(ctx)
-	c.Owner, c.Thread = run.Owner(ctx), run.Thread(ctx)
-	var out, ask Outcome
+	c.Path, c.Depth, c.RunID, c.Owner, c.Thread = run.Place(ctx)
+	out := p.decide(ctx, c)
+	record(ctx, c, out)
+	return out
+}
+
+// decide asks the rules; a rule that panics denies.
+func (p *Policy) decide(ctx context.Context, c *Check) (out Outcome) {
+	var r Rule
+	defer func() {
+		if v := recover(); v != nil {
+			out = Outcome{Verdict: Deny, Rule: r.Name(), Reason: fmt.Sprintf("the rule panicked: %v", v)}
+		}
+	}()
+	var ask Outcome
 	rewrote := ""
-	for _, r := range p.rules {
-		d := decideSafely(ctx, r, c)
+	for _, r = range p.rules {
+		d := r.Decide(ctx, c)
 		switch d.Verdict {
 		case Allow:
 			continue
@@ -353,18 +367,7 @@ func (p *Policy) Decide(ctx context.Context, c *Check) Outcome {
 	if out.Verdict != Deny && ask.Verdict == Ask {
 		out = ask
 	}
-	record(ctx, c, out)
 	return out
-}
-
-// decideSafely asks r, and takes a rule that panics as one that denies.
-func decideSafely(ctx context.Context, r Rule, c *Check) (d Decision) {
-	defer func() {
-		if p := recover(); p != nil {
-			d = Denied(fmt.Sprintf("the rule panicked: %v", p))
-		}
-	}()
-	return r.Decide(ctx, c)
 }
 
 // record is the audit trail of one decision.

@@ -158,12 +158,12 @@ func TestRedact(t *testing.T) {
 	if !strings.Contains(msgs[0].Content, key) {
 		t.Error("the redactor wrote into the messages it was given")
 	}
-	c = &policy.Check{Point: policy.BeforeModel, Depth: 1, Request: provider.Request{System: key, Messages: msgs}}
+	c = &policy.Check{Point: policy.BeforeModel, Depth: 1, Request: &provider.Request{System: key, Messages: msgs}}
 	r.Decide(context.Background(), c)
 	if c.Request.System != policy.Redacted || strings.Contains(c.Request.Messages[0].Content, key) {
 		t.Errorf("a child's request: %+v", c.Request)
 	}
-	c = &policy.Check{Point: policy.BeforeModel, Depth: 0, Request: provider.Request{System: key}}
+	c = &policy.Check{Point: policy.BeforeModel, Depth: 0, Request: &provider.Request{System: key}}
 	if d := r.Decide(context.Background(), c); d.Verdict != policy.Allow {
 		t.Errorf("the top-level agent's own request was rewritten: %+v", d)
 	}

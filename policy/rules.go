@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -166,6 +167,9 @@ func Redact(name string, values []string, patterns ...*regexp.Regexp) Rule {
 			}
 		}
 	}
+	for _, v := range append(slices.Clip(r.values), r.escaped...) {
+		r.needles = append(r.needles, []byte(v))
+	}
 	for _, p := range patterns {
 		if p != nil {
 			r.patterns = append(r.patterns, p)
@@ -178,24 +182,18 @@ type redactor struct {
 	name     string
 	values   []string
 	escaped  []string // values as JSON escapes them, where that differs
+	needles  [][]byte // values and escaped, as bytes
 	patterns []*regexp.Regexp
 }
 
 func (r *redactor) Name() string { return r.name }
 
 // text returns s with the secrets replaced, and whether any was.
-func (r *redactor) text(s string, json bool) (string, bool) {
+func (r *redactor) text(s string) (string, bool) {
 	changed := false
 	for _, v := range r.values {
 		if strings.Contains(s, v) {
 			s, changed = strings.ReplaceAll(s, v, Redacted), true
-		}
-	}
-	if json {
-		for _, v := range r.escaped {
-			if strings.Contains(s, v) {
-				s, changed = strings.ReplaceAll(s, v, Redacted), true
-			}
 		}
 	}
 	for _, p := range r.patterns {
@@ -206,19 +204,40 @@ func (r *redactor) text(s string, json bool) (string, bool) {
 	return s, changed
 }
 
+// json returns the JSON text b with the secrets replaced, as they are and
+// as JSON escapes them, and whether any was. It reads b without copying
+// it when there is none.
+func (r *redactor) json(b json.RawMessage) (json.RawMessage, bool) {
+	found := false
+	for _, v := range r.needles {
+		found = found || bytes.Contains(b, v)
+	}
+	for _, p := range r.patterns {
+		found = found || p.Match(b)
+	}
+	if !found {
+		return b, false
+	}
+	s, _ := r.text(string(b))
+	for _, v := range r.escaped {
+		s = strings.ReplaceAll(s, v, Redacted)
+	}
+	return json.RawMessage(s), true
+}
+
 // messages returns msgs with the secrets replaced, a new slice if any
 // was (msgs is not written), and whether any was.
 func (r *redactor) messages(msgs []provider.Message) ([]provider.Message, bool) {
 	var out []provider.Message
 	for i, m := range msgs {
-		c, changed := r.text(m.Content, false)
+		c, changed := r.text(m.Content)
 		var calls []provider.ToolCall
 		for j, tc := range m.ToolCalls {
-			if a, ch := r.text(string(tc.Arguments), true); ch {
+			if a, ch := r.json(tc.Arguments); ch {
 				if calls == nil {
 					calls = slices.Clone(m.ToolCalls)
 				}
-				calls[j].Arguments = json.RawMessage(a)
+				calls[j].Arguments = a
 			}
 		}
 		if !changed && calls == nil {
@@ -242,25 +261,25 @@ func (r *redactor) Decide(_ context.Context, c *Check) Decision {
 	changed := false
 	switch c.Point {
 	case BeforeTool:
-		if a, ch := r.text(string(c.Arguments), true); ch {
-			c.Arguments, changed = json.RawMessage(a), true
+		if a, ch := r.json(c.Arguments); ch {
+			c.Arguments, changed = a, true
 		}
 	case BeforeDelegation:
-		if t, ch := r.text(c.Task, false); ch {
+		if t, ch := r.text(c.Task); ch {
 			c.Task, changed = t, true
 		}
 		if msgs, ch := r.messages(c.Context); ch {
 			c.Context, changed = msgs, true
 		}
 	case AfterResult:
-		if t, ch := r.text(c.Result, false); ch {
+		if t, ch := r.text(c.Result); ch {
 			c.Result, changed = t, true
 		}
 	case BeforeModel:
-		if c.Depth == 0 {
+		if c.Depth == 0 || c.Request == nil {
 			break // the top-level agent was given the secret
 		}
-		if s, ch := r.text(c.Request.System, false); ch {
+		if s, ch := r.text(c.Request.System); ch {
 			c.Request.System, changed = s, true
 		}
 		if msgs, ch := r.messages(c.Request.Messages); ch {

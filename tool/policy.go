@@ -13,8 +13,10 @@ import (
 // call's result and error: a denial the model reads, or the interrupt of
 // a question to a person (an Ask the person has not answered yet), or the
 // refusal of a person who said no.
-func guard(ctx context.Context, pol *policy.Policy, c Call) (Call, Result, error, bool) {
-	chk := &policy.Check{Point: policy.BeforeTool, Tool: c.Name, CallID: c.ID, Arguments: c.Arguments}
+//
+// chk is the call's check, which checkResult reuses.
+func guard(ctx context.Context, pol *policy.Policy, chk *policy.Check, c Call) (Call, Result, error, bool) {
+	*chk = policy.Check{Point: policy.BeforeTool, Tool: c.Name, CallID: c.ID, Arguments: c.Arguments}
 	out := pol.Decide(ctx, chk)
 	switch out.Verdict {
 	case policy.Deny:
@@ -62,8 +64,8 @@ func ApprovePolicy(ctx context.Context, c Call, out policy.Outcome) error {
 // checkResult asks pol about the result of call c, which the model is to
 // read: a denied result is replaced by the denial, a rewritten one by
 // what the rule made of it.
-func checkResult(ctx context.Context, pol *policy.Policy, c Call, res Result) Result {
-	chk := &policy.Check{Point: policy.AfterResult, Tool: c.Name, CallID: c.ID, Arguments: c.Arguments, Result: res.Content, IsError: res.IsError}
+func checkResult(ctx context.Context, pol *policy.Policy, chk *policy.Check, c Call, res Result) Result {
+	*chk = policy.Check{Point: policy.AfterResult, Tool: c.Name, CallID: c.ID, Arguments: c.Arguments, Result: res.Content, IsError: res.IsError}
 	out := pol.Decide(ctx, chk)
 	switch out.Verdict {
 	case policy.Deny:

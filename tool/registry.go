@@ -306,12 +306,13 @@ func (r *Registry) call(ctx context.Context, c Call) (res Result, err error) {
 	}
 	if pol := policy.From(ctx); pol != nil {
 		var stop bool
-		if c, res, err, stop = guard(ctx, pol, c); stop {
+		chk := new(policy.Check) // one for the call and its result
+		if c, res, err, stop = guard(ctx, pol, chk, c); stop {
 			return res, err
 		}
 		defer func() {
 			if err == nil {
-				res = checkResult(ctx, pol, c, res)
+				res = checkResult(ctx, pol, chk, c, res)
 			}
 		}() // after the recover below, before the hook's done
 	}

@@ -100,28 +100,41 @@ func Name(ctx context.Context) string { return from(ctx).name }
 // Path returns the names of the agents whose runs ctx is inside, from the
 // top-level run down to its own, joined by "/" ("lead/researcher"), or ""
 // outside a run.
-func Path(ctx context.Context) string { return from(ctx).scope.fullPath() }
-
-// fullPath returns the run's path (Path), worked out on the first call:
-// a run that no one asks pays nothing for it.
-func (sc *scope) fullPath() string {
-	if sc == nil {
-		return ""
-	}
-	sc.mu.Lock()
-	p, known := sc.path, sc.pathKnown
-	sc.mu.Unlock()
-	if known {
-		return p
-	}
-	p = sc.name
-	if up := sc.up.fullPath(); up != "" {
-		p = up + "/" + sc.name
-	}
-	sc.mu.Lock()
-	sc.path, sc.pathKnown = p, true
-	sc.mu.Unlock()
+func Path(ctx context.Context) string {
+	p, _, _, _, _ := Place(ctx)
 	return p
+}
+
+// Place returns, in one look-up, where the run of ctx is: its Path,
+// Depth and ID, and the Owner and Thread it was started under.
+func Place(ctx context.Context) (path string, depth int, id, owner, thread string) {
+	ri, _ := ctx.Value(key{}).(*info)
+	if ri == nil {
+		return "", 0, "", Owner(ctx), Thread(ctx)
+	}
+	pl := ri.scope.place()
+	return pl.path, ri.depth, ri.id, pl.owner, pl.thread
+}
+
+// placed is a run's path, owner and thread, worked out once, on the first
+// call of Place: a run that no one asks pays nothing for them.
+type placed struct {
+	once                sync.Once
+	path, owner, thread string
+}
+
+func (sc *scope) place() *placed {
+	sc.placed.once.Do(func() {
+		pl := &sc.placed
+		pl.path = sc.name
+		if sc.up != nil {
+			if up := sc.up.place().path; up != "" {
+				pl.path = up + "/" + sc.name
+			}
+		}
+		pl.owner, pl.thread = Owner(sc.ctx), Thread(sc.ctx)
+	})
+	return &sc.placed
 }
 
 type threadKey struct{}
@@ -254,17 +267,15 @@ func Start(ctx context.Context, id, name string, tokenLimit int64) context.Conte
 // scope is the state a run shares with the tools it calls: values kept for
 // the run's length, work to finish when it ends, and its token budget.
 type scope struct {
-	ctx  context.Context // the run's own context
-	name string          // the run's agent's name
-	// path is the run's Path once worked out (pathKnown); under mu.
-	path      string
-	pathKnown bool
-	mu        sync.Mutex
-	values    map[any]any
-	onEnd     []func() provider.Usage
-	done      bool
-	limit     int64        // token limit, 0 for none
-	used      atomic.Int64 // tokens used so far, children's included
+	ctx    context.Context // the run's own context
+	name   string          // the run's agent's name
+	placed placed          // see place
+	mu     sync.Mutex
+	values map[any]any
+	onEnd  []func() provider.Usage
+	done   bool
+	limit  int64        // token limit, 0 for none
+	used   atomic.Int64 // tokens used so far, children's included
 	// reserved is the part of the budget set aside for work running inside
 	// tool calls (Reserve); it is changed under mu.
 	reserved atomic.Int64
