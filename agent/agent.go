@@ -36,6 +36,20 @@ type Input struct {
 	// thread, a resident expert) for the provider's prompt cache, instead
 	// of the agent's own key (see WithCacheKey).
 	CacheKey string
+	// Fork, when set, makes the run a context fork of the model request
+	// it holds, one a parent sent (see subagent.WithContextForks): every
+	// model call of the run sends Fork's System, Tools and Model, and
+	// starts with Fork's Messages byte for byte, the run's Messages and
+	// Text following, so that the provider reads that prefix from its
+	// cache (Request.SharedPrefix marks where it ends); its CacheKey is
+	// Fork's unless CacheKey is set. The agent's own system prompt is not
+	// sent, and the tools it is offered are the parent's, as the parent
+	// saw them: its own registry runs the calls, and a call of a tool it
+	// lacks, or may not use here, fails with an error its model reads.
+	// Fork's Messages are shared, not copied, and never written to; the
+	// run's conversation is its own, and goes back to nobody. The agent
+	// must hold no conversation of its own (a fresh agent).
+	Fork *provider.Request
 }
 
 // Output is the outcome of one run.

@@ -157,6 +157,12 @@ func (r *React) Run(ctx context.Context, in Input) (out Output, err error) {
 			return Output{}, fmt.Errorf("agent %q: %w: %v", r.name, ErrBadMessages, err)
 		}
 	}
+	if f := in.Fork; f != nil {
+		if open, err := conversation.CheckOpen(f.Messages); err != nil || len(open) > 0 || len(f.Messages) == 0 {
+			return Output{}, fmt.Errorf("agent %q: %w: Input.Fork holds no conversation a fork can go on from (%d messages, %d calls without a result, %v): give it the request a parent sent",
+				r.name, ErrBadMessages, len(f.Messages), len(open), err)
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return Output{}, fmt.Errorf("agent %q: not started: %w", r.name, err)
 	}
@@ -178,6 +184,10 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	inPlace := base.spare
 	r.kept.spare = false // this run may write past its end
 	r.mu.Unlock()
+	if in.Fork != nil && len(base.msgs) > 0 {
+		return Output{}, fmt.Errorf("agent %q: %w: a context fork (Input.Fork) starts from its parent's conversation, and this agent holds one of its own: build a fresh agent for each fork",
+			r.name, ErrBadMessages)
+	}
 
 	// A background child's mailbox is this run's alone: the runs its
 	// tools start do not see it.
@@ -204,6 +214,12 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	if s.schema == nil && r.output != nil {
 		s.schema = r.output.schema.Raw()
 	}
+	if f := in.Fork; f != nil && s.cacheKey == "" {
+		s.cacheKey = f.CacheKey // where the parent's prefix is cached
+		s.fork = f
+	} else if f != nil {
+		s.fork = f
+	}
 	if s.cacheKey == "" {
 		s.cacheKey = r.cacheKey
 	}
@@ -221,7 +237,14 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	if s.journal != nil {
 		s.summariesRead = map[string]bool{}
 	}
-	if inPlace {
+	if s.fork != nil {
+		// The parent's messages are shared, not copied: clipped, so that
+		// the first message the fork adds copies their headers into a
+		// slice of its own, and the parent's are never written.
+		s.msgs = slices.Clip(s.fork.Messages)
+		base.bytes, base.reported, base.reportedBytes = msgsBytes(s.msgs), 0, 0
+		base.msgs = s.msgs
+	} else if inPlace {
 		// Appending in place keeps a call's cost flat as the history
 		// grows: the history before it is neither copied nor changed.
 		s.msgs = base.msgs
@@ -335,6 +358,11 @@ type runState struct {
 	// model calls: both the same on every call of the run.
 	schema   json.RawMessage
 	cacheKey string
+	// fork is the parent's request a context fork starts from (nil: the
+	// run is no fork), and prefix the request of the step whose tool
+	// calls run now, which the forks they start send (run.WithPrefix).
+	fork   *provider.Request
+	prefix *provider.Request
 	// value is the answer's value under OutputOf, corrected whether the
 	// model was told once that its answer did not fit.
 	value     any
@@ -419,8 +447,8 @@ func (s *runState) loop() (string, error) {
 func (s *runState) step(step int, stepName, firstResult string, failures *int) (answer string, done bool, err error) {
 	r := s.r
 	msgID := stepName
-	tools := r.tools.Definitions(s.ctx)
-	fixed := int64(len(r.system)+len(s.schema)) + toolsBytes(tools)
+	tools := s.tools()
+	fixed := int64(len(s.system())+len(s.schema)) + toolsBytes(tools)
 	if err := s.fit(step, fixed, false); err != nil {
 		return "", false, err
 	}
@@ -552,6 +580,11 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 	if r.logger != nil {
 		began = time.Now()
 	}
+	// The forks the calls start send the conversation as this step sent
+	// it (replayed or not), without the reply that started them.
+	prefix := s.request(tools, callPlan{})
+	prefix.Messages = prefix.Messages[:len(prefix.Messages)-1]
+	s.prefix = &prefix
 	results, fromJournal, err := s.runCalls(step, stepKey, msg.ToolCalls)
 	if r.logger != nil {
 		s.logToolCalls(step, msg.ToolCalls, results, time.Since(began))
@@ -624,6 +657,25 @@ func (s *runState) runOpen() error {
 	return err
 }
 
+// system is the system prompt the run's model calls send: a context
+// fork's parent's, else the agent's.
+func (s *runState) system() string {
+	if s.fork != nil {
+		return s.fork.System
+	}
+	return s.r.system
+}
+
+// tools are the tool definitions the run's model calls offer: a context
+// fork's parent's, as the parent offered them, else those of the agent's
+// registry available under the run's context.
+func (s *runState) tools() []provider.ToolDef {
+	if s.fork != nil {
+		return s.fork.Tools
+	}
+	return s.r.tools.Definitions(s.ctx)
+}
+
 // request is the step's model request, over the conversation so far.
 func (s *runState) request(tools []provider.ToolDef, pl callPlan) provider.Request {
 	r := s.r
@@ -636,6 +688,12 @@ func (s *runState) request(tools []provider.ToolDef, pl callPlan) provider.Reque
 		Temperature:    r.temperature,
 		ResponseSchema: s.schema,
 		CacheKey:       s.cacheKey,
+	}
+	if f := s.fork; f != nil {
+		req.System, req.SharedPrefix = f.System, len(f.Messages)
+		if f.Model != "" {
+			req.Model = f.Model // the cache is the model's
+		}
 	}
 	if note := pl.note; note != "" {
 		// The note changes from call to call, so it goes last, after the
@@ -666,10 +724,14 @@ func (s *runState) runCalls(step int, stepKey string, calls []provider.ToolCall)
 		// The run keeps back what its next call reads before the results
 		// and one share for its reply: its wrap-up is paid for before the
 		// calls' sub-agents get their shares.
-		keep, keepCost := s.keep(int64(len(s.r.system)+len(s.schema)) + toolsBytes(s.r.tools.Definitions(s.ctx)))
+		keep, keepCost := s.keep(int64(len(s.system())+len(s.schema)) + toolsBytes(s.tools()))
 		var release func()
 		toolCtx, release = run.WithShares(toolCtx, len(calls), keep, keepCost)
 		defer release()
+	}
+	if s.prefix != nil {
+		toolCtx = run.WithPrefix(toolCtx, s.prefix)
+		s.prefix = nil // each step's calls get the step's own
 	}
 	if s.journal == nil {
 		results, err = s.r.tools.Execute(toolCtx, calls)

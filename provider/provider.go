@@ -147,6 +147,13 @@ type Request struct {
 	// provider can read that prefix from its cache; whatever changes from
 	// call to call goes at the end.
 	CacheKey string
+	// SharedPrefix is how many of Messages, from the first, this request
+	// shares byte for byte with others sent about the same time, System
+	// and Tools being the same too: the parent's conversation that each
+	// context fork of a step starts from. A provider whose prompt cache is
+	// marked by breakpoints (Anthropic) marks the end of them, so that each
+	// of those requests reads them from the cache; zero marks nothing.
+	SharedPrefix int
 }
 
 // StopReason says why a model stopped producing its reply.

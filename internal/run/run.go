@@ -854,3 +854,19 @@ func Reserve(ctx context.Context, n int64) (granted int64, limited bool, settle 
 		})
 	}
 }
+
+type prefixKey struct{}
+
+// WithPrefix returns ctx carrying req, the model request whose reply asked
+// for the tool calls run under ctx (the conversation as sent, without a
+// note for that call alone): a context fork started by one of them sends
+// it as the prefix of its own requests. req must not change afterwards.
+func WithPrefix(ctx context.Context, req *provider.Request) context.Context {
+	return context.WithValue(ctx, prefixKey{}, req)
+}
+
+// Prefix returns the request of WithPrefix, or nil.
+func Prefix(ctx context.Context) *provider.Request {
+	req, _ := ctx.Value(prefixKey{}).(*provider.Request)
+	return req
+}
