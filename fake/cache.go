@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"hash"
+	"slices"
 	"strconv"
 
 	"github.com/deputy-go/deputy/provider"
@@ -23,8 +24,8 @@ const (
 	NoCache Cache = iota
 	// AnthropicCache accounts as Anthropic documents for the breakpoints
 	// provider/anthropic marks: after the system prompt (or the tools),
-	// at the end of the previous user turn and at the end of the
-	// conversation. A breakpoint reads the longest prefix written before
+	// at the end of the shared messages (Request.SharedPrefix), at the
+	// end of the previous user turn and at the end of the conversation. A breakpoint reads the longest prefix written before
 	// that ends on a block boundary at most 20 blocks before it, and
 	// writes its own prefix; a prefix under 1024 tokens is not cached.
 	// CacheReadTokens are the tokens read, CacheWriteTokens those written.
@@ -113,6 +114,18 @@ func blocks(req provider.Request) []block {
 	return out
 }
 
+// blockCount is how many blocks msgs make (see blocks).
+func blockCount(msgs []provider.Message) int {
+	n := 0
+	for _, m := range msgs {
+		n++
+		if m.Role == provider.RoleAssistant {
+			n += len(m.ToolCalls)
+		}
+	}
+	return n
+}
+
 func sum(h hash.Hash) (s [sha256.Size]byte) {
 	h.Sum(s[:0])
 	return s
@@ -167,6 +180,11 @@ func (p *Provider) cacheUsage(req provider.Request) (read, write int64) {
 			points = append(points, msgStart-1)
 		}
 		lastTurn := len(bs) - 1
+		if n := req.SharedPrefix; n > 0 && n <= len(req.Messages) {
+			// The end of the shared messages (a context fork's parent's
+			// conversation): the block their last one ends.
+			points = append(points, msgStart+blockCount(req.Messages[:n])-1)
+		}
 		for i := lastTurn - 1; i >= msgStart; i-- {
 			if bs[i].userTurn {
 				points = append(points, i)
@@ -174,6 +192,8 @@ func (p *Provider) cacheUsage(req provider.Request) (read, write int64) {
 			}
 		}
 		points = append(points, lastTurn)
+		slices.Sort(points)
+		points = slices.Compact(points)
 		var done int64 // tokens up to the last breakpoint already counted
 		for _, at := range points {
 			if tokens(bs[at]) < cacheMinTokens {

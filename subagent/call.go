@@ -825,6 +825,7 @@ func (t *SubAgentTool) correction(in agent.Input, answer string, problem error) 
 	if t.resident == nil {
 		retry.Text = in.Text + "\n\n" + retry.Text + "\nYour rejected answer was:\n" + answer
 		retry.Messages = in.Messages
+		retry.Fork = in.Fork // a context fork is corrected from the same prefix
 	}
 	return retry
 }

@@ -93,11 +93,11 @@ type Spawner struct {
 //
 // The options of the spawn tool alone are WithRoster, WithMaxSpawns,
 // WithSpawnConcurrency, WithChildTokenBudget, WithForkPrompt, WithForkName,
-// WithForkTools, WithSpawnPolicy and WithBackground. It takes these Options
-// of SubAgentTool too: WithMaxDepth, WithMaxOutputBytes (of every child),
-// WithReport, WithOutputSchema or OutputOf (the validation of a call that
-// gives no output_schema), and, for forked children, WithTimeout,
-// WithRender and WithReactOptions. It refuses WithRefuseWhenBusy,
+// WithForkTools, WithSpawnPolicy, WithBackground and WithContextForks. It
+// takes these Options of SubAgentTool too: WithMaxDepth,
+// WithMaxOutputBytes (of every child), WithReport, WithOutputSchema or
+// OutputOf (the validation of a call that gives no output_schema), and,
+// for forked children, WithTimeout, WithRender and WithReactOptions. It refuses WithRefuseWhenBusy,
 // WithInputFromArgs and WithStore, which it would ignore. A nil option is ignored.
 func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...SpawnOption) (*Spawner, error) {
 	if p == nil {
@@ -129,7 +129,7 @@ func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...SpawnOption) (*
 		s.roster[n] = m
 		names = append(names, n)
 	}
-	params, err := jsonschema.Compile(spawnParams(names, cfg.background))
+	params, err := jsonschema.Compile(spawnParams(names, cfg.background, cfg.contextForks))
 	if err != nil {
 		return nil, err
 	}
@@ -166,6 +166,9 @@ type spawnConfig struct {
 	background  bool
 	// maxBackground bounds the background jobs alive at once in one run.
 	maxBackground int
+	// contextForks: a fork starts from its parent's conversation
+	// (WithContextForks), unless the call asks for a fresh one.
+	contextForks bool
 }
 
 // spawnOption is a SpawnOption of the spawn tool alone.
@@ -311,6 +314,30 @@ func WithSpawnPolicy(allow func(ctx context.Context) bool) SpawnOption {
 	})
 }
 
+// WithContextForks makes forked children context forks: a fork starts
+// from its parent's conversation as the parent last sent it — the system
+// prompt, the tools and every message, byte for byte (agent.Input.Fork) —
+// followed by its task, instead of from a fresh context with the fork
+// prompt. Every fork of one step sends the same prefix, which the
+// provider reads from its prompt cache: the same prompt_cache_key on
+// OpenAI, a cache breakpoint at its end on Anthropic
+// (provider.Request.SharedPrefix). The fork's answer comes back as any
+// child's (validated, capped); its conversation goes back to nobody. The
+// model may still ask for a fresh fork with inherit_context=false, which
+// a task small enough not to need the conversation is cheaper as.
+//
+// A context fork sees everything its parent saw, and is offered the
+// parent's tools as the parent saw them, so that the prefix stays the
+// same: a call of one it may not use (the spawn tool at the depth cap, a
+// tool WithForkTools leaves out) fails with an error its model reads.
+// WithForkPrompt is not sent to a context fork: the parent's system prompt
+// is; the shape of the answer it must give is told in its task. Roster
+// members are never context forks, nor is a spawn made outside a ReAct
+// run's step.
+func WithContextForks() SpawnOption {
+	return spawnOption(func(c *spawnConfig) error { c.contextForks = true; return nil })
+}
+
 // WithBackground lets the model start children in the background: a spawn
 // with background=true returns a job id at once, and the tool from
 // (*Spawner).JobsTool waits for, lists or cancels jobs. Jobs still running
@@ -333,7 +360,7 @@ func WithMaxBackground(n int) SpawnOption {
 	})
 }
 
-func spawnParams(roster []string, background bool) json.RawMessage {
+func spawnParams(roster []string, background, contextForks bool) json.RawMessage {
 	props := map[string]any{
 		"task":    map[string]any{"type": "string", "minLength": 1, "description": "What the sub-agent must do: one bounded task, with what counts as done."},
 		"context": map[string]any{"type": "string", "description": "Everything the sub-agent needs to know from this conversation: it sees nothing else."},
@@ -343,6 +370,10 @@ func spawnParams(roster []string, background bool) json.RawMessage {
 	if len(roster) > 0 {
 		props["agent"] = map[string]any{"type": "string", "enum": roster,
 			"description": "Optional: the named sub-agent to use. Leave it out to fork yourself."}
+	}
+	if contextForks {
+		props["inherit_context"] = map[string]any{"type": "boolean",
+			"description": "Default true: the sub-agent starts from this whole conversation (read from the prompt cache, so cheap when several share it) and needs no `context`. Set false for a small task that does not need it: a fresh sub-agent reads only its task."}
 	}
 	if background {
 		props["background"] = map[string]any{"type": "boolean",
@@ -369,6 +400,9 @@ func spawnDescription(c spawnConfig) string {
 	} else {
 		b.WriteString("Each sub-agent is a fork of you, with your tools.\n")
 	}
+	if c.contextForks {
+		b.WriteString("A fork starts from this conversation as you see it (inherit_context, on by default): give it only its task. Forks of one turn share that context from the prompt cache.\n")
+	}
 	if c.background {
 		b.WriteString("With background=true you get a job id at once. A job id is not a result: collect each job with " + JobsToolName +
 			" (wait), or cancel it, before you answer; jobs still running when you answer are cancelled.\n")
@@ -391,6 +425,9 @@ type spawnArgs struct {
 	Agent        string          `json:"agent"`
 	OutputSchema json.RawMessage `json:"output_schema"`
 	Background   bool            `json:"background"`
+	// InheritContext is the call's choice of a context fork; nil leaves
+	// it to WithContextForks.
+	InheritContext *bool `json:"inherit_context"`
 }
 
 // spawnRun is the spawner's state for one parent run: its count of spawns
@@ -513,6 +550,9 @@ type spawnCall struct {
 	check *checker
 	// spentKey: see opening.spentKey ("" for a child in the foreground).
 	spentKey string
+	// prefix is the parent's request a context fork starts from; nil for
+	// a fresh fork.
+	prefix *provider.Request
 }
 
 // target is a sub-agent set up for one call: the tool that runs it, and
@@ -543,6 +583,9 @@ func (s *Spawner) plan(ctx context.Context, callID string, a spawnArgs, check *c
 		// (With shares set aside, what is left is in them: child says
 		// whether this call's is empty.)
 		return nil, refuse(ctx, callID, "no_budget", errNoBudget())
+	}
+	if sc.member == nil && s.cfg.contextForks && (a.InheritContext == nil || *a.InheritContext) {
+		sc.prefix = run.Prefix(ctx) // nil outside a ReAct run's step: a fresh fork
 	}
 	sc.st = s.state(ctx)
 	if n := sc.st.spawns.Add(1); n > int64(s.cfg.maxSpawns) {
@@ -720,7 +763,7 @@ func (sc *spawnCall) child(ctx context.Context) (target, func(int64), error) {
 		sc.st.spawns.Add(-1) // nothing started
 		return target{}, noSettle, refuse(ctx, sc.callID, "no_budget", errNoBudget())
 	}
-	t, args, in := sc.s.forkFor(sc.text, sc.check, budget)
+	t, args, in := sc.s.forkFor(sc.text, sc.check, budget, sc.prefix)
 	return target{t: t, args: args, in: in}, settle, nil
 }
 
@@ -758,11 +801,16 @@ func (s *Spawner) member(name, text string, check *checker, callSchema bool) (*S
 }
 
 // forkFor returns a fork of the parent, set up for one call with a token
-// limit of budget (0 for none).
-func (s *Spawner) forkFor(text string, check *checker, budget int64) (*SubAgentTool, json.RawMessage, agent.Input) {
+// limit of budget (0 for none): a context fork of prefix, the parent's
+// request, when it is not nil.
+func (s *Spawner) forkFor(text string, check *checker, budget int64, prefix *provider.Request) (*SubAgentTool, json.RawMessage, agent.Input) {
 	args, _ := json.Marshal(map[string]string{"task": text})
 	system := s.cfg.forkPrompt
-	if check != nil {
+	if check != nil && prefix != nil {
+		// The parent's system prompt is sent as it was: the shape goes
+		// with the task, after the shared prefix.
+		text += "\n\n" + check.prompt
+	} else if check != nil {
 		system += "\n\n" + check.prompt
 	}
 	s.forkOnce.Do(func() {
@@ -795,7 +843,7 @@ func (s *Spawner) forkFor(text string, check *checker, budget int64) (*SubAgentT
 	} else {
 		c.factory = func(context.Context, json.RawMessage) (agent.Agent, error) { return agent.NewReact(s.p, opts...) }
 	}
-	return &c, args, agent.Input{Text: text}
+	return &c, args, agent.Input{Text: text, Fork: prefix}
 }
 
 // allowed says what the spawn tool accepts, for error messages.

@@ -44,8 +44,11 @@
 //     previous user turn (where the last request ended, in a loop or a
 //     resident's conversation) and the end of the conversation, so that a
 //     repeated prefix is read from the cache at a tenth of the input price
-//     rather than billed in full on every call. WithoutPromptCaching sends
-//     none. Request.CacheKey is not sent: the API has no such parameter.
+//     rather than billed in full on every call; with Request.SharedPrefix,
+//     a fourth marks the end of the messages a request shares with others
+//     (a parent's conversation its context forks start from), so that
+//     every fork reads it. WithoutPromptCaching sends none.
+//     Request.CacheKey is not sent: the API has no such parameter.
 //   - Request.Temperature is not sent: the API version this SDK speaks has no
 //     temperature parameter.
 //   - Usage.InputTokens counts every input token, including those read from

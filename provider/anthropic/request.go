@@ -55,6 +55,17 @@ func (p *Provider) params(req provider.Request) (ant.MessageNewParams, error) {
 	}
 	if !p.noCache {
 		breakpoints(&params)
+		if n := req.SharedPrefix; n > 0 && n <= len(req.Messages) {
+			// The shared prefix's end: its turns as they are mapped
+			// alone, whose last block is where it ends in the request
+			// (what follows it adds turns, or blocks after it: the task
+			// a fork adds is text, which follows tool results).
+			shared, err := messages(req.Messages[:n])
+			if err == nil && len(shared) > 0 && len(shared) <= len(params.Messages) {
+				last := len(shared) - 1
+				markBlock(&params.Messages[last], len(turnBlocks(&shared[last]))-1, ant.NewCacheControlEphemeralParam())
+			}
+		}
 	}
 	return params, nil
 }
@@ -87,18 +98,27 @@ func breakpoints(params *ant.MessageNewParams) {
 
 // markEnd puts a breakpoint on the last block of m.
 func markEnd(m *ant.MessageParam, cc ant.CacheControlEphemeralParam) {
-	var blocks []ant.ContentBlockParamUnion
-	switch {
-	case m.OfUser != nil:
-		blocks = m.OfUser.Content
-	case m.OfAssistant != nil:
-		blocks = m.OfAssistant.Content
-	}
-	if n := len(blocks); n > 0 {
-		if c := blocks[n-1].GetCacheControl(); c != nil {
+	markBlock(m, len(turnBlocks(m))-1, cc)
+}
+
+// markBlock puts a breakpoint on block i of m, if it has one.
+func markBlock(m *ant.MessageParam, i int, cc ant.CacheControlEphemeralParam) {
+	if blocks := turnBlocks(m); i >= 0 && i < len(blocks) {
+		if c := blocks[i].GetCacheControl(); c != nil {
 			*c = cc
 		}
 	}
+}
+
+// turnBlocks returns the content blocks of m.
+func turnBlocks(m *ant.MessageParam) []ant.ContentBlockParamUnion {
+	switch {
+	case m.OfUser != nil:
+		return m.OfUser.Content
+	case m.OfAssistant != nil:
+		return m.OfAssistant.Content
+	}
+	return nil
 }
 
 // messages maps a conversation onto Messages turns: tool results join the
