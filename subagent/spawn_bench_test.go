@@ -8,6 +8,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 )
 
@@ -74,5 +75,83 @@ func BenchmarkFanout256(b *testing.B) {
 	b.ReportMetric(float64(median.Microseconds())/1000, "ms/fanout")
 	if limit := ideal * 5 / 4; median > limit {
 		b.Errorf("a fan-out took %v (median of %d), more than %v (1.25 × the ideal %v)", median, len(walls), limit, ideal)
+	}
+}
+
+// BenchmarkSpawn64 measures a parent turn that spawns 64 forks at once,
+// each answering at once: the lead's two model calls, 64 spawns and 64
+// child runs, on the fake provider (looping, not recording; events off).
+// The lead's conversation holds 200 messages before the turn.
+//
+//   - context: WithContextForks; each fork sends the lead's request (its
+//     200 messages shared, not copied) and its task.
+//   - fresh: forks with the fork prompt and their task only.
+func BenchmarkSpawn64(b *testing.B) {
+	const n = 64
+	args := make([]string, n)
+	for i := range args {
+		args[i] = fmt.Sprintf(`{"task":"t%d"}`, i)
+	}
+	history := make([]provider.Message, 0, 200)
+	for i := range 100 {
+		history = append(history, provider.UserMessage(fmt.Sprintf("question %d about the survey", i)), provider.AssistantMessage(fmt.Sprintf("answer %d", i)))
+	}
+	for _, tt := range []struct {
+		name string
+		opts []subagent.SpawnOption
+	}{
+		{"context", []subagent.SpawnOption{subagent.WithMaxSpawns(n), subagent.WithContextForks()}},
+		{"fresh", []subagent.SpawnOption{subagent.WithMaxSpawns(n)}},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			p := fake.NewProvider(
+				spawns(args...).For("lead"),
+				fake.Text("done").For("lead"),
+				fake.Text("ok").For(subagent.DefaultForkName),
+			).Loop().DontRecord()
+			reg, _ := setup(b, p, false, tt.opts)
+			if err := reg.SetParallelism(n); err != nil {
+				b.Fatal(err)
+			}
+			a := lead(b, p, reg)
+			ctx := b.Context()
+			b.ReportAllocs()
+			for b.Loop() {
+				a.Reset()
+				if _, err := a.Run(ctx, agent.Input{Messages: history, Text: "go"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkContextForkRequest measures a context fork's run of one model
+// call over a parent's request of 10 and of 1,000 messages: what grows
+// with the parent's conversation is the one copy of its message headers
+// when the fork appends its task (about 200 bytes a message; the
+// messages' text is shared), never the text itself.
+func BenchmarkContextForkRequest(b *testing.B) {
+	for _, size := range []int{10, 1_000} {
+		b.Run(fmt.Sprint(size, "messages"), func(b *testing.B) {
+			msgs := make([]provider.Message, 0, size)
+			for i := range size / 2 {
+				msgs = append(msgs, provider.UserMessage(fmt.Sprintf("question %d", i)), provider.AssistantMessage(fmt.Sprintf("answer %d", i)))
+			}
+			msgs = append(msgs[:size-1], provider.UserMessage("the last question"))
+			parent := &provider.Request{System: "You lead.", Messages: msgs, CacheKey: "lead"}
+			p := fake.NewProvider(fake.Text("ok")).Loop().DontRecord()
+			ctx := b.Context()
+			b.ReportAllocs()
+			for b.Loop() {
+				a, err := agent.NewReact(p, agent.WithName("fork"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := a.Run(ctx, agent.Input{Text: "your task", Fork: parent}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
