@@ -83,8 +83,12 @@ type Spec struct {
 	// MaxOutputBytes caps the answer this agent hands its parent
 	// (DefaultMaxOutputBytes when 0).
 	MaxOutputBytes int `json:"max_output_bytes,omitempty"`
-	// TokenLimit, when set, ends the run with ErrUsageLimit once its own
-	// and its children's tokens reach it.
+	// TokenLimit, when set, bounds the tokens of the run and its
+	// children, as agent.WithTokenLimit in process: each model call is
+	// reserved before it is made and sent with what is left as its
+	// MaxTokens, a call with no room after it is a wrap-up turn (no tools,
+	// answer now), a child's limit is its share of what is left, and a run
+	// with no room for a reply ends with ErrTypeUsageLimit.
 	TokenLimit int64 `json:"token_limit,omitempty"`
 	// Parallelism bounds the tool calls of one turn run at once (0:
 	// DefaultParallelism, no bound).

@@ -97,6 +97,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 	corrected := false
 	spawns, failures := 0, 0
 	var ended []EndedCall // the previous step's calls whose results no activity published
+	b := newBudget(ctx, spec, depth)
 	for step := 0; ; step++ {
 		if step >= spec.maxSteps() {
 			out.Messages = conv
@@ -105,6 +106,11 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		req := provider.Request{
 			Model: spec.Model, System: system, MaxTokens: spec.MaxTokens, Tools: defs,
 			Messages: append(append([]provider.Message(nil), prior...), conv...), ResponseSchema: spec.OutputSchema,
+		}
+		req, wrapUp, err := b.plan(spec, req, out.TotalUsage().Tokens())
+		if err != nil {
+			out.Messages = conv
+			return out, failure(out, ErrTypeUsageLimit, err.Error())
 		}
 		mc := ModelCall{Provider: spec.Provider, Request: req}
 		if trace != nil {
@@ -118,8 +124,19 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			return out, withUsage(out, err)
 		}
 		out.Usage = out.Usage.Add(resp.Usage)
+		b.noteReply(req, resp)
 		msg := resp.Message
 		msg.Role = provider.RoleAssistant
+		if wrapUp {
+			// No tools were offered: the reply's text is the answer.
+			msg.ToolCalls = nil
+			if strings.TrimSpace(msg.Content) == "" {
+				conv = append(conv, msg)
+				out.Messages = conv
+				return out, failure(out, ErrTypeUsageLimit, fmt.Sprintf("agent %q used %d tokens, its limit is %d (Spec.TokenLimit), and the last reply, asked to wrap up, had no answer: raise Spec.TokenLimit or give a smaller task", spec.Name, out.TotalUsage().Tokens(), spec.TokenLimit))
+			}
+			corrected = true // no budget for a corrective retry
+		}
 		conv = append(conv, msg)
 		if err := overLimit(ctx, spec, out); err != nil {
 			out.Messages = conv
@@ -145,8 +162,10 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			return out, nil
 		}
 		var results []ToolResult
-		var err error
-		results, ended, err = runTools(ctx, actx, spec, depth, fmt.Sprintf("%s/%d", idPrefix, step), msg.ToolCalls, &spawns, stepTrace(trace, step+1), q)
+		// Under a limit, each child's is its share of what is left (0: none).
+		childLimit := b.share(out.TotalUsage().Tokens(), b.estimate(provider.Request{System: system, Tools: defs,
+			Messages: append(append([]provider.Message(nil), prior...), conv...), ResponseSchema: spec.OutputSchema}), len(msg.ToolCalls))
+		results, ended, err = runTools(ctx, actx, spec, depth, childLimit, fmt.Sprintf("%s/%d", idPrefix, step), msg.ToolCalls, &spawns, stepTrace(trace, step+1), q)
 		failedStep := false
 		for i, r := range results {
 			out.ChildUsage = out.ChildUsage.Add(r.Usage)
@@ -315,7 +334,7 @@ func parallelism(ctx workflow.Context, spec Spec, n int) int {
 // trace, when set, places the step in its tree: its plain tool calls
 // publish their results, its children their events; ended lists the calls
 // whose results no activity published, for the next model call to.
-func runTools(ctx, actx workflow.Context, spec Spec, depth int, idPrefix string, calls []provider.ToolCall, spawns *int, trace *Trace, q *questions) (results []ToolResult, ended []EndedCall, err error) {
+func runTools(ctx, actx workflow.Context, spec Spec, depth int, childLimit int64, idPrefix string, calls []provider.ToolCall, spawns *int, trace *Trace, q *questions) (results []ToolResult, ended []EndedCall, err error) {
 	results = make([]ToolResult, len(calls))
 	errs := make([]error, len(calls))
 	published := make([]bool, len(calls))  // by a tool activity
@@ -347,6 +366,13 @@ func runTools(ctx, actx workflow.Context, spec Spec, depth int, idPrefix string,
 			if bad != "" {
 				results[i] = ToolResult{Content: bad, IsError: true}
 				continue
+			}
+			if a, ok := arg.(RunInput); ok && childLimit > 0 {
+				// The child spends its share of what the run has left.
+				if a.Spec.TokenLimit == 0 || a.Spec.TokenLimit > childLimit {
+					a.Spec.TokenLimit = childLimit
+				}
+				arg = a
 			}
 			if trace != nil {
 				ct := &Trace{Tree: trace.Tree, Subagent: id, Name: call.Name, Description: sub.Description, Parent: trace.Subagent, ParentToolCall: call.ID}

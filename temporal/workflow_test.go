@@ -359,22 +359,34 @@ func TestOversizedToolCallsFailWithoutRetry(t *testing.T) {
 }
 
 func TestTokenLimitCountsChildren(t *testing.T) {
+	const limit = 300
 	p := fanOut(3)
+	var before provider.Usage // what the model billed before the lead's last call
+	var bound int             // that call's output bound
+	inner := p.fn
+	p.fn = func(ctx context.Context, n int, req provider.Request) (provider.Message, error) {
+		if n == 5 {
+			_, before = p.total()
+			bound = req.MaxTokens
+			return provider.AssistantMessage("all parts done"), nil // its wrap-up turn, maybe
+		}
+		return inner(ctx, n, req)
+	}
 	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}})
-	// The lead's first call costs less than the limit; with its children's
-	// usage it goes over before its second call.
-	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Provider: "m", Spawn: true, TokenLimit: 120}, Text: "go"})
-	var app *sdktemporal.ApplicationError
-	err := env.GetWorkflowError()
-	if !errors.As(err, &app) || app.Type() != ErrTypeUsageLimit {
-		t.Fatalf("error %v", err)
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Provider: "m", Spawn: true, TokenLimit: limit}, Text: "go"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
 	}
 	calls, total := p.total()
-	if calls != 4 {
-		t.Fatalf("%d calls, want 4 (the lead stops before its second); total %v", calls, total)
+	if calls != 5 {
+		t.Fatalf("%d calls, want 5 (the lead's two, one per child); total %v", calls, total)
 	}
-	if u := usageOf(err); u != total {
-		t.Fatalf("failure carries usage %v, the provider handed out %v", u, total)
+	// The lead's last call reserves what its children spent too.
+	if bound < 1 || int64(bound) > limit-before.Tokens() {
+		t.Errorf("the lead's last call was bound to %d output tokens after the tree spent %d of %d", bound, before.Tokens(), limit)
+	}
+	if total.Tokens() > limit {
+		t.Errorf("the tree spent %d tokens, past its limit of %d", total.Tokens(), limit)
 	}
 }
 
@@ -433,8 +445,8 @@ func TestUsageSurvivesFailure(t *testing.T) {
 
 // TestSameMeaningAsTheCore checks, case by case, what used to drift from
 // the core's loop: the output cap's note, the corrective prompt, the cap
-// on failed tool steps in a row, and the token limit failing past it, not
-// at it.
+// on failed tool steps in a row, and a token limit with no room left for
+// a reply refusing the call.
 func TestSameMeaningAsTheCore(t *testing.T) {
 	t.Run("output cap", func(t *testing.T) {
 		s := strings.Repeat("é", 5000)
@@ -483,18 +495,36 @@ func TestSameMeaningAsTheCore(t *testing.T) {
 			t.Errorf("the workflow gave up after %d model calls, the core after %d", wf, ip)
 		}
 	})
-	t.Run("token limit reached, not passed", func(t *testing.T) {
-		p := &script{fn: func(ctx context.Context, n int, req provider.Request) (provider.Message, error) {
-			return provider.AssistantMessage("ok"), nil
-		}}
-		// Learn what the one call costs, then give exactly that.
+	t.Run("token limit with no room for a reply", func(t *testing.T) {
+		answer := func() *script {
+			return &script{fn: func(ctx context.Context, n int, req provider.Request) (provider.Message, error) {
+				return provider.AssistantMessage("ok"), nil
+			}}
+		}
+		// Learn what the one call costs, then give exactly that: the
+		// call and a wrap-up after it do not fit, so neither runtime
+		// makes it.
+		p := answer()
 		env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}})
 		env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Provider: "m"}, Text: "go"})
 		_, spent := p.total()
+		p = answer()
 		env = newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}})
 		env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Provider: "m", TokenLimit: spent.Tokens()}, Text: "go"})
-		if err := env.GetWorkflowError(); err != nil {
-			t.Errorf("a run that used exactly its limit failed: %v", err)
+		var app *sdktemporal.ApplicationError
+		if err := env.GetWorkflowError(); !errors.As(err, &app) || app.Type() != ErrTypeUsageLimit {
+			t.Errorf("error %v, want %s", err, ErrTypeUsageLimit)
+		}
+		inProcess := answer()
+		a, err := agent.NewReact(inProcess, agent.WithTokenLimit(spent.Tokens()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Run(t.Context(), agent.Input{Text: "go"}); !errors.Is(err, agent.ErrUsageLimit) {
+			t.Errorf("in process: %v, want agent.ErrUsageLimit", err)
+		}
+		if wf, ip := p.calls, inProcess.calls; wf != ip {
+			t.Errorf("the workflow made %d model calls, the core %d", wf, ip)
 		}
 	})
 }

@@ -1,0 +1,135 @@
+package temporal
+
+import (
+	"fmt"
+	"strconv"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/deputy-go/deputy/provider"
+)
+
+// reserveChange names the workflow version from which a run under a token
+// limit reserves each model call before it is made, as the core does; a
+// workflow started before it checks its limit after each reply, as it did.
+const reserveChange = "deputy.reserve"
+
+// replyCeiling bounds a reply under a token limit when Spec.MaxTokens does
+// not, as in process: a bound every model accepts.
+const replyCeiling = 4096
+
+// budget is what a run under a token limit reserves before each model
+// call, as the core's agent does: the call goes only if its estimated
+// input and the output it may produce fit what the run has left, and what
+// it may produce is sent as the request's MaxTokens. A child, whose answer
+// its parent reads again, keeps room for that reading: its bound is half
+// of what is left after the input. The call is a wrap-up turn, with no
+// tools and a note to answer now, when a second call like it would not fit
+// after it.
+type budget struct {
+	on       bool
+	limit    int64
+	readBack bool
+	lastOut  int64 // the last reply's output tokens
+	// reported is the input and output tokens the provider reported for
+	// the last call, and reportedBytes the bytes of its request and reply:
+	// the base of the next estimate.
+	reported, reportedBytes int64
+}
+
+func newBudget(ctx workflow.Context, spec Spec, depth int) *budget {
+	b := &budget{limit: spec.TokenLimit, readBack: depth > 0}
+	b.on = spec.TokenLimit > 0 && workflow.GetVersion(ctx, reserveChange, workflow.DefaultVersion, 1) >= 1
+	return b
+}
+
+// estimate is how many tokens req reads, as the core estimates it: a
+// token per four bytes past what the provider last reported.
+func (b *budget) estimate(req provider.Request) int64 {
+	n := requestBytes(req)
+	if b.reported > 0 && n >= b.reportedBytes {
+		return b.reported + (n-b.reportedBytes+3)/4
+	}
+	return (n + 3) / 4
+}
+
+func requestBytes(req provider.Request) int64 {
+	n := len(req.System) + len(req.ResponseSchema)
+	for _, m := range req.Messages {
+		n += len(m.Content)
+		for _, c := range m.ToolCalls {
+			n += len(c.Name) + len(c.Arguments)
+		}
+	}
+	for _, t := range req.Tools {
+		n += len(t.Name) + len(t.Description) + len(t.Parameters)
+	}
+	return int64(n)
+}
+
+// room is how many output tokens the run may spend after reading est.
+func (b *budget) room(used, est int64) int64 {
+	out := b.limit - used - est
+	if b.readBack {
+		out >>= 1
+	}
+	return out
+}
+
+// plan bounds req, the run's next model call, having used tokens so far:
+// it returns the request to send and whether it is the run's wrap-up turn,
+// or the error of a run with no room for another call.
+func (b *budget) plan(spec Spec, req provider.Request, used int64) (provider.Request, bool, error) {
+	if !b.on {
+		return req, false, nil
+	}
+	est := b.estimate(req)
+	out := b.room(used, est)
+	wrapUp := false
+	if out < est+2*max(b.lastOut, 1)+1 {
+		wrapUp = true
+		req.Tools = nil
+		note := "Budget note: you have used " + strconv.FormatInt(used, 10) + " of your " + strconv.FormatInt(b.limit, 10) +
+			" tokens, and another step would pass the limit. This is your last reply, and no tools are available: answer now with what you have, " +
+			"and say plainly what is unfinished (status \"partial\" if you report a status)."
+		req.Messages = append(req.Messages[:len(req.Messages):len(req.Messages)], provider.UserMessage(note))
+		est = b.estimate(req)
+		out = b.room(used, est)
+	}
+	if out < 1 {
+		return req, false, fmt.Errorf("agent %q used %d tokens, its limit is %d (Spec.TokenLimit), and the next model call, reading about %d tokens, would leave no room for a reply: raise Spec.TokenLimit or give a smaller task",
+			spec.Name, used, b.limit, est)
+	}
+	req.MaxTokens = int(min(out, int64(cmp0(spec.MaxTokens, replyCeiling))))
+	return req, wrapUp, nil
+}
+
+// noteReply remembers what the provider reported for req and its reply.
+func (b *budget) noteReply(req provider.Request, resp provider.Response) {
+	b.lastOut = resp.Usage.OutputTokens
+	if resp.Usage.InputTokens > 0 {
+		n := requestBytes(req) + int64(len(resp.Message.Content))
+		for _, c := range resp.Message.ToolCalls {
+			n += int64(len(c.Name) + len(c.Arguments))
+		}
+		b.reported, b.reportedBytes = resp.Usage.InputTokens+resp.Usage.OutputTokens, n
+	}
+}
+
+// share is the token limit of each of a step's n children: what the run
+// has left after keeping back what its next call reads (keep), split in
+// n+1 equal parts, one a child and one for the next call's reply, as the
+// core splits it (run.WithShares); 0 without a limit.
+func (b *budget) share(used, keep int64, n int) int64 {
+	if !b.on || n == 0 {
+		return 0
+	}
+	return max((b.limit-used-keep)/int64(n+1), 1)
+}
+
+func cmp0(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
+}
