@@ -103,7 +103,9 @@ type Check struct {
 	Arguments json.RawMessage
 
 	// Task and Context, at BeforeDelegation, are what the child is given:
-	// its task text and the conversation it goes on from (usually none).
+	// its task text and the conversation it goes on from (usually none;
+	// for a context fork, its parent's conversation, which a rule that
+	// rewrites Context changes for the fork).
 	Task    string
 	Context []provider.Message
 

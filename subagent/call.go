@@ -202,7 +202,12 @@ func (t *SubAgentTool) invokeNow(ctx context.Context, callID string, args json.R
 // call: a denial or a person's refusal, which the model reads, or the
 // interrupt of a question not answered yet.
 func (t *SubAgentTool) handOff(ctx context.Context, pol *policy.Policy, callID string, args json.RawMessage, in agent.Input) (agent.Input, error) {
-	chk := &policy.Check{Point: policy.BeforeDelegation, Tool: t.def.Name, CallID: callID, Arguments: args, Task: in.Text, Context: in.Messages}
+	inherited := in.Messages
+	if in.Fork != nil {
+		// A context fork is given its parent's conversation.
+		inherited = in.Fork.Messages
+	}
+	chk := &policy.Check{Point: policy.BeforeDelegation, Tool: t.def.Name, CallID: callID, Arguments: args, Task: in.Text, Context: inherited}
 	out := pol.Decide(ctx, chk)
 	switch out.Verdict {
 	case policy.Deny:
@@ -212,9 +217,30 @@ func (t *SubAgentTool) handOff(ctx context.Context, pol *policy.Policy, callID s
 			return in, err
 		}
 	case policy.Rewrite:
-		in.Text, in.Messages = chk.Task, chk.Context
+		in.Text = chk.Task
+		switch {
+		case in.Fork == nil:
+			in.Messages = chk.Context
+		case len(chk.Context) == 0:
+			// Nothing of the parent's conversation is left to go on
+			// from: the fork starts fresh.
+			in.Fork = nil
+		case !sameMessages(chk.Context, in.Fork.Messages):
+			// The fork goes on from the conversation as rewritten, which
+			// is no longer its parent's prefix: its first request may
+			// not be read from the cache.
+			f := *in.Fork
+			f.Messages = chk.Context
+			in.Fork = &f
+		}
 	}
 	return in, nil
+}
+
+// sameMessages reports whether a and b are the same slice (not only
+// equal): a rule that rewrites assigns a new one.
+func sameMessages(a, b []provider.Message) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // invocation is one invocation of a sub-agent as its events and a render
