@@ -125,7 +125,9 @@ func TestTreeBudget(t *testing.T) {
 			).Loop().DontRecord()
 			opts := []subagent.SpawnOption{subagent.WithMaxSpawns(n), subagent.WithReport()}
 			if background {
-				opts = append(opts, subagent.WithBackground())
+				// All 64 start in one step: none may be refused for being
+				// one too many alive at once.
+				opts = append(opts, subagent.WithBackground(), subagent.WithMaxBackground(n))
 			}
 			reg, _ := setup(t, p, background, opts)
 			out, err := lead(t, p, reg, agent.WithTokenLimit(budget)).Run(t.Context(), agent.Input{Text: "Do all parts."})
