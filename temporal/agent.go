@@ -190,6 +190,10 @@ func (a *Agent) wait(ctx context.Context, run client.WorkflowRun, id string) (Ru
 	go func() { done <- run.Get(gctx, &out) }()
 	tick := time.NewTicker(pollQuestions)
 	defer tick.Stop()
+	var (
+		seen  string    // the ids of the questions last seen
+		since time.Time // when they were first seen as they are
+	)
 	for {
 		select {
 		case err := <-done:
@@ -197,7 +201,21 @@ func (a *Agent) wait(ctx context.Context, run client.WorkflowRun, id string) (Ru
 		case <-tick.C:
 			pending, err := Pending(ctx, a.Client, id)
 			if err != nil || len(pending) == 0 {
+				seen = ""
 				continue // the run may have ended; done says
+			}
+			// Other branches of the tree may be about to ask too: the
+			// questions are handed on once they have stayed the same for
+			// settleQuestions, so that one round carries them all.
+			ids := make([]string, len(pending))
+			for i, it := range pending {
+				ids[i] = it.ID
+			}
+			if now := strings.Join(ids, "\x1f"); now != seen {
+				seen, since = now, time.Now()
+			}
+			if time.Since(since) < settleQuestions {
+				continue
 			}
 			cancel()
 			if err := <-done; err == nil {
@@ -214,8 +232,14 @@ type round struct {
 	Open      []event.Event    `json:"open,omitempty"`
 }
 
-// pollQuestions is how often Run looks for questions while it waits.
-const pollQuestions = 250 * time.Millisecond
+// pollQuestions is how often Run looks for questions while it waits, and
+// settleQuestions how long the questions must stay the same before Run
+// hands them on: a fork that asks a moment after its lead is asked in the
+// same round.
+const (
+	pollQuestions   = 250 * time.Millisecond
+	settleQuestions = time.Second
+)
 
 // answer asks the caller's person the questions the tree waits on, and
 // hands the answers to the tree. Each round's questions, and its answers
