@@ -13,6 +13,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/deputy-go/deputy/agent"
@@ -25,7 +26,13 @@ import (
 )
 
 func main() {
-	if err := run(context.Background(), os.Stdout, os.Getenv, "agents", "broken"); err != nil {
+	// The definitions sit beside this file: found from here, or from the
+	// repository's root (go run ./examples/files).
+	base := "."
+	if _, err := os.Stat("agents"); err != nil {
+		base = filepath.Join("examples", "files")
+	}
+	if err := run(context.Background(), os.Stdout, os.Getenv, filepath.Join(base, "agents"), filepath.Join(base, "broken")); err != nil {
 		log.Fatal(err)
 	}
 }
