@@ -39,7 +39,9 @@
 // task's context, per owner, so that a resident sub-agent scoped with
 // subagent.PerThread keeps a conversation per A2A context, and no other's:
 // served with NewToolServer, it is the form for a conversation that goes
-// on across the tasks of a context. A failure of the store reaches a
+// on across the tasks of a context. The run acts for the owner WithAuthorize
+// named (agent.WithOwner), which a policy of the served agent reads
+// (policy.Check.Owner, Thread). A failure of the store reaches a
 // client in plain words; its keys are logged, never sent. While it works, the task's status updates carry the run's
 // sub-agents starting and finishing and its tool calls (metadata EventKey,
 // the event's AG-UI JSON), and the answer's text streams into the artifact
@@ -80,6 +82,14 @@
 // the sub-agents and tool calls of a remote deputy agent, under ids
 // prefixed with the child's. Usage that a remote deputy agent reports is
 // counted as the child's.
+//
+// A policy the caller runs under (agent.WithPolicy, policy.With) binds
+// the edge to the remote agent as it binds any child's: it sees the call
+// of the tool, the hand-off (the task, which is all that is sent) and the
+// answer that comes back, and may deny, ask a person about, or redact
+// each; a task it denies or has not had approved is never sent. It does
+// not cross to the remote side: the remote agent's own tools and model
+// calls are its server's to govern, with a policy of its own.
 //
 // A remote task that asks for input suspends the caller's run with the
 // question, asked where the child stands in the tree (a remote deputy

@@ -684,7 +684,9 @@ func (s *Server) execute(ctx context.Context, ec *a2asrv.ExecutorContext, yield 
 		yield(sdk.NewStatusUpdateEvent(ec, sdk.TaskStateFailed, agentText(ec, "the server could not open the task's journal: "+told(s.cfg.logger, task, err))), nil)
 		return
 	}
-	rctx = agent.WithJournal(agent.WithThread(rctx, task.Thread), j)
+	// The run acts for the owner and in the thread the task belongs to:
+	// a policy the served agent runs under reads them on every check.
+	rctx = agent.WithJournal(agent.WithThread(agent.WithOwner(rctx, owner), task.Thread), j)
 	if pending != nil {
 		rctx, err = tool.Resume(rctx, pending, answers...)
 		if err != nil {
