@@ -48,7 +48,9 @@ type Input struct {
 	// lacks, or may not use here, fails with an error its model reads.
 	// Fork's Messages are shared, not copied, and never written to; the
 	// run's conversation is its own, and goes back to nobody. The agent
-	// must hold no conversation of its own (a fresh agent).
+	// must hold no conversation of its own (a fresh agent). Fork's
+	// Messages are not compacted for passing the agent's Compaction
+	// bounds, only for not fitting its context window (see Compaction).
 	Fork *provider.Request
 }
 

@@ -73,7 +73,11 @@ var (
 // (provider.KindContextWindow) is compacted and sent once more. The
 // conversation is compacted when the estimate passes MaxTokens (or three
 // quarters of the window WithContextWindow gives, if lower), when it holds
-// more than MaxMessages messages, or when its text passes MaxBytes.
+// more than MaxMessages messages, or when its text passes MaxBytes. A
+// context fork (Input.Fork) is the exception: the conversation it
+// inherits was its parent's to bound, and is read from the provider's
+// cache as it is, so it is compacted only when the request would pass the
+// window itself, or the provider refuses it as too long.
 //
 // How. Only the conversation from before the run is compacted: the run's
 // own turn is never cut. The latest KeepTurns user turns are kept word
@@ -249,8 +253,7 @@ func (s *runState) noteReply(u provider.Usage) {
 func (s *runState) fit(step int, fixed int64, forced bool) error {
 	r := s.r
 	est := s.estimate(fixed)
-	if c := r.compaction; c != nil && !s.nothingToCompact &&
-		(forced || est > c.tokenBound(r.window) || len(s.msgs) > c.MaxMessages || s.bytes > c.MaxBytes) {
+	if s.compactionDue(est, forced) {
 		if err := s.compact(step, forced); err != nil {
 			return err
 		}
@@ -267,6 +270,26 @@ func (s *runState) fit(step int, fixed int64, forced bool) error {
 		return fmt.Errorf("%w: about %d tokens, the window is %d, and the run's own turn cannot be compacted: %s", ErrContextWindow, est, w, how)
 	}
 	return nil
+}
+
+// compactionDue says whether the conversation is compacted before a
+// request estimated at est tokens.
+func (s *runState) compactionDue(est int64, forced bool) bool {
+	r, c := s.r, s.r.compaction
+	switch {
+	case c == nil || s.nothingToCompact:
+		return false
+	case forced:
+		return true
+	case s.fork != nil:
+		// A context fork's conversation before its run is the request its
+		// parent sent, whose length was the parent's to bound: sent again
+		// as it is, it is read from the provider's cache, where a summary
+		// of it would cost a model call and the cache of every token after
+		// it. It is compacted only when the request cannot be sent.
+		return r.window > 0 && est > r.window
+	}
+	return est > c.tokenBound(r.window) || len(s.msgs) > c.MaxMessages || s.bytes > c.MaxBytes
 }
 
 // compact replaces the older turns of the conversation before the run
