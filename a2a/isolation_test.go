@@ -3,6 +3,7 @@ package a2a_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -184,6 +185,75 @@ func TestStoreFailureNamesNoStoreKey(t *testing.T) {
 	for _, internal := range []string{"a2a/", "a2a_", "journal \"", "store:", "disk on fire"} {
 		if strings.Contains(said, internal) {
 			t.Errorf("the client reads %q, which names %q", said, internal)
+		}
+	}
+}
+
+// failingTasks is a store backend that cannot keep tasks: its error names
+// the key it failed on, as a database's error would.
+type failingTasks struct{ store.Backend }
+
+func (b failingTasks) fails(key string) error {
+	if strings.Contains(key, "a2a/tasks/") {
+		return fmt.Errorf("disk on fire at %q", key)
+	}
+	return nil
+}
+
+func (b failingTasks) Get(ctx context.Context, key string) (store.Item, error) {
+	if err := b.fails(key); err != nil {
+		return store.Item{}, err
+	}
+	return b.Backend.Get(ctx, key)
+}
+
+func (b failingTasks) Keys(ctx context.Context, prefix, after string, limit int) ([]string, error) {
+	if err := b.fails(prefix); err != nil {
+		return nil, err
+	}
+	return b.Backend.Keys(ctx, prefix, after, limit)
+}
+
+func (b failingTasks) Put(ctx context.Context, writes ...store.Write) error {
+	for _, w := range writes {
+		if err := b.fails(w.Key); err != nil {
+			return err
+		}
+	}
+	return b.Backend.Put(ctx, writes...)
+}
+
+// A request that fails on the store that keeps tasks (a message that
+// starts one, a read of one, a listing) is answered in plain words: no
+// key of the store, which names the owner, reaches the client.
+func TestTaskStoreFailureNamesNoStoreKey(t *testing.T) {
+	t.Parallel()
+	st, err := store.New(failingTasks{memory.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s, err := a2a.NewPerTask(func(ctx context.Context, _ a2a.Task) (agent.Agent, error) {
+		return agent.NewReact(parrot)
+	}, a2a.WithName("parrot"), a2a.WithStore(st), a2a.WithAuthorize(byHeader), a2a.WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := clientAs(t, startServer(t, s), "alice")
+	ctx := context.Background()
+	_, sendErr := c.SendMessage(ctx, &sdk.SendMessageRequest{Message: userText("hello")})
+	_, streamErr := tryStream(c, userText("hello"))
+	_, getErr := c.GetTask(ctx, &sdk.GetTaskRequest{ID: "0199a1b2-0000-7000-8000-000000000000"})
+	_, listErr := c.ListTasks(ctx, &sdk.ListTasksRequest{ContextID: "c1"})
+	for what, err := range map[string]error{"a message": sendErr, "a streamed message": streamErr, "a read": getErr, "a listing": listErr} {
+		if err == nil {
+			t.Errorf("%s succeeded on a store that keeps no task", what)
+			continue
+		}
+		for _, internal := range []string{"a2a/tasks", "alice", "disk on fire"} {
+			if strings.Contains(err.Error(), internal) {
+				t.Errorf("%s: the client reads %q, which names %q", what, err, internal)
+			}
 		}
 	}
 }
