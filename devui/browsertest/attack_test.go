@@ -15,15 +15,17 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// TestOtherSitesAreRefused attacks the viewer from pages of another
-// origin, as the developer's browser would load them while the viewer
-// runs: a plain HTML form (enctype text/plain: no script, no preflight)
-// that re-runs a recorded call of the developer's thread or starts a run,
-// a no-cors fetch and beacons that start runs, and a page whose name was
-// rebound to the viewer's address (DNS rebinding), which reads the
-// threads, the recorded runs, and starts runs as a page of that name.
-// Each is refused: no model and no tool runs, no thread is made, nothing
-// is read; and the viewer's own page still runs and reopens the thread.
+// TestOtherSitesAreRefused attacks the viewer, and the AG-UI handler
+// served beside it, from pages of another origin, as the developer's
+// browser would load them while the viewer runs: a plain HTML form
+// (enctype text/plain: no script, no preflight) that re-runs a recorded
+// call of the developer's thread or starts a run, a no-cors fetch and
+// beacons that start runs, fetches that delete the developer's thread,
+// and a page whose name was rebound to the viewer's address (DNS
+// rebinding), which reads the threads, the recorded runs, and starts runs
+// as a page of that name. Each is refused: no model and no tool runs, no
+// thread is made or deleted, nothing is read; and the viewer's own page
+// still runs and reopens the thread.
 func TestOtherSitesAreRefused(t *testing.T) {
 	srv := serve(t)
 	base := strings.TrimSuffix(srv.url, "devui/")
@@ -50,17 +52,30 @@ func TestOtherSitesAreRefused(t *testing.T) {
 		return `<!doctype html><title>a prize</title><form method="post" enctype="text/plain" action="` + base + action + `">` +
 			`<input type="hidden" name="` + html.EscapeString(name) + `" value='"}'><button type="submit">Claim</button></form>`
 	}
-	pages := map[string]string{
-		"/form-rerun": form("devui/rerun", rerun),
-		"/form-run":   form("devui/run", strings.TrimSuffix(run("evil-form-run"), "}")+`,"x":"`),
-		"/fetch": `<!doctype html><script>
-			fetch(` + jsString(base+"devui/run") + `, {method: "POST", mode: "no-cors", credentials: "include", body: new Blob([` + jsString(run("evil-fetch")) + `])})
+	fetch := func(action, thread string) string {
+		return `<!doctype html><script>
+			fetch(` + jsString(base+action) + `, {method: "POST", mode: "no-cors", credentials: "include", body: new Blob([` + jsString(run(thread)) + `])})
 				.then(() => { window.sent = true; }, () => { window.sent = true; });
-			</script>`,
-		"/beacon": `<!doctype html><script>
-			window.sent = navigator.sendBeacon(` + jsString(base+"devui/run") + `, new Blob([` + jsString(run("evil-beacon")) + `])) &&
-				navigator.sendBeacon(` + jsString(base+"devui/run") + `, ` + jsString(run("evil-beacon-text")) + `);
-			</script>`,
+			</script>`
+	}
+	beacon := func(action, thread string) string {
+		return `<!doctype html><script>
+			window.sent = navigator.sendBeacon(` + jsString(base+action) + `, new Blob([` + jsString(run(thread)) + `])) &&
+				navigator.sendBeacon(` + jsString(base+action) + `, ` + jsString(run(thread+"-text")) + `);
+			</script>`
+	}
+	// The viewer's routes, and the AG-UI handler the example serves beside
+	// it at /agui, which guards itself the same way.
+	pages := map[string]string{
+		"/form-rerun":    form("devui/rerun", rerun),
+		"/form-run":      form("devui/run", strings.TrimSuffix(run("evil-form-run"), "}")+`,"x":"`),
+		"/fetch":         fetch("devui/run", "evil-fetch"),
+		"/beacon":        beacon("devui/run", "evil-beacon"),
+		"/agui-form-run": form("agui", strings.TrimSuffix(run("evil-agui-form"), "}")+`,"x":"`),
+		"/agui-fetch":    fetch("agui", "evil-agui-fetch"),
+		"/agui-beacon":   beacon("agui", "evil-agui-beacon"),
+		"/agui-delete":   deleteThread(base + "threads/victim"),
+		"/devui-delete":  deleteThread(base + "devui/threads/victim"),
 	}
 	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		page, ok := pages[r.URL.Path]
@@ -88,7 +103,8 @@ func TestOtherSitesAreRefused(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		for _, th := range []string{"evil-form-run", "evil-fetch", "evil-beacon", "evil-beacon-text"} {
+		for _, th := range []string{"evil-form-run", "evil-fetch", "evil-beacon", "evil-beacon-text",
+			"evil-agui-form", "evil-agui-fetch", "evil-agui-beacon", "evil-agui-beacon-text"} {
 			if resp, err := http.Get(base + "devui/threads/" + th); err == nil {
 				resp.Body.Close()
 				if resp.StatusCode != http.StatusNotFound {
@@ -102,7 +118,7 @@ func TestOtherSitesAreRefused(t *testing.T) {
 		}
 	}
 
-	for _, p := range []string{"/form-rerun", "/form-run"} {
+	for _, p := range []string{"/form-rerun", "/form-run", "/agui-form-run"} {
 		if err := chromedp.Do(ctx, chromedp.Navigate(evilURL+p), chromedp.Click(chromedp.CSS("button[type=submit]"))); err != nil {
 			t.Fatal(err)
 		}
@@ -118,12 +134,20 @@ func TestOtherSitesAreRefused(t *testing.T) {
 		shot(t, ctx, "attack"+strings.ReplaceAll(p, "/", "-"))
 		unchanged("the form " + p)
 	}
-	for _, p := range []string{"/fetch", "/beacon"} {
+	for _, p := range []string{"/fetch", "/beacon", "/agui-fetch", "/agui-beacon", "/agui-delete", "/devui-delete"} {
 		if err := chromedp.Do(ctx, chromedp.Navigate(evilURL+p)); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, ctx, "the page's request", `window.sent === true`)
 		unchanged("the page " + p)
+	}
+	resp, err := http.Get(base + "threads/victim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("the developer's thread after the cross-site deletes: %s, want it still there", resp.Status)
 	}
 
 	// DNS rebinding: a page of rebind.test, the name now resolving to the
@@ -182,6 +206,15 @@ func TestOtherSitesAreRefused(t *testing.T) {
 	if after := counts(t, srv); after["lead"] <= before["lead"] {
 		t.Errorf("the viewer's own page ran nothing: counts %v, before %v", after, before)
 	}
+}
+
+// deleteThread is a page that deletes a thread with a fetch of its own
+// origin's: a DELETE goes out only if the server answers a preflight.
+func deleteThread(url string) string {
+	return `<!doctype html><script>
+		fetch(` + jsString(url) + `, {method: "DELETE", credentials: "include"})
+			.then(() => { window.sent = true; }, () => { window.sent = true; });
+		</script>`
 }
 
 // firstCall returns the id of the lead's first call in a stored thread.
