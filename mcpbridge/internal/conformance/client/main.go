@@ -109,7 +109,8 @@ func run(ctx context.Context, serverURL, scenario string) error {
 		return err
 	}
 	if res[0].IsError {
-		return fmt.Errorf("%s: %s", call, res[0].Content)
+		// The cause, which the model is not shown, is the Go error's.
+		return fmt.Errorf("%s: %s (%v)", call, res[0].Content, res[0].Err)
 	}
 	log.Printf("%s answered: %s", call, res[0].Content)
 	return nil
