@@ -178,10 +178,3 @@ func Name(ctx context.Context) string { return run.Name(ctx) }
 // Depth returns how deep in a delegation tree ctx is: 0 for a top-level
 // agent, 1 for its sub-agents, and so on.
 func Depth(ctx context.Context) int { return run.Depth(ctx) }
-
-// WithDepth returns ctx at the given delegation depth (Depth), for code
-// that runs a run's tool calls somewhere else, such as a worker of the
-// temporal module running a call its workflow made at that depth: the
-// sub-agent tools it calls see the depth, and hide themselves past their
-// WithMaxDepth, as they would in the run itself.
-func WithDepth(ctx context.Context, depth int) context.Context { return run.WithDepth(ctx, depth) }

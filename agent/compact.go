@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/deputy-go/deputy/internal/compact"
 	"github.com/deputy-go/deputy/internal/errcode"
-	"github.com/deputy-go/deputy/internal/textcap"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -39,14 +39,6 @@ const (
 const DefaultSummaryPrompt = `You compact a conversation between a user and an assistant so that the assistant can carry on without it.
 Write a summary the assistant will read instead of the turns below: every fact, figure, name, decision, preference and instruction the user gave; what the assistant answered, found or promised; tool results that still matter; and what is unfinished.
 Keep an earlier summary's content unless a later turn replaced it. Be concise and exact: no commentary, no greeting. Write it as notes, not as a dialogue.`
-
-// The messages a summary stands in for the turns it replaced. The header
-// starts the user message that carries the summary, so that the next
-// compaction finds it and folds it into the new one.
-const (
-	summaryHeader = "[Summary of the conversation so far: earlier turns were compacted into it.]\n\n"
-	summaryAck    = "Understood: I will take that summary as what was said before."
-)
 
 // Errors of compaction, wrapped with the agent's name and the cause.
 var (
@@ -176,6 +168,13 @@ func WithContextWindow(tokens int64) Option {
 	}
 }
 
+// bounds returns c's bounds, for the pieces of internal/compact; c has its
+// defaults.
+func (c Compaction) bounds() compact.Bounds {
+	return compact.Bounds{MaxTokens: c.MaxTokens, MaxMessages: c.MaxMessages, MaxBytes: c.MaxBytes,
+		KeepTurns: c.KeepTurns, MaxSummaryBytes: c.MaxSummaryBytes, SummaryPrompt: c.SummaryPrompt}
+}
+
 func (c Compaction) withDefaults() Compaction {
 	if c.MaxTokens == 0 {
 		c.MaxTokens = DefaultCompactTokens
@@ -198,36 +197,10 @@ func (c Compaction) withDefaults() Compaction {
 	return c
 }
 
-// tokenBound is the estimate past which a request is compacted.
-func (c Compaction) tokenBound(window int64) int64 {
-	b := c.MaxTokens
-	if w := window * 3 / 4; w > 0 && w < b {
-		b = w
-	}
-	return b
-}
-
-// msgBytes is what a message weighs in the estimate.
-func msgBytes(m provider.Message) int64 {
-	n := len(m.Content) + len(m.ToolCallID)
-	for _, c := range m.ToolCalls {
-		n += len(c.ID) + len(c.Name) + len(c.Arguments)
-	}
-	return int64(n)
-}
-
-func msgsBytes(msgs []provider.Message) int64 {
-	var n int64
-	for _, m := range msgs {
-		n += msgBytes(m)
-	}
-	return n
-}
-
 // add appends m to the run's conversation.
 func (s *runState) add(m provider.Message) {
 	s.msgs = append(s.msgs, m)
-	s.bytes += msgBytes(m)
+	s.bytes += compact.MsgBytes(m)
 }
 
 // estimate returns the estimated input tokens of the next request, whose
@@ -289,7 +262,7 @@ func (s *runState) compactionDue(est int64, forced bool) bool {
 		// it. It is compacted only when the request cannot be sent.
 		return r.window > 0 && est > r.window
 	}
-	return est > c.tokenBound(r.window) || len(s.msgs) > c.MaxMessages || s.bytes > c.MaxBytes
+	return est > c.bounds().TokenBound(r.window) || len(s.msgs) > c.MaxMessages || s.bytes > c.MaxBytes
 }
 
 // compact replaces the older turns of the conversation before the run
@@ -297,13 +270,14 @@ func (s *runState) compactionDue(est int64, forced bool) bool {
 func (s *runState) compact(step int, forced bool) error {
 	c := s.r.compaction
 	hist := s.msgs[:s.start]
-	room := c.room(s.r.window)
+	b := c.bounds()
+	room := b.Room(s.r.window)
 	if forced {
 		// The provider found the request too long: keep half of what
 		// the last compaction kept, at most.
-		room = min(room, msgsBytes(hist[summaryEnd(hist):])/2)
+		room = min(room, compact.MsgsBytes(hist[compact.SummaryEnd(hist):])/2)
 	}
-	cut := c.cut(hist, room)
+	cut := b.Cut(hist, room)
 	if cut == 0 {
 		s.nothingToCompact = true
 		return nil
@@ -313,10 +287,10 @@ func (s *runState) compact(step int, forced bool) error {
 	if err != nil {
 		return fmt.Errorf("%w: folding %d messages into a summary: %w; the conversation is as it was before this run: check the summarizing model (Compaction.Summarizer, SummaryModel) or raise the bounds", ErrCompaction, len(older), err)
 	}
-	msgs := c.Apply(s.msgs, cut, summary)
+	msgs := b.Apply(s.msgs, cut, summary)
 	s.start += len(msgs) - len(s.msgs)
 	s.msgs = msgs
-	s.bytes = msgsBytes(msgs)
+	s.bytes = compact.MsgsBytes(msgs)
 	s.reported, s.reportedBytes = 0, 0 // no report covers the new conversation
 	s.compactions++
 	if l := s.r.logger; l != nil && l.Enabled(s.ctx, slog.LevelInfo) {
@@ -324,90 +298,6 @@ func (s *runState) compact(step int, forced bool) error {
 			slog.Int("step", step), slog.Int("folded", len(older)), slog.Int("kept", len(msgs)), slog.Int("summary_bytes", len(summary)))...)
 	}
 	return nil
-}
-
-// The pieces of compaction that do not depend on how a run is made, for a
-// runtime of one's own (the temporal module's resident uses them): Due
-// says whether a conversation must be compacted, Plan where its older
-// turns end, SummaryRequest asks a model for their summary, and Apply puts
-// the summary in their place. Each applies the defaults of c's zero
-// fields.
-
-// Due reports whether hist, a conversation kept between runs, passes a
-// bound of c, its tokens estimated at four bytes each; window is the
-// model's context window in tokens (0: unknown).
-func (c Compaction) Due(hist []provider.Message, window int64) bool {
-	c = c.withDefaults()
-	n := msgsBytes(hist)
-	return (n+3)/4 > c.tokenBound(window) || len(hist) > c.MaxMessages || n > c.MaxBytes
-}
-
-// Plan returns how many of the first messages of hist a compaction folds
-// into a summary: whole turns before the latest KeepTurns, fewer kept
-// when they would fill more than half a bound, never an earlier summary
-// alone. Zero means there is nothing to fold.
-func (c Compaction) Plan(hist []provider.Message, window int64) int {
-	c = c.withDefaults()
-	return c.cut(hist, c.room(window))
-}
-
-// SummaryRequest returns the model request that asks for the summary of
-// older, the messages Plan chose, for a model named model.
-func (c Compaction) SummaryRequest(older []provider.Message, model string, window int64) provider.Request {
-	c = c.withDefaults()
-	return provider.Request{
-		Model:     model,
-		System:    c.SummaryPrompt,
-		Messages:  []provider.Message{provider.UserMessage(transcript(older, int(min(4*c.tokenBound(window), 1<<22))))},
-		MaxTokens: c.MaxSummaryBytes / 3, // a token is three or four bytes of text
-	}
-}
-
-// Apply returns msgs with its first cut messages replaced by summary (cut
-// to MaxSummaryBytes): a user message that carries it and an assistant
-// acknowledgement, or nothing when summary is empty. msgs is not changed.
-func (c Compaction) Apply(msgs []provider.Message, cut int, summary string) []provider.Message {
-	c = c.withDefaults()
-	out := make([]provider.Message, 0, 2+len(msgs)-cut+4)
-	if summary = capSummary(summary, c.MaxSummaryBytes); summary != "" {
-		out = append(out, provider.UserMessage(summaryHeader+summary), provider.AssistantMessage(summaryAck))
-	}
-	return append(out, msgs[cut:]...)
-}
-
-// summaryEnd returns where the summary at the start of hist, if any, ends.
-func summaryEnd(hist []provider.Message) int {
-	if len(hist) >= 2 && strings.HasPrefix(hist[0].Content, summaryHeader) {
-		return 2
-	}
-	return 0
-}
-
-// room is how much the kept turns may weigh: half a bound.
-func (c Compaction) room(window int64) int64 {
-	return min(c.MaxBytes, 4*c.tokenBound(window)) / 2
-}
-
-// cut returns where the older turns of hist end, the kept ones weighing at
-// most room bytes (0: nothing to fold).
-func (c Compaction) cut(hist []provider.Message, room int64) int {
-	first := summaryEnd(hist) // a compaction does not fold a bare summary
-	roomMsgs := c.MaxMessages / 2
-	cut, turns := len(hist), 0
-	var kept int64
-	for i := len(hist) - 1; i >= first && turns < c.KeepTurns; i-- {
-		kept += msgBytes(hist[i])
-		if kept > room || len(hist)-i > roomMsgs {
-			break
-		}
-		if hist[i].Role == provider.RoleUser {
-			cut, turns = i, turns+1
-		}
-	}
-	if cut <= first {
-		return 0
-	}
-	return cut
 }
 
 // summary returns the summary of older: recorded in the run's journal, or
@@ -460,7 +350,7 @@ func (s *runState) summarize(older []provider.Message) (text string, usage provi
 		if err != nil {
 			return "", usage, "", err
 		}
-		return capSummary(text, c.MaxSummaryBytes), usage, model, nil
+		return c.bounds().CapSummary(text), usage, model, nil
 	}
 	p, model := c.Summarizer, c.SummaryModel
 	if p == nil {
@@ -469,7 +359,7 @@ func (s *runState) summarize(older []provider.Message) (text string, usage provi
 			model = s.r.model
 		}
 	}
-	req := c.SummaryRequest(older, model, s.r.window)
+	req := c.bounds().SummaryRequest(older, model, s.r.window)
 	req.CacheKey = s.cacheKey + "/summary"
 	name := ""
 	if n, ok := p.(provider.Namer); ok {
@@ -510,55 +400,5 @@ func (s *runState) summarize(older []provider.Message) (text string, usage provi
 	if text == "" {
 		return "", usage, "", errors.New("the summarizer answered with no text (stop reason " + strconv.Quote(string(resp.StopReason)) + "): check its model and prompt")
 	}
-	return capSummary(text, c.MaxSummaryBytes), usage, model, nil
-}
-
-func capSummary(text string, max int) string {
-	return textcap.Cap(strings.TrimSpace(text), max-len(summaryHeader))
-}
-
-// transcript writes msgs as text for the summarizer to read, in at most
-// about limit bytes: each message is cut to 4 KiB, and when they are still
-// too long the oldest after the first (an earlier summary, if any) are
-// left out, and the transcript says how many.
-func transcript(msgs []provider.Message, limit int) string {
-	const perMessage = 4 << 10
-	lines := make([]string, 0, len(msgs))
-	total := 0
-	for _, m := range msgs {
-		var b strings.Builder
-		switch m.Role {
-		case provider.RoleUser:
-			b.WriteString("User: ")
-			b.WriteString(m.Content)
-		case provider.RoleAssistant:
-			b.WriteString("Assistant: ")
-			b.WriteString(m.Content)
-			for _, call := range m.ToolCalls {
-				b.WriteString("\n(called the tool " + call.Name + " with " + string(call.Arguments) + ")")
-			}
-		case provider.RoleTool:
-			if m.IsError {
-				b.WriteString("Tool error: ")
-			} else {
-				b.WriteString("Tool result: ")
-			}
-			b.WriteString(m.Content)
-		default:
-			continue
-		}
-		line := textcap.Cap(b.String(), perMessage)
-		lines = append(lines, line)
-		total += len(line) + 2
-	}
-	dropped := 0
-	for total > limit && len(lines)-dropped > 2 {
-		total -= len(lines[1+dropped]) + 2
-		dropped++
-	}
-	if dropped > 0 {
-		note := "[" + strconv.Itoa(dropped) + " earlier messages left out]"
-		lines = append(lines[:1], append([]string{note}, lines[1+dropped:]...)...)
-	}
-	return "The conversation to summarize:\n\n" + strings.Join(lines, "\n\n")
+	return c.bounds().CapSummary(text), usage, model, nil
 }

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/compact"
 	"github.com/deputy-go/deputy/internal/conversation"
 	"github.com/deputy-go/deputy/internal/id"
 	"github.com/deputy-go/deputy/internal/mailbox"
@@ -67,7 +68,7 @@ type React struct {
 // a checkpoint is a copy, and restoring one puts the copy back.
 type kept struct {
 	msgs  []provider.Message
-	bytes int64 // msgBytes summed over msgs
+	bytes int64 // compact.MsgsBytes(msgs)
 	// spare reports that no one wrote past the end of msgs in its array,
 	// so that the next run may append in place instead of copying the
 	// whole history (a checkpoint or a failed run may have: then the run
@@ -242,7 +243,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 		// the first message the fork adds copies their headers into a
 		// slice of its own, and the parent's are never written.
 		s.msgs = slices.Clip(s.fork.Messages)
-		base.bytes, base.reported, base.reportedBytes = msgsBytes(s.msgs), 0, 0
+		base.bytes, base.reported, base.reportedBytes = compact.MsgsBytes(s.msgs), 0, 0
 		base.msgs = s.msgs
 	} else if inPlace {
 		// Appending in place keeps a call's cost flat as the history
@@ -313,7 +314,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	k := kept{msgs: s.msgs, bytes: s.bytes, spare: true, reported: s.reported, reportedBytes: s.reportedBytes, epoch: base.epoch}
 	trimmed := trimHistory(s.msgs, r.historyLimit)
 	if len(trimmed) < len(s.msgs) {
-		k = kept{msgs: trimmed, bytes: msgsBytes(trimmed), spare: true}
+		k = kept{msgs: trimmed, bytes: compact.MsgsBytes(trimmed), spare: true}
 	}
 	r.mu.Lock()
 	if s.compactions > 0 || len(trimmed) < len(s.msgs) {
@@ -343,7 +344,7 @@ type runState struct {
 	// model answers and summaries an earlier run of the turn paid for.
 	ownEarlier provider.Usage
 	// start is where the run's own messages begin in msgs, bytes what
-	// msgs weigh (msgBytes), and reported and reportedBytes the last
+	// msgs weigh (compact.MsgBytes), and reported and reportedBytes the last
 	// reply's reported tokens and the bytes they covered (see kept).
 	start                          int
 	bytes, reported, reportedBytes int64

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/deputy-go/deputy/internal/compact"
 	"github.com/deputy-go/deputy/internal/conversation"
 	"github.com/deputy-go/deputy/provider"
 )
@@ -109,7 +110,7 @@ func (r *React) RestoreParts(parts ...[]byte) error {
 	_ = r.turn.Acquire(context.Background(), 1)
 	defer r.turn.Release(1)
 	r.mu.Lock()
-	r.kept = kept{msgs: slices.Clip(msgs), bytes: msgsBytes(msgs), spare: true, epoch: r.newEpoch()}
+	r.kept = kept{msgs: slices.Clip(msgs), bytes: compact.MsgsBytes(msgs), spare: true, epoch: r.newEpoch()}
 	r.mu.Unlock()
 	return nil
 }
@@ -138,7 +139,7 @@ func (r *React) AppendParts(parts ...[]byte) error {
 		k.msgs = slices.Clone(k.msgs) // another may hold what lies past its end
 	}
 	k.msgs = append(k.msgs, add...)
-	k.bytes += msgsBytes(add)
+	k.bytes += compact.MsgsBytes(add)
 	k.spare = true
 	r.kept = k
 	return nil

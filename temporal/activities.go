@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/agent/runtime"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
@@ -156,7 +157,7 @@ func (a *Activities) CallTool(ctx context.Context, in ToolCall) (ToolResult, err
 	}
 	ctx, stop := heartbeat(ctx)
 	defer stop()
-	ctx = agent.WithDepth(ctx, in.Depth)
+	ctx = runtime.WithDepth(ctx, in.Depth)
 	if len(in.Answers) > 0 {
 		var err error
 		if ctx, err = tool.Resume(ctx, &tool.Interrupted{Interrupts: in.Asked}, in.Answers...); err != nil {
@@ -203,7 +204,7 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	}()
 	ctx, stop := heartbeat(ctx)
 	defer stop()
-	ctx = agent.WithDepth(ctx, in.Depth)
+	ctx = runtime.WithDepth(ctx, in.Depth)
 	if em := a.emitter(in.Trace); em.on() {
 		// The factory's agent runs here, in process: its own events go to
 		// the sink, attributed to the child.

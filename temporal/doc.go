@@ -11,9 +11,9 @@
 // one long-lived workflow whose calls arrive as updates, run one at a time,
 // and whose conversation lives in its history, carried over by
 // continue-as-new when that history grows. It compacts that conversation as
-// an agent.React does ([Compaction], with agent's pieces: the summary is a
-// model activity), so that what continue-as-new carries stays under
-// [MaxConversationBytes].
+// an agent.React does ([Compaction], with the core's pieces from package
+// agent/runtime: the summary is a model activity), so that what
+// continue-as-new carries stays under [MaxConversationBytes].
 //
 // Providers, tools and factories are Go values, so they live on the worker:
 // [Register] puts the workflows and the activities of a [Runtime] on a

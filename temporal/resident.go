@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/agent/runtime"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -82,7 +83,7 @@ func (c Compaction) core() agent.Compaction {
 // compact returns conv with its older turns replaced by a summary when it
 // passes a bound of c, and what the summary cost.
 func compact(ctx workflow.Context, spec Spec, c Compaction, conv []provider.Message) ([]provider.Message, provider.Usage, error) {
-	cc := c.core()
+	cc := runtime.NewCompactor(c.core())
 	if c.Off || !cc.Due(conv, c.Window) {
 		return conv, provider.Usage{}, nil
 	}

@@ -1,0 +1,77 @@
+// Package runtime holds the pieces of deputy's core that another runtime of
+// its agents calls, so that its runs keep the meaning agent.React and
+// subagent.SubAgentTool give theirs: the temporal module's workflows and
+// activities use them rather than copies. A program that builds agents
+// with packages agent and subagent needs nothing here.
+//
+// # Delegation depth
+//
+// WithDepth sets the depth a run's tool calls see when they run somewhere
+// else than the run itself.
+//
+// # Compaction
+//
+// NewCompactor gives an agent.Compaction's pieces: Due says whether a
+// conversation must be compacted, Plan where its older turns end,
+// SummaryRequest asks a model for their summary, and Apply puts the summary
+// in their place.
+package runtime
+
+import (
+	"cmp"
+	"context"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/internal/compact"
+	"github.com/deputy-go/deputy/internal/run"
+	"github.com/deputy-go/deputy/provider"
+)
+
+// WithDepth returns ctx at the given delegation depth (agent.Depth), for
+// code that runs a run's tool calls somewhere else, such as a worker of the
+// temporal module running a call its workflow made at that depth: the
+// sub-agent tools it calls see the depth, and hide themselves past their
+// subagent.WithMaxDepth, as they would in the run itself.
+func WithDepth(ctx context.Context, depth int) context.Context { return run.WithDepth(ctx, depth) }
+
+// Compactor is the compaction an agent.Compaction describes, its zero
+// fields set to their defaults, in the pieces a runtime of its own
+// compacts a conversation with, as a React does.
+type Compactor struct{ b compact.Bounds }
+
+// NewCompactor returns c's pieces. c's Summarizer, SummaryModel and
+// Summarize are not used: the runtime makes the summary's model call.
+func NewCompactor(c agent.Compaction) Compactor {
+	return Compactor{compact.Bounds{
+		MaxTokens:       cmp.Or(c.MaxTokens, agent.DefaultCompactTokens),
+		MaxMessages:     cmp.Or(c.MaxMessages, agent.DefaultCompactMessages),
+		MaxBytes:        cmp.Or(c.MaxBytes, agent.DefaultCompactBytes),
+		KeepTurns:       cmp.Or(c.KeepTurns, agent.DefaultKeepTurns),
+		MaxSummaryBytes: cmp.Or(c.MaxSummaryBytes, agent.DefaultMaxSummaryBytes),
+		SummaryPrompt:   cmp.Or(c.SummaryPrompt, agent.DefaultSummaryPrompt),
+	}}
+}
+
+// Due reports whether hist, a conversation kept between runs, passes a
+// bound, its tokens estimated at four bytes each; window is the model's
+// context window in tokens (0: unknown).
+func (k Compactor) Due(hist []provider.Message, window int64) bool { return k.b.Due(hist, window) }
+
+// Plan returns how many of the first messages of hist a compaction folds
+// into a summary: whole turns before the latest KeepTurns, fewer kept
+// when they would fill more than half a bound, never an earlier summary
+// alone. Zero means there is nothing to fold.
+func (k Compactor) Plan(hist []provider.Message, window int64) int { return k.b.Plan(hist, window) }
+
+// SummaryRequest returns the model request that asks for the summary of
+// older, the messages Plan chose, for a model named model.
+func (k Compactor) SummaryRequest(older []provider.Message, model string, window int64) provider.Request {
+	return k.b.SummaryRequest(older, model, window)
+}
+
+// Apply returns msgs with its first cut messages replaced by summary (cut
+// to MaxSummaryBytes): a user message that carries it and an assistant
+// acknowledgement, or nothing when summary is empty. msgs is not changed.
+func (k Compactor) Apply(msgs []provider.Message, cut int, summary string) []provider.Message {
+	return k.b.Apply(msgs, cut, summary)
+}
