@@ -181,21 +181,32 @@ func TestFromRunIDMatchesExactly(t *testing.T) {
 }
 
 // Any thread id the AG-UI handler takes is recorded and listed, however
-// long it is escaped, and so is a long run id, which can be re-run from.
+// long it is escaped, up to the longest it takes, and so is a long run id,
+// which can be re-run from.
 func TestLongIDsAreRecorded(t *testing.T) {
 	srv, _, _ := rerunSetup(t, "fixed", nil)
-	thread := strings.Repeat("é", 200) // 400 bytes, 1,200 escaped
-	run := strings.Repeat("ü/", 150)
-	if status, events := post(t, srv.URL+"/run", runOn(thread, run)); status != http.StatusOK || finalAnswer(events) == "" {
-		t.Fatalf("the run: %d", status)
+	// The longest threadId a stored thread of no owner may have: 495
+	// bytes, 1,480 escaped.
+	longest := strings.Repeat("é", 247) + "x"
+	if status, _ := post(t, srv.URL+"/run", runOn(longest+"y", "r")); status != http.StatusBadRequest {
+		t.Fatalf("a threadId of %d bytes: %d, want the handler to refuse it (400), as the longest it takes is %d", len(longest)+1, status, len(longest))
 	}
-	p := getPage(t, srv.URL+"/runs/"+url.PathEscape(thread))
-	if len(p.Runs) != 1 || p.Runs[0].RunID != run {
-		t.Fatalf("the long thread's runs: %+v", p.Runs)
-	}
-	b, _ := json.Marshal(map[string]any{"threadId": thread, "runId": "x", "fromRunId": run, "toolCallId": "c1", "answer": "by hand"})
-	if status, events := post(t, srv.URL+"/rerun", string(b)); status != http.StatusOK || finalAnswer(events) != "final: by hand + did two" {
-		t.Errorf("re-running the long run: %d %q", status, finalAnswer(events))
+	for _, thread := range []string{
+		strings.Repeat("é", 200), // 400 bytes, 1,200 escaped
+		longest,
+	} {
+		run := strings.Repeat("ü/", 150)
+		if status, events := post(t, srv.URL+"/run", runOn(thread, run)); status != http.StatusOK || finalAnswer(events) == "" {
+			t.Fatalf("the run on a threadId of %d bytes: %d", len(thread), status)
+		}
+		p := getPage(t, srv.URL+"/runs/"+url.PathEscape(thread))
+		if len(p.Runs) != 1 || p.Runs[0].RunID != run {
+			t.Fatalf("the runs of a threadId of %d bytes: %+v", len(thread), p.Runs)
+		}
+		b, _ := json.Marshal(map[string]any{"threadId": thread, "runId": "x", "fromRunId": run, "toolCallId": "c1", "answer": "by hand"})
+		if status, events := post(t, srv.URL+"/rerun", string(b)); status != http.StatusOK || finalAnswer(events) != "final: by hand + did two" {
+			t.Errorf("re-running the long run of a threadId of %d bytes: %d %q", len(thread), status, finalAnswer(events))
+		}
 	}
 }
 
