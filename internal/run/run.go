@@ -112,6 +112,11 @@ func Place(ctx context.Context) (path string, depth int, id, owner, thread strin
 	if ri == nil {
 		return "", 0, "", Owner(ctx), Thread(ctx)
 	}
+	if ri.scope == nil {
+		// A depth set outside any run (WithDepth), as a worker that runs
+		// a tool call of a run elsewhere sets it: no path to name.
+		return "", ri.depth, ri.id, Owner(ctx), Thread(ctx)
+	}
 	pl := ri.scope.place()
 	return pl.path, ri.depth, ri.id, pl.owner, pl.thread
 }

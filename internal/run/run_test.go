@@ -133,3 +133,14 @@ func TestPositionIsTheChainOfCallsThatLedToTheRun(t *testing.T) {
 		t.Error("outside a run, AtCall changes the context or Position is not empty")
 	}
 }
+
+// A depth set outside any run, as a worker that runs another process's
+// tool call sets it, has a place: that depth, no path, and the owner and
+// thread of the context.
+func TestPlaceOfADepthOutsideARun(t *testing.T) {
+	ctx := WithOwner(WithThread(context.Background(), "t1"), "acme")
+	path, depth, id, owner, thread := Place(WithDepth(ctx, 2))
+	if path != "" || depth != 2 || id != "" || owner != "acme" || thread != "t1" {
+		t.Errorf("Place = %q, %d, %q, %q, %q; want \"\", 2, \"\", acme, t1", path, depth, id, owner, thread)
+	}
+}
