@@ -3,6 +3,7 @@ package temporal
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agent/runtime"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -33,6 +35,9 @@ const (
 	ErrTypeTooLarge = "deputy.too_large"
 	// ErrTypePanic: the provider or agent panicked.
 	ErrTypePanic = "deputy.panic"
+	// ErrTypePolicy: the worker's policy (Runtime.Policy) denied a model
+	// call; the message is the *policy.Denial's.
+	ErrTypePolicy = "deputy.policy"
 )
 
 // Runtime holds what a worker's activities run: the providers, tools and
@@ -47,6 +52,19 @@ type Runtime struct {
 	// PayloadLimit caps a model reply's text and a tool result before it is
 	// recorded (DefaultPayloadLimit when 0).
 	PayloadLimit int
+	// Policy, when set, binds every run whose activities this worker
+	// runs, as agent.WithPolicy binds a tree in process: each model call
+	// (policy.BeforeModel, at the run's depth; compaction's summaries
+	// included) is checked before it is sent, and a denied one fails its
+	// run; each plain tool call is checked before it runs and its result
+	// before it is recorded (a call the policy asks about waits for a
+	// person, durably, as a tool.RequireApproval call does); and a
+	// factory's agent (SubAgent.Factory) runs in process under it, its
+	// whole subtree bound. Every worker of a task queue must be given the
+	// same policy. Not yet checked: the hand-off to a sub-agent that runs
+	// as a child workflow (a fixed or react child, a spawned fork) and
+	// the answer it returns — the child's own model and tool calls are.
+	Policy *policy.Policy
 	// Events, when set, receives the AG-UI events of the runs whose
 	// activities this worker runs, as an in-process run emits them
 	// (SUBAGENT_* attribution included), each with its tree. A Hub hands
@@ -88,6 +106,13 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (resp provider.
 	in.Request.Tools = a.definitions(in.Request.Tools)
 	ctx, stop := heartbeat(ctx)
 	defer stop()
+	if pol := a.rt.Policy; pol != nil {
+		chk := policy.Check{Point: policy.BeforeModel, Request: &in.Request}
+		out := pol.Decide(runtime.WithDepth(ctx, in.Depth), &chk)
+		if out.Verdict == policy.Deny {
+			return provider.Response{}, sdktemporal.NewNonRetryableApplicationError(out.Err(&chk).Error(), ErrTypePolicy, nil)
+		}
+	}
 	em := a.emitter(in.Trace)
 	em.before(in.Request)
 	resp, err = p.Complete(ctx, in.Request)
@@ -157,7 +182,7 @@ func (a *Activities) CallTool(ctx context.Context, in ToolCall) (ToolResult, err
 	}
 	ctx, stop := heartbeat(ctx)
 	defer stop()
-	ctx = runtime.WithDepth(ctx, in.Depth)
+	ctx = runtime.WithDepth(policy.With(ctx, a.rt.Policy), in.Depth)
 	if len(in.Answers) > 0 {
 		var err error
 		if ctx, err = tool.Resume(ctx, &tool.Interrupted{Interrupts: in.Asked}, in.Answers...); err != nil {
@@ -204,7 +229,7 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	}()
 	ctx, stop := heartbeat(ctx)
 	defer stop()
-	ctx = runtime.WithDepth(ctx, in.Depth)
+	ctx = runtime.WithDepth(policy.With(ctx, a.rt.Policy), in.Depth)
 	if em := a.emitter(in.Trace); em.on() {
 		// The factory's agent runs here, in process: its own events go to
 		// the sink, attributed to the child.
@@ -220,25 +245,95 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 			}
 		}
 	}
-	ag, err := f(ctx, in.Arguments)
-	if err != nil {
-		return ToolResult{Content: capText(err.Error(), in.MaxOutputBytes), IsError: true}, nil
-	}
 	var text string
 	if len(in.Arguments) > 0 {
 		text = string(in.Arguments)
+	}
+	var g *factoryGuard
+	if a.rt.Policy != nil {
+		g = &factoryGuard{pol: a.rt.Policy, name: cmp.Or(in.Tool, in.Factory), depth: in.Depth - 1}
+		var refused string
+		if in.Arguments, text, refused = g.before(ctx, in.Arguments, text); refused != "" {
+			return ToolResult{Content: capText(refused, in.MaxOutputBytes), IsError: true}, nil
+		}
+	}
+	ag, err := f(ctx, in.Arguments)
+	if err != nil {
+		return ToolResult{Content: capText(err.Error(), in.MaxOutputBytes), IsError: true}, nil
 	}
 	o, err := ag.Run(ctx, agent.Input{Text: text})
 	if c, ok := ag.(interface{ Close() error }); ok {
 		_ = c.Close()
 	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return ToolResult{}, ctx.Err()
-		}
-		return ToolResult{Content: capText(err.Error(), in.MaxOutputBytes), IsError: true, Usage: o.TotalUsage()}, nil
+	if err != nil && ctx.Err() != nil {
+		return ToolResult{}, ctx.Err()
 	}
-	return ToolResult{Content: capText(o.Answer, min(cmp.Or(max(in.MaxOutputBytes, 0), DefaultMaxOutputBytes), a.rt.payloadLimit())), Usage: o.TotalUsage()}, nil
+	res := ToolResult{Content: o.Answer, Usage: o.TotalUsage()}
+	limit := min(cmp.Or(max(in.MaxOutputBytes, 0), DefaultMaxOutputBytes), a.rt.payloadLimit())
+	if err != nil {
+		res.Content, res.IsError, limit = err.Error(), true, in.MaxOutputBytes
+	}
+	if g != nil {
+		res = g.after(ctx, in.Arguments, res)
+	}
+	res.Content = capText(res.Content, limit)
+	return res, nil
+}
+
+// factoryGuard asks a worker's policy about the call of a factory child,
+// its hand-off and its answer, as the registry and a sub-agent tool ask
+// in process: the checks are made at the caller's depth (its path is not
+// known on a worker).
+type factoryGuard struct {
+	pol   *policy.Policy
+	name  string
+	depth int
+}
+
+// before checks the call and its hand-off: it returns the arguments and
+// the task to go on with (rewritten, when a rule rewrote them), or what
+// the model reads when the call does not go on. A question to a person
+// is not yet something a factory child's call can wait for on Temporal:
+// it is refused, saying so.
+func (g *factoryGuard) before(ctx context.Context, args json.RawMessage, text string) (json.RawMessage, string, string) {
+	ctx = runtime.WithDepth(ctx, g.depth)
+	chk := policy.Check{Point: policy.BeforeTool, Tool: g.name, Arguments: args}
+	if refused := g.decide(ctx, &chk); refused != "" {
+		return args, text, refused
+	}
+	if string(chk.Arguments) != string(args) {
+		args, text = chk.Arguments, string(chk.Arguments)
+	}
+	chk = policy.Check{Point: policy.BeforeDelegation, Tool: g.name, Arguments: args, Task: text}
+	if refused := g.decide(ctx, &chk); refused != "" {
+		return args, text, refused
+	}
+	return args, chk.Task, ""
+}
+
+// decide returns what the model reads of a Deny or an Ask, "" otherwise.
+func (g *factoryGuard) decide(ctx context.Context, chk *policy.Check) string {
+	out := g.pol.Decide(ctx, chk)
+	switch out.Verdict {
+	case policy.Deny:
+		return out.Err(chk).Error()
+	case policy.Ask:
+		return fmt.Sprintf("policy: rule %q asks a person before %s, and a sub-agent run by a factory on Temporal cannot wait for an answer yet: do the work another way", out.Rule, g.name)
+	}
+	return ""
+}
+
+// after checks the answer before the model reads it.
+func (g *factoryGuard) after(ctx context.Context, args json.RawMessage, res ToolResult) ToolResult {
+	chk := policy.Check{Point: policy.AfterResult, Tool: g.name, Arguments: args, Result: res.Content, IsError: res.IsError}
+	out := g.pol.Decide(runtime.WithDepth(ctx, g.depth), &chk)
+	switch out.Verdict {
+	case policy.Deny:
+		return ToolResult{Content: out.Err(&chk).Error(), IsError: true, Usage: res.Usage}
+	case policy.Rewrite:
+		res.Content = chk.Result
+	}
+	return res
 }
 
 // HeartbeatInterval is how often a running activity tells the server it is

@@ -59,6 +59,16 @@
 // *tool.Interrupted, and resumed with the answers, hands them to the same
 // workflow and waits on.
 //
+// # Policy
+//
+// A policy set on the worker ([Runtime].Policy) binds every run whose
+// activities the worker runs, as agent.WithPolicy binds a tree in
+// process: model calls, plain tool calls and their results (a question it
+// asks waits as any other), and a factory child's call, hand-off, answer
+// and in-process run. The call and hand-off of a child run as a child
+// workflow are not checked yet; the child's own calls are. Checks made on
+// a worker carry the run's depth, not its path.
+//
 // Model failures are retried by Temporal according to the provider's error
 // kind: a rate limit or a transient failure retries with backoff; a bad
 // request, an authentication failure, a context-window overflow, a malformed

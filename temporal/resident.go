@@ -18,6 +18,11 @@ import (
 // continues as new (Temporal's own limit is 51,200 events).
 const DefaultMaxHistoryEvents = 10_000
 
+// residentDepth is the depth a resident's model calls are checked at by
+// a policy (Runtime.Policy): a resident is always consulted as a
+// sub-agent, and its workflow does not know by whom.
+const residentDepth = 1
+
 // MessagesQuery names the query that returns a resident's conversation.
 const MessagesQuery = "messages"
 
@@ -93,7 +98,7 @@ func compact(ctx workflow.Context, spec Spec, c Compaction, conv []provider.Mess
 	}
 	req := cc.SummaryRequest(conv[:cut], cmp.Or(c.SummaryModel, spec.Model), c.Window)
 	var resp provider.Response
-	if err := workflow.ExecuteActivity(activityContext(ctx, spec), CompleteActivityName, ModelCall{Provider: spec.Provider, Request: req}).Get(ctx, &resp); err != nil {
+	if err := workflow.ExecuteActivity(activityContext(ctx, spec), CompleteActivityName, ModelCall{Provider: spec.Provider, Request: req, Depth: residentDepth}).Get(ctx, &resp); err != nil {
 		return conv, usageOf(err), sdktemporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("resident %q: compacting its conversation (%d messages folded into a summary) failed: %v; the conversation is as it was", spec.Name, cut, err), ErrTypeCompaction, err)
 	}

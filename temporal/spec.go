@@ -160,6 +160,9 @@ func (o RunOutput) TotalUsage() provider.Usage { return o.Usage.Add(o.ChildUsage
 type ModelCall struct {
 	Provider string           `json:"provider"`
 	Request  provider.Request `json:"request"`
+	// Depth is the delegation depth of the run that makes the call (0 at
+	// the top), which a policy reads (Runtime.Policy).
+	Depth int `json:"depth,omitempty"`
 	// Trace places the call in its tree, for its events (nil: none).
 	Trace *Trace `json:"trace,omitempty"`
 }
@@ -190,7 +193,10 @@ type ToolResult struct {
 
 // FactoryCall is the input of FactoryWorkflow and of its activity.
 type FactoryCall struct {
-	Factory        string          `json:"factory"`
+	Factory string `json:"factory"`
+	// Tool is the name the model called the sub-agent by, which a policy
+	// reads (Runtime.Policy); Factory when empty.
+	Tool           string          `json:"tool,omitempty"`
 	Arguments      json.RawMessage `json:"arguments"`
 	Depth          int             `json:"depth"`
 	MaxOutputBytes int             `json:"max_output_bytes"`

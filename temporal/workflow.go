@@ -112,7 +112,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			out.Messages = conv
 			return out, failure(out, ErrTypeUsageLimit, err.Error())
 		}
-		mc := ModelCall{Provider: spec.Provider, Request: req}
+		mc := ModelCall{Provider: spec.Provider, Request: req, Depth: depth}
 		if trace != nil {
 			t := *trace
 			t.Step, t.Ended, t.Corrected, t.Spent, t.TokenLimit, t.MaxOutput = step+1, ended, corrected, out.TotalUsage(), spec.TokenLimit, spec.maxOutput()
@@ -510,7 +510,7 @@ type childArgs struct {
 // message for the model when the arguments cannot make one.
 func childRun(spec Spec, sub SubAgent, isSpawn bool, call provider.ToolCall, depth int) (child Spec, wfName string, arg any, bad string) {
 	if !isSpawn && sub.Factory != "" {
-		return Spec{}, FactoryWorkflowName, FactoryCall{Factory: sub.Factory, Arguments: call.Arguments, Depth: depth + 1, MaxOutputBytes: spec.maxOutput()}, ""
+		return Spec{}, FactoryWorkflowName, FactoryCall{Factory: sub.Factory, Tool: call.Name, Arguments: call.Arguments, Depth: depth + 1, MaxOutputBytes: spec.maxOutput()}, ""
 	}
 	var a childArgs
 	if err := json.Unmarshal(call.Arguments, &a); err != nil {

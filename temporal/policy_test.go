@@ -1,0 +1,329 @@
+package temporal
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/policy"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// policyIDModes are the ways real providers name tool calls: afresh on
+// every request, not at all, or call_0, call_1, … again in every response.
+var policyIDModes = []struct {
+	name string
+	id   func(n int64, i int) string
+}{
+	{"fresh ids", func(n int64, _ int) string { return fmt.Sprint("call_", 1000+n) }},
+	{"no ids", func(int64, int) string { return "" }},
+	{"ids restarting at call_0", func(_ int64, i int) string { return fmt.Sprint("call_", i) }},
+}
+
+// steps is a model that, on a new task, makes its steps' tool calls, one
+// step a reply, then answers with what they returned; "{task}" in a call's
+// arguments stands for the task as a JSON string's content. It keeps the
+// requests it was sent and counts the calls it asked for.
+type steps struct {
+	name  string
+	id    func(n int64, i int) string
+	n     *atomic.Int64
+	steps [][][2]string
+	// fork, when set, answers the requests whose task starts with "fork: ".
+	fork *steps
+
+	mu       sync.Mutex
+	requests []provider.Request
+	calls    int
+}
+
+func (m *steps) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
+	task := lastUser(req)
+	if m.fork != nil && strings.HasPrefix(task, "fork: ") {
+		return m.fork.Complete(ctx, req)
+	}
+	step := 0
+	var results []string
+	for i := len(req.Messages) - 1; i >= 0 && req.Messages[i].Role != provider.RoleUser; i-- {
+		switch req.Messages[i].Role {
+		case provider.RoleAssistant:
+			step++
+		case provider.RoleTool:
+			results = append([]string{req.Messages[i].Content}, results...)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.requests = append(m.requests, req)
+	u := provider.Usage{InputTokens: 10, OutputTokens: 2, Requests: 1}
+	if step >= len(m.steps) {
+		return provider.Response{Message: provider.AssistantMessage(m.name + "(" + strings.Join(results, "; ") + ")"), Usage: u, StopReason: provider.StopEndTurn}, nil
+	}
+	quoted, _ := json.Marshal(task)
+	var calls []provider.ToolCall
+	for i, c := range m.steps[step] {
+		args := strings.ReplaceAll(c[1], "{task}", string(quoted[1:len(quoted)-1]))
+		calls = append(calls, provider.ToolCall{ID: m.id(m.n.Add(1), i), Name: c[0], Arguments: json.RawMessage(args)})
+	}
+	m.calls += len(calls)
+	return provider.Response{Message: provider.AssistantMessage("", calls...), Usage: u, StopReason: provider.StopToolUse}, nil
+}
+
+func (m *steps) sent(s string) (requests int, holding bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, req := range m.requests {
+		if b, _ := json.Marshal(req); strings.Contains(string(b), s) {
+			holding = true
+		}
+	}
+	return len(m.requests), holding
+}
+
+// countedTools are plain tools that count their runs and keep their
+// arguments.
+type countedTools struct {
+	mu   sync.Mutex
+	args map[string][]string
+}
+
+func (c *countedTools) tool(t *testing.T, name string) tool.Tool {
+	t.Helper()
+	return tool.Func{Def: tool.Definition{Name: name, Description: "Does " + name + ".", Parameters: json.RawMessage(`{"type":"object"}`)},
+		Fn: func(_ context.Context, call tool.Call) (tool.Result, error) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.args[name] = append(c.args[name], string(call.Arguments))
+			return tool.Result{Content: name + " done"}, nil
+		}}
+}
+
+func (c *countedTools) runs(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.args[name])
+}
+
+// watcher is a rule that counts the checks by point, and the tool calls
+// by name.
+type watcher struct {
+	mu     sync.Mutex
+	points map[policy.Point]int
+	tools  map[string]int
+}
+
+func (w *watcher) Name() string { return "watcher" }
+
+func (w *watcher) Decide(_ context.Context, c *policy.Check) policy.Decision {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.points[c.Point]++
+	if c.Point == policy.BeforeTool {
+		w.tools[c.Tool]++
+	}
+	return policy.Decision{}
+}
+
+const temporalSecret = "sk-live-0123456789abcdef"
+
+// policyTree is a tree on Temporal under a worker's policy: the lead
+// calls search, leaf, rm, a factory child (worker, an agent.React run in
+// process) and a spawned fork (a child workflow) in one step; the fork
+// calls search and rm; the worker calls lookup and rm.
+type policyTree struct {
+	rt                 *Runtime
+	lead, fork, worker *steps
+	tools              *countedTools
+	builds             atomic.Int64
+	spec               Spec
+}
+
+func newPolicyTree(t *testing.T, id func(int64, int) string, pol *policy.Policy) *policyTree {
+	t.Helper()
+	n := new(atomic.Int64)
+	tr := &policyTree{tools: &countedTools{args: map[string][]string{}}}
+	tr.fork = &steps{name: "fork", id: id, n: n, steps: [][][2]string{{{"search", `{"q":"{task}"}`}, {"rm", `{}`}}}}
+	tr.lead = &steps{name: "lead", id: id, n: n, fork: tr.fork, steps: [][][2]string{{
+		{"search", `{"q":"{task}"}`}, {"leaf", `{}`}, {"rm", `{}`}, {"worker", `{"task":"{task}"}`}, {SpawnToolName, `{"task":"fork: {task}"}`}}}}
+	tr.worker = &steps{name: "worker", id: id, n: n, steps: [][][2]string{{{"lookup", `{"q":"{task}"}`}, {"rm", `{}`}}}}
+	reg, err := tool.NewRegistry(tr.tools.tool(t, "search"), tr.tools.tool(t, "leaf"), tr.tools.tool(t, "rm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	workerTools := []tool.Tool{tr.tools.tool(t, "lookup"), tr.tools.tool(t, "rm")}
+	tr.rt = &Runtime{
+		Providers: map[string]provider.Provider{"m": tr.lead},
+		Tools:     reg,
+		Factories: map[string]subagent.Factory{
+			"worker": func(context.Context, json.RawMessage) (agent.Agent, error) {
+				tr.builds.Add(1)
+				return agent.NewReact(tr.worker, agent.WithName("worker"), agent.WithTools(workerTools...))
+			},
+		},
+		Policy: pol,
+	}
+	tr.spec = Spec{Name: "lead", Provider: "m", Tools: []string{"search", "leaf", "rm"}, Spawn: true,
+		SubAgents: []SubAgent{{Name: "worker", Description: "Works.", Factory: "worker"}}}
+	return tr
+}
+
+// A worker's policy binds a tree on Temporal: it sees every plain tool
+// call, every model call (the fork's, a child workflow's, and the
+// factory child's, run in process, included), the factory child's call,
+// hand-off and answer; a call it denies never runs, anywhere; and a
+// secret given to the lead reaches no child's model and no tool —
+// whatever ids the models give their calls. (The call of a child run as
+// a child workflow, here the spawn, is not yet checked itself.)
+func TestPolicyBindsATreeOnTemporal(t *testing.T) {
+	for _, mode := range policyIDModes {
+		t.Run(mode.name, func(t *testing.T) {
+			w := &watcher{points: map[policy.Point]int{}, tools: map[string]int{}}
+			pol, err := policy.New(w, policy.DenyTools("no-rm", policy.AnyDepth, "rm"), policy.Redact("secrets", []string{temporalSecret}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := newPolicyTree(t, mode.id, pol)
+			env := newEnv(t, tr.rt)
+			env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: tr.spec, Text: "audit the account with key " + temporalSecret})
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			var out RunOutput
+			if err := env.GetWorkflowResult(&out); err != nil {
+				t.Fatal(err)
+			}
+			calls := tr.lead.calls + tr.fork.calls + tr.worker.calls
+			if calls != 9 || tr.builds.Load() != 1 {
+				t.Fatalf("the models asked for %d calls (want 9) and the worker was built %d times (want 1): the tree did not run as built", calls, tr.builds.Load())
+			}
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if got, want := w.points[policy.BeforeTool], calls-1; got != want {
+				t.Errorf("the policy saw %d tool calls; the models asked for %d, of which the spawn (a child workflow's call) is not checked: want %d", got, calls, want)
+			}
+			models := 0
+			for _, m := range []*steps{tr.lead, tr.fork, tr.worker} {
+				n, _ := m.sent("")
+				models += n
+			}
+			if got := w.points[policy.BeforeModel]; got != models || models != 6 {
+				t.Errorf("the policy saw %d model calls; the models were asked %d times (want 6)", got, models)
+			}
+			if got := w.points[policy.BeforeDelegation]; got != 1 {
+				t.Errorf("the policy saw %d hand-offs, want the factory child's", got)
+			}
+			// Every call not denied had its result checked: the lead's
+			// search, leaf and worker, the fork's search, the worker's lookup.
+			if got := w.points[policy.AfterResult]; got != 5 {
+				t.Errorf("the policy saw %d results, want 5", got)
+			}
+			for _, name := range []string{"search", "leaf", "lookup", "worker"} {
+				runs := tr.tools.runs(name)
+				if name == "worker" {
+					runs = int(tr.builds.Load())
+				}
+				if w.tools[name] != runs || runs == 0 {
+					t.Errorf("%s ran %d times; the policy saw %d calls", name, runs, w.tools[name])
+				}
+			}
+			if tr.tools.runs("rm") != 0 || w.tools["rm"] != 3 {
+				t.Errorf("rm, denied, ran %d times (the policy saw %d calls, want 3)", tr.tools.runs("rm"), w.tools["rm"])
+			}
+			if strings.Count(out.Answer, "rm is not allowed here") != 3 {
+				t.Errorf("the answer %q does not carry the three denials", out.Answer)
+			}
+			if _, given := tr.lead.sent(temporalSecret); !given {
+				t.Fatal("the lead's model was not given the secret: the test tries nothing")
+			}
+			for _, m := range []*steps{tr.fork, tr.worker} {
+				if _, leaked := m.sent(temporalSecret); leaked {
+					t.Errorf("the secret reached the %s's model", m.name)
+				}
+			}
+			tr.tools.mu.Lock()
+			for name, args := range tr.tools.args {
+				for _, a := range args {
+					if strings.Contains(a, temporalSecret) {
+						t.Errorf("the secret reached the tool %s: %s", name, a)
+					}
+				}
+			}
+			tr.tools.mu.Unlock()
+		})
+	}
+}
+
+// On Temporal, a factory child whose call the worker's policy denies is
+// never built; a plain call it asks about waits, durably, for the person,
+// and runs once when approved — whatever ids the models give their calls.
+func TestPolicyDeniesAndAsksOnTemporal(t *testing.T) {
+	for _, mode := range policyIDModes {
+		t.Run(mode.name, func(t *testing.T) {
+			pol, err := policy.New(policy.DenyTools("no-worker", policy.AnyDepth, "worker"), policy.AskBefore("approve-leaf", "leaf"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := newPolicyTree(t, mode.id, pol)
+			env := newEnv(t, tr.rt)
+			var pending []tool.Interrupt
+			var answerErr error
+			env.RegisterDelayedCallback(func() {
+				v, err := env.QueryWorkflow(InterruptsQuery)
+				if err != nil {
+					t.Errorf("query: %v", err)
+					return
+				}
+				if err := v.Get(&pending); err != nil {
+					t.Error(err)
+				}
+				if tr.tools.runs("leaf") != 0 {
+					t.Errorf("leaf ran %d times before any answer", tr.tools.runs("leaf"))
+				}
+				var answers []tool.Answer
+				for _, it := range pending {
+					answers = append(answers, tool.Answer{InterruptID: it.ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)})
+				}
+				env.UpdateWorkflow(AnswerUpdate, "a1", &testsuite.TestUpdateCallback{
+					OnAccept: func() {}, OnReject: func(err error) { answerErr = err }, OnComplete: func(_ any, err error) {
+						if err != nil {
+							answerErr = err
+						}
+					},
+				}, answers)
+			}, time.Hour)
+			env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: tr.spec, Text: "audit"})
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			if answerErr != nil {
+				t.Fatal(answerErr)
+			}
+			if len(pending) != 1 || pending[0].Reason != tool.ApprovalReason || !strings.Contains(pending[0].Message, "approve-leaf") {
+				t.Fatalf("the tree waited on %+v, want the policy's one question about leaf", pending)
+			}
+			var out RunOutput
+			if err := env.GetWorkflowResult(&out); err != nil {
+				t.Fatal(err)
+			}
+			if tr.builds.Load() != 0 || len(tr.worker.requests) != 0 {
+				t.Errorf("the denied worker was built %d times and its model asked %d times", tr.builds.Load(), len(tr.worker.requests))
+			}
+			if tr.tools.runs("leaf") != 1 {
+				t.Errorf("leaf ran %d times after one approval", tr.tools.runs("leaf"))
+			}
+			if !strings.Contains(out.Answer, "leaf done") || !strings.Contains(out.Answer, `"no-worker" denied the call to worker`) {
+				t.Errorf("the answer %q should hold leaf's result and the worker's denial", out.Answer)
+			}
+		})
+	}
+}
