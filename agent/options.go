@@ -138,10 +138,9 @@ func WithToolRetries(n int) Option {
 // alone, or each of the sub-agents of one step) of the shortfall e of the
 // last call each makes: a call's shortfall is counted, as reported, before
 // the next call is reserved, so a run's shortfalls do not add up.
-// Over random trees that mix resumes, validation, compaction and
-// admission this bound holds but for about one schedule in a few
-// thousand, which passes it by a few tokens' worth, for a cause not yet
-// found; those trees always hold the wider bound n plus one call.
+// The bound rests on the provider stopping a reply at the request's
+// MaxTokens, as the vendors' APIs do: a provider that replies past it
+// can spend up to one whole reply more.
 func WithTokenLimit(n int64) Option {
 	return func(r *React) error {
 		if n < 0 {

@@ -204,6 +204,16 @@ func (w *World) model(level int) provider.Provider {
 		}
 		msg := w.reply(level, req)
 		usage := provider.Usage{Requests: 1}
+		stop := provider.StopEndTurn
+		if len(msg.ToolCalls) > 0 {
+			stop = provider.StopToolUse
+		}
+		if w.S.tree && req.MaxTokens > 0 && len(msg.ToolCalls) == 0 && 1+len(msg.Content)/4 > req.MaxTokens {
+			// A real model stops where max_tokens says: the reply is cut
+			// short and billed at most that many tokens.
+			msg.Content = msg.Content[:4*req.MaxTokens-1]
+			stop = provider.StopMaxTokens
+		}
 		if w.S.tree {
 			// Counted as a tokenizer of four bytes a token would count
 			// them, so that the agents' estimates are close.
@@ -213,7 +223,7 @@ func (w *World) model(level int) provider.Provider {
 			usage.InputTokens, usage.OutputTokens = 10, 1
 		}
 		w.bill(fp, usage)
-		return provider.Response{Message: msg, Usage: usage, Model: Model}, nil
+		return provider.Response{Message: msg, Usage: usage, Model: Model, StopReason: stop}, nil
 	})
 	if w.S.RateLimited {
 		p = provider.Admit(p, w.admission)
