@@ -132,7 +132,9 @@ type Event struct {
 	Outcome json.RawMessage `json:"outcome,omitempty"`
 	Usage   json.RawMessage `json:"usage,omitempty"`
 	// Model, on SUBAGENT_FINISHED and SUBAGENT_ERROR, is the model that
-	// answered the sub-agent's first request ("" when it made none),
+	// answered the sub-agent's first request ("" when it made none); on
+	// SUBAGENT_STARTED, the model the sub-agent was set to run on, when the
+	// spawn tool chose it from a menu (subagent.WithModelMenu). It is
 	// encoded inside "metadata" like Usage.
 	Model string `json:"model,omitempty"`
 	// Value, on CUSTOM, is the event's value as JSON.

@@ -37,7 +37,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 //	TOOL_CALL_END        toolCallId
 //	TOOL_CALL_RESULT     messageId, toolCallId, content, role "tool"
 //	SUBAGENT_STARTED     subagentRunId, name; description, parentSubagentRunId,
-//	                     parentToolCallId, parentMessageId when set
+//	                     parentToolCallId, parentMessageId, metadata when set
 //	SUBAGENT_FINISHED    subagentRunId; result, outcome, metadata when set
 //	SUBAGENT_ERROR       subagentRunId, message; code, metadata when set
 //	CUSTOM               name, value (null when not set)
@@ -46,7 +46,8 @@ func (e Event) MarshalJSON() ([]byte, error) {
 // type but RUN_* and SUBAGENT_* ends with subagentRunId when it is set.
 // AG-UI 1.0 gives SUBAGENT_FINISHED and SUBAGENT_ERROR no usage field (a
 // client drops unknown fields), so their Usage and Model travel in the
-// event's metadata object: "metadata":{"usage":[…],"model":"…"}. A
+// event's metadata object: "metadata":{"usage":[…],"model":"…"}, as
+// SUBAGENT_STARTED's Model does. A
 // type not listed gets every field that is set. Result, when set, must be valid
 // JSON; a JSON null counts as not set. AppendJSON fails only on an
 // invalid Result, Outcome or Usage.
@@ -115,6 +116,7 @@ func (e Event) AppendJSON(dst []byte) ([]byte, error) {
 		b = optField(b, "parentSubagentRunId", e.ParentSubagentRunID)
 		b = optField(b, "parentToolCallId", e.ParentToolCallID)
 		b = optField(b, "parentMessageId", e.ParentMessageID)
+		b, err = e.appendSpent(b)
 	case SubagentFinished:
 		b = field(b, "subagentRunId", e.SubagentRunID)
 		b, err = rawField(b, "result", e.Result)

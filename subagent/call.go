@@ -303,7 +303,7 @@ func (t *SubAgentTool) announceStart(ctx context.Context, em event.Emitter, call
 	}
 	em.Emit(event.Event{
 		Type: event.SubagentStarted, SubagentRunID: runID, Name: t.def.Name, Description: t.def.Description,
-		ParentSubagentRunID: em.SubagentRunID(), ParentToolCallID: callID,
+		ParentSubagentRunID: em.SubagentRunID(), ParentToolCallID: callID, Model: t.model,
 	})
 	return ctx, runID
 }

@@ -116,6 +116,9 @@ func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...SpawnOption) (*
 			return nil, fmt.Errorf("subagent %s: %w", SpawnToolName, err)
 		}
 	}
+	if err := resolveMenu(&cfg, p); err != nil {
+		return nil, fmt.Errorf("subagent %s: %w", SpawnToolName, err)
+	}
 	s := &Spawner{p: p, tools: reg, cfg: cfg, roster: map[string]*SubAgentTool{}}
 	names := make([]string, 0, len(cfg.roster))
 	for _, m := range cfg.roster {
@@ -129,7 +132,7 @@ func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...SpawnOption) (*
 		s.roster[n] = m
 		names = append(names, n)
 	}
-	params, err := jsonschema.Compile(spawnParams(names, cfg.background, cfg.contextForks))
+	params, err := jsonschema.Compile(spawnParams(names, &cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -169,6 +172,12 @@ type spawnConfig struct {
 	// contextForks: a fork starts from its parent's conversation
 	// (WithContextForks), unless the call asks for a fresh one.
 	contextForks bool
+	// menu is the models a fork may run on (WithModelMenu), priced from
+	// menuPrices; defaultModel is the one a spawn that names none runs on
+	// (WithDefaultModel; "": the spawner's provider, as without a menu).
+	menu         []menuModel
+	menuPrices   *provider.Prices
+	defaultModel string
 }
 
 // spawnOption is a SpawnOption of the spawn tool alone.
@@ -360,7 +369,7 @@ func WithMaxBackground(n int) SpawnOption {
 	})
 }
 
-func spawnParams(roster []string, background, contextForks bool) json.RawMessage {
+func spawnParams(roster []string, c *spawnConfig) json.RawMessage {
 	props := map[string]any{
 		"task":    map[string]any{"type": "string", "minLength": 1, "description": "What the sub-agent must do: one bounded task, with what counts as done."},
 		"context": map[string]any{"type": "string", "description": "Everything the sub-agent needs to know from this conversation: it sees nothing else."},
@@ -371,11 +380,19 @@ func spawnParams(roster []string, background, contextForks bool) json.RawMessage
 		props["agent"] = map[string]any{"type": "string", "enum": roster,
 			"description": "Optional: the named sub-agent to use. Leave it out to fork yourself."}
 	}
-	if contextForks {
+	if len(c.menu) > 0 {
+		names := make([]string, len(c.menu))
+		for i, m := range c.menu {
+			names[i] = m.Name
+		}
+		props["model"] = map[string]any{"type": "string", "enum": names,
+			"description": "Optional: the model the sub-agent runs on, by what it costs: " + c.menuText() + ". Pick the cheapest that can do the task well."}
+	}
+	if c.contextForks {
 		props["inherit_context"] = map[string]any{"type": "boolean",
 			"description": "Default true: the sub-agent starts from this whole conversation (read from the prompt cache, so cheap when several share it) and needs no `context`. Set false for a small task that does not need it: a fresh sub-agent reads only its task."}
 	}
-	if background {
+	if c.background {
 		props["background"] = map[string]any{"type": "boolean",
 			"description": "Start the sub-agent in the background and get a job id at once."}
 	}
@@ -399,6 +416,9 @@ func spawnDescription(c spawnConfig) string {
 		}
 	} else {
 		b.WriteString("Each sub-agent is a fork of you, with your tools.\n")
+	}
+	if len(c.menu) > 0 {
+		b.WriteString("Choose the model a fork runs on with `model`: " + c.menuText() + ".\n")
 	}
 	if c.contextForks {
 		b.WriteString("A fork starts from this conversation as you see it (inherit_context, on by default): give it only its task. Forks of one turn share that context from the prompt cache.\n")
@@ -428,6 +448,9 @@ type spawnArgs struct {
 	// InheritContext is the call's choice of a context fork; nil leaves
 	// it to WithContextForks.
 	InheritContext *bool `json:"inherit_context"`
+	// Model is the menu's model the fork runs on (WithModelMenu); ""
+	// leaves it to WithDefaultModel.
+	Model string `json:"model"`
 }
 
 // spawnRun is the spawner's state for one parent run: its count of spawns
@@ -510,6 +533,9 @@ func (s *Spawner) admit(ctx context.Context) error {
 func (s *Spawner) parse(arguments json.RawMessage) (spawnArgs, error) {
 	raw := toolcall.Arguments(arguments)
 	if err := s.params.Validate(raw); err != nil {
+		if merr := s.badModel(raw); merr != nil {
+			return spawnArgs{}, merr // the model is what is wrong: say so, with the choices
+		}
 		return spawnArgs{}, fmt.Errorf("%w for %s: %v: %s", tool.ErrInvalidArguments, SpawnToolName, err, s.allowed())
 	}
 	var a spawnArgs
@@ -553,6 +579,10 @@ type spawnCall struct {
 	// prefix is the parent's request a context fork starts from; nil for
 	// a fresh fork.
 	prefix *provider.Request
+	// model is the menu's model a fork runs on (WithModelMenu), and fork
+	// the spawner's fork set to run on it; nil: the spawner's provider.
+	model *menuModel
+	fork  *SubAgentTool
 }
 
 // target is a sub-agent set up for one call: the tool that runs it, and
@@ -567,7 +597,16 @@ type target struct {
 // fork, makes sure the parent run has tokens left; then it counts the
 // spawn against the run's limit.
 func (s *Spawner) plan(ctx context.Context, callID string, a spawnArgs, check *checker, callSchema bool) (*spawnCall, error) {
-	sc := &spawnCall{s: s, callID: callID, text: a.Task, check: check}
+	m, err := s.pickModel(a)
+	if err != nil {
+		return nil, err
+	}
+	sc := &spawnCall{s: s, callID: callID, text: a.Task, check: check, fork: s.fork}
+	if m != nil {
+		f := *s.fork
+		f.model = m.id
+		sc.model, sc.fork = m, &f
+	}
 	if strings.TrimSpace(a.Context) != "" {
 		sc.text += "\n\nContext:\n" + a.Context
 	}
@@ -619,7 +658,7 @@ func (sc *spawnCall) who() *SubAgentTool {
 	if sc.member != nil {
 		return sc.member.t
 	}
-	return sc.s.fork
+	return sc.fork
 }
 
 // runNow runs the child in the foreground, in a slot of the parent run. A
@@ -687,8 +726,7 @@ func (sc *spawnCall) args() json.RawMessage {
 	if sc.member != nil {
 		return sc.member.args
 	}
-	args, _ := json.Marshal(map[string]string{"task": sc.text})
-	return args
+	return forkArgs(sc.text, sc.model)
 }
 
 func (sc *spawnCall) input() agent.Input {
@@ -763,7 +801,7 @@ func (sc *spawnCall) child(ctx context.Context) (target, func(int64), error) {
 		sc.st.spawns.Add(-1) // nothing started
 		return target{}, noSettle, refuse(ctx, sc.callID, "no_budget", errNoBudget())
 	}
-	t, args, in := sc.s.forkFor(sc.text, sc.check, budget, sc.prefix)
+	t, args, in := sc.s.forkFor(sc.fork, sc.model, sc.text, sc.check, budget, sc.prefix)
 	return target{t: t, args: args, in: in}, settle, nil
 }
 
@@ -800,11 +838,12 @@ func (s *Spawner) member(name, text string, check *checker, callSchema bool) (*S
 	return &c, args, in, nil
 }
 
-// forkFor returns a fork of the parent, set up for one call with a token
-// limit of budget (0 for none): a context fork of prefix, the parent's
-// request, when it is not nil.
-func (s *Spawner) forkFor(text string, check *checker, budget int64, prefix *provider.Request) (*SubAgentTool, json.RawMessage, agent.Input) {
-	args, _ := json.Marshal(map[string]string{"task": text})
+// forkFor returns a fork of the parent, a copy of tmpl, set up for one
+// call with a token limit of budget (0 for none): a context fork of
+// prefix, the parent's request, when it is not nil; on the menu's model
+// m, when it is not nil.
+func (s *Spawner) forkFor(tmpl *SubAgentTool, m *menuModel, text string, check *checker, budget int64, prefix *provider.Request) (*SubAgentTool, json.RawMessage, agent.Input) {
+	args := forkArgs(text, m)
 	system := s.cfg.forkPrompt
 	if check != nil && prefix != nil {
 		// The parent's system prompt is sent as it was: the shape goes
@@ -827,7 +866,19 @@ func (s *Spawner) forkFor(text string, check *checker, budget int64, prefix *pro
 	if s.cfg.childSteps > 0 {
 		opts = append(opts, agent.WithMaxSteps(s.cfg.childSteps))
 	}
-	c := *s.fork
+	p := s.p
+	if m != nil {
+		p = m.Provider
+		opts = append(opts, agent.WithModel(m.Model))
+		if prefix != nil {
+			// The fork goes on from its parent's conversation on its own
+			// model (the parent's messages still shared, not copied).
+			f := *prefix
+			f.Model = m.Model
+			prefix = &f
+		}
+	}
+	c := *tmpl
 	c.cfg.check = check
 	if s.cfg.childTime > 0 {
 		c.cfg.timeout = s.cfg.childTime
@@ -838,10 +889,10 @@ func (s *Spawner) forkFor(text string, check *checker, budget int64, prefix *pro
 		// the first run left of it, not a budget of its own.
 		c.budget = budget
 		c.limited = func(left int64) (agent.Agent, error) {
-			return agent.NewReact(s.p, append(opts, agent.WithTokenLimit(left))...)
+			return agent.NewReact(p, append(opts, agent.WithTokenLimit(left))...)
 		}
 	} else {
-		c.factory = func(context.Context, json.RawMessage) (agent.Agent, error) { return agent.NewReact(s.p, opts...) }
+		c.factory = func(context.Context, json.RawMessage) (agent.Agent, error) { return agent.NewReact(p, opts...) }
 	}
 	return &c, args, agent.Input{Text: text, Fork: prefix}
 }
@@ -856,6 +907,9 @@ func (s *Spawner) allowed() string {
 		}
 		sort.Strings(names)
 		msg += ", agent (one of: " + strings.Join(names, ", ") + ")"
+	}
+	if len(s.cfg.menu) > 0 {
+		msg += ", model (one of: " + s.cfg.menuNames() + ")"
 	}
 	if s.cfg.background {
 		msg += ", background (true or false)"

@@ -74,6 +74,10 @@ type SubAgentTool struct {
 	budget  int64
 	limited func(left int64) (agent.Agent, error)
 
+	// model is the model a spawn tool's fork was set to run on
+	// (WithModelMenu), announced on SUBAGENT_STARTED; "" for every other.
+	model string
+
 	// shapeTold: the child's system prompt, or its task, already describes
 	// the answer's shape (FromReact, forks, a roster member given a shape
 	// in its task), so the call does not add it to the first question.

@@ -105,7 +105,9 @@ type Node struct {
 	// Error and Code are the failure's message and code ("timeout",
 	// "cancelled", …) when it Failed or was Cancelled.
 	Error, Code string
-	// Model is the model that answered the invocation's first request.
+	// Model is the model that answered the invocation's first request;
+	// until one has, or when none did, the model the spawn tool set it to
+	// run on (WithModelMenu), if any.
 	Model string
 	// Usage is what the invocation spent per provider and model, its own
 	// sub-agents' included. The events carry tokens, not requests:
@@ -248,6 +250,9 @@ func (t *Tree) record(e event.Event) {
 			// it spent over the whole turn.
 			n.State, n.Finished, n.Error, n.Code = StateRunning, time.Time{}, "", ""
 			n.ToolCallID = e.ParentToolCallID
+			if e.Model != "" {
+				n.Model = e.Model
+			}
 			if a, ok := t.done[call]; ok {
 				n.Arguments = a
 				delete(t.done, call)
@@ -255,7 +260,7 @@ func (t *Tree) record(e event.Event) {
 			delete(t.order, call) // it keeps its place
 			return
 		}
-		n := &Node{RunID: e.SubagentRunID, Name: e.Name, ToolCallID: e.ParentToolCallID, State: StateRunning, Started: when(e)}
+		n := &Node{RunID: e.SubagentRunID, Name: e.Name, ToolCallID: e.ParentToolCallID, State: StateRunning, Started: when(e), Model: e.Model}
 		if a, ok := t.done[call]; ok {
 			n.Arguments = a
 			delete(t.done, call)
@@ -279,7 +284,9 @@ func (t *Tree) record(e event.Event) {
 			return // it started in a stream this Tree did not see
 		}
 		n.Finished = when(e)
-		n.Model = e.Model
+		if e.Model != "" {
+			n.Model = e.Model
+		}
 		n.Usage, n.Earlier, n.EarlierCost = decodeUsage(e.Usage)
 		switch {
 		case e.Type == event.SubagentError && e.Code == "cancelled":

@@ -72,7 +72,7 @@ var allowed = map[event.Type][]string{
 	event.ToolCallArgs:       {"toolCallId", "delta", "subagentRunId"},
 	event.ToolCallEnd:        {"toolCallId", "subagentRunId"},
 	event.ToolCallResult:     {"messageId", "toolCallId", "content", "role", "subagentRunId"},
-	event.SubagentStarted:    {"subagentRunId", "name", "description", "parentSubagentRunId", "parentToolCallId", "parentMessageId"},
+	event.SubagentStarted:    {"subagentRunId", "name", "description", "parentSubagentRunId", "parentToolCallId", "parentMessageId", "metadata"},
 	event.SubagentFinished:   {"subagentRunId", "result", "outcome", "metadata"},
 	event.SubagentError:      {"subagentRunId", "message", "code", "metadata"},
 	event.Custom:             {"name", "value", "subagentRunId"},
