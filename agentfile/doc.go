@@ -128,4 +128,11 @@
 // when the definition is not the one it started with. A Roster never
 // changes: reloading a directory makes a new one, and a run keeps the one
 // it started with.
+//
+// # A model menu by the same names
+//
+// Loader.ModelMenu gives the spawn tool a menu of the models its forks
+// may run on (subagent.WithModelMenu), named as definitions name them: by
+// alias, model id or inherit, each resolved to the provider that serves
+// it.
 package agentfile

@@ -348,3 +348,25 @@ func (l *Loader) serving(model string) *namedProvider {
 	}
 	return nil
 }
+
+// ModelMenu returns the option that gives subagent.NewSpawner a model
+// menu (subagent.WithModelMenu) of names: each an alias (WithModelAlias),
+// a model id a provider lists (WithProvider) or inherit, resolved as a
+// definition's model is, so that the spawn tool's forks are offered
+// models by the names definitions use. prices prices each of them; the
+// spawn tool refuses one it has no price for. A name no provider serves
+// is an error that lists those the loader knows.
+func (l *Loader) ModelMenu(prices *provider.Prices, names ...string) (subagent.SpawnOption, error) {
+	if len(names) == 0 {
+		return nil, errors.New("agentfile: ModelMenu: no names: name the aliases or models a fork may run on")
+	}
+	choices := make([]subagent.ModelChoice, 0, len(names))
+	for _, name := range names {
+		np, model, msg := l.model(name)
+		if msg != "" {
+			return nil, fmt.Errorf("agentfile: ModelMenu: %s", msg)
+		}
+		choices = append(choices, subagent.ModelChoice{Name: name, Provider: np.p, Model: model})
+	}
+	return subagent.WithModelMenu(prices, choices...), nil
+}
