@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/deputy-go/deputy/agent/runtime"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -201,8 +202,8 @@ func outputCap(t *testing.T, rt Runtime) {
 	if len(reqs) != 2 {
 		t.Fatalf("the lead's model was asked %d times, want 2", len(reqs))
 	}
-	if got, want := toolResults(reqs[1]), []string{subagent.CapOutput(long, 1000)}; len(got) != 1 || got[0] != want[0] {
-		t.Errorf("the lead read %d results, the first ending %q; want the child's answer capped as subagent.CapOutput caps it", len(got), tail(got))
+	if got, want := toolResults(reqs[1]), []string{runtime.CapOutput(long, 1000)}; len(got) != 1 || got[0] != want[0] {
+		t.Errorf("the lead read %d results, the first ending %q; want the child's answer capped as runtime.CapOutput caps it", len(got), tail(got))
 	}
 }
 

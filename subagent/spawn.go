@@ -16,6 +16,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/answercheck"
 	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/internal/run"
@@ -561,7 +562,7 @@ func (s *Spawner) checkerFor(schema json.RawMessage) (check *checker, callSchema
 		return nil, false, fmt.Errorf("%w for %s: output_schema: %v: send a JSON Schema object such as {\"type\":\"object\",\"properties\":{\"answer\":{\"type\":\"string\"}}}, or leave it out",
 			tool.ErrInvalidArguments, SpawnToolName, err)
 	}
-	return &checker{schema: sch, decode: decodeAny, prompt: SchemaPrompt(sch.Raw())}, true, nil
+	return &checker{schema: sch, decode: answercheck.DecodeAny, prompt: SchemaPrompt(sch.Raw())}, true, nil
 }
 
 // spawnCall is one accepted call of the spawn tool: the child it starts

@@ -8,10 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
-	"github.com/deputy-go/deputy/internal/jsonextract"
-	"github.com/deputy-go/deputy/internal/jsonvalue"
+	"github.com/deputy-go/deputy/internal/answercheck"
 	"github.com/deputy-go/deputy/jsonschema"
 )
 
@@ -61,7 +59,7 @@ func WithOutputSchema(schema json.RawMessage) Option {
 		if err != nil {
 			return fmt.Errorf("output schema: %w", err)
 		}
-		c.check = &checker{schema: s, decode: decodeAny, prompt: SchemaPrompt(s.Raw())}
+		c.check = &checker{schema: s, decode: answercheck.DecodeAny, prompt: SchemaPrompt(s.Raw())}
 		return nil
 	}
 }
@@ -109,17 +107,6 @@ func decodeProblem(err error) error {
 	return fmt.Errorf("%s: a %s does not fit here: write a value of the type the schema asks for", where, te.Value)
 }
 
-// decodeAny decodes the checked answer as json.Unmarshal into an any
-// does, with float64 numbers, which is what a Go caller of
-// WithOutputSchema gets.
-func decodeAny(raw string, _ any) (any, error) {
-	var v any
-	if err := json.Unmarshal([]byte(raw), &v); err != nil {
-		return nil, fmt.Errorf("the answer does not decode: %v: answer with JSON of the shape asked for", err)
-	}
-	return v, nil
-}
-
 // verdict is the checker's reading of one answer.
 type verdict struct {
 	raw     string // the JSON found, if any: a part of the answer
@@ -130,47 +117,9 @@ type verdict struct {
 
 // check reads the answer. It fails only when ctx ends first.
 func (c *checker) check(ctx context.Context, answer string) (verdict, error) {
-	raw, ok := jsonextract.Find(answer)
-	if !ok {
-		return verdict{problem: errors.New("the answer holds no JSON value")}, nil
-	}
-	// extract found valid JSON: what DecodeOnce refuses is a repeated key.
-	v, err := jsonvalue.DecodeOnce(raw)
-	if err != nil {
-		return verdict{raw: raw, found: true, problem: err}, nil
-	}
-	if err := c.schema.ValidateValueContext(ctx, v); err != nil {
-		if ctx.Err() != nil && !isValidation(err) {
-			return verdict{}, err
-		}
-		return verdict{raw: raw, found: true, problem: err}, nil
-	}
-	value, err := c.decode(raw, v)
-	if err != nil {
-		return verdict{raw: raw, found: true, problem: err}, nil
-	}
-	return verdict{raw: raw, found: true, value: value}, nil
+	v, err := answercheck.Check(ctx, c.schema, c.decode, answer)
+	return verdict{raw: v.Raw, found: v.Found, value: v.Value, problem: v.Problem}, err
 }
-
-func isValidation(err error) bool {
-	var ve *jsonschema.ValidationError
-	return errors.As(err, &ve)
-}
-
-// maxCorrection bounds the problems a corrective retry lists: the retry
-// request carries them to the child, and a long list says no more than its
-// start.
-const maxCorrection = 4 << 10
 
 // correction is what a child is told after a rejected answer.
-func (c *checker) correction(problem error) string {
-	msg := problem.Error()
-	if len(msg) > maxCorrection {
-		cut := maxCorrection
-		for cut > 0 && !utf8.RuneStart(msg[cut]) {
-			cut--
-		}
-		msg = msg[:cut] + " … (the rest of the problems cut)"
-	}
-	return "Your answer was rejected: " + msg + ".\n" + c.prompt
-}
+func (c *checker) correction(problem error) string { return answercheck.Correction(c.prompt, problem) }

@@ -372,10 +372,10 @@ func heartbeat(ctx context.Context) (context.Context, func()) {
 }
 
 // capText cuts s to at most limit bytes as the core cuts a sub-agent's
-// answer (subagent.CapOutput), when limit is set.
+// answer (runtime.CapOutput), when limit is set.
 func capText(s string, limit int) string {
 	if limit <= 0 {
 		return s
 	}
-	return subagent.CapOutput(s, limit)
+	return runtime.CapOutput(s, limit)
 }

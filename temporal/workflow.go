@@ -12,6 +12,7 @@ import (
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/deputy-go/deputy/agent/runtime"
 	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
@@ -148,7 +149,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 				value, verr := validate(schema, answer)
 				if verr != nil && !corrected {
 					corrected = true
-					conv = append(conv, provider.UserMessage(subagent.CorrectionPrompt(spec.OutputSchema, verr)))
+					conv = append(conv, provider.UserMessage(runtime.CorrectionPrompt(spec.OutputSchema, verr)))
 					continue
 				}
 				if verr != nil {
@@ -260,9 +261,9 @@ func overLimit(ctx workflow.Context, spec Spec, out RunOutput) error {
 }
 
 // validate reads an answer as the core's sub-agents do
-// (subagent.CheckAnswer): the JSON it holds, checked against schema.
+// (runtime.CheckAnswer): the JSON it holds, checked against schema.
 func validate(schema *jsonschema.Schema, answer string) (json.RawMessage, error) {
-	found, problem, err := subagent.CheckAnswer(context.Background(), schema, answer)
+	found, problem, err := runtime.CheckAnswer(context.Background(), schema, answer)
 	if err != nil {
 		return nil, err
 	}

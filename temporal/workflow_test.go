@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/agent/runtime"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
@@ -450,7 +451,7 @@ func TestUsageSurvivesFailure(t *testing.T) {
 func TestSameMeaningAsTheCore(t *testing.T) {
 	t.Run("output cap", func(t *testing.T) {
 		s := strings.Repeat("é", 5000)
-		if got, want := capText(s, 1000), subagent.CapOutput(s, 1000); got != want {
+		if got, want := capText(s, 1000), runtime.CapOutput(s, 1000); got != want {
 			t.Errorf("capText ends %q, the core's cap %q", got[len(got)-60:], want[len(want)-60:])
 		}
 	})
@@ -467,7 +468,7 @@ func TestSameMeaningAsTheCore(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(sent) != 2 || !strings.HasPrefix(sent[1], "Your answer was rejected: ") || !strings.HasSuffix(sent[1], subagent.SchemaPrompt(schema)) {
-			t.Errorf("the corrective prompt was %q; want the core's (subagent.CorrectionPrompt)", sent[len(sent)-1])
+			t.Errorf("the corrective prompt was %q; want the core's (runtime.CorrectionPrompt)", sent[len(sent)-1])
 		}
 	})
 	t.Run("failed tool steps", func(t *testing.T) {

@@ -9,6 +9,13 @@
 // WithDepth sets the depth a run's tool calls see when they run somewhere
 // else than the run itself.
 //
+// # Sub-agent calls
+//
+// CapOutput cuts a child's answer as subagent.WithMaxOutputBytes does,
+// CheckAnswer reads it against a JSON Schema as subagent.WithOutputSchema
+// does, and CorrectionPrompt is what a child whose answer did not fit is
+// told in its one corrective run.
+//
 // # Compaction
 //
 // NewCompactor gives an agent.Compaction's pieces: Due says whether a
@@ -20,11 +27,16 @@ package runtime
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/internal/answercheck"
 	"github.com/deputy-go/deputy/internal/compact"
 	"github.com/deputy-go/deputy/internal/run"
+	"github.com/deputy-go/deputy/internal/textcap"
+	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
 )
 
 // WithDepth returns ctx at the given delegation depth (agent.Depth), for
@@ -33,6 +45,35 @@ import (
 // sub-agent tools it calls see the depth, and hide themselves past their
 // subagent.WithMaxDepth, as they would in the run itself.
 func WithDepth(ctx context.Context, depth int) context.Context { return run.WithDepth(ctx, depth) }
+
+// CapOutput cuts s to at most max bytes as a sub-agent's answer is cut
+// (subagent.WithMaxOutputBytes): on a rune boundary, ending with a note
+// that says how many bytes there were and how many are shown. s is
+// returned as it is when it fits.
+func CapOutput(s string, max int) string { return textcap.Cap(s, max) }
+
+// CheckAnswer reads a child's answer as subagent.WithOutputSchema does: it
+// finds the JSON value the answer holds (the whole answer, its last fenced
+// block or its last object), refuses a repeated key, and validates the
+// value against schema. It returns the JSON found ("" when none) and what
+// is wrong with it, nil when it fits; err only when ctx ended first.
+func CheckAnswer(ctx context.Context, schema *jsonschema.Schema, answer string) (found json.RawMessage, problem, err error) {
+	v, err := answercheck.Check(ctx, schema, answercheck.DecodeAny, answer)
+	if err != nil {
+		return nil, nil, err
+	}
+	if v.Raw != "" {
+		found = json.RawMessage(v.Raw)
+	}
+	return found, v.Problem, nil
+}
+
+// CorrectionPrompt is what a child whose answer did not fit schema is told
+// in its one corrective run: the problem, cut to a few kilobytes, and the
+// shape asked for (subagent.SchemaPrompt).
+func CorrectionPrompt(schema json.RawMessage, problem error) string {
+	return answercheck.Correction(subagent.SchemaPrompt(schema), problem)
+}
 
 // Compactor is the compaction an agent.Compaction describes, its zero
 // fields set to their defaults, in the pieces a runtime of its own
