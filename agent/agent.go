@@ -15,42 +15,25 @@ import (
 type Input struct {
 	// Text is the task or question, sent as a user message when not empty.
 	Text string
-	// Messages, when set, are appended to the conversation before Text, for
-	// a caller that hands over a conversation rather than one question.
-	// They must be a conversation a model API accepts: no system messages,
-	// every tool call answered by a tool message with its id; except that
-	// they may end with a turn left open, an assistant message whose tool
-	// calls are answered in part by the tool messages after it (and no
-	// Text). The run then first runs the calls left without a result, and
-	// goes on from there: a turn re-run from one of its calls, the others'
-	// results kept.
+	// Messages, when set, are appended to the conversation before Text. They
+	// must be a conversation a model API accepts (ErrBadMessages), except that
+	// they may end with a turn whose tool calls are answered in part: the run
+	// first runs the calls left without a result (a turn re-run from a call).
 	Messages []provider.Message
-	// ResponseSchema, when set, is the JSON Schema the run's final answer
-	// should match. A ReAct agent sends it with every model call of the
-	// run as provider.Request.ResponseSchema, so that a provider with
-	// native structured output asks the model for that shape. It does not
-	// by itself validate the answer: an agent built with OutputOf[T] does,
-	// and hands back a T in Output.Value.
+	// ResponseSchema, when set, is the JSON Schema the answer should match,
+	// sent with every model call (provider.Request.ResponseSchema). It does not
+	// validate: OutputOf does.
 	ResponseSchema json.RawMessage
-	// CacheKey, when set, names the conversation the run continues (a
-	// thread, a resident expert) for the provider's prompt cache, instead
-	// of the agent's own key (see WithCacheKey).
+	// CacheKey, when set, replaces the agent's prompt cache key (WithCacheKey)
+	// for the run.
 	CacheKey string
-	// Fork, when set, makes the run a context fork of the model request
-	// it holds, one a parent sent (see subagent.WithContextForks): every
-	// model call of the run sends Fork's System, Tools and Model, and
-	// starts with Fork's Messages byte for byte, the run's Messages and
-	// Text following, so that the provider reads that prefix from its
-	// cache (Request.SharedPrefix marks where it ends); its CacheKey is
-	// Fork's unless CacheKey is set. The agent's own system prompt is not
-	// sent, and the tools it is offered are the parent's, as the parent
-	// saw them: its own registry runs the calls, and a call of a tool it
-	// lacks, or may not use here, fails with an error its model reads.
-	// Fork's Messages are shared, not copied, and never written to; the
-	// run's conversation is its own, and goes back to nobody. The agent
-	// must hold no conversation of its own (a fresh agent). Fork's
-	// Messages are not compacted for passing the agent's Compaction
-	// bounds, only for not fitting its context window (see Compaction).
+	// Fork, when set, makes the run a context fork of a parent's request
+	// (subagent.WithContextForks): every call sends Fork's System, Tools and
+	// Model and starts with its Messages byte for byte (shared, never written),
+	// so the provider reads them from its cache; the CacheKey is Fork's unless
+	// set. The agent's own system prompt is not sent; its registry runs the
+	// parent's tools, and a call of one it lacks fails with an error its model
+	// reads. The agent must be fresh, holding no conversation.
 	Fork *provider.Request
 }
 
@@ -60,74 +43,52 @@ type Output struct {
 	RunID string
 	// Answer is the agent's final text.
 	Answer string
-	// Messages is this run's part of the conversation, input included. It
-	// may share memory with the agent's history: read it, or copy it before
-	// changing it.
+	// Messages is this run's part of the conversation, input included; it may
+	// share memory with the agent's history: copy it before changing it.
 	Messages []provider.Message
 	// Usage is what the agent's own model calls cost.
 	Usage provider.Usage
-	// ChildUsage is what work done inside its tools (sub-agents) cost.
+	// ChildUsage is what its tools' sub-agents cost.
 	ChildUsage provider.Usage
-	// Value is the answer decoded, for an agent built with OutputOf[T]: a
-	// T, checked against T's schema. It is nil otherwise.
+	// Value is the answer as a T, under OutputOf[T]; nil otherwise.
 	Value any
-	// Compactions is how many times the run compacted the conversation
-	// the agent keeps (see Compaction).
+	// Compactions counts the run's compactions (see Compaction).
 	Compactions int
-	// Partial reports that the run answered in a wrap-up turn: another
-	// step would have taken it past its token limit, so its last model
-	// call was made without tools, the model told to answer with what it
-	// had and to say what is unfinished.
+	// Partial reports that the run answered in a wrap-up call, made without
+	// tools, because another step would have passed its budget.
 	Partial bool
-	// Cost is what the run cost in US dollars, its sub-agents' included,
-	// at the prices given with WithPrices (by this agent or the one that
-	// started it); zero without prices. Unpriced names the models the
-	// prices lack ("provider/model"), whose calls count as nothing.
+	// Cost is what the run cost in US dollars, sub-agents included, at the
+	// prices of WithPrices (zero without); Unpriced names the models
+	// ("provider/model") the prices lack.
 	Cost     float64
 	Unpriced []string
-	// CacheSaved is what the prompt cache saved the run, its sub-agents'
-	// included, in US dollars at the same prices: for each model call,
-	// what its input would have cost with no token read from or written
-	// to the cache, less what it cost (provider.Price.Saved). Cached input
-	// counts at its own price (CacheRead), and cache writes at theirs
-	// (CacheWrite) where a vendor charges more for them, so a run that
-	// wrote more than it read saves less than nothing. Zero without
-	// prices.
+	// CacheSaved is what the prompt cache saved the run at the same prices
+	// (provider.Price.Saved): negative when cache writes cost more than reads
+	// saved.
 	CacheSaved float64
-	// Queued is how many model calls of the run, its sub-agents'
-	// included, waited for their provider's admission control before
-	// they went (provider.Response.Queued).
+	// Queued counts the model calls, sub-agents' included, that waited for
+	// their provider's admission control (provider.Response.Queued).
 	Queued int
-	// Refused is how many sub-agents the run's tools, and its sub-agents',
-	// refused to start for a limit: a spawn past subagent.WithMaxSpawns,
-	// a child with no token budget left.
+	// Refused counts the sub-agents a limit refused to start, in the run and
+	// below it (subagent.WithMaxSpawns, a child budget).
 	Refused int
-	// Earlier is the part of Usage plus ChildUsage, and EarlierCost the
-	// part of Cost, that earlier runs of the same journaled turn spent:
-	// a turn that asked a question and was resumed with its answer, or
-	// was run again after its process died, reports what the whole turn
-	// spent (every model answer and finished call replayed from the
-	// journal counts at what it cost when it was paid for, never paid
-	// again), and Earlier says how much of it came before this run. Zero
-	// for a turn run once.
+	// Earlier is the part of TotalUsage, and EarlierCost of Cost, that
+	// earlier runs of the same journaled turn spent (before a resume or a
+	// restart): every run reports the whole turn, replayed work counted at what
+	// it cost when paid for. Zero for a turn run once.
 	Earlier     provider.Usage
 	EarlierCost float64
-	// Denials is what the policy binding the run (WithPolicy,
-	// policy.With) denied in it and in its sub-agents, in the order
-	// denied: each a tool call, a hand-off, a result or a model call, and
-	// the rule that denied it (the first 64).
+	// Denials are what the run's policy (WithPolicy, policy.With) denied in it
+	// and below it, in order, each with its rule (the first 64).
 	Denials []*policy.Denial
 }
 
 // TotalUsage returns Usage plus ChildUsage.
 func (o Output) TotalUsage() provider.Usage { return o.Usage.Add(o.ChildUsage) }
 
-// Agent is anything that can be run.
-//
-// Run must honour ctx: once ctx is done it returns promptly with an error
-// that wraps ctx.Err(). When Run fails it still reports in the Output the
-// usage spent, so that no token goes uncounted. Implementations say whether
-// they are safe for concurrent use.
+// Agent is anything that can be run. Run must return promptly, with an error
+// wrapping ctx.Err(), once ctx is done, and report the usage spent even when
+// it fails. Implementations say whether they are safe for concurrent use.
 type Agent interface {
 	Run(ctx context.Context, in Input) (Output, error)
 }
@@ -138,8 +99,8 @@ type Func func(ctx context.Context, in Input) (Output, error)
 // Run calls f(ctx, in).
 func (f Func) Run(ctx context.Context, in Input) (Output, error) { return f(ctx, in) }
 
-// Errors a run, NewReact or Restore can end with. Each is wrapped with the
-// agent's name and what to do about it; test for them with errors.Is.
+// Errors a run, NewReact or Restore can end with, wrapped with the agent's
+// name and what to do; test for them with errors.Is.
 var (
 	// ErrMaxSteps: the model made WithMaxSteps calls without answering.
 	ErrMaxSteps = errcode.New("max_steps", "agent: max steps exceeded")

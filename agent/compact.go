@@ -14,24 +14,15 @@ import (
 	"github.com/deputy-go/deputy/provider"
 )
 
-// Defaults of compaction (Compaction's zero fields).
+// Defaults of compaction (Compaction's zero fields). DefaultCompactBytes
+// keeps a stored conversation far inside store.DefaultMaxRecordBytes; give a
+// small model's window with WithContextWindow.
 const (
-	// DefaultCompactTokens: a request estimated at more input tokens than
-	// this is compacted first. It fits the windows of today's large
-	// models; give a small model's window with WithContextWindow.
-	DefaultCompactTokens = 64_000
-	// DefaultCompactMessages: a conversation of more messages than this is
-	// compacted.
-	DefaultCompactMessages = 1_000
-	// DefaultCompactBytes: a conversation whose text passes this many bytes
-	// is compacted, which keeps a stored one far inside
-	// store.DefaultMaxRecordBytes.
-	DefaultCompactBytes = 1 << 20
-	// DefaultKeepTurns: the latest user turns a compaction keeps word for
-	// word.
-	DefaultKeepTurns = 4
-	// DefaultMaxSummaryBytes bounds a summary; a longer one is cut.
-	DefaultMaxSummaryBytes = 8 << 10
+	DefaultCompactTokens   = 64_000  // input tokens of a request
+	DefaultCompactMessages = 1_000   // messages of the conversation
+	DefaultCompactBytes    = 1 << 20 // bytes of its text
+	DefaultKeepTurns       = 4       // latest user turns kept word for word
+	DefaultMaxSummaryBytes = 8 << 10 // a longer summary is cut
 )
 
 // DefaultSummaryPrompt is the system prompt of the model call that
@@ -51,76 +42,45 @@ var (
 	ErrContextWindow = errcode.New("context_window", "agent: request does not fit the context window")
 )
 
-// Compaction says when a React makes the conversation it keeps between
-// runs shorter, and how. The zero value is the default policy, which
-// every React has unless built WithoutCompaction: it keeps a resident
-// expert consultable however many questions it is asked.
+// Compaction says when a React shortens the conversation it keeps between
+// runs, and how. The zero value is the default, which every React has unless
+// built WithoutCompaction.
 //
-// When. Before each model call the run estimates the request's input
-// tokens: the tokens the provider reported for the previous reply of the
-// conversation plus four bytes a token for what was added since, or four
-// bytes a token for the whole request (system prompt, tools, messages) when
-// the provider reported none. Real tokenizers differ from the estimate;
-// a request the provider refuses as too long for the window
-// (provider.KindContextWindow) is compacted and sent once more. The
-// conversation is compacted when the estimate passes MaxTokens (or three
-// quarters of the window WithContextWindow gives, if lower), when it holds
-// more than MaxMessages messages, or when its text passes MaxBytes. A
-// context fork (Input.Fork) is the exception: the conversation it
-// inherits was its parent's to bound, and is read from the provider's
-// cache as it is, so it is compacted only when the request would pass the
-// window itself, or the provider refuses it as too long.
+// When: before each model call, when the request's estimated input (as under
+// WithTokenLimit) passes MaxTokens or three quarters of the window
+// (WithContextWindow), the conversation holds more than MaxMessages
+// messages, or its text passes MaxBytes; and when the provider refuses a
+// request as too long (provider.KindContextWindow), which is then sent once
+// more. A context fork's inherited conversation (Input.Fork) is compacted
+// only when it would not fit the window.
 //
-// How. Only the conversation from before the run is compacted: the run's
-// own turn is never cut. The latest KeepTurns user turns are kept word
-// for word — fewer, when they alone would fill more than half a bound, so
-// that one compaction lasts many calls — and the turns before them,
-// whole (a tool call is never separated from its result), are replaced by
-// a summary: a user message that carries it and a short assistant
-// acknowledgement. The summary is written by a model call (Summarizer,
-// SummaryModel, SummaryPrompt; by default the agent's own provider and
-// model with DefaultSummaryPrompt), or by Summarize. The next compaction
-// folds the summary into the new one. The system prompt is never touched.
-//
-// Between two compactions the conversation only grows at its end, so the
-// request's prefix stays byte for byte the same and the provider's prompt
-// cache keeps serving it (Usage.CacheReadTokens).
-//
-// A compaction that fails — the summarizer errs, is cancelled or times
-// out with the run's context, or answers with no text — fails the run
-// with ErrCompaction, and the conversation is as it was before the run.
-// Under a journal (WithJournal) the summary is recorded like a model
-// answer, so a resumed turn does not pay for it again. What a summary
-// costs counts in the run's Usage.
+// How: the latest KeepTurns user turns stay word for word (fewer, when they
+// would fill half a bound); the turns before them, whole, become a summary (a
+// user message and an assistant acknowledgement) written by a model call
+// (Summarizer, SummaryModel, SummaryPrompt) or by Summarize, and folded into
+// the next one. The run's own turn and the system prompt are never touched;
+// between compactions the request's prefix stays the same, for the prompt
+// cache. A summary that cannot be made fails the run with ErrCompaction,
+// the conversation as it was. A journaled summary is replayed, not paid
+// again; its cost counts in Usage. The guide docs/providers.md measures it.
 type Compaction struct {
-	// MaxTokens: a request estimated at more input tokens is compacted
-	// first. Zero means DefaultCompactTokens.
-	MaxTokens int64
-	// MaxMessages: a conversation of more messages is compacted. Zero
-	// means DefaultCompactMessages.
+	// MaxTokens, MaxMessages and MaxBytes are the bounds (see Compaction);
+	// KeepTurns the user turns kept word for word. Zero means the default.
+	MaxTokens   int64
 	MaxMessages int
-	// MaxBytes: a conversation whose text passes this many bytes is
-	// compacted. Zero means DefaultCompactBytes.
-	MaxBytes int64
-	// KeepTurns is how many of the latest user turns are kept word for
-	// word. Zero means DefaultKeepTurns.
-	KeepTurns int
-	// Summarizer is the provider that writes the summary. Nil means the
-	// agent's own.
-	Summarizer provider.Provider
-	// SummaryModel names the summarizer's model. Empty means the agent's
-	// model (with the agent's own provider) or the summarizer's default.
+	MaxBytes    int64
+	KeepTurns   int
+	// Summarizer and SummaryModel write the summary: nil and "" mean the
+	// agent's own provider and model (or the summarizer's default).
+	Summarizer   provider.Provider
 	SummaryModel string
-	// SummaryPrompt is the summary call's system prompt. Empty means
-	// DefaultSummaryPrompt.
-	SummaryPrompt string
-	// MaxSummaryBytes bounds the summary; a longer one is cut, with a
-	// marker. Zero means DefaultMaxSummaryBytes.
+	// SummaryPrompt is the summary call's system prompt (DefaultSummaryPrompt),
+	// and MaxSummaryBytes its bound (DefaultMaxSummaryBytes).
+	SummaryPrompt   string
 	MaxSummaryBytes int
-	// Summarize, when set, writes the summary instead of a model call: it
-	// is given the turns to fold in, an earlier summary first, and returns
-	// the summary. An empty summary with no error drops the turns (a
-	// sliding window). It must honour ctx.
+	// Summarize, when set, writes the summary instead: given the turns to fold
+	// in, an earlier summary first, it returns the summary; an empty one drops
+	// the turns (a sliding window). It must honour ctx.
 	Summarize func(ctx context.Context, older []provider.Message) (string, error)
 }
 
@@ -143,10 +103,10 @@ func WithCompaction(c Compaction) Option {
 	}
 }
 
-// WithoutCompaction keeps the whole conversation between runs, however
-// long it grows: a resident expert asked often enough then sends a request
-// its model refuses. For an agent whose history is bounded some other way
-// (WithHistoryLimit, or runs that each start afresh).
+// WithoutCompaction keeps the whole conversation between runs, for an agent
+// whose history is bounded some other way (WithHistoryLimit, or runs that
+// each start afresh): one asked often enough would send a request its model
+// refuses.
 func WithoutCompaction() Option {
 	return func(r *React) error {
 		r.compaction = nil
@@ -154,10 +114,9 @@ func WithoutCompaction() Option {
 	}
 }
 
-// WithContextWindow gives the model's context window in tokens: a request
-// estimated to pass it is compacted first (compaction starts by default at
-// three quarters of it), and one that still does not fit fails with
-// ErrContextWindow instead of being sent.
+// WithContextWindow gives the model's context window in tokens: compaction
+// starts by three quarters of it, and a request that still does not fit
+// fails with ErrContextWindow instead of being sent.
 func WithContextWindow(tokens int64) Option {
 	return func(r *React) error {
 		if tokens <= 0 {

@@ -270,31 +270,21 @@ func unusedAnswers(ctx context.Context) error {
 	return fmt.Errorf("%w: the run ended without reaching the calls that asked %v: resume the turn that asked, under its journal (subagent.WithJournal), with the same input", tool.ErrUnusedAnswer, ids)
 }
 
-// WithJournal returns a context under which a run records its turn in j,
-// and a run of the same turn again replays what j holds: the model's
-// answers are not asked for again, and the tool calls that finished — a
-// sub-agent's invocation at any depth, a side effect a person approved —
-// are not run again; their recorded results are returned, and what they
-// cost when they ran counts again, as spent by an earlier run of the turn
-// (Output.Earlier), without being paid for again.
-// Nothing has to be wrapped: every React of the turn, at any depth,
-// records and replays its own model calls, streamed or not, and keys them
-// by their place in the turn (the run, the step, the call's index), so a
-// resumed run finds its place whatever ids the provider gives its calls,
-// none or fresh ones or ones that restart in every response.
+// WithJournal returns a context under which a run records its turn in j, and
+// a run of the same turn again replays it: recorded model answers are not
+// asked for again, and finished tool calls (a sub-agent at any depth, an
+// approved side effect) are not run again; what they cost counts as spent
+// earlier (Output.Earlier), not paid again. Every React of the turn keys its
+// calls by their place in the turn, so a resumed run finds its place whatever
+// ids the provider gives.
 //
-// To resume a turn after a crash, or after its questions were answered
-// (tool.Resume), open the journal of the same turn name (store.Journal)
-// and run the same turn again, with the same input, under a new
-// WithJournal: each run of the turn takes one. A call that asked for input,
-// failed with a Go error or was cancelled is not recorded and runs again;
-// so does a call of a tool.Rerunner that asks for it. A replayed
-// Result.Value is the recorded value's JSON text (a json.RawMessage), not
-// the Go value it was. Each model answer is stored before its calls run,
-// each call's result as the call ends; if the store refuses a write, the
-// run fails with an error saying to resume it later. A turn that ended
-// without being suspended has no more use for its journal:
-// store.DeleteJournal it.
+// To resume after a crash or after questions were answered (tool.Resume), run
+// the same turn with the same input under a new WithJournal of the same
+// store.Journal. A call that asked for input, failed with a Go error, was
+// cancelled, or is a tool.Rerunner that asks for it runs again. A replayed
+// Result.Value is the recorded JSON (a json.RawMessage). A write the store
+// refuses fails the run. A turn that ended unsuspended needs its journal no
+// more: store.DeleteJournal it. The guide docs/durable.md shows it.
 func WithJournal(ctx context.Context, j *store.Journal) context.Context {
 	if j == nil {
 		return ctx

@@ -9,16 +9,12 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// WithLogger logs what the agent's runs do to l: at Debug each model call
-// (model, tokens, duration, how many tool calls it asked for), each tool
-// call and each run's end; at Warn a model call that failed and a tool
-// call whose error the model reads (an error Result), which the program
-// would otherwise never see. A run's own error is returned, not logged.
-// Every record carries the agent's name and the run id. A nil l turns
-// logging off, the default; an agent without a logger pays nothing.
-//
-// The option is the agent's own: sub-agents log when they are given it
-// too (subagent.WithReactOptions for FromReact children).
+// WithLogger logs the agent's runs to l: at Debug each model call (model,
+// tokens, duration, tool calls asked), tool call and run's end; at Warn a
+// failed model call and a tool error only the model reads. Records carry the
+// agent's name and run id; a run's own error is returned, not logged. nil
+// (the default) costs nothing. Sub-agents log when given it too
+// (subagent.WithReactOptions).
 func WithLogger(l *slog.Logger) Option {
 	return func(r *React) error {
 		r.logger = l

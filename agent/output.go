@@ -12,9 +12,8 @@ import (
 	"github.com/deputy-go/deputy/provider"
 )
 
-// ErrInvalidOutput: under OutputOf, the model's answer did not fit the
-// type, even after it was told once what was wrong. The Output holds the
-// answer as it came and what the run cost.
+// ErrInvalidOutput: under OutputOf, the answer did not fit T even after the
+// corrective retry.
 var ErrInvalidOutput = errcode.New("invalid_output", "agent: the answer does not fit the output type")
 
 // output is what OutputOf checks a final answer against.
@@ -23,20 +22,16 @@ type output struct {
 	decode func(raw string) (any, error)
 }
 
-// OutputOf makes the agent's answer a value of type T, as a typed
-// sub-agent's is (subagent.OutputOf). The JSON Schema reflected from T is
-// every run's ResponseSchema, so that a provider with native structured
-// output asks for that shape (an Input's own ResponseSchema still wins
-// for the provider); the final answer's JSON — the whole answer, its last
-// fenced block or its last object — is checked against the schema and
-// decoded into a T, which is Output.Value:
+// OutputOf makes the agent's answer a value of type T (as subagent.OutputOf
+// does for a sub-agent): T's JSON Schema is every run's ResponseSchema
+// (unless the Input gives one), and the answer's JSON (the whole answer, its
+// last fenced block or last object) is checked and decoded into Output.Value:
 //
 //	out, err := a.Run(ctx, agent.Input{Text: "Review the change."})
 //	review, ok := out.Value.(Review)
 //
-// An answer that does not fit is sent back once, in the same run, with
-// what is wrong; if the second does not fit either, the run fails with
-// ErrInvalidOutput and its Output keeps the answer and the usage.
+// An answer that does not fit is sent back once with what is wrong; a second
+// misfit fails the run with ErrInvalidOutput, the answer and usage kept.
 func OutputOf[T any]() Option {
 	return func(r *React) error {
 		s, err := jsonschema.For[T]()

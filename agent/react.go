@@ -25,15 +25,12 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// React is the ReAct loop: it calls the model, runs the tools the model asks
-// for (in parallel when it asks for several), feeds the results back, and
-// repeats until the model answers with text.
-//
-// A React keeps its conversation across runs, which is what a resident
-// expert needs: a second question can build on the first answer. A run that
-// fails or is cancelled leaves the conversation exactly as it was before it.
-// React is safe for concurrent use; its runs are serialized, and a caller
-// waiting its turn gives up when its context ends.
+// React is the ReAct loop: it calls the model, runs the tools it asks for
+// (in parallel), feeds the results back, and repeats until the model answers
+// with text. It keeps its conversation across runs, as a resident expert
+// needs; a run that fails or is cancelled leaves it as it was. React is safe
+// for concurrent use: runs take turns, and a waiting caller gives up when
+// its context ends.
 type React struct {
 	p            provider.Provider
 	streamer     provider.Streamer // p, when it streams
@@ -137,17 +134,12 @@ func (r *React) Provider() provider.Provider { return r.p }
 // SystemPrompt returns the agent's system prompt.
 func (r *React) SystemPrompt() string { return r.system }
 
-// Run asks the agent in and returns its answer. On failure the Output still
-// carries the run id, the messages so far and the usage spent.
-//
-// When the context carries an event sink (event.WithSink), the run emits its
-// AG-UI events there: RUN_STARTED, a STEP_STARTED/STEP_FINISHED pair around
-// each model call and the tool calls it asks for, the reply as a text
-// message and tool calls (streamed when the provider streams),
-// TOOL_CALL_RESULT for each result, and RUN_FINISHED or RUN_ERROR. Every
-// step, message and tool call it opens it also closes, on failure too. When
-// the agent has a tracer (WithTracerProvider), or the context carries a
-// recording span, the run is traced (see WithTracerProvider).
+// Run asks the agent in and returns its answer; on failure the Output still
+// carries the run id, the messages so far and the usage spent. Under an
+// event sink (event.WithSink) it emits AG-UI events: RUN_STARTED, a step
+// around each model call and its tool calls, the reply (streamed when the
+// provider streams), each TOOL_CALL_RESULT, and RUN_FINISHED or RUN_ERROR,
+// closing all it opens. It is traced as WithTracerProvider says.
 func (r *React) Run(ctx context.Context, in Input) (out Output, err error) {
 	if len(in.Messages) > 0 {
 		open, err := conversation.CheckOpen(in.Messages)

@@ -47,21 +47,18 @@ func (r *React) Snapshot() ([]byte, error) {
 	return r.encode(msgs)
 }
 
-// Mark returns where the conversation stands: how many messages it holds,
-// and an epoch that changes whenever it changes other than by messages
-// added at its end (a compaction, Restore, Reset, a rollback). While the
-// epoch stays what Mark returned with n, the messages after the first n
-// are exactly those added since, and SnapshotFrom(n) returns them: what a
-// store appends, instead of writing the whole conversation again.
+// Mark returns how many messages the conversation holds, and an epoch that
+// changes whenever it changes other than at its end (compaction, Restore,
+// Reset, rollback): while it stays, SnapshotFrom(n) is what was added since,
+// which a store appends (subagent.WithStore).
 func (r *React) Mark() (epoch uint64, n int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.kept.epoch, len(r.kept.msgs)
 }
 
-// SnapshotFrom returns the messages after the first n, in Snapshot's form:
-// RestoreParts takes a Snapshot followed by such parts. It fails when the
-// conversation holds fewer than n messages.
+// SnapshotFrom returns the messages after the first n, as a part that
+// RestoreParts takes after a Snapshot.
 func (r *React) SnapshotFrom(n int) ([]byte, error) {
 	r.mu.Lock()
 	msgs := r.kept.msgs
@@ -90,15 +87,13 @@ func (r *React) encode(msgs []provider.Message) ([]byte, error) {
 	return json.Marshal(s)
 }
 
-// Restore replaces the conversation with one taken by Snapshot. It rejects a
-// snapshot whose conversation a model API would refuse (a tool call without
-// its result, a result without its call, an unknown role), leaving the
-// current conversation as it was. It waits for a run in progress to end.
+// Restore replaces the conversation with a Snapshot's, refusing one a model
+// API would refuse (ErrBadSnapshot) and leaving the conversation as it was.
+// It waits for a run in progress to end.
 func (r *React) Restore(data []byte) error { return r.RestoreParts(data) }
 
-// RestoreParts replaces the conversation with the messages of parts, in
-// order: a Snapshot, then what SnapshotFrom returned after it. It checks
-// the whole as Restore does, and waits for a run in progress to end.
+// RestoreParts replaces the conversation with the messages of parts, a
+// Snapshot then SnapshotFrom's parts, checked as Restore does.
 func (r *React) RestoreParts(parts ...[]byte) error {
 	msgs, err := decodeParts(parts)
 	if err != nil {
@@ -115,11 +110,8 @@ func (r *React) RestoreParts(parts ...[]byte) error {
 	return nil
 }
 
-// AppendParts adds the messages of parts, as SnapshotFrom returned them,
-// at the end of the conversation: what another process added to a
-// conversation this one holds, read and checked at the cost of what was
-// added alone. The epoch stays as it was (Mark). It waits for a run in
-// progress to end.
+// AppendParts adds the messages of SnapshotFrom's parts at the conversation's
+// end (what another process added), the epoch kept.
 func (r *React) AppendParts(parts ...[]byte) error {
 	add, err := decodeParts(parts)
 	if err != nil {

@@ -10,21 +10,13 @@ import (
 )
 
 // Stream runs a with in and yields the run's events as they happen, its
-// sub-agents' included (attributed with SubagentRunID) and each stamped with
-// the time, then, when the run fails, one last pair with a zero Event and
-// the run's error. A run that
-// succeeds ends the sequence with its RUN_FINISHED event, whose Result is
-// the answer as a JSON string.
-//
-// The run goes on in a goroutine of its own with events sent to the loop;
-// the sink of ctx, if any, is replaced for the run (the thread and
-// sub-agent attribution of ctx are kept). If the loop stops early, the run
-// is cancelled and has ended, its goroutine included, before the loop's
-// body sees the next statement. A panic in the run is raised again in the
-// caller's goroutine.
-//
-// An agent that emits no events (a plain Func) yields only its error, if
-// any. Use Run when the events are not wanted: it skips all their work.
+// sub-agents' included (with SubagentRunID) and each stamped with the time;
+// a run that succeeds ends with its RUN_FINISHED event (Result: the answer as
+// a JSON string), one that fails with a zero Event and the error. The run has
+// a goroutine of its own and ctx's sink is replaced for it (its thread and
+// attribution kept). A loop that stops early cancels the run, which has ended
+// before the loop's next statement; a panic in the run is raised again in the
+// caller. A plain Func yields only its error. Run skips the events' work.
 func Stream(ctx context.Context, a Agent, in Input) iter.Seq2[event.Event, error] {
 	return func(yield func(event.Event, error) bool) {
 		ctx, cancel := context.WithCancel(ctx)

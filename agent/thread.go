@@ -6,11 +6,10 @@ import (
 	"github.com/deputy-go/deputy/internal/run"
 )
 
-// WithThread returns ctx as part of the conversation thread named thread:
-// a name that is the same for every turn of one conversation and
-// different for every other, across users (agui's handler gives each run
-// of a stored thread its owner's and thread's name). Resident experts
-// scoped per thread (subagent.PerThread) keep one conversation for each.
+// WithThread returns ctx as part of the conversation thread named thread,
+// the same for every turn of one conversation and different for every other
+// (agui's handler names each stored thread with its owner). Resident experts
+// scoped PerThread (package subagent) keep one conversation for each.
 func WithThread(ctx context.Context, thread string) context.Context {
 	return run.WithThread(ctx, thread)
 }
@@ -18,9 +17,8 @@ func WithThread(ctx context.Context, thread string) context.Context {
 // Thread returns the thread ctx is part of (WithThread), or "".
 func Thread(ctx context.Context) string { return run.Thread(ctx) }
 
-// WithOwner returns ctx acting for owner: the caller a served endpoint
-// named (agui's Authorize, a2a's), which a policy reads on every check
-// (policy.Check.Owner).
+// WithOwner returns ctx acting for owner, the caller a served endpoint named
+// (agui's Authorize, a2a's), which a policy reads (policy.Check.Owner).
 func WithOwner(ctx context.Context, owner string) context.Context {
 	return run.WithOwner(ctx, owner)
 }

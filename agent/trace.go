@@ -18,76 +18,34 @@ import (
 const TracerName = "github.com/deputy-go/deputy"
 
 // Attributes deputy adds to its spans beside the gen_ai semantic
-// conventions, so that a trace can be joined with the event stream.
+// conventions, so that a trace can be joined with the event stream. The
+// subtree's tokens are its run's and its sub-agents' over the whole
+// journaled turn (Output.TotalUsage), and the earlier ones the part earlier
+// runs of the turn spent (Output.Earlier, set when not zero); the cost and
+// what the cache saved (Output.CacheSaved) are a chat span's call's or a run
+// span's subtree's, set when priced (WithPrices).
 const (
-	// AttrRunID is the run id of an invoke_agent span (Output.RunID).
-	AttrRunID = attribute.Key("deputy.run.id")
-	// AttrSubagentRunID is the sub-agent invocation an invoke_agent span
-	// runs for (the subagentRunId of its events), when it is one.
-	AttrSubagentRunID = attribute.Key("deputy.subagent.run.id")
-	// AttrSubtreeInputTokens and AttrSubtreeOutputTokens are the tokens of
-	// an invoke_agent span's whole subtree: the run's own model calls and
-	// its sub-agents', over the whole journaled turn (Output.TotalUsage).
-	// gen_ai.usage.* on the same span counts the calls the run itself paid
-	// for only — not its sub-agents', nor answers an earlier run of the
-	// turn paid for and this one replayed — so that a backend summing
-	// spans, over every run of a turn, counts each token once.
+	AttrRunID               = attribute.Key("deputy.run.id")
+	AttrSubagentRunID       = attribute.Key("deputy.subagent.run.id") // the subagentRunId of the run's events
 	AttrSubtreeInputTokens  = attribute.Key("deputy.subtree.input_tokens")
 	AttrSubtreeOutputTokens = attribute.Key("deputy.subtree.output_tokens")
-	// AttrEarlierInputTokens and AttrEarlierOutputTokens are the part of
-	// the subtree's tokens that earlier runs of a journaled turn spent, and
-	// this run counted from the journal (Output.Earlier); set when not zero.
 	AttrEarlierInputTokens  = attribute.Key("deputy.earlier.input_tokens")
 	AttrEarlierOutputTokens = attribute.Key("deputy.earlier.output_tokens")
-	// AttrCost is what a span's work cost in US dollars, at the run's
-	// prices (WithPrices): on an invoke_agent span, the whole subtree's;
-	// on a chat span, the one model call's. It is set only when the
-	// prices price it.
-	AttrCost = attribute.Key("deputy.cost.usd")
-	// AttrCacheSaved is what the prompt cache saved on a span's work in US
-	// dollars, at the same prices and over the same work as AttrCost
-	// (Output.CacheSaved, provider.Price.Saved): negative when cache writes
-	// cost more than reads saved. It is set beside AttrCost when the work
-	// read from or wrote to the cache.
-	AttrCacheSaved = attribute.Key("deputy.cache.saved.usd")
+	AttrCost                = attribute.Key("deputy.cost.usd")
+	AttrCacheSaved          = attribute.Key("deputy.cache.saved.usd") // negative when cache writes cost more than reads saved
 )
 
 // WithTracerProvider traces the agent's runs with OpenTelemetry, following
-// the gen_ai semantic conventions:
-//
-//   - a span per run, "invoke_agent <name>", with gen_ai.operation.name,
-//     gen_ai.agent.name, the run id (AttrRunID), gen_ai.request.model (the
-//     agent's model, else the provider's default when the provider has a
-//     Model method), and, at its end, gen_ai.usage.input_tokens and
-//     gen_ai.usage.output_tokens of the model calls the run made (answers
-//     replayed from a journal left out), with the totals of the whole
-//     turn, its sub-agents' included, under AttrSubtreeInputTokens and
-//     AttrSubtreeOutputTokens, and the part of them earlier runs of the
-//     turn spent under AttrEarlierInputTokens and AttrEarlierOutputTokens;
-//   - a span per model call, "chat <model>" (or "chat" when the model is
-//     the provider's default), with gen_ai.request.model,
-//     gen_ai.response.model, gen_ai.response.finish_reasons and the usage;
-//     with prices (WithPrices), the cost under AttrCost and what the prompt
-//     cache saved under AttrCacheSaved, on run spans for the whole subtree;
-//   - a span per tool call, "execute_tool <tool>", with gen_ai.tool.name and
-//     gen_ai.tool.call.id. Each call of a turn has its own span, also when
-//     the calls run in parallel, and the tool runs in its context: a
-//     sub-agent's run span is a child of the span of the call that started
-//     it.
-//
-// Run and model-call spans carry gen_ai.provider.name when the provider
-// implements provider.Namer, and gen_ai.conversation.id when the run's
-// context names a thread (event.WithThread; the AG-UI handler sets the
-// request's threadId).
-//
-// A failed run, model call or tool call records the error on its span and
-// sets its status to Error, with error.type.
-//
-// An agent without this option is still traced when the context of its run
-// carries a recording span: it uses that span's TracerProvider. That is how
-// sub-agents are traced when only the top-level agent has the option. With
-// neither, tracing costs a context lookup per run. A nil tp turns the
-// option off.
+// the gen_ai semantic conventions: a span per run ("invoke_agent <name>",
+// with AttrRunID and the subtree's tokens), per model call ("chat <model>",
+// with AttrCost and AttrCacheSaved under prices) and per tool call
+// ("execute_tool <tool>", the parent of a sub-agent's run span). gen_ai.usage.*
+// counts the calls a span itself paid for. Spans carry gen_ai.provider.name
+// (a provider.Namer) and gen_ai.conversation.id (the run's thread); a failure
+// sets the status to Error, with error.type. An agent without the option is
+// traced when its context carries a recording span, as sub-agents are; with
+// neither, tracing costs a context lookup. A nil tp turns it off. The guide
+// docs/events.md shows a trace.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(r *React) error {
 		r.tracer = nil

@@ -7,12 +7,9 @@ import (
 	"github.com/deputy-go/deputy/provider"
 )
 
-// Checkpoint returns a function that puts the conversation back as it is
-// now. Restoring is cheap: the kept conversation is never edited in place.
-// The checkpoint is taken outside the agent's turn, so restoring it also
-// undoes any run another caller finished since: a caller that makes several
-// runs one logical call, while others may use the agent too, holds the
-// turn instead (Hold) and rolls back with Turn.Rollback.
+// Checkpoint returns a cheap function that puts the conversation back as it
+// is now, undoing also runs other callers finished since: a caller sharing
+// the agent holds its turn instead (Hold) and rolls back with Turn.Rollback.
 func (r *React) Checkpoint() (restore func()) {
 	r.mu.Lock()
 	saved := r.kept
@@ -20,10 +17,9 @@ func (r *React) Checkpoint() (restore func()) {
 	return func() { r.putBack(saved) }
 }
 
-// Turn is the turn of a React held by one caller (Hold): the runs made
-// under the context Hold returned follow one another with no other run
-// between them, and Rollback puts the conversation back as it was when the
-// turn was taken. A Turn is for one goroutine; call Release when done.
+// Turn is a React's turn held by one caller (Hold): runs under Hold's
+// context follow one another with no other run between them. A Turn is for
+// one goroutine; call Release when done.
 type Turn struct {
 	r        *React
 	saved    kept
@@ -33,17 +29,12 @@ type Turn struct {
 // heldKey is the context key of the Turn a caller holds.
 type heldKey struct{}
 
-// Hold waits for the agent's turn, as Run does, giving up when ctx ends,
-// and keeps it until the Turn's Release. Runs of the agent under the
-// returned context take the held turn instead of waiting for it (one at a
-// time: they must not overlap), through any wrapper of the agent; the
-// contexts the run hands its tools do not carry the turn.
-//
-// A caller that makes several runs one logical call, such as a sub-agent
-// tool asking again after a rejected answer, holds the turn so that its
-// Rollback undoes its own runs and nothing another caller added: a
-// checkpoint taken outside the turn could be older than another caller's
-// successful run, and restoring it would lose that run.
+// Hold waits for the agent's turn, as Run does (giving up when ctx ends), and
+// keeps it until Release: runs of the agent under the returned context, one
+// at a time, through any wrapper, take the held turn (the contexts they hand
+// their tools do not carry it). A caller that makes several runs one logical
+// call, such as a sub-agent tool retrying a rejected answer, holds the turn
+// so that its Rollback undoes its own runs and no one else's.
 func (r *React) Hold(ctx context.Context) (context.Context, *Turn, error) {
 	if err := r.turn.Acquire(ctx, 1); err != nil {
 		return ctx, nil, fmt.Errorf("agent %q: waiting for the previous run to end: %w", r.name, err)
@@ -55,8 +46,8 @@ func (r *React) Hold(ctx context.Context) (context.Context, *Turn, error) {
 	return context.WithValue(ctx, heldKey{}, t), t, nil
 }
 
-// Rollback puts the conversation back as it was when the turn was taken,
-// undoing the runs made in it. It does nothing once the turn is released.
+// Rollback puts the conversation back as it was when the turn was taken;
+// after Release it does nothing.
 func (t *Turn) Rollback() {
 	if t.released {
 		return
@@ -74,8 +65,7 @@ func (r *React) putBack(k kept) {
 	r.mu.Unlock()
 }
 
-// Release gives the turn up; runs under Hold's context wait for the turn
-// again. Calls after the first do nothing.
+// Release gives the turn up; later calls do nothing.
 func (t *Turn) Release() {
 	if !t.released {
 		t.released = true
