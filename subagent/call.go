@@ -54,7 +54,25 @@ func (t *SubAgentTool) Call(ctx context.Context, call tool.Call) (tool.Result, e
 	if err != nil {
 		return tool.Result{}, err
 	}
+	if t.cfg.contextForks {
+		in = t.forkInput(ctx, args, in)
+	}
 	return t.invoke(ctx, call.ID, args, in, opening{})
+}
+
+// forkInput makes in a context fork (WithContextForks) of the parent's
+// request at the step whose call ctx is, when there is one: outside a
+// ReAct run's step the child starts fresh.
+func (t *SubAgentTool) forkInput(ctx context.Context, args json.RawMessage, in agent.Input) agent.Input {
+	prefix := run.Prefix(ctx)
+	if prefix == nil || in.Fork != nil {
+		return in
+	}
+	in.Fork = prefix
+	if t.forkTask != nil {
+		in.Text = joinPrompts(t.forkTask(args), in.Text)
+	}
+	return in
 }
 
 // prepare checks a call's depth and arguments, and returns the arguments

@@ -74,6 +74,14 @@
 // (WithChildTokenBudget, ErrNoBudget) and a policy (WithSpawnPolicy,
 // ErrDenied).
 //
+// # Context forks
+//
+// WithContextForks makes children start from their parent's conversation,
+// byte for byte, which the provider then reads from its prompt cache: the
+// spawn tool's forks, FromFactory's and FromReact's children, and roster
+// members built with it. A resident expert (FromAgent, FromScoped)
+// refuses it.
+//
 // # Background children
 //
 // WithBackground lets the model start children in the background and get

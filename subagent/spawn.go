@@ -94,11 +94,11 @@ type Spawner struct {
 //
 // The options of the spawn tool alone are WithRoster, WithMaxSpawns,
 // WithSpawnConcurrency, WithChildTokenBudget, WithForkPrompt, WithForkName,
-// WithForkTools, WithSpawnPolicy, WithBackground and WithContextForks. It
-// takes these Options of SubAgentTool too: WithMaxDepth,
-// WithMaxOutputBytes (of every child), WithReport, WithOutputSchema or
-// OutputOf (the validation of a call that gives no output_schema), and,
-// for forked children, WithTimeout, WithRender and WithReactOptions. It refuses WithRefuseWhenBusy,
+// WithForkTools, WithSpawnPolicy and WithBackground. It takes these
+// Options of SubAgentTool too: WithMaxDepth, WithMaxOutputBytes (of every
+// child), WithReport, WithOutputSchema or OutputOf (the validation of a
+// call that gives no output_schema), and, for forked children,
+// WithContextForks, WithTimeout, WithRender and WithReactOptions. It refuses WithRefuseWhenBusy,
 // WithInputFromArgs and WithStore, which it would ignore. A nil option is ignored.
 func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...SpawnOption) (*Spawner, error) {
 	if p == nil {
@@ -170,9 +170,6 @@ type spawnConfig struct {
 	background  bool
 	// maxBackground bounds the background jobs alive at once in one run.
 	maxBackground int
-	// contextForks: a fork starts from its parent's conversation
-	// (WithContextForks), unless the call asks for a fresh one.
-	contextForks bool
 	// menu is the models a fork may run on (WithModelMenu), priced from
 	// menuPrices; defaultModel is the one a spawn that names none runs on
 	// (WithDefaultModel; "": the spawner's provider, as without a menu).
@@ -324,28 +321,48 @@ func WithSpawnPolicy(allow func(ctx context.Context) bool) SpawnOption {
 	})
 }
 
-// WithContextForks makes forked children context forks: a fork starts
-// from its parent's conversation as the parent last sent it — the system
-// prompt, the tools and every message, byte for byte (agent.Input.Fork) —
-// followed by its task, instead of from a fresh context with the fork
-// prompt. Every fork of one step sends the same prefix, which the
-// provider reads from its prompt cache: the same prompt_cache_key on
-// OpenAI, a cache breakpoint at its end on Anthropic
+// WithContextForks makes children context forks of their parent: each
+// starts from its parent's conversation as the parent sent it at the step
+// that called the tool — the system prompt, the tools, the model and
+// every message, byte for byte (agent.Input.Fork) — followed by its task,
+// instead of from a fresh context. Every fork of one step sends the same
+// prefix, which the provider reads from its prompt cache: the same
+// prompt_cache_key on OpenAI, a cache breakpoint at its end on Anthropic
 // (provider.Request.SharedPrefix). The fork's answer comes back as any
-// child's (validated, capped); its conversation goes back to nobody. The
-// model may still ask for a fresh fork with inherit_context=false, which
-// a task small enough not to need the conversation is cheaper as.
+// child's (validated, capped); its conversation goes back to nobody. A
+// call made outside a ReAct run's step starts a fresh child.
 //
 // A context fork sees everything its parent saw, and is offered the
 // parent's tools as the parent saw them, so that the prefix stays the
 // same: a call of one it may not use (the spawn tool at the depth cap, a
-// tool WithForkTools leaves out) fails with an error its model reads.
-// WithForkPrompt is not sent to a context fork: the parent's system prompt
-// is; the shape of the answer it must give is told in its task. Roster
-// members are never context forks, nor is a spawn made outside a ReAct
-// run's step.
-func WithContextForks() SpawnOption {
-	return spawnOption(func(c *spawnConfig) error { c.contextForks = true; return nil })
+// tool WithForkTools leaves out, one its own registry lacks) fails with
+// an error its model reads. It runs on its parent's model, whose cache
+// holds the prefix, whatever model its own agent options name; a spawn
+// tool's fork on a model of its menu (WithModelMenu) runs on that model,
+// and pays the full price for the prefix. A child that must run on
+// another model, or on another provider, is better fresh.
+//
+// The forms take it as follows:
+//   - NewSpawner: forked children are context forks; WithForkPrompt is
+//     not sent to them (the parent's system prompt is), the shape of the
+//     answer goes with the task, and the model may ask for a fresh fork
+//     with inherit_context=false, which a small task is cheaper as.
+//   - FromFactory: each call's agent is given the parent's request
+//     (agent.Input.Fork); it must be a fresh *agent.React on the parent's
+//     provider (an agent that holds a conversation fails the call).
+//   - FromReact: each call's child sends the parent's system prompt; the
+//     one WithReactOptions gives and the arguments' system_prompt go
+//     before the task, and the answer's shape after it. Its provider
+//     must be the parent's.
+//   - A roster member (WithRoster) built with it is a context fork when
+//     the spawn tool calls it too.
+//
+// FromAgent and FromScoped refuse it: a resident expert keeps a
+// conversation of its own, which a fork would have to replace.
+func WithContextForks() Option {
+	return usedBy(formSpawn|formFactory|formReact,
+		"WithContextForks makes children context forks of their parent's conversation, which only a child built afresh for each call can start from (a resident expert keeps a conversation of its own): use FromFactory or FromReact",
+		func(c *config) error { c.contextForks = true; return nil })
 }
 
 // WithBackground lets the model start children in the background: a spawn
@@ -615,6 +632,9 @@ func (s *Spawner) plan(ctx context.Context, callID string, a spawnArgs, check *c
 		m, args, in, err := s.member(a.Agent, sc.text, check, callSchema)
 		if err != nil {
 			return nil, err
+		}
+		if m.cfg.contextForks {
+			in = m.forkInput(ctx, args, in)
 		}
 		sc.member = &target{t: m, args: args, in: in}
 	} else if left, limited := run.CostLeft(ctx); limited && left <= 0 && !run.CostShared(ctx) {

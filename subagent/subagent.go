@@ -82,6 +82,10 @@ type SubAgentTool struct {
 	// the answer's shape (FromReact, forks, a roster member given a shape
 	// in its task), so the call does not add it to the first question.
 	shapeTold bool
+	// forkTask, when set, is what a context fork is told before its task
+	// instead of its own system prompt, which it does not send
+	// (FromReact's).
+	forkTask func(args json.RawMessage) string
 }
 
 // TaskParams is the default parameter schema of FromAgent and FromFactory:
@@ -186,10 +190,15 @@ func FromReact(name, description string, p provider.Provider, tools *tool.Regist
 	}
 	configured := probe.SystemPrompt()
 	shape := ""
-	if t.cfg.check != nil {
+	if t.cfg.check != nil && !t.cfg.contextForks {
 		shape = t.cfg.check.prompt
 	}
-	t.shapeTold = true
+	// A context fork sends its parent's system prompt: the shape goes
+	// with every call's task, and the prompts before it when it forks.
+	t.shapeTold = !t.cfg.contextForks
+	if t.cfg.contextForks {
+		t.forkTask = func(args json.RawMessage) string { return joinPrompts(configured, field(args, "system_prompt")) }
+	}
 	base = slices.Clip(base)
 	t.factory = func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 		// A field of the wrong type degrades to empty.
@@ -306,6 +315,10 @@ type config struct {
 	reactOpts  []agent.Option
 	durable    *durable // WithStore
 	maxScopes  int      // WithMaxScopes
+	// contextForks: a child starts from its parent's conversation
+	// (WithContextForks); for the spawn tool, unless the call asks for a
+	// fresh one.
+	contextForks bool
 }
 
 // form is a constructor that takes options: one of the three forms of a
