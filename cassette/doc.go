@@ -43,6 +43,14 @@
 // places match a pattern and replays the rest. The mode is chosen by the
 // test (RecordFlag or a literal), never by the environment.
 //
+// # Forking
+//
+// Fork replays a recorded run up to the nodes a pattern names and goes on
+// from them on another provider, model or prompt: the named nodes, the
+// later calls of the agents above them and the sub-agents those calls
+// start run on it; everything else is replayed, with no call to it.
+// treetest.CompareRuns sets the two runs side by side.
+//
 // # The file
 //
 // A cassette is a JSON lines file: a header, then one Entry a line, sorted

@@ -43,6 +43,7 @@ type Provider struct {
 	base  *Cassette         // the cassette answered from; nil when recording all
 	live  provider.Provider // nil when replaying
 	match func(pos string) bool
+	fork  *forkState // Fork's; nil otherwise
 	norm  func(*provider.Request)
 	name  string
 	miss  func(*MissError)
@@ -182,6 +183,9 @@ func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider
 	step := p.steps[pos]
 	p.steps[pos] = step + 1
 	live := p.match != nil && p.match(pos)
+	if p.fork != nil {
+		live = p.fork.live(pos, live)
+	}
 	p.mu.Unlock()
 	if live {
 		return p.record(ctx, &req, pos, step)
@@ -189,6 +193,12 @@ func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider
 	hash := hashRequest(&req, p.toolsHash(req.Tools))
 	p.mu.Lock()
 	e := p.find(pos, step, hash)
+	if e != nil && p.fork != nil {
+		// Kept at the step it answered now (Cassette).
+		r := *e
+		r.Step = step
+		p.fork.replayed = append(p.fork.replayed, r)
+	}
 	p.mu.Unlock()
 	switch {
 	case e == nil:
@@ -324,7 +334,8 @@ func (p *Provider) Misses() []*MissError {
 
 // Cassette returns what the Provider recorded: for Record, every call;
 // for Rerecord, the calls it recorded and the entries of its cassette at
-// the positions its pattern does not match; for Replay, its cassette.
+// the positions its pattern does not match; for a Fork, the calls it
+// recorded and the entries it replayed; for Replay, its cassette.
 func (p *Provider) Cassette() (*Cassette, error) {
 	p.mu.Lock()
 	recorded := slices.Clone(p.recorded)
@@ -336,7 +347,11 @@ func (p *Provider) Cassette() (*Cassette, error) {
 	if p.live == nil {
 		return p.base, nil
 	}
-	if p.base != nil {
+	if p.fork != nil {
+		p.mu.Lock()
+		entries = append(entries, p.fork.replayed...)
+		p.mu.Unlock()
+	} else if p.base != nil {
 		for _, e := range p.base.entries {
 			if !p.match(e.Position) {
 				entries = append(entries, e)
@@ -390,7 +405,7 @@ const missMark = "cassette: no recorded answer"
 
 //go:noinline
 func (p *Provider) missed(pos string, step int, hash string, req *provider.Request) *MissError {
-	m := &MissError{Position: pos, Step: step, Hash: hash, Asked: normalize(*req), Rerecording: p.live != nil}
+	m := &MissError{Position: pos, Step: step, Hash: hash, Asked: normalize(*req), Rerecording: p.live != nil && p.fork == nil}
 	nreq := &m.Asked
 	for _, msg := range nreq.Messages {
 		if strings.Contains(msg.Content, missMark) {
