@@ -53,4 +53,11 @@
 // pass^k. Results stored as JSON are the baseline of a later run:
 // Results.Compare says what improved and what regressed, and
 // Comparison.Markdown and Results.Markdown print it.
+//
+// # Two runs side by side
+//
+// CompareRuns sets two runs of a tree (a recorded one and its fork onto
+// another model, cassette.Fork) side by side, node by node: how each
+// ended, which model answered, what it spent and cost. Its String is a
+// table.
 package treetest
