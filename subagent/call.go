@@ -38,14 +38,11 @@ type checkpointer interface {
 	Checkpoint() (restore func())
 }
 
-// Call runs the child for one call of the model.
-//
-// The Result's Content is the child's answer (validated, rendered and capped
-// as configured), its Usage what the child spent, its Value the validated
-// answer. Failures the model can act on are returned as errors marked
-// tool.Correctable, which a registry turns into error Results; a
-// cancellation of ctx is returned as an error wrapping context.Canceled. In
-// every case the Result carries the usage spent.
+// Call runs the child for one call of the model. The Result's Content is the
+// child's answer (validated, rendered and capped), its Value the validated
+// answer, its Usage what the child spent, in every case. Failures the model
+// can act on are errors marked tool.Correctable (error Results in a
+// registry); a cancellation wraps context.Canceled.
 func (t *SubAgentTool) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
 	if t.scoped != nil {
 		return t.scoped.call(ctx, call)
@@ -105,20 +102,13 @@ func (t *SubAgentTool) prepare(ctx context.Context, call tool.Call) (json.RawMes
 	return args, in, nil
 }
 
-// Rerun runs again, from a point in its run, the invocation of t that
-// call made. The child is built from call's arguments and told its task
-// as Call builds and tells it; after is what it said and was told after
-// its task, up to the point it goes on from: its assistant messages and
-// the results of their tool calls, ending, to go on from inside a turn,
-// with a turn whose calls are answered in part (the calls left without a
-// result run; see agent.Input.Messages). The rest is as Call: the answer
-// is checked, capped and reported as a call's, under a new sub-agent run
-// id. A viewer uses it to re-run a grandchild with its task edited: the
-// child goes on from its call to the grandchild, the other results of
-// that turn kept, and answers anew.
-//
-// A resident expert (FromAgent, FromScoped) keeps a conversation of its
-// own and cannot be given another: Rerun refuses it.
+// Rerun runs again, under a new sub-agent run id, the invocation that call
+// made, from a point in it: the child is built and told its task as Call
+// does, then after, what it said and was told since, up to that point (it
+// may end with a turn answered in part, see agent.Input.Messages); the
+// answer is checked and reported as a call's. A viewer re-runs a grandchild
+// with its task edited so. A resident expert (FromAgent, FromScoped) cannot
+// be given another conversation: Rerun refuses it.
 func (t *SubAgentTool) Rerun(ctx context.Context, call tool.Call, after []provider.Message) (tool.Result, error) {
 	if t.resident != nil || t.scoped != nil {
 		return tool.Result{}, fmt.Errorf("subagent %q: a resident expert keeps its own conversation and cannot be re-run from a point in a call: re-run the call to it instead", t.def.Name)

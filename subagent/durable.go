@@ -16,33 +16,23 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// Persistent is a resident agent whose conversation can be saved and put
-// back, such as *agent.React: what WithStore needs.
+// Persistent is a resident agent whose conversation can be saved (Snapshot),
+// put back (Restore) and forgotten (Reset), as *agent.React's can: what
+// WithStore needs.
 type Persistent interface {
-	// Snapshot returns the conversation as bytes that Restore accepts.
 	Snapshot() ([]byte, error)
-	// Restore replaces the conversation with a snapshot's.
 	Restore(data []byte) error
-	// Reset forgets the conversation.
 	Reset()
 }
 
-// Appender is a Persistent agent whose conversation can be stored a part
-// at a time, as *agent.React's can: WithStore then writes, for each call,
-// only the messages the call added.
+// Appender is a Persistent agent whose conversation can be stored a part at a
+// time, as *agent.React's can (see its Mark): WithStore then writes only what
+// each call added.
 type Appender interface {
 	Persistent
-	// Mark returns how many messages the conversation holds, and an epoch
-	// that changes whenever it changes other than at its end.
 	Mark() (epoch uint64, n int)
-	// SnapshotFrom returns the messages after the first n, as a part
-	// RestoreParts takes after a Snapshot.
 	SnapshotFrom(n int) ([]byte, error)
-	// RestoreParts replaces the conversation with the parts' messages, in
-	// order: a Snapshot, then what SnapshotFrom returned.
 	RestoreParts(parts ...[]byte) error
-	// AppendParts adds the parts' messages, as SnapshotFrom returned
-	// them, at the end of the conversation.
 	AppendParts(parts ...[]byte) error
 }
 
@@ -86,42 +76,19 @@ func (d *durable) marked(app Appender) {
 	}
 }
 
-// WithStore keeps a FromAgent expert's conversation in st under key, so
-// that it survives the process: each call takes the expert's lock in the
-// store, reads the stored conversation (when another process moved it on),
-// runs, and writes the new conversation back before it returns. A call that
-// fails, is cancelled, or whose process dies leaves the stored conversation
-// as it was before the call; a write the store refuses fails the call and
-// puts the conversation back too.
-//
-// Processes consulting one stored expert take turns: the lock is a lease in
-// the database, renewed while a call runs. A caller waits its turn (or,
-// with WithRefuseWhenBusy, is refused with ErrBusy); the lease of a process
-// that died is free after the store's lease TTL (store.WithLeaseTTL). The
-// agent must implement Persistent (*agent.React does). Only FromAgent
-// takes it: the other forms' children have no conversation to keep.
-//
-// A call suspended by an interrupt (under agent.WithJournal) holds the expert in
-// the store, under the key "expert-suspended/" + key, for every process:
-// until it is resumed (through any of them), its turn is abandoned (its
-// journal deleted, which is also where the hold is looked up, so keep the
-// journal in st) or all its questions expire, other calls wait or are
-// refused as they are while it answers.
-//
-// What a call writes does not grow with the conversation: for an agent
-// that is an Appender (*agent.React is), a call writes the messages it
-// added as one more record, and a small head record under key; now and
-// then (when those records would outweigh the rest, and after a
-// compaction) the whole conversation is written once, so that a call
-// writes, amortized, at most about twice what it added. A process that
-// takes its turn after another reads only what the other added. No record
-// holds more than the conversation, which an *agent.React keeps bounded by
-// compacting it (see FromAgent: by default before
-// agent.DefaultCompactMessages messages or agent.DefaultCompactBytes bytes,
-// far inside store.DefaultMaxRecordBytes; an agent built
-// WithoutCompaction whose conversation outgrows that bound fails at its
-// next whole write with store.ErrTooLarge). A conversation stored whole by
-// an earlier version is read, and stored in the new form by the next call.
+// WithStore keeps a FromAgent expert's conversation in st under key, so that
+// it survives the process: a call takes the expert's lock (a lease renewed
+// while it runs, free after store.WithLeaseTTL if its process dies), reads
+// what another process added, runs, and writes the conversation back before
+// it returns; a call that fails, is cancelled or dies, or whose write is
+// refused, leaves it as it was. Callers wait their turn (or get ErrBusy,
+// WithRefuseWhenBusy). A call suspended by an interrupt holds the expert, for
+// every process, under "expert-suspended/" + key until it is resumed, its
+// journal deleted (keep the journal in st) or its questions expire. The agent
+// must be Persistent; an Appender (as *agent.React is) writes only what each
+// call added, amortized at most about twice that, and a whole conversation
+// must fit store.DefaultMaxRecordBytes (compaction keeps a React's inside;
+// store.ErrTooLarge otherwise). Only FromAgent and FromScoped take it.
 func WithStore(st *store.Store, key string) Option {
 	return usedBy(formAgent|formScoped,
 		"WithStore keeps the conversation of a FromAgent expert (a one-shot or spawned child has none to keep)",

@@ -58,26 +58,16 @@ func WithMaxScopes(n int) Option {
 	})
 }
 
-// FromScoped returns a resident expert whose memory is scoped: each scope
-// (named by scope from the call's context) has its own agent, built by
-// newAgent the first time the scope is called and kept for its later calls,
-// so its conversation accumulates across that scope's calls and no
-// other's. newAgent is called with the scope's name, under the tool's
-// lock: keep it quick. Calls within one scope keep FromAgent's contract (they take
-// turns, or are refused with WithRefuseWhenBusy; a failed call leaves the
-// conversation as it was); calls in different scopes run in parallel.
-//
-// With WithStore(st, key) each scope's conversation is kept in st under
-// store.ScopeKey(scope, key), so that it survives the process and is
-// shared by replicas, and store.DeleteScope(scope) deletes it: the AG-UI
-// handler does so when it deletes a thread, for PerThread experts.
-// Without WithStore the conversations live in this process, at most
-// WithMaxScopes of them.
-//
-// FromAgent is the shared scope: one conversation for every caller. A
-// served agent whose expert remembers what users tell it wants
-// FromScoped with PerThread (or a scope per user), since with FromAgent
-// one user's questions would be answered from another's conversation.
+// FromScoped returns a resident expert per scope, named by scope from the
+// call's context: newAgent builds a scope's agent on its first call (under
+// the tool's lock: keep it quick), and its conversation accumulates across
+// that scope's calls alone. Within a scope calls keep FromAgent's contract;
+// scopes run in parallel. With WithStore(st, key) a scope's conversation is
+// kept in st under store.ScopeKey(scope, key), shared by replicas, and
+// store.DeleteScope deletes it (as the AG-UI handler does with a thread);
+// without, at most WithMaxScopes live in memory. A served expert that
+// remembers what users say wants FromScoped with PerThread (or a scope per
+// user): FromAgent shares one conversation among all callers.
 func FromScoped(name, description string, scope Scope, newAgent func(scope string) (agent.Agent, error), opts ...Option) (*SubAgentTool, error) {
 	if scope == nil {
 		return nil, fmt.Errorf("subagent %q: nil scope: pass subagent.PerThread or a function naming the call's scope", name)

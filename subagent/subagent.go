@@ -97,25 +97,15 @@ const TaskParams = `{"type":"object","properties":{"task":{"type":"string","desc
 // prompt is empty.
 const ReactParams = `{"type":"object","properties":{"system_prompt":{"type":"string","description":"Who the sub-agent is and how it should work."},"task":{"type":"string","description":"The task for the sub-agent, with everything it needs to know."}},"required":["task"]}`
 
-// FromAgent returns the resident-expert form: a kept for the life of the
-// tool, its conversation accumulating across calls. Calls take turns; a
-// caller waiting its turn gives up when its context ends, and a call that
-// fails or is cancelled leaves a's conversation as it was before (for agents
-// with a Hold method, such as *agent.React, which keep the turns other
-// callers of a finished meanwhile; or, failing that, a Checkpoint method).
-// The tool takes TaskParams unless WithParams says otherwise. With
-// TaskParams a receives the task's text as its input; with parameters of
-// WithParams, the arguments' JSON text (WithInputFromArgs maps them otherwise).
-//
-// A resident asked for ever stays inside its model's window: an
-// *agent.React compacts the conversation it keeps by default, folding its
-// older turns into a summary written by its own model once a request would
-// pass agent.DefaultCompactTokens (or three quarters of the window that
-// agent.WithContextWindow gives), the conversation passes
-// agent.DefaultCompactMessages messages or agent.DefaultCompactBytes
-// bytes; its latest agent.DefaultKeepTurns turns are kept word for word.
-// Give the agent agent.WithCompaction to choose the bounds, the summarizing
-// model and its prompt, or a function of your own.
+// FromAgent returns the resident-expert form: a is kept for the life of the
+// tool and its conversation accumulates across calls. Calls take turns (a
+// waiting caller gives up when its context ends); a failed or cancelled call
+// leaves a's conversation as it was (with a Hold method, as *agent.React has,
+// keeping other callers' turns; else with a Checkpoint method). It takes
+// TaskParams, handing a the task's text, unless WithParams gives a schema,
+// whose arguments' JSON text a gets (or what WithInputFromArgs makes). An
+// *agent.React keeps its conversation inside its model's window by
+// compacting it (agent.Compaction).
 func FromAgent(name, description string, a agent.Agent, opts ...Option) (*SubAgentTool, error) {
 	if a == nil {
 		return nil, fmt.Errorf("subagent %q: nil agent: pass the agent to consult", name)
@@ -464,28 +454,20 @@ type Outcome struct {
 	// Output is the child's last run: its answer, messages and usage.
 	Output agent.Output
 	// Usage is what every run of the call cost, retries and grandchildren
-	// included.
-	Usage provider.Usage
-	// Models is Usage by provider and model, for the model calls made by
-	// agent.React runs under the call (an agent that calls its model
-	// itself is in Usage only).
+	// included; Models the same by provider and model, for agent.React runs.
+	Usage  provider.Usage
 	Models []provider.ModelUsage
-	// Value is the validated answer, when the tool validates: a Report under
-	// WithReport, a T under OutputOf[T], the decoded JSON under
-	// WithOutputSchema. It is nil when the answer failed validation, but
-	// under WithReport, where it is then Report{Status: ReportFailed} with
-	// the raw answer as the Summary.
+	// Value is the validated answer: a Report (WithReport; a failed one with
+	// the raw answer as Summary when it did not fit), a T (OutputOf[T]) or the
+	// decoded JSON (WithOutputSchema); nil when it failed validation.
 	Value any
-	// Content is the result text the tool would return without WithRender
-	// (before the output cap).
+	// Content is the text the tool returns without WithRender (before the cap).
 	Content string
 }
 
-// WithRender renders a successful call's result text from its Outcome,
-// instead of passing on the child's answer. The text is still capped.
-// Given to NewSpawner it renders the results of forked children (a roster
-// member renders with its own). To capture a child's Outcome without
-// changing what the model reads, use WithOutcome.
+// WithRender makes a successful call's result text from its Outcome instead
+// of the child's answer (still capped); given to NewSpawner, for forked
+// children. WithOutcome captures the Outcome without changing the text.
 func WithRender(fn func(ctx context.Context, o Outcome) (string, error)) Option {
 	return func(c *config) error {
 		if fn == nil {
@@ -496,22 +478,17 @@ func WithRender(fn func(ctx context.Context, o Outcome) (string, error)) Option 
 	}
 }
 
-// WithOutcome calls fn with the Outcome of every call whose child
-// answered — its sub-agent run id, the child's last Output, the usage of
-// all its runs, and under OutputOf[T] its validated T in Value — before
-// the result goes back to the model, which reads what it would without
-// fn. It is how a Go caller keeps what each child did:
+// WithOutcome calls fn with the Outcome of every call whose child answered,
+// before the model reads the result, which fn does not change: how a Go
+// caller keeps what each child did. Calls of a turn run in parallel, so fn
+// may be called concurrently; a failed call, or one answered from a journal,
+// does not reach it. Given to NewSpawner it sees forked children.
 //
 //	subagent.WithOutcome(func(ctx context.Context, o subagent.Outcome) {
 //		if r, ok := o.Value.(Review); ok { // OutputOf[Review]
 //			reviews <- r
 //		}
 //	})
-//
-// Calls of one turn run in parallel, so fn may be called concurrently. A
-// call that fails, or that a resumed turn answers from its journal without
-// running the child, does not reach fn. Given to NewSpawner it sees forked
-// children (a roster member uses its own).
 func WithOutcome(fn func(ctx context.Context, o Outcome)) Option {
 	return func(c *config) error {
 		if fn == nil {

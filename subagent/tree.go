@@ -12,9 +12,10 @@ import (
 	"github.com/deputy-go/deputy/provider"
 )
 
-// Tree is an event.Sink that builds the tree of what a run delegated: one
-// Node per sub-agent invocation, under the invocation whose tool call
-// started it. Give it to a run, then read the tree when the run returns:
+// Tree is an event.Sink that builds the tree of what a run delegated, one
+// Node per sub-agent invocation under the one whose tool call started it,
+// from the SUBAGENT_* and TOOL_CALL_ARGS events; it passes every event on to
+// the sink it wraps. Give it to a run, then read it:
 //
 //	tree := subagent.NewTree(nil)
 //	out, err := lead.Run(event.WithSink(ctx, tree), agent.Input{Text: "…"})
@@ -22,21 +23,11 @@ import (
 //		fmt.Println(n.Name, n.State, n.Model, n.Wall())
 //	}
 //
-// It reads the SUBAGENT_* events and the arguments the spawning tool calls
-// stream (TOOL_CALL_ARGS), and passes every event on to the sink it wraps,
-// so a server can keep its own.
-//
-// A journaled turn that asks a question and is resumed runs more than
-// once: give the Tree every run of it, the first and each resume, and it
-// holds the whole turn. An invocation a resumed run continues (its run id
-// is the same) is the same Node, and its Usage, like each run's, is what
-// it spent over the whole turn, what it spent before the resume included
-// (see agent.Output.Earlier); an invocation that finished before the
-// resume keeps the Node and the usage its first run gave it. It is safe for concurrent use, and may be
-// read while the run goes on.
-//
-// What it keeps is bounded by the run: one Node per invocation, and the
-// arguments of tool calls that have not yet had their result.
+// Given every run of a journaled turn (the first and each resume), it holds
+// the whole turn: an invocation a resume continues is the same Node, its
+// Usage the whole turn's. It is safe for concurrent use, readable while the
+// run goes on, and keeps one Node per invocation plus the arguments of calls
+// still without a result.
 type Tree struct {
 	next  event.Sink
 	mu    sync.Mutex
@@ -87,45 +78,32 @@ const (
 
 // Node is one sub-agent invocation in a Tree.
 type Node struct {
-	// RunID is the invocation's sub-agent run id.
-	RunID string
-	// Name is the sub-agent's name, the tool the parent called.
-	Name string
-	// ToolCallID is the parent's tool call that started the invocation.
+	// RunID is the invocation's sub-agent run id; Name the tool the parent
+	// called; ToolCallID the parent's call that started it, and Arguments its
+	// arguments (nil when the stream did not carry them).
+	RunID      string
+	Name       string
 	ToolCallID string
-	// Arguments are that tool call's arguments, as the model wrote them
-	// (nil when the stream did not carry them, as for a call announced by
-	// the run that a resumed run continues).
-	Arguments json.RawMessage
+	Arguments  json.RawMessage
 	// State is where the invocation stands.
 	State State
-	// Result is the answer the parent got, as JSON (a JSON string for
-	// text), when it Succeeded.
-	Result json.RawMessage
-	// Error and Code are the failure's message and code ("timeout",
-	// "cancelled", …) when it Failed or was Cancelled.
+	// Result is the answer the parent got, as JSON, when it Succeeded; Error
+	// and Code ("timeout", "cancelled", …) say why it Failed or was Cancelled.
+	Result      json.RawMessage
 	Error, Code string
-	// Model is the model that answered the invocation's first request;
-	// until one has, or when none did, the model the spawn tool set it to
-	// run on (WithModelMenu), if any.
+	// Model is the model that answered its first request (until then, the
+	// one the spawn tool chose, WithModelMenu). Usage is what it spent per
+	// provider and model, sub-agents' included (Requests is 0).
 	Model string
-	// Usage is what the invocation spent per provider and model, its own
-	// sub-agents' included. The events carry tokens, not requests:
-	// Requests is 0.
 	Usage []provider.ModelUsage
-	// Earlier is the part of Usage's tokens, and EarlierCost the part of
-	// its cost, that earlier runs of a journaled turn spent — before the
-	// question the turn was resumed after, or before a restart — and the
-	// run that reported it counted from the journal (agent.Output.Earlier).
+	// Earlier and EarlierCost are the part of Usage and its cost that earlier
+	// runs of a journaled turn spent (agent.Output.Earlier).
 	Earlier     provider.Usage
 	EarlierCost float64
-	// Started and Finished are when the invocation started and ended (the
-	// events' timestamps, or when the Tree saw them); Finished is zero
-	// while it runs.
+	// Started and Finished are its events' times (Finished zero while it runs).
 	Started, Finished time.Time
-	// Children are the invocations its own tool calls started, in the
-	// order of the calls (the order the model gave them in, step after
-	// step), whatever order they started or finished in.
+	// Children are the invocations its tool calls started, in the order of the
+	// calls.
 	Children []*Node
 
 	order int64 // the place of its tool call in the Tree's order
@@ -148,10 +126,9 @@ func (n *Node) TotalUsage() provider.Usage {
 	return u
 }
 
-// Cost returns what the invocation cost at prices, its children's calls
-// included, in US dollars, and the models the table has no price for.
-// With nil prices it returns the cost the run's own prices gave it
-// (agent.WithPrices), which its events carried.
+// Cost returns what the invocation cost at prices, children included, and
+// the models the table lacks; nil prices mean the run's own, which its
+// events carried (agent.WithPrices).
 func (n *Node) Cost(prices *provider.Prices) (dollars float64, unpriced []string) {
 	if prices == nil {
 		for _, m := range n.Usage {
@@ -162,12 +139,8 @@ func (n *Node) Cost(prices *provider.Prices) (dollars float64, unpriced []string
 	return prices.Cost(n.Usage...)
 }
 
-// CacheSaved returns what the prompt cache saved the invocation, its
-// children's calls included, in US dollars at prices
-// (provider.Price.Saved): cached input at its own price, cache writes at
-// theirs. With nil prices it returns what the run's own prices gave
-// (agent.WithPrices), which its events carried. Set beside Cost, it says
-// what the invocation paid and what it would have paid with no cache.
+// CacheSaved returns what the prompt cache saved the invocation, children
+// included, at prices (provider.Price.Saved; nil prices as for Cost).
 func (n *Node) CacheSaved(prices *provider.Prices) float64 {
 	if prices == nil {
 		var dollars float64
@@ -179,9 +152,8 @@ func (n *Node) CacheSaved(prices *provider.Prices) float64 {
 	return prices.Saved(n.Usage...)
 }
 
-// Roots returns the invocations the top-level run started, each with its
-// children, in the order of their tool calls: a copy, which later events
-// do not change.
+// Roots returns the top-level run's invocations, each with its children, in
+// the order of their tool calls: a copy that later events do not change.
 func (t *Tree) Roots() []*Node {
 	t.mu.Lock()
 	defer t.mu.Unlock()
