@@ -173,6 +173,25 @@ func TestRedact(t *testing.T) {
 	}
 }
 
+// A pattern is found wherever it matches, whether or not every match
+// begins with the same text, in a text and in JSON arguments, and a text
+// without a match is left as it was.
+func TestRedactPatterns(t *testing.T) {
+	r := policy.Redact("secrets", nil, regexp.MustCompile(`tok_[a-z]{6}`), regexp.MustCompile(`(?i)password=\w+`), regexp.MustCompile(`[0-9]{4}-[0-9]{4}`))
+	c := &policy.Check{Point: policy.AfterResult, Result: "tok_abcdef, PassWord=hunter2 and 1234-5678"}
+	if d := r.Decide(context.Background(), c); d.Verdict != policy.Rewrite || c.Result != strings.Repeat(policy.Redacted+", ", 1)+policy.Redacted+" and "+policy.Redacted {
+		t.Errorf("result %q (%+v)", c.Result, d)
+	}
+	c = &policy.Check{Point: policy.BeforeTool, Arguments: json.RawMessage(`{"a":"tok_qwerty","b":"password=x1"}`)}
+	if r.Decide(context.Background(), c); string(c.Arguments) != `{"a":"`+policy.Redacted+`","b":"`+policy.Redacted+`"}` {
+		t.Errorf("arguments %s", c.Arguments)
+	}
+	c = &policy.Check{Point: policy.AfterResult, Result: "tok_ABCDEF and tok_abc: no secret"}
+	if d := r.Decide(context.Background(), c); d.Verdict != policy.Allow || c.Result != "tok_ABCDEF and tok_abc: no secret" {
+		t.Errorf("a text without a secret: %q (%+v)", c.Result, d)
+	}
+}
+
 type sink struct {
 	mu  sync.Mutex
 	got []event.Event

@@ -172,7 +172,8 @@ func Redact(name string, values []string, patterns ...*regexp.Regexp) Rule {
 	}
 	for _, p := range patterns {
 		if p != nil {
-			r.patterns = append(r.patterns, p)
+			prefix, _ := p.LiteralPrefix()
+			r.patterns = append(r.patterns, pattern{re: p, prefix: prefix, prefixBytes: []byte(prefix)})
 		}
 	}
 	return r
@@ -183,7 +184,27 @@ type redactor struct {
 	values   []string
 	escaped  []string // values as JSON escapes them, where that differs
 	needles  [][]byte // values and escaped, as bytes
-	patterns []*regexp.Regexp
+	patterns []pattern
+}
+
+// pattern is a pattern of secrets and the text every match begins with
+// ("" when none). A text without that prefix is not run through the
+// regular expression: a search for the prefix costs a fifth of a match
+// that fails, and most of what a redactor reads holds no secret (in
+// BenchmarkDelegationPolicy, a dozen texts a delegation, about a tenth of
+// the whole delegation's CPU).
+type pattern struct {
+	re          *regexp.Regexp
+	prefix      string
+	prefixBytes []byte
+}
+
+func (p pattern) in(s string) bool {
+	return s != "" && (p.prefix == "" || strings.Contains(s, p.prefix)) && p.re.MatchString(s)
+}
+
+func (p pattern) inJSON(b []byte) bool {
+	return len(b) > 0 && (p.prefix == "" || bytes.Contains(b, p.prefixBytes)) && p.re.Match(b)
 }
 
 func (r *redactor) Name() string { return r.name }
@@ -197,8 +218,8 @@ func (r *redactor) text(s string) (string, bool) {
 		}
 	}
 	for _, p := range r.patterns {
-		if p.MatchString(s) {
-			s, changed = p.ReplaceAllLiteralString(s, Redacted), true
+		if p.in(s) {
+			s, changed = p.re.ReplaceAllLiteralString(s, Redacted), true
 		}
 	}
 	return s, changed
@@ -213,7 +234,7 @@ func (r *redactor) json(b json.RawMessage) (json.RawMessage, bool) {
 		found = found || bytes.Contains(b, v)
 	}
 	for _, p := range r.patterns {
-		found = found || p.Match(b)
+		found = found || p.inJSON(b)
 	}
 	if !found {
 		return b, false
