@@ -46,9 +46,16 @@ func run(ctx context.Context, w io.Writer, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
+	return tour(ctx, w, model, about, nil)
+}
+
+// tour takes the tour on model, writing to w; also, when not nil, sees
+// the run's events too (a test's subagent.Tree).
+func tour(ctx context.Context, w io.Writer, model provider.Provider, about string, also event.Sink) error {
 	fmt.Fprintln(w, about)
 
 	tree := newTree()
+	tree.next = also
 	record := subagent.WithOutcome(tree.record)
 
 	// A resident expert: one agent whose conversation lasts across calls.
@@ -138,6 +145,7 @@ type tree struct {
 	names    map[string]string
 	usage    map[string]provider.Usage
 	result   map[string]string
+	next     event.Sink // sees every event too; nil for none
 }
 
 func newTree() *tree {
@@ -146,6 +154,9 @@ func newTree() *tree {
 
 // Emit implements event.Sink.
 func (t *tree) Emit(e event.Event) {
+	if t.next != nil {
+		t.next.Emit(e)
+	}
 	if e.Type != event.SubagentStarted {
 		return
 	}

@@ -21,21 +21,7 @@ func TestTour(t *testing.T) {
 	if err := run(context.Background(), &out, func(string) string { return "" }); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
-	want := `provider: fake (scripted replies; docs/providers.md tells how to use a real one)
-agent                          requests  tokens in  tokens out
-lead (own calls only)                 5       1520          96
-├─ expert                             1         26          15
-│     ↳ 1: the top-level agent may delegate; its children may not.
-├─ expert                             1         60          30
-│     ↳ Building on my last answer (1: the top-level agent may delegate; its c…
-├─ reviewer                           1        164          30
-│     ↳ status=success: Wrong: nesting stops at the depth cap (default 1).
-└─ delegate                           1         17          16
-      ↳ Delegation depth is capped (default 1); tools vanish at the cap.
-
-answer: Release note: Delegation depth is capped (default 1); at the cap, delegation tools vanish.
-total, all agents: 9 requests, 1787 tokens in, 187 tokens out
-`
+	want := "provider: fake (scripted replies; docs/providers.md tells how to use a real one)\n" + tourTree
 	if diff := cmp.Diff(want, out.String()); diff != "" {
 		t.Errorf("output (-want +got):\n%s", diff)
 	}
@@ -57,3 +43,19 @@ total, all agents: 9 requests, 1787 tokens in, 187 tokens out
 		}
 	}
 }
+
+// tourTree is what the tour prints after its first line.
+const tourTree = `agent                          requests  tokens in  tokens out
+lead (own calls only)                 5       1520          96
+├─ expert                             1         26          15
+│     ↳ 1: the top-level agent may delegate; its children may not.
+├─ expert                             1         60          30
+│     ↳ Building on my last answer (1: the top-level agent may delegate; its c…
+├─ reviewer                           1        164          30
+│     ↳ status=success: Wrong: nesting stops at the depth cap (default 1).
+└─ delegate                           1         17          16
+      ↳ Delegation depth is capped (default 1); tools vanish at the cap.
+
+answer: Release note: Delegation depth is capped (default 1); at the cap, delegation tools vanish.
+total, all agents: 9 requests, 1787 tokens in, 187 tokens out
+`
