@@ -92,19 +92,16 @@ type JobStatus struct {
 	ID    string `json:"job_id"`
 	Agent string `json:"agent"`
 	Task  string `json:"task"`
-	// State is JobRunning, JobDone, JobFailed, JobCancelled or
-	// JobSuspended.
-	State string `json:"state"`
-	// Step is the last step (model call) its sub-agent began, LastWords
-	// the last text it said, Usage and Cost what it spent so far (its own
-	// children's included; all of it once it ended).
-	Step      int            `json:"step"`
-	LastWords string         `json:"last_words,omitempty"`
-	Usage     provider.Usage `json:"usage"`
-	Cost      float64        `json:"cost,omitempty"`
-	// Messages are the receipts of the messages sent to it, in order.
-	Messages []Receipt `json:"messages,omitempty"`
-	// Questions are what its sub-agent asks a person, while suspended.
+	// State is JobRunning, JobDone, JobFailed, JobCancelled or JobSuspended;
+	// Step the last step its sub-agent began, LastWords the last it said, Usage
+	// and Cost what it spent so far; Messages the receipts of the messages sent
+	// to it, Questions what it asks a person while suspended.
+	State     string           `json:"state"`
+	Step      int              `json:"step"`
+	LastWords string           `json:"last_words,omitempty"`
+	Usage     provider.Usage   `json:"usage"`
+	Cost      float64          `json:"cost,omitempty"`
+	Messages  []Receipt        `json:"messages,omitempty"`
 	Questions []tool.Interrupt `json:"questions,omitempty"`
 }
 

@@ -18,23 +18,14 @@ const JobsToolName = "subagent_jobs"
 // model gives no timeout.
 const DefaultJobWait = 30 * time.Second
 
-// JobsTool returns the companion tool of background spawns, with which the
-// model checks on the run's jobs (status), waits for all, any or named
-// ones (with a timeout), sends one a message, cancels one, or lists them:
-// the actions of Jobs, for the model. Register it beside the spawner when
-// using WithBackground; like the spawner, it is offered only below the
-// depth cap.
-//
-// A job whose sub-agent is paused by an interrupt (tool.Ask, at any depth)
-// is suspended: waiting for it returns the interrupt, so the waiting run
-// and every ancestor suspend too, and the top-level run ends with it,
-// each question attributed to the job's sub-agent run. Under a journal
-// (agent.WithJournal) the job keeps its id and sub-agent run id when the
-// turn is run again, so the resumed turn's wait finds the same job, which
-// continues with the answers and hands its result to the parent; a
-// message sent again keeps its id and is delivered once. A suspended job
-// the parent never waits for is discarded with the run, like a job still
-// running when the parent answers.
+// JobsTool returns the companion tool of WithBackground, with which the model
+// checks on, waits for, messages, cancels or lists the run's jobs (the
+// actions of Jobs); register it beside the spawner. A job whose sub-agent
+// asks a person (tool.Ask) is suspended: waiting for it suspends the waiting
+// run and its ancestors, each question attributed to the job. Under a
+// journal a resumed turn finds the same job, which continues with the
+// answers; a message sent again is delivered once. A suspended job never
+// waited for is discarded with the run.
 func (s *Spawner) JobsTool() tool.Tool { return &jobsTool{s: s} }
 
 type jobsTool struct{ s *Spawner }

@@ -27,27 +27,18 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// Defaults of the spawn tool.
+// Defaults of the spawn tool. DefaultMaxSpawns is not a width (every call
+// of a turn starts at once, and admission control paces the model calls):
+// it stops a model that loops on delegation from starting hundreds; a task
+// that needs more says so with WithMaxSpawns. The children's model calls
+// wait for their provider's admission control (provider.Admission) rather
+// than for a slot (DefaultSpawnConcurrency: no bound).
 const (
-	// SpawnToolName is the name the model calls the spawn tool by.
-	SpawnToolName = "spawn_subagent"
-	// DefaultMaxSpawns bounds the children one parent run may start. It
-	// is not a width (every call of a turn starts at once, and the
-	// provider's admission control decides how many model calls go): it
-	// bounds what a model may decide to start in one run, so that one that
-	// loops on delegation cannot start hundreds. A task that needs more
-	// says so with WithMaxSpawns; the tree's token budget bounds what they
-	// spend (agent.WithTokenLimit).
-	DefaultMaxSpawns = 8
-	// DefaultSpawnConcurrency bounds the children of one parent run
-	// running at once: 0, no bound, like the registry's bound on the calls
-	// of one turn (tool.DefaultParallelism). The children's model calls
-	// wait for their provider's admission control instead
-	// (provider.Admission).
-	DefaultSpawnConcurrency = 0
-	// DefaultForkName is the agent name of a forked child.
-	DefaultForkName = "subagent"
-	// DefaultForkPrompt is the system prompt of a forked child.
+	SpawnToolName           = "spawn_subagent" // the name the model calls it by
+	DefaultMaxSpawns        = 8                // children one parent run may start
+	DefaultSpawnConcurrency = 0                // children of one run running at once
+	DefaultForkName         = "subagent"       // a forked child's agent name
+	// DefaultForkPrompt is a forked child's system prompt.
 	DefaultForkPrompt = "You are a sub-agent doing one bounded task for another agent. " +
 		"Work only on that task, with the tools you have, and reply with the result. " +
 		"Say plainly what you could not do: a partial answer presented as complete is worse than none."
@@ -86,20 +77,14 @@ type Spawner struct {
 	forkReg  *tool.Registry
 }
 
-// NewSpawner returns the spawn tool for an agent running on p with the
-// tools of reg, the parent's own registry. Forked children get the same
-// provider and tools (narrowed by WithForkTools), never more; reg may later
-// receive the spawner itself (and its JobsTool), which children then
-// inherit below the depth cap only: at the cap they are not advertised.
-//
-// The options of the spawn tool alone are WithRoster, WithMaxSpawns,
-// WithSpawnConcurrency, WithChildTokenBudget, WithForkPrompt, WithForkName,
-// WithForkTools, WithSpawnPolicy and WithBackground. It takes these
-// Options of SubAgentTool too: WithMaxDepth, WithMaxOutputBytes (of every
-// child), WithReport, WithOutputSchema or OutputOf (the validation of a
-// call that gives no output_schema), and, for forked children,
-// WithContextForks, WithTimeout, WithRender and WithReactOptions. It refuses WithRefuseWhenBusy,
-// WithInputFromArgs and WithStore, which it would ignore. A nil option is ignored.
+// NewSpawner returns the spawn tool for an agent running on p with reg, its
+// own registry: forked children get the same provider and tools (narrowed by
+// WithForkTools), never more; reg may later hold the spawner and its
+// JobsTool, which children inherit below the depth cap only. Beside the
+// SpawnOptions it takes WithMaxDepth, WithMaxOutputBytes, the validation
+// options (for a call that gives no output_schema) and, for forks,
+// WithContextForks, WithTimeout, WithRender and WithReactOptions; it refuses
+// WithRefuseWhenBusy, WithInputFromArgs and WithStore.
 func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...SpawnOption) (*Spawner, error) {
 	if p == nil {
 		return nil, fmt.Errorf("subagent %s: nil provider: pass the provider the parent runs on", SpawnToolName)
@@ -211,14 +196,11 @@ func WithMaxSpawns(n int) SpawnOption {
 	})
 }
 
-// WithSpawnConcurrency bounds how many children of one parent run run at
-// once (by default there is no bound: DefaultSpawnConcurrency); the others
-// wait their turn. The bound is per run, so that a child that spawns in
-// turn never waits for a slot its own parent holds. A background job holds
-// its slot while it runs. A bound on the parent's tool registry
-// (tool.Registry.SetParallelism, agent.WithParallelism) bounds the calls of
-// one step too: the lower bound wins. WithMaxSpawns bounds how many
-// children a run starts in all.
+// WithSpawnConcurrency bounds the children of one parent run running at once
+// (default none, DefaultSpawnConcurrency); a background job holds its slot
+// while it runs. A child's own spawns never wait for its parent's slots. A
+// bound on the parent's registry (agent.WithParallelism) also holds: the
+// lower wins.
 func WithSpawnConcurrency(n int) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if n < 1 {
@@ -229,17 +211,12 @@ func WithSpawnConcurrency(n int) SpawnOption {
 	})
 }
 
-// WithChildTokenBudget gives each forked child a token limit of at most n.
-// Under a parent run with a token limit, a child's limit is its call's
-// share of what the parent had left when the step began
-// (agent.WithTokenLimit), or n when less; the rest of the share goes back
-// to the parent at once. Under a parent with no limit, n is set aside for
-// the child while it runs. A child gets nothing (ErrNoBudget, which the
-// parent's model reads) when nothing is left. A child whose next step
-// would pass its limit answers in a wrap-up turn, with what it has (status
-// "partial" under WithReport); one cut short by a reply that passes it
-// answers with what it said last, partial too. Roster members are bounded
-// by the parent's shares and their own limits, not by n.
+// WithChildTokenBudget gives each forked child a token limit of at most n:
+// under a parent with a token limit, the lower of n and its call's share
+// (agent.WithTokenLimit); under one without, n set aside while it runs. A
+// child with nothing left is refused (ErrNoBudget); one whose next step would
+// pass its limit answers with what it has (partial). Roster members keep
+// their own limits within the parent's shares.
 func WithChildTokenBudget(n int64) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if n < 1 {

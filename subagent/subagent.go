@@ -144,19 +144,13 @@ func FromFactory(name, description string, factory Factory, opts ...Option) (*Su
 	return t, nil
 }
 
-// FromReact returns the form in which the model defines the child: each
-// call builds a ReAct agent over p with tools (shared by all calls; nil
-// means none) whose system prompt is the arguments' system_prompt and whose
-// input is their task text. The fields are read by their exact names, and
-// arguments that repeat a key are refused, so the child gets exactly what
-// the parameter schema checked. A missing system prompt is empty; a call
-// whose task is missing, not a string or blank fails with
-// tool.ErrInvalidArguments, which the calling model reads and can correct
-// (a model API refuses an empty user message). The tool takes ReactParams
-// unless WithParams says otherwise. WithReactOptions configures the children further; a system
-// prompt given there comes first in the child's system prompt, followed by
-// the arguments' system_prompt and, when the tool validates, the answer's
-// shape.
+// FromReact returns the form in which the model defines the child: each call
+// builds a ReAct agent over p with tools (shared; nil for none), its system
+// prompt the arguments' system_prompt (after any of WithReactOptions, before
+// the answer's shape) and its input their task. Arguments are read by exact
+// name and a repeated key is refused; a task missing, not a string or blank
+// fails with tool.ErrInvalidArguments, which the model can correct. It takes
+// ReactParams unless WithParams says otherwise.
 func FromReact(name, description string, p provider.Provider, tools *tool.Registry, opts ...Option) (*SubAgentTool, error) {
 	if p == nil {
 		return nil, fmt.Errorf("subagent %q: nil provider: pass the provider the children run on", name)
@@ -352,12 +346,9 @@ func usedBy(forms form, what string, set func(*config) error) Option {
 	}
 }
 
-// Option configures a SubAgentTool, built with FromAgent, FromFactory or
-// FromReact, and, being a SpawnOption too, the spawn tool (NewSpawner).
-// Most options serve every form; an option that a form would ignore makes
-// that form's constructor fail with an error naming the option and the
-// form. Options that configure only the spawn tool are SpawnOptions, which
-// the three forms do not take. A nil Option is ignored.
+// Option configures the four forms of SubAgentTool and, being a SpawnOption
+// too, the spawn tool. A constructor refuses an option it would ignore,
+// naming both; a nil Option is ignored.
 type Option func(*config) error
 
 // applySpawn makes every Option a SpawnOption: it configures the spawn
