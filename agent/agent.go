@@ -20,62 +20,49 @@ type Input struct {
 	// they may end with a turn whose tool calls are answered in part: the run
 	// first runs the calls left without a result (a turn re-run from a call).
 	Messages []provider.Message
-	// ResponseSchema, when set, is the JSON Schema the answer should match,
-	// sent with every model call (provider.Request.ResponseSchema). It does not
-	// validate: OutputOf does.
+	// ResponseSchema is the answer's JSON Schema, sent with every call
+	// (provider.Request.ResponseSchema); OutputOf validates. CacheKey replaces
+	// the agent's prompt cache key (WithCacheKey) for the run.
 	ResponseSchema json.RawMessage
-	// CacheKey, when set, replaces the agent's prompt cache key (WithCacheKey)
-	// for the run.
-	CacheKey string
-	// Fork, when set, makes the run a context fork of a parent's request
-	// (subagent.WithContextForks): every call sends Fork's System, Tools and
-	// Model and starts with its Messages byte for byte (shared, never written),
-	// so the provider reads them from its cache; the CacheKey is Fork's unless
-	// set. The agent's own system prompt is not sent; its registry runs the
-	// parent's tools, and a call of one it lacks fails with an error its model
-	// reads. The agent must be fresh, holding no conversation.
+	CacheKey       string
+	// Fork, when set, makes a fresh agent's run a context fork of a parent's
+	// request (subagent.WithContextForks): each call sends Fork's System, Tools,
+	// Model and Messages (shared, never written) first, read from the provider's
+	// cache; the agent's registry runs the tools, refusing one it lacks.
 	Fork *provider.Request
 }
 
 // Output is the outcome of one run.
 type Output struct {
-	// RunID identifies the run.
-	RunID string
-	// Answer is the agent's final text.
-	Answer string
-	// Messages is this run's part of the conversation, input included; it may
-	// share memory with the agent's history: copy it before changing it.
+	// RunID identifies the run; Answer is its final text; Messages its part of
+	// the conversation, input included (it may share memory with the history:
+	// copy it before changing it).
+	RunID    string
+	Answer   string
 	Messages []provider.Message
-	// Usage is what the agent's own model calls cost.
-	Usage provider.Usage
-	// ChildUsage is what its tools' sub-agents cost.
+	// Usage is what the agent's own model calls cost, ChildUsage its
+	// sub-agents'.
+	Usage      provider.Usage
 	ChildUsage provider.Usage
-	// Value is the answer as a T, under OutputOf[T]; nil otherwise.
-	Value any
-	// Compactions counts the run's compactions (see Compaction).
+	// Value is the answer as a T, under OutputOf[T]; Compactions counts the
+	// run's compactions; Partial reports an answer made in a wrap-up call,
+	// because another step would have passed the budget.
+	Value       any
 	Compactions int
-	// Partial reports that the run answered in a wrap-up call, made without
-	// tools, because another step would have passed its budget.
-	Partial bool
-	// Cost is what the run cost in US dollars, sub-agents included, at the
-	// prices of WithPrices (zero without); Unpriced names the models
-	// ("provider/model") the prices lack.
+	Partial     bool
+	// Cost is the run's cost in US dollars, sub-agents included, at the prices
+	// of WithPrices; Unpriced names the models ("provider/model") they lack.
 	Cost     float64
 	Unpriced []string
-	// CacheSaved is what the prompt cache saved the run at the same prices
-	// (provider.Price.Saved): negative when cache writes cost more than reads
-	// saved.
+	// CacheSaved is what the prompt cache saved, at the same prices
+	// (provider.Price.Saved; negative when writes cost more than reads saved).
 	CacheSaved float64
-	// Queued counts the model calls, sub-agents' included, that waited for
-	// their provider's admission control (provider.Response.Queued).
-	Queued int
-	// Refused counts the sub-agents a limit refused to start, in the run and
-	// below it (subagent.WithMaxSpawns, a child budget).
+	// Queued counts the calls, sub-agents' included, that waited for admission
+	// (provider.Response.Queued); Refused the sub-agents a limit refused.
+	Queued  int
 	Refused int
-	// Earlier is the part of TotalUsage, and EarlierCost of Cost, that
-	// earlier runs of the same journaled turn spent (before a resume or a
-	// restart): every run reports the whole turn, replayed work counted at what
-	// it cost when paid for. Zero for a turn run once.
+	// Earlier and EarlierCost are the part of TotalUsage and Cost that earlier
+	// runs of the same journaled turn spent: every run reports the whole turn.
 	Earlier     provider.Usage
 	EarlierCost float64
 	// Denials are what the run's policy (WithPolicy, policy.With) denied in it
@@ -86,9 +73,9 @@ type Output struct {
 // TotalUsage returns Usage plus ChildUsage.
 func (o Output) TotalUsage() provider.Usage { return o.Usage.Add(o.ChildUsage) }
 
-// Agent is anything that can be run. Run must return promptly, with an error
-// wrapping ctx.Err(), once ctx is done, and report the usage spent even when
-// it fails. Implementations say whether they are safe for concurrent use.
+// Agent is anything that can be run. Run returns promptly once ctx is done,
+// with an error wrapping ctx.Err(), and reports the usage spent even when it
+// fails. Implementations say whether they are safe for concurrent use.
 type Agent interface {
 	Run(ctx context.Context, in Input) (Output, error)
 }
@@ -100,31 +87,18 @@ type Func func(ctx context.Context, in Input) (Output, error)
 func (f Func) Run(ctx context.Context, in Input) (Output, error) { return f(ctx, in) }
 
 // Errors a run, NewReact or Restore can end with, wrapped with the agent's
-// name and what to do; test for them with errors.Is.
+// name and what to do; test for them with errors.Is. A panicking provider
+// is a bug in it: the run fails instead of the program.
 var (
-	// ErrMaxSteps: the model made WithMaxSteps calls without answering.
-	ErrMaxSteps = errcode.New("max_steps", "agent: max steps exceeded")
-	// ErrToolRetries: more steps in a row than WithToolRetries allows had a
-	// failed tool call.
-	ErrToolRetries = errcode.New("tool_retries", "agent: tool error retries exhausted")
-	// ErrUsageLimit: the run used more tokens than WithTokenLimit allows.
-	ErrUsageLimit = errcode.New("usage_limit", "agent: usage limit exceeded")
-	// ErrEmptyReply: the model answered with neither text nor tool calls.
-	ErrEmptyReply = errcode.New("empty_reply", "agent: model reply has neither text nor tool calls")
-	// ErrBadSnapshot: Restore was given something Snapshot did not make,
-	// or a conversation a model API would refuse.
-	ErrBadSnapshot = errors.New("agent: invalid conversation snapshot")
-	// ErrBadMessages: Input.Messages is a conversation a model API would
-	// refuse; the message says which message and why.
-	ErrBadMessages = errors.New("agent: invalid input messages")
-	// ErrNilProvider: NewReact was given no provider.
-	ErrNilProvider = errors.New("agent: nil provider")
-	// ErrInvalidOption: an option given to NewReact has a bad value, or one
-	// NewReact would ignore (WithParallelism on an agent without tools).
-	ErrInvalidOption = errors.New("agent: invalid option")
-	// ErrProviderPanic: the provider panicked during a model call. It is a
-	// bug in the provider; the run fails instead of the program.
-	ErrProviderPanic = errors.New("agent: provider panicked")
+	ErrMaxSteps      = errcode.New("max_steps", "agent: max steps exceeded")                            // WithMaxSteps calls, no answer
+	ErrToolRetries   = errcode.New("tool_retries", "agent: tool error retries exhausted")               // WithToolRetries failed steps in a row
+	ErrUsageLimit    = errcode.New("usage_limit", "agent: usage limit exceeded")                        // WithTokenLimit or WithCostLimit spent
+	ErrEmptyReply    = errcode.New("empty_reply", "agent: model reply has neither text nor tool calls") // neither text nor tool calls
+	ErrBadSnapshot   = errors.New("agent: invalid conversation snapshot")                               // not Snapshot's, or refused by a model API
+	ErrBadMessages   = errors.New("agent: invalid input messages")                                      // Input.Messages a model API would refuse
+	ErrNilProvider   = errors.New("agent: nil provider")                                                // NewReact without a provider
+	ErrInvalidOption = errors.New("agent: invalid option")                                              // a bad value, or an option NewReact would ignore
+	ErrProviderPanic = errors.New("agent: provider panicked")                                           // the provider panicked
 )
 
 // RunID returns the id of the run ctx belongs to, or "" outside a run.

@@ -31,38 +31,24 @@ const DefaultSummaryPrompt = `You compact a conversation between a user and an a
 Write a summary the assistant will read instead of the turns below: every fact, figure, name, decision, preference and instruction the user gave; what the assistant answered, found or promised; tool results that still matter; and what is unfinished.
 Keep an earlier summary's content unless a later turn replaced it. Be concise and exact: no commentary, no greeting. Write it as notes, not as a dialogue.`
 
-// Errors of compaction, wrapped with the agent's name and the cause.
+// Errors of compaction, wrapped with the agent's name and the cause:
+// ErrCompaction when a summary could not be made (the conversation is left
+// as it was), ErrContextWindow when a request does not fit the window
+// (WithContextWindow) even after compaction, and was not sent.
 var (
-	// ErrCompaction: the conversation had to be compacted and the summary
-	// could not be made (the summarizer failed, was cancelled, or answered
-	// with nothing usable). The conversation is left as it was.
-	ErrCompaction = errcode.New("compaction_failed", "agent: compacting the conversation failed")
-	// ErrContextWindow: a request does not fit the model's context window
-	// (WithContextWindow) even after compaction; it was not sent.
+	ErrCompaction    = errcode.New("compaction_failed", "agent: compacting the conversation failed")
 	ErrContextWindow = errcode.New("context_window", "agent: request does not fit the context window")
 )
 
 // Compaction says when a React shortens the conversation it keeps between
-// runs, and how. The zero value is the default, which every React has unless
-// built WithoutCompaction.
-//
-// When: before each model call, when the request's estimated input (as under
-// WithTokenLimit) passes MaxTokens or three quarters of the window
-// (WithContextWindow), the conversation holds more than MaxMessages
-// messages, or its text passes MaxBytes; and when the provider refuses a
-// request as too long (provider.KindContextWindow), which is then sent once
-// more. A context fork's inherited conversation (Input.Fork) is compacted
-// only when it would not fit the window.
-//
-// How: the latest KeepTurns user turns stay word for word (fewer, when they
-// would fill half a bound); the turns before them, whole, become a summary (a
-// user message and an assistant acknowledgement) written by a model call
-// (Summarizer, SummaryModel, SummaryPrompt) or by Summarize, and folded into
-// the next one. The run's own turn and the system prompt are never touched;
-// between compactions the request's prefix stays the same, for the prompt
-// cache. A summary that cannot be made fails the run with ErrCompaction,
-// the conversation as it was. A journaled summary is replayed, not paid
-// again; its cost counts in Usage. The guide docs/providers.md measures it.
+// runs, and how (the zero value is every React's default). Before a call
+// whose estimated input passes MaxTokens (or three quarters of the window),
+// when the conversation passes MaxMessages or MaxBytes, or when the provider
+// refuses a request as too long, the turns before the latest KeepTurns
+// become a summary, folded into the next one. The run's own turn, the system
+// prompt and a fork's inherited prefix (unless over the window) are never
+// folded. A failed summary fails the run with ErrCompaction, the
+// conversation as it was; a journaled one is replayed. See docs/providers.md.
 type Compaction struct {
 	// MaxTokens, MaxMessages and MaxBytes are the bounds (see Compaction);
 	// KeepTurns the user turns kept word for word. Zero means the default.
@@ -103,10 +89,8 @@ func WithCompaction(c Compaction) Option {
 	}
 }
 
-// WithoutCompaction keeps the whole conversation between runs, for an agent
-// whose history is bounded some other way (WithHistoryLimit, or runs that
-// each start afresh): one asked often enough would send a request its model
-// refuses.
+// WithoutCompaction keeps the whole conversation, for an agent whose history
+// is bounded some other way (WithHistoryLimit, or fresh runs).
 func WithoutCompaction() Option {
 	return func(r *React) error {
 		r.compaction = nil
@@ -114,9 +98,9 @@ func WithoutCompaction() Option {
 	}
 }
 
-// WithContextWindow gives the model's context window in tokens: compaction
-// starts by three quarters of it, and a request that still does not fit
-// fails with ErrContextWindow instead of being sent.
+// WithContextWindow gives the model's window in tokens: compaction starts at
+// three quarters of it, and a request that cannot fit fails with
+// ErrContextWindow unsent.
 func WithContextWindow(tokens int64) Option {
 	return func(r *React) error {
 		if tokens <= 0 {

@@ -7,54 +7,40 @@
 //
 // # The ReAct loop
 //
-// NewReact builds a React over a provider.Provider; its Options name it
-// (WithName, DefaultName) and set its system prompt, model, temperature,
-// tools (WithTools, WithRegistry), the calls of a turn run at once
-// (WithParallelism), the length of a reply (WithMaxTokens), its prompt
-// cache key (WithCacheKey) and whether it streams (WithoutStreaming).
+// NewReact builds a React over a provider.Provider. Its Options set its name
+// (WithName, DefaultName), system prompt, model, temperature, tools
+// (WithTools, WithRegistry, WithParallelism), reply length (WithMaxTokens),
+// prompt cache key (WithCacheKey) and streaming (WithoutStreaming);
 // OutputOf[T] makes its answer a checked T. Name, Provider, SystemPrompt
 // and Tools read it back.
 //
 // # Agents and runs
 //
-// An Agent runs an Input and returns an Output: the answer, the run's
-// messages, what its own calls cost (Usage) and its sub-agents' (ChildUsage).
-// Func makes an Agent of a function; Stream runs one and yields its events.
-// A run's identity rides its context: RunID, ParentRunID, Depth and Name;
-// WithThread and Thread name its conversation, WithOwner and Owner whom it
-// acts for.
+// An Agent runs an Input and returns an Output; Func makes one of a
+// function, Stream runs one and yields its events. A run's identity rides
+// its context: RunID, ParentRunID, Depth, Name, WithThread and Thread,
+// WithOwner and Owner.
 //
 // # Limits, cost and policy
 //
-// WithMaxSteps (DefaultMaxSteps) and WithToolRetries (DefaultToolRetries)
-// bound a run's model calls and failed tool steps; WithTokenLimit and
-// WithCostLimit bound what it and all it starts may spend, at the prices
-// of WithPrices; WithPolicy binds the tree below it by a policy.
+// WithMaxSteps (DefaultMaxSteps), WithToolRetries (DefaultToolRetries),
+// WithTokenLimit and WithCostLimit bound a run, the last two with all it
+// starts, at the prices of WithPrices; WithPolicy binds the tree below it.
 //
-// # Memory
+// # Memory and compaction
 //
-// A React keeps its conversation across runs: History returns it, Reset
-// forgets it, WithHistoryLimit bounds it, Snapshot and Restore move it
-// through bytes, and Mark, SnapshotFrom, RestoreParts and AppendParts a
-// part at a time, for a store that writes only what each run added.
-// Checkpoint puts it back as it was; Hold and its Turn make several runs one
-// call that no other run interleaves with.
-//
-// # Compaction
-//
-// Before each model call a React compacts a conversation grown past a
-// bound: the older turns become a summary, the latest stay word for word
-// (Compaction and its defaults, DefaultCompactTokens to
-// DefaultSummaryPrompt). WithCompaction chooses the bounds and summarizer,
-// WithoutCompaction turns it off, WithContextWindow gives the model's
-// window.
+// A React keeps its conversation across runs: History, Reset,
+// WithHistoryLimit, Snapshot and Restore; Mark, SnapshotFrom, RestoreParts
+// and AppendParts, for a store that writes only what each run added;
+// Checkpoint, and Hold with its Turn. Compaction (WithCompaction,
+// WithoutCompaction, WithContextWindow, DefaultCompactTokens and the other
+// defaults) folds its older turns into a summary past a bound.
 //
 // # Observability and durability
 //
-// WithTracerProvider traces runs, model calls and tool calls with
-// OpenTelemetry (TracerName, the Attr keys); WithLogger logs them.
-// WithJournal records a turn in a store.Journal, so that the turn run again
-// (after a crash, or with a person's answers) replays what finished.
+// WithTracerProvider traces with OpenTelemetry (TracerName, the Attr keys),
+// WithLogger logs, and WithJournal records a turn so that running it again
+// replays what finished.
 //
 // # Errors
 //

@@ -271,20 +271,14 @@ func unusedAnswers(ctx context.Context) error {
 }
 
 // WithJournal returns a context under which a run records its turn in j, and
-// a run of the same turn again replays it: recorded model answers are not
-// asked for again, and finished tool calls (a sub-agent at any depth, an
-// approved side effect) are not run again; what they cost counts as spent
-// earlier (Output.Earlier), not paid again. Every React of the turn keys its
-// calls by their place in the turn, so a resumed run finds its place whatever
-// ids the provider gives.
-//
-// To resume after a crash or after questions were answered (tool.Resume), run
-// the same turn with the same input under a new WithJournal of the same
-// store.Journal. A call that asked for input, failed with a Go error, was
-// cancelled, or is a tool.Rerunner that asks for it runs again. A replayed
-// Result.Value is the recorded JSON (a json.RawMessage). A write the store
-// refuses fails the run. A turn that ended unsuspended needs its journal no
-// more: store.DeleteJournal it. The guide docs/durable.md shows it.
+// a run of the same turn again (after a crash, or with answers: tool.Resume)
+// replays it: recorded model answers and finished tool calls, at any depth,
+// are not made again, their cost counted as spent earlier (Output.Earlier).
+// Calls are keyed by their place in the turn, whatever ids the provider
+// gives. A call that asked for input, failed with a Go error, was cancelled,
+// or is a tool.Rerunner asking for it, runs again; a replayed Result.Value is
+// its JSON. A write the store refuses fails the run. Delete the journal of a
+// turn that ended unsuspended (store.DeleteJournal). See docs/durable.md.
 func WithJournal(ctx context.Context, j *store.Journal) context.Context {
 	if j == nil {
 		return ctx

@@ -9,12 +9,10 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// WithLogger logs the agent's runs to l: at Debug each model call (model,
-// tokens, duration, tool calls asked), tool call and run's end; at Warn a
-// failed model call and a tool error only the model reads. Records carry the
-// agent's name and run id; a run's own error is returned, not logged. nil
-// (the default) costs nothing. Sub-agents log when given it too
-// (subagent.WithReactOptions).
+// WithLogger logs to l, with the agent's name and run id: at Debug each model
+// call, tool call and run's end; at Warn a failed model call and a tool error
+// only the model reads. nil, the default, costs nothing. Sub-agents log when
+// given it too (subagent.WithReactOptions).
 func WithLogger(l *slog.Logger) Option {
 	return func(r *React) error {
 		r.logger = l

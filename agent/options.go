@@ -55,10 +55,9 @@ func WithRegistry(reg *tool.Registry) Option {
 	return func(r *React) error { r.tools = reg; return nil }
 }
 
-// WithParallelism bounds how many tool calls of one model turn run at once
-// (default: no bound, tool.DefaultParallelism) by setting the limit of the
-// agent's registry, shared with every agent of that registry. n must be at
-// least 1, and the agent must have tools.
+// WithParallelism bounds the tool calls of one turn run at once (default
+// none, tool.DefaultParallelism) through the agent's registry, shared with
+// its other agents. n must be at least 1, and the agent must have tools.
 func WithParallelism(n int) Option {
 	return func(r *React) error {
 		if n < 1 {
@@ -80,9 +79,8 @@ func WithMaxSteps(n int) Option {
 	}
 }
 
-// WithToolRetries sets how many steps in a row with a failed tool call a run
-// tolerates before it ends with ErrToolRetries (default DefaultToolRetries;
-// zero ends it at the first).
+// WithToolRetries sets how many steps in a row with a failed tool call end a
+// run with ErrToolRetries (DefaultToolRetries; zero: the first).
 func WithToolRetries(n int) Option {
 	return func(r *React) error {
 		if n < 0 {
@@ -93,28 +91,17 @@ func WithToolRetries(n int) Option {
 	}
 }
 
-// WithTokenLimit bounds the tokens of a run at n, its sub-agents' included;
-// zero means no limit. Every model call is reserved first: it goes only if
-// its estimated input and its output bound (provider.Request.MaxTokens: at
-// most WithMaxTokens, else 4,096) fit what is left. The call after which
-// another would not fit is made without tools, the model told to answer with
-// what it has (Output.Partial); a run with no room for a reply ends with
-// ErrUsageLimit. A summary is reserved the same way.
-//
-// Before a step's tool calls start, the run keeps back its next call's input
-// and splits the rest in equal shares, one a call and one for its own reply:
-// a sub-agent's share is its limit (or its own, if lower), given back less
-// what it spent when it ends (a background job's when it is collected); it
-// pays for its answer twice (its parent reads it again) and for a corrective
-// retry, which is skipped when it cannot.
-//
-// An input is estimated at what the provider counted for the conversation so
-// far plus a token per four bytes added since; no call counts tokens. For a
-// tokenizer of t tokens a byte the shortfall is at most e = (t − 1/4)·b over
-// b bytes, so a tree spends at most n + Σ e, over the runs spending at once,
-// of each one's last call, provided the provider stops a reply at MaxTokens
-// (one that does not can spend one reply more). The guide docs/fanout.md
-// works through it.
+// WithTokenLimit bounds the tokens of a run at n, its sub-agents' included
+// (zero: no limit). Each model call is reserved first, its estimated input
+// and output bound (at most WithMaxTokens, else 4,096) within what is left;
+// the call after which another would not fit is made without tools, to
+// answer with what the run has (Output.Partial), and a run with no room for
+// a reply ends with ErrUsageLimit. Before a step's tool calls, the run keeps
+// back its next input and shares the rest equally among the calls and its
+// own reply: a sub-agent's share is its limit, given back less what it spent.
+// The estimate (what the provider counted so far, plus a token per four bytes
+// added) can fall short by e per call, so a tree spends at most n + Σ e over
+// the runs spending at once. The guide docs/fanout.md works it through.
 func WithTokenLimit(n int64) Option {
 	return func(r *React) error {
 		if n < 0 {
@@ -125,10 +112,9 @@ func WithTokenLimit(n int64) Option {
 	}
 }
 
-// WithoutStreaming makes the agent call its provider's Complete even when
-// it could stream (a sink listens, event.WithSink, and the provider is a
-// provider.Streamer), for a server whose streaming is broken or slow. Each
-// reply is then announced whole when it arrives.
+// WithoutStreaming makes the agent call Complete even when it could stream
+// (a sink listens and the provider is a provider.Streamer): each reply is
+// then announced whole.
 func WithoutStreaming() Option {
 	return func(r *React) error {
 		r.streamer = nil
@@ -136,9 +122,8 @@ func WithoutStreaming() Option {
 	}
 }
 
-// WithHistoryLimit bounds the conversation kept between runs to about n
-// messages, cut at the start of a user turn (a turn longer than n is kept
-// whole). Zero means no bound.
+// WithHistoryLimit keeps about n messages between runs, cut where a user
+// turn starts (zero: no bound).
 func WithHistoryLimit(n int) Option {
 	return func(r *React) error {
 		if n < 0 {
@@ -191,11 +176,10 @@ func WithCacheKey(key string) Option {
 	}
 }
 
-// WithPrices prices the run's model calls, and those of the sub-agents it
-// starts unless they have their own: the cost is Output.Cost, AttrCost on
-// spans, and "costUsd" in the usage of RUN_FINISHED and SUBAGENT_* events. A
-// model without a price costs nothing and is named in Output.Unpriced.
-// prices must not be nil.
+// WithPrices prices the model calls of the run and of the sub-agents it
+// starts (unless they have their own), in Output.Cost, AttrCost and "costUsd"
+// in the usage of RUN_FINISHED and SUBAGENT_* events; unpriced models cost
+// nothing (Output.Unpriced). prices must not be nil.
 func WithPrices(prices *provider.Prices) Option {
 	return func(r *React) error {
 		if prices == nil {
@@ -206,14 +190,11 @@ func WithPrices(prices *provider.Prices) Option {
 	}
 }
 
-// WithCostLimit bounds what a run may cost, in US dollars, its sub-agents'
-// included, at the prices of WithPrices (its own or its starter's). Calls are
-// reserved and shared as under WithTokenLimit, each input priced at the model
-// that answered last (or the agent's; before any answer, by an agent that
-// names no model, at provider.Prices.Dearest), and a sub-agent's answer priced
-// again as its parent's input. The bound is dollars + Σ e·Input (e as under
-// WithTokenLimit, Input its model's input price). Models the prices lack cost
-// nothing against it. dollars must be positive.
+// WithCostLimit bounds what a run may cost in US dollars, its sub-agents'
+// included, at the prices of WithPrices; calls are reserved and shared as
+// under WithTokenLimit (before any answer, at provider.Prices.Dearest), and it
+// spends at most dollars + Σ e·input price. Unpriced models cost nothing
+// against it. dollars must be positive.
 func WithCostLimit(dollars float64) Option {
 	return func(r *React) error {
 		if !(dollars > 0) || math.IsInf(dollars, 0) {
@@ -224,11 +205,9 @@ func WithCostLimit(dollars float64) Option {
 	}
 }
 
-// WithPolicy binds every run of the agent, and all it starts, by p: each
-// tool call, hand-off, result and model call below it is checked by p's rules
-// (package policy). Under a context that already carries a policy, p's rules
-// are added to it: an agent narrows the policy it runs under, never loosens
-// it. p must not be nil.
+// WithPolicy binds every run of the agent and all it starts by p (package
+// policy), added to any policy its context carries: narrower, never looser.
+// p must not be nil.
 func WithPolicy(p *policy.Policy) Option {
 	return func(r *React) error {
 		if p == nil {

@@ -22,16 +22,13 @@ type output struct {
 	decode func(raw string) (any, error)
 }
 
-// OutputOf makes the agent's answer a value of type T (as subagent.OutputOf
-// does for a sub-agent): T's JSON Schema is every run's ResponseSchema
-// (unless the Input gives one), and the answer's JSON (the whole answer, its
-// last fenced block or last object) is checked and decoded into Output.Value:
+// OutputOf makes the answer a value of type T (see subagent.OutputOf): T's
+// JSON Schema is every run's ResponseSchema, and the answer's JSON is checked
+// and decoded into Output.Value, sent back once with what is wrong when it
+// does not fit, then failing with ErrInvalidOutput (answer and usage kept):
 //
 //	out, err := a.Run(ctx, agent.Input{Text: "Review the change."})
 //	review, ok := out.Value.(Review)
-//
-// An answer that does not fit is sent back once with what is wrong; a second
-// misfit fails the run with ErrInvalidOutput, the answer and usage kept.
 func OutputOf[T any]() Option {
 	return func(r *React) error {
 		s, err := jsonschema.For[T]()

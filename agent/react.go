@@ -25,12 +25,10 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// React is the ReAct loop: it calls the model, runs the tools it asks for
-// (in parallel), feeds the results back, and repeats until the model answers
-// with text. It keeps its conversation across runs, as a resident expert
-// needs; a run that fails or is cancelled leaves it as it was. React is safe
-// for concurrent use: runs take turns, and a waiting caller gives up when
-// its context ends.
+// React is the ReAct loop: it calls the model, runs the tools it asks for (in
+// parallel), and repeats until the model answers with text. It keeps its
+// conversation across runs; a failed run leaves it as it was. It is safe for
+// concurrent use: runs take turns, a waiting caller giving up with its ctx.
 type React struct {
 	p            provider.Provider
 	streamer     provider.Streamer // p, when it streams
@@ -134,12 +132,10 @@ func (r *React) Provider() provider.Provider { return r.p }
 // SystemPrompt returns the agent's system prompt.
 func (r *React) SystemPrompt() string { return r.system }
 
-// Run asks the agent in and returns its answer; on failure the Output still
-// carries the run id, the messages so far and the usage spent. Under an
-// event sink (event.WithSink) it emits AG-UI events: RUN_STARTED, a step
-// around each model call and its tool calls, the reply (streamed when the
-// provider streams), each TOOL_CALL_RESULT, and RUN_FINISHED or RUN_ERROR,
-// closing all it opens. It is traced as WithTracerProvider says.
+// Run asks the agent in and returns its answer; a failed run's Output holds
+// its id, messages and usage. Under an event sink (event.WithSink) it emits
+// AG-UI events, RUN_STARTED to RUN_FINISHED or RUN_ERROR, with a step per
+// model call, its reply (streamed) and its tool calls, closing all it opens.
 func (r *React) Run(ctx context.Context, in Input) (out Output, err error) {
 	if len(in.Messages) > 0 {
 		open, err := conversation.CheckOpen(in.Messages)

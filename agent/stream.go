@@ -9,14 +9,11 @@ import (
 	"github.com/deputy-go/deputy/event"
 )
 
-// Stream runs a with in and yields the run's events as they happen, its
-// sub-agents' included (with SubagentRunID) and each stamped with the time;
-// a run that succeeds ends with its RUN_FINISHED event (Result: the answer as
-// a JSON string), one that fails with a zero Event and the error. The run has
-// a goroutine of its own and ctx's sink is replaced for it (its thread and
-// attribution kept). A loop that stops early cancels the run, which has ended
-// before the loop's next statement; a panic in the run is raised again in the
-// caller. A plain Func yields only its error. Run skips the events' work.
+// Stream runs a with in and yields its events as they happen, sub-agents'
+// included, each stamped with the time: a success ends with RUN_FINISHED
+// (Result: the answer as JSON), a failure with a zero Event and the error.
+// The run has a goroutine of its own, which has ended when the loop stops;
+// a panic in it is raised again in the caller. Run skips the events' work.
 func Stream(ctx context.Context, a Agent, in Input) iter.Seq2[event.Event, error] {
 	return func(yield func(event.Event, error) bool) {
 		ctx, cancel := context.WithCancel(ctx)

@@ -7,9 +7,8 @@ import (
 )
 
 // WithThread returns ctx as part of the conversation thread named thread,
-// the same for every turn of one conversation and different for every other
-// (agui's handler names each stored thread with its owner). Resident experts
-// scoped PerThread (package subagent) keep one conversation for each.
+// the same for every turn of one conversation and no other (agui names each
+// stored thread with its owner); PerThread experts (subagent) keep one each.
 func WithThread(ctx context.Context, thread string) context.Context {
 	return run.WithThread(ctx, thread)
 }

@@ -17,13 +17,10 @@ import (
 // TracerName is the instrumentation scope of deputy's spans.
 const TracerName = "github.com/deputy-go/deputy"
 
-// Attributes deputy adds to its spans beside the gen_ai semantic
-// conventions, so that a trace can be joined with the event stream. The
-// subtree's tokens are its run's and its sub-agents' over the whole
-// journaled turn (Output.TotalUsage), and the earlier ones the part earlier
-// runs of the turn spent (Output.Earlier, set when not zero); the cost and
-// what the cache saved (Output.CacheSaved) are a chat span's call's or a run
-// span's subtree's, set when priced (WithPrices).
+// Attributes deputy adds to its spans, so that a trace joins the event
+// stream: a run's subtree tokens over its whole turn (Output.TotalUsage),
+// the part earlier runs of it spent (Output.Earlier), and, under prices, the
+// cost and what the cache saved (Output.CacheSaved) of a call or a subtree.
 const (
 	AttrRunID               = attribute.Key("deputy.run.id")
 	AttrSubagentRunID       = attribute.Key("deputy.subagent.run.id") // the subagentRunId of the run's events
@@ -35,17 +32,13 @@ const (
 	AttrCacheSaved          = attribute.Key("deputy.cache.saved.usd") // negative when cache writes cost more than reads saved
 )
 
-// WithTracerProvider traces the agent's runs with OpenTelemetry, following
-// the gen_ai semantic conventions: a span per run ("invoke_agent <name>",
-// with AttrRunID and the subtree's tokens), per model call ("chat <model>",
-// with AttrCost and AttrCacheSaved under prices) and per tool call
-// ("execute_tool <tool>", the parent of a sub-agent's run span). gen_ai.usage.*
-// counts the calls a span itself paid for. Spans carry gen_ai.provider.name
-// (a provider.Namer) and gen_ai.conversation.id (the run's thread); a failure
-// sets the status to Error, with error.type. An agent without the option is
-// traced when its context carries a recording span, as sub-agents are; with
-// neither, tracing costs a context lookup. A nil tp turns it off. The guide
-// docs/events.md shows a trace.
+// WithTracerProvider traces runs with OpenTelemetry, by the gen_ai
+// conventions: a span per run ("invoke_agent <name>"), model call ("chat
+// <model>") and tool call ("execute_tool <tool>", a sub-agent's run span
+// under it), with gen_ai.usage.* what the span itself paid for, the Attr keys,
+// gen_ai.provider.name (a provider.Namer), gen_ai.conversation.id (the
+// thread), and error.type on failure. Without it, a run is traced under a
+// recording span in its context; a nil tp turns it off. See docs/events.md.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(r *React) error {
 		r.tracer = nil

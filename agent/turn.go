@@ -8,8 +8,8 @@ import (
 )
 
 // Checkpoint returns a cheap function that puts the conversation back as it
-// is now, undoing also runs other callers finished since: a caller sharing
-// the agent holds its turn instead (Hold) and rolls back with Turn.Rollback.
+// is now, undoing other callers' runs too: a shared agent's caller holds its
+// turn instead (Hold, Turn.Rollback).
 func (r *React) Checkpoint() (restore func()) {
 	r.mu.Lock()
 	saved := r.kept
@@ -29,12 +29,10 @@ type Turn struct {
 // heldKey is the context key of the Turn a caller holds.
 type heldKey struct{}
 
-// Hold waits for the agent's turn, as Run does (giving up when ctx ends), and
-// keeps it until Release: runs of the agent under the returned context, one
-// at a time, through any wrapper, take the held turn (the contexts they hand
-// their tools do not carry it). A caller that makes several runs one logical
-// call, such as a sub-agent tool retrying a rejected answer, holds the turn
-// so that its Rollback undoes its own runs and no one else's.
+// Hold waits for the agent's turn (until ctx ends) and keeps it until
+// Release: runs under the returned context, one at a time and through any
+// wrapper, take it, so that a caller's several runs (a retried sub-agent
+// call) are one call whose Rollback undoes them and nothing else.
 func (r *React) Hold(ctx context.Context) (context.Context, *Turn, error) {
 	if err := r.turn.Acquire(ctx, 1); err != nil {
 		return ctx, nil, fmt.Errorf("agent %q: waiting for the previous run to end: %w", r.name, err)
