@@ -122,6 +122,10 @@ func newCassette(entries []Entry) (*Cassette, error) {
 // Len returns the number of recorded calls.
 func (c *Cassette) Len() int { return len(c.entries) }
 
+// Provider returns the name of the provider the calls were recorded
+// from ("" when it had none).
+func (c *Cassette) Provider() string { return c.provider }
+
 // Entries returns the recorded calls, sorted by position, then step.
 func (c *Cassette) Entries() []Entry { return slices.Clone(c.entries) }
 

@@ -9,7 +9,8 @@
 // runs, each answered question with its answer, who gave it and when;
 // and that re-runs a turn from a call of the lead or of one of its
 // sub-agents, its task or answer edited, the rest of the turn kept
-// (WithRerun).
+// (WithRerun); and that draws the tree of a run recorded in a cassette
+// (WithCassette, package cassette).
 //
 // A node's tokens and cost are those of the whole turn: after a resume,
 // what it spent before the question too (the events of the resumed run
@@ -55,6 +56,7 @@ import (
 	"time"
 
 	"github.com/deputy-go/deputy/agui"
+	"github.com/deputy-go/deputy/cassette"
 	"github.com/deputy-go/deputy/internal/sameorigin"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/tool"
@@ -86,9 +88,11 @@ type Handler struct {
 	log       *slog.Logger
 	mux       *http.ServeMux
 	guard     *sameorigin.Guard
+	cassette  *cassette.Cassette // WithCassette's; nil: none
 }
 
 type config struct {
+	cassette  *cassette.Cassette
 	rerun     agui.Builder
 	store     *store.Store
 	authorize agui.Authorize
@@ -206,7 +210,7 @@ func New(h *agui.Handler, opts ...Option) (*Handler, error) {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	d := &Handler{agui: h, rerun: c.rerun, runs: h, threads: h.Threads(), store: c.store, authorize: c.authorize, log: c.log, mux: http.NewServeMux(), guard: c.guard}
+	d := &Handler{agui: h, rerun: c.rerun, runs: h, threads: h.Threads(), store: c.store, authorize: c.authorize, log: c.log, mux: http.NewServeMux(), guard: c.guard, cassette: c.cassette}
 	static, _ := fs.Sub(assets, "assets")
 	d.mux.Handle("GET /", http.FileServerFS(static))
 	d.mux.HandleFunc("POST /run", d.serveRun)
@@ -217,8 +221,9 @@ func New(h *agui.Handler, opts ...Option) (*Handler, error) {
 	d.mux.HandleFunc("DELETE /threads/{thread}", d.serveDelete)
 	d.mux.HandleFunc("GET /runs/{thread}", d.serveRuns)
 	d.mux.HandleFunc("POST /rerun", d.serveRerun)
+	d.mux.HandleFunc("GET /cassette", d.serveCassette)
 	d.mux.HandleFunc("GET /config", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, map[string]bool{"rerun": d.rerun != nil, "recorded": d.store != nil})
+		writeJSON(w, map[string]bool{"rerun": d.rerun != nil, "recorded": d.store != nil, "cassette": d.cassette != nil})
 	})
 	return d, nil
 }
@@ -231,7 +236,8 @@ func New(h *agui.Handler, opts ...Option) (*Handler, error) {
 //	GET  /runs/{threadId} {"runs":[{"runId":…,"events":[…],"truncated":…,"rerun":…,"answers":[…]},…],"older":N}
 //	                      ?limit=N (default 20, at most MaxRunsListed) &before=N (a page's older)
 //	POST /rerun           {"threadId","runId","fromRunId","step","toolCallId","task"|"answer"}: a re-run's events (WithRerun)
-//	GET  /config          {"rerun":…,"recorded":…}
+//	GET  /cassette        {"runs":[{"runId":"cassette","events":[…]}]}: a recorded run's tree (WithCassette)
+//	GET  /config          {"rerun":…,"recorded":…,"cassette":…}
 //
 // It answers only its own page: a request naming a Host it was not told it
 // serves (WithHosts) is refused with 421, one that would change something

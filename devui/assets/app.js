@@ -921,6 +921,25 @@ function fromConversation(tree, messages) {
   tree.touch(root);
 }
 
+// openCassette draws the recorded run the viewer was given
+// (devui.WithCassette): each place in its tree a node.
+async function openCassette() {
+  const resp = await fetch("cassette");
+  if (!resp.ok) {
+    say(`The cassette could not be read (${resp.status}).`);
+    return;
+  }
+  const { runs } = await resp.json();
+  for (const run of runs) {
+    const tree = new Tree("", "recorded cassette");
+    tree.rerun = true; // a recording is not re-run from the page
+    tree.runId = run.runId;
+    trees.push(tree);
+    for (const e of run.events) tree.apply(e);
+  }
+  say("The recorded cassette: every model call of its run, at its place in the tree.");
+}
+
 function setOpen(open) {
   for (const t of trees) {
     for (const n of t.nodes.values()) {
@@ -945,6 +964,14 @@ document.addEventListener("DOMContentLoaded", () => {
   listThreads();
   fetch("config").then((r) => r.json()).then((c) => {
     rerunOn = c.rerun;
+    if (c.cassette) {
+      const b = document.createElement("button");
+      b.type = "button";
+      b.id = "cassette";
+      b.textContent = "Draw the recorded cassette";
+      b.addEventListener("click", openCassette);
+      $("threads").after(b);
+    }
     for (const t of trees) for (const n of t.nodes.values()) t.touch(n);
   });
 });
