@@ -49,7 +49,7 @@
 // model starts many children (a Spawner): forks of itself (WithForkName,
 // WithForkPrompt, WithForkTools, DefaultForkName, DefaultForkPrompt) or
 // members of a roster (WithRoster), on a model chosen from a priced menu
-// (WithModelMenu, ModelChoice, WithDefaultModel), in parallel
+// (WithModelMenu, ModelChoice, WithDefaultModel, ErrUnknownModel), in parallel
 // (WithSpawnConcurrency), within limits per run (WithMaxSpawns,
 // ErrMaxSpawns, RefusedEvent), per child (WithChildTokenBudget,
 // ErrNoBudget, WithChildMaxSteps, WithChildTimeout) and a policy

@@ -16,19 +16,14 @@ import (
 // The error the model reads lists the models it may choose.
 var ErrUnknownModel = errors.New("subagent: model not on the menu")
 
-// ModelChoice is one model of a spawn tool's menu (WithModelMenu): the
-// name the delegating model picks it by, and the provider and model a
-// fork picked so runs on.
+// ModelChoice is one model of a spawn tool's menu (WithModelMenu).
 type ModelChoice struct {
-	// Name is what the delegating model picks: an alias such as "haiku"
-	// or "expert", or a model id. It is unique in the menu.
-	Name string
-	// Provider serves the model; nil means the spawn tool's own provider
-	// (NewSpawner's p).
+	// Name is what the delegating model picks, unique in the menu (an alias
+	// such as "expert", or a model id); Provider serves it (nil: the spawn
+	// tool's own); Model is the id its requests name (empty: the default).
+	Name     string
 	Provider provider.Provider
-	// Model is the model id the fork's requests name
-	// (provider.Request.Model); empty means the provider's default model.
-	Model string
+	Model    string
 }
 
 // menuModel is a ModelChoice resolved at NewSpawner: its provider set,
@@ -39,26 +34,15 @@ type menuModel struct {
 	price provider.Price
 }
 
-// WithModelMenu lets the model choose, with the spawn tool's model
-// argument, the model each fork runs on, among choices: the tool's
-// schema offers exactly their names (an enum), each described with what
-// it costs in US dollars per million input and output tokens, from
-// prices, which must price every choice (provider.Prices.Lookup, by the
-// provider's name and the model id). A spawn that names a model not on
-// the menu is refused before anything runs, with ErrUnknownModel, and
-// the model reads which models it may choose. A fork that names no model
-// runs as without a menu, on the spawn tool's provider, unless
-// WithDefaultModel routes it to a choice.
-//
-// A fork on a chosen model is built as any fork, with
-// agent.WithModel(choice.Model) added last, on choice.Provider. A context
-// fork (WithContextForks) on a chosen model sends its parent's
-// conversation to that model: caches are per model, so a fork on another
-// model than its parent's pays the full input price for it. The model a
-// fork runs on is in its SUBAGENT_STARTED (metadata "model"), its Tree
-// Node, and its usage, which is priced at that model. Roster members run
-// on their own models: a spawn that names both an agent and a model is
-// refused.
+// WithModelMenu lets the model choose the model each fork runs on (the spawn
+// tool's model argument) among choices, offered by name with their price
+// per million tokens from prices, which must price each (provider.Prices.Lookup).
+// A model not on the menu is refused before anything runs (ErrUnknownModel,
+// with the choices for the model to read); a fork that names none runs on the
+// tool's provider unless WithDefaultModel picks a choice. A chosen fork runs
+// on choice.Provider with agent.WithModel(choice.Model) last; its model is in
+// SUBAGENT_STARTED, its Tree Node and its priced usage. Roster members keep
+// their own models: a spawn naming both an agent and a model is refused.
 func WithModelMenu(prices *provider.Prices, choices ...ModelChoice) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if prices == nil {

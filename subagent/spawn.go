@@ -298,44 +298,20 @@ func WithSpawnPolicy(allow func(ctx context.Context) bool) SpawnOption {
 	})
 }
 
-// WithContextForks makes children context forks of their parent: each
-// starts from its parent's conversation as the parent sent it at the step
-// that called the tool — the system prompt, the tools, the model and
-// every message, byte for byte (agent.Input.Fork) — followed by its task,
-// instead of from a fresh context. Every fork of one step sends the same
-// prefix, which the provider reads from its prompt cache: the same
-// prompt_cache_key on OpenAI, a cache breakpoint at its end on Anthropic
-// (provider.Request.SharedPrefix). The fork's answer comes back as any
-// child's (validated, capped); its conversation goes back to nobody. A
-// call made outside a ReAct run's step starts a fresh child.
-//
-// A context fork sees everything its parent saw, and is offered the
-// parent's tools as the parent saw them, so that the prefix stays the
-// same: a call of one it may not use (the spawn tool at the depth cap, a
-// tool WithForkTools leaves out, one its own registry lacks) fails with
-// an error its model reads. It runs on its parent's model, whose cache
-// holds the prefix, whatever model its own agent options name; a spawn
-// tool's fork on a model of its menu (WithModelMenu) runs on that model,
-// and pays the full price for the prefix. A child that must run on
-// another model, or on another provider, is better fresh.
-//
-// The forms take it as follows:
-//   - NewSpawner: forked children are context forks; WithForkPrompt is
-//     not sent to them (the parent's system prompt is), the shape of the
-//     answer goes with the task, and the model may ask for a fresh fork
-//     with inherit_context=false, which a small task is cheaper as.
-//   - FromFactory: each call's agent is given the parent's request
-//     (agent.Input.Fork); it must be a fresh *agent.React on the parent's
-//     provider (an agent that holds a conversation fails the call).
-//   - FromReact: each call's child sends the parent's system prompt; the
-//     one WithReactOptions gives and the arguments' system_prompt go
-//     before the task, and the answer's shape after it. Its provider
-//     must be the parent's.
-//   - A roster member (WithRoster) built with it is a context fork when
-//     the spawn tool calls it too.
-//
-// FromAgent and FromScoped refuse it: a resident expert keeps a
-// conversation of its own, which a fork would have to replace.
+// WithContextForks makes children context forks of their parent: each starts
+// from the request its parent sent at the step that called it (system
+// prompt, tools, model, messages, byte for byte: agent.Input.Fork), then its
+// task, and the provider reads that prefix from its prompt cache
+// (provider.Request.SharedPrefix). A fork sees all its parent saw and is
+// offered its tools (a call of one it may not use fails with an error its
+// model reads); it runs on its parent's model unless the menu chose another
+// (WithModelMenu), which pays full price for the prefix. The spawn tool's
+// forks take the parent's system prompt instead of WithForkPrompt and may be
+// asked fresh (inherit_context=false); FromFactory's agent must be a fresh
+// *agent.React on the parent's provider; FromReact's prompts go before the
+// task; a roster member built with it forks when the spawn tool calls it. A
+// call outside a ReAct step starts a fresh child. FromAgent and FromScoped
+// refuse it. The guide docs/cost.md says when a fork pays off.
 func WithContextForks() Option {
 	return usedBy(formSpawn|formFactory|formReact,
 		"WithContextForks makes children context forks of their parent's conversation, which only a child built afresh for each call can start from (a resident expert keeps a conversation of its own): use FromFactory or FromReact",
