@@ -85,6 +85,9 @@ type Task struct {
 	Agent string `json:"agent,omitempty"`
 	// OutputSchema is the JSON Schema its answer must satisfy (optional).
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	// Model names the model of the spawn tool's menu a fork runs on
+	// (WithModelMenu); empty leaves it to WithDefaultModel.
+	Model string `json:"model,omitempty"`
 }
 
 // JobStatus is where a background job stands.

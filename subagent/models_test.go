@@ -465,3 +465,77 @@ func mk[T any](v T, err error) func(testing.TB) T {
 		return v
 	}
 }
+
+// A background job runs on the model its start chose, and is announced
+// with it; the Go API chooses as the tool does, and is refused as the
+// tool is.
+func TestModelMenuBackgroundJobRunsOnItsModel(t *testing.T) {
+	var sp *subagent.Spawner
+	var results []subagent.JobResult
+	var errs []error
+	driver := tool.Func{Def: tool.Definition{Name: "drive", Parameters: json.RawMessage(`{"type":"object"}`)},
+		Fn: func(ctx context.Context, _ tool.Call) (tool.Result, error) {
+			jobs := sp.Jobs(ctx)
+			_, err := jobs.Start(ctx, subagent.Task{Task: "nope", Model: "gpt-9"})
+			errs = append(errs, err)
+			j, err := jobs.Start(ctx, subagent.Task{Task: "think in the background", Model: "expert"})
+			errs = append(errs, err)
+			results, err = jobs.Wait(ctx, subagent.WaitFor{IDs: []string{j.ID}})
+			errs = append(errs, err)
+			var u provider.Usage
+			for _, r := range results {
+				u = u.Add(r.Result.Usage)
+			}
+			return tool.Result{Content: "driven", Usage: u}, nil
+		}}
+	prices := menuPrices(t)
+	leadP := fake.NewProvider(fake.Call("drive", `{}`).For("lead"), fake.Text("done").For("lead")).Named("acme", "cheap-1")
+	expertP := fake.NewProvider(fake.Text("thought").WithUsage(tenOut)).Named("acme", "expert-1")
+	reg := mk(tool.NewRegistry(driver))(t)
+	sp = mk(subagent.NewSpawner(leadP, reg, subagent.WithBackground(), subagent.WithModelMenu(prices,
+		subagent.ModelChoice{Name: "cheap", Model: "cheap-1"},
+		subagent.ModelChoice{Name: "expert", Provider: expertP, Model: "expert-1"})))(t)
+	if err := reg.Register(sp); err != nil {
+		t.Fatal(err)
+	}
+	lead := mk(agent.NewReact(leadP, agent.WithName("lead"), agent.WithRegistry(reg), agent.WithPrices(prices)))(t)
+	tree := subagent.NewTree(nil)
+	if _, err := lead.Run(event.WithSink(context.Background(), tree), agent.Input{Text: "go"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(errs) != 3 || !errors.Is(errs[0], subagent.ErrUnknownModel) || errs[1] != nil || errs[2] != nil {
+		t.Fatalf("errors %v, want the unknown model refused, then none", errs)
+	}
+	if len(results) != 1 || results[0].Result.Content != "thought" || len(expertP.Requests()) != 1 {
+		t.Fatalf("the job gave %+v, and the expert was asked %d times; want its answer, once", results, len(expertP.Requests()))
+	}
+	roots := tree.Roots()
+	if len(roots) != 1 || roots[0].Model != "expert-1" {
+		t.Fatalf("the tree holds %d nodes; want one, on expert-1", len(roots))
+	}
+	if cost, _ := roots[0].Cost(nil); math.Abs(cost-(2000*15e-6+300*75e-6)) > 1e-12 {
+		t.Errorf("the job cost %v, want it at expert-1's prices", cost)
+	}
+}
+
+// A context fork on a chosen model starts from its parent's conversation
+// and asks the chosen model, not its parent's.
+func TestModelMenuContextForkAsksItsOwnModel(t *testing.T) {
+	w := newMenuWorld(t,
+		[]fake.Reply{fake.Calls(spawn(`{"task":"judge it","model":"expert"}`)).WithUsage(tenIn), fake.Text("done").WithUsage(tenIn)},
+		nil,
+		[]fake.Reply{fake.Text("judged").WithUsage(tenOut)},
+		subagent.WithContextForks())
+	if _, err := w.lead.Run(context.Background(), agent.Input{Text: "the long context"}); err != nil {
+		t.Fatal(err)
+	}
+	reqs := w.expertP.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("the expert was asked %d times, want once", len(reqs))
+	}
+	r := reqs[0]
+	if r.Model != "expert-1" || r.SharedPrefix == 0 || r.Messages[0].Content != "the long context" {
+		t.Errorf("the fork asked model %q with a shared prefix of %d, first message %q; want expert-1, its parent's conversation",
+			r.Model, r.SharedPrefix, r.Messages[0].Content)
+	}
+}

@@ -116,6 +116,7 @@ class Tree {
         c.step = made ? made.step : 0;
         c.args = made ? made.args : "";
         c.task = taskOf(c.args);
+        spent(c, e.metadata); // the model a spawn chose from its menu
         if (made && c.order === Infinity) {
           c.order = made.step * 1e6 + made.index;
           place(c.parent, c); // in call order among its siblings
