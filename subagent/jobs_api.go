@@ -39,24 +39,21 @@ func (s *Spawner) Jobs(ctx context.Context) *Jobs {
 	return &Jobs{s: s, jt: jt}
 }
 
-// The states of a background job (JobStatus.State).
+// The states of a background job (JobStatus.State). A suspended job's
+// sub-agent asked a person (tool.Ask) and waits: waiting for it suspends
+// the parent.
 const (
 	JobRunning   = "running"
 	JobDone      = "done"
 	JobFailed    = "failed"
 	JobCancelled = "cancelled"
-	// JobSuspended: the job's sub-agent asked a person (tool.Ask, at any
-	// depth) and waits for the answer: waiting for it suspends the parent.
 	JobSuspended = "suspended"
 )
 
-// The states of a message sent to a job (Receipt.State).
+// The states of a message sent to a job (Receipt.State): queued until the
+// sub-agent reaches a step boundary, then delivered before Receipt.Step.
 const (
-	// MessageQueued: the job's sub-agent has not reached a step boundary
-	// since the message was sent.
-	MessageQueued = mailbox.Queued
-	// MessageDelivered: the message was added to the sub-agent's
-	// conversation before the step Receipt.Step.
+	MessageQueued    = mailbox.Queued
 	MessageDelivered = mailbox.Delivered
 )
 
@@ -69,10 +66,8 @@ const DefaultMaxBackground = 8
 
 // Errors of the job actions, besides ErrUnknownJob.
 var (
-	// ErrJobEnded: the job has ended; it takes no more messages.
-	ErrJobEnded = errors.New("subagent: job has ended")
-	// ErrMaxBackground: as many background jobs as allowed are running.
-	ErrMaxBackground = errors.New("subagent: too many background jobs")
+	ErrJobEnded      = errors.New("subagent: job has ended")            // it takes no more messages
+	ErrMaxBackground = errors.New("subagent: too many background jobs") // WithMaxBackground jobs alive
 )
 
 // Task is what Jobs.Start starts: the spawn tool's arguments.

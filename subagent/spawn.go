@@ -47,15 +47,10 @@ const (
 // Errors of the spawn tool; test for them with errors.Is. They are
 // correctable: the model reads them and can change course.
 var (
-	// ErrMaxSpawns: the parent run has started as many children as allowed.
-	ErrMaxSpawns = errors.New("subagent: spawn limit reached")
-	// ErrNoBudget: the parent run's tokens are all used, or set aside for
-	// the children running now (WithChildTokenBudget).
-	ErrNoBudget = errors.New("subagent: no token budget left")
-	// ErrDenied: the spawn policy does not allow spawning here.
-	ErrDenied = errors.New("subagent: spawning denied")
-	// ErrUnknownJob: no background job has that id in this run.
-	ErrUnknownJob = errors.New("subagent: unknown job")
+	ErrMaxSpawns  = errors.New("subagent: spawn limit reached")  // the run started WithMaxSpawns children
+	ErrNoBudget   = errors.New("subagent: no token budget left") // the run's tokens spent or set aside
+	ErrDenied     = errors.New("subagent: spawning denied")      // by WithSpawnPolicy
+	ErrUnknownJob = errors.New("subagent: unknown job")          // no job of that id in the run
 )
 
 // Spawner is the spawn_subagent tool: one tool with which a model starts

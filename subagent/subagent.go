@@ -30,21 +30,13 @@ const (
 )
 
 // Errors a call can fail with; test for them with errors.Is. All but a
-// cancellation are correctable: the parent's model reads them as an error
-// result and may try another way.
+// cancellation are correctable: the parent's model reads them.
 var (
-	// ErrMaxDepth: the call would go deeper than the tool's depth cap.
-	ErrMaxDepth = errors.New("subagent: max delegation depth reached")
-	// ErrBusy: a resident expert is answering another call and the tool
-	// was built with WithRefuseWhenBusy.
-	ErrBusy = errors.New("subagent: busy")
-	// ErrChildFailed: the child agent's run failed; its error is wrapped too.
-	ErrChildFailed = errors.New("subagent: child failed")
-	// ErrNoJSON: under WithReport, the child's answer held no JSON at all,
-	// even after the corrective retry.
-	ErrNoJSON = errors.New("subagent: answer is not JSON")
-	// ErrTimeout: the call ran longer than WithTimeout allows.
-	ErrTimeout = errors.New("subagent: timed out")
+	ErrMaxDepth    = errors.New("subagent: max delegation depth reached") // past the depth cap
+	ErrBusy        = errors.New("subagent: busy")                         // a resident answering another call (WithRefuseWhenBusy)
+	ErrChildFailed = errors.New("subagent: child failed")                 // the child's run failed; its error wrapped too
+	ErrNoJSON      = errors.New("subagent: answer is not JSON")           // no JSON in the answer, even after the retry
+	ErrTimeout     = errors.New("subagent: timed out")                    // longer than WithTimeout
 )
 
 // Factory builds the agent for one call from the call's arguments (already
@@ -437,13 +429,11 @@ func WithInputFromArgs(fn func(args json.RawMessage) (agent.Input, error)) Optio
 
 // Outcome is what a call produced, for WithRender.
 type Outcome struct {
-	// RunID is the sub-agent run id of the call (the one its events carry).
-	RunID string
-	// Arguments are the call's arguments, as the model wrote them (the
-	// empty object for none).
+	// RunID is the call's sub-agent run id (its events'); Arguments the call's
+	// arguments ({} for none); Output the child's last run.
+	RunID     string
 	Arguments json.RawMessage
-	// Output is the child's last run: its answer, messages and usage.
-	Output agent.Output
+	Output    agent.Output
 	// Usage is what every run of the call cost, retries and grandchildren
 	// included; Models the same by provider and model, for agent.React runs.
 	Usage  provider.Usage
