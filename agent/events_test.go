@@ -71,10 +71,12 @@ func TestReactEvents(t *testing.T) {
 				event.StepStarted,
 				event.TextMessageStart, event.TextMessageContent, event.TextMessageEnd,
 				event.ToolCallStart, event.ToolCallArgs, event.ToolCallEnd,
+				event.Custom, // the model call's usage
 				event.ToolCallResult,
 				event.StepFinished,
 				event.StepStarted,
 				event.TextMessageStart, event.TextMessageContent, event.TextMessageEnd,
+				event.Custom,
 				event.StepFinished,
 				event.RunFinished,
 			}
@@ -195,7 +197,8 @@ func (s streamer) Stream(ctx context.Context, req provider.Request, onDelta func
 
 // With no sink, events cost nothing: a run allocates the same as with events
 // explicitly off. With a sink, the events cost a few allocations per model
-// call (the step's names, the state of its streamed reply) and the copy of
+// call (the step's names, the state of its streamed reply, the usage the
+// call reports) and the copy of
 // the answer that RUN_FINISHED carries as its JSON result; nothing per
 // event.
 func TestReactEventsOffAllocations(t *testing.T) {
@@ -227,7 +230,7 @@ func TestReactEventsOffAllocations(t *testing.T) {
 	if texts.Load() == 0 || calls.Load() == 0 {
 		t.Fatalf("the sink saw %d TEXT_MESSAGE_CONTENT and %d TOOL_CALL_START events; want some of each", texts.Load(), calls.Load())
 	}
-	const steps, perStep = 2, 5 // the run makes two model calls
+	const steps, perStep = 2, 6 // the run makes two model calls
 	if on > none+steps*perStep+1 && !raceEnabled {
 		t.Errorf("a run allocates %v times with no sink and %v with a sink: events should allocate at most %d per model call and the result of RUN_FINISHED", none, on, perStep)
 	}

@@ -151,6 +151,8 @@ func ExampleReact_Run_events() {
 		switch e.Type {
 		case event.TextMessageContent, event.ToolCallArgs:
 			line = append(line, fmt.Sprintf("%s(%q)", e.Type, e.Delta))
+		case event.Custom:
+			line = append(line, fmt.Sprintf("%s(%s)", e.Type, e.Name))
 		default:
 			line = append(line, string(e.Type))
 		}
@@ -167,6 +169,7 @@ func ExampleReact_Run_events() {
 	// TOOL_CALL_ARGS("{\"city\":")
 	// TOOL_CALL_ARGS("\"Lisbon\"}")
 	// TOOL_CALL_END
+	// CUSTOM(deputy.usage)
 	// TOOL_CALL_RESULT
 	// STEP_FINISHED
 	// STEP_STARTED
@@ -175,6 +178,7 @@ func ExampleReact_Run_events() {
 	// TEXT_MESSAGE_CONTENT("in ")
 	// TEXT_MESSAGE_CONTENT("Lisbon.")
 	// TEXT_MESSAGE_END
+	// CUSTOM(deputy.usage)
 	// STEP_FINISHED
 	// RUN_FINISHED
 }

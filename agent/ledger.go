@@ -3,6 +3,7 @@ package agent
 import (
 	"strconv"
 
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
@@ -74,9 +75,22 @@ func (s *runState) count(providerName, model string, u provider.Usage, earlier b
 		run.AddEarlier(s.ctx, u, dollars)
 	} else {
 		ledger.Add(s.ctx, m)
+		if s.events {
+			s.em.Emit(event.Event{Type: event.Custom, Name: UsageEvent, Value: ledger.CallJSON(m)})
+		}
 	}
 	return dollars
 }
+
+// UsageEvent is the name of the AG-UI CUSTOM event a run emits after each
+// model call it pays for (a compaction's summary too), attributed as its
+// other events are: its value is {"usage":[…]}, one TokenUsage for the
+// call, as in RUN_FINISHED's usage (provider, model, tokens, and costUsd
+// when the run has prices). A UI adds them up to show a run's spending
+// climb as its calls end, until RUN_FINISHED or SUBAGENT_FINISHED reports
+// the whole. An answer replayed from a journal was paid for before and
+// emits none.
+const UsageEvent = "deputy.usage"
 
 // The ledger of a journaled turn. A turn that runs more than once — it
 // asked a question and was resumed with the answer, or its process died

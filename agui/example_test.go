@@ -76,6 +76,8 @@ func Example() {
 			fmt.Printf("%s %s %q\n", who, e.Type, e.Delta)
 		case event.ToolCallResult:
 			fmt.Printf("%s %s %q\n", who, e.Type, e.Content)
+		case event.Custom:
+			fmt.Println(who, e.Type, e.Name)
 		default:
 			fmt.Println(who, e.Type)
 		}
@@ -88,11 +90,13 @@ func Example() {
 	// lead TOOL_CALL_ARGS "{\"task\":\"Is t"
 	// lead TOOL_CALL_ARGS "he sky blue?\"}"
 	// lead TOOL_CALL_END
+	// lead CUSTOM deputy.usage
 	// SUBAGENT_STARTED researcher
 	//   researcher STEP_STARTED
 	//   researcher TEXT_MESSAGE_START
 	//   researcher TEXT_MESSAGE_CONTENT "Yes."
 	//   researcher TEXT_MESSAGE_END
+	//   researcher CUSTOM deputy.usage
 	//   researcher STEP_FINISHED
 	//   researcher SUBAGENT_FINISHED
 	// lead TOOL_CALL_RESULT "Yes."
@@ -104,6 +108,7 @@ func Example() {
 	// lead TEXT_MESSAGE_CONTENT "says "
 	// lead TEXT_MESSAGE_CONTENT "yes."
 	// lead TEXT_MESSAGE_END
+	// lead CUSTOM deputy.usage
 	// lead STEP_FINISHED
 	// RUN_FINISHED thread-1 run-1 "The researcher says yes."
 }

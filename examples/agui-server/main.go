@@ -219,6 +219,10 @@ func request(w io.Writer, url string) error {
 		case event.RunFinished:
 			fmt.Fprintln(w, e.Type, e.ThreadID, e.RunID, string(e.Result))
 		case event.TextMessageStart, event.StepStarted, event.StepFinished:
+		case event.Custom:
+			if e.Name != agent.UsageEvent { // each model call's spending: not shown
+				fmt.Fprintln(w, who+string(e.Type)+" "+e.Name)
+			}
 		default:
 			fmt.Fprintln(w, who+string(e.Type))
 		}

@@ -250,6 +250,17 @@ func encode(entries, earlier []provider.ModelUsage, reported provider.Usage) jso
 	return append(b, ']')
 }
 
+// CallJSON is what one call spent, m, as {"usage":[…]}: the usage of an
+// event that reports a single call, in one allocation.
+func CallJSON(m provider.ModelUsage) json.RawMessage {
+	b := make([]byte, 0, 192+len(m.Provider)+len(m.Model))
+	b = append(b, `{"usage":`...)
+	n := len(b)
+	b = appendTokenUsage(b, m)
+	b[n] = '[' // not the comma that begins an entry
+	return append(b, "]}"...)
+}
+
 // appendTokenUsage appends ",{…}", AG-UI's TokenUsage for the counts of one
 // provider and model: inputTokens, outputTokens and totalTokens always,
 // provider, model, cachedInputTokens and cacheWriteInputTokens when set;
