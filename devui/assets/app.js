@@ -27,9 +27,21 @@ class Tree {
     this.el.className = "run";
     const h = document.createElement("h3");
     h.textContent = title;
-    this.el.append(h);
+    // The tree, and beside it its timeline.
+    this.treeEl = document.createElement("div");
+    this.treeEl.className = "tree";
+    this.timeline = newTimeline(this);
+    this.el.append(h, this.treeEl, this.timeline.el);
+    // A node or group folded or opened in the tree is in the timeline so.
+    this.el.addEventListener("toggle", () => this.retime(), true);
     this.root = this.add(ROOT, "lead", null);
     $("runs").prepend(this.el);
+  }
+
+  // retime redraws the tree's timeline in the next frame.
+  retime() {
+    this.timeline.dirty = true;
+    schedule();
   }
 
   // add makes the node id under parent (null: the tree's top).
@@ -40,6 +52,13 @@ class Tree {
       text: "", tools: new Map(), result: "", error: "", kids: [], stepNow: 0,
       order: Infinity, task: "", lastMsg: "", queuedAt: 0, queuedMs: 0, waitAt: 0, waitMs: 0,
       groups: new Map(), group: null, allTools: false,
+      // Each time queued for admission and each wait for a person, as
+      // [from, to] (to 0 while it lasts), for the timeline.
+      queues: [], waits: [],
+      // What the node's own model calls spent since it last reported its
+      // usage (one deputy.usage event each), and what each child had
+      // spent by then (counted in that report).
+      live: zeroSpent(), counted: new Map(),
     };
     const el = document.createElement("details");
     el.className = "node";
@@ -47,9 +66,10 @@ class Tree {
     el.innerHTML = '<summary><span class="name"></span><span class="task"></span><span class="badge"></span><span class="meta"></span><span class="bar" aria-hidden="true"><i></i></span></summary>' +
       '<div class="questions"></div><pre class="text"></pre><ul class="tools"></ul><p class="note" hidden></p><p class="error" hidden></p><div class="children"></div>';
     el.querySelector(".name").textContent = name;
+    el.deputyNode = n;
     n.el = el;
     n.parent = parent;
-    if (parent) place(parent, n); else this.el.append(el);
+    if (parent) place(parent, n); else this.treeEl.append(el);
     if (parent) parent.kids.push(n);
     this.nodes.set(id, n);
     this.touch(n);
@@ -60,7 +80,14 @@ class Tree {
 
   touch(n) {
     this.dirty.add(n);
+    this.timeline.dirty = true;
     schedule();
+  }
+
+  // touchUp touches n and the nodes above it, whose spending so far
+  // includes n's.
+  touchUp(n) {
+    for (let p = n; p; p = p.parent) this.touch(p);
   }
 
   // apply changes the tree by one AG-UI event.
@@ -71,7 +98,10 @@ class Tree {
     switch (e.type) {
       case "RUN_STARTED":
         if (!this.root.started) this.root.started = at;
-        if (this.root.waitAt) this.root.waitMs += at - this.root.waitAt; // resumed with the answers
+        if (this.root.waitAt) {
+          this.root.waitMs += at - this.root.waitAt; // resumed with the answers
+          closeLast(this.root.waits, at);
+        }
         this.root.waitAt = 0;
         this.root.status = "running";
         this.root.finished = 0;
@@ -121,7 +151,10 @@ class Tree {
           c.order = made.step * 1e6 + made.index;
           place(c.parent, c); // in call order among its siblings
         }
-        if (c.status === "suspended" && c.waitAt) c.waitMs += at - c.waitAt;
+        if (c.status === "suspended" && c.waitAt) {
+          c.waitMs += at - c.waitAt;
+          closeLast(c.waits, at);
+        }
         c.waitAt = 0;
         c.status = "running";
         c.started = c.started || at;
@@ -135,12 +168,13 @@ class Tree {
         if (e.outcome && e.outcome.type === "suspended") {
           c.status = "suspended";
           c.waitAt = at;
+          c.waits.push([at, 0]);
         } else {
           c.result = typeof e.result === "string" ? e.result : JSON.stringify(e.result ?? "");
           c.status = partial(c.result) ? "partial" : "success";
           c.finished = at;
         }
-        this.touch(c);
+        this.touchUp(c);
         break;
       }
       case "SUBAGENT_ERROR": {
@@ -149,7 +183,7 @@ class Tree {
         c.status = e.code === "cancelled" ? "cancelled" : "failed";
         c.error = e.message;
         c.finished = at;
-        this.touch(c);
+        this.touchUp(c);
         break;
       }
       case "CUSTOM":
@@ -157,23 +191,33 @@ class Tree {
           if (e.value.state === "queued" && n.status === "running") {
             n.status = "queued";
             n.queuedAt = at;
+            n.queues.push([at, 0]);
           }
           if (e.value.state === "admitted" && n.status === "queued") {
             n.status = "running";
             if (n.queuedAt) n.queuedMs += at - n.queuedAt;
             n.queuedAt = 0;
+            closeLast(n.queues, at);
           }
           this.touch(n);
+        }
+        if (e.name === "deputy.usage" && e.value && Array.isArray(e.value.usage)) {
+          // One model call of n ended: its spending climbs, and its
+          // parents' with it.
+          addSpent(n.live, e.value.usage);
+          if (!n.model) n.model = e.value.usage.map((u) => u.model).find(Boolean) || "";
+          this.touchUp(n);
         }
         break;
       case "RUN_FINISHED": {
         const r = this.root;
-        r.usage = e.usage || r.usage;
-        r.model = [...new Set(r.usage.map((u) => u.model).filter(Boolean))].join(", ");
+        if (e.usage) reported(r, e.usage);
+        r.model = [...new Set(r.usage.map((u) => u.model).filter(Boolean))].join(", ") || r.model;
         const kind = e.outcome && e.outcome.type;
         if (kind === "interrupt") {
           r.status = "suspended";
           r.waitAt = at;
+          r.waits.push([at, 0]);
           this.ask(e.outcome.interrupts || []);
         } else {
           r.status = kind === "cancelled" ? "cancelled" : "success";
@@ -314,9 +358,10 @@ function insertOrdered(container, el, order) {
 
 // newGroup makes the folded group of parent's children named name.
 function newGroup(parent, name) {
-  const g = { name, kids: [], sort: "call" };
+  const g = { name, kids: [], sort: "call", parent };
   g.el = document.createElement("details");
   g.el.className = "group";
+  g.el.deputyGroup = g;
   g.el.deputyOrder = Infinity;
   const summary = document.createElement("summary");
   g.line = document.createElement("span");
@@ -350,11 +395,12 @@ function sortGroup(g, by) {
   const key = {
     call: (n) => n.order,
     time: (n) => -wallOf(n),
-    cost: (n) => -spentOf(n).cost,
+    cost: (n) => -soFar(n).cost,
     state: (n) => STATES.indexOf(n.status) * 1e12 + n.order,
   }[by];
   const kids = [...g.kids].sort((a, b) => key(a) - key(b));
   g.body.append(...kids.map((k) => k.el));
+  g.parent.tree.retime();
 }
 
 // drawGroup writes a group's line: "worker ×1000: 998 success, 2 failed".
@@ -389,8 +435,23 @@ function stepOf(messageId) {
 // spent takes a sub-agent's usage and model from an event's metadata.
 function spent(n, meta) {
   if (!meta) return;
-  if (meta.usage) n.usage = meta.usage;
+  if (meta.usage) reported(n, meta.usage);
   if (meta.model) n.model = meta.model;
+}
+
+// reported takes the usage n reports (its own calls' and its children's,
+// the whole turn's): what its calls and children had spent so far is in
+// it.
+function reported(n, usage) {
+  n.usage = usage;
+  n.live = zeroSpent();
+  n.counted = new Map(n.kids.map((k) => [k, soFar(k)]));
+}
+
+// closeLast ends the last of intervals, if it is open, at at.
+function closeLast(intervals, at) {
+  const last = intervals[intervals.length - 1];
+  if (last && !last[1]) last[1] = at;
 }
 
 // partial reports whether a result says its child did not finish: a report
@@ -490,12 +551,16 @@ function draw() {
   for (const g of dirtyGroups) drawGroup(g);
   dirtyGroups.clear();
   if ($("filter").value || $("search").value) refilter();
+  for (const t of trees) if (t.timeline.dirty) drawTimeline(t);
   if (drawn && marked.has("deputy:first-event") && !marked.has("deputy:first-node")) mark("deputy:first-node");
   if (finishedRuns > drawnRuns) {
     drawnRuns = finishedRuns;
     // The runs' spans are final: every bar of the waterfall is redrawn
     // to scale once.
-    for (const t of trees) for (const n of t.nodes.values()) drawBar(n);
+    for (const t of trees) {
+      for (const n of t.nodes.values()) drawBar(n);
+      drawTimeline(t);
+    }
     mark("deputy:tree-drawn"); // every event of the finished runs is on the page
   }
 }
@@ -635,7 +700,7 @@ function rerunForm(tree, n, cancel) {
 // meta is a node's one line of figures: wall time, tokens, cached share,
 // cost, what the prompt cache saved and model.
 function meta(n) {
-  const { input, output, cached, cost, saved, before } = spentOf(n);
+  const { input, output, cached, cost, saved, before } = soFar(n);
   const parts = [];
   if (n.started) {
     // Wall time leaves out the time spent waiting for a person, which is
@@ -646,20 +711,9 @@ function meta(n) {
     const waited = waitOf(n);
     if (waited >= 10) parts.push(`${sec(waited)} s waiting for a person`);
   }
-  if (n.usage && n.usage.length) {
-    parts.push(`${input} in, ${output} out`);
-  } else if (n.kids.length) {
-    // Until the node reports its own usage, what its finished children
-    // spent climbs as they end.
-    let kin = 0, kout = 0, kcost = 0;
-    for (const k of n.kids) {
-      const s = spentOf(k);
-      kin += s.input;
-      kout += s.output;
-      kcost += s.cost;
-    }
-    if (kin || kout) parts.push(`children so far ${kin} in, ${kout} out` + (kcost ? `, $${kcost.toFixed(6)}` : ""));
-  }
+  // Until the node reports its usage, what its calls and its children's
+  // have spent climbs as each call ends.
+  if (input || output) parts.push(`${input} in, ${output} out` + (busy(n) ? " so far" : ""));
   if (before) parts.push(`${before} of them before the resume`);
   if (cached) parts.push(`${Math.round((100 * cached) / input)}% cached`);
   if (cost) parts.push(`$${cost.toFixed(6)}`);
@@ -675,16 +729,50 @@ function meta(n) {
 // turn; "earlier" is the part of each entry its runs before the resume
 // spent.
 function spentOf(n) {
-  let input = 0, output = 0, cached = 0, cost = 0, saved = 0, before = 0;
-  for (const u of n.usage || []) {
-    input += u.inputTokens || 0;
-    output += u.outputTokens || 0;
-    cached += u.cachedInputTokens || 0;
-    cost += u.costUsd || 0;
-    saved += u.cacheSavedUsd || 0;
-    if (u.earlier) before += (u.earlier.inputTokens || 0) + (u.earlier.outputTokens || 0);
+  return addSpent(zeroSpent(), n.usage || []);
+}
+
+function zeroSpent() {
+  return { input: 0, output: 0, cached: 0, cost: 0, saved: 0, before: 0 };
+}
+
+// addSpent adds usage entries (AG-UI's TokenUsage, with deputy's costUsd
+// and cacheSavedUsd) to s.
+function addSpent(s, usage) {
+  for (const u of usage) {
+    s.input += u.inputTokens || 0;
+    s.output += u.outputTokens || 0;
+    s.cached += u.cachedInputTokens || 0;
+    s.cost += u.costUsd || 0;
+    s.saved += u.cacheSavedUsd || 0;
+    if (u.earlier) s.before += (u.earlier.inputTokens || 0) + (u.earlier.outputTokens || 0);
   }
-  return { input, output, cached, cost, saved, before };
+  return s;
+}
+
+// plus adds b to a, times sign.
+function plus(a, b, sign = 1) {
+  for (const k of Object.keys(a)) a[k] += sign * b[k];
+  return a;
+}
+
+function busy(n) {
+  return n.status === "running" || n.status === "queued";
+}
+
+// soFar is what n has spent: what it reported (its usage) and, while it
+// runs or when it never reported, what its own calls and its children
+// have spent since.
+function soFar(n) {
+  const s = spentOf(n);
+  if (!busy(n) && n.usage.length) return s;
+  plus(s, n.live);
+  for (const k of n.kids) {
+    plus(s, soFar(k));
+    const c = n.counted.get(k);
+    if (c) plus(s, c, -1);
+  }
+  return s;
 }
 
 // waitOf is how long n has waited for a person; wallOf its wall time
@@ -715,6 +803,166 @@ function drawBar(n) {
   bar.style.left = `${(100 * left).toFixed(2)}%`;
   bar.style.width = `${(100 * width).toFixed(2)}%`;
   bar.parentNode.title = `started ${sec(n.started - root.started)} s into the run, ran ${sec(end(n) - n.started)} s`;
+}
+
+// The timeline: beside each tree, a row per node in the tree's order, on
+// one time axis from the run's start to its end (or now): a bar from when
+// the node started to when it ended, with the time it was queued for
+// admission and the time it waited for a person drawn apart on it. A
+// group folded in the tree is one row in the timeline, spanning its
+// children; a node folded hides its children's rows. A row clicked
+// selects its node in the tree.
+
+function newTimeline(tree) {
+  const el = document.createElement("div");
+  el.className = "timeline";
+  el.setAttribute("role", "group");
+  el.setAttribute("aria-label", "Timeline");
+  const axis = document.createElement("p");
+  axis.className = "axis";
+  const legend = document.createElement("p");
+  legend.className = "legend";
+  legend.innerHTML = '<i class="span"></i> ran <i class="queued"></i> queued for admission <i class="waiting"></i> waiting for a person';
+  const rows = document.createElement("div");
+  rows.className = "rows";
+  el.append(axis, rows, legend);
+  return { el, axis, rows, dirty: true, shown: [] };
+}
+
+// timelineRows lists what the timeline shows, in the tree's order: nodes
+// and groups as the tree has them folded.
+function timelineRows(tree) {
+  const out = [];
+  const visit = (n, depth) => {
+    if (n.el.hidden) return;
+    out.push({ n, depth });
+    if (!n.el.open) return;
+    for (const c of n.el.querySelector(":scope > .children").children) {
+      if (c.deputyNode) visit(c.deputyNode, depth + 1);
+      else if (c.deputyGroup && !c.hidden) {
+        const g = c.deputyGroup;
+        out.push({ g, depth: depth + 1 });
+        if (g.el.open) for (const k of g.body.children) if (k.deputyNode) visit(k.deputyNode, depth + 2);
+      }
+    }
+  };
+  visit(tree.root, 0);
+  return out;
+}
+
+function drawTimeline(tree) {
+  const tl = tree.timeline;
+  tl.dirty = false;
+  const now = Date.now();
+  // A node ends when it finished; one running, or waiting for a person,
+  // goes on now.
+  const end = (n) => n.finished || (busy(n) || n.waitAt ? now : n.started);
+  let t0 = Infinity, t1 = 0;
+  for (const n of tree.nodes.values()) {
+    if (!n.started) continue;
+    t0 = Math.min(t0, n.started);
+    t1 = Math.max(t1, end(n));
+  }
+  const rows = timelineRows(tree);
+  if (t0 === Infinity) {
+    tl.axis.textContent = "";
+    tl.rows.replaceChildren();
+    return;
+  }
+  const span = Math.max(1, t1 - t0);
+  tl.axis.textContent = `0 s – ${sec(span)} s`;
+  const pct = (x) => `${((100 * (x - t0)) / span).toFixed(3)}%`;
+  const wid = (a, b) => `${((100 * Math.max(0, b - a)) / span).toFixed(3)}%`;
+  const els = rows.map(({ n, g, depth }) => {
+    let row;
+    if (n) {
+      row = n.row || (n.row = timelineRow(() => select(n.el)));
+      row.dataset.status = n.status;
+      row.dataset.name = n.name;
+      row.dataset.node = n.id;
+      row.querySelector(".label").textContent = n.name + (n.task ? ": " + clip(n.task, 60) : "");
+      const track = row.querySelector(".track");
+      const bar = track.querySelector(".span");
+      if (!n.started) {
+        bar.style.width = "0";
+        row.title = `${n.name}: not started`;
+        setSegments(track, "queued", []);
+        setSegments(track, "waiting", []);
+      } else {
+        const e = end(n);
+        bar.style.left = pct(n.started);
+        bar.style.width = wid(n.started, e);
+        const seg = (list) => list.map(([a, b]) => [pct(a), wid(a, b || e)]);
+        setSegments(track, "queued", seg(n.queues));
+        setSegments(track, "waiting", seg(n.waits));
+        const queued = n.queuedMs + (n.queuedAt ? now - n.queuedAt : 0);
+        row.title = `${n.name}: started ${sec(n.started - t0)} s in, ${sec(wallOf(n))} s of wall time` +
+          (queued ? `, ${sec(queued)} s of it queued for admission` : "") + (waitOf(n) ? `, and ${sec(waitOf(n))} s waiting for a person` : "");
+      }
+    } else {
+      row = g.row || (g.row = timelineRow(() => {
+        g.el.open = true;
+        select(g.el);
+      }));
+      row.dataset.status = g.el.dataset.failed ? "failed" : "";
+      row.dataset.name = g.name;
+      row.classList.add("group-row");
+      row.querySelector(".label").textContent = g.line.textContent || g.name;
+      let a = Infinity, b = 0;
+      for (const k of g.kids) {
+        if (!k.started) continue;
+        a = Math.min(a, k.started);
+        b = Math.max(b, end(k));
+      }
+      const bar = row.querySelector(".span");
+      bar.style.left = a === Infinity ? "0" : pct(a);
+      bar.style.width = a === Infinity ? "0" : wid(a, b);
+      row.title = `${g.line.textContent}: the first started ${a === Infinity ? "–" : sec(a - t0)} s in, the last ended ${b ? sec(b - t0) : "–"} s in`;
+    }
+    row.style.setProperty("--depth", depth);
+    return row;
+  });
+  if (els.length !== tl.shown.length || els.some((r, i) => r !== tl.shown[i])) {
+    tl.rows.replaceChildren(...els);
+    tl.shown = els;
+  }
+}
+
+// timelineRow makes a row of the timeline, a button that runs pick.
+function timelineRow(pick) {
+  const row = document.createElement("button");
+  row.type = "button";
+  row.className = "row";
+  row.innerHTML = '<span class="label"></span><span class="track"><i class="span"></i></span>';
+  row.addEventListener("click", pick);
+  return row;
+}
+
+// setSegments makes track hold one segment of class cls per [left, width].
+function setSegments(track, cls, segs) {
+  const have = track.querySelectorAll(`:scope > i.${cls}`);
+  for (let i = segs.length; i < have.length; i++) have[i].remove();
+  segs.forEach(([left, width], i) => {
+    let el = have[i];
+    if (!el) {
+      el = document.createElement("i");
+      el.className = cls;
+      track.append(el);
+    }
+    el.style.left = left;
+    el.style.width = width;
+  });
+}
+
+// select shows a node (or a group) of the tree: what is folded above it
+// opened, scrolled into view, marked and focused.
+function select(el) {
+  for (let p = el.parentElement; p; p = p.parentElement) if (p.tagName === "DETAILS") p.open = true;
+  for (const old of document.querySelectorAll(".selected")) old.classList.remove("selected");
+  el.classList.add("selected");
+  const summary = el.querySelector(":scope > summary");
+  el.scrollIntoView({ block: "nearest" });
+  if (summary) summary.focus({ preventScroll: true });
 }
 
 function clip(s, n) {
@@ -954,13 +1202,21 @@ document.addEventListener("DOMContentLoaded", () => {
   $("thread").value = newID("thread_");
   $("start").addEventListener("submit", startRun);
   $("refresh").addEventListener("click", listThreads);
-  $("filter").addEventListener("change", refilter);
-  $("search").addEventListener("input", refilter);
+  // The timeline leaves out the rows of the nodes the filter hides.
+  const filter = () => {
+    refilter();
+    for (const t of trees) t.retime();
+  };
+  $("filter").addEventListener("change", filter);
+  $("search").addEventListener("input", filter);
   $("collapse").addEventListener("click", () => setOpen(false));
   $("expand").addEventListener("click", () => setOpen(true));
   // Running nodes' wall times move on.
   setInterval(() => {
-    for (const t of trees) for (const n of t.nodes.values()) if (n.status === "running" || n.status === "queued") t.touch(n);
+    for (const t of trees) {
+      for (const n of t.nodes.values()) if (busy(n)) t.touch(n);
+      if (t.root.waitAt) t.retime(); // the wait for a person goes on
+    }
   }, 500);
   listThreads();
   fetch("config").then((r) => r.json()).then((c) => {

@@ -108,7 +108,7 @@ func browser(t *testing.T, flags ...chromedp.ExecAllocatorOption) context.Contex
 	t.Cleanup(cancel)
 	ctx, cancelTab := chromedp.NewContext(actx)
 	t.Cleanup(cancelTab)
-	ctx, cancelTime := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancelTime := context.WithTimeout(ctx, 5*time.Minute) // a loaded machine draws 1,000 opened children slowly
 	t.Cleanup(cancelTime)
 	return ctx
 }
@@ -530,6 +530,16 @@ func TestWideFanout(t *testing.T) {
 	if page.Calls > 40 {
 		t.Errorf("%d calls listed before any is asked for, want the lead's first few", page.Calls)
 	}
+	// The timeline beside the tree folds the workers as the tree does: the
+	// lead's row and the group's.
+	const rowLabels = `[...document.querySelectorAll(".timeline .row .label")].map((el) => el.textContent)`
+	labels, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](rowLabels))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(labels, "|") != "lead|worker ×1000: 1000 success" {
+		t.Errorf("the timeline's rows are %q, want the lead's and the folded group's", labels)
+	}
 	// Opened, the group shows each worker's task in its header, in the
 	// order of the lead's calls; sorted by state, and back.
 	tasks, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`document.querySelector("details.group").open = true;
@@ -545,6 +555,18 @@ func TestWideFanout(t *testing.T) {
 			t.Fatalf("worker %d of the group has the task %q, want %q: the workers in the order of the calls", i, task, want)
 		}
 	}
+	// The timeline opens the group with the tree: a row per worker, in
+	// the order of the calls.
+	waitFor(t, ctx, "the workers' rows", `document.querySelectorAll(".timeline .row").length === 1002`)
+	labels, err = chromedp.Run(ctx, chromedp.Evaluate[[]string](rowLabels))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range labels[2:] {
+		if want := fmt.Sprintf("worker: part %d", i); l != want {
+			t.Fatalf("row %d of the opened group is %q, want %q", i, l, want)
+		}
+	}
 	shot(t, ctx, "wide-open")
 	// The filter leaves only what matches, and the nodes above it.
 	if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.ID("search"), "part 999")); err != nil {
@@ -557,4 +579,6 @@ func TestWideFanout(t *testing.T) {
 	if shown != 2 {
 		t.Errorf("searching for one worker's text shows %d nodes, want 2: it and the lead", shown)
 	}
+	// The timeline too: the lead, the group and that worker.
+	waitFor(t, ctx, "the timeline to follow the search", `[...document.querySelectorAll(".timeline .row .label")].map((el) => el.textContent).join("|") === "lead|worker ×1000: 1000 success|worker: part 999"`)
 }

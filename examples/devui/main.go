@@ -9,6 +9,9 @@
 //	go run ./examples/devui                    # serves on 127.0.0.1:8787
 //	go run ./examples/devui -store devui.db    # keeps threads and runs in SQLite
 //	go run ./examples/devui -children 1000     # the lead fans out to 1,000 workers instead
+//	go run ./examples/devui -pace 400ms -inflight 2
+//	                                           # each model call takes 400 ms, two at a time:
+//	                                           # tokens climb call by call, calls queue
 //
 // On a finished run, "Re-run from here" on one of the lead's sub-agents
 // re-runs the turn with that sub-agent's task edited: the others' answers
@@ -52,17 +55,44 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8787", "address to serve on (port 0: any free port)")
 	path := flag.String("store", "", "SQLite file to keep threads and runs in (default: memory)")
-	children := flag.Int("children", 0, "fan out to this many workers instead of the small tree")
+	var sc scripted
+	flag.IntVar(&sc.children, "children", 0, "fan out to this many workers instead of the small tree")
+	flag.DurationVar(&sc.pace, "pace", 0, "how long each scripted model call takes")
+	flag.IntVar(&sc.inflight, "inflight", 0, "model calls let run at once; the others queue for admission (0: no bound)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, *addr, *path, *children, os.Stdout); err != nil {
+	if err := run(ctx, *addr, *path, sc, os.Stdout); err != nil {
 		log.Fatal(err)
 	}
 }
 
+// scripted says how the scripted models answer.
+type scripted struct {
+	children int           // the lead fans out to this many workers (0: the small tree)
+	pace     time.Duration // each model call takes this long
+	inflight int           // model calls run at once (0: no bound)
+}
+
+// provider is the scripted models' provider: replies paced, and admitted
+// sc.inflight at a time.
+func (sc scripted) provider(replies ...fake.Reply) (provider.Provider, error) {
+	for i := range replies {
+		replies[i] = replies[i].After(sc.pace)
+	}
+	var p provider.Provider = fake.NewProvider(replies...).Loop().DontRecord().Named("scripted", "demo-model")
+	if sc.inflight > 0 {
+		a, err := provider.NewAdmission(provider.WithLimits("demo-model", provider.Limits{InFlight: sc.inflight}))
+		if err != nil {
+			return nil, err
+		}
+		p = provider.Admit(p, a)
+	}
+	return p, nil
+}
+
 // run serves until ctx ends, printing the viewer's URL to w.
-func run(ctx context.Context, addr, path string, children int, w io.Writer) error {
+func run(ctx context.Context, addr, path string, sc scripted, w io.Writer) error {
 	var b store.Backend = memory.New()
 	if path != "" {
 		var err error
@@ -75,7 +105,7 @@ func run(ctx context.Context, addr, path string, children int, w io.Writer) erro
 		return err
 	}
 	defer st.Close()
-	mux, h, err := handler(st, children, &published)
+	mux, h, err := handler(st, sc, &published)
 	if err != nil {
 		return err
 	}
@@ -106,12 +136,12 @@ var published atomic.Int64
 
 // handler is the AG-UI endpoint at /agui, its threads at /threads/ and the
 // viewer at /devui/, over st.
-func handler(st *store.Store, children int, published *atomic.Int64) (*http.ServeMux, *agui.Handler, error) {
+func handler(st *store.Store, sc scripted, published *atomic.Int64) (*http.ServeMux, *agui.Handler, error) {
 	build := func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
-		if children > 0 {
-			return wide(children)
+		if sc.children > 0 {
+			return wide(sc)
 		}
-		return small(published)
+		return small(sc, published)
 	}
 	h, err := agui.NewPerRequest(build, agui.WithThreads(st))
 	if err != nil {
@@ -143,13 +173,16 @@ func handler(st *store.Store, children int, published *atomic.Int64) (*http.Serv
 
 // small is the tree of the demo: lead → researcher ×2, editor → fact
 // checker, the editor's publish tool asking for approval.
-func small(published *atomic.Int64) (agent.Agent, error) {
-	p := fake.NewProvider(
+func small(sc scripted, published *atomic.Int64) (agent.Agent, error) {
+	p, err := sc.provider(
 		fake.Respond(lead).For("lead"),
 		fake.Respond(researcher).For("researcher"),
 		fake.Respond(editor).For("editor"),
 		fake.Respond(factChecker).For("fact_checker"),
-	).Loop().DontRecord().Named("scripted", "demo-model")
+	)
+	if err != nil {
+		return nil, err
+	}
 	checker, err := subagent.FromFactory("fact_checker", "Checks one claim.", func(context.Context, json.RawMessage) (agent.Agent, error) {
 		return agent.NewReact(p, agent.WithName("fact_checker"))
 	}, subagent.WithMaxDepth(2)) // the editor's own sub-agent
@@ -178,13 +211,14 @@ func small(published *atomic.Int64) (agent.Agent, error) {
 	return agent.NewReact(p, agent.WithName("lead"), agent.WithTools(researcherTool, editorTool))
 }
 
-// wide is a lead that fans out to n workers, each answering at once.
-func wide(n int) (agent.Agent, error) {
-	calls := make([]provider.ToolCall, n)
+// wide is a lead that fans out to sc.children workers, each answering at
+// once.
+func wide(sc scripted) (agent.Agent, error) {
+	calls := make([]provider.ToolCall, sc.children)
 	for i := range calls {
 		calls[i] = provider.ToolCall{Name: "worker", Arguments: json.RawMessage(fmt.Sprintf(`{"task":"part %d"}`, i))}
 	}
-	p := fake.NewProvider(
+	p, err := sc.provider(
 		fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
 			if hasResults(req) {
 				return reply(req, "All parts done.")
@@ -194,7 +228,10 @@ func wide(n int) (agent.Agent, error) {
 		fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
 			return reply(req, "done: "+req.Messages[0].Content)
 		}).For("worker"),
-	).Loop().DontRecord().Named("scripted", "demo-model")
+	)
+	if err != nil {
+		return nil, err
+	}
 	worker, err := subagent.FromFactory("worker", "Does one part.", func(context.Context, json.RawMessage) (agent.Agent, error) {
 		return agent.NewReact(p, agent.WithName("worker"))
 	})

@@ -20,7 +20,7 @@ func TestServesTheViewer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r, w := io.Pipe()
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, "127.0.0.1:0", "", 0, w); w.Close() }()
+	go func() { done <- run(ctx, "127.0.0.1:0", "", scripted{}, w); w.Close() }()
 	line, err := bufio.NewReader(r).ReadString('\n')
 	if err != nil {
 		t.Fatal(err)

@@ -92,6 +92,20 @@ func sharedLimits() (*openai.Provider, error) {
 // end of snippet
 
 // snippet of docs/events.md
+// spending logs what each model call of a run spent, as each call ends.
+func spending(ctx context.Context, lead agent.Agent) error {
+	sink := event.SinkFunc(func(e event.Event) {
+		if e.Type == event.Custom && e.Name == agent.UsageEvent {
+			log.Println(e.SubagentRunID, string(e.Value)) // {"usage":[{"model":…,"inputTokens":…}]}
+		}
+	})
+	_, err := lead.Run(event.WithSink(ctx, sink), agent.Input{Text: "Write the release note."})
+	return err
+}
+
+// end of snippet
+
+// snippet of docs/events.md
 // watch runs lead twice, receiving its events: through a sink in the
 // context, then by ranging over the run (stopping early cancels it).
 func watch(ctx context.Context, lead agent.Agent) error {
