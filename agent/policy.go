@@ -3,7 +3,9 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 
+	"github.com/deputy-go/deputy/internal/guardrail"
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
@@ -60,4 +62,70 @@ func denials(ctx context.Context) []*policy.Denial {
 		}
 	}
 	return out
+}
+
+// WithGuardrails guards the agent's runs with gs (see policy.Guardrail):
+// Input guardrails check the input text before the first model call,
+// Output guardrails the final answer. A tripwire ends the run with a
+// *policy.GuardrailError, the answer left out of the Output; a failed
+// answer with Retry is sent back once in the same run, as under OutputOf
+// (one correction per run), and fails the run the second time. A check's
+// usage counts in ChildUsage. Unlike a policy, guardrails do not bind the
+// agents this one delegates to (see subagent.WithGuardrails).
+func WithGuardrails(gs ...policy.Guardrail) Option {
+	return func(r *React) error {
+		set, err := guardrail.Add(r.guards, "WithGuardrails", gs)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
+		r.guards = set
+		return nil
+	}
+}
+
+// inputText is what a run's input guardrails check: its Text, or, for a
+// run given a conversation without one, the last user message in it.
+func inputText(in Input) string {
+	if in.Text != "" {
+		return in.Text
+	}
+	for i := len(in.Messages) - 1; i >= 0; i-- {
+		if in.Messages[i].Role == provider.RoleUser {
+			return in.Messages[i].Content
+		}
+	}
+	return ""
+}
+
+// guardInput checks the run's input text with its input guardrails.
+func (s *runState) guardInput(text string) error {
+	fail, spent, err := s.r.guards.Check(s.ctx, policy.Input, text, "", false)
+	s.child = s.child.Add(spent)
+	if err != nil {
+		return err
+	}
+	if fail != nil {
+		return fail
+	}
+	return nil
+}
+
+// guardAnswer checks the run's final answer with its output guardrails.
+// It reports done when the answer passed; a failure that may be corrected,
+// the first in the run, is put to the model, and the run goes on (not
+// done); any other failure is the run's error.
+func (s *runState) guardAnswer(answer string) (done bool, err error) {
+	fail, spent, err := s.r.guards.Check(s.ctx, policy.Output, answer, "", s.corrected)
+	s.child = s.child.Add(spent)
+	switch {
+	case err != nil:
+		return true, err
+	case fail == nil:
+		return true, nil
+	case fail.Tripwire || s.corrected:
+		return true, fail
+	}
+	s.corrected = true
+	s.add(provider.UserMessage(guardrail.Note(fail)))
+	return false, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/compact"
 	"github.com/deputy-go/deputy/internal/conversation"
+	"github.com/deputy-go/deputy/internal/guardrail"
 	"github.com/deputy-go/deputy/internal/id"
 	"github.com/deputy-go/deputy/internal/mailbox"
 	"github.com/deputy-go/deputy/internal/run"
@@ -43,6 +44,7 @@ type React struct {
 	prices       *provider.Prices // set by WithPrices
 	costLimit    float64          // set by WithCostLimit
 	policy       *policy.Policy   // set by WithPolicy
+	guards       *guardrail.Set   // set by WithGuardrails; nil: none
 	historyLimit int
 	maxTokens    int
 	temperature  *float64
@@ -261,7 +263,13 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 		began = time.Now()
 		defer func() { s.logEnd(s.steps, time.Since(began), err) }()
 	}
-	answer, err := s.loop()
+	var answer string
+	if r.guards.Has(policy.Input) {
+		err = s.guardInput(inputText(in))
+	}
+	if err == nil {
+		answer, err = s.loop()
+	}
 	s.respendUnread()
 	s.child = s.child.Add(run.Finish(ctx))
 	if ParentRunID(ctx) == "" && Depth(ctx) == 0 && (err == nil || isInterrupted(err)) {
@@ -542,7 +550,15 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 		s.lastModel = resp.Model
 	}
 	if wrapUp {
-		return s.wrappedUp(msg, resp.Usage)
+		answer, done, err := s.wrappedUp(msg, resp.Usage)
+		if err == nil && done && s.r.guards.Has(policy.Output) {
+			// A wrap-up's answer is the run's last: it cannot be corrected.
+			s.corrected = true
+			if done, err = s.guardAnswer(answer); err != nil {
+				answer, s.msgs = "", s.msgs[:len(s.msgs)-1]
+			}
+		}
+		return answer, done, err
 	}
 	s.add(msg)
 	s.noteReply(resp.Usage)
@@ -555,14 +571,28 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 		s.setUsed()
 	}
 	if len(msg.ToolCalls) == 0 {
-		if r.output == nil {
-			return msg.Content, true, nil
+		if r.output != nil {
+			done, err := s.checkAnswer(msg.Content)
+			if !done {
+				return "", false, nil // the next step may be a wrap-up turn
+			}
+			if err != nil {
+				return msg.Content, true, err
+			}
 		}
-		done, err := s.checkAnswer(msg.Content)
-		if !done {
-			return "", false, nil // the next step may be a wrap-up turn
+		if r.guards.Has(policy.Output) {
+			done, err := s.guardAnswer(msg.Content)
+			if err != nil {
+				// The answer goes no further: not to the caller, not in
+				// the run's messages.
+				s.msgs = s.msgs[:len(s.msgs)-1]
+				return "", true, err
+			}
+			if !done {
+				return "", false, nil
+			}
 		}
-		return msg.Content, true, err
+		return msg.Content, true, nil
 	}
 
 	var began time.Time

@@ -13,6 +13,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/errcode"
+	"github.com/deputy-go/deputy/internal/guardrail"
 	"github.com/deputy-go/deputy/internal/id"
 	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/internal/jsonvalue"
@@ -430,6 +431,8 @@ func errorCode(err error) string {
 		return "busy"
 	case errors.Is(err, ErrNoJSON):
 		return "invalid_output"
+	case errors.Is(err, policy.ErrGuardrail):
+		return "guardrail"
 	case errors.Is(err, tool.ErrPanic), errors.Is(err, agent.ErrProviderPanic):
 		return "panic"
 	}
@@ -604,6 +607,11 @@ func (t *SubAgentTool) runChild(ctx context.Context, args json.RawMessage, in ag
 	}
 	defer func() { res.Usage = runs.usage }()
 	defer recoverPanic(t.def.Name, &err)
+	if t.cfg.guards.Has(policy.Input) {
+		if err := runs.guardInput(in); err != nil {
+			return tool.Result{}, err
+		}
+	}
 	out, v, err := runs.answer(in)
 	o := Outcome{RunID: runID, Arguments: args, Output: out, Usage: runs.usage, Models: ledger.From(ctx).Entries()}
 	switch {
@@ -702,31 +710,42 @@ type childRuns struct {
 	cost      float64
 }
 
-// answer runs the child on in and, when the tool validates, checks its
-// answer; a rejected answer gets one corrective run, checked in turn. It
-// returns the last run's output and the verdict on its answer (zero when
-// the tool does not validate).
+// answer runs the child on in and, when the tool validates or guards its
+// answer, checks it (review); a rejected answer gets one corrective run,
+// checked in turn. It returns the last run's output and the verdict on
+// its answer (zero when the tool does not validate). An answer a
+// guardrail fails for good is an error: a tripwire's, which stops the
+// parent's run, or the child's failure, which its model reads.
 func (r *childRuns) answer(in agent.Input) (out agent.Output, v verdict, err error) {
 	c := r.t.cfg.check
-	if c == nil {
+	guarded := r.t.cfg.guards.Has(policy.Output)
+	if c == nil && !guarded {
 		out, err = r.attempt(in)
 		return out, verdict{}, err
 	}
-	// The child is told the shape on its first try: through the provider's
-	// structured output where it has one, and in words.
 	first := in
-	first.ResponseSchema = c.schema.Raw()
-	if !r.t.shapeTold && in.Text != "" {
-		// (A run that goes on from a conversation, Rerun's, was told in
-		// its task.)
-		first.Text = joinPrompts(in.Text, c.prompt)
+	if c != nil {
+		// The child is told the shape on its first try: through the
+		// provider's structured output where it has one, and in words.
+		first.ResponseSchema = c.schema.Raw()
+		if !r.t.shapeTold && in.Text != "" {
+			// (A run that goes on from a conversation, Rerun's, was told
+			// in its task.)
+			first.Text = joinPrompts(in.Text, c.prompt)
+		}
 	}
 	if out, err = r.attempt(first); err != nil {
 		return out, verdict{}, err
 	}
-	if v, err = r.check(out.Answer); err != nil || v.problem == nil || out.Partial {
-		// A partial answer is not corrected: its run has no budget left.
+	v, fail, err := r.review(out, false)
+	switch {
+	case err != nil:
 		return out, v, err
+	case fail != nil && (fail.Tripwire || out.Partial):
+		// A partial answer is not corrected: its run has no budget left.
+		return out, v, r.guardFailed(fail)
+	case v.problem == nil && fail == nil, out.Partial:
+		return out, v, nil
 	}
 	answered := out
 	task := in
@@ -736,11 +755,26 @@ func (r *childRuns) answer(in agent.Input) (out agent.Output, v verdict, err err
 		task = agent.Input{Text: in.Messages[0].Content, CacheKey: in.CacheKey}
 	}
 	if r.spentShare() {
+		if fail != nil {
+			return answered, v, r.guardFailed(fail)
+		}
 		return answered, v, errNoRetry
 	}
-	if out, err = r.attempt(r.t.correction(task, out.Answer, v.problem)); err != nil {
+	var note string
+	if v.problem != nil {
+		note = c.correction(v.problem)
+	} else {
+		note = guardrail.Note(fail)
+		if c != nil {
+			note += "\n" + c.prompt
+		}
+	}
+	if out, err = r.attempt(r.t.correction(task, out.Answer, note)); err != nil {
 		if errors.Is(err, agent.ErrUsageLimit) && out.TotalUsage().Requests == 0 && r.ctx.Err() == nil {
 			// The corrective run could not pay for a model call.
+			if fail != nil {
+				return answered, v, r.guardFailed(fail)
+			}
 			return answered, v, errNoRetry
 		}
 		if len(out.Messages) == 0 {
@@ -750,8 +784,62 @@ func (r *childRuns) answer(in agent.Input) (out agent.Output, v verdict, err err
 		}
 		return out, verdict{}, err
 	}
-	v, err = r.check(out.Answer)
+	v, fail, err = r.review(out, true)
+	if err == nil && fail != nil {
+		err = r.guardFailed(fail)
+	}
 	return out, v, err
+}
+
+// review checks an answer: against the tool's schema, when it validates,
+// then, when it fits, with the tool's output guardrails (retried: the
+// answer is a correction). A guardrail's failure is fail; the checks'
+// usage counts in the call's.
+func (r *childRuns) review(out agent.Output, retried bool) (v verdict, fail *policy.GuardrailError, err error) {
+	if r.t.cfg.check != nil {
+		if v, err = r.check(out.Answer); err != nil || v.problem != nil {
+			return v, nil, err
+		}
+	}
+	if !r.t.cfg.guards.Has(policy.Output) {
+		return v, nil, nil
+	}
+	fail, spent, err := r.t.cfg.guards.Check(r.ctx, policy.Output, out.Answer, r.t.def.Name, retried)
+	r.usage = r.usage.Add(spent)
+	if err != nil {
+		err = tool.Correctable(fmt.Errorf("%w: %q: %w", ErrChildFailed, r.t.def.Name, err))
+	}
+	return v, fail, err
+}
+
+// guardInput checks the child's task with the tool's input guardrails,
+// before the child starts: a failure trips, and the child never runs.
+func (r *childRuns) guardInput(in agent.Input) error {
+	text := in.Text
+	if text == "" && len(in.Messages) > 0 {
+		text = in.Messages[0].Content // Rerun's task
+	}
+	fail, spent, err := r.t.cfg.guards.Check(r.ctx, policy.Input, text, r.t.def.Name, false)
+	r.usage = r.usage.Add(spent)
+	switch {
+	case err != nil:
+		return tool.Correctable(fmt.Errorf("%w: %q: %w", ErrChildFailed, r.t.def.Name, err))
+	case fail != nil:
+		return r.guardFailed(fail)
+	}
+	return nil
+}
+
+// guardFailed is the error of a call a guardrail failed: a tripwire's is
+// not correctable, so that it stops the parent's run, and every run above
+// it, without any model reading what tripped it; an answer still failed
+// after its correction fails the child, as a validation that fails twice
+// does, and the parent's model reads why (not the answer).
+func (r *childRuns) guardFailed(fail *policy.GuardrailError) error {
+	if fail.Tripwire {
+		return fmt.Errorf("subagent %q: %w", r.t.def.Name, fail)
+	}
+	return tool.Correctable(fmt.Errorf("%w: %q: %w", ErrChildFailed, r.t.def.Name, fail))
 }
 
 // errNoRetry: the call's share of its parent's budget cannot pay for the
@@ -801,7 +889,8 @@ func (r *childRuns) attempt(in agent.Input) (agent.Output, error) {
 			Requests: max(out.Earlier.Requests-u.Requests, 0),
 		}, max(out.EarlierCost-dollars, 0))
 	}
-	if err != nil && r.ctx.Err() == nil && !interrupted(err) {
+	if err != nil && r.ctx.Err() == nil && !interrupted(err) && !guardrail.Tripped(err) {
+		// (A tripwire below stops every run up to the top.)
 		err = tool.Correctable(fmt.Errorf("%w: %q: %w", ErrChildFailed, r.t.def.Name, err))
 	}
 	return out, err
@@ -851,11 +940,13 @@ func (r *childRuns) check(answer string) (verdict, error) {
 }
 
 // correction is the input of the corrective run, after the answer to in
-// was rejected for problem. A resident remembers the task and its answer;
+// was rejected with note. A resident remembers the task and its answer;
 // a child built for the call is told both again.
-func (t *SubAgentTool) correction(in agent.Input, answer string, problem error) agent.Input {
-	c := t.cfg.check
-	retry := agent.Input{Text: c.correction(problem), ResponseSchema: c.schema.Raw(), CacheKey: in.CacheKey}
+func (t *SubAgentTool) correction(in agent.Input, answer, note string) agent.Input {
+	retry := agent.Input{Text: note, CacheKey: in.CacheKey}
+	if c := t.cfg.check; c != nil {
+		retry.ResponseSchema = c.schema.Raw()
+	}
 	if t.resident == nil {
 		retry.Text = in.Text + "\n\n" + retry.Text + "\nYour rejected answer was:\n" + answer
 		retry.Messages = in.Messages

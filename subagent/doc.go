@@ -36,6 +36,11 @@
 // WithOutcome hands a Go caller each call's Outcome; WithRender makes the
 // text the parent's model reads from it.
 //
+// WithGuardrails checks the task handed to the child and its answer with
+// policy.Guardrails, in every form: a tripwire stops the parent's run, an
+// answer a guardrail with Retry fails is sent back once. Judge makes a
+// guardrail's check of a judge model.
+//
 // # Limits and errors
 //
 // WithMaxDepth caps the depth (DefaultMaxDepth, ErrMaxDepth),

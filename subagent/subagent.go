@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/internal/guardrail"
 	"github.com/deputy-go/deputy/internal/jsonvalue"
 	"github.com/deputy-go/deputy/internal/toolcall"
 	"github.com/deputy-go/deputy/jsonschema"
@@ -288,6 +289,7 @@ type config struct {
 	render     func(ctx context.Context, o Outcome) (string, error)
 	onOutcome  func(ctx context.Context, o Outcome)
 	check      *checker
+	guards     *guardrail.Set // WithGuardrails; nil: none
 	reactOpts  []agent.Option
 	durable    *durable // WithStore
 	maxScopes  int      // WithMaxScopes
