@@ -48,9 +48,23 @@
 // Redact (named values and patterns), PathUnder (a path argument must stay
 // under a directory). Func makes a rule of a function.
 //
-// # Policy and hooks
+// # Guardrails
 //
-// Lifecycle hooks (tool.CallHook, subagent.WithOutcome, event sinks)
-// observe one agent or one tool and cannot stop anything; a policy binds
-// a whole tree, decides, and cannot be left behind by delegation.
+// A Guardrail checks one agent's input (Input) or final answer (Output),
+// with a Go function or a judge model (subagent.Judge). It is the agent's
+// own and is not inherited: agent.WithGuardrails guards a run's input and
+// answer, subagent.WithGuardrails the task a sub-agent is handed and the
+// answer it brings back, in every form of delegation. A failed check
+// trips (the run stops with a *GuardrailError, up to the top, and no
+// model reads what tripped it) or, with Retry, sends the answer back once
+// for correction, as a schema violation is. Each decision is a CUSTOM
+// event named GuardrailEvent and a span event of that name.
+//
+// # Policy, guardrails and hooks
+//
+// A policy binds a whole tree, decides on every call, hand-off, result
+// and model call in it, and cannot be left behind by delegation.
+// Guardrails check what goes into and comes out of one agent. Lifecycle
+// hooks (tool.CallHook, subagent.WithOutcome, event sinks) observe one
+// agent or one tool and cannot stop anything.
 package policy
