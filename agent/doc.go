@@ -25,8 +25,8 @@
 //
 // WithMaxSteps (DefaultMaxSteps), WithToolRetries (DefaultToolRetries),
 // WithTokenLimit and WithCostLimit bound a run, the last two with all it
-// starts, at the prices of WithPrices; WithPolicy binds the tree below it;
-// WithGuardrails checks the agent's own input and answer.
+// starts, at the prices of WithPrices; WithPolicy binds the tree below
+// it, WithGuardrails the agent's own input and answer.
 //
 // # Memory and compaction
 //

@@ -64,14 +64,9 @@ func denials(ctx context.Context) []*policy.Denial {
 	return out
 }
 
-// WithGuardrails guards the agent's runs with gs (see policy.Guardrail):
-// Input guardrails check the input text before the first model call,
-// Output guardrails the final answer. A tripwire ends the run with a
-// *policy.GuardrailError, the answer left out of the Output; a failed
-// answer with Retry is sent back once in the same run, as under OutputOf
-// (one correction per run), and fails the run the second time. A check's
-// usage counts in ChildUsage. Unlike a policy, guardrails do not bind the
-// agents this one delegates to (see subagent.WithGuardrails).
+// WithGuardrails checks each run's input and answer with gs, the agent's
+// own (see policy.Guardrail): a tripwire fails the run, a failed answer
+// with Retry is sent back once; checks' usage counts in ChildUsage.
 func WithGuardrails(gs ...policy.Guardrail) Option {
 	return func(r *React) error {
 		set, err := guardrail.Add(r.guards, "WithGuardrails", gs)
