@@ -15,10 +15,8 @@ import (
 type Input struct {
 	// Text is the task or question, sent as a user message when not empty.
 	Text string
-	// Messages, when set, are appended to the conversation before Text. They
-	// must be a conversation a model API accepts (ErrBadMessages), except that
-	// they may end with a turn whose tool calls are answered in part: the run
-	// first runs the calls left without a result (a turn re-run from a call).
+	// Messages are appended before Text: a conversation a model API accepts
+	// (ErrBadMessages), or one whose last turn's calls are answered in part.
 	Messages []provider.Message
 	// ResponseSchema is the answer's JSON Schema, sent with every call
 	// (provider.Request.ResponseSchema); OutputOf validates. CacheKey replaces

@@ -14,9 +14,7 @@ import (
 	"github.com/deputy-go/deputy/provider"
 )
 
-// Defaults of compaction (Compaction's zero fields). DefaultCompactBytes
-// keeps a stored conversation far inside store.DefaultMaxRecordBytes; give a
-// small model's window with WithContextWindow.
+// Defaults of compaction (Compaction's zero fields).
 const (
 	DefaultCompactTokens   = 64_000  // input tokens of a request
 	DefaultCompactMessages = 1_000   // messages of the conversation

@@ -40,7 +40,7 @@
 // # Observability and durability
 //
 // WithTracerProvider traces with OpenTelemetry (TracerName, the Attr keys),
-// WithLogger logs, and WithJournal records a turn so that running it again
+// WithLogger logs, UsageEvent reports each call's cost, and WithJournal records a turn so that running it again
 // replays what finished.
 //
 // # Errors

@@ -82,14 +82,9 @@ func (s *runState) count(providerName, model string, u provider.Usage, earlier b
 	return dollars
 }
 
-// UsageEvent is the name of the AG-UI CUSTOM event a run emits after each
-// model call it pays for (a compaction's summary too), attributed as its
-// other events are: its value is {"usage":[…]}, one TokenUsage for the
-// call, as in RUN_FINISHED's usage (provider, model, tokens, and costUsd
-// when the run has prices). A UI adds them up to show a run's spending
-// climb as its calls end, until RUN_FINISHED or SUBAGENT_FINISHED reports
-// the whole. An answer replayed from a journal was paid for before and
-// emits none.
+// UsageEvent names the CUSTOM event a run emits after each model call it
+// pays for (a summary too, not a replayed answer), valued {"usage":[…]}: the
+// call's TokenUsage as RUN_FINISHED gives it, so a UI shows spending climb.
 const UsageEvent = "deputy.usage"
 
 // The ledger of a journaled turn. A turn that runs more than once — it

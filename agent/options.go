@@ -139,9 +139,8 @@ func WithModel(model string) Option {
 	return func(r *React) error { r.model = model; return nil }
 }
 
-// WithMaxTokens caps each reply (provider.Request.MaxTokens); zero means the
-// provider's default. Under WithTokenLimit or WithCostLimit every call is
-// sent the lower of what the budget leaves and n (or 4,096 when n is zero).
+// WithMaxTokens caps each reply (provider.Request.MaxTokens; zero: the
+// provider's default, or 4,096 under a budget, which may lower it).
 func WithMaxTokens(n int) Option {
 	return func(r *React) error {
 		if n < 0 {

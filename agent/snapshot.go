@@ -88,8 +88,7 @@ func (r *React) encode(msgs []provider.Message) ([]byte, error) {
 }
 
 // Restore replaces the conversation with a Snapshot's, refusing one a model
-// API would refuse (ErrBadSnapshot) and leaving the conversation as it was.
-// It waits for a run in progress to end.
+// API would refuse (ErrBadSnapshot). It waits for a run in progress to end.
 func (r *React) Restore(data []byte) error { return r.RestoreParts(data) }
 
 // RestoreParts replaces the conversation with the messages of parts, a

@@ -44,8 +44,8 @@ func (r *React) Hold(ctx context.Context) (context.Context, *Turn, error) {
 	return context.WithValue(ctx, heldKey{}, t), t, nil
 }
 
-// Rollback puts the conversation back as it was when the turn was taken;
-// after Release it does nothing.
+// Rollback puts the conversation back as it was when the turn was taken
+// (after Release, it does nothing).
 func (t *Turn) Rollback() {
 	if t.released {
 		return
