@@ -202,7 +202,7 @@ func (s *Spawner) named(model, member string) (*menuModel, error) {
 		return nil, fmt.Errorf("%w: %w for %s: model %q: this tool offers no choice of model: leave model out",
 			ErrUnknownModel, tool.ErrInvalidArguments, SpawnToolName, model)
 	}
-	return nil, fmt.Errorf("%w: %w for %s: model %q is not one you may choose: nothing was started. Choose one of: %s.",
+	return nil, fmt.Errorf("%w: %w for %s: model %q is not one you may choose: nothing was started; choose one of: %s",
 		ErrUnknownModel, tool.ErrInvalidArguments, SpawnToolName, model, s.cfg.menuText())
 }
 
