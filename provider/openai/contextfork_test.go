@@ -2,35 +2,23 @@ package openai_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/provider"
-	"github.com/deputy-go/deputy/provider/providertest"
-	"github.com/deputy-go/deputy/subagent"
-	"github.com/deputy-go/deputy/tool"
+	"github.com/deputy-go/deputy/provider/internal/wiretest"
 )
 
-// forkTask is the task of the lead's i-th context fork.
-func forkTask(i int) string { return fmt.Sprintf("Summarize what the findings say about site %d.", i) }
-
-// forkLeadServer is the Chat Completions API behind a lead that reads a long
-// context, calls a tool, then starts forks context forks at once and
-// answers: it checks each request as the API would, keeps its body as
-// sent, and answers by what the request's conversation ends with.
+// forkLeadServer is the Chat Completions API behind wiretest.ForkLead: it
+// checks each request as the API would, keeps its body as sent and
+// answers by what the request's conversation ends with.
 type forkLeadServer struct {
-	t      *testing.T
-	forks  int
-	mu     sync.Mutex
-	bodies [][]byte
+	t    *testing.T
+	lead *wiretest.ForkLead
 }
 
 func (s *forkLeadServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -41,34 +29,13 @@ func (s *forkLeadServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest)
 		return
 	}
-	s.mu.Lock()
-	s.bodies = append(s.bodies, body)
-	s.mu.Unlock()
-	reply := s.reply(req)
+	s.lead.Keep(body)
+	reply := s.lead.Reply(req)
 	if wire.Stream {
 		writeStream(w, r, reply)
 		return
 	}
 	writeJSON(w, http.StatusOK, completion(reply))
-}
-
-func (s *forkLeadServer) reply(req provider.Request) providertest.Reply {
-	last := req.Messages[len(req.Messages)-1]
-	u := provider.Usage{InputTokens: 3000, OutputTokens: 20}
-	switch {
-	case last.Role == provider.RoleUser && strings.HasPrefix(last.Content, "Summarize what the findings say"):
-		return providertest.Reply{Text: "Soil fine, water fine, traffic heavy.", Usage: u}
-	case last.Role == provider.RoleTool && last.ToolCallID == "call_weather":
-		calls := make([]provider.ToolCall, s.forks)
-		for i := range calls {
-			raw, _ := json.Marshal(map[string]string{"task": forkTask(i)})
-			calls[i] = provider.ToolCall{ID: fmt.Sprintf("call_spawn_%d", i), Name: subagent.SpawnToolName, Arguments: raw}
-		}
-		return providertest.Reply{ToolCalls: calls, Usage: u}
-	case last.Role == provider.RoleTool:
-		return providertest.Reply{Text: "All sites summarized.", Usage: u}
-	}
-	return providertest.Reply{ToolCalls: []provider.ToolCall{{ID: "call_weather", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris"}`)}}, Usage: u}
 }
 
 // TestContextForksOnTheWire runs a lead whose second step starts four
@@ -82,70 +49,13 @@ func (s *forkLeadServer) reply(req provider.Request) providertest.Reply {
 func TestContextForksOnTheWire(t *testing.T) {
 	clearEnv(t)
 	const forks = 4
-	s := &forkLeadServer{t: t, forks: forks}
-	srv := httptest.NewServer(s)
+	lead := &wiretest.ForkLead{Forks: forks, IDPrefix: "call_"}
+	srv := httptest.NewServer(&forkLeadServer{t: t, lead: lead})
 	defer srv.Close()
-	p := newTestProvider(t, srv)
-
-	reg, err := tool.NewRegistry()
-	if err != nil {
-		t.Fatal(err)
-	}
-	weather, err := tool.New("get_weather", "The weather in a city.", func(_ context.Context, in struct {
-		City string `json:"city"`
-	}) (string, error) {
-		return "sunny in " + in.City, nil
+	parent, forkBodies := lead.Run(t, newTestProvider(t, srv), func(b []byte) (provider.Request, error) {
+		_, req, err := decodeRequest(b)
+		return req, err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp, err := subagent.NewSpawner(p, reg, subagent.WithContextForks(), subagent.WithMaxSpawns(forks))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tl := range []tool.Tool{weather, sp} {
-		if err := reg.Register(tl); err != nil {
-			t.Fatal(err)
-		}
-	}
-	lead, err := agent.NewReact(p, agent.WithName("lead"), agent.WithRegistry(reg),
-		agent.WithSystemPrompt("You lead a survey team. Delegate one site to each sub-agent."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	history := []provider.Message{
-		provider.UserMessage("Here are the survey's findings: " + strings.Repeat("site figures in full. ", 200)),
-		provider.AssistantMessage("I have read them."),
-	}
-	out, err := lead.Run(t.Context(), agent.Input{Messages: history, Text: "Check the weather in Paris, then summarize every site."})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out.Answer != "All sites summarized." {
-		t.Fatalf("answer %q", out.Answer)
-	}
-
-	// The lead's request of the step that spawned ends with the weather
-	// result; a fork's ends with its task.
-	var parent []byte
-	forkBodies := map[int][]byte{}
-	for _, b := range s.bodies {
-		_, req, _ := decodeRequest(b)
-		last := req.Messages[len(req.Messages)-1]
-		switch {
-		case last.Role == provider.RoleTool && last.ToolCallID == "call_weather":
-			parent = b
-		case last.Role == provider.RoleUser && strings.HasPrefix(last.Content, "Summarize what"):
-			for i := range forks {
-				if strings.HasPrefix(last.Content, forkTask(i)) {
-					forkBodies[i] = b
-				}
-			}
-		}
-	}
-	if parent == nil || len(forkBodies) != forks || len(s.bodies) != 3+forks {
-		t.Fatalf("%d requests, %d of them forks' (want 3 of the lead's and %d forks')", len(s.bodies), len(forkBodies), forks)
-	}
 
 	type body struct {
 		Model          json.RawMessage   `json:"model"`
@@ -182,13 +92,13 @@ func TestContextForksOnTheWire(t *testing.T) {
 			}
 		}
 		var task struct{ Role, Content string }
-		if err := json.Unmarshal(fb.Messages[len(lb.Messages)], &task); err != nil || task.Role != "user" || !strings.HasPrefix(task.Content, forkTask(i)) {
+		if err := json.Unmarshal(fb.Messages[len(lb.Messages)], &task); err != nil || task.Role != "user" || !strings.HasPrefix(task.Content, wiretest.ForkTask(i)) {
 			t.Errorf("fork %d: the message after the shared prefix is %s, want its task", i, fb.Messages[len(lb.Messages)])
 		}
 		// Forks 2..N: fork 0's bytes, but for the task.
 		if i > 0 {
-			a := bytes.ReplaceAll(forkBodies[0], []byte(forkTask(0)), []byte("TASK"))
-			b := bytes.ReplaceAll(forkBodies[i], []byte(forkTask(i)), []byte("TASK"))
+			a := bytes.ReplaceAll(forkBodies[0], []byte(wiretest.ForkTask(0)), []byte("TASK"))
+			b := bytes.ReplaceAll(forkBodies[i], []byte(wiretest.ForkTask(i)), []byte("TASK"))
 			if !bytes.Equal(a, b) {
 				t.Errorf("fork %d's request differs from fork 0's by more than its task:\nfork 0 %s\nfork %d %s", i, a, i, b)
 			}
