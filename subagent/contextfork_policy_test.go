@@ -84,14 +84,7 @@ func (m *forkingModel) Complete(_ context.Context, req provider.Request) (provid
 			calls = append(calls, provider.ToolCall{Name: subagent.SpawnToolName, Arguments: arg(map[string]any{"task": "nested: " + task})})
 		}
 	}
-	for i := range calls {
-		switch m.ids {
-		case resumetest.IDsFresh:
-			calls[i].ID = fmt.Sprint("call_", m.fresh.Add(1))
-		case resumetest.IDsRestart:
-			calls[i].ID = fmt.Sprint("call_", i)
-		}
-	}
+	resumetest.NameCalls(m.ids, calls, m.fresh)
 	m.calls += len(calls)
 	return provider.Response{Message: provider.AssistantMessage("", calls...), Usage: u}, nil
 }

@@ -64,14 +64,7 @@ func (m *auditModel) Complete(_ context.Context, req provider.Request) (provider
 	default:
 		return provider.Response{Message: provider.AssistantMessage(fmt.Sprintf("done after %d steps", step)), Usage: u}, nil
 	}
-	for i := range calls {
-		switch m.ids {
-		case resumetest.IDsFresh:
-			calls[i].ID = fmt.Sprint("call_", m.fresh.Add(1))
-		case resumetest.IDsRestart:
-			calls[i].ID = fmt.Sprint("call_", i)
-		}
-	}
+	resumetest.NameCalls(m.ids, calls, &m.fresh)
 	return provider.Response{Message: provider.AssistantMessage("", calls...), Usage: u}, nil
 }
 

@@ -78,18 +78,12 @@ func (m *treeModel) Complete(ctx context.Context, req provider.Request) (provide
 	}
 	quoted, _ := json.Marshal(task)
 	var calls []provider.ToolCall
-	for i, c := range m.steps[step] {
+	for _, c := range m.steps[step] {
 		args := strings.ReplaceAll(c[1], "{task}", string(quoted[1:len(quoted)-1]))
 		args = strings.ReplaceAll(args, "{job}", job)
-		id := ""
-		switch m.ids {
-		case resumetest.IDsFresh:
-			id = fmt.Sprint("call_", m.fresh.Add(1))
-		case resumetest.IDsRestart:
-			id = fmt.Sprint("call_", i)
-		}
-		calls = append(calls, provider.ToolCall{ID: id, Name: c[0], Arguments: json.RawMessage(args)})
+		calls = append(calls, provider.ToolCall{Name: c[0], Arguments: json.RawMessage(args)})
 	}
+	resumetest.NameCalls(m.ids, calls, m.fresh)
 	m.calls += len(calls)
 	return provider.Response{Message: provider.AssistantMessage("", calls...), Usage: u}, nil
 }

@@ -30,6 +30,21 @@ const (
 	IDsRestart        // call_0, call_1, … again in every response
 )
 
+// NameCalls names one response's tool calls as a model of id mode ids
+// would: fresh draws the fresh ids, shared by every response of a model.
+func NameCalls(ids int, calls []provider.ToolCall, fresh *atomic.Int64) {
+	for i := range calls {
+		switch ids {
+		case IDsFresh:
+			calls[i].ID = fmt.Sprint("call_", fresh.Add(1))
+		case IDsNone:
+			calls[i].ID = ""
+		case IDsRestart:
+			calls[i].ID = fmt.Sprint("call_", i)
+		}
+	}
+}
+
 // A Schedule is a tree of up to three levels (lead, child, grandchild);
 // each agent, in its first step, calls some tools at once — plain ones,
 // ones a person must approve ("g…"), and the next level's sub-agent —
