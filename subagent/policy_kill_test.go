@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -150,29 +149,7 @@ func TestPolicySurvivesSIGKILL(t *testing.T) {
 // report, or killed when it was killed.
 func startPolicyRound(t *testing.T, round policyRound) (policyRound, bool) {
 	t.Helper()
-	spec, _ := json.Marshal(round)
-	_ = os.Remove(round.Out)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestPolicySurvivesSIGKILL$", "-test.count=1")
-	cmd.Env = append(os.Environ(), policyRoundEnv+"="+string(spec))
-	output, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
-			return policyRound{}, true
-		}
-	}
-	if err != nil {
-		t.Fatalf("the round's process: %v\n%s", err, output)
-	}
-	data, err := os.ReadFile(round.Out)
-	if err != nil {
-		t.Fatalf("the round wrote no report: %v\n%s", err, output)
-	}
-	var got policyRound
-	if err := json.Unmarshal(data, &got); err != nil {
-		t.Fatal(err)
-	}
-	return got, false
+	return startRound[policyRound](t, "TestPolicySurvivesSIGKILL", round, round.Out, policyRoundEnv)
 }
 
 // loggedTool appends its name to a log that outlives the process each

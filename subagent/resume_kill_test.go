@@ -197,16 +197,24 @@ func killSchedule(t *testing.T, seed uint64, processes, killed *int) bool {
 // startKillRound runs one round in a process of its own and returns its
 // report, or killed when it was killed.
 func startKillRound(t *testing.T, dir string, round killRound) (killRound, bool) {
-	spec, _ := json.Marshal(round)
 	out := filepath.Join(dir, "round.json")
+	return startRound[killRound](t, "TestResumeSurvivesSIGKILL", round, out, killRoundEnv, "DEPUTY_TEST_KILL_OUT="+out)
+}
+
+// startRound runs test in a process of its own, the round's spec (round
+// as JSON) in the environment variable env and env... added, and returns
+// the report it wrote to out, or killed when SIGKILL ended it.
+func startRound[R any](t *testing.T, test string, round any, out, env string, extra ...string) (report R, killed bool) {
+	t.Helper()
+	spec, _ := json.Marshal(round)
 	_ = os.Remove(out)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestResumeSurvivesSIGKILL$", "-test.count=1")
-	cmd.Env = append(os.Environ(), killRoundEnv+"="+string(spec), "DEPUTY_TEST_KILL_OUT="+out)
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+	cmd.Env = append(append(os.Environ(), env+"="+string(spec)), extra...)
 	output, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
-			return killRound{}, true
+			return report, true
 		}
 	}
 	if err != nil {
@@ -216,11 +224,10 @@ func startKillRound(t *testing.T, dir string, round killRound) (killRound, bool)
 	if err != nil {
 		t.Fatalf("the round wrote no report: %v\n%s", err, output)
 	}
-	var got killRound
-	if err := json.Unmarshal(data, &got); err != nil {
+	if err := json.Unmarshal(data, &report); err != nil {
 		t.Fatal(err)
 	}
-	return got, false
+	return report, false
 }
 
 // runKillRound is the process that runs one round.
