@@ -135,13 +135,17 @@ func (l *Lock) Unlock() error {
 			lost = true
 		default:
 		}
-		if lost {
-			l.err = fmt.Errorf("%w: %q: this holder stalled, or could not renew its lease, for longer than the lease TTL (store.WithLeaseTTL)", ErrLockLost, l.key)
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// Give the lease back even so: Release leaves another owner's
+		// lease alone, and a renewal the database committed but did not
+		// confirm in time may have kept this one alive. A busy database
+		// is waited for as long as the lease would block others anyway.
+		ctx, cancel := context.WithTimeout(context.Background(), max(l.s.ttl, 5*time.Second))
 		defer cancel()
-		if err := l.s.b.Release(ctx, l.key, l.owner); err != nil && !errors.Is(err, ErrClosed) {
+		err := l.s.b.Release(ctx, l.key, l.owner)
+		switch {
+		case lost:
+			l.err = fmt.Errorf("%w: %q: this holder stalled, or could not renew its lease, for longer than the lease TTL (store.WithLeaseTTL)", ErrLockLost, l.key)
+		case err != nil && !errors.Is(err, ErrClosed):
 			l.err = fmt.Errorf("store: unlock %q: %w (the lease ends by itself after the TTL)", l.key, err)
 		}
 	})

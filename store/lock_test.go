@@ -66,3 +66,86 @@ func TestLockLostAfterSlowLease(t *testing.T) {
 		}
 	})
 }
+
+// busyDatabase is a backend under load: its renewals commit but are
+// reported failed once confirmLate is set, and its releases wait release
+// before they run.
+type busyDatabase struct {
+	store.Backend
+	confirmLate atomic.Bool
+	release     time.Duration
+}
+
+func (b *busyDatabase) Lease(ctx context.Context, key, owner string, ttl time.Duration) (bool, error) {
+	ok, err := b.Backend.Lease(ctx, key, owner, ttl)
+	if b.confirmLate.Load() {
+		return false, errors.New("injected: the commit was not confirmed in time")
+	}
+	return ok, err
+}
+
+func (b *busyDatabase) Release(ctx context.Context, key, owner string) error {
+	select {
+	case <-time.After(b.release):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return b.Backend.Release(ctx, key, owner)
+}
+
+// TestUnlockFreesTheLockOnABusyDatabase: a holder that is done frees its
+// lock for the next caller, even when the database is slow to answer the
+// release, and even when its renewals committed but were not confirmed (so
+// it counts the lock as lost). Before, both left the lease standing until
+// its TTL, and a thread's next turn was refused as "in progress".
+func TestUnlockFreesTheLockOnABusyDatabase(t *testing.T) {
+	t.Run("slow release", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			b := memory.New()
+			defer b.Close()
+			s, err := store.New(&busyDatabase{Backend: b, release: 6 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := s.TryLock(t.Context(), "thread")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Unlock(); err != nil {
+				t.Fatalf("Unlock on a database 6 s slow: %v", err)
+			}
+			next, err := s.TryLock(t.Context(), "thread")
+			if err != nil {
+				t.Fatalf("TryLock after Unlock: %v, want the lock", err)
+			}
+			next.Unlock()
+		})
+	})
+	t.Run("renewals unconfirmed", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			b := memory.New()
+			defer b.Close()
+			const ttl = 150 * time.Millisecond
+			busy := &busyDatabase{Backend: b}
+			s, err := store.New(busy, store.WithLeaseTTL(ttl))
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := s.TryLock(t.Context(), "thread")
+			if err != nil {
+				t.Fatal(err)
+			}
+			busy.confirmLate.Store(true)
+			time.Sleep(2 * ttl)
+			if err := l.Unlock(); !errors.Is(err, store.ErrLockLost) {
+				t.Fatalf("Unlock after a TTL of unconfirmed renewals: %v, want ErrLockLost", err)
+			}
+			busy.confirmLate.Store(false)
+			next, err := s.TryLock(t.Context(), "thread")
+			if err != nil {
+				t.Fatalf("TryLock after Unlock: %v, want the lock (the holder's own lease given back)", err)
+			}
+			next.Unlock()
+		})
+	})
+}
