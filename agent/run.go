@@ -1,0 +1,254 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/compact"
+	"github.com/deputy-go/deputy/internal/conversation"
+	"github.com/deputy-go/deputy/internal/id"
+	"github.com/deputy-go/deputy/internal/mailbox"
+	"github.com/deputy-go/deputy/internal/run"
+	"github.com/deputy-go/deputy/policy"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// run is Run once the turn is held: it sets the run up, runs its loop
+// (loop.go) and winds it up, keeping the conversation when it succeeds.
+func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
+	r.mu.Lock()
+	base := r.kept
+	inPlace := base.spare
+	r.kept.spare = false // this run may write past its end
+	r.mu.Unlock()
+	if in.Fork != nil && len(base.msgs) > 0 {
+		return Output{}, fmt.Errorf("agent %q: %w: a context fork (Input.Fork) starts from its parent's conversation, and this agent holds one of its own: build a fresh agent for each fork",
+			r.name, ErrBadMessages)
+	}
+
+	// A background child's mailbox is this run's alone: the runs its
+	// tools start do not see it.
+	box := mailbox.From(ctx)
+	if box != nil {
+		ctx = mailbox.With(ctx, nil)
+	}
+	ctx = policy.With(ctx, r.policy)
+	em := event.From(ctx) // the scope is looked up once for the run's events
+	events := em.Enabled()
+	runID := id.New("run_")
+	tr := r.tracerFor(ctx)
+	var s *runState
+	if tr != nil {
+		var span trace.Span
+		ctx, span = startRunSpan(ctx, tr, r, runID)
+		defer func() { endRunSpan(span, out, s.ownEarlier, err) }()
+	}
+	ctx = run.Start(ctx, runID, r.name, r.tokenLimit)
+	run.SetPrices(ctx, r.prices)
+	run.SetCostLimit(ctx, r.costLimit)
+	s = &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, em: em, events: events, tracer: tr, policy: policy.From(ctx),
+		schema: in.ResponseSchema, cacheKey: in.CacheKey, limit: run.Limit(ctx), readBack: run.ReadBack(ctx), box: box}
+	if s.schema == nil && r.output != nil {
+		s.schema = r.output.schema.Raw()
+	}
+	if f := in.Fork; f != nil && s.cacheKey == "" {
+		s.cacheKey = f.CacheKey // where the parent's prefix is cached
+		s.fork = f
+	} else if f != nil {
+		s.fork = f
+	}
+	if s.cacheKey == "" {
+		s.cacheKey = r.cacheKey
+	}
+	if s.cacheKey == "" {
+		s.cacheKey = r.name
+	}
+	// Under a sub-agent the run-level events are not forwarded (the
+	// SUBAGENT_* events stand for them), so they are not built either.
+	runEvents := s.events && em.SubagentRunID() == ""
+	if tr != nil {
+		s.traceHook = toolSpans{tr}.hook
+		s.toolCtx = tool.WithCallHook(ctx, s.traceHook)
+	}
+	s.journal = r.journalFor(ctx)
+	if s.journal != nil {
+		s.summariesRead = map[string]bool{}
+	}
+	if s.fork != nil {
+		// The parent's messages are shared, not copied: clipped, so that
+		// the first message the fork adds copies their headers into a
+		// slice of its own, and the parent's are never written.
+		s.msgs = slices.Clip(s.fork.Messages)
+		base.bytes, base.reported, base.reportedBytes = compact.MsgsBytes(s.msgs), 0, 0
+		base.msgs = s.msgs
+	} else if inPlace {
+		// Appending in place keeps a call's cost flat as the history
+		// grows: the history before it is neither copied nor changed.
+		s.msgs = base.msgs
+	} else {
+		s.msgs = make([]provider.Message, len(base.msgs), len(base.msgs)+len(in.Messages)+4)
+		copy(s.msgs, base.msgs)
+	}
+	s.bytes, s.reported, s.reportedBytes = base.bytes, base.reported, base.reportedBytes
+	s.start = len(base.msgs)
+	for _, m := range in.Messages {
+		s.add(m)
+	}
+	if len(in.Messages) > 0 && in.Text == "" {
+		s.open, _ = conversation.CheckOpen(in.Messages) // checked above
+	}
+	if len(s.open) == 0 && (in.Text != "" || len(in.Messages) == 0) {
+		s.add(provider.UserMessage(in.Text))
+	}
+
+	if runEvents {
+		em.Emit(event.Event{Type: event.RunStarted, RunID: runID, ParentRunID: ParentRunID(ctx)})
+	}
+	var began time.Time
+	if r.logger != nil {
+		began = time.Now()
+		defer func() { s.logEnd(s.steps, time.Since(began), err) }()
+	}
+	var answer string
+	if r.guards.Has(policy.Input) {
+		err = s.guardInput(inputText(in))
+	}
+	if err == nil {
+		answer, err = s.loop()
+	}
+	s.respendUnread()
+	s.child = s.child.Add(run.Finish(ctx))
+	if ParentRunID(ctx) == "" && Depth(ctx) == 0 && (err == nil || isInterrupted(err)) {
+		// A resumed top-level run (not one a tool runs inside another)
+		// that did not reach a call it was given an answer for is not the
+		// turn that asked: say so, rather than ask again.
+		if uerr := unusedAnswers(ctx); uerr != nil {
+			err = uerr
+		}
+	}
+	if err == nil {
+		// Cancelled while the run wound up (its background work still
+		// running): the caller gave up before the run ended, and is told so.
+		err = ctx.Err()
+	}
+	// Clipped, like the requests' messages: whoever appends to it gets a
+	// slice of their own rather than writing into the agent's.
+	out = Output{RunID: runID, Answer: answer, Messages: slices.Clip(s.msgs[s.start:]), Usage: s.usage, ChildUsage: s.child, Value: s.value,
+		Compactions: s.compactions, Partial: s.partial}
+	out.Queued, out.Refused = run.Counts(ctx)
+	out.Cost, out.Unpriced = run.Cost(ctx)
+	out.CacheSaved = run.Saved(ctx)
+	out.Earlier, out.EarlierCost = run.Earlier(ctx)
+	if s.policy != nil {
+		out.Denials = denials(ctx)
+	}
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+			// Whatever else went wrong, the caller cancelled: say so first.
+			err = fmt.Errorf("%w: %w", cerr, err)
+		}
+		err = fmt.Errorf("agent %q: %w", r.name, err)
+		if runEvents {
+			em.Emit(failedRunEvent(runID, err))
+		}
+		return out, err
+	}
+	k := kept{msgs: s.msgs, bytes: s.bytes, spare: true, reported: s.reported, reportedBytes: s.reportedBytes, epoch: base.epoch}
+	trimmed := trimHistory(s.msgs, r.historyLimit)
+	if len(trimmed) < len(s.msgs) {
+		k = kept{msgs: trimmed, bytes: compact.MsgsBytes(trimmed), spare: true}
+	}
+	r.mu.Lock()
+	if s.compactions > 0 || len(trimmed) < len(s.msgs) {
+		k.epoch = r.newEpoch() // no longer the same conversation with more at its end
+	}
+	r.kept = k
+	r.mu.Unlock()
+	if runEvents {
+		em.Emit(event.Event{Type: event.RunFinished, RunID: runID, Result: event.JSONString(answer)})
+	}
+	return out, nil
+}
+
+// runState is one run in progress.
+type runState struct {
+	r       *React
+	ctx     context.Context
+	toolCtx context.Context // ctx, with the tracing hook when traced
+	runID   string
+	em      event.Emitter // of ctx
+	events  bool          // em.Enabled()
+	tracer  trace.Tracer  // nil when not traced
+	msgs    []provider.Message
+	usage   provider.Usage
+	child   provider.Usage
+	// ownEarlier is the part of usage replayed from the journal: the
+	// model answers and summaries an earlier run of the turn paid for.
+	ownEarlier provider.Usage
+	// start is where the run's own messages begin in msgs, bytes what
+	// msgs weigh (compact.MsgBytes), and reported and reportedBytes the last
+	// reply's reported tokens and the bytes they covered (see kept).
+	start                          int
+	bytes, reported, reportedBytes int64
+	// compactions counts the run's compactions; nothingToCompact is set
+	// once a compaction found nothing before the run to fold in.
+	compactions      int
+	nothingToCompact bool
+	// summariesRead holds the journal keys of the summaries the run
+	// replayed or made (see respendUnread).
+	summariesRead map[string]bool
+	// schema is the run's Input.ResponseSchema, cacheKey the key of its
+	// model calls: both the same on every call of the run.
+	schema   json.RawMessage
+	cacheKey string
+	// fork is the parent's request a context fork starts from (nil: the
+	// run is no fork), and prefix the request of the step whose tool
+	// calls run now, which the forks they start send (run.WithPrefix).
+	fork   *provider.Request
+	prefix *provider.Request
+	// value is the answer's value under OutputOf, corrected whether the
+	// model was told once that its answer did not fit.
+	value     any
+	corrected bool
+	// journal is the run's part of its turn's journal (nil: none), and
+	// traceHook the tools' tracing hook (nil: not traced).
+	journal   *runJournal
+	traceHook tool.CallHook
+	// policy binds the run (policy.From of its context), nil when none;
+	// modelCheck is its model calls' check (guardModel), made on the first.
+	policy     *policy.Policy
+	modelCheck *modelCheck
+	steps      int // model calls begun
+	// answered and called are the last step whose model answer the run
+	// replayed or received, and the last whose recorded call results it
+	// read (under a journal; see respendUnread).
+	answered, called int
+	// callsRun holds the index of each call of step called that the run
+	// replayed or began (guarded by the recorder's mutex while they run).
+	callsRun map[int]bool
+	// limit is the run's token limit (0: none): the agent's, or less when
+	// the tool that started the run gave it less. lastOut is the output
+	// tokens of the last reply, for the estimate of the next call's cost;
+	// partial is set when the run answered in a wrap-up turn.
+	// open is the calls of the input's last turn left without a result,
+	// which the run runs first.
+	open      []provider.ToolCall
+	limit     int64
+	lastOut   int64
+	lastModel string // the model that answered last, for the price of the next call
+	partial   bool
+	// readBack: the run's answer goes back to a parent that reads it out
+	// of the same budget (run.ReadBack).
+	readBack bool
+	// box is the mailbox of a background child's run (nil: none), read at
+	// each step boundary (see inbox.go).
+	box *mailbox.Box
+}
