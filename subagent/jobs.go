@@ -40,6 +40,7 @@ type job struct {
 	res             tool.Result // set before done closes
 	err             error       // set before done closes
 	settle          func(spent int64)
+	unhold          func()       // gives back what the job did not spend of its cost share
 	folded          bool         // its usage has been handed to the parent; guarded by the table's mu
 	box             *mailbox.Box // its messages, and where its loop stands
 	cancelled       bool         // cancelled by its parent; guarded by the table's mu
@@ -83,6 +84,9 @@ func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task 
 	// parent spends on the job itself comes out of the share first
 	// (jobMargin).
 	jctx, giveBack := run.KeepShare(ctx, jctx, jobMargin)
+	// Its share of the parent's cost limit is held in the parent until the
+	// job is collected: the parent's later steps cannot share it out again.
+	jctx, unhold := run.HoldCostShare(ctx, jctx)
 	jobID, runID := id.New("job_"), ""
 	if js := journalFrom(ctx); js != nil {
 		// The same job each time the turn runs: a resumed turn, replaying
@@ -90,12 +94,13 @@ func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task 
 		// its sub-agent run has the id the client saw.
 		jobID, runID = jobIDs(js, callID)
 	}
-	j := &job{id: jobID, agent: who.def.Name, task: task, cancel: cancel, done: make(chan struct{}), box: mailbox.New(nil)}
+	j := &job{id: jobID, agent: who.def.Name, task: task, cancel: cancel, done: make(chan struct{}), box: mailbox.New(nil), unhold: unhold}
 	jctx = mailbox.With(jctx, j.box)
 	jt.mu.Lock()
 	if jt.closed {
 		jt.mu.Unlock()
 		cancel()
+		unhold()
 		return nil, tool.Correctable(fmt.Errorf("%s: the run has ended: no background job can start", SpawnToolName))
 	}
 	jt.jobs[j.id] = j
@@ -180,6 +185,7 @@ func (jt *jobTable) close() provider.Usage {
 		if j := jt.jobs[id]; !j.folded {
 			j.folded = true
 			j.settle(j.res.Usage.Tokens())
+			j.unhold()
 			u = u.Add(j.res.Usage)
 		}
 	}
@@ -203,6 +209,7 @@ func (jt *jobTable) collect(j *job) (tool.Result, error) {
 	if !j.folded {
 		j.folded = true
 		j.settle(j.res.Usage.Tokens())
+		j.unhold()
 		res.Usage = j.res.Usage
 	}
 	return res, err

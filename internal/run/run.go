@@ -12,6 +12,7 @@ package run
 
 import (
 	"context"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -36,7 +37,10 @@ type info struct {
 	budget int64
 	// costShare is the cost limit, in US dollars, of a run started under
 	// the context by a tool call of a step (WithShares); 0 for none.
+	// hold, when not nil, is where that share is held in the run that gave
+	// it, for work that outlives its call (HoldCostShare).
 	costShare float64
+	hold      *costHold
 	// tally counts what AddEarlier records under the context, the runs
 	// started under it included (WithTally); nil when nothing counts.
 	tally *tally
@@ -261,6 +265,7 @@ func Start(ctx context.Context, id, name string, tokenLimit int64) context.Conte
 		// Its share of what its parent's step had left to spend is its
 		// own limit: its siblings' spending does not eat into it.
 		sc.costLimit, sc.costShared = parent.costShare, true
+		sc.hold = parent.hold
 	}
 	sc.name = name
 	run := context.WithValue(ctx, key{}, &info{id: id, parent: parent.id, name: name, depth: parent.depth, scope: sc, budget: -1, tally: parent.tally,
@@ -297,6 +302,11 @@ type scope struct {
 	// the share of a step of its parent: costShared).
 	costLimit  float64
 	costShared bool
+	// held is the part of the cost limit held for work that outlives the
+	// tool call that started it (HoldCostShare), not yet spent; hold is
+	// the hold this run spends from, nil for none. held changes under mu.
+	held float64
+	hold *costHold
 	// queued and refused count model calls that waited for admission and
 	// sub-agents a limit refused, in this run and the runs under it.
 	queued, refused atomic.Int64
@@ -434,6 +444,9 @@ func Priced(ctx context.Context) bool {
 // lack.
 func AddCost(ctx context.Context, dollars, saved float64, unpriced string) {
 	for sc := from(ctx).scope; sc != nil; sc = sc.up {
+		if sc.hold != nil {
+			sc.hold.spend(dollars)
+		}
 		sc.mu.Lock()
 		sc.cost += dollars
 		sc.saved += saved
@@ -466,7 +479,7 @@ func CostLeft(ctx context.Context) (float64, bool) {
 		sc.mu.Lock()
 		shared := sc.costShared
 		if sc.costLimit > 0 {
-			if l := sc.costLimit - sc.cost; !limited || l < left {
+			if l := sc.costLimit - sc.cost - sc.held; !limited || l < left {
 				left = l
 			}
 			limited = true
@@ -757,6 +770,47 @@ func WithCostShare(ctx context.Context, dollars float64) context.Context {
 	ri := from(ctx)
 	ri.costShare = max(dollars, 1e-12)
 	return context.WithValue(ctx, key{}, &ri)
+}
+
+// costHold is a cost share held in the run that gave it (sc) for work
+// that outlives its tool call: what of it the work has not spent yet
+// (left) is not the run's to spend. left changes under sc.mu.
+type costHold struct {
+	sc   *scope
+	left float64
+}
+
+// spend draws dollars, just spent by the work, from the hold.
+func (h *costHold) spend(dollars float64) {
+	h.sc.mu.Lock()
+	d := min(max(dollars, 0), h.left)
+	h.left -= d
+	h.sc.held -= d
+	h.sc.mu.Unlock()
+}
+
+// HoldCostShare gives dst, the context of work that outlives the tool call
+// of ctx (a background job), that call's share of what its run may still
+// spend (WithShares): the run that gave it holds it, so that its later
+// steps do not share it out again (CostLeft leaves it out), until the
+// work spends it or the function returned gives back what it did not
+// spend; call that once the work's cost is all counted and read. Without
+// a cost share it returns dst and does nothing.
+func HoldCostShare(ctx, dst context.Context) (context.Context, func()) {
+	ri, share := from(ctx), from(ctx).costShare
+	if share <= 0 || ri.scope == nil {
+		return dst, func() {}
+	}
+	h := &costHold{sc: ri.scope, left: share}
+	h.sc.mu.Lock()
+	h.sc.held += share
+	h.sc.mu.Unlock()
+	di := from(dst)
+	di.costShare, di.hold = share, h
+	var once sync.Once
+	return context.WithValue(dst, key{}, &di), func() {
+		once.Do(func() { h.spend(math.Inf(1)) })
+	}
 }
 
 // HasShares reports whether the step ctx belongs to set shares aside
