@@ -54,16 +54,17 @@ type Runtime struct {
 	PayloadLimit int
 	// Policy, when set, binds every run whose activities this worker
 	// runs, as agent.WithPolicy binds a tree in process: each model call
-	// (policy.BeforeModel, at the run's depth; compaction's summaries
-	// included) is checked before it is sent, and a denied one fails its
-	// run; each plain tool call is checked before it runs and its result
-	// before it is recorded (a call the policy asks about waits for a
-	// person, durably, as a tool.RequireApproval call does); and a
-	// factory's agent (SubAgent.Factory) runs in process under it, its
-	// whole subtree bound. Every worker of a task queue must be given the
-	// same policy. Not yet checked: the hand-off to a sub-agent that runs
-	// as a child workflow (a fixed or react child, a spawned fork) and
-	// the answer it returns — the child's own model and tool calls are.
+	// (policy.BeforeModel; compaction's summaries included) is checked
+	// before it is sent, and a denied one fails its run; each plain tool
+	// call is checked before it runs and its result before it is
+	// recorded; each sub-agent call (a fixed or react child, a spawned
+	// fork, a factory's agent) is checked before it starts, its hand-off
+	// too, and its answer before the model reads it; a factory's agent
+	// runs in process under it, its whole subtree bound. A call or
+	// hand-off the policy asks about waits for a person, durably, as a
+	// tool.RequireApproval call does. Checks carry the path and depth of
+	// the agent that makes them (policy.Check.Path, Depth). Every worker
+	// of a task queue must be given the same policy.
 	Policy *policy.Policy
 	// Events, when set, receives the AG-UI events of the runs whose
 	// activities this worker runs, as an in-process run emits them
@@ -84,6 +85,7 @@ func Register(w worker.Registry, rt *Runtime) {
 	w.RegisterActivityWithOptions(a.Complete, activity.RegisterOptions{Name: CompleteActivityName})
 	w.RegisterActivityWithOptions(a.CallTool, activity.RegisterOptions{Name: CallToolActivityName})
 	w.RegisterActivityWithOptions(a.RunFactory, activity.RegisterOptions{Name: RunFactoryActivity})
+	w.RegisterActivityWithOptions(a.CheckDelegation, activity.RegisterOptions{Name: CheckActivityName})
 }
 
 func (rt *Runtime) payloadLimit() int { return cmp.Or(max(rt.PayloadLimit, 0), DefaultPayloadLimit) }
@@ -108,7 +110,7 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (resp provider.
 	defer stop()
 	if pol := a.rt.Policy; pol != nil {
 		chk := policy.Check{Point: policy.BeforeModel, Request: &in.Request}
-		out := pol.Decide(runtime.WithDepth(ctx, in.Depth), &chk)
+		out := pol.Decide(runtime.WithPlace(ctx, in.Path, in.Depth), &chk)
 		if out.Verdict == policy.Deny {
 			return provider.Response{}, sdktemporal.NewNonRetryableApplicationError(out.Err(&chk).Error(), ErrTypePolicy, nil)
 		}
@@ -182,7 +184,7 @@ func (a *Activities) CallTool(ctx context.Context, in ToolCall) (ToolResult, err
 	}
 	ctx, stop := heartbeat(ctx)
 	defer stop()
-	ctx = runtime.WithDepth(policy.With(ctx, a.rt.Policy), in.Depth)
+	ctx = runtime.WithPlace(policy.With(ctx, a.rt.Policy), in.Path, in.Depth)
 	if len(in.Answers) > 0 {
 		var err error
 		if ctx, err = tool.Resume(ctx, &tool.Interrupted{Interrupts: in.Asked}, in.Answers...); err != nil {
@@ -229,7 +231,8 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	}()
 	ctx, stop := heartbeat(ctx)
 	defer stop()
-	ctx = runtime.WithDepth(policy.With(ctx, a.rt.Policy), in.Depth)
+	// The factory's agent runs as the caller's child, one level down.
+	ctx = runtime.WithPlace(policy.With(ctx, a.rt.Policy), in.Path, in.Depth)
 	if em := a.emitter(in.Trace); em.on() {
 		// The factory's agent runs here, in process: its own events go to
 		// the sink, attributed to the child.
@@ -245,16 +248,25 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 			}
 		}
 	}
-	var text string
-	if len(in.Arguments) > 0 {
-		text = string(in.Arguments)
-	}
+	text, _ := delegatedTask(true, false, in.Arguments)
 	var g *factoryGuard
 	if a.rt.Policy != nil {
-		g = &factoryGuard{pol: a.rt.Policy, name: cmp.Or(in.Tool, in.Factory), depth: in.Depth - 1}
-		var refused string
-		if in.Arguments, text, refused = g.before(ctx, in.Arguments, text); refused != "" {
-			return ToolResult{Content: capText(refused, in.MaxOutputBytes), IsError: true}, nil
+		g = &factoryGuard{pol: a.rt.Policy, name: cmp.Or(in.Tool, in.Factory), depth: in.Depth - 1, path: in.Path}
+		if in.Checked {
+			// The caller's workflow asked about the call and its hand-off.
+			text = in.Task
+		} else {
+			// A call of a workflow that ran before the workflow asked:
+			// it is asked here, where no person can be waited for.
+			call := provider.ToolCall{Name: g.name, Arguments: in.Arguments}
+			args, task, refused, asked := g.before(ctx, call, true, false)
+			if asked != nil {
+				refused = fmt.Sprintf("policy: a rule asks a person before %s, and a sub-agent run by a factory on a workflow started before such questions could be waited for cannot wait: do the work another way", g.name)
+			}
+			if refused != "" {
+				return ToolResult{Content: capText(refused, in.MaxOutputBytes), IsError: true}, nil
+			}
+			in.Arguments, text = args, task
 		}
 	}
 	ag, err := f(ctx, in.Arguments)
@@ -280,53 +292,101 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	return res, nil
 }
 
-// factoryGuard asks a worker's policy about the call of a factory child,
-// its hand-off and its answer, as the registry and a sub-agent tool ask
-// in process: the checks are made at the caller's depth (its path is not
-// known on a worker).
+// CheckDelegation is the delegation check activity: it asks the worker's
+// policy about a sub-agent call its workflow makes, as the registry and a
+// sub-agent tool ask in process. Before the call: the call itself
+// (policy.BeforeTool) and the hand-off (policy.BeforeDelegation), each of
+// which may be denied, rewritten or asked about (the question comes back
+// in Asked; the workflow waits for the person and checks again with the
+// answers); after it (in.After): the child's answer. Without a policy it
+// allows everything as it is.
+func (a *Activities) CheckDelegation(ctx context.Context, in Delegation) (Delegated, error) {
+	pol := a.rt.Policy
+	if in.After {
+		out := Delegated{Result: in.Result, IsError: in.IsError}
+		if pol != nil {
+			g := &factoryGuard{pol: pol, name: in.Call.Name, depth: in.Depth, path: in.Path}
+			r := g.after(ctx, in.Call.Arguments, ToolResult{Content: in.Result, IsError: in.IsError})
+			out.Result, out.IsError = r.Content, r.IsError
+		}
+		return out, nil
+	}
+	task, _ := delegatedTask(in.Factory, in.Spawn, in.Call.Arguments)
+	out := Delegated{Arguments: in.Call.Arguments, Task: task}
+	if pol == nil {
+		return out, nil
+	}
+	if len(in.Answers) > 0 {
+		var err error
+		if ctx, err = tool.Resume(ctx, &tool.Interrupted{Interrupts: in.Asked}, in.Answers...); err != nil {
+			return Delegated{Refused: err.Error()}, nil
+		}
+	}
+	g := &factoryGuard{pol: pol, name: in.Call.Name, depth: in.Depth, path: in.Path}
+	out.Arguments, out.Task, out.Refused, out.Asked = g.before(ctx, in.Call, in.Factory, in.Spawn)
+	return out, nil
+}
+
+// factoryGuard asks a worker's policy about a sub-agent call, its
+// hand-off and its answer, as the registry and a sub-agent tool ask in
+// process, at the caller's depth and path.
 type factoryGuard struct {
 	pol   *policy.Policy
 	name  string
 	depth int
+	path  string
 }
 
 // before checks the call and its hand-off: it returns the arguments and
 // the task to go on with (rewritten, when a rule rewrote them), or what
-// the model reads when the call does not go on. A question to a person
-// is not yet something a factory child's call can wait for on Temporal:
-// it is refused, saying so.
-func (g *factoryGuard) before(ctx context.Context, args json.RawMessage, text string) (json.RawMessage, string, string) {
-	ctx = runtime.WithDepth(ctx, g.depth)
-	chk := policy.Check{Point: policy.BeforeTool, Tool: g.name, Arguments: args}
-	if refused := g.decide(ctx, &chk); refused != "" {
-		return args, text, refused
+// the model reads when the call does not go on, or the questions a rule
+// asks a person first (tool.ApprovePolicy: answered, the check is made
+// again under them). factory and spawn say how the task is read from the
+// arguments (delegatedTask); arguments it cannot be read from are not
+// handed off, and the task is "".
+func (g *factoryGuard) before(ctx context.Context, call provider.ToolCall, factory, spawn bool) (args json.RawMessage, task, refused string, asked []tool.Interrupt) {
+	ctx = runtime.WithPlace(ctx, g.path, g.depth)
+	args = call.Arguments
+	chk := policy.Check{Point: policy.BeforeTool, Tool: g.name, CallID: call.ID, Arguments: args}
+	if refused, asked = g.decide(ctx, call, &chk); refused != "" || asked != nil {
+		return args, "", refused, asked
 	}
-	if string(chk.Arguments) != string(args) {
-		args, text = chk.Arguments, string(chk.Arguments)
+	args = chk.Arguments
+	task, ok := delegatedTask(factory, spawn, args)
+	if !ok {
+		return args, "", "", nil
 	}
-	chk = policy.Check{Point: policy.BeforeDelegation, Tool: g.name, Arguments: args, Task: text}
-	if refused := g.decide(ctx, &chk); refused != "" {
-		return args, text, refused
+	chk = policy.Check{Point: policy.BeforeDelegation, Tool: g.name, CallID: call.ID, Arguments: args, Task: task}
+	if refused, asked = g.decide(ctx, call, &chk); refused != "" || asked != nil {
+		return args, "", refused, asked
 	}
-	return args, chk.Task, ""
+	return args, chk.Task, "", nil
 }
 
-// decide returns what the model reads of a Deny or an Ask, "" otherwise.
-func (g *factoryGuard) decide(ctx context.Context, chk *policy.Check) string {
+// decide returns what the model reads of a Deny or of a person's refusal,
+// or the questions of an Ask not answered yet.
+func (g *factoryGuard) decide(ctx context.Context, call provider.ToolCall, chk *policy.Check) (string, []tool.Interrupt) {
 	out := g.pol.Decide(ctx, chk)
 	switch out.Verdict {
 	case policy.Deny:
-		return out.Err(chk).Error()
+		return out.Err(chk).Error(), nil
 	case policy.Ask:
-		return fmt.Sprintf("policy: rule %q asks a person before %s, and a sub-agent run by a factory on Temporal cannot wait for an answer yet: do the work another way", out.Rule, g.name)
+		err := tool.ApprovePolicy(ctx, tool.Call{ID: call.ID, Name: g.name, Arguments: chk.Arguments}, out)
+		var asked *tool.Interrupted
+		if errors.As(err, &asked) {
+			return "", asked.Interrupts
+		}
+		if err != nil {
+			return err.Error(), nil
+		}
 	}
-	return ""
+	return "", nil
 }
 
 // after checks the answer before the model reads it.
 func (g *factoryGuard) after(ctx context.Context, args json.RawMessage, res ToolResult) ToolResult {
 	chk := policy.Check{Point: policy.AfterResult, Tool: g.name, Arguments: args, Result: res.Content, IsError: res.IsError}
-	out := g.pol.Decide(runtime.WithDepth(ctx, g.depth), &chk)
+	out := g.pol.Decide(runtime.WithPlace(ctx, g.path, g.depth), &chk)
 	switch out.Verdict {
 	case policy.Deny:
 		return ToolResult{Content: out.Err(&chk).Error(), IsError: true, Usage: res.Usage}

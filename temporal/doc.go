@@ -63,11 +63,16 @@
 //
 // A policy set on the worker ([Runtime].Policy) binds every run whose
 // activities the worker runs, as agent.WithPolicy binds a tree in
-// process: model calls, plain tool calls and their results (a question it
-// asks waits as any other), and a factory child's call, hand-off, answer
-// and in-process run. The call and hand-off of a child run as a child
-// workflow are not checked yet; the child's own calls are. Checks made on
-// a worker carry the run's depth, not its path.
+// process: model calls, plain tool calls and their results, and every
+// sub-agent call — its call, its hand-off and its answer, checked by an
+// local activity of the caller's workflow (the delegation check) for a child
+// workflow, and in process for a factory's agent, whose whole run is
+// bound. A rule that asks, before a plain call or a hand-off, waits for
+// the person, durably, as a tool.RequireApproval call does. Each check
+// carries the path and depth of the agent that makes it, as in process
+// ("lead/subagent" for a spawned fork). Not checked on Temporal: a
+// child workflow's corrective retry as a hand-off of its own (it is the
+// child's own next model call, which is checked).
 //
 // Model failures are retried by Temporal according to the provider's error
 // kind: a rate limit or a transient failure retries with backoff; a bad

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -79,6 +80,20 @@ func (m *steps) Complete(ctx context.Context, req provider.Request) (provider.Re
 	return provider.Response{Message: provider.AssistantMessage("", calls...), Usage: u, StopReason: provider.StopToolUse}, nil
 }
 
+// starts counts the runs the model was asked to begin: the requests
+// holding no reply of its own yet.
+func (m *steps) starts() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, req := range m.requests {
+		if !slices.ContainsFunc(req.Messages, func(msg provider.Message) bool { return msg.Role == provider.RoleAssistant }) {
+			n++
+		}
+	}
+	return n
+}
+
 func (m *steps) sent(s string) (requests int, holding bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -115,11 +130,12 @@ func (c *countedTools) runs(name string) int {
 }
 
 // watcher is a rule that counts the checks by point, and the tool calls
-// by name.
+// by name, and keeps the paths each point and tool was checked at.
 type watcher struct {
 	mu     sync.Mutex
 	points map[policy.Point]int
 	tools  map[string]int
+	paths  map[string]bool // "point tool@path"
 }
 
 func (w *watcher) Name() string { return "watcher" }
@@ -130,6 +146,9 @@ func (w *watcher) Decide(_ context.Context, c *policy.Check) policy.Decision {
 	w.points[c.Point]++
 	if c.Point == policy.BeforeTool {
 		w.tools[c.Tool]++
+	}
+	if w.paths != nil {
+		w.paths[fmt.Sprintf("%s %s@%s", c.Point, c.Tool, c.Path)] = true
 	}
 	return policy.Decision{}
 }
@@ -177,17 +196,17 @@ func newPolicyTree(t *testing.T, id func(int64, int) string, pol *policy.Policy)
 	return tr
 }
 
-// A worker's policy binds a tree on Temporal: it sees every plain tool
-// call, every model call (the fork's, a child workflow's, and the
-// factory child's, run in process, included), the factory child's call,
-// hand-off and answer; a call it denies never runs, anywhere; and a
-// secret given to the lead reaches no child's model and no tool —
-// whatever ids the models give their calls. (The call of a child run as
-// a child workflow, here the spawn, is not yet checked itself.)
+// A worker's policy binds a tree on Temporal: it sees every tool call
+// (the spawn of a fork run as a child workflow included), every model
+// call (the fork's, a child workflow's, and the factory child's, run in
+// process, included), both children's hand-offs and answers, each at the
+// path of the agent that makes it, as in process; a call it denies never
+// runs, anywhere; and a secret given to the lead reaches no child's model
+// and no tool — whatever ids the models give their calls.
 func TestPolicyBindsATreeOnTemporal(t *testing.T) {
 	for _, mode := range policyIDModes {
 		t.Run(mode.name, func(t *testing.T) {
-			w := &watcher{points: map[policy.Point]int{}, tools: map[string]int{}}
+			w := &watcher{points: map[policy.Point]int{}, tools: map[string]int{}, paths: map[string]bool{}}
 			pol, err := policy.New(w, policy.DenyTools("no-rm", policy.AnyDepth, "rm"), policy.Redact("secrets", []string{temporalSecret}))
 			if err != nil {
 				t.Fatal(err)
@@ -208,8 +227,8 @@ func TestPolicyBindsATreeOnTemporal(t *testing.T) {
 			}
 			w.mu.Lock()
 			defer w.mu.Unlock()
-			if got, want := w.points[policy.BeforeTool], calls-1; got != want {
-				t.Errorf("the policy saw %d tool calls; the models asked for %d, of which the spawn (a child workflow's call) is not checked: want %d", got, calls, want)
+			if got := w.points[policy.BeforeTool]; got != calls {
+				t.Errorf("the policy saw %d tool calls; the models asked for %d", got, calls)
 			}
 			models := 0
 			for _, m := range []*steps{tr.lead, tr.fork, tr.worker} {
@@ -219,18 +238,33 @@ func TestPolicyBindsATreeOnTemporal(t *testing.T) {
 			if got := w.points[policy.BeforeModel]; got != models || models != 6 {
 				t.Errorf("the policy saw %d model calls; the models were asked %d times (want 6)", got, models)
 			}
-			if got := w.points[policy.BeforeDelegation]; got != 1 {
-				t.Errorf("the policy saw %d hand-offs, want the factory child's", got)
+			if got := w.points[policy.BeforeDelegation]; got != 2 {
+				t.Errorf("the policy saw %d hand-offs, want the factory child's and the fork's", got)
 			}
 			// Every call not denied had its result checked: the lead's
-			// search, leaf and worker, the fork's search, the worker's lookup.
-			if got := w.points[policy.AfterResult]; got != 5 {
-				t.Errorf("the policy saw %d results, want 5", got)
+			// search, leaf, worker and fork, the fork's search, the
+			// worker's lookup.
+			if got := w.points[policy.AfterResult]; got != 6 {
+				t.Errorf("the policy saw %d results, want 6", got)
 			}
-			for _, name := range []string{"search", "leaf", "lookup", "worker"} {
+			for _, want := range []string{
+				"tool search@lead", "tool " + SpawnToolName + "@lead", "tool worker@lead",
+				"delegation " + SpawnToolName + "@lead", "delegation worker@lead",
+				"result " + SpawnToolName + "@lead", "result worker@lead",
+				"tool search@lead/subagent", "tool rm@lead/subagent", "tool lookup@lead/worker",
+				"model @lead", "model @lead/subagent", "model @lead/worker",
+			} {
+				if !w.paths[want] {
+					t.Errorf("no check %q; the checks were %v", want, w.paths)
+				}
+			}
+			for _, name := range []string{"search", "leaf", "lookup", "worker", SpawnToolName} {
 				runs := tr.tools.runs(name)
-				if name == "worker" {
+				switch name {
+				case "worker":
 					runs = int(tr.builds.Load())
+				case SpawnToolName:
+					runs = tr.fork.starts()
 				}
 				if w.tools[name] != runs || runs == 0 {
 					t.Errorf("%s ran %d times; the policy saw %d calls", name, runs, w.tools[name])
@@ -325,5 +359,96 @@ func TestPolicyDeniesAndAsksOnTemporal(t *testing.T) {
 				t.Errorf("the answer %q should hold leaf's result and the worker's denial", out.Answer)
 			}
 		})
+	}
+}
+
+// A rule that asks before a hand-off waits, on Temporal, for the person,
+// durably, as a plain call's question does: the lead's call of a factory
+// child and its spawn of a fork (a child workflow) are both asked about,
+// neither child starts before the answers, and each starts once when
+// approved and never when declined — whatever ids the models give their
+// calls.
+func TestPolicyAsksBeforeAHandOffOnTemporal(t *testing.T) {
+	for _, mode := range policyIDModes {
+		for _, approve := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/approved=%v", mode.name, approve), func(t *testing.T) {
+				pol, err := policy.New(policy.AskBefore("approve-children", "worker", SpawnToolName))
+				if err != nil {
+					t.Fatal(err)
+				}
+				tr := newPolicyTree(t, mode.id, pol)
+				env := newEnv(t, tr.rt)
+				var pending []tool.Interrupt
+				var answerErr error
+				env.RegisterDelayedCallback(func() {
+					v, err := env.QueryWorkflow(InterruptsQuery)
+					if err != nil {
+						t.Errorf("query: %v", err)
+						return
+					}
+					if err := v.Get(&pending); err != nil {
+						t.Error(err)
+					}
+					if tr.builds.Load() != 0 || tr.fork.starts() != 0 {
+						t.Errorf("before any answer, the worker was built %d times and the fork started %d times", tr.builds.Load(), tr.fork.starts())
+					}
+					var answers []tool.Answer
+					for _, it := range pending {
+						answers = append(answers, tool.Answer{InterruptID: it.ID, Status: tool.Resolved, Payload: json.RawMessage(fmt.Sprintf(`{"approved":%v}`, approve))})
+					}
+					env.UpdateWorkflow(AnswerUpdate, "a1", &testsuite.TestUpdateCallback{
+						OnAccept: func() {}, OnReject: func(err error) { answerErr = err }, OnComplete: func(_ any, err error) {
+							if err != nil {
+								answerErr = err
+							}
+						},
+					}, answers)
+				}, 24*time.Hour)
+				env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: tr.spec, Text: "audit"})
+				if err := env.GetWorkflowError(); err != nil {
+					t.Fatal(err)
+				}
+				if answerErr != nil {
+					t.Fatal(answerErr)
+				}
+				asked := map[string]bool{}
+				for _, it := range pending {
+					if it.Reason != tool.ApprovalReason || it.SubagentRunID != "" || !strings.Contains(it.Message, "approve-children") || !strings.Contains(it.Message, "Allow lead to call") {
+						t.Errorf("question %+v: want the lead's approval, naming the rule", it)
+					}
+					for _, name := range []string{"worker", SpawnToolName} {
+						if strings.Contains(it.Message, "call "+name) {
+							asked[name] = true
+						}
+					}
+				}
+				if len(pending) != 2 || !asked["worker"] || !asked[SpawnToolName] {
+					t.Fatalf("the tree waited on %+v, want one question about the worker and one about the spawn", pending)
+				}
+				var out RunOutput
+				if err := env.GetWorkflowResult(&out); err != nil {
+					t.Fatal(err)
+				}
+				want := 0
+				if approve {
+					want = 1
+				}
+				if int(tr.builds.Load()) != want || tr.fork.starts() != want || tr.tools.runs("lookup") != want {
+					t.Errorf("the worker was built %d times (its lookup ran %d) and the fork started %d times, want %d each",
+						tr.builds.Load(), tr.tools.runs("lookup"), tr.fork.starts(), want)
+				}
+				// The lead's own search and rm run once either way; the
+				// fork's search and rm, and the worker's rm, only when approved.
+				if tr.tools.runs("search") != 1+want || tr.tools.runs("rm") != 1+2*want {
+					t.Errorf("search ran %d times and rm %d times", tr.tools.runs("search"), tr.tools.runs("rm"))
+				}
+				if approve && (!strings.Contains(out.Answer, "worker(") || !strings.Contains(out.Answer, "fork(")) {
+					t.Errorf("the answer %q should hold both children's answers", out.Answer)
+				}
+				if !approve && strings.Count(out.Answer, "did not approve") != 2 {
+					t.Errorf("the answer %q should hold both refusals", out.Answer)
+				}
+			})
+		}
 	}
 }

@@ -98,7 +98,7 @@ func compact(ctx workflow.Context, spec Spec, c Compaction, conv []provider.Mess
 	}
 	req := cc.SummaryRequest(conv[:cut], cmp.Or(c.SummaryModel, spec.Model), c.Window)
 	var resp provider.Response
-	if err := workflow.ExecuteActivity(activityContext(ctx, spec), CompleteActivityName, ModelCall{Provider: spec.Provider, Request: req, Depth: residentDepth}).Get(ctx, &resp); err != nil {
+	if err := workflow.ExecuteActivity(activityContext(ctx, spec), CompleteActivityName, ModelCall{Provider: spec.Provider, Request: req, Depth: residentDepth, Path: cmp.Or(spec.Name, agent.DefaultName)}).Get(ctx, &resp); err != nil {
 		return conv, usageOf(err), sdktemporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("resident %q: compacting its conversation (%d messages folded into a summary) failed: %v; the conversation is as it was", spec.Name, cut, err), ErrTypeCompaction, err)
 	}
@@ -161,7 +161,7 @@ func ResidentWorkflow(ctx workflow.Context, in ResidentInput) ([]provider.Messag
 					return RunOutput{Usage: spent}, err
 				}
 			}
-			out, err := run(ctx, in.Spec, 0, prior, []provider.Message{provider.UserMessage(task)}, fmt.Sprintf("%s/t%d", id, turn), nil, nil)
+			out, err := run(ctx, in.Spec, 0, prior, []provider.Message{provider.UserMessage(task)}, fmt.Sprintf("%s/t%d", id, turn), nil, nil, cmp.Or(in.Spec.Name, agent.DefaultName))
 			out.Usage = out.Usage.Add(spent)
 			if err != nil {
 				return RunOutput{Usage: out.Usage}, err

@@ -45,6 +45,7 @@ const (
 	CompleteActivityName = "deputy.Complete"
 	CallToolActivityName = "deputy.CallTool"
 	RunFactoryActivity   = "deputy.RunFactory"
+	CheckActivityName    = "deputy.CheckDelegation"
 	AskUpdate            = "ask"
 	CloseSignal          = "close"
 	SpawnToolName        = "spawn_subagent"
@@ -134,6 +135,11 @@ type RunInput struct {
 	// Trace, set by a parent on its child's input, is where the run stands
 	// in its tree, for its events (nil at the top: the run is the tree).
 	Trace *Trace `json:"trace,omitempty"`
+	// Path, set by a parent on its child's input, names the agents from
+	// the top-level run down to this one, joined by "/", as
+	// policy.Check.Path does in process ("lead/subagent"); "" at the top,
+	// where it is the Spec's Name (agent.DefaultName when it has none).
+	Path string `json:"path,omitempty"`
 }
 
 // RunOutput is the outcome of a run.
@@ -161,8 +167,10 @@ type ModelCall struct {
 	Provider string           `json:"provider"`
 	Request  provider.Request `json:"request"`
 	// Depth is the delegation depth of the run that makes the call (0 at
-	// the top), which a policy reads (Runtime.Policy).
-	Depth int `json:"depth,omitempty"`
+	// the top), and Path its path in the tree, which a policy reads
+	// (Runtime.Policy).
+	Depth int    `json:"depth,omitempty"`
+	Path  string `json:"path,omitempty"`
 	// Trace places the call in its tree, for its events (nil: none).
 	Trace *Trace `json:"trace,omitempty"`
 }
@@ -172,6 +180,9 @@ type ToolCall struct {
 	Call           provider.ToolCall `json:"call"`
 	Depth          int               `json:"depth"`
 	MaxOutputBytes int               `json:"max_output_bytes"`
+	// Path is the path of the run that makes the call, which a policy
+	// reads.
+	Path string `json:"path,omitempty"`
 	// Trace places the call in its tree, for its result's event.
 	Trace *Trace `json:"trace,omitempty"`
 	// Asked and Answers: the questions the call's first run asked
@@ -200,8 +211,63 @@ type FactoryCall struct {
 	Arguments      json.RawMessage `json:"arguments"`
 	Depth          int             `json:"depth"`
 	MaxOutputBytes int             `json:"max_output_bytes"`
+	// Path is the path of the run that calls the factory; the agent it
+	// builds runs as its child, as in process.
+	Path string `json:"path,omitempty"`
+	// Checked says the caller's workflow asked the policy about the call
+	// and its hand-off already (CheckActivityName), and Task is the task
+	// the child is handed, as the policy left it.
+	Checked bool   `json:"checked,omitempty"`
+	Task    string `json:"task,omitempty"`
+	// TokenLimit, when set, is the child's share of its caller's token
+	// limit (Spec.TokenLimit), and CostLimit of its cost limit.
+	TokenLimit int64   `json:"token_limit,omitempty"`
+	CostLimit  float64 `json:"cost_limit,omitempty"`
 	// Trace places the child in its tree, for its events.
 	Trace *Trace `json:"trace,omitempty"`
+}
+
+// Delegation is the input of the activity that asks a worker's policy
+// (Runtime.Policy) about a sub-agent call its workflow makes: before it,
+// the call and the hand-off, as the registry and a sub-agent tool ask in
+// process; after it (After), the child's answer, before the model reads
+// it.
+type Delegation struct {
+	Call provider.ToolCall `json:"call"`
+	// Factory says the arguments are the task (a SubAgent.Factory call);
+	// else the task is read from them as the sub-agent tools read it
+	// (Spawn: a spawned fork's, its context first).
+	Factory bool `json:"factory,omitempty"`
+	Spawn   bool `json:"spawn,omitempty"`
+	// Depth and Path are the caller's.
+	Depth int    `json:"depth"`
+	Path  string `json:"path,omitempty"`
+	// Asked and Answers: the questions the check asked a person (a rule
+	// that asks), and the answers given, with which it runs again.
+	Asked   []tool.Interrupt `json:"asked,omitempty"`
+	Answers []tool.Answer    `json:"answers,omitempty"`
+	// After, Result and IsError: the check of what the child answered.
+	After   bool   `json:"after,omitempty"`
+	Result  string `json:"result,omitempty"`
+	IsError bool   `json:"is_error,omitempty"`
+}
+
+// Delegated is what the delegation check decided.
+type Delegated struct {
+	// Arguments and Task are the call's arguments and the child's task
+	// to go on with, as the policy left them (rewritten, when a rule
+	// rewrote them).
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Task      string          `json:"task,omitempty"`
+	// Refused, when set, is what the model reads in place of a result:
+	// the call does not go on (a denial, a person's refusal).
+	Refused string `json:"refused,omitempty"`
+	// Asked are the questions a rule asks a person before the call goes
+	// on: the workflow waits for their answers and checks again with them.
+	Asked []tool.Interrupt `json:"asked,omitempty"`
+	// Result and IsError, after the child, are what the model reads.
+	Result  string `json:"result,omitempty"`
+	IsError bool   `json:"is_error,omitempty"`
 }
 
 func (s Spec) maxSteps() int    { return cmp.Or(max(s.MaxSteps, 0), DefaultMaxSteps) }

@@ -12,6 +12,7 @@ import (
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agent/runtime"
 	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/provider"
@@ -52,7 +53,7 @@ func AgentWorkflow(ctx workflow.Context, in RunInput) (RunOutput, error) {
 	if err != nil {
 		return RunOutput{}, err
 	}
-	out, err := run(ctx, in.Spec, in.Depth, nil, input, id, trace, q)
+	out, err := run(ctx, in.Spec, in.Depth, nil, input, id, trace, q, cmp.Or(in.Path, cmp.Or(in.Spec.Name, agent.DefaultName)))
 	if in.Depth > 0 {
 		// A child's transcript stays in its own history; only the answer
 		// and usage go back to the parent.
@@ -79,8 +80,8 @@ func FactoryWorkflow(ctx workflow.Context, in FactoryCall) (ToolResult, error) {
 //
 // trace, when set, places the run in its tree for the events its
 // activities publish, and q takes the questions its tools ask (a
-// resident's runs have neither).
-func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Message, idPrefix string, trace *Trace, q *questions) (RunOutput, error) {
+// resident's runs have neither); path is the run's path in its tree.
+func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Message, idPrefix string, trace *Trace, q *questions, path string) (RunOutput, error) {
 	var out RunOutput
 	var schema *jsonschema.Schema
 	system := spec.System
@@ -113,7 +114,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			out.Messages = conv
 			return out, failure(out, ErrTypeUsageLimit, err.Error())
 		}
-		mc := ModelCall{Provider: spec.Provider, Request: req, Depth: depth}
+		mc := ModelCall{Provider: spec.Provider, Request: req, Depth: depth, Path: path}
 		if trace != nil {
 			t := *trace
 			t.Step, t.Ended, t.Corrected, t.Spent, t.TokenLimit, t.MaxOutput = step+1, ended, corrected, out.TotalUsage(), spec.TokenLimit, spec.maxOutput()
@@ -166,7 +167,8 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		// Under a limit, each child's is its share of what is left (0: none).
 		childLimit := b.share(out.TotalUsage().Tokens(), b.estimate(provider.Request{System: system, Tools: defs,
 			Messages: append(append([]provider.Message(nil), prior...), conv...), ResponseSchema: spec.OutputSchema}), len(msg.ToolCalls))
-		results, ended, err = runTools(ctx, actx, spec, depth, childLimit, fmt.Sprintf("%s/%d", idPrefix, step), msg.ToolCalls, &spawns, stepTrace(trace, step+1), q)
+		results, ended, err = runTools(ctx, actx, turn{spec: spec, depth: depth, path: path, childLimit: childLimit, trace: stepTrace(trace, step+1), q: q},
+			fmt.Sprintf("%s/%d", idPrefix, step), msg.ToolCalls, &spawns)
 		failedStep := false
 		for i, r := range results {
 			out.ChildUsage = out.ChildUsage.Add(r.Usage)
@@ -327,30 +329,52 @@ func parallelism(ctx workflow.Context, spec Spec, n int) int {
 	return max(n, 1)
 }
 
+// turn is what a step's tool calls run under: the run's spec, depth and
+// path; each child's share of the run's token limit (0: none); trace,
+// when set, places the step in its tree; q takes the questions its calls
+// ask (nil: none can be asked).
+type turn struct {
+	spec       Spec
+	depth      int
+	path       string
+	childLimit int64
+	trace      *Trace
+	q          *questions
+}
+
+// delegationChange names the workflow version from which a sub-agent
+// call run as a child workflow (or by a factory) is checked by the
+// worker's policy in the caller's workflow (CheckActivityName): its call,
+// its hand-off and, for a child workflow, its answer. A workflow started
+// before it runs its children unchecked, as it did.
+const delegationChange = "deputy.delegation-policy"
+
 // runTools runs one turn's tool calls, at most spec.Parallelism at once (by
-// default all of them), and
-// returns one result per call in order. It returns an error only when the
-// run was cancelled.
+// default all of them), and returns one result per call in order. It
+// returns an error only when the run was cancelled.
 //
-// trace, when set, places the step in its tree: its plain tool calls
-// publish their results, its children their events; ended lists the calls
-// whose results no activity published, for the next model call to.
-func runTools(ctx, actx workflow.Context, spec Spec, depth int, childLimit int64, idPrefix string, calls []provider.ToolCall, spawns *int, trace *Trace, q *questions) (results []ToolResult, ended []EndedCall, err error) {
+// With a trace, its plain tool calls publish their results, its children
+// their events; ended lists the calls whose results no activity
+// published, for the next model call to.
+func runTools(ctx, actx workflow.Context, tn turn, idPrefix string, calls []provider.ToolCall, spawns *int) (results []ToolResult, ended []EndedCall, err error) {
+	spec, depth, trace := tn.spec, tn.depth, tn.trace
 	results = make([]ToolResult, len(calls))
 	errs := make([]error, len(calls))
 	published := make([]bool, len(calls))  // by a tool activity
 	children := make([]string, len(calls)) // the sub-agent run each call started
 	sem := workflow.NewSemaphore(ctx, int64(parallelism(ctx, spec, len(calls))))
 	wg := workflow.NewWaitGroup(ctx)
+	checked, asked := false, false // whether the step's hand-offs are checked (delegationChange)
 	for i, call := range calls {
-		start := func(workflow.Context) workflow.Future { return nil }
 		isSpawn := call.Name == SpawnToolName && spec.Spawn
 		sub, isSub := findSub(spec, call.Name)
+		var body func(gctx workflow.Context)
 		switch {
 		case contains(spec.Tools, call.Name):
 			published[i] = trace != nil
-			start = func(gctx workflow.Context) workflow.Future {
-				return workflow.ExecuteActivity(withCtx(actx, gctx), CallToolActivityName, ToolCall{Call: call, Depth: depth, MaxOutputBytes: spec.maxOutput(), Trace: trace})
+			body = func(gctx workflow.Context) {
+				errs[i] = workflow.ExecuteActivity(withCtx(actx, gctx), CallToolActivityName, ToolCall{Call: call, Depth: depth, Path: tn.path, MaxOutputBytes: spec.maxOutput(), Trace: trace}).Get(gctx, &results[i])
+				errs[i] = askAndRunAgain(gctx, actx, tn, call, &results[i], errs[i])
 			}
 		case (isSub || isSpawn) && depth >= spec.maxDepth():
 			results[i] = ToolResult{Content: fmt.Sprintf("%v: %q cannot delegate further", subagent.ErrMaxDepth, call.Name), IsError: true}
@@ -362,39 +386,25 @@ func runTools(ctx, actx workflow.Context, spec Spec, depth int, childLimit int64
 			if isSpawn {
 				*spawns++
 			}
-			id := fmt.Sprintf("%s.%d-%s", idPrefix, i, call.Name)
-			child, wfName, arg, bad := childRun(spec, sub, isSpawn, call, depth)
-			if bad != "" {
-				results[i] = ToolResult{Content: bad, IsError: true}
-				continue
+			if !asked {
+				// Asked once a step, where the step has a child, so that
+				// workflows that ran before it replay as they ran.
+				asked = true
+				checked = workflow.GetVersion(ctx, delegationChange, workflow.DefaultVersion, 1) >= 1
 			}
-			if a, ok := arg.(RunInput); ok && childLimit > 0 {
-				// The child spends its share of what the run has left.
-				if a.Spec.TokenLimit == 0 || a.Spec.TokenLimit > childLimit {
-					a.Spec.TokenLimit = childLimit
-				}
-				arg = a
-			}
-			if trace != nil {
-				ct := &Trace{Tree: trace.Tree, Subagent: id, Name: call.Name, Description: sub.Description, Parent: trace.Subagent, ParentToolCall: call.ID}
-				if isSpawn {
-					ct.Name, ct.Description = forkName, ""
-				}
-				children[i] = id
-				switch a := arg.(type) {
-				case RunInput:
-					a.Trace = ct
-					arg = a
-				case FactoryCall:
-					a.Trace = ct
-					arg = a
+			d := &delegation{tn: tn, call: call, sub: sub, isSpawn: isSpawn, id: fmt.Sprintf("%s.%d-%s", idPrefix, i, call.Name)}
+			if !checked {
+				// As before delegationChange: bad arguments are refused
+				// before anything is scheduled.
+				if bad := d.prepare(); bad != "" {
+					results[i] = ToolResult{Content: bad, IsError: true}
+					continue
 				}
 			}
-			start = func(gctx workflow.Context) workflow.Future {
-				cctx := workflow.WithChildOptions(gctx, workflow.ChildWorkflowOptions{WorkflowID: id})
-				return workflow.ExecuteChildWorkflow(cctx, wfName, arg)
+			body = func(gctx workflow.Context) {
+				results[i], errs[i] = d.run(gctx, checked)
+				children[i] = d.started
 			}
-			_ = child
 		default:
 			results[i] = ToolResult{Content: fmt.Sprintf("%v: %q; the tools are the ones listed in this request", tool.ErrUnknownTool, call.Name), IsError: true}
 			continue
@@ -407,17 +417,7 @@ func runTools(ctx, actx workflow.Context, spec Spec, depth int, childLimit int64
 				return
 			}
 			defer sem.Release(1)
-			f := start(gctx)
-			if isSub && sub.Factory != "" {
-				errs[i] = f.Get(gctx, &results[i])
-			} else if isSub || isSpawn {
-				var o RunOutput
-				errs[i] = f.Get(gctx, &o)
-				results[i] = ToolResult{Content: childContent(o), Usage: o.TotalUsage()}
-			} else {
-				errs[i] = f.Get(gctx, &results[i])
-				errs[i] = askAndRunAgain(gctx, actx, q, spec, depth, call, trace, &results[i], errs[i])
-			}
+			body(gctx)
 			if errs[i] != nil {
 				results[i] = ToolResult{Content: capText(fmt.Sprintf("%s failed: %v", call.Name, errs[i]), spec.maxOutput()), IsError: true, Usage: usageOf(errs[i])}
 			}
@@ -443,10 +443,148 @@ func runTools(ctx, actx workflow.Context, spec Spec, depth int, childLimit int64
 	return results, ended, nil
 }
 
+// delegation is one sub-agent call of a step: a child workflow (a fixed
+// or react child, a spawned fork) or a factory's.
+type delegation struct {
+	tn      turn
+	call    provider.ToolCall
+	sub     SubAgent
+	isSpawn bool
+	id      string // the child workflow's id
+
+	wfName  string
+	arg     any    // RunInput or FactoryCall
+	started string // the child's sub-agent run id, once it started with a trace
+}
+
+func (d *delegation) factory() bool { return !d.isSpawn && d.sub.Factory != "" }
+
+// prepare builds the child's workflow and input from the call, or returns
+// what the model reads when the arguments cannot make one.
+func (d *delegation) prepare() string {
+	tn := d.tn
+	child, wfName, arg, bad := childRun(tn.spec, d.sub, d.isSpawn, d.call, tn.depth)
+	if bad != "" {
+		return bad
+	}
+	switch a := arg.(type) {
+	case RunInput:
+		if tn.childLimit > 0 && (a.Spec.TokenLimit == 0 || a.Spec.TokenLimit > tn.childLimit) {
+			// The child spends its share of what the run has left.
+			a.Spec.TokenLimit = tn.childLimit
+		}
+		name := cmp.Or(child.Name, d.sub.Name)
+		if d.isSpawn {
+			name = forkName
+		}
+		a.Path = tn.path + "/" + name
+		arg = a
+	case FactoryCall:
+		a.Path = tn.path
+		arg = a
+	}
+	if t := tn.trace; t != nil {
+		ct := &Trace{Tree: t.Tree, Subagent: d.id, Name: d.call.Name, Description: d.sub.Description, Parent: t.Subagent, ParentToolCall: d.call.ID}
+		if d.isSpawn {
+			ct.Name, ct.Description = forkName, ""
+		}
+		switch a := arg.(type) {
+		case RunInput:
+			a.Trace = ct
+			arg = a
+		case FactoryCall:
+			a.Trace = ct
+			arg = a
+		}
+	}
+	d.wfName, d.arg = wfName, arg
+	return ""
+}
+
+// run runs the call: checked (delegationChange), it asks the worker's
+// policy about the call and its hand-off first, waiting for a person when
+// a rule asks, and about a child workflow's answer after it.
+func (d *delegation) run(ctx workflow.Context, checked bool) (ToolResult, error) {
+	tn := d.tn
+	var v Delegated
+	if checked {
+		in := Delegation{Call: d.call, Factory: d.factory(), Spawn: d.isSpawn, Depth: tn.depth, Path: tn.path}
+		if err := d.check(ctx, in, &v); err != nil {
+			return ToolResult{}, err
+		}
+		if v.Refused != "" {
+			return ToolResult{Content: v.Refused, IsError: true}, nil
+		}
+		d.call.Arguments = v.Arguments
+		if bad := d.prepare(); bad != "" {
+			return ToolResult{Content: bad, IsError: true}, nil
+		}
+		switch a := d.arg.(type) {
+		case RunInput:
+			a.Text = v.Task
+			d.arg = a
+		case FactoryCall:
+			a.Checked, a.Task = true, v.Task
+			d.arg = a
+		}
+	}
+	if tn.trace != nil {
+		d.started = d.id
+	}
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: d.id})
+	f := workflow.ExecuteChildWorkflow(cctx, d.wfName, d.arg)
+	var res ToolResult
+	if d.factory() {
+		// A factory's activity checks the answer itself, in process.
+		err := f.Get(ctx, &res)
+		return res, err
+	}
+	var o RunOutput
+	err := f.Get(ctx, &o)
+	res = ToolResult{Content: childContent(o), Usage: o.TotalUsage()}
+	if !checked || ctx.Err() != nil {
+		return res, err
+	}
+	if err != nil {
+		res = ToolResult{Content: capText(fmt.Sprintf("%s failed: %v", d.call.Name, err), tn.spec.maxOutput()), IsError: true, Usage: usageOf(err)}
+	}
+	in := Delegation{Call: d.call, Depth: tn.depth, Path: tn.path, After: true, Result: res.Content, IsError: res.IsError}
+	if cerr := workflow.ExecuteLocalActivity(checkContext(ctx, tn.spec), CheckActivityName, in).Get(ctx, &v); cerr != nil {
+		return res, cerr
+	}
+	res.Content, res.IsError = v.Result, v.IsError
+	return res, nil
+}
+
+// check runs the delegation check until it decides, asking the person
+// each round of questions a rule asks.
+func (d *delegation) check(ctx workflow.Context, in Delegation, v *Delegated) error {
+	if err := workflow.ExecuteLocalActivity(checkContext(ctx, d.tn.spec), CheckActivityName, in).Get(ctx, v); err != nil {
+		return err
+	}
+	for round := 0; len(v.Asked) > 0; round++ {
+		if d.tn.q == nil || round >= maxAskRounds {
+			*v = Delegated{Refused: fmt.Sprintf("policy: a rule asks a person before %s, %d times or where no one can answer (a resident's calls cannot ask): do the work another way", d.call.Name, round)}
+			return nil
+		}
+		answers, err := d.tn.q.ask(ctx, v.Asked)
+		if err != nil {
+			return err
+		}
+		in.Asked, in.Answers = v.Asked, answers
+		*v = Delegated{}
+		if err := workflow.ExecuteLocalActivity(checkContext(ctx, d.tn.spec), CheckActivityName, in).Get(ctx, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // askAndRunAgain waits, for a tool call that asked a person instead of
 // finishing, for the answers, and runs the call again with them, until it
 // finishes.
-func askAndRunAgain(ctx, actx workflow.Context, q *questions, spec Spec, depth int, call provider.ToolCall, trace *Trace, res *ToolResult, err error) error {
+func askAndRunAgain(ctx, actx workflow.Context, tn turn, call provider.ToolCall, res *ToolResult, err error) error {
+	q, spec := tn.q, tn.spec
 	for round := 0; err == nil && len(res.Asked) > 0; round++ {
 		if q == nil || round >= maxAskRounds {
 			*res = ToolResult{Content: fmt.Sprintf("%s asked a person %d times, or where no one can answer: a resident's tools cannot ask", call.Name, round), IsError: true}
@@ -459,7 +597,7 @@ func askAndRunAgain(ctx, actx workflow.Context, q *questions, spec Spec, depth i
 		}
 		*res = ToolResult{}
 		err = workflow.ExecuteActivity(withCtx(actx, ctx), CallToolActivityName,
-			ToolCall{Call: call, Depth: depth, MaxOutputBytes: spec.maxOutput(), Trace: trace, Asked: asked, Answers: answers}).Get(ctx, res)
+			ToolCall{Call: call, Depth: tn.depth, Path: tn.path, MaxOutputBytes: spec.maxOutput(), Trace: tn.trace, Asked: asked, Answers: answers}).Get(ctx, res)
 	}
 	return err
 }
@@ -496,6 +634,17 @@ func usageOf(err error) provider.Usage {
 	return u
 }
 
+// checkContext is ctx with the options of the delegation check: a local
+// activity, run by the worker that runs the workflow (its Runtime.Policy
+// decides), quick, and recorded in the history as a marker, so that a
+// tree whose workers have no policy pays no activity for it.
+func checkContext(ctx workflow.Context, spec Spec) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		ScheduleToCloseTimeout: spec.activityTimeout(),
+		RetryPolicy:            &sdktemporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 3},
+	})
+}
+
 // withCtx gives the coroutine's context the activity options of actx.
 func withCtx(actx, gctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(gctx, workflow.GetActivityOptions(actx))
@@ -507,27 +656,47 @@ type childArgs struct {
 	Context      string `json:"context"`
 }
 
+// delegatedTask is the task a sub-agent call hands its child, read from
+// its arguments as the sub-agent tools read them: a factory's are the
+// task itself; a child's "task", after its "context" for a spawned fork.
+// It reports false for arguments that hold no task.
+func delegatedTask(factory, spawn bool, args json.RawMessage) (string, bool) {
+	if factory {
+		if len(args) == 0 {
+			return "", true
+		}
+		return string(args), true
+	}
+	var a childArgs
+	if err := json.Unmarshal(args, &a); err != nil || strings.TrimSpace(a.Task) == "" {
+		return "", false
+	}
+	if spawn && a.Context != "" {
+		return "Context:\n" + a.Context + "\n\nTask:\n" + a.Task, true
+	}
+	return a.Task, true
+}
+
 // childRun builds a sub-agent call's child workflow and its input; bad is a
 // message for the model when the arguments cannot make one.
 func childRun(spec Spec, sub SubAgent, isSpawn bool, call provider.ToolCall, depth int) (child Spec, wfName string, arg any, bad string) {
 	if !isSpawn && sub.Factory != "" {
 		return Spec{}, FactoryWorkflowName, FactoryCall{Factory: sub.Factory, Tool: call.Name, Arguments: call.Arguments, Depth: depth + 1, MaxOutputBytes: spec.maxOutput()}, ""
 	}
-	var a childArgs
-	if err := json.Unmarshal(call.Arguments, &a); err != nil {
-		return Spec{}, "", nil, fmt.Sprintf("%v: %q takes a JSON object with a \"task\": %v", tool.ErrInvalidArguments, call.Name, err)
-	}
-	if strings.TrimSpace(a.Task) == "" {
+	task, ok := delegatedTask(false, isSpawn, call.Arguments)
+	if !ok {
+		var a childArgs
+		if err := json.Unmarshal(call.Arguments, &a); err != nil {
+			return Spec{}, "", nil, fmt.Sprintf("%v: %q takes a JSON object with a \"task\": %v", tool.ErrInvalidArguments, call.Name, err)
+		}
 		return Spec{}, "", nil, fmt.Sprintf("%v: %q needs a non-empty \"task\"", tool.ErrInvalidArguments, call.Name)
 	}
-	task := a.Task
+	var a childArgs
+	_ = json.Unmarshal(call.Arguments, &a) // read by delegatedTask already
 	switch {
 	case isSpawn:
 		child = spec
 		child.Name = spec.Name + "/" + SpawnToolName
-		if a.Context != "" {
-			task = "Context:\n" + a.Context + "\n\nTask:\n" + a.Task
-		}
 	case sub.React:
 		child = Spec{Name: sub.Name, Provider: spec.Provider, Model: spec.Model, Tools: spec.Tools, System: a.SystemPrompt,
 			MaxTokens: spec.MaxTokens, ActivityTimeout: spec.ActivityTimeout, MaxAttempts: spec.MaxAttempts}

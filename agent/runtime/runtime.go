@@ -4,10 +4,11 @@
 // activities use them rather than copies. A program that builds agents
 // with packages agent and subagent needs nothing here.
 //
-// # Delegation depth
+// # Delegation depth and place
 //
 // WithDepth sets the depth a run's tool calls see when they run somewhere
-// else than the run itself.
+// else than the run itself, and WithPlace its path in the tree too.
+// CallUsage is the value of the per-call usage event such a runtime emits.
 //
 // # Sub-agent calls
 //
@@ -32,6 +33,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/internal/answercheck"
 	"github.com/deputy-go/deputy/internal/compact"
+	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/internal/textcap"
 	"github.com/deputy-go/deputy/jsonschema"
@@ -45,6 +47,20 @@ import (
 // sub-agent tools it calls see the depth, and hide themselves past their
 // subagent.WithMaxDepth, as they would in the run itself.
 func WithDepth(ctx context.Context, depth int) context.Context { return run.WithDepth(ctx, depth) }
+
+// WithPlace returns ctx at the given depth and standing for the run whose
+// path is path ("lead/researcher"), for code that runs that run's calls
+// somewhere else: a policy's checks under it carry the path
+// (policy.Check.Path), and an agent run under it is that run's child, its
+// path path + "/" + its name, as a sub-agent's is in process.
+func WithPlace(ctx context.Context, path string, depth int) context.Context {
+	return run.WithPlace(ctx, path, depth)
+}
+
+// CallUsage is the value of the agent.UsageEvent a run emits after one
+// model call: m as {"usage":[…]}, the call's TokenUsage as RUN_FINISHED
+// gives it, its cost included when priced.
+func CallUsage(m provider.ModelUsage) json.RawMessage { return ledger.CallJSON(m) }
 
 // CapOutput cuts s to at most max bytes as a sub-agent's answer is cut
 // (subagent.WithMaxOutputBytes): on a rune boundary, ending with a note

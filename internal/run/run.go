@@ -50,6 +50,10 @@ type info struct {
 	pos  string
 	step *stepCalls
 	call string
+	// at is the path of a run elsewhere that ctx stands in for (WithPlace),
+	// as a worker running one of its calls sets it: the path Place gives
+	// outside any run here, and that a run started under ctx goes on from.
+	at string
 }
 
 // stepCalls is one step of a run whose tool calls are running: its number
@@ -117,9 +121,9 @@ func Place(ctx context.Context) (path string, depth int, id, owner, thread strin
 		return "", 0, "", Owner(ctx), Thread(ctx)
 	}
 	if ri.scope == nil {
-		// A depth set outside any run (WithDepth), as a worker that runs
-		// a tool call of a run elsewhere sets it: no path to name.
-		return "", ri.depth, ri.id, Owner(ctx), Thread(ctx)
+		// A place set outside any run (WithDepth, WithPlace), as a worker
+		// that runs a tool call of a run elsewhere sets it.
+		return ri.at, ri.depth, ri.id, Owner(ctx), Thread(ctx)
 	}
 	pl := ri.scope.place()
 	return pl.path, ri.depth, ri.id, pl.owner, pl.thread
@@ -136,10 +140,12 @@ func (sc *scope) place() *placed {
 	sc.placed.once.Do(func() {
 		pl := &sc.placed
 		pl.path = sc.name
+		up := sc.at
 		if sc.up != nil {
-			if up := sc.up.place().path; up != "" {
-				pl.path = up + "/" + sc.name
-			}
+			up = sc.up.place().path
+		}
+		if up != "" {
+			pl.path = up + "/" + sc.name
 		}
 		pl.owner, pl.thread = Owner(sc.ctx), Thread(sc.ctx)
 	})
@@ -183,6 +189,16 @@ func Depth(ctx context.Context) int { return from(ctx).depth }
 func WithDepth(ctx context.Context, depth int) context.Context {
 	ri := from(ctx)
 	ri.depth = depth
+	return context.WithValue(ctx, key{}, &ri)
+}
+
+// WithPlace returns ctx at the given delegation depth and standing for a
+// run elsewhere whose path is path ("lead/researcher"), as a worker that
+// runs one of that run's calls sets it: Place reports path, and a run
+// started under ctx is path's child ("lead/researcher/critic").
+func WithPlace(ctx context.Context, path string, depth int) context.Context {
+	ri := from(ctx)
+	ri.depth, ri.at = depth, path
 	return context.WithValue(ctx, key{}, &ri)
 }
 
@@ -254,7 +270,7 @@ func Start(ctx context.Context, id, name string, tokenLimit int64) context.Conte
 	if b := parent.budget; b >= 0 && (tokenLimit == 0 || b < tokenLimit) {
 		tokenLimit = max(b, 1) // a limit of 0 would be none: 1 token leaves the run one reply
 	}
-	sc := &scope{limit: tokenLimit, up: parent.scope}
+	sc := &scope{limit: tokenLimit, up: parent.scope, at: parent.at}
 	if parent.scope != nil {
 		sc.prices = parent.scope.prices
 	}
@@ -279,6 +295,7 @@ func Start(ctx context.Context, id, name string, tokenLimit int64) context.Conte
 type scope struct {
 	ctx    context.Context // the run's own context
 	name   string          // the run's agent's name
+	at     string          // the path of a run elsewhere it started under (WithPlace)
 	placed placed          // see place
 	mu     sync.Mutex
 	values map[any]any

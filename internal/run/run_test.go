@@ -144,3 +144,22 @@ func TestPlaceOfADepthOutsideARun(t *testing.T) {
 		t.Errorf("Place = %q, %d, %q, %q, %q; want \"\", 2, \"\", acme, t1", path, depth, id, owner, thread)
 	}
 }
+
+// A place set outside any run, as a worker that runs a call of a run
+// elsewhere sets it, is that run's path and depth, and a run started
+// under it is that run's child.
+func TestPlaceOfARunElsewhere(t *testing.T) {
+	ctx := WithPlace(WithOwner(context.Background(), "acme"), "lead/researcher", 1)
+	path, depth, _, owner, _ := Place(ctx)
+	if path != "lead/researcher" || depth != 1 || owner != "acme" {
+		t.Errorf("Place = %q, %d, owner %q; want lead/researcher, 1, acme", path, depth, owner)
+	}
+	child := Start(WithDepth(ctx, 2), "r2", "critic", 0)
+	defer Finish(child)
+	if path, depth, _, _, _ := Place(child); path != "lead/researcher/critic" || depth != 2 {
+		t.Errorf("a run started under it is at %q, depth %d; want lead/researcher/critic, 2", path, depth)
+	}
+	if got := Path(Start(child, "r3", "leaf", 0)); got != "lead/researcher/critic/leaf" {
+		t.Errorf("its child is at %q", got)
+	}
+}
