@@ -66,6 +66,12 @@ type Runtime struct {
 	// the agent that makes them (policy.Check.Path, Depth). Every worker
 	// of a task queue must be given the same policy.
 	Policy *policy.Policy
+	// Prices, when set, prices the model calls the worker makes: in each
+	// call's usage event (agent.UsageEvent's costUsd), in RunOutput.Cost,
+	// and against a Spec's CostLimit, as agent.WithPrices in process. A
+	// model it lacks costs nothing. Every worker of a task queue must be
+	// given the same prices.
+	Prices *provider.Prices
 	// Events, when set, receives the AG-UI events of the runs whose
 	// activities this worker runs, as an in-process run emits them
 	// (SUBAGENT_* attribution included), each with its tree. A Hub hands
@@ -94,15 +100,15 @@ func (rt *Runtime) payloadLimit() int { return cmp.Or(max(rt.PayloadLimit, 0), D
 // becomes an application error whose retryability follows its kind; the
 // reply's text is capped at the payload limit, and a reply whose tool calls
 // go over it fails without retry.
-func (a *Activities) Complete(ctx context.Context, in ModelCall) (resp provider.Response, err error) {
+func (a *Activities) Complete(ctx context.Context, in ModelCall) (reply ModelReply, err error) {
 	p, ok := a.rt.Providers[in.Provider]
 	if !ok {
-		return provider.Response{}, sdktemporal.NewNonRetryableApplicationError(
+		return ModelReply{}, sdktemporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("no provider %q on this worker: add it to Runtime.Providers", in.Provider), ErrTypeConfig, nil)
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			err = sdktemporal.NewNonRetryableApplicationError(fmt.Sprintf("provider %q panicked: %v", in.Provider, v), ErrTypePanic, nil)
+			reply, err = ModelReply{}, sdktemporal.NewNonRetryableApplicationError(fmt.Sprintf("provider %q panicked: %v", in.Provider, v), ErrTypePanic, nil)
 		}
 	}()
 	in.Request.Tools = a.definitions(in.Request.Tools)
@@ -112,31 +118,61 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (resp provider.
 		chk := policy.Check{Point: policy.BeforeModel, Request: &in.Request}
 		out := pol.Decide(runtime.WithPlace(ctx, in.Path, in.Depth), &chk)
 		if out.Verdict == policy.Deny {
-			return provider.Response{}, sdktemporal.NewNonRetryableApplicationError(out.Err(&chk).Error(), ErrTypePolicy, nil)
+			return ModelReply{}, sdktemporal.NewNonRetryableApplicationError(out.Err(&chk).Error(), ErrTypePolicy, nil)
 		}
 	}
 	em := a.emitter(in.Trace)
 	em.before(in.Request)
-	resp, err = p.Complete(ctx, in.Request)
+	resp, err := p.Complete(ctx, in.Request)
 	if err != nil {
-		return provider.Response{}, classify(err)
+		return ModelReply{}, classify(err)
 	}
+	name, model := identity(p, in.Request, resp)
+	reply = ModelReply{Response: resp}
+	if price, ok := a.price(name, model); ok {
+		reply.Cost, reply.InputPrice = price.Cost(resp.Usage), price.Input
+	}
+	// Paid for: its usage is reported as the call ends, as in process.
+	em.usage(provider.ModelUsage{Provider: name, Model: model, Usage: resp.Usage, Cost: reply.Cost})
 	defer func() {
 		if err == nil {
-			em.after(in.Provider, in.Request, resp)
+			em.after(in.Provider, in.Request, reply.Response)
 		}
 	}()
 	limit := a.rt.payloadLimit()
-	resp.Message.Content = capText(resp.Message.Content, limit)
+	reply.Message.Content = capText(reply.Message.Content, limit)
 	n := 0
-	for _, c := range resp.Message.ToolCalls {
+	for _, c := range reply.Message.ToolCalls {
 		n += len(c.Arguments) + len(c.Name) + len(c.ID)
 	}
 	if n > limit {
-		return provider.Response{}, sdktemporal.NewNonRetryableApplicationError(
+		return ModelReply{}, sdktemporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("model reply's tool calls are %d bytes, over the payload limit of %d (Runtime.PayloadLimit)", n, limit), ErrTypeTooLarge, nil)
 	}
-	return resp, nil
+	return reply, nil
+}
+
+// identity names the provider and the model of a call as the core's
+// agent names them, for its usage and its price: the provider's own name
+// (provider.Namer), and the model that answered, else the one asked for,
+// else the provider's default.
+func identity(p provider.Provider, req provider.Request, resp provider.Response) (name, model string) {
+	if n, ok := p.(provider.Namer); ok {
+		name = n.Name()
+	}
+	model = cmp.Or(resp.Model, req.Model)
+	if m, ok := p.(interface{ Model() string }); ok && model == "" {
+		model = m.Model()
+	}
+	return name, model
+}
+
+// price is the worker's price of a model (Runtime.Prices).
+func (a *Activities) price(name, model string) (provider.Price, bool) {
+	if a.rt.Prices == nil {
+		return provider.Price{}, false
+	}
+	return a.rt.Prices.Lookup(name, model)
 }
 
 // definitions fills in the plain tools' definitions, which the workflow
@@ -280,7 +316,7 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	if err != nil && ctx.Err() != nil {
 		return ToolResult{}, ctx.Err()
 	}
-	res := ToolResult{Content: o.Answer, Usage: o.TotalUsage()}
+	res := ToolResult{Content: o.Answer, Usage: o.TotalUsage(), Cost: o.Cost}
 	limit := min(cmp.Or(max(in.MaxOutputBytes, 0), DefaultMaxOutputBytes), a.rt.payloadLimit())
 	if err != nil {
 		res.Content, res.IsError, limit = err.Error(), true, in.MaxOutputBytes

@@ -30,7 +30,8 @@
 //
 // A tree on Temporal reports the AG-UI events an in-process tree reports —
 // steps, text, tool calls and their results, SUBAGENT_* with their
-// attribution — published by the activities it runs anyway, to the
+// attribution, each model call's usage and cost as it ends
+// (agent.UsageEvent, priced at Runtime.Prices) — published by the activities it runs anyway, to the
 // worker's Runtime.Events (none is built without it): an activity is
 // outside the workflow's deterministic code, so publishing from it cannot
 // change a decision or be repeated by a replay, and costs no activity.

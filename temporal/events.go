@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/agent/runtime"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/provider"
@@ -129,6 +131,15 @@ func (em emitter) before(req provider.Request) {
 		em.sink.Emit(t.Tree, startedEvent(t))
 	}
 	em.emit(event.Event{Type: event.StepStarted, StepName: em.stepName(t.Step)})
+}
+
+// usage publishes what one model call spent, as the core's agent does
+// after each call it pays for (agent.UsageEvent).
+func (em emitter) usage(m provider.ModelUsage) {
+	if !em.on() {
+		return
+	}
+	em.emit(event.Event{Type: event.Custom, Name: agent.UsageEvent, Value: runtime.CallUsage(m)})
 }
 
 // after publishes a model's reply: its text and tool calls; for a reply

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -63,6 +64,22 @@ func shape(events []event.Event) []string {
 			out = append(out, fmt.Sprintf("finished %s: %s", who, r))
 		case event.SubagentError:
 			out = append(out, fmt.Sprintf("failed %s", who))
+		case event.Custom:
+			if e.Name == agent.UsageEvent {
+				// Input counts follow each runtime's own prompts: the
+				// fields, and the reply's output, are what must agree.
+				var v struct{ Usage []map[string]any }
+				_ = json.Unmarshal(e.Value, &v)
+				var keys []string
+				if len(v.Usage) == 1 {
+					for k := range v.Usage[0] {
+						keys = append(keys, k)
+					}
+					slices.Sort(keys)
+					keys = append(keys, fmt.Sprint("out=", v.Usage[0]["outputTokens"]))
+				}
+				out = append(out, fmt.Sprintf("usage %s: %d entries %v", who, len(v.Usage), keys))
+			}
 		}
 	}
 	slices.Sort(out)
@@ -146,4 +163,79 @@ func TestEventsAsInProcess(t *testing.T) {
 	if activities != 5 {
 		t.Errorf("%d activities for 2 lead steps, 2 forks and one tool call, want 5: events must cost none", activities)
 	}
+}
+
+// Each model call of a tree on Temporal reports what it spent as it
+// ends, as in process (agent.UsageEvent, priced at the workers' prices),
+// attributed to the agent that made it; the events add up to what the
+// run reports.
+func TestUsageEventPerModelCallOnTemporal(t *testing.T) {
+	prices, err := provider.NewPrices(map[string]provider.Price{"m1": {Input: 1e-3, Output: 2e-3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := NewHub()
+	p := modelNamed{eventsScript(), "m1"}
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Tools: addTool(t), Events: hub, Prices: prices})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "tree-u"})
+	var rec recorder
+	defer hub.Subscribe(event.WithSink(context.Background(), &rec), "tree-u")()
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"add"}, Spawn: true}, Text: "go"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var out RunOutput
+	if err := env.GetWorkflowResult(&out); err != nil {
+		t.Fatal(err)
+	}
+	var in, outTok int64
+	var cost float64
+	events, byChild := 0, map[string]int{}
+	for _, e := range rec.events {
+		if e.Type != event.Custom || e.Name != agent.UsageEvent {
+			continue
+		}
+		var v struct {
+			Usage []struct {
+				Model        string  `json:"model"`
+				InputTokens  int64   `json:"inputTokens"`
+				OutputTokens int64   `json:"outputTokens"`
+				TotalTokens  int64   `json:"totalTokens"`
+				CostUSD      float64 `json:"costUsd"`
+			}
+		}
+		if err := json.Unmarshal(e.Value, &v); err != nil || len(v.Usage) != 1 {
+			t.Fatalf("%s value %s: want {\"usage\":[one entry]} (%v)", agent.UsageEvent, e.Value, err)
+		}
+		u := v.Usage[0]
+		if u.Model != "m1" || u.TotalTokens != u.InputTokens+u.OutputTokens || math.Abs(u.CostUSD-(float64(u.InputTokens)*1e-3+float64(u.OutputTokens)*2e-3)) > 1e-9 {
+			t.Errorf("usage %+v: want model m1, its total, and its cost at the workers' prices", u)
+		}
+		events++
+		byChild[e.SubagentRunID]++
+		in, outTok, cost = in+u.InputTokens, outTok+u.OutputTokens, cost+u.CostUSD
+	}
+	calls, billed := p.script.total()
+	if events != calls || len(byChild) != 3 {
+		t.Errorf("%d usage events from %d agents, for %d model calls by the lead and two forks", events, len(byChild), calls)
+	}
+	total := out.TotalUsage()
+	if in != billed.InputTokens || outTok != billed.OutputTokens || in != total.InputTokens || outTok != total.OutputTokens {
+		t.Errorf("the usage events add up to %d in, %d out; the model billed %+v and the run reports %+v", in, outTok, billed, total)
+	}
+	if cost == 0 || math.Abs(cost-out.Cost) > 1e-9 {
+		t.Errorf("the usage events cost $%v, the run reports $%v", cost, out.Cost)
+	}
+}
+
+// modelNamed is a script that says which model answered.
+type modelNamed struct {
+	script *script
+	model  string
+}
+
+func (m modelNamed) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
+	resp, err := m.script.Complete(ctx, req)
+	resp.Model = m.model
+	return resp, err
 }

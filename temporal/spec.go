@@ -157,6 +157,9 @@ type RunOutput struct {
 	// tools and children cost.
 	Usage      provider.Usage `json:"usage"`
 	ChildUsage provider.Usage `json:"child_usage"`
+	// Cost is what the run and its children cost in US dollars, at the
+	// workers' prices (Runtime.Prices; 0 without them).
+	Cost float64 `json:"cost,omitempty"`
 }
 
 // TotalUsage is Usage plus ChildUsage.
@@ -173,6 +176,20 @@ type ModelCall struct {
 	Path  string `json:"path,omitempty"`
 	// Trace places the call in its tree, for its events (nil: none).
 	Trace *Trace `json:"trace,omitempty"`
+}
+
+// ModelReply is what the model activity records: the provider's
+// response, what it cost at the worker's prices (Runtime.Prices), and
+// whether the call, reserved on the worker against the run's limits, was
+// made its run's wrap-up turn there (no tools, answer now).
+type ModelReply struct {
+	provider.Response
+	Cost float64 `json:"deputy_cost,omitempty"`
+	// InputPrice is the price of one input token of the model that
+	// answered, in US dollars (0: unpriced), which the run keeps back for
+	// its next call when it shares a cost limit out.
+	InputPrice float64 `json:"deputy_input_price,omitempty"`
+	WrapUp     bool    `json:"deputy_wrap_up,omitempty"`
 }
 
 // ToolCall is the input of the tool activity.
@@ -196,6 +213,8 @@ type ToolResult struct {
 	Content string         `json:"content"`
 	IsError bool           `json:"is_error,omitempty"`
 	Usage   provider.Usage `json:"usage"`
+	// Cost is what a child cost, in US dollars (Runtime.Prices).
+	Cost float64 `json:"cost,omitempty"`
 	// Asked are the questions the call asked a person (tool.Ask,
 	// tool.RequireApproval) instead of finishing: the workflow waits for
 	// their answers and runs the call again with them.

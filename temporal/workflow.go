@@ -120,13 +120,14 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			t.Step, t.Ended, t.Corrected, t.Spent, t.TokenLimit, t.MaxOutput = step+1, ended, corrected, out.TotalUsage(), spec.TokenLimit, spec.maxOutput()
 			mc.Trace = &t
 		}
-		var resp provider.Response
+		var resp ModelReply
 		if err := workflow.ExecuteActivity(actx, CompleteActivityName, mc).Get(ctx, &resp); err != nil {
 			out.Messages = conv
 			return out, withUsage(out, err)
 		}
 		out.Usage = out.Usage.Add(resp.Usage)
-		b.noteReply(req, resp)
+		out.Cost += resp.Cost
+		b.noteReply(req, resp.Response)
 		msg := resp.Message
 		msg.Role = provider.RoleAssistant
 		if wrapUp {
@@ -172,6 +173,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		failedStep := false
 		for i, r := range results {
 			out.ChildUsage = out.ChildUsage.Add(r.Usage)
+			out.Cost += r.Cost
 			conv = append(conv, provider.ToolMessage(msg.ToolCalls[i].ID, r.Content, r.IsError))
 			failedStep = failedStep || r.IsError
 		}
@@ -541,7 +543,7 @@ func (d *delegation) run(ctx workflow.Context, checked bool) (ToolResult, error)
 	}
 	var o RunOutput
 	err := f.Get(ctx, &o)
-	res = ToolResult{Content: childContent(o), Usage: o.TotalUsage()}
+	res = ToolResult{Content: childContent(o), Usage: o.TotalUsage(), Cost: o.Cost}
 	if !checked || ctx.Err() != nil {
 		return res, err
 	}
