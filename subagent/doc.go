@@ -67,10 +67,13 @@
 //
 // WithBackground lets the model start children as jobs and, with the tool
 // of JobsTool (JobsToolName), check on them, wait for them (DefaultJobWait),
-// send them messages (MaxMessageBytes, a Receipt, JobMessageEvent), cancel
-// them or list them; Jobs, from Spawner.Jobs, does the same for Go code
-// (Task, JobStatus, WaitFor, JobResult). WithMaxBackground bounds the jobs
-// alive (ErrMaxBackground); ErrUnknownJob and ErrJobEnded name bad targets.
+// send them messages (MaxMessageBytes, a Receipt), cancel them or list
+// them; Jobs, from Spawner.Jobs, does the same for Go code (Task,
+// JobStatus, WaitFor, JobResult). WithMaxBackground bounds the jobs alive
+// (ErrMaxBackground); ErrUnknownJob and ErrJobEnded name bad targets. Each
+// action, each message queued and delivered, and each job's end is a
+// CUSTOM event (JobStartedEvent, JobMessageEvent, JobDeliveredEvent,
+// JobStatusEvent, JobCancelledEvent, JobEndedEvent).
 //
 // # The tree of a run
 //

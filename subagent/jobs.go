@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/id"
 	"github.com/deputy-go/deputy/internal/mailbox"
 	"github.com/deputy-go/deputy/internal/run"
@@ -40,10 +41,12 @@ type job struct {
 	res             tool.Result // set before done closes
 	err             error       // set before done closes
 	settle          func(spent int64)
-	unhold          func()       // gives back what the job did not spend of its cost share
-	folded          bool         // its usage has been handed to the parent; guarded by the table's mu
-	box             *mailbox.Box // its messages, and where its loop stands
-	cancelled       bool         // cancelled by its parent; guarded by the table's mu
+	unhold          func()        // gives back what the job did not spend of its cost share
+	folded          bool          // its usage has been handed to the parent; guarded by the table's mu
+	box             *mailbox.Box  // its messages, and where its loop stands
+	cancelled       bool          // cancelled by its parent; guarded by the table's mu
+	runID           string        // its sub-agent's run id, when events are on
+	em              event.Emitter // the spawning call's: the job's events go there
 }
 
 // attrJobID is the job id on the span of a background job
@@ -116,9 +119,24 @@ func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task 
 			trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrJobID.String(j.id)))
 	}
 	jctx, ann := who.announce(jctx, callID, runID)
+	if ann != nil {
+		j.runID, j.em = ann.runID, ann.em
+		j.box.SetNotify(mailbox.Notify{
+			Queued: func(m mailbox.Message, r mailbox.Receipt) {
+				j.emitValue(JobMessageEvent, "", messageEvent{receiptOf(j.id, r), j.runID, m.Text})
+			},
+			Delivered: func(rs []mailbox.Receipt) {
+				for _, r := range rs {
+					j.emitValue(JobDeliveredEvent, j.runID, messageEvent{receiptOf(j.id, r), j.runID, ""})
+				}
+			},
+		})
+		j.emitStatus(JobStartedEvent, jt.status(j))
+	}
 	go func() {
 		defer jt.wg.Done()
 		defer jt.ended()
+		defer j.emitEnd(jt)
 		defer close(j.done)
 		defer cancel()
 		defer giveBack()

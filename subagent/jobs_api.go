@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/id"
 	"github.com/deputy-go/deputy/internal/mailbox"
@@ -167,7 +169,9 @@ func (js *Jobs) Status(id string) (JobStatus, error) {
 	if err != nil {
 		return JobStatus{}, err
 	}
-	return js.jt.status(j), nil
+	st := js.jt.status(j)
+	j.emitStatus(JobStatusEvent, st)
+	return st, nil
 }
 
 // List returns every job of the run, in the order they started.
@@ -181,6 +185,7 @@ func (js *Jobs) List() []JobStatus {
 	out := make([]JobStatus, len(jobs))
 	for i, j := range jobs {
 		out[i] = js.jt.status(j)
+		j.emitStatus(JobStatusEvent, out[i])
 	}
 	return out
 }
@@ -267,13 +272,11 @@ func (js *Jobs) Send(ctx context.Context, id, text string) (Receipt, error) {
 	if j.ended() {
 		return Receipt{}, tool.Correctable(fmt.Errorf("%w: %s is %s: it takes no more messages; collect it with wait", ErrJobEnded, id, j.state()))
 	}
-	r, err := j.box.Send(mailbox.Message{ID: msgID, Text: text})
+	r, err := j.box.Send(mailbox.Message{ID: msgID, Text: text, From: trace.SpanContextFromContext(ctx)})
 	if err != nil {
 		return Receipt{}, tool.Correctable(fmt.Errorf("job %s: %w", id, err))
 	}
-	rec := receiptOf(j.id, r)
-	emitJob(ctx, JobMessageEvent, rec)
-	return rec, nil
+	return receiptOf(j.id, r), nil
 }
 
 // Cancel cancels the job, and with it every child its sub-agent started,
@@ -286,10 +289,14 @@ func (js *Jobs) Cancel(ctx context.Context, id string) (JobResult, error) {
 		return JobResult{}, err
 	}
 	js.jt.mu.Lock()
-	if !j.ended() {
+	running := !j.ended()
+	if running {
 		j.cancelled = true
 	}
 	js.jt.mu.Unlock()
+	if running && j.em.Enabled() {
+		j.emitStatus(JobCancelledEvent, js.jt.status(j))
+	}
 	j.cancel()
 	select {
 	case <-j.done:
@@ -424,17 +431,63 @@ func messageID(ctx context.Context) string {
 	return id.New("msg_")
 }
 
-// The CUSTOM events of the job actions; Value is the action's JSON
-// result (a Receipt for a message).
+// The CUSTOM events of background jobs, emitted when events are on. Their
+// Value is a JobStatus, or, for a message, a Receipt, in JSON, with the
+// job's sub-agent run id (the one its SUBAGENT_STARTED names) in
+// "subagent_run_id", and a message's "text" in JobMessageEvent. An event
+// is attributed to the agent that acted: the parent for the actions
+// (start, send, status, cancel) and for the job's end, which it sees
+// after the sub-agent's own terminal event; the sub-agent for a message
+// it took. A job's events reach the sink in the order things happened to
+// it: started first, ended last, each message queued before delivered.
 const (
-	// JobMessageEvent: a message was queued for a job.
+	// JobStartedEvent: the job started (after its SUBAGENT_STARTED).
+	JobStartedEvent = "deputy.job_started"
+	// JobMessageEvent: a message was queued for the job.
 	JobMessageEvent = "deputy.job_message"
+	// JobDeliveredEvent: the job's sub-agent took a message, before the
+	// step the receipt names.
+	JobDeliveredEvent = "deputy.job_delivered"
+	// JobStatusEvent: the job's status was asked for (Jobs.Status,
+	// Jobs.List, the jobs tool's status action).
+	JobStatusEvent = "deputy.job_status"
+	// JobCancelledEvent: the job's parent cancelled it while it ran; its
+	// JobEndedEvent follows.
+	JobCancelledEvent = "deputy.job_cancelled"
+	// JobEndedEvent: the job ended, in the state its JobStatus names.
+	JobEndedEvent = "deputy.job_ended"
 )
 
-func emitJob(ctx context.Context, name string, v any) {
-	if em := event.From(ctx); em.Enabled() {
-		b, _ := json.Marshal(v)
-		em.Emit(event.Event{Type: event.Custom, Name: name, Value: b})
+// statusEvent and messageEvent are the values of a job's events.
+type statusEvent struct {
+	JobStatus
+	RunID string `json:"subagent_run_id"`
+}
+
+type messageEvent struct {
+	Receipt
+	RunID string `json:"subagent_run_id"`
+	Text  string `json:"text,omitempty"`
+}
+
+// emitStatus emits a CUSTOM event of the job, by its parent, with st.
+func (j *job) emitStatus(name string, st JobStatus) {
+	if j.em.Enabled() {
+		j.emitValue(name, "", statusEvent{st, j.runID})
+	}
+}
+
+// emitValue emits a CUSTOM event of the job, attributed to by ("": the
+// parent).
+func (j *job) emitValue(name, by string, v any) {
+	b, _ := json.Marshal(v) // plain fields: it cannot fail
+	j.em.Emit(event.Event{Type: event.Custom, Name: name, SubagentRunID: by, Value: b})
+}
+
+// emitEnd emits the job's JobEndedEvent, once it has ended.
+func (j *job) emitEnd(jt *jobTable) {
+	if j.em.Enabled() {
+		j.emitStatus(JobEndedEvent, jt.status(j))
 	}
 }
 

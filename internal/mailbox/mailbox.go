@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -26,6 +28,9 @@ const MaxQueued = 64
 type Message struct {
 	ID   string `json:"id"`
 	Text string `json:"text"`
+	// From is the span the message was sent under, if traced: the model
+	// call of the step that takes it links to it. It lives in memory only.
+	From trace.SpanContext `json:"-"`
 }
 
 // Receipt says where a message stands. State is Queued or Delivered;
@@ -55,6 +60,28 @@ type Box struct {
 	usage   provider.Usage
 	cost    float64
 	changed func() // called, outside the lock, when a message is delivered or a step reached
+
+	// note holds a change and its notification together, so that they
+	// are told in the order they happened (a message queued before it is
+	// delivered); it is taken before mu.
+	note   sync.Mutex
+	notify Notify
+}
+
+// Notify is told what happens in a box, in order, outside the box's own
+// lock but one change at a time: each message queued (not one sent again)
+// and each delivery, with the receipts of the messages the child took.
+// Either may be nil.
+type Notify struct {
+	Queued    func(Message, Receipt)
+	Delivered func([]Receipt)
+}
+
+// SetNotify sets what is told of the box's changes from now on.
+func (b *Box) SetNotify(n Notify) {
+	b.note.Lock()
+	b.notify = n
+	b.note.Unlock()
 }
 
 // New returns an empty box; changed, if not nil, is called whenever the
@@ -67,19 +94,27 @@ var ErrFull = fmt.Errorf("mailbox: %d messages are waiting for the child to take
 // Send queues a message, or, if a message of the same id was sent or
 // delivered already, returns where that one stands (exactly once).
 func (b *Box) Send(m Message) (Receipt, error) {
+	b.note.Lock()
+	defer b.note.Unlock()
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if r, ok := b.known[m.ID]; ok {
+		b.mu.Unlock()
 		return *r, nil
 	}
 	if len(b.queue) >= MaxQueued {
+		b.mu.Unlock()
 		return Receipt{}, ErrFull
 	}
 	r := &Receipt{ID: m.ID, State: Queued, Seq: len(b.order) + 1}
 	b.known[m.ID] = r
 	b.order = append(b.order, m.ID)
 	b.queue = append(b.queue, m)
-	return *r, nil
+	sent := *r
+	b.mu.Unlock()
+	if b.notify.Queued != nil {
+		b.notify.Queued(m, sent)
+	}
+	return sent, nil
 }
 
 // Waiting returns the messages waiting, in the order they were sent,
@@ -99,14 +134,26 @@ func (b *Box) Take(step, n int) {
 	if b == nil || n == 0 {
 		return
 	}
+	b.note.Lock()
+	defer b.note.Unlock()
 	b.mu.Lock()
 	n = min(n, len(b.queue))
+	var took []Receipt
+	if b.notify.Delivered != nil {
+		took = make([]Receipt, 0, n)
+	}
 	for _, m := range b.queue[:n] {
 		r := b.known[m.ID]
 		r.State, r.Step = Delivered, step
+		if took != nil {
+			took = append(took, *r)
+		}
 	}
 	b.queue = append([]Message(nil), b.queue[n:]...)
 	b.mu.Unlock()
+	if len(took) > 0 {
+		b.notify.Delivered(took)
+	}
 	if b.changed != nil {
 		b.changed()
 	}
