@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -111,6 +112,7 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (reply ModelRep
 			reply, err = ModelReply{}, sdktemporal.NewNonRetryableApplicationError(fmt.Sprintf("provider %q panicked: %v", in.Provider, v), ErrTypePanic, nil)
 		}
 	}()
+	named := toolBytes(in.Request.Tools) // as the workflow estimated them
 	in.Request.Tools = a.definitions(in.Request.Tools)
 	ctx, stop := heartbeat(ctx)
 	defer stop()
@@ -121,6 +123,12 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (reply ModelRep
 			return ModelReply{}, sdktemporal.NewNonRetryableApplicationError(out.Err(&chk).Error(), ErrTypePolicy, nil)
 		}
 	}
+	wrapUp := false
+	if r := in.Reserve; r != nil {
+		if wrapUp, err = a.reserve(&in, r, named); err != nil {
+			return ModelReply{}, err
+		}
+	}
 	em := a.emitter(in.Trace)
 	em.before(in.Request)
 	resp, err := p.Complete(ctx, in.Request)
@@ -128,7 +136,7 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (reply ModelRep
 		return ModelReply{}, classify(err)
 	}
 	name, model := identity(p, in.Request, resp)
-	reply = ModelReply{Response: resp}
+	reply = ModelReply{Response: resp, WrapUp: wrapUp}
 	if price, ok := a.price(name, model); ok {
 		reply.Cost, reply.InputPrice = price.Cost(resp.Usage), price.Input
 	}
@@ -152,6 +160,87 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (reply ModelRep
 	return reply, nil
 }
 
+// reserve reserves a model call against what its run has left (r), as
+// the core's agent does: it sets the request's MaxTokens to what the call
+// may produce, makes it the wrap-up turn (no tools, a note to answer now)
+// when a second call like it would not fit after it, or fails it when no
+// reply fits. The estimate counts the plain tools' definitions, which
+// the worker filled in, and prices the input at the model the request
+// names (the dearest of the prices when it names none, as in process).
+func (a *Activities) reserve(in *ModelCall, r *Reserve, named int64) (wrapUp bool, err error) {
+	req := &in.Request
+	est := r.Estimate
+	if extra := toolBytes(req.Tools) - named; r.Named && extra > 0 {
+		est += (extra + 3) / 4
+	}
+	var price provider.Price
+	priced := false
+	if r.Cost {
+		price, priced = a.price(identity(a.rt.Providers[in.Provider], *req, provider.Response{}))
+	}
+	room := func(est int64) int64 {
+		out := int64(math.MaxInt64)
+		if r.Tokens > 0 {
+			out = r.Tokens - est
+			if r.ReadBack {
+				out >>= 1
+			}
+		}
+		if r.Cost {
+			if r.Dollars <= 0 {
+				return min(out, 0)
+			}
+			if priced {
+				per := price.Output
+				if r.ReadBack {
+					per += price.Input
+				}
+				if per > 0 {
+					out = min(out, int64(math.Floor((r.Dollars-float64(est)*price.Input)/per)))
+				} else if float64(est)*price.Input > r.Dollars {
+					out = min(out, 0)
+				}
+			}
+		}
+		return out
+	}
+	out := room(est)
+	if !r.WrapUp && out < est+2*max(r.LastOut, 1)+1 {
+		wrapUp = true
+		req.Tools = nil
+		req.Messages = append(req.Messages[:len(req.Messages):len(req.Messages)], provider.UserMessage(wrapUpNote))
+		est += (int64(len(wrapUpNote)) + 3) / 4
+		out = room(est)
+	}
+	if out < 1 {
+		what := fmt.Sprintf("the %d tokens left of its limit (Spec.TokenLimit)", r.Tokens)
+		if r.Cost && (r.Tokens == 0 || r.Tokens-est >= 1) {
+			what = fmt.Sprintf("the $%.6f left of its cost limit (Spec.CostLimit)", max(r.Dollars, 0))
+		}
+		return false, sdktemporal.NewNonRetryableApplicationError(fmt.Sprintf("the next model call, reading about %d tokens, would leave no room for a reply in %s: raise the limit or give a smaller task", est, what), ErrTypeUsageLimit, nil)
+	}
+	req.MaxTokens = int(min(out, int64(max(r.Ceiling, 1))))
+	return wrapUp, nil
+}
+
+// wrapUpNote is what a call the worker made its run's wrap-up turn ends with.
+const wrapUpNote = "Budget note: another step would pass what this work may spend. This is your last reply, and no tools are available: answer now with what you have, " +
+	"and say plainly what is unfinished (status \"partial\" if you report a status)."
+
+// toolBytes is what tool definitions weigh, as the estimate counts them
+// (empty parameters arrive as JSON null from the workflow, and weigh
+// nothing).
+func toolBytes(defs []provider.ToolDef) int64 {
+	n := 0
+	for _, t := range defs {
+		n += len(t.Name) + len(t.Description)
+		if string(t.Parameters) != "null" {
+			n += len(t.Parameters)
+		}
+	}
+	return int64(n)
+}
+
 // identity names the provider and the model of a call as the core's
 // agent names them, for its usage and its price: the provider's own name
 // (provider.Namer), and the model that answered, else the one asked for,
@@ -167,12 +256,17 @@ func identity(p provider.Provider, req provider.Request, resp provider.Response)
 	return name, model
 }
 
-// price is the worker's price of a model (Runtime.Prices).
+// price is the worker's price of a model (Runtime.Prices); a call that
+// names no model, and whose answer names none, is priced at the dearest,
+// as in process.
 func (a *Activities) price(name, model string) (provider.Price, bool) {
 	if a.rt.Prices == nil {
 		return provider.Price{}, false
 	}
-	return a.rt.Prices.Lookup(name, model)
+	if p, ok := a.rt.Prices.Lookup(name, model); ok || model != "" {
+		return p, ok
+	}
+	return a.rt.Prices.Dearest()
 }
 
 // definitions fills in the plain tools' definitions, which the workflow
@@ -309,7 +403,9 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	if err != nil {
 		return ToolResult{Content: capText(err.Error(), in.MaxOutputBytes), IsError: true}, nil
 	}
-	o, err := ag.Run(ctx, agent.Input{Text: text})
+	// It spends its shares of its caller's limits, priced as the workers
+	// price their calls.
+	o, err := ag.Run(runtime.WithShare(ctx, in.TokenLimit, in.CostLimit, a.rt.Prices), agent.Input{Text: text})
 	if c, ok := ag.(interface{ Close() error }); ok {
 		_ = c.Close()
 	}

@@ -301,12 +301,12 @@ func (a *Agent) finish(ctx context.Context, em event.Emitter, id string, out Run
 		_ = a.Client.CancelWorkflow(cctx, id, "")
 		cancel()
 	}
-	o := agent.Output{RunID: id, Answer: out.Answer, Messages: out.Messages, Usage: out.Usage, ChildUsage: out.ChildUsage}
+	o := agent.Output{RunID: id, Answer: out.Answer, Messages: out.Messages, Usage: out.Usage, ChildUsage: out.ChildUsage, Cost: out.Cost}
 	if len(out.Value) > 0 {
 		o.Value = json.RawMessage(out.Value)
 	}
 	if err != nil {
-		o.Usage = UsageOf(err)
+		o.Usage, o.Cost = UsageOf(err), costOf(err)
 		em.Emit(event.Event{Type: event.RunError, Message: err.Error()})
 		return o, fmt.Errorf("temporal: run %s: %w", id, err)
 	}

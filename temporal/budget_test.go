@@ -2,14 +2,20 @@ package temporal
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 
 	sdktemporal "go.temporal.io/sdk/temporal"
 
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
 )
 
 // wordy is a lead that spawns n children, each of which answers with
@@ -83,5 +89,165 @@ func TestTokenLimitReservedBeforeEachCall(t *testing.T) {
 	}
 	if calls < 6 {
 		t.Errorf("%d calls: want the lead's two and one per child", calls)
+	}
+}
+
+// costOfUsage is what u costs at price.
+func costOfUsage(price provider.Price, u provider.Usage) float64 {
+	return float64(u.InputTokens)*price.Input + float64(u.OutputTokens)*price.Output
+}
+
+// A tree under a cost limit on Temporal spends at most its limit, as
+// agent.WithCostLimit in process: ten forks that would each write 500
+// tokens ($0.015 at these prices, $0.16 for the tree) under a $0.01
+// limit, each call reserved at the workers' prices and each child given
+// its share; what the run reports costing is what the model billed.
+func TestCostLimitOnTemporal(t *testing.T) {
+	price := provider.Price{Input: 1e-5, Output: 3e-5}
+	prices, err := provider.NewPrices(map[string]provider.Price{"m1": price})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(limit float64) (RunOutput, float64, int, error) {
+		var sent []int
+		p := wordy(10, &sent)
+		env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Prices: prices})
+		env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Spawn: true, CostLimit: limit}, Text: "split the work in ten"})
+		calls, billed := p.total()
+		err := env.GetWorkflowError()
+		var out RunOutput
+		if err == nil {
+			err = env.GetWorkflowResult(&out)
+		} else {
+			out.Cost = costOf(err)
+		}
+		t.Logf("limit $%v: %d calls billed %v, $%.6f; bounds sent %v; error %v", limit, calls, billed, costOfUsage(price, billed), sent, err)
+		return out, costOfUsage(price, billed), calls, err
+	}
+	_, unlimited, _, err := run(0)
+	if err != nil || unlimited < 0.1 {
+		t.Fatalf("without a limit the tree cost $%v (%v): the test tries nothing", unlimited, err)
+	}
+	const limit = 0.01
+	out, billed, calls, err := run(limit)
+	var app *sdktemporal.ApplicationError
+	if err != nil && !(errors.As(err, &app) && app.Type() == ErrTypeUsageLimit) {
+		t.Fatal(err)
+	}
+	// The bound: the limit, plus what one call's input estimate may miss
+	// (a token per four bytes against the model's count: a few tokens).
+	if billed > limit+10*price.Input {
+		t.Errorf("the tree cost $%.6f, past its limit of $%v", billed, limit)
+	}
+	if calls < 11 {
+		t.Errorf("%d calls: want the lead's and one per child", calls)
+	}
+	if d := out.Cost - billed; d > 1e-9 || d < -1e-9 {
+		t.Errorf("the run reports costing $%.9f, the model billed $%.9f", out.Cost, billed)
+	}
+}
+
+// The first call of a run under a token limit reserves what its tools'
+// definitions weigh, which the workflow names only and the worker fills
+// in: the bound sent with it and what it reads fit the limit.
+func TestToolDefinitionsCountInTheFirstReserve(t *testing.T) {
+	const limit = 6000
+	big := tool.Func{Def: tool.Definition{Name: "big", Description: strings.Repeat("Explains at length. ", 400), Parameters: json.RawMessage(`{"type":"object"}`)},
+		Fn: func(context.Context, tool.Call) (tool.Result, error) { return tool.Result{Content: "ok"}, nil }}
+	reg, err := tool.NewRegistry(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var first *provider.Request
+	p := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		mu.Lock()
+		if first == nil {
+			first = &req
+		}
+		mu.Unlock()
+		s := "the answer " + strings.Repeat("word ", 400)
+		if req.MaxTokens > 0 && len(s) > 4*req.MaxTokens {
+			s = s[:4*req.MaxTokens]
+		}
+		return provider.AssistantMessage(s), nil
+	}}
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Tools: reg})
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"big"}, TokenLimit: limit}, Text: "go"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if first == nil {
+		t.Fatal("no model call")
+	}
+	in := fake.Usage(*first, provider.Message{}).InputTokens
+	if in < 1500 {
+		t.Fatalf("the first request reads %d tokens: its tool's definition was not sent, the test tries nothing", in)
+	}
+	if first.MaxTokens <= 0 || in+int64(first.MaxTokens) > limit {
+		t.Errorf("the first call reads %d tokens and was let write %d, past the limit of %d", in, first.MaxTokens, limit)
+	}
+	if _, billed := p.total(); billed.Tokens() > limit {
+		t.Errorf("the run billed %d tokens, past its limit of %d", billed.Tokens(), limit)
+	}
+}
+
+// A factory's child, run in process on the worker, spends its share of
+// its caller's token limit, and of its cost limit, as a fork does: its
+// model calls go with that share as their bound.
+func TestFactoryChildGetsItsShare(t *testing.T) {
+	prices, err := provider.NewPrices(map[string]provider.Price{"m1": {Input: 1e-5, Output: 3e-5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, limits := range []Spec{{TokenLimit: 4000}, {CostLimit: 0.02}} {
+		t.Run(fmt.Sprintf("tokens=%d,dollars=%v", limits.TokenLimit, limits.CostLimit), func(t *testing.T) {
+			var mu sync.Mutex
+			var bounds []int
+			worker := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+				mu.Lock()
+				bounds = append(bounds, req.MaxTokens)
+				mu.Unlock()
+				msg := provider.AssistantMessage("worked")
+				return provider.Response{Message: msg, Usage: fake.Usage(req, msg)}, nil
+			})
+			lead := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+				if req.Messages[len(req.Messages)-1].Role == provider.RoleTool {
+					return provider.AssistantMessage("done"), nil
+				}
+				return provider.AssistantMessage("", provider.ToolCall{ID: "c1", Name: "worker", Arguments: json.RawMessage(`{"task":"work"}`)}), nil
+			}}
+			rt := &Runtime{Providers: map[string]provider.Provider{"m": lead}, Prices: prices, Factories: map[string]subagent.Factory{
+				"worker": func(context.Context, json.RawMessage) (agent.Agent, error) {
+					return agent.NewReact(worker, agent.WithName("worker"))
+				},
+			}}
+			spec := limits
+			spec.Name, spec.Provider, spec.SubAgents = "lead", "m", []SubAgent{{Name: "worker", Description: "Works.", Factory: "worker"}}
+			env := newEnv(t, rt)
+			env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: spec, Text: "go"})
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			var out RunOutput
+			if err := env.GetWorkflowResult(&out); err != nil {
+				t.Fatal(err)
+			}
+			if len(bounds) != 1 {
+				t.Fatalf("the worker's model was called %d times, want once", len(bounds))
+			}
+			// Its share: at most half of the lead's limit (one part for it,
+			// one for the lead's next call), in tokens or at the output price.
+			most := limits.TokenLimit / 2
+			if limits.CostLimit > 0 {
+				most = int64(limits.CostLimit / 2 / 3e-5)
+			}
+			if bounds[0] <= 0 || int64(bounds[0]) > most {
+				t.Errorf("the worker's call went with the bound %d, want its share: at most %d", bounds[0], most)
+			}
+			if out.Cost <= 0 || out.ChildUsage.IsZero() {
+				t.Errorf("the run reports $%v and child usage %v: the worker's call is not counted", out.Cost, out.ChildUsage)
+			}
+		})
 	}
 }

@@ -21,7 +21,10 @@
 //
 // The meaning of the core's limits is kept: depth (a sub-agent tool is not
 // offered at the cap, and a direct call fails), usage (a child's usage folds
-// into the parent's ChildUsage), the output cap (applied in the activity or
+// into the parent's ChildUsage), token and cost limits (Spec.TokenLimit,
+// Spec.CostLimit at Runtime.Prices: each model call reserved on the worker,
+// where the tools' definitions and the model's price are known, and each
+// child, a factory's included, given its share of what is left), the output cap (applied in the activity or
 // child before anything is recorded in history), validation with one
 // corrective retry, and cancellation (cancelling a workflow cancels its
 // activities and child workflows).

@@ -91,6 +91,16 @@ type Spec struct {
 	// answer now), a child's limit is its share of what is left, and a run
 	// with no room for a reply ends with ErrTypeUsageLimit.
 	TokenLimit int64 `json:"token_limit,omitempty"`
+	// CostLimit, when set, bounds what the run and its children cost, in
+	// US dollars at the workers' prices (Runtime.Prices), as
+	// agent.WithCostLimit in process: each model call is reserved on the
+	// worker before it is made (its estimated input at the model's price,
+	// and what is left paying for its MaxTokens), a call with no room
+	// after it is a wrap-up turn, each child's limit is its share of what
+	// is left, and a run past it ends with ErrTypeUsageLimit. It spends at
+	// most CostLimit plus the estimation error of one call's input at its
+	// price. A model the prices lack costs nothing against it.
+	CostLimit float64 `json:"cost_limit,omitempty"`
 	// Parallelism bounds the tool calls of one turn run at once (0:
 	// DefaultParallelism, no bound).
 	Parallelism int `json:"parallelism,omitempty"`
@@ -176,6 +186,36 @@ type ModelCall struct {
 	Path  string `json:"path,omitempty"`
 	// Trace places the call in its tree, for its events (nil: none).
 	Trace *Trace `json:"trace,omitempty"`
+	// Reserve, for a run under a limit, is what it has left: the worker
+	// reserves the call against it (nil: no limit).
+	Reserve *Reserve `json:"reserve,omitempty"`
+}
+
+// Reserve is what a run under a token or cost limit has left as it makes
+// a model call. The worker reserves the call against it with what only
+// the worker knows — the plain tools' definitions, which the workflow
+// names only, and the model's price: the call goes only if its estimated
+// input and the output it may produce fit, what it may produce is sent as
+// its MaxTokens, and it is made the run's wrap-up turn (no tools, answer
+// now) when a second call like it would not fit after it.
+type Reserve struct {
+	// Tokens is what is left of the token limit (0: none).
+	Tokens int64 `json:"tokens,omitempty"`
+	// Estimate is the workflow's estimate of the tokens the request
+	// reads; Named says it counted the plain tools by their names only.
+	Estimate int64 `json:"estimate"`
+	Named    bool  `json:"named,omitempty"`
+	// Cost says a cost limit bounds the run, and Dollars what is left of it.
+	Cost    bool    `json:"cost,omitempty"`
+	Dollars float64 `json:"dollars,omitempty"`
+	// ReadBack: the run's answer is read again by its parent, out of the
+	// same budget, so a reply gets half of what is left after its input.
+	ReadBack bool `json:"read_back,omitempty"`
+	// LastOut is the last reply's output tokens; WrapUp says the call is
+	// the run's wrap-up turn already; Ceiling bounds MaxTokens.
+	LastOut int64 `json:"last_out,omitempty"`
+	WrapUp  bool  `json:"wrap_up,omitempty"`
+	Ceiling int   `json:"ceiling"`
 }
 
 // ModelReply is what the model activity records: the provider's

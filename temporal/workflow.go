@@ -100,6 +100,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 	spawns, failures := 0, 0
 	var ended []EndedCall // the previous step's calls whose results no activity published
 	b := newBudget(ctx, spec, depth)
+	inPrice := 0.0 // the price of an input token of the model that answered last
 	for step := 0; ; step++ {
 		if step >= spec.maxSteps() {
 			out.Messages = conv
@@ -115,6 +116,19 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			return out, failure(out, ErrTypeUsageLimit, err.Error())
 		}
 		mc := ModelCall{Provider: spec.Provider, Request: req, Depth: depth, Path: path}
+		if b.on || spec.CostLimit > 0 {
+			// The worker reserves the call with what only it knows: the
+			// plain tools' definitions and the model's price.
+			r := &Reserve{Estimate: b.estimate(req), Named: b.reported == 0 && len(spec.Tools) > 0, ReadBack: depth > 0,
+				LastOut: b.lastOut, WrapUp: wrapUp, Ceiling: cmp0(spec.MaxTokens, replyCeiling)}
+			if b.on {
+				r.Tokens = max(spec.TokenLimit-out.TotalUsage().Tokens(), 0)
+			}
+			if spec.CostLimit > 0 {
+				r.Cost, r.Dollars = true, spec.CostLimit-out.Cost
+			}
+			mc.Reserve = r
+		}
 		if trace != nil {
 			t := *trace
 			t.Step, t.Ended, t.Corrected, t.Spent, t.TokenLimit, t.MaxOutput = step+1, ended, corrected, out.TotalUsage(), spec.TokenLimit, spec.maxOutput()
@@ -127,7 +141,11 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		}
 		out.Usage = out.Usage.Add(resp.Usage)
 		out.Cost += resp.Cost
+		if resp.InputPrice > 0 {
+			inPrice = resp.InputPrice
+		}
 		b.noteReply(req, resp.Response)
+		wrapUp = wrapUp || resp.WrapUp // made so by the worker's reservation
 		msg := resp.Message
 		msg.Role = provider.RoleAssistant
 		if wrapUp {
@@ -166,9 +184,16 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		}
 		var results []ToolResult
 		// Under a limit, each child's is its share of what is left (0: none).
-		childLimit := b.share(out.TotalUsage().Tokens(), b.estimate(provider.Request{System: system, Tools: defs,
-			Messages: append(append([]provider.Message(nil), prior...), conv...), ResponseSchema: spec.OutputSchema}), len(msg.ToolCalls))
-		results, ended, err = runTools(ctx, actx, turn{spec: spec, depth: depth, path: path, childLimit: childLimit, trace: stepTrace(trace, step+1), q: q},
+		keep := b.estimate(provider.Request{System: system, Tools: defs,
+			Messages: append(append([]provider.Message(nil), prior...), conv...), ResponseSchema: spec.OutputSchema})
+		childLimit := b.share(out.TotalUsage().Tokens(), keep, len(msg.ToolCalls))
+		costShare := 0.0
+		if spec.CostLimit > 0 {
+			// Each child's is its share of what is left after the next
+			// call's input, as in process (run.WithShares).
+			costShare = max((spec.CostLimit-out.Cost-float64(keep)*inPrice)/float64(len(msg.ToolCalls)+1), 1e-12)
+		}
+		results, ended, err = runTools(ctx, actx, turn{spec: spec, depth: depth, path: path, childLimit: childLimit, costShare: costShare, trace: stepTrace(trace, step+1), q: q},
 			fmt.Sprintf("%s/%d", idPrefix, step), msg.ToolCalls, &spawns)
 		failedStep := false
 		for i, r := range results {
@@ -212,7 +237,7 @@ func withUsage(out RunOutput, err error) error {
 	}
 	if sdktemporal.IsCanceledError(err) {
 		// A cancellation carries the usage too, as its details.
-		return sdktemporal.NewCanceledError(u)
+		return sdktemporal.NewCanceledError(u, out.Cost)
 	}
 	typ, msg := "deputy.failed", err.Error()
 	var app *sdktemporal.ApplicationError
@@ -222,7 +247,7 @@ func withUsage(out RunOutput, err error) error {
 		}
 		typ, msg = app.Type(), app.Message()
 	}
-	return sdktemporal.NewNonRetryableApplicationError(msg, typ, err, u)
+	return sdktemporal.NewNonRetryableApplicationError(msg, typ, err, u, out.Cost)
 }
 
 // UsageOf returns the usage a failed agent workflow reports with its error:
@@ -245,7 +270,7 @@ func activityContext(ctx workflow.Context, spec Spec) workflow.Context {
 }
 
 func failure(out RunOutput, typ, msg string) error {
-	return sdktemporal.NewNonRetryableApplicationError(msg, typ, nil, out.TotalUsage())
+	return sdktemporal.NewNonRetryableApplicationError(msg, typ, nil, out.TotalUsage(), out.Cost)
 }
 
 // toolRetriesChange names the workflow version from which a run fails
@@ -256,6 +281,9 @@ const toolRetriesChange = "deputy.tool-retries"
 // overLimit fails a run past its token limit, as the core does; a run of
 // a workflow started before toolRetriesChange fails at it, as it did.
 func overLimit(ctx workflow.Context, spec Spec, out RunOutput) error {
+	if spec.CostLimit > 0 && out.Cost > spec.CostLimit {
+		return failure(out, ErrTypeUsageLimit, fmt.Sprintf("agent %q cost $%.6f, past its cost limit of $%.6f (Spec.CostLimit)", spec.Name, out.Cost, spec.CostLimit))
+	}
 	used := out.TotalUsage().Tokens()
 	if spec.TokenLimit > 0 && (used > spec.TokenLimit ||
 		used == spec.TokenLimit && workflow.GetVersion(ctx, toolRetriesChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion) {
@@ -340,6 +368,7 @@ type turn struct {
 	depth      int
 	path       string
 	childLimit int64
+	costShare  float64 // each child's share of the run's cost limit (0: none)
 	trace      *Trace
 	q          *questions
 }
@@ -421,7 +450,7 @@ func runTools(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 			defer sem.Release(1)
 			body(gctx)
 			if errs[i] != nil {
-				results[i] = ToolResult{Content: capText(fmt.Sprintf("%s failed: %v", call.Name, errs[i]), spec.maxOutput()), IsError: true, Usage: usageOf(errs[i])}
+				results[i] = ToolResult{Content: capText(fmt.Sprintf("%s failed: %v", call.Name, errs[i]), spec.maxOutput()), IsError: true, Usage: usageOf(errs[i]), Cost: costOf(errs[i])}
 			}
 			results[i].Content = capText(results[i].Content, spec.maxOutput())
 		})
@@ -475,6 +504,9 @@ func (d *delegation) prepare() string {
 			// The child spends its share of what the run has left.
 			a.Spec.TokenLimit = tn.childLimit
 		}
+		if tn.costShare > 0 && (a.Spec.CostLimit == 0 || a.Spec.CostLimit > tn.costShare) {
+			a.Spec.CostLimit = tn.costShare
+		}
 		name := cmp.Or(child.Name, d.sub.Name)
 		if d.isSpawn {
 			name = forkName
@@ -482,7 +514,8 @@ func (d *delegation) prepare() string {
 		a.Path = tn.path + "/" + name
 		arg = a
 	case FactoryCall:
-		a.Path = tn.path
+		// The factory's agent spends its shares of the run's limits.
+		a.Path, a.TokenLimit, a.CostLimit = tn.path, tn.childLimit, tn.costShare
 		arg = a
 	}
 	if t := tn.trace; t != nil {
@@ -548,7 +581,7 @@ func (d *delegation) run(ctx workflow.Context, checked bool) (ToolResult, error)
 		return res, err
 	}
 	if err != nil {
-		res = ToolResult{Content: capText(fmt.Sprintf("%s failed: %v", d.call.Name, err), tn.spec.maxOutput()), IsError: true, Usage: usageOf(err)}
+		res = ToolResult{Content: capText(fmt.Sprintf("%s failed: %v", d.call.Name, err), tn.spec.maxOutput()), IsError: true, Usage: usageOf(err), Cost: costOf(err)}
 	}
 	in := Delegation{Call: d.call, Depth: tn.depth, Path: tn.path, After: true, Result: res.Content, IsError: res.IsError}
 	if cerr := workflow.ExecuteLocalActivity(checkContext(ctx, tn.spec), CheckActivityName, in).Get(ctx, &v); cerr != nil {
@@ -645,6 +678,23 @@ func checkContext(ctx workflow.Context, spec Spec) workflow.Context {
 		ScheduleToCloseTimeout: spec.activityTimeout(),
 		RetryPolicy:            &sdktemporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 3},
 	})
+}
+
+// costOf reads what a failed or cancelled child cost, in US dollars, from
+// its error's details (after its usage; none from a run recorded before
+// runs carried it).
+func costOf(err error) float64 {
+	var u provider.Usage
+	var c float64
+	var app *sdktemporal.ApplicationError
+	var cancelled *sdktemporal.CanceledError
+	switch {
+	case errors.As(err, &app) && app.HasDetails():
+		_ = app.Details(&u, &c)
+	case errors.As(err, &cancelled) && cancelled.HasDetails():
+		_ = cancelled.Details(&u, &c)
+	}
+	return c
 }
 
 // withCtx gives the coroutine's context the activity options of actx.

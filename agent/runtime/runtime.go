@@ -7,7 +7,8 @@
 // # Delegation depth and place
 //
 // WithDepth sets the depth a run's tool calls see when they run somewhere
-// else than the run itself, and WithPlace its path in the tree too.
+// else than the run itself, and WithPlace its path in the tree too;
+// WithShare bounds an agent run there by its share of the run's limits.
 // CallUsage is the value of the per-call usage event such a runtime emits.
 //
 // # Sub-agent calls
@@ -55,6 +56,25 @@ func WithDepth(ctx context.Context, depth int) context.Context { return run.With
 // path path + "/" + its name, as a sub-agent's is in process.
 func WithPlace(ctx context.Context, path string, depth int) context.Context {
 	return run.WithPlace(ctx, path, depth)
+}
+
+// WithShare returns ctx under which the next agent run started, a
+// sub-agent of a run elsewhere, spends at most tokens (0: no bound) and
+// dollars (0: no bound) with its own sub-agents, as a child given its
+// share of its parent's limits does in process (agent.WithTokenLimit,
+// agent.WithCostLimit), its model calls priced at prices unless its agent
+// has its own (agent.WithPrices; nil: none).
+func WithShare(ctx context.Context, tokens int64, dollars float64, prices *provider.Prices) context.Context {
+	if tokens > 0 {
+		ctx = run.WithBudget(ctx, tokens)
+	}
+	if dollars > 0 {
+		ctx = run.WithCostShare(ctx, dollars)
+	}
+	if prices != nil {
+		ctx = run.WithPrices(ctx, prices)
+	}
+	return ctx
 }
 
 // CallUsage is the value of the agent.UsageEvent a run emits after one

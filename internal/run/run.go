@@ -54,6 +54,9 @@ type info struct {
 	// as a worker running one of its calls sets it: the path Place gives
 	// outside any run here, and that a run started under ctx goes on from.
 	at string
+	// prices price a run started under ctx outside any run here, as the
+	// run elsewhere it stands for is priced (WithPrices).
+	prices *provider.Prices
 }
 
 // stepCalls is one step of a run whose tool calls are running: its number
@@ -273,6 +276,8 @@ func Start(ctx context.Context, id, name string, tokenLimit int64) context.Conte
 	sc := &scope{limit: tokenLimit, up: parent.scope, at: parent.at}
 	if parent.scope != nil {
 		sc.prices = parent.scope.prices
+	} else {
+		sc.prices = parent.prices
 	}
 	// A run given part of its parent's budget hands its answer back to
 	// a parent that reads it again, on that budget too (ReadBack).
@@ -399,6 +404,15 @@ func Count(ctx context.Context, t Tally) {
 			sc.refused.Add(1)
 		}
 	}
+}
+
+// WithPrices returns ctx under which a run started outside any run here
+// is priced at p (its own agent's prices aside), as the run elsewhere
+// that ctx stands for (WithPlace) is.
+func WithPrices(ctx context.Context, p *provider.Prices) context.Context {
+	ri := from(ctx)
+	ri.prices = p
+	return context.WithValue(ctx, key{}, &ri)
 }
 
 // SetPrices sets the prices of the model calls of the run of ctx and of
