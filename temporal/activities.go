@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -39,6 +40,13 @@ const (
 	// ErrTypePolicy: the worker's policy (Runtime.Policy) denied a model
 	// call; the message is the *policy.Denial's.
 	ErrTypePolicy = "deputy.policy"
+	// ErrTypeGuardrailTripped: a guardrail's tripwire (Spec.Guardrails)
+	// stopped the run, and every run above it; the message is the
+	// *policy.GuardrailError's.
+	ErrTypeGuardrailTripped = "deputy.guardrail_tripped"
+	// ErrTypeGuardrail: an output guardrail failed a run's answer again
+	// after its one correction, or a check could not decide.
+	ErrTypeGuardrail = "deputy.guardrail"
 )
 
 // Runtime holds what a worker's activities run: the providers, tools and
@@ -67,6 +75,9 @@ type Runtime struct {
 	// the agent that makes them (policy.Check.Path, Depth). Every worker
 	// of a task queue must be given the same policy.
 	Policy *policy.Policy
+	// Guardrails are the guardrails a Spec's Guardrails name, by their
+	// Name (policy.Guardrail; subagent.Judge for a model's judgement).
+	Guardrails []policy.Guardrail
 	// Prices, when set, prices the model calls the worker makes: in each
 	// call's usage event (agent.UsageEvent's costUsd), in RunOutput.Cost,
 	// and against a Spec's CostLimit, as agent.WithPrices in process. A
@@ -93,6 +104,7 @@ func Register(w worker.Registry, rt *Runtime) {
 	w.RegisterActivityWithOptions(a.CallTool, activity.RegisterOptions{Name: CallToolActivityName})
 	w.RegisterActivityWithOptions(a.RunFactory, activity.RegisterOptions{Name: RunFactoryActivity})
 	w.RegisterActivityWithOptions(a.CheckDelegation, activity.RegisterOptions{Name: CheckActivityName})
+	w.RegisterActivityWithOptions(a.Guard, activity.RegisterOptions{Name: GuardActivityName})
 }
 
 func (rt *Runtime) payloadLimit() int { return cmp.Or(max(rt.PayloadLimit, 0), DefaultPayloadLimit) }
@@ -412,6 +424,11 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	if err != nil && ctx.Err() != nil {
 		return ToolResult{}, ctx.Err()
 	}
+	var fail *policy.GuardrailError
+	if errors.As(err, &fail) && fail.Tripwire {
+		// A tripwire stops every run above the agent, as in process.
+		return ToolResult{}, sdktemporal.NewNonRetryableApplicationError(err.Error(), ErrTypeGuardrailTripped, nil, o.TotalUsage(), o.Cost)
+	}
 	res := ToolResult{Content: o.Answer, Usage: o.TotalUsage(), Cost: o.Cost}
 	limit := min(cmp.Or(max(in.MaxOutputBytes, 0), DefaultMaxOutputBytes), a.rt.payloadLimit())
 	if err != nil {
@@ -422,6 +439,45 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	}
 	res.Content = capText(res.Content, limit)
 	return res, nil
+}
+
+// Guard is the guardrail activity: it checks an agent's text with the
+// worker's guardrails the agent's Spec names, as agent.WithGuardrails
+// does in process, each decision an event of the agent's tree. A check
+// that could not decide fails it (ErrTypeGuardrail), without retry.
+func (a *Activities) Guard(ctx context.Context, in GuardCall) (Guarded, error) {
+	gs := make([]policy.Guardrail, 0, len(in.Guardrails))
+	for _, name := range in.Guardrails {
+		i := slices.IndexFunc(a.rt.Guardrails, func(g policy.Guardrail) bool { return g.Name == name })
+		if i < 0 {
+			return Guarded{}, sdktemporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("no guardrail %q on this worker: add it to Runtime.Guardrails", name), ErrTypeConfig, nil)
+		}
+		gs = append(gs, a.rt.Guardrails[i])
+	}
+	guards, err := runtime.NewGuards(gs...)
+	if err != nil {
+		return Guarded{}, sdktemporal.NewNonRetryableApplicationError(err.Error(), ErrTypeConfig, nil)
+	}
+	ctx, stop := heartbeat(ctx)
+	defer stop()
+	// A judge's run is bound and priced as the agent's calls are.
+	ctx = runtime.WithShare(runtime.WithPlace(policy.With(ctx, a.rt.Policy), in.Path, in.Depth), 0, 0, a.rt.Prices)
+	em := a.emitter(in.Trace)
+	if em.on() {
+		ctx = event.WithSubagent(event.WithSink(ctx, treeSink{em}), in.Trace.Subagent)
+	}
+	fail, spent, err := guards.Check(ctx, in.Stage, in.Text, in.Retried)
+	if err != nil {
+		return Guarded{}, sdktemporal.NewNonRetryableApplicationError(err.Error(), ErrTypeGuardrail, nil, spent)
+	}
+	if fail == nil {
+		if t := in.Trace; em.on() && in.Stage == policy.Output && t.Subagent != "" {
+			em.emit(event.Event{Type: event.SubagentFinished, SubagentRunID: t.Subagent, Result: event.JSONString(in.Text), Usage: tokenUsage("", "", t.Spent.Add(spent))})
+		}
+		return Guarded{Usage: spent}, nil
+	}
+	return Guarded{Failed: true, Guardrail: fail.Guardrail, Tripwire: fail.Tripwire, Message: fail.Error(), Note: runtime.GuardNote(fail), Usage: spent}, nil
 }
 
 // CheckDelegation is the delegation check activity: it asks the worker's

@@ -78,6 +78,13 @@
 // child workflow's corrective retry as a hand-off of its own (it is the
 // child's own next model call, which is checked).
 //
+// Guardrails (policy.Guardrail, on the worker's Runtime.Guardrails) guard
+// the agents whose Spec names them, as agent.WithGuardrails does in
+// process: the task before the run starts, the final answer before its
+// parent's model reads it, each check an activity (a judge's model calls
+// included), a tripwire stopping every run above it
+// (ErrTypeGuardrailTripped), a Retry sending the answer back once.
+//
 // Model failures are retried by Temporal according to the provider's error
 // kind: a rate limit or a transient failure retries with backoff; a bad
 // request, an authentication failure, a context-window overflow, a malformed

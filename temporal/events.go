@@ -55,7 +55,11 @@ type Trace struct {
 	Ended []EndedCall `json:"ended,omitempty"`
 	// Corrected, Spent, TokenLimit and MaxOutput let the model call tell
 	// whether a reply without tool calls ends the run, and with what.
-	Corrected  bool           `json:"corrected,omitempty"`
+	Corrected bool `json:"corrected,omitempty"`
+	// Guarded: output guardrails check the run's answer, so a reply
+	// cannot tell it ends the run; the guardrail activity publishes the
+	// end instead.
+	Guarded    bool           `json:"guarded,omitempty"`
 	Spent      provider.Usage `json:"spent"`
 	TokenLimit int64          `json:"token_limit,omitempty"`
 	MaxOutput  int            `json:"max_output,omitempty"`
@@ -170,7 +174,7 @@ func (em emitter) after(providerName string, req provider.Request, resp provider
 	}
 	spent := t.Spent.Add(resp.Usage)
 	content, ends := finalContent(req.ResponseSchema, resp.Message.Content, t.Corrected, t.MaxOutput)
-	if !ends || (t.TokenLimit > 0 && spent.Tokens() > t.TokenLimit) {
+	if !ends || t.Guarded || (t.TokenLimit > 0 && spent.Tokens() > t.TokenLimit) {
 		return // the workflow corrects it, or fails it at its limit
 	}
 	em.emit(event.Event{Type: event.StepFinished, StepName: msgID})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -46,6 +47,7 @@ const (
 	CallToolActivityName = "deputy.CallTool"
 	RunFactoryActivity   = "deputy.RunFactory"
 	CheckActivityName    = "deputy.CheckDelegation"
+	GuardActivityName    = "deputy.Guard"
 	AskUpdate            = "ask"
 	CloseSignal          = "close"
 	SpawnToolName        = "spawn_subagent"
@@ -101,6 +103,16 @@ type Spec struct {
 	// most CostLimit plus the estimation error of one call's input at its
 	// price. A model the prices lack costs nothing against it.
 	CostLimit float64 `json:"cost_limit,omitempty"`
+	// Guardrails names the Runtime.Guardrails that guard this agent, as
+	// agent.WithGuardrails does in process: its input guardrails check
+	// the task it is given before it starts, its output guardrails its
+	// final answer (once it fits OutputSchema). A tripwire fails the run
+	// with ErrTypeGuardrailTripped, which fails every run above it too; an
+	// output guardrail with Retry sends the answer back once (the one
+	// corrective retry a schema violation has), and fails the run with
+	// ErrTypeGuardrail the second time, which its parent's model reads.
+	// Each check is an activity; a judge's usage counts in ChildUsage.
+	Guardrails []string `json:"guardrails,omitempty"`
 	// Parallelism bounds the tool calls of one turn run at once (0:
 	// DefaultParallelism, no bound).
 	Parallelism int `json:"parallelism,omitempty"`
@@ -216,6 +228,36 @@ type Reserve struct {
 	LastOut int64 `json:"last_out,omitempty"`
 	WrapUp  bool  `json:"wrap_up,omitempty"`
 	Ceiling int   `json:"ceiling"`
+}
+
+// GuardCall is the input of the guardrail activity: the text an agent's
+// guardrails of Stage check.
+type GuardCall struct {
+	Guardrails []string     `json:"guardrails"`
+	Stage      policy.Stage `json:"stage"`
+	Text       string       `json:"text"`
+	// Retried says an answer is a correction already.
+	Retried bool `json:"retried,omitempty"`
+	// Depth and Path are the agent's, for the decisions' events.
+	Depth int    `json:"depth"`
+	Path  string `json:"path,omitempty"`
+	// Trace places the agent in its tree, for the decisions' events and,
+	// for a child's answer that passes, its SUBAGENT_FINISHED.
+	Trace *Trace `json:"trace,omitempty"`
+}
+
+// Guarded is what the guardrail activity found: nothing (Failed unset),
+// or the guardrail that failed the text and how.
+type Guarded struct {
+	Failed    bool   `json:"failed,omitempty"`
+	Guardrail string `json:"guardrail,omitempty"`
+	Tripwire  bool   `json:"tripwire,omitempty"`
+	// Message is the failure's policy.GuardrailError text; Note what the
+	// agent is told when its answer is sent back.
+	Message string `json:"message,omitempty"`
+	Note    string `json:"note,omitempty"`
+	// Usage is what the checks spent (a judge's model calls).
+	Usage provider.Usage `json:"usage"`
 }
 
 // ModelReply is what the model activity records: the provider's

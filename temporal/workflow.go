@@ -15,6 +15,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agent/runtime"
 	"github.com/deputy-go/deputy/jsonschema"
+	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -101,6 +102,26 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 	var ended []EndedCall // the previous step's calls whose results no activity published
 	b := newBudget(ctx, spec, depth)
 	inPrice := 0.0 // the price of an input token of the model that answered last
+	guards := len(spec.Guardrails) > 0
+	if guards {
+		// The input guardrails check the task before the run starts.
+		var task string
+		for _, m := range input {
+			if m.Role == provider.RoleUser {
+				task = m.Content
+			}
+		}
+		g, err := guard(ctx, actx, spec, depth, path, trace, policy.Input, task, false)
+		out.ChildUsage = out.ChildUsage.Add(g.Usage)
+		switch {
+		case err != nil:
+			out.Messages = conv
+			return out, withUsage(out, err)
+		case g.Failed:
+			out.Messages = conv
+			return out, failure(out, ErrTypeGuardrailTripped, g.Message)
+		}
+	}
 	for step := 0; ; step++ {
 		if step >= spec.maxSteps() {
 			out.Messages = conv
@@ -132,6 +153,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		if trace != nil {
 			t := *trace
 			t.Step, t.Ended, t.Corrected, t.Spent, t.TokenLimit, t.MaxOutput = step+1, ended, corrected, out.TotalUsage(), spec.TokenLimit, spec.maxOutput()
+			t.Guarded = guards
 			mc.Trace = &t
 		}
 		var resp ModelReply
@@ -178,6 +200,34 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 					out.Value = value
 				}
 			}
+			if guards {
+				// The output guardrails check the answer, once it fits
+				// the schema, under the same one-retry rule.
+				text := capText(childContent(RunOutput{Answer: capText(answer, spec.maxOutput()), Invalid: out.Invalid}), spec.maxOutput())
+				var t *Trace
+				if trace != nil {
+					tt := *trace
+					tt.Spent = out.TotalUsage()
+					t = &tt
+				}
+				g, err := guard(ctx, actx, spec, depth, path, t, policy.Output, text, corrected)
+				out.ChildUsage = out.ChildUsage.Add(g.Usage)
+				switch {
+				case err != nil:
+					out.Messages = conv
+					return out, withUsage(out, err)
+				case g.Failed && g.Tripwire:
+					out.Messages = conv
+					return out, failure(out, ErrTypeGuardrailTripped, g.Message)
+				case g.Failed && corrected:
+					out.Messages = conv
+					return out, failure(out, ErrTypeGuardrail, g.Message)
+				case g.Failed:
+					corrected = true
+					conv = append(conv, provider.UserMessage(g.Note))
+					continue
+				}
+			}
 			out.Answer = capText(answer, spec.maxOutput())
 			out.Messages = conv
 			return out, nil
@@ -204,6 +254,10 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		}
 		if err != nil {
 			out.Messages = conv
+			if tripped(err) {
+				// A child's tripwire stops this run too, with all it spent.
+				return out, failure(out, ErrTypeGuardrailTripped, messageOf(err))
+			}
 			return out, withUsage(out, err)
 		}
 		if failedStep {
@@ -456,6 +510,11 @@ func runTools(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 		})
 	}
 	wg.Wait(ctx)
+	for _, err := range errs {
+		if tripped(err) {
+			return results, ended, err
+		}
+	}
 	if trace != nil {
 		for i, call := range calls {
 			if !published[i] || errs[i] != nil {
@@ -577,7 +636,7 @@ func (d *delegation) run(ctx workflow.Context, checked bool) (ToolResult, error)
 	var o RunOutput
 	err := f.Get(ctx, &o)
 	res = ToolResult{Content: childContent(o), Usage: o.TotalUsage(), Cost: o.Cost}
-	if !checked || ctx.Err() != nil {
+	if !checked || ctx.Err() != nil || tripped(err) {
 		return res, err
 	}
 	if err != nil {
@@ -678,6 +737,30 @@ func checkContext(ctx workflow.Context, spec Spec) workflow.Context {
 		ScheduleToCloseTimeout: spec.activityTimeout(),
 		RetryPolicy:            &sdktemporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 3},
 	})
+}
+
+// guard runs the guardrail activity on text.
+func guard(ctx, actx workflow.Context, spec Spec, depth int, path string, trace *Trace, stage policy.Stage, text string, retried bool) (Guarded, error) {
+	var g Guarded
+	err := workflow.ExecuteActivity(actx, GuardActivityName, GuardCall{Guardrails: spec.Guardrails, Stage: stage, Text: text, Retried: retried,
+		Depth: depth, Path: path, Trace: trace}).Get(ctx, &g)
+	return g, err
+}
+
+// tripped reports whether err is a guardrail's tripwire, which stops
+// every run above the one it tripped in.
+func tripped(err error) bool {
+	var app *sdktemporal.ApplicationError
+	return errors.As(err, &app) && app.Type() == ErrTypeGuardrailTripped
+}
+
+// messageOf is the message of the application error err holds.
+func messageOf(err error) string {
+	var app *sdktemporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Message()
+	}
+	return err.Error()
 }
 
 // costOf reads what a failed or cancelled child cost, in US dollars, from

@@ -11,6 +11,12 @@
 // WithShare bounds an agent run there by its share of the run's limits.
 // CallUsage is the value of the per-call usage event such a runtime emits.
 //
+// # Guardrails
+//
+// NewGuards checks an agent's guardrails (policy.Guardrail) as
+// agent.WithGuardrails does, each decision recorded as an event, and
+// GuardNote is what an answer sent back for correction is told.
+//
 // # Sub-agent calls
 //
 // CapOutput cuts a child's answer as subagent.WithMaxOutputBytes does,
@@ -34,10 +40,12 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/internal/answercheck"
 	"github.com/deputy-go/deputy/internal/compact"
+	"github.com/deputy-go/deputy/internal/guardrail"
 	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/internal/textcap"
 	"github.com/deputy-go/deputy/jsonschema"
+	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 )
@@ -76,6 +84,34 @@ func WithShare(ctx context.Context, tokens int64, dollars float64, prices *provi
 	}
 	return ctx
 }
+
+// Guards are one agent's guardrails, checked as agent.WithGuardrails
+// checks them.
+type Guards struct{ s *guardrail.Set }
+
+// NewGuards returns gs as one agent's guardrails, or an error saying what
+// is wrong with one of them, as agent.WithGuardrails refuses it.
+func NewGuards(gs ...policy.Guardrail) (*Guards, error) {
+	s, err := guardrail.Add(nil, "runtime.NewGuards", gs)
+	if err != nil {
+		return nil, err
+	}
+	return &Guards{s}, nil
+}
+
+// Check asks the guardrails of stage about text, in order, as the agent
+// loop does: it returns the first failure (nil: all passed) and what the
+// checks spent; retried says an answer is a correction already, so that
+// a failure with Retry now fails the agent. Each decision is a
+// policy.GuardrailEvent on the sink of ctx, at the place of ctx. An error
+// is a check that could not decide.
+func (g *Guards) Check(ctx context.Context, stage policy.Stage, text string, retried bool) (*policy.GuardrailError, provider.Usage, error) {
+	return g.s.Check(ctx, stage, text, "", retried)
+}
+
+// GuardNote is what an agent whose answer a guardrail failed is told when
+// the answer is sent back for correction.
+func GuardNote(fail *policy.GuardrailError) string { return guardrail.Note(fail) }
 
 // CallUsage is the value of the agent.UsageEvent a run emits after one
 // model call: m as {"usage":[…]}, the call's TokenUsage as RUN_FINISHED

@@ -1,0 +1,139 @@
+package temporal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"go.temporal.io/sdk/client"
+	sdktemporal "go.temporal.io/sdk/temporal"
+
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/policy"
+	"github.com/deputy-go/deputy/provider"
+)
+
+// guardedTree is a lead that hands its task to a writer, a fixed child
+// guarded by two guardrails, and answers with what the writer said: the
+// writer answers with answers[0], then, if sent back, answers[1].
+func guardedTree(answers []string, writes *atomic.Int64) (*script, Spec, []policy.Guardrail) {
+	p := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		last := req.Messages[len(req.Messages)-1]
+		switch {
+		case strings.HasPrefix(lastUser(req), "write:") || strings.HasPrefix(lastUser(req), "Your answer was rejected"):
+			n := writes.Add(1)
+			return provider.AssistantMessage(answers[min(int(n)-1, len(answers)-1)]), nil
+		case last.Role == provider.RoleTool:
+			return provider.AssistantMessage("lead: " + last.Content), nil
+		}
+		args, _ := json.Marshal(map[string]string{"task": "write: " + lastUser(req)})
+		return provider.AssistantMessage("", provider.ToolCall{ID: "c1", Name: "writer", Arguments: args}), nil
+	}}
+	spec := Spec{Name: "lead", Provider: "m", SubAgents: []SubAgent{{Name: "writer", Description: "Writes.",
+		Agent: &Spec{Name: "writer", Provider: "m", Guardrails: []string{"no-secret", "no-todo"}}}}}
+	gs := []policy.Guardrail{
+		{Name: "no-secret", Stage: policy.Input, Check: func(_ context.Context, text string) (policy.Finding, error) {
+			if strings.Contains(text, "sk-live") {
+				return policy.Finding{Problem: "the task holds a key"}, nil
+			}
+			return policy.Finding{}, nil
+		}},
+		{Name: "no-todo", Stage: policy.Output, Retry: true, Check: func(_ context.Context, text string) (policy.Finding, error) {
+			if strings.Contains(text, "TODO") {
+				return policy.Finding{Problem: "the answer leaves a TODO"}, nil
+			}
+			return policy.Finding{}, nil
+		}},
+	}
+	return p, spec, gs
+}
+
+// Guardrails named by a Spec guard that agent on Temporal as
+// agent.WithGuardrails does in process: an answer an output guardrail
+// fails is sent back once and the corrected one goes up; failed again,
+// the child fails and its parent's model reads so; an input guardrail's
+// tripwire stops the child before its model is called, and every run
+// above it. Each decision is an event of the tree.
+func TestGuardrailsOnTemporal(t *testing.T) {
+	t.Run("corrected once", func(t *testing.T) {
+		var writes atomic.Int64
+		p, spec, gs := guardedTree([]string{"draft, TODO: the ending", "the whole story"}, &writes)
+		hub := NewHub()
+		env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Guardrails: gs, Events: hub})
+		env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "guarded"})
+		var rec recorder
+		defer hub.Subscribe(event.WithSink(context.Background(), &rec), "guarded")()
+		env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: spec, Text: "a story"})
+		if err := env.GetWorkflowError(); err != nil {
+			t.Fatal(err)
+		}
+		var out RunOutput
+		if err := env.GetWorkflowResult(&out); err != nil {
+			t.Fatal(err)
+		}
+		if out.Answer != "lead: the whole story" || writes.Load() != 2 {
+			t.Errorf("answer %q after %d writes, want the corrected story after two", out.Answer, writes.Load())
+		}
+		var verdicts []string
+		finished := 0
+		for _, e := range rec.events {
+			switch {
+			case e.Type == event.Custom && e.Name == policy.GuardrailEvent:
+				var v struct{ Guardrail, Verdict, Path string }
+				_ = json.Unmarshal(e.Value, &v)
+				verdicts = append(verdicts, v.Guardrail+" "+v.Verdict+" @"+v.Path)
+			case e.Type == event.SubagentFinished:
+				finished++
+				var r string
+				if _ = json.Unmarshal(e.Result, &r); r != "the whole story" {
+					t.Errorf("SUBAGENT_FINISHED with %q, want the corrected answer", r)
+				}
+			}
+		}
+		want := []string{"no-secret pass @lead/writer", "no-todo retry @lead/writer", "no-todo pass @lead/writer"}
+		if !slices.Equal(verdicts, want) {
+			t.Errorf("the guardrail events were %q, want %q", verdicts, want)
+		}
+		if finished != 1 {
+			t.Errorf("%d SUBAGENT_FINISHED, want the writer's once, with its corrected answer", finished)
+		}
+	})
+	t.Run("failed twice", func(t *testing.T) {
+		var writes atomic.Int64
+		p, spec, gs := guardedTree([]string{"TODO", "still TODO"}, &writes)
+		env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Guardrails: gs})
+		env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: spec, Text: "a story"})
+		if err := env.GetWorkflowError(); err != nil {
+			t.Fatal(err)
+		}
+		var out RunOutput
+		if err := env.GetWorkflowResult(&out); err != nil {
+			t.Fatal(err)
+		}
+		if writes.Load() != 2 || !strings.Contains(out.Answer, "writer failed") || !strings.Contains(out.Answer, `guardrail "no-todo" rejected the answer of lead/writer again`) || strings.Contains(out.Answer, "still TODO") {
+			t.Errorf("answer %q after %d writes: want the lead to read that the writer failed, not its answer", out.Answer, writes.Load())
+		}
+	})
+	t.Run("tripwire", func(t *testing.T) {
+		var writes atomic.Int64
+		p, spec, gs := guardedTree([]string{"story"}, &writes)
+		env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Guardrails: gs})
+		env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: spec, Text: "a story for sk-live-123"})
+		err := env.GetWorkflowError()
+		var app *sdktemporal.ApplicationError
+		if !errors.As(err, &app) || app.Type() != ErrTypeGuardrailTripped || !strings.Contains(app.Message(), `guardrail "no-secret" tripped on the input of lead/writer`) {
+			t.Fatalf("the run ended with %v, want the writer's tripwire", err)
+		}
+		calls, billed := p.total()
+		if writes.Load() != 0 || calls != 1 {
+			t.Errorf("the writer wrote %d times and the model was called %d times: want the lead's one call only", writes.Load(), calls)
+		}
+		if u := UsageOf(err); u != billed {
+			t.Errorf("the failure carries %v, the model billed %v", u, billed)
+		}
+	})
+}
