@@ -422,7 +422,7 @@ func TestResumedTurnDoesNotSummarizeAgain(t *testing.T) {
 	}
 }
 
-// Mark's epoch stays while runs only add to the conversation, and then
+// A React's parts (what subagent.WithStore stores): Mark's epoch stays while runs only add to the conversation, and then
 // SnapshotFrom returns exactly what they added: a snapshot and the parts
 // after it restore the same conversation. A rollback, a compaction, a
 // Restore or a Reset changes the epoch.
@@ -433,6 +433,7 @@ func TestMarkAndPartsFollowTheConversation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	parts := func(r *agent.React) conversation.Parts { return r.Parts(conversation.Key{}) }
 	ctx := context.Background()
 	run := func(i int) {
 		t.Helper()
@@ -442,15 +443,15 @@ func TestMarkAndPartsFollowTheConversation(t *testing.T) {
 	}
 	run(1)
 	base := must(r.Snapshot())(t)
-	epoch, n := r.Mark()
+	epoch, n := parts(r).Mark()
 	run(2)
 	run(3) // a tool call and its result
-	if e, _ := r.Mark(); e != epoch {
+	if e, _ := parts(r).Mark(); e != epoch {
 		t.Fatal("the epoch changed while runs only added messages")
 	}
-	part := must(r.SnapshotFrom(n))(t)
+	part := must(parts(r).SnapshotFrom(n))(t)
 	other := newReact(t, m)
-	if err := other.RestoreParts(base, part); err != nil {
+	if err := parts(other).RestoreParts(base, part); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(r.History(), other.History()); diff != "" {
@@ -461,21 +462,21 @@ func TestMarkAndPartsFollowTheConversation(t *testing.T) {
 	if err := third.Restore(base); err != nil {
 		t.Fatal(err)
 	}
-	before, _ := third.Mark()
-	if err := third.AppendParts(part); err != nil {
+	before, _ := parts(third).Mark()
+	if err := parts(third).AppendParts(part); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(r.History(), third.History()); diff != "" {
 		t.Fatalf("a part appended to its snapshot gives another conversation (-want +got):\n%s", diff)
 	}
-	if after, _ := third.Mark(); after != before {
+	if after, _ := parts(third).Mark(); after != before {
 		t.Error("appending parts changed the epoch: a store would write the whole again")
 	}
-	if _, err := r.SnapshotFrom(len(r.History()) + 1); err == nil {
+	if _, err := parts(r).SnapshotFrom(len(r.History()) + 1); err == nil {
 		t.Error("SnapshotFrom past the end did not fail")
 	}
 	// The messages from the tool result on: a result without its call.
-	if err := other.RestoreParts(must(r.SnapshotFrom(6))(t)); !errors.Is(err, agent.ErrBadSnapshot) {
+	if err := parts(other).RestoreParts(must(parts(r).SnapshotFrom(6))(t)); !errors.Is(err, agent.ErrBadSnapshot) {
 		t.Errorf("a part alone, whose tool result lacks its call: %v, want ErrBadSnapshot", err)
 	}
 
@@ -510,9 +511,9 @@ func TestMarkAndPartsFollowTheConversation(t *testing.T) {
 		"a reset": r.Reset,
 	}
 	for _, name := range []string{"a rollback", "a compaction", "a restore", "a reset"} {
-		before, _ := r.Mark()
+		before, _ := parts(r).Mark()
 		changes[name]()
-		if after, _ := r.Mark(); after == before {
+		if after, _ := parts(r).Mark(); after == before {
 			t.Errorf("the epoch did not change after %s", name)
 		}
 	}

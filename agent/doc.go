@@ -31,9 +31,8 @@
 // # Memory and compaction
 //
 // A React keeps its conversation across runs: History, Reset,
-// WithHistoryLimit, Snapshot and Restore; Mark, SnapshotFrom, RestoreParts
-// and AppendParts, for a store that writes only what each run added;
-// Checkpoint, and Hold with its Turn. Compaction (WithCompaction,
+// WithHistoryLimit, Snapshot and Restore (subagent.WithStore stores it a
+// part at a time); Checkpoint, and Hold with its Turn. Compaction (WithCompaction,
 // WithoutCompaction, WithContextWindow, DefaultCompactTokens and the other
 // defaults) folds its older turns into a summary past a bound.
 //

@@ -47,19 +47,23 @@ func (r *React) Snapshot() ([]byte, error) {
 	return r.encode(msgs)
 }
 
-// Mark returns how many messages the conversation holds, and an epoch that
-// changes whenever it changes other than at its end (compaction, Restore,
-// Reset, rollback): while it stays, SnapshotFrom(n) is what was added since,
-// which a store appends (subagent.WithStore).
-func (r *React) Mark() (epoch uint64, n int) {
+// Parts opens the conversation to be stored a part at a time, for
+// subagent.WithStore; its key is held only by deputy's own packages.
+func (r *React) Parts(conversation.Key) conversation.Parts { return parts{r} }
+
+// parts is a React's conversation as conversation.Parts, whose methods say
+// what each does.
+type parts struct{ r *React }
+
+func (p parts) Mark() (epoch uint64, n int) {
+	r := p.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.kept.epoch, len(r.kept.msgs)
 }
 
-// SnapshotFrom returns the messages after the first n, as a part that
-// RestoreParts takes after a Snapshot.
-func (r *React) SnapshotFrom(n int) ([]byte, error) {
+func (p parts) SnapshotFrom(n int) ([]byte, error) {
+	r := p.r
 	r.mu.Lock()
 	msgs := r.kept.msgs
 	r.mu.Unlock()
@@ -89,12 +93,11 @@ func (r *React) encode(msgs []provider.Message) ([]byte, error) {
 
 // Restore replaces the conversation with a Snapshot's, refusing one a model
 // API would refuse (ErrBadSnapshot). It waits for a run in progress to end.
-func (r *React) Restore(data []byte) error { return r.RestoreParts(data) }
+func (r *React) Restore(data []byte) error { return parts{r}.RestoreParts(data) }
 
-// RestoreParts replaces the conversation with the messages of parts, a
-// Snapshot then SnapshotFrom's parts, checked as Restore does.
-func (r *React) RestoreParts(parts ...[]byte) error {
-	msgs, err := decodeParts(parts)
+func (p parts) RestoreParts(data ...[]byte) error {
+	r := p.r
+	msgs, err := decodeParts(data)
 	if err != nil {
 		return err
 	}
@@ -109,10 +112,9 @@ func (r *React) RestoreParts(parts ...[]byte) error {
 	return nil
 }
 
-// AppendParts adds the messages of SnapshotFrom's parts at the conversation's
-// end (what another process added), the epoch kept.
-func (r *React) AppendParts(parts ...[]byte) error {
-	add, err := decodeParts(parts)
+func (p parts) AppendParts(data ...[]byte) error {
+	r := p.r
+	add, err := decodeParts(data)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/conversation"
 	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/provider"
@@ -26,14 +27,35 @@ type Persistent interface {
 }
 
 // Appender is a Persistent agent whose conversation can be stored a part at a
-// time, as *agent.React's can (see its Mark): WithStore then writes only what
-// each call added.
+// time, as *agent.React's is: WithStore then writes only what each call
+// added. Mark returns how many messages the conversation holds and an epoch
+// that changes whenever it changes other than at its end; while the epoch
+// stays, SnapshotFrom(n) is what was added after the first n messages.
+// RestoreParts replaces the conversation with a Snapshot and the parts after
+// it; AppendParts adds parts at its end, the epoch kept.
 type Appender interface {
 	Persistent
 	Mark() (epoch uint64, n int)
 	SnapshotFrom(n int) ([]byte, error)
 	RestoreParts(parts ...[]byte) error
 	AppendParts(parts ...[]byte) error
+}
+
+// appenderOf returns p as an Appender: itself when it is one, else its
+// parts when it opens them to deputy's packages (*agent.React), else nil.
+func appenderOf(p Persistent) Appender {
+	switch a := p.(type) {
+	case Appender:
+		return a
+	case interface {
+		Parts(conversation.Key) conversation.Parts
+	}:
+		return struct {
+			Persistent
+			conversation.Parts
+		}{p, a.Parts(conversation.Key{})}
+	}
+	return nil
 }
 
 // durable is a FromAgent tool's stored conversation, kept in parts
@@ -142,7 +164,7 @@ func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse b
 		lk.Unlock()
 		return nil, err
 	}
-	app, _ := p.(Appender)
+	app := appenderOf(p)
 	var epoch uint64
 	var n int
 	synced := false // the agent holds what is stored: the call may append
@@ -184,7 +206,7 @@ func (d *durable) begin(ctx context.Context, name string, p Persistent, refuse b
 // another process added since this one last saw it, and restores only
 // when something changed.
 func (d *durable) load(ctx context.Context, name string, p Persistent) error {
-	app, _ := p.(Appender)
+	app := appenderOf(p)
 	var parts [][]byte
 	var from int
 	var now store.Parts

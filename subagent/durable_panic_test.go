@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/internal/conversation"
 	"github.com/deputy-go/deputy/tool"
 )
 
@@ -34,12 +35,20 @@ func (p *panicky) Restore(data []byte) error {
 	return p.React.Restore(data)
 }
 
+// Mark and SnapshotFrom are the React's: with AppendParts and RestoreParts
+// they make the agent an Appender.
+func (p *panicky) Mark() (uint64, int) { return p.React.Parts(conversation.Key{}).Mark() }
+
+func (p *panicky) SnapshotFrom(n int) ([]byte, error) {
+	return p.React.Parts(conversation.Key{}).SnapshotFrom(n)
+}
+
 // AppendParts is how parts another process added come back.
 func (p *panicky) AppendParts(parts ...[]byte) error {
 	if p.restore.Load() {
 		panic("restore broke")
 	}
-	return p.React.AppendParts(parts...)
+	return p.React.Parts(conversation.Key{}).AppendParts(parts...)
 }
 
 // RestoreParts is how a conversation stored in parts comes back.
@@ -47,7 +56,7 @@ func (p *panicky) RestoreParts(parts ...[]byte) error {
 	if p.restore.Load() {
 		panic("restore broke")
 	}
-	return p.React.RestoreParts(parts...)
+	return p.React.Parts(conversation.Key{}).RestoreParts(parts...)
 }
 
 // A panic in a stored resident's Snapshot or Restore becomes an error the
