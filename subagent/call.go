@@ -39,11 +39,10 @@ type checkpointer interface {
 	Checkpoint() (restore func())
 }
 
-// Call runs the child for one call of the model. The Result's Content is the
-// child's answer (validated, rendered and capped), its Value the validated
-// answer, its Usage what the child spent, in every case. Failures the model
-// can act on are errors marked tool.Correctable (error Results in a
-// registry); a cancellation wraps context.Canceled.
+// Call runs the child for one call of the model. The Result holds the answer
+// (validated, rendered, capped), its Value and, in every case, the child's
+// Usage; failures the model can act on are tool.Correctable, a cancellation
+// wraps context.Canceled.
 func (t *SubAgentTool) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
 	if t.scoped != nil {
 		return t.scoped.call(ctx, call)
@@ -103,13 +102,10 @@ func (t *SubAgentTool) prepare(ctx context.Context, call tool.Call) (json.RawMes
 	return args, in, nil
 }
 
-// Rerun runs again, under a new sub-agent run id, the invocation that call
-// made, from a point in it: the child is built and told its task as Call
-// does, then after, what it said and was told since, up to that point (it
-// may end with a turn answered in part, see agent.Input.Messages); the
-// answer is checked and reported as a call's. A viewer re-runs a grandchild
-// with its task edited so. A resident expert (FromAgent, FromScoped) cannot
-// be given another conversation: Rerun refuses it.
+// Rerun runs again, under a new run id, the invocation that call made, from a
+// point in it: the child is told its task, then after (agent.Input.Messages),
+// and its answer is checked as a call's (devui.WithRerun). A resident expert
+// refuses it.
 func (t *SubAgentTool) Rerun(ctx context.Context, call tool.Call, after []provider.Message) (tool.Result, error) {
 	if t.resident != nil || t.scoped != nil {
 		return tool.Result{}, fmt.Errorf("subagent %q: a resident expert keeps its own conversation and cannot be re-run from a point in a call: re-run the call to it instead", t.def.Name)

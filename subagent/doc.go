@@ -1,88 +1,72 @@
 // Package subagent exposes agents to other agents as tools.
 //
-// A SubAgentTool is an ordinary tool.Tool whose call runs a child agent and
-// returns its answer, keeping the contracts a delegation tree needs: the
-// answer validated with one corrective retry, the depth capped (the tool
-// disappears at the cap), what returns capped in size, the child's usage
-// (a failed child's too) carried back in the tool.Result, cancellation
-// passed on, a child's panic turned into an error the parent's model reads,
-// and SUBAGENT_* events with a fresh sub-agent run id for every call.
+// A SubAgentTool is a tool.Tool whose call runs a child agent and returns its
+// answer, validated with one corrective retry; the depth and what returns are
+// capped, the child's usage comes back in the tool.Result, cancellation
+// reaches the child, a panic becomes an error the parent's model reads, and
+// every call emits SUBAGENT_* events under a fresh run id (docs/subagents.md).
 //
 // # Forms
 //
-//   - FromAgent: a resident expert, one agent whose conversation
-//     accumulates across calls, which take turns (WithRefuseWhenBusy: ErrBusy
-//     instead); WithStore keeps its conversation in a store.Store, for a
-//     Persistent agent (an Appender writes only what each call added).
+//   - FromAgent: a resident expert whose conversation accumulates across
+//     calls, which take turns (WithRefuseWhenBusy, ErrBusy); WithStore keeps
+//     it in a store.Store (Persistent, Appender).
 //   - FromScoped: a resident expert per Scope of the call's context
-//     (PerThread; ErrNoScope), at most WithMaxScopes in memory
-//     (DefaultMaxScopes).
-//   - FromFactory: a fresh agent per call, built by a Factory from the
-//     call's arguments.
+//     (PerThread, ErrNoScope, WithMaxScopes, DefaultMaxScopes, ForgetScope).
+//   - FromFactory: a fresh agent per call, built by a Factory.
 //   - FromReact: the model writes the child's system prompt and task
-//     (ReactParams), and a ReAct agent is built per call (WithReactOptions).
+//     (ReactParams, WithReactOptions).
 //
-// The first three take TaskParams unless WithParams gives a schema;
-// WithInputFromArgs maps the arguments to the child's input. A tool's Call,
-// Definition and Available make it a tool.Tool; Rerun runs a call again
-// from a point in it, ForgetScope drops a scope's memory.
+// The others take TaskParams unless WithParams gives a schema;
+// WithInputFromArgs maps arguments to the child's input. Options configure
+// every form and the spawn tool; a constructor refuses one it would ignore.
+// Call, Definition and Available make a tool.Tool; Rerun runs a call again
+// from a point in it.
 //
 // # Validated answers
 //
-// WithReport asks for a Report (ReportSchema, ReportStatus, ReportPrompt),
-// WithOutputSchema for any JSON Schema, OutputOf for a Go type; the child
-// is told the shape (SchemaPrompt, OutputSchema), an answer that does not
-// fit is sent back once, and one with no JSON fails with ErrNoJSON.
-// WithOutcome hands a Go caller each call's Outcome; WithRender makes the
-// text the parent's model reads from it.
-//
-// WithGuardrails checks the task handed to the child and its answer with
-// policy.Guardrails, in every form: a tripwire stops the parent's run, an
-// answer a guardrail with Retry fails is sent back once. Judge makes a
-// guardrail's check of a judge model.
+// WithReport (Report, ReportSchema, ReportStatus, ReportPrompt),
+// WithOutputSchema and OutputOf check the answer; the child is told the shape
+// (SchemaPrompt, OutputSchema); no JSON fails with ErrNoJSON. WithOutcome hands
+// a Go caller each call's Outcome, WithRender makes the result text from it.
+// WithGuardrails checks the child's task and answer, Judge by a judge model
+// (docs/policy.md).
 //
 // # Limits and errors
 //
-// WithMaxDepth caps the depth (DefaultMaxDepth, ErrMaxDepth),
-// WithMaxOutputBytes the answer (DefaultMaxOutputBytes), WithTimeout the
-// call (ErrTimeout); a child's own failure wraps ErrChildFailed. All but a
-// cancellation are correctable: the parent's model reads them.
+// WithMaxDepth (DefaultMaxDepth, ErrMaxDepth), WithMaxOutputBytes
+// (DefaultMaxOutputBytes), WithTimeout (ErrTimeout); a child's failure wraps
+// ErrChildFailed. All but a cancellation are correctable.
 //
 // # Spawning
 //
-// NewSpawner builds spawn_subagent (SpawnToolName), one tool with which a
-// model starts many children (a Spawner): forks of itself (WithForkName,
-// WithForkPrompt, WithForkTools, DefaultForkName, DefaultForkPrompt) or
-// members of a roster (WithRoster), on a model chosen from a priced menu
-// (WithModelMenu, ModelChoice, WithDefaultModel, ErrUnknownModel), in parallel
-// (WithSpawnConcurrency), within limits per run (WithMaxSpawns,
-// ErrMaxSpawns, RefusedEvent), per child (WithChildTokenBudget,
-// ErrNoBudget, WithChildMaxSteps, WithChildTimeout) and a policy
-// (WithSpawnPolicy, ErrDenied). WithContextForks starts children from
-// their parent's conversation, read from the provider's prompt cache.
-// Options configure every form and the spawn tool; SpawnOptions the spawn
-// tool alone; a constructor refuses an option it would ignore.
+// NewSpawner builds the Spawner, spawn_subagent (SpawnToolName): the model
+// starts forks of its agent (WithForkName, WithForkPrompt, WithForkTools,
+// DefaultForkName, DefaultForkPrompt) or roster members (WithRoster), in
+// parallel (WithSpawnConcurrency), within limits (WithMaxSpawns, ErrMaxSpawns,
+// RefusedEvent, WithChildTokenBudget, ErrNoBudget, WithChildMaxSteps,
+// WithChildTimeout, WithSpawnPolicy, ErrDenied) (docs/fanout.md); as context
+// forks (WithContextForks), on a model of a menu (WithModelMenu, ModelChoice,
+// WithDefaultModel, ErrUnknownModel) (docs/cost.md). SpawnOptions configure
+// the spawn tool alone.
 //
 // # Background children
 //
-// WithBackground lets the model start children as jobs and, with the tool
-// of JobsTool (JobsToolName), check on them, wait for them (DefaultJobWait),
-// send them messages (MaxMessageBytes, a Receipt), cancel them or list
-// them; Jobs, from Spawner.Jobs, does the same for Go code (Task,
-// JobStatus, WaitFor, JobResult). WithMaxBackground bounds the jobs alive
-// (ErrMaxBackground); ErrUnknownJob and ErrJobEnded name bad targets. Each
-// action, each message queued and delivered, and each job's end is a
-// CUSTOM event (JobStartedEvent, JobMessageEvent, JobDeliveredEvent,
-// JobStatusEvent, JobCancelledEvent, JobEndedEvent).
+// WithBackground starts children as jobs the model checks on, waits for
+// (DefaultJobWait), messages (MaxMessageBytes, Receipt), cancels and lists
+// with JobsTool (JobsToolName); Jobs (Spawner.Jobs, Task, JobStatus, WaitFor,
+// JobResult) does the same for Go code. WithMaxBackground (ErrMaxBackground);
+// ErrUnknownJob, ErrJobEnded. Each action, message and job's end is a CUSTOM
+// event (JobStartedEvent, JobMessageEvent, JobDeliveredEvent, JobStatusEvent,
+// JobCancelledEvent, JobEndedEvent) (docs/background.md).
 //
 // # The tree of a run
 //
-// A Tree, given to a run as its event sink, builds a Node per invocation,
-// at every depth, with its arguments, State, model, usage, cost and times.
+// A Tree (NewTree), a run's event sink, builds a Node per invocation with its
+// State, model, usage, cost and times (docs/events.md).
 //
 // # Durability
 //
-// Under agent.WithJournal every invocation is journaled with the parent's
-// turn: a resumed turn replays the calls that finished, a child keeps its
-// run id, and one suspended by an interrupt continues where it stopped.
+// Under agent.WithJournal a resumed turn replays the invocations that
+// finished, and one suspended by an interrupt continues (docs/durable.md).
 package subagent

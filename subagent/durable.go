@@ -17,22 +17,19 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// Persistent is a resident agent whose conversation can be saved (Snapshot),
-// put back (Restore) and forgotten (Reset), as *agent.React's can: what
-// WithStore needs.
+// Persistent is a resident agent whose conversation can be saved, put back and
+// forgotten, as *agent.React's can: what WithStore needs.
 type Persistent interface {
 	Snapshot() ([]byte, error)
 	Restore(data []byte) error
 	Reset()
 }
 
-// Appender is a Persistent agent whose conversation can be stored a part at a
-// time, as *agent.React's is: WithStore then writes only what each call
-// added. Mark returns how many messages the conversation holds and an epoch
-// that changes whenever it changes other than at its end; while the epoch
-// stays, SnapshotFrom(n) is what was added after the first n messages.
-// RestoreParts replaces the conversation with a Snapshot and the parts after
-// it; AppendParts adds parts at its end, the epoch kept.
+// Appender is a Persistent agent whose conversation is stored a part at a
+// time, as *agent.React's is: Mark gives the message count and an epoch that
+// changes when the conversation changes other than at its end; SnapshotFrom(n)
+// is what came after the first n; RestoreParts and AppendParts read parts
+// back.
 type Appender interface {
 	Persistent
 	Mark() (epoch uint64, n int)
@@ -98,19 +95,12 @@ func (d *durable) marked(app Appender) {
 	}
 }
 
-// WithStore keeps a FromAgent expert's conversation in st under key, so that
-// it survives the process: a call takes the expert's lock (a lease renewed
-// while it runs, free after store.WithLeaseTTL if its process dies), reads
-// what another process added, runs, and writes the conversation back before
-// it returns; a call that fails, is cancelled or dies, or whose write is
-// refused, leaves it as it was. Callers wait their turn (or get ErrBusy,
-// WithRefuseWhenBusy). A call suspended by an interrupt holds the expert, for
-// every process, under "expert-suspended/" + key until it is resumed, its
-// journal deleted (keep the journal in st) or its questions expire. The agent
-// must be Persistent; an Appender (as *agent.React is) writes only what each
-// call added, amortized at most about twice that, and a whole conversation
-// must fit store.DefaultMaxRecordBytes (compaction keeps a React's inside;
-// store.ErrTooLarge otherwise). Only FromAgent and FromScoped take it.
+// WithStore keeps a FromAgent or FromScoped expert's conversation in st under
+// key, so that it outlives the process: a call takes the expert's lease, reads
+// what another process added, runs, and writes back what it added (all of it,
+// for an agent that is not an Appender); a failed call leaves it as it was,
+// and one suspended holds the expert for every process until resumed. The
+// agent must be Persistent (docs/durable.md).
 func WithStore(st *store.Store, key string) Option {
 	return usedBy(formAgent|formScoped,
 		"WithStore keeps the conversation of a FromAgent expert (a one-shot or spawned child has none to keep)",

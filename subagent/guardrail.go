@@ -16,16 +16,10 @@ import (
 	"github.com/deputy-go/deputy/provider"
 )
 
-// WithGuardrails checks the task handed to the child (Input) and its
-// answer (Output, once it fits the output schema, before the parent's
-// model reads it) with gs, in every form; given to NewSpawner, its forks
-// (a roster member has its own). A tripwire fails the call with an error
-// that is not correctable, wrapping a *policy.GuardrailError, which stops
-// every run above it. A failed answer with Retry is sent back once, under
-// the one-retry rule of a schema violation; the second time the child
-// fails (ErrChildFailed) and the parent's model reads why, not the
-// answer. A check's usage counts in the call's. Guardrails guard this
-// child alone; the tree's policy binds it too.
+// WithGuardrails checks the task handed to the child and its answer with gs,
+// in every form (a spawn tool's forks): a tripwire stops every run above with
+// a *policy.GuardrailError; an answer failed with Retry is sent back once
+// (docs/policy.md).
 func WithGuardrails(gs ...policy.Guardrail) Option {
 	return func(c *config) error {
 		set, err := guardrail.Add(c.guards, "WithGuardrails", gs)
@@ -44,14 +38,10 @@ const judgeName = "judge"
 // maxJudged bounds the text a judge reads.
 const maxJudged = 64 << 10
 
-// Judge returns a guardrail's check made by a judge model: each text
-// (cut at 64 KiB) is read by a fresh agent.React over p, named "judge"
-// unless opts name it, told instructions and to answer with a JSON
-// verdict; no verdict fails the text. Its model call is made like any of
-// the tree's, under the guarded agent's context: bound by the policy,
-// priced, counted in the ledger and in the guarded agent's usage, and,
-// under a journal, recorded, so that a resumed turn replays the verdict
-// instead of paying for it again. Its own events are not sent.
+// Judge returns a guardrail's check made by a judge model: each text (up to 64
+// KiB) is read by a fresh agent.React over p, told instructions and to answer
+// with a JSON verdict. Its call is bound, priced, counted and journaled like
+// any of the tree's.
 func Judge(p provider.Provider, instructions string, opts ...agent.Option) (func(ctx context.Context, text string) (policy.Finding, error), error) {
 	if p == nil {
 		return nil, errors.New("subagent: Judge: nil provider: pass the provider the judge runs on")

@@ -11,11 +11,6 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// ErrUnknownModel: a spawn named a model that is not on the spawn tool's
-// menu (WithModelMenu), or named one where there is no menu. Nothing ran.
-// The error the model reads lists the models it may choose.
-var ErrUnknownModel = errors.New("subagent: model not on the menu")
-
 // ModelChoice is one model of a spawn tool's menu (WithModelMenu).
 type ModelChoice struct {
 	// Name is what the delegating model picks, unique in the menu (an alias
@@ -34,15 +29,10 @@ type menuModel struct {
 	price provider.Price
 }
 
-// WithModelMenu lets the model choose the model each fork runs on (the spawn
-// tool's model argument) among choices, offered by name with their price
-// per million tokens from prices, which must price each (provider.Prices.Lookup).
-// A model not on the menu is refused before anything runs (ErrUnknownModel,
-// with the choices for the model to read); a fork that names none runs on the
-// tool's provider unless WithDefaultModel picks a choice. A chosen fork runs
-// on choice.Provider with agent.WithModel(choice.Model) last; its model is in
-// SUBAGENT_STARTED, its Tree Node and its priced usage. Roster members keep
-// their own models: a spawn naming both an agent and a model is refused.
+// WithModelMenu lets the model choose the model each fork runs on among
+// choices, offered with their prices (which must price each); a choice runs on
+// its Provider with agent.WithModel(Model). Roster members keep their own
+// models (docs/cost.md).
 func WithModelMenu(prices *provider.Prices, choices ...ModelChoice) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if prices == nil {
@@ -71,10 +61,8 @@ func WithModelMenu(prices *provider.Prices, choices ...ModelChoice) SpawnOption 
 	})
 }
 
-// WithDefaultModel routes every fork whose spawn names no model to the
-// menu's choice name (WithModelMenu): a lead on a dear model can keep its
-// children on a cheaper one unless it asks for another. name must be on
-// the menu.
+// WithDefaultModel runs a fork whose spawn names no model on the menu's choice
+// name.
 func WithDefaultModel(name string) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if name == "" {

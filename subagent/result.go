@@ -5,9 +5,7 @@ import (
 	"strings"
 )
 
-// ReportSchema is the JSON Schema of the report a child returns under
-// WithReport: a status, a summary, and optional findings. findings is
-// typed ["object","null"] so that a real validator accepts null.
+// ReportSchema is the JSON Schema of a Report (findings may be null).
 const ReportSchema = `{
   "type": "object",
   "properties": {
@@ -34,18 +32,15 @@ const (
 )
 
 // Report is what a child answers under WithReport: how the task went, a
-// summary, and any structured findings. (A tool call's own result is a
-// tool.Result, whose Value a Report is.)
+// summary, and any structured findings.
 type Report struct {
 	Status   ReportStatus   `json:"status"`
 	Summary  string         `json:"summary"`
 	Findings map[string]any `json:"findings"`
 }
 
-// ReportPrompt returns the instruction that makes a child answer in
-// the shape of ReportSchema. Under WithReport, FromReact adds it to the
-// child's system prompt, and FromAgent and FromFactory to the child's first
-// question of each call.
+// ReportPrompt returns the instruction that makes a child answer in the shape
+// of ReportSchema, as WithReport tells it.
 func ReportPrompt() string {
 	return SchemaPrompt(json.RawMessage(ReportSchema)) +
 		` Use status "success" when the task is done, "partial" when you made progress but could not finish, ` +

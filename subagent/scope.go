@@ -12,26 +12,15 @@ import (
 	"golang.org/x/sync/semaphore"
 )
 
-// Scope names, from a call's context, whose conversation a resident
-// expert keeps for the call: calls with the same name share one
-// conversation, calls with different names never see each other's. A
-// Scope that fails fails the call, and the parent's run with it: the
-// tool is served where its scope cannot be told.
-//
-// PerThread is the scope most served agents want. Any function of the
-// context is a scope: the user or tenant that identity middleware put
-// there, the thread, the parent run (agent.RunID), or several of them
-// joined.
+// Scope names, from a call's context, whose conversation a resident expert
+// keeps for the call: PerThread, a user or tenant, the parent run, or several
+// joined. A Scope that fails fails the call and the parent's run
+// (docs/serving.md).
 type Scope func(ctx context.Context) (string, error)
 
-// ErrNoScope is the error of a call whose Scope cannot name its scope.
-var ErrNoScope = errors.New("subagent: the call's scope cannot be told")
-
-// PerThread scopes a resident's memory to the conversation thread the
-// call is part of (agent.Thread): over AG-UI, the owner's thread, so that
-// each user's thread has its expert, which remembers that thread's
-// earlier questions and nothing of any other. A call outside any thread
-// fails with ErrNoScope.
+// PerThread scopes a resident's memory to the call's thread (agent.Thread), so
+// that each user's thread has its own expert; outside a thread a call fails
+// with ErrNoScope.
 func PerThread(ctx context.Context) (string, error) {
 	if th := agent.Thread(ctx); th != "" {
 		return th, nil
@@ -39,15 +28,9 @@ func PerThread(ctx context.Context) (string, error) {
 	return "", fmt.Errorf("%w: PerThread: the call is not part of a thread: serve the agent through agui, mark the run with agent.WithThread, or scope by something else", ErrNoScope)
 }
 
-// DefaultMaxScopes bounds the scopes a FromScoped tool keeps in memory
-// unless WithMaxScopes says otherwise.
-const DefaultMaxScopes = 1024
-
 // WithMaxScopes bounds the scopes a FromScoped tool keeps in memory (default
-// DefaultMaxScopes). Past it, the scope used least recently that has no
-// call in progress and none suspended is forgotten: without WithStore its
-// conversation is lost (its next call starts afresh); with WithStore it
-// is read back from the store.
+// DefaultMaxScopes); past it, the least recently used idle scope is forgotten,
+// read back from the store under WithStore.
 func WithMaxScopes(n int) Option {
 	return usedBy(formScoped, "WithMaxScopes bounds the scopes of a FromScoped expert", func(c *config) error {
 		if n < 1 {
@@ -58,16 +41,11 @@ func WithMaxScopes(n int) Option {
 	})
 }
 
-// FromScoped returns a resident expert per scope, named by scope from the
-// call's context: newAgent builds a scope's agent on its first call (under
-// the tool's lock: keep it quick), and its conversation accumulates across
-// that scope's calls alone. Within a scope calls keep FromAgent's contract;
-// scopes run in parallel. With WithStore(st, key) a scope's conversation is
-// kept in st under store.ScopeKey(scope, key), shared by replicas, and
-// store.DeleteScope deletes it (as the AG-UI handler does with a thread);
-// without, at most WithMaxScopes live in memory. A served expert that
-// remembers what users say wants FromScoped with PerThread (or a scope per
-// user): FromAgent shares one conversation among all callers.
+// FromScoped returns a resident expert per scope: newAgent builds a scope's
+// agent on its first call (keep it quick), and each scope keeps FromAgent's
+// contract; scopes run in parallel. With WithStore a scope's conversation is
+// stored under store.ScopeKey(scope, key). A served expert that remembers
+// users wants PerThread (docs/serving.md).
 func FromScoped(name, description string, scope Scope, newAgent func(scope string) (agent.Agent, error), opts ...Option) (*SubAgentTool, error) {
 	if scope == nil {
 		return nil, fmt.Errorf("subagent %q: nil scope: pass subagent.PerThread or a function naming the call's scope", name)
@@ -183,12 +161,9 @@ func (s *scopes) evict() {
 	}
 }
 
-// ForgetScope forgets the conversation a FromScoped tool keeps in memory
-// for scope: the scope's next call starts afresh (a call in progress in it
-// finishes with the conversation it had). It does not touch the store
-// (store.DeleteScope does). The AG-UI handler calls it for a thread it
-// deletes when given the tool with agui.WithScopedResidents. On a tool of
-// another form it does nothing.
+// ForgetScope forgets what a FromScoped tool keeps in memory for scope (not
+// the store's: store.DeleteScope), as the AG-UI handler does for a deleted
+// thread; on another form it does nothing.
 func (t *SubAgentTool) ForgetScope(scope string) {
 	if t.scoped == nil {
 		return

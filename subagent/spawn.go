@@ -27,12 +27,9 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// Defaults of the spawn tool. DefaultMaxSpawns is not a width (every call
-// of a turn starts at once, and admission control paces the model calls):
-// it stops a model that loops on delegation from starting hundreds; a task
-// that needs more says so with WithMaxSpawns. The children's model calls
-// wait for their provider's admission control (provider.Admission) rather
-// than for a slot (DefaultSpawnConcurrency: no bound).
+// Defaults of the spawn tool. DefaultMaxSpawns stops a model that loops on
+// delegation; it is not a width: admission control paces the children's
+// model calls (docs/fanout.md).
 const (
 	SpawnToolName           = "spawn_subagent" // the name the model calls it by
 	DefaultMaxSpawns        = 8                // children one parent run may start
@@ -53,11 +50,10 @@ var (
 	ErrUnknownJob = errors.New("subagent: unknown job")          // no job of that id in the run
 )
 
-// Spawner is the spawn_subagent tool: one tool with which a model starts
-// children, either forks of its own agent (same provider and tools, a fresh
-// history, a system prompt of their own) or members of a configured roster.
-// It shares the SubAgentTool machinery: the same validator, events, usage
-// accounting, depth and output caps.
+// Spawner is the spawn_subagent tool: with it a model starts forks of its own
+// agent (same provider and tools, a fresh history) or members of a roster,
+// with a SubAgentTool's validation, events, accounting and caps
+// (docs/fanout.md).
 type Spawner struct {
 	def    tool.Definition
 	params *jsonschema.Schema
@@ -73,13 +69,10 @@ type Spawner struct {
 }
 
 // NewSpawner returns the spawn tool for an agent running on p with reg, its
-// own registry: forked children get the same provider and tools (narrowed by
-// WithForkTools), never more; reg may later hold the spawner and its
-// JobsTool, which children inherit below the depth cap only. Beside the
+// own registry: forks get the same provider and tools, never more. Beside the
 // SpawnOptions it takes WithMaxDepth, WithMaxOutputBytes, the validation
-// options (for a call that gives no output_schema) and, for forks,
-// WithContextForks, WithTimeout, WithRender and WithReactOptions; it refuses
-// WithRefuseWhenBusy, WithInputFromArgs and WithStore.
+// options and, for forks, WithContextForks, WithTimeout, WithRender and
+// WithReactOptions.
 func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...SpawnOption) (*Spawner, error) {
 	if p == nil {
 		return nil, fmt.Errorf("subagent %s: nil provider: pass the provider the parent runs on", SpawnToolName)
@@ -126,9 +119,8 @@ func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...SpawnOption) (*
 	return s, nil
 }
 
-// SpawnOption configures the spawn tool (NewSpawner). Every Option is a
-// SpawnOption; the options below that return SpawnOption configure the
-// spawn tool alone, and the three forms of SubAgentTool do not take them.
+// SpawnOption configures NewSpawner: every Option is one, and the options that
+// return SpawnOption configure the spawn tool alone.
 type SpawnOption interface {
 	applySpawn(*spawnConfig) error
 }
@@ -163,10 +155,9 @@ type spawnOption func(*spawnConfig) error
 
 func (o spawnOption) applySpawn(c *spawnConfig) error { return o(c) }
 
-// WithRoster offers named children: the model picks one with the agent
-// argument, by its name and description. Each is called with the task (and
-// context) as its "task" argument, so its parameters must accept that, as
-// TaskParams and ReactParams do.
+// WithRoster offers named children, picked by the agent argument; each is
+// called with the task as its "task" argument, as TaskParams and ReactParams
+// take it.
 func WithRoster(members ...*SubAgentTool) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		for _, m := range members {
@@ -192,10 +183,8 @@ func WithMaxSpawns(n int) SpawnOption {
 }
 
 // WithSpawnConcurrency bounds the children of one parent run running at once
-// (default none, DefaultSpawnConcurrency); a background job holds its slot
-// while it runs. A child's own spawns never wait for its parent's slots. A
-// bound on the parent's registry (agent.WithParallelism) also holds: the
-// lower wins.
+// (default DefaultSpawnConcurrency: none); a background job holds its slot
+// while it runs.
 func WithSpawnConcurrency(n int) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if n < 1 {
@@ -206,12 +195,9 @@ func WithSpawnConcurrency(n int) SpawnOption {
 	})
 }
 
-// WithChildTokenBudget gives each forked child a token limit of at most n:
-// under a parent with a token limit, the lower of n and its call's share
-// (agent.WithTokenLimit); under one without, n set aside while it runs. A
-// child with nothing left is refused (ErrNoBudget); one whose next step would
-// pass its limit answers with what it has (partial). Roster members keep
-// their own limits within the parent's shares.
+// WithChildTokenBudget gives each forked child a token limit of at most n,
+// within its share of a limited parent's budget; a child with nothing left is
+// refused with ErrNoBudget (docs/fanout.md).
 func WithChildTokenBudget(n int64) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if n < 1 {
@@ -223,9 +209,7 @@ func WithChildTokenBudget(n int64) SpawnOption {
 }
 
 // WithChildMaxSteps bounds the model calls of each forked child's run
-// (agent.WithMaxSteps); a child that reaches it fails with
-// agent.ErrMaxSteps, which its parent's model reads. Roster members keep
-// their own bounds.
+// (agent.WithMaxSteps).
 func WithChildMaxSteps(n int) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if n < 1 {
@@ -236,10 +220,7 @@ func WithChildMaxSteps(n int) SpawnOption {
 	})
 }
 
-// WithChildTimeout bounds the wall time of each forked child's call
-// (WithTimeout): a child still running after d is cancelled, and the call
-// fails with ErrTimeout, which its parent's model reads. Roster members
-// keep their own bounds.
+// WithChildTimeout bounds each forked child's call as WithTimeout does.
 func WithChildTimeout(d time.Duration) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if d <= 0 {
@@ -257,7 +238,7 @@ func WithForkPrompt(prompt string) SpawnOption {
 }
 
 // WithForkName sets the agent name of forked children (default
-// DefaultForkName); it names them in events and routes fake replies.
+// DefaultForkName).
 func WithForkName(name string) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if err := toolcall.CheckName(name); err != nil {
@@ -268,9 +249,8 @@ func WithForkName(name string) SpawnOption {
 	})
 }
 
-// WithForkTools narrows the tools a forked child inherits to those for
-// which keep reports true. A child never gets more than its parent. The
-// narrowed set is taken from the parent's registry at the first spawn.
+// WithForkTools narrows the tools a forked child inherits to those keep
+// accepts, taken from the parent's registry at the first spawn.
 func WithForkTools(keep func(tool.Tool) bool) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if keep == nil {
@@ -281,8 +261,8 @@ func WithForkTools(keep func(tool.Tool) bool) SpawnOption {
 	})
 }
 
-// WithSpawnPolicy decides, per call context, whether spawning is allowed.
-// Where it is not, the tool is not offered to the model at all.
+// WithSpawnPolicy decides per call context whether spawning is allowed; where
+// it is not, the tool is not offered.
 func WithSpawnPolicy(allow func(ctx context.Context) bool) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if allow == nil {
@@ -293,38 +273,27 @@ func WithSpawnPolicy(allow func(ctx context.Context) bool) SpawnOption {
 	})
 }
 
-// WithContextForks makes children context forks of their parent: each starts
-// from the request its parent sent at the step that called it (system
-// prompt, tools, model, messages, byte for byte: agent.Input.Fork), then its
-// task, and the provider reads that prefix from its prompt cache
-// (provider.Request.SharedPrefix). A fork sees all its parent saw and is
-// offered its tools (a call of one it may not use fails with an error its
-// model reads); it runs on its parent's model unless the menu chose another
-// (WithModelMenu), which pays full price for the prefix. The spawn tool's
-// forks take the parent's system prompt instead of WithForkPrompt and may be
-// asked fresh (inherit_context=false); FromFactory's agent must be a fresh
-// *agent.React on the parent's provider; FromReact's prompts go before the
-// task; a roster member built with it forks when the spawn tool calls it. A
-// call outside a ReAct step starts a fresh child. FromAgent and FromScoped
-// refuse it. The guide docs/cost.md says when a fork pays off.
+// WithContextForks makes children context forks: each starts from the request
+// its parent sent at the step that called it (agent.Input.Fork), then its
+// task, and the provider reads that prefix from its prompt cache. FromAgent
+// and FromScoped refuse it; docs/cost.md gives the rules of each form and when
+// a fork pays off.
 func WithContextForks() Option {
 	return usedBy(formSpawn|formFactory|formReact,
 		"WithContextForks makes children context forks of their parent's conversation, which only a child built afresh for each call can start from (a resident expert keeps a conversation of its own): use FromFactory or FromReact",
 		func(c *config) error { c.contextForks = true; return nil })
 }
 
-// WithBackground lets the model start children in the background: a spawn
-// with background=true returns a job id at once, and the tool from
-// (*Spawner).JobsTool waits for, lists or cancels jobs. Jobs still running
-// when the parent run ends are cancelled, and their usage still counts.
+// WithBackground lets the model start children as background jobs
+// (background=true), which the tool of JobsTool checks on; jobs still running
+// when the parent run ends are cancelled, their usage counted
+// (docs/background.md).
 func WithBackground() SpawnOption {
 	return spawnOption(func(c *spawnConfig) error { c.background = true; return nil })
 }
 
-// WithMaxBackground bounds how many background jobs of one parent run
-// may be alive at once (default DefaultMaxBackground); a background spawn
-// past it is refused with ErrMaxBackground, which the model reads, and a
-// RefusedEvent.
+// WithMaxBackground bounds the background jobs of one parent run alive at once
+// (default DefaultMaxBackground; past it, ErrMaxBackground).
 func WithMaxBackground(n int) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if n < 1 {
@@ -399,8 +368,7 @@ func spawnDescription(c spawnConfig) string {
 // Definition returns the spawn tool's definition.
 func (s *Spawner) Definition() tool.Definition { return s.def }
 
-// Available reports whether spawning is offered under ctx: below the depth
-// cap and allowed by the policy.
+// Available reports whether spawning is offered under ctx.
 func (s *Spawner) Available(ctx context.Context) bool {
 	return agent.Depth(ctx) < s.cfg.maxDepth && (s.cfg.policy == nil || s.cfg.policy(ctx))
 }
@@ -436,9 +404,8 @@ func (s *Spawner) state(ctx context.Context) *spawnRun {
 	}).(*spawnRun)
 }
 
-// RunsAgain reports whether call starts a background job
-// (tool.Rerunner): a resumed journaled turn starts the job again, under the
-// same job id, and the job's finished child is answered from the journal.
+// RunsAgain reports whether call starts a background job, which a resumed
+// journaled turn starts again (tool.Rerunner).
 func (s *Spawner) RunsAgain(call tool.Call) bool {
 	var a struct {
 		Background bool `json:"background"`
@@ -446,10 +413,8 @@ func (s *Spawner) RunsAgain(call tool.Call) bool {
 	return s.cfg.background && json.Unmarshal(call.Arguments, &a) == nil && a.Background
 }
 
-// Call starts one child and returns its answer, or, with background=true,
-// a job id. Spawns are counted, and run in slots, per run of the calling
-// agent; a call made outside any run is counted with nothing else and
-// cannot start a background job.
+// Call starts one child and returns its answer, or, with background=true, a
+// job id.
 func (s *Spawner) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
 	if err := s.admit(ctx); err != nil {
 		return tool.Result{}, err
@@ -603,11 +568,8 @@ func (s *Spawner) plan(ctx context.Context, callID string, a spawnArgs, check *c
 	return sc, nil
 }
 
-// RefusedEvent is the name of the AG-UI CUSTOM event the spawn tool emits
-// when a limit refuses a sub-agent; its value is a JSON object with
-// "reason" ("max_spawns" or "no_budget"), "toolCallId" (the spawn call
-// refused) and "message" (what the model is told). The refusal is counted
-// in the run's agent.Output.Refused too.
+// RefusedEvent is the CUSTOM event emitted when a limit refuses a child; its
+// value holds "reason", "toolCallId" and "message" (docs/fanout.md).
 const RefusedEvent = "deputy.refused"
 
 // refuse reports a sub-agent a limit refused, as an event and in the run's

@@ -23,34 +23,31 @@ import (
 
 // Defaults of a SubAgentTool.
 const (
-	// DefaultMaxDepth lets a top-level agent delegate and stops its children
-	// from delegating further.
-	DefaultMaxDepth = 1
-	// DefaultMaxOutputBytes caps what a child returns to its parent.
-	DefaultMaxOutputBytes = 48 << 10
+	DefaultMaxDepth       = 1        // a top-level agent delegates, its children do not
+	DefaultMaxOutputBytes = 48 << 10 // what a child returns to its parent
+	DefaultMaxScopes      = 1024     // the scopes a FromScoped tool keeps in memory
 )
 
 // Errors a call can fail with; test for them with errors.Is. All but a
 // cancellation are correctable: the parent's model reads them.
 var (
-	ErrMaxDepth    = errors.New("subagent: max delegation depth reached") // past the depth cap
-	ErrBusy        = errors.New("subagent: busy")                         // a resident answering another call (WithRefuseWhenBusy)
-	ErrChildFailed = errors.New("subagent: child failed")                 // the child's run failed; its error wrapped too
-	ErrNoJSON      = errors.New("subagent: answer is not JSON")           // no JSON in the answer, even after the retry
-	ErrTimeout     = errors.New("subagent: timed out")                    // longer than WithTimeout
+	ErrMaxDepth     = errors.New("subagent: max delegation depth reached")    // past the depth cap
+	ErrBusy         = errors.New("subagent: busy")                            // a resident answering another call (WithRefuseWhenBusy)
+	ErrChildFailed  = errors.New("subagent: child failed")                    // the child's run failed; its error wrapped too
+	ErrNoJSON       = errors.New("subagent: answer is not JSON")              // no JSON in the answer, even after the retry
+	ErrTimeout      = errors.New("subagent: timed out")                       // longer than WithTimeout
+	ErrNoScope      = errors.New("subagent: the call's scope cannot be told") // the Scope could not name one
+	ErrUnknownModel = errors.New("subagent: model not on the menu")           // a spawn named a model off WithModelMenu's menu; nothing ran
 )
 
-// Factory builds the agent for one call from the call's arguments (already
-// validated against the tool's parameter schema). An error caused by the
-// arguments should be marked with tool.Correctable or wrap
-// tool.ErrInvalidArguments: the model then reads it and can fix the call.
-// Any other error ends the parent's run. A returned agent that is an
-// io.Closer is closed after the call.
+// Factory builds the agent for one call from its validated arguments. An error
+// the model can fix is marked with tool.Correctable or wraps
+// tool.ErrInvalidArguments; any other ends the parent's run. An agent that is
+// an io.Closer is closed after the call.
 type Factory func(ctx context.Context, args json.RawMessage) (agent.Agent, error)
 
-// SubAgentTool is a child agent exposed as a tool. It is safe for
-// concurrent use: calls to a FromAgent tool take turns, calls to the other
-// forms run in parallel.
+// SubAgentTool is a child agent exposed as a tool, safe for concurrent use: a
+// FromAgent tool's calls take turns, the other forms' run in parallel.
 type SubAgentTool struct {
 	def    tool.Definition
 	params *jsonschema.Schema
@@ -85,20 +82,15 @@ type SubAgentTool struct {
 // one required string, the task.
 const TaskParams = `{"type":"object","properties":{"task":{"type":"string","description":"The task or question for the sub-agent, with everything it needs to know."}},"required":["task"]}`
 
-// ReactParams is the default parameter schema of FromReact: the child's
-// system prompt and its task. The task is required; a missing system
-// prompt is empty.
+// ReactParams is FromReact's default parameter schema: the child's system
+// prompt and its (required) task.
 const ReactParams = `{"type":"object","properties":{"system_prompt":{"type":"string","description":"Who the sub-agent is and how it should work."},"task":{"type":"string","description":"The task for the sub-agent, with everything it needs to know."}},"required":["task"]}`
 
-// FromAgent returns the resident-expert form: a is kept for the life of the
-// tool and its conversation accumulates across calls. Calls take turns (a
-// waiting caller gives up when its context ends); a failed or cancelled call
-// leaves a's conversation as it was (with a Hold method, as *agent.React has,
-// keeping other callers' turns; else with a Checkpoint method). It takes
-// TaskParams, handing a the task's text, unless WithParams gives a schema,
-// whose arguments' JSON text a gets (or what WithInputFromArgs makes). An
-// *agent.React keeps its conversation inside its model's window by
-// compacting it (agent.Compaction).
+// FromAgent returns the resident expert: a, kept for the life of the tool, its
+// conversation accumulating across calls, which take turns. A failed or
+// cancelled call leaves the conversation as it was (through a's Hold, as
+// *agent.React has, else its Checkpoint). a gets the task's text under
+// TaskParams, else the arguments' JSON (or WithInputFromArgs's input).
 func FromAgent(name, description string, a agent.Agent, opts ...Option) (*SubAgentTool, error) {
 	if a == nil {
 		return nil, fmt.Errorf("subagent %q: nil agent: pass the agent to consult", name)
@@ -120,10 +112,9 @@ func FromAgent(name, description string, a agent.Agent, opts ...Option) (*SubAge
 }
 
 // FromFactory returns the one-shot form: each call gets a fresh agent from
-// factory, discarded after the call. Calls run in parallel. The tool takes
-// TaskParams unless WithParams says otherwise. With TaskParams the agent
-// receives the task's text as its input; with parameters of WithParams,
-// the arguments' JSON text (WithInputFromArgs maps them otherwise).
+// factory, discarded after the call; calls run in parallel. The agent gets the
+// task's text under TaskParams, else the arguments' JSON (or
+// WithInputFromArgs's input).
 func FromFactory(name, description string, factory Factory, opts ...Option) (*SubAgentTool, error) {
 	if factory == nil {
 		return nil, fmt.Errorf("subagent %q: nil factory: pass a function that builds the agent", name)
@@ -139,11 +130,8 @@ func FromFactory(name, description string, factory Factory, opts ...Option) (*Su
 
 // FromReact returns the form in which the model defines the child: each call
 // builds a ReAct agent over p with tools (shared; nil for none), its system
-// prompt the arguments' system_prompt (after any of WithReactOptions, before
-// the answer's shape) and its input their task. Arguments are read by exact
-// name and a repeated key is refused; a task missing, not a string or blank
-// fails with tool.ErrInvalidArguments, which the model can correct. It takes
-// ReactParams unless WithParams says otherwise.
+// prompt the arguments' system_prompt and its input their task (ReactParams);
+// a missing or blank task is an error the model can correct.
 func FromReact(name, description string, p provider.Provider, tools *tool.Registry, opts ...Option) (*SubAgentTool, error) {
 	if p == nil {
 		return nil, fmt.Errorf("subagent %q: nil provider: pass the provider the children run on", name)
@@ -272,8 +260,8 @@ func build(name, description string, defaultParams func() (*jsonschema.Schema, e
 // Definition returns the tool's name, description and parameter schema.
 func (t *SubAgentTool) Definition() tool.Definition { return t.def }
 
-// Available reports whether a call under ctx is within the depth cap. At the
-// cap the tool is left out of the definitions sent to the model.
+// Available reports whether a call under ctx is within the depth cap; at the
+// cap the tool is not offered.
 func (t *SubAgentTool) Available(ctx context.Context) bool {
 	return agent.Depth(ctx) < t.cfg.maxDepth
 }
@@ -340,9 +328,8 @@ func usedBy(forms form, what string, set func(*config) error) Option {
 	}
 }
 
-// Option configures the four forms of SubAgentTool and, being a SpawnOption
-// too, the spawn tool. A constructor refuses an option it would ignore,
-// naming both; a nil Option is ignored.
+// Option configures the four forms of SubAgentTool and the spawn tool. A
+// constructor refuses an option it would ignore; a nil Option is ignored.
 type Option func(*config) error
 
 // applySpawn makes every Option a SpawnOption: it configures the spawn
@@ -354,20 +341,17 @@ func (o Option) applySpawn(c *spawnConfig) error {
 	return o(&c.config)
 }
 
-// WithParams sets the JSON Schema of the tool's arguments, which the
-// model sees and each call is validated against, instead of TaskParams
-// (FromAgent, FromFactory) or ReactParams (FromReact); nil keeps that
-// default. The spawn tool's
-// parameters are its own; NewSpawner refuses this option.
+// WithParams sets the JSON Schema of the tool's arguments in place of
+// TaskParams or ReactParams (nil keeps the default). NewSpawner refuses it.
 func WithParams(schema json.RawMessage) Option {
 	return usedBy(formAgent|formScoped|formFactory|formReact,
 		"WithParams sets a SubAgentTool's parameters (the spawn tool's are fixed)",
 		func(c *config) error { c.params = schema; return nil })
 }
 
-// WithMaxDepth sets the delegation depth at which the tool disappears
-// (default DefaultMaxDepth: a top-level agent may delegate, its children may
-// not). Depth rides the context, so a cycle is bounded like a chain.
+// WithMaxDepth sets the delegation depth at which the tool disappears (default
+// DefaultMaxDepth). Depth rides the context, so a cycle is bounded like a
+// chain.
 func WithMaxDepth(n int) Option {
 	return func(c *config) error {
 		if n < 1 {
@@ -378,9 +362,8 @@ func WithMaxDepth(n int) Option {
 	}
 }
 
-// WithMaxOutputBytes caps what a child returns to the parent (default
-// DefaultMaxOutputBytes). A longer answer is cut on a UTF-8 boundary and
-// marked as truncated.
+// WithMaxOutputBytes caps what a child returns (default
+// DefaultMaxOutputBytes), cut on a UTF-8 boundary and marked.
 func WithMaxOutputBytes(n int) Option {
 	return func(c *config) error {
 		if n < 64 {
@@ -391,8 +374,8 @@ func WithMaxOutputBytes(n int) Option {
 	}
 }
 
-// WithTimeout bounds each call. A child that runs longer is cancelled and
-// the call fails with ErrTimeout, which the model can act on.
+// WithTimeout bounds each call: a child that runs longer is cancelled, and the
+// call fails with ErrTimeout.
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
@@ -403,20 +386,16 @@ func WithTimeout(d time.Duration) Option {
 	}
 }
 
-// WithRefuseWhenBusy makes a FromAgent tool refuse a call at once, with
-// ErrBusy, while it answers another, instead of making the caller wait.
-// Only FromAgent takes it: the other forms' calls do not take turns.
+// WithRefuseWhenBusy makes a FromAgent tool refuse a call with ErrBusy while
+// it answers another, instead of making the caller wait.
 func WithRefuseWhenBusy() Option {
 	return usedBy(formAgent|formScoped, "WithRefuseWhenBusy applies to a FromAgent expert, whose calls take turns",
 		func(c *config) error { c.refuseBusy = true; return nil })
 }
 
-// WithInputFromArgs maps the call's arguments to the child's input, instead of
-// handing over their JSON text (FromAgent, FromFactory) or their task
-// (FromReact). An error from fn reaches the model as an invalid-arguments
-// error. NewSpawner does not take it: a spawned child's input is the spawn
-// call's task and context (a roster member applies its own WithInputFromArgs to
-// them).
+// WithInputFromArgs maps the call's arguments to the child's input; an error
+// from fn reaches the model as an invalid-arguments error. NewSpawner refuses
+// it.
 func WithInputFromArgs(fn func(args json.RawMessage) (agent.Input, error)) Option {
 	return usedBy(formAgent|formScoped|formFactory|formReact,
 		"WithInputFromArgs maps the arguments of a FromAgent, FromFactory or FromReact call (a spawned child's input is the spawn call's task and context; give WithInputFromArgs to a roster member instead)",
@@ -431,26 +410,23 @@ func WithInputFromArgs(fn func(args json.RawMessage) (agent.Input, error)) Optio
 
 // Outcome is what a call produced, for WithRender.
 type Outcome struct {
-	// RunID is the call's sub-agent run id (its events'); Arguments the call's
-	// arguments ({} for none); Output the child's last run.
+	// RunID is the call's run id, Arguments its arguments ({} for none),
+	// Output the child's last run; Usage what all its runs cost, and Models
+	// the same by provider and model.
 	RunID     string
 	Arguments json.RawMessage
 	Output    agent.Output
-	// Usage is what every run of the call cost, retries and grandchildren
-	// included; Models the same by provider and model, for agent.React runs.
-	Usage  provider.Usage
-	Models []provider.ModelUsage
-	// Value is the validated answer: a Report (WithReport; a failed one with
-	// the raw answer as Summary when it did not fit), a T (OutputOf[T]) or the
-	// decoded JSON (WithOutputSchema); nil when it failed validation.
-	Value any
-	// Content is the text the tool returns without WithRender (before the cap).
+	Usage     provider.Usage
+	Models    []provider.ModelUsage
+	// Value is the validated answer (a Report, a T of OutputOf[T], or
+	// decoded JSON; nil when it did not fit); Content the text the tool
+	// returns without WithRender, before the cap.
+	Value   any
 	Content string
 }
 
-// WithRender makes a successful call's result text from its Outcome instead
-// of the child's answer (still capped); given to NewSpawner, for forked
-// children. WithOutcome captures the Outcome without changing the text.
+// WithRender makes a successful call's result text from its Outcome instead of
+// the child's answer (still capped).
 func WithRender(fn func(ctx context.Context, o Outcome) (string, error)) Option {
 	return func(c *config) error {
 		if fn == nil {
@@ -461,17 +437,10 @@ func WithRender(fn func(ctx context.Context, o Outcome) (string, error)) Option 
 	}
 }
 
-// WithOutcome calls fn with the Outcome of every call whose child answered,
-// before the model reads the result, which fn does not change: how a Go
-// caller keeps what each child did. Calls of a turn run in parallel, so fn
-// may be called concurrently; a failed call, or one answered from a journal,
-// does not reach it. Given to NewSpawner it sees forked children.
-//
-//	subagent.WithOutcome(func(ctx context.Context, o subagent.Outcome) {
-//		if r, ok := o.Value.(Review); ok { // OutputOf[Review]
-//			reviews <- r
-//		}
-//	})
+// WithOutcome calls fn, maybe concurrently, with the Outcome of every call
+// whose child answered (not one answered from a journal): how a Go caller
+// keeps what each child did, such as o.Value.(T) under OutputOf[T]. The text
+// the model reads is unchanged.
 func WithOutcome(fn func(ctx context.Context, o Outcome)) Option {
 	return func(c *config) error {
 		if fn == nil {
@@ -482,10 +451,8 @@ func WithOutcome(fn func(ctx context.Context, o Outcome)) Option {
 	}
 }
 
-// WithReactOptions configures the ReAct children of a FromReact tool, or
-// the forked children of the spawn tool (max steps, token limit, model, …).
-// FromAgent and FromFactory, whose agents are built by the caller, refuse
-// it.
+// WithReactOptions configures the ReAct children of FromReact and the spawn
+// tool's forks (max steps, token limit, model, …).
 func WithReactOptions(opts ...agent.Option) Option {
 	return usedBy(formReact|formSpawn,
 		"WithReactOptions configures the children of FromReact and the spawn tool's forks",

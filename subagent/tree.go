@@ -12,10 +12,9 @@ import (
 	"github.com/deputy-go/deputy/provider"
 )
 
-// Tree is an event.Sink that builds the tree of what a run delegated, one
-// Node per sub-agent invocation under the one whose tool call started it,
-// from the SUBAGENT_* and TOOL_CALL_ARGS events; it passes every event on to
-// the sink it wraps. Give it to a run, then read it:
+// Tree is an event.Sink that builds the tree of what a run delegated, a Node
+// per sub-agent invocation at every depth, and passes every event on to next.
+// Give it to a run, then read it:
 //
 //	tree := subagent.NewTree(nil)
 //	out, err := lead.Run(event.WithSink(ctx, tree), agent.Input{Text: "…"})
@@ -23,11 +22,8 @@ import (
 //		fmt.Println(n.Name, n.State, n.Model, n.Wall())
 //	}
 //
-// Given every run of a journaled turn (the first and each resume), it holds
-// the whole turn: an invocation a resume continues is the same Node, its
-// Usage the whole turn's. It is safe for concurrent use, readable while the
-// run goes on, and keeps one Node per invocation plus the arguments of calls
-// still without a result.
+// Given every run of a journaled turn, it holds the whole turn. It is safe for
+// concurrent use and readable while the run goes on.
 type Tree struct {
 	next  event.Sink
 	mu    sync.Mutex
@@ -78,33 +74,26 @@ const (
 
 // Node is one sub-agent invocation in a Tree.
 type Node struct {
-	// RunID is the invocation's sub-agent run id; Name the tool the parent
-	// called; ToolCallID the parent's call that started it, and Arguments its
-	// arguments (nil when the stream did not carry them).
-	RunID      string
-	Name       string
-	ToolCallID string
-	Arguments  json.RawMessage
-	// State is where the invocation stands.
-	State State
-	// Result is the answer the parent got, as JSON, when it Succeeded; Error
-	// and Code ("timeout", "cancelled", …) say why it Failed or was Cancelled.
+	// RunID is the invocation's run id, Name the tool the parent called,
+	// ToolCallID and Arguments the call (Arguments nil when not streamed).
+	RunID, Name, ToolCallID string
+	Arguments               json.RawMessage
+	// State is where it stands; Result the answer the parent got (JSON),
+	// Error and Code ("timeout", "cancelled", …) why it failed.
+	State       State
 	Result      json.RawMessage
 	Error, Code string
-	// Model is the model that answered its first request (until then, the
-	// one the spawn tool chose, WithModelMenu). Usage is what it spent per
-	// provider and model, sub-agents' included (Requests is 0).
-	Model string
-	Usage []provider.ModelUsage
-	// Earlier and EarlierCost are the part of Usage and its cost that earlier
-	// runs of a journaled turn spent (agent.Output.Earlier).
+	// Model answered its first request (until then, the menu's choice);
+	// Usage is what it spent per provider and model, sub-agents' included;
+	// Earlier and EarlierCost the part earlier runs of a journaled turn spent.
+	Model       string
+	Usage       []provider.ModelUsage
 	Earlier     provider.Usage
 	EarlierCost float64
-	// Started and Finished are its events' times (Finished zero while it runs).
+	// Started and Finished are its events' times (Finished zero while it
+	// runs); Children the invocations its tool calls started, in call order.
 	Started, Finished time.Time
-	// Children are the invocations its tool calls started, in the order of the
-	// calls.
-	Children []*Node
+	Children          []*Node
 
 	order int64 // the place of its tool call in the Tree's order
 }
@@ -126,9 +115,8 @@ func (n *Node) TotalUsage() provider.Usage {
 	return u
 }
 
-// Cost returns what the invocation cost at prices, children included, and
-// the models the table lacks; nil prices mean the run's own, which its
-// events carried (agent.WithPrices).
+// Cost returns what the invocation cost, children included, at prices (nil:
+// the run's own), and the models prices lacks.
 func (n *Node) Cost(prices *provider.Prices) (dollars float64, unpriced []string) {
 	if prices == nil {
 		for _, m := range n.Usage {

@@ -27,10 +27,10 @@ type checker struct {
 	prompt string
 }
 
-// WithReport validates the child's answer against ReportSchema. The value a
-// Go caller gets is a Report. After the corrective retry, an answer with no
-// JSON is a tool error, and JSON that does not fit becomes
-// Report{Status: ReportFailed, Summary: <the raw answer>}.
+// WithReport validates the child's answer against ReportSchema; a Go caller
+// gets a Report. After the corrective retry, an answer with no JSON is a tool
+// error, and JSON that does not fit a failed Report with the raw answer as its
+// Summary.
 func WithReport() Option {
 	return func(c *config) error {
 		s, err := reportSchema()
@@ -46,13 +46,9 @@ func WithReport() Option {
 // validate a Report.
 var reportSchema = sync.OnceValues(func() (*jsonschema.Schema, error) { return jsonschema.Compile(json.RawMessage(ReportSchema)) })
 
-// WithOutputSchema validates the child's answer against a JSON Schema. The
-// value a Go caller gets is the decoded JSON. After the corrective retry, an
-// answer that still does not fit comes back as it is, followed by
-// "[validation failed: …]".
-//
-// The schema is compiled when WithOutputSchema is called, so that one
-// Option given to many tools compiles it once.
+// WithOutputSchema validates the child's answer against schema, compiled once
+// here; a Go caller gets the decoded JSON. After the corrective retry, an
+// answer that does not fit comes back suffixed "[validation failed: …]".
 func WithOutputSchema(schema json.RawMessage) Option {
 	s, err := jsonschema.Compile(schema)
 	return func(c *config) error {
@@ -64,10 +60,8 @@ func WithOutputSchema(schema json.RawMessage) Option {
 	}
 }
 
-// OutputOf validates the child's answer against the JSON Schema reflected
-// from T, like WithOutputSchema. The value a Go caller gets is a T, in the
-// Outcome that WithOutcome hands over (o.Value.(T)); the model reads the
-// answer's JSON.
+// OutputOf validates the child's answer against the JSON Schema reflected from
+// T; a Go caller gets a T (Outcome.Value), the model the answer's JSON.
 func OutputOf[T any]() Option {
 	return func(c *config) error {
 		s, err := jsonschema.For[T]()
