@@ -38,12 +38,11 @@
 // application's own status and body (a *Refusal). The Builder sees the
 // owner in RunInput.Owner.
 //
-// A resident expert shared by every request (subagent.FromAgent) keeps one
-// conversation for all users: build it with subagent.FromScoped and
-// subagent.PerThread instead, and each thread has its own, deleted with
-// the thread: in the store by DeleteThread itself, in memory for the
-// residents named with WithScopedResidents. The handler marks each run
-// with its thread (agent.WithThread) for that.
+// A resident expert shared by every request keeps one conversation for all
+// users: build it with subagent.FromScoped and subagent.PerThread, and each
+// thread has its own, deleted with the thread (WithScopedResidents for those
+// kept in memory); the handler marks each run with its thread
+// (agent.WithThread).
 //
 // A server lists, reads and deletes its users' threads with ListThreads,
 // ReadThread and DeleteThread, over HTTP with Threads; it stops a run with
@@ -55,18 +54,12 @@
 //
 // # Serving a browser
 //
-// A page in a person's browser may call the handler, and so may any other
-// page that browser opens. By default the handler refuses a request that
-// would change something (a run, a deleted or stopped thread) sent by a
-// page of another origin, which browsers mark with the Origin and
-// Sec-Fetch-Site headers (403); WithOrigins trusts the origins of pages
-// that call it through CORS. On a request that arrived at a loopback
-// address, whose Host can only be a loopback name or that address unless
-// a page rebound its own name to it (DNS rebinding), any other Host is
-// refused (421); WithHosts names other hosts and checks them on every
-// address, WithAnyHost turns the check off. Clients that are not browsers
-// send no such headers, and a server on a public address answers any Host
-// as before.
+// A request that would change something, sent by a page of another origin
+// (the Origin and Sec-Fetch-Site headers), is refused with 403; WithOrigins
+// trusts origins that call through CORS. On a loopback address a Host other
+// than a loopback name or the address is refused with 421 (DNS rebinding);
+// WithHosts names more hosts, WithAnyHost turns the check off
+// (docs/serving.md).
 //
 // # Interrupts: asking a person and resuming
 //

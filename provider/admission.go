@@ -89,21 +89,13 @@ type Limits struct {
 // queue and returns an error wrapping the context's); while it waits, the
 // context's event sink gets AdmissionEvent events.
 //
-// Calls to one model are admitted first come, first served: a call that
-// finds others waiting queues behind them, even when the limits would let
-// it go at once, and the calls ahead of it are only those in flight or
-// waiting when it asked; none asked after it goes before it, whatever the
-// trees sharing the Admission do. A retry queues again, at the end. A FIFO
-// per model, rather than shares between trees, because the Admission does
-// not know the trees (they share it through their providers) and does not
-// need to: each call's wait is bounded by what was ahead of it, a tree
-// that calls back to back cannot starve another's single call, and no
-// call pays anything while none waits. The price is that a tree that asks
-// for a thousand calls at once is ahead of every call asked after them
-// (bound such a fan-out, agent.WithParallelism, when another tree's
-// latency matters more), and that a call whose token estimate does not
-// fit what is left of the minute holds those behind it until it does,
-// rather than being starved by smaller ones.
+// Calls to one model are admitted first come, first served: none asked
+// after a call goes before it, whatever the trees sharing the Admission do,
+// and a retry queues again at the end. So a tree that calls back to back
+// cannot starve another's single call, but a thousand calls asked at once
+// are ahead of every later one (bound such a fan-out with
+// agent.WithParallelism when another tree's latency matters more), and a
+// call whose token estimate does not fit the minute holds those behind it.
 //
 // An Admission is safe for concurrent use. The zero value is not usable:
 // make one with NewAdmission.
