@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"strings"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/internal/mailbox"
 	"github.com/deputy-go/deputy/internal/run"
@@ -31,6 +34,7 @@ func (s *runState) deliver(step int) error {
 		return nil
 	}
 	s.box.Began(step)
+	s.sent = s.sent[:0]
 	key := ""
 	if s.journal != nil {
 		key = s.journal.inboxKey(step)
@@ -59,6 +63,13 @@ func (s *runState) deliver(step int) error {
 	}
 	s.box.Take(step, len(msgs))
 	s.addInbound(msgs)
+	if s.tracer != nil {
+		for _, m := range msgs {
+			if m.From.IsValid() {
+				s.sent = append(s.sent, trace.Link{SpanContext: m.From, Attributes: []attribute.KeyValue{AttrMessageID.String(m.ID)}})
+			}
+		}
+	}
 	return nil
 }
 

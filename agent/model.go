@@ -75,7 +75,7 @@ func (s *runState) call(req provider.Request, msgID string) (resp provider.Respo
 	if s.tracer != nil {
 		var span trace.Span
 		providerName, _ := s.r.spanIdentity()
-		ctx, span = startChatSpan(ctx, s.tracer, req.Model, providerName)
+		ctx, span = startChatSpan(ctx, s.tracer, req.Model, providerName, s.sent)
 		defer func() {
 			dollars, saved, priced := s.price(req, resp)
 			endChatSpan(span, resp, err, dollars, saved, priced)

@@ -251,4 +251,7 @@ type runState struct {
 	// box is the mailbox of a background child's run (nil: none), read at
 	// each step boundary (see inbox.go).
 	box *mailbox.Box
+	// sent links the model call of a step that took messages to the spans
+	// they were sent under, when traced.
+	sent []trace.Link
 }

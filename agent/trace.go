@@ -30,6 +30,7 @@ const (
 	AttrEarlierOutputTokens = attribute.Key("deputy.earlier.output_tokens")
 	AttrCost                = attribute.Key("deputy.cost.usd")
 	AttrCacheSaved          = attribute.Key("deputy.cache.saved.usd") // negative when cache writes cost more than reads saved
+	AttrMessageID           = attribute.Key("deputy.message.id")      // on a model call's link to the send of a message its step took
 )
 
 // WithTracerProvider traces runs with OpenTelemetry, by the gen_ai
@@ -129,7 +130,9 @@ func endRunSpan(span trace.Span, out Output, replayed provider.Usage, err error)
 	span.End()
 }
 
-func startChatSpan(ctx context.Context, tr trace.Tracer, model, providerName string) (context.Context, trace.Span) {
+// startChatSpan starts the span of a model call, linked to the spans the
+// messages its request delivered were sent under (links).
+func startChatSpan(ctx context.Context, tr trace.Tracer, model, providerName string, links []trace.Link) (context.Context, trace.Span) {
 	name := "chat"
 	attrs := []attribute.KeyValue{semconv.GenAIOperationNameChat}
 	if model != "" {
@@ -137,7 +140,7 @@ func startChatSpan(ctx context.Context, tr trace.Tracer, model, providerName str
 		attrs = append(attrs, semconv.GenAIRequestModel(model))
 	}
 	attrs = common(ctx, attrs, providerName)
-	return tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	return tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...), trace.WithLinks(links...))
 }
 
 func endChatSpan(span trace.Span, resp provider.Response, err error, dollars, saved float64, priced bool) {
