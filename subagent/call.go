@@ -149,15 +149,23 @@ type opening struct {
 func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawMessage, in agent.Input, op opening) (tool.Result, error) {
 	if js := journalFrom(ctx); js != nil {
 		if js.Recorded {
-			// The loop that made the call records its result.
-			ctx, op.stable = journalInvocation(ctx, js, js.Key(t.def.Name, args))
-			if e, ok := js.Paid(); ok {
-				// The call stopped unfinished in an earlier run: see
+			// The loop that made the call records its result; what the
+			// invocation paid for when it stopped unfinished it records
+			// itself, apart from any other the same call makes.
+			key := js.Key(t.def.Name, args)
+			ctx, op.stable = journalInvocation(ctx, js, key)
+			var spent *ledger.Ledger
+			ctx, spent = ledger.With(ctx)
+			if e, ok := js.J.Lookup(js.Spent(key)); ok {
+				// It stopped unfinished in an earlier run: see
 				// opening.paid.
-				op.paid = &e
-				ctx, op.counted = ledger.With(ctx)
+				op.paid, op.counted = &e, spent
 			}
-			return t.invokeNow(ctx, callID, args, in, op)
+			res, err := t.invokeNow(ctx, callID, args, in, op)
+			if err != nil {
+				recordSpent(ctx, js, js.Spent(key), res.Usage, spent)
+			}
+			return res, err
 		}
 		return t.journaled(ctx, js, callID, args, in, op)
 	}

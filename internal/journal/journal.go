@@ -67,7 +67,6 @@ type Scope struct {
 	Recorded bool
 
 	mu       sync.Mutex
-	claimed  bool // Paid has returned the scope's record
 	counts   map[string]int
 	inflight int                           // invocations running
 	waits    []func(context.Context) error // their journal writes not yet awaited
@@ -114,21 +113,6 @@ func (s *Scope) Peek(name string, args json.RawMessage) string {
 // until then: so that a run that does not replay all of it, or none,
 // still counts it once.
 func (s *Scope) Spent(key string) string { return s.Child(key).Prefix + "spent" }
-
-// Paid returns, once, the record of what the call this scope belongs to
-// had paid for when it last stopped unfinished (see Spent): the first
-// invocation under the scope that asks counts what it did not replay of
-// it, before it reports what it spent.
-func (s *Scope) Paid() (Entry, bool) {
-	s.mu.Lock()
-	claimed := s.claimed
-	s.claimed = true
-	s.mu.Unlock()
-	if claimed {
-		return Entry{}, false
-	}
-	return s.J.Lookup(s.Prefix + "spent")
-}
 
 // Next names the next thing called name in the scope: name and how many
 // came before it.
