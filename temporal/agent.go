@@ -235,7 +235,13 @@ type round struct {
 // pollQuestions is how often Run looks for questions while it waits, and
 // settleQuestions how long the questions must stay the same before Run
 // hands them on: a fork that asks a moment after its lead is asked in the
-// same round.
+// same round. It is a heuristic, not a guarantee: a branch of the tree
+// still working when the window closes asks in a later round, after the
+// first round's answers, as a question asked after an answer would.
+// Which round a question comes in changes no outcome (each is answered
+// once, and its call runs once), only how many times the person is asked
+// to come back. A deterministic round would need every workflow of the
+// tree to tell the top when it is idle, at a signal per child per turn.
 const (
 	pollQuestions   = 250 * time.Millisecond
 	settleQuestions = time.Second
