@@ -12,9 +12,11 @@ import (
 	"go.temporal.io/sdk/client"
 	sdktemporal "go.temporal.io/sdk/temporal"
 
+	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
 )
 
 // guardedTree is a lead that hands its task to a writer, a fixed child
@@ -24,7 +26,7 @@ func guardedTree(answers []string, writes *atomic.Int64) (*script, Spec, []polic
 	p := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
 		last := req.Messages[len(req.Messages)-1]
 		switch {
-		case strings.HasPrefix(lastUser(req), "write:") || strings.HasPrefix(lastUser(req), "Your answer was rejected"):
+		case strings.Contains(lastUser(req), "write:") || strings.HasPrefix(lastUser(req), "Your answer was rejected"):
 			n := writes.Add(1)
 			return provider.AssistantMessage(answers[min(int(n)-1, len(answers)-1)]), nil
 		case last.Role == provider.RoleTool:
@@ -136,4 +138,38 @@ func TestGuardrailsOnTemporal(t *testing.T) {
 			t.Errorf("the failure carries %v, the model billed %v", u, billed)
 		}
 	})
+}
+
+// A tripwire in a factory's agent, run in process on a worker, stops
+// every run above it on Temporal too, as it does in process: the lead
+// fails with it and makes no further call.
+func TestFactoryTripwireStopsTheTree(t *testing.T) {
+	var writes atomic.Int64
+	p, spec, _ := guardedTree([]string{"a story with TODO"}, &writes)
+	trip := policy.Guardrail{Name: "no-todo", Stage: policy.Output, Check: func(_ context.Context, text string) (policy.Finding, error) {
+		if strings.Contains(text, "TODO") {
+			return policy.Finding{Problem: "the answer leaves a TODO"}, nil
+		}
+		return policy.Finding{}, nil
+	}}
+	spec.SubAgents = []SubAgent{{Name: "writer", Description: "Writes.", Factory: "writer"}}
+	rt := &Runtime{Providers: map[string]provider.Provider{"m": p}, Factories: map[string]subagent.Factory{
+		"writer": func(context.Context, json.RawMessage) (agent.Agent, error) {
+			return agent.NewReact(p, agent.WithName("writer"), agent.WithGuardrails(trip))
+		},
+	}}
+	env := newEnv(t, rt)
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: spec, Text: "a story"})
+	err := env.GetWorkflowError()
+	var app *sdktemporal.ApplicationError
+	if !errors.As(err, &app) || app.Type() != ErrTypeGuardrailTripped || !strings.Contains(app.Message(), `guardrail "no-todo" tripped`) {
+		t.Fatalf("the run ended with %v, want the writer's tripwire", err)
+	}
+	calls, billed := p.total()
+	if writes.Load() != 1 || calls != 2 {
+		t.Errorf("the writer wrote %d times and the model was called %d times: want the lead's first call and the writer's", writes.Load(), calls)
+	}
+	if u := UsageOf(err); u != billed {
+		t.Errorf("the failure carries %v, the model billed %v", u, billed)
+	}
 }
