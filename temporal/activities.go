@@ -156,7 +156,7 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (reply ModelRep
 	em.usage(provider.ModelUsage{Provider: name, Model: model, Usage: resp.Usage, Cost: reply.Cost})
 	defer func() {
 		if err == nil {
-			em.after(in.Provider, in.Request, reply.Response)
+			em.after(in.Provider, in.Request, reply.Response, reply.Cost)
 		}
 	}()
 	limit := a.rt.payloadLimit()

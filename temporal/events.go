@@ -56,6 +56,10 @@ type Trace struct {
 	// Corrected, Spent, TokenLimit and MaxOutput let the model call tell
 	// whether a reply without tool calls ends the run, and with what.
 	Corrected bool `json:"corrected,omitempty"`
+	// SpentCost and CostLimit do for a cost limit what Spent and
+	// TokenLimit do for a token limit.
+	SpentCost float64 `json:"spent_cost,omitempty"`
+	CostLimit float64 `json:"cost_limit,omitempty"`
 	// Guarded: output guardrails check the run's answer, so a reply
 	// cannot tell it ends the run; the guardrail activity publishes the
 	// end instead.
@@ -149,7 +153,7 @@ func (em emitter) usage(m provider.ModelUsage) {
 // after publishes a model's reply: its text and tool calls; for a reply
 // that ends the run, the step's end and, for a child, its end with the
 // answer its parent gets.
-func (em emitter) after(providerName string, req provider.Request, resp provider.Response) {
+func (em emitter) after(providerName string, req provider.Request, resp provider.Response, cost float64) {
 	if !em.on() {
 		return
 	}
@@ -174,7 +178,7 @@ func (em emitter) after(providerName string, req provider.Request, resp provider
 	}
 	spent := t.Spent.Add(resp.Usage)
 	content, ends := finalContent(req.ResponseSchema, resp.Message.Content, t.Corrected, t.MaxOutput)
-	if !ends || t.Guarded || (t.TokenLimit > 0 && spent.Tokens() > t.TokenLimit) {
+	if !ends || t.Guarded || (t.TokenLimit > 0 && spent.Tokens() > t.TokenLimit) || (t.CostLimit > 0 && t.SpentCost+cost > t.CostLimit) {
 		return // the workflow corrects it, or fails it at its limit
 	}
 	em.emit(event.Event{Type: event.StepFinished, StepName: msgID})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -238,4 +239,56 @@ func (m modelNamed) Complete(ctx context.Context, req provider.Request) (provide
 	resp, err := m.script.Complete(ctx, req)
 	resp.Model = m.model
 	return resp, err
+}
+
+// A fork whose last reply takes it past its cost limit (its model counted
+// far more input than the estimate) fails, and its events say so: no
+// SUBAGENT_FINISHED with an answer its parent never gets, a
+// SUBAGENT_ERROR instead.
+func TestChildPastItsCostLimitIsNotAnnouncedFinished(t *testing.T) {
+	prices, err := provider.NewPrices(map[string]provider.Price{"m1": {Input: 1e-5, Output: 3e-5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := NewHub()
+	p := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		var msg provider.Message
+		switch {
+		case strings.HasPrefix(lastUser(req), "part"):
+			msg = provider.AssistantMessage("part done")
+		case req.Messages[len(req.Messages)-1].Role == provider.RoleTool:
+			msg = provider.AssistantMessage("lead done")
+		default:
+			msg = spawnCalls(1)
+		}
+		u := fake.Usage(req, msg)
+		if strings.HasPrefix(lastUser(req), "part") {
+			u.InputTokens = 3000 // far past what was estimated: $0.03, past its share
+		}
+		return provider.Response{Message: msg, Usage: u, Model: "m1"}, nil
+	})
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Prices: prices, Events: hub})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "tree-c"})
+	var rec recorder
+	defer hub.Subscribe(event.WithSink(context.Background(), &rec), "tree-c")()
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Spawn: true, CostLimit: 0.05}, Text: "go"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var out RunOutput
+	if err := env.GetWorkflowResult(&out); err != nil {
+		t.Fatal(err)
+	}
+	var finished, failed int
+	for _, e := range rec.events {
+		switch e.Type {
+		case event.SubagentFinished:
+			finished++
+		case event.SubagentError:
+			failed++
+		}
+	}
+	if finished != 0 || failed != 1 {
+		t.Errorf("%d SUBAGENT_FINISHED and %d SUBAGENT_ERROR for a fork that failed at its cost limit, want 0 and 1", finished, failed)
+	}
 }

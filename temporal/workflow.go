@@ -153,7 +153,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		if trace != nil {
 			t := *trace
 			t.Step, t.Ended, t.Corrected, t.Spent, t.TokenLimit, t.MaxOutput = step+1, ended, corrected, out.TotalUsage(), spec.TokenLimit, spec.maxOutput()
-			t.Guarded = guards
+			t.Guarded, t.SpentCost, t.CostLimit = guards, out.Cost, spec.CostLimit
 			mc.Trace = &t
 		}
 		var resp ModelReply
