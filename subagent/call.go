@@ -748,7 +748,10 @@ func (r *childRuns) answer(in agent.Input) (out agent.Output, v verdict, err err
 	case fail != nil && (fail.Tripwire || out.Partial):
 		// A partial answer is not corrected: its run has no budget left.
 		return out, v, r.guardFailed(fail)
-	case v.problem == nil && fail == nil, out.Partial:
+	case v.problem == nil && fail == nil:
+		return out, v, nil
+	case out.Partial:
+		r.rejected(v.problem, false)
 		return out, v, nil
 	}
 	answered := out
@@ -762,10 +765,12 @@ func (r *childRuns) answer(in agent.Input) (out agent.Output, v verdict, err err
 		if fail != nil {
 			return answered, v, r.guardFailed(fail)
 		}
+		r.rejected(v.problem, false)
 		return answered, v, errNoRetry
 	}
 	var note string
 	if v.problem != nil {
+		r.rejected(v.problem, true)
 		note = c.correction(v.problem)
 	} else {
 		note = guardrail.Note(fail)
@@ -792,7 +797,36 @@ func (r *childRuns) answer(in agent.Input) (out agent.Output, v verdict, err err
 	if err == nil && fail != nil {
 		err = r.guardFailed(fail)
 	}
+	if err == nil {
+		r.rejected(v.problem, false)
+	}
 	return out, v, err
+}
+
+// ValidationEvent names the CUSTOM event of each answer the validator
+// rejects, under the child's run id: {"verdict":"retry"|"fail","problem":…}
+// ("fail": not asked again), the problem at most 1 KiB.
+const ValidationEvent = "deputy.validation"
+
+// rejected emits a ValidationEvent for an answer the validator rejected
+// with problem; nil problem (the answer fit) emits nothing.
+func (r *childRuns) rejected(problem error, retry bool) {
+	if problem == nil {
+		return
+	}
+	em := event.From(r.ctx)
+	if !em.Enabled() {
+		return
+	}
+	v := struct {
+		Verdict string `json:"verdict"`
+		Problem string `json:"problem"`
+	}{"fail", textcap.Cap(problem.Error(), 1024)}
+	if retry {
+		v.Verdict = "retry"
+	}
+	b, _ := json.Marshal(v)
+	em.Emit(event.Event{Type: event.Custom, Name: ValidationEvent, Value: b})
 }
 
 // review checks an answer: against the tool's schema, when it validates,

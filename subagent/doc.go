@@ -27,7 +27,8 @@
 //
 // WithReport (Report, ReportSchema, ReportStatus, ReportPrompt),
 // WithOutputSchema and OutputOf check the answer; the child is told the shape
-// (SchemaPrompt, OutputSchema); no JSON fails with ErrNoJSON. WithOutcome hands
+// (SchemaPrompt, OutputSchema), a rejected answer sent back once
+// (ValidationEvent); no JSON fails with ErrNoJSON. WithOutcome hands
 // a Go caller each call's Outcome, WithRender makes the result text from it.
 // WithGuardrails checks the child's task and answer, Judge by a judge model
 // (docs/policy.md).
@@ -63,7 +64,7 @@
 // # The tree of a run
 //
 // A Tree (NewTree), a run's event sink, builds a Node per invocation with its
-// State, model, usage, cost and times (docs/events.md).
+// State, model, usage, cost, validator retries and times (docs/events.md).
 //
 // # Durability
 //

@@ -94,6 +94,9 @@ type Node struct {
 	// runs); Children the invocations its tool calls started, in call order.
 	Started, Finished time.Time
 	Children          []*Node
+	// Retries counts the validator's requests to answer again
+	// (ValidationEvent "retry"), Rejected every answer it rejected.
+	Retries, Rejected int
 
 	order int64 // the place of its tool call in the Tree's order
 }
@@ -177,6 +180,9 @@ func (t *Tree) record(e event.Event) {
 		e.Type == event.SubagentStarted, e.Type == event.SubagentFinished, e.Type == event.SubagentError:
 	case e.Type == event.Custom && e.Name == provider.AdmissionEvent && e.SubagentRunID != "":
 		t.admission(e)
+		return
+	case e.Type == event.Custom && e.Name == ValidationEvent && e.SubagentRunID != "":
+		t.validation(e)
 		return
 	default:
 		return
@@ -330,4 +336,21 @@ func decodeUsage(raw json.RawMessage) (usage []provider.ModelUsage, earlier prov
 		}
 	}
 	return usage, earlier, earlierCost
+}
+
+// validation counts an answer of a node the validator rejected, and
+// whether it asked again.
+func (t *Tree) validation(e event.Event) {
+	var v struct{ Verdict string }
+	if json.Unmarshal(e.Value, &v) != nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n := t.byRun[e.SubagentRunID]; n != nil {
+		n.Rejected++
+		if v.Verdict == "retry" {
+			n.Retries++
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -292,5 +293,80 @@ func TestTreeOrdersChildrenByTheirCallsAndKeepsRepeatedIDsApart(t *testing.T) {
 	want := []string{`sub_a{"n":"a"}`, `sub_a0{"n":"a0"}`, `sub_b{"n":"b"}`, `sub_b0{"n":"b0"}`}
 	if !slices.Equal(got, want) {
 		t.Errorf("tree %v, want %v", got, want)
+	}
+}
+
+// The validator's rejections reach the tree: a child whose first answer
+// does not fit is asked again once (Retries 1), a child whose correction
+// fits no better is rejected twice, and a child whose first answer fits
+// has neither; each rejection is a ValidationEvent with its verdict.
+func TestTreeCountsTheValidatorsRetries(t *testing.T) {
+	lp := fake.NewProvider(
+		fake.Calls(
+			provider.ToolCall{Name: "checker", Arguments: json.RawMessage(`{"task":"fits at once"}`)},
+			provider.ToolCall{Name: "checker", Arguments: json.RawMessage(`{"task":"fits the second time"}`)},
+			provider.ToolCall{Name: "checker", Arguments: json.RawMessage(`{"task":"never fits"}`)},
+		).For("lead"),
+		fake.Text("Done.").For("lead"),
+	)
+	report := `{"status":"success","summary":"fine","findings":null}`
+	answers := map[string][]string{
+		"fits at once":         {report},
+		"fits the second time": {"It looks fine.", report},
+		"never fits":           {"It looks fine.", "Still fine."},
+	}
+	checker, err := subagent.FromFactory("checker", "Checks.", func(_ context.Context, args json.RawMessage) (agent.Agent, error) {
+		var a struct{ Task string }
+		if err := json.Unmarshal(args, &a); err != nil {
+			return nil, err
+		}
+		return agent.Func(func(_ context.Context, in agent.Input) (agent.Output, error) {
+			tries := 0
+			if strings.Contains(in.Text, "rejected") {
+				tries = 1
+			}
+			return agent.Output{Answer: answers[a.Task][tries], Usage: provider.Usage{Requests: 1}}, nil
+		}), nil
+	}, subagent.WithReport())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead, err := agent.NewReact(lp, agent.WithName("lead"), agent.WithTools(checker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex // the children run in parallel
+	var verdicts []string
+	tree := subagent.NewTree(event.SinkFunc(func(e event.Event) {
+		if e.Type == event.Custom && e.Name == subagent.ValidationEvent {
+			mu.Lock()
+			defer mu.Unlock()
+			var v struct{ Verdict, Problem string }
+			if err := json.Unmarshal(e.Value, &v); err != nil || v.Problem == "" || e.SubagentRunID == "" {
+				t.Errorf("a validation event %s under %q: %v", e.Value, e.SubagentRunID, err)
+			}
+			verdicts = append(verdicts, v.Verdict)
+		}
+	}))
+	if _, err := lead.Run(event.WithSink(context.Background(), tree), agent.Input{Text: "Check."}); err != nil {
+		t.Fatal(err)
+	}
+	type view struct {
+		Task              string
+		Retries, Rejected int
+	}
+	var got []view
+	for _, n := range tree.Roots() {
+		var a struct{ Task string }
+		json.Unmarshal(n.Arguments, &a)
+		got = append(got, view{a.Task, n.Retries, n.Rejected})
+	}
+	want := []view{{"fits at once", 0, 0}, {"fits the second time", 1, 1}, {"never fits", 1, 2}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("retries (-want +got):\n%s", diff)
+	}
+	slices.Sort(verdicts)
+	if diff := cmp.Diff([]string{"fail", "retry", "retry"}, verdicts); diff != "" {
+		t.Errorf("verdicts (-want +got):\n%s", diff)
 	}
 }

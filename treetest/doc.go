@@ -29,8 +29,9 @@
 // Tree.Nodes selects nodes by pattern, Selection.WithArgs by their
 // arguments (a field "*" matches any value), Selection.Count asserts how
 // many, and Selection.Each asserts Checks on each: State, Status (the
-// report of subagent.ResultSchema), AnswerContains, MaxTokens (the node
-// and its sub-agents), MaxOwnTokens, MaxCost, or any func of yours.
+// report of subagent.ResultSchema), Retries (how many times the validator
+// asked it again), AnswerContains, MaxTokens (the node and its
+// sub-agents), MaxOwnTokens, MaxCost, or any func of yours.
 // Tree.Approvals counts the approvals a run asked. A failure names the node
 // by its path and shows the tree around it. Tree.Dump is the golden form.
 //

@@ -9,7 +9,8 @@ import (
 
 // Dump returns the tree one node a line, indented by depth, children in
 // the order of their calls: name (and "#k" among siblings of one name),
-// state, report status, arguments, answer (clipped) and tokens. It leaves
+// state, report status, arguments, answer (clipped), the validator's
+// retries when it had any, and tokens. It leaves
 // out what changes from run to run (run and call ids, times), so that a
 // golden file of it holds whatever order parallel children ran in.
 func (tr *Tree) Dump() string {
@@ -46,6 +47,9 @@ func line(n *node) string {
 		s += " → " + fmt.Sprintf("%q", clip(Answer(n.Node), 60))
 	case n.Error != "":
 		s += " ! " + fmt.Sprintf("%q", clip(n.Error, 60))
+	}
+	if n.Retries > 0 {
+		s += fmt.Sprintf(" (retried %d)", n.Retries)
 	}
 	u := n.TotalUsage()
 	return s + fmt.Sprintf(" (%d+%d tokens)", u.InputTokens, u.OutputTokens)

@@ -341,6 +341,19 @@ func MaxCost(dollars float64, prices *provider.Prices) Check {
 	}
 }
 
+// Retries checks that the validator rejected a node's answer and asked it
+// again exactly n times (subagent.Node.Retries): 0 for a child whose
+// first answer fit its schema. A child asked again answers its parent
+// with what its second try said, whether that fit or not (Status tells).
+func Retries(n int) Check {
+	return func(nd *subagent.Node) error {
+		if nd.Retries != n {
+			return fmt.Errorf("the validator asked it again %d times (%d answers rejected), want %d", nd.Retries, nd.Rejected, n)
+		}
+		return nil
+	}
+}
+
 // AnswerContains checks that a node answered with text holding s.
 func AnswerContains(s string) Check {
 	return func(n *subagent.Node) error {

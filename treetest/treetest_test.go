@@ -92,6 +92,15 @@ func TestAssertionsOverTheTree(t *testing.T) {
 	tr.Nodes("research#1/analyst").WithArgs(`{"task":"*"}`).Count(16)
 	tr.Nodes("research/analyst#6").Count(3).Each(treetest.Status("failed"))
 	tr.Nodes("research#2").Each(treetest.MaxTokens(20000))
+	// The analysts of parts 1, 5, 9 and 13 answer in prose at first and
+	// are asked again; the others fit at once.
+	for j := range bigtree.FanOut {
+		retries := 0
+		if j%4 == 1 {
+			retries = 1
+		}
+		tr.Nodes(fmt.Sprintf("research/analyst#%d", j)).Count(3).Each(treetest.Retries(retries))
+	}
 	tr.Approvals(asked, "", 1)
 	tr.Approvals(asked, "research#1", 1)
 	tr.Approvals(asked, "research", 1)
@@ -108,14 +117,18 @@ func TestAFailureNamesTheNodeAndShowsTheTreeAroundIt(t *testing.T) {
 	tr.Nodes("research/analyst").Count(47)
 	tr.Nodes("research#0").Each(treetest.MaxTokens(10))
 	tr.Approvals(asked, "research#0", 1)
-	if len(r.errs) != 4 {
-		t.Fatalf("%d failures, want 4:\n%s", len(r.errs), strings.Join(r.errs, "\n"))
+	tr.Nodes("research#1/analyst#5").Each(treetest.Retries(0))
+	tr.Nodes("research#0/analyst#4").Each(treetest.Retries(1))
+	if len(r.errs) != 6 {
+		t.Fatalf("%d failures, want 6:\n%s", len(r.errs), strings.Join(r.errs, "\n"))
 	}
 	for i, want := range [][]string{
 		{"research#2/analyst#10: report status \"partial\"", "\n  research#2 succeeded", "\n  > analyst#10 succeeded [partial]", "\n    analyst#8 ", "\n    analyst#12 ", "… 8 before", "… 3 after"},
 		{"48 nodes match \"research/analyst\", want 47", "research#0 succeeded"},
 		{"research#0: spent", "more than 10"},
 		{"0 approvals asked by \"research#0\", want 1"},
+		{"research#1/analyst#5: the validator asked it again 1 times (1 answers rejected), want 0", "\n  > analyst#5 succeeded [success] {\"task\":\"topic 1 part 5\"}", "(retried 1)"},
+		{"research#0/analyst#4: the validator asked it again 0 times (0 answers rejected), want 1", "\n  > analyst#4 succeeded"},
 	} {
 		for _, w := range want {
 			if !strings.Contains(r.errs[i], w) {
