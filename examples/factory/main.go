@@ -14,8 +14,10 @@ import (
 	"os"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/examples/internal/pick"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 )
 
@@ -34,17 +36,30 @@ func main() {
 // run runs the example, writing to w; getenv picks the provider (see
 // examples/internal/pick), the scripted fake when nothing is set.
 func run(ctx context.Context, w io.Writer, getenv func(string) string) error {
-	script := fake.NewProvider(
+	model, about, err := pick.FromEnv(getenv, script())
+	if err != nil {
+		return err
+	}
+	return demo(ctx, w, model, about, nil)
+}
+
+// script is the scripted model the example runs on without a real one.
+func script() *fake.Provider {
+	return fake.NewProvider(
 		fake.Call("estimate", `{"task":"add a login page"}`).For("planner"),
 		fake.Text("About a day, I think.").For("estimator"), // rejected: no JSON
 		fake.Text(`{"task":"add a login page","hours":6}`).For("estimator"),
 		fake.Text("The login page needs about 6 hours.").For("planner"),
 	)
-	model, about, err := pick.FromEnv(getenv, script)
-	if err != nil {
-		return err
-	}
+}
+
+// demo runs the example on model, writing to w; also, when not nil, sees
+// the run's events (a test's subagent.Tree).
+func demo(ctx context.Context, w io.Writer, model provider.Provider, about string, also event.Sink) error {
 	fmt.Fprintln(w, about)
+	if also != nil {
+		ctx = event.WithSink(ctx, also)
+	}
 
 	estimate, err := subagent.FromFactory("estimate", "Estimate the hours a task takes.",
 		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
