@@ -39,6 +39,12 @@ func main() {
 // run runs the example, writing to w.
 func run(ctx context.Context, w io.Writer) error {
 	cheap, expert := script()
+	return demo(ctx, w, cheap, expert, nil)
+}
+
+// demo runs the example on the cheap and the expert models, writing to w;
+// also, when not nil, sees the run's events (a test's subagent.Tree).
+func demo(ctx context.Context, w io.Writer, cheap, expert provider.Provider, also event.Sink) error {
 	// Made-up prices, a dollar amount per token: not any vendor's.
 	prices, err := provider.NewPrices(map[string]provider.Price{
 		"acme/small-1": {Input: 0.25e-6, Output: 1.25e-6},
@@ -55,7 +61,7 @@ func run(ctx context.Context, w io.Writer) error {
 	fmt.Fprintln(w, "the lead reads, in the spawn tool's model argument:")
 	fmt.Fprintln(w, "  "+modelArgument(lead))
 
-	tree := subagent.NewTree(nil)
+	tree := subagent.NewTree(also)
 	out, err := lead.Run(event.WithSink(ctx, tree), agent.Input{Text: question})
 	if err != nil {
 		return err

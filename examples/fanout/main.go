@@ -72,10 +72,8 @@ func main() {
 // are at prices, or at made-up example prices for the fake model when nil.
 func run(ctx context.Context, w io.Writer, getenv func(string) string, prices *provider.Prices) error {
 	if prices == nil {
-		// Made-up prices for the fake model, to show the column: not any
-		// vendor's.
 		var err error
-		if prices, err = provider.NewPrices(map[string]provider.Price{"fake": {Input: 2e-6, Output: 8e-6}}); err != nil {
+		if prices, err = fakePrices(); err != nil {
 			return err
 		}
 	}
@@ -83,14 +81,19 @@ func run(ctx context.Context, w io.Writer, getenv func(string) string, prices *p
 	if err != nil {
 		return err
 	}
-	chosen, about, err := pick.FromEnv(getenv, script(schema.Raw()))
+	model, about, err := pick.FromEnv(getenv, script(schema.Raw()))
 	if err != nil {
 		return err
 	}
 	if about == pick.FakeDescription {
 		about = "provider: fake (scripted replies; the researchers answer after 300-500 ms)"
 	}
-	model := chosen
+	return demo(ctx, w, model, about, prices, nil)
+}
+
+// demo runs the example on model, writing to w, with costs at prices;
+// also, when not nil, sees the run's events (a test's subagent.Tree).
+func demo(ctx context.Context, w io.Writer, model provider.Provider, about string, prices *provider.Prices, also event.Sink) error {
 	fmt.Fprintln(w, about)
 
 	// The roster the lead picks from, by name and description.
@@ -127,7 +130,7 @@ func run(ctx context.Context, w io.Writer, getenv func(string) string, prices *p
 
 	// The tree of what the lead delegated: each child's arguments, state,
 	// model, usage per model and wall time.
-	tree := subagent.NewTree(nil)
+	tree := subagent.NewTree(also)
 	ctx = event.WithSink(ctx, tree)
 	start := time.Now()
 	out, err := lead.Run(ctx, agent.Input{Text: question})
@@ -141,6 +144,12 @@ func run(ctx context.Context, w io.Writer, getenv func(string) string, prices *p
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "answer:", out.Answer)
 	return nil
+}
+
+// fakePrices are made-up prices for the fake model, to show the column:
+// not any vendor's.
+func fakePrices() (*provider.Prices, error) {
+	return provider.NewPrices(map[string]provider.Price{"fake": {Input: 2e-6, Output: 8e-6}})
 }
 
 // script is the fake model: the lead's two turns and each researcher's

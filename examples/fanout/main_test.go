@@ -25,29 +25,8 @@ func TestFanout(t *testing.T) {
 	if err := run(context.Background(), &out, func(string) string { return "" }, nil); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
-	walls := regexp.MustCompile(`(wall|add up to|side by side they took) ([0-9.]+m?s)`)
-	var got []time.Duration
-	masked := walls.ReplaceAllStringFunc(out.String(), func(s string) string {
-		m := walls.FindStringSubmatch(s)
-		d, err := time.ParseDuration(m[2])
-		if err != nil {
-			t.Fatalf("%q: %v", s, err)
-		}
-		got = append(got, d)
-		return m[1] + " T"
-	})
-	want := `provider: fake (scripted replies; the researchers answer after 300-500 ms)
-
-usage is requests, tokens in, tokens out; the lead's own calls, then its children's
-lead  own 2 req, 1348 in, 466 out  children 3 req, 483 in, 130 out  cost $0.008430  wall T
-      model calls that waited for admission: 0; sub-agents refused by a limit: 0
-├─ historian succeeded fake  162 in, 41 out  $0.000652  wall T  "How did earlier tram extensions in Lisbon turn out?"
-├─ economist succeeded fake  161 in, 49 out  $0.000714  wall T  "What would a 4 km riverside tram extension cost, and what would it return?"
-└─ planner   succeeded fake  160 in, 40 out  $0.000640  wall T  "How many daily riders would an eastern riverside tram line carry?"
-the children's wall times add up to T; side by side they took T
-
-answer: Yes, on balance: The 2018 extension of line 15 ran on time and doubled its ridership within two years. About 90 million euros to build, paid back in about 25 years of fares and time saved. About 18,000 riders a day, most of them new to public transport. (mean confidence 0.70)
-`
+	masked, got := maskWalls(t, out.String())
+	want := "provider: fake (scripted replies; the researchers answer after 300-500 ms)\n" + printed
 	if diff := cmp.Diff(want, masked); diff != "" {
 		t.Fatalf("output, wall times masked (-want +got):\n%s", diff)
 	}
@@ -68,3 +47,39 @@ answer: Yes, on balance: The 2018 extension of line 15 ran on time and doubled i
 		t.Errorf("side by side %v: want at least the longest child's wall, less than their sum %v, and at most the lead's %v", span, sum, lead)
 	}
 }
+
+// maskWalls replaces the wall times the example printed by T, and returns
+// them in the order printed: the lead's, each child's, their sum, and the
+// time the children took side by side.
+func maskWalls(t *testing.T, out string) (string, []time.Duration) {
+	t.Helper()
+	walls := regexp.MustCompile(`(wall|add up to|side by side they took) ([0-9.]+[mµn]?s)`)
+	var got []time.Duration
+	masked := walls.ReplaceAllStringFunc(out, func(s string) string {
+		m := walls.FindStringSubmatch(s)
+		d, err := time.ParseDuration(m[2])
+		if err != nil {
+			t.Fatalf("%q: %v", s, err)
+		}
+		got = append(got, d)
+		return m[1] + " T"
+	})
+	if len(got) != 6 {
+		t.Fatalf("%d wall times in the output, want 6:\n%s", len(got), out)
+	}
+	return masked, got
+}
+
+// printed is what the example prints after the line naming its provider,
+// wall times masked.
+const printed = `
+usage is requests, tokens in, tokens out; the lead's own calls, then its children's
+lead  own 2 req, 1348 in, 466 out  children 3 req, 483 in, 130 out  cost $0.008430  wall T
+      model calls that waited for admission: 0; sub-agents refused by a limit: 0
+├─ historian succeeded fake  162 in, 41 out  $0.000652  wall T  "How did earlier tram extensions in Lisbon turn out?"
+├─ economist succeeded fake  161 in, 49 out  $0.000714  wall T  "What would a 4 km riverside tram extension cost, and what would it return?"
+└─ planner   succeeded fake  160 in, 40 out  $0.000640  wall T  "How many daily riders would an eastern riverside tram line carry?"
+the children's wall times add up to T; side by side they took T
+
+answer: Yes, on balance: The 2018 extension of line 15 ran on time and doubled its ridership within two years. About 90 million euros to build, paid back in about 25 years of fares and time saved. About 18,000 riders a day, most of them new to public transport. (mean confidence 0.70)
+`

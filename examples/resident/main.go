@@ -25,6 +25,7 @@ import (
 	"sync"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/examples/internal/pick"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/provider"
@@ -50,7 +51,16 @@ func main() {
 // run runs the example, writing to w; getenv picks the provider (see
 // examples/internal/pick), the scripted fake when nothing is set.
 func run(ctx context.Context, w io.Writer, getenv func(string) string) error {
-	script := fake.NewProvider(
+	model, about, err := pick.FromEnv(getenv, script())
+	if err != nil {
+		return err
+	}
+	return demo(ctx, w, model, about, nil)
+}
+
+// script is the scripted model the example runs on without a real one.
+func script() *fake.Provider {
+	return fake.NewProvider(
 		fake.Call("historian", `{"task":"Who designed the Analytical Engine?"}`).For("lead"),
 		fake.Text("Charles Babbage.").For("historian"),
 		fake.Call("historian", `{"task":"And who wrote its first program?"}`).For("lead"),
@@ -62,11 +72,15 @@ func run(ctx context.Context, w io.Writer, getenv func(string) string) error {
 		}).For("historian"),
 		fake.Text("Babbage designed it; Ada Lovelace wrote its first program.").For("lead"),
 	)
-	model, about, err := pick.FromEnv(getenv, script)
-	if err != nil {
-		return err
-	}
+}
+
+// demo runs the example on model, writing to w; also, when not nil, sees
+// the run's events (a test's subagent.Tree).
+func demo(ctx context.Context, w io.Writer, model provider.Provider, about string, also event.Sink) error {
 	fmt.Fprintln(w, about)
+	if also != nil {
+		ctx = event.WithSink(ctx, also)
+	}
 
 	historian, err := agent.NewReact(model, agent.WithName("historian"), agent.WithSystemPrompt("You are a historian of computing."))
 	if err != nil {
