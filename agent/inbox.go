@@ -13,6 +13,7 @@ import (
 	"github.com/deputy-go/deputy/internal/mailbox"
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/tool"
 )
 
 // A background child (subagent.WithBackground) runs with a mailbox: the
@@ -30,6 +31,11 @@ func (j *runJournal) inboxKey(step int) string { return j.stepKey(step) + "/in" 
 // deliver adds the messages waiting in the run's mailbox to its
 // conversation, before the model call of step.
 func (s *runState) deliver(step int) error {
+	if step == 1 && s.box == nil && s.r.tools != nil && Depth(s.ctx) == 0 {
+		if err := s.notes(); err != nil {
+			return err
+		}
+	}
 	if s.box == nil {
 		return nil
 	}
@@ -103,4 +109,57 @@ func (s *runState) reached(step int) {
 	}
 	cost, _ := run.Cost(s.ctx)
 	s.box.Reached(step, last, s.usage.Add(s.child), cost)
+}
+
+// notesKey is the journal key of the notes shown before a run's first step.
+func (j *runJournal) notesKey() string { return j.stepKey(1) + "/notes" }
+
+// notes adds what the tools that are notifiers (tool.Notifier) have for a
+// top-level run, before its first model call: under a journal, what an
+// earlier run of the turn recorded, or else what waits, recorded first.
+func (s *runState) notes() error {
+	for _, t := range s.r.tools.Tools() {
+		nf, ok := t.(tool.Notifier)
+		if !ok {
+			continue
+		}
+		var notes []tool.Note
+		key := ""
+		if s.journal != nil {
+			key = s.journal.notesKey() + "/" + t.Definition().Name
+			if e, ok := s.journal.scope.J.Lookup(key); ok {
+				if err := json.Unmarshal(e.Value, &notes); err != nil {
+					return fmt.Errorf("reading the notes of %s shown before the first step from the journal: %w", t.Definition().Name, err)
+				}
+				key = ""
+			} else if s.journal.has(s.journal.stepKey(1)) {
+				continue // the run that recorded the step showed none
+			}
+		}
+		if notes == nil {
+			notes = nf.Notes(s.ctx)
+		}
+		if len(notes) == 0 {
+			continue
+		}
+		if key != "" {
+			value, _ := json.Marshal(notes) // strings only: it cannot fail
+			if err := s.journal.scope.J.Record(context.WithoutCancel(s.ctx), key, journal.Entry{Value: value}); err != nil {
+				return fmt.Errorf("recording the notes of %s in the journal: %w: resume the turn when the store is back", t.Definition().Name, err)
+			}
+		}
+		ids := make([]string, len(notes))
+		var b strings.Builder
+		for i, n := range notes {
+			ids[i] = n.ID
+			s.child = s.child.Add(n.Usage)
+			if i > 0 {
+				b.WriteString("\n\n")
+			}
+			b.WriteString(n.Text)
+		}
+		nf.Noted(s.ctx, ids)
+		s.add(provider.UserMessage(b.String()))
+	}
+	return nil
 }

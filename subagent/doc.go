@@ -60,6 +60,9 @@
 // ErrUnknownJob, ErrJobEnded. Each action, message and job's end is a CUSTOM
 // event (JobStartedEvent, JobMessageEvent, JobDeliveredEvent, JobStatusEvent,
 // JobCancelledEvent, JobEndedEvent) (docs/background.md).
+// WithJobsAcrossTurns gives a top-level run's jobs to its thread, past
+// the run; its next run is told of those that ended (DefaultJobNote; the
+// spawner is a tool.Notifier: Notes, Noted); Close ends them.
 //
 // # The tree of a run
 //

@@ -15,6 +15,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/id"
+	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/internal/mailbox"
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
@@ -32,6 +33,14 @@ type jobTable struct {
 	owned   bool          // close runs at the end of the run
 	closed  bool          // the run has ended: no new jobs
 	changed chan struct{} // closed, and replaced, when a job ends (see ended)
+	// lasting: the table is a thread's (WithJobsAcrossTurns), whose jobs
+	// outlive the runs that start them; owner is the thread's owner. em
+	// is the sink of the thread's run running now (see attach), gen
+	// counts the runs that attached.
+	lasting bool
+	owner   string
+	em      event.Emitter
+	gen     int
 }
 
 type job struct {
@@ -47,6 +56,11 @@ type job struct {
 	cancelled       bool          // cancelled by its parent; guarded by the table's mu
 	runID           string        // its sub-agent's run id, when events are on
 	em              event.Emitter // the spawning call's: the job's events go there
+	// A thread's job (WithJobsAcrossTurns): endGen is the table's gen when
+	// it ended, noted that a run was told it ended; guarded by the
+	// table's mu.
+	endGen int
+	noted  bool
 }
 
 // attrJobID is the job id on the span of a background job
@@ -79,8 +93,15 @@ func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task 
 		return nil, err
 	}
 	// The job outlives the call, not the run: its context is the run's. Its
-	// depth is the caller's.
-	jctx, cancel := context.WithCancel(run.Context(ctx))
+	// depth is the caller's. A thread's job outlives the run too: it is
+	// cancelled by its parent or by the spawner's Close, its events go to
+	// the thread's run running now, and it is not journaled with the run's
+	// turn, which the run ending discards.
+	base := run.Context(ctx)
+	if jt.lasting {
+		base = journal.With(event.WithSink(context.WithoutCancel(base), event.SinkFunc(jt.relay)), nil)
+	}
+	jctx, cancel := context.WithCancel(base)
 	jctx = run.WithDepth(jctx, agent.Depth(ctx))
 	// The job's child takes its share of the parent's budget like a child
 	// in the foreground; the step ending does not give it back. What the
@@ -104,7 +125,17 @@ func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task 
 		jt.mu.Unlock()
 		cancel()
 		unhold()
+		giveBack()
 		return nil, tool.Correctable(fmt.Errorf("%s: the run has ended: no background job can start", SpawnToolName))
+	}
+	if old := jt.jobs[j.id]; old != nil {
+		// The same job, started again by a turn run again: the thread
+		// kept it.
+		jt.mu.Unlock()
+		cancel()
+		unhold()
+		giveBack()
+		return old, nil
 	}
 	jt.jobs[j.id] = j
 	jt.order = append(jt.order, j.id)
@@ -140,6 +171,7 @@ func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task 
 		defer close(j.done)
 		defer cancel()
 		defer giveBack()
+		defer jt.markEnd(j)
 		j.res, j.settle, j.err = fn(jctx, ann)
 		ann.unannounce(j.err)
 		if span != nil {
@@ -160,6 +192,13 @@ func (j *job) receipt() tool.Result {
 	return tool.Result{Content: string(receipt)}
 }
 
+// markEnd records when j ended, among the runs of its thread.
+func (jt *jobTable) markEnd(j *job) {
+	jt.mu.Lock()
+	j.endGen = jt.gen
+	jt.mu.Unlock()
+}
+
 // ended wakes whoever waits for a job of the table to end.
 func (jt *jobTable) ended() {
 	jt.mu.Lock()
@@ -172,6 +211,9 @@ func (jt *jobTable) ended() {
 // at the end of the run. It returns nil outside a run, or when the run has
 // ended before any job started.
 func (s *Spawner) jobs(ctx context.Context) *jobTable {
+	if k, ok := s.threadOf(ctx); ok {
+		return s.threadTable(ctx, k, true)
+	}
 	jt := run.Local(ctx, jobsKey{s}, func() any { return &jobTable{jobs: map[string]*job{}, changed: make(chan struct{})} }).(*jobTable)
 	jt.mu.Lock()
 	defer jt.mu.Unlock()

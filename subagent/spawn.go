@@ -66,6 +66,8 @@ type Spawner struct {
 
 	forkOnce sync.Once
 	forkReg  *tool.Registry
+
+	threads threadJobs // the jobs that outlive their run (WithJobsAcrossTurns)
 }
 
 // NewSpawner returns the spawn tool for an agent running on p with reg, its
@@ -142,6 +144,10 @@ type spawnConfig struct {
 	background  bool
 	// maxBackground bounds the background jobs alive at once in one run.
 	maxBackground int
+	// acrossTurns: a top-level run's jobs belong to its thread
+	// (WithJobsAcrossTurns); note renders what its next run is told of one.
+	acrossTurns bool
+	note        func(JobResult) string
 	// menu is the models a fork may run on (WithModelMenu), priced from
 	// menuPrices; defaultModel is the one a spawn that names none runs on
 	// (WithDefaultModel; "": the spawner's provider, as without a menu).

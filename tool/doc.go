@@ -11,7 +11,9 @@
 // function, reflecting the argument schema from its input type with
 // jsonschema.For and checking every call's arguments against it before
 // decoding them; Must panics on a construction error, for tools built at
-// package level. A tool that is not always offered implements Conditional.
+// package level. A tool that is not always offered implements Conditional;
+// one with word for its agent at the start of a turn (a Note) implements
+// Notifier.
 // JSON Schema itself — compiling, validating, the bounds on a schema from
 // outside the program — is package jsonschema's.
 //

@@ -290,3 +290,29 @@ func wholeNumbers(args json.RawMessage) (json.RawMessage, bool) {
 type Rerunner interface {
 	RunsAgain(call Call) bool
 }
+
+// Notifier is implemented by a tool that has word for the agent holding
+// it at the start of a turn: a spawner whose background children ended
+// while no turn of the thread was running (subagent.WithJobsAcrossTurns).
+// Before the first model call of a top-level run the ReAct loop adds the
+// notes waiting to the conversation as one user message, counts what
+// they spent, then says so (Noted). Under a journal the notes are recorded first, so that a resumed
+// turn shows the same notes, and no note is shown twice.
+//
+// Its methods must be safe for concurrent use and must not block.
+type Notifier interface {
+	// Notes returns what waits for the run of ctx, in order.
+	Notes(ctx context.Context) []Note
+	// Noted tells the tool that the run of ctx showed the notes ids: they
+	// are not returned again.
+	Noted(ctx context.Context, ids []string)
+}
+
+// Note is one piece of word a Notifier has for the agent: an id unique
+// to the tool, the text the model reads, and what the work it reports on
+// spent, which the run counts as its children's (agent.Output.ChildUsage).
+type Note struct {
+	ID    string         `json:"id"`
+	Text  string         `json:"text"`
+	Usage provider.Usage `json:"usage"`
+}

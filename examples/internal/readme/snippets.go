@@ -299,3 +299,31 @@ func approve(ctx context.Context, st *store.Store, lead agent.Agent, in agent.In
 }
 
 // end of snippet
+
+// snippet of docs/background.md
+// threadLead returns a lead whose background children belong to the
+// thread of the run that started them, not to the run: they work on
+// between turns. Close the spawner when done with the lead.
+func threadLead(model provider.Provider, tools *tool.Registry) (*agent.React, *subagent.Spawner, error) {
+	spawner, err := subagent.NewSpawner(model, tools, subagent.WithJobsAcrossTurns(nil))
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := tools.Register(spawner); err != nil {
+		return nil, nil, err
+	}
+	if err := tools.Register(spawner.JobsTool()); err != nil {
+		return nil, nil, err
+	}
+	lead, err := agent.NewReact(model, agent.WithName("lead"), agent.WithRegistry(tools))
+	return lead, spawner, err
+}
+
+// turn runs one turn of the thread: its first model call is told which
+// of the thread's jobs ended since the last turn, and what they found.
+func turn(ctx context.Context, lead *agent.React, thread, text string) (string, error) {
+	out, err := lead.Run(agent.WithThread(ctx, thread), agent.Input{Text: text})
+	return out.Answer, err
+}
+
+// end of snippet

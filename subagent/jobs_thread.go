@@ -1,0 +1,241 @@
+package subagent
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/run"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// With WithJobsAcrossTurns the background jobs a top-level run starts
+// belong to its thread (agent.WithThread, and its owner, agent.WithOwner),
+// not to the run: they work on when the run ends, and the thread's next
+// run acts on them (the jobs tool, Jobs) and is told, before its first
+// model call, which ended meanwhile (the spawner is a tool.Notifier). The
+// spawner owns their goroutines: Close ends them.
+
+// WithJobsAcrossTurns lets the background jobs of a top-level run outlive
+// it: they belong to the run's thread (agent.WithThread; a run without
+// one keeps its jobs to itself), keep working when the run ends, and the
+// thread's next run is told, before its first model call, which of them
+// ended meanwhile, and can wait for, message and cancel the rest. note
+// renders what the model reads of a job that ended; nil is
+// DefaultJobNote, and a note of "" leaves the job to be collected by a
+// wait. The spawner owns these jobs: Close it when done with it.
+func WithJobsAcrossTurns(note func(JobResult) string) SpawnOption {
+	return spawnOption(func(c *spawnConfig) error {
+		c.background, c.acrossTurns = true, true
+		c.note = note
+		if c.note == nil {
+			c.note = DefaultJobNote
+		}
+		return nil
+	})
+}
+
+// DefaultJobNote is what the model reads, at the start of a turn, of a
+// background job that ended since its thread's last turn.
+func DefaultJobNote(r JobResult) string {
+	return fmt.Sprintf("Background job %s (%s), started in an earlier turn, has ended (%s). Its result:\n%s", r.ID, r.Agent, r.State, r.Result.Content)
+}
+
+// maxKeptJobs bounds the jobs a thread keeps once they are collected:
+// the oldest go first.
+const maxKeptJobs = 64
+
+// threadKey names a thread's jobs: its owner and its id.
+type threadKey struct{ owner, thread string }
+
+// threadJobs is the jobs of every thread, which the spawner owns.
+type threadJobs struct {
+	mu     sync.Mutex
+	tables map[threadKey]*jobTable
+	closed bool
+}
+
+// attachment is a run of a thread that acted on its jobs: the jobs' events
+// go to its sink while it runs.
+type attachment struct{}
+
+type attachKey struct{ jt *jobTable }
+
+// threadOf returns the thread whose jobs a run under ctx acts on: that of
+// a top-level run, with WithJobsAcrossTurns.
+func (s *Spawner) threadOf(ctx context.Context) (threadKey, bool) {
+	if !s.cfg.acrossTurns || agent.Depth(ctx) != 0 {
+		return threadKey{}, false
+	}
+	th := agent.Thread(ctx)
+	if th == "" {
+		return threadKey{}, false
+	}
+	return threadKey{owner: agent.Owner(ctx), thread: th}, true
+}
+
+// threadTable returns the jobs of the thread k, creating them if create,
+// attached to the run of ctx; nil once the spawner is closed.
+func (s *Spawner) threadTable(ctx context.Context, k threadKey, create bool) *jobTable {
+	ts := &s.threads
+	ts.mu.Lock()
+	if ts.closed {
+		ts.mu.Unlock()
+		return nil
+	}
+	jt := ts.tables[k]
+	if jt == nil {
+		if !create {
+			ts.mu.Unlock()
+			return nil
+		}
+		if ts.tables == nil {
+			ts.tables = map[threadKey]*jobTable{}
+		}
+		jt = &jobTable{jobs: map[string]*job{}, changed: make(chan struct{}), lasting: true, owner: k.owner}
+		ts.tables[k] = jt
+	}
+	ts.mu.Unlock()
+	jt.attach(ctx)
+	return jt
+}
+
+// attach makes the run of ctx the one the thread's jobs report to, the
+// first time it acts on them: their events go to its sink until it ends,
+// and the jobs that ended before it are the ones it is told of.
+func (jt *jobTable) attach(ctx context.Context) {
+	if agent.RunID(ctx) == "" {
+		return // Go code outside any run
+	}
+	fresh := false
+	run.Local(ctx, attachKey{jt}, func() any { fresh = true; return attachment{} })
+	if !fresh {
+		return
+	}
+	em := event.From(run.Context(ctx))
+	jt.mu.Lock()
+	jt.gen++
+	gen := jt.gen
+	jt.em = em
+	jt.mu.Unlock()
+	run.OnEnd(ctx, func() provider.Usage {
+		jt.mu.Lock()
+		if jt.gen == gen {
+			jt.em = event.Emitter{} // no run of the thread listens
+		}
+		jt.prune()
+		jt.mu.Unlock()
+		return provider.Usage{}
+	})
+}
+
+// relay is the sink of a thread's jobs' events: the sink of the run of the
+// thread running now, if any.
+func (jt *jobTable) relay(e event.Event) {
+	jt.mu.Lock()
+	em := jt.em
+	jt.mu.Unlock()
+	em.Emit(e)
+}
+
+// prune forgets the oldest jobs already handed over, past maxKeptJobs.
+// jt.mu is held.
+func (jt *jobTable) prune() {
+	extra := len(jt.order) - maxKeptJobs
+	if extra <= 0 {
+		return
+	}
+	kept := jt.order[:0]
+	for _, id := range jt.order {
+		if j := jt.jobs[id]; extra > 0 && j.folded && j.ended() {
+			delete(jt.jobs, id)
+			extra--
+			continue
+		}
+		kept = append(kept, id)
+	}
+	jt.order = kept
+}
+
+// Notes returns, for a top-level run of a thread (WithJobsAcrossTurns), a
+// note for each background job of the thread that ended before the run
+// began and was not collected (tool.Notifier): the agent loop shows them
+// to the model before its first call.
+func (s *Spawner) Notes(ctx context.Context) []tool.Note {
+	k, ok := s.threadOf(ctx)
+	if !ok {
+		return nil
+	}
+	jt := s.threadTable(ctx, k, false)
+	if jt == nil {
+		return nil
+	}
+	jt.mu.Lock()
+	var ended []*job
+	for _, id := range jt.order {
+		if j := jt.jobs[id]; j.ended() && !j.folded && !j.noted && j.endGen < jt.gen {
+			ended = append(ended, j)
+		}
+	}
+	jt.mu.Unlock()
+	var notes []tool.Note
+	for _, j := range ended {
+		st := jt.status(j)
+		res := tool.Result{Content: j.res.Content, Value: j.res.Value}
+		switch {
+		case st.State == JobCancelled:
+			res.Content = partialReport(st)
+		case j.err != nil:
+			res = tool.Result{Content: "job " + j.id + " failed: " + j.err.Error(), IsError: true}
+		}
+		if text := s.cfg.note(JobResult{JobStatus: st, Result: res, Err: j.err}); strings.TrimSpace(text) != "" {
+			notes = append(notes, tool.Note{ID: j.id, Text: text, Usage: j.res.Usage})
+		}
+	}
+	return notes
+}
+
+// Noted hands the jobs the run of ctx was told of (Notes) over to it
+// (tool.Notifier), which counts their usage as the notes say.
+func (s *Spawner) Noted(ctx context.Context, ids []string) {
+	k, ok := s.threadOf(ctx)
+	if !ok {
+		return
+	}
+	jt := s.threadTable(ctx, k, false)
+	if jt == nil {
+		return
+	}
+	for _, id := range ids {
+		j := jt.find(id)
+		if j == nil {
+			continue
+		}
+		jt.mu.Lock()
+		j.noted = true
+		jt.mu.Unlock()
+		jt.collect(j) // its usage is the note's
+	}
+}
+
+// Close cancels every background job that outlives its run
+// (WithJobsAcrossTurns) and waits for them to end; their usage is lost
+// to the threads that did not collect it. After Close no such job
+// starts. It returns nil; a spawner without WithJobsAcrossTurns has
+// nothing to close.
+func (s *Spawner) Close() error {
+	ts := &s.threads
+	ts.mu.Lock()
+	ts.closed = true
+	tables := ts.tables
+	ts.tables = nil
+	ts.mu.Unlock()
+	for _, jt := range tables {
+		jt.close()
+	}
+	return nil
+}

@@ -1,0 +1,299 @@
+package subagent_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// threadModel is the model of a lead and its forks across turns: the lead
+// does what its latest user message says, the fork digs (a tool that
+// waits for dig to be closed) and answers with what it found and the
+// messages it got.
+type threadModel struct {
+	mu     sync.Mutex
+	billed provider.Usage
+	dig    chan struct{}
+	reqs   []provider.Request // the lead's
+	n      int64
+	id     func(n int64, i int) string // names the calls (nil: no ids)
+	crash  func(req provider.Request) bool
+}
+
+func (m *threadModel) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
+	if m.crash != nil && m.crash(req) {
+		return provider.Response{}, context.Canceled
+	}
+	u := provider.Usage{InputTokens: int64(len(req.Messages)), OutputTokens: 1, Requests: 1}
+	m.mu.Lock()
+	m.billed = m.billed.Add(u)
+	m.n++
+	id := ""
+	if m.id != nil {
+		id = m.id(m.n, 0)
+	}
+	m.mu.Unlock()
+	call := func(name, args string) provider.Response {
+		return provider.Response{Message: provider.AssistantMessage("", provider.ToolCall{ID: id, Name: name, Arguments: json.RawMessage(args)}), Usage: u}
+	}
+	text := func(s string) provider.Response {
+		return provider.Response{Message: provider.AssistantMessage(s), Usage: u}
+	}
+	if strings.HasPrefix(req.System, subagent.DefaultForkPrompt[:20]) {
+		if len(toolResults(req.Messages)) == 0 {
+			return call("dig", `{}`), nil
+		}
+		return text("found gold; messages: " + strings.Join(inboundTexts(req), "|")), nil
+	}
+	m.mu.Lock()
+	m.reqs = append(m.reqs, req)
+	m.mu.Unlock()
+	last := req.Messages[len(req.Messages)-1]
+	if last.Role == provider.RoleTool {
+		return text("lead: " + last.Content), nil
+	}
+	var user string
+	for _, msg := range req.Messages {
+		if msg.Role == provider.RoleUser && !strings.Contains(msg.Content, "started in an earlier turn") {
+			user = msg.Content
+		}
+	}
+	job := latestJob(req.Messages)
+	switch user {
+	case "cmd start":
+		return call(subagent.SpawnToolName, `{"task":"dig","background":true}`), nil
+	case "cmd send":
+		return call(subagent.JobsToolName, `{"action":"send","job_id":"`+job+`","message":"dig deeper"}`), nil
+	case "cmd wait":
+		return call(subagent.JobsToolName, `{"action":"wait","job_id":"`+job+`","timeout_seconds":600}`), nil
+	}
+	return text("ok"), nil
+}
+
+// inboundTexts returns the texts of the messages from the parent in req.
+func inboundTexts(req provider.Request) []string {
+	var out []string
+	for _, m := range inbound(req) {
+		out = append(out, m[strings.LastIndex(m, "\n")+1:])
+	}
+	return out
+}
+
+func threadLead(t *testing.T, m *threadModel, opts ...subagent.SpawnOption) (*agent.React, *subagent.Spawner) {
+	t.Helper()
+	dig := tool.Func{Def: tool.Definition{Name: "dig", Parameters: json.RawMessage(`{"type":"object"}`)},
+		Fn: func(ctx context.Context, _ tool.Call) (tool.Result, error) {
+			select {
+			case <-m.dig:
+				return tool.Result{Content: "dug"}, nil
+			case <-ctx.Done():
+				return tool.Result{}, ctx.Err()
+			}
+		}}
+	reg, s := setup(t, m, true, append([]subagent.SpawnOption{subagent.WithJobsAcrossTurns(nil)}, opts...), dig)
+	t.Cleanup(func() { s.Close() })
+	return lead(t, m, reg), s
+}
+
+// A background job started by one turn of a thread works on after the
+// turn ends; the thread's next turn is told, before its first model
+// call, what the job found, and counts its usage, once.
+func TestJobOutlivesItsTurn(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	m := &threadModel{dig: make(chan struct{})}
+	a, s := threadLead(t, m)
+	ctx := agent.WithThread(t.Context(), "t1")
+	out1, err := a.Run(ctx, agent.Input{Text: "cmd start"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := s.Jobs(ctx)
+	if jobs == nil {
+		t.Fatal("no jobs for the thread outside its runs")
+	}
+	list := jobs.List()
+	if len(list) != 1 || list[0].State != subagent.JobRunning {
+		t.Fatalf("after the turn, the thread's jobs are %+v: want one, running", list)
+	}
+	close(m.dig)
+	if _, err := jobs.Wait(t.Context(), subagent.WaitFor{}); err != nil {
+		t.Fatal(err)
+	}
+	// Wait collected it for Go code: start another, left uncollected.
+	m.dig = make(chan struct{})
+	close(m.dig)
+	if _, err := a.Run(ctx, agent.Input{Text: "cmd start"}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); jobs.List()[1].State == subagent.JobRunning; {
+		if time.Now().After(deadline) {
+			t.Fatal("the second job did not end")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	out3, err := a.Run(ctx, agent.Input{Text: "what now?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := m.reqs[len(m.reqs)-1]
+	var notes []string
+	for _, msg := range first.Messages {
+		if msg.Role == provider.RoleUser && strings.Contains(msg.Content, "started in an earlier turn") {
+			notes = append(notes, msg.Content)
+		}
+	}
+	second := jobs.List()[1].ID
+	if len(notes) != 1 || !strings.Contains(notes[0], "found gold") || !strings.Contains(notes[0], second) || strings.Contains(notes[0], list[0].ID) {
+		t.Fatalf("the third turn's first request carries the notes %q: want one, of the second job, with its answer", notes)
+	}
+	if out3.ChildUsage.Requests != 2 {
+		t.Errorf("the third turn counts %+v of its children: want the second job's two model calls", out3.ChildUsage)
+	}
+	if out1.ChildUsage.Requests != 0 {
+		t.Errorf("the first turn counts %+v of its children: want none, its job ended after it", out1.ChildUsage)
+	}
+	// A fourth turn is told nothing again.
+	if _, err := a.Run(ctx, agent.Input{Text: "and now?"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, msg := range m.reqs[len(m.reqs)-1].Messages[len(first.Messages):] {
+		if strings.Contains(msg.Content, "started in an earlier turn") {
+			t.Errorf("the fourth turn was told again: %q", msg.Content)
+		}
+	}
+}
+
+// The thread's next turn steers a job an earlier turn started: its message
+// reaches the job, and its wait collects the answer.
+func TestJobSteeredByTheNextTurn(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	m := &threadModel{dig: make(chan struct{})}
+	a, _ := threadLead(t, m)
+	ctx := agent.WithThread(t.Context(), "t1")
+	if _, err := a.Run(ctx, agent.Input{Text: "cmd start"}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := a.Run(ctx, agent.Input{Text: "cmd send"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.Answer, `"state":"queued"`) {
+		t.Fatalf("the send answered %q", out.Answer)
+	}
+	close(m.dig)
+	out, err = a.Run(ctx, agent.Input{Text: "cmd wait"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Answer != "lead: found gold; messages: dig deeper" {
+		t.Errorf("answer %q", out.Answer)
+	}
+	if out.ChildUsage.Requests != 2 {
+		t.Errorf("the turn that waited counts %+v of its children, want the job's two calls", out.ChildUsage)
+	}
+}
+
+// Another thread, or another owner of the same thread id, sees none of a
+// thread's jobs; Close ends the jobs still running and waits for them.
+func TestThreadJobsAreTheThreads(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	m := &threadModel{dig: make(chan struct{})}
+	a, s := threadLead(t, m)
+	ctx := agent.WithOwner(agent.WithThread(t.Context(), "t1"), "ann")
+	if _, err := a.Run(ctx, agent.Input{Text: "cmd start"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range []context.Context{
+		agent.WithOwner(agent.WithThread(t.Context(), "t1"), "bob"),
+		agent.WithOwner(agent.WithThread(t.Context(), "t2"), "ann"),
+	} {
+		if got := s.Jobs(other).List(); len(got) != 0 {
+			t.Errorf("another thread sees %+v", got)
+		}
+	}
+	if got := s.Jobs(ctx).List(); len(got) != 1 {
+		t.Fatalf("the thread has %d jobs", len(got))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// goleak: the job's goroutine has ended.
+	if s.Jobs(ctx) != nil {
+		t.Error("a closed spawner still hands out jobs")
+	}
+}
+
+// A turn that crashed after it was told of a job that ended is told again
+// when it is run again from its journal, once, and counts the job's usage
+// once.
+func TestJobNoteOnceAcrossResume(t *testing.T) {
+	for _, mode := range callIDModes {
+		t.Run(mode.name, func(t *testing.T) {
+			ignore := goleak.IgnoreCurrent()
+			t.Cleanup(func() { goleak.VerifyNone(t, ignore) }) // after the store closes
+			m := &threadModel{dig: make(chan struct{}), id: mode.id}
+			close(m.dig)
+			a, s := threadLead(t, m)
+			ctx := agent.WithThread(t.Context(), "t1")
+			if _, err := a.Run(ctx, agent.Input{Text: "cmd start"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Jobs(ctx).Wait(t.Context(), subagent.WaitFor{}); err != nil {
+				t.Fatal(err)
+			}
+			// Wait collected the first job: a second one is the one told of.
+			if _, err := a.Run(ctx, agent.Input{Text: "cmd start"}); err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(10 * time.Second); s.Jobs(ctx).List()[1].State == subagent.JobRunning; {
+				if time.Now().After(deadline) {
+					t.Fatal("the job did not end")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			job := s.Jobs(ctx).List()[1]
+			st := newStore(t)
+			crashed := false
+			m.crash = func(req provider.Request) bool {
+				if !crashed && strings.Contains(req.Messages[len(req.Messages)-1].Content, "started in an earlier turn") {
+					crashed = true
+					return true
+				}
+				return false
+			}
+			j, err := st.Journal(t.Context(), "turn-3")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.Run(agent.WithJournal(ctx, j), agent.Input{Text: "what now?"}); err == nil || !crashed {
+				t.Fatalf("the turn did not crash (%v)", err)
+			}
+			out, err := a.Run(agent.WithJournal(ctx, j), agent.Input{Text: "what now?"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var told int
+			for _, msg := range m.reqs[len(m.reqs)-1].Messages {
+				if strings.Contains(msg.Content, "started in an earlier turn") && strings.Contains(msg.Content, job.ID) {
+					told++
+				}
+			}
+			if told != 1 {
+				t.Errorf("the resumed turn was told of the job %d times, want once", told)
+			}
+			if out.ChildUsage != job.Usage {
+				t.Errorf("the resumed turn counts %+v of its children, want the job's %+v", out.ChildUsage, job.Usage)
+			}
+		})
+	}
+}
