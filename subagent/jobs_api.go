@@ -17,19 +17,16 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// Jobs is the set of background children one run started (WithBackground):
-// the Go side of the six actions the model has through the spawn tool
-// (start) and the jobs tool (status, wait, send, cancel, list). A tool, a
-// hook or any code running inside the parent's run gets it with
-// (*Spawner).Jobs. It is safe for concurrent use.
+// Jobs is the set of background children one run started (WithBackground),
+// for Go code inside the run: the model's six job actions (docs/background.md).
+// It is safe for concurrent use.
 type Jobs struct {
 	s  *Spawner
 	jt *jobTable
 }
 
-// Jobs returns the background children of the run ctx belongs to, or nil
-// outside a run, once the run has ended, or when the spawner was built
-// without WithBackground.
+// Jobs returns the background children of ctx's run, or nil outside a run,
+// after it ended, or without WithBackground.
 func (s *Spawner) Jobs(ctx context.Context) *Jobs {
 	if !s.cfg.background {
 		return nil
@@ -41,9 +38,8 @@ func (s *Spawner) Jobs(ctx context.Context) *Jobs {
 	return &Jobs{s: s, jt: jt}
 }
 
-// The states of a background job (JobStatus.State). A suspended job's
-// sub-agent asked a person (tool.Ask) and waits: waiting for it suspends
-// the parent.
+// The states of a background job (JobStatus.State); a suspended one waits for
+// a person (tool.Ask).
 const (
 	JobRunning   = "running"
 	JobDone      = "done"
@@ -52,19 +48,17 @@ const (
 	JobSuspended = "suspended"
 )
 
-// The states of a message sent to a job (Receipt.State): queued until the
-// sub-agent reaches a step boundary, then delivered before Receipt.Step.
+// The states of a message sent to a job (Receipt.State).
 const (
 	MessageQueued    = mailbox.Queued
 	MessageDelivered = mailbox.Delivered
 )
 
-// MaxMessageBytes bounds the text of a message sent to a job.
-const MaxMessageBytes = 16 << 10
-
-// DefaultMaxBackground is how many background jobs of one run may be
-// alive at once unless WithMaxBackground says otherwise.
-const DefaultMaxBackground = 8
+// Bounds of background jobs.
+const (
+	MaxMessageBytes      = 16 << 10 // the text of a message sent to a job
+	DefaultMaxBackground = 8        // jobs of one run alive at once (WithMaxBackground)
+)
 
 // Errors of the job actions, besides ErrUnknownJob.
 var (
@@ -74,64 +68,46 @@ var (
 
 // Task is what Jobs.Start starts: the spawn tool's arguments.
 type Task struct {
-	// Task is what the sub-agent must do (required).
-	Task string `json:"task"`
-	// Context is what it needs to know: it sees nothing else.
-	Context string `json:"context,omitempty"`
-	// Agent names a roster member (WithRoster); empty forks the parent.
-	Agent string `json:"agent,omitempty"`
-	// OutputSchema is the JSON Schema its answer must satisfy (optional).
-	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
-	// Model names the model of the spawn tool's menu a fork runs on
-	// (WithModelMenu); empty leaves it to WithDefaultModel.
-	Model string `json:"model,omitempty"`
+	Task         string          `json:"task"`                    // what to do (required)
+	Context      string          `json:"context,omitempty"`       // all it knows besides
+	Agent        string          `json:"agent,omitempty"`         // a roster member; empty forks
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"` // its answer's schema
+	Model        string          `json:"model,omitempty"`         // a fork's model (WithModelMenu)
 }
 
 // JobStatus is where a background job stands.
 type JobStatus struct {
-	ID    string `json:"job_id"`
-	Agent string `json:"agent"`
-	Task  string `json:"task"`
-	// State is JobRunning, JobDone, JobFailed, JobCancelled or JobSuspended;
-	// Step the last step its sub-agent began, LastWords the last it said, Usage
-	// and Cost what it spent so far; Messages the receipts of the messages sent
-	// to it, Questions what it asks a person while suspended.
-	State     string           `json:"state"`
-	Step      int              `json:"step"`
-	LastWords string           `json:"last_words,omitempty"`
-	Usage     provider.Usage   `json:"usage"`
+	ID        string           `json:"job_id"`
+	Agent     string           `json:"agent"`
+	Task      string           `json:"task"`
+	State     string           `json:"state"`                // JobRunning, JobDone, …
+	Step      int              `json:"step"`                 // the last step begun
+	LastWords string           `json:"last_words,omitempty"` // the last it said
+	Usage     provider.Usage   `json:"usage"`                // spent so far
 	Cost      float64          `json:"cost,omitempty"`
-	Messages  []Receipt        `json:"messages,omitempty"`
-	Questions []tool.Interrupt `json:"questions,omitempty"`
+	Messages  []Receipt        `json:"messages,omitempty"`  // of the messages sent to it
+	Questions []tool.Interrupt `json:"questions,omitempty"` // asked while suspended
 }
 
 // Receipt says where a message sent to a job stands.
 type Receipt struct {
 	JobID     string `json:"job_id"`
 	MessageID string `json:"message_id"`
-	// State is MessageQueued or MessageDelivered.
-	State string `json:"state"`
-	// Step is the step of the job's sub-agent the message was delivered
-	// before (0 while queued); Seq its place among the job's messages.
-	Step int `json:"step,omitempty"`
-	Seq  int `json:"seq"`
+	State     string `json:"state"`          // MessageQueued or MessageDelivered
+	Step      int    `json:"step,omitempty"` // delivered before this step (0: queued)
+	Seq       int    `json:"seq"`            // its place among the job's messages
 }
 
-// JobResult is a job that ended: its status, and what it hands its
-// parent — its answer, its failure, or, cancelled, a partial report.
-// Result.Usage is the job's usage the first time the job is collected
-// (by Wait or Cancel), and zero after: the parent counts it once.
+// JobResult is a job that ended: its answer, failure or partial report.
+// Result.Usage is set only the first time the job is collected.
 type JobResult struct {
 	JobStatus
 	Result tool.Result
-	// Err is the job's error: nil for an answer; a *tool.Interrupted
-	// for a suspended job.
-	Err error
+	Err    error // nil for an answer; a *tool.Interrupted when suspended
 }
 
-// Start starts a child in the background and returns its status at once.
-// It takes the spawn tool's bounds (WithMaxSpawns, the child budgets,
-// WithMaxBackground) and emits the same events.
+// Start starts a child in the background, within the spawn tool's bounds,
+// and returns its status at once.
 func (js *Jobs) Start(ctx context.Context, t Task) (JobStatus, error) {
 	s := js.s
 	if err := s.admit(ctx); err != nil {
@@ -192,19 +168,13 @@ func (js *Jobs) List() []JobStatus {
 
 // WaitFor says what Jobs.Wait waits for.
 type WaitFor struct {
-	// IDs are the jobs; none means every job not collected yet.
-	IDs []string
-	// Any: return as soon as one of them has ended; else when all have.
-	Any bool
-	// Timeout bounds the wait (0: until ctx ends).
-	Timeout time.Duration
+	IDs     []string      // none: every job not collected yet
+	Any     bool          // return when one has ended, not all
+	Timeout time.Duration // 0: until ctx ends
 }
 
-// Wait waits for jobs to end, as w says, and returns those that ended (in
-// the order they started), collected: each one's usage reaches the
-// parent with the first collection. When the timeout passes first it
-// returns what ended by then, maybe nothing, and no error; when ctx ends,
-// ctx's error.
+// Wait waits for jobs as w says and returns, collected, those that ended in
+// time (maybe none, and no error); when ctx ends, ctx's error.
 func (js *Jobs) Wait(ctx context.Context, w WaitFor) ([]JobResult, error) {
 	targets, err := js.targets(w.IDs)
 	if err != nil {
@@ -247,13 +217,9 @@ func (js *Jobs) Wait(ctx context.Context, w WaitFor) ([]JobResult, error) {
 	return out, nil
 }
 
-// Send sends the job's sub-agent a message, which it reads at its next
-// step boundary (before its next model call, never during one), and
-// returns the message's receipt. Messages reach the sub-agent in the
-// order they were sent, each once: under a journal a message sent again
-// when the turn is run again (after a restart, say) keeps its id and is
-// not delivered twice. A sub-agent that is not a ReAct loop never takes
-// its messages: they stay queued.
+// Send queues a message that the job's sub-agent reads before its next model
+// call, once and in order, even when a journaled turn runs again, and returns
+// its receipt (docs/background.md).
 func (js *Jobs) Send(ctx context.Context, id, text string) (Receipt, error) {
 	j, err := js.find(id)
 	if err != nil {
@@ -279,10 +245,8 @@ func (js *Jobs) Send(ctx context.Context, id, text string) (Receipt, error) {
 	return receiptOf(j.id, r), nil
 }
 
-// Cancel cancels the job, and with it every child its sub-agent started,
-// waits for it to end, and returns it collected: a job cancelled while it
-// ran hands back a partial report (the step it reached, its last words)
-// and what it spent. Cancelling a job that had ended returns its result.
+// Cancel cancels the job and its children, waits for it, and returns it
+// collected: a partial report if it was running, else its result.
 func (js *Jobs) Cancel(ctx context.Context, id string) (JobResult, error) {
 	j, err := js.find(id)
 	if err != nil {
@@ -431,31 +395,15 @@ func messageID(ctx context.Context) string {
 	return id.New("msg_")
 }
 
-// The CUSTOM events of background jobs, emitted when events are on. Their
-// Value is a JobStatus, or, for a message, a Receipt, in JSON, with the
-// job's sub-agent run id (the one its SUBAGENT_STARTED names) in
-// "subagent_run_id", and a message's "text" in JobMessageEvent. An event
-// is attributed to the agent that acted: the parent for the actions
-// (start, send, status, cancel) and for the job's end, which it sees
-// after the sub-agent's own terminal event; the sub-agent for a message
-// it took. A job's events reach the sink in the order things happened to
-// it: started first, ended last, each message queued before delivered.
+// The CUSTOM events of background jobs, in the order things happened to the
+// job; their values and who each is attributed to are in docs/background.md.
 const (
-	// JobStartedEvent: the job started (after its SUBAGENT_STARTED).
-	JobStartedEvent = "deputy.job_started"
-	// JobMessageEvent: a message was queued for the job.
-	JobMessageEvent = "deputy.job_message"
-	// JobDeliveredEvent: the job's sub-agent took a message, before the
-	// step the receipt names.
-	JobDeliveredEvent = "deputy.job_delivered"
-	// JobStatusEvent: the job's status was asked for (Jobs.Status,
-	// Jobs.List, the jobs tool's status action).
-	JobStatusEvent = "deputy.job_status"
-	// JobCancelledEvent: the job's parent cancelled it while it ran; its
-	// JobEndedEvent follows.
-	JobCancelledEvent = "deputy.job_cancelled"
-	// JobEndedEvent: the job ended, in the state its JobStatus names.
-	JobEndedEvent = "deputy.job_ended"
+	JobStartedEvent   = "deputy.job_started"   // after its SUBAGENT_STARTED
+	JobMessageEvent   = "deputy.job_message"   // a message queued
+	JobDeliveredEvent = "deputy.job_delivered" // a message taken by the sub-agent
+	JobStatusEvent    = "deputy.job_status"    // its status asked for
+	JobCancelledEvent = "deputy.job_cancelled" // cancelled while running; ended follows
+	JobEndedEvent     = "deputy.job_ended"     // ended, in its JobStatus's state
 )
 
 // statusEvent and messageEvent are the values of a job's events.
