@@ -218,6 +218,9 @@ type runState struct {
 	// model was told once that its answer did not fit.
 	value     any
 	corrected bool
+	// guards counts the run's guardrail checks, each journaled under its
+	// place in the run (see checkGuards).
+	guards int
 	// journal is the run's part of its turn's journal (nil: none), and
 	// traceHook the tools' tracing hook (nil: not traced).
 	journal   *runJournal
