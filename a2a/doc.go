@@ -87,7 +87,10 @@
 // the edge to the remote agent as it binds any child's: it sees the call
 // of the tool, the hand-off (the task, which is all that is sent) and the
 // answer that comes back, and may deny, ask a person about, or redact
-// each; a task it denies or has not had approved is never sent. It does
+// each; a task it denies or has not had approved is never sent. The text
+// the remote streams to the caller's events is held until it ends and
+// passes the same check as the answer, so a secret it redacts from the
+// answer does not reach the event sink either. It does
 // not cross to the remote side: the remote agent's own tools and model
 // calls are its server's to govern, with a policy of its own.
 //

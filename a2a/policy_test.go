@@ -16,6 +16,7 @@ import (
 
 	"github.com/deputy-go/deputy/a2a"
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
@@ -466,6 +467,50 @@ func TestPolicyAsksBeforeTheRemoteEdge(t *testing.T) {
 			}
 			if !strings.Contains(out.Answer, "did not approve") || !strings.Contains(out.Answer, "clerk(") {
 				t.Errorf("the answer %q should hold the clerk's answer and the refusal", out.Answer)
+			}
+		})
+	}
+}
+
+// The text a remote A2A agent streams reaches the caller's event sink
+// under the root's policy too: a secret the remote's answer holds is
+// redacted there as in what the lead's model reads, whatever ids the
+// models give their calls.
+func TestPolicyRedactsTheRemoteStream(t *testing.T) {
+	for _, mode := range idModes {
+		t.Run(mode.name, func(t *testing.T) {
+			root, err := policy.New(policy.Redact("secrets", []string{leadSecret, remoteSecret}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := newRemoteTree(t, mode.id, agent.WithPolicy(root))
+			var mu sync.Mutex
+			var streamed strings.Builder
+			sink := event.SinkFunc(func(e event.Event) {
+				if e.Type == event.TextMessageContent && strings.HasPrefix(e.MessageID, "msg_a2a_") {
+					mu.Lock()
+					streamed.WriteString(e.Delta + "\n")
+					mu.Unlock()
+				}
+			})
+			out, err := tr.lead.Run(event.WithSink(context.Background(), sink), agent.Input{Text: "audit the account"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tr.ledger.runs() != 2 || !tr.remoteModel.sent(remoteSecret) {
+				t.Fatalf("ledger ran %d times (want 2), and the remote's model read its secret: %v; the test tries nothing", tr.ledger.runs(), tr.remoteModel.sent(remoteSecret))
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			got := streamed.String()
+			if !strings.Contains(got, "clerk(") {
+				t.Fatalf("the sink got no text from the remote agent (%q): the test tries nothing", got)
+			}
+			if strings.Contains(got, remoteSecret) || !strings.Contains(got, policy.Redacted) {
+				t.Errorf("the remote's stream reached the sink as %q, want its secret redacted", got)
+			}
+			if strings.Contains(out.Answer, remoteSecret) {
+				t.Errorf("the answer holds the remote's secret: %q", out.Answer)
 			}
 		})
 	}

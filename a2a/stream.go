@@ -18,6 +18,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -36,6 +37,15 @@ func (r *Remote) exchange(ctx context.Context, msg *sdk.Message) (round, error) 
 		ctx = a2aclient.AttachSessionID(ctx, credentialSession)
 	}
 	f := follower{r: r, em: event.From(ctx), sub: event.SubagentRunID(ctx), answer: map[sdk.ArtifactID]*artifactText{}}
+	if pol := policy.From(ctx); pol != nil && f.em.Enabled() {
+		f.redact = func(text string) (string, bool) {
+			chk := &policy.Check{Point: policy.AfterResult, Tool: r.name, Result: text}
+			if pol.Decide(ctx, chk).Verdict == policy.Deny {
+				return "", false
+			}
+			return chk.Result, true
+		}
+	}
 	f.rd.ContextID = msg.ContextID
 	f.rd.TaskID = string(msg.TaskID)
 	req := &sdk.SendMessageRequest{Message: msg}
@@ -87,6 +97,12 @@ type follower struct {
 	value     json.RawMessage
 	bytes     int
 	messageID string // of the text being streamed, "" when none is open
+	// redact, under a policy, passes the text the remote streamed through
+	// it, as an answer coming back (false: denied, not shown); the text is
+	// held in held until it ends, so that a secret split between two
+	// pieces is redacted too. nil: no policy.
+	redact func(string) (string, bool)
+	held   strings.Builder
 
 	// waiting: the next event may be the task as it stood when the answer
 	// to its question was sent, still waiting for it.
@@ -525,6 +541,15 @@ func (f *follower) text(t string) {
 	if t == "" || !f.em.Enabled() {
 		return
 	}
+	if f.redact != nil {
+		f.held.WriteString(t) // bounded with the answer
+		return
+	}
+	f.emitText(t)
+}
+
+// emitText emits t as the run's text, opening the message first.
+func (f *follower) emitText(t string) {
 	if f.messageID == "" {
 		f.messageID = "msg_a2a_" + f.rd.TaskID
 		f.em.Emit(event.Event{Type: event.TextMessageStart, MessageID: f.messageID, Role: "assistant"})
@@ -533,6 +558,13 @@ func (f *follower) text(t string) {
 }
 
 func (f *follower) endText() {
+	if f.held.Len() > 0 {
+		t, ok := f.redact(f.held.String())
+		f.held.Reset()
+		if ok && t != "" {
+			f.emitText(t)
+		}
+	}
 	if f.messageID != "" {
 		f.em.Emit(event.Event{Type: event.TextMessageEnd, MessageID: f.messageID})
 		f.messageID = ""
