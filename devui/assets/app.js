@@ -64,7 +64,8 @@ class Tree {
     el.className = "node";
     el.open = true;
     el.innerHTML = '<summary><span class="name"></span><span class="task"></span><span class="badge"></span><span class="meta"></span><span class="bar" aria-hidden="true"><i></i></span></summary>' +
-      '<div class="questions"></div><pre class="text"></pre><ul class="tools"></ul><p class="note" hidden></p><p class="error" hidden></p><div class="children"></div>';
+      '<div class="questions"></div><pre class="text"></pre><ul class="tools"></ul><p class="job" hidden></p><ol class="mailbox" aria-label="Messages sent to it" hidden></ol>' +
+      '<p class="note" hidden></p><p class="error" hidden></p><div class="children"></div>';
     el.querySelector(".name").textContent = name;
     el.deputyNode = n;
     n.el = el;
@@ -201,6 +202,13 @@ class Tree {
           }
           this.touch(n);
         }
+        if (e.name.startsWith("deputy.job_") && e.value && typeof e.value.subagent_run_id === "string") {
+          const c = this.nodes.get(e.value.subagent_run_id);
+          if (c) {
+            job(c, e.name.slice("deputy.job_".length), e.value);
+            this.touch(c);
+          }
+        }
         if (e.name === "deputy.usage" && e.value && Array.isArray(e.value.usage)) {
           // One model call of n ended: its spending climbs, and its
           // parents' with it.
@@ -297,6 +305,64 @@ class Tree {
 // node lists its first TOOLS_SHOWN calls, and the rest on request.
 const GROUP_AT = 10;
 const TOOLS_SHOWN = 20;
+
+// A background job: its sub-agent's node holds the job (its id and state)
+// and its mailbox, a message per seq with its text, state and the step it
+// was delivered before, from the job's events (deputy.job_*).
+function job(n, what, v) {
+  if (!n.job) n.job = { id: v.job_id, state: "running", cancelled: false, mail: new Map() };
+  const j = n.job;
+  const receipt = (r) => {
+    const m = j.mail.get(r.seq) || { text: "", state: "queued", step: 0 };
+    if (typeof v.text === "string" && r === v) m.text = v.text;
+    // A receipt never goes back from delivered to queued.
+    if (m.state !== "delivered") {
+      m.state = r.state;
+      m.step = r.step || 0;
+    }
+    j.mail.set(r.seq, m);
+  };
+  switch (what) {
+    case "message":
+    case "delivered":
+      if (typeof v.seq === "number") receipt(v);
+      break;
+    case "cancelled":
+      j.cancelled = true;
+      break;
+    case "started":
+    case "status":
+    case "ended":
+      if (typeof v.state === "string") j.state = v.state;
+      for (const r of Array.isArray(v.messages) ? v.messages : []) if (typeof r.seq === "number") receipt(r);
+      break;
+  }
+}
+
+// drawJob draws n's job line and its mailbox.
+function drawJob(n) {
+  const line = n.el.querySelector(":scope > .job");
+  const box = n.el.querySelector(":scope > .mailbox");
+  line.hidden = !n.job;
+  box.hidden = !n.job || n.job.mail.size === 0;
+  if (!n.job) return;
+  const j = n.job;
+  line.textContent = `background job ${j.id} · ${j.state}` + (j.cancelled && j.state === "running" ? " · cancel asked" : "");
+  const items = [...j.mail.entries()].sort((a, b) => a[0] - b[0]).map(([seq, m]) => {
+    const li = document.createElement("li");
+    li.value = seq;
+    li.dataset.state = m.state;
+    const text = document.createElement("span");
+    text.className = "message";
+    text.textContent = clip(m.text, 300) || "(message)";
+    const receipt = document.createElement("span");
+    receipt.className = "receipt";
+    receipt.textContent = m.state === "delivered" ? `delivered before step ${m.step}` : m.state;
+    li.append(text, " ", receipt);
+    return li;
+  });
+  box.replaceChildren(...items);
+}
 
 // taskOf reads the task from a call's arguments, or "".
 function taskOf(args) {
@@ -609,6 +675,7 @@ function drawNode(n) {
     items.push(li);
   }
   tools.replaceChildren(...items);
+  drawJob(n);
   const noteAt = n.result.indexOf("[validation failed:");
   const note = n.el.querySelector(":scope > .note");
   note.hidden = noteAt < 0;

@@ -9,6 +9,7 @@
 //	go run ./examples/devui                    # serves on 127.0.0.1:8787
 //	go run ./examples/devui -store devui.db    # keeps threads and runs in SQLite
 //	go run ./examples/devui -children 1000     # the lead fans out to 1,000 workers instead
+//	go run ./examples/devui -background        # the lead starts two surveys in the background and steers them
 //	go run ./examples/devui -pace 400ms -inflight 2
 //	                                           # each model call takes 400 ms, two at a time:
 //	                                           # tokens climb call by call, calls queue
@@ -59,6 +60,7 @@ func main() {
 	flag.IntVar(&sc.children, "children", 0, "fan out to this many workers instead of the small tree")
 	flag.DurationVar(&sc.pace, "pace", 0, "how long each scripted model call takes")
 	flag.IntVar(&sc.inflight, "inflight", 0, "model calls let run at once; the others queue for admission (0: no bound)")
+	flag.BoolVar(&sc.background, "background", false, "start two background surveys and send each a message instead of the small tree")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -72,6 +74,9 @@ type scripted struct {
 	children int           // the lead fans out to this many workers (0: the small tree)
 	pace     time.Duration // each model call takes this long
 	inflight int           // model calls run at once (0: no bound)
+	// background: the lead starts two surveys as background jobs, sends
+	// each a message while it works, and waits for both.
+	background bool
 }
 
 // provider is the scripted models' provider: replies paced, and admitted
@@ -140,6 +145,9 @@ func handler(st *store.Store, sc scripted, published *atomic.Int64) (*http.Serve
 	build := func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
 		if sc.children > 0 {
 			return wide(sc)
+		}
+		if sc.background {
+			return background(sc)
 		}
 		return small(sc, published)
 	}
@@ -239,6 +247,86 @@ func wide(sc scripted) (agent.Agent, error) {
 		return nil, err
 	}
 	return agent.NewReact(p, agent.WithName("lead"), agent.WithTools(worker))
+}
+
+// background is a lead that starts two surveys as background jobs, tells
+// each where else to look while it works, and waits for both. A survey
+// walks its bank one stretch a step until the lead's message reaches it,
+// at a step boundary, then reports.
+func background(sc scripted) (agent.Agent, error) {
+	steered := make(chan struct{}) // closed when the lead sends its messages
+	var once sync.Once
+	p, err := sc.provider(
+		fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+			count("lead")
+			var jobs []string
+			for _, m := range req.Messages {
+				var r struct {
+					JobID  string `json:"job_id"`
+					Status string `json:"status"`
+				}
+				if m.Role == provider.RoleTool && json.Unmarshal([]byte(m.Content), &r) == nil && r.Status == subagent.JobRunning {
+					jobs = append(jobs, r.JobID)
+				}
+			}
+			switch results(req) {
+			case 0:
+				return reply(req, "Two surveys, in the background.",
+					call(subagent.SpawnToolName, `{"task":"Survey the north bank.","background":true}`),
+					call(subagent.SpawnToolName, `{"task":"Survey the south bank.","background":true}`))
+			case 2:
+				once.Do(func() { close(steered) })
+				return reply(req, "Steering them.",
+					call(subagent.JobsToolName, `{"action":"send","job_id":"`+jobs[0]+`","message":"Count the bridges too."}`),
+					call(subagent.JobsToolName, `{"action":"send","job_id":"`+jobs[1]+`","message":"Note the ferry stops."}`))
+			case 4:
+				return reply(req, "", call(subagent.JobsToolName, `{"action":"wait","timeout_seconds":60}`))
+			}
+			return reply(req, "Both banks are surveyed, bridges and ferry stops included.")
+		}).For("lead"),
+		fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+			count("survey")
+			for _, m := range req.Messages {
+				if _, said, ok := strings.Cut(m.Content, "from the agent that started you:\n"); ok && m.Role == provider.RoleUser {
+					return reply(req, "Surveyed, as asked: "+said)
+				}
+			}
+			return reply(req, "Walking the next stretch.", call("walk", `{}`))
+		}).For(subagent.DefaultForkName),
+	)
+	if err != nil {
+		return nil, err
+	}
+	// A stretch is walked at once until the lead has steered the surveys,
+	// then in 50 ms, so that its message reaches a survey within a few
+	// steps.
+	walk := tool.Func{
+		Def: tool.Definition{Name: "walk", Description: "Walks the next stretch of the bank.", Parameters: json.RawMessage(`{"type":"object"}`)},
+		Fn: func(ctx context.Context, c tool.Call) (tool.Result, error) {
+			select {
+			case <-steered:
+				time.Sleep(50 * time.Millisecond)
+			case <-ctx.Done():
+				return tool.Result{}, ctx.Err()
+			}
+			return tool.Result{Content: "nothing of note"}, nil
+		},
+	}
+	reg, err := tool.NewRegistry(walk)
+	if err != nil {
+		return nil, err
+	}
+	sp, err := subagent.NewSpawner(p, reg, subagent.WithBackground(), subagent.WithChildMaxSteps(100))
+	if err != nil {
+		return nil, err
+	}
+	if err := reg.Register(sp); err != nil {
+		return nil, err
+	}
+	if err := reg.Register(sp.JobsTool()); err != nil {
+		return nil, err
+	}
+	return agent.NewReact(p, agent.WithName("lead"), agent.WithRegistry(reg))
 }
 
 // counted is how many calls each scripted model answered.
