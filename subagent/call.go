@@ -39,10 +39,8 @@ type checkpointer interface {
 	Checkpoint() (restore func())
 }
 
-// Call runs the child for one call of the model. The Result holds the answer
-// (validated, rendered, capped), its Value and, in every case, the child's
-// Usage; failures the model can act on are tool.Correctable, a cancellation
-// wraps context.Canceled.
+// Call runs the child for one call: the Result holds the checked, capped
+// answer, its Value and the child's Usage; a cancellation wraps context.Canceled.
 func (t *SubAgentTool) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
 	if t.scoped != nil {
 		return t.scoped.call(ctx, call)
@@ -102,10 +100,8 @@ func (t *SubAgentTool) prepare(ctx context.Context, call tool.Call) (json.RawMes
 	return args, in, nil
 }
 
-// Rerun runs again, under a new run id, the invocation that call made, from a
-// point in it: the child is told its task, then after (agent.Input.Messages),
-// and its answer is checked as a call's (devui.WithRerun). A resident expert
-// refuses it.
+// Rerun runs the invocation of call again from a point in it, after those
+// messages, under a new run id (devui.WithRerun); a resident expert refuses it.
 func (t *SubAgentTool) Rerun(ctx context.Context, call tool.Call, after []provider.Message) (tool.Result, error) {
 	if t.resident != nil || t.scoped != nil {
 		return tool.Result{}, fmt.Errorf("subagent %q: a resident expert keeps its own conversation and cannot be re-run from a point in a call: re-run the call to it instead", t.def.Name)
@@ -803,9 +799,8 @@ func (r *childRuns) answer(in agent.Input) (out agent.Output, v verdict, err err
 	return out, v, err
 }
 
-// ValidationEvent names the CUSTOM event of each answer the validator
-// rejects, under the child's run id: {"verdict":"retry"|"fail","problem":…}
-// ("fail": not asked again), the problem at most 1 KiB.
+// ValidationEvent is the CUSTOM event of an answer the validator rejects:
+// {"verdict":"retry"|"fail","problem":…} under the child's run id.
 const ValidationEvent = "deputy.validation"
 
 // rejected emits a ValidationEvent for an answer the validator rejected

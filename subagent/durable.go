@@ -17,19 +17,16 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// Persistent is a resident agent whose conversation can be saved, put back and
-// forgotten, as *agent.React's can: what WithStore needs.
+// Persistent is a resident agent whose conversation can be saved, put back
+// and forgotten, as *agent.React's can: what WithStore needs.
 type Persistent interface {
 	Snapshot() ([]byte, error)
 	Restore(data []byte) error
 	Reset()
 }
 
-// Appender is a Persistent agent whose conversation is stored a part at a
-// time, as *agent.React's is: Mark gives the message count and an epoch that
-// changes when the conversation changes other than at its end; SnapshotFrom(n)
-// is what came after the first n; RestoreParts and AppendParts read parts
-// back.
+// Appender is a Persistent agent stored a part at a time, as *agent.React
+// is: Mark, then only what came after (docs/durable.md).
 type Appender interface {
 	Persistent
 	Mark() (epoch uint64, n int)
@@ -96,11 +93,8 @@ func (d *durable) marked(app Appender) {
 }
 
 // WithStore keeps a FromAgent or FromScoped expert's conversation in st under
-// key, so that it outlives the process: a call takes the expert's lease, reads
-// what another process added, runs, and writes back what it added (all of it,
-// for an agent that is not an Appender); a failed call leaves it as it was,
-// and one suspended holds the expert for every process until resumed. The
-// agent must be Persistent (docs/durable.md).
+// key, leased per call, to outlive the process; the agent must be Persistent
+// (docs/durable.md).
 func WithStore(st *store.Store, key string) Option {
 	return usedBy(formAgent|formScoped,
 		"WithStore keeps the conversation of a FromAgent expert (a one-shot or spawned child has none to keep)",

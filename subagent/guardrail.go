@@ -16,10 +16,8 @@ import (
 	"github.com/deputy-go/deputy/provider"
 )
 
-// WithGuardrails checks the task handed to the child and its answer with gs,
-// in every form (a spawn tool's forks): a tripwire stops every run above with
-// a *policy.GuardrailError; an answer failed with Retry is sent back once
-// (docs/policy.md).
+// WithGuardrails checks each child's task and answer with gs; a tripwire stops
+// the runs above it (*policy.GuardrailError) (docs/policy.md).
 func WithGuardrails(gs ...policy.Guardrail) Option {
 	return func(c *config) error {
 		set, err := guardrail.Add(c.guards, "WithGuardrails", gs)
@@ -38,10 +36,8 @@ const judgeName = "judge"
 // maxJudged bounds the text a judge reads.
 const maxJudged = 64 << 10
 
-// Judge returns a guardrail's check made by a judge model: each text (up to 64
-// KiB) is read by a fresh agent.React over p, told instructions and to answer
-// with a JSON verdict. Its call is bound, priced, counted and journaled like
-// any of the tree's.
+// Judge returns a guardrail check made by a judge model over p told
+// instructions; its calls count as the tree's (docs/policy.md).
 func Judge(p provider.Provider, instructions string, opts ...agent.Option) (func(ctx context.Context, text string) (policy.Finding, error), error) {
 	if p == nil {
 		return nil, errors.New("subagent: Judge: nil provider: pass the provider the judge runs on")

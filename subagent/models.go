@@ -29,10 +29,8 @@ type menuModel struct {
 	price provider.Price
 }
 
-// WithModelMenu lets the model choose the model each fork runs on among
-// choices, offered with their prices (which must price each); a choice runs on
-// its Provider with agent.WithModel(Model). Roster members keep their own
-// models (docs/cost.md).
+// WithModelMenu lets the model pick each fork's model among choices, priced by
+// prices; roster members keep their own (docs/cost.md).
 func WithModelMenu(prices *provider.Prices, choices ...ModelChoice) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if prices == nil {
@@ -61,8 +59,7 @@ func WithModelMenu(prices *provider.Prices, choices ...ModelChoice) SpawnOption 
 	})
 }
 
-// WithDefaultModel runs a fork whose spawn names no model on the menu's choice
-// name.
+// WithDefaultModel names the menu's choice for a fork whose spawn names none.
 func WithDefaultModel(name string) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if name == "" {

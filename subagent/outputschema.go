@@ -2,9 +2,8 @@ package subagent
 
 import "encoding/json"
 
-// OutputSchema returns the JSON Schema the child's answer is validated
-// against, or nil; a caller must not modify it. The MCP bridge declares it,
-// with the Result's Value as structured content.
+// OutputSchema returns the schema the child's answer is checked against, or
+// nil; do not modify it.
 func (t *SubAgentTool) OutputSchema() json.RawMessage {
 	if t.cfg.check == nil {
 		return nil

@@ -31,24 +31,21 @@ const (
 	ReportFailed ReportStatus = "failed"
 )
 
-// Report is what a child answers under WithReport: how the task went, a
-// summary, and any structured findings.
+// Report is a child's answer under WithReport.
 type Report struct {
 	Status   ReportStatus   `json:"status"`
 	Summary  string         `json:"summary"`
 	Findings map[string]any `json:"findings"`
 }
 
-// ReportPrompt returns the instruction that makes a child answer in the shape
-// of ReportSchema, as WithReport tells it.
+// ReportPrompt returns WithReport's instruction to answer as a Report.
 func ReportPrompt() string {
 	return SchemaPrompt(json.RawMessage(ReportSchema)) +
 		` Use status "success" when the task is done, "partial" when you made progress but could not finish, ` +
 		`"failed" when you could not do it; put what you found in summary, and any structured data in findings.`
 }
 
-// SchemaPrompt returns the instruction that makes a child end its answer
-// with a JSON value matching schema.
+// SchemaPrompt returns the instruction to end the answer with JSON fitting schema.
 func SchemaPrompt(schema json.RawMessage) string {
 	var b strings.Builder
 	b.WriteString("When you have finished, reply with a single JSON value, and nothing else, that matches this JSON Schema:\n")

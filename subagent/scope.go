@@ -12,15 +12,12 @@ import (
 	"golang.org/x/sync/semaphore"
 )
 
-// Scope names, from a call's context, whose conversation a resident expert
-// keeps for the call: PerThread, a user or tenant, the parent run, or several
-// joined. A Scope that fails fails the call and the parent's run
-// (docs/serving.md).
+// Scope names from a call's context whose conversation a resident keeps:
+// PerThread, a user, a tenant; its error fails the run (docs/serving.md).
 type Scope func(ctx context.Context) (string, error)
 
-// PerThread scopes a resident's memory to the call's thread (agent.Thread), so
-// that each user's thread has its own expert; outside a thread a call fails
-// with ErrNoScope.
+// PerThread scopes a resident to the call's thread (agent.Thread); outside
+// one a call fails with ErrNoScope.
 func PerThread(ctx context.Context) (string, error) {
 	if th := agent.Thread(ctx); th != "" {
 		return th, nil
@@ -29,8 +26,7 @@ func PerThread(ctx context.Context) (string, error) {
 }
 
 // WithMaxScopes bounds the scopes a FromScoped tool keeps in memory (default
-// DefaultMaxScopes); past it, the least recently used idle scope is forgotten,
-// read back from the store under WithStore.
+// DefaultMaxScopes), forgetting the least recently used idle one.
 func WithMaxScopes(n int) Option {
 	return usedBy(formScoped, "WithMaxScopes bounds the scopes of a FromScoped expert", func(c *config) error {
 		if n < 1 {
@@ -41,11 +37,8 @@ func WithMaxScopes(n int) Option {
 	})
 }
 
-// FromScoped returns a resident expert per scope: newAgent builds a scope's
-// agent on its first call (keep it quick), and each scope keeps FromAgent's
-// contract; scopes run in parallel. With WithStore a scope's conversation is
-// stored under store.ScopeKey(scope, key). A served expert that remembers
-// users wants PerThread (docs/serving.md).
+// FromScoped returns a resident expert per scope, built by newAgent on its
+// first call, each with FromAgent's contract (docs/serving.md).
 func FromScoped(name, description string, scope Scope, newAgent func(scope string) (agent.Agent, error), opts ...Option) (*SubAgentTool, error) {
 	if scope == nil {
 		return nil, fmt.Errorf("subagent %q: nil scope: pass subagent.PerThread or a function naming the call's scope", name)
@@ -161,9 +154,8 @@ func (s *scopes) evict() {
 	}
 }
 
-// ForgetScope forgets what a FromScoped tool keeps in memory for scope (not
-// the store's: store.DeleteScope), as the AG-UI handler does for a deleted
-// thread; on another form it does nothing.
+// ForgetScope drops what a FromScoped tool holds in memory for scope (the
+// store's: store.DeleteScope).
 func (t *SubAgentTool) ForgetScope(scope string) {
 	if t.scoped == nil {
 		return

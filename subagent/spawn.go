@@ -50,10 +50,8 @@ var (
 	ErrUnknownJob = errors.New("subagent: unknown job")          // no job of that id in the run
 )
 
-// Spawner is the spawn_subagent tool: with it a model starts forks of its own
-// agent (same provider and tools, a fresh history) or members of a roster,
-// with a SubAgentTool's validation, events, accounting and caps
-// (docs/fanout.md).
+// Spawner is the spawn_subagent tool, with which a model starts forks of its
+// agent or roster members (docs/fanout.md).
 type Spawner struct {
 	def    tool.Definition
 	params *jsonschema.Schema
@@ -70,11 +68,8 @@ type Spawner struct {
 	threads threadJobs // the jobs that outlive their run (WithJobsAcrossTurns)
 }
 
-// NewSpawner returns the spawn tool for an agent running on p with reg, its
-// own registry: forks get the same provider and tools, never more. Beside the
-// SpawnOptions it takes WithMaxDepth, WithMaxOutputBytes, the validation
-// options and, for forks, WithContextForks, WithTimeout, WithRender and
-// WithReactOptions.
+// NewSpawner returns the spawn tool of an agent on p with reg: forks get the
+// same provider and tools, never more.
 func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...SpawnOption) (*Spawner, error) {
 	if p == nil {
 		return nil, fmt.Errorf("subagent %s: nil provider: pass the provider the parent runs on", SpawnToolName)
@@ -121,8 +116,7 @@ func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...SpawnOption) (*
 	return s, nil
 }
 
-// SpawnOption configures NewSpawner: every Option is one, and the options that
-// return SpawnOption configure the spawn tool alone.
+// SpawnOption configures NewSpawner; every Option is one.
 type SpawnOption interface {
 	applySpawn(*spawnConfig) error
 }
@@ -161,9 +155,7 @@ type spawnOption func(*spawnConfig) error
 
 func (o spawnOption) applySpawn(c *spawnConfig) error { return o(c) }
 
-// WithRoster offers named children, picked by the agent argument; each is
-// called with the task as its "task" argument, as TaskParams and ReactParams
-// take it.
+// WithRoster offers named children, given the task as their "task" argument.
 func WithRoster(members ...*SubAgentTool) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		for _, m := range members {
@@ -176,8 +168,7 @@ func WithRoster(members ...*SubAgentTool) SpawnOption {
 	})
 }
 
-// WithMaxSpawns bounds how many children one parent run may start (default
-// DefaultMaxSpawns); a spawn past it fails with ErrMaxSpawns.
+// WithMaxSpawns bounds the children one parent run may start (ErrMaxSpawns).
 func WithMaxSpawns(n int) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if n < 1 {
@@ -188,9 +179,7 @@ func WithMaxSpawns(n int) SpawnOption {
 	})
 }
 
-// WithSpawnConcurrency bounds the children of one parent run running at once
-// (default DefaultSpawnConcurrency: none); a background job holds its slot
-// while it runs.
+// WithSpawnConcurrency bounds one run's children running at once (0: none).
 func WithSpawnConcurrency(n int) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if n < 1 {
@@ -201,9 +190,8 @@ func WithSpawnConcurrency(n int) SpawnOption {
 	})
 }
 
-// WithChildTokenBudget gives each forked child a token limit of at most n,
-// within its share of a limited parent's budget; a child with nothing left is
-// refused with ErrNoBudget (docs/fanout.md).
+// WithChildTokenBudget gives each fork at most n tokens of its parent's
+// budget, refusing one with none left (ErrNoBudget).
 func WithChildTokenBudget(n int64) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if n < 1 {
@@ -214,8 +202,7 @@ func WithChildTokenBudget(n int64) SpawnOption {
 	})
 }
 
-// WithChildMaxSteps bounds the model calls of each forked child's run
-// (agent.WithMaxSteps).
+// WithChildMaxSteps bounds each fork's model calls (agent.WithMaxSteps).
 func WithChildMaxSteps(n int) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if n < 1 {
@@ -237,14 +224,12 @@ func WithChildTimeout(d time.Duration) SpawnOption {
 	})
 }
 
-// WithForkPrompt sets the system prompt of forked children (default
-// DefaultForkPrompt).
+// WithForkPrompt sets forks' system prompt (default DefaultForkPrompt).
 func WithForkPrompt(prompt string) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error { c.forkPrompt = prompt; return nil })
 }
 
-// WithForkName sets the agent name of forked children (default
-// DefaultForkName).
+// WithForkName sets forks' agent name (default DefaultForkName).
 func WithForkName(name string) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if err := toolcall.CheckName(name); err != nil {
@@ -255,8 +240,7 @@ func WithForkName(name string) SpawnOption {
 	})
 }
 
-// WithForkTools narrows the tools a forked child inherits to those keep
-// accepts, taken from the parent's registry at the first spawn.
+// WithForkTools gives forks only the parent's tools that keep accepts.
 func WithForkTools(keep func(tool.Tool) bool) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if keep == nil {
@@ -267,8 +251,7 @@ func WithForkTools(keep func(tool.Tool) bool) SpawnOption {
 	})
 }
 
-// WithSpawnPolicy decides per call context whether spawning is allowed; where
-// it is not, the tool is not offered.
+// WithSpawnPolicy offers the tool only where allow(ctx) is true.
 func WithSpawnPolicy(allow func(ctx context.Context) bool) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if allow == nil {
@@ -279,27 +262,20 @@ func WithSpawnPolicy(allow func(ctx context.Context) bool) SpawnOption {
 	})
 }
 
-// WithContextForks makes children context forks: each starts from the request
-// its parent sent at the step that called it (agent.Input.Fork), then its
-// task, and the provider reads that prefix from its prompt cache. FromAgent
-// and FromScoped refuse it; docs/cost.md gives the rules of each form and when
-// a fork pays off.
+// WithContextForks makes children start from their parent's request, read
+// from the prompt cache (agent.Input.Fork) (docs/cost.md).
 func WithContextForks() Option {
 	return usedBy(formSpawn|formFactory|formReact,
 		"WithContextForks makes children context forks of their parent's conversation, which only a child built afresh for each call can start from (a resident expert keeps a conversation of its own): use FromFactory or FromReact",
 		func(c *config) error { c.contextForks = true; return nil })
 }
 
-// WithBackground lets the model start children as background jobs
-// (background=true), which the tool of JobsTool checks on; jobs still running
-// when the parent run ends are cancelled, their usage counted
-// (docs/background.md).
+// WithBackground lets the model start children as jobs (docs/background.md).
 func WithBackground() SpawnOption {
 	return spawnOption(func(c *spawnConfig) error { c.background = true; return nil })
 }
 
-// WithMaxBackground bounds the background jobs of one parent run alive at once
-// (default DefaultMaxBackground; past it, ErrMaxBackground).
+// WithMaxBackground bounds a run's jobs alive at once (ErrMaxBackground).
 func WithMaxBackground(n int) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if n < 1 {
@@ -410,8 +386,7 @@ func (s *Spawner) state(ctx context.Context) *spawnRun {
 	}).(*spawnRun)
 }
 
-// RunsAgain reports whether call starts a background job, which a resumed
-// journaled turn starts again (tool.Rerunner).
+// RunsAgain reports whether call starts a job (tool.Rerunner).
 func (s *Spawner) RunsAgain(call tool.Call) bool {
 	var a struct {
 		Background bool `json:"background"`
@@ -419,8 +394,7 @@ func (s *Spawner) RunsAgain(call tool.Call) bool {
 	return s.cfg.background && json.Unmarshal(call.Arguments, &a) == nil && a.Background
 }
 
-// Call starts one child and returns its answer, or, with background=true, a
-// job id.
+// Call starts a child and returns its answer, or a background job's id.
 func (s *Spawner) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
 	if err := s.admit(ctx); err != nil {
 		return tool.Result{}, err
@@ -574,8 +548,7 @@ func (s *Spawner) plan(ctx context.Context, callID string, a spawnArgs, check *c
 	return sc, nil
 }
 
-// RefusedEvent is the CUSTOM event emitted when a limit refuses a child; its
-// value holds "reason", "toolCallId" and "message" (docs/fanout.md).
+// RefusedEvent is the CUSTOM event of a child a limit refused (docs/fanout.md).
 const RefusedEvent = "deputy.refused"
 
 // refuse reports a sub-agent a limit refused, as an event and in the run's

@@ -40,14 +40,11 @@ var (
 	ErrUnknownModel = errors.New("subagent: model not on the menu")           // a spawn named a model off WithModelMenu's menu; nothing ran
 )
 
-// Factory builds the agent for one call from its validated arguments. An error
-// the model can fix is marked with tool.Correctable or wraps
-// tool.ErrInvalidArguments; any other ends the parent's run. An agent that is
-// an io.Closer is closed after the call.
+// Factory builds one call's agent from its arguments; an error is the model's
+// to fix if tool.Correctable. An io.Closer agent is closed after.
 type Factory func(ctx context.Context, args json.RawMessage) (agent.Agent, error)
 
-// SubAgentTool is a child agent exposed as a tool, safe for concurrent use: a
-// FromAgent tool's calls take turns, the other forms' run in parallel.
+// SubAgentTool is a child agent exposed as a tool, safe for concurrent use.
 type SubAgentTool struct {
 	def    tool.Definition
 	params *jsonschema.Schema
@@ -78,19 +75,14 @@ type SubAgentTool struct {
 	forkTask func(args json.RawMessage) string
 }
 
-// TaskParams is the default parameter schema of FromAgent and FromFactory:
-// one required string, the task.
+// TaskParams is FromAgent's and FromFactory's default parameter schema.
 const TaskParams = `{"type":"object","properties":{"task":{"type":"string","description":"The task or question for the sub-agent, with everything it needs to know."}},"required":["task"]}`
 
-// ReactParams is FromReact's default parameter schema: the child's system
-// prompt and its (required) task.
+// ReactParams is FromReact's default parameter schema.
 const ReactParams = `{"type":"object","properties":{"system_prompt":{"type":"string","description":"Who the sub-agent is and how it should work."},"task":{"type":"string","description":"The task for the sub-agent, with everything it needs to know."}},"required":["task"]}`
 
-// FromAgent returns the resident expert: a, kept for the life of the tool, its
-// conversation accumulating across calls, which take turns. A failed or
-// cancelled call leaves the conversation as it was (through a's Hold, as
-// *agent.React has, else its Checkpoint). a gets the task's text under
-// TaskParams, else the arguments' JSON (or WithInputFromArgs's input).
+// FromAgent returns a resident expert: a keeps its conversation across calls,
+// which take turns; a failed call leaves it as it was.
 func FromAgent(name, description string, a agent.Agent, opts ...Option) (*SubAgentTool, error) {
 	if a == nil {
 		return nil, fmt.Errorf("subagent %q: nil agent: pass the agent to consult", name)
@@ -111,10 +103,7 @@ func FromAgent(name, description string, a agent.Agent, opts ...Option) (*SubAge
 	return t, nil
 }
 
-// FromFactory returns the one-shot form: each call gets a fresh agent from
-// factory, discarded after the call; calls run in parallel. The agent gets the
-// task's text under TaskParams, else the arguments' JSON (or
-// WithInputFromArgs's input).
+// FromFactory returns the one-shot form: a fresh agent per call, in parallel.
 func FromFactory(name, description string, factory Factory, opts ...Option) (*SubAgentTool, error) {
 	if factory == nil {
 		return nil, fmt.Errorf("subagent %q: nil factory: pass a function that builds the agent", name)
@@ -128,10 +117,8 @@ func FromFactory(name, description string, factory Factory, opts ...Option) (*Su
 	return t, nil
 }
 
-// FromReact returns the form in which the model defines the child: each call
-// builds a ReAct agent over p with tools (shared; nil for none), its system
-// prompt the arguments' system_prompt and its input their task (ReactParams);
-// a missing or blank task is an error the model can correct.
+// FromReact returns a child the model defines: a ReAct agent over p with
+// tools, told the arguments' system_prompt and task (ReactParams).
 func FromReact(name, description string, p provider.Provider, tools *tool.Registry, opts ...Option) (*SubAgentTool, error) {
 	if p == nil {
 		return nil, fmt.Errorf("subagent %q: nil provider: pass the provider the children run on", name)
@@ -260,8 +247,7 @@ func build(name, description string, defaultParams func() (*jsonschema.Schema, e
 // Definition returns the tool's name, description and parameter schema.
 func (t *SubAgentTool) Definition() tool.Definition { return t.def }
 
-// Available reports whether a call under ctx is within the depth cap; at the
-// cap the tool is not offered.
+// Available reports whether ctx is within the depth cap.
 func (t *SubAgentTool) Available(ctx context.Context) bool {
 	return agent.Depth(ctx) < t.cfg.maxDepth
 }
@@ -328,8 +314,8 @@ func usedBy(forms form, what string, set func(*config) error) Option {
 	}
 }
 
-// Option configures the four forms of SubAgentTool and the spawn tool. A
-// constructor refuses an option it would ignore; a nil Option is ignored.
+// Option configures every form and the spawn tool; a constructor refuses one
+// it would ignore.
 type Option func(*config) error
 
 // applySpawn makes every Option a SpawnOption: it configures the spawn
@@ -341,17 +327,14 @@ func (o Option) applySpawn(c *spawnConfig) error {
 	return o(&c.config)
 }
 
-// WithParams sets the JSON Schema of the tool's arguments in place of
-// TaskParams or ReactParams (nil keeps the default). NewSpawner refuses it.
+// WithParams sets the arguments' JSON Schema (NewSpawner refuses it).
 func WithParams(schema json.RawMessage) Option {
 	return usedBy(formAgent|formScoped|formFactory|formReact,
 		"WithParams sets a SubAgentTool's parameters (the spawn tool's are fixed)",
 		func(c *config) error { c.params = schema; return nil })
 }
 
-// WithMaxDepth sets the delegation depth at which the tool disappears (default
-// DefaultMaxDepth). Depth rides the context, so a cycle is bounded like a
-// chain.
+// WithMaxDepth sets the depth at which the tool disappears (DefaultMaxDepth).
 func WithMaxDepth(n int) Option {
 	return func(c *config) error {
 		if n < 1 {
@@ -362,8 +345,7 @@ func WithMaxDepth(n int) Option {
 	}
 }
 
-// WithMaxOutputBytes caps what a child returns (default
-// DefaultMaxOutputBytes), cut on a UTF-8 boundary and marked.
+// WithMaxOutputBytes caps a child's answer (DefaultMaxOutputBytes).
 func WithMaxOutputBytes(n int) Option {
 	return func(c *config) error {
 		if n < 64 {
@@ -374,8 +356,7 @@ func WithMaxOutputBytes(n int) Option {
 	}
 }
 
-// WithTimeout bounds each call: a child that runs longer is cancelled, and the
-// call fails with ErrTimeout.
+// WithTimeout bounds each call; past it the call fails with ErrTimeout.
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
@@ -386,16 +367,13 @@ func WithTimeout(d time.Duration) Option {
 	}
 }
 
-// WithRefuseWhenBusy makes a FromAgent tool refuse a call with ErrBusy while
-// it answers another, instead of making the caller wait.
+// WithRefuseWhenBusy makes a busy FromAgent tool fail with ErrBusy.
 func WithRefuseWhenBusy() Option {
 	return usedBy(formAgent|formScoped, "WithRefuseWhenBusy applies to a FromAgent expert, whose calls take turns",
 		func(c *config) error { c.refuseBusy = true; return nil })
 }
 
-// WithInputFromArgs maps the call's arguments to the child's input; an error
-// from fn reaches the model as an invalid-arguments error. NewSpawner refuses
-// it.
+// WithInputFromArgs maps the arguments to the child's input.
 func WithInputFromArgs(fn func(args json.RawMessage) (agent.Input, error)) Option {
 	return usedBy(formAgent|formScoped|formFactory|formReact,
 		"WithInputFromArgs maps the arguments of a FromAgent, FromFactory or FromReact call (a spawned child's input is the spawn call's task and context; give WithInputFromArgs to a roster member instead)",
@@ -425,8 +403,7 @@ type Outcome struct {
 	Content string
 }
 
-// WithRender makes a successful call's result text from its Outcome instead of
-// the child's answer (still capped).
+// WithRender makes the result text from the call's Outcome.
 func WithRender(fn func(ctx context.Context, o Outcome) (string, error)) Option {
 	return func(c *config) error {
 		if fn == nil {
@@ -437,10 +414,8 @@ func WithRender(fn func(ctx context.Context, o Outcome) (string, error)) Option 
 	}
 }
 
-// WithOutcome calls fn, maybe concurrently, with the Outcome of every call
-// whose child answered (not one answered from a journal): how a Go caller
-// keeps what each child did, such as o.Value.(T) under OutputOf[T]. The text
-// the model reads is unchanged.
+// WithOutcome calls fn, maybe concurrently, with each answered call's Outcome
+// (o.Value.(T) under OutputOf[T]).
 func WithOutcome(fn func(ctx context.Context, o Outcome)) Option {
 	return func(c *config) error {
 		if fn == nil {
@@ -451,8 +426,7 @@ func WithOutcome(fn func(ctx context.Context, o Outcome)) Option {
 	}
 }
 
-// WithReactOptions configures the ReAct children of FromReact and the spawn
-// tool's forks (max steps, token limit, model, …).
+// WithReactOptions configures FromReact's children and the spawn tool's forks.
 func WithReactOptions(opts ...agent.Option) Option {
 	return usedBy(formReact|formSpawn,
 		"WithReactOptions configures the children of FromReact and the spawn tool's forks",

@@ -12,18 +12,9 @@ import (
 	"github.com/deputy-go/deputy/provider"
 )
 
-// Tree is an event.Sink that builds the tree of what a run delegated, a Node
-// per sub-agent invocation at every depth, and passes every event on to next.
-// Give it to a run, then read it:
-//
-//	tree := subagent.NewTree(nil)
-//	out, err := lead.Run(event.WithSink(ctx, tree), agent.Input{Text: "…"})
-//	for _, n := range tree.Roots() {
-//		fmt.Println(n.Name, n.State, n.Model, n.Wall())
-//	}
-//
-// Given every run of a journaled turn, it holds the whole turn. It is safe for
-// concurrent use and readable while the run goes on.
+// Tree is an event.Sink that builds a Node per sub-agent invocation of the
+// runs it is given (a journaled turn's too) and passes every event on; it is
+// safe for concurrent use and readable while they run (docs/events.md).
 type Tree struct {
 	next  event.Sink
 	mu    sync.Mutex
@@ -44,8 +35,7 @@ type Tree struct {
 // model's call_0 does in every response.
 func callKey(runID, callID string) string { return runID + "\x1f" + callID }
 
-// NewTree returns an empty Tree that passes every event on to next, which
-// may be nil.
+// NewTree returns an empty Tree that passes every event on to next (or nil).
 func NewTree(next event.Sink) *Tree {
 	return &Tree{next: next, byRun: map[string]*Node{}, args: map[string]*strings.Builder{}, done: map[string]json.RawMessage{}, order: map[string]int64{}}
 }
@@ -55,48 +45,28 @@ type State string
 
 // The states of a Node.
 const (
-	// StateRunning: the invocation has started and not yet finished.
-	StateRunning State = "running"
-	// StateQueued: the invocation is running, but its model call waits for
-	// its provider's admission control (provider.AdmissionEvent); it is
-	// running again once the call is admitted.
-	StateQueued State = "queued"
-	// StateSucceeded: the child answered, and the answer went to the parent.
-	StateSucceeded State = "succeeded"
-	// StateSuspended: the child waits for a person's answer (an interrupt); a
-	// later run resumes it.
-	StateSuspended State = "suspended"
-	// StateFailed: the call failed; Node.Error says why.
-	StateFailed State = "failed"
-	// StateCancelled: the caller cancelled the call, or the run was stopped.
-	StateCancelled State = "cancelled"
+	StateRunning   State = "running"   // started, not finished
+	StateQueued    State = "queued"    // its model call waits for admission (provider.AdmissionEvent)
+	StateSucceeded State = "succeeded" // answered its parent
+	StateSuspended State = "suspended" // waits for a person's answer; a later run resumes it
+	StateFailed    State = "failed"    // Node.Error says why
+	StateCancelled State = "cancelled" // by the caller, or the run stopped
 )
 
 // Node is one sub-agent invocation in a Tree.
 type Node struct {
-	// RunID is the invocation's run id, Name the tool the parent called,
-	// ToolCallID and Arguments the call (Arguments nil when not streamed).
-	RunID, Name, ToolCallID string
-	Arguments               json.RawMessage
-	// State is where it stands; Result the answer the parent got (JSON),
-	// Error and Code ("timeout", "cancelled", …) why it failed.
-	State       State
-	Result      json.RawMessage
-	Error, Code string
-	// Model answered its first request (until then, the menu's choice);
-	// Usage is what it spent per provider and model, sub-agents' included;
-	// Earlier and EarlierCost the part earlier runs of a journaled turn spent.
-	Model       string
-	Usage       []provider.ModelUsage
-	Earlier     provider.Usage
-	EarlierCost float64
-	// Started and Finished are its events' times (Finished zero while it
-	// runs); Children the invocations its tool calls started, in call order.
-	Started, Finished time.Time
-	Children          []*Node
-	// Retries counts the validator's requests to answer again
-	// (ValidationEvent "retry"), Rejected every answer it rejected.
-	Retries, Rejected int
+	RunID, Name, ToolCallID string                // its run id, the tool called, the call's id
+	Arguments               json.RawMessage       // nil when not streamed
+	State                   State                 // where it stands
+	Result                  json.RawMessage       // the answer the parent got
+	Error, Code             string                // why it failed; Code "timeout", "cancelled", …
+	Model                   string                // answered its first request (before: the menu's choice)
+	Usage                   []provider.ModelUsage // per model, sub-agents' included
+	Earlier                 provider.Usage        // spent by earlier runs of a journaled turn
+	EarlierCost             float64               // their cost
+	Started, Finished       time.Time             // Finished zero while it runs
+	Children                []*Node               // in call order
+	Retries, Rejected       int                   // the validator's retries and rejections
 
 	order int64 // the place of its tool call in the Tree's order
 }

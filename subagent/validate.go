@@ -27,10 +27,7 @@ type checker struct {
 	prompt string
 }
 
-// WithReport validates the child's answer against ReportSchema; a Go caller
-// gets a Report. After the corrective retry, an answer with no JSON is a tool
-// error, and JSON that does not fit a failed Report with the raw answer as its
-// Summary.
+// WithReport checks the answer against ReportSchema; a Go caller gets a Report.
 func WithReport() Option {
 	return func(c *config) error {
 		s, err := reportSchema()
@@ -46,9 +43,7 @@ func WithReport() Option {
 // validate a Report.
 var reportSchema = sync.OnceValues(func() (*jsonschema.Schema, error) { return jsonschema.Compile(json.RawMessage(ReportSchema)) })
 
-// WithOutputSchema validates the child's answer against schema, compiled once
-// here; a Go caller gets the decoded JSON. After the corrective retry, an
-// answer that does not fit comes back suffixed "[validation failed: …]".
+// WithOutputSchema checks the answer against schema; a Go caller gets its JSON.
 func WithOutputSchema(schema json.RawMessage) Option {
 	s, err := jsonschema.Compile(schema)
 	return func(c *config) error {
@@ -60,8 +55,7 @@ func WithOutputSchema(schema json.RawMessage) Option {
 	}
 }
 
-// OutputOf validates the child's answer against the JSON Schema reflected from
-// T; a Go caller gets a T (Outcome.Value), the model the answer's JSON.
+// OutputOf checks the answer against T's schema; a Go caller gets a T.
 func OutputOf[T any]() Option {
 	return func(c *config) error {
 		s, err := jsonschema.For[T]()
