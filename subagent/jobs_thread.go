@@ -20,14 +20,9 @@ import (
 // model call, which ended meanwhile (the spawner is a tool.Notifier). The
 // spawner owns their goroutines: Close ends them.
 
-// WithJobsAcrossTurns lets the background jobs of a top-level run outlive
-// it: they belong to the run's thread (agent.WithThread; a run without
-// one keeps its jobs to itself), keep working when the run ends, and the
-// thread's next run is told, before its first model call, which of them
-// ended meanwhile, and can wait for, message and cancel the rest. note
-// renders what the model reads of a job that ended; nil is
-// DefaultJobNote, and a note of "" leaves the job to be collected by a
-// wait. The spawner owns these jobs: Close it when done with it.
+// WithJobsAcrossTurns gives a top-level run's jobs to its thread: they work
+// on, and its next run is told of those that ended (note; nil: DefaultJobNote).
+// Close the spawner when done (docs/background.md).
 func WithJobsAcrossTurns(note func(JobResult) string) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		c.background, c.acrossTurns = true, true
@@ -39,8 +34,7 @@ func WithJobsAcrossTurns(note func(JobResult) string) SpawnOption {
 	})
 }
 
-// DefaultJobNote is what the model reads, at the start of a turn, of a
-// background job that ended since its thread's last turn.
+// DefaultJobNote is what the model reads of a job that ended between turns.
 func DefaultJobNote(r JobResult) string {
 	return fmt.Sprintf("Background job %s (%s), started in an earlier turn, has ended (%s). Its result:\n%s", r.ID, r.Agent, r.State, r.Result.Content)
 }
@@ -161,10 +155,8 @@ func (jt *jobTable) prune() {
 	jt.order = kept
 }
 
-// Notes returns, for a top-level run of a thread (WithJobsAcrossTurns), a
-// note for each background job of the thread that ended before the run
-// began and was not collected (tool.Notifier): the agent loop shows them
-// to the model before its first call.
+// Notes returns a note of each job of the run's thread that ended
+// uncollected before it began (tool.Notifier).
 func (s *Spawner) Notes(ctx context.Context) []tool.Note {
 	k, ok := s.threadOf(ctx)
 	if !ok {
@@ -199,8 +191,7 @@ func (s *Spawner) Notes(ctx context.Context) []tool.Note {
 	return notes
 }
 
-// Noted hands the jobs the run of ctx was told of (Notes) over to it
-// (tool.Notifier), which counts their usage as the notes say.
+// Noted hands the jobs of the notes over to the run of ctx (tool.Notifier).
 func (s *Spawner) Noted(ctx context.Context, ids []string) {
 	k, ok := s.threadOf(ctx)
 	if !ok {
@@ -222,11 +213,8 @@ func (s *Spawner) Noted(ctx context.Context, ids []string) {
 	}
 }
 
-// Close cancels every background job that outlives its run
-// (WithJobsAcrossTurns) and waits for them to end; their usage is lost
-// to the threads that did not collect it. After Close no such job
-// starts. It returns nil; a spawner without WithJobsAcrossTurns has
-// nothing to close.
+// Close cancels the jobs that outlive their run (WithJobsAcrossTurns) and
+// waits for them; it returns nil.
 func (s *Spawner) Close() error {
 	ts := &s.threads
 	ts.mu.Lock()

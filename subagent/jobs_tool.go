@@ -11,21 +11,15 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// JobsToolName is the name of the companion tool of background spawns.
-const JobsToolName = "subagent_jobs"
+// The jobs tool (JobsTool).
+const (
+	JobsToolName   = "subagent_jobs"  // its name
+	DefaultJobWait = 30 * time.Second // a wait the model gives no timeout
+)
 
-// DefaultJobWait is how long a wait for a background job lasts when the
-// model gives no timeout.
-const DefaultJobWait = 30 * time.Second
-
-// JobsTool returns the companion tool of WithBackground, with which the model
-// checks on, waits for, messages, cancels or lists the run's jobs (the
-// actions of Jobs); register it beside the spawner. A job whose sub-agent
-// asks a person (tool.Ask) is suspended: waiting for it suspends the waiting
-// run and its ancestors, each question attributed to the job. Under a
-// journal a resumed turn finds the same job, which continues with the
-// answers; a message sent again is delivered once. A suspended job never
-// waited for is discarded with the run.
+// JobsTool returns the tool with which the model checks on, waits for,
+// messages, cancels and lists the run's jobs; register it beside the spawner.
+// A job that asks a person suspends its waiter (docs/background.md).
 func (s *Spawner) JobsTool() tool.Tool { return &jobsTool{s: s} }
 
 type jobsTool struct{ s *Spawner }

@@ -13,12 +13,9 @@ import (
 
 // ModelChoice is one model of a spawn tool's menu (WithModelMenu).
 type ModelChoice struct {
-	// Name is what the delegating model picks, unique in the menu (an alias
-	// such as "expert", or a model id); Provider serves it (nil: the spawn
-	// tool's own); Model is the id its requests name (empty: the default).
-	Name     string
-	Provider provider.Provider
-	Model    string
+	Name     string            // what the model picks, unique: "expert", a model id
+	Provider provider.Provider // nil: the spawn tool's own
+	Model    string            // the id its requests name (empty: the default)
 }
 
 // menuModel is a ModelChoice resolved at NewSpawner: its provider set,

@@ -22,13 +22,9 @@ type ReportStatus string
 
 // The statuses of a Report.
 const (
-	// ReportSuccess: the child did the whole task.
-	ReportSuccess ReportStatus = "success"
-	// ReportPartial: the child made progress but did not finish.
-	ReportPartial ReportStatus = "partial"
-	// ReportFailed: the child could not do the task, or its answer did not
-	// fit ReportSchema (the raw answer is then the Summary).
-	ReportFailed ReportStatus = "failed"
+	ReportSuccess ReportStatus = "success" // did the whole task
+	ReportPartial ReportStatus = "partial" // made progress, did not finish
+	ReportFailed  ReportStatus = "failed"  // could not, or did not fit ReportSchema (raw answer in Summary)
 )
 
 // Report is a child's answer under WithReport.

@@ -27,9 +27,8 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// Defaults of the spawn tool. DefaultMaxSpawns stops a model that loops on
-// delegation; it is not a width: admission control paces the children's
-// model calls (docs/fanout.md).
+// Defaults of the spawn tool; DefaultMaxSpawns stops a model that loops on
+// delegation, it is not a width (docs/fanout.md).
 const (
 	SpawnToolName           = "spawn_subagent" // the name the model calls it by
 	DefaultMaxSpawns        = 8                // children one parent run may start
@@ -41,8 +40,7 @@ const (
 		"Say plainly what you could not do: a partial answer presented as complete is worse than none."
 )
 
-// Errors of the spawn tool; test for them with errors.Is. They are
-// correctable: the model reads them and can change course.
+// Errors of the spawn tool (errors.Is), which the model reads and corrects.
 var (
 	ErrMaxSpawns  = errors.New("subagent: spawn limit reached")  // the run started WithMaxSpawns children
 	ErrNoBudget   = errors.New("subagent: no token budget left") // the run's tokens spent or set aside

@@ -28,8 +28,8 @@ const (
 	DefaultMaxScopes      = 1024     // the scopes a FromScoped tool keeps in memory
 )
 
-// Errors a call can fail with; test for them with errors.Is. All but a
-// cancellation are correctable: the parent's model reads them.
+// Errors of a call (errors.Is); all but a cancellation are the model's to
+// correct.
 var (
 	ErrMaxDepth     = errors.New("subagent: max delegation depth reached")    // past the depth cap
 	ErrBusy         = errors.New("subagent: busy")                            // a resident answering another call (WithRefuseWhenBusy)
@@ -388,19 +388,13 @@ func WithInputFromArgs(fn func(args json.RawMessage) (agent.Input, error)) Optio
 
 // Outcome is what a call produced, for WithRender.
 type Outcome struct {
-	// RunID is the call's run id, Arguments its arguments ({} for none),
-	// Output the child's last run; Usage what all its runs cost, and Models
-	// the same by provider and model.
 	RunID     string
-	Arguments json.RawMessage
-	Output    agent.Output
-	Usage     provider.Usage
-	Models    []provider.ModelUsage
-	// Value is the validated answer (a Report, a T of OutputOf[T], or
-	// decoded JSON; nil when it did not fit); Content the text the tool
-	// returns without WithRender, before the cap.
-	Value   any
-	Content string
+	Arguments json.RawMessage       // {} for none
+	Output    agent.Output          // the child's last run
+	Usage     provider.Usage        // all its runs
+	Models    []provider.ModelUsage // the same per model
+	Value     any                   // the checked answer: a Report, a T, JSON; nil if unfit
+	Content   string                // the result text without WithRender, uncapped
 }
 
 // WithRender makes the result text from the call's Outcome.

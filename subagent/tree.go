@@ -88,7 +88,7 @@ func (n *Node) TotalUsage() provider.Usage {
 	return u
 }
 
-// Cost returns what the invocation cost, children included, at prices (nil:
+// Cost returns the invocation's cost, children's included, at prices (nil:
 // the run's own), and the models prices lacks.
 func (n *Node) Cost(prices *provider.Prices) (dollars float64, unpriced []string) {
 	if prices == nil {
@@ -100,8 +100,7 @@ func (n *Node) Cost(prices *provider.Prices) (dollars float64, unpriced []string
 	return prices.Cost(n.Usage...)
 }
 
-// CacheSaved returns what the prompt cache saved the invocation, children
-// included, at prices (provider.Price.Saved; nil prices as for Cost).
+// CacheSaved returns what the prompt cache saved it, children's included.
 func (n *Node) CacheSaved(prices *provider.Prices) float64 {
 	if prices == nil {
 		var dollars float64
@@ -113,8 +112,7 @@ func (n *Node) CacheSaved(prices *provider.Prices) float64 {
 	return prices.Saved(n.Usage...)
 }
 
-// Roots returns the top-level run's invocations, each with its children, in
-// the order of their tool calls: a copy that later events do not change.
+// Roots returns a copy of the top-level run's invocations, in call order.
 func (t *Tree) Roots() []*Node {
 	t.mu.Lock()
 	defer t.mu.Unlock()
