@@ -600,9 +600,9 @@ func (rt *residentTurn) release() {
 func (t *SubAgentTool) runChild(ctx context.Context, args json.RawMessage, in agent.Input, runID string) (res tool.Result, err error) {
 	runs := childRuns{t: t, ctx: ctx, args: args, budget: -1, costShare: run.CostShare(ctx)}
 	if t.limited == nil {
-		if granted, ok, settle := run.TakeShare(ctx, 0); ok {
+		if granted, ok, g := run.TakeShare(ctx, 0); ok {
 			runs.budget = granted
-			defer func() { settle(runs.usage.Tokens()) }()
+			defer func() { g.Settle(runs.usage.Tokens()) }()
 		}
 	}
 	defer func() { res.Usage = runs.usage }()
@@ -900,19 +900,20 @@ func (r *childRuns) attempt(in agent.Input) (agent.Output, error) {
 	if closer != nil {
 		defer closer.Close()
 	}
-	ctx := r.ctx
+	tokens, dollars := int64(-1), 0.0 // none
 	if r.budget >= 0 {
-		ctx = run.WithBudget(ctx, r.budget-r.usage.Tokens())
+		tokens = max(r.budget-r.usage.Tokens(), 0)
 	}
 	if r.costShare > 0 {
-		// A corrective run gets what the first left of the call's share.
-		ctx = run.WithCostShare(ctx, r.costShare-r.cost)
+		// A corrective run gets what the first left of the call's share:
+		// when none is left, a tiny positive amount (0 would be no limit).
+		dollars = max(r.costShare-r.cost, 1e-12)
 	}
-	ctx, recorded := run.WithTally(ctx)
+	ctx, recorded := run.ForRun(r.ctx, tokens, dollars)
 	out, err := a.Run(ctx, in)
 	r.usage = r.usage.Add(out.TotalUsage())
 	r.cost += out.Cost
-	if u, dollars := recorded(); out.Earlier != u {
+	if u, dollars := recorded.Counted(); out.Earlier != u {
 		// An agent that reports a part spent before a resume and did not
 		// record it as a React does (a remote agent): recorded for it, so
 		// that the parent's Earlier holds it too.

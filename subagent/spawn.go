@@ -695,12 +695,13 @@ func (sc *spawnCall) child(ctx context.Context) (target, func(int64), error) {
 		return *sc.member, noSettle, nil
 	}
 	budget, limited, settle := sc.s.cfg.childTokens, false, noSettle
-	share, shared, settleShare := run.TakeShare(ctx, budget)
+	share, shared, g := run.TakeShare(ctx, budget)
 	switch {
 	case shared:
-		budget, limited, settle = share, true, settleShare
+		budget, limited, settle = share, true, g.Settle
 	case budget > 0:
-		budget, limited, settle = run.Reserve(ctx, budget)
+		budget, limited, g = run.Reserve(ctx, budget)
+		settle = g.Settle
 	default:
 		budget, limited = run.TokensLeft(ctx)
 	}

@@ -73,11 +73,11 @@ func WithPlace(ctx context.Context, path string, depth int) context.Context {
 // agent.WithCostLimit), its model calls priced at prices unless its agent
 // has its own (agent.WithPrices; nil: none).
 func WithShare(ctx context.Context, tokens int64, dollars float64, prices *provider.Prices) context.Context {
-	if tokens > 0 {
-		ctx = run.WithBudget(ctx, tokens)
-	}
-	if dollars > 0 {
-		ctx = run.WithCostShare(ctx, dollars)
+	if tokens > 0 || dollars > 0 {
+		if tokens <= 0 {
+			tokens = -1 // no bound
+		}
+		ctx, _ = run.ForRun(ctx, tokens, max(dollars, 0))
 	}
 	if prices != nil {
 		ctx = run.WithPrices(ctx, prices)

@@ -23,15 +23,17 @@ import (
 
 type key struct{}
 
-// info is what a context carries of its run.
+// info is what a context carries of its run: the run itself (its scope,
+// which holds what stays the same for the whole run: its id, name and
+// place) and what changes from context to context within it. It is copied
+// into each layer a With function adds, so it holds nothing else.
 type info struct {
-	id, parent, name string
-	depth            int
-	scope            *scope
+	depth int
+	scope *scope // nil outside a run
 	// shares is the part of the run's token budget set aside for the
 	// sub-agents of the current step's tool calls (WithShares), nil when
 	// none is; budget is the token limit the next run started under the
-	// context gets from the tool that starts it (WithBudget), -1 when not
+	// context gets from the tool that starts it (ForRun), -1 when not
 	// set.
 	shares *shares
 	budget int64
@@ -42,21 +44,13 @@ type info struct {
 	costShare float64
 	hold      *costHold
 	// tally counts what AddEarlier records under the context, the runs
-	// started under it included (WithTally); nil when nothing counts.
-	tally *tally
-	// pos is the run's place in its tree (Position); step is the step
-	// whose tool calls run under the context (AtStep), nil outside one,
-	// and call the id of the call of that step the context is in (AtCall).
-	pos  string
+	// started under it included (ForRun); nil when nothing counts.
+	tally *Counter
+	// step is the step whose tool calls run under the context (AtStep),
+	// nil outside one, and call the id of the call of that step the
+	// context is in (AtCall).
 	step *stepCalls
 	call string
-	// at is the path of a run elsewhere that ctx stands in for (WithPlace),
-	// as a worker running one of its calls sets it: the path Place gives
-	// outside any run here, and that a run started under ctx goes on from.
-	at string
-	// prices price a run started under ctx outside any run here, as the
-	// run elsewhere it stands for is priced (WithPrices).
-	prices *provider.Prices
 }
 
 // stepCalls is one step of a run whose tool calls are running: its number
@@ -66,30 +60,56 @@ type stepCalls struct {
 	ids []string
 }
 
-// tally counts what AddEarlier recorded under a context, and adds it to
-// the tally it is inside.
-type tally struct {
-	up      *tally
+// A Counter counts what AddEarlier recorded under a context (ForRun), and
+// adds it to the counter it is inside.
+type Counter struct {
+	up      *Counter
 	mu      sync.Mutex
 	earlier provider.Usage
 	cost    float64
 }
 
-// WithTally returns ctx under which what AddEarlier records, in the runs
-// started under it too, is also counted apart, and the function that
-// returns the count. A sub-agent tool counts so what the agent it runs
-// recorded as spent before a resume: an agent that reports an Earlier
-// part in its Output it did not record (one that is not a React, such as
-// a remote agent) has the rest recorded for it.
-func WithTally(ctx context.Context) (context.Context, func() (provider.Usage, float64)) {
-	ri := from(ctx)
-	t := &tally{up: ri.tally}
-	ri.tally = t
-	return context.WithValue(ctx, key{}, &ri), func() (provider.Usage, float64) {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		return t.earlier, t.cost
+// Counted returns what AddEarlier recorded under the context of c, in the
+// runs started under it too, and what that cost.
+func (c *Counter) Counted() (provider.Usage, float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.earlier, c.cost
+}
+
+// nextRun is the context layer of ForRun and its counter, in one
+// allocation.
+type nextRun struct {
+	info
+	counter Counter
+}
+
+// ForRun returns ctx for the next run a sub-agent tool starts under it
+// (Start), in one context layer, and the Counter of what AddEarlier records
+// under it, in the runs started under it too. A sub-agent tool counts so
+// what the agent it runs recorded as spent before a resume: an agent that
+// reports an Earlier part in its Output it did not record (one that is not
+// a React, such as a remote agent) has the rest recorded for it.
+//
+// When tokens is not negative, the next run may use at most tokens tokens,
+// however much its agent's own limit allows: the tool gives the child it
+// starts the tokens it set aside for it. When dollars is positive, the next
+// run may spend at most dollars: a call that starts more than one run (a
+// corrective retry) gives each what the ones before it left of the call's
+// share (a share used up is passed as a tiny positive amount, not 0, so
+// that the run stays bounded). The runs the next run starts do not inherit
+// either; they are bounded by their parent's limits.
+func ForRun(ctx context.Context, tokens int64, dollars float64) (context.Context, *Counter) {
+	nr := &nextRun{info: from(ctx)}
+	if tokens >= 0 {
+		nr.budget = tokens
 	}
+	if dollars > 0 {
+		nr.costShare = dollars
+	}
+	nr.counter.up = nr.tally
+	nr.tally = &nr.counter
+	return context.WithValue(ctx, key{}, &nr.info), &nr.counter
 }
 
 func from(ctx context.Context) info {
@@ -99,14 +119,38 @@ func from(ctx context.Context) info {
 	return info{budget: -1}
 }
 
+// scopeOf returns the scope of the run ctx belongs to, or nil outside a
+// run.
+func scopeOf(ctx context.Context) *scope {
+	if ri, ok := ctx.Value(key{}).(*info); ok {
+		return ri.scope
+	}
+	return nil
+}
+
 // ID returns the id of the run ctx belongs to, or "" outside a run.
-func ID(ctx context.Context) string { return from(ctx).id }
+func ID(ctx context.Context) string {
+	if sc := scopeOf(ctx); sc != nil {
+		return sc.id
+	}
+	return ""
+}
 
 // Parent returns the id of the run that started the run of ctx, or "".
-func Parent(ctx context.Context) string { return from(ctx).parent }
+func Parent(ctx context.Context) string {
+	if sc := scopeOf(ctx); sc != nil && sc.up != nil {
+		return sc.up.id
+	}
+	return ""
+}
 
 // Name returns the name of the agent whose run ctx belongs to, or "".
-func Name(ctx context.Context) string { return from(ctx).name }
+func Name(ctx context.Context) string {
+	if sc := scopeOf(ctx); sc != nil {
+		return sc.name
+	}
+	return ""
+}
 
 // Path returns the names of the agents whose runs ctx is inside, from the
 // top-level run down to its own, joined by "/" ("lead/researcher"), or ""
@@ -126,10 +170,10 @@ func Place(ctx context.Context) (path string, depth int, id, owner, thread strin
 	if ri.scope == nil {
 		// A place set outside any run (WithDepth, WithPlace), as a worker
 		// that runs a tool call of a run elsewhere sets it.
-		return ri.at, ri.depth, ri.id, Owner(ctx), Thread(ctx)
+		return elsewhere(ctx), ri.depth, "", Owner(ctx), Thread(ctx)
 	}
 	pl := ri.scope.place()
-	return pl.path, ri.depth, ri.id, pl.owner, pl.thread
+	return pl.path, ri.depth, ri.scope.id, pl.owner, pl.thread
 }
 
 // placed is a run's path, owner and thread, worked out once, on the first
@@ -143,9 +187,11 @@ func (sc *scope) place() *placed {
 	sc.placed.once.Do(func() {
 		pl := &sc.placed
 		pl.path = sc.name
-		up := sc.at
+		var up string
 		if sc.up != nil {
 			up = sc.up.place().path
+		} else {
+			up = elsewhere(sc.ctx)
 		}
 		if up != "" {
 			pl.path = up + "/" + sc.name
@@ -157,6 +203,7 @@ func (sc *scope) place() *placed {
 
 type threadKey struct{}
 type ownerKey struct{}
+type elsewhereKey struct{}
 
 // WithThread returns ctx as part of the conversation thread named thread.
 func WithThread(ctx context.Context, thread string) context.Context {
@@ -200,9 +247,15 @@ func WithDepth(ctx context.Context, depth int) context.Context {
 // runs one of that run's calls sets it: Place reports path, and a run
 // started under ctx is path's child ("lead/researcher/critic").
 func WithPlace(ctx context.Context, path string, depth int) context.Context {
-	ri := from(ctx)
-	ri.depth, ri.at = depth, path
-	return context.WithValue(ctx, key{}, &ri)
+	return WithDepth(context.WithValue(ctx, elsewhereKey{}, path), depth)
+}
+
+// elsewhere returns the path of the run elsewhere ctx stands in for
+// (WithPlace), or "". Only a context outside any run here reads it: a run
+// started under it keeps its own path.
+func elsewhere(ctx context.Context) string {
+	s, _ := ctx.Value(elsewhereKey{}).(string)
+	return s
 }
 
 // Position returns the place in its tree of the run ctx belongs to: the
@@ -217,7 +270,7 @@ func WithPlace(ctx context.Context, path string, depth int) context.Context {
 func Position(ctx context.Context) string {
 	ri := from(ctx)
 	if ri.call == "" || ri.step == nil {
-		return ri.pos
+		return ri.pos()
 	}
 	return ri.callPos("")
 }
@@ -231,10 +284,19 @@ func (ri *info) callPos(name string) string {
 			at = "@" + strconv.Itoa(ri.step.n) + "." + strconv.Itoa(i)
 		}
 	}
-	if ri.pos == "" {
+	pos := ri.pos()
+	if pos == "" {
 		return name + at
 	}
-	return ri.pos + "/" + name + at
+	return pos + "/" + name + at
+}
+
+// pos is the place in its tree of the run ri belongs to, "" outside a run.
+func (ri *info) pos() string {
+	if ri.scope == nil {
+		return ""
+	}
+	return ri.scope.pos
 }
 
 // AtStep returns ctx under which the tool calls of step n (from 1; 0 for
@@ -266,18 +328,18 @@ func AtCall(ctx context.Context, id string) context.Context {
 // tokenLimit tokens, its children's included; 0 means no limit. An agent
 // calls Start at the start of its run and Finish at its end.
 //
-// A budget given with WithBudget by the tool that starts the run bounds it
+// A budget given with ForRun by the tool that starts the run bounds it
 // too: the run's limit is the lower of the two.
 func Start(ctx context.Context, id, name string, tokenLimit int64) context.Context {
 	parent := from(ctx)
 	if b := parent.budget; b >= 0 && (tokenLimit == 0 || b < tokenLimit) {
 		tokenLimit = max(b, 1) // a limit of 0 would be none: 1 token leaves the run one reply
 	}
-	sc := &scope{limit: tokenLimit, up: parent.scope, at: parent.at}
+	sc := &scope{limit: tokenLimit, up: parent.scope}
 	if parent.scope != nil {
 		sc.prices = parent.scope.prices
 	} else {
-		sc.prices = parent.prices
+		sc.prices = pricesElsewhere(ctx)
 	}
 	// A run given part of its parent's budget hands its answer back to
 	// a parent that reads it again, on that budget too (ReadBack).
@@ -288,9 +350,9 @@ func Start(ctx context.Context, id, name string, tokenLimit int64) context.Conte
 		sc.costLimit, sc.costShared = parent.costShare, true
 		sc.hold = parent.hold
 	}
-	sc.name = name
-	run := context.WithValue(ctx, key{}, &info{id: id, parent: parent.id, name: name, depth: parent.depth, scope: sc, budget: -1, tally: parent.tally,
-		pos: parent.callPos(name)})
+	sc.id, sc.name, sc.pos = id, name, parent.callPos(name)
+	sc.info = info{depth: parent.depth, scope: sc, budget: -1, tally: parent.tally}
+	run := context.WithValue(ctx, key{}, &sc.info)
 	sc.ctx = run
 	return run
 }
@@ -299,13 +361,14 @@ func Start(ctx context.Context, id, name string, tokenLimit int64) context.Conte
 // the run's length, work to finish when it ends, and its token budget.
 type scope struct {
 	ctx    context.Context // the run's own context
+	info   info            // what the run's own context carries (in the scope: one allocation for both)
+	id     string          // the run's id
 	name   string          // the run's agent's name
-	at     string          // the path of a run elsewhere it started under (WithPlace)
+	pos    string          // the run's place in its tree (Position)
 	placed placed          // see place
 	mu     sync.Mutex
 	values map[any]any
 	onEnd  []func() provider.Usage
-	done   bool
 	limit  int64        // token limit, 0 for none
 	used   atomic.Int64 // tokens used so far, children's included
 	// reserved is the part of the budget set aside for work running inside
@@ -324,6 +387,12 @@ type scope struct {
 	// the share of a step of its parent: costShared).
 	costLimit  float64
 	costShared bool
+	// readBack: the run's answer is read again by the run that started
+	// it, out of the part of its budget this run got (ReadBack).
+	readBack bool
+	// done: the run has finished (Finish); OnEnd refuses more work. (The
+	// three flags side by side keep the scope in a smaller size class.)
+	done bool
 	// held is the part of the cost limit held for work that outlives the
 	// tool call that started it (HoldCostShare), not yet spent; hold is
 	// the hold this run spends from, nil for none. held changes under mu.
@@ -337,9 +406,6 @@ type scope struct {
 	// the sub-runs' included; changed under mu.
 	earlier     provider.Usage
 	earlierCost float64
-	// readBack: the run's answer is read again by the run that started
-	// it, out of the part of its budget this run got (ReadBack).
-	readBack bool
 	// denials are what a policy denied in the run and the runs under it
 	// (AddDenial), at most maxDenials; changed under mu.
 	denials []error
@@ -374,7 +440,7 @@ func Denials(ctx context.Context) []error {
 }
 
 // ReadBack reports whether the run of ctx was given part of the budget of
-// the run that started it (a token or cost share, WithBudget): its answer
+// the run that started it (a token or cost share, ForRun): its answer
 // goes back to that run, which reads it as input, out of the same part. A
 // run that reserves a reply's tokens before its model calls then reserves
 // them twice.
@@ -410,9 +476,16 @@ func Count(ctx context.Context, t Tally) {
 // is priced at p (its own agent's prices aside), as the run elsewhere
 // that ctx stands for (WithPlace) is.
 func WithPrices(ctx context.Context, p *provider.Prices) context.Context {
-	ri := from(ctx)
-	ri.prices = p
-	return context.WithValue(ctx, key{}, &ri)
+	return context.WithValue(ctx, pricesKey{}, p)
+}
+
+type pricesKey struct{}
+
+// pricesElsewhere returns the prices of WithPrices, or nil. Only a run
+// started outside any run here reads them.
+func pricesElsewhere(ctx context.Context) *provider.Prices {
+	p, _ := ctx.Value(pricesKey{}).(*provider.Prices)
+	return p
 }
 
 // SetPrices sets the prices of the model calls of the run of ctx and of
@@ -750,18 +823,19 @@ func (sh *shares) release() {
 // (WithShares), for the child a tool call starts, keeping at most upTo
 // tokens of it (0: all) and giving the rest back: it returns the tokens
 // kept, whether a share was set aside at all (false: the run has no limit,
-// or the call is not a step's), and settle, which ends the reservation
-// with what the child spent, as Reserve's does. A step whose shares are
-// all taken gives 0.
-func TakeShare(ctx context.Context, upTo int64) (granted int64, ok bool, settle func(spent int64)) {
+// or the call is not a step's), and the Grant that ends the reservation
+// with what the child spent, as Reserve's does (nil when nothing is
+// kept, whose Settle does nothing). A step whose shares are all taken
+// gives 0.
+func TakeShare(ctx context.Context, upTo int64) (granted int64, ok bool, g *Grant) {
 	sh := from(ctx).shares
 	if sh == nil {
-		return 0, false, func(int64) {}
+		return 0, false, nil
 	}
 	sh.mu.Lock()
 	if sh.n == 0 {
 		sh.mu.Unlock()
-		return 0, true, func(int64) {}
+		return 0, true, nil
 	}
 	sh.n--
 	sh.mu.Unlock()
@@ -773,15 +847,29 @@ func TakeShare(ctx context.Context, upTo int64) (granted int64, ok bool, settle 
 		sc.reserved.Add(kept - sh.each)
 		sc.mu.Unlock()
 	}
-	var once sync.Once
-	return kept, true, func(spent int64) {
-		once.Do(func() {
-			sc.mu.Lock()
-			sc.reserved.Add(-kept)
-			sc.used.Add(spent)
-			sc.mu.Unlock()
-		})
+	return kept, true, &Grant{sc: sc, granted: kept}
+}
+
+// A Grant is tokens of a run's budget set aside for work done inside one
+// of its tool calls (Reserve, TakeShare), until Settle ends it.
+type Grant struct {
+	sc      *scope
+	granted int64
+	settled atomic.Bool
+}
+
+// Settle ends the grant: call it once the work has ended, with the tokens
+// it spent. Those tokens count as used from then on, and the grant's no
+// longer set aside. Calls after the first, and on a nil Grant, do
+// nothing.
+func (g *Grant) Settle(spent int64) {
+	if g == nil || g.settled.Swap(true) {
+		return
 	}
+	g.sc.mu.Lock()
+	g.sc.reserved.Add(-g.granted)
+	g.sc.used.Add(spent)
+	g.sc.mu.Unlock()
 }
 
 // CostShared reports whether the step ctx belongs to gave each of its
@@ -791,17 +879,6 @@ func CostShared(ctx context.Context) bool { return from(ctx).costShare > 0 }
 // CostShare returns the share of what its run may still spend that the
 // step ctx belongs to gave each call, 0 for none.
 func CostShare(ctx context.Context) float64 { return from(ctx).costShare }
-
-// WithCostShare returns ctx whose next run (Start) may spend at most
-// dollars: a call that starts more than one run (a corrective retry)
-// gives each what the ones before it left of the call's share. dollars is
-// taken as a tiny positive amount when it is not, so that the run is
-// bounded, not unlimited.
-func WithCostShare(ctx context.Context, dollars float64) context.Context {
-	ri := from(ctx)
-	ri.costShare = max(dollars, 1e-12)
-	return context.WithValue(ctx, key{}, &ri)
-}
 
 // costHold is a cost share held in the run that gave it (sc) for work
 // that outlives its tool call: what of it the work has not spent yet
@@ -883,16 +960,6 @@ func KeepShare(ctx, dst context.Context, margin int64) (context.Context, func())
 	return context.WithValue(dst, key{}, &ri), own.release
 }
 
-// WithBudget returns ctx whose next run (Start) may use at most n tokens,
-// however much its agent's own limit allows: a sub-agent tool gives the
-// child it starts the tokens it set aside for it. The runs that run starts
-// in turn do not inherit it; they are bounded by their parent's limit.
-func WithBudget(ctx context.Context, n int64) context.Context {
-	ri := from(ctx)
-	ri.budget = max(n, 0)
-	return context.WithValue(ctx, key{}, &ri)
-}
-
 // SetUsed records that the run of ctx has used n tokens so far, its
 // children's included, as its agent counts them after each step. TokensLeft
 // and Reserve take it off the limit. Outside a run it does nothing.
@@ -918,31 +985,23 @@ func TokensLeft(ctx context.Context) (n int64, limited bool) {
 // work started beside it — the other calls of a parallel step — is not
 // promised the same tokens. It returns how many it set aside: n, or what is
 // left when that is less. When the run has no token limit it sets nothing
-// aside and returns n, false.
+// aside and returns n, false and a nil Grant.
 //
-// settle ends the reservation; call it once the work has ended, with the
-// tokens it spent, from the tool call that made the reservation (or from
-// work registered with OnEnd). Those tokens count as used from then on,
-// so that a call that starts later in the same step sees them before the
-// run folds the call's Result. Calls of settle after the first do nothing.
-func Reserve(ctx context.Context, n int64) (granted int64, limited bool, settle func(spent int64)) {
+// The Grant's Settle ends the reservation; call it once the work has
+// ended, with the tokens it spent, from the tool call that made the
+// reservation (or from work registered with OnEnd). Those tokens count as
+// used from then on, so that a call that starts later in the same step
+// sees them before the run folds the call's Result.
+func Reserve(ctx context.Context, n int64) (granted int64, limited bool, g *Grant) {
 	sc := from(ctx).scope
 	if sc == nil || sc.limit == 0 {
-		return n, false, func(int64) {}
+		return n, false, nil
 	}
 	sc.mu.Lock()
 	granted = min(max(n, 0), max(sc.limit-sc.used.Load()-sc.reserved.Load(), 0))
 	sc.reserved.Add(granted)
 	sc.mu.Unlock()
-	var once sync.Once
-	return granted, true, func(spent int64) {
-		once.Do(func() {
-			sc.mu.Lock()
-			sc.reserved.Add(-granted)
-			sc.used.Add(spent)
-			sc.mu.Unlock()
-		})
-	}
+	return granted, true, &Grant{sc: sc, granted: granted}
 }
 
 type prefixKey struct{}

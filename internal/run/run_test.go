@@ -79,17 +79,17 @@ func TestReserve(t *testing.T) {
 	if n, limited := TokensLeft(ctx); n != 900 || !limited {
 		t.Errorf("TokensLeft = %d, %v; want 900, true", n, limited)
 	}
-	got, limited, settle := Reserve(ctx, 600)
+	got, limited, g := Reserve(ctx, 600)
 	if got != 600 || !limited {
 		t.Errorf("Reserve(600) = %d, %v; want 600, true", got, limited)
 	}
-	if got2, _, settle2 := Reserve(ctx, 600); got2 != 300 {
+	if got2, _, g2 := Reserve(ctx, 600); got2 != 300 {
 		t.Errorf("second Reserve(600) = %d, want the 300 left", got2)
 	} else {
-		settle2(0)
+		g2.Settle(0)
 	}
-	settle(250)
-	settle(250) // a second settle does nothing
+	g.Settle(250)
+	g.Settle(250) // a second settle does nothing
 	if n, _ := TokensLeft(ctx); n != 650 {
 		t.Errorf("after settling 250, TokensLeft = %d, want 650", n)
 	}
