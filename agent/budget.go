@@ -170,7 +170,7 @@ func (s *runState) budgetNote(wrapUp bool) string {
 // keep is what the run keeps back, as a step's tool calls start, for its
 // next model call before their results: the tokens it will read (the
 // conversation so far, whose system prompt and tools weigh fixed bytes)
-// and what they cost at the run's prices (run.WithShares).
+// and what they cost at the run's prices (run.Step.Share).
 func (s *runState) keep(fixed int64) (tokens int64, dollars float64) {
 	tokens = s.estimate(fixed)
 	if _, limited := run.CostLeft(s.ctx); limited {

@@ -116,6 +116,12 @@ func (c Compaction) bounds() compact.Bounds {
 		KeepTurns: c.KeepTurns, MaxSummaryBytes: c.MaxSummaryBytes, SummaryPrompt: c.SummaryPrompt}
 }
 
+// defaultCompaction is the policy of every React not given one. Agents
+// share it, as nothing writes to an agent's Compaction once it is set: a
+// copy for each agent cost a FromFactory delegation, which builds one, an
+// allocation and 96 of its bytes (BenchmarkDelegation in subagent).
+var defaultCompaction = Compaction{}.withDefaults()
+
 func (c Compaction) withDefaults() Compaction {
 	if c.MaxTokens == 0 {
 		c.MaxTokens = DefaultCompactTokens

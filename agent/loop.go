@@ -302,29 +302,22 @@ func (s *runState) runOpen() error {
 // before is not run again.
 //
 // Under a token limit, an equal share of what the run has left is set aside
-// for each call's sub-agent before the calls start (run.WithShares).
+// for each call's sub-agent before the calls start (run.Step.Share).
 //
 // Each call knows its place in the run's tree (run.AtStep): a run it
 // starts is placed under the step and the call's index.
 func (s *runState) runCalls(step int, stepKey string, calls []provider.ToolCall) (results []tool.Result, replayed []bool, err error) {
-	ids := make([]string, len(calls))
-	for i := range calls {
-		ids[i] = calls[i].ID
-	}
-	toolCtx := run.AtStep(s.toolCtx, step, ids)
+	at := run.Step{N: step, Calls: calls, Prefix: s.prefix}
+	s.prefix = nil // each step's calls get the step's own
 	if s.limit > 0 || s.costLimited() {
 		// The run keeps back what its next call reads before the results
 		// and one share for its reply: its wrap-up is paid for before the
 		// calls' sub-agents get their shares.
-		keep, keepCost := s.keep(int64(len(s.system())+len(s.schema)) + toolsBytes(s.tools()))
-		var release func()
-		toolCtx, release = run.WithShares(toolCtx, len(calls), keep, keepCost)
-		defer release()
+		at.Share = true
+		at.Keep, at.KeepCost = s.keep(int64(len(s.system())+len(s.schema)) + toolsBytes(s.tools()))
 	}
-	if s.prefix != nil {
-		toolCtx = run.WithPrefix(toolCtx, s.prefix)
-		s.prefix = nil // each step's calls get the step's own
-	}
+	toolCtx, shares := run.AtStep(s.toolCtx, at)
+	defer shares.Release()
 	if s.journal == nil {
 		results, err = s.r.tools.Execute(toolCtx, calls)
 		return results, nil, err

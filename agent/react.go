@@ -91,7 +91,7 @@ func NewReact(p provider.Provider, opts ...Option) (*React, error) {
 		name:        DefaultName,
 		maxSteps:    DefaultMaxSteps,
 		toolRetries: DefaultToolRetries,
-		compaction:  new(Compaction{}.withDefaults()),
+		compaction:  &defaultCompaction,
 		turn:        semaphore.NewWeighted(1),
 	}
 	for _, o := range opts {

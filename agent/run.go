@@ -211,7 +211,7 @@ type runState struct {
 	cacheKey string
 	// fork is the parent's request a context fork starts from (nil: the
 	// run is no fork), and prefix the request of the step whose tool
-	// calls run now, which the forks they start send (run.WithPrefix).
+	// calls run now, which the forks they start send (run.Step.Prefix).
 	fork   *provider.Request
 	prefix *provider.Request
 	// value is the answer's value under OutputOf, corrected whether the

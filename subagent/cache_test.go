@@ -55,7 +55,7 @@ func residentConsultations(t testing.TB, kind fake.Cache, n int) provider.Usage 
 	// 6 KB, as experts' prompts are.
 	system := "You are the compliance expert of the team. " + strings.Repeat("Follow the handbook and cite its sections. ", 140)
 	expert := must(agent.NewReact(p, agent.WithName("expert"), agent.WithSystemPrompt(system), agent.WithTools(lookup)))(t)
-	sub := must(FromAgent("expert", "Answers compliance questions.", expert, WithInputFromArgs(taskInput)))(t)
+	sub := must(FromAgent("expert", "Answers compliance questions.", expert, WithInputFromArgs(argsTask)))(t)
 	var total provider.Usage
 	for i := range n {
 		res, err := callTool(context.Background(), sub, fmt.Sprintf("call_%d", i), fmt.Sprintf(`{"task":"Question %d: how long do we keep records of kind %d?"}`, i+1, i))

@@ -93,7 +93,7 @@ func (t *SubAgentTool) prepare(ctx context.Context, call tool.Call) (json.RawMes
 	}
 	in := agent.Input{Text: text}
 	if t.cfg.input != nil {
-		if in, err = t.cfg.input(args); err != nil {
+		if in, err = t.cfg.input(args, text); err != nil {
 			return nil, agent.Input{}, fmt.Errorf("%w for %s: %v", tool.ErrInvalidArguments, name, err)
 		}
 	}

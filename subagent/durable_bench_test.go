@@ -115,7 +115,7 @@ func BenchmarkFanOutJournal(b *testing.B) {
 	})
 	worker, err := FromFactory("worker", "Does one task.", func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 		return agent.NewReact(child, agent.WithName("worker"))
-	}, WithInputFromArgs(taskInput))
+	}, WithInputFromArgs(argsTask))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -89,7 +89,7 @@ func TestStoredExpertWritesWhatEachCallAdded(t *testing.T) {
 	e := &echo{}
 	expert := func() *SubAgentTool {
 		r := newReact(t, e.provider(), agent.WithName("expert"), agent.WithoutCompaction())
-		return must(FromAgent("expert", "Knows things.", r, WithInputFromArgs(taskInput), WithStore(st, "expert")))(t)
+		return must(FromAgent("expert", "Knows things.", r, WithInputFromArgs(argsTask), WithStore(st, "expert")))(t)
 	}
 	one, two := expert(), expert()
 	ctx := context.Background()
@@ -215,7 +215,7 @@ func TestStoredExpertRunOutsideTheToolIsStoredWhole(t *testing.T) {
 	st, _ := meteredStore(t)
 	e := &echo{}
 	r := newReact(t, e.provider(), agent.WithName("expert"))
-	ex := must(FromAgent("expert", "Knows things.", r, WithInputFromArgs(taskInput), WithStore(st, "expert")))(t)
+	ex := must(FromAgent("expert", "Knows things.", r, WithInputFromArgs(argsTask), WithStore(st, "expert")))(t)
 	ctx := context.Background()
 	if _, err := callTool(ctx, ex, "c1", `{"task":"first"}`); err != nil {
 		t.Fatal(err)

@@ -67,7 +67,7 @@ func TestStoredResidentPanicsBecomeErrors(t *testing.T) {
 	e := &echo{}
 	build := func() (*SubAgentTool, *panicky) {
 		a := &panicky{React: newReact(t, e.provider(), agent.WithName("expert"))}
-		return must(FromAgent("expert", "Knows things.", a, WithInputFromArgs(taskInput), WithStore(st, "expert")))(t), a
+		return must(FromAgent("expert", "Knows things.", a, WithInputFromArgs(argsTask), WithStore(st, "expert")))(t), a
 	}
 	one, a := build()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)

@@ -61,7 +61,7 @@ func (e *echo) provider() provider.Provider {
 func storedExpert(t testing.TB, p provider.Provider, st *store.Store, opts ...Option) *SubAgentTool {
 	t.Helper()
 	r := newReact(t, p, agent.WithName("expert"))
-	return must(FromAgent("expert", "Knows things.", r, append([]Option{WithInputFromArgs(taskInput), WithStore(st, "expert")}, opts...)...))(t)
+	return must(FromAgent("expert", "Knows things.", r, append([]Option{WithInputFromArgs(argsTask), WithStore(st, "expert")}, opts...)...))(t)
 }
 
 func storedMessages(t testing.TB, st *store.Store) ([]provider.Message, int64) {
@@ -408,7 +408,7 @@ func TestStoredExpertSurvivesSIGKILLMidCall(t *testing.T) {
 func compactingExpert(t testing.TB, p, summarizer provider.Provider, st *store.Store) *SubAgentTool {
 	t.Helper()
 	r := newReact(t, p, agent.WithName("expert"), agent.WithCompaction(agent.Compaction{MaxMessages: 4, KeepTurns: 1, Summarizer: summarizer}))
-	return must(FromAgent("expert", "Knows things.", r, WithInputFromArgs(taskInput), WithStore(st, "expert")))(t)
+	return must(FromAgent("expert", "Knows things.", r, WithInputFromArgs(argsTask), WithStore(st, "expert")))(t)
 }
 
 // A process killed while it compacts the stored conversation leaves it as
@@ -506,7 +506,7 @@ func fanOut(t testing.TB, killAt int64, beforeKill func()) (*agent.React, *atomi
 	})
 	worker := must(FromFactory("worker", "Does one task.", func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 		return agent.NewReact(child, agent.WithName("worker"))
-	}, WithInputFromArgs(taskInput)))(t)
+	}, WithInputFromArgs(argsTask)))(t)
 	calls := make([]provider.ToolCall, 100)
 	for i := range calls {
 		calls[i] = provider.ToolCall{ID: "call_" + strconv.Itoa(i), Name: "worker", Arguments: []byte(fmt.Sprintf(`{"task":"task %d"}`, i))}
@@ -735,7 +735,7 @@ func TestJournaledLeadReplaysItsDecisions(t *testing.T) {
 		})
 		worker := must(FromFactory("worker", "Does one step.", func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(child, agent.WithName("worker"))
-		}, WithInputFromArgs(taskInput)))(t)
+		}, WithInputFromArgs(argsTask)))(t)
 		lead := newReact(t, leadModel, agent.WithName("lead"), agent.WithTools(worker))
 		j, err := st.Journal(ctx, "decisions")
 		if err != nil {

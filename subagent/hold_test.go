@@ -71,9 +71,9 @@ func checkBusy(t *testing.T, expert *SubAgentTool, ctx context.Context, refuse b
 func TestSuspendedStoredExpertIsBusyInEveryProcess(t *testing.T) {
 	path := t.TempDir() + "/s.db"
 	st1, st2 := openStore(t, path), openStore(t, path)
-	tool1 := must(FromAgent("expert", "Pays.", payingExpert(t), WithInputFromArgs(taskInput), WithStore(st1, "expert")))(t)
-	tool2 := must(FromAgent("expert", "Pays.", payingExpert(t), WithInputFromArgs(taskInput), WithStore(st2, "expert")))(t)
-	refusing2 := must(FromAgent("expert", "Pays.", payingExpert(t), WithInputFromArgs(taskInput), WithStore(st2, "expert"), WithRefuseWhenBusy()))(t)
+	tool1 := must(FromAgent("expert", "Pays.", payingExpert(t), WithInputFromArgs(argsTask), WithStore(st1, "expert")))(t)
+	tool2 := must(FromAgent("expert", "Pays.", payingExpert(t), WithInputFromArgs(argsTask), WithStore(st2, "expert")))(t)
+	refusing2 := must(FromAgent("expert", "Pays.", payingExpert(t), WithInputFromArgs(argsTask), WithStore(st2, "expert"), WithRefuseWhenBusy()))(t)
 	ctx := context.Background()
 
 	_, err := callTool(underJournal(t, ctx, st1, "a"), tool1, "l1", `{"task":"pay"}`)
@@ -130,7 +130,7 @@ func TestSuspendedStoredExpertIsBusyInEveryProcess(t *testing.T) {
 // A hold whose questions have all expired lets the expert go.
 func TestExpiredHoldLetsTheExpertGo(t *testing.T) {
 	st := openStore(t, t.TempDir()+"/s.db")
-	expert := must(FromAgent("expert", "Pays.", payingExpert(t), WithInputFromArgs(taskInput), WithStore(st, "expert"), WithRefuseWhenBusy()))(t)
+	expert := must(FromAgent("expert", "Pays.", payingExpert(t), WithInputFromArgs(argsTask), WithStore(st, "expert"), WithRefuseWhenBusy()))(t)
 	ctx := context.Background()
 	if _, err := callTool(underJournal(t, ctx, st, "a"), expert, "l1", `{"task":"pay"}`); !interrupted(err) {
 		t.Fatalf("first call: %v, want an interrupt", err)

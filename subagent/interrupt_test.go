@@ -61,15 +61,15 @@ func newApprovalTree(t *testing.T, twoAsks bool) *approvalTree {
 	grandTools := must(tool.NewRegistry(tool.RequireApproval(del, "deletes data", 0), tool.RequireApproval(purge, "", 0)))(t)
 	grand := must(FromFactory("grandchild", "Cleans.", func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 		return agent.NewReact(a.grandP, agent.WithName("grandchild"), agent.WithRegistry(grandTools))
-	}, WithInputFromArgs(taskInput), WithMaxDepth(2)))(t)
+	}, WithInputFromArgs(argsTask), WithMaxDepth(2)))(t)
 	childTools := must(tool.NewRegistry(grand))(t)
 	child := must(FromFactory("child", "Tidies.", func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 		return agent.NewReact(a.childP, agent.WithName("child"), agent.WithRegistry(childTools))
-	}, WithInputFromArgs(taskInput)))(t)
+	}, WithInputFromArgs(argsTask)))(t)
 	sibling := must(FromFactory("sibling", "Looks.", func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 		a.sibs.Add(1)
 		return agent.NewReact(a.siblingP, agent.WithName("sibling"))
-	}, WithInputFromArgs(taskInput)))(t)
+	}, WithInputFromArgs(argsTask)))(t)
 	a.lead = newReact(t, a.leadP, agent.WithName("lead"), agent.WithTools(child, sibling))
 	return a
 }
@@ -224,7 +224,7 @@ func TestSuspendedStoredExpertKeepsNoHalfTurn(t *testing.T) {
 	}))(t)
 	expertP := fake.NewProvider(fake.Calls(call("e1", "send", `{"amount":5}`)), fake.Text("paid"))
 	r := newReact(t, expertP, agent.WithName("expert"), agent.WithTools(tool.RequireApproval(send, "moves money", 0)))
-	expert := must(FromAgent("expert", "Pays.", r, WithInputFromArgs(taskInput), WithStore(st, "expert")))(t)
+	expert := must(FromAgent("expert", "Pays.", r, WithInputFromArgs(argsTask), WithStore(st, "expert")))(t)
 	leadP := fake.NewProvider(fake.Calls(call("l1", "expert", `{"task":"pay 5"}`)), fake.Text("done"))
 	lead := newReact(t, leadP, agent.WithName("lead"), agent.WithTools(expert))
 
@@ -269,7 +269,7 @@ func TestSuspendedResidentIsBusyForOtherCallsUntilResumed(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			st := openStore(t, t.TempDir()+"/s.db")
-			expert := must(FromAgent("expert", "Pays.", payingExpert(t), append([]Option{WithInputFromArgs(taskInput)}, opts...)...))(t)
+			expert := must(FromAgent("expert", "Pays.", payingExpert(t), append([]Option{WithInputFromArgs(argsTask)}, opts...)...))(t)
 			ctx := context.Background()
 			under := func(ctx context.Context, turn string) context.Context { return underJournal(t, ctx, st, turn) }
 			_, err := callTool(under(ctx, "a"), expert, "l1", `{"task":"pay"}`)

@@ -30,6 +30,10 @@ func must[T any](v T, err error) func(testing.TB) T {
 	}
 }
 
+// argsTask is taskInput as WithInputFromArgs takes it: a tool whose
+// arguments are its own hands the child their task.
+func argsTask(args json.RawMessage) (agent.Input, error) { return taskInput(args, string(args)) }
+
 func newReact(t testing.TB, p provider.Provider, opts ...agent.Option) *agent.React {
 	t.Helper()
 	return must(agent.NewReact(p, opts...))(t)

@@ -740,7 +740,7 @@ func (s *Spawner) member(name, text string, check *checker, callSchema bool) (*S
 	in := agent.Input{Text: string(args)}
 	if c.cfg.input != nil {
 		var err error
-		if in, err = c.cfg.input(args); err != nil {
+		if in, err = c.cfg.input(args, in.Text); err != nil {
 			return nil, nil, agent.Input{}, fmt.Errorf("%w for %s: %v", tool.ErrInvalidArguments, name, err)
 		}
 	}

@@ -185,11 +185,11 @@ func joinPrompts(parts ...string) string {
 	return strings.Join(kept, "\n\n")
 }
 
-// taskInput hands the child the task field of the arguments. A missing,
-// non-string or blank task is an error: the child would otherwise send an
-// empty user message, which model APIs reject.
-func taskInput(args json.RawMessage) (agent.Input, error) {
-	task := field(args, "task")
+// taskInput hands the child the task field of the arguments, given as
+// text too. A missing, non-string or blank task is an error: the child
+// would otherwise send an empty user message, which model APIs reject.
+func taskInput(_ json.RawMessage, text string) (agent.Input, error) {
+	task, _ := jsonvalue.Member(text, "task") // as field reads it, from the text the call read already
 	if strings.TrimSpace(task) == "" {
 		return agent.Input{}, errors.New(`"task" is missing or empty: pass the sub-agent's task as a non-empty string`)
 	}
@@ -259,7 +259,7 @@ type config struct {
 	maxOutput  int
 	timeout    time.Duration
 	refuseBusy bool
-	input      func(args json.RawMessage) (agent.Input, error)
+	input      func(args json.RawMessage, text string) (agent.Input, error) // text: args as a string
 	render     func(ctx context.Context, o Outcome) (string, error)
 	onOutcome  func(ctx context.Context, o Outcome)
 	check      *checker
@@ -381,7 +381,7 @@ func WithInputFromArgs(fn func(args json.RawMessage) (agent.Input, error)) Optio
 			if fn == nil {
 				return errors.New("WithInputFromArgs(nil): pass a function")
 			}
-			c.input = fn
+			c.input = func(args json.RawMessage, _ string) (agent.Input, error) { return fn(args) }
 			return nil
 		})
 }

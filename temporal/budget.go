@@ -119,7 +119,7 @@ func (b *budget) noteReply(req provider.Request, resp provider.Response) {
 // share is the token limit of each of a step's n children: what the run
 // has left after keeping back what its next call reads (keep), split in
 // n+1 equal parts, one a child and one for the next call's reply, as the
-// core splits it (run.WithShares); 0 without a limit.
+// core splits it (run.Step.Share); 0 without a limit.
 func (b *budget) share(used, keep int64, n int) int64 {
 	if !b.on || n == 0 {
 		return 0

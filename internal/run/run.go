@@ -31,14 +31,14 @@ type info struct {
 	depth int
 	scope *scope // nil outside a run
 	// shares is the part of the run's token budget set aside for the
-	// sub-agents of the current step's tool calls (WithShares), nil when
+	// sub-agents of the current step's tool calls (Step.Share), nil when
 	// none is; budget is the token limit the next run started under the
 	// context gets from the tool that starts it (ForRun), -1 when not
 	// set.
-	shares *shares
+	shares *Shares
 	budget int64
 	// costShare is the cost limit, in US dollars, of a run started under
-	// the context by a tool call of a step (WithShares); 0 for none.
+	// the context by a tool call of a step (Step.Share); 0 for none.
 	// hold, when not nil, is where that share is held in the run that gave
 	// it, for work that outlives its call (HoldCostShare).
 	costShare float64
@@ -53,11 +53,13 @@ type info struct {
 	call string
 }
 
-// stepCalls is one step of a run whose tool calls are running: its number
-// and the ids of its calls, in the order the model gave them.
+// stepCalls is one step of a run whose tool calls are running: its number,
+// its calls, in the order the model gave them, and the request whose reply
+// asked for them (Step.Prefix).
 type stepCalls struct {
-	n   int
-	ids []string
+	n      int
+	calls  []provider.ToolCall
+	prefix *provider.Request
 }
 
 // A Counter counts what AddEarlier recorded under a context (ForRun), and
@@ -280,7 +282,7 @@ func Position(ctx context.Context) string {
 func (ri *info) callPos(name string) string {
 	at := ""
 	if ri.step != nil && ri.call != "" {
-		if i := slices.Index(ri.step.ids, ri.call); i >= 0 {
+		if i := slices.IndexFunc(ri.step.calls, func(c provider.ToolCall) bool { return c.ID == ri.call }); i >= 0 {
 			at = "@" + strconv.Itoa(ri.step.n) + "." + strconv.Itoa(i)
 		}
 	}
@@ -299,16 +301,49 @@ func (ri *info) pos() string {
 	return ri.scope.pos
 }
 
-// AtStep returns ctx under which the tool calls of step n (from 1; 0 for
-// the calls a run's input left open) of the run of ctx run, with ids the
-// ids of the step's calls, in the order the model gave them. The agent
-// loop calls it before it runs a step's calls, and the Registry marks each
-// call's context with AtCall, so that a run started under a call knows
-// its place in the tree (Position).
-func AtStep(ctx context.Context, n int, ids []string) context.Context {
-	ri := from(ctx)
-	ri.step, ri.call = &stepCalls{n: n, ids: ids}, ""
-	return context.WithValue(ctx, key{}, &ri)
+// A Step is a step of a run whose tool calls are about to run (AtStep).
+type Step struct {
+	// N is the step's number, from 1 (0 for the calls a run's input left
+	// open), and Calls its calls, in the order the model gave them.
+	N     int
+	Calls []provider.ToolCall
+	// Prefix is the model request whose reply asked for the calls (the
+	// conversation as sent, without a note for that call alone), or nil: a
+	// context fork started by one of them sends it as the prefix of its
+	// own requests (Prefix). It must not change afterwards.
+	Prefix *provider.Request
+	// Share sets aside, for the sub-agents of the calls, an equal share
+	// each of what the run has left, after Keep tokens and KeepCost
+	// dollars kept back for what its next model call reads before the
+	// calls' results: see TakeShare.
+	Share    bool
+	Keep     int64
+	KeepCost float64
+}
+
+// stepLayer is AtStep's context layer, with the step and the shares it
+// sets aside: one allocation for the three.
+type stepLayer struct {
+	info
+	step   stepCalls
+	shares Shares
+}
+
+// AtStep returns ctx under which the tool calls of st run, and the shares
+// it set aside (st.Share), which the caller gives back with Release once
+// the calls have ended (nil when none). The agent loop calls it before it
+// runs a step's calls, and the Registry marks each call's context with
+// AtCall, so that a run started under a call knows its place in the tree
+// (Position).
+func AtStep(ctx context.Context, st Step) (context.Context, *Shares) {
+	l := &stepLayer{info: from(ctx)}
+	l.step = stepCalls{n: st.N, calls: st.Calls, prefix: st.Prefix}
+	l.info.step, l.info.call = &l.step, ""
+	var sh *Shares
+	if st.Share && shareOut(ctx, &l.info, &l.shares, len(st.Calls), st.Keep, st.KeepCost) {
+		sh = &l.shares
+	}
+	return context.WithValue(ctx, key{}, &l.info), sh
 }
 
 // AtCall returns ctx marked as the context of the tool call id of the
@@ -760,54 +795,54 @@ func Limit(ctx context.Context) int64 {
 	return 0
 }
 
-// shares is the part of a run's budget set aside, as a step's tool calls
-// begin, for the sub-agents they start: one equal share per call.
-type shares struct {
+// Shares is the part of a run's budget set aside, as a step's tool calls
+// begin, for the sub-agents they start: one equal share per call (AtStep).
+type Shares struct {
 	sc   *scope
 	each int64
 	mu   sync.Mutex
 	n    int // shares not taken yet
 }
 
-// WithShares sets aside, for the calls tool calls of a step about to run,
-// an equal share each of what the run of ctx has left, and returns the
-// context the calls run under and the function that gives back the shares
-// no call took; call it once the calls have ended. A sub-agent tool takes
-// its call's share (TakeShare) before its child starts, so that whatever
-// a child spends, its siblings keep theirs. Without a token limit it sets
-// nothing aside.
+// shareOut sets aside, in ri, for the calls of a step about to run
+// (AtStep, Step.Share), an equal share each of what the run of ctx has
+// left: a cost share, in ri, when a run ctx is inside has a cost limit,
+// and shares of tokens, in sh, when the run has a token limit, which it
+// reports. A sub-agent tool takes its call's share (TakeShare)
+// before its child starts, so that whatever a child spends, its siblings
+// keep theirs.
 //
 // The run keeps back first what its next model call will read before the
 // calls' results (keep tokens, costing keepCost dollars), then splits the
 // rest in calls+1 equal parts: one a call, and one for the reply of its
 // next call. A child's answer, which that call reads too, comes out of
 // the child's share (ReadBack).
-func WithShares(ctx context.Context, calls int, keep int64, keepCost float64) (context.Context, func()) {
-	ri := from(ctx)
+func shareOut(ctx context.Context, ri *info, sh *Shares, calls int, keep int64, keepCost float64) bool {
 	sc := ri.scope
 	if sc == nil || calls < 1 {
-		return ctx, func() {}
+		return false
 	}
 	if left, limited := CostLeft(ctx); limited {
 		ri.costShare = max((left-keepCost)/float64(calls+1), 1e-12) // not 0, which is no limit
 	}
 	if sc.limit == 0 {
-		if ri.costShare > 0 {
-			return context.WithValue(ctx, key{}, &ri), func() {}
-		}
-		return ctx, func() {}
+		return false
 	}
 	sc.mu.Lock()
 	left := max(sc.limit-sc.used.Load()-sc.reserved.Load()-max(keep, 0), 0)
-	sh := &shares{sc: sc, each: left / int64(calls+1), n: calls}
+	sh.sc, sh.each, sh.n = sc, left/int64(calls+1), calls
 	sc.reserved.Add(sh.each * int64(calls))
 	sc.mu.Unlock()
 	ri.shares = sh
-	return context.WithValue(ctx, key{}, &ri), sh.release
+	return true
 }
 
-// release gives back the shares not taken.
-func (sh *shares) release() {
+// Release gives back the shares no call took: call it once the step's
+// calls have ended. On a nil Shares it does nothing.
+func (sh *Shares) Release() {
+	if sh == nil || sh.sc == nil {
+		return
+	}
 	sh.mu.Lock()
 	k := sh.n
 	sh.n = 0
@@ -820,7 +855,7 @@ func (sh *shares) release() {
 }
 
 // TakeShare takes one of the shares set aside for the step ctx belongs to
-// (WithShares), for the child a tool call starts, keeping at most upTo
+// (Step.Share), for the child a tool call starts, keeping at most upTo
 // tokens of it (0: all) and giving the rest back: it returns the tokens
 // kept, whether a share was set aside at all (false: the run has no limit,
 // or the call is not a step's), and the Grant that ends the reservation
@@ -873,7 +908,7 @@ func (g *Grant) Settle(spent int64) {
 }
 
 // CostShared reports whether the step ctx belongs to gave each of its
-// calls a share of what its run may still spend (WithShares).
+// calls a share of what its run may still spend (Step.Share).
 func CostShared(ctx context.Context) bool { return from(ctx).costShare > 0 }
 
 // CostShare returns the share of what its run may still spend that the
@@ -899,7 +934,7 @@ func (h *costHold) spend(dollars float64) {
 
 // HoldCostShare gives dst, the context of work that outlives the tool call
 // of ctx (a background job), that call's share of what its run may still
-// spend (WithShares): the run that gave it holds it, so that its later
+// spend (Step.Share): the run that gave it holds it, so that its later
 // steps do not share it out again (CostLeft leaves it out), until the
 // work spends it or the function returned gives back what it did not
 // spend; call that once the work's cost is all counted and read. Without
@@ -922,7 +957,7 @@ func HoldCostShare(ctx, dst context.Context) (context.Context, func()) {
 }
 
 // HasShares reports whether the step ctx belongs to set shares aside
-// (WithShares), taken or not.
+// (Step.Share), taken or not.
 func HasShares(ctx context.Context) bool { return from(ctx).shares != nil }
 
 // KeepShare moves one share of the step of ctx, if it set any aside, to
@@ -943,12 +978,12 @@ func KeepShare(ctx, dst context.Context, margin int64) (context.Context, func())
 	if sh.n == 0 {
 		sh.mu.Unlock()
 		ri := from(dst)
-		ri.shares = &shares{sc: sh.sc}
+		ri.shares = &Shares{sc: sh.sc}
 		return context.WithValue(dst, key{}, &ri), func() {}
 	}
 	sh.n--
 	sh.mu.Unlock()
-	own := &shares{sc: sh.sc, each: sh.each, n: 1}
+	own := &Shares{sc: sh.sc, each: sh.each, n: 1}
 	if back := min(max(margin, 0), own.each); back > 0 {
 		own.each -= back
 		sh.sc.mu.Lock()
@@ -957,7 +992,7 @@ func KeepShare(ctx, dst context.Context, margin int64) (context.Context, func())
 	}
 	ri := from(dst)
 	ri.shares = own
-	return context.WithValue(dst, key{}, &ri), own.release
+	return context.WithValue(dst, key{}, &ri), own.Release
 }
 
 // SetUsed records that the run of ctx has used n tokens so far, its
@@ -1004,18 +1039,11 @@ func Reserve(ctx context.Context, n int64) (granted int64, limited bool, g *Gran
 	return granted, true, &Grant{sc: sc, granted: granted}
 }
 
-type prefixKey struct{}
-
-// WithPrefix returns ctx carrying req, the model request whose reply asked
-// for the tool calls run under ctx (the conversation as sent, without a
-// note for that call alone): a context fork started by one of them sends
-// it as the prefix of its own requests. req must not change afterwards.
-func WithPrefix(ctx context.Context, req *provider.Request) context.Context {
-	return context.WithValue(ctx, prefixKey{}, req)
-}
-
-// Prefix returns the request of WithPrefix, or nil.
+// Prefix returns the request of the step whose tool calls ctx is under
+// (Step.Prefix), or nil.
 func Prefix(ctx context.Context) *provider.Request {
-	req, _ := ctx.Value(prefixKey{}).(*provider.Request)
-	return req
+	if ri, ok := ctx.Value(key{}).(*info); ok && ri.step != nil {
+		return ri.step.prefix
+	}
+	return nil
 }

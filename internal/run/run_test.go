@@ -108,7 +108,7 @@ func TestPositionIsTheChainOfCallsThatLedToTheRun(t *testing.T) {
 	if got := Position(ctx); got != "lead" {
 		t.Fatalf("top-level position %q, want lead", got)
 	}
-	step := AtStep(ctx, 2, []string{"a", "b", "c"})
+	step, _ := AtStep(ctx, Step{N: 2, Calls: []provider.ToolCall{{ID: "a"}, {ID: "b"}, {ID: "c"}}})
 	call := AtCall(step, "c")
 	if got := Position(call); got != "lead/@2.2" {
 		t.Errorf("inside a call: %q, want lead/@2.2", got)
@@ -117,7 +117,8 @@ func TestPositionIsTheChainOfCallsThatLedToTheRun(t *testing.T) {
 	if got := Position(child); got != "lead/critic@2.2" {
 		t.Errorf("child: %q, want lead/critic@2.2", got)
 	}
-	grand := Start(AtCall(AtStep(child, 1, []string{"x"}), "x"), "r3", "fact", 0)
+	childStep, _ := AtStep(child, Step{N: 1, Calls: []provider.ToolCall{{ID: "x"}}})
+	grand := Start(AtCall(childStep, "x"), "r3", "fact", 0)
 	if got := Position(grand); got != "lead/critic@2.2/fact@1.0" {
 		t.Errorf("grandchild: %q", got)
 	}
