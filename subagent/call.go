@@ -39,8 +39,7 @@ type checkpointer interface {
 	Checkpoint() (restore func())
 }
 
-// Call runs the child for one call: the Result holds the checked, capped
-// answer, its Value and the child's Usage; a cancellation wraps context.Canceled.
+// Call runs the child for one call of the model.
 func (t *SubAgentTool) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
 	if t.scoped != nil {
 		return t.scoped.call(ctx, call)
@@ -100,8 +99,7 @@ func (t *SubAgentTool) prepare(ctx context.Context, call tool.Call) (json.RawMes
 	return args, in, nil
 }
 
-// Rerun runs the invocation of call again from a point in it, after those
-// messages, under a new run id (devui.WithRerun); a resident expert refuses it.
+// Rerun runs call's invocation again from after (devui.WithRerun).
 func (t *SubAgentTool) Rerun(ctx context.Context, call tool.Call, after []provider.Message) (tool.Result, error) {
 	if t.resident != nil || t.scoped != nil {
 		return tool.Result{}, fmt.Errorf("subagent %q: a resident expert keeps its own conversation and cannot be re-run from a point in a call: re-run the call to it instead", t.def.Name)
@@ -798,10 +796,6 @@ func (r *childRuns) answer(in agent.Input) (out agent.Output, v verdict, err err
 	}
 	return out, v, err
 }
-
-// ValidationEvent is the CUSTOM event of an answer the validator rejects:
-// {"verdict":"retry"|"fail","problem":…} under the child's run id.
-const ValidationEvent = "deputy.validation"
 
 // rejected emits a ValidationEvent for an answer the validator rejected
 // with problem; nil problem (the answer fit) emits nothing.

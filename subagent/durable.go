@@ -17,16 +17,14 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// Persistent is a resident agent whose conversation can be saved, put back
-// and forgotten, as *agent.React's can: what WithStore needs.
+// Persistent is a resident whose conversation can be saved (WithStore).
 type Persistent interface {
 	Snapshot() ([]byte, error)
 	Restore(data []byte) error
 	Reset()
 }
 
-// Appender is a Persistent agent stored a part at a time, as *agent.React
-// is: Mark, then only what came after (docs/durable.md).
+// Appender is a Persistent agent stored a part at a time (docs/durable.md).
 type Appender interface {
 	Persistent
 	Mark() (epoch uint64, n int)
@@ -92,9 +90,7 @@ func (d *durable) marked(app Appender) {
 	}
 }
 
-// WithStore keeps a FromAgent or FromScoped expert's conversation in st under
-// key, leased per call, to outlive the process; the agent must be Persistent
-// (docs/durable.md).
+// WithStore keeps a resident's conversation in st (docs/durable.md).
 func WithStore(st *store.Store, key string) Option {
 	return usedBy(formAgent|formScoped,
 		"WithStore keeps the conversation of a FromAgent expert (a one-shot or spawned child has none to keep)",

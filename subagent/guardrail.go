@@ -16,8 +16,7 @@ import (
 	"github.com/deputy-go/deputy/provider"
 )
 
-// WithGuardrails checks each child's task and answer with gs; a tripwire stops
-// the runs above it (*policy.GuardrailError) (docs/policy.md).
+// WithGuardrails checks each child's task and answer (docs/policy.md).
 func WithGuardrails(gs ...policy.Guardrail) Option {
 	return func(c *config) error {
 		set, err := guardrail.Add(c.guards, "WithGuardrails", gs)
@@ -36,8 +35,7 @@ const judgeName = "judge"
 // maxJudged bounds the text a judge reads.
 const maxJudged = 64 << 10
 
-// Judge returns a guardrail check made by a judge model over p told
-// instructions; its calls count as the tree's (docs/policy.md).
+// Judge returns a guardrail check made by a judge model (docs/policy.md).
 func Judge(p provider.Provider, instructions string, opts ...agent.Option) (func(ctx context.Context, text string) (policy.Finding, error), error) {
 	if p == nil {
 		return nil, errors.New("subagent: Judge: nil provider: pass the provider the judge runs on")

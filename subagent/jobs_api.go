@@ -17,16 +17,13 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// Jobs is the set of background children one run started (WithBackground),
-// for Go code inside the run: the model's six job actions (docs/background.md).
-// It is safe for concurrent use.
+// Jobs is the background children of one run, safe for concurrent use.
 type Jobs struct {
 	s  *Spawner
 	jt *jobTable
 }
 
-// Jobs returns the background children of ctx's run, or nil outside a run,
-// after it ended, or without WithBackground.
+// Jobs returns the jobs of ctx's run, or nil.
 func (s *Spawner) Jobs(ctx context.Context) *Jobs {
 	if !s.cfg.background {
 		return nil
@@ -98,16 +95,14 @@ type Receipt struct {
 	Seq       int    `json:"seq"`            // its place among the job's messages
 }
 
-// JobResult is a job that ended: its answer, failure or partial report.
-// Result.Usage is set only the first time the job is collected.
+// JobResult is an ended job; Result.Usage is set when it is first collected.
 type JobResult struct {
 	JobStatus
 	Result tool.Result
 	Err    error // nil for an answer; a *tool.Interrupted when suspended
 }
 
-// Start starts a child in the background, within the spawn tool's bounds,
-// and returns its status at once.
+// Start starts a background child and returns its status at once.
 func (js *Jobs) Start(ctx context.Context, t Task) (JobStatus, error) {
 	s := js.s
 	if err := s.admit(ctx); err != nil {
@@ -173,8 +168,7 @@ type WaitFor struct {
 	Timeout time.Duration // 0: until ctx ends
 }
 
-// Wait waits for jobs as w says and returns, collected, those that ended in
-// time (maybe none, and no error); when ctx ends, ctx's error.
+// Wait returns, collected, the jobs that ended as w says (maybe none).
 func (js *Jobs) Wait(ctx context.Context, w WaitFor) ([]JobResult, error) {
 	targets, err := js.targets(w.IDs)
 	if err != nil {
@@ -217,9 +211,7 @@ func (js *Jobs) Wait(ctx context.Context, w WaitFor) ([]JobResult, error) {
 	return out, nil
 }
 
-// Send queues a message that the job's sub-agent reads before its next model
-// call, once and in order, even when a journaled turn runs again, and returns
-// its receipt (docs/background.md).
+// Send queues a message that the job reads before its next model call.
 func (js *Jobs) Send(ctx context.Context, id, text string) (Receipt, error) {
 	j, err := js.find(id)
 	if err != nil {
@@ -245,8 +237,7 @@ func (js *Jobs) Send(ctx context.Context, id, text string) (Receipt, error) {
 	return receiptOf(j.id, r), nil
 }
 
-// Cancel cancels the job and its children, waits for it, and returns it
-// collected: a partial report if it was running, else its result.
+// Cancel cancels the job and its children and returns it collected.
 func (js *Jobs) Cancel(ctx context.Context, id string) (JobResult, error) {
 	j, err := js.find(id)
 	if err != nil {

@@ -20,9 +20,7 @@ import (
 // model call, which ended meanwhile (the spawner is a tool.Notifier). The
 // spawner owns their goroutines: Close ends them.
 
-// WithJobsAcrossTurns gives a top-level run's jobs to its thread: they work
-// on, and its next run is told of those that ended (note; nil: DefaultJobNote).
-// Close the spawner when done (docs/background.md).
+// WithJobsAcrossTurns gives a top-level run's jobs to its thread.
 func WithJobsAcrossTurns(note func(JobResult) string) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		c.background, c.acrossTurns = true, true
@@ -155,8 +153,7 @@ func (jt *jobTable) prune() {
 	jt.order = kept
 }
 
-// Notes returns a note of each job of the run's thread that ended
-// uncollected before it began (tool.Notifier).
+// Notes returns notes of the thread's jobs that ended (tool.Notifier).
 func (s *Spawner) Notes(ctx context.Context) []tool.Note {
 	k, ok := s.threadOf(ctx)
 	if !ok {
@@ -213,8 +210,7 @@ func (s *Spawner) Noted(ctx context.Context, ids []string) {
 	}
 }
 
-// Close cancels the jobs that outlive their run (WithJobsAcrossTurns) and
-// waits for them; it returns nil.
+// Close ends the jobs that outlive their run (WithJobsAcrossTurns).
 func (s *Spawner) Close() error {
 	ts := &s.threads
 	ts.mu.Lock()

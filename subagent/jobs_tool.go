@@ -17,9 +17,7 @@ const (
 	DefaultJobWait = 30 * time.Second // a wait the model gives no timeout
 )
 
-// JobsTool returns the tool with which the model checks on, waits for,
-// messages, cancels and lists the run's jobs; register it beside the spawner.
-// A job that asks a person suspends its waiter (docs/background.md).
+// JobsTool returns the tool with which the model acts on jobs.
 func (s *Spawner) JobsTool() tool.Tool { return &jobsTool{s: s} }
 
 type jobsTool struct{ s *Spawner }

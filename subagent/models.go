@@ -26,8 +26,7 @@ type menuModel struct {
 	price provider.Price
 }
 
-// WithModelMenu lets the model pick each fork's model among choices, priced by
-// prices; roster members keep their own (docs/cost.md).
+// WithModelMenu lets the model pick each fork's model (docs/cost.md).
 func WithModelMenu(prices *provider.Prices, choices ...ModelChoice) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if prices == nil {

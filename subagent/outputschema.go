@@ -2,8 +2,7 @@ package subagent
 
 import "encoding/json"
 
-// OutputSchema returns the schema the child's answer is checked against, or
-// nil; do not modify it.
+// OutputSchema returns the answer's schema, or nil; do not modify it.
 func (t *SubAgentTool) OutputSchema() json.RawMessage {
 	if t.cfg.check == nil {
 		return nil

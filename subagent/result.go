@@ -5,8 +5,11 @@ import (
 	"strings"
 )
 
-// ReportSchema is the JSON Schema of a Report (findings may be null).
-const ReportSchema = `{
+// The JSON Schemas of the tools' arguments (defaults) and of a Report.
+const (
+	TaskParams   = `{"type":"object","properties":{"task":{"type":"string","description":"The task or question for the sub-agent, with everything it needs to know."}},"required":["task"]}`                                                                                    // FromAgent's, FromFactory's
+	ReactParams  = `{"type":"object","properties":{"system_prompt":{"type":"string","description":"Who the sub-agent is and how it should work."},"task":{"type":"string","description":"The task for the sub-agent, with everything it needs to know."}},"required":["task"]}` // FromReact's
+	ReportSchema = `{
   "type": "object",
   "properties": {
     "status": {"type": "string", "enum": ["success", "partial", "failed"]},
@@ -16,6 +19,7 @@ const ReportSchema = `{
   "required": ["status", "summary"],
   "additionalProperties": false
 }`
+)
 
 // ReportStatus is the outcome a child reports in its Report.
 type ReportStatus string
@@ -41,7 +45,7 @@ func ReportPrompt() string {
 		`"failed" when you could not do it; put what you found in summary, and any structured data in findings.`
 }
 
-// SchemaPrompt returns the instruction to end the answer with JSON fitting schema.
+// SchemaPrompt tells a child to end its answer with JSON fitting schema.
 func SchemaPrompt(schema json.RawMessage) string {
 	var b strings.Builder
 	b.WriteString("When you have finished, reply with a single JSON value, and nothing else, that matches this JSON Schema:\n")

@@ -12,12 +12,10 @@ import (
 	"golang.org/x/sync/semaphore"
 )
 
-// Scope names from a call's context whose conversation a resident keeps:
-// PerThread, a user, a tenant; its error fails the run (docs/serving.md).
+// Scope names whose conversation a resident keeps (docs/serving.md).
 type Scope func(ctx context.Context) (string, error)
 
-// PerThread scopes a resident to the call's thread (agent.Thread); outside
-// one a call fails with ErrNoScope.
+// PerThread scopes a resident to the call's thread (agent.Thread).
 func PerThread(ctx context.Context) (string, error) {
 	if th := agent.Thread(ctx); th != "" {
 		return th, nil
@@ -25,8 +23,7 @@ func PerThread(ctx context.Context) (string, error) {
 	return "", fmt.Errorf("%w: PerThread: the call is not part of a thread: serve the agent through agui, mark the run with agent.WithThread, or scope by something else", ErrNoScope)
 }
 
-// WithMaxScopes bounds the scopes a FromScoped tool keeps in memory (default
-// DefaultMaxScopes), forgetting the least recently used idle one.
+// WithMaxScopes bounds the scopes a FromScoped tool keeps in memory.
 func WithMaxScopes(n int) Option {
 	return usedBy(formScoped, "WithMaxScopes bounds the scopes of a FromScoped expert", func(c *config) error {
 		if n < 1 {
@@ -37,8 +34,7 @@ func WithMaxScopes(n int) Option {
 	})
 }
 
-// FromScoped returns a resident expert per scope, built by newAgent on its
-// first call, each with FromAgent's contract (docs/serving.md).
+// FromScoped returns a resident expert per scope (docs/serving.md).
 func FromScoped(name, description string, scope Scope, newAgent func(scope string) (agent.Agent, error), opts ...Option) (*SubAgentTool, error) {
 	if scope == nil {
 		return nil, fmt.Errorf("subagent %q: nil scope: pass subagent.PerThread or a function naming the call's scope", name)
@@ -154,8 +150,7 @@ func (s *scopes) evict() {
 	}
 }
 
-// ForgetScope drops what a FromScoped tool holds in memory for scope (the
-// store's: store.DeleteScope).
+// ForgetScope drops what a FromScoped tool holds in memory for scope.
 func (t *SubAgentTool) ForgetScope(scope string) {
 	if t.scoped == nil {
 		return

@@ -27,9 +27,12 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// Defaults of the spawn tool; DefaultMaxSpawns stops a model that loops on
-// delegation, it is not a width (docs/fanout.md).
+// Defaults of a SubAgentTool and of the spawn tool; DefaultMaxSpawns stops a
+// model that loops on delegation, it is not a width (docs/fanout.md).
 const (
+	DefaultMaxDepth         = 1                // a top-level agent delegates, its children do not
+	DefaultMaxOutputBytes   = 48 << 10         // what a child returns to its parent
+	DefaultMaxScopes        = 1024             // the scopes a FromScoped tool keeps in memory
 	SpawnToolName           = "spawn_subagent" // the name the model calls it by
 	DefaultMaxSpawns        = 8                // children one parent run may start
 	DefaultSpawnConcurrency = 0                // children of one run running at once
@@ -40,16 +43,7 @@ const (
 		"Say plainly what you could not do: a partial answer presented as complete is worse than none."
 )
 
-// Errors of the spawn tool (errors.Is), which the model reads and corrects.
-var (
-	ErrMaxSpawns  = errors.New("subagent: spawn limit reached")  // the run started WithMaxSpawns children
-	ErrNoBudget   = errors.New("subagent: no token budget left") // the run's tokens spent or set aside
-	ErrDenied     = errors.New("subagent: spawning denied")      // by WithSpawnPolicy
-	ErrUnknownJob = errors.New("subagent: unknown job")          // no job of that id in the run
-)
-
-// Spawner is the spawn_subagent tool, with which a model starts forks of its
-// agent or roster members (docs/fanout.md).
+// Spawner is the spawn_subagent tool (docs/fanout.md).
 type Spawner struct {
 	def    tool.Definition
 	params *jsonschema.Schema
@@ -66,8 +60,7 @@ type Spawner struct {
 	threads threadJobs // the jobs that outlive their run (WithJobsAcrossTurns)
 }
 
-// NewSpawner returns the spawn tool of an agent on p with reg: forks get the
-// same provider and tools, never more.
+// NewSpawner returns the spawn tool of an agent on p with reg.
 func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...SpawnOption) (*Spawner, error) {
 	if p == nil {
 		return nil, fmt.Errorf("subagent %s: nil provider: pass the provider the parent runs on", SpawnToolName)
@@ -188,8 +181,7 @@ func WithSpawnConcurrency(n int) SpawnOption {
 	})
 }
 
-// WithChildTokenBudget gives each fork at most n tokens of its parent's
-// budget, refusing one with none left (ErrNoBudget).
+// WithChildTokenBudget gives each fork at most n tokens (ErrNoBudget).
 func WithChildTokenBudget(n int64) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if n < 1 {
@@ -260,8 +252,7 @@ func WithSpawnPolicy(allow func(ctx context.Context) bool) SpawnOption {
 	})
 }
 
-// WithContextForks makes children start from their parent's request, read
-// from the prompt cache (agent.Input.Fork) (docs/cost.md).
+// WithContextForks makes children context forks (docs/cost.md).
 func WithContextForks() Option {
 	return usedBy(formSpawn|formFactory|formReact,
 		"WithContextForks makes children context forks of their parent's conversation, which only a child built afresh for each call can start from (a resident expert keeps a conversation of its own): use FromFactory or FromReact",
@@ -545,9 +536,6 @@ func (s *Spawner) plan(ctx context.Context, callID string, a spawnArgs, check *c
 	}
 	return sc, nil
 }
-
-// RefusedEvent is the CUSTOM event of a child a limit refused (docs/fanout.md).
-const RefusedEvent = "deputy.refused"
 
 // refuse reports a sub-agent a limit refused, as an event and in the run's
 // count, and returns err, the error the model reads.

@@ -21,11 +21,11 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// Defaults of a SubAgentTool.
+// The CUSTOM events of a call's answer the validator rejected, and of a child
+// refused by a limit.
 const (
-	DefaultMaxDepth       = 1        // a top-level agent delegates, its children do not
-	DefaultMaxOutputBytes = 48 << 10 // what a child returns to its parent
-	DefaultMaxScopes      = 1024     // the scopes a FromScoped tool keeps in memory
+	ValidationEvent = "deputy.validation"
+	RefusedEvent    = "deputy.refused"
 )
 
 // Errors of a call (errors.Is); all but a cancellation are the model's to
@@ -38,10 +38,13 @@ var (
 	ErrTimeout      = errors.New("subagent: timed out")                       // longer than WithTimeout
 	ErrNoScope      = errors.New("subagent: the call's scope cannot be told") // the Scope could not name one
 	ErrUnknownModel = errors.New("subagent: model not on the menu")           // a spawn named a model off WithModelMenu's menu; nothing ran
+	ErrMaxSpawns    = errors.New("subagent: spawn limit reached")             // the run started WithMaxSpawns children
+	ErrNoBudget     = errors.New("subagent: no token budget left")            // the run's tokens spent or set aside
+	ErrDenied       = errors.New("subagent: spawning denied")                 // by WithSpawnPolicy
+	ErrUnknownJob   = errors.New("subagent: unknown job")                     // no job of that id in the run
 )
 
-// Factory builds one call's agent from its arguments; an error is the model's
-// to fix if tool.Correctable. An io.Closer agent is closed after.
+// Factory builds one call's agent from its arguments (docs/subagents.md).
 type Factory func(ctx context.Context, args json.RawMessage) (agent.Agent, error)
 
 // SubAgentTool is a child agent exposed as a tool, safe for concurrent use.
@@ -75,14 +78,7 @@ type SubAgentTool struct {
 	forkTask func(args json.RawMessage) string
 }
 
-// TaskParams is FromAgent's and FromFactory's default parameter schema.
-const TaskParams = `{"type":"object","properties":{"task":{"type":"string","description":"The task or question for the sub-agent, with everything it needs to know."}},"required":["task"]}`
-
-// ReactParams is FromReact's default parameter schema.
-const ReactParams = `{"type":"object","properties":{"system_prompt":{"type":"string","description":"Who the sub-agent is and how it should work."},"task":{"type":"string","description":"The task for the sub-agent, with everything it needs to know."}},"required":["task"]}`
-
-// FromAgent returns a resident expert: a keeps its conversation across calls,
-// which take turns; a failed call leaves it as it was.
+// FromAgent returns a resident expert, whose calls take turns.
 func FromAgent(name, description string, a agent.Agent, opts ...Option) (*SubAgentTool, error) {
 	if a == nil {
 		return nil, fmt.Errorf("subagent %q: nil agent: pass the agent to consult", name)
@@ -117,8 +113,7 @@ func FromFactory(name, description string, factory Factory, opts ...Option) (*Su
 	return t, nil
 }
 
-// FromReact returns a child the model defines: a ReAct agent over p with
-// tools, told the arguments' system_prompt and task (ReactParams).
+// FromReact returns a child the model defines, a ReAct agent over p.
 func FromReact(name, description string, p provider.Provider, tools *tool.Registry, opts ...Option) (*SubAgentTool, error) {
 	if p == nil {
 		return nil, fmt.Errorf("subagent %q: nil provider: pass the provider the children run on", name)
@@ -314,8 +309,7 @@ func usedBy(forms form, what string, set func(*config) error) Option {
 	}
 }
 
-// Option configures every form and the spawn tool; a constructor refuses one
-// it would ignore.
+// Option configures every form and the spawn tool.
 type Option func(*config) error
 
 // applySpawn makes every Option a SpawnOption: it configures the spawn
@@ -408,8 +402,7 @@ func WithRender(fn func(ctx context.Context, o Outcome) (string, error)) Option 
 	}
 }
 
-// WithOutcome calls fn, maybe concurrently, with each answered call's Outcome
-// (o.Value.(T) under OutputOf[T]).
+// WithOutcome calls fn, maybe concurrently, with each call's Outcome.
 func WithOutcome(fn func(ctx context.Context, o Outcome)) Option {
 	return func(c *config) error {
 		if fn == nil {

@@ -12,9 +12,7 @@ import (
 	"github.com/deputy-go/deputy/provider"
 )
 
-// Tree is an event.Sink that builds a Node per sub-agent invocation of the
-// runs it is given (a journaled turn's too) and passes every event on; it is
-// safe for concurrent use and readable while they run (docs/events.md).
+// Tree is an event.Sink that builds a Node per invocation (docs/events.md).
 type Tree struct {
 	next  event.Sink
 	mu    sync.Mutex
@@ -88,8 +86,7 @@ func (n *Node) TotalUsage() provider.Usage {
 	return u
 }
 
-// Cost returns the invocation's cost, children's included, at prices (nil:
-// the run's own), and the models prices lacks.
+// Cost returns its cost, children's included, at prices (nil: the run's).
 func (n *Node) Cost(prices *provider.Prices) (dollars float64, unpriced []string) {
 	if prices == nil {
 		for _, m := range n.Usage {

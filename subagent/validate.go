@@ -27,7 +27,7 @@ type checker struct {
 	prompt string
 }
 
-// WithReport checks the answer against ReportSchema; a Go caller gets a Report.
+// WithReport checks the answer against ReportSchema.
 func WithReport() Option {
 	return func(c *config) error {
 		s, err := reportSchema()
@@ -43,7 +43,7 @@ func WithReport() Option {
 // validate a Report.
 var reportSchema = sync.OnceValues(func() (*jsonschema.Schema, error) { return jsonschema.Compile(json.RawMessage(ReportSchema)) })
 
-// WithOutputSchema checks the answer against schema; a Go caller gets its JSON.
+// WithOutputSchema checks the answer against schema.
 func WithOutputSchema(schema json.RawMessage) Option {
 	s, err := jsonschema.Compile(schema)
 	return func(c *config) error {
