@@ -5,22 +5,14 @@
 // events; a cancellation reaches the child and a panic becomes an error the
 // parent's model reads (docs/subagents.md).
 //
-// # Forms
+// # Forms and answers
 //
 // FromAgent (a resident expert; WithStore, Persistent, Appender), FromScoped
-// (one per Scope: PerThread), FromFactory (a fresh agent per call, a
-// Factory) and FromReact (the model writes the child's prompt). Options
-// configure every form and the spawn tool.
-//
-// # Validated answers
-//
-// WithReport, WithOutputSchema and OutputOf check the answer; WithOutcome and
-// WithRender use it; WithGuardrails and Judge check it by policy
-// (docs/policy.md).
-//
-// # Limits and errors
-//
-// WithMaxDepth, WithMaxOutputBytes, WithTimeout; the Err values.
+// (one per Scope: PerThread), FromFactory (a fresh agent per call) and
+// FromReact (the model writes the child's prompt), configured by Options.
+// WithReport, WithOutputSchema and OutputOf check the answer, WithOutcome
+// and WithRender use it, WithGuardrails and Judge check it by policy
+// (docs/policy.md); WithMaxDepth, WithMaxOutputBytes and WithTimeout bound it.
 //
 // # Spawning and background children
 //
@@ -29,12 +21,9 @@
 // a menu (docs/cost.md). WithBackground starts them as jobs, which JobsTool
 // and Jobs check on, wait for, message and cancel (docs/background.md).
 //
-// # The tree of a run
+// # Trees and durability
 //
 // A Tree, a run's event sink, builds a Node per invocation (docs/events.md).
-//
-// # Durability
-//
 // Under agent.WithJournal a resumed turn replays the invocations that
 // finished, and one suspended by an interrupt continues (docs/durable.md).
 package subagent

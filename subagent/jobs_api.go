@@ -35,32 +35,23 @@ func (s *Spawner) Jobs(ctx context.Context) *Jobs {
 	return &Jobs{s: s, jt: jt}
 }
 
-// The states of a background job (JobStatus.State); a suspended one waits for
-// a person (tool.Ask).
+// The states of a job (JobStatus.State) and of a message (Receipt.State).
 const (
-	JobRunning   = "running"
-	JobDone      = "done"
-	JobFailed    = "failed"
-	JobCancelled = "cancelled"
-	JobSuspended = "suspended"
-)
-
-// The states of a message sent to a job (Receipt.State).
-const (
+	JobRunning       = "running"
+	JobDone          = "done"
+	JobFailed        = "failed"
+	JobCancelled     = "cancelled"
+	JobSuspended     = "suspended" // waits for a person (tool.Ask)
 	MessageQueued    = mailbox.Queued
 	MessageDelivered = mailbox.Delivered
 )
 
-// Bounds of background jobs.
+// The names and bounds of background jobs.
 const (
-	MaxMessageBytes      = 16 << 10 // the text of a message sent to a job
-	DefaultMaxBackground = 8        // jobs of one run alive at once (WithMaxBackground)
-)
-
-// Errors of the job actions, besides ErrUnknownJob.
-var (
-	ErrJobEnded      = errors.New("subagent: job has ended")            // it takes no more messages
-	ErrMaxBackground = errors.New("subagent: too many background jobs") // WithMaxBackground jobs alive
+	JobsToolName         = "subagent_jobs"  // the jobs tool's name
+	DefaultJobWait       = 30 * time.Second // a wait the model gives no timeout
+	MaxMessageBytes      = 16 << 10         // the text of a message sent to a job
+	DefaultMaxBackground = 8                // jobs of one run alive at once (WithMaxBackground)
 )
 
 // Task is what Jobs.Start starts: the spawn tool's arguments.
@@ -386,8 +377,7 @@ func messageID(ctx context.Context) string {
 	return id.New("msg_")
 }
 
-// The CUSTOM events of background jobs, in the order things happened to the
-// job; their values and who each is attributed to are in docs/background.md.
+// The CUSTOM events of background jobs, in order (docs/background.md).
 const (
 	JobStartedEvent   = "deputy.job_started"   // after its SUBAGENT_STARTED
 	JobMessageEvent   = "deputy.job_message"   // a message queued

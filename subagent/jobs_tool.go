@@ -11,12 +11,6 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// The jobs tool (JobsTool).
-const (
-	JobsToolName   = "subagent_jobs"  // its name
-	DefaultJobWait = 30 * time.Second // a wait the model gives no timeout
-)
-
 // JobsTool returns the tool with which the model acts on jobs.
 func (s *Spawner) JobsTool() tool.Tool { return &jobsTool{s: s} }
 

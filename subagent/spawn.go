@@ -27,8 +27,7 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// Defaults of a SubAgentTool and of the spawn tool; DefaultMaxSpawns stops a
-// model that loops on delegation, it is not a width (docs/fanout.md).
+// Defaults of a SubAgentTool and of the spawn tool (docs/fanout.md).
 const (
 	DefaultMaxDepth         = 1                // a top-level agent delegates, its children do not
 	DefaultMaxOutputBytes   = 48 << 10         // what a child returns to its parent

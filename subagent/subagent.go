@@ -21,27 +21,27 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// The CUSTOM events of a call's answer the validator rejected, and of a child
-// refused by a limit.
+// The CUSTOM events of calls and spawns.
 const (
-	ValidationEvent = "deputy.validation"
-	RefusedEvent    = "deputy.refused"
+	ValidationEvent = "deputy.validation" // the validator rejected an answer
+	RefusedEvent    = "deputy.refused"    // a limit refused a child
 )
 
-// Errors of a call (errors.Is); all but a cancellation are the model's to
-// correct.
+// Errors of calls and spawns (errors.Is); the model reads and corrects them.
 var (
-	ErrMaxDepth     = errors.New("subagent: max delegation depth reached")    // past the depth cap
-	ErrBusy         = errors.New("subagent: busy")                            // a resident answering another call (WithRefuseWhenBusy)
-	ErrChildFailed  = errors.New("subagent: child failed")                    // the child's run failed; its error wrapped too
-	ErrNoJSON       = errors.New("subagent: answer is not JSON")              // no JSON in the answer, even after the retry
-	ErrTimeout      = errors.New("subagent: timed out")                       // longer than WithTimeout
-	ErrNoScope      = errors.New("subagent: the call's scope cannot be told") // the Scope could not name one
-	ErrUnknownModel = errors.New("subagent: model not on the menu")           // a spawn named a model off WithModelMenu's menu; nothing ran
-	ErrMaxSpawns    = errors.New("subagent: spawn limit reached")             // the run started WithMaxSpawns children
-	ErrNoBudget     = errors.New("subagent: no token budget left")            // the run's tokens spent or set aside
-	ErrDenied       = errors.New("subagent: spawning denied")                 // by WithSpawnPolicy
-	ErrUnknownJob   = errors.New("subagent: unknown job")                     // no job of that id in the run
+	ErrMaxDepth      = errors.New("subagent: max delegation depth reached")    // past the depth cap
+	ErrBusy          = errors.New("subagent: busy")                            // a resident answering another call (WithRefuseWhenBusy)
+	ErrChildFailed   = errors.New("subagent: child failed")                    // the child's run failed; its error wrapped too
+	ErrNoJSON        = errors.New("subagent: answer is not JSON")              // no JSON in the answer, even after the retry
+	ErrTimeout       = errors.New("subagent: timed out")                       // longer than WithTimeout
+	ErrNoScope       = errors.New("subagent: the call's scope cannot be told") // the Scope could not name one
+	ErrUnknownModel  = errors.New("subagent: model not on the menu")           // a spawn named a model off WithModelMenu's menu; nothing ran
+	ErrMaxSpawns     = errors.New("subagent: spawn limit reached")             // the run started WithMaxSpawns children
+	ErrNoBudget      = errors.New("subagent: no token budget left")            // the run's tokens spent or set aside
+	ErrDenied        = errors.New("subagent: spawning denied")                 // by WithSpawnPolicy
+	ErrUnknownJob    = errors.New("subagent: unknown job")                     // no job of that id in the run
+	ErrJobEnded      = errors.New("subagent: job has ended")                   // it takes no more messages
+	ErrMaxBackground = errors.New("subagent: too many background jobs")        // WithMaxBackground jobs alive
 )
 
 // Factory builds one call's agent from its arguments (docs/subagents.md).
