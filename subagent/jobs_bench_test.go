@@ -3,12 +3,15 @@ package subagent
 import (
 	"context"
 	"encoding/json"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/internal/benchcpu"
+	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
 
@@ -160,5 +163,66 @@ func BenchmarkJobMessage(b *testing.B) {
 	}
 	if _, err := a.Run(b.Context(), agent.Input{Text: "go"}); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// BenchmarkIdleJobs starts 1,000 background jobs whose sub-agents all
+// wait in a model call, and reports what each costs while it waits:
+// goroutines/job, heap-B/job and stack-B/job. Each job is one goroutine running its
+// sub-agent's loop (plus the provider call's own, if the provider has
+// one), because a model call in Go blocks the goroutine that makes it: a
+// job waiting for its model, or for its next message between steps,
+// holds that goroutine until its loop can go on.
+func BenchmarkIdleJobs(b *testing.B) {
+	const n = 1000
+	var waiting sync.WaitGroup
+	p := fake.NewProvider(
+		fake.Call("drive", `{}`).For("lead"),
+		fake.Text("done").For("lead"),
+		fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+			waiting.Done()
+			<-ctx.Done()
+			return provider.Response{}, ctx.Err()
+		}).For(DefaultForkName),
+	).Loop().DontRecord()
+	var s *Spawner
+	drive := tool.Func{Def: tool.Definition{Name: "drive", Parameters: json.RawMessage(`{"type":"object"}`)},
+		Fn: func(ctx context.Context, _ tool.Call) (tool.Result, error) {
+			jobs := s.Jobs(ctx)
+			runtime.GC()
+			var before runtime.MemStats
+			runtime.ReadMemStats(&before)
+			g := runtime.NumGoroutine()
+			waiting.Add(n)
+			for range n {
+				if _, err := jobs.Start(ctx, Task{Task: "wait"}); err != nil {
+					return tool.Result{}, err
+				}
+			}
+			waiting.Wait()
+			runtime.GC()
+			var after runtime.MemStats
+			runtime.ReadMemStats(&after)
+			b.ReportMetric(float64(runtime.NumGoroutine()-g)/n, "goroutines/job")
+			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-B/job")
+			b.ReportMetric(float64(after.StackInuse-before.StackInuse)/n, "stack-B/job")
+			return tool.Result{Content: "started"}, nil
+		}}
+	reg, err := tool.NewRegistry(drive)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if s, err = NewSpawner(p, reg, WithBackground(), WithMaxBackground(n), WithMaxSpawns(n)); err != nil {
+		b.Fatal(err)
+	}
+	a, err := agent.NewReact(p, agent.WithName("lead"), agent.WithRegistry(reg))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		a.Reset()
+		if _, err := a.Run(b.Context(), agent.Input{Text: "go"}); err != nil { // its end cancels the jobs
+			b.Fatal(err)
+		}
 	}
 }
