@@ -3,7 +3,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log"
 
@@ -23,18 +22,10 @@ func main() {
 	// A real model instead: uncomment, and import provider/openai (it reads OPENAI_API_KEY).
 	// model, err := openai.New(); if err != nil { log.Fatal(err) }
 
-	// A sub-agent is a tool: each call builds a fresh researcher and hands it the task.
-	researcher, err := subagent.FromFactory("researcher", "Research one question.",
-		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
-			return agent.NewReact(model, agent.WithName("researcher"))
-		})
-	if err != nil {
-		log.Fatal(err)
-	}
-	lead, err := agent.NewReact(model, agent.WithName("lead"), agent.WithTools(researcher))
-	if err != nil {
-		log.Fatal(err)
-	}
+	// The constructors fail only on a bad option; the lead calls the researcher as a tool.
+	expert, _ := agent.NewReact(model, agent.WithName("researcher"))
+	researcher, _ := subagent.FromAgent("researcher", "Research one question.", expert)
+	lead, _ := agent.NewReact(model, agent.WithName("lead"), agent.WithTools(researcher))
 	out, err := lead.Run(context.Background(), agent.Input{Text: "What is the tallest mountain?"})
 	if err != nil {
 		log.Fatal(err)
