@@ -19,7 +19,9 @@
 // NewSpawner builds the spawn_subagent tool: forks of the agent or roster
 // members, within limits (docs/fanout.md), as context forks or on a model of
 // a menu (docs/cost.md). WithBackground starts them as jobs, which JobsTool
-// and Jobs check on, wait for, message and cancel (docs/background.md).
+// and Jobs check on, wait for, message and cancel; WithJobsAcrossTurns
+// gives them to the thread, past the run, WithJobLimits and
+// WithMaxOwnerJobs bound them (docs/background.md).
 //
 // # Trees and durability
 //

@@ -84,7 +84,8 @@ const jobMargin = 3*50 + 2*30
 // events carry that sub-agent run id, and its terminal event comes when the
 // job ends. A traced run gets a span for the job, a child of the spawning
 // call's span that lasts as long as the job.
-func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task string, fn func(context.Context, *announced) (tool.Result, func(int64), error)) (*job, error) {
+func (s *Spawner) startJob(ctx context.Context, sc *spawnCall, callID, task string) (*job, error) {
+	who, fn := sc.who(), sc.runJob
 	jt := s.jobs(ctx)
 	if jt == nil {
 		return nil, tool.Correctable(fmt.Errorf("%s: background jobs need a running agent to own them: call without background", SpawnToolName))
@@ -101,7 +102,13 @@ func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task 
 	if jt.lasting {
 		base = journal.With(event.WithSink(context.WithoutCancel(base), event.SinkFunc(jt.relay)), nil)
 	}
-	jctx, cancel := context.WithCancel(base)
+	jctx, cancelBase := context.WithCancel(base)
+	// Its bounds (WithJobLimits and the defaults): its wall time from now,
+	// its tokens and its cost in the run of its sub-agent, its steps in a
+	// fork's loop (sc.child).
+	sc.limits = s.limitsFor(ctx, jt)
+	jctx, stop := sc.limits.bound(jctx)
+	cancel := func() { stop(); cancelBase() }
 	jctx = run.WithDepth(jctx, agent.Depth(ctx))
 	// The job's child takes its share of the parent's budget like a child
 	// in the foreground; the step ending does not give it back. What the
@@ -111,6 +118,7 @@ func (s *Spawner) startJob(ctx context.Context, who *SubAgentTool, callID, task 
 	// Its share of the parent's cost limit is held in the parent until the
 	// job is collected: the parent's later steps cannot share it out again.
 	jctx, unhold := run.HoldCostShare(ctx, jctx)
+	jctx = sc.limits.boundCost(jctx)
 	jobID, runID := id.New("job_"), ""
 	if js := journalFrom(ctx); js != nil {
 		// The same job each time the turn runs: a resumed turn, replaying

@@ -52,6 +52,13 @@ const (
 	DefaultJobWait       = 30 * time.Second // a wait the model gives no timeout
 	MaxMessageBytes      = 16 << 10         // the text of a message sent to a job
 	DefaultMaxBackground = 8                // jobs of one run alive at once (WithMaxBackground)
+	DefaultMaxOwnerJobs  = 32               // jobs of one owner's threads alive at once (WithMaxOwnerJobs)
+	// A job's bounds where nothing else bounds it (JobLimits); tokens and
+	// cost bound only a job that outlives its run under an unlimited parent.
+	DefaultJobSteps  = 50
+	DefaultJobTime   = 30 * time.Minute
+	DefaultJobTokens = 200_000
+	DefaultJobCost   = 2.0 // US dollars
 )
 
 // Task is what Jobs.Start starts: the spawn tool's arguments.
@@ -118,7 +125,7 @@ func (js *Jobs) Start(ctx context.Context, t Task) (JobStatus, error) {
 	if err != nil {
 		return JobStatus{}, err
 	}
-	j, err := s.startJob(ctx, sc.who(), "", a.Task, sc.runJob)
+	j, err := s.startJob(ctx, sc, "", a.Task)
 	if err != nil {
 		return JobStatus{}, err
 	}
@@ -292,17 +299,22 @@ func (js *Jobs) targets(ids []string) ([]*job, error) {
 func (js *Jobs) collect(j *job) JobResult {
 	res, err := js.jt.collect(j)
 	st := js.jt.status(j)
-	if st.State == JobCancelled {
-		res = tool.Result{Content: partialReport(st), Usage: res.Usage}
+	if st.State == JobCancelled || st.State == JobFailed && pastLimit(j.err) {
+		res = tool.Result{Content: partialReport(st, j.err), Usage: res.Usage}
 		err = nil
 	}
 	return JobResult{JobStatus: st, Result: res, Err: err}
 }
 
-// partialReport is what a cancelled job hands back.
-func partialReport(st JobStatus) string {
+// partialReport is what a job cancelled, or stopped at one of its
+// bounds (err says which), hands back.
+func partialReport(st JobStatus, err error) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "job %s cancelled", st.ID)
+	if st.State == JobCancelled {
+		fmt.Fprintf(&b, "job %s cancelled", st.ID)
+	} else {
+		fmt.Fprintf(&b, "job %s stopped at its limit (%v)", st.ID, clip(err.Error(), 200))
+	}
 	if st.Step > 0 {
 		fmt.Fprintf(&b, " at step %d", st.Step)
 	}
@@ -420,19 +432,51 @@ func (j *job) emitEnd(jt *jobTable) {
 	}
 }
 
-// admitJob refuses a background job past WithMaxBackground.
+// admitJob refuses a background job past WithMaxBackground (alive in
+// one run, or in one thread), or past WithMaxOwnerJobs (alive in the
+// threads of one owner).
 func (s *Spawner) admitJob(ctx context.Context, jt *jobTable, callID string) error {
-	jt.mu.Lock()
-	alive := 0
-	for _, j := range jt.jobs {
-		if !j.ended() {
-			alive++
+	alive := jt.alive()
+	if alive >= s.cfg.maxBackground {
+		where := "one run"
+		if jt.lasting {
+			where = "one thread"
+		}
+		return refuse(ctx, callID, "max_background", tool.Correctable(fmt.Errorf("%w: %d are running, the most %s may have: wait for one, or cancel one, first",
+			ErrMaxBackground, alive, where)))
+	}
+	if !jt.lasting {
+		return nil
+	}
+	ts := &s.threads
+	ts.mu.Lock()
+	var tables []*jobTable
+	for k, t := range ts.tables {
+		if k.owner == jt.owner {
+			tables = append(tables, t)
 		}
 	}
-	jt.mu.Unlock()
-	if alive >= s.cfg.maxBackground {
-		return refuse(ctx, callID, "max_background", tool.Correctable(fmt.Errorf("%w: %d are running, the most one run may have: wait for one, or cancel one, first",
-			ErrMaxBackground, alive)))
+	ts.mu.Unlock()
+	mine := 0
+	for _, t := range tables {
+		mine += t.alive()
+	}
+	if mine >= s.cfg.maxOwnerJobs {
+		return refuse(ctx, callID, "max_owner_jobs", tool.Correctable(fmt.Errorf("%w: %d are running in the threads of this owner, the most one owner may have: wait for one, or cancel one, first",
+			ErrMaxBackground, mine)))
 	}
 	return nil
+}
+
+// alive counts the jobs of jt that have not ended.
+func (jt *jobTable) alive() int {
+	jt.mu.Lock()
+	defer jt.mu.Unlock()
+	n := 0
+	for _, j := range jt.jobs {
+		if !j.ended() {
+			n++
+		}
+	}
+	return n
 }

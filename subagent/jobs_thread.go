@@ -2,9 +2,11 @@ package subagent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
@@ -176,8 +178,8 @@ func (s *Spawner) Notes(ctx context.Context) []tool.Note {
 		st := jt.status(j)
 		res := tool.Result{Content: j.res.Content, Value: j.res.Value}
 		switch {
-		case st.State == JobCancelled:
-			res.Content = partialReport(st)
+		case st.State == JobCancelled || st.State == JobFailed && pastLimit(j.err):
+			res.Content = partialReport(st, j.err)
 		case j.err != nil:
 			res = tool.Result{Content: "job " + j.id + " failed: " + j.err.Error(), IsError: true}
 		}
@@ -222,4 +224,81 @@ func (s *Spawner) Close() error {
 		jt.close()
 	}
 	return nil
+}
+
+// WithMaxOwnerJobs bounds the jobs alive at once in one owner's threads.
+func WithMaxOwnerJobs(n int) SpawnOption {
+	return spawnOption(func(c *spawnConfig) error {
+		if n < 1 {
+			return fmt.Errorf("max owner jobs %d: use 1 or more", n)
+		}
+		c.maxOwnerJobs = n
+		return nil
+	})
+}
+
+// JobLimits bound each background job (WithJobLimits); a zero field is
+// left to the child bounds, the parent's limits, then the defaults.
+type JobLimits struct {
+	Tokens int64         // its sub-agent's, its own children's included
+	Cost   float64       // US dollars, at the starting run's prices
+	Steps  int           // a fork's model calls
+	Time   time.Duration // wall time
+}
+
+// WithJobLimits bounds each background job; one past a bound hands back a
+// partial report (docs/background.md).
+func WithJobLimits(l JobLimits) SpawnOption {
+	return spawnOption(func(c *spawnConfig) error {
+		if l.Tokens < 0 || l.Cost < 0 || l.Steps < 0 || l.Time < 0 {
+			return fmt.Errorf("job limits %+v: a limit is 0 (the default) or more", l)
+		}
+		c.jobLimits = l
+		return nil
+	})
+}
+
+// limitsFor returns the bounds of a job the run of ctx starts in jt.
+func (s *Spawner) limitsFor(ctx context.Context, jt *jobTable) JobLimits {
+	l := s.cfg.jobLimits
+	if l.Steps == 0 && s.cfg.childSteps == 0 {
+		l.Steps = DefaultJobSteps
+	}
+	if l.Time == 0 && s.cfg.childTime == 0 {
+		l.Time = DefaultJobTime
+	}
+	if jt.lasting {
+		if _, limited := run.TokensLeft(ctx); l.Tokens == 0 && s.cfg.childTokens == 0 && !limited {
+			l.Tokens = DefaultJobTokens
+		}
+		if _, limited := run.CostLeft(ctx); l.Cost == 0 && !limited && !run.CostShared(ctx) {
+			l.Cost = DefaultJobCost
+		}
+	}
+	return l
+}
+
+// bound returns jctx, the context of a job, within l's time and tokens.
+func (l JobLimits) bound(jctx context.Context) (context.Context, context.CancelFunc) {
+	if l.Tokens > 0 {
+		jctx, _ = run.ForRun(jctx, l.Tokens, 0)
+	}
+	if l.Time > 0 {
+		return context.WithTimeout(jctx, l.Time)
+	}
+	return jctx, func() {}
+}
+
+// boundCost returns jctx, the context of a job holding its share of its
+// parent's cost limit (if any), within l's cost.
+func (l JobLimits) boundCost(jctx context.Context) context.Context {
+	if c := run.CostShare(jctx); l.Cost > 0 && (c == 0 || c > l.Cost) {
+		jctx, _ = run.ForRun(jctx, -1, l.Cost)
+	}
+	return jctx
+}
+
+// pastLimit reports whether err ended a job at one of its bounds.
+func pastLimit(err error) bool {
+	return errors.Is(err, agent.ErrUsageLimit) || errors.Is(err, agent.ErrMaxSteps) || errors.Is(err, context.DeadlineExceeded)
 }

@@ -66,7 +66,7 @@ func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...SpawnOption) (*
 	}
 	cfg := spawnConfig{
 		config:    config{form: formSpawn, maxDepth: DefaultMaxDepth, maxOutput: DefaultMaxOutputBytes},
-		maxSpawns: DefaultMaxSpawns, concurrency: DefaultSpawnConcurrency, maxBackground: DefaultMaxBackground,
+		maxSpawns: DefaultMaxSpawns, concurrency: DefaultSpawnConcurrency, maxBackground: DefaultMaxBackground, maxOwnerJobs: DefaultMaxOwnerJobs,
 		forkName: DefaultForkName, forkPrompt: DefaultForkPrompt,
 	}
 	for _, o := range opts {
@@ -132,6 +132,10 @@ type spawnConfig struct {
 	// (WithJobsAcrossTurns); note renders what its next run is told of one.
 	acrossTurns bool
 	note        func(JobResult) string
+	// jobLimits bound each background job (WithJobLimits); maxOwnerJobs
+	// the jobs alive in one owner's threads (WithMaxOwnerJobs).
+	jobLimits    JobLimits
+	maxOwnerJobs int
 	// menu is the models a fork may run on (WithModelMenu), priced from
 	// menuPrices; defaultModel is the one a spawn that names none runs on
 	// (WithDefaultModel; "": the spawner's provider, as without a menu).
@@ -406,7 +410,7 @@ func (s *Spawner) Call(ctx context.Context, call tool.Call) (tool.Result, error)
 			// as far as starting the job again counts it from there.
 			sc.spentKey = js.Prefix + "spent"
 		}
-		j, err := s.startJob(ctx, sc.who(), call.ID, a.Task, sc.runJob)
+		j, err := s.startJob(ctx, sc, call.ID, a.Task)
 		if err != nil {
 			return tool.Result{}, err
 		}
@@ -482,6 +486,8 @@ type spawnCall struct {
 	// the spawner's fork set to run on it; nil: the spawner's provider.
 	model *menuModel
 	fork  *SubAgentTool
+	// limits bound the call's child when it runs as a background job.
+	limits JobLimits
 }
 
 // target is a sub-agent set up for one call: the tool that runs it, and
@@ -697,7 +703,10 @@ func (sc *spawnCall) child(ctx context.Context) (target, func(int64), error) {
 		sc.st.spawns.Add(-1) // nothing started
 		return target{}, noSettle, refuse(ctx, sc.callID, "no_budget", errNoBudget())
 	}
-	t, args, in := sc.s.forkFor(sc.fork, sc.model, sc.text, sc.check, budget, sc.prefix)
+	if l := sc.limits.Tokens; l > 0 && (!limited || budget > l) {
+		budget = l
+	}
+	t, args, in := sc.s.forkFor(sc.fork, sc.model, sc.text, sc.check, budget, sc.limits.Steps, sc.prefix)
 	return target{t: t, args: args, in: in}, settle, nil
 }
 
@@ -738,7 +747,7 @@ func (s *Spawner) member(name, text string, check *checker, callSchema bool) (*S
 // call with a token limit of budget (0 for none): a context fork of
 // prefix, the parent's request, when it is not nil; on the menu's model
 // m, when it is not nil.
-func (s *Spawner) forkFor(tmpl *SubAgentTool, m *menuModel, text string, check *checker, budget int64, prefix *provider.Request) (*SubAgentTool, json.RawMessage, agent.Input) {
+func (s *Spawner) forkFor(tmpl *SubAgentTool, m *menuModel, text string, check *checker, budget int64, steps int, prefix *provider.Request) (*SubAgentTool, json.RawMessage, agent.Input) {
 	args := forkArgs(text, m)
 	system := s.cfg.forkPrompt
 	if check != nil && prefix != nil {
@@ -759,8 +768,11 @@ func (s *Spawner) forkFor(tmpl *SubAgentTool, m *menuModel, text string, check *
 	opts := make([]agent.Option, 0, len(s.cfg.reactOpts)+4)
 	opts = append(opts, s.cfg.reactOpts...)
 	opts = append(opts, agent.WithName(s.cfg.forkName), agent.WithSystemPrompt(system), agent.WithRegistry(s.forkReg))
-	if s.cfg.childSteps > 0 {
-		opts = append(opts, agent.WithMaxSteps(s.cfg.childSteps))
+	if steps == 0 {
+		steps = s.cfg.childSteps
+	}
+	if steps > 0 {
+		opts = append(opts, agent.WithMaxSteps(steps))
 	}
 	p := s.p
 	if m != nil {
