@@ -7,6 +7,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/benchcpu"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -46,6 +47,7 @@ func benchReactStep(b *testing.B, opts ...agent.Option) {
 	ctx := context.Background()
 	in := agent.Input{Text: "What's the weather in Lisbon?"}
 	b.ReportAllocs()
+	defer benchcpu.Report(b)()
 	for b.Loop() {
 		a.Reset()
 		if _, err := a.Run(ctx, in); err != nil {

@@ -226,6 +226,29 @@ func BenchmarkAdmission(b *testing.B) {
 	}
 }
 
+// BenchmarkAdmissionLimited is BenchmarkAdmission on a model with a bound
+// on each of requests a minute, tokens a minute and calls in flight, all
+// far above what the benchmark reaches: an uncontended call through the
+// queue's checks, the refill of both allowances, the estimate of the
+// request's tokens and its correction when the call ends.
+func BenchmarkAdmissionLimited(b *testing.B) {
+	a, err := provider.NewAdmission(provider.WithLimits("m", provider.Limits{RequestsPerMinute: 1 << 30, TokensPerMinute: 1 << 40, InFlight: 64}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var calls atomic.Int64
+	p := provider.Admit(instant(&calls), a)
+	ctx := b.Context()
+	req := provider.Request{Model: "m", Messages: []provider.Message{provider.UserMessage("hi")}}
+	b.ReportAllocs()
+	defer benchcpu.Report(b)()
+	for b.Loop() {
+		if _, err := p.Complete(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkAdmissionContended is admission control under contention: 64
 // callers at a time (SetParallelism) share a model whose bound on calls in
 // flight is 4, each call yielding once, so that most calls wait in the
