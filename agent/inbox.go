@@ -118,11 +118,8 @@ func (j *runJournal) notesKey() string { return j.stepKey(1) + "/notes" }
 // top-level run, before its first model call: under a journal, what an
 // earlier run of the turn recorded, or else what waits, recorded first.
 func (s *runState) notes() error {
-	for _, t := range s.r.tools.Tools() {
-		nf, ok := t.(tool.Notifier)
-		if !ok {
-			continue
-		}
+	for _, nf := range s.r.tools.Notifiers() {
+		t := nf.(tool.Tool) // a notifier of the registry is one of its tools
 		var notes []tool.Note
 		key := ""
 		if s.journal != nil {

@@ -158,6 +158,24 @@ func (r *Registry) Tools() []Tool {
 	return slices.Clone(r.list)
 }
 
+// Notifiers returns the registered tools that are Notifiers, in
+// registration order; nil, without allocating, when there are none, as
+// for most agents, which ask before every top-level run.
+func (r *Registry) Notifiers() []Notifier {
+	if r == nil {
+		return nil
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var out []Notifier
+	for _, t := range r.list {
+		if nf, ok := t.(Notifier); ok {
+			out = append(out, nf)
+		}
+	}
+	return out
+}
+
 // Len returns the number of registered tools.
 func (r *Registry) Len() int {
 	if r == nil {
