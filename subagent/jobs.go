@@ -94,7 +94,8 @@ func (s *Spawner) startJob(ctx context.Context, sc *spawnCall, callID, task stri
 		return nil, err
 	}
 	// The job outlives the call, not the run: its context is the run's. Its
-	// depth is the caller's. A thread's job outlives the run too: it is
+	// depth is the caller's, and its place in the tree the call's. A
+	// thread's job outlives the run too: it is
 	// cancelled by its parent or by the spawner's Close, its events go to
 	// the thread's run running now, and it is not journaled with the run's
 	// turn, which the run ending discards.
@@ -109,7 +110,7 @@ func (s *Spawner) startJob(ctx context.Context, sc *spawnCall, callID, task stri
 	sc.limits = s.limitsFor(ctx, jt)
 	jctx, stop := sc.limits.bound(jctx)
 	cancel := func() { stop(); cancelBase() }
-	jctx = run.WithDepth(jctx, agent.Depth(ctx))
+	jctx = run.WithDepth(run.AtCallOf(ctx, jctx), agent.Depth(ctx))
 	// The job's child takes its share of the parent's budget like a child
 	// in the foreground; the step ending does not give it back. What the
 	// parent spends on the job itself comes out of the share first

@@ -358,6 +358,23 @@ func AtCall(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, key{}, &c)
 }
 
+// AtCallOf returns dst marked as in the tool call ctx is in (AtStep,
+// AtCall), so that a run started under dst — work that outlives the call,
+// such as a background job, under its run's Context — has the call's
+// place in the tree (Position), as a child started during the call has.
+// dst must be in the same run as ctx; otherwise, or outside a step's
+// call, it returns dst.
+func AtCallOf(ctx, dst context.Context) context.Context {
+	src := from(ctx)
+	ri, ok := dst.Value(key{}).(*info)
+	if !ok || src.step == nil || src.call == "" || ri.scope != src.scope {
+		return dst
+	}
+	c := *ri
+	c.step, c.call = src.step, src.call
+	return context.WithValue(dst, key{}, &c)
+}
+
 // Start returns a context for a new run with the given id and agent name,
 // whose parent is the run of ctx, at the depth of ctx. The run may use
 // tokenLimit tokens, its children's included; 0 means no limit. An agent

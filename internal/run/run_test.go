@@ -122,13 +122,24 @@ func TestPositionIsTheChainOfCallsThatLedToTheRun(t *testing.T) {
 	if got := Position(grand); got != "lead/critic@2.2/fact@1.0" {
 		t.Errorf("grandchild: %q", got)
 	}
-	// A run started outside a step's call (a background job) has no call
+	// A run started outside a step's call has no call
 	// place; a call that is none of the step's has none either.
 	if got := Position(Start(step, "r4", "job", 0)); got != "lead/job" {
 		t.Errorf("outside a call: %q, want lead/job", got)
 	}
 	if got := Position(Start(AtCall(step, "zz"), "r5", "odd", 0)); got != "lead/odd" {
 		t.Errorf("an unknown call: %q, want lead/odd", got)
+	}
+	// One started under the run's own context marked with a call's place
+	// (a background job) has that place.
+	if got := Position(Start(AtCallOf(call, Context(call)), "r6", "job", 0)); got != "lead/job@2.2" {
+		t.Errorf("a job started by a call: %q, want lead/job@2.2", got)
+	}
+	if got := AtCallOf(step, Context(step)); got != Context(step) {
+		t.Error("outside a call, AtCallOf changes the context")
+	}
+	if got := AtCallOf(call, Context(child)); got != Context(child) {
+		t.Error("AtCallOf marks a context of another run")
 	}
 	if AtCall(context.Background(), "a") != context.Background() || Position(context.Background()) != "" {
 		t.Error("outside a run, AtCall changes the context or Position is not empty")
