@@ -37,8 +37,8 @@ func Position(ctx context.Context) string { return run.Position(ctx) }
 // One Provider serves one run of a tree, or the runs of one journaled turn
 // (a run and its resumes, which count steps on): the steps it counts start
 // at 0. Make one a run; a Cassette serves any number. It is safe for
-// concurrent use. It does not stream: the agent loop makes plain calls
-// through it, recorded or replayed alike.
+// concurrent use. It streams to a caller that asks (Stream), recorded or
+// replayed.
 type Provider struct {
 	base  *Cassette         // the cassette answered from; nil when recording all
 	live  provider.Provider // nil when replaying
@@ -169,11 +169,27 @@ func (p *Provider) Name() string { return p.name }
 // Complete answers req from the cassette, or passes it to the live
 // provider and records it.
 func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
+	return p.answer(ctx, &req, nil)
+}
+
+// Stream answers req as Complete does, and hands onDelta the answer as it
+// comes (provider.Streamer): a recorded call through a live provider that
+// streams, as the live one streams it; a replayed one, or one recorded
+// from a provider that does not stream, as a delta of its text and one of
+// each tool call, before Stream returns. What is recorded is the same
+// either way: the whole answer.
+func (p *Provider) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta) error) (provider.Response, error) {
+	return p.answer(ctx, &req, onDelta)
+}
+
+// answer is Complete and Stream, on their own copy of the request;
+// onDelta is nil for Complete.
+func (p *Provider) answer(ctx context.Context, req *provider.Request, onDelta func(provider.Delta) error) (provider.Response, error) {
 	if err := ctx.Err(); err != nil {
 		return provider.Response{}, fmt.Errorf("cassette: %w", err)
 	}
 	if p.norm != nil {
-		p.normalize(&req)
+		p.normalize(req)
 	}
 	pos := run.Position(ctx)
 	if pos == "" {
@@ -188,9 +204,9 @@ func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider
 	}
 	p.mu.Unlock()
 	if live {
-		return p.record(ctx, &req, pos, step)
+		return p.record(ctx, req, pos, step, onDelta)
 	}
-	hash := hashRequest(&req, p.toolsHash(req.Tools))
+	hash := hashRequest(req, p.toolsHash(req.Tools))
 	p.mu.Lock()
 	e := p.find(pos, step, hash)
 	if e != nil && p.fork != nil {
@@ -202,11 +218,41 @@ func (p *Provider) Complete(ctx context.Context, req provider.Request) (provider
 	p.mu.Unlock()
 	switch {
 	case e == nil:
-		return provider.Response{}, p.missed(pos, step, hash, &req)
+		return provider.Response{}, p.missed(pos, step, hash, req)
 	case e.Error != "":
 		return provider.Response{}, fmt.Errorf("cassette: the recorded call failed: %s", e.Error)
 	}
-	return e.Response.response(), nil
+	return e.Response.answer(onDelta)
+}
+
+// answer is the recorded response, handed to onDelta when it is not nil
+// (stream).
+//
+//go:noinline
+func (r *Response) answer(onDelta func(provider.Delta) error) (provider.Response, error) {
+	if onDelta != nil {
+		return stream(r.response(), onDelta)
+	}
+	return r.response(), nil
+}
+
+// stream hands onDelta resp's text in one delta and each of its tool
+// calls in one, and returns resp; or, when onDelta fails, its error as it
+// is and no response, as a provider.Streamer does.
+//
+//go:noinline
+func stream(resp provider.Response, onDelta func(provider.Delta) error) (provider.Response, error) {
+	if resp.Message.Content != "" {
+		if err := onDelta(provider.Delta{Text: resp.Message.Content}); err != nil {
+			return provider.Response{}, err
+		}
+	}
+	for i, c := range resp.Message.ToolCalls {
+		if err := onDelta(provider.Delta{ToolCall: provider.ToolCallDelta{Index: i, ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)}}); err != nil {
+			return provider.Response{}, err
+		}
+	}
+	return resp, nil
 }
 
 // normalize has WithNormalize's function change req, through a copy: a
@@ -290,8 +336,23 @@ func (p *Provider) find(pos string, step int, hash string) *Entry {
 // there grows the stack of every goroutine a tool call starts.
 //
 //go:noinline
-func (p *Provider) record(ctx context.Context, req *provider.Request, pos string, step int) (provider.Response, error) {
-	resp, err := p.live.Complete(ctx, *req)
+func (p *Provider) record(ctx context.Context, req *provider.Request, pos string, step int, onDelta func(provider.Delta) error) (provider.Response, error) {
+	var resp provider.Response
+	var err error
+	st, streams := p.live.(provider.Streamer)
+	switch {
+	case onDelta != nil && streams:
+		var failed error // onDelta's: the caller stopped the stream
+		resp, err = st.Stream(ctx, *req, func(d provider.Delta) error {
+			failed = onDelta(d)
+			return failed
+		})
+		if failed != nil && err == failed {
+			return resp, err // not the model's answer
+		}
+	default:
+		resp, err = p.live.Complete(ctx, *req)
+	}
 	if err != nil && ctx.Err() != nil {
 		return resp, err // a cancelled call is not the model's answer
 	}
@@ -314,6 +375,9 @@ func (p *Provider) record(ctx context.Context, req *provider.Request, pos string
 	}
 	p.recorded = append(p.recorded, c)
 	p.mu.Unlock()
+	if err == nil && onDelta != nil && !streams {
+		return stream(resp, onDelta)
+	}
 	return resp, err
 }
 
