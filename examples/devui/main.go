@@ -10,6 +10,8 @@
 //	go run ./examples/devui -store devui.db    # keeps threads and runs in SQLite
 //	go run ./examples/devui -children 1000     # the lead fans out to 1,000 workers instead
 //	go run ./examples/devui -background        # the lead starts two surveys in the background and steers them
+//	go run ./examples/devui -cassette examples/quickstart/testdata/tour.jsonl
+//	                                           # a button draws the tree of a recorded run
 //	go run ./examples/devui -pace 400ms -inflight 2
 //	                                           # each model call takes 400 ms, two at a time:
 //	                                           # tokens climb call by call, calls queue
@@ -43,6 +45,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agui"
+	"github.com/deputy-go/deputy/cassette"
 	"github.com/deputy-go/deputy/devui"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/provider"
@@ -61,10 +64,19 @@ func main() {
 	flag.DurationVar(&sc.pace, "pace", 0, "how long each scripted model call takes")
 	flag.IntVar(&sc.inflight, "inflight", 0, "model calls let run at once; the others queue for admission (0: no bound)")
 	flag.BoolVar(&sc.background, "background", false, "start two background surveys and send each a message instead of the small tree")
+	recorded := flag.String("cassette", "", "a cassette file (package cassette) whose recorded run the viewer draws on request")
 	flag.Parse()
+	var opts []devui.Option
+	if *recorded != "" {
+		c, err := cassette.Load(*recorded)
+		if err != nil {
+			log.Fatal(err)
+		}
+		opts = append(opts, devui.WithCassette(c))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, *addr, *path, sc, os.Stdout); err != nil {
+	if err := run(ctx, *addr, *path, sc, os.Stdout, opts...); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -96,8 +108,9 @@ func (sc scripted) provider(replies ...fake.Reply) (provider.Provider, error) {
 	return p, nil
 }
 
-// run serves until ctx ends, printing the viewer's URL to w.
-func run(ctx context.Context, addr, path string, sc scripted, w io.Writer) error {
+// run serves until ctx ends, printing the viewer's URL to w; opts are
+// the viewer's too.
+func run(ctx context.Context, addr, path string, sc scripted, w io.Writer, opts ...devui.Option) error {
 	var b store.Backend = memory.New()
 	if path != "" {
 		var err error
@@ -110,7 +123,7 @@ func run(ctx context.Context, addr, path string, sc scripted, w io.Writer) error
 		return err
 	}
 	defer st.Close()
-	mux, h, err := handler(st, sc, &published)
+	mux, h, err := handler(st, sc, &published, opts...)
 	if err != nil {
 		return err
 	}
@@ -140,8 +153,8 @@ func run(ctx context.Context, addr, path string, sc scripted, w io.Writer) error
 var published atomic.Int64
 
 // handler is the AG-UI endpoint at /agui, its threads at /threads/ and the
-// viewer at /devui/, over st.
-func handler(st *store.Store, sc scripted, published *atomic.Int64) (*http.ServeMux, *agui.Handler, error) {
+// viewer at /devui/ (with opts), over st.
+func handler(st *store.Store, sc scripted, published *atomic.Int64, opts ...devui.Option) (*http.ServeMux, *agui.Handler, error) {
 	build := func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
 		if sc.children > 0 {
 			return wide(sc)
@@ -155,7 +168,7 @@ func handler(st *store.Store, sc scripted, published *atomic.Int64) (*http.Serve
 	if err != nil {
 		return nil, nil, err
 	}
-	v, err := devui.New(h, devui.WithStore(st), devui.WithRerun(build))
+	v, err := devui.New(h, append([]devui.Option{devui.WithStore(st), devui.WithRerun(build)}, opts...)...)
 	if err != nil {
 		return nil, nil, err
 	}
