@@ -1,25 +1,21 @@
-// Package subagent exposes agents to other agents as tools: a SubAgentTool's
-// call runs a child agent and returns its checked, capped answer and usage
-// (docs/subagents.md).
+// Package subagent exposes agents to other agents as tools: a call runs a
+// child agent and returns its checked, capped answer (docs/subagents.md).
 //
-// # Forms and answers
+// # Forms, answers and trees
 //
 // FromAgent (a resident expert; WithStore, Persistent, Appender), FromScoped
 // (one per Scope), FromFactory (a fresh agent per call) and FromReact (the
-// model writes the child's prompt), configured by Options. WithReport,
-// WithOutputSchema and OutputOf check the answer; WithGuardrails and Judge
-// check it by policy (docs/policy.md).
+// model writes the child's prompt), with Options. WithReport, OutputOf and
+// WithOutputSchema check the answer, WithGuardrails and Judge by policy
+// (docs/policy.md). A Tree builds a Node per invocation (docs/events.md);
+// under agent.WithJournal a resumed turn replays what finished
+// (docs/durable.md).
 //
 // # Spawning and background children
 //
-// NewSpawner builds the spawn_subagent tool: forks or roster members, within
-// limits (docs/fanout.md), as context forks or on a model of a menu
-// (docs/cost.md). WithBackground starts them as jobs, which JobsTool and Jobs
-// act on; WithJobsAcrossTurns, WithJobLimits and WithMaxOwnerJobs
+// NewSpawner builds the spawn_subagent tool: forks or roster members within
+// limits (docs/fanout.md), context forks or a menu's models (docs/cost.md).
+// WithBackground starts jobs, which JobsTool and Jobs act on, bounded by
+// WithJobLimits and kept across turns by WithJobsAcrossTurns
 // (docs/background.md).
-//
-// # Trees and durability
-//
-// A Tree builds a Node per invocation (docs/events.md). Under
-// agent.WithJournal a resumed turn replays what finished (docs/durable.md).
 package subagent

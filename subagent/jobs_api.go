@@ -35,7 +35,8 @@ func (s *Spawner) Jobs(ctx context.Context) *Jobs {
 	return &Jobs{s: s, jt: jt}
 }
 
-// The states of a job (JobStatus.State) and of a message (Receipt.State).
+// The states of a job (JobStatus.State) and of a message (Receipt.State),
+// and the names and bounds of background jobs.
 const (
 	JobRunning       = "running"
 	JobDone          = "done"
@@ -44,17 +45,13 @@ const (
 	JobSuspended     = "suspended" // waits for a person (tool.Ask)
 	MessageQueued    = mailbox.Queued
 	MessageDelivered = mailbox.Delivered
-)
-
-// The names and bounds of background jobs.
-const (
+	// The names and bounds of background jobs.
 	JobsToolName         = "subagent_jobs"  // the jobs tool's name
 	DefaultJobWait       = 30 * time.Second // a wait the model gives no timeout
 	MaxMessageBytes      = 16 << 10         // the text of a message sent to a job
 	DefaultMaxBackground = 8                // jobs of one run alive at once (WithMaxBackground)
 	DefaultMaxOwnerJobs  = 32               // jobs of one owner's threads alive at once (WithMaxOwnerJobs)
-	// A job's bounds where nothing else bounds it (JobLimits); tokens and
-	// cost bound only a job that outlives its run under an unlimited parent.
+	// JobLimits' defaults; tokens and cost only past an unlimited run.
 	DefaultJobSteps  = 50
 	DefaultJobTime   = 30 * time.Minute
 	DefaultJobTokens = 200_000
@@ -389,8 +386,11 @@ func messageID(ctx context.Context) string {
 	return id.New("msg_")
 }
 
-// The CUSTOM events of background jobs, in order (docs/background.md).
+// The CUSTOM events of calls, spawns and background jobs; a job's in order
+// (docs/background.md).
 const (
+	ValidationEvent   = "deputy.validation"    // the validator rejected an answer
+	RefusedEvent      = "deputy.refused"       // a limit refused a child
 	JobStartedEvent   = "deputy.job_started"   // after its SUBAGENT_STARTED
 	JobMessageEvent   = "deputy.job_message"   // a message queued
 	JobDeliveredEvent = "deputy.job_delivered" // a message taken by the sub-agent

@@ -237,8 +237,7 @@ func WithMaxOwnerJobs(n int) SpawnOption {
 	})
 }
 
-// JobLimits bound each background job (WithJobLimits); a zero field is
-// left to the child bounds, the parent's limits, then the defaults.
+// JobLimits bound each job (WithJobLimits); zero: child bounds, then defaults.
 type JobLimits struct {
 	Tokens int64         // its sub-agent's, its own children's included
 	Cost   float64       // US dollars, at the starting run's prices
@@ -246,8 +245,7 @@ type JobLimits struct {
 	Time   time.Duration // wall time
 }
 
-// WithJobLimits bounds each background job; one past a bound hands back a
-// partial report (docs/background.md).
+// WithJobLimits bounds each job; one past a bound reports partly.
 func WithJobLimits(l JobLimits) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if l.Tokens < 0 || l.Cost < 0 || l.Steps < 0 || l.Time < 0 {

@@ -21,12 +21,6 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// The CUSTOM events of calls and spawns.
-const (
-	ValidationEvent = "deputy.validation" // the validator rejected an answer
-	RefusedEvent    = "deputy.refused"    // a limit refused a child
-)
-
 // Errors of calls and spawns (errors.Is); the model reads and corrects them.
 var (
 	ErrMaxDepth      = errors.New("subagent: max delegation depth reached")    // past the depth cap
