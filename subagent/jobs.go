@@ -182,6 +182,7 @@ func (s *Spawner) startJob(ctx context.Context, sc *spawnCall, callID, task stri
 		defer giveBack()
 		defer jt.markEnd(j)
 		j.res, j.settle, j.err = fn(jctx, ann)
+		j.box.Close()
 		ann.unannounce(j.err)
 		if span != nil {
 			if j.err != nil {

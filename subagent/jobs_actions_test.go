@@ -302,3 +302,48 @@ func TestJobsGoAPI(t *testing.T) {
 		}
 	})
 }
+
+// A message sent while the child makes its last model call is never
+// taken: once the job has ended its receipt says undelivered, not queued
+// forever, and a message sent after that is refused as to an ended job.
+func TestJobMessageAfterTheLastStepIsUndelivered(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	synctest.Test(t, func(t *testing.T) {
+		p := fake.NewProvider(
+			spawns(`{"task":"dig","background":true}`).For("lead"),
+			onJob("send", `,"message":"look under the stairs"`).For("lead").After(time.Second),
+			onJob("wait", `,"timeout_seconds":600`).For("lead"),
+			onJob("status", "").For("lead"),
+			onJob("send", `,"message":"and in the attic"`).For("lead"),
+			fake.Text("done").For("lead"),
+			fake.Text("found nothing").For(subagent.DefaultForkName).WithUsage(usage(5)).After(time.Minute),
+		)
+		reg, _ := setup(t, p, true, []subagent.SpawnOption{subagent.WithBackground()})
+		out, err := lead(t, p, reg).Run(t.Context(), agent.Input{Text: "go"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := toolResults(out.Messages)
+		if len(got) != 5 {
+			t.Fatalf("tool results %q", got)
+		}
+		var sent subagent.Receipt
+		if err := json.Unmarshal([]byte(got[1]), &sent); err != nil || sent.State != subagent.MessageQueued {
+			t.Fatalf("send's receipt %s (%v): want the message queued", got[1], err)
+		}
+		var st subagent.JobStatus
+		if err := json.Unmarshal([]byte(got[3]), &st); err != nil {
+			t.Fatal(err)
+		}
+		want := []subagent.Receipt{{JobID: sent.JobID, MessageID: sent.MessageID, State: subagent.MessageUndelivered, Seq: 1}}
+		if diff := cmp.Diff(want, st.Messages); diff != "" {
+			t.Errorf("the ended job's receipts (-want +got):\n%s", diff)
+		}
+		if !strings.Contains(got[4], "takes no more messages") {
+			t.Errorf("a message to the ended job: %q, want it refused", got[4])
+		}
+		if reqs := p.RequestsFor(subagent.DefaultForkName); len(reqs) != 1 {
+			t.Errorf("the child made %d model calls, want 1", len(reqs))
+		}
+	})
+}

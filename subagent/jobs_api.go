@@ -38,24 +38,24 @@ func (s *Spawner) Jobs(ctx context.Context) *Jobs {
 // The states of a job (JobStatus.State) and of a message (Receipt.State),
 // and the names and bounds of background jobs.
 const (
-	JobRunning       = "running"
-	JobDone          = "done"
-	JobFailed        = "failed"
-	JobCancelled     = "cancelled"
-	JobSuspended     = "suspended" // waits for a person (tool.Ask)
-	MessageQueued    = mailbox.Queued
-	MessageDelivered = mailbox.Delivered
+	JobRunning         = "running"
+	JobDone            = "done"
+	JobFailed          = "failed"
+	JobCancelled       = "cancelled"
+	JobSuspended       = "suspended" // waits for a person (tool.Ask)
+	MessageQueued      = mailbox.Queued
+	MessageDelivered   = mailbox.Delivered
+	MessageUndelivered = mailbox.Undelivered // the job ended before a step took it
 	// The names and bounds of background jobs.
 	JobsToolName         = "subagent_jobs"  // the jobs tool's name
 	DefaultJobWait       = 30 * time.Second // a wait the model gives no timeout
 	MaxMessageBytes      = 16 << 10         // the text of a message sent to a job
 	DefaultMaxBackground = 8                // jobs of one run alive at once (WithMaxBackground)
 	DefaultMaxOwnerJobs  = 32               // jobs of one owner's threads alive at once (WithMaxOwnerJobs)
-	// JobLimits' defaults; tokens and cost only past an unlimited run.
-	DefaultJobSteps  = 50
-	DefaultJobTime   = 30 * time.Minute
-	DefaultJobTokens = 200_000
-	DefaultJobCost   = 2.0 // US dollars
+	DefaultJobSteps      = 50               // JobLimits' defaults; tokens and cost only past an unlimited run
+	DefaultJobTime       = 30 * time.Minute
+	DefaultJobTokens     = 200_000
+	DefaultJobCost       = 2.0 // US dollars
 )
 
 // Task is what Jobs.Start starts: the spawn tool's arguments.
@@ -85,7 +85,7 @@ type JobStatus struct {
 type Receipt struct {
 	JobID     string `json:"job_id"`
 	MessageID string `json:"message_id"`
-	State     string `json:"state"`          // MessageQueued or MessageDelivered
+	State     string `json:"state"`          // MessageQueued, MessageDelivered, …
 	Step      int    `json:"step,omitempty"` // delivered before this step (0: queued)
 	Seq       int    `json:"seq"`            // its place among the job's messages
 }
@@ -226,6 +226,9 @@ func (js *Jobs) Send(ctx context.Context, id, text string) (Receipt, error) {
 		return Receipt{}, tool.Correctable(fmt.Errorf("%w: %s is %s: it takes no more messages; collect it with wait", ErrJobEnded, id, j.state()))
 	}
 	r, err := j.box.Send(mailbox.Message{ID: msgID, Text: text, From: trace.SpanContextFromContext(ctx)})
+	if errors.Is(err, mailbox.ErrClosed) {
+		return Receipt{}, tool.Correctable(fmt.Errorf("%w: %s has ended: it takes no more messages; collect it with wait", ErrJobEnded, id))
+	}
 	if err != nil {
 		return Receipt{}, tool.Correctable(fmt.Errorf("job %s: %w", id, err))
 	}

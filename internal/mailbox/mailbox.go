@@ -10,6 +10,7 @@ package mailbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -33,7 +34,8 @@ type Message struct {
 	From trace.SpanContext `json:"-"`
 }
 
-// Receipt says where a message stands. State is Queued or Delivered;
+// Receipt says where a message stands. State is Queued, Delivered or
+// Undelivered;
 // Step is the step of the child it was delivered before (0 while queued);
 // Seq is its place among the box's messages, from 1.
 type Receipt struct {
@@ -45,8 +47,9 @@ type Receipt struct {
 
 // The states of a message.
 const (
-	Queued    = "queued"
-	Delivered = "delivered"
+	Queued      = "queued"
+	Delivered   = "delivered"
+	Undelivered = "undelivered" // the child ended before a step could take it
 )
 
 // Box is the mailbox of one child. It is safe for concurrent use.
@@ -60,6 +63,7 @@ type Box struct {
 	usage   provider.Usage
 	cost    float64
 	changed func() // called, outside the lock, when a message is delivered or a step reached
+	closed  bool   // the child has ended: Send refuses
 
 	// note holds a change and its notification together, so that they
 	// are told in the order they happened (a message queued before it is
@@ -88,6 +92,9 @@ func (b *Box) SetNotify(n Notify) {
 // child takes a message or reaches a step.
 func New(changed func()) *Box { return &Box{known: map[string]*Receipt{}, changed: changed} }
 
+// ErrClosed is returned by Send once the child has ended (Close).
+var ErrClosed = errors.New("mailbox: the child has ended and takes no more messages")
+
 // ErrFull is returned by Send when MaxQueued messages wait.
 var ErrFull = fmt.Errorf("mailbox: %d messages are waiting for the child to take them: wait for it to reach its next step, then send again", MaxQueued)
 
@@ -100,6 +107,10 @@ func (b *Box) Send(m Message) (Receipt, error) {
 	if r, ok := b.known[m.ID]; ok {
 		b.mu.Unlock()
 		return *r, nil
+	}
+	if b.closed {
+		b.mu.Unlock()
+		return Receipt{}, ErrClosed
 	}
 	if len(b.queue) >= MaxQueued {
 		b.mu.Unlock()
@@ -115,6 +126,21 @@ func (b *Box) Send(m Message) (Receipt, error) {
 		b.notify.Queued(m, sent)
 	}
 	return sent, nil
+}
+
+// Close records that the child has ended: the messages still queued will
+// never be taken, so their receipts say Undelivered, and Send refuses from
+// now on with ErrClosed.
+func (b *Box) Close() {
+	b.note.Lock()
+	defer b.note.Unlock()
+	b.mu.Lock()
+	b.closed = true
+	for _, m := range b.queue {
+		b.known[m.ID].State = Undelivered
+	}
+	b.queue = nil
+	b.mu.Unlock()
 }
 
 // Waiting returns the messages waiting, in the order they were sent,
