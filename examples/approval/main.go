@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/store/memory"
@@ -51,29 +52,51 @@ func run(ctx context.Context, stdin io.Reader, stdout io.Writer, ids string) err
 	}
 	defer st.Close()
 
-	// The scripted models answer the conversation they are sent, as real
-	// models do, and name their calls afresh every time. The loop
-	// journals their answers, and replays them when the turn runs again,
-	// so each is asked once: the program counts what they were asked.
-	var calls [2]atomic.Int64 // ops, janitor
-	model := func(who int, next func() provider.ToolCall, reply string) provider.Provider {
+	ops, janitor := script(ids)
+	return demo(ctx, stdin, stdout, st, ops, janitor, nil)
+}
+
+// script returns the scripted models of the lead "ops" and of its
+// sub-agent "janitor". They answer the conversation they are sent, as real
+// models do; ids says how they name their calls.
+func script(ids string) (ops, janitor provider.Provider) {
+	model := func(who string, next func() provider.ToolCall, reply string) provider.Provider {
+		var n atomic.Int64
 		return provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
-			n := calls[who].Add(1)
+			i := n.Add(1)
 			if last := req.Messages[len(req.Messages)-1]; last.Role == provider.RoleTool {
 				return provider.Response{Message: provider.AssistantMessage(reply + last.Content)}, nil
 			}
 			c := next()
 			switch ids {
 			case "fresh":
-				c.ID = fmt.Sprintf("call_%d_%d", who, n)
+				c.ID = fmt.Sprintf("call_%s_%d", who, i)
 			case "restart":
 				c.ID = "call_0"
 			}
 			return provider.Response{Message: provider.AssistantMessage("", c)}, nil
 		})
 	}
-	opsModel := model(0, func() provider.ToolCall { return call("janitor", `{"task":"free disk space on /var"}`) }, "Janitor says: ")
-	janitorModel := model(1, func() provider.ToolCall { return call("delete_logs", `{"dir":"/var/log/old"}`) }, "Result: ")
+	return model("ops", func() provider.ToolCall { return call("janitor", `{"task":"free disk space on /var"}`) }, "Janitor says: "),
+		model("janitor", func() provider.ToolCall { return call("delete_logs", `{"dir":"/var/log/old"}`) }, "Result: ")
+}
+
+// demo runs the example on the two models, keeping the turn's journal in
+// st; also, when not nil, sees the run's events (a test's subagent.Tree).
+// The loop journals the models' answers and replays them when the turn
+// runs again, so each is asked once: demo counts what they were asked.
+func demo(ctx context.Context, stdin io.Reader, stdout io.Writer, st *store.Store, opsModel, janitorModel provider.Provider, also event.Sink) error {
+	if also != nil {
+		ctx = event.WithSink(ctx, also)
+	}
+	var calls [2]atomic.Int64 // ops, janitor
+	counted := func(who int, p provider.Provider) provider.Provider {
+		return provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+			calls[who].Add(1)
+			return p.Complete(ctx, req)
+		})
+	}
+	opsModel, janitorModel = counted(0, opsModel), counted(1, janitorModel)
 
 	deleteLogs, err := tool.New("delete_logs", "Deletes the log files in a directory.", func(ctx context.Context, in struct {
 		Dir string `json:"dir"`
