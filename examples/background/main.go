@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
@@ -34,7 +35,15 @@ func main() {
 
 // run runs the example, writing to w.
 func run(ctx context.Context, w io.Writer) error {
-	model := script()
+	return demo(ctx, w, script(), nil)
+}
+
+// demo runs the example on model, writing to w; also, when not nil, sees
+// the run's events (a test's subagent.Tree).
+func demo(ctx context.Context, w io.Writer, model provider.Provider, also event.Sink) error {
+	if also != nil {
+		ctx = event.WithSink(ctx, also)
+	}
 	readReport := tool.Func{
 		Def: tool.Definition{Name: "read_report", Description: "Reads the report.", Parameters: json.RawMessage(`{"type":"object"}`)},
 		Fn: func(context.Context, tool.Call) (tool.Result, error) {
