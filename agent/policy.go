@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/deputy-go/deputy/internal/guardrail"
 	"github.com/deputy-go/deputy/internal/journal"
@@ -19,15 +20,15 @@ import (
 // returns the request to send (rewritten, when a rule redacted it), or the
 // *policy.Denial that fails the run.
 //
-// The check and the request it holds are the run's own, reused call after
-// call (the run's model calls are made one at a time): a policy costs a
-// run one allocation for them, not one a model call.
+// The check and the request it holds are taken from modelChecks and given
+// back cleared once decided (no rule keeps a Check past Decide): a policy
+// costs a model call no allocation for them.
 func (s *runState) guardModel(req provider.Request) (provider.Request, error) {
-	mc := s.modelCheck
-	if mc == nil {
-		mc = new(modelCheck)
-		s.modelCheck = mc
-	}
+	mc := modelChecks.Get().(*modelCheck)
+	defer func() {
+		*mc = modelCheck{} // nothing of the run is kept in the pool
+		modelChecks.Put(mc)
+	}()
 	mc.req = req
 	// The check's fields are set one by one: a literal assigned whole is
 	// built apart and copied in whole (in a CPU profile of
@@ -35,22 +36,24 @@ func (s *runState) guardModel(req provider.Request) (provider.Request, error) {
 	// the five rules it was made for).
 	c := &mc.check
 	c.Point, c.Request = policy.BeforeModel, &mc.req
-	c.Tool, c.CallID, c.Arguments, c.Task, c.Context, c.Result, c.IsError = "", "", nil, "", nil, "", false
 	out := s.policy.Decide(s.ctx, c)
 	req = mc.req
-	mc.req = provider.Request{} // not kept past the call
 	if out.Verdict == policy.Deny {
 		return req, out.Err(c)
 	}
 	return req, nil
 }
 
-// modelCheck is a run's check of its model calls, and the request it
-// points to.
+// modelCheck is the check of one model call, and the request it points
+// to.
 type modelCheck struct {
 	check policy.Check
 	req   provider.Request
 }
+
+// modelChecks holds the *modelCheck of model calls not being checked,
+// cleared.
+var modelChecks = sync.Pool{New: func() any { return new(modelCheck) }}
 
 // denials returns what the policy denied in the run of ctx and under it.
 func denials(ctx context.Context) []*policy.Denial {

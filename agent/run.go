@@ -225,11 +225,9 @@ type runState struct {
 	// traceHook the tools' tracing hook (nil: not traced).
 	journal   *runJournal
 	traceHook tool.CallHook
-	// policy binds the run (policy.From of its context), nil when none;
-	// modelCheck is its model calls' check (guardModel), made on the first.
-	policy     *policy.Policy
-	modelCheck *modelCheck
-	steps      int // model calls begun
+	// policy binds the run (policy.From of its context), nil when none.
+	policy *policy.Policy
+	steps  int // model calls begun
 	// answered and called are the last step whose model answer the run
 	// replayed or received, and the last whose recorded call results it
 	// read (under a journal; see respendUnread).

@@ -81,7 +81,7 @@ func Rewrote(what string) Decision { return Decision{Verdict: Rewrite, Reason: w
 // read it, and a rule that rewrites assigns new values to its fields
 // (never writing into the slices it was given, which the run still
 // holds) and returns Rewrote. A rule must not keep the Check after
-// Decide returns: the run reuses it.
+// Decide returns: it is reused for other checks, of this run or another.
 type Check struct {
 	Point Point
 	// Path names the agents from the top-level run down to the one whose

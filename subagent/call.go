@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/deputy-go/deputy/agent"
@@ -214,7 +215,13 @@ func (t *SubAgentTool) handOff(ctx context.Context, pol *policy.Policy, callID s
 		// A context fork is given its parent's conversation.
 		inherited = in.Fork.Messages
 	}
-	chk := &policy.Check{Point: policy.BeforeDelegation, Tool: t.def.Name, CallID: callID, Arguments: args, Task: in.Text, Context: inherited}
+	chk := handOffChecks.Get().(*policy.Check)
+	defer func() {
+		*chk = policy.Check{} // nothing of the hand-off is kept in the pool
+		handOffChecks.Put(chk)
+	}()
+	// Set one by one, not as a literal built apart and copied in whole.
+	chk.Point, chk.Tool, chk.CallID, chk.Arguments, chk.Task, chk.Context = policy.BeforeDelegation, t.def.Name, callID, args, in.Text, inherited
 	out := pol.Decide(ctx, chk)
 	switch out.Verdict {
 	case policy.Deny:
@@ -243,6 +250,11 @@ func (t *SubAgentTool) handOff(ctx context.Context, pol *policy.Policy, callID s
 	}
 	return in, nil
 }
+
+// handOffChecks holds the *policy.Check of hand-offs not being checked,
+// cleared: a policy costs a hand-off no allocation for its check (no rule
+// keeps a Check past Decide).
+var handOffChecks = sync.Pool{New: func() any { return new(policy.Check) }}
 
 // sameMessages reports whether a and b are the same slice (not only
 // equal): a rule that rewrites assigns a new one.

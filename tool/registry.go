@@ -324,14 +324,16 @@ func (r *Registry) call(ctx context.Context, c Call) (res Result, err error) {
 	}
 	if pol := policy.From(ctx); pol != nil {
 		var stop bool
-		chk := new(policy.Check) // one for the call and its result
+		chk := checks.Get().(*policy.Check) // one for the call and its result
 		if c, res, err, stop = guard(ctx, pol, chk, c); stop {
+			putCheck(chk)
 			return res, err
 		}
 		defer func() {
 			if err == nil {
 				res = checkResult(ctx, pol, chk, c, res)
 			}
+			putCheck(chk)
 		}() // after the recover below, before the hook's done
 	}
 	t, max := r.lookup(c.Name)
