@@ -107,7 +107,8 @@ func (r Reply) After(d time.Duration) Reply { r.delay = d; return r }
 // Saying returns r with text alongside its tool calls.
 func (r Reply) Saying(text string) Reply { r.text = text; return r }
 
-// WithUsage returns r reporting u instead of the synthetic usage.
+// WithUsage returns r reporting u instead of the synthetic usage, or
+// instead of the usage a Respond function gives.
 func (r Reply) WithUsage(u provider.Usage) Reply { r.usage = &u; return r }
 
 type queue struct {
@@ -374,6 +375,9 @@ func (p *Provider) respond(ctx context.Context, req provider.Request) (provider.
 	case r.fn != nil:
 		resp, err := r.fn(ctx, req)
 		if err == nil {
+			if r.usage != nil {
+				resp.Usage = *r.usage
+			}
 			stopAt(req, &resp)
 		}
 		return resp, nil, err

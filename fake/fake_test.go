@@ -507,3 +507,19 @@ func TestNamed(t *testing.T) {
 		}
 	}
 }
+
+// WithUsage on a reply a function computes reports the usage it names, as
+// on any other reply, rather than being dropped.
+func TestRespondWithUsage(t *testing.T) {
+	want := provider.Usage{InputTokens: 60, OutputTokens: 5, Requests: 1}
+	p := fake.NewProvider(fake.Respond(func(context.Context, provider.Request) (provider.Response, error) {
+		return provider.Response{Message: provider.AssistantMessage("computed")}, nil
+	}).WithUsage(want))
+	resp, err := p.Complete(t.Context(), provider.Request{Messages: []provider.Message{provider.UserMessage("hi")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Usage != want || resp.Message.Content != "computed" {
+		t.Errorf("got %q with usage %+v, want %q with %+v", resp.Message.Content, resp.Usage, "computed", want)
+	}
+}

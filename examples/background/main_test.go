@@ -30,7 +30,7 @@ tool result: {"job_id":"job_ID","message_id":"msg_ID","state":"queued","seq":1}
 tool result: {"job_id":"job_ID","agent":"subagent","task":"Count the words of the report.","state":"running","step":1,"usage":{"input_tokens":0,"output_tokens":0,"requests":0},"messages":[{"job_id":"job_ID","message_id":"msg_ID","state":"queued","seq":1}]}
 tool result: 412 words, headings left out as asked.
 answer: The report has 412 words, headings aside.
-tokens: lead 170, child 90
+tokens: lead 425, child 90
 `
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("output (-want +got):\n%s", d)
