@@ -223,7 +223,9 @@ func TestScaleFanOutSurvivesAKilledWorker(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 		if pending, err = Pending(ctx, c, queue+"-lead"); err != nil {
-			t.Fatal(err)
+			// The lead's workflow may have been cached on the killed
+			// worker: its query fails until another worker takes it.
+			t.Logf("asking the lead what it waits on: %v; asking again", err)
 		}
 	}
 	if err := Answer(ctx, c, queue+"-lead", tool.Answer{InterruptID: pending[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)}); err != nil {
