@@ -253,7 +253,8 @@ func (t *SubAgentTool) handOff(ctx context.Context, pol *policy.Policy, callID s
 
 // handOffChecks holds the *policy.Check of hand-offs not being checked,
 // cleared: a policy costs a hand-off no allocation for its check (no rule
-// keeps a Check past Decide).
+// keeps a Check past Decide). See agent/policy.go's modelChecks for what
+// the pools buy.
 var handOffChecks = sync.Pool{New: func() any { return new(policy.Check) }}
 
 // sameMessages reports whether a and b are the same slice (not only

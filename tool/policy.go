@@ -11,7 +11,7 @@ import (
 
 // checks holds the *policy.Check of calls not being checked, cleared: a
 // policy costs a call no allocation for its check (no rule keeps a Check
-// past Decide).
+// past Decide). See agent/policy.go's modelChecks for what the pools buy.
 var checks = sync.Pool{New: func() any { return new(policy.Check) }}
 
 // putCheck clears chk, whose call is decided, and gives it back to checks.
