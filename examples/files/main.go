@@ -18,6 +18,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agentfile"
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/examples/internal/pick"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/provider"
@@ -71,17 +72,31 @@ func load(dir string, model provider.Provider, tools *tool.Registry, w io.Writer
 // shows what loading broken reports; it writes to w, and getenv picks the
 // provider (the scripted fake when nothing is set).
 func run(ctx context.Context, w io.Writer, getenv func(string) string, dir, broken string) error {
-	script := fake.NewProvider(
+	model, about, err := pick.FromEnv(getenv, script())
+	if err != nil {
+		return err
+	}
+	return demo(ctx, w, model, about, dir, broken, nil)
+}
+
+// script is the fake model: the lead asks the reviewer, which reads the
+// file and answers in its schema; the lead answers from the review.
+func script() *fake.Provider {
+	return fake.NewProvider(
 		fake.Call("reviewer", `{"task":"review main.go"}`).For("lead"),
 		fake.Call("read_file", `{"path":"main.go"}`).For("reviewer"),
 		fake.Text(`{"verdict":"request_changes","findings":["main ignores the error of run"]}`).For("reviewer"),
 		fake.Text("The review asks for one change: handle the error of run.").For("lead"),
 	)
-	model, about, err := pick.FromEnv(getenv, script)
-	if err != nil {
-		return err
-	}
+}
+
+// demo runs the example on model, said to be about, writing to w; also,
+// when not nil, sees the run's events (a test's subagent.Tree).
+func demo(ctx context.Context, w io.Writer, model provider.Provider, about, dir, broken string, also event.Sink) error {
 	fmt.Fprintln(w, about)
+	if also != nil {
+		ctx = event.WithSink(ctx, also)
+	}
 
 	readFile, err := tool.New("read_file", "Reads a source file.",
 		func(ctx context.Context, a ReadArgs) (string, error) {
