@@ -21,6 +21,7 @@ import (
 	"strconv"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/examples/internal/pick"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/mcpbridge"
@@ -55,7 +56,17 @@ func run(ctx context.Context, w io.Writer, getenv func(string) string, server mc
 	if err != nil {
 		return err
 	}
+	return demo(ctx, w, model, about, server, dir, nil)
+}
+
+// demo runs the example on model, said to be about, with the tools of
+// server over the notes in dir, writing to w; also, when not nil, sees
+// the run's events (a test's subagent.Tree).
+func demo(ctx context.Context, w io.Writer, model provider.Provider, about string, server mcpbridge.Transport, dir string, also event.Sink) error {
 	fmt.Fprintln(w, about)
+	if also != nil {
+		ctx = event.WithSink(ctx, also)
+	}
 
 	files, err := mcpbridge.Connect(ctx, server)
 	if err != nil {

@@ -48,6 +48,16 @@ func TestChildReadsThroughTheReferenceFilesystemServer(t *testing.T) {
 // Without node, an in-process server with the same tool stands in.
 func TestChildReadsThroughAnInProcessServer(t *testing.T) {
 	dir := note(t)
+	var out bytes.Buffer
+	if err := run(context.Background(), &out, noEnv, filesServer(t), dir); err != nil {
+		t.Fatal(err)
+	}
+	checkOutput(t, out.String())
+}
+
+// filesServer returns the transport to an in-process MCP server with the
+// reference filesystem server's read_text_file tool, which ends with t.
+func filesServer(t *testing.T) mcpbridge.Transport {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "files", Version: "1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "read_text_file", Description: "Reads a file."},
 		func(_ context.Context, _ *mcp.CallToolRequest, in struct {
@@ -64,12 +74,8 @@ func TestChildReadsThroughAnInProcessServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ss.Wait()
-	var out bytes.Buffer
-	if err := run(context.Background(), &out, noEnv, mcpbridge.SDKTransport("files", ct), dir); err != nil {
-		t.Fatal(err)
-	}
-	checkOutput(t, out.String())
+	t.Cleanup(func() { ss.Wait() })
+	return mcpbridge.SDKTransport("files", ct)
 }
 
 // noEnv is an empty environment: the tests run on the scripted model
