@@ -82,7 +82,7 @@ func run(addr string, demo bool, w io.Writer, getenv func(string) string) error 
 	url := "http://" + ln.Addr().String() + "/agui"
 	if demo {
 		fmt.Fprintln(w, about)
-		return request(w, url)
+		return request(w, url, nil)
 	}
 	// One first line with the URL, which clients read, and the provider.
 	fmt.Fprintf(w, "AG-UI endpoint: %s %s\n", url, about)
@@ -170,7 +170,9 @@ func expertReply(ctx context.Context, req provider.Request) (provider.Response, 
 // request sends one AG-UI request and prints the events it streams, one
 // line each, a sub-agent's indented under its name; the pieces of a text
 // message or of a tool call's arguments are shown whole at their end.
-func request(w io.Writer, url string) error {
+// also, when not nil, sees each event as it comes (a test's
+// subagent.Tree).
+func request(w io.Writer, url string, also event.Sink) error {
 	body := `{"threadId":"demo-thread","runId":"demo-run","messages":[{"id":"m1","role":"user","content":"Should we use Go for the new service?"}]}`
 	resp, err := http.Post(url, "application/json", strings.NewReader(body))
 	if err != nil {
@@ -191,6 +193,19 @@ func request(w io.Writer, url string) error {
 		var e event.Event
 		if err := json.Unmarshal([]byte(data), &e); err != nil {
 			return err
+		}
+		if also != nil {
+			// A sub-agent's spending comes in its event's metadata.
+			var meta struct {
+				Metadata struct {
+					Usage json.RawMessage `json:"usage"`
+					Model string          `json:"model"`
+				} `json:"metadata"`
+			}
+			if json.Unmarshal([]byte(data), &meta) == nil && e.Usage == nil {
+				e.Usage, e.Model = meta.Metadata.Usage, meta.Metadata.Model
+			}
+			also.Emit(e)
 		}
 		who := ""
 		if e.SubagentRunID != "" && e.Type != event.SubagentStarted {

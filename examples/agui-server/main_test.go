@@ -76,8 +76,17 @@ func TestDemo(t *testing.T) {
 	if err := run("", true, &out, func(string) string { return "" }); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
+	checkDemo(t, `provider: fake (scripted replies; docs/providers.md tells how to use a real one)`, out.String())
+}
+
+// checkDemo checks the lines the demo printed after its first, about:
+// each line, and the order of those that follow each other (the
+// researcher and the reviewer run side by side, so their lines may
+// interleave).
+func checkDemo(t *testing.T, about, out string) {
+	t.Helper()
 	want := []string{
-		`provider: fake (scripted replies; docs/providers.md tells how to use a real one)`,
+		about,
 		`RUN_STARTED demo-thread demo-run`,
 		`says "Let me ask our expert first."`,
 		`TOOL_CALL_START expert`,
@@ -102,10 +111,10 @@ func TestDemo(t *testing.T) {
 		`says "The expert, the researcher and the reviewer agree: yes, with the costs noted."`,
 		`RUN_FINISHED demo-thread demo-run "The expert, the researcher and the reviewer agree: yes, with the costs noted."`,
 	}
-	got := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	got := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	sortedWant, sortedGot := slices.Sorted(slices.Values(want)), slices.Sorted(slices.Values(got))
 	if diff := cmp.Diff(sortedWant, sortedGot); diff != "" {
-		t.Fatalf("the demo's lines, sorted (-want +got):\n%s\noutput:\n%s", diff, out.String())
+		t.Fatalf("the demo's lines, sorted (-want +got):\n%s\noutput:\n%s", diff, out)
 	}
 	// Lines 0 to 13 come in order, as do the last 4; each child's lines
 	// keep their order and come after both calls started.
@@ -118,7 +127,7 @@ func TestDemo(t *testing.T) {
 	}
 	for _, child := range [][]string{want[14:17], want[17:20]} {
 		if a, b, c := at(child[0]), at(child[1]), at(child[2]); !(13 < a && a < b && b < c && c < 20) {
-			t.Errorf("the child's lines %q are out of order:\n%s", child, out.String())
+			t.Errorf("the child's lines %q are out of order:\n%s", child, out)
 		}
 	}
 }
