@@ -117,17 +117,18 @@ func openStore(path string) (*store.Store, error) {
 
 // newServer builds the MCP server: the tour's expert and reviewer on model.
 // With st, the expert's conversation is kept there; with nil, in memory.
-func newServer(model provider.Provider, st *store.Store) (*mcpbridge.Server, error) {
+// opts are the server's.
+func newServer(model provider.Provider, st *store.Store, opts ...mcpbridge.ServerOption) (*mcpbridge.Server, error) {
 	expertAgent, err := agent.NewReact(model, agent.WithName("expert"),
 		agent.WithSystemPrompt("You are deputy's maintainer. Answer questions about deputy briefly."))
 	if err != nil {
 		return nil, err
 	}
-	opts := []subagent.Option{subagent.WithInputFromArgs(taskText)}
+	expertOpts := []subagent.Option{subagent.WithInputFromArgs(taskText)}
 	if st != nil {
-		opts = append(opts, subagent.WithStore(st, "mcp-server/expert"))
+		expertOpts = append(expertOpts, subagent.WithStore(st, "mcp-server/expert"))
 	}
-	expert, err := subagent.FromAgent("expert", "Ask deputy's maintainer a question. It remembers earlier questions.", expertAgent, opts...)
+	expert, err := subagent.FromAgent("expert", "Ask deputy's maintainer a question. It remembers earlier questions.", expertAgent, expertOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +140,7 @@ func newServer(model provider.Provider, st *store.Store) (*mcpbridge.Server, err
 	if err != nil {
 		return nil, err
 	}
-	srv := mcpbridge.NewServer("deputy-tour", "1.0.0")
+	srv := mcpbridge.NewServer("deputy-tour", "1.0.0", opts...)
 	if err := srv.AddTool(expert); err != nil {
 		return nil, err
 	}
