@@ -101,22 +101,33 @@ func run(w io.Writer, db string, crashAfter int, ids string) error {
 		return err
 	}
 	defer st.Close()
+	lm, err := newLead(ids)
+	if err != nil {
+		return err
+	}
+	return secondRun(w, st, lm, &workers{model: workerModel}, nil)
+}
+
+// secondRun runs the turn again under its journal in st, the lead on lead
+// and the workers on ws, and prints which workers were answered from the
+// journal, which ran, and what the turn cost; also, when not nil, sees the
+// run's events (a test's subagent.Tree).
+func secondRun(w io.Writer, st *store.Store, lead provider.Provider, ws *workers, also event.Sink) error {
 	ctx := context.Background()
+	if also != nil {
+		ctx = event.WithSink(ctx, also)
+	}
 	j, err := st.Journal(ctx, turn)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(w, "run 2: the same turn again, under the same journal")
-	lm, err := newLead(ids)
+	lm := &counted{Provider: lead}
+	team, err := team(lm, ws)
 	if err != nil {
 		return err
 	}
-	ws := &workers{}
-	lead, err := team(lm, ws)
-	if err != nil {
-		return err
-	}
-	out, err := lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: task})
+	out, err := team.Run(agent.WithJournal(ctx, j), agent.Input{Text: task})
 	if err != nil {
 		return err
 	}
@@ -175,19 +186,36 @@ func crash(db string, k int, ids string) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	ctx := context.Background()
-	j, err := st.Journal(ctx, turn)
-	if err != nil {
-		log.Fatal(err)
-	}
 	lm, err := newLead(ids)
 	if err != nil {
 		log.Fatal(err)
 	}
-	ws := &workers{answerOnly: k}
-	lead, err := team(lm, ws)
-	if err != nil {
+	ws := &workers{model: workerModel, answerOnly: k}
+	if _, err := runUntil(st, lm, ws, k); err != nil {
 		log.Fatal(err)
+	}
+	report(os.Stdout, ws, k)
+	p, _ := os.FindProcess(os.Getpid())
+	p.Kill()
+	select {}
+}
+
+// runUntil runs the turn under its journal in st, the lead on lead and
+// the workers on ws (which answers k of them and holds the others), until
+// k workers have finished; then it gives the last one's result time to
+// reach the journal and closes st, as a process dies. The run goes on
+// until stop, which ends it and waits for it.
+func runUntil(st *store.Store, lead provider.Provider, ws *workers, k int) (stop func(), err error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	j, err := st.Journal(ctx, turn)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	team, err := team(lead, ws)
+	if err != nil {
+		cancel()
+		return nil, err
 	}
 	var finished atomic.Int64
 	die := make(chan struct{})
@@ -196,23 +224,33 @@ func crash(db string, k int, ids string) {
 			close(die)
 		}
 	})
-	go lead.Run(agent.WithJournal(event.WithSink(ctx, sink), j), agent.Input{Text: task})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = team.Run(agent.WithJournal(event.WithSink(ctx, sink), j), agent.Input{Text: task})
+	}()
+	stop = func() { cancel(); <-done }
 	select {
 	case <-die:
+	case <-done:
+		cancel()
+		return nil, fmt.Errorf("the first run ended before %d workers finished", k)
 	case <-time.After(time.Minute):
-		log.Fatalf("only %d of %d workers finished in a minute", finished.Load(), k)
+		stop()
+		return nil, fmt.Errorf("only %d of %d workers finished in a minute", finished.Load(), k)
 	}
 	// The lead queues a worker's result for the journal as the worker
 	// returns it, a few steps after the event, with no wait between: give
 	// the last one ample time to be queued (the others hold no lock it
-	// needs), and let Close wait for the writes in flight. Then die
-	// without cleaning up.
+	// needs), and let Close wait for the writes in flight.
 	time.Sleep(500 * time.Millisecond)
 	st.Close()
-	fmt.Printf("run 1: workers of chapters %v finished; the other %d were still waiting for their model\n", ws.answered(), len(ws.calls())-k)
-	p, _ := os.FindProcess(os.Getpid())
-	p.Kill()
-	select {}
+	return stop, nil
+}
+
+// report prints what the first run, stopped after k workers, left.
+func report(w io.Writer, ws *workers, k int) {
+	fmt.Fprintf(w, "run 1: workers of chapters %v finished; the other %d were still waiting for their model\n", ws.answered(), len(ws.calls())-k)
 }
 
 func open(path string) (*store.Store, error) {
@@ -223,8 +261,9 @@ func open(path string) (*store.Store, error) {
 	return store.New(b)
 }
 
-// team returns the lead, which delegates each chapter to a worker.
-func team(lm *leadModel, ws *workers) (*agent.React, error) {
+// team returns the lead on lead, which delegates each chapter to a
+// worker on ws.
+func team(lead provider.Provider, ws *workers) (*agent.React, error) {
 	worker, err := subagent.FromFactory("summarize_chapter", "Summarizes one chapter of the report; the task names the chapter (\"chapter 7\").",
 		func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
 			return agent.NewReact(ws, agent.WithName("worker"))
@@ -232,7 +271,7 @@ func team(lm *leadModel, ws *workers) (*agent.React, error) {
 	if err != nil {
 		return nil, err
 	}
-	return agent.NewReact(lm, agent.WithName("lead"), agent.WithTools(worker))
+	return agent.NewReact(lead, agent.WithName("lead"), agent.WithTools(worker))
 }
 
 // leadModel is the lead's scripted model. Like a real model it answers the
@@ -284,51 +323,89 @@ func (m *leadModel) Complete(ctx context.Context, req provider.Request) (provide
 	return provider.Response{Message: msg, Usage: usage}, nil
 }
 
-// workers is the workers' scripted model: it reads the chapter from the
-// task it is given, answers after 100 to 500 ms, and notes which chapters
-// it was asked about. With answerOnly set, it answers that many calls and
-// holds the rest until their context ends.
-type workers struct {
-	answerOnly int
-
-	mu      sync.Mutex
-	asks    []int // chapters, as asked
-	answers []int // chapters, as answered
+// counted counts the calls its provider gets.
+type counted struct {
+	provider.Provider
+	calls atomic.Int64
 }
 
-func (w *workers) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
-	var text string
-	for _, m := range req.Messages {
-		if m.Role == provider.RoleUser {
-			text = m.Content
-		}
+func (c *counted) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
+	c.calls.Add(1)
+	return c.Provider.Complete(ctx, req)
+}
+
+// workerModel is the workers' scripted model: it reads the chapter from
+// the task it is given and answers after 100 to 500 ms.
+var workerModel = provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+	ch, ok := chapter(req)
+	if !ok {
+		return provider.Response{Message: provider.AssistantMessage(fmt.Sprintf("I was asked %q, which names no chapter.", lastUser(req)))}, nil
 	}
-	ch, err := strconv.Atoi(strings.TrimPrefix(text, "chapter "))
-	if err != nil {
-		return provider.Response{Message: provider.AssistantMessage(fmt.Sprintf("I was asked %q, which names no chapter.", text))}, nil
-	}
-	w.mu.Lock()
-	w.asks = append(w.asks, ch)
-	w.mu.Unlock()
 	select {
 	case <-time.After(time.Duration(100+(ch*137)%400) * time.Millisecond):
 	case <-ctx.Done():
-		return provider.Response{}, ctx.Err()
-	}
-	w.mu.Lock()
-	hold := w.answerOnly > 0 && len(w.answers) >= w.answerOnly
-	if !hold {
-		w.answers = append(w.answers, ch)
-	}
-	w.mu.Unlock()
-	if hold {
-		<-ctx.Done()
 		return provider.Response{}, ctx.Err()
 	}
 	return provider.Response{
 		Message: provider.AssistantMessage(fmt.Sprintf("Chapter %d: the figures are in line with the plan.", ch)),
 		Usage:   provider.Usage{InputTokens: 400, OutputTokens: 30, Requests: 1},
 	}, nil
+})
+
+// lastUser is the text of req's last user message: a worker's task.
+func lastUser(req provider.Request) string {
+	var text string
+	for _, m := range req.Messages {
+		if m.Role == provider.RoleUser {
+			text = m.Content
+		}
+	}
+	return text
+}
+
+// chapter is the chapter a worker's task names.
+func chapter(req provider.Request) (int, bool) {
+	ch, err := strconv.Atoi(strings.TrimPrefix(lastUser(req), "chapter "))
+	return ch, err == nil
+}
+
+// workers is the workers' provider: it passes their calls to model and
+// notes which chapters it was asked about. With answerOnly set, it passes
+// on that many calls and holds the rest until their context ends, as a
+// process that dies leaves its calls unanswered.
+type workers struct {
+	model      provider.Provider
+	answerOnly int
+
+	mu      sync.Mutex
+	asks    []int // chapters, as asked
+	passed  int   // calls passed to model
+	answers []int // chapters, as answered
+}
+
+func (w *workers) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
+	ch, ok := chapter(req)
+	if !ok {
+		return w.model.Complete(ctx, req)
+	}
+	w.mu.Lock()
+	w.asks = append(w.asks, ch)
+	hold := w.answerOnly > 0 && w.passed >= w.answerOnly
+	if !hold {
+		w.passed++
+	}
+	w.mu.Unlock()
+	if hold {
+		<-ctx.Done()
+		return provider.Response{}, ctx.Err()
+	}
+	resp, err := w.model.Complete(ctx, req)
+	if err == nil {
+		w.mu.Lock()
+		w.answers = append(w.answers, ch)
+		w.mu.Unlock()
+	}
+	return resp, err
 }
 
 // asked returns the chapters the model was asked about, sorted.
