@@ -89,6 +89,9 @@ type scripted struct {
 	// background: the lead starts two surveys as background jobs, sends
 	// each a message while it works, and waits for both.
 	background bool
+	// model, when not nil, answers for the scripted models of the small
+	// tree (a test's cassette of their recorded run).
+	model provider.Provider
 }
 
 // provider is the scripted models' provider: replies paced, and admitted
@@ -195,14 +198,12 @@ func handler(st *store.Store, sc scripted, published *atomic.Int64, opts ...devu
 // small is the tree of the demo: lead → researcher ×2, editor → fact
 // checker, the editor's publish tool asking for approval.
 func small(sc scripted, published *atomic.Int64) (agent.Agent, error) {
-	p, err := sc.provider(
-		fake.Respond(lead).For("lead"),
-		fake.Respond(researcher).For("researcher"),
-		fake.Respond(editor).For("editor"),
-		fake.Respond(factChecker).For("fact_checker"),
-	)
-	if err != nil {
-		return nil, err
+	p := sc.model
+	if p == nil {
+		var err error
+		if p, err = sc.provider(smallScript()...); err != nil {
+			return nil, err
+		}
 	}
 	checker, err := subagent.FromFactory("fact_checker", "Checks one claim.", func(context.Context, json.RawMessage) (agent.Agent, error) {
 		return agent.NewReact(p, agent.WithName("fact_checker"))
@@ -230,6 +231,17 @@ func small(sc scripted, published *atomic.Int64) (agent.Agent, error) {
 		return nil, err
 	}
 	return agent.NewReact(p, agent.WithName("lead"), agent.WithTools(researcherTool, editorTool))
+}
+
+// smallScript is what the small tree's models answer, each from the
+// conversation it is sent.
+func smallScript() []fake.Reply {
+	return []fake.Reply{
+		fake.Respond(lead).For("lead"),
+		fake.Respond(researcher).For("researcher"),
+		fake.Respond(editor).For("editor"),
+		fake.Respond(factChecker).For("fact_checker"),
+	}
 }
 
 // wide is a lead that fans out to sc.children workers, each answering at
