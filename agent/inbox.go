@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/deputy-go/deputy/internal/jobtool"
 	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/internal/mailbox"
 	"github.com/deputy-go/deputy/internal/run"
@@ -84,14 +85,11 @@ func (s *runState) addInbound(msgs []mailbox.Message) {
 	if len(msgs) == 0 {
 		return
 	}
-	var b strings.Builder
+	ids, texts := make([]string, len(msgs)), make([]string, len(msgs))
 	for i, m := range msgs {
-		if i > 0 {
-			b.WriteString("\n\n")
-		}
-		fmt.Fprintf(&b, "Message %s from the agent that started you:\n%s", m.ID, m.Text)
+		ids[i], texts[i] = m.ID, m.Text
 	}
-	s.add(provider.UserMessage(b.String()))
+	s.add(provider.UserMessage(jobtool.Inbound(ids, texts)))
 }
 
 // reached tells the mailbox where the run stands after step: its last

@@ -2,7 +2,6 @@ package subagent
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/id"
+	"github.com/deputy-go/deputy/internal/jobtool"
 	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/internal/mailbox"
 	"github.com/deputy-go/deputy/internal/run"
@@ -197,9 +197,7 @@ func (s *Spawner) startJob(ctx context.Context, sc *spawnCall, callID, task stri
 
 // receipt is what the model reads when a job starts.
 func (j *job) receipt() tool.Result {
-	receipt, _ := json.Marshal(map[string]string{"job_id": j.id, "status": "running",
-		"note": "A job id is not a result: collect it with " + JobsToolName + " (wait) or cancel it before you answer."})
-	return tool.Result{Content: string(receipt)}
+	return tool.Result{Content: jobtool.Started(j.id, JobsToolName)}
 }
 
 // markEnd records when j ended, among the runs of its thread.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/id"
+	"github.com/deputy-go/deputy/internal/jobtool"
 	"github.com/deputy-go/deputy/internal/mailbox"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
@@ -309,22 +310,11 @@ func (js *Jobs) collect(j *job) JobResult {
 // partialReport is what a job cancelled, or stopped at one of its
 // bounds (err says which), hands back.
 func partialReport(st JobStatus, err error) string {
-	var b strings.Builder
-	if st.State == JobCancelled {
-		fmt.Fprintf(&b, "job %s cancelled", st.ID)
-	} else {
-		fmt.Fprintf(&b, "job %s stopped at its limit (%v)", st.ID, clip(err.Error(), 200))
+	reason := ""
+	if st.State != JobCancelled {
+		reason = clip(err.Error(), 200)
 	}
-	if st.Step > 0 {
-		fmt.Fprintf(&b, " at step %d", st.Step)
-	}
-	fmt.Fprintf(&b, " (%d tokens spent)", st.Usage.Tokens())
-	if st.LastWords != "" {
-		b.WriteString("; partial report, its last words:\n" + st.LastWords)
-	} else {
-		b.WriteString(": it had nothing to report yet.")
-	}
-	return b.String()
+	return jobtool.Partial(st.ID, reason, st.Step, st.Usage.Tokens(), st.LastWords)
 }
 
 // status returns where j stands.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deputy-go/deputy/internal/jobtool"
 	"github.com/deputy-go/deputy/internal/toolcall"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -16,21 +17,9 @@ func (s *Spawner) JobsTool() tool.Tool { return &jobsTool{s: s} }
 
 type jobsTool struct{ s *Spawner }
 
-const jobsParams = `{"type":"object","properties":{
-"action":{"type":"string","enum":["status","wait","send","cancel","list"],"description":"status of a job; wait for jobs to end and collect their results; send a job a message; cancel a job; list this run's jobs"},
-"job_id":{"type":"string","maxLength":128,"description":"the job, for status, send and cancel (or one job to wait for)"},
-"job_ids":{"type":"array","items":{"type":"string","maxLength":128},"maxItems":64,"description":"for wait: the jobs to wait for (default: every job not collected yet)"},
-"mode":{"type":"string","enum":["all","any"],"description":"for wait: return when all of them have ended (default) or as soon as any has"},
-"message":{"type":"string","maxLength":16384,"description":"for send: what the job should know or do; it reads it before its next step"},
-"timeout_seconds":{"type":"number","minimum":0,"maximum":600,"description":"for wait: how long to wait at most (default 30)"}
-},"required":["action"],"additionalProperties":false}`
-
 func (t *jobsTool) Definition() tool.Definition {
 	return tool.Definition{Name: JobsToolName,
-		Description: "Check on, wait for, message, cancel or list the background sub-agents started with " + SpawnToolName + ". " +
-			"A job's result counts only once you have waited for it; jobs still running when you answer are cancelled. " +
-			"A message reaches the job before its next step, never in the middle of one.",
-		Parameters: json.RawMessage(jobsParams)}
+		Description: jobtool.Description(SpawnToolName), Parameters: json.RawMessage(jobtool.Params)}
 }
 
 // RunsAgain reports that every call runs again on a resumed journaled
@@ -51,7 +40,7 @@ type jobsArgs struct {
 }
 
 func (t *jobsTool) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
-	const usage = `pass {"action":"status"|"wait"|"send"|"cancel"|"list","job_id":"…","job_ids":["…"],"mode":"all"|"any","message":"…","timeout_seconds":0-600}`
+	const usage = jobtool.Usage
 	raw := toolcall.Arguments(call.Arguments)
 	if err := t.s.jobsIn.Validate(raw); err != nil {
 		return tool.Result{}, fmt.Errorf("%w for %s: %v: %s", tool.ErrInvalidArguments, JobsToolName, err, usage)

@@ -17,6 +17,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/answercheck"
+	"github.com/deputy-go/deputy/internal/jobtool"
 	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/internal/run"
@@ -98,7 +99,7 @@ func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...SpawnOption) (*
 		return nil, err
 	}
 	s.params = params
-	if s.jobsIn, err = jsonschema.Compile(json.RawMessage(jobsParams)); err != nil {
+	if s.jobsIn, err = jsonschema.Compile(json.RawMessage(jobtool.Params)); err != nil {
 		return nil, err
 	}
 	s.def = tool.Definition{Name: SpawnToolName, Description: spawnDescription(cfg), Parameters: params.Raw()}

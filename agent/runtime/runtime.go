@@ -24,6 +24,13 @@
 // does, and CorrectionPrompt is what a child whose answer did not fit is
 // told in its one corrective run.
 //
+// # Background children
+//
+// JobsTool is the tool a model acts on its background children with,
+// JobStarted what a spawn in the background returns, JobMessages how the
+// messages sent to a child reach it at a step boundary, and JobPartial
+// what a cancelled child hands back, as subagent.WithBackground has them.
+//
 // # Compaction
 //
 // NewCompactor gives an agent.Compaction's pieces: Due says whether a
@@ -41,6 +48,7 @@ import (
 	"github.com/deputy-go/deputy/internal/answercheck"
 	"github.com/deputy-go/deputy/internal/compact"
 	"github.com/deputy-go/deputy/internal/guardrail"
+	"github.com/deputy-go/deputy/internal/jobtool"
 	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/internal/textcap"
@@ -188,3 +196,27 @@ func (k Compactor) SummaryRequest(older []provider.Message, model string, window
 func (k Compactor) Apply(msgs []provider.Message, cut int, summary string) []provider.Message {
 	return k.b.Apply(msgs, cut, summary)
 }
+
+// JobsTool is the definition of the tool with which a model acts on its
+// background children (subagent.JobsToolName: status, wait, send, cancel,
+// list), as the in-process spawner offers it.
+func JobsTool() provider.ToolDef {
+	return provider.ToolDef{Name: subagent.JobsToolName, Description: jobtool.Description(subagent.SpawnToolName), Parameters: json.RawMessage(jobtool.Params)}
+}
+
+// JobStarted is what a spawn that started background job id returns.
+func JobStarted(id string) string { return jobtool.Started(id, subagent.JobsToolName) }
+
+// JobPartial is what a job cancelled (reason "") or stopped at a bound
+// (reason says which) hands back: the step it reached, the tokens it
+// spent and its last words.
+func JobPartial(id, reason string, step int, tokens int64, last string) string {
+	return jobtool.Partial(id, reason, step, tokens, last)
+}
+
+// JobMessages is the user message that hands a job's agent the messages
+// sent to it, at a step boundary, in the order sent; ids and texts pair up.
+func JobMessages(ids, texts []string) string { return jobtool.Inbound(ids, texts) }
+
+// JobsUsage is what a call of JobsTool with bad arguments is told to pass.
+const JobsUsage = jobtool.Usage
