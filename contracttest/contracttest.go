@@ -42,6 +42,10 @@ type Tree struct {
 	// (0: none).
 	Spawn     bool
 	MaxSpawns int
+	// Background, with Spawn, lets the model start forks in the
+	// background (spawn_subagent with background=true) and act on them
+	// with subagent_jobs.
+	Background bool
 	// TokenLimit ends the run past so many tokens, its children's
 	// included (0: none); ToolRetries is how many steps in a row with a
 	// failed tool call the run tolerates (0: the default; below 0: none).
@@ -103,6 +107,8 @@ func Run(t *testing.T, rt Runtime) {
 		{"token limit", tokenLimit},
 		{"failed tool steps", toolRetries},
 		{"approval runs its call once", approvalOnce},
+		{"a background job steered by a message", backgroundMessage},
+		{"a background job cancelled", backgroundCancel},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, rt) })

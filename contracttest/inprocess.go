@@ -104,12 +104,20 @@ func build(tree Tree) (*agent.React, error) {
 		if tree.MaxSpawns > 0 {
 			opts = append(opts, subagent.WithMaxSpawns(tree.MaxSpawns))
 		}
+		if tree.Background {
+			opts = append(opts, subagent.WithBackground())
+		}
 		sp, err := subagent.NewSpawner(tree.Provider, reg, opts...)
 		if err != nil {
 			return nil, err
 		}
 		if err := reg.Register(sp); err != nil {
 			return nil, err
+		}
+		if tree.Background {
+			if err := reg.Register(sp.JobsTool()); err != nil {
+				return nil, err
+			}
 		}
 	}
 	opts := []agent.Option{agent.WithSystemPrompt(tree.System), agent.WithTools(reg.Tools()...)}

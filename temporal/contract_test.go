@@ -82,7 +82,7 @@ func failureOf(err error) string {
 // specOf is the Spec of tree; its plain tools, and its children's, are
 // gathered in tools for the worker's registry.
 func specOf(tree contracttest.Tree, tools *[]tool.Tool) Spec {
-	s := Spec{Name: tree.System, Provider: "m", System: tree.System, Spawn: tree.Spawn, MaxSpawns: tree.MaxSpawns,
+	s := Spec{Name: tree.System, Provider: "m", System: tree.System, Spawn: tree.Spawn, MaxSpawns: tree.MaxSpawns, Background: tree.Background,
 		TokenLimit: tree.TokenLimit, ToolRetries: tree.ToolRetries}
 	for _, tl := range tree.Tools {
 		s.Tools = append(s.Tools, tl.Definition().Name)

@@ -74,6 +74,15 @@ type Spec struct {
 	Spawn bool `json:"spawn,omitempty"`
 	// MaxSpawns caps spawn_subagent calls in one run; zero means no cap.
 	MaxSpawns int `json:"max_spawns,omitempty"`
+	// Background, with Spawn, lets the model start forks in the
+	// background (spawn_subagent with background=true) and act on them
+	// with subagent_jobs, as subagent.WithBackground does in process:
+	// each job a child workflow, each message a signal taken at the
+	// job's next step boundary. A resident offers none.
+	Background bool `json:"background,omitempty"`
+	// MaxBackground bounds the jobs of one run alive at once
+	// (subagent.DefaultMaxBackground when 0).
+	MaxBackground int `json:"max_background,omitempty"`
 	// MaxSteps bounds the model calls of one run (DefaultMaxSteps when 0).
 	MaxSteps int `json:"max_steps,omitempty"`
 	// ToolRetries is how many steps in a row with a failed tool call the
@@ -157,6 +166,10 @@ type RunInput struct {
 	// Trace, set by a parent on its child's input, is where the run stands
 	// in its tree, for its events (nil at the top: the run is the tree).
 	Trace *Trace `json:"trace,omitempty"`
+	// Job, set by a parent that starts the run as a background job, is
+	// the job's id: the run takes the messages its parent sends before
+	// each model call and tells its parent where it stands.
+	Job string `json:"job,omitempty"`
 	// Path, set by a parent on its child's input, names the agents from
 	// the top-level run down to this one, joined by "/", as
 	// policy.Check.Path does in process ("lead/subagent"); "" at the top,
@@ -371,9 +384,12 @@ type Delegated struct {
 	IsError bool   `json:"is_error,omitempty"`
 }
 
-func (s Spec) maxSteps() int    { return cmp.Or(max(s.MaxSteps, 0), DefaultMaxSteps) }
-func (s Spec) maxDepth() int    { return cmp.Or(max(s.MaxDepth, 0), DefaultMaxDepth) }
-func (s Spec) maxOutput() int   { return cmp.Or(max(s.MaxOutputBytes, 0), DefaultMaxOutputBytes) }
+func (s Spec) maxSteps() int  { return cmp.Or(max(s.MaxSteps, 0), DefaultMaxSteps) }
+func (s Spec) maxDepth() int  { return cmp.Or(max(s.MaxDepth, 0), DefaultMaxDepth) }
+func (s Spec) maxOutput() int { return cmp.Or(max(s.MaxOutputBytes, 0), DefaultMaxOutputBytes) }
+func (s Spec) maxBackground() int {
+	return cmp.Or(max(s.MaxBackground, 0), subagent.DefaultMaxBackground)
+}
 func (s Spec) parallelism() int { return cmp.Or(max(s.Parallelism, 0), DefaultParallelism) }
 
 // toolRetries is ToolRetries, DefaultToolRetries when 0, none when below.

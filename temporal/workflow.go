@@ -54,7 +54,7 @@ func AgentWorkflow(ctx workflow.Context, in RunInput) (RunOutput, error) {
 	if err != nil {
 		return RunOutput{}, err
 	}
-	out, err := run(ctx, in.Spec, in.Depth, nil, input, id, trace, q, cmp.Or(in.Path, cmp.Or(in.Spec.Name, agent.DefaultName)))
+	out, err := run(ctx, in.Spec, in.Depth, nil, input, id, trace, q, cmp.Or(in.Path, cmp.Or(in.Spec.Name, agent.DefaultName)), newInbox(ctx, in.Job))
 	if in.Depth > 0 {
 		// A child's transcript stays in its own history; only the answer
 		// and usage go back to the parent.
@@ -82,8 +82,24 @@ func FactoryWorkflow(ctx workflow.Context, in FactoryCall) (ToolResult, error) {
 // trace, when set, places the run in its tree for the events its
 // activities publish, and q takes the questions its tools ask (a
 // resident's runs have neither); path is the run's path in its tree.
-func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Message, idPrefix string, trace *Trace, q *questions, path string) (RunOutput, error) {
-	var out RunOutput
+// A run that can ask (q set) offers background jobs when spec has them,
+// and ib, for a run that is a background job, takes the messages its
+// parent sends it.
+func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Message, idPrefix string, trace *Trace, q *questions, path string, ib *inbox) (out RunOutput, err error) {
+	var jb *jobs
+	if spec.Background && q != nil {
+		jb = newJobs(ctx, spec)
+		defer func() {
+			// Jobs still running end with the run; what they spent, and
+			// what no wait collected, counts in its ChildUsage.
+			u, c := jb.settle()
+			if u.IsZero() && c == 0 {
+				return
+			}
+			out.ChildUsage, out.Cost = out.ChildUsage.Add(u), out.Cost+c
+			err = withSettled(out, err)
+		}()
+	}
 	var schema *jsonschema.Schema
 	system := spec.System
 	if len(spec.OutputSchema) > 0 {
@@ -95,7 +111,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		system = strings.TrimSpace(system + "\n\n" + subagent.SchemaPrompt(spec.OutputSchema))
 	}
 	actx := activityContext(ctx, spec)
-	defs := toolDefs(spec, depth)
+	defs := toolDefs(spec, depth, jb.offered())
 	conv := append([]provider.Message(nil), input...)
 	corrected := false
 	spawns, failures := 0, 0
@@ -126,6 +142,10 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		if step >= spec.maxSteps() {
 			out.Messages = conv
 			return out, failure(out, ErrTypeMaxSteps, fmt.Sprintf("agent %q used its %d steps without a final answer: raise Spec.MaxSteps or simplify the task", spec.Name, spec.maxSteps()))
+		}
+		if m, ok := ib.take(ctx, step+1, out, conv); ok {
+			// The messages sent meanwhile, at the step boundary.
+			conv = append(conv, m)
 		}
 		req := provider.Request{
 			Model: spec.Model, System: system, MaxTokens: spec.MaxTokens, Tools: defs,
@@ -181,6 +201,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			corrected = true // no budget for a corrective retry
 		}
 		conv = append(conv, msg)
+		ib.reached(ctx, step+1, out, conv)
 		if err := overLimit(ctx, spec, out); err != nil {
 			out.Messages = conv
 			return out, err
@@ -243,7 +264,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			// call's input, as in process (run.WithShares).
 			costShare = max((spec.CostLimit-out.Cost-float64(keep)*inPrice)/float64(len(msg.ToolCalls)+1), 1e-12)
 		}
-		results, ended, err = runTools(ctx, actx, turn{spec: spec, depth: depth, path: path, childLimit: childLimit, costShare: costShare, trace: stepTrace(trace, step+1), q: q},
+		results, ended, err = runTools(ctx, actx, turn{spec: spec, depth: depth, path: path, childLimit: childLimit, costShare: costShare, trace: stepTrace(trace, step+1), q: q, jobs: jb},
 			fmt.Sprintf("%s/%d", idPrefix, step), msg.ToolCalls, &spawns)
 		failedStep := false
 		for i, r := range results {
@@ -304,6 +325,23 @@ func withUsage(out RunOutput, err error) error {
 	return sdktemporal.NewNonRetryableApplicationError(msg, typ, err, u, out.Cost)
 }
 
+// withSettled is err, when the run failed, carrying what it spent once
+// its jobs were settled.
+func withSettled(out RunOutput, err error) error {
+	if err == nil || sdktemporal.IsCanceledError(err) {
+		if err != nil {
+			return sdktemporal.NewCanceledError(out.TotalUsage(), out.Cost)
+		}
+		return err
+	}
+	typ, msg := "deputy.failed", err.Error()
+	var app *sdktemporal.ApplicationError
+	if errors.As(err, &app) {
+		typ, msg = app.Type(), app.Message()
+	}
+	return sdktemporal.NewNonRetryableApplicationError(msg, typ, err, out.TotalUsage(), out.Cost)
+}
+
 // UsageOf returns the usage a failed agent workflow reports with its error:
 // what its model calls, and its children's, spent before it failed. It is
 // zero for an error that carries none.
@@ -362,7 +400,7 @@ func validate(schema *jsonschema.Schema, answer string) (json.RawMessage, error)
 // toolDefs lists what the model is offered: the plain tools by name (their
 // definitions come from the worker, so the model activity fills them in),
 // and, below the depth cap, the sub-agents and the spawn tool.
-func toolDefs(spec Spec, depth int) []provider.ToolDef {
+func toolDefs(spec Spec, depth int, background bool) []provider.ToolDef {
 	var defs []provider.ToolDef
 	for _, name := range spec.Tools {
 		defs = append(defs, provider.ToolDef{Name: name})
@@ -373,13 +411,21 @@ func toolDefs(spec Spec, depth int) []provider.ToolDef {
 	for _, sa := range spec.SubAgents {
 		defs = append(defs, provider.ToolDef{Name: sa.Name, Description: sa.Description, Parameters: sa.params()})
 	}
-	if spec.Spawn {
+	switch {
+	case spec.Spawn && background:
+		defs = append(defs, provider.ToolDef{Name: SpawnToolName, Description: "Hand a self-contained task to a fresh sub-agent of your own kind and get its answer. " +
+			"With background=true you get a job id at once. A job id is not a result: collect each job with " + subagent.JobsToolName +
+			" (wait), or cancel it, before you answer; jobs still running when you answer are cancelled.", Parameters: json.RawMessage(spawnBackgroundParams)},
+			runtime.JobsTool())
+	case spec.Spawn:
 		defs = append(defs, provider.ToolDef{Name: SpawnToolName, Description: "Hand a self-contained task to a fresh sub-agent of your own kind and get its answer.", Parameters: json.RawMessage(spawnParams)})
 	}
 	return defs
 }
 
 const spawnParams = `{"type":"object","properties":{"task":{"type":"string","description":"The task, with everything the sub-agent needs to know."},"context":{"type":"string","description":"Background the sub-agent should read first."}},"required":["task"]}`
+
+const spawnBackgroundParams = `{"type":"object","properties":{"task":{"type":"string","description":"The task, with everything the sub-agent needs to know."},"context":{"type":"string","description":"Background the sub-agent should read first."},"background":{"type":"boolean","description":"Start the sub-agent in the background and get a job id at once."}},"required":["task"]}`
 
 func (sa SubAgent) params() json.RawMessage {
 	switch {
@@ -425,6 +471,7 @@ type turn struct {
 	costShare  float64 // each child's share of the run's cost limit (0: none)
 	trace      *Trace
 	q          *questions
+	jobs       *jobs // the run's background jobs (nil: none offered)
 }
 
 // delegationChange names the workflow version from which a sub-agent
@@ -455,6 +502,8 @@ func runTools(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 		sub, isSub := findSub(spec, call.Name)
 		var body func(gctx workflow.Context)
 		switch {
+		case call.Name == subagent.JobsToolName && tn.jobs.offered() && depth < spec.maxDepth():
+			body = func(gctx workflow.Context) { results[i] = tn.jobs.act(gctx, call) }
 		case contains(spec.Tools, call.Name):
 			published[i] = trace != nil
 			body = func(gctx workflow.Context) {
@@ -478,6 +527,7 @@ func runTools(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 				checked = workflow.GetVersion(ctx, delegationChange, workflow.DefaultVersion, 1) >= 1
 			}
 			d := &delegation{tn: tn, call: call, sub: sub, isSpawn: isSpawn, id: fmt.Sprintf("%s.%d-%s", idPrefix, i, call.Name)}
+			d.background = isSpawn && backgroundAsked(call) && tn.jobs.offered() && tn.jobs.enabled(ctx)
 			if !checked {
 				// As before delegationChange: bad arguments are refused
 				// before anything is scheduled.
@@ -545,6 +595,17 @@ type delegation struct {
 	wfName  string
 	arg     any    // RunInput or FactoryCall
 	started string // the child's sub-agent run id, once it started with a trace
+	// background: a spawn that starts a job (Spec.Background) and
+	// returns its id at once.
+	background bool
+}
+
+// backgroundAsked reports whether a spawn's arguments ask for a job.
+func backgroundAsked(call provider.ToolCall) bool {
+	var a struct {
+		Background bool `json:"background"`
+	}
+	return json.Unmarshal(call.Arguments, &a) == nil && a.Background
 }
 
 func (d *delegation) factory() bool { return !d.isSpawn && d.sub.Factory != "" }
@@ -624,6 +685,9 @@ func (d *delegation) run(ctx workflow.Context, checked bool) (ToolResult, error)
 	}
 	if tn.trace != nil {
 		d.started = d.id
+	}
+	if d.background {
+		return tn.jobs.start(ctx, d)
 	}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: d.id})
 	f := workflow.ExecuteChildWorkflow(cctx, d.wfName, d.arg)

@@ -1,0 +1,578 @@
+package temporal
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	sdktemporal "go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/deputy-go/deputy/agent/runtime"
+	"github.com/deputy-go/deputy/jsonschema"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// Background children on Temporal (Spec.Background), with the meaning
+// subagent.WithBackground gives them in process: spawn_subagent with
+// background=true starts the child workflow and returns its job id at
+// once, and subagent_jobs acts on the run's jobs with the same arguments
+// and results. A message is a signal to the child workflow, which takes
+// the messages waiting before each model call (its step boundary), never
+// during one, in the order they were sent, each once; the child tells its
+// parent by a signal of its own what it took and where it stands after
+// each model reply. A wait is a durable timer. Cancelling a job cancels
+// its child workflow, and with it the child's own children; the job hands
+// back a partial report and its usage. Jobs still running when their run
+// ends are cancelled, and what every job spent that no wait or cancel
+// collected is counted in the run's ChildUsage.
+
+const (
+	// backgroundChange names the workflow version from which a spawn
+	// with background=true, in a run whose Spec has Background, starts a
+	// job; a history recorded before it never started one.
+	backgroundChange = "deputy.background-jobs"
+
+	jobMessageSignal  = "deputy.job_message"  // a parent sends its job a message
+	jobProgressSignal = "deputy.job_progress" // a job tells its parent where it stands
+)
+
+// jobMessage is a message a run sends one of its jobs.
+type jobMessage struct {
+	ID   string `json:"id"`
+	Text string `json:"text"`
+}
+
+// jobProgress is where a job stands, as it tells its parent: the step it
+// began, its last words and what it spent so far, and the messages it
+// took before that step.
+type jobProgress struct {
+	Job       string         `json:"job"`
+	Step      int            `json:"step"`
+	Last      string         `json:"last,omitempty"`
+	Usage     provider.Usage `json:"usage"`
+	Cost      float64        `json:"cost,omitempty"`
+	Delivered []string       `json:"delivered,omitempty"`
+}
+
+// jobs is the background children of one run.
+type jobs struct {
+	ctx      workflow.Context // the run's: the jobs' children live under it
+	spec     Spec
+	list     []*bgJob
+	progress workflow.ReceiveChannel
+	args     *jsonschema.Schema
+	sent     int // messages sent, for their ids
+	on       bool
+	checked  bool // backgroundChange asked for
+}
+
+// bgJob is one background child.
+type bgJob struct {
+	id, agent, task, wfID string
+	cancel                workflow.CancelFunc
+	ended, collected      bool
+	cancelled             bool
+	out                   RunOutput
+	err                   error
+	step                  int
+	last                  string
+	usage                 provider.Usage
+	cost                  float64
+	receipts              []subagent.Receipt
+	texts                 []string
+}
+
+func newJobs(ctx workflow.Context, spec Spec) *jobs {
+	return &jobs{ctx: ctx, spec: spec}
+}
+
+// offered reports whether the run offers background jobs.
+func (js *jobs) offered() bool { return js != nil && js.spec.Background }
+
+// enabled reports, asked once a run where a job would start, whether the
+// run's code starts jobs (backgroundChange).
+func (js *jobs) enabled(ctx workflow.Context) bool {
+	if !js.checked {
+		js.checked = true
+		js.on = workflow.GetVersion(ctx, backgroundChange, workflow.DefaultVersion, 1) >= 1
+	}
+	return js.on
+}
+
+// alive counts the jobs not ended.
+func (js *jobs) alive() int {
+	n := 0
+	for _, j := range js.list {
+		if !j.ended {
+			n++
+		}
+	}
+	return n
+}
+
+// start starts d's child workflow as job id and returns once the server
+// has it, with what the model reads.
+func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
+	if n := js.alive(); n >= js.spec.maxBackground() {
+		return ToolResult{Content: fmt.Sprintf("%v: %d are running, the most one run may have: wait for one, or cancel one, first", subagent.ErrMaxBackground, n), IsError: true}, nil
+	}
+	a := d.arg.(RunInput)
+	j := &bgJob{id: "job_" + strconv.Itoa(len(js.list)+1), agent: forkName, task: a.Text, wfID: d.id}
+	js.list = append(js.list, j) // at once: starts of one step run side by side
+	a.Job = j.id
+	if a.Spec.MaxSteps == 0 || a.Spec.MaxSteps > subagent.DefaultJobSteps {
+		a.Spec.MaxSteps = subagent.DefaultJobSteps
+	}
+	if js.progress == nil {
+		js.progress = workflow.GetSignalChannel(js.ctx, jobProgressSignal)
+	}
+	jctx, cancel := workflow.WithCancel(js.ctx)
+	j.cancel = cancel
+	cctx := workflow.WithChildOptions(jctx, workflow.ChildWorkflowOptions{WorkflowID: d.id, WorkflowExecutionTimeout: subagent.DefaultJobTime})
+	f := workflow.ExecuteChildWorkflow(cctx, AgentWorkflowName, a)
+	if err := f.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
+		cancel()
+		j.ended, j.collected, j.err = true, true, err
+		return ToolResult{Content: capText(fmt.Sprintf("%s could not start in the background: %v", d.call.Name, err), js.spec.maxOutput()), IsError: true}, nil
+	}
+	workflow.Go(js.ctx, func(gctx workflow.Context) {
+		err := f.Get(gctx, &j.out)
+		js.drain()
+		j.err, j.ended = err, true
+		for i := range j.receipts {
+			if j.receipts[i].State == subagent.MessageQueued {
+				j.receipts[i].State = subagent.MessageUndelivered
+			}
+		}
+	})
+	return ToolResult{Content: runtime.JobStarted(j.id)}, nil
+}
+
+// drain takes what the jobs told of where they stand.
+func (js *jobs) drain() {
+	if js.progress == nil {
+		return
+	}
+	for {
+		var p jobProgress
+		if !js.progress.ReceiveAsync(&p) {
+			return
+		}
+		j := js.find(p.Job)
+		if j == nil || j.ended {
+			continue
+		}
+		j.step, j.usage, j.cost = max(j.step, p.Step), p.Usage, p.Cost
+		if p.Last != "" {
+			j.last = p.Last
+		}
+		for _, id := range p.Delivered {
+			for i := range j.receipts {
+				if j.receipts[i].MessageID == id && j.receipts[i].State == subagent.MessageQueued {
+					j.receipts[i].State, j.receipts[i].Step = subagent.MessageDelivered, p.Step
+				}
+			}
+		}
+	}
+}
+
+func (js *jobs) find(id string) *bgJob {
+	for _, j := range js.list {
+		if j.id == id {
+			return j
+		}
+	}
+	return nil
+}
+
+// state is the job's state, as subagent.JobStatus names it.
+func (j *bgJob) state() string {
+	switch {
+	case !j.ended:
+		return subagent.JobRunning
+	case j.err == nil:
+		return subagent.JobDone
+	case j.cancelled || sdktemporal.IsCanceledError(j.err):
+		return subagent.JobCancelled
+	default:
+		return subagent.JobFailed
+	}
+}
+
+func (j *bgJob) status() subagent.JobStatus {
+	st := subagent.JobStatus{ID: j.id, Agent: j.agent, Task: j.task, State: j.state(), Step: j.step, LastWords: j.last, Usage: j.usage, Cost: j.cost,
+		Messages: slices.Clone(j.receipts)}
+	if j.ended {
+		st.Usage, st.Cost = j.spent()
+	}
+	return st
+}
+
+// spent is what an ended job spent, from its outcome.
+func (j *bgJob) spent() (provider.Usage, float64) {
+	if j.err != nil {
+		return usageOf(j.err), costOf(j.err)
+	}
+	return j.out.TotalUsage(), j.out.Cost
+}
+
+// collect hands over an ended job: its usage the first time.
+func (j *bgJob) collect(maxOut int) ToolResult {
+	st := j.status()
+	var res ToolResult
+	switch {
+	case st.State == subagent.JobCancelled:
+		res.Content = runtime.JobPartial(j.id, "", st.Step, st.Usage.Tokens(), st.LastWords)
+	case j.err != nil:
+		res = ToolResult{Content: "job " + j.id + " failed: " + messageOf(j.err), IsError: true}
+	default:
+		res.Content = childContent(j.out)
+	}
+	res.Content = capText(res.Content, maxOut)
+	if !j.collected {
+		j.collected = true
+		res.Usage, res.Cost = st.Usage, st.Cost
+	}
+	return res
+}
+
+type jobsArgs struct {
+	Action  string   `json:"action"`
+	JobID   string   `json:"job_id"`
+	JobIDs  []string `json:"job_ids"`
+	Mode    string   `json:"mode"`
+	Message string   `json:"message"`
+	Timeout *float64 `json:"timeout_seconds"`
+}
+
+func toolError(format string, a ...any) ToolResult {
+	return ToolResult{Content: fmt.Sprintf(format, a...), IsError: true}
+}
+
+// act runs one call of the jobs tool.
+func (js *jobs) act(ctx workflow.Context, call provider.ToolCall) ToolResult {
+	raw := call.Arguments
+	if len(raw) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	if js.args == nil {
+		s, err := jsonschema.Compile(runtime.JobsTool().Parameters)
+		if err != nil {
+			return toolError("%s: %v", subagent.JobsToolName, err)
+		}
+		js.args = s
+	}
+	var a jobsArgs
+	if err := js.args.Validate(raw); err != nil {
+		return toolError("%v for %s: %v: %s", tool.ErrInvalidArguments, subagent.JobsToolName, err, runtime.JobsUsage)
+	}
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return toolError("%v for %s: %v: %s", tool.ErrInvalidArguments, subagent.JobsToolName, err, runtime.JobsUsage)
+	}
+	js.drain()
+	if a.Action == "list" {
+		return ToolResult{Content: js.listText()}
+	}
+	if len(js.list) == 0 {
+		return toolError("%v %q: this run has no jobs", subagent.ErrUnknownJob, a.JobID)
+	}
+	switch a.Action {
+	case "status":
+		if a.JobID == "" {
+			all := make([]subagent.JobStatus, len(js.list))
+			for i, j := range js.list {
+				all[i] = j.status()
+			}
+			return jsonToolResult(all)
+		}
+		j, bad := js.named(a.JobID)
+		if j == nil {
+			return bad
+		}
+		return jsonToolResult(j.status())
+	case "send":
+		return js.send(ctx, a.JobID, a.Message)
+	case "cancel":
+		j, bad := js.named(a.JobID)
+		if j == nil {
+			return bad
+		}
+		running := !j.ended
+		if running {
+			j.cancelled = true
+			j.cancel()
+			if err := workflow.Await(ctx, func() bool { return j.ended }); err != nil {
+				return toolError("%s: %v", subagent.JobsToolName, err)
+			}
+		}
+		res := j.collect(js.spec.maxOutput())
+		if !running {
+			res.Content = "job " + j.id + " had already ended; its result:\n" + res.Content
+		}
+		return res
+	}
+	return js.wait(ctx, a)
+}
+
+func (js *jobs) named(id string) (*bgJob, ToolResult) {
+	if j := js.find(id); j != nil {
+		return j, ToolResult{}
+	}
+	ids := make([]string, len(js.list))
+	for i, j := range js.list {
+		ids[i] = j.id
+	}
+	return nil, toolError("%v %q: this run's jobs are: %s", subagent.ErrUnknownJob, id, strings.Join(ids, ", "))
+}
+
+func (js *jobs) listText() string {
+	if len(js.list) == 0 {
+		return "no jobs in this run"
+	}
+	var b strings.Builder
+	for _, j := range js.list {
+		fmt.Fprintf(&b, "%s\t%s\t%s\t%s\n", j.id, j.agent, j.state(), clipTask(j.task, 80))
+	}
+	return b.String()
+}
+
+// send signals the message to the job's workflow, which takes it before
+// its next model call.
+func (js *jobs) send(ctx workflow.Context, id, text string) ToolResult {
+	j, bad := js.named(id)
+	if j == nil {
+		return bad
+	}
+	switch {
+	case strings.TrimSpace(text) == "":
+		return toolError("%v: the message to %s is blank: say what the job should know or do", tool.ErrInvalidArguments, id)
+	case len(text) > subagent.MaxMessageBytes:
+		return toolError("%v: the message to %s has %d bytes, more than %d: send a shorter one", tool.ErrInvalidArguments, id, len(text), subagent.MaxMessageBytes)
+	case j.ended:
+		return toolError("%v: %s is %s: it takes no more messages; collect it with wait", subagent.ErrJobEnded, id, j.state())
+	}
+	js.sent++
+	m := jobMessage{ID: "msg_" + strconv.Itoa(js.sent), Text: text}
+	r := subagent.Receipt{JobID: j.id, MessageID: m.ID, State: subagent.MessageQueued, Seq: len(j.receipts) + 1}
+	j.receipts = append(j.receipts, r)
+	j.texts = append(j.texts, text)
+	if err := workflow.SignalExternalWorkflow(ctx, j.wfID, "", jobMessageSignal, m).Get(ctx, nil); err != nil {
+		j.receipts, j.texts = j.receipts[:len(j.receipts)-1], j.texts[:len(j.texts)-1]
+		return toolError("%v: %s has ended: it takes no more messages; collect it with wait", subagent.ErrJobEnded, id)
+	}
+	js.drain()
+	for _, x := range j.receipts {
+		if x.MessageID == m.ID {
+			r = x
+		}
+	}
+	return jsonToolResult(r)
+}
+
+// wait waits, on a durable timer, for the jobs a names to end, and
+// collects those that did.
+func (js *jobs) wait(ctx workflow.Context, a jobsArgs) ToolResult {
+	ids := a.JobIDs
+	if a.JobID != "" {
+		ids = append([]string{a.JobID}, ids...)
+	}
+	d := subagent.DefaultJobWait
+	if a.Timeout != nil {
+		d = time.Duration(*a.Timeout * float64(time.Second))
+	}
+	if d <= 0 {
+		d = time.Nanosecond // a look, no wait
+	}
+	var targets []*bgJob
+	if len(ids) == 0 {
+		for _, j := range js.list {
+			if !j.collected {
+				targets = append(targets, j)
+			}
+		}
+	} else {
+		for _, id := range ids {
+			j, bad := js.named(id)
+			if j == nil {
+				return bad
+			}
+			if !slices.Contains(targets, j) {
+				targets = append(targets, j)
+			}
+		}
+	}
+	if len(targets) == 0 {
+		return ToolResult{Content: "no job to wait for: every job of this run has been collected (list them with action list)"}
+	}
+	done := func() bool {
+		n := 0
+		for _, j := range targets {
+			if j.ended {
+				n++
+			}
+		}
+		return n == len(targets) || a.Mode == "any" && n > 0
+	}
+	if !done() && d > time.Nanosecond {
+		if _, err := workflow.AwaitWithTimeout(ctx, d, done); err != nil {
+			return toolError("%s: %v", subagent.JobsToolName, err)
+		}
+	}
+	js.drain()
+	var got []*bgJob
+	var res ToolResult
+	var running []string
+	for _, j := range targets {
+		if j.ended {
+			got = append(got, j)
+		} else {
+			running = append(running, j.id)
+		}
+	}
+	if len(targets) == 1 {
+		if len(got) == 0 {
+			return ToolResult{Content: fmt.Sprintf("job %s is still running after %v: wait again, do other work meanwhile, or cancel it", targets[0].id, d)}
+		}
+		return got[0].collect(js.spec.maxOutput())
+	}
+	var b strings.Builder
+	for i, j := range got {
+		if i > 0 {
+			b.WriteString("\n\n")
+		}
+		r := j.collect(js.spec.maxOutput())
+		res.Usage, res.Cost = res.Usage.Add(r.Usage), res.Cost+r.Cost
+		fmt.Fprintf(&b, "job %s (%s) %s:\n%s", j.id, j.agent, j.state(), r.Content)
+	}
+	if len(running) > 0 {
+		if len(got) > 0 {
+			b.WriteString("\n\n")
+		}
+		fmt.Fprintf(&b, "still running: %s: wait again, do other work meanwhile, or cancel them", strings.Join(running, ", "))
+	}
+	res.Content = b.String()
+	return res
+}
+
+// settle ends the run's jobs: those still running are cancelled, and
+// what each spent that no wait or cancel collected is returned, to be
+// counted in the run's ChildUsage.
+func (js *jobs) settle() (provider.Usage, float64) {
+	if js == nil || len(js.list) == 0 {
+		return provider.Usage{}, 0
+	}
+	for _, j := range js.list {
+		if !j.ended {
+			j.cancelled = true
+			j.cancel()
+		}
+	}
+	ctx, _ := workflow.NewDisconnectedContext(js.ctx)
+	_ = workflow.Await(ctx, func() bool { return js.alive() == 0 })
+	var u provider.Usage
+	var c float64
+	for _, j := range js.list {
+		if !j.collected {
+			j.collected = true
+			ju, jc := j.spent()
+			u, c = u.Add(ju), c+jc
+		}
+	}
+	return u, c
+}
+
+func jsonToolResult(v any) ToolResult {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return toolError("%s: %v", subagent.JobsToolName, err)
+	}
+	return ToolResult{Content: string(b)}
+}
+
+// clipTask cuts a task to n bytes for a listing, as the in-process list
+// does.
+func clipTask(s string, n int) string {
+	if len(s) <= n {
+		return strconv.Quote(s)
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return strconv.Quote(s[:n]) + "…"
+}
+
+// inbox is a background child's side of its mailbox: the messages its
+// parent sent, taken before each model call, and what it tells its
+// parent of where it stands.
+type inbox struct {
+	job    string
+	parent string
+	ch     workflow.ReceiveChannel
+}
+
+func newInbox(ctx workflow.Context, job string) *inbox {
+	if job == "" {
+		return nil
+	}
+	info := workflow.GetInfo(ctx)
+	parent := ""
+	if info.ParentWorkflowExecution != nil {
+		parent = info.ParentWorkflowExecution.ID
+	}
+	return &inbox{job: job, parent: parent, ch: workflow.GetSignalChannel(ctx, jobMessageSignal)}
+}
+
+// take returns the messages waiting, as the user message that delivers
+// them, and tells the parent they were taken before step.
+func (ib *inbox) take(ctx workflow.Context, step int, out RunOutput, conv []provider.Message) (provider.Message, bool) {
+	if ib == nil {
+		return provider.Message{}, false
+	}
+	var ids, texts []string
+	for {
+		var m jobMessage
+		if !ib.ch.ReceiveAsync(&m) {
+			break
+		}
+		ids, texts = append(ids, m.ID), append(texts, m.Text)
+	}
+	if len(ids) == 0 {
+		return provider.Message{}, false
+	}
+	ib.tell(ctx, jobProgress{Job: ib.job, Step: step, Last: lastWords(conv), Usage: out.TotalUsage(), Cost: out.Cost, Delivered: ids})
+	return provider.UserMessage(runtime.JobMessages(ids, texts)), true
+}
+
+// reached tells the parent where the job stands after a model reply of
+// step.
+func (ib *inbox) reached(ctx workflow.Context, step int, out RunOutput, conv []provider.Message) {
+	if ib == nil {
+		return
+	}
+	ib.tell(ctx, jobProgress{Job: ib.job, Step: step, Last: lastWords(conv), Usage: out.TotalUsage(), Cost: out.Cost})
+}
+
+func (ib *inbox) tell(ctx workflow.Context, p jobProgress) {
+	if ib.parent == "" {
+		return
+	}
+	p.Last = capText(p.Last, 2048)
+	// A parent that has ended hears nothing more; the job goes on.
+	_ = workflow.SignalExternalWorkflow(ctx, ib.parent, "", jobProgressSignal, p).Get(ctx, nil)
+}
+
+// lastWords is the last text the agent said in conv.
+func lastWords(conv []provider.Message) string {
+	for i := len(conv) - 1; i >= 0; i-- {
+		if m := conv[i]; m.Role == provider.RoleAssistant && m.Content != "" {
+			return m.Content
+		}
+	}
+	return ""
+}
