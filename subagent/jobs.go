@@ -1,8 +1,11 @@
 package subagent
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -26,9 +29,13 @@ import (
 // goroutines: when it ends, the table cancels what still runs, waits for
 // it, and hands the run the usage not yet collected.
 type jobTable struct {
-	mu      sync.Mutex
-	jobs    map[string]*job
+	mu   sync.Mutex
+	jobs map[string]*job
+	// order is the jobs' ids, by their place (see jobPlace), so that the
+	// jobs of a step are listed, waited for and collected in the order
+	// of the calls that started them, whichever started first.
 	order   []string
+	started int // jobs started, for jobPlace.seq
 	wg      sync.WaitGroup
 	owned   bool          // close runs at the end of the run
 	closed  bool          // the run has ended: no new jobs
@@ -61,6 +68,19 @@ type job struct {
 	// table's mu.
 	endGen int
 	noted  bool
+	place  jobPlace // set when it joins the table
+}
+
+// jobPlace is where a job stands among its table's jobs: in the order of
+// the runs of its thread that started them (gen), then of the calls that
+// started them in that run (the step and the call's index in it, as
+// run.Position numbers them), then, for jobs started by one call or
+// outside any model's tool call (Jobs.Start from Go code, after the
+// others), in the order they started.
+type jobPlace struct{ gen, step, index, seq int }
+
+func (a jobPlace) compare(b jobPlace) int {
+	return cmp.Or(cmp.Compare(a.gen, b.gen), cmp.Compare(a.step, b.step), cmp.Compare(a.index, b.index), cmp.Compare(a.seq, b.seq))
 }
 
 // attrJobID is the job id on the span of a background job
@@ -146,8 +166,14 @@ func (s *Spawner) startJob(ctx context.Context, sc *spawnCall, callID, task stri
 		giveBack()
 		return old, nil
 	}
+	j.place = jobPlace{gen: jt.gen, step: math.MaxInt, seq: jt.started}
+	if step, index, ok := run.CallPlace(ctx); ok {
+		j.place.step, j.place.index = step, index
+	}
+	jt.started++
+	at, _ := slices.BinarySearchFunc(jt.order, j.place, func(id string, pl jobPlace) int { return jt.jobs[id].place.compare(pl) })
 	jt.jobs[j.id] = j
-	jt.order = append(jt.order, j.id)
+	jt.order = slices.Insert(jt.order, at, j.id)
 	jt.wg.Add(1)
 	jt.mu.Unlock()
 	var span trace.Span

@@ -141,7 +141,8 @@ func (js *Jobs) Status(id string) (JobStatus, error) {
 	return st, nil
 }
 
-// List returns every job of the run, in the order they started.
+// List returns every job of the run, in the order of the calls that
+// started them.
 func (js *Jobs) List() []JobStatus {
 	js.jt.mu.Lock()
 	jobs := make([]*job, len(js.jt.order))

@@ -277,6 +277,21 @@ func Position(ctx context.Context) string {
 	return ri.callPos("")
 }
 
+// CallPlace returns the step of the tool call ctx is in and the call's
+// index among that step's calls, as Position numbers them; ok is false
+// outside a step's call (AtStep, AtCall, AtCallOf).
+func CallPlace(ctx context.Context) (step, index int, ok bool) {
+	ri := from(ctx)
+	if ri.step == nil || ri.call == "" {
+		return 0, 0, false
+	}
+	i := slices.IndexFunc(ri.step.calls, func(c provider.ToolCall) bool { return c.ID == ri.call })
+	if i < 0 {
+		return 0, 0, false
+	}
+	return ri.step.n, i, true
+}
+
 // callPos is the position of a run named name started under the tool
 // call ri is in, or under ri's run when it is in none.
 func (ri *info) callPos(name string) string {
