@@ -1,0 +1,270 @@
+package temporal
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// jobIDOf reads the job id from a spawn's result.
+func jobIDOf(result string) string {
+	var r struct {
+		JobID string `json:"job_id"`
+	}
+	_ = json.Unmarshal([]byte(result), &r)
+	return r.JobID
+}
+
+func resultsOf(req provider.Request) []string {
+	var out []string
+	for _, m := range req.Messages {
+		if m.Role == provider.RoleTool {
+			out = append(out, m.Content)
+		}
+	}
+	return out
+}
+
+func firstUserOf(req provider.Request) string {
+	for _, m := range req.Messages {
+		if m.Role == provider.RoleUser {
+			return m.Content
+		}
+	}
+	return ""
+}
+
+// blocking is a tool that blocks until its call's context ends, counting
+// its runs and those ended so, and telling started of its first run.
+func blocking(t *testing.T, name string, runs, stopped *atomic.Int64, started chan struct{}) tool.Tool {
+	t.Helper()
+	var once atomic.Bool
+	return tool.Must(tool.New(name, "Holds on.", func(ctx context.Context, _ struct{}) (string, error) {
+		runs.Add(1)
+		if once.CompareAndSwap(false, true) {
+			close(started)
+		}
+		<-ctx.Done()
+		stopped.Add(1)
+		return "", ctx.Err()
+	}))
+}
+
+// A background job on a real server whose worker stops while the job's
+// child works: another worker takes over, and the job finishes exactly
+// once — its side effect made once, the message the lead sent it read
+// once, its answer collected once, every model answer paid once — with
+// models that name their calls afresh, not at all, or from call_0.
+func TestBackgroundJobSurvivesAWorkerRestart(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	c, err := Dial(context.Background(), hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, mode := range policyIDModes {
+		t.Run(mode.name, func(t *testing.T) { jobSurvivesRestart(t, c, mode.id) })
+	}
+}
+
+func jobSurvivesRestart(t *testing.T, c client.Client, id func(n int64, i int) string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const task, note = "survey the hills", "list the rivers too"
+	var n atomic.Int64
+	var recorded, holds, held atomic.Int64
+	m := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		next := func(name, args string) (provider.Message, error) {
+			return provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: name, Arguments: json.RawMessage(args)}), nil
+		}
+		if firstUserOf(req) == task {
+			switch len(rs) {
+			case 0:
+				return provider.AssistantMessage("surveying", provider.ToolCall{ID: id(n.Add(1), 0), Name: "record", Arguments: json.RawMessage(`{}`)}), nil
+			case 1:
+				return next("hold", `{}`)
+			}
+			heard := 0
+			for _, msg := range req.Messages {
+				if msg.Role == provider.RoleUser {
+					heard += strings.Count(msg.Content, note)
+				}
+			}
+			return provider.AssistantMessage(fmt.Sprintf("hills surveyed, %q heard %d times", note, heard)), nil
+		}
+		switch len(rs) {
+		case 0:
+			return next(SpawnToolName, `{"task":"`+task+`","background":true}`)
+		case 1:
+			return next(subagent.JobsToolName, `{"action":"send","job_id":"`+jobIDOf(rs[0])+`","message":"`+note+`"}`)
+		case 2:
+			return next(subagent.JobsToolName, `{"action":"wait","job_id":"`+jobIDOf(rs[0])+`","timeout_seconds":300}`)
+		}
+		return provider.AssistantMessage("lead: " + rs[2]), nil
+	}}
+	record := tool.Must(tool.New("record", "Records.", func(context.Context, struct{}) (string, error) {
+		recorded.Add(1)
+		return "recorded", nil
+	}))
+	var stoppedBefore atomic.Int64
+	holding := make(chan struct{})
+	regBefore, err := tool.NewRegistry(record, blocking(t, "hold", &holds, &stoppedBefore, holding))
+	if err != nil {
+		t.Fatal(err)
+	}
+	regAfter, err := tool.NewRegistry(record, tool.Must(tool.New("hold", "Holds on.", func(context.Context, struct{}) (string, error) {
+		held.Add(1)
+		return "held", nil
+	})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := fmt.Sprintf("deputy-jobs-%d", time.Now().UnixNano())
+	w1 := worker.New(c, queue, worker.Options{})
+	Register(w1, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: regBefore})
+	if err := w1.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tree := "jobs-" + queue
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tree, TaskQueue: queue}, AgentWorkflowName,
+		RunInput{Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"record", "hold"}, Spawn: true, Background: true}, Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-holding:
+	case <-ctx.Done():
+		t.Fatal("the job never reached its step that holds on")
+	}
+	w1.Stop() // the job's child workflow is in the middle of a tool call
+	w2 := worker.New(c, queue, worker.Options{})
+	Register(w2, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: regAfter})
+	if err := w2.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Stop()
+	var out RunOutput
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("lead: hills surveyed, %q heard 1 times", note); out.Answer != want {
+		t.Errorf("the lead answered %q, want %q", out.Answer, want)
+	}
+	if recorded.Load() != 1 || holds.Load() != 1 || stoppedBefore.Load() != 1 || held.Load() != 1 {
+		t.Errorf("recorded %d times, held on %d times before the stop (%d ended by it) and %d after; want 1, 1, 1, 1",
+			recorded.Load(), holds.Load(), stoppedBefore.Load(), held.Load())
+	}
+	calls, spent := m.total()
+	if calls != 7 || out.TotalUsage() != spent {
+		t.Errorf("%d model calls costing %+v, the lead reported %+v; want 7 (4 the lead's, 3 the job's), each counted once", calls, spent, out.TotalUsage())
+	}
+	child := tree + "/0.0-" + SpawnToolName
+	d, err := c.DescribeWorkflowExecution(ctx, child, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := d.WorkflowExecutionInfo.Status; st != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		t.Errorf("the job's workflow is %v, want completed", st)
+	}
+}
+
+// Cancelling a job cancels its child workflow's own children, and the
+// job hands back its partial report and what it spent.
+func TestCancelledJobEndsItsOwnChildren(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Dial(ctx, hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const task, sub = "map the coast", "walk the beach"
+	var runs, stopped atomic.Int64
+	blocked := make(chan struct{})
+	m := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		switch firstUserOf(req) {
+		case sub:
+			return provider.AssistantMessage("walking", provider.ToolCall{ID: "c", Name: "block", Arguments: json.RawMessage(`{}`)}), nil
+		case task:
+			return provider.AssistantMessage("mapping", provider.ToolCall{ID: "c", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"` + sub + `"}`)}), nil
+		}
+		switch len(rs) {
+		case 0:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "c", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"` + task + `","background":true}`)}), nil
+		case 1:
+			select {
+			case <-blocked:
+			case <-ctx.Done():
+				return provider.Message{}, ctx.Err()
+			}
+			return provider.AssistantMessage("", provider.ToolCall{ID: "c", Name: subagent.JobsToolName, Arguments: json.RawMessage(`{"action":"cancel","job_id":"` + jobIDOf(rs[0]) + `"}`)}), nil
+		}
+		return provider.AssistantMessage("lead: " + rs[1]), nil
+	}}
+	reg, err := tool.NewRegistry(blocking(t, "block", &runs, &stopped, blocked))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := fmt.Sprintf("deputy-jobs-cancel-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	tree := "jobs-" + queue
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tree, TaskQueue: queue}, AgentWorkflowName,
+		RunInput{Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"block"}, Spawn: true, Background: true, MaxDepth: 2}, Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out RunOutput
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.Answer, "cancelled at step 1") || !strings.Contains(out.Answer, "its last words:\nmapping") {
+		t.Errorf("the lead answered %q, want the job's partial report: its step and its last words", out.Answer)
+	}
+	grandchild := tree + "/0.0-" + SpawnToolName + "/0.0-" + SpawnToolName
+	for {
+		d, err := c.DescribeWorkflowExecution(ctx, grandchild, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := d.WorkflowExecutionInfo.Status; st != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			if st != enums.WORKFLOW_EXECUTION_STATUS_CANCELED {
+				t.Errorf("the job's own child ended %v, want cancelled", st)
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the job's own child runs on after the job was cancelled")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for stopped.Load() == 0 && ctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if runs.Load() != 1 || stopped.Load() != 1 {
+		t.Errorf("the grandchild's tool ran %d times, %d of them stopped; want one, stopped by the cancel", runs.Load(), stopped.Load())
+	}
+	calls, spent := m.total()
+	if calls != 5 || out.TotalUsage() != spent {
+		t.Errorf("%d model calls costing %+v, the lead reported %+v; want 5, each counted once", calls, spent, out.TotalUsage())
+	}
+}
