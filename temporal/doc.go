@@ -46,6 +46,21 @@
 // failed child, a refused call) by its parent's next model call: a run that
 // fails between them leaves that end unpublished.
 //
+// # Background children
+//
+// A Spec with Background (and Spawn) lets its model start forks in the
+// background and act on them, as subagent.WithBackground does in process,
+// by the same tool names, arguments and results: spawn_subagent with
+// background=true starts a child workflow and returns its job id at
+// once; subagent_jobs reads a job's status, lists them, waits for all,
+// any or named jobs on a durable timer, sends a job a message (a signal
+// its workflow takes before its next model call, never during one, in
+// order, each once, with a receipt) and cancels one (its own child
+// workflows too; a partial report and its usage come back). Jobs still
+// running when the run answers are cancelled, and what every job spent
+// counts once in ChildUsage. From outside, [Jobs] lists a run's jobs,
+// [SendToJob] sends one a message (an update) and [CancelJob] cancels one.
+//
 // # Asking a person
 //
 // A tool anywhere in the tree may ask a person (tool.Ask,

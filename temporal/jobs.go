@@ -1,13 +1,16 @@
 package temporal
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -85,7 +88,6 @@ type bgJob struct {
 	usage                 provider.Usage
 	cost                  float64
 	receipts              []subagent.Receipt
-	texts                 []string
 }
 
 func newJobs(ctx workflow.Context, spec Spec) *jobs {
@@ -189,6 +191,16 @@ func (js *jobs) find(id string) *bgJob {
 		}
 	}
 	return nil
+}
+
+// stop cancels the job, if it runs, and waits until it has ended.
+func (j *bgJob) stop(ctx workflow.Context) error {
+	if j.ended {
+		return nil
+	}
+	j.cancelled = true
+	j.cancel()
+	return workflow.Await(ctx, func() bool { return j.ended })
 }
 
 // state is the job's state, as subagent.JobStatus names it.
@@ -304,12 +316,8 @@ func (js *jobs) act(ctx workflow.Context, call provider.ToolCall) ToolResult {
 			return bad
 		}
 		running := !j.ended
-		if running {
-			j.cancelled = true
-			j.cancel()
-			if err := workflow.Await(ctx, func() bool { return j.ended }); err != nil {
-				return toolError("%s: %v", subagent.JobsToolName, err)
-			}
+		if err := j.stop(ctx); err != nil {
+			return toolError("%s: %v", subagent.JobsToolName, err)
 		}
 		res := j.collect(js.spec.maxOutput())
 		if !running {
@@ -345,26 +353,43 @@ func (js *jobs) listText() string {
 // send signals the message to the job's workflow, which takes it before
 // its next model call.
 func (js *jobs) send(ctx workflow.Context, id, text string) ToolResult {
+	r, bad := js.deliver(ctx, id, text)
+	if bad != "" {
+		return ToolResult{Content: bad, IsError: true}
+	}
+	return jsonToolResult(r)
+}
+
+// refuse says what is wrong with sending text to job id ("": nothing).
+func (js *jobs) refuse(id, text string) string {
 	j, bad := js.named(id)
-	if j == nil {
-		return bad
-	}
 	switch {
+	case j == nil:
+		return bad.Content
 	case strings.TrimSpace(text) == "":
-		return toolError("%v: the message to %s is blank: say what the job should know or do", tool.ErrInvalidArguments, id)
+		return fmt.Sprintf("%v: the message to %s is blank: say what the job should know or do", tool.ErrInvalidArguments, id)
 	case len(text) > subagent.MaxMessageBytes:
-		return toolError("%v: the message to %s has %d bytes, more than %d: send a shorter one", tool.ErrInvalidArguments, id, len(text), subagent.MaxMessageBytes)
+		return fmt.Sprintf("%v: the message to %s has %d bytes, more than %d: send a shorter one", tool.ErrInvalidArguments, id, len(text), subagent.MaxMessageBytes)
 	case j.ended:
-		return toolError("%v: %s is %s: it takes no more messages; collect it with wait", subagent.ErrJobEnded, id, j.state())
+		return fmt.Sprintf("%v: %s is %s: it takes no more messages; collect it with wait", subagent.ErrJobEnded, id, j.state())
 	}
+	return ""
+}
+
+// deliver sends text to job id and returns its receipt, or what was
+// wrong.
+func (js *jobs) deliver(ctx workflow.Context, id, text string) (subagent.Receipt, string) {
+	if bad := js.refuse(id, text); bad != "" {
+		return subagent.Receipt{}, bad
+	}
+	j := js.find(id)
 	js.sent++
 	m := jobMessage{ID: "msg_" + strconv.Itoa(js.sent), Text: text}
 	r := subagent.Receipt{JobID: j.id, MessageID: m.ID, State: subagent.MessageQueued, Seq: len(j.receipts) + 1}
 	j.receipts = append(j.receipts, r)
-	j.texts = append(j.texts, text)
 	if err := workflow.SignalExternalWorkflow(ctx, j.wfID, "", jobMessageSignal, m).Get(ctx, nil); err != nil {
-		j.receipts, j.texts = j.receipts[:len(j.receipts)-1], j.texts[:len(j.texts)-1]
-		return toolError("%v: %s has ended: it takes no more messages; collect it with wait", subagent.ErrJobEnded, id)
+		j.receipts = j.receipts[:len(j.receipts)-1]
+		return subagent.Receipt{}, fmt.Sprintf("%v: %s has ended: it takes no more messages; collect it with wait", subagent.ErrJobEnded, id)
 	}
 	js.drain()
 	for _, x := range j.receipts {
@@ -372,7 +397,7 @@ func (js *jobs) send(ctx workflow.Context, id, text string) ToolResult {
 			r = x
 		}
 	}
-	return jsonToolResult(r)
+	return r, ""
 }
 
 // wait waits, on a durable timer, for the jobs a names to end, and
@@ -505,6 +530,120 @@ func clipTask(s string, n int) string {
 		n--
 	}
 	return strconv.Quote(s[:n]) + "…"
+}
+
+// Names of the query and updates a run's background jobs are acted on
+// through from outside the workflow (Jobs, SendToJob, CancelJob).
+const (
+	// JobsQuery returns the run's jobs ([]subagent.JobStatus).
+	JobsQuery = "jobs"
+	// JobSendUpdate sends a job a message (JobSend) and returns its
+	// subagent.Receipt.
+	JobSendUpdate = "job_send"
+	// JobCancelUpdate cancels a job (its id) and returns its
+	// subagent.JobStatus once it has ended.
+	JobCancelUpdate = "job_cancel"
+)
+
+// JobSend is the argument of JobSendUpdate.
+type JobSend struct {
+	JobID string `json:"job_id"`
+	Text  string `json:"text"`
+}
+
+// serve answers JobsQuery and takes JobSendUpdate and JobCancelUpdate.
+// Neither records anything in the history until an update comes.
+func (js *jobs) serve(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, JobsQuery, func() ([]subagent.JobStatus, error) {
+		out := make([]subagent.JobStatus, len(js.list))
+		for i, j := range js.list {
+			out[i] = j.status()
+		}
+		return out, nil
+	}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, JobSendUpdate, func(ctx workflow.Context, m JobSend) (subagent.Receipt, error) {
+		r, bad := js.deliver(ctx, m.JobID, m.Text)
+		if bad != "" {
+			return r, errors.New(bad)
+		}
+		return r, nil
+	}, workflow.UpdateHandlerOptions{Validator: func(m JobSend) error {
+		if bad := js.refuse(m.JobID, m.Text); bad != "" {
+			return errors.New(bad)
+		}
+		return nil
+	}}); err != nil {
+		return err
+	}
+	return workflow.SetUpdateHandlerWithOptions(ctx, JobCancelUpdate, func(ctx workflow.Context, id string) (subagent.JobStatus, error) {
+		j := js.find(id)
+		if err := j.stop(ctx); err != nil {
+			return subagent.JobStatus{}, err
+		}
+		js.drain()
+		return j.status(), nil
+	}, workflow.UpdateHandlerOptions{Validator: func(id string) error {
+		if j, bad := js.named(id); j == nil {
+			return errors.New(bad.Content)
+		}
+		return nil
+	}})
+}
+
+// Jobs returns the background jobs of the run whose workflow is
+// workflowID (Spec.Background), in the order they started: each one's
+// state, step, last words, usage so far and message receipts.
+func Jobs(ctx context.Context, c client.Client, workflowID string) ([]subagent.JobStatus, error) {
+	v, err := c.QueryWorkflow(ctx, workflowID, "", JobsQuery)
+	if err != nil {
+		return nil, fmt.Errorf("temporal: reading the jobs of %s: %w", workflowID, err)
+	}
+	var out []subagent.JobStatus
+	if err := v.Get(&out); err != nil {
+		return nil, fmt.Errorf("temporal: reading the jobs of %s: %w", workflowID, err)
+	}
+	return out, nil
+}
+
+// SendToJob sends a message to job jobID of the run whose workflow is
+// workflowID, as the run's model does with subagent_jobs: the job reads
+// it before its next model call. It returns the message's receipt
+// (queued, or delivered with the step), or refuses, sending nothing, an
+// unknown job, one that has ended, and a blank or oversized message, with
+// an error whose text says which (that of subagent.ErrUnknownJob,
+// subagent.ErrJobEnded or tool.ErrInvalidArguments).
+func SendToJob(ctx context.Context, c client.Client, workflowID, jobID, text string) (subagent.Receipt, error) {
+	var r subagent.Receipt
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: workflowID, UpdateName: JobSendUpdate, Args: []any{JobSend{JobID: jobID, Text: text}}, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		err = h.Get(ctx, &r)
+	}
+	if err != nil {
+		return r, fmt.Errorf("temporal: sending a message to %s of %s: %w", jobID, workflowID, err)
+	}
+	return r, nil
+}
+
+// CancelJob cancels job jobID of the run whose workflow is workflowID,
+// and its child workflow's own children, and returns its status once it
+// has ended. The run's model collects it as any ended job: its partial
+// report and what it spent.
+func CancelJob(ctx context.Context, c client.Client, workflowID, jobID string) (subagent.JobStatus, error) {
+	var st subagent.JobStatus
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: workflowID, UpdateName: JobCancelUpdate, Args: []any{jobID}, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		err = h.Get(ctx, &st)
+	}
+	if err != nil {
+		return st, fmt.Errorf("temporal: cancelling %s of %s: %w", jobID, workflowID, err)
+	}
+	return st, nil
 }
 
 // inbox is a background child's side of its mailbox: the messages its

@@ -268,3 +268,123 @@ func TestCancelledJobEndsItsOwnChildren(t *testing.T) {
 		t.Errorf("%d model calls costing %+v, the lead reported %+v; want 5, each counted once", calls, spent, out.TotalUsage())
 	}
 }
+
+// A program acts on a run's jobs from outside, through the run's
+// workflow: it lists them, sends one a message (an update, which the
+// job's next step reads once) and cancels the other, and bad input is
+// refused before anything is sent; the run's model then collects both.
+func TestJobsFromGo(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Dial(ctx, hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const hear, stall, note = "hear the news", "stall for time", "the news is good"
+	var blocks, stopped atomic.Int64
+	blocking1 := make(chan struct{})
+	open := make(chan struct{})
+	m := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		switch firstUserOf(req) {
+		case hear:
+			if len(rs) == 0 {
+				return provider.AssistantMessage("listening", provider.ToolCall{ID: "c", Name: "listen", Arguments: json.RawMessage(`{}`)}), nil
+			}
+			heard := 0
+			for _, msg := range req.Messages {
+				if msg.Role == provider.RoleUser {
+					heard += strings.Count(msg.Content, note)
+				}
+			}
+			return provider.AssistantMessage(fmt.Sprintf("heard %q %d times", note, heard)), nil
+		case stall:
+			return provider.AssistantMessage("stalling", provider.ToolCall{ID: "c", Name: "block", Arguments: json.RawMessage(`{}`)}), nil
+		}
+		if len(rs) == 0 {
+			return provider.AssistantMessage("",
+				provider.ToolCall{ID: "a", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"` + hear + `","background":true}`)},
+				provider.ToolCall{ID: "b", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"` + stall + `","background":true}`)}), nil
+		}
+		if len(rs) == 2 {
+			return provider.AssistantMessage("", provider.ToolCall{ID: "w", Name: subagent.JobsToolName, Arguments: json.RawMessage(`{"action":"wait","timeout_seconds":300}`)}), nil
+		}
+		return provider.AssistantMessage("lead: " + rs[2]), nil
+	}}
+	listen := tool.Must(tool.New("listen", "Listens.", func(ctx context.Context, _ struct{}) (string, error) {
+		select {
+		case <-open:
+			return "listened", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}))
+	reg, err := tool.NewRegistry(listen, blocking(t, "block", &blocks, &stopped, blocking1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := fmt.Sprintf("deputy-jobs-go-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	tree := "jobs-" + queue
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tree, TaskQueue: queue}, AgentWorkflowName,
+		RunInput{Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"listen", "block"}, Spawn: true, Background: true}, Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-blocking1
+	ids := map[string]string{}
+	for len(ids) < 2 {
+		if ctx.Err() != nil {
+			t.Fatal("the run never listed its two jobs")
+		}
+		time.Sleep(50 * time.Millisecond)
+		jobs, err := Jobs(ctx, c, tree)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range jobs {
+			ids[j.Task] = j.ID
+		}
+	}
+	if _, err := SendToJob(ctx, c, tree, "job_9", note); err == nil || !strings.Contains(err.Error(), subagent.ErrUnknownJob.Error()) {
+		t.Errorf("a message to an unknown job: %v, want it refused as unknown", err)
+	}
+	if _, err := SendToJob(ctx, c, tree, ids[hear], "  "); err == nil || !strings.Contains(err.Error(), "blank") {
+		t.Errorf("a blank message: %v, want it refused", err)
+	}
+	r, err := SendToJob(ctx, c, tree, ids[hear], note)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.JobID != ids[hear] || r.State != subagent.MessageQueued || r.Seq != 1 || r.MessageID == "" {
+		t.Errorf("the receipt is %+v, want queued, first of the job's messages", r)
+	}
+	close(open)
+	st, err := CancelJob(ctx, c, tree, ids[stall])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != subagent.JobCancelled || st.LastWords != "stalling" {
+		t.Errorf("the cancelled job's status is %+v, want cancelled, its last words said", st)
+	}
+	var out RunOutput
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.Answer, fmt.Sprintf("heard %q 1 times", note)) || !strings.Contains(out.Answer, "cancelled at step 1") {
+		t.Errorf("the lead answered %q, want the message heard once and the other job's partial report", out.Answer)
+	}
+	if _, err := SendToJob(ctx, c, tree, ids[hear], note); err == nil {
+		t.Error("a message to a run that has ended was taken")
+	}
+	if calls, spent := m.total(); calls != 6 || out.TotalUsage() != spent {
+		t.Errorf("%d model calls costing %+v, the lead reported %+v; want 6 (3 the lead's, 2 and 1 its jobs'), each counted once", calls, spent, out.TotalUsage())
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/temporal"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -44,4 +45,29 @@ func fanOutOnTemporal(ctx context.Context, c client.Client, p provider.Provider,
 
 // end of snippet
 
-var _ = fanOutOnTemporal
+// snippet of docs/temporal.md
+// steerJobs sends each job still running in the run of workflow lead (a
+// Spec with Background) a message, which the job reads before its next
+// step, and returns the receipts.
+func steerJobs(ctx context.Context, c client.Client, lead, text string) ([]subagent.Receipt, error) {
+	jobs, err := temporal.Jobs(ctx, c, lead)
+	if err != nil {
+		return nil, err
+	}
+	var receipts []subagent.Receipt
+	for _, j := range jobs {
+		if j.State != subagent.JobRunning {
+			continue
+		}
+		r, err := temporal.SendToJob(ctx, c, lead, j.ID, text)
+		if err != nil {
+			return receipts, err
+		}
+		receipts = append(receipts, r)
+	}
+	return receipts, nil
+}
+
+// end of snippet
+
+var _, _ = fanOutOnTemporal, steerJobs

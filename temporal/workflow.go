@@ -89,6 +89,9 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 	var jb *jobs
 	if spec.Background && q != nil {
 		jb = newJobs(ctx, spec)
+		if err := jb.serve(ctx); err != nil {
+			return out, err
+		}
 		defer func() {
 			// Jobs still running end with the run; what they spent, and
 			// what no wait collected, counts in its ChildUsage.
