@@ -3,12 +3,14 @@ package subagent
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -48,6 +50,11 @@ type jobTable struct {
 	owner   string
 	em      event.Emitter
 	gen     int
+	// key is a thread's; touched when a run or Go code last acted on
+	// its jobs, runs the runs acting on them now (see sweep).
+	key     threadKey
+	touched time.Time
+	runs    int
 }
 
 type job struct {
@@ -69,6 +76,15 @@ type job struct {
 	endGen int
 	noted  bool
 	place  jobPlace // set when it joins the table
+	// A thread's job kept in a store (WithJobStore): where, the spawn's
+	// arguments and when it started; receipts: those of a job read back
+	// ended. swept: ended by the sweep (WithJobTTL); guarded by the
+	// table's mu.
+	store    *jobStore
+	args     json.RawMessage
+	started  time.Time
+	receipts []Receipt
+	swept    bool
 }
 
 // jobPlace is where a job stands among its table's jobs: in the order of
@@ -104,8 +120,7 @@ const jobMargin = 3*50 + 2*30
 // events carry that sub-agent run id, and its terminal event comes when the
 // job ends. A traced run gets a span for the job, a child of the spawning
 // call's span that lasts as long as the job.
-func (s *Spawner) startJob(ctx context.Context, sc *spawnCall, callID, task string) (*job, error) {
-	who, fn := sc.who(), sc.runJob
+func (s *Spawner) startJob(ctx context.Context, sc *spawnCall, callID, task string, args json.RawMessage) (*job, error) {
 	jt := s.jobs(ctx)
 	if jt == nil {
 		return nil, tool.Correctable(fmt.Errorf("%s: background jobs need a running agent to own them: call without background", SpawnToolName))
@@ -113,15 +128,61 @@ func (s *Spawner) startJob(ctx context.Context, sc *spawnCall, callID, task stri
 	if err := s.admitJob(ctx, jt, callID); err != nil {
 		return nil, err
 	}
+	return s.launch(ctx, jt, sc, callID, &jobRecord{Task: task, Args: args})
+}
+
+// launch starts the job of sc in jt: a new one, or one read back from the
+// store (r.ID set) that was running when its process stopped.
+func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callID string, r *jobRecord) (*job, error) {
+	who, fn := sc.who(), sc.runJob
+	jobID, runID := id.New("job_"), ""
+	if js := journalFrom(ctx); js != nil && r.ID == "" {
+		// The same job each time the turn runs: a resumed turn, replaying
+		// the model's decisions, waits for it by the id the model saw, and
+		// its sub-agent run has the id the client saw.
+		jobID, runID = jobIDs(js, callID)
+	}
+	resumed := r.ID != ""
+	if resumed {
+		jobID, runID = r.ID, r.RunID
+	} else if old := jt.find(jobID); old != nil {
+		// The same job, started again by a turn run again: the thread
+		// kept it.
+		return old, nil
+	}
+	if runID == "" && jt.lasting && s.cfg.jobStore != nil {
+		runID = id.New("sub_") // kept with the job, for its events after a restart
+	}
 	// The job outlives the call, not the run: its context is the run's. Its
 	// depth is the caller's, and its place in the tree the call's. A
 	// thread's job outlives the run too: it is
 	// cancelled by its parent or by the spawner's Close, its events go to
 	// the thread's run running now, and it is not journaled with the run's
-	// turn, which the run ending discards.
+	// turn, which the run ending discards; with a store it has a journal
+	// of its own.
 	base := run.Context(ctx)
+	j := &job{id: jobID, runID: runID, agent: who.def.Name, task: r.Task, done: make(chan struct{}), args: r.Args, started: r.Started}
+	j.box = mailbox.New(func() { s.progressed(jt, j) })
+	if j.started.IsZero() {
+		j.started = s.cfg.now()
+	}
+	if resumed {
+		j.folded, j.noted, j.cancelled = r.Folded, r.Noted, r.Cancelled
+	}
+	var own *journal.Scope
+	if jt.lasting && s.cfg.jobStore != nil {
+		var err error
+		if own, err = s.storeJob(ctx, jt, j, resumed); err != nil {
+			return nil, fmt.Errorf("%s: keeping the job in the store: %w: try again when the store is back", SpawnToolName, err)
+		}
+		if resumed {
+			if err := s.restoreMail(ctx, j); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if jt.lasting {
-		base = journal.With(event.WithSink(context.WithoutCancel(base), event.SinkFunc(jt.relay)), nil)
+		base = journal.With(event.WithSink(context.WithoutCancel(base), event.SinkFunc(jt.relay)), own)
 	}
 	jctx, cancelBase := context.WithCancel(base)
 	// Its bounds (WithJobLimits and the defaults): its wall time from now,
@@ -140,14 +201,7 @@ func (s *Spawner) startJob(ctx context.Context, sc *spawnCall, callID, task stri
 	// job is collected: the parent's later steps cannot share it out again.
 	jctx, unhold := run.HoldCostShare(ctx, jctx)
 	jctx = sc.limits.boundCost(jctx)
-	jobID, runID := id.New("job_"), ""
-	if js := journalFrom(ctx); js != nil {
-		// The same job each time the turn runs: a resumed turn, replaying
-		// the model's decisions, waits for it by the id the model saw, and
-		// its sub-agent run has the id the client saw.
-		jobID, runID = jobIDs(js, callID)
-	}
-	j := &job{id: jobID, agent: who.def.Name, task: task, cancel: cancel, done: make(chan struct{}), box: mailbox.New(nil), unhold: unhold}
+	j.cancel, j.unhold = cancel, unhold
 	jctx = mailbox.With(jctx, j.box)
 	jt.mu.Lock()
 	if jt.closed {
@@ -204,6 +258,7 @@ func (s *Spawner) startJob(ctx context.Context, sc *spawnCall, callID, task stri
 		defer jt.ended()
 		defer j.emitEnd(jt)
 		defer close(j.done)
+		defer s.ending(jctx, jt, j)
 		defer cancel()
 		defer giveBack()
 		defer jt.markEnd(j)

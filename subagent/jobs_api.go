@@ -56,7 +56,8 @@ const (
 	DefaultJobSteps      = 50               // JobLimits' defaults; tokens and cost only past an unlimited run
 	DefaultJobTime       = 30 * time.Minute
 	DefaultJobTokens     = 200_000
-	DefaultJobCost       = 2.0 // US dollars
+	DefaultJobCost       = 2.0            // US dollars
+	DefaultJobTTL        = 24 * time.Hour // a thread's jobs after its last use (WithJobTTL)
 )
 
 // Task is what Jobs.Start starts: the spawn tool's arguments.
@@ -80,6 +81,7 @@ type JobStatus struct {
 	Cost      float64          `json:"cost,omitempty"`
 	Messages  []Receipt        `json:"messages,omitempty"`  // of the messages sent to it
 	Questions []tool.Interrupt `json:"questions,omitempty"` // asked while suspended
+	Swept     bool             `json:"swept,omitempty"`     // ended by WithJobTTL's sweep
 }
 
 // Receipt says where a message sent to a job stands.
@@ -123,7 +125,7 @@ func (js *Jobs) Start(ctx context.Context, t Task) (JobStatus, error) {
 	if err != nil {
 		return JobStatus{}, err
 	}
-	j, err := s.startJob(ctx, sc, "", a.Task)
+	j, err := s.startJob(ctx, sc, "", a.Task, a.task())
 	if err != nil {
 		return JobStatus{}, err
 	}
@@ -224,10 +226,27 @@ func (js *Jobs) Send(ctx context.Context, id, text string) (Receipt, error) {
 	if r, ok := j.box.Receipt(msgID); ok {
 		return receiptOf(j.id, r), nil // sent by an earlier run of the turn
 	}
+	if r, ok := j.storedReceipt(msgID); ok {
+		return r, nil // sent before a restart to a job that has ended
+	}
 	if j.ended() {
 		return Receipt{}, tool.Correctable(fmt.Errorf("%w: %s is %s: it takes no more messages; collect it with wait", ErrJobEnded, id, j.state()))
 	}
-	r, err := j.box.Send(mailbox.Message{ID: msgID, Text: text, From: trace.SpanContextFromContext(ctx)})
+	m := mailbox.Message{ID: msgID, Text: text, From: trace.SpanContextFromContext(ctx)}
+	undo := func() {}
+	if j.store != nil {
+		// Recorded before it is queued: a restart finds it, delivered
+		// (in the job's journal) or still waiting.
+		j.store.sendMu.Lock()
+		defer j.store.sendMu.Unlock()
+		if undo, err = js.s.storeMessage(ctx, j, m); err != nil {
+			return Receipt{}, fmt.Errorf("job %s: keeping the message in the store: %w: send it again when the store is back", id, err)
+		}
+	}
+	r, err := j.box.Send(m)
+	if err != nil {
+		undo()
+	}
 	if errors.Is(err, mailbox.ErrClosed) {
 		return Receipt{}, tool.Correctable(fmt.Errorf("%w: %s has ended: it takes no more messages; collect it with wait", ErrJobEnded, id))
 	}
@@ -300,8 +319,13 @@ func (js *Jobs) targets(ids []string) ([]*job, error) {
 // collect hands over a job that ended.
 func (js *Jobs) collect(j *job) JobResult {
 	res, err := js.jt.collect(j)
+	js.s.saved(context.Background(), js.jt, j)
 	st := js.jt.status(j)
-	if st.State == JobCancelled || st.State == JobFailed && pastLimit(j.err) {
+	switch {
+	case st.Swept:
+		res = tool.Result{Content: sweptReport(st, js.s.cfg.jobTTL), Usage: res.Usage}
+		err = nil
+	case st.State == JobCancelled || st.State == JobFailed && pastLimit(j.err):
 		res = tool.Result{Content: partialReport(st, j.err), Usage: res.Usage}
 		err = nil
 	}
@@ -326,6 +350,7 @@ func (jt *jobTable) status(j *job) JobStatus {
 	if j.cancelled && st.State != JobRunning && st.State != JobDone {
 		st.State = JobCancelled
 	}
+	st.Swept = j.swept
 	jt.mu.Unlock()
 	if j.ended() {
 		st.Usage = j.res.Usage
@@ -337,7 +362,21 @@ func (jt *jobTable) status(j *job) JobStatus {
 	for _, r := range j.box.Receipts() {
 		st.Messages = append(st.Messages, receiptOf(j.id, r))
 	}
+	if j.receipts != nil {
+		st.Messages = j.receipts // read back from the store
+	}
 	return st
+}
+
+// storedReceipt returns the receipt of message id kept with a job read back
+// ended from the store.
+func (j *job) storedReceipt(id string) (Receipt, bool) {
+	for _, r := range j.receipts {
+		if r.MessageID == id {
+			return r, true
+		}
+	}
+	return Receipt{}, false
 }
 
 // ended reports whether the job has ended.
@@ -355,12 +394,17 @@ func (j *job) state() string {
 	if !j.ended() {
 		return JobRunning
 	}
+	return stateOf(j.err)
+}
+
+// stateOf returns the state of a job that ended with err.
+func stateOf(err error) string {
 	switch {
-	case j.err == nil:
+	case err == nil:
 		return JobDone
-	case interrupted(j.err):
+	case interrupted(err):
 		return JobSuspended
-	case errors.Is(j.err, context.Canceled):
+	case errors.Is(err, context.Canceled):
 		return JobCancelled
 	default:
 		return JobFailed

@@ -51,6 +51,11 @@ type threadJobs struct {
 	mu     sync.Mutex
 	tables map[threadKey]*jobTable
 	closed bool
+	// The sweep (WithJobTTL): when it last ran, whether it runs now, and
+	// its goroutine, which Close waits for.
+	swept    time.Time
+	sweeping bool
+	wg       sync.WaitGroup
 }
 
 // attachment is a run of a thread that acted on its jobs: the jobs' events
@@ -73,8 +78,11 @@ func (s *Spawner) threadOf(ctx context.Context) (threadKey, bool) {
 }
 
 // threadTable returns the jobs of the thread k, creating them if create,
-// attached to the run of ctx; nil once the spawner is closed.
+// attached to the run of ctx; nil once the spawner is closed. With a
+// store, a thread this process has not seen yet is read from it, and its
+// jobs that were running start again.
 func (s *Spawner) threadTable(ctx context.Context, k threadKey, create bool) *jobTable {
+	s.sweep()
 	ts := &s.threads
 	ts.mu.Lock()
 	if ts.closed {
@@ -82,28 +90,54 @@ func (s *Spawner) threadTable(ctx context.Context, k threadKey, create bool) *jo
 		return nil
 	}
 	jt := ts.tables[k]
+	var running []jobRecord
 	if jt == nil {
-		if !create {
+		var ended []*job
+		if s.cfg.jobStore != nil {
 			ts.mu.Unlock()
-			return nil
+			var err error
+			if ended, running, err = s.loadThread(ctx, k); err != nil {
+				return nil // the thread's jobs cannot be known while the store fails
+			}
+			ts.mu.Lock()
+			if ts.closed {
+				ts.mu.Unlock()
+				return nil
+			}
 		}
-		if ts.tables == nil {
-			ts.tables = map[threadKey]*jobTable{}
+		if jt = ts.tables[k]; jt != nil {
+			running = nil // read meanwhile by another run of the thread
+		} else {
+			if !create && len(ended)+len(running) == 0 {
+				ts.mu.Unlock()
+				return nil
+			}
+			if ts.tables == nil {
+				ts.tables = map[threadKey]*jobTable{}
+			}
+			jt = &jobTable{jobs: map[string]*job{}, changed: make(chan struct{}), lasting: true, owner: k.owner, key: k, touched: s.cfg.now()}
+			for _, j := range ended {
+				jt.addEnded(j)
+			}
+			ts.tables[k] = jt
 		}
-		jt = &jobTable{jobs: map[string]*job{}, changed: make(chan struct{}), lasting: true, owner: k.owner}
-		ts.tables[k] = jt
 	}
 	ts.mu.Unlock()
-	jt.attach(ctx)
+	s.attach(ctx, jt)
+	for _, r := range running {
+		s.resume(ctx, jt, r)
+	}
 	return jt
 }
 
 // attach makes the run of ctx the one the thread's jobs report to, the
 // first time it acts on them: their events go to its sink until it ends,
-// and the jobs that ended before it are the ones it is told of.
-func (jt *jobTable) attach(ctx context.Context) {
+// and the jobs that ended before it are the ones it is told of. Go code
+// outside a run only marks the thread used now.
+func (s *Spawner) attach(ctx context.Context, jt *jobTable) {
 	if agent.RunID(ctx) == "" {
-		return // Go code outside any run
+		_ = s.touch(ctx, jt) // Go code outside any run
+		return
 	}
 	fresh := false
 	run.Local(ctx, attachKey{jt}, func() any { fresh = true; return attachment{} })
@@ -113,16 +147,21 @@ func (jt *jobTable) attach(ctx context.Context) {
 	em := event.From(run.Context(ctx))
 	jt.mu.Lock()
 	jt.gen++
+	jt.runs++
 	gen := jt.gen
 	jt.em = em
 	jt.mu.Unlock()
+	_ = s.touch(ctx, jt) // a store that fails only makes the sweep sooner
 	run.OnEnd(ctx, func() provider.Usage {
 		jt.mu.Lock()
 		if jt.gen == gen {
 			jt.em = event.Emitter{} // no run of the thread listens
 		}
-		jt.prune()
+		jt.runs--
+		jt.touched = s.cfg.now()
+		gone := jt.prune()
 		jt.mu.Unlock()
+		s.pruned(ctx, gone)
 		return provider.Usage{}
 	})
 }
@@ -136,23 +175,26 @@ func (jt *jobTable) relay(e event.Event) {
 	em.Emit(e)
 }
 
-// prune forgets the oldest jobs already handed over, past maxKeptJobs.
-// jt.mu is held.
-func (jt *jobTable) prune() {
+// prune forgets the oldest jobs already handed over, past maxKeptJobs,
+// and returns them. jt.mu is held.
+func (jt *jobTable) prune() []*job {
 	extra := len(jt.order) - maxKeptJobs
 	if extra <= 0 {
-		return
+		return nil
 	}
+	var gone []*job
 	kept := jt.order[:0]
 	for _, id := range jt.order {
 		if j := jt.jobs[id]; extra > 0 && j.folded && j.ended() {
 			delete(jt.jobs, id)
+			gone = append(gone, j)
 			extra--
 			continue
 		}
 		kept = append(kept, id)
 	}
 	jt.order = kept
+	return gone
 }
 
 // Notes returns notes of the thread's jobs that ended (tool.Notifier).
@@ -178,6 +220,8 @@ func (s *Spawner) Notes(ctx context.Context) []tool.Note {
 		st := jt.status(j)
 		res := tool.Result{Content: j.res.Content, Value: j.res.Value}
 		switch {
+		case st.Swept:
+			res.Content = sweptReport(st, s.cfg.jobTTL)
 		case st.State == JobCancelled || st.State == JobFailed && pastLimit(j.err):
 			res.Content = partialReport(st, j.err)
 		case j.err != nil:
@@ -209,6 +253,7 @@ func (s *Spawner) Noted(ctx context.Context, ids []string) {
 		j.noted = true
 		jt.mu.Unlock()
 		jt.collect(j) // its usage is the note's
+		s.saved(ctx, jt, j)
 	}
 }
 
@@ -220,10 +265,86 @@ func (s *Spawner) Close() error {
 	tables := ts.tables
 	ts.tables = nil
 	ts.mu.Unlock()
+	ts.wg.Wait() // a sweep under way
 	for _, jt := range tables {
 		jt.close()
 	}
 	return nil
+}
+
+// WithJobTTL sets how long a thread's jobs outlive its last use.
+func WithJobTTL(d time.Duration) SpawnOption {
+	return spawnOption(func(c *spawnConfig) error {
+		if d < time.Minute {
+			return fmt.Errorf("job TTL %v: use a minute or more", d)
+		}
+		c.jobTTL = d
+		return nil
+	})
+}
+
+// sweep ends the jobs of threads not used within the TTL (WithJobTTL):
+// those still running are cancelled, marked swept, and the thread leaves
+// memory; with a store, threads that no process holds are swept there too
+// (sweepStore). It runs at most every sixteenth of the TTL, when a thread
+// is used, in a goroutine of its own that Close waits for.
+func (s *Spawner) sweep() {
+	ts := &s.threads
+	now := s.cfg.now()
+	ts.mu.Lock()
+	if ts.closed || ts.sweeping || !ts.swept.IsZero() && now.Sub(ts.swept) < s.cfg.jobTTL/16 {
+		ts.mu.Unlock()
+		return
+	}
+	ts.swept = now
+	var gone []*jobTable
+	for k, jt := range ts.tables {
+		if jt.idle(now, s.cfg.jobTTL) {
+			delete(ts.tables, k)
+			gone = append(gone, jt)
+		}
+	}
+	scan := s.cfg.jobStore != nil
+	if len(gone) == 0 && !scan {
+		ts.mu.Unlock()
+		return
+	}
+	ts.sweeping = true
+	ts.wg.Add(1)
+	ts.mu.Unlock()
+	go func() {
+		defer ts.wg.Done()
+		for _, jt := range gone {
+			jt.sweep()
+		}
+		if scan {
+			s.sweepStore(context.Background(), now)
+		}
+		ts.mu.Lock()
+		ts.sweeping = false
+		ts.mu.Unlock()
+	}()
+}
+
+// idle reports whether no run acts on the thread's jobs and none did
+// within ttl.
+func (jt *jobTable) idle(now time.Time, ttl time.Duration) bool {
+	jt.mu.Lock()
+	defer jt.mu.Unlock()
+	return jt.runs == 0 && now.Sub(jt.touched) >= ttl
+}
+
+// sweep cancels the thread's jobs still running, as swept, and waits for
+// them: each ends with a partial report, written to the store if any.
+func (jt *jobTable) sweep() {
+	jt.mu.Lock()
+	for _, j := range jt.jobs {
+		if !j.ended() {
+			j.swept, j.cancelled = true, true
+		}
+	}
+	jt.mu.Unlock()
+	jt.close()
 }
 
 // WithMaxOwnerJobs bounds the jobs alive at once in one owner's threads.

@@ -25,6 +25,7 @@ import (
 	"github.com/deputy-go/deputy/internal/toolcall"
 	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/tool"
 )
 
@@ -68,7 +69,7 @@ func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...SpawnOption) (*
 	cfg := spawnConfig{
 		config:    config{form: formSpawn, maxDepth: DefaultMaxDepth, maxOutput: DefaultMaxOutputBytes},
 		maxSpawns: DefaultMaxSpawns, concurrency: DefaultSpawnConcurrency, maxBackground: DefaultMaxBackground, maxOwnerJobs: DefaultMaxOwnerJobs,
-		forkName: DefaultForkName, forkPrompt: DefaultForkPrompt,
+		forkName: DefaultForkName, forkPrompt: DefaultForkPrompt, jobTTL: DefaultJobTTL, now: time.Now,
 	}
 	for _, o := range opts {
 		if o == nil {
@@ -77,6 +78,9 @@ func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...SpawnOption) (*
 		if err := o.applySpawn(&cfg); err != nil {
 			return nil, fmt.Errorf("subagent %s: %w", SpawnToolName, err)
 		}
+	}
+	if (cfg.jobStore != nil || cfg.jobTTL != DefaultJobTTL) && !cfg.acrossTurns {
+		return nil, fmt.Errorf("subagent %s: WithJobStore and WithJobTTL keep the jobs that outlive their turn: add WithJobsAcrossTurns", SpawnToolName)
 	}
 	if err := resolveMenu(&cfg, p); err != nil {
 		return nil, fmt.Errorf("subagent %s: %w", SpawnToolName, err)
@@ -137,6 +141,12 @@ type spawnConfig struct {
 	// the jobs alive in one owner's threads (WithMaxOwnerJobs).
 	jobLimits    JobLimits
 	maxOwnerJobs int
+	// jobStore keeps threads' jobs (WithJobStore); jobTTL is how long a
+	// thread's jobs outlive its last use (WithJobTTL); now is the clock
+	// the sweep reads (time.Now; a test's own).
+	jobStore *store.Store
+	jobTTL   time.Duration
+	now      func() time.Time
 	// menu is the models a fork may run on (WithModelMenu), priced from
 	// menuPrices; defaultModel is the one a spawn that names none runs on
 	// (WithDefaultModel; "": the spawner's provider, as without a menu).
@@ -362,6 +372,12 @@ type spawnArgs struct {
 	Model string `json:"model"`
 }
 
+// task returns the arguments as a Task, to keep with a stored job.
+func (a spawnArgs) task() json.RawMessage {
+	b, _ := json.Marshal(Task{Task: a.Task, Context: a.Context, Agent: a.Agent, OutputSchema: a.OutputSchema, Model: a.Model}) // plain fields: it cannot fail
+	return b
+}
+
 // spawnRun is the spawner's state for one parent run: its count of spawns
 // and the slots its children run in.
 type spawnRun struct {
@@ -411,7 +427,7 @@ func (s *Spawner) Call(ctx context.Context, call tool.Call) (tool.Result, error)
 			// as far as starting the job again counts it from there.
 			sc.spentKey = js.Prefix + "spent"
 		}
-		j, err := s.startJob(ctx, sc, call.ID, a.Task)
+		j, err := s.startJob(ctx, sc, call.ID, a.Task, a.task())
 		if err != nil {
 			return tool.Result{}, err
 		}

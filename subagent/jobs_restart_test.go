@@ -1,0 +1,306 @@
+package subagent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/store/postgres"
+	"github.com/deputy-go/deputy/store/postgres/pgtest"
+	"github.com/deputy-go/deputy/store/sqlite"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// keptWorld is what outlives a process in the restart tests: the model's
+// counts, the side effects, and how to open the store again.
+type keptWorld struct {
+	t      *testing.T
+	open   func() *store.Store
+	id     func(n int64, i int) string
+	n      atomic.Int64 // model calls, of every process
+	forks  atomic.Int64 // the job's model calls
+	effect atomic.Int64 // the job's side effect, run
+	dig    chan struct{}
+	inDig  chan struct{}
+
+	mu        sync.Mutex
+	forkUsage provider.Usage // what the job's model calls were billed
+	firstReq  provider.Request
+	lastFork  provider.Request
+}
+
+func (w *keptWorld) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
+	k := w.n.Add(1)
+	u := provider.Usage{InputTokens: int64(len(req.Messages)), OutputTokens: 1, Requests: 1}
+	call := func(name, args string) provider.Response {
+		return provider.Response{Message: provider.AssistantMessage("", provider.ToolCall{ID: w.id(k, 0), Name: name, Arguments: json.RawMessage(args)}), Usage: u}
+	}
+	text := func(s string) provider.Response {
+		return provider.Response{Message: provider.AssistantMessage(s), Usage: u}
+	}
+	if strings.HasPrefix(req.System, subagent.DefaultForkPrompt[:20]) {
+		w.forks.Add(1)
+		w.mu.Lock()
+		w.forkUsage = w.forkUsage.Add(u)
+		w.lastFork = req
+		w.mu.Unlock()
+		switch len(toolResults(req.Messages)) {
+		case 0:
+			return call("effect", `{}`), nil
+		case 1:
+			return call("dig", `{}`), nil
+		}
+		return text("found gold; messages: " + strings.Join(inboundTexts(req), "|")), nil
+	}
+	last := req.Messages[len(req.Messages)-1]
+	if last.Role == provider.RoleTool {
+		return text("lead: " + last.Content), nil
+	}
+	w.mu.Lock()
+	w.firstReq = req
+	w.mu.Unlock()
+	cmd := strings.Fields(last.Content)
+	switch {
+	case len(cmd) >= 2 && cmd[1] == "start":
+		return call(subagent.SpawnToolName, `{"task":"dig","background":true}`), nil
+	case len(cmd) == 3 && cmd[1] == "send":
+		return call(subagent.JobsToolName, `{"action":"send","job_id":"`+cmd[2]+`","message":"dig deeper"}`), nil
+	case len(cmd) == 3 && cmd[1] == "wait":
+		return call(subagent.JobsToolName, `{"action":"wait","job_id":"`+cmd[2]+`","timeout_seconds":600}`), nil
+	}
+	return text("ok"), nil
+}
+
+// process is one life of the program: a store, a spawner over it and a
+// lead.
+type process struct {
+	st *store.Store
+	s  *subagent.Spawner
+	a  *agent.React
+}
+
+func (w *keptWorld) start(opts ...subagent.SpawnOption) *process {
+	t := w.t
+	effect := tool.Func{Def: tool.Definition{Name: "effect", Parameters: json.RawMessage(`{"type":"object"}`)},
+		Fn: func(context.Context, tool.Call) (tool.Result, error) {
+			w.effect.Add(1)
+			return tool.Result{Content: "done"}, nil
+		}}
+	dig := tool.Func{Def: tool.Definition{Name: "dig", Parameters: json.RawMessage(`{"type":"object"}`)},
+		Fn: func(ctx context.Context, _ tool.Call) (tool.Result, error) {
+			select {
+			case w.inDig <- struct{}{}:
+			default:
+			}
+			select {
+			case <-w.dig:
+				return tool.Result{Content: "dug"}, nil
+			case <-ctx.Done():
+				return tool.Result{}, ctx.Err()
+			}
+		}}
+	st := w.open()
+	reg, s := setup(t, w, true, append([]subagent.SpawnOption{subagent.WithJobsAcrossTurns(nil), subagent.WithJobStore(st)}, opts...), effect, dig)
+	return &process{st: st, s: s, a: lead(t, w, reg)}
+}
+
+// stop ends the process as a restart does: the spawner, then the store.
+func (p *process) stop(t *testing.T) {
+	if err := p.s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.st.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (p *process) run(t *testing.T, ctx context.Context, text string) agent.Output {
+	t.Helper()
+	out, err := p.a.Run(ctx, agent.Input{Text: text})
+	if err != nil {
+		t.Fatalf("turn %q: %v", text, err)
+	}
+	return out
+}
+
+// keptStores are the stores the restart tests run on: SQLite always,
+// PostgreSQL when DEPUTY_TEST_POSTGRES names a server.
+var keptStores = []struct {
+	name string
+	open func(t *testing.T, n int) func() *store.Store
+}{
+	{"sqlite", func(t *testing.T, _ int) func() *store.Store {
+		path := filepath.Join(t.TempDir(), "deputy.db")
+		return func() *store.Store {
+			b, err := sqlite.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := store.New(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			return st
+		}
+	}},
+	{"postgres", func(t *testing.T, n int) func() *store.Store {
+		dsn := pgtest.DSN(t, fmt.Sprintf("deputy_test_keptjobs_%d", n))
+		return func() *store.Store {
+			b, err := postgres.Open(context.Background(), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := store.New(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			return st
+		}
+	}},
+}
+
+// forEachKept runs f for each store and id mode.
+func forEachKept(t *testing.T, f func(t *testing.T, w *keptWorld)) {
+	n := 0
+	for _, sk := range keptStores {
+		for _, mode := range callIDModes {
+			n++
+			t.Run(sk.name+"/"+mode.name, func(t *testing.T) {
+				w := &keptWorld{t: t, open: sk.open(t, n), id: mode.id, dig: make(chan struct{}), inDig: make(chan struct{}, 1)}
+				f(t, w)
+			})
+		}
+	}
+}
+
+// notesIn returns the notes of jobs ended between turns in req.
+func notesIn(req provider.Request) []string {
+	var out []string
+	for _, m := range req.Messages {
+		if m.Role == provider.RoleUser && strings.Contains(m.Content, "started in an earlier turn") {
+			out = append(out, m.Content)
+		}
+	}
+	return out
+}
+
+// A job running when its process stops continues in the next process
+// when its thread is next used, from its own journal: its model answers
+// are not asked for again, its side effect does not run again, and the
+// message sent to it before the restart reaches it once. Its thread's
+// turn that waits collects it with what every model call of it cost; a
+// later process is not told of it again.
+func TestKeptJobContinuesAfterRestart(t *testing.T) {
+	forEachKept(t, func(t *testing.T, w *keptWorld) {
+		ctx := agent.WithOwner(agent.WithThread(context.Background(), "t1"), "ann")
+		p := w.start()
+		p.run(t, ctx, "cmd start")
+		job := p.s.Jobs(ctx).List()[0].ID
+		select {
+		case <-w.inDig:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the job never reached its second step")
+		}
+		if out := p.run(t, ctx, "cmd send "+job); !strings.Contains(out.Answer, `"state":"queued"`) {
+			t.Fatalf("the send answered %q", out.Answer)
+		}
+		p.stop(t)
+		if w.forks.Load() != 2 || w.effect.Load() != 1 {
+			t.Fatalf("before the restart the job made %d model calls and ran its effect %d times, want 2 and 1", w.forks.Load(), w.effect.Load())
+		}
+
+		close(w.dig)
+		p = w.start()
+		out := p.run(t, ctx, "cmd wait "+job)
+		if out.Answer != "lead: found gold; messages: dig deeper" {
+			t.Errorf("the wait after the restart answered %q", out.Answer)
+		}
+		if n, e := w.forks.Load(), w.effect.Load(); n != 3 || e != 1 {
+			t.Errorf("the job made %d model calls and ran its effect %d times, want 3 (one after the restart) and 1", n, e)
+		}
+		w.mu.Lock()
+		got, billed := inboundTexts(w.lastFork), w.forkUsage
+		w.mu.Unlock()
+		if len(got) != 1 || got[0] != "dig deeper" {
+			t.Errorf("the job's last step saw the messages %q, want the one sent, once", got)
+		}
+		if out.ChildUsage != billed {
+			t.Errorf("the turn that collected the job counts %+v of its children, want what the job's calls were billed, %+v", out.ChildUsage, billed)
+		}
+		st := p.s.Jobs(ctx).List()
+		if len(st) != 1 || st[0].State != subagent.JobDone || len(st[0].Messages) != 1 || st[0].Messages[0].State != subagent.MessageDelivered {
+			t.Errorf("the thread's jobs after the wait: %+v", st)
+		}
+		p.stop(t)
+
+		p = w.start()
+		defer p.stop(t)
+		p.run(t, ctx, "what now?")
+		if notes := notesIn(w.firstReq); len(notes) != 0 {
+			t.Errorf("a turn after the job was collected is told %q", notes)
+		}
+		st = p.s.Jobs(ctx).List()
+		if len(st) != 1 || st[0].State != subagent.JobDone || st[0].Usage != billed {
+			t.Errorf("after a second restart the thread's jobs are %+v, want the one done, with its usage %+v", st, billed)
+		}
+	})
+}
+
+// A job that ended between turns, in a process that then stopped, is told
+// of in the thread's next turn in the next process, once, its usage
+// counted by that turn; the process after that is not told of it again.
+func TestKeptJobToldOnceAfterRestart(t *testing.T) {
+	forEachKept(t, func(t *testing.T, w *keptWorld) {
+		ctx := agent.WithOwner(agent.WithThread(context.Background(), "t1"), "ann")
+		close(w.dig)
+		p := w.start()
+		p.run(t, ctx, "cmd start")
+		for deadline := time.Now().Add(30 * time.Second); p.s.Jobs(ctx).List()[0].State == subagent.JobRunning; {
+			if time.Now().After(deadline) {
+				t.Fatal("the job did not end")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		job := p.s.Jobs(ctx).List()[0]
+		p.stop(t)
+
+		p = w.start()
+		out := p.run(t, ctx, "what now?")
+		notes := notesIn(w.firstReq)
+		if len(notes) != 1 || !strings.Contains(notes[0], job.ID) || !strings.Contains(notes[0], "found gold") {
+			t.Fatalf("the first turn after the restart is told %q, want the job's answer once", notes)
+		}
+		w.mu.Lock()
+		billed := w.forkUsage
+		w.mu.Unlock()
+		if out.ChildUsage != billed || job.Usage != billed {
+			t.Errorf("the turn told of the job counts %+v of its children (the job reported %+v), want %+v", out.ChildUsage, job.Usage, billed)
+		}
+		p.stop(t)
+
+		p = w.start()
+		defer p.stop(t)
+		out = p.run(t, ctx, "and now?")
+		if notes := notesIn(w.firstReq); len(notes) != 0 {
+			t.Errorf("the next process tells the thread again: %q", notes)
+		}
+		if !out.ChildUsage.IsZero() {
+			t.Errorf("the next process counts %+v of the job again", out.ChildUsage)
+		}
+		if w.forks.Load() != 3 || w.effect.Load() != 1 {
+			t.Errorf("the job made %d model calls and ran its effect %d times, want 3 and 1", w.forks.Load(), w.effect.Load())
+		}
+	})
+}

@@ -1,0 +1,497 @@
+package subagent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/internal/journal"
+	"github.com/deputy-go/deputy/internal/journal/stored"
+	"github.com/deputy-go/deputy/internal/mailbox"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// With WithJobStore the jobs of threads (WithJobsAcrossTurns) are kept in
+// a store: each job has a record (its spawn's arguments, its state, its
+// progress, and once it ends its result and its messages' receipts), each
+// message sent to it a record until it ends, and its sub-agent runs under
+// a journal of its own. A spawner built anew over the store (after a
+// restart) reads a thread's jobs when the thread is next used: one that
+// ended is told of once, as in memory; one that was running starts again
+// from its journal (its model answers and tool calls that finished are
+// replayed, not made again), with the messages it had not taken waiting
+// for it; one that was collected is not told of again.
+//
+// Spawner.Close leaves the records of running jobs as they are, for the
+// next process; only a job that ends while the spawner is open writes its
+// end. One process serves a thread's jobs at a time.
+
+// WithJobStore keeps threads' jobs in st, across restarts (docs/background.md).
+func WithJobStore(st *store.Store) SpawnOption {
+	return spawnOption(func(c *spawnConfig) error {
+		if st == nil {
+			return errors.New("WithJobStore(nil): pass a store, such as store.New(sqlite.Open(path))")
+		}
+		c.jobStore = st
+		return nil
+	})
+}
+
+// The store's keys of a thread's jobs, under jobsNS: t/<thread> for the
+// thread (its owner, its id, when it was last used), j/<thread>/<job> for
+// a job, and m/<thread>/<job>/<seq> for a message sent to it; a job's
+// journal is the turn jobsTurn/<thread>/<job>. <thread> is a hash of the
+// owner and the thread id, which are the application's and may be long.
+const (
+	jobsNS   = "deputy-jobs/"
+	jobsTurn = "deputy-job/"
+)
+
+func threadHash(k threadKey) string {
+	sum := sha256.Sum256([]byte(k.owner + "\x1f" + k.thread))
+	return hex.EncodeToString(sum[:16])
+}
+
+func threadRecKey(h string) string    { return jobsNS + "t/" + h }
+func jobsPrefix(h string) string      { return jobsNS + "j/" + h + "/" }
+func mailPrefix(h, job string) string { return jobsNS + "m/" + h + "/" + job + "/" }
+func jobTurn(h, job string) string    { return jobsTurn + h + "/" + job }
+
+// threadRecord is a thread that has jobs in the store.
+type threadRecord struct {
+	Owner   string    `json:"owner"`
+	Thread  string    `json:"thread"`
+	Touched time.Time `json:"touched"`
+}
+
+// jobRecord is a job as the store keeps it.
+type jobRecord struct {
+	ID      string          `json:"id"`
+	RunID   string          `json:"run_id,omitempty"`
+	Agent   string          `json:"agent"`
+	Task    string          `json:"task"`
+	Args    json.RawMessage `json:"args"` // the spawn's arguments, to start it again
+	Started time.Time       `json:"started"`
+	State   string          `json:"state"` // JobRunning until it ends
+	// Its progress, and once it ended its result.
+	Step      int             `json:"step,omitempty"`
+	LastWords string          `json:"last_words,omitempty"`
+	Usage     provider.Usage  `json:"usage"`
+	Cost      float64         `json:"cost,omitempty"`
+	Content   string          `json:"content,omitempty"`
+	Value     json.RawMessage `json:"value,omitempty"`
+	IsError   bool            `json:"is_error,omitempty"`
+	Err       string          `json:"error,omitempty"`
+	ErrKind   string          `json:"error_kind,omitempty"` // errCanceled, errLimit or ""
+	Receipts  []Receipt       `json:"receipts,omitempty"`
+	// What happened to it.
+	Cancelled bool `json:"cancelled,omitempty"`
+	Swept     bool `json:"swept,omitempty"`
+	Folded    bool `json:"folded,omitempty"` // its usage and result were handed over
+	Noted     bool `json:"noted,omitempty"`
+}
+
+const (
+	errCanceled = "canceled"
+	errLimit    = "limit"
+)
+
+// storedErr is the error a job ended with, read back from the store: its
+// text, and what it is (context.Canceled, a bound).
+type storedErr struct {
+	msg string
+	is  error
+}
+
+func (e *storedErr) Error() string { return e.msg }
+func (e *storedErr) Unwrap() error { return e.is }
+
+// jobStore is where one job of a thread is kept.
+type jobStore struct {
+	st     *store.Store
+	h      string // the thread's hash
+	mu     sync.Mutex
+	sendMu sync.Mutex // one send at a time: its record, then its place in the box
+	sent   int        // messages recorded
+}
+
+func (js *jobStore) key(id string) string { return jobsPrefix(js.h) + id }
+
+// save writes the record of j, as it stands now.
+func (js *jobStore) save(ctx context.Context, jt *jobTable, j *job, final bool) error {
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	r := jt.record(j, final)
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return js.st.Put(context.WithoutCancel(ctx), js.key(j.id), b, store.AnyVersion)
+}
+
+// record returns j as the store keeps it; final: it has ended (its outcome
+// is set, though done may not be closed yet).
+func (jt *jobTable) record(j *job, final bool) jobRecord {
+	p := j.box.Progress()
+	r := jobRecord{ID: j.id, RunID: j.runID, Agent: j.agent, Task: j.task, Args: j.args, Started: j.started,
+		State: JobRunning, Step: p.Step, LastWords: p.Last, Usage: p.Usage, Cost: p.Cost}
+	jt.mu.Lock()
+	r.Cancelled, r.Swept, r.Folded, r.Noted = j.cancelled, j.swept, j.folded, j.noted
+	jt.mu.Unlock()
+	if final {
+		r.State = stateOf(j.err)
+		if r.Cancelled && r.State != JobDone {
+			r.State = JobCancelled
+		}
+		r.Usage = j.res.Usage
+		r.Content, r.IsError = j.res.Content, j.res.IsError
+		if j.res.Value != nil {
+			r.Value, _ = json.Marshal(j.res.Value) // a validated answer: JSON already
+		}
+		if j.err != nil {
+			r.Err = j.err.Error()
+			switch {
+			case errors.Is(j.err, context.Canceled):
+				r.ErrKind = errCanceled
+			case pastLimit(j.err):
+				r.ErrKind = errLimit
+			}
+		}
+		for _, rc := range j.box.Receipts() {
+			r.Receipts = append(r.Receipts, receiptOf(j.id, rc))
+		}
+	}
+	return r
+}
+
+// ending is what a stored job does as it ends, before anyone sees it
+// ended: its end is written, unless the spawner is closing (the job is
+// then left running in the store, for the next process), and its messages
+// and journal go.
+func (s *Spawner) ending(ctx context.Context, jt *jobTable, j *job) {
+	if j.store == nil || s.closing() {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	if err := j.store.save(ctx, jt, j, true); err != nil {
+		return // the next process runs it again from its journal
+	}
+	s.forget(ctx, j.store.h, j.id, false)
+}
+
+// forget deletes what the store keeps of a job beside its record: its
+// messages and its journal; and its record too if all.
+func (s *Spawner) forget(ctx context.Context, h, id string, all bool) {
+	st := s.cfg.jobStore
+	for _, k := range keysUnder(ctx, st, mailPrefix(h, id)) {
+		_ = st.Delete(ctx, k)
+	}
+	_ = st.DeleteJournal(ctx, jobTurn(h, id))
+	if all {
+		_ = st.Delete(ctx, jobsPrefix(h)+id)
+	}
+}
+
+// keysUnder lists every key under prefix, page by page; nil on an error.
+func keysUnder(ctx context.Context, st *store.Store, prefix string) []string {
+	var out []string
+	after := ""
+	for {
+		keys, err := st.Keys(ctx, prefix, after, store.MaxPage)
+		if err != nil {
+			return out
+		}
+		out = append(out, keys...)
+		if len(keys) < store.MaxPage {
+			return out
+		}
+		after = keys[len(keys)-1]
+	}
+}
+
+// saved writes a stored job's record after its parent collected it or was
+// told of it.
+func (s *Spawner) saved(ctx context.Context, jt *jobTable, j *job) {
+	if j.store != nil && j.ended() {
+		_ = j.store.save(ctx, jt, j, true)
+	}
+}
+
+// progressed writes a stored job's progress (its step, last words and
+// spending) when its loop reaches a step or takes a message, so that a
+// sweep of a job its process left running counts what it spent.
+func (s *Spawner) progressed(jt *jobTable, j *job) {
+	if j.store != nil && !s.closing() {
+		_ = j.store.save(context.Background(), jt, j, false)
+	}
+}
+
+// closing reports whether Close has begun.
+func (s *Spawner) closing() bool {
+	s.threads.mu.Lock()
+	defer s.threads.mu.Unlock()
+	return s.threads.closed
+}
+
+// touch records that the thread of jt is in use now.
+func (s *Spawner) touch(ctx context.Context, jt *jobTable) error {
+	now := s.cfg.now()
+	jt.mu.Lock()
+	jt.touched = now
+	jt.mu.Unlock()
+	if s.cfg.jobStore == nil {
+		return nil
+	}
+	b, _ := json.Marshal(threadRecord{Owner: jt.key.owner, Thread: jt.key.thread, Touched: now})
+	return s.cfg.jobStore.Put(context.WithoutCancel(ctx), threadRecKey(threadHash(jt.key)), b, store.AnyVersion)
+}
+
+// storeJob writes the record of a new job of a stored thread, before it
+// starts, and returns the job's scope in its own journal.
+func (s *Spawner) storeJob(ctx context.Context, jt *jobTable, j *job, resumed bool) (*journal.Scope, error) {
+	h := threadHash(jt.key)
+	j.store = &jobStore{st: s.cfg.jobStore, h: h}
+	if !resumed {
+		if err := s.touch(ctx, jt); err != nil {
+			return nil, err
+		}
+		if err := j.store.save(ctx, jt, j, false); err != nil {
+			return nil, err
+		}
+	}
+	jr, err := s.cfg.jobStore.Journal(context.WithoutCancel(ctx), jobTurn(h, j.id))
+	if err != nil {
+		return nil, err
+	}
+	return stored.New(jr), nil
+}
+
+// loadThread reads the jobs the store keeps of thread k: those that ended,
+// as they ended, and the records of those that were running.
+func (s *Spawner) loadThread(ctx context.Context, k threadKey) (ended []*job, running []jobRecord, err error) {
+	st := s.cfg.jobStore
+	h := threadHash(k)
+	var recs []jobRecord
+	for _, key := range keysUnder(ctx, st, jobsPrefix(h)) {
+		b, _, err := st.Get(ctx, key)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		var r jobRecord
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, nil, fmt.Errorf("%w: job record %q: %v: delete it (store.Delete)", store.ErrCorrupt, key, err)
+		}
+		recs = append(recs, r)
+	}
+	sort.SliceStable(recs, func(a, b int) bool { return recs[a].Started.Before(recs[b].Started) })
+	for _, r := range recs {
+		if r.State == JobRunning {
+			running = append(running, r)
+			continue
+		}
+		ended = append(ended, endedJob(r, h, st))
+	}
+	return ended, running, nil
+}
+
+// endedJob is a job read back from its record, ended.
+func endedJob(r jobRecord, h string, st *store.Store) *job {
+	j := &job{id: r.ID, runID: r.RunID, agent: r.Agent, task: r.Task, args: r.Args, started: r.Started,
+		cancel: func() {}, done: make(chan struct{}), settle: noSettle, unhold: func() {},
+		box: mailbox.New(nil), folded: r.Folded, noted: r.Noted, cancelled: r.Cancelled, swept: r.Swept,
+		store: &jobStore{st: st, h: h}, receipts: r.Receipts}
+	j.res = tool.Result{Content: r.Content, IsError: r.IsError, Usage: r.Usage}
+	if len(r.Value) > 0 {
+		j.res.Value = r.Value
+	}
+	if r.State != JobDone {
+		var is error
+		switch r.ErrKind {
+		case errCanceled:
+			is = context.Canceled
+		case errLimit:
+			is = agent.ErrUsageLimit
+		}
+		msg := r.Err
+		if msg == "" {
+			msg = "the job ended " + r.State
+		}
+		j.err = &storedErr{msg: msg, is: is}
+	}
+	j.box.Reached(r.Step, r.LastWords, r.Usage, r.Cost)
+	j.box.Close()
+	close(j.done)
+	return j
+}
+
+// addEnded adds a job read back ended from the store, before the jobs
+// the process starts. jt.mu is held.
+func (jt *jobTable) addEnded(j *job) {
+	j.place = jobPlace{seq: jt.started}
+	jt.started++
+	at, _ := slices.BinarySearchFunc(jt.order, j.place, func(id string, pl jobPlace) int { return jt.jobs[id].place.compare(pl) })
+	jt.jobs[j.id] = j
+	jt.order = slices.Insert(jt.order, at, j.id)
+}
+
+// resume starts again, in jt, a job that was running when the process
+// that ran it stopped: from its journal, with the messages it had not
+// taken waiting for it.
+func (s *Spawner) resume(ctx context.Context, jt *jobTable, r jobRecord) {
+	h := threadHash(jt.key)
+	fail := func(err error) {
+		r.State, r.Err = JobFailed, "it could not start again after a restart: "+err.Error()
+		j := endedJob(r, h, s.cfg.jobStore)
+		jt.mu.Lock()
+		jt.addEnded(j)
+		jt.mu.Unlock()
+		_ = j.store.save(ctx, jt, j, true)
+	}
+	var t Task
+	if err := json.Unmarshal(r.Args, &t); err != nil {
+		fail(err)
+		return
+	}
+	raw, _ := json.Marshal(struct {
+		Task
+		Background bool `json:"background"`
+	}{t, true})
+	a, err := s.parse(raw)
+	if err != nil {
+		fail(err)
+		return
+	}
+	check, callSchema, err := s.checkerFor(a.OutputSchema)
+	if err != nil {
+		fail(err)
+		return
+	}
+	sc, err := s.plan(ctx, "", a, check, callSchema)
+	if err != nil {
+		fail(err)
+		return
+	}
+	sc.st.spawns.Add(-1) // started by an earlier run, and counted there
+	if _, err := s.launch(ctx, jt, sc, "", &r); err != nil {
+		fail(err)
+	}
+}
+
+// restoreMail puts the messages recorded for a resumed job back in its
+// box, in the order they were sent: those it took before the restart are
+// found delivered when its loop replays the step that took them.
+func (s *Spawner) restoreMail(ctx context.Context, j *job) error {
+	st := s.cfg.jobStore
+	keys := keysUnder(ctx, st, mailPrefix(j.store.h, j.id))
+	for _, k := range keys {
+		b, _, err := st.Get(ctx, k)
+		if err != nil {
+			return err
+		}
+		var m mailbox.Message
+		if err := json.Unmarshal(b, &m); err != nil {
+			return fmt.Errorf("%w: message record %q: %v", store.ErrCorrupt, k, err)
+		}
+		if _, err := j.box.Send(m); err != nil {
+			return err
+		}
+	}
+	j.store.sent = len(keys)
+	return nil
+}
+
+// storeMessage records a message sent to a stored job before it is
+// queued; the returned func deletes the record again if the send fails.
+// j.store.sendMu is held.
+func (s *Spawner) storeMessage(ctx context.Context, j *job, m mailbox.Message) (undo func(), err error) {
+	b, _ := json.Marshal(m) // strings: it cannot fail
+	key := mailPrefix(j.store.h, j.id) + fmt.Sprintf("%06d", j.store.sent+1)
+	if err := j.store.st.Put(context.WithoutCancel(ctx), key, b, store.AnyVersion); err != nil {
+		return nil, err
+	}
+	j.store.sent++
+	return func() {
+		_ = j.store.st.Delete(context.WithoutCancel(ctx), key)
+		j.store.sent--
+	}, nil
+}
+
+// pruned deletes the records of jobs a thread no longer keeps.
+func (s *Spawner) pruned(ctx context.Context, gone []*job) {
+	for _, j := range gone {
+		if j.store != nil {
+			s.forget(context.WithoutCancel(ctx), j.store.h, j.id, true)
+		}
+	}
+}
+
+// sweepStore ends the jobs of stored threads not used within the TTL that
+// this process does not hold: a running job is recorded ended, cancelled
+// and swept, with what it had spent when last recorded, so that its
+// thread, if it comes back, is told of it and counts its usage.
+func (s *Spawner) sweepStore(ctx context.Context, now time.Time) {
+	st := s.cfg.jobStore
+	for _, key := range keysUnder(ctx, st, jobsNS+"t/") {
+		b, _, err := st.Get(ctx, key)
+		if err != nil {
+			continue
+		}
+		var tr threadRecord
+		if json.Unmarshal(b, &tr) != nil || now.Sub(tr.Touched) < s.cfg.jobTTL {
+			continue
+		}
+		k := threadKey{owner: tr.Owner, thread: tr.Thread}
+		s.threads.mu.Lock()
+		held := s.threads.tables[k] != nil || s.threads.closed
+		s.threads.mu.Unlock()
+		if held {
+			continue
+		}
+		h := threadHash(k)
+		for _, jk := range keysUnder(ctx, st, jobsPrefix(h)) {
+			b, _, err := st.Get(ctx, jk)
+			if err != nil {
+				continue
+			}
+			var r jobRecord
+			if json.Unmarshal(b, &r) != nil || r.State != JobRunning {
+				continue
+			}
+			r.State, r.Swept, r.Cancelled, r.ErrKind = JobCancelled, true, true, errCanceled
+			r.Err = "swept: its thread did not come back within " + s.cfg.jobTTL.String()
+			nb, _ := json.Marshal(r)
+			if st.Put(ctx, jk, nb, store.AnyVersion) == nil {
+				s.forget(ctx, h, r.ID, false)
+			}
+		}
+		_ = st.Delete(ctx, key)
+	}
+}
+
+// sweptReport is what a job the sweep ended hands back.
+func sweptReport(st JobStatus, ttl time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "job %s was ended unfinished: its thread did not come back within %v", st.ID, ttl)
+	if st.Step > 0 {
+		fmt.Fprintf(&b, " (at step %d)", st.Step)
+	}
+	fmt.Fprintf(&b, " (%d tokens spent)", st.Usage.Tokens())
+	if st.LastWords != "" {
+		b.WriteString("; its last words:\n" + st.LastWords)
+	}
+	return b.String()
+}
