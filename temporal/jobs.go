@@ -41,6 +41,11 @@ const (
 	// job; a history recorded before it never started one.
 	backgroundChange = "deputy.background-jobs"
 
+	// holdChange names the workflow version from which a run under a
+	// limit holds back its jobs' shares (jobs.held); asked only where a
+	// share is held.
+	holdChange = "deputy.background-hold"
+
 	jobMessageSignal  = "deputy.job_message"  // a parent sends its job a message
 	jobProgressSignal = "deputy.job_progress" // a job tells its parent where it stands
 )
@@ -88,6 +93,10 @@ type bgJob struct {
 	usage                 provider.Usage
 	cost                  float64
 	receipts              []subagent.Receipt
+	// tokens and dollars are the job's shares of its run's token and
+	// cost limits (0: none), held back from the run until it is collected.
+	tokens  int64
+	dollars float64
 }
 
 func newJobs(ctx workflow.Context, spec Spec) *jobs {
@@ -128,6 +137,12 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 	j := &bgJob{id: "job_" + strconv.Itoa(len(js.list)+1), agent: forkName, task: a.Text, wfID: d.id}
 	js.list = append(js.list, j) // at once: starts of one step run side by side
 	a.Job = j.id
+	if js.spec.TokenLimit > 0 {
+		j.tokens = a.Spec.TokenLimit
+	}
+	if js.spec.CostLimit > 0 {
+		j.dollars = a.Spec.CostLimit
+	}
 	if a.Spec.MaxSteps == 0 || a.Spec.MaxSteps > subagent.DefaultJobSteps {
 		a.Spec.MaxSteps = subagent.DefaultJobSteps
 	}
@@ -154,6 +169,27 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 		}
 	})
 	return ToolResult{Content: runtime.JobStarted(j.id)}, nil
+}
+
+// held is what the run's jobs not collected yet may spend of their
+// shares of its limits: the run keeps it back from its own calls and
+// later children, as in process a job's share stays held until it is
+// collected. It is zero without jobs.
+func (js *jobs) held() (int64, float64) {
+	if js == nil {
+		return 0, 0
+	}
+	var t int64
+	var c float64
+	for _, j := range js.list {
+		if !j.collected {
+			t, c = t+j.tokens, c+j.dollars
+		}
+	}
+	if (t > 0 || c > 0) && workflow.GetVersion(js.ctx, holdChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return 0, 0 // a run recorded before it held nothing back
+	}
+	return t, c
 }
 
 // drain takes what the jobs told of where they stand.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -386,5 +387,60 @@ func TestJobsFromGo(t *testing.T) {
 	}
 	if calls, spent := m.total(); calls != 6 || out.TotalUsage() != spent {
 		t.Errorf("%d model calls costing %+v, the lead reported %+v; want 6 (3 the lead's, 2 and 1 its jobs'), each counted once", calls, spent, out.TotalUsage())
+	}
+}
+
+// A run under a token limit holds back the shares of its jobs not yet
+// collected: its own calls and later children get what is left after
+// them, so that the tree spends at most its limit, as in process. The
+// lead starts four jobs, each given its share, and then writes as much
+// as it is let; without the hold it writes as if the jobs spent nothing,
+// and the tree passes its limit.
+func TestJobsSharesAreHeldBack(t *testing.T) {
+	const limit = 3000
+	var mu sync.Mutex
+	var sent []int
+	long := strings.Repeat("word ", 1600) // 8,000 bytes: 2,000 tokens
+	p := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		bounded := func(s string) string {
+			mu.Lock()
+			defer mu.Unlock()
+			sent = append(sent, req.MaxTokens)
+			if req.MaxTokens > 0 && len(s) > 4*req.MaxTokens {
+				s = s[:4*req.MaxTokens]
+			}
+			return s
+		}
+		task := lastUser(req)
+		switch {
+		case strings.HasPrefix(task, "part "):
+			return provider.AssistantMessage(bounded("done: " + task + " " + long)), nil
+		case req.Messages[len(req.Messages)-1].Role == provider.RoleTool, len(req.Tools) == 0:
+			return provider.AssistantMessage(bounded("all parts started: " + long)), nil
+		}
+		bounded("")
+		calls := make([]provider.ToolCall, 4)
+		for i := range calls {
+			calls[i] = provider.ToolCall{ID: fmt.Sprint("c", i), Name: SpawnToolName, Arguments: json.RawMessage(fmt.Sprintf(`{"task":"part %d","background":true}`, i))}
+		}
+		return provider.AssistantMessage("", calls...), nil
+	}}
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}})
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Spawn: true, Background: true, TokenLimit: limit}, Text: "split the work in four"})
+	calls, billed := p.total()
+	var out RunOutput
+	err := env.GetWorkflowError()
+	if err == nil {
+		err = env.GetWorkflowResult(&out)
+	}
+	t.Logf("%d calls billed %d tokens (%v) under a limit of %d; bounds sent %v; error %v", calls, billed.Tokens(), billed, limit, sent, err)
+	if billed.Tokens() > limit {
+		t.Errorf("the tree billed %d tokens, past its limit of %d", billed.Tokens(), limit)
+	}
+	if err == nil && out.TotalUsage() != billed {
+		t.Errorf("the run reports %v, the model billed %v", out.TotalUsage(), billed)
+	}
+	if calls < 3 {
+		t.Errorf("%d calls: want the lead's two and a job's at least (a job the lead's answer finds not started is cancelled before its call)", calls)
 	}
 }

@@ -154,7 +154,10 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			Model: spec.Model, System: system, MaxTokens: spec.MaxTokens, Tools: defs,
 			Messages: append(append([]provider.Message(nil), prior...), conv...), ResponseSchema: spec.OutputSchema,
 		}
-		req, wrapUp, err := b.plan(spec, req, out.TotalUsage().Tokens())
+		// What the run's jobs may still spend of their shares is held
+		// back from its own calls and later children (none without jobs).
+		heldTokens, heldCost := jb.held()
+		req, wrapUp, err := b.plan(spec, req, out.TotalUsage().Tokens()+heldTokens)
 		if err != nil {
 			out.Messages = conv
 			return out, failure(out, ErrTypeUsageLimit, err.Error())
@@ -166,10 +169,10 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			r := &Reserve{Estimate: b.estimate(req), Named: b.reported == 0 && len(spec.Tools) > 0, ReadBack: depth > 0,
 				LastOut: b.lastOut, WrapUp: wrapUp, Ceiling: cmp0(spec.MaxTokens, replyCeiling)}
 			if b.on {
-				r.Tokens = max(spec.TokenLimit-out.TotalUsage().Tokens(), 0)
+				r.Tokens = max(spec.TokenLimit-out.TotalUsage().Tokens()-heldTokens, 0)
 			}
 			if spec.CostLimit > 0 {
-				r.Cost, r.Dollars = true, spec.CostLimit-out.Cost
+				r.Cost, r.Dollars = true, spec.CostLimit-out.Cost-heldCost
 			}
 			mc.Reserve = r
 		}
@@ -260,12 +263,13 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		// Under a limit, each child's is its share of what is left (0: none).
 		keep := b.estimate(provider.Request{System: system, Tools: defs,
 			Messages: append(append([]provider.Message(nil), prior...), conv...), ResponseSchema: spec.OutputSchema})
-		childLimit := b.share(out.TotalUsage().Tokens(), keep, len(msg.ToolCalls))
+		heldTokens, heldCost = jb.held()
+		childLimit := b.share(out.TotalUsage().Tokens()+heldTokens, keep, len(msg.ToolCalls))
 		costShare := 0.0
 		if spec.CostLimit > 0 {
 			// Each child's is its share of what is left after the next
 			// call's input, as in process (run.WithShares).
-			costShare = max((spec.CostLimit-out.Cost-float64(keep)*inPrice)/float64(len(msg.ToolCalls)+1), 1e-12)
+			costShare = max((spec.CostLimit-out.Cost-heldCost-float64(keep)*inPrice)/float64(len(msg.ToolCalls)+1), 1e-12)
 		}
 		results, ended, err = runTools(ctx, actx, turn{spec: spec, depth: depth, path: path, childLimit: childLimit, costShare: costShare, trace: stepTrace(trace, step+1), q: q, jobs: jb},
 			fmt.Sprintf("%s/%d", idPrefix, step), msg.ToolCalls, &spawns)
