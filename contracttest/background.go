@@ -216,3 +216,53 @@ func backgroundCancelWith(t *testing.T, rt Runtime, id func(int64) string) {
 	}
 	checkSpent(t, m, out)
 }
+
+func backgroundAsks(t *testing.T, rt Runtime) {
+	for _, mode := range idModes {
+		t.Run(mode.name, func(t *testing.T) { backgroundAsksWith(t, rt, mode.id) })
+	}
+}
+
+// A job whose fork asks a person: the question reaches the person through
+// the tree's questions, attributed to the fork, and once answered the
+// fork's call runs once and the lead collects the job's answer.
+func backgroundAsksWith(t *testing.T, rt Runtime, id func(int64) string) {
+	const task = "pay the bill"
+	var paid, replies atomic.Int64
+	pay := tool.RequireApproval(tool.Must(tool.New("pay", "Pays.", func(context.Context, struct{}) (string, error) {
+		paid.Add(1)
+		return "paid", nil
+	})), "moves money", 0)
+	m := newModel(func(req provider.Request) (provider.Message, error) {
+		rs := toolResults(req)
+		if firstUser(req) == task {
+			if len(rs) == 0 {
+				return provider.AssistantMessage("", call(id(replies.Add(1)), "pay", `{}`)), nil
+			}
+			return provider.AssistantMessage("fork: " + rs[0]), nil
+		}
+		switch {
+		case len(rs) == 0:
+			return provider.AssistantMessage("", call(id(replies.Add(1)), subagent.SpawnToolName, `{"task":"`+task+`","background":true}`)), nil
+		case len(rs) == 1 || strings.Contains(rs[len(rs)-1], "still running"):
+			return provider.AssistantMessage("", call(id(replies.Add(1)), subagent.JobsToolName, `{"action":"wait","job_id":"`+jobOf(rs[0])+`","timeout_seconds":600}`)), nil
+		}
+		return provider.AssistantMessage("lead: " + rs[len(rs)-1]), nil
+	})
+	var asked []tool.Interrupt
+	out := rt.Run(t, Tree{System: "lead", Provider: m, Task: "go", Spawn: true, Background: true, Tools: []tool.Tool{pay}}, func(its []tool.Interrupt) []tool.Answer {
+		asked = append(asked, its...)
+		var as []tool.Answer
+		for _, it := range its {
+			as = append(as, tool.Answer{InterruptID: it.ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)})
+		}
+		return as
+	})
+	if out.Err != nil {
+		t.Fatal(out.Err)
+	}
+	if len(asked) != 1 || asked[0].SubagentRunID == "" || paid.Load() != 1 || out.Answer != "lead: fork: paid" {
+		t.Errorf("asked %+v, paid %d, answered %q: want one question, from the job's fork, one payment, and the job's answer", asked, paid.Load(), out.Answer)
+	}
+	checkSpent(t, m, out)
+}

@@ -109,6 +109,7 @@ func Run(t *testing.T, rt Runtime) {
 		{"approval runs its call once", approvalOnce},
 		{"a background job steered by a message", backgroundMessage},
 		{"a background job cancelled", backgroundCancel},
+		{"a background job asks a person", backgroundAsks},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, rt) })
@@ -431,6 +432,7 @@ func approvalOnceWith(t *testing.T, rt Runtime, id func(int64) string) {
 	if n := m.callsOf("lead"); n != 2 {
 		t.Errorf("the model was asked %d times, want 2: the step that asked is not asked again", n)
 	}
+	checkSpent(t, m, out)
 }
 
 func modelDefinedChild(t *testing.T, rt Runtime) {

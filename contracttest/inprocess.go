@@ -39,8 +39,9 @@ func (InProcess) Run(t *testing.T, tree Tree, answer func([]tool.Interrupt) []to
 			t.Fatal(err)
 		}
 		out, err := lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: tree.Task})
-		spent.Usage = spent.Usage.Add(out.Usage)
-		spent.ChildUsage = spent.ChildUsage.Add(out.ChildUsage)
+		// A resumed journaled turn reports the whole turn's usage, the
+		// answers it replays included: the last run's is the turn's.
+		spent.Usage, spent.ChildUsage = out.Usage, out.ChildUsage
 		var asked *tool.Interrupted
 		if errors.As(err, &asked) && answer != nil {
 			if ctx, err = tool.Resume(context.Background(), asked, answer(asked.Interrupts)...); err != nil {
