@@ -277,6 +277,9 @@ func (j *bgJob) collect(maxOut int) ToolResult {
 	switch {
 	case st.State == subagent.JobCancelled:
 		res.Content = runtime.JobPartial(j.id, "", st.Step, st.Usage.Tokens(), st.LastWords)
+	case pastLimit(j.err):
+		// Stopped at one of its bounds: a partial report, as in process.
+		res.Content = runtime.JobPartial(j.id, clipTask(messageOf(j.err), 200), st.Step, st.Usage.Tokens(), st.LastWords)
 	case j.err != nil:
 		res = ToolResult{Content: "job " + j.id + " failed: " + messageOf(j.err), IsError: true}
 	default:
@@ -288,6 +291,17 @@ func (j *bgJob) collect(maxOut int) ToolResult {
 		res.Usage, res.Cost = st.Usage, st.Cost
 	}
 	return res
+}
+
+// pastLimit reports whether a job's run stopped at one of its bounds:
+// its steps, its token or cost limit, its time.
+func pastLimit(err error) bool {
+	var app *sdktemporal.ApplicationError
+	if errors.As(err, &app) && (app.Type() == ErrTypeMaxSteps || app.Type() == ErrTypeUsageLimit) {
+		return true
+	}
+	var timeout *sdktemporal.TimeoutError
+	return errors.As(err, &timeout)
 }
 
 type jobsArgs struct {

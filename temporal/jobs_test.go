@@ -444,3 +444,43 @@ func TestJobsSharesAreHeldBack(t *testing.T) {
 		t.Errorf("%d calls: want the lead's two and a job's at least (a job the lead's answer finds not started is cancelled before its call)", calls)
 	}
 }
+
+// A job stopped at one of its bounds (here its steps) hands back a
+// partial report, as in process: the step it reached and its last words.
+func TestJobPastItsStepsHandsBackAPartialReport(t *testing.T) {
+	const task = "dig deeper"
+	p := &script{fn: func(ctx context.Context, n int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		if firstUserOf(req) == task {
+			return provider.AssistantMessage(fmt.Sprint("dug layer ", len(rs)+1), provider.ToolCall{ID: "c", Name: "noop", Arguments: json.RawMessage(`{}`)}), nil
+		}
+		switch len(rs) {
+		case 0:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "c", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"` + task + `","background":true}`)}), nil
+		case 1:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "c", Name: subagent.JobsToolName, Arguments: json.RawMessage(`{"action":"wait","job_id":"` + jobIDOf(rs[0]) + `"}`)}), nil
+		}
+		return provider.AssistantMessage("lead: " + rs[1]), nil
+	}}
+	noop := tool.Must(tool.New("noop", "Does nothing.", func(context.Context, struct{}) (string, error) { return "ok", nil }))
+	reg, err := tool.NewRegistry(noop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Tools: reg})
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"noop"}, Spawn: true, Background: true, MaxSteps: 3}, Text: "go"})
+	var out RunOutput
+	err = env.GetWorkflowError()
+	if err == nil {
+		err = env.GetWorkflowResult(&out)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.Answer, "stopped at its limit") || !strings.Contains(out.Answer, "at step 3") || !strings.Contains(out.Answer, "its last words:\ndug layer 3") {
+		t.Errorf("the lead answered %q, want the job's partial report: stopped at its limit at step 3, its last words", out.Answer)
+	}
+	if calls, spent := p.total(); calls != 6 || out.TotalUsage() != spent {
+		t.Errorf("%d model calls costing %+v, the lead reported %+v; want 6, each counted once", calls, spent, out.TotalUsage())
+	}
+}
