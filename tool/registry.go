@@ -251,7 +251,8 @@ func available(ctx context.Context, t Tool) bool {
 // that returns an *Interrupted (see Ask) does not stop the others: once
 // all have ended, Execute returns one *Interrupted with the interrupts of
 // every call, in call order. Once ctx is
-// done, no call is started and its error is returned.
+// done, no call is started and its error is returned. The calls of a
+// Sequencer that asks for it run one at a time, in call order.
 //
 // Under a context carrying a CallHook (WithCallHook), each call passes
 // through the hook, with a context of its own. Under a context bound by a
@@ -274,20 +275,46 @@ func (r *Registry) Execute(ctx context.Context, calls []Call) ([]Result, error) 
 	// A call that asks for outside input does not stop its siblings: they
 	// finish, and every interrupt of the turn is returned together.
 	asked := &interruptSet{got: make([]*Interrupted, len(calls))}
+	one := func(i int) error {
+		var err error
+		results[i], err = r.call(gctx, calls[i])
+		if asked.keep(i, err) {
+			return nil
+		}
+		return err
+	}
+	// The calls that must keep their order (Sequencer) run one after the
+	// other, in one goroutine.
+	var inOrder []int
 	for i := range calls {
+		if r.inOrder(calls[i]) {
+			inOrder = append(inOrder, i)
+			continue
+		}
+		g.Go(func() error { return one(i) })
+	}
+	if len(inOrder) > 0 {
 		g.Go(func() error {
-			var err error
-			results[i], err = r.call(gctx, calls[i])
-			if asked.keep(i, err) {
-				return nil
+			for _, i := range inOrder {
+				if err := one(i); err != nil {
+					return err
+				}
 			}
-			return err
+			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
 		return results, err
 	}
 	return results, asked.err()
+}
+
+// inOrder reports whether c is a call that keeps its place among the
+// step's calls of the same kind (Sequencer).
+func (r *Registry) inOrder(c Call) bool {
+	t, _ := r.lookup(c.Name)
+	sq, ok := t.(Sequencer)
+	return ok && sq.InOrder(c)
 }
 
 // limits returns the parallelism and the maximum argument size, the

@@ -291,6 +291,17 @@ type Rerunner interface {
 	RunsAgain(call Call) bool
 }
 
+// Sequencer is implemented by a tool some of whose calls must run in the
+// order the model gave them when one step holds several: a message sent
+// to one recipient twice in a step must arrive in that order, whoever
+// wins a race. Registry.Execute runs the calls of a step for which InOrder
+// reports true one after the other, in call order, beside the step's
+// other calls, which run in parallel as ever. InOrder must not have side
+// effects.
+type Sequencer interface {
+	InOrder(call Call) bool
+}
+
 // Notifier is implemented by a tool that has word for the agent holding
 // it at the start of a turn: a spawner whose background children ended
 // while no turn of the thread was running (subagent.WithJobsAcrossTurns).
