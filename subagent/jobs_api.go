@@ -173,6 +173,20 @@ func (js *Jobs) Wait(ctx context.Context, w WaitFor) ([]JobResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := js.await(ctx, targets, w); err != nil {
+		return nil, err
+	}
+	var out []JobResult
+	for _, j := range targets {
+		if j.ended() {
+			out = append(out, js.collect(j))
+		}
+	}
+	return out, nil
+}
+
+// await waits until the targets have ended as w says.
+func (js *Jobs) await(ctx context.Context, targets []*job, w WaitFor) error {
 	var timeout <-chan time.Time
 	if w.Timeout > 0 {
 		t := time.NewTimer(w.Timeout)
@@ -197,17 +211,11 @@ func (js *Jobs) Wait(ctx context.Context, w WaitFor) ([]JobResult, error) {
 			continue
 		case <-timeout:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 		break
 	}
-	var out []JobResult
-	for _, j := range targets {
-		if j.ended() {
-			out = append(out, js.collect(j))
-		}
-	}
-	return out, nil
+	return nil
 }
 
 // Send queues a message that the job reads before its next model call.

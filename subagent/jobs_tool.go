@@ -3,6 +3,7 @@ package subagent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -26,6 +27,17 @@ func (t *jobsTool) Definition() tool.Definition {
 // turn (tool.Rerunner): what it reports of a job lives in the running
 // process, and a message sent again keeps its id.
 func (t *jobsTool) RunsAgain(tool.Call) bool { return true }
+
+// InOrder reports that the sends and cancels of one step run one after
+// the other, in the order the model gave them (tool.Sequencer): two
+// messages to one job in a step reach it in that order, and are numbered
+// so, each time the turn runs.
+func (t *jobsTool) InOrder(call tool.Call) bool {
+	var a struct {
+		Action string `json:"action"`
+	}
+	return json.Unmarshal(toolcall.Arguments(call.Arguments), &a) == nil && (a.Action == "send" || a.Action == "cancel")
+}
 
 // Available offers the tool where the spawner is offered.
 func (t *jobsTool) Available(ctx context.Context) bool { return t.s.Available(ctx) }
@@ -106,23 +118,47 @@ func (t *jobsTool) Call(ctx context.Context, call tool.Call) (tool.Result, error
 	if len(targets) == 0 {
 		return tool.Result{Content: "no job to wait for: every job of this run has been collected (list them with action list)"}, nil
 	}
-	got, err := js.Wait(ctx, WaitFor{IDs: ids, Any: a.Mode == "any", Timeout: wait})
-	if err != nil {
+	if err := js.await(ctx, targets, WaitFor{Any: a.Mode == "any", Timeout: wait}); err != nil {
 		return tool.Result{}, err
 	}
-	return waitResult(targets, got, wait)
+	return waitResult(js, targets, wait)
 }
 
-// waitResult renders what a wait collected. A single job's result is its
-// answer as it is; several are each headed by their job.
-func waitResult(targets []*job, got []JobResult, wait time.Duration) (tool.Result, error) {
+// waitResult collects and renders the targets that ended. A single job's
+// result is its answer as it is; several are each headed by their job.
+//
+// When some wait for a person, the parent suspends with them, asking
+// every question at once, and collects only them: the jobs that answered
+// stay to be collected by the wait run again with the answers.
+func waitResult(js *Jobs, targets []*job, wait time.Duration) (tool.Result, error) {
+	var suspended []*job
+	for _, j := range targets {
+		if j.ended() && j.state() == JobSuspended {
+			suspended = append(suspended, j)
+		}
+	}
+	if len(suspended) > 0 {
+		var res tool.Result
+		all := &tool.Interrupted{}
+		for _, j := range suspended {
+			r := js.collect(j)
+			res.Usage = res.Usage.Add(r.Result.Usage)
+			var in *tool.Interrupted
+			if errors.As(r.Err, &in) {
+				all.Interrupts = append(all.Interrupts, in.Interrupts...)
+			}
+		}
+		return res, all
+	}
+	var got []JobResult
+	for _, j := range targets {
+		if j.ended() {
+			got = append(got, js.collect(j))
+		}
+	}
 	var res tool.Result
 	for _, r := range got {
 		res.Usage = res.Usage.Add(r.Result.Usage)
-		if interrupted(r.Err) {
-			// The parent suspends with the job; the answers resume it.
-			return tool.Result{Usage: res.Usage}, r.Err
-		}
 	}
 	ended := map[string]bool{}
 	for _, r := range got {
