@@ -51,6 +51,9 @@ func suspend(err error, runID string) (own []string, ok bool) {
 // interrupted reports whether err is an interrupt: it is not the child's
 // failure, and goes up to the top-level run as it is.
 func interrupted(err error) bool {
+	if err == nil {
+		return false // before in, which escapes: no allocation
+	}
 	var in *tool.Interrupted
 	return errors.As(err, &in)
 }

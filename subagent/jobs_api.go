@@ -362,9 +362,11 @@ func (jt *jobTable) status(j *job) JobStatus {
 	jt.mu.Unlock()
 	if j.ended() {
 		st.Usage = j.res.Usage
-		var in *tool.Interrupted
-		if errors.As(j.err, &in) {
-			st.Questions = in.Interrupts
+		if j.err != nil {
+			var in *tool.Interrupted
+			if errors.As(j.err, &in) {
+				st.Questions = in.Interrupts
+			}
 		}
 	}
 	for _, r := range j.box.Receipts() {

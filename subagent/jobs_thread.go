@@ -397,15 +397,16 @@ func (s *Spawner) limitsFor(ctx context.Context, jt *jobTable) JobLimits {
 	return l
 }
 
-// bound returns jctx, the context of a job, within l's time and tokens.
-func (l JobLimits) bound(jctx context.Context) (context.Context, context.CancelFunc) {
+// bound returns the context of a job under base, within l's time and
+// tokens, and the function that cancels it.
+func (l JobLimits) bound(base context.Context) (context.Context, context.CancelFunc) {
 	if l.Tokens > 0 {
-		jctx, _ = run.ForRun(jctx, l.Tokens, 0)
+		base, _ = run.ForRun(base, l.Tokens, 0)
 	}
 	if l.Time > 0 {
-		return context.WithTimeout(jctx, l.Time)
+		return context.WithTimeout(base, l.Time)
 	}
-	return jctx, func() {}
+	return context.WithCancel(base)
 }
 
 // boundCost returns jctx, the context of a job holding its share of its
