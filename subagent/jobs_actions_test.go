@@ -347,3 +347,57 @@ func TestJobMessageAfterTheLastStepIsUndelivered(t *testing.T) {
 		}
 	})
 }
+
+// Jobs.Start refuses a task the spawn tool would refuse, with an error
+// that says what to fix, and starts nothing: a blank task, a member not
+// on the roster, an output schema that is not an object, a model when
+// the spawner offers none. A good task with a null schema starts.
+func TestJobsStartRefusesABadTask(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		task subagent.Task
+		want string // in the error; "" starts the job
+	}{
+		{"blank task", subagent.Task{Task: " \n"}, "task is blank"},
+		{"unknown member", subagent.Task{Task: "dig", Agent: "digger"}, `no sub-agent named "digger"`},
+		{"schema a string", subagent.Task{Task: "dig", OutputSchema: json.RawMessage(`"object"`)}, "output_schema"},
+		{"schema an array", subagent.Task{Task: "dig", OutputSchema: json.RawMessage(` [{"type":"object"}]`)}, "output_schema"},
+		{"model without a menu", subagent.Task{Task: "dig", Model: "expert"}, "offers no choice of model"},
+		{"null schema", subagent.Task{Task: "dig", OutputSchema: json.RawMessage(`null`)}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var sp *subagent.Spawner
+			var started []subagent.JobStatus
+			var startErr error
+			driver := tool.Func{Def: tool.Definition{Name: "drive", Parameters: json.RawMessage(`{"type":"object"}`)},
+				Fn: func(ctx context.Context, _ tool.Call) (tool.Result, error) {
+					jobs := sp.Jobs(ctx)
+					_, startErr = jobs.Start(ctx, c.task)
+					if _, err := jobs.Wait(ctx, subagent.WaitFor{}); err != nil {
+						return tool.Result{}, err
+					}
+					started = jobs.List()
+					return tool.Result{Content: "driven"}, nil
+				}}
+			p := fake.NewProvider(fake.Call("drive", `{}`).For("lead"), fake.Text("done").For("lead"),
+				fake.Text("dug").For(subagent.DefaultForkName))
+			reg := mk(tool.NewRegistry(driver))(t)
+			sp = mk(subagent.NewSpawner(p, reg, subagent.WithBackground()))(t)
+			if _, err := lead(t, p, reg).Run(t.Context(), agent.Input{Text: "go"}); err != nil {
+				t.Fatal(err)
+			}
+			if c.want == "" {
+				if startErr != nil || len(started) != 1 || started[0].State != subagent.JobDone {
+					t.Fatalf("start: %v, jobs %+v", startErr, started)
+				}
+				return
+			}
+			if !errors.Is(startErr, tool.ErrInvalidArguments) || !strings.Contains(startErr.Error(), c.want) {
+				t.Fatalf("start: %v, want an invalid-arguments error saying %q", startErr, c.want)
+			}
+			if len(started) != 0 || len(p.Requests()) != 2 {
+				t.Fatalf("%d jobs, %d requests: a refused task started something", len(started), len(p.Requests()))
+			}
+		})
+	}
+}
