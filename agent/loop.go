@@ -182,6 +182,7 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 	}
 	s.add(msg)
 	s.noteReply(resp.Usage)
+	s.reached(step) // a background child's progress counts the answer before its tools run
 	if len(msg.ToolCalls) > 0 {
 		// Over the limit with tools still to run: the run is cut short.
 		if err := s.checkLimit(); err != nil {
