@@ -151,7 +151,12 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 	}
 	jctx, cancel := workflow.WithCancel(js.ctx)
 	j.cancel = cancel
-	cctx := workflow.WithChildOptions(jctx, workflow.ChildWorkflowOptions{WorkflowID: d.id, WorkflowExecutionTimeout: subagent.DefaultJobTime})
+	// A cancelled job is waited for until its workflow has ended, so that
+	// what it spent, a model call in flight included, comes back with it
+	// (jobSettleChange; before it, its usage was dropped).
+	settle := workflow.GetVersion(ctx, jobSettleChange, workflow.DefaultVersion, 1) >= 1
+	cctx := workflow.WithChildOptions(jctx, workflow.ChildWorkflowOptions{WorkflowID: d.id, WorkflowExecutionTimeout: subagent.DefaultJobTime,
+		WaitForCancellation: settle})
 	f := workflow.ExecuteChildWorkflow(cctx, AgentWorkflowName, a)
 	if err := f.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 		cancel()
@@ -703,6 +708,26 @@ type inbox struct {
 	job    string
 	parent string
 	ch     workflow.ReceiveChannel
+	// settle: a model call in flight when the job is cancelled is waited
+	// for, so that what it was billed counts (jobSettleChange).
+	settle bool
+}
+
+// jobSettleChange names the workflow version from which a cancelled job
+// is waited for until its workflow has ended, and a job cancelled during
+// a model call waits for the call to end, so that what it spent counts
+// instead of being dropped.
+const jobSettleChange = "deputy.job-settles-its-call"
+
+// modelContext is actx for the run's model calls: a job's wait for a
+// call in flight when it is cancelled.
+func (ib *inbox) modelContext(actx workflow.Context) workflow.Context {
+	if ib == nil || !ib.settle {
+		return actx
+	}
+	o := workflow.GetActivityOptions(actx)
+	o.WaitForCancellation = true
+	return workflow.WithActivityOptions(actx, o)
 }
 
 func newInbox(ctx workflow.Context, job string) *inbox {
@@ -714,7 +739,8 @@ func newInbox(ctx workflow.Context, job string) *inbox {
 	if info.ParentWorkflowExecution != nil {
 		parent = info.ParentWorkflowExecution.ID
 	}
-	return &inbox{job: job, parent: parent, ch: workflow.GetSignalChannel(ctx, jobMessageSignal)}
+	settle := workflow.GetVersion(ctx, jobSettleChange, workflow.DefaultVersion, 1) >= 1
+	return &inbox{job: job, parent: parent, ch: workflow.GetSignalChannel(ctx, jobMessageSignal), settle: settle}
 }
 
 // take returns the messages waiting, as the user message that delivers

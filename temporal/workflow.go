@@ -183,7 +183,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			mc.Trace = &t
 		}
 		var resp ModelReply
-		if err := workflow.ExecuteActivity(actx, CompleteActivityName, mc).Get(ctx, &resp); err != nil {
+		if err := workflow.ExecuteActivity(ib.modelContext(actx), CompleteActivityName, mc).Get(ctx, &resp); err != nil {
 			out.Messages = conv
 			return out, withUsage(out, err)
 		}
