@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
@@ -195,6 +196,14 @@ func TestScaleFanOutSurvivesAKilledWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	// On failure, say why: the workers' output lives in the TempDir,
+	// which goes when the test ends, and the lead's workflow tasks that
+	// failed or timed out are in its history.
+	defer func() {
+		if t.Failed() {
+			explainScaleFailure(t, c, queue+"-lead", dir, len(workers))
+		}
+	}()
 	spec := Spec{Name: "lead", Provider: "fake", Spawn: true, Tools: []string{"pay"}, Parallelism: 250, ActivityTimeout: time.Minute}
 	start := time.Now()
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: queue + "-lead", TaskQueue: queue}, AgentWorkflowName,
@@ -280,6 +289,71 @@ func TestScaleFanOutSurvivesAKilledWorker(t *testing.T) {
 	}
 	t.Logf("temporal: %d children on 2 workers (one killed): %v wall, %d model calls retried after the kill", scaleChildren, wall.Round(time.Millisecond), retried)
 	t.Logf("in process, the same fan-out: %v wall", inProcessFanOut(t).Round(time.Millisecond))
+}
+
+// explainScaleFailure logs what a failed scale test needs to be
+// understood: the tail of each worker process's output and the lead's
+// workflow tasks that failed or timed out, with how long its tasks took.
+func explainScaleFailure(t *testing.T, c client.Client, lead, dir string, workers int) {
+	t.Helper()
+	for i := range workers {
+		b, err := os.ReadFile(fmt.Sprintf("%s/worker%d.out", dir, i))
+		if err != nil {
+			t.Logf("worker %d output: %v", i+1, err)
+			continue
+		}
+		if len(b) > 8<<10 {
+			b = b[len(b)-8<<10:]
+		}
+		t.Logf("worker %d output (tail):\n%s", i+1, b)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if d, err := c.DescribeWorkflowExecution(ctx, lead, ""); err == nil {
+		if p := d.GetPendingWorkflowTask(); p != nil {
+			t.Logf("lead's pending workflow task: state %v, attempt %d, scheduled %v, started %v",
+				p.GetState(), p.GetAttempt(), p.GetScheduledTime().AsTime().Format(time.RFC3339Nano), p.GetStartedTime().AsTime().Format(time.RFC3339Nano))
+		}
+	} else {
+		t.Logf("describing the lead: %v", err)
+	}
+	it := c.GetWorkflowHistory(ctx, lead, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	startedAt := map[int64]time.Time{} // a workflow task's started event, by id
+	var events, tasks int
+	var longest time.Duration
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Logf("reading the lead's history: %v", err)
+			return
+		}
+		events++
+		at := e.GetEventTime().AsTime()
+		took := func(started int64) string {
+			if s, ok := startedAt[started]; ok {
+				return at.Sub(s).Round(time.Millisecond).String()
+			}
+			return "?"
+		}
+		switch e.GetEventType() {
+		case enums.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+			startedAt[e.GetEventId()] = at
+		case enums.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			tasks++
+			if s, ok := startedAt[e.GetWorkflowTaskCompletedEventAttributes().GetStartedEventId()]; ok {
+				longest = max(longest, at.Sub(s))
+			}
+		case enums.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+			a := e.GetWorkflowTaskFailedEventAttributes()
+			t.Logf("lead event %d at %s: a workflow task of %s by %s failed: %v: %s", e.GetEventId(), at.Format(time.RFC3339Nano),
+				took(a.GetStartedEventId()), a.GetIdentity(), a.GetCause(), a.GetFailure().GetMessage())
+		case enums.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+			a := e.GetWorkflowTaskTimedOutEventAttributes()
+			t.Logf("lead event %d at %s: a workflow task of %s timed out (%v)", e.GetEventId(), at.Format(time.RFC3339Nano),
+				took(a.GetStartedEventId()), a.GetTimeoutType())
+		}
+	}
+	t.Logf("lead's history: %d events, %d workflow tasks completed, the longest in %v", events, tasks, longest.Round(time.Millisecond))
 }
 
 // inProcessFanOut runs the same 1,000-child fan-out with the core's spawn
