@@ -1,6 +1,7 @@
 package temporal
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -104,6 +105,7 @@ func Register(w worker.Registry, rt *Runtime) {
 	w.RegisterActivityWithOptions(a.CallTool, activity.RegisterOptions{Name: CallToolActivityName})
 	w.RegisterActivityWithOptions(a.RunFactory, activity.RegisterOptions{Name: RunFactoryActivity})
 	w.RegisterActivityWithOptions(a.CheckDelegation, activity.RegisterOptions{Name: CheckActivityName})
+	w.RegisterActivityWithOptions(a.CheckDelegations, activity.RegisterOptions{Name: ChecksActivityName})
 	w.RegisterActivityWithOptions(a.Guard, activity.RegisterOptions{Name: GuardActivityName})
 }
 
@@ -513,6 +515,49 @@ func (a *Activities) CheckDelegation(ctx context.Context, in Delegation) (Delega
 	g := &factoryGuard{pol: pol, name: in.Call.Name, depth: in.Depth, path: in.Path}
 	out.Arguments, out.Task, out.Refused, out.Asked = g.before(ctx, in.Call, in.Factory, in.Spawn)
 	return out, nil
+}
+
+// CheckDelegations asks the worker's policy about a turn's hand-offs at
+// once, in order, as CheckDelegation asks about one (a local activity of
+// the workflow that calls them).
+func (a *Activities) CheckDelegations(ctx context.Context, in []Delegation) (Checks, error) {
+	if a.rt.Policy == nil {
+		return Checks{}, nil
+	}
+	out := Checks{Policy: true, Decided: make([]Delegated, len(in))}
+	for i, d := range in {
+		if err := ctx.Err(); err != nil {
+			return Checks{}, err
+		}
+		v, err := a.CheckDelegation(ctx, d)
+		if err != nil {
+			return Checks{}, err
+		}
+		if task, _ := delegatedTask(d.Factory, d.Spawn, v.Arguments); v.Task == task {
+			v.Task = ""
+		}
+		if bytes.Equal(v.Arguments, d.Call.Arguments) {
+			v.Arguments = nil
+		}
+		out.Decided[i] = v
+	}
+	return out, nil
+}
+
+// decided is what the policy decided about d in checks, whole.
+func (checks Checks) decided(i int, d Delegation) Delegated {
+	if !checks.Policy {
+		task, _ := delegatedTask(d.Factory, d.Spawn, d.Call.Arguments)
+		return Delegated{Arguments: d.Call.Arguments, Task: task}
+	}
+	v := checks.Decided[i]
+	if len(v.Arguments) == 0 {
+		v.Arguments = d.Call.Arguments
+	}
+	if v.Task == "" {
+		v.Task, _ = delegatedTask(d.Factory, d.Spawn, v.Arguments)
+	}
+	return v
 }
 
 // factoryGuard asks a worker's policy about a sub-agent call, its

@@ -47,10 +47,12 @@ const (
 	CallToolActivityName = "deputy.CallTool"
 	RunFactoryActivity   = "deputy.RunFactory"
 	CheckActivityName    = "deputy.CheckDelegation"
-	GuardActivityName    = "deputy.Guard"
-	AskUpdate            = "ask"
-	CloseSignal          = "close"
-	SpawnToolName        = "spawn_subagent"
+	// ChecksActivityName checks a turn's hand-offs at once (Checks).
+	ChecksActivityName = "deputy.CheckDelegations"
+	GuardActivityName  = "deputy.Guard"
+	AskUpdate          = "ask"
+	CloseSignal        = "close"
+	SpawnToolName      = "spawn_subagent"
 )
 
 // Spec describes an agent. It is a plain value carried in workflow inputs:
@@ -382,6 +384,21 @@ type Delegated struct {
 	// Result and IsError, after the child, are what the model reads.
 	Result  string `json:"result,omitempty"`
 	IsError bool   `json:"is_error,omitempty"`
+}
+
+// Checks is what the policy decided about a turn's hand-offs, checked at
+// once before any starts (ChecksActivityName, whose input is one
+// Delegation a call).
+type Checks struct {
+	// Policy says the worker that checked has a policy: without one, every
+	// hand-off goes on as the model made it (Decided is empty), and the
+	// children's answers are not checked either.
+	Policy bool `json:"policy,omitempty"`
+	// Decided holds one Delegated a call, in order. To keep the marker
+	// the decisions are recorded in small, Arguments is empty where the
+	// policy left the call's arguments as they were, and Task where the
+	// task is the one read from the arguments.
+	Decided []Delegated `json:"decided,omitempty"`
 }
 
 func (s Spec) maxSteps() int  { return cmp.Or(max(s.MaxSteps, 0), DefaultMaxSteps) }

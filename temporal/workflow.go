@@ -496,6 +496,9 @@ const delegationChange = "deputy.delegation-policy"
 // their events; ended lists the calls whose results no activity
 // published, for the next model call to.
 func runTools(ctx, actx workflow.Context, tn turn, idPrefix string, calls []provider.ToolCall, spawns *int) (results []ToolResult, ended []EndedCall, err error) {
+	if workflow.GetVersion(ctx, fanOutChange, workflow.DefaultVersion, 1) >= 1 {
+		return runCalls(ctx, actx, tn, idPrefix, calls, spawns)
+	}
 	spec, depth, trace := tn.spec, tn.depth, tn.trace
 	results = make([]ToolResult, len(calls))
 	errs := make([]error, len(calls))
@@ -567,9 +570,17 @@ func runTools(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 		})
 	}
 	wg.Wait(ctx)
+	ended, err = endTurn(ctx, trace, calls, results, errs, published, children)
+	return results, ended, err
+}
+
+// endTurn is the end of a turn whose calls ran: a tripwire's error, or
+// the run's cancellation, or none; with a trace, the calls whose results
+// no activity published (ended).
+func endTurn(ctx workflow.Context, trace *Trace, calls []provider.ToolCall, results []ToolResult, errs []error, published []bool, children []string) (ended []EndedCall, err error) {
 	for _, err := range errs {
 		if tripped(err) {
-			return results, ended, err
+			return nil, err
 		}
 	}
 	if trace != nil {
@@ -582,12 +593,12 @@ func runTools(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 	if ctx.Err() != nil {
 		for _, err := range errs {
 			if sdktemporal.IsCanceledError(err) {
-				return results, ended, err
+				return ended, err
 			}
 		}
-		return results, ended, sdktemporal.NewCanceledError()
+		return ended, sdktemporal.NewCanceledError()
 	}
-	return results, ended, nil
+	return ended, nil
 }
 
 // delegation is one sub-agent call of a step: a child workflow (a fixed
@@ -667,58 +678,96 @@ func (d *delegation) prepare() string {
 // policy about the call and its hand-off first, waiting for a person when
 // a rule asks, and about a child workflow's answer after it.
 func (d *delegation) run(ctx workflow.Context, checked bool) (ToolResult, error) {
-	tn := d.tn
-	var v Delegated
 	if checked {
-		in := Delegation{Call: d.call, Factory: d.factory(), Spawn: d.isSpawn, Depth: tn.depth, Path: tn.path}
+		in := d.checkInput()
+		var v Delegated
 		if err := d.check(ctx, in, &v); err != nil {
 			return ToolResult{}, err
 		}
-		if v.Refused != "" {
-			return ToolResult{Content: v.Refused, IsError: true}, nil
-		}
-		d.call.Arguments = v.Arguments
-		if bad := d.prepare(); bad != "" {
-			return ToolResult{Content: bad, IsError: true}, nil
-		}
-		switch a := d.arg.(type) {
-		case RunInput:
-			a.Text = v.Task
-			d.arg = a
-		case FactoryCall:
-			a.Checked, a.Task = true, v.Task
-			d.arg = a
+		if res, done := d.handOff(v); done {
+			return res, nil
 		}
 	}
-	if tn.trace != nil {
-		d.started = d.id
-	}
+	return d.rest(ctx, checked)
+}
+
+// rest starts the child and reads its answer, checked by the policy
+// when checked, once the hand-off was decided; a background spawn starts
+// its job and returns its id.
+func (d *delegation) rest(ctx workflow.Context, checked bool) (ToolResult, error) {
 	if d.background {
-		return tn.jobs.start(ctx, d)
+		if d.tn.trace != nil {
+			d.started = d.id
+		}
+		return d.tn.jobs.start(ctx, d)
 	}
-	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: d.id})
-	f := workflow.ExecuteChildWorkflow(cctx, d.wfName, d.arg)
-	var res ToolResult
-	if d.factory() {
-		// A factory's activity checks the answer itself, in process.
-		err := f.Get(ctx, &res)
+	res, err, after := d.answer(ctx, d.start(ctx), checked)
+	if after == nil {
 		return res, err
 	}
-	var o RunOutput
-	err := f.Get(ctx, &o)
-	res = ToolResult{Content: childContent(o), Usage: o.TotalUsage(), Cost: o.Cost}
-	if !checked || ctx.Err() != nil || tripped(err) {
-		return res, err
-	}
-	if err != nil {
-		res = ToolResult{Content: capText(fmt.Sprintf("%s failed: %v", d.call.Name, err), tn.spec.maxOutput()), IsError: true, Usage: usageOf(err), Cost: costOf(err)}
-	}
-	in := Delegation{Call: d.call, Depth: tn.depth, Path: tn.path, After: true, Result: res.Content, IsError: res.IsError}
-	if cerr := workflow.ExecuteLocalActivity(checkContext(ctx, tn.spec), CheckActivityName, in).Get(ctx, &v); cerr != nil {
+	var v Delegated
+	if cerr := workflow.ExecuteLocalActivity(checkContext(ctx, d.tn.spec), CheckActivityName, *after).Get(ctx, &v); cerr != nil {
 		return res, cerr
 	}
 	res.Content, res.IsError = v.Result, v.IsError
 	return res, nil
+}
+
+// checkInput is what the policy is asked before the hand-off.
+func (d *delegation) checkInput() Delegation {
+	return Delegation{Call: d.call, Factory: d.factory(), Spawn: d.isSpawn, Depth: d.tn.depth, Path: d.tn.path}
+}
+
+// handOff applies what the check decided to the call: done, with the
+// result the model reads, when the call does not go on (refused, or its
+// arguments, as the policy left them, make no child).
+func (d *delegation) handOff(v Delegated) (res ToolResult, done bool) {
+	if v.Refused != "" {
+		return ToolResult{Content: v.Refused, IsError: true}, true
+	}
+	d.call.Arguments = v.Arguments
+	if bad := d.prepare(); bad != "" {
+		return ToolResult{Content: bad, IsError: true}, true
+	}
+	switch a := d.arg.(type) {
+	case RunInput:
+		a.Text = v.Task
+		d.arg = a
+	case FactoryCall:
+		a.Checked, a.Task = true, v.Task
+		d.arg = a
+	}
+	return ToolResult{}, false
+}
+
+// start starts the child workflow.
+func (d *delegation) start(ctx workflow.Context) workflow.ChildWorkflowFuture {
+	if d.tn.trace != nil {
+		d.started = d.id
+	}
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: d.id})
+	return workflow.ExecuteChildWorkflow(cctx, d.wfName, d.arg)
+}
+
+// answer reads what the child f answered (waiting for it), and, checked,
+// what the policy must be asked about the answer (after; nil when
+// nothing: a factory's activity checks its answer itself, and a cancelled
+// run or a tripwire goes up as it is).
+func (d *delegation) answer(ctx workflow.Context, f workflow.Future, checked bool) (res ToolResult, err error, after *Delegation) {
+	if d.factory() {
+		err := f.Get(ctx, &res)
+		return res, err, nil
+	}
+	var o RunOutput
+	err = f.Get(ctx, &o)
+	res = ToolResult{Content: childContent(o), Usage: o.TotalUsage(), Cost: o.Cost}
+	if !checked || ctx.Err() != nil || tripped(err) {
+		return res, err, nil
+	}
+	if err != nil {
+		res = ToolResult{Content: capText(fmt.Sprintf("%s failed: %v", d.call.Name, err), d.tn.spec.maxOutput()), IsError: true, Usage: usageOf(err), Cost: costOf(err)}
+	}
+	return res, nil, &Delegation{Call: d.call, Depth: d.tn.depth, Path: d.tn.path, After: true, Result: res.Content, IsError: res.IsError}
 }
 
 // check runs the delegation check until it decides, asking the person
@@ -727,6 +776,12 @@ func (d *delegation) check(ctx workflow.Context, in Delegation, v *Delegated) er
 	if err := workflow.ExecuteLocalActivity(checkContext(ctx, d.tn.spec), CheckActivityName, in).Get(ctx, v); err != nil {
 		return err
 	}
+	return d.askRounds(ctx, in, v)
+}
+
+// askRounds goes on with a check that asked a person (v.Asked): it
+// waits for the answers and checks again with them, until it decides.
+func (d *delegation) askRounds(ctx workflow.Context, in Delegation, v *Delegated) error {
 	for round := 0; len(v.Asked) > 0; round++ {
 		if d.tn.q == nil || round >= maxAskRounds {
 			*v = Delegated{Refused: fmt.Sprintf("policy: a rule asks a person before %s, %d times or where no one can answer (a resident's calls cannot ask): do the work another way", d.call.Name, round)}

@@ -1,0 +1,231 @@
+package temporal
+
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// fanOutChange names the workflow version from which a turn's tool calls
+// are driven from the run's own coroutine (runCalls), and its hand-offs
+// checked by the policy in one local activity. The SDK wakes every live
+// coroutine of a workflow at each event it applies (each workflow task,
+// each local activity's result), and each call had a coroutine, and each
+// check a local activity, which holds one too: a turn of 1,000 children
+// cost about a million wake-ups in a workflow task, and again whenever a
+// worker replayed the run after another died — minutes on a loaded
+// machine, past a workflow task's ten seconds, so the task timed out and
+// was replayed again, and the server refused to query or update the run
+// meanwhile. A workflow started before it runs its calls as it did.
+const fanOutChange = "deputy.fan-out"
+
+// runCalls runs one turn's tool calls as runTools does, at most the
+// turn's parallelism at once, in order, from the calling coroutine: it
+// starts each call's activity, local activity or child workflow and
+// waits on all of them with one selector, going on with a call from its
+// callback when its future is ready. Only a call that must wait for a
+// person gets a coroutine of its own, for as long as it waits; so the
+// work of each workflow task grows with the events it applies, not with
+// the calls in flight.
+func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []provider.ToolCall, spawns *int) (results []ToolResult, ended []EndedCall, err error) {
+	spec, depth, trace := tn.spec, tn.depth, tn.trace
+	n := len(calls)
+	results = make([]ToolResult, n)
+	errs := make([]error, n)
+	published := make([]bool, n)  // by a tool activity
+	children := make([]string, n) // the sub-agent run each call started
+	limit := parallelism(ctx, spec, n)
+	sel := workflow.NewSelector(ctx)
+	next, running := 0, 0
+
+	var launch func()
+	// finish ends call i with err (a result the workflow makes from it)
+	// and lets the next call start.
+	finish := func(i int, err error) {
+		errs[i] = err
+		if err != nil {
+			results[i] = ToolResult{Content: capText(fmt.Sprintf("%s failed: %v", calls[i].Name, err), spec.maxOutput()), IsError: true, Usage: usageOf(err), Cost: costOf(err)}
+		}
+		results[i].Content = capText(results[i].Content, spec.maxOutput())
+		running--
+		launch()
+	}
+	finishCancelled := func(i int) {
+		errs[i] = workflow.ErrCanceled
+		results[i] = ToolResult{Content: capText(fmt.Sprintf("%s failed: %v", calls[i].Name, workflow.ErrCanceled), spec.maxOutput()), IsError: true}
+	}
+	// await goes on with call i once f is ready, in then.
+	await := func(f workflow.Future, then func(f workflow.Future)) {
+		sel.AddFuture(f, then)
+	}
+	// wait runs the rest of call i, which waits for a person, in a
+	// coroutine of its own, and ends the call with its error.
+	wait := func(i int, rest func(ctx workflow.Context) error) {
+		f, set := workflow.NewFuture(ctx)
+		workflow.Go(ctx, func(gctx workflow.Context) { set.Set(nil, rest(gctx)) })
+		await(f, func(f workflow.Future) { finish(i, f.Get(ctx, nil)) })
+	}
+	// Each call is decided at once, in order, or is a plain tool call
+	// or a hand-off to run; the turn's hand-offs are checked by the
+	// policy together, before any starts.
+	delegations := make([]*delegation, n)
+	jobCalls := make([]bool, n) // calls of the jobs tool
+	var ins []Delegation
+	var at []int // the call of each of ins
+	for i, call := range calls {
+		isSpawn := call.Name == SpawnToolName && spec.Spawn
+		sub, isSub := findSub(spec, call.Name)
+		switch {
+		case call.Name == subagent.JobsToolName && tn.jobs.offered() && depth < spec.maxDepth():
+			jobCalls[i] = true
+		case contains(spec.Tools, call.Name):
+		case (isSub || isSpawn) && depth >= spec.maxDepth():
+			results[i] = ToolResult{Content: fmt.Sprintf("%v: %q cannot delegate further", subagent.ErrMaxDepth, call.Name), IsError: true}
+		case isSpawn && spec.MaxSpawns > 0 && *spawns >= spec.MaxSpawns:
+			results[i] = ToolResult{Content: fmt.Sprintf("%v: %d spawns per run; answer with what you have", subagent.ErrMaxSpawns, spec.MaxSpawns), IsError: true}
+		case isSub || isSpawn:
+			if isSpawn {
+				*spawns++
+			}
+			d := &delegation{tn: tn, call: call, sub: sub, isSpawn: isSpawn, id: fmt.Sprintf("%s.%d-%s", idPrefix, i, call.Name)}
+			d.background = isSpawn && backgroundAsked(call) && tn.jobs.offered() && tn.jobs.enabled(ctx)
+			delegations[i] = d
+			ins = append(ins, d.checkInput())
+			at = append(at, i)
+		default:
+			results[i] = ToolResult{Content: fmt.Sprintf("%v: %q; the tools are the ones listed in this request", tool.ErrUnknownTool, call.Name), IsError: true}
+		}
+	}
+	var checks Checks
+	decided := make([]Delegated, n)
+	if len(ins) > 0 {
+		if err := workflow.ExecuteLocalActivity(checkContext(ctx, spec), ChecksActivityName, ins).Get(ctx, &checks); err != nil {
+			for _, i := range at {
+				errs[i] = err
+				results[i] = ToolResult{Content: capText(fmt.Sprintf("%s failed: %v", calls[i].Name, err), spec.maxOutput()), IsError: true}
+			}
+			ended, err = endTurn(ctx, trace, calls, results, errs, published, children)
+			return results, ended, err
+		}
+		for k, i := range at {
+			decided[i] = checks.decided(k, ins[k])
+		}
+	}
+
+	// start starts call i, or decides it at once (false).
+	start := func(i int) bool {
+		call := calls[i]
+		if d := delegations[i]; d != nil {
+			v := decided[i]
+			if len(v.Asked) > 0 {
+				wait(i, func(gctx workflow.Context) error {
+					if err := d.askRounds(gctx, d.checkInput(), &v); err != nil {
+						return err
+					}
+					if res, done := d.handOff(v); done {
+						results[i] = res
+						return nil
+					}
+					var err error
+					results[i], err = d.rest(gctx, true)
+					children[i] = d.started
+					return err
+				})
+				return true
+			}
+			if res, done := d.handOff(v); done {
+				results[i] = res
+				results[i].Content = capText(res.Content, spec.maxOutput())
+				return false
+			}
+			if d.background {
+				// Starting a job waits for its workflow to start.
+				wait(i, func(gctx workflow.Context) error {
+					var err error
+					results[i], err = d.rest(gctx, true)
+					children[i] = d.started
+					return err
+				})
+				return true
+			}
+			d.goOn(ctx, await, checks.Policy, func(res ToolResult, err error) {
+				results[i], children[i] = res, d.started
+				finish(i, err)
+			})
+			return true
+		}
+		if jobCalls[i] {
+			// Acting on a job may wait for it.
+			wait(i, func(gctx workflow.Context) error {
+				results[i] = tn.jobs.act(gctx, call)
+				return nil
+			})
+			return true
+		}
+		if !contains(spec.Tools, call.Name) {
+			return false // decided above
+		}
+		published[i] = trace != nil
+		f := workflow.ExecuteActivity(actx, CallToolActivityName, ToolCall{Call: call, Depth: depth, Path: tn.path, MaxOutputBytes: spec.maxOutput(), Trace: trace})
+		await(f, func(f workflow.Future) {
+			err := f.Get(ctx, &results[i])
+			if err == nil && len(results[i].Asked) > 0 {
+				wait(i, func(gctx workflow.Context) error { return askAndRunAgain(gctx, actx, tn, call, &results[i], nil) })
+				return
+			}
+			finish(i, err)
+		})
+		return true
+	}
+	launch = func() {
+		for running < limit && next < n && ctx.Err() == nil {
+			i := next
+			next++
+			if start(i) {
+				running++
+			}
+		}
+	}
+
+	launch()
+	// Cancelled, the calls running end as their activities and children
+	// are cancelled, and no other starts.
+	for running > 0 {
+		sel.Select(ctx)
+	}
+	for ; next < n; next++ {
+		if delegations[next] != nil || jobCalls[next] || contains(spec.Tools, calls[next].Name) {
+			finishCancelled(next)
+		}
+	}
+	ended, err = endTurn(ctx, trace, calls, results, errs, published, children)
+	return results, ended, err
+}
+
+// goOn starts the child and reads its answer, checked by the policy when
+// the worker has one, as rest does, going on from await's callbacks; done
+// takes the result.
+func (d *delegation) goOn(ctx workflow.Context, await func(workflow.Future, func(workflow.Future)), policy bool, done func(ToolResult, error)) {
+	await(d.start(ctx), func(f workflow.Future) {
+		res, err, after := d.answer(ctx, f, true)
+		if after == nil || !policy {
+			// Without a policy on the worker, the answer is what the
+			// check would leave.
+			done(res, err)
+			return
+		}
+		await(workflow.ExecuteLocalActivity(checkContext(ctx, d.tn.spec), CheckActivityName, *after), func(f workflow.Future) {
+			var v Delegated
+			if cerr := f.Get(ctx, &v); cerr != nil {
+				done(res, cerr)
+				return
+			}
+			res.Content, res.IsError = v.Result, v.IsError
+			done(res, nil)
+		})
+	})
+}
