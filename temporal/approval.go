@@ -2,13 +2,17 @@ package temporal
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/deputy-go/deputy/tool"
@@ -188,8 +192,18 @@ func (q *questions) ask(ctx workflow.Context, asked []tool.Interrupt) ([]tool.An
 // Pending returns the questions the tree whose top-level workflow is tree
 // waits on: each with its id, what it asks, its response schema and the
 // child workflow that asks (SubagentRunID; "" for the top-level run).
+//
+// While the tree's workflow task keeps failing or timing out (as when a
+// worker that held the workflow died and another replays its history),
+// the server refuses to ask it; Pending asks again until it answers or
+// ctx ends.
 func Pending(ctx context.Context, c client.Client, tree string) ([]tool.Interrupt, error) {
-	v, err := c.QueryWorkflow(ctx, tree, "", InterruptsQuery)
+	var v converter.EncodedValue
+	err := whileNotReady(ctx, func() error {
+		var err error
+		v, err = c.QueryWorkflow(ctx, tree, "", InterruptsQuery)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("temporal: reading what %s waits on: %w", tree, err)
 	}
@@ -206,9 +220,22 @@ func Pending(ctx context.Context, c client.Client, tree string) ([]tool.Interrup
 // one (ErrAnsweredTwice), a payload that fails the question's schema
 // (ErrBadAnswer), an expired question (ErrExpired). Each call that asked
 // runs again with its answer, and the tree goes on.
+//
+// While the tree's workflow task keeps failing or timing out, the server
+// refuses answers; Answer offers them again, as the same update (taken
+// once however often it is offered), until they are taken or ctx ends.
 func Answer(ctx context.Context, c client.Client, tree string, answers ...tool.Answer) error {
-	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: tree, UpdateName: AnswerUpdate, Args: []any{answers}, WaitForStage: client.WorkflowUpdateStageCompleted,
+	id, err := updateID()
+	if err != nil {
+		return fmt.Errorf("temporal: answering %s: %w", tree, err)
+	}
+	var h client.WorkflowUpdateHandle
+	err = whileNotReady(ctx, func() error {
+		var err error
+		h, err = c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+			UpdateID: id, WorkflowID: tree, UpdateName: AnswerUpdate, Args: []any{answers}, WaitForStage: client.WorkflowUpdateStageCompleted,
+		})
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("temporal: answering %s: %w", tree, err)
@@ -217,4 +244,38 @@ func Answer(ctx context.Context, c client.Client, tree string, answers ...tool.A
 		return fmt.Errorf("temporal: answering %s: %w", tree, err)
 	}
 	return nil
+}
+
+// updateID names one Answer's update, the same each time it is offered.
+func updateID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return "answer-" + hex.EncodeToString(b[:]), nil
+}
+
+// whileNotReady calls f again, waiting longer each time (up to five
+// seconds), for as long as the workflow cannot take it and ctx lasts:
+// while the server says the workflow is not ready (its workflow task
+// keeps failing or timing out, so it refuses queries and updates), or
+// the workflow's worker did not answer in the time the server gives it.
+func whileNotReady(ctx context.Context, f func() error) error {
+	wait := 100 * time.Millisecond
+	for {
+		err := f()
+		var notReady *serviceerror.WorkflowNotReady
+		var late *serviceerror.DeadlineExceeded
+		if !errors.As(err, &notReady) && !((errors.As(err, &late) || errors.Is(err, context.DeadlineExceeded)) && ctx.Err() == nil) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("the workflow could not take it until the context ended (%w): its workflow task keeps failing or timing out, or its workers are too busy to answer; look in their logs for why: %w", ctx.Err(), err)
+		case <-t.C:
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
 }

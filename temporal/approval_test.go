@@ -3,15 +3,22 @@ package temporal
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
@@ -217,5 +224,175 @@ func TestApprovalSurvivesAWorkerRestart(t *testing.T) {
 	}
 	if err := Answer(ctx, c, tree, answers[0]); err == nil {
 		t.Error("an answer to a finished tree was taken")
+	}
+}
+
+// breaker fails every workflow task of the workflows it intercepts that
+// applies the signal breakSignal, for as long as it is broken: their
+// tasks fail, then time out, and the server refuses queries and updates
+// to them until a task succeeds again.
+type breaker struct {
+	interceptor.WorkerInterceptorBase
+	broken atomic.Bool
+}
+
+const breakSignal = "test.break"
+
+func (b *breaker) InterceptWorkflow(ctx workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	return &breakerIn{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}, b: b}
+}
+
+type breakerIn struct {
+	interceptor.WorkflowInboundInterceptorBase
+	b *breaker
+}
+
+func (in *breakerIn) HandleSignal(ctx workflow.Context, s *interceptor.HandleSignalInput) error {
+	if s.SignalName == breakSignal && in.b.broken.Load() {
+		panic("broken on purpose")
+	}
+	return in.Next.HandleSignal(ctx, s)
+}
+
+// notReadySeen tells, by closing seen, that the server refused a query or
+// an update because the workflow's task was failing.
+type notReadySeen struct {
+	interceptor.ClientInterceptorBase
+	query, update chan struct{}
+}
+
+func (n *notReadySeen) InterceptClient(next interceptor.ClientOutboundInterceptor) interceptor.ClientOutboundInterceptor {
+	return &notReadyOut{ClientOutboundInterceptorBase: interceptor.ClientOutboundInterceptorBase{Next: next}, n: n}
+}
+
+type notReadyOut struct {
+	interceptor.ClientOutboundInterceptorBase
+	n *notReadySeen
+}
+
+func seen(err error, ch chan struct{}) {
+	var nr *serviceerror.WorkflowNotReady
+	if errors.As(err, &nr) {
+		select {
+		case <-ch:
+		default:
+			close(ch)
+		}
+	}
+}
+
+func (o *notReadyOut) QueryWorkflow(ctx context.Context, in *interceptor.ClientQueryWorkflowInput) (converter.EncodedValue, error) {
+	v, err := o.Next.QueryWorkflow(ctx, in)
+	seen(err, o.n.query)
+	return v, err
+}
+
+func (o *notReadyOut) UpdateWorkflow(ctx context.Context, in *interceptor.ClientUpdateWorkflowInput) (client.WorkflowUpdateHandle, error) {
+	h, err := o.Next.UpdateWorkflow(ctx, in)
+	seen(err, o.n.update)
+	return h, err
+}
+
+// While the tree's workflow task keeps failing, the server refuses to be
+// asked what it waits on and to take answers; Pending and Answer wait it
+// out, and the answer is taken once, when a task succeeds again.
+func TestPendingAndAnswerWaitOutAFailingWorkflowTask(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	watch := &notReadySeen{query: make(chan struct{}), update: make(chan struct{})}
+	c, err := client.DialContext(ctx, client.Options{HostPort: hostPort, Namespace: ns, Interceptors: []interceptor.ClientInterceptor{watch},
+		Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	queue := fmt.Sprintf("deputy-not-ready-%d", time.Now().UnixNano())
+	var paid atomic.Int64
+	brk := &breaker{}
+	w := worker.New(c, queue, worker.Options{Interceptors: []interceptor.WorkerInterceptor{brk}})
+	lead := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		if last := req.Messages[len(req.Messages)-1]; last.Role == provider.RoleTool {
+			return provider.AssistantMessage("lead: " + last.Content), nil
+		}
+		return provider.AssistantMessage("", provider.ToolCall{ID: "c1", Name: "pay", Arguments: json.RawMessage(`{"amount":1}`)}), nil
+	}}
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": lead}, Tools: payTools(t, &paid)})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	tree := "not-ready-" + queue
+	// Each failed task after the first times out, in a second.
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tree, TaskQueue: queue, WorkflowTaskTimeout: time.Second}, AgentWorkflowName,
+		RunInput{Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"pay"}}, Text: "pay"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pending []tool.Interrupt
+	for len(pending) == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the tree never asked")
+		}
+		time.Sleep(50 * time.Millisecond)
+		if pending, err = Pending(ctx, c, tree); err != nil {
+			t.Fatal(err)
+		}
+	}
+	brk.broken.Store(true)
+	if err := c.SignalWorkflow(ctx, tree, "", breakSignal, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The server refuses them from the third attempt of a task on.
+	for {
+		d, err := c.DescribeWorkflowExecution(ctx, tree, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.GetPendingWorkflowTask().GetAttempt() >= 3 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the workflow task never failed three times")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	type result struct {
+		pending []tool.Interrupt
+		err     error
+	}
+	asked, answered := make(chan result, 1), make(chan error, 1)
+	go func() {
+		p, err := Pending(ctx, c, tree)
+		asked <- result{p, err}
+	}()
+	go func() {
+		answered <- Answer(ctx, c, tree, tool.Answer{InterruptID: pending[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)})
+	}()
+	// Once the server has refused both, the tasks succeed again.
+	for _, ch := range []chan struct{}{watch.query, watch.update} {
+		select {
+		case <-ch:
+		case r := <-asked:
+			t.Fatalf("Pending returned %v, %v while the workflow task was failing", r.pending, r.err)
+		case err := <-answered:
+			t.Fatalf("Answer returned %v while the workflow task was failing", err)
+		case <-ctx.Done():
+			t.Fatal("the server never refused a query and an update while the workflow task was failing")
+		}
+	}
+	brk.broken.Store(false)
+	if r := <-asked; r.err != nil {
+		t.Fatalf("Pending, once the workflow task succeeds again: %v", r.err)
+	}
+	if err := <-answered; err != nil {
+		t.Fatalf("Answer, once the workflow task succeeds again: %v", err)
+	}
+	var out RunOutput
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Answer != "lead: paid 1" || paid.Load() != 1 {
+		t.Fatalf("answer %q after %d payments, want one", out.Answer, paid.Load())
 	}
 }
