@@ -41,7 +41,7 @@ type jobTable struct {
 	wg      sync.WaitGroup
 	owned   bool          // close runs at the end of the run
 	closed  bool          // the run has ended: no new jobs
-	changed chan struct{} // closed, and replaced, when a job ends (see ended)
+	changed chan struct{} // made by a waiter, closed when a job ends (see ended)
 	// lasting: the table is a thread's (WithJobsAcrossTurns), whose jobs
 	// outlive the runs that start them; owner is the thread's owner. em
 	// is the sink of the thread's run running now (see attach), gen
@@ -120,7 +120,7 @@ const jobMargin = 3*50 + 2*30
 // events carry that sub-agent run id, and its terminal event comes when the
 // job ends. A traced run gets a span for the job, a child of the spawning
 // call's span that lasts as long as the job.
-func (s *Spawner) startJob(ctx context.Context, sc *spawnCall, callID, task string, args json.RawMessage) (*job, error) {
+func (s *Spawner) startJob(ctx context.Context, sc *spawnCall, callID string, a spawnArgs) (*job, error) {
 	jt := s.jobs(ctx)
 	if jt == nil {
 		return nil, tool.Correctable(fmt.Errorf("%s: background jobs need a running agent to own them: call without background", SpawnToolName))
@@ -128,7 +128,11 @@ func (s *Spawner) startJob(ctx context.Context, sc *spawnCall, callID, task stri
 	if err := s.admitJob(ctx, jt, callID); err != nil {
 		return nil, err
 	}
-	return s.launch(ctx, jt, sc, callID, &jobRecord{Task: task, Args: args})
+	r := &jobRecord{Task: a.Task}
+	if jt.lasting && s.cfg.jobStore != nil {
+		r.Args = a.task() // kept with the job (see storeJob)
+	}
+	return s.launch(ctx, jt, sc, callID, r)
 }
 
 // launch starts the job of sc in jt: a new one, or one read back from the
@@ -162,7 +166,11 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 	// of its own.
 	base := run.Context(ctx)
 	j := &job{id: jobID, runID: runID, agent: who.def.Name, task: r.Task, done: make(chan struct{}), args: r.Args, started: r.Started}
-	j.box = mailbox.New(func() { s.progressed(jt, j) })
+	var progressed func()
+	if jt.lasting && s.cfg.jobStore != nil {
+		progressed = func() { s.progressed(jt, j) } // its progress is kept (storeJob)
+	}
+	j.box = mailbox.New(progressed)
 	if j.started.IsZero() {
 		j.started = s.cfg.now()
 	}
@@ -290,9 +298,21 @@ func (jt *jobTable) markEnd(j *job) {
 // ended wakes whoever waits for a job of the table to end.
 func (jt *jobTable) ended() {
 	jt.mu.Lock()
-	close(jt.changed)
-	jt.changed = make(chan struct{})
+	if jt.changed != nil {
+		close(jt.changed)
+		jt.changed = nil // the next waiter makes one (waitChange)
+	}
 	jt.mu.Unlock()
+}
+
+// waitChange returns a channel closed when a job of the table ends next.
+func (jt *jobTable) waitChange() <-chan struct{} {
+	jt.mu.Lock()
+	defer jt.mu.Unlock()
+	if jt.changed == nil {
+		jt.changed = make(chan struct{})
+	}
+	return jt.changed
 }
 
 // jobs returns the run's job table, creating it and arranging its cleanup
@@ -302,7 +322,7 @@ func (s *Spawner) jobs(ctx context.Context) *jobTable {
 	if k, ok := s.threadOf(ctx); ok {
 		return s.threadTable(ctx, k, true)
 	}
-	jt := run.Local(ctx, jobsKey{s}, func() any { return &jobTable{jobs: map[string]*job{}, changed: make(chan struct{})} }).(*jobTable)
+	jt := run.Local(ctx, jobsKey{s}, func() any { return &jobTable{jobs: map[string]*job{}} }).(*jobTable)
 	jt.mu.Lock()
 	defer jt.mu.Unlock()
 	if !jt.owned {

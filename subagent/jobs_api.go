@@ -119,7 +119,7 @@ func (js *Jobs) Start(ctx context.Context, t Task) (JobStatus, error) {
 	if err != nil {
 		return JobStatus{}, err
 	}
-	j, err := s.startJob(ctx, sc, "", a.Task, a.task())
+	j, err := s.startJob(ctx, sc, "", a)
 	if err != nil {
 		return JobStatus{}, err
 	}
@@ -204,9 +204,7 @@ func (js *Jobs) await(ctx context.Context, targets []*job, w WaitFor) error {
 		timeout = t.C
 	}
 	for {
-		js.jt.mu.Lock()
-		changed := js.jt.changed
-		js.jt.mu.Unlock()
+		changed := js.jt.waitChange()
 		ended := 0
 		for _, j := range targets {
 			if j.ended() {

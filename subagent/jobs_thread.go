@@ -115,7 +115,7 @@ func (s *Spawner) threadTable(ctx context.Context, k threadKey, create bool) *jo
 			if ts.tables == nil {
 				ts.tables = map[threadKey]*jobTable{}
 			}
-			jt = &jobTable{jobs: map[string]*job{}, changed: make(chan struct{}), lasting: true, owner: k.owner, key: k, touched: s.cfg.now()}
+			jt = &jobTable{jobs: map[string]*job{}, lasting: true, owner: k.owner, key: k, touched: s.cfg.now()}
 			for _, j := range ended {
 				jt.addEnded(j)
 			}

@@ -427,7 +427,7 @@ func (s *Spawner) Call(ctx context.Context, call tool.Call) (tool.Result, error)
 			// as far as starting the job again counts it from there.
 			sc.spentKey = js.Prefix + "spent"
 		}
-		j, err := s.startJob(ctx, sc, call.ID, a.Task, a.task())
+		j, err := s.startJob(ctx, sc, call.ID, a)
 		if err != nil {
 			return tool.Result{}, err
 		}
