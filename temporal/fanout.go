@@ -85,12 +85,9 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 		case contains(spec.Tools, call.Name):
 		case (isSub || isSpawn) && depth >= spec.maxDepth():
 			results[i] = ToolResult{Content: fmt.Sprintf("%v: %q cannot delegate further", subagent.ErrMaxDepth, call.Name), IsError: true}
-		case isSpawn && spec.MaxSpawns > 0 && *spawns >= spec.MaxSpawns:
-			results[i] = ToolResult{Content: fmt.Sprintf("%v: %d spawns per run; answer with what you have", subagent.ErrMaxSpawns, spec.MaxSpawns), IsError: true}
 		case isSub || isSpawn:
-			if isSpawn {
-				*spawns++
-			}
+			// A spawn counts against Spec.MaxSpawns once the policy let
+			// it go on (below).
 			d := &delegation{tn: tn, call: call, sub: sub, isSpawn: isSpawn, id: fmt.Sprintf("%s.%d-%s", idPrefix, i, call.Name)}
 			d.background = isSpawn && backgroundAsked(call) && tn.jobs.offered() && tn.jobs.enabled(ctx)
 			delegations[i] = d
@@ -115,6 +112,13 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 			decided[i] = checks.decided(k, ins[k])
 		}
 	}
+	for _, i := range at {
+		// In order, the spawns the policy did not refuse count, up to
+		// Spec.MaxSpawns; one asked about counts once it goes on.
+		if d := delegations[i]; d.isSpawn && decided[i].Refused == "" && len(decided[i].Asked) == 0 && !countSpawn(spec, spawns) {
+			delegations[i], results[i] = nil, maxSpawnsResult(spec)
+		}
+	}
 
 	// start starts call i, or decides it at once (false).
 	start := func(i int) bool {
@@ -125,6 +129,10 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 				wait(i, func(gctx workflow.Context) error {
 					if err := d.askRounds(gctx, d.checkInput(), &v); err != nil {
 						return err
+					}
+					if v.Refused == "" && d.isSpawn && !countSpawn(spec, spawns) {
+						results[i] = maxSpawnsResult(spec)
+						return nil
 					}
 					if res, done := d.handOff(v); done {
 						results[i] = res
@@ -228,4 +236,19 @@ func (d *delegation) goOn(ctx workflow.Context, await func(workflow.Future, func
 			done(res, nil)
 		})
 	})
+}
+
+// countSpawn counts a spawn that goes on against Spec.MaxSpawns, or
+// reports false when the run has started as many as it may.
+func countSpawn(spec Spec, spawns *int) bool {
+	if spec.MaxSpawns > 0 && *spawns >= spec.MaxSpawns {
+		return false
+	}
+	*spawns++
+	return true
+}
+
+// maxSpawnsResult is what the model reads for a spawn past Spec.MaxSpawns.
+func maxSpawnsResult(spec Spec) ToolResult {
+	return ToolResult{Content: fmt.Sprintf("%v: %d spawns per run; answer with what you have", subagent.ErrMaxSpawns, spec.MaxSpawns), IsError: true}
 }

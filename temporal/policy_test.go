@@ -452,3 +452,45 @@ func TestPolicyAsksBeforeAHandOffOnTemporal(t *testing.T) {
 		}
 	}
 }
+
+// denyTask is a rule that denies handing a sub-agent the task it names.
+type denyTask string
+
+func (d denyTask) Name() string { return "no-" + string(d) }
+
+func (d denyTask) Decide(_ context.Context, c *policy.Check) policy.Decision {
+	if c.Point == policy.BeforeDelegation && c.Task == string(d) {
+		return policy.Denied(string(d) + " is not handed off")
+	}
+	return policy.Decision{}
+}
+
+// A spawn the policy denied starts no child, and so does not count
+// against Spec.MaxSpawns, as a call the policy denies in process never
+// reaches the spawn tool: of three spawns under a limit of two, one
+// denied, the other two run.
+func TestDeniedSpawnDoesNotCountOnTemporal(t *testing.T) {
+	pol, err := policy.New(denyTask("part 0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := fanOut(3)
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Policy: pol})
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Spawn: true, MaxSpawns: 2}, Text: "do it"})
+	var out RunOutput
+	if err := env.GetWorkflowResult(&out); err != nil {
+		t.Fatal(err)
+	}
+	var results []string
+	for _, m := range out.Messages {
+		if m.Role == provider.RoleTool {
+			results = append(results, m.Content)
+		}
+	}
+	if len(results) != 3 || !strings.Contains(results[0], "part 0 is not handed off") || results[1] != "done: part 1" || results[2] != "done: part 2" {
+		t.Fatalf("the spawns ended %q; want part 0 denied, parts 1 and 2 done", results)
+	}
+	if calls, _ := p.total(); calls != 4 {
+		t.Fatalf("%d model calls, want the lead's 2 and 2 children's", calls)
+	}
+}

@@ -75,6 +75,8 @@ type Spec struct {
 	// kind (same provider and tools, fresh history, no sub-agents).
 	Spawn bool `json:"spawn,omitempty"`
 	// MaxSpawns caps spawn_subagent calls in one run; zero means no cap.
+	// A call the workers' policy refuses starts no child and does not
+	// count.
 	MaxSpawns int `json:"max_spawns,omitempty"`
 	// Background, with Spawn, lets the model start forks in the
 	// background (spawn_subagent with background=true) and act on them
