@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -33,6 +34,14 @@ type keptWorld struct {
 	dig    chan struct{}
 	inDig  chan struct{}
 
+	// log, if set, gets a line for each side effect, each model answer of
+	// the job and the job's id, outliving a process that is killed;
+	// killAt kills the process as the job's model is asked for that
+	// answer (1: the first).
+	log    *os.File
+	killAt int64
+	kill   func()
+
 	mu        sync.Mutex
 	forkUsage provider.Usage // what the job's model calls were billed
 	firstReq  provider.Request
@@ -49,7 +58,11 @@ func (w *keptWorld) Complete(ctx context.Context, req provider.Request) (provide
 		return provider.Response{Message: provider.AssistantMessage(s), Usage: u}
 	}
 	if strings.HasPrefix(req.System, subagent.DefaultForkPrompt[:20]) {
-		w.forks.Add(1)
+		if n := w.forks.Add(1); n == w.killAt && w.kill != nil {
+			w.kill()
+			<-ctx.Done() // the signal is on its way
+		}
+		w.note("answer")
 		w.mu.Lock()
 		w.forkUsage = w.forkUsage.Add(u)
 		w.lastFork = req
@@ -81,6 +94,13 @@ func (w *keptWorld) Complete(ctx context.Context, req provider.Request) (provide
 	return text("ok"), nil
 }
 
+// note writes a line to the log, if any.
+func (w *keptWorld) note(line string) {
+	if w.log != nil {
+		_, _ = w.log.WriteString(line + "\n")
+	}
+}
+
 // process is one life of the program: a store, a spawner over it and a
 // lead.
 type process struct {
@@ -94,6 +114,7 @@ func (w *keptWorld) start(opts ...subagent.SpawnOption) *process {
 	effect := tool.Func{Def: tool.Definition{Name: "effect", Parameters: json.RawMessage(`{"type":"object"}`)},
 		Fn: func(context.Context, tool.Call) (tool.Result, error) {
 			w.effect.Add(1)
+			w.note("effect")
 			return tool.Result{Content: "done"}, nil
 		}}
 	dig := tool.Func{Def: tool.Definition{Name: "dig", Parameters: json.RawMessage(`{"type":"object"}`)},
