@@ -130,9 +130,10 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (reply ModelRep
 	in.Request.Tools = a.definitions(in.Request.Tools)
 	ctx, stop := heartbeat(ctx)
 	defer stop()
+	em := a.emitter(in.Trace)
 	if pol := a.rt.Policy; pol != nil {
 		chk := policy.Check{Point: policy.BeforeModel, Request: &in.Request}
-		out := pol.Decide(runtime.WithPlace(ctx, in.Path, in.Depth), &chk)
+		out := pol.Decide(em.scope(runtime.WithPlace(ctx, in.Path, in.Depth)), &chk)
 		if out.Verdict == policy.Deny {
 			return ModelReply{}, sdktemporal.NewNonRetryableApplicationError(out.Err(&chk).Error(), ErrTypePolicy, nil)
 		}
@@ -143,7 +144,6 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (reply ModelRep
 			return ModelReply{}, err
 		}
 	}
-	em := a.emitter(in.Trace)
 	em.before(in.Request)
 	resp, err := p.Complete(ctx, in.Request)
 	if err != nil {
@@ -328,7 +328,7 @@ func (a *Activities) CallTool(ctx context.Context, in ToolCall) (ToolResult, err
 	}
 	ctx, stop := heartbeat(ctx)
 	defer stop()
-	ctx = runtime.WithPlace(policy.With(ctx, a.rt.Policy), in.Path, in.Depth)
+	ctx = a.emitter(in.Trace).scope(runtime.WithPlace(policy.With(ctx, a.rt.Policy), in.Path, in.Depth))
 	if len(in.Answers) > 0 {
 		var err error
 		if ctx, err = tool.Resume(ctx, &tool.Interrupted{Interrupts: in.Asked}, in.Answers...); err != nil {
@@ -492,6 +492,7 @@ func (a *Activities) Guard(ctx context.Context, in GuardCall) (Guarded, error) {
 // allows everything as it is.
 func (a *Activities) CheckDelegation(ctx context.Context, in Delegation) (Delegated, error) {
 	pol := a.rt.Policy
+	ctx = a.emitter(in.Trace).scope(ctx)
 	if in.After {
 		out := Delegated{Result: in.Result, IsError: in.IsError}
 		if pol != nil {

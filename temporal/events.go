@@ -92,6 +92,16 @@ func (a *Activities) emitter(t *Trace) emitter {
 
 func (em emitter) on() bool { return em.sink != nil }
 
+// scope is ctx whose events go to the run's tree, attributed to the run:
+// what a policy decides under it (a CUSTOM policy.EventName event), as in
+// process, and what a tool or an agent run under it emits.
+func (em emitter) scope(ctx context.Context) context.Context {
+	if !em.on() {
+		return ctx
+	}
+	return event.WithSubagent(event.WithSink(ctx, treeSink{em}), em.t.Subagent)
+}
+
 // emit publishes e as the run's own: attributed to its sub-agent run.
 func (em emitter) emit(e event.Event) {
 	if em.sink == nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -290,5 +291,61 @@ func TestChildPastItsCostLimitIsNotAnnouncedFinished(t *testing.T) {
 	}
 	if finished != 0 || failed != 1 {
 		t.Errorf("%d SUBAGENT_FINISHED and %d SUBAGENT_ERROR for a fork that failed at its cost limit, want 0 and 1", finished, failed)
+	}
+}
+
+// Every decision of the workers' policy is an event of the tree, as in
+// process (a CUSTOM policy.EventName event on the run's sink), attributed
+// to the run that made the call: each model call, each tool call and its
+// result, each hand-off and each child's answer.
+func TestPolicyDecisionsAreEventsOnTemporal(t *testing.T) {
+	w := &watcher{points: map[policy.Point]int{}, tools: map[string]int{}}
+	pol, err := policy.New(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := NewHub()
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": eventsScript()}, Tools: addTool(t), Events: hub, Policy: pol})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "tree-p"})
+	var rec recorder
+	defer hub.Subscribe(event.WithSink(context.Background(), &rec), "tree-p")()
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"add"}, Spawn: true}, Text: "go"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{} // "point tool by" (by: lead or fork)
+	for _, e := range rec.events {
+		if e.Type != event.Custom || e.Name != policy.EventName {
+			continue
+		}
+		var v struct {
+			Point, Verdict, Tool string
+		}
+		if err := json.Unmarshal(e.Value, &v); err != nil || v.Verdict != "allow" {
+			t.Fatalf("%s value %s: want a decision to allow (%v)", policy.EventName, e.Value, err)
+		}
+		by := "lead"
+		if e.SubagentRunID != "" {
+			by = "fork"
+		}
+		got[v.Point+" "+v.Tool+" "+by]++
+	}
+	want := map[string]int{
+		"model  lead": 2, "model  fork": 2,
+		"tool add lead": 1, "result add lead": 1,
+		"tool spawn_subagent lead": 2, "delegation spawn_subagent lead": 2, "result spawn_subagent lead": 2,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("policy events by point, tool and run (-want +got):\n%s", diff)
+	}
+	decided, events := 0, 0
+	for _, c := range w.points {
+		decided += c
+	}
+	for _, c := range got {
+		events += c
+	}
+	if decided != events {
+		t.Errorf("the policy made %d decisions and %d events tell of them, want one each", decided, events)
 	}
 }

@@ -368,6 +368,9 @@ type Delegation struct {
 	After   bool   `json:"after,omitempty"`
 	Result  string `json:"result,omitempty"`
 	IsError bool   `json:"is_error,omitempty"`
+	// Trace places the caller in its tree, for the events of the
+	// policy's decisions.
+	Trace *Trace `json:"trace,omitempty"`
 }
 
 // Delegated is what the delegation check decided.

@@ -715,7 +715,7 @@ func (d *delegation) rest(ctx workflow.Context, checked bool) (ToolResult, error
 
 // checkInput is what the policy is asked before the hand-off.
 func (d *delegation) checkInput() Delegation {
-	return Delegation{Call: d.call, Factory: d.factory(), Spawn: d.isSpawn, Depth: d.tn.depth, Path: d.tn.path}
+	return Delegation{Call: d.call, Factory: d.factory(), Spawn: d.isSpawn, Depth: d.tn.depth, Path: d.tn.path, Trace: d.tn.trace}
 }
 
 // handOff applies what the check decided to the call: done, with the
@@ -767,7 +767,7 @@ func (d *delegation) answer(ctx workflow.Context, f workflow.Future, checked boo
 	if err != nil {
 		res = ToolResult{Content: capText(fmt.Sprintf("%s failed: %v", d.call.Name, err), d.tn.spec.maxOutput()), IsError: true, Usage: usageOf(err), Cost: costOf(err)}
 	}
-	return res, nil, &Delegation{Call: d.call, Depth: d.tn.depth, Path: d.tn.path, After: true, Result: res.Content, IsError: res.IsError}
+	return res, nil, &Delegation{Call: d.call, Depth: d.tn.depth, Path: d.tn.path, After: true, Result: res.Content, IsError: res.IsError, Trace: d.tn.trace}
 }
 
 // check runs the delegation check until it decides, asking the person
