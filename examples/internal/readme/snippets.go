@@ -22,6 +22,7 @@ import (
 	"log"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agui"
@@ -324,6 +325,42 @@ func threadLead(model provider.Provider, tools *tool.Registry) (*agent.React, *s
 func turn(ctx context.Context, lead *agent.React, thread, text string) (string, error) {
 	out, err := lead.Run(agent.WithThread(ctx, thread), agent.Input{Text: text})
 	return out.Answer, err
+}
+
+// end of snippet
+
+// snippet of docs/background.md
+// keptLead returns a lead whose threads' background children are kept in
+// the SQLite file at path: a process started again over the same file
+// tells each thread's next turn of the jobs that ended meanwhile, and
+// runs on from its journal each job that was running. Close the spawner,
+// then the store, when done.
+func keptLead(model provider.Provider, tools *tool.Registry, path string) (*agent.React, *subagent.Spawner, *store.Store, error) {
+	b, err := sqlite.Open(path)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	st, err := store.New(b)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	spawner, err := subagent.NewSpawner(model, tools,
+		subagent.WithJobsAcrossTurns(nil),
+		subagent.WithJobStore(st),
+		subagent.WithJobTTL(24*time.Hour), // the default: swept a day after the thread's last turn
+	)
+	if err != nil {
+		st.Close()
+		return nil, nil, nil, err
+	}
+	if err := tools.Register(spawner); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := tools.Register(spawner.JobsTool()); err != nil {
+		return nil, nil, nil, err
+	}
+	lead, err := agent.NewReact(model, agent.WithName("lead"), agent.WithRegistry(tools))
+	return lead, spawner, st, err
 }
 
 // end of snippet
