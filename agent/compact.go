@@ -11,6 +11,7 @@ import (
 
 	"github.com/deputy-go/deputy/internal/compact"
 	"github.com/deputy-go/deputy/internal/errcode"
+	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -259,13 +260,13 @@ func (s *runState) summary(step int, older []provider.Message) (string, error) {
 			return resp.Message.Content, nil
 		}
 	}
-	text, usage, model, err := s.summarize(older)
+	text, paid, err := s.summarize(older)
 	if err != nil {
 		return "", err
 	}
 	if s.journal != nil {
-		resp := provider.Response{Message: provider.AssistantMessage(text), Usage: usage, Model: model}
-		if err := s.journal.recordAnswer(context.WithoutCancel(s.ctx), key, resp, resp.Message, false); err != nil {
+		resp := provider.Response{Message: provider.AssistantMessage(text), Usage: paid.Usage, Model: paid.Model}
+		if err := s.journal.recordAnswer(context.WithoutCancel(s.ctx), key, resp, resp.Message, false, paid); err != nil {
 			return "", err
 		}
 	}
@@ -277,27 +278,29 @@ func (s *runState) summary(step int, older []provider.Message) (string, error) {
 // twice (the provider refused the first result as too long) records two
 // summaries.
 func (s *runState) summaryKey(step int) string {
-	return s.journal.stepKey(step) + "/summary-" + strconv.Itoa(s.compactions+1)
+	return journal.SummaryKey(s.journal.stepKey(step), s.compactions+1)
 }
 
-// summarize makes the summary of older and returns it with what it cost and
-// the model that wrote it ("" for Summarize).
-func (s *runState) summarize(older []provider.Message) (text string, usage provider.Usage, model string, err error) {
+// summarize makes the summary of older and returns it with what it cost,
+// as the run's ledger counted it, and the model that wrote it ("" for
+// Summarize).
+func (s *runState) summarize(older []provider.Message) (text string, paid provider.ModelUsage, err error) {
 	c := s.r.compaction
 	defer func() {
 		if p := recover(); p != nil {
-			text, model, err = "", "", fmt.Errorf("the summarizer panicked: %v", p)
+			text, paid, err = "", provider.ModelUsage{}, fmt.Errorf("the summarizer panicked: %v", p)
 		}
 	}()
+	var usage provider.Usage
 	if c.Summarize != nil {
 		text, err = c.Summarize(s.ctx, older)
 		if err == nil {
 			err = s.ctx.Err()
 		}
 		if err != nil {
-			return "", usage, "", err
+			return "", provider.ModelUsage{Usage: usage}, err
 		}
-		return c.bounds().CapSummary(text), usage, model, nil
+		return c.bounds().CapSummary(text), paid, nil
 	}
 	p, model := c.Summarizer, c.SummaryModel
 	if p == nil {
@@ -319,14 +322,14 @@ func (s *runState) summarize(older []provider.Message) (text string, usage provi
 		_, dflt := s.r.spanIdentity()
 		out := s.room(lim, est, name, cmp.Or(req.Model, dflt), false)
 		if out < 1 {
-			return "", usage, "", s.noRoom(est, lim)
+			return "", provider.ModelUsage{Usage: usage}, s.noRoom(est, lim)
 		}
 		req.MaxTokens = int(min(int64(req.MaxTokens), out))
 	}
 	if s.policy != nil {
 		var err error
 		if req, err = s.guardModel(req); err != nil {
-			return "", usage, "", err
+			return "", provider.ModelUsage{Usage: usage}, err
 		}
 	}
 	resp, err := p.Complete(s.ctx, req)
@@ -337,15 +340,16 @@ func (s *runState) summarize(older []provider.Message) (text string, usage provi
 		if resp.Model != "" {
 			m = resp.Model
 		}
-		s.spend(name, m, usage)
-		model = m
+		paid = s.spend(name, m, usage)
+	} else {
+		paid.Model = model
 	}
 	if err != nil {
-		return "", usage, "", fmt.Errorf("the summary's model call: %w", err)
+		return "", provider.ModelUsage{Usage: usage}, fmt.Errorf("the summary's model call: %w", err)
 	}
 	text = strings.TrimSpace(resp.Message.Content)
 	if text == "" {
-		return "", usage, "", errors.New("the summarizer answered with no text (stop reason " + strconv.Quote(string(resp.StopReason)) + "): check its model and prompt")
+		return "", provider.ModelUsage{Usage: usage}, errors.New("the summarizer answered with no text (stop reason " + strconv.Quote(string(resp.StopReason)) + "): check its model and prompt")
 	}
-	return c.bounds().CapSummary(text), usage, model, nil
+	return c.bounds().CapSummary(text), paid, nil
 }

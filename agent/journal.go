@@ -45,7 +45,7 @@ func (r *React) journalFor(ctx context.Context) *runJournal {
 	return &runJournal{scope: js, key: js.Next("run." + r.name)}
 }
 
-func (j *runJournal) stepKey(step int) string { return j.key + "/m" + strconv.Itoa(step) }
+func (j *runJournal) stepKey(step int) string { return journal.StepKey(j.key, step) }
 
 func callKey(stepKey string, i int) string { return stepKey + "/c" + strconv.Itoa(i) }
 
@@ -102,14 +102,20 @@ func (j *runJournal) wrappedUp(step string) bool {
 }
 
 // recordAnswer records the step's answer, its calls with the ids the run
-// gave them, before any of the calls runs.
-func (j *runJournal) recordAnswer(ctx context.Context, step string, resp provider.Response, msg provider.Message, wrapUp bool) error {
+// gave them, before any of the calls runs, and what it cost (paid, as the
+// run's ledger counted it), so that a run of the turn that does not get
+// as far as replaying it still counts it (journal.Scope.Paid).
+func (j *runJournal) recordAnswer(ctx context.Context, step string, resp provider.Response, msg provider.Message, wrapUp bool, paid provider.ModelUsage) error {
 	a := recordedAnswer{StopReason: resp.StopReason, Model: resp.Model, WrapUp: wrapUp}
 	for _, c := range msg.ToolCalls {
 		a.ToolCalls = append(a.ToolCalls, recordedCall{ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)})
 	}
 	value, _ := json.Marshal(a) // strings only: it cannot fail
-	if err := j.scope.J.Record(ctx, step, journal.Entry{Content: msg.Content, Value: value, Usage: resp.Usage}); err != nil {
+	e := journal.Entry{Content: msg.Content, Value: value, Usage: resp.Usage}
+	if !paid.Usage.IsZero() {
+		e.Models = []provider.ModelUsage{paid}
+	}
+	if err := j.scope.J.Record(ctx, step, e); err != nil {
 		return fmt.Errorf("recording the model's answer in the journal: %w: resume the turn when the store is back", err)
 	}
 	return nil
@@ -189,7 +195,7 @@ func (c *callRecorder) hook(ctx context.Context, call tool.Call) (context.Contex
 	// recorded with its result, for the run that replays it to count.
 	cctx, spent := ledger.With(journal.With(ctx, child))
 	var paid *journal.Entry
-	if e, ok := c.j.scope.J.Lookup(c.j.scope.Spent(key)); ok && !again {
+	if e, ok := c.j.scope.Paid(key); ok && !again {
 		paid = &e
 	}
 	var inner func(tool.Result, error)

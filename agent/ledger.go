@@ -1,9 +1,8 @@
 package agent
 
 import (
-	"strconv"
-
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
@@ -12,12 +11,12 @@ import (
 // account adds what one model call spent to the run's ledger, under the
 // provider's name and the model that answered (the one asked for, when the
 // reply does not say).
-func (s *runState) account(req provider.Request, resp provider.Response) {
+func (s *runState) account(req provider.Request, resp provider.Response) provider.ModelUsage {
 	if resp.Queued > 0 {
 		run.Count(s.ctx, run.Queued)
 	}
 	if resp.Usage.IsZero() {
-		return
+		return provider.ModelUsage{}
 	}
 	name, model := s.r.spanIdentity()
 	if resp.Model != "" {
@@ -25,7 +24,7 @@ func (s *runState) account(req provider.Request, resp provider.Response) {
 	} else if req.Model != "" {
 		model = req.Model
 	}
-	s.spend(name, model, resp.Usage)
+	return s.spend(name, model, resp.Usage)
 }
 
 // price is what resp cost at the run's prices, and what the prompt
@@ -45,15 +44,15 @@ func (s *runState) price(req provider.Request, resp provider.Response) (dollars,
 }
 
 // spend adds u, spent by one call to model of providerName, to the run's
-// ledger, priced at the run's prices, and to its cost, and returns what it
-// cost (0 when unpriced).
-func (s *runState) spend(providerName, model string, u provider.Usage) float64 {
+// ledger, priced at the run's prices, and to its cost, and returns it as
+// the ledger counted it, with what it cost (0 when unpriced).
+func (s *runState) spend(providerName, model string, u provider.Usage) provider.ModelUsage {
 	return s.count(providerName, model, u, false)
 }
 
 // count is spend; earlier marks u as spent by an earlier run of the turn
 // (see respendAnswer).
-func (s *runState) count(providerName, model string, u provider.Usage, earlier bool) float64 {
+func (s *runState) count(providerName, model string, u provider.Usage, earlier bool) provider.ModelUsage {
 	var dollars, saved float64
 	p, priced := run.PriceOf(s.ctx, providerName, model)
 	if priced {
@@ -79,7 +78,7 @@ func (s *runState) count(providerName, model string, u provider.Usage, earlier b
 			s.em.Emit(event.Event{Type: event.Custom, Name: UsageEvent, Value: ledger.CallJSON(m)})
 		}
 	}
-	return dollars
+	return m
 }
 
 // UsageEvent names the CUSTOM event a run emits after each model call it
@@ -155,9 +154,8 @@ func (s *runState) respendUnread() {
 	found := 0
 	for step := 0; ; step++ {
 		stepKey := s.journal.stepKey(step)
-		prefix := stepKey + "/summary-"
 		for k := 1; k <= found+1; k++ {
-			key := prefix + strconv.Itoa(k)
+			key := journal.SummaryKey(stepKey, k)
 			resp, ok := s.journal.answer(key)
 			if !ok {
 				continue
@@ -188,9 +186,9 @@ func (s *runState) respendUnread() {
 			key := callKey(stepKey, i)
 			e, ok := s.journal.scope.J.Lookup(key)
 			if !ok {
-				// Stopped unfinished, what it paid for recorded (a
-				// background job's too, under the call that spawned it).
-				e, ok = s.journal.scope.J.Lookup(s.journal.scope.Spent(key))
+				// Stopped unfinished: what it paid for (a background
+				// job's too, under the call that spawned it).
+				e, ok = s.journal.scope.Paid(key)
 			}
 			if ok {
 				ledger.Replay(s.ctx, e.Usage, e.Models)

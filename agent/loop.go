@@ -101,6 +101,7 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 		tools = nil
 	}
 	s.answered = step
+	var paid provider.ModelUsage // what the answer cost, as the ledger counted it
 	for retried := false; !replayed; retried = true {
 		var began time.Time
 		if r.logger != nil {
@@ -114,7 +115,7 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 		}
 		resp, err = s.complete(req, msgID)
 		s.usage = s.usage.Add(resp.Usage)
-		s.account(req, resp)
+		paid = s.account(req, resp)
 		if r.logger != nil {
 			s.logModelCall(step, resp, time.Since(began), err)
 		}
@@ -154,7 +155,7 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 		// Recorded even when the run was cancelled as the reply came: it
 		// is paid for, and the turn run again replays it instead of
 		// asking the model again.
-		if err := s.journal.recordAnswer(context.WithoutCancel(s.ctx), stepKey, resp, msg, wrapUp); err != nil && s.ctx.Err() == nil {
+		if err := s.journal.recordAnswer(context.WithoutCancel(s.ctx), stepKey, resp, msg, wrapUp, paid); err != nil && s.ctx.Err() == nil {
 			return "", false, err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +45,9 @@ type Journal struct {
 
 	mu      sync.Mutex
 	entries map[string]Entry
+	// under indexes the entries' keys by each prefix of theirs that ends
+	// in "/", for Keys.
+	under   map[string][]string
 	stamped bool // the journal's start is stored (SweepJournals)
 }
 
@@ -63,7 +67,7 @@ func (s *Store) Journal(ctx context.Context, turn string) (*Journal, error) {
 	if err := checkKey(turn); err != nil {
 		return nil, err
 	}
-	j := &Journal{s: s, turn: turn, prefix: nsJournal + turn + journalSep, entries: map[string]Entry{}}
+	j := &Journal{s: s, turn: turn, prefix: nsJournal + turn + journalSep, entries: map[string]Entry{}, under: map[string][]string{}}
 	// A journal opened with entries was stamped when its first was
 	// written.
 	items, err := s.b.List(ctx, j.prefix)
@@ -79,7 +83,9 @@ func (s *Store) Journal(ctx context.Context, turn string) (*Journal, error) {
 		if err := json.Unmarshal(payload, &e); err != nil {
 			return nil, fmt.Errorf("%w: journal entry %q: %v: delete the journal with DeleteJournal (its children run again)", ErrCorrupt, it.Key, err)
 		}
-		j.entries[strings.TrimPrefix(it.Key, j.prefix)] = e
+		key := strings.TrimPrefix(it.Key, j.prefix)
+		j.entries[key] = e
+		j.index(key)
 	}
 	j.stamped = len(j.entries) > 0
 	return j, nil
@@ -133,6 +139,55 @@ func (j *Journal) Lookup(key string) (Entry, bool) {
 	return e, ok
 }
 
+// Keys returns, in order, the keys of the entries whose keys start with
+// prefix: what one piece of work recorded under its own part of the
+// journal ("run.lead.0/m1/c0/"), the entries the journal was opened with
+// and those recorded since. It reads no database, and takes time in
+// proportion to the entries under prefix up to its last "/".
+func (j *Journal) Keys(prefix string) []string {
+	var keys []string
+	j.mu.Lock()
+	if dir := prefix[:strings.LastIndexByte(prefix, '/')+1]; dir != "" {
+		for _, k := range j.under[dir] {
+			if strings.HasPrefix(k, prefix) {
+				keys = append(keys, k)
+			}
+		}
+	} else {
+		for k := range j.entries {
+			if strings.HasPrefix(k, prefix) {
+				keys = append(keys, k)
+			}
+		}
+	}
+	j.mu.Unlock()
+	slices.Sort(keys)
+	return keys
+}
+
+// index adds key, new in entries, under each of its prefixes that end in
+// "/"; unindex takes it out again. The caller holds mu.
+func (j *Journal) index(key string) {
+	for i := range len(key) {
+		if key[i] == '/' {
+			j.under[key[:i+1]] = append(j.under[key[:i+1]], key)
+		}
+	}
+}
+
+func (j *Journal) unindex(key string) {
+	for i := range len(key) {
+		if key[i] == '/' {
+			dir := key[:i+1]
+			if ks := slices.DeleteFunc(j.under[dir], func(k string) bool { return k == key }); len(ks) > 0 {
+				j.under[dir] = ks
+			} else {
+				delete(j.under, dir)
+			}
+		}
+	}
+}
+
 // Record writes e under key, replacing an entry there, and returns once it
 // is stored (or could not be).
 func (j *Journal) Record(ctx context.Context, key string, e Entry) error {
@@ -175,6 +230,9 @@ func (j *Journal) start(key string, e Entry, now bool) (wait func(context.Contex
 	}
 	w := Write{Key: full, Value: rec, Version: AnyVersion}
 	j.mu.Lock()
+	if _, had := j.entries[key]; !had {
+		j.index(key)
+	}
 	j.entries[key] = e
 	stamp := !j.stamped
 	j.stamped = true
@@ -201,7 +259,10 @@ func (j *Journal) start(key string, e Entry, now bool) (wait func(context.Contex
 		case err := <-done:
 			if err != nil {
 				j.mu.Lock()
-				delete(j.entries, key)
+				if _, had := j.entries[key]; had {
+					delete(j.entries, key)
+					j.unindex(key)
+				}
 				j.mu.Unlock()
 				return fmt.Errorf("store: journal %q: recording %q: %w", j.turn, key, err)
 			}

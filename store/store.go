@@ -24,7 +24,8 @@
 // Any value that grows at its end is kept the same way with AppendPart
 // (fenced: Lock.AppendPart) and read back with ReadParts, which reads only
 // the parts added since a reader's Parts; ScopeKey names one scope's record, and DeleteScope deletes
-// them all. Journal opens the journal of a turn (agent.WithJournal), which
+// them all. Journal opens the journal of a turn (agent.WithJournal), whose
+// entries Keys lists by prefix, which
 // a turn that ends deletes (DeleteJournal) and SweepJournals clears when a
 // crash left it, after DefaultJournalTTL. Lock and TryLock take a key's
 // lease (WithLeaseTTL), renewed while it is held and lost (ErrLockLost)

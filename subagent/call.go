@@ -151,7 +151,7 @@ func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawM
 			ctx, op.stable = journalInvocation(ctx, js, key)
 			var spent *ledger.Ledger
 			ctx, spent = ledger.With(ctx)
-			if e, ok := js.J.Lookup(js.Spent(key)); ok {
+			if e, ok := js.Paid(key); ok {
 				// It stopped unfinished in an earlier run: see
 				// opening.paid.
 				op.paid, op.counted = &e, spent

@@ -324,7 +324,7 @@ func (t *SubAgentTool) journaled(ctx context.Context, js *journal.Scope, callID 
 	if !job {
 		op.spentKey = js.Spent(key)
 	}
-	if e, ok := js.J.Lookup(op.spentKey); ok {
+	if e, ok := js.PaidUnder(op.spentKey, js.Child(key).Prefix); ok {
 		op.paid, op.counted = &e, spent
 	}
 	res, err := t.invokeNow(cctx, callID, args, in, op)

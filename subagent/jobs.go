@@ -189,6 +189,12 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 			}
 		}
 	}
+	if js := journalFrom(ctx); js != nil {
+		// Its invocation is journaled in the spawning call's part of the
+		// turn's journal, where what it paid for is found when a run of
+		// the turn does not start it again (journal.Scope.Paid).
+		base = journal.With(base, js)
+	}
 	if jt.lasting {
 		base = journal.With(event.WithSink(context.WithoutCancel(base), event.SinkFunc(jt.relay)), own)
 	}

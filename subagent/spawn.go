@@ -668,7 +668,7 @@ func (sc *spawnCall) recorded(ctx context.Context) (key string, paid journal.Ent
 		return key, e, true
 	}
 	if sc.spentKey != "" {
-		paid, _ = js.J.Lookup(sc.spentKey)
+		paid, _ = js.PaidUnder(sc.spentKey, js.Child(key).Prefix)
 	}
 	return key, paid, false
 }

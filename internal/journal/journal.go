@@ -21,7 +21,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/deputy-go/deputy/provider"
@@ -51,6 +53,8 @@ type Log interface {
 	Turn() string
 	// Lookup returns the entry recorded under key.
 	Lookup(key string) (Entry, bool)
+	// Keys returns, in order, the keys recorded that start with prefix.
+	Keys(prefix string) []string
 	// Record writes the entry before it returns.
 	Record(ctx context.Context, key string, e Entry) error
 	// Start begins writing the entry; wait waits for the write.
@@ -113,6 +117,119 @@ func (s *Scope) Peek(name string, args json.RawMessage) string {
 // until then: so that a run that does not replay all of it, or none,
 // still counts it once.
 func (s *Scope) Spent(key string) string { return s.Child(key).Prefix + "spent" }
+
+// StepKey is the key of the model answer a run (its key, from Next) got
+// at step, and SummaryKey that of the k-th summary (from 1) the run's
+// compaction made at the step of key: every model call a journaled run
+// pays for is recorded under one of the two, with what it cost, which is
+// how Paid finds them.
+func StepKey(run string, step int) string { return run + "/m" + strconv.Itoa(step) }
+
+// SummaryKey: see StepKey.
+func SummaryKey(step string, k int) string { return step + "/summary-" + strconv.Itoa(k) }
+
+// isAnswer reports whether key is a StepKey or a SummaryKey.
+func isAnswer(key string) bool {
+	i := strings.LastIndexByte(key, '/')
+	if i < 0 {
+		return false
+	}
+	last := key[i+1:]
+	if n, ok := strings.CutPrefix(last, "summary-"); ok {
+		return digits(n) && isAnswer(key[:i])
+	}
+	n, ok := strings.CutPrefix(last, "m")
+	return ok && digits(n) && strings.HasPrefix(key[strings.LastIndexByte(key[:i], '/')+1:], "run.")
+}
+
+func digits(s string) bool {
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// Paid returns what the thing recorded under key has paid for over the
+// runs of the turn until it last stopped unfinished (see PaidUnder), and
+// false when it has paid for nothing.
+func (s *Scope) Paid(key string) (Entry, bool) {
+	return s.PaidUnder(s.Spent(key), s.Child(key).Prefix)
+}
+
+// PaidUnder returns what a piece of work that stopped unfinished has paid
+// for: what it recorded under spentKey when it stopped (Spent), and the
+// model answers recorded under prefix, its own part of the journal, that
+// the record does not count. The record can lag behind the answers, or be
+// missing, when the process was killed after an answer was paid for and
+// recorded and before the work could record what it had paid for; the
+// answers cannot count what a tool reported itself, or a model call that
+// was paid for and never recorded. Together they count each paid call
+// once.
+func (s *Scope) PaidUnder(spentKey, prefix string) (Entry, bool) {
+	rec, found := s.J.Lookup(spentKey)
+	var answers []provider.ModelUsage
+	for _, k := range s.J.Keys(prefix) {
+		if !isAnswer(k) {
+			continue
+		}
+		e, ok := s.J.Lookup(k)
+		if !ok {
+			continue
+		}
+		if len(e.Models) == 0 {
+			// Recorded without its model: counted as unpriced.
+			answers = addModel(answers, provider.ModelUsage{Usage: e.Usage})
+			continue
+		}
+		for _, m := range e.Models {
+			answers = addModel(answers, m)
+		}
+	}
+	for _, a := range answers {
+		var got provider.ModelUsage
+		for _, m := range rec.Models {
+			if m.Provider == a.Provider && m.Model == a.Model {
+				got = m
+				break
+			}
+		}
+		more := beyond(a, got)
+		if more.Usage.IsZero() {
+			continue
+		}
+		rec.Models = addModel(rec.Models, more)
+		rec.Usage = rec.Usage.Add(more.Usage)
+		found = true
+	}
+	return rec, found
+}
+
+// addModel adds m to the entry of its provider and model in ms.
+func addModel(ms []provider.ModelUsage, m provider.ModelUsage) []provider.ModelUsage {
+	for i := range ms {
+		if ms[i].Provider == m.Provider && ms[i].Model == m.Model {
+			ms = slices.Clone(ms)
+			ms[i] = ms[i].Add(m)
+			return ms
+		}
+	}
+	return append(slices.Clip(ms), m)
+}
+
+// beyond is what a counts that b does not, field by field.
+func beyond(a, b provider.ModelUsage) provider.ModelUsage {
+	u, v := a.Usage, b.Usage
+	return provider.ModelUsage{Provider: a.Provider, Model: a.Model, Cost: max(a.Cost-b.Cost, 0), CacheSaved: max(a.CacheSaved-b.CacheSaved, 0),
+		Usage: provider.Usage{
+			InputTokens:      max(u.InputTokens-v.InputTokens, 0),
+			OutputTokens:     max(u.OutputTokens-v.OutputTokens, 0),
+			CacheReadTokens:  max(u.CacheReadTokens-v.CacheReadTokens, 0),
+			CacheWriteTokens: max(u.CacheWriteTokens-v.CacheWriteTokens, 0),
+			Requests:         max(u.Requests-v.Requests, 0),
+		}}
+}
 
 // Next names the next thing called name in the scope: name and how many
 // came before it.

@@ -137,6 +137,9 @@ type World struct {
 	// for the run's context to end; the test sets it to cancel the run,
 	// to go away as its client, or to kill the process.
 	Crash func()
+	// CrashIn, when set, says which levels' model calls count toward the
+	// call NextRun names (the job's child's level is Levels); nil: all.
+	CrashIn func(level int) bool
 	// Log, when set, is told of every execution and model answer; a test
 	// whose process is killed keeps the log in a file.
 	Log func(line string)
@@ -190,6 +193,15 @@ func (w *World) ModelAnswers() int {
 	return 2 * w.S.Levels
 }
 
+// countCall counts a model call of level toward the crash, and returns
+// its number (0: not counted).
+func (w *World) countCall(level int) int64 {
+	if w.CrashIn != nil && !w.CrashIn(level) {
+		return 0
+	}
+	return w.calls.Add(1)
+}
+
 // bgLevel is the level of the background job's child.
 func (w *World) bgLevel() int { return w.S.Levels }
 
@@ -201,7 +213,7 @@ func (w *World) isJobAnswer(content string) bool {
 
 func (w *World) model(level int) provider.Provider {
 	var p provider.Provider = provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
-		if n := w.calls.Add(1); n == w.crashAt.Load() {
+		if n := w.countCall(level); n > 0 && n == w.crashAt.Load() {
 			// The process dies, or the client goes away, as the model is
 			// asked: the call ends when the run's context does, as a real
 			// provider's call does.

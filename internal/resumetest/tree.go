@@ -68,6 +68,14 @@ func NewTreeSchedule(r *rand.Rand, background bool) Schedule {
 	return s
 }
 
+// WholeTree returns s as NewTreeSchedule would draw it with nothing else
+// drawn: its models count tokens by the bytes of what they read and
+// write, and are priced at Prices.
+func (s Schedule) WholeTree() Schedule {
+	s.tree = true
+	return s
+}
+
 // Tree reports whether s was drawn by NewTreeSchedule.
 func (s Schedule) Tree() bool { return s.tree }
 

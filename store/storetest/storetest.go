@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,6 +60,7 @@ var cases = []struct {
 	{"StoreParts", testStoreParts},
 	{"StoreJournal", testStoreJournal},
 	{"StoreJournalKeys", testStoreJournalKeys},
+	{"StoreJournalPrefix", testStoreJournalPrefix},
 	{"StoreLockRenewalsFail", testStoreLockRenewalsFail},
 	{"StoreLockFencing", testStoreLockFencing},
 	{"StoreCorruptRecord", testStoreCorrupt},
@@ -699,6 +701,57 @@ func testStoreJournalKeys(t *testing.T, b store.Backend) {
 	}
 	if j, _ := s.Journal(ctx(), turn); j.Len() != 0 {
 		t.Fatalf("%d entries left after DeleteJournals", j.Len())
+	}
+}
+
+// testStoreJournalPrefix: Journal.Keys lists, in order, the entries under
+// a prefix, those the journal was opened with (as the backend lists them)
+// and those recorded since, and none of a prefix that only looks alike
+// (a sibling whose name starts the same, another turn's).
+func testStoreJournalPrefix(t *testing.T, b store.Backend) {
+	s := newStore(t, b)
+	recorded := []string{"run.a.0/m0", "run.a.0/m0/c1/x.0/run.b.0/m0", "run.a.0/m0/c1/x.0/run.b.0/m1", "run.a.0/m0/c1/spent",
+		"run.a.0/m0/c10/x.0/run.b.0/m0", "run.a.0/m0/c1%/y", "run.a.0/m0/c1_/y", "run.a.0/m1/ключ/🔑"}
+	j, err := s.Journal(ctx(), "turn/p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range recorded[:5] {
+		if err := j.Record(ctx(), key, store.Entry{Content: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other, _ := s.Journal(ctx(), "turn/p2")
+	if err := other.Record(ctx(), "run.a.0/m0/c1/z", store.Entry{}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.Journal(ctx(), "turn/p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range recorded[5:] {
+		if err := again.Record(ctx(), key, store.Entry{Content: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		prefix string
+		want   []string
+	}{
+		{"run.a.0/m0/c1/", []string{recorded[1], recorded[2], recorded[3]}},
+		{"run.a.0/m0/c1/x.0/run.b.0/m", []string{recorded[1], recorded[2]}},
+		{"run.a.0/m0/c1", []string{recorded[1], recorded[2], recorded[3], recorded[5], recorded[4], recorded[6]}},
+		{"run.a.0/m1/ключ/", []string{recorded[7]}},
+		{"run.a.0/m2/", nil},
+		{"", slices.Sorted(slices.Values(recorded))},
+	} {
+		slices.Sort(c.want) // in byte order
+		if got := again.Keys(c.prefix); !slices.Equal(got, c.want) {
+			t.Errorf("Keys(%q) = %q, want %q", c.prefix, got, c.want)
+		}
+	}
+	if got := j.Keys("run.a.0/m0/c1/"); !slices.Equal(got, []string{recorded[3], recorded[1], recorded[2]}) {
+		t.Errorf("Keys of the journal that recorded them = %q", got)
 	}
 }
 

@@ -20,6 +20,8 @@ func (l log) Lookup(key string) (journal.Entry, bool) {
 	return journal.Entry(e), ok
 }
 
+func (l log) Keys(prefix string) []string { return l.j.Keys(prefix) }
+
 func (l log) Record(ctx context.Context, key string, e journal.Entry) error {
 	return l.j.Record(ctx, key, store.Entry(e))
 }
