@@ -2,15 +2,12 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 
 	"github.com/deputy-go/deputy/internal/guardrail"
-	"github.com/deputy-go/deputy/internal/journal"
-	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
@@ -103,37 +100,15 @@ func inputText(in Input) string {
 	return ""
 }
 
-// checkGuards checks text with the run's guardrails of stage. Under a
-// journal a decision is recorded with what its check spent, under its
-// place in the run, and a turn run again replays it: the check is not
-// made, nor its decision reported, again, and what it spent counts as
-// spent before. A check that could not decide is not recorded.
+// checkGuards checks text with the run's guardrails of stage; under a
+// journal each decision is recorded under its place in the run, and a
+// turn run again replays it (guardrail.Set.Journaled).
 func (s *runState) checkGuards(stage policy.Stage, text string, retried bool) (*policy.GuardrailError, provider.Usage, error) {
 	if s.journal == nil {
 		return s.r.guards.Check(s.ctx, stage, text, "", retried)
 	}
 	s.guards++
-	key := s.journal.key + "/g" + strconv.Itoa(s.guards)
-	if e, ok := s.journal.scope.J.Lookup(key); ok {
-		var fail *policy.GuardrailError
-		if err := json.Unmarshal(e.Value, &fail); err == nil {
-			ledger.Replay(s.ctx, e.Usage, e.Models)
-			return fail, e.Usage, nil
-		}
-	}
-	// A judge the check asks journals its own run under the decision's
-	// key, so that the decisions replayed do not shift the keys of those
-	// made anew.
-	ctx, spent := ledger.With(journal.With(s.ctx, s.journal.scope.Child(key)))
-	fail, u, err := s.r.guards.Check(ctx, stage, text, "", retried)
-	if err != nil {
-		return fail, u, err
-	}
-	value, _ := json.Marshal(fail) // strings and a bool: it cannot fail
-	if rerr := s.journal.scope.J.Record(context.WithoutCancel(s.ctx), key, journal.Entry{Value: value, Usage: u, Models: spent.Entries()}); rerr != nil {
-		return fail, u, fmt.Errorf("recording a guardrail's decision in the journal: %w: resume the turn when the store is back", rerr)
-	}
-	return fail, u, nil
+	return s.r.guards.Journaled(s.ctx, s.journal.scope, s.journal.key+"/g"+strconv.Itoa(s.guards), stage, text, "", retried)
 }
 
 // guardInput checks the run's input text with its input guardrails.

@@ -719,6 +719,23 @@ type childRuns struct {
 	budget    int64
 	costShare float64
 	cost      float64
+	// checks counts the guardrail checks made, which name their
+	// decisions in the invocation's part of a turn's journal.
+	checks int
+}
+
+// guard checks text with the tool's guardrails of stage. Under a journal
+// each decision is recorded in the invocation's part of it, in the order
+// the checks are made, and a run of the turn that runs the invocation
+// again (it had not finished) replays it: no check, no event, again.
+func (r *childRuns) guard(stage policy.Stage, text string, retried bool) (*policy.GuardrailError, provider.Usage, error) {
+	js := journalFrom(r.ctx)
+	key := ""
+	if js != nil {
+		r.checks++
+		key = js.Prefix + "g" + strconv.Itoa(r.checks)
+	}
+	return r.t.cfg.guards.Journaled(r.ctx, js, key, stage, text, r.t.def.Name, retried)
 }
 
 // answer runs the child on in and, when the tool validates or guards its
@@ -844,7 +861,7 @@ func (r *childRuns) review(out agent.Output, retried bool) (v verdict, fail *pol
 	if !r.t.cfg.guards.Has(policy.Output) {
 		return v, nil, nil
 	}
-	fail, spent, err := r.t.cfg.guards.Check(r.ctx, policy.Output, out.Answer, r.t.def.Name, retried)
+	fail, spent, err := r.guard(policy.Output, out.Answer, retried)
 	r.usage = r.usage.Add(spent)
 	if err != nil {
 		err = tool.Correctable(fmt.Errorf("%w: %q: %w", ErrChildFailed, r.t.def.Name, err))
@@ -859,7 +876,7 @@ func (r *childRuns) guardInput(in agent.Input) error {
 	if text == "" && len(in.Messages) > 0 {
 		text = in.Messages[0].Content // Rerun's task
 	}
-	fail, spent, err := r.t.cfg.guards.Check(r.ctx, policy.Input, text, r.t.def.Name, false)
+	fail, spent, err := r.guard(policy.Input, text, false)
 	r.usage = r.usage.Add(spent)
 	switch {
 	case err != nil:

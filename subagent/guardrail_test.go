@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -476,8 +477,10 @@ func TestGuardrailRefusedAtConstruction(t *testing.T) {
 // Under a journal, a guardrail's judge is asked once per check over the
 // whole turn: a resumed run replays the verdicts of the checks made before
 // the question (the lead's input, a child that finished, and a child that
-// asked it, which runs again), at no new cost, and counts them once;
-// nothing that ran runs again — whatever ids the models give their calls.
+// asked it, which runs again), at no new cost, and counts them once; each
+// decision, a sub-agent tool's too, is reported once over the turn (one
+// deputy.guardrail event); nothing that ran runs again — whatever ids the
+// models give their calls.
 func TestGuardrailJudgeAcrossResume(t *testing.T) {
 	for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
 		t.Run(fmt.Sprint("ids=", ids), func(t *testing.T) {
@@ -514,7 +517,8 @@ func TestGuardrailJudgeAcrossResume(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			ctx := context.Background()
+			seen := &events{}
+			ctx := event.WithSink(context.Background(), seen)
 			j, err := st.Journal(ctx, "turn")
 			if err != nil {
 				t.Fatal(err)
@@ -540,6 +544,13 @@ func TestGuardrailJudgeAcrossResume(t *testing.T) {
 			}
 			if lookup.runs() != 1 || pay.runs() != 1 {
 				t.Errorf("lookup ran %d times, pay %d: want once each", lookup.runs(), pay.runs())
+			}
+			decisions := seen.guardrailDecisions(t)
+			slices.Sort(decisions)
+			want := []string{"in:input:pass:lead", "in:input:pass:lead/finder", "in:input:pass:lead/payer",
+				"out:output:pass:lead", "out:output:pass:lead/finder", "out:output:pass:lead/payer"}
+			if !slices.Equal(decisions, want) {
+				t.Errorf("the guardrails' decisions reported over the turn:\n%s\nwant each once:\n%s", strings.Join(decisions, "\n"), strings.Join(want, "\n"))
 			}
 			// Every check counts once in what the turn spent: six judge
 			// calls of 1000 input tokens, and the children's four model
