@@ -117,7 +117,8 @@ func BenchmarkBackgroundJob(b *testing.B) {
 // the message queued, its receipt written), and the job's loop taking it
 // at a step boundary. The job's sub-agent waits in a model call meanwhile.
 // Under a journal the loop writes one record more per step that took
-// messages, however many it took (agent/inbox.go).
+// messages, however many it took (agent/inbox.go): see
+// BenchmarkJobMessageJournaled.
 func BenchmarkJobMessage(b *testing.B) {
 	p := fake.NewProvider(
 		fake.Call("drive", `{}`).For("lead"),
