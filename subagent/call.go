@@ -42,6 +42,13 @@ type checkpointer interface {
 
 // Call runs the child for one call of the model.
 func (t *SubAgentTool) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
+	// A call of a fan-out runs in a goroutine of its own, whose stack
+	// starts small (and a stack the GC shrank is small again): grown
+	// here, near its top, it is copied once with few frames on it, not at
+	// each doubling deep in the child's loop. In BenchmarkFanoutDefault/1024
+	// that was a quarter of the CPU; growing it here took the CPU of a
+	// turn from 44 to 35 ms (medians of 6 alternating runs).
+	growStack(0)
 	if t.scoped != nil {
 		return t.scoped.call(ctx, call)
 	}

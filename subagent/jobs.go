@@ -435,8 +435,8 @@ func (jt *jobTable) list() string {
 }
 
 // growStack grows the stack of a job's new goroutine, before it does
-// anything, to the 32 KB its sub-agent's loop reaches on the fake
-// provider. A goroutine starts small, and a stack grown on the way down
+// anything (and of a sub-agent call's, at its start: SubAgentTool.Call),
+// to the 32 KB its sub-agent's loop reaches on the fake provider. A goroutine starts small, and a stack grown on the way down
 // is copied, with every frame on it, at each doubling: that was a quarter
 // of the CPU of a job started and collected in BenchmarkBackgroundJob.
 // Grown here, it is copied once, with one frame.
