@@ -502,6 +502,24 @@ func (a *Activities) CheckDelegation(ctx context.Context, in Delegation) (Delega
 		}
 		return out, nil
 	}
+	if in.Retry {
+		out := Delegated{Arguments: in.Call.Arguments, Task: in.Task}
+		if pol == nil {
+			return out, nil
+		}
+		if len(in.Answers) > 0 {
+			var err error
+			if ctx, err = tool.Resume(ctx, &tool.Interrupted{Interrupts: in.Asked}, in.Answers...); err != nil {
+				return Delegated{Refused: err.Error()}, nil
+			}
+		}
+		g := &factoryGuard{pol: pol, name: in.Call.Name, depth: in.Depth, path: in.Path}
+		chk := policy.Check{Point: policy.BeforeDelegation, Tool: in.Call.Name, CallID: in.Call.ID, Arguments: in.Call.Arguments, Task: in.Task}
+		if out.Refused, out.Asked = g.decide(runtime.WithPlace(ctx, in.Path, in.Depth), in.Call, &chk); out.Refused == "" && out.Asked == nil {
+			out.Task = chk.Task
+		}
+		return out, nil
+	}
 	task, _ := delegatedTask(in.Factory, in.Spawn, in.Call.Arguments)
 	out := Delegated{Arguments: in.Call.Arguments, Task: task}
 	if pol == nil {

@@ -494,3 +494,75 @@ func TestDeniedSpawnDoesNotCountOnTemporal(t *testing.T) {
 		t.Fatalf("%d model calls, want the lead's 2 and 2 children's", calls)
 	}
 }
+
+// retryDenier is a rule that lets a child's first hand-off through and
+// denies any other (a corrective retry's), keeping the tasks it saw.
+type retryDenier struct {
+	mu    sync.Mutex
+	tasks []string
+}
+
+func (r *retryDenier) Name() string { return "no-retries" }
+
+func (r *retryDenier) Decide(_ context.Context, c *policy.Check) policy.Decision {
+	if c.Point != policy.BeforeDelegation {
+		return policy.Decision{}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tasks = append(r.tasks, c.Task)
+	if c.Task != "part 1" {
+		return policy.Denied("no corrective retries")
+	}
+	return policy.Decision{}
+}
+
+// A child whose answer fails its schema is asked again only if the
+// workers' policy lets that corrective retry through as a hand-off of its
+// own, as in process: denied, the child is not asked again, and its
+// parent reads its answer marked invalid, with why.
+func TestCorrectiveRetryIsCheckedAsAHandOffOnTemporal(t *testing.T) {
+	rule := &retryDenier{}
+	pol, err := policy.New(rule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var childCalls atomic.Int32
+	p := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		first := req.Messages[0].Content
+		last := req.Messages[len(req.Messages)-1]
+		switch {
+		case first == "part 1":
+			childCalls.Add(1)
+			if len(req.Messages) == 1 {
+				return provider.AssistantMessage("not json"), nil
+			}
+			return provider.AssistantMessage(`{"ok":true}`), nil
+		case last.Role == provider.RoleTool:
+			return provider.AssistantMessage(`{"ok":true}`), nil
+		}
+		return provider.AssistantMessage("", provider.ToolCall{ID: "s1", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"part 1"}`)}), nil
+	}}
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Policy: pol})
+	schema := json.RawMessage(`{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"]}`)
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Spawn: true, OutputSchema: schema}, Text: "do it"})
+	var out RunOutput
+	if err := env.GetWorkflowResult(&out); err != nil {
+		t.Fatal(err)
+	}
+	if n := childCalls.Load(); n != 1 {
+		t.Errorf("the child's model was called %d times, want once: its retry was denied", n)
+	}
+	if len(rule.tasks) != 2 || rule.tasks[0] != "part 1" {
+		t.Fatalf("the policy saw the hand-offs %q, want the child's task and its retry", rule.tasks)
+	}
+	var result string
+	for _, m := range out.Messages {
+		if m.Role == provider.RoleTool {
+			result = m.Content
+		}
+	}
+	if !strings.Contains(result, "validation failed") || !strings.Contains(result, "no corrective retries") {
+		t.Errorf("the lead read %q, want the child's answer marked invalid, saying the retry was denied", result)
+	}
+}

@@ -371,6 +371,11 @@ type Delegation struct {
 	// Trace places the caller in its tree, for the events of the
 	// policy's decisions.
 	Trace *Trace `json:"trace,omitempty"`
+	// Retry and Task: the check of a child's corrective retry, which
+	// hands it Task (its answer failed its output schema), as its own
+	// hand-off (policy.BeforeDelegation), as in process.
+	Retry bool   `json:"retry,omitempty"`
+	Task  string `json:"task,omitempty"`
 }
 
 // Delegated is what the delegation check decided.

@@ -218,7 +218,27 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 				value, verr := validate(schema, answer)
 				if verr != nil && !corrected {
 					corrected = true
-					conv = append(conv, provider.UserMessage(runtime.CorrectionPrompt(spec.OutputSchema, verr)))
+					note := runtime.CorrectionPrompt(spec.OutputSchema, verr)
+					// A child's retry is a hand-off of its own, checked by
+					// the policy (asked only here, so that histories
+					// recorded before it replay).
+					if trace != nil && trace.Subagent != "" && depth > 0 && workflow.GetVersion(ctx, retryCheckChange, workflow.DefaultVersion, 1) >= 1 {
+						v, err := checkRetry(ctx, spec, q, retryCheck(trace, path, depth, note))
+						if err != nil {
+							out.Messages = conv
+							return out, withUsage(out, err)
+						}
+						if v.Refused != "" {
+							// Not handed down: the answer stands, marked
+							// as failing its schema, with why.
+							out.Invalid = capText(verr.Error()+"; the corrective retry was not made: "+v.Refused, 2048)
+							out.Answer = capText(answer, spec.maxOutput())
+							out.Messages = conv
+							return out, nil
+						}
+						note = v.Task
+					}
+					conv = append(conv, provider.UserMessage(note))
 					continue
 				}
 				if verr != nil {
@@ -989,4 +1009,48 @@ func contains(names []string, name string) bool {
 		}
 	}
 	return false
+}
+
+// retryCheckChange names the workflow version from which a child's
+// corrective retry is checked by the policy as a hand-off of its own.
+const retryCheckChange = "deputy.retry-policy"
+
+// retryCheck is the check of a child's corrective retry, handing it task:
+// made by its caller (one level up, at its path), of the call that
+// started the child.
+func retryCheck(trace *Trace, path string, depth int, task string) Delegation {
+	name := trace.Name
+	if name == forkName {
+		name = SpawnToolName
+	}
+	caller := path
+	if i := strings.LastIndex(path, "/"); i >= 0 {
+		caller = path[:i]
+	}
+	return Delegation{Call: provider.ToolCall{ID: trace.ParentToolCall, Name: name}, Depth: depth - 1, Path: caller, Retry: true, Task: task,
+		Trace: &Trace{Tree: trace.Tree, Subagent: trace.Parent}}
+}
+
+// checkRetry asks the policy about a corrective retry, asking the person
+// each round of questions a rule asks, until it decides.
+func checkRetry(ctx workflow.Context, spec Spec, q *questions, in Delegation) (Delegated, error) {
+	var v Delegated
+	if err := workflow.ExecuteLocalActivity(checkContext(ctx, spec), CheckActivityName, in).Get(ctx, &v); err != nil {
+		return v, err
+	}
+	for round := 0; len(v.Asked) > 0; round++ {
+		if q == nil || round >= maxAskRounds {
+			return Delegated{Refused: fmt.Sprintf("policy: a rule asks a person before the corrective retry of %s, %d times or where no one can answer", in.Call.Name, round)}, nil
+		}
+		answers, err := q.ask(ctx, v.Asked)
+		if err != nil {
+			return v, err
+		}
+		in.Asked, in.Answers = v.Asked, answers
+		v = Delegated{}
+		if err := workflow.ExecuteLocalActivity(checkContext(ctx, spec), CheckActivityName, in).Get(ctx, &v); err != nil {
+			return v, err
+		}
+	}
+	return v, nil
 }
