@@ -25,9 +25,10 @@ func journalInvocation(ctx context.Context, js *journal.Scope, key string) (cont
 
 // job returns the job id and the sub-agent run id of the background job
 // started by the parent's tool call callID: the same each time the turn is
-// run (a call id the model repeats in a later step counts up).
-func jobIDs(s *journal.Scope, callID string) (jobID, runID string) {
-	sum := sha256.Sum256([]byte(s.J.Turn() + "\x1f" + s.Key("job", []byte(callID))))
+// run (a call id the model repeats in a later step counts up). salt is
+// the turn's (turnSalt) for a thread's job, "" for a run's.
+func jobIDs(s *journal.Scope, callID, salt string) (jobID, runID string) {
+	sum := sha256.Sum256([]byte(s.J.Turn() + "\x1f" + salt + s.Key("job", []byte(callID))))
 	return "job_" + hex.EncodeToString(sum[:8]), id.FromHash("sub_", sum[8:16])
 }
 

@@ -144,7 +144,14 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 		// The same job each time the turn runs: a resumed turn, replaying
 		// the model's decisions, waits for it by the id the model saw, and
 		// its sub-agent run has the id the client saw.
-		jobID, runID = jobIDs(js, callID)
+		salt := ""
+		if jt.lasting {
+			var err error
+			if salt, err = turnSalt(ctx, js); err != nil {
+				return nil, err
+			}
+		}
+		jobID, runID = jobIDs(js, callID, salt)
 	}
 	resumed := r.ID != ""
 	if resumed {

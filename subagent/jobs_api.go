@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -14,7 +15,9 @@ import (
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/id"
 	"github.com/deputy-go/deputy/internal/jobtool"
+	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/internal/mailbox"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -238,7 +241,10 @@ func (js *Jobs) Send(ctx context.Context, id, text string) (Receipt, error) {
 	case len(text) > MaxMessageBytes:
 		return Receipt{}, tool.Correctable(fmt.Errorf("%w: the message to %s has %d bytes, more than %d: send a shorter one", tool.ErrInvalidArguments, id, len(text), MaxMessageBytes))
 	}
-	msgID := messageID(ctx)
+	msgID, err := messageID(ctx, js.jt.lasting)
+	if err != nil {
+		return Receipt{}, err
+	}
 	if r, ok := j.box.Receipt(msgID); ok {
 		return receiptOf(j.id, r), nil // sent by an earlier run of the turn
 	}
@@ -434,12 +440,58 @@ func receiptOf(jobID string, r mailbox.Receipt) Receipt {
 }
 
 // messageID names a message sent under ctx: under a journal, by its
-// place in the turn, the same each time the turn runs.
-func messageID(ctx context.Context) string {
-	if js := journalFrom(ctx); js != nil {
-		return js.ID("msg_", js.Next("message"))
+// place in the turn, the same each time the turn runs, and for a thread's
+// job (lasting) by the turn's salt too.
+func messageID(ctx context.Context, lasting bool) (string, error) {
+	js := journalFrom(ctx)
+	if js == nil {
+		return id.New("msg_"), nil
 	}
-	return id.New("msg_")
+	salt := ""
+	if lasting {
+		var err error
+		if salt, err = turnSalt(ctx, js); err != nil {
+			return "", err
+		}
+	}
+	return js.ID("msg_", salt+js.Next("message")), nil
+}
+
+// A thread's jobs outlive the turns that start them, and the turns of a
+// thread may run under journals of the same name (an A2A task answered
+// again, an AG-UI client that sends a run id again), each journal deleted
+// when its turn ends. The ids of a thread's jobs and messages, derived
+// from their place in the turn, are salted with a value the turn records
+// in its journal the first time it needs one: a turn run again after a
+// crash finds it and names its jobs and messages the same, a later turn of
+// the same name gets its own.
+
+// saltEntry is the journal key of a turn's salt.
+const saltEntry = "deputy/kept-jobs-salt"
+
+type saltKey struct{}
+
+type salt struct {
+	once sync.Once
+	v    string
+	err  error
+}
+
+// turnSalt returns the salt of the turn of ctx, recording it the first
+// time.
+func turnSalt(ctx context.Context, js *journal.Scope) (string, error) {
+	sl := run.Local(ctx, saltKey{}, func() any { return &salt{} }).(*salt)
+	sl.once.Do(func() {
+		if e, ok := js.J.Lookup(saltEntry); ok && json.Unmarshal(e.Value, &sl.v) == nil {
+			return
+		}
+		sl.v = id.New("")
+		v, _ := json.Marshal(sl.v) // a string: it cannot fail
+		if err := js.J.Record(context.WithoutCancel(ctx), saltEntry, journal.Entry{Value: v}); err != nil {
+			sl.err = fmt.Errorf("recording the turn's salt of job ids in the journal: %w: run the turn again when the store is back", err)
+		}
+	})
+	return sl.v, sl.err
 }
 
 // The CUSTOM events of calls, spawns and background jobs; a job's in order

@@ -325,3 +325,42 @@ func TestKeptJobToldOnceAfterRestart(t *testing.T) {
 		}
 	})
 }
+
+// A served thread may name the journals of its turns the same (an A2A
+// task answered again): a turn after one that ended, under a journal of
+// the same name, starts a job of its own and its message is a message of
+// its own, not taken for the earlier turn's run again.
+func TestKeptJobsOfTurnsUnderOneJournalName(t *testing.T) {
+	m := &threadModel{dig: make(chan struct{})}
+	a, s := threadLead(t, m)
+	st := newStore(t)
+	ctx := agent.WithThread(context.Background(), "t1")
+	turn := func(text string) string {
+		t.Helper()
+		j, err := st.Journal(ctx, "task-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := a.Run(agent.WithJournal(ctx, j), agent.Input{Text: text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The turn has ended: its server forgets its journal.
+		if err := st.DeleteJournal(ctx, "task-1"); err != nil {
+			t.Fatal(err)
+		}
+		return out.Answer
+	}
+	turn("cmd start")
+	turn("cmd start")
+	jobs := s.Jobs(ctx).List()
+	if len(jobs) != 2 {
+		t.Fatalf("two turns that started a job each left %d jobs, want 2", len(jobs))
+	}
+	turn("cmd send")
+	turn("cmd send")
+	if got := s.Jobs(ctx).List()[1].Messages; len(got) != 2 || got[0].MessageID == got[1].MessageID {
+		t.Errorf("two turns that sent a message each left the receipts %+v, want two messages", got)
+	}
+	close(m.dig)
+}
