@@ -285,7 +285,7 @@ func TestComplete(t *testing.T) {
 			req:  weatherRequest(),
 			opts: []anthropic.Option{anthropic.WithMaxRetries(2)},
 			answers: []canned{
-				{status: 429, file: "error_429.json", header: map[string]string{"Retry-After-Ms": "1"}},
+				{status: 429, file: "error_429.json", header: map[string]string{"Retry-After-Ms": "100"}},
 				{status: 200, file: "tool_call.json"},
 			},
 			want: toolCall,
@@ -350,7 +350,9 @@ func TestComplete(t *testing.T) {
 			checkErr(t, err, tc.err)
 			if tc.err == nil {
 				// A call retried after a 429 waited for admission; how long
-				// depends on the clock.
+				// depends on the clock. The 429 asks for 100 ms, so that
+				// the wait is not over before the retry asks to go on a
+				// loaded machine.
 				if retried := len(tc.answers) > 1; retried != (got.Queued > 0) {
 					t.Errorf("Queued %v; want it set exactly when the call was retried", got.Queued)
 				}
