@@ -3,19 +3,17 @@
 //
 // # Forms, answers and trees
 //
-// FromAgent (a resident expert; WithStore, Persistent, Appender), FromScoped
-// (one per Scope), FromFactory (a fresh agent per call) and FromReact (the
-// model writes the child's prompt), with Options. WithReport, OutputOf and
-// WithOutputSchema check the answer, WithGuardrails and Judge by policy
-// (docs/policy.md). A Tree builds a Node per invocation (docs/events.md);
-// under agent.WithJournal a resumed turn replays what finished
-// (docs/durable.md).
+// FromAgent (a resident; WithStore, Persistent, Appender), FromScoped,
+// FromFactory (fresh per call) and FromReact (the model writes the prompt).
+// WithReport, OutputOf and WithOutputSchema check answers, WithGuardrails and
+// Judge apply policy (docs/policy.md), a Tree holds a Node per call
+// (docs/events.md).
 //
 // # Spawning and background children
 //
-// NewSpawner builds the spawn_subagent tool: forks or roster members within
-// limits (docs/fanout.md), context forks or a menu's models (docs/cost.md).
-// WithBackground starts jobs, which JobsTool and Jobs act on, bounded by
-// WithJobLimits and kept across turns by WithJobsAcrossTurns
+// NewSpawner builds spawn_subagent: forks or roster members within limits
+// (docs/fanout.md), context forks, a menu's models (docs/cost.md).
+// WithBackground makes jobs (JobsTool, Jobs), bounded by WithJobLimits, kept
+// by WithJobsAcrossTurns and WithJobStore, swept by WithJobTTL
 // (docs/background.md).
 package subagent

@@ -40,24 +40,22 @@ func (s *Spawner) Jobs(ctx context.Context) *Jobs {
 	return &Jobs{s: s, jt: jt}
 }
 
-// The states of a job (JobStatus.State) and of a message (Receipt.State),
-// and the names and bounds of background jobs.
+// States of jobs and messages, and names and bounds of background jobs.
 const (
-	JobRunning         = "running"
-	JobDone            = "done"
-	JobFailed          = "failed"
-	JobCancelled       = "cancelled"
-	JobSuspended       = "suspended" // waits for a person (tool.Ask)
-	MessageQueued      = mailbox.Queued
-	MessageDelivered   = mailbox.Delivered
-	MessageUndelivered = mailbox.Undelivered // the job ended before a step took it
-	// The names and bounds of background jobs.
-	JobsToolName         = "subagent_jobs"  // the jobs tool's name
-	DefaultJobWait       = 30 * time.Second // a wait the model gives no timeout
-	MaxMessageBytes      = 16 << 10         // the text of a message sent to a job
-	DefaultMaxBackground = 8                // jobs of one run alive at once (WithMaxBackground)
-	DefaultMaxOwnerJobs  = 32               // jobs of one owner's threads alive at once (WithMaxOwnerJobs)
-	DefaultJobSteps      = 50               // JobLimits' defaults; tokens and cost only past an unlimited run
+	JobRunning           = "running"
+	JobDone              = "done"
+	JobFailed            = "failed"
+	JobCancelled         = "cancelled"
+	JobSuspended         = "suspended" // waits for a person (tool.Ask)
+	MessageQueued        = mailbox.Queued
+	MessageDelivered     = mailbox.Delivered
+	MessageUndelivered   = mailbox.Undelivered // the job ended before a step took it
+	JobsToolName         = "subagent_jobs"     // the jobs tool's name
+	DefaultJobWait       = 30 * time.Second    // a wait the model gives no timeout
+	MaxMessageBytes      = 16 << 10            // the text of a message sent to a job
+	DefaultMaxBackground = 8                   // jobs of one run alive at once (WithMaxBackground)
+	DefaultMaxOwnerJobs  = 32                  // jobs of one owner's threads alive at once (WithMaxOwnerJobs)
+	DefaultJobSteps      = 50                  // JobLimits' defaults; tokens and cost only past an unlimited run
 	DefaultJobTime       = 30 * time.Minute
 	DefaultJobTokens     = 200_000
 	DefaultJobCost       = 2.0            // US dollars
@@ -156,8 +154,7 @@ func (js *Jobs) Status(id string) (JobStatus, error) {
 	return st, nil
 }
 
-// List returns every job of the run, in the order of the calls that
-// started them.
+// List returns the run's jobs in the order of the calls that started them.
 func (js *Jobs) List() []JobStatus {
 	js.jt.mu.Lock()
 	jobs := make([]*job, len(js.jt.order))
@@ -494,8 +491,7 @@ func turnSalt(ctx context.Context, js *journal.Scope) (string, error) {
 	return sl.v, sl.err
 }
 
-// The CUSTOM events of calls, spawns and background jobs; a job's in order
-// (docs/background.md).
+// The CUSTOM events of calls, spawns and jobs, a job's in order.
 const (
 	ValidationEvent   = "deputy.validation"    // the validator rejected an answer
 	RefusedEvent      = "deputy.refused"       // a limit refused a child

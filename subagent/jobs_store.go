@@ -37,7 +37,7 @@ import (
 // next process; only a job that ends while the spawner is open writes its
 // end. One process serves a thread's jobs at a time.
 
-// WithJobStore keeps threads' jobs in st, across restarts (docs/background.md).
+// WithJobStore keeps threads' jobs in st (docs/background.md).
 func WithJobStore(st *store.Store) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if st == nil {

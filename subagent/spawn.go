@@ -31,17 +31,14 @@ import (
 
 // Defaults of a SubAgentTool and of the spawn tool (docs/fanout.md).
 const (
-	DefaultMaxDepth         = 1                // a top-level agent delegates, its children do not
-	DefaultMaxOutputBytes   = 48 << 10         // what a child returns to its parent
-	DefaultMaxScopes        = 1024             // the scopes a FromScoped tool keeps in memory
-	SpawnToolName           = "spawn_subagent" // the name the model calls it by
-	DefaultMaxSpawns        = 8                // children one parent run may start
-	DefaultSpawnConcurrency = 0                // children of one run running at once
-	DefaultForkName         = "subagent"       // a forked child's agent name
-	// DefaultForkPrompt is a forked child's system prompt.
-	DefaultForkPrompt = "You are a sub-agent doing one bounded task for another agent. " +
-		"Work only on that task, with the tools you have, and reply with the result. " +
-		"Say plainly what you could not do: a partial answer presented as complete is worse than none."
+	DefaultMaxDepth         = 1                                                                                                                                                                                                                                         // a top-level agent delegates, its children do not
+	DefaultMaxOutputBytes   = 48 << 10                                                                                                                                                                                                                                  // what a child returns to its parent
+	DefaultMaxScopes        = 1024                                                                                                                                                                                                                                      // the scopes a FromScoped tool keeps in memory
+	SpawnToolName           = "spawn_subagent"                                                                                                                                                                                                                          // the name the model calls it by
+	DefaultMaxSpawns        = 8                                                                                                                                                                                                                                         // children one parent run may start
+	DefaultSpawnConcurrency = 0                                                                                                                                                                                                                                         // children of one run running at once
+	DefaultForkName         = "subagent"                                                                                                                                                                                                                                // a forked child's agent name
+	DefaultForkPrompt       = "You are a sub-agent doing one bounded task for another agent. Work only on that task, with the tools you have, and reply with the result. Say plainly what you could not do: a partial answer presented as complete is worse than none." // a forked child's system prompt
 )
 
 // Spawner is the spawn_subagent tool (docs/fanout.md).
