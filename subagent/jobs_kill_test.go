@@ -575,9 +575,7 @@ func (p *jobSoakProc) lead(req provider.Request) provider.Message {
 		case strings.Contains(m.Content, "deploy"):
 			deployed = true
 		default:
-			for _, a := range regexp.MustCompile(`c\d+ answers [c\d,m-]+`).FindAllString(m.Content, -1) {
-				answers = append(answers, a)
-			}
+			answers = append(answers, regexp.MustCompile(`c\d+ answers [c\d,m-]+`).FindAllString(m.Content, -1)...)
 		}
 	}
 	switch {

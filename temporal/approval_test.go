@@ -345,7 +345,7 @@ func TestPendingAndAnswerWaitOutAFailingWorkflowTask(t *testing.T) {
 	}
 	// The server refuses them from the third attempt of a task on.
 	for {
-		d, err := c.DescribeWorkflowExecution(ctx, tree, "")
+		d, err := describe(ctx, c, tree)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -219,7 +219,7 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 // takes the result.
 func (d *delegation) goOn(ctx workflow.Context, await func(workflow.Future, func(workflow.Future)), policy bool, done func(ToolResult, error)) {
 	await(d.start(ctx), func(f workflow.Future) {
-		res, err, after := d.answer(ctx, f, true)
+		res, after, err := d.answer(ctx, f, true)
 		if after == nil || !policy {
 			// Without a policy on the worker, the answer is what the
 			// check would leave.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
@@ -173,7 +174,7 @@ func jobSurvivesRestart(t *testing.T, c client.Client, id func(n int64, i int) s
 		t.Errorf("%d model calls costing %+v, the lead reported %+v; want 7 (4 the lead's, 3 the job's), each counted once", calls, spent, out.TotalUsage())
 	}
 	child := tree + "/0.0-" + SpawnToolName
-	d, err := c.DescribeWorkflowExecution(ctx, child, "")
+	d, err := describe(ctx, c, child)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +244,7 @@ func TestCancelledJobEndsItsOwnChildren(t *testing.T) {
 	}
 	grandchild := tree + "/0.0-" + SpawnToolName + "/0.0-" + SpawnToolName
 	for {
-		d, err := c.DescribeWorkflowExecution(ctx, grandchild, "")
+		d, err := describe(ctx, c, grandchild)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -560,4 +561,13 @@ func TestJobCancelledDuringItsModelCallCountsIt(t *testing.T) {
 	if calls, spent := m.total(); calls != 4 || out.TotalUsage() != spent {
 		t.Errorf("%d model calls costing %+v, the lead reported %+v (%q); want 4, each counted once", calls, spent, out.TotalUsage(), out.Answer)
 	}
+}
+
+// describe is what the server says of a workflow's execution.
+func describe(ctx context.Context, c client.Client, workflowID string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	d, err := c.DescribeWorkflow(ctx, workflowID, "")
+	if err != nil {
+		return nil, err
+	}
+	return d.RawResponse, nil
 }

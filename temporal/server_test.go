@@ -309,7 +309,7 @@ func explainScaleFailure(t *testing.T, c client.Client, lead, dir string, worker
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if d, err := c.DescribeWorkflowExecution(ctx, lead, ""); err == nil {
+	if d, err := describe(ctx, c, lead); err == nil {
 		if p := d.GetPendingWorkflowTask(); p != nil {
 			t.Logf("lead's pending workflow task: state %v, attempt %d, scheduled %v, started %v",
 				p.GetState(), p.GetAttempt(), p.GetScheduledTime().AsTime().Format(time.RFC3339Nano), p.GetStartedTime().AsTime().Format(time.RFC3339Nano))

@@ -721,7 +721,7 @@ func (d *delegation) rest(ctx workflow.Context, checked bool) (ToolResult, error
 		}
 		return d.tn.jobs.start(ctx, d)
 	}
-	res, err, after := d.answer(ctx, d.start(ctx), checked)
+	res, after, err := d.answer(ctx, d.start(ctx), checked)
 	if after == nil {
 		return res, err
 	}
@@ -773,21 +773,21 @@ func (d *delegation) start(ctx workflow.Context) workflow.ChildWorkflowFuture {
 // what the policy must be asked about the answer (after; nil when
 // nothing: a factory's activity checks its answer itself, and a cancelled
 // run or a tripwire goes up as it is).
-func (d *delegation) answer(ctx workflow.Context, f workflow.Future, checked bool) (res ToolResult, err error, after *Delegation) {
+func (d *delegation) answer(ctx workflow.Context, f workflow.Future, checked bool) (res ToolResult, after *Delegation, err error) {
 	if d.factory() {
 		err := f.Get(ctx, &res)
-		return res, err, nil
+		return res, nil, err
 	}
 	var o RunOutput
 	err = f.Get(ctx, &o)
 	res = ToolResult{Content: childContent(o), Usage: o.TotalUsage(), Cost: o.Cost}
 	if !checked || ctx.Err() != nil || tripped(err) {
-		return res, err, nil
+		return res, nil, err
 	}
 	if err != nil {
 		res = ToolResult{Content: capText(fmt.Sprintf("%s failed: %v", d.call.Name, err), d.tn.spec.maxOutput()), IsError: true, Usage: usageOf(err), Cost: costOf(err)}
 	}
-	return res, nil, &Delegation{Call: d.call, Depth: d.tn.depth, Path: d.tn.path, After: true, Result: res.Content, IsError: res.IsError, Trace: d.tn.trace}
+	return res, &Delegation{Call: d.call, Depth: d.tn.depth, Path: d.tn.path, After: true, Result: res.Content, IsError: res.IsError, Trace: d.tn.trace}, nil
 }
 
 // check runs the delegation check until it decides, asking the person
