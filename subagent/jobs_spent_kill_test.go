@@ -9,13 +9,18 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/resumetest"
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/store/sqlite"
 )
 
 // jobKillRound is what the parent tells the process that runs one round
@@ -134,12 +139,31 @@ func runJobKillRound(t *testing.T, spec string) {
 	defer logf.Close()
 	s := jobKillSchedule(round.IDs)
 	w := resumetest.New(s)
-	w.Crash = func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL); select {} }
+	var recorded atomic.Int64 // model answers the journal holds
+	w.Crash = func() {
+		// The lead's model call beside the job's may have been answered
+		// and not yet recorded: a kill then loses what it paid, as no
+		// journal can help. Die once every answer given is recorded;
+		// the lead then waits for the job, so no other answer comes.
+		for deadline := time.Now().Add(30 * time.Second); recorded.Load() < w.Answers() && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}
 	w.CrashIn = func(level int) bool { return level == s.Levels } // the job's child
 	w.Log = func(line string) { _, _ = logf.WriteString(line + "\n") }
 	w.IDPrefix = strconv.Itoa(os.Getpid()) + "_"
 	w.NextRun(round.CrashAt)
-	st := openStoreAt(t, round.Store)
+	b, err := sqlite.Open(round.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.New(answerCounter{Backend: b, n: &recorded}, store.WithLeaseTTL(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
 	j, err := st.Journal(context.Background(), "job-killed-turn")
 	if err != nil {
 		t.Fatal(err)
@@ -166,4 +190,24 @@ func runJobKillRound(t *testing.T, spec string) {
 	if err := os.WriteFile(os.Getenv("DEPUTY_TEST_JOB_KILL_OUT"), data, 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// answerCounter counts the model answers (journal entries under a step's
+// key, ".../m3") its store has written.
+type answerCounter struct {
+	store.Backend
+	n *atomic.Int64
+}
+
+func (b answerCounter) Put(ctx context.Context, writes ...store.Write) error {
+	err := b.Backend.Put(ctx, writes...)
+	if err == nil {
+		for _, w := range writes {
+			last := w.Key[strings.LastIndexByte(w.Key, '/')+1:]
+			if len(last) > 1 && last[0] == 'm' && strings.Trim(last[1:], "0123456789") == "" {
+				b.n.Add(1)
+			}
+		}
+	}
+	return err
 }
