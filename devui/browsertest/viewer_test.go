@@ -113,14 +113,29 @@ func browser(t *testing.T, flags ...chromedp.ExecAllocatorOption) context.Contex
 	return ctx
 }
 
-// shot saves a screenshot of the page as name.png in the test's artifacts.
+// maxShotHeight is the tallest page shot captures whole, well under
+// Chromium's 16,384-pixel limit on one capture.
+const maxShotHeight = 8000
+
+// shot saves a screenshot of the page in the test's artifacts:
+// the whole page, or only the window when the page is taller than Chromium
+// can capture at once (the opened 1,000-child tree is tens of thousands of
+// pixels, past its texture limit, and the capture then fails outright).
 func shot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(80))
+	height, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.documentElement.scrollHeight`))
+	if err != nil {
+		t.Fatalf("screenshot %s: the page's height: %v", name, err)
+	}
+	capture, file := chromedp.FullScreenshot(80), name+".jpg"
+	if height > maxShotHeight {
+		capture, file = chromedp.CaptureScreenshot(), name+"-window.png"
+	}
+	png, err := chromedp.Run(ctx, capture)
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
-	if err := os.WriteFile(filepath.Join(t.ArtifactDir(), name+".jpg"), png, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(t.ArtifactDir(), file), png, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
