@@ -49,13 +49,13 @@ const (
 	JobSuspended         = "suspended" // waits for a person (tool.Ask)
 	MessageQueued        = mailbox.Queued
 	MessageDelivered     = mailbox.Delivered
-	MessageUndelivered   = mailbox.Undelivered // the job ended before a step took it
-	JobsToolName         = "subagent_jobs"     // the jobs tool's name
-	DefaultJobWait       = 30 * time.Second    // a wait the model gives no timeout
-	MaxMessageBytes      = 16 << 10            // the text of a message sent to a job
-	DefaultMaxBackground = 8                   // jobs of one run alive at once (WithMaxBackground)
-	DefaultMaxOwnerJobs  = 32                  // jobs of one owner's threads alive at once (WithMaxOwnerJobs)
-	DefaultJobSteps      = 50                  // JobLimits' defaults; tokens and cost only past an unlimited run
+	MessageUndelivered   = mailbox.Undelivered     // the job ended before a step took it
+	JobsToolName         = "subagent_jobs"         // the jobs tool's name
+	DefaultJobWait       = 30 * time.Second        // a wait the model gives no timeout
+	MaxMessageBytes      = jobtool.MaxMessageBytes // the text of a message sent to a job
+	DefaultMaxBackground = 8                       // jobs of one run alive at once (WithMaxBackground)
+	DefaultMaxOwnerJobs  = 32                      // jobs of one owner's threads alive at once (WithMaxOwnerJobs)
+	DefaultJobSteps      = 50                      // JobLimits' defaults; tokens and cost only past an unlimited run
 	DefaultJobTime       = 30 * time.Minute
 	DefaultJobTokens     = 200_000
 	DefaultJobCost       = 2.0            // US dollars
@@ -232,11 +232,8 @@ func (js *Jobs) Send(ctx context.Context, id, text string) (Receipt, error) {
 	if err != nil {
 		return Receipt{}, err
 	}
-	switch {
-	case strings.TrimSpace(text) == "":
-		return Receipt{}, tool.Correctable(fmt.Errorf("%w: the message to %s is blank: say what the job should know or do", tool.ErrInvalidArguments, id))
-	case len(text) > MaxMessageBytes:
-		return Receipt{}, tool.Correctable(fmt.Errorf("%w: the message to %s has %d bytes, more than %d: send a shorter one", tool.ErrInvalidArguments, id, len(text), MaxMessageBytes))
+	if bad := jobtool.BadMessage(id, text); bad != "" {
+		return Receipt{}, tool.Correctable(fmt.Errorf("%w: %s", tool.ErrInvalidArguments, bad))
 	}
 	msgID, err := messageID(ctx, js.jt.lasting)
 	if err != nil {
@@ -249,7 +246,7 @@ func (js *Jobs) Send(ctx context.Context, id, text string) (Receipt, error) {
 		return r, nil // sent before a restart to a job that has ended
 	}
 	if j.ended() {
-		return Receipt{}, tool.Correctable(fmt.Errorf("%w: %s is %s: it takes no more messages; collect it with wait", ErrJobEnded, id, j.state()))
+		return Receipt{}, tool.Correctable(fmt.Errorf("%w: %s", ErrJobEnded, jobtool.Ended(id, j.state())))
 	}
 	m := mailbox.Message{ID: msgID, Text: text, From: trace.SpanContextFromContext(ctx)}
 	undo := func() {}
@@ -267,7 +264,7 @@ func (js *Jobs) Send(ctx context.Context, id, text string) (Receipt, error) {
 		undo()
 	}
 	if errors.Is(err, mailbox.ErrClosed) {
-		return Receipt{}, tool.Correctable(fmt.Errorf("%w: %s has ended: it takes no more messages; collect it with wait", ErrJobEnded, id))
+		return Receipt{}, tool.Correctable(fmt.Errorf("%w: %s", ErrJobEnded, jobtool.Ended(id, "")))
 	}
 	if err != nil {
 		return Receipt{}, tool.Correctable(fmt.Errorf("job %s: %w", id, err))

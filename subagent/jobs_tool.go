@@ -104,12 +104,9 @@ func (t *jobsTool) Call(ctx context.Context, call tool.Call) (tool.Result, error
 	if a.JobID != "" {
 		ids = append([]string{a.JobID}, ids...)
 	}
-	wait := DefaultJobWait
-	if a.Timeout != nil {
-		wait = time.Duration(*a.Timeout * float64(time.Second))
-	}
-	if wait <= 0 {
-		wait = time.Nanosecond // a look, no wait
+	wait, bad := jobtool.WaitTimeout(a.Timeout, DefaultJobWait)
+	if bad != "" {
+		return tool.Result{}, tool.Correctable(fmt.Errorf("%w for %s: %s", tool.ErrInvalidArguments, JobsToolName, bad))
 	}
 	targets, err := js.targets(ids)
 	if err != nil {

@@ -421,12 +421,10 @@ func (js *jobs) refuse(id, text string) string {
 	switch {
 	case j == nil:
 		return bad.Content
-	case strings.TrimSpace(text) == "":
-		return fmt.Sprintf("%v: the message to %s is blank: say what the job should know or do", tool.ErrInvalidArguments, id)
-	case len(text) > subagent.MaxMessageBytes:
-		return fmt.Sprintf("%v: the message to %s has %d bytes, more than %d: send a shorter one", tool.ErrInvalidArguments, id, len(text), subagent.MaxMessageBytes)
+	case runtime.JobMessageRefused(id, text) != "":
+		return fmt.Sprintf("%v: %s", tool.ErrInvalidArguments, runtime.JobMessageRefused(id, text))
 	case j.ended:
-		return fmt.Sprintf("%v: %s is %s: it takes no more messages; collect it with wait", subagent.ErrJobEnded, id, j.state())
+		return fmt.Sprintf("%v: %s", subagent.ErrJobEnded, runtime.JobEnded(id, j.state()))
 	}
 	return ""
 }
@@ -444,7 +442,7 @@ func (js *jobs) deliver(ctx workflow.Context, id, text string) (subagent.Receipt
 	j.receipts = append(j.receipts, r)
 	if err := workflow.SignalExternalWorkflow(ctx, j.wfID, "", jobMessageSignal, m).Get(ctx, nil); err != nil {
 		j.receipts = j.receipts[:len(j.receipts)-1]
-		return subagent.Receipt{}, fmt.Sprintf("%v: %s has ended: it takes no more messages; collect it with wait", subagent.ErrJobEnded, id)
+		return subagent.Receipt{}, fmt.Sprintf("%v: %s", subagent.ErrJobEnded, runtime.JobEnded(id, ""))
 	}
 	js.drain()
 	for _, x := range j.receipts {
@@ -462,12 +460,9 @@ func (js *jobs) wait(ctx workflow.Context, a jobsArgs) ToolResult {
 	if a.JobID != "" {
 		ids = append([]string{a.JobID}, ids...)
 	}
-	d := subagent.DefaultJobWait
-	if a.Timeout != nil {
-		d = time.Duration(*a.Timeout * float64(time.Second))
-	}
-	if d <= 0 {
-		d = time.Nanosecond // a look, no wait
+	d, bad := runtime.JobWait(a.Timeout)
+	if bad != "" {
+		return toolError("%v for %s: %s", tool.ErrInvalidArguments, subagent.JobsToolName, bad)
 	}
 	var targets []*bgJob
 	if len(ids) == 0 {

@@ -571,3 +571,49 @@ func describe(ctx context.Context, c client.Client, workflowID string) (*workflo
 	}
 	return d.RawResponse, nil
 }
+
+// A wait's timeout past the tool's bound is refused with the bound, as in
+// process, whatever its size: never turned into a look that returns at
+// once (a duration that overflows) nor a wait without end; the job is
+// then waited for with a timeout in bounds.
+func TestJobWaitTimeoutIsBounded(t *testing.T) {
+	const task = "sort the shells"
+	for _, timeout := range []string{"1e20", "600.5", "-1", "1e308"} {
+		t.Run(timeout, func(t *testing.T) {
+			p := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+				rs := resultsOf(req)
+				if firstUserOf(req) == task {
+					return provider.AssistantMessage("sorted"), nil
+				}
+				call := func(name, args string) (provider.Message, error) {
+					return provider.AssistantMessage("", provider.ToolCall{ID: "c", Name: name, Arguments: json.RawMessage(args)}), nil
+				}
+				switch len(rs) {
+				case 0:
+					return call(SpawnToolName, `{"task":"`+task+`","background":true}`)
+				case 1:
+					return call(subagent.JobsToolName, `{"action":"wait","job_id":"`+jobIDOf(rs[0])+`","timeout_seconds":`+timeout+`}`)
+				case 2:
+					return call(subagent.JobsToolName, `{"action":"wait","job_id":"`+jobIDOf(rs[0])+`","timeout_seconds":600}`)
+				}
+				return provider.AssistantMessage(strings.Join(rs[1:], " | ")), nil
+			}}
+			env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}})
+			env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Spawn: true, Background: true}, Text: "go"})
+			var out RunOutput
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			if err := env.GetWorkflowResult(&out); err != nil {
+				t.Fatal(err)
+			}
+			first, second, _ := strings.Cut(out.Answer, " | ")
+			if !strings.Contains(first, tool.ErrInvalidArguments.Error()) || !strings.Contains(first, "600") || strings.Contains(first, "still running") {
+				t.Errorf("a wait of %s seconds said %q, want it refused with the bound", timeout, first)
+			}
+			if second != "sorted" {
+				t.Errorf("the wait in bounds said %q, want the job's answer", second)
+			}
+		})
+	}
+}

@@ -43,6 +43,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/internal/answercheck"
@@ -220,3 +221,18 @@ func JobMessages(ids, texts []string) string { return jobtool.Inbound(ids, texts
 
 // JobsUsage is what a call of JobsTool with bad arguments is told to pass.
 const JobsUsage = jobtool.Usage
+
+// JobMessageRefused says why text cannot be sent to job id, blank or
+// past subagent.MaxMessageBytes, or "" when it can.
+func JobMessageRefused(id, text string) string { return jobtool.BadMessage(id, text) }
+
+// JobEnded is why job id, ended in state ("": found ended as the message
+// went out), takes no more messages.
+func JobEnded(id, state string) string { return jobtool.Ended(id, state) }
+
+// JobWait is how long a wait of the jobs tool whose timeout_seconds is
+// seconds (nil: none given) waits, or why the timeout is refused: below
+// 0 or past the 600 seconds the tool allows. 0 is a look, a nanosecond.
+func JobWait(seconds *float64) (time.Duration, string) {
+	return jobtool.WaitTimeout(seconds, subagent.DefaultJobWait)
+}

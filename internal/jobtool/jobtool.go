@@ -7,7 +7,16 @@ package jobtool
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
+	"time"
+)
+
+// MaxMessageBytes bounds the text of a message sent to a job, and
+// MaxWaitSeconds a wait's timeout (as Params says to the model).
+const (
+	MaxMessageBytes = 16 << 10
+	MaxWaitSeconds  = 600
 )
 
 // Params is the JSON Schema of the jobs tool's arguments.
@@ -73,4 +82,45 @@ func Inbound(ids, texts []string) string {
 		fmt.Fprintf(&b, "Message %s from the agent that started you:\n%s", ids[i], texts[i])
 	}
 	return b.String()
+}
+
+// BadMessage says what is wrong with text as a message to job id, or ""
+// when nothing is: a blank message or one past MaxMessageBytes is
+// refused, with what to send instead.
+func BadMessage(id, text string) string {
+	switch {
+	case strings.TrimSpace(text) == "":
+		return fmt.Sprintf("the message to %s is blank: say what the job should know or do", id)
+	case len(text) > MaxMessageBytes:
+		return fmt.Sprintf("the message to %s has %d bytes, more than %d: send a shorter one", id, len(text), MaxMessageBytes)
+	}
+	return ""
+}
+
+// Ended is why job id, ended in state ("": found ended as the message
+// went out), takes no more messages.
+func Ended(id, state string) string {
+	if state == "" {
+		return id + " has ended: it takes no more messages; collect it with wait"
+	}
+	return id + " is " + state + ": it takes no more messages; collect it with wait"
+}
+
+// WaitTimeout is how long a wait whose timeout_seconds is seconds (nil:
+// none given, def) waits; a timeout of 0 looks without waiting (a
+// nanosecond). A timeout below 0, above MaxWaitSeconds or not a number
+// is refused with what to send, never turned into a look or a wait
+// without end.
+func WaitTimeout(seconds *float64, def time.Duration) (time.Duration, string) {
+	if seconds == nil {
+		return def, ""
+	}
+	s := *seconds
+	if math.IsNaN(s) || s < 0 || s > MaxWaitSeconds {
+		return 0, fmt.Sprintf("timeout_seconds is %v: give 0 (look without waiting) to %d seconds", s, MaxWaitSeconds)
+	}
+	if s == 0 {
+		return time.Nanosecond, ""
+	}
+	return max(time.Duration(s*float64(time.Second)), time.Nanosecond), ""
 }
