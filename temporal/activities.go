@@ -107,6 +107,7 @@ func Register(w worker.Registry, rt *Runtime) {
 	w.RegisterActivityWithOptions(a.CheckDelegation, activity.RegisterOptions{Name: CheckActivityName})
 	w.RegisterActivityWithOptions(a.CheckDelegations, activity.RegisterOptions{Name: ChecksActivityName})
 	w.RegisterActivityWithOptions(a.Guard, activity.RegisterOptions{Name: GuardActivityName})
+	w.RegisterActivityWithOptions(a.PublishJobEvents, activity.RegisterOptions{Name: PublishActivityName})
 }
 
 func (rt *Runtime) payloadLimit() int { return cmp.Or(max(rt.PayloadLimit, 0), DefaultPayloadLimit) }

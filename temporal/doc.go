@@ -61,6 +61,15 @@
 // counts once in ChildUsage. From outside, [Jobs] lists a run's jobs,
 // [SendToJob] sends one a message (an update) and [CancelJob] cancels one.
 //
+// The actions on jobs are the deputy.job_* events an in-process run emits
+// (subagent.JobStartedEvent and the others), with the same values and
+// attribution: the run's workflow publishes what it decides — a job's
+// SUBAGENT_STARTED and start before the job runs, a message queued, a
+// status asked by the model, a cancel, a job's end — through a local
+// activity (PublishActivityName), which a replay does not run again, and a
+// job's model call publishes the messages it took before its step. A
+// status read from Go through the Jobs query publishes nothing.
+//
 // # Asking a person
 //
 // A tool anywhere in the tree may ask a person (tool.Ask,

@@ -22,7 +22,10 @@ import (
 // its start and its end when it can tell the run ends there); a tool call
 // its result; the next model call of the parent the results the workflow
 // made itself (a failed child, a refused call). Without Runtime.Events,
-// nothing is built.
+// nothing is built. What a run decides about its background jobs, which
+// no activity of its own follows, it publishes through a local activity
+// (PublishJobEvents), recorded as a marker: a replay reads it and does
+// not publish again.
 
 // EventSink receives the events of the runs whose activities a worker
 // runs, each with tree, the ID of the tree's top-level workflow. Emit is
@@ -67,6 +70,12 @@ type Trace struct {
 	Spent      provider.Usage `json:"spent"`
 	TokenLimit int64          `json:"token_limit,omitempty"`
 	MaxOutput  int            `json:"max_output,omitempty"`
+	// Announced: the run is a background job whose parent published its
+	// SUBAGENT_STARTED as it started it, as in process; its first model
+	// call does not. Delivered are the messages its parent sent that the
+	// run took before this step, published as deputy.job_delivered.
+	Announced bool               `json:"announced,omitempty"`
+	Delivered []subagent.Receipt `json:"delivered,omitempty"`
 }
 
 // EndedCall is a call of a step whose result the next model call
@@ -145,8 +154,12 @@ func (em emitter) before(req provider.Request) {
 	if t.Step > 1 {
 		em.emit(event.Event{Type: event.StepFinished, StepName: em.stepName(t.Step - 1)})
 	}
-	if t.Step == 1 && t.Subagent != "" {
+	if t.Step == 1 && t.Subagent != "" && !t.Announced {
 		em.sink.Emit(t.Tree, startedEvent(t))
+	}
+	for _, r := range t.Delivered {
+		// Taken at the step boundary, before the step: the job's own.
+		em.emit(jobEvent(subagent.JobDeliveredEvent, "", jobMessageEvent{Receipt: r, RunID: t.Subagent}))
 	}
 	em.emit(event.Event{Type: event.StepStarted, StepName: em.stepName(t.Step)})
 }
@@ -317,4 +330,52 @@ func (s treeSink) Emit(e event.Event) { s.em.sink.Emit(s.em.t.Tree, e) }
 func startedEvent(t *Trace) event.Event {
 	return event.Event{Type: event.SubagentStarted, SubagentRunID: t.Subagent, Name: t.Name, Description: t.Description,
 		ParentSubagentRunID: t.Parent, ParentToolCallID: event.CallID(t.Parent, t.ParentToolCall)}
+}
+
+// The values of a job's CUSTOM events, as in process: a job's status, or
+// a message's receipt, with the job's sub-agent run id.
+type jobStatusEvent struct {
+	subagent.JobStatus
+	RunID string `json:"subagent_run_id"`
+}
+
+type jobMessageEvent struct {
+	subagent.Receipt
+	RunID string `json:"subagent_run_id"`
+	Text  string `json:"text,omitempty"`
+}
+
+// jobEvent is the CUSTOM event name of a job, with v, attributed to by
+// ("": the run that publishes it).
+func jobEvent(name, by string, v any) event.Event {
+	b, _ := json.Marshal(v) // plain fields: it cannot fail
+	return event.Event{Type: event.Custom, Name: name, SubagentRunID: by, Value: b}
+}
+
+// JobEvents is the input of PublishActivityName: the events a run's
+// workflow publishes of its background jobs, in order — the job's
+// SUBAGENT_STARTED and deputy.job_started as it starts it, a message
+// queued, a status asked, a cancel, its end — as the run (Trace) it is.
+type JobEvents struct {
+	Trace  *Trace        `json:"trace"`
+	Events []event.Event `json:"events"`
+}
+
+// PublishJobEvents publishes what a run's workflow decided about its
+// background jobs to the worker's Runtime.Events (nothing without it).
+// It is a local activity: it runs on the worker that runs the workflow,
+// once, and a replay reads its marker instead of running it again.
+func (a *Activities) PublishJobEvents(_ context.Context, in JobEvents) error {
+	em := a.emitter(in.Trace)
+	if !em.on() {
+		return nil
+	}
+	for _, e := range in.Events {
+		if e.Type == event.SubagentStarted {
+			em.sink.Emit(in.Trace.Tree, e) // named as startedEvent names it
+			continue
+		}
+		em.emit(e)
+	}
+	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/deputy-go/deputy/agent/runtime"
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
@@ -46,6 +47,11 @@ const (
 	// share is held.
 	holdChange = "deputy.background-hold"
 
+	// jobEventsChange names the workflow version from which a run
+	// publishes the events of its jobs (PublishActivityName): asked at
+	// its first job's start; a history recorded before it published none.
+	jobEventsChange = "deputy.job-events"
+
 	jobMessageSignal  = "deputy.job_message"  // a parent sends its job a message
 	jobProgressSignal = "deputy.job_progress" // a job tells its parent where it stands
 )
@@ -54,6 +60,7 @@ const (
 type jobMessage struct {
 	ID   string `json:"id"`
 	Text string `json:"text"`
+	Seq  int    `json:"seq,omitempty"` // its place among the job's messages
 }
 
 // jobProgress is where a job stands, as it tells its parent: the step it
@@ -78,6 +85,12 @@ type jobs struct {
 	sent     int // messages sent, for their ids
 	on       bool
 	checked  bool // backgroundChange asked for
+	// trace places the run in its tree (nil: none); publishing: the run
+	// publishes its jobs' events (jobEventsChange), asked with the first
+	// job's start.
+	trace         *Trace
+	publishing    bool
+	eventsChecked bool
 }
 
 // bgJob is one background child.
@@ -86,6 +99,7 @@ type bgJob struct {
 	cancel                workflow.CancelFunc
 	ended, collected      bool
 	cancelled             bool
+	told                  bool // its end is published (or nothing is)
 	out                   RunOutput
 	err                   error
 	step                  int
@@ -99,8 +113,27 @@ type bgJob struct {
 	dollars float64
 }
 
-func newJobs(ctx workflow.Context, spec Spec) *jobs {
-	return &jobs{ctx: ctx, spec: spec}
+func newJobs(ctx workflow.Context, spec Spec, trace *Trace) *jobs {
+	return &jobs{ctx: ctx, spec: spec, trace: trace}
+}
+
+// publish publishes evs as the run's (a local activity), when it
+// publishes its jobs' events; what it cannot publish is dropped.
+func (js *jobs) publish(ctx workflow.Context, evs ...event.Event) {
+	if !js.publishing || len(evs) == 0 {
+		return
+	}
+	// Under a context of its own: a job's end is published after the
+	// run was cancelled too.
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	lctx := workflow.WithLocalActivityOptions(dctx, workflow.LocalActivityOptions{ScheduleToCloseTimeout: 10 * time.Second,
+		RetryPolicy: &sdktemporal.RetryPolicy{MaximumAttempts: 1}})
+	_ = workflow.ExecuteLocalActivity(lctx, PublishActivityName, JobEvents{Trace: &Trace{Tree: js.trace.Tree, Subagent: js.trace.Subagent}, Events: evs}).Get(dctx, nil)
+}
+
+// statusEvent is a job's CUSTOM event name with its status now.
+func (j *bgJob) statusEvent(name string) event.Event {
+	return jobEvent(name, "", jobStatusEvent{JobStatus: j.status(), RunID: j.wfID})
 }
 
 // offered reports whether the run offers background jobs.
@@ -137,6 +170,18 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 	j := &bgJob{id: "job_" + strconv.Itoa(len(js.list)+1), agent: forkName, task: a.Text, wfID: d.id}
 	js.list = append(js.list, j) // at once: starts of one step run side by side
 	a.Job = j.id
+	if !js.eventsChecked {
+		js.eventsChecked = true
+		js.publishing = js.trace != nil && a.Trace != nil && workflow.GetVersion(ctx, jobEventsChange, workflow.DefaultVersion, 1) >= 1
+	}
+	if js.publishing {
+		// Announced before it starts, as in process: its SUBAGENT_STARTED
+		// and deputy.job_started come before anything the job publishes.
+		ct := *a.Trace
+		ct.Announced = true
+		a.Trace = &ct
+		js.publish(ctx, startedEvent(&ct), j.statusEvent(subagent.JobStartedEvent))
+	}
 	if js.spec.TokenLimit > 0 {
 		j.tokens = a.Spec.TokenLimit
 	}
@@ -161,6 +206,8 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 	if err := f.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 		cancel()
 		j.ended, j.collected, j.err = true, true, err
+		js.publish(ctx, event.Event{Type: event.SubagentError, SubagentRunID: j.wfID, Message: "the job could not start: " + err.Error(), Code: "error"})
+		j.told = true
 		return ToolResult{Content: capText(fmt.Sprintf("%s could not start in the background: %v", d.call.Name, err), js.spec.maxOutput()), IsError: true}, nil
 	}
 	workflow.Go(js.ctx, func(gctx workflow.Context) {
@@ -172,6 +219,18 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 				j.receipts[i].State = subagent.MessageUndelivered
 			}
 		}
+		var evs []event.Event
+		if err != nil {
+			// A job that answered published its end itself; one that
+			// failed or was cancelled could not.
+			code := "error"
+			if j.cancelled || sdktemporal.IsCanceledError(err) {
+				code = "cancelled"
+			}
+			evs = append(evs, event.Event{Type: event.SubagentError, SubagentRunID: j.wfID, Message: messageOf(err), Code: code})
+		}
+		js.publish(gctx, append(evs, j.statusEvent(subagent.JobEndedEvent))...)
+		j.told = true
 	})
 	return ToolResult{Content: runtime.JobStarted(j.id)}, nil
 }
@@ -235,9 +294,13 @@ func (js *jobs) find(id string) *bgJob {
 }
 
 // stop cancels the job, if it runs, and waits until it has ended.
-func (j *bgJob) stop(ctx workflow.Context) error {
+func (js *jobs) stop(ctx workflow.Context, j *bgJob) error {
 	if j.ended {
 		return nil
+	}
+	js.publish(ctx, j.statusEvent(subagent.JobCancelledEvent))
+	if j.ended {
+		return nil // it ended while the cancel was published
 	}
 	j.cancelled = true
 	j.cancel()
@@ -353,15 +416,18 @@ func (js *jobs) act(ctx workflow.Context, call provider.ToolCall) ToolResult {
 	case "status":
 		if a.JobID == "" {
 			all := make([]subagent.JobStatus, len(js.list))
+			evs := make([]event.Event, len(js.list))
 			for i, j := range js.list {
-				all[i] = j.status()
+				all[i], evs[i] = j.status(), j.statusEvent(subagent.JobStatusEvent)
 			}
+			js.publish(ctx, evs...)
 			return jsonToolResult(all)
 		}
 		j, bad := js.named(a.JobID)
 		if j == nil {
 			return bad
 		}
+		js.publish(ctx, j.statusEvent(subagent.JobStatusEvent))
 		return jsonToolResult(j.status())
 	case "send":
 		return js.send(ctx, a.JobID, a.Message)
@@ -371,7 +437,7 @@ func (js *jobs) act(ctx workflow.Context, call provider.ToolCall) ToolResult {
 			return bad
 		}
 		running := !j.ended
-		if err := j.stop(ctx); err != nil {
+		if err := js.stop(ctx, j); err != nil {
 			return toolError("%s: %v", subagent.JobsToolName, err)
 		}
 		res := j.collect(js.spec.maxOutput())
@@ -437,9 +503,14 @@ func (js *jobs) deliver(ctx workflow.Context, id, text string) (subagent.Receipt
 	}
 	j := js.find(id)
 	js.sent++
-	m := jobMessage{ID: "msg_" + strconv.Itoa(js.sent), Text: text}
-	r := subagent.Receipt{JobID: j.id, MessageID: m.ID, State: subagent.MessageQueued, Seq: len(j.receipts) + 1}
+	r := subagent.Receipt{JobID: j.id, MessageID: "msg_" + strconv.Itoa(js.sent), State: subagent.MessageQueued, Seq: len(j.receipts) + 1}
+	m := jobMessage{ID: r.MessageID, Text: text}
+	if js.publishing {
+		m.Seq = r.Seq // for the job's deliveries
+	}
 	j.receipts = append(j.receipts, r)
+	// Published queued before the job can take it.
+	js.publish(ctx, jobEvent(subagent.JobMessageEvent, "", jobMessageEvent{Receipt: r, RunID: j.wfID, Text: text}))
 	if err := workflow.SignalExternalWorkflow(ctx, j.wfID, "", jobMessageSignal, m).Get(ctx, nil); err != nil {
 		j.receipts = j.receipts[:len(j.receipts)-1]
 		return subagent.Receipt{}, fmt.Sprintf("%v: %s", subagent.ErrJobEnded, runtime.JobEnded(id, ""))
@@ -549,7 +620,10 @@ func (js *jobs) settle() (provider.Usage, float64) {
 		}
 	}
 	ctx, _ := workflow.NewDisconnectedContext(js.ctx)
-	_ = workflow.Await(ctx, func() bool { return js.alive() == 0 })
+	// Until each job's end is published too: the run must not end first.
+	_ = workflow.Await(ctx, func() bool {
+		return js.alive() == 0 && !slices.ContainsFunc(js.list, func(j *bgJob) bool { return !j.told })
+	})
 	var u provider.Usage
 	var c float64
 	for _, j := range js.list {
@@ -629,7 +703,7 @@ func (js *jobs) serve(ctx workflow.Context) error {
 	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, JobCancelUpdate, func(ctx workflow.Context, id string) (subagent.JobStatus, error) {
 		j := js.find(id)
-		if err := j.stop(ctx); err != nil {
+		if err := js.stop(ctx, j); err != nil {
 			return subagent.JobStatus{}, err
 		}
 		js.drain()
@@ -740,23 +814,30 @@ func newInbox(ctx workflow.Context, job string) *inbox {
 
 // take returns the messages waiting, as the user message that delivers
 // them, and tells the parent they were taken before step.
-func (ib *inbox) take(ctx workflow.Context, step int, out RunOutput, conv []provider.Message) (provider.Message, bool) {
+//
+// It returns the receipts of the messages taken, for the step's model
+// call to publish (those a parent numbered: see jobEventsChange).
+func (ib *inbox) take(ctx workflow.Context, step int, out RunOutput, conv []provider.Message) (provider.Message, []subagent.Receipt, bool) {
 	if ib == nil {
-		return provider.Message{}, false
+		return provider.Message{}, nil, false
 	}
 	var ids, texts []string
+	var taken []subagent.Receipt
 	for {
 		var m jobMessage
 		if !ib.ch.ReceiveAsync(&m) {
 			break
 		}
 		ids, texts = append(ids, m.ID), append(texts, m.Text)
+		if m.Seq > 0 {
+			taken = append(taken, subagent.Receipt{JobID: ib.job, MessageID: m.ID, State: subagent.MessageDelivered, Step: step, Seq: m.Seq})
+		}
 	}
 	if len(ids) == 0 {
-		return provider.Message{}, false
+		return provider.Message{}, nil, false
 	}
 	ib.tell(ctx, jobProgress{Job: ib.job, Step: step, Last: lastWords(conv), Usage: out.TotalUsage(), Cost: out.Cost, Delivered: ids})
-	return provider.UserMessage(runtime.JobMessages(ids, texts)), true
+	return provider.UserMessage(runtime.JobMessages(ids, texts)), taken, true
 }
 
 // reached tells the parent where the job stands after a model reply of

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,10 +12,12 @@ import (
 	"time"
 
 	"go.temporal.io/api/enums/v1"
+
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -135,12 +138,17 @@ func jobSurvivesRestart(t *testing.T, c client.Client, id func(n int64, i int) s
 		t.Fatal(err)
 	}
 	queue := fmt.Sprintf("deputy-jobs-%d", time.Now().UnixNano())
+	tree := "jobs-" + queue
+	// Both workers publish to one hub: the second replays the lead's and
+	// the job's histories, and must publish nothing the first did again.
+	hub := NewHub()
+	var rec recorder
+	defer hub.Subscribe(event.WithSink(context.Background(), &rec), tree)()
 	w1 := worker.New(c, queue, worker.Options{})
-	Register(w1, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: regBefore})
+	Register(w1, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: regBefore, Events: hub})
 	if err := w1.Start(); err != nil {
 		t.Fatal(err)
 	}
-	tree := "jobs-" + queue
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tree, TaskQueue: queue}, AgentWorkflowName,
 		RunInput{Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"record", "hold"}, Spawn: true, Background: true}, Text: "go"})
 	if err != nil {
@@ -153,7 +161,7 @@ func jobSurvivesRestart(t *testing.T, c client.Client, id func(n int64, i int) s
 	}
 	w1.Stop() // the job's child workflow is in the middle of a tool call
 	w2 := worker.New(c, queue, worker.Options{})
-	Register(w2, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: regAfter})
+	Register(w2, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: regAfter, Events: hub})
 	if err := w2.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -172,6 +180,22 @@ func jobSurvivesRestart(t *testing.T, c client.Client, id func(n int64, i int) s
 	calls, spent := m.total()
 	if calls != 7 || out.TotalUsage() != spent {
 		t.Errorf("%d model calls costing %+v, the lead reported %+v; want 7 (4 the lead's, 3 the job's), each counted once", calls, spent, out.TotalUsage())
+	}
+	// Each job event once, across the restart, as in process.
+	counts := map[string]int{}
+	rec.mu.Lock()
+	for _, e := range rec.events {
+		if e.Type == event.Custom && strings.HasPrefix(e.Name, "deputy.job_") {
+			counts[e.Name]++
+		}
+		if e.Type == event.SubagentStarted {
+			counts["started"]++
+		}
+	}
+	rec.mu.Unlock()
+	want := map[string]int{"started": 1, subagent.JobStartedEvent: 1, subagent.JobMessageEvent: 1, subagent.JobDeliveredEvent: 1, subagent.JobEndedEvent: 1}
+	if !maps.Equal(counts, want) {
+		t.Errorf("the tree published %v, want %v: each once, whatever a worker replayed", counts, want)
 	}
 	child := tree + "/0.0-" + SpawnToolName
 	d, err := describe(ctx, c, child)

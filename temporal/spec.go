@@ -50,9 +50,12 @@ const (
 	// ChecksActivityName checks a turn's hand-offs at once (Checks).
 	ChecksActivityName = "deputy.CheckDelegations"
 	GuardActivityName  = "deputy.Guard"
-	AskUpdate          = "ask"
-	CloseSignal        = "close"
-	SpawnToolName      = "spawn_subagent"
+	// PublishActivityName publishes a run's job events (JobEvents), a
+	// local activity of the run's workflow.
+	PublishActivityName = "deputy.PublishJobEvents"
+	AskUpdate           = "ask"
+	CloseSignal         = "close"
+	SpawnToolName       = "spawn_subagent"
 )
 
 // Spec describes an agent. It is a plain value carried in workflow inputs:

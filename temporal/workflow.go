@@ -88,7 +88,7 @@ func FactoryWorkflow(ctx workflow.Context, in FactoryCall) (ToolResult, error) {
 func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Message, idPrefix string, trace *Trace, q *questions, path string, ib *inbox) (out RunOutput, err error) {
 	var jb *jobs
 	if spec.Background && q != nil {
-		jb = newJobs(ctx, spec)
+		jb = newJobs(ctx, spec, trace)
 		if err := jb.serve(ctx); err != nil {
 			return out, err
 		}
@@ -146,9 +146,11 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			out.Messages = conv
 			return out, failure(out, ErrTypeMaxSteps, fmt.Sprintf("agent %q used its %d steps without a final answer: raise Spec.MaxSteps or simplify the task", spec.Name, spec.maxSteps()))
 		}
-		if m, ok := ib.take(ctx, step+1, out, conv); ok {
+		var delivered []subagent.Receipt
+		if m, taken, ok := ib.take(ctx, step+1, out, conv); ok {
 			// The messages sent meanwhile, at the step boundary.
 			conv = append(conv, m)
+			delivered = taken
 		}
 		req := provider.Request{
 			Model: spec.Model, System: system, MaxTokens: spec.MaxTokens, Tools: defs,
@@ -180,6 +182,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			t := *trace
 			t.Step, t.Ended, t.Corrected, t.Spent, t.TokenLimit, t.MaxOutput = step+1, ended, corrected, out.TotalUsage(), spec.TokenLimit, spec.maxOutput()
 			t.Guarded, t.SpentCost, t.CostLimit = guards, out.Cost, spec.CostLimit
+			t.Delivered = delivered
 			mc.Trace = &t
 		}
 		var resp ModelReply

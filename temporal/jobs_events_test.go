@@ -1,0 +1,210 @@
+package temporal
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.temporal.io/sdk/client"
+
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// jobEventLines renders a tree's job events, as the in-process test of
+// the same actions does (agui's TestJobActionsAreEvents): "name
+// attribution job state seq step text", the attribution "lead" or the
+// spawn call that started the sub-agent, the job by that call ("s1" is
+// job1), and " after its sub-agent" on a job's end published after its
+// sub-agent's own. Bad events fail t.
+func jobEventLines(t *testing.T, evs []event.Event) []string {
+	t.Helper()
+	sub := map[string]string{} // sub-agent run id → spawn call
+	var ended []string         // spawn calls, in the order their sub-agents ended
+	var got []string
+	for _, e := range evs {
+		switch e.Type {
+		case event.SubagentStarted:
+			if _, again := sub[e.SubagentRunID]; again {
+				t.Errorf("sub-agent %s started twice", e.SubagentRunID)
+			}
+			call := e.ParentToolCallID
+			if i := strings.LastIndex(call, "/"); i >= 0 {
+				call = call[i+1:]
+			}
+			sub[e.SubagentRunID] = call
+		case event.SubagentFinished, event.SubagentError:
+			ended = append(ended, sub[e.SubagentRunID])
+		case event.Custom:
+			if !strings.HasPrefix(e.Name, "deputy.job_") {
+				continue
+			}
+			var v struct {
+				JobID     string `json:"job_id"`
+				RunID     string `json:"subagent_run_id"`
+				State     string `json:"state"`
+				Task      string `json:"task"`
+				MessageID string `json:"message_id"`
+				Step      int    `json:"step"`
+				Seq       int    `json:"seq"`
+				Text      string `json:"text"`
+			}
+			if err := json.Unmarshal(e.Value, &v); err != nil {
+				t.Fatalf("%s: %v", e.Name, err)
+			}
+			call, ok := sub[v.RunID]
+			if !ok {
+				t.Fatalf("%s names sub-agent %q, which has not started: %s", e.Name, v.RunID, e.Value)
+			}
+			by := "lead"
+			if e.SubagentRunID != "" {
+				by = sub[e.SubagentRunID]
+			}
+			if v.JobID == "" || (v.State != "" && v.Task == "" && v.MessageID == "") {
+				t.Errorf("%s: %s lacks its job", e.Name, e.Value)
+			}
+			job := map[string]string{"s1": "job1", "s2": "job2"}[call]
+			line := fmt.Sprintf("%s %s %s %s %d %d %s", strings.TrimPrefix(e.Name, "deputy."), by, job, v.State, v.Seq, v.Step, v.Text)
+			if e.Name == subagent.JobEndedEvent && slices.Contains(ended, call) {
+				line += " after its sub-agent"
+			}
+			got = append(got, line)
+		}
+	}
+	return got
+}
+
+// linesOf returns the lines about job.
+func linesOf(lines []string, job string) []string {
+	var out []string
+	for _, l := range lines {
+		if strings.Fields(l)[2] == job {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// wantJobEvents is what the actions of jobActions publish, per job, as
+// in process.
+var wantJobEvents = []string{
+	"job_started lead job1 running 0 0 ",
+	"job_started lead job2 running 0 0 ",
+	"job_message lead job1 queued 1 0 look under the stairs",
+	"job_status lead job1 running 0 1 ",
+	"job_delivered s1 job1 delivered 1 2 ",
+	"job_cancelled lead job2 running 0 1 ",
+	"job_ended lead job2 cancelled 0 1  after its sub-agent",
+	"job_ended lead job1 done 0 2  after its sub-agent",
+}
+
+// jobActions is a lead that starts two jobs, sends the first a message
+// while it looks something up, asks its status, cancels the second while
+// it holds on, waits for the first and answers; the first job answers
+// with what it was told, the second holds on until it is cancelled.
+// Calls are named by id (the spawns s1 and s2, for the events'
+// attribution).
+func jobActions(t *testing.T) (*script, []tool.Tool) {
+	t.Helper()
+	const dig, idle = "dig", "idle"
+	sent := make(chan struct{})
+	var once sync.Once
+	lookup := tool.Must(tool.New("lookup", "Looks.", func(ctx context.Context, _ struct{}) (string, error) {
+		select {
+		case <-sent:
+			return "nothing yet", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}))
+	holding := make(chan struct{})
+	var holdOnce sync.Once
+	hold := tool.Must(tool.New("hold", "Holds on.", func(ctx context.Context, _ struct{}) (string, error) {
+		holdOnce.Do(func() { close(holding) })
+		<-ctx.Done()
+		return "", ctx.Err()
+	}))
+	m := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		call := func(id, name, args string) (provider.Message, error) {
+			return provider.AssistantMessage("", provider.ToolCall{ID: id, Name: name, Arguments: json.RawMessage(args)}), nil
+		}
+		switch firstUserOf(req) {
+		case dig:
+			if len(rs) == 0 {
+				return call("l1", "lookup", `{}`)
+			}
+			last := req.Messages[len(req.Messages)-1].Content
+			return provider.AssistantMessage("found it: " + last[strings.LastIndex(last, "\n")+1:]), nil
+		case idle:
+			return call("h1", "hold", `{}`)
+		}
+		switch len(rs) {
+		case 0:
+			return provider.AssistantMessage("",
+				provider.ToolCall{ID: "s1", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"` + dig + `","background":true}`)},
+				provider.ToolCall{ID: "s2", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"` + idle + `","background":true}`)}), nil
+		case 2:
+			return call("j_send", subagent.JobsToolName, `{"action":"send","job_id":"`+jobIDOf(rs[0])+`","message":"look under the stairs"}`)
+		case 3:
+			return call("j_status", subagent.JobsToolName, `{"action":"status","job_id":"`+jobIDOf(rs[0])+`"}`)
+		case 4:
+			once.Do(func() { close(sent) }) // the receipt and the status are in the conversation
+			select {
+			case <-holding:
+			case <-time.After(time.Minute):
+				return provider.Message{}, fmt.Errorf("the second job never held on")
+			}
+			return call("j_cancel", subagent.JobsToolName, `{"action":"cancel","job_id":"`+jobIDOf(rs[1])+`"}`)
+		case 5:
+			return call("j_wait", subagent.JobsToolName, `{"action":"wait","job_id":"`+jobIDOf(rs[0])+`","timeout_seconds":600}`)
+		}
+		return provider.AssistantMessage("done: " + rs[5]), nil
+	}}
+	return m, []tool.Tool{lookup, hold}
+}
+
+// The actions on background jobs on Temporal publish the deputy.job_*
+// events an in-process run emits for them, with the same values and
+// attribution, each once: two jobs started, a message queued for one and
+// delivered before its second step, its status asked, the other
+// cancelled, both ended after their sub-agents.
+func TestJobActionsAreEventsOnTemporal(t *testing.T) {
+	m, tools := jobActions(t)
+	reg, err := tool.NewRegistry(tools...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := NewHub()
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg, Events: hub})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "jobs-tree"})
+	var rec recorder
+	defer hub.Subscribe(event.WithSink(context.Background(), &rec), "jobs-tree")()
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"lookup", "hold"}, Spawn: true, Background: true}, Text: "go"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var out RunOutput
+	if err := env.GetWorkflowResult(&out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Answer != "done: found it: look under the stairs" {
+		t.Errorf("the lead answered %q", out.Answer)
+	}
+	rec.mu.Lock()
+	got := jobEventLines(t, rec.events)
+	rec.mu.Unlock()
+	for _, job := range []string{"job1", "job2"} {
+		if d := cmp.Diff(linesOf(wantJobEvents, job), linesOf(got, job)); d != "" {
+			t.Errorf("the events of %s (-want +got):\n%s", job, d)
+		}
+	}
+}
