@@ -37,7 +37,9 @@
 // An Event encodes (MarshalJSON, AppendJSON) to exactly the JSON fields that
 // @ag-ui/core 1.0.0 defines for its type, so an AG-UI client accepts it;
 // what the protocol has no field for (a sub-agent's usage and model) goes
-// in the event's metadata. JSONString encodes text as a Result.
+// in the event's metadata, and UnmarshalJSON reads it back from there, so
+// that a Go client decoding a stream with json.Unmarshal has it in Usage
+// and Model. JSONString encodes text as a Result.
 package event
 
 import (
@@ -127,7 +129,8 @@ type Event struct {
 	// RUN_FINISHED, SUBAGENT_FINISHED and SUBAGENT_ERROR, is AG-UI's array
 	// of TokenUsage: what the run, or the sub-agent invocation with its own
 	// sub-agents, spent per provider and model (on SUBAGENT_* it is
-	// encoded inside "metadata"; see AppendJSON). Both must be valid JSON
+	// encoded inside "metadata" and decoded from there; see AppendJSON
+	// and UnmarshalJSON). Both must be valid JSON
 	// when set.
 	Outcome json.RawMessage `json:"outcome,omitempty"`
 	Usage   json.RawMessage `json:"usage,omitempty"`

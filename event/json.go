@@ -148,6 +148,38 @@ func (e Event) AppendJSON(dst []byte) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
+// UnmarshalJSON decodes an event as MarshalJSON encodes it, so that
+// json.Unmarshal gives back what was sent: a SUBAGENT_* event's usage and
+// model, which travel in its "metadata" object, land in Usage and Model
+// as they do at the top level of other events. A "metadata" that is not an
+// object holding them (another sender's) is ignored.
+func (e *Event) UnmarshalJSON(b []byte) error {
+	type fields Event // Event's fields without this method
+	var w struct {
+		fields
+		Metadata json.RawMessage `json:"metadata"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*e = Event(w.fields)
+	if len(w.Metadata) > 0 {
+		var spent struct {
+			Usage json.RawMessage `json:"usage"`
+			Model string          `json:"model"`
+		}
+		if json.Unmarshal(w.Metadata, &spent) == nil {
+			if len(e.Usage) == 0 && string(spent.Usage) != "null" {
+				e.Usage = spent.Usage
+			}
+			if e.Model == "" {
+				e.Model = spent.Model
+			}
+		}
+	}
+	return nil
+}
+
 // appendSpent writes Usage and Model as the metadata object of a
 // SUBAGENT_* event, when either is set.
 func (e Event) appendSpent(b []byte) ([]byte, error) {

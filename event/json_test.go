@@ -112,15 +112,51 @@ func TestMarshalJSONPerType(t *testing.T) {
 			if string(app) != "prefix:"+tt.want {
 				t.Errorf("AppendJSON:\n got %s\nwant prefix:%s", app, tt.want)
 			}
-			// Decoding gives the fields back.
+			// Decoding gives every field sent back, a sub-agent's
+			// usage and model from its metadata included.
 			var back event.Event
 			if err := json.Unmarshal(got, &back); err != nil {
 				t.Fatal(err)
 			}
-			if back.Type != tt.e.Type {
-				t.Errorf("decoded type %q", back.Type)
+			again, err := json.Marshal(back)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(again) != tt.want {
+				t.Errorf("json.Unmarshal, then json.Marshal:\n got %s\nwant %s", again, tt.want)
 			}
 		})
+	}
+}
+
+// A client decoding a stream with json.Unmarshal reads a sub-agent's
+// usage and model in Usage and Model, and an event from another sender
+// whose metadata is not deputy's still decodes.
+func TestUnmarshalJSONReadsMetadata(t *testing.T) {
+	for _, tt := range []struct {
+		name, in     string
+		usage, model string
+	}{
+		{"usage and model", `{"type":"SUBAGENT_FINISHED","subagentRunId":"s","metadata":{"usage":[{"inputTokens":3}],"model":"m"}}`, `[{"inputTokens":3}]`, "m"},
+		{"model only", `{"type":"SUBAGENT_STARTED","subagentRunId":"s","name":"n","metadata":{"model":"m"}}`, "", "m"},
+		{"null usage", `{"type":"SUBAGENT_ERROR","subagentRunId":"s","message":"x","metadata":{"usage":null}}`, "", ""},
+		{"top-level usage wins", `{"type":"RUN_FINISHED","threadId":"t","runId":"r","usage":[{"inputTokens":1}],"metadata":{"usage":[{"inputTokens":9}]}}`, `[{"inputTokens":1}]`, ""},
+		{"metadata not an object", `{"type":"SUBAGENT_FINISHED","subagentRunId":"s","metadata":"from elsewhere"}`, "", ""},
+		{"metadata of other shape", `{"type":"SUBAGENT_FINISHED","subagentRunId":"s","metadata":{"usage":"lots","model":7}}`, "", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var e event.Event
+			if err := json.Unmarshal([]byte(tt.in), &e); err != nil {
+				t.Fatal(err)
+			}
+			if string(e.Usage) != tt.usage || e.Model != tt.model {
+				t.Errorf("Usage %s, Model %q; want %s, %q", e.Usage, e.Model, tt.usage, tt.model)
+			}
+		})
+	}
+	var e event.Event
+	if err := json.Unmarshal([]byte(`{"type":"SUBAGENT_FINISHED",`), &e); err == nil {
+		t.Error("a cut event decoded without an error")
 	}
 }
 

@@ -195,16 +195,8 @@ func request(w io.Writer, url string, also event.Sink) error {
 			return err
 		}
 		if also != nil {
-			// A sub-agent's spending comes in its event's metadata.
-			var meta struct {
-				Metadata struct {
-					Usage json.RawMessage `json:"usage"`
-					Model string          `json:"model"`
-				} `json:"metadata"`
-			}
-			if json.Unmarshal([]byte(data), &meta) == nil && e.Usage == nil {
-				e.Usage, e.Model = meta.Metadata.Usage, meta.Metadata.Model
-			}
+			// A sub-agent's spending, sent in its event's metadata, is
+			// decoded into e.Usage and e.Model.
 			also.Emit(e)
 		}
 		who := ""

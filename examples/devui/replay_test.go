@@ -43,18 +43,9 @@ func post(t *testing.T, url, body string, tree event.Sink) []event.Event {
 		if !ok {
 			continue
 		}
-		var e event.Event
-		var meta struct {
-			Metadata struct {
-				Usage json.RawMessage `json:"usage"`
-				Model string          `json:"model"`
-			} `json:"metadata"`
-		}
+		var e event.Event // a sub-agent's usage and model included
 		if err := json.Unmarshal([]byte(data), &e); err != nil {
 			t.Fatal(err)
-		}
-		if json.Unmarshal([]byte(data), &meta) == nil && e.Usage == nil {
-			e.Usage, e.Model = meta.Metadata.Usage, meta.Metadata.Model
 		}
 		tree.Emit(e)
 		events = append(events, e)

@@ -14,6 +14,7 @@
 package readme
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +23,7 @@ import (
 	"log"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/deputy-go/deputy/agent"
@@ -137,6 +139,29 @@ func serve(buildLead func() (agent.Agent, error)) error {
 	}
 	http.Handle("/agui", h)
 	return http.ListenAndServe("localhost:8080", nil)
+}
+
+// end of snippet
+
+// snippet of docs/events.md
+// read decodes an AG-UI stream as a Go client does, handing each event to
+// sink: json.Unmarshal puts a sub-agent's usage and model, which its
+// SUBAGENT_FINISHED sends in "metadata", in e.Usage and e.Model.
+func read(stream io.Reader, sink event.Sink) error {
+	sc := bufio.NewScanner(stream)
+	sc.Buffer(nil, 1<<20) // an event's line may be long
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var e event.Event
+		if err := json.Unmarshal([]byte(data), &e); err != nil {
+			return err
+		}
+		sink.Emit(e)
+	}
+	return sc.Err()
 }
 
 // end of snippet
