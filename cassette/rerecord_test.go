@@ -39,8 +39,21 @@ func TestEveryCallIsKeyedByItsPlaceInTheTree(t *testing.T) {
 	}
 }
 
+// In each id mode (a model that names its calls afresh, one that sends
+// no ids, one whose ids restart at call_0), a one-word change in one
+// child's prompt fails that node alone, and re-recording it calls the
+// model once and runs each approved tool once, as the recording did.
 func TestAChangedPromptFailsOnlyItsNodeAndIsRerecordedAlone(t *testing.T) {
-	c, want, _ := record(t, bigtree.IDsFresh)
+	for _, ids := range []struct {
+		name string
+		mode int
+	}{{"fresh ids", bigtree.IDsFresh}, {"no ids", bigtree.IDsNone}, {"ids restart", bigtree.IDsRestart}} {
+		t.Run(ids.name, func(t *testing.T) { changedPromptRerecorded(t, ids.mode) })
+	}
+}
+
+func changedPromptRerecorded(t *testing.T, ids int) {
+	c, want, _ := record(t, ids)
 	const changed = "topic 2 part 7"
 	const node = "lead/researcher@1.2/analyst@1.7"
 	prompt := func(task string) string {
@@ -69,13 +82,17 @@ func TestAChangedPromptFailsOnlyItsNodeAndIsRerecordedAlone(t *testing.T) {
 		}
 	}
 
-	live := &bigtree.Model{IDs: bigtree.IDsFresh}
+	live := &bigtree.Model{IDs: ids}
 	rp, err := cassette.Rerecord(c, live, node)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := runTree(t, rp, prompt); err != nil {
+	rerun, err := runTree(t, rp, prompt)
+	if err != nil {
 		t.Fatalf("re-recording: %v", err)
+	}
+	if rerun.asked != want.asked || rerun.ran != want.ran {
+		t.Errorf("re-recording: %d approvals asked, tools ran %v; recorded %d, %v", rerun.asked, rerun.ran, want.asked, want.ran)
 	}
 	if live.Calls.Load() != 1 {
 		t.Fatalf("re-recording called the model %d times, want once (the changed node only)", live.Calls.Load())
@@ -101,6 +118,9 @@ func TestAChangedPromptFailsOnlyItsNodeAndIsRerecordedAlone(t *testing.T) {
 	}
 	if got.dump != want.dump {
 		t.Errorf("the re-recorded tree differs:\n%s\nwant:\n%s", got.dump, want.dump)
+	}
+	if got.asked != want.asked || got.ran != want.ran {
+		t.Errorf("replaying the re-recorded cassette: %d approvals asked, tools ran %v; recorded %d, %v", got.asked, got.ran, want.asked, want.ran)
 	}
 	var a, b bytes.Buffer
 	if err := c.Write(&a); err != nil {
