@@ -31,7 +31,8 @@
 // many, and Selection.Each asserts Checks on each: State, Status (the
 // report of subagent.ResultSchema), Retries (how many times the validator
 // asked it again), AnswerContains, MaxTokens (the node and its
-// sub-agents), MaxOwnTokens, MaxCost, or any func of yours.
+// sub-agents), MaxOwnTokens, MaxCost (the node and its sub-agents),
+// MaxOwnCost, or any func of yours.
 // Tree.Approvals counts the approvals a run asked. A failure names the node
 // by its path and shows the tree around it. Tree.Dump is the golden form.
 //

@@ -314,15 +314,45 @@ func MaxOwnTokens(n int64) Check {
 }
 
 // OwnUsage returns what a node's own model calls spent: its usage less
-// its children's.
+// its children's, its requests included.
 func OwnUsage(n *subagent.Node) provider.Usage {
 	u := n.TotalUsage()
 	for _, c := range n.Children {
 		cu := c.TotalUsage()
 		u = provider.Usage{InputTokens: u.InputTokens - cu.InputTokens, OutputTokens: u.OutputTokens - cu.OutputTokens,
-			CacheReadTokens: u.CacheReadTokens - cu.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens - cu.CacheWriteTokens}
+			CacheReadTokens: u.CacheReadTokens - cu.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens - cu.CacheWriteTokens,
+			Requests: u.Requests - cu.Requests}
 	}
 	return u
+}
+
+// MaxOwnCost checks that a node's own model calls, its sub-agents' left
+// out, cost at most dollars, at prices (nil: the prices the run had), with
+// every model priced.
+func MaxOwnCost(dollars float64, prices *provider.Prices) Check {
+	return func(n *subagent.Node) error {
+		got, err := ownCost(n, prices)
+		if err != nil {
+			return err
+		}
+		if got > dollars {
+			return fmt.Errorf("cost $%.6f itself, more than $%.6f", got, dollars)
+		}
+		return nil
+	}
+}
+
+// ownCost is a node's cost less its children's.
+func ownCost(n *subagent.Node, prices *provider.Prices) (float64, error) {
+	got, unpriced := n.Cost(prices) // its sub-agents' models included
+	for _, c := range n.Children {
+		cc, _ := c.Cost(prices)
+		got -= cc
+	}
+	if len(unpriced) > 0 {
+		return 0, fmt.Errorf("models without a price: %v", unpriced)
+	}
+	return max(got, 0), nil // the sum of the children's may round above the whole
 }
 
 // MaxCost checks that a node and its sub-agents cost at most dollars, at

@@ -11,6 +11,7 @@ import (
 
 	"github.com/deputy-go/deputy/cassette"
 	"github.com/deputy-go/deputy/internal/bigtree"
+	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
 	"github.com/deputy-go/deputy/treetest"
@@ -159,5 +160,66 @@ func TestPatterns(t *testing.T) {
 		if got := treetest.Match(tc.pattern, tc.path); got != tc.want {
 			t.Errorf("Match(%q, %q) = %v, want %v", tc.pattern, tc.path, got, tc.want)
 		}
+	}
+}
+
+// A node's own usage and cost are its usage and cost less its
+// sub-agents', requests included; the ceilings of a node alone and of its
+// subtree fail apart.
+func TestOwnUsageAndCostLeaveTheSubAgentsOut(t *testing.T) {
+	child := &subagent.Node{RunID: "r2", Name: "critic", State: subagent.StateSucceeded,
+		Usage: []provider.ModelUsage{{Model: "small", Usage: provider.Usage{InputTokens: 30, OutputTokens: 10, Requests: 1}, Cost: 0.01}}}
+	lead := &subagent.Node{RunID: "r1", Name: "editor", State: subagent.StateSucceeded, Children: []*subagent.Node{child},
+		Usage: []provider.ModelUsage{
+			{Model: "large", Usage: provider.Usage{InputTokens: 100, OutputTokens: 50, Requests: 2}, Cost: 0.02},
+			{Model: "small", Usage: provider.Usage{InputTokens: 30, OutputTokens: 10, Requests: 1}, Cost: 0.01},
+		}}
+	if got, want := treetest.OwnUsage(lead), (provider.Usage{InputTokens: 100, OutputTokens: 50, Requests: 2}); got != want {
+		t.Errorf("OwnUsage = %+v, want %+v", got, want)
+	}
+	prices, err := provider.NewPrices(map[string]provider.Price{"large": {Input: 0.0001, Output: 0.0002}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		check treetest.Check
+		fails string // "" when it holds
+	}{
+		{treetest.MaxOwnCost(0.02, nil), ""},
+		{treetest.MaxOwnCost(0.019, nil), "cost $0.020000 itself, more than $0.019000"},
+		{treetest.MaxCost(0.03, nil), ""},
+		{treetest.MaxCost(0.029, nil), "cost $0.030000 with its sub-agents"},
+		{treetest.MaxOwnTokens(150), ""},
+		{treetest.MaxOwnTokens(149), "spent 150 tokens itself"},
+		{treetest.MaxTokens(189), "spent 190 tokens with its sub-agents"},
+		{treetest.MaxOwnCost(1, prices), "models without a price: [small]"},
+	} {
+		r := &recorder{TB: t}
+		treetest.FromRoots(r, []*subagent.Node{lead}).Nodes("editor").Count(1).Each(tc.check)
+		switch {
+		case tc.fails == "" && len(r.errs) > 0:
+			t.Errorf("a check that holds failed: %s", strings.Join(r.errs, "\n"))
+		case tc.fails != "" && (len(r.errs) != 1 || !strings.Contains(r.errs[0], tc.fails) || !strings.Contains(r.errs[0], "treetest: editor: ")):
+			t.Errorf("failures %q, want one on editor saying %q", r.errs, tc.fails)
+		}
+	}
+}
+
+// An approval asked twice for one call, which would run its side effect
+// twice, fails whatever count was asked for, naming the node and the call.
+func TestAnApprovalAskedTwiceFails(t *testing.T) {
+	node := &subagent.Node{RunID: "r1", Name: "publisher", State: subagent.StateSuspended}
+	approval := tool.Interrupt{ID: "i1", Reason: tool.ApprovalReason, ToolCallID: "call_7", SubagentRunID: "r1"}
+	r := &recorder{TB: t}
+	tr := treetest.FromRoots(r, []*subagent.Node{node})
+	tr.Approvals([]tool.Interrupt{approval}, "publisher", 1)
+	if len(r.errs) != 0 {
+		t.Fatalf("one approval asked once failed: %q", r.errs)
+	}
+	again := approval
+	again.ID = "i2"
+	tr.Approvals([]tool.Interrupt{approval, again}, "publisher", 2)
+	if len(r.errs) != 1 || !strings.Contains(r.errs[0], "publisher asked 2 times to approve its call call_7") {
+		t.Errorf("failures %q, want one saying publisher asked twice for call_7", r.errs)
 	}
 }
