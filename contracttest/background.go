@@ -264,5 +264,20 @@ func backgroundAsksWith(t *testing.T, rt Runtime, id func(int64) string) {
 	if len(asked) != 1 || asked[0].SubagentRunID == "" || paid.Load() != 1 || out.Answer != "lead: fork: paid" {
 		t.Errorf("asked %+v, paid %d, answered %q: want one question, from the job's fork, one payment, and the job's answer", asked, paid.Load(), out.Answer)
 	}
+	// The lead's wait meets the job waiting for the person and waits with
+	// it (in process, the lead suspends with the job's question): it
+	// never reads that the job is still running, however long the person
+	// takes.
+	for _, req := range m.requestsOf("lead") {
+		if firstUser(req) == task {
+			continue
+		}
+		for _, r := range toolResults(req) {
+			if strings.Contains(r, "still running") {
+				t.Errorf("the lead's wait said %q while its job waited for a person: want it to wait with the job for the answer", r)
+				return
+			}
+		}
+	}
 	checkSpent(t, m, out)
 }

@@ -87,6 +87,15 @@
 // *tool.Interrupted, and resumed with the answers, hands them to the same
 // workflow and waits on.
 //
+// A background job that asks, or whose own child asks, waits the same
+// way, and its status says JobSuspended with the questions. The run at
+// the top of the tree, which knows every question, waits with it when its
+// model waits for the job, as a wait in process suspends with a suspended
+// job: however long the person takes, the wait ends with the job's
+// outcome once the person has answered, not with the job still running.
+// A job started by a child of the tree's top is not seen asking: its
+// parent's wait ends at its timeout, as before.
+//
 // # Policy
 //
 // A policy set on the worker ([Runtime].Policy) binds every run whose

@@ -42,6 +42,13 @@ const (
 	// job; a history recorded before it never started one.
 	backgroundChange = "deputy.background-jobs"
 
+	// jobAsksChange names the workflow version from which a wait that
+	// meets a job waiting for a person's answer waits with it until the
+	// person answers, as a wait in process suspends with the job, instead
+	// of saying the job is still running when its time is up; asked at
+	// each wait of a run at the top of its tree.
+	jobAsksChange = "deputy.job-asks"
+
 	// holdChange names the workflow version from which a run under a
 	// limit holds back its jobs' shares (jobs.held); asked only where a
 	// share is held.
@@ -91,6 +98,9 @@ type jobs struct {
 	trace         *Trace
 	publishing    bool
 	eventsChecked bool
+	// q is the run's questions: at the top of the tree, every question
+	// the tree waits on, a job's among them (see asking).
+	q *questions
 }
 
 // bgJob is one background child.
@@ -111,6 +121,9 @@ type bgJob struct {
 	// cost limits (0: none), held back from the run until it is collected.
 	tokens  int64
 	dollars float64
+	// asks are the questions the job, or a child of its own, waits on a
+	// person for (see jobs.asking).
+	asks []tool.Interrupt
 }
 
 func newJobs(ctx workflow.Context, spec Spec, trace *Trace) *jobs {
@@ -310,6 +323,8 @@ func (js *jobs) stop(ctx workflow.Context, j *bgJob) error {
 // state is the job's state, as subagent.JobStatus names it.
 func (j *bgJob) state() string {
 	switch {
+	case !j.ended && len(j.asks) > 0:
+		return subagent.JobSuspended
 	case !j.ended:
 		return subagent.JobRunning
 	case j.err == nil:
@@ -323,7 +338,7 @@ func (j *bgJob) state() string {
 
 func (j *bgJob) status() subagent.JobStatus {
 	st := subagent.JobStatus{ID: j.id, Agent: j.agent, Task: j.task, State: j.state(), Step: j.step, LastWords: j.last, Usage: j.usage, Cost: j.cost,
-		Messages: slices.Clone(j.receipts)}
+		Messages: slices.Clone(j.receipts), Questions: slices.Clone(j.asks)}
 	if j.ended {
 		st.Usage, st.Cost = j.spent()
 	}
@@ -406,6 +421,7 @@ func (js *jobs) act(ctx workflow.Context, call provider.ToolCall) ToolResult {
 		return toolError("%v for %s: %v: %s", tool.ErrInvalidArguments, subagent.JobsToolName, err, runtime.JobsUsage)
 	}
 	js.drain()
+	js.asking(nil) // for the jobs' states
 	if a.Action == "list" {
 		return ToolResult{Content: js.listText()}
 	}
@@ -556,18 +572,24 @@ func (js *jobs) wait(ctx workflow.Context, a jobsArgs) ToolResult {
 	if len(targets) == 0 {
 		return ToolResult{Content: "no job to wait for: every job of this run has been collected (list them with action list)"}
 	}
-	done := func() bool {
-		n := 0
-		for _, j := range targets {
-			if j.ended {
-				n++
-			}
+	if js.q != nil && js.q.top && workflow.GetVersion(ctx, jobAsksChange, workflow.DefaultVersion, 1) >= 1 {
+		if bad := js.awaitAsking(ctx, targets, a.Mode == "any", d); bad != "" {
+			return toolError("%s: %s", subagent.JobsToolName, bad)
 		}
-		return n == len(targets) || a.Mode == "any" && n > 0
-	}
-	if !done() && d > time.Nanosecond {
-		if _, err := workflow.AwaitWithTimeout(ctx, d, done); err != nil {
-			return toolError("%s: %v", subagent.JobsToolName, err)
+	} else {
+		done := func() bool {
+			n := 0
+			for _, j := range targets {
+				if j.ended {
+					n++
+				}
+			}
+			return n == len(targets) || a.Mode == "any" && n > 0
+		}
+		if !done() && d > time.Nanosecond {
+			if _, err := workflow.AwaitWithTimeout(ctx, d, done); err != nil {
+				return toolError("%s: %v", subagent.JobsToolName, err)
+			}
 		}
 	}
 	js.drain()
@@ -604,6 +626,64 @@ func (js *jobs) wait(ctx workflow.Context, a jobsArgs) ToolResult {
 	}
 	res.Content = b.String()
 	return res
+}
+
+// asking notes, for each job, the questions of the tree that it or a
+// child of its own waits on a person for (a job's descendants' workflow
+// ids begin with its own), and reports whether any of targets has one.
+// Only the run at the top of the tree knows them.
+func (js *jobs) asking(targets []*bgJob) bool {
+	if js.q == nil || !js.q.top {
+		return false
+	}
+	found := false
+	for _, j := range js.list {
+		j.asks = nil
+		if j.ended {
+			continue
+		}
+		for _, it := range js.q.pending {
+			if it.SubagentRunID == j.wfID || strings.HasPrefix(it.SubagentRunID, j.wfID+"/") {
+				j.asks = append(j.asks, it)
+			}
+		}
+		found = found || len(j.asks) > 0 && slices.Contains(targets, j)
+	}
+	return found
+}
+
+// awaitAsking waits, for at most d, for the targets to end (any or all),
+// a job waiting for a person counting as ended, as a suspended job does
+// in process. When the wait ends with a target waiting for a person, it
+// waits with it — durably, without a timeout — until the person has
+// answered, and then waits again for d: the question reaches the person
+// as any question of the tree (Pending), attributed to the job's
+// workflow, and the model reads the job's outcome, not that it is still
+// running. It returns why it could not wait ("": it waited).
+func (js *jobs) awaitAsking(ctx workflow.Context, targets []*bgJob, first bool, d time.Duration) string {
+	settled := func() bool {
+		js.asking(targets)
+		n := 0
+		for _, j := range targets {
+			if j.ended || len(j.asks) > 0 {
+				n++
+			}
+		}
+		return n == len(targets) || first && n > 0
+	}
+	for {
+		if !settled() && d > time.Nanosecond {
+			if _, err := workflow.AwaitWithTimeout(ctx, d, settled); err != nil {
+				return err.Error()
+			}
+		}
+		if !js.asking(targets) {
+			return ""
+		}
+		if err := workflow.Await(ctx, func() bool { return !js.asking(targets) }); err != nil {
+			return err.Error()
+		}
+	}
 }
 
 // settle ends the run's jobs: those still running are cancelled, and
@@ -679,6 +759,7 @@ type JobSend struct {
 // Neither records anything in the history until an update comes.
 func (js *jobs) serve(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, JobsQuery, func() ([]subagent.JobStatus, error) {
+		js.asking(nil)
 		out := make([]subagent.JobStatus, len(js.list))
 		for i, j := range js.list {
 			out[i] = j.status()

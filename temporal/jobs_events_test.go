@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -206,5 +207,107 @@ func TestJobActionsAreEventsOnTemporal(t *testing.T) {
 		if d := cmp.Diff(linesOf(wantJobEvents, job), linesOf(got, job)); d != "" {
 			t.Errorf("the events of %s (-want +got):\n%s", job, d)
 		}
+	}
+}
+
+// A lead at the top of its tree that waits for jobs, one of which waits
+// for a person — here the job's own child, which must have a payment
+// approved — waits with it, past its timeout, as a wait in process
+// suspends with the job: while it waits the job's status says suspended
+// with the question, the question reaches the person once, attributed to
+// the child that asks, and once answered the payment is made once and
+// the one wait collects both jobs; the lead never reads that a job is
+// still running. With models that name their calls afresh, not at all,
+// or from call_0.
+func TestWaitWaitsWithAJobWhoseChildAsks(t *testing.T) {
+	for _, mode := range policyIDModes {
+		t.Run(mode.name, func(t *testing.T) { waitsWithAskingJob(t, mode.id) })
+	}
+}
+
+func waitsWithAskingJob(t *testing.T, id func(n int64, i int) string) {
+	const viaChild, quick, bill = "settle up", "count the coins", "pay the bill"
+	var paid, n, leadCalls atomic.Int64
+	pay := tool.RequireApproval(tool.Must(tool.New("pay", "Pays.", func(context.Context, struct{}) (string, error) {
+		paid.Add(1)
+		return "paid", nil
+	})), "moves money", 0)
+	reg, err := tool.NewRegistry(pay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		call := func(name, args string) (provider.Message, error) {
+			return provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: name, Arguments: json.RawMessage(args)}), nil
+		}
+		switch firstUserOf(req) {
+		case bill:
+			if len(rs) == 0 {
+				return call("pay", `{}`)
+			}
+			return provider.AssistantMessage("bill: " + rs[0]), nil
+		case viaChild:
+			if len(rs) == 0 {
+				return call(SpawnToolName, `{"task":"`+bill+`"}`)
+			}
+			return provider.AssistantMessage("settled, " + rs[0]), nil
+		case quick:
+			return provider.AssistantMessage("twelve coins"), nil
+		}
+		leadCalls.Add(1)
+		switch len(rs) {
+		case 0:
+			return provider.AssistantMessage("",
+				provider.ToolCall{ID: id(n.Add(1), 0), Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"` + viaChild + `","background":true}`)},
+				provider.ToolCall{ID: id(n.Add(1), 1), Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"` + quick + `","background":true}`)}), nil
+		case 2:
+			return call(subagent.JobsToolName, `{"action":"wait","job_ids":["`+jobIDOf(rs[0])+`","`+jobIDOf(rs[1])+`"],"timeout_seconds":30}`)
+		}
+		return provider.AssistantMessage("lead: " + rs[len(rs)-1]), nil
+	}}
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg})
+	var asked []tool.Interrupt
+	var seen []subagent.JobStatus
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(InterruptsQuery)
+		if err == nil {
+			err = v.Get(&asked)
+		}
+		if err == nil {
+			v, err = env.QueryWorkflow(JobsQuery)
+		}
+		if err == nil {
+			err = v.Get(&seen)
+		}
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		var as []tool.Answer
+		for _, it := range asked {
+			as = append(as, tool.Answer{InterruptID: it.ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)})
+		}
+		env.UpdateWorkflow(AnswerUpdate, "answer", noCallbacks{t}, as)
+	}, time.Hour) // long past the wait's timeout
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"pay"}, Spawn: true, Background: true, MaxDepth: 2}, Text: "go"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var out RunOutput
+	if err := env.GetWorkflowResult(&out); err != nil {
+		t.Fatal(err)
+	}
+	if len(asked) != 1 || !strings.HasPrefix(asked[0].SubagentRunID, "default-test-workflow-id/0.0-"+SpawnToolName+"/") || paid.Load() != 1 {
+		t.Fatalf("asked %+v, paid %d times: want one question, from the job's own child, and one payment", asked, paid.Load())
+	}
+	if want := "settled, bill: paid"; !strings.Contains(out.Answer, want) || !strings.Contains(out.Answer, "twelve coins") || strings.Contains(out.Answer, "still running") || leadCalls.Load() != 3 {
+		t.Errorf("the lead answered %q in %d calls, want both jobs collected by its one wait (3 calls)", out.Answer, leadCalls.Load())
+	}
+	if len(seen) != 2 || seen[0].State != subagent.JobSuspended || len(seen[0].Questions) != 1 || seen[0].Questions[0].ID != asked[0].ID || seen[1].State != subagent.JobDone {
+		t.Errorf("the jobs while the person was asked: %+v; want the first suspended with the question, the second done", seen)
+	}
+	if calls, spent := m.total(); out.TotalUsage() != spent {
+		t.Errorf("%d model calls cost %+v, the lead reported %+v: each counted once", calls, spent, out.TotalUsage())
 	}
 }

@@ -89,6 +89,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 	var jb *jobs
 	if spec.Background && q != nil {
 		jb = newJobs(ctx, spec, trace)
+		jb.q = q
 		if err := jb.serve(ctx); err != nil {
 			return out, err
 		}
