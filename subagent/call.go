@@ -143,6 +143,10 @@ type opening struct {
 	spentKey string
 	paid     *journal.Entry
 	counted  *ledger.Ledger
+	// unstarted, when set, is told that the policy refused the hand-off
+	// (a denial, a person's refusal or a question not answered yet): no
+	// child starts, and the spawn tool does not count the call.
+	unstarted func()
 }
 
 // invoke runs one call whose arguments are checked, or, under a journal,
@@ -180,6 +184,9 @@ func (t *SubAgentTool) invokeNow(ctx context.Context, callID string, args json.R
 	if pol := policy.From(ctx); pol != nil {
 		var err error
 		if in, err = t.handOff(ctx, pol, callID, args, in); err != nil {
+			if op.unstarted != nil {
+				op.unstarted()
+			}
 			return tool.Result{}, err
 		}
 	}

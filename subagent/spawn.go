@@ -171,6 +171,8 @@ func WithRoster(members ...*SubAgentTool) SpawnOption {
 }
 
 // WithMaxSpawns bounds the children one parent run may start (ErrMaxSpawns).
+// A spawn the run's policy refuses, at the call or at its hand-off,
+// starts no child and is not counted.
 func WithMaxSpawns(n int) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if n < 1 {
@@ -588,7 +590,7 @@ func (sc *spawnCall) runNow(ctx context.Context) (tool.Result, error) {
 	if err != nil {
 		return tool.Result{}, err
 	}
-	res, err := sc.invoke(ctx, c, opening{})
+	res, err := sc.invoke(ctx, c, opening{unstarted: sc.uncount})
 	settle(res.Usage.Tokens())
 	return res, err
 }
@@ -616,9 +618,14 @@ func (sc *spawnCall) runJob(ctx context.Context, ahead *announced) (tool.Result,
 	if err != nil {
 		return sc.unstarted(ctx, key, paid, ahead, err)
 	}
-	res, err := sc.invoke(ctx, c, opening{ahead: ahead, spentKey: sc.spentKey})
+	res, err := sc.invoke(ctx, c, opening{ahead: ahead, spentKey: sc.spentKey, unstarted: sc.uncount})
 	return res, settle, err
 }
+
+// uncount takes back the call's count against WithMaxSpawns: the policy
+// refused its hand-off, so it started no child, as a call the policy
+// refuses before it reaches the tool is not counted.
+func (sc *spawnCall) uncount() { sc.st.spawns.Add(-1) }
 
 // takeSlot waits for a free slot of the parent run.
 func (sc *spawnCall) takeSlot(ctx context.Context) error {

@@ -17,6 +17,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -432,5 +433,77 @@ func TestForkAnswerKeptWhenNoCorrectionIsLeft(t *testing.T) {
 		if !strings.Contains(c, "42") {
 			t.Errorf("the child's answer is lost from its result: %q", c)
 		}
+	}
+}
+
+// denyTask is a rule that denies handing a sub-agent the task it names.
+type denyTask string
+
+func (d denyTask) Name() string { return "no-" + string(d) }
+
+func (d denyTask) Decide(_ context.Context, c *policy.Check) policy.Decision {
+	if c.Point == policy.BeforeDelegation && c.Task == string(d) {
+		return policy.Denied(string(d) + " is not handed off")
+	}
+	return policy.Decision{}
+}
+
+// A spawn whose hand-off the policy denies starts no child, and so does
+// not count against WithMaxSpawns, as a call the policy denies before it
+// reaches the spawn tool is not counted: of three spawns under a limit of
+// two, the first denied, the other two run, in the foreground or as jobs
+// (a job's hand-off is checked as it starts, after its receipt: the lead
+// waits for it before it spawns again).
+func TestDeniedHandOffDoesNotCountAgainstMaxSpawns(t *testing.T) {
+	for _, background := range []bool{false, true} {
+		t.Run(fmt.Sprint("background=", background), func(t *testing.T) {
+			bg := ""
+			if background {
+				bg = `,"background":true`
+			}
+			replies := []fake.Reply{spawns(`{"task":"a"` + bg + `}`).For("lead")}
+			if background {
+				replies = append(replies, fake.Call(subagent.JobsToolName, `{"action":"wait"}`).For("lead"))
+			}
+			p := fake.NewProvider(append(replies,
+				spawns(`{"task":"b"`+bg+`}`).For("lead"),
+				spawns(`{"task":"c"`+bg+`}`).For("lead"),
+				fake.Text("done").For("lead"),
+				fake.Text("ok").For(subagent.DefaultForkName))...,
+			).Loop()
+			opts := []subagent.SpawnOption{subagent.WithMaxSpawns(2)}
+			if background {
+				opts = append(opts, subagent.WithBackground())
+			}
+			reg, sp := setup(t, p, false, opts)
+			if background {
+				if err := reg.Register(sp.JobsTool()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pol, err := policy.New(denyTask("a"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := lead(t, p, reg, agent.WithPolicy(pol)).Run(t.Context(), agent.Input{Text: "go"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := toolResults(out.Messages)
+			if len(got) != len(replies)+2 {
+				t.Fatalf("tool results %q, want one a call", got)
+			}
+			if denied := got[len(replies)-1]; !strings.Contains(denied, "a is not handed off") {
+				t.Errorf("the denied spawn ended %q, want the denial", denied)
+			}
+			for i, r := range got[len(replies):] {
+				if strings.Contains(r, "spawn limit reached") {
+					t.Errorf("spawn %d was refused (%q): the denied one was counted", i+1, r)
+				}
+			}
+			if n := len(out.Denials); n != 1 {
+				t.Errorf("%d denials, want the hand-off's: %v", n, out.Denials)
+			}
+		})
 	}
 }
