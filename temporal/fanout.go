@@ -110,6 +110,7 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 		}
 		for k, i := range at {
 			decided[i] = checks.decided(k, ins[k])
+			delegations[i].policed = checks.Policy
 		}
 	}
 	for _, i := range at {

@@ -496,10 +496,12 @@ func TestDeniedSpawnDoesNotCountOnTemporal(t *testing.T) {
 }
 
 // retryDenier is a rule that lets a child's first hand-off through and
-// denies any other (a corrective retry's), keeping the tasks it saw.
+// denies any other (a corrective retry's), keeping the tasks it saw and
+// the arguments of the calls they were handed off by.
 type retryDenier struct {
 	mu    sync.Mutex
 	tasks []string
+	args  []string
 }
 
 func (r *retryDenier) Name() string { return "no-retries" }
@@ -511,6 +513,7 @@ func (r *retryDenier) Decide(_ context.Context, c *policy.Check) policy.Decision
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.tasks = append(r.tasks, c.Task)
+	r.args = append(r.args, string(c.Arguments))
 	if c.Task != "part 1" {
 		return policy.Denied("no corrective retries")
 	}
@@ -519,8 +522,10 @@ func (r *retryDenier) Decide(_ context.Context, c *policy.Check) policy.Decision
 
 // A child whose answer fails its schema is asked again only if the
 // workers' policy lets that corrective retry through as a hand-off of its
-// own, as in process: denied, the child is not asked again, and its
-// parent reads its answer marked invalid, with why.
+// own, as in process: the rule reads the retry's task and the arguments
+// of the call that started the child, as at its first hand-off; denied,
+// the child is not asked again, and its parent reads its answer marked
+// invalid, with why.
 func TestCorrectiveRetryIsCheckedAsAHandOffOnTemporal(t *testing.T) {
 	rule := &retryDenier{}
 	pol, err := policy.New(rule)
@@ -555,6 +560,9 @@ func TestCorrectiveRetryIsCheckedAsAHandOffOnTemporal(t *testing.T) {
 	}
 	if len(rule.tasks) != 2 || rule.tasks[0] != "part 1" {
 		t.Fatalf("the policy saw the hand-offs %q, want the child's task and its retry", rule.tasks)
+	}
+	if want := `{"task":"part 1"}`; rule.args[0] != want || rule.args[1] != want {
+		t.Errorf("the hand-offs were checked with the arguments %q, want the call's %s at both", rule.args, want)
 	}
 	var result string
 	for _, m := range out.Messages {

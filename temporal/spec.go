@@ -182,6 +182,12 @@ type RunInput struct {
 	// policy.Check.Path does in process ("lead/subagent"); "" at the top,
 	// where it is the Spec's Name (agent.DefaultName when it has none).
 	Path string `json:"path,omitempty"`
+	// Arguments, set by a parent whose workers have a policy on its
+	// child's input, are the arguments of the call that started the run,
+	// as the policy left them: the check of the run's corrective retry, a
+	// hand-off of its own, reads them, as the check of its first hand-off
+	// did.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
 // RunOutput is the outcome of a run.

@@ -54,7 +54,7 @@ func AgentWorkflow(ctx workflow.Context, in RunInput) (RunOutput, error) {
 	if err != nil {
 		return RunOutput{}, err
 	}
-	out, err := run(ctx, in.Spec, in.Depth, nil, input, id, trace, q, cmp.Or(in.Path, cmp.Or(in.Spec.Name, agent.DefaultName)), newInbox(ctx, in.Job))
+	out, err := run(ctx, in.Spec, in.Depth, nil, input, id, trace, q, cmp.Or(in.Path, cmp.Or(in.Spec.Name, agent.DefaultName)), newInbox(ctx, in.Job), in.Arguments)
 	if in.Depth > 0 {
 		// A child's transcript stays in its own history; only the answer
 		// and usage go back to the parent.
@@ -84,8 +84,10 @@ func FactoryWorkflow(ctx workflow.Context, in FactoryCall) (ToolResult, error) {
 // resident's runs have neither); path is the run's path in its tree.
 // A run that can ask (q set) offers background jobs when spec has them,
 // and ib, for a run that is a background job, takes the messages its
-// parent sends it.
-func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Message, idPrefix string, trace *Trace, q *questions, path string, ib *inbox) (out RunOutput, err error) {
+// parent sends it. callArgs are the arguments of the call that started
+// a child (RunInput.Arguments), which the check of its corrective retry
+// reads.
+func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Message, idPrefix string, trace *Trace, q *questions, path string, ib *inbox, callArgs json.RawMessage) (out RunOutput, err error) {
 	var jb *jobs
 	if spec.Background && q != nil {
 		jb = newJobs(ctx, spec, trace)
@@ -227,7 +229,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 					// the policy (asked only here, so that histories
 					// recorded before it replay).
 					if trace != nil && trace.Subagent != "" && depth > 0 && workflow.GetVersion(ctx, retryCheckChange, workflow.DefaultVersion, 1) >= 1 {
-						v, err := checkRetry(ctx, spec, q, retryCheck(trace, path, depth, note))
+						v, err := checkRetry(ctx, spec, q, retryCheck(trace, path, depth, note, callArgs))
 						if err != nil {
 							out.Messages = conv
 							return out, withUsage(out, err)
@@ -640,6 +642,9 @@ type delegation struct {
 	// background: a spawn that starts a job (Spec.Background) and
 	// returns its id at once.
 	background bool
+	// policed: the workers have a policy (Checks.Policy), which checks
+	// the child's corrective retry with the call's arguments.
+	policed bool
 }
 
 // backgroundAsked reports whether a spawn's arguments ask for a job.
@@ -756,6 +761,10 @@ func (d *delegation) handOff(v Delegated) (res ToolResult, done bool) {
 	switch a := d.arg.(type) {
 	case RunInput:
 		a.Text = v.Task
+		if d.policed {
+			// Its corrective retry's check reads them.
+			a.Arguments = v.Arguments
+		}
 		d.arg = a
 	case FactoryCall:
 		a.Checked, a.Task = true, v.Task
@@ -1021,8 +1030,8 @@ const retryCheckChange = "deputy.retry-policy"
 
 // retryCheck is the check of a child's corrective retry, handing it task:
 // made by its caller (one level up, at its path), of the call that
-// started the child.
-func retryCheck(trace *Trace, path string, depth int, task string) Delegation {
+// started the child, with that call's arguments (args).
+func retryCheck(trace *Trace, path string, depth int, task string, args json.RawMessage) Delegation {
 	name := trace.Name
 	if name == forkName {
 		name = SpawnToolName
@@ -1031,7 +1040,7 @@ func retryCheck(trace *Trace, path string, depth int, task string) Delegation {
 	if i := strings.LastIndex(path, "/"); i >= 0 {
 		caller = path[:i]
 	}
-	return Delegation{Call: provider.ToolCall{ID: trace.ParentToolCall, Name: name}, Depth: depth - 1, Path: caller, Retry: true, Task: task,
+	return Delegation{Call: provider.ToolCall{ID: trace.ParentToolCall, Name: name, Arguments: args}, Depth: depth - 1, Path: caller, Retry: true, Task: task,
 		Trace: &Trace{Tree: trace.Tree, Subagent: trace.Parent}}
 }
 
