@@ -489,8 +489,10 @@ func (a *Activities) Guard(ctx context.Context, in GuardCall) (Guarded, error) {
 // (policy.BeforeTool) and the hand-off (policy.BeforeDelegation), each of
 // which may be denied, rewritten or asked about (the question comes back
 // in Asked; the workflow waits for the person and checks again with the
-// answers); after it (in.After): the child's answer. Without a policy it
-// allows everything as it is.
+// answers); after it (in.After): the child's answer. A corrective retry
+// (in.Retry) is checked as a hand-off alone, and a call the workflow
+// answers itself (in.Plain: subagent_jobs) as a call alone. Without a
+// policy it allows everything as it is.
 func (a *Activities) CheckDelegation(ctx context.Context, in Delegation) (Delegated, error) {
 	pol := a.rt.Policy
 	ctx = a.emitter(in.Trace).scope(ctx)
@@ -503,26 +505,13 @@ func (a *Activities) CheckDelegation(ctx context.Context, in Delegation) (Delega
 		}
 		return out, nil
 	}
-	if in.Retry {
-		out := Delegated{Arguments: in.Call.Arguments, Task: in.Task}
-		if pol == nil {
-			return out, nil
-		}
-		if len(in.Answers) > 0 {
-			var err error
-			if ctx, err = tool.Resume(ctx, &tool.Interrupted{Interrupts: in.Asked}, in.Answers...); err != nil {
-				return Delegated{Refused: err.Error()}, nil
-			}
-		}
-		g := &factoryGuard{pol: pol, name: in.Call.Name, depth: in.Depth, path: in.Path}
-		chk := policy.Check{Point: policy.BeforeDelegation, Tool: in.Call.Name, CallID: in.Call.ID, Arguments: in.Call.Arguments, Task: in.Task}
-		if out.Refused, out.Asked = g.decide(runtime.WithPlace(ctx, in.Path, in.Depth), in.Call, &chk); out.Refused == "" && out.Asked == nil {
-			out.Task = chk.Task
-		}
-		return out, nil
+	out := Delegated{Arguments: in.Call.Arguments}
+	switch {
+	case in.Retry:
+		out.Task = in.Task
+	case !in.Plain:
+		out.Task, _ = delegatedTask(in.Factory, in.Spawn, in.Call.Arguments)
 	}
-	task, _ := delegatedTask(in.Factory, in.Spawn, in.Call.Arguments)
-	out := Delegated{Arguments: in.Call.Arguments, Task: task}
 	if pol == nil {
 		return out, nil
 	}
@@ -533,7 +522,20 @@ func (a *Activities) CheckDelegation(ctx context.Context, in Delegation) (Delega
 		}
 	}
 	g := &factoryGuard{pol: pol, name: in.Call.Name, depth: in.Depth, path: in.Path}
-	out.Arguments, out.Task, out.Refused, out.Asked = g.before(ctx, in.Call, in.Factory, in.Spawn)
+	switch {
+	case in.Retry:
+		chk := policy.Check{Point: policy.BeforeDelegation, Tool: in.Call.Name, CallID: in.Call.ID, Arguments: in.Call.Arguments, Task: in.Task}
+		if out.Refused, out.Asked = g.decide(runtime.WithPlace(ctx, in.Path, in.Depth), in.Call, &chk); out.Refused == "" && out.Asked == nil {
+			out.Task = chk.Task
+		}
+	case in.Plain:
+		chk := policy.Check{Point: policy.BeforeTool, Tool: in.Call.Name, CallID: in.Call.ID, Arguments: in.Call.Arguments}
+		if out.Refused, out.Asked = g.decide(runtime.WithPlace(ctx, in.Path, in.Depth), in.Call, &chk); out.Refused == "" && out.Asked == nil {
+			out.Arguments = chk.Arguments
+		}
+	default:
+		out.Arguments, out.Task, out.Refused, out.Asked = g.before(ctx, in.Call, in.Factory, in.Spawn)
+	}
 	return out, nil
 }
 

@@ -101,15 +101,18 @@
 // A policy set on the worker ([Runtime].Policy) binds every run whose
 // activities the worker runs, as agent.WithPolicy binds a tree in
 // process: model calls, plain tool calls and their results, and every
-// sub-agent call — its call, its hand-off and its answer, checked by an
+// sub-agent call — its call, its hand-off and its answer, checked by a
 // local activity of the caller's workflow (the delegation check) for a child
 // workflow, and in process for a factory's agent, whose whole run is
-// bound. A rule that asks, before a plain call or a hand-off, waits for
-// the person, durably, as a tool.RequireApproval call does. Each check
-// carries the path and depth of the agent that makes it, as in process
-// ("lead/subagent" for a spawned fork). Not checked on Temporal: a
-// child workflow's corrective retry as a hand-off of its own (it is the
-// child's own next model call, which is checked).
+// bound. A background job is checked as in process: its spawn, its
+// hand-off and its receipt, and each subagent_jobs call and its result,
+// which holds the job's answer when it collects one. A child's corrective
+// retry is a hand-off of its own, checked with the task it hands down and
+// the arguments of the call that started the child. A rule that asks,
+// before a plain call or a hand-off, waits for the person, durably, as a
+// tool.RequireApproval call does. Each check carries the path and depth
+// of the agent that makes it, as in process ("lead/subagent" for a
+// spawned fork).
 //
 // Guardrails (policy.Guardrail, on the worker's Runtime.Guardrails) guard
 // the agents whose Spec names them, as agent.WithGuardrails does in

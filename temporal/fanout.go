@@ -73,7 +73,8 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 	// or a hand-off to run; the turn's hand-offs are checked by the
 	// policy together, before any starts.
 	delegations := make([]*delegation, n)
-	jobCalls := make([]bool, n) // calls of the jobs tool
+	jobCalls := make([]bool, n)   // calls of the jobs tool
+	jobChecked := make([]bool, n) // of which checked by the policy (jobsPolicyChange)
 	var ins []Delegation
 	var at []int // the call of each of ins
 	for i, call := range calls {
@@ -82,6 +83,12 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 		switch {
 		case call.Name == subagent.JobsToolName && tn.jobs.offered() && depth < spec.maxDepth():
 			jobCalls[i] = true
+			if tn.jobs.policed(ctx) {
+				// Checked with the turn's hand-offs, as a plain call.
+				jobChecked[i] = true
+				ins = append(ins, Delegation{Call: call, Plain: true, Depth: depth, Path: tn.path, Trace: trace})
+				at = append(at, i)
+			}
 		case contains(spec.Tools, call.Name):
 		case (isSub || isSpawn) && depth >= spec.maxDepth():
 			results[i] = ToolResult{Content: fmt.Sprintf("%v: %q cannot delegate further", subagent.ErrMaxDepth, call.Name), IsError: true}
@@ -90,6 +97,7 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 			// it go on (below).
 			d := &delegation{tn: tn, call: call, sub: sub, isSpawn: isSpawn, id: fmt.Sprintf("%s.%d-%s", idPrefix, i, call.Name)}
 			d.background = isSpawn && backgroundAsked(call) && tn.jobs.offered() && tn.jobs.enabled(ctx)
+			d.receipt = d.background && tn.jobs.policed(ctx)
 			delegations[i] = d
 			ins = append(ins, d.checkInput())
 			at = append(at, i)
@@ -110,13 +118,15 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 		}
 		for k, i := range at {
 			decided[i] = checks.decided(k, ins[k])
-			delegations[i].policed = checks.Policy
+			if d := delegations[i]; d != nil {
+				d.policed = checks.Policy
+			}
 		}
 	}
 	for _, i := range at {
 		// In order, the spawns the policy did not refuse count, up to
 		// Spec.MaxSpawns; one asked about counts once it goes on.
-		if d := delegations[i]; d.isSpawn && decided[i].Refused == "" && len(decided[i].Asked) == 0 && !countSpawn(spec, spawns) {
+		if d := delegations[i]; d != nil && d.isSpawn && decided[i].Refused == "" && len(decided[i].Asked) == 0 && !countSpawn(spec, spawns) {
 			delegations[i], results[i] = nil, maxSpawnsResult(spec)
 		}
 	}
@@ -169,9 +179,11 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 		}
 		if jobCalls[i] {
 			// Acting on a job may wait for it.
+			policed := jobChecked[i] && checks.Policy
 			wait(i, func(gctx workflow.Context) error {
-				results[i] = tn.jobs.act(gctx, call)
-				return nil
+				var err error
+				results[i], err = actOnJobs(gctx, tn, call, policed, decided[i])
+				return err
 			})
 			return true
 		}
@@ -237,6 +249,44 @@ func (d *delegation) goOn(ctx workflow.Context, await func(workflow.Future, func
 			done(res, nil)
 		})
 	})
+}
+
+// actOnJobs runs a call of the jobs tool, which the workflow answers
+// itself, checked by the workers' policy (policed) as the registry checks
+// it in process: before it, as the turn's check decided (v) — refused,
+// asked about (the person is waited for), or with its arguments as the
+// policy left them; after it, its result, which holds a background job's
+// answer when it collects one (denied, the model reads why; rewritten,
+// what the rule made of it).
+func actOnJobs(ctx workflow.Context, tn turn, call provider.ToolCall, policed bool, v Delegated) (ToolResult, error) {
+	if !policed {
+		return tn.jobs.act(ctx, call), nil
+	}
+	if len(v.Asked) > 0 {
+		d := &delegation{tn: tn, call: call}
+		if err := d.askRounds(ctx, Delegation{Call: call, Plain: true, Depth: tn.depth, Path: tn.path, Trace: tn.trace}, &v); err != nil {
+			return ToolResult{}, err
+		}
+	}
+	if v.Refused != "" {
+		return ToolResult{Content: v.Refused, IsError: true}, nil
+	}
+	call.Arguments = v.Arguments
+	res := tn.jobs.act(ctx, call)
+	return checkResult(ctx, tn, call, res)
+}
+
+// checkResult asks the workers' policy about res, the result of call
+// made by tn's run, before the model reads it: what the model reads is
+// what the policy left (its usage and cost stay).
+func checkResult(ctx workflow.Context, tn turn, call provider.ToolCall, res ToolResult) (ToolResult, error) {
+	in := Delegation{Call: call, Depth: tn.depth, Path: tn.path, After: true, Result: res.Content, IsError: res.IsError, Trace: tn.trace}
+	var v Delegated
+	if err := workflow.ExecuteLocalActivity(checkContext(ctx, tn.spec), CheckActivityName, in).Get(ctx, &v); err != nil {
+		return res, err
+	}
+	res.Content, res.IsError = v.Result, v.IsError
+	return res, nil
 }
 
 // countSpawn counts a spawn that goes on against Spec.MaxSpawns, or

@@ -59,6 +59,13 @@ const (
 	// its first job's start; a history recorded before it published none.
 	jobEventsChange = "deputy.job-events"
 
+	// jobsPolicyChange names the workflow version from which a run's
+	// calls of subagent_jobs are checked by the workers' policy as plain
+	// calls (before, and their results after: a job's answer among them),
+	// and a background spawn's receipt as its result, as in process;
+	// asked once a run, at its first such call.
+	jobsPolicyChange = "deputy.jobs-policy"
+
 	jobMessageSignal  = "deputy.job_message"  // a parent sends its job a message
 	jobProgressSignal = "deputy.job_progress" // a job tells its parent where it stands
 )
@@ -101,6 +108,9 @@ type jobs struct {
 	// q is the run's questions: at the top of the tree, every question
 	// the tree waits on, a job's among them (see asking).
 	q *questions
+	// policy, once policyAsked: the run's jobs calls and receipts are
+	// checked (jobsPolicyChange).
+	policy, policyAsked bool
 }
 
 // bgJob is one background child.
@@ -160,6 +170,17 @@ func (js *jobs) enabled(ctx workflow.Context) bool {
 		js.on = workflow.GetVersion(ctx, backgroundChange, workflow.DefaultVersion, 1) >= 1
 	}
 	return js.on
+}
+
+// policed reports, asked once a run at its first call of subagent_jobs
+// or background spawn, whether the run checks them with the workers'
+// policy (jobsPolicyChange).
+func (js *jobs) policed(ctx workflow.Context) bool {
+	if !js.policyAsked {
+		js.policyAsked = true
+		js.policy = workflow.GetVersion(ctx, jobsPolicyChange, workflow.DefaultVersion, 1) >= 1
+	}
+	return js.policy
 }
 
 // alive counts the jobs not ended.

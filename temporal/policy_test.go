@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
@@ -136,6 +138,8 @@ type watcher struct {
 	points map[policy.Point]int
 	tools  map[string]int
 	paths  map[string]bool // "point tool@path"
+	// results, when set, keeps the results checked, by tool.
+	results map[string][]string
 }
 
 func (w *watcher) Name() string { return "watcher" }
@@ -150,6 +154,9 @@ func (w *watcher) Decide(_ context.Context, c *policy.Check) policy.Decision {
 	if w.paths != nil {
 		w.paths[fmt.Sprintf("%s %s@%s", c.Point, c.Tool, c.Path)] = true
 	}
+	if w.results != nil && c.Point == policy.AfterResult {
+		w.results[c.Tool] = append(w.results[c.Tool], c.Result)
+	}
 	return policy.Decision{}
 }
 
@@ -158,7 +165,9 @@ const temporalSecret = "sk-live-0123456789abcdef"
 // policyTree is a tree on Temporal under a worker's policy: the lead
 // calls search, leaf, rm, a factory child (worker, an agent.React run in
 // process) and a spawned fork (a child workflow) in one step; the fork
-// calls search and rm; the worker calls lookup and rm.
+// calls search and rm; the worker calls lookup and rm. With a job, the
+// lead also spawns a fork in the background in that step, which calls
+// search and rm too, and waits for it (subagent_jobs) in the next.
 type policyTree struct {
 	rt                 *Runtime
 	lead, fork, worker *steps
@@ -167,13 +176,18 @@ type policyTree struct {
 	spec               Spec
 }
 
-func newPolicyTree(t *testing.T, id func(int64, int) string, pol *policy.Policy) *policyTree {
+func newPolicyTree(t *testing.T, id func(int64, int) string, pol *policy.Policy, job bool) *policyTree {
 	t.Helper()
 	n := new(atomic.Int64)
 	tr := &policyTree{tools: &countedTools{args: map[string][]string{}}}
 	tr.fork = &steps{name: "fork", id: id, n: n, steps: [][][2]string{{{"search", `{"q":"{task}"}`}, {"rm", `{}`}}}}
-	tr.lead = &steps{name: "lead", id: id, n: n, fork: tr.fork, steps: [][][2]string{{
-		{"search", `{"q":"{task}"}`}, {"leaf", `{}`}, {"rm", `{}`}, {"worker", `{"task":"{task}"}`}, {SpawnToolName, `{"task":"fork: {task}"}`}}}}
+	lead := [][][2]string{{
+		{"search", `{"q":"{task}"}`}, {"leaf", `{}`}, {"rm", `{}`}, {"worker", `{"task":"{task}"}`}, {SpawnToolName, `{"task":"fork: {task}"}`}}}
+	if job {
+		lead[0] = append(lead[0], [2]string{SpawnToolName, `{"task":"fork: in the background, {task}","background":true}`})
+		lead = append(lead, [][2]string{{subagent.JobsToolName, `{"action":"wait"}`}})
+	}
+	tr.lead = &steps{name: "lead", id: id, n: n, fork: tr.fork, steps: lead}
 	tr.worker = &steps{name: "worker", id: id, n: n, steps: [][][2]string{{{"lookup", `{"q":"{task}"}`}, {"rm", `{}`}}}}
 	reg, err := tool.NewRegistry(tr.tools.tool(t, "search"), tr.tools.tool(t, "leaf"), tr.tools.tool(t, "rm"))
 	if err != nil {
@@ -191,27 +205,29 @@ func newPolicyTree(t *testing.T, id func(int64, int) string, pol *policy.Policy)
 		},
 		Policy: pol,
 	}
-	tr.spec = Spec{Name: "lead", Provider: "m", Tools: []string{"search", "leaf", "rm"}, Spawn: true,
+	tr.spec = Spec{Name: "lead", Provider: "m", Tools: []string{"search", "leaf", "rm"}, Spawn: true, Background: job,
 		SubAgents: []SubAgent{{Name: "worker", Description: "Works.", Factory: "worker"}}}
 	return tr
 }
 
 // A worker's policy binds a tree on Temporal: it sees every tool call
-// (the spawn of a fork run as a child workflow included), every model
-// call (the fork's, a child workflow's, and the factory child's, run in
-// process, included), both children's hand-offs and answers, each at the
-// path of the agent that makes it, as in process; a call it denies never
-// runs, anywhere; and a secret given to the lead reaches no child's model
-// and no tool — whatever ids the models give their calls.
+// (the spawns of a fork run as a child workflow and of one run as a
+// background job, and the lead's wait for the job, included), every model
+// call (the forks', child workflows', and the factory child's, run in
+// process, included), the three children's hand-offs and answers (the
+// job's, as the result of the wait that collects it), each at the path of
+// the agent that makes it, as in process; a call it denies never runs,
+// anywhere; and a secret given to the lead reaches no child's model and
+// no tool — whatever ids the models give their calls.
 func TestPolicyBindsATreeOnTemporal(t *testing.T) {
 	for _, mode := range policyIDModes {
 		t.Run(mode.name, func(t *testing.T) {
-			w := &watcher{points: map[policy.Point]int{}, tools: map[string]int{}, paths: map[string]bool{}}
+			w := &watcher{points: map[policy.Point]int{}, tools: map[string]int{}, paths: map[string]bool{}, results: map[string][]string{}}
 			pol, err := policy.New(w, policy.DenyTools("no-rm", policy.AnyDepth, "rm"), policy.Redact("secrets", []string{temporalSecret}))
 			if err != nil {
 				t.Fatal(err)
 			}
-			tr := newPolicyTree(t, mode.id, pol)
+			tr := newPolicyTree(t, mode.id, pol, true)
 			env := newEnv(t, tr.rt)
 			env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: tr.spec, Text: "audit the account with key " + temporalSecret})
 			if err := env.GetWorkflowError(); err != nil {
@@ -221,9 +237,11 @@ func TestPolicyBindsATreeOnTemporal(t *testing.T) {
 			if err := env.GetWorkflowResult(&out); err != nil {
 				t.Fatal(err)
 			}
+			// The lead's 6 calls and its wait, 2 of each fork, 2 of the worker.
 			calls := tr.lead.calls + tr.fork.calls + tr.worker.calls
-			if calls != 9 || tr.builds.Load() != 1 {
-				t.Fatalf("the models asked for %d calls (want 9) and the worker was built %d times (want 1): the tree did not run as built", calls, tr.builds.Load())
+			if calls != 13 || tr.builds.Load() != 1 || tr.fork.starts() != 2 {
+				t.Fatalf("the models asked for %d calls (want 13), the worker was built %d times (want 1) and the forks started %d times (want 2): the tree did not run as built",
+					calls, tr.builds.Load(), tr.fork.starts())
 			}
 			w.mu.Lock()
 			defer w.mu.Unlock()
@@ -235,28 +253,31 @@ func TestPolicyBindsATreeOnTemporal(t *testing.T) {
 				n, _ := m.sent("")
 				models += n
 			}
-			if got := w.points[policy.BeforeModel]; got != models || models != 6 {
-				t.Errorf("the policy saw %d model calls; the models were asked %d times (want 6)", got, models)
+			if got := w.points[policy.BeforeModel]; got != models || models != 9 {
+				t.Errorf("the policy saw %d model calls; the models were asked %d times (want 9)", got, models)
 			}
-			if got := w.points[policy.BeforeDelegation]; got != 2 {
-				t.Errorf("the policy saw %d hand-offs, want the factory child's and the fork's", got)
+			if got := w.points[policy.BeforeDelegation]; got != 3 {
+				t.Errorf("the policy saw %d hand-offs, want the factory child's, the fork's and the job's", got)
 			}
 			// Every call not denied had its result checked: the lead's
-			// search, leaf, worker and fork, the fork's search, the
-			// worker's lookup.
-			if got := w.points[policy.AfterResult]; got != 6 {
-				t.Errorf("the policy saw %d results, want 6", got)
+			// search, leaf, worker, fork, job (its receipt) and wait (the
+			// job's answer), the forks' searches, the worker's lookup.
+			if got := w.points[policy.AfterResult]; got != 9 {
+				t.Errorf("the policy saw %d results, want 9", got)
 			}
 			for _, want := range []string{
-				"tool search@lead", "tool " + SpawnToolName + "@lead", "tool worker@lead",
+				"tool search@lead", "tool " + SpawnToolName + "@lead", "tool worker@lead", "tool " + subagent.JobsToolName + "@lead",
 				"delegation " + SpawnToolName + "@lead", "delegation worker@lead",
-				"result " + SpawnToolName + "@lead", "result worker@lead",
+				"result " + SpawnToolName + "@lead", "result worker@lead", "result " + subagent.JobsToolName + "@lead",
 				"tool search@lead/subagent", "tool rm@lead/subagent", "tool lookup@lead/worker",
 				"model @lead", "model @lead/subagent", "model @lead/worker",
 			} {
 				if !w.paths[want] {
 					t.Errorf("no check %q; the checks were %v", want, w.paths)
 				}
+			}
+			if got := w.results[subagent.JobsToolName]; len(got) != 1 || !strings.Contains(got[0], "fork(search done") {
+				t.Errorf("the policy saw the wait's results %q, want one holding the job's answer", got)
 			}
 			for _, name := range []string{"search", "leaf", "lookup", "worker", SpawnToolName} {
 				runs := tr.tools.runs(name)
@@ -270,11 +291,11 @@ func TestPolicyBindsATreeOnTemporal(t *testing.T) {
 					t.Errorf("%s ran %d times; the policy saw %d calls", name, runs, w.tools[name])
 				}
 			}
-			if tr.tools.runs("rm") != 0 || w.tools["rm"] != 3 {
-				t.Errorf("rm, denied, ran %d times (the policy saw %d calls, want 3)", tr.tools.runs("rm"), w.tools["rm"])
+			if tr.tools.runs("rm") != 0 || w.tools["rm"] != 4 {
+				t.Errorf("rm, denied, ran %d times (the policy saw %d calls, want 4)", tr.tools.runs("rm"), w.tools["rm"])
 			}
-			if strings.Count(out.Answer, "rm is not allowed here") != 3 {
-				t.Errorf("the answer %q does not carry the three denials", out.Answer)
+			if strings.Count(out.Answer, "rm is not allowed here") != 4 {
+				t.Errorf("the answer %q does not carry the four denials", out.Answer)
 			}
 			if _, given := tr.lead.sent(temporalSecret); !given {
 				t.Fatal("the lead's model was not given the secret: the test tries nothing")
@@ -307,7 +328,7 @@ func TestPolicyDeniesAndAsksOnTemporal(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tr := newPolicyTree(t, mode.id, pol)
+			tr := newPolicyTree(t, mode.id, pol, false)
 			env := newEnv(t, tr.rt)
 			var pending []tool.Interrupt
 			var answerErr error
@@ -376,7 +397,7 @@ func TestPolicyAsksBeforeAHandOffOnTemporal(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				tr := newPolicyTree(t, mode.id, pol)
+				tr := newPolicyTree(t, mode.id, pol, false)
 				env := newEnv(t, tr.rt)
 				var pending []tool.Interrupt
 				var answerErr error
@@ -572,5 +593,101 @@ func TestCorrectiveRetryIsCheckedAsAHandOffOnTemporal(t *testing.T) {
 	}
 	if !strings.Contains(result, "validation failed") || !strings.Contains(result, "no corrective retries") {
 		t.Errorf("the lead read %q, want the child's answer marked invalid, saying the retry was denied", result)
+	}
+}
+
+// denyResult is a rule that denies a result holding the text it names.
+type denyResult string
+
+func (d denyResult) Name() string { return "no-leaks" }
+
+func (d denyResult) Decide(_ context.Context, c *policy.Check) policy.Decision {
+	if c.Point == policy.AfterResult && strings.Contains(c.Result, string(d)) {
+		return policy.Denied("the result holds a secret")
+	}
+	return policy.Decision{}
+}
+
+// A background job's answer is checked by the workers' policy before the
+// lead's model reads it, as a child's answer in the foreground is and as
+// in process, where it is the result of the subagent_jobs call that
+// collects it: denied, the lead reads why and not the answer; redacted,
+// the answer as the rule left it. The spawn's receipt is checked as its
+// result, and each decision is one event of the tree.
+func TestJobAnswerIsCheckedOnTemporal(t *testing.T) {
+	const leak = "sk-job-0123456789"
+	for _, tc := range []struct {
+		name string
+		rule policy.Rule
+		want string
+	}{
+		{"denied", denyResult(leak), `rule "no-leaks" denied the result of ` + subagent.JobsToolName},
+		{"redacted", policy.Redact("secrets", []string{leak}), "the job found " + policy.Redacted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &watcher{points: map[policy.Point]int{}, tools: map[string]int{}, paths: map[string]bool{}}
+			pol, err := policy.New(w, tc.rule)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var read string // what the lead's model read of the job
+			p := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+				if firstUserOf(req) == "find it" {
+					return provider.AssistantMessage("the job found " + leak), nil
+				}
+				switch rs := resultsOf(req); len(rs) {
+				case 0:
+					return provider.AssistantMessage("", provider.ToolCall{ID: "s", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"find it","background":true}`)}), nil
+				case 1:
+					return provider.AssistantMessage("", provider.ToolCall{ID: "w", Name: subagent.JobsToolName, Arguments: json.RawMessage(`{"action":"wait","job_id":"` + jobIDOf(rs[0]) + `"}`)}), nil
+				default:
+					read = rs[1]
+					return provider.AssistantMessage("done"), nil
+				}
+			}}
+			hub := NewHub()
+			env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Events: hub, Policy: pol})
+			env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "tree-" + tc.name})
+			var rec recorder
+			defer hub.Subscribe(event.WithSink(context.Background(), &rec), "tree-"+tc.name)()
+			env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Spawn: true, Background: true}, Text: "go"})
+			var out RunOutput
+			if err := env.GetWorkflowResult(&out); err != nil {
+				t.Fatal(err)
+			}
+			if calls, _ := p.total(); calls != 4 {
+				t.Fatalf("%d model calls, want the lead's 3 and the job's 1", calls)
+			}
+			if !strings.Contains(read, tc.want) || strings.Contains(read, leak) {
+				t.Errorf("the lead read %q of its job, want %q and not the job's secret", read, tc.want)
+			}
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			for _, want := range []string{
+				"tool " + SpawnToolName + "@lead", "delegation " + SpawnToolName + "@lead", "result " + SpawnToolName + "@lead",
+				"tool " + subagent.JobsToolName + "@lead", "result " + subagent.JobsToolName + "@lead",
+			} {
+				if !w.paths[want] {
+					t.Errorf("no check %q; the checks were %v", want, w.paths)
+				}
+			}
+			decided, events, results := 0, 0, 0
+			for _, c := range w.points {
+				decided += c
+			}
+			for _, e := range rec.events {
+				if e.Type != event.Custom || e.Name != policy.EventName {
+					continue
+				}
+				events++
+				var v struct{ Point, Tool string }
+				if err := json.Unmarshal(e.Value, &v); err == nil && v.Point == string(policy.AfterResult) && v.Tool == subagent.JobsToolName {
+					results++
+				}
+			}
+			if decided != events || results != 1 {
+				t.Errorf("the policy made %d decisions and %d events tell of them, %d of the job's answer; want one event each, one of the answer", decided, events, results)
+			}
+		})
 	}
 }

@@ -385,6 +385,10 @@ type Delegation struct {
 	// hand-off (policy.BeforeDelegation), as in process.
 	Retry bool   `json:"retry,omitempty"`
 	Task  string `json:"task,omitempty"`
+	// Plain: the check of a call the workflow answers itself, which hands
+	// nothing off (subagent_jobs: a background job's answer is its
+	// result): before it, the call alone (policy.BeforeTool).
+	Plain bool `json:"plain,omitempty"`
 }
 
 // Delegated is what the delegation check decided.

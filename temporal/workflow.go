@@ -643,8 +643,10 @@ type delegation struct {
 	// returns its id at once.
 	background bool
 	// policed: the workers have a policy (Checks.Policy), which checks
-	// the child's corrective retry with the call's arguments.
-	policed bool
+	// the child's corrective retry with the call's arguments; receipt:
+	// and a background job's receipt, as the call's result
+	// (jobsPolicyChange).
+	policed, receipt bool
 }
 
 // backgroundAsked reports whether a spawn's arguments ask for a job.
@@ -728,7 +730,12 @@ func (d *delegation) rest(ctx workflow.Context, checked bool) (ToolResult, error
 		if d.tn.trace != nil {
 			d.started = d.id
 		}
-		return d.tn.jobs.start(ctx, d)
+		res, err := d.tn.jobs.start(ctx, d)
+		if err != nil || !d.receipt || !d.policed {
+			return res, err
+		}
+		// Its receipt is the call's result, as in process.
+		return checkResult(ctx, d.tn, d.call, res)
 	}
 	res, after, err := d.answer(ctx, d.start(ctx), checked)
 	if after == nil {
