@@ -42,8 +42,9 @@ type steps struct {
 	id    func(n int64, i int) string
 	n     *atomic.Int64
 	steps [][][2]string
-	// fork, when set, answers the requests whose task starts with "fork: ".
-	fork *steps
+	// subs answer the requests whose task starts with their prefix
+	// ("fork: "), each a model of its own.
+	subs map[string]*steps
 
 	mu       sync.Mutex
 	requests []provider.Request
@@ -52,8 +53,10 @@ type steps struct {
 
 func (m *steps) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
 	task := lastUser(req)
-	if m.fork != nil && strings.HasPrefix(task, "fork: ") {
-		return m.fork.Complete(ctx, req)
+	for prefix, sub := range m.subs {
+		if strings.HasPrefix(task, prefix) {
+			return sub.Complete(ctx, req)
+		}
 	}
 	step := 0
 	var results []string
@@ -165,29 +168,39 @@ const temporalSecret = "sk-live-0123456789abcdef"
 // policyTree is a tree on Temporal under a worker's policy: the lead
 // calls search, leaf, rm, a factory child (worker, an agent.React run in
 // process) and a spawned fork (a child workflow) in one step; the fork
-// calls search and rm; the worker calls lookup and rm. With a job, the
+// calls search and rm; the worker calls lookup and rm. The whole tree
+// (whole) has three levels and every form of delegation on Temporal: the
 // lead also spawns a fork in the background in that step, which calls
-// search and rm too, and waits for it (subagent_jobs) in the next.
+// search and rm too, and waits for it (subagent_jobs) in the next; it
+// calls a fixed child (analyst, a child workflow of its own Spec), which
+// calls search and spawns a fork of its own, and a React child (improv),
+// which calls search and rm.
 type policyTree struct {
-	rt                 *Runtime
-	lead, fork, worker *steps
-	tools              *countedTools
-	builds             atomic.Int64
-	spec               Spec
+	rt                                  *Runtime
+	lead, fork, worker, analyst, improv *steps
+	tools                               *countedTools
+	builds                              atomic.Int64
+	spec                                Spec
 }
 
-func newPolicyTree(t *testing.T, id func(int64, int) string, pol *policy.Policy, job bool) *policyTree {
+func newPolicyTree(t *testing.T, id func(int64, int) string, pol *policy.Policy, whole bool) *policyTree {
 	t.Helper()
 	n := new(atomic.Int64)
 	tr := &policyTree{tools: &countedTools{args: map[string][]string{}}}
 	tr.fork = &steps{name: "fork", id: id, n: n, steps: [][][2]string{{{"search", `{"q":"{task}"}`}, {"rm", `{}`}}}}
+	tr.analyst = &steps{name: "analyst", id: id, n: n, subs: map[string]*steps{"fork: ": tr.fork},
+		steps: [][][2]string{{{"search", `{"q":"{task}"}`}, {SpawnToolName, `{"task":"fork: {task}"}`}}}}
+	tr.improv = &steps{name: "improv", id: id, n: n, steps: [][][2]string{{{"search", `{"q":"{task}"}`}, {"rm", `{}`}}}}
 	lead := [][][2]string{{
 		{"search", `{"q":"{task}"}`}, {"leaf", `{}`}, {"rm", `{}`}, {"worker", `{"task":"{task}"}`}, {SpawnToolName, `{"task":"fork: {task}"}`}}}
-	if job {
-		lead[0] = append(lead[0], [2]string{SpawnToolName, `{"task":"fork: in the background, {task}","background":true}`})
+	subs := map[string]*steps{"fork: ": tr.fork}
+	if whole {
+		lead[0] = append(lead[0], [2]string{SpawnToolName, `{"task":"fork: in the background, {task}","background":true}`},
+			[2]string{"analyst", `{"task":"analyst: {task}"}`}, [2]string{"improv", `{"task":"improv: {task}","system_prompt":"be brief"}`})
 		lead = append(lead, [][2]string{{subagent.JobsToolName, `{"action":"wait"}`}})
+		subs["improv: "] = tr.improv
 	}
-	tr.lead = &steps{name: "lead", id: id, n: n, fork: tr.fork, steps: lead}
+	tr.lead = &steps{name: "lead", id: id, n: n, subs: subs, steps: lead}
 	tr.worker = &steps{name: "worker", id: id, n: n, steps: [][][2]string{{{"lookup", `{"q":"{task}"}`}, {"rm", `{}`}}}}
 	reg, err := tool.NewRegistry(tr.tools.tool(t, "search"), tr.tools.tool(t, "leaf"), tr.tools.tool(t, "rm"))
 	if err != nil {
@@ -195,7 +208,7 @@ func newPolicyTree(t *testing.T, id func(int64, int) string, pol *policy.Policy,
 	}
 	workerTools := []tool.Tool{tr.tools.tool(t, "lookup"), tr.tools.tool(t, "rm")}
 	tr.rt = &Runtime{
-		Providers: map[string]provider.Provider{"m": tr.lead},
+		Providers: map[string]provider.Provider{"m": tr.lead, "analyst": tr.analyst},
 		Tools:     reg,
 		Factories: map[string]subagent.Factory{
 			"worker": func(context.Context, json.RawMessage) (agent.Agent, error) {
@@ -205,20 +218,27 @@ func newPolicyTree(t *testing.T, id func(int64, int) string, pol *policy.Policy,
 		},
 		Policy: pol,
 	}
-	tr.spec = Spec{Name: "lead", Provider: "m", Tools: []string{"search", "leaf", "rm"}, Spawn: true, Background: job,
+	tr.spec = Spec{Name: "lead", Provider: "m", Tools: []string{"search", "leaf", "rm"}, Spawn: true,
 		SubAgents: []SubAgent{{Name: "worker", Description: "Works.", Factory: "worker"}}}
+	if whole {
+		tr.spec.Background, tr.spec.MaxDepth = true, 2
+		tr.spec.SubAgents = append(tr.spec.SubAgents,
+			SubAgent{Name: "analyst", Description: "Analyses.", Agent: &Spec{Name: "analyst", Provider: "analyst", Tools: []string{"search", "rm"}, Spawn: true}},
+			SubAgent{Name: "improv", Description: "Model-defined.", React: true})
+	}
 	return tr
 }
 
-// A worker's policy binds a tree on Temporal: it sees every tool call
-// (the spawns of a fork run as a child workflow and of one run as a
-// background job, and the lead's wait for the job, included), every model
-// call (the forks', child workflows', and the factory child's, run in
-// process, included), the three children's hand-offs and answers (the
-// job's, as the result of the wait that collects it), each at the path of
-// the agent that makes it, as in process; a call it denies never runs,
-// anywhere; and a secret given to the lead reaches no child's model and
-// no tool — whatever ids the models give their calls.
+// A worker's policy binds a three-level tree on Temporal that delegates
+// in every form it has: it sees every tool call (the spawns of forks run
+// as child workflows, at two levels, and of one run as a background job,
+// and the lead's wait for the job, included), every model call (the
+// forks', the fixed and React children's, and the factory child's, run in
+// process), the six children's hand-offs and answers (the job's, as the
+// result of the wait that collects it), each at the path of the agent
+// that makes it, as in process; a call it denies never runs, anywhere;
+// and a secret given to the lead reaches no child's model and no tool —
+// whatever ids the models give their calls.
 func TestPolicyBindsATreeOnTemporal(t *testing.T) {
 	for _, mode := range policyIDModes {
 		t.Run(mode.name, func(t *testing.T) {
@@ -237,40 +257,48 @@ func TestPolicyBindsATreeOnTemporal(t *testing.T) {
 			if err := env.GetWorkflowResult(&out); err != nil {
 				t.Fatal(err)
 			}
-			// The lead's 6 calls and its wait, 2 of each fork, 2 of the worker.
-			calls := tr.lead.calls + tr.fork.calls + tr.worker.calls
-			if calls != 13 || tr.builds.Load() != 1 || tr.fork.starts() != 2 {
-				t.Fatalf("the models asked for %d calls (want 13), the worker was built %d times (want 1) and the forks started %d times (want 2): the tree did not run as built",
-					calls, tr.builds.Load(), tr.fork.starts())
+			// The lead's 8 calls and its wait, 2 of each of the three
+			// forks, of the worker, of the analyst and of improv.
+			models := []*steps{tr.lead, tr.fork, tr.worker, tr.analyst, tr.improv}
+			calls := 0
+			for _, m := range models {
+				calls += m.calls
+			}
+			if calls != 21 || tr.builds.Load() != 1 || tr.fork.starts() != 3 || tr.analyst.starts() != 1 || tr.improv.starts() != 1 {
+				t.Fatalf("the models asked for %d calls (want 21), the worker was built %d times (want 1), the forks, analyst and improv started %d, %d and %d times (want 3, 1, 1): the tree did not run as built",
+					calls, tr.builds.Load(), tr.fork.starts(), tr.analyst.starts(), tr.improv.starts())
 			}
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			if got := w.points[policy.BeforeTool]; got != calls {
 				t.Errorf("the policy saw %d tool calls; the models asked for %d", got, calls)
 			}
-			models := 0
-			for _, m := range []*steps{tr.lead, tr.fork, tr.worker} {
+			requests := 0
+			for _, m := range models {
 				n, _ := m.sent("")
-				models += n
+				requests += n
 			}
-			if got := w.points[policy.BeforeModel]; got != models || models != 9 {
-				t.Errorf("the policy saw %d model calls; the models were asked %d times (want 9)", got, models)
+			if got := w.points[policy.BeforeModel]; got != requests || requests != 15 {
+				t.Errorf("the policy saw %d model calls; the models were asked %d times (want 15)", got, requests)
 			}
-			if got := w.points[policy.BeforeDelegation]; got != 3 {
-				t.Errorf("the policy saw %d hand-offs, want the factory child's, the fork's and the job's", got)
+			if got := w.points[policy.BeforeDelegation]; got != 6 {
+				t.Errorf("the policy saw %d hand-offs, want the worker's, the three forks', the analyst's and improv's", got)
 			}
-			// Every call not denied had its result checked: the lead's
-			// search, leaf, worker, fork, job (its receipt) and wait (the
-			// job's answer), the forks' searches, the worker's lookup.
-			if got := w.points[policy.AfterResult]; got != 9 {
-				t.Errorf("the policy saw %d results, want 9", got)
+			// Every call not denied had its result checked: the six of
+			// rm are denied.
+			if got := w.points[policy.AfterResult]; got != calls-6 {
+				t.Errorf("the policy saw %d results, want %d", got, calls-6)
 			}
 			for _, want := range []string{
 				"tool search@lead", "tool " + SpawnToolName + "@lead", "tool worker@lead", "tool " + subagent.JobsToolName + "@lead",
-				"delegation " + SpawnToolName + "@lead", "delegation worker@lead",
+				"tool analyst@lead", "tool improv@lead",
+				"delegation " + SpawnToolName + "@lead", "delegation worker@lead", "delegation analyst@lead", "delegation improv@lead",
 				"result " + SpawnToolName + "@lead", "result worker@lead", "result " + subagent.JobsToolName + "@lead",
-				"tool search@lead/subagent", "tool rm@lead/subagent", "tool lookup@lead/worker",
-				"model @lead", "model @lead/subagent", "model @lead/worker",
+				"result analyst@lead", "result improv@lead",
+				"tool search@lead/subagent", "tool rm@lead/subagent", "tool lookup@lead/worker", "tool rm@lead/improv",
+				"tool search@lead/analyst", "delegation " + SpawnToolName + "@lead/analyst", "result " + SpawnToolName + "@lead/analyst",
+				"tool search@lead/analyst/subagent", "tool rm@lead/analyst/subagent",
+				"model @lead", "model @lead/subagent", "model @lead/worker", "model @lead/analyst", "model @lead/improv", "model @lead/analyst/subagent",
 			} {
 				if !w.paths[want] {
 					t.Errorf("no check %q; the checks were %v", want, w.paths)
@@ -279,28 +307,32 @@ func TestPolicyBindsATreeOnTemporal(t *testing.T) {
 			if got := w.results[subagent.JobsToolName]; len(got) != 1 || !strings.Contains(got[0], "fork(search done") {
 				t.Errorf("the policy saw the wait's results %q, want one holding the job's answer", got)
 			}
-			for _, name := range []string{"search", "leaf", "lookup", "worker", SpawnToolName} {
+			for _, name := range []string{"search", "leaf", "lookup", "worker", SpawnToolName, "analyst", "improv"} {
 				runs := tr.tools.runs(name)
 				switch name {
 				case "worker":
 					runs = int(tr.builds.Load())
 				case SpawnToolName:
 					runs = tr.fork.starts()
+				case "analyst":
+					runs = tr.analyst.starts()
+				case "improv":
+					runs = tr.improv.starts()
 				}
 				if w.tools[name] != runs || runs == 0 {
 					t.Errorf("%s ran %d times; the policy saw %d calls", name, runs, w.tools[name])
 				}
 			}
-			if tr.tools.runs("rm") != 0 || w.tools["rm"] != 4 {
-				t.Errorf("rm, denied, ran %d times (the policy saw %d calls, want 4)", tr.tools.runs("rm"), w.tools["rm"])
+			if tr.tools.runs("rm") != 0 || w.tools["rm"] != 6 {
+				t.Errorf("rm, denied, ran %d times (the policy saw %d calls, want 6)", tr.tools.runs("rm"), w.tools["rm"])
 			}
-			if strings.Count(out.Answer, "rm is not allowed here") != 4 {
-				t.Errorf("the answer %q does not carry the four denials", out.Answer)
+			if strings.Count(out.Answer, "rm is not allowed here") != 6 {
+				t.Errorf("the answer %q does not carry the six denials", out.Answer)
 			}
 			if _, given := tr.lead.sent(temporalSecret); !given {
 				t.Fatal("the lead's model was not given the secret: the test tries nothing")
 			}
-			for _, m := range []*steps{tr.fork, tr.worker} {
+			for _, m := range models[1:] {
 				if _, leaked := m.sent(temporalSecret); leaked {
 					t.Errorf("the secret reached the %s's model", m.name)
 				}
