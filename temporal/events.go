@@ -355,7 +355,8 @@ func jobEvent(name, by string, v any) event.Event {
 // JobEvents is the input of PublishActivityName: the events a run's
 // workflow publishes of its background jobs, in order — the job's
 // SUBAGENT_STARTED and deputy.job_started as it starts it, a message
-// queued, a status asked, a cancel, its end — as the run (Trace) it is.
+// queued, a status asked, a cancel, its end — as the run (Trace) it is;
+// and the end of the step a run that fails was in.
 type JobEvents struct {
 	Trace  *Trace        `json:"trace"`
 	Events []event.Event `json:"events"`

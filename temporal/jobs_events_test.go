@@ -14,7 +14,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.temporal.io/sdk/client"
 
+	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/eventcheck"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -116,9 +118,10 @@ var wantJobEvents = []string{
 func jobActions(t *testing.T) (*script, []tool.Tool) {
 	t.Helper()
 	const dig, idle = "dig", "idle"
-	sent := make(chan struct{})
-	var once sync.Once
+	sent, looking := make(chan struct{}), make(chan struct{})
+	var once, lookOnce sync.Once
 	lookup := tool.Must(tool.New("lookup", "Looks.", func(ctx context.Context, _ struct{}) (string, error) {
+		lookOnce.Do(func() { close(looking) }) // its first step is told to the lead by now
 		select {
 		case <-sent:
 			return "nothing yet", nil
@@ -154,6 +157,11 @@ func jobActions(t *testing.T) (*script, []tool.Tool) {
 				provider.ToolCall{ID: "s1", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"` + dig + `","background":true}`)},
 				provider.ToolCall{ID: "s2", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"` + idle + `","background":true}`)}), nil
 		case 2:
+			select {
+			case <-looking:
+			case <-time.After(time.Minute):
+				return provider.Message{}, fmt.Errorf("the first job never looked")
+			}
 			return call("j_send", subagent.JobsToolName, `{"action":"send","job_id":"`+jobIDOf(rs[0])+`","message":"look under the stairs"}`)
 		case 3:
 			return call("j_status", subagent.JobsToolName, `{"action":"status","job_id":"`+jobIDOf(rs[0])+`"}`)
@@ -309,5 +317,39 @@ func waitsWithAskingJob(t *testing.T, id func(n int64, i int) string) {
 	}
 	if calls, spent := m.total(); out.TotalUsage() != spent {
 		t.Errorf("%d model calls cost %+v, the lead reported %+v: each counted once", calls, spent, out.TotalUsage())
+	}
+}
+
+// The same actions served through an Agent on a real server: the run's
+// stream, with its jobs' events, is a whole AG-UI stream (each job's
+// sub-agent started before the spawn's result and before its own events,
+// every job event naming a sub-agent that has started), and the job
+// events are those in process.
+func TestJobEventsStreamOnServer(t *testing.T) {
+	m, tools := jobActions(t)
+	reg, err := tool.NewRegistry(tools...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := NewHub()
+	ctx, c, queue := onServer(t, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg, Events: hub})
+	a := &Agent{Client: c, TaskQueue: queue, Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"lookup", "hold"}, Spawn: true, Background: true}, Events: hub}
+	var rec eventcheck.Recorder
+	out, err := a.Run(event.WithSink(ctx, &rec), agent.Input{Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Answer != "done: found it: look under the stairs" {
+		t.Errorf("the lead answered %q", out.Answer)
+	}
+	evs := rec.Events()
+	for _, p := range eventcheck.Check(evs, eventcheck.Options{Background: true}) {
+		t.Error(p)
+	}
+	got := jobEventLines(t, evs)
+	for _, job := range []string{"job1", "job2"} {
+		if d := cmp.Diff(linesOf(wantJobEvents, job), linesOf(got, job)); d != "" {
+			t.Errorf("the events of %s (-want +got):\n%s", job, d)
+		}
 	}
 }

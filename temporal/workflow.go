@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agent/runtime"
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
@@ -106,6 +108,12 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			err = withSettled(out, err)
 		}()
 	}
+	open := 0 // the step whose model call was made last, for its end
+	defer func() {
+		if err != nil && open > 0 && trace != nil {
+			closeStep(ctx, trace, open)
+		}
+	}()
 	var schema *jsonschema.Schema
 	system := spec.System
 	if len(spec.OutputSchema) > 0 {
@@ -189,6 +197,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			mc.Trace = &t
 		}
 		var resp ModelReply
+		open = step + 1
 		if err := workflow.ExecuteActivity(ib.modelContext(actx), CompleteActivityName, mc).Get(ctx, &resp); err != nil {
 			out.Messages = conv
 			return out, withUsage(out, err)
@@ -330,6 +339,26 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			return out, err
 		}
 	}
+}
+
+// stepCloseChange names the workflow version from which a run with a
+// trace that fails, or is cancelled, publishes the end of the step it was
+// in (its model call published the start), as a run in process ends its
+// step however it ends; asked only there.
+const stepCloseChange = "deputy.failed-run-closes-step"
+
+// closeStep publishes the end of step of the run of trace, which fails.
+func closeStep(ctx workflow.Context, trace *Trace, step int) {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	if workflow.GetVersion(dctx, stepCloseChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	key := cmp.Or(trace.Subagent, trace.Tree)
+	at := &Trace{Tree: trace.Tree, Subagent: trace.Subagent}
+	lctx := workflow.WithLocalActivityOptions(dctx, workflow.LocalActivityOptions{ScheduleToCloseTimeout: 10 * time.Second,
+		RetryPolicy: &sdktemporal.RetryPolicy{MaximumAttempts: 1}})
+	_ = workflow.ExecuteLocalActivity(lctx, PublishActivityName, JobEvents{Trace: at, Events: []event.Event{
+		{Type: event.StepFinished, StepName: key + "/step-" + strconv.Itoa(step)}}}).Get(dctx, nil)
 }
 
 // withUsage returns err carrying what the run spent (its children's
