@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,6 +48,45 @@ var recordedIDs = map[string]string{
 	// job's child workflow (backgroundChange).
 	"background.json":     "record-background",
 	"background-job.json": "record-background/0.0-" + SpawnToolName,
+	// A lead whose jobs' actions are events (jobEventsChange), whose wait
+	// waits with a job that asks a person (jobAsksChange), and which
+	// cancels the other job, whose run ends its step (stepCloseChange);
+	// and the two jobs.
+	"jobs-seen.json":      "record-jobs-seen",
+	"jobs-seen-asks.json": "record-jobs-seen/0.0-" + SpawnToolName,
+	"jobs-seen-held.json": "record-jobs-seen/0.1-" + SpawnToolName,
+}
+
+// jobsSeen answers as a lead that starts a job that pays (a person must
+// approve) and one that holds on, waits for the first, cancels the
+// second and answers with what they said; and as the jobs.
+func jobsSeen() *script {
+	return &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		call := func(name, args string) (provider.Message, error) {
+			return provider.AssistantMessage("", provider.ToolCall{ID: "c", Name: name, Arguments: json.RawMessage(args)}), nil
+		}
+		switch firstUserOf(req) {
+		case "pay the bill":
+			if len(rs) == 0 {
+				return call("pay", `{}`)
+			}
+			return provider.AssistantMessage("bill " + rs[0]), nil
+		case "hold on":
+			return call("hold", `{}`)
+		}
+		switch len(rs) {
+		case 0:
+			return provider.AssistantMessage("",
+				provider.ToolCall{ID: "a", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"pay the bill","background":true}`)},
+				provider.ToolCall{ID: "b", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"hold on","background":true}`)}), nil
+		case 2:
+			return call(subagent.JobsToolName, `{"action":"wait","job_id":"`+jobIDOf(rs[0])+`","timeout_seconds":1}`)
+		case 3:
+			return call(subagent.JobsToolName, `{"action":"cancel","job_id":"`+jobIDOf(rs[1])+`"}`)
+		}
+		return provider.AssistantMessage("lead: " + rs[2] + " | " + rs[3]), nil
+	}}
 }
 
 // background answers as a lead that starts a job, sends it a message,
@@ -116,7 +156,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(files) < len(recordedIDs) {
-		t.Fatalf("testdata holds %d histories, want %d (the lead, a child, a resident, a wide turn, a lead with a job and its job): record them with DEPUTY_TEMPORAL_RECORD=1", len(files), len(recordedIDs))
+		t.Fatalf("testdata holds %d histories, want %d (the lead, a child, a resident, a wide turn, a lead with a job and its job, a lead whose jobs are seen and its two jobs): record them with DEPUTY_TEMPORAL_RECORD=1", len(files), len(recordedIDs))
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
@@ -141,8 +181,9 @@ func TestReplayDetectsAChangedWorkflow(t *testing.T) {
 	}
 }
 
-// TestRecordHistories runs a small fan-out, a resident expert, a wide turn
-// and a lead with a background job on a real server and writes the
+// TestRecordHistories runs a small fan-out, a resident expert, a wide turn,
+// a lead with a background job and a lead whose jobs are seen (jobsSeen)
+// on a real server and writes the
 // histories testdata lacks: a history recorded by older code is kept, so
 // that the replay goes on checking that code's workflows (delete a file
 // to record it again).
@@ -164,12 +205,18 @@ func TestRecordHistories(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := tool.NewRegistry(noop)
+	pay := tool.RequireApproval(tool.Must(tool.New("pay", "Pays.", func(context.Context, struct{}) (string, error) { return "paid", nil })), "moves money", 0)
+	hold := tool.Must(tool.New("hold", "Holds on.", func(ctx context.Context, _ struct{}) (string, error) {
+		<-ctx.Done()
+		return "", ctx.Err()
+	}))
+	reg, err := tool.NewRegistry(noop, pay, hold)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := worker.New(c, queue, worker.Options{})
-	Register(w, &Runtime{Providers: map[string]provider.Provider{"fan": fanOut(2), "echo": echo(), "wide": wide(), "bg": background()}, Tools: reg})
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"fan": fanOut(2), "echo": echo(), "wide": wide(), "bg": background(), "seen": jobsSeen()},
+		Tools: reg, Events: NewHub()})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -199,6 +246,32 @@ func TestRecordHistories(t *testing.T) {
 	}
 	if err := bg.Get(ctx, &out); err != nil {
 		t.Fatal(err)
+	}
+	seen, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: recordedIDs["jobs-seen.json"], TaskQueue: queue}, AgentWorkflowName,
+		RunInput{Spec: Spec{Name: "lead", Provider: "seen", Tools: []string{"pay", "hold"}, Spawn: true, Background: true}, Text: "do it"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		// Answered a while after the wait's timeout: the wait waits.
+		pending, err := Pending(ctx, c, seen.GetID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pending) == 1 {
+			time.Sleep(2 * time.Second)
+			if err := Answer(ctx, c, seen.GetID(), tool.Answer{InterruptID: pending[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)}); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := seen.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.Answer, "bill paid") || !strings.Contains(out.Answer, "cancelled") {
+		t.Fatalf("the lead of jobs-seen answered %q", out.Answer)
 	}
 	res, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: residentID, TaskQueue: queue}, ResidentWorkflowName,
 		ResidentInput{Spec: Spec{Provider: "echo"}})
