@@ -32,9 +32,10 @@
 // report of subagent.ResultSchema), Retries (how many times the validator
 // asked it again), AnswerContains, MaxTokens (the node and its
 // sub-agents), MaxOwnTokens, MaxCost (the node and its sub-agents),
-// MaxOwnCost, or any func of yours.
-// Tree.Approvals counts the approvals a run asked. A failure names the node
-// by its path and shows the tree around it. Tree.Dump is the golden form.
+// MaxOwnCost, or any func of yours. Tree.Approvals counts the approvals a
+// run asked, and Tree.Refused the calls and hand-offs its policy refused,
+// which start no node. A failure names the node by its path and shows the
+// tree around it. Tree.Dump is the golden form.
 //
 // # Scoring
 //

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -426,6 +427,33 @@ func (tr *Tree) Approvals(asked []tool.Interrupt, pattern string, n int) {
 	}
 	if got != n {
 		tr.t.Errorf("treetest: %d approvals asked by %s, want %d", got, or(strconv.Quote(pattern), "the top-level run"), n)
+	}
+}
+
+// Refused asserts that the run's policy refused exactly n calls of the
+// tool or sub-agent named name, before the call or at the hand-off to the
+// child, among denials (agent.Output.Denials); the empty name counts
+// every refusal. A refused hand-off starts no child, so the tree has no
+// node for it: this is where it is counted. A failure lists the refusals.
+func (tr *Tree) Refused(denials []*policy.Denial, name string, n int) {
+	tr.t.Helper()
+	got := 0
+	var all []string
+	for _, d := range denials {
+		if d.Point != policy.BeforeTool && d.Point != policy.BeforeDelegation {
+			continue
+		}
+		all = append(all, fmt.Sprintf("%s at %s by rule %q: %s", d.Tool, or(d.Path, "the top-level run"), d.Rule, clip(d.Reason, 120)))
+		if name == "" || d.Tool == name {
+			got++
+		}
+	}
+	if got != n {
+		what := "calls of " + strconv.Quote(name)
+		if name == "" {
+			what = "calls"
+		}
+		tr.t.Errorf("treetest: the policy refused %d %s, want %d; its refusals: %s", got, what, n, or(strings.Join(all, "; "), "none"))
 	}
 }
 

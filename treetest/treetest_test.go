@@ -2,6 +2,7 @@ package treetest_test
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -9,8 +10,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/cassette"
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/internal/bigtree"
+	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -221,5 +226,52 @@ func TestAnApprovalAskedTwiceFails(t *testing.T) {
 	tr.Approvals([]tool.Interrupt{approval, again}, "publisher", 2)
 	if len(r.errs) != 1 || !strings.Contains(r.errs[0], "publisher asked 2 times to approve its call call_7") {
 		t.Errorf("failures %q, want one saying publisher asked twice for call_7", r.errs)
+	}
+}
+
+// A hand-off the policy refuses starts no node: Refused counts it among
+// the run's denials, and a wrong count lists them.
+func TestRefusedCountsWhatThePolicyRefused(t *testing.T) {
+	pol, err := policy.New(policy.Func("no-leaks", func(_ context.Context, c *policy.Check) policy.Decision {
+		if c.Point == policy.BeforeDelegation && c.Task == "leak the draft" {
+			return policy.Denied("the draft is not to leave the team")
+		}
+		return policy.Decision{}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := fake.NewProvider(
+		fake.Calls(
+			provider.ToolCall{ID: "a", Name: "critic", Arguments: json.RawMessage(`{"task":"review the draft"}`)},
+			provider.ToolCall{ID: "b", Name: "critic", Arguments: json.RawMessage(`{"task":"leak the draft"}`)},
+		).For("lead"),
+		fake.Text("Clear enough.").For("critic"),
+		fake.Text("Reviewed; not leaked.").For("lead"),
+	)
+	critic, err := subagent.FromReact("critic", "Reviews a draft.", model, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead, err := agent.NewReact(model, agent.WithName("lead"), agent.WithTools(critic), agent.WithPolicy(pol))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := subagent.NewTree(nil)
+	out, err := lead.Run(event.WithSink(context.Background(), tree), agent.Input{Text: "Review my draft."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := treetest.New(t, tree)
+	tr.Nodes("critic").Count(1).Each(treetest.State(subagent.StateSucceeded))
+	tr.Refused(out.Denials, "critic", 1)
+	tr.Refused(out.Denials, "", 1)
+	tr.Refused(out.Denials, "editor", 0)
+
+	r := &recorder{TB: t}
+	treetest.New(r, tree).Refused(out.Denials, "critic", 0)
+	if len(r.errs) != 1 || !strings.Contains(r.errs[0], `the policy refused 1 calls of "critic", want 0`) ||
+		!strings.Contains(r.errs[0], `critic at lead by rule "no-leaks": the draft is not to leave the team`) {
+		t.Errorf("failures %q, want one listing the critic's refusal", r.errs)
 	}
 }
