@@ -230,7 +230,8 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 		giveBack()
 		return nil, tool.Correctable(fmt.Errorf("%s: the run has ended: no background job can start", SpawnToolName))
 	}
-	if old := jt.jobs[j.id]; old != nil {
+	old := jt.jobs[j.id]
+	if old != nil && !(resumed && old.ended() && interrupted(old.err)) {
 		// The same job, started again by a turn run again: the thread
 		// kept it.
 		jt.mu.Unlock()
@@ -239,14 +240,21 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 		giveBack()
 		return old, nil
 	}
-	j.place = jobPlace{gen: jt.gen, step: math.MaxInt, seq: jt.started}
-	if step, index, ok := run.CallPlace(ctx); ok {
-		j.place.step, j.place.index = step, index
+	if old != nil {
+		// Woken with its answers (Spawner.wake): it takes the place of
+		// its suspended self.
+		j.place = old.place
+		jt.jobs[j.id] = j
+	} else {
+		j.place = jobPlace{gen: jt.gen, step: math.MaxInt, seq: jt.started}
+		if step, index, ok := run.CallPlace(ctx); ok {
+			j.place.step, j.place.index = step, index
+		}
+		jt.started++
+		at, _ := slices.BinarySearchFunc(jt.order, j.place, func(id string, pl jobPlace) int { return jt.jobs[id].place.compare(pl) })
+		jt.jobs[j.id] = j
+		jt.order = slices.Insert(jt.order, at, j.id)
 	}
-	jt.started++
-	at, _ := slices.BinarySearchFunc(jt.order, j.place, func(id string, pl jobPlace) int { return jt.jobs[id].place.compare(pl) })
-	jt.jobs[j.id] = j
-	jt.order = slices.Insert(jt.order, at, j.id)
 	jt.wg.Add(1)
 	jt.mu.Unlock()
 	var span trace.Span
@@ -382,6 +390,10 @@ func (jt *jobTable) collect(j *job) (tool.Result, error) {
 	res := tool.Result{Content: j.res.Content, Value: j.res.Value}
 	var err error
 	switch {
+	case interrupted(j.err) && j.store != nil && !j.cancelled:
+		// A stored job waits for a person; woken, it counts all it spent
+		// when it ends.
+		return tool.Result{}, j.err
 	case interrupted(j.err):
 		res, err = tool.Result{}, j.err
 	case j.err != nil:

@@ -183,6 +183,7 @@ func (js *Jobs) Wait(ctx context.Context, w WaitFor) ([]JobResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	targets = js.s.wake(ctx, js.jt, targets)
 	if err := js.await(ctx, targets, w); err != nil {
 		return nil, err
 	}
@@ -277,6 +278,9 @@ func (js *Jobs) Cancel(ctx context.Context, id string) (JobResult, error) {
 	j, err := js.find(id)
 	if err != nil {
 		return JobResult{}, err
+	}
+	if parked(js.jt, j) {
+		js.s.unpark(ctx, js.jt, j, false)
 	}
 	js.jt.mu.Lock()
 	running := !j.ended()

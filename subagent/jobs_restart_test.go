@@ -42,6 +42,9 @@ type keptWorld struct {
 	killAt int64
 	kill   func()
 
+	// approve: the job's side effect needs a person's approval.
+	approve bool
+
 	mu        sync.Mutex
 	forkUsage provider.Usage // what the job's model calls were billed
 	firstReq  provider.Request
@@ -82,7 +85,13 @@ func (w *keptWorld) Complete(ctx context.Context, req provider.Request) (provide
 	w.mu.Lock()
 	w.firstReq = req
 	w.mu.Unlock()
-	cmd := strings.Fields(last.Content)
+	user := last.Content
+	for _, m := range req.Messages {
+		if m.Role == provider.RoleUser && !strings.Contains(m.Content, "started in an earlier turn") {
+			user = m.Content // the turn's, not a note of jobs that ended meanwhile
+		}
+	}
+	cmd := strings.Fields(user)
 	switch {
 	case len(cmd) >= 2 && cmd[1] == "start":
 		return call(subagent.SpawnToolName, `{"task":"dig","background":true}`), nil
@@ -131,7 +140,11 @@ func (w *keptWorld) start(opts ...subagent.SpawnOption) *process {
 			}
 		}}
 	st := w.open()
-	reg, s := setup(t, w, true, append([]subagent.SpawnOption{subagent.WithJobsAcrossTurns(nil), subagent.WithJobStore(st)}, opts...), effect, dig)
+	var eff tool.Tool = effect
+	if w.approve {
+		eff = tool.RequireApproval(effect, "", 0)
+	}
+	reg, s := setup(t, w, true, append([]subagent.SpawnOption{subagent.WithJobsAcrossTurns(nil), subagent.WithJobStore(st)}, opts...), eff, dig)
 	return &process{st: st, s: s, a: lead(t, w, reg)}
 }
 

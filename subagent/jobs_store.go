@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -95,6 +96,8 @@ type jobRecord struct {
 	Err       string          `json:"error,omitempty"`
 	ErrKind   string          `json:"error_kind,omitempty"` // errCanceled, errLimit or ""
 	Receipts  []Receipt       `json:"receipts,omitempty"`
+	// A suspended job's questions, which it waits for answers to.
+	Questions []tool.Interrupt `json:"questions,omitempty"`
 	// What happened to it.
 	Cancelled bool `json:"cancelled,omitempty"`
 	Swept     bool `json:"swept,omitempty"`
@@ -171,6 +174,10 @@ func (jt *jobTable) record(j *job, final bool) jobRecord {
 		for _, rc := range j.box.Receipts() {
 			r.Receipts = append(r.Receipts, receiptOf(j.id, rc))
 		}
+		var in *tool.Interrupted
+		if errors.As(j.err, &in) {
+			r.Questions = in.Interrupts
+		}
 	}
 	return r
 }
@@ -178,7 +185,8 @@ func (jt *jobTable) record(j *job, final bool) jobRecord {
 // ending is what a stored job does as it ends, before anyone sees it
 // ended: its end is written, unless the spawner is closing (the job is
 // then left running in the store, for the next process), and its messages
-// and journal go.
+// and journal go, unless it waits for a person: it runs on from them
+// when the answers come (wake).
 func (s *Spawner) ending(ctx context.Context, jt *jobTable, j *job) {
 	if j.store == nil || s.closing() {
 		return
@@ -187,7 +195,9 @@ func (s *Spawner) ending(ctx context.Context, jt *jobTable, j *job) {
 	if err := j.store.save(ctx, jt, j, true); err != nil {
 		return // the next process runs it again from its journal
 	}
-	s.forget(ctx, j.store.h, j.id, false)
+	if !interrupted(j.err) {
+		s.forget(ctx, j.store.h, j.id, false)
+	}
 }
 
 // forget deletes what the store keeps of a job beside its record: its
@@ -318,7 +328,9 @@ func endedJob(r jobRecord, h string, st *store.Store) *job {
 	if len(r.Value) > 0 {
 		j.res.Value = r.Value
 	}
-	if r.State != JobDone {
+	if r.State == JobSuspended {
+		j.err = &tool.Interrupted{Interrupts: r.Questions}
+	} else if r.State != JobDone {
 		var is error
 		switch r.ErrKind {
 		case errCanceled:
@@ -348,23 +360,25 @@ func (jt *jobTable) addEnded(j *job) {
 	jt.order = slices.Insert(jt.order, at, j.id)
 }
 
-// resume starts again, in jt, a job that was running when the process
-// that ran it stopped: from its journal, with the messages it had not
-// taken waiting for it.
-func (s *Spawner) resume(ctx context.Context, jt *jobTable, r jobRecord) {
-	h := threadHash(jt.key)
-	fail := func(err error) {
+// restart starts again, in jt, a job that was running when the process
+// that ran it stopped; if it cannot, the job is kept failed.
+func (s *Spawner) restart(ctx context.Context, jt *jobTable, r jobRecord) {
+	if _, err := s.resume(ctx, jt, r); err != nil {
 		r.State, r.Err = JobFailed, "it could not start again after a restart: "+err.Error()
-		j := endedJob(r, h, s.cfg.jobStore)
+		j := endedJob(r, threadHash(jt.key), s.cfg.jobStore)
 		jt.mu.Lock()
 		jt.addEnded(j)
 		jt.mu.Unlock()
 		_ = j.store.save(ctx, jt, j, true)
 	}
+}
+
+// resume starts the job of r again in jt, from its journal, with the
+// messages it had not taken waiting for it.
+func (s *Spawner) resume(ctx context.Context, jt *jobTable, r jobRecord) (*job, error) {
 	var t Task
 	if err := json.Unmarshal(r.Args, &t); err != nil {
-		fail(err)
-		return
+		return nil, err
 	}
 	raw, _ := json.Marshal(struct {
 		Task
@@ -372,22 +386,95 @@ func (s *Spawner) resume(ctx context.Context, jt *jobTable, r jobRecord) {
 	}{t, true})
 	a, err := s.parse(raw)
 	if err != nil {
-		fail(err)
-		return
+		return nil, err
 	}
 	check, callSchema, err := s.checkerFor(a.OutputSchema)
 	if err != nil {
-		fail(err)
-		return
+		return nil, err
 	}
 	sc, err := s.plan(ctx, "", a, check, callSchema)
 	if err != nil {
-		fail(err)
-		return
+		return nil, err
 	}
 	sc.st.spawns.Add(-1) // started by an earlier run, and counted there
-	if _, err := s.launch(ctx, jt, sc, "", &r); err != nil {
-		fail(err)
+	return s.launch(ctx, jt, sc, "", &r)
+}
+
+// A stored job whose sub-agent asked a person ends suspended, keeping its
+// journal and messages, and its record its questions: it holds no
+// goroutine while it waits, in this process or, after a restart, the
+// next. A turn resumed with the answers (tool.Resume) that waits for it
+// wakes it: it runs again from its journal, its finished steps replayed,
+// and the call that asked takes its answer.
+
+// wake starts again each stored job of targets that waits for a person
+// whose answers the run of ctx carries, and returns targets with the
+// jobs woken in their place. A job that cannot start again (the store
+// fails) waits on: the wait asks its questions again.
+func (s *Spawner) wake(ctx context.Context, jt *jobTable, targets []*job) []*job {
+	unused := tool.UnusedAnswers(ctx)
+	if len(unused) == 0 {
+		return targets
+	}
+	for i, j := range targets {
+		if !parked(jt, j) {
+			continue
+		}
+		var in *tool.Interrupted
+		errors.As(j.err, &in)
+		answered := false
+		for _, it := range in.Interrupts {
+			answered = answered || slices.Contains(unused, it.ID)
+		}
+		if !answered {
+			continue
+		}
+		r := jt.record(j, false) // running again
+		r.Folded, r.Noted, r.Cancelled = false, false, false
+		b, _ := json.Marshal(r)
+		if s.cfg.jobStore.Put(context.WithoutCancel(ctx), j.store.key(j.id), b, store.AnyVersion) != nil {
+			continue
+		}
+		nj, err := s.resume(ctx, jt, r)
+		if err != nil {
+			continue
+		}
+		targets[i] = nj
+		if js := journalFrom(ctx); js != nil {
+			// Handed over: the job's own journal records the answers as
+			// its calls take them; the turn's, that they are used, as
+			// tool.UnusedAnswers reads it, even when the turn runs again
+			// after a crash and the job, running on, asks nothing again.
+			for _, it := range in.Interrupts {
+				if slices.Contains(unused, it.ID) {
+					_ = js.J.Record(context.WithoutCancel(ctx), journal.AnswerKey(it.ID), journal.Entry{Value: json.RawMessage(strconv.Quote(j.id))})
+				}
+			}
+		}
+	}
+	return targets
+}
+
+// parked reports whether j is a stored job that waits for a person.
+func parked(jt *jobTable, j *job) bool {
+	if j.store == nil || !j.ended() || !interrupted(j.err) {
+		return false
+	}
+	jt.mu.Lock()
+	defer jt.mu.Unlock()
+	return !j.cancelled
+}
+
+// unpark ends a stored job that waits for a person, cancelled (swept
+// too, if swept): its end is written, its messages and journal go.
+func (s *Spawner) unpark(ctx context.Context, jt *jobTable, j *job, swept bool) {
+	jt.mu.Lock()
+	j.cancelled = true
+	j.swept = j.swept || swept
+	jt.mu.Unlock()
+	ctx = context.WithoutCancel(ctx)
+	if j.store.save(ctx, jt, j, true) == nil {
+		s.forget(ctx, j.store.h, j.id, false)
 	}
 }
 
@@ -468,7 +555,7 @@ func (s *Spawner) sweepStore(ctx context.Context, now time.Time) {
 				continue
 			}
 			var r jobRecord
-			if json.Unmarshal(b, &r) != nil || r.State != JobRunning {
+			if json.Unmarshal(b, &r) != nil || r.State != JobRunning && r.State != JobSuspended {
 				continue
 			}
 			r.State, r.Swept, r.Cancelled, r.ErrKind = JobCancelled, true, true, errCanceled

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -36,7 +38,20 @@ func WithJobsAcrossTurns(note func(JobResult) string) SpawnOption {
 
 // DefaultJobNote is what the model reads of a job that ended between turns.
 func DefaultJobNote(r JobResult) string {
+	if r.State == JobSuspended {
+		return fmt.Sprintf("Background job %s (%s), started in an earlier turn, waits for a person's answer. %s", r.ID, r.Agent, r.Result.Content)
+	}
 	return fmt.Sprintf("Background job %s (%s), started in an earlier turn, has ended (%s). Its result:\n%s", r.ID, r.Agent, r.State, r.Result.Content)
+}
+
+// waitingReport is what a job that waits for a person hands back.
+func waitingReport(st JobStatus) string {
+	var b strings.Builder
+	b.WriteString("Wait for it (" + JobsToolName + ", action wait) to put its questions to them:")
+	for _, q := range st.Questions {
+		b.WriteString("\n- " + clip(q.Message, 500))
+	}
+	return b.String()
 }
 
 // maxKeptJobs bounds the jobs a thread keeps once they are collected:
@@ -125,7 +140,7 @@ func (s *Spawner) threadTable(ctx context.Context, k threadKey, create bool) *jo
 	ts.mu.Unlock()
 	s.attach(ctx, jt)
 	for _, r := range running {
-		s.resume(ctx, jt, r)
+		s.restart(ctx, jt, r)
 	}
 	return jt
 }
@@ -219,7 +234,10 @@ func (s *Spawner) Notes(ctx context.Context) []tool.Note {
 	for _, j := range ended {
 		st := jt.status(j)
 		res := tool.Result{Content: j.res.Content, Value: j.res.Value}
+		usage := j.res.Usage
 		switch {
+		case st.State == JobSuspended:
+			res.Content, usage = waitingReport(st), provider.Usage{} // counted when it ends
 		case st.Swept:
 			res.Content = sweptReport(st, s.cfg.jobTTL)
 		case st.State == JobCancelled || st.State == JobFailed && pastLimit(j.err):
@@ -228,7 +246,7 @@ func (s *Spawner) Notes(ctx context.Context) []tool.Note {
 			res = tool.Result{Content: "job " + j.id + " failed: " + j.err.Error(), IsError: true}
 		}
 		if text := s.cfg.note(JobResult{JobStatus: st, Result: res, Err: j.err}); strings.TrimSpace(text) != "" {
-			notes = append(notes, tool.Note{ID: j.id, Text: text, Usage: j.res.Usage})
+			notes = append(notes, tool.Note{ID: j.id, Text: text, Usage: usage})
 		}
 	}
 	return notes
@@ -252,7 +270,13 @@ func (s *Spawner) Noted(ctx context.Context, ids []string) {
 		jt.mu.Lock()
 		j.noted = true
 		jt.mu.Unlock()
-		jt.collect(j) // its usage is the note's
+		if j.ended() && j.state() != JobSuspended {
+			// Its usage is the note's. A job that waits for a person is
+			// collected by the wait that asks its questions, and one
+			// running (a note replayed from the turn's journal of a job
+			// since woken with its answers) when it ends.
+			jt.collect(j)
+		}
 		s.saved(ctx, jt, j)
 	}
 }
@@ -316,6 +340,14 @@ func (s *Spawner) sweep() {
 		defer ts.wg.Done()
 		for _, jt := range gone {
 			jt.sweep()
+			jt.mu.Lock()
+			jobs := slices.Collect(maps.Values(jt.jobs))
+			jt.mu.Unlock()
+			for _, j := range jobs {
+				if parked(jt, j) {
+					s.unpark(context.Background(), jt, j, true)
+				}
+			}
 		}
 		if scan {
 			s.sweepStore(context.Background(), now)

@@ -155,7 +155,7 @@ func UnusedAnswers(ctx context.Context) []string {
 			// Under a journal, an answer is used once it is recorded, by
 			// this run or one before it that stopped (whose call's result
 			// is recorded too).
-			if _, given := js.J.Lookup(answerKey(id)); given {
+			if _, given := js.J.Lookup(journal.AnswerKey(id)); given {
 				continue
 			}
 		} else if r.used[id] {
@@ -261,7 +261,7 @@ func Ask(ctx context.Context, call Call, q Question) (json.RawMessage, error) {
 	js := journal.From(ctx)
 	if js != nil {
 		id = js.ID("int_", js.Next("ask"))
-		key = answerKey(id)
+		key = journal.AnswerKey(id)
 		if e, ok := js.J.Lookup(key); ok {
 			return givenAnswer(call, e.Error != "", e.Value)
 		}
@@ -317,10 +317,6 @@ func Ask(ctx context.Context, call Call, q Question) (json.RawMessage, error) {
 	}
 	return nil, &Interrupted{Interrupts: []Interrupt{it}}
 }
-
-// answerKey is the journal key of the answer to the interrupt id: the id
-// is derived from the place in the turn of the call that asked.
-func answerKey(id string) string { return "answer/" + id }
 
 // givenAnswer is what Ask returns for an answer given: its payload, or the
 // error of a cancelled question.

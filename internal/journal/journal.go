@@ -299,3 +299,10 @@ func (s *Scope) Leave(wait func(context.Context) error) []func(context.Context) 
 	s.waits = nil
 	return w
 }
+
+// AnswerKey is the journal key of the answer to the interrupt id: the id
+// is unique in the turn, so the key is too. A run resumed with the answer
+// finds it used once it is recorded there (tool.UnusedAnswers): by the
+// call that asked, or, for a question a thread's background job asked
+// under a journal of its own, by the wait that handed the job its answer.
+func AnswerKey(id string) string { return "answer/" + id }
