@@ -55,6 +55,16 @@ type jobTable struct {
 	key     threadKey
 	touched time.Time
 	runs    int
+	// api is the handle Spawner.Jobs returns, made with the table: a
+	// run's Go code asking for its jobs allocates nothing.
+	api Jobs
+}
+
+// newJobTable returns an empty job table of s.
+func newJobTable(s *Spawner) *jobTable {
+	jt := &jobTable{jobs: map[string]*job{}}
+	jt.api = Jobs{s: s, jt: jt}
+	return jt
 }
 
 type job struct {
@@ -210,7 +220,7 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 	// fork's loop (sc.child). cancel ends it.
 	sc.limits = s.limitsFor(ctx, jt)
 	jctx, cancel := sc.limits.bound(base)
-	jctx = run.WithDepth(run.AtCallOf(ctx, jctx), agent.Depth(ctx))
+	jctx = run.AtCallOf(ctx, jctx) // the caller's depth and the call's place
 	// The job's child takes its share of the parent's budget like a child
 	// in the foreground; the step ending does not give it back. What the
 	// parent spends on the job itself comes out of the share first
@@ -343,7 +353,7 @@ func (s *Spawner) jobs(ctx context.Context) *jobTable {
 	if k, ok := s.threadOf(ctx); ok {
 		return s.threadTable(ctx, k, true)
 	}
-	jt := run.Local(ctx, jobsKey{s}, func() any { return &jobTable{jobs: map[string]*job{}} }).(*jobTable)
+	jt := run.Local(ctx, jobsKey{s}, func() any { return newJobTable(s) }).(*jobTable)
 	jt.mu.Lock()
 	defer jt.mu.Unlock()
 	if !jt.owned {

@@ -37,7 +37,7 @@ func (s *Spawner) Jobs(ctx context.Context) *Jobs {
 	if jt == nil {
 		return nil
 	}
-	return &Jobs{s: s, jt: jt}
+	return &jt.api
 }
 
 // States of jobs and messages, and names and bounds of background jobs.
@@ -204,15 +204,12 @@ func (js *Jobs) await(ctx context.Context, targets []*job, w WaitFor) error {
 		defer t.Stop()
 		timeout = t.C
 	}
-	for {
+	for !settled(targets, w.Any) {
+		// The channel is taken before the jobs are looked at again, so
+		// that a job ending in between closes it; it is made only when
+		// the wait has to wait.
 		changed := js.jt.waitChange()
-		ended := 0
-		for _, j := range targets {
-			if j.ended() {
-				ended++
-			}
-		}
-		if len(targets) == 0 || ended == len(targets) || w.Any && ended > 0 {
+		if settled(targets, w.Any) {
 			break
 		}
 		select {
@@ -225,6 +222,18 @@ func (js *Jobs) await(ctx context.Context, targets []*job, w WaitFor) error {
 		break
 	}
 	return nil
+}
+
+// settled reports whether a wait for targets is over: all have ended, or
+// one has when any will do.
+func settled(targets []*job, anyOne bool) bool {
+	ended := 0
+	for _, j := range targets {
+		if j.ended() {
+			ended++
+		}
+	}
+	return len(targets) == 0 || ended == len(targets) || anyOne && ended > 0
 }
 
 // Send queues a message that the job reads before its next model call.

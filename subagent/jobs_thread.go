@@ -130,7 +130,8 @@ func (s *Spawner) threadTable(ctx context.Context, k threadKey, create bool) *jo
 			if ts.tables == nil {
 				ts.tables = map[threadKey]*jobTable{}
 			}
-			jt = &jobTable{jobs: map[string]*job{}, lasting: true, owner: k.owner, key: k, touched: s.cfg.now()}
+			jt = newJobTable(s)
+			jt.lasting, jt.owner, jt.key, jt.touched = true, k.owner, k, s.cfg.now()
 			for _, j := range ended {
 				jt.addEnded(j)
 			}

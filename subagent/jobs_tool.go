@@ -68,7 +68,7 @@ func (t *jobsTool) Call(ctx context.Context, call tool.Call) (tool.Result, error
 	if jt == nil {
 		return tool.Result{}, tool.Correctable(fmt.Errorf("%w %q: this run has no jobs", ErrUnknownJob, a.JobID))
 	}
-	js := &Jobs{s: t.s, jt: jt}
+	js := &jt.api
 	switch a.Action {
 	case "status":
 		if a.JobID == "" {

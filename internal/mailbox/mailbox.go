@@ -56,7 +56,7 @@ const (
 type Box struct {
 	mu      sync.Mutex
 	queue   []Message
-	known   map[string]*Receipt // every message sent or replayed, by id
+	known   map[string]*Receipt // every message sent or replayed, by id; made by the first (see remember)
 	order   []string            // ids in the order they were sent
 	step    int
 	last    string
@@ -90,7 +90,17 @@ func (b *Box) SetNotify(n Notify) {
 
 // New returns an empty box; changed, if not nil, is called whenever the
 // child takes a message or reaches a step.
-func New(changed func()) *Box { return &Box{known: map[string]*Receipt{}, changed: changed} }
+func New(changed func()) *Box { return &Box{changed: changed} }
+
+// remember records r, under b.mu. The map is made here, not in New: most
+// background jobs are never sent a message, and a job started and
+// collected allocates one object fewer.
+func (b *Box) remember(r *Receipt) {
+	if b.known == nil {
+		b.known = map[string]*Receipt{}
+	}
+	b.known[r.ID] = r
+}
 
 // ErrClosed is returned by Send once the child has ended (Close).
 var ErrClosed = errors.New("mailbox: the child has ended and takes no more messages")
@@ -117,7 +127,7 @@ func (b *Box) Send(m Message) (Receipt, error) {
 		return Receipt{}, ErrFull
 	}
 	r := &Receipt{ID: m.ID, State: Queued, Seq: len(b.order) + 1}
-	b.known[m.ID] = r
+	b.remember(r)
 	b.order = append(b.order, m.ID)
 	b.queue = append(b.queue, m)
 	sent := *r
@@ -197,7 +207,7 @@ func (b *Box) Replayed(step int, msgs []Message) {
 		r, ok := b.known[m.ID]
 		if !ok {
 			r = &Receipt{ID: m.ID, Seq: len(b.order) + 1}
-			b.known[m.ID] = r
+			b.remember(r)
 			b.order = append(b.order, m.ID)
 		}
 		r.State, r.Step = Delivered, step

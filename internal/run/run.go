@@ -373,20 +373,28 @@ func AtCall(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, key{}, &c)
 }
 
-// AtCallOf returns dst marked as in the tool call ctx is in (AtStep,
-// AtCall), so that a run started under dst — work that outlives the call,
-// such as a background job, under its run's Context — has the call's
-// place in the tree (Position), as a child started during the call has.
-// dst must be in the same run as ctx; otherwise, or outside a step's
-// call, it returns dst.
+// AtCallOf returns dst at the depth of ctx and marked as in the tool call
+// ctx is in (AtStep, AtCall), so that a run started under dst — work that
+// outlives the call, such as a background job, under its run's Context —
+// has the call's depth and place in the tree (Position), as a child
+// started during the call has. dst must be in the same run as ctx (or
+// both outside any run); otherwise, or where nothing changes, it returns
+// dst. Both are set in one context layer: a background job's context has
+// one layer fewer than with a WithDepth of its own.
 func AtCallOf(ctx, dst context.Context) context.Context {
 	src := from(ctx)
-	ri, ok := dst.Value(key{}).(*info)
-	if !ok || src.step == nil || src.call == "" || ri.scope != src.scope {
+	c := from(dst)
+	if c.scope != src.scope {
 		return dst
 	}
-	c := *ri
-	c.step, c.call = src.step, src.call
+	mark := src.step != nil && src.call != "" && c.scope != nil
+	if !mark && c.depth == src.depth {
+		return dst
+	}
+	if mark {
+		c.step, c.call = src.step, src.call
+	}
+	c.depth = src.depth
 	return context.WithValue(dst, key{}, &c)
 }
 

@@ -141,6 +141,13 @@ func TestPositionIsTheChainOfCallsThatLedToTheRun(t *testing.T) {
 	if got := AtCallOf(call, Context(child)); got != Context(child) {
 		t.Error("AtCallOf marks a context of another run")
 	}
+	// It carries the depth of the call's context, in the same layer.
+	if got := AtCallOf(WithDepth(call, 3), Context(call)); Depth(got) != 3 || Position(Start(got, "r7", "job", 0)) != "lead/job@2.2" {
+		t.Errorf("AtCallOf of a call at depth 3: depth %d, position %q", Depth(got), Position(Start(got, "r7", "job", 0)))
+	}
+	if got := AtCallOf(WithDepth(step, 2), Context(step)); Depth(got) != 2 {
+		t.Errorf("AtCallOf outside a call at depth 2: depth %d", Depth(got))
+	}
 	if AtCall(context.Background(), "a") != context.Background() || Position(context.Background()) != "" {
 		t.Error("outside a run, AtCall changes the context or Position is not empty")
 	}
