@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -54,6 +55,9 @@ type Spawner struct {
 
 	forkOnce sync.Once
 	forkReg  *tool.Registry
+	// forkOpts are the options every fork is built with, made once (see
+	// forkFor), clipped so that what a call adds goes to a copy.
+	forkOpts []agent.Option
 
 	threads threadJobs // the jobs that outlive their run (WithJobsAcrossTurns)
 }
@@ -783,12 +787,18 @@ func (s *Spawner) forkFor(tmpl *SubAgentTool, m *menuModel, text string, check *
 		if s.cfg.forkTools != nil {
 			s.forkReg = s.tools.Filter(s.cfg.forkTools)
 		}
+		// The spawner's settings come last, so that WithReactOptions
+		// cannot widen a fork's scope: its tools, budget and identity are
+		// the spawner's. Made once, they cost a fork nothing; a call
+		// appends only what is its own.
+		opts := make([]agent.Option, 0, len(s.cfg.reactOpts)+3)
+		opts = append(opts, s.cfg.reactOpts...)
+		s.forkOpts = slices.Clip(append(opts, agent.WithName(s.cfg.forkName), agent.WithSystemPrompt(s.cfg.forkPrompt), agent.WithRegistry(s.forkReg)))
 	})
-	// The spawner's settings come last, so that WithReactOptions cannot
-	// widen a fork's scope: its tools, budget and identity are the spawner's.
-	opts := make([]agent.Option, 0, len(s.cfg.reactOpts)+4)
-	opts = append(opts, s.cfg.reactOpts...)
-	opts = append(opts, agent.WithName(s.cfg.forkName), agent.WithSystemPrompt(system), agent.WithRegistry(s.forkReg))
+	opts := s.forkOpts
+	if system != s.cfg.forkPrompt {
+		opts = append(opts, agent.WithSystemPrompt(system)) // after the fork's own, which it replaces
+	}
 	if steps == 0 {
 		steps = s.cfg.childSteps
 	}
