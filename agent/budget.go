@@ -170,7 +170,11 @@ func (s *runState) budgetNote(wrapUp bool) string {
 // keep is what the run keeps back, as a step's tool calls start, for its
 // next model call before their results: the tokens it will read (the
 // conversation so far, whose system prompt and tools weigh fixed bytes)
-// and what they cost at the run's prices (run.Step.Share).
+// and what they cost at the run's prices (run.Step.Share), with, under a
+// cost limit, the wrap-up note that call carries when it is the run's
+// last. The calls' results are read out of their own shares
+// (run.ReadBack), so that what is kept and the share for the reply pay
+// for the run's wrap-up however its children spend.
 func (s *runState) keep(fixed int64) (tokens int64, dollars float64) {
 	tokens = s.estimate(fixed)
 	if _, limited := run.CostLeft(s.ctx); limited {
@@ -178,7 +182,8 @@ func (s *runState) keep(fixed int64) (tokens int64, dollars float64) {
 		if s.lastModel != "" {
 			model = s.lastModel
 		}
-		dollars, _ = run.Price(s.ctx, name, model, provider.Usage{InputTokens: tokens})
+		note := (int64(len(s.budgetNote(true))) + 3) / 4
+		dollars, _ = run.Price(s.ctx, name, model, provider.Usage{InputTokens: tokens + note})
 	}
 	return tokens, dollars
 }

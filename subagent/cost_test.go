@@ -185,3 +185,60 @@ func TestCostShareCoversTheCorrection(t *testing.T) {
 		t.Errorf("tree cost $%.2f under a $1.00 limit: more than the limit plus one reply per run", out.Cost)
 	}
 }
+
+// TestCostLimitKeepsTheLeadsWrapUp delegates ten parts to factory
+// children that would each write 500 tokens, under cost limits the
+// children's answers nearly use up: the lead still answers, since what it
+// keeps back before their shares pays for its wrap-up, the note that asks
+// for it included; and the tree costs no more than its limit.
+func TestCostLimitKeepsTheLeadsWrapUp(t *testing.T) {
+	price := provider.Price{Input: 1e-5, Output: 3e-5}
+	prices, err := provider.NewPrices(map[string]provider.Price{"m1": price})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("word ", 400)
+	bounded := func(req provider.Request, s string) provider.Message {
+		if req.MaxTokens > 0 && len(s) > 4*req.MaxTokens {
+			s = s[:4*req.MaxTokens]
+		}
+		return provider.AssistantMessage(s)
+	}
+	answer := func(fn func(provider.Request) provider.Message) provider.Provider {
+		return provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+			msg := fn(req)
+			return provider.Response{Message: msg, Usage: fake.Usage(req, msg)}, nil
+		})
+	}
+	worker := answer(func(req provider.Request) provider.Message { return bounded(req, "done: "+long) })
+	leadP := answer(func(req provider.Request) provider.Message {
+		if req.Messages[len(req.Messages)-1].Role == provider.RoleTool || len(req.Tools) == 0 {
+			return bounded(req, "all done: "+long)
+		}
+		calls := make([]provider.ToolCall, 10)
+		for i := range calls {
+			calls[i] = provider.ToolCall{ID: fmt.Sprintf("c%d", i), Name: "worker", Arguments: json.RawMessage(fmt.Sprintf(`{"task":"part %d"}`, i))}
+		}
+		return provider.AssistantMessage("", calls...)
+	})
+	st, err := subagent.FromFactory("worker", "Works.", func(context.Context, json.RawMessage) (agent.Agent, error) {
+		return agent.NewReact(worker, agent.WithName("worker"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, limit := range []float64{0.008, 0.01, 0.015} {
+		lead, err := agent.NewReact(leadP, agent.WithName("lead"), agent.WithTools(st), agent.WithPrices(prices), agent.WithCostLimit(limit))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := lead.Run(t.Context(), agent.Input{Text: "split the work in ten"})
+		if err != nil {
+			t.Errorf("$%v: the lead ended with %v, want its answer", limit, err)
+			continue
+		}
+		if !strings.HasPrefix(out.Answer, "all done") || out.Cost > limit {
+			t.Errorf("$%v: the lead answered %q at $%.6f, want its summing up within the limit", limit, out.Answer, out.Cost)
+		}
+	}
+}

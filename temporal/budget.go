@@ -89,10 +89,7 @@ func (b *budget) plan(spec Spec, req provider.Request, used int64) (provider.Req
 	if out < est+2*max(b.lastOut, 1)+1 {
 		wrapUp = true
 		req.Tools = nil
-		note := "Budget note: you have used " + strconv.FormatInt(used, 10) + " of your " + strconv.FormatInt(b.limit, 10) +
-			" tokens, and another step would pass the limit. This is your last reply, and no tools are available: answer now with what you have, " +
-			"and say plainly what is unfinished (status \"partial\" if you report a status)."
-		req.Messages = append(req.Messages[:len(req.Messages):len(req.Messages)], provider.UserMessage(note))
+		req.Messages = append(req.Messages[:len(req.Messages):len(req.Messages)], provider.UserMessage(tokenNote(used, b.limit)))
 		est = b.estimate(req)
 		out = b.room(used, est)
 	}
@@ -102,6 +99,32 @@ func (b *budget) plan(spec Spec, req provider.Request, used int64) (provider.Req
 	}
 	req.MaxTokens = int(min(out, int64(cmp0(spec.MaxTokens, replyCeiling))))
 	return req, wrapUp, nil
+}
+
+// tokenNote is the note of a wrap-up turn under a token limit, having
+// used tokens of limit.
+func tokenNote(used, limit int64) string {
+	return "Budget note: you have used " + strconv.FormatInt(used, 10) + " of your " + strconv.FormatInt(limit, 10) +
+		" tokens, and another step would pass the limit. This is your last reply, and no tools are available: answer now with what you have, " +
+		"and say plainly what is unfinished (status \"partial\" if you report a status)."
+}
+
+// wrapUpReserveChange names the workflow version from which a run under
+// a cost limit keeps back, as a step's children get their shares, what
+// its wrap-up note costs besides what its next call reads, as in
+// process: what it keeps and the share for its reply pay for its wrap-up
+// however its children spend (their answers are read out of their own
+// shares). A workflow started before it keeps back the call's input only.
+const wrapUpReserveChange = "deputy.wrap-up-reserve"
+
+// wrapUpNoteTokens is what the longer of the wrap-up notes a run under
+// spec's limits may be sent weighs, estimated as the call's input is.
+func wrapUpNoteTokens(spec Spec) int64 {
+	n := len(wrapUpNote)
+	if spec.TokenLimit > 0 {
+		n = max(n, len(tokenNote(spec.TokenLimit, spec.TokenLimit)))
+	}
+	return (int64(n) + 3) / 4
 }
 
 // noteReply remembers what the provider reported for req and its reply.

@@ -101,7 +101,8 @@ func costOfUsage(price provider.Price, u provider.Usage) float64 {
 // agent.WithCostLimit in process: ten forks that would each write 500
 // tokens ($0.015 at these prices, $0.16 for the tree) under a $0.01
 // limit, each call reserved at the workers' prices and each child given
-// its share; what the run reports costing is what the model billed.
+// its share; the lead still answers, its wrap-up paid for out of what it
+// kept back, and what the run reports costing is what the model billed.
 func TestCostLimitOnTemporal(t *testing.T) {
 	price := provider.Price{Input: 1e-5, Output: 3e-5}
 	prices, err := provider.NewPrices(map[string]provider.Price{"m1": price})
@@ -130,9 +131,13 @@ func TestCostLimitOnTemporal(t *testing.T) {
 	}
 	const limit = 0.01
 	out, billed, calls, err := run(limit)
-	var app *sdktemporal.ApplicationError
-	if err != nil && !(errors.As(err, &app) && app.Type() == ErrTypeUsageLimit) {
-		t.Fatal(err)
+	if err != nil {
+		// The lead's wrap-up, its note included, is paid for out of what
+		// it kept back before its children got their shares.
+		t.Fatalf("the lead ended with %v, want its answer", err)
+	}
+	if !strings.HasPrefix(out.Answer, "all parts done") {
+		t.Errorf("the lead answered %q, want its summing up", out.Answer)
 	}
 	// The bound: the limit, plus what one call's input estimate may miss
 	// (a token per four bytes against the model's count: a few tokens).
@@ -247,6 +252,105 @@ func TestFactoryChildGetsItsShare(t *testing.T) {
 			}
 			if out.Cost <= 0 || out.ChildUsage.IsZero() {
 				t.Errorf("the run reports $%v and child usage %v: the worker's call is not counted", out.Cost, out.ChildUsage)
+			}
+		})
+	}
+}
+
+// Under a cost limit a lead whose children a factory runs in process on
+// the worker ends with its answer wherever the same tree run in process
+// does: what the lead keeps back before the children's shares pays for
+// its wrap-up, note included, as in process. What the run reports is
+// what the models billed, in tokens and in dollars.
+func TestFactoryChildrenLeaveTheLeadItsWrapUp(t *testing.T) {
+	price := provider.Price{Input: 1e-5, Output: 3e-5}
+	prices, err := provider.NewPrices(map[string]provider.Price{"m1": price})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("word ", 400) // 500 tokens
+	bounded := func(req provider.Request, s string) provider.Message {
+		if req.MaxTokens > 0 && len(s) > 4*req.MaxTokens {
+			s = s[:4*req.MaxTokens]
+		}
+		return provider.AssistantMessage(s)
+	}
+	// billing answers as a model that honours MaxTokens and counts what
+	// it bills.
+	type billing struct {
+		mu     sync.Mutex
+		billed provider.Usage
+	}
+	answer := func(b *billing, fn func(provider.Request) provider.Message) provider.Provider {
+		return provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+			msg := fn(req)
+			u := fake.Usage(req, msg)
+			b.mu.Lock()
+			b.billed = b.billed.Add(u)
+			b.mu.Unlock()
+			return provider.Response{Message: msg, Usage: u}, nil
+		})
+	}
+	models := func(b *billing) (lead, worker provider.Provider) {
+		worker = answer(b, func(req provider.Request) provider.Message { return bounded(req, "done: "+long) })
+		lead = answer(b, func(req provider.Request) provider.Message {
+			if req.Messages[len(req.Messages)-1].Role == provider.RoleTool || len(req.Tools) == 0 {
+				return bounded(req, "all done: "+long)
+			}
+			calls := make([]provider.ToolCall, 10)
+			for i := range calls {
+				calls[i] = provider.ToolCall{ID: fmt.Sprintf("c%d", i), Name: "worker", Arguments: json.RawMessage(fmt.Sprintf(`{"task":"part %d"}`, i))}
+			}
+			return provider.AssistantMessage("", calls...)
+		})
+		return lead, worker
+	}
+	factory := func(worker provider.Provider) subagent.Factory {
+		return func(context.Context, json.RawMessage) (agent.Agent, error) {
+			return agent.NewReact(worker, agent.WithName("worker"))
+		}
+	}
+	for _, limit := range []float64{0.008, 0.01, 0.015} {
+		t.Run(fmt.Sprintf("$%v", limit), func(t *testing.T) {
+			var local billing
+			leadP, worker := models(&local)
+			st, err := subagent.FromFactory("worker", "Works.", factory(worker))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lead, err := agent.NewReact(leadP, agent.WithName("lead"), agent.WithTools(st), agent.WithPrices(prices), agent.WithCostLimit(limit))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := lead.Run(t.Context(), agent.Input{Text: "split the work in ten"}); err != nil {
+				t.Skipf("in process the lead ends with %v: the case proves nothing", err)
+			}
+
+			var remote billing
+			leadP, worker = models(&remote)
+			rt := &Runtime{Providers: map[string]provider.Provider{"m": leadP}, Prices: prices, Factories: map[string]subagent.Factory{"worker": factory(worker)}}
+			env := newEnv(t, rt)
+			env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", CostLimit: limit,
+				SubAgents: []SubAgent{{Name: "worker", Description: "Works.", Factory: "worker"}}}, Text: "split the work in ten"})
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatalf("on Temporal the lead ended with %v, want its answer, as in process", err)
+			}
+			var out RunOutput
+			if err := env.GetWorkflowResult(&out); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(out.Answer, "all done") {
+				t.Errorf("the lead answered %q, want its summing up", out.Answer)
+			}
+			billed := costOfUsage(price, remote.billed)
+			if out.TotalUsage() != remote.billed {
+				t.Errorf("the run reports %v, the models billed %v", out.TotalUsage(), remote.billed)
+			}
+			if d := out.Cost - billed; d > 1e-9 || d < -1e-9 {
+				t.Errorf("the run reports costing $%.9f, the models billed $%.9f", out.Cost, billed)
+			}
+			if billed > limit {
+				t.Errorf("the tree cost $%.6f under a limit of $%v", billed, limit)
 			}
 		})
 	}

@@ -304,7 +304,12 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		if spec.CostLimit > 0 {
 			// Each child's is its share of what is left after the next
 			// call's input, as in process (run.WithShares).
-			costShare = max((spec.CostLimit-out.Cost-heldCost-float64(keep)*inPrice)/float64(len(msg.ToolCalls)+1), 1e-12)
+			kept := keep
+			if workflow.GetVersion(ctx, wrapUpReserveChange, workflow.DefaultVersion, 1) >= 1 {
+				// Its next call may be its wrap-up, whose note it reads too.
+				kept += wrapUpNoteTokens(spec)
+			}
+			costShare = max((spec.CostLimit-out.Cost-heldCost-float64(kept)*inPrice)/float64(len(msg.ToolCalls)+1), 1e-12)
 		}
 		results, ended, err = runTools(ctx, actx, turn{spec: spec, depth: depth, path: path, childLimit: childLimit, costShare: costShare, trace: stepTrace(trace, step+1), q: q, jobs: jb},
 			fmt.Sprintf("%s/%d", idPrefix, step), msg.ToolCalls, &spawns)
