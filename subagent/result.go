@@ -24,7 +24,6 @@ const (
 // ReportStatus is the outcome a child reports in its Report.
 type ReportStatus string
 
-// The statuses of a Report.
 const (
 	ReportSuccess ReportStatus = "success" // did the whole task
 	ReportPartial ReportStatus = "partial" // made progress, did not finish

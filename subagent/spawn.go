@@ -174,9 +174,8 @@ func WithRoster(members ...*SubAgentTool) SpawnOption {
 	})
 }
 
-// WithMaxSpawns bounds the children one parent run may start (ErrMaxSpawns).
-// A spawn the run's policy refuses, at the call or at its hand-off,
-// starts no child and is not counted.
+// WithMaxSpawns bounds the children one parent run may start (ErrMaxSpawns);
+// a spawn the policy refuses starts none and is not counted.
 func WithMaxSpawns(n int) SpawnOption {
 	return spawnOption(func(c *spawnConfig) error {
 		if n < 1 {

@@ -41,7 +41,6 @@ func NewTree(next event.Sink) *Tree {
 // State is where a sub-agent invocation stands.
 type State string
 
-// The states of a Node.
 const (
 	StateRunning   State = "running"   // started, not finished
 	StateQueued    State = "queued"    // its model call waits for admission (provider.AdmissionEvent)
