@@ -361,7 +361,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			httpError(w, threadStatus(err), err.Error())
 			return
 		}
-		defer turn.end()
+		defer turn.end(h.logger())
 	}
 	a := h.agent
 	if h.build != nil {

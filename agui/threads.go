@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 
@@ -135,7 +136,13 @@ func sameMessage(a, b provider.Message) bool {
 		})
 }
 
-func (t *threadTurn) end() { t.lock.Unlock() }
+// end releases the thread's lock. One it could not give back refuses the
+// thread's next run as in progress until its lease runs out: log says why.
+func (t *threadTurn) end(log *slog.Logger) {
+	if err := t.lock.Unlock(); err != nil {
+		log.Warn("agui: the thread's lock", "threadId", t.th.id, "err", err)
+	}
+}
 
 // storeError gives a store failure its HTTP status and what to do.
 func storeError(threadID string, err error) error {

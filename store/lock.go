@@ -137,11 +137,8 @@ func (l *Lock) Unlock() error {
 		}
 		// Give the lease back even so: Release leaves another owner's
 		// lease alone, and a renewal the database committed but did not
-		// confirm in time may have kept this one alive. A busy database
-		// is waited for as long as the lease would block others anyway.
-		ctx, cancel := context.WithTimeout(context.Background(), max(l.s.ttl, 5*time.Second))
-		defer cancel()
-		err := l.s.b.Release(ctx, l.key, l.owner)
+		// confirm in time may have kept this one alive.
+		err := l.release()
 		switch {
 		case lost:
 			l.err = fmt.Errorf("%w: %q: this holder stalled, or could not renew its lease, for longer than the lease TTL (store.WithLeaseTTL)", ErrLockLost, l.key)
@@ -150,6 +147,29 @@ func (l *Lock) Unlock() error {
 		}
 	})
 	return l.err
+}
+
+// release gives the lease back. A busy database is waited for, and a
+// release it refused (SQLite's, when its busy timeout ran out) is tried
+// again, for as long as the lease would block others anyway.
+func (l *Lock) release() error {
+	ctx, cancel := context.WithTimeout(context.Background(), max(l.s.ttl, 5*time.Second))
+	defer cancel()
+	delay := l.s.poll
+	for {
+		err := l.s.b.Release(ctx, l.key, l.owner)
+		if err == nil || errors.Is(err, ErrClosed) || l.s.open() != nil {
+			return err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		delay = min(delay*2, time.Second)
+	}
 }
 
 // Put stores value under key as Store.Put does, fenced by the lock: the

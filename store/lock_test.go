@@ -68,12 +68,14 @@ func TestLockLostAfterSlowLease(t *testing.T) {
 }
 
 // busyDatabase is a backend under load: its renewals commit but are
-// reported failed once confirmLate is set, and its releases wait release
-// before they run.
+// reported failed once confirmLate is set, its releases wait release
+// before they run, and the first refuse releases fail, as SQLite's do when
+// its busy timeout runs out.
 type busyDatabase struct {
 	store.Backend
 	confirmLate atomic.Bool
 	release     time.Duration
+	refuse      atomic.Int32
 }
 
 func (b *busyDatabase) Lease(ctx context.Context, key, owner string, ttl time.Duration) (bool, error) {
@@ -90,6 +92,9 @@ func (b *busyDatabase) Release(ctx context.Context, key, owner string) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	if b.refuse.Add(-1) >= 0 {
+		return errors.New("injected: database is locked (SQLITE_BUSY)")
+	}
 	return b.Backend.Release(ctx, key, owner)
 }
 
@@ -97,7 +102,8 @@ func (b *busyDatabase) Release(ctx context.Context, key, owner string) error {
 // lock for the next caller, even when the database is slow to answer the
 // release, and even when its renewals committed but were not confirmed (so
 // it counts the lock as lost). Before, both left the lease standing until
-// its TTL, and a thread's next turn was refused as "in progress".
+// its TTL, and a thread's next turn was refused as "in progress"; so did a
+// release the database refused once.
 func TestUnlockFreesTheLockOnABusyDatabase(t *testing.T) {
 	t.Run("slow release", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
@@ -113,6 +119,30 @@ func TestUnlockFreesTheLockOnABusyDatabase(t *testing.T) {
 			}
 			if err := l.Unlock(); err != nil {
 				t.Fatalf("Unlock on a database 6 s slow: %v", err)
+			}
+			next, err := s.TryLock(t.Context(), "thread")
+			if err != nil {
+				t.Fatalf("TryLock after Unlock: %v, want the lock", err)
+			}
+			next.Unlock()
+		})
+	})
+	t.Run("release refused", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			b := memory.New()
+			defer b.Close()
+			busy := &busyDatabase{Backend: b}
+			busy.refuse.Store(3)
+			s, err := store.New(busy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := s.TryLock(t.Context(), "thread")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Unlock(); err != nil {
+				t.Fatalf("Unlock on a database that refused three releases: %v", err)
 			}
 			next, err := s.TryLock(t.Context(), "thread")
 			if err != nil {
