@@ -25,6 +25,13 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
+// testLease is the lease of the tests' stores: short, so that a lock a
+// killed process held is soon free for the next, and long enough that its
+// holder's renewals (every third of it) keep it on a loaded machine, where
+// a goroutine may wait most of a second to run and a write as long for the
+// database (300 ms lost a long test's lock at load 20).
+const testLease = 3 * time.Second
+
 // openStore opens the store in the file at path; the test closes it.
 func openStore(t testing.TB, path string, opts ...store.Option) *store.Store {
 	t.Helper()
@@ -32,7 +39,7 @@ func openStore(t testing.TB, path string, opts ...store.Option) *store.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.New(b, append([]store.Option{store.WithLeaseTTL(300 * time.Millisecond)}, opts...)...)
+	st, err := store.New(b, append([]store.Option{store.WithLeaseTTL(testLease)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

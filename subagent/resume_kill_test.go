@@ -279,15 +279,17 @@ func runKillRound(t *testing.T, spec string) {
 	}
 }
 
-// openStoreAt opens the store in the SQLite file at path, with a short
-// lease so that a killed process's locks are soon free; the test closes it.
+// openStoreAt opens the store in the SQLite file at path, with a lease
+// short enough that a killed process's locks are soon free and long enough
+// that a holder's renewals keep it on a loaded machine (as openStore's in
+// the package's own tests); the test closes it.
 func openStoreAt(t testing.TB, path string) *store.Store {
 	t.Helper()
 	b, err := sqlite.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.New(b, store.WithLeaseTTL(300*time.Millisecond))
+	st, err := store.New(b, store.WithLeaseTTL(3*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
