@@ -40,25 +40,9 @@ func (p *Provider) stream(ctx context.Context, params ant.MessageNewParams, onDe
 		// The SDK passes no keep-alive (ping) on: every event is progress.
 		idle.Progress()
 	}
-	err := s.Err()
-	if err != nil || !a.stopped {
-		// The idle timeout may end the body with an error or cleanly.
-		if ierr := idle.Err(Name, adapter.Status(httpResp), "WithIdleTimeout"); ierr != nil && ctx.Err() == nil {
-			return provider.Response{}, ierr
-		}
-	}
-	if err != nil {
-		return provider.Response{}, failure(ctx, err, httpResp)
-	}
-	if err := adapter.Canceled(Name, ctx); err != nil {
+	// The reply is whole once its message_stop came.
+	if err := adapter.StreamEnd(ctx, Name, httpResp, idle, s.Err(), events, a.stopped, func(err error) error { return failure(ctx, err, httpResp) }); err != nil {
 		return provider.Response{}, err
-	}
-	if events == 0 {
-		// A 200 whose body held no event at all: an HTML page, most often.
-		return provider.Response{}, adapter.NotAStream(Name, httpResp)
-	}
-	if !a.stopped {
-		return provider.Response{}, adapter.Incomplete(Name, adapter.Status(httpResp))
 	}
 	a.r.text = a.text.String()
 	resp := a.r.response()

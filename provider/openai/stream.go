@@ -43,26 +43,9 @@ func (p *Provider) stream(ctx context.Context, params oai.ChatCompletionNewParam
 			idle.Progress()
 		}
 	}
-	err := s.Err()
-	if err != nil || a.r.finish == "" {
-		// The idle timeout may end the body with an error or cleanly.
-		if ierr := idle.Err(Name, adapter.Status(httpResp), "WithIdleTimeout"); ierr != nil && ctx.Err() == nil {
-			return provider.Response{}, ierr
-		}
-	}
-	if err != nil {
-		return provider.Response{}, failure(ctx, err, httpResp)
-	}
-	if err := adapter.Canceled(Name, ctx); err != nil {
+	// The reply is whole once a chunk gave its finish reason.
+	if err := adapter.StreamEnd(ctx, Name, httpResp, idle, s.Err(), events, a.r.finish != "", func(err error) error { return failure(ctx, err, httpResp) }); err != nil {
 		return provider.Response{}, err
-	}
-	if events == 0 {
-		// A 200 whose body held no event at all: an HTML page, most often.
-		return provider.Response{}, adapter.NotAStream(Name, httpResp)
-	}
-	if a.r.finish == "" {
-		// The body ended without a finish reason: the connection was cut.
-		return provider.Response{}, adapter.Incomplete(Name, adapter.Status(httpResp))
 	}
 	resp := a.response()
 	resp.RateLimit = adapter.RateLimit(httpResp)

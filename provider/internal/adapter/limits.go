@@ -202,6 +202,36 @@ func (i *Idle) Err(name string, status int, option string) error {
 	return &provider.Error{Provider: name, StatusCode: status, Kind: provider.KindTransient, Message: msg, Err: ErrIdleTimeout}
 }
 
+// StreamEnd says how a stream whose events ran out ended, the same way for
+// every vendor: err is the stream's own error (nil when the body ended
+// cleanly), events how many events it gave, complete whether the reply's
+// last event came, and failure turns err into the vendor's error. An idle
+// timeout, an ended ctx, a body with no event and one cut before its last
+// event are told apart; a reply that came whole gives nil.
+func StreamEnd(ctx context.Context, name string, resp *http.Response, idle *Idle, err error, events int, complete bool, failure func(error) error) error {
+	if err != nil || !complete {
+		// The idle timeout may end the body with an error or cleanly.
+		if ierr := idle.Err(name, Status(resp), "WithIdleTimeout"); ierr != nil && ctx.Err() == nil {
+			return ierr
+		}
+	}
+	if err != nil {
+		return failure(err)
+	}
+	if err := Canceled(name, ctx); err != nil {
+		return err
+	}
+	if events == 0 {
+		// A 200 whose body held no event at all: an HTML page, most often.
+		return NotAStream(name, resp)
+	}
+	if !complete {
+		// The body ended before the reply's last event: the connection was cut.
+		return Incomplete(name, Status(resp))
+	}
+	return nil
+}
+
 // ErrIdleTimeout is the cause of a stream ended by its idle timeout.
 var ErrIdleTimeout = errors.New("the stream made no progress within its idle timeout")
 
