@@ -470,17 +470,17 @@ func (a *Activities) Guard(ctx context.Context, in GuardCall) (Guarded, error) {
 	if em.on() {
 		ctx = event.WithSubagent(event.WithSink(ctx, treeSink{em}), in.Trace.Subagent)
 	}
-	fail, spent, err := guards.Check(ctx, in.Stage, in.Text, in.Retried)
+	fail, spent, cost, err := guards.Check(ctx, in.Stage, in.Text, in.Retried)
 	if err != nil {
-		return Guarded{}, sdktemporal.NewNonRetryableApplicationError(err.Error(), ErrTypeGuardrail, nil, spent)
+		return Guarded{}, sdktemporal.NewNonRetryableApplicationError(err.Error(), ErrTypeGuardrail, nil, spent, cost)
 	}
 	if fail == nil {
 		if t := in.Trace; em.on() && in.Stage == policy.Output && t.Subagent != "" {
 			em.emit(event.Event{Type: event.SubagentFinished, SubagentRunID: t.Subagent, Result: event.JSONString(in.Text), Usage: tokenUsage("", "", t.Spent.Add(spent))})
 		}
-		return Guarded{Usage: spent}, nil
+		return Guarded{Usage: spent, Cost: cost}, nil
 	}
-	return Guarded{Failed: true, Guardrail: fail.Guardrail, Tripwire: fail.Tripwire, Message: fail.Error(), Note: runtime.GuardNote(fail), Usage: spent}, nil
+	return Guarded{Failed: true, Guardrail: fail.Guardrail, Tripwire: fail.Tripwire, Message: fail.Error(), Note: runtime.GuardNote(fail), Usage: spent, Cost: cost}, nil
 }
 
 // CheckDelegation is the delegation check activity: it asks the worker's

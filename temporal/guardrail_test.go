@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -171,5 +172,54 @@ func TestFactoryTripwireStopsTheTree(t *testing.T) {
 	}
 	if u := UsageOf(err); u != billed {
 		t.Errorf("the failure carries %v, the model billed %v", u, billed)
+	}
+}
+
+// A judge's model calls (subagent.Judge, run on the worker) are priced at
+// the workers' prices and count once in what the run reports: its usage
+// in ChildUsage and its dollars in RunOutput.Cost, for the judge of a
+// child's answer and of the lead's own, the writer's sent back once; what
+// the run reports is what the models billed.
+func TestJudgeCostCountsOnTemporal(t *testing.T) {
+	price := provider.Price{Input: 1e-5, Output: 3e-5}
+	prices, err := provider.NewPrices(map[string]provider.Price{"m1": price})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var writes atomic.Int64
+	p, spec, _ := guardedTree([]string{"draft, TODO: the ending", "the whole story"}, &writes)
+	judgeP := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		if strings.Contains(lastUser(req), "TODO") {
+			return provider.AssistantMessage(`{"pass": false, "problem": "it leaves a TODO"}`), nil
+		}
+		return provider.AssistantMessage(`{"pass": true}`), nil
+	}}
+	judge, err := subagent.Judge(judgeP, "Fail an answer that leaves work undone.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := []policy.Guardrail{{Name: "judge", Stage: policy.Output, Retry: true, Check: judge}}
+	spec.Guardrails = []string{"judge"}
+	spec.SubAgents[0].Agent.Guardrails = []string{"judge"}
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Guardrails: gs, Prices: prices})
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: spec, Text: "a story"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var out RunOutput
+	if err := env.GetWorkflowResult(&out); err != nil {
+		t.Fatal(err)
+	}
+	judged, judgeBilled := judgeP.total()
+	_, billed := p.total()
+	if judged != 3 || writes.Load() != 2 {
+		t.Fatalf("the judge was asked %d times and the writer wrote %d times: want the writer's two answers and the lead's judged", judged, writes.Load())
+	}
+	all := billed.Add(judgeBilled)
+	if out.TotalUsage() != all {
+		t.Errorf("the run reports %v, the models billed %v (the judge %v)", out.TotalUsage(), all, judgeBilled)
+	}
+	if want := costOfUsage(price, all); math.Abs(out.Cost-want) > 1e-9 {
+		t.Errorf("the run reports costing $%.9f, the models billed $%.9f (the judge $%.9f)", out.Cost, want, costOfUsage(price, judgeBilled))
 	}
 }

@@ -127,7 +127,8 @@ type Spec struct {
 	// output guardrail with Retry sends the answer back once (the one
 	// corrective retry a schema violation has), and fails the run with
 	// ErrTypeGuardrail the second time, which its parent's model reads.
-	// Each check is an activity; a judge's usage counts in ChildUsage.
+	// Each check is an activity; a judge's usage counts in ChildUsage,
+	// and what it cost at the workers' prices in RunOutput.Cost.
 	Guardrails []string `json:"guardrails,omitempty"`
 	// Parallelism bounds the tool calls of one turn run at once (0:
 	// DefaultParallelism, no bound).
@@ -282,8 +283,10 @@ type Guarded struct {
 	// agent is told when its answer is sent back.
 	Message string `json:"message,omitempty"`
 	Note    string `json:"note,omitempty"`
-	// Usage is what the checks spent (a judge's model calls).
+	// Usage is what the checks spent (a judge's model calls), and Cost
+	// what that cost in US dollars at the worker's prices.
 	Usage provider.Usage `json:"usage"`
+	Cost  float64        `json:"cost,omitempty"`
 }
 
 // ModelReply is what the model activity records: the provider's

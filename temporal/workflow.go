@@ -143,10 +143,11 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		}
 		g, err := guard(ctx, actx, spec, depth, path, trace, policy.Input, task, false)
 		out.ChildUsage = out.ChildUsage.Add(g.Usage)
+		out.Cost += guardCost(ctx, g)
 		switch {
 		case err != nil:
 			out.Messages = conv
-			return out, withUsage(out, err)
+			return out, withSettled(out, err) // the run's spending with the checks'
 		case g.Failed:
 			out.Messages = conv
 			return out, failure(out, ErrTypeGuardrailTripped, g.Message)
@@ -274,10 +275,11 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 				}
 				g, err := guard(ctx, actx, spec, depth, path, t, policy.Output, text, corrected)
 				out.ChildUsage = out.ChildUsage.Add(g.Usage)
+				out.Cost += guardCost(ctx, g)
 				switch {
 				case err != nil:
 					out.Messages = conv
-					return out, withUsage(out, err)
+					return out, withSettled(out, err) // the run's spending with the checks'
 				case g.Failed && g.Tripwire:
 					out.Messages = conv
 					return out, failure(out, ErrTypeGuardrailTripped, g.Message)
@@ -939,12 +941,32 @@ func checkContext(ctx workflow.Context, spec Spec) workflow.Context {
 	})
 }
 
-// guard runs the guardrail activity on text.
+// guard runs the guardrail activity on text. A check that could not
+// decide returns, with its error, what the checks spent before it.
 func guard(ctx, actx workflow.Context, spec Spec, depth int, path string, trace *Trace, stage policy.Stage, text string, retried bool) (Guarded, error) {
 	var g Guarded
 	err := workflow.ExecuteActivity(actx, GuardActivityName, GuardCall{Guardrails: spec.Guardrails, Stage: stage, Text: text, Retried: retried,
 		Depth: depth, Path: path, Trace: trace}).Get(ctx, &g)
+	if err != nil {
+		g = Guarded{Usage: usageOf(err), Cost: costOf(err)}
+	}
 	return g, err
+}
+
+// guardCostChange names the workflow version from which what a run's
+// guardrail checks cost (a judge's model calls, priced on the worker)
+// counts in its RunOutput.Cost and against its cost limit, as their
+// usage counts in its ChildUsage. It is asked only where a check cost
+// something, so that histories recorded before it replay as they ran; a
+// check recorded in the history counts once however often it replays.
+const guardCostChange = "deputy.guard-cost"
+
+// guardCost is what g's checks cost, as the run counts it.
+func guardCost(ctx workflow.Context, g Guarded) float64 {
+	if g.Cost == 0 || workflow.GetVersion(ctx, guardCostChange, workflow.DefaultVersion, 1) < 1 {
+		return 0
+	}
+	return g.Cost
 }
 
 // tripped reports whether err is a guardrail's tripwire, which stops

@@ -109,13 +109,21 @@ func NewGuards(gs ...policy.Guardrail) (*Guards, error) {
 }
 
 // Check asks the guardrails of stage about text, in order, as the agent
-// loop does: it returns the first failure (nil: all passed) and what the
-// checks spent; retried says an answer is a correction already, so that
-// a failure with Retry now fails the agent. Each decision is a
-// policy.GuardrailEvent on the sink of ctx, at the place of ctx. An error
-// is a check that could not decide.
-func (g *Guards) Check(ctx context.Context, stage policy.Stage, text string, retried bool) (*policy.GuardrailError, provider.Usage, error) {
-	return g.s.Check(ctx, stage, text, "", retried)
+// loop does: it returns the first failure (nil: all passed), what the
+// checks spent and what that cost in US dollars, a judge's agent run
+// under ctx priced at the prices of ctx (WithShare); retried says an
+// answer is a correction already, so that a failure with Retry now fails
+// the agent. Each decision is a policy.GuardrailEvent on the sink of ctx,
+// at the place of ctx. An error is a check that could not decide; what
+// was spent before it is returned with it.
+func (g *Guards) Check(ctx context.Context, stage policy.Stage, text string, retried bool) (*policy.GuardrailError, provider.Usage, float64, error) {
+	ctx, l := ledger.With(ctx)
+	fail, spent, err := g.s.Check(ctx, stage, text, "", retried)
+	var cost float64
+	for _, m := range l.Entries() {
+		cost += m.Cost
+	}
+	return fail, spent, cost, err
 }
 
 // GuardNote is what an agent whose answer a guardrail failed is told when
