@@ -152,7 +152,8 @@ func (e Event) AppendJSON(dst []byte) ([]byte, error) {
 // json.Unmarshal gives back what was sent: a SUBAGENT_* event's usage and
 // model, which travel in its "metadata" object, land in Usage and Model
 // as they do at the top level of other events. A "metadata" that is not an
-// object holding them (another sender's) is ignored.
+// object holding them (another sender's: a usage that is not an array, a
+// model that is not a string, or on an event of another type) is ignored.
 func (e *Event) UnmarshalJSON(b []byte) error {
 	type fields Event // Event's fields without this method
 	var w struct {
@@ -163,13 +164,20 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*e = Event(w.fields)
+	switch e.Type {
+	case SubagentStarted, SubagentFinished, SubagentError:
+	default:
+		return nil // only these send their usage and model there
+	}
 	if len(w.Metadata) > 0 {
 		var spent struct {
 			Usage json.RawMessage `json:"usage"`
 			Model string          `json:"model"`
 		}
 		if json.Unmarshal(w.Metadata, &spent) == nil {
-			if len(e.Usage) == 0 && string(spent.Usage) != "null" {
+			// Usage is AG-UI's array of TokenUsage; anything else is
+			// another sender's.
+			if len(e.Usage) == 0 && bytes.HasPrefix(bytes.TrimSpace(spent.Usage), []byte("[")) {
 				e.Usage = spent.Usage
 			}
 			if e.Model == "" {

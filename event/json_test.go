@@ -143,6 +143,9 @@ func TestUnmarshalJSONReadsMetadata(t *testing.T) {
 		{"top-level usage wins", `{"type":"RUN_FINISHED","threadId":"t","runId":"r","usage":[{"inputTokens":1}],"metadata":{"usage":[{"inputTokens":9}]}}`, `[{"inputTokens":1}]`, ""},
 		{"metadata not an object", `{"type":"SUBAGENT_FINISHED","subagentRunId":"s","metadata":"from elsewhere"}`, "", ""},
 		{"metadata of other shape", `{"type":"SUBAGENT_FINISHED","subagentRunId":"s","metadata":{"usage":"lots","model":7}}`, "", ""},
+		{"usage not a list", `{"type":"SUBAGENT_FINISHED","subagentRunId":"s","metadata":{"usage":"lots"}}`, "", ""},
+		{"usage an object", `{"type":"SUBAGENT_ERROR","subagentRunId":"s","message":"x","metadata":{"usage":{"inputTokens":3},"model":"m"}}`, "", "m"},
+		{"metadata of another type", `{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant","metadata":{"usage":[{"inputTokens":3}],"model":"m"}}`, "", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var e event.Event
