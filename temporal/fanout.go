@@ -76,7 +76,15 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 	jobCalls := make([]bool, n)   // calls of the jobs tool
 	jobChecked := make([]bool, n) // of which checked by the policy (jobsPolicyChange)
 	var ins []Delegation
-	var at []int // the call of each of ins
+	var at []int                 // the call of each of ins
+	unoffered := make([]bool, n) // calls of tools the run does not offer, checked by the policy (unofferedChange)
+	checkUnoffered := func(i int) {
+		if workflow.GetVersion(ctx, unofferedChange, workflow.DefaultVersion, 1) >= 1 {
+			unoffered[i] = true
+			ins = append(ins, Delegation{Call: calls[i], Plain: true, Depth: depth, Path: tn.path, Trace: trace})
+			at = append(at, i)
+		}
+	}
 	for i, call := range calls {
 		isSpawn := call.Name == SpawnToolName && spec.Spawn
 		sub, isSub := findSub(spec, call.Name)
@@ -92,6 +100,7 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 		case contains(spec.Tools, call.Name):
 		case (isSub || isSpawn) && depth >= spec.maxDepth():
 			results[i] = ToolResult{Content: fmt.Sprintf("%v: %q cannot delegate further", subagent.ErrMaxDepth, call.Name), IsError: true}
+			checkUnoffered(i)
 		case isSub || isSpawn:
 			// A spawn counts against Spec.MaxSpawns once the policy let
 			// it go on (below).
@@ -103,6 +112,7 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 			at = append(at, i)
 		default:
 			results[i] = ToolResult{Content: fmt.Sprintf("%v: %q; the tools are the ones listed in this request", tool.ErrUnknownTool, call.Name), IsError: true}
+			checkUnoffered(i)
 		}
 	}
 	var checks Checks
@@ -182,7 +192,19 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 			policed := jobChecked[i] && checks.Policy
 			wait(i, func(gctx workflow.Context) error {
 				var err error
-				results[i], err = actOnJobs(gctx, tn, call, policed, decided[i])
+				results[i], err = actPlain(gctx, tn, call, policed, decided[i], tn.jobs.act)
+				return err
+			})
+			return true
+		}
+		if unoffered[i] && checks.Policy {
+			// Its call and its result (what the model reads of it) are
+			// checked, as in process, where the registry checks a call
+			// before it finds the tool missing.
+			refusal := results[i]
+			wait(i, func(gctx workflow.Context) error {
+				var err error
+				results[i], err = actPlain(gctx, tn, call, true, decided[i], func(workflow.Context, provider.ToolCall) ToolResult { return refusal })
 				return err
 			})
 			return true
@@ -251,16 +273,23 @@ func (d *delegation) goOn(ctx workflow.Context, await func(workflow.Future, func
 	})
 }
 
-// actOnJobs runs a call of the jobs tool, which the workflow answers
-// itself, checked by the workers' policy (policed) as the registry checks
-// it in process: before it, as the turn's check decided (v) — refused,
-// asked about (the person is waited for), or with its arguments as the
-// policy left them; after it, its result, which holds a background job's
-// answer when it collects one (denied, the model reads why; rewritten,
-// what the rule made of it).
-func actOnJobs(ctx workflow.Context, tn turn, call provider.ToolCall, policed bool, v Delegated) (ToolResult, error) {
+// unofferedChange names the workflow version from which a call of a
+// tool the run does not offer (unknown, or a sub-agent past the depth
+// cap) is checked by the workers' policy, before and after, as in
+// process; asked at each such call.
+const unofferedChange = "deputy.unoffered-policy"
+
+// actPlain runs a call the workflow answers itself with act (the jobs
+// tool, whose result holds a background job's answer when it collects
+// one; a tool the run does not offer), checked by the workers' policy
+// (policed) as the registry checks a call in process: before it, as the
+// turn's check decided (v) — refused, asked about (the person is waited
+// for), or with its arguments as the policy left them; after it, its
+// result (denied, the model reads why; rewritten, what the rule made of
+// it).
+func actPlain(ctx workflow.Context, tn turn, call provider.ToolCall, policed bool, v Delegated, act func(workflow.Context, provider.ToolCall) ToolResult) (ToolResult, error) {
 	if !policed {
-		return tn.jobs.act(ctx, call), nil
+		return act(ctx, call), nil
 	}
 	if len(v.Asked) > 0 {
 		d := &delegation{tn: tn, call: call}
@@ -272,8 +301,7 @@ func actOnJobs(ctx workflow.Context, tn turn, call provider.ToolCall, policed bo
 		return ToolResult{Content: v.Refused, IsError: true}, nil
 	}
 	call.Arguments = v.Arguments
-	res := tn.jobs.act(ctx, call)
-	return checkResult(ctx, tn, call, res)
+	return checkResult(ctx, tn, call, act(ctx, call))
 }
 
 // checkResult asks the workers' policy about res, the result of call

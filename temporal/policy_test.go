@@ -723,3 +723,59 @@ func TestJobAnswerIsCheckedOnTemporal(t *testing.T) {
 		})
 	}
 }
+
+// A call of a tool the run does not offer (one it does not have, or a
+// sub-agent past the depth cap) is checked by the workers' policy, before
+// and after, as in process, where the registry checks a call before it
+// finds the tool missing: the policy sees every tool call the model makes.
+// Denied, the model reads the denial; allowed, that the tool is unknown.
+func TestUnofferedCallsAreCheckedOnTemporal(t *testing.T) {
+	w := &watcher{points: map[policy.Point]int{}, tools: map[string]int{}, paths: map[string]bool{}}
+	pol, err := policy.New(w, policy.DenyTools("no-shell", policy.AnyDepth, "shell"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var read []string
+	p := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		if firstUserOf(req) == "deeper" {
+			if rs := resultsOf(req); len(rs) > 0 {
+				read = rs
+				return provider.AssistantMessage("child done"), nil
+			}
+			return provider.AssistantMessage("", provider.ToolCall{ID: "d", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"deepest"}`)}), nil
+		}
+		if rs := resultsOf(req); len(rs) > 0 {
+			read = append(read, rs...)
+			return provider.AssistantMessage("done"), nil
+		}
+		return provider.AssistantMessage("",
+			provider.ToolCall{ID: "a", Name: "shell", Arguments: json.RawMessage(`{}`)},
+			provider.ToolCall{ID: "b", Name: "nosuch", Arguments: json.RawMessage(`{}`)},
+			provider.ToolCall{ID: "c", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"deeper"}`)}), nil
+	}}
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Policy: pol})
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Spawn: true}, Text: "go"})
+	var out RunOutput
+	if err := env.GetWorkflowResult(&out); err != nil {
+		t.Fatal(err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, want := range []string{
+		"tool shell@lead", "tool nosuch@lead", "result nosuch@lead",
+		"tool " + SpawnToolName + "@lead/subagent", "result " + SpawnToolName + "@lead/subagent",
+	} {
+		if !w.paths[want] {
+			t.Errorf("no check %q; the checks were %v", want, w.paths)
+		}
+	}
+	if w.paths["result shell@lead"] {
+		t.Error("a denied call's result was checked")
+	}
+	joined := strings.Join(read, "\n")
+	for _, want := range []string{`"no-shell" denied the call to shell`, `unknown tool: "nosuch"`, "cannot delegate further"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("the models read %q, want %q among it", read, want)
+		}
+	}
+}
