@@ -181,6 +181,7 @@ func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawM
 // invokeNow runs one call: it opens the invocation one level deeper, runs
 // it within the timeout, and reports how it ended.
 func (t *SubAgentTool) invokeNow(ctx context.Context, callID string, args json.RawMessage, in agent.Input, op opening) (tool.Result, error) {
+	var recheck func(agent.Input) (agent.Input, error)
 	if pol := policy.From(ctx); pol != nil {
 		var err error
 		if in, err = t.handOff(ctx, pol, callID, args, in); err != nil {
@@ -189,6 +190,9 @@ func (t *SubAgentTool) invokeNow(ctx context.Context, callID string, args json.R
 			}
 			return tool.Result{}, err
 		}
+		// A corrective run is a hand-off of its own, checked as this one
+		// was, where this one was.
+		recheck = func(retry agent.Input) (agent.Input, error) { return t.handOff(ctx, pol, callID, args, retry) }
 	}
 	cctx, inv := t.open(ctx, callID, op)
 	if t.cfg.timeout > 0 {
@@ -198,7 +202,7 @@ func (t *SubAgentTool) invokeNow(ctx context.Context, callID string, args json.R
 	}
 	// run itself refuses the answer of a child whose context ended, where
 	// it can still put a resident's conversation back.
-	res, err := t.run(cctx, args, in, inv.runID, op.stable)
+	res, err := t.run(cctx, args, in, inv.runID, op.stable, recheck)
 	if op.paid != nil {
 		// What the runs before paid for the invocation counts once,
 		// whether or not this run got as far as replaying it (a job
@@ -466,11 +470,14 @@ func errorCode(err error) string {
 
 // run makes the call's runs of the child. A resident runs in its turn;
 // the other forms build a child for the call.
-func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.Input, runID, stable string) (tool.Result, error) {
+//
+// recheck, under a policy, checks the hand-off of a corrective run (nil:
+// none).
+func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.Input, runID, stable string, recheck func(agent.Input) (agent.Input, error)) (tool.Result, error) {
 	if t.resident != nil {
-		return t.runResident(ctx, args, in, runID, stable)
+		return t.runResident(ctx, args, in, runID, stable, recheck)
 	}
-	return t.runChild(ctx, args, in, runID)
+	return t.runChild(ctx, args, in, runID, recheck)
 }
 
 // runResident runs the call in the resident's turn: it takes the turn,
@@ -481,12 +488,12 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 //
 // stable, the invocation's run id under a journal, names the call that a
 // hold keeps the resident for.
-func (t *SubAgentTool) runResident(ctx context.Context, args json.RawMessage, in agent.Input, runID, stable string) (tool.Result, error) {
+func (t *SubAgentTool) runResident(ctx context.Context, args json.RawMessage, in agent.Input, runID, stable string, recheck func(agent.Input) (agent.Input, error)) (tool.Result, error) {
 	turn, err := t.takeTurn(ctx, stable)
 	if err != nil {
 		return tool.Result{}, err
 	}
-	res, err := t.runChild(turn.ctx, args, in, runID)
+	res, err := t.runChild(turn.ctx, args, in, runID, recheck)
 	return turn.end(res, err)
 }
 
@@ -622,8 +629,8 @@ func (rt *residentTurn) release() {
 // child that as its limit, and gives back what it did not use when the
 // call ends. A child that reaches its limit answers partially: with what
 // its wrap-up turn said, or, cut short, with what it last said.
-func (t *SubAgentTool) runChild(ctx context.Context, args json.RawMessage, in agent.Input, runID string) (res tool.Result, err error) {
-	runs := childRuns{t: t, ctx: ctx, args: args, budget: -1, costShare: run.CostShare(ctx)}
+func (t *SubAgentTool) runChild(ctx context.Context, args json.RawMessage, in agent.Input, runID string, recheck func(agent.Input) (agent.Input, error)) (res tool.Result, err error) {
+	runs := childRuns{t: t, ctx: ctx, args: args, budget: -1, costShare: run.CostShare(ctx), recheck: recheck}
 	if t.limited == nil {
 		if granted, ok, g := run.TakeShare(ctx, 0); ok {
 			runs.budget = granted
@@ -639,12 +646,17 @@ func (t *SubAgentTool) runChild(ctx context.Context, args json.RawMessage, in ag
 	}
 	out, v, err := runs.answer(in)
 	o := Outcome{RunID: runID, Arguments: args, Output: out, Usage: runs.usage, Models: ledger.From(ctx).Entries()}
+	var refused *retryRefused
 	switch {
+	case errors.As(err, &refused):
+		// Its answer did not fit, and the policy refused the hand-off of
+		// another try: what it answered is what it has, with why.
+		o.Content, o.Value = t.unretried(out.Answer, v.problem, "the policy refused it: "+refused.err.Error())
 	case errors.Is(err, errNoRetry), err == nil && out.Partial && v.problem != nil:
 		// Its answer did not fit, and its share could not pay for another
 		// try (a wrap-up's answer is its run's last): what it answered is
 		// what it has.
-		o.Content, o.Value = t.unretried(out.Answer, v.problem)
+		o.Content, o.Value = t.unretried(out.Answer, v.problem, "the sub-agent's budget could not pay for a corrective retry")
 	case err != nil && errors.Is(err, agent.ErrUsageLimit) && ctx.Err() == nil:
 		// Cut short at its budget: what it said last is what it has.
 		o.Content, o.Value = t.partial(lastSaid(out.Messages), true)
@@ -661,17 +673,17 @@ func (t *SubAgentTool) runChild(ctx context.Context, args json.RawMessage, in ag
 }
 
 // unretried is the content and value of the result of a child whose
-// answer did not fit the shape asked for (problem) and whose share of its
-// parent's budget could not pay for a corrective retry: a partial Report
+// answer did not fit the shape asked for (problem) and that was not
+// retried, for the reason why (its share of its parent's budget could not
+// pay for a corrective retry, or the policy refused it): a partial Report
 // under WithReport, else its answer with the problem noted; both say why
 // it was not retried.
-func (t *SubAgentTool) unretried(answer string, problem error) (string, any) {
-	const why = "the sub-agent's budget could not pay for a corrective retry"
+func (t *SubAgentTool) unretried(answer string, problem error, why string) (string, any) {
 	if strings.TrimSpace(answer) == "" {
 		answer = "(nothing)"
 	}
 	if c := t.cfg.check; c.result {
-		r := Report{Status: ReportPartial, Summary: "[" + why + " of an answer that did not fit the report's shape]\n" + answer}
+		r := Report{Status: ReportPartial, Summary: "[the answer did not fit the report's shape, and was not retried: " + why + "]\n" + answer}
 		return fitResult(r, t.cfg.maxOutput), r
 	}
 	return withNote(answer, problem.Error()+"; not retried: "+why, t.cfg.maxOutput), nil
@@ -736,6 +748,9 @@ type childRuns struct {
 	// checks counts the guardrail checks made, which name their
 	// decisions in the invocation's part of a turn's journal.
 	checks int
+	// recheck, under a policy, checks the hand-off of the corrective run
+	// (nil: none).
+	recheck func(agent.Input) (agent.Input, error)
 }
 
 // guard checks text with the tool's guardrails of stage. Under a journal
@@ -808,7 +823,6 @@ func (r *childRuns) answer(in agent.Input) (out agent.Output, v verdict, err err
 	}
 	var note string
 	if v.problem != nil {
-		r.rejected(v.problem, true)
 		note = c.correction(v.problem)
 	} else {
 		note = guardrail.Note(fail)
@@ -816,7 +830,23 @@ func (r *childRuns) answer(in agent.Input) (out agent.Output, v verdict, err err
 			note += "\n" + c.prompt
 		}
 	}
-	if out, err = r.attempt(r.t.correction(task, out.Answer, note)); err != nil {
+	retry := r.t.correction(task, out.Answer, note)
+	if r.recheck != nil {
+		// The corrective run hands the child a task of its own: the
+		// policy decides on it as on the first.
+		if retry, err = r.recheck(retry); err != nil {
+			switch {
+			case !tool.IsCorrectable(err):
+				return answered, v, err // a question not answered yet
+			case fail != nil:
+				return answered, v, r.guardFailed(fail)
+			}
+			r.rejected(v.problem, false)
+			return answered, v, &retryRefused{err: err}
+		}
+	}
+	r.rejected(v.problem, true)
+	if out, err = r.attempt(retry); err != nil {
 		if errors.Is(err, agent.ErrUsageLimit) && out.TotalUsage().Requests == 0 && r.ctx.Err() == nil {
 			// The corrective run could not pay for a model call.
 			if fail != nil {
@@ -916,6 +946,15 @@ func (r *childRuns) guardFailed(fail *policy.GuardrailError) error {
 // errNoRetry: the call's share of its parent's budget cannot pay for the
 // corrective run of a rejected answer.
 var errNoRetry = errors.New("subagent: no budget left for a corrective retry")
+
+// retryRefused: the policy refused the hand-off of the corrective run of
+// a rejected answer (err: the denial or the person's refusal).
+type retryRefused struct{ err error }
+
+func (e *retryRefused) Error() string {
+	return "subagent: the corrective retry was refused: " + e.err.Error()
+}
+func (e *retryRefused) Unwrap() error { return e.err }
 
 // spentShare reports whether the runs have spent the call's share of its
 // parent's budget, tokens or dollars, so that no further run can start.
