@@ -44,6 +44,10 @@ type keptWorld struct {
 
 	// approve: the job's side effect needs a person's approval.
 	approve bool
+	// leadOpts are the lead's options besides its name and tools; ready,
+	// if set, is waited for before the lead answers "cmd start2".
+	leadOpts []agent.Option
+	ready    chan struct{}
 
 	mu        sync.Mutex
 	forkUsage provider.Usage // what the job's model calls were billed
@@ -93,6 +97,16 @@ func (w *keptWorld) Complete(ctx context.Context, req provider.Request) (provide
 	}
 	cmd := strings.Fields(user)
 	switch {
+	case len(cmd) == 2 && cmd[1] == "start2":
+		if w.ready != nil {
+			select {
+			case <-w.ready:
+			case <-time.After(30 * time.Second):
+			}
+		}
+		return provider.Response{Message: provider.AssistantMessage("",
+			provider.ToolCall{ID: w.id(k, 0), Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"dig more","background":true}`)},
+			provider.ToolCall{ID: w.id(k, 1), Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"dig more","background":true}`)}), Usage: u}, nil
 	case len(cmd) >= 2 && cmd[1] == "start":
 		return call(subagent.SpawnToolName, `{"task":"dig","background":true}`), nil
 	case len(cmd) == 3 && cmd[1] == "send":
@@ -145,7 +159,7 @@ func (w *keptWorld) start(opts ...subagent.SpawnOption) *process {
 		eff = tool.RequireApproval(effect, "", 0)
 	}
 	reg, s := setup(t, w, true, append([]subagent.SpawnOption{subagent.WithJobsAcrossTurns(nil), subagent.WithJobStore(st)}, opts...), eff, dig)
-	return &process{st: st, s: s, a: lead(t, w, reg)}
+	return &process{st: st, s: s, a: lead(t, w, reg, w.leadOpts...)}
 }
 
 // stop ends the process as a restart does: the spawner, then the store.

@@ -397,6 +397,7 @@ func (s *Spawner) resume(ctx context.Context, jt *jobTable, r jobRecord) (*job, 
 		return nil, err
 	}
 	sc.st.spawns.Add(-1) // started by an earlier run, and counted there
+	sc.carried = true    // so not counted back if it does not start
 	return s.launch(ctx, jt, sc, "", &r)
 }
 

@@ -507,6 +507,9 @@ type spawnCall struct {
 	fork  *SubAgentTool
 	// limits bound the call's child when it runs as a background job.
 	limits JobLimits
+	// carried: a job started again (after a restart, or woken with its
+	// answers) that the run it started in counted, not this one.
+	carried bool
 }
 
 // target is a sub-agent set up for one call: the tool that runs it, and
@@ -625,10 +628,15 @@ func (sc *spawnCall) runJob(ctx context.Context, ahead *announced) (tool.Result,
 	return res, settle, err
 }
 
-// uncount takes back the call's count against WithMaxSpawns: the policy
-// refused its hand-off, so it started no child, as a call the policy
-// refuses before it reaches the tool is not counted.
-func (sc *spawnCall) uncount() { sc.st.spawns.Add(-1) }
+// uncount takes back the call's count against WithMaxSpawns: it started
+// no child (the policy refused its hand-off, as a call the policy refuses
+// before it reaches the tool is not counted, or no budget was left). A
+// carried job was never counted by this run.
+func (sc *spawnCall) uncount() {
+	if !sc.carried {
+		sc.st.spawns.Add(-1)
+	}
+}
 
 // takeSlot waits for a free slot of the parent run.
 func (sc *spawnCall) takeSlot(ctx context.Context) error {
@@ -724,7 +732,7 @@ func (sc *spawnCall) child(ctx context.Context) (target, func(int64), error) {
 	}
 	if limited && budget == 0 {
 		settle(0)
-		sc.st.spawns.Add(-1) // nothing started
+		sc.uncount() // nothing started
 		return target{}, noSettle, refuse(ctx, sc.callID, "no_budget", errNoBudget())
 	}
 	if l := sc.limits.Tokens; l > 0 && (!limited || budget > l) {

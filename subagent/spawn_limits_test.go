@@ -507,3 +507,59 @@ func TestDeniedHandOffDoesNotCountAgainstMaxSpawns(t *testing.T) {
 		})
 	}
 }
+
+// denyOnce denies the hand-off of the task it names and closes denied.
+type denyOnce struct {
+	task   string
+	once   sync.Once
+	denied chan struct{}
+}
+
+func (d *denyOnce) Name() string { return "no-" + d.task }
+
+func (d *denyOnce) Decide(_ context.Context, c *policy.Check) policy.Decision {
+	if c.Point == policy.BeforeDelegation && c.Task == d.task {
+		d.once.Do(func() { close(d.denied) })
+		return policy.Denied(d.task + " is not handed off")
+	}
+	return policy.Decision{}
+}
+
+// A thread's job started again after a restart was counted by the run
+// that first started it, not by the run it restarts in: when the policy
+// refuses its hand-off there, that run's count of spawns is left as it
+// was, so that the run still starts no more than WithMaxSpawns.
+func TestRestartedJobRefusedDoesNotFreeASpawn(t *testing.T) {
+	forEachKept(t, func(t *testing.T, w *keptWorld) {
+		ctx := agent.WithOwner(agent.WithThread(context.Background(), "t1"), "ann")
+		p := w.start(subagent.WithMaxSpawns(1))
+		p.run(t, ctx, "cmd start")
+		select {
+		case <-w.inDig:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the job never reached its second step")
+		}
+		p.stop(t)
+
+		rule := &denyOnce{task: "dig", denied: make(chan struct{})}
+		pol, err := policy.New(rule)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.leadOpts, w.ready = []agent.Option{agent.WithPolicy(pol)}, rule.denied
+		p = w.start(subagent.WithMaxSpawns(1))
+		defer p.stop(t)
+		defer close(w.dig)
+		out := p.run(t, ctx, "cmd start2")
+		got := toolResults(out.Messages)
+		refused := 0
+		for _, r := range got {
+			if strings.Contains(r, "spawn limit reached") {
+				refused++
+			}
+		}
+		if refused != 1 {
+			t.Errorf("of two spawns under WithMaxSpawns(1), %d were refused, want 1 (the restarted job's refusal freed a spawn): %q", refused, got)
+		}
+	})
+}
