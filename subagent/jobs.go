@@ -135,7 +135,7 @@ func (s *Spawner) startJob(ctx context.Context, sc *spawnCall, callID string, a 
 	if jt == nil {
 		return nil, tool.Correctable(fmt.Errorf("%s: background jobs need a running agent to own them: call without background", SpawnToolName))
 	}
-	if err := s.admitJob(ctx, jt, callID); err != nil {
+	if err := s.admitJob(ctx, jt, callID, sc.who().def.Name); err != nil {
 		return nil, err
 	}
 	r := &jobRecord{Task: a.Task}

@@ -549,14 +549,14 @@ func (j *job) emitEnd(jt *jobTable) {
 // admitJob refuses a background job past WithMaxBackground (alive in
 // one run, or in one thread), or past WithMaxOwnerJobs (alive in the
 // threads of one owner).
-func (s *Spawner) admitJob(ctx context.Context, jt *jobTable, callID string) error {
+func (s *Spawner) admitJob(ctx context.Context, jt *jobTable, callID, name string) error {
 	alive := jt.alive()
 	if alive >= s.cfg.maxBackground {
 		where := "one run"
 		if jt.lasting {
 			where = "one thread"
 		}
-		return refuse(ctx, callID, "max_background", tool.Correctable(fmt.Errorf("%w: %d are running, the most %s may have: wait for one, or cancel one, first",
+		return refuse(ctx, callID, name, "max_background", tool.Correctable(fmt.Errorf("%w: %d are running, the most %s may have: wait for one, or cancel one, first",
 			ErrMaxBackground, alive, where)))
 	}
 	if !jt.lasting {
@@ -576,7 +576,7 @@ func (s *Spawner) admitJob(ctx context.Context, jt *jobTable, callID string) err
 		mine += t.alive()
 	}
 	if mine >= s.cfg.maxOwnerJobs {
-		return refuse(ctx, callID, "max_owner_jobs", tool.Correctable(fmt.Errorf("%w: %d are running in the threads of this owner, the most one owner may have: wait for one, or cancel one, first",
+		return refuse(ctx, callID, name, "max_owner_jobs", tool.Correctable(fmt.Errorf("%w: %d are running in the threads of this owner, the most one owner may have: wait for one, or cancel one, first",
 			ErrMaxBackground, mine)))
 	}
 	return nil

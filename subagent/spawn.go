@@ -547,29 +547,29 @@ func (s *Spawner) plan(ctx context.Context, callID string, a spawnArgs, check *c
 		}
 		sc.member = &target{t: m, args: args, in: in}
 	} else if left, limited := run.CostLeft(ctx); limited && left <= 0 && !run.CostShared(ctx) {
-		return nil, refuse(ctx, callID, "no_budget", errNoBudget())
+		return nil, refuse(ctx, callID, sc.fork.def.Name, "no_budget", errNoBudget())
 	} else if left, limited := run.TokensLeft(ctx); limited && left == 0 && !run.HasShares(ctx) {
 		// (With shares set aside, what is left is in them: child says
 		// whether this call's is empty.)
-		return nil, refuse(ctx, callID, "no_budget", errNoBudget())
+		return nil, refuse(ctx, callID, sc.fork.def.Name, "no_budget", errNoBudget())
 	}
 	if sc.member == nil && s.cfg.contextForks && (a.InheritContext == nil || *a.InheritContext) {
 		sc.prefix = run.Prefix(ctx) // nil outside a ReAct run's step: a fresh fork
 	}
 	sc.st = s.state(ctx)
 	if n := sc.st.spawns.Add(1); n > int64(s.cfg.maxSpawns) {
-		return nil, refuse(ctx, callID, "max_spawns", tool.Correctable(fmt.Errorf("%w: this run has started its %d sub-agents: do the rest directly, or combine tasks",
+		return nil, refuse(ctx, callID, sc.who().def.Name, "max_spawns", tool.Correctable(fmt.Errorf("%w: this run has started its %d sub-agents: do the rest directly, or combine tasks",
 			ErrMaxSpawns, s.cfg.maxSpawns)))
 	}
 	return sc, nil
 }
 
-// refuse reports a sub-agent a limit refused, as an event and in the run's
-// count, and returns err, the error the model reads.
-func refuse(ctx context.Context, callID, reason string, err error) error {
+// refuse reports the sub-agent name that a limit refused, as an event and
+// in the run's count, and returns err, the error the model reads.
+func refuse(ctx context.Context, callID, name, reason string, err error) error {
 	run.Count(ctx, run.Refused)
 	if em := event.From(ctx); em.Enabled() {
-		v, _ := json.Marshal(map[string]string{"reason": reason, "toolCallId": callID, "message": err.Error()})
+		v, _ := json.Marshal(map[string]string{"reason": reason, "toolCallId": callID, "name": name, "message": err.Error()})
 		em.Emit(event.Event{Type: event.Custom, Name: RefusedEvent, Value: v})
 	}
 	return err
@@ -733,7 +733,7 @@ func (sc *spawnCall) child(ctx context.Context) (target, func(int64), error) {
 	if limited && budget == 0 {
 		settle(0)
 		sc.uncount() // nothing started
-		return target{}, noSettle, refuse(ctx, sc.callID, "no_budget", errNoBudget())
+		return target{}, noSettle, refuse(ctx, sc.callID, sc.who().def.Name, "no_budget", errNoBudget())
 	}
 	if l := sc.limits.Tokens; l > 0 && (!limited || budget > l) {
 		budget = l

@@ -87,9 +87,9 @@ func TestSpawnMaxSpawnsPerRun(t *testing.T) {
 		if out.Refused != 1 || len(refused) != 1 || refused[0].Name != subagent.RefusedEvent {
 			t.Errorf("Output.Refused %d, refusal events %+v; want 1 and one %s event", out.Refused, refused, subagent.RefusedEvent)
 		} else {
-			var v struct{ Reason, ToolCallID, Message string }
-			if err := json.Unmarshal(refused[0].Value, &v); err != nil || v.Reason != "max_spawns" || v.ToolCallID == "" || !strings.Contains(v.Message, "spawn limit reached") {
-				t.Errorf("refusal value %s (%v); want reason max_spawns, the call's id and the message", refused[0].Value, err)
+			var v struct{ Reason, ToolCallID, Name, Message string }
+			if err := json.Unmarshal(refused[0].Value, &v); err != nil || v.Reason != "max_spawns" || v.ToolCallID == "" || v.Name != subagent.DefaultForkName || !strings.Contains(v.Message, "spawn limit reached") {
+				t.Errorf("refusal value %s (%v); want reason max_spawns, the call's id, the fork's name and the message", refused[0].Value, err)
 			}
 		}
 		var ok, limited int

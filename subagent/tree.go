@@ -48,6 +48,7 @@ const (
 	StateSuspended State = "suspended" // waits for a person's answer; a later run resumes it
 	StateFailed    State = "failed"    // Node.Error says why
 	StateCancelled State = "cancelled" // by the caller, or the run stopped
+	StateRefused   State = "refused"   // a limit refused it (RefusedEvent): it never ran; Code says which
 )
 
 // Node is one sub-agent invocation in a Tree.
@@ -147,6 +148,9 @@ func (t *Tree) record(e event.Event) {
 		return
 	case e.Type == event.Custom && e.Name == ValidationEvent && e.SubagentRunID != "":
 		t.validation(e)
+		return
+	case e.Type == event.Custom && e.Name == RefusedEvent:
+		t.refused(e)
 		return
 	default:
 		return
@@ -317,4 +321,38 @@ func (t *Tree) validation(e event.Event) {
 			n.Retries++
 		}
 	}
+}
+
+// refused adds a node, in StateRefused, for the sub-agent a limit refused
+// to the run that called it: it never ran, so it has no run id. A
+// resumed run of the turn that is refused again keeps the one node.
+func (t *Tree) refused(e event.Event) {
+	var v struct{ Reason, ToolCallID, Name, Message string }
+	if json.Unmarshal(e.Value, &v) != nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	siblings := &t.roots
+	if parent := t.byRun[e.SubagentRunID]; parent != nil && e.SubagentRunID != "" {
+		siblings = &parent.Children
+	}
+	if v.ToolCallID != "" && slices.ContainsFunc(*siblings, func(n *Node) bool { return n.State == StateRefused && n.ToolCallID == v.ToolCallID }) {
+		return
+	}
+	at := when(e)
+	n := &Node{Name: v.Name, ToolCallID: v.ToolCallID, State: StateRefused, Error: v.Message, Code: v.Reason, Started: at, Finished: at}
+	call := callKey(e.SubagentRunID, v.ToolCallID)
+	if a, ok := t.done[call]; ok {
+		n.Arguments = a
+		delete(t.done, call)
+	}
+	if o, ok := t.order[call]; ok && v.ToolCallID != "" {
+		n.order = o
+		delete(t.order, call)
+	} else {
+		t.seq++
+		n.order = t.seq
+	}
+	*siblings = append(*siblings, n)
 }

@@ -27,14 +27,16 @@
 // # Assertions
 //
 // Tree.Nodes selects nodes by pattern, Selection.WithArgs by their
-// arguments (a field "*" matches any value), Selection.Count asserts how
-// many, and Selection.Each asserts Checks on each: State, Status (the
-// report of subagent.ResultSchema), Retries (how many times the validator
-// asked it again), AnswerContains, MaxTokens (the node and its
-// sub-agents), MaxOwnTokens, MaxCost (the node and its sub-agents),
-// MaxOwnCost, or any func of yours. Tree.Approvals counts the approvals a
-// run asked, and Tree.Refused the calls and hand-offs its policy refused,
-// which start no node. A failure names the node by its path and shows the
+// arguments (a field "*" matches any value), Selection.InState by their
+// state (a hand-off a limit refused is a node in subagent.StateRefused,
+// which never ran), Selection.Count asserts how many, and Selection.Each
+// asserts Checks on each: State, Status (the report of
+// subagent.ResultSchema), Retries (how many times the validator asked it
+// again), AnswerContains, MaxTokens (the node and its sub-agents),
+// MaxOwnTokens, MaxCost (the node and its sub-agents), MaxOwnCost, or any
+// func of yours. Tree.Approvals counts the approvals a run asked, and
+// Tree.Refused the calls and hand-offs its policy refused, which start no
+// node. A failure names the node by its path and shows the
 // tree around it. Tree.Dump is the golden form.
 //
 // # Scoring

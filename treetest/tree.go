@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -55,7 +56,9 @@ func (tr *Tree) add(parent *node, nodes []*subagent.Node) []*node {
 			nn.path = parent.path + "/" + segs[i]
 		}
 		tr.nodes = append(tr.nodes, nn)
-		tr.byRun[n.RunID] = nn
+		if n.RunID != "" { // a refused node has none
+			tr.byRun[n.RunID] = nn
+		}
 		nn.kids = tr.add(nn, n.Children)
 		out = append(out, nn)
 	}
@@ -185,6 +188,18 @@ func (s *Selection) WithArgs(args string) *Selection {
 	for _, n := range s.nodes {
 		var got map[string]any
 		if json.Unmarshal(n.Arguments, &got) == nil && argsMatch(want, got) {
+			out.nodes = append(out.nodes, n)
+		}
+	}
+	return out
+}
+
+// InState keeps the nodes in one of states: InState(subagent.StateRefused)
+// keeps the hand-offs a limit refused, which never ran.
+func (s *Selection) InState(states ...subagent.State) *Selection {
+	out := &Selection{tr: s.tr, what: fmt.Sprintf("%s in state %v", s.what, states)}
+	for _, n := range s.nodes {
+		if slices.Contains(states, n.State) {
 			out.nodes = append(out.nodes, n)
 		}
 	}
@@ -433,8 +448,9 @@ func (tr *Tree) Approvals(asked []tool.Interrupt, pattern string, n int) {
 // Refused asserts that the run's policy refused exactly n calls of the
 // tool or sub-agent named name, before the call or at the hand-off to the
 // child, among denials (agent.Output.Denials); the empty name counts
-// every refusal. A refused hand-off starts no child, so the tree has no
-// node for it: this is where it is counted. A failure lists the refusals.
+// every refusal. A hand-off the policy refused starts no child, so the
+// tree has no node for it: this is where it is counted (one a limit
+// refused is a node: see Selection.InState). A failure lists the refusals.
 func (tr *Tree) Refused(denials []*policy.Denial, name string, n int) {
 	tr.t.Helper()
 	got := 0

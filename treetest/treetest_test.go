@@ -275,3 +275,63 @@ func TestRefusedCountsWhatThePolicyRefused(t *testing.T) {
 		t.Errorf("failures %q, want one listing the critic's refusal", r.errs)
 	}
 }
+
+// A hand-off a limit refuses is a node in state refused, under the run
+// that asked for it: a test asks for it by its path, and a wrong
+// expectation names it and shows it in the tree.
+func TestALimitRefusalIsANode(t *testing.T) {
+	spawn := func(task string) provider.ToolCall {
+		return provider.ToolCall{ID: "call_" + task, Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"agent":"critic","task":"` + task + `"}`)}
+	}
+	model := fake.NewProvider(
+		fake.Calls(spawn("a"), spawn("b")).For("lead"),
+		fake.Calls(spawn("c")).For("lead"),
+		fake.Text("Clear enough.").For("critic"),
+		fake.Text("Clear enough.").For("critic"),
+		fake.Text("Two reviews; the third was refused.").For("lead"),
+	)
+	critic, err := subagent.FromReact("critic", "Reviews a draft.", model, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tool.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := subagent.NewSpawner(model, reg, subagent.WithRoster(critic), subagent.WithMaxSpawns(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead, err := agent.NewReact(model, agent.WithName("lead"), agent.WithTools(sp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := subagent.NewTree(nil)
+	out, err := lead.Run(event.WithSink(context.Background(), tree), agent.Input{Text: "Review my draft three times."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Refused != 1 {
+		t.Fatalf("Output.Refused %d, want 1", out.Refused)
+	}
+	tr := treetest.New(t, tree)
+	tr.Nodes("critic").Count(3)
+	tr.Nodes("critic").InState(subagent.StateSucceeded).Count(2)
+	tr.Nodes("critic#2").InState(subagent.StateRefused).Count(1).WithArgs(`{"task":"c"}`).Count(1).
+		Each(func(n *subagent.Node) error {
+			if n.Code != "max_spawns" || !strings.Contains(n.Error, "spawn limit reached") || n.RunID != "" || len(n.Usage) != 0 {
+				return fmt.Errorf("code %q, error %q, run id %q, usage %+v; want a max_spawns refusal that never ran", n.Code, n.Error, n.RunID, n.TotalUsage())
+			}
+			return nil
+		})
+	tr.Refused(out.Denials, "", 0) // the policy refused nothing
+
+	r := &recorder{TB: t}
+	treetest.New(r, tree).Nodes("critic").InState(subagent.StateRefused).Count(0)
+	treetest.New(r, tree).Nodes("critic").Each(treetest.State(subagent.StateSucceeded))
+	if len(r.errs) != 2 || !strings.Contains(r.errs[0], `1 nodes match "critic" in state [refused], want 0`) ||
+		!strings.Contains(r.errs[0], `critic#2 refused {"agent":"critic","task":"c"} ! "subagent: spawn limit reached`) ||
+		!strings.HasPrefix(r.errs[1], "treetest: critic#2: state refused (subagent: spawn limit reached") {
+		t.Errorf("failures %q, want two naming critic#2, refused by the spawn limit", r.errs)
+	}
+}
