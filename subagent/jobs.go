@@ -195,15 +195,14 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 		j.folded, j.noted, j.cancelled = r.Folded, r.Noted, r.Cancelled
 	}
 	var own *journal.Scope
+	var jl *jobLease
 	if jt.lasting && s.cfg.jobStore != nil {
 		var err error
 		if own, err = s.storeJob(ctx, jt, j, resumed); err != nil {
 			return nil, fmt.Errorf("%s: keeping the job in the store: %w: try again when the store is back", SpawnToolName, err)
 		}
-		if resumed {
-			if err := s.restoreMail(ctx, j); err != nil {
-				return nil, err
-			}
+		if jl, err = s.lease(ctx, j, resumed); err != nil {
+			return nil, fmt.Errorf("%s: taking the job's lease in the store: %w: try again when the store is back", SpawnToolName, err)
 		}
 	}
 	if js := journalFrom(ctx); js != nil {
@@ -238,6 +237,9 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 		cancel()
 		unhold()
 		giveBack()
+		if jl != nil {
+			j.store.release()
+		}
 		return nil, tool.Correctable(fmt.Errorf("%s: the run has ended: no background job can start", SpawnToolName))
 	}
 	old := jt.jobs[j.id]
@@ -248,6 +250,9 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 		cancel()
 		unhold()
 		giveBack()
+		if jl != nil {
+			j.store.release()
+		}
 		return old, nil
 	}
 	if old != nil {
@@ -290,6 +295,10 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 		})
 		j.emitStatus(JobStartedEvent, jt.status(j))
 	}
+	run := jobFunc(fn)
+	if jl != nil {
+		run = s.leased(jt, j, jl, run, cancel)
+	}
 	go func() {
 		growStack(0)
 		defer jt.wg.Done()
@@ -300,7 +309,7 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 		defer cancel()
 		defer giveBack()
 		defer jt.markEnd(j)
-		j.res, j.settle, j.err = fn(jctx, ann)
+		j.res, j.settle, j.err = run(jctx, ann)
 		j.box.Close()
 		ann.unannounce(j.err)
 		if span != nil {

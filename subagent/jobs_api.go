@@ -258,6 +258,9 @@ func (js *Jobs) Send(ctx context.Context, id, text string) (Receipt, error) {
 	if j.ended() {
 		return Receipt{}, tool.Correctable(fmt.Errorf("%w: %s", ErrJobEnded, jobtool.Ended(id, j.state())))
 	}
+	if j.store.elsewhereNow() {
+		return Receipt{}, tool.Correctable(fmt.Errorf("job %s runs in another process that shares the store: send it there, or wait for it", id))
+	}
 	m := mailbox.Message{ID: msgID, Text: text, From: trace.SpanContextFromContext(ctx)}
 	undo := func() {}
 	if j.store != nil {
@@ -290,6 +293,9 @@ func (js *Jobs) Cancel(ctx context.Context, id string) (JobResult, error) {
 	}
 	if parked(js.jt, j) {
 		js.s.unpark(ctx, js.jt, j, false)
+	}
+	if j.store.elsewhereNow() {
+		return JobResult{}, tool.Correctable(fmt.Errorf("job %s runs in another process that shares the store: cancel it there, or wait for it", id))
 	}
 	js.jt.mu.Lock()
 	running := !j.ended()

@@ -90,13 +90,14 @@ func TestKeptJobSurvivesSIGKILL(t *testing.T) {
 }
 
 // openSQLite returns a func that opens the store on the SQLite file path.
+// A killed process's job leases expire after two seconds.
 func openSQLite(t *testing.T, path string) func() *store.Store {
 	return func() *store.Store {
 		b, err := sqlite.Open(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := store.New(b)
+		st, err := store.New(b, store.WithLeaseTTL(2*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -31,6 +31,7 @@ type keptWorld struct {
 	n      atomic.Int64 // model calls, of every process
 	forks  atomic.Int64 // the job's model calls
 	effect atomic.Int64 // the job's side effect, run
+	digs   atomic.Int64 // the job's dig, entered
 	dig    chan struct{}
 	inDig  chan struct{}
 
@@ -142,6 +143,7 @@ func (w *keptWorld) start(opts ...subagent.SpawnOption) *process {
 		}}
 	dig := tool.Func{Def: tool.Definition{Name: "dig", Parameters: json.RawMessage(`{"type":"object"}`)},
 		Fn: func(ctx context.Context, _ tool.Call) (tool.Result, error) {
+			w.digs.Add(1)
 			select {
 			case w.inDig <- struct{}{}:
 			default:

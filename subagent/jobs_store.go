@@ -36,7 +36,17 @@ import (
 //
 // Spawner.Close leaves the records of running jobs as they are, for the
 // next process; only a job that ends while the spawner is open writes its
-// end. One process serves a thread's jobs at a time.
+// end.
+//
+// A job runs only while its process holds the job's lease in the store
+// (store.Lock, renewed while held): a second process sharing the store
+// that reads the thread's running job waits for the lease instead of
+// running the job too, and meanwhile reports it running and refuses to
+// send to or cancel it. When the lease comes free it reads the job's
+// record again: a job that ended is taken as it ended; one still running
+// (its process died, and its lease expired) runs on here from its
+// journal. A holder that loses the lease (stalled past its TTL) cancels
+// the job, and its fenced writes land nothing.
 
 // WithJobStore keeps threads' jobs in st (docs/background.md).
 func WithJobStore(st *store.Store) SpawnOption {
@@ -65,6 +75,7 @@ func threadHash(k threadKey) string {
 }
 
 func threadRecKey(h string) string    { return jobsNS + "t/" + h }
+func leaseKey(h, job string) string   { return jobsNS + "l/" + h + "/" + job }
 func jobsPrefix(h string) string      { return jobsNS + "j/" + h + "/" }
 func mailPrefix(h, job string) string { return jobsNS + "m/" + h + "/" + job + "/" }
 func jobTurn(h, job string) string    { return jobsTurn + h + "/" + job }
@@ -127,20 +138,158 @@ type jobStore struct {
 	mu     sync.Mutex
 	sendMu sync.Mutex // one send at a time: its record, then its place in the box
 	sent   int        // messages recorded
+	// The job's lease, while this process runs it (see leased); waiting:
+	// it waits for the lease, held by another process; elsewhere: it
+	// ended there; unheld: it ended here without ever holding it.
+	// Guarded by mu.
+	lease                      *store.Lock
+	waiting, elsewhere, unheld bool
 }
 
 func (js *jobStore) key(id string) string { return jobsPrefix(js.h) + id }
 
-// save writes the record of j, as it stands now.
+// save writes the record of j, as it stands now, fenced by its lease
+// while it runs. A job that ended here without its lease writes nothing.
 func (js *jobStore) save(ctx context.Context, jt *jobTable, j *job, final bool) error {
 	js.mu.Lock()
 	defer js.mu.Unlock()
+	if js.unheld {
+		return nil
+	}
 	r := jt.record(j, final)
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
+	if js.lease != nil {
+		return js.lease.Put(context.WithoutCancel(ctx), js.key(j.id), b, store.AnyVersion)
+	}
 	return js.st.Put(context.WithoutCancel(ctx), js.key(j.id), b, store.AnyVersion)
+}
+
+// elsewhereNow reports whether the job's lease is another process's:
+// it waits for it.
+func (js *jobStore) elsewhereNow() bool {
+	if js == nil {
+		return false
+	}
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	return js.waiting
+}
+
+// release gives the job's lease back, if held.
+func (js *jobStore) release() {
+	js.mu.Lock()
+	l := js.lease
+	js.lease = nil
+	js.mu.Unlock()
+	if l != nil {
+		_ = l.Unlock()
+	}
+}
+
+// jobFunc runs a job's sub-agent (spawnCall.runJob).
+type jobFunc func(context.Context, *announced) (tool.Result, func(int64), error)
+
+// jobLease is how a stored job starts under its lease: at once (held),
+// or once another process gives it up (busy); ended, a job read back
+// from the store that ended meanwhile in the process that held it.
+type jobLease struct {
+	key   string
+	busy  bool
+	ended *jobRecord
+}
+
+// lease takes the lease of a stored job as it starts, if it is free: a
+// job read back from the store (resumed) then reads its record again and
+// has its unread messages restored. If another process holds it, the job
+// waits for it (leased), refusing sends meanwhile.
+func (s *Spawner) lease(ctx context.Context, j *job, resumed bool) (*jobLease, error) {
+	js := j.store
+	jl := &jobLease{key: leaseKey(js.h, j.id)}
+	l, err := s.cfg.jobStore.TryLock(context.WithoutCancel(ctx), jl.key)
+	if errors.Is(err, store.ErrBusy) {
+		jl.busy = true
+		js.waiting = true
+		return jl, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	js.lease = l
+	if resumed {
+		if jl.ended, err = s.takeOver(ctx, j); err != nil {
+			js.release()
+			return nil, err
+		}
+	}
+	return jl, nil
+}
+
+// takeOver reads the record of a job read back from the store again,
+// its lease held: it returns the record of a job that ended meanwhile,
+// or restores the messages of one still running.
+func (s *Spawner) takeOver(ctx context.Context, j *job) (*jobRecord, error) {
+	b, _, err := s.cfg.jobStore.Get(ctx, j.store.key(j.id))
+	if err != nil {
+		return nil, err
+	}
+	var r jobRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%w: job record of %s: %v", store.ErrCorrupt, j.id, err)
+	}
+	if r.State != JobRunning {
+		return &r, nil
+	}
+	return nil, s.restoreMail(ctx, j)
+}
+
+// leased returns fn run under the job's lease jl: once it is held (a
+// busy lease waited for, then the job's record read again), a job that
+// ended meanwhile elsewhere takes that outcome, and one still running
+// runs. Losing the lease cancels the job (cancel).
+func (s *Spawner) leased(jt *jobTable, j *job, jl *jobLease, fn jobFunc, cancel context.CancelFunc) jobFunc {
+	return func(ctx context.Context, ann *announced) (tool.Result, func(int64), error) {
+		js := j.store
+		if jl.busy {
+			l, err := s.cfg.jobStore.Lock(ctx, jl.key)
+			if err == nil {
+				js.mu.Lock()
+				js.lease = l
+				js.mu.Unlock()
+				jl.ended, err = s.takeOver(ctx, j)
+			}
+			js.mu.Lock()
+			js.waiting, js.unheld = false, err != nil && js.lease == nil
+			js.mu.Unlock()
+			if err != nil {
+				return tool.Result{}, noSettle, fmt.Errorf("job %s: waiting for its lease: %w", j.id, err)
+			}
+		}
+		js.mu.Lock()
+		l := js.lease
+		js.mu.Unlock()
+		go func() {
+			select {
+			case <-l.Lost():
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		if r := jl.ended; r != nil {
+			e := endedJob(*r, js.h, s.cfg.jobStore)
+			js.mu.Lock()
+			js.elsewhere = true
+			js.mu.Unlock()
+			jt.mu.Lock()
+			j.folded, j.noted, j.cancelled, j.swept, j.receipts = r.Folded, r.Noted, r.Cancelled, r.Swept, r.Receipts
+			jt.mu.Unlock()
+			j.box.Reached(r.Step, r.LastWords, r.Usage, r.Cost)
+			return e.res, noSettle, e.err
+		}
+		return fn(ctx, ann)
+	}
 }
 
 // record returns j as the store keeps it; final: it has ended (its outcome
@@ -188,7 +337,14 @@ func (jt *jobTable) record(j *job, final bool) jobRecord {
 // and journal go, unless it waits for a person: it runs on from them
 // when the answers come (wake).
 func (s *Spawner) ending(ctx context.Context, jt *jobTable, j *job) {
-	if j.store == nil || s.closing() {
+	if j.store == nil {
+		return
+	}
+	defer j.store.release()
+	j.store.mu.Lock()
+	mine := !j.store.elsewhere && !j.store.unheld
+	j.store.mu.Unlock()
+	if !mine || s.closing() {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
