@@ -178,11 +178,12 @@ func Place(ctx context.Context) (path string, depth int, id, owner, thread strin
 	return pl.path, ri.depth, ri.scope.id, pl.owner, pl.thread
 }
 
-// placed is a run's path, owner and thread, worked out once, on the first
-// call of Place: a run that no one asks pays nothing for them.
+// placed is a run's path, owner and thread, and its place in its tree
+// (Position), worked out once, on the first call of Place or Position: a
+// run that no one asks pays nothing for them.
 type placed struct {
-	once                sync.Once
-	path, owner, thread string
+	once                     sync.Once
+	path, owner, thread, pos string
 }
 
 func (sc *scope) place() *placed {
@@ -199,6 +200,10 @@ func (sc *scope) place() *placed {
 			pl.path = up + "/" + sc.name
 		}
 		pl.owner, pl.thread = Owner(sc.ctx), Thread(sc.ctx)
+		pl.pos = sc.name
+		if sc.at != nil {
+			pl.pos = sc.at.callPos(sc.name)
+		}
 	})
 	return &sc.placed
 }
@@ -313,7 +318,7 @@ func (ri *info) pos() string {
 	if ri.scope == nil {
 		return ""
 	}
-	return ri.scope.pos
+	return ri.scope.place().pos
 }
 
 // A Step is a step of a run whose tool calls are about to run (AtStep).
@@ -425,7 +430,8 @@ func Start(ctx context.Context, id, name string, tokenLimit int64) context.Conte
 		sc.costLimit, sc.costShared = parent.costShare, true
 		sc.hold = parent.hold
 	}
-	sc.id, sc.name, sc.pos = id, name, parent.callPos(name)
+	sc.id, sc.name = id, name
+	sc.at, _ = ctx.Value(key{}).(*info)
 	sc.info = info{depth: parent.depth, scope: sc, budget: -1, tally: parent.tally}
 	run := context.WithValue(ctx, key{}, &sc.info)
 	sc.ctx = run
@@ -439,8 +445,13 @@ type scope struct {
 	info   info            // what the run's own context carries (in the scope: one allocation for both)
 	id     string          // the run's id
 	name   string          // the run's agent's name
-	pos    string          // the run's place in its tree (Position)
 	placed placed          // see place
+	// at is the context layer the run was started under, for its place in
+	// its tree (Position), worked out when asked (place): the scan of a
+	// step's calls for the index of the one that started the run, done at
+	// each start, was a tenth of the CPU of BenchmarkFanoutDefault/1024,
+	// growing with the square of the width. nil outside any run.
+	at     *info
 	mu     sync.Mutex
 	values map[any]any
 	onEnd  []func() provider.Usage
@@ -475,7 +486,8 @@ type scope struct {
 	hold *costHold
 	// queued and refused count model calls that waited for admission and
 	// sub-agents a limit refused, in this run and the runs under it.
-	queued, refused atomic.Int64
+	// (Int32s keep the scope in the 448-byte size class.)
+	queued, refused atomic.Int32
 	// earlier and earlierCost are the part of the run's spending, and of
 	// cost, that earlier runs of its journaled turn made (AddEarlier),
 	// the sub-runs' included; changed under mu.
