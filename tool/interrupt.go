@@ -398,6 +398,9 @@ type interruptSet struct {
 // keep records err of call i if it is an interrupt, and reports whether
 // it was.
 func (s *interruptSet) keep(i int, err error) bool {
+	if err == nil {
+		return false // and in, which errors.As makes escape, is not allocated
+	}
 	var in *Interrupted
 	if !errors.As(err, &in) {
 		return false
