@@ -29,6 +29,9 @@ type Schema struct {
 	// work is the shape of a model's schema, by which a check's work is
 	// counted before it is done; nil for a program's schema.
 	work *graph
+	// flat is the schema as a flat one, whose values that pass need no
+	// validator (see flat); nil when it is not one.
+	flat *flat
 }
 
 // Compile compiles a JSON Schema document (draft 2020-12 unless the
@@ -105,7 +108,7 @@ func compile(raw json.RawMessage, untrusted bool) (*Schema, error) {
 		}
 		return nil, fmt.Errorf("jsonschema: JSON Schema does not compile: %w: fix the schema", err)
 	}
-	return &Schema{raw: bytes.Clone(raw), compiled: compiled, work: g}, nil
+	return &Schema{raw: bytes.Clone(raw), compiled: compiled, work: g, flat: flatOf(doc)}, nil
 }
 
 // Bounds on the numbers of JSON text. A number may be written with any
@@ -270,6 +273,9 @@ func (s *Schema) ValidateValueContext(ctx context.Context, v any) error {
 		case w.err != nil:
 			return fmt.Errorf("jsonschema: validation stopped: %w", w.err)
 		}
+	}
+	if s.flat != nil && s.flat.passes(v) {
+		return nil
 	}
 	err := s.compiled.Validate(v)
 	if err == nil {
