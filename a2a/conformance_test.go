@@ -237,8 +237,8 @@ func TestSubscribeToWaitingTask(t *testing.T) {
 		if task, ok := evs[0].(*sdk.Task); !ok || task.ID != asked.TaskID || task.Status.State != sdk.TaskStateInputRequired {
 			t.Fatalf("%s: the first event is %#v, want the waiting task", binding, evs[0])
 		}
-		// A subscription that catches the run as it stops is also sent
-		// the run's last events: the task still waits in each.
+		// A subscription that catches the run before its task is stored
+		// as waiting follows it to its end: the task still waits in each.
 		for _, ev := range evs[1:] {
 			var state sdk.TaskState
 			switch e := ev.(type) {

@@ -401,6 +401,13 @@ func (h ownedTasks) SubscribeToTask(ctx context.Context, req *sdk.SubscribeToTas
 	if state := stored.Task.Status.State; state.Terminal() {
 		return refused(fmt.Errorf("%w: task %s is %s: a task that ended sends no more updates: read it with GetTask", sdk.ErrUnsupportedOperation, req.ID, stateName(state)))
 	}
+	if waitsForInput(stored.Task.Status.State) {
+		// Stored as waiting: its run has stopped, or is stopping. The
+		// SDK's subscription to a run caught as it unregisters can miss
+		// its end and wait on until the client gives up, so the stream
+		// is the stored task alone.
+		return func(yield func(sdk.Event, error) bool) { yield(stored.Task, nil) }
+	}
 	return func(yield func(sdk.Event, error) bool) {
 		first := true
 		for ev, err := range h.RequestHandler.SubscribeToTask(ctx, req) {
