@@ -105,52 +105,42 @@ func (b *busyDatabase) Release(ctx context.Context, key, owner string) error {
 // its TTL, and a thread's next turn was refused as "in progress"; so did a
 // release the database refused once.
 func TestUnlockFreesTheLockOnABusyDatabase(t *testing.T) {
-	t.Run("slow release", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			b := memory.New()
-			defer b.Close()
-			s, err := store.New(&busyDatabase{Backend: b, release: 6 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			l, err := s.TryLock(t.Context(), "thread")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := l.Unlock(); err != nil {
-				t.Fatalf("Unlock on a database 6 s slow: %v", err)
-			}
-			next, err := s.TryLock(t.Context(), "thread")
-			if err != nil {
-				t.Fatalf("TryLock after Unlock: %v, want the lock", err)
-			}
-			next.Unlock()
-		})
-	})
-	t.Run("release refused", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			b := memory.New()
-			defer b.Close()
+	for _, c := range []struct {
+		name, db string
+		busy     func(*memory.Backend) *busyDatabase
+	}{
+		{"slow release", "a database 6 s slow", func(b *memory.Backend) *busyDatabase {
+			return &busyDatabase{Backend: b, release: 6 * time.Second}
+		}},
+		{"release refused", "a database that refused three releases", func(b *memory.Backend) *busyDatabase {
 			busy := &busyDatabase{Backend: b}
 			busy.refuse.Store(3)
-			s, err := store.New(busy)
-			if err != nil {
-				t.Fatal(err)
-			}
-			l, err := s.TryLock(t.Context(), "thread")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := l.Unlock(); err != nil {
-				t.Fatalf("Unlock on a database that refused three releases: %v", err)
-			}
-			next, err := s.TryLock(t.Context(), "thread")
-			if err != nil {
-				t.Fatalf("TryLock after Unlock: %v, want the lock", err)
-			}
-			next.Unlock()
+			return busy
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := memory.New()
+				defer b.Close()
+				s, err := store.New(c.busy(b))
+				if err != nil {
+					t.Fatal(err)
+				}
+				l, err := s.TryLock(t.Context(), "thread")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := l.Unlock(); err != nil {
+					t.Fatalf("Unlock on %s: %v", c.db, err)
+				}
+				next, err := s.TryLock(t.Context(), "thread")
+				if err != nil {
+					t.Fatalf("TryLock after Unlock: %v, want the lock", err)
+				}
+				next.Unlock()
+			})
 		})
-	})
+	}
 	t.Run("renewals unconfirmed", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			b := memory.New()
