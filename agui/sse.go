@@ -58,6 +58,11 @@ func (s *stream) Emit(e event.Event) {
 func (s *stream) write(e event.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.writeLocked(e)
+}
+
+// writeLocked is write with s.mu held.
+func (s *stream) writeLocked(e event.Event) {
 	if s.done {
 		return
 	}
@@ -95,10 +100,14 @@ func (s *stream) gone() {
 	s.cancel()
 }
 
-// finish writes the run's terminal event and stops the stream.
+// finish writes the run's terminal event and stops the stream, under one
+// hold of the lock: an event of a job that outlives the run, emitted from
+// its own goroutine, cannot slip in after the terminal event.
 func (s *stream) finish(e event.Event) {
-	s.write(e)
-	s.close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writeLocked(e)
+	s.done = true
 }
 
 func (s *stream) close() {
