@@ -79,14 +79,15 @@ func TestTreeReplaysWithoutTheModel(t *testing.T) {
 		mode int
 	}{{"fresh ids", bigtree.IDsFresh}, {"no ids", bigtree.IDsNone}, {"ids restart", bigtree.IDsRestart}} {
 		t.Run(ids.name, func(t *testing.T) {
-			c, want, live := record(t, ids.mode)
+			// A replay holds no model at all (cassette.Replay takes
+			// none): that it makes no call is by construction.
+			c, want, _ := record(t, ids.mode)
 			if got := strings.Count(want.dump, "\n"); got != bigtree.Nodes {
 				t.Fatalf("the recorded tree has %d nodes, want %d:\n%s", got, bigtree.Nodes, want.dump)
 			}
 			if want.asked != 2 || want.ran != [2]int64{1, 1} {
 				t.Fatalf("recorded run: %d approvals asked, tools ran %v; want 2 and [1 1]", want.asked, want.ran)
 			}
-			recorded := live.Calls.Load()
 			n := *replays
 			if ids.mode != bigtree.IDsFresh {
 				n = 1
@@ -114,9 +115,6 @@ func TestTreeReplaysWithoutTheModel(t *testing.T) {
 						t.Fatalf("GOMAXPROCS %d, replay %d: %d approvals asked, tools ran %v; recorded %d, %v", procs, i, got.asked, got.ran, want.asked, want.ran)
 					}
 				}
-			}
-			if live.Calls.Load() != recorded {
-				t.Fatalf("the model was called %d times during the replays", live.Calls.Load()-recorded)
 			}
 		})
 	}
