@@ -159,7 +159,9 @@ func BenchmarkParallelFactory(b *testing.B) {
 // parent's two model calls, building and running n children, and folding
 // their results. It reports ms/turn, the process's CPU per turn, and
 // x-ideal: the wall time over the ideal, 20 ms plus the CPU the turn needs
-// spread over the machine's cores.
+// spread over the machine's cores. Wall time on a shared machine varies
+// with its load; TestFanoutDefaultIdeal holds the same turn to its ideal on
+// virtual time, with and without the default Admission.
 func BenchmarkFanoutDefault(b *testing.B) {
 	const latency = 20 * time.Millisecond
 	for _, n := range []int{16, 64, 256, 1024} {
