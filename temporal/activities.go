@@ -157,9 +157,12 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (reply ModelRep
 	}
 	// Paid for: its usage is reported as the call ends, as in process.
 	em.usage(provider.ModelUsage{Provider: name, Model: model, Usage: resp.Usage, Cost: reply.Cost})
+	// The run's wrap-up turn, made so by the workflow or by the
+	// reservation above: the workflow reads its reply as the answer.
+	wrapUp = wrapUp || (in.Reserve != nil && in.Reserve.WrapUp)
 	defer func() {
 		if err == nil {
-			em.after(in.Provider, in.Request, reply.Response, reply.Cost)
+			em.after(in.Provider, in.Request, reply.Response, reply.Cost, wrapUp)
 		}
 	}()
 	limit := a.rt.payloadLimit()

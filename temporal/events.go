@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/deputy-go/deputy/agent"
@@ -175,10 +176,18 @@ func (em emitter) usage(m provider.ModelUsage) {
 
 // after publishes a model's reply: its text and tool calls; for a reply
 // that ends the run, the step's end and, for a child, its end with the
-// answer its parent gets.
-func (em emitter) after(providerName string, req provider.Request, resp provider.Response, cost float64) {
+// answer its parent gets. The reply of a wrap-up turn (wrapUp) is read as
+// the workflow reads it: its tool calls are dropped, and one with no text
+// ends nothing, since the workflow fails the run, and ends its step, then.
+func (em emitter) after(providerName string, req provider.Request, resp provider.Response, cost float64, wrapUp bool) {
 	if !em.on() {
 		return
+	}
+	if wrapUp {
+		resp.Message.ToolCalls = nil
+		if strings.TrimSpace(resp.Message.Content) == "" {
+			return
+		}
 	}
 	t := em.t
 	msgID := em.stepName(t.Step)

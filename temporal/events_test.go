@@ -349,3 +349,57 @@ func TestPolicyDecisionsAreEventsOnTemporal(t *testing.T) {
 		t.Errorf("the policy made %d decisions and %d events tell of them, want one each", decided, events)
 	}
 }
+
+// A run that fails after the reply of its last step ends that step once:
+// a wrap-up call under a token limit answered with no text (nothing, or
+// tool calls only, which a wrap-up drops) fails the run, there being no
+// answer to give, and the step it was, published as started by its model
+// call, is published as finished once, by the workflow; the calls the
+// wrap-up dropped are not published as made.
+func TestFailedWrapUpEndsItsStepOnce(t *testing.T) {
+	add := provider.ToolCall{ID: "a", Name: "add", Arguments: json.RawMessage(`{"x":1,"y":2}`)}
+	for name, wrapUp := range map[string]provider.Message{
+		"no text":         provider.AssistantMessage(""),
+		"tool calls only": provider.AssistantMessage("", provider.ToolCall{ID: "b", Name: "add", Arguments: json.RawMessage(`{"x":3,"y":4}`)}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			hub := NewHub()
+			p := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+				if len(req.Tools) == 0 {
+					return provider.Response{Message: wrapUp, Usage: provider.Usage{InputTokens: 100, OutputTokens: 1}, StopReason: provider.StopEndTurn}, nil
+				}
+				return provider.Response{Message: provider.AssistantMessage("", add), Usage: provider.Usage{InputTokens: 1000, OutputTokens: 400}, StopReason: provider.StopToolUse}, nil
+			})
+			env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Tools: addTool(t), Events: hub})
+			env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "tree-w"})
+			var rec recorder
+			defer hub.Subscribe(event.WithSink(context.Background(), &rec), "tree-w")()
+			env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"add"}, TokenLimit: 3000}, Text: "go"})
+			err := env.GetWorkflowError()
+			if err == nil || !strings.Contains(err.Error(), "asked to wrap up, had no answer") {
+				t.Fatalf("error %v, want the wrap-up's missing answer", err)
+			}
+			started, finished := map[string]int{}, map[string]int{}
+			calls := 0
+			for _, e := range rec.events {
+				switch e.Type {
+				case event.StepStarted:
+					started[e.StepName]++
+				case event.StepFinished:
+					finished[e.StepName]++
+				case event.ToolCallStart:
+					calls++
+				}
+			}
+			if len(started) != 2 {
+				t.Fatalf("steps started %v, want two: the call of add and the wrap-up", started)
+			}
+			if d := cmp.Diff(started, finished); d != "" {
+				t.Errorf("each step started must finish once (-started +finished):\n%s", d)
+			}
+			if calls != 1 {
+				t.Errorf("%d tool calls published, want the first step's one: a wrap-up's calls are not made", calls)
+			}
+		})
+	}
+}
