@@ -234,14 +234,26 @@ type round struct {
 
 // pollQuestions is how often Run looks for questions while it waits, and
 // settleQuestions how long the questions must stay the same before Run
-// hands them on: a fork that asks a moment after its lead is asked in the
-// same round. It is a heuristic, not a guarantee: a branch of the tree
-// still working when the window closes asks in a later round, after the
-// first round's answers, as a question asked after an answer would.
+// hands them on: a fork that asks a moment after its lead, or after a
+// sibling, is asked in the same round (TestParallelChildrenAskInOneRound:
+// a second fork asking 300 ms after the first).
+//
+// It is a window, not a guarantee. A question reaches the tree's top
+// workflow by a signal from the workflow that asks it, and nothing tells
+// the top whether the tree's other branches are still working and may
+// ask too: a workflow knows its own calls, not whether a child of a child
+// is running a model call or waiting for an answer. An exact round would
+// need every workflow of the tree to tell its parent each time it comes
+// to wait only on questions and each time an answer sets it going again,
+// and the top to read its whole tree from those: a signal and a history
+// event per workflow on the path of each question, and new commands in
+// every workflow, behind a version marker. So a branch still working
+// when the window closes (one whose model is slower than settleQuestions,
+// or one a loaded worker has not run yet) asks in a later round, after
+// the first round's answers, as a question asked after an answer would.
 // Which round a question comes in changes no outcome (each is answered
 // once, and its call runs once), only how many times the person is asked
-// to come back. A deterministic round would need every workflow of the
-// tree to tell the top when it is idle, at a signal per child per turn.
+// to come back.
 const (
 	pollQuestions   = 250 * time.Millisecond
 	settleQuestions = time.Second
