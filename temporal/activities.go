@@ -108,6 +108,7 @@ func Register(w worker.Registry, rt *Runtime) {
 	w.RegisterActivityWithOptions(a.CheckDelegations, activity.RegisterOptions{Name: ChecksActivityName})
 	w.RegisterActivityWithOptions(a.Guard, activity.RegisterOptions{Name: GuardActivityName})
 	w.RegisterActivityWithOptions(a.PublishJobEvents, activity.RegisterOptions{Name: PublishActivityName})
+	w.RegisterActivityWithOptions(a.AwaitJob, activity.RegisterOptions{Name: AwaitJobActivityName})
 }
 
 func (rt *Runtime) payloadLimit() int { return cmp.Or(max(rt.PayloadLimit, 0), DefaultPayloadLimit) }

@@ -12,10 +12,12 @@ import (
 	"sync"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
 )
 
@@ -37,6 +39,12 @@ type Agent struct {
 	// Events is the Hub the workers publish to (nil: no events but the
 	// run's own start and end).
 	Events *Hub
+	// JobNote, when the Spec has JobsAcrossTurns, is what the model reads
+	// of a job of the thread that ended between turns, as the note
+	// function of subagent.WithJobsAcrossTurns (nil:
+	// subagent.DefaultJobNote); a blank note shows nothing, and the job
+	// stays for a wait to collect.
+	JobNote func(subagent.JobResult) string
 }
 
 // Run runs the Spec on in as a workflow and returns its outcome. A failed
@@ -57,8 +65,22 @@ func (a *Agent) Run(ctx context.Context, in agent.Input) (agent.Output, error) {
 	// turn's journal finds the one the first run started.
 	raw, err := tool.Once(ctx, "temporal.start", func(ctx context.Context) (json.RawMessage, error) {
 		id := newWorkflowID()
-		_, err := a.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: a.TaskQueue}, AgentWorkflowName,
-			RunInput{Spec: a.Spec, Text: in.Text, Messages: in.Messages})
+		opts := client.StartWorkflowOptions{ID: id, TaskQueue: a.TaskQueue}
+		var thread *ThreadJobs
+		if th := agent.Thread(ctx); th != "" && a.Spec.Background && a.Spec.JobsAcrossTurns && agent.Depth(ctx) == 0 {
+			// A turn of a thread whose jobs outlive it: every turn of
+			// the thread runs under the thread's id (ThreadJobs).
+			id = ThreadWorkflowID(agent.Owner(ctx), th)
+			opts.ID = id
+			opts.WorkflowExecutionErrorWhenAlreadyStarted = true
+			opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+			var err error
+			if thread, err = a.threadJobs(ctx, id); err != nil {
+				return nil, err
+			}
+		}
+		_, err := a.Client.ExecuteWorkflow(ctx, opts, AgentWorkflowName,
+			RunInput{Spec: a.Spec, Text: in.Text, Messages: in.Messages, Thread: thread})
 		if err != nil {
 			return nil, fmt.Errorf("temporal: starting the run: %w", err)
 		}

@@ -106,6 +106,9 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 			// it go on (below).
 			d := &delegation{tn: tn, call: call, sub: sub, isSpawn: isSpawn, id: fmt.Sprintf("%s.%d-%s", idPrefix, i, call.Name)}
 			d.background = isSpawn && backgroundAsked(call) && tn.jobs.offered() && tn.jobs.enabled(ctx)
+			if d.background && tn.jobs.threaded() {
+				d.jobID, d.id = tn.jobs.nextIDs()
+			}
 			d.receipt = d.background && tn.jobs.policed(ctx)
 			delegations[i] = d
 			ins = append(ins, d.checkInput())

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -111,6 +112,9 @@ type jobs struct {
 	// policy, once policyAsked: the run's jobs calls and receipts are
 	// checked (jobsPolicyChange).
 	policy, policyAsked bool
+	// thread, for a turn of a thread (Spec.JobsAcrossTurns): its jobs
+	// are the thread's, and outlive the turn (see ThreadJobs).
+	thread *ThreadJobs
 }
 
 // bgJob is one background child.
@@ -134,6 +138,10 @@ type bgJob struct {
 	// asks are the questions the job, or a child of its own, waits on a
 	// person for (see jobs.asking).
 	asks []tool.Interrupt
+	// inherited: an earlier turn of the thread started it; unwatch stops
+	// the turn's wait for its end (adopt).
+	inherited bool
+	unwatch   workflow.CancelFunc
 }
 
 func newJobs(ctx workflow.Context, spec Spec, trace *Trace) *jobs {
@@ -201,7 +209,11 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 		return ToolResult{Content: fmt.Sprintf("%v: %d are running, the most one run may have: wait for one, or cancel one, first", subagent.ErrMaxBackground, n), IsError: true}, nil
 	}
 	a := d.arg.(RunInput)
-	j := &bgJob{id: "job_" + strconv.Itoa(len(js.list)+1), agent: forkName, task: a.Text, wfID: d.id}
+	id := d.jobID // a thread's, numbered in the thread
+	if id == "" {
+		id = "job_" + strconv.Itoa(len(js.list)+1)
+	}
+	j := &bgJob{id: id, agent: forkName, task: a.Text, wfID: d.id}
 	js.list = append(js.list, j) // at once: starts of one step run side by side
 	a.Job = j.id
 	if !js.eventsChecked {
@@ -225,6 +237,16 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 	if a.Spec.MaxSteps == 0 || a.Spec.MaxSteps > subagent.DefaultJobSteps {
 		a.Spec.MaxSteps = subagent.DefaultJobSteps
 	}
+	if js.threaded() {
+		// A job that outlives its turn is bounded on its own, as in
+		// process: past an unlimited run, the default limits of a job.
+		if a.Spec.TokenLimit == 0 {
+			a.Spec.TokenLimit = subagent.DefaultJobTokens
+		}
+		if a.Spec.CostLimit == 0 {
+			a.Spec.CostLimit = subagent.DefaultJobCost
+		}
+	}
 	if js.progress == nil {
 		js.progress = workflow.GetSignalChannel(js.ctx, jobProgressSignal)
 	}
@@ -234,8 +256,11 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 	// what it spent, a model call in flight included, comes back with it
 	// (jobSettleChange; before it, its usage was dropped).
 	settle := workflow.GetVersion(ctx, jobSettleChange, workflow.DefaultVersion, 1) >= 1
-	cctx := workflow.WithChildOptions(jctx, workflow.ChildWorkflowOptions{WorkflowID: d.id, WorkflowExecutionTimeout: subagent.DefaultJobTime,
-		WaitForCancellation: settle})
+	opts := workflow.ChildWorkflowOptions{WorkflowID: d.id, WorkflowExecutionTimeout: subagent.DefaultJobTime, WaitForCancellation: settle}
+	if js.threaded() {
+		opts.ParentClosePolicy = enumspb.PARENT_CLOSE_POLICY_ABANDON // it outlives the turn
+	}
+	cctx := workflow.WithChildOptions(jctx, opts)
 	f := workflow.ExecuteChildWorkflow(cctx, AgentWorkflowName, a)
 	if err := f.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 		cancel()
@@ -714,6 +739,11 @@ func (js *jobs) settle() (provider.Usage, float64) {
 	if js == nil || len(js.list) == 0 {
 		return provider.Usage{}, 0
 	}
+	if js.threaded() {
+		// The thread's jobs work on; the next turn hands them over.
+		js.leave()
+		return provider.Usage{}, 0
+	}
 	for _, j := range js.list {
 		if !j.ended {
 			j.cancelled = true
@@ -779,6 +809,11 @@ type JobSend struct {
 // serve answers JobsQuery and takes JobSendUpdate and JobCancelUpdate.
 // Neither records anything in the history until an update comes.
 func (js *jobs) serve(ctx workflow.Context) error {
+	if js.threaded() {
+		if err := workflow.SetQueryHandler(ctx, ThreadJobsQuery, func() (ThreadJobs, error) { return js.state(), nil }); err != nil {
+			return err
+		}
+	}
 	if err := workflow.SetQueryHandler(ctx, JobsQuery, func() ([]subagent.JobStatus, error) {
 		js.asking(nil)
 		out := make([]subagent.JobStatus, len(js.list))

@@ -161,7 +161,7 @@ func ResidentWorkflow(ctx workflow.Context, in ResidentInput) ([]provider.Messag
 					return RunOutput{Usage: spent}, err
 				}
 			}
-			out, err := run(ctx, in.Spec, 0, prior, []provider.Message{provider.UserMessage(task)}, fmt.Sprintf("%s/t%d", id, turn), nil, nil, cmp.Or(in.Spec.Name, agent.DefaultName), nil, nil)
+			out, err := run(ctx, in.Spec, 0, prior, []provider.Message{provider.UserMessage(task)}, fmt.Sprintf("%s/t%d", id, turn), nil, nil, cmp.Or(in.Spec.Name, agent.DefaultName), nil, nil, nil)
 			out.Usage = out.Usage.Add(spent)
 			if err != nil {
 				return RunOutput{Usage: out.Usage}, err

@@ -90,6 +90,12 @@ type Spec struct {
 	// MaxBackground bounds the jobs of one run alive at once
 	// (subagent.DefaultMaxBackground when 0).
 	MaxBackground int `json:"max_background,omitempty"`
+	// JobsAcrossTurns, with Background, gives the jobs a top-level run
+	// of a thread (agent.WithThread, through Agent) starts to the thread,
+	// as subagent.WithJobsAcrossTurns does in process: they work on when
+	// the turn ends, and the thread's next turn is told which ended
+	// meanwhile and acts on them with subagent_jobs (see ThreadJobs).
+	JobsAcrossTurns bool `json:"jobs_across_turns,omitempty"`
 	// MaxSteps bounds the model calls of one run (DefaultMaxSteps when 0).
 	MaxSteps int `json:"max_steps,omitempty"`
 	// ToolRetries is how many steps in a row with a failed tool call the
@@ -189,6 +195,10 @@ type RunInput struct {
 	// hand-off of its own, reads them, as the check of its first hand-off
 	// did.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Thread, set by Agent on a turn of a thread whose Spec has
+	// JobsAcrossTurns, is what the turn knows of the thread's jobs when
+	// it starts (nil: the run's jobs are its own).
+	Thread *ThreadJobs `json:"thread,omitempty"`
 }
 
 // RunOutput is the outcome of a run.

@@ -56,7 +56,14 @@ func AgentWorkflow(ctx workflow.Context, in RunInput) (RunOutput, error) {
 	if err != nil {
 		return RunOutput{}, err
 	}
-	out, err := run(ctx, in.Spec, in.Depth, nil, input, id, trace, q, cmp.Or(in.Path, cmp.Or(in.Spec.Name, agent.DefaultName)), newInbox(ctx, in.Job), in.Arguments)
+	var thread *ThreadJobs
+	if in.Depth == 0 && in.Spec.Background && in.Spec.JobsAcrossTurns {
+		thread = in.Thread
+		if thread == nil {
+			thread = &ThreadJobs{} // a thread's first turn, started without Agent
+		}
+	}
+	out, err := run(ctx, in.Spec, in.Depth, nil, input, id, trace, q, cmp.Or(in.Path, cmp.Or(in.Spec.Name, agent.DefaultName)), newInbox(ctx, in.Job), in.Arguments, thread)
 	if in.Depth > 0 {
 		// A child's transcript stays in its own history; only the answer
 		// and usage go back to the parent.
@@ -88,12 +95,16 @@ func FactoryWorkflow(ctx workflow.Context, in FactoryCall) (ToolResult, error) {
 // and ib, for a run that is a background job, takes the messages its
 // parent sends it. callArgs are the arguments of the call that started
 // a child (RunInput.Arguments), which the check of its corrective retry
-// reads.
-func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Message, idPrefix string, trace *Trace, q *questions, path string, ib *inbox, callArgs json.RawMessage) (out RunOutput, err error) {
+// reads. thread, for a turn of a thread, is what it knows of the
+// thread's jobs (nil: the run's jobs are its own).
+func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Message, idPrefix string, trace *Trace, q *questions, path string, ib *inbox, callArgs json.RawMessage, thread *ThreadJobs) (out RunOutput, err error) {
 	var jb *jobs
 	if spec.Background && q != nil {
 		jb = newJobs(ctx, spec, trace)
 		jb.q = q
+		if thread != nil {
+			jb.inherit(thread)
+		}
 		if err := jb.serve(ctx); err != nil {
 			return out, err
 		}
@@ -152,6 +163,12 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			out.Messages = conv
 			return out, failure(out, ErrTypeGuardrailTripped, g.Message)
 		}
+	}
+	if m, u, ok := jb.threadNotes(); ok {
+		// The jobs of the thread that ended since its last turn, before
+		// the first model call, as in process: what they spent counts here.
+		conv = append(conv, m)
+		out.ChildUsage = out.ChildUsage.Add(u)
 	}
 	for step := 0; ; step++ {
 		if step >= spec.maxSteps() {
@@ -600,6 +617,9 @@ func runTools(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 			}
 			d := &delegation{tn: tn, call: call, sub: sub, isSpawn: isSpawn, id: fmt.Sprintf("%s.%d-%s", idPrefix, i, call.Name)}
 			d.background = isSpawn && backgroundAsked(call) && tn.jobs.offered() && tn.jobs.enabled(ctx)
+			if d.background && tn.jobs.threaded() {
+				d.jobID, d.id = tn.jobs.nextIDs()
+			}
 			if !checked {
 				// As before delegationChange: bad arguments are refused
 				// before anything is scheduled.
@@ -671,6 +691,7 @@ type delegation struct {
 	sub     SubAgent
 	isSpawn bool
 	id      string // the child workflow's id
+	jobID   string // a thread's job's id, numbered in the thread
 
 	wfName  string
 	arg     any    // RunInput or FactoryCall

@@ -1,0 +1,417 @@
+package temporal
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	sdktemporal "go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// Jobs that outlive their turn (Spec.JobsAcrossTurns), as
+// subagent.WithJobsAcrossTurns in process.
+//
+// Every turn of a thread runs under one workflow id, ThreadWorkflowID of
+// its owner and thread: the turns are successive runs of it (a thread
+// has one turn running at a time), and the thread's jobs are child
+// workflows started with parent-close policy ABANDON under ids of the
+// thread (that id, "/job_", the job's number in the thread), never of a
+// run. A job tells its parent where it stands by a signal to that id,
+// which reaches whichever turn runs now.
+//
+// How a turn learns the thread's jobs: Agent, before it starts the turn,
+// reads them from the thread's last turn (a query of its closed run,
+// ThreadJobsQuery, which the server answers by replaying that run's
+// history), asks the server which of those still running have ended and
+// with what (the jobs' own results), and passes the whole in the turn's
+// RunInput.Thread, with the notes of the jobs that ended meanwhile
+// already written (Agent.JobNote). Chosen because it is the plainest
+// that replays: the turn's workflow reads what happened between turns
+// from its input, which its history holds, and nothing else; a listing
+// of child workflows by id prefix would read the server's visibility
+// store, which lags and is not in the history. A job still running when
+// the turn starts is waited for by an activity (AwaitJobActivityName)
+// that returns the job's outcome once its workflow has closed, which the
+// history records in turn.
+
+const (
+	// ThreadJobsQuery returns what a turn of a thread knows of the
+	// thread's jobs (a ThreadJobs), at its end for a closed run: Agent
+	// reads it from the thread's last turn.
+	ThreadJobsQuery = "deputy.thread_jobs"
+
+	// AwaitJobActivityName is the activity that waits for a job an
+	// earlier turn of the thread started to end and returns its outcome.
+	AwaitJobActivityName = "deputy.AwaitJob"
+
+	// maxKeptJobs bounds the jobs a thread keeps once they are handed
+	// over (collected): the oldest go first, as in process.
+	maxKeptJobs = 64
+)
+
+// ThreadWorkflowID is the workflow id under which every turn of the
+// thread runs, for the owner (agent.WithOwner) and thread
+// (agent.WithThread): Jobs, SendToJob and CancelJob act through it on
+// the thread's jobs while a turn runs.
+func ThreadWorkflowID(owner, thread string) string {
+	h := sha256.Sum256([]byte(owner + "\x00" + thread))
+	return "deputy-thread-" + hex.EncodeToString(h[:16])
+}
+
+// ThreadJobs is what a turn of a thread knows of the thread's jobs when
+// it starts: Agent builds it (see ThreadWorkflowID); a program that
+// starts AgentWorkflow itself leaves RunInput.Thread nil.
+type ThreadJobs struct {
+	Jobs []keptJob `json:"jobs,omitempty"`
+	// Next is the number of jobs the thread has started, for the ids of
+	// the next; Sent the messages sent to them, for the messages' ids.
+	Next int `json:"next,omitempty"`
+	Sent int `json:"sent,omitempty"`
+	// Notes are what the turn's model reads, before its first model
+	// call, of the jobs that ended since the last turn: each note's ID is
+	// its job's, its Usage what the job spent, counted by the turn.
+	Notes []tool.Note `json:"notes,omitempty"`
+}
+
+// keptJob is one job of a thread, as a turn hands it to the next.
+type keptJob struct {
+	ID         string             `json:"id"`
+	Agent      string             `json:"agent"`
+	Task       string             `json:"task"`
+	WorkflowID string             `json:"workflow_id"`
+	Ended      bool               `json:"ended,omitempty"`
+	Collected  bool               `json:"collected,omitempty"`
+	Cancelled  bool               `json:"cancelled,omitempty"`
+	Outcome    *jobOutcome        `json:"outcome,omitempty"`
+	Step       int                `json:"step,omitempty"`
+	Last       string             `json:"last,omitempty"`
+	Usage      provider.Usage     `json:"usage"`
+	Cost       float64            `json:"cost,omitempty"`
+	Receipts   []subagent.Receipt `json:"receipts,omitempty"`
+}
+
+// jobOutcome is how a job ended, as data: its output, or its failure's
+// message, type and what it spent.
+type jobOutcome struct {
+	Out       RunOutput      `json:"out"`
+	Failed    string         `json:"failed,omitempty"` // "": it answered
+	Type      string         `json:"type,omitempty"`
+	Cancelled bool           `json:"cancelled,omitempty"`
+	TimedOut  bool           `json:"timed_out,omitempty"`
+	Usage     provider.Usage `json:"usage"`
+	Cost      float64        `json:"cost,omitempty"`
+}
+
+func outcomeOf(out RunOutput, err error) *jobOutcome {
+	if err == nil {
+		return &jobOutcome{Out: out}
+	}
+	o := &jobOutcome{Failed: messageOf(err), Usage: usageOf(err), Cost: costOf(err), Cancelled: sdktemporal.IsCanceledError(err)}
+	if o.Failed == "" {
+		o.Failed = "failed"
+	}
+	var app *sdktemporal.ApplicationError
+	if errors.As(err, &app) {
+		o.Type = app.Type()
+	}
+	var timeout *sdktemporal.TimeoutError
+	o.TimedOut = errors.As(err, &timeout)
+	return o
+}
+
+// result is the outcome as a child's Get returns it.
+func (o *jobOutcome) result() (RunOutput, error) {
+	switch {
+	case o.Failed == "":
+		return o.Out, nil
+	case o.Cancelled:
+		return RunOutput{}, sdktemporal.NewCanceledError(o.Usage, o.Cost)
+	case o.TimedOut:
+		return RunOutput{}, sdktemporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, errors.New(o.Failed))
+	}
+	typ := o.Type
+	if typ == "" {
+		typ = "deputy.failed"
+	}
+	return RunOutput{}, sdktemporal.NewNonRetryableApplicationError(o.Failed, typ, nil, o.Usage, o.Cost)
+}
+
+// kept is the job as the thread keeps it.
+func (j *bgJob) kept() keptJob {
+	k := keptJob{ID: j.id, Agent: j.agent, Task: j.task, WorkflowID: j.wfID, Ended: j.ended, Collected: j.collected, Cancelled: j.cancelled,
+		Step: j.step, Last: j.last, Usage: j.usage, Cost: j.cost, Receipts: slices.Clone(j.receipts)}
+	if j.ended {
+		k.Outcome = outcomeOf(j.out, j.err)
+	}
+	return k
+}
+
+// job is the kept job as a turn acts on it: one that ended with its
+// outcome, one still running without a way to stop it yet (adopt).
+func (k keptJob) job() *bgJob {
+	j := &bgJob{id: k.ID, agent: k.Agent, task: k.Task, wfID: k.WorkflowID, ended: k.Ended, collected: k.Collected, cancelled: k.Cancelled,
+		step: k.Step, last: k.Last, usage: k.Usage, cost: k.Cost, receipts: slices.Clone(k.Receipts), told: true, inherited: true}
+	if k.Ended && k.Outcome != nil {
+		j.out, j.err = k.Outcome.result()
+	}
+	return j
+}
+
+// threaded reports whether the run's jobs are its thread's.
+func (js *jobs) threaded() bool { return js != nil && js.thread != nil }
+
+// nextIDs returns the ids of the next job of a thread's run: its number
+// in the thread and its workflow id under the thread's.
+func (js *jobs) nextIDs() (string, string) {
+	js.thread.Next++
+	id := "job_" + strconv.Itoa(js.thread.Next)
+	return id, workflow.GetInfo(js.ctx).WorkflowExecution.ID + "/" + id
+}
+
+// inherit takes the thread's jobs as the turn starts: those that ended
+// come with their outcomes, those noted are handed over, and each one
+// still running is waited for by an activity of its own.
+func (js *jobs) inherit(th *ThreadJobs) {
+	js.thread = th
+	js.sent = th.Sent
+	// The turn publishes its jobs' events from the start: those of the
+	// jobs it inherits too (a new field: no history recorded before it).
+	js.eventsChecked, js.publishing = true, js.trace != nil
+	noted := map[string]bool{}
+	for _, n := range th.Notes {
+		noted[n.ID] = true
+	}
+	for _, k := range th.Jobs {
+		j := k.job()
+		if noted[j.id] {
+			j.collected = true // its usage is the note's
+		}
+		js.list = append(js.list, j)
+		if !j.ended {
+			js.adopt(j)
+		}
+	}
+}
+
+// adopt waits, in a coroutine, for a job an earlier turn started to end,
+// and gives the turn a way to cancel it.
+func (js *jobs) adopt(j *bgJob) {
+	if js.progress == nil {
+		js.progress = workflow.GetSignalChannel(js.ctx, jobProgressSignal)
+	}
+	actx, stop := workflow.WithCancel(js.ctx)
+	j.unwatch = stop
+	j.cancel = func() {
+		_ = workflow.RequestCancelExternalWorkflow(js.ctx, j.wfID, "")
+	}
+	actx = workflow.WithActivityOptions(actx, workflow.ActivityOptions{
+		StartToCloseTimeout: subagent.DefaultJobTime + 10*time.Minute,
+		HeartbeatTimeout:    HeartbeatTimeout,
+		RetryPolicy:         &sdktemporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
+	})
+	workflow.Go(js.ctx, func(gctx workflow.Context) {
+		var o jobOutcome
+		if err := workflow.ExecuteActivity(actx, AwaitJobActivityName, j.wfID).Get(gctx, &o); err != nil {
+			return // the turn ended first: the next one waits for it
+		}
+		js.drain()
+		j.out, j.err = o.result()
+		j.ended = true
+		for i := range j.receipts {
+			if j.receipts[i].State == subagent.MessageQueued {
+				j.receipts[i].State = subagent.MessageUndelivered
+			}
+		}
+		js.publish(gctx, j.statusEvent(subagent.JobEndedEvent))
+	})
+}
+
+// state is what the thread keeps of its jobs as the turn stands now: the
+// oldest jobs handed over go past maxKeptJobs.
+func (js *jobs) state() ThreadJobs {
+	th := ThreadJobs{Next: js.thread.Next, Sent: js.sent}
+	extra := len(js.list) - maxKeptJobs
+	for _, j := range js.list {
+		if extra > 0 && j.ended && j.collected {
+			extra--
+			continue
+		}
+		th.Jobs = append(th.Jobs, j.kept())
+	}
+	return th
+}
+
+// leave ends a thread's turn: its jobs work on; only the waits for
+// those an earlier turn started stop, and the turn waits until the end
+// of every job that ended in it is published.
+func (js *jobs) leave() {
+	for _, j := range js.list {
+		if j.unwatch != nil && !j.ended {
+			j.unwatch()
+		}
+	}
+	ctx, _ := workflow.NewDisconnectedContext(js.ctx)
+	_ = workflow.Await(ctx, func() bool {
+		return !slices.ContainsFunc(js.list, func(j *bgJob) bool { return j.ended && !j.told })
+	})
+	js.drain() // what the jobs told of where they stand, for the next turn
+}
+
+// threadNotes returns the user message of a thread's turn's notes and
+// what the jobs they tell of spent (ok false: none).
+func (js *jobs) threadNotes() (provider.Message, provider.Usage, bool) {
+	if !js.threaded() || len(js.thread.Notes) == 0 {
+		return provider.Message{}, provider.Usage{}, false
+	}
+	var b strings.Builder
+	var u provider.Usage
+	for i, n := range js.thread.Notes {
+		if i > 0 {
+			b.WriteString("\n\n")
+		}
+		b.WriteString(n.Text)
+		u = u.Add(n.Usage)
+	}
+	return provider.UserMessage(b.String()), u, true
+}
+
+// threadJobs is what the next turn of the thread whose workflow is id
+// knows of its jobs: the last turn's, each still running then asked
+// about now, with the notes of those that ended and were not handed over.
+func (a *Agent) threadJobs(ctx context.Context, id string) (*ThreadJobs, error) {
+	th := &ThreadJobs{}
+	d, err := a.Client.DescribeWorkflowExecution(ctx, id, "")
+	var missing *serviceerror.NotFound
+	switch {
+	case errors.As(err, &missing):
+		return th, nil // the thread's first turn
+	case err != nil:
+		return nil, fmt.Errorf("temporal: reading the thread's last turn %s: %w", id, err)
+	}
+	info := d.GetWorkflowExecutionInfo()
+	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return nil, fmt.Errorf("temporal: the thread's last turn (workflow %s) is still running: a thread has one turn at a time; wait for it, answer its questions or cancel it first", id)
+	}
+	v, err := a.Client.QueryWorkflow(ctx, id, info.GetExecution().GetRunId(), ThreadJobsQuery)
+	var failed *serviceerror.QueryFailed
+	switch {
+	case errors.As(err, &failed):
+		return th, nil // a turn that kept no jobs (Spec without JobsAcrossTurns)
+	case err != nil:
+		return nil, fmt.Errorf("temporal: reading the jobs of the thread's last turn %s: %w", id, err)
+	}
+	if err := v.Get(th); err != nil {
+		return nil, fmt.Errorf("temporal: reading the jobs of the thread's last turn %s: %w", id, err)
+	}
+	th.Notes = nil
+	for i := range th.Jobs {
+		k := &th.Jobs[i]
+		if k.Ended {
+			continue
+		}
+		o, err := jobOutcomeNow(ctx, a.Client, k.WorkflowID)
+		if err != nil {
+			return nil, fmt.Errorf("temporal: reading job %s of the thread: %w", k.ID, err)
+		}
+		if o != nil {
+			k.Ended, k.Outcome = true, o
+		}
+	}
+	note := a.JobNote
+	if note == nil {
+		note = subagent.DefaultJobNote
+	}
+	for _, k := range th.Jobs {
+		if !k.Ended || k.Collected {
+			continue
+		}
+		j := k.job()
+		st := j.status()
+		res := j.collect(a.Spec.maxOutput())
+		text := note(subagent.JobResult{JobStatus: st, Result: tool.Result{Content: res.Content, IsError: res.IsError, Usage: res.Usage}, Err: j.err})
+		if strings.TrimSpace(text) != "" {
+			th.Notes = append(th.Notes, tool.Note{ID: k.ID, Text: text, Usage: res.Usage})
+		}
+	}
+	return th, nil
+}
+
+// jobOutcomeNow returns how the job whose workflow is wfID ended, or nil
+// while it runs.
+func jobOutcomeNow(ctx context.Context, c client.Client, wfID string) (*jobOutcome, error) {
+	d, err := c.DescribeWorkflowExecution(ctx, wfID, "")
+	var missing *serviceerror.NotFound
+	switch {
+	case errors.As(err, &missing):
+		return &jobOutcome{Failed: "its workflow " + wfID + " is no longer kept by the server"}, nil
+	case err != nil:
+		return nil, err
+	}
+	info := d.GetWorkflowExecutionInfo()
+	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return nil, nil
+	}
+	var out RunOutput
+	err = c.GetWorkflow(ctx, wfID, info.GetExecution().GetRunId()).Get(ctx, &out)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return outcomeOf(out, err), nil
+}
+
+// AwaitJob is the activity that waits for the job whose workflow is
+// wfID, one an earlier turn of the thread started, to end, and returns
+// its outcome. It heartbeats while it waits: the turn that ends first
+// cancels it.
+func (a *Activities) AwaitJob(ctx context.Context, wfID string) (jobOutcome, error) {
+	c := activity.GetClient(ctx)
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(HeartbeatTimeout / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	defer func() { close(done); wg.Wait() }()
+	d, err := c.DescribeWorkflowExecution(ctx, wfID, "")
+	var missing *serviceerror.NotFound
+	switch {
+	case errors.As(err, &missing):
+		return jobOutcome{Failed: "its workflow " + wfID + " is no longer kept by the server"}, nil
+	case err != nil:
+		return jobOutcome{}, err
+	}
+	var out RunOutput
+	// Get follows the run it names to its end, a run it continued as new
+	// included, and blocks until then.
+	err = c.GetWorkflow(ctx, wfID, d.GetWorkflowExecutionInfo().GetExecution().GetRunId()).Get(ctx, &out)
+	if ctx.Err() != nil {
+		return jobOutcome{}, ctx.Err()
+	}
+	return *outcomeOf(out, err), nil
+}

@@ -1,0 +1,235 @@
+package temporal
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// A lead's jobs outlive its turn on a real server, as with
+// subagent.WithJobsAcrossTurns in process: its first turn starts a quick
+// job and a slow one and ends; the quick one finishes between turns, and
+// the worker is replaced by another; the second turn is told of it once
+// and sends the slow one a message; the third waits for the slow one and
+// reads its answer, the message heard once. Every side effect runs once,
+// no model answer is asked for twice, and what the three turns report
+// spending is what the model billed — with models that name their calls
+// afresh, not at all, or from call_0.
+func TestJobsOutliveTheirTurn(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	c, err := Dial(context.Background(), hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, mode := range policyIDModes {
+		t.Run(mode.name, func(t *testing.T) { jobsOutliveTheirTurn(t, c, mode.id) })
+	}
+}
+
+func jobsOutliveTheirTurn(t *testing.T, c client.Client, id func(n int64, i int) string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const (
+		turn1, turn2, turn3 = "start the survey", "check in", "collect the rivers"
+		quick, slow, steer  = "count the birds", "map the rivers", "also the lakes"
+	)
+	var (
+		n                   atomic.Int64
+		mu                  sync.Mutex
+		asked               = map[string]int{} // model calls by task and results seen
+		seen                = map[string]string{}
+		recorded, holds     atomic.Int64
+		stoppedBefore, held atomic.Int64
+	)
+	waiting := make(chan struct{})
+	var waitOnce sync.Once
+	m := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		task := firstUserOf(req)
+		var users []string
+		for _, msg := range req.Messages {
+			if msg.Role == provider.RoleUser {
+				users = append(users, msg.Content)
+			}
+		}
+		mu.Lock()
+		asked[fmt.Sprintf("%s/%d", task, len(rs))]++
+		if len(rs) == 0 {
+			seen[task] = strings.Join(users, "\n---\n")
+		}
+		mu.Unlock()
+		call := func(name, args string) (provider.Message, error) {
+			return provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: name, Arguments: json.RawMessage(args)}), nil
+		}
+		switch task {
+		case quick:
+			if len(rs) == 0 {
+				return call("record", `{}`)
+			}
+			return provider.AssistantMessage("birds: 12"), nil
+		case slow:
+			if len(rs) == 0 {
+				return provider.AssistantMessage("mapping", provider.ToolCall{ID: id(n.Add(1), 0), Name: "hold", Arguments: json.RawMessage(`{}`)}), nil
+			}
+			heard := 0
+			for _, u := range users {
+				heard += strings.Count(u, steer)
+			}
+			return provider.AssistantMessage(fmt.Sprintf("rivers mapped, %q heard %d times", steer, heard)), nil
+		case turn1:
+			if len(rs) == 0 {
+				return provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"` + quick + `","background":true}`)},
+					provider.ToolCall{ID: id(n.Add(1), 1), Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"` + slow + `","background":true}`)}), nil
+			}
+			return provider.AssistantMessage("started " + jobIDOf(rs[0]) + " and " + jobIDOf(rs[1])), nil
+		case turn2:
+			if len(rs) == 0 {
+				return call(subagent.JobsToolName, `{"action":"send","job_id":"job_2","message":"`+steer+`"}`)
+			}
+			return provider.AssistantMessage("sent: " + rs[0]), nil
+		case turn3:
+			if len(rs) == 0 {
+				waitOnce.Do(func() { close(waiting) })
+				return call(subagent.JobsToolName, `{"action":"wait","job_id":"job_2","timeout_seconds":300}`)
+			}
+			return provider.AssistantMessage("lead: " + rs[0]), nil
+		}
+		return provider.Message{}, fmt.Errorf("unexpected task %q", task)
+	}}
+	record := tool.Must(tool.New("record", "Records.", func(context.Context, struct{}) (string, error) {
+		recorded.Add(1)
+		return "recorded", nil
+	}))
+	holding, release := make(chan struct{}), make(chan struct{})
+	regBefore, err := tool.NewRegistry(record, blocking(t, "hold", &holds, &stoppedBefore, holding))
+	if err != nil {
+		t.Fatal(err)
+	}
+	regAfter, err := tool.NewRegistry(record, tool.Must(tool.New("hold", "Holds on.", func(ctx context.Context, _ struct{}) (string, error) {
+		held.Add(1)
+		select {
+		case <-release:
+			return "held", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := fmt.Sprintf("deputy-thread-jobs-%d", time.Now().UnixNano())
+	w1 := worker.New(c, queue, worker.Options{})
+	Register(w1, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: regBefore})
+	if err := w1.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lead := &Agent{Client: c, TaskQueue: queue, Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"record", "hold"}, Spawn: true, Background: true, JobsAcrossTurns: true}}
+	tctx := agent.WithOwner(agent.WithThread(ctx, "thread-"+queue), "ann")
+	thread := ThreadWorkflowID("ann", "thread-"+queue)
+	var spent provider.Usage
+
+	out1, err := lead.Run(tctx, agent.Input{Text: turn1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spent = spent.Add(out1.TotalUsage())
+	if out1.Answer != "started job_1 and job_2" {
+		t.Errorf("the first turn answered %q, want both jobs started", out1.Answer)
+	}
+	// The quick job finishes between turns, the slow one holds on.
+	for {
+		d, err := describe(ctx, c, thread+"/job_1")
+		if err == nil && d.WorkflowExecutionInfo.Status == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+			break
+		}
+		if err == nil && d.WorkflowExecutionInfo.Status != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			t.Fatalf("the quick job ended %v, want it completed after its turn ended", d.WorkflowExecutionInfo.Status)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the quick job did not finish between turns: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	select {
+	case <-holding:
+	case <-ctx.Done():
+		t.Fatal("the slow job never reached its step that holds on")
+	}
+	w1.Stop()
+	w2 := worker.New(c, queue, worker.Options{})
+	Register(w2, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: regAfter})
+	if err := w2.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Stop()
+
+	out2, err := lead.Run(tctx, agent.Input{Text: turn2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spent = spent.Add(out2.TotalUsage())
+	mu.Lock()
+	told := seen[turn2]
+	mu.Unlock()
+	if strings.Count(told, "Background job job_1 (subagent), started in an earlier turn, has ended (done). Its result:\nbirds: 12") != 1 || strings.Contains(told, "job_2") {
+		t.Errorf("the second turn was told:\n%s\nwant the quick job's end once (subagent.DefaultJobNote), nothing of the slow one", told)
+	}
+	var r subagent.Receipt
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(out2.Answer, "sent: ")), &r); err != nil || r.JobID != "job_2" || r.State != subagent.MessageQueued {
+		t.Errorf("the second turn answered %q, want the message's receipt, queued for job_2 (%v)", out2.Answer, err)
+	}
+
+	go func() {
+		select {
+		case <-waiting: // the third turn waits: the slow job goes on
+		case <-ctx.Done():
+		}
+		close(release)
+	}()
+	out3, err := lead.Run(tctx, agent.Input{Text: turn3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spent = spent.Add(out3.TotalUsage())
+	if want := fmt.Sprintf("lead: rivers mapped, %q heard 1 times", steer); out3.Answer != want {
+		t.Errorf("the third turn answered %q, want %q", out3.Answer, want)
+	}
+	mu.Lock()
+	told = seen[turn3]
+	calls := map[string]int{}
+	for k, v := range asked {
+		calls[k] = v
+	}
+	mu.Unlock()
+	if strings.Contains(told, "Background job") {
+		t.Errorf("the third turn was told:\n%s\nwant nothing: the quick job was told of once, and the slow one still ran", told)
+	}
+	if recorded.Load() != 1 || holds.Load() != 1 || stoppedBefore.Load() != 1 || held.Load() != 1 {
+		t.Errorf("recorded %d times, held on %d times before the restart (%d ended by it) and %d after; want 1, 1, 1, 1",
+			recorded.Load(), holds.Load(), stoppedBefore.Load(), held.Load())
+	}
+	for k, v := range calls {
+		if v != 1 {
+			t.Errorf("the model was asked %d times for %s, want once", v, k)
+		}
+	}
+	total, billed := m.total()
+	if total != 10 || spent != billed {
+		t.Errorf("%d model calls billing %+v, the turns reported %+v; want 10 (2 each turn's, 2 each job's), each counted once", total, billed, spent)
+	}
+}
