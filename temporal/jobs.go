@@ -259,6 +259,9 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 	opts := workflow.ChildWorkflowOptions{WorkflowID: d.id, WorkflowExecutionTimeout: subagent.DefaultJobTime, WaitForCancellation: settle}
 	if js.threaded() {
 		opts.ParentClosePolicy = enumspb.PARENT_CLOSE_POLICY_ABANDON // it outlives the turn
+		// It ends by itself at its time; the server's bound is a backstop.
+		a.JobTime = js.spec.jobTime()
+		opts.WorkflowExecutionTimeout = a.JobTime + time.Minute
 	}
 	cctx := workflow.WithChildOptions(jctx, opts)
 	f := workflow.ExecuteChildWorkflow(cctx, AgentWorkflowName, a)
@@ -426,7 +429,7 @@ func (j *bgJob) collect(maxOut int) ToolResult {
 // its steps, its token or cost limit, its time.
 func pastLimit(err error) bool {
 	var app *sdktemporal.ApplicationError
-	if errors.As(err, &app) && (app.Type() == ErrTypeMaxSteps || app.Type() == ErrTypeUsageLimit) {
+	if errors.As(err, &app) && (app.Type() == ErrTypeMaxSteps || app.Type() == ErrTypeUsageLimit || app.Type() == ErrTypeJobTime) {
 		return true
 	}
 	var timeout *sdktemporal.TimeoutError

@@ -221,7 +221,7 @@ func (js *jobs) adopt(j *bgJob) {
 		_ = workflow.RequestCancelExternalWorkflow(js.ctx, j.wfID, "")
 	}
 	actx = workflow.WithActivityOptions(actx, workflow.ActivityOptions{
-		StartToCloseTimeout: subagent.DefaultJobTime + 10*time.Minute,
+		StartToCloseTimeout: js.spec.jobTime() + 10*time.Minute,
 		HeartbeatTimeout:    HeartbeatTimeout,
 		RetryPolicy:         &sdktemporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
 	})

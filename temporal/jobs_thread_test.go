@@ -233,3 +233,113 @@ func jobsOutliveTheirTurn(t *testing.T, c client.Client, id func(n int64, i int)
 		t.Errorf("%d model calls billing %+v, the turns reported %+v; want 10 (2 each turn's, 2 each job's), each counted once", total, billed, spent)
 	}
 }
+
+// A thread's jobs are bounded across its turns: a turn that finds as
+// many jobs of earlier turns alive as Spec.MaxBackground starts no more,
+// and a job that no turn collects ends by itself at Spec.JobTime, its
+// thread away, with a partial report and what it spent, which the
+// thread's next turn is told of and counts.
+func TestThreadJobsAreBounded(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Dial(ctx, hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const turn1, turn2, turn3, long = "start the count", "start another", "anything new?", "count the stars"
+	var runs, stopped atomic.Int64
+	blocked := make(chan struct{})
+	var mu sync.Mutex
+	seen := map[string]string{}
+	m := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		task := firstUserOf(req)
+		if len(rs) == 0 {
+			var users []string
+			for _, msg := range req.Messages {
+				if msg.Role == provider.RoleUser {
+					users = append(users, msg.Content)
+				}
+			}
+			mu.Lock()
+			seen[task] = strings.Join(users, "\n---\n")
+			mu.Unlock()
+		}
+		spawn := provider.AssistantMessage("", provider.ToolCall{ID: "c", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"` + long + `","background":true}`)})
+		switch {
+		case task == long:
+			return provider.AssistantMessage("counting", provider.ToolCall{ID: "c", Name: "block", Arguments: json.RawMessage(`{}`)}), nil
+		case len(rs) == 0 && (task == turn1 || task == turn2):
+			return spawn, nil
+		case len(rs) == 0:
+			return provider.AssistantMessage("nothing to do"), nil
+		}
+		return provider.AssistantMessage(task + ": " + rs[0]), nil
+	}}
+	reg, err := tool.NewRegistry(blocking(t, "block", &runs, &stopped, blocked))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := fmt.Sprintf("deputy-thread-bounds-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	const jobTime = 3 * time.Second
+	lead := &Agent{Client: c, TaskQueue: queue, Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"block"}, Spawn: true, Background: true,
+		JobsAcrossTurns: true, MaxBackground: 1, JobTime: jobTime}}
+	tctx := agent.WithThread(ctx, "thread-"+queue)
+	var spent provider.Usage
+	out1, err := lead.Run(tctx, agent.Input{Text: turn1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spent = spent.Add(out1.TotalUsage())
+	<-blocked
+	out2, err := lead.Run(tctx, agent.Input{Text: turn2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spent = spent.Add(out2.TotalUsage())
+	if !strings.Contains(out2.Answer, subagent.ErrMaxBackground.Error()) || !strings.Contains(out2.Answer, "1 are running") {
+		t.Errorf("the second turn answered %q, want its spawn refused: the thread's job of the first turn is the most it may have alive", out2.Answer)
+	}
+	// No turn comes: the job ends by itself at its time.
+	job := ThreadWorkflowID("", "thread-"+queue) + "/job_1"
+	for {
+		d, err := describe(ctx, c, job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := d.WorkflowExecutionInfo.Status; st != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			if st != enums.WORKFLOW_EXECUTION_STATUS_FAILED {
+				t.Errorf("the job ended %v, want failed past its time", st)
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the job runs on past its time")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	out3, err := lead.Run(tctx, agent.Input{Text: turn3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spent = spent.Add(out3.TotalUsage())
+	mu.Lock()
+	told := seen[turn3]
+	mu.Unlock()
+	if !strings.Contains(told, "Background job job_1 (subagent), started in an earlier turn, has ended (failed)") || !strings.Contains(told, "ran past its time") ||
+		!strings.Contains(told, "counting") {
+		t.Errorf("the third turn was told:\n%s\nwant the job's end past its time, with its partial report (its last words)", told)
+	}
+	calls, billed := m.total()
+	if calls != 6 || spent != billed {
+		t.Errorf("%d model calls billing %+v, the turns reported %+v; want 6 (2 each of the first two turns, 1 the third's, 1 the job's), the job's counted by the turn told of it", calls, billed, spent)
+	}
+}

@@ -96,6 +96,12 @@ type Spec struct {
 	// the turn ends, and the thread's next turn is told which ended
 	// meanwhile and acts on them with subagent_jobs (see ThreadJobs).
 	JobsAcrossTurns bool `json:"jobs_across_turns,omitempty"`
+	// JobTime, with JobsAcrossTurns, bounds the wall time of each job of
+	// the thread (subagent.DefaultJobTime when 0), as subagent.JobLimits'
+	// Time: a job that no turn of its thread collects in time, its thread
+	// never coming back, ends by itself with a partial report and what
+	// it spent, which the thread's next turn is told of and counts.
+	JobTime time.Duration `json:"job_time,omitempty"`
 	// MaxSteps bounds the model calls of one run (DefaultMaxSteps when 0).
 	MaxSteps int `json:"max_steps,omitempty"`
 	// ToolRetries is how many steps in a row with a failed tool call the
@@ -199,6 +205,10 @@ type RunInput struct {
 	// JobsAcrossTurns, is what the turn knows of the thread's jobs when
 	// it starts (nil: the run's jobs are its own).
 	Thread *ThreadJobs `json:"thread,omitempty"`
+	// JobTime, set by a turn of a thread on its job's input, is how long
+	// the job may run: past it, the job ends with a partial report and
+	// what it spent (ErrTypeJobTime).
+	JobTime time.Duration `json:"job_time,omitempty"`
 }
 
 // RunOutput is the outcome of a run.
@@ -440,6 +450,13 @@ type Checks struct {
 func (s Spec) maxSteps() int  { return cmp.Or(max(s.MaxSteps, 0), DefaultMaxSteps) }
 func (s Spec) maxDepth() int  { return cmp.Or(max(s.MaxDepth, 0), DefaultMaxDepth) }
 func (s Spec) maxOutput() int { return cmp.Or(max(s.MaxOutputBytes, 0), DefaultMaxOutputBytes) }
+func (s Spec) jobTime() time.Duration {
+	if s.JobTime > 0 {
+		return s.JobTime
+	}
+	return subagent.DefaultJobTime
+}
+
 func (s Spec) maxBackground() int {
 	return cmp.Or(max(s.MaxBackground, 0), subagent.DefaultMaxBackground)
 }

@@ -25,7 +25,9 @@ import (
 
 // Error types of the failures a run ends with.
 const (
-	ErrTypeMaxSteps   = "deputy.max_steps"
+	ErrTypeMaxSteps = "deputy.max_steps"
+	// ErrTypeJobTime: a thread's job ran past its time (Spec.JobTime).
+	ErrTypeJobTime    = "deputy.job_time"
 	ErrTypeUsageLimit = "deputy.usage_limit"
 	// ErrTypeToolRetries: more steps in a row than Spec.ToolRetries
 	// allows had a failed tool call.
@@ -63,7 +65,27 @@ func AgentWorkflow(ctx workflow.Context, in RunInput) (RunOutput, error) {
 			thread = &ThreadJobs{} // a thread's first turn, started without Agent
 		}
 	}
-	out, err := run(ctx, in.Spec, in.Depth, nil, input, id, trace, q, cmp.Or(in.Path, cmp.Or(in.Spec.Name, agent.DefaultName)), newInbox(ctx, in.Job), in.Arguments, thread)
+	rctx, late := ctx, false
+	if in.Job != "" && in.JobTime > 0 {
+		// A thread's job bounds its own time, so that it ends with what
+		// it spent, not killed by the server with none of it.
+		var stop workflow.CancelFunc
+		rctx, stop = workflow.WithCancel(ctx)
+		workflow.Go(ctx, func(gctx workflow.Context) {
+			if workflow.NewTimer(gctx, in.JobTime).Get(gctx, nil) == nil {
+				late = true
+				stop()
+			}
+		})
+	}
+	out, err := run(rctx, in.Spec, in.Depth, nil, input, id, trace, q, cmp.Or(in.Path, cmp.Or(in.Spec.Name, agent.DefaultName)), newInbox(rctx, in.Job), in.Arguments, thread)
+	if late && err != nil && sdktemporal.IsCanceledError(err) {
+		u, c := out.TotalUsage(), out.Cost
+		if d := usageOf(err); !d.IsZero() {
+			u, c = d, costOf(err)
+		}
+		err = sdktemporal.NewNonRetryableApplicationError(fmt.Sprintf("the job ran past its time of %v (Spec.JobTime)", in.JobTime), ErrTypeJobTime, nil, u, c)
+	}
 	if in.Depth > 0 {
 		// A child's transcript stays in its own history; only the answer
 		// and usage go back to the parent.
