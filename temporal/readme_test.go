@@ -6,6 +6,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/temporal"
@@ -70,4 +71,18 @@ func steerJobs(ctx context.Context, c client.Client, lead, text string) ([]subag
 
 // end of snippet
 
-var _, _ = fanOutOnTemporal, steerJobs
+// snippet of docs/temporal.md
+// turnOfThread runs one turn of owner's thread: the jobs its model starts
+// in the background work on after it, and the thread's next turn is told
+// which ended meanwhile and acts on the others.
+func turnOfThread(ctx context.Context, c client.Client, owner, thread, text string) (agent.Output, error) {
+	lead := &temporal.Agent{Client: c, TaskQueue: "deputy", Spec: temporal.Spec{
+		Provider: "main", Spawn: true, Background: true, JobsAcrossTurns: true,
+	}}
+	ctx = agent.WithOwner(agent.WithThread(ctx, thread), owner)
+	return lead.Run(ctx, agent.Input{Text: text})
+}
+
+// end of snippet
+
+var _, _, _ = fanOutOnTemporal, steerJobs, turnOfThread
