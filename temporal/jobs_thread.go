@@ -232,13 +232,14 @@ func (js *jobs) adopt(j *bgJob) {
 		}
 		js.drain()
 		j.out, j.err = o.result()
-		j.ended = true
+		j.ended, j.told = true, false
 		for i := range j.receipts {
 			if j.receipts[i].State == subagent.MessageQueued {
 				j.receipts[i].State = subagent.MessageUndelivered
 			}
 		}
 		js.publish(gctx, j.statusEvent(subagent.JobEndedEvent))
+		j.told = true
 	})
 }
 
@@ -344,12 +345,25 @@ func (a *Agent) threadJobs(ctx context.Context, id string) (*ThreadJobs, error) 
 		j := k.job()
 		st := j.status()
 		res := j.collect(a.Spec.maxOutput())
-		text := note(subagent.JobResult{JobStatus: st, Result: tool.Result{Content: res.Content, IsError: res.IsError, Usage: res.Usage}, Err: j.err})
+		text, err := noteOf(note, subagent.JobResult{JobStatus: st, Result: tool.Result{Content: res.Content, IsError: res.IsError, Usage: res.Usage}, Err: j.err})
+		if err != nil {
+			return nil, err
+		}
 		if strings.TrimSpace(text) != "" {
 			th.Notes = append(th.Notes, tool.Note{ID: k.ID, Text: text, Usage: res.Usage})
 		}
 	}
 	return th, nil
+}
+
+// noteOf is what note says of r, or why it could not say it.
+func noteOf(note func(subagent.JobResult) string, r subagent.JobResult) (text string, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("temporal: Agent.JobNote panicked on job %s: %v", r.ID, v)
+		}
+	}()
+	return note(r), nil
 }
 
 // jobOutcomeNow returns how the job whose workflow is wfID ended, or nil
