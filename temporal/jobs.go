@@ -88,6 +88,9 @@ type jobProgress struct {
 	Usage     provider.Usage `json:"usage"`
 	Cost      float64        `json:"cost,omitempty"`
 	Delivered []string       `json:"delivered,omitempty"`
+	// Hello: the job answers a turn of its thread that asked where it
+	// stands (jobHelloSignal); Delivered is then every message it took.
+	Hello bool `json:"hello,omitempty"`
 }
 
 // jobs is the background children of one run.
@@ -142,6 +145,7 @@ type bgJob struct {
 	// the turn's wait for its end (adopt).
 	inherited bool
 	unwatch   workflow.CancelFunc
+	heard     bool // it answered the turn's hello
 }
 
 func newJobs(ctx workflow.Context, spec Spec, trace *Trace) *jobs {
@@ -331,6 +335,9 @@ func (js *jobs) drain() {
 		j := js.find(p.Job)
 		if j == nil || j.ended {
 			continue
+		}
+		if p.Hello {
+			j.heard = true
 		}
 		j.step, j.usage, j.cost = max(j.step, p.Step), p.Usage, p.Cost
 		if p.Last != "" {
@@ -920,6 +927,11 @@ type inbox struct {
 	// settle: a model call in flight when the job is cancelled is waited
 	// for, so that what it was billed counts (jobSettleChange).
 	settle bool
+	// kept, for a job of a thread: what it told last and the messages it
+	// took, for a turn of the thread that asks (answerHellos).
+	kept      bool
+	latest    jobProgress
+	delivered []string
 }
 
 // jobSettleChange names the workflow version from which a cancelled job
@@ -994,6 +1006,14 @@ func (ib *inbox) tell(ctx workflow.Context, p jobProgress) {
 		return
 	}
 	p.Last = capText(p.Last, 2048)
+	if ib.kept && !p.Hello {
+		ib.latest = p
+		ib.latest.Delivered = nil
+		ib.delivered = append(ib.delivered, p.Delivered...)
+		if extra := len(ib.delivered) - maxHelloDelivered; extra > 0 {
+			ib.delivered = ib.delivered[extra:]
+		}
+	}
 	// A parent that has ended hears nothing more; the job goes on.
 	_ = workflow.SignalExternalWorkflow(ctx, ib.parent, "", jobProgressSignal, p).Get(ctx, nil)
 }

@@ -60,6 +60,20 @@ const (
 	// earlier turn of the thread started to end and returns its outcome.
 	AwaitJobActivityName = "deputy.AwaitJob"
 
+	// jobHelloSignal is a turn asking a job an earlier turn of its thread
+	// started where it stands: the job answers with a progress signal to
+	// the thread (jobProgress.Hello), which reaches the turn, since what
+	// it told while no turn ran was lost.
+	jobHelloSignal = "deputy.job_hello"
+
+	// greetTime bounds how long a turn waits for its thread's running
+	// jobs to answer its hello before its first model call.
+	greetTime = 10 * time.Second
+
+	// maxHelloDelivered bounds the message ids a job of a thread keeps
+	// to tell a turn that asks.
+	maxHelloDelivered = 256
+
 	// maxKeptJobs bounds the jobs a thread keeps once they are handed
 	// over (collected): the oldest go first, as in process.
 	maxKeptJobs = 64
@@ -225,6 +239,8 @@ func (js *jobs) adopt(j *bgJob) {
 		HeartbeatTimeout:    HeartbeatTimeout,
 		RetryPolicy:         &sdktemporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
 	})
+	// Where it stands now: what it told while no turn ran was lost.
+	_ = workflow.SignalExternalWorkflow(js.ctx, j.wfID, "", jobHelloSignal, nil)
 	workflow.Go(js.ctx, func(gctx workflow.Context) {
 		var o jobOutcome
 		if err := workflow.ExecuteActivity(actx, AwaitJobActivityName, j.wfID).Get(gctx, &o); err != nil {
@@ -240,6 +256,47 @@ func (js *jobs) adopt(j *bgJob) {
 		}
 		js.publish(gctx, j.statusEvent(subagent.JobEndedEvent))
 		j.told = true
+	})
+}
+
+// greet waits, for at most greetTime, until each job of an earlier turn
+// still running has said where it stands (its hello), so that the turn's
+// first model call reads its step, last words and receipts as they are.
+func (js *jobs) greet(ctx workflow.Context) {
+	if !js.threaded() || js.progress == nil {
+		return
+	}
+	waiting := func() bool {
+		return slices.ContainsFunc(js.list, func(j *bgJob) bool { return j.inherited && !j.ended && !j.heard })
+	}
+	until := workflow.Now(ctx).Add(greetTime)
+	for {
+		js.drain()
+		left := until.Sub(workflow.Now(ctx))
+		if !waiting() || left <= 0 {
+			return
+		}
+		if ok, err := workflow.AwaitWithTimeout(ctx, left, func() bool { return js.progress.Len() > 0 || !waiting() }); err != nil || !ok {
+			return
+		}
+	}
+}
+
+// answerHellos answers, for a job of a thread, each turn that asks where
+// it stands: with what it told last and every message it took.
+func (ib *inbox) answerHellos(ctx workflow.Context) {
+	ib.kept = true
+	ch := workflow.GetSignalChannel(ctx, jobHelloSignal)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		for {
+			var v any
+			ch.Receive(gctx, &v)
+			for ch.ReceiveAsync(&v) {
+			}
+			p := ib.latest
+			p.Job, p.Hello, p.Delivered = ib.job, true, slices.Clone(ib.delivered)
+			ib.tell(gctx, p)
+		}
 	})
 }
 

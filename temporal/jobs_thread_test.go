@@ -343,3 +343,91 @@ func TestThreadJobsAreBounded(t *testing.T) {
 		t.Errorf("%d model calls billing %+v, the turns reported %+v; want 6 (2 each of the first two turns, 1 the third's, 1 the job's), the job's counted by the turn told of it", calls, billed, spent)
 	}
 }
+
+// A turn acts on a job an earlier turn of its thread started, by the id
+// that turn was given: its status says it runs, with its step and last
+// words, and a cancel ends its workflow and its tool call and hands back
+// its partial report and what it spent, counted once.
+func TestTurnActsOnAnEarlierTurnsJob(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	c, err := Dial(context.Background(), hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, mode := range policyIDModes {
+		t.Run(mode.name, func(t *testing.T) { actsOnEarlierJob(t, c, mode.id) })
+	}
+}
+
+func actsOnEarlierJob(t *testing.T, c client.Client, id func(n int64, i int) string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const turn1, turn2, long = "start the count", "stop the count", "count the stars"
+	var n, runs, stopped atomic.Int64
+	blocked := make(chan struct{})
+	m := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		call := func(name, args string) (provider.Message, error) {
+			return provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: name, Arguments: json.RawMessage(args)}), nil
+		}
+		switch task := firstUserOf(req); {
+		case task == long:
+			return provider.AssistantMessage("counting", provider.ToolCall{ID: id(n.Add(1), 0), Name: "block", Arguments: json.RawMessage(`{}`)}), nil
+		case task == turn1 && len(rs) == 0:
+			return call(SpawnToolName, `{"task":"`+long+`","background":true}`)
+		case task == turn2 && len(rs) == 0:
+			return call(subagent.JobsToolName, `{"action":"status","job_id":"job_1"}`)
+		case task == turn2 && len(rs) == 1:
+			return call(subagent.JobsToolName, `{"action":"cancel","job_id":"job_1"}`)
+		}
+		return provider.AssistantMessage(strings.Join(rs, "\n===\n")), nil
+	}}
+	reg, err := tool.NewRegistry(blocking(t, "block", &runs, &stopped, blocked))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := fmt.Sprintf("deputy-thread-act-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	lead := &Agent{Client: c, TaskQueue: queue, Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"block"}, Spawn: true, Background: true, JobsAcrossTurns: true}}
+	tctx := agent.WithOwner(agent.WithThread(ctx, "thread-"+queue), "bob")
+	out1, err := lead.Run(tctx, agent.Input{Text: turn1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-blocked
+	out2, err := lead.Run(tctx, agent.Input{Text: turn2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, report, _ := strings.Cut(out2.Answer, "\n===\n")
+	var st subagent.JobStatus
+	if err := json.Unmarshal([]byte(status), &st); err != nil || st.ID != "job_1" || st.State != subagent.JobRunning || st.Task != long || st.LastWords != "counting" {
+		t.Errorf("the status of the earlier turn's job read %q (%v), want job_1 running, with its task and last words", status, err)
+	}
+	if !strings.Contains(report, "cancelled at step 1") || !strings.Contains(report, "its last words:\ncounting") {
+		t.Errorf("the cancel of the earlier turn's job read %q, want its partial report", report)
+	}
+	d, err := describe(ctx, c, ThreadWorkflowID("bob", "thread-"+queue)+"/job_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := d.WorkflowExecutionInfo.Status; st != enums.WORKFLOW_EXECUTION_STATUS_CANCELED {
+		t.Errorf("the job's workflow is %v, want cancelled", st)
+	}
+	for stopped.Load() == 0 && ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if runs.Load() != 1 || stopped.Load() != 1 {
+		t.Errorf("the job's tool ran %d times, %d of them stopped; want one, stopped by the cancel", runs.Load(), stopped.Load())
+	}
+	calls, billed := m.total()
+	if spent := out1.TotalUsage().Add(out2.TotalUsage()); calls != 6 || spent != billed {
+		t.Errorf("%d model calls billing %+v, the turns reported %+v; want 6 (2 the first turn's, 3 the second's, 1 the job's), each counted once", calls, billed, spent)
+	}
+}

@@ -78,7 +78,11 @@ func AgentWorkflow(ctx workflow.Context, in RunInput) (RunOutput, error) {
 			}
 		})
 	}
-	out, err := run(rctx, in.Spec, in.Depth, nil, input, id, trace, q, cmp.Or(in.Path, cmp.Or(in.Spec.Name, agent.DefaultName)), newInbox(rctx, in.Job), in.Arguments, thread)
+	ib := newInbox(rctx, in.Job)
+	if ib != nil && in.JobTime > 0 {
+		ib.answerHellos(ctx) // a thread's job: its next turns ask where it stands
+	}
+	out, err := run(rctx, in.Spec, in.Depth, nil, input, id, trace, q, cmp.Or(in.Path, cmp.Or(in.Spec.Name, agent.DefaultName)), ib, in.Arguments, thread)
 	if late && err != nil && sdktemporal.IsCanceledError(err) {
 		u, c := out.TotalUsage(), out.Cost
 		if d := usageOf(err); !d.IsZero() {
@@ -192,6 +196,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		conv = append(conv, m)
 		out.ChildUsage = out.ChildUsage.Add(u)
 	}
+	jb.greet(ctx)
 	for step := 0; ; step++ {
 		if step >= spec.maxSteps() {
 			out.Messages = conv
