@@ -227,16 +227,23 @@ func (a *Agent) wait(ctx context.Context, run client.WorkflowRun, id string) (Ru
 				continue // the run may have ended; done says
 			}
 			// Other branches of the tree may be about to ask too: the
-			// questions are handed on once they have stayed the same for
-			// settleQuestions, so that one round carries them all.
-			ids := make([]string, len(pending))
-			for i, it := range pending {
-				ids[i] = it.ID
-			}
-			if now := strings.Join(ids, "\x1f"); now != seen {
+			// questions are handed on once no branch is working (idle),
+			// so that one round carries them all; or, when the tree
+			// cannot be read, once they have stayed the same for
+			// settleQuestions.
+			now := questionIDs(pending)
+			if now != seen {
 				seen, since = now, time.Now()
 			}
-			if time.Since(since) < settleQuestions {
+			if still, ok := idle(ctx, a.Client, id); ok {
+				if !still {
+					continue
+				}
+				// Asked meanwhile: read the tree again at the next tick.
+				if again, err := Pending(ctx, a.Client, id); err != nil || questionIDs(again) != now {
+					continue
+				}
+			} else if time.Since(since) < settleQuestions {
 				continue
 			}
 			cancel()
@@ -248,34 +255,35 @@ func (a *Agent) wait(ctx context.Context, run client.WorkflowRun, id string) (Ru
 	}
 }
 
+// questionIDs is the ids of questions, as one string.
+func questionIDs(qs []tool.Interrupt) string {
+	ids := make([]string, len(qs))
+	for i, it := range qs {
+		ids[i] = it.ID
+	}
+	return strings.Join(ids, "\x1f")
+}
+
 // round is a round of questions as the journal keeps it.
 type round struct {
 	Questions []tool.Interrupt `json:"questions"`
 	Open      []event.Event    `json:"open,omitempty"`
 }
 
-// pollQuestions is how often Run looks for questions while it waits, and
-// settleQuestions how long the questions must stay the same before Run
-// hands them on: a fork that asks a moment after its lead, or after a
-// sibling, is asked in the same round (TestParallelChildrenAskInOneRound:
-// a second fork asking 300 ms after the first).
-//
-// It is a window, not a guarantee. A question reaches the tree's top
-// workflow by a signal from the workflow that asks it, and nothing tells
-// the top whether the tree's other branches are still working and may
-// ask too: a workflow knows its own calls, not whether a child of a child
-// is running a model call or waiting for an answer. An exact round would
-// need every workflow of the tree to tell its parent each time it comes
-// to wait only on questions and each time an answer sets it going again,
-// and the top to read its whole tree from those: a signal and a history
-// event per workflow on the path of each question, and new commands in
-// every workflow, behind a version marker. So a branch still working
-// when the window closes (one whose model is slower than settleQuestions,
-// or one a loaded worker has not run yet) asks in a later round, after
-// the first round's answers, as a question asked after an answer would.
-// Which round a question comes in changes no outcome (each is answered
-// once, and its call runs once), only how many times the person is asked
-// to come back.
+// pollQuestions is how often Run looks for questions while it waits.
+// Once there are some, it hands them on when no branch of the tree is
+// working (idle), so that a round of questions carries every question
+// the tree asks before it can go no further: a fork that asks after its
+// sibling, however much later, is asked in the same round
+// (TestParallelChildrenAskInOneRound), and a branch that works for an
+// hour holds the round for an hour. settleQuestions is the window Run
+// falls back to when it cannot read the tree (a workflow it cannot
+// describe, or a tree of more than maxIdleWalk workflows): it hands the
+// questions on once they have stayed the same that long, so that a
+// branch still working when the window closes asks in a later round,
+// after the first round's answers. Which round a question comes in
+// changes no outcome (each is answered once, and its call runs once),
+// only how many times the person is asked to come back.
 const (
 	pollQuestions   = 250 * time.Millisecond
 	settleQuestions = time.Second

@@ -16,13 +16,14 @@ import (
 )
 
 // Two forks a lead starts in one step, each of which asks for an approval,
-// the second askLater after the first, are presented in one round on a
-// real server (Agent.Run waits for the tree's questions to stay the same
-// for settleQuestions before it hands them on), each attributed to its
-// fork; answered in that round, each payment is made once and the lead
-// answers with both.
+// the second askLater after the first (longer than the settleQuestions
+// window), are presented in one round on a real server: Agent.Run hands
+// the tree's questions on once no branch of the tree is working, however
+// long the second fork takes; each is attributed to its fork, and
+// answered in that round, each payment is made once and the lead answers
+// with both.
 func TestParallelChildrenAskInOneRound(t *testing.T) {
-	const askLater = 300 * time.Millisecond
+	const askLater = 3 * settleQuestions
 	var paid atomic.Int64
 	p := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
 		rs := resultsOf(req)
@@ -31,8 +32,7 @@ func TestParallelChildrenAskInOneRound(t *testing.T) {
 		case strings.HasPrefix(task, "part ") && len(rs) == 0:
 			n := strings.TrimPrefix(task, "part ")
 			if n == "1" {
-				// Past a poll of Run's (pollQuestions), well inside
-				// settleQuestions.
+				// A model slower than the window.
 				select {
 				case <-time.After(askLater):
 				case <-ctx.Done():
