@@ -145,7 +145,9 @@ func (s *Spawner) startJob(ctx context.Context, sc *spawnCall, callID string, a 
 }
 
 // launch starts the job of sc in jt: a new one, or one read back from the
-// store (r.ID set) that was running when its process stopped.
+// store (r.ID set) that was running when its process stopped, or that
+// waits for a person and is woken with the answers (r.State is then
+// JobSuspended, as the store keeps it until it runs: see takeOver).
 func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callID string, r *jobRecord) (*job, error) {
 	who, fn := sc.who(), sc.runJob
 	jobID, runID := id.New("job_"), ""
@@ -200,7 +202,7 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 		if own, err = s.storeJob(ctx, jt, j, resumed); err != nil {
 			return nil, fmt.Errorf("%s: keeping the job in the store: %w: try again when the store is back", SpawnToolName, err)
 		}
-		if jl, err = s.lease(ctx, j, resumed); err != nil {
+		if jl, err = s.lease(ctx, j, r); err != nil {
 			return nil, fmt.Errorf("%s: taking the job's lease in the store: %w: try again when the store is back", SpawnToolName, err)
 		}
 	}
@@ -237,6 +239,10 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 		unhold()
 		giveBack()
 		if jl != nil {
+			if jl.prior != nil {
+				// Woken, it does not run after all: it waits as before.
+				_ = j.store.put(ctx, j.id, jl.prior)
+			}
 			j.store.release()
 		}
 		return nil, tool.Correctable(fmt.Errorf("%s: the run has ended: no background job can start", SpawnToolName))

@@ -183,7 +183,9 @@ func (js *Jobs) Wait(ctx context.Context, w WaitFor) ([]JobResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	targets = js.s.wake(ctx, js.jt, targets)
+	if targets, err = js.s.wake(ctx, js.jt, targets); err != nil {
+		return nil, err
+	}
 	if err := js.await(ctx, targets, w); err != nil {
 		return nil, err
 	}

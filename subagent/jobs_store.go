@@ -195,19 +195,24 @@ type jobFunc func(context.Context, *announced) (tool.Result, func(int64), error)
 // jobLease is how a stored job starts under its lease: at once (held),
 // or once another process gives it up (busy); ended, a job read back
 // from the store that ended meanwhile in the process that held it.
+// prior is the record of a job woken with its answers as it stood
+// before it was recorded running again (see takeOver), to write back if
+// it does not start after all; rec, the record the job starts from.
 type jobLease struct {
 	key   string
 	busy  bool
 	ended *jobRecord
+	prior []byte
+	rec   *jobRecord
 }
 
 // lease takes the lease of a stored job as it starts, if it is free: a
-// job read back from the store (resumed) then reads its record again and
-// has its unread messages restored. If another process holds it, the job
-// waits for it (leased), refusing sends meanwhile.
-func (s *Spawner) lease(ctx context.Context, j *job, resumed bool) (*jobLease, error) {
+// job read back from the store (r, resumed: r.ID set) then reads its
+// record again and has its unread messages restored. If another process
+// holds it, the job waits for it (leased), refusing sends meanwhile.
+func (s *Spawner) lease(ctx context.Context, j *job, r *jobRecord) (*jobLease, error) {
 	js := j.store
-	jl := &jobLease{key: leaseKey(js.h, j.id)}
+	jl := &jobLease{key: leaseKey(js.h, j.id), rec: r}
 	l, err := s.cfg.jobStore.TryLock(context.WithoutCancel(ctx), jl.key)
 	if errors.Is(err, store.ErrBusy) {
 		jl.busy = true
@@ -218,8 +223,8 @@ func (s *Spawner) lease(ctx context.Context, j *job, resumed bool) (*jobLease, e
 		return nil, err
 	}
 	js.lease = l
-	if resumed {
-		if jl.ended, err = s.takeOver(ctx, j); err != nil {
+	if r.ID != "" {
+		if err = s.takeOver(ctx, j, r, jl); err != nil {
 			js.release()
 			return nil, err
 		}
@@ -227,22 +232,52 @@ func (s *Spawner) lease(ctx context.Context, j *job, resumed bool) (*jobLease, e
 	return jl, nil
 }
 
-// takeOver reads the record of a job read back from the store again,
-// its lease held: it returns the record of a job that ended meanwhile,
-// or restores the messages of one still running.
-func (s *Spawner) takeOver(ctx context.Context, j *job) (*jobRecord, error) {
+// takeOver reads the record of a job read back from the store (r) again,
+// its lease held, and sets jl.ended to the record of a job that ended
+// meanwhile; one still running has its messages restored. A job woken
+// with its answers (r.State is JobSuspended, as the store kept it) that
+// still waits in the store has its messages restored and is recorded
+// running again, fenced by its lease, only then: a wake that fails before
+// leaves the store saying it waits, as it does.
+func (s *Spawner) takeOver(ctx context.Context, j *job, r *jobRecord, jl *jobLease) error {
 	b, _, err := s.cfg.jobStore.Get(ctx, j.store.key(j.id))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var r jobRecord
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("%w: job record of %s: %v", store.ErrCorrupt, j.id, err)
+	var cur jobRecord
+	if err := json.Unmarshal(b, &cur); err != nil {
+		return fmt.Errorf("%w: job record of %s: %v", store.ErrCorrupt, j.id, err)
 	}
-	if r.State != JobRunning {
-		return &r, nil
+	waking := r.State == JobSuspended && cur.State == JobSuspended
+	if cur.State != JobRunning && !waking {
+		jl.ended = &cur
+		return nil
 	}
-	return nil, s.restoreMail(ctx, j)
+	if err := s.restoreMail(ctx, j); err != nil {
+		return err
+	}
+	if !waking {
+		return nil
+	}
+	run := *r
+	run.State = JobRunning
+	nb, _ := json.Marshal(run) // plain fields and JSON already: it cannot fail
+	if err := j.store.put(ctx, j.id, nb); err != nil {
+		return err
+	}
+	jl.prior = b
+	return nil
+}
+
+// put writes b as the record of job id, fenced by the job's lease.
+func (js *jobStore) put(ctx context.Context, id string, b []byte) error {
+	js.mu.Lock()
+	l := js.lease
+	js.mu.Unlock()
+	if l == nil {
+		return errors.New("the job's lease is not held")
+	}
+	return l.Put(context.WithoutCancel(ctx), js.key(id), b, store.AnyVersion)
 }
 
 // leased returns fn run under the job's lease jl: once it is held (a
@@ -258,7 +293,7 @@ func (s *Spawner) leased(jt *jobTable, j *job, jl *jobLease, fn jobFunc, cancel 
 				js.mu.Lock()
 				js.lease = l
 				js.mu.Unlock()
-				jl.ended, err = s.takeOver(ctx, j)
+				err = s.takeOver(ctx, j, jl.rec, jl)
 			}
 			js.mu.Lock()
 			js.waiting, js.unheld = false, err != nil && js.lease == nil
@@ -567,11 +602,12 @@ func (s *Spawner) resume(ctx context.Context, jt *jobTable, r jobRecord) (*job, 
 // wake starts again each stored job of targets that waits for a person
 // whose answers the run of ctx carries, and returns targets with the
 // jobs woken in their place. A job that cannot start again (the store
-// fails) waits on: the wait asks its questions again.
-func (s *Spawner) wake(ctx context.Context, jt *jobTable, targets []*job) []*job {
+// fails) waits on, its record as it was: wake returns the error, and the
+// turn resumed again with the answers wakes it.
+func (s *Spawner) wake(ctx context.Context, jt *jobTable, targets []*job) ([]*job, error) {
 	unused := tool.UnusedAnswers(ctx)
 	if len(unused) == 0 {
-		return targets
+		return targets, nil
 	}
 	for i, j := range targets {
 		if !parked(jt, j) {
@@ -586,15 +622,12 @@ func (s *Spawner) wake(ctx context.Context, jt *jobTable, targets []*job) []*job
 		if !answered {
 			continue
 		}
-		r := jt.record(j, false) // running again
+		r := jt.record(j, false)
+		r.State = JobSuspended // as the store keeps it, until it runs again
 		r.Folded, r.Noted, r.Cancelled = false, false, false
-		b, _ := json.Marshal(r)
-		if s.cfg.jobStore.Put(context.WithoutCancel(ctx), j.store.key(j.id), b, store.AnyVersion) != nil {
-			continue
-		}
 		nj, err := s.resume(ctx, jt, r)
 		if err != nil {
-			continue
+			return targets, fmt.Errorf("job %s could not start again with the answers to its questions: %w: it still waits; resume the turn with them again", j.id, err)
 		}
 		targets[i] = nj
 		if js := journalFrom(ctx); js != nil {
@@ -609,7 +642,7 @@ func (s *Spawner) wake(ctx context.Context, jt *jobTable, targets []*job) []*job
 			}
 		}
 	}
-	return targets
+	return targets, nil
 }
 
 // parked reports whether j is a stored job that waits for a person.

@@ -112,7 +112,9 @@ func (t *jobsTool) Call(ctx context.Context, call tool.Call) (tool.Result, error
 	if err != nil {
 		return tool.Result{}, err
 	}
-	targets = t.s.wake(ctx, jt, targets)
+	if targets, err = t.s.wake(ctx, jt, targets); err != nil {
+		return tool.Result{}, err
+	}
 	if len(targets) == 0 {
 		return tool.Result{Content: "no job to wait for: every job of this run has been collected (list them with action list)"}, nil
 	}
