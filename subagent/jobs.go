@@ -461,16 +461,22 @@ func (jt *jobTable) list() string {
 		return "no jobs in this run"
 	}
 	jt.mu.Lock()
-	defer jt.mu.Unlock()
-	if len(jt.order) == 0 {
+	jobs := make([]*job, len(jt.order))
+	for i, id := range jt.order {
+		jobs[i] = jt.jobs[id]
+	}
+	jt.mu.Unlock()
+	if len(jobs) == 0 {
 		return "no jobs in this run"
 	}
 	var b strings.Builder
-	for _, id := range jt.order {
-		j := jt.jobs[id]
+	for _, j := range jobs {
 		status := j.state()
-		if status == JobSuspended {
+		switch {
+		case status == JobSuspended:
 			status = "suspended (waiting for a person's answer)"
+		case j.store.elsewhereNow():
+			status = "running (in another process that shares the store)"
 		}
 		fmt.Fprintf(&b, "%s\t%s\t%s\t%s\n", j.id, j.agent, status, clip(j.task, 80))
 	}

@@ -84,6 +84,9 @@ type JobStatus struct {
 	Messages  []Receipt        `json:"messages,omitempty"`  // of the messages sent to it
 	Questions []tool.Interrupt `json:"questions,omitempty"` // asked while suspended
 	Swept     bool             `json:"swept,omitempty"`     // ended by WithJobTTL's sweep
+	// Elsewhere: it runs in another process that shares the store
+	// (WithJobStore); its progress is as that process last recorded it.
+	Elsewhere bool `json:"elsewhere,omitempty"`
 }
 
 // Receipt says where a message sent to a job stands.
@@ -397,6 +400,9 @@ func (jt *jobTable) status(j *job) JobStatus {
 				st.Questions = in.Interrupts
 			}
 		}
+	}
+	if j.store.elsewhereNow() {
+		j.store.elsewhereStatus(&st)
 	}
 	for _, r := range j.box.Receipts() {
 		st.Messages = append(st.Messages, receiptOf(j.id, r))

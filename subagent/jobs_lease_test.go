@@ -130,3 +130,66 @@ func TestKeptJobRunsInOneProcessAtATime(t *testing.T) {
 		}
 	}
 }
+
+// A process that waits for another's lease on a thread's job shows the
+// job as the store records it, not as it stood when the process first
+// looked: its status and list, asked again as the job runs on in the
+// first process, say it runs there and give the step it reached and what
+// it spent as that process recorded them, the same as the first process
+// reports; in the three id modes.
+func TestKeptJobStatusFromTheProcessThatWaits(t *testing.T) {
+	for _, mode := range callIDModes {
+		t.Run(mode.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "deputy.db")
+			var deadA, deadB atomic.Bool
+			w := &keptWorld{t: t, id: mode.id, dig: make(chan struct{}), inDig: make(chan struct{}, 1), moreDigs: 2}
+			ctx := agent.WithOwner(agent.WithThread(context.Background(), "t1"), "ann")
+			w.open = openMortal(t, path, &deadA)
+			a := w.start()
+			defer a.stop(t)
+			a.run(t, ctx, "cmd start")
+			<-w.inDig
+			w.open = openMortal(t, path, &deadB)
+			b := w.start()
+			defer b.stop(t)
+			var steps []int
+			for look := 0; look < 3; look++ {
+				if look > 0 {
+					w.dig <- struct{}{} // the dig the job is in returns; the job's next step digs again
+					<-w.inDig
+				}
+				mine := a.s.Jobs(ctx).List()
+				theirs := b.s.Jobs(ctx).List()
+				if len(mine) != 1 || len(theirs) != 1 {
+					t.Fatalf("look %d: the processes list %d and %d jobs, want 1", look, len(mine), len(theirs))
+				}
+				m, th := mine[0], theirs[0]
+				if th.State != subagent.JobRunning || !th.Elsewhere || m.Elsewhere {
+					t.Errorf("look %d: the process that waits lists the job %s (elsewhere: %v), the one that runs it elsewhere: %v; want it running elsewhere, and here in the first", look, th.State, th.Elsewhere, m.Elsewhere)
+				}
+				if th.Step != m.Step || th.Usage != m.Usage || th.LastWords != m.LastWords || th.Usage.IsZero() {
+					t.Errorf("look %d: the process that waits shows step %d and usage %+v, the process that runs it step %d and usage %+v; want them the same, not zero", look, th.Step, th.Usage, m.Step, m.Usage)
+				}
+				if st, err := b.s.Jobs(ctx).Status(th.ID); err != nil || st.Step != m.Step || st.Usage != m.Usage {
+					t.Errorf("look %d: the job's status in the process that waits is %+v (%v), want step %d and usage %+v", look, st, err, m.Step, m.Usage)
+				}
+				steps = append(steps, m.Step)
+			}
+			if steps[0] >= steps[1] || steps[1] >= steps[2] {
+				t.Errorf("the job reached the steps %v at the three looks, want it to have moved on between them", steps)
+			}
+			out := b.run(t, ctx, "cmd list")
+			if !strings.Contains(out.Answer, "another process") {
+				t.Errorf("the jobs tool's list in the process that waits reads %q, want it to say another process runs the job", out.Answer)
+			}
+			close(w.dig)
+			job := b.s.Jobs(ctx).List()[0].ID
+			if out := b.run(t, ctx, "cmd wait "+job); !strings.HasPrefix(out.Answer, "lead: found gold") {
+				t.Errorf("the second process's wait answered %q, want the job's answer", out.Answer)
+			}
+			if e, n := w.effect.Load(), w.forks.Load(); e != 1 || n != 5 {
+				t.Errorf("the effect ran %d times and the job's model answered %d times, want 1 and 5", e, n)
+			}
+		})
+	}
+}

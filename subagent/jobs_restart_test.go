@@ -45,6 +45,8 @@ type keptWorld struct {
 
 	// approve: the job's side effect needs a person's approval.
 	approve bool
+	// moreDigs: the job digs this many times more before it answers.
+	moreDigs int
 	// leadOpts are the lead's options besides its name and tools; ready,
 	// if set, is waited for before the lead answers "cmd start2".
 	leadOpts []agent.Option
@@ -75,10 +77,10 @@ func (w *keptWorld) Complete(ctx context.Context, req provider.Request) (provide
 		w.forkUsage = w.forkUsage.Add(u)
 		w.lastFork = req
 		w.mu.Unlock()
-		switch len(toolResults(req.Messages)) {
-		case 0:
+		switch n := len(toolResults(req.Messages)); {
+		case n == 0:
 			return call("effect", `{}`), nil
-		case 1:
+		case n <= 1+w.moreDigs:
 			return call("dig", `{}`), nil
 		}
 		return text("found gold; messages: " + strings.Join(inboundTexts(req), "|")), nil
@@ -110,6 +112,8 @@ func (w *keptWorld) Complete(ctx context.Context, req provider.Request) (provide
 			provider.ToolCall{ID: w.id(k, 1), Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"dig more","background":true}`)}), Usage: u}, nil
 	case len(cmd) >= 2 && cmd[1] == "start":
 		return call(subagent.SpawnToolName, `{"task":"dig","background":true}`), nil
+	case len(cmd) == 2 && cmd[1] == "list":
+		return call(subagent.JobsToolName, `{"action":"list"}`), nil
 	case len(cmd) == 3 && cmd[1] == "send":
 		return call(subagent.JobsToolName, `{"action":"send","job_id":"`+cmd[2]+`","message":"dig deeper"}`), nil
 	case len(cmd) == 3 && cmd[1] == "wait":

@@ -144,6 +144,33 @@ type jobStore struct {
 	// Guarded by mu.
 	lease                      *store.Lock
 	waiting, elsewhere, unheld bool
+	// seen: the progress of a job another process runs, as its record
+	// was last read (see elsewhereStatus).
+	seen mailbox.Progress
+}
+
+// elsewhereRead bounds a read of the record of a job another process
+// runs, when its status is asked for.
+const elsewhereRead = 2 * time.Second
+
+// elsewhereStatus sets st, the status of a job whose lease another
+// process holds, to say so and to show the job's progress as the store
+// records it, read again now (the other process records it at each step):
+// the step it reached, its last words and what it spent. A read that
+// fails or takes past elsewhereRead leaves what was read last.
+func (js *jobStore) elsewhereStatus(st *JobStatus) {
+	st.Elsewhere = true
+	ctx, cancel := context.WithTimeout(context.Background(), elsewhereRead)
+	defer cancel()
+	var r jobRecord
+	b, _, err := js.st.Get(ctx, js.key(st.ID))
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	if err == nil && json.Unmarshal(b, &r) == nil {
+		js.seen = mailbox.Progress{Step: r.Step, Last: r.LastWords, Usage: r.Usage, Cost: r.Cost}
+	}
+	p := js.seen
+	st.Step, st.LastWords, st.Usage, st.Cost = p.Step, p.Last, p.Usage, p.Cost
 }
 
 func (js *jobStore) key(id string) string { return jobsPrefix(js.h) + id }
@@ -217,6 +244,7 @@ func (s *Spawner) lease(ctx context.Context, j *job, r *jobRecord) (*jobLease, e
 	if errors.Is(err, store.ErrBusy) {
 		jl.busy = true
 		js.waiting = true
+		js.seen = mailbox.Progress{Step: r.Step, Last: r.LastWords, Usage: r.Usage, Cost: r.Cost}
 		return jl, nil
 	}
 	if err != nil {
