@@ -260,6 +260,8 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 	// what it spent, a model call in flight included, comes back with it
 	// (jobSettleChange; before it, its usage was dropped).
 	settle := workflow.GetVersion(ctx, jobSettleChange, workflow.DefaultVersion, 1) >= 1
+	// A job's workflow is the only child with an execution timeout: Run
+	// knows it by that as a branch not to wait for (idle).
 	opts := workflow.ChildWorkflowOptions{WorkflowID: d.id, WorkflowExecutionTimeout: subagent.DefaultJobTime, WaitForCancellation: settle}
 	if js.threaded() {
 		opts.ParentClosePolicy = enumspb.PARENT_CLOSE_POLICY_ABANDON // it outlives the turn

@@ -89,3 +89,44 @@ func TestParallelChildrenAskInOneRound(t *testing.T) {
 		t.Errorf("%d payments, want 2", paid.Load())
 	}
 }
+
+// A background job still working does not hold a round: the lead that
+// starts one and, in the same step, asks for an approval is asked at
+// once, while the job's model is still thinking; the job runs beside the
+// turn, as in process.
+func TestRunningJobDoesNotHoldARound(t *testing.T) {
+	const jobTakes = 20 * time.Second
+	p := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		switch {
+		case firstUserOf(req) == "dig":
+			select {
+			case <-time.After(jobTakes):
+				return provider.AssistantMessage("dug"), nil
+			case <-ctx.Done():
+				return provider.Message{}, ctx.Err()
+			}
+		case len(rs) == 0:
+			return provider.AssistantMessage("",
+				provider.ToolCall{ID: "s1", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"dig","background":true}`)},
+				provider.ToolCall{ID: "c1", Name: "pay", Arguments: json.RawMessage(`{"amount":1}`)}), nil
+		}
+		return provider.AssistantMessage("lead: " + strings.Join(rs, "; ")), nil
+	}}
+	var paid atomic.Int64
+	ctx, c, queue := onServer(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Tools: payTools(t, &paid)})
+	a := &Agent{Client: c, TaskQueue: queue, Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"pay"}, Spawn: true, Background: true}}
+	start := time.Now()
+	out, err := a.Run(ctx, agent.Input{Text: "dig, and pay"})
+	took := time.Since(start)
+	var asked *tool.Interrupted
+	if !errors.As(err, &asked) || len(asked.Interrupts) != 1 {
+		t.Fatalf("the run ended %v, want it waiting on the lead's question", err)
+	}
+	if took >= jobTakes {
+		t.Errorf("the question was handed on after %v, once the job had ended: a job must not hold a round", took)
+	}
+	if err := c.CancelWorkflow(ctx, out.RunID, ""); err != nil {
+		t.Fatal(err)
+	}
+}
