@@ -147,6 +147,9 @@ type opening struct {
 	// (a denial, a person's refusal or a question not answered yet): no
 	// child starts, and the spawn tool does not count the call.
 	unstarted func()
+	// handed: the policy decided on the hand-off before the invocation
+	// (a background job's, before it started): it is not asked again.
+	handed bool
 }
 
 // invoke runs one call whose arguments are checked, or, under a journal,
@@ -183,12 +186,14 @@ func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawM
 func (t *SubAgentTool) invokeNow(ctx context.Context, callID string, args json.RawMessage, in agent.Input, op opening) (tool.Result, error) {
 	var recheck func(agent.Input) (agent.Input, error)
 	if pol := policy.From(ctx); pol != nil {
-		var err error
-		if in, err = t.handOff(ctx, pol, callID, args, in); err != nil {
-			if op.unstarted != nil {
-				op.unstarted()
+		if !op.handed { // else decided before the job started: in is what it let through
+			var err error
+			if in, err = t.handOff(ctx, pol, callID, args, in); err != nil {
+				if op.unstarted != nil {
+					op.unstarted()
+				}
+				return tool.Result{}, err
 			}
-			return tool.Result{}, err
 		}
 		// A corrective run is a hand-off of its own, checked as this one
 		// was, where this one was.

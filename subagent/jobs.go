@@ -23,6 +23,7 @@ import (
 	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/internal/mailbox"
 	"github.com/deputy-go/deputy/internal/run"
+	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -134,6 +135,9 @@ func (s *Spawner) startJob(ctx context.Context, sc *spawnCall, callID string, a 
 	if jt == nil {
 		return nil, tool.Correctable(fmt.Errorf("%s: background jobs need a running agent to own them: call without background", SpawnToolName))
 	}
+	if err := sc.handOffFirst(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.admitJob(ctx, jt, callID, sc.who().def.Name); err != nil {
 		return nil, err
 	}
@@ -142,6 +146,36 @@ func (s *Spawner) startJob(ctx context.Context, sc *spawnCall, callID string, a 
 		r.Args = a.task() // kept with the job (see storeJob)
 	}
 	return s.launch(ctx, jt, sc, callID, r)
+}
+
+// handOffFirst asks the run's policy about the job's hand-off before the
+// job starts, as on Temporal: a job the policy refuses (a denial, a
+// person's refusal, or a question not answered yet) is not started, gets
+// no id and is not counted against WithMaxSpawns, and the model reads why
+// in the spawning call's result. The input the policy let through (as a
+// rule rewrote it) is the one the job's child is given, unchecked again.
+// A job whose child finished in an earlier run of the turn is replayed
+// from the journal, as a hand-off in the foreground is, and not asked
+// about again.
+func (sc *spawnCall) handOffFirst(ctx context.Context) error {
+	pol := policy.From(ctx)
+	if pol == nil {
+		return nil
+	}
+	if _, _, finished := sc.recorded(ctx); finished {
+		return nil
+	}
+	in := sc.input()
+	if sc.member == nil {
+		in = forkInput(sc.model, sc.text, sc.check, sc.prefix)
+	}
+	in, err := sc.who().handOff(ctx, pol, sc.callID, sc.args(), in)
+	if err != nil {
+		sc.uncount()
+		return err
+	}
+	sc.handed = &in
+	return nil
 }
 
 // launch starts the job of sc in jt: a new one, or one read back from the

@@ -507,6 +507,9 @@ type spawnCall struct {
 	fork  *SubAgentTool
 	// limits bound the call's child when it runs as a background job.
 	limits JobLimits
+	// handed is the input of a job's child as the policy let it through
+	// before the job started (handOffFirst); nil: not checked yet.
+	handed *agent.Input
 	// carried: a job started again (after a restart, or woken with its
 	// answers) that the run it started in counted, not this one.
 	carried bool
@@ -624,7 +627,11 @@ func (sc *spawnCall) runJob(ctx context.Context, ahead *announced) (tool.Result,
 	if err != nil {
 		return sc.unstarted(ctx, key, paid, ahead, err)
 	}
-	res, err := sc.invoke(ctx, c, opening{ahead: ahead, spentKey: sc.spentKey, unstarted: sc.uncount})
+	op := opening{ahead: ahead, spentKey: sc.spentKey, unstarted: sc.uncount}
+	if sc.handed != nil {
+		c.in, op.handed = *sc.handed, true
+	}
+	res, err := sc.invoke(ctx, c, op)
 	return res, settle, err
 }
 
@@ -782,11 +789,7 @@ func (s *Spawner) member(name, text string, check *checker, callSchema bool) (*S
 func (s *Spawner) forkFor(tmpl *SubAgentTool, m *menuModel, text string, check *checker, budget int64, steps int, prefix *provider.Request) (*SubAgentTool, json.RawMessage, agent.Input) {
 	args := forkArgs(text, m)
 	system := s.cfg.forkPrompt
-	if check != nil && prefix != nil {
-		// The parent's system prompt is sent as it was: the shape goes
-		// with the task, after the shared prefix.
-		text += "\n\n" + check.prompt
-	} else if check != nil {
+	if check != nil && prefix == nil {
 		system += "\n\n" + check.prompt
 	}
 	s.forkOnce.Do(func() {
@@ -816,14 +819,8 @@ func (s *Spawner) forkFor(tmpl *SubAgentTool, m *menuModel, text string, check *
 	if m != nil {
 		p = m.Provider
 		opts = append(opts, agent.WithModel(m.Model))
-		if prefix != nil {
-			// The fork goes on from its parent's conversation on its own
-			// model (the parent's messages still shared, not copied).
-			f := *prefix
-			f.Model = m.Model
-			prefix = &f
-		}
 	}
+	in := forkInput(m, text, check, prefix)
 	c := *tmpl
 	c.cfg.check = check
 	if s.cfg.childTime > 0 {
@@ -840,7 +837,26 @@ func (s *Spawner) forkFor(tmpl *SubAgentTool, m *menuModel, text string, check *
 	} else {
 		c.factory = func(context.Context, json.RawMessage) (agent.Agent, error) { return agent.NewReact(p, opts...) }
 	}
-	return &c, args, agent.Input{Text: text, Fork: prefix}
+	return &c, args, in
+}
+
+// forkInput is what a fork of the call is given: its task, with the shape
+// of its answer after it when it goes on from its parent's conversation
+// (prefix; the parent's system prompt is sent as it was, so the shape goes
+// with the task, after the shared prefix), and that conversation, on the
+// menu's model m when one was picked.
+func forkInput(m *menuModel, text string, check *checker, prefix *provider.Request) agent.Input {
+	if check != nil && prefix != nil {
+		text += "\n\n" + check.prompt
+	}
+	if m != nil && prefix != nil {
+		// The fork goes on from its parent's conversation on its own
+		// model (the parent's messages still shared, not copied).
+		f := *prefix
+		f.Model = m.Model
+		prefix = &f
+	}
+	return agent.Input{Text: text, Fork: prefix}
 }
 
 // allowed says what the spawn tool accepts, for error messages.

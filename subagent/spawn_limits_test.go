@@ -452,8 +452,8 @@ func (d denyTask) Decide(_ context.Context, c *policy.Check) policy.Decision {
 // not count against WithMaxSpawns, as a call the policy denies before it
 // reaches the spawn tool is not counted: of three spawns under a limit of
 // two, the first denied, the other two run, in the foreground or as jobs
-// (a job's hand-off is checked as it starts, after its receipt: the lead
-// waits for it before it spawns again).
+// (a job's hand-off is checked before it starts: the spawning call reads
+// the denial, not a receipt).
 func TestDeniedHandOffDoesNotCountAgainstMaxSpawns(t *testing.T) {
 	for _, background := range []bool{false, true} {
 		t.Run(fmt.Sprint("background=", background), func(t *testing.T) {
@@ -461,15 +461,12 @@ func TestDeniedHandOffDoesNotCountAgainstMaxSpawns(t *testing.T) {
 			if background {
 				bg = `,"background":true`
 			}
-			replies := []fake.Reply{spawns(`{"task":"a"` + bg + `}`).For("lead")}
-			if background {
-				replies = append(replies, fake.Call(subagent.JobsToolName, `{"action":"wait"}`).For("lead"))
-			}
-			p := fake.NewProvider(append(replies,
+			p := fake.NewProvider(
+				spawns(`{"task":"a"`+bg+`}`).For("lead"),
 				spawns(`{"task":"b"`+bg+`}`).For("lead"),
 				spawns(`{"task":"c"`+bg+`}`).For("lead"),
 				fake.Text("done").For("lead"),
-				fake.Text("ok").For(subagent.DefaultForkName))...,
+				fake.Text("ok").For(subagent.DefaultForkName),
 			).Loop()
 			opts := []subagent.SpawnOption{subagent.WithMaxSpawns(2)}
 			if background {
@@ -490,13 +487,13 @@ func TestDeniedHandOffDoesNotCountAgainstMaxSpawns(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := toolResults(out.Messages)
-			if len(got) != len(replies)+2 {
+			if len(got) != 3 {
 				t.Fatalf("tool results %q, want one a call", got)
 			}
-			if denied := got[len(replies)-1]; !strings.Contains(denied, "a is not handed off") {
+			if denied := got[0]; !strings.Contains(denied, "a is not handed off") {
 				t.Errorf("the denied spawn ended %q, want the denial", denied)
 			}
-			for i, r := range got[len(replies):] {
+			for i, r := range got[1:] {
 				if strings.Contains(r, "spawn limit reached") {
 					t.Errorf("spawn %d was refused (%q): the denied one was counted", i+1, r)
 				}
