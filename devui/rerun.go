@@ -201,12 +201,14 @@ func (d *Handler) serveRerun(w http.ResponseWriter, r *http.Request) {
 	d.record(r.Context(), owner, req, turn, out)
 }
 
-// record keeps a re-run's events beside the thread's runs.
+// record ends the re-run's frames and keeps its events beside the
+// thread's runs.
 func (d *Handler) record(ctx context.Context, owner string, req rerunRequest, turn int, out *frames) {
-	if d.store == nil || len(out.events) == 0 {
+	events, truncated := out.end()
+	if d.store == nil || len(events) == 0 {
 		return
 	}
-	l := runLog{RunID: req.RunID, Turn: max(turn, 0), Events: out.events, Truncated: out.truncated, Rerun: &req}
+	l := runLog{RunID: req.RunID, Turn: max(turn, 0), Events: events, Truncated: truncated, Rerun: &req}
 	if err := d.save(context.WithoutCancel(ctx), owner, req.ThreadID, l); err != nil {
 		d.log.Warn("devui: recording a re-run", "thread", req.ThreadID, "err", err)
 	}
@@ -437,8 +439,6 @@ func cut(msgs []provider.Message, req rerunRequest, turn int) ([]provider.Messag
 	return out, nil
 }
 
-// frames writes events as server-sent events, one frame each, flushed, and
-// keeps them up to MaxRunLogBytes.
 // spending passes a re-run's events on to next, its RUN_FINISHED with
 // what the re-run spent (the lead's own carries no usage).
 type spending struct {
@@ -453,6 +453,11 @@ func (s spending) Emit(e event.Event) {
 	s.next.Emit(e)
 }
 
+// frames writes events as server-sent events, one frame each, flushed, and
+// keeps them up to MaxRunLogBytes, until the re-run's terminal event or
+// its end (end): an event of a job that outlives the re-run, emitted from
+// its own goroutine, is neither written after the terminal event, in the
+// same hold of the lock, nor after the handler returns.
 type frames struct {
 	mu        sync.Mutex
 	w         io.Writer
@@ -461,11 +466,18 @@ type frames struct {
 	events    []json.RawMessage
 	size      int
 	truncated bool
+	done      bool
 }
 
 func (f *frames) Emit(e event.Event) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.done {
+		return
+	}
+	if e.SubagentRunID == "" && (e.Type == event.RunFinished || e.Type == event.RunError) {
+		f.done = true // written below, the last
+	}
 	b, err := e.AppendJSON(f.buf[:0])
 	if err != nil {
 		return
@@ -484,4 +496,12 @@ func (f *frames) Emit(e event.Event) {
 	}
 	f.size += len(b)
 	f.events = append(f.events, slices.Clone(b))
+}
+
+// end stops the frames and returns what they kept.
+func (f *frames) end() (events []json.RawMessage, truncated bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.done = true
+	return f.events, f.truncated
 }
