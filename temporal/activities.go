@@ -137,12 +137,16 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (reply ModelRep
 		chk := policy.Check{Point: policy.BeforeModel, Request: &in.Request}
 		out := pol.Decide(em.scope(runtime.WithPlace(ctx, in.Path, in.Depth)), &chk)
 		if out.Verdict == policy.Deny {
+			// The step starts, ending the one before it, and fails: the
+			// workflow ends it (closeStep).
+			em.before(in.Request)
 			return ModelReply{}, sdktemporal.NewNonRetryableApplicationError(out.Err(&chk).Error(), ErrTypePolicy, nil)
 		}
 	}
 	wrapUp := false
 	if r := in.Reserve; r != nil {
 		if wrapUp, err = a.reserve(&in, r, named); err != nil {
+			em.before(in.Request) // as for a denial
 			return ModelReply{}, err
 		}
 	}

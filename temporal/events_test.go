@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -399,6 +400,71 @@ func TestFailedWrapUpEndsItsStepOnce(t *testing.T) {
 			}
 			if calls != 1 {
 				t.Errorf("%d tool calls published, want the first step's one: a wrap-up's calls are not made", calls)
+			}
+		})
+	}
+}
+
+// A run whose model call is refused by the worker before it is made (the
+// workers' policy denies it, or its reservation finds no room under the
+// run's cost limit) ends the step before it, and the step the call was to
+// make starts and ends, failed: each step published as started is
+// published as finished once, and none is finished that did not start
+// (the step before was left open, and the refused one finished without a
+// start).
+func TestRefusedModelCallEndsTheStepBeforeIt(t *testing.T) {
+	prices, err := provider.NewPrices(map[string]provider.Price{"m1": {Input: 1e-3, Output: 1e-3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		spec  Spec
+		deny  bool
+		steps map[string]int
+		err   string
+	}{
+		{"denied", Spec{Name: "lead", Provider: "m", Tools: []string{"add"}}, true, map[string]int{"tree-d/step-1": 1, "tree-d/step-2": 1}, "one model call is enough"},
+		{"no room", Spec{Name: "lead", Provider: "m", Model: "m1", Tools: []string{"add"}, CostLimit: 0.01}, false, map[string]int{"tree-d/step-1": 1}, "would leave no room for a reply"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var models atomic.Int64
+			pol, err := policy.New(policy.Func("second-model-call", func(ctx context.Context, ch *policy.Check) policy.Decision {
+				if c.deny && ch.Point == policy.BeforeModel && models.Add(1) == 2 {
+					return policy.Denied("one model call is enough")
+				}
+				return policy.Decision{}
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			hub := NewHub()
+			p := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+				msg := provider.AssistantMessage("", provider.ToolCall{ID: "a", Name: "add", Arguments: json.RawMessage(`{"x":1,"y":2}`)})
+				return provider.Response{Message: msg, Usage: provider.Usage{InputTokens: 10, OutputTokens: 2}, StopReason: provider.StopToolUse, Model: "m1"}, nil
+			})
+			env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Tools: addTool(t), Events: hub, Policy: pol, Prices: prices})
+			env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "tree-d"})
+			var rec recorder
+			defer hub.Subscribe(event.WithSink(context.Background(), &rec), "tree-d")()
+			env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: c.spec, Text: "go"})
+			if err := env.GetWorkflowError(); err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Fatalf("error %v, want %q", err, c.err)
+			}
+			started, finished := map[string]int{}, map[string]int{}
+			for _, e := range rec.events {
+				switch e.Type {
+				case event.StepStarted:
+					started[e.StepName]++
+				case event.StepFinished:
+					finished[e.StepName]++
+				}
+			}
+			if d := cmp.Diff(c.steps, started); d != "" {
+				t.Errorf("steps started (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(started, finished); d != "" {
+				t.Errorf("each step started must finish once, and no other (-started +finished):\n%s", d)
 			}
 		})
 	}
