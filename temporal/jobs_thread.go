@@ -199,23 +199,17 @@ func (js *jobs) nextIDs() (string, string) {
 }
 
 // inherit takes the thread's jobs as the turn starts: those that ended
-// come with their outcomes, those noted are handed over, and each one
-// still running is waited for by an activity of its own.
+// come with their outcomes (those noted are handed over as the turn reads
+// the notes, threadNotes), and each one still running is waited for by an
+// activity of its own.
 func (js *jobs) inherit(th *ThreadJobs) {
 	js.thread = th
 	js.sent = th.Sent
 	// The turn publishes its jobs' events from the start: those of the
 	// jobs it inherits too (a new field: no history recorded before it).
 	js.eventsChecked, js.publishing = true, js.trace != nil
-	noted := map[string]bool{}
-	for _, n := range th.Notes {
-		noted[n.ID] = true
-	}
 	for _, k := range th.Jobs {
 		j := k.job()
-		if noted[j.id] {
-			j.collected = true // its usage is the note's
-		}
 		js.list = append(js.list, j)
 		if !j.ended {
 			js.adopt(j)
@@ -332,7 +326,10 @@ func (js *jobs) leave() {
 }
 
 // threadNotes returns the user message of a thread's turn's notes and
-// what the jobs they tell of spent (ok false: none).
+// what the jobs they tell of spent (ok false: none), and hands those jobs
+// over. Only then: a turn that fails before it reads them (its input
+// guardrail trips) leaves them to the next turn, to be told of and
+// counted there.
 func (js *jobs) threadNotes() (provider.Message, provider.Usage, bool) {
 	if !js.threaded() || len(js.thread.Notes) == 0 {
 		return provider.Message{}, provider.Usage{}, false
@@ -345,6 +342,9 @@ func (js *jobs) threadNotes() (provider.Message, provider.Usage, bool) {
 		}
 		b.WriteString(n.Text)
 		u = u.Add(n.Usage)
+		if j := js.find(n.ID); j != nil {
+			j.collected = true // its usage is the note's
+		}
 	}
 	return provider.UserMessage(b.String()), u, true
 }

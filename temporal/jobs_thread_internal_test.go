@@ -1,0 +1,79 @@
+package temporal
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/deputy-go/deputy/policy"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// A turn of a thread that fails before its first model call (here, an
+// input guardrail trips) has not told its model of the thread's jobs that
+// ended meanwhile, nor counted what they spent: it hands them on to the
+// next turn as it got them, uncollected, so that the next turn is told
+// of them and counts them. (They were handed on as collected: told of by
+// no turn, their spending counted nowhere.)
+func TestThreadNotesOutliveATurnThatFailsFirst(t *testing.T) {
+	var calls int
+	p := &script{fn: func(context.Context, int, provider.Request) (provider.Message, error) {
+		calls++
+		return provider.AssistantMessage("noted"), nil
+	}}
+	gs := []policy.Guardrail{{Name: "no-secret", Stage: policy.Input, Check: func(_ context.Context, text string) (policy.Finding, error) {
+		if strings.Contains(text, "sk-live") {
+			return policy.Finding{Problem: "the task holds a key"}, nil
+		}
+		return policy.Finding{}, nil
+	}}}
+	jobUsage := provider.Usage{InputTokens: 40, OutputTokens: 2, Requests: 1}
+	th := &ThreadJobs{
+		Jobs: []keptJob{{ID: "job_1", Agent: forkName, Task: "count the birds", WorkflowID: "thread/job_1", Ended: true,
+			Outcome: &jobOutcome{Out: RunOutput{Answer: "birds: 12", Usage: jobUsage}}}},
+		Next:  1,
+		Notes: []tool.Note{{ID: "job_1", Text: "Background job job_1 (subagent), started in an earlier turn, has ended (done). Its result:\nbirds: 12", Usage: jobUsage}},
+	}
+	spec := Spec{Name: "lead", Provider: "m", Spawn: true, Background: true, JobsAcrossTurns: true, Guardrails: []string{"no-secret"}}
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Guardrails: gs})
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: spec, Text: "use sk-live-123", Thread: th})
+	if err := env.GetWorkflowError(); err == nil || !strings.Contains(err.Error(), "the task holds a key") {
+		t.Fatalf("the turn ended %v, want its input guardrail tripped", err)
+	}
+	if calls != 0 {
+		t.Fatalf("%d model calls, want none: the guardrail stops the turn first", calls)
+	}
+	v, err := env.QueryWorkflow(ThreadJobsQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept ThreadJobs
+	if err := v.Get(&kept); err != nil {
+		t.Fatal(err)
+	}
+	if len(kept.Jobs) != 1 || kept.Jobs[0].ID != "job_1" || kept.Jobs[0].Collected {
+		t.Errorf("the failed turn handed on %+v, want job_1 uncollected: no model read of it, its spending counted nowhere", kept.Jobs)
+	}
+
+	// The next turn, told of it again (as Agent writes the notes of the
+	// jobs the last turn hands on ended and uncollected), counts it and
+	// hands it on collected.
+	spec.Guardrails = nil
+	kept.Notes = th.Notes
+	env = newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}})
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: spec, Text: "anything new?", Thread: &kept})
+	var out RunOutput
+	if err := env.GetWorkflowResult(&out); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 1 || out.ChildUsage != jobUsage {
+		t.Errorf("%d model calls, the turn's ChildUsage %+v; want 1, and the job's %+v", calls, out.ChildUsage, jobUsage)
+	}
+	if v, err = env.QueryWorkflow(ThreadJobsQuery); err == nil {
+		err = v.Get(&kept)
+	}
+	if err != nil || len(kept.Jobs) != 1 || !kept.Jobs[0].Collected {
+		t.Errorf("the turn told of job_1 handed on %+v (%v), want it collected", kept.Jobs, err)
+	}
+}
