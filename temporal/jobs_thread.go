@@ -82,9 +82,12 @@ const (
 // ThreadWorkflowID is the workflow id under which every turn of the
 // thread runs, for the owner (agent.WithOwner) and thread
 // (agent.WithThread): Jobs, SendToJob and CancelJob act through it on
-// the thread's jobs while a turn runs.
+// the thread's jobs while a turn runs. It is one to one: the owner's
+// name goes in with its length, so no two pairs of names share an id (a
+// separator alone let an owner's name that holds it meet another's
+// thread).
 func ThreadWorkflowID(owner, thread string) string {
-	h := sha256.Sum256([]byte(owner + "\x00" + thread))
+	h := sha256.Sum256([]byte(strconv.Itoa(len(owner)) + ":" + owner + thread))
 	return "deputy-thread-" + hex.EncodeToString(h[:16])
 }
 

@@ -77,3 +77,21 @@ func TestThreadNotesOutliveATurnThatFailsFirst(t *testing.T) {
 		t.Errorf("the turn told of job_1 handed on %+v (%v), want it collected", kept.Jobs, err)
 	}
 }
+
+// The workflow id of a thread names its owner and thread unambiguously:
+// no owner reaches another's thread's turns and jobs by a name that
+// holds the separator (they met when joined with a NUL byte).
+func TestThreadWorkflowIDIsOneToOne(t *testing.T) {
+	pairs := [][2]string{
+		{"ann", "t"}, {"ann\x00t", ""}, {"", "ann\x00t"}, {"ann", "\x00t"}, {"ann\x00", "t"},
+		{"a", "nn\x00t"}, {"ann\x00x", "y"}, {"ann", "x\x00y"}, {"ann", "t "}, {"ann ", "t"},
+	}
+	seen := map[string][2]string{}
+	for _, p := range pairs {
+		id := ThreadWorkflowID(p[0], p[1])
+		if q, dup := seen[id]; dup {
+			t.Errorf("owner %q thread %q and owner %q thread %q share the workflow id %s", q[0], q[1], p[0], p[1], id)
+		}
+		seen[id] = p
+	}
+}
