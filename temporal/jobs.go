@@ -934,6 +934,8 @@ type inbox struct {
 	kept      bool
 	latest    jobProgress
 	delivered []string
+	// deliveredAt is the step each of delivered was taken before.
+	deliveredAt []int
 }
 
 // jobSettleChange names the workflow version from which a cancelled job
@@ -1012,8 +1014,11 @@ func (ib *inbox) tell(ctx workflow.Context, p jobProgress) {
 		ib.latest = p
 		ib.latest.Delivered = nil
 		ib.delivered = append(ib.delivered, p.Delivered...)
+		for range p.Delivered {
+			ib.deliveredAt = append(ib.deliveredAt, p.Step)
+		}
 		if extra := len(ib.delivered) - maxHelloDelivered; extra > 0 {
-			ib.delivered = ib.delivered[extra:]
+			ib.delivered, ib.deliveredAt = ib.delivered[extra:], ib.deliveredAt[extra:]
 		}
 	}
 	// A parent that has ended hears nothing more; the job goes on.

@@ -66,6 +66,12 @@ const (
 	// it told while no turn ran was lost.
 	jobHelloSignal = "deputy.job_hello"
 
+	// jobStandingQuery returns where a job of a thread stood when it
+	// last told its thread (a jobStanding): Agent reads it from a job
+	// that ended while no turn ran, since what the job told then was
+	// lost.
+	jobStandingQuery = "deputy.job_standing"
+
 	// greetTime bounds how long a turn waits for its thread's running
 	// jobs to answer its hello before its first model call.
 	greetTime = 10 * time.Second
@@ -280,9 +286,19 @@ func (js *jobs) greet(ctx workflow.Context) {
 }
 
 // answerHellos answers, for a job of a thread, each turn that asks where
-// it stands: with what it told last and every message it took.
-func (ib *inbox) answerHellos(ctx workflow.Context) {
+// it stands: with what it told last and every message it took; and
+// jobStandingQuery, for the next turn of a thread it ended without.
+func (ib *inbox) answerHellos(ctx workflow.Context) error {
 	ib.kept = true
+	if err := workflow.SetQueryHandler(ctx, jobStandingQuery, func() (jobStanding, error) {
+		st := jobStanding{Step: ib.latest.Step, Last: ib.latest.Last, Delivered: map[string]int{}}
+		for i, id := range ib.delivered {
+			st.Delivered[id] = ib.deliveredAt[i]
+		}
+		return st, nil
+	}); err != nil {
+		return err
+	}
 	ch := workflow.GetSignalChannel(ctx, jobHelloSignal)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		for {
@@ -295,6 +311,54 @@ func (ib *inbox) answerHellos(ctx workflow.Context) {
 			ib.tell(gctx, p)
 		}
 	})
+	return nil
+}
+
+// jobStanding is where a job of a thread stood when it last told its
+// thread: its step, its last words and the messages it took, each with
+// the step it took it before.
+type jobStanding struct {
+	Step      int            `json:"step"`
+	Last      string         `json:"last,omitempty"`
+	Delivered map[string]int `json:"delivered,omitempty"`
+}
+
+// jobStandingNow is where the job whose workflow is wfID, ended, stood at
+// its end; ok is false when the query fails (a job of code before
+// jobStandingQuery), and its receipts then stay as the last turn heard
+// them.
+func jobStandingNow(ctx context.Context, c client.Client, wfID string) (jobStanding, bool, error) {
+	var st jobStanding
+	v, err := c.QueryWorkflow(ctx, wfID, "", jobStandingQuery)
+	if err == nil {
+		err = v.Get(&st)
+	}
+	if ctx.Err() != nil {
+		return st, false, ctx.Err()
+	}
+	return st, err == nil, nil
+}
+
+// standAt takes where an ended job stood at its end: its last step and
+// words, and its messages, delivered at the step it took them, or, those
+// it never took, undelivered, as a turn marks them when it hears of the
+// job's end (adopt).
+func (k *keptJob) standAt(st jobStanding) {
+	k.Step = max(k.Step, st.Step)
+	if st.Last != "" {
+		k.Last = st.Last
+	}
+	for i := range k.Receipts {
+		r := &k.Receipts[i]
+		if r.State != subagent.MessageQueued {
+			continue
+		}
+		if step, ok := st.Delivered[r.MessageID]; ok {
+			r.State, r.Step = subagent.MessageDelivered, step
+		} else {
+			r.State = subagent.MessageUndelivered
+		}
+	}
 }
 
 // state is what the thread keeps of its jobs as the turn stands now: the
@@ -390,8 +454,17 @@ func (a *Agent) threadJobs(ctx context.Context, id string) (*ThreadJobs, error) 
 		if err != nil {
 			return nil, fmt.Errorf("temporal: reading job %s of the thread: %w", k.ID, err)
 		}
-		if o != nil {
-			k.Ended, k.Outcome = true, o
+		if o == nil {
+			continue
+		}
+		k.Ended, k.Outcome = true, o
+		// What it told after the last turn ended was lost: it says now.
+		st, ok, err := jobStandingNow(ctx, a.Client, k.WorkflowID)
+		if err != nil {
+			return nil, fmt.Errorf("temporal: reading job %s of the thread: %w", k.ID, err)
+		}
+		if ok {
+			k.standAt(st)
 		}
 	}
 	note := a.JobNote

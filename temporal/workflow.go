@@ -80,7 +80,10 @@ func AgentWorkflow(ctx workflow.Context, in RunInput) (RunOutput, error) {
 	}
 	ib := newInbox(rctx, in.Job)
 	if ib != nil && in.JobTime > 0 {
-		ib.answerHellos(ctx) // a thread's job: its next turns ask where it stands
+		// A thread's job: its next turns ask where it stands.
+		if err := ib.answerHellos(ctx); err != nil {
+			return RunOutput{}, err
+		}
 	}
 	out, err := run(rctx, in.Spec, in.Depth, nil, input, id, trace, q, cmp.Or(in.Path, cmp.Or(in.Spec.Name, agent.DefaultName)), ib, in.Arguments, thread)
 	if late && err != nil && sdktemporal.IsCanceledError(err) {
