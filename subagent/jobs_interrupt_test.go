@@ -169,3 +169,122 @@ func TestCancelledSuspendedJobDoesNotSuspendTheParent(t *testing.T) {
 		mustContain(t, results[2], "cancelled while it waited for a person's answer")
 	})
 }
+
+// nestedAsker is the model of a lead that hands a cleanup to a child in
+// the foreground; the child starts it in the background as a job of its
+// own and waits for it; the job's delete needs a person's approval. It
+// names its calls as id does, and counts the calls of each agent.
+type nestedAsker struct {
+	id                 func(n int64, i int) string
+	n                  atomic.Int64
+	lead, child, grand atomic.Int64
+}
+
+func (m *nestedAsker) Complete(_ context.Context, req provider.Request) (provider.Response, error) {
+	k := m.n.Add(1)
+	u := provider.Usage{InputTokens: int64(len(req.Messages)), OutputTokens: 1, Requests: 1}
+	call := func(name, args string) (provider.Response, error) {
+		return provider.Response{Message: provider.AssistantMessage("", provider.ToolCall{ID: m.id(k, 0), Name: name, Arguments: json.RawMessage(args)}), Usage: u}, nil
+	}
+	text := func(s string) (provider.Response, error) {
+		return provider.Response{Message: provider.AssistantMessage(s), Usage: u}, nil
+	}
+	results := toolResults(req.Messages)
+	last := ""
+	if len(results) > 0 {
+		last = results[len(results)-1]
+	}
+	switch {
+	case !strings.HasPrefix(req.System, subagent.DefaultForkPrompt[:20]):
+		m.lead.Add(1)
+		if len(results) == 0 {
+			return call(subagent.SpawnToolName, `{"task":"have the cleanup done"}`)
+		}
+		return text("lead: " + last)
+	case strings.Contains(req.Messages[0].Content, "have the cleanup done"):
+		m.child.Add(1)
+		switch len(results) {
+		case 0:
+			return call(subagent.SpawnToolName, `{"task":"clean up","background":true}`)
+		case 1:
+			return call(subagent.JobsToolName, `{"action":"wait","job_id":"`+latestJob(req.Messages)+`","timeout_seconds":60}`)
+		}
+		return text("child: " + last)
+	default:
+		m.grand.Add(1)
+		if len(results) == 0 {
+			return call("delete", `{"path":"/tmp/x"}`)
+		}
+		return text("deleted it")
+	}
+}
+
+// A background job started by a child, not by the lead, whose sub-agent
+// asks a person: the child waiting for it suspends with its question,
+// and so does the lead, whose run ends with the question, attributed to
+// the job's sub-agent, at once (not when the wait times out). Resumed
+// with the approval, the delete runs once, no model answer is asked for
+// twice, and the answer comes up through the child to the lead; in the
+// three id modes.
+func TestChildsBackgroundJobAskingAPersonSuspendsTheRun(t *testing.T) {
+	for _, mode := range callIDModes {
+		t.Run(mode.name, func(t *testing.T) {
+			var deletes atomic.Int64
+			del, err := tool.New("delete", "Deletes a file.", func(ctx context.Context, in struct {
+				Path string `json:"path"`
+			}) (string, error) {
+				deletes.Add(1)
+				return "deleted " + in.Path, nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := &nestedAsker{id: mode.id}
+			reg, _ := setup(t, m, true, []subagent.SpawnOption{subagent.WithBackground(), subagent.WithMaxDepth(2)}, tool.RequireApproval(del, "deletes data", 0))
+			st := newStore(t)
+			run := func(ctx context.Context) (agent.Output, []event.Event, error) {
+				t.Helper()
+				j, err := st.Journal(ctx, "turn")
+				if err != nil {
+					t.Fatal(err)
+				}
+				var rec eventcheck.Recorder
+				out, err := lead(t, m, reg).Run(event.WithSink(agent.WithJournal(ctx, j), &rec), agent.Input{Text: "tidy up"})
+				return out, rec.Events(), err
+			}
+			start := time.Now()
+			_, ev1, err := run(context.Background())
+			var in *tool.Interrupted
+			if !errors.As(err, &in) || len(in.Interrupts) != 1 {
+				t.Fatalf("the first run ended with %v after %v, want the job's question", err, time.Since(start))
+			}
+			var job string
+			for _, e := range ev1 {
+				if e.Type == event.SubagentStarted && e.ParentSubagentRunID != "" {
+					job = e.SubagentRunID // the grandchild: started by the child
+				}
+			}
+			if it := in.Interrupts[0]; job == "" || it.SubagentRunID != job || it.Reason != tool.ApprovalReason {
+				t.Fatalf("the question %+v, want the approval asked by the child's job %q", it, job)
+			}
+			if d, l, c, g := deletes.Load(), m.lead.Load(), m.child.Load(), m.grand.Load(); d != 0 || l != 1 || c != 2 || g != 1 {
+				t.Fatalf("before the answer: %d deletes, and the lead, child and job asked their models %d, %d and %d times; want 0, 1, 2, 1", d, l, c, g)
+			}
+
+			rctx, err := tool.Resume(context.Background(), in, tool.Answer{InterruptID: in.Interrupts[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, _, err := run(rctx)
+			if err != nil {
+				t.Fatalf("the resumed run: %v", err)
+			}
+			if out.Answer != "lead: child: deleted it" {
+				t.Errorf("the resumed run answered %q, want the job's answer through the child", out.Answer)
+			}
+			if d, l, c, g := deletes.Load(), m.lead.Load(), m.child.Load(), m.grand.Load(); d != 1 || l != 2 || c != 3 || g != 2 {
+				t.Errorf("after the answer: %d deletes, and the lead, child and job asked their models %d, %d and %d times; want 1, 2, 3, 2", d, l, c, g)
+			}
+		})
+	}
+}
