@@ -84,9 +84,7 @@ type JobStatus struct {
 	Messages  []Receipt        `json:"messages,omitempty"`  // of the messages sent to it
 	Questions []tool.Interrupt `json:"questions,omitempty"` // asked while suspended
 	Swept     bool             `json:"swept,omitempty"`     // ended by WithJobTTL's sweep
-	// Elsewhere: it runs in another process that shares the store
-	// (WithJobStore); its progress is as that process last recorded it.
-	Elsewhere bool `json:"elsewhere,omitempty"`
+	Elsewhere bool             `json:"elsewhere,omitempty"` // run by another process sharing the store (WithJobStore), as it last recorded
 }
 
 // Receipt says where a message sent to a job stands.
