@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -83,6 +84,12 @@ const (
 	// maxKeptJobs bounds the jobs a thread keeps once they are handed
 	// over (collected): the oldest go first, as in process.
 	maxKeptJobs = 64
+
+	// maxKeptBytes bounds what the jobs a thread keeps once they are
+	// handed over weigh (as JSON, their answers with them): the oldest go
+	// first, so that a turn's input stays well below the server's limit
+	// on a payload (2 MiB by default) however long the jobs' answers.
+	maxKeptBytes = 512 << 10
 )
 
 // ThreadWorkflowID is the workflow id under which every turn of the
@@ -361,17 +368,29 @@ func (k *keptJob) standAt(st jobStanding) {
 	}
 }
 
-// state is what the thread keeps of its jobs as the turn stands now: the
-// oldest jobs handed over go past maxKeptJobs.
+// state is what the thread keeps of its jobs as the turn stands now: of
+// the jobs handed over, the newest maxKeptJobs that weigh at most
+// maxKeptBytes.
 func (js *jobs) state() ThreadJobs {
 	th := ThreadJobs{Next: js.thread.Next, Sent: js.sent}
-	extra := len(js.list) - maxKeptJobs
-	for _, j := range js.list {
-		if extra > 0 && j.ended && j.collected {
-			extra--
+	keep := make([]bool, len(js.list))
+	n, weight := 0, 0
+	for i := len(js.list) - 1; i >= 0; i-- {
+		j := js.list[i]
+		if !j.ended || !j.collected {
+			keep[i] = true // still to be handed over
 			continue
 		}
-		th.Jobs = append(th.Jobs, j.kept())
+		raw, err := json.Marshal(j.kept())
+		if err != nil || n+1 > maxKeptJobs || weight+len(raw) > maxKeptBytes {
+			continue
+		}
+		keep[i], n, weight = true, n+1, weight+len(raw)
+	}
+	for i, j := range js.list {
+		if keep[i] {
+			th.Jobs = append(th.Jobs, j.kept())
+		}
 	}
 	return th
 }

@@ -2,6 +2,8 @@ package temporal
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -93,5 +95,50 @@ func TestThreadWorkflowIDIsOneToOne(t *testing.T) {
 			t.Errorf("owner %q thread %q and owner %q thread %q share the workflow id %s", q[0], q[1], p[0], p[1], id)
 		}
 		seen[id] = p
+	}
+}
+
+// What a thread keeps of the jobs it has handed over is bounded in
+// bytes, not only in number: a thread whose jobs answered at length keeps
+// the newest that fit, and the next turn's input stays far below the
+// server's limit on a payload (2 MiB by default), so the thread can go
+// on. (Sixty-four answers of 48 KiB were kept whole: 3 MiB, which no
+// turn of the thread could start with.)
+func TestThreadKeepsJobsInBoundedBytes(t *testing.T) {
+	p := &script{fn: func(context.Context, int, provider.Request) (provider.Message, error) {
+		return provider.AssistantMessage("nothing new"), nil
+	}}
+	long := strings.Repeat("a long report. ", DefaultMaxOutputBytes/15)
+	th := &ThreadJobs{Next: maxKeptJobs}
+	for i := range maxKeptJobs {
+		th.Jobs = append(th.Jobs, keptJob{ID: fmt.Sprint("job_", i+1), Agent: forkName, Task: "report", WorkflowID: fmt.Sprint("thread/job_", i+1),
+			Ended: true, Collected: true, Outcome: &jobOutcome{Out: RunOutput{Answer: long}}})
+	}
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}})
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Spawn: true, Background: true, JobsAcrossTurns: true},
+		Text: "anything new?", Thread: th})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	v, err := env.QueryWorkflow(ThreadJobsQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept ThreadJobs
+	if err := v.Get(&kept); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(RunInput{Thread: &kept})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) > 1<<20 {
+		t.Errorf("the thread hands its next turn %d bytes of jobs, want at most 1 MiB", len(raw))
+	}
+	if n := len(kept.Jobs); n == 0 || kept.Jobs[n-1].ID != fmt.Sprint("job_", maxKeptJobs) {
+		t.Errorf("the thread kept %d jobs, want the newest among them", n)
+	}
+	if kept.Next != maxKeptJobs {
+		t.Errorf("the thread's next job number is %d, want %d: the ids of jobs dropped are not given again", kept.Next, maxKeptJobs)
 	}
 }
