@@ -22,7 +22,8 @@ const maxIdleWalk = 10_000
 // answers, so none of its branches can ask another before they are given:
 // the round of questions is whole. Background jobs (child workflows
 // started with an execution timeout, as jobs are, subagent.DefaultJobTime)
-// and what runs under them are not read: they run beside the turn, as in
+// and what runs under them are not read, nor a turn's waits for the jobs
+// of earlier turns of its thread: they run beside the turn, as in
 // process, and a question one asks later comes in a later round.
 //
 // A branch is read once, so a change it makes after it was read is not
@@ -53,8 +54,15 @@ func idle(ctx context.Context, c client.Client, tree string) (idle, ok bool) {
 		if id != tree && d.GetExecutionConfig().GetWorkflowExecutionTimeout().AsDuration() > 0 {
 			continue // a background job
 		}
-		if len(d.GetPendingActivities()) > 0 || d.GetPendingWorkflowTask() != nil {
+		if d.GetPendingWorkflowTask() != nil {
 			return false, true
+		}
+		for _, a := range d.GetPendingActivities() {
+			// A turn's wait for a job of an earlier turn of its thread
+			// (AwaitJob) is a job's work, not the turn's.
+			if a.GetActivityType().GetName() != AwaitJobActivityName {
+				return false, true
+			}
 		}
 		for _, ch := range d.GetPendingChildren() {
 			queue = append(queue, ch.GetWorkflowId())

@@ -3,6 +3,7 @@ package temporal
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -117,5 +118,76 @@ func jobEndedBetweenTurns(t *testing.T, c client.Client, id func(n int64, i int)
 	if st.State != subagent.JobDone || st.Step != 2 || st.LastWords != last || len(st.Messages) != 1 ||
 		st.Messages[0].State != subagent.MessageDelivered || st.Messages[0].Step != 2 {
 		t.Errorf("the second turn read job_1 as %+v, want it done at step 2 with its last words %q, the message delivered at step 2", st, last)
+	}
+}
+
+// A turn of a thread that asks a person while a job of an earlier turn
+// runs hands the question on at once: the turn's wait for that job (an
+// activity) is not work of the turn's tree that might ask more. (Run read
+// the tree as working until the job ended, up to its Spec.JobTime, and
+// the question reached no one meanwhile.)
+func TestTurnAsksWhileAnEarlierTurnsJobRuns(t *testing.T) {
+	for _, mode := range policyIDModes {
+		t.Run(mode.name, func(t *testing.T) { asksWhileEarlierJobRuns(t, mode.id) })
+	}
+}
+
+func asksWhileEarlierJobRuns(t *testing.T, id func(n int64, i int) string) {
+	const turn1, turn2, long = "start the count", "pay the bill", "count the stars"
+	var n, paid, runs, stopped atomic.Int64
+	blocked := make(chan struct{})
+	m := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		switch task := firstUserOf(req); {
+		case task == long:
+			return provider.AssistantMessage("counting", provider.ToolCall{ID: id(n.Add(1), 0), Name: "block", Arguments: json.RawMessage(`{}`)}), nil
+		case task == turn1 && len(rs) == 0:
+			return provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"` + long + `","background":true}`)}), nil
+		case task == turn2 && len(rs) == 0:
+			return provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: "pay", Arguments: json.RawMessage(`{"amount":5}`)}), nil
+		}
+		return provider.AssistantMessage("done: " + strings.Join(rs, "; ")), nil
+	}}
+	reg := payTools(t, &paid)
+	if err := reg.Register(blocking(t, "block", &runs, &stopped, blocked)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, c, queue := onServer(t, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg})
+	lead := &Agent{Client: c, TaskQueue: queue, Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"pay", "block"}, Spawn: true, Background: true,
+		JobsAcrossTurns: true, JobTime: 10 * time.Minute}}
+	tctx := agent.WithOwner(agent.WithThread(ctx, "thread-"+queue), "dee")
+	if _, err := lead.Run(tctx, agent.Input{Text: turn1}); err != nil {
+		t.Fatal(err)
+	}
+	<-blocked
+	rctx, cancel := context.WithTimeout(tctx, 30*time.Second)
+	defer cancel()
+	out2, err := lead.Run(rctx, agent.Input{Text: turn2})
+	var asked *tool.Interrupted
+	if !errors.As(err, &asked) || len(asked.Interrupts) != 1 {
+		t.Fatalf("the second turn ended %v, want it waiting on its one question, asked at once", err)
+	}
+	if paid.Load() != 0 {
+		t.Errorf("%d payments before the answer", paid.Load())
+	}
+	// The tree's own question, as the run handed it on.
+	pending, err := Pending(ctx, c, out2.RunID)
+	if err != nil || len(pending) != 1 {
+		t.Fatalf("the tree waits on %+v (%v), want one question", pending, err)
+	}
+	if err := Answer(ctx, c, out2.RunID, tool.Answer{InterruptID: pending[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)}); err != nil {
+		t.Fatal(err)
+	}
+	var res RunOutput
+	if err := c.GetWorkflow(ctx, out2.RunID, "").Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Answer != "done: paid 5" || paid.Load() != 1 {
+		t.Errorf("the second turn answered %q after %d payments, want one payment, answered with it", res.Answer, paid.Load())
+	}
+	// The job of the first turn still runs: cancel it, so that nothing
+	// outlives the test.
+	if err := c.CancelWorkflow(ctx, ThreadWorkflowID("dee", "thread-"+queue)+"/job_1", ""); err != nil {
+		t.Error(err)
 	}
 }
