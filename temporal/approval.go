@@ -54,6 +54,11 @@ type questions struct {
 	where   map[string]string    // at the top: question id → the child that asks ("" itself)
 	waiting map[string]waitingOn // this workflow's own questions, by their id in the tree
 	loop    bool                 // a child's answer loop is running
+	// kept, for a job of a thread: a question it asks while no turn of
+	// its thread runs waits for the next turn, which hears it when it
+	// asks the job where it stands (open: the questions not answered).
+	kept bool
+	open []tool.Interrupt
 }
 
 // waitingOn is a question a call of this workflow waits on: the answer
@@ -88,6 +93,9 @@ func newQuestions(ctx workflow.Context, trace *Trace) (*questions, error) {
 				return
 			}
 			for _, it := range asked {
+				if _, known := q.where[it.ID]; known {
+					continue // asked again by a job of the thread that heard no answer
+				}
 				q.pending = append(q.pending, it)
 				q.where[it.ID] = it.SubagentRunID
 			}
@@ -134,6 +142,7 @@ func (q *questions) settle(a tool.Answer) {
 		return
 	}
 	delete(q.waiting, a.InterruptID)
+	q.open = slices.DeleteFunc(q.open, func(it tool.Interrupt) bool { return it.ID == a.InterruptID })
 	a.InterruptID = w.asked
 	w.set.SetValue(a)
 }
@@ -176,7 +185,10 @@ func (q *questions) ask(ctx workflow.Context, asked []tool.Interrupt) ([]tool.An
 				}
 			})
 		}
-		if err := workflow.SignalExternalWorkflow(ctx, q.tree, "", askedSignal, mine).Get(ctx, nil); err != nil {
+		if q.kept {
+			q.open = append(q.open, mine...)
+		}
+		if err := workflow.SignalExternalWorkflow(ctx, q.tree, "", askedSignal, mine).Get(ctx, nil); err != nil && !q.kept {
 			return nil, fmt.Errorf("temporal: telling the tree's top %s what %s asks: %w", q.tree, q.self, err)
 		}
 	}

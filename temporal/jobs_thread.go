@@ -293,9 +293,11 @@ func (js *jobs) greet(ctx workflow.Context) {
 }
 
 // answerHellos answers, for a job of a thread, each turn that asks where
-// it stands: with what it told last and every message it took; and
-// jobStandingQuery, for the next turn of a thread it ended without.
-func (ib *inbox) answerHellos(ctx workflow.Context) error {
+// it stands: with what it told last and every message it took, and asks
+// again the questions of its own no one has answered (q), which a turn
+// that ended, or none, heard; and jobStandingQuery, for the next turn of
+// a thread it ended without.
+func (ib *inbox) answerHellos(ctx workflow.Context, q *questions) error {
 	ib.kept = true
 	if err := workflow.SetQueryHandler(ctx, jobStandingQuery, func() (jobStanding, error) {
 		st := jobStanding{Step: ib.latest.Step, Last: ib.latest.Last, Delivered: map[string]int{}}
@@ -314,6 +316,10 @@ func (ib *inbox) answerHellos(ctx workflow.Context) error {
 			for ch.ReceiveAsync(&v) {
 			}
 			p := ib.latest
+			// Its questions first: the turn has them once it has heard it.
+			if len(q.open) > 0 {
+				_ = workflow.SignalExternalWorkflow(gctx, q.tree, "", askedSignal, slices.Clone(q.open)).Get(gctx, nil)
+			}
 			p.Job, p.Hello, p.Delivered = ib.job, true, slices.Clone(ib.delivered)
 			ib.tell(gctx, p)
 		}

@@ -3,6 +3,7 @@ package temporal
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -429,5 +430,105 @@ func actsOnEarlierJob(t *testing.T, c client.Client, id func(n int64, i int) str
 	calls, billed := m.total()
 	if spent := out1.TotalUsage().Add(out2.TotalUsage()); calls != 6 || spent != billed {
 		t.Errorf("%d model calls billing %+v, the turns reported %+v; want 6 (2 the first turn's, 3 the second's, 1 the job's), each counted once", calls, billed, spent)
+	}
+}
+
+// A job of a thread that asks a person while no turn of its thread runs
+// waits for the next turn, which hears its question when it asks the job
+// where it stands: the turn hands it on, attributed to the job's
+// workflow, as any question of its tree, and the job, answered, pays
+// once and the turn's wait reads its answer.
+func TestThreadJobAsksBetweenTurns(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	c, err := Dial(context.Background(), hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, mode := range policyIDModes {
+		t.Run(mode.name, func(t *testing.T) { jobAsksBetweenTurns(t, c, mode.id) })
+	}
+}
+
+func jobAsksBetweenTurns(t *testing.T, c client.Client, id func(n int64, i int) string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const turn1, turn2, bill = "start paying", "settle up", "pay the bill"
+	var paid, n, jobCalls atomic.Int64
+	pay := tool.RequireApproval(tool.Must(tool.New("pay", "Pays.", func(context.Context, struct{}) (string, error) {
+		paid.Add(1)
+		return "paid", nil
+	})), "moves money", 0)
+	reg, err := tool.NewRegistry(pay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	turnOver := make(chan struct{})
+	m := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		call := func(name, args string) (provider.Message, error) {
+			return provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: name, Arguments: json.RawMessage(args)}), nil
+		}
+		task := firstUserOf(req)
+		switch {
+		case task == bill && len(rs) == 0:
+			select { // it asks once its turn is over
+			case <-turnOver:
+			case <-ctx.Done():
+				return provider.Message{}, ctx.Err()
+			}
+			jobCalls.Add(1)
+			return call("pay", `{}`)
+		case task == bill:
+			return provider.AssistantMessage("bill: " + rs[0]), nil
+		case task == turn1 && len(rs) == 0:
+			return call(SpawnToolName, `{"task":"`+bill+`","background":true}`)
+		case task == turn2 && len(rs) == 0:
+			return call(subagent.JobsToolName, `{"action":"wait","job_id":"job_1","timeout_seconds":60}`)
+		}
+		return provider.AssistantMessage(task + ": " + rs[0]), nil
+	}}
+	queue := fmt.Sprintf("deputy-thread-ask-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	lead := &Agent{Client: c, TaskQueue: queue, Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"pay"}, Spawn: true, Background: true, JobsAcrossTurns: true}}
+	tctx := agent.WithThread(ctx, "thread-"+queue)
+	thread := ThreadWorkflowID("", "thread-"+queue)
+	out1, err := lead.Run(tctx, agent.Input{Text: turn1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(turnOver)
+	for jobCalls.Load() == 0 && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // the job asks, and no turn hears it
+	_, err = lead.Run(tctx, agent.Input{Text: turn2})
+	var asked *tool.Interrupted
+	if !errors.As(err, &asked) || len(asked.Interrupts) != 1 || asked.Interrupts[0].SubagentRunID != thread+"/job_1" {
+		t.Fatalf("the second turn ended with %v, want the job's question, attributed to its workflow", err)
+	}
+	// The turn waits on: the person answers the tree's question.
+	pending, err := Pending(ctx, c, thread)
+	if err != nil || len(pending) != 1 || pending[0].SubagentRunID != thread+"/job_1" {
+		t.Fatalf("the thread's turn waits on %+v (%v), want the job's one question", pending, err)
+	}
+	if err := Answer(ctx, c, thread, tool.Answer{InterruptID: pending[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)}); err != nil {
+		t.Fatal(err)
+	}
+	var out2 RunOutput
+	if err := c.GetWorkflow(ctx, thread, "").Get(ctx, &out2); err != nil {
+		t.Fatal(err)
+	}
+	if want := turn2 + ": bill: paid"; out2.Answer != want || paid.Load() != 1 {
+		t.Errorf("the second turn answered %q, paid %d times; want %q, paid once", out2.Answer, paid.Load(), want)
+	}
+	calls, billed := m.total()
+	if spent := out1.TotalUsage().Add(out2.TotalUsage()); calls != 6 || spent != billed {
+		t.Errorf("%d model calls billing %+v, the turns reported %+v; want 6, each counted once", calls, billed, spent)
 	}
 }

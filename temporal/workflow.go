@@ -80,8 +80,10 @@ func AgentWorkflow(ctx workflow.Context, in RunInput) (RunOutput, error) {
 	}
 	ib := newInbox(rctx, in.Job)
 	if ib != nil && in.JobTime > 0 {
-		// A thread's job: its next turns ask where it stands.
-		if err := ib.answerHellos(ctx); err != nil {
+		// A thread's job: its next turns ask where it stands, and what it
+		// asks a person waits for them.
+		q.kept = true
+		if err := ib.answerHellos(ctx, q); err != nil {
 			return RunOutput{}, err
 		}
 	}
