@@ -167,6 +167,63 @@ func contains(rules []Rule, r Rule) bool {
 // returns a new one.
 type Policy struct {
 	rules []Rule
+	// at holds, for each of the four points (pointIndex), the rules that
+	// may decide there, in order: a ready-made rule that says at which
+	// points it decides (pointed) is left out of the others, where it
+	// would allow, and the others are asked everywhere. So a model call
+	// under five rules asks only the redactor, not four rules that allow
+	// it without a look.
+	at [4][]Rule
+}
+
+// pointed is a ready-made rule that decides only at the points it names
+// (a bit 1<<pointIndex for each), and allows everywhere else.
+type pointed interface {
+	points() uint8
+}
+
+// pointIndex is the index of pt in Policy.at, or -1 for a Point that is
+// none of the four.
+func pointIndex(pt Point) int {
+	switch pt {
+	case BeforeTool:
+		return 0
+	case BeforeDelegation:
+		return 1
+	case AfterResult:
+		return 2
+	case BeforeModel:
+		return 3
+	}
+	return -1
+}
+
+// onlyTools is the points of a rule that decides before tool calls only.
+const onlyTools = 1 << 0
+
+// newPolicy returns the policy of rules, which it keeps.
+func newPolicy(rules []Rule) *Policy {
+	p := &Policy{rules: rules}
+	for _, r := range rules {
+		pts := uint8(0b1111)
+		if pr, ok := r.(pointed); ok {
+			pts = pr.points()
+		}
+		for i := range p.at {
+			if pts&(1<<i) != 0 {
+				p.at[i] = append(p.at[i], r)
+			}
+		}
+	}
+	return p
+}
+
+// asked returns the rules that decide at pt.
+func (p *Policy) asked(pt Point) []Rule {
+	if i := pointIndex(pt); i >= 0 {
+		return p.at[i]
+	}
+	return p.rules
 }
 
 // New returns a policy of rules. It refuses a nil rule, a rule without a
@@ -187,7 +244,7 @@ func (p *Policy) Narrow(rules ...Rule) (*Policy, error) {
 	if p != nil {
 		have = p.rules
 	}
-	out := &Policy{rules: slices.Clip(slices.Clone(have))}
+	out := slices.Clip(slices.Clone(have))
 	for i, r := range rules {
 		if r == nil {
 			return nil, fmt.Errorf("policy: rule %d is nil: pass a Rule", i)
@@ -196,7 +253,7 @@ func (p *Policy) Narrow(rules ...Rule) (*Policy, error) {
 		if name == "" {
 			return nil, fmt.Errorf("policy: rule %d (%T) has no name: name every rule, so that its decisions say which rule made them", i, r)
 		}
-		for _, o := range out.rules {
+		for _, o := range out {
 			if o.Name() == name && !same(o, r) {
 				return nil, fmt.Errorf("policy: two rules are named %q: give each its own name", name)
 			}
@@ -204,11 +261,11 @@ func (p *Policy) Narrow(rules ...Rule) (*Policy, error) {
 		if err := widens(have, r); err != nil {
 			return nil, err
 		}
-		if !contains(out.rules, r) {
-			out.rules = append(out.rules, r)
+		if !contains(out, r) {
+			out = append(out, r)
 		}
 	}
-	return out, nil
+	return newPolicy(out), nil
 }
 
 // Rules returns the policy's rules, in the order they are asked.
@@ -241,18 +298,18 @@ func With(ctx context.Context, p *Policy) context.Context {
 	if have == nil {
 		return context.WithValue(ctx, key{}, p)
 	}
-	merged := &Policy{rules: slices.Clone(have.rules)}
+	merged := slices.Clone(have.rules)
 	added := false
 	for _, r := range p.rules {
-		if !contains(merged.rules, r) {
-			merged.rules = append(merged.rules, r)
+		if !contains(merged, r) {
+			merged = append(merged, r)
 			added = true
 		}
 	}
 	if !added {
 		return ctx
 	}
-	return context.WithValue(ctx, key{}, merged)
+	return context.WithValue(ctx, key{}, newPolicy(merged))
 }
 
 // From returns the policy binding ctx, or nil.
@@ -339,7 +396,7 @@ func (p *Policy) decide(ctx context.Context, c *Check) (out Outcome) {
 	}()
 	var ask Outcome
 	rewrote := ""
-	for _, r = range p.rules {
+	for _, r = range p.asked(c.Point) {
 		d := r.Decide(ctx, c)
 		switch d.Verdict {
 		case Allow:

@@ -278,3 +278,44 @@ func TestDeniedModelCallFailsTheRun(t *testing.T) {
 		t.Fatalf("err %v, %d model calls", err, model.Calls())
 	}
 }
+
+// A rule of the user's own is asked at every point, and at a point that
+// is none of the four; the ready-made rules, asked only where they can
+// decide, decide there as before.
+func TestEveryRuleIsAskedWhereItCanDecide(t *testing.T) {
+	var mu sync.Mutex
+	asked := map[policy.Point]int{}
+	own := policy.Func("own", func(_ context.Context, c *policy.Check) policy.Decision {
+		mu.Lock()
+		defer mu.Unlock()
+		asked[c.Point]++
+		return policy.Decision{}
+	})
+	p, err := policy.New(policy.DenyTools("no-shell", policy.AnyDepth, "shell"), policy.AskBefore("ask", "pay"), own,
+		policy.Redact("secrets", []string{"s3cret"}), policy.PathUnder("sandbox", "write", "path", "/srv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, pt := range []policy.Point{policy.BeforeTool, policy.BeforeDelegation, policy.AfterResult, policy.BeforeModel, "custom"} {
+		p.Decide(ctx, &policy.Check{Point: pt, Tool: "lookup"})
+	}
+	for _, pt := range []policy.Point{policy.BeforeTool, policy.BeforeDelegation, policy.AfterResult, policy.BeforeModel, "custom"} {
+		if asked[pt] != 1 {
+			t.Errorf("the user's rule was asked %d times at %q, want 1", asked[pt], pt)
+		}
+	}
+	for tool, want := range map[string]policy.Verdict{"shell": policy.Deny, "pay": policy.Ask, "write": policy.Deny} {
+		if got := p.Decide(ctx, &policy.Check{Point: policy.BeforeTool, Tool: tool, Arguments: json.RawMessage(`{"path":"/etc/passwd"}`)}); got.Verdict != want {
+			t.Errorf("a call of %s: %+v, want %s", tool, got, want)
+		}
+	}
+	c := &policy.Check{Point: policy.AfterResult, Tool: "lookup", Result: "it is s3cret"}
+	if got := p.Decide(ctx, c); got.Verdict != policy.Rewrite || c.Result != "it is "+policy.Redacted {
+		t.Errorf("a result with the secret: %+v, %q", got, c.Result)
+	}
+	c = &policy.Check{Point: policy.BeforeDelegation, Tool: "child", Task: "use s3cret"}
+	if got := p.Decide(ctx, c); got.Verdict != policy.Rewrite || c.Task != "use "+policy.Redacted {
+		t.Errorf("a hand-off with the secret: %+v, %q", got, c.Task)
+	}
+}

@@ -39,7 +39,8 @@ type toolList struct {
 	patterns []string
 }
 
-func (l *toolList) Name() string { return l.name }
+func (l *toolList) Name() string  { return l.name }
+func (l *toolList) points() uint8 { return onlyTools }
 
 func (l *toolList) Decide(_ context.Context, c *Check) Decision {
 	if c.Point != BeforeTool || (l.depth != AnyDepth && l.depth != c.Depth) {
@@ -128,13 +129,22 @@ func match(pattern, name string) bool {
 // depth: the run stops with a tool.ApprovalReason interrupt, and a
 // resumed run goes on with the answer, as for tool.RequireApproval.
 func AskBefore(name string, patterns ...string) Rule {
-	patterns = slices.Clone(patterns)
-	return Func(name, func(_ context.Context, c *Check) Decision {
-		if c.Point == BeforeTool && matchAny(patterns, c.Tool) {
-			return Asked(fmt.Sprintf("Allow %s to call %s with %s?", c.Path, c.Tool, clip(string(c.Arguments), 512)))
-		}
-		return Decision{}
-	})
+	return &askBefore{name: name, patterns: slices.Clone(patterns)}
+}
+
+type askBefore struct {
+	name     string
+	patterns []string
+}
+
+func (a *askBefore) Name() string  { return a.name }
+func (a *askBefore) points() uint8 { return onlyTools }
+
+func (a *askBefore) Decide(_ context.Context, c *Check) Decision {
+	if c.Point == BeforeTool && matchAny(a.patterns, c.Tool) {
+		return Asked(fmt.Sprintf("Allow %s to call %s with %s?", c.Path, c.Tool, clip(string(c.Arguments), 512)))
+	}
+	return Decision{}
 }
 
 // Redacted is what Redact puts in place of a secret.
@@ -320,28 +330,36 @@ func (r *redactor) Decide(_ context.Context, c *Check) Decision {
 // missing or not a string is denied too. (The rule reads the path as
 // written: a symbolic link under dir is the tool's to refuse.)
 func PathUnder(name, pattern, field, dir string) Rule {
-	root := filepath.Clean(dir)
-	return Func(name, func(_ context.Context, c *Check) Decision {
-		if c.Point != BeforeTool || !match(pattern, c.Tool) {
-			return Decision{}
-		}
-		var args map[string]json.RawMessage
-		if err := json.Unmarshal(c.Arguments, &args); err != nil {
-			return Denied("its arguments are not a JSON object")
-		}
-		var p string
-		if err := json.Unmarshal(args[field], &p); err != nil || p == "" {
-			return Denied(fmt.Sprintf("its argument %q must be a path under %s", field, root))
-		}
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(root, p)
-		}
-		p = filepath.Clean(p)
-		if rel, err := filepath.Rel(root, p); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			return Denied(fmt.Sprintf("its argument %q, %s, is not under %s", field, clip(p, 200), root))
-		}
+	return &pathUnder{name: name, pattern: pattern, field: field, root: filepath.Clean(dir)}
+}
+
+type pathUnder struct {
+	name, pattern, field, root string
+}
+
+func (u *pathUnder) Name() string  { return u.name }
+func (u *pathUnder) points() uint8 { return onlyTools }
+
+func (u *pathUnder) Decide(_ context.Context, c *Check) Decision {
+	if c.Point != BeforeTool || !match(u.pattern, c.Tool) {
 		return Decision{}
-	})
+	}
+	var args map[string]json.RawMessage
+	if err := json.Unmarshal(c.Arguments, &args); err != nil {
+		return Denied("its arguments are not a JSON object")
+	}
+	var p string
+	if err := json.Unmarshal(args[u.field], &p); err != nil || p == "" {
+		return Denied(fmt.Sprintf("its argument %q must be a path under %s", u.field, u.root))
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(u.root, p)
+	}
+	p = filepath.Clean(p)
+	if rel, err := filepath.Rel(u.root, p); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return Denied(fmt.Sprintf("its argument %q, %s, is not under %s", u.field, clip(p, 200), u.root))
+	}
+	return Decision{}
 }
 
 func clip(s string, n int) string {

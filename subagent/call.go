@@ -184,7 +184,7 @@ func (t *SubAgentTool) invoke(ctx context.Context, callID string, args json.RawM
 // invokeNow runs one call: it opens the invocation one level deeper, runs
 // it within the timeout, and reports how it ended.
 func (t *SubAgentTool) invokeNow(ctx context.Context, callID string, args json.RawMessage, in agent.Input, op opening) (tool.Result, error) {
-	var recheck func(agent.Input) (agent.Input, error)
+	var recheck handOffAgain
 	if pol := policy.From(ctx); pol != nil {
 		if !op.handed { // else decided before the job started: in is what it let through
 			var err error
@@ -197,7 +197,7 @@ func (t *SubAgentTool) invokeNow(ctx context.Context, callID string, args json.R
 		}
 		// A corrective run is a hand-off of its own, checked as this one
 		// was, where this one was.
-		recheck = func(retry agent.Input) (agent.Input, error) { return t.handOff(ctx, pol, callID, args, retry) }
+		recheck = handOffAgain{ctx: ctx, pol: pol, callID: callID, args: args}
 	}
 	cctx, inv := t.open(ctx, callID, op)
 	if t.cfg.timeout > 0 {
@@ -272,6 +272,23 @@ func (t *SubAgentTool) handOff(ctx context.Context, pol *policy.Policy, callID s
 		}
 	}
 	return in, nil
+}
+
+// handOffAgain checks, under a policy, the hand-off of a call's
+// corrective run, as handOff checked the first: under the call's context
+// (outside its invocation), policy, id and arguments. The zero value
+// (pol nil: no policy) checks nothing. (A value, not a closure: a closure
+// cost each call under a policy an allocation.)
+type handOffAgain struct {
+	ctx    context.Context
+	pol    *policy.Policy
+	callID string
+	args   json.RawMessage
+}
+
+// check checks the hand-off of retry, the corrective run's input.
+func (h handOffAgain) check(t *SubAgentTool, retry agent.Input) (agent.Input, error) {
+	return t.handOff(h.ctx, h.pol, h.callID, h.args, retry)
 }
 
 // handOffChecks holds the *policy.Check of hand-offs not being checked,
@@ -476,9 +493,9 @@ func errorCode(err error) string {
 // run makes the call's runs of the child. A resident runs in its turn;
 // the other forms build a child for the call.
 //
-// recheck, under a policy, checks the hand-off of a corrective run (nil:
-// none).
-func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.Input, runID, stable string, recheck func(agent.Input) (agent.Input, error)) (tool.Result, error) {
+// recheck, under a policy, checks the hand-off of a corrective run (its
+// zero value: none).
+func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.Input, runID, stable string, recheck handOffAgain) (tool.Result, error) {
 	if t.resident != nil {
 		return t.runResident(ctx, args, in, runID, stable, recheck)
 	}
@@ -493,7 +510,7 @@ func (t *SubAgentTool) run(ctx context.Context, args json.RawMessage, in agent.I
 //
 // stable, the invocation's run id under a journal, names the call that a
 // hold keeps the resident for.
-func (t *SubAgentTool) runResident(ctx context.Context, args json.RawMessage, in agent.Input, runID, stable string, recheck func(agent.Input) (agent.Input, error)) (tool.Result, error) {
+func (t *SubAgentTool) runResident(ctx context.Context, args json.RawMessage, in agent.Input, runID, stable string, recheck handOffAgain) (tool.Result, error) {
 	turn, err := t.takeTurn(ctx, stable)
 	if err != nil {
 		return tool.Result{}, err
@@ -634,7 +651,7 @@ func (rt *residentTurn) release() {
 // child that as its limit, and gives back what it did not use when the
 // call ends. A child that reaches its limit answers partially: with what
 // its wrap-up turn said, or, cut short, with what it last said.
-func (t *SubAgentTool) runChild(ctx context.Context, args json.RawMessage, in agent.Input, runID string, recheck func(agent.Input) (agent.Input, error)) (res tool.Result, err error) {
+func (t *SubAgentTool) runChild(ctx context.Context, args json.RawMessage, in agent.Input, runID string, recheck handOffAgain) (res tool.Result, err error) {
 	runs := childRuns{t: t, ctx: ctx, args: args, budget: -1, costShare: run.CostShare(ctx), recheck: recheck}
 	if t.limited == nil {
 		if granted, ok, g := run.TakeShare(ctx, 0); ok {
@@ -754,8 +771,8 @@ type childRuns struct {
 	// decisions in the invocation's part of a turn's journal.
 	checks int
 	// recheck, under a policy, checks the hand-off of the corrective run
-	// (nil: none).
-	recheck func(agent.Input) (agent.Input, error)
+	// (its zero value, without one: none).
+	recheck handOffAgain
 }
 
 // guard checks text with the tool's guardrails of stage. Under a journal
@@ -836,10 +853,10 @@ func (r *childRuns) answer(in agent.Input) (out agent.Output, v verdict, err err
 		}
 	}
 	retry := r.t.correction(task, out.Answer, note)
-	if r.recheck != nil {
+	if r.recheck.pol != nil {
 		// The corrective run hands the child a task of its own: the
 		// policy decides on it as on the first.
-		if retry, err = r.recheck(retry); err != nil {
+		if retry, err = r.recheck.check(r.t, retry); err != nil {
 			switch {
 			case !tool.IsCorrectable(err):
 				return answered, v, err // a question not answered yet

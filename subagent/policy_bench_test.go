@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"regexp"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
@@ -22,56 +24,124 @@ import (
 // never sent, and a path limit for another tool). Events and tracing are
 // off, the fake provider loops without recording. The difference in
 // allocs/op between the two, over two tool calls, is what the policy
-// costs a call; cpu-ns/op is the process's CPU time.
+// costs a call; cpu-ns/op is the process's CPU time. The two cases run
+// apart, seconds apart on a machine whose speed drifts:
+// BenchmarkDelegationPolicyRatio compares them side by side.
 func BenchmarkDelegationPolicy(b *testing.B) {
-	five, err := policy.New(
-		policy.AllowTools("allowed", policy.AnyDepth, "child", "lookup"),
-		policy.DenyTools("denied", policy.AnyDepth, "shell", "rm_*"),
-		policy.AskBefore("ask", "pay_*"),
-		policy.Redact("secrets", []string{"sk-live-0123456789"}, regexp.MustCompile(`AKIA[0-9A-Z]{16}`)),
-		policy.PathUnder("sandbox", "write_file", "path", "/srv/work"),
-	)
-	if err != nil {
-		b.Fatal(err)
-	}
 	for _, c := range []struct {
-		name string
-		lead []agent.Option
-	}{{"none", nil}, {"five rules", []agent.Option{agent.WithPolicy(five)}}} {
+		name   string
+		policy bool
+	}{{"none", false}, {"five rules", true}} {
 		b.Run(c.name, func(b *testing.B) {
-			p := fake.NewProvider(
-				fake.Call("child", `{"task":"count the files"}`).For("lead"),
-				fake.Text("There are 3 files.").For("lead"),
-				fake.Call("lookup", `{"q":"files"}`).For("child"),
-				fake.Text("3").For("child"),
-			).Loop().DontRecord()
-			lookup := tool.Func{Def: tool.Definition{Name: "lookup", Description: "Looks up.", Parameters: json.RawMessage(`{"type":"object"}`)},
-				Fn: func(context.Context, tool.Call) (tool.Result, error) { return tool.Result{Content: "found 3"}, nil }}
-			childOpts := []agent.Option{agent.WithName("child"), agent.WithTools(lookup)}
-			sub, err := FromFactory("child", "Delegates a task.", func(context.Context, json.RawMessage) (agent.Agent, error) {
-				return agent.NewReact(p, childOpts...)
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
-			lead, err := agent.NewReact(p, append([]agent.Option{agent.WithName("lead"), agent.WithTools(sub)}, c.lead...)...)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx := context.Background()
-			in := agent.Input{Text: "How many files?"}
+			run := policyDelegation(b, c.policy)
 			b.ReportAllocs()
 			defer benchcpu.Report(b)()
 			for b.Loop() {
-				lead.Reset()
-				out, err := lead.Run(ctx, in)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if out.ChildUsage.Requests != 2 || out.Messages[2].Content != "3" || len(out.Denials) != 0 {
-					b.Fatalf("the delegation did not happen as scripted: %+v", out)
-				}
+				run()
 			}
 		})
+	}
+}
+
+// BenchmarkDelegationPolicyRatio runs the two cases of
+// BenchmarkDelegationPolicy in alternating batches, as
+// BenchmarkDelegationEventsRatio does, and reports the median over pairs
+// of batches of a delegation's CPU time under the five rules over its CPU
+// time without them as "five/none-cpu" (the target is at most 1.15), the
+// same of wall time as "five/none", and each case's CPU time per
+// delegation. CPU time is the process's (the garbage collector's
+// included), which on a machine shared with other work is what a
+// delegation costs; wall time counts the time others held the cores too.
+func BenchmarkDelegationPolicyRatio(b *testing.B) {
+	none, five := policyDelegation(b, false), policyDelegation(b, true)
+	const batch = 256
+	var wall, cpu []float64
+	var cNone, cFive time.Duration
+	timed := func(f func()) (time.Duration, time.Duration) {
+		c0, _ := benchcpu.Now()
+		start := time.Now()
+		for range batch {
+			f()
+		}
+		d := time.Since(start)
+		c1, _ := benchcpu.Now()
+		return d, c1 - c0
+	}
+	for i := 0; b.Loop(); i++ {
+		var wNone, wFive, dNone, dFive time.Duration
+		if i%2 == 0 {
+			wNone, dNone = timed(none)
+			wFive, dFive = timed(five)
+		} else {
+			wFive, dFive = timed(five)
+			wNone, dNone = timed(none)
+		}
+		cNone += dNone
+		cFive += dFive
+		wall = append(wall, float64(wFive)/float64(wNone))
+		if dNone > 0 {
+			cpu = append(cpu, float64(dFive)/float64(dNone))
+		}
+	}
+	median := func(xs []float64) float64 {
+		if len(xs) == 0 {
+			return 0
+		}
+		slices.Sort(xs)
+		return xs[len(xs)/2]
+	}
+	b.ReportMetric(median(wall), "five/none")
+	b.ReportMetric(median(cpu), "five/none-cpu")
+	b.ReportMetric(float64(cNone.Nanoseconds())/float64(b.N*batch), "none-cpu-ns/op")
+	b.ReportMetric(float64(cFive.Nanoseconds())/float64(b.N*batch), "five-cpu-ns/op")
+}
+
+// policyDelegation returns one run of BenchmarkDelegationPolicy's
+// delegation, under its five rules when policed.
+func policyDelegation(b *testing.B, policed bool) func() {
+	var lead []agent.Option
+	if policed {
+		five, err := policy.New(
+			policy.AllowTools("allowed", policy.AnyDepth, "child", "lookup"),
+			policy.DenyTools("denied", policy.AnyDepth, "shell", "rm_*"),
+			policy.AskBefore("ask", "pay_*"),
+			policy.Redact("secrets", []string{"sk-live-0123456789"}, regexp.MustCompile(`AKIA[0-9A-Z]{16}`)),
+			policy.PathUnder("sandbox", "write_file", "path", "/srv/work"),
+		)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lead = append(lead, agent.WithPolicy(five))
+	}
+	p := fake.NewProvider(
+		fake.Call("child", `{"task":"count the files"}`).For("lead"),
+		fake.Text("There are 3 files.").For("lead"),
+		fake.Call("lookup", `{"q":"files"}`).For("child"),
+		fake.Text("3").For("child"),
+	).Loop().DontRecord()
+	lookup := tool.Func{Def: tool.Definition{Name: "lookup", Description: "Looks up.", Parameters: json.RawMessage(`{"type":"object"}`)},
+		Fn: func(context.Context, tool.Call) (tool.Result, error) { return tool.Result{Content: "found 3"}, nil }}
+	childOpts := []agent.Option{agent.WithName("child"), agent.WithTools(lookup)}
+	sub, err := FromFactory("child", "Delegates a task.", func(context.Context, json.RawMessage) (agent.Agent, error) {
+		return agent.NewReact(p, childOpts...)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	l, err := agent.NewReact(p, append([]agent.Option{agent.WithName("lead"), agent.WithTools(sub)}, lead...)...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	in := agent.Input{Text: "How many files?"}
+	return func() {
+		l.Reset()
+		out, err := l.Run(ctx, in)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if out.ChildUsage.Requests != 2 || out.Messages[2].Content != "3" || len(out.Denials) != 0 {
+			b.Fatalf("the delegation did not happen as scripted: %+v", out)
+		}
 	}
 }

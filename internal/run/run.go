@@ -178,11 +178,16 @@ func Place(ctx context.Context) (path string, depth int, id, owner, thread strin
 	return pl.path, ri.depth, ri.scope.id, pl.owner, pl.thread
 }
 
-// placed is a run's path, owner and thread, and its place in its tree
-// (Position), worked out once, on the first call of Place or Position: a
-// run that no one asks pays nothing for them.
+// placed is a run's path, owner and thread, worked out once, on the
+// first call of Place, and its place in its tree (pos, Position), worked
+// out once, on the first call of Position, under the scope's mu: a run
+// that no one asks pays nothing for them, and one that a policy asks
+// about each of its calls (Place) nothing for a Position no one reads
+// (one allocation and a scan of its parent's step a run). (posDone sits
+// in once's padding: the scope stays in the 448-byte size class.)
 type placed struct {
 	once                     sync.Once
+	posDone                  atomic.Bool
 	path, owner, thread, pos string
 }
 
@@ -200,12 +205,27 @@ func (sc *scope) place() *placed {
 			pl.path = up + "/" + sc.name
 		}
 		pl.owner, pl.thread = Owner(sc.ctx), Thread(sc.ctx)
-		pl.pos = sc.name
-		if sc.at != nil {
-			pl.pos = sc.at.callPos(sc.name)
-		}
 	})
 	return &sc.placed
+}
+
+// position returns the run's place in its tree (Position).
+func (sc *scope) position() string {
+	pl := &sc.placed
+	if pl.posDone.Load() {
+		return pl.pos
+	}
+	pos := sc.name
+	if sc.at != nil {
+		pos = sc.at.callPos(sc.name) // the parent's scope, under its own mu
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if !pl.posDone.Load() {
+		pl.pos = pos
+		pl.posDone.Store(true)
+	}
+	return pl.pos
 }
 
 type threadKey struct{}
@@ -318,7 +338,7 @@ func (ri *info) pos() string {
 	if ri.scope == nil {
 		return ""
 	}
-	return ri.scope.place().pos
+	return ri.scope.position()
 }
 
 // A Step is a step of a run whose tool calls are about to run (AtStep).
