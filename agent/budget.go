@@ -172,20 +172,22 @@ func (s *runState) budgetNote(wrapUp bool) string {
 // conversation so far, whose system prompt and tools weigh fixed bytes)
 // and what they cost at the run's prices (run.Step.Share), with, under a
 // cost limit, the wrap-up note that call carries when it is the run's
-// last. The calls' results are read out of their own shares
-// (run.ReadBack), so that what is kept and the share for the reply pay
-// for the run's wrap-up however its children spend.
-func (s *runState) keep(fixed int64) (tokens int64, dollars float64) {
+// last, and the price of its model (run.Step.Price). The calls' results
+// are read out of their own shares (run.ReadBack), so that what is kept
+// and the share for the reply pay for the run's wrap-up however its
+// children spend.
+func (s *runState) keep(fixed int64) (tokens int64, dollars float64, price provider.Price) {
 	tokens = s.estimate(fixed)
 	if _, limited := run.CostLeft(s.ctx); limited {
 		name, model := s.r.spanIdentity()
 		if s.lastModel != "" {
 			model = s.lastModel
 		}
+		price, _ = run.PriceOf(s.ctx, name, model)
 		note := (int64(len(s.budgetNote(true))) + 3) / 4
-		dollars, _ = run.Price(s.ctx, name, model, provider.Usage{InputTokens: tokens + note})
+		dollars = price.Cost(provider.Usage{InputTokens: tokens + note})
 	}
-	return tokens, dollars
+	return tokens, dollars, price
 }
 
 // costLimited reports whether a cost limit bounds the run.

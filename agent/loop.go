@@ -316,7 +316,7 @@ func (s *runState) runCalls(step int, stepKey string, calls []provider.ToolCall)
 		// and one share for its reply: its wrap-up is paid for before the
 		// calls' sub-agents get their shares.
 		at.Share = true
-		at.Keep, at.KeepCost = s.keep(int64(len(s.system())+len(s.schema)) + toolsBytes(s.tools()))
+		at.Keep, at.KeepCost, at.Price = s.keep(int64(len(s.system())+len(s.schema)) + toolsBytes(s.tools()))
 	}
 	toolCtx, shares := run.AtStep(s.toolCtx, at)
 	defer shares.Release()

@@ -114,11 +114,12 @@ func (a jobPlace) compare(b jobPlace) int {
 const attrJobID = attribute.Key("deputy.job.id")
 
 // jobMargin is what a background job costs its parent beyond its child's
-// answer, in tokens, taken from the job's share: the receipt (about 50
-// tokens), read by the parent's next calls until it is collected, say
-// three times, and the call that collects it (about 30), written once
-// and read once.
-const jobMargin = 3*50 + 2*30
+// answer, taken from the job's share: the receipt (about 50 tokens), read
+// by the parent's next calls until it is collected, say three times, and
+// the call that collects it (about 30), written once and read once. In
+// tokens (under a token limit), and priced at the parent's model (under a
+// cost limit).
+var jobMargin = provider.Usage{InputTokens: 3*50 + 30, OutputTokens: 30}
 
 // startJob runs fn in the background under the parent run's context and
 // returns the job's receipt. who is the sub-agent the job runs (for a fork,
@@ -259,10 +260,11 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 	// in the foreground; the step ending does not give it back. What the
 	// parent spends on the job itself comes out of the share first
 	// (jobMargin).
-	jctx, giveBack := run.KeepShare(ctx, jctx, jobMargin)
+	jctx, giveBack := run.KeepShare(ctx, jctx, jobMargin.Tokens())
 	// Its share of the parent's cost limit is held in the parent until the
 	// job is collected: the parent's later steps cannot share it out again.
-	jctx, unhold := run.HoldCostShare(ctx, jctx)
+	// What the parent spends on the job comes out of it first, here too.
+	jctx, unhold := run.HoldCostShare(ctx, jctx, jobMargin)
 	jctx = sc.limits.boundCost(jctx)
 	j.cancel, j.unhold = cancel, unhold
 	jctx = mailbox.With(jctx, j.box)

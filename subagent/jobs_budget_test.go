@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -163,5 +164,119 @@ func TestBackgroundJobIsReservedUnderALimit(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// jobsThenLookups is a lead that starts three background jobs, looks a
+// fact up twice while they run (reading their receipts each time), then
+// waits for each and answers. Every model bills as the budget estimates
+// and writes as much as its call's output bound lets it.
+type jobsThenLookups struct {
+	ids     int
+	fresh   atomic.Int64
+	prices  provider.Price
+	mu      sync.Mutex
+	dollars float64 // billed, all models
+}
+
+func (w *jobsThenLookups) bill(req provider.Request, msg provider.Message) provider.Response {
+	u := fake.Usage(req, msg)
+	w.mu.Lock()
+	w.dollars += w.prices.Cost(u)
+	w.mu.Unlock()
+	return provider.Response{Message: msg, Usage: u, Model: "fake"}
+}
+
+func (w *jobsThenLookups) lead(_ context.Context, req provider.Request) (provider.Response, error) {
+	const lookups = 2
+	steps := 0
+	var jobs []string
+	for _, m := range req.Messages {
+		if m.Role == provider.RoleAssistant {
+			steps++
+		}
+		var r struct {
+			JobID string `json:"job_id"`
+		}
+		if m.Role == provider.RoleTool && json.Unmarshal([]byte(m.Content), &r) == nil && r.JobID != "" {
+			jobs = append(jobs, r.JobID)
+		}
+	}
+	var calls []provider.ToolCall
+	switch {
+	case len(req.Tools) == 0 || steps > lookups+1:
+		return w.bill(req, provider.AssistantMessage("All parts are in.")), nil
+	case steps == 0:
+		for i := range 3 {
+			calls = append(calls, spawn(fmt.Sprintf(`{"task":"Survey background part %d, in full.","background":true}`, i)))
+		}
+	case steps <= lookups:
+		calls = []provider.ToolCall{{Name: "lookup", Arguments: json.RawMessage(`{}`)}}
+	default:
+		for _, id := range jobs {
+			args, _ := json.Marshal(map[string]any{"action": "wait", "job_id": id, "timeout_seconds": 600})
+			calls = append(calls, provider.ToolCall{Name: subagent.JobsToolName, Arguments: args})
+		}
+	}
+	resumetest.NameCalls(w.ids, calls, &w.fresh)
+	return w.bill(req, provider.AssistantMessage("", calls...)), nil
+}
+
+func (w *jobsThenLookups) child(_ context.Context, req provider.Request) (provider.Response, error) {
+	n := 8000
+	if req.MaxTokens > 0 {
+		n = req.MaxTokens
+	}
+	return w.bill(req, provider.AssistantMessage(strings.Repeat("word", n))), nil
+}
+
+// Under a cost limit, what a lead spends to look after its background
+// jobs (reading their receipts, the calls that collect them) comes out of
+// the jobs' shares, as under a token limit, not out of the reserve that
+// pays for the lead's last call: a lead that starts three jobs whose
+// children spend all they may, looks facts up twice and then collects
+// them, collects all three and answers, and the tree costs no more than
+// its limit (its models bill as the budget estimates, so the bound adds
+// nothing). With models that name their calls afresh, not at all, and from
+// call_0.
+func TestBackgroundJobsBookkeepingIsReservedUnderACostLimit(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	price := provider.Price{Input: 1e-6, Output: 4e-6}
+	prices, err := provider.NewPrices(map[string]provider.Price{"fake": price})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 0.02
+	for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
+		t.Run(fmt.Sprintf("ids %d", ids), func(t *testing.T) {
+			w := &jobsThenLookups{ids: ids, prices: price}
+			p := fake.NewProvider(fake.Respond(w.lead).For("lead"), fake.Respond(w.child).For(subagent.DefaultForkName)).Loop().Named("fake", "fake")
+			reg, _ := setup(t, p, true, []subagent.SpawnOption{subagent.WithBackground()})
+			out, err := lead(t, p, reg, agent.WithPrices(prices), agent.WithCostLimit(limit)).Run(t.Context(), agent.Input{Text: "Write the survey."})
+			if err != nil {
+				t.Fatalf("the lead failed: %v", err)
+			}
+			collected := 0
+			for _, c := range toolResults(out.Messages) {
+				if strings.Contains(c, "wordword") {
+					collected++
+				}
+			}
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			t.Logf("billed $%.6f in %d model calls; %d jobs collected; answer %q", w.dollars, p.Calls(), collected, out.Answer)
+			if w.dollars > limit {
+				t.Errorf("the tree cost $%.6f under a limit of $%.2f", w.dollars, limit)
+			}
+			if math.Abs(out.Cost-w.dollars) > 1e-12 {
+				t.Errorf("Output.Cost is $%.6f, the models billed $%.6f", out.Cost, w.dollars)
+			}
+			if collected != 3 {
+				t.Errorf("the lead collected %d of its 3 jobs: looking after them ate the reserve of its last call", collected)
+			}
+			if out.Answer != "All parts are in." {
+				t.Errorf("the lead answered %q, want its own answer", out.Answer)
+			}
+		})
 	}
 }

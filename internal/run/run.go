@@ -60,6 +60,7 @@ type stepCalls struct {
 	n      int
 	calls  []provider.ToolCall
 	prefix *provider.Request
+	price  provider.Price
 }
 
 // A Counter counts what AddEarlier recorded under a context (ForRun), and
@@ -359,6 +360,11 @@ type Step struct {
 	Share    bool
 	Keep     int64
 	KeepCost float64
+	// Price is the price of the run's own model calls (zero when it has
+	// none), at which what the run spends to look after work that
+	// outlives a call is taken from that work's cost share
+	// (HoldCostShare).
+	Price provider.Price
 }
 
 // stepLayer is AtStep's context layer, with the step and the shares it
@@ -377,7 +383,7 @@ type stepLayer struct {
 // (Position).
 func AtStep(ctx context.Context, st Step) (context.Context, *Shares) {
 	l := &stepLayer{info: from(ctx)}
-	l.step = stepCalls{n: st.N, calls: st.Calls, prefix: st.Prefix}
+	l.step = stepCalls{n: st.N, calls: st.Calls, prefix: st.Prefix, price: st.Price}
 	l.info.step, l.info.call = &l.step, ""
 	var sh *Shares
 	if st.Share && shareOut(ctx, &l.info, &l.shares, len(st.Calls), st.Keep, st.KeepCost) {
@@ -1011,10 +1017,22 @@ func (h *costHold) spend(dollars float64) {
 // work spends it or the function returned gives back what it did not
 // spend; call that once the work's cost is all counted and read. Without
 // a cost share it returns dst and does nothing.
-func HoldCostShare(ctx, dst context.Context) (context.Context, func()) {
-	ri, share := from(ctx), from(ctx).costShare
+//
+// Of the share, what margin costs at the run's price (Step.Price) goes
+// back to the run at once, as KeepShare's margin does: what the run
+// spends to look after the work (a job's receipt, which its later calls
+// read, and the call that collects it) comes out of the work's share, not
+// out of the reserve that pays for the run's wrap-up.
+func HoldCostShare(ctx, dst context.Context, margin provider.Usage) (context.Context, func()) {
+	ri := from(ctx)
+	share := ri.costShare
 	if share <= 0 || ri.scope == nil {
 		return dst, func() {}
+	}
+	if ri.step != nil {
+		// Not all of it: the work keeps a sliver, as a share used up does
+		// (ForRun), so that it stays bounded.
+		share = max(share-ri.step.price.Cost(margin), 1e-12)
 	}
 	h := &costHold{sc: ri.scope, left: share}
 	h.sc.mu.Lock()
