@@ -6,6 +6,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 )
 
@@ -40,7 +41,7 @@ func idle(ctx context.Context, c client.Client, tree string) (idle, ok bool) {
 		}
 		id := queue[0]
 		queue = queue[1:]
-		d, err := c.DescribeWorkflowExecution(ctx, id, "")
+		d, err := describeRun(ctx, c, id)
 		var missing *serviceerror.NotFound
 		switch {
 		case errors.As(err, &missing):
@@ -69,4 +70,13 @@ func idle(ctx context.Context, c client.Client, tree string) (idle, ok bool) {
 		}
 	}
 	return true, true
+}
+
+// describeRun reads the latest run of workflow id as the server holds it.
+func describeRun(ctx context.Context, c client.Client, id string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	d, err := c.DescribeWorkflow(ctx, id, "")
+	if err != nil {
+		return nil, err
+	}
+	return d.RawResponse, nil
 }

@@ -446,7 +446,7 @@ func (js *jobs) threadNotes() (provider.Message, provider.Usage, bool) {
 // about now, with the notes of those that ended and were not handed over.
 func (a *Agent) threadJobs(ctx context.Context, id string) (*ThreadJobs, error) {
 	th := &ThreadJobs{}
-	d, err := a.Client.DescribeWorkflowExecution(ctx, id, "")
+	d, err := describeRun(ctx, a.Client, id)
 	var missing *serviceerror.NotFound
 	switch {
 	case errors.As(err, &missing):
@@ -527,7 +527,7 @@ func noteOf(note func(subagent.JobResult) string, r subagent.JobResult) (text st
 // jobOutcomeNow returns how the job whose workflow is wfID ended, or nil
 // while it runs.
 func jobOutcomeNow(ctx context.Context, c client.Client, wfID string) (*jobOutcome, error) {
-	d, err := c.DescribeWorkflowExecution(ctx, wfID, "")
+	d, err := describeRun(ctx, c, wfID)
 	var missing *serviceerror.NotFound
 	switch {
 	case errors.As(err, &missing):
@@ -570,7 +570,7 @@ func (a *Activities) AwaitJob(ctx context.Context, wfID string) (jobOutcome, err
 		}
 	}()
 	defer func() { close(done); wg.Wait() }()
-	d, err := c.DescribeWorkflowExecution(ctx, wfID, "")
+	d, err := describeRun(ctx, c, wfID)
 	var missing *serviceerror.NotFound
 	switch {
 	case errors.As(err, &missing):
