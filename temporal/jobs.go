@@ -11,6 +11,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -886,7 +887,9 @@ func Jobs(ctx context.Context, c client.Client, workflowID string) ([]subagent.J
 // (queued, or delivered with the step), or refuses, sending nothing, an
 // unknown job, one that has ended, and a blank or oversized message, with
 // an error whose text says which (that of subagent.ErrUnknownJob,
-// subagent.ErrJobEnded or tool.ErrInvalidArguments).
+// subagent.ErrJobEnded or tool.ErrInvalidArguments). Between the turns
+// of a thread (Spec.JobsAcrossTurns) no run takes it, nor CancelJob: the
+// error says to act in the thread's next turn.
 func SendToJob(ctx context.Context, c client.Client, workflowID, jobID, text string) (subagent.Receipt, error) {
 	var r subagent.Receipt
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
@@ -896,7 +899,7 @@ func SendToJob(ctx context.Context, c client.Client, workflowID, jobID, text str
 		err = h.Get(ctx, &r)
 	}
 	if err != nil {
-		return r, fmt.Errorf("temporal: sending a message to %s of %s: %w", jobID, workflowID, err)
+		return r, fmt.Errorf("temporal: sending a message to %s of %s: %w%s", jobID, workflowID, err, noTurnHint(err))
 	}
 	return r, nil
 }
@@ -914,9 +917,20 @@ func CancelJob(ctx context.Context, c client.Client, workflowID, jobID string) (
 		err = h.Get(ctx, &st)
 	}
 	if err != nil {
-		return st, fmt.Errorf("temporal: cancelling %s of %s: %w", jobID, workflowID, err)
+		return st, fmt.Errorf("temporal: cancelling %s of %s: %w%s", jobID, workflowID, err, noTurnHint(err))
 	}
 	return st, nil
+}
+
+// noTurnHint says what to do when the run acted through has ended: its
+// workflow takes no more updates, and a thread's jobs (Spec.JobsAcrossTurns)
+// are acted on during a turn of the thread.
+func noTurnHint(err error) string {
+	var gone *serviceerror.NotFound
+	if !errors.As(err, &gone) {
+		return ""
+	}
+	return " (no run of that workflow is running: a thread's jobs are acted on while a turn of the thread runs; act in its next turn, or wait for the job there)"
 }
 
 // inbox is a background child's side of its mailbox: the messages its

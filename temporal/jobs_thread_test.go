@@ -301,6 +301,15 @@ func TestThreadJobsAreBounded(t *testing.T) {
 	}
 	spent = spent.Add(out1.TotalUsage())
 	<-blocked
+	// Between turns no run of the thread takes an update: Go code that
+	// sends to the job, or cancels it, is told to act in a turn.
+	thread := ThreadWorkflowID("bob", "thread-"+queue)
+	if _, err := SendToJob(ctx, c, thread, "job_1", "hello"); err == nil || !strings.Contains(err.Error(), "next turn") {
+		t.Errorf("SendToJob between turns: %v, want an error that says to act in the next turn", err)
+	}
+	if _, err := CancelJob(ctx, c, thread, "job_1"); err == nil || !strings.Contains(err.Error(), "next turn") {
+		t.Errorf("CancelJob between turns: %v, want an error that says to act in the next turn", err)
+	}
 	out2, err := lead.Run(tctx, agent.Input{Text: turn2})
 	if err != nil {
 		t.Fatal(err)
@@ -402,6 +411,15 @@ func actsOnEarlierJob(t *testing.T, c client.Client, id func(n int64, i int) str
 		t.Fatal(err)
 	}
 	<-blocked
+	// Between turns no run of the thread takes an update: Go code that
+	// sends to the job, or cancels it, is told to act in a turn.
+	thread := ThreadWorkflowID("bob", "thread-"+queue)
+	if _, err := SendToJob(ctx, c, thread, "job_1", "hello"); err == nil || !strings.Contains(err.Error(), "next turn") {
+		t.Errorf("SendToJob between turns: %v, want an error that says to act in the next turn", err)
+	}
+	if _, err := CancelJob(ctx, c, thread, "job_1"); err == nil || !strings.Contains(err.Error(), "next turn") {
+		t.Errorf("CancelJob between turns: %v, want an error that says to act in the next turn", err)
+	}
 	out2, err := lead.Run(tctx, agent.Input{Text: turn2})
 	if err != nil {
 		t.Fatal(err)
