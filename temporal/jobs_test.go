@@ -73,15 +73,7 @@ func blocking(t *testing.T, name string, runs, stopped *atomic.Int64, started ch
 // once, its answer collected once, every model answer paid once — with
 // models that name their calls afresh, not at all, or from call_0.
 func TestBackgroundJobSurvivesAWorkerRestart(t *testing.T) {
-	hostPort, ns := serverAddr(t)
-	c, err := Dial(context.Background(), hostPort, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	for _, mode := range policyIDModes {
-		t.Run(mode.name, func(t *testing.T) { jobSurvivesRestart(t, c, mode.id) })
-	}
+	inEachIDMode(t, jobSurvivesRestart)
 }
 
 func jobSurvivesRestart(t *testing.T, c client.Client, id func(n int64, i int) string) {

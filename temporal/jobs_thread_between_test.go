@@ -26,15 +26,7 @@ import (
 // told them to no turn. (Its receipt stayed queued, and its step and last
 // words were those the last turn heard.)
 func TestJobEndedBetweenTurnsIsKnownAsItEnded(t *testing.T) {
-	hostPort, ns := serverAddr(t)
-	c, err := Dial(context.Background(), hostPort, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	for _, mode := range policyIDModes {
-		t.Run(mode.name, func(t *testing.T) { jobEndedBetweenTurns(t, c, mode.id) })
-	}
+	inEachIDMode(t, jobEndedBetweenTurns)
 }
 
 func jobEndedBetweenTurns(t *testing.T, c client.Client, id func(n int64, i int) string) {

@@ -31,15 +31,7 @@ import (
 // spending is what the model billed — with models that name their calls
 // afresh, not at all, or from call_0.
 func TestJobsOutliveTheirTurn(t *testing.T) {
-	hostPort, ns := serverAddr(t)
-	c, err := Dial(context.Background(), hostPort, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	for _, mode := range policyIDModes {
-		t.Run(mode.name, func(t *testing.T) { jobsOutliveTheirTurn(t, c, mode.id) })
-	}
+	inEachIDMode(t, jobsOutliveTheirTurn)
 }
 
 func jobsOutliveTheirTurn(t *testing.T, c client.Client, id func(n int64, i int) string) {
@@ -359,15 +351,7 @@ func TestThreadJobsAreBounded(t *testing.T) {
 // words, and a cancel ends its workflow and its tool call and hands back
 // its partial report and what it spent, counted once.
 func TestTurnActsOnAnEarlierTurnsJob(t *testing.T) {
-	hostPort, ns := serverAddr(t)
-	c, err := Dial(context.Background(), hostPort, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	for _, mode := range policyIDModes {
-		t.Run(mode.name, func(t *testing.T) { actsOnEarlierJob(t, c, mode.id) })
-	}
+	inEachIDMode(t, actsOnEarlierJob)
 }
 
 func actsOnEarlierJob(t *testing.T, c client.Client, id func(n int64, i int) string) {
@@ -457,15 +441,7 @@ func actsOnEarlierJob(t *testing.T, c client.Client, id func(n int64, i int) str
 // workflow, as any question of its tree, and the job, answered, pays
 // once and the turn's wait reads its answer.
 func TestThreadJobAsksBetweenTurns(t *testing.T) {
-	hostPort, ns := serverAddr(t)
-	c, err := Dial(context.Background(), hostPort, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	for _, mode := range policyIDModes {
-		t.Run(mode.name, func(t *testing.T) { jobAsksBetweenTurns(t, c, mode.id) })
-	}
+	inEachIDMode(t, jobAsksBetweenTurns)
 }
 
 func jobAsksBetweenTurns(t *testing.T, c client.Client, id func(n int64, i int) string) {

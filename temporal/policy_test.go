@@ -33,6 +33,21 @@ var policyIDModes = []struct {
 	{"ids restarting at call_0", func(_ int64, i int) string { return fmt.Sprint("call_", i) }},
 }
 
+// inEachIDMode runs test, on one client of the test server, once in each
+// of policyIDModes.
+func inEachIDMode(t *testing.T, test func(t *testing.T, c client.Client, id func(n int64, i int) string)) {
+	t.Helper()
+	hostPort, ns := serverAddr(t)
+	c, err := Dial(context.Background(), hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, mode := range policyIDModes {
+		t.Run(mode.name, func(t *testing.T) { test(t, c, mode.id) })
+	}
+}
+
 // steps is a model that, on a new task, makes its steps' tool calls, one
 // step a reply, then answers with what they returned; "{task}" in a call's
 // arguments stands for the task as a JSON string's content. It keeps the
