@@ -36,10 +36,45 @@ type policyRound struct {
 	Pending *tool.Interrupted `json:"pending,omitempty"`
 	Answers []tool.Answer     `json:"answers,omitempty"`
 
-	// Reported by the round.
+	roundReport // reported by the round
+}
+
+// roundReport is what a round's process reports of its turn.
+type roundReport struct {
 	Answer      string            `json:"answer,omitempty"`
 	Err         string            `json:"err,omitempty"`
 	Interrupted *tool.Interrupted `json:"interrupted,omitempty"`
+}
+
+// runRoundTurn runs a's turn, journaled as name in the store at path and
+// resumed with answers if pending holds what it waits for, and writes what
+// it reports to out.
+func runRoundTurn(t *testing.T, a agent.Agent, path, name string, pending *tool.Interrupted, answers []tool.Answer, out string) {
+	t.Helper()
+	st := openStoreAt(t, path)
+	ctx := context.Background()
+	j, err := st.Journal(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pending != nil {
+		if ctx, err = tool.Resume(ctx, pending, answers...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o, err := a.Run(agent.WithJournal(ctx, j), agent.Input{Text: "go"})
+	report := roundReport{Answer: o.Answer}
+	var in *tool.Interrupted
+	switch {
+	case errors.As(err, &in):
+		report.Interrupted = in
+	case err != nil:
+		report.Err = err.Error()
+	}
+	data, _ := json.Marshal(report)
+	if err := os.WriteFile(out, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Where a round's process kills itself.
@@ -226,30 +261,7 @@ func runPolicyRound(t *testing.T, spec string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := openStoreAt(t, round.Store)
-	ctx := context.Background()
-	j, err := st.Journal(ctx, "policy-turn")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if round.Pending != nil {
-		if ctx, err = tool.Resume(ctx, round.Pending, round.Answers...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	out, err := a.Run(agent.WithJournal(ctx, j), agent.Input{Text: "go"})
-	report := policyRound{Answer: out.Answer}
-	var in *tool.Interrupted
-	switch {
-	case errors.As(err, &in):
-		report.Interrupted = in
-	case err != nil:
-		report.Err = err.Error()
-	}
-	data, _ := json.Marshal(report)
-	if err := os.WriteFile(round.Out, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	runRoundTurn(t, a, round.Store, "policy-turn", round.Pending, round.Answers, round.Out)
 }
 
 // stepOf returns how many steps of its turn a request follows: the
@@ -278,10 +290,7 @@ type treeRound struct {
 	Pending *tool.Interrupted `json:"pending,omitempty"`
 	Answers []tool.Answer     `json:"answers,omitempty"`
 
-	// Reported by the round.
-	Answer      string            `json:"answer,omitempty"`
-	Err         string            `json:"err,omitempty"`
-	Interrupted *tool.Interrupted `json:"interrupted,omitempty"`
+	roundReport // reported by the round
 }
 
 const policyTreeRoundEnv = "DEPUTY_TEST_POLICY_TREE_ROUND"
@@ -523,28 +532,5 @@ func runPolicyTreeRound(t *testing.T, spec string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := openStoreAt(t, round.Store)
-	ctx := context.Background()
-	j, err := st.Journal(ctx, "policy-tree-turn")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if round.Pending != nil {
-		if ctx, err = tool.Resume(ctx, round.Pending, round.Answers...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	out, err := a.Run(agent.WithJournal(ctx, j), agent.Input{Text: "go"})
-	report := treeRound{Answer: out.Answer}
-	var in *tool.Interrupted
-	switch {
-	case errors.As(err, &in):
-		report.Interrupted = in
-	case err != nil:
-		report.Err = err.Error()
-	}
-	data, _ := json.Marshal(report)
-	if err := os.WriteFile(round.Out, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	runRoundTurn(t, a, round.Store, "policy-tree-turn", round.Pending, round.Answers, round.Out)
 }
