@@ -68,6 +68,20 @@ const (
 	// asked once a run, at its first such call.
 	jobsPolicyChange = "deputy.jobs-policy"
 
+	// receiptsChange names the workflow version from which a run keeps
+	// the receipts of a job's newest maxJobReceipts messages only;
+	// asked where one is first dropped.
+	receiptsChange = "deputy.job-receipts-bound"
+
+	// maxJobReceipts bounds the message receipts a run keeps for one
+	// job: the oldest go first, counted (bgJob.dropped), so that a job
+	// sent messages without end weighs no more in the run's memory, its
+	// status and, for a thread's job, the input of the thread's next
+	// turn. As many as a thread's job keeps of the messages it took
+	// (maxHelloDelivered): an older receipt could not be brought up to
+	// date by what the job tells a turn that asks.
+	maxJobReceipts = maxHelloDelivered
+
 	jobMessageSignal  = "deputy.job_message"  // a parent sends its job a message
 	jobProgressSignal = "deputy.job_progress" // a job tells its parent where it stands
 )
@@ -135,6 +149,7 @@ type bgJob struct {
 	usage                 provider.Usage
 	cost                  float64
 	receipts              []subagent.Receipt
+	dropped               int // receipts dropped, the oldest (maxJobReceipts)
 	// tokens and dollars are the job's shares of its run's token and
 	// cost limits (0: none), held back from the run until it is collected.
 	tokens  int64
@@ -578,7 +593,7 @@ func (js *jobs) deliver(ctx workflow.Context, id, text string) (subagent.Receipt
 	}
 	j := js.find(id)
 	js.sent++
-	r := subagent.Receipt{JobID: j.id, MessageID: "msg_" + strconv.Itoa(js.sent), State: subagent.MessageQueued, Seq: len(j.receipts) + 1}
+	r := subagent.Receipt{JobID: j.id, MessageID: "msg_" + strconv.Itoa(js.sent), State: subagent.MessageQueued, Seq: j.dropped + len(j.receipts) + 1}
 	m := jobMessage{ID: r.MessageID, Text: text}
 	if js.publishing {
 		m.Seq = r.Seq // for the job's deliveries
@@ -590,6 +605,9 @@ func (js *jobs) deliver(ctx workflow.Context, id, text string) (subagent.Receipt
 		j.receipts = j.receipts[:len(j.receipts)-1]
 		return subagent.Receipt{}, fmt.Sprintf("%v: %s", subagent.ErrJobEnded, runtime.JobEnded(id, ""))
 	}
+	if len(j.receipts) > maxJobReceipts && workflow.GetVersion(ctx, receiptsChange, workflow.DefaultVersion, 1) >= 1 {
+		j.dropOldReceipts()
+	}
 	js.drain()
 	for _, x := range j.receipts {
 		if x.MessageID == m.ID {
@@ -597,6 +615,15 @@ func (js *jobs) deliver(ctx workflow.Context, id, text string) (subagent.Receipt
 		}
 	}
 	return r, ""
+}
+
+// dropOldReceipts drops the job's oldest receipts past
+// maxJobReceipts, counting them.
+func (j *bgJob) dropOldReceipts() {
+	if extra := len(j.receipts) - maxJobReceipts; extra > 0 {
+		j.receipts = slices.Delete(j.receipts, 0, extra)
+		j.dropped += extra
+	}
 }
 
 // wait waits, on a durable timer, for the jobs a names to end, and

@@ -134,6 +134,9 @@ type keptJob struct {
 	Usage      provider.Usage     `json:"usage"`
 	Cost       float64            `json:"cost,omitempty"`
 	Receipts   []subagent.Receipt `json:"receipts,omitempty"`
+	// Dropped counts the receipts of its oldest messages, dropped past
+	// maxJobReceipts.
+	Dropped int `json:"receipts_dropped,omitempty"`
 }
 
 // jobOutcome is how a job ended, as data: its output, or its failure's
@@ -185,7 +188,11 @@ func (o *jobOutcome) result() (RunOutput, error) {
 // kept is the job as the thread keeps it.
 func (j *bgJob) kept() keptJob {
 	k := keptJob{ID: j.id, Agent: j.agent, Task: j.task, WorkflowID: j.wfID, Ended: j.ended, Collected: j.collected, Cancelled: j.cancelled,
-		Step: j.step, Last: j.last, Usage: j.usage, Cost: j.cost, Receipts: slices.Clone(j.receipts)}
+		Step: j.step, Last: j.last, Usage: j.usage, Cost: j.cost, Receipts: slices.Clone(j.receipts), Dropped: j.dropped}
+	if extra := len(k.Receipts) - maxJobReceipts; extra > 0 {
+		// A turn recorded before the bound kept them all.
+		k.Receipts, k.Dropped = k.Receipts[extra:], k.Dropped+extra
+	}
 	if j.ended {
 		k.Outcome = outcomeOf(j.out, j.err)
 	}
@@ -196,7 +203,7 @@ func (j *bgJob) kept() keptJob {
 // outcome, one still running without a way to stop it yet (adopt).
 func (k keptJob) job() *bgJob {
 	j := &bgJob{id: k.ID, agent: k.Agent, task: k.Task, wfID: k.WorkflowID, ended: k.Ended, collected: k.Collected, cancelled: k.Cancelled,
-		step: k.Step, last: k.Last, usage: k.Usage, cost: k.Cost, receipts: slices.Clone(k.Receipts), told: true, inherited: true}
+		step: k.Step, last: k.Last, usage: k.Usage, cost: k.Cost, receipts: slices.Clone(k.Receipts), dropped: k.Dropped, told: true, inherited: true}
 	if k.Ended && k.Outcome != nil {
 		j.out, j.err = k.Outcome.result()
 	}
