@@ -13,6 +13,7 @@ import (
 	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/internal/mailbox"
 	"github.com/deputy-go/deputy/internal/run"
+	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -132,7 +133,7 @@ func (s *runState) notes() error {
 			}
 		}
 		if notes == nil {
-			notes = nf.Notes(s.ctx)
+			notes = s.checkNotes(t.Definition().Name, nf.Notes(s.ctx))
 		}
 		if len(notes) == 0 {
 			continue
@@ -157,4 +158,27 @@ func (s *runState) notes() error {
 		s.add(provider.UserMessage(b.String()))
 	}
 	return nil
+}
+
+// checkNotes asks the run's policy about each note, as about a result
+// the model is to read (policy.AfterResult, as the tool named name's, the
+// note's id its call id): a note tells what work under the run handed
+// back (a background job's answer), which a policy checks however it
+// comes up. A denied note is replaced by the denial, a rewritten one by
+// what the rule made of it. It runs before the notes are journaled, so a
+// turn run again reads them as checked.
+func (s *runState) checkNotes(name string, notes []tool.Note) []tool.Note {
+	if s.policy == nil || len(notes) == 0 {
+		return notes
+	}
+	for i := range notes {
+		c := &policy.Check{Point: policy.AfterResult, Tool: name, CallID: notes[i].ID, Result: notes[i].Text}
+		switch out := s.policy.Decide(s.ctx, c); out.Verdict {
+		case policy.Deny:
+			notes[i].Text = out.Err(c).Error()
+		case policy.Rewrite:
+			notes[i].Text = c.Result
+		}
+	}
+	return notes
 }
