@@ -168,12 +168,16 @@ func Path(ctx context.Context) string {
 func Place(ctx context.Context) (path string, depth int, id, owner, thread string) {
 	ri, _ := ctx.Value(key{}).(*info)
 	if ri == nil {
-		return "", 0, "", Owner(ctx), Thread(ctx)
+		w := whereOf(ctx)
+		return "", 0, "", w.owner, w.thread
 	}
 	if ri.scope == nil {
 		// A place set outside any run (WithDepth, WithPlace), as a worker
-		// that runs a tool call of a run elsewhere sets it.
-		return elsewhere(ctx), ri.depth, "", Owner(ctx), Thread(ctx)
+		// that runs a tool call of a run elsewhere sets it: only a
+		// context outside any run here reads the path of the run
+		// elsewhere, as a run started under it keeps its own.
+		w := whereOf(ctx)
+		return w.elsewhere, ri.depth, "", w.owner, w.thread
 	}
 	pl := ri.scope.place()
 	return pl.path, ri.depth, ri.scope.id, pl.owner, pl.thread
@@ -196,16 +200,15 @@ func (sc *scope) place() *placed {
 	sc.placed.once.Do(func() {
 		pl := &sc.placed
 		pl.path = sc.name
-		var up string
+		w := whereOf(sc.ctx)
+		up := w.elsewhere
 		if sc.up != nil {
 			up = sc.up.place().path
-		} else {
-			up = elsewhere(sc.ctx)
 		}
 		if up != "" {
 			pl.path = up + "/" + sc.name
 		}
-		pl.owner, pl.thread = Owner(sc.ctx), Thread(sc.ctx)
+		pl.owner, pl.thread = w.owner, w.thread
 	})
 	return &sc.placed
 }
@@ -229,32 +232,42 @@ func (sc *scope) position() string {
 	return pl.pos
 }
 
-type threadKey struct{}
-type ownerKey struct{}
-type elsewhereKey struct{}
+// where is what a context says of whom it acts for and of the run
+// elsewhere it stands in for (WithOwner, WithThread, WithPlace): one
+// layer holds all three, each With copying the others from the layer
+// before, so that a run's place is found in one look-up (place) where
+// three walked the whole context, which seldom holds any of them.
+type where struct{ owner, thread, elsewhere string }
+
+type whereKey struct{}
+
+func whereOf(ctx context.Context) where {
+	if w, ok := ctx.Value(whereKey{}).(*where); ok {
+		return *w
+	}
+	return where{}
+}
 
 // WithThread returns ctx as part of the conversation thread named thread.
 func WithThread(ctx context.Context, thread string) context.Context {
-	return context.WithValue(ctx, threadKey{}, thread)
+	w := whereOf(ctx)
+	w.thread = thread
+	return context.WithValue(ctx, whereKey{}, &w)
 }
 
 // Thread returns the thread ctx is part of (WithThread), or "".
-func Thread(ctx context.Context) string {
-	s, _ := ctx.Value(threadKey{}).(string)
-	return s
-}
+func Thread(ctx context.Context) string { return whereOf(ctx).thread }
 
 // WithOwner returns ctx acting for owner, the caller a served endpoint
 // named.
 func WithOwner(ctx context.Context, owner string) context.Context {
-	return context.WithValue(ctx, ownerKey{}, owner)
+	w := whereOf(ctx)
+	w.owner = owner
+	return context.WithValue(ctx, whereKey{}, &w)
 }
 
 // Owner returns the owner ctx acts for (WithOwner), or "".
-func Owner(ctx context.Context) string {
-	s, _ := ctx.Value(ownerKey{}).(string)
-	return s
-}
+func Owner(ctx context.Context) string { return whereOf(ctx).owner }
 
 // Depth returns how deep in a delegation tree ctx is: 0 for a top-level
 // agent, 1 for its sub-agents, and so on.
@@ -275,15 +288,9 @@ func WithDepth(ctx context.Context, depth int) context.Context {
 // runs one of that run's calls sets it: Place reports path, and a run
 // started under ctx is path's child ("lead/researcher/critic").
 func WithPlace(ctx context.Context, path string, depth int) context.Context {
-	return WithDepth(context.WithValue(ctx, elsewhereKey{}, path), depth)
-}
-
-// elsewhere returns the path of the run elsewhere ctx stands in for
-// (WithPlace), or "". Only a context outside any run here reads it: a run
-// started under it keeps its own path.
-func elsewhere(ctx context.Context) string {
-	s, _ := ctx.Value(elsewhereKey{}).(string)
-	return s
+	w := whereOf(ctx)
+	w.elsewhere = path
+	return WithDepth(context.WithValue(ctx, whereKey{}, &w), depth)
 }
 
 // Position returns the place in its tree of the run ctx belongs to: the
