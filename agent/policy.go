@@ -17,22 +17,27 @@ import (
 // returns the request to send (rewritten, when a rule redacted it), or the
 // *policy.Denial that fails the run.
 //
-// The check and the request it holds are taken from modelChecks and given
-// back cleared once decided (no rule keeps a Check past Decide): a policy
-// costs a model call no allocation for them.
+// The run's model calls share one check, and the request it holds, taken
+// from modelChecks at the first and given back cleared when the run ends
+// (releaseModelCheck): a policy costs a model call no allocation for
+// them, and what the check keeps from one call to the next (what it
+// looked up in the run's context, what a redactor found clean) is not
+// worked out again.
 func (s *runState) guardModel(req provider.Request) (provider.Request, error) {
-	mc := modelChecks.Get().(*modelCheck)
-	defer func() {
-		*mc = modelCheck{} // nothing of the run is kept in the pool
-		modelChecks.Put(mc)
-	}()
+	mc := s.modelCheck
+	if mc == nil {
+		mc = modelChecks.Get().(*modelCheck)
+		s.modelCheck = mc
+	}
 	mc.req = req
 	// The check's fields are set one by one: a literal assigned whole is
 	// built apart and copied in whole (in a CPU profile of
 	// BenchmarkDelegationPolicy, such a copy in the registry cost more than
-	// the five rules it was made for).
+	// the five rules it was made for). Those a rule may have set at the
+	// last call are cleared.
 	c := &mc.check
 	c.Point, c.Request = policy.BeforeModel, &mc.req
+	c.Tool, c.CallID, c.Arguments, c.Task, c.Context, c.Result, c.IsError = "", "", nil, "", nil, "", false
 	out := s.policy.Decide(s.ctx, c)
 	req = mc.req
 	if out.Verdict == policy.Deny {
@@ -41,18 +46,28 @@ func (s *runState) guardModel(req provider.Request) (provider.Request, error) {
 	return req, nil
 }
 
-// modelCheck is the check of one model call, and the request it points
-// to.
+// releaseModelCheck gives the run's model check back to modelChecks,
+// cleared: nothing of the run is kept in the pool.
+func (s *runState) releaseModelCheck() {
+	if mc := s.modelCheck; mc != nil {
+		s.modelCheck = nil
+		*mc = modelCheck{}
+		modelChecks.Put(mc)
+	}
+}
+
+// modelCheck is the check of a run's model calls, and the request it
+// points to.
 type modelCheck struct {
 	check policy.Check
 	req   provider.Request
 }
 
-// modelChecks holds the *modelCheck of model calls not being checked,
-// cleared. A check escapes through the Rule interface, so without a pool
-// each call would allocate one. With this pool and its twins in
-// tool/policy.go and subagent/call.go, BenchmarkDelegationPolicy with five
-// rules went from 56 to 52 allocs/op and from 6,757 to 5,321 B/op.
+// modelChecks holds the *modelCheck of runs not under way, cleared. A
+// check escapes through the Rule interface, so without a pool each run
+// would allocate one. With this pool and its twins in tool/policy.go and
+// subagent/call.go, BenchmarkDelegationPolicy with five rules went from
+// 56 to 52 allocs/op and from 6,757 to 5,321 B/op.
 // (BenchmarkDelegationPolicyRatio compares its CPU with no policy's.)
 var modelChecks = sync.Pool{New: func() any { return new(modelCheck) }}
 

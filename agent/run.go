@@ -124,6 +124,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	if err == nil {
 		answer, err = s.loop()
 	}
+	s.releaseModelCheck()
 	s.respendUnread()
 	s.child = s.child.Add(run.Finish(ctx))
 	if ParentRunID(ctx) == "" && Depth(ctx) == 0 && (err == nil || isInterrupted(err)) {
@@ -225,9 +226,12 @@ type runState struct {
 	// traceHook the tools' tracing hook (nil: not traced).
 	journal   *runJournal
 	traceHook tool.CallHook
-	// policy binds the run (policy.From of its context), nil when none.
-	policy *policy.Policy
-	steps  int // model calls begun
+	// policy binds the run (policy.From of its context), nil when none;
+	// modelCheck is the check of its model calls (guardModel), nil
+	// before the first.
+	policy     *policy.Policy
+	modelCheck *modelCheck
+	steps      int // model calls begun
 	// answered and called are the last step whose model answer the run
 	// replayed or received, and the last whose recorded call results it
 	// read (under a journal; see respendUnread).

@@ -116,6 +116,41 @@ type Check struct {
 	// Request, at BeforeModel, is the request to be sent: a rule that
 	// rewrites it assigns new values to its fields.
 	Request *provider.Request
+
+	// known is what Decide looked up in the context of its last decision
+	// on this Check; memo is what the redactors found clean in the
+	// requests of its model calls (see memo).
+	known known
+	memo  *memo
+}
+
+// known is what a decision reads from its context: its place in the
+// tree, and where it is recorded. A Check decided again under the same
+// context (a tool call's, then its result's; a run's model calls, which
+// share one Check) looks none of it up again: in a CPU profile of
+// BenchmarkDelegationPolicy, the three look-ups of each decision, two
+// of them walking the whole context for an event sink and a span that
+// were not there, were half of Decide's time.
+type known struct {
+	ctx                        context.Context
+	path, runID, owner, thread string
+	depth                      int
+	em                         event.Emitter
+	span                       trace.Span
+}
+
+// of returns what k holds of ctx, looked up afresh unless k holds it
+// already. The context is known by its pointer: a context that is no
+// pointer (every context this module and the standard library make is
+// one) is looked up each time, and so is any other, which cannot share
+// the pointer of one k still holds.
+func (k *known) of(ctx context.Context) *known {
+	if t := reflect.TypeOf(ctx); t == nil || t.Kind() != reflect.Pointer || ctx != k.ctx {
+		k.ctx = ctx
+		k.path, k.depth, k.runID, k.owner, k.thread = run.Place(ctx)
+		k.em, k.span = event.From(ctx), trace.SpanFromContext(ctx)
+	}
+	return k
 }
 
 // A Rule decides at the points it cares about, and allows the rest.
@@ -298,16 +333,16 @@ func With(ctx context.Context, p *Policy) context.Context {
 	if have == nil {
 		return context.WithValue(ctx, key{}, p)
 	}
+	// A child given its parent's policy again (a resident, a roster
+	// member built with it) adds nothing, and costs no copy.
+	if have == p || !slices.ContainsFunc(p.rules, func(r Rule) bool { return !contains(have.rules, r) }) {
+		return ctx
+	}
 	merged := slices.Clone(have.rules)
-	added := false
 	for _, r := range p.rules {
 		if !contains(merged, r) {
 			merged = append(merged, r)
-			added = true
 		}
-	}
-	if !added {
-		return ctx
 	}
 	return context.WithValue(ctx, key{}, newPolicy(merged))
 }
@@ -380,9 +415,10 @@ const EventName = "deputy.policy"
 // user's own agent that calls tools or models outside them calls it to
 // be bound too.
 func (p *Policy) Decide(ctx context.Context, c *Check) Outcome {
-	c.Path, c.Depth, c.RunID, c.Owner, c.Thread = run.Place(ctx)
+	k := c.known.of(ctx)
+	c.Path, c.Depth, c.RunID, c.Owner, c.Thread = k.path, k.depth, k.runID, k.owner, k.thread
 	out := p.decide(ctx, c)
-	record(ctx, c, out)
+	record(ctx, c, out, k.em, k.span)
 	return out
 }
 
@@ -429,13 +465,12 @@ func (p *Policy) decide(ctx context.Context, c *Check) (out Outcome) {
 	return out
 }
 
-// record is the audit trail of one decision.
-func record(ctx context.Context, c *Check, o Outcome) {
+// record is the audit trail of one decision, made under ctx, whose event
+// sink is em and span span.
+func record(ctx context.Context, c *Check, o Outcome, em event.Emitter, span trace.Span) {
 	if o.Verdict == Deny {
 		run.AddDenial(ctx, o.Err(c))
 	}
-	em := event.From(ctx)
-	span := trace.SpanFromContext(ctx)
 	events, spans := em.Enabled(), span.IsRecording()
 	if !events && !spans {
 		return

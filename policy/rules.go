@@ -162,8 +162,10 @@ const Redacted = "[REDACTED]"
 // matched as it is and as JSON escapes it; a pattern is matched against
 // the JSON text, so it should not match quotes or backslashes.
 //
-// Each check reads the whole of what it guards: a model call's request,
-// the conversation included, is scanned on every call.
+// A run's model calls send its conversation again and again: what a
+// call sends as an earlier call of the run sent it, found clean then, is
+// not scanned again (the text is compared, so a message changed since,
+// in place or not, is scanned anew).
 func Redact(name string, values []string, patterns ...*regexp.Regexp) Rule {
 	r := &redactor{name: name}
 	for _, v := range values {
@@ -257,23 +259,30 @@ func (r *redactor) json(b json.RawMessage) (json.RawMessage, bool) {
 }
 
 // messages returns msgs with the secrets replaced, a new slice if any
-// was (msgs is not written), and whether any was.
-func (r *redactor) messages(msgs []provider.Message) ([]provider.Message, bool) {
+// was (msgs is not written), and whether any was. A message m holds as
+// found clean is not scanned; m (nil: none) keeps those found clean now.
+func (r *redactor) messages(msgs []provider.Message, m *memo) ([]provider.Message, bool) {
 	var out []provider.Message
-	for i, m := range msgs {
-		c, changed := r.text(m.Content)
+	for i := range msgs {
+		msg := &msgs[i]
+		if m.clean(i, msg) {
+			continue
+		}
+		c, changed := r.text(msg.Content)
 		var calls []provider.ToolCall
-		for j, tc := range m.ToolCalls {
+		for j, tc := range msg.ToolCalls {
 			if a, ch := r.json(tc.Arguments); ch {
 				if calls == nil {
-					calls = slices.Clone(m.ToolCalls)
+					calls = slices.Clone(msg.ToolCalls)
 				}
 				calls[j].Arguments = a
 			}
 		}
 		if !changed && calls == nil {
+			m.keep(i, msg)
 			continue
 		}
+		m.forget(i)
 		if out == nil {
 			out = slices.Clone(msgs)
 		}
@@ -288,6 +297,99 @@ func (r *redactor) messages(msgs []provider.Message) ([]provider.Message, bool) 
 	return out, true
 }
 
+// memoFrom is the number of messages from which a request's check keeps
+// a memo of what a redactor found clean in it: scanning a shorter
+// conversation again costs less than the memo's allocations.
+const memoFrom = 8
+
+// A memo is what a redactor found clean in the requests of one Check's
+// model calls (a run's, in the agent loop, which decides them all on one
+// Check), for the next: the system prompt, and each message by its index,
+// its text and its tool calls' arguments. A message of the next request
+// that is equal to the one kept at its index, text and arguments, is
+// clean, and not scanned again; any other is scanned. Equal is equal
+// bytes: a message replaced or changed (by compaction, by a rule, by
+// anyone writing into its arguments) is not equal unless it is the same
+// text, which was clean. The text is compared as a string, which Go never
+// changes, and which costs nothing to compare when both share their bytes
+// (a run's requests share its messages); arguments, bytes anyone could
+// write into, are compared with a copy.
+//
+// A memo is its redactor's only (another's secrets are others): a Check
+// holds one for each redactor of its policy, in a list.
+type memo struct {
+	rule     *redactor
+	next     *memo
+	system   string
+	systemOK bool
+	msgs     []cleanMessage
+}
+
+// cleanMessage is a message a redactor found clean: its text, and copies
+// of its tool calls' arguments. ok is false for a message not found
+// clean (a redactor rewrote it, or it was not scanned yet).
+type cleanMessage struct {
+	ok      bool
+	content string
+	args    []string
+}
+
+// memoOf returns r's memo in c, made when c's request is long enough to
+// be worth one (memoFrom); nil when none is.
+func (r *redactor) memoOf(c *Check) *memo {
+	for m := c.memo; m != nil; m = m.next {
+		if m.rule == r {
+			return m
+		}
+	}
+	if len(c.Request.Messages) < memoFrom {
+		return nil
+	}
+	c.memo = &memo{rule: r, next: c.memo}
+	return c.memo
+}
+
+// clean reports whether msg, at index i, is the message m holds as
+// found clean there.
+func (m *memo) clean(i int, msg *provider.Message) bool {
+	if m == nil || i >= len(m.msgs) {
+		return false
+	}
+	e := &m.msgs[i]
+	if !e.ok || e.content != msg.Content || len(e.args) != len(msg.ToolCalls) {
+		return false
+	}
+	for j := range msg.ToolCalls {
+		if e.args[j] != string(msg.ToolCalls[j].Arguments) {
+			return false
+		}
+	}
+	return true
+}
+
+// keep keeps msg, found clean, at index i.
+func (m *memo) keep(i int, msg *provider.Message) {
+	if m == nil {
+		return
+	}
+	if i >= len(m.msgs) {
+		m.msgs = slices.Grow(m.msgs, i+1-len(m.msgs))[:i+1]
+	}
+	e := &m.msgs[i]
+	e.ok, e.content = true, msg.Content
+	e.args = slices.Grow(e.args[:0], len(msg.ToolCalls))
+	for _, tc := range msg.ToolCalls {
+		e.args = append(e.args, string(tc.Arguments)) // a copy
+	}
+}
+
+// forget forgets what m holds at index i, which was not found clean.
+func (m *memo) forget(i int) {
+	if m != nil && i < len(m.msgs) {
+		m.msgs[i] = cleanMessage{}
+	}
+}
+
 func (r *redactor) Decide(_ context.Context, c *Check) Decision {
 	changed := false
 	switch c.Point {
@@ -299,7 +401,7 @@ func (r *redactor) Decide(_ context.Context, c *Check) Decision {
 		if t, ch := r.text(c.Task); ch {
 			c.Task, changed = t, true
 		}
-		if msgs, ch := r.messages(c.Context); ch {
+		if msgs, ch := r.messages(c.Context, nil); ch {
 			c.Context, changed = msgs, true
 		}
 	case AfterResult:
@@ -310,10 +412,17 @@ func (r *redactor) Decide(_ context.Context, c *Check) Decision {
 		if c.Depth == 0 || c.Request == nil {
 			break // the top-level agent was given the secret
 		}
-		if s, ch := r.text(c.Request.System); ch {
-			c.Request.System, changed = s, true
+		m := r.memoOf(c)
+		if sys := c.Request.System; m == nil || !m.systemOK || m.system != sys {
+			s, ch := r.text(sys)
+			if ch {
+				c.Request.System, changed = s, true
+			}
+			if m != nil {
+				m.system, m.systemOK = sys, !ch
+			}
 		}
-		if msgs, ch := r.messages(c.Request.Messages); ch {
+		if msgs, ch := r.messages(c.Request.Messages, m); ch {
 			c.Request.Messages, changed = msgs, true
 		}
 	}
