@@ -156,9 +156,7 @@ func (s *runState) budgetNote(wrapUp bool) string {
 	}
 	used := s.spent()
 	if wrapUp {
-		return "Budget note: you have used " + strconv.FormatInt(used, 10) + " of your " + strconv.FormatInt(lim, 10) +
-			" tokens, and another step would pass the limit. This is your last reply, and no tools are available: answer now with what you have, " +
-			"and say plainly what is unfinished (status \"partial\" if you report a status)."
+		return tokenNote(used, lim)
 	}
 	if used*5 < lim*4 {
 		return ""
@@ -169,25 +167,33 @@ func (s *runState) budgetNote(wrapUp bool) string {
 
 // keep is what the run keeps back, as a step's tool calls start, for its
 // next model call before their results: the tokens it will read (the
-// conversation so far, whose system prompt and tools weigh fixed bytes)
-// and what they cost at the run's prices (run.Step.Share), with, under a
-// cost limit, the wrap-up note that call carries when it is the run's
-// last, and the price of its model (run.Step.Price). The calls' results
-// are read out of their own shares (run.ReadBack), so that what is kept
-// and the share for the reply pay for the run's wrap-up however its
-// children spend.
+// conversation so far, whose system prompt and tools weigh fixed bytes,
+// and the wrap-up note that call carries when it is the run's last) and
+// what they cost at the run's prices (run.Step.Share), with the price of
+// its model (run.Step.Price). The calls' results are read out of their
+// own shares (run.ReadBack), so that what is kept and the share for the
+// reply pay for the run's wrap-up however its children spend.
 func (s *runState) keep(fixed int64) (tokens int64, dollars float64, price provider.Price) {
-	tokens = s.estimate(fixed)
+	tokens = s.estimate(fixed) + (int64(len(s.wrapUpNote()))+3)/4
 	if _, limited := run.CostLeft(s.ctx); limited {
 		name, model := s.r.spanIdentity()
 		if s.lastModel != "" {
 			model = s.lastModel
 		}
 		price, _ = run.PriceOf(s.ctx, name, model)
-		note := (int64(len(s.budgetNote(true))) + 3) / 4
-		dollars = price.Cost(provider.Usage{InputTokens: tokens + note})
+		dollars = price.Cost(provider.Usage{InputTokens: tokens})
 	}
 	return tokens, dollars, price
+}
+
+// wrapUpNote is the longest wrap-up note the run may yet be sent: under a
+// token limit, the one that says the whole limit is used (no run within
+// its limit says more).
+func (s *runState) wrapUpNote() string {
+	if s.limit == 0 {
+		return s.budgetNote(true)
+	}
+	return tokenNote(s.limit, s.limit)
 }
 
 // costLimited reports whether a cost limit bounds the run.
@@ -222,6 +228,14 @@ func (s *runState) checkLimit() error {
 		}
 	}
 	return nil
+}
+
+// tokenNote is the note of a wrap-up turn under a token limit, having
+// used tokens of limit.
+func tokenNote(used, limit int64) string {
+	return "Budget note: you have used " + strconv.FormatInt(used, 10) + " of your " + strconv.FormatInt(limit, 10) +
+		" tokens, and another step would pass the limit. This is your last reply, and no tools are available: answer now with what you have, " +
+		"and say plainly what is unfinished (status \"partial\" if you report a status)."
 }
 
 // wrappedUp ends the run with the reply to its wrap-up turn: its text is

@@ -679,6 +679,10 @@ func (t *SubAgentTool) runChild(ctx context.Context, args json.RawMessage, in ag
 		// try (a wrap-up's answer is its run's last): what it answered is
 		// what it has.
 		o.Content, o.Value = t.unretried(out.Answer, v.problem, "the sub-agent's budget could not pay for a corrective retry")
+	case err != nil && errors.Is(err, agent.ErrUsageLimit) && ctx.Err() == nil && runs.usage.Requests == 0 && lastSaid(out.Messages) == "":
+		// Its share could not pay for its first model call: its parent
+		// reads why out of that share, which is at least what that costs.
+		o.Content, o.Value = t.unstarted()
 	case err != nil && errors.Is(err, agent.ErrUsageLimit) && ctx.Err() == nil:
 		// Cut short at its budget: what it said last is what it has.
 		o.Content, o.Value = t.partial(lastSaid(out.Messages), true)
@@ -734,6 +738,23 @@ func (t *SubAgentTool) partial(said string, cut bool) (string, any) {
 		return said, nil // its own words say what is unfinished, as it was told
 	}
 	return textcap.Cap("["+note+"]\n"+said, t.cfg.maxOutput), nil
+}
+
+// unstartedNote says why a child made no model call: its share of its
+// parent's budget was too small for one.
+const unstartedNote = "not started: its budget could not pay for a model call"
+
+// unstarted is the content and value of the result of a child whose share
+// of its parent's budget could not pay for its first model call: a
+// partial Report under WithReport, else the note; within
+// run.RefusalBytes either way (TestTenForksTooSmallToStart), since its
+// parent reads it out of that share.
+func (t *SubAgentTool) unstarted() (string, any) {
+	if c := t.cfg.check; c != nil && c.result {
+		r := Report{Status: ReportPartial, Summary: unstartedNote}
+		return fitResult(r, t.cfg.maxOutput), r
+	}
+	return textcap.Cap("["+unstartedNote+"]", t.cfg.maxOutput), nil
 }
 
 // lastSaid is the text of the last assistant message of msgs.

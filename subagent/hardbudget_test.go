@@ -1,15 +1,20 @@
 package subagent_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"go.uber.org/goleak"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/resumetest"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 )
@@ -128,5 +133,89 @@ func TestTenValidatedForksUnderACostLimit(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTenForksTooSmallToStart forks ten children under a lead limited so
+// tightly that no child's share can pay for its first model call: no
+// child calls its model, each answers the lead, out of its share, that
+// its budget could not pay for one, and the lead answers from what it
+// kept back for its wrap-up, within its limit; what the models billed is
+// what Output counts. Plain forks and forks that report (WithReport),
+// with models that name their calls afresh, not at all, and from call_0.
+func TestTenForksTooSmallToStart(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	for _, tc := range []struct {
+		report bool
+		limit  int64
+	}{{false, 1200}, {true, 1300}} {
+		for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
+			t.Run(fmt.Sprintf("report %v, ids %d", tc.report, ids), func(t *testing.T) {
+				var (
+					mu                    sync.Mutex
+					billed                provider.Usage
+					leadCalls, childCalls int
+					fresh                 atomic.Int64
+				)
+				bill := func(req provider.Request, msg provider.Message, n *int) provider.Response {
+					u := fake.Usage(req, msg)
+					mu.Lock()
+					defer mu.Unlock()
+					billed = billed.Add(u)
+					*n++
+					return provider.Response{Message: msg, Usage: u}
+				}
+				leadModel := func(_ context.Context, req provider.Request) (provider.Response, error) {
+					if len(req.Tools) == 0 || len(req.Messages) > 1 {
+						return bill(req, provider.AssistantMessage("Not written."), &leadCalls), nil
+					}
+					calls := make([]provider.ToolCall, 10)
+					for i := range calls {
+						calls[i] = spawn(fmt.Sprintf(`{"task":"Write part %d of the survey, in full."}`, i))
+					}
+					resumetest.NameCalls(ids, calls, &fresh)
+					return bill(req, provider.AssistantMessage("", calls...), &leadCalls), nil
+				}
+				childModel := func(_ context.Context, req provider.Request) (provider.Response, error) {
+					text := essay
+					if n := 4 * req.MaxTokens; n > 0 && n < len(text) {
+						text = text[:n]
+					}
+					return bill(req, provider.AssistantMessage(text), &childCalls), nil
+				}
+				p := fake.NewProvider(fake.Respond(leadModel).For("lead"), fake.Respond(childModel).For(subagent.DefaultForkName)).Loop().DontRecord()
+				opts := []subagent.SpawnOption{subagent.WithMaxSpawns(10)}
+				if tc.report {
+					opts = append(opts, subagent.WithReport())
+				}
+				reg, _ := setup(t, p, false, opts)
+				out, err := lead(t, p, reg, agent.WithTokenLimit(tc.limit)).Run(t.Context(), agent.Input{Text: "Write the ten parts of the survey."})
+				mu.Lock()
+				defer mu.Unlock()
+				t.Logf("billed %d tokens in %d calls of the lead and %d of the children; answer %q, partial %v", billed.Tokens(), leadCalls, childCalls, out.Answer, out.Partial)
+				if err != nil {
+					t.Fatalf("the lead failed: %v; want it to answer from what it kept back for its wrap-up", err)
+				}
+				if out.Answer != "Not written." || leadCalls != 2 || childCalls != 0 {
+					t.Errorf("the lead answered %q in %d model calls, the children made %d; want its answer in 2, and none", out.Answer, leadCalls, childCalls)
+				}
+				if got := out.Usage.Add(out.ChildUsage); got != billed {
+					t.Errorf("Output counts %+v, the models billed %+v", got, billed)
+				}
+				if billed.Tokens() > tc.limit {
+					t.Errorf("the tree spent %d tokens under a limit of %d", billed.Tokens(), tc.limit)
+				}
+				results := toolResults(out.Messages)
+				if len(results) != 10 {
+					t.Fatalf("the lead read %d results, want 10", len(results))
+				}
+				for _, c := range results {
+					var r subagent.Report
+					if !strings.Contains(c, "its budget could not pay for a model call") || len(c) > run.RefusalBytes || tc.report && (json.Unmarshal([]byte(c), &r) != nil || r.Status != subagent.ReportPartial) {
+						t.Errorf("a child's result is %q, want a short partial answer that says its budget could not pay for a model call", c)
+					}
+				}
+			})
+		}
 	}
 }

@@ -344,9 +344,10 @@ func TestJobBudgetHeldUntilCollected(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// 9,000 left, less the 1,000 the lead's next call reads, in two:
-		// the job's share, 4,000, less what its receipt and collection
-		// cost the lead (210). While the job is uncollected "quick" gets
+		// 9,000 left, less the 1,000 the lead's next call reads and the
+		// 64 of the note that makes it the wrap-up, in two: the job's
+		// share, 3,968, less what its receipt and collection cost the
+		// lead (210). While the job is uncollected "quick" gets
 		// a share of what is left beside it; once collected (spent
 		// 2,000), "after" gets a share of all that is left.
 		pr.mu.Lock()
@@ -357,8 +358,8 @@ func TestJobBudgetHeldUntilCollected(t *testing.T) {
 		slow, _ := strconv.Atoi(pr.seen[0])
 		quick, _ := strconv.Atoi(pr.seen[1])
 		after, _ := strconv.Atoi(pr.seen[2])
-		if slow != 4000-210 || quick > (10000-1000-slow)/2 || after <= quick {
-			t.Errorf("the children's limits, in order: %q; want %d for the job, less than %d beside it, more once it was collected", pr.seen, 4000-210, (10000-1000-slow)/2)
+		if slow != 3968-210 || quick > (10000-1000-slow)/2 || after <= quick {
+			t.Errorf("the children's limits, in order: %q; want %d for the job, less than %d beside it, more once it was collected", pr.seen, 3968-210, (10000-1000-slow)/2)
 		}
 		if diff := cmp.Diff(provider.Usage{InputTokens: 2000, Requests: 6}, out.ChildUsage); diff != "" {
 			t.Errorf("child usage (-want +got):\n%s", diff)

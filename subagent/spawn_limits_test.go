@@ -148,11 +148,12 @@ func TestSpawnChildBudget(t *testing.T) {
 		want        string
 	}{
 		// The parent keeps back what its next call reads (the 3,000 of
-		// its first, and what was added since), and splits the rest in
-		// two: a share for the child, one for its own reply.
-		{"what the parent has left", 10000, 3000, 0, "2000"},
+		// its first, and what was added since, and the 64 of the note
+		// that makes it the wrap-up), and splits the rest in two: a share
+		// for the child, one for its own reply.
+		{"what the parent has left", 10000, 3000, 0, "1968"},
 		{"the per-child budget when less", 10000, 3000, 1500, "1500"},
-		{"what is left when less than the budget", 10000, 2000, 5000, "3000"},
+		{"what is left when less than the budget", 10000, 2000, 5000, "2968"},
 		{"the per-child budget of an unlimited parent", 0, 3000, 2500, "2500"},
 		{"unlimited", 0, 3000, 0, "unlimited"},
 		// What is left pays for the parent's next call's input only.
@@ -208,7 +209,8 @@ func TestSpawnBudgetNote(t *testing.T) {
 	)
 	reg, _ := setup(t, p, false, []subagent.SpawnOption{subagent.WithReport()})
 	// The fork's share: 9,700 left, less the 300 the lead's next call
-	// reads, in two (the fork's and the lead's reply's).
+	// reads and the 64 of the note that makes it the wrap-up, in two
+	// (the fork's and the lead's reply's).
 	out, err := lead(t, p, reg, agent.WithTokenLimit(10000)).Run(t.Context(), agent.Input{Text: "go"})
 	if err != nil {
 		t.Fatal(err)
@@ -231,7 +233,7 @@ func TestSpawnBudgetNote(t *testing.T) {
 		t.Errorf("the note travels as a %s message, want user", last.Role)
 	}
 	mustContain(t, last.Content,
-		`Budget note: you have used 2000 of your 4700 tokens, and another step would pass the limit. This is your last reply`, `status "partial"`)
+		`Budget note: you have used 2000 of your 4668 tokens, and another step would pass the limit. This is your last reply`, `status "partial"`)
 	if len(reqs[1].Tools) != 0 {
 		t.Errorf("the wrap-up turn offered %d tools, want none", len(reqs[1].Tools))
 	}
@@ -296,14 +298,15 @@ func TestSpawnBudgetIsReserved(t *testing.T) {
 		want        []string // the children's limits, sorted
 		wantNoBudge int      // spawns refused for want of tokens
 	}{
-		// 9,000 left, less the 1,000 the lead's next call reads, for
-		// three calls and the lead's reply: a share of 2,000 each.
-		{"side by side", 0, 3, 0, []string{"2000", "2000", "2000"}, 0},
+		// 9,000 left, less the 1,000 the lead's next call reads and the
+		// 64 of the note that makes it the wrap-up, for three calls and
+		// the lead's reply: a share of 1,984 each.
+		{"side by side", 0, 3, 0, []string{"1984", "1984", "1984"}, 0},
 		{"side by side, the per-child budget when less", 1500, 3, 0, []string{"1500", "1500", "1500"}, 0},
 		// One at a time, each spending 1,900 of its share: the shares
 		// were set aside before the first started, so the third still
 		// has its own.
-		{"one at a time", 0, 1, 1900, []string{"2000", "2000", "2000"}, 0},
+		{"one at a time", 0, 1, 1900, []string{"1984", "1984", "1984"}, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

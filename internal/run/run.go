@@ -393,7 +393,7 @@ func AtStep(ctx context.Context, st Step) (context.Context, *Shares) {
 	l.step = stepCalls{n: st.N, calls: st.Calls, prefix: st.Prefix, price: st.Price}
 	l.info.step, l.info.call = &l.step, ""
 	var sh *Shares
-	if st.Share && shareOut(ctx, &l.info, &l.shares, len(st.Calls), st.Keep, st.KeepCost) {
+	if st.Share && shareOut(ctx, &l.info, &l.shares, len(st.Calls), st.Keep, st.KeepCost, floor(st.Calls), st.Price) {
 		sh = &l.shares
 	}
 	return context.WithValue(ctx, key{}, &l.info), sh
@@ -889,6 +889,23 @@ type Shares struct {
 	n    int // shares not taken yet
 }
 
+// RefusalBytes bounds what the result of a tool call whose sub-agent's
+// share could not pay for its first model call weighs, in bytes: the
+// sub-agent tools keep the result that says so within it, and a step's
+// shares are at least what reading it costs (shareOut).
+const RefusalBytes = 112
+
+// floor is what the run reads, in tokens as its estimate counts them, of
+// the result of any one of calls whose sub-agent could not start: the
+// refusal and the call's id.
+func floor(calls []provider.ToolCall) int64 {
+	id := 0
+	for _, c := range calls {
+		id = max(id, len(c.ID))
+	}
+	return (int64(RefusalBytes+id) + 3) / 4
+}
+
 // shareOut sets aside, in ri, for the calls of a step about to run
 // (AtStep, Step.Share), an equal share each of what the run of ctx has
 // left: a cost share, in ri, when a run ctx is inside has a cost limit,
@@ -901,21 +918,33 @@ type Shares struct {
 // calls' results (keep tokens, costing keepCost dollars), then splits the
 // rest in calls+1 equal parts: one a call, and one for the reply of its
 // next call. A child's answer, which that call reads too, comes out of
-// the child's share (ReadBack).
-func shareOut(ctx context.Context, ri *info, sh *Shares, calls int, keep int64, keepCost float64) bool {
+// the child's share (ReadBack); so does the refusal of one that could not
+// start: a share is at least what reading that costs (floor tokens, at
+// price's input price), when the rest pays for as much for every call and
+// a token of reply, so that it is never read out of the reply's part.
+func shareOut(ctx context.Context, ri *info, sh *Shares, calls int, keep int64, keepCost float64, floor int64, price provider.Price) bool {
 	sc := ri.scope
 	if sc == nil || calls < 1 {
 		return false
 	}
 	if left, limited := CostLeft(ctx); limited {
-		ri.costShare = max((left-keepCost)/float64(calls+1), 1e-12) // not 0, which is no limit
+		rest := left - keepCost
+		each := rest / float64(calls+1)
+		if f := float64(floor) * price.Input; each < f && rest-float64(calls)*f >= price.Output {
+			each = f
+		}
+		ri.costShare = max(each, 1e-12) // not 0, which is no limit
 	}
 	if sc.limit == 0 {
 		return false
 	}
 	sc.mu.Lock()
 	left := max(sc.limit-sc.used.Load()-sc.reserved.Load()-max(keep, 0), 0)
-	sh.sc, sh.each, sh.n = sc, left/int64(calls+1), calls
+	each := left / int64(calls+1)
+	if each < floor && left >= int64(calls)*floor+1 {
+		each = floor
+	}
+	sh.sc, sh.each, sh.n = sc, each, calls
 	sc.reserved.Add(sh.each * int64(calls))
 	sc.mu.Unlock()
 	ri.shares = sh
