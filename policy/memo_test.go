@@ -44,7 +44,11 @@ func conversation(n int) []provider.Message {
 // puts a secret where a message found clean was, and the next call must
 // not send it.
 func TestRedactorRescansWhatChanged(t *testing.T) {
-	r := policy.Redact("secrets", []string{memoSecret}, regexp.MustCompile(`AKIA[0-9A-Z]{16}`))
+	p, err := policy.New(policy.Redact("secrets", []string{memoSecret}, regexp.MustCompile(`AKIA[0-9A-Z]{16}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := run.WithPlace(context.Background(), "lead/child", 1)
 	for _, tc := range []struct {
 		name   string
 		change func(req *provider.Request) // writes into the request of the call before
@@ -81,17 +85,17 @@ func TestRedactorRescansWhatChanged(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := provider.Request{System: "You help.", Messages: conversation(12)}
-			c := &policy.Check{Point: policy.BeforeModel, Depth: 1}
-			for range 2 { // the second call finds everything clean as the first did
+			c := &policy.Check{Point: policy.BeforeModel}
+			for range 3 { // the memo is made at the second call, and read at the third
 				c.Request = &req
-				if d := r.Decide(context.Background(), c); d.Verdict != policy.Allow {
+				if d := p.Decide(ctx, c); d.Verdict != policy.Allow {
 					t.Fatalf("a clean conversation: %+v", d)
 				}
 			}
 			tc.change(&req)
 			sent := req
 			c.Request = &sent
-			d := r.Decide(context.Background(), c)
+			d := p.Decide(ctx, c)
 			if d.Verdict != policy.Rewrite {
 				t.Fatalf("the changed request was let through: %+v", d)
 			}
@@ -102,7 +106,7 @@ func TestRedactorRescansWhatChanged(t *testing.T) {
 			// holding what was rewritten as not clean.
 			again := req
 			c.Request = &again
-			if d := r.Decide(context.Background(), c); d.Verdict != policy.Rewrite {
+			if d := p.Decide(ctx, c); d.Verdict != policy.Rewrite {
 				t.Fatalf("the call after let the secret through: %+v", d)
 			}
 		})
@@ -121,8 +125,10 @@ func TestRedactorsKeepTheirOwnMemo(t *testing.T) {
 	ctx := run.WithPlace(context.Background(), "lead/child", 1)
 	req := provider.Request{Messages: conversation(12)}
 	c := &policy.Check{Point: policy.BeforeModel, Request: &req}
-	if out := p.Decide(ctx, c); out.Verdict != policy.Allow {
-		t.Fatalf("a clean conversation: %+v", out)
+	for range 3 {
+		if out := p.Decide(ctx, c); out.Verdict != policy.Allow {
+			t.Fatalf("a clean conversation: %+v", out)
+		}
 	}
 	req.Messages[9].Content = "the password is hunter2"
 	sent := req
@@ -155,5 +161,48 @@ func TestCheckDecidedUnderAnotherContext(t *testing.T) {
 	}
 	if len(s.got) != 1 {
 		t.Errorf("%d events on the child's sink, want 1", len(s.got))
+	}
+}
+
+// BenchmarkRedactConversation measures the redactor on the requests of a
+// child's run of 40 model calls, its conversation growing by two
+// messages (a tool call and its result of 1 KiB) a call: on one Check, as
+// the agent loop decides them, and on a new Check each call, which has no
+// memo and scans the whole conversation every time.
+func BenchmarkRedactConversation(b *testing.B) {
+	p, err := policy.New(policy.Redact("secrets", []string{memoSecret}, regexp.MustCompile(`AKIA[0-9A-Z]{16}`)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := run.WithPlace(context.Background(), "lead/child", 1)
+	msgs := []provider.Message{provider.UserMessage("count the files")}
+	var reqs []provider.Request
+	for i := range 40 {
+		reqs = append(reqs, provider.Request{System: "You count files.", Messages: msgs})
+		id := "c" + strconv.Itoa(i)
+		msgs = append(msgs, provider.Message{Role: provider.RoleAssistant, ToolCalls: []provider.ToolCall{{ID: id, Name: "lookup", Arguments: json.RawMessage(`{"q":"files ` + id + `"}`)}}},
+			provider.Message{Role: provider.RoleTool, ToolCallID: id, Content: strings.Repeat("file.txt ", 114)})
+	}
+	for _, shared := range []bool{true, false} {
+		name := "one check"
+		if !shared {
+			name = "a check a call"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				c := &policy.Check{Point: policy.BeforeModel}
+				for i := range reqs {
+					if !shared {
+						c = &policy.Check{Point: policy.BeforeModel}
+					}
+					req := reqs[i]
+					c.Request = &req
+					if p.Decide(ctx, c).Verdict != policy.Allow {
+						b.Fatal("a clean request was rewritten")
+					}
+				}
+			}
+		})
 	}
 }

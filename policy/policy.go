@@ -118,10 +118,11 @@ type Check struct {
 	Request *provider.Request
 
 	// known is what Decide looked up in the context of its last decision
-	// on this Check; memo is what the redactors found clean in the
-	// requests of its model calls (see memo).
-	known known
-	memo  *memo
+	// on this Check; models counts the model calls it decided on it, and
+	// memo is what the redactors found clean in their requests (see memo).
+	known  known
+	models int
+	memo   *memo
 }
 
 // known is what a decision reads from its context: its place in the
@@ -416,6 +417,9 @@ const EventName = "deputy.policy"
 // be bound too.
 func (p *Policy) Decide(ctx context.Context, c *Check) Outcome {
 	k := c.known.of(ctx)
+	if c.Point == BeforeModel {
+		c.models++
+	}
 	c.Path, c.Depth, c.RunID, c.Owner, c.Thread = k.path, k.depth, k.runID, k.owner, k.thread
 	out := p.decide(ctx, c)
 	record(ctx, c, out, k.em, k.span)

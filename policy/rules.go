@@ -299,7 +299,9 @@ func (r *redactor) messages(msgs []provider.Message, m *memo) ([]provider.Messag
 
 // memoFrom is the number of messages from which a request's check keeps
 // a memo of what a redactor found clean in it: scanning a shorter
-// conversation again costs less than the memo's allocations.
+// conversation again costs less than the memo's allocations. A memo is
+// made at the second model call decided on a Check, not the first: a
+// Check made for one call would never read it.
 const memoFrom = 8
 
 // A memo is what a redactor found clean in the requests of one Check's
@@ -335,14 +337,15 @@ type cleanMessage struct {
 }
 
 // memoOf returns r's memo in c, made when c's request is long enough to
-// be worth one (memoFrom); nil when none is.
+// be worth one and c decided a model call before (memoFrom); nil when
+// none is.
 func (r *redactor) memoOf(c *Check) *memo {
 	for m := c.memo; m != nil; m = m.next {
 		if m.rule == r {
 			return m
 		}
 	}
-	if len(c.Request.Messages) < memoFrom {
+	if c.models < 2 || len(c.Request.Messages) < memoFrom {
 		return nil
 	}
 	c.memo = &memo{rule: r, next: c.memo}
