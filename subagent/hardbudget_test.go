@@ -142,15 +142,21 @@ func TestTenValidatedForksUnderACostLimit(t *testing.T) {
 // its budget could not pay for one, and the lead answers from what it
 // kept back for its wrap-up, within its limit; what the models billed is
 // what Output counts. Plain forks and forks that report (WithReport),
-// with models that name their calls afresh, not at all, and from call_0.
+// under a token limit and a cost limit (a dollar a million tokens, in and
+// out: $0.0012 is 1,200 tokens), with models that name their calls
+// afresh, not at all, and from call_0.
 func TestTenForksTooSmallToStart(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	prices, err := provider.NewPrices(map[string]provider.Price{"fake": {Input: 1e-6, Output: 1e-6}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
-		report bool
-		limit  int64
-	}{{false, 1200}, {true, 1300}} {
+		report, cost bool
+		limit        int64
+	}{{false, false, 1200}, {true, false, 1300}, {false, true, 1200}} {
 		for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
-			t.Run(fmt.Sprintf("report %v, ids %d", tc.report, ids), func(t *testing.T) {
+			t.Run(fmt.Sprintf("report %v, cost %v, ids %d", tc.report, tc.cost, ids), func(t *testing.T) {
 				var (
 					mu                    sync.Mutex
 					billed                provider.Usage
@@ -163,7 +169,7 @@ func TestTenForksTooSmallToStart(t *testing.T) {
 					defer mu.Unlock()
 					billed = billed.Add(u)
 					*n++
-					return provider.Response{Message: msg, Usage: u}
+					return provider.Response{Message: msg, Usage: u, Model: "fake"}
 				}
 				leadModel := func(_ context.Context, req provider.Request) (provider.Response, error) {
 					if len(req.Tools) == 0 || len(req.Messages) > 1 {
@@ -183,13 +189,17 @@ func TestTenForksTooSmallToStart(t *testing.T) {
 					}
 					return bill(req, provider.AssistantMessage(text), &childCalls), nil
 				}
-				p := fake.NewProvider(fake.Respond(leadModel).For("lead"), fake.Respond(childModel).For(subagent.DefaultForkName)).Loop().DontRecord()
+				p := fake.NewProvider(fake.Respond(leadModel).For("lead"), fake.Respond(childModel).For(subagent.DefaultForkName)).Loop().DontRecord().Named("fake", "fake")
 				opts := []subagent.SpawnOption{subagent.WithMaxSpawns(10)}
 				if tc.report {
 					opts = append(opts, subagent.WithReport())
 				}
 				reg, _ := setup(t, p, false, opts)
-				out, err := lead(t, p, reg, agent.WithTokenLimit(tc.limit)).Run(t.Context(), agent.Input{Text: "Write the ten parts of the survey."})
+				limit := agent.WithTokenLimit(tc.limit)
+				if tc.cost {
+					limit = agent.WithCostLimit(float64(tc.limit) * 1e-6)
+				}
+				out, err := lead(t, p, reg, agent.WithPrices(prices), limit).Run(t.Context(), agent.Input{Text: "Write the ten parts of the survey."})
 				mu.Lock()
 				defer mu.Unlock()
 				t.Logf("billed %d tokens in %d calls of the lead and %d of the children; answer %q, partial %v", billed.Tokens(), leadCalls, childCalls, out.Answer, out.Partial)
