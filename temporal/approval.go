@@ -1,6 +1,7 @@
 package temporal
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -37,8 +38,9 @@ const (
 	// AnswerUpdate takes answers ([]tool.Answer) to some of them.
 	AnswerUpdate = "answer"
 
-	askedSignal  = "deputy.asked"  // a child tells the top-level workflow what it asks
-	answerSignal = "deputy.answer" // the top-level workflow hands a child its answer
+	askedSignal    = "deputy.asked"     // a child tells the top-level workflow what it asks
+	answerSignal   = "deputy.answer"    // the top-level workflow hands a child its answer
+	askedViaSignal = "deputy.asked_via" // a thread's job tells it what a descendant asks (relayedAsk)
 
 	// maxAskRounds bounds the rounds of questions one tool call may ask.
 	maxAskRounds = 16
@@ -59,6 +61,27 @@ type questions struct {
 	// asks the job where it stands (open: the questions not answered).
 	kept bool
 	open []tool.Interrupt
+	// via, for a run under a thread's job (Trace.Job): the job's workflow,
+	// which its questions go through ("": straight to the tree's top).
+	// relayed, in that job: each question of a descendant it holds in
+	// open, by id, with the workflow that asks it (nil: it relays none,
+	// recorded before relayChange).
+	via     string
+	relayed map[string]string
+}
+
+// relayChange names the workflow version from which a thread's job
+// relays the questions of its own descendants (Trace.Job): they ask
+// through it, and it asks them again of the next turn of its thread that
+// asks where it stands, as it does its own, instead of their calls
+// failing while no turn runs to hear them. Asked at the job's start.
+const relayChange = "deputy.job-relays-questions"
+
+// relayedAsk is what a thread's job tells the tree's top a descendant of
+// its own asks: the answers go to Via, which hands them on.
+type relayedAsk struct {
+	Via   string           `json:"via"`
+	Asked []tool.Interrupt `json:"asked"`
 }
 
 // waitingOn is a question a call of this workflow waits on: the answer
@@ -75,6 +98,9 @@ type waitingOn struct {
 func newQuestions(ctx workflow.Context, trace *Trace) (*questions, error) {
 	q := &questions{top: trace.Subagent == "", tree: trace.Tree, self: trace.Subagent, where: map[string]string{}, waiting: map[string]waitingOn{}}
 	if !q.top {
+		if trace.Job != trace.Subagent {
+			q.via = trace.Job
+		}
 		return q, nil
 	}
 	if err := workflow.SetQueryHandler(ctx, InterruptsQuery, func() ([]tool.Interrupt, error) {
@@ -93,15 +119,109 @@ func newQuestions(ctx workflow.Context, trace *Trace) (*questions, error) {
 				return
 			}
 			for _, it := range asked {
-				if _, known := q.where[it.ID]; known {
-					continue // asked again by a job of the thread that heard no answer
-				}
-				q.pending = append(q.pending, it)
-				q.where[it.ID] = it.SubagentRunID
+				q.hear(it, it.SubagentRunID)
+			}
+		}
+	})
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		ch := workflow.GetSignalChannel(ctx, askedViaSignal)
+		for {
+			var r relayedAsk
+			if !ch.Receive(ctx, &r) {
+				return
+			}
+			for _, it := range r.Asked {
+				q.hear(it, r.Via)
 			}
 		}
 	})
 	return q, nil
+}
+
+// hear makes a question the tree's, at its top, its answer to go to who.
+func (q *questions) hear(it tool.Interrupt, who string) {
+	if _, known := q.where[it.ID]; known {
+		return // asked again by a job of the thread that heard no answer
+	}
+	q.pending = append(q.pending, it)
+	q.where[it.ID] = who
+}
+
+// relay makes a thread's job the way its descendants' questions go
+// (relayChange): it holds each until it is answered, hands it to the
+// tree's top, and its answer on to the descendant that asks.
+func (q *questions) relay(ctx workflow.Context) {
+	q.relayed = map[string]string{}
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		ch := workflow.GetSignalChannel(ctx, askedSignal)
+		for {
+			var asked []tool.Interrupt
+			if !ch.Receive(ctx, &asked) {
+				return
+			}
+			q.listen(ctx)
+			for _, it := range asked {
+				if _, known := q.relayed[it.ID]; !known {
+					q.relayed[it.ID] = it.SubagentRunID
+					q.open = append(q.open, it)
+				}
+			}
+			// No turn of the thread runs: the next one hears it (answerHellos).
+			_ = workflow.SignalExternalWorkflow(ctx, q.tree, "", askedViaSignal, relayedAsk{Via: q.self, Asked: asked}).Get(ctx, nil)
+		}
+	})
+}
+
+// listen starts, in a child, the loop that takes the answers its top
+// hands it.
+func (q *questions) listen(ctx workflow.Context) {
+	if q.loop {
+		return
+	}
+	q.loop = true
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		ch := workflow.GetSignalChannel(ctx, answerSignal)
+		for {
+			var a tool.Answer
+			if !ch.Receive(ctx, &a) {
+				return
+			}
+			q.settle(ctx, a)
+		}
+	})
+}
+
+// answered takes, in a thread's job that relays (relayChange), the
+// answers that came and no loop took yet: a turn that asks where the job
+// stands must not hear again a question answered before it asked.
+func (q *questions) answered(ctx workflow.Context) {
+	if q.relayed == nil {
+		return
+	}
+	ch := workflow.GetSignalChannel(ctx, answerSignal)
+	var a tool.Answer
+	for ch.ReceiveAsync(&a) {
+		q.settle(ctx, a)
+	}
+}
+
+// reask asks the tree's top again, for a thread's job, the questions it
+// holds that no one answered: its own, and its descendants' it relays.
+func (q *questions) reask(ctx workflow.Context) {
+	var own, theirs []tool.Interrupt
+	for _, it := range q.open {
+		if _, ok := q.relayed[it.ID]; ok {
+			theirs = append(theirs, it)
+		} else {
+			own = append(own, it)
+		}
+	}
+	if len(own) > 0 {
+		_ = workflow.SignalExternalWorkflow(ctx, q.tree, "", askedSignal, own).Get(ctx, nil)
+	}
+	if len(theirs) > 0 {
+		_ = workflow.SignalExternalWorkflow(ctx, q.tree, "", askedViaSignal, relayedAsk{Via: q.self, Asked: theirs}).Get(ctx, nil)
+	}
 }
 
 // check refuses answers the tree cannot take, as tool.Resume does: an
@@ -126,7 +246,7 @@ func (q *questions) answer(ctx workflow.Context, answers []tool.Answer) error {
 		delete(q.where, a.InterruptID)
 		q.pending = slices.DeleteFunc(q.pending, func(it tool.Interrupt) bool { return it.ID == a.InterruptID })
 		if who == "" {
-			q.settle(a)
+			q.settle(ctx, a)
 			continue
 		}
 		if err := workflow.SignalExternalWorkflow(ctx, who, "", answerSignal, a).Get(ctx, nil); err != nil {
@@ -136,7 +256,16 @@ func (q *questions) answer(ctx workflow.Context, answers []tool.Answer) error {
 	return nil
 }
 
-func (q *questions) settle(a tool.Answer) {
+// settle takes the answer to a question of this workflow's, or, in a
+// thread's job, hands one to a descendant's on to it.
+func (q *questions) settle(ctx workflow.Context, a tool.Answer) {
+	if who, ok := q.relayed[a.InterruptID]; ok {
+		delete(q.relayed, a.InterruptID)
+		q.open = slices.DeleteFunc(q.open, func(it tool.Interrupt) bool { return it.ID == a.InterruptID })
+		// One that ended asks nothing more.
+		_ = workflow.SignalExternalWorkflow(ctx, who, "", answerSignal, a).Get(ctx, nil)
+		return
+	}
 	w, ok := q.waiting[a.InterruptID]
 	if !ok {
 		return
@@ -172,24 +301,15 @@ func (q *questions) ask(ctx workflow.Context, asked []tool.Interrupt) ([]tool.An
 			q.where[it.ID] = ""
 		}
 	} else {
-		if !q.loop {
-			q.loop = true
-			workflow.Go(ctx, func(ctx workflow.Context) {
-				ch := workflow.GetSignalChannel(ctx, answerSignal)
-				for {
-					var a tool.Answer
-					if !ch.Receive(ctx, &a) {
-						return
-					}
-					q.settle(a)
-				}
-			})
-		}
+		q.listen(ctx)
 		if q.kept {
 			q.open = append(q.open, mine...)
 		}
-		if err := workflow.SignalExternalWorkflow(ctx, q.tree, "", askedSignal, mine).Get(ctx, nil); err != nil && !q.kept {
-			return nil, fmt.Errorf("temporal: telling the tree's top %s what %s asks: %w", q.tree, q.self, err)
+		// Under a thread's job, through the job, which holds it for the
+		// thread's next turn.
+		to := cmp.Or(q.via, q.tree)
+		if err := workflow.SignalExternalWorkflow(ctx, to, "", askedSignal, mine).Get(ctx, nil); err != nil && !q.kept {
+			return nil, fmt.Errorf("temporal: telling %s what %s asks: %w", to, q.self, err)
 		}
 	}
 	answers := make([]tool.Answer, len(asked))

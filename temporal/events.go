@@ -51,6 +51,11 @@ type Trace struct {
 	Description    string `json:"description,omitempty"`
 	Parent         string `json:"parent,omitempty"`
 	ParentToolCall string `json:"parent_tool_call,omitempty"`
+	// Job is the workflow id of the job of a thread (Spec.JobsAcrossTurns)
+	// the run works under, itself or an ancestor: the questions of the
+	// job's descendants go through it, which asks them again of the next
+	// turn of the thread when no turn runs ("": none).
+	Job string `json:"job,omitempty"`
 
 	// Step is the model call's step, from 1.
 	Step int `json:"step,omitempty"`

@@ -301,8 +301,8 @@ func (js *jobs) greet(ctx workflow.Context) {
 
 // answerHellos answers, for a job of a thread, each turn that asks where
 // it stands: with what it told last and every message it took, and asks
-// again the questions of its own no one has answered (q), which a turn
-// that ended, or none, heard; and jobStandingQuery, for the next turn of
+// again the questions no one has answered (q), its own and its
+// descendants', which a turn that ended, or none, heard; and jobStandingQuery, for the next turn of
 // a thread it ended without.
 func (ib *inbox) answerHellos(ctx workflow.Context, q *questions) error {
 	ib.kept = true
@@ -323,10 +323,10 @@ func (ib *inbox) answerHellos(ctx workflow.Context, q *questions) error {
 			for ch.ReceiveAsync(&v) {
 			}
 			p := ib.latest
-			// Its questions first: the turn has them once it has heard it.
-			if len(q.open) > 0 {
-				_ = workflow.SignalExternalWorkflow(gctx, q.tree, "", askedSignal, slices.Clone(q.open)).Get(gctx, nil)
-			}
+			// Its questions first, and its descendants': the turn has them
+			// once it has heard it; not those answered meanwhile.
+			q.answered(gctx)
+			q.reask(gctx)
 			p.Job, p.Hello, p.Delivered = ib.job, true, slices.Clone(ib.delivered)
 			ib.tell(gctx, p)
 		}

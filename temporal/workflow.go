@@ -81,8 +81,15 @@ func AgentWorkflow(ctx workflow.Context, in RunInput) (RunOutput, error) {
 	ib := newInbox(rctx, in.Job)
 	if ib != nil && in.JobTime > 0 {
 		// A thread's job: its next turns ask where it stands, and what it
-		// asks a person waits for them.
+		// asks a person waits for them, and what its descendants ask
+		// (relayChange).
 		q.kept = true
+		if workflow.GetVersion(ctx, relayChange, workflow.DefaultVersion, 1) >= 1 {
+			t := *trace
+			t.Job = id
+			trace = &t
+			q.relay(ctx)
+		}
 		if err := ib.answerHellos(ctx, q); err != nil {
 			return RunOutput{}, err
 		}
@@ -777,7 +784,7 @@ func (d *delegation) prepare() string {
 		arg = a
 	}
 	if t := tn.trace; t != nil {
-		ct := &Trace{Tree: t.Tree, Subagent: d.id, Name: d.call.Name, Description: d.sub.Description, Parent: t.Subagent, ParentToolCall: d.call.ID}
+		ct := &Trace{Tree: t.Tree, Subagent: d.id, Name: d.call.Name, Description: d.sub.Description, Parent: t.Subagent, ParentToolCall: d.call.ID, Job: t.Job}
 		if d.isSpawn {
 			ct.Name, ct.Description = forkName, ""
 		}
