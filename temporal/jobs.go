@@ -61,6 +61,14 @@ const (
 	// its first job's start; a history recorded before it published none.
 	jobEventsChange = "deputy.job-events"
 
+	// jobIDsChange names the workflow version from which a thread's job
+	// whose id is taken by a job of the thread's the turn does not know
+	// (its last turn could not be read: ThreadJobs) starts under the
+	// next, at most maxIDTries times; before it the start failed. Asked
+	// where an id is found taken.
+	jobIDsChange = "deputy.thread-job-ids"
+	maxIDTries   = 64
+
 	// jobsPolicyChange names the workflow version from which a run's
 	// calls of subagent_jobs are checked by the workers' policy as plain
 	// calls (before, and their results after: a job's answer among them),
@@ -285,9 +293,32 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 		a.JobTime = js.spec.jobTime()
 		opts.WorkflowExecutionTimeout = a.JobTime + time.Minute
 	}
-	cctx := workflow.WithChildOptions(jctx, opts)
-	f := workflow.ExecuteChildWorkflow(cctx, AgentWorkflowName, a)
-	if err := f.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
+	f := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(jctx, opts), AgentWorkflowName, a)
+	err := f.GetChildWorkflowExecution().Get(ctx, nil)
+	for tries := 0; js.threaded() && sdktemporal.IsWorkflowExecutionAlreadyStartedError(err) && tries < maxIDTries &&
+		workflow.GetVersion(ctx, jobIDsChange, workflow.DefaultVersion, 1) >= 1; tries++ {
+		// A job the thread no longer knows runs under that id (its last
+		// turn could not be read): the next number.
+		js.publish(ctx, event.Event{Type: event.SubagentError, SubagentRunID: j.wfID, Code: "error",
+			Message: "the job could not start under " + j.wfID + ", the workflow of a job of this thread it no longer knows: it starts under the next id"})
+		j.id, j.wfID = js.nextIDs()
+		d.jobID, d.id = j.id, j.wfID
+		if d.started != "" {
+			d.started = d.id
+		}
+		a.Job, opts.WorkflowID = j.id, j.wfID
+		if a.Trace != nil {
+			ct := *a.Trace
+			ct.Subagent = j.wfID
+			a.Trace = &ct
+			if js.publishing {
+				js.publish(ctx, startedEvent(&ct), j.statusEvent(subagent.JobStartedEvent))
+			}
+		}
+		f = workflow.ExecuteChildWorkflow(workflow.WithChildOptions(jctx, opts), AgentWorkflowName, a)
+		err = f.GetChildWorkflowExecution().Get(ctx, nil)
+	}
+	if err != nil {
 		cancel()
 		j.ended, j.collected, j.err = true, true, err
 		js.publish(ctx, event.Event{Type: event.SubagentError, SubagentRunID: j.wfID, Message: "the job could not start: " + err.Error(), Code: "error"})

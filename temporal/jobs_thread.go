@@ -50,6 +50,14 @@ import (
 // the turn starts is waited for by an activity (AwaitJobActivityName)
 // that returns the job's outcome once its workflow has closed, which the
 // history records in turn.
+//
+// A last turn the server no longer has (its history is past the
+// namespace's retention, or was deleted), or whose jobs it cannot tell,
+// leaves the next turn to start the thread afresh, knowing none of the
+// earlier jobs, some of which may still run. Their ids stay theirs: a
+// job whose id the server finds taken by a running workflow starts under
+// the next number (jobIDsChange), as a Go user would expect of ids that
+// name one job each; the forgotten jobs end at their Spec.JobTime.
 
 const (
 	// ThreadJobsQuery returns what a turn of a thread knows of the
