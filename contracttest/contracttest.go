@@ -110,6 +110,7 @@ func Run(t *testing.T, rt Runtime) {
 		{"a background job steered by a message", backgroundMessage},
 		{"a background job cancelled", backgroundCancel},
 		{"a background job asks a person", backgroundAsks},
+		{"a job outlives its turn", jobAcrossTurns},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, rt) })

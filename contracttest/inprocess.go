@@ -22,7 +22,7 @@ type InProcess struct{}
 // Run implements Runtime.
 func (InProcess) Run(t *testing.T, tree Tree, answer func([]tool.Interrupt) []tool.Answer) Outcome {
 	t.Helper()
-	lead, err := build(tree)
+	lead, err := build(tree, nil)
 	if err != nil {
 		t.Fatalf("building the tree: %v", err)
 	}
@@ -68,8 +68,37 @@ func failure(err error) string {
 	return ""
 }
 
-// build makes the agent of tree, its children built per call.
-func build(tree Tree) (*agent.React, error) {
+// RunThread implements ThreadRuntime: the turns run one after another
+// under one thread (agent.WithThread), their jobs the thread's
+// (subagent.WithJobsAcrossTurns), ended with the test.
+func (InProcess) RunThread(t *testing.T, tree Tree, turns []string, between func(int)) []Outcome {
+	t.Helper()
+	var spawners []*subagent.Spawner
+	defer func() {
+		for _, s := range spawners {
+			s.Close()
+		}
+	}()
+	lead, err := build(tree, &spawners)
+	if err != nil {
+		t.Fatalf("building the tree: %v", err)
+	}
+	ctx := agent.WithThread(context.Background(), "thread")
+	var outs []Outcome
+	for i, text := range turns {
+		out, err := lead.Run(ctx, agent.Input{Text: text})
+		outs = append(outs, Outcome{Answer: out.Answer, Usage: out.Usage, ChildUsage: out.ChildUsage, Err: err, Failure: failure(err)})
+		if between != nil && i < len(turns)-1 {
+			between(i)
+		}
+	}
+	return outs
+}
+
+// build makes the agent of tree, its children built per call. With
+// thread, its spawner gives the jobs of a top-level run to its thread
+// and is added there, to be closed.
+func build(tree Tree, thread *[]*subagent.Spawner) (*agent.React, error) {
 	tools := append([]tool.Tool(nil), tree.Tools...)
 	for _, sa := range tree.SubAgents {
 		child := sa.Tree
@@ -89,7 +118,7 @@ func build(tree Tree) (*agent.React, error) {
 			opts = append(opts, subagent.WithMaxOutputBytes(sa.MaxOutputBytes))
 		}
 		st, err := subagent.FromFactory(sa.Name, sa.Description, func(context.Context, json.RawMessage) (agent.Agent, error) {
-			return build(child)
+			return build(child, nil)
 		}, opts...)
 		if err != nil {
 			return nil, err
@@ -108,9 +137,15 @@ func build(tree Tree) (*agent.React, error) {
 		if tree.Background {
 			opts = append(opts, subagent.WithBackground())
 		}
+		if thread != nil {
+			opts = append(opts, subagent.WithJobsAcrossTurns(nil))
+		}
 		sp, err := subagent.NewSpawner(tree.Provider, reg, opts...)
 		if err != nil {
 			return nil, err
+		}
+		if thread != nil {
+			*thread = append(*thread, sp)
 		}
 		if err := reg.Register(sp); err != nil {
 			return nil, err

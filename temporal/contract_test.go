@@ -12,6 +12,7 @@ import (
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/contracttest"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
@@ -176,4 +177,37 @@ func (r serverRuntime) Run(t *testing.T, tree contracttest.Tree, answer func([]t
 		o.Failure = failureOf(err)
 	}
 	return o
+}
+
+// RunThread runs the turns as turns of one thread through Agent, each
+// started once the last has ended, on a worker of the thread's own.
+func (r serverRuntime) RunThread(t *testing.T, tree contracttest.Tree, turns []string, between func(int)) []contracttest.Outcome {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var tools []tool.Tool
+	spec := specOf(tree, &tools)
+	spec.JobsAcrossTurns = true
+	reg, err := tool.NewRegistry(tools...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := fmt.Sprintf("deputy-contract-thread-%d", time.Now().UnixNano())
+	w := worker.New(r.c, queue, worker.Options{})
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": tree.Provider}, Tools: reg})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	lead := &Agent{Client: r.c, TaskQueue: queue, Spec: spec}
+	tctx := agent.WithThread(ctx, queue)
+	var outs []contracttest.Outcome
+	for i, text := range turns {
+		out, err := lead.Run(tctx, agent.Input{Text: text})
+		outs = append(outs, contracttest.Outcome{Answer: out.Answer, Usage: out.Usage, ChildUsage: out.ChildUsage, Err: err, Failure: failureOf(err)})
+		if between != nil && i < len(turns)-1 {
+			between(i)
+		}
+	}
+	return outs
 }
