@@ -25,10 +25,12 @@ import (
 
 // pairTree is a lead whose one tool is written by the user: it runs two
 // sub-agents itself, a writer and a deployer, and hands back both
-// answers. The deployer's deploy tool needs a person's approval. Every
-// model bills what it reads and writes, and names its calls as ids says.
+// answers, and, unless silent, both usages. The deployer's deploy tool
+// needs a person's approval. Every model bills what it reads and writes,
+// and names its calls as ids says.
 type pairTree struct {
 	ids      int
+	silent   bool
 	fresh    atomic.Int64
 	mu       sync.Mutex
 	billed   provider.Usage
@@ -55,9 +57,9 @@ func answered(req provider.Request) bool {
 	return len(req.Messages) > 0 && req.Messages[len(req.Messages)-1].Role == provider.RoleTool
 }
 
-func newPairTree(t *testing.T, ids int) *pairTree {
+func newPairTree(t *testing.T, ids int, silent bool) *pairTree {
 	t.Helper()
-	p := &pairTree{ids: ids, calls: map[string]int{}, by: map[string]provider.Usage{}}
+	p := &pairTree{ids: ids, silent: silent, calls: map[string]int{}, by: map[string]provider.Usage{}}
 	return p.build(t)
 }
 
@@ -111,20 +113,26 @@ func (p *pairTree) build(t *testing.T) *pairTree {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The user's tool: both sub-agents in turn, both answers and both
-	// usages handed back, as tool.Result asks.
+	// The user's tool: both sub-agents in turn, both answers and, unless
+	// silent, both usages handed back, as tool.Result asks.
 	pair := tool.Func{
 		Def: tool.Definition{Name: "pair", Description: "Writes the notes, then deploys.", Parameters: json.RawMessage(`{"type":"object"}`)},
 		Fn: func(ctx context.Context, c tool.Call) (tool.Result, error) {
+			usage := func(u provider.Usage) provider.Usage {
+				if p.silent {
+					return provider.Usage{}
+				}
+				return u
+			}
 			w, err := p.writer.Call(ctx, tool.Call{ID: c.ID, Name: "writer", Arguments: json.RawMessage(`{"task":"write the notes"}`)})
 			if err != nil {
-				return tool.Result{Usage: w.Usage}, err
+				return tool.Result{Usage: usage(w.Usage)}, err
 			}
 			d, err := p.deployer.Call(ctx, tool.Call{ID: c.ID, Name: "deployer", Arguments: json.RawMessage(`{"task":"deploy"}`)})
 			if err != nil {
-				return tool.Result{Usage: w.Usage.Add(d.Usage)}, err
+				return tool.Result{Usage: usage(w.Usage.Add(d.Usage))}, err
 			}
-			return tool.Result{Content: w.Content + " / " + d.Content, Usage: w.Usage.Add(d.Usage)}, nil
+			return tool.Result{Content: w.Content + " / " + d.Content, Usage: usage(w.Usage.Add(d.Usage))}, nil
 		},
 	}
 	p.lead, err = agent.NewReact(prov, agent.WithName("lead"), agent.WithTools(pair))
@@ -141,75 +149,78 @@ func (p *pairTree) build(t *testing.T) *pairTree {
 // own record in the turn's journal, not the deployer's), deploys once, and
 // reports what the models billed over both runs in Output and in the
 // Tree's totals, each child on its own node; so too when the process
-// restarts between the two runs. With models that name their calls
+// restarts between the two runs; and so too when the tool reports none of
+// what its sub-agents spent (silent). With models that name their calls
 // afresh, not at all, and from call_0.
 func TestUserToolRunningTwoSubAgentsKeepsOneLedgerAcrossAResume(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
 		for _, restart := range []bool{false, true} {
-			t.Run(fmt.Sprint("ids ", ids, " restart ", restart), func(t *testing.T) {
-				p := newPairTree(t, ids)
-				st, err := store.New(memory.New())
-				if err != nil {
-					t.Fatal(err)
-				}
-				ctx := t.Context()
-				runTurn := func(ctx context.Context) (agent.Output, *subagent.Tree, []event.Event, error) {
-					j, err := st.Journal(ctx, "turn-1")
+			for _, silent := range []bool{false, true} {
+				t.Run(fmt.Sprint("ids ", ids, " restart ", restart, " silent ", silent), func(t *testing.T) {
+					p := newPairTree(t, ids, silent)
+					st, err := store.New(memory.New())
 					if err != nil {
 						t.Fatal(err)
 					}
-					var rec recorder
-					tree := subagent.NewTree(&rec)
-					out, err := p.lead.Run(event.WithSink(agent.WithJournal(ctx, j), tree), agent.Input{Text: "Ship the release."})
-					return out, tree, rec.events, err
-				}
-				_, _, _, err = runTurn(ctx)
-				var in *tool.Interrupted
-				if !errors.As(err, &in) || len(in.Interrupts) != 1 {
-					t.Fatalf("first run: %v, want one question", err)
-				}
-				rctx, err := tool.Resume(ctx, in, tool.Answer{InterruptID: in.Interrupts[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if restart {
-					p.build(t)
-				}
-				out, tree, _, err := runTurn(rctx)
-				if err != nil {
-					t.Fatalf("resumed run: %v", err)
-				}
-				p.mu.Lock()
-				defer p.mu.Unlock()
-				t.Logf("billed %+v; model calls %v; answer %q", p.billed, p.calls, out.Answer)
-				if !strings.Contains(out.Answer, "The notes are written.") || !strings.Contains(out.Answer, "Deployed: deployed to prod") {
-					t.Errorf("the lead answered %q, want both children's answers", out.Answer)
-				}
-				if got := p.deploys.Load(); got != 1 {
-					t.Errorf("deployed %d times, want once", got)
-				}
-				if want := map[string]int{"lead": 2, "writer": 1, "deployer": 2}; fmt.Sprint(p.calls) != fmt.Sprint(want) {
-					t.Errorf("model calls %v, want %v: a resumed run pays for nothing twice", p.calls, want)
-				}
-				if got := out.Usage.Add(out.ChildUsage); got != p.billed {
-					t.Errorf("Output counts %+v, the models billed %+v", got, p.billed)
-				}
-				var nodes provider.Usage
-				byName := map[string]provider.Usage{}
-				for _, n := range tree.Roots() {
-					nodes = nodes.Add(n.TotalUsage())
-					byName[n.Name] = byName[n.Name].Add(n.TotalUsage())
-				}
-				if nodes != tokens(out.ChildUsage) {
-					t.Errorf("the Tree counts %+v under the lead, Output.ChildUsage %+v (%v)", nodes, out.ChildUsage, byName)
-				}
-				for _, name := range []string{"writer", "deployer"} {
-					if byName[name] != tokens(p.by[name]) {
-						t.Errorf("the Tree counts %+v for the %s, its model billed %+v", byName[name], name, p.by[name])
+					ctx := t.Context()
+					runTurn := func(ctx context.Context) (agent.Output, *subagent.Tree, []event.Event, error) {
+						j, err := st.Journal(ctx, "turn-1")
+						if err != nil {
+							t.Fatal(err)
+						}
+						var rec recorder
+						tree := subagent.NewTree(&rec)
+						out, err := p.lead.Run(event.WithSink(agent.WithJournal(ctx, j), tree), agent.Input{Text: "Ship the release."})
+						return out, tree, rec.events, err
 					}
-				}
-			})
+					_, _, _, err = runTurn(ctx)
+					var in *tool.Interrupted
+					if !errors.As(err, &in) || len(in.Interrupts) != 1 {
+						t.Fatalf("first run: %v, want one question", err)
+					}
+					rctx, err := tool.Resume(ctx, in, tool.Answer{InterruptID: in.Interrupts[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if restart {
+						p.build(t)
+					}
+					out, tree, _, err := runTurn(rctx)
+					if err != nil {
+						t.Fatalf("resumed run: %v", err)
+					}
+					p.mu.Lock()
+					defer p.mu.Unlock()
+					t.Logf("billed %+v; model calls %v; answer %q", p.billed, p.calls, out.Answer)
+					if !strings.Contains(out.Answer, "The notes are written.") || !strings.Contains(out.Answer, "Deployed: deployed to prod") {
+						t.Errorf("the lead answered %q, want both children's answers", out.Answer)
+					}
+					if got := p.deploys.Load(); got != 1 {
+						t.Errorf("deployed %d times, want once", got)
+					}
+					if want := map[string]int{"lead": 2, "writer": 1, "deployer": 2}; fmt.Sprint(p.calls) != fmt.Sprint(want) {
+						t.Errorf("model calls %v, want %v: a resumed run pays for nothing twice", p.calls, want)
+					}
+					if got := out.Usage.Add(out.ChildUsage); got != p.billed {
+						t.Errorf("Output counts %+v, the models billed %+v", got, p.billed)
+					}
+					var nodes provider.Usage
+					byName := map[string]provider.Usage{}
+					for _, n := range tree.Roots() {
+						nodes = nodes.Add(n.TotalUsage())
+						byName[n.Name] = byName[n.Name].Add(n.TotalUsage())
+					}
+					if nodes != tokens(out.ChildUsage) {
+						t.Errorf("the Tree counts %+v under the lead, Output.ChildUsage %+v (%v)", nodes, out.ChildUsage, byName)
+					}
+					for _, name := range []string{"writer", "deployer"} {
+						if byName[name] != tokens(p.by[name]) {
+							t.Errorf("the Tree counts %+v for the %s, its model billed %+v", byName[name], name, p.by[name])
+						}
+					}
+				})
+			}
 		}
 	}
 }

@@ -344,11 +344,16 @@ func (r *Registry) call(ctx context.Context, c Call) (res Result, err error) {
 		return Result{Content: fmt.Sprintf("tool %s was not run: %v", c.Name, context.Cause(ctx)), IsError: true}, err
 	}
 	ctx = run.AtCall(ctx, c.ID)
+	callCtx := ctx
 	if h := hookFrom(ctx); h != nil {
 		var done func(Result, error)
 		ctx, done = h(ctx, c)
 		defer func() { done(res, err) }() // after the recover below
 	}
+	// The call counts at least what the model calls made under it spent:
+	// a tool that runs sub-agents itself may leave Usage empty. (Before
+	// the hook's done, which records the Result; after the recover.)
+	defer func() { res.Usage = run.AtLeastSpent(callCtx, res.Usage) }()
 	if pol := policy.From(ctx); pol != nil {
 		var stop bool
 		chk := checks.Get().(*policy.Check) // one for the call and its result

@@ -30,7 +30,9 @@ type Result struct {
 	// IsError tells the model the call failed and Content says why.
 	IsError bool
 	// Usage is model work done inside the tool (a sub-agent's tokens); the
-	// agent folds it into its ChildUsage.
+	// agent folds it into its ChildUsage. A Registry raises it, count by
+	// count, to what the agents run under the call spent: a sub-agent the
+	// tool runs itself counts whether or not the tool reports it.
 	Usage provider.Usage
 	// Value is a structured form of Content for Go callers, such as a
 	// sub-agent's validated answer. It is never sent to a model.

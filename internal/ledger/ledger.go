@@ -46,8 +46,9 @@ func From(ctx context.Context) *Ledger {
 
 // Add adds m, the usage of one call to m.Model of m.Provider with what it
 // cost (m.Cost, 0 when unpriced) and what the prompt cache saved on it
-// (m.CacheSaved), to the ledger of ctx and the ledgers it is inside.
-// Without a ledger, or for a call that cost nothing, it does nothing.
+// (m.CacheSaved), to the ledger of ctx and the ledgers it is inside, and
+// to what the tool calls it is made under spent (run.AddSpent), ledger or
+// not. For a call that cost nothing it does nothing.
 func Add(ctx context.Context, m provider.ModelUsage) {
 	if m.Usage.IsZero() {
 		return
@@ -55,6 +56,7 @@ func Add(ctx context.Context, m provider.ModelUsage) {
 	for l := From(ctx); l != nil; l = l.parent {
 		l.add(m, false)
 	}
+	run.AddSpent(ctx, m.Usage)
 }
 
 // AddEarlier is Add for usage an earlier run of the journaled turn spent,
@@ -67,6 +69,7 @@ func AddEarlier(ctx context.Context, m provider.ModelUsage) {
 	for l := From(ctx); l != nil; l = l.parent {
 		l.add(m, true)
 	}
+	run.AddSpent(ctx, m.Usage)
 }
 
 func (l *Ledger) add(m provider.ModelUsage, earlier bool) {

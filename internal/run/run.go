@@ -47,10 +47,24 @@ type info struct {
 	// started under it included (ForRun); nil when nothing counts.
 	tally *Counter
 	// step is the step whose tool calls run under the context (AtStep),
-	// nil outside one, and call the id of the call of that step the
-	// context is in (AtCall).
+	// nil outside one, and call the call of that step the context is in
+	// (AtCall), nil outside one.
 	step *stepCalls
-	call string
+	call *callAt
+}
+
+// callAt is the tool call of a step a context is in (AtCall): its id, and
+// what the model calls made under it have spent (AddSpent).
+type callAt struct {
+	id    string
+	mu    sync.Mutex
+	spent provider.Usage
+}
+
+// callLayer is AtCall's context layer and its call, in one allocation.
+type callLayer struct {
+	info
+	at callAt
 }
 
 // stepCalls is one step of a run whose tool calls are running: its number,
@@ -304,7 +318,7 @@ func WithPlace(ctx context.Context, path string, depth int) context.Context {
 // calls run, and "" outside a run.
 func Position(ctx context.Context) string {
 	ri := from(ctx)
-	if ri.call == "" || ri.step == nil {
+	if ri.call == nil || ri.step == nil {
 		return ri.pos()
 	}
 	return ri.callPos("")
@@ -315,10 +329,10 @@ func Position(ctx context.Context) string {
 // outside a step's call (AtStep, AtCall, AtCallOf).
 func CallPlace(ctx context.Context) (step, index int, ok bool) {
 	ri := from(ctx)
-	if ri.step == nil || ri.call == "" {
+	if ri.step == nil || ri.call == nil {
 		return 0, 0, false
 	}
-	i := slices.IndexFunc(ri.step.calls, func(c provider.ToolCall) bool { return c.ID == ri.call })
+	i := slices.IndexFunc(ri.step.calls, func(c provider.ToolCall) bool { return c.ID == ri.call.id })
 	if i < 0 {
 		return 0, 0, false
 	}
@@ -329,8 +343,8 @@ func CallPlace(ctx context.Context) (step, index int, ok bool) {
 // call ri is in, or under ri's run when it is in none.
 func (ri *info) callPos(name string) string {
 	at := ""
-	if ri.step != nil && ri.call != "" {
-		if i := slices.IndexFunc(ri.step.calls, func(c provider.ToolCall) bool { return c.ID == ri.call }); i >= 0 {
+	if ri.step != nil && ri.call != nil {
+		if i := slices.IndexFunc(ri.step.calls, func(c provider.ToolCall) bool { return c.ID == ri.call.id }); i >= 0 {
 			at = "@" + strconv.Itoa(ri.step.n) + "." + strconv.Itoa(i)
 		}
 	}
@@ -391,7 +405,7 @@ type stepLayer struct {
 func AtStep(ctx context.Context, st Step) (context.Context, *Shares) {
 	l := &stepLayer{info: from(ctx)}
 	l.step = stepCalls{n: st.N, calls: st.Calls, prefix: st.Prefix, price: st.Price}
-	l.info.step, l.info.call = &l.step, ""
+	l.info.step, l.info.call = &l.step, nil
 	var sh *Shares
 	if st.Share && shareOut(ctx, &l.info, &l.shares, len(st.Calls), st.Keep, st.KeepCost, floor(st.Calls), st.Price) {
 		sh = &l.shares
@@ -400,15 +414,67 @@ func AtStep(ctx context.Context, st Step) (context.Context, *Shares) {
 }
 
 // AtCall returns ctx marked as the context of the tool call id of the
-// step of ctx (AtStep); outside a step it returns ctx.
+// step of ctx (AtStep), which counts what the model calls made under it
+// spend (AddSpent, AtLeastSpent); outside a step it returns ctx.
 func AtCall(ctx context.Context, id string) context.Context {
 	ri, ok := ctx.Value(key{}).(*info)
 	if !ok || ri.step == nil {
 		return ctx
 	}
-	c := *ri
-	c.call = id
-	return context.WithValue(ctx, key{}, &c)
+	l := &callLayer{info: *ri}
+	l.at.id = id
+	l.info.call = &l.at
+	return context.WithValue(ctx, key{}, &l.info)
+}
+
+// AddSpent adds u, what a model call made under ctx spent (or what an
+// earlier run of a journaled turn spent there, replayed), to what the tool
+// call ctx is in has spent, and each tool call the run of ctx is inside:
+// the ledger (internal/ledger) calls it for every call it counts.
+func AddSpent(ctx context.Context, u provider.Usage) {
+	ri, ok := ctx.Value(key{}).(*info)
+	if !ok {
+		return
+	}
+	ri.call.add(u)
+	for sc := ri.scope; sc != nil; sc = sc.up {
+		if sc.at != nil {
+			sc.at.call.add(u)
+		}
+	}
+}
+
+func (c *callAt) add(u provider.Usage) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.spent = c.spent.Add(u)
+	c.mu.Unlock()
+}
+
+// AtLeastSpent returns reported, what the tool call ctx is in (AtCall)
+// reported it spent (tool.Result.Usage), raised, count by count, to what
+// the model calls made under it have spent so far (AddSpent), in the runs
+// it started and theirs: a tool that runs sub-agents itself and reports
+// none of it is counted all the same, and one that reports it is not
+// counted twice. Outside a call it returns reported.
+func AtLeastSpent(ctx context.Context, reported provider.Usage) provider.Usage {
+	ri, ok := ctx.Value(key{}).(*info)
+	if !ok || ri.call == nil {
+		return reported
+	}
+	c := ri.call
+	c.mu.Lock()
+	s := c.spent
+	c.mu.Unlock()
+	return provider.Usage{
+		InputTokens:      max(reported.InputTokens, s.InputTokens),
+		OutputTokens:     max(reported.OutputTokens, s.OutputTokens),
+		CacheReadTokens:  max(reported.CacheReadTokens, s.CacheReadTokens),
+		CacheWriteTokens: max(reported.CacheWriteTokens, s.CacheWriteTokens),
+		Requests:         max(reported.Requests, s.Requests),
+	}
 }
 
 // AtCallOf returns dst at the depth of ctx and marked as in the tool call
@@ -425,15 +491,20 @@ func AtCallOf(ctx, dst context.Context) context.Context {
 	if c.scope != src.scope {
 		return dst
 	}
-	mark := src.step != nil && src.call != "" && c.scope != nil
+	mark := src.step != nil && src.call != nil && c.scope != nil
 	if !mark && c.depth == src.depth {
 		return dst
 	}
-	if mark {
-		c.step, c.call = src.step, src.call
+	if !mark {
+		c.depth = src.depth
+		return context.WithValue(dst, key{}, &c)
 	}
-	c.depth = src.depth
-	return context.WithValue(dst, key{}, &c)
+	// The call's place, not its count: what the work spends is its own,
+	// not the call's (AddSpent).
+	l := &callLayer{info: c}
+	l.at.id = src.call.id
+	l.step, l.call, l.depth = src.step, &l.at, src.depth
+	return context.WithValue(dst, key{}, &l.info)
 }
 
 // Start returns a context for a new run with the given id and agent name,
