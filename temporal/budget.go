@@ -1,11 +1,14 @@
 package temporal
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
+	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	drun "github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -142,12 +145,48 @@ func (b *budget) noteReply(req provider.Request, resp provider.Response) {
 // share is the token limit of each of a step's n children: what the run
 // has left after keeping back what its next call reads (keep), split in
 // n+1 equal parts, one a child and one for the next call's reply, as the
-// core splits it (run.Step.Share); 0 without a limit.
-func (b *budget) share(used, keep int64, n int) int64 {
+// core splits it (run.Step.Share); at least floor tokens while the rest
+// pays as much for every child and a token of reply; 0 without a limit.
+func (b *budget) share(used, keep int64, n int, floor int64) int64 {
 	if !b.on || n == 0 {
 		return 0
 	}
-	return max((b.limit-used-keep)/int64(n+1), 1)
+	left := max(b.limit-used-keep, 0)
+	each := left / int64(n+1)
+	if each < floor && left >= int64(n)*floor+1 {
+		each = floor
+	}
+	return max(each, 1)
+}
+
+// shareFloorChange names the workflow version from which a run under a
+// limit keeps back its wrap-up note under a token limit too, gives each
+// child at least what reading the answer of a child too small to start
+// costs (shareFloor), and reads that answer (unstartedNote) instead of
+// the child's failure, as in process: ten children too small to start
+// left the lead's wrap-up unpaid.
+const shareFloorChange = "deputy.share-floor"
+
+// unstartedNote is what the run reads of a child whose share could not
+// pay for its first model call, as in process.
+const unstartedNote = "not started: its budget could not pay for a model call"
+
+// shareFloor is what reading the answer of one of calls whose child could
+// not start costs, in tokens as the estimate counts them: the answer,
+// within run.RefusalBytes, and the call's id.
+func shareFloor(calls []provider.ToolCall) int64 {
+	id := 0
+	for _, c := range calls {
+		id = max(id, len(c.ID))
+	}
+	return (int64(drun.RefusalBytes+id) + 3) / 4
+}
+
+// unstarted reports whether err is the failure of a child that ended at
+// its limit before any model call.
+func unstarted(err error) bool {
+	var app *sdktemporal.ApplicationError
+	return errors.As(err, &app) && app.Type() == ErrTypeUsageLimit && usageOf(err).Requests == 0
 }
 
 func cmp0(v, def int) int {

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	sdktemporal "go.temporal.io/sdk/temporal"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/resumetest"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -351,6 +353,69 @@ func TestFactoryChildrenLeaveTheLeadItsWrapUp(t *testing.T) {
 			}
 			if billed > limit {
 				t.Errorf("the tree cost $%.6f under a limit of $%v", billed, limit)
+			}
+		})
+	}
+}
+
+// A lead on Temporal that forks ten children under a token limit none of
+// whose shares can pay for a child's first call (each reads the lead's
+// long system prompt) answers, as in process: each child says in a short
+// line, read out of its share, that its budget could not pay for a model
+// call, and the lead's wrap-up is paid for out of what it kept back,
+// note included; the tree spends no more than its limit, and the run
+// reports what the model billed. Before, each child's failure (some 440
+// bytes) was read unreserved and the lead ended with usage_limit. With
+// models that name their calls afresh, not at all, and from call_0.
+func TestTenForksTooSmallToStartOnTemporal(t *testing.T) {
+	const limit = 1500
+	for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
+		t.Run(fmt.Sprint("ids ", ids), func(t *testing.T) {
+			var fresh atomic.Int64
+			p := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+				if strings.HasPrefix(lastUser(req), "part ") {
+					return provider.AssistantMessage("done"), nil
+				}
+				if req.Messages[len(req.Messages)-1].Role == provider.RoleTool || len(req.Tools) == 0 {
+					return provider.AssistantMessage("Not written."), nil
+				}
+				msg := spawnCalls(10)
+				resumetest.NameCalls(ids, msg.ToolCalls, &fresh)
+				return msg, nil
+			}}
+			env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}})
+			env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Spawn: true, TokenLimit: limit,
+				System: strings.Repeat("You write surveys. ", 64)}, Text: "split the work in ten"})
+			calls, billed := p.total()
+			err := env.GetWorkflowError()
+			var out RunOutput
+			if err == nil {
+				err = env.GetWorkflowResult(&out)
+			}
+			t.Logf("%d calls billed %d tokens under a limit of %d; answer %q; error %v", calls, billed.Tokens(), limit, out.Answer, err)
+			if err != nil {
+				t.Fatalf("the lead ended with %v, want its answer", err)
+			}
+			if out.Answer != "Not written." || calls != 2 {
+				t.Errorf("the lead answered %q in a tree of %d model calls, want its answer and its two calls only", out.Answer, calls)
+			}
+			if out.TotalUsage() != billed {
+				t.Errorf("the run reports %v, the model billed %v", out.TotalUsage(), billed)
+			}
+			if billed.Tokens() > limit {
+				t.Errorf("the tree billed %d tokens, past its limit of %d", billed.Tokens(), limit)
+			}
+			n := 0
+			for _, m := range out.Messages {
+				if m.Role == provider.RoleTool {
+					n++
+					if m.Content != "["+unstartedNote+"]" {
+						t.Errorf("a child's result is %q, want the short line that says it could not start", m.Content)
+					}
+				}
+			}
+			if n != 10 {
+				t.Errorf("the lead read %d results, want 10", n)
 			}
 		})
 	}

@@ -357,7 +357,17 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		keep := b.estimate(provider.Request{System: system, Tools: defs,
 			Messages: append(append([]provider.Message(nil), prior...), conv...), ResponseSchema: spec.OutputSchema})
 		heldTokens, heldCost = jb.held()
-		childLimit := b.share(out.TotalUsage().Tokens()+heldTokens, keep, len(msg.ToolCalls))
+		// From shareFloorChange on, the run keeps back its wrap-up note
+		// under a token limit too, and a share pays at least for reading
+		// the answer of a child too small to start, as in process.
+		floored := (b.on || spec.CostLimit > 0) && workflow.GetVersion(ctx, shareFloorChange, workflow.DefaultVersion, 1) >= 1
+		var floor int64
+		tokenKeep := keep
+		if floored {
+			floor = shareFloor(msg.ToolCalls)
+			tokenKeep += wrapUpNoteTokens(spec)
+		}
+		childLimit := b.share(out.TotalUsage().Tokens()+heldTokens, tokenKeep, len(msg.ToolCalls), floor)
 		costShare := 0.0
 		if spec.CostLimit > 0 {
 			// Each child's is its share of what is left after the next
@@ -367,9 +377,15 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 				// Its next call may be its wrap-up, whose note it reads too.
 				kept += wrapUpNoteTokens(spec)
 			}
-			costShare = max((spec.CostLimit-out.Cost-heldCost-float64(kept)*inPrice)/float64(len(msg.ToolCalls)+1), 1e-12)
+			n := float64(len(msg.ToolCalls))
+			rest := spec.CostLimit - out.Cost - heldCost - float64(kept)*inPrice
+			costShare = rest / (n + 1)
+			if f := float64(floor) * inPrice; costShare < f && rest-n*f > 0 {
+				costShare = f
+			}
+			costShare = max(costShare, 1e-12)
 		}
-		results, ended, err = runTools(ctx, actx, turn{spec: spec, depth: depth, path: path, childLimit: childLimit, costShare: costShare, trace: stepTrace(trace, step+1), q: q, jobs: jb},
+		results, ended, err = runTools(ctx, actx, turn{spec: spec, depth: depth, path: path, childLimit: childLimit, costShare: costShare, floored: floored, trace: stepTrace(trace, step+1), q: q, jobs: jb},
 			fmt.Sprintf("%s/%d", idPrefix, step), msg.ToolCalls, &spawns)
 		failedStep := false
 		for i, r := range results {
@@ -594,9 +610,12 @@ type turn struct {
 	path       string
 	childLimit int64
 	costShare  float64 // each child's share of the run's cost limit (0: none)
-	trace      *Trace
-	q          *questions
-	jobs       *jobs // the run's background jobs (nil: none offered)
+	// floored: the shares pay for reading a short answer of a child too
+	// small to start, which it gets (shareFloorChange).
+	floored bool
+	trace   *Trace
+	q       *questions
+	jobs    *jobs // the run's background jobs (nil: none offered)
 }
 
 // delegationChange names the workflow version from which a sub-agent
@@ -897,6 +916,11 @@ func (d *delegation) answer(ctx workflow.Context, f workflow.Future, checked boo
 	var o RunOutput
 	err = f.Get(ctx, &o)
 	res = ToolResult{Content: childContent(o), Usage: o.TotalUsage(), Cost: o.Cost}
+	if err != nil && d.tn.floored && unstarted(err) {
+		// Its share could not pay for its first model call: it says so in
+		// a line its share pays to read, as in process.
+		res, err = ToolResult{Content: "[" + unstartedNote + "]"}, nil
+	}
 	if !checked || ctx.Err() != nil || tripped(err) {
 		return res, nil, err
 	}
