@@ -126,9 +126,10 @@ func (w *keptJobs) notes() []string {
 // keptServer is one life of the serving program: its store, the spawner
 // that owns the threads' jobs, and the AG-UI endpoint.
 type keptServer struct {
-	st  *store.Store
-	s   *subagent.Spawner
-	srv *httptest.Server
+	st   *store.Store
+	s    *subagent.Spawner
+	srv  *httptest.Server
+	last []frame // the stream of the latest turn
 }
 
 func (w *keptJobs) serve(t *testing.T, path string, keep bool) *keptServer {
@@ -190,6 +191,7 @@ func (k *keptServer) say(t *testing.T, run, text string) string {
 	resp := post(t, k.srv.URL, string(b))
 	defer resp.Body.Close()
 	fs := readFrames(t, resp.Body)
+	k.last = fs
 	last := fs[len(fs)-1].e
 	if last.Type != event.RunFinished {
 		t.Fatalf("turn %q ended with %s %s", text, last.Type, last.Message)
@@ -217,7 +219,10 @@ func (k *keptServer) jobs() []subagent.JobStatus {
 // message; the turn after that waits for it and reads its answer, which
 // took the message once. Served from memory, and kept in SQLite with the
 // server restarted between the turns; in the three id modes. The side
-// effect runs once, and no job's model answer is asked for twice.
+// effect runs once, and no job's model answer is asked for twice. Each
+// turn's stream is told of a job (SUBAGENT_STARTED, once, as the turn
+// that started it was) before any other event of it, the turns that
+// inherit the slow job running included.
 func TestServedThreadSeesKeptJobsBetweenTurns(t *testing.T) {
 	modes := []struct {
 		name string
@@ -231,7 +236,15 @@ func TestServedThreadSeesKeptJobsBetweenTurns(t *testing.T) {
 				path := filepath.Join(t.TempDir(), "deputy.db")
 				k := w.serve(t, path, kept)
 				defer func() { k.stop(t) }()
+				var turns [][]frame
 				k.say(t, "r1", "start")
+				turns = append(turns, k.last)
+				starts := map[string]event.Event{} // the SUBAGENT_STARTED of each job, as the first turn saw it
+				for _, f := range k.last {
+					if f.e.Type == event.SubagentStarted {
+						starts[f.e.SubagentRunID] = f.e
+					}
+				}
 				var quick, slow subagent.JobStatus
 				for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
 					if js := k.jobs(); len(js) == 2 && js[0].State == subagent.JobDone {
@@ -253,12 +266,14 @@ func TestServedThreadSeesKeptJobsBetweenTurns(t *testing.T) {
 				if got := k.say(t, "r2", "send "+slow.ID); !strings.Contains(got, `"state":"queued"`) {
 					t.Errorf("the send answered %q, want a receipt, queued", got)
 				}
+				turns = append(turns, k.last)
 				if notes := w.notes(); len(notes) != 1 || !strings.Contains(notes[0], quick.ID) || !strings.Contains(notes[0], "found gold") {
 					t.Errorf("the second turn is told %q, want the quick job's answer, once", notes)
 				}
 				if got := k.say(t, "r3", "wait "+slow.ID); got != "lead: dug; messages: dig deeper" {
 					t.Errorf("the wait answered %q, want the slow job's answer, with the message once", got)
 				}
+				turns = append(turns, k.last)
 				if notes := w.notes(); len(notes) != 0 {
 					t.Errorf("the third turn is told %q again", notes)
 				}
@@ -266,10 +281,67 @@ func TestServedThreadSeesKeptJobsBetweenTurns(t *testing.T) {
 				if notes := w.notes(); len(notes) != 0 {
 					t.Errorf("the fourth turn is told %q again", notes)
 				}
+				for turn, fs := range turns {
+					jobsAnnounced(t, turn+1, fs, starts, !kept)
+				}
+				if n := jobEvents(turns[1], slow.ID, subagent.JobMessageEvent); n != 1 {
+					t.Errorf("the second turn's stream has %d %s events of the slow job, want 1", n, subagent.JobMessageEvent)
+				}
+				if n := jobEvents(turns[2], slow.ID, subagent.JobEndedEvent); n != 1 {
+					t.Errorf("the third turn's stream has %d %s events of the slow job, want 1", n, subagent.JobEndedEvent)
+				}
 				if e, q, s := w.effect.Load(), w.quick.Load(), w.slow.Load(); e != 1 || q != 2 || s != 2 {
 					t.Errorf("the effect ran %d times, the quick job's model answered %d times, the slow job's %d; want 1, 2 and 2", e, q, s)
 				}
 			})
 		}
 	}
+}
+
+// jobsAnnounced checks the stream of a turn: every event of a sub-agent
+// (its own, and the deputy.job_* events that name it) comes after its
+// SUBAGENT_STARTED, which the stream has once, naming the sub-agent and,
+// if same, the call that started it as the turn that started it did
+// (starts).
+func jobsAnnounced(t *testing.T, turn int, fs []frame, starts map[string]event.Event, same bool) {
+	t.Helper()
+	told := map[string]bool{}
+	for i, f := range fs {
+		e := f.e
+		if e.Type == event.SubagentStarted {
+			if told[e.SubagentRunID] {
+				t.Errorf("turn %d: frame %d: sub-agent %s is announced again", turn, i, e.SubagentRunID)
+			}
+			told[e.SubagentRunID] = true
+			if first, ok := starts[e.SubagentRunID]; ok && (e.Name != first.Name || same && e.ParentToolCallID != first.ParentToolCallID) {
+				t.Errorf("turn %d: sub-agent %s is announced as %s under call %q, want %s under %q, as it started",
+					turn, e.SubagentRunID, e.Name, e.ParentToolCallID, first.Name, first.ParentToolCallID)
+			}
+			continue
+		}
+		of := e.SubagentRunID
+		if e.Type == event.Custom && strings.HasPrefix(e.Name, "deputy.job_") {
+			var v struct {
+				RunID string `json:"subagent_run_id"`
+			}
+			if err := json.Unmarshal(e.Value, &v); err != nil {
+				t.Fatalf("turn %d: %s: %s: %v", turn, e.Name, e.Value, err)
+			}
+			of = v.RunID
+		}
+		if of != "" && !told[of] {
+			t.Errorf("turn %d: frame %d: %s %s of sub-agent %s, which the stream was not told started", turn, i, e.Type, e.Name, of)
+		}
+	}
+}
+
+// jobEvents counts the CUSTOM events named name of the job id in fs.
+func jobEvents(fs []frame, id, name string) int {
+	n := 0
+	for _, f := range fs {
+		if f.e.Type == event.Custom && f.e.Name == name && strings.Contains(string(f.e.Value), `"job_id":"`+id+`"`) {
+			n++
+		}
+	}
+	return n
 }

@@ -44,13 +44,13 @@ type jobTable struct {
 	owned   bool          // close runs at the end of the run
 	closed  bool          // the run has ended: no new jobs
 	// lasting: the table is a thread's (WithJobsAcrossTurns), whose jobs
-	// outlive the runs that start them; owner is the thread's owner. em
-	// is the sink of the thread's run running now (see attach), gen
-	// counts the runs that attached. (The three flags side by side keep
-	// the table in a smaller size class.)
+	// outlive the runs that start them; owner is the thread's owner;
+	// relay is where its jobs' events go, to the thread's run running
+	// now (see attach); gen counts the runs that attached. (The three
+	// flags side by side keep the table in a smaller size class.)
 	lasting bool
 	owner   string
-	em      event.Emitter
+	relay   *relay
 	gen     int
 	// key is a thread's; touched when a run or Go code last acted on
 	// its jobs, runs the runs acting on them now (see sweep).
@@ -207,8 +207,10 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 		// kept it.
 		return old, nil
 	}
-	if runID == "" && jt.lasting && s.cfg.jobStore != nil {
-		runID = id.New("sub_") // kept with the job, for its events after a restart
+	if runID == "" && jt.lasting {
+		// Kept with the job, for its events after a restart; known before
+		// it is announced, for its relay (see relay).
+		runID = id.New("sub_")
 	}
 	// The job outlives the call, not the run: its context is the run's. Its
 	// depth is the caller's, and its place in the tree the call's. A
@@ -248,7 +250,7 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 		base = journal.With(base, js)
 	}
 	if jt.lasting {
-		base = journal.With(event.WithSink(context.WithoutCancel(base), event.SinkFunc(jt.relay)), own)
+		base = journal.With(event.WithSink(context.WithoutCancel(base), jt.relay.sink(runID)), own)
 	}
 	// Its bounds (WithJobLimits and the defaults): its wall time from now,
 	// its tokens and its cost in the run of its sub-agent, its steps in a

@@ -132,6 +132,7 @@ func (s *Spawner) threadTable(ctx context.Context, k threadKey, create bool) *jo
 			}
 			jt = newJobTable(s)
 			jt.lasting, jt.owner, jt.key, jt.touched = true, k.owner, k, s.cfg.now()
+			jt.relay = &relay{}
 			for _, j := range ended {
 				jt.addEnded(j)
 			}
@@ -165,14 +166,12 @@ func (s *Spawner) attach(ctx context.Context, jt *jobTable) {
 	jt.gen++
 	jt.runs++
 	gen := jt.gen
-	jt.em = em
 	jt.mu.Unlock()
+	jt.relay.attach(em, gen)
 	_ = s.touch(ctx, jt) // a store that fails only makes the sweep sooner
-	run.OnEnd(ctx, func() provider.Usage {
+	registered := run.OnEnd(ctx, func() provider.Usage {
+		jt.relay.detach(gen) // no event of a job reaches the run's sink from now on
 		jt.mu.Lock()
-		if jt.gen == gen {
-			jt.em = event.Emitter{} // no run of the thread listens
-		}
 		jt.runs--
 		jt.touched = s.cfg.now()
 		gone := jt.prune()
@@ -180,15 +179,107 @@ func (s *Spawner) attach(ctx context.Context, jt *jobTable) {
 		s.pruned(ctx, gone)
 		return provider.Usage{}
 	})
+	if !registered {
+		// The run has ended already (a goroutine it left behind acts on
+		// the jobs): its sink takes none of their events.
+		jt.relay.detach(gen)
+		jt.mu.Lock()
+		jt.runs--
+		jt.mu.Unlock()
+	}
 }
 
-// relay is the sink of a thread's jobs' events: the sink of the run of the
-// thread running now, if any.
-func (jt *jobTable) relay(e event.Event) {
-	jt.mu.Lock()
-	em := jt.em
-	jt.mu.Unlock()
-	em.Emit(e)
+// relay passes the events of a thread's jobs on to the sink of the run of
+// the thread running now (em), one at a time under mu: once the run's end
+// has detached it, no event of a job reaches the run's sink, whose
+// terminal event comes after. It keeps, for each job still running, the
+// events that opened it (its SUBAGENT_STARTED and deputy.job_started) and
+// its sub-agent's terminal event once emitted, until its deputy.job_ended:
+// a later run of the thread is shown them first, when it attaches, so that
+// its stream is told of every job whose events it gets. A sink must not
+// act on the thread's jobs from within its Emit.
+type relay struct {
+	mu   sync.Mutex
+	em   event.Emitter
+	gen  int       // the run of em (jobTable.gen)
+	live []liveJob // in the order they were announced
+}
+
+// liveJob is a job of a thread that has not ended, or whose
+// deputy.job_ended is not emitted yet: the events that announce it to a
+// run of the thread that did not see it start.
+type liveJob struct {
+	runID  string
+	events []event.Event
+}
+
+// sink returns the sink of the job whose sub-agent run id is runID.
+func (r *relay) sink(runID string) event.Sink {
+	return event.SinkFunc(func(e event.Event) { r.emit(runID, e) })
+}
+
+// emit passes on e, an event of the job whose sub-agent run id is runID.
+// The job's own events are those of its sub-agent run, and the CUSTOM
+// events of its parent that name no sub-agent: those of the jobs its
+// sub-agent starts name it.
+func (r *relay) emit(runID string, e event.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	own := e.Type == event.Custom && e.SubagentRunID == ""
+	switch {
+	case e.Type == event.SubagentStarted && e.SubagentRunID == runID:
+		r.live = append(r.live, liveJob{runID: runID, events: []event.Event{e}})
+	case own && e.Name == JobStartedEvent, e.SubagentRunID == runID && (e.Type == event.SubagentFinished || e.Type == event.SubagentError):
+		// Of its latest run: a job woken with a person's answers starts
+		// again, under the same run id, maybe before its suspended self's
+		// end is emitted.
+		for i := len(r.live) - 1; i >= 0; i-- {
+			if r.live[i].runID == runID {
+				r.live[i].events = append(r.live[i].events, e)
+				break
+			}
+		}
+	}
+	r.em.Emit(e)
+	if own && e.Name == JobEndedEvent {
+		// Its last event: no run needs to be told of it any more. The
+		// first of its runs ends first.
+		for i := range r.live {
+			if r.live[i].runID == runID {
+				r.live = slices.Delete(r.live, i, i+1)
+				break
+			}
+		}
+	}
+}
+
+// attach makes em, the sink of the thread's run gen, the one the jobs'
+// events go to, and announces to it the jobs that are still running,
+// before any other event of theirs, as they were first announced: a run
+// of the thread attached after another (a later turn) does not see them
+// start.
+func (r *relay) attach(em event.Emitter, gen int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if gen < r.gen {
+		return // a later run of the thread attached first
+	}
+	r.em, r.gen = em, gen
+	for _, l := range r.live {
+		for _, e := range l.events {
+			em.Emit(e)
+		}
+	}
+}
+
+// detach stops the events going to the sink of the run gen, once any
+// being passed on has reached it.
+func (r *relay) detach(gen int) {
+	r.mu.Lock()
+	if r.gen == gen {
+		r.em = event.Emitter{} // no run of the thread listens
+	}
+	r.mu.Unlock()
 }
 
 // prune forgets the oldest jobs already handed over, past maxKeptJobs,

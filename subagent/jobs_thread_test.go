@@ -3,14 +3,18 @@ package subagent_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/resumetest"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -295,5 +299,94 @@ func TestJobNoteOnceAcrossResume(t *testing.T) {
 				t.Errorf("the resumed turn counts %+v of its children, want the job's %+v", out.ChildUsage, job.Usage)
 			}
 		})
+	}
+}
+
+// spinModel is a lead that starts one background job and answers, and a
+// fork that calls spin at every step until its step limit: a job that
+// emits events all the time, the turn that started it ending meanwhile.
+type spinModel struct {
+	ids   int
+	fresh atomic.Int64
+}
+
+func (m *spinModel) Complete(_ context.Context, req provider.Request) (provider.Response, error) {
+	u := provider.Usage{InputTokens: 1, OutputTokens: 1, Requests: 1}
+	call := func(name, args string) (provider.Response, error) {
+		cs := []provider.ToolCall{{Name: name, Arguments: json.RawMessage(args)}}
+		resumetest.NameCalls(m.ids, cs, &m.fresh)
+		return provider.Response{Message: provider.AssistantMessage("", cs...), Usage: u}, nil
+	}
+	if strings.HasPrefix(req.System, subagent.DefaultForkPrompt[:20]) {
+		return call("spin", `{}`)
+	}
+	if req.Messages[len(req.Messages)-1].Role == provider.RoleTool {
+		return provider.Response{Message: provider.AssistantMessage("ok"), Usage: u}, nil
+	}
+	return call(subagent.SpawnToolName, `{"task":"spin","background":true}`)
+}
+
+// afterSink records a run's events in the order its sink took them, each
+// event of a sub-agent a little late: an event of a thread's job under
+// way as the turn ends is still being taken when the turn's would come.
+type afterSink struct {
+	mu     sync.Mutex
+	events []event.Event
+}
+
+func (s *afterSink) Emit(e event.Event) {
+	if e.SubagentRunID != "" || e.Type == event.Custom {
+		time.Sleep(50 * time.Microsecond)
+	}
+	s.mu.Lock()
+	s.events = append(s.events, e)
+	s.mu.Unlock()
+}
+
+// No event of a thread's job reaches the sink of the turn that started
+// it after the turn's RUN_FINISHED, though the job works on, emitting,
+// as the turn ends: the turn's end waits for an event on its way to its
+// sink, and sends it none after. In the three id modes.
+func TestThreadJobEventsEndWithTheirTurn(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	for _, mode := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
+		m := &spinModel{ids: mode}
+		spin := tool.Func{Def: tool.Definition{Name: "spin", Parameters: json.RawMessage(`{"type":"object"}`)},
+			Fn: func(context.Context, tool.Call) (tool.Result, error) { return tool.Result{Content: "spun"}, nil }}
+		tools, err := tool.NewRegistry(spin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := subagent.NewSpawner(m, tools, subagent.WithJobsAcrossTurns(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lead, err := agent.NewReact(m, agent.WithName("lead"), agent.WithTools(s, s.JobsTool()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sink := &afterSink{}
+		ctx := event.WithSink(agent.WithThread(context.Background(), "t1"), sink)
+		if _, err := lead.Run(ctx, agent.Input{Text: "start"}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond) // the job works on, emitting to no one
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		sink.mu.Lock()
+		events := sink.events
+		sink.mu.Unlock()
+		end := slices.IndexFunc(events, func(e event.Event) bool { return e.Type == event.RunFinished })
+		switch {
+		case end < 0:
+			t.Fatalf("mode %d: no RUN_FINISHED among %d events", mode, len(events))
+		case end != len(events)-1:
+			e := events[end+1]
+			t.Fatalf("mode %d: %d events after RUN_FINISHED, the first %s %s of %q", mode, len(events)-1-end, e.Type, e.Name, e.SubagentRunID)
+		}
+		if !slices.ContainsFunc(events, func(e event.Event) bool { return e.Type == event.SubagentStarted }) {
+			t.Fatalf("mode %d: the job was not started: %d events", mode, len(events))
+		}
 	}
 }

@@ -144,9 +144,13 @@ class Tree {
         // The call that started it, as it stands now: a model may give the
         // same id to calls of later steps.
         const made = (c.parent || this.root).tools.get(c.call);
-        c.step = made ? made.step : 0;
-        c.args = made ? made.args : "";
-        c.task = taskOf(c.args);
+        // A job of an earlier turn, announced again to a later one, keeps
+        // what its call said when this view saw it.
+        if (made || !c.args) {
+          c.step = made ? made.step : 0;
+          c.args = made ? made.args : "";
+          c.task = taskOf(c.args);
+        }
         spent(c, e.metadata); // the model a spawn chose from its menu
         if (made && c.order === Infinity) {
           c.order = made.step * 1e6 + made.index;
