@@ -174,10 +174,10 @@ func (s *Spawner) attach(ctx context.Context, jt *jobTable) {
 		jt.mu.Lock()
 		jt.runs--
 		jt.touched = s.cfg.now()
-		gone := jt.prune()
+		gone, u := jt.prune()
 		jt.mu.Unlock()
 		s.pruned(ctx, gone)
-		return provider.Usage{}
+		return u
 	})
 	if !registered {
 		// The run has ended already (a goroutine it left behind acts on
@@ -282,26 +282,38 @@ func (r *relay) detach(gen int) {
 	r.mu.Unlock()
 }
 
-// prune forgets the oldest jobs already handed over, past maxKeptJobs,
-// and returns them. jt.mu is held.
-func (jt *jobTable) prune() []*job {
+// prune forgets the oldest jobs that have ended, past maxKeptJobs, and
+// returns them: those handed over first, then those not collected yet (a
+// note of "" leaves them to a wait), whose usage it returns too, for the
+// run ending to collect. A job that waits for a person is kept. jt.mu is
+// held.
+func (jt *jobTable) prune() ([]*job, provider.Usage) {
 	extra := len(jt.order) - maxKeptJobs
-	if extra <= 0 {
-		return nil
-	}
 	var gone []*job
-	kept := jt.order[:0]
-	for _, id := range jt.order {
-		if j := jt.jobs[id]; extra > 0 && j.folded && j.ended() {
-			delete(jt.jobs, id)
-			gone = append(gone, j)
-			extra--
-			continue
+	var u provider.Usage
+	for _, handed := range []bool{true, false} {
+		if extra <= 0 {
+			break
 		}
-		kept = append(kept, id)
+		kept := jt.order[:0]
+		for _, id := range jt.order {
+			if j := jt.jobs[id]; extra > 0 && j.folded == handed && j.ended() && (handed || !interrupted(j.err)) {
+				if !j.folded {
+					j.folded = true
+					j.settle(j.res.Usage.Tokens())
+					j.unhold()
+					u = u.Add(j.res.Usage)
+				}
+				delete(jt.jobs, id)
+				gone = append(gone, j)
+				extra--
+				continue
+			}
+			kept = append(kept, id)
+		}
+		jt.order = kept
 	}
-	jt.order = kept
-	return gone
+	return gone, u
 }
 
 // Notes returns notes of the thread's jobs that ended (tool.Notifier).
