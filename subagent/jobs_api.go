@@ -81,10 +81,11 @@ type JobStatus struct {
 	LastWords string           `json:"last_words,omitempty"` // the last it said
 	Usage     provider.Usage   `json:"usage"`                // spent so far
 	Cost      float64          `json:"cost,omitempty"`
-	Messages  []Receipt        `json:"messages,omitempty"`  // of the messages sent to it
-	Questions []tool.Interrupt `json:"questions,omitempty"` // asked while suspended
-	Swept     bool             `json:"swept,omitempty"`     // ended by WithJobTTL's sweep
-	Elsewhere bool             `json:"elsewhere,omitempty"` // run by another process sharing the store (WithJobStore), as it last recorded
+	Messages  []Receipt        `json:"messages,omitempty"`         // of the last 64 messages sent to it
+	Dropped   int              `json:"messages_dropped,omitempty"` // older messages, their receipts left out
+	Questions []tool.Interrupt `json:"questions,omitempty"`        // asked while suspended
+	Swept     bool             `json:"swept,omitempty"`            // ended by WithJobTTL's sweep
+	Elsewhere bool             `json:"elsewhere,omitempty"`        // run by another process sharing the store (WithJobStore), as it last recorded
 }
 
 // Receipt says where a message sent to a job stands.
@@ -402,11 +403,13 @@ func (jt *jobTable) status(j *job) JobStatus {
 	if j.store.elsewhereNow() {
 		j.store.elsewhereStatus(&st)
 	}
-	for _, r := range j.box.Receipts() {
+	rs, dropped := j.box.Receipts()
+	for _, r := range rs {
 		st.Messages = append(st.Messages, receiptOf(j.id, r))
 	}
+	st.Dropped = dropped
 	if j.receipts != nil {
-		st.Messages = j.receipts // read back from the store
+		st.Messages, st.Dropped = j.receipts, j.store.dropped // read back from the store
 	}
 	return st
 }

@@ -24,12 +24,7 @@ func recordMail(ctx context.Context, js *journal.Scope, key string) error {
 	if box == nil {
 		return nil
 	}
-	var took []mailbox.Receipt
-	for _, r := range box.Receipts() {
-		if r.State == mailbox.Delivered {
-			took = append(took, r)
-		}
-	}
+	took := box.Taken()
 	if len(took) == 0 {
 		return nil
 	}

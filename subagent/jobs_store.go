@@ -106,7 +106,8 @@ type jobRecord struct {
 	IsError   bool            `json:"is_error,omitempty"`
 	Err       string          `json:"error,omitempty"`
 	ErrKind   string          `json:"error_kind,omitempty"` // errCanceled, errLimit or ""
-	Receipts  []Receipt       `json:"receipts,omitempty"`
+	Receipts  []Receipt       `json:"receipts,omitempty"`   // of the last mailbox.MaxReceipts messages
+	Dropped   int             `json:"receipts_dropped,omitempty"`
 	// A suspended job's questions, which it waits for answers to.
 	Questions []tool.Interrupt `json:"questions,omitempty"`
 	// What happened to it.
@@ -138,6 +139,9 @@ type jobStore struct {
 	mu     sync.Mutex
 	sendMu sync.Mutex // one send at a time: its record, then its place in the box
 	sent   int        // messages recorded
+	// dropped: the receipts left out of those of a job read back ended
+	// (jobRecord.Dropped), set with job.receipts.
+	dropped int
 	// The job's lease, while this process runs it (see leased); waiting:
 	// it waits for the lease, held by another process; elsewhere: it
 	// ended there; unheld: it ended here without ever holding it.
@@ -347,6 +351,7 @@ func (s *Spawner) leased(jt *jobTable, j *job, jl *jobLease, fn jobFunc, cancel 
 			js.mu.Unlock()
 			jt.mu.Lock()
 			j.folded, j.noted, j.cancelled, j.swept, j.receipts = r.Folded, r.Noted, r.Cancelled, r.Swept, r.Receipts
+			js.dropped = r.Dropped
 			jt.mu.Unlock()
 			j.box.Reached(r.Step, r.LastWords, r.Usage, r.Cost)
 			return e.res, noSettle, e.err
@@ -383,9 +388,11 @@ func (jt *jobTable) record(j *job, final bool) jobRecord {
 				r.ErrKind = errLimit
 			}
 		}
-		for _, rc := range j.box.Receipts() {
+		rs, dropped := j.box.Receipts()
+		for _, rc := range rs {
 			r.Receipts = append(r.Receipts, receiptOf(j.id, rc))
 		}
+		r.Dropped = dropped
 		var in *tool.Interrupted
 		if errors.As(j.err, &in) {
 			r.Questions = in.Interrupts
@@ -542,7 +549,7 @@ func endedJob(r jobRecord, h string, st *store.Store) *job {
 	j := &job{id: r.ID, runID: r.RunID, agent: r.Agent, task: r.Task, args: r.Args, started: r.Started,
 		cancel: func() {}, done: make(chan struct{}), settle: noSettle, unhold: func() {},
 		box: mailbox.New(nil), folded: r.Folded, noted: r.Noted, cancelled: r.Cancelled, swept: r.Swept,
-		store: &jobStore{st: st, h: h}, receipts: r.Receipts}
+		store: &jobStore{st: st, h: h, dropped: r.Dropped}, receipts: r.Receipts}
 	j.res = tool.Result{Content: r.Content, IsError: r.IsError, Usage: r.Usage}
 	if len(r.Value) > 0 {
 		j.res.Value = r.Value

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"go.opentelemetry.io/otel/trace"
@@ -22,6 +23,17 @@ import (
 // MaxQueued bounds the messages waiting in one box; a send past it is
 // refused until the child takes them.
 const MaxQueued = 64
+
+// MaxReceipts bounds the receipts a box lists (Receipts): past it, the
+// oldest of those no longer queued leave the list, and are counted
+// (Dropped). It is at least MaxQueued, so that a queued message is always
+// listed.
+const MaxReceipts = 64
+
+// MaxMessages bounds the messages one box takes in its life: a box knows
+// each by its id, to answer a message sent again with its receipt (exactly
+// once), even when its receipt has left the list.
+const MaxMessages = 1024
 
 // Message is one message sent to a child. ID is the same each time the
 // turn that sent it runs, so that a message sent again after a restart is
@@ -57,7 +69,9 @@ type Box struct {
 	mu      sync.Mutex
 	queue   []Message
 	known   map[string]*Receipt // every message sent or replayed, by id; made by the first (see remember)
-	order   []string            // ids in the order they were sent
+	order   []string            // ids of the last MaxReceipts, in the order they were sent
+	seq     int                 // messages sent or replayed, for Receipt.Seq
+	dropped int                 // receipts left out of order (see trim)
 	step    int
 	last    string
 	usage   provider.Usage
@@ -105,6 +119,9 @@ func (b *Box) remember(r *Receipt) {
 // ErrClosed is returned by Send once the child has ended (Close).
 var ErrClosed = errors.New("mailbox: the child has ended and takes no more messages")
 
+// ErrTooMany is returned by Send once MaxMessages were sent.
+var ErrTooMany = fmt.Errorf("mailbox: the child has been sent %d messages, the most one child takes: start another job to go on", MaxMessages)
+
 // ErrFull is returned by Send when MaxQueued messages wait.
 var ErrFull = fmt.Errorf("mailbox: %d messages are waiting for the child to take them: wait for it to reach its next step, then send again", MaxQueued)
 
@@ -126,10 +143,14 @@ func (b *Box) Send(m Message) (Receipt, error) {
 		b.mu.Unlock()
 		return Receipt{}, ErrFull
 	}
-	r := &Receipt{ID: m.ID, State: Queued, Seq: len(b.order) + 1}
-	b.remember(r)
-	b.order = append(b.order, m.ID)
+	if b.seq >= MaxMessages {
+		b.mu.Unlock()
+		return Receipt{}, ErrTooMany
+	}
+	r := b.add(m.ID)
+	r.State = Queued
 	b.queue = append(b.queue, m)
+	b.trim()
 	sent := *r
 	b.mu.Unlock()
 	if b.notify.Queued != nil {
@@ -150,7 +171,33 @@ func (b *Box) Close() {
 		b.known[m.ID].State = Undelivered
 	}
 	b.queue = nil
+	b.trim()
 	b.mu.Unlock()
+}
+
+// add records a new message id, listed last, under b.mu.
+func (b *Box) add(id string) *Receipt {
+	b.seq++
+	r := &Receipt{ID: id, Seq: b.seq}
+	b.remember(r)
+	b.order = append(b.order, id)
+	return r
+}
+
+// trim drops from the list the oldest receipts of messages no longer
+// queued, past MaxReceipts, under b.mu. The box still knows them by id.
+func (b *Box) trim() {
+	for len(b.order) > MaxReceipts {
+		i := 0
+		for i < len(b.order) && b.known[b.order[i]].State == Queued {
+			i++
+		}
+		if i == len(b.order) {
+			return
+		}
+		b.order = append(b.order[:i], b.order[i+1:]...)
+		b.dropped++
+	}
 }
 
 // Waiting returns the messages waiting, in the order they were sent,
@@ -186,6 +233,7 @@ func (b *Box) Take(step, n int) {
 		}
 	}
 	b.queue = append([]Message(nil), b.queue[n:]...)
+	b.trim()
 	b.mu.Unlock()
 	if len(took) > 0 {
 		b.notify.Delivered(took)
@@ -206,9 +254,7 @@ func (b *Box) Replayed(step int, msgs []Message) {
 	for _, m := range msgs {
 		r, ok := b.known[m.ID]
 		if !ok {
-			r = &Receipt{ID: m.ID, Seq: len(b.order) + 1}
-			b.remember(r)
-			b.order = append(b.order, m.ID)
+			r = b.add(m.ID)
 		}
 		r.State, r.Step = Delivered, step
 	}
@@ -219,6 +265,7 @@ func (b *Box) Replayed(step int, msgs []Message) {
 		}
 	}
 	b.queue = kept
+	b.trim()
 	b.mu.Unlock()
 	if b.changed != nil {
 		b.changed()
@@ -280,14 +327,31 @@ func (b *Box) Progress() Progress {
 	return Progress{Step: b.step, Last: b.last, Usage: b.usage, Cost: b.cost}
 }
 
-// Receipts returns every message's receipt, in the order sent.
-func (b *Box) Receipts() []Receipt {
+// Receipts returns the receipts of the last MaxReceipts messages (every
+// one still queued among them), in the order sent, and how many older
+// ones are left out.
+func (b *Box) Receipts() (rs []Receipt, dropped int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := make([]Receipt, len(b.order))
 	for i, id := range b.order {
 		out[i] = *b.known[id]
 	}
+	return out, b.dropped
+}
+
+// Taken returns the receipts of every message delivered, listed or not,
+// in the order sent.
+func (b *Box) Taken() []Receipt {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []Receipt
+	for _, r := range b.known {
+		if r.State == Delivered {
+			out = append(out, *r)
+		}
+	}
+	slices.SortFunc(out, func(x, y Receipt) int { return x.Seq - y.Seq })
 	return out
 }
 
