@@ -21,6 +21,7 @@ import (
 	"github.com/deputy-go/deputy/internal/id"
 	"github.com/deputy-go/deputy/internal/jobtool"
 	"github.com/deputy-go/deputy/internal/journal"
+	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/internal/mailbox"
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/policy"
@@ -268,6 +269,11 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 	// What the parent spends on the job comes out of it first, here too.
 	jctx, unhold := run.HoldCostShare(ctx, jctx, jobMargin)
 	jctx = sc.limits.boundCost(jctx)
+	var spent *ledger.Ledger
+	if jt.lasting {
+		// What it spends, counted by the later turn that takes it.
+		jctx, spent = ledger.With(jctx)
+	}
 	j.cancel, j.unhold = cancel, unhold
 	jctx = mailbox.With(jctx, j.box)
 	jt.mu.Lock()
@@ -315,6 +321,9 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 	}
 	jt.wg.Add(1)
 	jt.mu.Unlock()
+	if spent != nil {
+		s.spends(ctx, j, spent, old)
+	}
 	var span trace.Span
 	if sp := trace.SpanFromContext(ctx); sp.IsRecording() {
 		// The spawning call's span ends with the receipt: the job's own

@@ -194,7 +194,7 @@ func (js *Jobs) Wait(ctx context.Context, w WaitFor) ([]JobResult, error) {
 	var out []JobResult
 	for _, j := range targets {
 		if j.ended() {
-			out = append(out, js.collect(j))
+			out = append(out, js.collect(ctx, j))
 		}
 	}
 	return out, nil
@@ -316,7 +316,7 @@ func (js *Jobs) Cancel(ctx context.Context, id string) (JobResult, error) {
 	case <-ctx.Done():
 		return JobResult{}, ctx.Err()
 	}
-	return js.collect(j), nil
+	return js.collect(ctx, j), nil
 }
 
 func (js *Jobs) find(id string) (*job, error) {
@@ -355,9 +355,12 @@ func (js *Jobs) targets(ids []string) ([]*job, error) {
 	return out, nil
 }
 
-// collect hands over a job that ended.
-func (js *Jobs) collect(j *job) JobResult {
+// collect hands over a job that ended to the run of ctx.
+func (js *Jobs) collect(ctx context.Context, j *job) JobResult {
 	res, err := js.jt.collect(j)
+	if !res.Usage.IsZero() {
+		js.s.handOver(ctx, j)
+	}
 	js.s.saved(context.Background(), js.jt, j)
 	st := js.jt.status(j)
 	switch {

@@ -744,6 +744,7 @@ func (s *Spawner) storeMessage(ctx context.Context, j *job, m mailbox.Message) (
 
 // pruned deletes the records of jobs a thread no longer keeps.
 func (s *Spawner) pruned(ctx context.Context, gone []*job) {
+	s.forgetSpends(gone)
 	for _, j := range gone {
 		if j.store != nil {
 			s.forget(context.WithoutCancel(ctx), j.store.h, j.id, true)

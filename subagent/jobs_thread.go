@@ -12,6 +12,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
@@ -71,6 +72,75 @@ type threadJobs struct {
 	swept    time.Time
 	sweeping bool
 	wg       sync.WaitGroup
+	// spent is, for each job of the tables, what it spends by model and
+	// the run that started it (see handOver).
+	spent map[*job]jobSpend
+}
+
+// jobSpend is what a thread's job spends, by model and in dollars (its
+// own ledger, inside the ledger of the run that started it), the context
+// of that run, and what the job had spent when that run ended (counted
+// there, in its cost and its ledger, as it was spent).
+type jobSpend struct {
+	from    context.Context
+	l       *ledger.Ledger
+	counted []provider.ModelUsage
+}
+
+// spends keeps what j, a thread's job started under ctx, spends in l.
+func (s *Spawner) spends(ctx context.Context, j *job, l *ledger.Ledger, old *job) {
+	ts := &s.threads
+	ts.mu.Lock()
+	if ts.spent == nil {
+		ts.spent = map[*job]jobSpend{}
+	}
+	ts.spent[j] = jobSpend{from: run.Context(ctx), l: l}
+	delete(ts.spent, old)
+	ts.mu.Unlock()
+	run.OnEnd(ctx, func() provider.Usage {
+		counted := l.Entries()
+		ts.mu.Lock()
+		if sp, ok := ts.spent[j]; ok {
+			sp.counted = counted
+			ts.spent[j] = sp
+		}
+		ts.mu.Unlock()
+		return provider.Usage{}
+	})
+}
+
+// forgetSpends forgets what the jobs spent, which no run will take.
+func (s *Spawner) forgetSpends(jobs []*job) {
+	ts := &s.threads
+	ts.mu.Lock()
+	for _, j := range jobs {
+		delete(ts.spent, j)
+	}
+	ts.mu.Unlock()
+}
+
+// handOver counts what j, a thread's job, spent in the run of ctx that
+// takes its usage (told of it in a note, or collecting it): its cost and
+// its ledger (RUN_FINISHED's usage), as its tokens count in the run's
+// ChildUsage. The run that started the job counted them as they were
+// spent, until it ended; a later turn of the thread, whose run is not
+// inside that one, counts the rest. (What the job spends between the
+// starting run's OnEnd and its report of its cost counts in both.)
+func (s *Spawner) handOver(ctx context.Context, j *job) {
+	ts := &s.threads
+	ts.mu.Lock()
+	sp, ok := ts.spent[j]
+	ts.mu.Unlock()
+	if !ok || run.Same(sp.from, ctx) {
+		return
+	}
+	_, rest := ledger.Unreplayed(sp.l.Entries(), sp.counted)
+	for _, m := range rest {
+		if m.Cost != 0 {
+			run.AddCost(ctx, m.Cost, 0, "")
+		}
+		ledger.Add(ctx, m)
+	}
 }
 
 // attachment is a run of a thread that acted on its jobs: the jobs' events
@@ -380,6 +450,7 @@ func (s *Spawner) Noted(ctx context.Context, ids []string) {
 			// running (a note replayed from the turn's journal of a job
 			// since woken with its answers) when it ends.
 			jt.collect(j)
+			s.handOver(ctx, j) // each run that counts the note's usage
 		}
 		s.saved(ctx, jt, j)
 	}
@@ -391,7 +462,7 @@ func (s *Spawner) Close() error {
 	ts.mu.Lock()
 	ts.closed = true
 	tables := ts.tables
-	ts.tables = nil
+	ts.tables, ts.spent = nil, nil
 	ts.mu.Unlock()
 	ts.wg.Wait() // a sweep under way
 	for _, jt := range tables {
@@ -447,6 +518,7 @@ func (s *Spawner) sweep() {
 			jt.mu.Lock()
 			jobs := slices.Collect(maps.Values(jt.jobs))
 			jt.mu.Unlock()
+			s.forgetSpends(jobs)
 			for _, j := range jobs {
 				if parked(jt, j) {
 					s.unpark(context.Background(), jt, j, true)

@@ -121,7 +121,7 @@ func (t *jobsTool) Call(ctx context.Context, call tool.Call) (tool.Result, error
 	if err := js.await(ctx, targets, WaitFor{Any: a.Mode == "any", Timeout: wait}); err != nil {
 		return tool.Result{}, err
 	}
-	return waitResult(js, targets, wait)
+	return waitResult(ctx, js, targets, wait)
 }
 
 // waitResult collects and renders the targets that ended. A single job's
@@ -130,7 +130,7 @@ func (t *jobsTool) Call(ctx context.Context, call tool.Call) (tool.Result, error
 // When some wait for a person, the parent suspends with them, asking
 // every question at once, and collects only them: the jobs that answered
 // stay to be collected by the wait run again with the answers.
-func waitResult(js *Jobs, targets []*job, wait time.Duration) (tool.Result, error) {
+func waitResult(ctx context.Context, js *Jobs, targets []*job, wait time.Duration) (tool.Result, error) {
 	var suspended []*job
 	for _, j := range targets {
 		if j.ended() && j.state() == JobSuspended {
@@ -141,7 +141,7 @@ func waitResult(js *Jobs, targets []*job, wait time.Duration) (tool.Result, erro
 		var res tool.Result
 		all := &tool.Interrupted{}
 		for _, j := range suspended {
-			r := js.collect(j)
+			r := js.collect(ctx, j)
 			res.Usage = res.Usage.Add(r.Result.Usage)
 			var in *tool.Interrupted
 			if errors.As(r.Err, &in) {
@@ -153,7 +153,7 @@ func waitResult(js *Jobs, targets []*job, wait time.Duration) (tool.Result, erro
 	var got []JobResult
 	for _, j := range targets {
 		if j.ended() {
-			got = append(got, js.collect(j))
+			got = append(got, js.collect(ctx, j))
 		}
 	}
 	var res tool.Result

@@ -898,6 +898,13 @@ func Context(ctx context.Context) context.Context {
 	return ctx
 }
 
+// Same reports whether a and b belong to one run (both outside any run:
+// false).
+func Same(a, b context.Context) bool {
+	sa := from(a).scope
+	return sa != nil && sa == from(b).scope
+}
+
 // OnEnd registers fn to run when the run of ctx ends, before the run
 // reports its outcome. fn must stop and wait for whatever work the run left
 // behind; the usage it returns is added to the run's ChildUsage. It reports
