@@ -1,5 +1,7 @@
 package jsonschema
 
+import "slices"
+
 // flat is a schema of the shape most tool parameters have — an object of
 // named properties, each of one plain type or of any, some of them
 // required, others allowed or not — whose check of a value that passes
@@ -12,21 +14,21 @@ package jsonschema
 // whole delegation (BenchmarkDelegation/factory in subagent) and of each
 // child of a fan-out (BenchmarkFanoutDefault).
 type flat struct {
-	props    map[string]string // a property's type, "" for any
+	props    map[string]prop
 	required []string
 	closed   bool // additionalProperties is false
 }
 
 // flatOf returns doc as a flat schema, or nil when it is anything else. It
 // recognizes only the few keywords it can check exactly; a schema with any
-// other (a $schema, a pattern, an enum, a nested object's properties, …)
+// other (a $schema, a pattern, a nested object's properties, …)
 // is checked by the validator alone.
 func flatOf(doc any) *flat {
 	m, ok := doc.(map[string]any)
 	if !ok || m["type"] != "object" {
 		return nil
 	}
-	f := &flat{props: map[string]string{}}
+	f := &flat{props: map[string]prop{}}
 	for k, v := range m {
 		switch k {
 		case "type", "description", "title":
@@ -36,7 +38,7 @@ func flatOf(doc any) *flat {
 				return nil
 			}
 			for name, p := range props {
-				t, ok := plainType(p)
+				t, ok := plainProp(p)
 				if !ok {
 					return nil
 				}
@@ -67,35 +69,76 @@ func flatOf(doc any) *flat {
 	return f
 }
 
-// plainType returns the type a property's schema asks for ("" for any:
-// true, or an object with no type), and whether the schema is so plain: a
-// type of string, boolean, object, array or null, and nothing more than a
-// description or title.
-func plainType(p any) (string, bool) {
+// prop is what a flat schema asks of one property: one of types (none:
+// any), and, when enum is not nil, a string among enum.
+type prop struct {
+	types []string
+	enum  []string
+}
+
+// plainProp returns what a property's schema asks for, and whether the
+// schema is so plain: a type (or a list of types) of string, boolean,
+// object, array or null, an enum of strings, and nothing more than a
+// description or title. (true, or an object with none of these, is any.)
+func plainProp(p any) (prop, bool) {
 	if b, ok := p.(bool); ok {
-		return "", b
+		return prop{}, b
 	}
 	m, ok := p.(map[string]any)
 	if !ok {
-		return "", false
+		return prop{}, false
 	}
-	t := ""
+	var t prop
 	for k, v := range m {
 		switch k {
 		case "description", "title":
 		case "type":
-			s, _ := v.(string)
-			switch s {
-			case "string", "boolean", "object", "array", "null":
-				t = s
-			default:
-				return "", false // numbers, and lists of types, are the validator's
+			list, isList := v.([]any)
+			if !isList {
+				list = []any{v}
+			}
+			if len(list) == 0 {
+				return prop{}, false
+			}
+			for _, x := range list {
+				s, _ := x.(string)
+				switch s {
+				case "string", "boolean", "object", "array", "null":
+					t.types = append(t.types, s)
+				default:
+					return prop{}, false // numbers are the validator's
+				}
+			}
+		case "enum":
+			list, ok := v.([]any)
+			if !ok || len(list) == 0 {
+				return prop{}, false
+			}
+			t.enum = make([]string, 0, len(list))
+			for _, x := range list {
+				s, ok := x.(string)
+				if !ok {
+					return prop{}, false // other values are the validator's
+				}
+				t.enum = append(t.enum, s)
 			}
 		default:
-			return "", false
+			return prop{}, false
 		}
 	}
 	return t, true
+}
+
+// holds reports whether x certainly meets what t asks.
+func (t prop) holds(x any) bool {
+	if len(t.types) > 0 && !slices.ContainsFunc(t.types, func(s string) bool { return hasType(x, s) }) {
+		return false
+	}
+	if t.enum != nil {
+		s, ok := x.(string)
+		return ok && slices.Contains(t.enum, s)
+	}
+	return true
 }
 
 // passes reports whether v, a decoded JSON value, certainly passes the
@@ -118,18 +161,16 @@ func (f *flat) passes(v any) bool {
 			}
 			continue
 		}
-		if !hasType(x, t) {
+		if !t.holds(x) {
 			return false
 		}
 	}
 	return true
 }
 
-// hasType reports whether x is a value of the JSON type t ("" for any).
+// hasType reports whether x is a value of the JSON type t.
 func hasType(x any, t string) bool {
 	switch t {
-	case "":
-		return true
 	case "string":
 		_, ok := x.(string)
 		return ok

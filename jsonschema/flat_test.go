@@ -21,8 +21,10 @@ func TestFlatSchemasAreOnlyThePlainOnes(t *testing.T) {
 		{`{"properties":{"a":{"type":"string"}}}`, false},     // not only objects
 		{`{"type":["object","null"],"properties":{}}`, false}, // a list of types
 		{`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object"}`, false},
-		{`{"type":"object","properties":{"n":{"type":"integer"}}}`, false}, // numbers
-		{`{"type":"object","properties":{"s":{"type":"string","enum":["a"]}}}`, false},
+		{`{"type":"object","properties":{"n":{"type":"integer"}}}`, false},                                           // numbers
+		{`{"type":"object","properties":{"s":{"type":"string","enum":["a"]},"o":{"type":["object","null"]}}}`, true}, // a Report's
+		{`{"type":"object","properties":{"s":{"enum":["a",1]}}}`, false},                                             // an enum of more than strings
+		{`{"type":"object","properties":{"s":{"type":["string","integer"]}}}`, false},                                // numbers in a list
 		{`{"type":"object","properties":{"s":{"type":"string","minLength":1}}}`, false},
 		{`{"type":"object","properties":{"o":{"type":"object","properties":{}}}}`, false},
 		{`{"type":"object","properties":{"x":false}}`, false},
@@ -46,6 +48,7 @@ func TestFlatChecksAsTheValidatorDoes(t *testing.T) {
 		`{"type":"object","properties":{"task":{"type":"string"}},"required":["task"]}`,
 		`{"type":"object","properties":{"task":{"type":"string"},"bg":{"type":"boolean"},"o":{"type":"object"},"a":{"type":"array"},"z":{"type":"null"},"any":{}},"required":["task","bg"],"additionalProperties":false}`,
 		`{"type":"object","properties":{"a":true},"required":["a","b"],"additionalProperties":true}`,
+		`{"type":"object","properties":{"task":{"type":"string","enum":["s","u"]},"o":{"type":["object","null"]},"a":{"enum":["s"]},"z":{"type":["array","boolean"],"enum":["s"]}},"required":["task"],"additionalProperties":false}`,
 	}
 	values := []string{`"s"`, `true`, `{}`, `[]`, `null`, `1`, `{"x":1}`}
 	keys := []string{"task", "bg", "o", "a", "z", "any", "b", "extra"}
