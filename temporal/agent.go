@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -113,7 +115,7 @@ func (a *Agent) Run(ctx context.Context, in agent.Input) (agent.Output, error) {
 				return agent.Output{RunID: id}, err
 			}
 		}
-		return a.finish(ctx, em, id, out, err)
+		return a.finish(ctx, em, sh, id, out, err)
 	}
 }
 
@@ -128,11 +130,15 @@ type shaper struct {
 	steps map[string]bool        // steps open in this stream, by sub-agent and name
 	subs  map[string]event.Event // sub-agents open in this stream, by run id: their start
 	order []string               // the order they started in
+	ended bool                   // the stream has ended: nothing more is handed on
 }
 
 func (s *shaper) Emit(e event.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.ended {
+		return // published after the run's end: a model call's reply that came back late
+	}
 	key := e.SubagentRunID + "\x1f" + e.StepName
 	switch e.Type {
 	case event.StepStarted:
@@ -160,11 +166,8 @@ func (s *shaper) Emit(e event.Event) {
 func (s *shaper) suspend(asked *tool.Interrupted) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for key := range s.steps {
-		sub, step, _ := strings.Cut(key, "\x1f")
-		s.em.Emit(event.Event{Type: event.StepFinished, StepName: step, SubagentRunID: sub})
-	}
-	s.steps = map[string]bool{}
+	s.closeSteps()
+	s.ended = true
 	for i := len(s.order) - 1; i >= 0; i-- {
 		id := s.order[i]
 		if _, open := s.subs[id]; !open {
@@ -179,6 +182,27 @@ func (s *shaper) suspend(asked *tool.Interrupted) {
 		s.em.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: id, Outcome: suspendedOutcome(own)})
 	}
 	s.subs, s.order = map[string]event.Event{}, nil
+}
+
+// closeSteps ends the steps open in the stream.
+func (s *shaper) closeSteps() {
+	for _, key := range slices.Sorted(maps.Keys(s.steps)) {
+		sub, step, _ := strings.Cut(key, "\x1f")
+		s.em.Emit(event.Event{Type: event.StepFinished, StepName: step, SubagentRunID: sub})
+	}
+	s.steps = map[string]bool{}
+}
+
+// end ends the stream before its RUN_FINISHED or RUN_ERROR: what the tree
+// publishes after is not handed on, and the steps a run that failed left
+// open (failed) end, as a failed run's steps do in process.
+func (s *shaper) end(failed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if failed {
+		s.closeSteps()
+	}
+	s.ended = true
 }
 
 // open returns the starts of the sub-agents open in the stream, parents
@@ -341,8 +365,9 @@ func (a *Agent) answer(ctx context.Context, sh *shaper, id string, pending []too
 	return err
 }
 
-// finish ends a run: its outcome, and RUN_FINISHED or RUN_ERROR.
-func (a *Agent) finish(ctx context.Context, em event.Emitter, id string, out RunOutput, err error) (agent.Output, error) {
+// finish ends a run: its outcome, and RUN_FINISHED or RUN_ERROR, the last
+// event of its stream (sh).
+func (a *Agent) finish(ctx context.Context, em event.Emitter, sh *shaper, id string, out RunOutput, err error) (agent.Output, error) {
 	if ctx.Err() != nil {
 		// The caller is gone: so is the run, and every child under it.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -353,6 +378,7 @@ func (a *Agent) finish(ctx context.Context, em event.Emitter, id string, out Run
 	if len(out.Value) > 0 {
 		o.Value = json.RawMessage(out.Value)
 	}
+	sh.end(err != nil)
 	if err != nil {
 		o.Usage, o.Cost = UsageOf(err), costOf(err)
 		em.Emit(event.Event{Type: event.RunError, Message: err.Error()})

@@ -27,7 +27,9 @@
 // child, a factory's included, given its share of what is left), the output cap (applied in the activity or
 // child before anything is recorded in history), validation with one
 // corrective retry, and cancellation (cancelling a workflow cancels its
-// activities and child workflows).
+// activities and child workflows; a model call in flight is waited for,
+// and a reply that comes back goes on as it would have, counted: an
+// answer ends the run with it).
 //
 // # Events
 //

@@ -179,6 +179,8 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 	corrected := false
 	spawns, failures := 0, 0
 	var ended []EndedCall // the previous step's calls whose results no activity published
+	// callSettleChange, asked at the first model call.
+	settles, settleAsked := false, false
 	b := newBudget(ctx, spec, depth)
 	inPrice := 0.0 // the price of an input token of the model that answered last
 	guards := len(spec.Guardrails) > 0
@@ -253,9 +255,25 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			t.Delivered = delivered
 			mc.Trace = &t
 		}
+		if !settleAsked {
+			settleAsked = true
+			settles = workflow.GetVersion(ctx, callSettleChange, workflow.DefaultVersion, 1) >= 1
+		}
+		mctx := ib.modelContext(actx)
+		if settles {
+			if ctx.Err() != nil {
+				// Cancelled between calls: no step starts.
+				out.Messages = conv
+				return out, withUsage(out, sdktemporal.NewCanceledError())
+			}
+			mctx = workflow.WithWaitForCancellation(mctx, true)
+		}
 		var resp ModelReply
 		open = step + 1
-		if err := workflow.ExecuteActivity(ib.modelContext(actx), CompleteActivityName, mc).Get(ctx, &resp); err != nil {
+		if err := workflow.ExecuteActivity(mctx, CompleteActivityName, mc).Get(ctx, &resp); err != nil {
+			if settles && ctx.Err() != nil && !sdktemporal.IsCanceledError(err) {
+				err = sdktemporal.NewCanceledError() // (its worker was lost meanwhile)
+			}
 			out.Messages = conv
 			return out, withUsage(out, err)
 		}
@@ -419,6 +437,17 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		}
 	}
 }
+
+// callSettleChange names the workflow version from which a run cancelled
+// during a model call waits for the call to end, as a job does
+// (jobSettleChange), and goes on from its reply as it would have: its
+// model activity either published the end of the step with the answer
+// (the run ends with it, cancelled too late) or did not (the run ends
+// cancelled, and closeStep ends the step), so that the step ends once.
+// Before it, the run ended at once, and a reply that came back after
+// ended the step a second time, after the run's end. Asked at a run's
+// first model call.
+const callSettleChange = "deputy.cancel-settles-model-call"
 
 // stepCloseChange names the workflow version from which a run with a
 // trace that fails, or is cancelled, publishes the end of the step it was
