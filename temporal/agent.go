@@ -300,7 +300,9 @@ type round struct {
 // the tree asks before it can go no further: a fork that asks after its
 // sibling, however much later, is asked in the same round
 // (TestParallelChildrenAskInOneRound), and a branch that works for an
-// hour holds the round for an hour. settleQuestions is the window Run
+// hour holds the round for an hour; a branch that waits on a timer before
+// it works on (its wait for its jobs, with a timeout) works
+// (TestSiblingWaitingOnATimerHoldsTheRound). settleQuestions is the window Run
 // falls back to when it cannot read the tree (a workflow it cannot
 // describe, or a tree of more than maxIdleWalk workflows): it hands the
 // questions on once they have stayed the same that long, so that a

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 )
 
 // maxIdleWalk bounds the workflows idle reads of one tree: past it, Run
@@ -17,9 +18,13 @@ const maxIdleWalk = 10_000
 
 // idle reports whether no branch of the tree whose top workflow is tree
 // is working: every open workflow in it, parents read before their
-// children, has no activity and no workflow task pending, and every child
+// children, has no activity and no workflow task pending, waits on no
+// timer after which it works on (a wait for its jobs with a timeout, or a
+// turn's greeting of its thread's jobs, after which its model, which may
+// ask, is called: waitingMemo), and every child
 // it started is open (a child that has ended sets its parent going
-// again). A tree that is idle with questions pending waits only on their
+// again). An activity waiting to be retried is pending, its backoff
+// included. A tree that is idle with questions pending waits only on their
 // answers, so none of its branches can ask another before they are given:
 // the round of questions is whole. Background jobs (child workflows
 // started with an execution timeout, as jobs are, subagent.DefaultJobTime)
@@ -31,8 +36,8 @@ const maxIdleWalk = 10_000
 // seen; but a branch read as waiting only on questions goes on only when
 // they are answered, and one that ends is read as working by whoever
 // reads it next, its parent having been read first. ok is false when the
-// tree could not be read whole (a workflow could not be described, or the
-// tree has more than maxIdleWalk workflows).
+// tree could not be read whole (a workflow could not be described, or its
+// memo read, or the tree has more than maxIdleWalk workflows).
 func idle(ctx context.Context, c client.Client, tree string) (idle, ok bool) {
 	queue := []string{tree}
 	for read := 0; len(queue) > 0; read++ {
@@ -58,6 +63,12 @@ func idle(ctx context.Context, c client.Client, tree string) (idle, ok bool) {
 		if d.GetPendingWorkflowTask() != nil {
 			return false, true
 		}
+		switch waiting, read := waitsOnTimer(d); {
+		case !read:
+			return false, false
+		case waiting:
+			return false, true // its timer leads to more work
+		}
 		for _, a := range d.GetPendingActivities() {
 			// A turn's wait for a job of an earlier turn of its thread
 			// (AwaitJob) is a job's work, not the turn's.
@@ -70,6 +81,20 @@ func idle(ctx context.Context, c client.Client, tree string) (idle, ok bool) {
 		}
 	}
 	return true, true
+}
+
+// waitsOnTimer reports whether the workflow d describes waits on a timer
+// after which it works on (waitingMemo); read is false when its memo
+// cannot be read (a data converter of the application's encodes it).
+func waitsOnTimer(d *workflowservice.DescribeWorkflowExecutionResponse) (waiting, read bool) {
+	p := d.GetWorkflowExecutionInfo().GetMemo().GetFields()[waitingMemo]
+	if p == nil {
+		return false, true
+	}
+	if err := converter.GetDefaultDataConverter().FromPayload(p, &waiting); err != nil {
+		return false, false
+	}
+	return waiting, true
 }
 
 // describeRun reads the latest run of workflow id as the server holds it.

@@ -90,6 +90,13 @@ const (
 	// date by what the job tells a turn that asks.
 	maxJobReceipts = maxHelloDelivered
 
+	// timerWaitChange names the workflow version from which a run that
+	// waits on a timer before it works on (a wait with a timeout, a
+	// turn's greeting of its thread's jobs) says so in its memo while it
+	// waits (waitingMemo), so that Run reads it as working (idle); asked
+	// only where a run is about to wait so.
+	timerWaitChange = "deputy.timer-wait-memo"
+
 	jobMessageSignal  = "deputy.job_message"  // a parent sends its job a message
 	jobProgressSignal = "deputy.job_progress" // a job tells its parent where it stands
 )
@@ -141,6 +148,35 @@ type jobs struct {
 	// thread, for a turn of a thread (Spec.JobsAcrossTurns): its jobs
 	// are the thread's, and outlive the turn (see ThreadJobs).
 	thread *ThreadJobs
+	// timers counts the run's waits on a timer under way (awaitTimed).
+	timers int
+}
+
+// waitingMemo is the memo key of an agent workflow that waits on a
+// durable timer after which it works on (a wait for its background jobs
+// with a timeout, a turn's greeting of its thread's jobs): true while it
+// waits, false once it no longer does. Run reads such a branch as working,
+// since what it does next (a model call) may ask a person a question.
+const waitingMemo = "deputy.waiting"
+
+// awaitTimed is workflow.AwaitWithTimeout, the run's memo saying it waits
+// (waitingMemo) while it does.
+func (js *jobs) awaitTimed(ctx workflow.Context, d time.Duration, cond func() bool) (bool, error) {
+	mark := !cond() && workflow.GetVersion(ctx, timerWaitChange, workflow.DefaultVersion, 1) >= 1
+	if mark {
+		js.timed(ctx, 1)
+		defer js.timed(ctx, -1)
+	}
+	return workflow.AwaitWithTimeout(ctx, d, cond)
+}
+
+// timed counts a wait on a timer starting (1) or ending (-1), and upserts
+// the memo when the run starts or stops waiting.
+func (js *jobs) timed(ctx workflow.Context, delta int) {
+	js.timers += delta
+	if js.timers == 1 && delta > 0 || js.timers == 0 {
+		_ = workflow.UpsertMemo(ctx, map[string]any{waitingMemo: js.timers > 0})
+	}
 }
 
 // bgJob is one background child.
@@ -704,7 +740,7 @@ func (js *jobs) wait(ctx workflow.Context, a jobsArgs) ToolResult {
 			return n == len(targets) || a.Mode == "any" && n > 0
 		}
 		if !done() && d > time.Nanosecond {
-			if _, err := workflow.AwaitWithTimeout(ctx, d, done); err != nil {
+			if _, err := js.awaitTimed(ctx, d, done); err != nil {
 				return toolError("%s: %v", subagent.JobsToolName, err)
 			}
 		}
@@ -790,7 +826,7 @@ func (js *jobs) awaitAsking(ctx workflow.Context, targets []*bgJob, first bool, 
 	}
 	for {
 		if !settled() && d > time.Nanosecond {
-			if _, err := workflow.AwaitWithTimeout(ctx, d, settled); err != nil {
+			if _, err := js.awaitTimed(ctx, d, settled); err != nil {
 				return err.Error()
 			}
 		}

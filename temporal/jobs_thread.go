@@ -301,7 +301,7 @@ func (js *jobs) greet(ctx workflow.Context) {
 		if !waiting() || left <= 0 {
 			return
 		}
-		if ok, err := workflow.AwaitWithTimeout(ctx, left, func() bool { return js.progress.Len() > 0 || !waiting() }); err != nil || !ok {
+		if ok, err := js.awaitTimed(ctx, left, func() bool { return js.progress.Len() > 0 || !waiting() }); err != nil || !ok {
 			return
 		}
 	}
