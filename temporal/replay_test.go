@@ -55,6 +55,34 @@ var recordedIDs = map[string]string{
 	"jobs-seen.json":      "record-jobs-seen",
 	"jobs-seen-asks.json": "record-jobs-seen/0.0-" + SpawnToolName,
 	"jobs-seen-held.json": "record-jobs-seen/0.1-" + SpawnToolName,
+	// A lead that waits for its job with a timeout, its memo saying so
+	// (timerWaitChange), and is cancelled during its last model call,
+	// whose reply it waits for and answers with (callSettleChange).
+	"settle.json": "record-settle",
+}
+
+// settling answers as a lead that starts a job that holds on, waits for
+// it a second and answers once release is closed, telling entered of its
+// last call; and as the job.
+func settling(entered chan<- struct{}, release <-chan struct{}) *script {
+	return &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		call := func(name, args string) (provider.Message, error) {
+			return provider.AssistantMessage("", provider.ToolCall{ID: "c", Name: name, Arguments: json.RawMessage(args)}), nil
+		}
+		if firstUserOf(req) == "hold on" {
+			return call("hold", `{}`)
+		}
+		switch len(rs) {
+		case 0:
+			return call(SpawnToolName, `{"task":"hold on","background":true}`)
+		case 1:
+			return call(subagent.JobsToolName, `{"action":"wait","job_id":"`+jobIDOf(rs[0])+`","timeout_seconds":1}`)
+		}
+		entered <- struct{}{}
+		<-release
+		return provider.AssistantMessage("lead: " + rs[1]), nil
+	}}
 }
 
 // jobsSeen answers as a lead that starts a job that pays (a person must
@@ -156,7 +184,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(files) < len(recordedIDs) {
-		t.Fatalf("testdata holds %d histories, want %d (the lead, a child, a resident, a wide turn, a lead with a job and its job, a lead whose jobs are seen and its two jobs): record them with DEPUTY_TEMPORAL_RECORD=1", len(files), len(recordedIDs))
+		t.Fatalf("testdata holds %d histories, want %d (the lead, a child, a resident, a wide turn, a lead with a job and its job, a lead whose jobs are seen and its two jobs, a lead cancelled during its last call): record them with DEPUTY_TEMPORAL_RECORD=1", len(files), len(recordedIDs))
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
@@ -215,8 +243,9 @@ func TestRecordHistories(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := worker.New(c, queue, worker.Options{})
-	Register(w, &Runtime{Providers: map[string]provider.Provider{"fan": fanOut(2), "echo": echo(), "wide": wide(), "bg": background(), "seen": jobsSeen()},
-		Tools: reg, Events: NewHub()})
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"fan": fanOut(2), "echo": echo(), "wide": wide(), "bg": background(), "seen": jobsSeen(),
+		"settle": settling(entered, release)}, Tools: reg, Events: NewHub()})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -272,6 +301,30 @@ func TestRecordHistories(t *testing.T) {
 	}
 	if !strings.Contains(out.Answer, "bill paid") || !strings.Contains(out.Answer, "cancelled") {
 		t.Fatalf("the lead of jobs-seen answered %q", out.Answer)
+	}
+	settle, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: recordedIDs["settle.json"], TaskQueue: queue}, AgentWorkflowName,
+		RunInput{Spec: Spec{Name: "lead", Provider: "settle", Tools: []string{"hold"}, Spawn: true, Background: true}, Text: "do it"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	if err := c.CancelWorkflow(ctx, settle.GetID(), ""); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		// The reply comes back once the last call is asked to stop.
+		d, err := describe(ctx, c, settle.GetID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := d.GetPendingActivities(); len(p) == 1 && p[0].GetState() == enums.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	close(release)
+	if err := settle.Get(ctx, &out); err != nil || !strings.Contains(out.Answer, "still running") {
+		t.Fatalf("the lead of settle answered %q, %v", out.Answer, err)
 	}
 	res, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: residentID, TaskQueue: queue}, ResidentWorkflowName,
 		ResidentInput{Spec: Spec{Provider: "echo"}})
