@@ -483,8 +483,15 @@ func (a *Activities) Guard(ctx context.Context, in GuardCall) (Guarded, error) {
 		return Guarded{}, sdktemporal.NewNonRetryableApplicationError(err.Error(), ErrTypeGuardrail, nil, spent, cost)
 	}
 	if fail == nil {
-		if t := in.Trace; em.on() && in.Stage == policy.Output && t.Subagent != "" {
-			em.emit(event.Event{Type: event.SubagentFinished, SubagentRunID: t.Subagent, Result: event.JSONString(in.Text), Usage: tokenUsage("", "", t.Spent.Add(spent))})
+		if t := in.Trace; em.on() && in.Stage == policy.Output {
+			// The answer ends its step (left open by the model activity)
+			// and its run.
+			if t.Step > 0 {
+				em.emit(event.Event{Type: event.StepFinished, StepName: em.stepName(t.Step)})
+			}
+			if t.Subagent != "" {
+				em.emit(event.Event{Type: event.SubagentFinished, SubagentRunID: t.Subagent, Result: event.JSONString(in.Text), Usage: tokenUsage("", "", t.Spent.Add(spent))})
+			}
 		}
 		return Guarded{Usage: spent, Cost: cost}, nil
 	}

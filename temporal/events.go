@@ -57,7 +57,9 @@ type Trace struct {
 	// turn of the thread when no turn runs ("": none).
 	Job string `json:"job,omitempty"`
 
-	// Step is the model call's step, from 1.
+	// Step is the model call's step, from 1; for the check of an answer
+	// by output guardrails, the step of the answer, which one that passes
+	// ends.
 	Step int `json:"step,omitempty"`
 	// Ended are the calls of the previous step whose results no activity
 	// published (a child's, or one the workflow made itself).

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"go.temporal.io/sdk/client"
 	sdktemporal "go.temporal.io/sdk/temporal"
 
@@ -221,5 +222,49 @@ func TestJudgeCostCountsOnTemporal(t *testing.T) {
 	}
 	if want := costOfUsage(price, all); math.Abs(out.Cost-want) > 1e-9 {
 		t.Errorf("the run reports costing $%.9f, the models billed $%.9f (the judge $%.9f)", out.Cost, want, costOfUsage(price, judgeBilled))
+	}
+}
+
+// The answer an output guardrail passes ends its step, as in process,
+// where the step ends once its answer is checked: the model activity
+// leaves a guarded answer's step open (the guardrail may send it back),
+// and the guardrail activity that passes it ends it. Each step the tree
+// starts, the lead's and the writer's, ends once: an answer sent back
+// ends its step with the next call, and one failed for good with the run.
+func TestGuardedAnswerEndsItsStep(t *testing.T) {
+	for name, answers := range map[string][]string{
+		"passed":         {"the whole story"},
+		"corrected once": {"draft, TODO: the ending", "the whole story"},
+		"failed twice":   {"draft, TODO", "still TODO"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var writes atomic.Int64
+			p, spec, gs := guardedTree(answers, &writes)
+			spec.Guardrails = []string{"no-todo"} // the lead's answer too
+			hub := NewHub()
+			env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Guardrails: gs, Events: hub})
+			env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "guarded"})
+			var rec recorder
+			defer hub.Subscribe(event.WithSink(context.Background(), &rec), "guarded")()
+			env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: spec, Text: "a story"})
+			if err := env.GetWorkflowError(); err != nil && name != "failed twice" {
+				t.Fatal(err)
+			}
+			started, finished := map[string]int{}, map[string]int{}
+			for _, e := range rec.snapshot() {
+				switch e.Type {
+				case event.StepStarted:
+					started[e.SubagentRunID+" "+e.StepName]++
+				case event.StepFinished:
+					finished[e.SubagentRunID+" "+e.StepName]++
+				}
+			}
+			if len(started) < 3 {
+				t.Fatalf("steps started %v, want the lead's two and the writer's", started)
+			}
+			if d := cmp.Diff(started, finished); d != "" {
+				t.Errorf("each step started must finish once (-started +finished):\n%s", d)
+			}
+		})
 	}
 }

@@ -345,6 +345,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 				if trace != nil {
 					tt := *trace
 					tt.Spent = out.TotalUsage()
+					tt.Step = step + 1 // the step an answer that passes ends
 					t = &tt
 				}
 				g, err := guard(ctx, actx, spec, depth, path, t, policy.Output, text, corrected)
