@@ -34,7 +34,7 @@ func WithReport() Option {
 		if err != nil {
 			return err
 		}
-		c.check = &checker{schema: s, result: true, decode: decodeAs[Report], prompt: ReportPrompt()}
+		c.check = &checker{schema: s, result: true, decode: decodeReport, prompt: ReportPrompt()}
 		return nil
 	}
 }
@@ -65,6 +65,21 @@ func OutputOf[T any]() Option {
 		c.check = &checker{schema: s, decode: decodeAs[T], prompt: SchemaPrompt(s.Raw())}
 		return nil
 	}
+}
+
+// decodeReport is decodeAs[Report] without reading raw again when the
+// answer, which passed ReportSchema (no other key, none repeated), has no
+// findings: its status and summary are the checked value's strings.
+// Findings, whose numbers json.Unmarshal makes float64s, are decoded.
+func decodeReport(raw string, v any) (any, error) {
+	if m, ok := v.(map[string]any); ok && m["findings"] == nil {
+		status, ok1 := m["status"].(string)
+		summary, ok2 := m["summary"].(string)
+		if ok1 && ok2 {
+			return Report{Status: ReportStatus(status), Summary: summary}, nil
+		}
+	}
+	return decodeAs[Report](raw, v)
 }
 
 func decodeAs[T any](raw string, _ any) (any, error) {

@@ -1,0 +1,36 @@
+package subagent
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/deputy-go/deputy/internal/jsonvalue"
+)
+
+// decodeReport gives the Report json.Unmarshal gives, with findings or
+// without, for every answer that passes ReportSchema.
+func TestDecodeReportAsUnmarshal(t *testing.T) {
+	s, err := reportSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, raw := range []string{
+		`{"status":"success","summary":"ok"}`,
+		`{"summary":"a \"quoted\" \u00e9 line\n","status":"partial"}`,
+		`{"status":"failed","summary":"","findings":null}`,
+		`{"status":"success","summary":"ok","findings":{"n":1.5,"list":[1,"two",null],"o":{"deep":true}}}`,
+	} {
+		v, err := jsonvalue.DecodeOnce(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ValidateValue(v); err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		got, err1 := decodeReport(raw, v)
+		want, err2 := decodeAs[Report](raw, v)
+		if err1 != nil || err2 != nil || fmt.Sprintf("%#v", got) != fmt.Sprintf("%#v", want) {
+			t.Errorf("%s: decodeReport %#v (%v), json.Unmarshal %#v (%v)", raw, got, err1, want, err2)
+		}
+	}
+}
