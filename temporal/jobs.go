@@ -97,6 +97,13 @@ const (
 	// only where a run is about to wait so.
 	timerWaitChange = "deputy.timer-wait-memo"
 
+	// notesPolicyChange names the workflow version from which the notes
+	// of a thread's jobs that ended between turns are checked by the
+	// workers' policy as results (policy.AfterResult, as subagent_jobs's,
+	// the job's id the call's) before the turn's model reads them, as in
+	// process; asked once a turn, where it has notes.
+	notesPolicyChange = "deputy.thread-notes-policy"
+
 	jobMessageSignal  = "deputy.job_message"  // a parent sends its job a message
 	jobProgressSignal = "deputy.job_progress" // a job tells its parent where it stands
 )

@@ -456,6 +456,34 @@ func (js *jobs) threadNotes() (provider.Message, provider.Usage, bool) {
 	return provider.UserMessage(b.String()), u, true
 }
 
+// checkNotes asks the workers' policy about the notes of the thread's
+// turn, each as the result of a subagent_jobs call (notesPolicyChange),
+// before threadNotes hands them to the model: a denied note is replaced
+// by the denial, a rewritten one by what the rule made of it. The check
+// is one local activity of the turn, recorded, so a replay reads the
+// notes as checked.
+func (js *jobs) checkNotes(ctx workflow.Context, depth int, path string, trace *Trace) error {
+	if !js.threaded() || len(js.thread.Notes) == 0 ||
+		workflow.GetVersion(ctx, notesPolicyChange, workflow.DefaultVersion, 1) < 1 {
+		return nil
+	}
+	ins := make([]Delegation, len(js.thread.Notes))
+	for i, n := range js.thread.Notes {
+		ins[i] = Delegation{Call: provider.ToolCall{ID: n.ID, Name: subagent.JobsToolName}, Depth: depth, Path: path, After: true, Result: n.Text, Trace: trace}
+	}
+	var checks Checks
+	if err := workflow.ExecuteLocalActivity(checkContext(ctx, js.spec), ChecksActivityName, ins).Get(ctx, &checks); err != nil {
+		return err
+	}
+	if !checks.Policy || len(checks.Decided) != len(ins) {
+		return nil // no policy: the notes go as they are
+	}
+	for i := range js.thread.Notes {
+		js.thread.Notes[i].Text = checks.Decided[i].Result
+	}
+	return nil
+}
+
 // threadJobs is what the next turn of the thread whose workflow is id
 // knows of its jobs: the last turn's, each still running then asked
 // about now, with the notes of those that ended and were not handed over.

@@ -204,6 +204,10 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			return out, failure(out, ErrTypeGuardrailTripped, g.Message)
 		}
 	}
+	if err := jb.checkNotes(ctx, depth, path, trace); err != nil {
+		out.Messages = conv
+		return out, withSettled(out, err)
+	}
 	if m, u, ok := jb.threadNotes(); ok {
 		// The jobs of the thread that ended since its last turn, before
 		// the first model call, as in process: what they spent counts here.
