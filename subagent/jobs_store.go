@@ -705,7 +705,9 @@ func (s *Spawner) unpark(ctx context.Context, jt *jobTable, j *job, swept bool) 
 
 // restoreMail puts the messages recorded for a resumed job back in its
 // box, in the order they were sent: those it took before the restart are
-// found delivered when its loop replays the step that took them.
+// found delivered when its loop replays the step that took them. They are
+// requeued past mailbox.MaxQueued, since a job's life holds up to
+// mailbox.MaxMessages, taken ones included.
 func (s *Spawner) restoreMail(ctx context.Context, j *job) error {
 	st := s.cfg.jobStore
 	keys := keysUnder(ctx, st, mailPrefix(j.store.h, j.id))
@@ -718,7 +720,7 @@ func (s *Spawner) restoreMail(ctx context.Context, j *job) error {
 		if err := json.Unmarshal(b, &m); err != nil {
 			return fmt.Errorf("%w: message record %q: %v", store.ErrCorrupt, k, err)
 		}
-		if _, err := j.box.Send(m); err != nil {
+		if _, err := j.box.Requeue(m); err != nil {
 			return err
 		}
 	}

@@ -127,7 +127,16 @@ var ErrFull = fmt.Errorf("mailbox: %d messages are waiting for the child to take
 
 // Send queues a message, or, if a message of the same id was sent or
 // delivered already, returns where that one stands (exactly once).
-func (b *Box) Send(m Message) (Receipt, error) {
+func (b *Box) Send(m Message) (Receipt, error) { return b.send(m, true) }
+
+// Requeue queues a message sent to the child before a restart, as Send
+// does but past MaxQueued: it was let in under that bound when sent, and
+// those the child took before the restart wait again until its loop
+// replays the steps that took them (Replayed). MaxMessages still bounds it.
+func (b *Box) Requeue(m Message) (Receipt, error) { return b.send(m, false) }
+
+// send is Send, bounded by MaxQueued if bounded is set.
+func (b *Box) send(m Message, bounded bool) (Receipt, error) {
 	b.note.Lock()
 	defer b.note.Unlock()
 	b.mu.Lock()
@@ -139,7 +148,7 @@ func (b *Box) Send(m Message) (Receipt, error) {
 		b.mu.Unlock()
 		return Receipt{}, ErrClosed
 	}
-	if len(b.queue) >= MaxQueued {
+	if bounded && len(b.queue) >= MaxQueued {
 		b.mu.Unlock()
 		return Receipt{}, ErrFull
 	}
