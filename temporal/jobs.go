@@ -104,6 +104,13 @@ const (
 	// process; asked once a turn, where it has notes.
 	notesPolicyChange = "deputy.thread-notes-policy"
 
+	// noteCostChange names the workflow version from which a turn told
+	// of its thread's jobs that ended between turns counts their dollars
+	// (ThreadJobs.NoteCosts) in its RunOutput.Cost, as their tokens in
+	// its ChildUsage; before it the dollars were counted by no turn.
+	// Asked where a turn's notes cost anything.
+	noteCostChange = "deputy.thread-note-cost"
+
 	jobMessageSignal  = "deputy.job_message"  // a parent sends its job a message
 	jobProgressSignal = "deputy.job_progress" // a job tells its parent where it stands
 )

@@ -125,6 +125,10 @@ type ThreadJobs struct {
 	// call, of the jobs that ended since the last turn: each note's ID is
 	// its job's, its Usage what the job spent, counted by the turn.
 	Notes []tool.Note `json:"notes,omitempty"`
+	// NoteCosts are, note by note, the dollars the notes' jobs spent,
+	// counted by the turn in RunOutput.Cost as their tokens in ChildUsage
+	// (noteCostChange).
+	NoteCosts []float64 `json:"note_costs,omitempty"`
 }
 
 // keptJob is one job of a thread, as a turn hands it to the next.
@@ -433,27 +437,32 @@ func (js *jobs) leave() {
 }
 
 // threadNotes returns the user message of a thread's turn's notes and
-// what the jobs they tell of spent (ok false: none), and hands those jobs
+// what the jobs they tell of spent, in tokens and dollars (ok false:
+// none), and hands those jobs
 // over. Only then: a turn that fails before it reads them (its input
 // guardrail trips) leaves them to the next turn, to be told of and
 // counted there.
-func (js *jobs) threadNotes() (provider.Message, provider.Usage, bool) {
+func (js *jobs) threadNotes() (provider.Message, provider.Usage, float64, bool) {
 	if !js.threaded() || len(js.thread.Notes) == 0 {
-		return provider.Message{}, provider.Usage{}, false
+		return provider.Message{}, provider.Usage{}, 0, false
 	}
 	var b strings.Builder
 	var u provider.Usage
+	var c float64
 	for i, n := range js.thread.Notes {
 		if i > 0 {
 			b.WriteString("\n\n")
 		}
 		b.WriteString(n.Text)
 		u = u.Add(n.Usage)
+		if i < len(js.thread.NoteCosts) {
+			c += js.thread.NoteCosts[i]
+		}
 		if j := js.find(n.ID); j != nil {
 			j.collected = true // its usage is the note's
 		}
 	}
-	return provider.UserMessage(b.String()), u, true
+	return provider.UserMessage(b.String()), u, c, true
 }
 
 // checkNotes asks the workers' policy about the notes of the thread's
@@ -512,7 +521,7 @@ func (a *Agent) threadJobs(ctx context.Context, id string) (*ThreadJobs, error) 
 	if err := v.Get(th); err != nil {
 		return nil, fmt.Errorf("temporal: reading the jobs of the thread's last turn %s: %w", id, err)
 	}
-	th.Notes = nil
+	th.Notes, th.NoteCosts = nil, nil
 	for i := range th.Jobs {
 		k := &th.Jobs[i]
 		if k.Ended {
@@ -552,6 +561,7 @@ func (a *Agent) threadJobs(ctx context.Context, id string) (*ThreadJobs, error) 
 		}
 		if strings.TrimSpace(text) != "" {
 			th.Notes = append(th.Notes, tool.Note{ID: k.ID, Text: text, Usage: res.Usage})
+			th.NoteCosts = append(th.NoteCosts, res.Cost)
 		}
 	}
 	return th, nil

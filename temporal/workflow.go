@@ -208,11 +208,14 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		out.Messages = conv
 		return out, withSettled(out, err)
 	}
-	if m, u, ok := jb.threadNotes(); ok {
+	if m, u, c, ok := jb.threadNotes(); ok {
 		// The jobs of the thread that ended since its last turn, before
 		// the first model call, as in process: what they spent counts here.
 		conv = append(conv, m)
 		out.ChildUsage = out.ChildUsage.Add(u)
+		if c != 0 && workflow.GetVersion(ctx, noteCostChange, workflow.DefaultVersion, 1) >= 1 {
+			out.Cost += c
+		}
 	}
 	jb.greet(ctx)
 	for step := 0; ; step++ {
