@@ -145,8 +145,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	out = Output{RunID: runID, Answer: answer, Messages: slices.Clip(s.msgs[s.start:]), Usage: s.usage, ChildUsage: s.child, Value: s.value,
 		Compactions: s.compactions, Partial: s.partial}
 	out.Queued, out.Refused = run.Counts(ctx)
-	out.Cost, out.Unpriced = run.Cost(ctx)
-	out.CacheSaved = run.Saved(ctx)
+	out.Cost, out.Unpriced, out.CacheSaved = run.CloseCost(ctx)
 	out.Earlier, out.EarlierCost = run.Earlier(ctx)
 	if s.policy != nil {
 		out.Denials = denials(ctx)

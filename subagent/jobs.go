@@ -270,9 +270,11 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 	jctx, unhold := run.HoldCostShare(ctx, jctx, jobMargin)
 	jctx = sc.limits.boundCost(jctx)
 	var spent *ledger.Ledger
+	var cost *run.Spend
 	if jt.lasting {
 		// What it spends, counted by the later turn that takes it.
 		jctx, spent = ledger.With(jctx)
+		jctx, cost = run.TrackSpend(ctx, jctx)
 	}
 	j.cancel, j.unhold = cancel, unhold
 	jctx = mailbox.With(jctx, j.box)
@@ -322,7 +324,7 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 	jt.wg.Add(1)
 	jt.mu.Unlock()
 	if spent != nil {
-		s.spends(ctx, j, spent, old)
+		s.spends(ctx, j, spent, cost, old)
 	}
 	var span trace.Span
 	if sp := trace.SpanFromContext(ctx); sp.IsRecording() {

@@ -77,24 +77,27 @@ type threadJobs struct {
 	spent map[*job]jobSpend
 }
 
-// jobSpend is what a thread's job spends, by model and in dollars (its
-// own ledger, inside the ledger of the run that started it), the context
-// of that run, and what the job had spent when that run ended (counted
-// there, in its cost and its ledger, as it was spent).
+// jobSpend is what a thread's job spends, by model (its own ledger,
+// inside the ledger of the run that started it) and in dollars (cost,
+// which knows the part that run counted before it reported its cost), the
+// context of that run, and what the job had spent when that run ended
+// (counted in its ledger as it was spent).
 type jobSpend struct {
 	from    context.Context
 	l       *ledger.Ledger
+	cost    *run.Spend
 	counted []provider.ModelUsage
 }
 
-// spends keeps what j, a thread's job started under ctx, spends in l.
-func (s *Spawner) spends(ctx context.Context, j *job, l *ledger.Ledger, old *job) {
+// spends keeps what j, a thread's job started under ctx, spends in l and
+// cost.
+func (s *Spawner) spends(ctx context.Context, j *job, l *ledger.Ledger, cost *run.Spend, old *job) {
 	ts := &s.threads
 	ts.mu.Lock()
 	if ts.spent == nil {
 		ts.spent = map[*job]jobSpend{}
 	}
-	ts.spent[j] = jobSpend{from: run.Context(ctx), l: l}
+	ts.spent[j] = jobSpend{from: run.Context(ctx), l: l, cost: cost}
 	delete(ts.spent, old)
 	ts.mu.Unlock()
 	run.OnEnd(ctx, func() provider.Usage {
@@ -123,9 +126,9 @@ func (s *Spawner) forgetSpends(jobs []*job) {
 // takes its usage (told of it in a note, or collecting it): its cost and
 // its ledger (RUN_FINISHED's usage), as its tokens count in the run's
 // ChildUsage. The run that started the job counted them as they were
-// spent, until it ended; a later turn of the thread, whose run is not
-// inside that one, counts the rest. (What the job spends between the
-// starting run's OnEnd and its report of its cost counts in both.)
+// spent, until it ended (its cost until it reported it: run.Spend); a
+// later turn of the thread, whose run is not inside that one, counts the
+// rest.
 func (s *Spawner) handOver(ctx context.Context, j *job) {
 	ts := &s.threads
 	ts.mu.Lock()
@@ -134,11 +137,11 @@ func (s *Spawner) handOver(ctx context.Context, j *job) {
 	if !ok || run.Same(sp.from, ctx) {
 		return
 	}
+	if dollars := sp.cost.Uncounted(); dollars != 0 {
+		run.AddCost(ctx, dollars, 0, "")
+	}
 	_, rest := ledger.Unreplayed(sp.l.Entries(), sp.counted)
 	for _, m := range rest {
-		if m.Cost != 0 {
-			run.AddCost(ctx, m.Cost, 0, "")
-		}
 		ledger.Add(ctx, m)
 	}
 }
@@ -244,8 +247,11 @@ func (s *Spawner) attach(ctx context.Context, jt *jobTable) {
 		jt.mu.Lock()
 		jt.runs--
 		jt.touched = s.cfg.now()
-		gone, u := jt.prune()
+		gone, took, u := jt.prune()
 		jt.mu.Unlock()
+		for _, j := range took {
+			s.handOver(ctx, j) // their cost, as their usage
+		}
 		s.pruned(ctx, gone)
 		return u
 	})
@@ -354,13 +360,11 @@ func (r *relay) detach(gen int) {
 
 // prune forgets the oldest jobs that have ended, past maxKeptJobs, and
 // returns them: those handed over first, then those not collected yet (a
-// note of "" leaves them to a wait), whose usage it returns too, for the
-// run ending to collect. A job that waits for a person is kept. jt.mu is
-// held.
-func (jt *jobTable) prune() ([]*job, provider.Usage) {
+// note of "" leaves them to a wait), which it returns too (took) with
+// their usage, for the run ending to collect. A job that waits for a
+// person is kept. jt.mu is held.
+func (jt *jobTable) prune() (gone, took []*job, u provider.Usage) {
 	extra := len(jt.order) - maxKeptJobs
-	var gone []*job
-	var u provider.Usage
 	for _, handed := range []bool{true, false} {
 		if extra <= 0 {
 			break
@@ -373,6 +377,7 @@ func (jt *jobTable) prune() ([]*job, provider.Usage) {
 					j.settle(j.res.Usage.Tokens())
 					j.unhold()
 					u = u.Add(j.res.Usage)
+					took = append(took, j)
 				}
 				delete(jt.jobs, id)
 				gone = append(gone, j)
@@ -383,7 +388,7 @@ func (jt *jobTable) prune() ([]*job, provider.Usage) {
 		}
 		jt.order = kept
 	}
-	return gone, u
+	return gone, took, u
 }
 
 // Notes returns notes of the thread's jobs that ended (tool.Notifier).

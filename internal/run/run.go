@@ -46,6 +46,10 @@ type info struct {
 	// tally counts what AddEarlier records under the context, the runs
 	// started under it included (ForRun); nil when nothing counts.
 	tally *Counter
+	// spend is the record of work that outlives the run that started it,
+	// which the context and the runs started under it spend (TrackSpend);
+	// nil when none keeps one.
+	spend *Spend
 	// step is the step whose tool calls run under the context (AtStep),
 	// nil outside one, and call the call of that step the context is in
 	// (AtCall), nil outside one.
@@ -536,7 +540,7 @@ func Start(ctx context.Context, id, name string, tokenLimit int64) context.Conte
 	}
 	sc.id, sc.name = id, name
 	sc.at, _ = ctx.Value(key{}).(*info)
-	sc.info = info{depth: parent.depth, scope: sc, budget: -1, tally: parent.tally}
+	sc.info = info{depth: parent.depth, scope: sc, budget: -1, tally: parent.tally, spend: parent.spend}
 	run := context.WithValue(ctx, key{}, &sc.info)
 	sc.ctx = run
 	return run
@@ -580,9 +584,12 @@ type scope struct {
 	// readBack: the run's answer is read again by the run that started
 	// it, out of the part of its budget this run got (ReadBack).
 	readBack bool
-	// done: the run has finished (Finish); OnEnd refuses more work. (The
-	// three flags side by side keep the scope in a smaller size class.)
-	done bool
+	// done: the run has finished (Finish); OnEnd refuses more work.
+	// closed: the run has reported its cost (CloseCost); it takes no
+	// more. (The flags side by side keep the scope in a smaller size
+	// class.)
+	done   bool
+	closed bool
 	// held is the part of the cost limit held for work that outlives the
 	// tool call that started it (HoldCostShare), not yet spent; hold is
 	// the hold this run spends from, nil for none. held changes under mu.
@@ -736,20 +743,79 @@ func Priced(ctx context.Context) bool {
 // AddCost adds dollars to the cost of the run of ctx and every run it is
 // inside, and saved to what the prompt cache saved them
 // (provider.Price.Saved); unpriced, when not "", names a model its prices
-// lack.
+// lack. A run that has reported its cost (CloseCost) takes no more, nor do
+// the runs it is inside: what work it left running spends after that is
+// counted only in that work's record (TrackSpend), for a later run to take.
 func AddCost(ctx context.Context, dollars, saved float64, unpriced string) {
+	var sp *Spend // the record of the work ctx is in, until its run is reached
 	for sc := from(ctx).scope; sc != nil; sc = sc.up {
+		if sp == nil {
+			sp = sc.info.spend
+		}
 		if sc.hold != nil {
 			sc.hold.spend(dollars)
 		}
 		sc.mu.Lock()
-		sc.cost += dollars
-		sc.saved += saved
-		if unpriced != "" && !slices.Contains(sc.unpriced, unpriced) && len(sc.unpriced) < 64 {
-			sc.unpriced = append(sc.unpriced, unpriced)
+		closed := sc.closed
+		if !closed {
+			sc.cost += dollars
+			sc.saved += saved
+			if unpriced != "" && !slices.Contains(sc.unpriced, unpriced) && len(sc.unpriced) < 64 {
+				sc.unpriced = append(sc.unpriced, unpriced)
+			}
+		}
+		if sp != nil && sp.sc == sc {
+			// Under the lock that closes the run: what it counted is what
+			// it reports.
+			sp.total += dollars
+			if !closed {
+				sp.counted += dollars
+			}
+			sp = nil
 		}
 		sc.mu.Unlock()
+		if closed {
+			break
+		}
 	}
+	if sp != nil {
+		sp.sc.mu.Lock()
+		sp.total += dollars
+		sp.sc.mu.Unlock()
+	}
+}
+
+// A Spend is the record of what work that outlives the run that started
+// it (a thread's background job) spends, in US dollars (TrackSpend), and of
+// the part that run counted before it reported its cost (CloseCost).
+type Spend struct {
+	sc             *scope // the run that started the work; its mu guards the rest
+	total, counted float64
+}
+
+// TrackSpend gives dst, the context of work that outlives the tool call
+// of ctx, a record of what it spends (AddCost under dst, in the runs
+// started under it too). Outside a run it returns dst and nil.
+func TrackSpend(ctx, dst context.Context) (context.Context, *Spend) {
+	sc := from(ctx).scope
+	if sc == nil {
+		return dst, nil
+	}
+	di := from(dst)
+	di.spend = &Spend{sc: sc}
+	return context.WithValue(dst, key{}, &di), di.spend
+}
+
+// Uncounted returns what the work has spent that the run that started it
+// did not count: all it spent once that run reported its cost, less what
+// it spent before; 0 while the run goes on. A nil Spend has spent nothing.
+func (s *Spend) Uncounted() float64 {
+	if s == nil {
+		return 0
+	}
+	s.sc.mu.Lock()
+	defer s.sc.mu.Unlock()
+	return s.total - s.counted
 }
 
 // SetCostLimit bounds what the run of ctx and the runs under it may cost,
@@ -797,6 +863,21 @@ func Cost(ctx context.Context) (float64, []string) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	return sc.cost, slices.Clone(sc.unpriced)
+}
+
+// CloseCost returns what the run of ctx cost, its sub-runs' included, the
+// models its prices lack and what the prompt cache saved, as Cost and
+// Saved do, and closes its books in the same step: from then on it takes
+// no more cost (AddCost). A run calls it once, to report its cost.
+func CloseCost(ctx context.Context) (cost float64, unpriced []string, saved float64) {
+	sc := from(ctx).scope
+	if sc == nil {
+		return 0, nil, 0
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	sc.closed = true
+	return sc.cost, slices.Clone(sc.unpriced), sc.saved
 }
 
 // Saved returns what the prompt cache has saved the run of ctx so far, its

@@ -182,3 +182,32 @@ func TestPlaceOfARunElsewhere(t *testing.T) {
 		t.Errorf("its child is at %q", got)
 	}
 }
+
+// Work that outlives the run that started it counts its cost in that run
+// until the run reports its cost (CloseCost), and after that only in its
+// own record, whose Uncounted is what the run did not report.
+func TestSpendAfterCloseCost(t *testing.T) {
+	lead := Start(context.Background(), "lead", "lead", 0)
+	wctx, sp := TrackSpend(lead, lead)
+	work := Start(wctx, "job", "job", 0)
+	AddCost(work, 1, 0, "")
+	if got := sp.Uncounted(); got != 0 {
+		t.Fatalf("before the run closes, Uncounted = %v, want 0", got)
+	}
+	Finish(lead)
+	AddCost(work, 2, 0, "") // after the wind-up, before the report: the run's
+	cost, _, _ := CloseCost(lead)
+	if cost != 3 {
+		t.Fatalf("the run reports $%v, want $3", cost)
+	}
+	AddCost(work, 4, 0, "")
+	if c, _ := Cost(lead); c != 3 {
+		t.Errorf("after it reported, the run's cost is $%v, want $3", c)
+	}
+	if c, _ := Cost(work); c != 7 {
+		t.Errorf("the work's own run cost $%v, want $7", c)
+	}
+	if got := sp.Uncounted(); got != 4 {
+		t.Errorf("Uncounted = $%v, want $4, what the run did not report", got)
+	}
+}
