@@ -641,7 +641,8 @@ func (s *Spawner) resume(ctx context.Context, jt *jobTable, r jobRecord) (*job, 
 // turn resumed again with the answers wakes it.
 func (s *Spawner) wake(ctx context.Context, jt *jobTable, targets []*job) ([]*job, error) {
 	unused := tool.UnusedAnswers(ctx)
-	if len(unused) == 0 {
+	js := journalFrom(ctx)
+	if len(unused) == 0 && js == nil {
 		return targets, nil
 	}
 	for i, j := range targets {
@@ -650,12 +651,27 @@ func (s *Spawner) wake(ctx context.Context, jt *jobTable, targets []*job) ([]*jo
 		}
 		var in *tool.Interrupted
 		errors.As(j.err, &in)
-		answered := false
+		var answered []string
 		for _, it := range in.Interrupts {
-			answered = answered || slices.Contains(unused, it.ID)
+			if slices.Contains(unused, it.ID) || handedTo(js, it.ID, j.id) {
+				answered = append(answered, it.ID)
+			}
 		}
-		if !answered {
+		if len(answered) == 0 {
 			continue
+		}
+		if js != nil {
+			// Handed over before the job can run: the job's own journal
+			// records the answers as its calls take them; the turn's, that
+			// they are used, as tool.UnusedAnswers reads it, even when the
+			// turn runs again after a crash and the job, running on, asks
+			// nothing again. A crash before the job runs leaves it parked
+			// with the answers handed to it: handedTo wakes it again.
+			for _, id := range answered {
+				if err := js.J.Record(context.WithoutCancel(ctx), journal.AnswerKey(id), journal.Entry{Value: json.RawMessage(strconv.Quote(j.id))}); err != nil {
+					return targets, fmt.Errorf("job %s could not be handed the answers to its questions: %w: it still waits; resume the turn with them again", j.id, err)
+				}
+			}
 		}
 		r := jt.record(j, false)
 		r.State = JobSuspended // as the store keeps it, until it runs again
@@ -665,19 +681,18 @@ func (s *Spawner) wake(ctx context.Context, jt *jobTable, targets []*job) ([]*jo
 			return targets, fmt.Errorf("job %s could not start again with the answers to its questions: %w: it still waits; resume the turn with them again", j.id, err)
 		}
 		targets[i] = nj
-		if js := journalFrom(ctx); js != nil {
-			// Handed over: the job's own journal records the answers as
-			// its calls take them; the turn's, that they are used, as
-			// tool.UnusedAnswers reads it, even when the turn runs again
-			// after a crash and the job, running on, asks nothing again.
-			for _, it := range in.Interrupts {
-				if slices.Contains(unused, it.ID) {
-					_ = js.J.Record(context.WithoutCancel(ctx), journal.AnswerKey(it.ID), journal.Entry{Value: json.RawMessage(strconv.Quote(j.id))})
-				}
-			}
-		}
 	}
 	return targets, nil
+}
+
+// handedTo reports whether the turn's journal js records the answer to the
+// interrupt id as handed to the job jobID.
+func handedTo(js *journal.Scope, id, jobID string) bool {
+	if js == nil {
+		return false
+	}
+	e, ok := js.J.Lookup(journal.AnswerKey(id))
+	return ok && string(e.Value) == strconv.Quote(jobID)
 }
 
 // parked reports whether j is a stored job that waits for a person.
