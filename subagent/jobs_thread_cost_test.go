@@ -13,6 +13,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
 )
 
 // pricedThreadModel is a threadModel whose replies name their model, so
@@ -55,6 +56,54 @@ func (m *pricedThreadModel) Complete(ctx context.Context, req provider.Request) 
 	return resp, err
 }
 
+// pricedThread is a thread of a lead under a price table whose first
+// turn started a job that spends in both turns (pricedThreadModel).
+type pricedThread struct {
+	m     *threadModel
+	p     *pricedThreadModel
+	s     *subagent.Spawner
+	lead  *agent.React
+	ctx   context.Context
+	price provider.Price
+	first agent.Output // the first turn's
+}
+
+func startPricedThread(t *testing.T, id func(n int64, i int) string) pricedThread {
+	t.Helper()
+	th := pricedThread{m: &threadModel{dig: make(chan struct{}), id: id}, price: provider.Price{Input: 0.001, Output: 0.002}}
+	close(th.m.dig)
+	th.p = newPricedThreadModel(th.m)
+	prices, err := provider.NewPrices(map[string]provider.Price{"m": th.price})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reg *tool.Registry
+	reg, th.s = setup(t, th.p, true, []subagent.SpawnOption{subagent.WithJobsAcrossTurns(nil)}, digTool(th.m))
+	t.Cleanup(func() { th.s.Close() })
+	th.lead = lead(t, th.p, reg, agent.WithPrices(prices))
+	th.ctx = agent.WithThread(t.Context(), "t1")
+	if th.first, err = th.lead.Run(th.ctx, agent.Input{Text: "cmd start"}); err != nil {
+		t.Fatal(err)
+	}
+	return th
+}
+
+// checkBill fails t unless the thread's turns, the first and then, count
+// what the models billed, in tokens and in dollars.
+func (th pricedThread) checkBill(t *testing.T, then agent.Output) {
+	t.Helper()
+	th.m.mu.Lock()
+	billed := th.m.billed
+	th.m.mu.Unlock()
+	if got := th.first.TotalUsage().Add(then.TotalUsage()); got != billed {
+		t.Errorf("the turns count %+v; the models billed %+v", got, billed)
+	}
+	want := th.price.Cost(billed)
+	if got := th.first.Cost + then.Cost; math.Abs(got-want) > 1e-9 {
+		t.Errorf("the turns cost $%.6f + $%.6f = $%.6f; the models billed $%.6f", th.first.Cost, then.Cost, got, want)
+	}
+}
+
 // What a thread's job that ended between turns cost counts in the turn
 // told of it, as its tokens do: over the thread's turns, Output.Cost adds
 // up to what the models billed at the prices, as Usage + ChildUsage adds
@@ -63,43 +112,19 @@ func TestJobNoteCountsItsCost(t *testing.T) {
 	for _, mode := range callIDModes {
 		t.Run(mode.name, func(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-			m := &threadModel{dig: make(chan struct{}), id: mode.id}
-			close(m.dig)
-			p := newPricedThreadModel(m)
-			price := provider.Price{Input: 0.001, Output: 0.002}
-			prices, err := provider.NewPrices(map[string]provider.Price{"m": price})
-			if err != nil {
-				t.Fatal(err)
-			}
-			reg, s := setup(t, p, true, []subagent.SpawnOption{subagent.WithJobsAcrossTurns(nil)}, digTool(m))
-			t.Cleanup(func() { s.Close() })
-			a := lead(t, p, reg, agent.WithPrices(prices))
-			ctx := agent.WithThread(t.Context(), "t1")
-			out1, err := a.Run(ctx, agent.Input{Text: "cmd start"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			close(p.release)
-			for deadline := time.Now().Add(10 * time.Second); s.Jobs(ctx).List()[0].State == subagent.JobRunning; {
+			th := startPricedThread(t, mode.id)
+			close(th.p.release)
+			for deadline := time.Now().Add(10 * time.Second); th.s.Jobs(th.ctx).List()[0].State == subagent.JobRunning; {
 				if time.Now().After(deadline) {
 					t.Fatal("the job did not end")
 				}
 				time.Sleep(time.Millisecond)
 			}
-			out2, err := a.Run(ctx, agent.Input{Text: "what now?"})
+			out2, err := th.lead.Run(th.ctx, agent.Input{Text: "what now?"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			m.mu.Lock()
-			billed := m.billed
-			m.mu.Unlock()
-			if got := out1.TotalUsage().Add(out2.TotalUsage()); got != billed {
-				t.Errorf("the turns count %+v; the models billed %+v", got, billed)
-			}
-			want := price.Cost(billed)
-			if got := out1.Cost + out2.Cost; math.Abs(got-want) > 1e-9 {
-				t.Errorf("the turns cost $%.6f + $%.6f = $%.6f; the models billed $%.6f", out1.Cost, out2.Cost, got, want)
-			}
+			th.checkBill(t, out2)
 		})
 	}
 }
@@ -110,40 +135,16 @@ func TestCollectedJobCountsItsCost(t *testing.T) {
 	for _, mode := range callIDModes {
 		t.Run(mode.name, func(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-			m := &threadModel{dig: make(chan struct{}), id: mode.id}
-			close(m.dig)
-			p := newPricedThreadModel(m)
-			price := provider.Price{Input: 0.001, Output: 0.002}
-			prices, err := provider.NewPrices(map[string]provider.Price{"m": price})
-			if err != nil {
-				t.Fatal(err)
-			}
-			reg, s := setup(t, p, true, []subagent.SpawnOption{subagent.WithJobsAcrossTurns(nil)}, digTool(m))
-			t.Cleanup(func() { s.Close() })
-			a := lead(t, p, reg, agent.WithPrices(prices))
-			ctx := agent.WithThread(t.Context(), "t1")
-			out1, err := a.Run(ctx, agent.Input{Text: "cmd start"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			close(p.release)
-			out2, err := a.Run(ctx, agent.Input{Text: "cmd wait"})
+			th := startPricedThread(t, mode.id)
+			close(th.p.release)
+			out2, err := th.lead.Run(th.ctx, agent.Input{Text: "cmd wait"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if out2.Answer != "lead: found gold; messages: " {
 				t.Fatalf("the second turn answered %q: want the job's answer", out2.Answer)
 			}
-			m.mu.Lock()
-			billed := m.billed
-			m.mu.Unlock()
-			if got := out1.TotalUsage().Add(out2.TotalUsage()); got != billed {
-				t.Errorf("the turns count %+v; the models billed %+v", got, billed)
-			}
-			want := price.Cost(billed)
-			if got := out1.Cost + out2.Cost; math.Abs(got-want) > 1e-9 {
-				t.Errorf("the turns cost $%.6f + $%.6f = $%.6f; the models billed $%.6f", out1.Cost, out2.Cost, got, want)
-			}
+			th.checkBill(t, out2)
 		})
 	}
 }
