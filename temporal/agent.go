@@ -63,6 +63,7 @@ func (a *Agent) Run(ctx context.Context, in agent.Input) (agent.Output, error) {
 		return agent.Output{}, errors.New("temporal: Agent needs a Client and a TaskQueue")
 	}
 	em := event.From(ctx)
+	var announce []event.Event // the thread's jobs running on from earlier turns
 	// The workflow is started once per turn: a run resumed under the
 	// turn's journal finds the one the first run started.
 	raw, err := tool.Once(ctx, "temporal.start", func(ctx context.Context) (json.RawMessage, error) {
@@ -80,6 +81,7 @@ func (a *Agent) Run(ctx context.Context, in agent.Input) (agent.Output, error) {
 			if thread, err = a.threadJobs(ctx, id); err != nil {
 				return nil, err
 			}
+			announce = thread.announcements()
 		}
 		_, err := a.Client.ExecuteWorkflow(ctx, opts, AgentWorkflowName,
 			RunInput{Spec: a.Spec, Text: in.Text, Messages: in.Messages, Thread: thread})
@@ -99,6 +101,13 @@ func (a *Agent) Run(ctx context.Context, in agent.Input) (agent.Output, error) {
 	em.Emit(event.Event{Type: event.RunStarted, RunID: id})
 	sh := &shaper{em: em, steps: map[string]bool{}, subs: map[string]event.Event{}}
 	if a.Events != nil && em.Enabled() {
+		// The turn's stream is told of each job of its thread that an
+		// earlier turn started and that runs on, as in process, before any
+		// event of theirs reaches it. (A run resumed after a round of
+		// questions announces them with the round's open sub-agents.)
+		for _, e := range announce {
+			sh.Emit(e)
+		}
 		defer a.Events.Subscribe(event.WithSink(ctx, sh), id)()
 	}
 	run := a.Client.GetWorkflow(ctx, id, "")

@@ -220,6 +220,10 @@ type bgJob struct {
 	inherited bool
 	unwatch   workflow.CancelFunc
 	heard     bool // it answered the turn's hello
+	// announce is its SUBAGENT_STARTED and deputy.job_started as the run
+	// that started it published them, for a later turn of its thread
+	// (see threadAnnouncements).
+	announce []event.Event
 }
 
 func newJobs(ctx workflow.Context, spec Spec, trace *Trace) *jobs {
@@ -304,7 +308,8 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 		ct := *a.Trace
 		ct.Announced = true
 		a.Trace = &ct
-		js.publish(ctx, startedEvent(&ct), j.statusEvent(subagent.JobStartedEvent))
+		j.announce = []event.Event{startedEvent(&ct), j.statusEvent(subagent.JobStartedEvent)}
+		js.publish(ctx, j.announce...)
 	}
 	if js.spec.TokenLimit > 0 {
 		j.tokens = a.Spec.TokenLimit
@@ -362,7 +367,8 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 			ct.Subagent = j.wfID
 			a.Trace = &ct
 			if js.publishing {
-				js.publish(ctx, startedEvent(&ct), j.statusEvent(subagent.JobStartedEvent))
+				j.announce = []event.Event{startedEvent(&ct), j.statusEvent(subagent.JobStartedEvent)}
+				js.publish(ctx, j.announce...)
 			}
 		}
 		f = workflow.ExecuteChildWorkflow(workflow.WithChildOptions(jctx, opts), AgentWorkflowName, a)

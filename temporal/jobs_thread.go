@@ -20,6 +20,7 @@ import (
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -149,6 +150,9 @@ type keptJob struct {
 	// Dropped counts the receipts of its oldest messages, dropped past
 	// maxJobReceipts.
 	Dropped int `json:"receipts_dropped,omitempty"`
+	// Announce is its SUBAGENT_STARTED and deputy.job_started as first
+	// published: a later turn's stream is told of it with them.
+	Announce []event.Event `json:"announce,omitempty"`
 }
 
 // jobOutcome is how a job ended, as data: its output, or its failure's
@@ -200,7 +204,8 @@ func (o *jobOutcome) result() (RunOutput, error) {
 // kept is the job as the thread keeps it.
 func (j *bgJob) kept() keptJob {
 	k := keptJob{ID: j.id, Agent: j.agent, Task: j.task, WorkflowID: j.wfID, Ended: j.ended, Collected: j.collected, Cancelled: j.cancelled,
-		Step: j.step, Last: j.last, Usage: j.usage, Cost: j.cost, Receipts: slices.Clone(j.receipts), Dropped: j.dropped}
+		Step: j.step, Last: j.last, Usage: j.usage, Cost: j.cost, Receipts: slices.Clone(j.receipts), Dropped: j.dropped,
+		Announce: j.announce}
 	if extra := len(k.Receipts) - maxJobReceipts; extra > 0 {
 		// A turn recorded before the bound kept them all.
 		k.Receipts, k.Dropped = k.Receipts[extra:], k.Dropped+extra
@@ -215,7 +220,8 @@ func (j *bgJob) kept() keptJob {
 // outcome, one still running without a way to stop it yet (adopt).
 func (k keptJob) job() *bgJob {
 	j := &bgJob{id: k.ID, agent: k.Agent, task: k.Task, wfID: k.WorkflowID, ended: k.Ended, collected: k.Collected, cancelled: k.Cancelled,
-		step: k.Step, last: k.Last, usage: k.Usage, cost: k.Cost, receipts: slices.Clone(k.Receipts), dropped: k.Dropped, told: true, inherited: true}
+		step: k.Step, last: k.Last, usage: k.Usage, cost: k.Cost, receipts: slices.Clone(k.Receipts), dropped: k.Dropped, told: true, inherited: true,
+		announce: k.Announce}
 	if k.Ended && k.Outcome != nil {
 		j.out, j.err = k.Outcome.result()
 	}
@@ -565,6 +571,18 @@ func (a *Agent) threadJobs(ctx context.Context, id string) (*ThreadJobs, error) 
 		}
 	}
 	return th, nil
+}
+
+// announcements are the events that tell a turn's stream of the thread's
+// jobs still running (keptJob.Announce), in the order they started.
+func (th *ThreadJobs) announcements() []event.Event {
+	var out []event.Event
+	for _, k := range th.Jobs {
+		if !k.Ended {
+			out = append(out, k.Announce...)
+		}
+	}
+	return out
 }
 
 // noteOf is what note says of r, or why it could not say it.
