@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"regexp"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -15,8 +16,8 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// BenchmarkDelegationPolicy measures a whole delegation with and without
-// a policy of five rules on the lead: the lead's model calls a FromFactory
+// BenchmarkDelegationPolicy runs a whole delegation with and without a
+// policy of five rules on the lead: the lead's model calls a FromFactory
 // child, whose model calls a plain tool and answers; the lead answers. So
 // one delegation is two tool calls, one hand-off, two results and four
 // model calls, every one of them checked by each rule (an allow list, a
@@ -24,9 +25,13 @@ import (
 // never sent, and a path limit for another tool). Events and tracing are
 // off, the fake provider loops without recording. The difference in
 // allocs/op between the two, over two tool calls, is what the policy
-// costs a call; cpu-ns/op is the process's CPU time. The two cases run
-// apart, seconds apart on a machine whose speed drifts:
-// BenchmarkDelegationPolicyRatio compares them side by side.
+// costs a call.
+//
+// It reports no time (ns/op is suppressed): the two cases run seconds
+// apart, "none" always first, on a machine whose speed drifts, and their
+// times disagree by more than the policy costs. It is for allocations and
+// for the CPU profile of one case; BenchmarkDelegationPolicyRatio, which
+// alternates the two, is the figure of what the policy costs in time.
 func BenchmarkDelegationPolicy(b *testing.B) {
 	for _, c := range []struct {
 		name   string
@@ -35,28 +40,33 @@ func BenchmarkDelegationPolicy(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			run := policyDelegation(b, c.policy)
 			b.ReportAllocs()
-			defer benchcpu.Report(b)()
 			for b.Loop() {
 				run()
 			}
+			b.ReportMetric(0, "ns/op")
 		})
 	}
 }
 
 // BenchmarkDelegationPolicyRatio runs the two cases of
-// BenchmarkDelegationPolicy in alternating batches, as
-// BenchmarkDelegationEventsRatio does, and reports the median over pairs
-// of batches of a delegation's CPU time under the five rules over its CPU
-// time without them as "five/none-cpu" (the target is at most 1.15), the
-// same of wall time as "five/none", and each case's CPU time per
-// delegation. CPU time is the process's (the garbage collector's
-// included), which on a machine shared with other work is what a
-// delegation costs; wall time counts the time others held the cores too.
+// BenchmarkDelegationPolicy in alternating batches, the order within a
+// pair of batches alternating too, and reports the median over pairs of a
+// delegation's CPU time under the five rules over its CPU time without
+// them as "five/none-cpu" (the target is at most 1.15), the same of wall
+// time as "five/none", and each case's CPU time, wall time, allocations
+// and bytes per delegation ("none-cpu-ns/op", "five-ns/op",
+// "five-allocs/op", ...). CPU time is the process's (the garbage
+// collector's included), which on a machine shared with other work is
+// what a delegation costs; wall time counts the time others held the
+// cores too. The built-in ns/op, of a pair of batches, is suppressed; with
+// -benchmem the built-in allocs/op and B/op are a pair's too.
 func BenchmarkDelegationPolicyRatio(b *testing.B) {
 	none, five := policyDelegation(b, false), policyDelegation(b, true)
+	allocsNone, bytesNone := memPerRun(none)
+	allocsFive, bytesFive := memPerRun(five)
 	const batch = 256
 	var wall, cpu []float64
-	var cNone, cFive time.Duration
+	var cNone, cFive, wNone, wFive time.Duration
 	timed := func(f func()) (time.Duration, time.Duration) {
 		c0, _ := benchcpu.Now()
 		start := time.Now()
@@ -68,19 +78,18 @@ func BenchmarkDelegationPolicyRatio(b *testing.B) {
 		return d, c1 - c0
 	}
 	for i := 0; b.Loop(); i++ {
-		var wNone, wFive, dNone, dFive time.Duration
+		var wn, wf, dn, df time.Duration
 		if i%2 == 0 {
-			wNone, dNone = timed(none)
-			wFive, dFive = timed(five)
+			wn, dn = timed(none)
+			wf, df = timed(five)
 		} else {
-			wFive, dFive = timed(five)
-			wNone, dNone = timed(none)
+			wf, df = timed(five)
+			wn, dn = timed(none)
 		}
-		cNone += dNone
-		cFive += dFive
-		wall = append(wall, float64(wFive)/float64(wNone))
-		if dNone > 0 {
-			cpu = append(cpu, float64(dFive)/float64(dNone))
+		cNone, cFive, wNone, wFive = cNone+dn, cFive+df, wNone+wn, wFive+wf
+		wall = append(wall, float64(wf)/float64(wn))
+		if dn > 0 {
+			cpu = append(cpu, float64(df)/float64(dn))
 		}
 	}
 	median := func(xs []float64) float64 {
@@ -90,10 +99,33 @@ func BenchmarkDelegationPolicyRatio(b *testing.B) {
 		slices.Sort(xs)
 		return xs[len(xs)/2]
 	}
+	perRun := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(b.N*batch) }
+	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(median(wall), "five/none")
 	b.ReportMetric(median(cpu), "five/none-cpu")
-	b.ReportMetric(float64(cNone.Nanoseconds())/float64(b.N*batch), "none-cpu-ns/op")
-	b.ReportMetric(float64(cFive.Nanoseconds())/float64(b.N*batch), "five-cpu-ns/op")
+	b.ReportMetric(perRun(cNone), "none-cpu-ns/op")
+	b.ReportMetric(perRun(cFive), "five-cpu-ns/op")
+	b.ReportMetric(perRun(wNone), "none-ns/op")
+	b.ReportMetric(perRun(wFive), "five-ns/op")
+	b.ReportMetric(allocsNone, "none-allocs/op")
+	b.ReportMetric(allocsFive, "five-allocs/op")
+	b.ReportMetric(bytesNone, "none-B/op")
+	b.ReportMetric(bytesFive, "five-B/op")
+}
+
+// memPerRun returns the allocations and bytes of one call of run, as
+// testing counts them for allocs/op and B/op, averaged over a few hundred
+// calls after one to warm up.
+func memPerRun(run func()) (allocs, bytes float64) {
+	const n = 500
+	run()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range n {
+		run()
+	}
+	runtime.ReadMemStats(&after)
+	return float64(after.Mallocs-before.Mallocs) / n, float64(after.TotalAlloc-before.TotalAlloc) / n
 }
 
 // policyDelegation returns one run of BenchmarkDelegationPolicy's
