@@ -381,8 +381,22 @@ func (a *Agent) answer(ctx context.Context, sh *shaper, id string, pending []too
 func (a *Agent) finish(ctx context.Context, em event.Emitter, sh *shaper, id string, out RunOutput, err error) (agent.Output, error) {
 	if ctx.Err() != nil {
 		// The caller is gone: so is the run, and every child under it.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		_ = a.Client.CancelWorkflow(cctx, id, "")
+		// The run is waited for, as a run in process waits for its
+		// sub-agents, so that the stream has the end of each sub-agent
+		// it saw start, and the run reports what it spent.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelWait)
+		if a.Client.CancelWorkflow(cctx, id, "") == nil {
+			var ended RunOutput
+			if werr := a.Client.GetWorkflow(cctx, id, "").Get(cctx, &ended); cctx.Err() == nil {
+				// Cancelled, it reports what it spent; or it answered
+				// before the cancel reached it: the run still ends
+				// cancelled, with what the answer spent.
+				out = ended
+				if werr != nil {
+					err = werr
+				}
+			}
+		}
 		cancel()
 	}
 	o := agent.Output{RunID: id, Answer: out.Answer, Messages: out.Messages, Usage: out.Usage, ChildUsage: out.ChildUsage, Cost: out.Cost}
@@ -390,8 +404,10 @@ func (a *Agent) finish(ctx context.Context, em event.Emitter, sh *shaper, id str
 		o.Value = json.RawMessage(out.Value)
 	}
 	sh.end(err != nil)
+	if u := UsageOf(err); err != nil && (!u.IsZero() || out.TotalUsage().IsZero()) {
+		o.Usage, o.Cost = u, costOf(err)
+	}
 	if err != nil {
-		o.Usage, o.Cost = UsageOf(err), costOf(err)
 		em.Emit(event.Event{Type: event.RunError, Message: err.Error()})
 		return o, fmt.Errorf("temporal: run %s: %w", id, err)
 	}
@@ -399,6 +415,11 @@ func (a *Agent) finish(ctx context.Context, em event.Emitter, sh *shaper, id str
 		Usage: tokenUsage(a.Spec.Provider, a.Spec.Model, o.TotalUsage())})
 	return o, nil
 }
+
+// cancelWait bounds how long a run whose caller is gone waits for its
+// workflow to end once cancelled: its model calls in flight are waited
+// for (see the package doc).
+const cancelWait = 30 * time.Second
 
 func newWorkflowID() string {
 	var b [12]byte

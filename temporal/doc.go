@@ -46,7 +46,9 @@
 // other. A child's end is published by its last model call, when that call
 // can tell the run ends there, and a result the workflow made itself (a
 // failed child, a refused call) by its parent's next model call: a run that
-// fails between them leaves that end unpublished.
+// fails between them leaves that end unpublished. A run cancelled while its
+// children run waits for them and publishes their ends itself, cancelled,
+// with what each spent, as in process.
 //
 // # Background children
 //

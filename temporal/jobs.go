@@ -398,7 +398,7 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 			if j.cancelled || sdktemporal.IsCanceledError(err) {
 				code = "cancelled"
 			}
-			evs = append(evs, event.Event{Type: event.SubagentError, SubagentRunID: j.wfID, Message: messageOf(err), Code: code})
+			evs = append(evs, event.Event{Type: event.SubagentError, SubagentRunID: j.wfID, Message: messageOf(err), Code: code, Usage: spentJSON(j.spent())})
 		}
 		js.publish(gctx, append(evs, j.statusEvent(subagent.JobEndedEvent))...)
 		j.told = true

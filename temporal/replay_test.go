@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -59,6 +60,10 @@ var recordedIDs = map[string]string{
 	// (timerWaitChange), and is cancelled during its last model call,
 	// whose reply it waits for and answers with (callSettleChange).
 	"settle.json": "record-settle",
+	// A lead cancelled while its two forks hold on, which waits for them
+	// and publishes their ends (cancelEndsChildrenChange), and a fork.
+	"cancel-tree.json":      "record-cancel-tree",
+	"cancel-tree-fork.json": "record-cancel-tree/0.0-" + SpawnToolName,
 }
 
 // settling answers as a lead that starts a job that holds on, waits for
@@ -245,7 +250,7 @@ func TestRecordHistories(t *testing.T) {
 	w := worker.New(c, queue, worker.Options{})
 	entered, release := make(chan struct{}, 1), make(chan struct{})
 	Register(w, &Runtime{Providers: map[string]provider.Provider{"fan": fanOut(2), "echo": echo(), "wide": wide(), "bg": background(), "seen": jobsSeen(),
-		"settle": settling(entered, release)}, Tools: reg, Events: NewHub()})
+		"settle": settling(entered, release), "hold2": newHoldingTree(policyIDModes[0].id)}, Tools: reg, Events: NewHub()})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -325,6 +330,27 @@ func TestRecordHistories(t *testing.T) {
 	close(release)
 	if err := settle.Get(ctx, &out); err != nil || !strings.Contains(out.Answer, "still running") {
 		t.Fatalf("the lead of settle answered %q, %v", out.Answer, err)
+	}
+	ct, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: recordedIDs["cancel-tree.json"], TaskQueue: queue}, AgentWorkflowName,
+		RunInput{Spec: Spec{Name: "lead", Provider: "hold2", Tools: []string{"hold"}, Spawn: true}, Text: "do it"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fork := range []string{ct.GetID() + "/0.0-" + SpawnToolName, ct.GetID() + "/0.1-" + SpawnToolName} {
+		for {
+			// Until the fork holds on.
+			d, err := describe(ctx, c, fork)
+			if err == nil && len(d.GetPendingActivities()) == 1 && d.GetPendingActivities()[0].GetActivityType().GetName() == CallToolActivityName {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if err := c.CancelWorkflow(ctx, ct.GetID(), ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := ct.Get(ctx, &out); !sdktemporal.IsCanceledError(err) {
+		t.Fatalf("the cancelled tree ended with %v", err)
 	}
 	res, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: residentID, TaskQueue: queue}, ResidentWorkflowName,
 		ResidentInput{Spec: Spec{Provider: "echo"}})

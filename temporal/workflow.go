@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agent/runtime"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
@@ -477,6 +479,16 @@ func closeStep(ctx workflow.Context, trace *Trace, step int) {
 		{Type: event.StepFinished, StepName: key + "/step-" + strconv.Itoa(step)}}}).Get(dctx, nil)
 }
 
+// spentJSON is the usage of a sub-agent's end that the workflow
+// publishes: what it spent, u, in one entry, priced at cost (nil when it
+// spent nothing).
+func spentJSON(u provider.Usage, cost float64) json.RawMessage {
+	if u.IsZero() {
+		return nil
+	}
+	return ledger.Encode([]provider.ModelUsage{{Usage: u, Cost: cost}}, u, false)
+}
+
 // withUsage returns err carrying what the run spent (its children's
 // included) as its details, so that the run's parent, or the client that
 // started it, counts every model call that succeeded however the run
@@ -768,6 +780,7 @@ func endTurn(ctx workflow.Context, trace *Trace, calls []provider.ToolCall, resu
 		}
 	}
 	if ctx.Err() != nil {
+		endCancelled(ctx, trace, calls, results, errs, published, children)
 		for _, err := range errs {
 			if sdktemporal.IsCanceledError(err) {
 				return ended, err
@@ -776,6 +789,41 @@ func endTurn(ctx workflow.Context, trace *Trace, calls []provider.ToolCall, resu
 		return ended, sdktemporal.NewCanceledError()
 	}
 	return ended, nil
+}
+
+// endCancelled publishes, for a run cancelled as its step's calls ran,
+// what its next model call would have published of them, since none
+// follows: each child's end (SUBAGENT_ERROR, code "cancelled" for one
+// cancelled with the run, with what it spent, as in process) and each
+// result no activity published, before the run's step ends (closeStep).
+func endCancelled(ctx workflow.Context, trace *Trace, calls []provider.ToolCall, results []ToolResult, errs []error, published []bool, children []string) {
+	if trace == nil || !slices.ContainsFunc(children, func(c string) bool { return c != "" }) {
+		return
+	}
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	if workflow.GetVersion(dctx, cancelEndsChildrenChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	key := cmp.Or(trace.Subagent, trace.Tree)
+	var evs []event.Event
+	for i, call := range calls {
+		if published[i] {
+			continue // a tool activity's, which publishes its result as it ends
+		}
+		r := results[i]
+		if children[i] != "" && r.IsError {
+			code := "error"
+			if sdktemporal.IsCanceledError(errs[i]) {
+				code = "cancelled"
+			}
+			evs = append(evs, event.Event{Type: event.SubagentError, SubagentRunID: children[i], Message: r.Content, Code: code, Usage: spentJSON(r.Usage, r.Cost)})
+		}
+		evs = append(evs, event.Event{Type: event.ToolCallResult, MessageID: key + "/step-" + strconv.Itoa(trace.Step) + "/result-" + call.ID,
+			ToolCallID: call.ID, Content: r.Content, Role: "tool"})
+	}
+	lctx := workflow.WithLocalActivityOptions(dctx, workflow.LocalActivityOptions{ScheduleToCloseTimeout: 10 * time.Second,
+		RetryPolicy: &sdktemporal.RetryPolicy{MaximumAttempts: 1}})
+	_ = workflow.ExecuteLocalActivity(lctx, PublishActivityName, JobEvents{Trace: &Trace{Tree: trace.Tree, Subagent: trace.Subagent}, Events: evs}).Get(dctx, nil)
 }
 
 // delegation is one sub-agent call of a step: a child workflow (a fixed
@@ -937,9 +985,24 @@ func (d *delegation) start(ctx workflow.Context) workflow.ChildWorkflowFuture {
 	if d.tn.trace != nil {
 		d.started = d.id
 	}
-	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: d.id})
+	opts := workflow.ChildWorkflowOptions{WorkflowID: d.id}
+	if d.tn.trace != nil && workflow.GetVersion(ctx, cancelEndsChildrenChange, workflow.DefaultVersion, 1) >= 1 {
+		// Cancelled, the run waits for its child to end, and publishes
+		// its end with what it spent (endTurn).
+		opts.WaitForCancellation = true
+	}
+	cctx := workflow.WithChildOptions(ctx, opts)
 	return workflow.ExecuteChildWorkflow(cctx, d.wfName, d.arg)
 }
+
+// cancelEndsChildrenChange names the workflow version from which a run
+// with a trace that is cancelled while its step's children run waits for
+// each child to end, as a run in process waits for its sub-agents, and
+// publishes each one's end, cancelled, with what it spent, and each
+// call's result (endTurn), as its next model call would have: a client
+// watching the tree saw its sub-agents start and never end. Asked as a
+// child starts, and again where a cancelled step's ends are published.
+const cancelEndsChildrenChange = "deputy.cancel-ends-children"
 
 // answer reads what the child f answered (waiting for it), and, checked,
 // what the policy must be asked about the answer (after; nil when
