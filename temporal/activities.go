@@ -158,7 +158,7 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (reply ModelRep
 	name, model := identity(p, in.Request, resp)
 	reply = ModelReply{Response: resp, WrapUp: wrapUp}
 	if price, ok := a.price(name, model); ok {
-		reply.Cost, reply.InputPrice = price.Cost(resp.Usage), price.Input
+		reply.Cost, reply.InputPrice, reply.OutputPrice = price.Cost(resp.Usage), price.Input, price.Output
 	}
 	// Paid for: its usage is reported as the call ends, as in process.
 	em.usage(provider.ModelUsage{Provider: name, Model: model, Usage: resp.Usage, Cost: reply.Cost})

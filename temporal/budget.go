@@ -167,6 +167,14 @@ func (b *budget) share(used, keep int64, n int, floor int64) int64 {
 // left the lead's wrap-up unpaid.
 const shareFloorChange = "deputy.share-floor"
 
+// shareFloorOutputChange names the workflow version from which a run
+// under a cost limit raises its children's shares to the floor only when
+// what is left after the floors pays for one output token of its own
+// reply, as in process (run.WithShares); before it, any amount left
+// sufficed, and the run could keep back less than a token of its reply.
+// Asked only where the two differ.
+const shareFloorOutputChange = "deputy.share-floor-output"
+
 // unstartedNote is what the run reads of a child whose share could not
 // pay for its first model call, as in process.
 const unstartedNote = "not started: its budget could not pay for a model call"

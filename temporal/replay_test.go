@@ -64,6 +64,10 @@ var recordedIDs = map[string]string{
 	// and publishes their ends (cancelEndsChildrenChange), and a fork.
 	"cancel-tree.json":      "record-cancel-tree",
 	"cancel-tree-fork.json": "record-cancel-tree/0.0-" + SpawnToolName,
+	// A lead under a cost limit whose children get their even shares, not
+	// the floor, which would leave its reply no output token
+	// (shareFloorOutputChange).
+	"floor-output.json": "record-floor-output",
 }
 
 // settling answers as a lead that starts a job that holds on, waits for
@@ -351,6 +355,22 @@ func TestRecordHistories(t *testing.T) {
 	}
 	if err := ct.Get(ctx, &out); !sdktemporal.IsCanceledError(err) {
 		t.Fatalf("the cancelled tree ended with %v", err)
+	}
+	// On a worker of its own, whose prices would price the others' calls.
+	fspec, _, fm, _ := floorTree(policyIDModes[0].id)
+	fw := worker.New(c, queue+"-floor", worker.Options{})
+	Register(fw, &Runtime{Providers: map[string]provider.Provider{"pp": fm}, Prices: floorPrices(t)})
+	if err := fw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Stop()
+	floorRun, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: recordedIDs["floor-output.json"], TaskQueue: queue + "-floor"}, AgentWorkflowName,
+		RunInput{Spec: fspec, Text: "split the work in two"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := floorRun.Get(ctx, &out); err != nil || out.Answer != "Not written." {
+		t.Fatalf("the lead of floor-output answered %q, %v", out.Answer, err)
 	}
 	res, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: residentID, TaskQueue: queue}, ResidentWorkflowName,
 		ResidentInput{Spec: Spec{Provider: "echo"}})

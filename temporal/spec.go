@@ -320,7 +320,11 @@ type ModelReply struct {
 	// answered, in US dollars (0: unpriced), which the run keeps back for
 	// its next call when it shares a cost limit out.
 	InputPrice float64 `json:"deputy_input_price,omitempty"`
-	WrapUp     bool    `json:"deputy_wrap_up,omitempty"`
+	// OutputPrice is the price of one of its output tokens: a child's
+	// share is raised to the floor only when what is left after the
+	// floors pays for one of them (shareFloorOutputChange).
+	OutputPrice float64 `json:"deputy_output_price,omitempty"`
+	WrapUp      bool    `json:"deputy_wrap_up,omitempty"`
 }
 
 // ToolCall is the input of the tool activity.

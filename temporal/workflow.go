@@ -184,7 +184,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 	// callSettleChange, asked at the first model call.
 	settles, settleAsked := false, false
 	b := newBudget(ctx, spec, depth)
-	inPrice := 0.0 // the price of an input token of the model that answered last
+	inPrice, outPrice := 0.0, 0.0 // the prices of an input and an output token of the model that answered last
 	guards := len(spec.Guardrails) > 0
 	if guards {
 		// The input guardrails check the task before the run starts.
@@ -289,7 +289,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		out.Usage = out.Usage.Add(resp.Usage)
 		out.Cost += resp.Cost
 		if resp.InputPrice > 0 {
-			inPrice = resp.InputPrice
+			inPrice, outPrice = resp.InputPrice, resp.OutputPrice
 		}
 		b.noteReply(req, resp.Response)
 		wrapUp = wrapUp || resp.WrapUp // made so by the worker's reservation
@@ -409,7 +409,11 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			rest := spec.CostLimit - out.Cost - heldCost - float64(kept)*inPrice
 			costShare = rest / (n + 1)
 			if f := float64(floor) * inPrice; costShare < f && rest-n*f > 0 {
-				costShare = f
+				// Only while what is left after the floors pays for a
+				// token of the run's reply, as in process.
+				if rest-n*f >= outPrice || workflow.GetVersion(ctx, shareFloorOutputChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+					costShare = f
+				}
 			}
 			costShare = max(costShare, 1e-12)
 		}
