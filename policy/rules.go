@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strings"
 
@@ -188,7 +189,23 @@ func Redact(name string, values []string, patterns ...*regexp.Regexp) Rule {
 			r.patterns = append(r.patterns, pattern{re: p, prefix: prefix, prefixBytes: []byte(prefix)})
 		}
 	}
+	r.shortest = -1
+	for _, v := range r.values { // the escaped values are longer
+		r.shortest = shorter(r.shortest, len(v))
+	}
+	for _, p := range r.patterns {
+		r.shortest = shorter(r.shortest, minMatch(p.re))
+	}
+	r.shortest = max(r.shortest, 0)
 	return r
+}
+
+// shorter returns the smaller of n, or m when n is -1 (none yet).
+func shorter(n, m int) int {
+	if n < 0 || m < n {
+		return m
+	}
+	return n
 }
 
 type redactor struct {
@@ -197,7 +214,60 @@ type redactor struct {
 	escaped  []string // values as JSON escapes them, where that differs
 	needles  [][]byte // values and escaped, as bytes
 	patterns []pattern
+	// shortest is the length of the shortest text that can hold a secret
+	// (a value or a match of a pattern, minMatch): a shorter text is not
+	// scanned. Most texts a delegation passes on are short (a task, a
+	// tool's arguments, "3"): in BenchmarkDelegationPolicyRatio, all but
+	// one of the twelve a delegation checks.
+	shortest int
 }
+
+// minMatch returns a length, in bytes, that no match of re is shorter
+// than: a lower bound, counting one byte for each character a match must
+// hold (a character of the pattern may match more bytes, never fewer: an
+// invalid byte in the text matches the pattern's U+FFFD, and a character
+// matched regardless of case another of a different length). A pattern
+// that cannot be parsed again (none that compiled) gives 0: every text is
+// scanned.
+func minMatch(re *regexp.Regexp) int {
+	tree, err := syntax.Parse(re.String(), syntax.Perl)
+	if err != nil {
+		return 0
+	}
+	return minLen(tree)
+}
+
+// minLen returns the fewest characters a match of re holds, at most
+// maxMinLen.
+func minLen(re *syntax.Regexp) int {
+	n := 0
+	switch re.Op {
+	case syntax.OpLiteral:
+		n = len(re.Rune)
+	case syntax.OpCharClass, syntax.OpAnyCharNotNL, syntax.OpAnyChar:
+		n = 1
+	case syntax.OpCapture, syntax.OpPlus:
+		n = minLen(re.Sub[0])
+	case syntax.OpRepeat:
+		n = max(re.Min, 0) * minLen(re.Sub[0])
+	case syntax.OpConcat:
+		for _, sub := range re.Sub {
+			n += minLen(sub)
+		}
+	case syntax.OpAlternate:
+		n = -1
+		for _, sub := range re.Sub {
+			n = shorter(n, minLen(sub))
+		}
+	}
+	// Anything else (star, quest, the empty match, anchors, a pattern
+	// that matches nothing) may match nothing at all: 0.
+	return min(max(n, 0), maxMinLen)
+}
+
+// maxMinLen bounds what minLen counts, so that no sum or product of it
+// overflows (a repeat is at most 1000 times).
+const maxMinLen = 1 << 20
 
 // pattern is a pattern of secrets and the text every match begins with
 // ("" when none). A text without that prefix is not run through the
@@ -223,6 +293,9 @@ func (r *redactor) Name() string { return r.name }
 
 // text returns s with the secrets replaced, and whether any was.
 func (r *redactor) text(s string) (string, bool) {
+	if len(s) < r.shortest {
+		return s, false
+	}
 	changed := false
 	for _, v := range r.values {
 		if strings.Contains(s, v) {
@@ -241,6 +314,9 @@ func (r *redactor) text(s string) (string, bool) {
 // as JSON escapes them, and whether any was. It reads b without copying
 // it when there is none.
 func (r *redactor) json(b json.RawMessage) (json.RawMessage, bool) {
+	if len(b) < r.shortest {
+		return b, false
+	}
 	found := false
 	for _, v := range r.needles {
 		found = found || bytes.Contains(b, v)
