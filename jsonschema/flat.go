@@ -1,6 +1,10 @@
 package jsonschema
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/deputy-go/deputy/internal/jsonvalue"
+)
 
 // flat is a schema of the shape most tool parameters have — an object of
 // named properties, each of one plain type or of any, some of them
@@ -13,10 +17,20 @@ import "slices"
 // kilobyte) for each check, which was a quarter of the allocations of a
 // whole delegation (BenchmarkDelegation/factory in subagent) and of each
 // child of a fan-out (BenchmarkFanoutDefault).
+//
+// A value still in its text is checked by passesText without being
+// decoded, when it is an object of strings, booleans and nulls: the map a
+// decoded object is costs a third of a kilobyte, twice in a validated
+// delegation (its arguments and its answer).
 type flat struct {
 	props    map[string]prop
 	required []string
 	closed   bool // additionalProperties is false
+	// requiredBits are the bits of the required properties, and text
+	// whether passesText can decide: each property has a bit, and each
+	// required name is a property's.
+	requiredBits uint64
+	text         bool
 }
 
 // flatOf returns doc as a flat schema, or nil when it is anything else. It
@@ -66,6 +80,20 @@ func flatOf(doc any) *flat {
 			return nil
 		}
 	}
+	f.text = len(f.props) <= 64
+	i := 0
+	for name, p := range f.props {
+		if f.text {
+			p.bit = 1 << i
+			f.props[name] = p
+		}
+		i++
+	}
+	for _, r := range f.required {
+		p, ok := f.props[r]
+		f.text = f.text && ok
+		f.requiredBits |= p.bit
+	}
 	return f
 }
 
@@ -74,6 +102,7 @@ func flatOf(doc any) *flat {
 type prop struct {
 	types []string
 	enum  []string
+	bit   uint64 // this property's, for passesText
 }
 
 // plainProp returns what a property's schema asks for, and whether the
@@ -164,6 +193,51 @@ func (f *flat) passes(v any) bool {
 		if !t.holds(x) {
 			return false
 		}
+	}
+	return true
+}
+
+// passesText is passes for s, the JSON text of a value, read without
+// decoding it: false when s is anything but a valid object of the
+// schema's properties, each once, with a string, a boolean or null that
+// passes (a number, an object or an array, and a key the schema does not
+// name, are left to the decoded check, with the key repeated).
+func (f *flat) passesText(s string) bool {
+	if !f.text {
+		return false
+	}
+	var seen uint64
+	ok := jsonvalue.Members(s, func(key, value string) bool {
+		t, known := f.props[key]
+		if !known || seen&t.bit != 0 {
+			return false
+		}
+		seen |= t.bit
+		return t.holdsText(value)
+	})
+	return ok && seen&f.requiredBits == f.requiredBits
+}
+
+// holdsText is holds for value, the JSON text of a string, a boolean or
+// null; it is false for anything else.
+func (t prop) holdsText(value string) bool {
+	var kind string
+	switch value[0] {
+	case '"':
+		kind = "string"
+	case 't', 'f':
+		kind = "boolean"
+	case 'n':
+		kind = "null"
+	default:
+		return false
+	}
+	if len(t.types) > 0 && !slices.Contains(t.types, kind) {
+		return false
+	}
+	if t.enum != nil {
+		s, ok := jsonvalue.String(value)
+		return ok && slices.Contains(t.enum, s)
 	}
 	return true
 }

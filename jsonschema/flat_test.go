@@ -1,6 +1,7 @@
 package jsonschema
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -64,26 +65,53 @@ func TestFlatChecksAsTheValidatorDoes(t *testing.T) {
 			}
 		}
 	}
-	checked := 0
+	// Escapes, and a key repeated, which DecodeOnce refuses.
+	docs = append(docs, `{"task":"\u0073","bg":true}`, `{"t\u0061sk":"s","bg":false}`, `{"task":"s","bg":true,"task":"s"}`, `{"task":"s","task":"u"}`)
+	checked, byText := 0, 0
 	for _, raw := range schemas {
 		s, err := Compile(json.RawMessage(raw))
 		if err != nil || s.flat == nil {
 			t.Fatalf("%s: not compiled flat (%v)", raw, err)
 		}
 		for _, d := range docs {
-			v, ok := jsonvalue.Decode(d)
-			if !ok {
-				t.Fatalf("%s: not JSON", d)
+			v, err := jsonvalue.DecodeOnce(d)
+			if err != nil {
+				if s.flat.passesText(d) || s.ValidateText(t.Context(), d) == nil {
+					t.Errorf("schema %s, value %s (%v): passed", raw, d, err)
+				}
+				continue
 			}
 			want := s.compiled.Validate(v) == nil
 			if got := s.flat.passes(v); got != want {
 				t.Errorf("schema %s, value %s: flat passes %v, the validator %v", raw, d, got, want)
 			}
+			// The text decides an object of the schema's properties whose
+			// values are strings, booleans and nulls; it leaves the rest to
+			// the decoded check.
+			m, decides := v.(map[string]any)
+			for k, x := range m {
+				_, named := s.flat.props[k]
+				switch x.(type) {
+				case string, bool, nil:
+				default:
+					named = false
+				}
+				decides = decides && named
+			}
+			if want && decides {
+				byText++
+			}
+			if got := s.flat.passesText(d); got != (want && decides) {
+				t.Errorf("schema %s, value %s: flat passes the text %v, want %v", raw, d, got, want && decides)
+			}
+			if err := s.ValidateText(t.Context(), d); (err == nil) != want {
+				t.Errorf("schema %s, value %s: ValidateText says %v, the validator %v", raw, d, err, want)
+			}
 			checked++
 		}
 	}
-	if checked < 1000 {
-		t.Fatalf("only %d checks", checked)
+	if checked < 1000 || byText < 5 {
+		t.Fatalf("only %d checks, %d passed by their text", checked, byText)
 	}
 }
 
@@ -100,5 +128,12 @@ func TestFlatCheckAllocatesNothing(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Errorf("%v allocations a check", n)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		if err := s.ValidateText(context.Background(), `{"task":"count the files"}`); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("%v allocations a check of the text", n)
 	}
 }

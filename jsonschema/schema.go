@@ -236,13 +236,22 @@ func (s *Schema) Validate(data []byte) error {
 // schema (CompileUntrusted), refuses a value whose check would pass
 // MaxValidationWork. When ctx ends first the error wraps ctx's error.
 func (s *Schema) ValidateContext(ctx context.Context, data []byte) error {
-	v, err := jsonvalue.DecodeOnce(string(data))
+	return s.ValidateText(ctx, string(data))
+}
+
+// ValidateText is ValidateContext for JSON text held in a string, which it
+// reads without a copy.
+func (s *Schema) ValidateText(ctx context.Context, text string) error {
+	if s.flat != nil && s.work == nil && ctx.Err() == nil && s.flat.passesText(text) {
+		return nil
+	}
+	v, err := jsonvalue.DecodeOnce(text)
 	if err != nil {
 		if rk, ok := err.(*jsonvalue.RepeatedKeyError); ok {
 			return &ValidationError{Problems: []string{rk.Error()}}
 		}
 		// The slow decoder says where the text goes wrong.
-		if _, err = validator.UnmarshalJSON(bytes.NewReader(data)); err != nil {
+		if _, err = validator.UnmarshalJSON(strings.NewReader(text)); err != nil {
 			return fmt.Errorf("not valid JSON: %v", syntaxMessage(err))
 		}
 		return errors.New("not valid JSON")

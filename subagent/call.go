@@ -17,7 +17,6 @@ import (
 	"github.com/deputy-go/deputy/internal/guardrail"
 	"github.com/deputy-go/deputy/internal/id"
 	"github.com/deputy-go/deputy/internal/journal"
-	"github.com/deputy-go/deputy/internal/jsonvalue"
 	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/internal/outcome"
 	"github.com/deputy-go/deputy/internal/run"
@@ -87,19 +86,14 @@ func (t *SubAgentTool) prepare(ctx context.Context, call tool.Call) (json.RawMes
 			ErrMaxDepth, name, depth, t.cfg.maxDepth))
 	}
 	args := toolcall.Arguments(call.Arguments)
-	// The text is read once, for the schema and for the child's input.
+	// The text is copied once, for the schema and for the child's input.
 	text := string(args)
-	var err error
-	if v, ok := jsonvalue.Decode(text); ok {
-		err = t.params.ValidateValue(v)
-	} else {
-		err = t.params.Validate(args) // which says what is wrong with the JSON
-	}
-	if err != nil {
+	if err := t.params.ValidateText(context.Background(), text); err != nil {
 		return nil, agent.Input{}, fmt.Errorf("%w for %s: %v: fix the arguments to match the tool's schema and call it again", tool.ErrInvalidArguments, name, err)
 	}
 	in := agent.Input{Text: text}
 	if t.cfg.input != nil {
+		var err error
 		if in, err = t.cfg.input(args, text); err != nil {
 			return nil, agent.Input{}, fmt.Errorf("%w for %s: %v", tool.ErrInvalidArguments, name, err)
 		}

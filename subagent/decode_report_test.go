@@ -27,8 +27,8 @@ func TestDecodeReportAsUnmarshal(t *testing.T) {
 		if err := s.ValidateValue(v); err != nil {
 			t.Fatalf("%s: %v", raw, err)
 		}
-		got, err1 := decodeReport(raw, v)
-		want, err2 := decodeAs[Report](raw, v)
+		got, err1 := decodeReport(raw)
+		want, err2 := decodeAs[Report](raw)
 		if err1 != nil || err2 != nil || fmt.Sprintf("%#v", got) != fmt.Sprintf("%#v", want) {
 			t.Errorf("%s: decodeReport %#v (%v), json.Unmarshal %#v (%v)", raw, got, err1, want, err2)
 		}

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/deputy-go/deputy/internal/answercheck"
+	"github.com/deputy-go/deputy/internal/jsonvalue"
 	"github.com/deputy-go/deputy/jsonschema"
 )
 
@@ -20,9 +21,8 @@ type checker struct {
 	// result: ReportSchema semantics for the final failure (a tool error for
 	// non-JSON, a failed Report for invalid JSON).
 	result bool
-	// decode turns valid JSON, as text and as the generic value the schema
-	// checked, into the Go value a caller gets.
-	decode func(raw string, v any) (any, error)
+	// decode turns the text of valid JSON into the Go value a caller gets.
+	decode func(raw string) (any, error)
 	// prompt tells a child the shape to answer in.
 	prompt string
 }
@@ -67,22 +67,33 @@ func OutputOf[T any]() Option {
 	}
 }
 
-// decodeReport is decodeAs[Report] without reading raw again when the
-// answer, which passed ReportSchema (no other key, none repeated), has no
-// findings: its status and summary are the checked value's strings.
+// decodeReport is decodeAs[Report] that reads the answer, which passed
+// ReportSchema (no other key, none repeated), without json.Unmarshal when
+// it has no findings: its status and summary are the text's strings.
 // Findings, whose numbers json.Unmarshal makes float64s, are decoded.
-func decodeReport(raw string, v any) (any, error) {
-	if m, ok := v.(map[string]any); ok && m["findings"] == nil {
-		status, ok1 := m["status"].(string)
-		summary, ok2 := m["summary"].(string)
-		if ok1 && ok2 {
-			return Report{Status: ReportStatus(status), Summary: summary}, nil
+func decodeReport(raw string) (any, error) {
+	var r Report
+	plain := jsonvalue.Members(raw, func(key, value string) bool {
+		var ok bool
+		switch key {
+		case "status":
+			var s string
+			s, ok = jsonvalue.String(value)
+			r.Status = ReportStatus(s)
+		case "summary":
+			r.Summary, ok = jsonvalue.String(value)
+		case "findings":
+			ok = value == "null"
 		}
+		return ok
+	})
+	if plain {
+		return r, nil
 	}
-	return decodeAs[Report](raw, v)
+	return decodeAs[Report](raw)
 }
 
-func decodeAs[T any](raw string, _ any) (any, error) {
+func decodeAs[T any](raw string) (any, error) {
 	var v T
 	if err := json.Unmarshal([]byte(raw), &v); err != nil {
 		return nil, decodeProblem(err)

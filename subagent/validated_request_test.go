@@ -3,6 +3,7 @@ package subagent
 import (
 	"context"
 	"encoding/json"
+	"runtime"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -52,6 +53,52 @@ func TestValidatedChildRequestIsPinned(t *testing.T) {
 			t.Errorf("run %d: the child's request changed (-want +got):\n%s", run, diff)
 		}
 		p.Add(fake.Call("child", `{"task":"count the files"}`).For("lead"), fake.Text("There are 3 files.").For("lead"), fake.Text(answer).For("child"))
+	}
+}
+
+// A whole validated delegation (BenchmarkDelegation/validated's: the
+// lead's two model calls, the child built, run and its answer checked
+// against ReportSchema) stays within its budget: at most 40 allocations
+// and 4 KB.
+func TestValidatedDelegationWithinItsBudget(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes what is allocated")
+	}
+	const answer = `{"status":"success","summary":"ok"}`
+	p := fake.NewProvider(
+		fake.Call("child", `{"task":"count the files"}`).For("lead"),
+		fake.Text("There are 3 files.").For("lead"),
+		fake.Text(answer).For("child"),
+	).Loop().DontRecord()
+	opts := []agent.Option{agent.WithName("child"), agent.WithSystemPrompt("You count files.")}
+	sub, err := FromFactory("child", "Delegates a task.", func(ctx context.Context, args json.RawMessage) (agent.Agent, error) {
+		return agent.NewReact(p, opts...)
+	}, WithReport())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead, err := agent.NewReact(p, agent.WithName("lead"), agent.WithTools(sub))
+	if err != nil {
+		t.Fatal(err)
+	}
+	delegate := func() {
+		lead.Reset()
+		out, err := lead.Run(context.Background(), agent.Input{Text: "How many files?"})
+		if err != nil || out.ChildUsage.Requests != 1 || out.Messages[2].Content != answer {
+			t.Fatalf("the delegation did not happen as scripted: %+v (%v)", out, err)
+		}
+	}
+	const runs = 200
+	allocs := testing.AllocsPerRun(runs, delegate)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range runs {
+		delegate()
+	}
+	runtime.ReadMemStats(&after)
+	bytes := (after.TotalAlloc - before.TotalAlloc) / runs
+	if allocs > 40 || bytes > 4<<10 {
+		t.Errorf("a validated delegation costs %v allocations and %d bytes; the budget is 40 and 4,096", allocs, bytes)
 	}
 }
 

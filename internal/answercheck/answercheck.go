@@ -12,7 +12,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/deputy-go/deputy/internal/jsonextract"
-	"github.com/deputy-go/deputy/internal/jsonvalue"
 	"github.com/deputy-go/deputy/jsonschema"
 )
 
@@ -27,25 +26,22 @@ type Verdict struct {
 // Check reads answer: it finds the JSON value the answer holds (the whole
 // answer, its last fenced block or its last object), refuses a repeated
 // key, validates the value against schema, and decodes it with decode,
-// given the JSON's text and the generic value the schema checked. It fails
-// only when ctx ends first.
-func Check(ctx context.Context, schema *jsonschema.Schema, decode func(raw string, v any) (any, error), answer string) (Verdict, error) {
+// given the JSON's text. It fails only when ctx ends first.
+func Check(ctx context.Context, schema *jsonschema.Schema, decode func(raw string) (any, error), answer string) (Verdict, error) {
 	raw, ok := jsonextract.Find(answer)
 	if !ok {
 		return Verdict{Problem: errors.New("the answer holds no JSON value")}, nil
 	}
-	// Find found valid JSON: what DecodeOnce refuses is a repeated key.
-	v, err := jsonvalue.DecodeOnce(raw)
-	if err != nil {
-		return Verdict{Raw: raw, Found: true, Problem: err}, nil
-	}
-	if err := schema.ValidateValueContext(ctx, v); err != nil {
+	// Find found valid JSON: what ValidateText refuses besides what does
+	// not fit is a repeated key, in a *ValidationError whose message is
+	// the key's. A flat schema checks the text without decoding it.
+	if err := schema.ValidateText(ctx, raw); err != nil {
 		if ctx.Err() != nil && !isValidation(err) {
 			return Verdict{}, err
 		}
 		return Verdict{Raw: raw, Found: true, Problem: err}, nil
 	}
-	value, err := decode(raw, v)
+	value, err := decode(raw)
 	if err != nil {
 		return Verdict{Raw: raw, Found: true, Problem: err}, nil
 	}
@@ -60,7 +56,7 @@ func isValidation(err error) bool {
 // DecodeAny decodes the checked answer as json.Unmarshal into an any
 // does, with float64 numbers, which is what a Go caller of
 // subagent.WithOutputSchema gets.
-func DecodeAny(raw string, _ any) (any, error) {
+func DecodeAny(raw string) (any, error) {
 	var v any
 	if err := json.Unmarshal([]byte(raw), &v); err != nil {
 		return nil, fmt.Errorf("the answer does not decode: %v: answer with JSON of the shape asked for", err)

@@ -475,3 +475,69 @@ func (p *parser) end() bool {
 	p.space()
 	return p.i == len(p.s)
 }
+
+// Members calls f with the key and the value's text of each member of the
+// JSON object s, in order, for as long as f returns true, and reports
+// whether s is one valid JSON object (blanks around it allowed) that f
+// took whole. Keys are decoded; a value is given as its JSON text, whose
+// syntax is checked and nothing more: a key repeated, at the top or in a
+// value, is not refused (f sees the top's). Nothing is allocated but the
+// keys that hold escapes.
+func Members(s string, f func(key, value string) bool) bool {
+	p := parser{s: s}
+	p.space()
+	if p.i >= len(s) || s[p.i] != '{' {
+		return false
+	}
+	p.i++
+	p.depth = 1
+	p.space()
+	if p.i < len(s) && s[p.i] == '}' {
+		p.i++
+		return p.end()
+	}
+	for {
+		p.space()
+		if p.i >= len(s) || s[p.i] != '"' {
+			return false
+		}
+		p.decode = true
+		key, ok := p.str()
+		p.space()
+		if !ok || p.i >= len(s) || s[p.i] != ':' {
+			return false
+		}
+		p.i++
+		p.space()
+		start := p.i
+		p.decode = false
+		if _, ok := p.value(); !ok || !f(key, s[start:p.i]) {
+			return false
+		}
+		p.space()
+		if p.i >= len(s) {
+			return false
+		}
+		switch s[p.i] {
+		case ',':
+			p.i++
+		case '}':
+			p.i++
+			return p.end()
+		default:
+			return false
+		}
+	}
+}
+
+// String returns the value of tok, the text of one JSON string (as
+// Members gives a member's value), and false when tok is anything else.
+// A string without escapes is returned as a part of tok.
+func String(tok string) (string, bool) {
+	if tok == "" || tok[0] != '"' {
+		return "", false
+	}
+	p := parser{s: tok, decode: true}
+	v, ok := p.str()
+	return v, ok && p.i == len(tok)
+}

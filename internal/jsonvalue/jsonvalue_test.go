@@ -289,3 +289,83 @@ func FuzzMember(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) { checkMember(t, s) })
 }
+
+// Members agrees with DecodeOnce: every member of a valid object, in
+// order, each value's text decoding to the member's value (a string's by
+// String too), and nothing from text that is not an object.
+func TestMembers(t *testing.T) {
+	for _, s := range memberCases {
+		checkMembers(t, s)
+	}
+	for _, s := range []string{` { } `, `{"a":[1,{"b":2}],"c":null,"d":true,"e":-1.5e3}`, `{"a":1,"a":2}`, `{"a":{"b":1,"b":2}}`, `{} {}`, `{"a":1}}`} {
+		checkMembers(t, s)
+	}
+	n := 0
+	if Members(`{"a":1,"b":2,"c":3}`, func(key, _ string) bool { n++; return key != "b" }) || n != 2 {
+		t.Errorf("Members called f %d times and reported true after f said false at the second member", n)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		Members(`{"task":"count the files","bg":true}`, func(key, value string) bool {
+			_, ok := String(value)
+			return ok || key == "bg"
+		})
+	}); n != 0 {
+		t.Errorf("Members and String allocate %v times for plain text", n)
+	}
+}
+
+func checkMembers(t *testing.T, s string) {
+	t.Helper()
+	var keys []string
+	var values []any
+	ok := Members(s, func(key, value string) bool {
+		v, err := DecodeOnce(value)
+		if err != nil {
+			var rk *RepeatedKeyError
+			if !errors.As(err, &rk) {
+				t.Errorf("Members(%.80q): the value of %q, %.80q, is not JSON: %v", s, key, value, err)
+			}
+			v = rk // a repeated key within: Members need not see it
+		}
+		if str, isStr := v.(string); isStr {
+			if got, ok := String(value); !ok || got != str {
+				t.Errorf("String(%.80q) = %q, %v; want %q, true", value, got, ok, str)
+			}
+		} else if got, ok := String(value); ok {
+			t.Errorf("String(%.80q) = %q, true; want false", value, got)
+		}
+		keys, values = append(keys, key), append(values, v)
+		return true
+	})
+	v, err := DecodeOnce(s)
+	m, isObject := v.(map[string]any)
+	var rk *RepeatedKeyError
+	switch {
+	case errors.As(err, &rk):
+		if !ok {
+			t.Errorf("Members(%.80q) refused valid JSON that repeats a key", s)
+		}
+		return
+	case err != nil || !isObject:
+		if ok {
+			t.Errorf("Members(%.80q) = true for what is not a JSON object", s)
+		}
+		return
+	}
+	if !ok || len(keys) != len(m) {
+		t.Fatalf("Members(%.80q) = %v with keys %q; want true, the keys of %v", s, ok, keys, m)
+	}
+	for i, k := range keys {
+		if !reflect.DeepEqual(values[i], m[k]) {
+			t.Errorf("Members(%.80q): %q is %#v, want %#v", s, k, values[i], m[k])
+		}
+	}
+}
+
+// FuzzMembers holds Members and String to DecodeOnce.
+func FuzzMembers(f *testing.F) {
+	for _, s := range memberCases {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) { checkMembers(t, s) })
+}
