@@ -266,19 +266,36 @@ func (s *Spawner) attach(ctx context.Context, jt *jobTable) {
 }
 
 // relay passes the events of a thread's jobs on to the sink of the run of
-// the thread running now (em), one at a time under mu: once the run's end
-// has detached it, no event of a job reaches the run's sink, whose
-// terminal event comes after. It keeps, for each job still running, the
-// events that opened it (its SUBAGENT_STARTED and deputy.job_started) and
-// its sub-agent's terminal event once emitted, until its deputy.job_ended:
-// a later run of the thread is shown them first, when it attaches, so that
-// its stream is told of every job whose events it gets. A sink must not
-// act on the thread's jobs from within its Emit.
+// the thread running now (em), one at a time and in the order they came,
+// without holding a lock while the sink takes one: a sink may act on the
+// thread's jobs from within its Emit (ask their status, send to them,
+// start or cancel one), and the events that causes wait in the queue for
+// the event being passed on. Whoever emits when none is being passed on
+// passes on the queue. Once the run's end has detached it, no event of a
+// job reaches the run's sink, whose terminal event comes after. It keeps,
+// for each job still running, the events that opened it (its
+// SUBAGENT_STARTED and deputy.job_started) and its sub-agent's terminal
+// event once emitted, until its deputy.job_ended: a later run of the
+// thread is shown them first, when it attaches, so that its stream is told
+// of every job whose events it gets.
 type relay struct {
 	mu   sync.Mutex
 	em   event.Emitter
 	gen  int       // the run of em (jobTable.gen)
 	live []liveJob // in the order they were announced
+	// queue is the events to pass on, each with the sink it goes to (that
+	// of the run attached when it came); passing is set while one is
+	// passed on, and idle, made by a detach that waits, closed when the
+	// queue is empty and none is.
+	queue   []relayed
+	passing bool
+	idle    chan struct{}
+}
+
+// relayed is an event on its way to the sink of a run of the thread.
+type relayed struct {
+	em event.Emitter
+	e  event.Event
 }
 
 // liveJob is a job of a thread that has not ended, or whose
@@ -300,7 +317,6 @@ func (r *relay) sink(runID string) event.Sink {
 // sub-agent starts name it.
 func (r *relay) emit(runID string, e event.Event) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	own := e.Type == event.Custom && e.SubagentRunID == ""
 	switch {
 	case e.Type == event.SubagentStarted && e.SubagentRunID == runID:
@@ -315,9 +331,7 @@ func (r *relay) emit(runID string, e event.Event) {
 				break
 			}
 		}
-	}
-	r.em.Emit(e)
-	if own && e.Name == JobEndedEvent {
+	case own && e.Name == JobEndedEvent:
 		// Its last event: no run needs to be told of it any more. The
 		// first of its runs ends first.
 		for i := range r.live {
@@ -327,6 +341,36 @@ func (r *relay) emit(runID string, e event.Event) {
 			}
 		}
 	}
+	if r.em.Enabled() {
+		r.queue = append(r.queue, relayed{r.em, e})
+	}
+	r.pass()
+}
+
+// pass passes on the queue, unless an event is being passed on already
+// (by another goroutine, or by this one, from within a sink's Emit):
+// whoever passes that one passes on the rest. r.mu is held, and released.
+func (r *relay) pass() {
+	if r.passing {
+		r.mu.Unlock()
+		return
+	}
+	r.passing = true
+	for len(r.queue) > 0 {
+		next := r.queue[0]
+		r.queue[0] = relayed{}
+		r.queue = r.queue[1:]
+		r.mu.Unlock()
+		next.em.Emit(next.e)
+		r.mu.Lock()
+	}
+	r.queue = nil
+	r.passing = false
+	if r.idle != nil {
+		close(r.idle)
+		r.idle = nil
+	}
+	r.mu.Unlock()
 }
 
 // attach makes em, the sink of the thread's run gen, the one the jobs'
@@ -336,24 +380,36 @@ func (r *relay) emit(runID string, e event.Event) {
 // start.
 func (r *relay) attach(em event.Emitter, gen int) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if gen < r.gen {
+		r.mu.Unlock()
 		return // a later run of the thread attached first
 	}
 	r.em, r.gen = em, gen
-	for _, l := range r.live {
-		for _, e := range l.events {
-			em.Emit(e)
+	if em.Enabled() {
+		for _, l := range r.live {
+			for _, e := range l.events {
+				r.queue = append(r.queue, relayed{em, e})
+			}
 		}
 	}
+	r.pass()
 }
 
-// detach stops the events going to the sink of the run gen, once any
-// being passed on has reached it.
+// detach stops the events going to the sink of the run gen, once those
+// on their way to it have reached it.
 func (r *relay) detach(gen int) {
 	r.mu.Lock()
 	if r.gen == gen {
 		r.em = event.Emitter{} // no run of the thread listens
+	}
+	for r.passing || len(r.queue) > 0 {
+		if r.idle == nil {
+			r.idle = make(chan struct{})
+		}
+		idle := r.idle
+		r.mu.Unlock()
+		<-idle
+		r.mu.Lock()
 	}
 	r.mu.Unlock()
 }
