@@ -391,14 +391,20 @@ func updateID() (string, error) {
 // seconds), for as long as the workflow cannot take it and ctx lasts:
 // while the server says the workflow is not ready (its workflow task
 // keeps failing or timing out, so it refuses queries and updates), or
-// the workflow's worker did not answer in the time the server gives it.
+// the workflow's worker did not answer in the time the server gives it,
+// or the server handed it to a worker that was stopping: a worker that
+// stops cancels the polls it has in flight, and the server, until it
+// sees one cancelled, may give it a query or an update, which then fails
+// as cancelled at once, whatever ctx (as right after a worker is
+// replaced by another).
 func whileNotReady(ctx context.Context, f func() error) error {
 	wait := 100 * time.Millisecond
 	for {
 		err := f()
 		var notReady *serviceerror.WorkflowNotReady
 		var late *serviceerror.DeadlineExceeded
-		if !errors.As(err, &notReady) && !((errors.As(err, &late) || errors.Is(err, context.DeadlineExceeded)) && ctx.Err() == nil) {
+		var dropped *serviceerror.Canceled
+		if !errors.As(err, &notReady) && !((errors.As(err, &late) || errors.As(err, &dropped) || errors.Is(err, context.DeadlineExceeded)) && ctx.Err() == nil) {
 			return err
 		}
 		t := time.NewTimer(wait)

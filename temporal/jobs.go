@@ -13,6 +13,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -984,7 +985,12 @@ func (js *jobs) serve(ctx workflow.Context) error {
 // workflowID (Spec.Background), in the order they started: each one's
 // state, step, last words, usage so far and message receipts.
 func Jobs(ctx context.Context, c client.Client, workflowID string) ([]subagent.JobStatus, error) {
-	v, err := c.QueryWorkflow(ctx, workflowID, "", JobsQuery)
+	var v converter.EncodedValue
+	err := whileNotReady(ctx, func() error {
+		var err error
+		v, err = c.QueryWorkflow(ctx, workflowID, "", JobsQuery)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("temporal: reading the jobs of %s: %w", workflowID, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -367,7 +368,12 @@ type jobStanding struct {
 // them.
 func jobStandingNow(ctx context.Context, c client.Client, wfID string) (jobStanding, bool, error) {
 	var st jobStanding
-	v, err := c.QueryWorkflow(ctx, wfID, "", jobStandingQuery)
+	var v converter.EncodedValue
+	err := whileNotReady(ctx, func() error {
+		var err error
+		v, err = c.QueryWorkflow(ctx, wfID, "", jobStandingQuery)
+		return err
+	})
 	if err == nil {
 		err = v.Get(&st)
 	}
@@ -516,7 +522,12 @@ func (a *Agent) threadJobs(ctx context.Context, id string) (*ThreadJobs, error) 
 	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return nil, fmt.Errorf("temporal: the thread's last turn (workflow %s) is still running: a thread has one turn at a time; wait for it, answer its questions or cancel it first", id)
 	}
-	v, err := a.Client.QueryWorkflow(ctx, id, info.GetExecution().GetRunId(), ThreadJobsQuery)
+	var v converter.EncodedValue
+	err = whileNotReady(ctx, func() error {
+		var err error
+		v, err = a.Client.QueryWorkflow(ctx, id, info.GetExecution().GetRunId(), ThreadJobsQuery)
+		return err
+	})
 	var failed *serviceerror.QueryFailed
 	switch {
 	case errors.As(err, &failed):
