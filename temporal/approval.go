@@ -68,6 +68,30 @@ type questions struct {
 	// recorded before relayChange).
 	via     string
 	relayed map[string]string
+	// telling counts the questions being told to the tree's top, whose
+	// signal is not delivered yet (tellingMemo).
+	telling int
+}
+
+// tellingChange names the workflow version from which a child says in
+// its memo (tellingMemo) that it is telling the tree's top what it asks,
+// until the signal is delivered, so that Run reads it as working (idle):
+// between a child's signal sent and its delivery, neither the child nor
+// the top had anything pending, and a round of questions went out
+// without the child's. Asked where a child tells its questions.
+const tellingChange = "deputy.telling-memo"
+
+// tellingMemo is the memo key of a child that tells the tree's top what
+// it asks: true until the top has its questions.
+const tellingMemo = "deputy.telling"
+
+// tell counts a telling starting (1) or ending (-1), and upserts the memo
+// when the child starts or stops telling.
+func (q *questions) tell(ctx workflow.Context, delta int) {
+	q.telling += delta
+	if q.telling == 1 && delta > 0 || q.telling == 0 {
+		_ = workflow.UpsertMemo(ctx, map[string]any{tellingMemo: q.telling > 0})
+	}
 }
 
 // relayChange names the workflow version from which a thread's job
@@ -308,7 +332,15 @@ func (q *questions) ask(ctx workflow.Context, asked []tool.Interrupt) ([]tool.An
 		// Under a thread's job, through the job, which holds it for the
 		// thread's next turn.
 		to := cmp.Or(q.via, q.tree)
-		if err := workflow.SignalExternalWorkflow(ctx, to, "", askedSignal, mine).Get(ctx, nil); err != nil && !q.kept {
+		telling := workflow.GetVersion(ctx, tellingChange, workflow.DefaultVersion, 1) >= 1
+		if telling {
+			q.tell(ctx, 1)
+		}
+		err := workflow.SignalExternalWorkflow(ctx, to, "", askedSignal, mine).Get(ctx, nil)
+		if telling {
+			q.tell(ctx, -1)
+		}
+		if err != nil && !q.kept {
 			return nil, fmt.Errorf("temporal: telling %s what %s asks: %w", to, q.self, err)
 		}
 	}

@@ -21,7 +21,8 @@ const maxIdleWalk = 10_000
 // children, has no activity and no workflow task pending, waits on no
 // timer after which it works on (a wait for its jobs with a timeout, or a
 // turn's greeting of its thread's jobs, after which its model, which may
-// ask, is called: waitingMemo), and every child
+// ask, is called: waitingMemo), is not telling the tree's top what it
+// asks (tellingMemo), and every child
 // it started is open (a child that has ended sets its parent going
 // again). An activity waiting to be retried is pending, its backoff
 // included. A tree that is idle with questions pending waits only on their
@@ -84,17 +85,23 @@ func idle(ctx context.Context, c client.Client, tree string) (idle, ok bool) {
 }
 
 // waitsOnTimer reports whether the workflow d describes waits on a timer
-// after which it works on (waitingMemo); read is false when its memo
-// cannot be read (a data converter of the application's encodes it).
+// after which it works on (waitingMemo), or is telling the tree's top
+// what it asks (tellingMemo); read is false when its memo cannot be read
+// (a data converter of the application's encodes it).
 func waitsOnTimer(d *workflowservice.DescribeWorkflowExecutionResponse) (waiting, read bool) {
-	p := d.GetWorkflowExecutionInfo().GetMemo().GetFields()[waitingMemo]
-	if p == nil {
-		return false, true
+	for _, key := range []string{waitingMemo, tellingMemo} {
+		p := d.GetWorkflowExecutionInfo().GetMemo().GetFields()[key]
+		if p == nil {
+			continue
+		}
+		if err := converter.GetDefaultDataConverter().FromPayload(p, &waiting); err != nil {
+			return false, false
+		}
+		if waiting {
+			return true, true
+		}
 	}
-	if err := converter.GetDefaultDataConverter().FromPayload(p, &waiting); err != nil {
-		return false, false
-	}
-	return waiting, true
+	return false, true
 }
 
 // describeRun reads the latest run of workflow id as the server holds it.
