@@ -68,6 +68,30 @@ var recordedIDs = map[string]string{
 	// the floor, which would leave its reply no output token
 	// (shareFloorOutputChange).
 	"floor-output.json": "record-floor-output",
+	// A lead whose fork asks a person, saying in its memo that it tells
+	// the lead so until the lead has it (tellingChange), and the fork.
+	"telling.json":      "record-telling",
+	"telling-fork.json": "record-telling/0.0-" + SpawnToolName,
+}
+
+// telling answers as a lead that spawns a fork and answers with what it
+// said, and as the fork, which pays (a person must approve) and says so.
+func telling() *script {
+	return &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		call := func(name, args string) (provider.Message, error) {
+			return provider.AssistantMessage("", provider.ToolCall{ID: "c", Name: name, Arguments: json.RawMessage(args)}), nil
+		}
+		switch {
+		case firstUserOf(req) == "pay the bill" && len(rs) == 0:
+			return call("pay", `{}`)
+		case firstUserOf(req) == "pay the bill":
+			return provider.AssistantMessage("bill " + rs[0]), nil
+		case len(rs) == 0:
+			return call(SpawnToolName, `{"task":"pay the bill"}`)
+		}
+		return provider.AssistantMessage("lead: " + rs[0]), nil
+	}}
 }
 
 // settling answers as a lead that starts a job that holds on, waits for
@@ -254,7 +278,7 @@ func TestRecordHistories(t *testing.T) {
 	w := worker.New(c, queue, worker.Options{})
 	entered, release := make(chan struct{}, 1), make(chan struct{})
 	Register(w, &Runtime{Providers: map[string]provider.Provider{"fan": fanOut(2), "echo": echo(), "wide": wide(), "bg": background(), "seen": jobsSeen(),
-		"settle": settling(entered, release), "hold2": newHoldingTree(policyIDModes[0].id)}, Tools: reg, Events: NewHub()})
+		"settle": settling(entered, release), "hold2": newHoldingTree(policyIDModes[0].id), "telling": telling()}, Tools: reg, Events: NewHub()})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -355,6 +379,27 @@ func TestRecordHistories(t *testing.T) {
 	}
 	if err := ct.Get(ctx, &out); !sdktemporal.IsCanceledError(err) {
 		t.Fatalf("the cancelled tree ended with %v", err)
+	}
+	tl, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: recordedIDs["telling.json"], TaskQueue: queue}, AgentWorkflowName,
+		RunInput{Spec: Spec{Name: "lead", Provider: "telling", Tools: []string{"pay"}, Spawn: true}, Text: "do it"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		pending, err := Pending(ctx, c, tl.GetID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pending) == 1 {
+			if err := Answer(ctx, c, tl.GetID(), tool.Answer{InterruptID: pending[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)}); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := tl.Get(ctx, &out); err != nil || out.Answer != "lead: bill paid" {
+		t.Fatalf("the lead of telling answered %q, %v", out.Answer, err)
 	}
 	// On a worker of its own, whose prices would price the others' calls.
 	fspec, _, fm, _ := floorTree(policyIDModes[0].id)
