@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"strconv"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -209,5 +210,28 @@ func TestSpendAfterCloseCost(t *testing.T) {
 	}
 	if got := sp.Uncounted(); got != 4 {
 		t.Errorf("Uncounted = $%v, want $4, what the run did not report", got)
+	}
+}
+
+// A child's path is its parent's and its name, whatever runs before it
+// built (a table keeps the paths built, a slot for many); a path built
+// before is given again without a new string.
+func TestChildPathsAreRightAndReused(t *testing.T) {
+	path := func(up, name string) string {
+		ctx := Start(t.Context(), "run_"+up, up, 0)
+		return Path(Start(ctx, "run_"+name, name, 0))
+	}
+	for round := range 2 {
+		for i := range 600 { // more than the table's slots
+			up, name := "lead"+strconv.Itoa(i%37), "child"+strconv.Itoa(i)
+			if got := path(up, name); got != up+"/"+name {
+				t.Fatalf("round %d: the path of %s under %s is %q", round, name, up, got)
+			}
+		}
+	}
+	up, name := "lead", "researcher"
+	childPath(up, name)
+	if n := testing.AllocsPerRun(100, func() { childPath(up, name) }); n != 0 {
+		t.Errorf("a path built before costs %v allocations", n)
 	}
 }
