@@ -15,7 +15,7 @@ import (
 func TestRedactorSkipsOnlyTextsTooShortForASecret(t *testing.T) {
 	for _, c := range []struct {
 		pattern, shortest string
-		bound               int
+		bound             int
 	}{
 		{`AKIA[0-9A-Z]{16}`, "AKIA0123456789ABCDEF", 20},
 		{`tok_[a-z]{6}`, "tok_abcdef", 10},
