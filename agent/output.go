@@ -53,7 +53,7 @@ func (o *output) check(ctx context.Context, answer string) (any, error) {
 	if !ok {
 		return nil, errors.New("the answer holds no JSON")
 	}
-	if err := o.schema.ValidateContext(ctx, []byte(raw)); err != nil {
+	if err := o.schema.ValidateText(ctx, raw); err != nil {
 		return nil, err
 	}
 	return o.decode(raw)
