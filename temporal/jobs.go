@@ -19,6 +19,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent/runtime"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/mailbox"
 	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
@@ -78,18 +79,27 @@ const (
 	jobsPolicyChange = "deputy.jobs-policy"
 
 	// receiptsChange names the workflow version from which a run keeps
-	// the receipts of a job's newest maxJobReceipts messages only;
-	// asked where one is first dropped.
-	receiptsChange = "deputy.job-receipts-bound"
+	// the receipts of a job's newest oldMaxJobReceipts messages only;
+	// asked where one is first dropped, in a run that did not take
+	// receiptsBoundChange.
+	receiptsChange    = "deputy.job-receipts-bound"
+	oldMaxJobReceipts = maxHelloDelivered
+
+	// receiptsBoundChange names the workflow version from which a run
+	// keeps the receipts of a job's newest maxJobReceipts messages, as
+	// many as a job in process lists (mailbox.MaxReceipts), where before
+	// it kept oldMaxJobReceipts; asked where a job first has more.
+	receiptsBoundChange = "deputy.job-receipts-as-in-process"
 
 	// maxJobReceipts bounds the message receipts a run keeps for one
-	// job: the oldest go first, counted (bgJob.dropped), so that a job
-	// sent messages without end weighs no more in the run's memory, its
-	// status and, for a thread's job, the input of the thread's next
-	// turn. As many as a thread's job keeps of the messages it took
-	// (maxHelloDelivered): an older receipt could not be brought up to
-	// date by what the job tells a turn that asks.
-	maxJobReceipts = maxHelloDelivered
+	// job: past it, the oldest of those no longer queued go first, then
+	// the oldest queued, counted (bgJob.dropped, JobStatus.Dropped), so
+	// that a job sent messages without end weighs no more in the run's
+	// memory, its status and, for a thread's job, the input of the
+	// thread's next turn. At most as many as a thread's job keeps of the
+	// messages it took (maxHelloDelivered): an older receipt could not be
+	// brought up to date by what the job tells a turn that asks.
+	maxJobReceipts = mailbox.MaxReceipts
 
 	// timerWaitChange names the workflow version from which a run that
 	// waits on a timer before it works on (a wait with a timeout, a
@@ -97,6 +107,13 @@ const (
 	// waits (waitingMemo), so that Run reads it as working (idle); asked
 	// only where a run is about to wait so.
 	timerWaitChange = "deputy.timer-wait-memo"
+
+	// jobMessagesChange names the workflow version from which a job
+	// takes at most maxJobMessages messages in its life, as in process
+	// (mailbox.MaxMessages): a send past them is refused; asked where a
+	// job has been sent that many.
+	jobMessagesChange = "deputy.job-messages-bound"
+	maxJobMessages    = mailbox.MaxMessages
 
 	// notesPolicyChange names the workflow version from which the notes
 	// of a thread's jobs that ended between turns are checked by the
@@ -500,7 +517,7 @@ func (j *bgJob) state() string {
 
 func (j *bgJob) status() subagent.JobStatus {
 	st := subagent.JobStatus{ID: j.id, Agent: j.agent, Task: j.task, State: j.state(), Step: j.step, LastWords: j.last, Usage: j.usage, Cost: j.cost,
-		Messages: slices.Clone(j.receipts), Questions: slices.Clone(j.asks)}
+		Messages: slices.Clone(j.receipts), Dropped: j.dropped, Questions: slices.Clone(j.asks)}
 	if j.ended {
 		st.Usage, st.Cost = j.spent()
 	}
@@ -680,6 +697,9 @@ func (js *jobs) deliver(ctx workflow.Context, id, text string) (subagent.Receipt
 		return subagent.Receipt{}, bad
 	}
 	j := js.find(id)
+	if j.full() && workflow.GetVersion(ctx, jobMessagesChange, workflow.DefaultVersion, 1) >= 1 {
+		return subagent.Receipt{}, j.tooMany()
+	}
 	js.sent++
 	r := subagent.Receipt{JobID: j.id, MessageID: "msg_" + strconv.Itoa(js.sent), State: subagent.MessageQueued, Seq: j.dropped + len(j.receipts) + 1}
 	m := jobMessage{ID: r.MessageID, Text: text}
@@ -693,8 +713,13 @@ func (js *jobs) deliver(ctx workflow.Context, id, text string) (subagent.Receipt
 		j.receipts = j.receipts[:len(j.receipts)-1]
 		return subagent.Receipt{}, fmt.Sprintf("%v: %s", subagent.ErrJobEnded, runtime.JobEnded(id, ""))
 	}
-	if len(j.receipts) > maxJobReceipts && workflow.GetVersion(ctx, receiptsChange, workflow.DefaultVersion, 1) >= 1 {
-		j.dropOldReceipts()
+	switch {
+	case len(j.receipts) > maxJobReceipts && workflow.GetVersion(ctx, receiptsBoundChange, workflow.DefaultVersion, 1) >= 1:
+		j.receipts, j.dropped = trimReceipts(j.receipts, j.dropped, maxJobReceipts)
+	case len(j.receipts) > oldMaxJobReceipts && workflow.GetVersion(ctx, receiptsChange, workflow.DefaultVersion, 1) >= 1:
+		// A run recorded before receiptsBoundChange.
+		extra := len(j.receipts) - oldMaxJobReceipts
+		j.receipts, j.dropped = slices.Delete(j.receipts, 0, extra), j.dropped+extra
 	}
 	js.drain()
 	for _, x := range j.receipts {
@@ -705,13 +730,28 @@ func (js *jobs) deliver(ctx workflow.Context, id, text string) (subagent.Receipt
 	return r, ""
 }
 
-// dropOldReceipts drops the job's oldest receipts past
-// maxJobReceipts, counting them.
-func (j *bgJob) dropOldReceipts() {
-	if extra := len(j.receipts) - maxJobReceipts; extra > 0 {
-		j.receipts = slices.Delete(j.receipts, 0, extra)
-		j.dropped += extra
+// full reports whether the job has been sent maxJobMessages messages,
+// those whose receipts were dropped included.
+func (j *bgJob) full() bool { return j.dropped+len(j.receipts) >= maxJobMessages }
+
+// tooMany is the refusal of a message to a job that is full, as in
+// process.
+func (j *bgJob) tooMany() string { return fmt.Sprintf("job %s: %v", j.id, mailbox.ErrTooMany) }
+
+// trimReceipts drops from rs, the receipts of a job of which dropped are
+// dropped already, the oldest past bound, those no longer queued first,
+// as a job's mailbox does in process, and returns what is left and the
+// count dropped.
+func trimReceipts(rs []subagent.Receipt, dropped, bound int) ([]subagent.Receipt, int) {
+	for len(rs) > bound {
+		i := slices.IndexFunc(rs, func(r subagent.Receipt) bool { return r.State != subagent.MessageQueued })
+		if i < 0 {
+			i = 0 // every one is queued: the oldest
+		}
+		rs = slices.Delete(rs, i, i+1)
+		dropped++
 	}
+	return rs, dropped
 }
 
 // wait waits, on a durable timer, for the jobs a names to end, and
@@ -961,6 +1001,9 @@ func (js *jobs) serve(ctx workflow.Context) error {
 	}, workflow.UpdateHandlerOptions{Validator: func(m JobSend) error {
 		if bad := js.refuse(m.JobID, m.Text); bad != "" {
 			return errors.New(bad)
+		}
+		if j := js.find(m.JobID); j.full() {
+			return errors.New(j.tooMany()) // a validator is not replayed: no version asked
 		}
 		return nil
 	}}); err != nil {

@@ -207,10 +207,8 @@ func (j *bgJob) kept() keptJob {
 	k := keptJob{ID: j.id, Agent: j.agent, Task: j.task, WorkflowID: j.wfID, Ended: j.ended, Collected: j.collected, Cancelled: j.cancelled,
 		Step: j.step, Last: j.last, Usage: j.usage, Cost: j.cost, Receipts: slices.Clone(j.receipts), Dropped: j.dropped,
 		Announce: j.announce}
-	if extra := len(k.Receipts) - maxJobReceipts; extra > 0 {
-		// A turn recorded before the bound kept them all.
-		k.Receipts, k.Dropped = k.Receipts[extra:], k.Dropped+extra
-	}
+	// A turn recorded before the bound, or under a greater one, kept more.
+	k.Receipts, k.Dropped = trimReceipts(k.Receipts, k.Dropped, maxJobReceipts)
 	if j.ended {
 		k.Outcome = outcomeOf(j.out, j.err)
 	}

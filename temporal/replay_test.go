@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -68,6 +69,10 @@ var recordedIDs = map[string]string{
 	// the floor, which would leave its reply no output token
 	// (shareFloorOutputChange).
 	"floor-output.json": "record-floor-output",
+	// A lead that sends its job more messages than a job in process
+	// lists receipts of (mailbox.MaxReceipts) while the job waits, reads
+	// its status, and waits for it (receiptsBoundChange).
+	"receipts.json": "record-receipts",
 	// A lead whose fork asks a person, saying in its memo that it tells
 	// the lead so until the lead has it (tellingChange), and the fork.
 	"telling.json":      "record-telling",
@@ -91,6 +96,56 @@ func telling() *script {
 			return call(SpawnToolName, `{"task":"pay the bill"}`)
 		}
 		return provider.AssistantMessage("lead: " + rs[0]), nil
+	}}
+}
+
+// receiptsSent is how many messages the lead of receipts.json sends.
+const receiptsSent = 74
+
+// manyMessages answers as a lead that starts a job, sends it
+// receiptsSent messages in one step, reads its status, waits for it and
+// answers with its answer; and as the job, which waits until read is
+// closed, then answers with how many messages it took.
+func manyMessages(read chan struct{}) *script {
+	var once sync.Once
+	return &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		if firstUserOf(req) == "wait for word" {
+			if len(rs) == 0 {
+				select {
+				case <-read:
+				case <-ctx.Done():
+					return provider.Message{}, ctx.Err()
+				}
+				return provider.AssistantMessage("", provider.ToolCall{ID: "c", Name: subagent.JobsToolName, Arguments: json.RawMessage(`{"action":"list"}`)}), nil
+			}
+			took := 0
+			for _, m := range req.Messages {
+				if m.Role == provider.RoleUser {
+					took += strings.Count(m.Content, "from the agent that started you:")
+				}
+			}
+			return provider.AssistantMessage(fmt.Sprint("took ", took)), nil
+		}
+		call := func(i int, args string) provider.ToolCall {
+			return provider.ToolCall{ID: fmt.Sprint("c", i), Name: subagent.JobsToolName, Arguments: json.RawMessage(args)}
+		}
+		switch len(rs) {
+		case 0:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "c", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"wait for word","background":true}`)}), nil
+		case 1:
+			calls := make([]provider.ToolCall, receiptsSent)
+			for i := range calls {
+				calls[i] = call(i, fmt.Sprintf(`{"action":"send","job_id":"%s","message":"word %d"}`, jobIDOf(rs[0]), i+1))
+			}
+			return provider.AssistantMessage("", calls...), nil
+		case 1 + receiptsSent:
+			return provider.AssistantMessage("", call(0, `{"action":"status","job_id":"`+jobIDOf(rs[0])+`"}`)), nil
+		case 2 + receiptsSent:
+			once.Do(func() { close(read) })
+			return provider.AssistantMessage("", call(0, `{"action":"wait","job_id":"`+jobIDOf(rs[0])+`","timeout_seconds":60}`)), nil
+		}
+		return provider.AssistantMessage("lead: " + rs[len(rs)-1]), nil
 	}}
 }
 
@@ -278,7 +333,7 @@ func TestRecordHistories(t *testing.T) {
 	w := worker.New(c, queue, worker.Options{})
 	entered, release := make(chan struct{}, 1), make(chan struct{})
 	Register(w, &Runtime{Providers: map[string]provider.Provider{"fan": fanOut(2), "echo": echo(), "wide": wide(), "bg": background(), "seen": jobsSeen(),
-		"settle": settling(entered, release), "hold2": newHoldingTree(policyIDModes[0].id), "telling": telling()}, Tools: reg, Events: NewHub()})
+		"settle": settling(entered, release), "hold2": newHoldingTree(policyIDModes[0].id), "telling": telling(), "receipts": manyMessages(make(chan struct{}))}, Tools: reg, Events: NewHub()})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -416,6 +471,14 @@ func TestRecordHistories(t *testing.T) {
 	}
 	if err := floorRun.Get(ctx, &out); err != nil || out.Answer != "Not written." {
 		t.Fatalf("the lead of floor-output answered %q, %v", out.Answer, err)
+	}
+	many, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: recordedIDs["receipts.json"], TaskQueue: queue}, AgentWorkflowName,
+		RunInput{Spec: Spec{Name: "lead", Provider: "receipts", Spawn: true, Background: true}, Text: "do it"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := many.Get(ctx, &out); err != nil || out.Answer != fmt.Sprint("lead: took ", receiptsSent) {
+		t.Fatalf("the lead of receipts answered %q, %v", out.Answer, err)
 	}
 	res, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: residentID, TaskQueue: queue}, ResidentWorkflowName,
 		ResidentInput{Spec: Spec{Provider: "echo"}})
