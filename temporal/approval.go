@@ -101,6 +101,14 @@ func (q *questions) tell(ctx workflow.Context, delta int) {
 // failing while no turn runs to hear them. Asked at the job's start.
 const relayChange = "deputy.job-relays-questions"
 
+// askedViaChange names the workflow version from which the top of a tree
+// hears the questions a thread's job relays (askedViaSignal); asked at the
+// first one. A run recorded by code before relayChange ignored the signal
+// (a job of the new code may send it to a turn run by the old code during
+// a rolling deploy) and went on without the question: replayed, it
+// ignores it still, and the job asks it again of the thread's next turn.
+const askedViaChange = "deputy.hears-relayed-asks"
+
 // relayedAsk is what a thread's job tells the tree's top a descendant of
 // its own asks: the answers go to Via, which hands them on.
 type relayedAsk struct {
@@ -153,6 +161,11 @@ func newQuestions(ctx workflow.Context, trace *Trace) (*questions, error) {
 			var r relayedAsk
 			if !ch.Receive(ctx, &r) {
 				return
+			}
+			if workflow.GetVersion(ctx, askedViaChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+				// Recorded by code that ignored it: the job holds the
+				// question and asks it again of the thread's next turn.
+				continue
 			}
 			for _, it := range r.Asked {
 				q.hear(it, r.Via)

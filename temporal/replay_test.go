@@ -77,7 +77,17 @@ var recordedIDs = map[string]string{
 	// the lead so until the lead has it (tellingChange), and the fork.
 	"telling.json":      "record-telling",
 	"telling-fork.json": "record-telling/0.0-" + SpawnToolName,
+	// A lead waiting for its job, with a timeout, that a thread's job
+	// signals a question of its descendant (deputy.asked_via), recorded
+	// by code before relayChange, which ignored the signal: the wait
+	// timed out and the lead cancelled the job (askedViaChange). It
+	// cannot be recorded again: TestRecordHistories skips it.
+	"asked-via.json": "record-asked-via",
 }
+
+// recordedOnly are histories recorded by code older than a change whose
+// replay they check, which TestRecordHistories cannot record again.
+var recordedOnly = map[string]bool{"asked-via.json": true}
 
 // telling answers as a lead that spawns a fork and answers with what it
 // said, and as the fork, which pays (a person must approve) and says so.
@@ -505,6 +515,10 @@ func TestRecordHistories(t *testing.T) {
 	for file, id := range recordedIDs {
 		if _, err := os.Stat(filepath.Join("testdata", file)); err == nil {
 			continue // recorded by older code: kept
+		}
+		if recordedOnly[file] {
+			t.Errorf("testdata/%s is missing and cannot be recorded again: restore it from git", file)
+			continue
 		}
 		var h historypb.History
 		it := c.GetWorkflowHistory(ctx, id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
