@@ -20,6 +20,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agent/runtime"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/id"
 	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
@@ -157,6 +158,9 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (reply ModelRep
 	}
 	name, model := identity(p, in.Request, resp)
 	reply = ModelReply{Response: resp, WrapUp: wrapUp}
+	// Named before anything is published or recorded, as in process, so
+	// that each result, and each event, names its call.
+	reply.Message.ToolCalls = namedCalls(reply.Message.ToolCalls)
 	if price, ok := a.price(name, model); ok {
 		reply.Cost, reply.InputPrice, reply.OutputPrice = price.Cost(resp.Usage), price.Input, price.Output
 	}
@@ -181,6 +185,26 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (reply ModelRep
 			fmt.Sprintf("model reply's tool calls are %d bytes, over the payload limit of %d (Runtime.PayloadLimit)", n, limit), ErrTypeTooLarge, nil)
 	}
 	return reply, nil
+}
+
+// namedCalls returns calls with an id on each call that has none or
+// repeats an earlier call's, as the core's agent names them (call_…),
+// copying calls before it changes them: the slice is the provider's.
+func namedCalls(calls []provider.ToolCall) []provider.ToolCall {
+	seen := make(map[string]bool, len(calls))
+	copied := false
+	for i := range calls {
+		if c := calls[i].ID; c != "" && !seen[c] {
+			seen[c] = true
+			continue
+		}
+		if !copied {
+			calls, copied = slices.Clone(calls), true
+		}
+		calls[i].ID = id.New("call_")
+		seen[calls[i].ID] = true
+	}
+	return calls
 }
 
 // reserve reserves a model call against what its run has left (r), as

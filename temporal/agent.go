@@ -27,7 +27,9 @@ import (
 // each Run starts one on TaskQueue through Client and waits for it, so
 // that what serves or calls an agent in process — the AG-UI handler, a
 // sub-agent tool, a test — runs a tree on workers instead. A cancelled
-// context cancels the workflow, and with it every child.
+// context cancels the workflow, and with it every child, and Run waits
+// for it to end (at most 30 seconds), so that its stream ends every
+// sub-agent it started and its Output counts what the tree spent.
 //
 // Run emits RUN_STARTED and RUN_FINISHED (or RUN_ERROR) to the sink of its
 // context; with Events, the Hub that the workers' Runtime.Events is in

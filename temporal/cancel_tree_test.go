@@ -202,12 +202,8 @@ func TestStoppedTreeEndsItsSubagentsOnTemporal(t *testing.T) {
 			if d := cmp.Diff(want, subagentEnds(evs)); d != "" {
 				t.Errorf("on Temporal, the client read these ends (-want +got):\n%s", d)
 			}
-			if mode.name != "no ids" {
-				// A tree on Temporal names no call its model left
-				// unnamed, as the core does: its stream names them "".
-				for _, pr := range eventcheck.Check(evs, eventcheck.Options{}) {
-					t.Error(pr)
-				}
+			for _, pr := range eventcheck.Check(evs, eventcheck.Options{}) {
+				t.Error(pr)
 			}
 			calls, billed := p.total()
 			if calls != 3 {
