@@ -65,18 +65,12 @@ func (s *runState) count(providerName, model string, u provider.Usage, earlier b
 			unpriced = providerName + "/" + model
 		}
 	}
-	if priced || unpriced != "" {
-		run.AddCost(s.ctx, dollars, saved, unpriced)
-	}
 	m := provider.ModelUsage{Provider: providerName, Model: model, Usage: u, Cost: dollars, CacheSaved: saved}
+	ledger.Charge(s.ctx, m, unpriced, priced || unpriced != "", earlier)
 	if earlier {
-		ledger.AddEarlier(s.ctx, m)
 		run.AddEarlier(s.ctx, u, dollars)
-	} else {
-		ledger.Add(s.ctx, m)
-		if s.events {
-			s.em.Emit(event.Event{Type: event.Custom, Name: UsageEvent, Value: ledger.CallJSON(m)})
-		}
+	} else if s.events {
+		s.em.Emit(event.Event{Type: event.Custom, Name: UsageEvent, Value: ledger.CallJSON(m)})
 	}
 	return m
 }

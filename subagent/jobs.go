@@ -273,7 +273,7 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 	var cost *run.Spend
 	if jt.lasting {
 		// What it spends, counted by the later turn that takes it.
-		jctx, spent = ledger.With(jctx)
+		jctx, spent = ledger.WithGate(jctx)
 		jctx, cost = run.TrackSpend(ctx, jctx)
 	}
 	j.cancel, j.unhold = cancel, unhold

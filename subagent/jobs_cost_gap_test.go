@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/internal/resumetest"
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
@@ -234,5 +235,96 @@ func TestPrunedJobCountsItsCost(t *testing.T) {
 				t.Errorf("the turns cost $%.6f + $%.6f = $%.6f; the model billed $%.6f", out1.Cost, out2.Cost, got, want)
 			}
 		})
+	}
+}
+
+// finished is what RUN_FINISHED reports of a turn run under the ledger l
+// that answered out, per model: its entries' tokens (requests aside) and
+// dollars.
+func finished(t *testing.T, l *ledger.Ledger, out agent.Output) (provider.Usage, float64) {
+	t.Helper()
+	var entries []struct {
+		Model   string  `json:"model"`
+		In      int64   `json:"inputTokens"`
+		Out     int64   `json:"outputTokens"`
+		CostUsd float64 `json:"costUsd"`
+	}
+	if raw := ledger.JSON(l, provider.Usage{}); raw != nil { // the entries of its model calls
+		if err := json.Unmarshal(raw, &entries); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var u provider.Usage
+	var dollars float64
+	for _, e := range entries {
+		if e.Model == "" {
+			t.Errorf("RUN_FINISHED has an entry of no model: %+v", e)
+			continue
+		}
+		u.InputTokens += e.In
+		u.OutputTokens += e.Out
+		dollars += e.CostUsd
+	}
+	return u, dollars
+}
+
+// A thread's job whose model call ends while the turn that started it
+// winds up counts that call once in the per-model usage the thread's turns
+// report (RUN_FINISHED's), in tokens and in dollars: whether the call ends
+// as the run ends (held by a hook of its end), or after the run has
+// returned but before its RUN_FINISHED is built. The turn that collects
+// the job counts what the first did not.
+func TestJobCallInWindUpCountsOnceInRunFinished(t *testing.T) {
+	for _, when := range []string{"run's end", "after the run"} {
+		for _, mode := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
+			t.Run(fmt.Sprint(when, "/ids=", mode), func(t *testing.T) {
+				m := &gapModel{ids: mode, gate: make(chan struct{})}
+				var tctx context.Context
+				var sp *subagent.Spawner
+				hook := func(s *subagent.Spawner) tool.Tool {
+					sp = s
+					return tool.Func{Def: tool.Definition{Name: "hook", Parameters: json.RawMessage(`{"type":"object"}`)},
+						Fn: func(ctx context.Context, _ tool.Call) (tool.Result, error) {
+							if when == "run's end" {
+								run.OnEnd(ctx, func() provider.Usage {
+									close(m.gate)
+									awaitJobs(t, sp, tctx)
+									return provider.Usage{}
+								})
+							}
+							return tool.Result{Content: "hooked"}, nil
+						}}
+				}
+				lead, s, ctx := gapLead(t, m, nil, hook)
+				tctx = ctx
+				ctx1, l1 := ledger.With(ctx)
+				out1, err := lead.Run(ctx1, agent.Input{Text: "hook"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if when == "after the run" {
+					close(m.gate)
+					awaitJobs(t, s, ctx)
+				}
+				u1, d1 := finished(t, l1, out1)
+				ctx2, l2 := ledger.With(ctx)
+				out2, err := lead.Run(ctx2, agent.Input{Text: "what now?"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				u2, d2 := finished(t, l2, out2)
+				billed := m.total()
+				billed.Requests = 0
+				if got := u1.Add(u2); got != billed {
+					t.Errorf("RUN_FINISHED counts %+v + %+v = %+v; the model billed %+v", u1, u2, got, billed)
+				}
+				if want := gapPrice.Cost(billed); !sameCost(d1+d2, want) {
+					t.Errorf("RUN_FINISHED costs $%.6f + $%.6f = $%.6f; the model billed $%.6f", d1, d2, d1+d2, want)
+				}
+				if got, want := out1.Cost+out2.Cost, gapPrice.Cost(billed); !sameCost(got, want) {
+					t.Errorf("the turns cost $%.6f + $%.6f = $%.6f; the model billed $%.6f", out1.Cost, out2.Cost, got, want)
+				}
+			})
+		}
 	}
 }

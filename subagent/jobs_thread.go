@@ -77,16 +77,14 @@ type threadJobs struct {
 	spent map[*job]jobSpend
 }
 
-// jobSpend is what a thread's job spends, by model (its own ledger,
-// inside the ledger of the run that started it) and in dollars (cost,
-// which knows the part that run counted before it reported its cost), the
-// context of that run, and what the job had spent when that run ended
-// (counted in its ledger as it was spent).
+// jobSpend is what a thread's job spends, by model (its own ledger, whose
+// calls the ledger of the run that started it counts until that run
+// reports its cost: ledger.WithGate) and in dollars (cost, which knows
+// the part of both that run counted), and the context of that run.
 type jobSpend struct {
-	from    context.Context
-	l       *ledger.Ledger
-	cost    *run.Spend
-	counted []provider.ModelUsage
+	from context.Context
+	l    *ledger.Ledger
+	cost *run.Spend
 }
 
 // spends keeps what j, a thread's job started under ctx, spends in l and
@@ -100,16 +98,6 @@ func (s *Spawner) spends(ctx context.Context, j *job, l *ledger.Ledger, cost *ru
 	ts.spent[j] = jobSpend{from: run.Context(ctx), l: l, cost: cost}
 	delete(ts.spent, old)
 	ts.mu.Unlock()
-	run.OnEnd(ctx, func() provider.Usage {
-		counted := l.Entries()
-		ts.mu.Lock()
-		if sp, ok := ts.spent[j]; ok {
-			sp.counted = counted
-			ts.spent[j] = sp
-		}
-		ts.mu.Unlock()
-		return provider.Usage{}
-	})
 }
 
 // forgetSpends forgets what the jobs spent, which no run will take.
@@ -126,9 +114,8 @@ func (s *Spawner) forgetSpends(jobs []*job) {
 // takes its usage (told of it in a note, or collecting it): its cost and
 // its ledger (RUN_FINISHED's usage), as its tokens count in the run's
 // ChildUsage. The run that started the job counted them as they were
-// spent, until it ended (its cost until it reported it: run.Spend); a
-// later turn of the thread, whose run is not inside that one, counts the
-// rest.
+// spent, until it reported its cost (run.AddCall); a later turn of the
+// thread, whose run is not inside that one, counts the rest.
 func (s *Spawner) handOver(ctx context.Context, j *job) {
 	ts := &s.threads
 	ts.mu.Lock()
@@ -140,7 +127,7 @@ func (s *Spawner) handOver(ctx context.Context, j *job) {
 	if dollars := sp.cost.Uncounted(); dollars != 0 {
 		run.AddCost(ctx, dollars, 0, "")
 	}
-	_, rest := ledger.Unreplayed(sp.l.Entries(), sp.counted)
+	_, rest := ledger.Unreplayed(sp.l.Entries(), sp.cost.Counted())
 	for _, m := range rest {
 		ledger.Add(ctx, m)
 	}

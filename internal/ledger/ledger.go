@@ -26,6 +26,10 @@ type Ledger struct {
 	// earlier is the part of entries that earlier runs of a journaled
 	// turn spent (Replay, AddEarlier), by the same index; nil while none.
 	earlier []provider.ModelUsage
+	// gate: the ledger is that of work that outlives the run that started
+	// it (WithGate); the ledgers it is inside count a call of it only when
+	// that run does (Charge).
+	gate bool
 }
 
 type key struct{}
@@ -36,6 +40,16 @@ func With(ctx context.Context) (context.Context, *Ledger) {
 	l := &Ledger{parent: From(ctx)}
 	l.entries = l.first[:0]
 	return context.WithValue(ctx, key{}, l), l
+}
+
+// WithGate is With for work that outlives the run of ctx that starts it
+// (a thread's background job, under run.TrackSpend): the ledgers the new
+// one is inside count a model call of the work (Charge) only if that run
+// counts it, that is, before it reports its cost (run.AddCall).
+func WithGate(ctx context.Context) (context.Context, *Ledger) {
+	ctx, l := With(ctx)
+	l.gate = true
+	return ctx, l
 }
 
 // From returns the ledger of ctx, or nil.
@@ -57,6 +71,41 @@ func Add(ctx context.Context, m provider.ModelUsage) {
 		l.add(m, false)
 	}
 	run.AddSpent(ctx, m.Usage)
+}
+
+// Charge counts one model call made under ctx, m (its cost in m.Cost, 0
+// when unpriced, and what the prompt cache saved on it in m.CacheSaved):
+// in the cost of the runs it is made under when cost is set (it is priced,
+// or unpriced names the model its prices lack: run.AddCost), and in the
+// ledgers of ctx as Add does (AddEarlier, when earlier is set, for a call
+// an earlier run of the turn paid for). Under work that outlives the run
+// that started it (WithGate), the ledgers outside the work's count the
+// call in the same step as that run counts its cost (run.AddCall): both,
+// or, once the run has reported its cost, neither.
+func Charge(ctx context.Context, m provider.ModelUsage, unpriced string, cost, earlier bool) {
+	var gate *Ledger
+	if !m.Usage.IsZero() {
+		for l := From(ctx); l != nil; l = l.parent {
+			l.add(m, earlier)
+			if l.gate {
+				gate = l
+				break
+			}
+		}
+	}
+	switch {
+	case gate != nil:
+		run.AddCall(ctx, m, unpriced, func() {
+			for l := gate.parent; l != nil; l = l.parent {
+				l.add(m, earlier)
+			}
+		})
+	case cost:
+		run.AddCost(ctx, m.Cost, m.CacheSaved, unpriced)
+	}
+	if !m.Usage.IsZero() {
+		run.AddSpent(ctx, m.Usage)
+	}
 }
 
 // AddEarlier is Add for usage an earlier run of the journaled turn spent,

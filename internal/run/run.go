@@ -774,8 +774,26 @@ func Priced(ctx context.Context) bool {
 // the runs it is inside: what work it left running spends after that is
 // counted only in that work's record (TrackSpend), for a later run to take.
 func AddCost(ctx context.Context, dollars, saved float64, unpriced string) {
-	var sp *Spend // the record of the work ctx is in, until its run is reached
-	for sc := from(ctx).scope; sc != nil; sc = sc.up {
+	addCost(ctx, dollars, saved, unpriced, nil, nil)
+}
+
+// AddCall is AddCost for one model call made under ctx, m, with its cost
+// (m.Cost) and what the prompt cache saved on it (m.CacheSaved). Under
+// work that outlives the run that started it (TrackSpend), the call counts
+// in that run, as a whole, only if the run has not reported its cost yet:
+// counted is then called, under the lock with which the run reports its
+// cost, to add the call to what else the run reports of it (its ledger):
+// a call that ends as the run reports its cost counts there in dollars
+// and in its ledger, or in neither. Outside such work counted is not
+// called.
+func AddCall(ctx context.Context, m provider.ModelUsage, unpriced string, counted func()) {
+	addCost(ctx, m.Cost, m.CacheSaved, unpriced, &m, counted)
+}
+
+func addCost(ctx context.Context, dollars, saved float64, unpriced string, m *provider.ModelUsage, counted func()) {
+	ri := from(ctx)
+	sp := ri.spend // the record of the work ctx is in, until its run is reached
+	for sc := ri.scope; sc != nil; sc = sc.up {
 		if sp == nil {
 			sp = sc.info.spend
 		}
@@ -797,6 +815,12 @@ func AddCost(ctx context.Context, dollars, saved float64, unpriced string) {
 			sp.total += dollars
 			if !closed {
 				sp.counted += dollars
+				if m != nil {
+					sp.count(*m)
+				}
+				if counted != nil {
+					counted()
+				}
 			}
 			sp = nil
 		}
@@ -814,10 +838,23 @@ func AddCost(ctx context.Context, dollars, saved float64, unpriced string) {
 
 // A Spend is the record of what work that outlives the run that started
 // it (a thread's background job) spends, in US dollars (TrackSpend), and of
-// the part that run counted before it reported its cost (CloseCost).
+// the part that run counted before it reported its cost (CloseCost): in
+// dollars, and, of its model calls (AddCall), by provider and model.
 type Spend struct {
 	sc             *scope // the run that started the work; its mu guards the rest
 	total, counted float64
+	models         []provider.ModelUsage
+}
+
+// count adds m, a model call the run counted, to its models. sc.mu is held.
+func (s *Spend) count(m provider.ModelUsage) {
+	for i := range s.models {
+		if e := &s.models[i]; e.Provider == m.Provider && e.Model == m.Model {
+			*e = e.Add(m)
+			return
+		}
+	}
+	s.models = append(s.models, m)
 }
 
 // TrackSpend gives dst, the context of work that outlives the tool call
@@ -843,6 +880,17 @@ func (s *Spend) Uncounted() float64 {
 	s.sc.mu.Lock()
 	defer s.sc.mu.Unlock()
 	return s.total - s.counted
+}
+
+// Counted returns the model calls of the work (AddCall) that the run that
+// started it counted, by provider and model, with what they cost.
+func (s *Spend) Counted() []provider.ModelUsage {
+	if s == nil {
+		return nil
+	}
+	s.sc.mu.Lock()
+	defer s.sc.mu.Unlock()
+	return slices.Clone(s.models)
 }
 
 // SetCostLimit bounds what the run of ctx and the runs under it may cost,
