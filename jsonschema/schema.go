@@ -14,6 +14,7 @@ import (
 
 	invopop "github.com/invopop/jsonschema"
 	validator "github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
@@ -338,6 +339,9 @@ func problems(ve *validator.ValidationError, p *message.Printer, out []string) [
 			where = "at the top level"
 		} else {
 			where = "at " + where
+		}
+		if k, ok := ve.ErrorKind.(*kind.AdditionalProperties); ok {
+			slices.Sort(k.Properties) // found in map order
 		}
 		return append(out, where+": "+ve.ErrorKind.LocalizedString(p))
 	}

@@ -114,6 +114,17 @@ func TestValidationErrorIsStable(t *testing.T) {
 			t.Fatalf("the same data gave two errors:\n%s\n%s", first, got)
 		}
 	}
+	// The properties an object may not hold are named in order too.
+	closed, err := jsonschema.Compile(json.RawMessage(`{"type":"object","additionalProperties":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = "at the top level: additional properties 'a', 'b', 'c', 'd', 'e' not allowed"
+	for range 50 {
+		if got := closed.Validate(data).Error(); got != want {
+			t.Fatalf("error:\n%s\nwant:\n%s", got, want)
+		}
+	}
 }
 
 func TestCompileKeepsItsOwnCopy(t *testing.T) {
