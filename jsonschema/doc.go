@@ -35,11 +35,12 @@
 // # Validating
 //
 // Validate checks JSON text (ValidateText the same held in a string), and
-// ValidateValue a value decoded by encoding/json into an any. An object that holds one key twice is
-// refused, so that what a program reads from the text is what was
-// checked, and so is a number beyond a 64-bit float's range. The Context
-// forms, ValidateContext and ValidateValueContext, stop when their
-// context ends, with an error that wraps the context's error.
+// ValidateValue a value decoded by encoding/json into an any. An object
+// that holds one key twice is refused, so that what a program reads from
+// the text is what was checked, and so is a number beyond a 64-bit
+// float's range. The Context forms, ValidateContext and
+// ValidateValueContext, stop when their context ends, with an error that
+// wraps the context's error.
 //
 // # Work bounds
 //

@@ -240,8 +240,9 @@ func (s *Schema) ValidateContext(ctx context.Context, data []byte) error {
 	return s.ValidateText(ctx, string(data))
 }
 
-// ValidateText is ValidateContext for JSON text held in a string, which it
-// reads without a copy.
+// ValidateText is ValidateContext for JSON text held in a string, such as
+// a model's answer: it checks and reports as ValidateContext does, without
+// copying the text into a byte slice first.
 func (s *Schema) ValidateText(ctx context.Context, text string) error {
 	if s.flat != nil && s.work == nil && ctx.Err() == nil && s.flat.passesText(text) {
 		return nil

@@ -80,7 +80,7 @@ func MatchesSchema(schema json.RawMessage) (Evaluator, error) {
 		if !ok {
 			return verdict(false, "the answer holds no JSON value"), nil
 		}
-		if err := s.ValidateContext(ctx, []byte(doc)); err != nil {
+		if err := s.ValidateText(ctx, doc); err != nil {
 			return verdict(false, err.Error()), nil
 		}
 		return verdict(true, "the answer matches the schema"), nil
