@@ -10,9 +10,18 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/deputy-go/deputy/temporal"
 )
+
+// The SDK's test environment hashes the test binary for a worker's
+// default build id when the first activity is scheduled, inside the
+// lead's coroutine: about 100 ms of CPU under the race detector, counted
+// against the one second the SDK's deadlock detector allows a workflow
+// task, and several times that in wall time on a loaded machine. A worker
+// hashes it as it is made, before any workflow task; the test names it.
+func init() { worker.SetBinaryChecksum("deputy-fanout-test") }
 
 // The fan-out the workers serve, run in the SDK's in-memory test
 // environment: the lead spawns the three researchers, each a child
