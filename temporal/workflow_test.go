@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,8 +14,10 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/log"
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/deputy-go/deputy/agent"
@@ -56,10 +59,33 @@ func (s *script) total() (int, provider.Usage) {
 	return s.calls, s.usage
 }
 
+// The SDK's test environment does two things inside a workflow's
+// coroutine that a worker does not: it writes its log to standard output
+// line by line (a line per child started, per activity: a pipe that
+// blocks while a loaded machine starves go test's reader), and the first
+// activity a test process schedules hashes the test binary for the
+// worker's default build id, about 100 ms of CPU under the race detector,
+// where a worker hashes it once as it is made, before any workflow task.
+// So the tests set the build id and discard the log, as example_test.go
+// does.
+func init() { worker.SetBinaryChecksum("deputy-test") }
+
+// testDeadlockTimeout is the SDK's deadlock detector's bound on a
+// workflow task in the test environment, in place of its 1 s of wall
+// time: the environment builds a whole environment for each child a
+// workflow starts, inside the workflow's coroutine, and under the race
+// detector on two cores shared with other work, a task of 50 ms of CPU
+// (a lead starting a hundred children, a turn decoding a 768 KiB input)
+// was seen to take over a second. Workers keep the SDK's default; code
+// that blocks outside the SDK still fails here, after 10 s.
+const testDeadlockTimeout = 10 * time.Second
+
 func newEnv(t *testing.T, rt *Runtime) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
 	var ts testsuite.WorkflowTestSuite
+	ts.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 	env := ts.NewTestWorkflowEnvironment()
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: testDeadlockTimeout})
 	Register(env, rt)
 	return env
 }
