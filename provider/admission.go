@@ -440,6 +440,14 @@ type gate struct {
 	minute [60]int32
 	minSec [60]int64
 	heard  bool // the provider has said its request limit
+	// admits counts the calls admitted; paceSeq is the count when a 429
+	// set the pace a minute (inferRequests), at paceAt: a call admitted
+	// before it that succeeds after it was taken by the provider in the
+	// minute the pace was read from, and raises the pace by one.
+	admits  uint64
+	paced   bool
+	paceSeq uint64
+	paceAt  time.Time
 	// head and tail are the calls waiting for admission, in the order
 	// they asked; queued counts them.
 	head, tail *waiter
@@ -522,6 +530,8 @@ func (g *gate) tokensKnown() bool { return g.tokKnown.Load() }
 type ticket struct {
 	epoch  uint64
 	tokens float64
+	seq    uint64    // its number among the gate's admitted calls
+	at     time.Time // when it was admitted
 }
 
 // waiter is a call waiting in a gate's queue.
@@ -636,7 +646,8 @@ func (g *gate) admit(est int64) ticket {
 	if g.tokens.cap > 0 {
 		g.tokens.avail -= float64(est)
 	}
-	return ticket{epoch: g.epoch, tokens: float64(est)}
+	g.admits++
+	return ticket{epoch: g.epoch, tokens: float64(est), seq: g.admits, at: time.Now()}
 }
 
 // dispatch admits the waiting calls, first come first, while the limits
@@ -780,11 +791,22 @@ func (g *gate) release(tk ticket, resp *Response, perr *Error, how outcome) {
 		}
 	case !failed:
 		if !g.heard {
-			sec := time.Now().Unix()
+			now := time.Now()
+			sec := now.Unix()
 			if i := sec % 60; g.minSec[i] != sec {
 				g.minSec[i], g.minute[i] = sec, 1
 			} else {
 				g.minute[i]++
+			}
+			if g.paced && tk.seq <= g.paceSeq && g.paceAt.Sub(tk.at) < time.Minute && g.requests.cap > 0 {
+				// Sent before the 429 that set the pace, and taken: the
+				// provider's minute held it too, and the 429 came back
+				// before its answer (a refusal is quick, an answer
+				// takes a while).
+				g.requests.cap++
+				if g.requests.configured > 0 {
+					g.requests.cap = min(g.requests.cap, g.requests.configured)
+				}
 			}
 		}
 		g.strikes = 0
@@ -825,6 +847,7 @@ func (g *gate) inferRequests() {
 	if g.requests.configured > 0 {
 		g.requests.cap = min(g.requests.cap, g.requests.configured)
 	}
+	g.paced, g.paceSeq, g.paceAt = true, g.admits, now
 }
 
 // overload reports whether a failure says the provider is over its limits
