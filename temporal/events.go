@@ -1,6 +1,7 @@
 package temporal
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"strconv"
@@ -88,10 +89,15 @@ type Trace struct {
 
 // EndedCall is a call of a step whose result the next model call
 // publishes: Subagent is the sub-agent run id it started ("" for none).
+// For a sub-agent that failed, Code names its failure as in process
+// (RUN_ERROR's codes), and Usage and Cost are what it spent.
 type EndedCall struct {
-	CallID   string `json:"call_id"`
-	Subagent string `json:"subagent,omitempty"`
-	IsError  bool   `json:"is_error,omitempty"`
+	CallID   string         `json:"call_id"`
+	Subagent string         `json:"subagent,omitempty"`
+	IsError  bool           `json:"is_error,omitempty"`
+	Code     string         `json:"code,omitempty"`
+	Usage    provider.Usage `json:"usage,omitzero"`
+	Cost     float64        `json:"cost,omitempty"`
 }
 
 // emitter publishes a run's events to the worker's sink.
@@ -155,7 +161,8 @@ func (em emitter) before(req provider.Request) {
 	for _, c := range t.Ended {
 		content := resultOf(req.Messages, c.CallID)
 		if c.Subagent != "" && c.IsError {
-			em.emit(event.Event{Type: event.SubagentError, SubagentRunID: c.Subagent, Message: content})
+			// A call recorded before ended calls carried their code has none.
+			em.emit(event.Event{Type: event.SubagentError, SubagentRunID: c.Subagent, Message: content, Code: cmp.Or(c.Code, "error"), Usage: spentJSON(c.Usage, c.Cost)})
 		}
 		em.emit(event.Event{Type: event.ToolCallResult, MessageID: em.stepName(t.Step-1) + "/result-" + c.CallID, ToolCallID: c.CallID, Content: content, Role: "tool"})
 	}

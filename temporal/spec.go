@@ -354,6 +354,10 @@ type ToolResult struct {
 	// tool.RequireApproval) instead of finishing: the workflow waits for
 	// their answers and runs the call again with them.
 	Asked []tool.Interrupt `json:"asked,omitempty"`
+
+	// code names the failure of a child whose error is the result, for
+	// its SUBAGENT_ERROR (codeOf): the workflow's own, never recorded.
+	code string
 }
 
 // FactoryCall is the input of FactoryWorkflow and of its activity.

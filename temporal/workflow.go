@@ -779,7 +779,11 @@ func endTurn(ctx workflow.Context, trace *Trace, calls []provider.ToolCall, resu
 	if trace != nil {
 		for i, call := range calls {
 			if !published[i] || errs[i] != nil {
-				ended = append(ended, EndedCall{CallID: call.ID, Subagent: children[i], IsError: results[i].IsError})
+				e := EndedCall{CallID: call.ID, Subagent: children[i], IsError: results[i].IsError}
+				if e.Subagent != "" && e.IsError {
+					e.Code, e.Usage, e.Cost = failCode(results[i], errs[i]), results[i].Usage, results[i].Cost
+				}
+				ended = append(ended, e)
 			}
 		}
 	}
@@ -816,11 +820,7 @@ func endCancelled(ctx workflow.Context, trace *Trace, calls []provider.ToolCall,
 		}
 		r := results[i]
 		if children[i] != "" && r.IsError {
-			code := "error"
-			if sdktemporal.IsCanceledError(errs[i]) {
-				code = "cancelled"
-			}
-			evs = append(evs, event.Event{Type: event.SubagentError, SubagentRunID: children[i], Message: r.Content, Code: code, Usage: spentJSON(r.Usage, r.Cost)})
+			evs = append(evs, event.Event{Type: event.SubagentError, SubagentRunID: children[i], Message: r.Content, Code: failCode(r, errs[i]), Usage: spentJSON(r.Usage, r.Cost)})
 		}
 		evs = append(evs, event.Event{Type: event.ToolCallResult, MessageID: key + "/step-" + strconv.Itoa(trace.Step) + "/result-" + call.ID,
 			ToolCallID: call.ID, Content: r.Content, Role: "tool"})
@@ -1029,7 +1029,7 @@ func (d *delegation) answer(ctx workflow.Context, f workflow.Future, checked boo
 		return res, nil, err
 	}
 	if err != nil {
-		res = ToolResult{Content: capText(fmt.Sprintf("%s failed: %v", d.call.Name, err), d.tn.spec.maxOutput()), IsError: true, Usage: usageOf(err), Cost: costOf(err)}
+		res = ToolResult{Content: capText(fmt.Sprintf("%s failed: %v", d.call.Name, err), d.tn.spec.maxOutput()), IsError: true, Usage: usageOf(err), Cost: costOf(err), code: codeOf(err)}
 	}
 	return res, &Delegation{Call: d.call, Depth: d.tn.depth, Path: d.tn.path, After: true, Result: res.Content, IsError: res.IsError, Trace: d.tn.trace}, nil
 }
@@ -1171,6 +1171,51 @@ func messageOf(err error) string {
 		return app.Message()
 	}
 	return err.Error()
+}
+
+// codeOf names a failed sub-agent's error err as the code its
+// SUBAGENT_ERROR has in process (errcode's): "cancelled", "timeout", a
+// limit's or a provider's code, or "error" (also for nil: a call that
+// failed without an error).
+func codeOf(err error) string {
+	var app *sdktemporal.ApplicationError
+	var timeout *sdktemporal.TimeoutError
+	switch {
+	case err == nil:
+		return "error"
+	case sdktemporal.IsCanceledError(err):
+		return "cancelled"
+	case errors.As(err, &app):
+		switch typ := app.Type(); {
+		case strings.HasPrefix(typ, ErrTypeProvider):
+			return "provider_error"
+		case typ == ErrTypeMaxSteps:
+			return "max_steps"
+		case typ == ErrTypeUsageLimit:
+			return "usage_limit"
+		case typ == ErrTypeToolRetries:
+			return "tool_retries"
+		case typ == ErrTypeCompaction:
+			return "compaction_failed"
+		case typ == ErrTypePanic:
+			return "panic"
+		case typ == ErrTypeGuardrail, typ == ErrTypeGuardrailTripped:
+			return "guardrail"
+		}
+	case errors.As(err, &timeout):
+		return "timeout"
+	}
+	return "error"
+}
+
+// failCode is the code of a call's failure: err's, or, for a child whose
+// error its parent read as the call's result (delegation.answer), that
+// error's.
+func failCode(r ToolResult, err error) string {
+	if err == nil && r.code != "" {
+		return r.code
+	}
+	return codeOf(err)
 }
 
 // costOf reads what a failed or cancelled child cost, in US dollars, from

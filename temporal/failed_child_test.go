@@ -1,0 +1,175 @@
+package temporal
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/agui"
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/eventcheck"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// failingFork is a lead that spawns one fork, "part 1", whose first model
+// call asks for "look" and whose second fails for good (a bad request);
+// the lead then answers. It counts what each agent's model calls bill, by
+// task ("" for the lead's), and the runs of "look".
+type failingFork struct {
+	*script
+	mu     sync.Mutex
+	billed map[string]provider.Usage
+	looked atomic.Int64
+}
+
+func newFailingFork(id func(n int64, i int) string) *failingFork {
+	f := &failingFork{billed: map[string]provider.Usage{}}
+	var n atomic.Int64
+	f.script = &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		task, rs := firstUserOf(req), resultsOf(req)
+		var msg provider.Message
+		switch {
+		case task == "part 1" && len(rs) == 0:
+			msg = provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: "look", Arguments: json.RawMessage(`{}`)})
+		case task == "part 1":
+			return provider.Message{}, &provider.Error{Provider: "m", StatusCode: http.StatusBadRequest, Kind: provider.KindBadRequest, Message: "no such model"}
+		case len(rs) == 0:
+			task = ""
+			msg = provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"part 1"}`)})
+		default:
+			task = ""
+			msg = provider.AssistantMessage("the part failed")
+		}
+		f.mu.Lock()
+		f.billed[task] = f.billed[task].Add(fake.Usage(req, msg))
+		f.mu.Unlock()
+		return msg, nil
+	}}
+	return f
+}
+
+func (f *failingFork) tools(t *testing.T) *tool.Registry {
+	t.Helper()
+	look := tool.Must(tool.New("look", "Looks.", func(context.Context, struct{}) (string, error) {
+		f.looked.Add(1)
+		return "seen", nil
+	}))
+	reg, err := tool.NewRegistry(look)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+// runTree serves the agents build makes on an AG-UI handler, runs a turn
+// of thread "th" to its end, and returns the stream the client read.
+func runTree(t *testing.T, ctx context.Context, build agui.Builder) []event.Event {
+	t.Helper()
+	h, err := agui.NewPerRequest(build)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(`{"threadId":"th","runId":"r1","messages":[{"id":"m1","role":"user","content":"go"}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var evs []event.Event
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if line, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			var e event.Event
+			if err := json.Unmarshal([]byte(line), &e); err != nil {
+				t.Fatalf("a frame that is not JSON: %q", line)
+			}
+			evs = append(evs, e)
+		}
+	}
+	return evs
+}
+
+// A fork on Temporal whose model fails for good after it spent tokens
+// ends as in process: a SUBAGENT_ERROR with code "provider_error" and what
+// its model calls billed, and the run's RUN_FINISHED reports what the
+// whole tree billed. With models that name their calls afresh, not at
+// all, or from call_0.
+func TestFailedForkReportsItsCodeAndUsageOnTemporal(t *testing.T) {
+	for _, mode := range policyIDModes {
+		t.Run(mode.name, func(t *testing.T) {
+			// The same tree in process: what its client reads.
+			inProcess := runTree(t, context.Background(), func(context.Context, *agui.RunInput) (agent.Agent, error) {
+				p := newFailingFork(mode.id)
+				reg := p.tools(t)
+				spawn, err := subagent.NewSpawner(p, reg)
+				if err != nil {
+					return nil, err
+				}
+				return agent.NewReact(p, agent.WithName("lead"), agent.WithTools(append(reg.Tools(), spawn)...))
+			})
+
+			hub := NewHub()
+			p := newFailingFork(mode.id)
+			ctx, c, queue := onServer(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Tools: p.tools(t), Events: hub})
+			evs := runTree(t, ctx, func(context.Context, *agui.RunInput) (agent.Agent, error) {
+				return &Agent{Client: c, TaskQueue: queue, Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"look"}, Spawn: true}, Events: hub}, nil
+			})
+
+			want := []string{"SUBAGENT_ERROR provider_error, usage true", "RUN_FINISHED "}
+			if d := cmp.Diff(want, subagentEnds(inProcess)); d != "" {
+				t.Fatalf("in process, the client read these ends (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(want, subagentEnds(evs)); d != "" {
+				t.Errorf("on Temporal, the client read these ends (-want +got):\n%s", d)
+			}
+			for _, pr := range eventcheck.Check(evs, eventcheck.Options{}) {
+				t.Error(pr)
+			}
+			if n := p.looked.Load(); n != 1 {
+				t.Errorf("look ran %d times, want 1", n)
+			}
+			calls, billed := p.total()
+			if calls != 4 {
+				t.Errorf("%d model calls, want 4: the lead's two and the fork's two, the failed one not retried", calls)
+			}
+			p.mu.Lock()
+			fork := p.billed["part 1"]
+			p.mu.Unlock()
+			fork.Requests, billed.Requests = 0, 0
+			var ended, finished bool
+			for _, e := range evs {
+				switch e.Type {
+				case event.SubagentError:
+					ended = true
+					if got := usageTokens(t, e.Usage); got != fork || got.IsZero() {
+						t.Errorf("the fork's SUBAGENT_ERROR reports %s, its model calls billed %+v", e.Usage, fork)
+					}
+				case event.RunFinished:
+					finished = true
+					if got := usageTokens(t, e.Usage); got != billed {
+						t.Errorf("RUN_FINISHED reports %s, the model billed %+v", e.Usage, billed)
+					}
+				}
+			}
+			if !ended || !finished {
+				t.Errorf("the stream has SUBAGENT_ERROR %v and RUN_FINISHED %v, want both", ended, finished)
+			}
+		})
+	}
+}
