@@ -1,6 +1,7 @@
 package temporal
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"go.temporal.io/sdk/workflow"
@@ -22,6 +23,38 @@ import (
 // was replayed again, and the server refused to query or update the run
 // meanwhile. A workflow started before it runs its calls as it did.
 const fanOutChange = "deputy.fan-out"
+
+// jobPoolChange names the workflow version from which a turn's quick
+// calls of the jobs tool (a send, a status, a list: quickJobCall) run
+// on at most jobWorkers coroutines, each taking the next in order, where
+// each had a coroutine of its own: the SDK wakes every live coroutine at
+// each event it applies, and each send applies two (its event published,
+// its signal sent), so a turn of n sends woke coroutines about 2n² times
+// — 300 sends took minutes on a loaded machine, 1,024 past a workflow
+// task's ten seconds, and a model decides how many it makes. Asked where
+// a turn has more quick calls than jobWorkers: a turn with fewer runs as
+// before.
+const jobPoolChange = "deputy.job-calls-pooled"
+
+// jobWorkers bounds the coroutines that run a turn's quick calls of the
+// jobs tool (jobPoolChange).
+const jobWorkers = 16
+
+// quickJobCall reports whether call, of the jobs tool with args, ends
+// without waiting on a job or a person: a send, a status or a list.
+func quickJobCall(args json.RawMessage) bool {
+	var a struct {
+		Action string `json:"action"`
+	}
+	if json.Unmarshal(args, &a) != nil {
+		return false
+	}
+	switch a.Action {
+	case "send", "status", "list":
+		return true
+	}
+	return false
+}
 
 // runCalls runs one turn's tool calls as runTools does, at most the
 // turn's parallelism at once, in order, from the calling coroutine: it
@@ -68,6 +101,32 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 		f, set := workflow.NewFuture(ctx)
 		workflow.Go(ctx, func(gctx workflow.Context) { set.Set(nil, rest(gctx)) })
 		await(f, func(f workflow.Future) { finish(i, f.Get(ctx, nil)) })
+	}
+	// pool runs the rest of call i, a quick call of the jobs tool
+	// (jobPoolChange), on one of at most jobWorkers coroutines, and ends
+	// the call with its error.
+	type pooled struct {
+		rest func(ctx workflow.Context) error
+		set  workflow.Settable
+	}
+	var queue []pooled
+	workers := 0
+	pool := func(i int, rest func(ctx workflow.Context) error) {
+		f, set := workflow.NewFuture(ctx)
+		await(f, func(f workflow.Future) { finish(i, f.Get(ctx, nil)) })
+		queue = append(queue, pooled{rest: rest, set: set})
+		if workers >= jobWorkers {
+			return
+		}
+		workers++
+		workflow.Go(ctx, func(gctx workflow.Context) {
+			defer func() { workers-- }()
+			for len(queue) > 0 {
+				q := queue[0]
+				queue = queue[1:]
+				q.set.Set(nil, q.rest(gctx))
+			}
+		})
 	}
 	// Each call is decided at once, in order, or is a plain tool call
 	// or a hand-off to run; the turn's hand-offs are checked by the
@@ -118,6 +177,14 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 			checkUnoffered(i)
 		}
 	}
+	quick := 0
+	for i, call := range calls {
+		if jobCalls[i] && quickJobCall(call.Arguments) {
+			quick++
+		}
+	}
+	// Whether the turn's quick calls of the jobs tool are pooled.
+	pooling := quick > jobWorkers && workflow.GetVersion(ctx, jobPoolChange, workflow.DefaultVersion, 1) >= 1
 	var checks Checks
 	decided := make([]Delegated, n)
 	if len(ins) > 0 {
@@ -193,11 +260,20 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 		if jobCalls[i] {
 			// Acting on a job may wait for it.
 			policed := jobChecked[i] && checks.Policy
-			wait(i, func(gctx workflow.Context) error {
+			run := func(gctx workflow.Context) error {
 				var err error
 				results[i], err = actPlain(gctx, tn, call, policed, decided[i], tn.jobs.act)
 				return err
-			})
+			}
+			args := call.Arguments
+			if policed {
+				args = decided[i].Arguments
+			}
+			if pooling && len(decided[i].Asked) == 0 && quickJobCall(args) {
+				pool(i, run)
+				return true
+			}
+			wait(i, run)
 			return true
 		}
 		if unoffered[i] && checks.Policy {

@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	enums "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/internal/mailbox"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
@@ -28,19 +29,31 @@ type mailRun struct {
 	took          int
 	leadCalls     int64
 	jobCalls      int64
+	lead          string // the lead's workflow id
 }
 
 // sendBatch is how many messages the lead of sendMany sends in one step.
 const sendBatch = 100
 
 // leadSteps is how many model calls the lead of sendMany makes to send n.
-func leadSteps(n int) int64 { return int64(1 + (n+sendBatch-1)/sendBatch + 4) }
+func leadSteps(n int) int64 { return leadStepsOf(n, sendBatch) }
+
+// leadStepsOf is how many model calls the lead of sendMany makes to send
+// n, batch a step.
+func leadStepsOf(n, batch int) int64 { return int64(1 + (n+batch-1)/batch + 4) }
 
 // sendMany runs on the server a lead that starts a job, sends it n
 // messages, sendBatch a step, while the job's first model call waits,
 // reads its status, lets the job take the messages at its next step, waits for it
 // and reads its status again.
 func sendMany(t *testing.T, c client.Client, id func(n int64, i int) string, n int) mailRun {
+	t.Helper()
+	return sendManyBy(t, c, id, n, sendBatch, worker.Options{})
+}
+
+// sendManyBy is sendMany, sending batch messages a step, on a worker
+// with opts.
+func sendManyBy(t *testing.T, c client.Client, id func(n int64, i int) string, n, batch int, opts worker.Options) mailRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -83,7 +96,7 @@ func sendMany(t *testing.T, c client.Client, id func(n int64, i int) string, n i
 		case len(rs) == 0:
 			return provider.AssistantMessage("", call(0, SpawnToolName, `{"task":"`+task+`","background":true}`)), nil
 		case done < n:
-			calls := make([]provider.ToolCall, min(sendBatch, n-done))
+			calls := make([]provider.ToolCall, min(batch, n-done))
 			for i := range calls {
 				calls[i] = call(i, subagent.JobsToolName, fmt.Sprintf(`{"action":"send","job_id":"job_1","message":"word %d"}`, done+i+1))
 			}
@@ -118,15 +131,20 @@ func sendMany(t *testing.T, c client.Client, id func(n int64, i int) string, n i
 		return provider.AssistantMessage("done"), nil
 	}}
 	queue := fmt.Sprintf("deputy-mail-%d", time.Now().UnixNano())
-	w := worker.New(c, queue, worker.Options{})
+	w := worker.New(c, queue, opts)
 	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": m}})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	lead := &Agent{Client: c, TaskQueue: queue, Spec: Spec{Name: "lead", Provider: "m", Spawn: true, Background: true, MaxSteps: 30}}
-	out, err := lead.Run(ctx, agent.Input{Text: "talk to your job"})
+	r.lead = queue + "-lead"
+	spec := Spec{Name: "lead", Provider: "m", Spawn: true, Background: true, MaxSteps: 30}
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: r.lead, TaskQueue: queue}, AgentWorkflowName, RunInput{Spec: spec, Text: "talk to your job"})
 	if err != nil {
+		t.Fatal(err)
+	}
+	var out RunOutput
+	if err := run.Get(ctx, &out); err != nil {
 		t.Fatal(err)
 	}
 	if out.Answer != "done" {
@@ -197,5 +215,64 @@ func TestJobMessagesBoundAsInProcess(t *testing.T) {
 	}
 	if r.leadCalls != leadSteps(sent) || r.jobCalls != 2 {
 		t.Errorf("the lead's model answered %d times, the job's %d; want %d and 2", r.leadCalls, r.jobCalls, leadSteps(sent))
+	}
+}
+
+// historyOf counts the events and workflow tasks of workflow id's
+// history, and returns the ids of the children it started.
+func historyOf(t *testing.T, c client.Client, id string) (events, tasks int, children []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	it := c.GetWorkflowHistory(ctx, id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		events++
+		switch e.GetEventType() {
+		case enums.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+			tasks++
+		case enums.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
+			children = append(children, e.GetChildWorkflowExecutionStartedEventAttributes().GetWorkflowExecution().GetWorkflowId())
+		}
+	}
+	return events, tasks, children
+}
+
+// A lead's model that sends its job 300 messages in one step costs its
+// workflow work linear in them: the sends run on at most 16 coroutines
+// (jobWorkers), not one each, which the SDK woke all at each of the
+// step's 600 events (its events published, its signals sent); and the
+// job takes each once. (300 coroutines ran at once: about 180,000
+// wake-ups in the step, minutes on a loaded machine; 1,024 sends ran
+// past a workflow task's timeout and did not end.)
+func TestJobSendsOfOneStepStayLinear(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	c, err := Dial(context.Background(), hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const sent = 300
+	co := newCoroutines()
+	r := sendManyBy(t, c, policyIDModes[0].id, sent, sent, worker.Options{Interceptors: []interceptor.WorkerInterceptor{co}})
+	for i, s := range r.sends {
+		if !strings.Contains(s, `"state":"queued"`) {
+			t.Fatalf("send %d answered %q, want a receipt, queued", i+1, s)
+		}
+	}
+	if r.took != sent || r.leadCalls != leadStepsOf(sent, sent) || r.jobCalls != 2 {
+		t.Errorf("the job took %d messages; the lead's model answered %d times, the job's %d; want %d, %d and 2", r.took, r.leadCalls, r.jobCalls, sent, leadStepsOf(sent, sent))
+	}
+	events, tasks, _ := historyOf(t, c, r.lead)
+	most := co.peakOf(r.lead)
+	t.Logf("the lead ran at most %d coroutines at once; its history has %d events, %d workflow tasks", most, events, tasks)
+	if limit := 2*jobWorkers + 8; most > limit { // a worker's local activity holds one too
+		t.Errorf("the lead ran %d coroutines at once for %d sends in one step, want at most %d", most, sent, limit)
+	}
+	if limit := 5*sent + 200; events > limit {
+		t.Errorf("the lead's history has %d events for %d sends, want at most %d", events, sent, limit)
 	}
 }
