@@ -337,7 +337,7 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 	jctx, ann := who.announce(jctx, callID, runID)
 	if ann != nil {
 		j.runID, j.em = ann.runID, ann.em
-		j.box.SetNotify(mailbox.Notify{
+		n := mailbox.Notify{
 			Queued: func(m mailbox.Message, r mailbox.Receipt) {
 				j.emitValue(JobMessageEvent, "", messageEvent{receiptOf(j.id, r), j.runID, m.Text})
 			},
@@ -346,7 +346,16 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 					j.emitValue(JobDeliveredEvent, j.runID, messageEvent{receiptOf(j.id, r), j.runID, ""})
 				}
 			},
-		})
+		}
+		if rl := jt.relay; rl != nil {
+			// A sink may send to the job from within these events: they
+			// reach it once the mailbox is let go (see relay.hold).
+			queued, delivered := n.Queued, n.Delivered
+			n.Queued = func(m mailbox.Message, r mailbox.Receipt) { rl.hold(); queued(m, r) }
+			n.Delivered = func(rs []mailbox.Receipt) { rl.hold(); delivered(rs) }
+			n.Told = rl.unhold
+		}
+		j.box.SetNotify(n)
 		j.emitStatus(JobStartedEvent, jt.status(j))
 	}
 	run := jobFunc(fn)

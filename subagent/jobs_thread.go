@@ -277,6 +277,9 @@ type relay struct {
 	queue   []relayed
 	passing bool
 	idle    chan struct{}
+	// held counts the emitters telling of a message to a job, its mailbox
+	// held (see hold): the events emitted meanwhile wait in the queue.
+	held int
 }
 
 // relayed is an event on its way to the sink of a run of the thread.
@@ -331,6 +334,26 @@ func (r *relay) emit(runID string, e event.Event) {
 	if r.em.Enabled() {
 		r.queue = append(r.queue, relayed{r.em, e})
 	}
+	if r.held > 0 {
+		r.mu.Unlock() // unhold passes it on
+		return
+	}
+	r.pass()
+}
+
+// hold and unhold surround the telling of a message to a job, its
+// mailbox held: the one telling, which a sink sending to the job would
+// wait for, passes on no event, the queue's included, until unhold, once
+// the mailbox is let go.
+func (r *relay) hold() {
+	r.mu.Lock()
+	r.held++
+	r.mu.Unlock()
+}
+
+func (r *relay) unhold() {
+	r.mu.Lock()
+	r.held--
 	r.pass()
 }
 
