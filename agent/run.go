@@ -127,6 +127,9 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	s.releaseModelCheck()
 	s.respendUnread()
 	s.child = s.child.Add(run.Finish(ctx))
+	// A run the user's tool started gives back to its call's share what
+	// it neither spent nor needs for its answer to be read.
+	run.Settle(ctx, s.spent(), (int64(len(answer))+3)/4)
 	if ParentRunID(ctx) == "" && Depth(ctx) == 0 && (err == nil || isInterrupted(err)) {
 		// A resumed top-level run (not one a tool runs inside another)
 		// that did not reach a call it was given an answer for is not the

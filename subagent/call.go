@@ -58,8 +58,18 @@ func (t *SubAgentTool) Call(ctx context.Context, call tool.Call) (tool.Result, e
 	if t.cfg.contextForks {
 		in = t.forkInput(ctx, args, in)
 	}
+	if n := run.CallName(ctx); n != "" && n != t.def.Name {
+		// Called by a tool of the user's, which may start more children
+		// in the same call: this one takes part of the call's share.
+		ctx = context.WithValue(ctx, partShareKey{}, true)
+	}
 	return t.invoke(ctx, call.ID, args, in, opening{})
 }
+
+// partShareKey marks the context of a call that a tool of the user's
+// made (Call), whose child takes part of the call's share of its parent's
+// budget (run.TakeShare), not all of it.
+type partShareKey struct{}
 
 // forkInput makes in a context fork (WithContextForks) of the parent's
 // request at the step whose call ctx is, when there is one: outside a
@@ -646,11 +656,19 @@ func (rt *residentTurn) release() {
 // call ends. A child that reaches its limit answers partially: with what
 // its wrap-up turn said, or, cut short, with what it last said.
 func (t *SubAgentTool) runChild(ctx context.Context, args json.RawMessage, in agent.Input, runID string, recheck handOffAgain) (res tool.Result, err error) {
-	runs := childRuns{t: t, ctx: ctx, args: args, budget: -1, costShare: run.CostShare(ctx), recheck: recheck}
+	runs := childRuns{t: t, ctx: ctx, args: args, budget: -1, recheck: recheck}
+	// Of what the call's share has left, all when the model called this
+	// tool, half when a tool of the user's calls it (run.TakeShare): the
+	// child gives back what it did not spend, less what reading its
+	// result costs, for the next child that tool starts.
+	sole := ctx.Value(partShareKey{}) == nil
+	var settleCost func(float64, int64)
+	runs.costShare, settleCost = run.TakeCostShare(ctx, sole)
+	defer func() { settleCost(runs.cost, resultTokens(res)) }()
 	if t.limited == nil {
-		if granted, ok, g := run.TakeShare(ctx, 0); ok {
+		if granted, ok, g := run.TakeShare(ctx, 0, sole); ok {
 			runs.budget = granted
-			defer func() { g.Settle(runs.usage.Tokens()) }()
+			defer func() { g.SettleRead(runs.usage.Tokens(), resultTokens(res)) }()
 		}
 	}
 	defer func() { res.Usage = runs.usage }()
@@ -691,6 +709,10 @@ func (t *SubAgentTool) runChild(ctx context.Context, args json.RawMessage, in ag
 	}
 	return t.deliver(ctx, o)
 }
+
+// resultTokens is what reading res costs its caller, in tokens as the
+// budgets' estimate counts them.
+func resultTokens(res tool.Result) int64 { return (int64(len(res.Content)) + 3) / 4 }
 
 // unretried is the content and value of the result of a child whose
 // answer did not fit the shape asked for (problem) and that was not

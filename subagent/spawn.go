@@ -727,7 +727,7 @@ func (sc *spawnCall) child(ctx context.Context) (target, func(int64), error) {
 		return *sc.member, noSettle, nil
 	}
 	budget, limited, settle := sc.s.cfg.childTokens, false, noSettle
-	share, shared, g := run.TakeShare(ctx, budget)
+	share, shared, g := run.TakeShare(ctx, budget, true)
 	switch {
 	case shared:
 		budget, limited, settle = share, true, g.Settle

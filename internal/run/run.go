@@ -41,9 +41,12 @@ type info struct {
 	// costShare is the cost limit, in US dollars, of a run started under
 	// the context by a tool call of a step (Step.Share); 0 for none.
 	// hold, when not nil, is where that share is held in the run that gave
-	// it, for work that outlives its call (HoldCostShare).
+	// it, for work that outlives its call (HoldCostShare). given: the
+	// next run's budget is the one a tool gave it (ForRun), not one to
+	// take from the call's share (Start).
 	costShare float64
 	hold      *costHold
+	given     bool
 	// tally counts what AddEarlier records under the context, the runs
 	// started under it included (ForRun); nil when nothing counts.
 	tally *Counter
@@ -58,12 +61,33 @@ type info struct {
 	call *callAt
 }
 
-// callAt is the tool call of a step a context is in (AtCall): its id, and
-// what the model calls made under it have spent (AddSpent).
+// callAt is the tool call of a step a context is in (AtCall): its id,
+// what the model calls made under it have spent (AddSpent), and the share
+// of the step's budget the runs started under it draw on (pot), made when
+// the first of them takes it.
 type callAt struct {
 	id    string
 	mu    sync.Mutex
 	spent provider.Usage
+	pot   *callPot
+}
+
+// callPot is the share of its step's budget (Step.Share) a tool call's
+// runs draw on, however many the call starts: each takes what the ones
+// before it left (TakeShare, TakeCostShare), and gives back, when it
+// ends, what it neither spent nor needs for its answer to be read. Its
+// fields change under the call's mu.
+type callPot struct {
+	// tokens is what of the token share no run holds or spent; held, the
+	// part of the share still reserved in the step's run (Shares.held).
+	tokens, held int64
+	// dollars is what of the cost share no run holds or spent, once
+	// costSet.
+	dollars float64
+	costSet bool
+	// claimed: the pot took its share of the step's tokens (or found none
+	// left).
+	claimed bool
 }
 
 // callLayer is AtCall's context layer and its call, in one allocation.
@@ -123,6 +147,7 @@ type nextRun struct {
 // either; they are bounded by their parent's limits.
 func ForRun(ctx context.Context, tokens int64, dollars float64) (context.Context, *Counter) {
 	nr := &nextRun{info: from(ctx)}
+	nr.given = true
 	if tokens >= 0 {
 		nr.budget = tokens
 	}
@@ -370,6 +395,21 @@ func CallPlace(ctx context.Context) (step, index int, ok bool) {
 	return ri.step.n, i, true
 }
 
+// CallName returns the name of the tool the step's call ctx is in asked
+// for (AtCall), or "" outside a step's call.
+func CallName(ctx context.Context) string {
+	ri, ok := ctx.Value(key{}).(*info)
+	if !ok || ri.step == nil || ri.call == nil {
+		return ""
+	}
+	for _, c := range ri.step.calls {
+		if c.ID == ri.call.id {
+			return c.Name
+		}
+	}
+	return ""
+}
+
 // callPos is the position of a run named name started under the tool
 // call ri is in, or under ri's run when it is in none.
 func (ri *info) callPos(name string) string {
@@ -550,6 +590,25 @@ func Start(ctx context.Context, id, name string, tokenLimit int64) context.Conte
 	if b := parent.budget; b >= 0 && (tokenLimit == 0 || b < tokenLimit) {
 		tokenLimit = max(b, 1) // a limit of 0 would be none: 1 token leaves the run one reply
 	}
+	costShare := parent.costShare
+	var drew *drawn
+	if !parent.given && parent.call != nil && (parent.shares != nil || costShare > 0) {
+		// Started by the user's own tool under a call of a step that
+		// shared out its budget (agent.Run inside a tool, not through a
+		// sub-agent tool): it draws on what the call's share has left, as
+		// a sub-agent tool's child does, and gives back the rest when it
+		// ends (Settle).
+		drew = &drawn{}
+		if granted, ok, g := TakeShare(ctx, 0, false); ok {
+			drew.tokens = g
+			if tokenLimit == 0 || granted < tokenLimit {
+				tokenLimit = max(granted, 1)
+			}
+		}
+		if costShare > 0 {
+			costShare, drew.cost = TakeCostShare(ctx, false)
+		}
+	}
 	sc := &scope{limit: tokenLimit, up: parent.scope}
 	if parent.scope != nil {
 		sc.prices = parent.scope.prices
@@ -559,11 +618,14 @@ func Start(ctx context.Context, id, name string, tokenLimit int64) context.Conte
 	// A run given part of its parent's budget hands its answer back to
 	// a parent that reads it again, on that budget too (ReadBack).
 	sc.readBack = parent.budget >= 0 || parent.shares != nil || parent.costShare > 0
-	if parent.costShare > 0 {
+	if costShare > 0 {
 		// Its share of what its parent's step had left to spend is its
 		// own limit: its siblings' spending does not eat into it.
-		sc.costLimit, sc.costShared = parent.costShare, true
+		sc.costLimit, sc.costShared = costShare, true
 		sc.hold = parent.hold
+	}
+	if drew != nil {
+		sc.values = map[any]any{drawnKey{}: drew}
 	}
 	sc.id, sc.name = id, name
 	sc.at, _ = ctx.Value(key{}).(*info)
@@ -1121,6 +1183,11 @@ type Shares struct {
 	each int64
 	mu   sync.Mutex
 	n    int // shares not taken yet
+	// held is what the shares tool calls took into their pots (TakeShare)
+	// still hold reserved in sc, out what of them runs still hold
+	// (Grants not settled); released: Release has given back the rest.
+	held, out int64
+	released  bool
 }
 
 // RefusalBytes bounds what the result of a tool call whose sub-agent's
@@ -1185,35 +1252,64 @@ func shareOut(ctx context.Context, ri *info, sh *Shares, calls int, keep int64, 
 	return true
 }
 
-// Release gives back the shares no call took: call it once the step's
-// calls have ended. On a nil Shares it does nothing.
+// Release gives back the shares no call took, and what the calls' runs
+// did not spend of those they took, but for what runs still going hold
+// (given back as they settle): call it once the step's calls have ended.
+// On a nil Shares it does nothing.
 func (sh *Shares) Release() {
 	if sh == nil || sh.sc == nil {
 		return
 	}
 	sh.mu.Lock()
-	k := sh.n
-	sh.n = 0
+	back := sh.each * int64(sh.n)
+	if !sh.released {
+		// What runs still going hold stays set aside until they settle.
+		back += max(sh.held-sh.out, 0)
+		sh.held = min(sh.held, sh.out)
+	}
+	sh.n, sh.released = 0, true
 	sh.mu.Unlock()
-	if k > 0 {
+	if back > 0 {
 		sh.sc.mu.Lock()
-		sh.sc.reserved.Add(-sh.each * int64(k))
+		sh.sc.reserved.Add(-back)
 		sh.sc.mu.Unlock()
 	}
 }
 
-// TakeShare takes one of the shares set aside for the step ctx belongs to
-// (Step.Share), for the child a tool call starts, keeping at most upTo
-// tokens of it (0: all) and giving the rest back: it returns the tokens
-// kept, whether a share was set aside at all (false: the run has no limit,
-// or the call is not a step's), and the Grant that ends the reservation
-// with what the child spent, as Reserve's does (nil when nothing is
-// kept, whose Settle does nothing). A step whose shares are all taken
-// gives 0.
-func TakeShare(ctx context.Context, upTo int64) (granted int64, ok bool, g *Grant) {
-	sh := from(ctx).shares
+// TakeShare takes, for the child a tool call starts, of what the call's
+// share of its step's budget (Step.Share) has left, keeping at most upTo
+// tokens of it (0: all): all of it when sole (the call's tool is the
+// sub-agent tool, whose child is the call's only one), else half, since a
+// tool of the user's that starts children itself cannot say how many more
+// it will start: each later one gets its part of what the ones before it
+// left (Grant.SettleRead). It returns the tokens kept, whether a share was
+// set aside at all (false: the run has no limit, or the call is not a
+// step's), and the Grant that ends the reservation with what the child
+// spent, as Reserve's does (nil when nothing is kept, whose Settle does
+// nothing). A call whose share is all taken or spent gives 0, as does one
+// of a step whose shares are all taken.
+func TakeShare(ctx context.Context, upTo int64, sole bool) (granted int64, ok bool, g *Grant) {
+	ri := from(ctx)
+	sh := ri.shares
 	if sh == nil {
 		return 0, false, nil
+	}
+	if c := ri.call; c != nil {
+		c.mu.Lock()
+		p := c.potOf(sh)
+		kept := p.tokens
+		if !sole {
+			kept /= 2
+		}
+		if upTo > 0 && upTo < kept {
+			kept = upTo
+		}
+		p.tokens -= kept
+		sh.mu.Lock()
+		sh.out += kept
+		sh.mu.Unlock()
+		c.mu.Unlock()
+		return kept, true, &Grant{sc: sh.sc, granted: kept, call: c, sh: sh}
 	}
 	sh.mu.Lock()
 	if sh.n == 0 {
@@ -1233,26 +1329,154 @@ func TakeShare(ctx context.Context, upTo int64) (granted int64, ok bool, g *Gran
 	return kept, true, &Grant{sc: sc, granted: kept}
 }
 
+// potOf returns the call's pot, taking one of sh's shares into it the
+// first time (none left: an empty one). c.mu is held.
+func (c *callAt) potOf(sh *Shares) *callPot {
+	if c.pot == nil {
+		c.pot = &callPot{}
+	}
+	p := c.pot
+	if sh != nil && !p.claimed {
+		p.claimed = true
+		sh.mu.Lock()
+		if sh.n > 0 && !sh.released {
+			sh.n--
+			p.tokens, p.held = sh.each, sh.each
+			sh.held += sh.each
+		}
+		sh.mu.Unlock()
+	}
+	return p
+}
+
+// TakeCostShare takes, for a run a tool call starts, of what the call's
+// cost share (Step.Share) has left, as TakeShare does of its tokens: all
+// of it when sole, else half. settle gives back what the run did not spend
+// once it has ended, less what reading its answer (read tokens, at the
+// input price of the step's run) costs. Without a cost share it returns 0;
+// outside a step's call, the share, which settle leaves as it is. A share
+// used up is a tiny positive amount, not 0, which is no limit.
+func TakeCostShare(ctx context.Context, sole bool) (dollars float64, settle func(spent float64, read int64)) {
+	ri := from(ctx)
+	if ri.costShare <= 0 {
+		return 0, func(float64, int64) {}
+	}
+	c := ri.call
+	if c == nil || ri.step == nil {
+		return ri.costShare, func(float64, int64) {}
+	}
+	price := ri.step.price.Input
+	c.mu.Lock()
+	p := c.potOf(nil)
+	if !p.costSet {
+		p.dollars, p.costSet = ri.costShare, true
+	}
+	dollars = p.dollars
+	if !sole {
+		dollars /= 2
+	}
+	p.dollars -= dollars
+	c.mu.Unlock()
+	if dollars <= 0 {
+		dollars = 1e-12 // used up: bounded, not 0, which is no limit
+	}
+	var once sync.Once
+	return dollars, func(spent float64, read int64) {
+		once.Do(func() {
+			c.mu.Lock()
+			p.dollars = max(p.dollars+dollars-spent-float64(read)*price, 0)
+			c.mu.Unlock()
+		})
+	}
+}
+
 // A Grant is tokens of a run's budget set aside for work done inside one
 // of its tool calls (Reserve, TakeShare), until Settle ends it.
 type Grant struct {
 	sc      *scope
 	granted int64
 	settled atomic.Bool
+	// call and sh: the grant came out of the call's pot, a share of sh.
+	call *callAt
+	sh   *Shares
 }
 
 // Settle ends the grant: call it once the work has ended, with the tokens
 // it spent. Those tokens count as used from then on, and the grant's no
 // longer set aside. Calls after the first, and on a nil Grant, do
 // nothing.
-func (g *Grant) Settle(spent int64) {
+func (g *Grant) Settle(spent int64) { g.SettleRead(spent, 0) }
+
+// SettleRead is Settle for work whose result its run reads as read
+// tokens: a grant out of a tool call's share gives back to it what the
+// work neither spent nor needs for that reading, for the next child the
+// call starts (TakeShare).
+func (g *Grant) SettleRead(spent, read int64) {
 	if g == nil || g.settled.Swap(true) {
+		return
+	}
+	if c := g.call; c != nil {
+		c.mu.Lock()
+		p := c.pot
+		p.tokens = max(p.tokens+g.granted-max(spent, 0)-max(read, 0), 0)
+		// The part of the share it spent goes from set aside to used; once
+		// the step has given back the rest (Release), all it held.
+		sh := g.sh
+		sh.mu.Lock()
+		sh.out -= g.granted
+		var d int64
+		if sh.released {
+			d = min(g.granted, sh.held)
+		} else {
+			d = min(max(spent, 0), p.held)
+			p.held -= d
+		}
+		sh.held -= d
+		sh.mu.Unlock()
+		c.mu.Unlock()
+		g.sc.mu.Lock()
+		g.sc.reserved.Add(-d)
+		g.sc.used.Add(spent)
+		g.sc.mu.Unlock()
 		return
 	}
 	g.sc.mu.Lock()
 	g.sc.reserved.Add(-g.granted)
 	g.sc.used.Add(spent)
 	g.sc.mu.Unlock()
+}
+
+// drawn is what a run started under a tool call took of the call's share
+// (Start), for Settle to give back.
+type drawn struct {
+	tokens *Grant
+	cost   func(spent float64, read int64)
+}
+
+type drawnKey struct{}
+
+// Settle ends what the run of ctx took of the share of the tool call it
+// was started under, when it was started by the user's own tool rather
+// than by a sub-agent tool (Start): spent is what it used, its sub-runs'
+// included, and read what its answer weighs, in tokens, for the run that
+// started it to read. What it cost is its own (Cost). A run calls it once,
+// as it ends; outside such a run it does nothing.
+func Settle(ctx context.Context, spent, read int64) {
+	sc := from(ctx).scope
+	if sc == nil {
+		return
+	}
+	sc.mu.Lock()
+	d, _ := sc.values[drawnKey{}].(*drawn)
+	cost := sc.cost
+	sc.mu.Unlock()
+	if d == nil {
+		return
+	}
+	d.tokens.SettleRead(spent, read)
+	if d.cost != nil {
+		d.cost(cost, read)
+	}
 }
 
 // CostShared reports whether the step ctx belongs to gave each of its

@@ -235,3 +235,45 @@ func TestChildPathsAreRightAndReused(t *testing.T) {
 		t.Errorf("a path built before costs %v allocations", n)
 	}
 }
+
+// A run started under a tool call of a step that shared out its budget,
+// by the user's own tool rather than a sub-agent tool, draws on the
+// call's share: half of what it has left, tokens and dollars, since the
+// tool may start more; what it neither spent nor needs for its answer to
+// be read goes back to the share as it settles, for the next. A run a
+// sub-agent tool starts (ForRun) takes nothing itself.
+func TestRunUnderAToolCallDrawsOnTheCallsShare(t *testing.T) {
+	lead := Start(t.Context(), "run_lead", "lead", 1000)
+	SetCostLimit(lead, 1)
+	calls := []provider.ToolCall{{ID: "c1", Name: "team"}}
+	step, sh := AtStep(lead, Step{N: 1, Calls: calls, Share: true, Keep: 100, Price: provider.Price{Input: 0.001}})
+	call := AtCall(step, "c1")
+	// 900 left after what is kept, in two: a share of 450 for the call.
+	first := Start(call, "run_w1", "writer", 0)
+	if got := Limit(first); got != 225 {
+		t.Errorf("the first run's token limit is %d, want 225, half the call's share", got)
+	}
+	if left, _ := CostLeft(first); left != 0.25 {
+		t.Errorf("the first run may spend $%v, want $0.25, half the call's share of $0.50", left)
+	}
+	AddCost(first, 0.05, 0, "")
+	Settle(first, 100, 20) // 225-100-20 = 105 back: 330 left
+	second := Start(call, "run_w2", "writer", 0)
+	if got := Limit(second); got != 165 {
+		t.Errorf("the second run's token limit is %d, want 165, half of what the first left", got)
+	}
+	// $0.25 + $0.25 - $0.05 - 20 tokens at $0.001 = $0.43 left, in two.
+	if left, _ := CostLeft(second); left < 0.2149 || left > 0.2151 {
+		t.Errorf("the second run may spend $%v, want $0.215", left)
+	}
+	given, _ := ForRun(call, 50, 0)
+	if got := Limit(Start(given, "run_w3", "writer", 0)); got != 50 {
+		t.Errorf("a run a tool gave 50 tokens has a limit of %d", got)
+	}
+	Settle(second, 0, 0)
+	SetUsed(lead, 200) // the lead's own 100 and the first run's 100
+	sh.Release()
+	if n, _ := TokensLeft(lead); n != 800 {
+		t.Errorf("after the step, %d tokens left, want 800", n)
+	}
+}
