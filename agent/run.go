@@ -148,7 +148,11 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	out = Output{RunID: runID, Answer: answer, Messages: slices.Clip(s.msgs[s.start:]), Usage: s.usage, ChildUsage: s.child, Value: s.value,
 		Compactions: s.compactions, Partial: s.partial}
 	out.Queued, out.Refused = run.Counts(ctx)
-	out.Cost, out.Unpriced, out.CacheSaved = run.CloseCost(ctx)
+	// The tokens its background work that outlives it spent before it
+	// reported count with their cost (a thread's jobs: run.AddCall).
+	var lasting provider.Usage
+	out.Cost, out.Unpriced, out.CacheSaved, lasting = run.CloseCost(ctx)
+	out.ChildUsage = out.ChildUsage.Add(lasting)
 	out.Earlier, out.EarlierCost = run.Earlier(ctx)
 	if s.policy != nil {
 		out.Denials = denials(ctx)

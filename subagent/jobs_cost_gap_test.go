@@ -180,8 +180,10 @@ func TestJobCostInRunsWindUpCountsOnce(t *testing.T) {
 
 // A turn that collects the oldest of a thread's jobs past the 64 it
 // keeps (their note "" leaves them to a wait) counts what they spent
-// after the turn that started them ended, in dollars as in tokens. Over
-// the turns and a last wait, the thread counts what the model billed.
+// after the turn that started them ended, in dollars as in tokens; the
+// jobs it starts count in it as they spend, and a wait that collects them
+// later owes nothing more. Over the turns and a last wait, the thread
+// counts what the model billed.
 func TestPrunedJobCountsItsCost(t *testing.T) {
 	const driven = 69
 	for _, mode := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
@@ -216,8 +218,8 @@ func TestPrunedJobCountsItsCost(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n := int64(driven + 1 - 64); out2.ChildUsage != (provider.Usage{InputTokens: n, OutputTokens: n, Requests: n}) {
-				t.Fatalf("the second turn's ChildUsage is %+v, want that of the %d jobs it collected", out2.ChildUsage, n)
+			if n := int64(driven + 1); out2.ChildUsage != (provider.Usage{InputTokens: n, OutputTokens: n, Requests: n}) {
+				t.Fatalf("the second turn's ChildUsage is %+v, want that of the %d jobs it ran and the one it collected", out2.ChildUsage, driven)
 			}
 			rest, err := s.Jobs(ctx).Wait(ctx, subagent.WaitFor{Timeout: time.Minute})
 			if err != nil || len(rest) != 64 {
@@ -225,7 +227,10 @@ func TestPrunedJobCountsItsCost(t *testing.T) {
 			}
 			counted := out1.TotalUsage().Add(out2.TotalUsage())
 			for _, r := range rest {
-				counted = counted.Add(r.Usage)
+				if !r.Result.Usage.IsZero() {
+					t.Errorf("the wait collects job %s with %+v, which the turn that started it counted", r.ID, r.Result.Usage)
+				}
+				counted = counted.Add(r.Result.Usage)
 			}
 			billed := m.total()
 			if counted != billed {
@@ -249,7 +254,7 @@ func finished(t *testing.T, l *ledger.Ledger, out agent.Output) (provider.Usage,
 		Out     int64   `json:"outputTokens"`
 		CostUsd float64 `json:"costUsd"`
 	}
-	if raw := ledger.JSON(l, provider.Usage{}); raw != nil { // the entries of its model calls
+	if raw := ledger.JSON(l, out.TotalUsage()); raw != nil {
 		if err := json.Unmarshal(raw, &entries); err != nil {
 			t.Fatal(err)
 		}
@@ -269,11 +274,13 @@ func finished(t *testing.T, l *ledger.Ledger, out agent.Output) (provider.Usage,
 }
 
 // A thread's job whose model call ends while the turn that started it
-// winds up counts that call once in the per-model usage the thread's turns
-// report (RUN_FINISHED's), in tokens and in dollars: whether the call ends
-// as the run ends (held by a hook of its end), or after the run has
-// returned but before its RUN_FINISHED is built. The turn that collects
-// the job counts what the first did not.
+// winds up counts that call once over the thread's turns, in tokens and in
+// dollars, on every surface: whether the call ends as the run ends (held
+// by a hook of its end), or after the run has returned but before its
+// RUN_FINISHED is built. Each turn counts, in its Output (Usage and
+// ChildUsage, Cost) and its RUN_FINISHED (tokens and dollars per model,
+// nothing unattributed), what the model had billed by the time it
+// returned, and no more; the turn that takes the job counts the rest.
 func TestJobCallInWindUpCountsOnceInRunFinished(t *testing.T) {
 	for _, when := range []string{"run's end", "after the run"} {
 		for _, mode := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
@@ -297,32 +304,44 @@ func TestJobCallInWindUpCountsOnceInRunFinished(t *testing.T) {
 				}
 				lead, s, ctx := gapLead(t, m, nil, hook)
 				tctx = ctx
-				ctx1, l1 := ledger.With(ctx)
-				out1, err := lead.Run(ctx1, agent.Input{Text: "hook"})
-				if err != nil {
-					t.Fatal(err)
+				var before provider.Usage // billed before the turn
+				turn := func(n int, text string, after func()) {
+					t.Helper()
+					lctx, l := ledger.With(ctx)
+					out, err := lead.Run(lctx, agent.Input{Text: text})
+					if err != nil {
+						t.Fatal(err)
+					}
+					billed := m.total()
+					bill := provider.Usage{InputTokens: billed.InputTokens - before.InputTokens, OutputTokens: billed.OutputTokens - before.OutputTokens,
+						Requests: billed.Requests - before.Requests}
+					before = billed
+					if after != nil {
+						after()
+					}
+					if got := out.TotalUsage(); got != bill {
+						t.Errorf("turn %d: Output counts %+v; the model billed %+v by its end", n, got, bill)
+					}
+					if got, want := out.Cost, gapPrice.Cost(bill); !sameCost(got, want) {
+						t.Errorf("turn %d: Output costs $%.6f; the model billed $%.6f by its end", n, got, want)
+					}
+					u, dollars := finished(t, l, out)
+					if bill.Requests = 0; u != bill {
+						t.Errorf("turn %d: RUN_FINISHED counts %+v; the model billed %+v by its end", n, u, bill)
+					}
+					if want := gapPrice.Cost(bill); !sameCost(dollars, want) {
+						t.Errorf("turn %d: RUN_FINISHED costs $%.6f; the model billed $%.6f by its end", n, dollars, want)
+					}
 				}
-				if when == "after the run" {
-					close(m.gate)
-					awaitJobs(t, s, ctx)
-				}
-				u1, d1 := finished(t, l1, out1)
-				ctx2, l2 := ledger.With(ctx)
-				out2, err := lead.Run(ctx2, agent.Input{Text: "what now?"})
-				if err != nil {
-					t.Fatal(err)
-				}
-				u2, d2 := finished(t, l2, out2)
-				billed := m.total()
-				billed.Requests = 0
-				if got := u1.Add(u2); got != billed {
-					t.Errorf("RUN_FINISHED counts %+v + %+v = %+v; the model billed %+v", u1, u2, got, billed)
-				}
-				if want := gapPrice.Cost(billed); !sameCost(d1+d2, want) {
-					t.Errorf("RUN_FINISHED costs $%.6f + $%.6f = $%.6f; the model billed $%.6f", d1, d2, d1+d2, want)
-				}
-				if got, want := out1.Cost+out2.Cost, gapPrice.Cost(billed); !sameCost(got, want) {
-					t.Errorf("the turns cost $%.6f + $%.6f = $%.6f; the model billed $%.6f", out1.Cost, out2.Cost, got, want)
+				turn(1, "hook", func() {
+					if when == "after the run" {
+						close(m.gate)
+						awaitJobs(t, s, ctx)
+					}
+				})
+				turn(2, "what now?", nil)
+				if billed := m.total(); before != billed {
+					t.Errorf("the model billed %+v after the turns, %+v by their ends", billed, before)
 				}
 			})
 		}

@@ -35,8 +35,10 @@ func (m *quickModel) Complete(_ context.Context, req provider.Request) (provider
 
 // A thread whose jobs' note is "" (the jobs are left to a wait) keeps at
 // most 64 jobs that ended all the same: past them, the turn that ends
-// collects the oldest, counting their usage once, in its ChildUsage, and
-// forgets them. In the three id modes.
+// collects the oldest and forgets them. Their usage counts once, in its
+// ChildUsage, as that of the jobs it keeps, which it counts as they spend:
+// the wait that collects those later owes nothing more. In the three id
+// modes.
 func TestThreadWithBlankNoteKeepsJobsBounded(t *testing.T) {
 	const started = 70
 	for _, mode := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
@@ -80,13 +82,18 @@ func TestThreadWithBlankNoteKeepsJobsBounded(t *testing.T) {
 			if len(jobs) != 64 {
 				t.Fatalf("the thread keeps %d jobs after its turn, want 64 (the drive: %q)", len(jobs), toolResults(out.Messages))
 			}
-			if n := int64(started - 64); out.ChildUsage != (provider.Usage{InputTokens: n, OutputTokens: n, Requests: n}) {
-				t.Errorf("the turn's ChildUsage is %+v, want that of the %d jobs it forgot, %d requests of a token each way", out.ChildUsage, n, n)
+			if n := int64(started); out.ChildUsage != (provider.Usage{InputTokens: n, OutputTokens: n, Requests: n}) {
+				t.Errorf("the turn's ChildUsage is %+v, want that of the %d jobs it ran, %d requests of a token each way", out.ChildUsage, n, n)
 			}
 			// A wait collects each job kept.
 			got, err := s.Jobs(ctx).Wait(ctx, subagent.WaitFor{Timeout: time.Minute})
 			if err != nil || len(got) != 64 {
 				t.Fatalf("a wait collects %d jobs (%v), want 64", len(got), err)
+			}
+			for _, r := range got {
+				if !r.Result.Usage.IsZero() {
+					t.Errorf("the wait collects job %s with %+v, which the turn counted", r.ID, r.Result.Usage)
+				}
 			}
 		})
 	}

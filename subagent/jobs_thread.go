@@ -100,6 +100,21 @@ func (s *Spawner) spends(ctx context.Context, j *job, l *ledger.Ledger, cost *ru
 	ts.mu.Unlock()
 }
 
+// owed returns what of u, all that j spent, the run that takes it now
+// counts: what the run that started it did not count as its own when it
+// reported (run.Spend.Owed); and marks it taken by that run, if it has not
+// reported yet.
+func (s *Spawner) owed(j *job, u provider.Usage) provider.Usage {
+	ts := &s.threads
+	ts.mu.Lock()
+	sp, ok := ts.spent[j]
+	ts.mu.Unlock()
+	if !ok {
+		return u
+	}
+	return sp.cost.Owed(u, true)
+}
+
 // forgetSpends forgets what the jobs spent, which no run will take.
 func (s *Spawner) forgetSpends(jobs []*job) {
 	ts := &s.threads
@@ -234,10 +249,12 @@ func (s *Spawner) attach(ctx context.Context, jt *jobTable) {
 		jt.mu.Lock()
 		jt.runs--
 		jt.touched = s.cfg.now()
-		gone, took, u := jt.prune()
+		gone, took, _ := jt.prune()
 		jt.mu.Unlock()
+		var u provider.Usage
 		for _, j := range took {
 			s.handOver(ctx, j) // their cost, as their usage
+			u = u.Add(s.owed(j, j.res.Usage))
 		}
 		s.pruned(ctx, gone)
 		return u
@@ -479,7 +496,7 @@ func (s *Spawner) Notes(ctx context.Context) []tool.Note {
 	for _, j := range ended {
 		st := jt.status(j)
 		res := tool.Result{Content: j.res.Content, Value: j.res.Value}
-		usage := j.res.Usage
+		usage := s.owed(j, j.res.Usage) // a later turn's: the job's starting turn has reported
 		switch {
 		case st.State == JobSuspended:
 			res.Content, usage = waitingReport(st), provider.Usage{} // counted when it ends

@@ -906,7 +906,14 @@ type Spend struct {
 	sc             *scope // the run that started the work; its mu guards the rest
 	total, counted float64
 	models         []provider.ModelUsage
+	// taken: the run took all the work spent (Owed) before it reported:
+	// it counts none of it as it reports (CloseCost).
+	taken bool
 }
+
+// spendsKey keys, in a run's values, the records of the work it started
+// that outlives it (TrackSpend), as a []*Spend.
+type spendsKey struct{}
 
 // count adds m, a model call the run counted, to its models. sc.mu is held.
 func (s *Spend) count(m provider.ModelUsage) {
@@ -929,7 +936,45 @@ func TrackSpend(ctx, dst context.Context) (context.Context, *Spend) {
 	}
 	di := from(dst)
 	di.spend = &Spend{sc: sc}
+	sc.mu.Lock()
+	spends, _ := sc.values[spendsKey{}].([]*Spend)
+	if sc.values == nil {
+		sc.values = map[any]any{}
+	}
+	sc.values[spendsKey{}] = append(spends, di.spend)
+	sc.mu.Unlock()
 	return context.WithValue(dst, key{}, &di), di.spend
+}
+
+// Owed returns what of all, all the work has spent (its tokens, counted
+// as a whole when it is collected), the run that takes it now counts: all
+// of it, less the tokens of its model calls (AddCall) the run that
+// started it reported, if that run has reported its cost (CloseCost)
+// without taking the work. take marks the work taken by the run that
+// started it, if that run has not reported yet: it then counts none of
+// the work's tokens as it reports, only what it took. A nil Spend owes
+// all.
+func (s *Spend) Owed(all provider.Usage, take bool) provider.Usage {
+	if s == nil {
+		return all
+	}
+	s.sc.mu.Lock()
+	defer s.sc.mu.Unlock()
+	if !s.sc.closed {
+		s.taken = s.taken || take
+		return all
+	}
+	if s.taken {
+		return all
+	}
+	for _, m := range s.models {
+		all.InputTokens = max(all.InputTokens-m.Usage.InputTokens, 0)
+		all.OutputTokens = max(all.OutputTokens-m.Usage.OutputTokens, 0)
+		all.CacheReadTokens = max(all.CacheReadTokens-m.Usage.CacheReadTokens, 0)
+		all.CacheWriteTokens = max(all.CacheWriteTokens-m.Usage.CacheWriteTokens, 0)
+		all.Requests = max(all.Requests-m.Usage.Requests, 0)
+	}
+	return all
 }
 
 // Uncounted returns what the work has spent that the run that started it
@@ -1005,16 +1050,27 @@ func Cost(ctx context.Context) (float64, []string) {
 // CloseCost returns what the run of ctx cost, its sub-runs' included, the
 // models its prices lack and what the prompt cache saved, as Cost and
 // Saved do, and closes its books in the same step: from then on it takes
-// no more cost (AddCost). A run calls it once, to report its cost.
-func CloseCost(ctx context.Context) (cost float64, unpriced []string, saved float64) {
+// no more cost (AddCost). lasting is the tokens of the model calls it
+// counted (AddCall) of the work it started that outlives it and that it
+// has not taken (Spend.Owed): the run counts them as spent, as it counts
+// their cost. A run calls it once, to report its cost.
+func CloseCost(ctx context.Context) (cost float64, unpriced []string, saved float64, lasting provider.Usage) {
 	sc := from(ctx).scope
 	if sc == nil {
-		return 0, nil, 0
+		return 0, nil, 0, provider.Usage{}
 	}
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	sc.closed = true
-	return sc.cost, slices.Clone(sc.unpriced), sc.saved
+	spends, _ := sc.values[spendsKey{}].([]*Spend)
+	for _, sp := range spends {
+		if !sp.taken {
+			for _, m := range sp.models {
+				lasting = lasting.Add(m.Usage)
+			}
+		}
+	}
+	return sc.cost, slices.Clone(sc.unpriced), sc.saved, lasting
 }
 
 // Saved returns what the prompt cache has saved the run of ctx so far, its

@@ -197,7 +197,7 @@ func TestSpendAfterCloseCost(t *testing.T) {
 	}
 	Finish(lead)
 	AddCost(work, 2, 0, "") // after the wind-up, before the report: the run's
-	cost, _, _ := CloseCost(lead)
+	cost, _, _, _ := CloseCost(lead)
 	if cost != 3 {
 		t.Fatalf("the run reports $%v, want $3", cost)
 	}
