@@ -1,0 +1,55 @@
+package subagent
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/deputy-go/deputy/event"
+)
+
+// Many jobs emitting at once, and a sink emitting again from within Emit,
+// each emitter's events reach the sink in order, none lost; none after
+// the run's end.
+func TestRelayOrderManyEmitters(t *testing.T) {
+	var mu sync.Mutex
+	last := map[string]int{}
+	count, reSeq := 0, 0
+	r := &relay{}
+	em := event.From(event.WithSink(context.Background(), event.SinkFunc(func(e event.Event) {
+		n, _ := strconv.Atoi(e.Delta)
+		mu.Lock()
+		if n != last[e.SubagentRunID]+1 {
+			t.Errorf("%s: %d after %d", e.SubagentRunID, n, last[e.SubagentRunID])
+		}
+		last[e.SubagentRunID] = n
+		count++
+		mu.Unlock()
+		if n%100 == 0 && e.SubagentRunID != "re" { // re-enters, as a sink acting on a job
+			mu.Lock()
+			reSeq++
+			k := reSeq
+			mu.Unlock()
+			r.emit("re", event.Event{Type: event.TextMessageContent, Delta: strconv.Itoa(k), SubagentRunID: "re"})
+		}
+	})))
+	r.attach(em, 1)
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			id := "sub_" + strconv.Itoa(g)
+			for i := 1; i <= 2000; i++ {
+				r.emit(id, event.Event{Type: event.TextMessageContent, Delta: strconv.Itoa(i), SubagentRunID: id})
+			}
+		})
+	}
+	wg.Wait()
+	r.detach(1)
+	r.emit("late", event.Event{Type: event.TextMessageContent, Delta: "1", SubagentRunID: "late"})
+	mu.Lock()
+	defer mu.Unlock()
+	if want := 16*2000 + 16*20; count != want {
+		t.Errorf("the sink took %d events, want %d", count, want)
+	}
+}
