@@ -111,7 +111,8 @@ func threadLead(t *testing.T, m *threadModel, opts ...subagent.SpawnOption) (*ag
 
 // A background job started by one turn of a thread works on after the
 // turn ends; the thread's next turn is told, before its first model
-// call, what the job found, and counts its usage, once.
+// call, what the job found, and counts what the job spent after the
+// turn that started it reported, once.
 func TestJobOutlivesItsTurn(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	m := &threadModel{dig: make(chan struct{})}
@@ -130,13 +131,18 @@ func TestJobOutlivesItsTurn(t *testing.T) {
 		t.Fatalf("after the turn, the thread's jobs are %+v: want one, running", list)
 	}
 	close(m.dig)
-	if _, err := jobs.Wait(t.Context(), subagent.WaitFor{}); err != nil {
+	waited, err := jobs.Wait(t.Context(), subagent.WaitFor{})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if n := out1.ChildUsage.Requests + waited[0].Result.Usage.Requests; n != 2 {
+		t.Errorf("the first turn counts %+v of its job, the wait %+v: %d calls, want the job's two", out1.ChildUsage, waited[0].Result.Usage, n)
 	}
 	// Wait collected it for Go code: start another, left uncollected.
 	m.dig = make(chan struct{})
 	close(m.dig)
-	if _, err := a.Run(ctx, agent.Input{Text: "cmd start"}); err != nil {
+	out2, err := a.Run(ctx, agent.Input{Text: "cmd start"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); jobs.List()[1].State == subagent.JobRunning; {
@@ -160,11 +166,10 @@ func TestJobOutlivesItsTurn(t *testing.T) {
 	if len(notes) != 1 || !strings.Contains(notes[0], "found gold") || !strings.Contains(notes[0], second) || strings.Contains(notes[0], list[0].ID) {
 		t.Fatalf("the third turn's first request carries the notes %q: want one, of the second job, with its answer", notes)
 	}
-	if out3.ChildUsage.Requests != 2 {
-		t.Errorf("the third turn counts %+v of its children: want the second job's two model calls", out3.ChildUsage)
-	}
-	if out1.ChildUsage.Requests != 0 {
-		t.Errorf("the first turn counts %+v of its children: want none, its job ended after it", out1.ChildUsage)
+	// The second job's calls count once: in the turn that started it
+	// those that ended before it reported, the rest in the turn told.
+	if n := out2.ChildUsage.Requests + out3.ChildUsage.Requests; n != 2 {
+		t.Errorf("the second turn counts %+v of its children, the third %+v: %d calls, want the second job's two", out2.ChildUsage, out3.ChildUsage, n)
 	}
 	// A fourth turn is told nothing again.
 	if _, err := a.Run(ctx, agent.Input{Text: "and now?"}); err != nil {
@@ -178,13 +183,16 @@ func TestJobOutlivesItsTurn(t *testing.T) {
 }
 
 // The thread's next turn steers a job an earlier turn started: its message
-// reaches the job, and its wait collects the answer.
+// reaches the job, and its wait collects the answer. The job's two model
+// calls count once, in the turn that started it those that ended before
+// it reported, the rest in the turn that waited.
 func TestJobSteeredByTheNextTurn(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	m := &threadModel{dig: make(chan struct{})}
 	a, _ := threadLead(t, m)
 	ctx := agent.WithThread(t.Context(), "t1")
-	if _, err := a.Run(ctx, agent.Input{Text: "cmd start"}); err != nil {
+	out1, err := a.Run(ctx, agent.Input{Text: "cmd start"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	out, err := a.Run(ctx, agent.Input{Text: "cmd send"})
@@ -202,8 +210,8 @@ func TestJobSteeredByTheNextTurn(t *testing.T) {
 	if out.Answer != "lead: found gold; messages: dig deeper" {
 		t.Errorf("answer %q", out.Answer)
 	}
-	if out.ChildUsage.Requests != 2 {
-		t.Errorf("the turn that waited counts %+v of its children, want the job's two calls", out.ChildUsage)
+	if n := out1.ChildUsage.Requests + out.ChildUsage.Requests; n != 2 {
+		t.Errorf("the turn that started the job counts %+v of its children, the turn that waited %+v: %d calls, want the job's two", out1.ChildUsage, out.ChildUsage, n)
 	}
 }
 
