@@ -250,14 +250,19 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 		// the turn does not start it again (journal.Scope.Paid).
 		base = journal.With(base, js)
 	}
+	var sink *relaySink
 	if jt.lasting {
-		base = journal.With(event.WithSink(context.WithoutCancel(base), jt.relay.sink(runID)), own)
+		sink = jt.relay.sink(runID)
+		base = journal.With(event.WithSink(context.WithoutCancel(base), sink), own)
 	}
 	// Its bounds (WithJobLimits and the defaults): its wall time from now,
 	// its tokens and its cost in the run of its sub-agent, its steps in a
 	// fork's loop (sc.child). cancel ends it.
 	sc.limits = s.limitsFor(ctx, jt)
 	jctx, cancel := sc.limits.bound(base)
+	if sink != nil {
+		sink.done = jctx.Done() // a job cancelled does not wait for the queue
+	}
 	jctx = run.AtCallOf(ctx, jctx) // the caller's depth and the call's place
 	// The job's child takes its share of the parent's budget like a child
 	// in the foreground; the step ending does not give it back. What the

@@ -273,8 +273,10 @@ func (s *Spawner) attach(ctx context.Context, jt *jobTable) {
 // the thread running now (em), one at a time and in the order they came,
 // without holding a lock while the sink takes one: a sink may act on the
 // thread's jobs from within its Emit (ask their status, send to them,
-// start or cancel one), and the events that causes wait in the queue for
-// the event being passed on. Whoever emits when none is being passed on
+// start one), and the events that causes wait in the queue for the event
+// being passed on. It must not wait for a job there (Wait, Cancel): the
+// one passing it the event may be the job's goroutine, and the queue is
+// bounded (see emit). Whoever emits when none is being passed on
 // passes on the queue. Once the run's end has detached it, no event of a
 // job reaches the run's sink, whose terminal event comes after. It keeps,
 // for each job still running, the events that opened it (its
@@ -297,6 +299,9 @@ type relay struct {
 	// held counts the emitters telling of a message to a job, its mailbox
 	// held (see hold): the events emitted meanwhile wait in the queue.
 	held int
+	// room, made by an emitter waiting for room in the queue, is closed
+	// when some is.
+	room chan struct{}
 }
 
 // relayed is an event on its way to the sink of a run of the thread.
@@ -313,18 +318,54 @@ type liveJob struct {
 	events []event.Event
 }
 
+// maxRelayed bounds a relay's queue: past it, the events of the jobs'
+// sub-agents wait for the sink to take some (see relay.emit).
+const maxRelayed = 4096
+
+// relaySink is the sink of the job whose sub-agent run id is runID; done
+// is its context's, once made.
+type relaySink struct {
+	r     *relay
+	runID string
+	done  <-chan struct{}
+}
+
+// Emit passes e on through the relay.
+func (s *relaySink) Emit(e event.Event) { s.r.emit(s.runID, s.done, e) }
+
 // sink returns the sink of the job whose sub-agent run id is runID.
-func (r *relay) sink(runID string) event.Sink {
-	return event.SinkFunc(func(e event.Event) { r.emit(runID, e) })
+func (r *relay) sink(runID string) *relaySink {
+	return &relaySink{r: r, runID: runID}
 }
 
 // emit passes on e, an event of the job whose sub-agent run id is runID.
 // The job's own events are those of its sub-agent run, and the CUSTOM
 // events of its parent that name no sub-agent: those of the jobs its
 // sub-agent starts name it.
-func (r *relay) emit(runID string, e event.Event) {
+//
+// When maxRelayed events wait in the queue, an event of the job's
+// sub-agent run waits for room (a slow sink slows the sub-agents down),
+// unless done, the job's context's, is closed: a job cancelled ends. The
+// events that announce, end or tell of a job or its messages do not wait:
+// the jobs and messages bound them, and a sink that acts on a job from
+// within Emit, which the queue waits for, emits them.
+func (r *relay) emit(runID string, done <-chan struct{}, e event.Event) {
 	r.mu.Lock()
 	own := e.Type == event.Custom && e.SubagentRunID == ""
+	lifecycle := own || e.SubagentRunID == runID && (e.Type == event.SubagentStarted || e.Type == event.SubagentFinished || e.Type == event.SubagentError)
+	for !lifecycle && len(r.queue) >= maxRelayed && (r.passing || r.held > 0) && r.em.Enabled() {
+		if r.room == nil {
+			r.room = make(chan struct{})
+		}
+		room := r.room
+		r.mu.Unlock()
+		select {
+		case <-room:
+		case <-done:
+			lifecycle = true // enqueue it, and go on
+		}
+		r.mu.Lock()
+	}
 	switch {
 	case e.Type == event.SubagentStarted && e.SubagentRunID == runID:
 		r.live = append(r.live, liveJob{runID: runID, events: []event.Event{e}})
@@ -387,6 +428,10 @@ func (r *relay) pass() {
 		next := r.queue[0]
 		r.queue[0] = relayed{}
 		r.queue = r.queue[1:]
+		if r.room != nil && len(r.queue) < maxRelayed {
+			close(r.room)
+			r.room = nil
+		}
 		r.mu.Unlock()
 		next.em.Emit(next.e)
 		r.mu.Lock()

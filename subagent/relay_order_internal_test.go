@@ -19,19 +19,23 @@ func TestRelayOrderManyEmitters(t *testing.T) {
 	r := &relay{}
 	em := event.From(event.WithSink(context.Background(), event.SinkFunc(func(e event.Event) {
 		n, _ := strconv.Atoi(e.Delta)
-		mu.Lock()
-		if n != last[e.SubagentRunID]+1 {
-			t.Errorf("%s: %d after %d", e.SubagentRunID, n, last[e.SubagentRunID])
+		who := e.SubagentRunID
+		if e.Type == event.Custom {
+			who = "re"
 		}
-		last[e.SubagentRunID] = n
+		mu.Lock()
+		if n != last[who]+1 {
+			t.Errorf("%s: %d after %d", who, n, last[who])
+		}
+		last[who] = n
 		count++
 		mu.Unlock()
-		if n%100 == 0 && e.SubagentRunID != "re" { // re-enters, as a sink acting on a job
+		if n%100 == 0 && who != "re" { // re-enters, as a sink acting on a job: an event of the job's parent
 			mu.Lock()
 			reSeq++
 			k := reSeq
 			mu.Unlock()
-			r.emit("re", event.Event{Type: event.TextMessageContent, Delta: strconv.Itoa(k), SubagentRunID: "re"})
+			r.emit("re", nil, event.Event{Type: event.Custom, Name: JobMessageEvent, Delta: strconv.Itoa(k)})
 		}
 	})))
 	r.attach(em, 1)
@@ -40,13 +44,13 @@ func TestRelayOrderManyEmitters(t *testing.T) {
 		wg.Go(func() {
 			id := "sub_" + strconv.Itoa(g)
 			for i := 1; i <= 2000; i++ {
-				r.emit(id, event.Event{Type: event.TextMessageContent, Delta: strconv.Itoa(i), SubagentRunID: id})
+				r.emit(id, nil, event.Event{Type: event.TextMessageContent, Delta: strconv.Itoa(i), SubagentRunID: id})
 			}
 		})
 	}
 	wg.Wait()
 	r.detach(1)
-	r.emit("late", event.Event{Type: event.TextMessageContent, Delta: "1", SubagentRunID: "late"})
+	r.emit("late", nil, event.Event{Type: event.TextMessageContent, Delta: "1", SubagentRunID: "late"})
 	mu.Lock()
 	defer mu.Unlock()
 	if want := 16*2000 + 16*20; count != want {
