@@ -1,12 +1,9 @@
 package temporal
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -82,42 +79,18 @@ func holdTool(t *testing.T, started chan<- struct{}) *tool.Registry {
 // returns the stream the client read.
 func stopTree(t *testing.T, ctx context.Context, build agui.Builder, started <-chan struct{}) []event.Event {
 	t.Helper()
-	h, err := agui.NewPerRequest(build)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(`{"threadId":"th","runId":"r1","messages":[{"id":"m1","role":"user","content":"go"}]}`))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	for range 2 {
-		select {
-		case <-started:
-		case <-ctx.Done():
-			t.Fatal("the forks never held")
-		}
-	}
-	if !h.Stop("", "th") {
-		t.Fatal("Stop found no run on the thread")
-	}
-	var evs []event.Event
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if line, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-			var e event.Event
-			if err := json.Unmarshal([]byte(line), &e); err != nil {
-				t.Fatalf("a frame that is not JSON: %q", line)
+	return serveTurn(t, ctx, build, func(h *agui.Handler) {
+		for range 2 {
+			select {
+			case <-started:
+			case <-ctx.Done():
+				t.Fatal("the forks never held")
 			}
-			evs = append(evs, e)
 		}
-	}
-	return evs
+		if !h.Stop("", "th") {
+			t.Fatal("Stop found no run on the thread")
+		}
+	})
 }
 
 // subagentEnds is what a client reads of the ends of the sub-agents it

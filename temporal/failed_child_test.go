@@ -1,7 +1,6 @@
 package temporal
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -77,6 +76,14 @@ func (f *failingFork) tools(t *testing.T) *tool.Registry {
 // of thread "th" to its end, and returns the stream the client read.
 func runTree(t *testing.T, ctx context.Context, build agui.Builder) []event.Event {
 	t.Helper()
+	return serveTurn(t, ctx, build, nil)
+}
+
+// serveTurn serves the agents build makes on an AG-UI handler, posts a
+// turn of thread "th", calls during (unless nil) with the handler once
+// the stream has begun, and returns the stream the client read.
+func serveTurn(t *testing.T, ctx context.Context, build agui.Builder, during func(*agui.Handler)) []event.Event {
+	t.Helper()
 	h, err := agui.NewPerRequest(build)
 	if err != nil {
 		t.Fatal(err)
@@ -90,19 +97,10 @@ func runTree(t *testing.T, ctx context.Context, build agui.Builder) []event.Even
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var evs []event.Event
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if line, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-			var e event.Event
-			if err := json.Unmarshal([]byte(line), &e); err != nil {
-				t.Fatalf("a frame that is not JSON: %q", line)
-			}
-			evs = append(evs, e)
-		}
+	if during != nil {
+		during(h)
 	}
-	return evs
+	return sseEvents(t, resp.Body)
 }
 
 // A fork on Temporal whose model fails for good after it spent tokens
