@@ -115,6 +115,15 @@ const (
 	jobMessagesChange = "deputy.job-messages-bound"
 	maxJobMessages    = mailbox.MaxMessages
 
+	// jobQueueChange names the workflow version from which a send to a
+	// job that has maxJobQueued messages waiting, as far as its run has
+	// heard, is refused, as in process (mailbox.MaxQueued, with
+	// mailbox.ErrFull's words): the model is told to wait for the job's
+	// next step; before it every send was let in. Asked where a job has
+	// that many waiting.
+	jobQueueChange = "deputy.job-queue-bound"
+	maxJobQueued   = mailbox.MaxQueued
+
 	// notesPolicyChange names the workflow version from which the notes
 	// of a thread's jobs that ended between turns are checked by the
 	// workers' policy as results (policy.AfterResult, as subagent_jobs's,
@@ -697,6 +706,12 @@ func (js *jobs) deliver(ctx workflow.Context, id, text string) (subagent.Receipt
 		return subagent.Receipt{}, bad
 	}
 	j := js.find(id)
+	if j.queued() >= maxJobQueued && workflow.GetVersion(ctx, jobQueueChange, workflow.DefaultVersion, 1) >= 1 {
+		// What the job told of the messages it took since, first.
+		if js.drain(); j.queued() >= maxJobQueued {
+			return subagent.Receipt{}, j.queueFull()
+		}
+	}
 	if j.full() && workflow.GetVersion(ctx, jobMessagesChange, workflow.DefaultVersion, 1) >= 1 {
 		return subagent.Receipt{}, j.tooMany()
 	}
@@ -733,6 +748,22 @@ func (js *jobs) deliver(ctx workflow.Context, id, text string) (subagent.Receipt
 // full reports whether the job has been sent maxJobMessages messages,
 // those whose receipts were dropped included.
 func (j *bgJob) full() bool { return j.dropped+len(j.receipts) >= maxJobMessages }
+
+// queued counts the job's messages waiting for it to take them, as its
+// run has heard: a message it took is queued until it tells so.
+func (j *bgJob) queued() int {
+	n := 0
+	for _, r := range j.receipts {
+		if r.State == subagent.MessageQueued {
+			n++
+		}
+	}
+	return n
+}
+
+// queueFull is the refusal of a message to a job that has maxJobQueued
+// waiting, as in process.
+func (j *bgJob) queueFull() string { return fmt.Sprintf("job %s: %v", j.id, mailbox.ErrFull) }
 
 // tooMany is the refusal of a message to a job that is full, as in
 // process.
@@ -1050,7 +1081,8 @@ func Jobs(ctx context.Context, c client.Client, workflowID string) ([]subagent.J
 // (queued, or delivered with the step), or refuses, sending nothing, an
 // unknown job, one that has ended, and a blank or oversized message, with
 // an error whose text says which (that of subagent.ErrUnknownJob,
-// subagent.ErrJobEnded or tool.ErrInvalidArguments). Between the turns
+// subagent.ErrJobEnded or tool.ErrInvalidArguments), as it refuses a job
+// that has 64 messages waiting, or was sent 1,024, as in process. Between the turns
 // of a thread (Spec.JobsAcrossTurns) no run takes it, nor CancelJob: the
 // error says to act in the thread's next turn.
 func SendToJob(ctx context.Context, c client.Client, workflowID, jobID, text string) (subagent.Receipt, error) {

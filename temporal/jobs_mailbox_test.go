@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,11 +20,12 @@ import (
 	"github.com/deputy-go/deputy/internal/mailbox"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
 )
 
-// mailRun is what a lead that sends its job many messages saw: the job's
-// status while every message waited, the results of the sends, the
-// job's status once it had ended, and how many messages the job took.
+// mailRun is what a lead that sends its jobs many messages saw: job_1's
+// status while the last batch waited, the results of the sends, job_1's
+// status once it had ended, and how many messages the jobs took.
 type mailRun struct {
 	before, after subagent.JobStatus
 	sends         []string
@@ -32,8 +35,9 @@ type mailRun struct {
 	lead          string // the lead's workflow id
 }
 
-// sendBatch is how many messages the lead of sendMany sends in one step.
-const sendBatch = 100
+// sendBatch is how many messages the lead of sendMany sends in one step:
+// as many as may wait for a job (mailbox.MaxQueued).
+const sendBatch = mailbox.MaxQueued
 
 // leadSteps is how many model calls the lead of sendMany makes to send n.
 func leadSteps(n int) int64 { return leadStepsOf(n, sendBatch) }
@@ -42,49 +46,82 @@ func leadSteps(n int) int64 { return leadStepsOf(n, sendBatch) }
 // n, batch a step.
 func leadStepsOf(n, batch int) int64 { return int64(1 + (n+batch-1)/batch + 4) }
 
-// sendMany runs on the server a lead that starts a job, sends it n
-// messages, sendBatch a step, while the job's first model call waits,
-// reads its status, lets the job take the messages at its next step, waits for it
-// and reads its status again.
+// jobStepsOf is how many model calls each job of sendMany makes when n
+// are sent, batch a step: one before the first batch, and one after each.
+func jobStepsOf(n, batch int) int64 { return int64(1 + (n+batch-1)/batch) }
+
+// sendMany runs on the server a lead that starts a job and sends it n
+// messages, sendBatch a step, the job taking each batch at a step of its
+// own before the next is sent; reads its status while the last batch
+// waits, lets the job take it, waits for the job and reads its status
+// again.
 func sendMany(t *testing.T, c client.Client, id func(n int64, i int) string, n int) mailRun {
 	t.Helper()
-	return sendManyBy(t, c, id, n, sendBatch, worker.Options{})
+	return sendManyBy(t, c, id, n, sendBatch, 1, worker.Options{})
 }
 
-// sendManyBy is sendMany, sending batch messages a step, on a worker
-// with opts.
-func sendManyBy(t *testing.T, c client.Client, id func(n int64, i int) string, n, batch int, opts worker.Options) mailRun {
+// sendManyBy is sendMany, sending batch messages a step, spread over
+// jobs jobs (message i to job_(i mod jobs)+1), on a worker with opts.
+func sendManyBy(t *testing.T, c client.Client, id func(n int64, i int) string, n, batch, jobs int, opts worker.Options) mailRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	const task = "wait for word"
 	var r mailRun
 	var ids, leadCalls, jobCalls atomic.Int64
-	read := make(chan struct{})
-	var readOnce sync.Once
+	// Each job, at each model call, tells took how many messages it has
+	// taken, and waits on more: true, it makes another step (it takes
+	// those sent meanwhile before it), false, it answers.
+	took := make([]chan int, jobs)
+	more := make([]chan bool, jobs)
+	for k := range jobs {
+		took[k], more[k] = make(chan int), make(chan bool)
+	}
+	// round lets each job take what was sent to it, and waits until it has.
+	round := func(ctx context.Context) error {
+		for k := range jobs {
+			select {
+			case more[k] <- true:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			select {
+			case <-took[k]:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}
 	var mu sync.Mutex
+	taskOf := func(k int) string { return fmt.Sprintf("job %d: wait for word", k+1) }
 	m := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
 		rs := resultsOf(req)
 		call := func(i int, name, args string) provider.ToolCall {
 			return provider.ToolCall{ID: id(ids.Add(1), i), Name: name, Arguments: json.RawMessage(args)}
 		}
-		if firstUserOf(req) == task {
+		var k int
+		if _, err := fmt.Sscanf(firstUserOf(req), "job %d: wait for word", &k); err == nil {
 			jobCalls.Add(1)
-			if len(rs) == 0 {
-				select { // it takes its messages once the lead has read its status
-				case <-read:
-				case <-ctx.Done():
-					return provider.Message{}, ctx.Err()
-				}
-				return provider.AssistantMessage("", call(0, subagent.JobsToolName, `{"action":"list"}`)), nil
-			}
-			took := 0
+			n := 0
 			for _, msg := range req.Messages {
 				if msg.Role == provider.RoleUser {
-					took += strings.Count(msg.Content, "from the agent that started you:\nword ")
+					n += strings.Count(msg.Content, "from the agent that started you:\nword ")
 				}
 			}
-			return provider.AssistantMessage(fmt.Sprint("took ", took)), nil
+			select {
+			case took[k-1] <- n:
+			case <-ctx.Done():
+				return provider.Message{}, ctx.Err()
+			}
+			select {
+			case again := <-more[k-1]:
+				if again {
+					return provider.AssistantMessage("", call(0, "noop", `{}`)), nil
+				}
+			case <-ctx.Done():
+				return provider.Message{}, ctx.Err()
+			}
+			return provider.AssistantMessage(fmt.Sprint("took ", n)), nil
 		}
 		leadCalls.Add(1)
 		status := func(into *subagent.JobStatus) error {
@@ -92,38 +129,67 @@ func sendManyBy(t *testing.T, c client.Client, id func(n int64, i int) string, n
 			defer mu.Unlock()
 			return json.Unmarshal([]byte(rs[len(rs)-1]), into)
 		}
-		switch done := len(rs) - 1; {
+		switch done := len(rs) - jobs; {
 		case len(rs) == 0:
-			return provider.AssistantMessage("", call(0, SpawnToolName, `{"task":"`+task+`","background":true}`)), nil
+			calls := make([]provider.ToolCall, jobs)
+			for k := range calls {
+				calls[k] = call(k, SpawnToolName, `{"task":"`+taskOf(k)+`","background":true}`)
+			}
+			return provider.AssistantMessage("", calls...), nil
+		case done == 0:
+			// Each job is at its first model call.
+			for k := range jobs {
+				select {
+				case <-took[k]:
+				case <-ctx.Done():
+					return provider.Message{}, ctx.Err()
+				}
+			}
+			fallthrough
 		case done < n:
+			if done > 0 {
+				if err := round(ctx); err != nil {
+					return provider.Message{}, err
+				}
+			}
 			calls := make([]provider.ToolCall, min(batch, n-done))
 			for i := range calls {
-				calls[i] = call(i, subagent.JobsToolName, fmt.Sprintf(`{"action":"send","job_id":"job_1","message":"word %d"}`, done+i+1))
+				calls[i] = call(i, subagent.JobsToolName, fmt.Sprintf(`{"action":"send","job_id":"job_%d","message":"word %d"}`, (done+i)%jobs+1, done+i+1))
 			}
 			return provider.AssistantMessage("", calls...), nil
 		}
-		switch len(rs) {
-		case 1 + n:
+		switch len(rs) - jobs {
+		case n:
 			mu.Lock()
-			r.sends = rs[1:]
+			r.sends = rs[jobs:]
 			mu.Unlock()
 			return provider.AssistantMessage("", call(0, subagent.JobsToolName, `{"action":"status","job_id":"job_1"}`)), nil
-		case 2 + n:
+		case n + 1:
 			if err := status(&r.before); err != nil {
 				return provider.Message{}, err
 			}
-			readOnce.Do(func() { close(read) })
-			return provider.AssistantMessage("", call(0, subagent.JobsToolName, `{"action":"wait","job_id":"job_1","timeout_seconds":120}`)), nil
-		case 3 + n:
-			var took int
-			if _, err := fmt.Sscanf(rs[len(rs)-1], "took %d", &took); err != nil {
-				return provider.Message{}, fmt.Errorf("the job answered %q", rs[len(rs)-1])
+			if err := round(ctx); err != nil { // the last batch
+				return provider.Message{}, err
+			}
+			for k := range jobs {
+				select {
+				case more[k] <- false:
+				case <-ctx.Done():
+					return provider.Message{}, ctx.Err()
+				}
+			}
+			return provider.AssistantMessage("", call(0, subagent.JobsToolName, `{"action":"wait","timeout_seconds":120}`)), nil
+		case n + 2:
+			all := 0
+			for _, m := range regexp.MustCompile(`took (\d+)`).FindAllStringSubmatch(rs[len(rs)-1], -1) {
+				k, _ := strconv.Atoi(m[1])
+				all += k
 			}
 			mu.Lock()
-			r.took = took
+			r.took = all
 			mu.Unlock()
 			return provider.AssistantMessage("", call(0, subagent.JobsToolName, `{"action":"status","job_id":"job_1"}`)), nil
-		case 4 + n:
+		case n + 3:
 			if err := status(&r.after); err != nil {
 				return provider.Message{}, err
 			}
@@ -132,14 +198,19 @@ func sendManyBy(t *testing.T, c client.Client, id func(n int64, i int) string, n
 	}}
 	queue := fmt.Sprintf("deputy-mail-%d", time.Now().UnixNano())
 	w := worker.New(c, queue, opts)
-	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": m}})
+	noop := tool.Must(tool.New("noop", "Does nothing.", func(context.Context, struct{}) (string, error) { return "ok", nil }))
+	reg, err := tool.NewRegistry(noop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer w.Stop()
 	r.lead = queue + "-lead"
-	spec := Spec{Name: "lead", Provider: "m", Spawn: true, Background: true, MaxSteps: 30}
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: r.lead, TaskQueue: queue}, AgentWorkflowName, RunInput{Spec: spec, Text: "talk to your job"})
+	spec := Spec{Name: "lead", Provider: "m", Tools: []string{"noop"}, Spawn: true, Background: true, MaxSteps: 30}
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: r.lead, TaskQueue: queue}, AgentWorkflowName, RunInput{Spec: spec, Text: "talk to your jobs"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,15 +226,17 @@ func sendManyBy(t *testing.T, c client.Client, id func(n int64, i int) string, n
 }
 
 // A job's status lists the receipts of its newest 64 messages, as in
-// process (mailbox.MaxReceipts), and counts the older in its
-// messages_dropped: a lead that sends its job 74 while it works reads the
-// newest 64, numbered 11 to 74, and 10 dropped, and after the job took
-// them, each once, the same 64 delivered. (The run kept 256, and its
+// process (mailbox.MaxReceipts, TestJobListsTheLastReceipts), and counts
+// the older in its messages_dropped: a lead that sends its job 120 in
+// batches of 40, each taken at a step of the job's before the next is
+// sent, reads the newest 64, numbered 57 to 120, the last 40 queued, and
+// 56 dropped; after the job took them, each once, the same 64 delivered,
+// each at the step after its batch was sent. (The run kept 256, and its
 // status counted none dropped.)
 func TestJobReceiptsBoundAsInProcess(t *testing.T) {
 	inEachIDMode(t, func(t *testing.T, c client.Client, id func(n int64, i int) string) {
-		const sent = mailbox.MaxReceipts + 10
-		r := sendMany(t, c, id, sent)
+		const sent, batch = 120, 40
+		r := sendManyBy(t, c, id, sent, batch, 1, worker.Options{})
 		for i, s := range r.sends {
 			if !strings.Contains(s, `"state":"queued"`) {
 				t.Fatalf("send %d answered %q, want a receipt, queued", i+1, s)
@@ -176,22 +249,63 @@ func TestJobReceiptsBoundAsInProcess(t *testing.T) {
 					st.State, len(ms), first(ms), last(ms), st.Dropped, mailbox.MaxReceipts, sent-mailbox.MaxReceipts+1, sent, sent-mailbox.MaxReceipts)
 			}
 		}
-		for _, m := range r.after.Messages {
-			if m.State != subagent.MessageDelivered || m.Step != 2 {
-				t.Errorf("after the job ended, receipt %+v, want delivered before step 2", m)
+		for _, m := range r.before.Messages {
+			if want := m.Seq > sent-batch; (m.State == subagent.MessageQueued) != want {
+				t.Errorf("while the last batch waited, receipt %+v; want it queued: %v", m, want)
 				break
 			}
 		}
-		if r.took != sent || r.leadCalls != leadSteps(sent) || r.jobCalls != 2 {
-			t.Errorf("the job took %d messages; the lead's model answered %d times, the job's %d; want %d, %d and 2", r.took, r.leadCalls, r.jobCalls, sent, leadSteps(sent))
+		for _, m := range r.after.Messages {
+			if step := (m.Seq-1)/batch + 2; m.State != subagent.MessageDelivered || m.Step != step {
+				t.Errorf("after the job ended, receipt %+v, want delivered before step %d", m, step)
+				break
+			}
+		}
+		if r.took != sent || r.leadCalls != leadStepsOf(sent, batch) || r.jobCalls != jobStepsOf(sent, batch) {
+			t.Errorf("the job took %d messages; the lead's model answered %d times, the job's %d; want %d, %d and %d",
+				r.took, r.leadCalls, r.jobCalls, sent, leadStepsOf(sent, batch), jobStepsOf(sent, batch))
+		}
+	})
+}
+
+// A job has at most 64 messages waiting, as in process
+// (mailbox.MaxQueued): a lead that sends its job 70 in one step has the
+// last 6 refused with the error in process says so, and once the job has
+// taken the 64 at its next step, the next 70 the same; the job takes the
+// 128 let in, each once. (Every send was let in, and the job took 140 at
+// once.)
+func TestJobQueueBoundAsInProcess(t *testing.T) {
+	inEachIDMode(t, func(t *testing.T, c client.Client, id func(n int64, i int) string) {
+		const sent, batch = 140, 70
+		r := sendManyBy(t, c, id, sent, batch, 1, worker.Options{})
+		full := fmt.Sprintf("job job_1: %v", mailbox.ErrFull)
+		for i, s := range r.sends {
+			if i%batch < mailbox.MaxQueued {
+				if !strings.Contains(s, `"state":"queued"`) {
+					t.Fatalf("send %d answered %q, want a receipt, queued", i+1, s)
+				}
+			} else if s != full {
+				t.Fatalf("send %d answered %q, want %q", i+1, s, full)
+			}
+		}
+		const let = 2 * mailbox.MaxQueued
+		if ms := r.before.Messages; len(ms) != mailbox.MaxReceipts || ms[0].Seq != let-mailbox.MaxReceipts+1 || ms[0].State != subagent.MessageQueued {
+			t.Errorf("while the second batch waited, the status listed %d receipts (%+v …); want %d, from %d, queued", len(ms), first(ms), mailbox.MaxReceipts, let-mailbox.MaxReceipts+1)
+		}
+		if r.took != let || r.after.Dropped != let-mailbox.MaxReceipts {
+			t.Errorf("the job took %d messages, and its status counts %d dropped; want %d and %d", r.took, r.after.Dropped, let, let-mailbox.MaxReceipts)
+		}
+		if r.leadCalls != leadStepsOf(sent, batch) || r.jobCalls != jobStepsOf(sent, batch) {
+			t.Errorf("the lead's model answered %d times, the job's %d; want %d and %d", r.leadCalls, r.jobCalls, leadStepsOf(sent, batch), jobStepsOf(sent, batch))
 		}
 	})
 }
 
 // A job takes at most 1,024 messages in its life, as in process
-// (mailbox.MaxMessages): the 1,025th send is refused with the error in
-// process says so, and none of the 1,024 is lost: the job takes each
-// once. (Every send was let in.)
+// (mailbox.MaxMessages, TestJobTakesAtMostMaxMessages): sent them 64 a
+// step, each batch taken before the next, the 1,025th send is refused
+// with the error in process says so, and none of the 1,024 is lost: the
+// job takes each once. (Every send was let in.)
 func TestJobMessagesBoundAsInProcess(t *testing.T) {
 	hostPort, ns := serverAddr(t)
 	c, err := Dial(context.Background(), hostPort, ns, nil)
@@ -213,8 +327,8 @@ func TestJobMessagesBoundAsInProcess(t *testing.T) {
 		t.Errorf("the job took %d messages, its status lists %d and counts %d dropped; want %d taken, %d listed, %d dropped",
 			r.took, len(r.after.Messages), r.after.Dropped, mailbox.MaxMessages, mailbox.MaxReceipts, mailbox.MaxMessages-mailbox.MaxReceipts)
 	}
-	if r.leadCalls != leadSteps(sent) || r.jobCalls != 2 {
-		t.Errorf("the lead's model answered %d times, the job's %d; want %d and 2", r.leadCalls, r.jobCalls, leadSteps(sent))
+	if r.leadCalls != leadSteps(sent) || r.jobCalls != jobStepsOf(sent, sendBatch) {
+		t.Errorf("the lead's model answered %d times, the job's %d; want %d and %d", r.leadCalls, r.jobCalls, leadSteps(sent), jobStepsOf(sent, sendBatch))
 	}
 }
 
@@ -241,11 +355,11 @@ func historyOf(t *testing.T, c client.Client, id string) (events, tasks int, chi
 	return events, tasks, children
 }
 
-// A lead's model that sends its job 300 messages in one step costs its
-// workflow work linear in them: the sends run on at most 16 coroutines
-// (jobWorkers), not one each, which the SDK woke all at each of the
-// step's 600 events (its events published, its signals sent); and the
-// job takes each once. (300 coroutines ran at once: about 180,000
+// A lead's model that sends its five jobs 300 messages in one step (60
+// each: fewer than may wait for a job) costs its workflow work linear in
+// them: the sends run on at most 16 coroutines (jobWorkers), not one
+// each, which the SDK woke all at each of the step's 600 events (its
+// events published, its signals sent); and the jobs take each once. (300 coroutines ran at once: about 180,000
 // wake-ups in the step, minutes on a loaded machine; 1,024 sends ran
 // past a workflow task's timeout and did not end.)
 func TestJobSendsOfOneStepStayLinear(t *testing.T) {
@@ -255,21 +369,21 @@ func TestJobSendsOfOneStepStayLinear(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	const sent = 300
+	const sent, jobs = 300, 5 // 60 to each, fewer than may wait for one (mailbox.MaxQueued)
 	co := newCoroutines()
-	r := sendManyBy(t, c, policyIDModes[0].id, sent, sent, worker.Options{Interceptors: []interceptor.WorkerInterceptor{co}})
+	r := sendManyBy(t, c, policyIDModes[0].id, sent, sent, jobs, worker.Options{Interceptors: []interceptor.WorkerInterceptor{co}})
 	for i, s := range r.sends {
 		if !strings.Contains(s, `"state":"queued"`) {
 			t.Fatalf("send %d answered %q, want a receipt, queued", i+1, s)
 		}
 	}
-	if r.took != sent || r.leadCalls != leadStepsOf(sent, sent) || r.jobCalls != 2 {
-		t.Errorf("the job took %d messages; the lead's model answered %d times, the job's %d; want %d, %d and 2", r.took, r.leadCalls, r.jobCalls, sent, leadStepsOf(sent, sent))
+	if r.took != sent || r.leadCalls != leadStepsOf(sent, sent) || r.jobCalls != jobs*2 {
+		t.Errorf("the jobs took %d messages; the lead's model answered %d times, the jobs' %d; want %d, %d and %d", r.took, r.leadCalls, r.jobCalls, sent, leadStepsOf(sent, sent), jobs*2)
 	}
 	events, tasks, _ := historyOf(t, c, r.lead)
 	most := co.peakOf(r.lead)
 	t.Logf("the lead ran at most %d coroutines at once; its history has %d events, %d workflow tasks", most, events, tasks)
-	if limit := 2*jobWorkers + 8; most > limit { // a worker's local activity holds one too
+	if limit := 2*jobWorkers + 8 + jobs; most > limit { // a worker's local activity holds one too, and each job one
 		t.Errorf("the lead ran %d coroutines at once for %d sends in one step, want at most %d", most, sent, limit)
 	}
 	if limit := 5*sent + 200; events > limit {

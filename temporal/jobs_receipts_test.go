@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 
+	"go.temporal.io/sdk/workflow"
+
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 )
@@ -54,6 +56,7 @@ func TestJobReceiptsAreBounded(t *testing.T) {
 		return provider.AssistantMessage("done"), nil
 	}}
 	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}})
+	env.OnGetVersion(jobQueueChange, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Spawn: true, Background: true}, Text: "talk to your job"})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
