@@ -65,7 +65,17 @@ func (a *Agent) Run(ctx context.Context, in agent.Input) (agent.Output, error) {
 		return agent.Output{}, errors.New("temporal: Agent needs a Client and a TaskQueue")
 	}
 	em := event.From(ctx)
+	sh := &shaper{em: em, steps: map[string]bool{}, subs: map[string]event.Event{}}
+	watch := a.Events != nil && em.Enabled()
 	var announce []event.Event // the thread's jobs running on from earlier turns
+	var unannounced []string   // the workflows of the thread's jobs the turn is not told of
+	var unsubscribe func()
+	runCtx := ctx
+	defer func() {
+		if unsubscribe != nil {
+			unsubscribe()
+		}
+	}()
 	// The workflow is started once per turn: a run resumed under the
 	// turn's journal finds the one the first run started.
 	raw, err := tool.Once(ctx, "temporal.start", func(ctx context.Context) (json.RawMessage, error) {
@@ -79,11 +89,24 @@ func (a *Agent) Run(ctx context.Context, in agent.Input) (agent.Output, error) {
 			opts.ID = id
 			opts.WorkflowExecutionErrorWhenAlreadyStarted = true
 			opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+			if watch {
+				// Heard from before the thread's jobs are read, and held
+				// until the turn's stream is told of them: what a job
+				// read as running publishes before the turn starts (its
+				// end among it) is not lost.
+				sh.hold()
+				unsubscribe = a.Events.Subscribe(event.WithSink(runCtx, sh), id)
+			}
 			var err error
 			if thread, err = a.threadJobs(ctx, id); err != nil {
 				return nil, err
 			}
 			announce = thread.announcements()
+			for _, k := range thread.Jobs {
+				if k.Ended {
+					unannounced = append(unannounced, k.WorkflowID)
+				}
+			}
 		}
 		_, err := a.Client.ExecuteWorkflow(ctx, opts, AgentWorkflowName,
 			RunInput{Spec: a.Spec, Text: in.Text, Messages: in.Messages, Thread: thread})
@@ -101,16 +124,16 @@ func (a *Agent) Run(ctx context.Context, in agent.Input) (agent.Output, error) {
 		return agent.Output{}, err
 	}
 	em.Emit(event.Event{Type: event.RunStarted, RunID: id})
-	sh := &shaper{em: em, steps: map[string]bool{}, subs: map[string]event.Event{}}
-	if a.Events != nil && em.Enabled() {
+	if watch {
 		// The turn's stream is told of each job of its thread that an
 		// earlier turn started and that runs on, as in process, before any
-		// event of theirs reaches it. (A run resumed after a round of
-		// questions announces them with the round's open sub-agents.)
-		for _, e := range announce {
-			sh.Emit(e)
+		// event of theirs reaches it, then what was heard meanwhile. (A
+		// run resumed after a round of questions announces them with the
+		// round's open sub-agents.)
+		sh.release(announce, unannounced)
+		if unsubscribe == nil {
+			unsubscribe = a.Events.Subscribe(event.WithSink(ctx, sh), id)
 		}
-		defer a.Events.Subscribe(event.WithSink(ctx, sh), id)()
 	}
 	run := a.Client.GetWorkflow(ctx, id, "")
 	for {
@@ -142,11 +165,72 @@ type shaper struct {
 	subs  map[string]event.Event // sub-agents open in this stream, by run id: their start
 	order []string               // the order they started in
 	ended bool                   // the stream has ended: nothing more is handed on
+	// holding: what comes is kept in held, not handed on, until release.
+	holding bool
+	held    []event.Event
+}
+
+// maxHeld bounds the events a shaper holds (hold) of every kind.
+const maxHeld = 4096
+
+// hold keeps what comes from now on until release.
+func (s *shaper) hold() {
+	s.mu.Lock()
+	s.holding = true
+	s.mu.Unlock()
+}
+
+// release hands on first, then what came since hold, but for the events
+// of the sub-agent runs not (the workflows of jobs the stream is not told
+// of, and their descendants'), and from then on what comes.
+func (s *shaper) release(first []event.Event, not []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	held := s.held
+	s.holding, s.held = false, nil
+	for _, e := range first {
+		s.emit(e)
+	}
+	for _, e := range held {
+		if !slices.ContainsFunc(not, func(wf string) bool { return ofRun(e, wf) }) {
+			s.emit(e)
+		}
+	}
+}
+
+// ofRun reports whether e is an event of the sub-agent run wf, or of one
+// of its descendants: one they publish, or a job's CUSTOM event that
+// names one.
+func ofRun(e event.Event, wf string) bool {
+	in := func(id string) bool { return id == wf || strings.HasPrefix(id, wf+"/") }
+	if in(e.SubagentRunID) {
+		return true
+	}
+	if e.Type != event.Custom || !strings.HasPrefix(e.Name, "deputy.job_") {
+		return false
+	}
+	var v struct {
+		RunID string `json:"subagent_run_id"`
+	}
+	return json.Unmarshal(e.Value, &v) == nil && in(v.RunID)
 }
 
 func (s *shaper) Emit(e event.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.holding {
+		// Bounded: past maxHeld, only what opens or ends a sub-agent, or
+		// tells of a job, is kept.
+		if len(s.held) < maxHeld || e.Type == event.SubagentStarted || e.Type == event.SubagentFinished || e.Type == event.SubagentError || e.Type == event.Custom {
+			s.held = append(s.held, e)
+		}
+		return
+	}
+	s.emit(e)
+}
+
+// emit is Emit, s.mu held.
+func (s *shaper) emit(e event.Event) {
 	if s.ended {
 		return // published after the run's end: a model call's reply that came back late
 	}

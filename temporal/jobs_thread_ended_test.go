@@ -1,0 +1,183 @@
+package temporal
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/deputy-go/deputy/agui"
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// beforeStart is a client that calls before as it starts each workflow,
+// before the server has it.
+type beforeStart struct {
+	client.Client
+	before func(ctx context.Context, opts client.StartWorkflowOptions)
+}
+
+func (c *beforeStart) ExecuteWorkflow(ctx context.Context, opts client.StartWorkflowOptions, wf any, args ...any) (client.WorkflowRun, error) {
+	c.before(ctx, opts)
+	return c.Client.ExecuteWorkflow(ctx, opts, wf, args...)
+}
+
+// A job of a thread that ends after the thread's next turn has read the
+// thread's jobs, and before that turn starts, is shown ending in that
+// turn's stream, as in process: the turn, told the job runs on, announces
+// it, then has its SUBAGENT_FINISHED, once, and its deputy.job_ended; and
+// its wait collects the job's answer. The job ends, deterministically, as
+// the turn's workflow is about to start. (Its SUBAGENT_FINISHED was
+// published before the turn listened, and lost: the stream opened a
+// sub-agent it never ended.)
+func TestThreadJobEndingAsATurnStartsIsShownOnTemporal(t *testing.T) {
+	inEachIDMode(t, threadJobEndingAsTurnStarts)
+}
+
+func threadJobEndingAsTurnStarts(t *testing.T, c client.Client, id func(n int64, i int) string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var dug, n, leadCalls, jobCalls atomic.Int64
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	dig := tool.Must(tool.New("dig", "Digs.", func(ctx context.Context, _ struct{}) (string, error) {
+		dug.Add(1)
+		select {
+		case <-release:
+			return "dug", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}))
+	reg, err := tool.NewRegistry(dig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		call := func(name, args string) (provider.Message, error) {
+			return provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: name, Arguments: json.RawMessage(args)}), nil
+		}
+		task := firstUserOf(req)
+		if task == "dig" {
+			jobCalls.Add(1)
+			if len(rs) == 0 {
+				return call("dig", `{}`)
+			}
+			return provider.AssistantMessage(rs[0]), nil
+		}
+		leadCalls.Add(1)
+		switch {
+		case task == "start" && len(rs) == 0:
+			return call(SpawnToolName, `{"task":"dig","background":true}`)
+		case task == "wait" && len(rs) == 0:
+			return call(subagent.JobsToolName, `{"action":"wait","job_id":"job_1","timeout_seconds":60}`)
+		}
+		return provider.AssistantMessage("lead: " + rs[len(rs)-1]), nil
+	}}
+	hub := NewHub()
+	queue := fmt.Sprintf("deputy-thread-ended-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg, Events: hub})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	var starts atomic.Int64
+	hooked := &beforeStart{Client: c, before: func(ctx context.Context, opts client.StartWorkflowOptions) {
+		if starts.Add(1) != 2 {
+			return
+		}
+		// The second turn has read the thread's jobs, the job among them
+		// running: it ends now, before the turn starts.
+		releaseOnce.Do(func() { close(release) })
+		if err := c.GetWorkflow(ctx, opts.ID+"/job_1", "").Get(ctx, nil); err != nil {
+			t.Errorf("the job ended with %v", err)
+		}
+	}}
+	h, err := agui.New(&Agent{Client: hooked, TaskQueue: queue, Events: hub,
+		Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"dig"}, Spawn: true, Background: true, JobsAcrossTurns: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	thread := "thread-" + queue
+	say := func(run, text string) ([]event.Event, string) {
+		t.Helper()
+		b, _ := json.Marshal(map[string]any{"threadId": thread, "runId": run,
+			"messages": []map[string]string{{"id": run, "role": "user", "content": text}}})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(string(b)))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		evs := sseEvents(t, resp.Body)
+		last := evs[len(evs)-1]
+		if last.Type != event.RunFinished {
+			t.Fatalf("turn %q ended with %s %s", text, last.Type, last.Message)
+		}
+		var answer string
+		_ = json.Unmarshal(last.Result, &answer)
+		return evs, answer
+	}
+	first, _ := say("r1", "start")
+	starts2 := map[string][]event.Event{} // the job's announcement, as the first turn published it
+	for _, e := range first {
+		if e.Type == event.SubagentStarted {
+			starts2[e.SubagentRunID] = []event.Event{e}
+		}
+		if e.Type == event.Custom && e.Name == subagent.JobStartedEvent {
+			of := jobRunOf(t, e)
+			starts2[of] = append(starts2[of], e)
+		}
+	}
+	if len(starts2) != 1 {
+		t.Fatalf("the first turn announced %d jobs, want 1", len(starts2))
+	}
+	var job string
+	for k := range starts2 {
+		job = k
+	}
+	for dug.Load() == 0 && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	second, got := say("r2", "wait")
+	if got != "lead: dug" {
+		t.Errorf("the wait answered %q, want the job's answer", got)
+	}
+	announcedOnce(t, 2, second, starts2)
+	finished, ended := -1, -1
+	for i, e := range second {
+		switch {
+		case e.Type == event.SubagentFinished && e.SubagentRunID == job:
+			if finished >= 0 {
+				t.Errorf("the second turn's stream ends the job twice")
+			}
+			finished = i
+		case e.Type == event.Custom && e.Name == subagent.JobEndedEvent && jobRunOf(t, e) == job:
+			ended = i
+		}
+	}
+	if finished < 0 || ended < finished {
+		t.Errorf("the second turn's stream has the job's SUBAGENT_FINISHED at %d and its %s at %d; want the first, then the second:\n%s",
+			finished, subagent.JobEndedEvent, ended, asJSON(second...))
+	}
+	if d, l, j := dug.Load(), leadCalls.Load(), jobCalls.Load(); d != 1 || l != 4 || j != 2 {
+		t.Errorf("the dig ran %d times, the lead's model answered %d times, the job's %d; want 1, 4 and 2", d, l, j)
+	}
+}
