@@ -3,6 +3,8 @@ package temporal
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -36,8 +38,20 @@ const fanOutChange = "deputy.fan-out"
 // before.
 const jobPoolChange = "deputy.job-calls-pooled"
 
+// jobWaitPoolChange names the workflow version from which every call of
+// the jobs tool of a turn, its waits and cancels too, runs on at most
+// jobWorkers coroutines (jobPoolChange), where a wait or a cancel had a
+// coroutine of its own for as long as it waited: one that must wait is
+// set aside (parked) while the pool's coroutines go on with the next
+// calls, and one more coroutine, the turn's only one to wait, waits for
+// any of those set aside, on one timer, the earliest of their timeouts,
+// and hands each back to the pool when it may go on. Asked where a turn
+// has more calls of the jobs tool than jobWorkers, a wait or a cancel
+// among them: a turn with fewer runs as before.
+const jobWaitPoolChange = "deputy.job-waits-pooled"
+
 // jobWorkers bounds the coroutines that run a turn's quick calls of the
-// jobs tool (jobPoolChange).
+// jobs tool (jobPoolChange), and all of them (jobWaitPoolChange).
 const jobWorkers = 16
 
 // quickJobCall reports whether call, of the jobs tool with args, ends
@@ -111,9 +125,48 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 	}
 	var queue []pooled
 	workers := 0
+	var enqueue func(rest func(ctx workflow.Context) error, set workflow.Settable)
 	pool := func(i int, rest func(ctx workflow.Context) error) {
 		f, set := workflow.NewFuture(ctx)
 		await(f, func(f workflow.Future) { finish(i, f.Get(ctx, nil)) })
+		enqueue(rest, set)
+	}
+	// parkCall runs the rest of call i, a call of the jobs tool
+	// (jobWaitPoolChange), on the pool as pool does: next runs it until
+	// it ends, with its result, which end takes, or must wait (parked),
+	// when it is set aside (lot) until it may go on. One coroutine
+	// (unpark, while waking) waits for those set aside.
+	type parking struct {
+		next func(ctx workflow.Context) (ToolResult, *parked)
+		end  func(ctx workflow.Context, res ToolResult) error
+		set  workflow.Settable
+		p    *parked
+	}
+	var lot []*parking
+	waking := false
+	var unpark func(gctx workflow.Context)
+	runParking := func(q *parking) func(ctx workflow.Context) error {
+		return func(gctx workflow.Context) error {
+			res, p := q.next(gctx)
+			if p == nil {
+				q.set.Set(nil, q.end(gctx, res))
+				return nil
+			}
+			q.p = p
+			if p.timed {
+				tn.jobs.timed(gctx, 1)
+			}
+			lot = append(lot, q)
+			if !waking {
+				waking = true
+				workflow.Go(ctx, unpark)
+			}
+			return nil
+		}
+	}
+	// enqueue puts rest on the pool's queue, and starts a coroutine of the
+	// pool if it has fewer than jobWorkers.
+	enqueue = func(rest func(ctx workflow.Context) error, set workflow.Settable) {
 		queue = append(queue, pooled{rest: rest, set: set})
 		if workers >= jobWorkers {
 			return
@@ -124,9 +177,72 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 			for len(queue) > 0 {
 				q := queue[0]
 				queue = queue[1:]
-				q.set.Set(nil, q.rest(gctx))
+				if err := q.rest(gctx); q.set != nil {
+					q.set.Set(nil, err)
+				}
 			}
 		})
+	}
+	unpark = func(gctx workflow.Context) {
+		// One timer at a time, for the earliest timeout of those set
+		// aside, kept while that stays the earliest.
+		var timer workflow.Future
+		var timerAt time.Time
+		stopTimer := func() {}
+		defer func() {
+			stopTimer()
+			waking = false
+		}()
+		for len(lot) > 0 {
+			var until time.Time // the earliest timeout
+			for _, q := range lot {
+				if d := q.p.deadline; !d.IsZero() && (until.IsZero() || d.Before(until)) {
+					until = d
+				}
+			}
+			if !until.Equal(timerAt) {
+				stopTimer()
+				timer, timerAt, stopTimer = nil, until, func() {}
+				if left := until.Sub(workflow.Now(gctx)); !until.IsZero() && left > 0 {
+					tctx, stop := workflow.WithCancel(gctx)
+					timer, stopTimer = workflow.NewTimer(tctx, left), stop
+				}
+			}
+			timedOut := func() bool { return !until.IsZero() && (timer == nil || timer.IsReady()) }
+			// One may go on, its time is up, or one set aside meanwhile
+			// times out first.
+			wake := func() bool {
+				return timedOut() || slices.ContainsFunc(lot, func(q *parking) bool {
+					d := q.p.deadline
+					return q.p.ready() || !d.IsZero() && (until.IsZero() || d.Before(until))
+				})
+			}
+			err := workflow.Await(gctx, wake)
+			up := timedOut()
+			now := workflow.Now(gctx)
+			var still []*parking
+			for _, q := range lot {
+				d := q.p.deadline
+				due := !d.IsZero() && (up && !d.After(until) || !d.After(now))
+				if err == nil && !due && !q.p.ready() {
+					still = append(still, q)
+					continue
+				}
+				if q.p.timed {
+					tn.jobs.timed(gctx, -1)
+				}
+				p, werr := q.p, err
+				q.next = func(ctx workflow.Context) (ToolResult, *parked) { return p.resume(ctx, werr) }
+				q.p = nil
+				enqueue(runParking(q), nil)
+			}
+			lot = still
+		}
+	}
+	parkCall := func(i int, next func(ctx workflow.Context) (ToolResult, *parked), end func(ctx workflow.Context, res ToolResult) error) {
+		f, set := workflow.NewFuture(ctx)
+		await(f, func(f workflow.Future) { finish(i, f.Get(ctx, nil)) })
+		enqueue(runParking(&parking{next: next, end: end, set: set}), nil)
 	}
 	// Each call is decided at once, in order, or is a plain tool call
 	// or a hand-off to run; the turn's hand-offs are checked by the
@@ -183,8 +299,16 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 			quick++
 		}
 	}
-	// Whether the turn's quick calls of the jobs tool are pooled.
-	pooling := quick > jobWorkers && workflow.GetVersion(ctx, jobPoolChange, workflow.DefaultVersion, 1) >= 1
+	// Whether the turn's calls of the jobs tool are pooled, all of them
+	// (parkAll), or its quick ones (pooling).
+	all := 0
+	for i := range calls {
+		if jobCalls[i] {
+			all++
+		}
+	}
+	parkAll := all > quick && all > jobWorkers && workflow.GetVersion(ctx, jobWaitPoolChange, workflow.DefaultVersion, 1) >= 1
+	pooling := !parkAll && quick > jobWorkers && workflow.GetVersion(ctx, jobPoolChange, workflow.DefaultVersion, 1) >= 1
 	var checks Checks
 	decided := make([]Delegated, n)
 	if len(ins) > 0 {
@@ -268,6 +392,27 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 			args := call.Arguments
 			if policed {
 				args = decided[i].Arguments
+			}
+			if parkAll && len(decided[i].Asked) == 0 {
+				v := decided[i]
+				if policed && v.Refused != "" {
+					results[i] = ToolResult{Content: capText(v.Refused, spec.maxOutput()), IsError: true}
+					return false
+				}
+				c := call
+				if policed {
+					c.Arguments = v.Arguments
+				}
+				parkCall(i, func(gctx workflow.Context) (ToolResult, *parked) { return tn.jobs.actOrPark(gctx, c) },
+					func(gctx workflow.Context, res ToolResult) error {
+						var err error
+						if policed {
+							res, err = checkResult(gctx, tn, c, res)
+						}
+						results[i] = res
+						return err
+					})
+				return true
 			}
 			if pooling && len(decided[i].Asked) == 0 && quickJobCall(args) {
 				pool(i, run)

@@ -496,16 +496,25 @@ func (js *jobs) find(id string) *bgJob {
 
 // stop cancels the job, if it runs, and waits until it has ended.
 func (js *jobs) stop(ctx workflow.Context, j *bgJob) error {
-	if j.ended {
+	if !js.stopping(ctx, j) {
 		return nil
+	}
+	return workflow.Await(ctx, func() bool { return j.ended })
+}
+
+// stopping cancels the job, if it runs, and reports whether it has yet
+// to end.
+func (js *jobs) stopping(ctx workflow.Context, j *bgJob) bool {
+	if j.ended {
+		return false
 	}
 	js.publish(ctx, j.statusEvent(subagent.JobCancelledEvent))
 	if j.ended {
-		return nil // it ended while the cancel was published
+		return false // it ended while the cancel was published
 	}
 	j.cancelled = true
 	j.cancel()
-	return workflow.Await(ctx, func() bool { return j.ended })
+	return true
 }
 
 // state is the job's state, as subagent.JobStatus names it.
@@ -590,6 +599,33 @@ func toolError(format string, a ...any) ToolResult {
 
 // act runs one call of the jobs tool.
 func (js *jobs) act(ctx workflow.Context, call provider.ToolCall) ToolResult {
+	res, _ := js.step(ctx, call, false)
+	return res
+}
+
+// parked is a call of the jobs tool that waits — a wait for jobs, a
+// cancel for its job to end — set aside on its turn's pool of coroutines
+// (jobWaitPoolChange) rather than holding one while it waits: it goes on
+// (resume) once ready reports true, or at deadline (zero: none), or with
+// the error that ended the wait, and may be set aside again. timed: it
+// waits on a timer after which it works on, and the run's memo says so
+// while it does (timerWaitChange).
+type parked struct {
+	ready    func() bool
+	deadline time.Time
+	timed    bool
+	resume   func(ctx workflow.Context, err error) (ToolResult, *parked)
+}
+
+// actOrPark is act, but a wait or a cancel that would wait returns what
+// it waits for instead (parked).
+func (js *jobs) actOrPark(ctx workflow.Context, call provider.ToolCall) (ToolResult, *parked) {
+	return js.step(ctx, call, true)
+}
+
+// step runs one call of the jobs tool, waiting where it must, or, with
+// park, returning what it would wait for.
+func (js *jobs) step(ctx workflow.Context, call provider.ToolCall, park bool) (ToolResult, *parked) {
 	raw := call.Arguments
 	if len(raw) == 0 {
 		raw = json.RawMessage("{}")
@@ -597,24 +633,24 @@ func (js *jobs) act(ctx workflow.Context, call provider.ToolCall) ToolResult {
 	if js.args == nil {
 		s, err := jsonschema.Compile(runtime.JobsTool().Parameters)
 		if err != nil {
-			return toolError("%s: %v", subagent.JobsToolName, err)
+			return toolError("%s: %v", subagent.JobsToolName, err), nil
 		}
 		js.args = s
 	}
 	var a jobsArgs
 	if err := js.args.Validate(raw); err != nil {
-		return toolError("%v for %s: %v: %s", tool.ErrInvalidArguments, subagent.JobsToolName, err, runtime.JobsUsage)
+		return toolError("%v for %s: %v: %s", tool.ErrInvalidArguments, subagent.JobsToolName, err, runtime.JobsUsage), nil
 	}
 	if err := json.Unmarshal(raw, &a); err != nil {
-		return toolError("%v for %s: %v: %s", tool.ErrInvalidArguments, subagent.JobsToolName, err, runtime.JobsUsage)
+		return toolError("%v for %s: %v: %s", tool.ErrInvalidArguments, subagent.JobsToolName, err, runtime.JobsUsage), nil
 	}
 	js.drain()
 	js.asking(nil) // for the jobs' states
 	if a.Action == "list" {
-		return ToolResult{Content: js.listText()}
+		return ToolResult{Content: js.listText()}, nil
 	}
 	if len(js.list) == 0 {
-		return toolError("%v %q: this run has no jobs", subagent.ErrUnknownJob, a.JobID)
+		return toolError("%v %q: this run has no jobs", subagent.ErrUnknownJob, a.JobID), nil
 	}
 	switch a.Action {
 	case "status":
@@ -625,32 +661,46 @@ func (js *jobs) act(ctx workflow.Context, call provider.ToolCall) ToolResult {
 				all[i], evs[i] = j.status(), j.statusEvent(subagent.JobStatusEvent)
 			}
 			js.publish(ctx, evs...)
-			return jsonToolResult(all)
+			return jsonToolResult(all), nil
 		}
 		j, bad := js.named(a.JobID)
 		if j == nil {
-			return bad
+			return bad, nil
 		}
 		js.publish(ctx, j.statusEvent(subagent.JobStatusEvent))
-		return jsonToolResult(j.status())
+		return jsonToolResult(j.status()), nil
 	case "send":
-		return js.send(ctx, a.JobID, a.Message)
+		return js.send(ctx, a.JobID, a.Message), nil
 	case "cancel":
 		j, bad := js.named(a.JobID)
 		if j == nil {
-			return bad
+			return bad, nil
 		}
 		running := !j.ended
-		if err := js.stop(ctx, j); err != nil {
-			return toolError("%s: %v", subagent.JobsToolName, err)
+		ended := func(err error) ToolResult {
+			if err != nil {
+				return toolError("%s: %v", subagent.JobsToolName, err)
+			}
+			res := j.collect(js.spec.maxOutput())
+			if !running {
+				res.Content = "job " + j.id + " had already ended; its result:\n" + res.Content
+			}
+			return res
 		}
-		res := j.collect(js.spec.maxOutput())
-		if !running {
-			res.Content = "job " + j.id + " had already ended; its result:\n" + res.Content
+		if !park {
+			return ended(js.stop(ctx, j)), nil
 		}
-		return res
+		if !js.stopping(ctx, j) {
+			return ended(nil), nil
+		}
+		return ToolResult{}, &parked{ready: func() bool { return j.ended }, resume: func(_ workflow.Context, err error) (ToolResult, *parked) {
+			return ended(err), nil
+		}}
 	}
-	return js.wait(ctx, a)
+	if park {
+		return js.waitParked(ctx, a)
+	}
+	return js.wait(ctx, a), nil
 }
 
 func (js *jobs) named(id string) (*bgJob, ToolResult) {
@@ -785,18 +835,17 @@ func trimReceipts(rs []subagent.Receipt, dropped, bound int) ([]subagent.Receipt
 	return rs, dropped
 }
 
-// wait waits, on a durable timer, for the jobs a names to end, and
-// collects those that did.
-func (js *jobs) wait(ctx workflow.Context, a jobsArgs) ToolResult {
+// waitTargets is the jobs a wait with a is for and how long it waits,
+// or what the model reads instead (ok false).
+func (js *jobs) waitTargets(a jobsArgs) (targets []*bgJob, d time.Duration, res ToolResult, ok bool) {
 	ids := a.JobIDs
 	if a.JobID != "" {
 		ids = append([]string{a.JobID}, ids...)
 	}
 	d, bad := runtime.JobWait(a.Timeout)
 	if bad != "" {
-		return toolError("%v for %s: %s", tool.ErrInvalidArguments, subagent.JobsToolName, bad)
+		return nil, 0, toolError("%v for %s: %s", tool.ErrInvalidArguments, subagent.JobsToolName, bad), false
 	}
-	var targets []*bgJob
 	if len(ids) == 0 {
 		for _, j := range js.list {
 			if !j.collected {
@@ -807,7 +856,7 @@ func (js *jobs) wait(ctx workflow.Context, a jobsArgs) ToolResult {
 		for _, id := range ids {
 			j, bad := js.named(id)
 			if j == nil {
-				return bad
+				return nil, 0, bad, false
 			}
 			if !slices.Contains(targets, j) {
 				targets = append(targets, j)
@@ -815,28 +864,104 @@ func (js *jobs) wait(ctx workflow.Context, a jobsArgs) ToolResult {
 		}
 	}
 	if len(targets) == 0 {
-		return ToolResult{Content: "no job to wait for: every job of this run has been collected (list them with action list)"}
+		return nil, 0, ToolResult{Content: "no job to wait for: every job of this run has been collected (list them with action list)"}, false
+	}
+	return targets, d, ToolResult{}, true
+}
+
+// endedOf returns whether targets have ended, all of them or, first, one.
+func endedOf(targets []*bgJob, first bool) func() bool {
+	return func() bool {
+		n := 0
+		for _, j := range targets {
+			if j.ended {
+				n++
+			}
+		}
+		return n == len(targets) || first && n > 0
+	}
+}
+
+// wait waits, on a durable timer, for the jobs a names to end, and
+// collects those that did.
+func (js *jobs) wait(ctx workflow.Context, a jobsArgs) ToolResult {
+	targets, d, res, ok := js.waitTargets(a)
+	if !ok {
+		return res
 	}
 	if js.q != nil && js.q.top && workflow.GetVersion(ctx, jobAsksChange, workflow.DefaultVersion, 1) >= 1 {
 		if bad := js.awaitAsking(ctx, targets, a.Mode == "any", d); bad != "" {
 			return toolError("%s: %s", subagent.JobsToolName, bad)
 		}
 	} else {
-		done := func() bool {
-			n := 0
-			for _, j := range targets {
-				if j.ended {
-					n++
-				}
-			}
-			return n == len(targets) || a.Mode == "any" && n > 0
-		}
+		done := endedOf(targets, a.Mode == "any")
 		if !done() && d > time.Nanosecond {
 			if _, err := js.awaitTimed(ctx, d, done); err != nil {
 				return toolError("%s: %v", subagent.JobsToolName, err)
 			}
 		}
 	}
+	return js.waited(targets, d)
+}
+
+// waitParked is wait, returning what it would wait for (parked): for at
+// most d, the targets' end (any or all), and, at the top of the tree, a
+// target waiting for a person counting as ended, then until the person
+// has answered, and again, as awaitAsking waits.
+func (js *jobs) waitParked(ctx workflow.Context, a jobsArgs) (ToolResult, *parked) {
+	targets, d, res, ok := js.waitTargets(a)
+	if !ok {
+		return res, nil
+	}
+	first := a.Mode == "any"
+	// timer sets the wait aside until cond holds or d has passed, then goes
+	// on with then.
+	timer := func(ctx workflow.Context, cond func() bool, then func(ctx workflow.Context) (ToolResult, *parked)) (ToolResult, *parked) {
+		if cond() || d <= time.Nanosecond {
+			return then(ctx)
+		}
+		timed := workflow.GetVersion(ctx, timerWaitChange, workflow.DefaultVersion, 1) >= 1
+		return ToolResult{}, &parked{ready: cond, deadline: workflow.Now(ctx).Add(d), timed: timed, resume: func(ctx workflow.Context, err error) (ToolResult, *parked) {
+			if err != nil {
+				return toolError("%s: %v", subagent.JobsToolName, err), nil
+			}
+			return then(ctx)
+		}}
+	}
+	if !(js.q != nil && js.q.top && workflow.GetVersion(ctx, jobAsksChange, workflow.DefaultVersion, 1) >= 1) {
+		return timer(ctx, endedOf(targets, first), func(workflow.Context) (ToolResult, *parked) { return js.waited(targets, d), nil })
+	}
+	settled := func() bool {
+		js.asking(targets)
+		n := 0
+		for _, j := range targets {
+			if j.ended || len(j.asks) > 0 {
+				n++
+			}
+		}
+		return n == len(targets) || first && n > 0
+	}
+	var round func(ctx workflow.Context) (ToolResult, *parked)
+	round = func(ctx workflow.Context) (ToolResult, *parked) {
+		return timer(ctx, settled, func(workflow.Context) (ToolResult, *parked) {
+			if !js.asking(targets) {
+				return js.waited(targets, d), nil
+			}
+			// Until the person has answered, then again.
+			return ToolResult{}, &parked{ready: func() bool { return !js.asking(targets) }, resume: func(ctx workflow.Context, err error) (ToolResult, *parked) {
+				if err != nil {
+					return toolError("%s: %s", subagent.JobsToolName, err.Error()), nil
+				}
+				return round(ctx)
+			}}
+		})
+	}
+	return round(ctx)
+}
+
+// waited is what a wait for targets, of at most d, returns once it has
+// waited: those that ended, collected, and those still running.
+func (js *jobs) waited(targets []*bgJob, d time.Duration) ToolResult {
 	js.drain()
 	var got []*bgJob
 	var res ToolResult
