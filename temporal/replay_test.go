@@ -84,6 +84,11 @@ var recordedIDs = map[string]string{
 	// timed out and the lead cancelled the job (askedViaChange). It
 	// cannot be recorded again: TestRecordHistories skips it.
 	"asked-via.json": "record-asked-via",
+	// A lead that sends its job 70 messages in one step, on the pool of
+	// coroutines (jobPoolChange), the last 6 refused (jobQueueChange),
+	// then waits for that job and cancels its other job, 20 calls on the
+	// pool that sets the waiting ones aside (jobWaitPoolChange).
+	"jobs-pooled.json": "record-jobs-pooled",
 }
 
 // recordedOnly are histories recorded by code older than a change whose
@@ -157,6 +162,68 @@ func manyMessages(read chan struct{}) *script {
 			return provider.AssistantMessage("", call(0, `{"action":"wait","job_id":"`+jobIDOf(rs[0])+`","timeout_seconds":60}`)), nil
 		}
 		return provider.AssistantMessage("lead: " + rs[len(rs)-1]), nil
+	}}
+}
+
+// pooledSends and pooledWaits are how many messages the lead of
+// pooledJobs sends in one step, and how many waits and cancels it makes
+// in the next.
+const pooledSends, pooledWaits = mailbox.MaxQueued + 6, 10
+
+// pooledJobs answers as a lead that starts a job that counts the words
+// it is sent and one that holds on, sends the first pooledSends messages
+// in one step, then, in one step, waits for it pooledWaits times and
+// cancels the other as many, and answers with what the first wait
+// returned; and as the jobs. The first job's first model call ends once
+// the lead has sent its messages (sent is closed).
+func pooledJobs(sent chan struct{}) *script {
+	var once sync.Once
+	return &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		call := func(i int, name, args string) provider.ToolCall {
+			return provider.ToolCall{ID: fmt.Sprint("c", i), Name: name, Arguments: json.RawMessage(args)}
+		}
+		switch firstUserOf(req) {
+		case "count words":
+			if len(rs) == 0 {
+				select {
+				case <-sent:
+				case <-ctx.Done():
+					return provider.Message{}, ctx.Err()
+				}
+				return provider.AssistantMessage("", call(0, "noop", `{}`)), nil
+			}
+			took := 0
+			for _, m := range req.Messages {
+				if m.Role == provider.RoleUser {
+					took += strings.Count(m.Content, "from the agent that started you:")
+				}
+			}
+			return provider.AssistantMessage(fmt.Sprint("took ", took)), nil
+		case "hold on":
+			return provider.AssistantMessage("", call(0, "hold", `{}`)), nil
+		}
+		switch len(rs) {
+		case 0:
+			return provider.AssistantMessage("", call(0, SpawnToolName, `{"task":"count words","background":true}`), call(1, SpawnToolName, `{"task":"hold on","background":true}`)), nil
+		case 2:
+			calls := make([]provider.ToolCall, pooledSends)
+			for i := range calls {
+				calls[i] = call(i, subagent.JobsToolName, fmt.Sprintf(`{"action":"send","job_id":"%s","message":"word %d"}`, jobIDOf(rs[0]), i+1))
+			}
+			return provider.AssistantMessage("", calls...), nil
+		case 2 + pooledSends:
+			once.Do(func() { close(sent) })
+			var calls []provider.ToolCall
+			for i := range pooledWaits {
+				calls = append(calls, call(i, subagent.JobsToolName, `{"action":"wait","job_id":"`+jobIDOf(rs[0])+`","timeout_seconds":60}`))
+			}
+			for i := range pooledWaits {
+				calls = append(calls, call(pooledWaits+i, subagent.JobsToolName, `{"action":"cancel","job_id":"`+jobIDOf(rs[1])+`"}`))
+			}
+			return provider.AssistantMessage("", calls...), nil
+		}
+		return provider.AssistantMessage("lead: " + rs[2+pooledSends]), nil
 	}}
 }
 
@@ -344,7 +411,8 @@ func TestRecordHistories(t *testing.T) {
 	w := worker.New(c, queue, worker.Options{})
 	entered, release := make(chan struct{}, 1), make(chan struct{})
 	Register(w, &Runtime{Providers: map[string]provider.Provider{"fan": fanOut(2), "echo": echo(), "wide": wide(), "bg": background(), "seen": jobsSeen(),
-		"settle": settling(entered, release), "hold2": newHoldingTree(policyIDModes[0].id), "telling": telling(), "receipts": manyMessages(make(chan struct{}))}, Tools: reg, Events: NewHub()})
+		"settle": settling(entered, release), "hold2": newHoldingTree(policyIDModes[0].id), "telling": telling(), "receipts": manyMessages(make(chan struct{})),
+		"pooled": pooledJobs(make(chan struct{}))}, Tools: reg, Events: NewHub()})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -492,6 +560,14 @@ func TestRecordHistories(t *testing.T) {
 	// rest are refused, and the history kept was recorded before.
 	if err := many.Get(ctx, &out); err != nil || out.Answer != fmt.Sprint("lead: took ", min(receiptsSent, mailbox.MaxQueued)) {
 		t.Fatalf("the lead of receipts answered %q, %v", out.Answer, err)
+	}
+	pooled, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: recordedIDs["jobs-pooled.json"], TaskQueue: queue}, AgentWorkflowName,
+		RunInput{Spec: Spec{Name: "lead", Provider: "pooled", Tools: []string{"noop", "hold"}, Spawn: true, Background: true}, Text: "do it"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pooled.Get(ctx, &out); err != nil || out.Answer != fmt.Sprint("lead: took ", mailbox.MaxQueued) {
+		t.Fatalf("the lead of jobs-pooled answered %q, %v", out.Answer, err)
 	}
 	res, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: residentID, TaskQueue: queue}, ResidentWorkflowName,
 		ResidentInput{Spec: Spec{Provider: "echo"}})
