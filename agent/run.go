@@ -44,17 +44,21 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	em := event.From(ctx) // the scope is looked up once for the run's events
 	events := em.Enabled()
 	runID := id.New("run_")
-	tr := r.tracerFor(ctx)
+	tr, span := r.tracerFor(ctx)
 	var s *runState
 	if tr != nil {
-		var span trace.Span
 		ctx, span = startRunSpan(ctx, tr, r, runID)
 		defer func() { endRunSpan(span, out, s.ownEarlier, err) }()
 	}
 	ctx = run.Start(ctx, runID, r.name, r.tokenLimit)
+	pol := policy.From(ctx)
+	if pol != nil {
+		// The policy records each decision on the run's sink and span.
+		run.Observe(ctx, em, span)
+	}
 	run.SetPrices(ctx, r.prices)
 	run.SetCostLimit(ctx, r.costLimit)
-	s = &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, em: em, events: events, tracer: tr, policy: policy.From(ctx),
+	s = &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, em: em, events: events, tracer: tr, policy: pol,
 		schema: in.ResponseSchema, cacheKey: in.CacheKey, limit: run.Limit(ctx), readBack: run.ReadBack(ctx), box: box}
 	if s.schema == nil && r.output != nil {
 		s.schema = r.output.schema.Raw()

@@ -51,15 +51,16 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 }
 
 // tracerFor returns the tracer of a run under ctx, or nil when the run is
-// not traced.
-func (r *React) tracerFor(ctx context.Context) trace.Tracer {
+// not traced, and the span of ctx when it looked it up (nil when not).
+func (r *React) tracerFor(ctx context.Context) (trace.Tracer, trace.Span) {
 	if r.tracer != nil {
-		return r.tracer
+		return r.tracer, nil
 	}
-	if sp := trace.SpanFromContext(ctx); sp.IsRecording() {
-		return sp.TracerProvider().Tracer(TracerName, trace.WithSchemaURL(semconv.SchemaURL))
+	sp := trace.SpanFromContext(ctx)
+	if sp.IsRecording() {
+		return sp.TracerProvider().Tracer(TracerName, trace.WithSchemaURL(semconv.SchemaURL)), sp
 	}
-	return nil
+	return nil, sp
 }
 
 // modeler is a provider that names its default model, as the openai and

@@ -140,14 +140,15 @@ func TestRedactorsKeepTheirOwnMemo(t *testing.T) {
 
 // A Check decided again under another context is placed there: its depth
 // (the redactor lets the top-level agent's own request through, not a
-// child's), its path, its event sink.
+// child's), its path, its event sink; and a place no rule or record read
+// there is not the one before.
 func TestCheckDecidedUnderAnotherContext(t *testing.T) {
 	p, err := policy.New(policy.Redact("secrets", []string{memoSecret}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s sink
-	lead := run.WithPlace(context.Background(), "lead", 0)
+	var s, leadSink sink
+	lead := event.WithSink(run.WithPlace(context.Background(), "lead", 0), &leadSink)
 	child := event.WithSink(run.WithPlace(context.Background(), "lead/child", 1), &s)
 	req := provider.Request{Messages: []provider.Message{provider.UserMessage("the key is " + memoSecret)}}
 	c := &policy.Check{Point: policy.BeforeModel, Request: &req}
@@ -159,8 +160,13 @@ func TestCheckDecidedUnderAnotherContext(t *testing.T) {
 	if out := p.Decide(child, c); out.Verdict != policy.Rewrite || c.Path != "lead/child" || c.Depth != 1 || strings.Contains(sent.Messages[0].Content, memoSecret) {
 		t.Fatalf("the child's request: %+v at %q (depth %d), sent %q", out, c.Path, c.Depth, sent.Messages[0].Content)
 	}
-	if len(s.got) != 1 {
-		t.Errorf("%d events on the child's sink, want 1", len(s.got))
+	if len(s.got) != 1 || len(leadSink.got) != 1 {
+		t.Errorf("%d events on the child's sink and %d on the lead's, want 1 each", len(s.got), len(leadSink.got))
+	}
+	clean := provider.Request{Messages: []provider.Message{provider.UserMessage("nothing secret")}}
+	c.Request = &clean
+	if out := p.Decide(run.WithPlace(context.Background(), "lead/other", 1), c); out.Verdict != policy.Allow || c.Path == "lead/child" || c.Depth != 1 {
+		t.Errorf("under a third context: %+v at %q (depth %d)", out, c.Path, c.Depth)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sync"
 
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/run"
@@ -125,33 +126,48 @@ type Check struct {
 	memo   *memo
 }
 
-// known is what a decision reads from its context: its place in the
-// tree, and where it is recorded. A Check decided again under the same
-// context (a tool call's, then its result's; a run's model calls, which
-// share one Check) looks none of it up again: in a CPU profile of
-// BenchmarkDelegationPolicy, the three look-ups of each decision, two
-// of them walking the whole context for an event sink and a span that
-// were not there, were half of Decide's time.
+// known is what a decision reads from its context: its depth, where it
+// is recorded, and, once a rule or the record needs it (place), its place
+// in the tree. A Check decided again under the same context (a tool
+// call's, then its result's; a run's model calls, which share one Check)
+// looks none of it up again.
 type known struct {
-	ctx                        context.Context
+	ctx   context.Context
+	depth int
+	em    event.Emitter
+	span  trace.Span
+	// placed: path, runID, owner and thread are looked up (run.Place,
+	// which works out a run's path the first time it is asked).
+	placed                     bool
 	path, runID, owner, thread string
-	depth                      int
-	em                         event.Emitter
-	span                       trace.Span
 }
 
 // of returns what k holds of ctx, looked up afresh unless k holds it
-// already. The context is known by its pointer: a context that is no
-// pointer (every context this module and the standard library make is
-// one) is looked up each time, and so is any other, which cannot share
-// the pointer of one k still holds.
-func (k *known) of(ctx context.Context) *known {
+// already, and clears c's place when it does. The context is known by its
+// pointer: a context that is no pointer (every context this module and
+// the standard library make is one) is looked up each time, and so is any
+// other, which cannot share the pointer of one k still holds.
+func (k *known) of(ctx context.Context, c *Check) *known {
 	if t := reflect.TypeOf(ctx); t == nil || t.Kind() != reflect.Pointer || ctx != k.ctx {
-		k.ctx = ctx
-		k.path, k.depth, k.runID, k.owner, k.thread = run.Place(ctx)
-		k.em, k.span = event.From(ctx), trace.SpanFromContext(ctx)
+		depth, em, span, ok := run.Observers(ctx)
+		if !ok {
+			em, span = event.From(ctx), trace.SpanFromContext(ctx)
+		}
+		*k = known{ctx: ctx, depth: depth, em: em, span: span}
+		c.Path, c.RunID, c.Owner, c.Thread = "", "", "", ""
 	}
 	return k
+}
+
+// place fills in c's Path, RunID, Owner and Thread from ctx, the context
+// of its decision (Decide looked up the rest).
+func (c *Check) place(ctx context.Context) {
+	k := &c.known
+	if !k.placed {
+		k.path, k.depth, k.runID, k.owner, k.thread = run.Place(ctx)
+		k.placed = true
+	}
+	c.Path, c.RunID, c.Owner, c.Thread = k.path, k.runID, k.owner, k.thread
 }
 
 // A Rule decides at the points it cares about, and allows the rest.
@@ -210,6 +226,10 @@ type Policy struct {
 	// under five rules asks only the redactor, not four rules that allow
 	// it without a look.
 	at [4][]Rule
+	// users says, for each point, whether a rule of the user's (not made
+	// by this package) decides there: one that may read the whole Check,
+	// which is then filled in and copied for it (decideCopy).
+	users [4]bool
 }
 
 // pointed is a ready-made rule that decides only at the points it names
@@ -248,18 +268,22 @@ func newPolicy(rules []Rule) *Policy {
 		for i := range p.at {
 			if pts&(1<<i) != 0 {
 				p.at[i] = append(p.at[i], r)
+				p.users[i] = p.users[i] || !isReadyMade(r)
 			}
 		}
 	}
 	return p
 }
 
-// asked returns the rules that decide at pt.
-func (p *Policy) asked(pt Point) []Rule {
-	if i := pointIndex(pt); i >= 0 {
-		return p.at[i]
+// isReadyMade reports whether r is one of this package's rules, which
+// read of a Check's place only its Depth (askBefore fills in the rest
+// for its question: Check.place).
+func isReadyMade(r Rule) bool {
+	switch r.(type) {
+	case *toolList, *askBefore, *redactor, *pathUnder:
+		return true
 	}
-	return p.rules
+	return false
 }
 
 // New returns a policy of rules. It refuses a nil rule, a rule without a
@@ -408,74 +432,170 @@ const EventName = "deputy.policy"
 
 // Decide asks each of p's rules about c, in order, and returns the outcome.
 // It fills in c's place in the tree (Path, Depth, RunID, Owner, Thread)
-// from ctx. Every decision is recorded: a CUSTOM event named EventName on
-// ctx's event sink, and an event of that name on the span of ctx when it
-// is recording; a Deny is also added to the run's agent.Output.Denials.
+// from ctx (the ready-made rules read only Depth: for them, the rest is
+// filled in when the decision is recorded or is not Allow). Every
+// decision is recorded: a CUSTOM event named EventName on ctx's event
+// sink, and an event of that name on the span of ctx when it is
+// recording; a Deny is also added to the run's agent.Output.Denials.
 //
 // The sub-agent tools, the tool registry and the agent loop call it; a
 // user's own agent that calls tools or models outside them calls it to
 // be bound too.
 func (p *Policy) Decide(ctx context.Context, c *Check) Outcome {
-	k := c.known.of(ctx)
+	k := c.known.of(ctx, c)
 	if c.Point == BeforeModel {
 		c.models++
 	}
-	c.Path, c.Depth, c.RunID, c.Owner, c.Thread = k.path, k.depth, k.runID, k.owner, k.thread
-	out := p.decide(ctx, c)
-	record(ctx, c, out, k.em, k.span)
+	c.Depth = k.depth
+	i := pointIndex(c.Point)
+	var out Outcome
+	if i < 0 || p.users[i] {
+		c.place(ctx)
+		out = p.decideCopy(ctx, c, i)
+	} else {
+		out = p.decide(ctx, c, i)
+	}
+	events, spans := k.em.Enabled(), k.span.IsRecording()
+	if out.Verdict != Allow || events || spans {
+		c.place(ctx)
+		record(ctx, c, out, k.em, events, k.span, spans)
+	}
 	return out
 }
 
-// decide asks the rules; a rule that panics denies.
-func (p *Policy) decide(ctx context.Context, c *Check) (out Outcome) {
-	var r Rule
+// decide asks the rules at the point of index i, all of them ready-made
+// (the Check stays where its caller put it: see decideCopy); a rule that
+// panics denies.
+func (p *Policy) decide(ctx context.Context, c *Check, i int) (out Outcome) {
+	var t tally
 	defer func() {
 		if v := recover(); v != nil {
-			out = Outcome{Verdict: Deny, Rule: r.Name(), Reason: fmt.Sprintf("the rule panicked: %v", v)}
+			out = t.panicked(v)
 		}
 	}()
-	var ask Outcome
-	rewrote := ""
-	for _, r = range p.asked(c.Point) {
-		d := r.Decide(ctx, c)
-		switch d.Verdict {
-		case Allow:
-			continue
-		case Deny:
-			out = Outcome{Verdict: Deny, Rule: r.Name(), Reason: d.Reason}
-		case Ask:
-			if c.Point != BeforeTool && c.Point != BeforeDelegation {
-				out = Outcome{Verdict: Deny, Rule: r.Name(), Reason: "asking a person is only possible before a tool call or a hand-off; " + d.Reason}
-			} else if ask.Verdict == Allow {
-				ask = Outcome{Verdict: Ask, Rule: r.Name(), Reason: d.Reason}
-			}
-		case Rewrite:
-			if rewrote == "" {
-				rewrote = r.Name()
-			}
-			if ask.Verdict == Allow && out.Verdict == Allow {
-				out = Outcome{Verdict: Rewrite, Rule: rewrote, Reason: d.Reason}
-			}
-		default:
-			out = Outcome{Verdict: Deny, Rule: r.Name(), Reason: fmt.Sprintf("the rule returned an unknown verdict %q", d.Verdict)}
-		}
-		if out.Verdict == Deny {
+	for _, t.rule = range p.at[i] {
+		if t.add(readyMade(ctx, t.rule, c), c.Point) {
 			break
 		}
 	}
-	if out.Verdict != Deny && ask.Verdict == Ask {
-		out = ask
+	return t.outcome()
+}
+
+// readyMade asks r, one of this package's rules, about c. A rule of the
+// user's, which decide never asks, is asked about a copy of c.
+func readyMade(ctx context.Context, r Rule, c *Check) Decision {
+	switch r := r.(type) {
+	case *toolList:
+		return r.Decide(ctx, c)
+	case *askBefore:
+		return r.Decide(ctx, c)
+	case *redactor:
+		return r.Decide(ctx, c)
+	case *pathUnder:
+		return r.Decide(ctx, c)
 	}
+	cp := new(Check)
+	*cp = *c
+	d := r.Decide(ctx, cp)
+	*c = *cp
+	return d
+}
+
+// decideCopy asks the rules at the point of index i (-1: all), some of
+// them the user's, about a copy of c it then copies back. A Check passed
+// to a Rule through its interface escapes to the heap: the copy does, and
+// c, which callers keep on their stack, does not (where each write to a
+// field of a Check on the heap costs a write barrier while the collector
+// runs, and the Check a pool round trip).
+func (p *Policy) decideCopy(ctx context.Context, c *Check, i int) Outcome {
+	cp := copies.Get().(*Check)
+	*cp = *c
+	out := p.decideOn(ctx, cp, i)
+	*c = *cp
+	*cp = Check{} // nothing of the check is kept in the pool
+	copies.Put(cp)
 	return out
 }
 
+// copies holds the *Check of decideCopy not in use, cleared.
+var copies = sync.Pool{New: func() any { return new(Check) }}
+
+// decideOn is decide for decideCopy: it asks every rule through its
+// interface.
+func (p *Policy) decideOn(ctx context.Context, c *Check, i int) (out Outcome) {
+	var t tally
+	defer func() {
+		if v := recover(); v != nil {
+			out = t.panicked(v)
+		}
+	}()
+	rules := p.rules
+	if i >= 0 {
+		rules = p.at[i]
+	}
+	for _, t.rule = range rules {
+		if t.add(t.rule.Decide(ctx, c), c.Point) {
+			break
+		}
+	}
+	return t.outcome()
+}
+
+// tally is the outcome of the rules asked so far: the first Deny, else
+// the first Ask, else Rewrite if any rule rewrote, else Allow.
+type tally struct {
+	rule    Rule // the rule being asked
+	out     Outcome
+	ask     Outcome
+	rewrote string
+}
+
+// add adds d, rule's decision at pt, and reports whether the outcome is
+// a Deny, which no later rule changes.
+func (t *tally) add(d Decision, pt Point) bool {
+	switch d.Verdict {
+	case Allow:
+		return false
+	case Deny:
+		t.out = Outcome{Verdict: Deny, Rule: t.rule.Name(), Reason: d.Reason}
+	case Ask:
+		if pt != BeforeTool && pt != BeforeDelegation {
+			t.out = Outcome{Verdict: Deny, Rule: t.rule.Name(), Reason: "asking a person is only possible before a tool call or a hand-off; " + d.Reason}
+		} else if t.ask.Verdict == Allow {
+			t.ask = Outcome{Verdict: Ask, Rule: t.rule.Name(), Reason: d.Reason}
+		}
+	case Rewrite:
+		if t.rewrote == "" {
+			t.rewrote = t.rule.Name()
+		}
+		if t.ask.Verdict == Allow && t.out.Verdict == Allow {
+			t.out = Outcome{Verdict: Rewrite, Rule: t.rewrote, Reason: d.Reason}
+		}
+	default:
+		t.out = Outcome{Verdict: Deny, Rule: t.rule.Name(), Reason: fmt.Sprintf("the rule returned an unknown verdict %q", d.Verdict)}
+	}
+	return t.out.Verdict == Deny
+}
+
+// outcome is the outcome of the rules asked.
+func (t *tally) outcome() Outcome {
+	if t.out.Verdict != Deny && t.ask.Verdict == Ask {
+		return t.ask
+	}
+	return t.out
+}
+
+// panicked is the outcome when the rule being asked panicked with v.
+func (t *tally) panicked(v any) Outcome {
+	return Outcome{Verdict: Deny, Rule: t.rule.Name(), Reason: fmt.Sprintf("the rule panicked: %v", v)}
+}
+
 // record is the audit trail of one decision, made under ctx, whose event
-// sink is em and span span.
-func record(ctx context.Context, c *Check, o Outcome, em event.Emitter, span trace.Span) {
+// sink is em (events: enabled) and span span (spans: recording).
+func record(ctx context.Context, c *Check, o Outcome, em event.Emitter, events bool, span trace.Span, spans bool) {
 	if o.Verdict == Deny {
 		run.AddDenial(ctx, o.Err(c))
 	}
-	events, spans := em.Enabled(), span.IsRecording()
 	if !events && !spans {
 		return
 	}

@@ -141,8 +141,9 @@ type askBefore struct {
 func (a *askBefore) Name() string  { return a.name }
 func (a *askBefore) points() uint8 { return onlyTools }
 
-func (a *askBefore) Decide(_ context.Context, c *Check) Decision {
+func (a *askBefore) Decide(ctx context.Context, c *Check) Decision {
 	if c.Point == BeforeTool && matchAny(a.patterns, c.Tool) {
+		c.place(ctx)
 		return Asked(fmt.Sprintf("Allow %s to call %s with %s?", c.Path, c.Tool, clip(string(c.Arguments), 512)))
 	}
 	return Decision{}

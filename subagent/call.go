@@ -8,7 +8,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/deputy-go/deputy/agent"
@@ -242,14 +241,8 @@ func (t *SubAgentTool) handOff(ctx context.Context, pol *policy.Policy, callID s
 		// A context fork is given its parent's conversation.
 		inherited = in.Fork.Messages
 	}
-	chk := handOffChecks.Get().(*policy.Check)
-	defer func() {
-		*chk = policy.Check{} // nothing of the hand-off is kept in the pool
-		handOffChecks.Put(chk)
-	}()
-	// Set one by one, not as a literal built apart and copied in whole.
-	chk.Point, chk.Tool, chk.CallID, chk.Arguments, chk.Task, chk.Context = policy.BeforeDelegation, t.def.Name, callID, args, in.Text, inherited
-	out := pol.Decide(ctx, chk)
+	chk := &policy.Check{Point: policy.BeforeDelegation, Tool: t.def.Name, CallID: callID, Arguments: args, Task: in.Text, Context: inherited}
+	out := pol.Decide(ctx, chk) // chk stays on the stack
 	switch out.Verdict {
 	case policy.Deny:
 		return in, tool.Correctable(out.Err(chk))
@@ -294,12 +287,6 @@ type handOffAgain struct {
 func (h handOffAgain) check(t *SubAgentTool, retry agent.Input) (agent.Input, error) {
 	return t.handOff(h.ctx, h.pol, h.callID, h.args, retry)
 }
-
-// handOffChecks holds the *policy.Check of hand-offs not being checked,
-// cleared: a policy costs a hand-off no allocation for its check (no rule
-// keeps a Check past Decide). See agent/policy.go's modelChecks for what
-// the pools buy.
-var handOffChecks = sync.Pool{New: func() any { return new(policy.Check) }}
 
 // sameMessages reports whether a and b are the same slice (not only
 // equal): a rule that rewrites assigns a new one.

@@ -4,21 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 
 	"github.com/deputy-go/deputy/policy"
 )
-
-// checks holds the *policy.Check of calls not being checked, cleared: a
-// policy costs a call no allocation for its check (no rule keeps a Check
-// past Decide). See agent/policy.go's modelChecks for what the pools buy.
-var checks = sync.Pool{New: func() any { return new(policy.Check) }}
-
-// putCheck clears chk, whose call is decided, and gives it back to checks.
-func putCheck(chk *policy.Check) {
-	*chk = policy.Check{} // nothing of the call is kept in the pool
-	checks.Put(chk)
-}
 
 // guard asks pol about call c before it runs. It returns the call to run
 // (its arguments rewritten, when a rule rewrote them), or stop with the
@@ -28,10 +16,7 @@ func putCheck(chk *policy.Check) {
 //
 // chk is the call's check, which checkResult reuses.
 func guard(ctx context.Context, pol *policy.Policy, chk *policy.Check, c Call) (Call, Result, error, bool) {
-	// chk is new: its other fields are zero. (Set one by one: a literal
-	// assigned whole is built apart and copied in whole, which, in a CPU
-	// profile of BenchmarkDelegationPolicy, cost more than the five rules
-	// it was made for.)
+	// chk is new: its other fields are zero.
 	chk.Point, chk.Tool, chk.CallID, chk.Arguments = policy.BeforeTool, c.Name, c.ID, c.Arguments
 	out := pol.Decide(ctx, chk)
 	switch out.Verdict {

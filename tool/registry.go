@@ -356,16 +356,14 @@ func (r *Registry) call(ctx context.Context, c Call) (res Result, err error) {
 	defer func() { res.Usage = run.AtLeastSpent(callCtx, res.Usage) }()
 	if pol := policy.From(ctx); pol != nil {
 		var stop bool
-		chk := checks.Get().(*policy.Check) // one for the call and its result
-		if c, res, err, stop = guard(ctx, pol, chk, c); stop {
-			putCheck(chk)
+		var chk policy.Check // one for the call and its result, on the stack
+		if c, res, err, stop = guard(ctx, pol, &chk, c); stop {
 			return res, err
 		}
 		defer func() {
 			if err == nil {
-				res = checkResult(ctx, pol, chk, c, res)
+				res = checkResult(ctx, pol, &chk, c, res)
 			}
-			putCheck(chk)
 		}() // after the recover below, before the hook's done
 	}
 	t, max := r.lookup(c.Name)

@@ -19,7 +19,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/provider"
+	"go.opentelemetry.io/otel/trace"
 )
 
 type key struct{}
@@ -658,6 +660,10 @@ type scope struct {
 	// tool calls (Reserve); it is changed under mu.
 	reserved atomic.Int64
 	up       *scope // the run that started this one, or nil
+	// em and span are the event sink and the span of ctx, once Observe
+	// recorded them (span is not nil).
+	em   event.Emitter
+	span trace.Span
 	// prices prices the run's model calls (SetPrices, or the parent's);
 	// cost and unpriced add up what they cost, the sub-runs' included.
 	prices   *provider.Prices
