@@ -360,7 +360,7 @@ func (js *Jobs) collect(ctx context.Context, j *job) JobResult {
 	res, err := js.jt.collect(j)
 	if !res.Usage.IsZero() {
 		js.s.handOver(ctx, j)
-		res.Usage = js.s.owed(j, res.Usage)
+		res.Usage = js.s.owed(ctx, j, res.Usage)
 	}
 	js.s.saved(context.Background(), js.jt, j)
 	st := js.jt.status(j)

@@ -100,11 +100,11 @@ func (s *Spawner) spends(ctx context.Context, j *job, l *ledger.Ledger, cost *ru
 	ts.mu.Unlock()
 }
 
-// owed returns what of u, all that j spent, the run that takes it now
-// counts: what the run that started it did not count as its own when it
-// reported (run.Spend.Owed); and marks it taken by that run, if it has not
-// reported yet.
-func (s *Spawner) owed(j *job, u provider.Usage) provider.Usage {
+// owed returns what of u, all that j spent, the run of ctx that takes it
+// now counts (run.Spend.Owed): all of it for the run that started it, if
+// that run has not reported yet; else what that run does not count as
+// its own, as handOver does for its dollars.
+func (s *Spawner) owed(ctx context.Context, j *job, u provider.Usage) provider.Usage {
 	ts := &s.threads
 	ts.mu.Lock()
 	sp, ok := ts.spent[j]
@@ -112,7 +112,7 @@ func (s *Spawner) owed(j *job, u provider.Usage) provider.Usage {
 	if !ok {
 		return u
 	}
-	return sp.cost.Owed(u, true)
+	return sp.cost.Owed(ctx, u)
 }
 
 // forgetSpends forgets what the jobs spent, which no run will take.
@@ -254,7 +254,7 @@ func (s *Spawner) attach(ctx context.Context, jt *jobTable) {
 		var u provider.Usage
 		for _, j := range took {
 			s.handOver(ctx, j) // their cost, as their usage
-			u = u.Add(s.owed(j, j.res.Usage))
+			u = u.Add(s.owed(ctx, j, j.res.Usage))
 		}
 		s.pruned(ctx, gone)
 		return u
@@ -541,7 +541,7 @@ func (s *Spawner) Notes(ctx context.Context) []tool.Note {
 	for _, j := range ended {
 		st := jt.status(j)
 		res := tool.Result{Content: j.res.Content, Value: j.res.Value}
-		usage := s.owed(j, j.res.Usage) // a later turn's: the job's starting turn has reported
+		usage := s.owed(ctx, j, j.res.Usage) // a later turn's
 		switch {
 		case st.State == JobSuspended:
 			res.Content, usage = waitingReport(st), provider.Usage{} // counted when it ends

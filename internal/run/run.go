@@ -913,7 +913,8 @@ type Spend struct {
 	total, counted float64
 	models         []provider.ModelUsage
 	// taken: the run took all the work spent (Owed) before it reported:
-	// it counts none of it as it reports (CloseCost).
+	// it counts none of it as it reports (CloseCost). No other run takes
+	// the work's tokens from it.
 	taken bool
 }
 
@@ -953,24 +954,22 @@ func TrackSpend(ctx, dst context.Context) (context.Context, *Spend) {
 }
 
 // Owed returns what of all, all the work has spent (its tokens, counted
-// as a whole when it is collected), the run that takes it now counts: all
-// of it, less the tokens of its model calls (AddCall) the run that
-// started it reported, if that run has reported its cost (CloseCost)
-// without taking the work. take marks the work taken by the run that
-// started it, if that run has not reported yet: it then counts none of
-// the work's tokens as it reports, only what it took. A nil Spend owes
-// all.
-func (s *Spend) Owed(all provider.Usage, take bool) provider.Usage {
+// as a whole when it is collected), the run of ctx that takes it now
+// counts. The run that started the work takes all of it, if it has not
+// reported its cost yet (CloseCost), and then counts none of the work's
+// tokens as it reports. Any other run, or that one once it has reported,
+// counts all less the tokens of the model calls (AddCall) that run counts
+// (whose cost it counts too), whether it has reported yet or not: the
+// tokens of a call go where its dollars go, whichever run takes the work
+// and when. A nil Spend owes all.
+func (s *Spend) Owed(ctx context.Context, all provider.Usage) provider.Usage {
 	if s == nil {
 		return all
 	}
 	s.sc.mu.Lock()
 	defer s.sc.mu.Unlock()
-	if !s.sc.closed {
-		s.taken = s.taken || take
-		return all
-	}
-	if s.taken {
+	if from(ctx).scope == s.sc && !s.sc.closed {
+		s.taken = true
 		return all
 	}
 	for _, m := range s.models {
