@@ -150,14 +150,44 @@ func (l *Ledger) add(m provider.ModelUsage, earlier bool) {
 // included (whose part no model accounts for a tool reported itself), as
 // spent by an earlier run of the turn (run.AddEarlier). The caller folds
 // usage into its run's ChildUsage, as the result's Usage.
+//
+// Under work that outlives the run that started it (WithGate), the
+// ledgers outside the work's and that run's cost count the models in one
+// step (run.AddCalls), as Charge counts one call: all of them, or, once
+// the run has reported its cost, none, for the run that takes the work.
 func Replay(ctx context.Context, usage provider.Usage, models []provider.ModelUsage) {
+	var gate *Ledger
 	var dollars float64
 	for _, m := range models {
-		if m.Cost > 0 || m.CacheSaved != 0 {
-			run.AddCost(ctx, m.Cost, m.CacheSaved, "")
-		}
-		AddEarlier(ctx, m)
 		dollars += m.Cost
+		if m.Usage.IsZero() {
+			continue
+		}
+		for l := From(ctx); l != nil; l = l.parent {
+			l.add(m, true)
+			if l.gate {
+				gate = l
+				break
+			}
+		}
+		run.AddSpent(ctx, m.Usage)
+	}
+	if gate != nil {
+		run.AddCalls(ctx, models, func() {
+			for _, m := range models {
+				if !m.Usage.IsZero() {
+					for l := gate.parent; l != nil; l = l.parent {
+						l.add(m, true)
+					}
+				}
+			}
+		})
+	} else {
+		for _, m := range models {
+			if m.Cost > 0 || m.CacheSaved != 0 {
+				run.AddCost(ctx, m.Cost, m.CacheSaved, "")
+			}
+		}
 	}
 	run.AddEarlier(ctx, usage, dollars)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/deputy-go/deputy/internal/ledger"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -136,5 +137,73 @@ func TestUnreplayedIsWhatWasPaidLessWhatWasCounted(t *testing.T) {
 	// All of it replayed: nothing is missing.
 	if total, missing := ledger.Unreplayed(paid, paid); len(missing) != 0 || !total.IsZero() {
 		t.Errorf("all replayed: %+v, %+v", total, missing)
+	}
+}
+
+// A piece of a thread's job replayed from its journal (Replay under a
+// WithGate ledger) counts in the run that started the job, or, once that
+// run has reported its cost, in neither its cost nor its ledger: the run
+// that takes the job counts it then (run.Spend.Uncounted and Owed, and
+// the ledger's entries less run.Spend.Counted). Its dollars, its tokens
+// and its ledger entries go to the same run, whole, whether the run
+// closes before the replay, after it, or while it counts (the replay
+// counted the models in the run's ledger after the run had closed, where
+// its dollars did not count, and the run that took the job counted them
+// again).
+func TestReplayUnderAGateCountsInOneRun(t *testing.T) {
+	models := []provider.ModelUsage{
+		{Provider: "acme", Model: "big", Usage: provider.Usage{Requests: 2, InputTokens: 300, OutputTokens: 20}, Cost: 0.5},
+		{Provider: "acme", Model: "small", Usage: provider.Usage{Requests: 1, InputTokens: 40, OutputTokens: 4}, Cost: 0.25},
+	}
+	all := models[0].Usage.Add(models[1].Usage)
+	for _, when := range []string{"before", "after", "racing"} {
+		for round := range map[string]int{"before": 1, "after": 1, "racing": 200}[when] {
+			lead := run.Start(context.Background(), "lead", "lead", 0)
+			lead, outer := ledger.With(lead)
+			jctx, sp := run.TrackSpend(lead, lead)
+			jctx, gate := ledger.WithGate(jctx)
+			job := run.Start(jctx, "job", "job", 0)
+			var cost float64
+			var lasting provider.Usage
+			closed := make(chan struct{})
+			closeRun := func() {
+				run.Finish(lead)
+				cost, _, _, lasting = run.CloseCost(lead)
+				close(closed)
+			}
+			switch when {
+			case "before":
+				closeRun()
+				ledger.Replay(job, all, models)
+			case "after":
+				ledger.Replay(job, all, models)
+				closeRun()
+			case "racing":
+				go closeRun()
+				ledger.Replay(job, all, models)
+			}
+			<-closed
+			counted := sp.Counted()
+			var countedUsage provider.Usage
+			var countedCost float64
+			for _, m := range counted {
+				countedUsage = countedUsage.Add(m.Usage)
+				countedCost += m.Cost
+			}
+			if countedUsage != (provider.Usage{}) && countedUsage != all {
+				t.Fatalf("closed %s (round %d): the run counts %+v of the replay, want all of it or none", when, round, countedUsage)
+			}
+			if cost != countedCost || lasting != countedUsage || outer.Total() != countedUsage {
+				t.Fatalf("closed %s (round %d): the run reports $%v and %+v (its ledger %+v); the models it counted are %+v, $%v",
+					when, round, cost, lasting, outer.Total(), countedUsage, countedCost)
+			}
+			rest, _ := ledger.Unreplayed(gate.Entries(), counted)
+			if got := rest.Add(countedUsage); got != all || sp.Uncounted()+countedCost != 0.75 {
+				t.Fatalf("closed %s (round %d): the run counts %+v, the taker %+v and $%v; want %+v and $0.75 over both", when, round, countedUsage, rest, sp.Uncounted(), all)
+			}
+			if when == "before" && countedUsage != (provider.Usage{}) || when == "after" && countedUsage != all {
+				t.Fatalf("closed %s: the run counts %+v of the replay", when, countedUsage)
+			}
+		}
 	}
 }

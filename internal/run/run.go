@@ -855,10 +855,23 @@ func AddCost(ctx context.Context, dollars, saved float64, unpriced string) {
 // and in its ledger, or in neither. Outside such work counted is not
 // called.
 func AddCall(ctx context.Context, m provider.ModelUsage, unpriced string, counted func()) {
-	addCost(ctx, m.Cost, m.CacheSaved, unpriced, &m, counted)
+	addCost(ctx, m.Cost, m.CacheSaved, unpriced, []provider.ModelUsage{m}, counted)
 }
 
-func addCost(ctx context.Context, dollars, saved float64, unpriced string, m *provider.ModelUsage, counted func()) {
+// AddCalls is AddCall for the model calls of a piece of work replayed
+// from a journal (ms, each with its cost), in one step: under work that
+// outlives the run that started it, the run counts all of them, and
+// counted is called, or, once the run has reported its cost, none.
+func AddCalls(ctx context.Context, ms []provider.ModelUsage, counted func()) {
+	var dollars, saved float64
+	for _, m := range ms {
+		dollars += m.Cost
+		saved += m.CacheSaved
+	}
+	addCost(ctx, dollars, saved, "", ms, counted)
+}
+
+func addCost(ctx context.Context, dollars, saved float64, unpriced string, ms []provider.ModelUsage, counted func()) {
 	ri := from(ctx)
 	sp := ri.spend // the record of the work ctx is in, until its run is reached
 	for sc := ri.scope; sc != nil; sc = sc.up {
@@ -883,8 +896,8 @@ func addCost(ctx context.Context, dollars, saved float64, unpriced string, m *pr
 			sp.total += dollars
 			if !closed {
 				sp.counted += dollars
-				if m != nil {
-					sp.count(*m)
+				for _, m := range ms {
+					sp.count(m)
 				}
 				if counted != nil {
 					counted()
