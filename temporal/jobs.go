@@ -417,20 +417,26 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 				j.receipts[i].State = subagent.MessageUndelivered
 			}
 		}
-		var evs []event.Event
-		if err != nil {
-			// A job that answered published its end itself; one that
-			// failed or was cancelled could not.
-			code := "error"
-			if j.cancelled || sdktemporal.IsCanceledError(err) {
-				code = "cancelled"
-			}
-			evs = append(evs, event.Event{Type: event.SubagentError, SubagentRunID: j.wfID, Message: messageOf(err), Code: code, Usage: spentJSON(j.spent())})
-		}
-		js.publish(gctx, append(evs, j.statusEvent(subagent.JobEndedEvent))...)
+		js.publish(gctx, j.endEvents()...)
 		j.told = true
 	})
 	return ToolResult{Content: runtime.JobStarted(j.id)}, nil
+}
+
+// endEvents are the events of the job's end: its SUBAGENT_ERROR, if it
+// failed or was cancelled (one that answered published its end itself;
+// one that failed or was cancelled could not), then its
+// deputy.job_ended.
+func (j *bgJob) endEvents() []event.Event {
+	var evs []event.Event
+	if j.err != nil {
+		code := "error"
+		if j.cancelled || sdktemporal.IsCanceledError(j.err) {
+			code = "cancelled"
+		}
+		evs = append(evs, event.Event{Type: event.SubagentError, SubagentRunID: j.wfID, Message: messageOf(j.err), Code: code, Usage: spentJSON(j.spent())})
+	}
+	return append(evs, j.statusEvent(subagent.JobEndedEvent))
 }
 
 // held is what the run's jobs not collected yet may spend of their

@@ -288,7 +288,9 @@ func (js *jobs) adopt(j *bgJob) {
 				j.receipts[i].State = subagent.MessageUndelivered
 			}
 		}
-		js.publish(gctx, j.statusEvent(subagent.JobEndedEvent))
+		// Its SUBAGENT_ERROR too, if it failed or was cancelled, as for a
+		// job of this turn.
+		js.publish(gctx, j.endEvents()...)
 		j.told = true
 	})
 }

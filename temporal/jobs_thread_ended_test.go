@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agui"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/provider"
@@ -179,5 +180,95 @@ func threadJobEndingAsTurnStarts(t *testing.T, c client.Client, id func(n int64,
 	}
 	if d, l, j := dug.Load(), leadCalls.Load(), jobCalls.Load(); d != 1 || l != 4 || j != 2 {
 		t.Errorf("the dig ran %d times, the lead's model answered %d times, the job's %d; want 1, 4 and 2", d, l, j)
+	}
+}
+
+// A job of an earlier turn of the thread that the next turn cancels is
+// shown ending in that turn's stream, as a job of the turn is: its
+// SUBAGENT_ERROR, code cancelled, once, then its deputy.job_ended. (The
+// stream had only the deputy.job_* events: the sub-agent it was told of
+// never ended.)
+func TestThreadJobCancelledByALaterTurnIsShownOnTemporal(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	c, err := Dial(context.Background(), hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var dug atomic.Int64
+	dig := tool.Must(tool.New("dig", "Digs.", func(ctx context.Context, _ struct{}) (string, error) {
+		dug.Add(1)
+		<-ctx.Done()
+		return "", ctx.Err()
+	}))
+	reg, err := tool.NewRegistry(dig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		call := func(name, args string) (provider.Message, error) {
+			return provider.AssistantMessage("", provider.ToolCall{ID: "call_1", Name: name, Arguments: json.RawMessage(args)}), nil
+		}
+		switch task := firstUserOf(req); {
+		case task == "dig":
+			return call("dig", `{}`)
+		case task == "start" && len(rs) == 0:
+			return call(SpawnToolName, `{"task":"dig","background":true}`)
+		case task == "cancel" && len(rs) == 0:
+			return call(subagent.JobsToolName, `{"action":"cancel","job_id":"job_1"}`)
+		}
+		return provider.AssistantMessage("lead: done"), nil
+	}}
+	hub := NewHub()
+	queue := fmt.Sprintf("deputy-thread-cancelled-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg, Events: hub})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	lead := &Agent{Client: c, TaskQueue: queue, Events: hub,
+		Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"dig"}, Spawn: true, Background: true, JobsAcrossTurns: true}}
+	tctx := agent.WithOwner(agent.WithThread(ctx, "thread-"+queue), "ann")
+	turn := func(text string) []event.Event {
+		t.Helper()
+		var mu sync.Mutex
+		var evs []event.Event
+		sink := event.SinkFunc(func(e event.Event) {
+			mu.Lock()
+			evs = append(evs, e)
+			mu.Unlock()
+		})
+		if _, err := lead.Run(event.WithSink(tctx, sink), agent.Input{Text: text}); err != nil {
+			t.Fatalf("turn %q: %v", text, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return evs
+	}
+	turn("start")
+	for dug.Load() == 0 && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	job := ThreadWorkflowID("ann", "thread-"+queue) + "/job_1"
+	second := turn("cancel")
+	errored, ended := -1, -1
+	for i, e := range second {
+		switch {
+		case e.Type == event.SubagentError && e.SubagentRunID == job:
+			if errored >= 0 || e.Code != "cancelled" {
+				t.Errorf("the second turn's stream ends the job again, or not as cancelled: %s", asJSON(e))
+			}
+			errored = i
+		case e.Type == event.Custom && e.Name == subagent.JobEndedEvent && jobRunOf(t, e) == job:
+			ended = i
+		}
+	}
+	if errored < 0 || ended < errored {
+		t.Errorf("the second turn's stream has the job's SUBAGENT_ERROR at %d and its %s at %d; want the first, then the second:\n%s",
+			errored, subagent.JobEndedEvent, ended, asJSON(second...))
 	}
 }
