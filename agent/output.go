@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/deputy-go/deputy/internal/errcode"
+	"github.com/deputy-go/deputy/internal/exactkeys"
 	"github.com/deputy-go/deputy/internal/jsonextract"
 	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/provider"
@@ -37,6 +39,11 @@ func OutputOf[T any]() Option {
 		}
 		r.output = &output{schema: s, decode: func(raw string) (any, error) {
 			var v T
+			// A key T's schema leaves open (one T gives itself) that
+			// encoding/json would read into a field by ignoring case.
+			if err := exactkeys.Check(raw, reflect.TypeFor[T]()); err != nil {
+				return nil, err
+			}
 			if err := json.Unmarshal([]byte(raw), &v); err != nil {
 				return nil, fmt.Errorf("the JSON does not decode into the type asked for: %v", err)
 			}

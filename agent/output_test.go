@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	invopop "github.com/invopop/jsonschema"
+
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/internal/errcode"
@@ -77,5 +79,38 @@ func TestWithoutOutputOfTheAnswerIsText(t *testing.T) {
 	out, err := a.Run(context.Background(), agent.Input{Text: "hi"})
 	if err != nil || out.Value != nil || out.Answer != "just words" {
 		t.Fatalf("%q %v %v", out.Answer, out.Value, err)
+	}
+}
+
+// openReview gives its own schema, which leaves other keys open.
+type openReview struct {
+	Verdict string `json:"verdict"`
+}
+
+func (openReview) JSONSchema() *invopop.Schema {
+	return &invopop.Schema{Type: "object", Required: []string{"verdict"}}
+}
+
+// An answer that passes its schema but holds a key encoding/json would
+// read into a field by ignoring case is sent back with the key to write,
+// and the corrected answer is the value.
+func TestOutputOfRefusesAKeyInAnotherCase(t *testing.T) {
+	p := fake.NewProvider(
+		fake.Text(`{"verdict":"hold","VERDICT":"ship"}`).For("reviewer"),
+		fake.Text(`{"verdict":"hold"}`).For("reviewer"))
+	a := newReact(t, p, agent.WithName("reviewer"), agent.OutputOf[openReview]())
+	out, err := a.Run(context.Background(), agent.Input{Text: "Review the change."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Value != (openReview{Verdict: "hold"}) {
+		t.Fatalf("Value %#v, want the corrected answer", out.Value)
+	}
+	reqs := p.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests, want 2", len(reqs))
+	}
+	if last := reqs[1].Messages[len(reqs[1].Messages)-1].Content; !strings.Contains(last, `the key "VERDICT" is read as "verdict" only because case is ignored: spell it "verdict"`) {
+		t.Errorf("the correction says %q", last)
 	}
 }

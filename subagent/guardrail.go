@@ -2,13 +2,13 @@ package subagent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/exactkeys"
 	"github.com/deputy-go/deputy/internal/guardrail"
 	"github.com/deputy-go/deputy/internal/jsonextract"
 	"github.com/deputy-go/deputy/internal/textcap"
@@ -84,7 +84,9 @@ func verdictOf(answer string) string {
 		Problem string `json:"problem"`
 	}
 	raw, ok := jsonextract.Find(answer)
-	if !ok || json.Unmarshal([]byte(raw), &v) != nil || v.Pass == nil {
+	// Read with exact keys, once each: {"pass":false,"PASS":true} is no
+	// verdict, not the pass encoding/json would read from it.
+	if !ok || exactkeys.Unmarshal(raw, &v) != nil || v.Pass == nil {
 		return "the judge gave no verdict: " + textcap.Cap(strings.TrimSpace(answer), 200)
 	}
 	if *v.Pass {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deputy-go/deputy/internal/exactkeys"
 	"github.com/deputy-go/deputy/internal/jobtool"
 	"github.com/deputy-go/deputy/internal/toolcall"
 	"github.com/deputy-go/deputy/tool"
@@ -36,7 +37,7 @@ func (t *jobsTool) InOrder(call tool.Call) bool {
 	var a struct {
 		Action string `json:"action"`
 	}
-	return json.Unmarshal(toolcall.Arguments(call.Arguments), &a) == nil && (a.Action == "send" || a.Action == "cancel")
+	return exactkeys.Unmarshal(string(toolcall.Arguments(call.Arguments)), &a) == nil && (a.Action == "send" || a.Action == "cancel")
 }
 
 // Available offers the tool where the spawner is offered.
@@ -58,7 +59,7 @@ func (t *jobsTool) Call(ctx context.Context, call tool.Call) (tool.Result, error
 		return tool.Result{}, fmt.Errorf("%w for %s: %v: %s", tool.ErrInvalidArguments, JobsToolName, err, usage)
 	}
 	var a jobsArgs
-	if err := json.Unmarshal(raw, &a); err != nil {
+	if err := exactkeys.Unmarshal(string(raw), &a); err != nil {
 		return tool.Result{}, fmt.Errorf("%w for %s: %v: %s", tool.ErrInvalidArguments, JobsToolName, err, usage)
 	}
 	jt := t.s.jobs(ctx)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/deputy-go/deputy/internal/exactkeys"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -194,7 +195,7 @@ func (s *Spawner) badModel(raw json.RawMessage) error {
 		Model *string `json:"model"`
 		Agent string  `json:"agent"`
 	}
-	if json.Unmarshal(raw, &a) != nil || a.Model == nil {
+	if exactkeys.Unmarshal(string(raw), &a) != nil || a.Model == nil {
 		return nil
 	}
 	_, err := s.named(*a.Model, a.Agent)

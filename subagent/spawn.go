@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/answercheck"
+	"github.com/deputy-go/deputy/internal/exactkeys"
 	"github.com/deputy-go/deputy/internal/jobtool"
 	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/internal/ledger"
@@ -374,6 +376,11 @@ type spawnArgs struct {
 	Model string `json:"model"`
 }
 
+// spawnArgsType is what the spawn tool's arguments decode into: a key
+// the schema does not name but encoding/json would read into a field by
+// ignoring case is refused (exactkeys).
+var spawnArgsType = reflect.TypeFor[spawnArgs]()
+
 // task returns the arguments as a Task, to keep with a stored job.
 func (a spawnArgs) task() json.RawMessage {
 	b, _ := json.Marshal(Task{Task: a.Task, Context: a.Context, Agent: a.Agent, OutputSchema: a.OutputSchema, Model: a.Model}) // plain fields: it cannot fail
@@ -402,7 +409,7 @@ func (s *Spawner) RunsAgain(call tool.Call) bool {
 	var a struct {
 		Background bool `json:"background"`
 	}
-	return s.cfg.background && json.Unmarshal(call.Arguments, &a) == nil && a.Background
+	return s.cfg.background && exactkeys.Unmarshal(string(toolcall.Arguments(call.Arguments)), &a) == nil && a.Background
 }
 
 // Call starts a child and returns its answer, or a background job's id.
@@ -454,10 +461,14 @@ func (s *Spawner) admit(ctx context.Context) error {
 // them.
 func (s *Spawner) parse(arguments json.RawMessage) (spawnArgs, error) {
 	raw := toolcall.Arguments(arguments)
-	if err := s.params.Validate(raw); err != nil {
+	text := string(raw) // once, for the schema and the keys
+	if err := s.params.ValidateText(context.Background(), text); err != nil {
 		if merr := s.badModel(raw); merr != nil {
 			return spawnArgs{}, merr // the model is what is wrong: say so, with the choices
 		}
+		return spawnArgs{}, fmt.Errorf("%w for %s: %v: %s", tool.ErrInvalidArguments, SpawnToolName, err, s.allowed())
+	}
+	if err := exactkeys.Check(text, spawnArgsType); err != nil {
 		return spawnArgs{}, fmt.Errorf("%w for %s: %v: %s", tool.ErrInvalidArguments, SpawnToolName, err, s.allowed())
 	}
 	var a spawnArgs

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/internal/exactkeys"
 	"github.com/deputy-go/deputy/internal/guardrail"
 	"github.com/deputy-go/deputy/internal/jsonvalue"
 	"github.com/deputy-go/deputy/internal/toolcall"
@@ -116,8 +118,12 @@ func FromReact(name, description string, p provider.Provider, tools *tool.Regist
 	if err != nil {
 		return nil, err
 	}
-	if t.cfg.input == nil {
-		t.cfg.input = taskInput
+	switch {
+	case t.cfg.input != nil:
+	case t.cfg.params == nil:
+		t.cfg.input = reactInput
+	default:
+		t.cfg.input = paramsTaskInput
 	}
 	// The system prompt given with WithReactOptions, if any, is read once
 	// from an agent built with those options (which also reports a bad
@@ -178,6 +184,42 @@ func joinPrompts(parts ...string) string {
 // text too. A missing, non-string or blank task is an error: the child
 // would otherwise send an empty user message, which model APIs reject.
 func taskInput(_ json.RawMessage, text string) (agent.Input, error) {
+	return readTask(text, taskKeys)
+}
+
+// reactInput is taskInput for FromReact, whose arguments also hold a
+// system_prompt.
+func reactInput(_ json.RawMessage, text string) (agent.Input, error) {
+	return readTask(text, reactKeys)
+}
+
+// paramsTaskInput is taskInput for FromReact with parameters of the
+// user's (WithParams), whose schema says which keys there are: "task" is
+// read by its exact name, and another spelling is another key.
+func paramsTaskInput(_ json.RawMessage, text string) (agent.Input, error) {
+	return readTask(text, nil)
+}
+
+// The default arguments' keys (TaskParams, ReactParams): the schemas
+// leave other keys open, but one that differs from these only in case is
+// refused, so that a model that sent both learns which one the child
+// reads, by its exact name, as a policy or a viewer does.
+var (
+	taskKeys = reflect.TypeFor[struct {
+		Task string `json:"task"`
+	}]()
+	reactKeys = reflect.TypeFor[struct {
+		Task         string `json:"task"`
+		SystemPrompt string `json:"system_prompt"`
+	}]()
+)
+
+func readTask(text string, keys reflect.Type) (agent.Input, error) {
+	if keys != nil {
+		if err := exactkeys.Check(text, keys); err != nil {
+			return agent.Input{}, err
+		}
+	}
 	task, _ := jsonvalue.Member(text, "task") // as field reads it, from the text the call read already
 	if strings.TrimSpace(task) == "" {
 		return agent.Input{}, errors.New(`"task" is missing or empty: pass the sub-agent's task as a non-empty string`)

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/deputy-go/deputy/internal/answercheck"
+	"github.com/deputy-go/deputy/internal/exactkeys"
 	"github.com/deputy-go/deputy/internal/jsonvalue"
 	"github.com/deputy-go/deputy/jsonschema"
 )
@@ -95,6 +96,11 @@ func decodeReport(raw string) (any, error) {
 
 func decodeAs[T any](raw string) (any, error) {
 	var v T
+	// A key the schema let through (one T's schema leaves open) that
+	// encoding/json would read into a field by ignoring case is refused.
+	if err := exactkeys.Check(raw, reflect.TypeFor[T]()); err != nil {
+		return nil, fmt.Errorf("%v: answer with JSON of the shape asked for", err)
+	}
 	if err := json.Unmarshal([]byte(raw), &v); err != nil {
 		return nil, decodeProblem(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/deputy-go/deputy/internal/exactkeys"
 	"github.com/deputy-go/deputy/internal/toolcall"
 	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/provider"
@@ -164,8 +165,14 @@ func (t *typed[In, Out]) Definition() Definition { return t.def }
 
 func (t *typed[In, Out]) Call(ctx context.Context, call Call) (Result, error) {
 	args := toolcall.Arguments(call.Arguments)
-	if err := t.schema.Validate(args); err != nil {
+	text := string(args) // once, for the schema and the keys
+	if err := t.schema.ValidateText(context.Background(), text); err != nil {
 		return Result{}, fmt.Errorf("%w for %s: %v: fix the arguments to match the tool's schema and call it again", ErrInvalidArguments, t.def.Name, err)
+	}
+	// A key In's schema leaves open (a type that gives its own schema)
+	// that encoding/json would read into a field by ignoring case.
+	if err := exactkeys.Check(text, reflect.TypeFor[In]()); err != nil {
+		return Result{}, fmt.Errorf("%w for %s: %v", ErrInvalidArguments, t.def.Name, err)
 	}
 	var in In
 	if err := decodeArguments(args, &in); err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	invopop "github.com/invopop/jsonschema"
 
 	"github.com/deputy-go/deputy/internal/toolcall"
 	"github.com/deputy-go/deputy/jsonschema"
@@ -457,5 +458,41 @@ func TestTypedToolRecursiveInsideUnnamed(t *testing.T) {
 	_, err = tl.Call(t.Context(), tool.Call{Arguments: json.RawMessage(`{"trees":[{"name":"a","children":[{"name":1}]}]}`)})
 	if err == nil || !strings.Contains(err.Error(), "at /trees/0/children/0/name: got number, want string") {
 		t.Errorf("error %v", err)
+	}
+}
+
+// openArgs gives its own schema, which leaves other keys open.
+type openArgs struct {
+	Path string `json:"path"`
+}
+
+func (openArgs) JSONSchema() *invopop.Schema {
+	return &invopop.Schema{Type: "object", Required: []string{"path"}}
+}
+
+// Arguments that pass the schema but hold a key encoding/json would read
+// into a field by ignoring case are refused before the function runs,
+// with the key to send: the function would read another path than the
+// one a policy or a viewer saw.
+func TestNewRefusesAKeyInAnotherCase(t *testing.T) {
+	var ran []string
+	tl, err := tool.New("remove", "Removes a file.", func(_ context.Context, in openArgs) (string, error) {
+		ran = append(ran, in.Path)
+		return "removed", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range []string{`{"path":"tmp/x","PATH":"/etc"}`, `{"path":"tmp/x","Path":"/etc"}`} {
+		_, err = tl.Call(context.Background(), tool.Call{Arguments: json.RawMessage(args)})
+		if !errors.Is(err, tool.ErrInvalidArguments) || !strings.Contains(err.Error(), `spell it "path"`) {
+			t.Errorf("%s: %v, want ErrInvalidArguments saying which key to send", args, err)
+		}
+	}
+	if _, err := tl.Call(context.Background(), tool.Call{Arguments: json.RawMessage(`{"path":"tmp/x","other":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if len(ran) != 1 || ran[0] != "tmp/x" {
+		t.Fatalf("the function ran with %q", ran)
 	}
 }

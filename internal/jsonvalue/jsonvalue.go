@@ -94,16 +94,21 @@ type parser struct {
 	depth    int
 	decode   bool              // build the value, not only check the text
 	repeated *RepeatedKeyError // set when decoding stops at a repeated key
+	refused  *WalkError        // set when a Visitor stops Walk
 	where    []string          // then: the members and elements around it, innermost first
 }
 
 // within records, on the way out of a failed value, that the failure is
 // inside the member or element named seg.
 func (p *parser) within(seg string) {
-	if p.repeated != nil {
+	if p.stopped() {
 		p.where = append(p.where, seg)
 	}
 }
+
+// stopped reports whether the text stopped being read at a repeated key,
+// or a key a Visitor refused, not at a syntax error.
+func (p *parser) stopped() bool { return p.repeated != nil || p.refused != nil }
 
 // pointer returns the JSON pointer of the path segs, given innermost
 // first. It is built once, at the end: prepending a segment on the way out
