@@ -810,7 +810,15 @@ func (r *childRuns) guard(stage policy.Stage, text string, retried bool) (*polic
 		r.checks++
 		key = js.Prefix + "g" + strconv.Itoa(r.checks)
 	}
-	return r.t.cfg.guards.Journaled(r.ctx, js, key, stage, text, r.t.def.Name, retried)
+	// A judge (Judge) runs its model inside this call, as a run of the
+	// call's: it spends of what the call's runs have left of the call's
+	// share, which the call holds, as a corrective run does. (Drawing,
+	// as a run the user's tool starts, on what the call's share has left
+	// found it empty, all of it taken for the child: under any token
+	// limit the judge could not make its call.)
+	tokens, dollars := r.left()
+	ctx, _ := run.ForRun(r.ctx, tokens, dollars)
+	return r.t.cfg.guards.Journaled(ctx, js, key, stage, text, r.t.def.Name, retried)
 }
 
 // answer runs the child on in and, when the tool validates or guards its
@@ -1015,6 +1023,21 @@ func (r *childRuns) spentShare() bool {
 // attempt makes one run of the child and adds what it spent to the call's
 // usage. The child's own failure is correctable: the parent's model reads
 // it; a cancellation or an interrupt goes up as it is.
+// left is what the call's runs have left of the call's share, in tokens
+// (-1: no share) and dollars (0: none), for the next run: a corrective
+// run gets what the first left, and when none is left, a tiny positive
+// amount of dollars (0 would be no limit).
+func (r *childRuns) left() (tokens int64, dollars float64) {
+	tokens = -1
+	if r.budget >= 0 {
+		tokens = max(r.budget-r.usage.Tokens(), 0)
+	}
+	if r.costShare > 0 {
+		dollars = max(r.costShare-r.cost, 1e-12)
+	}
+	return tokens, dollars
+}
+
 func (r *childRuns) attempt(in agent.Input) (agent.Output, error) {
 	a, closer, err := r.build()
 	if err != nil {
@@ -1023,15 +1046,7 @@ func (r *childRuns) attempt(in agent.Input) (agent.Output, error) {
 	if closer != nil {
 		defer closer.Close()
 	}
-	tokens, dollars := int64(-1), 0.0 // none
-	if r.budget >= 0 {
-		tokens = max(r.budget-r.usage.Tokens(), 0)
-	}
-	if r.costShare > 0 {
-		// A corrective run gets what the first left of the call's share:
-		// when none is left, a tiny positive amount (0 would be no limit).
-		dollars = max(r.costShare-r.cost, 1e-12)
-	}
+	tokens, dollars := r.left()
 	ctx, recorded := run.ForRun(r.ctx, tokens, dollars)
 	out, err := a.Run(ctx, in)
 	r.usage = r.usage.Add(out.TotalUsage())

@@ -1,0 +1,127 @@
+package subagent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/internal/resumetest"
+	"github.com/deputy-go/deputy/policy"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+)
+
+// TestJudgeDrawsOnTheCallsShare: a judge model checks a child's answer
+// (an output guardrail made with Judge) inside the lead's tool call, with
+// agent.Run, and spends of the call's share of the lead's token limit as
+// a corrective run of the child would: what the child left of it. The judge would write its verdict and 2,000 tokens of blanks,
+// and writes what its output bound lets it. Under a limit of 3,000 the
+// tree spends 1,064 tokens (the fake counts tokens as the estimate does),
+// the judge's 743 count in the lead's ChildUsage with the child's 104, and
+// each figure is the one the shares give. (Before, the judge drew on what
+// the call's share had left after the child took all of it: nothing, and
+// under any token limit it could not make its call.)
+// With models that name their calls afresh, not at all, and from call_0.
+func TestJudgeDrawsOnTheCallsShare(t *testing.T) {
+	const limit = 3000
+	for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
+		t.Run(fmt.Sprint("ids ", ids), func(t *testing.T) {
+			var (
+				mu        sync.Mutex
+				billed    = map[string]provider.Usage{}
+				maxTokens = map[string][]int{}
+				fresh     atomic.Int64
+			)
+			bill := func(who string, req provider.Request, msg provider.Message) provider.Response {
+				u := fake.Usage(req, msg)
+				mu.Lock()
+				defer mu.Unlock()
+				billed[who] = billed[who].Add(u)
+				maxTokens[who] = append(maxTokens[who], req.MaxTokens)
+				return provider.Response{Message: msg, Usage: u, Model: "fake"}
+			}
+			upTo := func(req provider.Request, text string) string {
+				if n := 4 * req.MaxTokens; n > 0 && n < len(text) {
+					return text[:n]
+				}
+				return text
+			}
+			lead := func(_ context.Context, req provider.Request) (provider.Response, error) {
+				if len(req.Messages) > 1 {
+					return bill("lead", req, provider.AssistantMessage("Done.")), nil
+				}
+				calls := []provider.ToolCall{{Name: "kid", Arguments: json.RawMessage(`{"task":"Write the note."}`)}}
+				resumetest.NameCalls(ids, calls, &fresh)
+				return bill("lead", req, provider.AssistantMessage("", calls...)), nil
+			}
+			kid := func(_ context.Context, req provider.Request) (provider.Response, error) {
+				return bill("kid", req, provider.AssistantMessage(upTo(req, essay[:400]))), nil
+			}
+			judge := func(_ context.Context, req provider.Request) (provider.Response, error) {
+				// The verdict, then blanks the reading trims: as long as
+				// the bound lets it.
+				return bill("judge", req, provider.AssistantMessage(upTo(req, `{"pass": true}`+strings.Repeat(" ", 8000)))), nil
+			}
+			p := fake.NewProvider(fake.Respond(lead).For("lead"), fake.Respond(kid).For("kid"), fake.Respond(judge).For("judge")).
+				Loop().DontRecord().Named("fake", "fake")
+			check, err := subagent.Judge(p, "Fail a note that is rude.")
+			if err != nil {
+				t.Fatal(err)
+			}
+			tl, err := subagent.FromFactory("kid", "Writes.", func(context.Context, json.RawMessage) (agent.Agent, error) {
+				return agent.NewReact(p, agent.WithName("kid"))
+			}, subagent.WithGuardrails(policy.Guardrail{Name: "polite", Stage: policy.Output, Check: check}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := agent.NewReact(p, agent.WithName("lead"), agent.WithTools(tl), agent.WithTokenLimit(limit))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := l.Run(t.Context(), agent.Input{Text: "Have the note written."})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			total := billed["lead"].Add(billed["kid"]).Add(billed["judge"])
+			if out.Answer != "Done." || len(toolResults(out.Messages)) != 1 || toolResults(out.Messages)[0] != essay[:400] {
+				t.Errorf("the lead answered %q, reading %q: want the child's note, passed by the judge", out.Answer, toolResults(out.Messages))
+			}
+			// The call's share is 1,410 tokens. The child, whose answer
+			// its parent reads, is bound to half of what is left after
+			// its input: (1,410 - 4) / 2 = 703, and writes its 100. The
+			// judge gets what the child left, 1,306, and is bound to half
+			// of it after its input: (1,306 - 180) / 2 = 563, all of
+			// which it writes.
+			want := map[string]provider.Usage{
+				"lead":  {Requests: 2, InputTokens: 207, OutputTokens: 10},
+				"kid":   {Requests: 1, InputTokens: 4, OutputTokens: 100},
+				"judge": {Requests: 1, InputTokens: 180, OutputTokens: 563},
+			}
+			for who, u := range want {
+				if billed[who] != u {
+					t.Errorf("%s billed %+v, want %+v", who, billed[who], u)
+				}
+			}
+			if got := fmt.Sprint(maxTokens["kid"], maxTokens["judge"]); got != "[703] [563]" {
+				t.Errorf("output bounds of the child and the judge %s, want [703] [563]", got)
+			}
+			if total.Tokens() != 1064 || total.Tokens() > limit {
+				t.Errorf("the tree spent %d tokens under a limit of %d", total.Tokens(), limit)
+			}
+			if got := out.Usage.Add(out.ChildUsage); got != total {
+				t.Errorf("Output counts %+v, the models billed %+v", got, total)
+			}
+			if want := (provider.Usage{Requests: 2, InputTokens: 184, OutputTokens: 663}); out.ChildUsage != want {
+				t.Errorf("ChildUsage %+v, want the child's and the judge's %+v", out.ChildUsage, want)
+			}
+		})
+	}
+}
