@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/provider"
 )
@@ -59,7 +60,7 @@ type Node struct {
 	Result                  json.RawMessage       // the answer the parent got
 	Error, Code             string                // why it failed; Code "timeout", "cancelled", …
 	Model                   string                // answered its first request (before: the menu's choice)
-	Usage                   []provider.ModelUsage // per model, sub-agents' included
+	Usage                   []provider.ModelUsage // per model, sub-agents' included; so far while it runs
 	Earlier                 provider.Usage        // spent by earlier runs of a journaled turn
 	EarlierCost             float64               // their cost
 	Started, Finished       time.Time             // Finished zero while it runs
@@ -67,6 +68,10 @@ type Node struct {
 	Retries, Rejected       int                   // the validator's retries and rejections
 
 	order int64 // the place of its tool call in the Tree's order
+	// While it runs: what its own model calls spent since it (re)started
+	// (agent.UsageEvent), and how many of its Children started before.
+	own   []provider.ModelUsage
+	since int
 }
 
 // Wall returns how long the invocation ran, or has run so far.
@@ -122,13 +127,49 @@ func copyNodes(nodes []*Node) []*Node {
 	}
 	out := make([]*Node, len(nodes))
 	for i, n := range nodes {
-		c := *n
-		c.Usage = slices.Clone(n.Usage)
-		c.Children = copyNodes(n.Children)
-		out[i] = &c
+		out[i] = copyNode(n)
 	}
 	slices.SortStableFunc(out, func(a, b *Node) int { return cmp.Compare(a.order, b.order) })
 	return out
+}
+
+// copyNode copies n and its children. A node that runs has spent so far
+// what it reported before it was resumed (if it was), what its own model
+// calls spent since, and what its children started since have spent so
+// far: every model call under it as it ends, as the job's status says.
+func copyNode(n *Node) *Node {
+	c := *n
+	c.Usage, c.own = slices.Clone(n.Usage), nil
+	running := n.Finished.IsZero()
+	if running {
+		for _, m := range n.own {
+			c.Usage = addModel(c.Usage, m)
+		}
+	}
+	if n.Children != nil {
+		c.Children = make([]*Node, len(n.Children))
+		for i, k := range n.Children {
+			c.Children[i] = copyNode(k)
+			if running && i >= n.since {
+				for _, m := range c.Children[i].Usage {
+					c.Usage = addModel(c.Usage, m)
+				}
+			}
+		}
+		slices.SortStableFunc(c.Children, func(a, b *Node) int { return cmp.Compare(a.order, b.order) })
+	}
+	return &c
+}
+
+// addModel adds m to usage, under its provider and model.
+func addModel(usage []provider.ModelUsage, m provider.ModelUsage) []provider.ModelUsage {
+	for i := range usage {
+		if usage[i].Provider == m.Provider && usage[i].Model == m.Model {
+			usage[i] = usage[i].Add(m)
+			return usage
+		}
+	}
+	return append(usage, m)
 }
 
 // Emit records e, then passes it on.
@@ -151,6 +192,9 @@ func (t *Tree) record(e event.Event) {
 		return
 	case e.Type == event.Custom && e.Name == RefusedEvent:
 		t.refused(e)
+		return
+	case e.Type == event.Custom && e.Name == agent.UsageEvent && e.SubagentRunID != "":
+		t.spent(e)
 		return
 	default:
 		return
@@ -183,6 +227,7 @@ func (t *Tree) record(e event.Event) {
 			// same node, running again; its terminal event reports what
 			// it spent over the whole turn.
 			n.State, n.Finished, n.Error, n.Code = StateRunning, time.Time{}, "", ""
+			n.own, n.since = nil, len(n.Children)
 			n.ToolCallID = e.ParentToolCallID
 			if e.Model != "" {
 				n.Model = e.Model
@@ -222,6 +267,7 @@ func (t *Tree) record(e event.Event) {
 			n.Model = e.Model
 		}
 		n.Usage, n.Earlier, n.EarlierCost = decodeUsage(e.Usage)
+		n.own = nil
 		switch {
 		case e.Type == event.SubagentError && e.Code == "cancelled":
 			n.State, n.Error, n.Code = StateCancelled, e.Message, e.Code
@@ -271,6 +317,23 @@ func (t *Tree) admission(e event.Event) {
 		n.State = StateQueued
 	case v.State == "admitted" && n.State == StateQueued:
 		n.State = StateRunning
+	}
+}
+
+// spent adds one model call of a node that runs (agent.UsageEvent) to
+// what it has spent so far.
+func (t *Tree) spent(e event.Event) {
+	var v struct{ Usage json.RawMessage }
+	if json.Unmarshal(e.Value, &v) != nil {
+		return
+	}
+	usage, _, _ := decodeUsage(v.Usage)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n := t.byRun[e.SubagentRunID]; n != nil && n.Finished.IsZero() {
+		for _, m := range usage {
+			n.own = addModel(n.own, m)
+		}
 	}
 }
 
