@@ -33,7 +33,11 @@ type failingFork struct {
 	looked atomic.Int64
 }
 
-func newFailingFork(id func(n int64, i int) string) *failingFork {
+func newFailingFork(id func(n int64, i int) string) *failingFork { return newFailing(id, false) }
+
+// newFailing is newFailingFork whose fork runs, when background, as a
+// background job, which the lead then waits for.
+func newFailing(id func(n int64, i int) string, background bool) *failingFork {
 	f := &failingFork{billed: map[string]provider.Usage{}}
 	var n atomic.Int64
 	f.script = &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
@@ -44,6 +48,13 @@ func newFailingFork(id func(n int64, i int) string) *failingFork {
 			msg = provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: "look", Arguments: json.RawMessage(`{}`)})
 		case task == "part 1":
 			return provider.Message{}, &provider.Error{Provider: "m", StatusCode: http.StatusBadRequest, Kind: provider.KindBadRequest, Message: "no such model"}
+		case len(rs) == 0 && background:
+			task = ""
+			msg = provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"part 1","background":true}`)})
+		case len(rs) == 1 && background:
+			task = ""
+			msg = provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: subagent.JobsToolName,
+				Arguments: json.RawMessage(`{"action":"wait","job_id":"` + jobIDOf(rs[0]) + `","timeout_seconds":60}`)})
 		case len(rs) == 0:
 			task = ""
 			msg = provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"part 1"}`)})
@@ -167,6 +178,49 @@ func TestFailedForkReportsItsCodeAndUsageOnTemporal(t *testing.T) {
 			}
 			if !ended || !finished {
 				t.Errorf("the stream has SUBAGENT_ERROR %v and RUN_FINISHED %v, want both", ended, finished)
+			}
+		})
+	}
+}
+
+// A background job on Temporal whose model fails for good ends as in
+// process: its SUBAGENT_ERROR has the code "provider_error", not "error",
+// and the model it ran on. With models that name their calls afresh, not
+// at all, or from call_0.
+func TestFailedJobReportsItsCodeOnTemporal(t *testing.T) {
+	for _, mode := range policyIDModes {
+		t.Run(mode.name, func(t *testing.T) {
+			inProcess := runTree(t, context.Background(), func(context.Context, *agui.RunInput) (agent.Agent, error) {
+				p := newFailing(mode.id, true)
+				reg := p.tools(t)
+				spawn, err := subagent.NewSpawner(p, reg, subagent.WithBackground())
+				if err != nil {
+					return nil, err
+				}
+				return agent.NewReact(p, agent.WithName("lead"), agent.WithTools(append(reg.Tools(), spawn, spawn.JobsTool())...))
+			})
+			hub := NewHub()
+			p := newFailing(mode.id, true)
+			ctx, c, queue := onServer(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Tools: p.tools(t), Events: hub})
+			evs := runTree(t, ctx, func(context.Context, *agui.RunInput) (agent.Agent, error) {
+				return &Agent{Client: c, TaskQueue: queue, Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"look"}, Spawn: true, Background: true}, Events: hub}, nil
+			})
+			want := []string{"SUBAGENT_ERROR provider_error, usage true", "RUN_FINISHED "}
+			if d := cmp.Diff(want, subagentEnds(inProcess)); d != "" {
+				t.Fatalf("in process, the client read these ends (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(want, subagentEnds(evs)); d != "" {
+				t.Errorf("on Temporal, the client read these ends (-want +got):\n%s", d)
+			}
+			// (A model whose ids restart at call_0 gives the job's call
+			// the id of the lead's, and both trees stream them as given.)
+			for _, pr := range eventcheck.Check(evs, eventcheck.Options{Background: true}) {
+				if !strings.Contains(pr, "is reused") {
+					t.Error(pr)
+				}
+			}
+			if n := p.looked.Load(); n != 1 {
+				t.Errorf("look ran %d times, want 1", n)
 			}
 		})
 	}

@@ -430,8 +430,10 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 func (j *bgJob) endEvents() []event.Event {
 	var evs []event.Event
 	if j.err != nil {
-		code := "error"
-		if j.cancelled || sdktemporal.IsCanceledError(j.err) {
+		// Its code is the one its SUBAGENT_ERROR has in process (codeOf):
+		// a limit's, a provider's, "timeout" past its time.
+		code := codeOf(j.err)
+		if j.cancelled {
 			code = "cancelled"
 		}
 		evs = append(evs, event.Event{Type: event.SubagentError, SubagentRunID: j.wfID, Message: messageOf(j.err), Code: code, Usage: spentJSON(j.spent())})

@@ -272,3 +272,92 @@ func TestThreadJobCancelledByALaterTurnIsShownOnTemporal(t *testing.T) {
 			errored, subagent.JobEndedEvent, ended, asJSON(second...))
 	}
 }
+
+// A job of the thread that runs past its time (Spec.JobTime) while a
+// later turn waits for it ends in that turn's stream as in process, where
+// its context's deadline passes: SUBAGENT_ERROR with the code "timeout",
+// once, then its deputy.job_ended. (Its code was "error".)
+func TestThreadJobPastItsTimeEndsAsATimeoutOnTemporal(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	c, err := Dial(context.Background(), hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var dug atomic.Int64
+	dig := tool.Must(tool.New("dig", "Digs.", func(ctx context.Context, _ struct{}) (string, error) {
+		dug.Add(1)
+		<-ctx.Done()
+		return "", ctx.Err()
+	}))
+	reg, err := tool.NewRegistry(dig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		call := func(name, args string) (provider.Message, error) {
+			return provider.AssistantMessage("", provider.ToolCall{ID: "call_1", Name: name, Arguments: json.RawMessage(args)}), nil
+		}
+		switch task := firstUserOf(req); {
+		case task == "dig":
+			return call("dig", `{}`)
+		case task == "start" && len(rs) == 0:
+			return call(SpawnToolName, `{"task":"dig","background":true}`)
+		case task == "wait" && len(rs) == 0:
+			return call(subagent.JobsToolName, `{"action":"wait","job_id":"job_1","timeout_seconds":60}`)
+		}
+		return provider.AssistantMessage("lead: done"), nil
+	}}
+	hub := NewHub()
+	queue := fmt.Sprintf("deputy-thread-job-time-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg, Events: hub})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	lead := &Agent{Client: c, TaskQueue: queue, Events: hub,
+		Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"dig"}, Spawn: true, Background: true, JobsAcrossTurns: true, JobTime: 2 * time.Second}}
+	tctx := agent.WithOwner(agent.WithThread(ctx, "thread-"+queue), "ann")
+	turn := func(text string) []event.Event {
+		t.Helper()
+		var mu sync.Mutex
+		var evs []event.Event
+		sink := event.SinkFunc(func(e event.Event) {
+			mu.Lock()
+			evs = append(evs, e)
+			mu.Unlock()
+		})
+		if _, err := lead.Run(event.WithSink(tctx, sink), agent.Input{Text: text}); err != nil {
+			t.Fatalf("turn %q: %v", text, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return evs
+	}
+	turn("start")
+	for dug.Load() == 0 && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	job := ThreadWorkflowID("ann", "thread-"+queue) + "/job_1"
+	second := turn("wait")
+	errored, ended := -1, -1
+	for i, e := range second {
+		switch {
+		case e.Type == event.SubagentError && e.SubagentRunID == job:
+			if errored >= 0 || e.Code != "timeout" {
+				t.Errorf("the second turn's stream ends the job again, or not as a timeout: %s", asJSON(e))
+			}
+			errored = i
+		case e.Type == event.Custom && e.Name == subagent.JobEndedEvent && jobRunOf(t, e) == job:
+			ended = i
+		}
+	}
+	if errored < 0 || ended < errored {
+		t.Errorf("the second turn's stream has the job's SUBAGENT_ERROR at %d and its %s at %d; want the first, then the second:\n%s",
+			errored, subagent.JobEndedEvent, ended, asJSON(second...))
+	}
+}

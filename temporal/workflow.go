@@ -1201,6 +1201,8 @@ func codeOf(err error) string {
 			return "panic"
 		case typ == ErrTypeGuardrail, typ == ErrTypeGuardrailTripped:
 			return "guardrail"
+		case typ == ErrTypeJobTime:
+			return "timeout" // a job past its time: its context's deadline, in process
 		}
 	case errors.As(err, &timeout):
 		return "timeout"
