@@ -249,7 +249,7 @@ func (s *Spawner) attach(ctx context.Context, jt *jobTable) {
 		jt.mu.Lock()
 		jt.runs--
 		jt.touched = s.cfg.now()
-		gone, took, _ := jt.prune()
+		gone, took := jt.prune()
 		jt.mu.Unlock()
 		var u provider.Usage
 		for _, j := range took {
@@ -488,10 +488,11 @@ func (r *relay) detach(gen int) {
 
 // prune forgets the oldest jobs that have ended, past maxKeptJobs, and
 // returns them: those handed over first, then those not collected yet (a
-// note of "" leaves them to a wait), which it returns too (took) with
-// their usage, for the run ending to collect. A job that waits for a
-// person is kept. jt.mu is held.
-func (jt *jobTable) prune() (gone, took []*job, u provider.Usage) {
+// note of "" leaves them to a wait), which it folds and returns too
+// (took), for the run ending to count (handOver, owed: what the run that
+// started them did not count). A job that waits for a person is kept.
+// jt.mu is held.
+func (jt *jobTable) prune() (gone, took []*job) {
 	extra := len(jt.order) - maxKeptJobs
 	for _, handed := range []bool{true, false} {
 		if extra <= 0 {
@@ -504,7 +505,6 @@ func (jt *jobTable) prune() (gone, took []*job, u provider.Usage) {
 					j.folded = true
 					j.settle(j.res.Usage.Tokens())
 					j.unhold()
-					u = u.Add(j.res.Usage)
 					took = append(took, j)
 				}
 				delete(jt.jobs, id)
@@ -516,7 +516,7 @@ func (jt *jobTable) prune() (gone, took []*job, u provider.Usage) {
 		}
 		jt.order = kept
 	}
-	return gone, took, u
+	return gone, took
 }
 
 // Notes returns notes of the thread's jobs that ended (tool.Notifier).
