@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/deputy-go/deputy/internal/compact"
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 )
@@ -35,10 +36,14 @@ type callPlan struct {
 // it may produce is sent as its output bound (provider.Request.MaxTokens),
 // so that no reply passes it. A run whose answer its parent reads again
 // (run.ReadBack) keeps room for that reading too: its bound is half of
-// what is left after the input. The call is a wrap-up turn when a second
-// call like it would not fit after it. fixed is what the system prompt,
-// tool definitions and response schema weigh, in bytes.
-func (s *runState) plan(fixed int64) (callPlan, error) {
+// what is left after the input. A call that offers tools keeps room for
+// the call after it to read its reply again and wrap up (follow). The
+// call is a wrap-up turn when a second call like it would not fit after
+// it, when it could not write one tool call that the next could read, or
+// when the last reply asked for calls the run could not pay to read
+// (unpaid). fixed is what the system prompt, tool definitions and
+// response schema weigh, in bytes; tools are what the call offers.
+func (s *runState) plan(fixed int64, tools []provider.ToolDef) (callPlan, error) {
 	r := s.r
 	p := callPlan{maxTokens: r.maxTokens}
 	lim := s.limits()
@@ -53,8 +58,16 @@ func (s *runState) plan(fixed int64) (callPlan, error) {
 	p.note = s.budgetNote(false)
 	est := base + (int64(len(p.note))+3)/4
 	out := s.room(lim, est, name, model, s.readBack)
-	if out < est+2*max(s.lastOut, 1)+1 {
-		// After this call, one like it would not fit: this is the last.
+	last := s.unpaid || out < est+2*max(s.lastOut, 1)+1 // after this call, one like it would not fit
+	if !last && len(tools) > 0 {
+		// A reply of tool calls is read again by the next call: the
+		// bound leaves room for that call to read it and wrap up.
+		f := s.follow(lim, est, name, model)
+		last = f < callTokens(tools)
+		out = min(out, f)
+	}
+	if last {
+		// This is the last call.
 		p.wrapUp = true
 		p.note = s.budgetNote(true)
 		est = base + (int64(len(p.note))+3)/4
@@ -121,6 +134,115 @@ func (s *runState) room(l left, est int64, providerName, model string, readBack 
 		}
 	}
 	return out
+}
+
+// callTokens is the least a tool call of one of tools weighs, in tokens
+// as the estimate counts them: its name and empty arguments.
+func callTokens(tools []provider.ToolDef) int64 {
+	least := math.MaxInt
+	for _, t := range tools {
+		least = min(least, len(t.Name)+2)
+	}
+	return max((int64(least)+3)/4, 1)
+}
+
+// follow returns the output bound of a call estimated to read est tokens
+// that offers tools: its reply, m tokens, is read again by the next call
+// with the wrap-up note, and that call writes a token (two when the run's
+// answer is read again), so 2·est + 2·m + note + reply fit what is left.
+// The results of the reply's calls are read only as far as what is left
+// pays for them (readable).
+func (s *runState) follow(l left, est int64, providerName, model string) int64 {
+	note := (int64(len(s.wrapUpNote())) + 3) / 4
+	reply := int64(1)
+	if s.readBack {
+		reply = 2
+	}
+	out := int64(math.MaxInt64)
+	if l.tokens {
+		out = floorHalf(l.n - 2*est - note - reply)
+	}
+	if l.cost {
+		if l.dollars <= 0 {
+			return min(out, 0)
+		}
+		if price, ok := run.PriceOf(s.ctx, providerName, model); ok {
+			in := price.Input
+			rest := l.dollars - float64(2*est+note)*in - price.Output
+			if s.readBack {
+				rest -= in
+			}
+			if each := price.Output + in; each > 0 {
+				out = min(out, int64(math.Floor(rest/each)))
+			} else if rest < 0 {
+				out = min(out, 0)
+			}
+		}
+	}
+	return out
+}
+
+// unpaid is what a run could not pay for of a reply's calls (readable):
+// its last calls are not run, and of those the last unread are left out
+// of what the model reads, the others answered with unpaidResult.
+type unpaid struct{ calls, unread int }
+
+// unpaidResult is the result of a call its run could not pay to read
+// the result of (readable): the call is not run.
+const unpaidResult = "not run: the budget could not pay for it"
+
+// readable returns, of the calls of a reply that leaves the next call
+// reading est tokens before their results (the reply included), how many
+// the run can pay to read the results of, in order (runs): each at least
+// what reading the answer of a sub-agent that could not start costs
+// (run.Floor), after what the wrap-up reads and a token of its reply (two
+// when the run's answer is read again), the calls after them answered
+// with unpaidResult; and how many of those it cannot pay to read even
+// that of (unread), the last ones, which are left out of what the model
+// reads. A run that cannot pay for its wrap-up anyway runs them all.
+func (s *runState) readable(est int64, calls []provider.ToolCall) (runs, unread int) {
+	lim := s.limits()
+	if !lim.tokens && !lim.cost {
+		return len(calls), 0
+	}
+	keep := est + (int64(len(s.wrapUpNote()))+3)/4
+	reply := int64(1)
+	if s.readBack {
+		reply = 2
+	}
+	avail := int64(math.MaxInt64) // tokens the results may be read for
+	if lim.tokens {
+		avail = lim.n - keep - reply
+	}
+	if lim.cost {
+		name, model := s.r.spanIdentity()
+		if s.lastModel != "" {
+			model = s.lastModel
+		}
+		if price, ok := run.PriceOf(s.ctx, name, model); ok && price.Input > 0 {
+			rest := lim.dollars - float64(keep)*price.Input - price.Output
+			if s.readBack {
+				rest -= price.Input
+			}
+			avail = min(avail, int64(math.Floor(rest/price.Input)))
+		}
+	}
+	return run.Readable(avail, calls, len(unpaidResult))
+}
+
+// nextEstimate is what the run's next call will read before the results
+// of msg's calls, msg being the reply just received at usage u: as
+// estimate counts it once msg is added and noted (noteReply).
+func (s *runState) nextEstimate(fixed int64, msg provider.Message, u provider.Usage) int64 {
+	bytes := s.bytes + compact.MsgBytes(msg)
+	reported, at := s.reported, s.reportedBytes
+	if u.InputTokens > 0 {
+		reported, at = u.InputTokens+u.OutputTokens, bytes
+	}
+	if reported > 0 {
+		return reported + (bytes-at+3)/4
+	}
+	return (fixed + bytes + 3) / 4
 }
 
 // floorHalf is n/2 rounded down, negative numbers included.

@@ -266,7 +266,7 @@ func (s *runState) summary(step int, older []provider.Message) (string, error) {
 	}
 	if s.journal != nil {
 		resp := provider.Response{Message: provider.AssistantMessage(text), Usage: paid.Usage, Model: paid.Model}
-		if err := s.journal.recordAnswer(context.WithoutCancel(s.ctx), key, resp, resp.Message, false, paid); err != nil {
+		if err := s.journal.recordAnswer(context.WithoutCancel(s.ctx), key, resp, resp.Message, false, unpaid{}, paid); err != nil {
 			return "", err
 		}
 	}

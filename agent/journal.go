@@ -65,6 +65,11 @@ type recordedAnswer struct {
 	// WrapUp: the answer ended its run as a wrap-up turn (its tool calls
 	// are not run).
 	WrapUp bool `json:"wrap_up,omitempty"`
+	// Unpaid is how many of the last calls the run could not pay to read
+	// the results of: they are not run (readable); the last Unread of
+	// them are left out of what the model reads.
+	Unpaid int `json:"unpaid,omitempty"`
+	Unread int `json:"unread,omitempty"`
 }
 
 // answer returns the model answer recorded for the step, if any.
@@ -91,22 +96,26 @@ func (j *runJournal) answer(step string) (provider.Response, bool) {
 }
 
 // wrappedUp reports whether the answer recorded for the step ended its run
-// as a wrap-up turn.
-func (j *runJournal) wrappedUp(step string) bool {
+// as a wrap-up turn, and what the run could not pay for of its calls
+// (readable).
+func (j *runJournal) wrappedUp(step string) (wrapUp bool, cut unpaid) {
 	e, ok := j.scope.J.Lookup(step)
 	if !ok {
-		return false
+		return false, cut
 	}
 	var a recordedAnswer
-	return json.Unmarshal(e.Value, &a) == nil && a.WrapUp
+	if json.Unmarshal(e.Value, &a) != nil {
+		return false, cut
+	}
+	return a.WrapUp, unpaid{calls: max(a.Unpaid, 0), unread: max(a.Unread, 0)}
 }
 
 // recordAnswer records the step's answer, its calls with the ids the run
 // gave them, before any of the calls runs, and what it cost (paid, as the
 // run's ledger counted it), so that a run of the turn that does not get
 // as far as replaying it still counts it (journal.Scope.Paid).
-func (j *runJournal) recordAnswer(ctx context.Context, step string, resp provider.Response, msg provider.Message, wrapUp bool, paid provider.ModelUsage) error {
-	a := recordedAnswer{StopReason: resp.StopReason, Model: resp.Model, WrapUp: wrapUp}
+func (j *runJournal) recordAnswer(ctx context.Context, step string, resp provider.Response, msg provider.Message, wrapUp bool, cut unpaid, paid provider.ModelUsage) error {
+	a := recordedAnswer{StopReason: resp.StopReason, Model: resp.Model, WrapUp: wrapUp, Unpaid: cut.calls, Unread: cut.unread}
 	for _, c := range msg.ToolCalls {
 		a.ToolCalls = append(a.ToolCalls, recordedCall{ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)})
 	}

@@ -91,9 +91,10 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 	// model gets no tools and is asked to answer with what it has. A
 	// replayed answer was the wrap-up's if its reply was.
 	var pl callPlan
+	var cut unpaid // the reply's last calls the run cannot pay to read the results of
 	if replayed {
-		pl.wrapUp = s.journal.wrappedUp(stepKey)
-	} else if pl, err = s.plan(fixed); err != nil {
+		pl.wrapUp, cut = s.journal.wrappedUp(stepKey)
+	} else if pl, err = s.plan(fixed, tools); err != nil {
 		return "", false, err
 	}
 	wrapUp := pl.wrapUp
@@ -134,7 +135,7 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 		if s.nothingToCompact {
 			return "", false, err
 		}
-		if pl, err = s.plan(fixed); err != nil { // the summary was paid for
+		if pl, err = s.plan(fixed, tools); err != nil { // the summary was paid for
 			return "", false, err
 		}
 		wrapUp = wrapUp || pl.wrapUp
@@ -151,17 +152,29 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 	msg.Role = provider.RoleAssistant
 	empty := msg.Content == "" && len(msg.ToolCalls) == 0
 	msg.ToolCalls = withIDs(msg.ToolCalls)
+	if !replayed && !wrapUp && len(msg.ToolCalls) > 0 {
+		// Calls whose results the run cannot pay to read are not run;
+		// the decision is journaled with the answer, so that a run of
+		// the turn again makes the same one.
+		runs, unread := s.readable(s.nextEstimate(fixed, msg, resp.Usage), msg.ToolCalls)
+		cut = unpaid{calls: len(msg.ToolCalls) - runs, unread: unread}
+	}
 	if s.journal != nil && !replayed && !empty {
 		// Recorded even when the run was cancelled as the reply came: it
 		// is paid for, and the turn run again replays it instead of
 		// asking the model again.
-		if err := s.journal.recordAnswer(context.WithoutCancel(s.ctx), stepKey, resp, msg, wrapUp, paid); err != nil && s.ctx.Err() == nil {
+		if err := s.journal.recordAnswer(context.WithoutCancel(s.ctx), stepKey, resp, msg, wrapUp, cut, paid); err != nil && s.ctx.Err() == nil {
 			return "", false, err
 		}
 	}
 	if err := s.ctx.Err(); err != nil {
 		// A reply that arrives after cancellation is not acted on.
 		return "", false, err
+	}
+	if empty && wrapUp && pl.bounded && !replayed {
+		// Cut at the bound its budget set before it wrote a word: the
+		// budget, not the model, left the run without an answer.
+		return s.wrappedUp(msg, resp.Usage)
 	}
 	if empty {
 		return "", false, fmt.Errorf("%w (stop reason %q): check the model and its max tokens", ErrEmptyReply, resp.StopReason)
@@ -181,9 +194,35 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 		}
 		return answer, done, err
 	}
-	s.add(msg)
+	// The calls the run cannot pay to read the results of are not run:
+	// the model reads that for each (refused), or, when the run cannot
+	// pay for even that, not the last calls at all; its next call is its
+	// wrap-up.
+	var refused []provider.ToolCall
+	if cut.calls = min(cut.calls, len(msg.ToolCalls)); cut.calls > 0 {
+		all, n := msg.ToolCalls, len(msg.ToolCalls)-cut.calls
+		read := len(all) - min(cut.unread, cut.calls)
+		msg.ToolCalls, refused = all[:n:n], all[n:len(all):len(all)]
+		if s.events && !replayed {
+			for i, call := range refused {
+				s.em.Emit(event.Event{Type: event.ToolCallResult, MessageID: stepName + "/result-" + strconv.Itoa(n+i+1),
+					ToolCallID: call.ID, Content: unpaidResult, Role: "tool"})
+			}
+		}
+		refused = refused[:read-n]
+		s.unpaid = true
+	}
+	if msg.Content != "" || len(msg.ToolCalls)+len(refused) > 0 {
+		s.add(provider.Message{Role: msg.Role, Content: msg.Content, ToolCalls: append(msg.ToolCalls, refused...)})
+	}
 	s.noteReply(resp.Usage)
 	s.reached(step) // a background child's progress counts the answer before its tools run
+	if s.unpaid && len(msg.ToolCalls) == 0 {
+		// None left to run: the next step wraps up.
+		s.addUnpaid(refused)
+		s.setUsed()
+		return "", false, nil
+	}
 	if len(msg.ToolCalls) > 0 {
 		// Over the limit with tools still to run: the run is cut short.
 		if err := s.checkLimit(); err != nil {
@@ -252,6 +291,7 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 			s.em.Emit(event.Event{Type: event.ToolCallResult, MessageID: resultID, ToolCallID: call.ID, Content: res.Content, Role: "tool"})
 		}
 	}
+	s.addUnpaid(refused)
 	if err != nil {
 		return "", false, err
 	}
@@ -265,6 +305,14 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 	}
 	s.setUsed()
 	return "", false, nil // past the limit, the next step is a wrap-up turn
+}
+
+// addUnpaid adds, to the conversation, the result of each call of calls
+// its run could not pay to read the result of (readable).
+func (s *runState) addUnpaid(calls []provider.ToolCall) {
+	for _, c := range calls {
+		s.add(provider.ToolMessage(c.ID, unpaidResult, false))
+	}
 }
 
 // runOpen runs the calls of the input's open turn, those left without a

@@ -521,8 +521,11 @@ func TestReactTokenLimit(t *testing.T) {
 		// Past the limit after a step, no call is left.
 		{"over it by the child", 500, u(300, 100),
 			`agent "agent": agent: usage limit exceeded: 510 tokens used, the limit is 500, and the next model call, reading about 181 tokens, would leave no room for a reply in the 0 left: raise WithTokenLimit or give a smaller task`, u(300, 100)},
+		// No tool call the first reply could write could be read after
+		// it: the first call is the wrap-up, and the model, asked for
+		// tools anyway, is cut at its bound (6 tokens) with no answer.
 		{"over it by the model alone", 100, u(0, 0),
-			`agent "agent": agent: usage limit exceeded: 110 tokens used, the limit is 100: raise WithTokenLimit or give a smaller task`, provider.Usage{}},
+			`agent "agent": agent: usage limit exceeded: 106 tokens used, the limit is 100, and the last reply, asked to wrap up, had no answer: raise WithTokenLimit or give a smaller task`, provider.Usage{}},
 		{"no limit", 0, u(1e9, 1e9), "", u(1e9, 1e9)},
 	}
 	for _, tt := range tests {

@@ -260,6 +260,9 @@ type runState struct {
 	lastOut   int64
 	lastModel string // the model that answered last, for the price of the next call
 	partial   bool
+	// unpaid: a reply asked for calls whose results the run could not pay
+	// to read (see readable); its next call is its wrap-up.
+	unpaid bool
 	// readBack: the run's answer goes back to a parent that reads it out
 	// of the same budget (run.ReadBack).
 	readBack bool

@@ -143,7 +143,7 @@ func TestTenValidatedForksUnderACostLimit(t *testing.T) {
 // kept back for its wrap-up, within its limit; what the models billed is
 // what Output counts. Plain forks and forks that report (WithReport),
 // under a token limit and a cost limit (a dollar a million tokens, in and
-// out: $0.0012 is 1,200 tokens), with models that name their calls
+// out: $0.00135 is 1,350 tokens), with models that name their calls
 // afresh, not at all, and from call_0.
 func TestTenForksTooSmallToStart(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
@@ -154,7 +154,7 @@ func TestTenForksTooSmallToStart(t *testing.T) {
 	for _, tc := range []struct {
 		report, cost bool
 		limit        int64
-	}{{false, false, 1200}, {true, false, 1300}, {false, true, 1200}} {
+	}{{false, false, 1350}, {true, false, 1350}, {false, true, 1350}} {
 		for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
 			t.Run(fmt.Sprintf("report %v, cost %v, ids %d", tc.report, tc.cost, ids), func(t *testing.T) {
 				var (
@@ -226,6 +226,104 @@ func TestTenForksTooSmallToStart(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestTightLimitsStillAnswer sweeps the token (and cost) limit of a lead
+// that forks as many of ten children as its reply's output bound lets it
+// write (each child writes what its own bound lets it), from 400 tokens
+// to 1,500 by 10: at every limit the tree spends no more than its limit,
+// billed what Output counts, and the lead answers. Its reply's bound
+// leaves room to read the reply again and wrap up, and the calls whose
+// results what is left cannot pay to read are not run (the lead reads
+// that they were not), so that it is never left at its limit unable to
+// answer (before, from 620 to 1,140 it ended with ErrUsageLimit). With
+// models that name their calls afresh, not at all, and from call_0.
+func TestTightLimitsStillAnswer(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	prices, err := provider.NewPrices(map[string]provider.Price{"fake": {Input: 1e-6, Output: 1e-6}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cost := range []bool{false, true} {
+		for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
+			cut := 0 // runs where the lead did not run every call it asked for
+			for limit := int64(400); limit <= 1500; limit += 10 {
+				var (
+					mu                    sync.Mutex
+					billed                provider.Usage
+					leadCalls, childCalls int
+					asked                 int
+					fresh                 atomic.Int64
+				)
+				bill := func(req provider.Request, msg provider.Message, n *int) provider.Response {
+					u := fake.Usage(req, msg)
+					stop := provider.StopEndTurn
+					if req.MaxTokens > 0 && u.OutputTokens > int64(req.MaxTokens) {
+						// What a real model does: it stops at the bound.
+						text := msg.Content[:4*req.MaxTokens]
+						msg, stop = provider.AssistantMessage(text), provider.StopMaxTokens
+						u = fake.Usage(req, msg)
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					billed = billed.Add(u)
+					*n++
+					return provider.Response{Message: msg, Usage: u, Model: "fake", StopReason: stop}
+				}
+				leadModel := func(_ context.Context, req provider.Request) (provider.Response, error) {
+					if len(req.Tools) == 0 || len(req.Messages) > 1 {
+						return bill(req, provider.AssistantMessage("Here is what was written."), &leadCalls), nil
+					}
+					// As many forks as its bound lets it ask for.
+					var calls []provider.ToolCall
+					for i := range 10 {
+						c := spawn(fmt.Sprintf(`{"task":"Write part %d of the survey, in full."}`, i))
+						if next := append(calls, c); req.MaxTokens == 0 || fake.Usage(provider.Request{}, provider.AssistantMessage("", next...)).OutputTokens <= int64(req.MaxTokens) {
+							calls = next
+						}
+					}
+					if len(calls) == 0 {
+						return bill(req, provider.AssistantMessage("I could not fork the parts."), &leadCalls), nil
+					}
+					resumetest.NameCalls(ids, calls, &fresh)
+					mu.Lock()
+					asked = len(calls)
+					mu.Unlock()
+					return bill(req, provider.AssistantMessage("", calls...), &leadCalls), nil
+				}
+				childModel := func(_ context.Context, req provider.Request) (provider.Response, error) {
+					return bill(req, provider.AssistantMessage(essay), &childCalls), nil
+				}
+				p := fake.NewProvider(fake.Respond(leadModel).For("lead"), fake.Respond(childModel).For(subagent.DefaultForkName)).Loop().DontRecord().Named("fake", "fake")
+				reg, _ := setup(t, p, false, []subagent.SpawnOption{subagent.WithMaxSpawns(10)})
+				lim := agent.WithTokenLimit(limit)
+				if cost {
+					lim = agent.WithCostLimit(float64(limit) * 1e-6)
+				}
+				out, err := lead(t, p, reg, agent.WithPrices(prices), lim).Run(t.Context(), agent.Input{Text: "Write the ten parts of the survey."})
+				mu.Lock()
+				if billed.Tokens() > limit {
+					t.Errorf("cost %v, ids %d: the tree spent %d tokens under a limit of %d", cost, ids, billed.Tokens(), limit)
+				}
+				if got := out.Usage.Add(out.ChildUsage); got != billed {
+					t.Errorf("cost %v, ids %d, limit %d: Output counts %+v, the models billed %+v", cost, ids, limit, got, billed)
+				}
+				if err != nil {
+					t.Errorf("cost %v, ids %d, limit %d: the lead failed after %d model calls of its own and %d of the children, billed %d: %v",
+						cost, ids, limit, leadCalls, childCalls, billed.Tokens(), err)
+				}
+				if results := toolResults(out.Messages); len(results) > asked {
+					t.Errorf("cost %v, ids %d, limit %d: the lead read %d results of %d calls", cost, ids, limit, len(results), asked)
+				} else if strings.Contains(strings.Join(results, "\n"), "not run: the budget could not pay for it") || len(results) < asked {
+					cut++
+				}
+				mu.Unlock()
+			}
+			if cut == 0 {
+				t.Errorf("cost %v, ids %d: no limit cut the lead's calls: the sweep does not reach the limits it is for", cost, ids)
+			}
 		}
 	}
 }

@@ -220,7 +220,10 @@ func uncompacted(req provider.Request) bool {
 // its system prompt and conversation, tool call ids and budget notes left
 // out (a model asked again may name its calls afresh; a note changes
 // with what was spent). Two answers to one fingerprint are one answer
-// paid twice.
+// paid twice. A request that offers no tools is a wrap-up, and says so:
+// a run that could not pay to read the results of the calls it asked
+// for reads its conversation without them, and is asked again, to wrap
+// up, what it was asked with tools.
 func fingerprint(level int, req provider.Request) string {
 	var b strings.Builder
 	if req.System == agent.DefaultSummaryPrompt {
@@ -236,6 +239,9 @@ func fingerprint(level int, req provider.Request) string {
 		for _, c := range m.ToolCalls {
 			fmt.Fprintf(&b, " %s%s", c.Name, c.Arguments)
 		}
+	}
+	if len(req.Tools) == 0 {
+		b.WriteString(" | no tools")
 	}
 	return b.String()
 }

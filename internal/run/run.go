@@ -480,7 +480,7 @@ func AtStep(ctx context.Context, st Step) (context.Context, *Shares) {
 	l.step = stepCalls{n: st.N, calls: st.Calls, prefix: st.Prefix, price: st.Price}
 	l.info.step, l.info.call = &l.step, nil
 	var sh *Shares
-	if st.Share && shareOut(ctx, &l.info, &l.shares, len(st.Calls), st.Keep, st.KeepCost, floor(st.Calls), st.Price) {
+	if st.Share && shareOut(ctx, &l.info, &l.shares, len(st.Calls), st.Keep, st.KeepCost, Floor(st.Calls), st.Price) {
 		sh = &l.shares
 	}
 	return context.WithValue(ctx, key{}, &l.info), sh
@@ -1270,15 +1270,44 @@ type Shares struct {
 // shares are at least what reading it costs (shareOut).
 const RefusalBytes = 112
 
-// floor is what the run reads, in tokens as its estimate counts them, of
+// Floor is what the run reads, in tokens as its estimate counts them, of
 // the result of any one of calls whose sub-agent could not start: the
-// refusal and the call's id.
-func floor(calls []provider.ToolCall) int64 {
+// refusal and the call's id. A step's shares are at least this when what
+// is left pays it for every call and a token of reply.
+func Floor(calls []provider.ToolCall) int64 {
 	id := 0
 	for _, c := range calls {
 		id = max(id, len(c.ID))
 	}
 	return (int64(RefusalBytes+id) + 3) / 4
+}
+
+// Readable returns how many of calls, in order, a run with avail tokens
+// left to read their results (after what its wrap-up reads and a token
+// of its reply) can run (runs): each result at least Floor, the calls
+// after them answered with a refusal of refusalBytes bytes and the call's
+// id; and how many of those the run cannot pay to read even that of
+// (unread), the last ones, which are left out of what its model reads.
+// A run with avail below 0 cannot pay for its wrap-up anyway: it runs
+// them all.
+func Readable(avail int64, calls []provider.ToolCall, refusalBytes int) (runs, unread int) {
+	if avail < 0 {
+		return len(calls), 0
+	}
+	refused := make([]int64, len(calls)+1) // refused[i]: reading the refusals of calls[i:]
+	for i := len(calls) - 1; i >= 0; i-- {
+		refused[i] = refused[i+1] + (int64(refusalBytes+len(calls[i].ID))+3)/4
+	}
+	for k := len(calls); k > 0; k-- {
+		if int64(k)*Floor(calls[:k])+refused[k] <= avail {
+			return k, 0
+		}
+	}
+	n := 0
+	for n < len(calls) && refused[0]-refused[n+1] <= avail {
+		n++
+	}
+	return 0, len(calls) - n
 }
 
 // shareOut sets aside, in ri, for the calls of a step about to run
