@@ -220,8 +220,10 @@ func (s *shaper) Emit(e event.Event) {
 	defer s.mu.Unlock()
 	if s.holding {
 		// Bounded: past maxHeld, only what opens or ends a sub-agent, or
-		// tells of a job, is kept.
-		if len(s.held) < maxHeld || e.Type == event.SubagentStarted || e.Type == event.SubagentFinished || e.Type == event.SubagentError || e.Type == event.Custom {
+		// tells of a job (deputy.job_*), is kept, not the CUSTOM events a
+		// tool of the tree may emit without end.
+		if len(s.held) < maxHeld || e.Type == event.SubagentStarted || e.Type == event.SubagentFinished || e.Type == event.SubagentError ||
+			e.Type == event.Custom && strings.HasPrefix(e.Name, "deputy.job_") {
 			s.held = append(s.held, e)
 		}
 		return
