@@ -157,7 +157,7 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (reply ModelRep
 		return ModelReply{}, classify(err)
 	}
 	name, model := identity(p, in.Request, resp)
-	reply = ModelReply{Response: resp, WrapUp: wrapUp}
+	reply = ModelReply{Response: resp, WrapUp: wrapUp, Model: model}
 	// Named before anything is published or recorded, as in process, so
 	// that each result, and each event, names its call.
 	reply.Message.ToolCalls = namedCalls(reply.Message.ToolCalls)

@@ -98,6 +98,8 @@ type EndedCall struct {
 	Code     string         `json:"code,omitempty"`
 	Usage    provider.Usage `json:"usage,omitzero"`
 	Cost     float64        `json:"cost,omitempty"`
+	// Model is the model that answered the failed child's first call.
+	Model string `json:"model,omitempty"`
 }
 
 // emitter publishes a run's events to the worker's sink.
@@ -162,7 +164,7 @@ func (em emitter) before(req provider.Request) {
 		content := resultOf(req.Messages, c.CallID)
 		if c.Subagent != "" && c.IsError {
 			// A call recorded before ended calls carried their code has none.
-			em.emit(event.Event{Type: event.SubagentError, SubagentRunID: c.Subagent, Message: content, Code: cmp.Or(c.Code, "error"), Usage: spentJSON(c.Usage, c.Cost)})
+			em.emit(event.Event{Type: event.SubagentError, SubagentRunID: c.Subagent, Message: content, Code: cmp.Or(c.Code, "error"), Usage: spentJSON(c.Usage, c.Cost), Model: c.Model})
 		}
 		em.emit(event.Event{Type: event.ToolCallResult, MessageID: em.stepName(t.Step-1) + "/result-" + c.CallID, ToolCallID: c.CallID, Content: content, Role: "tool"})
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,7 +41,7 @@ func newFailingFork(id func(n int64, i int) string) *failingFork { return newFai
 func newFailing(id func(n int64, i int) string, background bool) *failingFork {
 	f := &failingFork{billed: map[string]provider.Usage{}}
 	var n atomic.Int64
-	f.script = &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+	f.script = &script{model: "m-1", fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
 		task, rs := firstUserOf(req), resultsOf(req)
 		var msg provider.Message
 		switch {
@@ -147,6 +148,10 @@ func TestFailedForkReportsItsCodeAndUsageOnTemporal(t *testing.T) {
 			if d := cmp.Diff(want, subagentEnds(evs)); d != "" {
 				t.Errorf("on Temporal, the client read these ends (-want +got):\n%s", d)
 			}
+			// The model that answered the child's first call, as in process.
+			if got, want := errorModels(evs), errorModels(inProcess); !slices.Equal(want, []string{"m-1"}) || !slices.Equal(got, want) {
+				t.Errorf("SUBAGENT_ERROR names the models %q on Temporal, %q in process; want [m-1] in both", got, want)
+			}
 			for _, pr := range eventcheck.Check(evs, eventcheck.Options{}) {
 				t.Error(pr)
 			}
@@ -212,6 +217,10 @@ func TestFailedJobReportsItsCodeOnTemporal(t *testing.T) {
 			if d := cmp.Diff(want, subagentEnds(evs)); d != "" {
 				t.Errorf("on Temporal, the client read these ends (-want +got):\n%s", d)
 			}
+			// The model that answered the child's first call, as in process.
+			if got, want := errorModels(evs), errorModels(inProcess); !slices.Equal(want, []string{"m-1"}) || !slices.Equal(got, want) {
+				t.Errorf("SUBAGENT_ERROR names the models %q on Temporal, %q in process; want [m-1] in both", got, want)
+			}
 			// (A model whose ids restart at call_0 gives the job's call
 			// the id of the lead's, and both trees stream them as given.)
 			for _, pr := range eventcheck.Check(evs, eventcheck.Options{Background: true}) {
@@ -224,4 +233,15 @@ func TestFailedJobReportsItsCodeOnTemporal(t *testing.T) {
 			}
 		})
 	}
+}
+
+// errorModels returns the model each SUBAGENT_ERROR of evs names.
+func errorModels(evs []event.Event) []string {
+	var out []string
+	for _, e := range evs {
+		if e.Type == event.SubagentError {
+			out = append(out, e.Model)
+		}
+	}
+	return out
 }

@@ -436,7 +436,7 @@ func (j *bgJob) endEvents() []event.Event {
 		if j.cancelled {
 			code = "cancelled"
 		}
-		evs = append(evs, event.Event{Type: event.SubagentError, SubagentRunID: j.wfID, Message: messageOf(j.err), Code: code, Usage: spentJSON(j.spent())})
+		evs = append(evs, event.Event{Type: event.SubagentError, SubagentRunID: j.wfID, Message: messageOf(j.err), Code: code, Usage: spentJSON(j.spent()), Model: modelOf(j.err)})
 	}
 	return append(evs, j.statusEvent(subagent.JobEndedEvent))
 }

@@ -229,6 +229,10 @@ type RunOutput struct {
 	// Cost is what the run and its children cost in US dollars, at the
 	// workers' prices (Runtime.Prices; 0 without them).
 	Cost float64 `json:"cost,omitempty"`
+	// Model is the model that answered the run's first model call ("":
+	// none answered), which a failed child's SUBAGENT_ERROR names, as in
+	// process.
+	Model string `json:"model,omitempty"`
 }
 
 // TotalUsage is Usage plus ChildUsage.
@@ -325,6 +329,9 @@ type ModelReply struct {
 	// floors pays for one of them (shareFloorOutputChange).
 	OutputPrice float64 `json:"deputy_output_price,omitempty"`
 	WrapUp      bool    `json:"deputy_wrap_up,omitempty"`
+	// Model is the model that answered, as the worker names it in the
+	// call's usage ("" in a reply recorded before replies carried it).
+	Model string `json:"deputy_model,omitempty"`
 }
 
 // ToolCall is the input of the tool activity.
@@ -356,8 +363,9 @@ type ToolResult struct {
 	Asked []tool.Interrupt `json:"asked,omitempty"`
 
 	// code names the failure of a child whose error is the result, for
-	// its SUBAGENT_ERROR (codeOf): the workflow's own, never recorded.
-	code string
+	// its SUBAGENT_ERROR (codeOf), and model the model that answered
+	// its first call (modelOf): the workflow's own, never recorded.
+	code, model string
 }
 
 // FactoryCall is the input of FactoryWorkflow and of its activity.

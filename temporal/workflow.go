@@ -98,11 +98,11 @@ func AgentWorkflow(ctx workflow.Context, in RunInput) (RunOutput, error) {
 	}
 	out, err := run(rctx, in.Spec, in.Depth, nil, input, id, trace, q, cmp.Or(in.Path, cmp.Or(in.Spec.Name, agent.DefaultName)), ib, in.Arguments, thread)
 	if late && err != nil && sdktemporal.IsCanceledError(err) {
-		u, c := out.TotalUsage(), out.Cost
+		u, c, m := out.TotalUsage(), out.Cost, out.Model
 		if d := usageOf(err); !d.IsZero() {
-			u, c = d, costOf(err)
+			u, c, m = d, costOf(err), modelOf(err)
 		}
-		err = sdktemporal.NewNonRetryableApplicationError(fmt.Sprintf("the job ran past its time of %v (Spec.JobTime)", in.JobTime), ErrTypeJobTime, nil, u, c)
+		err = sdktemporal.NewNonRetryableApplicationError(fmt.Sprintf("the job ran past its time of %v (Spec.JobTime)", in.JobTime), ErrTypeJobTime, nil, u, c, m)
 	}
 	if in.Depth > 0 {
 		// A child's transcript stays in its own history; only the answer
@@ -288,6 +288,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		}
 		out.Usage = out.Usage.Add(resp.Usage)
 		out.Cost += resp.Cost
+		out.Model = cmp.Or(out.Model, resp.Model)
 		if resp.InputPrice > 0 {
 			inPrice, outPrice = resp.InputPrice, resp.OutputPrice
 		}
@@ -506,7 +507,7 @@ func withUsage(out RunOutput, err error) error {
 	}
 	if sdktemporal.IsCanceledError(err) {
 		// A cancellation carries the usage too, as its details.
-		return sdktemporal.NewCanceledError(u, out.Cost)
+		return sdktemporal.NewCanceledError(u, out.Cost, out.Model)
 	}
 	typ, msg := "deputy.failed", err.Error()
 	var app *sdktemporal.ApplicationError
@@ -516,7 +517,7 @@ func withUsage(out RunOutput, err error) error {
 		}
 		typ, msg = app.Type(), app.Message()
 	}
-	return sdktemporal.NewNonRetryableApplicationError(msg, typ, err, u, out.Cost)
+	return sdktemporal.NewNonRetryableApplicationError(msg, typ, err, u, out.Cost, out.Model)
 }
 
 // withSettled is err, when the run failed, carrying what it spent once
@@ -524,7 +525,7 @@ func withUsage(out RunOutput, err error) error {
 func withSettled(out RunOutput, err error) error {
 	if err == nil || sdktemporal.IsCanceledError(err) {
 		if err != nil {
-			return sdktemporal.NewCanceledError(out.TotalUsage(), out.Cost)
+			return sdktemporal.NewCanceledError(out.TotalUsage(), out.Cost, out.Model)
 		}
 		return err
 	}
@@ -533,7 +534,7 @@ func withSettled(out RunOutput, err error) error {
 	if errors.As(err, &app) {
 		typ, msg = app.Type(), app.Message()
 	}
-	return sdktemporal.NewNonRetryableApplicationError(msg, typ, err, out.TotalUsage(), out.Cost)
+	return sdktemporal.NewNonRetryableApplicationError(msg, typ, err, out.TotalUsage(), out.Cost, out.Model)
 }
 
 // UsageOf returns the usage a failed agent workflow reports with its error:
@@ -556,7 +557,7 @@ func activityContext(ctx workflow.Context, spec Spec) workflow.Context {
 }
 
 func failure(out RunOutput, typ, msg string) error {
-	return sdktemporal.NewNonRetryableApplicationError(msg, typ, nil, out.TotalUsage(), out.Cost)
+	return sdktemporal.NewNonRetryableApplicationError(msg, typ, nil, out.TotalUsage(), out.Cost, out.Model)
 }
 
 // toolRetriesChange names the workflow version from which a run fails
@@ -781,7 +782,7 @@ func endTurn(ctx workflow.Context, trace *Trace, calls []provider.ToolCall, resu
 			if !published[i] || errs[i] != nil {
 				e := EndedCall{CallID: call.ID, Subagent: children[i], IsError: results[i].IsError}
 				if e.Subagent != "" && e.IsError {
-					e.Code, e.Usage, e.Cost = failCode(results[i], errs[i]), results[i].Usage, results[i].Cost
+					e.Code, e.Usage, e.Cost, e.Model = failCode(results[i], errs[i]), results[i].Usage, results[i].Cost, failModel(results[i], errs[i])
 				}
 				ended = append(ended, e)
 			}
@@ -820,7 +821,7 @@ func endCancelled(ctx workflow.Context, trace *Trace, calls []provider.ToolCall,
 		}
 		r := results[i]
 		if children[i] != "" && r.IsError {
-			evs = append(evs, event.Event{Type: event.SubagentError, SubagentRunID: children[i], Message: r.Content, Code: failCode(r, errs[i]), Usage: spentJSON(r.Usage, r.Cost)})
+			evs = append(evs, event.Event{Type: event.SubagentError, SubagentRunID: children[i], Message: r.Content, Code: failCode(r, errs[i]), Usage: spentJSON(r.Usage, r.Cost), Model: failModel(r, errs[i])})
 		}
 		evs = append(evs, event.Event{Type: event.ToolCallResult, MessageID: key + "/step-" + strconv.Itoa(trace.Step) + "/result-" + call.ID,
 			ToolCallID: call.ID, Content: r.Content, Role: "tool"})
@@ -1029,7 +1030,7 @@ func (d *delegation) answer(ctx workflow.Context, f workflow.Future, checked boo
 		return res, nil, err
 	}
 	if err != nil {
-		res = ToolResult{Content: capText(fmt.Sprintf("%s failed: %v", d.call.Name, err), d.tn.spec.maxOutput()), IsError: true, Usage: usageOf(err), Cost: costOf(err), code: codeOf(err)}
+		res = ToolResult{Content: capText(fmt.Sprintf("%s failed: %v", d.call.Name, err), d.tn.spec.maxOutput()), IsError: true, Usage: usageOf(err), Cost: costOf(err), code: codeOf(err), model: modelOf(err)}
 	}
 	return res, &Delegation{Call: d.call, Depth: d.tn.depth, Path: d.tn.path, After: true, Result: res.Content, IsError: res.IsError, Trace: d.tn.trace}, nil
 }
@@ -1220,6 +1221,15 @@ func failCode(r ToolResult, err error) string {
 	return codeOf(err)
 }
 
+// failModel is the model of a call's failed child, as failCode is its
+// code.
+func failModel(r ToolResult, err error) string {
+	if err == nil && r.model != "" {
+		return r.model
+	}
+	return modelOf(err)
+}
+
 // costOf reads what a failed or cancelled child cost, in US dollars, from
 // its error's details (after its usage; none from a run recorded before
 // runs carried it).
@@ -1235,6 +1245,24 @@ func costOf(err error) float64 {
 		_ = cancelled.Details(&u, &c)
 	}
 	return c
+}
+
+// modelOf reads the model that answered a failed or cancelled child's
+// first call from its error's details (after its usage and cost; "" from
+// a run recorded before runs carried it, or one no model answered).
+func modelOf(err error) string {
+	var u provider.Usage
+	var c float64
+	var m string
+	var app *sdktemporal.ApplicationError
+	var cancelled *sdktemporal.CanceledError
+	switch {
+	case errors.As(err, &app) && app.HasDetails():
+		_ = app.Details(&u, &c, &m)
+	case errors.As(err, &cancelled) && cancelled.HasDetails():
+		_ = cancelled.Details(&u, &c, &m)
+	}
+	return m
 }
 
 // withCtx gives the coroutine's context the activity options of actx.

@@ -35,6 +35,7 @@ type script struct {
 	calls int
 	usage provider.Usage
 	fn    func(ctx context.Context, n int, req provider.Request) (provider.Message, error)
+	model string // the model each reply names ("": none)
 }
 
 func (s *script) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
@@ -50,7 +51,7 @@ func (s *script) Complete(ctx context.Context, req provider.Request) (provider.R
 	s.mu.Lock()
 	s.usage = s.usage.Add(u)
 	s.mu.Unlock()
-	return provider.Response{Message: msg, Usage: u, StopReason: provider.StopEndTurn}, nil
+	return provider.Response{Message: msg, Usage: u, StopReason: provider.StopEndTurn, Model: s.model}, nil
 }
 
 func (s *script) total() (int, provider.Usage) {
