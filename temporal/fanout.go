@@ -277,6 +277,11 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 			results[i] = ToolResult{Content: fmt.Sprintf("%v: %q cannot delegate further", subagent.ErrMaxDepth, call.Name), IsError: true}
 			checkUnoffered(i)
 		case isSub || isSpawn:
+			if bad := foldedKeys(ctx, sub, isSpawn, call); bad != "" {
+				// Refused as in process, before the policy is asked.
+				results[i] = ToolResult{Content: bad, IsError: true}
+				break
+			}
 			// A spawn counts against Spec.MaxSpawns once the policy let
 			// it go on (below).
 			d := &delegation{tn: tn, call: call, sub: sub, isSpawn: isSpawn, id: fmt.Sprintf("%s.%d-%s", idPrefix, i, call.Name)}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agent/runtime"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/exactkeys"
 	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/policy"
@@ -727,6 +729,10 @@ func runTools(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 				asked = true
 				checked = workflow.GetVersion(ctx, delegationChange, workflow.DefaultVersion, 1) >= 1
 			}
+			if bad := foldedKeys(ctx, sub, isSpawn, call); bad != "" {
+				results[i] = ToolResult{Content: bad, IsError: true}
+				continue
+			}
 			d := &delegation{tn: tn, call: call, sub: sub, isSpawn: isSpawn, id: fmt.Sprintf("%s.%d-%s", idPrefix, i, call.Name)}
 			d.background = isSpawn && backgroundAsked(call) && tn.jobs.offered() && tn.jobs.enabled(ctx)
 			if d.background && tn.jobs.threaded() {
@@ -1268,6 +1274,55 @@ func modelOf(err error) string {
 // withCtx gives the coroutine's context the activity options of actx.
 func withCtx(actx, gctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(gctx, workflow.GetActivityOptions(actx))
+}
+
+// exactKeysChange names the workflow version from which a sub-agent
+// call whose arguments hold a key that is one of its own only when case
+// is ignored ("TASK" beside "task") is refused, as in process, where
+// encoding/json read the task from either. A workflow that ran before it
+// asks the version only for such a call, which it started a child for.
+const exactKeysChange = "deputy.exact-task-keys"
+
+// The keys each kind of sub-agent call reads (exactkeys): a spawn's, a
+// React child's, and any other's.
+var (
+	spawnKeys = reflect.TypeFor[struct {
+		Task           string          `json:"task"`
+		Context        string          `json:"context"`
+		Agent          string          `json:"agent"`
+		OutputSchema   json.RawMessage `json:"output_schema"`
+		Background     bool            `json:"background"`
+		InheritContext *bool           `json:"inherit_context"`
+		Model          string          `json:"model"`
+	}]()
+	reactKeys = reflect.TypeFor[struct {
+		Task         string `json:"task"`
+		SystemPrompt string `json:"system_prompt"`
+	}]()
+	taskKeys = reflect.TypeFor[struct {
+		Task string `json:"task"`
+	}]()
+)
+
+// foldedKeys returns what the model reads of a sub-agent call whose
+// arguments hold a key that is one the call reads only when case is
+// ignored, or a key it reads twice; "" for any other (a factory's
+// arguments are the task itself, read whole).
+func foldedKeys(ctx workflow.Context, sub SubAgent, isSpawn bool, call provider.ToolCall) string {
+	keys := taskKeys
+	switch {
+	case isSpawn:
+		keys = spawnKeys
+	case sub.Factory != "":
+		return ""
+	case sub.React:
+		keys = reactKeys
+	}
+	err := exactkeys.Check(string(call.Arguments), keys)
+	if !exactkeys.Problem(err) || workflow.GetVersion(ctx, exactKeysChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return ""
+	}
+	return fmt.Sprintf("%v for %s: %v", tool.ErrInvalidArguments, call.Name, err)
 }
 
 type childArgs struct {
