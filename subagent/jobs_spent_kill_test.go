@@ -143,9 +143,15 @@ func runJobKillRound(t *testing.T, spec string) {
 	w.Crash = func() {
 		// The lead's model call beside the job's may have been answered
 		// and not yet recorded: a kill then loses what it paid, as no
-		// journal can help. Die once every answer given is recorded;
-		// the lead then waits for the job, so no other answer comes.
-		for deadline := time.Now().Add(30 * time.Second); recorded.Load() < w.Answers() && time.Now().Before(deadline); {
+		// journal can help. And the lead's tool p0_0 runs beside the job:
+		// killed after its effect and before its result is recorded, it
+		// runs again in the next run, as agent.WithJournal says. Die once
+		// every answer given is recorded and the lead's second, the job's
+		// wait, is among them: the lead asks for it only once its first
+		// step's results are recorded, and then waits for the job, so no
+		// other answer comes.
+		const answers = 3 // the lead's two and the job's child's first
+		for deadline := time.Now().Add(30 * time.Second); (recorded.Load() < answers || recorded.Load() < w.Answers()) && time.Now().Before(deadline); {
 			time.Sleep(time.Millisecond)
 		}
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
