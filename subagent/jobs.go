@@ -147,7 +147,11 @@ func (s *Spawner) startJob(ctx context.Context, sc *spawnCall, callID string, a 
 	if jt.lasting && s.cfg.jobStore != nil {
 		r.Args = a.task() // kept with the job (see storeJob)
 	}
-	return s.launch(ctx, jt, sc, callID, r)
+	j, err := s.launch(ctx, jt, sc, callID, r)
+	if err == nil && jt.lasting {
+		jt.relay.flush(ctx.Done()) // its SUBAGENT_STARTED before its receipt
+	}
+	return j, err
 }
 
 // handOffFirst asks the run's policy about the job's hand-off before the
@@ -342,7 +346,7 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 	jctx, ann := who.announce(jctx, callID, runID)
 	if ann != nil {
 		j.runID, j.em = ann.runID, ann.em
-		n := mailbox.Notify{
+		j.box.SetNotify(mailbox.Notify{
 			Queued: func(m mailbox.Message, r mailbox.Receipt) {
 				j.emitValue(JobMessageEvent, "", messageEvent{receiptOf(j.id, r), j.runID, m.Text})
 			},
@@ -351,16 +355,7 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 					j.emitValue(JobDeliveredEvent, j.runID, messageEvent{receiptOf(j.id, r), j.runID, ""})
 				}
 			},
-		}
-		if rl := jt.relay; rl != nil {
-			// A sink may send to the job from within these events: they
-			// reach it once the mailbox is let go (see relay.hold).
-			queued, delivered := n.Queued, n.Delivered
-			n.Queued = func(m mailbox.Message, r mailbox.Receipt) { rl.hold(); queued(m, r) }
-			n.Delivered = func(rs []mailbox.Receipt) { rl.hold(); delivered(rs) }
-			n.Told = rl.unhold
-		}
-		j.box.SetNotify(n)
+		})
 		j.emitStatus(JobStartedEvent, jt.status(j))
 	}
 	run := jobFunc(fn)

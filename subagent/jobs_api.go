@@ -208,6 +208,14 @@ func (js *Jobs) await(ctx context.Context, targets []*job, w WaitFor) error {
 		defer t.Stop()
 		timeout = t.C
 	}
+	if rl := js.jt.relay; rl != nil && !settled(targets, w.Any) {
+		// A sink waiting from within Emit: the jobs' events do not wait for it.
+		ids := make([]string, 0, len(targets))
+		for _, j := range targets {
+			ids = append(ids, j.runID)
+		}
+		defer rl.lift(ids)()
+	}
 	for !settled(targets, w.Any) {
 		// The channel is taken before the jobs are looked at again, so
 		// that a job ending in between closes it; it is made only when

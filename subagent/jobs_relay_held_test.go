@@ -32,6 +32,7 @@ func TestSinkSendsToAJobWhileItsMessageIsTold(t *testing.T) {
 				armed   atomic.Bool
 				inFirst = make(chan string, 1) // the job's id, once the sink takes "first"
 				release = make(chan struct{})
+				third   = make(chan struct{}) // the sink has sent "third"
 			)
 			drive := func(s *subagent.Spawner) tool.Tool {
 				return tool.Func{Def: tool.Definition{Name: "drive", Parameters: json.RawMessage(`{"type":"object"}`)},
@@ -43,6 +44,11 @@ func TestSinkSendsToAJobWhileItsMessageIsTold(t *testing.T) {
 						}
 						if _, err := jobs.Send(ctx, st.ID, "first"); err != nil {
 							return tool.Result{}, err
+						}
+						select { // the turn listens until the sink has acted
+						case <-third:
+						case <-time.After(10 * time.Second):
+							return tool.Result{}, fmt.Errorf("the sink did not send the third message")
 						}
 						return tool.Result{Content: "driven"}, nil
 					}}
@@ -75,6 +81,7 @@ func TestSinkSendsToAJobWhileItsMessageIsTold(t *testing.T) {
 						if _, err := s.Jobs(tctx).Send(tctx, v.ID, "third"); err != nil {
 							fail(err)
 						}
+						close(third)
 					}
 				case e.Name == subagent.JobStatusEvent && armed.Swap(false):
 					if _, err := s.Jobs(tctx).Send(tctx, v.ID, "second"); err != nil {

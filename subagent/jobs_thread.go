@@ -236,16 +236,18 @@ func (s *Spawner) attach(ctx context.Context, jt *jobTable) {
 	if !fresh {
 		return
 	}
-	em := event.From(run.Context(ctx))
+	rctx := run.Context(ctx)
 	jt.mu.Lock()
 	jt.gen++
 	jt.runs++
 	gen := jt.gen
 	jt.mu.Unlock()
-	jt.relay.attach(em, gen)
+	o := jt.relay.attach(event.From(rctx), gen)
 	_ = s.touch(ctx, jt) // a store that fails only makes the sweep sooner
 	registered := run.OnEnd(ctx, func() provider.Usage {
-		jt.relay.detach(gen) // no event of a job reaches the run's sink from now on
+		// No event of a job reaches the run's sink from now on; those
+		// on their way reach it first, unless the run is cancelled.
+		jt.relay.detach(o, rctx.Done())
 		jt.mu.Lock()
 		jt.runs--
 		jt.touched = s.cfg.now()
@@ -262,52 +264,60 @@ func (s *Spawner) attach(ctx context.Context, jt *jobTable) {
 	if !registered {
 		// The run has ended already (a goroutine it left behind acts on
 		// the jobs): its sink takes none of their events.
-		jt.relay.detach(gen)
+		jt.relay.detach(o, nil) // not started: it waits for nothing
 		jt.mu.Lock()
 		jt.runs--
 		jt.mu.Unlock()
+		return
 	}
+	jt.relay.start(o)
 }
 
 // relay passes the events of a thread's jobs on to the sink of the run of
-// the thread running now (em), one at a time and in the order they came,
-// without holding a lock while the sink takes one: a sink may act on the
-// thread's jobs from within its Emit (ask their status, send to them,
-// start one), and the events that causes wait in the queue for the event
-// being passed on. It must not wait for a job there (Wait, Cancel): the
-// one passing it the event may be the job's goroutine, and the queue is
-// bounded (see emit). Whoever emits when none is being passed on
-// passes on the queue. Once the run's end has detached it, no event of a
-// job reaches the run's sink, whose terminal event comes after. It keeps,
-// for each job still running, the events that opened it (its
-// SUBAGENT_STARTED and deputy.job_started) and its sub-agent's terminal
-// event once emitted, until its deputy.job_ended: a later run of the
-// thread is shown them first, when it attaches, so that its stream is told
-// of every job whose events it gets.
+// the thread attached last, through that run's outlet: a queue and a
+// goroutine of its own that passes them on, one at a time and in the
+// order they came. No job, and no one emitting, waits for the sink to
+// take an event (but see emit's bound), so a sink may act on the jobs
+// from within its Emit, and wait for them there (Wait, Cancel): the
+// events that causes come after the one it is taking. Once the run's end
+// has detached its outlet, no event of a job reaches the run's sink,
+// whose terminal event comes after. It keeps, for each job still running,
+// the events that opened it (its SUBAGENT_STARTED and deputy.job_started)
+// and its sub-agent's terminal event once emitted, until its
+// deputy.job_ended: a later run of the thread is shown them first, when
+// it attaches, so that its stream is told of every job whose events it
+// gets.
 type relay struct {
 	mu   sync.Mutex
-	em   event.Emitter
-	gen  int       // the run of em (jobTable.gen)
+	gen  int       // the run attached last (jobTable.gen)
+	out  *outlet   // its outlet, where events go; nil when none listens
 	live []liveJob // in the order they were announced
-	// queue is the events to pass on, each with the sink it goes to (that
-	// of the run attached when it came); passing is set while one is
-	// passed on, and idle, made by a detach that waits, closed when the
-	// queue is empty and none is.
-	queue   []relayed
-	passing bool
-	idle    chan struct{}
-	// held counts the emitters telling of a message to a job, its mailbox
-	// held (see hold): the events emitted meanwhile wait in the queue.
-	held int
-	// room, made by an emitter waiting for room in the queue, is closed
-	// when some is.
-	room chan struct{}
 }
 
-// relayed is an event on its way to the sink of a run of the thread.
-type relayed struct {
+// outlet is a run's end of a relay, which the run's attachment owns:
+// detach ends it. Its fields are guarded by the relay's mu.
+type outlet struct {
 	em event.Emitter
-	e  event.Event
+	// queue is the events to pass on; queued counts those queued, taken
+	// those the sink took (its Emit returned), calls the Emit calls
+	// begun, in set within one.
+	queue                []event.Event
+	queued, taken, calls int
+	in                   bool
+	// waited counts, by their sub-agent run id, the jobs a wait begun
+	// within Emit call liftCall waits for (see lift).
+	waited   map[string]int
+	liftCall int
+	// wake tells the goroutine of events queued, or of the detach; room,
+	// made by an emitter waiting for room, is closed when there is some
+	// or when it need wait no more; moved, made by one waiting for the
+	// sink, is closed when an Emit call returns or the goroutine ends.
+	wake        chan struct{}
+	room, moved chan struct{}
+	// started: its goroutine runs; detached: the run has ended, and the
+	// goroutine ends once the queue is empty, closing done.
+	started, detached bool
+	done              chan struct{}
 }
 
 // liveJob is a job of a thread that has not ended, or whose
@@ -318,7 +328,7 @@ type liveJob struct {
 	events []event.Event
 }
 
-// maxRelayed bounds a relay's queue: past it, the events of the jobs'
+// maxRelayed bounds an outlet's queue: past it, the events of the jobs'
 // sub-agents wait for the sink to take some (see relay.emit).
 const maxRelayed = 4096
 
@@ -338,31 +348,33 @@ func (r *relay) sink(runID string) *relaySink {
 	return &relaySink{r: r, runID: runID}
 }
 
-// emit passes on e, an event of the job whose sub-agent run id is runID.
-// The job's own events are those of its sub-agent run, and the CUSTOM
-// events of its parent that name no sub-agent: those of the jobs its
-// sub-agent starts name it.
+// emit queues e, an event of the job whose sub-agent run id is runID, for
+// the run attached now. The job's own events are those of its sub-agent
+// run, and the CUSTOM events of its parent that name no sub-agent: those
+// of the jobs its sub-agent starts name it.
 //
 // When maxRelayed events wait in the queue, an event of the job's
 // sub-agent run waits for room (a slow sink slows the sub-agents down),
-// unless done, the job's context's, is closed: a job cancelled ends. The
-// events that announce, end or tell of a job or its messages do not wait:
-// the jobs and messages bound them, and a sink that acts on a job from
-// within Emit, which the queue waits for, emits them.
+// unless done, the job's context's, is closed (a job cancelled ends), or
+// the sink waits for the job from within Emit (see lift). The events
+// that announce, end or tell of a job or its messages do not wait: the
+// jobs and messages bound them, and they are emitted holding what a sink
+// acting on the job would wait for.
 func (r *relay) emit(runID string, done <-chan struct{}, e event.Event) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	own := e.Type == event.Custom && e.SubagentRunID == ""
 	lifecycle := own || e.SubagentRunID == runID && (e.Type == event.SubagentStarted || e.Type == event.SubagentFinished || e.Type == event.SubagentError)
-	for !lifecycle && len(r.queue) >= maxRelayed && (r.passing || r.held > 0) && r.em.Enabled() {
-		if r.room == nil {
-			r.room = make(chan struct{})
+	for o := r.out; !lifecycle && o != nil && len(o.queue) >= maxRelayed && o.waitedFor(runID) == 0; o = r.out {
+		if o.room == nil {
+			o.room = make(chan struct{})
 		}
-		room := r.room
+		room := o.room
 		r.mu.Unlock()
 		select {
 		case <-room:
 		case <-done:
-			lifecycle = true // enqueue it, and go on
+			lifecycle = true // queue it, and go on
 		}
 		r.mu.Lock()
 	}
@@ -389,101 +401,219 @@ func (r *relay) emit(runID string, done <-chan struct{}, e event.Event) {
 			}
 		}
 	}
-	if r.em.Enabled() {
-		r.queue = append(r.queue, relayed{r.em, e})
+	if o := r.out; o != nil {
+		o.push(e)
 	}
-	if r.held > 0 {
-		r.mu.Unlock() // unhold passes it on
-		return
-	}
-	r.pass()
 }
 
-// hold and unhold surround the telling of a message to a job, its
-// mailbox held: the one telling, which a sink sending to the job would
-// wait for, passes on no event, the queue's included, until unhold, once
-// the mailbox is let go.
-func (r *relay) hold() {
+// push queues e. r.mu is held.
+func (o *outlet) push(e event.Event) {
+	o.queue = append(o.queue, e)
+	o.queued++
+	select {
+	case o.wake <- struct{}{}:
+	default: // told already
+	}
+}
+
+// free wakes the emitters waiting for room in o, to look again. r.mu is
+// held.
+func (o *outlet) free() {
+	if o.room != nil {
+		close(o.room)
+		o.room = nil
+	}
+}
+
+// pass is the goroutine of o: it passes on o's events, one at a time,
+// until the run's end detaches it and the queue is empty.
+func (r *relay) pass(o *outlet) {
 	r.mu.Lock()
-	r.held++
-	r.mu.Unlock()
-}
-
-func (r *relay) unhold() {
-	r.mu.Lock()
-	r.held--
-	r.pass()
-}
-
-// pass passes on the queue, unless an event is being passed on already
-// (by another goroutine, or by this one, from within a sink's Emit):
-// whoever passes that one passes on the rest. r.mu is held, and released.
-func (r *relay) pass() {
-	if r.passing {
-		r.mu.Unlock()
-		return
-	}
-	r.passing = true
-	for len(r.queue) > 0 {
-		next := r.queue[0]
-		r.queue[0] = relayed{}
-		r.queue = r.queue[1:]
-		if r.room != nil && len(r.queue) < maxRelayed {
-			close(r.room)
-			r.room = nil
+	for {
+		for len(o.queue) == 0 && !o.detached {
+			r.mu.Unlock()
+			<-o.wake
+			r.mu.Lock()
 		}
+		if len(o.queue) == 0 {
+			break
+		}
+		e := o.queue[0]
+		o.queue[0] = event.Event{}
+		if o.queue = o.queue[1:]; len(o.queue) == 0 {
+			o.queue = nil
+		}
+		if len(o.queue) < maxRelayed {
+			o.free()
+		}
+		o.calls++
+		o.in = true
 		r.mu.Unlock()
-		next.em.Emit(next.e)
+		o.em.Emit(e)
 		r.mu.Lock()
+		o.in, o.waited = false, nil
+		o.taken++
+		o.moved = closeNil(o.moved)
 	}
-	r.queue = nil
-	r.passing = false
-	if r.idle != nil {
-		close(r.idle)
-		r.idle = nil
-	}
+	o.moved = closeNil(o.moved)
 	r.mu.Unlock()
+	close(o.done)
+}
+
+// closeNil closes c, if not nil, and returns nil.
+func closeNil(c chan struct{}) chan struct{} {
+	if c != nil {
+		close(c)
+	}
+	return nil
 }
 
 // attach makes em, the sink of the thread's run gen, the one the jobs'
-// events go to, and announces to it the jobs that are still running,
-// before any other event of theirs, as they were first announced: a run
-// of the thread attached after another (a later turn) does not see them
-// start.
-func (r *relay) attach(em event.Emitter, gen int) {
+// events go to, and returns its outlet (nil when em takes no events),
+// with the jobs that are still running announced to it, as they were
+// first announced: a run of the thread attached after another (a later
+// turn) does not see them start. Its goroutine starts with start.
+func (r *relay) attach(em event.Emitter, gen int) *outlet {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if gen < r.gen {
-		r.mu.Unlock()
-		return // a later run of the thread attached first
+		return nil // a later run of the thread attached first
 	}
-	r.em, r.gen = em, gen
-	if em.Enabled() {
-		for _, l := range r.live {
-			for _, e := range l.events {
-				r.queue = append(r.queue, relayed{em, e})
+	if r.out != nil {
+		r.out.free() // its emitters wait for the new outlet now
+	}
+	r.gen, r.out = gen, nil
+	if !em.Enabled() {
+		return nil
+	}
+	o := &outlet{em: em, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	for _, l := range r.live {
+		for _, e := range l.events {
+			o.push(e)
+		}
+	}
+	r.out = o
+	return o
+}
+
+// start starts the goroutine of o, unless it is nil or detached already.
+func (r *relay) start(o *outlet) {
+	if o == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !o.detached {
+		o.started = true
+		go r.pass(o)
+	}
+}
+
+// detach ends o, a run's outlet, as the run ends: no event goes to it
+// from now on, and once those queued have reached the sink, its goroutine
+// ends. When stop closes first (the run's context ends while a sink is
+// slow, or never returns), those not passed on yet are dropped, and
+// detach returns without waiting for the Emit under way, if any: the
+// goroutine ends when it returns.
+func (r *relay) detach(o *outlet, stop <-chan struct{}) {
+	if o == nil {
+		return
+	}
+	r.mu.Lock()
+	if r.out == o {
+		r.out = nil // no run of the thread listens
+	}
+	o.detached = true
+	o.free()
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+	started := o.started
+	r.mu.Unlock()
+	if !started {
+		return // the run ended before it began
+	}
+	select {
+	case <-o.done:
+	case <-stop:
+		r.mu.Lock()
+		clear(o.queue)
+		o.queue = nil
+		r.mu.Unlock()
+	}
+}
+
+// lift lets the jobs whose sub-agent run ids are runIDs emit past the
+// queue's bound while the sink takes the event it is taking now, until
+// the returned function is called: a sink that waits for them from
+// within Emit would otherwise wait for ever, their events waiting for it.
+// A wait that is not the sink's, begun while it takes one event, lifts
+// the bound for as long as it takes that one.
+func (r *relay) lift(runIDs []string) func() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	o := r.out
+	if o == nil || !o.in || len(runIDs) == 0 {
+		return func() {}
+	}
+	if o.waited == nil {
+		o.waited, o.liftCall = map[string]int{}, o.calls
+	}
+	for _, id := range runIDs {
+		o.waited[id]++
+	}
+	o.free()
+	call := o.calls
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if o.in && o.calls == call && o.waited != nil { // else that Emit has returned
+			for _, id := range runIDs {
+				if o.waited[id]--; o.waited[id] <= 0 {
+					delete(o.waited, id)
+				}
 			}
 		}
 	}
-	r.pass()
 }
 
-// detach stops the events going to the sink of the run gen, once those
-// on their way to it have reached it.
-func (r *relay) detach(gen int) {
-	r.mu.Lock()
-	if r.gen == gen {
-		r.em = event.Emitter{} // no run of the thread listens
+// waitedFor reports how many waits begun within the Emit call under way
+// wait for the job whose sub-agent run id is runID. r.mu is held.
+func (o *outlet) waitedFor(runID string) int {
+	if !o.in || o.liftCall != o.calls {
+		return 0
 	}
-	for r.passing || len(r.queue) > 0 {
-		if r.idle == nil {
-			r.idle = make(chan struct{})
+	return o.waited[runID]
+}
+
+// flush waits until the sink of the run attached now has taken the events
+// queued for it so far, unless it is taking one it began before flush did
+// (the caller may be within that Emit), or stop closes: so that a job's
+// SUBAGENT_STARTED reaches the sink before the receipt of the call that
+// started it, as a foreground child's does.
+func (r *relay) flush(stop <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	o := r.out
+	if o == nil {
+		return
+	}
+	want, began := o.queued, o.calls
+	for o.taken < want && !o.detached && (!o.in || o.calls != began) {
+		if o.moved == nil {
+			o.moved = make(chan struct{})
 		}
-		idle := r.idle
+		moved := o.moved
 		r.mu.Unlock()
-		<-idle
+		select {
+		case <-moved:
+		case <-stop:
+			r.mu.Lock()
+			return
+		}
 		r.mu.Lock()
 	}
-	r.mu.Unlock()
 }
 
 // prune forgets the oldest jobs that have ended, past maxKeptJobs, and

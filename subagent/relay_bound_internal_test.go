@@ -26,17 +26,18 @@ func TestRelayQueueBoundedBySlowSink(t *testing.T) {
 		got = append(got, e)
 		mu.Unlock()
 	})))
-	r.attach(em, 1)
+	o := r.attach(em, 1)
+	r.start(o)
 	queued := func() int {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		return len(r.queue)
+		return len(o.queue)
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { // passes on its event, and is held there
 		r.emit("sub_a", nil, event.Event{Type: event.TextMessageContent, Delta: "first", SubagentRunID: "sub_a"})
 	})
-	for !func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.passing }() {
+	for !func() bool { r.mu.Lock(); defer r.mu.Unlock(); return o.in }() {
 		time.Sleep(time.Millisecond)
 	}
 	const n = 3 * maxRelayed
@@ -77,7 +78,7 @@ func TestRelayQueueBoundedBySlowSink(t *testing.T) {
 	close(release)
 	<-through
 	wg.Wait()
-	r.detach(1)
+	r.detach(o, nil)
 	if most > maxRelayed+2 {
 		t.Errorf("the queue grew to %d events, want at most %d", most, maxRelayed+2)
 	}
@@ -94,5 +95,38 @@ func TestRelayQueueBoundedBySlowSink(t *testing.T) {
 			}
 			next++
 		}
+	}
+}
+
+// A wait begun while the sink takes one event lifts the bound for the
+// jobs it waits for until that Emit returns, and its end, within a later
+// Emit, changes nothing.
+func TestRelayLiftEndsWithItsEmit(t *testing.T) {
+	r := &relay{}
+	var release func()
+	lifted, took := -1, make(chan struct{})
+	em := event.From(event.WithSink(context.Background(), event.SinkFunc(func(e event.Event) {
+		switch e.Delta {
+		case "a":
+			release = r.lift([]string{"sub_x"})
+			r.mu.Lock()
+			lifted = r.out.waitedFor("sub_x")
+			r.mu.Unlock()
+		case "b":
+			release() // the wait ends within a later Emit
+			close(took)
+		}
+	})))
+	o := r.attach(em, 1)
+	r.start(o)
+	r.emit("sub_x", nil, event.Event{Type: event.TextMessageContent, Delta: "a", SubagentRunID: "sub_x"})
+	r.emit("sub_x", nil, event.Event{Type: event.TextMessageContent, Delta: "b", SubagentRunID: "sub_x"})
+	<-took
+	r.detach(o, nil)
+	if lifted != 1 {
+		t.Errorf("within the Emit that began the wait, the job was lifted %d times, want 1", lifted)
+	}
+	if n := o.waitedFor("sub_x"); n != 0 {
+		t.Errorf("after it, %d, want 0", n)
 	}
 }

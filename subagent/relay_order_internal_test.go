@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/deputy-go/deputy/event"
 )
@@ -38,7 +39,8 @@ func TestRelayOrderManyEmitters(t *testing.T) {
 			r.emit("re", nil, event.Event{Type: event.Custom, Name: JobMessageEvent, Delta: strconv.Itoa(k)})
 		}
 	})))
-	r.attach(em, 1)
+	o := r.attach(em, 1)
+	r.start(o)
 	var wg sync.WaitGroup
 	for g := range 16 {
 		wg.Go(func() {
@@ -49,11 +51,20 @@ func TestRelayOrderManyEmitters(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	r.detach(1)
+	const want = 16*2000 + 16*20
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		mu.Lock()
+		n := count
+		mu.Unlock()
+		if n >= want {
+			break
+		}
+	}
+	r.detach(o, nil)
 	r.emit("late", nil, event.Event{Type: event.TextMessageContent, Delta: "1", SubagentRunID: "late"})
 	mu.Lock()
 	defer mu.Unlock()
-	if want := 16*2000 + 16*20; count != want {
+	if count != want {
 		t.Errorf("the sink took %d events, want %d", count, want)
 	}
 }

@@ -89,11 +89,10 @@ type Box struct {
 // Notify is told what happens in a box, in order, outside the box's own
 // lock but one change at a time: each message queued (not one sent again)
 // and each delivery, with the receipts of the messages the child took.
-// Told, after either, once the box is free to change again. Any may be nil.
+// Either may be nil.
 type Notify struct {
 	Queued    func(Message, Receipt)
 	Delivered func([]Receipt)
-	Told      func()
 }
 
 // SetNotify sets what is told of the box's changes from now on.
@@ -138,12 +137,6 @@ func (b *Box) Requeue(m Message) (Receipt, error) { return b.send(m, false) }
 
 // send is Send, bounded by MaxQueued if bounded is set.
 func (b *Box) send(m Message, bounded bool) (Receipt, error) {
-	var told func()
-	defer func() {
-		if told != nil {
-			told() // after note is let go, below
-		}
-	}()
 	b.note.Lock()
 	defer b.note.Unlock()
 	b.mu.Lock()
@@ -170,7 +163,6 @@ func (b *Box) send(m Message, bounded bool) (Receipt, error) {
 	sent := *r
 	b.mu.Unlock()
 	if b.notify.Queued != nil {
-		told = b.notify.Told
 		b.notify.Queued(m, sent)
 	}
 	return sent, nil
@@ -234,12 +226,6 @@ func (b *Box) Take(step, n int) {
 	if b == nil || n == 0 {
 		return
 	}
-	var told func()
-	defer func() {
-		if told != nil {
-			told() // after note is let go, below
-		}
-	}()
 	b.note.Lock()
 	defer b.note.Unlock()
 	b.mu.Lock()
@@ -259,7 +245,6 @@ func (b *Box) Take(step, n int) {
 	b.trim()
 	b.mu.Unlock()
 	if len(took) > 0 {
-		told = b.notify.Told
 		b.notify.Delivered(took)
 	}
 	if b.changed != nil {
