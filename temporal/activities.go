@@ -252,7 +252,14 @@ func (a *Activities) reserve(in *ModelCall, r *Reserve, named int64) (wrapUp boo
 		return out
 	}
 	out := room(est)
-	if !r.WrapUp && out < est+2*max(r.LastOut, 1)+1 {
+	last := out < est+2*max(r.LastOut, 1)+1
+	if !r.WrapUp && !last && r.Follow > 0 && len(req.Tools) > 0 {
+		// Its reply is read again by the next call, as in process.
+		f := follow(r, est, price, priced)
+		last = f < callTokens(req.Tools)
+		out = min(out, f)
+	}
+	if !r.WrapUp && last {
 		wrapUp = true
 		req.Tools = nil
 		req.Messages = append(req.Messages[:len(req.Messages):len(req.Messages)], provider.UserMessage(wrapUpNote))
@@ -268,6 +275,45 @@ func (a *Activities) reserve(in *ModelCall, r *Reserve, named int64) (wrapUp boo
 	}
 	req.MaxTokens = int(min(out, int64(max(r.Ceiling, 1))))
 	return wrapUp, nil
+}
+
+// follow is the output bound of a call estimated to read est tokens that
+// offers tools, as in process: its reply, m tokens, is read again by the
+// next call with the wrap-up note (r.Follow tokens), which writes a token
+// (two when the run's answer is read again): 2·est + 2·m + note + reply
+// fit what is left, in tokens and at price.
+func follow(r *Reserve, est int64, price provider.Price, priced bool) int64 {
+	reply := int64(1)
+	if r.ReadBack {
+		reply = 2
+	}
+	out := int64(math.MaxInt64)
+	if r.Tokens > 0 {
+		out = (r.Tokens - 2*est - r.Follow - reply) >> 1
+	}
+	if r.Cost && priced {
+		in := price.Input
+		rest := r.Dollars - float64(2*est+r.Follow)*in - price.Output
+		if r.ReadBack {
+			rest -= in
+		}
+		if each := price.Output + in; each > 0 {
+			out = min(out, int64(math.Floor(rest/each)))
+		} else if rest < 0 {
+			out = min(out, 0)
+		}
+	}
+	return out
+}
+
+// callTokens is the least a tool call of one of tools weighs, in tokens
+// as the estimate counts them: its name and empty arguments.
+func callTokens(tools []provider.ToolDef) int64 {
+	least := math.MaxInt
+	for _, t := range tools {
+		least = min(least, len(t.Name)+2)
+	}
+	return max((int64(least)+3)/4, 1)
 }
 
 // wrapUpNote is what a call the worker made its run's wrap-up turn ends with.

@@ -203,3 +203,17 @@ func cmp0(v, def int) int {
 	}
 	return def
 }
+
+// unpaidChange names the workflow version from which a run under a limit
+// bounds a call that offers tools so that the next call can read its
+// reply again and wrap up (Reserve.Follow), and runs only the calls of a
+// reply whose results what it has left can pay to read, in order, the
+// others answered unpaidResult (or, where even that cannot be paid, left
+// out of what the model reads), its next call being its wrap-up, as in
+// process: before it, a lead under a tight limit could ask for children
+// whose answers it then could not read, and end with usage_limit.
+const unpaidChange = "deputy.unpaid-calls"
+
+// unpaidResult is the result of a call its run could not pay to read the
+// result of, as in process: the call is not run.
+const unpaidResult = "not run: the budget could not pay for it"

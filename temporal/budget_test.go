@@ -420,3 +420,61 @@ func TestTenForksTooSmallToStartOnTemporal(t *testing.T) {
 		})
 	}
 }
+
+// A lead on Temporal that forks as many of ten children as its reply's
+// bound lets it write, under every token limit from 400 to 1,500 by 20,
+// answers and spends no more than its limit, as in process: its reply's
+// bound leaves room to read the reply again and wrap up, and the calls
+// whose results what is left cannot pay to read are not run (before, from
+// 400 to 600 its reply of calls left it unable to read them again, and it
+// ended with usage_limit). With models that name their calls afresh, not
+// at all, and from call_0.
+func TestTightLimitsStillAnswerOnTemporal(t *testing.T) {
+	for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
+		for limit := int64(400); limit <= 1500; limit += 20 {
+			var fresh atomic.Int64
+			p := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+				if strings.HasPrefix(lastUser(req), "part ") {
+					text := strings.Repeat("The part is written. ", 60)
+					if n := 4 * req.MaxTokens; n > 0 && n < len(text) {
+						text = text[:n] // a real model stops at its bound
+					}
+					return provider.AssistantMessage(text), nil
+				}
+				if req.Messages[len(req.Messages)-1].Role == provider.RoleTool || len(req.Tools) == 0 {
+					return provider.AssistantMessage("Written."), nil
+				}
+				// As many forks as its bound lets it ask for.
+				var msg provider.Message
+				for n := 10; n > 0; n-- {
+					msg = spawnCalls(n)
+					if req.MaxTokens == 0 || fake.Usage(provider.Request{}, msg).OutputTokens <= int64(req.MaxTokens) {
+						break
+					}
+					msg = provider.AssistantMessage("I could not fork the parts.")
+				}
+				resumetest.NameCalls(ids, msg.ToolCalls, &fresh)
+				return msg, nil
+			}}
+			env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}})
+			env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Spawn: true, TokenLimit: limit,
+				System: strings.Repeat("You write surveys. ", 16)}, Text: "split the work in ten"})
+			calls, billed := p.total()
+			err := env.GetWorkflowError()
+			var out RunOutput
+			if err == nil {
+				err = env.GetWorkflowResult(&out)
+			}
+			if err != nil {
+				t.Errorf("ids %d, limit %d: the lead ended with %v after %d model calls billed %d tokens, want its answer", ids, limit, err, calls, billed.Tokens())
+				continue
+			}
+			if out.TotalUsage() != billed {
+				t.Errorf("ids %d, limit %d: the run reports %v, the model billed %v", ids, limit, out.TotalUsage(), billed)
+			}
+			if billed.Tokens() > limit {
+				t.Errorf("ids %d, limit %d: the tree billed %d tokens, past its limit", ids, limit, billed.Tokens())
+			}
+		}
+	}
+}

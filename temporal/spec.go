@@ -279,6 +279,12 @@ type Reserve struct {
 	LastOut int64 `json:"last_out,omitempty"`
 	WrapUp  bool  `json:"wrap_up,omitempty"`
 	Ceiling int   `json:"ceiling"`
+	// Follow, when above 0, is what the note of the run's wrap-up weighs,
+	// in tokens: a call that offers tools is bounded so that the next
+	// call can read its reply again with that note and write a token,
+	// and is the wrap-up when no tool call it could write fits that
+	// (unpaidChange).
+	Follow int64 `json:"follow,omitempty"`
 }
 
 // GuardCall is the input of the guardrail activity: the text an agent's

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strconv"
@@ -20,6 +21,7 @@ import (
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/exactkeys"
 	"github.com/deputy-go/deputy/internal/ledger"
+	drun "github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
@@ -187,6 +189,11 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 	settles, settleAsked := false, false
 	b := newBudget(ctx, spec, depth)
 	inPrice, outPrice := 0.0, 0.0 // the prices of an input and an output token of the model that answered last
+	// From unpaidChange on, a run under a limit bounds a call that offers
+	// tools so that the next can read its reply again, and runs only the
+	// calls of a reply whose results it can pay to read, as in process.
+	cuts := (b.on || spec.CostLimit > 0) && workflow.GetVersion(ctx, unpaidChange, workflow.DefaultVersion, 1) >= 1
+	unpaid := false // the last reply's calls were cut: the next call is the wrap-up
 	guards := len(spec.Guardrails) > 0
 	if guards {
 		// The input guardrails check the task before the run starts.
@@ -245,12 +252,24 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			out.Messages = conv
 			return out, failure(out, ErrTypeUsageLimit, err.Error())
 		}
+		if unpaid && !wrapUp {
+			wrapUp = true
+			req.Tools = nil
+			note := wrapUpNote
+			if b.on {
+				note = tokenNote(out.TotalUsage().Tokens()+heldTokens, spec.TokenLimit)
+			}
+			req.Messages = append(req.Messages[:len(req.Messages):len(req.Messages)], provider.UserMessage(note))
+		}
 		mc := ModelCall{Provider: spec.Provider, Request: req, Depth: depth, Path: path}
 		if b.on || spec.CostLimit > 0 {
 			// The worker reserves the call with what only it knows: the
 			// plain tools' definitions and the model's price.
 			r := &Reserve{Estimate: b.estimate(req), Named: b.reported == 0 && len(spec.Tools) > 0, ReadBack: depth > 0,
 				LastOut: b.lastOut, WrapUp: wrapUp, Ceiling: cmp0(spec.MaxTokens, replyCeiling)}
+			if cuts {
+				r.Follow = wrapUpNoteTokens(spec)
+			}
 			if b.on {
 				r.Tokens = max(spec.TokenLimit-out.TotalUsage().Tokens()-heldTokens, 0)
 			}
@@ -398,6 +417,46 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			floor = shareFloor(msg.ToolCalls)
 			tokenKeep += wrapUpNoteTokens(spec)
 		}
+		calls, refused := msg.ToolCalls, []provider.ToolCall(nil)
+		if cuts {
+			// The calls whose results what is left cannot pay to read are
+			// not run, as in process; the next call is the wrap-up.
+			kept := keep + wrapUpNoteTokens(spec)
+			reply := int64(1)
+			if depth > 0 {
+				reply = 2
+			}
+			avail := int64(math.MaxInt64)
+			if b.on {
+				avail = spec.TokenLimit - out.TotalUsage().Tokens() - heldTokens - kept - reply
+			}
+			if spec.CostLimit > 0 && inPrice > 0 {
+				rest := spec.CostLimit - out.Cost - heldCost - float64(kept)*inPrice - outPrice
+				if depth > 0 {
+					rest -= inPrice
+				}
+				avail = min(avail, int64(math.Floor(rest/inPrice)))
+			}
+			if runs, unread := drun.Readable(avail, calls, len(unpaidResult)); runs < len(calls) {
+				read := len(calls) - unread
+				calls, refused = calls[:runs:runs], calls[runs:read:read]
+				unpaid = true
+				m := msg
+				m.ToolCalls = msg.ToolCalls[:read:read]
+				if m.Content == "" && read == 0 {
+					conv = conv[:len(conv)-1]
+				} else {
+					conv[len(conv)-1] = m
+				}
+				msg.ToolCalls = calls
+				if len(calls) == 0 {
+					for _, c := range refused {
+						conv = append(conv, provider.ToolMessage(c.ID, unpaidResult, false))
+					}
+					continue
+				}
+			}
+		}
 		childLimit := b.share(out.TotalUsage().Tokens()+heldTokens, tokenKeep, len(msg.ToolCalls), floor)
 		costShare := 0.0
 		if spec.CostLimit > 0 {
@@ -428,6 +487,9 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			out.Cost += r.Cost
 			conv = append(conv, provider.ToolMessage(msg.ToolCalls[i].ID, r.Content, r.IsError))
 			failedStep = failedStep || r.IsError
+		}
+		for _, c := range refused {
+			conv = append(conv, provider.ToolMessage(c.ID, unpaidResult, false))
 		}
 		if err != nil {
 			out.Messages = conv
