@@ -369,6 +369,11 @@ func (s *runState) wrappedUp(msg provider.Message, u provider.Usage) (string, bo
 	msg.ToolCalls = nil
 	s.setUsed()
 	if strings.TrimSpace(msg.Content) == "" {
+		if s.limit == 0 { // wrapped up by the cost limit alone
+			cost, _ := run.Cost(s.ctx)
+			return "", false, fmt.Errorf("%w: the work cost $%.6f, and the last reply, asked to wrap up before it passed its cost limit, had no answer: raise WithCostLimit or give a smaller task",
+				ErrUsageLimit, cost)
+		}
 		return "", false, fmt.Errorf("%w: %d tokens used, the limit is %d, and the last reply, asked to wrap up, had no answer: raise WithTokenLimit or give a smaller task",
 			ErrUsageLimit, s.spent(), s.limit)
 	}

@@ -83,6 +83,20 @@ func TestReactWrapUp(t *testing.T) {
 			t.Errorf("got %v, want ErrUsageLimit saying the wrap-up had no answer", err)
 		}
 	})
+	t.Run("a wrap-up with no answer under a cost limit says so", func(t *testing.T) {
+		prices, err := provider.NewPrices(map[string]provider.Price{"fake": {Input: 1e-6, Output: 1e-6}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := fake.NewProvider(
+			fake.Call("weather", `{"city":"Lisbon"}`).WithUsage(u(300, 20)),
+			fake.Call("weather", `{"city":"Porto"}`).WithUsage(u(300, 20)),
+		)
+		out, err := newReact(t, p, agent.WithTools(weather(t)), agent.WithPrices(prices), agent.WithCostLimit(0.0009)).Run(t.Context(), agent.Input{Text: "go"})
+		if !errors.Is(err, agent.ErrUsageLimit) || !strings.Contains(err.Error(), "had no answer: raise WithCostLimit") || strings.Contains(err.Error(), "the limit is 0") {
+			t.Errorf("got %v, want ErrUsageLimit saying the wrap-up under the cost limit had no answer (cost $%v)", err, out.Cost)
+		}
+	})
 	t.Run("a reply cut at its bound is the run's last", func(t *testing.T) {
 		// Synthetic usage: a token per four bytes, as the estimate counts.
 		p := fake.NewProvider(fake.Call("weather", `{"city":"Lisbon"}`), fake.Text(strings.Repeat("sunny ", 400)))
