@@ -469,3 +469,25 @@ func TestRefusedModelCallEndsTheStepBeforeIt(t *testing.T) {
 		})
 	}
 }
+
+// A run under a cost limit alone whose wrap-up reply has no answer fails
+// saying what it cost and which limit to raise, not a token limit of 0.
+func TestFailedWrapUpUnderACostLimitNamesIt(t *testing.T) {
+	prices, err := provider.NewPrices(map[string]provider.Price{"m1": {Input: 1e-6, Output: 1e-6}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := provider.ToolCall{ID: "a", Name: "add", Arguments: json.RawMessage(`{"x":1,"y":2}`)}
+	p := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		if len(req.Tools) == 0 {
+			return provider.Response{Message: provider.AssistantMessage(""), Usage: provider.Usage{InputTokens: 100, OutputTokens: 1}, StopReason: provider.StopEndTurn, Model: "m1"}, nil
+		}
+		return provider.Response{Message: provider.AssistantMessage("", add), Usage: provider.Usage{InputTokens: 1000, OutputTokens: 400}, StopReason: provider.StopToolUse, Model: "m1"}, nil
+	})
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Tools: addTool(t), Prices: prices})
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"add"}, CostLimit: 0.003}, Text: "go"})
+	err = env.GetWorkflowError()
+	if err == nil || !strings.Contains(err.Error(), "had no answer: raise Spec.CostLimit") || strings.Contains(err.Error(), "limit is 0") {
+		t.Fatalf("error %v, want the wrap-up's missing answer under the cost limit", err)
+	}
+}

@@ -323,6 +323,9 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			if strings.TrimSpace(msg.Content) == "" {
 				conv = append(conv, msg)
 				out.Messages = conv
+				if spec.TokenLimit == 0 { // wrapped up by the cost limit alone
+					return out, failure(out, ErrTypeUsageLimit, fmt.Sprintf("agent %q cost $%.6f, and the last reply, asked to wrap up before it passed its cost limit (Spec.CostLimit), had no answer: raise Spec.CostLimit or give a smaller task", spec.Name, out.Cost))
+				}
 				return out, failure(out, ErrTypeUsageLimit, fmt.Sprintf("agent %q used %d tokens, its limit is %d (Spec.TokenLimit), and the last reply, asked to wrap up, had no answer: raise Spec.TokenLimit or give a smaller task", spec.Name, out.TotalUsage().Tokens(), spec.TokenLimit))
 			}
 			corrected = true // no budget for a corrective retry
