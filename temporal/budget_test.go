@@ -10,9 +10,11 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"go.temporal.io/sdk/client"
 	sdktemporal "go.temporal.io/sdk/temporal"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/internal/resumetest"
 	"github.com/deputy-go/deputy/provider"
@@ -456,9 +458,27 @@ func TestTightLimitsStillAnswerOnTemporal(t *testing.T) {
 				resumetest.NameCalls(ids, msg.ToolCalls, &fresh)
 				return msg, nil
 			}}
-			env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}})
+			hub := NewHub()
+			env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Events: hub})
+			env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "tree-w"})
+			var rec recorder
+			unsubscribe := hub.Subscribe(event.WithSink(context.Background(), &rec), "tree-w")
 			env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Spawn: true, TokenLimit: limit,
 				System: strings.Repeat("You write surveys. ", 16)}, Text: "split the work in ten"})
+			unsubscribe()
+			// Each call the client saw start ends with one result, those
+			// not run too.
+			results := map[string]int{}
+			for _, e := range rec.events {
+				if e.Type == event.ToolCallResult {
+					results[e.ToolCallID]++
+				}
+			}
+			for _, e := range rec.events {
+				if e.Type == event.ToolCallStart && results[e.ToolCallID] != 1 {
+					t.Errorf("ids %d, limit %d: call %s started and has %d results, want one", ids, limit, e.ToolCallID, results[e.ToolCallID])
+				}
+			}
 			calls, billed := p.total()
 			err := env.GetWorkflowError()
 			var out RunOutput

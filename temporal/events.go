@@ -100,6 +100,9 @@ type EndedCall struct {
 	Cost     float64        `json:"cost,omitempty"`
 	// Model is the model that answered the failed child's first call.
 	Model string `json:"model,omitempty"`
+	// Content is the call's result when the model reads none (a call its
+	// run could not pay to read); else the result is read from the request.
+	Content string `json:"content,omitempty"`
 }
 
 // emitter publishes a run's events to the worker's sink.
@@ -161,7 +164,7 @@ func (em emitter) before(req provider.Request) {
 	}
 	t := em.t
 	for _, c := range t.Ended {
-		content := resultOf(req.Messages, c.CallID)
+		content := cmp.Or(c.Content, resultOf(req.Messages, c.CallID))
 		if c.Subagent != "" && c.IsError {
 			// A call recorded before ended calls carried their code has none.
 			em.emit(event.Event{Type: event.SubagentError, SubagentRunID: c.Subagent, Message: content, Code: cmp.Or(c.Code, "error"), Usage: spentJSON(c.Usage, c.Cost), Model: c.Model})

@@ -421,6 +421,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			tokenKeep += wrapUpNoteTokens(spec)
 		}
 		calls, refused := msg.ToolCalls, []provider.ToolCall(nil)
+		var unpaidEnded []EndedCall // the calls cut, whose results no activity publishes
 		if cuts {
 			// The calls whose results what is left cannot pay to read are
 			// not run, as in process; the next call is the wrap-up.
@@ -441,6 +442,13 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 				avail = min(avail, int64(math.Floor(rest/inPrice)))
 			}
 			if runs, unread := drun.Readable(avail, calls, len(unpaidResult)); runs < len(calls) {
+				if trace != nil {
+					// Their starts were published with the reply: the next
+					// call publishes their results, as in process.
+					for _, c := range calls[runs:] {
+						unpaidEnded = append(unpaidEnded, EndedCall{CallID: c.ID, Content: unpaidResult})
+					}
+				}
 				read := len(calls) - unread
 				calls, refused = calls[:runs:runs], calls[runs:read:read]
 				unpaid = true
@@ -456,6 +464,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 					for _, c := range refused {
 						conv = append(conv, provider.ToolMessage(c.ID, unpaidResult, false))
 					}
+					ended = unpaidEnded
 					continue
 				}
 			}
@@ -494,6 +503,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		for _, c := range refused {
 			conv = append(conv, provider.ToolMessage(c.ID, unpaidResult, false))
 		}
+		ended = append(ended, unpaidEnded...)
 		if err != nil {
 			out.Messages = conv
 			if tripped(err) {
