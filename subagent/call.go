@@ -816,9 +816,17 @@ func (r *childRuns) guard(stage policy.Stage, text string, retried bool) (*polic
 	// as a run the user's tool starts, on what the call's share has left
 	// found it empty, all of it taken for the child: under any token
 	// limit the judge could not make its call.)
+	// What the judge costs is counted in what the call's runs spent, so
+	// that a corrective run gets what both left and the call settles its
+	// share with it (its tokens come back in the usage returned).
 	tokens, dollars := r.left()
 	ctx, _ := run.ForRun(r.ctx, tokens, dollars)
-	return r.t.cfg.guards.Journaled(ctx, js, key, stage, text, r.t.def.Name, retried)
+	ctx, spent := ledger.With(ctx)
+	fail, u, err := r.t.cfg.guards.Journaled(ctx, js, key, stage, text, r.t.def.Name, retried)
+	for _, m := range spent.Entries() {
+		r.cost += m.Cost
+	}
+	return fail, u, err
 }
 
 // answer runs the child on in and, when the tool validates or guards its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -121,6 +122,109 @@ func TestJudgeDrawsOnTheCallsShare(t *testing.T) {
 			}
 			if want := (provider.Usage{Requests: 2, InputTokens: 184, OutputTokens: 663}); out.ChildUsage != want {
 				t.Errorf("ChildUsage %+v, want the child's and the judge's %+v", out.ChildUsage, want)
+			}
+		})
+	}
+}
+
+// TestJudgeSpendCountsInTheCallsCostShare: under a cost limit, a judge
+// that fails a child's first answer (Retry) spends of the call's share,
+// and the corrective run gets what the child and the judge left of it,
+// not what the child alone left: its output bound is that of the share
+// less both. With models that name their calls afresh, not at all, and
+// from call_0.
+func TestJudgeSpendCountsInTheCallsCostShare(t *testing.T) {
+	const limit = 0.003 // $1e-6 a token: 3,000 tokens' worth
+	prices, err := provider.NewPrices(map[string]provider.Price{"fake": {Input: 1e-6, Output: 1e-6}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
+		t.Run(fmt.Sprint("ids ", ids), func(t *testing.T) {
+			var (
+				mu        sync.Mutex
+				billed    = map[string]provider.Usage{}
+				maxTokens = map[string][]int{}
+				fresh     atomic.Int64
+				verdicts  atomic.Int64
+			)
+			bill := func(who string, req provider.Request, msg provider.Message) provider.Response {
+				u := fake.Usage(req, msg)
+				mu.Lock()
+				defer mu.Unlock()
+				billed[who] = billed[who].Add(u)
+				maxTokens[who] = append(maxTokens[who], req.MaxTokens)
+				return provider.Response{Message: msg, Usage: u, Model: "fake"}
+			}
+			upTo := func(req provider.Request, text string) string {
+				if n := 4 * req.MaxTokens; n > 0 && n < len(text) {
+					return text[:n]
+				}
+				return text
+			}
+			lead := func(_ context.Context, req provider.Request) (provider.Response, error) {
+				if len(req.Messages) > 1 {
+					return bill("lead", req, provider.AssistantMessage("Done.")), nil
+				}
+				calls := []provider.ToolCall{{Name: "kid", Arguments: json.RawMessage(`{"task":"Write the note."}`)}}
+				resumetest.NameCalls(ids, calls, &fresh)
+				return bill("lead", req, provider.AssistantMessage("", calls...)), nil
+			}
+			kid := func(_ context.Context, req provider.Request) (provider.Response, error) {
+				return bill("kid", req, provider.AssistantMessage(upTo(req, essay[:400]))), nil
+			}
+			judge := func(_ context.Context, req provider.Request) (provider.Response, error) {
+				verdict := `{"pass": true}`
+				if verdicts.Add(1) == 1 {
+					verdict = `{"pass": false, "problem": "It is rude."}`
+				}
+				return bill("judge", req, provider.AssistantMessage(upTo(req, verdict+strings.Repeat(" ", 8000)))), nil
+			}
+			p := fake.NewProvider(fake.Respond(lead).For("lead"), fake.Respond(kid).For("kid"), fake.Respond(judge).For("judge")).
+				Loop().DontRecord().Named("fake", "fake")
+			check, err := subagent.Judge(p, "Fail a note that is rude.")
+			if err != nil {
+				t.Fatal(err)
+			}
+			tl, err := subagent.FromFactory("kid", "Writes.", func(context.Context, json.RawMessage) (agent.Agent, error) {
+				return agent.NewReact(p, agent.WithName("kid"))
+			}, subagent.WithGuardrails(policy.Guardrail{Name: "polite", Stage: policy.Output, Check: check, Retry: true}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := agent.NewReact(p, agent.WithName("lead"), agent.WithTools(tl), agent.WithPrices(prices), agent.WithCostLimit(limit))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := l.Run(t.Context(), agent.Input{Text: "Have the note written."})
+			mu.Lock()
+			defer mu.Unlock()
+			total := billed["lead"].Add(billed["kid"]).Add(billed["judge"])
+			if err != nil || out.Answer != "Done." || verdicts.Load() != 2 {
+				t.Fatalf("the lead answered %q (err %v) after %d verdicts: want its answer after the judge failed the first note and passed the second", out.Answer, err, verdicts.Load())
+			}
+			// A token costs $1e-6 either way, so a call's tokens are its
+			// cost in millionths of a dollar. The call's share is $0.001413.
+			// The child, bound to half of it after its input, (1,413 -
+			// 4) / 2 = 704, writes its 100; the judge, given what the child
+			// left, 1,309, is bound to (1,309 - 180) / 2 = 564 and writes it
+			// all (744 in all), failing the note. The corrective run gets
+			// what both left, 1,413 - 104 - 744 = 565, and is bound to (565 -
+			// 135) / 2 = 215 (before: what the child alone left, bound to
+			// 587, and the call spent 1,710, past its share); the judge,
+			// given what is left after it, 330, is bound to (330 - 237) / 2
+			// = 46.
+			if got := fmt.Sprint(maxTokens["kid"], maxTokens["judge"]); got != "[704 215] [564 46]" {
+				t.Errorf("output bounds of the child's two runs and the judge's two checks %s, want [704 215] [564 46]", got)
+			}
+			if call := billed["kid"].Add(billed["judge"]).Tokens(); call > 1413 {
+				t.Errorf("the call's runs and checks spent $%.6f, past its share of $0.001413", float64(call)*1e-6)
+			}
+			if want := float64(total.Tokens()) * 1e-6; math.Abs(out.Cost-want) > 1e-12 || out.Cost > limit {
+				t.Errorf("the lead's Output costs $%.6f, the models billed $%.6f under a limit of $%v", out.Cost, want, limit)
+			}
+			if got := out.Usage.Add(out.ChildUsage); got != total {
+				t.Errorf("Output counts %+v, the models billed %+v", got, total)
 			}
 		})
 	}
