@@ -33,64 +33,11 @@ func TestJudgeDrawsOnTheCallsShare(t *testing.T) {
 	const limit = 3000
 	for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
 		t.Run(fmt.Sprint("ids ", ids), func(t *testing.T) {
-			var (
-				mu        sync.Mutex
-				billed    = map[string]provider.Usage{}
-				maxTokens = map[string][]int{}
-				fresh     atomic.Int64
-			)
-			bill := func(who string, req provider.Request, msg provider.Message) provider.Response {
-				u := fake.Usage(req, msg)
-				mu.Lock()
-				defer mu.Unlock()
-				billed[who] = billed[who].Add(u)
-				maxTokens[who] = append(maxTokens[who], req.MaxTokens)
-				return provider.Response{Message: msg, Usage: u, Model: "fake"}
-			}
-			upTo := func(req provider.Request, text string) string {
-				if n := 4 * req.MaxTokens; n > 0 && n < len(text) {
-					return text[:n]
-				}
-				return text
-			}
-			lead := func(_ context.Context, req provider.Request) (provider.Response, error) {
-				if len(req.Messages) > 1 {
-					return bill("lead", req, provider.AssistantMessage("Done.")), nil
-				}
-				calls := []provider.ToolCall{{Name: "kid", Arguments: json.RawMessage(`{"task":"Write the note."}`)}}
-				resumetest.NameCalls(ids, calls, &fresh)
-				return bill("lead", req, provider.AssistantMessage("", calls...)), nil
-			}
-			kid := func(_ context.Context, req provider.Request) (provider.Response, error) {
-				return bill("kid", req, provider.AssistantMessage(upTo(req, essay[:400]))), nil
-			}
-			judge := func(_ context.Context, req provider.Request) (provider.Response, error) {
-				// The verdict, then blanks the reading trims: as long as
-				// the bound lets it.
-				return bill("judge", req, provider.AssistantMessage(upTo(req, `{"pass": true}`+strings.Repeat(" ", 8000)))), nil
-			}
-			p := fake.NewProvider(fake.Respond(lead).For("lead"), fake.Respond(kid).For("kid"), fake.Respond(judge).For("judge")).
-				Loop().DontRecord().Named("fake", "fake")
-			check, err := subagent.Judge(p, "Fail a note that is rude.")
+			n := runJudgedNote(t, ids, false, agent.WithTokenLimit(limit))
+			out, err, billed, maxTokens := n.out, n.err, n.billed, n.maxTokens
 			if err != nil {
 				t.Fatal(err)
 			}
-			tl, err := subagent.FromFactory("kid", "Writes.", func(context.Context, json.RawMessage) (agent.Agent, error) {
-				return agent.NewReact(p, agent.WithName("kid"))
-			}, subagent.WithGuardrails(policy.Guardrail{Name: "polite", Stage: policy.Output, Check: check}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			l, err := agent.NewReact(p, agent.WithName("lead"), agent.WithTools(tl), agent.WithTokenLimit(limit))
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := l.Run(t.Context(), agent.Input{Text: "Have the note written."})
-			if err != nil {
-				t.Fatal(err)
-			}
-			mu.Lock()
-			defer mu.Unlock()
 			total := billed["lead"].Add(billed["kid"]).Add(billed["judge"])
 			if out.Answer != "Done." || len(toolResults(out.Messages)) != 1 || toolResults(out.Messages)[0] != essay[:400] {
 				t.Errorf("the lead answered %q, reading %q: want the child's note, passed by the judge", out.Answer, toolResults(out.Messages))
@@ -127,12 +74,6 @@ func TestJudgeDrawsOnTheCallsShare(t *testing.T) {
 	}
 }
 
-// TestJudgeSpendCountsInTheCallsCostShare: under a cost limit, a judge
-// that fails a child's first answer (Retry) spends of the call's share,
-// and the corrective run gets what the child and the judge left of it,
-// not what the child alone left: its output bound is that of the share
-// less both. With models that name their calls afresh, not at all, and
-// from call_0.
 func TestJudgeSpendCountsInTheCallsCostShare(t *testing.T) {
 	const limit = 0.003 // $1e-6 a token: 3,000 tokens' worth
 	prices, err := provider.NewPrices(map[string]provider.Price{"fake": {Input: 1e-6, Output: 1e-6}})
@@ -141,67 +82,11 @@ func TestJudgeSpendCountsInTheCallsCostShare(t *testing.T) {
 	}
 	for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
 		t.Run(fmt.Sprint("ids ", ids), func(t *testing.T) {
-			var (
-				mu        sync.Mutex
-				billed    = map[string]provider.Usage{}
-				maxTokens = map[string][]int{}
-				fresh     atomic.Int64
-				verdicts  atomic.Int64
-			)
-			bill := func(who string, req provider.Request, msg provider.Message) provider.Response {
-				u := fake.Usage(req, msg)
-				mu.Lock()
-				defer mu.Unlock()
-				billed[who] = billed[who].Add(u)
-				maxTokens[who] = append(maxTokens[who], req.MaxTokens)
-				return provider.Response{Message: msg, Usage: u, Model: "fake"}
-			}
-			upTo := func(req provider.Request, text string) string {
-				if n := 4 * req.MaxTokens; n > 0 && n < len(text) {
-					return text[:n]
-				}
-				return text
-			}
-			lead := func(_ context.Context, req provider.Request) (provider.Response, error) {
-				if len(req.Messages) > 1 {
-					return bill("lead", req, provider.AssistantMessage("Done.")), nil
-				}
-				calls := []provider.ToolCall{{Name: "kid", Arguments: json.RawMessage(`{"task":"Write the note."}`)}}
-				resumetest.NameCalls(ids, calls, &fresh)
-				return bill("lead", req, provider.AssistantMessage("", calls...)), nil
-			}
-			kid := func(_ context.Context, req provider.Request) (provider.Response, error) {
-				return bill("kid", req, provider.AssistantMessage(upTo(req, essay[:400]))), nil
-			}
-			judge := func(_ context.Context, req provider.Request) (provider.Response, error) {
-				verdict := `{"pass": true}`
-				if verdicts.Add(1) == 1 {
-					verdict = `{"pass": false, "problem": "It is rude."}`
-				}
-				return bill("judge", req, provider.AssistantMessage(upTo(req, verdict+strings.Repeat(" ", 8000)))), nil
-			}
-			p := fake.NewProvider(fake.Respond(lead).For("lead"), fake.Respond(kid).For("kid"), fake.Respond(judge).For("judge")).
-				Loop().DontRecord().Named("fake", "fake")
-			check, err := subagent.Judge(p, "Fail a note that is rude.")
-			if err != nil {
-				t.Fatal(err)
-			}
-			tl, err := subagent.FromFactory("kid", "Writes.", func(context.Context, json.RawMessage) (agent.Agent, error) {
-				return agent.NewReact(p, agent.WithName("kid"))
-			}, subagent.WithGuardrails(policy.Guardrail{Name: "polite", Stage: policy.Output, Check: check, Retry: true}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			l, err := agent.NewReact(p, agent.WithName("lead"), agent.WithTools(tl), agent.WithPrices(prices), agent.WithCostLimit(limit))
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := l.Run(t.Context(), agent.Input{Text: "Have the note written."})
-			mu.Lock()
-			defer mu.Unlock()
+			n := runJudgedNote(t, ids, true, agent.WithPrices(prices), agent.WithCostLimit(limit))
+			out, err, billed, maxTokens := n.out, n.err, n.billed, n.maxTokens
 			total := billed["lead"].Add(billed["kid"]).Add(billed["judge"])
-			if err != nil || out.Answer != "Done." || verdicts.Load() != 2 {
-				t.Fatalf("the lead answered %q (err %v) after %d verdicts: want its answer after the judge failed the first note and passed the second", out.Answer, err, verdicts.Load())
+			if err != nil || out.Answer != "Done." || n.verdicts != 2 {
+				t.Fatalf("the lead answered %q (err %v) after %d verdicts: want its answer after the judge failed the first note and passed the second", out.Answer, err, n.verdicts)
 			}
 			// A token costs $1e-6 either way, so a call's tokens are its
 			// cost in millionths of a dollar. The call's share is $0.001413.
@@ -228,4 +113,83 @@ func TestJudgeSpendCountsInTheCallsCostShare(t *testing.T) {
 			}
 		})
 	}
+}
+
+// judgedNote is what runJudgedNote saw: the lead's Output and error, what
+// each model (lead, kid, judge) billed, the output bounds each was sent,
+// and how many verdicts the judge gave.
+type judgedNote struct {
+	out       agent.Output
+	err       error
+	billed    map[string]provider.Usage
+	maxTokens map[string][]int
+	verdicts  int64
+}
+
+// runJudgedNote runs a lead, under limits, that has a child ("kid") write
+// a note, which a judge model checks (an output guardrail made with Judge;
+// with failFirst, it fails the first note and the guardrail retries). The
+// child and the judge write what their output bounds let them: the note
+// (100 tokens), and the verdict followed by 2,000 tokens of blanks.
+func runJudgedNote(t *testing.T, ids int, failFirst bool, limits ...agent.Option) judgedNote {
+	t.Helper()
+	var (
+		mu       sync.Mutex
+		n        = judgedNote{billed: map[string]provider.Usage{}, maxTokens: map[string][]int{}}
+		fresh    atomic.Int64
+		verdicts atomic.Int64
+	)
+	bill := func(who string, req provider.Request, msg provider.Message) provider.Response {
+		u := fake.Usage(req, msg)
+		mu.Lock()
+		defer mu.Unlock()
+		n.billed[who] = n.billed[who].Add(u)
+		n.maxTokens[who] = append(n.maxTokens[who], req.MaxTokens)
+		return provider.Response{Message: msg, Usage: u, Model: "fake"}
+	}
+	upTo := func(req provider.Request, text string) string { // a real model stops at its bound
+		if n := 4 * req.MaxTokens; n > 0 && n < len(text) {
+			return text[:n]
+		}
+		return text
+	}
+	lead := func(_ context.Context, req provider.Request) (provider.Response, error) {
+		if len(req.Messages) > 1 {
+			return bill("lead", req, provider.AssistantMessage("Done.")), nil
+		}
+		calls := []provider.ToolCall{{Name: "kid", Arguments: json.RawMessage(`{"task":"Write the note."}`)}}
+		resumetest.NameCalls(ids, calls, &fresh)
+		return bill("lead", req, provider.AssistantMessage("", calls...)), nil
+	}
+	kid := func(_ context.Context, req provider.Request) (provider.Response, error) {
+		return bill("kid", req, provider.AssistantMessage(upTo(req, essay[:400]))), nil
+	}
+	judge := func(_ context.Context, req provider.Request) (provider.Response, error) {
+		verdict := `{"pass": true}`
+		if verdicts.Add(1) == 1 && failFirst {
+			verdict = `{"pass": false, "problem": "It is rude."}`
+		}
+		return bill("judge", req, provider.AssistantMessage(upTo(req, verdict+strings.Repeat(" ", 8000)))), nil
+	}
+	p := fake.NewProvider(fake.Respond(lead).For("lead"), fake.Respond(kid).For("kid"), fake.Respond(judge).For("judge")).
+		Loop().DontRecord().Named("fake", "fake")
+	check, err := subagent.Judge(p, "Fail a note that is rude.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := subagent.FromFactory("kid", "Writes.", func(context.Context, json.RawMessage) (agent.Agent, error) {
+		return agent.NewReact(p, agent.WithName("kid"))
+	}, subagent.WithGuardrails(policy.Guardrail{Name: "polite", Stage: policy.Output, Check: check, Retry: failFirst}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := agent.NewReact(p, append([]agent.Option{agent.WithName("lead"), agent.WithTools(tl)}, limits...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.out, n.err = l.Run(t.Context(), agent.Input{Text: "Have the note written."})
+	mu.Lock()
+	defer mu.Unlock()
+	n.verdicts = verdicts.Load()
+	return n
 }
