@@ -42,22 +42,8 @@ func TestServedThreadAnnouncesItsJobsOnTemporal(t *testing.T) {
 func servedThreadAnnouncesJobs(t *testing.T, c client.Client, id func(n int64, i int) string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var dug, n, leadCalls, jobCalls atomic.Int64
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	dig := tool.Must(tool.New("dig", "Digs.", func(ctx context.Context, _ struct{}) (string, error) {
-		dug.Add(1)
-		select {
-		case <-release:
-			return "dug", nil
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
-	}))
-	reg, err := tool.NewRegistry(dig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var n, leadCalls, jobCalls atomic.Int64
+	reg, dug, release := releasableDig(t)
 	m := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
 		rs := resultsOf(req)
 		call := func(name, args string) (provider.Message, error) {
@@ -84,7 +70,7 @@ func servedThreadAnnouncesJobs(t *testing.T, c client.Client, id func(n int64, i
 		case task == "send" && len(rs) == 0:
 			return call(subagent.JobsToolName, `{"action":"send","job_id":"job_1","message":"dig deeper"}`)
 		case task == "wait" && len(rs) == 0:
-			releaseOnce.Do(func() { close(release) }) // the job works on while this turn runs
+			release() // the job works on while this turn runs
 			return call(subagent.JobsToolName, `{"action":"wait","job_id":"job_1","timeout_seconds":60}`)
 		}
 		return provider.AssistantMessage("lead: " + rs[len(rs)-1]), nil
@@ -107,44 +93,12 @@ func servedThreadAnnouncesJobs(t *testing.T, c client.Client, id func(n int64, i
 	thread := "thread-" + queue
 	say := func(run, text string) ([]event.Event, string) {
 		t.Helper()
-		b, _ := json.Marshal(map[string]any{"threadId": thread, "runId": run,
-			"messages": []map[string]string{{"id": run, "role": "user", "content": text}}})
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(string(b)))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		evs := sseEvents(t, resp.Body)
-		last := evs[len(evs)-1]
-		if last.Type != event.RunFinished {
-			t.Fatalf("turn %q ended with %s %s", text, last.Type, last.Message)
-		}
-		var answer string
-		_ = json.Unmarshal(last.Result, &answer)
-		return evs, answer
+		return postTurn(t, ctx, srv.URL, thread, run, text)
 	}
 	var turns [][]event.Event
 	first, _ := say("r1", "start")
 	turns = append(turns, first)
-	starts := map[string][]event.Event{} // each job's announcement, as the first turn published it
-	for _, e := range first {
-		if e.Type == event.SubagentStarted {
-			starts[e.SubagentRunID] = []event.Event{e}
-		}
-		if e.Type == event.Custom && e.Name == subagent.JobStartedEvent {
-			of := jobRunOf(t, e)
-			starts[of] = append(starts[of], e)
-		}
-	}
-	if len(starts) != 1 {
-		t.Fatalf("the first turn announced %d jobs, want 1", len(starts))
-	}
-	var job string
-	for k := range starts {
-		job = k
-	}
+	starts, job := announcedJob(t, first) // each job's announcement, as the first turn published it
 	for dug.Load() == 0 && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -170,6 +124,78 @@ func servedThreadAnnouncesJobs(t *testing.T, c client.Client, id func(n int64, i
 	if d, l, j := dug.Load(), leadCalls.Load(), jobCalls.Load(); d != 1 || l != 6 || j != 2 {
 		t.Errorf("the dig ran %d times, the lead's model answered %d times, the job's %d; want 1, 6 and 2", d, l, j)
 	}
+}
+
+// releasableDig returns a registry of one tool, "dig", that counts its
+// runs in dug and answers "dug" once release is called (as many times as
+// wanted), or fails when its context ends.
+func releasableDig(t *testing.T) (reg *tool.Registry, dug *atomic.Int64, release func()) {
+	t.Helper()
+	dug = new(atomic.Int64)
+	released := make(chan struct{})
+	var once sync.Once
+	dig := tool.Must(tool.New("dig", "Digs.", func(ctx context.Context, _ struct{}) (string, error) {
+		dug.Add(1)
+		select {
+		case <-released:
+			return "dug", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}))
+	reg, err := tool.NewRegistry(dig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg, dug, func() { once.Do(func() { close(released) }) }
+}
+
+// postTurn posts the turn run, of the user's text, of thread to the AG-UI
+// handler at url, and returns the stream the client read, which must end
+// with RUN_FINISHED, and the run's answer.
+func postTurn(t *testing.T, ctx context.Context, url, thread, run, text string) ([]event.Event, string) {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"threadId": thread, "runId": run,
+		"messages": []map[string]string{{"id": run, "role": "user", "content": text}}})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(string(b)))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	evs := sseEvents(t, resp.Body)
+	last := evs[len(evs)-1]
+	if last.Type != event.RunFinished {
+		t.Fatalf("turn %q ended with %s %s", text, last.Type, last.Message)
+	}
+	var answer string
+	_ = json.Unmarshal(last.Result, &answer)
+	return evs, answer
+}
+
+// announcedJob returns each job's announcement in the stream of the turn
+// that started it (its SUBAGENT_STARTED, then its deputy.job_started),
+// keyed by the job's sub-agent run, which must be one; and that run.
+func announcedJob(t *testing.T, evs []event.Event) (starts map[string][]event.Event, job string) {
+	t.Helper()
+	starts = map[string][]event.Event{}
+	for _, e := range evs {
+		if e.Type == event.SubagentStarted {
+			starts[e.SubagentRunID] = []event.Event{e}
+		}
+		if e.Type == event.Custom && e.Name == subagent.JobStartedEvent {
+			of := jobRunOf(t, e)
+			starts[of] = append(starts[of], e)
+		}
+	}
+	if len(starts) != 1 {
+		t.Fatalf("the first turn announced %d jobs, want 1", len(starts))
+	}
+	for k := range starts {
+		job = k
+	}
+	return starts, job
 }
 
 // announcedOnce checks the stream of a turn: every event of a job (those

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,22 +48,8 @@ func TestThreadJobEndingAsATurnStartsIsShownOnTemporal(t *testing.T) {
 func threadJobEndingAsTurnStarts(t *testing.T, c client.Client, id func(n int64, i int) string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var dug, n, leadCalls, jobCalls atomic.Int64
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	dig := tool.Must(tool.New("dig", "Digs.", func(ctx context.Context, _ struct{}) (string, error) {
-		dug.Add(1)
-		select {
-		case <-release:
-			return "dug", nil
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
-	}))
-	reg, err := tool.NewRegistry(dig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var n, leadCalls, jobCalls atomic.Int64
+	reg, dug, release := releasableDig(t)
 	m := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
 		rs := resultsOf(req)
 		call := func(name, args string) (provider.Message, error) {
@@ -103,7 +87,7 @@ func threadJobEndingAsTurnStarts(t *testing.T, c client.Client, id func(n int64,
 		}
 		// The second turn has read the thread's jobs, the job among them
 		// running: it ends now, before the turn starts.
-		releaseOnce.Do(func() { close(release) })
+		release()
 		if err := c.GetWorkflow(ctx, opts.ID+"/job_1", "").Get(ctx, nil); err != nil {
 			t.Errorf("the job ended with %v", err)
 		}
@@ -118,42 +102,10 @@ func threadJobEndingAsTurnStarts(t *testing.T, c client.Client, id func(n int64,
 	thread := "thread-" + queue
 	say := func(run, text string) ([]event.Event, string) {
 		t.Helper()
-		b, _ := json.Marshal(map[string]any{"threadId": thread, "runId": run,
-			"messages": []map[string]string{{"id": run, "role": "user", "content": text}}})
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(string(b)))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		evs := sseEvents(t, resp.Body)
-		last := evs[len(evs)-1]
-		if last.Type != event.RunFinished {
-			t.Fatalf("turn %q ended with %s %s", text, last.Type, last.Message)
-		}
-		var answer string
-		_ = json.Unmarshal(last.Result, &answer)
-		return evs, answer
+		return postTurn(t, ctx, srv.URL, thread, run, text)
 	}
 	first, _ := say("r1", "start")
-	starts2 := map[string][]event.Event{} // the job's announcement, as the first turn published it
-	for _, e := range first {
-		if e.Type == event.SubagentStarted {
-			starts2[e.SubagentRunID] = []event.Event{e}
-		}
-		if e.Type == event.Custom && e.Name == subagent.JobStartedEvent {
-			of := jobRunOf(t, e)
-			starts2[of] = append(starts2[of], e)
-		}
-	}
-	if len(starts2) != 1 {
-		t.Fatalf("the first turn announced %d jobs, want 1", len(starts2))
-	}
-	var job string
-	for k := range starts2 {
-		job = k
-	}
+	starts2, job := announcedJob(t, first) // the job's announcement, as the first turn published it
 	for dug.Load() == 0 && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -189,88 +141,7 @@ func threadJobEndingAsTurnStarts(t *testing.T, c client.Client, id func(n int64,
 // stream had only the deputy.job_* events: the sub-agent it was told of
 // never ended.)
 func TestThreadJobCancelledByALaterTurnIsShownOnTemporal(t *testing.T) {
-	hostPort, ns := serverAddr(t)
-	c, err := Dial(context.Background(), hostPort, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var dug atomic.Int64
-	dig := tool.Must(tool.New("dig", "Digs.", func(ctx context.Context, _ struct{}) (string, error) {
-		dug.Add(1)
-		<-ctx.Done()
-		return "", ctx.Err()
-	}))
-	reg, err := tool.NewRegistry(dig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
-		rs := resultsOf(req)
-		call := func(name, args string) (provider.Message, error) {
-			return provider.AssistantMessage("", provider.ToolCall{ID: "call_1", Name: name, Arguments: json.RawMessage(args)}), nil
-		}
-		switch task := firstUserOf(req); {
-		case task == "dig":
-			return call("dig", `{}`)
-		case task == "start" && len(rs) == 0:
-			return call(SpawnToolName, `{"task":"dig","background":true}`)
-		case task == "cancel" && len(rs) == 0:
-			return call(subagent.JobsToolName, `{"action":"cancel","job_id":"job_1"}`)
-		}
-		return provider.AssistantMessage("lead: done"), nil
-	}}
-	hub := NewHub()
-	queue := fmt.Sprintf("deputy-thread-cancelled-%d", time.Now().UnixNano())
-	w := worker.New(c, queue, worker.Options{})
-	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg, Events: hub})
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	lead := &Agent{Client: c, TaskQueue: queue, Events: hub,
-		Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"dig"}, Spawn: true, Background: true, JobsAcrossTurns: true}}
-	tctx := agent.WithOwner(agent.WithThread(ctx, "thread-"+queue), "ann")
-	turn := func(text string) []event.Event {
-		t.Helper()
-		var mu sync.Mutex
-		var evs []event.Event
-		sink := event.SinkFunc(func(e event.Event) {
-			mu.Lock()
-			evs = append(evs, e)
-			mu.Unlock()
-		})
-		if _, err := lead.Run(event.WithSink(tctx, sink), agent.Input{Text: text}); err != nil {
-			t.Fatalf("turn %q: %v", text, err)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		return evs
-	}
-	turn("start")
-	for dug.Load() == 0 && ctx.Err() == nil {
-		time.Sleep(10 * time.Millisecond)
-	}
-	job := ThreadWorkflowID("ann", "thread-"+queue) + "/job_1"
-	second := turn("cancel")
-	errored, ended := -1, -1
-	for i, e := range second {
-		switch {
-		case e.Type == event.SubagentError && e.SubagentRunID == job:
-			if errored >= 0 || e.Code != "cancelled" {
-				t.Errorf("the second turn's stream ends the job again, or not as cancelled: %s", asJSON(e))
-			}
-			errored = i
-		case e.Type == event.Custom && e.Name == subagent.JobEndedEvent && jobRunOf(t, e) == job:
-			ended = i
-		}
-	}
-	if errored < 0 || ended < errored {
-		t.Errorf("the second turn's stream has the job's SUBAGENT_ERROR at %d and its %s at %d; want the first, then the second:\n%s",
-			errored, subagent.JobEndedEvent, ended, asJSON(second...))
-	}
+	threadJobEndsInError(t, 0, "cancel", `{"action":"cancel","job_id":"job_1"}`, "cancelled", "cancelled")
 }
 
 // A job of the thread that runs past its time (Spec.JobTime) while a
@@ -278,14 +149,16 @@ func TestThreadJobCancelledByALaterTurnIsShownOnTemporal(t *testing.T) {
 // its context's deadline passes: SUBAGENT_ERROR with the code "timeout",
 // once, then its deputy.job_ended. (Its code was "error".)
 func TestThreadJobPastItsTimeEndsAsATimeoutOnTemporal(t *testing.T) {
-	hostPort, ns := serverAddr(t)
-	c, err := Dial(context.Background(), hostPort, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	threadJobEndsInError(t, 2*time.Second, "wait", `{"action":"wait","job_id":"job_1","timeout_seconds":60}`, "timeout", "a timeout")
+}
+
+// threadJobEndsInError runs two turns of a thread whose lead has jobs the
+// time jobTime: the first starts a job whose dig runs until its context
+// ends; the second, of the task second, calls the jobs tool with args. It
+// checks the second turn's stream has the job's SUBAGENT_ERROR, with the
+// code code (said as as), once, then its deputy.job_ended.
+func threadJobEndsInError(t *testing.T, jobTime time.Duration, second, args, code, as string) {
+	t.Helper()
 	var dug atomic.Int64
 	dig := tool.Must(tool.New("dig", "Digs.", func(ctx context.Context, _ struct{}) (string, error) {
 		dug.Add(1)
@@ -306,21 +179,17 @@ func TestThreadJobPastItsTimeEndsAsATimeoutOnTemporal(t *testing.T) {
 			return call("dig", `{}`)
 		case task == "start" && len(rs) == 0:
 			return call(SpawnToolName, `{"task":"dig","background":true}`)
-		case task == "wait" && len(rs) == 0:
-			return call(subagent.JobsToolName, `{"action":"wait","job_id":"job_1","timeout_seconds":60}`)
+		case task == second && len(rs) == 0:
+			return call(subagent.JobsToolName, args)
 		}
 		return provider.AssistantMessage("lead: done"), nil
 	}}
 	hub := NewHub()
-	queue := fmt.Sprintf("deputy-thread-job-time-%d", time.Now().UnixNano())
-	w := worker.New(c, queue, worker.Options{})
-	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg, Events: hub})
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	_, c, queue := onServer(t, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg, Events: hub})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	lead := &Agent{Client: c, TaskQueue: queue, Events: hub,
-		Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"dig"}, Spawn: true, Background: true, JobsAcrossTurns: true, JobTime: 2 * time.Second}}
+		Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"dig"}, Spawn: true, Background: true, JobsAcrossTurns: true, JobTime: jobTime}}
 	tctx := agent.WithOwner(agent.WithThread(ctx, "thread-"+queue), "ann")
 	turn := func(text string) []event.Event {
 		t.Helper()
@@ -343,13 +212,13 @@ func TestThreadJobPastItsTimeEndsAsATimeoutOnTemporal(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	job := ThreadWorkflowID("ann", "thread-"+queue) + "/job_1"
-	second := turn("wait")
+	evs := turn(second)
 	errored, ended := -1, -1
-	for i, e := range second {
+	for i, e := range evs {
 		switch {
 		case e.Type == event.SubagentError && e.SubagentRunID == job:
-			if errored >= 0 || e.Code != "timeout" {
-				t.Errorf("the second turn's stream ends the job again, or not as a timeout: %s", asJSON(e))
+			if errored >= 0 || e.Code != code {
+				t.Errorf("the second turn's stream ends the job again, or not as %s: %s", as, asJSON(e))
 			}
 			errored = i
 		case e.Type == event.Custom && e.Name == subagent.JobEndedEvent && jobRunOf(t, e) == job:
@@ -358,6 +227,6 @@ func TestThreadJobPastItsTimeEndsAsATimeoutOnTemporal(t *testing.T) {
 	}
 	if errored < 0 || ended < errored {
 		t.Errorf("the second turn's stream has the job's SUBAGENT_ERROR at %d and its %s at %d; want the first, then the second:\n%s",
-			errored, subagent.JobEndedEvent, ended, asJSON(second...))
+			errored, subagent.JobEndedEvent, ended, asJSON(evs...))
 	}
 }
