@@ -63,7 +63,7 @@ func (s *runState) plan(fixed int64, tools []provider.ToolDef) (callPlan, error)
 		// A reply of tool calls is read again by the next call: the
 		// bound leaves room for that call to read it and wrap up.
 		f := s.follow(lim, est, name, model)
-		last = f < callTokens(tools)
+		last = f < run.CallTokens(tools)
 		out = min(out, f)
 	}
 	if last {
@@ -136,16 +136,6 @@ func (s *runState) room(l left, est int64, providerName, model string, readBack 
 	return out
 }
 
-// callTokens is the least a tool call of one of tools weighs, in tokens
-// as the estimate counts them: its name and empty arguments.
-func callTokens(tools []provider.ToolDef) int64 {
-	least := math.MaxInt
-	for _, t := range tools {
-		least = min(least, len(t.Name)+2)
-	}
-	return max((int64(least)+3)/4, 1)
-}
-
 // follow returns the output bound of a call estimated to read est tokens
 // that offers tools: its reply, m tokens, is read again by the next call
 // with the wrap-up note, and that call writes a token (two when the run's
@@ -158,28 +148,18 @@ func (s *runState) follow(l left, est int64, providerName, model string) int64 {
 	if s.readBack {
 		reply = 2
 	}
-	out := int64(math.MaxInt64)
+	tokens := int64(-1)
 	if l.tokens {
-		out = floorHalf(l.n - 2*est - note - reply)
+		tokens = l.n
 	}
+	price, priced := provider.Price{}, false
 	if l.cost {
 		if l.dollars <= 0 {
-			return min(out, 0)
+			return min(run.FollowBound(tokens, est, note, reply, false, 0, price, s.readBack), 0)
 		}
-		if price, ok := run.PriceOf(s.ctx, providerName, model); ok {
-			in := price.Input
-			rest := l.dollars - float64(2*est+note)*in - price.Output
-			if s.readBack {
-				rest -= in
-			}
-			if each := price.Output + in; each > 0 {
-				out = min(out, int64(math.Floor(rest/each)))
-			} else if rest < 0 {
-				out = min(out, 0)
-			}
-		}
+		price, priced = run.PriceOf(s.ctx, providerName, model)
 	}
-	return out
+	return run.FollowBound(tokens, est, note, reply, priced, l.dollars, price, s.readBack)
 }
 
 // unpaid is what a run could not pay for of a reply's calls (readable):

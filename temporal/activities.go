@@ -21,6 +21,7 @@ import (
 	"github.com/deputy-go/deputy/agent/runtime"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/id"
+	drun "github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
@@ -256,7 +257,7 @@ func (a *Activities) reserve(in *ModelCall, r *Reserve, named int64) (wrapUp boo
 	if !r.WrapUp && !last && r.Follow > 0 && len(req.Tools) > 0 {
 		// Its reply is read again by the next call, as in process.
 		f := follow(r, est, price, priced)
-		last = f < callTokens(req.Tools)
+		last = f < drun.CallTokens(req.Tools)
 		out = min(out, f)
 	}
 	if !r.WrapUp && last {
@@ -287,33 +288,11 @@ func follow(r *Reserve, est int64, price provider.Price, priced bool) int64 {
 	if r.ReadBack {
 		reply = 2
 	}
-	out := int64(math.MaxInt64)
+	tokens := int64(-1)
 	if r.Tokens > 0 {
-		out = (r.Tokens - 2*est - r.Follow - reply) >> 1
+		tokens = r.Tokens
 	}
-	if r.Cost && priced {
-		in := price.Input
-		rest := r.Dollars - float64(2*est+r.Follow)*in - price.Output
-		if r.ReadBack {
-			rest -= in
-		}
-		if each := price.Output + in; each > 0 {
-			out = min(out, int64(math.Floor(rest/each)))
-		} else if rest < 0 {
-			out = min(out, 0)
-		}
-	}
-	return out
-}
-
-// callTokens is the least a tool call of one of tools weighs, in tokens
-// as the estimate counts them: its name and empty arguments.
-func callTokens(tools []provider.ToolDef) int64 {
-	least := math.MaxInt
-	for _, t := range tools {
-		least = min(least, len(t.Name)+2)
-	}
-	return max((int64(least)+3)/4, 1)
+	return drun.FollowBound(tokens, est, r.Follow, reply, r.Cost && priced, r.Dollars, price, r.ReadBack)
 }
 
 // wrapUpNote is what a call the worker made its run's wrap-up turn ends with.

@@ -1282,6 +1282,42 @@ func Floor(calls []provider.ToolCall) int64 {
 	return (int64(RefusalBytes+id) + 3) / 4
 }
 
+// FollowBound is the output bound of a call estimated to read est tokens
+// that offers tools: its reply, m tokens, is read again by the next call
+// with a note of note tokens, and that call writes reply tokens, so
+// 2·est + 2·m + note + reply fit the tokens left (tokens < 0: no token
+// limit) and, when priced, the dollars left at price (readBack: the run's
+// answer is read again at the input price).
+func FollowBound(tokens, est, note, reply int64, priced bool, dollars float64, price provider.Price, readBack bool) int64 {
+	out := int64(math.MaxInt64)
+	if tokens >= 0 {
+		out = (tokens - 2*est - note - reply) >> 1
+	}
+	if priced {
+		in := price.Input
+		rest := dollars - float64(2*est+note)*in - price.Output
+		if readBack {
+			rest -= in
+		}
+		if each := price.Output + in; each > 0 {
+			out = min(out, int64(math.Floor(rest/each)))
+		} else if rest < 0 {
+			out = min(out, 0)
+		}
+	}
+	return out
+}
+
+// CallTokens is the least a tool call of one of tools weighs, in tokens
+// as the estimate counts them: its name and empty arguments.
+func CallTokens(tools []provider.ToolDef) int64 {
+	least := math.MaxInt
+	for _, t := range tools {
+		least = min(least, len(t.Name)+2)
+	}
+	return max((int64(least)+3)/4, 1)
+}
+
 // Readable returns how many of calls, in order, a run with avail tokens
 // left to read their results (after what its wrap-up reads and a token
 // of its reply) can run (runs): each result at least Floor, the calls
