@@ -189,35 +189,71 @@ func (p *parser) literal(word string) bool {
 	return true
 }
 
-func (p *parser) object() (any, bool) {
-	p.i++ // {
+// open enters the object or array whose opening byte is at p.i, and
+// reports whether it is empty (its closing byte read too), and false when
+// it nests too deep or the text ends.
+func (p *parser) open(closing byte) (empty, ok bool) {
+	p.i++ // { or [
 	if p.depth++; p.depth > maxDepth {
-		return nil, false
+		return false, false
 	}
+	p.space()
+	if p.i < len(p.s) && p.s[p.i] == closing {
+		p.i++
+		p.depth--
+		return true, true
+	}
+	return false, true
+}
+
+// key reads an object's key and the colon after it.
+func (p *parser) key() (string, bool) {
+	p.space()
+	if p.i >= len(p.s) || p.s[p.i] != '"' {
+		return "", false
+	}
+	k, ok := p.str()
+	p.space()
+	if !ok || p.i >= len(p.s) || p.s[p.i] != ':' {
+		return "", false
+	}
+	p.i++
+	return k, true
+}
+
+// next reads what follows a member or an element: a comma (more), or the
+// closing byte of its object or array (ok, and not more); anything else
+// is not JSON.
+func (p *parser) next(closing byte) (more, ok bool) {
+	p.space()
+	if p.i >= len(p.s) {
+		return false, false
+	}
+	switch p.s[p.i] {
+	case ',':
+		p.i++
+		return true, true
+	case closing:
+		p.i++
+		p.depth--
+		return false, true
+	}
+	return false, false
+}
+
+func (p *parser) object() (any, bool) {
 	var m map[string]any
 	if p.decode {
 		m = map[string]any{}
 	}
-	p.space()
-	if p.i < len(p.s) && p.s[p.i] == '}' {
-		p.i++
-		p.depth--
-		return m, true
+	if empty, ok := p.open('}'); empty || !ok {
+		return m, ok
 	}
 	for {
-		p.space()
-		if p.i >= len(p.s) || p.s[p.i] != '"' {
-			return nil, false
-		}
-		key, ok := p.str()
+		key, ok := p.key()
 		if !ok {
 			return nil, false
 		}
-		p.space()
-		if p.i >= len(p.s) || p.s[p.i] != ':' {
-			return nil, false
-		}
-		p.i++
 		if p.decode {
 			// Checked before the value is read, so that the first repeated
 			// key in the text is the one reported, not one inside its value.
@@ -234,37 +270,19 @@ func (p *parser) object() (any, bool) {
 		if p.decode {
 			m[key] = v
 		}
-		p.space()
-		if p.i >= len(p.s) {
-			return nil, false
-		}
-		switch p.s[p.i] {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			p.depth--
-			return m, true
-		default:
-			return nil, false
+		if more, ok := p.next('}'); !more {
+			return m, ok
 		}
 	}
 }
 
 func (p *parser) array() (any, bool) {
-	p.i++ // [
-	if p.depth++; p.depth > maxDepth {
-		return nil, false
-	}
 	var a []any
 	if p.decode {
 		a = []any{}
 	}
-	p.space()
-	if p.i < len(p.s) && p.s[p.i] == ']' {
-		p.i++
-		p.depth--
-		return a, true
+	if empty, ok := p.open(']'); empty || !ok {
+		return a, ok
 	}
 	for {
 		v, ok := p.value()
@@ -277,19 +295,8 @@ func (p *parser) array() (any, bool) {
 		if p.decode {
 			a = append(a, v)
 		}
-		p.space()
-		if p.i >= len(p.s) {
-			return nil, false
-		}
-		switch p.s[p.i] {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
-			p.depth--
-			return a, true
-		default:
-			return nil, false
+		if more, ok := p.next(']'); !more {
+			return a, ok
 		}
 	}
 }
@@ -426,17 +433,11 @@ func Member(s, name string) (string, bool) {
 	}
 	found, ok, seen := "", false, false
 	for {
-		p.space()
-		if p.i >= len(s) || s[p.i] != '"' {
-			return "", false
-		}
 		p.decode = true
-		key, kok := p.str()
-		p.space()
-		if !kok || p.i >= len(s) || s[p.i] != ':' {
+		key, kok := p.key()
+		if !kok {
 			return "", false
 		}
-		p.i++
 		p.space()
 		if key == name {
 			if seen {
@@ -456,21 +457,12 @@ func Member(s, name string) (string, bool) {
 				return "", false
 			}
 		}
-		p.space()
-		if p.i >= len(s) {
+		more, nok := p.next('}')
+		switch {
+		case !nok || !more && !p.end():
 			return "", false
-		}
-		switch s[p.i] {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			if !p.end() {
-				return "", false
-			}
+		case !more:
 			return found, ok
-		default:
-			return "", false
 		}
 	}
 }
@@ -502,35 +494,19 @@ func Members(s string, f func(key, value string) bool) bool {
 		return p.end()
 	}
 	for {
-		p.space()
-		if p.i >= len(s) || s[p.i] != '"' {
-			return false
-		}
 		p.decode = true
-		key, ok := p.str()
-		p.space()
-		if !ok || p.i >= len(s) || s[p.i] != ':' {
+		key, ok := p.key()
+		if !ok {
 			return false
 		}
-		p.i++
 		p.space()
 		start := p.i
 		p.decode = false
 		if _, ok := p.value(); !ok || !f(key, s[start:p.i]) {
 			return false
 		}
-		p.space()
-		if p.i >= len(s) {
-			return false
-		}
-		switch s[p.i] {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			return p.end()
-		default:
-			return false
+		if more, ok := p.next('}'); !more {
+			return ok && p.end()
 		}
 	}
 }

@@ -95,32 +95,17 @@ func (p *parser) walk(v Visitor) bool {
 }
 
 func (p *parser) walkObject(v Visitor) bool {
-	p.i++ // {
-	if p.depth++; p.depth > maxDepth {
-		return false
-	}
-	p.space()
-	if p.i < len(p.s) && p.s[p.i] == '}' {
-		p.i++
-		p.depth--
-		return true
+	empty, ok := p.open('}')
+	if empty || !ok {
+		return ok
 	}
 	var seen uint64
 	for {
-		p.space()
-		if p.i >= len(p.s) || p.s[p.i] != '"' {
-			return false
-		}
 		p.decode = true
-		key, ok := p.str()
+		key, ok := p.key()
 		if !ok {
 			return false
 		}
-		p.space()
-		if p.i >= len(p.s) || p.s[p.i] != ':' {
-			return false
-		}
-		p.i++
 		mv, slot, err := v.Member(key)
 		switch {
 		case err != nil:
@@ -136,35 +121,18 @@ func (p *parser) walkObject(v Visitor) bool {
 			p.within(key)
 			return false
 		}
-		p.space()
-		if p.i >= len(p.s) {
-			return false
-		}
-		switch p.s[p.i] {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			p.depth--
-			return true
-		default:
-			return false
+		if more, ok := p.next('}'); !more {
+			return ok
 		}
 	}
 }
 
 func (p *parser) walkArray(v Visitor) bool {
-	p.i++ // [
-	if p.depth++; p.depth > maxDepth {
-		return false
+	empty, ok := p.open(']')
+	if empty || !ok {
+		return ok
 	}
 	ev := v.Element()
-	p.space()
-	if p.i < len(p.s) && p.s[p.i] == ']' {
-		p.i++
-		p.depth--
-		return true
-	}
 	for n := 0; ; n++ {
 		if !p.walk(ev) {
 			if p.stopped() {
@@ -172,19 +140,8 @@ func (p *parser) walkArray(v Visitor) bool {
 			}
 			return false
 		}
-		p.space()
-		if p.i >= len(p.s) {
-			return false
-		}
-		switch p.s[p.i] {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
-			p.depth--
-			return true
-		default:
-			return false
+		if more, ok := p.next(']'); !more {
+			return ok
 		}
 	}
 }
