@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/deputy-go/deputy/internal/jsonvalue"
 )
@@ -25,7 +26,8 @@ import (
 // only by ignoring case, or a field's key written twice in one object. The
 // error says where, what is wrong and what to send; text that is not JSON
 // is jsonvalue.ErrSyntax. It reads s once, allocating nothing but the keys
-// that hold escapes.
+// that hold escapes (and, in a struct of more than 256 fields, a bit for
+// each field past them).
 func Check(s string, t reflect.Type) error {
 	v := visitorOf(t)
 	if v == nil {
@@ -146,14 +148,27 @@ func (s *structVisitor) Member(key string) (jsonvalue.Visitor, int, error) {
 
 func (s *structVisitor) Element() jsonvalue.Visitor { return nil }
 
-// fill reads the fields encoding/json decodes into t: exported ones, by
-// their json tag's name or their own, and those of embedded structs
-// without a name, a shallower one first.
+// fill reads the fields encoding/json decodes into t, by its rules:
+// exported fields, by their json tag's name or their own, and those of
+// the structs embedded without a name, level by level; of fields that
+// share a name, the shallowest wins, a tagged one over untagged ones at
+// its depth, and two at one depth both tagged or both untagged hide each
+// other (neither is decoded). A struct type embedded twice at one depth
+// has each of its fields there twice, so they hide each other too.
 func (s *structVisitor) fill(t reflect.Type) {
+	type cand struct {
+		name   string
+		tagged bool
+		typ    reflect.Type
+	}
+	taken := map[string]bool{} // the names a shallower depth gave a field, kept or hidden
 	level := []reflect.Type{t}
+	count := map[reflect.Type]int{t: 1}
 	visited := map[reflect.Type]bool{}
 	for len(level) > 0 {
 		var next []reflect.Type
+		nextCount := map[reflect.Type]int{}
+		var here []cand
 		for _, lt := range level {
 			if visited[lt] {
 				continue
@@ -161,38 +176,97 @@ func (s *structVisitor) fill(t reflect.Type) {
 			visited[lt] = true
 			for i := range lt.NumField() {
 				sf := lt.Field(i)
-				tag := sf.Tag.Get("json")
-				if tag == "-" {
-					continue
-				}
-				name, _, _ := strings.Cut(tag, ",")
 				ft := sf.Type
 				if sf.Anonymous {
-					for ft.Kind() == reflect.Pointer {
+					if ft.Kind() == reflect.Pointer {
 						ft = ft.Elem()
 					}
-					if name == "" && ft.Kind() == reflect.Struct {
-						next = append(next, ft)
-						continue
-					}
-					if !sf.IsExported() {
+					if !sf.IsExported() && ft.Kind() != reflect.Struct {
 						continue
 					}
 				} else if !sf.IsExported() {
 					continue
 				}
-				if name == "" {
-					name = sf.Name
+				tag := sf.Tag.Get("json")
+				if tag == "-" {
+					continue
 				}
-				if _, ok := s.fields[name]; ok {
-					continue // a shallower field has it
+				name, _, _ := strings.Cut(tag, ",")
+				if !validTag(name) {
+					name = ""
 				}
-				s.fields[name] = field{v: build(sf.Type), slot: len(s.names)}
-				s.names = append(s.names, name)
+				if name == "" && sf.Anonymous && ft.Kind() == reflect.Struct {
+					nextCount[ft]++
+					if nextCount[ft] == 1 {
+						next = append(next, ft)
+					}
+					continue
+				}
+				c := cand{name: name, tagged: name != "", typ: sf.Type}
+				if c.name == "" {
+					c.name = sf.Name
+				}
+				here = append(here, c)
+				if count[lt] > 1 {
+					here = append(here, c) // it hides itself
+				}
 			}
 		}
-		level = next
+		// Of the names this depth gives, those a shallower depth gave are
+		// hidden; the others are kept if one field alone is tagged, or
+		// alone has the name.
+		byName := map[string][]cand{}
+		for _, c := range here {
+			if !taken[c.name] {
+				byName[c.name] = append(byName[c.name], c)
+			}
+		}
+		for _, c := range here {
+			same, ok := byName[c.name]
+			if !ok {
+				continue
+			}
+			delete(byName, c.name)
+			taken[c.name] = true
+			tagged := 0
+			for _, o := range same {
+				if o.tagged {
+					tagged++
+				}
+			}
+			var win cand
+			switch {
+			case len(same) == 1:
+				win = same[0]
+			case tagged == 1:
+				for _, o := range same {
+					if o.tagged {
+						win = o
+					}
+				}
+			default:
+				continue // they hide each other
+			}
+			s.fields[win.name] = field{v: build(win.typ), slot: len(s.names)}
+			s.names = append(s.names, win.name)
+		}
+		level, count = next, nextCount
 	}
+}
+
+// validTag reports whether name may be a key as encoding/json reads a
+// tag: not empty, and letters, digits and punctuation but for backslash
+// and quotes only.
+func validTag(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, c := range name {
+		if !strings.ContainsRune("!#$%&()*+-./:;<=>?@[]^_{|}~ ", c) && !unicode.IsLetter(c) && !unicode.IsDigit(c) {
+			return false
+		}
+	}
+	return true
 }
 
 // mapVisitor checks the values of an object decoded into a map.

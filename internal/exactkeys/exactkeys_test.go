@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -151,5 +152,111 @@ func TestHostileInputIsLinear(t *testing.T) {
 		if d := time.Since(start); d > 2*time.Second {
 			t.Fatalf("%d bytes took %v", len(in), d)
 		}
+	}
+}
+
+type (
+	nameA struct {
+		Name string
+		X    string `json:"x"`
+	}
+	nameB struct {
+		Name string
+	}
+	// sameDepth embeds two structs whose fields share names at one depth:
+	// encoding/json decodes neither.
+	sameDepth struct {
+		nameA
+		nameB
+		Top string `json:"top"`
+	}
+	// shallower has a Name of its own, which hides its embedded struct's.
+	shallower struct {
+		nameA
+		Name city
+	}
+	taggedName struct {
+		In city `json:"Name"`
+	}
+	// taggedWins embeds, at one depth, an untagged Name and one tagged
+	// "Name": the tagged one is decoded.
+	taggedWins struct {
+		nameA
+		taggedName
+	}
+	viaA struct{ nameA }
+	viaB struct{ nameA }
+	// twiceDeep embeds one struct twice at one depth: its fields hide
+	// each other.
+	twiceDeep struct {
+		viaA
+		viaB
+	}
+)
+
+// badTag's tag is no name encoding/json takes (a quote in it): the
+// field's own is.
+var badTag = reflect.StructOf([]reflect.StructField{{Name: "Quoted", Type: reflect.TypeFor[string](), Tag: `json:"a\"b"`}})
+
+// wide is a struct of n string fields keyed f0 to f<n-1>.
+func wide(n int) reflect.Type {
+	fs := make([]reflect.StructField, n)
+	for i := range fs {
+		fs[i] = reflect.StructField{Name: "F" + strconv.Itoa(i), Type: reflect.TypeFor[string](), Tag: reflect.StructTag(`json:"f` + strconv.Itoa(i) + `"`)}
+	}
+	return reflect.StructOf(fs)
+}
+
+// TestFieldsAsEncodingJSONReadsThem: the keys Check holds to are those
+// encoding/json decodes into a field, past a struct's 64th field and
+// where embedded structs give one name to fields at one depth or at
+// several; each case's premise is checked against encoding/json.
+func TestFieldsAsEncodingJSONReadsThem(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		typ  reflect.Type
+		in   string
+		want string // a part of the error; "" for none
+		// decoded, when set, reports whether encoding/json decoded in
+		// into v (a pointer to a new value of typ) as the case says.
+		decoded func(v any) bool
+	}{
+		{"the 65th field repeated", wide(70), `{"f0":"a","f64":"b","f64":"c"}`, `the key "f64" appears more than once`, nil},
+		{"the 300th field repeated", wide(300), `{"f299":"a","f0":"b","f299":"c"}`, `the key "f299" appears more than once`, nil},
+		{"the 70th field in another case", wide(70), `{"F69":"a"}`, `the key "F69" is read as "f69"`, nil},
+		{"wide fields each once", wide(300), `{"f0":"a","f64":"b","f128":"c","f256":"d","f299":"e"}`, "", nil},
+		{"same depth: neither is decoded, so a repeat", reflect.TypeFor[sameDepth](), `{"Name":"a","Name":"b"}`, "",
+			func(v any) bool { s := v.(*sameDepth); return s.nameA.Name == "" && s.nameB.Name == "" }},
+		{"same depth: neither is decoded, so another case", reflect.TypeFor[sameDepth](), `{"NAME":"a"}`, "",
+			func(v any) bool { s := v.(*sameDepth); return s.nameA.Name == "" && s.nameB.Name == "" }},
+		{"same depth: the other fields still count", reflect.TypeFor[sameDepth](), `{"top":"a","TOP":"b"}`, `the key "TOP" is read as "top"`, nil},
+		{"same depth: a field alone at its name still counts", reflect.TypeFor[sameDepth](), `{"x":"a","x":"b"}`, `the key "x" appears more than once`, nil},
+		{"the shallower field wins", reflect.TypeFor[shallower](), `{"Name":{"city":"a","CITY":"b"}}`, `at /Name: the key "CITY" is read as "city"`,
+			nil},
+		{"the shallower field is decoded", reflect.TypeFor[shallower](), `{"Name":{"city":"a"},"x":"1"}`, "",
+			func(v any) bool { s := v.(*shallower); return s.Name.City == "a" && s.nameA.Name == "" && s.X == "1" }},
+		{"a tagged field wins at its depth", reflect.TypeFor[taggedWins](), `{"Name":{"City":"a"}}`, `at /Name: the key "City" is read as "city"`, nil},
+		{"a tagged field is decoded", reflect.TypeFor[taggedWins](), `{"Name":{"city":"a"}}`, "",
+			func(v any) bool { s := v.(*taggedWins); return s.In.City == "a" && s.nameA.Name == "" }},
+		{"one struct embedded twice at one depth", reflect.TypeFor[twiceDeep](), `{"Name":"a","Name":"b","name":"c"}`, "",
+			func(v any) bool { s := v.(*twiceDeep); return s.viaA.Name == "" && s.viaB.Name == "" }},
+		{"a tag that is no name", badTag, `{"Quoted":"a","quoted":"b"}`, `the key "quoted" is read as "Quoted"`,
+			func(v any) bool { return reflect.ValueOf(v).Elem().Field(0).String() == "b" }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := Check(c.in, c.typ)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("Check = %v, want nil", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("Check = %v, want an error holding %q", err, c.want)
+			}
+			if c.decoded != nil {
+				v := reflect.New(c.typ).Interface()
+				if err := json.Unmarshal([]byte(c.in), v); err != nil || !c.decoded(v) {
+					t.Fatalf("encoding/json decoded %+v (%v): the case's premise no longer holds", v, err)
+				}
+			}
+		})
 	}
 }

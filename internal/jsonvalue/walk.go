@@ -6,8 +6,8 @@ import "strconv"
 type Visitor interface {
 	// Member is told of a key of an object this visitor was given. It
 	// returns the visitor of the member's value (nil: none), and the
-	// key's slot: two members of one object with the same slot, from 0
-	// to 63, are refused as a repeated key (-1: no slot). An error stops
+	// key's slot: two members of one object with the same slot, 0 or
+	// more, are refused as a repeated key (-1: no slot). An error stops
 	// the walk.
 	Member(key string) (v Visitor, slot int, err error)
 	// Element returns the visitor of the elements of an array this
@@ -38,8 +38,8 @@ func (e *WalkError) Unwrap() error { return e.Err }
 // Walk reads the JSON text s once, from start to end, showing v its
 // value: each object's keys, in order, to the visitor of that object,
 // and each array to the visitor of that array. Its work is linear in the
-// length of s, and it allocates nothing but the keys that hold escapes
-// (and the error). It fails with ErrSyntax when s is not valid JSON, a
+// length of s, and it allocates nothing but the keys that hold escapes,
+// the slots from 256 on an object uses (a bit each) and the error. It fails with ErrSyntax when s is not valid JSON, a
 // *RepeatedKeyError when two keys of an object take one slot, and a
 // *WalkError when a visitor refuses a key.
 func Walk(s string, v Visitor) error {
@@ -99,7 +99,7 @@ func (p *parser) walkObject(v Visitor) bool {
 	if empty || !ok {
 		return ok
 	}
-	var seen uint64
+	var seen slots
 	for {
 		p.decode = true
 		key, ok := p.key()
@@ -111,11 +111,9 @@ func (p *parser) walkObject(v Visitor) bool {
 		case err != nil:
 			p.refused = &WalkError{Err: err}
 			return false
-		case slot >= 0 && slot < 64 && seen&(1<<slot) != 0:
+		case slot >= 0 && !seen.take(slot):
 			p.repeated = &RepeatedKeyError{Key: key}
 			return false
-		case slot >= 0 && slot < 64:
-			seen |= 1 << slot
 		}
 		if !p.walk(mv) {
 			p.within(key)
@@ -144,4 +142,29 @@ func (p *parser) walkArray(v Visitor) bool {
 			return ok
 		}
 	}
+}
+
+// slots are the slots an object's keys took, a bit each: the first 256
+// in place, the others in more, made when one is taken.
+type slots struct {
+	few  [4]uint64
+	more []uint64
+}
+
+// take marks slot (0 or more) taken, and reports whether it was free.
+func (s *slots) take(slot int) bool {
+	w, bit := slot>>6, uint64(1)<<(slot&63)
+	words := s.few[:]
+	if w >= len(s.few) {
+		w -= len(s.few)
+		if w >= len(s.more) {
+			s.more = append(s.more, make([]uint64, w+1-len(s.more))...)
+		}
+		words = s.more
+	}
+	if words[w]&bit != 0 {
+		return false
+	}
+	words[w] |= bit
+	return true
 }

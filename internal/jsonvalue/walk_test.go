@@ -2,6 +2,9 @@ package jsonvalue
 
 import (
 	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -54,5 +57,44 @@ func TestWalkSaysWhere(t *testing.T) {
 		if err := Walk(in, oneSlot{}); err == nil || err.Error() != want {
 			t.Errorf("Walk(%s) = %v, want %s", in, err, want)
 		}
+	}
+}
+
+// slotByKey gives the key "k<n>" slot n.
+type slotByKey struct{}
+
+func (slotByKey) Member(k string) (Visitor, int, error) {
+	n, err := strconv.Atoi(strings.TrimPrefix(k, "k"))
+	if err != nil {
+		return slotByKey{}, -1, nil
+	}
+	return slotByKey{}, n, nil
+}
+func (slotByKey) Element() Visitor { return slotByKey{} }
+
+// TestWalkSlotsPast64: a key repeated is refused whatever its slot, past
+// the 64 a word holds and the 256 kept in place, and keys of different
+// slots that share a word's bit modulo 64 are not.
+func TestWalkSlotsPast64(t *testing.T) {
+	for _, c := range []struct {
+		in, want string // want: the error, "" for none
+	}{
+		{`{"k0":1,"k64":2,"k128":3,"k256":4,"k320":5,"k1000":6,"k63":7,"k255":8}`, ""},
+		{`{"k64":1,"k0":2,"k64":3}`, `at the top level: the key "k64" appears more than once: write each key once`},
+		{`{"k200":1,"k200":2}`, `at the top level: the key "k200" appears more than once: write each key once`},
+		{`{"k256":1,"k1000":2,"k256":3}`, `at the top level: the key "k256" appears more than once: write each key once`},
+		{`{"a":{"k1000":1},"b":{"k1000":1,"c":{"k999":1,"k1000":2,"k999":3}}}`, `at /b/c: the key "k999" appears more than once: write each key once`},
+	} {
+		err := Walk(c.in, slotByKey{})
+		if got := fmt.Sprint(err); c.want == "" && err != nil || c.want != "" && got != c.want {
+			t.Errorf("Walk(%s) = %v, want %q", c.in, err, c.want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		if Walk(`{"k0":1,"k100":2,"k255":{"k63":1,"k64":2}}`, slotByKey{}) != nil {
+			t.Fatal("refused")
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations a walk of slots below 256, want 0", n)
 	}
 }
