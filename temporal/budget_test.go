@@ -432,19 +432,44 @@ func TestTenForksTooSmallToStartOnTemporal(t *testing.T) {
 // ended with usage_limit). With models that name their calls afresh, not
 // at all, and from call_0.
 func TestTightLimitsStillAnswerOnTemporal(t *testing.T) {
+	tightLimits(t, false)
+}
+
+// The same lead under every cost limit from $0.0004 to $0.0015 by
+// $0.00002, a token costing $0.000001 in and out, as in process: it
+// answers, the tree costs no more than its limit, and the run reports
+// what the model billed, in tokens and in dollars. With models that name
+// their calls afresh, not at all, and from call_0.
+func TestTightCostLimitsStillAnswerOnTemporal(t *testing.T) {
+	tightLimits(t, true)
+}
+
+// tightLimits sweeps the limit of the lead of
+// TestTightLimitsStillAnswerOnTemporal from 400 tokens to 1,500 by 20, as
+// a token limit or, if cost, as a cost limit at $0.000001 a token, in and
+// out, as in process (TestTightLimitsStillAnswer).
+func tightLimits(t *testing.T, cost bool) {
+	price := provider.Price{Input: 1e-6, Output: 1e-6}
+	prices, err := provider.NewPrices(map[string]provider.Price{"m1": price})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
+		cut := 0 // runs where the lead did not run every call it asked for
 		for limit := int64(400); limit <= 1500; limit += 20 {
 			var fresh atomic.Int64
+			bounded := func(req provider.Request, text string) provider.Message {
+				if n := 4 * req.MaxTokens; n > 0 && n < len(text) {
+					text = text[:n] // a real model stops at its bound
+				}
+				return provider.AssistantMessage(text)
+			}
 			p := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
 				if strings.HasPrefix(lastUser(req), "part ") {
-					text := strings.Repeat("The part is written. ", 60)
-					if n := 4 * req.MaxTokens; n > 0 && n < len(text) {
-						text = text[:n] // a real model stops at its bound
-					}
-					return provider.AssistantMessage(text), nil
+					return bounded(req, strings.Repeat("The part is written. ", 60)), nil
 				}
 				if req.Messages[len(req.Messages)-1].Role == provider.RoleTool || len(req.Tools) == 0 {
-					return provider.AssistantMessage("Written."), nil
+					return bounded(req, "Written."), nil
 				}
 				// As many forks as its bound lets it ask for.
 				var msg provider.Message
@@ -453,18 +478,21 @@ func TestTightLimitsStillAnswerOnTemporal(t *testing.T) {
 					if req.MaxTokens == 0 || fake.Usage(provider.Request{}, msg).OutputTokens <= int64(req.MaxTokens) {
 						break
 					}
-					msg = provider.AssistantMessage("I could not fork the parts.")
+					msg = bounded(req, "I could not fork the parts.")
 				}
 				resumetest.NameCalls(ids, msg.ToolCalls, &fresh)
 				return msg, nil
 			}}
 			hub := NewHub()
-			env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Events: hub})
+			env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Events: hub, Prices: prices})
 			env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "tree-w"})
 			var rec recorder
 			unsubscribe := hub.Subscribe(event.WithSink(context.Background(), &rec), "tree-w")
-			env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Spawn: true, TokenLimit: limit,
-				System: strings.Repeat("You write surveys. ", 16)}, Text: "split the work in ten"})
+			spec := Spec{Name: "lead", Provider: "m", Spawn: true, TokenLimit: limit, System: strings.Repeat("You write surveys. ", 16)}
+			if cost {
+				spec.TokenLimit, spec.CostLimit = 0, float64(limit)*price.Input
+			}
+			env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: spec, Text: "split the work in ten"})
 			unsubscribe()
 			// Each call the client saw start ends with one result, those
 			// not run too.
@@ -492,9 +520,24 @@ func TestTightLimitsStillAnswerOnTemporal(t *testing.T) {
 			if out.TotalUsage() != billed {
 				t.Errorf("ids %d, limit %d: the run reports %v, the model billed %v", ids, limit, out.TotalUsage(), billed)
 			}
+			if d := out.Cost - costOfUsage(price, billed); d > 1e-12 || d < -1e-12 {
+				t.Errorf("ids %d, limit %d: the run reports costing $%.9f, the model billed $%.9f", ids, limit, out.Cost, costOfUsage(price, billed))
+			}
 			if billed.Tokens() > limit {
 				t.Errorf("ids %d, limit %d: the tree billed %d tokens, past its limit", ids, limit, billed.Tokens())
 			}
+			if c := costOfUsage(price, billed); cost && c > spec.CostLimit+1e-12 {
+				t.Errorf("ids %d, limit %d: the tree cost $%.9f, past its limit of $%.9f", ids, limit, c, spec.CostLimit)
+			}
+			for _, m := range out.Messages {
+				if m.Role == provider.RoleTool && m.Content == unpaidResult {
+					cut++
+					break
+				}
+			}
+		}
+		if cut == 0 {
+			t.Errorf("ids %d: no limit cut the lead's calls: the sweep does not reach the limits it is for", ids)
 		}
 	}
 }
