@@ -37,10 +37,14 @@ const (
 	// its sub-agents' included — for a task resumed after a question, its
 	// whole turn, what was spent before the question counted once — with
 	// the names of AG-UI's TokenUsage:
-	// {"requests":2,"inputTokens":1200,"outputTokens":80,"totalTokens":1280}
-	// (cachedInputTokens and cacheWriteInputTokens when not zero), and,
-	// for a resumed task, the part spent before the answer under "earlier"
-	// (an object with the same names).
+	// {"requests":2,"inputTokens":1200,"outputTokens":80,"totalTokens":1280,"costUsd":0.0048}
+	// (cachedInputTokens and cacheWriteInputTokens when not zero; costUsd,
+	// what it cost in US dollars at the prices the agent was given,
+	// agent.WithPrices, when priced: agent.Output.Cost), and, for a resumed
+	// task, the part spent before the answer under "earlier" (an object
+	// with the same names: agent.Output.Earlier and EarlierCost). It is one
+	// object for the whole tree, not split per model: agent.Output, which
+	// it reports, has no split.
 	UsageKey = "deputy/usage"
 	// InterruptsKey names, in the metadata of a task that waits for input,
 	// the questions it waits on: a list of tool.Interrupt in their JSON
@@ -280,6 +284,9 @@ type outcome struct {
 	// earlier is the part of usage earlier runs of the task's turn spent
 	// (agent.Output.Earlier): the runs before its questions were answered.
 	earlier provider.Usage
+	// cost and earlierCost are what usage and earlier cost in US dollars,
+	// at the prices the agent was given (agent.Output.Cost, EarlierCost).
+	cost, earlierCost float64
 }
 
 type runFunc func(ctx context.Context, in request) (outcome, error)
@@ -369,7 +376,7 @@ func runAgent(ctx context.Context, a agent.Agent, in request) (outcome, error) {
 		text = string(in.data)
 	}
 	out, err := a.Run(ctx, agent.Input{Text: text})
-	o := outcome{answer: out.Answer, usage: out.TotalUsage(), earlier: out.Earlier}
+	o := outcome{answer: out.Answer, usage: out.TotalUsage(), earlier: out.Earlier, cost: out.Cost, earlierCost: out.EarlierCost}
 	if out.Value != nil {
 		if b, merr := json.Marshal(out.Value); merr == nil {
 			o.value = b
@@ -751,7 +758,7 @@ func (s *Server) execute(ctx context.Context, ec *a2asrv.ExecutorContext, yield 
 	}
 	<-done
 
-	meta := map[string]any{UsageKey: generic(usageMeta(out.usage, out.earlier)), EventKey: nil}
+	meta := map[string]any{UsageKey: generic(usageMeta(out.usage, out.earlier, out.cost, out.earlierCost)), EventKey: nil}
 	var in2 *tool.Interrupted
 	stopped := context.Cause(base)
 	switch {
@@ -879,9 +886,10 @@ func questionMessage(ec *a2asrv.ExecutorContext, in *tool.Interrupted, prefix st
 	return sdk.NewMessageForTask(sdk.MessageRoleAgent, ec, sdk.NewTextPart(b.String()), sdk.NewDataPart(data))
 }
 
-// usageMeta is a task's UsageKey metadata: u, and under "earlier" the
-// part of it spent before the task's last question was answered.
-func usageMeta(u, earlier provider.Usage) map[string]any {
+// usageMeta is a task's UsageKey metadata: u, what it cost (costUsd, as
+// in the usage of RUN_FINISHED, when priced), and under "earlier" the
+// part of both spent before the task's last question was answered.
+func usageMeta(u, earlier provider.Usage, cost, earlierCost float64) map[string]any {
 	m := map[string]any{"requests": u.Requests, "inputTokens": u.InputTokens, "outputTokens": u.OutputTokens, "totalTokens": u.Tokens()}
 	if u.CacheReadTokens != 0 {
 		m["cachedInputTokens"] = u.CacheReadTokens
@@ -889,8 +897,11 @@ func usageMeta(u, earlier provider.Usage) map[string]any {
 	if u.CacheWriteTokens != 0 {
 		m["cacheWriteInputTokens"] = u.CacheWriteTokens
 	}
-	if !earlier.IsZero() {
-		m["earlier"] = usageMeta(earlier, provider.Usage{})
+	if cost > 0 {
+		m["costUsd"] = cost
+	}
+	if !earlier.IsZero() || earlierCost > 0 {
+		m["earlier"] = usageMeta(earlier, provider.Usage{}, earlierCost, 0)
 	}
 	return m
 }
