@@ -304,8 +304,9 @@ func (s *runState) costLimited() bool {
 	return limited
 }
 
-// spent is what the run has used so far, its sub-agents' included.
-func (s *runState) spent() int64 { return s.usage.Add(s.child).Tokens() }
+// spent is what the run has used so far, its sub-agents' included, and
+// what its turn spent before the point a re-run goes on from.
+func (s *runState) spent() int64 { return s.usage.Add(s.child).Tokens() + s.before }
 
 // setUsed tells the run's scope what it has used, for the budgets of the
 // sub-agents its tools start.

@@ -15,6 +15,7 @@ import (
 	"github.com/deputy-go/deputy/internal/conversation"
 	"github.com/deputy-go/deputy/internal/id"
 	"github.com/deputy-go/deputy/internal/mailbox"
+	"github.com/deputy-go/deputy/internal/rerun"
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
@@ -50,6 +51,11 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 		ctx, span = startRunSpan(ctx, tr, r, runID)
 		defer func() { endRunSpan(span, out, s.ownEarlier, err) }()
 	}
+	var before int64 // what the turn spent before a re-run's point (rerun.WithSpent)
+	var beforeCost float64
+	if run.ID(ctx) == "" {
+		ctx, before, beforeCost = rerun.TakeSpent(ctx)
+	}
 	ctx = run.Start(ctx, runID, r.name, r.tokenLimit)
 	pol := policy.From(ctx)
 	if pol != nil {
@@ -57,9 +63,15 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 		run.Observe(ctx, em, span)
 	}
 	run.SetPrices(ctx, r.prices)
-	run.SetCostLimit(ctx, r.costLimit)
+	costLimit := r.costLimit
+	if costLimit > 0 && beforeCost > 0 {
+		// What it has left is what it had: a limit used up is a tiny
+		// one, not none.
+		costLimit = max(costLimit-beforeCost, 1e-12)
+	}
+	run.SetCostLimit(ctx, costLimit)
 	s = &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, em: em, events: events, tracer: tr, policy: pol,
-		schema: in.ResponseSchema, cacheKey: in.CacheKey, limit: run.Limit(ctx), readBack: run.ReadBack(ctx), box: box}
+		schema: in.ResponseSchema, cacheKey: in.CacheKey, limit: run.Limit(ctx), readBack: run.ReadBack(ctx), box: box, before: before}
 	if s.schema == nil && r.output != nil {
 		s.schema = r.output.schema.Raw()
 	}
@@ -255,8 +267,12 @@ type runState struct {
 	// partial is set when the run answered in a wrap-up turn.
 	// open is the calls of the input's last turn left without a result,
 	// which the run runs first.
-	open      []provider.ToolCall
-	limit     int64
+	open  []provider.ToolCall
+	limit int64
+	// before is what the turn spent before the point a re-run goes on
+	// from (rerun.WithSpent), counted as used against the token limit and
+	// not in the run's usage.
+	before    int64
 	lastOut   int64
 	lastModel string // the model that answered last, for the price of the next call
 	partial   bool

@@ -147,7 +147,16 @@ func WithAuthorize(fn agui.Authorize) Option {
 // (subagent.SubAgentTool.Rerun), and the lead goes on from its call to the
 // sub-agent with what it answers now. A sub-agent built per call is
 // re-run so (FromFactory, FromReact); a resident keeps its own
-// conversation and is refused. What the re-run reaches that asks a person
+// conversation and is refused. The lead runs the call to the sub-agent
+// again within its budget, as it ran it the first time.
+//
+// A re-run goes on with the turn: the lead's token and cost limits
+// (agent.WithTokenLimit, agent.WithCostLimit) count what the turn had
+// spent before the point it goes on from — the model calls the re-run
+// keeps the answers of, and the calls it keeps the results of — as read
+// from the recorded run (fromRunId), so the turn, its part kept and the
+// re-run, stays within them. A re-run that names no recorded run counts
+// nothing spent before it. What the re-run reaches that asks a person
 // again (an approval after the edited call) ends it there: nothing is done
 // without the person, and a re-run, not a run of the thread, is not resumed.
 func WithRerun(build agui.Builder) Option {

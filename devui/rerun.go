@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -15,7 +16,7 @@ import (
 	"github.com/deputy-go/deputy/agui"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/ledger"
-	"github.com/deputy-go/deputy/internal/outcome"
+	"github.com/deputy-go/deputy/internal/rerun"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -111,20 +112,13 @@ func (d *Handler) serveRerun(w http.ResponseWriter, r *http.Request) {
 			httpError(w, http.StatusBadRequest, "a re-run: "+err.Error())
 			return
 		}
-		// Checked now, answered once the child has answered again.
-		none := ""
-		leadReq = rerunRequest{ToolCallID: inner.call.ID, Step: req.ParentStep, Answer: &none}
+		// Left open: the lead runs it again (rerun.WithCall).
+		leadReq = rerunRequest{ToolCallID: inner.call.ID, Step: req.ParentStep}
 	}
 	msgs, err := cut(th.Messages, leadReq, turn)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "a re-run: "+err.Error())
 		return
-	}
-	if inner != nil {
-		if inner.call.Arguments, err = callArguments(msgs, inner.call.ID); err != nil {
-			httpError(w, http.StatusBadRequest, "a re-run: "+err.Error())
-			return
-		}
 	}
 	lead, err := d.rerun(r.Context(), &agui.RunInput{ThreadID: req.ThreadID, RunID: req.RunID, Owner: owner})
 	switch {
@@ -138,9 +132,8 @@ func (d *Handler) serveRerun(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusInternalServerError, "building the agent: the builder returned no agent and no error")
 		return
 	}
-	var child *subagent.SubAgentTool
 	if inner != nil {
-		if child, err = subAgentOf(lead, inner.call.Name); err != nil {
+		if _, err = subAgentOf(lead, inner.call.Name); err != nil {
 			httpError(w, http.StatusBadRequest, "a re-run: "+err.Error())
 			return
 		}
@@ -163,36 +156,17 @@ func (d *Handler) serveRerun(w http.ResponseWriter, r *http.Request) {
 	// reports a run's.
 	ctx, spent := ledger.With(r.Context())
 	ctx = event.WithThread(event.WithSink(ctx, event.Stamped(spending{out, spent})), req.ThreadID)
-	if child != nil {
-		// The child goes on from its call, edited; the lead from its call
-		// to the child, answered with what the child answers now.
-		res, cerr := child.Rerun(ctx, inner.call, inner.after)
-		var asked *tool.Interrupted
-		switch {
-		case errors.As(cerr, &asked):
-			// What the child did next asks a person again: the re-run
-			// ends there, as a run that waits would (nothing waits: a
-			// re-run is not a run of the thread).
-			its, _ := json.Marshal(asked.Interrupts)
-			out.Emit(event.Event{Type: event.RunFinished, ThreadID: req.ThreadID, RunID: req.RunID, Outcome: outcome.Interrupt(its), Usage: ledger.JSON(spent, provider.Usage{})})
-			d.record(r.Context(), owner, req, turn, out)
-			return
-		case cerr != nil && !tool.IsCorrectable(cerr):
-			if r.Context().Err() == nil {
-				d.log.Warn("devui: a re-run failed", "thread", req.ThreadID, "err", cerr)
-				out.Emit(event.Event{Type: event.RunError, Message: cerr.Error()})
-			}
-			d.record(r.Context(), owner, req, turn, out)
-			return
-		case cerr != nil:
-			res.Content = cerr.Error() // the child failed: its parent reads why
-		}
-		leadReq.Answer = &res.Content
-		if msgs, err = cut(th.Messages, leadReq, turn); err != nil {
-			d.log.Warn("devui: a re-run failed", "thread", req.ThreadID, "err", err)
-			d.record(r.Context(), owner, req, turn, out)
-			return
-		}
+	if from != nil {
+		// The turn goes on from what it had spent before the call: its
+		// limits hold over the whole turn, as over a resumed one's.
+		tokens, dollars := spentBefore(from.Events, leadReq, inner, req)
+		ctx = rerun.WithSpent(ctx, tokens, dollars)
+	}
+	if inner != nil {
+		// The lead's call to the child is left open: the lead runs it
+		// again, within its budget, and the child goes on from its own
+		// call, edited.
+		ctx = rerun.WithCall(ctx, inner.call.ID, inner.call.Name, inner.after)
 	}
 	_, err = lead.Run(ctx, agent.Input{Messages: msgs})
 	if err != nil && r.Context().Err() == nil {
@@ -334,23 +308,6 @@ func turnsOf(events []event.Event) []provider.Message {
 		}
 	}
 	return msgs
-}
-
-// callArguments returns the arguments of the call id in the last
-// assistant message of msgs (as cut leaves them).
-func callArguments(msgs []provider.Message, id string) (json.RawMessage, error) {
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role != provider.RoleAssistant {
-			continue
-		}
-		for _, c := range msgs[i].ToolCalls {
-			if c.ID == id {
-				return c.Arguments, nil
-			}
-		}
-		break
-	}
-	return nil, fmt.Errorf("the lead's call %q is not in its conversation", id)
 }
 
 // subAgentOf returns the lead's sub-agent tool name, which a call inside
@@ -504,4 +461,123 @@ func (f *frames) end() (events []json.RawMessage, truncated bool) {
 	defer f.mu.Unlock()
 	f.done = true
 	return f.events, f.truncated
+}
+
+// spentBefore returns what the turn recorded in events had spent, in
+// tokens and dollars, before the point a re-run goes on from: the lead's
+// model calls up to the step of lead's call (lead.Step, or the step that
+// made it), and what the calls of those steps spent, but for the call
+// itself; of that call, when inner names a call inside it (its child's,
+// req.Step and req.ToolCallID), the child's part up to that call, counted
+// the same way one level down. It reads each model call's usage event
+// (agent.UsageEvent), placed by the step of the agent that made it or of
+// the call that started its sub-agent: a model answer or a call replayed
+// in a resumed run of the turn was counted in the run that paid for it,
+// whose events the record holds before the resumed run's.
+func spentBefore(events []json.RawMessage, lead rerunRequest, inner *childCall, req rerunRequest) (tokens int64, dollars float64) {
+	type node struct {
+		parent, call string
+		step         int
+	}
+	type paid struct {
+		agent   string // "" for the lead
+		step    int
+		tokens  int64
+		dollars float64
+	}
+	nodes := map[string]node{}
+	step := map[string]int{}     // each agent's step now
+	callStep := map[string]int{} // the step of each agent's call, by agent and id
+	var calls []paid
+	for _, raw := range events {
+		var e struct {
+			Type                                               event.Type
+			StepName, SubagentRunID, ParentSubagentRunID, Name string
+			ParentToolCallID, ToolCallID                       string
+			Value                                              json.RawMessage
+		}
+		if json.Unmarshal(raw, &e) != nil {
+			continue
+		}
+		switch e.Type {
+		case event.StepStarted:
+			if i := strings.LastIndex(e.StepName, "/step-"); i >= 0 {
+				if n, err := strconv.Atoi(e.StepName[i+len("/step-"):]); err == nil {
+					step[e.SubagentRunID] = n
+				}
+			}
+		case event.SubagentStarted:
+			if _, ok := nodes[e.SubagentRunID]; !ok {
+				nodes[e.SubagentRunID] = node{parent: e.ParentSubagentRunID, call: e.ParentToolCallID, step: step[e.ParentSubagentRunID]}
+			}
+		case event.ToolCallStart:
+			k := e.SubagentRunID + "\x00" + e.ToolCallID
+			if _, ok := callStep[k]; !ok {
+				callStep[k] = step[e.SubagentRunID]
+			}
+		case event.Custom:
+			if e.Name != agent.UsageEvent {
+				continue
+			}
+			var v struct {
+				Usage []struct {
+					InputTokens, OutputTokens int64
+					CostUsd                   float64
+				}
+			}
+			if json.Unmarshal(e.Value, &v) != nil {
+				continue
+			}
+			p := paid{agent: e.SubagentRunID, step: step[e.SubagentRunID]}
+			for _, u := range v.Usage {
+				p.tokens += u.InputTokens + u.OutputTokens
+				p.dollars += u.CostUsd
+			}
+			calls = append(calls, p)
+		}
+	}
+	type point struct {
+		agent, call string
+		step        int
+	}
+	at := func(agent, call string, n int) point {
+		if n == 0 {
+			n = callStep[agent+"\x00"+call]
+		}
+		return point{agent, call, n}
+	}
+	points := []point{at("", lead.ToolCallID, lead.Step)}
+	if inner != nil {
+		points = append(points, at(req.SubagentRunID, req.ToolCallID, req.Step))
+	}
+	// kept reports whether a model call of agent a at step n is kept.
+	kept := func(a string, n int) bool {
+		for _, p := range points {
+			if a == p.agent {
+				return n <= p.step
+			}
+			// The child of p.agent a works under, if any.
+			c, seen := a, 0
+			for c != "" && nodes[c].parent != p.agent && seen <= len(nodes) {
+				c, seen = nodes[c].parent, seen+1
+			}
+			nd, ok := nodes[c]
+			if c == "" || !ok || nd.parent != p.agent {
+				return false // not under the point's agent: not of the turn kept
+			}
+			if nd.step != p.step || nd.call != p.call {
+				return nd.step <= p.step
+			}
+			// Under the call re-run: kept only as far as the next point
+			// keeps it.
+		}
+		return false
+	}
+	for _, c := range calls {
+		if kept(c.agent, c.step) {
+			tokens += c.tokens
+			dollars += c.dollars
+		}
+	}
+	return tokens, dollars
 }
