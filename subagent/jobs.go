@@ -442,6 +442,13 @@ type jobsKey struct{ s *Spawner }
 // close cancels the jobs still running, waits for all, and returns the
 // usage not yet handed to the parent.
 func (jt *jobTable) close() provider.Usage {
+	u, _ := jt.shut()
+	return u
+}
+
+// shut is close, returning too the jobs whose usage it folds: those no
+// run took.
+func (jt *jobTable) shut() (provider.Usage, []*job) {
 	jt.mu.Lock()
 	jt.closed = true
 	for _, j := range jt.jobs {
@@ -450,6 +457,7 @@ func (jt *jobTable) close() provider.Usage {
 	jt.mu.Unlock()
 	jt.wg.Wait()
 	var u provider.Usage
+	var left []*job
 	jt.mu.Lock()
 	defer jt.mu.Unlock()
 	for _, id := range jt.order {
@@ -458,9 +466,10 @@ func (jt *jobTable) close() provider.Usage {
 			j.settle(j.res.Usage.Tokens())
 			j.unhold()
 			u = u.Add(j.res.Usage)
+			left = append(left, j)
 		}
 	}
-	return u
+	return u, left
 }
 
 // collect hands a finished job's outcome to the caller, with its usage the

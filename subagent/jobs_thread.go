@@ -75,6 +75,9 @@ type threadJobs struct {
 	// spent is, for each job of the tables, what it spends by model and
 	// the run that started it (see handOver).
 	spent map[*job]jobSpend
+	// unclaimed is, by provider and model, what the jobs of threads that
+	// left memory without a store spent that no run counted (Unclaimed).
+	unclaimed []provider.ModelUsage
 }
 
 // jobSpend is what a thread's job spends, by model (its own ledger, whose
@@ -123,6 +126,45 @@ func (s *Spawner) forgetSpends(jobs []*job) {
 		delete(ts.spent, j)
 	}
 	ts.mu.Unlock()
+}
+
+// unclaim keeps, for Unclaimed, what the jobs, ended and taken by no run,
+// spent that the runs that started them did not count: without a store
+// their thread leaves memory (the sweep, Close) and no later turn can be
+// told of them. With a store their records keep it, for the thread's next
+// turn.
+func (s *Spawner) unclaim(jobs []*job) {
+	if s.cfg.jobStore != nil || len(jobs) == 0 {
+		return
+	}
+	ts := &s.threads
+	for _, j := range jobs {
+		ts.mu.Lock()
+		sp, ok := ts.spent[j]
+		ts.mu.Unlock()
+		if !ok {
+			continue
+		}
+		_, rest := ledger.Unreplayed(sp.l.Entries(), sp.cost.Counted())
+		ts.mu.Lock()
+		for _, m := range rest {
+			i := slices.IndexFunc(ts.unclaimed, func(e provider.ModelUsage) bool { return e.Provider == m.Provider && e.Model == m.Model })
+			if i < 0 {
+				ts.unclaimed = append(ts.unclaimed, m)
+			} else {
+				ts.unclaimed[i] = ts.unclaimed[i].Add(m)
+			}
+		}
+		ts.mu.Unlock()
+	}
+}
+
+// Unclaimed returns, per model, what swept or closed jobs spent uncounted.
+func (s *Spawner) Unclaimed() []provider.ModelUsage {
+	ts := &s.threads
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return slices.Clone(ts.unclaimed)
 }
 
 // handOver counts what j, a thread's job, spent in the run of ctx that
@@ -725,12 +767,16 @@ func (s *Spawner) Close() error {
 	ts.mu.Lock()
 	ts.closed = true
 	tables := ts.tables
-	ts.tables, ts.spent = nil, nil
+	ts.tables = nil
 	ts.mu.Unlock()
 	ts.wg.Wait() // a sweep under way
 	for _, jt := range tables {
-		jt.close()
+		_, left := jt.shut()
+		s.unclaim(left)
 	}
+	ts.mu.Lock()
+	ts.spent = nil
+	ts.mu.Unlock()
 	return nil
 }
 
@@ -777,7 +823,7 @@ func (s *Spawner) sweep() {
 	go func() {
 		defer ts.wg.Done()
 		for _, jt := range gone {
-			jt.sweep()
+			s.unclaim(jt.sweep())
 			jt.mu.Lock()
 			jobs := slices.Collect(maps.Values(jt.jobs))
 			jt.mu.Unlock()
@@ -806,8 +852,9 @@ func (jt *jobTable) idle(now time.Time, ttl time.Duration) bool {
 }
 
 // sweep cancels the thread's jobs still running, as swept, and waits for
-// them: each ends with a partial report, written to the store if any.
-func (jt *jobTable) sweep() {
+// them: each ends with a partial report, written to the store if any. It
+// returns the jobs no run took (shut).
+func (jt *jobTable) sweep() []*job {
 	jt.mu.Lock()
 	for _, j := range jt.jobs {
 		if !j.ended() {
@@ -815,7 +862,8 @@ func (jt *jobTable) sweep() {
 		}
 	}
 	jt.mu.Unlock()
-	jt.close()
+	_, left := jt.shut()
+	return left
 }
 
 // WithMaxOwnerJobs bounds the jobs alive at once in one owner's threads.

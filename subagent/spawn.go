@@ -176,9 +176,10 @@ func WithRoster(members ...*SubAgentTool) SpawnOption {
 	})
 }
 
-// WithMaxSpawns bounds the children one parent run may start (ErrMaxSpawns);
-// a spawn the policy refuses starts none and is not counted.
+// WithMaxSpawns bounds the children one parent run may start (ErrMaxSpawns).
 func WithMaxSpawns(n int) SpawnOption {
+	// A spawn the policy refuses starts none and is not counted
+	// (docs/fanout.md).
 	return spawnOption(func(c *spawnConfig) error {
 		if n < 1 {
 			return fmt.Errorf("max spawns %d: use 1 or more, or leave the spawn tool out", n)
