@@ -21,6 +21,7 @@ import (
 	"github.com/deputy-go/deputy/agent/runtime"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/id"
+	"github.com/deputy-go/deputy/internal/ledger"
 	drun "github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
@@ -158,7 +159,7 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (reply ModelRep
 		return ModelReply{}, classify(err)
 	}
 	name, model := identity(p, in.Request, resp)
-	reply = ModelReply{Response: resp, WrapUp: wrapUp, Model: model}
+	reply = ModelReply{Response: resp, WrapUp: wrapUp, Model: model, ProviderName: name}
 	// Named before anything is published or recorded, as in process, so
 	// that each result, and each event, names its call.
 	reply.Message.ToolCalls = namedCalls(reply.Message.ToolCalls)
@@ -172,7 +173,7 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (reply ModelRep
 	wrapUp = wrapUp || (in.Reserve != nil && in.Reserve.WrapUp)
 	defer func() {
 		if err == nil {
-			em.after(in.Provider, in.Request, reply.Response, reply.Cost, wrapUp)
+			em.after(name, model, in.Request, reply.Response, reply.Cost, wrapUp)
 		}
 	}()
 	limit := a.rt.payloadLimit()
@@ -446,7 +447,7 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 			case err != nil, out.IsError:
 				// The parent's next model call publishes the failure.
 			default:
-				em.emit(event.Event{Type: event.SubagentFinished, SubagentRunID: t.Subagent, Result: event.JSONString(out.Content), Usage: tokenUsage("", "", out.Usage)})
+				em.emit(event.Event{Type: event.SubagentFinished, SubagentRunID: t.Subagent, Result: event.JSONString(out.Content), Usage: usageJSON(out.Models, nil, out.Usage, out.Cost)})
 			}
 		}
 	}
@@ -477,6 +478,8 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	}
 	// It spends its shares of its caller's limits, priced as the workers
 	// price their calls.
+	// Its model calls are counted per provider and model, as in process.
+	ctx, models := ledger.With(ctx)
 	o, err := ag.Run(runtime.WithShare(ctx, in.TokenLimit, in.CostLimit, a.rt.Prices), agent.Input{Text: text})
 	if c, ok := ag.(interface{ Close() error }); ok {
 		_ = c.Close()
@@ -489,7 +492,7 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 		// A tripwire stops every run above the agent, as in process.
 		return ToolResult{}, sdktemporal.NewNonRetryableApplicationError(err.Error(), ErrTypeGuardrailTripped, nil, o.TotalUsage(), o.Cost)
 	}
-	res := ToolResult{Content: o.Answer, Usage: o.TotalUsage(), Cost: o.Cost}
+	res := ToolResult{Content: o.Answer, Usage: o.TotalUsage(), Cost: o.Cost, Models: models.Entries()}
 	limit := min(cmp.Or(max(in.MaxOutputBytes, 0), DefaultMaxOutputBytes), a.rt.payloadLimit())
 	if err != nil {
 		res.Content, res.IsError, limit = err.Error(), true, in.MaxOutputBytes
@@ -539,7 +542,7 @@ func (a *Activities) Guard(ctx context.Context, in GuardCall) (Guarded, error) {
 				em.emit(event.Event{Type: event.StepFinished, StepName: em.stepName(t.Step)})
 			}
 			if t.Subagent != "" {
-				em.emit(event.Event{Type: event.SubagentFinished, SubagentRunID: t.Subagent, Result: event.JSONString(in.Text), Usage: tokenUsage("", "", t.Spent.Add(spent))})
+				em.emit(event.Event{Type: event.SubagentFinished, SubagentRunID: t.Subagent, Result: event.JSONString(in.Text), Usage: usageJSON(t.Models, t.Earlier, t.Spent.Add(spent), t.SpentCost+cost)})
 			}
 		}
 		return Guarded{Usage: spent, Cost: cost}, nil

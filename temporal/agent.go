@@ -19,6 +19,8 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/ledger"
+	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -488,6 +490,9 @@ func (a *Agent) finish(ctx context.Context, em event.Emitter, sh *shaper, id str
 		cancel()
 	}
 	o := agent.Output{RunID: id, Answer: out.Answer, Messages: out.Messages, Usage: out.Usage, ChildUsage: out.ChildUsage, Cost: out.Cost}
+	for _, e := range out.Earlier {
+		o.Earlier, o.EarlierCost = o.Earlier.Add(e.Usage), o.EarlierCost+e.Cost
+	}
 	if len(out.Value) > 0 {
 		o.Value = json.RawMessage(out.Value)
 	}
@@ -499,9 +504,33 @@ func (a *Agent) finish(ctx context.Context, em event.Emitter, sh *shaper, id str
 		em.Emit(event.Event{Type: event.RunError, Message: err.Error()})
 		return o, fmt.Errorf("temporal: run %s: %w", id, err)
 	}
+	record(ctx, out.Models, out.Earlier)
 	em.Emit(event.Event{Type: event.RunFinished, RunID: id, Result: event.JSONString(out.Answer),
-		Usage: tokenUsage(a.Spec.Provider, a.Spec.Model, o.TotalUsage())})
+		Usage: usageJSON(out.Models, out.Earlier, o.TotalUsage(), o.Cost)})
 	return o, nil
+}
+
+// record counts what the tree spent per provider and model (models, of
+// which earlier was spent before the last answer) in what the caller of
+// Run reports of its run per model: the AG-UI handler's RUN_FINISHED, a
+// sub-agent tool's SUBAGENT_FINISHED. The tree counted its cost and its
+// limits itself, on the workers.
+func record(ctx context.Context, models, earlier []provider.ModelUsage) {
+	for _, m := range models {
+		var e provider.ModelUsage
+		for _, p := range earlier {
+			if p.Provider == m.Provider && p.Model == m.Model {
+				e = e.Add(p)
+			}
+		}
+		e.Provider, e.Model = m.Provider, m.Model
+		ledger.Record(ctx, e, true)
+		u := m.Usage
+		ledger.Record(ctx, provider.ModelUsage{Provider: m.Provider, Model: m.Model, Cost: max(m.Cost-e.Cost, 0), CacheSaved: m.CacheSaved - e.CacheSaved, Usage: provider.Usage{
+			InputTokens: max(u.InputTokens-e.Usage.InputTokens, 0), OutputTokens: max(u.OutputTokens-e.Usage.OutputTokens, 0),
+			CacheReadTokens: max(u.CacheReadTokens-e.Usage.CacheReadTokens, 0), CacheWriteTokens: max(u.CacheWriteTokens-e.Usage.CacheWriteTokens, 0),
+			Requests: max(u.Requests-e.Usage.Requests, 0)}}, false)
+	}
 }
 
 // cancelWait bounds how long a run whose caller is gone waits for its

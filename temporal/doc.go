@@ -48,7 +48,11 @@
 // failed child, a refused call) by its parent's next model call: a run that
 // fails between them leaves that end unpublished. A run cancelled while its
 // children run waits for them and publishes their ends itself, cancelled,
-// with what each spent, as in process.
+// with what each spent, as in process. RUN_FINISHED and a child's
+// SUBAGENT_FINISHED carry its usage as in process: one entry per provider
+// and model of its subtree with its cost (RunOutput.Models), and, in a
+// turn that asked a person, the part spent before the answer as each
+// entry's "earlier" (RunOutput.Earlier, agent.Output.Earlier).
 //
 // # Background children
 //

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agent/runtime"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
@@ -79,6 +81,10 @@ type Trace struct {
 	Spent      provider.Usage `json:"spent"`
 	TokenLimit int64          `json:"token_limit,omitempty"`
 	MaxOutput  int            `json:"max_output,omitempty"`
+	// Models and Earlier are the run's RunOutput.Models and Earlier so
+	// far, for the usage of its end.
+	Models  []provider.ModelUsage `json:"models,omitempty"`
+	Earlier []provider.ModelUsage `json:"earlier,omitempty"`
 	// Announced: the run is a background job whose parent published its
 	// SUBAGENT_STARTED as it started it, as in process; its first model
 	// call does not. Delivered are the messages its parent sent that the
@@ -198,7 +204,7 @@ func (em emitter) usage(m provider.ModelUsage) {
 // answer its parent gets. The reply of a wrap-up turn (wrapUp) is read as
 // the workflow reads it: its tool calls are dropped, and one with no text
 // ends nothing, since the workflow fails the run, and ends its step, then.
-func (em emitter) after(providerName string, req provider.Request, resp provider.Response, cost float64, wrapUp bool) {
+func (em emitter) after(providerName, model string, req provider.Request, resp provider.Response, cost float64, wrapUp bool) {
 	if !em.on() {
 		return
 	}
@@ -234,9 +240,37 @@ func (em emitter) after(providerName string, req provider.Request, resp provider
 	}
 	em.emit(event.Event{Type: event.StepFinished, StepName: msgID})
 	if t.Subagent != "" {
+		models := addModels(slices.Clone(t.Models), provider.ModelUsage{Provider: providerName, Model: model, Usage: resp.Usage, Cost: cost})
 		em.emit(event.Event{Type: event.SubagentFinished, SubagentRunID: t.Subagent, Result: event.JSONString(content),
-			Usage: tokenUsage(providerName, req.Model, spent), Model: req.Model})
+			Usage: usageJSON(models, t.Earlier, spent, t.SpentCost+cost), Model: model})
 	}
+}
+
+// addModels adds ms to into, by provider and model, and returns it.
+func addModels(into []provider.ModelUsage, ms ...provider.ModelUsage) []provider.ModelUsage {
+	for _, m := range ms {
+		if m.Usage.IsZero() && m.Cost == 0 {
+			continue
+		}
+		i := slices.IndexFunc(into, func(e provider.ModelUsage) bool { return e.Provider == m.Provider && e.Model == m.Model })
+		if i < 0 {
+			into = append(into, m)
+		} else {
+			into[i] = into[i].Add(m)
+		}
+	}
+	return into
+}
+
+// usageJSON is the usage of a run's end, as in process: one TokenUsage per
+// provider and model of models, with its cost and, under "earlier", the
+// part of it spent before the last answer (earlier); what total, which
+// cost dollars in all, holds beyond them in one entry without a model.
+func usageJSON(models, earlier []provider.ModelUsage, total provider.Usage, dollars float64) json.RawMessage {
+	if total.IsZero() && len(models) == 0 {
+		return nil
+	}
+	return ledger.EncodeParts(models, earlier, total, dollars)
 }
 
 // finalContent is what a run's reply without tool calls ends the run
@@ -268,28 +302,6 @@ func resultOf(msgs []provider.Message, callID string) string {
 		}
 	}
 	return ""
-}
-
-// tokenUsage is AG-UI's TokenUsage array for one provider and model.
-func tokenUsage(providerName, model string, u provider.Usage) json.RawMessage {
-	if u.IsZero() {
-		return nil
-	}
-	entry := map[string]any{"inputTokens": u.InputTokens, "outputTokens": u.OutputTokens, "totalTokens": u.Tokens()}
-	if providerName != "" {
-		entry["provider"] = providerName
-	}
-	if model != "" {
-		entry["model"] = model
-	}
-	if u.CacheReadTokens != 0 {
-		entry["cachedInputTokens"] = u.CacheReadTokens
-	}
-	if u.CacheWriteTokens != 0 {
-		entry["cacheWriteInputTokens"] = u.CacheWriteTokens
-	}
-	b, _ := json.Marshal([]any{entry})
-	return b
 }
 
 // Hub is an EventSink that hands each tree's events to the subscribers of

@@ -233,6 +233,16 @@ type RunOutput struct {
 	// none answered), which a failed child's SUBAGENT_ERROR names, as in
 	// process.
 	Model string `json:"model,omitempty"`
+	// Models is what the run and its children spent per provider and
+	// model, each with its cost: the entries of RUN_FINISHED's and
+	// SUBAGENT_FINISHED's usage. What no model accounts for (a factory's
+	// agent, a guardrail, a job) is in Usage, ChildUsage and Cost only.
+	Models []provider.ModelUsage `json:"models,omitempty"`
+	// Earlier is the part of Models spent before the last answer a person
+	// gave the run's tree took effect in it (the tree waits idle between
+	// the question and its answer): what agent.Output.Earlier is in
+	// process, the part of a journaled turn its earlier runs spent.
+	Earlier []provider.ModelUsage `json:"earlier,omitempty"`
 }
 
 // TotalUsage is Usage plus ChildUsage.
@@ -338,6 +348,10 @@ type ModelReply struct {
 	// Model is the model that answered, as the worker names it in the
 	// call's usage ("" in a reply recorded before replies carried it).
 	Model string `json:"deputy_model,omitempty"`
+	// ProviderName is the provider's name (provider.Namer) under which
+	// the call's usage is counted ("" for none, or in a reply recorded
+	// before replies carried it).
+	ProviderName string `json:"deputy_provider,omitempty"`
 }
 
 // ToolCall is the input of the tool activity.
@@ -367,7 +381,13 @@ type ToolResult struct {
 	// tool.RequireApproval) instead of finishing: the workflow waits for
 	// their answers and runs the call again with them.
 	Asked []tool.Interrupt `json:"asked,omitempty"`
+	// Models and Earlier are a child's RunOutput.Models and Earlier.
+	Models  []provider.ModelUsage `json:"models,omitempty"`
+	Earlier []provider.ModelUsage `json:"earlier,omitempty"`
 
+	// answered: the call asked a person and ran again with the answer
+	// (the workflow's own, never recorded).
+	answered bool
 	// code names the failure of a child whose error is the result, for
 	// its SUBAGENT_ERROR (codeOf), and model the model that answered
 	// its first call (modelOf): the workflow's own, never recorded.

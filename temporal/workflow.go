@@ -282,6 +282,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			t := *trace
 			t.Step, t.Ended, t.Corrected, t.Spent, t.TokenLimit, t.MaxOutput = step+1, ended, corrected, out.TotalUsage(), spec.TokenLimit, spec.maxOutput()
 			t.Guarded, t.SpentCost, t.CostLimit = guards, out.Cost, spec.CostLimit
+			t.Models, t.Earlier = slices.Clone(out.Models), slices.Clone(out.Earlier)
 			t.Delivered = delivered
 			mc.Trace = &t
 		}
@@ -310,6 +311,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		out.Usage = out.Usage.Add(resp.Usage)
 		out.Cost += resp.Cost
 		out.Model = cmp.Or(out.Model, resp.Model)
+		out.Models = addModels(out.Models, provider.ModelUsage{Provider: resp.ProviderName, Model: resp.Model, Usage: resp.Usage, Cost: resp.Cost})
 		if resp.InputPrice > 0 {
 			inPrice, outPrice = resp.InputPrice, resp.OutputPrice
 		}
@@ -378,7 +380,8 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 				var t *Trace
 				if trace != nil {
 					tt := *trace
-					tt.Spent = out.TotalUsage()
+					tt.Spent, tt.SpentCost = out.TotalUsage(), out.Cost
+					tt.Models, tt.Earlier = slices.Clone(out.Models), slices.Clone(out.Earlier)
 					tt.Step = step + 1 // the step an answer that passes ends
 					t = &tt
 				}
@@ -494,11 +497,16 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		results, ended, err = runTools(ctx, actx, turn{spec: spec, depth: depth, path: path, childLimit: childLimit, costShare: costShare, floored: floored, trace: stepTrace(trace, step+1), q: q, jobs: jb},
 			fmt.Sprintf("%s/%d", idPrefix, step), msg.ToolCalls, &spawns)
 		failedStep := false
+		before := slices.Clone(out.Models) // what the run spent before the step's results
 		for i, r := range results {
 			out.ChildUsage = out.ChildUsage.Add(r.Usage)
 			out.Cost += r.Cost
+			out.Models = addModels(out.Models, r.Models...)
 			conv = append(conv, provider.ToolMessage(msg.ToolCalls[i].ID, r.Content, r.IsError))
 			failedStep = failedStep || r.IsError
+		}
+		if e, ok := earlierPart(before, results); ok {
+			out.Earlier = e
 		}
 		for _, c := range refused {
 			conv = append(conv, provider.ToolMessage(c.ID, unpaidResult, false))
@@ -1101,7 +1109,7 @@ func (d *delegation) answer(ctx workflow.Context, f workflow.Future, checked boo
 	}
 	var o RunOutput
 	err = f.Get(ctx, &o)
-	res = ToolResult{Content: childContent(o), Usage: o.TotalUsage(), Cost: o.Cost}
+	res = ToolResult{Content: childContent(o), Usage: o.TotalUsage(), Cost: o.Cost, Models: o.Models, Earlier: o.Earlier}
 	if err != nil && d.tn.floored && unstarted(err) {
 		// Its share could not pay for its first model call: it says so in
 		// a line its share pays to read, as in process.
@@ -1164,8 +1172,33 @@ func askAndRunAgain(ctx, actx workflow.Context, tn turn, call provider.ToolCall,
 		*res = ToolResult{}
 		err = workflow.ExecuteActivity(withCtx(actx, ctx), CallToolActivityName,
 			ToolCall{Call: call, Depth: tn.depth, Path: tn.path, MaxOutputBytes: spec.maxOutput(), Trace: tn.trace, Asked: asked, Answers: answers}).Get(ctx, res)
+		res.answered = true
 	}
 	return err
+}
+
+// earlierPart is what a run spent before the last answer a person gave
+// its tree, once a step's results are in (before: what it spent before
+// them), when one of them ran again with an answer or is a child's that
+// spent some before one (ok false: none did, the run's Earlier stands).
+// The tree is idle between a question and its answer, so a call of the
+// step that neither asked nor waited on a child that asked ended before
+// the question: all it spent is earlier; a child that asked brings its
+// own earlier part; a call that asked spent what it did after the answer.
+func earlierPart(before []provider.ModelUsage, results []ToolResult) ([]provider.ModelUsage, bool) {
+	if !slices.ContainsFunc(results, func(r ToolResult) bool { return r.answered || len(r.Earlier) > 0 }) {
+		return nil, false
+	}
+	e := before
+	for _, r := range results {
+		switch {
+		case len(r.Earlier) > 0:
+			e = addModels(e, r.Earlier...)
+		case !r.answered:
+			e = addModels(e, r.Models...)
+		}
+	}
+	return e, true
 }
 
 // stepTrace is trace at step (nil: none).

@@ -300,6 +300,54 @@ func Encode(entries []provider.ModelUsage, reported provider.Usage, earlier bool
 	return encode(entries, nil, reported)
 }
 
+// EncodeParts is Encode for entries taken from another runtime's record
+// of a run (the temporal module's), with the part of each that earlier
+// runs of the turn spent (earlier, matched by provider and model), and,
+// after them, the part of reported, which cost dollars in all, that no
+// entry accounts for, in one entry without provider and model.
+func EncodeParts(entries, earlier []provider.ModelUsage, reported provider.Usage, dollars float64) json.RawMessage {
+	all := append([]provider.ModelUsage(nil), entries...)
+	var seen provider.Usage
+	var seenCost float64
+	for _, e := range entries {
+		seen, seenCost = seen.Add(e.Usage), seenCost+e.Cost
+	}
+	rest := provider.ModelUsage{Usage: provider.Usage{
+		InputTokens:      max(reported.InputTokens-seen.InputTokens, 0),
+		OutputTokens:     max(reported.OutputTokens-seen.OutputTokens, 0),
+		CacheReadTokens:  max(reported.CacheReadTokens-seen.CacheReadTokens, 0),
+		CacheWriteTokens: max(reported.CacheWriteTokens-seen.CacheWriteTokens, 0),
+	}}
+	if rest.Usage.Tokens() > 0 {
+		// (A cost no entry accounts for without tokens is left out, as an
+		// entry has none.)
+		rest.Cost = max(dollars-seenCost, 0)
+		all = append(all, rest)
+	}
+	parts := make([]provider.ModelUsage, len(all))
+	for i, e := range all {
+		for _, p := range earlier {
+			if p.Provider == e.Provider && p.Model == e.Model {
+				parts[i] = parts[i].Add(p)
+			}
+		}
+	}
+	return encode(all, parts, provider.Usage{})
+}
+
+// Record counts m in the ledgers of ctx, as spent by an earlier run of
+// the turn when earlier is set, and in nothing else: usage another
+// runtime's run spent and counts itself (its cost, its limits), which
+// the report of the run of ctx (RUN_FINISHED) names per model.
+func Record(ctx context.Context, m provider.ModelUsage, earlier bool) {
+	if m.Usage.IsZero() {
+		return
+	}
+	for l := From(ctx); l != nil; l = l.parent {
+		l.add(m, earlier)
+	}
+}
+
 // encode is Encode with the earlier part of each entry, by index.
 func encode(entries, earlier []provider.ModelUsage, reported provider.Usage) json.RawMessage {
 	var b []byte
