@@ -16,9 +16,11 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agui"
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/store/memory"
+	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
 )
 
@@ -103,8 +105,9 @@ type wireUsage struct {
 
 // One ledger on Temporal: a tree whose grandchild asks a person for
 // approval, served over AG-UI and resumed with the answer, reports what
-// the models billed — the Output of the run that ends, its RUN_FINISHED
-// and each SUBAGENT_FINISHED — per model and per node, in tokens and in
+// the models billed — the Output of the run that ends, its RUN_FINISHED,
+// each SUBAGENT_FINISHED and the subagent.Tree of both runs' events — per
+// model and per node, in tokens and in
 // dollars at the workers' prices, with the part billed before the
 // question marked, as in process (agui's TestOneLedgerAcrossAnApproval);
 // each approved call runs once and no model answer is paid twice;
@@ -222,6 +225,7 @@ func TestOneLedgerAcrossAnApprovalOnTemporal(t *testing.T) {
 					Usage json.RawMessage `json:"usage"`
 				} `json:"metadata"`
 			}
+			var evs []event.Event // both runs' events, for a Tree
 			post := func(body string) []frame {
 				t.Helper()
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(body))
@@ -237,10 +241,15 @@ func TestOneLedgerAcrossAnApprovalOnTemporal(t *testing.T) {
 				for sc.Scan() {
 					if line, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
 						var f frame
+						var e event.Event
 						if err := json.Unmarshal([]byte(line), &f); err != nil {
 							t.Fatalf("a frame that is not JSON: %q", line)
 						}
+						if err := json.Unmarshal([]byte(line), &e); err != nil {
+							t.Fatalf("a frame that is no event: %q: %v", line, err)
+						}
 						out = append(out, f)
+						evs = append(evs, e)
 					}
 				}
 				return out
@@ -343,6 +352,43 @@ func TestOneLedgerAcrossAnApprovalOnTemporal(t *testing.T) {
 				if e != tokens(wantE) || !near(ec, wantEC) {
 					t.Errorf("%s's end: earlier %+v ($%g), billed before the question %+v ($%g)", name, e, ec, wantE, wantEC)
 				}
+			}
+
+			// The Tree of both runs' events: each node what its subtree
+			// billed, and its roots with the lead's model all of it.
+			tree := subagent.NewTree(nil)
+			for _, e := range evs {
+				tree.Emit(e)
+			}
+			var rootsU provider.Usage
+			var rootsCost float64
+			var check func(ns []*subagent.Node)
+			check = func(ns []*subagent.Node) {
+				for _, n := range ns {
+					c, _ := n.Cost(nil)
+					want, wantCost := sum(billed, subtree[n.Name]...)
+					if tokens(n.TotalUsage()) != tokens(want) || !near(c, wantCost) || n.State != subagent.StateSucceeded {
+						t.Errorf("Tree node %s (%s): %+v ($%g), its subtree billed %+v ($%g)", n.Name, n.State, n.TotalUsage(), c, want, wantCost)
+					}
+					wantE, _ := sum(before, subtree[n.Name]...)
+					if n.Name == "scout" {
+						wantE = provider.Usage{}
+					}
+					if n.Earlier != tokens(wantE) {
+						t.Errorf("Tree node %s: earlier %+v, billed before the question %+v", n.Name, n.Earlier, wantE)
+					}
+					check(n.Children)
+				}
+			}
+			roots := tree.Roots()
+			check(roots)
+			for _, n := range roots {
+				c, _ := n.Cost(nil)
+				rootsU, rootsCost = rootsU.Add(n.TotalUsage()), rootsCost+c
+			}
+			leadU, leadCost := sum(billed, "lead-m")
+			if len(roots) != 2 || tokens(rootsU.Add(leadU)) != tokens(allU) || !near(rootsCost+leadCost, allCost) {
+				t.Errorf("the Tree's %d roots and the lead: %+v ($%g), billed %+v ($%g)", len(roots), rootsU.Add(leadU), rootsCost+leadCost, allU, allCost)
 			}
 		})
 	}
