@@ -35,8 +35,10 @@ var (
 // rounds the server is sometimes restarted on the same store. On every
 // schedule: each approved call ran exactly once and a rejected one never;
 // a question asked again keeps its id; no model answer is asked for or
-// paid twice; and when the thread's turn has ended, nothing of it is left
-// in the store but the thread.
+// paid twice; a turn under a limit spends, over all its runs, no more
+// than the limit and the bound its options document; and when the
+// thread's turn has ended, nothing of it is left in the store but the
+// thread.
 func TestAGUIResumeSchedules(t *testing.T) {
 	seed := *aguiScheduleSeed
 	if seed == 0 {
@@ -118,6 +120,9 @@ func aguiSchedule(t *testing.T, path string, seed uint64, c *scheduleCounts) boo
 		evs, cut := postRun(t, ctx, url, runBody(thread, runID, resume))
 		cancel()
 		c.runs++
+		if p := overBudget(w.S, w.Billed()); p != "" {
+			fail("run %d: %s", round, p)
+		}
 		if testing.Verbose() && *aguiSchedules == 1 {
 			t.Logf("run %d (crash at %d, cut %v): %d events, answers %d", round, crashAt, cut, len(evs), w.Answers())
 			for _, e := range evs {
@@ -216,6 +221,37 @@ func aguiSchedule(t *testing.T, path string, seed uint64, c *scheduleCounts) boo
 	}
 	return ok
 }
+
+// overBudget says how a turn that billed what billed, over all its runs
+// (those their client left too), spent past the bound WithTokenLimit and
+// WithCostLimit document for its lead: the limit plus the estimate's
+// shortfall on the last call of each run spending at once, the lead and
+// at most 2·Levels+2 sub-agent invocations, which against the models
+// here (that count a token per four bytes and one more) is at most
+// scheduleShortfall tokens each; "" when it did not, or has no limit.
+func overBudget(s resumetest.Schedule, billed resumetest.Bill) string {
+	runs := int64(1 + 2*s.Levels + 2)
+	over := runs * scheduleShortfall
+	if lim := s.TokenLimit; lim > 0 && billed.Usage.Tokens() > lim+over {
+		return fmt.Sprintf("spent %d tokens under a limit of %d, past the bound of %d (%d runs short by at most %d tokens)",
+			billed.Usage.Tokens(), lim, lim+over, runs, scheduleShortfall)
+	}
+	if lim := s.CostLimit; lim > 0 {
+		// Priced at the output's price, the dearer.
+		per, _ := resumetest.Prices.Cost(provider.ModelUsage{Model: resumetest.Model, Usage: provider.Usage{OutputTokens: over}})
+		if billed.Cost > lim+per {
+			return fmt.Sprintf("spent $%v under a limit of $%v, past the bound of $%v (%d runs short by at most %d tokens)",
+				billed.Cost, lim, lim+per, runs, scheduleShortfall)
+		}
+	}
+	return ""
+}
+
+// scheduleShortfall is how many tokens the agents' estimate of one call's
+// input may fall short of what the schedules' models count: the token
+// they add, and the ids and rounding the estimate leaves out (as the
+// in-process property test allows).
+const scheduleShortfall = 16
 
 // postRun posts a run and reads its events, checking their framing, or
 // reports cut when ctx was cancelled before the stream ended. A thread still busy with the run its

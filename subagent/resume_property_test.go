@@ -211,6 +211,9 @@ func runSchedule(t *testing.T, st *store.Store, seed uint64, c *treeCounts) bool
 			}
 		} else {
 			checkLedger(fail, fmt.Sprintf("run %d", round), ledgerBill, out, tree)
+			if ledgerAcrossResume {
+				checkNodes(fail, fmt.Sprintf("run %d", round), s, tree, nil, 1, w.BilledAt)
+			}
 		}
 		checkBudget(fail, fmt.Sprintf("run %d", round), s, budgetBill, tree)
 		var in *tool.Interrupted
@@ -297,6 +300,60 @@ func checkLedger(fail func(string, ...any), what string, billed resumetest.Bill,
 	}
 }
 
+// checkNodes reports where what each node of a run's Tree spent itself —
+// its usage less its children's, in tokens and in money — differs from
+// what the models of its level billed (billed): the nodes of a level,
+// from first (the level of the Tree's roots) down, are the invocations
+// of one sub-agent tool, whose agents alone call that level's model, and
+// the background job's child is the one agent at level Levels. Each level
+// has one node, but a resident's, which has two, and a validated child's
+// corrective run is its node's: the sum over a level's nodes is each
+// node's own but for the resident's two, which are checked together (its
+// model cannot tell which of them a compaction's summary is for). The
+// cost is the one the events carried, or, given prices, the usage priced
+// at them (a re-run's Tree: its events carry no cost).
+func checkNodes(fail func(string, ...any), what string, s resumetest.Schedule, tree *subagent.Tree, prices *provider.Prices, first int, billed func(level int) resumetest.Bill) {
+	own := map[int]provider.Usage{}
+	cost := map[int]float64{}
+	nodes := map[int]int{}
+	var walk func(depth int, ns []*subagent.Node)
+	walk = func(depth int, ns []*subagent.Node) {
+		for _, n := range ns {
+			level := depth
+			if n.Name == subagent.DefaultForkName { // the background job's child
+				level = s.Levels
+			}
+			u := n.TotalUsage()
+			d, _ := n.Cost(prices)
+			for _, c := range n.Children {
+				cu := c.TotalUsage()
+				u = provider.Usage{InputTokens: u.InputTokens - cu.InputTokens, OutputTokens: u.OutputTokens - cu.OutputTokens,
+					CacheReadTokens: u.CacheReadTokens - cu.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens - cu.CacheWriteTokens}
+				cd, _ := c.Cost(prices)
+				d -= cd
+			}
+			own[level] = own[level].Add(u)
+			cost[level] += d
+			nodes[level]++
+			walk(depth+1, n.Children)
+		}
+	}
+	walk(first, tree.Roots())
+	last := s.Levels - 1
+	if s.Background && first == 1 {
+		last = s.Levels
+	}
+	for level := first; level <= last; level++ {
+		b := billed(level)
+		want := b.Usage
+		want.Requests = 0 // the Tree's events carry tokens, not requests
+		if own[level] != want || cost[level] != b.Cost {
+			fail("%s: the Tree's %d node(s) of level %d spent %+v ($%v) themselves; the level's model billed %v",
+				what, nodes[level], level, own[level], cost[level], b)
+		}
+	}
+}
+
 // checkBudget reports a run (or a turn) that billed more than its limits
 // allow. With budgetAsDocumented, the bound WithTokenLimit and
 // WithCostLimit document: the limit plus the last shortfall of the
@@ -361,6 +418,10 @@ func countNodes(tree *subagent.Tree, s resumetest.Schedule) int {
 // of its subtree ran once more (the resident's twice).
 func checkRerun(fail func(string, ...any), w *resumetest.World, level int) {
 	before := w.Billed()
+	atLevel := map[int]resumetest.Bill{}
+	for l := level; l < w.S.Levels; l++ {
+		atLevel[l] = w.BilledAt(l)
+	}
 	ran := map[string]int{}
 	for _, names := range w.S.Tools[level:w.S.Levels] {
 		for _, name := range names {
@@ -391,6 +452,11 @@ func checkRerun(fail func(string, ...any), w *resumetest.World, level int) {
 	if cost, _ := roots[0].Cost(resumetest.Prices); cost != billed.Cost {
 		fail("re-run of level %d: the models billed $%v; its Tree node says $%v", level, billed.Cost, cost)
 	}
+	levels := map[int]resumetest.Bill{}
+	for l := level; l < w.S.Levels; l++ {
+		levels[l] = w.BilledAt(l).Sub(atLevel[l])
+	}
+	checkNodes(fail, fmt.Sprintf("re-run of level %d", level), w.S, tree, resumetest.Prices, level, func(l int) resumetest.Bill { return levels[l] })
 	for name, was := range ran {
 		if got, want := w.Ran(name)-was, w.S.Runs(resumetest.Level(name)); got != want {
 			fail("re-run of level %d: %s ran %d more times, want %d", level, name, got, want)

@@ -157,6 +157,7 @@ type World struct {
 func New(s Schedule) *World {
 	w := &World{S: s, ran: map[string]int{}}
 	w.billing.paid = map[string]int{}
+	w.billing.levels = map[int]Bill{}
 	w.billing.refused = map[string]bool{}
 	if s.RateLimited {
 		// Admission retries a 429 after the Retry-After the model gives.
@@ -249,7 +250,7 @@ func (w *World) model(level int) provider.Provider {
 		} else {
 			usage.InputTokens, usage.OutputTokens = 10, 1
 		}
-		w.bill(fp, usage)
+		w.bill(level, fp, usage)
 		return provider.Response{Message: msg, Usage: usage, Model: Model, StopReason: stop}, nil
 	})
 	if w.S.RateLimited {

@@ -118,6 +118,7 @@ type billing struct {
 	// compaction's summary, and a validated child's corrected answer.
 	summaries, corrections int
 	paid                   map[string]int  // request fingerprint → answers billed
+	levels                 map[int]Bill    // level → what its agents' models billed
 	refused                map[string]bool // why and request fingerprint → refused once
 }
 
@@ -126,6 +127,15 @@ func (w *World) Billed() Bill {
 	w.billing.mu.Lock()
 	defer w.billing.mu.Unlock()
 	return w.billing.bill
+}
+
+// BilledAt returns what the models of the agents at level billed so far,
+// over all runs: the lead's at 0, each sub-agent's at its depth, the
+// background job's child's at Levels. Its MaxCall is not set.
+func (w *World) BilledAt(level int) Bill {
+	w.billing.mu.Lock()
+	defer w.billing.mu.Unlock()
+	return w.billing.levels[level]
 }
 
 // PaidTwice names the requests the models answered, and billed, more than
@@ -143,8 +153,9 @@ func (w *World) PaidTwice() []string {
 	return twice
 }
 
-// bill counts one answer to the request of fingerprint fp.
-func (w *World) bill(fp string, u provider.Usage) {
+// bill counts one answer of the model of level to the request of
+// fingerprint fp.
+func (w *World) bill(level int, fp string, u provider.Usage) {
 	w.answers.Add(1)
 	if w.Log != nil {
 		w.Log(fmt.Sprintf("answer %d %d %d %x/%s", u.InputTokens, u.OutputTokens, u.Requests, fnv64(fp), strings.ReplaceAll(fp[:min(len(fp), 24)], " ", "_")))
@@ -156,6 +167,10 @@ func (w *World) bill(fp string, u provider.Usage) {
 	cost, _ := Prices.Cost(provider.ModelUsage{Model: Model, Usage: u})
 	b.bill.Cost += cost
 	b.bill.MaxCall = max(b.bill.MaxCall, u.Tokens())
+	at := b.levels[level]
+	at.Usage = at.Usage.Add(u)
+	at.Cost += cost
+	b.levels[level] = at
 	b.paid[fp]++
 	switch {
 	case strings.HasPrefix(fp, SummaryRequest):
