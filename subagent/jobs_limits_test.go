@@ -1,12 +1,15 @@
 package subagent_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -29,31 +32,89 @@ func TestJobPastItsCostLimitReportsPartially(t *testing.T) {
 		{"cost", subagent.JobLimits{Cost: 0.002}, []string{"lead: dug ", "layers, no gold yet"}},
 		{"steps", subagent.JobLimits{Steps: 3}, []string{"stopped at its limit", "at step 3", "partial report, its last words:\ndug layer 3"}},
 	} {
-		t.Run(tc.name, func(t *testing.T) { jobPastLimit(t, tc.limits, tc.want) })
+		t.Run(tc.name, func(t *testing.T) {
+			jobPastLimit(t, pastLimit{limits: tc.limits, wrapsUp: true, want: tc.want, tokens: tc.limits.Tokens, cost: tc.limits.Cost})
+		})
 	}
 }
 
-func jobPastLimit(t *testing.T, limits subagent.JobLimits, want []string) {
+// A background job stopped by each of its limits, or, in a thread whose
+// jobs outlive its turns, by the token and cost defaults a job gets when
+// nothing else bounds it (DefaultJobTokens, DefaultJobCost), hands its
+// parent a partial report: why it stopped, the step it reached, the
+// tokens it spent (what its model billed) and its last words. What it
+// spent stays within the limit and is counted once. Its model never
+// answers when asked to wrap up, so that the limit, not an answer, ends
+// it; without the defaults the jobs in a thread would run to their 50
+// steps, ten times what the defaults let them spend.
+func TestJobPastEachLimitReportsPartially(t *testing.T) {
+	cut := []string{"[the sub-agent reached its token budget before it could answer; this is what it said last]\ndug layer "}
+	stopped := []string{"stopped at its limit (", "partial report, its last words:\ndug layer "}
+	for _, tc := range []struct {
+		name string
+		c    pastLimit
+	}{
+		{"cost", pastLimit{limits: subagent.JobLimits{Cost: 0.0006}, cost: 0.0006, want: cut}},
+		{"tokens", pastLimit{limits: subagent.JobLimits{Tokens: 600}, tokens: 600, want: cut}},
+		{"time", pastLimit{limits: subagent.JobLimits{Time: 300 * time.Millisecond}, slow: 40 * time.Millisecond, want: append(stopped, "deadline exceeded")}},
+		{"default tokens in a thread", pastLimit{thread: true, input: 20_000, tokens: subagent.DefaultJobTokens, want: cut}},
+		{"default cost in a thread", pastLimit{thread: true, price: 0.001, cost: subagent.DefaultJobCost, input: 200, want: cut}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { jobPastLimit(t, tc.c) })
+	}
+}
+
+// pastLimit is a background job that goes on digging until a limit
+// stops it (jobPastLimit).
+type pastLimit struct {
+	limits  subagent.JobLimits
+	wrapsUp bool          // its model answers when asked to wrap up (else it says nothing)
+	slow    time.Duration // each of its model calls takes
+	thread  bool          // it is a thread's job, that may outlive its turn
+	input   int64         // the input tokens of a model call (0: 100)
+	price   float64       // of a token, in or out (0: $0.000001)
+	want    []string      // in the lead's answer
+	tokens  int64         // the most it may spend (0: no bound checked)
+	cost    float64
+}
+
+func jobPastLimit(t *testing.T, c pastLimit) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	price := provider.Price{Input: 1e-6, Output: 1e-6}
+	price := provider.Price{Input: cmp.Or(c.price, 1e-6), Output: cmp.Or(c.price, 1e-6)}
 	prices, err := provider.NewPrices(map[string]provider.Price{"fake/fake": price, "fake": price})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
-	var billed provider.Usage
+	var billed, childBilled provider.Usage
 	var childCalls int
-	model := provider.Func(func(_ context.Context, req provider.Request) (provider.Response, error) {
-		u := provider.Usage{InputTokens: 100, OutputTokens: 20, Requests: 1}
+	model := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		u := provider.Usage{InputTokens: cmp.Or(c.input, 100), OutputTokens: 20, Requests: 1}
+		if req.MaxTokens > 0 {
+			u.OutputTokens = min(u.OutputTokens, int64(req.MaxTokens)) // stops at its bound, as a real model does
+		}
+		child := strings.HasPrefix(req.System, subagent.DefaultForkPrompt[:20])
+		if child && c.slow > 0 {
+			select {
+			case <-time.After(c.slow):
+			case <-ctx.Done():
+				return provider.Response{}, ctx.Err()
+			}
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		billed = billed.Add(u)
-		if strings.HasPrefix(req.System, subagent.DefaultForkPrompt[:20]) {
+		if child {
+			childBilled = childBilled.Add(u)
 			childCalls++
-			if len(req.Tools) == 0 {
-				return provider.Response{Usage: u, Message: provider.AssistantMessage(fmt.Sprintf("dug %d layers, no gold yet", childCalls-1))}, nil // asked to wrap up
+			if len(req.Tools) == 0 && c.wrapsUp { // asked to wrap up
+				return provider.Response{Usage: u, Message: provider.AssistantMessage(fmt.Sprintf("dug %d layers, no gold yet", childCalls-1))}, nil
 			}
-			return provider.Response{Usage: u, Message: provider.AssistantMessage(fmt.Sprintf("dug layer %d", childCalls),
+			said := fmt.Sprintf("dug layer %d", childCalls)
+			if len(req.Tools) == 0 {
+				said = "" // asked to wrap up, it digs on, saying nothing
+			}
+			return provider.Response{Usage: u, Message: provider.AssistantMessage(said,
 				provider.ToolCall{ID: fmt.Sprint("c", childCalls), Name: "lookup", Arguments: json.RawMessage(`{}`)})}, nil
 		}
 		switch len(toolResults(req.Messages)) {
@@ -65,20 +126,45 @@ func jobPastLimit(t *testing.T, limits subagent.JobLimits, want []string) {
 		}
 		return provider.Response{Usage: u, Message: provider.AssistantMessage("lead: " + toolResults(req.Messages)[1])}, nil
 	})
-	reg, _ := setup(t, model, true, []subagent.SpawnOption{subagent.WithBackground(), subagent.WithJobLimits(limits)})
-	out, err := lead(t, model, reg, agent.WithPrices(prices)).Run(t.Context(), agent.Input{Text: "go"})
+	opts := []subagent.SpawnOption{subagent.WithBackground(), subagent.WithJobLimits(c.limits)}
+	ctx := t.Context()
+	if c.thread {
+		opts = append(opts, subagent.WithJobsAcrossTurns(nil))
+		ctx = agent.WithThread(ctx, "t1")
+	}
+	reg, s := setup(t, model, true, opts)
+	defer s.Close()
+	rec := &recorder{}
+	out, err := lead(t, model, reg, agent.WithPrices(prices)).Run(event.WithSink(ctx, rec), agent.Input{Text: "go"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range want {
+	for _, w := range c.want {
 		if !strings.Contains(out.Answer, w) {
 			t.Errorf("the lead read %q: want a partial report, with %q", out.Answer, w)
 		}
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if spent := float64(childCalls) * (100*price.Input + 20*price.Output); limits.Cost > 0 && spent > limits.Cost || childCalls < 3 {
-		t.Errorf("the job made %d model calls, $%.6f, under limits %+v", childCalls, spent, limits)
+	if strings.Contains(out.Answer, "stopped at its limit") {
+		if want := fmt.Sprintf("(%d tokens spent)", childBilled.Tokens()); !strings.Contains(out.Answer, want) {
+			t.Errorf("the lead read %q: want %q, what the job's model billed", out.Answer, want)
+		}
+	}
+	if ended := rec.custom(subagent.JobEndedEvent); len(ended) != 1 {
+		t.Errorf("%d %s events, want 1", len(ended), subagent.JobEndedEvent)
+	} else {
+		var st subagent.JobStatus
+		if err := json.Unmarshal(ended[0].Value, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Usage != childBilled || math.Abs(st.Cost-price.Cost(childBilled)) > 1e-9 {
+			t.Errorf("the job ended having spent %+v, $%.6f; its model billed %+v, $%.6f", st.Usage, st.Cost, childBilled, price.Cost(childBilled))
+		}
+	}
+	spent := price.Cost(childBilled)
+	if c.tokens > 0 && childBilled.Tokens() > c.tokens || c.cost > 0 && spent > c.cost+1e-12 || childCalls < 3 {
+		t.Errorf("the job made %d model calls, %d tokens, $%.6f: want at least 3, within %d tokens and $%g", childCalls, childBilled.Tokens(), spent, c.tokens, c.cost)
 	}
 	if got := out.TotalUsage(); got != billed {
 		t.Errorf("the run counts %+v, the model billed %+v", got, billed)
@@ -112,6 +198,40 @@ func TestOwnerJobsAreCapped(t *testing.T) {
 	out, err = a.Run(bob, agent.Input{Text: "cmd start"})
 	if err != nil || out.Refused != 0 {
 		t.Errorf("another owner's spawn: refused %d, %v", out.Refused, err)
+	}
+	close(m.dig)
+}
+
+// The jobs alive in one thread are capped (WithMaxBackground), across
+// its turns: a spawn past the cap, in a later turn while the first
+// turn's job works on, is refused, with an event, and the model reads
+// why; another thread starts its own.
+func TestThreadJobsAreCapped(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	m := &threadModel{dig: make(chan struct{})}
+	a, s := threadLead(t, m, subagent.WithMaxBackground(1))
+	thread := func(th string) context.Context { return agent.WithThread(t.Context(), th) }
+	if _, err := a.Run(thread("t1"), agent.Input{Text: "cmd start"}); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	out, err := a.Run(event.WithSink(thread("t1"), rec), agent.Input{Text: "cmd start"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := rec.custom(subagent.RefusedEvent)
+	if out.Refused != 1 || len(refused) != 1 || !strings.Contains(string(refused[0].Value), `"max_background"`) {
+		t.Errorf("Output.Refused %d, refusals %+v: want one, max_background", out.Refused, refused)
+	}
+	if !strings.Contains(out.Answer, subagent.ErrMaxBackground.Error()) || !strings.Contains(out.Answer, "one thread") {
+		t.Errorf("the lead read %q: want why, the most one thread may have", out.Answer)
+	}
+	if n := len(s.Jobs(thread("t1")).List()); n != 1 {
+		t.Errorf("thread t1 has %d jobs, want 1", n)
+	}
+	out, err = a.Run(thread("t2"), agent.Input{Text: "cmd start"})
+	if err != nil || out.Refused != 0 {
+		t.Errorf("another thread's spawn: refused %d, %v", out.Refused, err)
 	}
 	close(m.dig)
 }
