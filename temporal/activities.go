@@ -20,6 +20,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agent/runtime"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/errcode"
 	"github.com/deputy-go/deputy/internal/id"
 	"github.com/deputy-go/deputy/internal/ledger"
 	drun "github.com/deputy-go/deputy/internal/run"
@@ -478,9 +479,11 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	}
 	// It spends its shares of its caller's limits, priced as the workers
 	// price their calls.
-	// Its model calls are counted per provider and model, as in process.
+	// Its model calls are counted per provider and model, as in process;
+	// the first names the model its SUBAGENT_ERROR has if it fails.
 	ctx, models := ledger.With(ctx)
 	o, err := ag.Run(runtime.WithShare(ctx, in.TokenLimit, in.CostLimit, a.rt.Prices), agent.Input{Text: text})
+	_, model := models.Spent(provider.Usage{})
 	if c, ok := ag.(interface{ Close() error }); ok {
 		_ = c.Close()
 	}
@@ -490,12 +493,13 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	var fail *policy.GuardrailError
 	if errors.As(err, &fail) && fail.Tripwire {
 		// A tripwire stops every run above the agent, as in process.
-		return ToolResult{}, sdktemporal.NewNonRetryableApplicationError(err.Error(), ErrTypeGuardrailTripped, nil, o.TotalUsage(), o.Cost)
+		return ToolResult{}, sdktemporal.NewNonRetryableApplicationError(err.Error(), ErrTypeGuardrailTripped, nil, o.TotalUsage(), o.Cost, model)
 	}
 	res := ToolResult{Content: o.Answer, Usage: o.TotalUsage(), Cost: o.Cost, Models: models.Entries()}
 	limit := min(cmp.Or(max(in.MaxOutputBytes, 0), DefaultMaxOutputBytes), a.rt.payloadLimit())
 	if err != nil {
 		res.Content, res.IsError, limit = err.Error(), true, in.MaxOutputBytes
+		res.Code, res.Model = goCode(err), model
 	}
 	if g != nil {
 		res = g.after(ctx, in.Arguments, res)
@@ -760,4 +764,22 @@ func capText(s string, limit int) string {
 		return s
 	}
 	return runtime.CapOutput(s, limit)
+}
+
+// goCode is the code of the error a factory's agent ended with, as its
+// SUBAGENT_ERROR has it in process (the sub-agent tools' errorCode).
+func goCode(err error) string {
+	switch {
+	case errors.Is(err, subagent.ErrTimeout):
+		return "timeout"
+	case errors.Is(err, subagent.ErrBusy):
+		return "busy"
+	case errors.Is(err, subagent.ErrNoJSON):
+		return "invalid_output"
+	case errors.Is(err, policy.ErrGuardrail):
+		return "guardrail"
+	case errors.Is(err, tool.ErrPanic), errors.Is(err, agent.ErrProviderPanic):
+		return "panic"
+	}
+	return errcode.Of(err)
 }

@@ -39,10 +39,19 @@ func newFailingFork(id func(n int64, i int) string) *failingFork { return newFai
 // newFailing is newFailingFork whose fork runs, when background, as a
 // background job, which the lead then waits for.
 func newFailing(id func(n int64, i int) string, background bool) *failingFork {
+	return newFailingVia(id, background, SpawnToolName)
+}
+
+// newFailingVia is newFailing whose lead delegates "part 1" by calling
+// the tool named via (not in the background: a factory's sub-agent tool).
+func newFailingVia(id func(n int64, i int) string, background bool, via string) *failingFork {
 	f := &failingFork{billed: map[string]provider.Usage{}}
 	var n atomic.Int64
 	f.script = &script{model: "m-1", fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
 		task, rs := firstUserOf(req), resultsOf(req)
+		if task == `{"task":"part 1"}` {
+			task = "part 1" // a factory's agent on Temporal reads the call's arguments
+		}
 		var msg provider.Message
 		switch {
 		case task == "part 1" && len(rs) == 0:
@@ -58,7 +67,7 @@ func newFailing(id func(n int64, i int) string, background bool) *failingFork {
 				Arguments: json.RawMessage(`{"action":"wait","job_id":"` + jobIDOf(rs[0]) + `","timeout_seconds":60}`)})
 		case len(rs) == 0:
 			task = ""
-			msg = provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"part 1"}`)})
+			msg = provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: via, Arguments: json.RawMessage(`{"task":"part 1"}`)})
 		default:
 			task = ""
 			msg = provider.AssistantMessage("the part failed")
@@ -227,6 +236,57 @@ func TestFailedJobReportsItsCodeOnTemporal(t *testing.T) {
 				if !strings.Contains(pr, "is reused") {
 					t.Error(pr)
 				}
+			}
+			if n := p.looked.Load(); n != 1 {
+				t.Errorf("look ran %d times, want 1", n)
+			}
+		})
+	}
+}
+
+// A sub-agent a Runtime factory builds (subagent.FromFactory in process)
+// whose model fails for good after it answered once ends on Temporal as
+// in process: its SUBAGENT_ERROR names the model that answered its first
+// call, and has its code and what it spent. (It named none, and its code
+// was "error".) With models that name their calls afresh, not at all, or
+// from call_0.
+func TestFailedFactoryChildNamesItsModelOnTemporal(t *testing.T) {
+	worker := func(p *failingFork, reg *tool.Registry) subagent.Factory {
+		return func(context.Context, json.RawMessage) (agent.Agent, error) {
+			return agent.NewReact(p, agent.WithName("worker"), agent.WithTools(reg.Tools()...))
+		}
+	}
+	for _, mode := range policyIDModes {
+		t.Run(mode.name, func(t *testing.T) {
+			inProcess := runTree(t, context.Background(), func(context.Context, *agui.RunInput) (agent.Agent, error) {
+				p := newFailingVia(mode.id, false, "worker")
+				st, err := subagent.FromFactory("worker", "Works.", worker(p, p.tools(t)))
+				if err != nil {
+					return nil, err
+				}
+				return agent.NewReact(p, agent.WithName("lead"), agent.WithTools(st))
+			})
+			hub := NewHub()
+			p := newFailingVia(mode.id, false, "worker")
+			reg := p.tools(t)
+			ctx, c, queue := onServer(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Tools: reg, Events: hub,
+				Factories: map[string]subagent.Factory{"worker": worker(p, reg)}})
+			evs := runTree(t, ctx, func(context.Context, *agui.RunInput) (agent.Agent, error) {
+				return &Agent{Client: c, TaskQueue: queue, Events: hub,
+					Spec: Spec{Name: "lead", Provider: "m", SubAgents: []SubAgent{{Name: "worker", Description: "Works.", Factory: "worker"}}}}, nil
+			})
+			want := []string{"SUBAGENT_ERROR provider_error, usage true", "RUN_FINISHED "}
+			if d := cmp.Diff(want, subagentEnds(inProcess)); d != "" {
+				t.Fatalf("in process, the client read these ends (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(want, subagentEnds(evs)); d != "" {
+				t.Errorf("on Temporal, the client read these ends (-want +got):\n%s", d)
+			}
+			if got, want := errorModels(evs), errorModels(inProcess); !slices.Equal(want, []string{"m-1"}) || !slices.Equal(got, want) {
+				t.Errorf("SUBAGENT_ERROR names the models %q on Temporal, %q in process; want [m-1] in both", got, want)
+			}
+			for _, pr := range eventcheck.Check(evs, eventcheck.Options{}) {
+				t.Error(pr)
 			}
 			if n := p.looked.Load(); n != 1 {
 				t.Errorf("look ran %d times, want 1", n)

@@ -166,13 +166,17 @@ type jobOutcome struct {
 	TimedOut  bool           `json:"timed_out,omitempty"`
 	Usage     provider.Usage `json:"usage"`
 	Cost      float64        `json:"cost,omitempty"`
+	// Model is the model that answered the first call of a job that
+	// failed or was cancelled, which its SUBAGENT_ERROR names ("" in an
+	// outcome recorded before outcomes kept it).
+	Model string `json:"model,omitempty"`
 }
 
 func outcomeOf(out RunOutput, err error) *jobOutcome {
 	if err == nil {
 		return &jobOutcome{Out: out}
 	}
-	o := &jobOutcome{Failed: messageOf(err), Usage: usageOf(err), Cost: costOf(err), Cancelled: sdktemporal.IsCanceledError(err)}
+	o := &jobOutcome{Failed: messageOf(err), Usage: usageOf(err), Cost: costOf(err), Model: modelOf(err), Cancelled: sdktemporal.IsCanceledError(err)}
 	if o.Failed == "" {
 		o.Failed = "failed"
 	}
@@ -191,7 +195,7 @@ func (o *jobOutcome) result() (RunOutput, error) {
 	case o.Failed == "":
 		return o.Out, nil
 	case o.Cancelled:
-		return RunOutput{}, sdktemporal.NewCanceledError(o.Usage, o.Cost)
+		return RunOutput{}, sdktemporal.NewCanceledError(o.Usage, o.Cost, o.Model)
 	case o.TimedOut:
 		return RunOutput{}, sdktemporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, errors.New(o.Failed))
 	}
@@ -199,7 +203,7 @@ func (o *jobOutcome) result() (RunOutput, error) {
 	if typ == "" {
 		typ = "deputy.failed"
 	}
-	return RunOutput{}, sdktemporal.NewNonRetryableApplicationError(o.Failed, typ, nil, o.Usage, o.Cost)
+	return RunOutput{}, sdktemporal.NewNonRetryableApplicationError(o.Failed, typ, nil, o.Usage, o.Cost, o.Model)
 }
 
 // kept is the job as the thread keeps it.

@@ -384,14 +384,16 @@ type ToolResult struct {
 	// Models and Earlier are a child's RunOutput.Models and Earlier.
 	Models  []provider.ModelUsage `json:"models,omitempty"`
 	Earlier []provider.ModelUsage `json:"earlier,omitempty"`
+	// Code and Model, for a child whose failure is the result, are its
+	// failure's code and the model that answered its first call, which
+	// its SUBAGENT_ERROR has, as in process ("" in a factory's result
+	// recorded before results carried them).
+	Code  string `json:"deputy_code,omitempty"`
+	Model string `json:"deputy_model,omitempty"`
 
 	// answered: the call asked a person and ran again with the answer
 	// (the workflow's own, never recorded).
 	answered bool
-	// code names the failure of a child whose error is the result, for
-	// its SUBAGENT_ERROR (codeOf), and model the model that answered
-	// its first call (modelOf): the workflow's own, never recorded.
-	code, model string
 }
 
 // FactoryCall is the input of FactoryWorkflow and of its activity.

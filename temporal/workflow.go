@@ -1119,7 +1119,7 @@ func (d *delegation) answer(ctx workflow.Context, f workflow.Future, checked boo
 		return res, nil, err
 	}
 	if err != nil {
-		res = ToolResult{Content: capText(fmt.Sprintf("%s failed: %v", d.call.Name, err), d.tn.spec.maxOutput()), IsError: true, Usage: usageOf(err), Cost: costOf(err), code: codeOf(err), model: modelOf(err)}
+		res = ToolResult{Content: capText(fmt.Sprintf("%s failed: %v", d.call.Name, err), d.tn.spec.maxOutput()), IsError: true, Usage: usageOf(err), Cost: costOf(err), Code: codeOf(err), Model: modelOf(err)}
 	}
 	return res, &Delegation{Call: d.call, Depth: d.tn.depth, Path: d.tn.path, After: true, Result: res.Content, IsError: res.IsError, Trace: d.tn.trace}, nil
 }
@@ -1326,11 +1326,11 @@ func codeOf(err error) string {
 }
 
 // failCode is the code of a call's failure: err's, or, for a child whose
-// error its parent read as the call's result (delegation.answer), that
-// error's.
+// error its parent read as the call's result (delegation.answer, or a
+// factory's agent's, RunFactory), that error's.
 func failCode(r ToolResult, err error) string {
-	if err == nil && r.code != "" {
-		return r.code
+	if err == nil && r.Code != "" {
+		return r.Code
 	}
 	return codeOf(err)
 }
@@ -1338,8 +1338,8 @@ func failCode(r ToolResult, err error) string {
 // failModel is the model of a call's failed child, as failCode is its
 // code.
 func failModel(r ToolResult, err error) string {
-	if err == nil && r.model != "" {
-		return r.model
+	if err == nil && r.Model != "" {
+		return r.Model
 	}
 	return modelOf(err)
 }
