@@ -166,7 +166,11 @@ type shaper struct {
 	steps map[string]bool        // steps open in this stream, by sub-agent and name
 	subs  map[string]event.Event // sub-agents open in this stream, by run id: their start
 	order []string               // the order they started in
-	ended bool                   // the stream has ended: nothing more is handed on
+	// done is the sub-agents this stream has seen end, by run id: a
+	// second terminal event of one (a turn publishes a job's end again
+	// when it adopted the job, adoptedEndChange) is not handed on.
+	done  map[string]bool
+	ended bool // the stream has ended: nothing more is handed on
 	// holding: what comes is kept in held, not handed on, until release.
 	holding bool
 	held    []event.Event
@@ -254,6 +258,13 @@ func (s *shaper) emit(e event.Event) {
 		s.subs[e.SubagentRunID] = e
 		s.order = append(s.order, e.SubagentRunID)
 	case event.SubagentFinished, event.SubagentError:
+		if s.done[e.SubagentRunID] {
+			return
+		}
+		if s.done == nil {
+			s.done = map[string]bool{}
+		}
+		s.done[e.SubagentRunID] = true
 		delete(s.subs, e.SubagentRunID)
 	}
 	s.em.Emit(e)

@@ -131,6 +131,17 @@ const (
 	// process; asked once a turn, where it has notes.
 	notesPolicyChange = "deputy.thread-notes-policy"
 
+	// adoptedEndChange names the workflow version from which a turn
+	// publishes, when a job an earlier turn of its thread started ends
+	// with an answer, the job's SUBAGENT_FINISHED itself (adoptedEnd),
+	// before its deputy.job_ended: the job's own, published by the
+	// activity of its last model call while its workflow was still open,
+	// may have gone out before the turn listened, and been lost (the
+	// turn, reading the job as running, had announced it). Agent.Run's
+	// stream hands on one terminal event per sub-agent. Asked where such
+	// a job answers, in a turn that publishes its jobs' events.
+	adoptedEndChange = "deputy.adopted-job-finished"
+
 	// noteCostChange names the workflow version from which a turn told
 	// of its thread's jobs that ended between turns counts their dollars
 	// (ThreadJobs.NoteCosts) in its RunOutput.Cost, as their tokens in
@@ -439,6 +450,15 @@ func (j *bgJob) endEvents() []event.Event {
 		evs = append(evs, event.Event{Type: event.SubagentError, SubagentRunID: j.wfID, Message: messageOf(j.err), Code: code, Usage: spentJSON(j.spent()), Model: modelOf(j.err)})
 	}
 	return append(evs, j.statusEvent(subagent.JobEndedEvent))
+}
+
+// adoptedEnd is the SUBAGENT_FINISHED of a job that answered, as its last
+// model call's activity published it (emitter.after): what a turn that
+// adopted the job publishes in case that one was lost (adoptedEndChange).
+func (j *bgJob) adoptedEnd() event.Event {
+	u, _ := j.spent()
+	return event.Event{Type: event.SubagentFinished, SubagentRunID: j.wfID, Result: event.JSONString(childContent(j.out)),
+		Usage: tokenUsage("", j.out.Model, u), Model: j.out.Model}
 }
 
 // held is what the run's jobs not collected yet may spend of their

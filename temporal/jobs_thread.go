@@ -293,8 +293,12 @@ func (js *jobs) adopt(j *bgJob) {
 			}
 		}
 		// Its SUBAGENT_ERROR too, if it failed or was cancelled, as for a
-		// job of this turn.
-		js.publish(gctx, j.endEvents()...)
+		// job of this turn; its SUBAGENT_FINISHED again if it answered.
+		evs := j.endEvents()
+		if js.publishing && j.err == nil && workflow.GetVersion(gctx, adoptedEndChange, workflow.DefaultVersion, 1) >= 1 {
+			evs = append([]event.Event{j.adoptedEnd()}, evs...)
+		}
+		js.publish(gctx, evs...)
 		j.told = true
 	})
 }

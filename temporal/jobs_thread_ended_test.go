@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -228,5 +229,146 @@ func threadJobEndsInError(t *testing.T, jobTime time.Duration, second, args, cod
 	if errored < 0 || ended < errored {
 		t.Errorf("the second turn's stream has the job's SUBAGENT_ERROR at %d and its %s at %d; want the first, then the second:\n%s",
 			errored, subagent.JobEndedEvent, ended, asJSON(evs...))
+	}
+}
+
+// holdAfterFinished passes events on to next and, once it has passed on
+// the SUBAGENT_FINISHED of a sub-agent run whose id ends in suffix, holds
+// the publisher (the activity of the job's last model call, whose
+// workflow stays open meanwhile) until hold is closed.
+type holdAfterFinished struct {
+	next      EventSink
+	suffix    string
+	once      sync.Once
+	published chan struct{} // closed once it is passed on
+	hold      chan struct{}
+}
+
+func (h *holdAfterFinished) Emit(tree string, e event.Event) {
+	h.next.Emit(tree, e)
+	if e.Type != event.SubagentFinished || !strings.HasSuffix(e.SubagentRunID, h.suffix) {
+		return
+	}
+	h.once.Do(func() { close(h.published) })
+	select {
+	case <-h.hold:
+	case <-time.After(time.Minute):
+	}
+}
+
+// A job of a thread that publishes its SUBAGENT_FINISHED before the
+// thread's next turn listens, its workflow still open as that turn reads
+// the thread's jobs, is shown ending in that turn's stream: the turn, told
+// the job runs on, announces it, then has its SUBAGENT_FINISHED, once,
+// then its deputy.job_ended. The job's own SUBAGENT_FINISHED reached no
+// one; the turn that adopted the job publishes it again when the job's
+// workflow has ended, and the stream hands on one. (The stream opened a
+// sub-agent it never ended.) The job's publisher is held past its
+// SUBAGENT_FINISHED until the turn has read the thread's jobs.
+func TestThreadJobFinishedBeforeATurnListensIsShownOnTemporal(t *testing.T) {
+	inEachIDMode(t, threadJobFinishedBeforeTurnListens)
+}
+
+func threadJobFinishedBeforeTurnListens(t *testing.T, c client.Client, id func(n int64, i int) string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var n, leadCalls, jobCalls atomic.Int64
+	reg, dug, release := releasableDig(t)
+	m := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		call := func(name, args string) (provider.Message, error) {
+			return provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: name, Arguments: json.RawMessage(args)}), nil
+		}
+		task := firstUserOf(req)
+		if task == "dig" {
+			jobCalls.Add(1)
+			if len(rs) == 0 {
+				return call("dig", `{}`)
+			}
+			return provider.AssistantMessage(rs[0]), nil
+		}
+		leadCalls.Add(1)
+		switch {
+		case task == "start" && len(rs) == 0:
+			return call(SpawnToolName, `{"task":"dig","background":true}`)
+		case task == "wait" && len(rs) == 0:
+			return call(subagent.JobsToolName, `{"action":"wait","job_id":"job_1","timeout_seconds":60}`)
+		}
+		return provider.AssistantMessage("lead: " + rs[len(rs)-1]), nil
+	}}
+	hub := NewHub()
+	held := &holdAfterFinished{next: hub, suffix: "/job_1", published: make(chan struct{}), hold: make(chan struct{})}
+	defer func() {
+		select {
+		case <-held.hold:
+		default:
+			close(held.hold)
+		}
+	}()
+	queue := fmt.Sprintf("deputy-thread-finished-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg, Events: held})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	var starts atomic.Int64
+	hooked := &beforeStart{Client: c, before: func(ctx context.Context, opts client.StartWorkflowOptions) {
+		if starts.Add(1) != 2 {
+			return
+		}
+		// The second turn has read the thread's jobs, the job among them
+		// running, its SUBAGENT_FINISHED published before the turn
+		// listened: its workflow ends now, before the turn starts.
+		close(held.hold)
+		if err := c.GetWorkflow(ctx, opts.ID+"/job_1", "").Get(ctx, nil); err != nil {
+			t.Errorf("the job ended with %v", err)
+		}
+	}}
+	h, err := agui.New(&Agent{Client: hooked, TaskQueue: queue, Events: hub,
+		Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"dig"}, Spawn: true, Background: true, JobsAcrossTurns: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	thread := "thread-" + queue
+	first, _ := postTurn(t, ctx, srv.URL, thread, "r1", "start")
+	starts2, job := announcedJob(t, first)
+	for dug.Load() == 0 && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	release()
+	select {
+	case <-held.published:
+	case <-ctx.Done():
+		t.Fatal("the job never published its SUBAGENT_FINISHED")
+	}
+	second, got := postTurn(t, ctx, srv.URL, thread, "r2", "wait")
+	if got != "lead: dug" {
+		t.Errorf("the wait answered %q, want the job's answer", got)
+	}
+	announcedOnce(t, 2, second, starts2)
+	finished, ended := -1, -1
+	for i, e := range second {
+		switch {
+		case e.Type == event.SubagentFinished && e.SubagentRunID == job:
+			if finished >= 0 {
+				t.Errorf("the second turn's stream ends the job twice")
+			}
+			if r := string(e.Result); r != `"dug"` {
+				t.Errorf("the job's SUBAGENT_FINISHED has the result %s, want its answer, \"dug\"", r)
+			}
+			finished = i
+		case e.Type == event.Custom && e.Name == subagent.JobEndedEvent && jobRunOf(t, e) == job:
+			ended = i
+		}
+	}
+	if finished < 0 || ended < finished {
+		t.Errorf("the second turn's stream has the job's SUBAGENT_FINISHED at %d and its %s at %d; want the first, then the second:\n%s",
+			finished, subagent.JobEndedEvent, ended, asJSON(second...))
+	}
+	if d, l, j := dug.Load(), leadCalls.Load(), jobCalls.Load(); d != 1 || l != 4 || j != 2 {
+		t.Errorf("the dig ran %d times, the lead's model answered %d times, the job's %d; want 1, 4 and 2", d, l, j)
 	}
 }
