@@ -456,9 +456,9 @@ func (j *bgJob) endEvents() []event.Event {
 // model call's activity published it (emitter.after): what a turn that
 // adopted the job publishes in case that one was lost (adoptedEndChange).
 func (j *bgJob) adoptedEnd() event.Event {
-	u, _ := j.spent()
+	u, c := j.spent()
 	return event.Event{Type: event.SubagentFinished, SubagentRunID: j.wfID, Result: event.JSONString(childContent(j.out)),
-		Usage: tokenUsage("", j.out.Model, u), Model: j.out.Model}
+		Usage: usageJSON(j.out.Models, j.out.Earlier, u, c), Model: j.out.Model}
 }
 
 // held is what the run's jobs not collected yet may spend of their
