@@ -207,7 +207,7 @@ func (s *runState) readable(est int64, calls []provider.ToolCall) (runs, unread 
 			avail = min(avail, int64(math.Floor(rest/price.Input)))
 		}
 	}
-	return run.Readable(avail, calls, len(unpaidResult))
+	return run.Readable(avail, calls, run.RefusalBytes, len(unpaidResult))
 }
 
 // nextEstimate is what the run's next call will read before the results

@@ -750,13 +750,13 @@ func (t *SubAgentTool) partial(said string, cut bool) (string, any) {
 
 // unstartedNote says why a child made no model call: its share of its
 // parent's budget was too small for one.
-const unstartedNote = "not started: its budget could not pay for a model call"
+const unstartedNote = run.UnstartedNote
 
 // unstarted is the content and value of the result of a child whose share
 // of its parent's budget could not pay for its first model call: a
-// partial Report under WithReport, else the note; within
-// run.RefusalBytes either way (TestTenForksTooSmallToStart), since its
-// parent reads it out of that share.
+// partial Report under WithReport, else the note, as run.UnstartedReport
+// and run.UnstartedLine spell them (TestUnstartedResultsAreWhatTheFloorCounts),
+// since its parent reads it out of a share at least run.Floor.
 func (t *SubAgentTool) unstarted() (string, any) {
 	if c := t.cfg.check; c != nil && c.result {
 		r := Report{Status: ReportPartial, Summary: unstartedNote}

@@ -143,8 +143,11 @@ func TestTenValidatedForksUnderACostLimit(t *testing.T) {
 // kept back for its wrap-up, within its limit; what the models billed is
 // what Output counts. Plain forks and forks that report (WithReport),
 // under a token limit and a cost limit (a dollar a million tokens, in and
-// out: $0.00135 is 1,350 tokens), with models that name their calls
-// afresh, not at all, and from call_0.
+// out: $0.0013 is 1,300 tokens), with models that name their calls
+// afresh, not at all, and from call_0. Each child's answer is the line the
+// lead's floor counts (run.UnstartedLine, run.UnstartedReport): counting
+// 112 bytes for it instead, the lead could not pay to read ten under
+// 1,300 tokens, and left one not run.
 func TestTenForksTooSmallToStart(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	prices, err := provider.NewPrices(map[string]provider.Price{"fake": {Input: 1e-6, Output: 1e-6}})
@@ -154,7 +157,7 @@ func TestTenForksTooSmallToStart(t *testing.T) {
 	for _, tc := range []struct {
 		report, cost bool
 		limit        int64
-	}{{false, false, 1350}, {true, false, 1350}, {false, true, 1350}} {
+	}{{false, false, 1300}, {true, false, 1300}, {false, true, 1300}} {
 		for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
 			t.Run(fmt.Sprintf("report %v, cost %v, ids %d", tc.report, tc.cost, ids), func(t *testing.T) {
 				var (
@@ -220,9 +223,14 @@ func TestTenForksTooSmallToStart(t *testing.T) {
 					t.Fatalf("the lead read %d results, want 10", len(results))
 				}
 				for _, c := range results {
+					// What the lead's floor counts is what it reads.
+					want := run.UnstartedLine
+					if tc.report {
+						want = run.UnstartedReport
+					}
 					var r subagent.Report
-					if !strings.Contains(c, "its budget could not pay for a model call") || len(c) > run.RefusalBytes || tc.report && (json.Unmarshal([]byte(c), &r) != nil || r.Status != subagent.ReportPartial) {
-						t.Errorf("a child's result is %q, want a short partial answer that says its budget could not pay for a model call", c)
+					if c != want || len(c) > run.RefusalBytes || tc.report && (json.Unmarshal([]byte(c), &r) != nil || r.Status != subagent.ReportPartial) {
+						t.Errorf("a child's result is %q, want %q, a partial answer that says its budget could not pay for a model call", c, want)
 					}
 				}
 			})

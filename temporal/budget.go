@@ -162,7 +162,7 @@ func (b *budget) share(used, keep int64, n int, floor int64) int64 {
 // shareFloorChange names the workflow version from which a run under a
 // limit keeps back its wrap-up note under a token limit too, gives each
 // child at least what reading the answer of a child too small to start
-// costs (shareFloor), and reads that answer (unstartedNote) instead of
+// costs (shareFloor), and reads that answer (unstartedLine) instead of
 // the child's failure, as in process: ten children too small to start
 // left the lead's wrap-up unpaid.
 const shareFloorChange = "deputy.share-floor"
@@ -175,19 +175,28 @@ const shareFloorChange = "deputy.share-floor"
 // Asked only where the two differ.
 const shareFloorOutputChange = "deputy.share-floor-output"
 
-// unstartedNote is what the run reads of a child whose share could not
-// pay for its first model call, as in process.
-const unstartedNote = "not started: its budget could not pay for a model call"
+// unstartedLine is the result of a call whose child's share could not pay
+// for its first model call, as in process.
+const unstartedLine = drun.UnstartedLine
+
+// unstartedLineChange names the workflow version from which what a run
+// counts for reading the answer of a child too small to start (the floor
+// of its shares, and of each call it runs of a reply it cannot pay to
+// read all of) is unstartedLine, the answer it reads, where it counted
+// 112 bytes (legacyRefusalBytes), about twice as many, and so could leave
+// calls not run that it could pay to read.
+const unstartedLineChange = "deputy.unstarted-line-floor"
+
+// legacyRefusalBytes is what a workflow started before
+// unstartedLineChange counts for reading the answer of a child too small
+// to start, its id aside.
+const legacyRefusalBytes = 112
 
 // shareFloor is what reading the answer of one of calls whose child could
 // not start costs, in tokens as the estimate counts them: the answer,
-// within run.RefusalBytes, and the call's id.
-func shareFloor(calls []provider.ToolCall) int64 {
-	id := 0
-	for _, c := range calls {
-		id = max(id, len(c.ID))
-	}
-	return (int64(drun.RefusalBytes+id) + 3) / 4
+// refusal bytes long, and the call's id.
+func shareFloor(calls []provider.ToolCall, refusal int) int64 {
+	return drun.Floor(calls, refusal)
 }
 
 // unstarted reports whether err is the failure of a child that ended at

@@ -58,7 +58,7 @@ func floorTree(id func(n int64, i int) string) (spec Spec, calls []provider.Tool
 		calls[i].ID = id(int64(i+1), i)
 	}
 	const in1, out1 = 1000, 300
-	rest = float64(2*shareFloor(calls)+20) * floorIn
+	rest = float64(2*shareFloor(calls, len(unstartedLine))+20) * floorIn
 	spec.CostLimit = in1*floorIn + out1*floorOut + float64(in1+out1+wrapUpNoteTokens(spec))*floorIn + rest
 	m = &billedModel{fn: func(req provider.Request) (provider.Message, provider.Usage) {
 		if len(req.Messages) == 1 {
@@ -86,7 +86,7 @@ func TestShareFloorPaysAnOutputTokenOnTemporal(t *testing.T) {
 	inEachIDMode(t, func(t *testing.T, _ client.Client, id func(n int64, i int) string) {
 		spec, calls, m, rest := floorTree(id)
 		limit := spec.CostLimit
-		floor := shareFloor(calls)
+		floor := shareFloor(calls, len(unstartedLine))
 		ctx, c, queue := onServer(t, &Runtime{Providers: map[string]provider.Provider{"pp": m}, Prices: prices})
 		leadID := fmt.Sprintf("floor-%s-%d", queue, len(calls))
 		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: leadID, TaskQueue: queue}, AgentWorkflowName, RunInput{Spec: spec, Text: "split the work in two"})

@@ -193,6 +193,12 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 	// tools so that the next can read its reply again, and runs only the
 	// calls of a reply whose results it can pay to read, as in process.
 	cuts := (b.on || spec.CostLimit > 0) && workflow.GetVersion(ctx, unpaidChange, workflow.DefaultVersion, 1) >= 1
+	// From unstartedLineChange on, a run counts for the answer of a child
+	// too small to start the line it reads.
+	refusal := legacyRefusalBytes
+	if (b.on || spec.CostLimit > 0) && workflow.GetVersion(ctx, unstartedLineChange, workflow.DefaultVersion, 1) >= 1 {
+		refusal = len(unstartedLine)
+	}
 	unpaid := false // the last reply's calls were cut: the next call is the wrap-up
 	guards := len(spec.Guardrails) > 0
 	if guards {
@@ -420,7 +426,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		var floor int64
 		tokenKeep := keep
 		if floored {
-			floor = shareFloor(msg.ToolCalls)
+			floor = shareFloor(msg.ToolCalls, refusal)
 			tokenKeep += wrapUpNoteTokens(spec)
 		}
 		calls, refused := msg.ToolCalls, []provider.ToolCall(nil)
@@ -444,7 +450,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 				}
 				avail = min(avail, int64(math.Floor(rest/inPrice)))
 			}
-			if runs, unread := drun.Readable(avail, calls, len(unpaidResult)); runs < len(calls) {
+			if runs, unread := drun.Readable(avail, calls, refusal, len(unpaidResult)); runs < len(calls) {
 				if trace != nil {
 					// Their starts were published with the reply: the next
 					// call publishes their results, as in process.
@@ -1113,7 +1119,7 @@ func (d *delegation) answer(ctx workflow.Context, f workflow.Future, checked boo
 	if err != nil && d.tn.floored && unstarted(err) {
 		// Its share could not pay for its first model call: it says so in
 		// a line its share pays to read, as in process.
-		res, err = ToolResult{Content: "[" + unstartedNote + "]"}, nil
+		res, err = ToolResult{Content: unstartedLine}, nil
 	}
 	if !checked || ctx.Err() != nil || tripped(err) {
 		return res, nil, err

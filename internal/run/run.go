@@ -480,7 +480,7 @@ func AtStep(ctx context.Context, st Step) (context.Context, *Shares) {
 	l.step = stepCalls{n: st.N, calls: st.Calls, prefix: st.Prefix, price: st.Price}
 	l.info.step, l.info.call = &l.step, nil
 	var sh *Shares
-	if st.Share && shareOut(ctx, &l.info, &l.shares, len(st.Calls), st.Keep, st.KeepCost, Floor(st.Calls), st.Price) {
+	if st.Share && shareOut(ctx, &l.info, &l.shares, len(st.Calls), st.Keep, st.KeepCost, Floor(st.Calls, RefusalBytes), st.Price) {
 		sh = &l.shares
 	}
 	return context.WithValue(ctx, key{}, &l.info), sh
@@ -1264,22 +1264,37 @@ type Shares struct {
 	released  bool
 }
 
-// RefusalBytes bounds what the result of a tool call whose sub-agent's
-// share could not pay for its first model call weighs, in bytes: the
-// sub-agent tools keep the result that says so within it, and a step's
-// shares are at least what reading it costs (shareOut).
-const RefusalBytes = 112
+// UnstartedNote says why a sub-agent made no model call: its share of its
+// parent's budget could not pay for one.
+const UnstartedNote = "not started: its budget could not pay for a model call"
+
+// UnstartedLine and UnstartedReport are the results of a call whose
+// sub-agent's share could not pay for its first model call, as its
+// parent reads them: the note, or under WithReport the partial Report
+// that holds it.
+const (
+	UnstartedLine   = "[" + UnstartedNote + "]"
+	UnstartedReport = `{"status":"partial","summary":"` + UnstartedNote + `","findings":null}`
+)
+
+// RefusalBytes is what the result of a tool call whose sub-agent's share
+// could not pay for its first model call weighs, in bytes: the longer of
+// UnstartedLine and UnstartedReport, since the run cannot tell which a
+// call will answer. A step's shares are at least what reading it costs
+// (shareOut).
+const RefusalBytes = max(len(UnstartedLine), len(UnstartedReport))
 
 // Floor is what the run reads, in tokens as its estimate counts them, of
-// the result of any one of calls whose sub-agent could not start: the
-// refusal and the call's id. A step's shares are at least this when what
-// is left pays it for every call and a token of reply.
-func Floor(calls []provider.ToolCall) int64 {
+// the result of any one of calls whose sub-agent could not start: a
+// refusal of refusal bytes (RefusalBytes in process) and the call's id.
+// A step's shares are at least this when what is left pays it for every
+// call and a token of reply.
+func Floor(calls []provider.ToolCall, refusal int) int64 {
 	id := 0
 	for _, c := range calls {
 		id = max(id, len(c.ID))
 	}
-	return (int64(RefusalBytes+id) + 3) / 4
+	return (int64(refusal+id) + 3) / 4
 }
 
 // FollowBound is the output bound of a call estimated to read est tokens
@@ -1320,13 +1335,13 @@ func CallTokens(tools []provider.ToolDef) int64 {
 
 // Readable returns how many of calls, in order, a run with avail tokens
 // left to read their results (after what its wrap-up reads and a token
-// of its reply) can run (runs): each result at least Floor, the calls
-// after them answered with a refusal of refusalBytes bytes and the call's
-// id; and how many of those the run cannot pay to read even that of
-// (unread), the last ones, which are left out of what its model reads.
-// A run with avail below 0 cannot pay for its wrap-up anyway: it runs
-// them all.
-func Readable(avail int64, calls []provider.ToolCall, refusalBytes int) (runs, unread int) {
+// of its reply) can run (runs): each result at least Floor of
+// floorBytes, the calls after them answered with a refusal of
+// refusalBytes bytes and the call's id; and how many of those the run
+// cannot pay to read even that of (unread), the last ones, which are
+// left out of what its model reads. A run with avail below 0 cannot pay
+// for its wrap-up anyway: it runs them all.
+func Readable(avail int64, calls []provider.ToolCall, floorBytes, refusalBytes int) (runs, unread int) {
 	if avail < 0 {
 		return len(calls), 0
 	}
@@ -1335,7 +1350,7 @@ func Readable(avail int64, calls []provider.ToolCall, refusalBytes int) (runs, u
 		refused[i] = refused[i+1] + (int64(refusalBytes+len(calls[i].ID))+3)/4
 	}
 	for k := len(calls); k > 0; k-- {
-		if int64(k)*Floor(calls[:k])+refused[k] <= avail {
+		if int64(k)*Floor(calls[:k], floorBytes)+refused[k] <= avail {
 			return k, 0
 		}
 	}
