@@ -104,8 +104,12 @@ type EndedCall struct {
 	Code     string         `json:"code,omitempty"`
 	Usage    provider.Usage `json:"usage,omitzero"`
 	Cost     float64        `json:"cost,omitempty"`
-	// Model is the model that answered the failed child's first call.
-	Model string `json:"model,omitempty"`
+	// Model is the model that answered the failed child's first call;
+	// Models and Earlier what it spent per provider and model, and the
+	// part of it spent before the last answer (RunOutput.Models, Earlier).
+	Model   string                `json:"model,omitempty"`
+	Models  []provider.ModelUsage `json:"models,omitempty"`
+	Earlier []provider.ModelUsage `json:"earlier,omitempty"`
 	// Content is the call's result when the model reads none (a call its
 	// run could not pay to read); else the result is read from the request.
 	Content string `json:"content,omitempty"`
@@ -173,7 +177,7 @@ func (em emitter) before(req provider.Request) {
 		content := cmp.Or(c.Content, resultOf(req.Messages, c.CallID))
 		if c.Subagent != "" && c.IsError {
 			// A call recorded before ended calls carried their code has none.
-			em.emit(event.Event{Type: event.SubagentError, SubagentRunID: c.Subagent, Message: content, Code: cmp.Or(c.Code, "error"), Usage: spentJSON(c.Usage, c.Cost), Model: c.Model})
+			em.emit(event.Event{Type: event.SubagentError, SubagentRunID: c.Subagent, Message: content, Code: cmp.Or(c.Code, "error"), Usage: usageJSON(c.Models, c.Earlier, c.Usage, c.Cost), Model: c.Model})
 		}
 		em.emit(event.Event{Type: event.ToolCallResult, MessageID: em.stepName(t.Step-1) + "/result-" + c.CallID, ToolCallID: c.CallID, Content: content, Role: "tool"})
 	}

@@ -161,6 +161,10 @@ func TestFailedForkReportsItsCodeAndUsageOnTemporal(t *testing.T) {
 			if got, want := errorModels(evs), errorModels(inProcess); !slices.Equal(want, []string{"m-1"}) || !slices.Equal(got, want) {
 				t.Errorf("SUBAGENT_ERROR names the models %q on Temporal, %q in process; want [m-1] in both", got, want)
 			}
+			// Its usage per model, as in process.
+			if got, want := errorUsageModels(t, evs), errorUsageModels(t, inProcess); len(want) == 0 || !slices.Equal(got, want) {
+				t.Errorf("SUBAGENT_ERROR's usage is under the models %q on Temporal, %q in process", got, want)
+			}
 			for _, pr := range eventcheck.Check(evs, eventcheck.Options{}) {
 				t.Error(pr)
 			}
@@ -301,6 +305,26 @@ func errorModels(evs []event.Event) []string {
 	for _, e := range evs {
 		if e.Type == event.SubagentError {
 			out = append(out, e.Model)
+		}
+	}
+	return out
+}
+
+// errorUsageModels is the provider and model of each entry of the usage
+// of each SUBAGENT_ERROR in evs, in order.
+func errorUsageModels(t *testing.T, evs []event.Event) []string {
+	t.Helper()
+	var out []string
+	for _, e := range evs {
+		if e.Type != event.SubagentError {
+			continue
+		}
+		var us []struct{ Provider, Model string }
+		if err := json.Unmarshal(e.Usage, &us); err != nil {
+			t.Fatalf("SUBAGENT_ERROR's usage %s: %v", e.Usage, err)
+		}
+		for _, u := range us {
+			out = append(out, u.Provider+"/"+u.Model)
 		}
 	}
 	return out

@@ -96,6 +96,7 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 		errs[i] = err
 		if err != nil {
 			results[i] = ToolResult{Content: capText(fmt.Sprintf("%s failed: %v", calls[i].Name, err), spec.maxOutput()), IsError: true, Usage: usageOf(err), Cost: costOf(err)}
+			results[i].Models, results[i].Earlier = modelsOf(err)
 		}
 		results[i].Content = capText(results[i].Content, spec.maxOutput())
 		running--

@@ -447,7 +447,7 @@ func (j *bgJob) endEvents() []event.Event {
 		if j.cancelled {
 			code = "cancelled"
 		}
-		evs = append(evs, event.Event{Type: event.SubagentError, SubagentRunID: j.wfID, Message: messageOf(j.err), Code: code, Usage: spentJSON(j.spent()), Model: modelOf(j.err)})
+		evs = append(evs, event.Event{Type: event.SubagentError, SubagentRunID: j.wfID, Message: messageOf(j.err), Code: code, Usage: j.spentJSON(), Model: modelOf(j.err)})
 	}
 	return append(evs, j.statusEvent(subagent.JobEndedEvent))
 }
@@ -568,6 +568,17 @@ func (j *bgJob) status() subagent.JobStatus {
 		st.Usage, st.Cost = j.spent()
 	}
 	return st
+}
+
+// spentJSON is the usage of an ended job's end, from its outcome, per
+// provider and model as a child's is.
+func (j *bgJob) spentJSON() json.RawMessage {
+	u, c := j.spent()
+	if j.err != nil {
+		models, earlier := modelsOf(j.err)
+		return usageJSON(models, earlier, u, c)
+	}
+	return usageJSON(j.out.Models, j.out.Earlier, u, c)
 }
 
 // spent is what an ended job spent, from its outcome.

@@ -20,7 +20,6 @@ import (
 	"github.com/deputy-go/deputy/agent/runtime"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/exactkeys"
-	"github.com/deputy-go/deputy/internal/ledger"
 	drun "github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/policy"
@@ -103,10 +102,12 @@ func AgentWorkflow(ctx workflow.Context, in RunInput) (RunOutput, error) {
 	out, err := run(rctx, in.Spec, in.Depth, nil, input, id, trace, q, cmp.Or(in.Path, cmp.Or(in.Spec.Name, agent.DefaultName)), ib, in.Arguments, thread)
 	if late && err != nil && sdktemporal.IsCanceledError(err) {
 		u, c, m := out.TotalUsage(), out.Cost, out.Model
+		ms, e := out.Models, out.Earlier
 		if d := usageOf(err); !d.IsZero() {
 			u, c, m = d, costOf(err), modelOf(err)
+			ms, e = modelsOf(err)
 		}
-		err = sdktemporal.NewNonRetryableApplicationError(fmt.Sprintf("the job ran past its time of %v (Spec.JobTime)", in.JobTime), ErrTypeJobTime, nil, u, c, m)
+		err = sdktemporal.NewNonRetryableApplicationError(fmt.Sprintf("the job ran past its time of %v (Spec.JobTime)", in.JobTime), ErrTypeJobTime, nil, u, c, m, ms, e)
 	}
 	if in.Depth > 0 {
 		// A child's transcript stays in its own history; only the answer
@@ -575,16 +576,6 @@ func closeStep(ctx workflow.Context, trace *Trace, step int) {
 		{Type: event.StepFinished, StepName: key + "/step-" + strconv.Itoa(step)}}}).Get(dctx, nil)
 }
 
-// spentJSON is the usage of a sub-agent's end that the workflow
-// publishes: what it spent, u, in one entry, priced at cost (nil when it
-// spent nothing).
-func spentJSON(u provider.Usage, cost float64) json.RawMessage {
-	if u.IsZero() {
-		return nil
-	}
-	return ledger.Encode([]provider.ModelUsage{{Usage: u, Cost: cost}}, u, false)
-}
-
 // withUsage returns err carrying what the run spent (its children's
 // included) as its details, so that the run's parent, or the client that
 // started it, counts every model call that succeeded however the run
@@ -598,7 +589,7 @@ func withUsage(out RunOutput, err error) error {
 	}
 	if sdktemporal.IsCanceledError(err) {
 		// A cancellation carries the usage too, as its details.
-		return sdktemporal.NewCanceledError(u, out.Cost, out.Model)
+		return sdktemporal.NewCanceledError(spent(out)...)
 	}
 	typ, msg := "deputy.failed", err.Error()
 	var app *sdktemporal.ApplicationError
@@ -608,7 +599,7 @@ func withUsage(out RunOutput, err error) error {
 		}
 		typ, msg = app.Type(), app.Message()
 	}
-	return sdktemporal.NewNonRetryableApplicationError(msg, typ, err, u, out.Cost, out.Model)
+	return sdktemporal.NewNonRetryableApplicationError(msg, typ, err, spent(out)...)
 }
 
 // withSettled is err, when the run failed, carrying what it spent once
@@ -616,7 +607,7 @@ func withUsage(out RunOutput, err error) error {
 func withSettled(out RunOutput, err error) error {
 	if err == nil || sdktemporal.IsCanceledError(err) {
 		if err != nil {
-			return sdktemporal.NewCanceledError(out.TotalUsage(), out.Cost, out.Model)
+			return sdktemporal.NewCanceledError(spent(out)...)
 		}
 		return err
 	}
@@ -625,7 +616,7 @@ func withSettled(out RunOutput, err error) error {
 	if errors.As(err, &app) {
 		typ, msg = app.Type(), app.Message()
 	}
-	return sdktemporal.NewNonRetryableApplicationError(msg, typ, err, out.TotalUsage(), out.Cost, out.Model)
+	return sdktemporal.NewNonRetryableApplicationError(msg, typ, err, spent(out)...)
 }
 
 // UsageOf returns the usage a failed agent workflow reports with its error:
@@ -648,7 +639,7 @@ func activityContext(ctx workflow.Context, spec Spec) workflow.Context {
 }
 
 func failure(out RunOutput, typ, msg string) error {
-	return sdktemporal.NewNonRetryableApplicationError(msg, typ, nil, out.TotalUsage(), out.Cost, out.Model)
+	return sdktemporal.NewNonRetryableApplicationError(msg, typ, nil, spent(out)...)
 }
 
 // toolRetriesChange names the workflow version from which a run fails
@@ -854,6 +845,7 @@ func runTools(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 			body(gctx)
 			if errs[i] != nil {
 				results[i] = ToolResult{Content: capText(fmt.Sprintf("%s failed: %v", call.Name, errs[i]), spec.maxOutput()), IsError: true, Usage: usageOf(errs[i]), Cost: costOf(errs[i])}
+				results[i].Models, results[i].Earlier = modelsOf(errs[i])
 			}
 			results[i].Content = capText(results[i].Content, spec.maxOutput())
 		})
@@ -878,6 +870,7 @@ func endTurn(ctx workflow.Context, trace *Trace, calls []provider.ToolCall, resu
 				e := EndedCall{CallID: call.ID, Subagent: children[i], IsError: results[i].IsError}
 				if e.Subagent != "" && e.IsError {
 					e.Code, e.Usage, e.Cost, e.Model = failCode(results[i], errs[i]), results[i].Usage, results[i].Cost, failModel(results[i], errs[i])
+					e.Models, e.Earlier = results[i].Models, results[i].Earlier
 				}
 				ended = append(ended, e)
 			}
@@ -916,7 +909,7 @@ func endCancelled(ctx workflow.Context, trace *Trace, calls []provider.ToolCall,
 		}
 		r := results[i]
 		if children[i] != "" && r.IsError {
-			evs = append(evs, event.Event{Type: event.SubagentError, SubagentRunID: children[i], Message: r.Content, Code: failCode(r, errs[i]), Usage: spentJSON(r.Usage, r.Cost), Model: failModel(r, errs[i])})
+			evs = append(evs, event.Event{Type: event.SubagentError, SubagentRunID: children[i], Message: r.Content, Code: failCode(r, errs[i]), Usage: usageJSON(r.Models, r.Earlier, r.Usage, r.Cost), Model: failModel(r, errs[i])})
 		}
 		evs = append(evs, event.Event{Type: event.ToolCallResult, MessageID: key + "/step-" + strconv.Itoa(trace.Step) + "/result-" + call.ID,
 			ToolCallID: call.ID, Content: r.Content, Role: "tool"})
@@ -1126,6 +1119,7 @@ func (d *delegation) answer(ctx workflow.Context, f workflow.Future, checked boo
 	}
 	if err != nil {
 		res = ToolResult{Content: capText(fmt.Sprintf("%s failed: %v", d.call.Name, err), d.tn.spec.maxOutput()), IsError: true, Usage: usageOf(err), Cost: costOf(err), Code: codeOf(err), Model: modelOf(err)}
+		res.Models, res.Earlier = modelsOf(err)
 	}
 	return res, &Delegation{Call: d.call, Depth: d.tn.depth, Path: d.tn.path, After: true, Result: res.Content, IsError: res.IsError, Trace: d.tn.trace}, nil
 }
@@ -1383,6 +1377,32 @@ func modelOf(err error) string {
 		_ = cancelled.Details(&u, &c, &m)
 	}
 	return m
+}
+
+// spent is what a failed or cancelled run carries in its error's
+// details: its usage, cost and first model, then its usage per provider
+// and model and the part of it spent before the last answer (modelsOf).
+func spent(out RunOutput) []any {
+	return []any{out.TotalUsage(), out.Cost, out.Model, out.Models, out.Earlier}
+}
+
+// modelsOf reads what a failed or cancelled child spent per provider and
+// model, and the part of it spent before the last answer, from its
+// error's details (after its model; none from a run recorded before runs
+// carried them).
+func modelsOf(err error) (models, earlier []provider.ModelUsage) {
+	var u provider.Usage
+	var c float64
+	var m string
+	var app *sdktemporal.ApplicationError
+	var cancelled *sdktemporal.CanceledError
+	switch {
+	case errors.As(err, &app) && app.HasDetails():
+		_ = app.Details(&u, &c, &m, &models, &earlier)
+	case errors.As(err, &cancelled) && cancelled.HasDetails():
+		_ = cancelled.Details(&u, &c, &m, &models, &earlier)
+	}
+	return models, earlier
 }
 
 // withCtx gives the coroutine's context the activity options of actx.
