@@ -122,6 +122,7 @@ import (
 	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/internal/outcome"
 	"github.com/deputy-go/deputy/internal/sameorigin"
+	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -239,7 +240,8 @@ func WithWriteTimeout(d time.Duration) Option {
 // New returns a handler that runs a for every request. By default a is
 // handed the text of the last user message (LastUserMessage), since an
 // agent served to every request, such as a *agent.React, keeps its own
-// conversation; use NewPerRequest to serve many conversations.
+// conversation; use NewPerRequest to serve many conversations. Such an
+// agent is refused with WithAuthorize, which serves many owners.
 func New(a agent.Agent, opts ...Option) (*Handler, error) {
 	if a == nil {
 		return nil, errors.New("agui: nil agent: pass the agent to serve, or use NewPerRequest")
@@ -250,6 +252,9 @@ func New(a agent.Agent, opts ...Option) (*Handler, error) {
 	}
 	if h.cfg.threads != nil {
 		return nil, errors.New("agui: WithThreads with a shared agent: its own conversation would mix the threads: use NewPerRequest")
+	}
+	if _, ok := a.(interface{ History() []provider.Message }); ok && h.cfg.authorize != nil {
+		return nil, fmt.Errorf("agui: WithAuthorize with a shared agent (%T) that keeps its conversation between runs: what one owner tells it would reach every other owner's runs: use NewPerRequest", a)
 	}
 	return h, nil
 }
