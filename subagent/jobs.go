@@ -47,7 +47,8 @@ type jobTable struct {
 	// lasting: the table is a thread's (WithJobsAcrossTurns), whose jobs
 	// outlive the runs that start them; owner is the thread's owner;
 	// relay is where its jobs' events go, to the thread's run running
-	// now (see attach); gen counts the runs that attached. (The three
+	// now (see attach), or to the run's sink for a run's own jobs (nil
+	// when it has none); gen counts the runs that attached. (The three
 	// flags side by side keep the table in a smaller size class.)
 	lasting bool
 	owner   string
@@ -148,7 +149,7 @@ func (s *Spawner) startJob(ctx context.Context, sc *spawnCall, callID string, a 
 		r.Args = a.task() // kept with the job (see storeJob)
 	}
 	j, err := s.launch(ctx, jt, sc, callID, r)
-	if err == nil && jt.lasting {
+	if err == nil && jt.relay != nil {
 		jt.relay.flush(ctx.Done()) // its SUBAGENT_STARTED before its receipt
 	}
 	return j, err
@@ -212,9 +213,9 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 		// kept it.
 		return old, nil
 	}
-	if runID == "" && jt.lasting {
-		// Kept with the job, for its events after a restart; known before
-		// it is announced, for its relay (see relay).
+	if runID == "" && jt.relay != nil {
+		// Known before it is announced, for its relay (see relay); a
+		// thread's job keeps it, for its events after a restart.
 		runID = id.New("sub_")
 	}
 	// The job outlives the call, not the run: its context is the run's. Its
@@ -255,9 +256,13 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 		base = journal.With(base, js)
 	}
 	var sink *relaySink
-	if jt.lasting {
+	if jt.relay != nil {
 		sink = jt.relay.sink(runID)
-		base = journal.With(event.WithSink(context.WithoutCancel(base), sink), own)
+		if jt.lasting {
+			base = journal.With(event.WithSink(context.WithoutCancel(base), sink), own)
+		} else {
+			base = event.WithSink(base, sink)
+		}
 	}
 	// Its bounds (WithJobLimits and the defaults): its wall time from now,
 	// its tokens and its cost in the run of its sub-agent, its steps in a
@@ -429,9 +434,27 @@ func (s *Spawner) jobs(ctx context.Context) *jobTable {
 	jt.mu.Lock()
 	defer jt.mu.Unlock()
 	if !jt.owned {
-		if !run.OnEnd(ctx, jt.close) {
+		// The jobs' events reach the run's sink through a relay, as a
+		// thread's do, so that a sink may wait for a job, or cancel it,
+		// from within its Emit. Its goroutine ends with the run, once the
+		// sink has taken the jobs' last events.
+		rctx := run.Context(ctx)
+		var o *outlet
+		if em := event.From(rctx); em.Enabled() {
+			jt.relay = &relay{parent: em.SubagentRunID()}
+			// The events come attributed: the outlet passes them on as
+			// they are.
+			o = jt.relay.attach(event.From(event.WithSubagent(rctx, "")), 1)
+		}
+		if !run.OnEnd(ctx, func() provider.Usage {
+			u := jt.close()
+			jt.relay.detach(o, nil)
+			return u
+		}) {
+			jt.relay = nil
 			return nil
 		}
+		jt.relay.start(o)
 		jt.owned = true
 	}
 	return jt

@@ -249,7 +249,7 @@ func (s *Spawner) threadTable(ctx context.Context, k threadKey, create bool) *jo
 			}
 			jt = newJobTable(s)
 			jt.lasting, jt.owner, jt.key, jt.touched = true, k.owner, k, s.cfg.now()
-			jt.relay = &relay{}
+			jt.relay = &relay{keep: true}
 			for _, j := range ended {
 				jt.addEnded(j)
 			}
@@ -329,11 +329,18 @@ func (s *Spawner) attach(ctx context.Context, jt *jobTable) {
 // deputy.job_ended: a later run of the thread is shown them first, when
 // it attaches, so that its stream is told of every job whose events it
 // gets.
+//
+// A run's own jobs (not a thread's) go through a relay too, attached once
+// to the run's sink for the run's life: parent is the sub-agent run the
+// events of the jobs' parent are attributed to ("" at the top), and keep
+// is false, there being no later run to tell of the jobs.
 type relay struct {
-	mu   sync.Mutex
-	gen  int       // the run attached last (jobTable.gen)
-	out  *outlet   // its outlet, where events go; nil when none listens
-	live []liveJob // in the order they were announced
+	mu     sync.Mutex
+	gen    int       // the run attached last (jobTable.gen)
+	out    *outlet   // its outlet, where events go; nil when none listens
+	live   []liveJob // in the order they were announced
+	parent string
+	keep   bool
 }
 
 // outlet is a run's end of a relay, which the run's attachment owns:
@@ -392,8 +399,8 @@ func (r *relay) sink(runID string) *relaySink {
 
 // emit queues e, an event of the job whose sub-agent run id is runID, for
 // the run attached now. The job's own events are those of its sub-agent
-// run, and the CUSTOM events of its parent that name no sub-agent: those
-// of the jobs its sub-agent starts name it.
+// run, and the CUSTOM events of its parent (r.parent): those of the jobs
+// its sub-agent starts name that sub-agent.
 //
 // When maxRelayed events wait in the queue, an event of the job's
 // sub-agent run waits for room (a slow sink slows the sub-agents down),
@@ -405,7 +412,7 @@ func (r *relay) sink(runID string) *relaySink {
 func (r *relay) emit(runID string, done <-chan struct{}, e event.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	own := e.Type == event.Custom && e.SubagentRunID == ""
+	own := e.Type == event.Custom && e.SubagentRunID == r.parent
 	lifecycle := own || e.SubagentRunID == runID && (e.Type == event.SubagentStarted || e.Type == event.SubagentFinished || e.Type == event.SubagentError)
 	for o := r.out; !lifecycle && o != nil && len(o.queue) >= maxRelayed && o.waitedFor(runID) == 0; o = r.out {
 		if o.room == nil {
@@ -421,6 +428,7 @@ func (r *relay) emit(runID string, done <-chan struct{}, e event.Event) {
 		r.mu.Lock()
 	}
 	switch {
+	case !r.keep:
 	case e.Type == event.SubagentStarted && e.SubagentRunID == runID:
 		r.live = append(r.live, liveJob{runID: runID, events: []event.Event{e}})
 	case own && e.Name == JobStartedEvent, e.SubagentRunID == runID && (e.Type == event.SubagentFinished || e.Type == event.SubagentError):
