@@ -41,12 +41,21 @@ var (
 // and in steps of up to four sends that may name one child more than once,
 // while jobSoakPublishers of the children end with a call a person must
 // approve; the lead collects them all, then makes a call a person must
-// approve too. jobSoakTokens is the lead's token limit.
+// approve too. jobSoakTokens is the lead's token limit. jobSoakDiggers
+// of the children, once done, dig on, each dig's result adding about a
+// thousand tokens to what each of their later calls reads, until their
+// token limit, jobSoakJobTokens (JobLimits.Tokens), asks them to wrap up;
+// the others end far below it. What a job spends can pass its limit by
+// what the estimate of its calls fell short, at most jobSoakSlack here
+// (WithTokenLimit).
 const (
 	jobSoakChildren   = 8
 	jobSoakMessages   = 3
 	jobSoakPublishers = 3
+	jobSoakDiggers    = 2
 	jobSoakTokens     = 2_000_000
+	jobSoakJobTokens  = 60_000
+	jobSoakSlack      = 2_000
 )
 
 // jobSoakRound is what the parent tells the process that runs one round
@@ -75,16 +84,19 @@ const jobSoakEnv = "DEPUTY_TEST_JOB_SOAK_ROUND"
 // TestBackgroundSoakSurvivesSIGKILL: a lead starts 8 background children
 // and sends them 24 messages in random order, several to one child in one
 // step at times; three children, and then the lead, make a call a person
-// approves or declines. The turn runs in a process of its own over a
-// SQLite file, which is killed with SIGKILL three times at random model
-// calls and run again from its journal each time; the models bill each
-// answer in a log that outlives the processes. At the end every child
-// answered once, every message reached its child once and in the order
-// the lead sent it, each approved call ran once and a declined one never,
-// no model answer was billed twice, what the turn reports spent is what
-// the models billed, within its limit, and the store keeps nothing of the
-// turn once its journal is deleted. It runs with models that name their
-// calls afresh, not at all, and from call_0.
+// approves or declines; two children, once done, dig on until their token
+// limit (JobLimits.Tokens) asks them to wrap up. The turn runs in a
+// process of its own over a SQLite file, which is killed with SIGKILL
+// three times at random model calls and run again from its journal each
+// time; the models bill each answer in a log that outlives the processes.
+// At the end every child answered once, every message reached its child
+// once and in the order the lead sent it, each approved call ran once and
+// a declined one never, no model answer was billed twice, what the turn
+// reports spent is what the models billed, within its limit, each digger
+// and no other child was asked to wrap up, once, no job spent past its
+// limit by more than its calls' estimates fell short, and the store keeps
+// nothing of the turn once its journal is deleted. It runs with models
+// that name their calls afresh, not at all, and from call_0.
 //
 // go test runs one schedule, in an id mode its seed picks; CI's resume
 // phase runs -job-soak-runs seeds in each of the three modes.
@@ -262,13 +274,24 @@ func jobSoak(t *testing.T, seed uint64, mode int) (processes, kills int) {
 	if !strings.HasPrefix(last.Answer, "all done") {
 		fail("the lead's answer %q", last.Answer)
 	}
+	// The diggers, and only they, reach their limit and wrap up, once;
+	// no job spends past its limit by more than the estimate's shortfall.
+	for c := range jobSoakChildren {
+		child := fmt.Sprint("c", c)
+		if want := map[bool]int{true: 1}[plan.digs(c)]; w.wrapped[child] != want {
+			fail("child %s was asked to wrap up %d times, want %d (a digger: %v)", child, w.wrapped[child], want, plan.digs(c))
+		}
+		if w.spent[child] > jobSoakJobTokens+jobSoakSlack {
+			fail("child %s spent %d tokens, past its limit of %d by more than %d", child, w.spent[child], jobSoakJobTokens, jobSoakSlack)
+		}
+	}
 	if last.Usage.Tokens() > jobSoakTokens {
 		fail("the turn spent %d tokens, past its limit of %d", last.Usage.Tokens(), jobSoakTokens)
 	}
 	if len(last.Left) > 0 {
 		fail("the store keeps %v once the turn ended and its journal was deleted", last.Left)
 	}
-	t.Logf("seed %d: %d processes, %d killed (at %v), %d model answers billed, %d tokens, %d questions", seed, processes, kills, w.kills, w.billed.Requests, w.billed.Tokens(), len(asked))
+	t.Logf("seed %d: %d processes, %d killed (at %v), %d model answers billed, %d tokens (by agent %v), %d questions", seed, processes, kills, w.kills, w.billed.Requests, w.billed.Tokens(), w.spent, len(asked))
 	return processes, kills
 }
 
@@ -277,6 +300,7 @@ func jobSoak(t *testing.T, seed uint64, mode int) (processes, kills int) {
 type jobSoakPlan struct {
 	steps      [][]string // the sends of each step, "c3-m1" for child 3's second message
 	publishers []int
+	diggers    []int
 }
 
 func newJobSoakPlan(seed uint64) jobSoakPlan {
@@ -301,6 +325,7 @@ func newJobSoakPlan(seed uint64) jobSoakPlan {
 		p.steps = append(p.steps, step)
 	}
 	p.publishers = r.Perm(jobSoakChildren)[:jobSoakPublishers]
+	p.diggers = r.Perm(jobSoakChildren)[:jobSoakDiggers]
 	return p
 }
 
@@ -340,6 +365,8 @@ func (p jobSoakPlan) order(c int) []string {
 
 func (p jobSoakPlan) publishes(c int) bool { return slices.Contains(p.publishers, c) }
 
+func (p jobSoakPlan) digs(c int) bool { return slices.Contains(p.diggers, c) }
+
 const deployQuestion = `Allow deploy with {"what":"all"}?`
 
 func publishQuestion(c int) string { return fmt.Sprintf(`Allow publish with {"what":"c%d"}?`, c) }
@@ -356,6 +383,8 @@ func approvedSubject(q string) string {
 // jobSoakWorld is what the log of the soak's processes says happened.
 type jobSoakWorld struct {
 	billed   provider.Usage
+	spent    map[string]int64    // tokens billed, by agent ("lead", "c3")
+	wrapped  map[string]int      // children asked to wrap up, and how often
 	paid     map[string]int      // model answers billed, by agent and step
 	recorded map[string][]string // by child: the messages it recorded, in order
 	effects  map[string]int      // approved calls made: "publish c3", "deploy all"
@@ -370,7 +399,7 @@ func readJobSoakLog(t *testing.T, path string) jobSoakWorld {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		t.Fatal(err)
 	}
-	w := jobSoakWorld{paid: map[string]int{}, recorded: map[string][]string{}, effects: map[string]int{}, seqs: map[string]bool{}}
+	w := jobSoakWorld{spent: map[string]int64{}, wrapped: map[string]int{}, paid: map[string]int{}, recorded: map[string][]string{}, effects: map[string]int{}, seqs: map[string]bool{}}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -383,6 +412,9 @@ func readJobSoakLog(t *testing.T, path string) jobSoakWorld {
 			out, _ := strconv.ParseInt(f[3], 10, 64)
 			w.billed = w.billed.Add(provider.Usage{InputTokens: in, OutputTokens: out, Requests: 1})
 			w.paid[f[1]]++
+			w.spent[f[1][:strings.Index(f[1], "/")]] += in + out
+		case "wrapup": // wrapup <child>
+			w.wrapped[f[1]]++
 		case "record": // record <message>
 			child := f[1][:strings.Index(f[1], "-")]
 			w.recorded[child] = append(w.recorded[child], f[1])
@@ -519,6 +551,9 @@ func (p *jobSoakProc) model(ctx context.Context, req provider.Request) (provider
 	if strings.HasPrefix(req.System, subagent.DefaultForkPrompt[:20]) {
 		who = jobSoakChild.FindStringSubmatch(firstUser(req))[1]
 		msg = p.child(req, who)
+		if len(req.Tools) == 0 {
+			p.log("wrapup %s", who)
+		}
 	} else {
 		msg = p.lead(req)
 	}
@@ -631,12 +666,16 @@ func (p *jobSoakProc) child(req provider.Request, who string) provider.Message {
 	}
 	c, _ := strconv.Atoi(who[1:])
 	switch {
+	case len(req.Tools) == 0: // asked to wrap up, at its token limit
+		return provider.AssistantMessage(fmt.Sprintf("%s answers %s cut short", who, strings.Join(recorded, ",")))
 	case len(recorded) < len(got):
 		return provider.AssistantMessage("", soakCall("record", fmt.Sprintf(`{"text":%q}`, got[len(recorded)])))
 	case len(recorded) < jobSoakMessages:
 		return provider.AssistantMessage("", soakCall("nap", `{}`))
 	case p.plan.publishes(c) && !published:
 		return provider.AssistantMessage("", soakCall("publish", fmt.Sprintf(`{"what":%q}`, who)))
+	case p.plan.digs(c):
+		return provider.AssistantMessage("", soakCall("dig", `{}`))
 	}
 	return provider.AssistantMessage(fmt.Sprintf("%s answers %s", who, strings.Join(recorded, ",")))
 }
@@ -681,12 +720,16 @@ func runJobSoakRound(t *testing.T, spec string) {
 			}
 			return tool.Result{Content: "rested"}, nil
 		}}
+	dig := tool.Func{Def: tool.Definition{Name: "dig", Description: "Digs on.", Parameters: json.RawMessage(`{"type":"object"}`)},
+		Fn: func(context.Context, tool.Call) (tool.Result, error) {
+			return tool.Result{Content: "found " + strings.Repeat("ore ", 1000)}, nil
+		}}
 	model := provider.Func(p.model)
-	childTools, err := tool.NewRegistry(record, nap, publish)
+	childTools, err := tool.NewRegistry(record, nap, publish, dig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := subagent.NewSpawner(model, childTools, subagent.WithBackground(), subagent.WithJobLimits(subagent.JobLimits{Steps: 1000}))
+	s, err := subagent.NewSpawner(model, childTools, subagent.WithBackground(), subagent.WithJobLimits(subagent.JobLimits{Steps: 1000, Tokens: jobSoakJobTokens}))
 	if err != nil {
 		t.Fatal(err)
 	}
