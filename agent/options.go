@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"math"
 
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
@@ -213,6 +215,7 @@ func WithPolicy(p *policy.Policy) Option {
 			return fmt.Errorf("%w: WithPolicy(nil): pass a policy made with policy.New, or leave the option out", ErrInvalidOption)
 		}
 		r.policy = p
+		r.bound = run.BoundOf(policy.With(context.Background(), p)) // see bind
 		return nil
 	}
 }

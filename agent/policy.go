@@ -159,3 +159,25 @@ func (s *runState) guardAnswer(answer string) (done bool, err error) {
 	s.add(provider.UserMessage(guardrail.Note(fail)))
 	return false, nil
 }
+
+// bind binds the run of ctx, its own context as run.Start returned it, by
+// the agent's policy added to the one it inherited, and returns the
+// policy that binds it (nil: none). The policy is the run's, as its
+// sink and span are (run.Observe), not a context layer of its own under
+// the run, through which every look-up of anything else in the run and
+// the runs under it would walk: that layer cost a delegation under five
+// rules an allocation and was a part of its CPU in
+// BenchmarkDelegationPolicyRatio.
+func (r *React) bind(ctx context.Context) *policy.Policy {
+	if r.policy == nil {
+		return policy.From(ctx) // inherited, as run.Start passed it on
+	}
+	b := r.bound // the agent's own, when it inherited none
+	if policy.From(ctx) != nil {
+		// With adds the agent's rules the inherited policy lacks, in a
+		// layer whose Bound the run takes.
+		b = run.BoundOf(policy.With(ctx, r.policy))
+	}
+	run.Bind(ctx, b)
+	return policy.From(ctx)
+}

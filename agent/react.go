@@ -12,6 +12,7 @@ import (
 
 	"github.com/deputy-go/deputy/internal/conversation"
 	"github.com/deputy-go/deputy/internal/guardrail"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
@@ -35,6 +36,7 @@ type React struct {
 	prices       *provider.Prices // set by WithPrices
 	costLimit    float64          // set by WithCostLimit
 	policy       *policy.Policy   // set by WithPolicy
+	bound        *run.Bound       // how policy binds a run (bind)
 	guards       *guardrail.Set   // set by WithGuardrails; nil: none
 	historyLimit int
 	maxTokens    int

@@ -41,7 +41,6 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	if box != nil {
 		ctx = mailbox.With(ctx, nil)
 	}
-	ctx = policy.With(ctx, r.policy)
 	em := event.From(ctx) // the scope is looked up once for the run's events
 	events := em.Enabled()
 	runID := id.New("run_")
@@ -57,7 +56,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 		ctx, before, beforeCost = rerun.TakeSpent(ctx)
 	}
 	ctx = run.Start(ctx, runID, r.name, r.tokenLimit)
-	pol := policy.From(ctx)
+	pol := r.bind(ctx)
 	if pol != nil {
 		// The policy records each decision on the run's sink and span.
 		run.Observe(ctx, em, span)

@@ -230,6 +230,9 @@ type Policy struct {
 	// by this package) decides there: one that may read the whole Check,
 	// which is then filled in and copied for it (decideCopy).
 	users [4]bool
+	// bound is how a context and the runs under it carry the policy
+	// (run.Bound; its Policy is this one).
+	bound run.Bound
 }
 
 // pointed is a ready-made rule that decides only at the points it names
@@ -260,6 +263,7 @@ const onlyTools = 1 << 0
 // newPolicy returns the policy of rules, which it keeps.
 func newPolicy(rules []Rule) *Policy {
 	p := &Policy{rules: rules}
+	p.bound.Policy = p
 	for _, r := range rules {
 		pts := uint8(0b1111)
 		if pr, ok := r.(pointed); ok {
@@ -336,8 +340,6 @@ func (p *Policy) Rules() []Rule {
 	return slices.Clone(p.rules)
 }
 
-type key struct{}
-
 // With returns ctx under which p binds every run started under it and
 // everything those runs start, as far down the tree as it goes: tool
 // calls, sub-agents of every form, background jobs, compaction calls,
@@ -356,7 +358,7 @@ func With(ctx context.Context, p *Policy) context.Context {
 	}
 	have := From(ctx)
 	if have == nil {
-		return context.WithValue(ctx, key{}, p)
+		return run.WithBound(ctx, &p.bound)
 	}
 	// A child given its parent's policy again (a resident, a roster
 	// member built with it) adds nothing, and costs no copy.
@@ -369,13 +371,15 @@ func With(ctx context.Context, p *Policy) context.Context {
 			merged = append(merged, r)
 		}
 	}
-	return context.WithValue(ctx, key{}, newPolicy(merged))
+	return run.WithBound(ctx, &newPolicy(merged).bound)
 }
 
 // From returns the policy binding ctx, or nil.
 func From(ctx context.Context) *Policy {
-	p, _ := ctx.Value(key{}).(*Policy)
-	return p
+	if b := run.BoundOf(ctx); b != nil {
+		return b.Policy.(*Policy)
+	}
+	return nil
 }
 
 // Outcome is a policy's decision on one Check, all its rules asked: the

@@ -38,7 +38,42 @@ func Observers(ctx context.Context) (depth int, em event.Emitter, span trace.Spa
 		return 0, em, nil, false
 	}
 	if sc := ri.scope; sc != nil && sc.span != nil && sc.ctx == ctx {
-		return ri.depth, sc.em, sc.span, true
+		return int(ri.depth), sc.em, sc.span, true
 	}
-	return ri.depth, em, nil, false
+	return int(ri.depth), em, nil, false
+}
+
+// A Bound is a policy (package policy, which keeps its *Policy in
+// Policy) that binds a context and every run started under it: a run
+// inherits the Bound of the context it starts under (Start), and every
+// layer this package adds copies it, so that the policy of a run's step
+// or call is found with the run's other values (BoundOf), in the nearest
+// layer, where a context layer of its own sat under every run of the tree
+// and every look-up of anything else walked through it.
+type Bound struct{ Policy any }
+
+// WithBound returns ctx bound by b, in a layer of its own.
+func WithBound(ctx context.Context, b *Bound) context.Context {
+	ri := from(ctx)
+	ri.bound = b
+	return context.WithValue(ctx, key{}, &ri)
+}
+
+// BoundOf returns the Bound of ctx, nil when none binds it.
+func BoundOf(ctx context.Context) *Bound {
+	if ri, ok := ctx.Value(key{}).(*info); ok {
+		return ri.bound
+	}
+	return nil
+}
+
+// Bind makes b bind the run of ctx, a run's own context as Start returned
+// it, in place of the Bound it inherited: the agent loop calls it, before
+// it derives any context from ctx, when the run's agent has a policy of
+// its own (which b holds with the one inherited). It does nothing for any
+// other context.
+func Bind(ctx context.Context, b *Bound) {
+	if ri, _ := ctx.Value(key{}).(*info); ri != nil && ri.scope != nil && ri.scope.ctx == ctx {
+		ri.scope.info.bound = b
+	}
 }

@@ -31,8 +31,14 @@ type key struct{}
 // place) and what changes from context to context within it. It is copied
 // into each layer a With function adds, so it holds nothing else.
 type info struct {
-	depth int
+	// depth is the run's depth in its tree; given is ForRun's (below),
+	// beside it so that the two take one word.
+	depth int32
+	given bool
 	scope *scope // nil outside a run
+	// bound is the policy that binds the context and the runs under it
+	// (Bound), nil when none does.
+	bound *Bound
 	// shares is the part of the run's token budget set aside for the
 	// sub-agents of the current step's tool calls (Step.Share), nil when
 	// none is; budget is the token limit the next run started under the
@@ -43,12 +49,11 @@ type info struct {
 	// costShare is the cost limit, in US dollars, of a run started under
 	// the context by a tool call of a step (Step.Share); 0 for none.
 	// hold, when not nil, is where that share is held in the run that gave
-	// it, for work that outlives its call (HoldCostShare). given: the
-	// next run's budget is the one a tool gave it (ForRun), not one to
-	// take from the call's share (Start).
+	// it, for work that outlives its call (HoldCostShare). given (above):
+	// the next run's budget is the one a tool gave it (ForRun), not one
+	// to take from the call's share (Start).
 	costShare float64
 	hold      *costHold
-	given     bool
 	// tally counts what AddEarlier records under the context, the runs
 	// started under it included (ForRun); nil when nothing counts.
 	tally *Counter
@@ -223,10 +228,10 @@ func Place(ctx context.Context) (path string, depth int, id, owner, thread strin
 		// context outside any run here reads the path of the run
 		// elsewhere, as a run started under it keeps its own.
 		w := whereOf(ctx)
-		return w.elsewhere, ri.depth, "", w.owner, w.thread
+		return w.elsewhere, int(ri.depth), "", w.owner, w.thread
 	}
 	pl := ri.scope.place()
-	return pl.path, ri.depth, ri.scope.id, pl.owner, pl.thread
+	return pl.path, int(ri.depth), ri.scope.id, pl.owner, pl.thread
 }
 
 // placed is a run's path, owner and thread, worked out once, on the
@@ -343,7 +348,7 @@ func Owner(ctx context.Context) string { return whereOf(ctx).owner }
 
 // Depth returns how deep in a delegation tree ctx is: 0 for a top-level
 // agent, 1 for its sub-agents, and so on.
-func Depth(ctx context.Context) int { return from(ctx).depth }
+func Depth(ctx context.Context) int { return int(from(ctx).depth) }
 
 // WithDepth returns a context at the given delegation depth, in the same
 // run. Sub-agent tools call it with Depth(ctx)+1 before running a child; a
@@ -351,7 +356,7 @@ func Depth(ctx context.Context) int { return from(ctx).depth }
 // call's depth.
 func WithDepth(ctx context.Context, depth int) context.Context {
 	ri := from(ctx)
-	ri.depth = depth
+	ri.depth = int32(depth)
 	return context.WithValue(ctx, key{}, &ri)
 }
 
@@ -631,7 +636,7 @@ func Start(ctx context.Context, id, name string, tokenLimit int64) context.Conte
 	}
 	sc.id, sc.name = id, name
 	sc.at, _ = ctx.Value(key{}).(*info)
-	sc.info = info{depth: parent.depth, scope: sc, budget: -1, tally: parent.tally, spend: parent.spend}
+	sc.info = info{depth: parent.depth, scope: sc, bound: parent.bound, budget: -1, tally: parent.tally, spend: parent.spend}
 	run := context.WithValue(ctx, key{}, &sc.info)
 	sc.ctx = run
 	return run
