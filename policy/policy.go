@@ -136,6 +136,9 @@ type known struct {
 	depth int
 	em    event.Emitter
 	span  trace.Span
+	// events: em is enabled; spans: span is recording (a span that ends
+	// records nothing more, whatever this says).
+	events, spans bool
 	// placed: path, runID, owner and thread are looked up (run.Place,
 	// which works out a run's path the first time it is asked).
 	placed                     bool
@@ -153,7 +156,7 @@ func (k *known) of(ctx context.Context, c *Check) *known {
 		if !ok {
 			em, span = event.From(ctx), trace.SpanFromContext(ctx)
 		}
-		*k = known{ctx: ctx, depth: depth, em: em, span: span}
+		*k = known{ctx: ctx, depth: depth, em: em, span: span, events: em.Enabled(), spans: span.IsRecording()}
 		c.Path, c.RunID, c.Owner, c.Thread = "", "", "", ""
 	}
 	return k
@@ -226,6 +229,11 @@ type Policy struct {
 	// under five rules asks only the redactor, not four rules that allow
 	// it without a look.
 	at [4][]Rule
+	// topModels are the rules of at[BeforeModel] that may decide on a
+	// model call of a top-level run: not a redactor, which leaves the
+	// top-level agent's requests as they are. Under five rules, a lead's
+	// model calls ask no rule.
+	topModels []Rule
 	// users says, for each point, whether a rule of the user's (not made
 	// by this package) decides there: one that may read the whole Check,
 	// which is then filled in and copied for it (decideCopy).
@@ -274,6 +282,9 @@ func newPolicy(rules []Rule) *Policy {
 				p.at[i] = append(p.at[i], r)
 				p.users[i] = p.users[i] || !isReadyMade(r)
 			}
+		}
+		if _, ok := r.(*redactor); !ok && pts&(1<<pointIndex(BeforeModel)) != 0 {
+			p.topModels = append(p.topModels, r)
 		}
 	}
 	return p
@@ -456,33 +467,41 @@ func (p *Policy) Decide(ctx context.Context, c *Check) Outcome {
 	if i < 0 || p.users[i] {
 		c.place(ctx)
 		out = p.decideCopy(ctx, c, i)
-	} else {
-		out = p.decide(ctx, c, i)
+	} else if rules := p.asked(c, i); len(rules) > 0 {
+		out = p.decide(ctx, c, rules)
 	}
-	events, spans := k.em.Enabled(), k.span.IsRecording()
-	if out.Verdict != Allow || events || spans {
+	if out.Verdict != Allow || k.events || k.spans {
 		c.place(ctx)
-		record(ctx, c, out, k.em, events, k.span, spans)
+		record(ctx, c, out, k.em, k.events, k.span, k.spans)
 	}
 	return out
 }
 
-// decide asks the rules at the point of index i, all of them ready-made
-// (the Check stays where its caller put it: see decideCopy); a rule that
-// panics denies.
-func (p *Policy) decide(ctx context.Context, c *Check, i int) (out Outcome) {
+// decide asks rules, all of them ready-made, about c (the Check stays
+// where its caller put it: see decideCopy); a rule that panics denies.
+func (p *Policy) decide(ctx context.Context, c *Check, rules []Rule) (out Outcome) {
 	var t tally
 	defer func() {
 		if v := recover(); v != nil {
 			out = t.panicked(v)
 		}
 	}()
-	for _, t.rule = range p.at[i] {
+	for _, t.rule = range rules {
 		if t.add(readyMade(ctx, t.rule, c), c.Point) {
 			break
 		}
 	}
 	return t.outcome()
+}
+
+// asked returns the rules, all of them ready-made, that may decide on c at
+// the point of index i: p.at[i], but for the model calls of a top-level
+// run, which no redactor reads.
+func (p *Policy) asked(c *Check, i int) []Rule {
+	if c.Depth == 0 && c.Point == BeforeModel {
+		return p.topModels
+	}
+	return p.at[i]
 }
 
 // readyMade asks r, one of this package's rules, about c. A rule of the

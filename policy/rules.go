@@ -23,14 +23,14 @@ const AnyDepth = -1
 // stands for any run of characters ("search_*"). Two allow lists that
 // cover the same depth both apply: a call must be on each.
 func AllowTools(name string, depth int, patterns ...string) Rule {
-	return &toolList{name: name, allow: true, depth: depth, patterns: slices.Clone(patterns)}
+	return &toolList{name: name, allow: true, depth: depth, patterns: slices.Clone(patterns), names: namesOf(patterns)}
 }
 
 // DenyTools returns a rule named name that denies, at depth (AnyDepth:
 // everywhere), the calls of tools whose names match one of patterns (see
 // AllowTools).
 func DenyTools(name string, depth int, patterns ...string) Rule {
-	return &toolList{name: name, depth: depth, patterns: slices.Clone(patterns)}
+	return &toolList{name: name, depth: depth, patterns: slices.Clone(patterns), names: namesOf(patterns)}
 }
 
 type toolList struct {
@@ -38,6 +38,7 @@ type toolList struct {
 	allow    bool
 	depth    int
 	patterns []string
+	names    []namePattern // patterns, ready to match
 }
 
 func (l *toolList) Name() string  { return l.name }
@@ -47,7 +48,7 @@ func (l *toolList) Decide(_ context.Context, c *Check) Decision {
 	if c.Point != BeforeTool || (l.depth != AnyDepth && l.depth != c.Depth) {
 		return Decision{}
 	}
-	listed := matchAny(l.patterns, c.Tool)
+	listed := matchNames(l.names, c.Tool)
 	switch {
 	case l.allow && !listed:
 		return Denied(c.Tool + " is not among the tools allowed here (" + strings.Join(l.patterns, ", ") + ")")
@@ -85,6 +86,64 @@ func widens(have []Rule, r Rule) error {
 		}
 	}
 	return nil
+}
+
+// namePattern is a pattern of tool names (see AllowTools) made ready to
+// match when its rule is made: a pattern without a star is compared
+// whole, and one whose only star ends it ("search_*") by its prefix,
+// without match's loop. A delegation under five rules matched a tool's
+// name against six patterns at each of its calls, all of them of these
+// two kinds.
+type namePattern struct {
+	pattern string
+	kind    uint8 // exactName, prefixName or anyName
+}
+
+const (
+	exactName = iota
+	prefixName
+	anyName
+)
+
+// namesOf returns patterns ready to match.
+func namesOf(patterns []string) []namePattern {
+	out := make([]namePattern, len(patterns))
+	for i, p := range patterns {
+		out[i] = nameOf(p)
+	}
+	return out
+}
+
+// nameOf returns pattern ready to match.
+func nameOf(pattern string) namePattern {
+	switch star := strings.IndexByte(pattern, '*'); {
+	case star < 0:
+		return namePattern{pattern, exactName}
+	case star == len(pattern)-1:
+		return namePattern{pattern[:star], prefixName}
+	}
+	return namePattern{pattern, anyName}
+}
+
+// match reports whether name matches np (match).
+func (np namePattern) match(name string) bool {
+	switch np.kind {
+	case exactName:
+		return name == np.pattern
+	case prefixName:
+		return strings.HasPrefix(name, np.pattern)
+	}
+	return match(np.pattern, name)
+}
+
+// matchNames reports whether name matches one of names.
+func matchNames(names []namePattern, name string) bool {
+	for _, np := range names {
+		if np.match(name) {
+			return true
+		}
+	}
+	return false
 }
 
 // matchAny reports whether name matches one of patterns.
@@ -130,19 +189,20 @@ func match(pattern, name string) bool {
 // depth: the run stops with a tool.ApprovalReason interrupt, and a
 // resumed run goes on with the answer, as for tool.RequireApproval.
 func AskBefore(name string, patterns ...string) Rule {
-	return &askBefore{name: name, patterns: slices.Clone(patterns)}
+	return &askBefore{name: name, patterns: slices.Clone(patterns), names: namesOf(patterns)}
 }
 
 type askBefore struct {
 	name     string
 	patterns []string
+	names    []namePattern // patterns, ready to match
 }
 
 func (a *askBefore) Name() string  { return a.name }
 func (a *askBefore) points() uint8 { return onlyTools }
 
 func (a *askBefore) Decide(ctx context.Context, c *Check) Decision {
-	if c.Point == BeforeTool && matchAny(a.patterns, c.Tool) {
+	if c.Point == BeforeTool && matchNames(a.names, c.Tool) {
 		c.place(ctx)
 		return Asked(fmt.Sprintf("Allow %s to call %s with %s?", c.Path, c.Tool, clip(string(c.Arguments), 512)))
 	}
@@ -519,18 +579,19 @@ func (r *redactor) Decide(_ context.Context, c *Check) Decision {
 // missing or not a string is denied too. (The rule reads the path as
 // written: a symbolic link under dir is the tool's to refuse.)
 func PathUnder(name, pattern, field, dir string) Rule {
-	return &pathUnder{name: name, pattern: pattern, field: field, root: filepath.Clean(dir)}
+	return &pathUnder{name: name, pattern: pattern, tools: nameOf(pattern), field: field, root: filepath.Clean(dir)}
 }
 
 type pathUnder struct {
 	name, pattern, field, root string
+	tools                      namePattern // pattern, ready to match
 }
 
 func (u *pathUnder) Name() string  { return u.name }
 func (u *pathUnder) points() uint8 { return onlyTools }
 
 func (u *pathUnder) Decide(_ context.Context, c *Check) Decision {
-	if c.Point != BeforeTool || !match(u.pattern, c.Tool) {
+	if c.Point != BeforeTool || !u.tools.match(c.Tool) {
 		return Decision{}
 	}
 	var args map[string]json.RawMessage

@@ -733,8 +733,12 @@ func Denials(ctx context.Context) []error {
 		return nil
 	}
 	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	return slices.Clone(sc.denials)
+	var out []error
+	if len(sc.denials) > 0 {
+		out = slices.Clone(sc.denials)
+	}
+	sc.mu.Unlock()
+	return out
 }
 
 // ReadBack reports whether the run of ctx was given part of the budget of
