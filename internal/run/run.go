@@ -686,10 +686,12 @@ type scope struct {
 	readBack bool
 	// done: the run has finished (Finish); OnEnd refuses more work.
 	// closed: the run has reported its cost (CloseCost); it takes no
-	// more. (The flags side by side keep the scope in a smaller size
-	// class.)
+	// more. denied: denials holds one (AddDenial), so that a run with
+	// none, as most are, reads them without taking mu. (The flags side by
+	// side keep the scope in a smaller size class.)
 	done   bool
 	closed bool
+	denied atomic.Bool
 	// held is the part of the cost limit held for work that outlives the
 	// tool call that started it (HoldCostShare), not yet spent; hold is
 	// the hold this run spends from, nil for none. held changes under mu.
@@ -722,6 +724,7 @@ func AddDenial(ctx context.Context, err error) {
 			sc.denials = append(sc.denials, err)
 		}
 		sc.mu.Unlock()
+		sc.denied.Store(true)
 	}
 }
 
@@ -729,7 +732,7 @@ func AddDenial(ctx context.Context, err error) {
 // under it, in the order denied (the first maxDenials).
 func Denials(ctx context.Context) []error {
 	sc := from(ctx).scope
-	if sc == nil {
+	if sc == nil || !sc.denied.Load() {
 		return nil
 	}
 	sc.mu.Lock()
