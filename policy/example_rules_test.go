@@ -97,7 +97,9 @@ func ExampleAllowTools() {
 		fake.Text("The notes were read, not changed.").For("lead"),
 	)
 	var reads, writes, deletes int
-	child, _ := agent.NewReact(model, agent.WithName("worker"), agent.WithTools(
+	// One call at a time, so that the denials are printed in the order
+	// the model wrote the calls.
+	child, _ := agent.NewReact(model, agent.WithName("worker"), agent.WithParallelism(1), agent.WithTools(
 		echoTool("read_notes", &reads), echoTool("write_notes", &writes), echoTool("delete_notes", &deletes)))
 	worker, _ := subagent.FromAgent("worker", "Works on notes.", child)
 	p, _ := policy.New(
