@@ -72,6 +72,7 @@ func newJobTable(s *Spawner) *jobTable {
 }
 
 type job struct {
+	kept            *keptSpend // read back ended from the store: what it spent
 	id, agent, task string
 	cancel          context.CancelFunc
 	done            chan struct{}

@@ -51,6 +51,9 @@ type keptWorld struct {
 	// if set, is waited for before the lead answers "cmd start2".
 	leadOpts []agent.Option
 	ready    chan struct{}
+	// leadWaitsDig: the lead answers after a tool's result only once the
+	// job is in its dig (its first two model calls ended).
+	leadWaitsDig bool
 
 	mu        sync.Mutex
 	forkUsage provider.Usage // what the job's model calls were billed
@@ -87,6 +90,9 @@ func (w *keptWorld) Complete(ctx context.Context, req provider.Request) (provide
 	}
 	last := req.Messages[len(req.Messages)-1]
 	if last.Role == provider.RoleTool {
+		for deadline := time.Now().Add(30 * time.Second); w.leadWaitsDig && w.digs.Load() == 0 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
 		return text("lead: " + last.Content), nil
 	}
 	w.mu.Lock()
@@ -320,7 +326,7 @@ func TestKeptJobToldOnceAfterRestart(t *testing.T) {
 		ctx := agent.WithOwner(agent.WithThread(context.Background(), "t1"), "ann")
 		close(w.dig)
 		p := w.start()
-		p.run(t, ctx, "cmd start")
+		first := p.run(t, ctx, "cmd start").ChildUsage // what the turn that started the job counted of it
 		for deadline := time.Now().Add(30 * time.Second); p.s.Jobs(ctx).List()[0].State == subagent.JobRunning; {
 			if time.Now().After(deadline) {
 				t.Fatal("the job did not end")
@@ -339,8 +345,8 @@ func TestKeptJobToldOnceAfterRestart(t *testing.T) {
 		w.mu.Lock()
 		billed := w.forkUsage
 		w.mu.Unlock()
-		if out.ChildUsage != billed || job.Usage != billed {
-			t.Errorf("the turn told of the job counts %+v of its children (the job reported %+v), want %+v", out.ChildUsage, job.Usage, billed)
+		if out.ChildUsage.Add(first) != billed || job.Usage != billed {
+			t.Errorf("the turn told of the job counts %+v of its children and the turn that started it %+v (the job reported %+v), want %+v in all", out.ChildUsage, first, job.Usage, billed)
 		}
 		p.stop(t)
 

@@ -106,8 +106,13 @@ type jobRecord struct {
 	IsError   bool            `json:"is_error,omitempty"`
 	Err       string          `json:"error,omitempty"`
 	ErrKind   string          `json:"error_kind,omitempty"` // errCanceled, errLimit or ""
-	Receipts  []Receipt       `json:"receipts,omitempty"`   // of the last mailbox.MaxReceipts messages
-	Dropped   int             `json:"receipts_dropped,omitempty"`
+	// Models is what it spent by provider and model, with what that cost,
+	// and Counted the part of it the run that started it counted: the
+	// turn that takes it from the store counts the rest.
+	Models   []provider.ModelUsage `json:"models,omitempty"`
+	Counted  []provider.ModelUsage `json:"counted,omitempty"`
+	Receipts []Receipt             `json:"receipts,omitempty"` // of the last mailbox.MaxReceipts messages
+	Dropped  int                   `json:"receipts_dropped,omitempty"`
 	// A suspended job's questions, which it waits for answers to.
 	Questions []tool.Interrupt `json:"questions,omitempty"`
 	// What happened to it.
@@ -369,6 +374,9 @@ func (jt *jobTable) record(j *job, final bool) jobRecord {
 	jt.mu.Lock()
 	r.Cancelled, r.Swept, r.Folded, r.Noted = j.cancelled, j.swept, j.folded, j.noted
 	jt.mu.Unlock()
+	if jt.api.s != nil {
+		r.Models, r.Counted = jt.api.s.spentByModel(j)
+	}
 	if final {
 		r.State = stateOf(j.err)
 		if r.Cancelled && r.State != JobDone {
@@ -551,6 +559,9 @@ func endedJob(r jobRecord, h string, st *store.Store) *job {
 		box: mailbox.New(nil), folded: r.Folded, noted: r.Noted, cancelled: r.Cancelled, swept: r.Swept,
 		store: &jobStore{st: st, h: h, dropped: r.Dropped}, receipts: r.Receipts}
 	j.res = tool.Result{Content: r.Content, IsError: r.IsError, Usage: r.Usage}
+	if len(r.Models)+len(r.Counted) > 0 {
+		j.kept = &keptSpend{models: r.Models, counted: r.Counted}
+	}
 	if len(r.Value) > 0 {
 		j.res.Value = r.Value
 	}

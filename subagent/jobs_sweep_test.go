@@ -105,14 +105,14 @@ func TestSweptJobsAreToldWithTheirUsage(t *testing.T) {
 				t.Fatalf("the thread back after the sweep is told %q, want its job swept, once", notes)
 			}
 			if out.ChildUsage.Tokens() != want {
-				t.Errorf("the turn told of the swept job counts %d tokens of its children, want what the job spent, %d", out.ChildUsage.Tokens(), want)
+				t.Errorf("the turn told of the swept job counts %d tokens of its children, want what the job spent that the turn that started it did not count, %d", out.ChildUsage.Tokens(), want)
 			}
 		}
 
 		// A process starts a job in thread A, then stops while it runs.
 		p := start()
 		a := threadCtx("ann", "A")
-		p.run(t, a, "cmd start")
+		firstA := p.run(t, a, "cmd start").ChildUsage.Tokens() // what the turn that started the job counted of it
 		waitDig()
 		p.stop(t)
 		spentA := spent()
@@ -124,10 +124,10 @@ func TestSweptJobsAreToldWithTheirUsage(t *testing.T) {
 		subagent.WaitSweep(p.s)
 		// Thread C starts a job in this process, and leaves.
 		cc := threadCtx("cid", "C")
-		p.run(t, cc, "cmd start")
+		firstC := p.run(t, cc, "cmd start").ChildUsage.Tokens()
 		waitDig()
 		spentC := spent() - spentA
-		told(p, a, spentA)
+		told(p, a, spentA-firstA)
 		if w.forks.Load() != 4 || w.effect.Load() != 2 {
 			t.Errorf("the jobs made %d model calls and ran their effect %d times, want 4 and 2: A's was not run again", w.forks.Load(), w.effect.Load())
 		}
@@ -142,7 +142,7 @@ func TestSweptJobsAreToldWithTheirUsage(t *testing.T) {
 		p.stop(t)
 		p = start()
 		defer p.stop(t)
-		told(p, cc, spentC)
+		told(p, cc, spentC-firstC)
 		seen := len(w.firstReq.Messages) // the thread's conversation so far
 		out := p.run(t, cc, "and now?")
 		if notes := notesIn(provider.Request{Messages: w.firstReq.Messages[seen:]}); len(notes) != 0 || !out.ChildUsage.IsZero() {

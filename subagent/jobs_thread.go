@@ -113,9 +113,42 @@ func (s *Spawner) owed(ctx context.Context, j *job, u provider.Usage) provider.U
 	sp, ok := ts.spent[j]
 	ts.mu.Unlock()
 	if !ok {
+		if j.kept != nil {
+			for _, m := range j.kept.counted {
+				u.InputTokens = max(u.InputTokens-m.Usage.InputTokens, 0)
+				u.OutputTokens = max(u.OutputTokens-m.Usage.OutputTokens, 0)
+				u.CacheReadTokens = max(u.CacheReadTokens-m.Usage.CacheReadTokens, 0)
+				u.CacheWriteTokens = max(u.CacheWriteTokens-m.Usage.CacheWriteTokens, 0)
+				u.Requests = max(u.Requests-m.Usage.Requests, 0)
+			}
+		}
 		return u
 	}
 	return sp.cost.Owed(ctx, u)
+}
+
+// keptSpend is what a job read back ended from the store spent, by
+// provider and model with its cost, and the part of it the run that
+// started it counted (jobRecord.Models and Counted).
+type keptSpend struct {
+	models, counted []provider.ModelUsage
+}
+
+// spentByModel returns what j, a thread's job, has spent by provider and
+// model, and the part the run that started it counted, as its record
+// keeps them; none for a job whose spending is not kept.
+func (s *Spawner) spentByModel(j *job) (all, counted []provider.ModelUsage) {
+	ts := &s.threads
+	ts.mu.Lock()
+	sp, ok := ts.spent[j]
+	ts.mu.Unlock()
+	if ok {
+		return sp.l.Entries(), sp.cost.Counted()
+	}
+	if j.kept != nil {
+		return j.kept.models, j.kept.counted
+	}
+	return nil, nil
 }
 
 // forgetSpends forgets what the jobs spent, which no run will take.
@@ -178,6 +211,22 @@ func (s *Spawner) handOver(ctx context.Context, j *job) {
 	ts.mu.Lock()
 	sp, ok := ts.spent[j]
 	ts.mu.Unlock()
+	if !ok && j.kept != nil {
+		// Read back from the store: the run that started it was another
+		// process's.
+		_, rest := ledger.Unreplayed(j.kept.models, j.kept.counted)
+		var dollars float64
+		for _, m := range rest {
+			dollars += m.Cost
+		}
+		if dollars != 0 {
+			run.AddCost(ctx, dollars, 0, "")
+		}
+		for _, m := range rest {
+			ledger.Add(ctx, m)
+		}
+		return
+	}
 	if !ok || run.Same(sp.from, ctx) {
 		return
 	}
