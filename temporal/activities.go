@@ -453,13 +453,16 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 		}
 	}
 	text, _ := delegatedTask(true, false, in.Arguments)
+	if in.Checked {
+		// The caller's workflow decided the task (and asked its policy
+		// about the call and its hand-off, if there is one): the call's
+		// task from deputy.factory-task on, its arguments before.
+		text = in.Task
+	}
 	var g *factoryGuard
 	if a.rt.Policy != nil {
 		g = &factoryGuard{pol: a.rt.Policy, name: cmp.Or(in.Tool, in.Factory), depth: in.Depth - 1, path: in.Path}
-		if in.Checked {
-			// The caller's workflow asked about the call and its hand-off.
-			text = in.Task
-		} else {
+		if !in.Checked {
 			// A call of a workflow that ran before the workflow asked:
 			// it is asked here, where no person can be waited for.
 			call := provider.ToolCall{Name: g.name, Arguments: in.Arguments}
@@ -581,7 +584,7 @@ func (a *Activities) CheckDelegation(ctx context.Context, in Delegation) (Delega
 	case in.Retry:
 		out.Task = in.Task
 	case !in.Plain:
-		out.Task, _ = delegatedTask(in.Factory, in.Spawn, in.Call.Arguments)
+		out.Task, _ = delegatedTask(in.rawTask(), in.Spawn, in.Call.Arguments)
 	}
 	if pol == nil {
 		return out, nil
@@ -605,7 +608,7 @@ func (a *Activities) CheckDelegation(ctx context.Context, in Delegation) (Delega
 			out.Arguments = chk.Arguments
 		}
 	default:
-		out.Arguments, out.Task, out.Refused, out.Asked = g.before(ctx, in.Call, in.Factory, in.Spawn)
+		out.Arguments, out.Task, out.Refused, out.Asked = g.before(ctx, in.Call, in.rawTask(), in.Spawn)
 	}
 	return out, nil
 }
@@ -626,7 +629,7 @@ func (a *Activities) CheckDelegations(ctx context.Context, in []Delegation) (Che
 		if err != nil {
 			return Checks{}, err
 		}
-		if task, _ := delegatedTask(d.Factory, d.Spawn, v.Arguments); v.Task == task {
+		if task, _ := delegatedTask(d.rawTask(), d.Spawn, v.Arguments); v.Task == task {
 			v.Task = ""
 		}
 		if bytes.Equal(v.Arguments, d.Call.Arguments) {
@@ -637,10 +640,14 @@ func (a *Activities) CheckDelegations(ctx context.Context, in []Delegation) (Che
 	return out, nil
 }
 
+// rawTask says d's task is its arguments whole: a factory's, in a
+// workflow from before deputy.factory-task.
+func (d Delegation) rawTask() bool { return d.Factory && !d.Tasked }
+
 // decided is what the policy decided about d in checks, whole.
 func (checks Checks) decided(i int, d Delegation) Delegated {
 	if !checks.Policy {
-		task, _ := delegatedTask(d.Factory, d.Spawn, d.Call.Arguments)
+		task, _ := delegatedTask(d.rawTask(), d.Spawn, d.Call.Arguments)
 		return Delegated{Arguments: d.Call.Arguments, Task: task}
 	}
 	v := checks.Decided[i]
@@ -648,7 +655,7 @@ func (checks Checks) decided(i int, d Delegation) Delegated {
 		v.Arguments = d.Call.Arguments
 	}
 	if v.Task == "" {
-		v.Task, _ = delegatedTask(d.Factory, d.Spawn, v.Arguments)
+		v.Task, _ = delegatedTask(d.rawTask(), d.Spawn, v.Arguments)
 	}
 	return v
 }

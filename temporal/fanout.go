@@ -286,6 +286,7 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 			// A spawn counts against Spec.MaxSpawns once the policy let
 			// it go on (below).
 			d := &delegation{tn: tn, call: call, sub: sub, isSpawn: isSpawn, id: fmt.Sprintf("%s.%d-%s", idPrefix, i, call.Name)}
+			d.tasked = d.readsTask(ctx)
 			d.background = isSpawn && backgroundAsked(call) && tn.jobs.offered() && tn.jobs.enabled(ctx)
 			if d.background && tn.jobs.threaded() {
 				d.jobID, d.id = tn.jobs.nextIDs()

@@ -66,7 +66,7 @@ func TestEveryKindOfCall(t *testing.T) {
 	spec := Spec{Provider: "m", Tools: []string{"add"}, SubAgents: []SubAgent{
 		{Name: "poet", Description: "Writes poems.", React: true},
 		{Name: "expert", Description: "Knows tides.", Agent: &Spec{Provider: "m", System: "fixed expert"}},
-		{Name: "counter", Description: "Counts.", Factory: "count"},
+		{Name: "counter", Description: "Counts.", Factory: "count", Params: json.RawMessage(`{"type":"object","properties":{"word":{"type":"string"}}}`)},
 	}}
 	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: spec, Text: "go"})
 	var out RunOutput

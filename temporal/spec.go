@@ -433,6 +433,9 @@ type Delegation struct {
 	// (Spawn: a spawned fork's, its context first).
 	Factory bool `json:"factory,omitempty"`
 	Spawn   bool `json:"spawn,omitempty"`
+	// Tasked says a factory's task is the "task" of its arguments, as
+	// for the other sub-agents (a workflow from deputy.factory-task on).
+	Tasked bool `json:"tasked,omitempty"`
 	// Depth and Path are the caller's.
 	Depth int    `json:"depth"`
 	Path  string `json:"path,omitempty"`

@@ -761,6 +761,21 @@ type turn struct {
 // before it runs its children unchecked, as it did.
 const delegationChange = "deputy.delegation-policy"
 
+// factoryTaskChange names the workflow version from which the agent a
+// Runtime factory builds is handed its call's task, the "task" of its
+// arguments, as subagent.FromFactory hands it in process, and a call
+// without one is refused; a workflow started before it hands the agent
+// the arguments whole, as it did.
+const factoryTaskChange = "deputy.factory-task"
+
+// readsTask reports whether d's factory's agent is handed the call's task
+// (factoryTaskChange); it asks the version only of a factory's call with
+// the default parameters (a factory with its own Params is handed the
+// arguments, as FromFactory with WithParams is in process).
+func (d *delegation) readsTask(ctx workflow.Context) bool {
+	return d.factory() && len(d.sub.Params) == 0 && workflow.GetVersion(ctx, factoryTaskChange, workflow.DefaultVersion, 1) >= 1
+}
+
 // runTools runs one turn's tool calls, at most spec.Parallelism at once (by
 // default all of them), and returns one result per call in order. It
 // returns an error only when the run was cancelled.
@@ -814,6 +829,7 @@ func runTools(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 				continue
 			}
 			d := &delegation{tn: tn, call: call, sub: sub, isSpawn: isSpawn, id: fmt.Sprintf("%s.%d-%s", idPrefix, i, call.Name)}
+			d.tasked = checked && d.readsTask(ctx)
 			d.background = isSpawn && backgroundAsked(call) && tn.jobs.offered() && tn.jobs.enabled(ctx)
 			if d.background && tn.jobs.threaded() {
 				d.jobID, d.id = tn.jobs.nextIDs()
@@ -940,6 +956,9 @@ type delegation struct {
 	// and a background job's receipt, as the call's result
 	// (jobsPolicyChange).
 	policed, receipt bool
+	// tasked: a factory's agent is handed the call's task, not its
+	// arguments (factoryTaskChange).
+	tasked bool
 }
 
 // backgroundAsked reports whether a spawn's arguments ask for a job.
@@ -956,6 +975,15 @@ func (d *delegation) factory() bool { return !d.isSpawn && d.sub.Factory != "" }
 // what the model reads when the arguments cannot make one.
 func (d *delegation) prepare() string {
 	tn := d.tn
+	if d.tasked {
+		// Its arguments are read as a FromFactory tool's are in process.
+		if err := exactkeys.Check(string(d.call.Arguments), taskKeys); exactkeys.Problem(err) {
+			return fmt.Sprintf("%v for %s: %v", tool.ErrInvalidArguments, d.call.Name, err)
+		}
+		if _, ok := delegatedTask(false, false, d.call.Arguments); !ok {
+			return badTask(d.call)
+		}
+	}
 	child, wfName, arg, bad := childRun(tn.spec, d.sub, d.isSpawn, d.call, tn.depth)
 	if bad != "" {
 		return bad
@@ -1044,7 +1072,7 @@ func (d *delegation) rest(ctx workflow.Context, checked bool) (ToolResult, error
 
 // checkInput is what the policy is asked before the hand-off.
 func (d *delegation) checkInput() Delegation {
-	return Delegation{Call: d.call, Factory: d.factory(), Spawn: d.isSpawn, Depth: d.tn.depth, Path: d.tn.path, Trace: d.tn.trace}
+	return Delegation{Call: d.call, Factory: d.factory(), Tasked: d.tasked, Spawn: d.isSpawn, Depth: d.tn.depth, Path: d.tn.path, Trace: d.tn.trace}
 }
 
 // handOff applies what the check decided to the call: done, with the
@@ -1486,6 +1514,16 @@ func delegatedTask(factory, spawn bool, args json.RawMessage) (string, bool) {
 	return a.Task, true
 }
 
+// badTask is what the model reads of a sub-agent call whose arguments
+// hold no task.
+func badTask(call provider.ToolCall) string {
+	var a childArgs
+	if err := json.Unmarshal(call.Arguments, &a); err != nil {
+		return fmt.Sprintf("%v: %q takes a JSON object with a \"task\": %v", tool.ErrInvalidArguments, call.Name, err)
+	}
+	return fmt.Sprintf("%v: %q needs a non-empty \"task\"", tool.ErrInvalidArguments, call.Name)
+}
+
 // childRun builds a sub-agent call's child workflow and its input; bad is a
 // message for the model when the arguments cannot make one.
 func childRun(spec Spec, sub SubAgent, isSpawn bool, call provider.ToolCall, depth int) (child Spec, wfName string, arg any, bad string) {
@@ -1494,11 +1532,7 @@ func childRun(spec Spec, sub SubAgent, isSpawn bool, call provider.ToolCall, dep
 	}
 	task, ok := delegatedTask(false, isSpawn, call.Arguments)
 	if !ok {
-		var a childArgs
-		if err := json.Unmarshal(call.Arguments, &a); err != nil {
-			return Spec{}, "", nil, fmt.Sprintf("%v: %q takes a JSON object with a \"task\": %v", tool.ErrInvalidArguments, call.Name, err)
-		}
-		return Spec{}, "", nil, fmt.Sprintf("%v: %q needs a non-empty \"task\"", tool.ErrInvalidArguments, call.Name)
+		return Spec{}, "", nil, badTask(call)
 	}
 	var a childArgs
 	_ = json.Unmarshal(call.Arguments, &a) // read by delegatedTask already
