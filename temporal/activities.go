@@ -430,7 +430,8 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	}()
 	defer func() {
 		if v := recover(); v != nil {
-			out, err = ToolResult{Content: fmt.Sprintf("sub-agent %q panicked: %v", in.Factory, v), IsError: true}, nil
+			// Its SUBAGENT_ERROR's code is "panic", as in process.
+			out, err = ToolResult{Content: fmt.Sprintf("sub-agent %q panicked: %v", in.Factory, v), IsError: true, Code: "panic"}, nil
 		}
 	}()
 	ctx, stop := heartbeat(ctx)
@@ -477,8 +478,13 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 		}
 	}
 	ag, err := f(ctx, in.Arguments)
-	if err != nil {
-		return ToolResult{Content: capText(err.Error(), in.MaxOutputBytes), IsError: true}, nil
+	switch {
+	case err != nil:
+		// Its SUBAGENT_ERROR has the error's code, as in process (a
+		// provider's error: provider_error).
+		return ToolResult{Content: capText(err.Error(), in.MaxOutputBytes), IsError: true, Code: goCode(err)}, nil
+	case ag == nil:
+		return ToolResult{Content: capText(fmt.Sprintf("sub-agent %q: the factory returned no agent and no error", in.Factory), in.MaxOutputBytes), IsError: true}, nil
 	}
 	// It spends its shares of its caller's limits, priced as the workers
 	// price their calls.

@@ -3,6 +3,7 @@ package temporal
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -109,6 +110,44 @@ func TestFactoryCallWithoutATaskIsRefusedOnTemporal(t *testing.T) {
 				in, got := toolResults(inProcess), toolResults(evs)
 				if len(got) != 1 || len(in) != 1 || !strings.Contains(got[0], tool.ErrInvalidArguments.Error()) || !strings.Contains(in[0], tool.ErrInvalidArguments.Error()) {
 					t.Errorf("the lead read %q on Temporal, %q in process; want the arguments refused in both", got, in)
+				}
+			})
+		}
+	}
+}
+
+// A factory that panics, or that fails to build its agent, ends its
+// sub-agent on Temporal as in process: its SUBAGENT_ERROR has the code
+// and the model (none) it has in process, where on Temporal the panic's
+// code was "error". With models that name their calls afresh, not at
+// all, or from call_0.
+func TestFailingFactoryEndsAsInProcessOnTemporal(t *testing.T) {
+	factories := []struct {
+		name    string
+		factory subagent.Factory
+		want    string
+	}{
+		{"panics", func(context.Context, json.RawMessage) (agent.Agent, error) { panic("no agent today") }, "SUBAGENT_ERROR panic, usage false"},
+		{"fails", func(context.Context, json.RawMessage) (agent.Agent, error) { return nil, errors.New("no key") }, "SUBAGENT_ERROR error, usage false"},
+		{"fails with a provider's error", func(context.Context, json.RawMessage) (agent.Agent, error) {
+			return nil, &provider.Error{Provider: "p", StatusCode: 401, Message: "bad key"}
+		}, "SUBAGENT_ERROR provider_error, usage false"},
+		{"returns no agent", func(context.Context, json.RawMessage) (agent.Agent, error) { return nil, nil }, "SUBAGENT_ERROR error, usage false"},
+	}
+	for _, f := range factories {
+		for _, mode := range policyIDModes {
+			t.Run(f.name+"/"+mode.name, func(t *testing.T) {
+				inProcess, evs := factoryTree(t, mode.id, `{"task":"part 1"}`, f.factory)
+				// (In process a factory's error that is not correctable
+				// fails the lead's run too; on Temporal the lead reads it.)
+				if got := subagentEnds(inProcess); len(got) == 0 || got[0] != f.want {
+					t.Fatalf("in process, the client read the ends %q; want %q first", got, f.want)
+				}
+				if got := subagentEnds(evs); len(got) == 0 || got[0] != f.want {
+					t.Errorf("on Temporal, the client read the ends %q; want %q first", got, f.want)
+				}
+				if got, want := errorModels(evs), errorModels(inProcess); !slices.Equal(got, want) {
+					t.Errorf("SUBAGENT_ERROR names the models %q on Temporal, %q in process", got, want)
 				}
 			})
 		}
