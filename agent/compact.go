@@ -235,6 +235,7 @@ func (s *runState) compact(step int, forced bool) error {
 	if err != nil {
 		return fmt.Errorf("%w: folding %d messages into a summary: %w; the conversation is as it was before this run: check the summarizing model (Compaction.Summarizer, SummaryModel) or raise the bounds", ErrCompaction, len(older), err)
 	}
+	s.callIDs.keep(s.msgs) // the ids of the calls folded away stay taken
 	msgs := b.Apply(s.msgs, cut, summary)
 	s.start += len(msgs) - len(s.msgs)
 	s.msgs = msgs

@@ -151,7 +151,14 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 	msg := resp.Message
 	msg.Role = provider.RoleAssistant
 	empty := msg.Content == "" && len(msg.ToolCalls) == 0
-	msg.ToolCalls = withIDs(msg.ToolCalls)
+	if replayed {
+		// Its calls keep the ids they were recorded with, which name
+		// their results.
+		msg.ToolCalls = withIDs(msg.ToolCalls, nil, nil)
+	} else {
+		msg.ToolCalls = withIDs(msg.ToolCalls, &s.callIDs, s.msgs)
+	}
+	s.callIDs.add(msg.ToolCalls)
 	if !replayed && !wrapUp && len(msg.ToolCalls) > 0 {
 		// Calls whose results the run cannot pay to read are not run;
 		// the decision is journaled with the answer, so that a run of

@@ -85,9 +85,10 @@ func (s *runState) call(req provider.Request, msgID string) (resp provider.Respo
 		return s.r.p.Complete(ctx, req)
 	}
 	if st := s.r.streamer; st != nil {
-		sr := &streamReply{em: s.em, msgID: msgID}
+		sr := &streamReply{em: s.em, msgID: msgID, taken: s.callIDs, msgs: s.msgs}
 		defer sr.closeAll() // on a panic too
 		resp, err = st.Stream(ctx, req, sr.delta)
+		s.callIDs = sr.taken // with the set, if it made one
 		if err != nil {
 			return provider.Response{}, err
 		}
@@ -99,7 +100,7 @@ func (s *runState) call(req provider.Request, msgID string) (resp provider.Respo
 		return resp, err
 	}
 	// The calls get their ids now, so that the events announce them.
-	resp.Message.ToolCalls = withIDs(resp.Message.ToolCalls)
+	resp.Message.ToolCalls = withIDs(resp.Message.ToolCalls, &s.callIDs, s.msgs)
 	m := resp.Message
 	em := s.em
 	parent := ""

@@ -17,10 +17,13 @@ func emitCall(em event.Emitter, c *provider.ToolCall, parent string) {
 	em.Emit(event.Event{Type: event.ToolCallEnd, ToolCallID: c.ID})
 }
 
-// withIDs returns calls with an id on each call that has none or repeats an
-// earlier call's, so that every result can name its call. It copies calls
-// before changing them: the slice belongs to the provider.
-func withIDs(calls []provider.ToolCall) []provider.ToolCall {
+// withIDs returns calls with an id on each call that has none, repeats an
+// earlier call's, or names a call of the run's conversation (taken, with
+// its messages msgs; nil for none: a model may number its calls from call_0 in every reply, and
+// a client of the run's events must tell each call apart, as the run's
+// model must each result), so that every result can name its call. It
+// copies calls before changing them: the slice belongs to the provider.
+func withIDs(calls []provider.ToolCall, taken *callIDs, msgs []provider.Message) []provider.ToolCall {
 	// A reply of many calls keeps their ids in a set: scanning the calls
 	// before each one grows with the square of their number, and was a
 	// twentieth of the CPU of the turn of 1,024 calls in
@@ -38,7 +41,7 @@ func withIDs(calls []provider.ToolCall) []provider.ToolCall {
 		} else {
 			repeated = hasID(calls[:i], c)
 		}
-		if c != "" && !repeated {
+		if c != "" && !repeated && !taken.has(c, msgs) {
 			if seen != nil {
 				seen[c] = true
 			}
@@ -54,6 +57,61 @@ func withIDs(calls []provider.ToolCall) []provider.ToolCall {
 		}
 	}
 	return calls
+}
+
+// callIDs are the ids of the tool calls of a run's conversation: those
+// its messages hold, and those compaction folded away. A set of them is
+// made only once the conversation holds many calls (scanning them for
+// each call of a reply would grow with the square of their number) or is
+// compacted: a run of a few calls allocates nothing for it.
+type callIDs struct {
+	set map[string]bool // nil: the ids are those of the run's messages
+}
+
+// manyCalls is how many messages a run's conversation holds before its
+// calls' ids are kept in a set.
+const manyCalls = 64
+
+// has reports whether id names a call of the conversation, whose
+// messages are msgs (c nil: none).
+func (c *callIDs) has(id string, msgs []provider.Message) bool {
+	switch {
+	case c == nil:
+		return false
+	case c.set == nil && len(msgs) <= manyCalls:
+		for _, m := range msgs {
+			if hasID(m.ToolCalls, id) {
+				return true
+			}
+		}
+		return false
+	}
+	c.keep(msgs)
+	return c.set[id]
+}
+
+// keep makes the set, from the conversation's messages msgs, before they
+// change other than by growing (compaction).
+func (c *callIDs) keep(msgs []provider.Message) {
+	if c.set != nil {
+		return
+	}
+	c.set = map[string]bool{}
+	for _, m := range msgs {
+		for _, tc := range m.ToolCalls {
+			c.set[tc.ID] = true
+		}
+	}
+}
+
+// add adds the ids of calls, a reply's, to the set once it is made.
+func (c *callIDs) add(calls []provider.ToolCall) {
+	if c.set == nil {
+		return // the run's messages will hold them
+	}
+	for _, tc := range calls {
+		c.set[tc.ID] = true
+	}
 }
 
 func hasID(calls []provider.ToolCall, id string) bool {
@@ -75,6 +133,11 @@ type streamReply struct {
 	textSent bool
 	openCall string   // id of the tool call whose events are open
 	ids      []string // the id of each tool call, by index
+	// taken are the ids of the calls of the run's conversation, whose
+	// messages are msgs: a copy of the run's, which holds no pointer
+	// into the run (the run's state stays on its goroutine's stack).
+	taken callIDs
+	msgs  []provider.Message
 }
 
 // finish returns the calls of the streamed response with the ids their
@@ -98,7 +161,7 @@ func (sr *streamReply) finish(calls []provider.ToolCall) []provider.ToolCall {
 		}
 		// Left out of the stream: an id as on the plain path (see withIDs),
 		// and the whole call announced now.
-		if calls[i].ID == "" || hasID(calls[:i], calls[i].ID) {
+		if c := calls[i].ID; c == "" || hasID(calls[:i], c) || slices.Contains(sr.ids, c) || sr.taken.has(c, sr.msgs) {
 			setID(i, id.New("call_"))
 		}
 		sr.closeText()
@@ -133,7 +196,7 @@ func (sr *streamReply) delta(d provider.Delta) error {
 	callID := sr.ids[tc.Index]
 	if callID == "" {
 		callID = tc.ID
-		if callID == "" || slices.Contains(sr.ids, callID) {
+		if callID == "" || slices.Contains(sr.ids, callID) || sr.taken.has(callID, sr.msgs) {
 			callID = id.New("call_") // every result must name one call
 		}
 		sr.ids[tc.Index] = callID

@@ -24,7 +24,7 @@ func TestWithIDsGivesEveryCallItsOwnID(t *testing.T) {
 			}
 		}
 		before := fmt.Sprint(in)
-		got := withIDs(in)
+		got := withIDs(in, nil, nil)
 		if fmt.Sprint(in) != before {
 			t.Errorf("%d calls: the provider's slice changed", n)
 		}

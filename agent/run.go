@@ -210,6 +210,9 @@ type runState struct {
 	events  bool          // em.Enabled()
 	tracer  trace.Tracer  // nil when not traced
 	msgs    []provider.Message
+	// callIDs are the ids of the calls of msgs, and of those compacted
+	// away, that a reply's calls must not take.
+	callIDs callIDs
 	usage   provider.Usage
 	child   provider.Usage
 	// ownEarlier is the part of usage replayed from the journal: the

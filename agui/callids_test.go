@@ -3,9 +3,13 @@ package agui_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/agui"
+	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/eventcheck"
 	"github.com/deputy-go/deputy/provider"
@@ -44,5 +48,99 @@ func TestCallsOfATreeAreNamedApart(t *testing.T) {
 	}
 	if problems := eventcheck.Check(rec.Events(), eventcheck.Options{}); len(problems) > 0 {
 		t.Errorf("the stream breaks the client's rules: %q", problems)
+	}
+}
+
+// A lead whose model numbers its calls from call_0 in every reply starts
+// a background job with call_0 and, while the job runs, waits for it with
+// call_0 again: the stream names each of the lead's calls apart (before,
+// the wait's TOOL_CALL_START reused the id of the spawn whose sub-agent
+// was still running, which a client refuses, and the job's
+// SUBAGENT_STARTED named a parent call a client could not tell from the
+// wait), and each result names the call it answers.
+func TestALeadAndItsJobNameTheirCallsApart(t *testing.T) {
+	jobID := func(req provider.Request) string {
+		for _, m := range req.Messages {
+			var r struct {
+				JobID string `json:"job_id"`
+			}
+			if m.Role == provider.RoleTool && json.Unmarshal([]byte(m.Content), &r) == nil && r.JobID != "" {
+				return r.JobID
+			}
+		}
+		return ""
+	}
+	lead := fake.NewProvider(
+		fake.Calls(provider.ToolCall{ID: "call_0", Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"dig","background":true}`)}),
+		fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+			return provider.Response{Message: provider.AssistantMessage("",
+				provider.ToolCall{ID: "call_0", Name: subagent.JobsToolName, Arguments: json.RawMessage(`{"action":"wait","job_id":"` + jobID(req) + `","timeout_seconds":60}`)},
+				provider.ToolCall{ID: "call_1", Name: "lookup", Arguments: json.RawMessage(`{}`)})}, nil
+		}),
+		fake.Text("done"),
+	).Named("p", "m")
+	answer := fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		if len(req.Messages) == 1 {
+			return provider.Response{Message: provider.AssistantMessage("", provider.ToolCall{ID: "call_0", Name: "lookup", Arguments: json.RawMessage(`{}`)})}, nil
+		}
+		return provider.Response{Message: provider.AssistantMessage("found")}, nil
+	}).For(subagent.DefaultForkName)
+	child := fake.NewProvider(answer, answer).Named("p", "m")
+	lookup := tool.Func{Def: tool.Definition{Name: "lookup", Parameters: json.RawMessage(`{"type":"object"}`)},
+		Fn: func(context.Context, tool.Call) (tool.Result, error) { return tool.Result{Content: "nothing yet"}, nil }}
+	h, err := agui.NewPerRequest(func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
+		reg, err := tool.NewRegistry(lookup)
+		if err != nil {
+			return nil, err
+		}
+		sp, err := subagent.NewSpawner(child, reg, subagent.WithBackground())
+		if err != nil {
+			return nil, err
+		}
+		if err := reg.Register(sp); err != nil {
+			return nil, err
+		}
+		if err := reg.Register(sp.JobsTool()); err != nil {
+			return nil, err
+		}
+		return agent.NewReact(lead, agent.WithName("lead"), agent.WithRegistry(reg))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := aguiRunChecked(t, serve(t, h).URL, runBody("th", "r1", nil), http.StatusOK, eventcheck.Options{Background: true})
+	if fin, _ := finished(t, evs); string(fin.Result) != `"done"` {
+		t.Fatalf("the run answered %s", fin.Result)
+	}
+	named := map[string]string{} // tool call id → the tool it calls
+	var job string                // the call that started the job
+	results := map[string]string{}
+	for _, e := range evs {
+		switch e.Type {
+		case event.ToolCallStart:
+			if _, ok := named[e.ToolCallID]; ok {
+				t.Errorf("two calls are named %q", e.ToolCallID)
+			}
+			named[e.ToolCallID] = e.ToolCallName
+		case event.SubagentStarted:
+			job = e.ParentToolCallID
+		case event.ToolCallResult:
+			results[e.ToolCallID] = e.Content
+		}
+	}
+	if named[job] != subagent.SpawnToolName {
+		t.Errorf("the job's sub-agent names its parent call %q, a call of %q, want the spawn", job, named[job])
+	}
+	for id, content := range results {
+		switch named[id] {
+		case subagent.JobsToolName:
+			if !strings.Contains(content, "found") {
+				t.Errorf("the wait's result is %q, want the job's answer", content)
+			}
+		case "lookup":
+			if content != "nothing yet" {
+				t.Errorf("a lookup's result is %q", content)
+			}
+		}
 	}
 }

@@ -163,7 +163,11 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (reply ModelRep
 	reply = ModelReply{Response: resp, WrapUp: wrapUp, Model: model, ProviderName: name}
 	// Named before anything is published or recorded, as in process, so
 	// that each result, and each event, names its call.
-	reply.Message.ToolCalls = namedCalls(reply.Message.ToolCalls)
+	var taken []provider.Message // the conversation, whose calls' ids a reply's calls must not take
+	if in.DistinctIDs {
+		taken = in.Request.Messages
+	}
+	reply.Message.ToolCalls = namedCalls(reply.Message.ToolCalls, taken)
 	if price, ok := a.price(name, model); ok {
 		reply.Cost, reply.InputPrice, reply.OutputPrice = price.Cost(resp.Usage), price.Input, price.Output
 	}
@@ -190,11 +194,19 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (reply ModelRep
 	return reply, nil
 }
 
-// namedCalls returns calls with an id on each call that has none or
-// repeats an earlier call's, as the core's agent names them (call_…),
-// copying calls before it changes them: the slice is the provider's.
-func namedCalls(calls []provider.ToolCall) []provider.ToolCall {
+// namedCalls returns calls with an id on each call that has none,
+// repeats an earlier call's or names a call of the messages of taken (a
+// model may number its calls from call_0 in every reply, and the events
+// of a run must tell each call apart), as the core's agent names them
+// (call_…), copying calls before it changes them: the slice is the
+// provider's.
+func namedCalls(calls []provider.ToolCall, taken []provider.Message) []provider.ToolCall {
 	seen := make(map[string]bool, len(calls))
+	for _, m := range taken {
+		for _, c := range m.ToolCalls {
+			seen[c.ID] = true
+		}
+	}
 	copied := false
 	for i := range calls {
 		if c := calls[i].ID; c != "" && !seen[c] {

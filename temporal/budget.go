@@ -226,3 +226,11 @@ const unpaidChange = "deputy.unpaid-calls"
 // unpaidResult is the result of a call its run could not pay to read the
 // result of, as in process: the call is not run.
 const unpaidResult = "not run: the budget could not pay for it"
+
+// distinctIDsChange names the workflow version from which a run's model
+// calls give a reply's call whose model named it as a call of the
+// conversation an id of its own (ModelCall.DistinctIDs), as in process:
+// before it, a model that numbers its calls from call_0 in every reply
+// gave a lead's wait for a job the id of the spawn whose sub-agent still
+// ran, and a client of the run's events could not tell the two apart.
+const distinctIDsChange = "deputy.distinct-call-ids"

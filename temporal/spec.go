@@ -262,6 +262,9 @@ type ModelCall struct {
 	// Reserve, for a run under a limit, is what it has left: the worker
 	// reserves the call against it (nil: no limit).
 	Reserve *Reserve `json:"reserve,omitempty"`
+	// DistinctIDs: a call of the reply whose id names a call of the
+	// request's conversation gets an id of its own, as one with none does.
+	DistinctIDs bool `json:"distinct_ids,omitempty"`
 }
 
 // Reserve is what a run under a token or cost limit has left as it makes

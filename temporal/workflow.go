@@ -201,6 +201,9 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		refusal = len(unstartedLine)
 	}
 	unpaid := false // the last reply's calls were cut: the next call is the wrap-up
+	// From distinctIDsChange on, a reply's call whose model gave it the id
+	// of a call of the conversation gets an id of its own.
+	distinct := workflow.GetVersion(ctx, distinctIDsChange, workflow.DefaultVersion, 1) >= 1
 	guards := len(spec.Guardrails) > 0
 	if guards {
 		// The input guardrails check the task before the run starts.
@@ -268,7 +271,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			}
 			req.Messages = append(req.Messages[:len(req.Messages):len(req.Messages)], provider.UserMessage(note))
 		}
-		mc := ModelCall{Provider: spec.Provider, Request: req, Depth: depth, Path: path}
+		mc := ModelCall{Provider: spec.Provider, Request: req, Depth: depth, Path: path, DistinctIDs: distinct}
 		if b.on || spec.CostLimit > 0 {
 			// The worker reserves the call with what only it knows: the
 			// plain tools' definitions and the model's price.
