@@ -72,6 +72,11 @@ func (s *runState) plan(fixed int64, tools []provider.ToolDef) (callPlan, error)
 		p.note = s.budgetNote(true)
 		est = base + (int64(len(p.note))+3)/4
 		out = s.room(lim, est, name, model, s.readBack)
+		// The cost limit, not the token limit, makes this the last call
+		// when it leaves less room: wrappedUp names it.
+		tokensOnly := lim
+		tokensOnly.cost = false
+		s.wrapByCost = lim.cost && out < s.room(tokensOnly, est, name, model, s.readBack)
 	}
 	if out < 1 {
 		return p, s.noRoom(est, lim)
@@ -350,7 +355,7 @@ func (s *runState) wrappedUp(msg provider.Message, u provider.Usage) (string, bo
 	msg.ToolCalls = nil
 	s.setUsed()
 	if strings.TrimSpace(msg.Content) == "" {
-		if s.limit == 0 { // wrapped up by the cost limit alone
+		if s.limit == 0 || s.wrapByCost { // wrapped up by the cost limit
 			cost, _ := run.Cost(s.ctx)
 			return "", false, fmt.Errorf("%w: the work cost $%.6f, and the last reply, asked to wrap up before it passed its cost limit, had no answer: raise WithCostLimit or give a smaller task",
 				ErrUsageLimit, cost)

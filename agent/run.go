@@ -274,10 +274,11 @@ type runState struct {
 	// before is what the turn spent before the point a re-run goes on
 	// from (rerun.WithSpent), counted as used against the token limit and
 	// not in the run's usage.
-	before    int64
-	lastOut   int64
-	lastModel string // the model that answered last, for the price of the next call
-	partial   bool
+	before     int64
+	lastOut    int64
+	lastModel  string // the model that answered last, for the price of the next call
+	partial    bool
+	wrapByCost bool // the cost limit, not the token limit, made the last call the wrap-up
 	// unpaid: a reply asked for calls whose results the run could not pay
 	// to read (see readable); its next call is its wrap-up.
 	unpaid bool

@@ -689,11 +689,11 @@ func (t *SubAgentTool) runChild(ctx context.Context, args json.RawMessage, in ag
 		o.Content, o.Value = t.unstarted()
 	case err != nil && errors.Is(err, agent.ErrUsageLimit) && ctx.Err() == nil:
 		// Cut short at its budget: what it said last is what it has.
-		o.Content, o.Value = t.partial(lastSaid(out.Messages), true)
+		o.Content, o.Value = t.partial(lastSaid(out.Messages), limitName(err))
 	case err != nil:
 		return tool.Result{}, err
 	case out.Partial && t.cfg.check == nil:
-		o.Content, o.Value = t.partial(out.Answer, false)
+		o.Content, o.Value = t.partial(out.Answer, "")
 	default:
 		if o.Content, o.Value, err = t.accept(out.Answer, v); err != nil {
 			return tool.Result{}, err
@@ -724,13 +724,15 @@ func (t *SubAgentTool) unretried(answer string, problem error, why string) (stri
 }
 
 // partial is the content and value of the result of a child that reached
-// its token limit, from what it said: under WithReport a Report with
-// status partial; otherwise its words, after a note that says they are
-// partial. cut says the child was stopped before it could wrap up.
-func (t *SubAgentTool) partial(said string, cut bool) (string, any) {
+// its token or cost limit, from what it said: under WithReport a Report
+// with status partial; otherwise its words, after a note that says they
+// are partial. stopped, when not "", names the limit (limitName) that
+// stopped the child before it could answer.
+func (t *SubAgentTool) partial(said, stopped string) (string, any) {
+	cut := stopped != ""
 	note := "the sub-agent reached its token budget and answered with what it had"
 	if cut {
-		note = "the sub-agent reached its token budget before it could answer; this is what it said last"
+		note = "the sub-agent reached its " + stopped + " before it could answer; this is what it said last"
 	}
 	if strings.TrimSpace(said) == "" {
 		said = "(nothing)"
@@ -763,6 +765,16 @@ func (t *SubAgentTool) unstarted() (string, any) {
 		return fitResult(r, t.cfg.maxOutput), r
 	}
 	return textcap.Cap("["+unstartedNote+"]", t.cfg.maxOutput), nil
+}
+
+// limitName names the limit that stopped a child with err, an
+// agent.ErrUsageLimit: "cost limit" when its error says WithCostLimit is
+// what to raise, else "token limit".
+func limitName(err error) string {
+	if strings.Contains(err.Error(), "WithCostLimit") {
+		return "cost limit"
+	}
+	return "token limit"
 }
 
 // lastSaid is the text of the last assistant message of msgs.

@@ -48,17 +48,19 @@ func TestJobPastItsCostLimitReportsPartially(t *testing.T) {
 // it; without the defaults the jobs in a thread would run to their 50
 // steps, ten times what the defaults let them spend.
 func TestJobPastEachLimitReportsPartially(t *testing.T) {
-	cut := []string{"[the sub-agent reached its token budget before it could answer; this is what it said last]\ndug layer "}
+	cut := func(limit string) []string {
+		return []string{"[the sub-agent reached its " + limit + " before it could answer; this is what it said last]\ndug layer "}
+	}
 	stopped := []string{"stopped at its limit (", "partial report, its last words:\ndug layer "}
 	for _, tc := range []struct {
 		name string
 		c    pastLimit
 	}{
-		{"cost", pastLimit{limits: subagent.JobLimits{Cost: 0.0006}, cost: 0.0006, want: cut}},
-		{"tokens", pastLimit{limits: subagent.JobLimits{Tokens: 600}, tokens: 600, want: cut}},
+		{"cost", pastLimit{limits: subagent.JobLimits{Cost: 0.0006}, cost: 0.0006, want: cut("cost limit")}},
+		{"tokens", pastLimit{limits: subagent.JobLimits{Tokens: 600}, tokens: 600, want: cut("token limit")}},
 		{"time", pastLimit{limits: subagent.JobLimits{Time: 300 * time.Millisecond}, slow: 40 * time.Millisecond, want: append(stopped, "deadline exceeded")}},
-		{"default tokens in a thread", pastLimit{thread: true, input: 20_000, tokens: subagent.DefaultJobTokens, want: cut}},
-		{"default cost in a thread", pastLimit{thread: true, price: 0.001, cost: subagent.DefaultJobCost, input: 200, want: cut}},
+		{"default tokens in a thread", pastLimit{thread: true, input: 20_000, tokens: subagent.DefaultJobTokens, want: cut("token limit")}},
+		{"default cost in a thread", pastLimit{thread: true, price: 0.001, cost: subagent.DefaultJobCost, input: 200, want: cut("cost limit")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { jobPastLimit(t, tc.c) })
 	}
