@@ -94,7 +94,9 @@ func (s *runState) addInbound(msgs []mailbox.Message) {
 }
 
 // reached tells the mailbox where the run stands after step: its last
-// words and what it spent so far.
+// words and what it spent so far: its own calls and its children's, as
+// its cost counts them, those of children still running included (a
+// background child's own jobs), and at least what its children reported.
 func (s *runState) reached(step int) {
 	if s.box == nil {
 		return
@@ -106,8 +108,16 @@ func (s *runState) reached(step int) {
 			break
 		}
 	}
-	cost, _ := run.Cost(s.ctx)
-	s.box.Reached(step, last, s.usage.Add(s.child), cost)
+	live, cost := run.Spent(s.ctx)
+	u := s.usage.Add(s.child)
+	u = provider.Usage{
+		InputTokens:      max(u.InputTokens, live.InputTokens),
+		OutputTokens:     max(u.OutputTokens, live.OutputTokens),
+		CacheReadTokens:  max(u.CacheReadTokens, live.CacheReadTokens),
+		CacheWriteTokens: max(u.CacheWriteTokens, live.CacheWriteTokens),
+		Requests:         max(u.Requests, live.Requests),
+	}
+	s.box.Reached(step, last, u, cost)
 }
 
 // notesKey is the journal key of the notes shown before a run's first step.

@@ -56,6 +56,9 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 		ctx, before, beforeCost = rerun.TakeSpent(ctx)
 	}
 	ctx = run.Start(ctx, runID, r.name, r.tokenLimit)
+	if box != nil {
+		run.TrackSpent(ctx) // its progress counts its children's as they spend (see reached)
+	}
 	pol := r.bind(ctx)
 	if pol != nil {
 		// The policy records each decision on the run's sink and span.

@@ -509,6 +509,9 @@ func AtCall(ctx context.Context, id string) context.Context {
 // earlier run of a journaled turn spent there, replayed), to what the tool
 // call ctx is in has spent, and each tool call the run of ctx is inside:
 // the ledger (internal/ledger) calls it for every call it counts.
+//
+// It adds u to what each run it is made under that tallies its spending
+// (TrackSpent) has spent so far, up to one that has reported its cost.
 func AddSpent(ctx context.Context, u provider.Usage) {
 	ri, ok := ctx.Value(key{}).(*info)
 	if !ok {
@@ -519,6 +522,41 @@ func AddSpent(ctx context.Context, u provider.Usage) {
 		if sc.at != nil {
 			sc.at.call.add(u)
 		}
+		if sc.flags.Load()&flagTallied != 0 {
+			sc.mu.Lock()
+			if !sc.closed {
+				t := sc.values[tallyKey{}].(*provider.Usage)
+				*t = t.Add(u)
+			}
+			sc.mu.Unlock()
+		}
+	}
+}
+
+type tallyKey struct{}
+
+// The bits of scope.flags.
+const (
+	flagDenied  = 1 << iota // denials holds one
+	flagTallied             // the run tallies what it spends
+)
+
+// TrackSpent makes the run of ctx tally what the model calls made under
+// it spend from now on, for Spent: a run that reports its progress as it
+// goes (a background child's) calls it as it starts.
+func TrackSpent(ctx context.Context) {
+	sc := from(ctx).scope
+	if sc == nil {
+		return
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.values == nil {
+		sc.values = map[any]any{}
+	}
+	if _, ok := sc.values[tallyKey{}]; !ok {
+		sc.values[tallyKey{}] = &provider.Usage{}
+		sc.flags.Or(flagTallied)
 	}
 }
 
@@ -686,12 +724,13 @@ type scope struct {
 	readBack bool
 	// done: the run has finished (Finish); OnEnd refuses more work.
 	// closed: the run has reported its cost (CloseCost); it takes no
-	// more. denied: denials holds one (AddDenial), so that a run with
-	// none, as most are, reads them without taking mu. (The flags side by
-	// side keep the scope in a smaller size class.)
+	// more. flags: flagDenied, denials holds one (AddDenial), so that a
+	// run with none, as most are, reads them without taking mu;
+	// flagTallied, the run tallies what it spends (TrackSpent). (The flags
+	// side by side keep the scope in a smaller size class.)
 	done   bool
 	closed bool
-	denied atomic.Bool
+	flags  atomic.Uint32 // flagDenied, flagTallied
 	// held is the part of the cost limit held for work that outlives the
 	// tool call that started it (HoldCostShare), not yet spent; hold is
 	// the hold this run spends from, nil for none. held changes under mu.
@@ -724,7 +763,7 @@ func AddDenial(ctx context.Context, err error) {
 			sc.denials = append(sc.denials, err)
 		}
 		sc.mu.Unlock()
-		sc.denied.Store(true)
+		sc.flags.Or(flagDenied)
 	}
 }
 
@@ -732,7 +771,7 @@ func AddDenial(ctx context.Context, err error) {
 // under it, in the order denied (the first maxDenials).
 func Denials(ctx context.Context) []error {
 	sc := from(ctx).scope
-	if sc == nil || !sc.denied.Load() {
+	if sc == nil || sc.flags.Load()&flagDenied == 0 {
 		return nil
 	}
 	sc.mu.Lock()
@@ -1063,6 +1102,23 @@ func CostLeft(ctx context.Context) (float64, bool) {
 		}
 	}
 	return left, limited
+}
+
+// Spent returns what the model calls of the run of ctx have spent since
+// TrackSpent (AddSpent), its sub-runs' included, those still running too,
+// and what the run has cost so far (Cost), in one step.
+func Spent(ctx context.Context) (provider.Usage, float64) {
+	sc := from(ctx).scope
+	if sc == nil {
+		return provider.Usage{}, 0
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	var u provider.Usage
+	if t, ok := sc.values[tallyKey{}].(*provider.Usage); ok {
+		u = *t
+	}
+	return u, sc.cost
 }
 
 // Cost returns what the run of ctx has cost so far, its sub-runs'
