@@ -9,8 +9,8 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agui"
-	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/internal/eventcheck"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
@@ -113,7 +113,7 @@ func TestALeadAndItsJobNameTheirCallsApart(t *testing.T) {
 		t.Fatalf("the run answered %s", fin.Result)
 	}
 	named := map[string]string{} // tool call id → the tool it calls
-	var job string                // the call that started the job
+	var job string               // the call that started the job
 	results := map[string]string{}
 	for _, e := range evs {
 		switch e.Type {
