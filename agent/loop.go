@@ -178,9 +178,10 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 		// A reply that arrives after cancellation is not acted on.
 		return "", false, err
 	}
-	if empty && wrapUp && pl.bounded && !replayed {
-		// Cut at the bound its budget set before it wrote a word: the
-		// budget, not the model, left the run without an answer.
+	if empty && wrapUp && !replayed {
+		// Asked for its last reply at its limit, or cut at the bound
+		// its budget set before it wrote a word: the run ends at its
+		// limit, with what was said before, not as a broken reply.
 		return s.wrappedUp(msg, resp.Usage)
 	}
 	if empty {

@@ -83,6 +83,23 @@ func TestReactWrapUp(t *testing.T) {
 			t.Errorf("got %v, want ErrUsageLimit saying the wrap-up had no answer", err)
 		}
 	})
+	t.Run("an empty wrap-up ends at the limit", func(t *testing.T) {
+		// The model stops of its own accord (end_turn) with nothing
+		// written: still the run's last reply at its limit, not a broken
+		// reply (ErrEmptyReply), so a sub-agent's caller gets what it
+		// said before.
+		p := fake.NewProvider(
+			fake.Call("weather", `{"city":"Lisbon"}`).WithUsage(u(300, 20)),
+			fake.Call("weather", `{"city":"Porto"}`).WithUsage(u(330, 20)),
+			fake.Text("").WithUsage(u(400, 0)),
+		)
+		// Its output bound (WithMaxTokens) is below what the limit leaves,
+		// so the empty reply was not cut by the budget's bound.
+		_, err := newReact(t, p, agent.WithTools(weather(t)), agent.WithTokenLimit(1200), agent.WithMaxTokens(50)).Run(t.Context(), agent.Input{Text: "go"})
+		if p.Calls() != 3 || !errors.Is(err, agent.ErrUsageLimit) || errors.Is(err, agent.ErrEmptyReply) || !strings.Contains(err.Error(), "asked to wrap up, had no answer") {
+			t.Errorf("got %v after %d calls, want ErrUsageLimit saying the wrap-up had no answer after 3", err, p.Calls())
+		}
+	})
 	t.Run("a wrap-up with no answer under a cost limit says so", func(t *testing.T) {
 		prices, err := provider.NewPrices(map[string]provider.Price{"fake": {Input: 1e-6, Output: 1e-6}})
 		if err != nil {
