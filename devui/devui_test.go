@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -435,38 +436,50 @@ func finalAnswer(events []json.RawMessage) string {
 	return ""
 }
 
-// A model that numbers its calls from call_0 in each reply makes a thread
-// in which call_0 is in several of the lead's messages: the re-run names
-// the recorded run whose turn it re-runs and the step, and an id that is
-// not the thread's only one, without them, is refused with a message that
-// says so.
+// A model that numbers its calls from call_0 in each reply gives call_0
+// in each of its turns; the lead names its calls apart (a call_0 already
+// in its conversation gets a fresh id), so a re-run that names only the id
+// finds the turn it is in, and one that names the recorded run and the
+// step finds the same.
 func TestRerunFindsTheTurnOfARepeatedID(t *testing.T) {
 	srv, _, _ := rerunSetup(t, "restart", nil)
 	status, first := post(t, srv.URL+"/run", runBody)
 	if status != 200 {
 		t.Fatal(status)
 	}
-	var firstCall string
-	for _, e := range first {
-		var ev struct{ Type, ToolCallID, SubagentRunID string }
-		if json.Unmarshal(e, &ev) == nil && ev.Type == "TOOL_CALL_START" && ev.SubagentRunID == "" {
-			firstCall = ev.ToolCallID
-			break
-		}
-	}
+	firstCall := leadCalls(first)[0]
 	// A second turn on the same thread.
-	if status, _ := post(t, srv.URL+"/run", `{"threadId":"t1","runId":"r2","messages":[{"id":"m2","role":"user","content":"again"}]}`); status != 200 {
+	status, second := post(t, srv.URL+"/run", `{"threadId":"t1","runId":"r2","messages":[{"id":"m2","role":"user","content":"again"}]}`)
+	if status != 200 {
 		t.Fatal(status)
 	}
-	// Re-run the first turn's first call with its answer edited.
-	_, events := post(t, srv.URL+"/rerun", `{"threadId":"t1","runId":"r3","fromRunId":"r1","step":1,"toolCallId":"`+firstCall+`","answer":"X"}`)
-	if got, want := finalAnswer(events), "final: X + did two"; got != want {
-		t.Errorf("re-run of turn 1's %s answered %q, want %q (turn 1 re-run)", firstCall, got, want)
+	if calls := leadCalls(second); len(calls) != 2 || slices.Contains(calls, firstCall) {
+		t.Fatalf("the second turn's calls are %q, want two calls none of which is the first turn's %s", calls, firstCall)
 	}
-	status, _ = post(t, srv.URL+"/rerun", `{"threadId":"t1","runId":"r4","toolCallId":"`+firstCall+`","answer":"X"}`)
-	if status != http.StatusBadRequest {
-		t.Errorf("an id the lead gave twice, with no run named: %d, want 400", status)
+	// Re-run the first turn's first call with its answer edited, naming
+	// the run and the step, then naming only the call.
+	for _, body := range []string{
+		`{"threadId":"t1","runId":"r3","fromRunId":"r1","step":1,"toolCallId":"` + firstCall + `","answer":"X"}`,
+		`{"threadId":"t1","runId":"r4","toolCallId":"` + firstCall + `","answer":"X"}`,
+	} {
+		status, events := post(t, srv.URL+"/rerun", body)
+		if got, want := finalAnswer(events), "final: X + did two"; status != http.StatusOK || got != want {
+			t.Errorf("re-run %s: %d, answered %q, want %q (turn 1 re-run)", body, status, got, want)
+		}
 	}
+}
+
+// leadCalls returns the ids of the lead's own tool calls in a run's
+// events, in order.
+func leadCalls(events []json.RawMessage) []string {
+	var ids []string
+	for _, e := range events {
+		var ev struct{ Type, ToolCallID, SubagentRunID string }
+		if json.Unmarshal(e, &ev) == nil && ev.Type == "TOOL_CALL_START" && ev.SubagentRunID == "" {
+			ids = append(ids, ev.ToolCallID)
+		}
+	}
+	return ids
 }
 
 type closer struct {

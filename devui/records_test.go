@@ -110,10 +110,13 @@ func TestDeletedThreadLeavesNoRuns(t *testing.T) {
 func TestRunsArePaged(t *testing.T) {
 	srv, _, _ := rerunSetup(t, "restart", nil)
 	const n = 101
+	var newest []json.RawMessage
 	for i := 1; i <= n; i++ {
-		if status, _ := post(t, srv.URL+"/run", runOn("t1", fmt.Sprintf("r%d", i))); status != http.StatusOK {
+		status, events := post(t, srv.URL+"/run", runOn("t1", fmt.Sprintf("r%d", i)))
+		if status != http.StatusOK {
 			t.Fatalf("run %d: %d", i, status)
 		}
+		newest = events
 	}
 	var got []string
 	next := srv.URL + "/runs/t1"
@@ -152,7 +155,7 @@ func TestRunsArePaged(t *testing.T) {
 		}
 	}
 	// The newest run is re-run from its own turn.
-	status, events := post(t, srv.URL+"/rerun", fmt.Sprintf(`{"threadId":"t1","runId":"x","fromRunId":"r%d","step":1,"toolCallId":"call_0","answer":"by hand"}`, n))
+	status, events := post(t, srv.URL+"/rerun", fmt.Sprintf(`{"threadId":"t1","runId":"x","fromRunId":"r%d","step":1,"toolCallId":%q,"answer":"by hand"}`, n, leadCalls(newest)[0]))
 	if status != http.StatusOK || !strings.HasPrefix(finalAnswer(events), "final: ") || !strings.Contains(finalAnswer(events), "by hand + did two") {
 		t.Errorf("re-running the newest run: %d, answer %q", status, finalAnswer(events))
 	}
@@ -171,9 +174,12 @@ func TestFromRunIDMatchesExactly(t *testing.T) {
 	}
 	// With both, each names its own turn: r1's holds the answers of the
 	// turn before it too.
-	if status, _ := post(t, srv.URL+"/run", runOn("t1", "r1")); status != http.StatusOK {
+	status, r1 := post(t, srv.URL+"/run", runOn("t1", "r1"))
+	if status != http.StatusOK {
 		t.Fatal(status)
 	}
+	// r1's lead named its first call afresh: call_0 was a-r1's.
+	rerun = strings.Replace(rerun, "call_0", leadCalls(r1)[0], 1)
 	status, events := post(t, srv.URL+"/rerun", rerun)
 	if want := "final: did one + did two + by hand + did two"; status != http.StatusOK || finalAnswer(events) != want {
 		t.Errorf("re-running r1: %d %q, want %q", status, finalAnswer(events), want)
