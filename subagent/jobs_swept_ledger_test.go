@@ -30,6 +30,9 @@ func TestSweptJobIsCountedOnceAcrossTurns(t *testing.T) {
 		if out.ChildUsage.Requests != 2 {
 			t.Errorf("the turn that started the job counts %+v of it, want its first two calls", out.ChildUsage)
 		}
+		// A sweep still scanning the store when bob's turn starts would
+		// make that turn start none: the one C's turn started ends first.
+		subagent.WaitSweep(p.s)
 		c.add(2 * time.Hour)
 		counted = counted.Add(p.run(t, threadCtx("bob", "B"), "hello").ChildUsage)
 		subagent.WaitSweep(p.s)
