@@ -240,7 +240,7 @@ func Place(ctx context.Context) (path string, depth int, id, owner, thread strin
 // that no one asks pays nothing for them, and one that a policy asks
 // about each of its calls (Place) nothing for a Position no one reads
 // (one allocation and a scan of its parent's step a run). (posDone sits
-// in once's padding: the scope stays in the 448-byte size class.)
+// in once's padding: the scope stays in the 480-byte size class.)
 type placed struct {
 	once                     sync.Once
 	posDone                  atomic.Bool
@@ -726,8 +726,10 @@ type scope struct {
 	// closed: the run has reported its cost (CloseCost); it takes no
 	// more. flags: flagDenied, denials holds one (AddDenial), so that a
 	// run with none, as most are, reads them without taking mu;
-	// flagTallied, the run tallies what it spends (TrackSpent). (The flags
-	// side by side keep the scope in a smaller size class.)
+	// flagTallied, the run tallies what it spends (TrackSpent). (done,
+	// closed and flags share one word: the scope is 480 bytes, in the
+	// 480-byte size class, and a word more would take it to the 512-byte
+	// one.)
 	done   bool
 	closed bool
 	flags  atomic.Uint32 // flagDenied, flagTallied
@@ -738,7 +740,7 @@ type scope struct {
 	hold *costHold
 	// queued and refused count model calls that waited for admission and
 	// sub-agents a limit refused, in this run and the runs under it.
-	// (Int32s keep the scope in the 448-byte size class.)
+	// (Int32s keep the scope in the 480-byte size class.)
 	queued, refused atomic.Int32
 	// earlier and earlierCost are the part of the run's spending, and of
 	// cost, that earlier runs of its journaled turn made (AddEarlier),
