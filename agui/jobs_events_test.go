@@ -103,25 +103,9 @@ func TestJobActionsAreEvents(t *testing.T) {
 		return provider.Response{Message: provider.AssistantMessage("found it: " + last[strings.LastIndex(last, "\n")+1:])}, nil
 	}).For(subagent.DefaultForkName)
 	child := fake.NewProvider(answer, answer, answer).Named("p", "m")
-	lookup := tool.Func{Def: tool.Definition{Name: "lookup", Parameters: json.RawMessage(`{"type":"object"}`)},
-		Fn: func(context.Context, tool.Call) (tool.Result, error) { return tool.Result{Content: "nothing yet"}, nil }}
 
 	h, err := agui.NewPerRequest(func(ctx context.Context, in *agui.RunInput) (agent.Agent, error) {
-		reg, err := tool.NewRegistry(lookup)
-		if err != nil {
-			return nil, err
-		}
-		sp, err := subagent.NewSpawner(child, reg, subagent.WithBackground())
-		if err != nil {
-			return nil, err
-		}
-		if err := reg.Register(sp); err != nil {
-			return nil, err
-		}
-		if err := reg.Register(sp.JobsTool()); err != nil {
-			return nil, err
-		}
-		return agent.NewReact(lead, agent.WithName("lead"), agent.WithRegistry(reg))
+		return backgroundLead(lead, child, []tool.Tool{lookupTool()})
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -90,21 +90,7 @@ func TestRunUsageIsPerProviderAndModel(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		reg, err := tool.NewRegistry(helper)
-		if err != nil {
-			return nil, err
-		}
-		sp, err := subagent.NewSpawner(beta, reg, subagent.WithBackground())
-		if err != nil {
-			return nil, err
-		}
-		if err := reg.Register(sp); err != nil {
-			return nil, err
-		}
-		if err := reg.Register(sp.JobsTool()); err != nil {
-			return nil, err
-		}
-		return agent.NewReact(alpha, agent.WithName("lead"), agent.WithRegistry(reg), agent.WithPrices(prices))
+		return backgroundLead(alpha, beta, []tool.Tool{helper}, agent.WithPrices(prices))
 	})
 	if err != nil {
 		t.Fatal(err)
