@@ -413,6 +413,13 @@ func rerunSetup(t *testing.T, ids string, wrap func(agent.Agent) agent.Agent) (*
 		}
 		return wrap(a), nil
 	}
+	return rerunViewer(t, st, build), &helped, p
+}
+
+// rerunViewer serves, over st, the AG-UI handler of build's agents in a
+// viewer that re-runs with build too.
+func rerunViewer(t *testing.T, st *store.Store, build agui.Builder) *httptest.Server {
+	t.Helper()
 	h, err := agui.NewPerRequest(build, agui.WithThreads(st))
 	if err != nil {
 		t.Fatal(err)
@@ -423,7 +430,7 @@ func rerunSetup(t *testing.T, ids string, wrap func(agent.Agent) agent.Agent) (*
 	}
 	srv := httptest.NewServer(v)
 	t.Cleanup(srv.Close)
-	return srv, &helped, p
+	return srv
 }
 
 func finalAnswer(events []json.RawMessage) string {

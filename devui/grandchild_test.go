@@ -12,7 +12,6 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agui"
-	"github.com/deputy-go/deputy/devui"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
@@ -98,17 +97,7 @@ func grandchildSetup(t *testing.T, ids string) (*httptest.Server, *counts) {
 		}
 		return agent.NewReact(p, agent.WithName("lead"), agent.WithTools(editor))
 	}
-	h, err := agui.NewPerRequest(build, agui.WithThreads(st))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := devui.New(h, devui.WithStore(st), devui.WithRerun(build))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(v)
-	t.Cleanup(srv.Close)
-	return srv, c
+	return rerunViewer(t, st, build), c
 }
 
 // A grandchild re-run with its task edited: the writer runs anew, the

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agui"
-	"github.com/deputy-go/deputy/devui"
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
@@ -171,16 +169,7 @@ func rerunUnderLimit(t *testing.T, opts []agent.Option, ids, from string, limit 
 	t.Cleanup(func() { st.Close() })
 	b := &budgetTurn{billed: map[string]int64{}, work: map[string]int{}}
 	build := b.agent(ids, opts)
-	h, err := agui.NewPerRequest(build, agui.WithThreads(st))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := devui.New(h, devui.WithStore(st), devui.WithRerun(build))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(v)
-	t.Cleanup(srv.Close)
+	srv := rerunViewer(t, st, build)
 	status, first := post(t, srv.URL+"/run", runBody)
 	if status != http.StatusOK {
 		t.Fatalf("the run: %d", status)

@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agui"
-	"github.com/deputy-go/deputy/devui"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/store/memory"
@@ -67,16 +65,7 @@ func TestRerunReportsWhatItSpent(t *testing.T) {
 				}
 				return agent.NewReact(lead, agent.WithName("lead"), agent.WithTools(helper))
 			}
-			h, err := agui.NewPerRequest(build, agui.WithThreads(st))
-			if err != nil {
-				t.Fatal(err)
-			}
-			v, err := devui.New(h, devui.WithStore(st), devui.WithRerun(build))
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := httptest.NewServer(v)
-			t.Cleanup(srv.Close)
+			srv := rerunViewer(t, st, build)
 			status, first := post(t, srv.URL+"/run", runBody)
 			if status != http.StatusOK {
 				t.Fatalf("the run: %d", status)
