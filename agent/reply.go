@@ -19,10 +19,11 @@ func emitCall(em event.Emitter, c *provider.ToolCall, parent string) {
 
 // withIDs returns calls with an id on each call that has none, repeats an
 // earlier call's, or names a call of the run's conversation (taken, with
-// its messages msgs; nil for none: a model may number its calls from call_0 in every reply, and
-// a client of the run's events must tell each call apart, as the run's
-// model must each result), so that every result can name its call. It
-// copies calls before changing them: the slice belongs to the provider.
+// its messages msgs; nil for none: a model may number its calls from
+// call_0 in every reply, and a client of the run's events must tell each
+// call apart, as the run's model must each result), so that every result
+// can name its call. It copies calls before changing them: the slice
+// belongs to the provider.
 func withIDs(calls []provider.ToolCall, taken *callIDs, msgs []provider.Message) []provider.ToolCall {
 	// A reply of many calls keeps their ids in a set: scanning the calls
 	// before each one grows with the square of their number, and was a
@@ -68,8 +69,9 @@ type callIDs struct {
 	set map[string]bool // nil: the ids are those of the run's messages
 }
 
-// manyCalls is how many messages a run's conversation holds before its
-// calls' ids are kept in a set.
+// manyCalls is how many messages, or calls, a run's conversation holds
+// before its calls' ids are kept in a set: a reply of many calls after
+// another (fan-out) would otherwise scan all the earlier one's for each.
 const manyCalls = 64
 
 // has reports whether id names a call of the conversation, whose
@@ -78,7 +80,7 @@ func (c *callIDs) has(id string, msgs []provider.Message) bool {
 	switch {
 	case c == nil:
 		return false
-	case c.set == nil && len(msgs) <= manyCalls:
+	case c.set == nil && len(msgs) <= manyCalls && callsIn(msgs) <= manyCalls:
 		for _, m := range msgs {
 			if hasID(m.ToolCalls, id) {
 				return true
@@ -88,6 +90,15 @@ func (c *callIDs) has(id string, msgs []provider.Message) bool {
 	}
 	c.keep(msgs)
 	return c.set[id]
+}
+
+// callsIn returns how many tool calls msgs hold.
+func callsIn(msgs []provider.Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.ToolCalls)
+	}
+	return n
 }
 
 // keep makes the set, from the conversation's messages msgs, before they
