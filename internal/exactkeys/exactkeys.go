@@ -156,11 +156,6 @@ func (s *structVisitor) Element() jsonvalue.Visitor { return nil }
 // other (neither is decoded). A struct type embedded twice at one depth
 // has each of its fields there twice, so they hide each other too.
 func (s *structVisitor) fill(t reflect.Type) {
-	type cand struct {
-		name   string
-		tagged bool
-		typ    reflect.Type
-	}
 	taken := map[string]bool{} // the names a shallower depth gave a field, kept or hidden
 	level := []reflect.Type{t}
 	count := map[reflect.Type]int{t: 1}
@@ -228,23 +223,8 @@ func (s *structVisitor) fill(t reflect.Type) {
 			}
 			delete(byName, c.name)
 			taken[c.name] = true
-			tagged := 0
-			for _, o := range same {
-				if o.tagged {
-					tagged++
-				}
-			}
-			var win cand
-			switch {
-			case len(same) == 1:
-				win = same[0]
-			case tagged == 1:
-				for _, o := range same {
-					if o.tagged {
-						win = o
-					}
-				}
-			default:
+			win, ok := winner(same)
+			if !ok {
 				continue // they hide each other
 			}
 			s.fields[win.name] = field{v: build(win.typ), slot: len(s.names)}
@@ -252,6 +232,31 @@ func (s *structVisitor) fill(t reflect.Type) {
 		}
 		level, count = next, nextCount
 	}
+}
+
+// cand is a field that gives a name at its depth: its tag's, or its own.
+type cand struct {
+	name   string
+	tagged bool
+	typ    reflect.Type
+}
+
+// winner returns the field of same, all giving one name at one depth,
+// that encoding/json decodes under it: the only one, or the only one
+// tagged; false when they hide each other.
+func winner(same []cand) (cand, bool) {
+	if len(same) == 1 {
+		return same[0], true
+	}
+	var win cand
+	tagged := 0
+	for _, c := range same {
+		if c.tagged {
+			win = c
+			tagged++
+		}
+	}
+	return win, tagged == 1
 }
 
 // validTag reports whether name may be a key as encoding/json reads a
