@@ -144,6 +144,8 @@ type streamReply struct {
 	textSent bool
 	openCall string   // id of the tool call whose events are open
 	ids      []string // the id of each tool call, by index
+	// seen holds ids once the reply has many calls (used).
+	seen map[string]bool
 	// taken are the ids of the calls of the run's conversation, whose
 	// messages are msgs: a copy of the run's, which holds no pointer
 	// into the run (the run's state stays on its goroutine's stack).
@@ -172,7 +174,7 @@ func (sr *streamReply) finish(calls []provider.ToolCall) []provider.ToolCall {
 		}
 		// Left out of the stream: an id as on the plain path (see withIDs),
 		// and the whole call announced now.
-		if c := calls[i].ID; c == "" || hasID(calls[:i], c) || slices.Contains(sr.ids, c) || sr.taken.has(c, sr.msgs) {
+		if c := calls[i].ID; c == "" || hasID(calls[:i], c) || sr.used(c) || sr.taken.has(c, sr.msgs) {
 			setID(i, id.New("call_"))
 		}
 		sr.closeText()
@@ -207,10 +209,13 @@ func (sr *streamReply) delta(d provider.Delta) error {
 	callID := sr.ids[tc.Index]
 	if callID == "" {
 		callID = tc.ID
-		if callID == "" || slices.Contains(sr.ids, callID) || sr.taken.has(callID, sr.msgs) {
+		if callID == "" || sr.used(callID) || sr.taken.has(callID, sr.msgs) {
 			callID = id.New("call_") // every result must name one call
 		}
 		sr.ids[tc.Index] = callID
+		if sr.seen != nil {
+			sr.seen[callID] = true
+		}
 		sr.closeCall()
 		em.Emit(event.Event{Type: event.ToolCallStart, ToolCallID: callID, ToolCallName: tc.Name, ParentMessageID: sr.parent()})
 		sr.openCall = callID
@@ -219,6 +224,24 @@ func (sr *streamReply) delta(d provider.Delta) error {
 		em.Emit(event.Event{Type: event.ToolCallArgs, ToolCallID: callID, Delta: tc.Arguments})
 	}
 	return nil
+}
+
+// used reports whether id is that of a call the stream announced. A reply
+// of many calls keeps their ids in a set, as withIDs does: scanning them
+// for each new call grows with the square of their number.
+func (sr *streamReply) used(id string) bool {
+	if sr.seen == nil {
+		if len(sr.ids) <= 16 {
+			return slices.Contains(sr.ids, id)
+		}
+		sr.seen = make(map[string]bool, len(sr.ids))
+		for _, c := range sr.ids {
+			if c != "" {
+				sr.seen[c] = true
+			}
+		}
+	}
+	return sr.seen[id]
 }
 
 // parent is the message a tool call names as its parent: the reply's text,
