@@ -158,13 +158,14 @@ func (s *runState) follow(l left, est int64, providerName, model string) int64 {
 		tokens = l.n
 	}
 	price, priced := provider.Price{}, false
-	if l.cost {
-		if l.dollars <= 0 {
-			return min(run.FollowBound(tokens, est, note, reply, false, 0, price, s.readBack), 0)
-		}
+	if l.cost && l.dollars > 0 {
 		price, priced = run.PriceOf(s.ctx, providerName, model)
 	}
-	return run.FollowBound(tokens, est, note, reply, priced, l.dollars, price, s.readBack)
+	out := run.FollowBound(tokens, est, note, reply, priced, l.dollars, price, s.readBack)
+	if l.cost && l.dollars <= 0 {
+		out = min(out, 0) // nothing left to pay with
+	}
+	return out
 }
 
 // unpaid is what a run could not pay for of a reply's calls (readable):
