@@ -39,9 +39,10 @@ func (e *WalkError) Unwrap() error { return e.Err }
 // value: each object's keys, in order, to the visitor of that object,
 // and each array to the visitor of that array. Its work is linear in the
 // length of s, and it allocates nothing but the keys that hold escapes,
-// the slots from 256 on an object uses (a bit each) and the error. It fails with ErrSyntax when s is not valid JSON, a
-// *RepeatedKeyError when two keys of an object take one slot, and a
-// *WalkError when a visitor refuses a key.
+// the slots from 256 on an object uses (a bit each) and the error. It
+// fails with ErrSyntax when s is not valid JSON, a *RepeatedKeyError
+// when two keys of an object take one slot, and a *WalkError when a
+// visitor refuses a key.
 func Walk(s string, v Visitor) error {
 	p := parser{s: s}
 	if !p.walk(v) {
