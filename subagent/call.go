@@ -12,7 +12,6 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
-	"github.com/deputy-go/deputy/internal/errcode"
 	"github.com/deputy-go/deputy/internal/guardrail"
 	"github.com/deputy-go/deputy/internal/id"
 	"github.com/deputy-go/deputy/internal/journal"
@@ -20,6 +19,7 @@ import (
 	"github.com/deputy-go/deputy/internal/outcome"
 	"github.com/deputy-go/deputy/internal/rerun"
 	"github.com/deputy-go/deputy/internal/run"
+	"github.com/deputy-go/deputy/internal/subcode"
 	"github.com/deputy-go/deputy/internal/textcap"
 	"github.com/deputy-go/deputy/internal/toolcall"
 	"github.com/deputy-go/deputy/policy"
@@ -422,7 +422,7 @@ func (inv invocation) suspended(own []string, spent provider.Usage) {
 // errored emits SUBAGENT_ERROR with the call's error.
 func (inv invocation) errored(err error, spent provider.Usage) {
 	if inv.events {
-		inv.em.Emit(inv.spending(event.Event{Type: event.SubagentError, SubagentRunID: inv.runID, Message: err.Error(), Code: errorCode(err)}, spent))
+		inv.em.Emit(inv.spending(event.Event{Type: event.SubagentError, SubagentRunID: inv.runID, Message: err.Error(), Code: subcode.Of(err)}, spent))
 	}
 }
 
@@ -467,23 +467,7 @@ func (a *announced) unannounce(err error) {
 	if err == nil {
 		err = errors.New("the job ended before its sub-agent started")
 	}
-	a.em.Emit(event.Event{Type: event.SubagentError, SubagentRunID: a.runID, Message: err.Error(), Code: errorCode(err)})
-}
-
-func errorCode(err error) string {
-	switch {
-	case errors.Is(err, ErrTimeout):
-		return "timeout"
-	case errors.Is(err, ErrBusy):
-		return "busy"
-	case errors.Is(err, ErrNoJSON):
-		return "invalid_output"
-	case errors.Is(err, policy.ErrGuardrail):
-		return "guardrail"
-	case errors.Is(err, tool.ErrPanic), errors.Is(err, agent.ErrProviderPanic):
-		return "panic"
-	}
-	return errcode.Of(err)
+	a.em.Emit(event.Event{Type: event.SubagentError, SubagentRunID: a.runID, Message: err.Error(), Code: subcode.Of(err)})
 }
 
 // run makes the call's runs of the child. A resident runs in its turn;

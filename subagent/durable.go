@@ -12,6 +12,7 @@ import (
 	"github.com/deputy-go/deputy/internal/conversation"
 	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/internal/ledger"
+	"github.com/deputy-go/deputy/internal/subcode"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/tool"
@@ -410,7 +411,7 @@ func (t *SubAgentTool) replay(ctx context.Context, callID string, e journal.Entr
 	if e.Error != "" {
 		err := tool.Correctable(&replayed{msg: e.Error})
 		if events {
-			em.Emit(event.Event{Type: event.SubagentError, SubagentRunID: runID, Message: e.Error, Code: errorCode(err), Usage: spent, Model: model})
+			em.Emit(event.Event{Type: event.SubagentError, SubagentRunID: runID, Message: e.Error, Code: subcode.Of(err), Usage: spent, Model: model})
 		}
 		return tool.Result{Usage: e.Usage}, err
 	}

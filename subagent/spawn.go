@@ -24,6 +24,7 @@ import (
 	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/internal/run"
+	"github.com/deputy-go/deputy/internal/subcode"
 	"github.com/deputy-go/deputy/internal/textcap"
 	"github.com/deputy-go/deputy/internal/toolcall"
 	"github.com/deputy-go/deputy/jsonschema"
@@ -722,7 +723,7 @@ func (sc *spawnCall) unstarted(ctx context.Context, key string, paid journal.Ent
 		if len(paid.Models) > 0 {
 			model = paid.Models[0].Model
 		}
-		ahead.em.Emit(event.Event{Type: event.SubagentError, SubagentRunID: ahead.runID, Message: err.Error(), Code: errorCode(err),
+		ahead.em.Emit(event.Event{Type: event.SubagentError, SubagentRunID: ahead.runID, Message: err.Error(), Code: subcode.Of(err),
 			Usage: ledger.Encode(paid.Models, paid.Usage, true), Model: model})
 	}
 	return tool.Result{Usage: paid.Usage}, noSettle, err

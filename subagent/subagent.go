@@ -17,6 +17,7 @@ import (
 	"github.com/deputy-go/deputy/internal/exactkeys"
 	"github.com/deputy-go/deputy/internal/guardrail"
 	"github.com/deputy-go/deputy/internal/jsonvalue"
+	"github.com/deputy-go/deputy/internal/subcode"
 	"github.com/deputy-go/deputy/internal/toolcall"
 	"github.com/deputy-go/deputy/jsonschema"
 	"github.com/deputy-go/deputy/provider"
@@ -26,10 +27,10 @@ import (
 // Errors of calls and spawns (errors.Is); the model reads and corrects them.
 var (
 	ErrMaxDepth      = errors.New("subagent: max delegation depth reached")    // past the depth cap
-	ErrBusy          = errors.New("subagent: busy")                            // a resident answering another call (WithRefuseWhenBusy)
+	ErrBusy          = subcode.ErrBusy                                         // a resident answering another call (WithRefuseWhenBusy)
 	ErrChildFailed   = errors.New("subagent: child failed")                    // the child's run failed; its error wrapped too
-	ErrNoJSON        = errors.New("subagent: answer is not JSON")              // no JSON in the answer, even after the retry
-	ErrTimeout       = errors.New("subagent: timed out")                       // longer than WithTimeout
+	ErrNoJSON        = subcode.ErrNoJSON                                       // no JSON in the answer, even after the retry
+	ErrTimeout       = subcode.ErrTimeout                                      // longer than WithTimeout
 	ErrNoScope       = errors.New("subagent: the call's scope cannot be told") // the Scope could not name one
 	ErrUnknownModel  = errors.New("subagent: model not on the menu")           // a spawn named a model off WithModelMenu's menu; nothing ran
 	ErrMaxSpawns     = errors.New("subagent: spawn limit reached")             // the run started WithMaxSpawns children

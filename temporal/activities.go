@@ -20,10 +20,10 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/agent/runtime"
 	"github.com/deputy-go/deputy/event"
-	"github.com/deputy-go/deputy/internal/errcode"
 	"github.com/deputy-go/deputy/internal/id"
 	"github.com/deputy-go/deputy/internal/ledger"
 	drun "github.com/deputy-go/deputy/internal/run"
+	"github.com/deputy-go/deputy/internal/subcode"
 	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
@@ -494,7 +494,7 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	case err != nil:
 		// Its SUBAGENT_ERROR has the error's code, as in process (a
 		// provider's error: provider_error).
-		return ToolResult{Content: capText(err.Error(), in.MaxOutputBytes), IsError: true, Code: goCode(err)}, nil
+		return ToolResult{Content: capText(err.Error(), in.MaxOutputBytes), IsError: true, Code: subcode.Of(err)}, nil
 	case ag == nil:
 		return ToolResult{Content: capText(fmt.Sprintf("sub-agent %q: the factory returned no agent and no error", in.Factory), in.MaxOutputBytes), IsError: true}, nil
 	}
@@ -520,7 +520,7 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	limit := min(cmp.Or(max(in.MaxOutputBytes, 0), DefaultMaxOutputBytes), a.rt.payloadLimit())
 	if err != nil {
 		res.Content, res.IsError, limit = err.Error(), true, in.MaxOutputBytes
-		res.Code, res.Model = goCode(err), model
+		res.Code, res.Model = subcode.Of(err), model
 	}
 	if g != nil {
 		res = g.after(ctx, in.Arguments, res)
@@ -789,22 +789,4 @@ func capText(s string, limit int) string {
 		return s
 	}
 	return runtime.CapOutput(s, limit)
-}
-
-// goCode is the code of the error a factory's agent ended with, as its
-// SUBAGENT_ERROR has it in process (the sub-agent tools' errorCode).
-func goCode(err error) string {
-	switch {
-	case errors.Is(err, subagent.ErrTimeout):
-		return "timeout"
-	case errors.Is(err, subagent.ErrBusy):
-		return "busy"
-	case errors.Is(err, subagent.ErrNoJSON):
-		return "invalid_output"
-	case errors.Is(err, policy.ErrGuardrail):
-		return "guardrail"
-	case errors.Is(err, tool.ErrPanic), errors.Is(err, agent.ErrProviderPanic):
-		return "panic"
-	}
-	return errcode.Of(err)
 }
