@@ -114,13 +114,9 @@ func (s *Spawner) owed(ctx context.Context, j *job, u provider.Usage) provider.U
 	ts.mu.Unlock()
 	if !ok {
 		if j.kept != nil {
-			for _, m := range j.kept.counted {
-				u.InputTokens = max(u.InputTokens-m.Usage.InputTokens, 0)
-				u.OutputTokens = max(u.OutputTokens-m.Usage.OutputTokens, 0)
-				u.CacheReadTokens = max(u.CacheReadTokens-m.Usage.CacheReadTokens, 0)
-				u.CacheWriteTokens = max(u.CacheWriteTokens-m.Usage.CacheWriteTokens, 0)
-				u.Requests = max(u.Requests-m.Usage.Requests, 0)
-			}
+			// Read back from the store: what the run that started it
+			// counted, as Owed leaves out for a later run.
+			return run.Minus(u, j.kept.counted)
 		}
 		return u
 	}

@@ -1040,7 +1040,14 @@ func (s *Spend) Owed(ctx context.Context, all provider.Usage) provider.Usage {
 		s.taken = true
 		return all
 	}
-	for _, m := range s.models {
+	return Minus(all, s.models)
+}
+
+// Minus returns all less the usage of models, each count no lower than 0:
+// what of work that spent all is left once the model calls some run
+// counted (Spend.Counted) are taken out.
+func Minus(all provider.Usage, models []provider.ModelUsage) provider.Usage {
+	for _, m := range models {
 		all.InputTokens = max(all.InputTokens-m.Usage.InputTokens, 0)
 		all.OutputTokens = max(all.OutputTokens-m.Usage.OutputTokens, 0)
 		all.CacheReadTokens = max(all.CacheReadTokens-m.Usage.CacheReadTokens, 0)
