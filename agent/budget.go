@@ -245,8 +245,8 @@ func (s *runState) noRoom(est int64, l left) error {
 		return fmt.Errorf("%w: %d tokens used, the limit is %d, and the next model call, reading about %d tokens, would leave no room for a reply in the %d left: %s",
 			ErrUsageLimit, s.spent(), s.limit, est, left, how)
 	}
-	return fmt.Errorf("%w: the next model call, reading about %d tokens, would leave no room for a reply in the $%.6f the work has left of its cost limit: raise WithCostLimit or give a smaller task",
-		ErrUsageLimit, est, max(l.dollars, 0))
+	return run.CostLimited(fmt.Errorf("%w: the next model call, reading about %d tokens, would leave no room for a reply in the $%.6f the work has left of its cost limit: raise WithCostLimit or give a smaller task",
+		ErrUsageLimit, est, max(l.dollars, 0)))
 }
 
 // budgetNote is, once a token limit is nearly reached, a note that tells
@@ -327,7 +327,7 @@ func (s *runState) setUsed() {
 func (s *runState) checkLimit() error {
 	if left, limited := run.CostLeft(s.ctx); limited && left < 0 {
 		cost, _ := run.Cost(s.ctx)
-		return fmt.Errorf("%w: the work cost $%.6f, past its cost limit by $%.6f: raise WithCostLimit or give a smaller task", ErrUsageLimit, cost, -left)
+		return run.CostLimited(fmt.Errorf("%w: the work cost $%.6f, past its cost limit by $%.6f: raise WithCostLimit or give a smaller task", ErrUsageLimit, cost, -left))
 	}
 	if lim := s.limit; lim > 0 {
 		used := s.spent()
@@ -358,8 +358,8 @@ func (s *runState) wrappedUp(msg provider.Message, u provider.Usage) (string, bo
 	if strings.TrimSpace(msg.Content) == "" {
 		if s.limit == 0 || s.wrapByCost { // wrapped up by the cost limit
 			cost, _ := run.Cost(s.ctx)
-			return "", false, fmt.Errorf("%w: the work cost $%.6f, and the last reply, asked to wrap up before it passed its cost limit, had no answer: raise WithCostLimit or give a smaller task",
-				ErrUsageLimit, cost)
+			return "", false, run.CostLimited(fmt.Errorf("%w: the work cost $%.6f, and the last reply, asked to wrap up before it passed its cost limit, had no answer: raise WithCostLimit or give a smaller task",
+				ErrUsageLimit, cost))
 		}
 		return "", false, fmt.Errorf("%w: %d tokens used, the limit is %d, and the last reply, asked to wrap up, had no answer: raise WithTokenLimit or give a smaller task",
 			ErrUsageLimit, s.spent(), s.limit)

@@ -752,10 +752,10 @@ func (t *SubAgentTool) unstarted() (string, any) {
 }
 
 // limitName names the limit that stopped a child with err, an
-// agent.ErrUsageLimit: "cost limit" when its error says WithCostLimit is
-// what to raise, else "token limit".
+// agent.ErrUsageLimit: "cost limit" when the run marked it so
+// (run.CostLimited), else "token limit".
 func limitName(err error) string {
-	if strings.Contains(err.Error(), "WithCostLimit") {
+	if run.IsCostLimited(err) {
 		return "cost limit"
 	}
 	return "token limit"
