@@ -27,7 +27,26 @@ type Tree struct {
 	// siblings sort by it whatever order they start in. seq counts.
 	order map[string]int64
 	seq   int64
+	// answered keeps, for the last maxAnswered calls whose result came
+	// before any sub-agent claimed them, their arguments and place: a
+	// background job's SUBAGENT_STARTED may reach the Tree after the
+	// receipt its spawn returned, and still claims them.
+	answered  map[string]answeredCall
+	answeredQ []string
 }
+
+// answeredCall is a call that had its result, kept until a sub-agent
+// claims it or maxAnswered later ones push it out.
+type answeredCall struct {
+	args     json.RawMessage
+	hasArgs  bool
+	order    int64
+	hasOrder bool
+}
+
+// maxAnswered bounds Tree.answered: a sub-agent whose start comes after
+// this many later calls had their results has no arguments in its Node.
+const maxAnswered = 256
 
 // callKey keys a tool call by the sub-agent invocation whose run made it
 // ("" for the top-level run) and its id: ids repeat across runs, as a
@@ -36,7 +55,8 @@ func callKey(runID, callID string) string { return runID + "\x1f" + callID }
 
 // NewTree returns an empty Tree that passes every event on to next (or nil).
 func NewTree(next event.Sink) *Tree {
-	return &Tree{next: next, byRun: map[string]*Node{}, args: map[string]*strings.Builder{}, done: map[string]json.RawMessage{}, order: map[string]int64{}}
+	return &Tree{next: next, byRun: map[string]*Node{}, args: map[string]*strings.Builder{}, done: map[string]json.RawMessage{}, order: map[string]int64{},
+		answered: map[string]answeredCall{}}
 }
 
 // State is where a sub-agent invocation stands.
@@ -207,6 +227,7 @@ func (t *Tree) record(e event.Event) {
 		t.args[call] = &strings.Builder{}
 		t.seq++
 		t.order[call] = t.seq
+		delete(t.answered, call) // an id used again names a new call
 	case event.ToolCallArgs:
 		if b := t.args[call]; b != nil {
 			b.WriteString(e.Delta)
@@ -217,11 +238,17 @@ func (t *Tree) record(e event.Event) {
 			t.done[call] = json.RawMessage(b.String())
 		}
 	case event.ToolCallResult:
+		a, hasArgs := t.done[call]
+		o, hasOrder := t.order[call]
 		delete(t.args, call)
 		delete(t.done, call)
 		delete(t.order, call)
+		if hasArgs || hasOrder {
+			t.keepAnswered(call, answeredCall{args: a, hasArgs: hasArgs, order: o, hasOrder: hasOrder})
+		}
 	case event.SubagentStarted:
 		call = callKey(e.ParentSubagentRunID, e.ParentToolCallID)
+		t.claimAnswered(call)
 		if n := t.byRun[e.SubagentRunID]; n != nil && e.SubagentRunID != "" {
 			// A resumed run of the turn continues the invocation: the
 			// same node, running again; its terminal event reports what
@@ -280,6 +307,36 @@ func (t *Tree) record(e event.Event) {
 		default:
 			n.State, n.Result = StateSucceeded, e.Result
 		}
+	}
+}
+
+// keepAnswered keeps an answered call's arguments and place for a
+// sub-agent that starts after its result, dropping the oldest past
+// maxAnswered.
+func (t *Tree) keepAnswered(call string, a answeredCall) {
+	if _, ok := t.answered[call]; !ok {
+		t.answeredQ = append(t.answeredQ, call)
+	}
+	t.answered[call] = a
+	for len(t.answeredQ) > maxAnswered {
+		delete(t.answered, t.answeredQ[0])
+		t.answeredQ = t.answeredQ[1:]
+	}
+}
+
+// claimAnswered puts back what keepAnswered kept of call, for the
+// sub-agent that starts now to claim.
+func (t *Tree) claimAnswered(call string) {
+	a, ok := t.answered[call]
+	if !ok {
+		return
+	}
+	delete(t.answered, call) // its key leaves answeredQ when pushed out
+	if a.hasArgs {
+		t.done[call] = a.args
+	}
+	if a.hasOrder {
+		t.order[call] = a.order
 	}
 }
 

@@ -370,3 +370,66 @@ func TestTreeCountsTheValidatorsRetries(t *testing.T) {
 		t.Errorf("verdicts (-want +got):\n%s", diff)
 	}
 }
+
+// A background job's spawn returns its receipt at once, so the job's
+// SUBAGENT_STARTED can reach the Tree after the spawn call's result: the
+// node still gets the call's arguments and its place among its siblings.
+func TestTreeKeepsAnAnsweredCallForAJobThatStartsLater(t *testing.T) {
+	tree := subagent.NewTree(nil)
+	announce := func(id, args string) {
+		tree.Emit(event.Event{Type: event.ToolCallStart, ToolCallID: id, ToolCallName: "worker"})
+		tree.Emit(event.Event{Type: event.ToolCallArgs, ToolCallID: id, Delta: args})
+		tree.Emit(event.Event{Type: event.ToolCallEnd, ToolCallID: id})
+	}
+	announce("call_a", `{"task":"first"}`)
+	announce("call_b", `{"task":"second"}`)
+	tree.Emit(event.Event{Type: event.ToolCallResult, ToolCallID: "call_b", Content: `{"job":"job_2","state":"running"}`})
+	tree.Emit(event.Event{Type: event.ToolCallResult, ToolCallID: "call_a", Content: `{"job":"job_1","state":"running"}`})
+	tree.Emit(event.Event{Type: event.SubagentStarted, SubagentRunID: "sub_b", Name: "worker", ParentToolCallID: "call_b"})
+	tree.Emit(event.Event{Type: event.SubagentStarted, SubagentRunID: "sub_a", Name: "worker", ParentToolCallID: "call_a"})
+	var got []string
+	for _, n := range tree.Roots() {
+		got = append(got, n.RunID+string(n.Arguments))
+	}
+	if want := []string{`sub_a{"task":"first"}`, `sub_b{"task":"second"}`}; !slices.Equal(got, want) {
+		t.Errorf("tree %v, want %v", got, want)
+	}
+
+	// A call id used again names a new call: a later call_a that streamed
+	// no arguments does not take the first one's.
+	tree.Emit(event.Event{Type: event.ToolCallResult, ToolCallID: "call_c"})
+	announce("call_c", `{"task":"third"}`)
+	tree.Emit(event.Event{Type: event.ToolCallResult, ToolCallID: "call_c"})
+	tree.Emit(event.Event{Type: event.ToolCallStart, ToolCallID: "call_c", ToolCallName: "worker"})
+	tree.Emit(event.Event{Type: event.SubagentStarted, SubagentRunID: "sub_c", Name: "worker", ParentToolCallID: "call_c"})
+	if roots := tree.Roots(); len(roots) != 3 || roots[2].Arguments != nil {
+		t.Errorf("a call named again took the earlier call's arguments: %+v", roots[len(roots)-1])
+	}
+}
+
+// What the Tree keeps of answered calls is bounded: a sub-agent that
+// starts after hundreds of later calls had their results has no
+// arguments, and the Tree does not grow with every call of a long run.
+func TestTreeForgetsAnsweredCallsPastItsBound(t *testing.T) {
+	tree := subagent.NewTree(nil)
+	for i := range 1000 {
+		id := "call_" + strconv.Itoa(i)
+		tree.Emit(event.Event{Type: event.ToolCallStart, ToolCallID: id, ToolCallName: "search"})
+		tree.Emit(event.Event{Type: event.ToolCallArgs, ToolCallID: id, Delta: `{"q":` + strconv.Itoa(i) + `}`})
+		tree.Emit(event.Event{Type: event.ToolCallEnd, ToolCallID: id})
+		tree.Emit(event.Event{Type: event.ToolCallResult, ToolCallID: id, Content: "found"})
+	}
+	tree.Emit(event.Event{Type: event.SubagentStarted, SubagentRunID: "sub_old", Name: "w", ParentToolCallID: "call_0"})
+	tree.Emit(event.Event{Type: event.SubagentStarted, SubagentRunID: "sub_new", Name: "w", ParentToolCallID: "call_999"})
+	roots := tree.Roots()
+	if len(roots) != 2 {
+		t.Fatalf("%d roots, want 2", len(roots))
+	}
+	args := map[string]string{}
+	for _, n := range roots {
+		args[n.RunID] = string(n.Arguments)
+	}
+	if args["sub_old"] != "" || args["sub_new"] != `{"q":999}` {
+		t.Errorf("arguments %v: want none for the call 999 calls ago, {\"q\":999} for the last", args)
+	}
+}
