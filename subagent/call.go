@@ -714,7 +714,7 @@ func (t *SubAgentTool) unretried(answer string, problem error, why string) (stri
 // stopped the child before it could answer.
 func (t *SubAgentTool) partial(said, stopped string) (string, any) {
 	cut := stopped != ""
-	note := "the sub-agent reached its token budget and answered with what it had"
+	note := "the sub-agent reached the end of its budget (tokens or cost) and answered with what it had"
 	if cut {
 		note = "the sub-agent reached its " + stopped + " before it could answer; this is what it said last"
 	}
