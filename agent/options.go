@@ -207,8 +207,9 @@ func WithCostLimit(dollars float64) Option {
 }
 
 // WithPolicy binds every run of the agent and all it starts by p (package
-// policy), added to any policy its context carries: narrower, never looser.
-// p must not be nil.
+// policy), added to any policy its context carries. p must not be nil, and
+// may only narrow its parent's (policy.Narrow): a wider one (*policy.Widening)
+// is refused by NewReact when it sees both, else by the run.
 func WithPolicy(p *policy.Policy) Option {
 	return func(r *React) error {
 		if p == nil {

@@ -7,10 +7,12 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/deputy-go/deputy/internal/delegates"
 	"github.com/deputy-go/deputy/internal/guardrail"
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/tool"
 )
 
 // guardModel asks the run's policy about req before it is sent: it
@@ -180,4 +182,55 @@ func (r *React) bind(ctx context.Context) *policy.Policy {
 	}
 	run.Bind(ctx, b)
 	return policy.From(ctx)
+}
+
+// narrowsInherited returns an error, before the run of ctx starts, when
+// the agent's own policy would allow what the policy the run inherits
+// forbids (*policy.Widening): a child's policy may only narrow its
+// parent's, and a wider one is refused rather than silently narrowed.
+func (r *React) narrowsInherited(ctx context.Context) error {
+	b := run.BoundOf(ctx)
+	if r.policy == nil || b == nil || b == r.bound || b.Narrows == nil {
+		return nil
+	}
+	if err := b.Narrows(r.policy); err != nil {
+		return fmt.Errorf("agent %q: WithPolicy: %w", r.name, err)
+	}
+	return nil
+}
+
+// narrowsBelow returns an error when an agent the agent's tools hand work
+// to, known when it is built (a resident, a FromReact child, a roster
+// member, and theirs in turn), has a policy of its own that would allow
+// what the agent's policy forbids. A child built for each call, or one a
+// registry is given later, is checked when it runs (narrowsInherited).
+func (r *React) narrowsBelow() error {
+	if r.policy == nil || r.tools == nil || delegates.Of == nil {
+		return nil
+	}
+	seen := map[*React]bool{r: true}
+	var walk func(reg *tool.Registry) error
+	walk = func(reg *tool.Registry) error {
+		for _, t := range reg.Tools() {
+			for _, a := range delegates.Of(t) {
+				c, ok := a.(*React)
+				if !ok || seen[c] {
+					continue
+				}
+				seen[c] = true
+				if c.policy != nil {
+					if err := r.bound.Narrows(c.policy); err != nil {
+						return fmt.Errorf("%w: WithPolicy: the sub-agent %q (tool %q) has a policy of its own: %w", ErrInvalidOption, c.name, t.Definition().Name, err)
+					}
+				}
+				if c.tools != nil {
+					if err := walk(c.tools); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return nil
+	}
+	return walk(r.tools)
 }

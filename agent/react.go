@@ -112,6 +112,9 @@ func NewReact(p provider.Provider, opts ...Option) (*React, error) {
 			return nil, err
 		}
 	}
+	if err := r.narrowsBelow(); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -149,6 +152,9 @@ func (r *React) Run(ctx context.Context, in Input) (out Output, err error) {
 	}
 	if err := ctx.Err(); err != nil {
 		return Output{}, fmt.Errorf("agent %q: not started: %w", r.name, err)
+	}
+	if err := r.narrowsInherited(ctx); err != nil {
+		return Output{}, err
 	}
 	if t, ok := ctx.Value(heldKey{}).(*Turn); ok && t != nil && t.r == r && !t.released {
 		// The caller holds the turn (Hold). The run's tools do not.

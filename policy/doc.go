@@ -39,8 +39,13 @@
 // it crosses every agent.Agent boundary, agents deputy does not own
 // included. With adds to the policy a context carries and nothing takes
 // from it: a sub-agent given a policy of its own is bound by its parent's
-// and its own. Narrow refuses, when a policy is made, an allow list wider
-// than the one it extends.
+// and its own. A policy that would allow what the one it extends forbids
+// (an allow list wider than the parent's) is refused with a *Widening, not
+// silently narrowed: by Narrow when it is made; by agent.NewReact when a
+// sub-agent known then (a resident, a FromReact child, a roster member)
+// has one; else by the child's run, before any model call, which its
+// parent's model reads as a failed hand-off (code "policy_widens"). Make a
+// child's policy with Narrow of its parent's.
 //
 // # Ready-made rules
 //

@@ -271,7 +271,7 @@ const onlyTools = 1 << 0
 // newPolicy returns the policy of rules, which it keeps.
 func newPolicy(rules []Rule) *Policy {
 	p := &Policy{rules: rules}
-	p.bound.Policy = p
+	p.bound.Policy, p.bound.Narrows = p, p.narrows
 	for _, r := range rules {
 		pts := uint8(0b1111)
 		if pr, ok := r.(pointed); ok {
@@ -311,9 +311,10 @@ func New(rules ...Rule) (*Policy, error) {
 // Narrow returns a policy of p's rules followed by rules: it binds
 // everything p binds and more. It refuses, as New does, bad rules, and a
 // rule that would allow what one of p's forbids (an allow list naming a
-// tool p's allow lists leave out, at a depth both cover): a child's policy
-// can only narrow its parent's. (Whatever a policy allows, the policy a
-// run inherits still applies: With adds, and nothing removes.)
+// tool p's allow lists leave out, at a depth both cover; a *Widening): a
+// child's policy can only narrow its parent's. (Whatever a policy allows,
+// the policy a run inherits still applies: With adds, and nothing
+// removes.)
 func (p *Policy) Narrow(rules ...Rule) (*Policy, error) {
 	var have []Rule
 	if p != nil {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/deputy-go/deputy/internal/errcode"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -68,8 +69,8 @@ func (l *toolList) coveredBy(o *toolList) bool {
 	return true
 }
 
-// widens returns an error when r, added after the rules have, would allow
-// a tool one of have's allow lists leaves out at a depth both cover.
+// widens returns a *Widening when r, added after the rules have, would
+// allow a tool one of have's allow lists leaves out at a depth both cover.
 func widens(have []Rule, r Rule) error {
 	l, ok := r.(*toolList)
 	if !ok || !l.allow {
@@ -81,8 +82,42 @@ func widens(have []Rule, r Rule) error {
 			continue
 		}
 		if !l.coveredBy(o) {
-			return fmt.Errorf("policy: rule %q would allow %v, wider than the inherited rule %q allows (%v): a policy can only narrow the one it extends",
-				l.name, l.patterns, o.name, o.patterns)
+			return &Widening{Rule: l.name, Allows: slices.Clone(l.patterns), Inherited: o.name, InheritedAllows: slices.Clone(o.patterns)}
+		}
+	}
+	return nil
+}
+
+// ErrWidens is what every *Widening matches with errors.Is.
+var ErrWidens = errcode.New("policy_widens", "policy: a policy would widen the one it extends")
+
+// Widening is the error of a policy that would allow what the policy it
+// extends forbids: Narrow returns it when the policy is made, and a run
+// whose agent has a policy of its own (agent.WithPolicy) fails with it,
+// before any model call, when that policy widens the one its run
+// inherits.
+type Widening struct {
+	Rule, Inherited         string   // the rule that widens, and the inherited one it widens
+	Allows, InheritedAllows []string // the names and patterns each allows
+}
+
+func (e *Widening) Error() string {
+	return fmt.Sprintf("policy: rule %q would allow %v, wider than the inherited rule %q allows (%v): a policy can only narrow the one it extends: "+
+		"make it with Narrow of the inherited policy, and allow no tool that %q leaves out", e.Rule, e.Allows, e.Inherited, e.InheritedAllows, e.Inherited)
+}
+
+// Unwrap returns ErrWidens.
+func (e *Widening) Unwrap() error { return ErrWidens }
+
+// narrows returns a *Widening when a rule of own, a *Policy, that p
+// lacks would allow what one of p's forbids (run.Bound.Narrows).
+func (p *Policy) narrows(own any) error {
+	for _, r := range own.(*Policy).rules {
+		if contains(p.rules, r) {
+			continue
+		}
+		if err := widens(p.rules, r); err != nil {
+			return err
 		}
 	}
 	return nil

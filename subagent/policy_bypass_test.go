@@ -327,7 +327,8 @@ func TestPolicyChildCannotWiden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := root.Narrow(policy.AllowTools("more", policy.AnyDepth, "search", "rm")); err == nil || !strings.Contains(err.Error(), "narrow") {
+	var w *policy.Widening
+	if _, err := root.Narrow(policy.AllowTools("more", policy.AnyDepth, "search", "rm")); !errors.As(err, &w) || w.Rule != "more" || w.Inherited != "tools" || !strings.Contains(err.Error(), "narrow") {
 		t.Fatalf("a wider allow list was accepted: %v", err)
 	}
 	if _, err := root.Narrow(policy.AllowTools("more", 1, "search*")); err == nil {

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/internal/delegates"
 	"github.com/deputy-go/deputy/internal/exactkeys"
 	"github.com/deputy-go/deputy/internal/guardrail"
 	"github.com/deputy-go/deputy/internal/jsonvalue"
@@ -73,6 +74,33 @@ type SubAgentTool struct {
 	// instead of its own system prompt, which it does not send
 	// (FromReact's).
 	forkTask func(args json.RawMessage) string
+	// probe is a FromReact child as its options build it, which an agent
+	// given the tool checks for a policy wider than its own (delegatesOf).
+	probe *agent.React
+}
+
+func init() { delegates.Of = delegatesOf }
+
+// delegatesOf returns the agents t hands work to that are known now: a
+// FromAgent's resident, a FromReact child as its options build it, and
+// those of a spawn tool's roster members.
+func delegatesOf(t tool.Tool) []any {
+	switch t := t.(type) {
+	case *SubAgentTool:
+		switch {
+		case t.resident != nil:
+			return []any{t.resident}
+		case t.probe != nil:
+			return []any{t.probe}
+		}
+	case *Spawner:
+		var out []any
+		for _, m := range t.cfg.roster {
+			out = append(out, delegatesOf(m)...)
+		}
+		return out
+	}
+	return nil
 }
 
 // FromAgent returns a resident expert, whose calls take turns.
@@ -136,6 +164,7 @@ func FromReact(name, description string, p provider.Provider, tools *tool.Regist
 	if err != nil {
 		return nil, fmt.Errorf("subagent %q: WithReactOptions: %w", name, err)
 	}
+	t.probe = probe
 	configured := probe.SystemPrompt()
 	shape := ""
 	if t.cfg.check != nil && !t.cfg.contextForks {

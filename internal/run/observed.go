@@ -50,7 +50,12 @@ func Observers(ctx context.Context) (depth int, em event.Emitter, span trace.Spa
 // or call is found with the run's other values (BoundOf), in the nearest
 // layer, where a context layer of its own sat under every run of the tree
 // and every look-up of anything else walked through it.
-type Bound struct{ Policy any }
+type Bound struct {
+	Policy any
+	// Narrows returns an error (a *policy.Widening) when own, a
+	// *policy.Policy, would allow what Policy forbids.
+	Narrows func(own any) error
+}
 
 // WithBound returns ctx bound by b, in a layer of its own.
 func WithBound(ctx context.Context, b *Bound) context.Context {
