@@ -55,8 +55,13 @@ type keptWorld struct {
 	// job is in its dig (its first two model calls ended).
 	leadWaitsDig bool
 
+	// model, if set, names the model of every answer (Response.Model),
+	// for a price table to price.
+	model string
+
 	mu        sync.Mutex
 	forkUsage provider.Usage // what the job's model calls were billed
+	billed    provider.Usage // what every model call was billed
 	firstReq  provider.Request
 	lastFork  provider.Request
 }
@@ -64,11 +69,14 @@ type keptWorld struct {
 func (w *keptWorld) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
 	k := w.n.Add(1)
 	u := provider.Usage{InputTokens: int64(len(req.Messages)), OutputTokens: 1, Requests: 1}
+	w.mu.Lock()
+	w.billed = w.billed.Add(u)
+	w.mu.Unlock()
 	call := func(name, args string) provider.Response {
-		return provider.Response{Message: provider.AssistantMessage("", provider.ToolCall{ID: w.id(k, 0), Name: name, Arguments: json.RawMessage(args)}), Usage: u}
+		return provider.Response{Message: provider.AssistantMessage("", provider.ToolCall{ID: w.id(k, 0), Name: name, Arguments: json.RawMessage(args)}), Usage: u, Model: w.model}
 	}
 	text := func(s string) provider.Response {
-		return provider.Response{Message: provider.AssistantMessage(s), Usage: u}
+		return provider.Response{Message: provider.AssistantMessage(s), Usage: u, Model: w.model}
 	}
 	if strings.HasPrefix(req.System, subagent.DefaultForkPrompt[:20]) {
 		if n := w.forks.Add(1); n == w.killAt && w.kill != nil {
@@ -115,7 +123,7 @@ func (w *keptWorld) Complete(ctx context.Context, req provider.Request) (provide
 		}
 		return provider.Response{Message: provider.AssistantMessage("",
 			provider.ToolCall{ID: w.id(k, 0), Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"dig more","background":true}`)},
-			provider.ToolCall{ID: w.id(k, 1), Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"dig more","background":true}`)}), Usage: u}, nil
+			provider.ToolCall{ID: w.id(k, 1), Name: subagent.SpawnToolName, Arguments: json.RawMessage(`{"task":"dig more","background":true}`)}), Usage: u, Model: w.model}, nil
 	case len(cmd) >= 2 && cmd[1] == "start":
 		return call(subagent.SpawnToolName, `{"task":"dig","background":true}`), nil
 	case len(cmd) == 2 && cmd[1] == "list":
