@@ -103,6 +103,14 @@ func (a *Agent) Run(ctx context.Context, in agent.Input) (agent.Output, error) {
 			if thread, err = a.threadJobs(ctx, id); err != nil {
 				return nil, err
 			}
+			// The jobs alive in the owner's other threads, for
+			// Spec.MaxOwnerJobs.
+			key := ownerKey(a.TaskQueue, agent.Owner(ctx))
+			var gone []string
+			if thread.Elsewhere, gone, err = a.jobsElsewhere(ctx, ownerThreadsOf(key, id)); err != nil {
+				return nil, err
+			}
+			forgetThreads(key, gone)
 			announce = thread.announcements()
 			for _, k := range thread.Jobs {
 				if k.Ended {

@@ -66,8 +66,13 @@
 // order, each once, with a receipt) and cancels one (its own child
 // workflows too; a partial report and its usage come back). Jobs still
 // running when the run answers are cancelled, and what every job spent
-// counts once in ChildUsage. From outside, [Jobs] lists a run's jobs,
-// [SendToJob] sends one a message (an update) and [CancelJob] cancels one.
+// counts once in ChildUsage. Spec.JobTokens, JobCost, JobSteps and
+// JobTime bound each job, and MaxBackground and MaxOwnerJobs the jobs
+// alive, as subagent.WithJobLimits and WithMaxOwnerJobs do in process: a
+// job past a limit hands back a partial report, a spawn past a cap is
+// refused with a deputy.refused event. From outside, [Jobs] lists a run's
+// jobs, [SendToJob] sends one a message (an update) and [CancelJob]
+// cancels one.
 //
 // The actions on jobs are the deputy.job_* events an in-process run emits
 // (subagent.JobStartedEvent and the others), with the same values and

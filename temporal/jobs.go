@@ -149,6 +149,22 @@ const (
 	// Asked where a turn's notes cost anything.
 	noteCostChange = "deputy.thread-note-cost"
 
+	// jobLimitsChange names the workflow version from which a job is
+	// bounded by its Spec's JobTokens, JobCost, JobSteps and, for a run's
+	// job, JobTime, as subagent.WithJobLimits in process; asked where a
+	// job starts under a Spec that sets one.
+	jobLimitsChange = "deputy.job-limits"
+
+	// ownerJobsChange names the workflow version from which a thread's
+	// spawn past Spec.MaxOwnerJobs is refused; asked where one would be.
+	ownerJobsChange = "deputy.owner-jobs"
+
+	// refusedEventChange names the workflow version from which a spawn a
+	// cap refuses (MaxBackground, MaxOwnerJobs) publishes a deputy.refused
+	// event, as in process; asked where one is refused, in a run that
+	// publishes its jobs' events.
+	refusedEventChange = "deputy.job-refused-event"
+
 	jobMessageSignal  = "deputy.job_message"  // a parent sends its job a message
 	jobProgressSignal = "deputy.job_progress" // a job tells its parent where it stands
 )
@@ -268,6 +284,16 @@ func newJobs(ctx workflow.Context, spec Spec, trace *Trace) *jobs {
 	return &jobs{ctx: ctx, spec: spec, trace: trace}
 }
 
+// checkEvents asks, once a run, whether it publishes its jobs' events
+// (jobEventsChange), where a job first starts or is refused.
+func (js *jobs) checkEvents(ctx workflow.Context, d *delegation) {
+	if !js.eventsChecked {
+		a, _ := d.arg.(RunInput)
+		js.eventsChecked = true
+		js.publishing = js.trace != nil && a.Trace != nil && workflow.GetVersion(ctx, jobEventsChange, workflow.DefaultVersion, 1) >= 1
+	}
+}
+
 // publish publishes evs as the run's (a local activity), when it
 // publishes its jobs' events; what it cannot publish is dropped.
 func (js *jobs) publish(ctx workflow.Context, evs ...event.Event) {
@@ -326,7 +352,14 @@ func (js *jobs) alive() int {
 // has it, with what the model reads.
 func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 	if n := js.alive(); n >= js.spec.maxBackground() {
-		return ToolResult{Content: fmt.Sprintf("%v: %d are running, the most one run may have: wait for one, or cancel one, first", subagent.ErrMaxBackground, n), IsError: true}, nil
+		where := "one run"
+		if js.threaded() {
+			where = "one thread"
+		}
+		return js.refuseSpawn(ctx, d, "max_background", fmt.Sprintf("%v: %d are running, the most %s may have: wait for one, or cancel one, first", subagent.ErrMaxBackground, n, where)), nil
+	}
+	if n := js.ownerAlive(); js.threaded() && n >= js.spec.maxOwnerJobs() && workflow.GetVersion(ctx, ownerJobsChange, workflow.DefaultVersion, 1) >= 1 {
+		return js.refuseSpawn(ctx, d, "max_owner_jobs", fmt.Sprintf("%v: %d are running in the threads of this owner, the most one owner may have: wait for one, or cancel one, first", subagent.ErrMaxBackground, n)), nil
 	}
 	a := d.arg.(RunInput)
 	id := d.jobID // a thread's, numbered in the thread
@@ -336,10 +369,7 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 	j := &bgJob{id: id, agent: forkName, task: a.Text, wfID: d.id}
 	js.list = append(js.list, j) // at once: starts of one step run side by side
 	a.Job = j.id
-	if !js.eventsChecked {
-		js.eventsChecked = true
-		js.publishing = js.trace != nil && a.Trace != nil && workflow.GetVersion(ctx, jobEventsChange, workflow.DefaultVersion, 1) >= 1
-	}
+	js.checkEvents(ctx, d)
 	if js.publishing {
 		// Announced before it starts, as in process: its SUBAGENT_STARTED
 		// and deputy.job_started come before anything the job publishes.
@@ -349,13 +379,27 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 		j.announce = []event.Event{startedEvent(&ct), j.statusEvent(subagent.JobStartedEvent)}
 		js.publish(ctx, j.announce...)
 	}
+	// The Spec's own bounds of a job (JobTokens, JobCost, JobSteps,
+	// JobTime), as WithJobLimits in process: a share is cut to them.
+	limited := (js.spec.jobLimited() || js.spec.JobTime > 0 && !js.threaded()) &&
+		workflow.GetVersion(ctx, jobLimitsChange, workflow.DefaultVersion, 1) >= 1
+	if limited {
+		if l := js.spec.JobTokens; l > 0 && (a.Spec.TokenLimit == 0 || a.Spec.TokenLimit > l) {
+			a.Spec.TokenLimit = l
+		}
+		if l := js.spec.JobCost; l > 0 && (a.Spec.CostLimit == 0 || a.Spec.CostLimit > l) {
+			a.Spec.CostLimit = l
+		}
+	}
 	if js.spec.TokenLimit > 0 {
 		j.tokens = a.Spec.TokenLimit
 	}
 	if js.spec.CostLimit > 0 {
 		j.dollars = a.Spec.CostLimit
 	}
-	if a.Spec.MaxSteps == 0 || a.Spec.MaxSteps > subagent.DefaultJobSteps {
+	if limited && js.spec.JobSteps > 0 {
+		a.Spec.MaxSteps = js.spec.JobSteps
+	} else if a.Spec.MaxSteps == 0 || a.Spec.MaxSteps > subagent.DefaultJobSteps {
 		a.Spec.MaxSteps = subagent.DefaultJobSteps
 	}
 	if js.threaded() {
@@ -382,8 +426,10 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 	opts := workflow.ChildWorkflowOptions{WorkflowID: d.id, WorkflowExecutionTimeout: subagent.DefaultJobTime, WaitForCancellation: settle}
 	if js.threaded() {
 		opts.ParentClosePolicy = enumspb.PARENT_CLOSE_POLICY_ABANDON // it outlives the turn
+	}
+	if js.threaded() || limited {
 		// It ends by itself at its time; the server's bound is a backstop.
-		a.JobTime = js.spec.jobTime()
+		a.JobTime, a.RunJob = js.spec.jobTime(), !js.threaded()
 		opts.WorkflowExecutionTimeout = a.JobTime + time.Minute
 	}
 	f := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(jctx, opts), AgentWorkflowName, a)
@@ -432,6 +478,27 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 		j.told = true
 	})
 	return ToolResult{Content: runtime.JobStarted(j.id)}, nil
+}
+
+// refuseSpawn is what the model reads of a spawn a cap refused (reason,
+// as subagent.RefusedEvent names it): msg, and, where the run publishes
+// its jobs' events, a deputy.refused event, as in process.
+func (js *jobs) refuseSpawn(ctx workflow.Context, d *delegation, reason, msg string) ToolResult {
+	js.checkEvents(ctx, d)
+	if js.publishing && workflow.GetVersion(ctx, refusedEventChange, workflow.DefaultVersion, 1) >= 1 {
+		js.publish(ctx, jobEvent(subagent.RefusedEvent, "", map[string]string{"reason": reason, "toolCallId": d.call.ID, "name": d.call.Name, "message": msg}))
+	}
+	return ToolResult{Content: msg, IsError: true}
+}
+
+// ownerAlive counts the jobs alive in the threads of the run's owner:
+// its thread's, and those of its other threads as the turn started.
+func (js *jobs) ownerAlive() int {
+	n := js.alive()
+	if js.threaded() {
+		n += max(js.thread.Elsewhere, 0)
+	}
+	return n
 }
 
 // endEvents are the events of the job's end: its SUBAGENT_ERROR, if it

@@ -131,6 +131,10 @@ type ThreadJobs struct {
 	// counted by the turn in RunOutput.Cost as their tokens in ChildUsage
 	// (noteCostChange).
 	NoteCosts []float64 `json:"note_costs,omitempty"`
+	// Elsewhere is how many jobs were alive in the owner's other threads
+	// as the turn started, as Agent found them (ownerThreads): the turn
+	// counts them against Spec.MaxOwnerJobs.
+	Elsewhere int `json:"elsewhere,omitempty"`
 }
 
 // keptJob is one job of a thread, as a turn hands it to the next.
@@ -676,4 +680,132 @@ func (a *Activities) AwaitJob(ctx context.Context, wfID string) (jobOutcome, err
 		return jobOutcome{}, ctx.Err()
 	}
 	return *outcomeOf(out, err), nil
+}
+
+// maxOwnerThreads bounds the threads of one owner, and maxOwners the
+// owners, whose jobs Agent counts against Spec.MaxOwnerJobs
+// (ownerThreads): the most recently run first. elsewhereTime bounds how
+// long a turn reads them.
+const (
+	maxOwnerThreads = 16
+	maxOwners       = 1024
+	elsewhereTime   = 5 * time.Second
+)
+
+// ownerThreads is, by task queue and owner (ownerKey), the workflow ids
+// of the threads Agent ran a turn of in this process that may have jobs
+// alive, the newest last: a turn counts the jobs alive in the owner's
+// others (ThreadJobs.Elsewhere).
+var ownerThreads = struct {
+	sync.Mutex
+	m map[string][]string
+}{m: map[string][]string{}}
+
+// ownerKey names an owner's threads on a task queue in ownerThreads.
+func ownerKey(queue, owner string) string { return strconv.Itoa(len(queue)) + ":" + queue + owner }
+
+// ownerThreadsOf records that the owner runs a turn of thread id, and
+// returns the owner's other threads.
+func ownerThreadsOf(key, id string) []string {
+	ot := &ownerThreads
+	ot.Lock()
+	defer ot.Unlock()
+	ids, known := ot.m[key]
+	if !known && len(ot.m) >= maxOwners {
+		for k := range ot.m { // one goes, any
+			delete(ot.m, k)
+			break
+		}
+	}
+	ids = slices.DeleteFunc(ids, func(s string) bool { return s == id })
+	others := slices.Clone(ids)
+	if ids = append(ids, id); len(ids) > maxOwnerThreads {
+		ids = ids[len(ids)-maxOwnerThreads:]
+	}
+	ot.m[key] = ids
+	return others
+}
+
+// forgetThreads drops threads of ownerThreads' key: threads whose last
+// turn has ended with no job alive gain none until a turn of theirs,
+// which Agent records again.
+func forgetThreads(key string, gone []string) {
+	if len(gone) == 0 {
+		return
+	}
+	ot := &ownerThreads
+	ot.Lock()
+	defer ot.Unlock()
+	if ids := slices.DeleteFunc(ot.m[key], func(s string) bool { return slices.Contains(gone, s) }); len(ids) > 0 {
+		ot.m[key] = ids
+	} else {
+		delete(ot.m, key)
+	}
+}
+
+// jobsElsewhere counts the jobs alive in the threads others, as their
+// turns, running or last, know them, each told running asked about now,
+// and returns the threads whose last turn has ended with none alive, or
+// cannot be read. What cannot be read within elsewhereTime counts none:
+// it does not hold up the turn.
+func (a *Agent) jobsElsewhere(ctx context.Context, others []string) (int, []string, error) {
+	if len(others) == 0 {
+		return 0, nil, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, elsewhereTime)
+	defer cancel()
+	n := 0
+	var gone []string
+	for _, id := range others {
+		alive, running, err := a.aliveIn(rctx, id)
+		switch {
+		case ctx.Err() != nil:
+			return 0, nil, ctx.Err()
+		case err != nil || alive == 0 && !running:
+			gone = append(gone, id)
+		}
+		n += alive
+	}
+	return n, gone, nil
+}
+
+// aliveIn counts the jobs alive in the thread whose workflow is id, and
+// reports whether a turn of it runs.
+func (a *Agent) aliveIn(ctx context.Context, id string) (int, bool, error) {
+	d, err := describeRun(ctx, a.Client, id)
+	if err != nil {
+		return 0, false, err
+	}
+	info := d.GetWorkflowExecutionInfo()
+	var v converter.EncodedValue
+	err = whileNotReady(ctx, func() error {
+		var err error
+		v, err = a.Client.QueryWorkflow(ctx, id, info.GetExecution().GetRunId(), ThreadJobsQuery)
+		return err
+	})
+	var th ThreadJobs
+	if err == nil {
+		err = v.Get(&th)
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	running := info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	n := 0
+	for _, k := range th.Jobs {
+		switch {
+		case k.Ended:
+		case running:
+			n++ // its turn hears of its end
+		default:
+			jd, err := describeRun(ctx, a.Client, k.WorkflowID)
+			if err != nil {
+				return n, running, err
+			}
+			if jd.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				n++
+			}
+		}
+	}
+	return n, running, nil
 }

@@ -96,12 +96,35 @@ type Spec struct {
 	// the turn ends, and the thread's next turn is told which ended
 	// meanwhile and acts on them with subagent_jobs (see ThreadJobs).
 	JobsAcrossTurns bool `json:"jobs_across_turns,omitempty"`
-	// JobTime, with JobsAcrossTurns, bounds the wall time of each job of
-	// the thread (subagent.DefaultJobTime when 0), as subagent.JobLimits'
-	// Time: a job that no turn of its thread collects in time, its thread
-	// never coming back, ends by itself with a partial report and what
-	// it spent, which the thread's next turn is told of and counts.
+	// JobTime bounds the wall time of each job (subagent.DefaultJobTime
+	// when 0), as subagent.JobLimits' Time: a job past it ends by itself
+	// with a partial report and what it spent. A thread's job that no
+	// turn collects in time, its thread never coming back, is told of to
+	// the thread's next turn, which counts it. (A run's job, not a
+	// thread's, is bounded so from deputy.job-limits on; before, by the
+	// server at the default, with nothing it spent.)
 	JobTime time.Duration `json:"job_time,omitempty"`
+	// JobTokens, JobCost and JobSteps bound each job, as subagent.JobLimits'
+	// Tokens, Cost and Steps do in process (subagent.WithJobLimits): its
+	// tokens, its own children's included, its dollars at the workers'
+	// prices, its model calls. A job is held to the lesser of such a
+	// limit and its share of its run's; with none, to its share, and a
+	// thread's job past an unlimited run to subagent.DefaultJobTokens and
+	// DefaultJobCost; its steps are subagent.DefaultJobSteps, or the
+	// Spec's MaxSteps below them, when JobSteps is 0. A job past a limit
+	// ends with a partial report and what it spent, counted once.
+	JobTokens int64   `json:"job_tokens,omitempty"`
+	JobCost   float64 `json:"job_cost,omitempty"`
+	JobSteps  int     `json:"job_steps,omitempty"`
+	// MaxOwnerJobs, with JobsAcrossTurns, bounds the jobs alive at once
+	// in the threads of one owner (agent.WithOwner; subagent.
+	// DefaultMaxOwnerJobs when 0), as subagent.WithMaxOwnerJobs: a spawn
+	// past it is refused (subagent.ErrMaxBackground, and a deputy.refused
+	// event of reason max_owner_jobs). A turn counts its thread's jobs as
+	// they start and end, and those of the owner's other threads that
+	// Agent ran on its task queue in this process as they stood when the
+	// turn started (ThreadJobs.Elsewhere).
+	MaxOwnerJobs int `json:"max_owner_jobs,omitempty"`
 	// MaxSteps bounds the model calls of one run (DefaultMaxSteps when 0).
 	MaxSteps int `json:"max_steps,omitempty"`
 	// ToolRetries is how many steps in a row with a failed tool call the
@@ -205,10 +228,15 @@ type RunInput struct {
 	// JobsAcrossTurns, is what the turn knows of the thread's jobs when
 	// it starts (nil: the run's jobs are its own).
 	Thread *ThreadJobs `json:"thread,omitempty"`
-	// JobTime, set by a turn of a thread on its job's input, is how long
-	// the job may run: past it, the job ends with a partial report and
-	// what it spent (ErrTypeJobTime).
+	// JobTime, set by a run on its job's input (by every turn of a
+	// thread, by other runs from deputy.job-limits on), is how long the
+	// job may run: past it, the job ends with a partial report and what
+	// it spent (ErrTypeJobTime).
 	JobTime time.Duration `json:"job_time,omitempty"`
+	// RunJob, set with JobTime by a run on its job's input, says the job
+	// is the run's, not a thread's: its time bounds it, and no later turn
+	// asks where it stands.
+	RunJob bool `json:"run_job,omitempty"`
 }
 
 // RunOutput is the outcome of a run.
@@ -506,6 +534,14 @@ func (s Spec) jobTime() time.Duration {
 	}
 	return subagent.DefaultJobTime
 }
+
+func (s Spec) maxOwnerJobs() int {
+	return cmp.Or(max(s.MaxOwnerJobs, 0), subagent.DefaultMaxOwnerJobs)
+}
+
+// jobLimited reports whether the Spec bounds its jobs beyond the
+// defaults (jobLimitsChange).
+func (s Spec) jobLimited() bool { return s.JobTokens > 0 || s.JobCost > 0 || s.JobSteps > 0 }
 
 func (s Spec) maxBackground() int {
 	return cmp.Or(max(s.MaxBackground, 0), subagent.DefaultMaxBackground)

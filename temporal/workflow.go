@@ -84,7 +84,7 @@ func AgentWorkflow(ctx workflow.Context, in RunInput) (RunOutput, error) {
 		})
 	}
 	ib := newInbox(rctx, in.Job)
-	if ib != nil && in.JobTime > 0 {
+	if ib != nil && in.JobTime > 0 && !in.RunJob {
 		// A thread's job: its next turns ask where it stands, and what it
 		// asks a person waits for them, and what its descendants ask
 		// (relayChange).
