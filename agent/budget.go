@@ -148,7 +148,7 @@ func (s *runState) room(l left, est int64, providerName, model string, readBack 
 // The results of the reply's calls are read only as far as what is left
 // pays for them (readable).
 func (s *runState) follow(l left, est int64, providerName, model string) int64 {
-	note := (int64(len(s.wrapUpNote())) + 3) / 4
+	note := s.wrapUpTokens()
 	reply := int64(1)
 	if s.readBack {
 		reply = 2
@@ -191,7 +191,7 @@ func (s *runState) readable(est int64, calls []provider.ToolCall) (runs, unread 
 	if !lim.tokens && !lim.cost {
 		return len(calls), 0
 	}
-	keep := est + (int64(len(s.wrapUpNote()))+3)/4
+	keep := est + s.wrapUpTokens()
 	reply := int64(1)
 	if s.readBack {
 		reply = 2
@@ -257,8 +257,7 @@ func (s *runState) budgetNote(wrapUp bool) string {
 	lim := s.limit
 	if lim == 0 {
 		if wrapUp { // by the cost limit
-			return "Budget note: another step would pass the money this work may cost. This is your last reply, and no tools are available: answer now with what you have, " +
-				"and say plainly what is unfinished (status \"partial\" if you report a status)."
+			return costNote
 		}
 		return ""
 	}
@@ -282,7 +281,7 @@ func (s *runState) budgetNote(wrapUp bool) string {
 // own shares (run.ReadBack), so that what is kept and the share for the
 // reply pay for the run's wrap-up however its children spend.
 func (s *runState) keep(fixed int64) (tokens int64, dollars float64, price provider.Price) {
-	tokens = s.estimate(fixed) + (int64(len(s.wrapUpNote()))+3)/4
+	tokens = s.estimate(fixed) + s.wrapUpTokens()
 	if _, limited := run.CostLeft(s.ctx); limited {
 		name, model := s.r.spanIdentity()
 		if s.lastModel != "" {
@@ -294,14 +293,17 @@ func (s *runState) keep(fixed int64) (tokens int64, dollars float64, price provi
 	return tokens, dollars, price
 }
 
-// wrapUpNote is the longest wrap-up note the run may yet be sent: under a
-// token limit, the one that says the whole limit is used (no run within
-// its limit says more).
-func (s *runState) wrapUpNote() string {
-	if s.limit == 0 {
-		return s.budgetNote(true)
+// wrapUpTokens is what the longest wrap-up note the run may yet be sent
+// weighs, in tokens as the estimate counts them: under a token limit, the
+// one that says the whole limit is used (no run within its limit says
+// more). It is counted, not written: it is asked before every model call
+// of a limited run.
+func (s *runState) wrapUpTokens() int64 {
+	n := len(costNote)
+	if s.limit != 0 {
+		n = tokenNoteLen(s.limit, s.limit)
 	}
-	return tokenNote(s.limit, s.limit)
+	return (int64(n) + 3) / 4
 }
 
 // costLimited reports whether a cost limit bounds the run.
@@ -339,12 +341,42 @@ func (s *runState) checkLimit() error {
 	return nil
 }
 
+// costNote is the note of a wrap-up turn under a cost limit alone.
+const costNote = "Budget note: another step would pass the money this work may cost. This is your last reply, and no tools are available: answer now with what you have, " +
+	"and say plainly what is unfinished (status \"partial\" if you report a status)."
+
+// The parts of tokenNote around its two numbers.
+const (
+	tokenNoteUsed  = "Budget note: you have used "
+	tokenNoteLimit = " of your "
+	tokenNoteEnd   = " tokens, and another step would pass the limit. This is your last reply, and no tools are available: answer now with what you have, " +
+		"and say plainly what is unfinished (status \"partial\" if you report a status)."
+)
+
 // tokenNote is the note of a wrap-up turn under a token limit, having
 // used tokens of limit.
 func tokenNote(used, limit int64) string {
-	return "Budget note: you have used " + strconv.FormatInt(used, 10) + " of your " + strconv.FormatInt(limit, 10) +
-		" tokens, and another step would pass the limit. This is your last reply, and no tools are available: answer now with what you have, " +
-		"and say plainly what is unfinished (status \"partial\" if you report a status)."
+	return tokenNoteUsed + strconv.FormatInt(used, 10) + tokenNoteLimit + strconv.FormatInt(limit, 10) + tokenNoteEnd
+}
+
+// tokenNoteLen is len(tokenNote(used, limit)), counted without writing
+// the note.
+func tokenNoteLen(used, limit int64) int {
+	return len(tokenNoteUsed) + decimalLen(used) + len(tokenNoteLimit) + decimalLen(limit) + len(tokenNoteEnd)
+}
+
+// decimalLen is len(strconv.FormatInt(n, 10)).
+func decimalLen(n int64) int {
+	d := 1
+	u := uint64(n)
+	if n < 0 {
+		d++
+		u = -u
+	}
+	for ; u >= 10; u /= 10 {
+		d++
+	}
+	return d
 }
 
 // wrappedUp ends the run with the reply to its wrap-up turn: its text is
