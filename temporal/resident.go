@@ -2,6 +2,7 @@ package temporal
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -18,10 +19,66 @@ import (
 // continues as new (Temporal's own limit is 51,200 events).
 const DefaultMaxHistoryEvents = 10_000
 
-// residentDepth is the depth a resident's model calls are checked at by
-// a policy (Runtime.Policy): a resident is always consulted as a
-// sub-agent, and its workflow does not know by whom.
+// residentDepth is the depth of a resident's runs (residentPolicyChange)
+// and its compaction's model calls, as a policy (Runtime.Policy) sees
+// them: a resident is always consulted as a sub-agent, and its workflow
+// does not know by whom.
 const residentDepth = 1
+
+// residentPolicyChange names the workflow version from which a
+// resident's call is checked by the workers' policy as a hand-off to a
+// sub-agent is (its task before it runs, its answer after), and its run
+// is a sub-agent's, at residentDepth (its model calls and tool calls
+// checked, and redacted, as a child's; its depth cap and budget counted as
+// a child's). A resident recorded before it replays as it ran.
+const residentPolicyChange = "deputy.resident-policy"
+
+// handOff asks the workers' policy about a call of the resident spec,
+// which hands it task, and returns the task to go on with (rewritten, when
+// a rule rewrote it). A denial fails the call (ErrTypePolicy) before the
+// resident runs; so does a rule that asks, which no one can answer for a
+// resident.
+func handOff(ctx workflow.Context, spec Spec, task string) (string, error) {
+	var v Delegated
+	in := residentCheck(spec, task)
+	in.Retry, in.Task = true, task
+	if err := workflow.ExecuteLocalActivity(checkContext(ctx, spec), CheckActivityName, in).Get(ctx, &v); err != nil {
+		return "", err
+	}
+	switch {
+	case v.Refused != "":
+		return "", sdktemporal.NewNonRetryableApplicationError(v.Refused, ErrTypePolicy, nil)
+	case len(v.Asked) > 0:
+		return "", sdktemporal.NewNonRetryableApplicationError(fmt.Sprintf("policy: a rule asks a person before the hand-off to %s, and a resident's calls cannot ask: do the work another way", in.Call.Name), ErrTypePolicy, nil)
+	case v.Task != "":
+		return v.Task, nil
+	}
+	return task, nil
+}
+
+// answered asks the workers' policy about the answer out of a call of the
+// resident spec given task, and returns out with the answer as the policy
+// left it; a denial fails the call (ErrTypePolicy).
+func answered(ctx workflow.Context, spec Spec, task string, out RunOutput) (RunOutput, error) {
+	in := residentCheck(spec, task)
+	in.After, in.Result = true, out.Answer
+	var v Delegated
+	if err := workflow.ExecuteLocalActivity(checkContext(ctx, spec), CheckActivityName, in).Get(ctx, &v); err != nil {
+		return RunOutput{Usage: out.Usage}, err
+	}
+	if v.IsError {
+		return RunOutput{Usage: out.Usage}, sdktemporal.NewNonRetryableApplicationError(v.Result, ErrTypePolicy, nil, out.Usage)
+	}
+	out.Answer = v.Result
+	return out, nil
+}
+
+// residentCheck is the check of a call of the resident spec given task,
+// made by its caller, one level up, whose path the workflow does not know.
+func residentCheck(spec Spec, task string) Delegation {
+	args, _ := json.Marshal(map[string]string{"task": task})
+	return Delegation{Call: provider.ToolCall{Name: cmp.Or(spec.Name, agent.DefaultName), Arguments: args}, Depth: residentDepth - 1}
+}
 
 // MessagesQuery names the query that returns a resident's conversation.
 const MessagesQuery = "messages"
@@ -129,7 +186,9 @@ func conversationBytes(conv []provider.Message) int {
 // or is cancelled leaves the conversation as it was. When the history grows
 // past MaxHistoryEvents, or the server suggests it, the workflow continues
 // as new with the conversation once no call is running. The CloseSignal
-// ends it, returning the conversation.
+// ends it, returning the conversation. Its runs are a sub-agent's, at
+// depth 1, as a resident's are in process: the workers' policy checks each
+// call as a hand-off, and its own sub-agents need a Spec.MaxDepth of 2.
 func ResidentWorkflow(ctx workflow.Context, in ResidentInput) ([]provider.Message, error) {
 	conv := append([]provider.Message(nil), in.Messages...)
 	turn := in.Turn
@@ -152,6 +211,16 @@ func ResidentWorkflow(ctx workflow.Context, in ResidentInput) ([]provider.Messag
 			}
 			defer mu.Unlock()
 			turn++
+			// From residentPolicyChange on, the call is a hand-off the
+			// policy checks, and the resident's run a sub-agent's.
+			depth, checked := 0, workflow.GetVersion(ctx, residentPolicyChange, workflow.DefaultVersion, 1) == 1
+			if checked {
+				depth = residentDepth
+				var err error
+				if task, err = handOff(ctx, in.Spec, task); err != nil {
+					return RunOutput{}, err
+				}
+			}
 			prior, spent := conv, provider.Usage{}
 			// A resident started before compaction existed replays without
 			// the summary activities its history lacks.
@@ -161,7 +230,7 @@ func ResidentWorkflow(ctx workflow.Context, in ResidentInput) ([]provider.Messag
 					return RunOutput{Usage: spent}, err
 				}
 			}
-			out, err := run(ctx, in.Spec, 0, prior, []provider.Message{provider.UserMessage(task)}, fmt.Sprintf("%s/t%d", id, turn), nil, nil, cmp.Or(in.Spec.Name, agent.DefaultName), nil, nil, nil)
+			out, err := run(ctx, in.Spec, depth, prior, []provider.Message{provider.UserMessage(task)}, fmt.Sprintf("%s/t%d", id, turn), nil, nil, cmp.Or(in.Spec.Name, agent.DefaultName), nil, nil, nil)
 			out.Usage = out.Usage.Add(spent)
 			if err != nil {
 				return RunOutput{Usage: out.Usage}, err
@@ -172,6 +241,11 @@ func ResidentWorkflow(ctx workflow.Context, in ResidentInput) ([]provider.Messag
 					fmt.Sprintf("resident %q: this call would make its conversation %d bytes, over the %d a continue-as-new may carry: ask something with a shorter answer, or compact sooner (Compaction.MaxBytes); the conversation is as it was", in.Spec.Name, n, MaxConversationBytes), ErrTypeTooLarge, nil, out.Usage)
 			}
 			conv = next
+			if checked {
+				// What the caller reads of the answer is checked as a
+				// child's answer is; the resident keeps what it said.
+				return answered(ctx, in.Spec, task, out)
+			}
 			return out, nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, task string) error {

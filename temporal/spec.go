@@ -481,9 +481,10 @@ type Delegation struct {
 	// Trace places the caller in its tree, for the events of the
 	// policy's decisions.
 	Trace *Trace `json:"trace,omitempty"`
-	// Retry and Task: the check of a child's corrective retry, which
-	// hands it Task (its answer failed its output schema), as its own
-	// hand-off (policy.BeforeDelegation), as in process.
+	// Retry and Task: the check of a hand-off alone
+	// (policy.BeforeDelegation), of Task: a child's corrective retry (its
+	// answer failed its output schema), as in process, or a call of a
+	// resident (ResidentWorkflow).
 	Retry bool   `json:"retry,omitempty"`
 	Task  string `json:"task,omitempty"`
 	// Plain: the check of a call the workflow answers itself, which hands
