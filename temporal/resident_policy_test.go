@@ -33,8 +33,8 @@ func TestPolicyBindsAResidentOnTemporal(t *testing.T) {
 		}
 		w := &watcher{points: map[policy.Point]int{}, tools: map[string]int{}, paths: map[string]bool{}}
 		depths := &watcher{points: map[policy.Point]int{}, tools: map[string]int{}, paths: map[string]bool{}}
-		pol, err := policy.New(w, policy.Func("depths", func(_ context.Context, c *policy.Check) policy.Decision {
-			return depths.Decide(nil, &policy.Check{Point: c.Point, Tool: c.Tool, Path: fmt.Sprint(c.Depth)})
+		pol, err := policy.New(w, policy.Func("depths", func(ctx context.Context, c *policy.Check) policy.Decision {
+			return depths.Decide(ctx, &policy.Check{Point: c.Point, Tool: c.Tool, Path: fmt.Sprint(c.Depth)})
 		}), policy.DenyTools("no-rm", policy.AnyDepth, "rm"), policy.Redact("secrets", []string{temporalSecret}),
 			policy.Func("no-forbidden", func(_ context.Context, c *policy.Check) policy.Decision {
 				if c.Point == policy.BeforeDelegation && strings.HasPrefix(c.Task, "forbidden") {
