@@ -43,13 +43,63 @@ type callPlan struct {
 // when the last reply asked for calls the run could not pay to read
 // (unpaid). fixed is what the system prompt, tool definitions and
 // response schema weigh, in bytes; tools are what the call offers.
+//
+// A call whose worst case does not fit what is left (its input at a token
+// a byte of what the estimate counts at four, and its output bound) may
+// pass the run's limits by its estimation error: it waits until no other
+// such call of the tree is in flight, and is planned again with what such
+// calls passed their runs' limits by taken off what is left (run.Uncovered),
+// so that the tree passes its limits by at most the error of one call.
+// The call ends that turn with what it spent (endOverdraft).
 func (s *runState) plan(fixed int64, tools []provider.ToolDef) (callPlan, error) {
-	r := s.r
-	p := callPlan{maxTokens: r.maxTokens}
 	lim := s.limits()
 	if !lim.tokens && !lim.cost {
-		return p, nil
+		return callPlan{maxTokens: s.r.maxTokens}, nil
 	}
+	p, covered, err := s.planIn(lim, fixed, tools)
+	if err != nil || covered {
+		return p, err
+	}
+	od, err := run.Uncovered(s.ctx)
+	if err != nil {
+		return p, err
+	}
+	lim = s.limits()
+	leftTokens, leftDollars := int64(math.MaxInt64), math.Inf(1)
+	debt, debtDollars := od.Debt()
+	if lim.tokens {
+		leftTokens = lim.n
+		lim.n -= debt
+	}
+	if lim.cost {
+		leftDollars = lim.dollars
+		lim.dollars -= debtDollars
+	}
+	od.Left(leftTokens, leftDollars)
+	if p, _, err = s.planIn(lim, fixed, tools); err != nil {
+		od.Done(0, 0)
+		return p, err
+	}
+	s.od = od
+	return p, nil
+}
+
+// endOverdraft ends the turn of a call planned as one that may pass the
+// run's limits (plan), with what the call spent, resp at req.
+func (s *runState) endOverdraft(req provider.Request, resp provider.Response) {
+	if s.od == nil {
+		return
+	}
+	dollars, _, _ := s.price(req, resp)
+	s.od.Done(resp.Usage.Tokens(), dollars)
+	s.od = nil
+}
+
+// planIn is plan with what is left, lim: the plan, and whether the call's
+// worst case fits lim (covered).
+func (s *runState) planIn(lim left, fixed int64, tools []provider.ToolDef) (callPlan, bool, error) {
+	r := s.r
+	p := callPlan{maxTokens: r.maxTokens}
 	name, model := r.spanIdentity()
 	if s.lastModel != "" {
 		model = s.lastModel
@@ -79,7 +129,7 @@ func (s *runState) plan(fixed int64, tools []provider.ToolDef) (callPlan, error)
 		s.wrapByCost = lim.cost && out < s.room(tokensOnly, est, name, model, s.readBack)
 	}
 	if out < 1 {
-		return p, s.noRoom(est, lim)
+		return p, false, s.noRoom(est, lim)
 	}
 	ceiling := int64(r.maxTokens)
 	if ceiling == 0 {
@@ -87,7 +137,32 @@ func (s *runState) plan(fixed int64, tools []provider.ToolDef) (callPlan, error)
 	}
 	p.maxTokens = int(min(out, ceiling))
 	p.bounded = out <= ceiling
-	return p, nil
+	return p, s.covers(lim, s.worst(fixed)+int64(len(p.note)), int64(p.maxTokens), name, model), nil
+}
+
+// worst is the most the next request, whose system prompt and tool
+// definitions weigh fixed bytes, may read (its note aside): what the
+// provider counted so far and a token a byte of what was added since
+// (estimate counts a token per four bytes).
+func (s *runState) worst(fixed int64) int64 {
+	if s.reported > 0 {
+		return s.reported + s.bytes - s.reportedBytes
+	}
+	return fixed + s.bytes
+}
+
+// covers reports whether lim pays for a call to model of providerName
+// reading in tokens and writing out.
+func (s *runState) covers(lim left, in, out int64, providerName, model string) bool {
+	if lim.tokens && in+out > lim.n {
+		return false
+	}
+	if lim.cost {
+		if price, ok := run.PriceOf(s.ctx, providerName, model); ok {
+			return float64(in)*price.Input+float64(out)*price.Output <= lim.dollars
+		}
+	}
+	return true
 }
 
 // left is what a run may still spend, read once before a model call.

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 
 	"github.com/deputy-go/deputy/internal/compact"
 	"github.com/deputy-go/deputy/internal/errcode"
 	"github.com/deputy-go/deputy/internal/journal"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -316,16 +318,38 @@ func (s *runState) summarize(older []provider.Message) (text string, paid provid
 	if n, ok := p.(provider.Namer); ok {
 		name = n.Name()
 	}
+	var od *run.Overdraft
 	if lim := s.limits(); lim.tokens || lim.cost {
 		// The summary is reserved like any call: its input, and its
-		// length as its output bound.
-		est := (int64(len(req.System)+len(req.Messages[0].Content)) + 3) / 4
+		// length as its output bound; when its worst case does not fit,
+		// it takes its turn as plan has a call take it.
+		bytes := int64(len(req.System) + len(req.Messages[0].Content))
+		est := (bytes + 3) / 4
 		_, dflt := s.r.spanIdentity()
-		out := s.room(lim, est, name, cmp.Or(req.Model, dflt), false)
+		model := cmp.Or(req.Model, dflt)
+		bound := int64(req.MaxTokens)
+		out := s.room(lim, est, name, model, false)
+		if out >= 1 && !s.covers(lim, bytes, min(bound, out), name, model) {
+			if od, err = run.Uncovered(s.ctx); err != nil {
+				return "", provider.ModelUsage{Usage: usage}, err
+			}
+			defer od.Done(0, 0) // when not ended below
+			lim = s.limits()
+			leftTokens, leftDollars := int64(math.MaxInt64), math.Inf(1)
+			debt, debtDollars := od.Debt()
+			if lim.tokens {
+				leftTokens, lim.n = lim.n, lim.n-debt
+			}
+			if lim.cost {
+				leftDollars, lim.dollars = lim.dollars, lim.dollars-debtDollars
+			}
+			od.Left(leftTokens, leftDollars)
+			out = s.room(lim, est, name, model, false)
+		}
 		if out < 1 {
 			return "", provider.ModelUsage{Usage: usage}, s.noRoom(est, lim)
 		}
-		req.MaxTokens = int(min(int64(req.MaxTokens), out))
+		req.MaxTokens = int(min(bound, out))
 	}
 	if s.policy != nil {
 		var err error
@@ -345,6 +369,7 @@ func (s *runState) summarize(older []provider.Message) (text string, paid provid
 	} else {
 		paid.Model = model
 	}
+	od.Done(usage.Tokens(), paid.Cost)
 	if err != nil {
 		return "", provider.ModelUsage{Usage: usage}, fmt.Errorf("the summary's model call: %w", err)
 	}

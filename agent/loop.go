@@ -92,6 +92,8 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 	// replayed answer was the wrap-up's if its reply was.
 	var pl callPlan
 	var cut unpaid // the reply's last calls the run cannot pay to read the results of
+	// A turn plan took for a call that was not made ends with the step.
+	defer s.endOverdraft(provider.Request{}, provider.Response{})
 	if replayed {
 		pl.wrapUp, cut = s.journal.wrappedUp(stepKey)
 	} else if pl, err = s.plan(fixed, tools); err != nil {
@@ -117,6 +119,7 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 		resp, err = s.complete(req, msgID)
 		s.usage = s.usage.Add(resp.Usage)
 		paid = s.account(req, resp)
+		s.endOverdraft(req, resp)
 		if r.logger != nil {
 			s.logModelCall(step, resp, time.Since(began), err)
 		}

@@ -288,6 +288,9 @@ type runState struct {
 	// readBack: the run's answer goes back to a parent that reads it out
 	// of the same budget (run.ReadBack).
 	readBack bool
+	// od is the turn of the call plan made as one that may pass the run's
+	// limits, until the call ends it (endOverdraft); nil for none.
+	od *run.Overdraft
 	// box is the mailbox of a background child's run (nil: none), read at
 	// each step boundary (see inbox.go).
 	box *mailbox.Box

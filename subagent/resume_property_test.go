@@ -45,8 +45,8 @@ const (
 	// runs spend at once. Off: the limit plus one call per run in flight.
 	budgetHard = true
 	// budgetAsDocumented: a run spends at most the bound WithTokenLimit
-	// and WithCostLimit document: the limit plus the estimate's last
-	// shortfall of each run spending at once, a few tokens a run here.
+	// and WithCostLimit document: the limit plus the shortfall of the
+	// estimate of one call, a few tokens here.
 	// Off: only budgetHard's bound is checked.
 	budgetAsDocumented = true
 	// compactionPaidOnce: a compaction's summary is journaled and never
@@ -356,11 +356,9 @@ func checkNodes(fail func(string, ...any), what string, s resumetest.Schedule, t
 
 // checkBudget reports a run (or a turn) that billed more than its limits
 // allow. With budgetAsDocumented, the bound WithTokenLimit and
-// WithCostLimit document: the limit plus the last shortfall of the
-// estimate of each run spending at once (at most the lead and every
-// sub-agent invocation of its Tree), which against the models here, that
-// count a token per four bytes and one more, is a few tokens a call:
-// shortfall tokens are allowed for each. With budgetHard, the limit plus
+// WithCostLimit document: the limit plus the shortfall of the estimate
+// of one call, which against the models here, that count a token per
+// four bytes and one more, is a few tokens: shortfall tokens. With budgetHard, the limit plus
 // one call. Else the bound documented before: the limit plus one call for
 // each run in flight (each one that validates runs twice).
 func checkBudget(fail func(string, ...any), what string, s resumetest.Schedule, billed resumetest.Bill, tree *subagent.Tree) {
@@ -368,7 +366,7 @@ func checkBudget(fail func(string, ...any), what string, s resumetest.Schedule, 
 		return
 	}
 	runs := 1 + int64(countNodes(tree, s))
-	over, how := runs*shortfall, fmt.Sprintf("%d runs short by at most %d tokens", runs, shortfall)
+	over, how := int64(shortfall), fmt.Sprintf("one call short by at most %d tokens", shortfall)
 	switch {
 	case budgetAsDocumented:
 	case budgetHard:

@@ -1864,3 +1864,105 @@ func Prefix(ctx context.Context) *provider.Request {
 	}
 	return nil
 }
+
+// overdraft is what the runs of one tree share about the model calls that
+// may pass their runs' limits (Uncovered): one at a time is in flight
+// (turn holds a token while one is), and what they passed their runs'
+// limits by, in all, is taken off what any run of the tree has left
+// before such a call is made, so that the tree passes its limit by at
+// most the estimation error of one call. It lives in the values of the
+// tree's top run, made by the first such call.
+type overdraft struct {
+	turn    chan struct{}
+	mu      sync.Mutex
+	tokens  int64
+	dollars float64
+}
+
+type overdraftKey struct{}
+
+// An Overdraft is the turn of one model call that may pass its run's
+// limits (Uncovered), until Done ends it.
+type Overdraft struct {
+	o       *overdraft
+	tokens  int64
+	dollars float64
+	// left is what the run had left as the call was planned (Left).
+	leftTokens  int64
+	leftDollars float64
+}
+
+// Uncovered waits until no other model call of the tree of ctx whose worst
+// case its run's limits cannot pay for is in flight, then takes the turn
+// for one: what such calls passed their runs' limits by so far (Debt) is
+// to be taken off what the run has left before the call is planned again,
+// and the call ends the turn with what it passed them by (Done). It
+// returns ctx's error if ctx ends first. Outside a run it returns a nil
+// Overdraft, whose methods do nothing.
+//
+// A call whose estimate fits what is left less that debt passes its run's
+// limit by at most its own estimation error less the debt, so the debt
+// never grows past the estimation error of one call, and no run of the
+// tree passes its limit by more in all.
+func Uncovered(ctx context.Context) (*Overdraft, error) {
+	sc := from(ctx).scope
+	if sc == nil {
+		return nil, nil
+	}
+	for sc.up != nil {
+		sc = sc.up
+	}
+	sc.mu.Lock()
+	o, _ := sc.values[overdraftKey{}].(*overdraft)
+	if o == nil {
+		o = &overdraft{turn: make(chan struct{}, 1)}
+		if sc.values == nil {
+			sc.values = map[any]any{}
+		}
+		sc.values[overdraftKey{}] = o
+	}
+	sc.mu.Unlock()
+	select {
+	case o.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	o.mu.Lock()
+	d := &Overdraft{o: o, tokens: o.tokens, dollars: o.dollars, leftTokens: math.MaxInt64, leftDollars: math.Inf(1)}
+	o.mu.Unlock()
+	return d, nil
+}
+
+// Debt returns what the tree's model calls have passed their runs'
+// limits by so far, in tokens and in dollars, as the turn began.
+func (d *Overdraft) Debt() (tokens int64, dollars float64) {
+	if d == nil {
+		return 0, 0
+	}
+	return d.tokens, d.dollars
+}
+
+// Left records what the run had left of its limits, in tokens and in
+// dollars, as the call was planned, before the debt was taken off (the
+// default: no limit).
+func (d *Overdraft) Left(tokens int64, dollars float64) {
+	if d != nil {
+		d.leftTokens, d.leftDollars = tokens, dollars
+	}
+}
+
+// Done ends the turn once the call has been made, with what it spent:
+// what passes what the run had left (Left) is added to the tree's debt.
+// Calls after the first, and on a nil Overdraft, do nothing.
+func (d *Overdraft) Done(tokens int64, dollars float64) {
+	if d == nil || d.o == nil {
+		return
+	}
+	o := d.o
+	d.o = nil
+	o.mu.Lock()
+	o.tokens += max(tokens-d.leftTokens, 0)
+	o.dollars += max(dollars-d.leftDollars, 0)
+	o.mu.Unlock()
+	<-o.turn
+}

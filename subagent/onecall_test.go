@@ -1,0 +1,184 @@
+package subagent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/internal/compact"
+	"github.com/deputy-go/deputy/internal/resumetest"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// skewed is a model whose tokenizer counts a token a byte of what it
+// reads, four times what the budget's estimate counts for what it has no
+// count for, the worst the documented error allows, and a token per four
+// bytes of what it writes, stopping at the request's output bound. It
+// works out, for every call, the estimate the run made of its input
+// (the count of the run's last call, in and out, and a token per four
+// bytes of what was added since and of the budget note), and keeps the
+// largest shortfall of one call (e). reply answers a request, given the
+// conversation's first message.
+type skewed struct {
+	price provider.Price
+	reply func(req provider.Request, first string) provider.Message
+
+	mu      sync.Mutex
+	convs   map[string]skewedConv
+	billed  provider.Usage
+	dollars float64
+	e       int64
+	calls   int
+}
+
+// skewedConv is what a conversation's last call read and was billed.
+type skewedConv struct {
+	in, out int64
+	body    int // messages, the note aside
+	bytes   int64
+}
+
+func (m *skewed) Complete(_ context.Context, req provider.Request) (provider.Response, error) {
+	body, note := req.Messages, int64(0)
+	if last := body[len(body)-1]; last.Role == provider.RoleUser && strings.HasPrefix(last.Content, "Budget note:") {
+		body, note = body[:len(body)-1], compact.MsgBytes(last)
+	}
+	fixed := int64(len(req.System))
+	for _, t := range req.Tools {
+		fixed += int64(len(t.Name) + len(t.Description) + len(t.Parameters))
+	}
+	bytes := compact.MsgsBytes(body)
+	in := fixed + bytes + note
+	msg := m.reply(req, body[0].Content)
+	if msg.Content != "" && req.MaxTokens > 0 && len(msg.Content) > 4*req.MaxTokens {
+		msg.Content = msg.Content[:4*req.MaxTokens]
+	}
+	out := (compact.MsgBytes(msg) + 3) / 4
+	key := req.System + "\x00" + body[0].Content
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.convs == nil {
+		m.convs = map[string]skewedConv{}
+	}
+	est := (fixed + bytes + 3) / 4
+	if prev, ok := m.convs[key]; ok {
+		added := bytes - prev.bytes - compact.MsgBytes(body[prev.body])
+		est = prev.in + prev.out + (added+3)/4
+	}
+	est += (note + 3) / 4
+	m.e = max(m.e, in-est)
+	m.convs[key] = skewedConv{in: in, out: out, body: len(body), bytes: bytes}
+	u := provider.Usage{InputTokens: in, OutputTokens: out, Requests: 1}
+	m.billed = m.billed.Add(u)
+	m.dollars += m.price.Cost(u)
+	m.calls++
+	stop := provider.StopEndTurn
+	if req.MaxTokens > 0 && out >= int64(req.MaxTokens) {
+		stop = provider.StopMaxTokens
+	}
+	return provider.Response{Message: msg, Usage: u, Model: "fake", StopReason: stop}, nil
+}
+
+func (m *skewed) Name() string { return "fake" }
+
+// skewedTree runs a lead that asks ten children at once for a part each,
+// under limit, over a model of skewed counts; it returns what the tree
+// was billed and the model.
+func skewedTree(t *testing.T, ids int, limit agent.Option, prices *provider.Prices) (*skewed, agent.Output, error) {
+	t.Helper()
+	part := strings.Repeat("Write this part of the survey in full, with every figure the sites reported, and cite them. ", 5)
+	const lead = "Write the ten parts of the survey."
+	var fresh atomic.Int64
+	m := &skewed{price: provider.Price{Input: 1e-6, Output: 4e-6}}
+	m.reply = func(req provider.Request, first string) provider.Message {
+		switch {
+		case len(req.Tools) > 0 && first == lead && len(req.Messages) == 1:
+			calls := make([]provider.ToolCall, 10)
+			for i := range calls {
+				calls[i] = provider.ToolCall{Name: "part", Arguments: json.RawMessage(fmt.Sprintf(`{"task":"part %d"}`, i))}
+			}
+			resumetest.NameCalls(ids, calls, &fresh)
+			return provider.AssistantMessage("", calls...)
+		}
+		return provider.AssistantMessage(essay)
+	}
+	newReact := func(system string) *agent.React {
+		a, err := agent.NewReact(m, agent.WithSystemPrompt(system), agent.WithPrices(prices))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	child, err := subagent.FromFactory("part", "Writes one part.", func(context.Context, json.RawMessage) (agent.Agent, error) {
+		return newReact("You write. " + part), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tool.NewRegistry(child)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := agent.NewReact(m, agent.WithName("lead"), agent.WithSystemPrompt("You lead the survey."), agent.WithRegistry(reg), agent.WithPrices(prices), limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := a.Run(t.Context(), agent.Input{Text: lead})
+	return m, out, err
+}
+
+// TestTenForksPassTheLimitByOneCallsError runs ten children at once,
+// every child's call near the end of its share, under a token limit and
+// a cost limit, over a model whose counts are four times what the
+// estimate counts for the bytes it estimates: the tree is billed at most
+// its limit plus the shortfall of one call's estimate, the largest,
+// worked out call by call, and the lead answers (before, the children's
+// calls each passed their shares by theirs, and the lead had nothing left
+// to answer with). With models that name their calls afresh, not at all,
+// and from call_0.
+func TestTenForksPassTheLimitByOneCallsError(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	prices, err := provider.NewPrices(map[string]provider.Price{"fake": {Input: 1e-6, Output: 4e-6}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cost := range []bool{false, true} {
+		for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
+			t.Run(fmt.Sprintf("cost %v, ids %d", cost, ids), func(t *testing.T) {
+				const tokens = 6000
+				limit := agent.WithTokenLimit(tokens)
+				if cost {
+					limit = agent.WithCostLimit(tokens * 1e-6)
+				}
+				m, out, err := skewedTree(t, ids, limit, prices)
+				m.mu.Lock()
+				defer m.mu.Unlock()
+				t.Logf("billed %d tokens, $%.6f, in %d calls; the largest shortfall of one call %d; answer %.40q, err %v", m.billed.Tokens(), m.dollars, m.calls, m.e, out.Answer, err)
+				if err != nil {
+					t.Errorf("the lead failed: %v", err)
+				} else if got := out.Usage.Add(out.ChildUsage); got != m.billed {
+					t.Errorf("Output counts %+v, the model billed %+v", got, m.billed)
+				}
+				if m.calls < 3 {
+					t.Fatalf("%d model calls: the test needs the children to call their model", m.calls)
+				}
+				if cost {
+					if bound := tokens*1e-6 + float64(m.e)*m.price.Input; m.dollars > bound+1e-12 {
+						t.Errorf("the tree cost $%.6f, past its limit and one call's shortfall, $%.6f", m.dollars, bound)
+					}
+				} else if m.billed.Tokens() > tokens+m.e {
+					t.Errorf("the tree spent %d tokens, past its limit and one call's shortfall, %d + %d", m.billed.Tokens(), tokens, m.e)
+				}
+			})
+		}
+	}
+}
