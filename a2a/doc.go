@@ -81,7 +81,8 @@
 // streams reaches the caller's events as the child's own: its text, and
 // the sub-agents and tool calls of a remote deputy agent, under ids
 // prefixed with the child's. Usage that a remote deputy agent reports is
-// counted as the child's.
+// counted as the child's, and so is its cost: the remote's own figure, at
+// its prices, which the caller's prices do not replace.
 //
 // A policy the caller runs under (agent.WithPolicy, policy.With) binds
 // the edge to the remote agent as it binds any child's: it sees the call

@@ -1365,3 +1365,59 @@ func TestHostileRemoteForwardedEvents(t *testing.T) {
 		t.Errorf("%d SUBAGENT_STARTED events, want the remote's one", started)
 	}
 }
+
+// A cost a remote reports that is negative or not a number is no cost
+// (an unpriced remote's), and one past a million dollars for one task is
+// refused, saying so; a sound one is the run's cost, and its caller's.
+func TestHostileRemoteCost(t *testing.T) {
+	noLeaks(t)
+	for _, c := range []struct {
+		name string
+		cost any
+		want float64
+		says string
+	}{
+		{"negative", -3.5, 0, ""},
+		{"not a number", "cheap", 0, ""},
+		{"huge", 1e300, 0, "not a cost to trust"},
+		{"sound", 2.5, 2.5, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFakeRemote(t, "spendthrift", func(s *sse, _ string) {
+				s.event(task("t-1", sdk.TaskStateWorking))
+				s.event(artifact("t-1", "done", false))
+				done := status("t-1", sdk.TaskStateCompleted)
+				done.Metadata = map[string]any{a2a.UsageKey: map[string]any{"requests": 1, "inputTokens": 10, "costUsd": c.cost}}
+				s.event(done)
+			})
+			r := connect(t, f)
+			out, err := r.Run(context.Background(), agent.Input{Text: "spend"})
+			if c.says != "" {
+				if err == nil {
+					t.Fatalf("cost $%g taken, want it refused", out.Cost)
+				}
+				wantErr(t, err, c.says)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Cost != c.want {
+				t.Errorf("cost $%g, want $%g", out.Cost, c.want)
+			}
+			rt, err := r.Tool()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var calls atomic.Int64
+			lead := delegator(t, rt.Definition().Name, idModes[0].id, &calls, rt)
+			lo, err := lead.Run(context.Background(), agent.Input{Text: "delegate"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lo.Cost != c.want || lo.ChildUsage.InputTokens != 10 {
+				t.Errorf("the lead's cost $%g and child usage %+v, want $%g and the remote's 10 input tokens", lo.Cost, lo.ChildUsage, c.want)
+			}
+		})
+	}
+}

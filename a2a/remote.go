@@ -19,6 +19,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -396,7 +397,12 @@ type round struct {
 	Value     json.RawMessage  `json:"value,omitempty"`
 	Questions []tool.Interrupt `json:"questions,omitempty"`
 	Usage     provider.Usage   `json:"usage"`
+	Cost      float64          `json:"cost,omitempty"`
 }
+
+// maxTaskCost bounds, in US dollars, what a remote may report one task
+// cost: a figure past it is refused, not counted.
+const maxTaskCost = 1e6
 
 // Run sends in.Text to the remote agent as a new task and waits for the
 // task to end. What the task streams reaches ctx's event sink as the
@@ -405,7 +411,10 @@ type round struct {
 // with a question (tool.Ask); the resumed run sends the answer on the same
 // task and context, and goes on. Under a journal (agent.WithJournal) each
 // message is sent once per turn: the resumed run finds where the task
-// stood without sending it again.
+// stood without sending it again. What a deputy remote reports its task
+// cost (costUsd, at its own prices) is the run's Cost, and counts in the
+// cost of the runs ctx is in, under their cost limits; a report of more
+// than $1,000,000 is refused with ErrRemote.
 func (r *Remote) Run(ctx context.Context, in agent.Input) (agent.Output, error) {
 	out := agent.Output{RunID: agent.RunID(ctx)}
 	text := in.Text
@@ -413,13 +422,14 @@ func (r *Remote) Run(ctx context.Context, in agent.Input) (agent.Output, error) 
 		text = in.Messages[len(in.Messages)-1].Content
 	}
 	msg := sdk.NewMessage(sdk.MessageRoleUser, sdk.NewTextPart(text))
+	var charged provider.Usage // what the task's rounds charged so far, with out.Cost
 	for range maxRounds {
-		var fresh provider.Usage
+		var fresh round
 		exchanged := false
 		raw, err := tool.Once(ctx, "a2a.message", func(ctx context.Context) (json.RawMessage, error) {
 			exchanged = true
 			rd, err := r.exchange(ctx, msg)
-			fresh = rd.Usage
+			fresh = round{Usage: rd.Usage, Cost: rd.Cost}
 			if err != nil {
 				return nil, err
 			}
@@ -428,10 +438,13 @@ func (r *Remote) Run(ctx context.Context, in agent.Input) (agent.Output, error) 
 		// A task reports its whole usage so far in every round, the rounds
 		// before included: the last report stands. A round the journal
 		// answers (the turn resumed) was spent by an earlier run of it.
-		if !fresh.IsZero() {
-			out.Usage = fresh
+		if !fresh.Usage.IsZero() {
+			out.Usage = fresh.Usage
 		}
 		if err != nil {
+			if fresh.Cost <= maxTaskCost {
+				r.charge(ctx, &out, &charged, fresh, false)
+			}
 			return out, err
 		}
 		var rd round
@@ -441,6 +454,10 @@ func (r *Remote) Run(ctx context.Context, in agent.Input) (agent.Output, error) 
 		if !exchanged {
 			out.Usage, out.Earlier = rd.Usage, rd.Usage
 		}
+		if rd.Cost > maxTaskCost {
+			return out, fmt.Errorf("%w %s: task %s reports it cost $%g, over $%g: not a cost to trust", ErrRemote, r.name, rd.TaskID, rd.Cost, float64(maxTaskCost))
+		}
+		r.charge(ctx, &out, &charged, rd, !exchanged)
 		switch rd.State {
 		case sdk.TaskStateCompleted:
 			out.Answer = rd.Text
@@ -460,6 +477,33 @@ func (r *Remote) Run(ctx context.Context, in agent.Input) (agent.Output, error) 
 		}
 	}
 	return out, fmt.Errorf("%w %s: asked for input %d times in one task: giving up", ErrRemote, r.name, maxRounds)
+}
+
+// charge counts what a deputy remote reports its task cost so far
+// (rd.Cost, the whole task's), past what the rounds before charged (out.Cost,
+// with usage charged), in the caller's cost, as a model call of the
+// caller's tree would count (under "a2a/" and the remote's name in its
+// usage by model), so that its cost limit and the runs it is inside count
+// it; a round the journal answered (earlier) counts as spent by an earlier
+// run of the turn, as a replayed call does. The remote's figure stands:
+// the caller sees none of the remote's models to price. A remote that
+// reports no cost charges nothing.
+func (r *Remote) charge(ctx context.Context, out *agent.Output, charged *provider.Usage, rd round, earlier bool) {
+	if rd.Cost <= out.Cost {
+		return
+	}
+	u := rd.Usage
+	fresh := provider.Usage{
+		InputTokens: max(u.InputTokens-charged.InputTokens, 0), OutputTokens: max(u.OutputTokens-charged.OutputTokens, 0),
+		CacheReadTokens: max(u.CacheReadTokens-charged.CacheReadTokens, 0), CacheWriteTokens: max(u.CacheWriteTokens-charged.CacheWriteTokens, 0),
+		Requests: max(u.Requests-charged.Requests, 0),
+	}
+	ledger.Charge(ctx, provider.ModelUsage{Provider: "a2a", Model: r.name, Usage: fresh, Cost: rd.Cost - out.Cost}, "", true, earlier)
+	*charged = charged.Add(fresh)
+	out.Cost = rd.Cost
+	if earlier {
+		out.EarlierCost = rd.Cost
+	}
 }
 
 // ask asks, in the caller's tree, the questions a remote task waits on,

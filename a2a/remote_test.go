@@ -133,14 +133,16 @@ func TestRemoteQuestionResumesTheSameTask(t *testing.T) {
 
 // A remote child that finished in a turn that then waited for a person is
 // replayed from the journal when the turn resumes: the remote agent is not
-// asked again, whatever ids the lead's model gives its calls.
+// asked again, and what it reported it cost counts once in each run's cost,
+// the resumed run's as earlier, whatever ids the lead's model gives its
+// calls.
 func TestFinishedRemoteChildIsReplayed(t *testing.T) {
 	for _, mode := range idModes {
 		t.Run(mode.name, func(t *testing.T) {
 			var asked atomic.Int64
 			expert := agent.Func(func(ctx context.Context, in agent.Input) (agent.Output, error) {
 				asked.Add(1)
-				return agent.Output{Answer: "the rate is 4%", Usage: provider.Usage{Requests: 1, InputTokens: 7}}, nil
+				return agent.Output{Answer: "the rate is 4%", Usage: provider.Usage{Requests: 1, InputTokens: 7}, Cost: 0.25}, nil
 			})
 			srv, err := a2a.NewServer(expert, a2a.WithName("rates"))
 			if err != nil {
@@ -179,7 +181,7 @@ func TestFinishedRemoteChildIsReplayed(t *testing.T) {
 				t.Fatal(err)
 			}
 			run := journaledRun(t, lead, "go")
-			_, err = run(ctx)
+			out1, err := run(ctx)
 			var in *tool.Interrupted
 			if !errors.As(err, &in) {
 				t.Fatalf("first run: %v, want the approval", err)
@@ -188,8 +190,12 @@ func TestFinishedRemoteChildIsReplayed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := run(rctx); err != nil {
+			out2, err := run(rctx)
+			if err != nil {
 				t.Fatal(err)
+			}
+			if out1.Cost != 0.25 || out2.Cost != 0.25 || out2.EarlierCost != 0.25 {
+				t.Errorf("costs $%g, then $%g with $%g earlier; want the remote's $0.25 in each, earlier in the second", out1.Cost, out2.Cost, out2.EarlierCost)
 			}
 			if asked.Load() != 1 || paid.Load() != 1 {
 				t.Errorf("the remote expert was asked %d times and the payment made %d; want 1 and 1", asked.Load(), paid.Load())

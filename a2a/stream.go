@@ -636,6 +636,13 @@ func (f *follower) usage(meta map[string]any) {
 	}
 	f.rd.Usage = provider.Usage{Requests: n("requests"), InputTokens: n("inputTokens"), OutputTokens: n("outputTokens"),
 		CacheReadTokens: n("cachedInputTokens"), CacheWriteTokens: n("cacheWriteInputTokens")}
+	// What it cost, when the remote is priced: a figure that is not a
+	// finite number of dollars, at least 0, is no figure (unpriced); one
+	// past maxTaskCost is refused as the round ends (Remote.Run).
+	f.rd.Cost = 0
+	if c, ok := v["costUsd"].(float64); ok && c >= 0 && !math.IsInf(c, 0) {
+		f.rd.Cost = c
+	}
 }
 
 // boundedClient returns the HTTP client every request of the Remote goes
