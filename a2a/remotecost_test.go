@@ -4,13 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/deputy-go/deputy/a2a"
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/agui"
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -182,5 +187,80 @@ func TestResumedRemoteCostCountsOnce(t *testing.T) {
 				t.Errorf("the resumed run's child usage %+v, want the remote's %+v", out2.ChildUsage, remoteUsage)
 			}
 		})
+	}
+}
+
+// RUN_FINISHED of a priced lead that delegated to a priced deputy remote
+// gives, in its usage by model, the remote's cost beside the lead's: the
+// entries' costUsd add up to both, and its tokens to both models' once.
+func TestRemoteCostInRunFinished(t *testing.T) {
+	prices, err := provider.NewPrices(map[string]provider.Price{"lead-m": {Input: 3e-6, Output: 15e-6}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remotePrices, err := provider.NewPrices(map[string]provider.Price{"remote-m": {Input: 1e-3, Output: 4e-3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leadBill, remoteBill billed
+	payer, err := pricedRemote(t, &remoteBill, remotePrices, idModes[0].id).Tool()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int64
+	lead, err := agent.NewReact(billingModel(&leadBill, idModes[0].id, &n, "lead-m", 100, 10, payer.Definition().Name),
+		agent.WithName("lead"), agent.WithTools(payer), agent.WithPrices(prices))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := agui.New(lead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	body := `{"threadId":"th","runId":"r1","messages":[{"id":"u1","role":"user","content":"pay"}]}`
+	req, err := http.NewRequest(http.MethodPost, hs.URL, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var finished *event.Event
+	for _, frame := range strings.Split(string(raw), "\n\n") {
+		data, ok := strings.CutPrefix(frame, "data: ")
+		var e event.Event
+		if ok && json.Unmarshal([]byte(data), &e) == nil && e.Type == event.RunFinished {
+			finished = &e
+		}
+	}
+	if finished == nil {
+		t.Fatalf("no RUN_FINISHED in %s", raw)
+	}
+	var entries []struct {
+		Total int64   `json:"totalTokens"`
+		Cost  float64 `json:"costUsd"`
+	}
+	if err := json.Unmarshal(finished.Usage, &entries); err != nil {
+		t.Fatalf("usage %s: %v", finished.Usage, err)
+	}
+	var tokens int64
+	var dollars float64
+	for _, e := range entries {
+		tokens, dollars = tokens+e.Total, dollars+e.Cost
+	}
+	ownUsage, own := leadBill.total(t, prices)
+	remoteUsage, remote := remoteBill.total(t, remotePrices)
+	if tokens != ownUsage.Tokens()+remoteUsage.Tokens() || math.Abs(dollars-(own+remote)) > 1e-12*(own+remote) {
+		t.Errorf("RUN_FINISHED usage %s: want %d tokens and $%g, the lead's and the remote's", finished.Usage, ownUsage.Tokens()+remoteUsage.Tokens(), own+remote)
 	}
 }
