@@ -90,10 +90,11 @@ func (m *skewed) Complete(_ context.Context, req provider.Request) (provider.Res
 
 func (m *skewed) Name() string { return "fake" }
 
-// skewedTree runs a lead that asks ten children at once for a part each,
-// under limit, over a model of skewed counts; it returns what the tree
+// skewedTree runs a lead that asks ten children at once for a part each
+// (depth 1), or ten children that each ask a worker of their own (depth
+// 2), under limit, over a model of skewed counts; it returns what the tree
 // was billed and the model.
-func skewedTree(t *testing.T, ids int, limit agent.Option, prices *provider.Prices) (*skewed, agent.Output, error) {
+func skewedTree(t *testing.T, depth, ids int, limit agent.Option, prices *provider.Prices) (*skewed, agent.Output, error) {
 	t.Helper()
 	part := strings.Repeat("Write this part of the survey in full, with every figure the sites reported, and cite them. ", 5)
 	const lead = "Write the ten parts of the survey."
@@ -108,19 +109,37 @@ func skewedTree(t *testing.T, ids int, limit agent.Option, prices *provider.Pric
 			}
 			resumetest.NameCalls(ids, calls, &fresh)
 			return provider.AssistantMessage("", calls...)
+		case len(req.Tools) > 0 && len(req.Messages) == 1 && strings.Contains(req.System, "You write"):
+			calls := []provider.ToolCall{{Name: "worker", Arguments: json.RawMessage(fmt.Sprintf(`{"task":"the figures of %s"}`, strings.ReplaceAll(first, `"`, "")))}}
+			resumetest.NameCalls(ids, calls, &fresh)
+			return provider.AssistantMessage("", calls...)
 		}
 		return provider.AssistantMessage(essay)
 	}
-	newReact := func(system string) *agent.React {
-		a, err := agent.NewReact(m, agent.WithSystemPrompt(system), agent.WithPrices(prices))
+	newReact := func(system string, tools ...tool.Tool) *agent.React {
+		reg, err := tool.NewRegistry(tools...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := agent.NewReact(m, agent.WithSystemPrompt(system), agent.WithRegistry(reg), agent.WithPrices(prices))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return a
 	}
+	var childTools []tool.Tool
+	if depth == 2 {
+		worker, err := subagent.FromFactory("worker", "Finds the figures.", func(context.Context, json.RawMessage) (agent.Agent, error) {
+			return newReact("You find figures. " + part), nil
+		}, subagent.WithMaxDepth(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		childTools = append(childTools, worker)
+	}
 	child, err := subagent.FromFactory("part", "Writes one part.", func(context.Context, json.RawMessage) (agent.Agent, error) {
-		return newReact("You write. " + part), nil
-	})
+		return newReact("You write. "+part, childTools...), nil
+	}, subagent.WithMaxDepth(2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,8 +155,9 @@ func skewedTree(t *testing.T, ids int, limit agent.Option, prices *provider.Pric
 	return m, out, err
 }
 
-// TestTenForksPassTheLimitByOneCallsError runs ten children at once,
-// every child's call near the end of its share, under a token limit and
+// TestTenForksPassTheLimitByOneCallsError runs ten children at once
+// (and ten that each run a worker), every child's call near the end of
+// its share, under a token limit and
 // a cost limit, over a model whose counts are four times what the
 // estimate counts for the bytes it estimates: the tree is billed at most
 // its limit plus the shortfall of one call's estimate, the largest,
@@ -151,34 +171,39 @@ func TestTenForksPassTheLimitByOneCallsError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, cost := range []bool{false, true} {
-		for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
-			t.Run(fmt.Sprintf("cost %v, ids %d", cost, ids), func(t *testing.T) {
-				const tokens = 6000
-				limit := agent.WithTokenLimit(tokens)
-				if cost {
-					limit = agent.WithCostLimit(tokens * 1e-6)
-				}
-				m, out, err := skewedTree(t, ids, limit, prices)
-				m.mu.Lock()
-				defer m.mu.Unlock()
-				t.Logf("billed %d tokens, $%.6f, in %d calls; the largest shortfall of one call %d; answer %.40q, err %v", m.billed.Tokens(), m.dollars, m.calls, m.e, out.Answer, err)
-				if err != nil {
-					t.Errorf("the lead failed: %v", err)
-				} else if got := out.Usage.Add(out.ChildUsage); got != m.billed {
-					t.Errorf("Output counts %+v, the model billed %+v", got, m.billed)
-				}
-				if m.calls < 3 {
-					t.Fatalf("%d model calls: the test needs the children to call their model", m.calls)
-				}
-				if cost {
-					if bound := tokens*1e-6 + float64(m.e)*m.price.Input; m.dollars > bound+1e-12 {
-						t.Errorf("the tree cost $%.6f, past its limit and one call's shortfall, $%.6f", m.dollars, bound)
+	for _, depth := range []int{1, 2} {
+		for _, cost := range []bool{false, true} {
+			for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
+				t.Run(fmt.Sprintf("depth %d, cost %v, ids %d", depth, cost, ids), func(t *testing.T) {
+					tokens := int64(6000)
+					if depth == 2 {
+						tokens = 30000
 					}
-				} else if m.billed.Tokens() > tokens+m.e {
-					t.Errorf("the tree spent %d tokens, past its limit and one call's shortfall, %d + %d", m.billed.Tokens(), tokens, m.e)
-				}
-			})
+					limit := agent.WithTokenLimit(tokens)
+					if cost {
+						limit = agent.WithCostLimit(float64(tokens) * 1e-6)
+					}
+					m, out, err := skewedTree(t, depth, ids, limit, prices)
+					m.mu.Lock()
+					defer m.mu.Unlock()
+					t.Logf("billed %d tokens, $%.6f, in %d calls; the largest shortfall of one call %d; answer %.40q, err %v", m.billed.Tokens(), m.dollars, m.calls, m.e, out.Answer, err)
+					if err != nil {
+						t.Errorf("the lead failed: %v", err)
+					} else if got := out.Usage.Add(out.ChildUsage); got != m.billed {
+						t.Errorf("Output counts %+v, the model billed %+v", got, m.billed)
+					}
+					if m.calls < 3 {
+						t.Fatalf("%d model calls: the test needs the children to call their model", m.calls)
+					}
+					if cost {
+						if bound := float64(tokens)*1e-6 + float64(m.e)*m.price.Input; m.dollars > bound+1e-12 {
+							t.Errorf("the tree cost $%.6f, past its limit and one call's shortfall, $%.6f", m.dollars, bound)
+						}
+					} else if m.billed.Tokens() > tokens+m.e {
+						t.Errorf("the tree spent %d tokens, past its limit and one call's shortfall, %d + %d", m.billed.Tokens(), tokens, m.e)
+					}
+				})
+			}
 		}
 	}
 }
