@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -139,12 +140,9 @@ func (g *guard) Decide(_ context.Context, c *policy.Check) policy.Decision {
 	return policy.Decision{}
 }
 
-// bypassTree is a three-level tree that delegates in every form: the lead
-// calls a plain tool, a resident (FromAgent), a factory child
-// (FromFactory), a FromReact child, a roster member, a fork and a
-// background fork through the spawn tool; each child calls a plain tool
-// and a grandchild (FromFactory); each grandchild calls a plain tool and
-// one its policy forbids.
+// bypassTree is buildTree's tree with tools that count their runs: the
+// lead calls search, each child lookup, each grandchild leaf and rm, which
+// its policy forbids.
 type bypassTree struct {
 	lead                     *agent.React
 	models                   []*treeModel // the lead's first
@@ -156,11 +154,66 @@ const secret = "sk-live-0123456789abcdef"
 func newBypassTree(t *testing.T, ids int, leadOpts ...agent.Option) *bypassTree {
 	t.Helper()
 	tr := &bypassTree{search: &counted{name: "search"}, lookup: &counted{name: "lookup"}, leaf: &counted{name: "leaf"}, rm: &counted{name: "rm"}}
-	fresh := new(atomic.Int64)
-	model := func(name string, steps ...[][2]string) *treeModel {
-		m := &treeModel{name: name, ids: ids, steps: steps, fresh: fresh}
-		tr.models = append(tr.models, m)
-		return m
+	tr.lead, tr.models = buildTree(t, treeSpec{
+		ids:        ids,
+		fresh:      new(atomic.Int64),
+		lead:       [][][2]string{append([][2]string{{"search", `{"q":"{task}"}`}}, everyForm...), {waitJob}},
+		child:      [][][2]string{{{"lookup", `{"q":"{task}"}`}, {"deep", `{"task":"{task}"}`}}},
+		grandchild: [][][2]string{{{"leaf", `{"q":"{task}"}`}, {"rm", `{"path":"/"}`}}},
+		leadTools:  []tool.Tool{tr.search}, childTools: []tool.Tool{tr.lookup}, grandchildTools: []tool.Tool{tr.leaf, tr.rm},
+		leadOpts: leadOpts,
+	})
+	return tr
+}
+
+// everyForm are a lead's calls that delegate in every form: to a resident
+// (FromAgent), a factory child (FromFactory), a FromReact child, a roster
+// member and a fork through the spawn tool, and a background fork. Each
+// child's task is the lead's after a letter of its own.
+var everyForm = [][2]string{
+	{"expert", `{"task":"e {task}"}`},
+	{"worker", `{"task":"w {task}"}`},
+	{"improv", `{"task":"i {task}","system_prompt":"be brief"}`},
+	{subagent.SpawnToolName, `{"task":"a {task}","agent":"analyst"}`},
+	{subagent.SpawnToolName, `{"task":"f {task}"}`},
+	{subagent.SpawnToolName, `{"task":"b {task}","background":true}`},
+}
+
+// waitJob is a lead's call that waits for the background fork of everyForm.
+var waitJob = [2]string{subagent.JobsToolName, `{"action":"wait","job_id":"{job}"}`}
+
+// treeSpec is what a tree of buildTree does: each agent's steps and tools
+// by level, and what stands between each agent and its treeModel.
+type treeSpec struct {
+	ids   int           // as treeModel's
+	fresh *atomic.Int64 // as treeModel's
+	// The steps of the lead, of every child and of every grandchild: the
+	// lead's hold everyForm, a child's a call of "deep", its grandchild.
+	lead, child, grandchild                [][][2]string
+	leadTools, childTools, grandchildTools []tool.Tool
+	// model, if not nil, is what an agent calls in place of its
+	// treeModel.
+	model    func(*treeModel) provider.Provider
+	leadOpts []agent.Option
+}
+
+// buildTree builds a three-level tree that delegates in every form: a
+// lead whose tools are s.leadTools and the sub-agent tools of everyForm; a
+// resident (FromAgent, "expert"), a factory child ("worker"), a FromReact
+// child ("improv"), a roster member ("analyst"), and forks, foreground and
+// background ("fork"), whose tools are s.childTools and "deep", a factory
+// of grandchildren ("grandchild", with s.grandchildTools). It returns the
+// lead and the models of each kind of agent, the lead's first.
+func buildTree(t *testing.T, s treeSpec) (*agent.React, []*treeModel) {
+	t.Helper()
+	var models []*treeModel
+	model := func(name string, steps [][][2]string) provider.Provider {
+		m := &treeModel{name: name, ids: s.ids, steps: steps, fresh: s.fresh}
+		models = append(models, m)
+		if s.model == nil {
+			return m
+		}
+		return s.model(m)
 	}
 	must := func(st *subagent.SubAgentTool, err error) *subagent.SubAgentTool {
 		t.Helper()
@@ -177,47 +230,40 @@ func newBypassTree(t *testing.T, ids int, leadOpts ...agent.Option) *bypassTree 
 		}
 		return a
 	}
-	leadModel := model("lead",
-		[][2]string{{"search", `{"q":"{task}"}`}, {"expert", `{"task":"{task}"}`}, {"worker", `{"task":"{task}"}`},
-			{"improv", `{"task":"{task}","system_prompt":"be brief"}`},
-			{subagent.SpawnToolName, `{"task":"{task}","agent":"analyst"}`},
-			{subagent.SpawnToolName, `{"task":"{task}"}`},
-			{subagent.SpawnToolName, `{"task":"{task}","background":true}`}},
-		[][2]string{{subagent.JobsToolName, `{"action":"wait","job_id":"{job}"}`}})
+	leadModel := model("lead", s.lead)
 	// The grandchildren: one model, a factory per child.
-	l2 := model("grandchild", [][2]string{{"leaf", `{"q":"{task}"}`}, {"rm", `{"path":"/"}`}})
+	l2 := model("grandchild", s.grandchild)
 	grandchild := func() *subagent.SubAgentTool {
 		return must(subagent.FromFactory("deep", "Goes deeper.", func(context.Context, json.RawMessage) (agent.Agent, error) {
-			return react(l2, "grandchild", agent.WithTools(tr.leaf, tr.rm)), nil
+			return react(l2, "grandchild", agent.WithTools(s.grandchildTools...)), nil
 		}, subagent.WithMaxDepth(2)))
 	}
-	childSteps := [][2]string{{"lookup", `{"q":"{task}"}`}, {"deep", `{"task":"{task}"}`}}
-	childTools := func() []tool.Tool { return []tool.Tool{tr.lookup, grandchild()} }
+	childTools := func() []tool.Tool { return append(slices.Clip(s.childTools), grandchild()) }
+	registry := func() *tool.Registry {
+		t.Helper()
+		r, err := tool.NewRegistry(childTools()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
 
-	expert := must(subagent.FromAgent("expert", "A resident.", react(model("expert", childSteps), "expert", agent.WithTools(childTools()...))))
-	workerModel := model("worker", childSteps)
+	expert := must(subagent.FromAgent("expert", "A resident.", react(model("expert", s.child), "expert", agent.WithTools(childTools()...))))
+	workerModel := model("worker", s.child)
 	worker := must(subagent.FromFactory("worker", "One-shot.", func(context.Context, json.RawMessage) (agent.Agent, error) {
 		return react(workerModel, "worker", agent.WithTools(childTools()...)), nil
 	}))
-	improvTools, err := tool.NewRegistry(childTools()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	improv := must(subagent.FromReact("improv", "Model-defined.", model("improv", childSteps), improvTools))
-	analystModel := model("analyst", childSteps)
+	improv := must(subagent.FromReact("improv", "Model-defined.", model("improv", s.child), registry()))
+	analystModel := model("analyst", s.child)
 	analyst := must(subagent.FromFactory("analyst", "A roster member.", func(context.Context, json.RawMessage) (agent.Agent, error) {
 		return react(analystModel, "analyst", agent.WithTools(childTools()...)), nil
 	}))
-	forkTools, err := tool.NewRegistry(childTools()...)
+	sp, err := subagent.NewSpawner(model("fork", s.child), registry(), subagent.WithRoster(analyst), subagent.WithBackground())
 	if err != nil {
 		t.Fatal(err)
 	}
-	sp, err := subagent.NewSpawner(model("fork", childSteps), forkTools, subagent.WithRoster(analyst), subagent.WithBackground())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr.lead = react(leadModel, "lead", append([]agent.Option{agent.WithTools(tr.search, expert, worker, improv, sp, sp.JobsTool())}, leadOpts...)...)
-	return tr
+	tools := append(slices.Clip(s.leadTools), expert, worker, improv, sp, sp.JobsTool())
+	return react(leadModel, "lead", append([]agent.Option{agent.WithTools(tools...)}, s.leadOpts...)...), models
 }
 
 // counts returns what the tree's models asked for and were asked.

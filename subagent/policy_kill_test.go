@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,10 +47,10 @@ type roundReport struct {
 	Interrupted *tool.Interrupted `json:"interrupted,omitempty"`
 }
 
-// runRoundTurn runs a's turn, journaled as name in the store at path and
-// resumed with answers if pending holds what it waits for, and writes what
-// it reports to out.
-func runRoundTurn(t *testing.T, a agent.Agent, path, name string, pending *tool.Interrupted, answers []tool.Answer, out string) {
+// runRoundTurn runs a's turn on input, journaled as name in the store at
+// path and resumed with answers if pending holds what it waits for, and
+// writes what it reports to out.
+func runRoundTurn(t *testing.T, a agent.Agent, path, name, input string, pending *tool.Interrupted, answers []tool.Answer, out string) {
 	t.Helper()
 	st := openStoreAt(t, path)
 	ctx := context.Background()
@@ -62,7 +63,7 @@ func runRoundTurn(t *testing.T, a agent.Agent, path, name string, pending *tool.
 			t.Fatal(err)
 		}
 	}
-	o, err := a.Run(agent.WithJournal(ctx, j), agent.Input{Text: "go"})
+	o, err := a.Run(agent.WithJournal(ctx, j), agent.Input{Text: input})
 	report := roundReport{Answer: o.Answer}
 	var in *tool.Interrupted
 	switch {
@@ -261,7 +262,7 @@ func runPolicyRound(t *testing.T, spec string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runRoundTurn(t, a, round.Store, "policy-turn", round.Pending, round.Answers, round.Out)
+	runRoundTurn(t, a, round.Store, "policy-turn", "go", round.Pending, round.Answers, round.Out)
 }
 
 // stepOf returns how many steps of its turn a request follows: the
@@ -295,14 +296,63 @@ type treeRound struct {
 
 const policyTreeRoundEnv = "DEPUTY_TEST_POLICY_TREE_ROUND"
 
-// A three-level tree with a background job, its process killed with
-// SIGKILL at random points (a model call or a question of the policy, of
-// any agent of the tree, the job's included), loses nothing the root's
-// policy decided: on resume, over a durable store, a denied call never
-// runs, each question reaches the person once, and each call the person
-// approved runs exactly once, as does every other side effect — whatever
-// ids the models give their calls. Side effects are counted in a log that
-// outlives the processes. The seed of the kill points is logged.
+// treeInput is the lead's input in TestPolicySurvivesSIGKILLInATree.
+const treeInput = "audit the account with key " + secret
+
+// The kinds of line of the log TestPolicySurvivesSIGKILLInATree's rounds
+// write, each followed by a tab and what it is of.
+const (
+	logStart  = "start"  // a round's process began
+	logEnd    = "end"    // its turn returned
+	logAsked  = "asked"  // a model asked for a tool call (callKey)
+	logTool   = "tool"   // the root's policy saw a tool call (callKey)
+	logRan    = "ran"    // a tool ran (callKey)
+	logResult = "result" // the root's policy saw a call's result (callKey)
+	logTask   = "task"   // a child's model was called on its task (the task)
+	logEdge   = "edge"   // the root's policy saw a hand-off (its task)
+	logModel  = "model"  // an agent's model was called (treeModel.name)
+	logSeen   = "seen"   // the root's policy saw a model call (the agent, as logModel)
+	logAsk    = "ask"    // the root's policy asks a person (callKey)
+	logLeak   = "leak"   // the secret reached a child's model or a tool (which)
+	logSecret = "secret" // the lead's model was given the secret
+)
+
+// A three-level tree that delegates in every form (buildTree: resident,
+// FromFactory, FromReact, roster member, foreground and background fork),
+// its process killed with SIGKILL at random points (a model call or a
+// question of the policy, of any agent of the tree, the job's included),
+// loses nothing the root's policy decided and escapes it nowhere: on
+// resume, over a durable store, a denied call never runs, each question
+// reaches the person once, each call the person approved runs exactly
+// once, as does every other side effect; the root's policy sees every tool
+// call and every hand-off; and the secret in the lead's input reaches no
+// child's model and no tool, before a kill or after — whatever ids the
+// models give their calls. The seed of the kill points is logged.
+//
+// What happens is written to a log that outlives the processes, each
+// round's lines after its start. The side effects are counted across all
+// rounds: each happens once. The policy is asked again about what a
+// killed round left undone, so it sees some calls and hand-offs in more
+// than one round, and a killed round may not have made calls it saw; so
+// what it saw is held against what the tree did in the same round. It
+// sees 100% when:
+//   - in every round, a tool runs only after the policy saw its call in
+//     that round; a child's model works on a task only after the policy
+//     saw its hand-off in that round (every form's child, the background
+//     job's included, is handed its task again in the round that resumes
+//     it); and an agent's model is called only after the policy saw that
+//     call in that round;
+//   - in every round that ran to its end, the policy saw the result of
+//     every call that ran in it, and as many model calls of each agent as
+//     were made;
+//   - every call a model asked for, the policy saw in that round or a
+//     later one (a run cancelled as its reply came, as the background job
+//     is when the turn stops for questions, does not act on the reply,
+//     which the journal keeps for the next round), and in the last round,
+//     which ends the turn, in that round;
+//   - across all rounds, the calls the policy saw are the calls the
+//     models asked for, and the hand-offs it saw are the tasks the
+//     children were given, all twelve.
 func TestPolicySurvivesSIGKILLInATree(t *testing.T) {
 	if spec := os.Getenv(policyTreeRoundEnv); spec != "" {
 		runPolicyTreeRound(t, spec)
@@ -319,7 +369,7 @@ func TestPolicySurvivesSIGKILLInATree(t *testing.T) {
 			dir := t.TempDir()
 			round := treeRound{IDs: ids, Store: filepath.Join(dir, "deputy.db"), Log: filepath.Join(dir, "effects.log"), Out: filepath.Join(dir, "round.json")}
 			asked := map[string]bool{} // the questions answered
-			approved, kills := 0, 0
+			approved, kills, rounds := 0, 0, 0
 			var got treeRound
 			for n := 0; ; n++ {
 				if n > 30 {
@@ -338,6 +388,7 @@ func TestPolicySurvivesSIGKILLInATree(t *testing.T) {
 				}
 				var killed bool
 				got, killed = startRound[treeRound](t, "TestPolicySurvivesSIGKILLInATree", round, round.Out, policyTreeRoundEnv)
+				rounds++
 				if killed {
 					kills++
 					continue
@@ -370,28 +421,12 @@ func TestPolicySurvivesSIGKILLInATree(t *testing.T) {
 			if kills == 0 {
 				t.Fatal("no round was killed: the test tries nothing")
 			}
-			data, err := os.ReadFile(round.Log)
-			if err != nil {
-				t.Fatal(err)
+			if len(asked) != 12 {
+				t.Errorf("%d questions, want one per leaf call (each child's and each grandchild's, 12)", len(asked))
 			}
-			ran := map[string]int{}
-			for _, line := range strings.Fields(string(data)) {
-				ran[line]++
-			}
-			if len(asked) != 4 {
-				t.Errorf("%d questions, want one per leaf call (the worker's, the job's and their grandchildren's)", len(asked))
-			}
-			if ran["rm"] != 0 {
-				t.Errorf("rm, denied, ran %d times across %d killed processes", ran["rm"], kills)
-			}
-			if ran["leaf"] != approved {
-				t.Errorf("leaf ran %d times across %d killed processes; the person approved %d calls", ran["leaf"], kills, approved)
-			}
-			if ran["search"] != 1 || ran["write"] != 4 {
-				t.Errorf("search ran %d times (want 1), write %d (want 4) across %d killed processes", ran["search"], ran["write"], kills)
-			}
-			if c := strings.Count(got.Answer, "rm is not allowed here"); c != 5 {
-				t.Errorf("the answer tells of %d denials of rm, want 5 (one per agent): %s", c, got.Answer)
+			checkTreeLog(t, readTreeLog(t, round.Log, rounds, kills), approved)
+			if c := strings.Count(got.Answer, "rm is not allowed here"); c != 13 {
+				t.Errorf("the answer tells of %d denials of rm, want 13 (one per agent): %s", c, got.Answer)
 			}
 			if c := strings.Count(got.Answer, "leaf done"); c != approved {
 				t.Errorf("the answer tells of %d leaf calls, want %d: %s", c, approved, got.Answer)
@@ -399,34 +434,240 @@ func TestPolicySurvivesSIGKILLInATree(t *testing.T) {
 			if c := strings.Count(got.Answer, "did not approve"); c != len(asked)-approved {
 				t.Errorf("the answer tells of %d refusals, want %d: %s", c, len(asked)-approved, got.Answer)
 			}
-			t.Logf("%d kills, %d questions, %d approved", kills, len(asked), approved)
+			t.Logf("%d rounds, %d kills, %d questions, %d approved", rounds, kills, len(asked), approved)
 		})
 	}
 }
 
-// effectTool is a tool whose run is a side effect: it is logged, and
-// until the agent that called it reads its result (which is recorded in
-// the journal by then), it is pending.
-func effectTool(name string, log func(string), pend func(string)) tool.Tool {
-	return tool.Must(tool.New(name, "Does "+name+".", func(_ context.Context, a struct {
-		Who string `json:"who"`
-	}) (string, error) {
-		log(name)
-		res := name + " done for " + a.Who
-		pend(res)
-		return res, nil
-	}))
+// treeProcess is what one round's process logged: its lines, kind and
+// key, and whether its turn returned (it was not killed).
+type treeProcess struct {
+	lines [][2]string
+	ended bool
 }
 
-// runPolicyTreeRound is the process that runs one round: a lead that
-// calls rm and search, then starts a background fork and calls a worker
-// (FromFactory), then waits for the job; the worker and the fork call rm
-// and write, then leaf, then a grandchild (FromFactory), which calls rm
-// and write, then leaf. The root's policy denies rm and asks before leaf.
-// Each agent's side effects are in a step of their own, so that a kill
-// at a model call or a question finds no side effect unrecorded (the one
-// window at-least-once remains in): the process dies only once every
-// side effect that ran is read by the agent that made it.
+// readTreeLog reads the log of rounds rounds, kills of them killed, by
+// process.
+func readTreeLog(t *testing.T, path string, rounds, kills int) []treeProcess {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var procs []treeProcess
+	for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		kind, key, _ := strings.Cut(line, "\t")
+		switch {
+		case kind == logStart:
+			procs = append(procs, treeProcess{})
+		case len(procs) == 0:
+			t.Fatalf("the log does not begin with a round's start: %q", line)
+		case kind == logEnd:
+			procs[len(procs)-1].ended = true
+		default:
+			procs[len(procs)-1].lines = append(procs[len(procs)-1].lines, [2]string{kind, key})
+		}
+	}
+	ended := 0
+	for _, p := range procs {
+		if p.ended {
+			ended++
+		}
+	}
+	if len(procs) != rounds || ended != rounds-kills {
+		t.Fatalf("the log has %d rounds, %d of them ended; %d ran, %d were killed", len(procs), ended, rounds, kills)
+	}
+	return procs
+}
+
+// checkTreeLog checks the log of TestPolicySurvivesSIGKILLInATree's
+// rounds, in which the person approved approved calls: see the test's
+// comment.
+func checkTreeLog(t *testing.T, procs []treeProcess, approved int) {
+	var tasks []string // the children's tasks
+	for _, c := range "ewiafb" {
+		task := string(c) + " " + redacted(treeInput)
+		tasks = append(tasks, task, task+"/deep")
+	}
+	ran := map[string]int{}     // the side effects, across the rounds
+	made := map[string]int{}    // the calls the models asked for: the last round that asked, from 1
+	calls := map[string]int{}   // the calls the policy saw: the last round that saw it, from 1
+	given := map[string]bool{}  // the tasks the children's models were given, across the rounds
+	handed := map[string]bool{} // the hand-offs the policy saw, across the rounds
+	asks := map[string]bool{}   // the calls the policy asked about, across the rounds
+	for n, p := range procs {
+		saw := map[string]int{}     // the calls the policy saw in this process
+		models := map[string]int{}  // the model calls of each agent in this process
+		seen := map[string]int{}    // the model calls the policy saw, by agent
+		results := map[string]int{} // the results the policy saw in this process
+		edges := map[string]int{}   // the hand-offs the policy saw in this process
+		for _, l := range p.lines {
+			kind, key := l[0], l[1]
+			switch kind {
+			case logAsked:
+				made[key] = n + 1
+			case logTool:
+				saw[key]++
+				calls[key] = n + 1
+			case logRan:
+				ran[key]++
+				if saw[key] == 0 {
+					t.Errorf("round %d: %s ran, and the policy did not see the call", n, key)
+				}
+			case logResult:
+				results[key]++
+			case logEdge:
+				handed[key] = true
+				edges[key]++
+			case logTask:
+				given[key] = true
+				if edges[key] == 0 {
+					t.Errorf("round %d: a child was given %q, and the policy saw no hand-off of it in that round", n, key)
+				}
+			case logSeen:
+				seen[key]++
+			case logModel:
+				models[key]++
+				if models[key] > seen[key] {
+					t.Errorf("round %d: %s's model was called %d times, and the policy saw %d of them", n, key, models[key], seen[key])
+				}
+			case logAsk:
+				asks[key] = true
+			case logLeak:
+				t.Errorf("round %d: the secret reached %s", n, key)
+			}
+		}
+		if !p.ended {
+			continue
+		}
+		for _, l := range p.lines {
+			if l[0] == logRan && results[l[1]] == 0 {
+				t.Errorf("round %d: %s ran, and the policy did not see its result", n, l[1])
+			}
+		}
+		for agent, calls := range models {
+			if seen[agent] != calls {
+				t.Errorf("round %d: %s's model was called %d times, and the policy saw %d calls", n, agent, calls, seen[agent])
+			}
+		}
+	}
+	// The side effects: each once, but a leaf call the person refused, and
+	// rm, denied, never.
+	leaves := 0
+	for _, task := range tasks {
+		who := `{"who":` + strconv.Quote(task) + `}`
+		if got := ran["write "+who]; got != 1 {
+			t.Errorf("write for %q ran %d times, want 1", task, got)
+		}
+		if got := ran["leaf "+who]; got > 1 {
+			t.Errorf("leaf for %q ran %d times", task, got)
+		}
+		leaves += ran["leaf "+who]
+	}
+	if len(asks) != len(tasks) {
+		t.Errorf("the policy asked about %d calls, want each agent's leaf call (%d): %v", len(asks), len(tasks), asks)
+	}
+	if leaves != approved {
+		t.Errorf("leaf ran %d times; the person approved %d calls", leaves, approved)
+	}
+	if got := ran["search "+`{"who":`+strconv.Quote(redacted(treeInput))+`}`]; got != 1 {
+		t.Errorf("search ran %d times, want 1", got)
+	}
+	for key, n := range ran {
+		if strings.HasPrefix(key, "rm ") {
+			t.Errorf("%s, denied, ran %d times", key, n)
+		}
+	}
+	// The policy saw every call and every hand-off.
+	for key, n := range made {
+		if calls[key] < n {
+			t.Errorf("a model asked for %s in round %d, and the policy did not see it then or after", key, n-1)
+		}
+	}
+	for key := range calls {
+		if made[key] == 0 {
+			t.Errorf("the policy saw %s, which no model asked for", key)
+		}
+	}
+	if len(made) < 51 {
+		t.Errorf("the models asked for %d calls, want 51 or more (9 of the lead's, 4 of each child's, 3 of each grandchild's): the tree did not run as built", len(made))
+	}
+	for _, task := range tasks {
+		if !given[task] || !handed[task] {
+			t.Errorf("the task %q: given to a child %v, handed off under the policy %v", task, given[task], handed[task])
+		}
+	}
+	if len(given) != len(tasks) || len(handed) != len(tasks) {
+		t.Errorf("%d tasks given, %d hand-offs seen, want %d: %v, %v", len(given), len(handed), len(tasks), given, handed)
+	}
+	// The lead was given the secret, in every process its model was called in.
+	for n, p := range procs {
+		leads, secrets := 0, 0
+		for _, l := range p.lines {
+			switch {
+			case l[0] == logModel && l[1] == "lead":
+				leads++
+			case l[0] == logSecret:
+				secrets++
+			}
+		}
+		if secrets != leads {
+			t.Errorf("round %d: the lead's model was called %d times, %d of them with the secret: the test tries nothing", n, leads, secrets)
+		}
+	}
+}
+
+// redacted is s with the secret redacted.
+func redacted(s string) string { return strings.ReplaceAll(s, secret, policy.Redacted) }
+
+// callKey names a call of the tool name with the arguments args, the
+// secret redacted and the JSON made canonical, as the log of
+// TestPolicySurvivesSIGKILLInATree's rounds does.
+func callKey(name string, args json.RawMessage) string {
+	var v any
+	if err := json.Unmarshal(args, &v); err == nil {
+		args, _ = json.Marshal(v)
+	}
+	return name + " " + redacted(string(args))
+}
+
+// effect is a tool whose run is a side effect: ran logs it and, until
+// the agent that called it reads its result (which is recorded in the
+// journal by then), holds it pending, both at once. Its result names the
+// agent that called it, by the "who" of its arguments.
+type effect struct {
+	name string
+	log  func(kind, key string)
+	ran  func(key, result string)
+}
+
+func (e effect) Definition() tool.Definition {
+	return tool.Definition{Name: e.name, Description: "Does " + e.name + ".", Parameters: json.RawMessage(`{"type":"object","properties":{"who":{"type":"string"}}}`)}
+}
+
+func (e effect) Call(_ context.Context, call tool.Call) (tool.Result, error) {
+	if strings.Contains(string(call.Arguments), secret) {
+		e.log(logLeak, "the tool "+e.name)
+	}
+	var a struct {
+		Who string `json:"who"`
+	}
+	_ = json.Unmarshal(call.Arguments, &a)
+	res := e.name + " done for " + a.Who
+	e.ran(callKey(e.name, call.Arguments), res)
+	return tool.Result{Content: res}, nil
+}
+
+// runPolicyTreeRound is the process that runs one round: buildTree's
+// tree, whose lead calls rm and search, then hands off in every form,
+// then waits for the background fork; each child calls rm and write, then
+// leaf, then a grandchild, which calls rm and write, then leaf. The root's
+// policy denies rm, asks before leaf, redacts the secret of the lead's
+// input, and logs what it sees. Each agent's side effects are in a step
+// of their own, so that a kill at a model call or a question finds no
+// side effect unrecorded (the one window at-least-once remains in): the
+// process dies only once every side effect that ran is read by the agent
+// that made it, and none can run between that check and the kill.
 func runPolicyTreeRound(t *testing.T, spec string) {
 	var round treeRound
 	if err := json.Unmarshal([]byte(spec), &round); err != nil {
@@ -439,14 +680,16 @@ func runPolicyTreeRound(t *testing.T, spec string) {
 	defer logf.Close()
 	var mu sync.Mutex
 	pending := map[string]bool{} // side effects not yet read by their agent's model
-	log := func(line string) {
+	log := func(kind, key string) {
 		mu.Lock()
 		defer mu.Unlock()
-		_, _ = logf.WriteString(line + "\n")
+		_, _ = logf.WriteString(kind + "\t" + key + "\n")
 	}
-	pend := func(res string) {
+	log(logStart, "")
+	ran := func(key, res string) {
 		mu.Lock()
 		defer mu.Unlock()
+		_, _ = logf.WriteString(logRan + "\t" + key + "\n")
 		pending[res] = true
 	}
 	var events atomic.Int64
@@ -454,78 +697,80 @@ func runPolicyTreeRound(t *testing.T, spec string) {
 		if events.Add(1) != round.KillAt {
 			return
 		}
-		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		// The process dies holding mu, which a side effect takes to run.
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(2 * time.Millisecond) {
 			mu.Lock()
-			n := len(pending)
-			mu.Unlock()
-			if n == 0 {
-				break
+			if len(pending) == 0 || time.Now().After(deadline) {
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {}
 			}
+			mu.Unlock()
 		}
-		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		select {}
 	}
-	fresh := new(atomic.Int64)
-	fresh.Store(int64(os.Getpid()) * 1000) // fresh across the processes too
-	// model wraps m: the results its request holds are read (no longer
-	// pending), and its call is an event of the round.
+	// model stands between an agent and its treeModel: the results its
+	// request holds are read (no longer pending), what it was sent and
+	// what it asked for is logged, and its call is an event of the round.
 	model := func(m *treeModel) provider.Provider {
 		return provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
 			mu.Lock()
+			task := ""
 			for _, msg := range req.Messages {
-				if msg.Role == provider.RoleTool {
+				switch msg.Role {
+				case provider.RoleTool:
 					delete(pending, msg.Content)
+				case provider.RoleUser:
+					task = msg.Content
 				}
 			}
 			mu.Unlock()
+			b, _ := json.Marshal(req)
+			has := strings.Contains(string(b), secret)
+			switch {
+			case m.name == "lead":
+				if has {
+					log(logSecret, "")
+				}
+			case has:
+				log(logLeak, m.name+"'s model")
+				fallthrough
+			default:
+				log(logTask, redacted(task))
+			}
+			log(logModel, m.name)
 			tick()
-			return m.Complete(ctx, req)
+			resp, err := m.Complete(ctx, req)
+			for _, c := range resp.Message.ToolCalls {
+				log(logAsked, callKey(c.Name, c.Arguments))
+			}
+			return resp, err
 		})
 	}
-	rm, search, write, leaf := loggedTool("rm", log), effectTool("search", log, pend), effectTool("write", log, pend), effectTool("leaf", log, pend)
-	agentSteps := func(next bool) [][][2]string {
-		steps := [][][2]string{{{"rm", `{}`}, {"write", `{"who":"{task}"}`}}, {{"leaf", `{"who":"{task}"}`}}}
-		if next {
-			steps = append(steps, [][2]string{{"deep", `{"task":"{task}/deep"}`}})
-		}
-		return steps
-	}
-	deepModel := model(&treeModel{name: "grandchild", ids: round.IDs, fresh: fresh, steps: agentSteps(false)})
-	deep := func() tool.Tool {
-		d, err := subagent.FromFactory("deep", "Goes deeper.", func(context.Context, json.RawMessage) (agent.Agent, error) {
-			return agent.NewReact(deepModel, agent.WithName("grandchild"), agent.WithTools(rm, write, leaf))
-		}, subagent.WithMaxDepth(2))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
-	workerModel := model(&treeModel{name: "worker", ids: round.IDs, fresh: fresh, steps: agentSteps(true)})
-	worker, err := subagent.FromFactory("worker", "Works.", func(context.Context, json.RawMessage) (agent.Agent, error) {
-		return agent.NewReact(workerModel, agent.WithName("worker"), agent.WithTools(rm, write, leaf, deep()))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	forkTools, err := tool.NewRegistry(rm, write, leaf, deep())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp, err := subagent.NewSpawner(model(&treeModel{name: "fork", ids: round.IDs, fresh: fresh, steps: agentSteps(true)}), forkTools, subagent.WithBackground())
-	if err != nil {
-		t.Fatal(err)
-	}
-	lead := model(&treeModel{name: "lead", ids: round.IDs, fresh: fresh, steps: [][][2]string{
-		{{"rm", `{}`}, {"search", `{"who":"lead"}`}},
-		{{subagent.SpawnToolName, `{"task":"f","background":true}`}, {"worker", `{"task":"w"}`}},
-		{{subagent.JobsToolName, `{"action":"wait","job_id":"{job}"}`}},
-	}})
+	rm, search, write, leaf := effect{"rm", log, ran}, effect{"search", log, ran}, effect{"write", log, ran}, effect{"leaf", log, ran}
 	ask := policy.AskBefore("approve-leaf", "leaf")
 	root, err := policy.New(
+		policy.Func("observer", func(_ context.Context, c *policy.Check) policy.Decision {
+			switch c.Point {
+			case policy.BeforeTool:
+				log(logTool, callKey(c.Tool, c.Arguments))
+			case policy.AfterResult:
+				log(logResult, callKey(c.Tool, c.Arguments))
+			case policy.BeforeDelegation:
+				log(logEdge, redacted(c.Task))
+			case policy.BeforeModel:
+				name := c.Path[strings.LastIndexByte(c.Path, '/')+1:]
+				if name == subagent.DefaultForkName {
+					name = "fork"
+				}
+				log(logSeen, name)
+			}
+			return policy.Decision{}
+		}),
 		policy.DenyTools("no-rm", policy.AnyDepth, "rm"),
+		policy.Redact("secrets", []string{secret}),
 		policy.Func("approve-leaf", func(ctx context.Context, c *policy.Check) policy.Decision {
 			d := ask.Decide(ctx, c)
 			if d.Verdict == policy.Ask {
+				log(logAsk, callKey(c.Tool, c.Arguments))
 				tick()
 			}
 			return d
@@ -533,9 +778,21 @@ func runPolicyTreeRound(t *testing.T, spec string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := agent.NewReact(lead, agent.WithName("lead"), agent.WithTools(rm, search, worker, sp, sp.JobsTool()), agent.WithPolicy(root))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runRoundTurn(t, a, round.Store, "policy-tree-turn", round.Pending, round.Answers, round.Out)
+	fresh := new(atomic.Int64)
+	fresh.Store(int64(os.Getpid()) * 1000) // fresh across the processes too
+	who := `{"who":"{task}"}`
+	lead, _ := buildTree(t, treeSpec{
+		ids:             round.IDs,
+		fresh:           fresh,
+		lead:            [][][2]string{{{"rm", who}, {"search", who}}, everyForm, {waitJob}},
+		child:           [][][2]string{{{"rm", who}, {"write", who}}, {{"leaf", who}}, {{"deep", `{"task":"{task}/deep"}`}}},
+		grandchild:      [][][2]string{{{"rm", who}, {"write", who}}, {{"leaf", who}}},
+		leadTools:       []tool.Tool{rm, search},
+		childTools:      []tool.Tool{rm, write, leaf},
+		grandchildTools: []tool.Tool{rm, write, leaf},
+		model:           model,
+		leadOpts:        []agent.Option{agent.WithPolicy(root)},
+	})
+	runRoundTurn(t, lead, round.Store, "policy-tree-turn", treeInput, round.Pending, round.Answers, round.Out)
+	log(logEnd, "")
 }
