@@ -3,6 +3,7 @@ package subagent_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -142,13 +143,19 @@ func TestJobMessageOnceAcrossResume(t *testing.T) {
 				lastReq = lastChild
 				return out, childInbound, err
 			}
-			if _, _, err := runTurn(true); err == nil {
-				t.Fatal("the crashed run did not fail")
+			if _, _, err := runTurn(true); !errors.Is(err, context.Canceled) {
+				t.Fatalf("the crashed run ended with %v, not with the crash", err)
 			}
 			crashed := roles(lastReq)
-			out, inboundSeen, err := runTurn(false)
+			// What the resumed turn reads, to tell which records a failure
+			// found missing.
+			read, err := st.Journal(t.Context(), "message-turn")
 			if err != nil {
 				t.Fatal(err)
+			}
+			out, inboundSeen, err := runTurn(false)
+			if err != nil {
+				t.Fatalf("%v\nthe journal it resumed:\n%s", err, strings.Join(read.Keys(""), "\n"))
 			}
 			if out.Answer != "lead: found it: look under the stairs" {
 				t.Errorf("answer %q", out.Answer)
