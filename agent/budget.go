@@ -60,28 +60,39 @@ func (s *runState) plan(fixed int64, tools []provider.ToolDef) (callPlan, error)
 	if err != nil || covered {
 		return p, err
 	}
-	od, err := run.Uncovered(s.ctx)
+	lim, od, err := s.overdrawn()
 	if err != nil {
 		return p, err
 	}
-	lim = s.limits()
-	leftTokens, leftDollars := int64(math.MaxInt64), math.Inf(1)
-	debt, debtDollars := od.Debt()
-	if lim.tokens {
-		leftTokens = lim.n
-		lim.n -= debt
-	}
-	if lim.cost {
-		leftDollars = lim.dollars
-		lim.dollars -= debtDollars
-	}
-	od.Left(leftTokens, leftDollars)
 	if p, _, err = s.planIn(lim, fixed, tools); err != nil {
 		od.Done(0, 0)
 		return p, err
 	}
 	s.od = od
 	return p, nil
+}
+
+// overdrawn takes the turn of a call whose worst case what the run has
+// left cannot pay for (run.Uncovered), once no other such call of the
+// tree is in flight, and returns what is left, read again then, less what
+// such calls passed their runs' limits by so far: what the call is
+// planned with. The call ends the turn with Done.
+func (s *runState) overdrawn() (left, *run.Overdraft, error) {
+	od, err := run.Uncovered(s.ctx)
+	if err != nil {
+		return left{}, nil, err
+	}
+	lim := s.limits()
+	leftTokens, leftDollars := int64(math.MaxInt64), math.Inf(1)
+	debt, debtDollars := od.Debt()
+	if lim.tokens {
+		leftTokens, lim.n = lim.n, lim.n-debt
+	}
+	if lim.cost {
+		leftDollars, lim.dollars = lim.dollars, lim.dollars-debtDollars
+	}
+	od.Left(leftTokens, leftDollars)
+	return lim, od, nil
 }
 
 // endOverdraft ends the turn of a call planned as one that may pass the

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"strconv"
 	"strings"
 
@@ -330,20 +329,10 @@ func (s *runState) summarize(older []provider.Message) (text string, paid provid
 		bound := int64(req.MaxTokens)
 		out := s.room(lim, est, name, model, false)
 		if out >= 1 && !s.covers(lim, bytes, min(bound, out), name, model) {
-			if od, err = run.Uncovered(s.ctx); err != nil {
+			if lim, od, err = s.overdrawn(); err != nil {
 				return "", provider.ModelUsage{Usage: usage}, err
 			}
 			defer od.Done(0, 0) // when not ended below
-			lim = s.limits()
-			leftTokens, leftDollars := int64(math.MaxInt64), math.Inf(1)
-			debt, debtDollars := od.Debt()
-			if lim.tokens {
-				leftTokens, lim.n = lim.n, lim.n-debt
-			}
-			if lim.cost {
-				leftDollars, lim.dollars = lim.dollars, lim.dollars-debtDollars
-			}
-			od.Left(leftTokens, leftDollars)
 			out = s.room(lim, est, name, model, false)
 		}
 		if out < 1 {
