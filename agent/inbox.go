@@ -13,6 +13,7 @@ import (
 	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/internal/mailbox"
 	"github.com/deputy-go/deputy/internal/run"
+	"github.com/deputy-go/deputy/internal/usage"
 	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
@@ -109,15 +110,7 @@ func (s *runState) reached(step int) {
 		}
 	}
 	live, cost := run.Spent(s.ctx)
-	u := s.usage.Add(s.child)
-	u = provider.Usage{
-		InputTokens:      max(u.InputTokens, live.InputTokens),
-		OutputTokens:     max(u.OutputTokens, live.OutputTokens),
-		CacheReadTokens:  max(u.CacheReadTokens, live.CacheReadTokens),
-		CacheWriteTokens: max(u.CacheWriteTokens, live.CacheWriteTokens),
-		Requests:         max(u.Requests, live.Requests),
-	}
-	s.box.Reached(step, last, u, cost)
+	s.box.Reached(step, last, usage.Most(s.usage.Add(s.child), live), cost)
 }
 
 // notesKey is the journal key of the notes shown before a run's first step.

@@ -22,6 +22,7 @@ import (
 	"github.com/deputy-go/deputy/internal/subcode"
 	"github.com/deputy-go/deputy/internal/textcap"
 	"github.com/deputy-go/deputy/internal/toolcall"
+	"github.com/deputy-go/deputy/internal/usage"
 	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
@@ -1064,11 +1065,7 @@ func (r *childRuns) attempt(in agent.Input) (agent.Output, error) {
 		// An agent that reports a part spent before a resume and did not
 		// record it as a React does (a remote agent): recorded for it, so
 		// that the parent's Earlier holds it too.
-		run.AddEarlier(r.ctx, provider.Usage{
-			InputTokens: max(out.Earlier.InputTokens-u.InputTokens, 0), OutputTokens: max(out.Earlier.OutputTokens-u.OutputTokens, 0),
-			CacheReadTokens: max(out.Earlier.CacheReadTokens-u.CacheReadTokens, 0), CacheWriteTokens: max(out.Earlier.CacheWriteTokens-u.CacheWriteTokens, 0),
-			Requests: max(out.Earlier.Requests-u.Requests, 0),
-		}, max(out.EarlierCost-dollars, 0))
+		run.AddEarlier(r.ctx, usage.Less(out.Earlier, u), max(out.EarlierCost-dollars, 0))
 	}
 	if err != nil && r.ctx.Err() == nil && !interrupted(err) && !guardrail.Tripped(err) {
 		// (A tripwire below stops every run up to the top.)

@@ -14,7 +14,7 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-func usage(in, out int64) provider.Usage {
+func spent(in, out int64) provider.Usage {
 	return provider.Usage{InputTokens: in, OutputTokens: out, Requests: 1}
 }
 
@@ -28,16 +28,16 @@ func TestChildUsageSums(t *testing.T) {
 					provider.ToolCall{Name: "good", Arguments: json.RawMessage(`{"task":"a"}`)},
 					provider.ToolCall{Name: "child", Arguments: json.RawMessage(`{"task":"b"}`)},
 					provider.ToolCall{Name: "retried", Arguments: json.RawMessage(`{"task":"c"}`)},
-				).For("lead").WithUsage(usage(1, 1)),
-				fake.Text("All done.").For("lead").WithUsage(usage(2, 2)),
+				).For("lead").WithUsage(spent(1, 1)),
+				fake.Text("All done.").For("lead").WithUsage(spent(2, 2)),
 
-				fake.Text("fine").For("good").WithUsage(usage(10, 2)),
+				fake.Text("fine").For("good").WithUsage(spent(10, 2)),
 
-				fake.Call("nope", `{}`).For("child").WithUsage(usage(20, 3)),
+				fake.Call("nope", `{}`).For("child").WithUsage(spent(20, 3)),
 				fake.Error(errors.New("model down")).For("child"),
 
-				fake.Text("not JSON").For("retried").WithUsage(usage(30, 4)),
-				fake.Text(`{"status":"success","summary":"ok"}`).For("retried").WithUsage(usage(40, 5)),
+				fake.Text("not JSON").For("retried").WithUsage(spent(30, 4)),
+				fake.Text(`{"status":"success","summary":"ok"}`).For("retried").WithUsage(spent(40, 5)),
 			)
 			good := must(FromFactory("good", "Answers.", func(context.Context, json.RawMessage) (agent.Agent, error) {
 				return agent.NewReact(p, agent.WithName("good"))
@@ -68,7 +68,7 @@ func TestChildUsageSums(t *testing.T) {
 // A failed call's Result carries what the child spent, whichever channel
 // the failure takes.
 func TestFailedChildUsage(t *testing.T) {
-	spent := usage(20, 3)
+	spent := spent(20, 3)
 	tests := []struct {
 		name    string
 		replies []fake.Reply
@@ -123,9 +123,9 @@ func TestParentLimitCountsChildren(t *testing.T) {
 	for _, f := range forms {
 		t.Run(f.name, func(t *testing.T) {
 			p := fake.NewProvider(
-				fake.Call("child", `{"task":"x"}`).For("lead").WithUsage(usage(10, 10)),
-				fake.Text("done").For("lead").WithUsage(usage(10, 10)),
-				fake.Text("big answer").For("child").WithUsage(usage(150, 50)),
+				fake.Call("child", `{"task":"x"}`).For("lead").WithUsage(spent(10, 10)),
+				fake.Text("done").For("lead").WithUsage(spent(10, 10)),
+				fake.Text("big answer").For("child").WithUsage(spent(150, 50)),
 			)
 			lead := newReact(t, p, agent.WithName("lead"), agent.WithTokenLimit(500), agent.WithTools(f.build(t, p, nil)))
 			out, err := lead.Run(context.Background(), agent.Input{Text: "go"})
@@ -133,7 +133,7 @@ func TestParentLimitCountsChildren(t *testing.T) {
 				t.Fatalf("error %v, answer %q; want the lead's answer", err, out.Answer)
 			}
 			reqs := p.RequestsFor("lead")
-			if out.ChildUsage != usage(150, 50) {
+			if out.ChildUsage != spent(150, 50) {
 				t.Errorf("ChildUsage = %v", out.ChildUsage)
 			}
 			if len(reqs) != 2 || reqs[1].MaxTokens <= 0 || reqs[1].MaxTokens > 500-20-200 {

@@ -20,6 +20,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/ledger"
+	"github.com/deputy-go/deputy/internal/usage"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -545,10 +546,7 @@ func record(ctx context.Context, models, earlier []provider.ModelUsage) {
 		e.Provider, e.Model = m.Provider, m.Model
 		ledger.Record(ctx, e, true)
 		u := m.Usage
-		ledger.Record(ctx, provider.ModelUsage{Provider: m.Provider, Model: m.Model, Cost: max(m.Cost-e.Cost, 0), CacheSaved: m.CacheSaved - e.CacheSaved, Usage: provider.Usage{
-			InputTokens: max(u.InputTokens-e.Usage.InputTokens, 0), OutputTokens: max(u.OutputTokens-e.Usage.OutputTokens, 0),
-			CacheReadTokens: max(u.CacheReadTokens-e.Usage.CacheReadTokens, 0), CacheWriteTokens: max(u.CacheWriteTokens-e.Usage.CacheWriteTokens, 0),
-			Requests: max(u.Requests-e.Usage.Requests, 0)}}, false)
+		ledger.Record(ctx, provider.ModelUsage{Provider: m.Provider, Model: m.Model, Cost: max(m.Cost-e.Cost, 0), CacheSaved: m.CacheSaved - e.CacheSaved, Usage: usage.Less(u, e.Usage)}, false)
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/deputy-go/deputy/internal/usage"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -222,13 +223,7 @@ func addModel(ms []provider.ModelUsage, m provider.ModelUsage) []provider.ModelU
 func beyond(a, b provider.ModelUsage) provider.ModelUsage {
 	u, v := a.Usage, b.Usage
 	return provider.ModelUsage{Provider: a.Provider, Model: a.Model, Cost: max(a.Cost-b.Cost, 0), CacheSaved: max(a.CacheSaved-b.CacheSaved, 0),
-		Usage: provider.Usage{
-			InputTokens:      max(u.InputTokens-v.InputTokens, 0),
-			OutputTokens:     max(u.OutputTokens-v.OutputTokens, 0),
-			CacheReadTokens:  max(u.CacheReadTokens-v.CacheReadTokens, 0),
-			CacheWriteTokens: max(u.CacheWriteTokens-v.CacheWriteTokens, 0),
-			Requests:         max(u.Requests-v.Requests, 0),
-		}}
+		Usage: usage.Less(u, v)}
 }
 
 // Next names the next thing called name in the scope: name and how many

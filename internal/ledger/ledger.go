@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/deputy-go/deputy/internal/run"
+	"github.com/deputy-go/deputy/internal/usage"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -237,13 +238,7 @@ func Unreplayed(paid, earlier []provider.ModelUsage) (provider.Usage, []provider
 				break
 			}
 		}
-		u := provider.Usage{
-			InputTokens:      max(p.Usage.InputTokens-got.Usage.InputTokens, 0),
-			OutputTokens:     max(p.Usage.OutputTokens-got.Usage.OutputTokens, 0),
-			CacheReadTokens:  max(p.Usage.CacheReadTokens-got.Usage.CacheReadTokens, 0),
-			CacheWriteTokens: max(p.Usage.CacheWriteTokens-got.Usage.CacheWriteTokens, 0),
-			Requests:         max(p.Usage.Requests-got.Usage.Requests, 0),
-		}
+		u := usage.Less(p.Usage, got.Usage)
 		if u.IsZero() {
 			continue
 		}

@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/usage"
 	"github.com/deputy-go/deputy/provider"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -586,13 +587,7 @@ func AtLeastSpent(ctx context.Context, reported provider.Usage) provider.Usage {
 	c.mu.Lock()
 	s := c.spent
 	c.mu.Unlock()
-	return provider.Usage{
-		InputTokens:      max(reported.InputTokens, s.InputTokens),
-		OutputTokens:     max(reported.OutputTokens, s.OutputTokens),
-		CacheReadTokens:  max(reported.CacheReadTokens, s.CacheReadTokens),
-		CacheWriteTokens: max(reported.CacheWriteTokens, s.CacheWriteTokens),
-		Requests:         max(reported.Requests, s.Requests),
-	}
+	return usage.Most(reported, s)
 }
 
 // AtCallOf returns dst at the depth of ctx and marked as in the tool call
@@ -1048,11 +1043,7 @@ func (s *Spend) Owed(ctx context.Context, all provider.Usage) provider.Usage {
 // counted (Spend.Counted) are taken out.
 func Minus(all provider.Usage, models []provider.ModelUsage) provider.Usage {
 	for _, m := range models {
-		all.InputTokens = max(all.InputTokens-m.Usage.InputTokens, 0)
-		all.OutputTokens = max(all.OutputTokens-m.Usage.OutputTokens, 0)
-		all.CacheReadTokens = max(all.CacheReadTokens-m.Usage.CacheReadTokens, 0)
-		all.CacheWriteTokens = max(all.CacheWriteTokens-m.Usage.CacheWriteTokens, 0)
-		all.Requests = max(all.Requests-m.Usage.Requests, 0)
+		all = usage.Less(all, m.Usage)
 	}
 	return all
 }
