@@ -307,12 +307,7 @@ func EncodeParts(entries, earlier []provider.ModelUsage, reported provider.Usage
 	for _, e := range entries {
 		seen, seenCost = seen.Add(e.Usage), seenCost+e.Cost
 	}
-	rest := provider.ModelUsage{Usage: provider.Usage{
-		InputTokens:      max(reported.InputTokens-seen.InputTokens, 0),
-		OutputTokens:     max(reported.OutputTokens-seen.OutputTokens, 0),
-		CacheReadTokens:  max(reported.CacheReadTokens-seen.CacheReadTokens, 0),
-		CacheWriteTokens: max(reported.CacheWriteTokens-seen.CacheWriteTokens, 0),
-	}}
+	rest := provider.ModelUsage{Usage: usage.Less(reported, seen)}
 	if rest.Usage.Tokens() > 0 {
 		// (A cost no entry accounts for without tokens is left out, as an
 		// entry has none.)
