@@ -1253,15 +1253,22 @@ func childContent(o RunOutput) string {
 // error's details.
 func usageOf(err error) provider.Usage {
 	var u provider.Usage
+	detailsOf(err, &u)
+	return u
+}
+
+// detailsOf reads the details of err, a failed or cancelled run's, into
+// ptrs, the first of them in the order spent gives them; it leaves those
+// the error does not carry as they are.
+func detailsOf(err error, ptrs ...any) {
 	var app *sdktemporal.ApplicationError
 	var cancelled *sdktemporal.CanceledError
 	switch {
 	case errors.As(err, &app) && app.HasDetails():
-		_ = app.Details(&u)
+		_ = app.Details(ptrs...)
 	case errors.As(err, &cancelled) && cancelled.HasDetails():
-		_ = cancelled.Details(&u)
+		_ = cancelled.Details(ptrs...)
 	}
-	return u
 }
 
 // checkContext is ctx with the options of the delegation check: a local
@@ -1381,14 +1388,7 @@ func failModel(r ToolResult, err error) string {
 func costOf(err error) float64 {
 	var u provider.Usage
 	var c float64
-	var app *sdktemporal.ApplicationError
-	var cancelled *sdktemporal.CanceledError
-	switch {
-	case errors.As(err, &app) && app.HasDetails():
-		_ = app.Details(&u, &c)
-	case errors.As(err, &cancelled) && cancelled.HasDetails():
-		_ = cancelled.Details(&u, &c)
-	}
+	detailsOf(err, &u, &c)
 	return c
 }
 
@@ -1399,14 +1399,7 @@ func modelOf(err error) string {
 	var u provider.Usage
 	var c float64
 	var m string
-	var app *sdktemporal.ApplicationError
-	var cancelled *sdktemporal.CanceledError
-	switch {
-	case errors.As(err, &app) && app.HasDetails():
-		_ = app.Details(&u, &c, &m)
-	case errors.As(err, &cancelled) && cancelled.HasDetails():
-		_ = cancelled.Details(&u, &c, &m)
-	}
+	detailsOf(err, &u, &c, &m)
 	return m
 }
 
@@ -1425,14 +1418,7 @@ func modelsOf(err error) (models, earlier []provider.ModelUsage) {
 	var u provider.Usage
 	var c float64
 	var m string
-	var app *sdktemporal.ApplicationError
-	var cancelled *sdktemporal.CanceledError
-	switch {
-	case errors.As(err, &app) && app.HasDetails():
-		_ = app.Details(&u, &c, &m, &models, &earlier)
-	case errors.As(err, &cancelled) && cancelled.HasDetails():
-		_ = cancelled.Details(&u, &c, &m, &models, &earlier)
-	}
+	detailsOf(err, &u, &c, &m, &models, &earlier)
 	return models, earlier
 }
 
