@@ -384,12 +384,7 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 	limited := (js.spec.jobLimited() || js.spec.JobTime > 0 && !js.threaded()) &&
 		workflow.GetVersion(ctx, jobLimitsChange, workflow.DefaultVersion, 1) >= 1
 	if limited {
-		if l := js.spec.JobTokens; l > 0 && (a.Spec.TokenLimit == 0 || a.Spec.TokenLimit > l) {
-			a.Spec.TokenLimit = l
-		}
-		if l := js.spec.JobCost; l > 0 && (a.Spec.CostLimit == 0 || a.Spec.CostLimit > l) {
-			a.Spec.CostLimit = l
-		}
+		a.Spec.within(js.spec.JobTokens, js.spec.JobCost)
 	}
 	if js.spec.TokenLimit > 0 {
 		j.tokens = a.Spec.TokenLimit

@@ -536,6 +536,18 @@ func (s Spec) jobTime() time.Duration {
 	return subagent.DefaultJobTime
 }
 
+// within cuts the Spec's token and cost limits to tokens and dollars,
+// each where it is set (over 0) and the Spec has no lower limit of its
+// own.
+func (s *Spec) within(tokens int64, dollars float64) {
+	if tokens > 0 && (s.TokenLimit == 0 || s.TokenLimit > tokens) {
+		s.TokenLimit = tokens
+	}
+	if dollars > 0 && (s.CostLimit == 0 || s.CostLimit > dollars) {
+		s.CostLimit = dollars
+	}
+}
+
 func (s Spec) maxOwnerJobs() int {
 	return cmp.Or(max(s.MaxOwnerJobs, 0), subagent.DefaultMaxOwnerJobs)
 }

@@ -993,13 +993,8 @@ func (d *delegation) prepare() string {
 	}
 	switch a := arg.(type) {
 	case RunInput:
-		if tn.childLimit > 0 && (a.Spec.TokenLimit == 0 || a.Spec.TokenLimit > tn.childLimit) {
-			// The child spends its share of what the run has left.
-			a.Spec.TokenLimit = tn.childLimit
-		}
-		if tn.costShare > 0 && (a.Spec.CostLimit == 0 || a.Spec.CostLimit > tn.costShare) {
-			a.Spec.CostLimit = tn.costShare
-		}
+		// The child spends its share of what the run has left.
+		a.Spec.within(tn.childLimit, tn.costShare)
 		name := cmp.Or(child.Name, d.sub.Name)
 		if d.isSpawn {
 			name = forkName
