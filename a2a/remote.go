@@ -20,6 +20,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/internal/ledger"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -422,7 +423,7 @@ func (r *Remote) Run(ctx context.Context, in agent.Input) (agent.Output, error) 
 		text = in.Messages[len(in.Messages)-1].Content
 	}
 	msg := sdk.NewMessage(sdk.MessageRoleUser, sdk.NewTextPart(text))
-	var charged provider.Usage // what the task's rounds charged so far, with out.Cost
+	var charged []provider.ModelUsage // what the task's rounds charged so far, with out.Cost
 	for range maxRounds {
 		var fresh round
 		exchanged := false
@@ -488,18 +489,13 @@ func (r *Remote) Run(ctx context.Context, in agent.Input) (agent.Output, error) 
 // run of the turn, as a replayed call does. The remote's figure stands:
 // the caller sees none of the remote's models to price. A remote that
 // reports no cost charges nothing.
-func (r *Remote) charge(ctx context.Context, out *agent.Output, charged *provider.Usage, rd round, earlier bool) {
+func (r *Remote) charge(ctx context.Context, out *agent.Output, charged *[]provider.ModelUsage, rd round, earlier bool) {
 	if rd.Cost <= out.Cost {
 		return
 	}
-	u := rd.Usage
-	fresh := provider.Usage{
-		InputTokens: max(u.InputTokens-charged.InputTokens, 0), OutputTokens: max(u.OutputTokens-charged.OutputTokens, 0),
-		CacheReadTokens: max(u.CacheReadTokens-charged.CacheReadTokens, 0), CacheWriteTokens: max(u.CacheWriteTokens-charged.CacheWriteTokens, 0),
-		Requests: max(u.Requests-charged.Requests, 0),
-	}
-	ledger.Charge(ctx, provider.ModelUsage{Provider: "a2a", Model: r.name, Usage: fresh, Cost: rd.Cost - out.Cost}, "", true, earlier)
-	*charged = charged.Add(fresh)
+	m := provider.ModelUsage{Provider: "a2a", Model: r.name, Usage: run.Minus(rd.Usage, *charged), Cost: rd.Cost - out.Cost}
+	ledger.Charge(ctx, m, "", true, earlier)
+	*charged = append(*charged, m)
 	out.Cost = rd.Cost
 	if earlier {
 		out.EarlierCost = rd.Cost
