@@ -224,13 +224,12 @@ func match(pattern, name string) bool {
 // depth: the run stops with a tool.ApprovalReason interrupt, and a
 // resumed run goes on with the answer, as for tool.RequireApproval.
 func AskBefore(name string, patterns ...string) Rule {
-	return &askBefore{name: name, patterns: slices.Clone(patterns), names: namesOf(patterns)}
+	return &askBefore{name: name, names: namesOf(patterns)}
 }
 
 type askBefore struct {
-	name     string
-	patterns []string
-	names    []namePattern // patterns, ready to match
+	name  string
+	names []namePattern // the patterns, ready to match
 }
 
 func (a *askBefore) Name() string  { return a.name }
@@ -614,12 +613,12 @@ func (r *redactor) Decide(_ context.Context, c *Check) Decision {
 // missing or not a string is denied too. (The rule reads the path as
 // written: a symbolic link under dir is the tool's to refuse.)
 func PathUnder(name, pattern, field, dir string) Rule {
-	return &pathUnder{name: name, pattern: pattern, tools: nameOf(pattern), field: field, root: filepath.Clean(dir)}
+	return &pathUnder{name: name, tools: nameOf(pattern), field: field, root: filepath.Clean(dir)}
 }
 
 type pathUnder struct {
-	name, pattern, field, root string
-	tools                      namePattern // pattern, ready to match
+	name, field, root string
+	tools             namePattern // the pattern, ready to match
 }
 
 func (u *pathUnder) Name() string  { return u.name }
