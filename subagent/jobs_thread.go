@@ -168,13 +168,7 @@ func (s *Spawner) unclaim(jobs []*job) {
 	}
 	ts := &s.threads
 	for _, j := range jobs {
-		ts.mu.Lock()
-		sp, ok := ts.spent[j]
-		ts.mu.Unlock()
-		if !ok {
-			continue
-		}
-		_, rest := ledger.Unreplayed(sp.l.Entries(), sp.cost.Counted())
+		_, rest := ledger.Unreplayed(s.spentByModel(j))
 		ts.mu.Lock()
 		for _, m := range rest {
 			i := slices.IndexFunc(ts.unclaimed, func(e provider.ModelUsage) bool { return e.Provider == m.Provider && e.Model == m.Model })
@@ -207,29 +201,27 @@ func (s *Spawner) handOver(ctx context.Context, j *job) {
 	ts.mu.Lock()
 	sp, ok := ts.spent[j]
 	ts.mu.Unlock()
-	if !ok && j.kept != nil {
+	var dollars float64
+	var all, counted []provider.ModelUsage
+	switch {
+	case ok && !run.Same(sp.from, ctx):
+		dollars, all, counted = sp.cost.Uncounted(), sp.l.Entries(), sp.cost.Counted()
+	case !ok && j.kept != nil:
 		// Read back from the store: the run that started it was another
-		// process's.
-		_, rest := ledger.Unreplayed(j.kept.models, j.kept.counted)
-		var dollars float64
+		// process's, and the record keeps what each model cost.
+		all, counted = j.kept.models, j.kept.counted
+	default:
+		return
+	}
+	_, rest := ledger.Unreplayed(all, counted)
+	if !ok {
 		for _, m := range rest {
 			dollars += m.Cost
 		}
-		if dollars != 0 {
-			run.AddCost(ctx, dollars, 0, "")
-		}
-		for _, m := range rest {
-			ledger.Add(ctx, m)
-		}
-		return
 	}
-	if !ok || run.Same(sp.from, ctx) {
-		return
-	}
-	if dollars := sp.cost.Uncounted(); dollars != 0 {
+	if dollars != 0 {
 		run.AddCost(ctx, dollars, 0, "")
 	}
-	_, rest := ledger.Unreplayed(sp.l.Entries(), sp.cost.Counted())
 	for _, m := range rest {
 		ledger.Add(ctx, m)
 	}
