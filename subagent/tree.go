@@ -32,7 +32,15 @@ type Tree struct {
 	// background job's SUBAGENT_STARTED may reach the Tree after the
 	// receipt its spawn returned, and still claims them.
 	answered  map[string]answeredCall
-	answeredQ []string
+	answeredQ []answeredAt // in the order answered; an entry claimed since, or kept again, is stale
+	answers   int64        // counts keepAnswered
+}
+
+// answeredAt is a place in Tree.answeredQ: the call, and its answer's
+// number (answeredCall.n).
+type answeredAt struct {
+	call string
+	n    int64
 }
 
 // answeredCall is a call that had its result, kept until a sub-agent
@@ -42,6 +50,7 @@ type answeredCall struct {
 	hasArgs  bool
 	order    int64
 	hasOrder bool
+	n        int64 // which answer it was (Tree.answers)
 }
 
 // maxAnswered bounds Tree.answered: a sub-agent whose start comes after
@@ -314,12 +323,15 @@ func (t *Tree) record(e event.Event) {
 // sub-agent that starts after its result, dropping the oldest past
 // maxAnswered.
 func (t *Tree) keepAnswered(call string, a answeredCall) {
-	if _, ok := t.answered[call]; !ok {
-		t.answeredQ = append(t.answeredQ, call)
-	}
+	t.answers++
+	a.n = t.answers
 	t.answered[call] = a
+	t.answeredQ = append(t.answeredQ, answeredAt{call, a.n})
 	for len(t.answeredQ) > maxAnswered {
-		delete(t.answered, t.answeredQ[0])
+		old := t.answeredQ[0]
+		if t.answered[old.call].n == old.n { // not claimed or kept again since
+			delete(t.answered, old.call)
+		}
 		t.answeredQ = t.answeredQ[1:]
 	}
 }
@@ -331,7 +343,7 @@ func (t *Tree) claimAnswered(call string) {
 	if !ok {
 		return
 	}
-	delete(t.answered, call) // its key leaves answeredQ when pushed out
+	delete(t.answered, call) // its place in answeredQ goes stale
 	if a.hasArgs {
 		t.done[call] = a.args
 	}

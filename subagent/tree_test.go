@@ -433,3 +433,31 @@ func TestTreeForgetsAnsweredCallsPastItsBound(t *testing.T) {
 		t.Errorf("arguments %v: want none for the call 999 calls ago, {\"q\":999} for the last", args)
 	}
 }
+
+// A call id answered, claimed and answered again (a model whose ids
+// restart at call_0 in every reply) keeps its latest arguments for as
+// long as any other answered call: its first answer's place, pushed out,
+// does not take the second with it.
+func TestTreeKeepsACallAnsweredAgainForItsWholeBound(t *testing.T) {
+	tree := subagent.NewTree(nil)
+	answer := func(id, args string) {
+		tree.Emit(event.Event{Type: event.ToolCallStart, ToolCallID: id, ToolCallName: "worker"})
+		tree.Emit(event.Event{Type: event.ToolCallArgs, ToolCallID: id, Delta: args})
+		tree.Emit(event.Event{Type: event.ToolCallEnd, ToolCallID: id})
+		tree.Emit(event.Event{Type: event.ToolCallResult, ToolCallID: id, Content: "receipt"})
+	}
+	answer("call_0", `{"n":1}`)
+	tree.Emit(event.Event{Type: event.SubagentStarted, SubagentRunID: "sub_1", Name: "worker", ParentToolCallID: "call_0"})
+	answer("call_0", `{"n":2}`)
+	for i := range 255 { // the second answer and these are the last 256 answered
+		answer("other_"+strconv.Itoa(i), `{}`)
+	}
+	tree.Emit(event.Event{Type: event.SubagentStarted, SubagentRunID: "sub_2", Name: "worker", ParentToolCallID: "call_0"})
+	args := map[string]string{}
+	for _, n := range tree.Roots() {
+		args[n.RunID] = string(n.Arguments)
+	}
+	if args["sub_1"] != `{"n":1}` || args["sub_2"] != `{"n":2}` {
+		t.Errorf("arguments %v, want each start to claim its own call's", args)
+	}
+}
