@@ -354,12 +354,7 @@ func encode(entries, earlier []provider.ModelUsage, reported provider.Usage) jso
 		}
 		seen = seen.Add(e.Usage)
 	}
-	rest := provider.Usage{
-		InputTokens:      max(reported.InputTokens-seen.InputTokens, 0),
-		OutputTokens:     max(reported.OutputTokens-seen.OutputTokens, 0),
-		CacheReadTokens:  max(reported.CacheReadTokens-seen.CacheReadTokens, 0),
-		CacheWriteTokens: max(reported.CacheWriteTokens-seen.CacheWriteTokens, 0),
-	}
+	rest := usage.Less(reported, seen)
 	if rest.Tokens() > 0 {
 		b = appendTokenUsage(b, provider.ModelUsage{Usage: rest})
 	}
