@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -270,6 +271,11 @@ func TestViewer(t *testing.T) {
 		t.Errorf("editor after the answer: %+v, want one node, success, under the same id", e)
 	}
 	checkAnswered(t, ctx, 1)
+	// Each node's figures are what its models, and its sub-agents' models,
+	// billed: the editor's spend before the approval and the lead's before
+	// the resume included, once.
+	bill := billed(t, srv)
+	checkFigures(t, ctx, bill)
 
 	// Re-run from the first researcher with its task edited: only it and
 	// the lead's next step run again.
@@ -348,6 +354,9 @@ func TestViewer(t *testing.T) {
 	// The approval is drawn answered, as it was answered: no form is left
 	// to answer it again on the editor that went on.
 	checkAnswered(t, ctx, 1)
+	// The first run's figures are redrawn from the store as they were
+	// billed.
+	checkFigures(t, ctx, bill)
 	statuses := map[string]string{}
 	for _, n := range nodes(t, ctx) {
 		statuses[n.Name] += n.Status + " "
@@ -467,6 +476,80 @@ func counts(t *testing.T, srv *server) map[string]int64 {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// tokens is what a model billed, as examples/devui's /debug/billed reports
+// it.
+type tokens struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+}
+
+// billed is what each of the small tree's models billed, by agent.
+func billed(t *testing.T, srv *server) map[string]tokens {
+	t.Helper()
+	resp, err := http.Get(strings.TrimSuffix(srv.url, "devui/") + "debug/billed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b map[string]tokens
+	if err := json.NewDecoder(resp.Body).Decode(&b); err != nil {
+		t.Fatal(err)
+	}
+	if len(b) != 4 {
+		t.Fatalf("the models billed %+v, want the four of the small tree", b)
+	}
+	return b
+}
+
+// readRunFigures is the tokens each node of the viewer's first run (not a
+// re-run) shows, by name, in the order drawn.
+const readRunFigures = `(() => {
+	const run = [...document.querySelectorAll(".run")].find((r) => !r.querySelector("h3").textContent.startsWith("re-run"));
+	return [...run.querySelectorAll("details.node")].map((el) => {
+		const m = /(\d+) in, (\d+) out/.exec(el.querySelector(":scope > summary .meta").textContent);
+		return { Name: el.querySelector(":scope > summary .name").textContent, In: m ? +m[1] : -1, Out: m ? +m[2] : -1 };
+	});
+})()`
+
+// checkFigures checks that each node of the first run shows what its own
+// model and its sub-agents' models billed: the lead the whole tree, the
+// editor its fact checker too, the two researchers together theirs.
+func checkFigures(t *testing.T, ctx context.Context, bill map[string]tokens) {
+	t.Helper()
+	type figures struct {
+		Name    string
+		In, Out int64
+	}
+	shown, err := chromedp.Run(ctx, chromedp.Evaluate[[]figures](readRunFigures))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]tokens{}
+	for _, f := range shown {
+		u := got[f.Name]
+		u.InputTokens += f.In
+		u.OutputTokens += f.Out
+		got[f.Name] = u
+	}
+	sum := func(names ...string) tokens {
+		var u tokens
+		for _, n := range names {
+			u.InputTokens += bill[n].InputTokens
+			u.OutputTokens += bill[n].OutputTokens
+		}
+		return u
+	}
+	want := map[string]tokens{
+		"lead":         sum("lead", "researcher", "editor", "fact_checker"),
+		"researcher":   sum("researcher"),
+		"editor":       sum("editor", "fact_checker"),
+		"fact_checker": sum("fact_checker"),
+	}
+	if len(shown) != 5 || !maps.Equal(got, want) {
+		t.Errorf("the first run's nodes show %+v, want by name %+v, what the models billed (%+v)", shown, want, bill)
+	}
 }
 
 // checkAccessible checks that every control has a label or a name, and

@@ -19,7 +19,8 @@
 // On a finished run, "Re-run from here" on one of the lead's sub-agents
 // re-runs the turn with that sub-agent's task edited: the others' answers
 // are kept, and /debug/counts shows that their models and the publish
-// tool were not called again.
+// tool were not called again; /debug/billed shows the tokens each model
+// billed, which the viewer's figures add up to.
 //
 // Threads and the runs the viewer started are kept in the store (in
 // memory unless -store names a file), so the viewer lists them and, with a
@@ -192,6 +193,14 @@ func handler(st *store.Store, sc scripted, published *atomic.Int64, opts ...devu
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(c)
 	})
+	// The tokens each of the small tree's models billed, in this process,
+	// for a test that checks the viewer's figures against them.
+	mux.HandleFunc("GET /debug/billed", func(w http.ResponseWriter, r *http.Request) {
+		counted.mu.Lock()
+		defer counted.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(counted.billed)
+	})
 	return mux, h, nil
 }
 
@@ -237,10 +246,10 @@ func small(sc scripted, published *atomic.Int64) (agent.Agent, error) {
 // conversation it is sent.
 func smallScript() []fake.Reply {
 	return []fake.Reply{
-		fake.Respond(lead).For("lead"),
-		fake.Respond(researcher).For("researcher"),
-		fake.Respond(editor).For("editor"),
-		fake.Respond(factChecker).For("fact_checker"),
+		fake.Respond(billed("lead", lead)).For("lead"),
+		fake.Respond(billed("researcher", researcher)).For("researcher"),
+		fake.Respond(billed("editor", editor)).For("editor"),
+		fake.Respond(billed("fact_checker", factChecker)).For("fact_checker"),
 	}
 }
 
@@ -354,11 +363,30 @@ func background(sc scripted) (agent.Agent, error) {
 	return agent.NewReact(p, agent.WithName("lead"), agent.WithRegistry(reg))
 }
 
-// counted is how many calls each scripted model answered.
+// counted is how many calls each scripted model answered, and the tokens
+// each billed.
 var counted = struct {
-	mu    sync.Mutex
-	calls map[string]int64
-}{calls: map[string]int64{}}
+	mu     sync.Mutex
+	calls  map[string]int64
+	billed map[string]provider.Usage
+}{calls: map[string]int64{}, billed: map[string]provider.Usage{}}
+
+// billed adds what each answer of model, the model of agent, reports it
+// used to what agent billed.
+func billed(agent string, model func(context.Context, provider.Request) (provider.Response, error)) func(context.Context, provider.Request) (provider.Response, error) {
+	return func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		resp, err := model(ctx, req)
+		if err == nil {
+			counted.mu.Lock()
+			b := counted.billed[agent]
+			b.InputTokens += resp.Usage.InputTokens
+			b.OutputTokens += resp.Usage.OutputTokens
+			counted.billed[agent] = b
+			counted.mu.Unlock()
+		}
+		return resp, err
+	}
+}
 
 // count counts a call of the model of agent.
 func count(agent string) {
