@@ -155,8 +155,12 @@ func WithAuthorize(fn agui.Authorize) Option {
 // spent before the point it goes on from — the model calls the re-run
 // keeps the answers of, and the calls it keeps the results of — as read
 // from the recorded run (fromRunId), so the turn, its part kept and the
-// re-run, stays within them. A re-run that names no recorded run counts
-// nothing spent before it. What the re-run reaches that asks a person
+// re-run, stays within them. A re-run that names no recorded run reads the
+// one the viewer recorded that holds the call (WithStore): the call's id,
+// or the sub-agent's invocation, is in one run of the thread, or the
+// re-run is refused until it names one; only a turn the viewer recorded
+// no run of (one served past it, or without a store) counts nothing spent
+// before it. What the re-run reaches that asks a person
 // again (an approval after the edited call) ends it there: nothing is done
 // without the person, and a re-run, not a run of the thread, is not resumed.
 func WithRerun(build agui.Builder) Option {

@@ -151,12 +151,13 @@ func TestRerunAGrandchild(t *testing.T) {
 			if !startedEditor {
 				t.Error("the re-run's stream does not show the editor going on")
 			}
-			// A call inside a sub-agent needs the recorded run it is in.
-			bad := fmt.Sprintf(`{"threadId":"t1","runId":"r3","subagentRunId":%q,"toolCallId":%q,"task":"x"}`, editorRun, writerCall)
-			if status, _ := post(t, srv.URL+"/rerun", bad); status != http.StatusBadRequest {
-				t.Errorf("a re-run inside a sub-agent with no fromRunId: %d, want 400", status)
+			// A call inside a sub-agent that names no recorded run is
+			// re-run from the one the sub-agent is in.
+			unnamed := fmt.Sprintf(`{"threadId":"t1","runId":"r3","subagentRunId":%q,"parentStep":1,"step":1,"toolCallId":%q,"task":"a haiku"}`, editorRun, writerCall)
+			if status, events := post(t, srv.URL+"/rerun", unnamed); status != http.StatusOK || !strings.Contains(finalAnswer(events), "wrote a haiku") {
+				t.Errorf("a re-run inside a sub-agent with no fromRunId: %d, answer %q", status, finalAnswer(events))
 			}
-			bad = fmt.Sprintf(`{"threadId":"t1","runId":"r3","fromRunId":"r1","subagentRunId":"sub_nope","toolCallId":%q,"task":"x"}`, writerCall)
+			bad := fmt.Sprintf(`{"threadId":"t1","runId":"r3","fromRunId":"r1","subagentRunId":"sub_nope","toolCallId":%q,"task":"x"}`, writerCall)
 			if status, _ := post(t, srv.URL+"/rerun", bad); status != http.StatusBadRequest {
 				t.Errorf("a re-run inside an unknown sub-agent: %d, want 400", status)
 			}

@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/deputy-go/deputy/agui"
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/store"
 )
 
@@ -269,6 +270,134 @@ func (d *Handler) runLog(ctx context.Context, owner, thread, runID string) (*run
 		}
 	}
 	return tree, nil
+}
+
+// recordedEvent is what turnLog reads of a recorded event.
+type recordedEvent struct {
+	Type          event.Type `json:"type"`
+	SubagentRunID string     `json:"subagentRunId"`
+	ToolCallID    string     `json:"toolCallId"`
+}
+
+// turnLog returns, as runLog does, the recorded run of the thread (with
+// the runs that resumed it) that holds an event match accepts, what names
+// that event in an error: the newest recorded run that holds one gives
+// the turn, and the turn's runs are read, in order, each with the runs
+// that resumed it. It returns nil when no run holds one, or only runs that
+// failed (which left the thread's conversation as it was), and an error
+// when several runs that did not fail do.
+func (d *Handler) turnLog(ctx context.Context, owner, thread string, match func(recordedEvent) bool, what string) (*runLog, error) {
+	holds := func(l *runLog) bool {
+		for _, raw := range l.Events {
+			var e recordedEvent
+			if json.Unmarshal(raw, &e) == nil && match(e) {
+				return true
+			}
+		}
+		return false
+	}
+	rs := recordsOf(owner, thread)
+	last, _, err := d.last(ctx, rs)
+	if err != nil {
+		return nil, err
+	}
+	// The thread's runs, newest first, up to the newest that holds a
+	// match, then back to the first of its turn.
+	type seen struct {
+		n    int64
+		turn int
+	}
+	var newer []seen
+	var runs []*runLog // the turn's, newest first
+	turn := -1
+	for n := last; n >= 1; n-- {
+		l, err := d.read(ctx, rs.run(n))
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if l.Rerun != nil {
+			continue // not a run of the thread
+		}
+		if turn < 0 {
+			if !holds(l) {
+				newer = append(newer, seen{n, l.Turn})
+				continue
+			}
+			turn = l.Turn
+			// The runs of its turn recorded after it: those that
+			// resumed it, say.
+			for i := len(newer) - 1; i >= 0; i-- {
+				if newer[i].turn != turn {
+					continue
+				}
+				nl, err := d.read(ctx, rs.run(newer[i].n))
+				if err != nil && !errors.Is(err, store.ErrNotFound) {
+					return nil, err
+				}
+				if err == nil {
+					runs = append(runs, nl)
+				}
+			}
+			slices.Reverse(runs)
+		}
+		if l.Turn < turn {
+			break
+		}
+		if l.Turn == turn {
+			runs = append(runs, l)
+		}
+	}
+	slices.Reverse(runs)
+	// Each run with the runs that resumed it, as runLog puts them.
+	var found []*runLog
+	var tree *runLog
+	size := 0
+	end := func() {
+		if tree != nil && holds(tree) && !failed(tree.Events) {
+			found = append(found, tree)
+		}
+	}
+	for _, l := range runs {
+		if tree == nil || !suspended(tree.Events) || tree.Truncated {
+			end()
+			tree, size = l, 0
+			for _, e := range l.Events {
+				size += len(e)
+			}
+			continue
+		}
+		for _, e := range l.Events {
+			size += len(e)
+		}
+		if size > maxTreeBytes {
+			tree.Truncated = true
+			continue
+		}
+		tree.Events = append(slices.Clip(tree.Events), l.Events...)
+		tree.Truncated = tree.Truncated || l.Truncated
+	}
+	end()
+	switch {
+	case len(found) > 1:
+		return nil, fmt.Errorf("%s is in %d recorded runs of the thread: name the one to re-run from (fromRunId)", what, len(found))
+	case len(found) == 1:
+		return found[0], nil
+	}
+	return nil, nil
+}
+
+// failed reports whether the events end with the run failing.
+func failed(events []json.RawMessage) bool {
+	for i := len(events) - 1; i >= 0; i-- {
+		var e recordedEvent
+		if json.Unmarshal(events[i], &e) == nil && e.SubagentRunID == "" && (e.Type == event.RunFinished || e.Type == event.RunError) {
+			return e.Type == event.RunError
+		}
+	}
+	return false
 }
 
 // read reads the run recorded under key.

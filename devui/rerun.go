@@ -29,10 +29,12 @@ import (
 // different steps of one turn (call_0 again in every reply): FromRunID,
 // the recorded run whose tree the call is in, names the turn, and Step,
 // the lead's step that made the call (from 1, as its events number them),
-// the message. Without them the id must be the thread's only one.
+// the message. Without them the id must be the thread's only one, and the
+// recorded run is the one that holds it.
 //
 // A call a child of the lead made (a grandchild's, or a tool's) is named by
-// SubagentRunID too, the child's invocation in the recorded run, and Step
+// SubagentRunID too, the child's invocation in the recorded run (found by
+// it when FromRunID is left out), and Step
 // is then the child's step; ParentStep is the lead's step that called the
 // child. The child goes on from its call, edited, and the lead from its
 // call to the child, answered with what the child answers now.
@@ -94,20 +96,30 @@ func (d *Handler) serveRerun(w http.ResponseWriter, r *http.Request) {
 	}
 	turn := -1 // unknown
 	var from *runLog
-	if req.FromRunID != "" {
-		if from, err = d.runLog(r.Context(), owner, req.ThreadID, req.FromRunID); err != nil {
-			httpError(w, http.StatusBadRequest, "a re-run: "+err.Error())
-			return
+	switch {
+	case req.FromRunID != "":
+		from, err = d.runLog(r.Context(), owner, req.ThreadID, req.FromRunID)
+	case req.SubagentRunID != "" && d.store == nil:
+		err = errors.New("a call inside a sub-agent is re-run from the run it is in, and runs are not recorded here (WithStore)")
+	case req.SubagentRunID != "":
+		// The recorded run the sub-agent's invocation is in.
+		from, err = d.turnLog(r.Context(), owner, req.ThreadID, func(e recordedEvent) bool {
+			return e.Type == event.SubagentStarted && e.SubagentRunID == req.SubagentRunID
+		}, fmt.Sprintf("sub-agent %q", req.SubagentRunID))
+		if err == nil && from == nil {
+			err = fmt.Errorf("no sub-agent %q in the thread's recorded runs", req.SubagentRunID)
 		}
+	}
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "a re-run: "+err.Error())
+		return
+	}
+	if from != nil {
 		turn = from.Turn
 	}
 	leadReq := req
 	var inner *childCall
 	if req.SubagentRunID != "" {
-		if from == nil {
-			httpError(w, http.StatusBadRequest, "a re-run of a call inside a sub-agent: name the recorded run it is in (fromRunId)")
-			return
-		}
 		if inner, err = childCallOf(from, req); err != nil {
 			httpError(w, http.StatusBadRequest, "a re-run: "+err.Error())
 			return
@@ -116,6 +128,18 @@ func (d *Handler) serveRerun(w http.ResponseWriter, r *http.Request) {
 		leadReq = rerunRequest{ToolCallID: inner.call.ID, Step: req.ParentStep}
 	}
 	msgs, err := cut(th.Messages, leadReq, turn)
+	if err == nil && from == nil && d.store != nil {
+		// The call, the thread's only one so named, is the lead's in the
+		// recorded run of its turn: what the turn spent before it is read
+		// from there, as from a run named, by the call's id.
+		from, err = d.turnLog(r.Context(), owner, req.ThreadID, func(e recordedEvent) bool {
+			return e.Type == event.ToolCallStart && e.SubagentRunID == "" && e.ToolCallID == req.ToolCallID
+		}, fmt.Sprintf("the lead's call %q", req.ToolCallID))
+		leadReq.Step = 0 // counted in the thread, not the run: the run's events place the call
+		if from != nil {
+			turn = from.Turn
+		}
+	}
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "a re-run: "+err.Error())
 		return

@@ -154,14 +154,33 @@ func TestRerunKeepsTheTurnsLimits(t *testing.T) {
 		for _, ids := range []string{"afresh", "none", "restarting"} {
 			for _, from := range []string{"lead", "helper"} {
 				t.Run(lim.name+"/"+ids+"/"+from, func(t *testing.T) {
-					rerunUnderLimit(t, lim.opts, ids, from, limit)
+					rerunUnderLimit(t, lim.opts, ids, from, true, limit)
 				})
 			}
 		}
 	}
 }
 
-func rerunUnderLimit(t *testing.T, opts []agent.Option, ids, from string, limit int64) {
+// TestRerunUnnamedKeepsTheTurnsLimits is TestRerunKeepsTheTurnsLimits
+// with re-runs that name no recorded run (fromRunId) and no step, on a
+// thread that has a second turn after the one re-run: the viewer finds
+// the run the call is in, and the re-run goes on from what it had spent,
+// as when the run is named; before, it counted nothing spent before the
+// call, and refused a call inside a sub-agent.
+func TestRerunUnnamedKeepsTheTurnsLimits(t *testing.T) {
+	const limit = 3000
+	for _, ids := range []string{"afresh", "none", "restarting"} {
+		for _, from := range []string{"lead", "helper"} {
+			t.Run(ids+"/"+from, func(t *testing.T) {
+				rerunUnderLimit(t, []agent.Option{agent.WithTokenLimit(limit)}, ids, from, false, limit)
+			})
+		}
+	}
+}
+
+// rerunUnderLimit re-runs the turn of budgetTurn from the lead's call or
+// the helper's, naming the recorded run and the step (named) or not.
+func rerunUnderLimit(t *testing.T, opts []agent.Option, ids, from string, named bool, limit int64) {
 	st, err := store.New(memory.New())
 	if err != nil {
 		t.Fatal(err)
@@ -200,6 +219,14 @@ func rerunUnderLimit(t *testing.T, opts []agent.Option, ids, from string, limit 
 	if leadCall == "" || workCall == "" {
 		t.Fatalf("the first run made no call to helper a (%q) or helper a no third step of work (%q): billed %v, work %v", leadCall, workCall, b.billed, b.work)
 	}
+	if !named {
+		// A second turn, which the re-run of the first must not take for
+		// it.
+		status, _ := post(t, srv.URL+"/run", `{"threadId":"t1","runId":"r1b","messages":[{"id":"m2","role":"user","content":"more"}]}`)
+		if status != http.StatusOK {
+			t.Fatalf("the second turn: %d", status)
+		}
+	}
 	workBefore := map[string]int{}
 	b.mu.Lock()
 	for k, n := range b.work {
@@ -218,6 +245,12 @@ func rerunUnderLimit(t *testing.T, opts []agent.Option, ids, from string, limit 
 	if from == "helper" {
 		kept = append(kept, "helper a/1", "helper a/2", "helper a/3")
 		body = `{"threadId":"t1","runId":"r2","fromRunId":"r1","subagentRunId":"` + helperRun + `","parentStep":1,"step":3,"toolCallId":"` + workCall + `","answer":"worked by hand"}`
+	}
+	if !named {
+		body = `{"threadId":"t1","runId":"r2","toolCallId":"` + leadCall + `","task":"c"}`
+		if from == "helper" {
+			body = `{"threadId":"t1","runId":"r2","subagentRunId":"` + helperRun + `","parentStep":1,"step":3,"toolCallId":"` + workCall + `","answer":"worked by hand"}`
+		}
 	}
 	before := b.sum(kept...)
 	billed0 := b.total

@@ -1,6 +1,7 @@
 package devui
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/store/memory"
 )
 
 // Events emitted from other goroutines while a re-run's terminal event
@@ -126,5 +129,55 @@ func TestCutRefusesAnAmbiguousCallAndTheTurnOrStepPicksIt(t *testing.T) {
 				t.Errorf("the cut ends at %v with result %q, want the call %s with %q", last.ToolCalls, result, c.wantLast, c.wantResult)
 			}
 		})
+	}
+}
+
+// turnLog finds the recorded run that holds a call: the one of its turn
+// that did not fail, with the runs that resumed it; and refuses when two
+// runs that did not fail hold it.
+func TestTurnLogFindsTheRunOfACall(t *testing.T) {
+	st, err := store.New(memory.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	d := &Handler{store: st}
+	ctx := context.Background()
+	ev := func(s string) json.RawMessage { return json.RawMessage(s) }
+	call := ev(`{"type":"TOOL_CALL_START","toolCallId":"x"}`)
+	finished := ev(`{"type":"RUN_FINISHED"}`)
+	asks := ev(`{"type":"RUN_FINISHED","outcome":{"type":"interrupt"}}`)
+	failedRun := ev(`{"type":"RUN_ERROR","message":"boom"}`)
+	save := func(thread, id string, turn int, events ...json.RawMessage) {
+		if err := d.save(ctx, "", thread, runLog{RunID: id, Turn: turn, Events: events}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	isX := func(e recordedEvent) bool {
+		return e.Type == event.ToolCallStart && e.ToolCallID == "x" && e.SubagentRunID == ""
+	}
+
+	// A run that failed and the one that took its turn, which asked and was
+	// resumed; a later turn and a re-run of the first.
+	save("t1", "failed", 0, call, failedRun)
+	save("t1", "asked", 0, call, asks)
+	save("t1", "resumed", 0, ev(`{"type":"STEP_STARTED"}`), finished)
+	save("t1", "later", 3, ev(`{"type":"TOOL_CALL_START","toolCallId":"y"}`), finished)
+	if err := d.save(ctx, "", "t1", runLog{RunID: "again", Events: []json.RawMessage{call, finished}, Rerun: &rerunRequest{ToolCallID: "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := d.turnLog(ctx, "", "t1", isX, "the call")
+	if err != nil || l == nil || l.RunID != "asked" || len(l.Events) != 4 {
+		t.Fatalf("got %+v, %v; want the run that asked with the one that resumed it", l, err)
+	}
+	// No run holds it.
+	if l, err := d.turnLog(ctx, "", "t1", func(e recordedEvent) bool { return e.ToolCallID == "z" }, "the call"); l != nil || err != nil {
+		t.Errorf("a call no run holds: %+v, %v", l, err)
+	}
+	// Two runs that did not fail hold it.
+	save("t2", "a", 0, call, finished)
+	save("t2", "b", 0, call, finished)
+	if _, err := d.turnLog(ctx, "", "t2", isX, "the call"); err == nil || !strings.Contains(err.Error(), "fromRunId") {
+		t.Errorf("a call two runs hold: %v, want an error asking for fromRunId", err)
 	}
 }
