@@ -122,9 +122,10 @@
 // which holds the job's answer when it collects one. A child's corrective
 // retry is a hand-off of its own, checked with the task it hands down and
 // the arguments of the call that started the child. A resident's call
-// (ResidentWorkflow) is a hand-off too: its task is checked before the
-// resident runs, its answer before the caller reads it, and its run as a
-// sub-agent's, at depth 1. A rule that asks,
+// (ResidentWorkflow) is a hand-off too, made at the path of the caller
+// the call names (AskUpdate's second argument): its task is checked
+// before the resident runs, its answer before the caller reads it, and
+// its run as that caller's sub-agent's. A rule that asks,
 // before a plain call or a hand-off, waits for the person, durably, as a
 // tool.RequireApproval call does. Each check carries the path and depth
 // of the agent that makes it, as in process ("lead/subagent" for a

@@ -21,8 +21,8 @@ const DefaultMaxHistoryEvents = 10_000
 
 // residentDepth is the depth of a resident's runs (residentPolicyChange)
 // and its compaction's model calls, as a policy (Runtime.Policy) sees
-// them: a resident is always consulted as a sub-agent, and its workflow
-// does not know by whom.
+// them, when the call does not name its caller (residentCallerChange): a
+// resident is always consulted as a sub-agent.
 const residentDepth = 1
 
 // residentPolicyChange names the workflow version from which a
@@ -33,14 +33,55 @@ const residentDepth = 1
 // a child's). A resident recorded before it replays as it ran.
 const residentPolicyChange = "deputy.resident-policy"
 
-// handOff asks the workers' policy about a call of the resident spec,
-// which hands it task, and returns the task to go on with (rewritten, when
+// residentCallerChange names the workflow version from which a call that
+// names its caller (AskUpdate's second argument: the caller's path in its
+// tree, "lead/researcher") is checked at the caller's path and depth, and
+// the resident's run stands under it ("lead/researcher/expert", one level
+// deeper), as a call to a resident (subagent.FromAgent) is in process;
+// before it, the caller's path was "" whatever the call said.
+const residentCallerChange = "deputy.resident-caller"
+
+// maxCallerBytes bounds the caller's path a call names.
+const maxCallerBytes = 1024
+
+// residentPlace is where a call of the resident spec from caller (its path
+// in its tree; "": not named) stands: the caller's depth, and the path
+// and depth of the resident's run under it. A path names one agent a
+// level ("lead/researcher" is at depth 1), as in process. A call that
+// names no caller is made from outside any run, as a resident's tool
+// called outside one is in process: the caller at "" and depth 0, the
+// resident's run at its name and depth 1.
+func residentPlace(spec Spec, caller string) (callerDepth int, path string, depth int) {
+	name := cmp.Or(spec.Name, agent.DefaultName)
+	if caller == "" {
+		return residentDepth - 1, name, residentDepth
+	}
+	callerDepth = strings.Count(caller, "/")
+	return callerDepth, caller + "/" + name, callerDepth + 1
+}
+
+// callerError says what is wrong with the caller's path a call names, or
+// is nil.
+func callerError(caller string) error {
+	switch {
+	case caller == "":
+		return nil
+	case len(caller) > maxCallerBytes:
+		return fmt.Errorf("the caller's path is %d bytes, over %d: name the agents from the top of the tree down to the caller, joined by \"/\"", len(caller), maxCallerBytes)
+	case strings.HasPrefix(caller, "/") || strings.HasSuffix(caller, "/") || strings.Contains(caller, "//"):
+		return fmt.Errorf("the caller's path %q has an empty name in it: name the agents from the top of the tree down to the caller, joined by \"/\" (\"lead/researcher\"), or pass \"\" from outside any agent", caller)
+	}
+	return nil
+}
+
+// handOff asks the workers' policy about a call of the resident spec from
+// caller (residentPlace), which hands it task, and returns the task to go on with (rewritten, when
 // a rule rewrote it). A denial fails the call (ErrTypePolicy) before the
 // resident runs; so does a rule that asks, which no one can answer for a
 // resident.
-func handOff(ctx workflow.Context, spec Spec, task string) (string, error) {
+func handOff(ctx workflow.Context, spec Spec, caller, task string) (string, error) {
 	var v Delegated
-	in := residentCheck(spec, task)
+	in := residentCheck(spec, caller, task)
 	in.Retry, in.Task = true, task
 	if err := workflow.ExecuteLocalActivity(checkContext(ctx, spec), CheckActivityName, in).Get(ctx, &v); err != nil {
 		return "", err
@@ -57,10 +98,10 @@ func handOff(ctx workflow.Context, spec Spec, task string) (string, error) {
 }
 
 // answered asks the workers' policy about the answer out of a call of the
-// resident spec given task, and returns out with the answer as the policy
-// left it; a denial fails the call (ErrTypePolicy).
-func answered(ctx workflow.Context, spec Spec, task string, out RunOutput) (RunOutput, error) {
-	in := residentCheck(spec, task)
+// resident spec from caller given task, and returns out with the answer as
+// the policy left it; a denial fails the call (ErrTypePolicy).
+func answered(ctx workflow.Context, spec Spec, caller, task string, out RunOutput) (RunOutput, error) {
+	in := residentCheck(spec, caller, task)
 	in.After, in.Result = true, out.Answer
 	var v Delegated
 	if err := workflow.ExecuteLocalActivity(checkContext(ctx, spec), CheckActivityName, in).Get(ctx, &v); err != nil {
@@ -74,10 +115,11 @@ func answered(ctx workflow.Context, spec Spec, task string, out RunOutput) (RunO
 }
 
 // residentCheck is the check of a call of the resident spec given task,
-// made by its caller, one level up, whose path the workflow does not know.
-func residentCheck(spec Spec, task string) Delegation {
+// made by its caller, one level up, at the caller's path (residentPlace).
+func residentCheck(spec Spec, caller, task string) Delegation {
 	args, _ := json.Marshal(map[string]string{"task": task})
-	return Delegation{Call: provider.ToolCall{Name: cmp.Or(spec.Name, agent.DefaultName), Arguments: args}, Depth: residentDepth - 1}
+	depth, _, _ := residentPlace(spec, caller)
+	return Delegation{Call: provider.ToolCall{Name: cmp.Or(spec.Name, agent.DefaultName), Arguments: args}, Depth: depth, Path: caller}
 }
 
 // MessagesQuery names the query that returns a resident's conversation.
@@ -143,8 +185,9 @@ func (c Compaction) core() agent.Compaction {
 }
 
 // compact returns conv with its older turns replaced by a summary when it
-// passes a bound of c, and what the summary cost.
-func compact(ctx workflow.Context, spec Spec, c Compaction, conv []provider.Message) ([]provider.Message, provider.Usage, error) {
+// passes a bound of c, and what the summary cost; the summary's model
+// call is checked at depth and path, the resident's run's.
+func compact(ctx workflow.Context, spec Spec, c Compaction, conv []provider.Message, depth int, path string) ([]provider.Message, provider.Usage, error) {
 	cc := runtime.NewCompactor(c.core())
 	if c.Off || !cc.Due(conv, c.Window) {
 		return conv, provider.Usage{}, nil
@@ -155,7 +198,7 @@ func compact(ctx workflow.Context, spec Spec, c Compaction, conv []provider.Mess
 	}
 	req := cc.SummaryRequest(conv[:cut], cmp.Or(c.SummaryModel, spec.Model), c.Window)
 	var resp provider.Response
-	if err := workflow.ExecuteActivity(activityContext(ctx, spec), CompleteActivityName, ModelCall{Provider: spec.Provider, Request: req, Depth: residentDepth, Path: cmp.Or(spec.Name, agent.DefaultName)}).Get(ctx, &resp); err != nil {
+	if err := workflow.ExecuteActivity(activityContext(ctx, spec), CompleteActivityName, ModelCall{Provider: spec.Provider, Request: req, Depth: depth, Path: path}).Get(ctx, &resp); err != nil {
 		return conv, usageOf(err), sdktemporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("resident %q: compacting its conversation (%d messages folded into a summary) failed: %v; the conversation is as it was", spec.Name, cut, err), ErrTypeCompaction, err)
 	}
@@ -180,15 +223,20 @@ func conversationBytes(conv []provider.Message) int {
 }
 
 // ResidentWorkflow is a resident expert. Each call is an update named
-// AskUpdate whose argument is the task and whose result is a RunOutput
-// (Messages: the turn's messages). Calls run one at a time in arrival
+// AskUpdate whose arguments are the task and, optionally, the caller's
+// path in its tree ("lead/researcher": the agent that consults the
+// resident; none or "" from outside any agent), and whose result is a
+// RunOutput (Messages: the turn's messages). Calls run one at a time in arrival
 // order; the conversation accumulates in workflow state. A call that fails
 // or is cancelled leaves the conversation as it was. When the history grows
 // past MaxHistoryEvents, or the server suggests it, the workflow continues
 // as new with the conversation once no call is running. The CloseSignal
-// ends it, returning the conversation. Its runs are a sub-agent's, at
-// depth 1, as a resident's are in process: the workers' policy checks each
-// call as a hand-off, and its own sub-agents need a Spec.MaxDepth of 2.
+// ends it, returning the conversation. Its runs are a sub-agent's, as a
+// resident's are in process: the workers' policy checks each call as a
+// hand-off made at the caller's path and depth, and the resident's run
+// as its child's ("lead/researcher/expert" at depth 2; "expert" at depth
+// 1 for a call that names no caller), whose own sub-agents need a
+// Spec.MaxDepth one more than that depth.
 func ResidentWorkflow(ctx workflow.Context, in ResidentInput) ([]provider.Message, error) {
 	conv := append([]provider.Message(nil), in.Messages...)
 	turn := in.Turn
@@ -205,19 +253,24 @@ func ResidentWorkflow(ctx workflow.Context, in ResidentInput) ([]provider.Messag
 		return nil, err
 	}
 	err := workflow.SetUpdateHandlerWithOptions(ctx, AskUpdate,
-		func(ctx workflow.Context, task string) (RunOutput, error) {
+		func(ctx workflow.Context, task, caller string) (RunOutput, error) {
 			if err := mu.Lock(ctx); err != nil {
 				return RunOutput{}, err
 			}
 			defer mu.Unlock()
 			turn++
 			// From residentPolicyChange on, the call is a hand-off the
-			// policy checks, and the resident's run a sub-agent's.
-			depth, checked := 0, workflow.GetVersion(ctx, residentPolicyChange, workflow.DefaultVersion, 1) == 1
+			// policy checks, and the resident's run a sub-agent's; from
+			// residentCallerChange on, made at the caller's place.
+			depth, path := 0, cmp.Or(in.Spec.Name, agent.DefaultName)
+			checked := workflow.GetVersion(ctx, residentPolicyChange, workflow.DefaultVersion, 1) == 1
 			if checked {
-				depth = residentDepth
+				if workflow.GetVersion(ctx, residentCallerChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+					caller = ""
+				}
+				_, path, depth = residentPlace(in.Spec, caller)
 				var err error
-				if task, err = handOff(ctx, in.Spec, task); err != nil {
+				if task, err = handOff(ctx, in.Spec, caller, task); err != nil {
 					return RunOutput{}, err
 				}
 			}
@@ -226,11 +279,15 @@ func ResidentWorkflow(ctx workflow.Context, in ResidentInput) ([]provider.Messag
 			// the summary activities its history lacks.
 			if workflow.GetVersion(ctx, compactionChange, workflow.DefaultVersion, 1) == 1 {
 				var err error
-				if prior, spent, err = compact(ctx, in.Spec, in.Compaction, conv); err != nil {
+				cdepth, cpath := residentDepth, cmp.Or(in.Spec.Name, agent.DefaultName)
+				if checked {
+					cdepth, cpath = depth, path
+				}
+				if prior, spent, err = compact(ctx, in.Spec, in.Compaction, conv, cdepth, cpath); err != nil {
 					return RunOutput{Usage: spent}, err
 				}
 			}
-			out, err := run(ctx, in.Spec, depth, prior, []provider.Message{provider.UserMessage(task)}, fmt.Sprintf("%s/t%d", id, turn), nil, nil, cmp.Or(in.Spec.Name, agent.DefaultName), nil, nil, nil)
+			out, err := run(ctx, in.Spec, depth, prior, []provider.Message{provider.UserMessage(task)}, fmt.Sprintf("%s/t%d", id, turn), nil, nil, path, nil, nil, nil)
 			out.Usage = out.Usage.Add(spent)
 			if err != nil {
 				return RunOutput{Usage: out.Usage}, err
@@ -244,13 +301,16 @@ func ResidentWorkflow(ctx workflow.Context, in ResidentInput) ([]provider.Messag
 			if checked {
 				// What the caller reads of the answer is checked as a
 				// child's answer is; the resident keeps what it said.
-				return answered(ctx, in.Spec, task, out)
+				return answered(ctx, in.Spec, caller, task, out)
 			}
 			return out, nil
 		},
-		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, task string) error {
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, task, caller string) error {
 			if strings.TrimSpace(task) == "" {
 				return errors.New("empty task: ask the resident expert something")
+			}
+			if err := callerError(caller); err != nil {
+				return err
 			}
 			if closed || draining {
 				return errors.New("resident expert is closing or moving to a new run: ask again")
