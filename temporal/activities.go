@@ -426,8 +426,10 @@ func (a *Activities) CallTool(ctx context.Context, in ToolCall) (ToolResult, err
 }
 
 // RunFactory builds the factory's agent from the call's arguments and runs
-// it. A factory error is the model's to correct: it comes back as an error
-// result. The answer is capped before it is recorded.
+// it. A factory error comes back as an error result, marked Unbuilt unless
+// the model can correct it (tool.Correctable), as in process, where only
+// such an error reaches the model. The answer is capped before it is
+// recorded.
 func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolResult, err error) {
 	f, ok := a.rt.Factories[in.Factory]
 	if !ok {
@@ -494,9 +496,9 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	case err != nil:
 		// Its SUBAGENT_ERROR has the error's code, as in process (a
 		// provider's error: provider_error).
-		return ToolResult{Content: capText(err.Error(), in.MaxOutputBytes), IsError: true, Code: subcode.Of(err)}, nil
+		return ToolResult{Content: capText(err.Error(), in.MaxOutputBytes), IsError: true, Code: subcode.Of(err), Unbuilt: !tool.IsCorrectable(err)}, nil
 	case ag == nil:
-		return ToolResult{Content: capText(fmt.Sprintf("sub-agent %q: the factory returned no agent and no error", in.Factory), in.MaxOutputBytes), IsError: true}, nil
+		return ToolResult{Content: capText(fmt.Sprintf("sub-agent %q: the factory returned no agent and no error", in.Factory), in.MaxOutputBytes), IsError: true, Unbuilt: true}, nil
 	}
 	// It spends its shares of its caller's limits, priced as the workers
 	// price their calls.

@@ -138,8 +138,9 @@ func TestFailingFactoryEndsAsInProcessOnTemporal(t *testing.T) {
 		for _, mode := range policyIDModes {
 			t.Run(f.name+"/"+mode.name, func(t *testing.T) {
 				inProcess, evs := factoryTree(t, mode.id, `{"task":"part 1"}`, f.factory)
-				// (In process a factory's error that is not correctable
-				// fails the lead's run too; on Temporal the lead reads it.)
+				// (A factory's error that is not correctable fails the
+				// lead's run too, in process and on Temporal:
+				// TestFactoryBuildErrorEndsTheLeadOnTemporal.)
 				if got := subagentEnds(inProcess); len(got) == 0 || got[0] != f.want {
 					t.Fatalf("in process, the client read the ends %q; want %q first", got, f.want)
 				}

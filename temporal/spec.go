@@ -421,6 +421,11 @@ type ToolResult struct {
 	// recorded before results carried them).
 	Code  string `json:"deputy_code,omitempty"`
 	Model string `json:"deputy_model,omitempty"`
+	// Unbuilt, on a factory's result, says its factory failed to build
+	// the agent with an error the model cannot correct (not
+	// tool.Correctable): the caller's run fails with it, as in process
+	// (factoryBuildChange).
+	Unbuilt bool `json:"deputy_unbuilt,omitempty"`
 
 	// answered: the call asked a person and ran again with the answer
 	// (the workflow's own, never recorded).

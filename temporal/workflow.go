@@ -41,6 +41,10 @@ const (
 	// ErrTypeCompaction: a resident's conversation had to be compacted and
 	// its summary could not be made.
 	ErrTypeCompaction = "deputy.compaction_failed"
+	// ErrTypeFactory: a factory (Runtime.Factories) failed to build a
+	// call's agent with an error the model cannot correct (not
+	// tool.Correctable), which ends the calling run, as in process.
+	ErrTypeFactory = "deputy.factory_failed"
 )
 
 // AgentWorkflow runs a ReAct agent: model calls and tool calls are
@@ -530,6 +534,14 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			}
 			return out, withUsage(out, err)
 		}
+		if i := slices.IndexFunc(results, func(r ToolResult) bool { return r.Unbuilt }); i >= 0 &&
+			workflow.GetVersion(ctx, factoryBuildChange, workflow.DefaultVersion, 1) >= 1 {
+			// A factory that could not build its agent ends the run, as in
+			// process: its model cannot correct it.
+			out.Messages = conv
+			publishEnded(ctx, stepTrace(trace, step+1), ended, conv)
+			return out, failure(out, ErrTypeFactory, fmt.Sprintf("subagent %q: building the agent: %s", msg.ToolCalls[i].Name, results[i].Content))
+		}
 		if failedStep {
 			failures++
 		} else {
@@ -546,6 +558,36 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			return out, err
 		}
 	}
+}
+
+// factoryBuildChange names the workflow version from which a run whose
+// call a factory could not build the agent of, with an error its model
+// cannot correct (ToolResult.Unbuilt), fails with ErrTypeFactory, as in
+// process, where before its model read the error. Asked only where a
+// result is so marked, which no result recorded before it is.
+const factoryBuildChange = "deputy.factory-build-fails-run"
+
+// publishEnded publishes, for a run that fails once its step's calls
+// ended, what its next model call would have published of them (ended,
+// their results read from conv): each failed child's end and each
+// result. trace is the run's at the step.
+func publishEnded(ctx workflow.Context, trace *Trace, ended []EndedCall, conv []provider.Message) {
+	if trace == nil || len(ended) == 0 {
+		return
+	}
+	key := cmp.Or(trace.Subagent, trace.Tree)
+	var evs []event.Event
+	for _, c := range ended {
+		content := cmp.Or(c.Content, resultOf(conv, c.CallID))
+		if c.Subagent != "" && c.IsError {
+			evs = append(evs, event.Event{Type: event.SubagentError, SubagentRunID: c.Subagent, Message: content, Code: cmp.Or(c.Code, "error"), Usage: usageJSON(c.Models, c.Earlier, c.Usage, c.Cost), Model: c.Model})
+		}
+		evs = append(evs, event.Event{Type: event.ToolCallResult, MessageID: key + "/step-" + strconv.Itoa(trace.Step) + "/result-" + c.CallID,
+			ToolCallID: c.CallID, Content: content, Role: "tool"})
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{ScheduleToCloseTimeout: 10 * time.Second,
+		RetryPolicy: &sdktemporal.RetryPolicy{MaximumAttempts: 1}})
+	_ = workflow.ExecuteLocalActivity(lctx, PublishActivityName, JobEvents{Trace: &Trace{Tree: trace.Tree, Subagent: trace.Subagent}, Events: evs}).Get(ctx, nil)
 }
 
 // callSettleChange names the workflow version from which a run cancelled
