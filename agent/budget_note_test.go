@@ -3,6 +3,8 @@ package agent
 import (
 	"math"
 	"testing"
+
+	"github.com/deputy-go/deputy/internal/spans"
 )
 
 // tokenNoteLen counts the note tokenNote writes, whatever its numbers'
@@ -14,5 +16,14 @@ func TestTokenNoteLenIsTheNotesLength(t *testing.T) {
 				t.Errorf("tokenNoteLen(%d, %d) = %d, want %d", n, limit, got, want)
 			}
 		}
+	}
+}
+
+// A model call's cost and cache savings are spans.Cost and
+// spans.CacheSaved on its span, which is made in internal/spans; the keys
+// a user reads them by are these.
+func TestCallAttributesAreTheExportedKeys(t *testing.T) {
+	if AttrCost != spans.Cost || AttrCacheSaved != spans.CacheSaved {
+		t.Errorf("AttrCost %q, AttrCacheSaved %q; the spans carry %q, %q", AttrCost, AttrCacheSaved, spans.Cost, spans.CacheSaved)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/spans"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -78,7 +79,7 @@ func (s *runState) call(req provider.Request, msgID string) (resp provider.Respo
 		ctx, span = startChatSpan(ctx, s.tracer, req.Model, providerName, s.sent)
 		defer func() {
 			dollars, saved, priced := s.price(req, resp)
-			endChatSpan(span, resp, err, dollars, saved, priced)
+			spans.EndChat(span, resp, err, dollars, saved, priced)
 		}()
 	}
 	if !s.events {

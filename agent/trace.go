@@ -4,12 +4,12 @@ import (
 	"context"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/errcode"
+	"github.com/deputy-go/deputy/internal/spans"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -126,7 +126,7 @@ func endRunSpan(span trace.Span, out Output, replayed provider.Usage, err error)
 		span.SetAttributes(AttrCacheSaved.Float64(out.CacheSaved))
 	}
 	if err != nil {
-		recordError(span, err, errcode.Of(err))
+		spans.Fail(span, err, errcode.Of(err))
 	}
 	span.End()
 }
@@ -134,70 +134,12 @@ func endRunSpan(span trace.Span, out Output, replayed provider.Usage, err error)
 // startChatSpan starts the span of a model call, linked to the spans the
 // messages its request delivered were sent under (links).
 func startChatSpan(ctx context.Context, tr trace.Tracer, model, providerName string, links []trace.Link) (context.Context, trace.Span) {
-	name := "chat"
-	attrs := []attribute.KeyValue{semconv.GenAIOperationNameChat}
-	if model != "" {
-		name += " " + model
-		attrs = append(attrs, semconv.GenAIRequestModel(model))
-	}
-	attrs = common(ctx, attrs, providerName)
-	return tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...), trace.WithLinks(links...))
-}
-
-func endChatSpan(span trace.Span, resp provider.Response, err error, dollars, saved float64, priced bool) {
-	if priced && err == nil {
-		span.SetAttributes(AttrCost.Float64(dollars))
-		if u := resp.Usage; u.CacheReadTokens != 0 || u.CacheWriteTokens != 0 {
-			span.SetAttributes(AttrCacheSaved.Float64(saved))
-		}
-	}
-	if resp.Model != "" {
-		span.SetAttributes(semconv.GenAIResponseModel(resp.Model))
-	}
-	if resp.StopReason != "" {
-		span.SetAttributes(semconv.GenAIResponseFinishReasons(string(resp.StopReason)))
-	}
-	if !resp.Usage.IsZero() {
-		span.SetAttributes(semconv.GenAIUsageInputTokens(int(resp.Usage.InputTokens)), semconv.GenAIUsageOutputTokens(int(resp.Usage.OutputTokens)))
-	}
-	if err != nil {
-		recordError(span, err, errcode.Of(err))
-	}
-	span.End()
+	return spans.StartChat(ctx, tr, model, providerName, event.ThreadID(ctx), links)
 }
 
 // toolSpans wraps each tool call of a traced run in an execute_tool span.
 type toolSpans struct{ tr trace.Tracer }
 
 func (t toolSpans) hook(ctx context.Context, c tool.Call) (context.Context, func(tool.Result, error)) {
-	ctx, span := t.tr.Start(ctx, "execute_tool "+c.Name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
-		semconv.GenAIOperationNameExecuteTool,
-		semconv.GenAIToolName(c.Name),
-		semconv.GenAIToolCallID(c.ID),
-		semconv.GenAIToolType("function"),
-	))
-	return ctx, func(res tool.Result, err error) {
-		switch {
-		case err != nil:
-			recordError(span, err, errcode.Of(err))
-		case res.IsError:
-			// A failure the model reads: the call failed, the run goes on.
-			cause := res.Err
-			if cause == nil {
-				cause = toolError(res.Content)
-			}
-			recordError(span, cause, "tool_error")
-		}
-		span.End()
-	}
-}
-
-type toolError string
-
-func (e toolError) Error() string { return string(e) }
-
-func recordError(span trace.Span, err error, kind string) {
-	span.RecordError(err)
-	span.SetStatus(codes.Error, err.Error())
-	span.SetAttributes(semconv.ErrorTypeKey.String(kind))
+	return spans.StartTool(ctx, t.tr, c)
 }
