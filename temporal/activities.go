@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/activity"
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
@@ -23,6 +24,7 @@ import (
 	"github.com/deputy-go/deputy/internal/id"
 	"github.com/deputy-go/deputy/internal/ledger"
 	drun "github.com/deputy-go/deputy/internal/run"
+	"github.com/deputy-go/deputy/internal/spans"
 	"github.com/deputy-go/deputy/internal/subcode"
 	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
@@ -94,6 +96,19 @@ type Runtime struct {
 	// (SUBAGENT_* attribution included), each with its tree. A Hub hands
 	// them to subscribers in this process. Nil: no event is built.
 	Events EventSink
+	// TracerProvider, when set, traces the activities this worker runs
+	// with OpenTelemetry, by the gen_ai conventions as agent.WithTracerProvider
+	// does in process: a span per model call ("chat <model>", with its
+	// usage and, under Prices, its cost), per tool call ("execute_tool
+	// <tool>") and per call of a factory's agent (an execute_tool span,
+	// the agent's own run traced in process under it), and each policy
+	// decision a span event (policy.EventName) on the span of the call it
+	// decides. Without it, activities are traced under a recording span in
+	// their context: go.temporal.io/sdk/contrib/opentelemetry's tracing
+	// interceptor, on the client and the worker, starts one for each and
+	// joins the spans of a whole tree, child workflows included, in one
+	// trace. Nil and no such span: nothing is traced.
+	TracerProvider trace.TracerProvider
 }
 
 // Activities are the activities of a Runtime.
@@ -132,6 +147,16 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (reply ModelRep
 			reply, err = ModelReply{}, sdktemporal.NewNonRetryableApplicationError(fmt.Sprintf("provider %q panicked: %v", in.Provider, v), ErrTypePanic, nil)
 		}
 	}()
+	var (
+		priced bool    // the call's model has a price
+		saved  float64 // what the prompt cache saved, at that price
+	)
+	if tr := a.rt.tracer(ctx); tr != nil {
+		var span trace.Span
+		providerName, model := identity(p, in.Request, provider.Response{})
+		ctx, span = spans.StartChat(ctx, tr, model, providerName, "", nil)
+		defer func() { spans.EndChat(span, reply.Response, err, reply.Cost, saved, priced) }()
+	}
 	named := toolBytes(in.Request.Tools) // as the workflow estimated them
 	in.Request.Tools = a.definitions(in.Request.Tools)
 	ctx, stop := heartbeat(ctx)
@@ -170,6 +195,7 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (reply ModelRep
 	reply.Message.ToolCalls = namedCalls(reply.Message.ToolCalls, taken)
 	if price, ok := a.price(name, model); ok {
 		reply.Cost, reply.InputPrice, reply.OutputPrice = price.Cost(resp.Usage), price.Input, price.Output
+		priced, saved = true, price.Saved(resp.Usage)
 	}
 	// Paid for: its usage is reported as the call ends, as in process.
 	em.usage(provider.ModelUsage{Provider: name, Model: model, Usage: resp.Usage, Cost: reply.Cost})
@@ -394,9 +420,14 @@ func classify(err error) error {
 // CallTool is the tool activity: one call of a Runtime tool. Failures the
 // model can read (unknown tool, bad arguments, a tool's error or panic)
 // come back as an error result, as in the core loop; the content is capped.
-func (a *Activities) CallTool(ctx context.Context, in ToolCall) (ToolResult, error) {
+func (a *Activities) CallTool(ctx context.Context, in ToolCall) (out ToolResult, err error) {
 	if a.rt.Tools == nil {
 		return ToolResult{Content: fmt.Sprintf("tool %q is not available", in.Call.Name), IsError: true}, nil
+	}
+	if tr := a.rt.tracer(ctx); tr != nil {
+		var end func(tool.Result, error)
+		ctx, end = spans.StartTool(ctx, tr, in.Call)
+		defer func() { end(tool.Result{Content: out.Content, IsError: out.IsError}, err) }()
 	}
 	ctx, stop := heartbeat(ctx)
 	defer stop()
@@ -418,7 +449,7 @@ func (a *Activities) CallTool(ctx context.Context, in ToolCall) (ToolResult, err
 		return ToolResult{}, err
 	}
 	r := res[0]
-	out := ToolResult{Content: capText(r.Content, min(cmp.Or(max(in.MaxOutputBytes, 0), DefaultMaxOutputBytes), a.rt.payloadLimit())), IsError: r.IsError, Usage: r.Usage}
+	out = ToolResult{Content: capText(r.Content, min(cmp.Or(max(in.MaxOutputBytes, 0), DefaultMaxOutputBytes), a.rt.payloadLimit())), IsError: r.IsError, Usage: r.Usage}
 	if em := a.emitter(in.Trace); em.on() {
 		em.emit(event.Event{Type: event.ToolCallResult, MessageID: em.stepName(in.Trace.Step) + "/result-" + in.Call.ID, ToolCallID: in.Call.ID, Content: out.Content, Role: "tool"})
 	}
@@ -435,6 +466,13 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	if !ok {
 		return ToolResult{}, sdktemporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("no factory %q on this worker: add it to Runtime.Factories", in.Factory), ErrTypeConfig, nil)
+	}
+	if tr := a.rt.tracer(ctx); tr != nil {
+		// The factory's agent's run is traced in process under the call's
+		// span.
+		var end func(tool.Result, error)
+		ctx, end = spans.StartTool(ctx, tr, tool.Call{ID: in.Trace.ParentToolCall, Name: cmp.Or(in.Tool, in.Factory), Arguments: in.Arguments})
+		defer func() { end(tool.Result{Content: out.Content, IsError: out.IsError}, err) }()
 	}
 	var finish func() // publishes how the child ended, once the panic below is recovered
 	defer func() {
@@ -589,6 +627,8 @@ func (a *Activities) Guard(ctx context.Context, in GuardCall) (Guarded, error) {
 // policy it allows everything as it is.
 func (a *Activities) CheckDelegation(ctx context.Context, in Delegation) (Delegated, error) {
 	pol := a.rt.Policy
+	ctx, end := a.startCheck(ctx, in.Call)
+	defer end()
 	ctx = a.emitter(in.Trace).scope(ctx)
 	if in.After {
 		out := Delegated{Result: in.Result, IsError: in.IsError}
