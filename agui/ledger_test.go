@@ -301,6 +301,21 @@ func TestOneLedgerAcrossAnApproval(t *testing.T) {
 			}
 			billed := lt.bill.snapshot()
 
+			// The interrupted run's RUN_FINISHED: what was billed before
+			// the question, per model, none of it earlier.
+			var asked []wireUsage
+			if err := json.Unmarshal(fin1.Usage, &asked); err != nil {
+				t.Fatalf("the interrupted run's RUN_FINISHED usage %s: %v", fin1.Usage, err)
+			}
+			if u, e, c, ec := wireTotal(asked); u != tokens(sumOf(before)) || !e.IsZero() || !near(c, costOf(t, prices, before)) || ec != 0 {
+				t.Errorf("the interrupted run's RUN_FINISHED: %+v ($%g), %+v ($%g) earlier; billed before the question %+v ($%g)", u, c, e, ec, sumOf(before), costOf(t, prices, before))
+			}
+			for _, w := range asked {
+				if b := before[w.Model]; w.Model == "" || w.Input != b.InputTokens || w.Output != b.OutputTokens {
+					t.Errorf("the interrupted run's RUN_FINISHED %+v, %q billed %+v before the question", w, w.Model, b)
+				}
+			}
+
 			// Side effects, and each answer paid once.
 			if lt.deletes.Load() != 1 || lt.notes.Load() != 1 {
 				t.Errorf("%d deletes and %d notes, want each once", lt.deletes.Load(), lt.notes.Load())

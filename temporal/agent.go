@@ -119,6 +119,13 @@ func (a *Agent) Run(ctx context.Context, in agent.Input) (agent.Output, error) {
 				}
 			}
 		}
+		if watch && unsubscribe == nil {
+			// Heard from before the run starts, and held until its stream
+			// has begun: its first model call's events (its usage among
+			// them) are not lost to a subscription made after.
+			sh.hold()
+			unsubscribe = a.Events.Subscribe(event.WithSink(runCtx, sh), id)
+		}
 		_, err := a.Client.ExecuteWorkflow(ctx, opts, AgentWorkflowName,
 			RunInput{Spec: a.Spec, Text: in.Text, Messages: in.Messages, Thread: thread})
 		if err != nil {
@@ -155,9 +162,16 @@ func (a *Agent) Run(ctx context.Context, in agent.Input) (agent.Output, error) {
 			}
 			var asked *tool.Interrupted
 			if errors.As(err, &asked) {
-				// The workflow waits on; this run's stream ends here.
-				sh.suspend(asked)
-				return agent.Output{RunID: id}, err
+				// The workflow waits on; this run's stream ends here,
+				// reporting what the tree's model calls spent in it, as a
+				// run in process that asks does (the run resumed with the
+				// answers reports the whole turn, this part earlier).
+				o := sh.suspend(asked)
+				o.RunID = id
+				for _, m := range sh.paid() {
+					ledger.Record(ctx, m, false)
+				}
+				return o, err
 			}
 		}
 		return a.finish(ctx, em, sh, id, out, err)
@@ -183,6 +197,12 @@ type shaper struct {
 	// holding: what comes is kept in held, not handed on, until release.
 	holding bool
 	held    []event.Event
+	// spent is what the model calls of the tree spent in this stream
+	// (agent.UsageEvent), per provider and model; own and children what
+	// of it the run's own calls and its sub-agents' spent.
+	spent         []provider.ModelUsage
+	own, children provider.Usage
+	cost          float64
 }
 
 // maxHeld bounds the events a shaper holds (hold) of every kind.
@@ -266,6 +286,10 @@ func (s *shaper) emit(e event.Event) {
 		}
 		s.subs[e.SubagentRunID] = e
 		s.order = append(s.order, e.SubagentRunID)
+	case event.Custom:
+		if e.Name == agent.UsageEvent {
+			s.pay(e)
+		}
 	case event.SubagentFinished, event.SubagentError:
 		if s.done[e.SubagentRunID] {
 			return
@@ -279,12 +303,58 @@ func (s *shaper) emit(e event.Event) {
 	s.em.Emit(e)
 }
 
-// suspend ends the stream of a run that waits for answers: its open steps
-// close, and its open sub-agents, the deepest first, finish suspended,
-// each naming the questions it asked itself.
-func (s *shaper) suspend(asked *tool.Interrupted) {
+// maxPaidModels bounds the providers and models a stream counts apart.
+const maxPaidModels = 256
+
+// pay counts one model call's usage event, s.mu held.
+func (s *shaper) pay(e event.Event) {
+	var v struct {
+		Usage []struct {
+			Provider    string  `json:"provider"`
+			Model       string  `json:"model"`
+			Input       int64   `json:"inputTokens"`
+			Output      int64   `json:"outputTokens"`
+			CachedInput int64   `json:"cachedInputTokens"`
+			CacheWrite  int64   `json:"cacheWriteInputTokens"`
+			Cost        float64 `json:"costUsd"`
+			Saved       float64 `json:"cacheSavedUsd"`
+		} `json:"usage"`
+	}
+	if json.Unmarshal(e.Value, &v) != nil {
+		return
+	}
+	for _, u := range v.Usage {
+		m := provider.ModelUsage{Provider: u.Provider, Model: u.Model, Cost: u.Cost, CacheSaved: u.Saved,
+			Usage: provider.Usage{InputTokens: u.Input, OutputTokens: u.Output, CacheReadTokens: u.CachedInput, CacheWriteTokens: u.CacheWrite, Requests: 1}}
+		if len(s.spent) >= maxPaidModels && !slices.ContainsFunc(s.spent, func(p provider.ModelUsage) bool { return p.Provider == m.Provider && p.Model == m.Model }) {
+			m.Provider, m.Model = "", "" // counted, not apart
+		}
+		s.spent = addModels(s.spent, m)
+		if e.SubagentRunID == "" {
+			s.own = s.own.Add(m.Usage)
+		} else {
+			s.children = s.children.Add(m.Usage)
+		}
+		s.cost += m.Cost
+	}
+}
+
+// paid returns what the tree's model calls spent in the stream, per
+// provider and model.
+func (s *shaper) paid() []provider.ModelUsage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return slices.Clone(s.spent)
+}
+
+// suspend ends the stream of a run that waits for answers: its open steps
+// close, and its open sub-agents, the deepest first, finish suspended,
+// each naming the questions it asked itself. It returns what the run's
+// and its sub-agents' model calls spent in the stream.
+func (s *shaper) suspend(asked *tool.Interrupted) agent.Output {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer func() { s.subs, s.order = map[string]event.Event{}, nil }()
 	s.closeSteps()
 	s.ended = true
 	for i := len(s.order) - 1; i >= 0; i-- {
@@ -300,7 +370,7 @@ func (s *shaper) suspend(asked *tool.Interrupted) {
 		}
 		s.em.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: id, Outcome: suspendedOutcome(own)})
 	}
-	s.subs, s.order = map[string]event.Event{}, nil
+	return agent.Output{Usage: s.own, ChildUsage: s.children, Cost: s.cost}
 }
 
 // closeSteps ends the steps open in the stream.

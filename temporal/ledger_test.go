@@ -267,6 +267,22 @@ func TestOneLedgerAcrossAnApprovalOnTemporal(t *testing.T) {
 			}
 			billed := bill.snapshot()
 
+			// The interrupted run's RUN_FINISHED: what was billed before
+			// the question, per model, none of it earlier, as in process.
+			var asked []wireUsage
+			if err := json.Unmarshal(first[len(first)-1].Usage, &asked); err != nil {
+				t.Fatalf("the interrupted run's RUN_FINISHED usage %s: %v", first[len(first)-1].Usage, err)
+			}
+			beforeU, beforeCost := sum(before, all...)
+			if u, e, c, ec := total(asked); u != tokens(beforeU) || !e.IsZero() || !near(c, beforeCost) || ec != 0 {
+				t.Errorf("the interrupted run's RUN_FINISHED: %+v ($%g), %+v ($%g) earlier; billed before the question %+v ($%g)", u, c, e, ec, beforeU, beforeCost)
+			}
+			for _, w := range asked {
+				if b, bc := sum(before, w.Model); w.Model == "" || w.Provider != ledgerProvider || w.Input != b.InputTokens || w.Output != b.OutputTokens || !near(w.Cost, bc) {
+					t.Errorf("the interrupted run's RUN_FINISHED %+v, %q billed %+v ($%g) before the question", w, w.Model, b, bc)
+				}
+			}
+
 			if deletes.Load() != 1 || notes.Load() != 1 {
 				t.Errorf("%d deletes and %d notes, want each once", deletes.Load(), notes.Load())
 			}
