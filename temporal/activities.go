@@ -595,7 +595,11 @@ func (a *Activities) Guard(ctx context.Context, in GuardCall) (Guarded, error) {
 	if em.on() {
 		ctx = event.WithSubagent(event.WithSink(ctx, treeSink{em}), in.Trace.Subagent)
 	}
+	// The judges' model calls are counted per provider and model, as in
+	// process, where the tree's ledger counts them.
+	ctx, judged := ledger.With(ctx)
 	fail, spent, cost, err := guards.Check(ctx, in.Stage, in.Text, in.Retried)
+	models := judged.Entries()
 	if err != nil {
 		return Guarded{}, sdktemporal.NewNonRetryableApplicationError(err.Error(), ErrTypeGuardrail, nil, spent, cost)
 	}
@@ -607,12 +611,12 @@ func (a *Activities) Guard(ctx context.Context, in GuardCall) (Guarded, error) {
 				em.emit(event.Event{Type: event.StepFinished, StepName: em.stepName(t.Step)})
 			}
 			if t.Subagent != "" {
-				em.emit(event.Event{Type: event.SubagentFinished, SubagentRunID: t.Subagent, Result: event.JSONString(in.Text), Usage: usageJSON(t.Models, t.Earlier, t.Spent.Add(spent), t.SpentCost+cost)})
+				em.emit(event.Event{Type: event.SubagentFinished, SubagentRunID: t.Subagent, Result: event.JSONString(in.Text), Usage: usageJSON(addModels(slices.Clone(t.Models), models...), t.Earlier, t.Spent.Add(spent), t.SpentCost+cost)})
 			}
 		}
-		return Guarded{Usage: spent, Cost: cost}, nil
+		return Guarded{Usage: spent, Cost: cost, Models: models}, nil
 	}
-	return Guarded{Failed: true, Guardrail: fail.Guardrail, Tripwire: fail.Tripwire, Message: fail.Error(), Note: runtime.GuardNote(fail), Usage: spent, Cost: cost}, nil
+	return Guarded{Failed: true, Guardrail: fail.Guardrail, Tripwire: fail.Tripwire, Message: fail.Error(), Note: runtime.GuardNote(fail), Usage: spent, Cost: cost, Models: models}, nil
 }
 
 // CheckDelegation is the delegation check activity: it asks the worker's

@@ -189,7 +189,7 @@ func TestJudgeCostCountsOnTemporal(t *testing.T) {
 	}
 	var writes atomic.Int64
 	p, spec, _ := guardedTree([]string{"draft, TODO: the ending", "the whole story"}, &writes)
-	judgeP := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+	judgeP := &script{model: "m1", fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
 		if strings.Contains(lastUser(req), "TODO") {
 			return provider.AssistantMessage(`{"pass": false, "problem": "it leaves a TODO"}`), nil
 		}
@@ -222,6 +222,20 @@ func TestJudgeCostCountsOnTemporal(t *testing.T) {
 	}
 	if want := costOfUsage(price, all); math.Abs(out.Cost-want) > 1e-9 {
 		t.Errorf("the run reports costing $%.9f, the models billed $%.9f (the judge $%.9f)", out.Cost, want, costOfUsage(price, judgeBilled))
+	}
+	// Per model, as in process: the judge's calls under its model, and
+	// nothing left for an entry without one.
+	var models provider.Usage
+	var modelsCost float64
+	judgeModel := false
+	for _, m := range out.Models {
+		models, modelsCost = models.Add(m.Usage), modelsCost+m.Cost
+		if m.Model == "m1" && m.Usage.Tokens() >= judgeBilled.Tokens() {
+			judgeModel = true
+		}
+	}
+	if models.Tokens() != all.Tokens() || math.Abs(modelsCost-out.Cost) > 1e-9 || !judgeModel {
+		t.Errorf("the run's usage per model %+v holds %d tokens ($%.9f) of %d ($%.9f): the judge's calls are not under its model", out.Models, models.Tokens(), modelsCost, all.Tokens(), out.Cost)
 	}
 }
 

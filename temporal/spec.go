@@ -358,6 +358,9 @@ type Guarded struct {
 	// what that cost in US dollars at the worker's prices.
 	Usage provider.Usage `json:"usage"`
 	Cost  float64        `json:"cost,omitempty"`
+	// Models is Usage and Cost per provider and model, as the judges'
+	// model calls were counted (nil in a check recorded before it).
+	Models []provider.ModelUsage `json:"models,omitempty"`
 }
 
 // ModelReply is what the model activity records: the provider's

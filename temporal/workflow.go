@@ -220,6 +220,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		g, err := guard(ctx, actx, spec, depth, path, trace, policy.Input, task, false)
 		out.ChildUsage = out.ChildUsage.Add(g.Usage)
 		out.Cost += guardCost(ctx, g)
+		out.Models = addModels(out.Models, guardModels(ctx, g)...)
 		switch {
 		case err != nil:
 			out.Messages = conv
@@ -402,6 +403,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 				g, err := guard(ctx, actx, spec, depth, path, t, policy.Output, text, corrected)
 				out.ChildUsage = out.ChildUsage.Add(g.Usage)
 				out.Cost += guardCost(ctx, g)
+				out.Models = addModels(out.Models, guardModels(ctx, g)...)
 				switch {
 				case err != nil:
 					out.Messages = conv
@@ -1345,6 +1347,19 @@ func guardCost(ctx workflow.Context, g Guarded) float64 {
 		return 0
 	}
 	return g.Cost
+}
+
+// guardModels is what g's checks spent per provider and model, as the
+// run counts it: their dollars only where it counts them (guardCost).
+func guardModels(ctx workflow.Context, g Guarded) []provider.ModelUsage {
+	if g.Cost == 0 || guardCost(ctx, g) != 0 {
+		return g.Models
+	}
+	ms := slices.Clone(g.Models)
+	for i := range ms {
+		ms[i].Cost, ms[i].CacheSaved = 0, 0
+	}
+	return ms
 }
 
 // tripped reports whether err is a guardrail's tripwire, which stops
