@@ -633,6 +633,12 @@ func (rt *residentTurn) release() {
 // call ends. A child that reaches its limit answers partially: with what
 // its wrap-up turn said, or, cut short, with what it last said.
 func (t *SubAgentTool) runChild(ctx context.Context, args json.RawMessage, in agent.Input, runID string, recheck handOffAgain) (res tool.Result, err error) {
+	// A job's bounds name the limit that stops its sub-agent, not those
+	// of the sub-agent's own children.
+	bounds, _ := ctx.Value(jobBoundsKey{}).(*jobBounds)
+	if bounds != nil {
+		ctx = context.WithValue(ctx, jobBoundsKey{}, (*jobBounds)(nil))
+	}
 	runs := childRuns{t: t, ctx: ctx, args: args, budget: -1, recheck: recheck}
 	// Of what the call's share has left, all when the model called this
 	// tool, half when a tool of the user's calls it (run.TakeShare): the
@@ -674,7 +680,7 @@ func (t *SubAgentTool) runChild(ctx context.Context, args json.RawMessage, in ag
 		o.Content, o.Value = t.unstarted()
 	case err != nil && errors.Is(err, agent.ErrUsageLimit) && ctx.Err() == nil:
 		// Cut short at its budget: what it said last is what it has.
-		o.Content, o.Value = t.partial(lastSaid(out.Messages), limitName(err))
+		o.Content, o.Value = t.partial(lastSaid(out.Messages), bounds.limitName(err))
 	case err != nil:
 		return tool.Result{}, err
 	case out.Partial && t.cfg.check == nil:

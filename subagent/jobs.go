@@ -283,7 +283,15 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 	// job is collected: the parent's later steps cannot share it out again.
 	// What the parent spends on the job comes out of it first, here too.
 	jctx, unhold := run.HoldCostShare(ctx, jctx, jobMargin)
-	jctx = sc.limits.boundCost(jctx)
+	jctx, sc.bounds.cost = sc.limits.boundCost(jctx)
+	sc.bounds.limits = sc.limits
+	sc.bounds.steps = sc.member == nil && sc.limits.Steps > 0 // a fork's
+	if sc.member != nil {
+		// A member's tokens: its job's own limit, unless the parent's
+		// share bounds it.
+		sc.bounds.tokens = sc.limits.Tokens > 0 && !run.HasShares(jctx)
+	}
+	jctx = context.WithValue(jctx, jobBoundsKey{}, &sc.bounds)
 	var spent *ledger.Ledger
 	var cost *run.Spend
 	if jt.lasting {
@@ -379,6 +387,7 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 		defer giveBack()
 		defer jt.markEnd(j)
 		j.res, j.settle, j.err = run(jctx, ann)
+		j.err = sc.bounds.named(jctx, j.err)
 		j.box.Close()
 		ann.unannounce(j.err)
 		if span != nil {

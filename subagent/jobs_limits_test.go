@@ -30,7 +30,7 @@ func TestJobPastItsCostLimitReportsPartially(t *testing.T) {
 		want   []string
 	}{
 		{"cost", subagent.JobLimits{Cost: 0.002}, []string{"lead: dug ", "layers, no gold yet"}},
-		{"steps", subagent.JobLimits{Steps: 3}, []string{"stopped at its limit", "at step 3", "partial report, its last words:\ndug layer 3"}},
+		{"steps", subagent.JobLimits{Steps: 3}, []string{"stopped at its limit", "its 3 steps (JobLimits.Steps)", "raise it with WithJobLimits", "at step 3", "partial report, its last words:\ndug layer 3"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			jobPastLimit(t, pastLimit{limits: tc.limits, wrapsUp: true, want: tc.want, tokens: tc.limits.Tokens, cost: tc.limits.Cost})
@@ -43,24 +43,31 @@ func TestJobPastItsCostLimitReportsPartially(t *testing.T) {
 // nothing else bounds it (DefaultJobTokens, DefaultJobCost), hands its
 // parent a partial report: why it stopped, the step it reached, the
 // tokens it spent (what its model billed) and its last words. What it
-// spent stays within the limit and is counted once. Its model never
+// spent stays within the limit and is counted once. Each names the
+// setting that stopped it: the job's own limit (WithJobLimits), or its
+// share of the lead's. Its model never
 // answers when asked to wrap up, so that the limit, not an answer, ends
 // it; without the defaults the jobs in a thread would run to their 50
 // steps, ten times what the defaults let them spend.
 func TestJobPastEachLimitReportsPartially(t *testing.T) {
-	cut := func(limit string) []string {
-		return []string{"[the sub-agent reached its " + limit + " before it could answer; this is what it said last]\ndug layer "}
+	cut := func(limit, setting string) []string {
+		return []string{"[the sub-agent reached its " + limit + " (" + setting + ") before it could answer; this is what it said last]\ndug layer "}
 	}
+	const own = ": raise it with WithJobLimits"
 	stopped := []string{"stopped at its limit (", "partial report, its last words:\ndug layer "}
 	for _, tc := range []struct {
 		name string
 		c    pastLimit
 	}{
-		{"cost", pastLimit{limits: subagent.JobLimits{Cost: 0.0006}, cost: 0.0006, want: cut("cost limit")}},
-		{"tokens", pastLimit{limits: subagent.JobLimits{Tokens: 600}, tokens: 600, want: cut("token limit")}},
-		{"time", pastLimit{limits: subagent.JobLimits{Time: 300 * time.Millisecond}, slow: 40 * time.Millisecond, want: append(stopped, "deadline exceeded")}},
-		{"default tokens in a thread", pastLimit{thread: true, input: 20_000, tokens: subagent.DefaultJobTokens, want: cut("token limit")}},
-		{"default cost in a thread", pastLimit{thread: true, price: 0.001, cost: subagent.DefaultJobCost, input: 200, want: cut("cost limit")}},
+		{"cost", pastLimit{limits: subagent.JobLimits{Cost: 0.0006}, cost: 0.0006, want: cut("cost limit", "JobLimits.Cost"+own)}},
+		{"tokens", pastLimit{limits: subagent.JobLimits{Tokens: 600}, tokens: 600, want: cut("token limit", "JobLimits.Tokens"+own)}},
+		{"time", pastLimit{limits: subagent.JobLimits{Time: 300 * time.Millisecond}, slow: 40 * time.Millisecond, want: append(stopped, "past its time of 300ms (JobLimits.Time)"+own)}},
+		{"default tokens in a thread", pastLimit{thread: true, input: 20_000, tokens: subagent.DefaultJobTokens, want: cut("token limit", "JobLimits.Tokens"+own)}},
+		{"default cost in a thread", pastLimit{thread: true, price: 0.001, cost: subagent.DefaultJobCost, input: 200, want: cut("cost limit", "JobLimits.Cost"+own)}},
+		{"the lead's tokens", pastLimit{limits: subagent.JobLimits{Tokens: 100_000}, lead: []agent.Option{agent.WithTokenLimit(3000)}, tokens: 3000,
+			want: cut("token limit", "its share of its parent's WithTokenLimit")}},
+		{"the lead's cost", pastLimit{limits: subagent.JobLimits{Cost: 1}, lead: []agent.Option{agent.WithCostLimit(0.003)}, cost: 0.003,
+			want: cut("cost limit", "its share of its parent's WithCostLimit")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { jobPastLimit(t, tc.c) })
 	}
@@ -78,6 +85,7 @@ type pastLimit struct {
 	want    []string      // in the lead's answer
 	tokens  int64         // the most it may spend (0: no bound checked)
 	cost    float64
+	lead    []agent.Option // the lead's options
 }
 
 func jobPastLimit(t *testing.T, c pastLimit) {
@@ -137,7 +145,7 @@ func jobPastLimit(t *testing.T, c pastLimit) {
 	reg, s := setup(t, model, true, opts)
 	defer s.Close()
 	rec := &recorder{}
-	out, err := lead(t, model, reg, agent.WithPrices(prices)).Run(event.WithSink(ctx, rec), agent.Input{Text: "go"})
+	out, err := lead(t, model, reg, append(c.lead, agent.WithPrices(prices))...).Run(event.WithSink(ctx, rec), agent.Input{Text: "go"})
 	if err != nil {
 		t.Fatal(err)
 	}

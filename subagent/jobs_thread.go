@@ -974,13 +974,79 @@ func (l JobLimits) bound(base context.Context) (context.Context, context.CancelF
 }
 
 // boundCost returns jctx, the context of a job holding its share of its
-// parent's cost limit (if any), within l's cost.
-func (l JobLimits) boundCost(jctx context.Context) context.Context {
+// parent's cost limit (if any), within l's cost, and whether l's cost is
+// what bounds it.
+func (l JobLimits) boundCost(jctx context.Context) (context.Context, bool) {
 	if c := run.CostShare(jctx); l.Cost > 0 && (c == 0 || c > l.Cost) {
 		jctx, _ = run.ForRun(jctx, -1, l.Cost)
+		return jctx, true
 	}
-	return jctx
+	return jctx, false
 }
+
+// jobBounds say which limits of a job are its own (WithJobLimits, or a
+// job's defaults), not its share of its parent's or its sub-agent's own:
+// a job stopped at one of them names that setting.
+type jobBounds struct {
+	limits              JobLimits
+	tokens, cost, steps bool
+}
+
+// jobBoundsKey keys the *jobBounds of a job in its context, for the
+// sub-agent call it makes (runChild), which takes it out of the context
+// of its child's own children.
+type jobBoundsKey struct{}
+
+// named returns err, what ended a job whose context is jctx, saying which
+// of the job's own limits stopped it, if one did.
+func (b *jobBounds) named(jctx context.Context, err error) error {
+	const raise = ": raise it with WithJobLimits or give a smaller task"
+	var msg string
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.DeadlineExceeded) && errors.Is(jctx.Err(), context.DeadlineExceeded) && b.limits.Time > 0:
+		msg = fmt.Sprintf("the job ran past its time of %v (JobLimits.Time)", b.limits.Time) + raise
+	case errors.Is(err, agent.ErrMaxSteps) && b.steps:
+		msg = fmt.Sprintf("the job used its %d steps (JobLimits.Steps) without a final answer", b.limits.Steps) + raise
+	case errors.Is(err, agent.ErrUsageLimit) && run.IsCostLimited(err) && b.cost:
+		msg = fmt.Sprintf("the job reached its cost limit of $%g (JobLimits.Cost)", b.limits.Cost) + raise
+	case errors.Is(err, agent.ErrUsageLimit) && !run.IsCostLimited(err) && b.tokens:
+		msg = fmt.Sprintf("the job reached its token limit of %d (JobLimits.Tokens)", b.limits.Tokens) + raise
+	default:
+		return err
+	}
+	return &jobLimitError{msg: msg, err: err}
+}
+
+// limitName names the limit that stopped a job's sub-agent with err, an
+// agent.ErrUsageLimit, and the setting it comes from (see limitName);
+// with no job (b nil), limitName's.
+func (b *jobBounds) limitName(err error) string {
+	name := limitName(err)
+	switch cost := run.IsCostLimited(err); {
+	case b == nil:
+	case cost && b.cost:
+		name += " (JobLimits.Cost: raise it with WithJobLimits)"
+	case cost:
+		name += " (its share of its parent's WithCostLimit)"
+	case b.tokens:
+		name += " (JobLimits.Tokens: raise it with WithJobLimits)"
+	default:
+		name += " (its share of its parent's WithTokenLimit)"
+	}
+	return name
+}
+
+// jobLimitError is what ended a job at one of its own limits, saying
+// which; it wraps the error that ended it.
+type jobLimitError struct {
+	msg string
+	err error
+}
+
+func (e *jobLimitError) Error() string { return e.msg }
+func (e *jobLimitError) Unwrap() error { return e.err }
 
 // pastLimit reports whether err ended a job at one of its bounds.
 func pastLimit(err error) bool {

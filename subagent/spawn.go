@@ -518,8 +518,10 @@ type spawnCall struct {
 	// the spawner's fork set to run on it; nil: the spawner's provider.
 	model *menuModel
 	fork  *SubAgentTool
-	// limits bound the call's child when it runs as a background job.
+	// limits bound the call's child when it runs as a background job,
+	// and bounds say which of them are its own.
 	limits JobLimits
+	bounds jobBounds
 	// handed is the input of a job's child as the policy let it through
 	// before the job started (handOffFirst); nil: not checked yet.
 	handed *agent.Input
@@ -757,6 +759,7 @@ func (sc *spawnCall) child(ctx context.Context) (target, func(int64), error) {
 	}
 	if l := sc.limits.Tokens; l > 0 && (!limited || budget > l) {
 		budget = l
+		sc.bounds.tokens = true
 	}
 	t, args, in := sc.s.forkFor(sc.fork, sc.model, sc.text, sc.check, budget, sc.limits.Steps, sc.prefix)
 	return target{t: t, args: args, in: in}, settle, nil
