@@ -308,11 +308,13 @@ func (a *Activities) reserve(in *ModelCall, r *Reserve, named int64) (wrapUp boo
 		out = room(est)
 	}
 	if out < 1 {
-		what := fmt.Sprintf("the %d tokens left of its limit (Spec.TokenLimit)", r.Tokens)
+		setting := cmp.Or(r.TokenSetting, "Spec.TokenLimit")
+		what := fmt.Sprintf("the %d tokens left of its limit (%s)", r.Tokens, setting)
 		if r.Cost && (r.Tokens == 0 || r.Tokens-est >= 1) {
-			what = fmt.Sprintf("the $%.6f left of its cost limit (Spec.CostLimit)", max(r.Dollars, 0))
+			setting = cmp.Or(r.CostSetting, "Spec.CostLimit")
+			what = fmt.Sprintf("the $%.6f left of its cost limit (%s)", max(r.Dollars, 0), setting)
 		}
-		return false, sdktemporal.NewNonRetryableApplicationError(fmt.Sprintf("the next model call, reading about %d tokens, would leave no room for a reply in %s: raise the limit or give a smaller task", est, what), ErrTypeUsageLimit, nil)
+		return false, sdktemporal.NewNonRetryableApplicationError(fmt.Sprintf("the next model call, reading about %d tokens, would leave no room for a reply in %s: raise %s or give a smaller task", est, what, setting), ErrTypeUsageLimit, nil)
 	}
 	req.MaxTokens = int(min(out, int64(max(r.Ceiling, 1))))
 	return wrapUp, nil

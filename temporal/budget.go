@@ -97,8 +97,8 @@ func (b *budget) plan(spec Spec, req provider.Request, used int64) (provider.Req
 		out = b.room(used, est)
 	}
 	if out < 1 {
-		return req, false, fmt.Errorf("agent %q used %d tokens, its limit is %d (Spec.TokenLimit), and the next model call, reading about %d tokens, would leave no room for a reply: raise Spec.TokenLimit or give a smaller task",
-			spec.Name, used, b.limit, est)
+		return req, false, fmt.Errorf("agent %q used %d tokens, its limit is %d (%s), and the next model call, reading about %d tokens, would leave no room for a reply: raise %[4]s or give a smaller task",
+			spec.Name, used, b.limit, spec.tokenSetting(), est)
 	}
 	req.MaxTokens = int(min(out, int64(cmp0(spec.MaxTokens, replyCeiling))))
 	return req, wrapUp, nil

@@ -383,7 +383,16 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 	// JobTime), as WithJobLimits in process: a share is cut to them.
 	limited := (js.spec.jobLimited() || js.spec.JobTime > 0 && !js.threaded()) &&
 		workflow.GetVersion(ctx, jobLimitsChange, workflow.DefaultVersion, 1) >= 1
+	// The job names the limits that are the run's bounds of a job, not
+	// its share of the run's, in what it says when it stops at one.
+	a.JobBounds = nil
 	if limited {
+		if l := js.spec.JobTokens; l > 0 && (a.Spec.TokenLimit == 0 || a.Spec.TokenLimit > l) {
+			a.JobBounds = append(a.JobBounds, jobBoundTokens)
+		}
+		if l := js.spec.JobCost; l > 0 && (a.Spec.CostLimit == 0 || a.Spec.CostLimit > l) {
+			a.JobBounds = append(a.JobBounds, jobBoundCost)
+		}
 		a.Spec.within(js.spec.JobTokens, js.spec.JobCost)
 	}
 	if js.spec.TokenLimit > 0 {
@@ -391,6 +400,9 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 	}
 	if js.spec.CostLimit > 0 {
 		j.dollars = a.Spec.CostLimit
+	}
+	if limited && js.spec.JobSteps > 0 || a.Spec.MaxSteps == 0 || a.Spec.MaxSteps > subagent.DefaultJobSteps {
+		a.JobBounds = append(a.JobBounds, jobBoundSteps)
 	}
 	if limited && js.spec.JobSteps > 0 {
 		a.Spec.MaxSteps = js.spec.JobSteps
@@ -402,9 +414,11 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 		// process: past an unlimited run, the default limits of a job.
 		if a.Spec.TokenLimit == 0 {
 			a.Spec.TokenLimit = subagent.DefaultJobTokens
+			a.JobBounds = append(a.JobBounds, jobBoundTokens)
 		}
 		if a.Spec.CostLimit == 0 {
 			a.Spec.CostLimit = subagent.DefaultJobCost
+			a.JobBounds = append(a.JobBounds, jobBoundCost)
 		}
 	}
 	if js.progress == nil {

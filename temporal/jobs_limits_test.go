@@ -86,10 +86,16 @@ func TestJobPastItsLimitReportsPartiallyOnTemporal(t *testing.T) {
 		tokens int64
 		cost   float64
 		steps  int // the job's model calls (0: not checked)
+		// setting is the one the partial report names as the limit that
+		// bound the job, and other the one it must not name.
+		setting, other string
 	}{
-		{"tokens", Spec{JobTokens: 1500}, 1500, 0, 0},
-		{"cost", Spec{JobCost: 0.0015}, 0, 0.0015, 0},
-		{"steps", Spec{JobSteps: 4}, 0, 0, 4},
+		{"tokens", Spec{JobTokens: 1500}, 1500, 0, 0, "Spec.JobTokens", "Spec.TokenLimit"},
+		{"cost", Spec{JobCost: 0.0015}, 0, 0.0015, 0, "Spec.JobCost", "Spec.CostLimit"},
+		{"steps", Spec{JobSteps: 4}, 0, 0, 4, "Spec.JobSteps", "Spec.MaxSteps"},
+		// The lead's own limit, its share of it less than JobTokens, is
+		// what bounds the job.
+		{"lead's tokens", Spec{TokenLimit: 2800, JobTokens: 100_000}, 2800, 0, 0, "Spec.TokenLimit", "Spec.JobTokens"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inEachIDMode(t, func(t *testing.T, c client.Client, id func(n int64, i int) string) {
@@ -123,6 +129,9 @@ func TestJobPastItsLimitReportsPartiallyOnTemporal(t *testing.T) {
 				t.Logf("the job made %d calls, %d tokens, $%.6f; the lead read %q", m.jobCall, m.job.Tokens(), price.Cost(m.job), out.Answer)
 				if !strings.Contains(out.Answer, "stopped at its limit") || !strings.Contains(out.Answer, "its last words:\ndug layer ") {
 					t.Errorf("the lead read %q: want the job's partial report, its last words", out.Answer)
+				}
+				if !strings.Contains(out.Answer, "raise "+tc.setting) || strings.Contains(out.Answer, tc.other) {
+					t.Errorf("the lead read %q: want the limit that bound the job named, raise %s, not %s", out.Answer, tc.setting, tc.other)
 				}
 				if tc.tokens > 0 && m.job.Tokens() > tc.tokens || tc.cost > 0 && price.Cost(m.job) > tc.cost+1e-12 || m.jobCall < 3 || m.jobCall >= subagent.DefaultJobSteps {
 					t.Errorf("the job made %d calls, %d tokens, $%.6f: want 3 or more, within %d tokens and $%g", m.jobCall, m.job.Tokens(), price.Cost(m.job), tc.tokens, tc.cost)

@@ -154,6 +154,10 @@ type Spec struct {
 	// most CostLimit plus the estimation error of one call's input at its
 	// price. A model the prices lack costs nothing against it.
 	CostLimit float64 `json:"cost_limit,omitempty"`
+	// bounds names the settings the run's limits come from when they are
+	// not its own Spec's (RunInput.JobBounds), for the run's messages;
+	// never serialized.
+	bounds limitSettings
 	// Guardrails names the Runtime.Guardrails that guard this agent, as
 	// agent.WithGuardrails does in process: its input guardrails check
 	// the task it is given before it starts, its output guardrails its
@@ -237,6 +241,11 @@ type RunInput struct {
 	// is the run's, not a thread's: its time bounds it, and no later turn
 	// asks where it stands.
 	RunJob bool `json:"run_job,omitempty"`
+	// JobBounds, set by a run on its job's input, lists the job's limits
+	// that are the run's bounds of a job (Spec.JobTokens, JobCost and
+	// JobSteps, or their defaults) rather than its Spec's own: "tokens",
+	// "cost", "steps". A job that stops at one names that setting.
+	JobBounds []string `json:"job_bounds,omitempty"`
 }
 
 // RunOutput is the outcome of a run.
@@ -312,6 +321,11 @@ type Reserve struct {
 	// Cost says a cost limit bounds the run, and Dollars what is left of it.
 	Cost    bool    `json:"cost,omitempty"`
 	Dollars float64 `json:"dollars,omitempty"`
+	// TokenSetting and CostSetting name the settings the limits come
+	// from, for the error of a call with no room ("": Spec.TokenLimit and
+	// Spec.CostLimit).
+	TokenSetting string `json:"token_setting,omitempty"`
+	CostSetting  string `json:"cost_setting,omitempty"`
 	// ReadBack: the run's answer is read again by its parent, out of the
 	// same budget, so a reply gets half of what is left after its input.
 	ReadBack bool `json:"read_back,omitempty"`
@@ -533,6 +547,41 @@ type Checks struct {
 	// task is the one read from the arguments.
 	Decided []Delegated `json:"decided,omitempty"`
 }
+
+// limitSettings name the settings a run's token, cost and step limits
+// come from ("": its Spec's TokenLimit, CostLimit and MaxSteps).
+type limitSettings struct{ tokens, cost, steps string }
+
+// The bounds of a job named in RunInput.JobBounds.
+const (
+	jobBoundTokens = "tokens"
+	jobBoundCost   = "cost"
+	jobBoundSteps  = "steps"
+)
+
+// withBounds returns s with the settings its limits come from, as its
+// job's input names them (RunInput.JobBounds).
+func (s Spec) withBounds(bounds []string) Spec {
+	for _, b := range bounds {
+		switch b {
+		case jobBoundTokens:
+			s.bounds.tokens = "Spec.JobTokens"
+		case jobBoundCost:
+			s.bounds.cost = "Spec.JobCost"
+		case jobBoundSteps:
+			s.bounds.steps = "Spec.JobSteps"
+		}
+	}
+	return s
+}
+
+// tokenSetting, costSetting and stepSetting name the settings the run's
+// token, cost and step limits come from: the Spec's own, or, for a job
+// held to its run's bounds of a job, that run's Spec.JobTokens, JobCost or
+// JobSteps.
+func (s Spec) tokenSetting() string { return cmp.Or(s.bounds.tokens, "Spec.TokenLimit") }
+func (s Spec) costSetting() string  { return cmp.Or(s.bounds.cost, "Spec.CostLimit") }
+func (s Spec) stepSetting() string  { return cmp.Or(s.bounds.steps, "Spec.MaxSteps") }
 
 func (s Spec) maxSteps() int  { return cmp.Or(max(s.MaxSteps, 0), DefaultMaxSteps) }
 func (s Spec) maxDepth() int  { return cmp.Or(max(s.MaxDepth, 0), DefaultMaxDepth) }

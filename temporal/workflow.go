@@ -103,7 +103,7 @@ func AgentWorkflow(ctx workflow.Context, in RunInput) (RunOutput, error) {
 			return RunOutput{}, err
 		}
 	}
-	out, err := run(rctx, in.Spec, in.Depth, nil, input, id, trace, q, cmp.Or(in.Path, cmp.Or(in.Spec.Name, agent.DefaultName)), ib, in.Arguments, thread)
+	out, err := run(rctx, in.Spec.withBounds(in.JobBounds), in.Depth, nil, input, id, trace, q, cmp.Or(in.Path, cmp.Or(in.Spec.Name, agent.DefaultName)), ib, in.Arguments, thread)
 	if late && err != nil && sdktemporal.IsCanceledError(err) {
 		u, c, m := out.TotalUsage(), out.Cost, out.Model
 		ms, e := out.Models, out.Earlier
@@ -111,7 +111,7 @@ func AgentWorkflow(ctx workflow.Context, in RunInput) (RunOutput, error) {
 			u, c, m = d, costOf(err), modelOf(err)
 			ms, e = modelsOf(err)
 		}
-		err = sdktemporal.NewNonRetryableApplicationError(fmt.Sprintf("the job ran past its time of %v (Spec.JobTime)", in.JobTime), ErrTypeJobTime, nil, u, c, m, ms, e)
+		err = sdktemporal.NewNonRetryableApplicationError(fmt.Sprintf("the job ran past its time of %v (Spec.JobTime): raise Spec.JobTime or give a smaller task", in.JobTime), ErrTypeJobTime, nil, u, c, m, ms, e)
 	}
 	if in.Depth > 0 {
 		// A child's transcript stays in its own history; only the answer
@@ -247,7 +247,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 	for step := 0; ; step++ {
 		if step >= spec.maxSteps() {
 			out.Messages = conv
-			return out, failure(out, ErrTypeMaxSteps, fmt.Sprintf("agent %q used its %d steps without a final answer: raise Spec.MaxSteps or simplify the task", spec.Name, spec.maxSteps()))
+			return out, failure(out, ErrTypeMaxSteps, fmt.Sprintf("agent %q used its %d steps (%s) without a final answer: raise %[3]s or simplify the task", spec.Name, spec.maxSteps(), spec.stepSetting()))
 		}
 		var delivered []subagent.Receipt
 		if m, taken, ok := ib.take(ctx, step+1, out, conv); ok {
@@ -291,6 +291,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			if spec.CostLimit > 0 {
 				r.Cost, r.Dollars = true, spec.CostLimit-out.Cost-heldCost
 			}
+			r.TokenSetting, r.CostSetting = spec.bounds.tokens, spec.bounds.cost
 			mc.Reserve = r
 		}
 		if trace != nil {
@@ -341,9 +342,9 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 				conv = append(conv, msg)
 				out.Messages = conv
 				if spec.TokenLimit == 0 { // wrapped up by the cost limit alone
-					return out, failure(out, ErrTypeUsageLimit, fmt.Sprintf("agent %q cost $%.6f, and the last reply, asked to wrap up before it passed its cost limit (Spec.CostLimit), had no answer: raise Spec.CostLimit or give a smaller task", spec.Name, out.Cost))
+					return out, failure(out, ErrTypeUsageLimit, fmt.Sprintf("agent %q cost $%.6f, and the last reply, asked to wrap up before it passed its cost limit (%s), had no answer: raise %[3]s or give a smaller task", spec.Name, out.Cost, spec.costSetting()))
 				}
-				return out, failure(out, ErrTypeUsageLimit, fmt.Sprintf("agent %q used %d tokens, its limit is %d (Spec.TokenLimit), and the last reply, asked to wrap up, had no answer: raise Spec.TokenLimit or give a smaller task", spec.Name, out.TotalUsage().Tokens(), spec.TokenLimit))
+				return out, failure(out, ErrTypeUsageLimit, fmt.Sprintf("agent %q used %d tokens, its limit is %d (%s), and the last reply, asked to wrap up, had no answer: raise %[4]s or give a smaller task", spec.Name, out.TotalUsage().Tokens(), spec.TokenLimit, spec.tokenSetting()))
 			}
 			corrected = true // no budget for a corrective retry
 		}
@@ -698,12 +699,12 @@ const toolRetriesChange = "deputy.tool-retries"
 // a workflow started before toolRetriesChange fails at it, as it did.
 func overLimit(ctx workflow.Context, spec Spec, out RunOutput) error {
 	if spec.CostLimit > 0 && out.Cost > spec.CostLimit {
-		return failure(out, ErrTypeUsageLimit, fmt.Sprintf("agent %q cost $%.6f, past its cost limit of $%.6f (Spec.CostLimit)", spec.Name, out.Cost, spec.CostLimit))
+		return failure(out, ErrTypeUsageLimit, fmt.Sprintf("agent %q cost $%.6f, past its cost limit of $%.6f (%s)", spec.Name, out.Cost, spec.CostLimit, spec.costSetting()))
 	}
 	used := out.TotalUsage().Tokens()
 	if spec.TokenLimit > 0 && (used > spec.TokenLimit ||
 		used == spec.TokenLimit && workflow.GetVersion(ctx, toolRetriesChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion) {
-		return failure(out, ErrTypeUsageLimit, fmt.Sprintf("agent %q used %d tokens, its limit is %d (Spec.TokenLimit)", spec.Name, out.TotalUsage().Tokens(), spec.TokenLimit))
+		return failure(out, ErrTypeUsageLimit, fmt.Sprintf("agent %q used %d tokens, its limit is %d (%s)", spec.Name, out.TotalUsage().Tokens(), spec.TokenLimit, spec.tokenSetting()))
 	}
 	return nil
 }
