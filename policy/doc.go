@@ -42,10 +42,13 @@
 // and its own. A policy that would allow what the one it extends forbids
 // (an allow list wider than the parent's) is refused with a *Widening, not
 // silently narrowed: by Narrow when it is made; by agent.NewReact when a
-// sub-agent known then (a resident, a FromReact child, a roster member)
-// has one; else by the child's run, before any model call, which its
-// parent's model reads as a failed hand-off (code "policy_widens"). Make a
-// child's policy with Narrow of its parent's.
+// sub-agent known then (a resident, a FromReact child, a roster member,
+// the spawn tool's forks given it through subagent.WithReactOptions) has
+// one; else by the child's run, before any model call, which its parent's
+// model reads as a failed hand-off (code "policy_widens"): so a child that
+// a function builds at its call (subagent.FromFactory, FromScoped), or one
+// whose parent has its policy by the context only, is refused when it
+// runs. Make a child's policy with Narrow of its parent's.
 //
 // # Ready-made rules
 //

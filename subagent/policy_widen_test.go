@@ -83,7 +83,17 @@ func TestPolicyWideningRefusedWhenBuilt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, sub := range map[string]tool.Tool{"resident": expert, "FromReact": improv, "roster": spawner, "grandchild": viaMiddle} {
+	// Forks whose options give them the wide policy, foreground,
+	// background and context forks alike (one template builds them all).
+	forks, err := subagent.NewSpawner(model, tools(search), subagent.WithReactOptions(agent.WithPolicy(wide)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	contextForks, err := subagent.NewSpawner(model, tools(search), subagent.WithContextForks(), subagent.WithReactOptions(agent.WithPolicy(wide)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, sub := range map[string]tool.Tool{"resident": expert, "FromReact": improv, "roster": spawner, "grandchild": viaMiddle, "fork": forks, "context fork": contextForks} {
 		for _, opts := range [][]agent.Option{
 			{agent.WithTools(sub), agent.WithPolicy(root)},
 			{agent.WithPolicy(root), agent.WithTools(sub)},
@@ -99,6 +109,9 @@ func TestPolicyWideningRefusedWhenBuilt(t *testing.T) {
 	// has the wide one: refused when the tool is built.
 	_, err = subagent.FromReact("improv", "a child per call", model, tools(expert), subagent.WithReactOptions(agent.WithPolicy(root)))
 	wantWidening(t, "FromReact with both", err)
+	// And forks given the root's policy whose tools hold that resident.
+	_, err = subagent.NewSpawner(model, tools(expert), subagent.WithReactOptions(agent.WithPolicy(root)))
+	wantWidening(t, "forks with both", err)
 
 	// Policies that only add are accepted, in every form.
 	for name, p := range narrowerPolicies(t, root) {
@@ -118,7 +131,11 @@ func TestPolicyWideningRefusedWhenBuilt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, sub := range []tool.Tool{expert, improv, spawner} {
+		forks, err := subagent.NewSpawner(model, tools(search), subagent.WithContextForks(), subagent.WithReactOptions(agent.WithPolicy(p)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sub := range []tool.Tool{expert, improv, spawner, forks} {
 			if _, err := agent.NewReact(model, agent.WithTools(sub), agent.WithPolicy(root)); err != nil {
 				t.Errorf("%s (%s): a policy that only adds was refused: %v", name, sub.Definition().Name, err)
 			}
@@ -211,7 +228,7 @@ func (l *widenLead) errorCodes() []string {
 
 func TestPolicyWideningRefusedAtRun(t *testing.T) {
 	root, wide := widenRules(t)
-	for _, form := range []string{"FromFactory", "FromReact", "FromAgent"} {
+	for _, form := range []string{"FromFactory", "FromReact", "FromAgent", "FromScoped", "fork", "context fork"} {
 		t.Run(form, func(t *testing.T) {
 			rm := &counted{name: "rm"}
 			childModel := fake.NewProvider(fake.Call("rm", `{}`), fake.Text("removed")).Loop()
@@ -219,7 +236,7 @@ func TestPolicyWideningRefusedAtRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var sub *subagent.SubAgentTool
+			var sub tool.Tool
 			switch form {
 			case "FromFactory":
 				sub, err = subagent.FromFactory("worker", "a child per call", func(context.Context, json.RawMessage) (agent.Agent, error) {
@@ -232,6 +249,15 @@ func TestPolicyWideningRefusedAtRun(t *testing.T) {
 				if child, err = agent.NewReact(childModel, agent.WithRegistry(reg), agent.WithPolicy(wide)); err == nil {
 					sub, err = subagent.FromAgent("expert", "a resident", child)
 				}
+			case "FromScoped":
+				sub, err = subagent.FromScoped("expert", "a resident per scope", func(context.Context) (string, error) { return "s1", nil },
+					func(string) (agent.Agent, error) {
+						return agent.NewReact(childModel, agent.WithRegistry(reg), agent.WithPolicy(wide))
+					})
+			case "fork":
+				sub, err = subagent.NewSpawner(childModel, reg, subagent.WithReactOptions(agent.WithPolicy(wide)))
+			case "context fork":
+				sub, err = subagent.NewSpawner(childModel, reg, subagent.WithContextForks(), subagent.WithReactOptions(agent.WithPolicy(wide)))
 			}
 			if err != nil {
 				t.Fatal(err)

@@ -34,7 +34,7 @@ func WithMaxScopes(n int) Option {
 	})
 }
 
-// FromScoped returns a resident expert per scope (docs/serving.md).
+// FromScoped returns a resident per scope; its run refuses a wider policy.
 func FromScoped(name, description string, scope Scope, newAgent func(scope string) (agent.Agent, error), opts ...Option) (*SubAgentTool, error) {
 	if scope == nil {
 		return nil, fmt.Errorf("subagent %q: nil scope: pass subagent.PerThread or a function naming the call's scope", name)
@@ -51,6 +51,9 @@ func FromScoped(name, description string, scope Scope, newAgent func(scope strin
 	if limit == 0 {
 		limit = DefaultMaxScopes
 	}
+	// A scope's agent is built by newAgent at its scope's first call, so
+	// no constructor sees its policy: one wider than the call inherits is
+	// refused when it runs (a *policy.Widening), as FromFactory's is.
 	t.scoped = &scopes{proto: t, of: scope, build: newAgent, limit: limit, live: map[string]*scopeEntry{}}
 	return t, nil
 }

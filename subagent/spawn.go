@@ -61,6 +61,10 @@ type Spawner struct {
 	// forkOpts are the options every fork is built with, made once (see
 	// forkFor), clipped so that what a call adds goes to a copy.
 	forkOpts []agent.Option
+	// probe is a fork as WithReactOptions builds it (nil without them),
+	// which an agent given the tool checks for a policy wider than its
+	// own (delegatesOf).
+	probe *agent.React
 
 	threads threadJobs // the jobs that outlive their run (WithJobsAcrossTurns)
 }
@@ -112,6 +116,16 @@ func NewSpawner(p provider.Provider, reg *tool.Registry, opts ...SpawnOption) (*
 	}
 	s.def = tool.Definition{Name: SpawnToolName, Description: spawnDescription(cfg), Parameters: params.Raw()}
 	s.fork = &SubAgentTool{def: tool.Definition{Name: cfg.forkName, Description: "a fork of the calling agent"}, cfg: cfg.config}
+	if len(cfg.reactOpts) > 0 {
+		reg := s.tools
+		if cfg.forkTools != nil {
+			reg = reg.Filter(cfg.forkTools)
+		}
+		opts := append(slices.Clip(cfg.reactOpts), agent.WithName(cfg.forkName), agent.WithSystemPrompt(cfg.forkPrompt), agent.WithRegistry(reg))
+		if s.probe, err = agent.NewReact(p, opts...); err != nil {
+			return nil, fmt.Errorf("subagent %s: WithReactOptions: %w", SpawnToolName, err)
+		}
+	}
 	return s, nil
 }
 

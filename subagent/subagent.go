@@ -82,8 +82,10 @@ type SubAgentTool struct {
 func init() { delegates.Of = delegatesOf }
 
 // delegatesOf returns the agents t hands work to that are known now: a
-// FromAgent's resident, a FromReact child as its options build it, and
-// those of a spawn tool's roster members.
+// FromAgent's resident, a FromReact child as its options build it, a
+// spawn tool's fork as its options build it, and those of its roster
+// members. A FromFactory or FromScoped child is built later, by its
+// function, and checked when it runs.
 func delegatesOf(t tool.Tool) []any {
 	switch t := t.(type) {
 	case *SubAgentTool:
@@ -95,6 +97,9 @@ func delegatesOf(t tool.Tool) []any {
 		}
 	case *Spawner:
 		var out []any
+		if t.probe != nil {
+			out = append(out, t.probe)
+		}
 		for _, m := range t.cfg.roster {
 			out = append(out, delegatesOf(m)...)
 		}
@@ -124,7 +129,7 @@ func FromAgent(name, description string, a agent.Agent, opts ...Option) (*SubAge
 	return t, nil
 }
 
-// FromFactory returns the one-shot form: a fresh agent per call, in parallel.
+// FromFactory returns a fresh agent per call; its run refuses a wider policy.
 func FromFactory(name, description string, factory Factory, opts ...Option) (*SubAgentTool, error) {
 	if factory == nil {
 		return nil, fmt.Errorf("subagent %q: nil factory: pass a function that builds the agent", name)
@@ -134,6 +139,10 @@ func FromFactory(name, description string, factory Factory, opts ...Option) (*Su
 		return nil, err
 	}
 	t.defaultToTask()
+	// The agent the factory builds, and a policy of its own, exist only
+	// once a call builds it: no constructor can see them, so a policy
+	// wider than the one the call inherits is refused when that agent
+	// runs (a *policy.Widening, before its first model call), not here.
 	t.factory = factory
 	return t, nil
 }
