@@ -544,3 +544,66 @@ func tightLimits(t *testing.T, cost bool) {
 		}
 	}
 }
+
+// A lead on Temporal under a cost limit, output priced at four times
+// input, forks ten children whose model writes one token past each
+// request's bound (an estimate one token short), under every limit from
+// $0.0015 to $0.003 by $0.00002: each child's wrap-up answer, which passes
+// its share by that token, is its answer, as in process, and the lead,
+// which kept back enough to read answers, reads them and answers; the
+// tree passes its limit by no more than a token at the output price per
+// run. (Each such child failed, and at $0.00232 the lead, reading ten
+// long failures, had no room left for its reply and failed.) With models
+// that name their calls afresh, not at all, and from call_0.
+func TestOvershootingChildrenLetTheLeadAnswerOnTemporal(t *testing.T) {
+	price := provider.Price{Input: 1e-6, Output: 4e-6}
+	prices, err := provider.NewPrices(map[string]provider.Price{"m1": price})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
+		for limit := int64(1500); limit <= 3000; limit += 20 {
+			var fresh atomic.Int64
+			over := func(req provider.Request, text string) provider.Message {
+				if n := 4*req.MaxTokens + 4; req.MaxTokens > 0 && n < len(text) {
+					text = text[:n] // a token past its bound
+				}
+				return provider.AssistantMessage(text)
+			}
+			p := &script{model: "m1", fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+				if strings.HasPrefix(lastUser(req), "part ") {
+					return over(req, strings.Repeat("The part is written. ", 60)), nil
+				}
+				if req.Messages[len(req.Messages)-1].Role == provider.RoleTool || len(req.Tools) == 0 {
+					return over(req, "Written."), nil
+				}
+				var msg provider.Message
+				for n := 10; n > 0; n-- {
+					msg = spawnCalls(n)
+					if req.MaxTokens == 0 || fake.Usage(provider.Request{}, msg).OutputTokens <= int64(req.MaxTokens) {
+						break
+					}
+					msg = over(req, "I could not fork the parts.")
+				}
+				resumetest.NameCalls(ids, msg.ToolCalls, &fresh)
+				return msg, nil
+			}}
+			env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Prices: prices})
+			spec := Spec{Name: "lead", Provider: "m", Spawn: true, CostLimit: float64(limit) * price.Input, System: strings.Repeat("You write surveys. ", 16)}
+			env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: spec, Text: "split the work in ten"})
+			calls, billed := p.total()
+			err := env.GetWorkflowError()
+			var out RunOutput
+			if err == nil {
+				err = env.GetWorkflowResult(&out)
+			}
+			if err != nil || out.Answer == "" {
+				t.Errorf("ids %d, limit $%.6f: the lead ended with %.300v after %d model calls costing $%.6f, want its answer", ids, spec.CostLimit, err, calls, costOfUsage(price, billed))
+				continue
+			}
+			if c := costOfUsage(price, billed); c > spec.CostLimit+11*price.Output+1e-12 {
+				t.Errorf("ids %d, limit $%.6f: the tree cost $%.6f, past its limit by more than a token per run", ids, spec.CostLimit, c)
+			}
+		}
+	}
+}

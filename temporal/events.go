@@ -77,7 +77,10 @@ type Trace struct {
 	// Guarded: output guardrails check the run's answer, so a reply
 	// cannot tell it ends the run; the guardrail activity publishes the
 	// end instead.
-	Guarded    bool           `json:"guarded,omitempty"`
+	Guarded bool `json:"guarded,omitempty"`
+	// PastLimit: a reply with text that ends the run with its answer ends
+	// it past the run's limits too (answerPastLimitChange).
+	PastLimit  bool           `json:"past_limit,omitempty"`
 	Spent      provider.Usage `json:"spent"`
 	TokenLimit int64          `json:"token_limit,omitempty"`
 	MaxOutput  int            `json:"max_output,omitempty"`
@@ -239,7 +242,11 @@ func (em emitter) after(providerName, model string, req provider.Request, resp p
 	}
 	spent := t.Spent.Add(resp.Usage)
 	content, ends := finalContent(req.ResponseSchema, resp.Message.Content, t.Corrected, t.MaxOutput)
-	if !ends || t.Guarded || (t.TokenLimit > 0 && spent.Tokens() > t.TokenLimit) || (t.CostLimit > 0 && t.SpentCost+cost > t.CostLimit) {
+	past := (t.TokenLimit > 0 && spent.Tokens() > t.TokenLimit) || (t.CostLimit > 0 && t.SpentCost+cost > t.CostLimit)
+	if past && t.PastLimit && strings.TrimSpace(resp.Message.Content) != "" {
+		past = false // its answer stands, as in process
+	}
+	if !ends || t.Guarded || past {
 		return // the workflow corrects it, or fails it at its limit
 	}
 	em.emit(event.Event{Type: event.StepFinished, StepName: msgID})

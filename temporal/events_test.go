@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
@@ -244,10 +245,17 @@ func (m modelNamed) Complete(ctx context.Context, req provider.Request) (provide
 }
 
 // A fork whose last reply takes it past its cost limit (its model counted
-// far more input than the estimate) fails, and its events say so: no
-// SUBAGENT_FINISHED with an answer its parent never gets, a
-// SUBAGENT_ERROR instead.
+// far more input than the estimate) ends with that reply's answer, as in
+// process, and its events say so: SUBAGENT_FINISHED. A workflow started
+// before answerPastLimitChange fails it, and its events say so: no
+// SUBAGENT_FINISHED with an answer its parent never gets, a SUBAGENT_ERROR
+// instead.
 func TestChildPastItsCostLimitIsNotAnnouncedFinished(t *testing.T) {
+	t.Run("now", func(t *testing.T) { childPastItsCostLimit(t, false) })
+	t.Run("before "+answerPastLimitChange, func(t *testing.T) { childPastItsCostLimit(t, true) })
+}
+
+func childPastItsCostLimit(t *testing.T, old bool) {
 	prices, err := provider.NewPrices(map[string]provider.Price{"m1": {Input: 1e-5, Output: 3e-5}})
 	if err != nil {
 		t.Fatal(err)
@@ -271,6 +279,9 @@ func TestChildPastItsCostLimitIsNotAnnouncedFinished(t *testing.T) {
 	})
 	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Prices: prices, Events: hub})
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "tree-c"})
+	if old {
+		env.OnGetVersion(answerPastLimitChange, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	}
 	var rec recorder
 	defer hub.Subscribe(event.WithSink(context.Background(), &rec), "tree-c")()
 	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Spawn: true, CostLimit: 0.05}, Text: "go"})
@@ -290,8 +301,11 @@ func TestChildPastItsCostLimitIsNotAnnouncedFinished(t *testing.T) {
 			failed++
 		}
 	}
-	if finished != 0 || failed != 1 {
+	switch {
+	case old && (finished != 0 || failed != 1):
 		t.Errorf("%d SUBAGENT_FINISHED and %d SUBAGENT_ERROR for a fork that failed at its cost limit, want 0 and 1", finished, failed)
+	case !old && (finished != 1 || failed != 0 || !strings.Contains(out.Answer, "lead done")):
+		t.Errorf("%d SUBAGENT_FINISHED and %d SUBAGENT_ERROR for a fork that answered past its cost limit, want 1 and 0; the lead answered %q", finished, failed, out.Answer)
 	}
 }
 

@@ -192,6 +192,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 	var ended []EndedCall // the previous step's calls whose results no activity published
 	// callSettleChange, asked at the first model call.
 	settles, settleAsked := false, false
+	pastLimit, pastAsked := false, false // answerPastLimitChange, asked at the first model call under a limit
 	b := newBudget(ctx, spec, depth)
 	inPrice, outPrice := 0.0, 0.0 // the prices of an input and an output token of the model that answered last
 	// From unpaidChange on, a run under a limit bounds a call that offers
@@ -276,6 +277,10 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			}
 			req.Messages = append(req.Messages[:len(req.Messages):len(req.Messages)], provider.UserMessage(note))
 		}
+		if !pastAsked && (spec.TokenLimit > 0 || spec.CostLimit > 0) {
+			pastAsked = true
+			pastLimit = workflow.GetVersion(ctx, answerPastLimitChange, workflow.DefaultVersion, 1) >= 1
+		}
 		mc := ModelCall{Provider: spec.Provider, Request: req, Depth: depth, Path: path, DistinctIDs: distinct}
 		if b.on || spec.CostLimit > 0 {
 			// The worker reserves the call with what only it knows: the
@@ -297,7 +302,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		if trace != nil {
 			t := *trace
 			t.Step, t.Ended, t.Corrected, t.Spent, t.TokenLimit, t.MaxOutput = step+1, ended, corrected, out.TotalUsage(), spec.TokenLimit, spec.maxOutput()
-			t.Guarded, t.SpentCost, t.CostLimit = guards, out.Cost, spec.CostLimit
+			t.Guarded, t.SpentCost, t.CostLimit, t.PastLimit = guards, out.Cost, spec.CostLimit, pastLimit
 			t.Models, t.Earlier = slices.Clone(out.Models), slices.Clone(out.Earlier)
 			t.Delivered = delivered
 			mc.Trace = &t
@@ -350,7 +355,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		}
 		conv = append(conv, msg)
 		ib.reached(ctx, step+1, out, conv)
-		if err := overLimit(ctx, spec, out); err != nil {
+		if err := overLimit(ctx, spec, out); err != nil && !(pastLimit && answers(schema, msg, corrected)) {
 			out.Messages = conv
 			return out, err
 		}
@@ -591,6 +596,34 @@ func publishEnded(ctx workflow.Context, trace *Trace, ended []EndedCall, conv []
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{ScheduleToCloseTimeout: 10 * time.Second,
 		RetryPolicy: &sdktemporal.RetryPolicy{MaximumAttempts: 1}})
 	_ = workflow.ExecuteLocalActivity(lctx, PublishActivityName, JobEvents{Trace: &Trace{Tree: trace.Tree, Subagent: trace.Subagent}, Events: evs}).Get(ctx, nil)
+}
+
+// answerPastLimitChange names the workflow version from which a reply
+// that ends its run with its answer (answers) ends it so though its call
+// took the run past its token or cost limit, by what its estimate
+// undercounted, as in process, where only a reply with calls still to run
+// fails the run there: a child whose wrap-up passed its share by a token
+// failed, and its parent, reading each such child's long failure where it
+// had kept back enough to read an answer, failed too. Asked at the first
+// model call of a run under a limit, which tells the call's activity
+// (Trace.PastLimit), so that it publishes the run's end with the answer.
+const answerPastLimitChange = "deputy.answer-past-limit"
+
+// answers reports whether msg, a reply with text and no tool calls, ends
+// its run with its answer: a wrap-up's (corrected), one with no schema to
+// fit, or one that fits it.
+func answers(schema *jsonschema.Schema, msg provider.Message, corrected bool) bool {
+	if len(msg.ToolCalls) > 0 {
+		return false
+	}
+	if strings.TrimSpace(msg.Content) == "" {
+		return false
+	}
+	if schema == nil || corrected {
+		return true
+	}
+	_, verr := validate(schema, msg.Content)
+	return verr == nil
 }
 
 // callSettleChange names the workflow version from which a run cancelled
