@@ -165,6 +165,16 @@ const (
 	// publishes its jobs' events.
 	refusedEventChange = "deputy.job-refused-event"
 
+	// jobOrderChange names the workflow version from which a job takes
+	// the messages of one sender in the order sent, which their receipts
+	// number, as in process: the server delivers the signals a workflow
+	// sends in any order, and a job sent two messages in one step took
+	// the second first at times. A run numbers each job's messages
+	// (jobMessage.Order), and a job holds one that came before the one
+	// sent before it until that one has come. Asked where a run sends its
+	// first message, and where a job starts.
+	jobOrderChange = "deputy.job-message-order"
+
 	jobMessageSignal  = "deputy.job_message"  // a parent sends its job a message
 	jobProgressSignal = "deputy.job_progress" // a job tells its parent where it stands
 )
@@ -174,6 +184,11 @@ type jobMessage struct {
 	ID   string `json:"id"`
 	Text string `json:"text"`
 	Seq  int    `json:"seq,omitempty"` // its place among the job's messages
+	// From and Order, from jobOrderChange: the run id of the workflow
+	// that sent it and its place, from 1, among the messages that
+	// workflow sent the job.
+	From  string `json:"from,omitempty"`
+	Order int    `json:"order,omitempty"`
 }
 
 // jobProgress is where a job stands, as it tells its parent: the step it
@@ -262,6 +277,7 @@ type bgJob struct {
 	cost                  float64
 	receipts              []subagent.Receipt
 	dropped               int // receipts dropped, the oldest (maxJobReceipts)
+	sentTo                int // messages this run sent it, numbered (jobOrderChange)
 	// tokens and dollars are the job's shares of its run's token and
 	// cost limits (0: none), held back from the run until it is collected.
 	tokens  int64
@@ -886,6 +902,10 @@ func (js *jobs) deliver(ctx workflow.Context, id, text string) (subagent.Receipt
 	if js.publishing {
 		m.Seq = r.Seq // for the job's deliveries
 	}
+	if workflow.GetVersion(ctx, jobOrderChange, workflow.DefaultVersion, 1) >= 1 {
+		j.sentTo++
+		m.From, m.Order = workflow.GetInfo(ctx).WorkflowExecution.RunID, j.sentTo
+	}
 	j.receipts = append(j.receipts, r)
 	// Published queued before the job can take it.
 	js.publish(ctx, jobEvent(subagent.JobMessageEvent, "", jobMessageEvent{Receipt: r, RunID: j.wfID, Text: text}))
@@ -1385,6 +1405,12 @@ type inbox struct {
 	delivered []string
 	// deliveredAt is the step each of delivered was taken before.
 	deliveredAt []int
+	// ordered: the job takes each sender's messages in their Order
+	// (jobOrderChange), holding in held those that came early; next is,
+	// by sender, the Order of the last taken.
+	ordered bool
+	next    map[string]int
+	held    []jobMessage
 }
 
 // jobSettleChange names the workflow version from which a cancelled job
@@ -1414,7 +1440,8 @@ func newInbox(ctx workflow.Context, job string) *inbox {
 		parent = info.ParentWorkflowExecution.ID
 	}
 	settle := workflow.GetVersion(ctx, jobSettleChange, workflow.DefaultVersion, 1) >= 1
-	return &inbox{job: job, parent: parent, ch: workflow.GetSignalChannel(ctx, jobMessageSignal), settle: settle}
+	ordered := workflow.GetVersion(ctx, jobOrderChange, workflow.DefaultVersion, 1) >= 1
+	return &inbox{job: job, parent: parent, ch: workflow.GetSignalChannel(ctx, jobMessageSignal), settle: settle, ordered: ordered, next: map[string]int{}}
 }
 
 // take returns the messages waiting, as the user message that delivers
@@ -1429,13 +1456,15 @@ func (ib *inbox) take(ctx workflow.Context, step int, out RunOutput, conv []prov
 	var ids, texts []string
 	var taken []subagent.Receipt
 	for {
-		var m jobMessage
-		if !ib.ch.ReceiveAsync(&m) {
+		var got jobMessage
+		if !ib.ch.ReceiveAsync(&got) {
 			break
 		}
-		ids, texts = append(ids, m.ID), append(texts, m.Text)
-		if m.Seq > 0 {
-			taken = append(taken, subagent.Receipt{JobID: ib.job, MessageID: m.ID, State: subagent.MessageDelivered, Step: step, Seq: m.Seq})
+		for _, m := range ib.inOrder(got) {
+			ids, texts = append(ids, m.ID), append(texts, m.Text)
+			if m.Seq > 0 {
+				taken = append(taken, subagent.Receipt{JobID: ib.job, MessageID: m.ID, State: subagent.MessageDelivered, Step: step, Seq: m.Seq})
+			}
 		}
 	}
 	if len(ids) == 0 {
@@ -1443,6 +1472,30 @@ func (ib *inbox) take(ctx workflow.Context, step int, out RunOutput, conv []prov
 	}
 	ib.tell(ctx, jobProgress{Job: ib.job, Step: step, Last: lastWords(conv), Usage: out.TotalUsage(), Cost: out.Cost, Delivered: ids})
 	return provider.UserMessage(runtime.JobMessages(ids, texts)), taken, true
+}
+
+// inOrder returns the messages m lets the job take, in order: m itself,
+// unless it came before a message its sender sent before it, which it
+// then waits for in held, and those held that came after it. A sender's
+// messages all come (a signal is delivered once its sender has sent it,
+// and a job that ends takes no more), so held waits only for those on
+// their way: at most a sender's maxJobQueued.
+func (ib *inbox) inOrder(m jobMessage) []jobMessage {
+	if !ib.ordered || m.Order == 0 {
+		return []jobMessage{m}
+	}
+	ib.held = append(ib.held, m)
+	var out []jobMessage
+	for {
+		i := slices.IndexFunc(ib.held, func(h jobMessage) bool { return h.Order == ib.next[h.From]+1 })
+		if i < 0 {
+			return out
+		}
+		h := ib.held[i]
+		ib.held = slices.Delete(ib.held, i, i+1)
+		ib.next[h.From] = h.Order
+		out = append(out, h)
+	}
 }
 
 // reached tells the parent where the job stands after a model reply of

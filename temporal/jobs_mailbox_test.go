@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +31,7 @@ type mailRun struct {
 	before, after subagent.JobStatus
 	sends         []string
 	took          int
+	order         map[int][]int // by job: the numbers of the words it took, in the order it took them
 	leadCalls     int64
 	jobCalls      int64
 	lead          string // the lead's workflow id
@@ -66,7 +68,7 @@ func sendManyBy(t *testing.T, c client.Client, id func(n int64, i int) string, n
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	var r mailRun
+	r := mailRun{order: map[int][]int{}}
 	var ids, leadCalls, jobCalls atomic.Int64
 	// Each job, at each model call, tells took how many messages it has
 	// taken, and waits on more: true, it makes another step (it takes
@@ -103,11 +105,19 @@ func sendManyBy(t *testing.T, c client.Client, id func(n int64, i int) string, n
 		if _, err := fmt.Sscanf(firstUserOf(req), "job %d: wait for word", &k); err == nil {
 			jobCalls.Add(1)
 			n := 0
+			var order []int
 			for _, msg := range req.Messages {
 				if msg.Role == provider.RoleUser {
 					n += strings.Count(msg.Content, "from the agent that started you:\nword ")
+					for _, w := range inboundWord.FindAllStringSubmatch(msg.Content, -1) {
+						i, _ := strconv.Atoi(w[1])
+						order = append(order, i)
+					}
 				}
 			}
+			mu.Lock()
+			r.order[k-1] = order
+			mu.Unlock()
 			select {
 			case took[k-1] <- n:
 			case <-ctx.Done():
@@ -223,6 +233,36 @@ func sendManyBy(t *testing.T, c client.Client, id func(n int64, i int) string, n
 	}
 	r.leadCalls, r.jobCalls = leadCalls.Load(), jobCalls.Load()
 	return r
+}
+
+var inboundWord = regexp.MustCompile(`from the agent that started you:\nword (\d+)`)
+
+// A job takes the messages its lead sends it in one step in the order the
+// lead sent them, which its receipts number, as in process: a lead that
+// sends each of two jobs 20 in one step, interleaved, has each job take
+// its 20 at its next step in the order sent. (The server delivered the
+// step's signals in any order, and a job took them shuffled.)
+func TestJobMessagesOfOneStepArriveInOrder(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	c, err := Dial(context.Background(), hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const sent, jobs = 40, 2
+	r := sendManyBy(t, c, policyIDModes[0].id, sent, sent, jobs, worker.Options{})
+	for k := range jobs {
+		var want []int
+		for i := k + 1; i <= sent; i += jobs {
+			want = append(want, i)
+		}
+		if got := r.order[k]; !slices.Equal(got, want) {
+			t.Errorf("job_%d took words %v, want %v: in the order sent", k+1, got, want)
+		}
+	}
+	if r.took != sent {
+		t.Errorf("the jobs took %d messages, want %d", r.took, sent)
+	}
 }
 
 // A job's status lists the receipts of its newest 64 messages, as in
