@@ -195,6 +195,10 @@ type treeSpec struct {
 	// treeModel.
 	model    func(*treeModel) provider.Provider
 	leadOpts []agent.Option
+	// contextForks makes the spawn tool's forks context forks
+	// (subagent.WithContextForks), each of which goes on from the lead's
+	// conversation unless its call asks for a fresh one.
+	contextForks bool
 }
 
 // buildTree builds a three-level tree that delegates in every form: a
@@ -258,7 +262,11 @@ func buildTree(t *testing.T, s treeSpec) (*agent.React, []*treeModel) {
 	analyst := must(subagent.FromFactory("analyst", "A roster member.", func(context.Context, json.RawMessage) (agent.Agent, error) {
 		return react(analystModel, "analyst", agent.WithTools(childTools()...)), nil
 	}))
-	sp, err := subagent.NewSpawner(model("fork", s.child), registry(), subagent.WithRoster(analyst), subagent.WithBackground())
+	spawnOpts := []subagent.SpawnOption{subagent.WithRoster(analyst), subagent.WithBackground()}
+	if s.contextForks {
+		spawnOpts = append(spawnOpts, subagent.WithContextForks())
+	}
+	sp, err := subagent.NewSpawner(model("fork", s.child), registry(), spawnOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}

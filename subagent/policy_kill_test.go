@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -315,10 +316,27 @@ const (
 	logAsk    = "ask"    // the root's policy asks a person (callKey)
 	logLeak   = "leak"   // the secret reached a child's model or a tool (which)
 	logSecret = "secret" // the lead's model was given the secret
+	logFork   = "fork"   // a child's model was given its task after its parent's conversation (the task)
 )
 
+// everyFormAndContextFork are everyForm's calls for a tree whose spawn
+// tool makes context forks (treeSpec.contextForks): its foreground and
+// background forks start fresh, as everyForm's do, and a context fork
+// goes on from the lead's conversation, which holds the secret of the
+// lead's input.
+var everyFormAndContextFork = func() [][2]string {
+	out := slices.Clone(everyForm)
+	for i, c := range out {
+		if c[0] == subagent.SpawnToolName && !strings.Contains(c[1], `"agent"`) {
+			out[i][1] = strings.Replace(c[1], "{", `{"inherit_context":false,`, 1)
+		}
+	}
+	return append(out, [2]string{subagent.SpawnToolName, `{"task":"c {task}"}`})
+}()
+
 // A three-level tree that delegates in every form (buildTree: resident,
-// FromFactory, FromReact, roster member, foreground and background fork),
+// FromFactory, FromReact, roster member, foreground and background fork,
+// and a context fork),
 // its process killed with SIGKILL at random points (a model call or a
 // question of the policy, of any agent of the tree, the job's included),
 // loses nothing the root's policy decided and escapes it nowhere: on
@@ -352,7 +370,7 @@ const (
 //     which ends the turn, in that round;
 //   - across all rounds, the calls the policy saw are the calls the
 //     models asked for, and the hand-offs it saw are the tasks the
-//     children were given, all twelve.
+//     children were given, all fourteen.
 func TestPolicySurvivesSIGKILLInATree(t *testing.T) {
 	if spec := os.Getenv(policyTreeRoundEnv); spec != "" {
 		runPolicyTreeRound(t, spec)
@@ -421,12 +439,12 @@ func TestPolicySurvivesSIGKILLInATree(t *testing.T) {
 			if kills == 0 {
 				t.Fatal("no round was killed: the test tries nothing")
 			}
-			if len(asked) != 12 {
-				t.Errorf("%d questions, want one per leaf call (each child's and each grandchild's, 12)", len(asked))
+			if len(asked) != 14 {
+				t.Errorf("%d questions, want one per leaf call (each child's and each grandchild's, 14)", len(asked))
 			}
 			checkTreeLog(t, readTreeLog(t, round.Log, rounds, kills), approved)
-			if c := strings.Count(got.Answer, "rm is not allowed here"); c != 13 {
-				t.Errorf("the answer tells of %d denials of rm, want 13 (one per agent): %s", c, got.Answer)
+			if c := strings.Count(got.Answer, "rm is not allowed here"); c != 15 {
+				t.Errorf("the answer tells of %d denials of rm, want 15 (one per agent): %s", c, got.Answer)
 			}
 			if c := strings.Count(got.Answer, "leaf done"); c != approved {
 				t.Errorf("the answer tells of %d leaf calls, want %d: %s", c, approved, got.Answer)
@@ -485,7 +503,7 @@ func readTreeLog(t *testing.T, path string, rounds, kills int) []treeProcess {
 // comment.
 func checkTreeLog(t *testing.T, procs []treeProcess, approved int) {
 	var tasks []string // the children's tasks
-	for _, c := range "ewiafb" {
+	for _, c := range "ewiafbc" {
 		task := string(c) + " " + redacted(treeInput)
 		tasks = append(tasks, task, task+"/deep")
 	}
@@ -495,6 +513,7 @@ func checkTreeLog(t *testing.T, procs []treeProcess, approved int) {
 	given := map[string]bool{}  // the tasks the children's models were given, across the rounds
 	handed := map[string]bool{} // the hand-offs the policy saw, across the rounds
 	asks := map[string]bool{}   // the calls the policy asked about, across the rounds
+	forked := map[string]bool{} // the tasks a child went on from its parent's conversation with
 	for n, p := range procs {
 		saw := map[string]int{}     // the calls the policy saw in this process
 		models := map[string]int{}  // the model calls of each agent in this process
@@ -533,6 +552,8 @@ func checkTreeLog(t *testing.T, procs []treeProcess, approved int) {
 				}
 			case logAsk:
 				asks[key] = true
+			case logFork:
+				forked[key] = true
 			case logLeak:
 				t.Errorf("round %d: the secret reached %s", n, key)
 			}
@@ -589,13 +610,18 @@ func checkTreeLog(t *testing.T, procs []treeProcess, approved int) {
 			t.Errorf("the policy saw %s, which no model asked for", key)
 		}
 	}
-	if len(made) < 51 {
-		t.Errorf("the models asked for %d calls, want 51 or more (9 of the lead's, 4 of each child's, 3 of each grandchild's): the tree did not run as built", len(made))
+	if len(made) < 59 {
+		t.Errorf("the models asked for %d calls, want 59 or more (10 of the lead's, 4 of each child's, 3 of each grandchild's): the tree did not run as built", len(made))
 	}
 	for _, task := range tasks {
 		if !given[task] || !handed[task] {
 			t.Errorf("the task %q: given to a child %v, handed off under the policy %v", task, given[task], handed[task])
 		}
+	}
+	// Only the context fork went on from its parent's conversation, the
+	// lead's, which holds the secret (redacted, as logLeak checks).
+	if want := "c " + redacted(treeInput); len(forked) != 1 || !forked[want] {
+		t.Errorf("the children that went on from their parent's conversation were given %v, want only the context fork's %q", forked, want)
 	}
 	if len(given) != len(tasks) || len(handed) != len(tasks) {
 		t.Errorf("%d tasks given, %d hand-offs seen, want %d: %v, %v", len(given), len(handed), len(tasks), given, handed)
@@ -659,7 +685,8 @@ func (e effect) Call(_ context.Context, call tool.Call) (tool.Result, error) {
 }
 
 // runPolicyTreeRound is the process that runs one round: buildTree's
-// tree, whose lead calls rm and search, then hands off in every form,
+// tree, whose lead calls rm and search, then hands off in every form
+// (everyFormAndContextFork),
 // then waits for the background fork; each child calls rm and write, then
 // leaf, then a grandchild, which calls rm and write, then leaf. The root's
 // policy denies rm, asks before leaf, redacts the secret of the lead's
@@ -713,16 +740,20 @@ func runPolicyTreeRound(t *testing.T, spec string) {
 	model := func(m *treeModel) provider.Provider {
 		return provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
 			mu.Lock()
-			task := ""
+			task, users := "", 0
 			for _, msg := range req.Messages {
 				switch msg.Role {
 				case provider.RoleTool:
 					delete(pending, msg.Content)
 				case provider.RoleUser:
 					task = msg.Content
+					users++
 				}
 			}
 			mu.Unlock()
+			if m.name != "lead" && users > 1 {
+				log(logFork, redacted(task))
+			}
 			b, _ := json.Marshal(req)
 			has := strings.Contains(string(b), secret)
 			switch {
@@ -784,7 +815,7 @@ func runPolicyTreeRound(t *testing.T, spec string) {
 	lead, _ := buildTree(t, treeSpec{
 		ids:             round.IDs,
 		fresh:           fresh,
-		lead:            [][][2]string{{{"rm", who}, {"search", who}}, everyForm, {waitJob}},
+		lead:            [][][2]string{{{"rm", who}, {"search", who}}, everyFormAndContextFork, {waitJob}},
 		child:           [][][2]string{{{"rm", who}, {"write", who}}, {{"leaf", who}}, {{"deep", `{"task":"{task}/deep"}`}}},
 		grandchild:      [][][2]string{{{"rm", who}, {"write", who}}, {{"leaf", who}}},
 		leadTools:       []tool.Tool{rm, search},
@@ -792,6 +823,7 @@ func runPolicyTreeRound(t *testing.T, spec string) {
 		grandchildTools: []tool.Tool{rm, write, leaf},
 		model:           model,
 		leadOpts:        []agent.Option{agent.WithPolicy(root)},
+		contextForks:    true,
 	})
 	runRoundTurn(t, lead, round.Store, "policy-tree-turn", treeInput, round.Pending, round.Answers, round.Out)
 	log(logEnd, "")
