@@ -673,6 +673,15 @@ func (j *bgJob) spentJSON() json.RawMessage {
 	return usageJSON(j.out.Models, j.out.Earlier, u, c)
 }
 
+// models is what an ended job spent per provider and model, and the part
+// of it spent before the last answer, from its outcome.
+func (j *bgJob) models() (models, earlier []provider.ModelUsage) {
+	if j.err != nil {
+		return modelsOf(j.err)
+	}
+	return j.out.Models, j.out.Earlier
+}
+
 // spent is what an ended job spent, from its outcome.
 func (j *bgJob) spent() (provider.Usage, float64) {
 	if j.err != nil {
@@ -700,6 +709,7 @@ func (j *bgJob) collect(maxOut int) ToolResult {
 	if !j.collected {
 		j.collected = true
 		res.Usage, res.Cost = st.Usage, st.Cost
+		res.Models, res.Earlier = j.models()
 	}
 	return res
 }
@@ -1121,6 +1131,7 @@ func (js *jobs) waited(targets []*bgJob, d time.Duration) ToolResult {
 		}
 		r := j.collect(js.spec.maxOutput())
 		res.Usage, res.Cost = res.Usage.Add(r.Usage), res.Cost+r.Cost
+		res.Models, res.Earlier = addModels(res.Models, r.Models...), addModels(res.Earlier, r.Earlier...)
 		fmt.Fprintf(&b, "job %s (%s) %s:\n%s", j.id, j.agent, j.state(), r.Content)
 	}
 	if len(running) > 0 {
@@ -1194,14 +1205,14 @@ func (js *jobs) awaitAsking(ctx workflow.Context, targets []*bgJob, first bool, 
 // settle ends the run's jobs: those still running are cancelled, and
 // what each spent that no wait or cancel collected is returned, to be
 // counted in the run's ChildUsage.
-func (js *jobs) settle() (provider.Usage, float64) {
+func (js *jobs) settle() (provider.Usage, float64, []provider.ModelUsage) {
 	if js == nil || len(js.list) == 0 {
-		return provider.Usage{}, 0
+		return provider.Usage{}, 0, nil
 	}
 	if js.threaded() {
 		// The thread's jobs work on; the next turn hands them over.
 		js.leave()
-		return provider.Usage{}, 0
+		return provider.Usage{}, 0, nil
 	}
 	for _, j := range js.list {
 		if !j.ended {
@@ -1216,14 +1227,17 @@ func (js *jobs) settle() (provider.Usage, float64) {
 	})
 	var u provider.Usage
 	var c float64
+	var ms []provider.ModelUsage
 	for _, j := range js.list {
 		if !j.collected {
 			j.collected = true
 			ju, jc := j.spent()
 			u, c = u.Add(ju), c+jc
+			jm, _ := j.models()
+			ms = addModels(ms, jm...)
 		}
 	}
-	return u, c
+	return u, c, ms
 }
 
 func jsonToolResult(v any) ToolResult {

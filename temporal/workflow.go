@@ -160,11 +160,12 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		defer func() {
 			// Jobs still running end with the run; what they spent, and
 			// what no wait collected, counts in its ChildUsage.
-			u, c := jb.settle()
+			u, c, ms := jb.settle()
 			if u.IsZero() && c == 0 {
 				return
 			}
 			out.ChildUsage, out.Cost = out.ChildUsage.Add(u), out.Cost+c
+			out.Models = addModels(out.Models, ms...)
 			err = withSettled(out, err)
 		}()
 	}
