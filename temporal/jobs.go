@@ -1493,10 +1493,14 @@ func (ib *inbox) take(ctx workflow.Context, step int, out RunOutput, conv []prov
 // then waits for in held, and those held that came after it. A sender's
 // messages all come (a signal is delivered once its sender has sent it,
 // and a job that ends takes no more), so held waits only for those on
-// their way: at most a sender's maxJobQueued.
+// their way: at most a sender's maxJobQueued. A message the job has taken
+// or holds already, come again, is dropped: it is taken once.
 func (ib *inbox) inOrder(m jobMessage) []jobMessage {
 	if !ib.ordered || m.Order == 0 {
 		return []jobMessage{m}
+	}
+	if m.Order <= ib.next[m.From] || slices.ContainsFunc(ib.held, func(h jobMessage) bool { return h.From == m.From && h.Order == m.Order }) {
+		return nil
 	}
 	ib.held = append(ib.held, m)
 	var out []jobMessage

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -148,5 +149,23 @@ func TestThreadKeepsJobsInBoundedBytes(t *testing.T) {
 	}
 	if kept.Next != jobs {
 		t.Errorf("the thread's next job number is %d, want %d: the ids of jobs dropped are not given again", kept.Next, jobs)
+	}
+}
+
+// A job takes each sender's messages in the order sent, whatever order
+// they come in, and takes a message that comes again once.
+func TestInboxTakesEachMessageOnceInOrder(t *testing.T) {
+	ib := &inbox{ordered: true, next: map[string]int{}}
+	msg := func(from string, order int) jobMessage {
+		return jobMessage{ID: fmt.Sprintf("%s-%d", from, order), From: from, Order: order}
+	}
+	var took []string
+	for _, m := range []jobMessage{msg("a", 2), msg("b", 1), msg("a", 2), msg("a", 1), msg("a", 1), msg("a", 3), msg("b", 1), msg("a", 2)} {
+		for _, got := range ib.inOrder(m) {
+			took = append(took, got.ID)
+		}
+	}
+	if want := []string{"b-1", "a-1", "a-2", "a-3"}; !slices.Equal(took, want) || len(ib.held) != 0 {
+		t.Errorf("took %v, holding %v; want %v, holding none", took, ib.held, want)
 	}
 }
