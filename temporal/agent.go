@@ -579,7 +579,7 @@ func (a *Agent) finish(ctx context.Context, em event.Emitter, sh *shaper, id str
 		}
 		cancel()
 	}
-	o := agent.Output{RunID: id, Answer: out.Answer, Messages: out.Messages, Usage: out.Usage, ChildUsage: out.ChildUsage, Cost: out.Cost}
+	o := agent.Output{RunID: id, Answer: out.Answer, Messages: out.Messages, Usage: out.Usage, ChildUsage: out.ChildUsage, Cost: out.Cost, Refused: out.Refused}
 	for _, e := range out.Earlier {
 		o.Earlier, o.EarlierCost = o.Earlier.Add(e.Usage), o.EarlierCost+e.Cost
 	}

@@ -289,7 +289,7 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 			d.tasked = d.readsTask(ctx)
 			d.background = isSpawn && backgroundAsked(call) && tn.jobs.offered() && tn.jobs.enabled(ctx)
 			if d.background && tn.jobs.threaded() {
-				d.jobID, d.id = tn.jobs.nextIDs()
+				tn.jobs.number(ctx, d)
 			}
 			d.receipt = d.background && tn.jobs.policed(ctx)
 			delegations[i] = d
@@ -339,6 +339,7 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 		// Spec.MaxSpawns; one asked about counts once it goes on.
 		if d := delegations[i]; d != nil && d.isSpawn && decided[i].Refused == "" && len(decided[i].Asked) == 0 && !countSpawn(spec, spawns) {
 			delegations[i], results[i] = nil, maxSpawnsResult(spec)
+			tn.refuse()
 		}
 	}
 
@@ -354,6 +355,7 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 					}
 					if v.Refused == "" && d.isSpawn && !countSpawn(spec, spawns) {
 						results[i] = maxSpawnsResult(spec)
+						tn.refuse()
 						return nil
 					}
 					if res, done := d.handOff(v); done {

@@ -71,6 +71,14 @@ const (
 	jobIDsChange = "deputy.thread-job-ids"
 	maxIDTries   = 64
 
+	// jobNumberChange names the workflow version from which a thread's
+	// spawn takes its job's number as its job starts, so that a spawn
+	// refused before (by a cap, the policy, Spec.MaxSpawns or its
+	// arguments) takes none, as in process; before it the number was
+	// taken as the call was read. Asked at a run's first background spawn
+	// in a thread.
+	jobNumberChange = "deputy.thread-job-number"
+
 	// jobsPolicyChange names the workflow version from which a run's
 	// calls of subagent_jobs are checked by the workers' policy as plain
 	// calls (before, and their results after: a job's answer among them),
@@ -208,14 +216,16 @@ type jobProgress struct {
 
 // jobs is the background children of one run.
 type jobs struct {
-	ctx      workflow.Context // the run's: the jobs' children live under it
-	spec     Spec
-	list     []*bgJob
-	progress workflow.ReceiveChannel
-	args     *jsonschema.Schema
-	sent     int // messages sent, for their ids
-	on       bool
-	checked  bool // backgroundChange asked for
+	ctx workflow.Context // the run's: the jobs' children live under it
+	// numberAsked: jobNumberChange was asked, numberLate its answer.
+	numberAsked, numberLate bool
+	spec                    Spec
+	list                    []*bgJob
+	progress                workflow.ReceiveChannel
+	args                    *jsonschema.Schema
+	sent                    int // messages sent, for their ids
+	on                      bool
+	checked                 bool // backgroundChange asked for
 	// trace places the run in its tree (nil: none); publishing: the run
 	// publishes its jobs' events (jobEventsChange), asked with the first
 	// job's start.
@@ -378,6 +388,18 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 		return js.refuseSpawn(ctx, d, "max_owner_jobs", fmt.Sprintf("%v: %d are running in the threads of this owner, the most one owner may have: wait for one, or cancel one, first", subagent.ErrMaxBackground, n)), nil
 	}
 	a := d.arg.(RunInput)
+	if d.numberLate {
+		// Its number, now that it starts (jobNumberChange).
+		d.jobID, d.id = js.nextIDs()
+		if d.started != "" {
+			d.started = d.id
+		}
+		if a.Trace != nil {
+			ct := *a.Trace
+			ct.Subagent = d.id
+			a.Trace = &ct
+		}
+	}
 	id := d.jobID // a thread's, numbered in the thread
 	if id == "" {
 		id = "job_" + strconv.Itoa(len(js.list)+1)
@@ -509,6 +531,7 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 // as subagent.RefusedEvent names it): msg, and, where the run publishes
 // its jobs' events, a deputy.refused event, as in process.
 func (js *jobs) refuseSpawn(ctx workflow.Context, d *delegation, reason, msg string) ToolResult {
+	d.tn.refuse()
 	js.checkEvents(ctx, d)
 	if js.publishing && workflow.GetVersion(ctx, refusedEventChange, workflow.DefaultVersion, 1) >= 1 {
 		js.publish(ctx, jobEvent(subagent.RefusedEvent, "", map[string]string{"reason": reason, "toolCallId": d.call.ID, "name": d.call.Name, "message": msg}))
@@ -708,7 +731,7 @@ func (j *bgJob) collect(maxOut int) ToolResult {
 	res.Content = capText(res.Content, maxOut)
 	if !j.collected {
 		j.collected = true
-		res.Usage, res.Cost = st.Usage, st.Cost
+		res.Usage, res.Cost, res.Refused = st.Usage, st.Cost, j.out.Refused
 		res.Models, res.Earlier = j.models()
 	}
 	return res
@@ -1130,7 +1153,7 @@ func (js *jobs) waited(targets []*bgJob, d time.Duration) ToolResult {
 			b.WriteString("\n\n")
 		}
 		r := j.collect(js.spec.maxOutput())
-		res.Usage, res.Cost = res.Usage.Add(r.Usage), res.Cost+r.Cost
+		res.Usage, res.Cost, res.Refused = res.Usage.Add(r.Usage), res.Cost+r.Cost, res.Refused+r.Refused
 		res.Models, res.Earlier = addModels(res.Models, r.Models...), addModels(res.Earlier, r.Earlier...)
 		fmt.Fprintf(&b, "job %s (%s) %s:\n%s", j.id, j.agent, j.state(), r.Content)
 	}

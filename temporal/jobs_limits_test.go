@@ -155,7 +155,8 @@ func TestJobPastItsLimitReportsPartiallyOnTemporal(t *testing.T) {
 // one; a turn of another of the owner's threads counts the first
 // thread's job and is refused too, while another owner's is not; a
 // spawn past a thread's MaxBackground is refused with the same event,
-// reason max_background — with
+// reason max_background. Each refusal counts in the turn's
+// Output.Refused and takes no job number, as in process — with
 // models that name their calls afresh, not at all, or from call_0.
 func TestOwnerJobsAreCappedOnTemporal(t *testing.T) {
 	inEachIDMode(t, ownerJobsAreCapped)
@@ -233,6 +234,9 @@ func ownerJobsAreCapped(t *testing.T, c client.Client, id func(n int64, i int) s
 		if len(refused) != 1 || !strings.Contains(string(refused[0].Value), `"max_owner_jobs"`) {
 			t.Errorf("%s: refusal events %+v, want one, max_owner_jobs", what, refused)
 		}
+		if out.Refused != 1 {
+			t.Errorf("%s: Output.Refused %d, want 1", what, out.Refused)
+		}
 	}
 	if out, refused := turn(thread(owner, "t1"), "start the count"); strings.Contains(out.Answer, subagent.ErrMaxBackground.Error()) || len(refused) != 0 {
 		t.Fatalf("the first turn answered %q, refusals %+v: want its job started", out.Answer, refused)
@@ -251,8 +255,11 @@ func ownerJobsAreCapped(t *testing.T, c client.Client, id func(n int64, i int) s
 		t.Errorf("the cancelling turn answered %q", out.Answer)
 	}
 	out, refused = turn(thread(owner, "t1"), "start again")
-	if strings.Contains(out.Answer, subagent.ErrMaxBackground.Error()) || len(refused) != 0 {
-		t.Errorf("the turn after the job ended answered %q, refusals %+v: want its job started", out.Answer, refused)
+	if strings.Contains(out.Answer, subagent.ErrMaxBackground.Error()) || len(refused) != 0 || out.Refused != 0 {
+		t.Errorf("the turn after the job ended answered %q, refusals %+v, Output.Refused %d: want its job started", out.Answer, refused, out.Refused)
+	}
+	if !strings.Contains(out.Answer, "job_2") {
+		t.Errorf("the turn after the job ended answered %q: want its job numbered job_2, the refused spawn having taken no number, as in process", out.Answer)
 	}
 	<-blocked
 	if got := runs.Load(); got != 3 {
@@ -260,14 +267,14 @@ func ownerJobsAreCapped(t *testing.T, c client.Client, id func(n int64, i int) s
 	}
 	// The jobs still running are cancelled by turns of theirs, which
 	// count what they spent.
-	turn(thread(owner, "t1"), "cancel job_3") // the refused spawn took job_2's number
+	turn(thread(owner, "t1"), "cancel job_2")
 	// Past the thread's own cap (MaxBackground), bob's next spawn is
 	// refused the same way, reason max_background.
 	lead.Spec.MaxBackground, lead.Spec.MaxOwnerJobs = 1, 0
 	out, refused = turn(thread("bob-"+queue, "t1"), "start bob's second")
 	if !strings.Contains(out.Answer, subagent.ErrMaxBackground.Error()) || !strings.Contains(out.Answer, "one thread") ||
-		len(refused) != 1 || !strings.Contains(string(refused[0].Value), `"max_background"`) {
-		t.Errorf("bob's second turn answered %q, refusals %+v: want its spawn refused, max_background, the most one thread may have", out.Answer, refused)
+		len(refused) != 1 || !strings.Contains(string(refused[0].Value), `"max_background"`) || out.Refused != 1 {
+		t.Errorf("bob's second turn answered %q, refusals %+v, Output.Refused %d: want its spawn refused, max_background, the most one thread may have", out.Answer, refused, out.Refused)
 	}
 	turn(thread("bob-"+queue, "t1"), "cancel job_1")
 	if calls, billed := m.total(); spent != billed {

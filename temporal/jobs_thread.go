@@ -238,6 +238,27 @@ func (k keptJob) job() *bgJob {
 // threaded reports whether the run's jobs are its thread's.
 func (js *jobs) threaded() bool { return js != nil && js.thread != nil }
 
+// numbersLate reports whether the run's background spawns in a thread
+// take their numbers as their jobs start (jobNumberChange), asked once.
+func (js *jobs) numbersLate(ctx workflow.Context) bool {
+	if !js.numberAsked {
+		js.numberAsked = true
+		js.numberLate = workflow.GetVersion(ctx, jobNumberChange, workflow.DefaultVersion, 1) >= 1
+	}
+	return js.numberLate
+}
+
+// number gives d, a background spawn of a thread's run, its job's ids
+// now, or, from jobNumberChange on, marks it to take them as its job
+// starts (jobs.start).
+func (js *jobs) number(ctx workflow.Context, d *delegation) {
+	if js.numbersLate(ctx) {
+		d.numberLate = true
+		return
+	}
+	d.jobID, d.id = js.nextIDs()
+}
+
 // nextIDs returns the ids of the next job of a thread's run: its number
 // in the thread and its workflow id under the thread's.
 func (js *jobs) nextIDs() (string, string) {

@@ -280,6 +280,10 @@ type RunOutput struct {
 	// the question and its answer): what agent.Output.Earlier is in
 	// process, the part of a journaled turn its earlier runs spent.
 	Earlier []provider.ModelUsage `json:"earlier,omitempty"`
+	// Refused counts the spawns a limit refused (Spec.MaxSpawns,
+	// MaxBackground, MaxOwnerJobs) in the run and in the children and
+	// jobs it read the outcomes of, as agent.Output.Refused in process.
+	Refused int `json:"refused,omitempty"`
 }
 
 // TotalUsage is Usage plus ChildUsage.
@@ -443,6 +447,8 @@ type ToolResult struct {
 	// tool.Correctable): the caller's run fails with it, as in process
 	// (factoryBuildChange).
 	Unbuilt bool `json:"deputy_unbuilt,omitempty"`
+	// Refused is a child's RunOutput.Refused.
+	Refused int `json:"deputy_refused,omitempty"`
 
 	// answered: the call asked a person and ran again with the answer
 	// (the workflow's own, never recorded).

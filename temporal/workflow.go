@@ -517,13 +517,14 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			}
 			costShare = max(costShare, 1e-12)
 		}
-		results, ended, err = runTools(ctx, actx, turn{spec: spec, depth: depth, path: path, childLimit: childLimit, costShare: costShare, floored: floored, trace: stepTrace(trace, step+1), q: q, jobs: jb},
+		results, ended, err = runTools(ctx, actx, turn{spec: spec, depth: depth, path: path, childLimit: childLimit, costShare: costShare, floored: floored, trace: stepTrace(trace, step+1), q: q, jobs: jb, refused: &out.Refused},
 			fmt.Sprintf("%s/%d", idPrefix, step), msg.ToolCalls, &spawns)
 		failedStep := false
 		before := slices.Clone(out.Models) // what the run spent before the step's results
 		for i, r := range results {
 			out.ChildUsage = out.ChildUsage.Add(r.Usage)
 			out.Cost += r.Cost
+			out.Refused += r.Refused
 			out.Models = addModels(out.Models, r.Models...)
 			conv = append(conv, provider.ToolMessage(msg.ToolCalls[i].ID, r.Content, r.IsError))
 			failedStep = failedStep || r.IsError
@@ -834,6 +835,15 @@ type turn struct {
 	trace   *Trace
 	q       *questions
 	jobs    *jobs // the run's background jobs (nil: none offered)
+	// refused counts the spawns a limit refused (RunOutput.Refused).
+	refused *int
+}
+
+// refuse counts a spawn a limit refused.
+func (tn turn) refuse() {
+	if tn.refused != nil {
+		*tn.refused++
+	}
 }
 
 // delegationChange names the workflow version from which a sub-agent
@@ -894,7 +904,8 @@ func runTools(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 			results[i] = ToolResult{Content: fmt.Sprintf("%v: %q cannot delegate further", subagent.ErrMaxDepth, call.Name), IsError: true}
 			continue
 		case isSpawn && spec.MaxSpawns > 0 && *spawns >= spec.MaxSpawns:
-			results[i] = ToolResult{Content: fmt.Sprintf("%v: %d spawns per run; answer with what you have", subagent.ErrMaxSpawns, spec.MaxSpawns), IsError: true}
+			results[i] = maxSpawnsResult(spec)
+			tn.refuse()
 			continue
 		case isSub || isSpawn:
 			if isSpawn {
@@ -914,7 +925,7 @@ func runTools(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 			d.tasked = checked && d.readsTask(ctx)
 			d.background = isSpawn && backgroundAsked(call) && tn.jobs.offered() && tn.jobs.enabled(ctx)
 			if d.background && tn.jobs.threaded() {
-				d.jobID, d.id = tn.jobs.nextIDs()
+				tn.jobs.number(ctx, d)
 			}
 			if !checked {
 				// As before delegationChange: bad arguments are refused
@@ -1026,6 +1037,9 @@ type delegation struct {
 	isSpawn bool
 	id      string // the child workflow's id
 	jobID   string // a thread's job's id, numbered in the thread
+	// numberLate: a thread's background spawn that takes its job's
+	// number as its job starts (jobNumberChange).
+	numberLate bool
 
 	wfName  string
 	arg     any    // RunInput or FactoryCall
@@ -1213,7 +1227,7 @@ func (d *delegation) answer(ctx workflow.Context, f workflow.Future, checked boo
 	}
 	var o RunOutput
 	err = f.Get(ctx, &o)
-	res = ToolResult{Content: childContent(o), Usage: o.TotalUsage(), Cost: o.Cost, Models: o.Models, Earlier: o.Earlier}
+	res = ToolResult{Content: childContent(o), Usage: o.TotalUsage(), Cost: o.Cost, Models: o.Models, Earlier: o.Earlier, Refused: o.Refused}
 	if err != nil && d.tn.floored && unstarted(err) {
 		// Its share could not pay for its first model call: it says so in
 		// a line its share pays to read, as in process.
