@@ -32,6 +32,9 @@ type failingFork struct {
 	mu     sync.Mutex
 	billed map[string]provider.Usage
 	looked atomic.Int64
+	// read is what the lead read of the failed part, the result of its
+	// call.
+	read string
 }
 
 func newFailingFork(id func(n int64, i int) string) *failingFork { return newFailing(id, false) }
@@ -71,6 +74,9 @@ func newFailingVia(id func(n int64, i int) string, background bool, via string) 
 		default:
 			task = ""
 			msg = provider.AssistantMessage("the part failed")
+			f.mu.Lock()
+			f.read = rs[len(rs)-1]
+			f.mu.Unlock()
 		}
 		f.mu.Lock()
 		f.billed[task] = f.billed[task].Add(fake.Usage(req, msg))
@@ -133,8 +139,10 @@ func TestFailedForkReportsItsCodeAndUsageOnTemporal(t *testing.T) {
 	for _, mode := range policyIDModes {
 		t.Run(mode.name, func(t *testing.T) {
 			// The same tree in process: what its client reads.
+			var local *failingFork
 			inProcess := runTree(t, context.Background(), func(context.Context, *agui.RunInput) (agent.Agent, error) {
 				p := newFailingFork(mode.id)
+				local = p
 				reg := p.tools(t)
 				spawn, err := subagent.NewSpawner(p, reg)
 				if err != nil {
@@ -170,6 +178,15 @@ func TestFailedForkReportsItsCodeAndUsageOnTemporal(t *testing.T) {
 			}
 			if n := p.looked.Load(); n != 1 {
 				t.Errorf("look ran %d times, want 1", n)
+			}
+			// The lead's model reads the failure in a line, as in process,
+			// not the server's account of the child workflow (its ids and
+			// event ids), which it would pay to read.
+			p.mu.Lock()
+			read := p.read
+			p.mu.Unlock()
+			if !strings.Contains(read, "no such model") || strings.Contains(read, "workflow") || len(read) > 200 {
+				t.Errorf("the lead read %q (%d bytes) of the failed fork, want its error in a line; in process it read %q", read, len(read), local.read)
 			}
 			calls, billed := p.total()
 			if calls != 4 {

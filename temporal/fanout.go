@@ -95,7 +95,7 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 	finish := func(i int, err error) {
 		errs[i] = err
 		if err != nil {
-			results[i] = ToolResult{Content: capText(fmt.Sprintf("%s failed: %v", calls[i].Name, err), spec.maxOutput()), IsError: true, Usage: usageOf(err), Cost: costOf(err)}
+			results[i] = ToolResult{Content: capText(failedText(ctx, calls[i].Name, err), spec.maxOutput()), IsError: true, Usage: usageOf(err), Cost: costOf(err)}
 			results[i].Models, results[i].Earlier = modelsOf(err)
 		}
 		results[i].Content = capText(results[i].Content, spec.maxOutput())
@@ -322,7 +322,7 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 		if err := workflow.ExecuteLocalActivity(checkContext(ctx, spec), ChecksActivityName, ins).Get(ctx, &checks); err != nil {
 			for _, i := range at {
 				errs[i] = err
-				results[i] = ToolResult{Content: capText(fmt.Sprintf("%s failed: %v", calls[i].Name, err), spec.maxOutput()), IsError: true}
+				results[i] = ToolResult{Content: capText(failedText(ctx, calls[i].Name, err), spec.maxOutput()), IsError: true}
 			}
 			ended, err = endTurn(ctx, trace, calls, results, errs, published, children)
 			return results, ended, err

@@ -953,7 +953,7 @@ func runTools(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 			defer sem.Release(1)
 			body(gctx)
 			if errs[i] != nil {
-				results[i] = ToolResult{Content: capText(fmt.Sprintf("%s failed: %v", call.Name, errs[i]), spec.maxOutput()), IsError: true, Usage: usageOf(errs[i]), Cost: costOf(errs[i])}
+				results[i] = ToolResult{Content: capText(failedText(gctx, call.Name, errs[i]), spec.maxOutput()), IsError: true, Usage: usageOf(errs[i]), Cost: costOf(errs[i])}
 				results[i].Models, results[i].Earlier = modelsOf(errs[i])
 			}
 			results[i].Content = capText(results[i].Content, spec.maxOutput())
@@ -1237,7 +1237,7 @@ func (d *delegation) answer(ctx workflow.Context, f workflow.Future, checked boo
 		return res, nil, err
 	}
 	if err != nil {
-		res = ToolResult{Content: capText(fmt.Sprintf("%s failed: %v", d.call.Name, err), d.tn.spec.maxOutput()), IsError: true, Usage: usageOf(err), Cost: costOf(err), Code: codeOf(err), Model: modelOf(err)}
+		res = ToolResult{Content: capText(failedText(ctx, d.call.Name, err), d.tn.spec.maxOutput()), IsError: true, Usage: usageOf(err), Cost: costOf(err), Code: codeOf(err), Model: modelOf(err)}
 		res.Models, res.Earlier = modelsOf(err)
 	}
 	return res, &Delegation{Call: d.call, Depth: d.tn.depth, Path: d.tn.path, After: true, Result: res.Content, IsError: res.IsError, Trace: d.tn.trace}, nil
@@ -1423,6 +1423,40 @@ func messageOf(err error) string {
 	var app *sdktemporal.ApplicationError
 	if errors.As(err, &app) {
 		return app.Message()
+	}
+	return err.Error()
+}
+
+// failureLineChange names the workflow version from which the model reads
+// a call that failed (a child workflow's, an activity's) as the line of
+// its cause (failureLine), as in process, where it read the server's
+// account of the failure too: the child workflow's ids and event ids, and
+// the activity's, about 600 bytes it paid to read for one line of news.
+const failureLineChange = "deputy.failure-line"
+
+// failedText is what the model reads of call name that failed with err:
+// the cause in a line from failureLineChange on, the error's whole text
+// before it.
+func failedText(ctx workflow.Context, name string, err error) string {
+	if workflow.GetVersion(ctx, failureLineChange, workflow.DefaultVersion, 1) >= 1 {
+		return name + " failed: " + failureLine(err)
+	}
+	return fmt.Sprintf("%s failed: %v", name, err)
+}
+
+// failureLine is the cause of a failed call in a line: the message of the
+// application error it holds (a child's or an activity's, without the
+// server's ids), or that it was cancelled or timed out.
+func failureLine(err error) string {
+	var app *sdktemporal.ApplicationError
+	var timeout *sdktemporal.TimeoutError
+	switch {
+	case errors.As(err, &app):
+		return app.Message()
+	case sdktemporal.IsCanceledError(err):
+		return "cancelled"
+	case errors.As(err, &timeout):
+		return "timed out (" + strings.ToLower(strings.TrimPrefix(timeout.TimeoutType().String(), "TIMEOUT_TYPE_")) + ")"
 	}
 	return err.Error()
 }
