@@ -233,10 +233,7 @@ func (d *Handler) runLog(ctx context.Context, owner, thread, runID string) (*run
 	if err != nil {
 		return nil, err
 	}
-	size := 0
-	for _, e := range tree.Events {
-		size += len(e)
-	}
+	size := eventsBytes(tree.Events)
 	after := rs.run(n)
 	for suspended(tree.Events) && !tree.Truncated {
 		keys, err := d.store.Keys(ctx, rs.runs(), after, 10)
@@ -255,21 +252,35 @@ func (d *Handler) runLog(ctx context.Context, owner, thread, runID string) (*run
 			if l.Rerun != nil {
 				continue // drawn beside the tree, not in it
 			}
-			for _, e := range l.Events {
-				size += len(e)
-			}
-			if size > maxTreeBytes {
-				tree.Truncated = true
-				break
-			}
-			tree.Events = append(slices.Clip(tree.Events), l.Events...)
-			tree.Truncated = tree.Truncated || l.Truncated
-			if !suspended(tree.Events) {
+			if !tree.resumedBy(l, &size) || !suspended(tree.Events) {
 				break
 			}
 		}
 	}
 	return tree, nil
+}
+
+// resumedBy adds the events of l, a run that resumed tree, to tree, whose
+// events weigh *size bytes so far, and reports whether it did: past
+// maxTreeBytes it marks tree truncated instead.
+func (tree *runLog) resumedBy(l *runLog, size *int) bool {
+	*size += eventsBytes(l.Events)
+	if *size > maxTreeBytes {
+		tree.Truncated = true
+		return false
+	}
+	tree.Events = append(slices.Clip(tree.Events), l.Events...)
+	tree.Truncated = tree.Truncated || l.Truncated
+	return true
+}
+
+// eventsBytes is what events weigh, in bytes.
+func eventsBytes(events []json.RawMessage) int {
+	n := 0
+	for _, e := range events {
+		n += len(e)
+	}
+	return n
 }
 
 // recordedEvent is what turnLog reads of a recorded event.
@@ -363,21 +374,10 @@ func (d *Handler) turnLog(ctx context.Context, owner, thread string, match func(
 	for _, l := range runs {
 		if tree == nil || !suspended(tree.Events) || tree.Truncated {
 			end()
-			tree, size = l, 0
-			for _, e := range l.Events {
-				size += len(e)
-			}
+			tree, size = l, eventsBytes(l.Events)
 			continue
 		}
-		for _, e := range l.Events {
-			size += len(e)
-		}
-		if size > maxTreeBytes {
-			tree.Truncated = true
-			continue
-		}
-		tree.Events = append(slices.Clip(tree.Events), l.Events...)
-		tree.Truncated = tree.Truncated || l.Truncated
+		tree.resumedBy(l, &size)
 	}
 	end()
 	switch {
