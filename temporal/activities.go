@@ -142,21 +142,22 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (reply ModelRep
 		return ModelReply{}, sdktemporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("no provider %q on this worker: add it to Runtime.Providers", in.Provider), ErrTypeConfig, nil)
 	}
-	defer func() {
-		if v := recover(); v != nil {
-			reply, err = ModelReply{}, sdktemporal.NewNonRetryableApplicationError(fmt.Sprintf("provider %q panicked: %v", in.Provider, v), ErrTypePanic, nil)
-		}
-	}()
 	var (
 		priced bool    // the call's model has a price
 		saved  float64 // what the prompt cache saved, at that price
 	)
 	if tr := a.rt.tracer(ctx); tr != nil {
+		// Ended after a panic is recovered below, with its error.
 		var span trace.Span
 		providerName, model := identity(p, in.Request, provider.Response{})
 		ctx, span = spans.StartChat(ctx, tr, model, providerName, "", nil)
 		defer func() { spans.EndChat(span, reply.Response, err, reply.Cost, saved, priced) }()
 	}
+	defer func() {
+		if v := recover(); v != nil {
+			reply, err = ModelReply{}, sdktemporal.NewNonRetryableApplicationError(fmt.Sprintf("provider %q panicked: %v", in.Provider, v), ErrTypePanic, nil)
+		}
+	}()
 	named := toolBytes(in.Request.Tools) // as the workflow estimated them
 	in.Request.Tools = a.definitions(in.Request.Tools)
 	ctx, stop := heartbeat(ctx)

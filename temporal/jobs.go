@@ -936,13 +936,19 @@ func (js *jobs) deliver(ctx workflow.Context, id, text string) (subagent.Receipt
 		m.Seq = r.Seq // for the job's deliveries
 	}
 	if workflow.GetVersion(ctx, jobOrderChange, workflow.DefaultVersion, 1) >= 1 {
+		// Named by the run's first run id, which a reset of the run
+		// keeps: the reset run numbers its messages on from where the
+		// history it replays left them.
 		j.sentTo++
-		m.From, m.Order = workflow.GetInfo(ctx).WorkflowExecution.RunID, j.sentTo
+		m.From, m.Order = workflow.GetInfo(ctx).OriginalRunID, j.sentTo
 	}
 	j.receipts = append(j.receipts, r)
 	// Published queued before the job can take it.
 	js.publish(ctx, jobEvent(subagent.JobMessageEvent, "", jobMessageEvent{Receipt: r, RunID: j.wfID, Text: text}))
 	if err := workflow.SignalExternalWorkflow(ctx, j.wfID, "", jobMessageSignal, m).Get(ctx, nil); err != nil {
+		if m.Order > 0 {
+			j.sentTo-- // not sent: the next message takes its place
+		}
 		j.receipts = j.receipts[:len(j.receipts)-1]
 		return subagent.Receipt{}, fmt.Sprintf("%v: %s", subagent.ErrJobEnded, runtime.JobEnded(id, ""))
 	}
@@ -1524,6 +1530,12 @@ func (ib *inbox) inOrder(m jobMessage) []jobMessage {
 	}
 	if m.Order <= ib.next[m.From] || slices.ContainsFunc(ib.held, func(h jobMessage) bool { return h.From == m.From && h.Order == m.Order }) {
 		return nil
+	}
+	if m.Order > ib.next[m.From]+maxJobQueued || len(ib.held) >= maxJobQueued {
+		// More early than a sender can have on their way: not a message
+		// of ours in order (a signal sent from outside), taken as it
+		// comes rather than held for good.
+		return []jobMessage{m}
 	}
 	ib.held = append(ib.held, m)
 	var out []jobMessage

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	sdktemporal "go.temporal.io/sdk/temporal"
+
 	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
@@ -167,5 +170,22 @@ func TestInboxTakesEachMessageOnceInOrder(t *testing.T) {
 	}
 	if want := []string{"b-1", "a-1", "a-2", "a-3"}; !slices.Equal(took, want) || len(ib.held) != 0 {
 		t.Errorf("took %v, holding %v; want %v, holding none", took, ib.held, want)
+	}
+	// One from further ahead than a sender can have messages on their
+	// way is not held for good: it is taken as it comes.
+	if got := ib.inOrder(msg("a", 4+maxJobQueued)); len(got) != 1 || len(ib.held) != 0 {
+		t.Errorf("a message %d ahead: took %v, holding %v; want it taken", maxJobQueued+1, got, ib.held)
+	}
+}
+
+// A call that timed out reads as a timeout, not as the older error of
+// the attempt before it, which the timeout wraps.
+func TestFailureLineNamesATimeout(t *testing.T) {
+	err := sdktemporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, sdktemporal.NewApplicationError("m: overloaded", "deputy.provider.overloaded"))
+	if got := failureLine(err); got != "timed out (start to close)" {
+		t.Errorf("failureLine = %q, want the timeout", got)
+	}
+	if got := failureLine(sdktemporal.NewApplicationError("m: bad request", "x")); got != "m: bad request" {
+		t.Errorf("failureLine = %q, want the application error's message", got)
 	}
 }

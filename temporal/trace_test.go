@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/deputy-go/deputy/internal/id"
 	"github.com/deputy-go/deputy/policy"
+	"github.com/deputy-go/deputy/provider"
 )
 
 // traced is what a tree's spans say: its chat spans and the tokens they
@@ -183,6 +185,27 @@ func TestTreeIsOneTraceOnTemporal(t *testing.T) {
 	if t.Failed() {
 		for _, s := range spans {
 			fmt.Printf("%s %s parent %s\n", s.SpanContext().TraceID(), s.Name(), s.Parent().SpanID())
+		}
+	}
+}
+
+// A model call whose provider panics is traced as failed, with the
+// panic's error, not as a call that succeeded.
+func TestPanickedModelCallIsTracedAsFailed(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	panicky := provider.Func(func(context.Context, provider.Request) (provider.Response, error) { panic("out of cheese") })
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": panicky}, TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))})
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m"}, Text: "hello"})
+	if err := env.GetWorkflowError(); err == nil || !strings.Contains(err.Error(), "out of cheese") {
+		t.Fatalf("the run ended %v, want the provider's panic", err)
+	}
+	spans := rec.Ended()
+	if len(spans) == 0 {
+		t.Fatal("no span was recorded")
+	}
+	for _, s := range spans {
+		if strings.HasPrefix(s.Name(), "chat") && (s.Status().Code != codes.Error || !strings.Contains(s.Status().Description, "out of cheese")) {
+			t.Errorf("the chat span ended %v %q, want an error naming the panic", s.Status().Code, s.Status().Description)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -1448,15 +1449,25 @@ func failedText(ctx workflow.Context, name string, err error) string {
 // application error it holds (a child's or an activity's, without the
 // server's ids), or that it was cancelled or timed out.
 func failureLine(err error) string {
+	// A timeout first: an activity's wraps the last attempt's error, an
+	// older one.
 	var app *sdktemporal.ApplicationError
 	var timeout *sdktemporal.TimeoutError
 	switch {
+	case errors.As(err, &timeout):
+		// StartToClose: "start to close".
+		var kind strings.Builder
+		for i, r := range timeout.TimeoutType().String() {
+			if i > 0 && unicode.IsUpper(r) {
+				kind.WriteByte(' ')
+			}
+			kind.WriteRune(unicode.ToLower(r))
+		}
+		return "timed out (" + kind.String() + ")"
 	case errors.As(err, &app):
 		return app.Message()
 	case sdktemporal.IsCanceledError(err):
 		return "cancelled"
-	case errors.As(err, &timeout):
-		return "timed out (" + strings.ToLower(strings.TrimPrefix(timeout.TimeoutType().String(), "TIMEOUT_TYPE_")) + ")"
 	}
 	return err.Error()
 }
