@@ -10,6 +10,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -302,7 +303,7 @@ func (t *Tree) record(e event.Event) {
 		if e.Model != "" {
 			n.Model = e.Model
 		}
-		n.Usage, n.Earlier, n.EarlierCost = decodeUsage(e.Usage)
+		n.Usage, n.Earlier, n.EarlierCost = ledger.Decode(e.Usage)
 		n.own = nil
 		switch {
 		case e.Type == event.SubagentError && e.Code == "cancelled":
@@ -396,7 +397,7 @@ func (t *Tree) spent(e event.Event) {
 	if json.Unmarshal(e.Value, &v) != nil {
 		return
 	}
-	usage, _, _ := decodeUsage(v.Usage)
+	usage, _, _ := ledger.Decode(v.Usage)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if n := t.byRun[e.SubagentRunID]; n != nil && n.Finished.IsZero() {
@@ -404,38 +405,6 @@ func (t *Tree) spent(e event.Event) {
 			n.own = addModel(n.own, m)
 		}
 	}
-}
-
-// decodeUsage reads the AG-UI TokenUsage array an event carries, and the
-// part of it earlier runs of the turn spent (see agent.Output.Earlier).
-func decodeUsage(raw json.RawMessage) (usage []provider.ModelUsage, earlier provider.Usage, earlierCost float64) {
-	type counts struct {
-		Input       int64   `json:"inputTokens"`
-		Output      int64   `json:"outputTokens"`
-		CachedInput int64   `json:"cachedInputTokens"`
-		CacheWrite  int64   `json:"cacheWriteInputTokens"`
-		Cost        float64 `json:"costUsd"`
-		Saved       float64 `json:"cacheSavedUsd"`
-	}
-	var in []struct {
-		Provider string `json:"provider"`
-		Model    string `json:"model"`
-		counts
-		Earlier *counts `json:"earlier"`
-	}
-	if len(raw) == 0 || json.Unmarshal(raw, &in) != nil {
-		return nil, earlier, 0
-	}
-	usage = make([]provider.ModelUsage, len(in))
-	for i, u := range in {
-		usage[i] = provider.ModelUsage{Provider: u.Provider, Model: u.Model, Usage: provider.Usage{
-			InputTokens: u.Input, OutputTokens: u.Output, CacheReadTokens: u.CachedInput, CacheWriteTokens: u.CacheWrite}, Cost: u.Cost, CacheSaved: u.Saved}
-		if e := u.Earlier; e != nil {
-			earlier = earlier.Add(provider.Usage{InputTokens: e.Input, OutputTokens: e.Output, CacheReadTokens: e.CachedInput, CacheWriteTokens: e.CacheWrite})
-			earlierCost += e.Cost
-		}
-	}
-	return usage, earlier, earlierCost
 }
 
 // validation counts an answer of a node the validator rejected, and

@@ -308,24 +308,13 @@ const maxPaidModels = 256
 
 // pay counts one model call's usage event, s.mu held.
 func (s *shaper) pay(e event.Event) {
-	var v struct {
-		Usage []struct {
-			Provider    string  `json:"provider"`
-			Model       string  `json:"model"`
-			Input       int64   `json:"inputTokens"`
-			Output      int64   `json:"outputTokens"`
-			CachedInput int64   `json:"cachedInputTokens"`
-			CacheWrite  int64   `json:"cacheWriteInputTokens"`
-			Cost        float64 `json:"costUsd"`
-			Saved       float64 `json:"cacheSavedUsd"`
-		} `json:"usage"`
-	}
+	var v struct{ Usage json.RawMessage }
 	if json.Unmarshal(e.Value, &v) != nil {
 		return
 	}
-	for _, u := range v.Usage {
-		m := provider.ModelUsage{Provider: u.Provider, Model: u.Model, Cost: u.Cost, CacheSaved: u.Saved,
-			Usage: provider.Usage{InputTokens: u.Input, OutputTokens: u.Output, CacheReadTokens: u.CachedInput, CacheWriteTokens: u.CacheWrite, Requests: 1}}
+	ms, _, _ := ledger.Decode(v.Usage)
+	for _, m := range ms {
+		m.Usage.Requests = 1 // the event is one call's
 		if len(s.spent) >= maxPaidModels && !slices.ContainsFunc(s.spent, func(p provider.ModelUsage) bool { return p.Provider == m.Provider && p.Model == m.Model }) {
 			m.Provider, m.Model = "", "" // counted, not apart
 		}

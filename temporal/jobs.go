@@ -439,13 +439,12 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 	if js.spec.CostLimit > 0 {
 		j.dollars = a.Spec.CostLimit
 	}
-	if limited && js.spec.JobSteps > 0 || a.Spec.MaxSteps == 0 || a.Spec.MaxSteps > subagent.DefaultJobSteps {
-		a.JobBounds = append(a.JobBounds, jobBoundSteps)
-	}
 	if limited && js.spec.JobSteps > 0 {
 		a.Spec.MaxSteps = js.spec.JobSteps
+		a.JobBounds = append(a.JobBounds, jobBoundSteps)
 	} else if a.Spec.MaxSteps == 0 || a.Spec.MaxSteps > subagent.DefaultJobSteps {
 		a.Spec.MaxSteps = subagent.DefaultJobSteps
+		a.JobBounds = append(a.JobBounds, jobBoundSteps)
 	}
 	if js.threaded() {
 		// A job that outlives its turn is bounded on its own, as in

@@ -1445,13 +1445,12 @@ func failedText(ctx workflow.Context, name string, err error) string {
 	return fmt.Sprintf("%s failed: %v", name, err)
 }
 
-// failureLine is the cause of a failed call in a line: the message of the
-// application error it holds (a child's or an activity's, without the
-// server's ids), or that it was cancelled or timed out.
+// failureLine is the cause of a failed call in a line: that it timed out
+// or was cancelled, or the message of the application error it holds (a
+// child's or an activity's, without the server's ids: messageOf).
 func failureLine(err error) string {
 	// A timeout first: an activity's wraps the last attempt's error, an
 	// older one.
-	var app *sdktemporal.ApplicationError
 	var timeout *sdktemporal.TimeoutError
 	switch {
 	case errors.As(err, &timeout):
@@ -1464,12 +1463,10 @@ func failureLine(err error) string {
 			kind.WriteRune(unicode.ToLower(r))
 		}
 		return "timed out (" + kind.String() + ")"
-	case errors.As(err, &app):
-		return app.Message()
 	case sdktemporal.IsCanceledError(err):
 		return "cancelled"
 	}
-	return err.Error()
+	return messageOf(err)
 }
 
 // codeOf names a failed sub-agent's error err as the code its

@@ -376,6 +376,39 @@ func CallJSON(m provider.ModelUsage) json.RawMessage {
 	return append(b, "]}"...)
 }
 
+// Decode reads the usage JSON writes (the AG-UI TokenUsage array an
+// event carries), and the part of it earlier runs of the turn spent (see
+// agent.Output.Earlier): nothing from JSON it cannot read.
+func Decode(raw json.RawMessage) (usage []provider.ModelUsage, earlier provider.Usage, earlierCost float64) {
+	type counts struct {
+		Input       int64   `json:"inputTokens"`
+		Output      int64   `json:"outputTokens"`
+		CachedInput int64   `json:"cachedInputTokens"`
+		CacheWrite  int64   `json:"cacheWriteInputTokens"`
+		Cost        float64 `json:"costUsd"`
+		Saved       float64 `json:"cacheSavedUsd"`
+	}
+	var in []struct {
+		Provider string `json:"provider"`
+		Model    string `json:"model"`
+		counts
+		Earlier *counts `json:"earlier"`
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &in) != nil {
+		return nil, earlier, 0
+	}
+	usage = make([]provider.ModelUsage, len(in))
+	for i, u := range in {
+		usage[i] = provider.ModelUsage{Provider: u.Provider, Model: u.Model, Usage: provider.Usage{
+			InputTokens: u.Input, OutputTokens: u.Output, CacheReadTokens: u.CachedInput, CacheWriteTokens: u.CacheWrite}, Cost: u.Cost, CacheSaved: u.Saved}
+		if e := u.Earlier; e != nil {
+			earlier = earlier.Add(provider.Usage{InputTokens: e.Input, OutputTokens: e.Output, CacheReadTokens: e.CachedInput, CacheWriteTokens: e.CacheWrite})
+			earlierCost += e.Cost
+		}
+	}
+	return usage, earlier, earlierCost
+}
+
 // appendTokenUsage appends ",{…}", AG-UI's TokenUsage for the counts of one
 // provider and model: inputTokens, outputTokens and totalTokens always,
 // provider, model, cachedInputTokens and cacheWriteInputTokens when set;
