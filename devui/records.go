@@ -290,6 +290,11 @@ type recordedEvent struct {
 	ToolCallID    string     `json:"toolCallId"`
 }
 
+// maxScannedRuns bounds the recorded runs of a thread turnLog reads, the
+// newest first, to find the one that holds a call: a request names the
+// run past them.
+const maxScannedRuns = 1000
+
 // turnLog returns, as runLog does, the recorded run of the thread (with
 // the runs that resumed it) that holds an event match accepts, what names
 // that event in an error: the newest recorded run that holds one gives
@@ -322,6 +327,9 @@ func (d *Handler) turnLog(ctx context.Context, owner, thread string, match func(
 	var runs []*runLog // the turn's, newest first
 	turn := -1
 	for n := last; n >= 1; n-- {
+		if last-n >= maxScannedRuns {
+			return nil, fmt.Errorf("%s is not among the thread's last %d recorded runs: name the run to re-run from (fromRunId)", what, maxScannedRuns)
+		}
 		l, err := d.read(ctx, rs.run(n))
 		if errors.Is(err, store.ErrNotFound) {
 			continue

@@ -3,6 +3,7 @@ package devui
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -179,5 +180,14 @@ func TestTurnLogFindsTheRunOfACall(t *testing.T) {
 	save("t2", "b", 0, call, finished)
 	if _, err := d.turnLog(ctx, "", "t2", isX, "the call"); err == nil || !strings.Contains(err.Error(), "fromRunId") {
 		t.Errorf("a call two runs hold: %v, want an error asking for fromRunId", err)
+	}
+	// One request reads at most maxScannedRuns runs: a call older than
+	// them is re-run by naming its run.
+	save("t3", "old", 0, call, finished)
+	for i := range maxScannedRuns {
+		save("t3", fmt.Sprint("r", i), i+1, ev(`{"type":"STEP_STARTED"}`), finished)
+	}
+	if l, err := d.turnLog(ctx, "", "t3", isX, "the call"); l != nil || err == nil || !strings.Contains(err.Error(), "last 1000 recorded runs") || !strings.Contains(err.Error(), "fromRunId") {
+		t.Errorf("a call past the runs read: %+v, %v; want an error asking for fromRunId", l, err)
 	}
 }
