@@ -216,7 +216,8 @@ func WithPolicy(p *policy.Policy) Option {
 			return fmt.Errorf("%w: WithPolicy(nil): pass a policy made with policy.New, or leave the option out", ErrInvalidOption)
 		}
 		r.policy = p
-		r.bound = run.BoundOf(policy.With(context.Background(), p)) // see bind
+		c, _ := policy.With(context.Background(), p) // none to widen
+		r.bound = run.BoundOf(c)                     // see bind
 		return nil
 	}
 }

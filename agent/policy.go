@@ -177,8 +177,10 @@ func (r *React) bind(ctx context.Context) *policy.Policy {
 	b := r.bound // the agent's own, when it inherited none
 	if policy.From(ctx) != nil {
 		// With adds the agent's rules the inherited policy lacks, in a
-		// layer whose Bound the run takes.
-		b = run.BoundOf(policy.With(ctx, r.policy))
+		// layer whose Bound the run takes. It cannot refuse them here:
+		// narrowsInherited refused a wider policy before the run began.
+		c, _ := policy.With(ctx, r.policy)
+		b = run.BoundOf(c)
 	}
 	run.Bind(ctx, b)
 	return policy.From(ctx)

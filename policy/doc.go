@@ -41,7 +41,8 @@
 // from it: a sub-agent given a policy of its own is bound by its parent's
 // and its own. A policy that would allow what the one it extends forbids
 // (an allow list wider than the parent's) is refused with a *Widening, not
-// silently narrowed: by Narrow when it is made; by agent.NewReact when a
+// silently narrowed: by Narrow when it is made; by With when it is put on
+// a context that carries the one it extends; by agent.NewReact when a
 // sub-agent known then (a resident, a FromReact child, a roster member,
 // the spawn tool's forks given it through subagent.WithReactOptions) has
 // one; else by the child's run, before any model call, which its parent's

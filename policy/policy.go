@@ -357,25 +357,30 @@ func (p *Policy) Rules() []Rule {
 // calls, sub-agents of every form, background jobs, compaction calls,
 // and the hand-off to a remote agent. If ctx already carries a policy,
 // the one returned is that policy followed by p's rules it lacks: a run
-// cannot shed or loosen the policy it was started under, only add to it.
-// A nil p returns ctx as it is.
+// cannot shed the policy it was started under, only add to it. A p that
+// would allow what the carried policy forbids (an allow list wider than
+// its) is refused with a *Widening, and ctx is returned as it was: make p
+// with Narrow of From(ctx). A nil p returns ctx as it is.
 //
 // The policy rides the context because it must cross every agent.Agent
 // boundary, including agents deputy does not own; an agent that starts
 // its work under a context not derived from the one it was given
 // (context.Background) leaves the policy behind, and is a bug.
-func With(ctx context.Context, p *Policy) context.Context {
+func With(ctx context.Context, p *Policy) (context.Context, error) {
 	if p == nil || len(p.rules) == 0 {
-		return ctx
+		return ctx, nil
 	}
 	have := From(ctx)
 	if have == nil {
-		return run.WithBound(ctx, &p.bound)
+		return run.WithBound(ctx, &p.bound), nil
 	}
 	// A child given its parent's policy again (a resident, a roster
 	// member built with it) adds nothing, and costs no copy.
 	if have == p || !slices.ContainsFunc(p.rules, func(r Rule) bool { return !contains(have.rules, r) }) {
-		return ctx
+		return ctx, nil
+	}
+	if err := have.narrows(p); err != nil {
+		return ctx, err
 	}
 	merged := slices.Clone(have.rules)
 	for _, r := range p.rules {
@@ -383,7 +388,7 @@ func With(ctx context.Context, p *Policy) context.Context {
 			merged = append(merged, r)
 		}
 	}
-	return run.WithBound(ctx, &newPolicy(merged).bound)
+	return run.WithBound(ctx, &newPolicy(merged).bound), nil
 }
 
 // From returns the policy binding ctx, or nil.

@@ -92,7 +92,8 @@ func widens(have []Rule, r Rule) error {
 var ErrWidens = errcode.New("policy_widens", "policy: a policy would widen the one it extends")
 
 // Widening is the error of a policy that would allow what the policy it
-// extends forbids: Narrow returns it when the policy is made, and a run
+// extends forbids: Narrow returns it when the policy is made, With when
+// it is put on a context that carries the one it widens, and a run
 // whose agent has a policy of its own (agent.WithPolicy) fails with it,
 // before any model call, when that policy widens the one its run
 // inherits.

@@ -373,9 +373,9 @@ func TestPolicyBindsEveryDelegation(t *testing.T) {
 }
 
 // A child's policy adds to the root's, and cannot take from it: an allow
-// list wider than the one it extends is refused when it is made, and a
-// child agent given a policy of its own that allows everything is still
-// bound by the root's.
+// list wider than the one it extends is refused when it is made and
+// when it is put on a context that carries the root's, and the context
+// that refusal returns is still bound by the root's.
 func TestPolicyChildCannotWiden(t *testing.T) {
 	root, err := policy.New(policy.AllowTools("tools", policy.AnyDepth, "search", "lookup", "deep", "leaf", "expert", "worker", "improv", "spawn_*", "subagent_jobs"))
 	if err != nil {
@@ -401,11 +401,17 @@ func TestPolicyChildCannotWiden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := policy.With(context.Background(), root)
-	ctx = policy.With(ctx, loose)
-	if got := len(policy.From(ctx).Rules()); got != 2 {
-		t.Fatalf("the policy under both has %d rules, want 2", got)
+	ctx, err := policy.With(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if c, err := policy.With(ctx, loose); !errors.As(err, &w) || w.Rule != "everything" || c != ctx {
+		t.Fatalf("policy.With took a wider policy onto a context: %v", err)
+	}
+	if c, err := policy.With(ctx, narrower); err != nil || len(policy.From(c).Rules()) != 2 {
+		t.Fatalf("policy.With of a narrower policy: %v", err)
+	}
+	ctx, _ = policy.With(ctx, loose)
 	tr := newBypassTree(t, resumetest.IDsFresh)
 	out, err := tr.lead.Run(ctx, agent.Input{Text: "go"})
 	if err != nil {

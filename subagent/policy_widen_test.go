@@ -195,7 +195,11 @@ func (l *widenLead) ctx(p *policy.Policy) context.Context {
 		l.events = append(l.events, e)
 		l.mu.Unlock()
 	}))
-	return policy.With(ctx, p)
+	ctx, err := policy.With(ctx, p)
+	if err != nil {
+		panic(err) // the tests give it a policy of their own, on no other
+	}
+	return ctx
 }
 
 // toolResult is what the lead's model read of its call.
@@ -294,7 +298,11 @@ func TestPolicyWideningRefusedAtRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = a.Run(policy.With(context.Background(), root), agent.Input{Text: "go"})
+		ctx, err := policy.With(context.Background(), root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = a.Run(ctx, agent.Input{Text: "go"})
 		wantWidening(t, "the run's error", err)
 		if model.Calls() != 0 {
 			t.Error("the model was called")

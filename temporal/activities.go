@@ -420,6 +420,17 @@ func classify(err error) error {
 	}
 }
 
+// policed returns ctx bound by the workers' policy (Runtime.Policy), added
+// to any its context carries; one the workers' would widen fails the
+// activity for good, as a bad Runtime does.
+func (a *Activities) policed(ctx context.Context) (context.Context, error) {
+	ctx, err := policy.With(ctx, a.rt.Policy)
+	if err != nil {
+		return ctx, sdktemporal.NewNonRetryableApplicationError("Runtime.Policy: "+err.Error(), ErrTypeConfig, err)
+	}
+	return ctx, nil
+}
+
 // CallTool is the tool activity: one call of a Runtime tool. Failures the
 // model can read (unknown tool, bad arguments, a tool's error or panic)
 // come back as an error result, as in the core loop; the content is capped.
@@ -434,7 +445,10 @@ func (a *Activities) CallTool(ctx context.Context, in ToolCall) (out ToolResult,
 	}
 	ctx, stop := heartbeat(ctx)
 	defer stop()
-	ctx = a.emitter(in.Trace).scope(runtime.WithPlace(policy.With(ctx, a.rt.Policy), in.Path, in.Depth))
+	if ctx, err = a.policed(ctx); err != nil {
+		return ToolResult{}, err
+	}
+	ctx = a.emitter(in.Trace).scope(runtime.WithPlace(ctx, in.Path, in.Depth))
 	if len(in.Answers) > 0 {
 		var err error
 		if ctx, err = tool.Resume(ctx, &tool.Interrupted{Interrupts: in.Asked}, in.Answers...); err != nil {
@@ -492,7 +506,10 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	ctx, stop := heartbeat(ctx)
 	defer stop()
 	// The factory's agent runs as the caller's child, one level down.
-	ctx = runtime.WithPlace(policy.With(ctx, a.rt.Policy), in.Path, in.Depth)
+	if ctx, err = a.policed(ctx); err != nil {
+		return ToolResult{}, err
+	}
+	ctx = runtime.WithPlace(ctx, in.Path, in.Depth)
 	if em := a.emitter(in.Trace); em.on() {
 		// The factory's agent runs here, in process: its own events go to
 		// the sink, attributed to the child.
@@ -593,7 +610,10 @@ func (a *Activities) Guard(ctx context.Context, in GuardCall) (Guarded, error) {
 	ctx, stop := heartbeat(ctx)
 	defer stop()
 	// A judge's run is bound and priced as the agent's calls are.
-	ctx = runtime.WithShare(runtime.WithPlace(policy.With(ctx, a.rt.Policy), in.Path, in.Depth), 0, 0, a.rt.Prices)
+	if ctx, err = a.policed(ctx); err != nil {
+		return Guarded{}, err
+	}
+	ctx = runtime.WithShare(runtime.WithPlace(ctx, in.Path, in.Depth), 0, 0, a.rt.Prices)
 	em := a.emitter(in.Trace)
 	if em.on() {
 		ctx = event.WithSubagent(event.WithSink(ctx, treeSink{em}), in.Trace.Subagent)

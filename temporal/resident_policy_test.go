@@ -236,7 +236,11 @@ func residentChecksInProcess(t *testing.T, caller string, id func(n int64, i int
 			t.Fatal(err)
 		}
 	}
-	if _, err := lead.Run(policy.With(context.Background(), pol), agent.Input{Text: "audit"}); err != nil {
+	ctx, err := policy.With(context.Background(), pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lead.Run(ctx, agent.Input{Text: "audit"}); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]bool{}
