@@ -651,6 +651,10 @@ func (t *SubAgentTool) runChild(ctx context.Context, args json.RawMessage, in ag
 	if t.limited == nil {
 		if granted, ok, g := run.TakeShare(ctx, 0, sole); ok {
 			runs.budget = granted
+			if l := bounds.ownTokens(); l > 0 && granted > l {
+				// A job's own limit binds under its parent's wider share.
+				runs.budget = l
+			}
 			defer func() { g.SettleRead(runs.usage.Tokens(), resultTokens(res)) }()
 		}
 	}

@@ -288,8 +288,8 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 	sc.bounds.steps = sc.member == nil && sc.limits.Steps > 0 // a fork's
 	if sc.member != nil {
 		// A member's tokens: its job's own limit, unless the parent's
-		// share bounds it.
-		sc.bounds.tokens = sc.limits.Tokens > 0 && !run.HasShares(jctx)
+		// share, smaller, bounds it.
+		sc.bounds.tokens = sc.limits.Tokens > 0 && (!run.HasShares(jctx) || run.TokenShare(jctx) > sc.limits.Tokens)
 	}
 	jctx = context.WithValue(jctx, jobBoundsKey{}, &sc.bounds)
 	var spent *ledger.Ledger

@@ -17,6 +17,7 @@ import (
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
 )
 
 // A background job that would go past its cost limit (WithJobLimits)
@@ -66,6 +67,14 @@ func TestJobPastEachLimitReportsPartially(t *testing.T) {
 		{"default cost in a thread", pastLimit{thread: true, price: 0.001, cost: subagent.DefaultJobCost, input: 200, want: cut("cost limit", "JobLimits.Cost"+own)}},
 		{"own tokens under the lead's", pastLimit{limits: subagent.JobLimits{Tokens: 600}, lead: []agent.Option{agent.WithTokenLimit(100_000)}, tokens: 600,
 			want: cut("token limit", "JobLimits.Tokens"+own)}},
+		{"a member's own tokens under the lead's", pastLimit{member: true, limits: subagent.JobLimits{Tokens: 600}, lead: []agent.Option{agent.WithTokenLimit(100_000)}, tokens: 600,
+			want: cut("token limit", "JobLimits.Tokens"+own)}},
+		{"a member's tokens", pastLimit{member: true, limits: subagent.JobLimits{Tokens: 600}, tokens: 600,
+			want: cut("token limit", "JobLimits.Tokens"+own)}},
+		{"the lead's tokens for a member", pastLimit{member: true, limits: subagent.JobLimits{Tokens: 100_000}, lead: []agent.Option{agent.WithTokenLimit(3000)}, tokens: 3000,
+			want: cut("token limit", "its share of its parent's WithTokenLimit")}},
+		{"a member's own cost under the lead's", pastLimit{member: true, limits: subagent.JobLimits{Cost: 0.0006}, lead: []agent.Option{agent.WithCostLimit(1)}, cost: 0.0006,
+			want: cut("cost limit", "JobLimits.Cost"+own)}},
 		{"own cost under the lead's", pastLimit{limits: subagent.JobLimits{Cost: 0.0006}, lead: []agent.Option{agent.WithCostLimit(1)}, cost: 0.0006,
 			want: cut("cost limit", "JobLimits.Cost"+own)}},
 		{"the lead's tokens", pastLimit{limits: subagent.JobLimits{Tokens: 100_000}, lead: []agent.Option{agent.WithTokenLimit(3000)}, tokens: 3000,
@@ -90,6 +99,7 @@ type pastLimit struct {
 	tokens  int64         // the most it may spend (0: no bound checked)
 	cost    float64
 	lead    []agent.Option // the lead's options
+	member  bool           // the job is a roster member's, not a fork's
 }
 
 func jobPastLimit(t *testing.T, c pastLimit) {
@@ -133,6 +143,9 @@ func jobPastLimit(t *testing.T, c pastLimit) {
 		}
 		switch len(toolResults(req.Messages)) {
 		case 0:
+			if c.member {
+				return provider.Response{Usage: u, Message: provider.AssistantMessage("", spawn(`{"task":"dig for ever","agent":"digger","background":true}`))}, nil
+			}
 			return provider.Response{Usage: u, Message: provider.AssistantMessage("", spawn(`{"task":"dig for ever","background":true}`))}, nil
 		case 1:
 			return provider.Response{Usage: u, Message: provider.AssistantMessage("", provider.ToolCall{Name: subagent.JobsToolName,
@@ -141,6 +154,22 @@ func jobPastLimit(t *testing.T, c pastLimit) {
 		return provider.Response{Usage: u, Message: provider.AssistantMessage("lead: " + toolResults(req.Messages)[1])}, nil
 	})
 	opts := []subagent.SpawnOption{subagent.WithBackground(), subagent.WithJobLimits(c.limits)}
+	if c.member {
+		// A member the model answers as it does a fork, by its prompt.
+		tools, err := tool.NewRegistry(lookup())
+		if err != nil {
+			t.Fatal(err)
+		}
+		digger, err := agent.NewReact(model, agent.WithName("digger"), agent.WithSystemPrompt(subagent.DefaultForkPrompt), agent.WithRegistry(tools))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := subagent.FromAgent("digger", "Digs.", digger)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts = append(opts, subagent.WithRoster(m))
+	}
 	ctx := t.Context()
 	if c.thread {
 		opts = append(opts, subagent.WithJobsAcrossTurns(nil))

@@ -992,6 +992,15 @@ type jobBounds struct {
 	tokens, cost, steps bool
 }
 
+// ownTokens is the job's own token limit (JobLimits.Tokens), 0 for none
+// or no job (b nil).
+func (b *jobBounds) ownTokens() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.limits.Tokens
+}
+
 // jobBoundsKey keys the *jobBounds of a job in its context, for the
 // sub-agent call it makes (runChild), which takes it out of the context
 // of its child's own children.

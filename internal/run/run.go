@@ -1768,6 +1768,22 @@ func HoldCostShare(ctx, dst context.Context, margin provider.Usage) (context.Con
 // (Step.Share), taken or not.
 func HasShares(ctx context.Context) bool { return from(ctx).shares != nil }
 
+// TokenShare returns the tokens of each share the step of ctx set aside,
+// or, in work KeepShare gave a share to, that share's: 0 when it set none
+// aside, or has none left to give.
+func TokenShare(ctx context.Context) int64 {
+	sh := from(ctx).shares
+	if sh == nil {
+		return 0
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.n == 0 {
+		return 0
+	}
+	return sh.each
+}
+
 // KeepShare moves one share of the step of ctx, if it set any aside, to
 // dst, for work that outlives the call, such as a background job: the
 // step giving back its untaken shares does not take that one. The
