@@ -145,11 +145,11 @@ func (s *Spawner) startJob(ctx context.Context, sc *spawnCall, callID string, a 
 	if err := s.admitJob(ctx, jt, callID, sc.who().def.Name); err != nil {
 		return nil, err
 	}
-	r := &jobRecord{Task: a.Task}
+	r := jobRecord{Task: a.Task}
 	if jt.lasting && s.cfg.jobStore != nil {
 		r.Args = a.task() // kept with the job (see storeJob)
 	}
-	j, err := s.launch(ctx, jt, sc, callID, r)
+	j, err := s.launch(ctx, jt, sc, callID, &r)
 	if err == nil && jt.relay != nil {
 		jt.relay.flush(ctx.Done()) // its SUBAGENT_STARTED before its receipt
 	}
@@ -191,7 +191,7 @@ func (sc *spawnCall) handOffFirst(ctx context.Context) error {
 // waits for a person and is woken with the answers (r.State is then
 // JobSuspended, as the store keeps it until it runs: see takeOver).
 func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callID string, r *jobRecord) (*job, error) {
-	who, fn := sc.who(), sc.runJob
+	who := sc.who()
 	jobID, runID := id.New("job_"), ""
 	if js := journalFrom(ctx); js != nil && r.ID == "" {
 		// The same job each time the turn runs: a resumed turn, replaying
@@ -246,7 +246,8 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 		if own, err = s.storeJob(ctx, jt, j, resumed); err != nil {
 			return nil, fmt.Errorf("%s: keeping the job in the store: %w: try again when the store is back", SpawnToolName, err)
 		}
-		if jl, err = s.lease(ctx, j, r); err != nil {
+		rec := *r // the lease keeps it: r stays the caller's, on its stack
+		if jl, err = s.lease(ctx, j, &rec); err != nil {
 			return nil, fmt.Errorf("%s: taking the job's lease in the store: %w: try again when the store is back", SpawnToolName, err)
 		}
 	}
@@ -372,9 +373,9 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 		})
 		j.emitStatus(JobStartedEvent, jt.status(j))
 	}
-	run := jobFunc(fn)
+	var leased jobFunc // nil: sc.runJob, called as it is (a method value would be an allocation)
 	if jl != nil {
-		run = s.leased(jt, j, jl, run, cancel)
+		leased = s.leased(jt, j, jl, sc.runJob, cancel)
 	}
 	go func() {
 		growStack(0)
@@ -386,7 +387,11 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 		defer cancel()
 		defer giveBack()
 		defer jt.markEnd(j)
-		j.res, j.settle, j.err = run(jctx, ann)
+		if leased != nil {
+			j.res, j.settle, j.err = leased(jctx, ann)
+		} else {
+			j.res, j.settle, j.err = sc.runJob(jctx, ann)
+		}
 		j.err = sc.bounds.named(jctx, j.err)
 		j.box.Close()
 		ann.unannounce(j.err)

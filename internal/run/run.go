@@ -528,15 +528,12 @@ func AddSpent(ctx context.Context, u provider.Usage) {
 		if sc.flags.Load()&flagTallied != 0 {
 			sc.mu.Lock()
 			if !sc.closed {
-				t := sc.values[tallyKey{}].(*provider.Usage)
-				*t = t.Add(u)
+				sc.rare.tally = sc.rare.tally.Add(u)
 			}
 			sc.mu.Unlock()
 		}
 	}
 }
-
-type tallyKey struct{}
 
 // The bits of scope.flags.
 const (
@@ -554,13 +551,8 @@ func TrackSpent(ctx context.Context) {
 	}
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	if sc.values == nil {
-		sc.values = map[any]any{}
-	}
-	if _, ok := sc.values[tallyKey{}]; !ok {
-		sc.values[tallyKey{}] = &provider.Usage{}
-		sc.flags.Or(flagTallied)
-	}
+	sc.rareOf() // where it tallies
+	sc.flags.Or(flagTallied)
 }
 
 func (c *callAt) add(u provider.Usage) {
@@ -744,9 +736,27 @@ type scope struct {
 	// the sub-runs' included; changed under mu.
 	earlier     provider.Usage
 	earlierCost float64
-	// denials are what a policy denied in the run and the runs under it
-	// (AddDenial), at most maxDenials; changed under mu.
+	// rare is what few runs keep (a policy's denials, a tally), made
+	// when first needed; changed under mu. (A pointer keeps the scope in
+	// the 480-byte size class, and a run that keeps neither, as most do,
+	// allocates nothing for them.)
+	rare *rareState
+}
+
+// rareState is a scope's rare part: denials are what a policy denied in
+// the run and the runs under it (AddDenial), at most maxDenials; tally
+// what the model calls under it spent since TrackSpent (AddSpent).
+type rareState struct {
 	denials []error
+	tally   provider.Usage
+}
+
+// rareOf returns sc's rare part, making it; sc.mu is held.
+func (sc *scope) rareOf() *rareState {
+	if sc.rare == nil {
+		sc.rare = &rareState{}
+	}
+	return sc.rare
 }
 
 // maxDenials bounds the denials a run keeps: a model that insists on a
@@ -758,8 +768,8 @@ const maxDenials = 64
 func AddDenial(ctx context.Context, err error) {
 	for sc := from(ctx).scope; sc != nil; sc = sc.up {
 		sc.mu.Lock()
-		if len(sc.denials) < maxDenials {
-			sc.denials = append(sc.denials, err)
+		if r := sc.rareOf(); len(r.denials) < maxDenials {
+			r.denials = append(r.denials, err)
 		}
 		sc.mu.Unlock()
 		sc.flags.Or(flagDenied)
@@ -775,8 +785,8 @@ func Denials(ctx context.Context) []error {
 	}
 	sc.mu.Lock()
 	var out []error
-	if len(sc.denials) > 0 {
-		out = slices.Clone(sc.denials)
+	if sc.rare != nil && len(sc.rare.denials) > 0 {
+		out = slices.Clone(sc.rare.denials)
 	}
 	sc.mu.Unlock()
 	return out
@@ -1117,8 +1127,8 @@ func Spent(ctx context.Context) (provider.Usage, float64) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	var u provider.Usage
-	if t, ok := sc.values[tallyKey{}].(*provider.Usage); ok {
-		u = *t
+	if sc.flags.Load()&flagTallied != 0 {
+		u = sc.rare.tally
 	}
 	return u, sc.cost
 }
