@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -21,16 +20,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
-	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
@@ -143,59 +138,10 @@ func temporalSoak(t *testing.T, c client.Client, seed uint64, mode int) {
 	logPath := filepath.Join(dir, "world.log")
 
 	// The worker processes, one at a time.
-	type proc struct {
-		cmd    *exec.Cmd
-		out    string
-		exited chan struct{} // closed once the process has ended, err its end
-		err    error
+	procs := newWorkerProcs(t, "TestBackgroundSoakSurvivesSIGKILLOnTemporal", soakEnv)
+	startWorker := func(crashAt int64) *workerProc {
+		return procs.start(soakWorker{Seed: seed, Mode: mode, CrashAt: crashAt, Log: logPath, Queue: queue})
 	}
-	var procs []*proc
-	startWorker := func(crashAt int64) *proc {
-		spec, _ := json.Marshal(soakWorker{Seed: seed, Mode: mode, CrashAt: crashAt, Log: logPath, Queue: queue})
-		p := &proc{out: filepath.Join(dir, fmt.Sprintf("worker%d.out", len(procs))), exited: make(chan struct{})}
-		p.cmd = exec.Command(os.Args[0], "-test.run=^TestBackgroundSoakSurvivesSIGKILLOnTemporal$", "-test.timeout=10m")
-		p.cmd.Env = append(os.Environ(), soakEnv+"="+string(spec))
-		f, err := os.Create(p.out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		p.cmd.Stdout, p.cmd.Stderr = f, f
-		if err := p.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			p.err = p.cmd.Wait()
-			close(p.exited)
-		}()
-		procs = append(procs, p)
-		return p
-	}
-	defer func() {
-		for _, p := range procs {
-			select {
-			case <-p.exited:
-				continue
-			default:
-			}
-			_ = p.cmd.Process.Signal(os.Interrupt)
-			select {
-			case <-p.exited:
-			case <-time.After(10 * time.Second):
-				_ = p.cmd.Process.Kill()
-				<-p.exited
-			}
-		}
-		if t.Failed() {
-			for i, p := range procs {
-				b, _ := os.ReadFile(p.out)
-				if len(b) > 4<<10 {
-					b = b[len(b)-4<<10:]
-				}
-				t.Logf("worker %d's output (tail):\n%s", i+1, b)
-			}
-		}
-	}()
 	kills := 0
 	nextCrash := func() int64 {
 		left := int64(soakKills - kills)
@@ -275,12 +221,10 @@ wait:
 		case res = <-finished:
 			break wait
 		case <-current.exited:
-			err := current.err
-			var exit *exec.ExitError
-			if !errors.As(err, &exit) || !exit.Sys().(syscall.WaitStatus).Signaled() || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			if !current.killed() {
 				stopAnswering()
 				answering.Wait()
-				t.Fatalf("seed %d: worker %d ended by itself: %v", seed, len(procs), err)
+				t.Fatalf("seed %d: worker %d ended by itself: %v", seed, len(procs.all), current.err)
 			}
 			kills++
 			killedAt = append(killedAt, time.Since(began).Round(time.Millisecond).String())
@@ -399,7 +343,7 @@ wait:
 		}
 	}
 	t.Logf("seed %d: %d worker processes, %d killed (at model calls %v, %v into the run), %d model answers billed, %d tokens, %d questions, in %v",
-		seed, len(procs), kills, w.kills, killedAt, w.billed.Requests, w.billed.Tokens(), len(asked), time.Since(began).Round(time.Millisecond))
+		seed, len(procs.all), kills, w.kills, killedAt, w.billed.Requests, w.billed.Tokens(), len(asked), time.Since(began).Round(time.Millisecond))
 }
 
 // soakPlan is the order of the lead's sends, and which children ask to
@@ -551,6 +495,7 @@ func readSoakWorld(path string) (soakWorld, error) {
 // the log they write, and the gate that keeps a kill out of the window
 // between an answer or an effect and the server's record of it.
 type soakProc struct {
+	*killGate
 	plan    soakPlan
 	id      func(i int) string
 	crashAt int64
@@ -558,16 +503,7 @@ type soakProc struct {
 	logPath string
 	logMu   sync.Mutex
 	logf    *os.File
-	jitter  time.Duration
-
-	mu      sync.Mutex
-	closed  bool            // no new answer or effect: the process is about to be killed
-	opened  chan struct{}   // never closed: what a call stopped at the gate waits on
-	pending map[string]bool // marks of answers and effects the server has not acknowledged
-	marks   int
 }
-
-var soakMark = regexp.MustCompile(`~[ae]\d+~`)
 
 // log appends a line to the world's log, ended with a dot so that a line
 // cut by the kill can be told.
@@ -575,70 +511,6 @@ func (p *soakProc) log(format string, args ...any) {
 	p.logMu.Lock()
 	defer p.logMu.Unlock()
 	_, _ = fmt.Fprintf(p.logf, format+".\n", args...)
-}
-
-// pass lets an answer or an effect (kind a or e) through the gate and
-// returns its mark, which the result of its activity will hold; once the
-// process is to be killed, it waits for the kill.
-func (p *soakProc) pass(kind string) string {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		<-p.opened
-	}
-	p.marks++
-	mark := fmt.Sprintf("~%s%d~", kind, p.marks)
-	p.pending[mark] = true
-	p.mu.Unlock()
-	return mark
-}
-
-// acknowledged clears the marks of a request the server took.
-func (p *soakProc) acknowledged(req []byte) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, m := range soakMark.FindAll(req, -1) {
-		delete(p.pending, string(m))
-	}
-}
-
-// intercept is a gRPC interceptor of the worker's client: each request
-// the server took (an activity's result, a workflow task's commands)
-// clears the marks it holds.
-func (p *soakProc) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	err := invoker(ctx, method, req, reply, cc, opts...)
-	if m, ok := req.(proto.Message); ok && err == nil && strings.Contains(method, "Respond") {
-		if b, merr := proto.Marshal(m); merr == nil {
-			p.acknowledged(b)
-		}
-	}
-	return err
-}
-
-// crash closes the gate, waits until the server has every answer and
-// effect let through, lets the process run on a little, and kills it.
-func (p *soakProc) crash(at int64) {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		p.mu.Lock()
-		var left []string
-		for m := range p.pending {
-			left = append(left, m)
-		}
-		p.mu.Unlock()
-		if len(left) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			p.log("stuck: %v were let through 30 s ago and the server has not taken them", left)
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(p.jitter)
-	p.log("kill %d", at)
-	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-	select {}
 }
 
 var (
@@ -649,10 +521,7 @@ var (
 
 func (p *soakProc) model(ctx context.Context, req provider.Request) (provider.Response, error) {
 	if n := p.calls.Add(1); n == p.crashAt {
-		p.mu.Lock()
-		p.closed = true
-		p.mu.Unlock()
-		go p.crash(n)
+		p.kill(n)
 	}
 	mark := p.pass("a")
 	steps := 0
@@ -826,7 +695,6 @@ func runSoakWorker(t *testing.T, spec string) {
 	if err := json.Unmarshal([]byte(spec), &sw); err != nil {
 		t.Fatal(err)
 	}
-	hostPort, ns := serverAddr(t)
 	logf, err := os.OpenFile(sw.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		t.Fatal(err)
@@ -837,13 +705,13 @@ func runSoakWorker(t *testing.T, spec string) {
 	prefix := strconv.Itoa(os.Getpid())
 	ids := policyIDModes[sw.Mode].id
 	p := &soakProc{plan: newSoakPlan(sw.Seed), crashAt: sw.CrashAt, logPath: sw.Log, logf: logf,
-		jitter: time.Duration(r.IntN(20_000)) * time.Microsecond, opened: make(chan struct{}), pending: map[string]bool{},
 		id: func(i int) string {
 			if sw.Mode == 0 { // afresh: across processes too
 				return fmt.Sprintf("call_%s_%d", prefix, fresh.Add(1))
 			}
 			return ids(0, i)
 		}}
+	p.killGate = newKillGate(time.Duration(r.IntN(20_000))*time.Microsecond, p.log)
 	effect := func(name string, log func(arg string)) tool.Tool {
 		return tool.Func{Def: tool.Definition{Name: name, Description: "A side effect.", Parameters: json.RawMessage(`{"type":"object"}`)},
 			Fn: func(_ context.Context, c tool.Call) (tool.Result, error) {
@@ -864,12 +732,7 @@ func runSoakWorker(t *testing.T, spec string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.DialContext(context.Background(), client.Options{HostPort: hostPort, Namespace: ns,
-		Logger:            log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
-		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(p.intercept)}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := p.dial(t)
 	defer c.Close()
 	// A killed worker's sticky tasks go to the next one after a second.
 	w := worker.New(c, sw.Queue, worker.Options{StickyScheduleToStartTimeout: time.Second})

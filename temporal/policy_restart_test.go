@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,16 +33,20 @@ func TestPolicySurvivesAWorkerRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.Close) // after the parallel subtests
+	defer c.Close()
 	// Most of a tree's time is the server's timeouts (a lost attempt of
 	// the stopped worker is retried once its heartbeat is missed): the
-	// three trees wait for theirs at once, each on a task queue of its own.
+	// three trees wait for theirs at once, whatever -parallel says, each
+	// on a task queue of its own.
+	var wg sync.WaitGroup
 	for i, mode := range policyIDModes {
-		t.Run(mode.name, func(t *testing.T) {
-			t.Parallel()
-			policySurvivesRestart(t, c, fmt.Sprintf("deputy-policy-%d-%d", time.Now().UnixNano(), i), mode.id)
+		wg.Go(func() {
+			t.Run(mode.name, func(t *testing.T) {
+				policySurvivesRestart(t, c, fmt.Sprintf("deputy-policy-%d-%d", time.Now().UnixNano(), i), mode.id)
+			})
 		})
 	}
+	wg.Wait()
 }
 
 // policySurvivesRestart runs one tree on its task queue: the lead calls rm and search and
@@ -51,13 +56,7 @@ func TestPolicySurvivesAWorkerRestart(t *testing.T) {
 func policySurvivesRestart(t *testing.T, c client.Client, queue string, id func(int64, int) string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	n := new(atomic.Int64)
-	fork := &steps{name: "fork", id: id, n: n, steps: [][][2]string{
-		{{"rm", `{}`}, {"hold", `{}`}}, {{"leaf", `{}`}}, {{SpawnToolName, `{"task":"deep: {task}"}`}}}}
-	deep := &steps{name: "deep", id: id, n: n, steps: [][][2]string{{{"rm", `{}`}, {"leaf", `{}`}}}}
-	lead := &steps{name: "lead", id: id, n: n, subs: map[string]*steps{"fork: ": fork, "deep: ": deep}, steps: [][][2]string{
-		{{"rm", `{}`}, {"search", `{}`}, {SpawnToolName, `{"task":"fork: in the background","background":true}`}, {SpawnToolName, `{"task":"fork: now"}`}},
-		{{subagent.JobsToolName, `{"action":"wait"}`}}}}
+	lead := restartTree(id, new(atomic.Int64))
 	var rm, search, leaf, held, holding, stopped atomic.Int64
 	both := make(chan struct{})
 	counted := func(name string, runs *atomic.Int64) tool.Tool {
@@ -83,10 +82,7 @@ func policySurvivesRestart(t *testing.T, c client.Client, queue string, id func(
 		stopped.Add(1)
 		return "", ctx.Err()
 	}))
-	pol, err := policy.New(policy.DenyTools("no-rm", policy.AnyDepth, "rm"), policy.AskBefore("approve-leaf", "leaf"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pol := restartPolicy(t)
 	start := func(hold tool.Tool) worker.Worker {
 		// A workflow task left on a stopped worker's sticky queue goes to
 		// the next worker after a second, not the default five.
@@ -100,8 +96,7 @@ func policySurvivesRestart(t *testing.T, c client.Client, queue string, id func(
 	w := start(holdOn)
 	defer func() { w.Stop() }()
 	tree := "policy-" + queue
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tree, TaskQueue: queue}, AgentWorkflowName,
-		RunInput{Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"rm", "search", "leaf", "hold"}, Spawn: true, Background: true, MaxDepth: 2}, Text: "go"})
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tree, TaskQueue: queue}, AgentWorkflowName, restartTreeInput)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,13 +173,45 @@ func policySurvivesRestart(t *testing.T, c client.Client, queue string, id func(
 		t.Errorf("search ran %d times (want 1); hold ran %d times on the first worker, %d of them ended by its stop, and %d times after (want 2, 2, 2)",
 			search.Load(), holding.Load(), stopped.Load(), held.Load())
 	}
-	if got := strings.Count(out.Answer, "rm is not allowed here"); got != 5 {
-		t.Errorf("the answer tells of %d denials of rm, want 5 (one per agent): %s", got, out.Answer)
+	checkRestartAnswer(t, out.Answer, approved, len(answered)-approved)
+}
+
+// restartTree is the model of policySurvivesRestart's tree, which names its
+// calls with id, numbered by n.
+func restartTree(id func(int64, int) string, n *atomic.Int64) *steps {
+	fork := &steps{name: "fork", id: id, n: n, steps: [][][2]string{
+		{{"rm", `{}`}, {"hold", `{}`}}, {{"leaf", `{}`}}, {{SpawnToolName, `{"task":"deep: {task}"}`}}}}
+	deep := &steps{name: "deep", id: id, n: n, steps: [][][2]string{{{"rm", `{}`}, {"leaf", `{}`}}}}
+	return &steps{name: "lead", id: id, n: n, subs: map[string]*steps{"fork: ": fork, "deep: ": deep}, steps: [][][2]string{
+		{{"rm", `{}`}, {"search", `{}`}, {SpawnToolName, `{"task":"fork: in the background","background":true}`}, {SpawnToolName, `{"task":"fork: now"}`}},
+		{{subagent.JobsToolName, `{"action":"wait"}`}}}}
+}
+
+// restartTreeInput starts the lead of restartTree.
+var restartTreeInput = RunInput{Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"rm", "search", "leaf", "hold"}, Spawn: true, Background: true, MaxDepth: 2}, Text: "go"}
+
+// restartPolicy is the policy of restartTree's workers: it denies rm and
+// asks before leaf.
+func restartPolicy(t *testing.T) *policy.Policy {
+	pol, err := policy.New(policy.DenyTools("no-rm", policy.AnyDepth, "rm"), policy.AskBefore("approve-leaf", "leaf"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := strings.Count(out.Answer, "leaf done"); got != approved {
-		t.Errorf("the answer tells of %d leaf calls, want %d: %s", got, approved, out.Answer)
+	return pol
+}
+
+// checkRestartAnswer checks that the lead's answer tells of each
+// agent's denied rm, and of the leaf calls the person approved and
+// refused.
+func checkRestartAnswer(t *testing.T, answer string, approved, refused int) {
+	t.Helper()
+	if got := strings.Count(answer, "rm is not allowed here"); got != 5 {
+		t.Errorf("the answer tells of %d denials of rm, want 5 (one per agent): %s", got, answer)
 	}
-	if got := strings.Count(out.Answer, "did not approve"); got != len(answered)-approved {
-		t.Errorf("the answer tells of %d refusals, want %d: %s", got, len(answered)-approved, out.Answer)
+	if got := strings.Count(answer, "leaf done"); got != approved {
+		t.Errorf("the answer tells of %d leaf calls, want %d: %s", got, approved, answer)
+	}
+	if got := strings.Count(answer, "did not approve"); got != refused {
+		t.Errorf("the answer tells of %d refusals, want %d: %s", got, refused, answer)
 	}
 }
