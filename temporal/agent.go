@@ -577,7 +577,7 @@ func (a *Agent) finish(ctx context.Context, em event.Emitter, sh *shaper, id str
 	}
 	sh.end(err != nil)
 	if u := UsageOf(err); err != nil && (!u.IsZero() || out.TotalUsage().IsZero()) {
-		o.Usage, o.Cost = u, costOf(err)
+		o.Usage, o.Cost, o.Refused = u, costOf(err), refusedOf(err)
 	}
 	if err != nil {
 		em.Emit(event.Event{Type: event.RunError, Message: err.Error()})

@@ -95,7 +95,7 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 	finish := func(i int, err error) {
 		errs[i] = err
 		if err != nil {
-			results[i] = ToolResult{Content: capText(failedText(ctx, calls[i].Name, err), spec.maxOutput()), IsError: true, Usage: usageOf(err), Cost: costOf(err)}
+			results[i] = ToolResult{Content: capText(failedText(ctx, calls[i].Name, err), spec.maxOutput()), IsError: true, Usage: usageOf(err), Cost: costOf(err), Refused: refusedOf(err)}
 			results[i].Models, results[i].Earlier = modelsOf(err)
 		}
 		results[i].Content = capText(results[i].Content, spec.maxOutput())

@@ -731,6 +731,9 @@ func (j *bgJob) collect(maxOut int) ToolResult {
 	if !j.collected {
 		j.collected = true
 		res.Usage, res.Cost, res.Refused = st.Usage, st.Cost, j.out.Refused
+		if j.err != nil {
+			res.Refused = refusedOf(j.err)
+		}
 		res.Models, res.Earlier = j.models()
 	}
 	return res

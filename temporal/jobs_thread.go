@@ -174,13 +174,16 @@ type jobOutcome struct {
 	// failed or was cancelled, which its SUBAGENT_ERROR names ("" in an
 	// outcome recorded before outcomes kept it).
 	Model string `json:"model,omitempty"`
+	// Refused counts the spawns a job that failed or was cancelled had
+	// refused (RunOutput.Refused), which its parent counts.
+	Refused int `json:"refused,omitempty"`
 }
 
 func outcomeOf(out RunOutput, err error) *jobOutcome {
 	if err == nil {
 		return &jobOutcome{Out: out}
 	}
-	o := &jobOutcome{Failed: messageOf(err), Usage: usageOf(err), Cost: costOf(err), Model: modelOf(err), Cancelled: sdktemporal.IsCanceledError(err)}
+	o := &jobOutcome{Failed: messageOf(err), Usage: usageOf(err), Cost: costOf(err), Model: modelOf(err), Refused: refusedOf(err), Cancelled: sdktemporal.IsCanceledError(err)}
 	if o.Failed == "" {
 		o.Failed = "failed"
 	}
@@ -199,7 +202,7 @@ func (o *jobOutcome) result() (RunOutput, error) {
 	case o.Failed == "":
 		return o.Out, nil
 	case o.Cancelled:
-		return RunOutput{}, sdktemporal.NewCanceledError(o.Usage, o.Cost, o.Model)
+		return RunOutput{}, sdktemporal.NewCanceledError(o.details()...)
 	case o.TimedOut:
 		return RunOutput{}, sdktemporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, errors.New(o.Failed))
 	}
@@ -207,7 +210,14 @@ func (o *jobOutcome) result() (RunOutput, error) {
 	if typ == "" {
 		typ = "deputy.failed"
 	}
-	return RunOutput{}, sdktemporal.NewNonRetryableApplicationError(o.Failed, typ, nil, o.Usage, o.Cost, o.Model)
+	return RunOutput{}, sdktemporal.NewNonRetryableApplicationError(o.Failed, typ, nil, o.details()...)
+}
+
+// details are the details of the error a failed or cancelled job's
+// outcome makes, in the order spent gives them (its usage per model
+// aside, which the thread keeps with the job).
+func (o *jobOutcome) details() []any {
+	return []any{o.Usage, o.Cost, o.Model, []provider.ModelUsage(nil), []provider.ModelUsage(nil), o.Refused}
 }
 
 // kept is the job as the thread keeps it.

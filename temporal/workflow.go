@@ -107,12 +107,13 @@ func AgentWorkflow(ctx workflow.Context, in RunInput) (RunOutput, error) {
 	out, err := run(rctx, in.Spec.withBounds(in.JobBounds), in.Depth, nil, input, id, trace, q, cmp.Or(in.Path, cmp.Or(in.Spec.Name, agent.DefaultName)), ib, in.Arguments, thread)
 	if late && err != nil && sdktemporal.IsCanceledError(err) {
 		u, c, m := out.TotalUsage(), out.Cost, out.Model
-		ms, e := out.Models, out.Earlier
+		ms, e, r := out.Models, out.Earlier, out.Refused
 		if d := usageOf(err); !d.IsZero() {
 			u, c, m = d, costOf(err), modelOf(err)
 			ms, e = modelsOf(err)
+			r = refusedOf(err)
 		}
-		err = sdktemporal.NewNonRetryableApplicationError(fmt.Sprintf("the job ran past its time of %v (Spec.JobTime): raise Spec.JobTime or give a smaller task", in.JobTime), ErrTypeJobTime, nil, u, c, m, ms, e)
+		err = sdktemporal.NewNonRetryableApplicationError(fmt.Sprintf("the job ran past its time of %v (Spec.JobTime): raise Spec.JobTime or give a smaller task", in.JobTime), ErrTypeJobTime, nil, u, c, m, ms, e, r)
 	}
 	if in.Depth > 0 {
 		// A child's transcript stays in its own history; only the answer
@@ -954,7 +955,7 @@ func runTools(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 			defer sem.Release(1)
 			body(gctx)
 			if errs[i] != nil {
-				results[i] = ToolResult{Content: capText(failedText(gctx, call.Name, errs[i]), spec.maxOutput()), IsError: true, Usage: usageOf(errs[i]), Cost: costOf(errs[i])}
+				results[i] = ToolResult{Content: capText(failedText(gctx, call.Name, errs[i]), spec.maxOutput()), IsError: true, Usage: usageOf(errs[i]), Cost: costOf(errs[i]), Refused: refusedOf(errs[i])}
 				results[i].Models, results[i].Earlier = modelsOf(errs[i])
 			}
 			results[i].Content = capText(results[i].Content, spec.maxOutput())
@@ -1238,7 +1239,7 @@ func (d *delegation) answer(ctx workflow.Context, f workflow.Future, checked boo
 		return res, nil, err
 	}
 	if err != nil {
-		res = ToolResult{Content: capText(failedText(ctx, d.call.Name, err), d.tn.spec.maxOutput()), IsError: true, Usage: usageOf(err), Cost: costOf(err), Code: codeOf(err), Model: modelOf(err)}
+		res = ToolResult{Content: capText(failedText(ctx, d.call.Name, err), d.tn.spec.maxOutput()), IsError: true, Usage: usageOf(err), Cost: costOf(err), Code: codeOf(err), Model: modelOf(err), Refused: refusedOf(err)}
 		res.Models, res.Earlier = modelsOf(err)
 	}
 	return res, &Delegation{Call: d.call, Depth: d.tn.depth, Path: d.tn.path, After: true, Result: res.Content, IsError: res.IsError, Trace: d.tn.trace}, nil
@@ -1548,9 +1549,23 @@ func modelOf(err error) string {
 
 // spent is what a failed or cancelled run carries in its error's
 // details: its usage, cost and first model, then its usage per provider
-// and model and the part of it spent before the last answer (modelsOf).
+// and model and the part of it spent before the last answer (modelsOf),
+// then the spawns it had refused (refusedOf).
 func spent(out RunOutput) []any {
-	return []any{out.TotalUsage(), out.Cost, out.Model, out.Models, out.Earlier}
+	return []any{out.TotalUsage(), out.Cost, out.Model, out.Models, out.Earlier, out.Refused}
+}
+
+// refusedOf reads how many spawns a failed or cancelled child had
+// refused (RunOutput.Refused) from its error's details (0 from a run
+// recorded before runs carried it).
+func refusedOf(err error) int {
+	var u provider.Usage
+	var c float64
+	var m string
+	var models, earlier []provider.ModelUsage
+	var n int
+	detailsOf(err, &u, &c, &m, &models, &earlier, &n)
+	return n
 }
 
 // modelsOf reads what a failed or cancelled child spent per provider and
