@@ -35,6 +35,10 @@ import (
 //     runs in the call).
 //   - go, background: the tool starts the child with Jobs.Start and
 //     collects it with Jobs.Wait.
+//   - go, handed off: the tool calls the spawner as in the foreground,
+//     but on a goroutine of its own that it waits for: what the Go
+//     runtime charges for running the child off the caller's goroutine,
+//     which any background child pays, with none of a job's bookkeeping.
 //
 // cpu-ns/op is the process's CPU time per run. The cases run one after
 // the other, foreground first, on a machine whose speed drifts: this is
@@ -61,16 +65,23 @@ func BenchmarkBackgroundJob(b *testing.B) {
 // child started and collected from Go (the same steps either way; the
 // target is at most 1.2), "bg/fg-cpu" for the model's spawn and wait (a
 // step more in the background), with the same of wall time ("go-bg/fg",
-// "bg/fg") and each case's CPU time and allocations per run. A ratio is
-// the median over windows of eight pairs of batches, as in
+// "bg/fg") and each case's CPU time and allocations per run; and
+// "go-handoff/fg-cpu", the child handed off to a goroutine of its own
+// (the case "go, handed off", in the same alternation as the go pair):
+// the part of go-bg/fg-cpu that is the Go runtime's, not the job's. A
+// ratio is the median over windows of eight pairs of batches, as in
 // BenchmarkDelegationPolicyRatio, which says why.
 func BenchmarkBackgroundJobRatio(b *testing.B) {
 	var runs []func()
 	for _, c := range backgroundJobCases {
 		runs = append(runs, backgroundJobRun(b, c))
 	}
+	handoff := runs[len(runs)-1]
 	const batch, window = 64, 8
-	type pair struct{ wall, cpu [2]time.Duration }
+	type pair struct {
+		wall, cpu [2]time.Duration
+		handoff   time.Duration // the CPU time of a batch of the go pair's handoff
+	}
 	pairs := [2][]pair{} // go, model
 	timed := func(f func()) (time.Duration, time.Duration) {
 		c0, _ := benchcpu.Now()
@@ -85,8 +96,14 @@ func BenchmarkBackgroundJobRatio(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		for k := range 2 { // go, model: runs[2k] foreground, runs[2k+1] background
 			var p pair
+			if k == 0 && i%2 == 0 {
+				_, p.handoff = timed(handoff)
+			}
 			for _, bg := range [2]int{i % 2, 1 - i%2} {
 				p.wall[bg], p.cpu[bg] = timed(runs[2*k+bg])
+			}
+			if k == 0 && i%2 == 1 {
+				_, p.handoff = timed(handoff)
 			}
 			pairs[k] = append(pairs[k], p)
 		}
@@ -100,7 +117,7 @@ func BenchmarkBackgroundJobRatio(b *testing.B) {
 	}
 	b.ReportMetric(0, "ns/op")
 	for k, name := range []string{"go-", ""} {
-		var wall, cpu []float64
+		var wall, cpu, floor []float64
 		var total pair
 		for w := range slices.Chunk(pairs[k], window) {
 			if len(w) < window && len(pairs[k]) >= window {
@@ -112,10 +129,12 @@ func BenchmarkBackgroundJobRatio(b *testing.B) {
 					sum.wall[bg] += p.wall[bg]
 					sum.cpu[bg] += p.cpu[bg]
 				}
+				sum.handoff += p.handoff
 			}
 			wall = append(wall, float64(sum.wall[1])/float64(sum.wall[0]))
 			if sum.cpu[0] > 0 {
 				cpu = append(cpu, float64(sum.cpu[1])/float64(sum.cpu[0]))
+				floor = append(floor, float64(sum.handoff)/float64(sum.cpu[0]))
 			}
 		}
 		for _, p := range pairs[k] {
@@ -127,6 +146,9 @@ func BenchmarkBackgroundJobRatio(b *testing.B) {
 		perRun := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(b.N*batch) }
 		b.ReportMetric(median(wall), name+"bg/fg")
 		b.ReportMetric(median(cpu), name+"bg/fg-cpu")
+		if k == 0 {
+			b.ReportMetric(median(floor), "go-handoff/fg-cpu")
+		}
 		b.ReportMetric(perRun(total.cpu[0]), name+"fg-cpu-ns/op")
 		b.ReportMetric(perRun(total.cpu[1]), name+"bg-cpu-ns/op")
 		fgAllocs, _ := memPerRun(runs[2*k])
@@ -144,22 +166,24 @@ type backgroundJobCase struct {
 	replies []fake.Reply
 	drive   bool
 	bg      bool
+	handoff bool // the go, foreground call, on a goroutine of its own
 }
 
 // backgroundJobCases are BenchmarkBackgroundJob's, in pairs, foreground
-// then background.
+// then background, and last the go pair's handoff.
 var backgroundJobCases = []backgroundJobCase{
-	{"go, foreground", []fake.Reply{fake.Call("drive", `{}`).For("lead"), fake.Text("done").For("lead")}, true, false},
-	{"go, background", []fake.Reply{fake.Call("drive", `{}`).For("lead"), fake.Text("done").For("lead")}, true, true},
+	{"go, foreground", []fake.Reply{fake.Call("drive", `{}`).For("lead"), fake.Text("done").For("lead")}, true, false, false},
+	{"go, background", []fake.Reply{fake.Call("drive", `{}`).For("lead"), fake.Text("done").For("lead")}, true, true, false},
 	{"foreground", []fake.Reply{
 		fake.Call(SpawnToolName, `{"task":"find X"}`).For("lead"),
 		fake.Text("done").For("lead"),
-	}, false, false},
+	}, false, false, false},
 	{"background", []fake.Reply{
 		fake.Call(SpawnToolName, `{"task":"find X","background":true}`).For("lead"),
 		fake.Call(JobsToolName, `{"action":"wait"}`).For("lead"),
 		fake.Text("done").For("lead"),
-	}, false, true},
+	}, false, true, false},
+	{"go, handed off", []fake.Reply{fake.Call("drive", `{}`).For("lead"), fake.Text("done").For("lead")}, true, false, true},
 }
 
 // backgroundJobRun returns one run of c's lead.
@@ -167,8 +191,21 @@ func backgroundJobRun(b *testing.B, c backgroundJobCase) func() {
 	var s *Spawner
 	drive := tool.Func{Def: tool.Definition{Name: "drive", Parameters: json.RawMessage(`{"type":"object"}`)},
 		Fn: func(ctx context.Context, _ tool.Call) (tool.Result, error) {
+			call := tool.Call{Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"find X"}`)}
+			if c.handoff {
+				var res tool.Result
+				var err error
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					growStack(0) // as a job's goroutine does
+					res, err = s.Call(ctx, call)
+				}()
+				<-done
+				return res, err
+			}
 			if !c.bg {
-				return s.Call(ctx, tool.Call{Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"find X"}`)})
+				return s.Call(ctx, call)
 			}
 			jobs := s.Jobs(ctx)
 			st, err := jobs.Start(ctx, Task{Task: "find X"})
