@@ -198,8 +198,12 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 		answer, done, err := s.wrappedUp(msg, resp.Usage)
 		if err == nil && done && s.r.guards.Has(policy.Output) {
 			// A wrap-up's answer is the run's last: it cannot be corrected.
+			last := ""
+			if !s.corrected {
+				last = "it was the run's last reply, asked to wrap up at its limit"
+			}
 			s.corrected = true
-			if done, err = s.guardAnswer(answer); err != nil {
+			if done, err = s.guardAnswer(answer, last); err != nil {
 				answer, s.msgs = "", s.msgs[:len(s.msgs)-1]
 			}
 		}
@@ -253,7 +257,7 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 			}
 		}
 		if r.guards.Has(policy.Output) {
-			done, err := s.guardAnswer(msg.Content)
+			done, err := s.guardAnswer(msg.Content, "")
 			if err != nil {
 				// The answer goes no further: not to the caller, not in
 				// the run's messages.

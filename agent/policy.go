@@ -145,16 +145,26 @@ func (s *runState) guardInput(text string) error {
 // guardAnswer checks the run's final answer with its output guardrails.
 // It reports done when the answer passed; a failure that may be corrected,
 // the first in the run, is put to the model, and the run goes on (not
-// done); any other failure is the run's error.
-func (s *runState) guardAnswer(answer string) (done bool, err error) {
-	fail, spent, err := s.checkGuards(policy.Output, answer, s.corrected)
+// done); any other failure is the run's error. last, when not "", says
+// why the answer cannot be corrected (a wrap-up's is the run's last); a
+// run past its limit cannot pay for a correction either.
+func (s *runState) guardAnswer(answer, last string) (done bool, err error) {
+	if last == "" && !s.corrected && s.checkLimit() != nil {
+		last = "the run is past its limit and cannot pay for another call"
+	}
+	fail, spent, err := s.checkGuards(policy.Output, answer, s.corrected || last != "")
 	s.child = s.child.Add(spent)
 	switch {
 	case err != nil:
 		return true, err
 	case fail == nil:
 		return true, nil
-	case fail.Tripwire || s.corrected:
+	case fail.Tripwire:
+		return true, fail
+	case last != "":
+		fail.Unretried = last
+		return true, fail
+	case s.corrected:
 		return true, fail
 	}
 	s.corrected = true

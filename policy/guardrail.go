@@ -70,7 +70,7 @@ var ErrGuardrail = errors.New("policy: guardrail failed")
 
 // GuardrailError is the error of a run a guardrail stopped: a tripwire
 // (Tripwire set), or an Output guardrail with Retry whose second answer
-// failed too. A Go caller finds it with errors.As in the error of the
+// failed too, or whose first could not be sent back (Unretried). A Go caller finds it with errors.As in the error of the
 // run, or of the sub-agent call, it stopped.
 type GuardrailError struct {
 	Guardrail string
@@ -81,6 +81,11 @@ type GuardrailError struct {
 	Path string
 	// Tripwire: the guardrail stops the run on its first failure.
 	Tripwire bool
+	// Unretried says why a failure that a correction could have fixed was
+	// not sent back: the answer was the run's last (a wrap-up at its
+	// limit), or the run was past its token or cost limit and could not
+	// pay for another call. "" for a tripwire, or a second failure.
+	Unretried string
 }
 
 func (e *GuardrailError) Error() string {
@@ -90,6 +95,9 @@ func (e *GuardrailError) Error() string {
 	}
 	if e.Tripwire {
 		return fmt.Sprintf("policy: guardrail %q tripped on %s: %s", e.Guardrail, what, e.Problem)
+	}
+	if e.Unretried != "" {
+		return fmt.Sprintf("policy: guardrail %q rejected %s, which was not sent back for correction (%s): %s", e.Guardrail, what, e.Unretried, e.Problem)
 	}
 	return fmt.Sprintf("policy: guardrail %q rejected %s again after one correction: %s", e.Guardrail, what, e.Problem)
 }

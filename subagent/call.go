@@ -874,7 +874,7 @@ func (r *childRuns) answer(in agent.Input) (out agent.Output, v verdict, err err
 		return out, v, err
 	case fail != nil && (fail.Tripwire || out.Partial):
 		// A partial answer is not corrected: its run has no budget left.
-		return out, v, r.guardFailed(fail)
+		return out, v, r.guardFailed(fail, unretriedPartial)
 	case v.problem == nil && fail == nil:
 		return out, v, nil
 	case out.Partial:
@@ -890,7 +890,7 @@ func (r *childRuns) answer(in agent.Input) (out agent.Output, v verdict, err err
 	}
 	if r.spentShare() {
 		if fail != nil {
-			return answered, v, r.guardFailed(fail)
+			return answered, v, r.guardFailed(fail, unretriedShare)
 		}
 		r.rejected(v.problem, false)
 		return answered, v, errNoRetry
@@ -913,7 +913,7 @@ func (r *childRuns) answer(in agent.Input) (out agent.Output, v verdict, err err
 			case !tool.IsCorrectable(err):
 				return answered, v, err // a question not answered yet
 			case fail != nil:
-				return answered, v, r.guardFailed(fail)
+				return answered, v, r.guardFailed(fail, "the policy refused the corrective hand-off: "+err.Error())
 			}
 			r.rejected(v.problem, false)
 			return answered, v, &retryRefused{err: err}
@@ -924,7 +924,7 @@ func (r *childRuns) answer(in agent.Input) (out agent.Output, v verdict, err err
 		if errors.Is(err, agent.ErrUsageLimit) && out.TotalUsage().Requests == 0 && r.ctx.Err() == nil {
 			// The corrective run could not pay for a model call.
 			if fail != nil {
-				return answered, v, r.guardFailed(fail)
+				return answered, v, r.guardFailed(fail, unretriedShare)
 			}
 			return answered, v, errNoRetry
 		}
@@ -937,7 +937,7 @@ func (r *childRuns) answer(in agent.Input) (out agent.Output, v verdict, err err
 	}
 	v, fail, err = r.review(out, true)
 	if err == nil && fail != nil {
-		err = r.guardFailed(fail)
+		err = r.guardFailed(fail, "")
 	}
 	if err == nil {
 		r.rejected(v.problem, false)
@@ -1000,7 +1000,7 @@ func (r *childRuns) guardInput(in agent.Input) error {
 	case err != nil:
 		return tool.Correctable(fmt.Errorf("%w: %q: %w", ErrChildFailed, r.t.def.Name, err))
 	case fail != nil:
-		return r.guardFailed(fail)
+		return r.guardFailed(fail, "")
 	}
 	return nil
 }
@@ -1010,12 +1010,20 @@ func (r *childRuns) guardInput(in agent.Input) error {
 // it, without any model reading what tripped it; an answer still failed
 // after its correction fails the child, as a validation that fails twice
 // does, and the parent's model reads why (not the answer).
-func (r *childRuns) guardFailed(fail *policy.GuardrailError) error {
+func (r *childRuns) guardFailed(fail *policy.GuardrailError, unretried string) error {
 	if fail.Tripwire {
 		return fmt.Errorf("subagent %q: %w", r.t.def.Name, fail)
 	}
+	fail.Unretried = unretried // why it was not corrected, "" when it was
 	return tool.Correctable(fmt.Errorf("%w: %q: %w", ErrChildFailed, r.t.def.Name, fail))
 }
+
+// Why a rejected answer the corrective run could have fixed was not sent
+// back (policy.GuardrailError.Unretried).
+const (
+	unretriedShare   = "the sub-agent's share of its parent's budget could not pay for a corrected answer"
+	unretriedPartial = "the sub-agent's answer was partial, given at its limit"
+)
 
 // errNoRetry: the call's share of its parent's budget cannot pay for the
 // corrective run of a rejected answer.

@@ -301,6 +301,40 @@ func TestGuardrailCorrection(t *testing.T) {
 	}
 }
 
+// A child whose answer a guardrail rejects after it spent its share of
+// its parent's budget is not sent back: it fails, and its parent's model
+// reads that the answer was not corrected and why, not that it failed
+// again after a correction — in every form of sub-agent.
+func TestGuardrailFailurePastTheShareIsNotRetried(t *testing.T) {
+	for _, form := range forms {
+		t.Run(form, func(t *testing.T) {
+			model := fake.NewProvider(
+				callKid(form, "write it"),
+				fake.Text("a DIRTY answer").For("kid").WithUsage(provider.Usage{InputTokens: 98_000, OutputTokens: 10, Requests: 1}),
+				fake.Text("the child failed").For("lead"),
+			)
+			lead, _ := formLeadWith(t, form, model, []agent.Option{agent.WithTokenLimit(100_000)}, failsOn("clean", policy.Output, true, "DIRTY"))
+			if _, err := lead.Run(context.Background(), agent.Input{Text: "go"}); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(model.RequestsFor("kid")); n != 1 {
+				t.Errorf("the child was asked %d times, want 1 (no correction)", n)
+			}
+			leadReqs := model.RequestsFor("lead")
+			var res provider.Message // the child's result (a budget note may follow it)
+			for _, m := range leadReqs[len(leadReqs)-1].Messages {
+				if m.Role == provider.RoleTool {
+					res = m
+				}
+			}
+			if !res.IsError || !strings.Contains(res.Content, `guardrail "clean" rejected the answer of lead/kid, which was not sent back for correction (the sub-agent's share of its parent's budget could not pay`) ||
+				strings.Contains(res.Content, "again") || strings.Contains(res.Content, "DIRTY") {
+				t.Errorf("the lead read %+v", res)
+			}
+		})
+	}
+}
+
 // A Go caller of a sub-agent tool tells a correction that failed twice
 // (the child failed; its model may try another way) from a tripwire.
 func TestGuardrailOutcomeForTheGoCaller(t *testing.T) {

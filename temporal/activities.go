@@ -639,6 +639,9 @@ func (a *Activities) Guard(ctx context.Context, in GuardCall) (Guarded, error) {
 		}
 		return Guarded{Usage: spent, Cost: cost, Models: models}, nil
 	}
+	if !fail.Tripwire {
+		fail.Unretried = in.Unretried
+	}
 	return Guarded{Failed: true, Guardrail: fail.Guardrail, Tripwire: fail.Tripwire, Message: fail.Error(), Note: runtime.GuardNote(fail), Usage: spent, Cost: cost, Models: models}, nil
 }
 

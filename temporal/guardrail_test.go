@@ -122,6 +122,47 @@ func TestGuardrailsOnTemporal(t *testing.T) {
 			t.Errorf("answer %q after %d writes: want the lead to read that the writer failed, not its answer", out.Answer, writes.Load())
 		}
 	})
+	t.Run("past its limit", func(t *testing.T) {
+		// The writer's answer, read far past what its request's bytes
+		// say, takes it past its limit: it cannot pay for a corrected
+		// answer, and fails with the guardrail's error, saying so, as in
+		// process; before, it went on to a model call that failed for
+		// want of room.
+		var writes atomic.Int64
+		p, spec, gs := guardedTree([]string{"TODO", "the whole story"}, &writes)
+		spec.SubAgents[0].Agent.TokenLimit = 1000
+		big := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+			r, err := p.Complete(ctx, req)
+			if err == nil && strings.Contains(lastUser(req), "write:") {
+				r.Usage.InputTokens += 2000
+			}
+			return r, err
+		})
+		hub := NewHub()
+		env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": big}, Guardrails: gs, Events: hub})
+		env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "past"})
+		var rec recorder
+		defer hub.Subscribe(event.WithSink(context.Background(), &rec), "past")()
+		env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: spec, Text: "a story"})
+		var out RunOutput
+		if err := env.GetWorkflowResult(&out); err != nil {
+			t.Fatal(err)
+		}
+		if writes.Load() != 1 || !strings.Contains(out.Answer, `guardrail "no-todo" rejected the answer of lead/writer, which was not sent back for correction (the run is past its limit`) {
+			t.Errorf("answer %q after %d writes: want the lead to read that the writer's answer was rejected and not corrected, after one write", out.Answer, writes.Load())
+		}
+		var verdicts []string
+		for _, e := range rec.events {
+			if e.Type == event.Custom && e.Name == policy.GuardrailEvent {
+				var v struct{ Guardrail, Verdict string }
+				_ = json.Unmarshal(e.Value, &v)
+				verdicts = append(verdicts, v.Guardrail+" "+v.Verdict)
+			}
+		}
+		if want := []string{"no-secret pass", "no-todo fail"}; !slices.Equal(verdicts, want) {
+			t.Errorf("the guardrail events were %q, want %q", verdicts, want)
+		}
+	})
 	t.Run("tripwire", func(t *testing.T) {
 		var writes atomic.Int64
 		p, spec, gs := guardedTree([]string{"story"}, &writes)

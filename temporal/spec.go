@@ -352,8 +352,10 @@ type GuardCall struct {
 	Guardrails []string     `json:"guardrails"`
 	Stage      policy.Stage `json:"stage"`
 	Text       string       `json:"text"`
-	// Retried says an answer is a correction already.
-	Retried bool `json:"retried,omitempty"`
+	// Retried says an answer is a correction already, or will not be
+	// corrected: Unretried says why (policy.GuardrailError.Unretried).
+	Retried   bool   `json:"retried,omitempty"`
+	Unretried string `json:"unretried,omitempty"`
 	// Depth and Path are the agent's, for the decisions' events.
 	Depth int    `json:"depth"`
 	Path  string `json:"path,omitempty"`

@@ -221,7 +221,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 				task = m.Content
 			}
 		}
-		g, err := guard(ctx, actx, spec, depth, path, trace, policy.Input, task, false)
+		g, err := guard(ctx, actx, spec, depth, path, trace, policy.Input, task, false, "")
 		out.ChildUsage = out.ChildUsage.Add(g.Usage)
 		out.Cost += guardCost(ctx, g)
 		out.Models = addModels(out.Models, guardModels(ctx, g)...)
@@ -254,6 +254,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			return out, failure(out, ErrTypeMaxSteps, fmt.Sprintf("agent %q used its %d steps (%s) without a final answer: raise %[3]s or simplify the task", spec.Name, spec.maxSteps(), spec.stepSetting()))
 		}
 		var delivered []subagent.Receipt
+		unretried := "" // why this step's answer cannot be corrected, if it cannot
 		if m, taken, ok := ib.take(ctx, step+1, out, conv); ok {
 			// The messages sent meanwhile, at the step boundary.
 			conv = append(conv, m)
@@ -354,13 +355,17 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 				}
 				return out, failure(out, ErrTypeUsageLimit, fmt.Sprintf("agent %q used %d tokens, its limit is %d (%s), and the last reply, asked to wrap up, had no answer: raise %[4]s or give a smaller task", spec.Name, out.TotalUsage().Tokens(), spec.TokenLimit, spec.tokenSetting()))
 			}
+			if !corrected {
+				unretried = "it was the run's last reply, asked to wrap up at its limit"
+			}
 			corrected = true // no budget for a corrective retry
 		}
 		conv = append(conv, msg)
 		ib.reached(ctx, step+1, out, conv)
-		if err := overLimit(ctx, spec, out); err != nil && !(pastLimit && answers(schema, msg, corrected)) {
+		over := overLimit(ctx, spec, out)
+		if over != nil && !(pastLimit && answers(schema, msg, corrected)) {
 			out.Messages = conv
-			return out, err
+			return out, over
 		}
 		if len(msg.ToolCalls) == 0 {
 			answer := msg.Content
@@ -409,7 +414,10 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 					tt.Step = step + 1 // the step an answer that passes ends
 					t = &tt
 				}
-				g, err := guard(ctx, actx, spec, depth, path, t, policy.Output, text, corrected)
+				if over != nil && !corrected && unretried == "" && workflow.GetVersion(ctx, guardPastLimitChange, workflow.DefaultVersion, 1) >= 1 {
+					unretried = "the run is past its limit and cannot pay for another call"
+				}
+				g, err := guard(ctx, actx, spec, depth, path, t, policy.Output, text, corrected || unretried != "", unretried)
 				out.ChildUsage = out.ChildUsage.Add(g.Usage)
 				out.Cost += guardCost(ctx, g)
 				out.Models = addModels(out.Models, guardModels(ctx, g)...)
@@ -420,7 +428,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 				case g.Failed && g.Tripwire:
 					out.Messages = conv
 					return out, failure(out, ErrTypeGuardrailTripped, g.Message)
-				case g.Failed && corrected:
+				case g.Failed && (corrected || unretried != ""):
 					out.Messages = conv
 					return out, failure(out, ErrTypeGuardrail, g.Message)
 				case g.Failed:
@@ -601,6 +609,14 @@ func publishEnded(ctx workflow.Context, trace *Trace, ended []EndedCall, conv []
 		RetryPolicy: &sdktemporal.RetryPolicy{MaximumAttempts: 1}})
 	_ = workflow.ExecuteLocalActivity(lctx, PublishActivityName, JobEvents{Trace: &Trace{Tree: trace.Tree, Subagent: trace.Subagent}, Events: evs}).Get(ctx, nil)
 }
+
+// guardPastLimitChange names the workflow version from which an answer
+// past the run's limit (answerPastLimitChange) that an output guardrail
+// with Retry rejects fails the run with the guardrail's error, saying it
+// was not corrected, as in process: the run cannot pay for a corrected
+// answer, and went on to a model call that failed for want of room.
+// Asked only for such an answer.
+const guardPastLimitChange = "deputy.guard-past-limit"
 
 // answerPastLimitChange names the workflow version from which a reply
 // that ends its run with its answer (answers) ends it so though its call
@@ -1374,9 +1390,9 @@ func checkContext(ctx workflow.Context, spec Spec) workflow.Context {
 
 // guard runs the guardrail activity on text. A check that could not
 // decide returns, with its error, what the checks spent before it.
-func guard(ctx, actx workflow.Context, spec Spec, depth int, path string, trace *Trace, stage policy.Stage, text string, retried bool) (Guarded, error) {
+func guard(ctx, actx workflow.Context, spec Spec, depth int, path string, trace *Trace, stage policy.Stage, text string, retried bool, unretried string) (Guarded, error) {
 	var g Guarded
-	err := workflow.ExecuteActivity(actx, GuardActivityName, GuardCall{Guardrails: spec.Guardrails, Stage: stage, Text: text, Retried: retried,
+	err := workflow.ExecuteActivity(actx, GuardActivityName, GuardCall{Guardrails: spec.Guardrails, Stage: stage, Text: text, Retried: retried, Unretried: unretried,
 		Depth: depth, Path: path, Trace: trace}).Get(ctx, &g)
 	if err != nil {
 		g = Guarded{Usage: usageOf(err), Cost: costOf(err)}
