@@ -3,6 +3,7 @@
 package a2a_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -132,7 +133,7 @@ func TestPolicySurvivesSIGKILLWithARemote(t *testing.T) {
 		t.Run(fmt.Sprint("ids=", ids), func(t *testing.T) {
 			dir := t.TempDir()
 			round := killRound{IDs: ids, Store: filepath.Join(dir, "deputy.db"), Log: filepath.Join(dir, "effects.log"), Out: filepath.Join(dir, "round.json")}
-			rem := serveKillRemote(t, ids, round.Log)
+			rem := serveKillRemote(t, ids, round.Log, nil)
 			round.URL = rem.url
 			asked := map[string]bool{} // the questions answered
 			var held *tool.Interrupted // questions not answered yet, across a restart
@@ -157,7 +158,7 @@ func TestPolicySurvivesSIGKILLWithARemote(t *testing.T) {
 					round.KillAt = 1 + rng.Int64N(8)
 				}
 				var killed bool
-				got, killed = startKillRound(t, round)
+				got, killed = startKillRound(t, "TestPolicySurvivesSIGKILLWithARemote", killRoundEnv, round, nil)
 				rounds++
 				answered = false
 				if killed {
@@ -256,8 +257,9 @@ type killRemote struct {
 
 // serveKillRemote serves the clerk for the rounds of one subtest; it
 // writes a line to the log at path each time its model is called, and
-// another when it answers.
-func serveKillRemote(t *testing.T, ids int, path string) *killRemote {
+// another when it answers. posted, if not nil, is called as its model
+// reads what its post returned, before it answers.
+func serveKillRemote(t *testing.T, ids int, path string, posted func()) *killRemote {
 	t.Helper()
 	logf, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -273,6 +275,9 @@ func serveKillRemote(t *testing.T, ids int, path string) *killRemote {
 	model := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
 		task, _ := taskOf(req)
 		_, _ = logf.WriteString(logRemote + "\t" + task + "\n")
+		if last := req.Messages[len(req.Messages)-1]; posted != nil && last.Role == provider.RoleTool && last.Content == "posted" {
+			posted()
+		}
 		resp, err := r.model.Complete(ctx, req)
 		if err == nil && len(resp.Message.ToolCalls) == 0 {
 			_, _ = logf.WriteString(logAnswered + "\t" + task + "\n")
@@ -349,15 +354,28 @@ func taskOf(req provider.Request) (task string, step int) {
 	return task, step
 }
 
-// startKillRound runs one round in a process of its own and returns its
-// report, or killed when SIGKILL ended it.
-func startKillRound(t *testing.T, round killRound) (report killRound, killed bool) {
+// startKillRound runs one round of test in a process of its own, the
+// round as JSON in the environment variable env, and returns its report,
+// or killed when SIGKILL ended it. pid, if not nil, holds the process's
+// id while it runs.
+func startKillRound(t *testing.T, test, env string, round killRound, pid *atomic.Int64) (report killRound, killed bool) {
 	t.Helper()
 	spec, _ := json.Marshal(round)
 	_ = os.Remove(round.Out)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestPolicySurvivesSIGKILLWithARemote$", "-test.count=1")
-	cmd.Env = append(os.Environ(), killRoundEnv+"="+string(spec))
-	output, err := cmd.CombinedOutput()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env+"="+string(spec))
+	var output bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	err := cmd.Start()
+	if err == nil {
+		if pid != nil {
+			pid.Store(int64(cmd.Process.Pid))
+		}
+		err = cmd.Wait()
+		if pid != nil {
+			pid.Store(0)
+		}
+	}
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
@@ -365,11 +383,11 @@ func startKillRound(t *testing.T, round killRound) (report killRound, killed boo
 		}
 	}
 	if err != nil {
-		t.Fatalf("the round's process: %v\n%s", err, output)
+		t.Fatalf("the round's process: %v\n%s", err, output.Bytes())
 	}
 	data, err := os.ReadFile(round.Out)
 	if err != nil {
-		t.Fatalf("the round wrote no report: %v\n%s", err, output)
+		t.Fatalf("the round wrote no report: %v\n%s", err, output.Bytes())
 	}
 	if err := json.Unmarshal(data, &report); err != nil {
 		t.Fatal(err)
@@ -596,6 +614,14 @@ func runKillRound(t *testing.T, spec string) {
 		t.Fatal(err)
 	}
 
+	runKillTurn(ctx, t, lead, round, killInput)
+	log(logEnd, "")
+}
+
+// runKillTurn runs lead's turn on input, journaled in the SQLite store of
+// the round and resumed with its answers if it has questions pending, and
+// writes what it reports where the round says.
+func runKillTurn(ctx context.Context, t *testing.T, lead agent.Agent, round killRound, input string) {
 	b, err := sqlite.Open(round.Store)
 	if err != nil {
 		t.Fatal(err)
@@ -606,7 +632,7 @@ func runKillRound(t *testing.T, spec string) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	j, err := st.Journal(ctx, "a2a-policy-turn")
+	j, err := st.Journal(ctx, "a2a-turn")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -615,7 +641,7 @@ func runKillRound(t *testing.T, spec string) {
 			t.Fatal(err)
 		}
 	}
-	out, err := lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: killInput})
+	out, err := lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: input})
 	report := killRound{Answer: out.Answer}
 	var in *tool.Interrupted
 	switch {
@@ -628,7 +654,6 @@ func runKillRound(t *testing.T, spec string) {
 	if err := os.WriteFile(round.Out, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	log(logEnd, "")
 }
 
 // killProcess is what one round's process logged: its lines, kind and
@@ -875,4 +900,99 @@ func checkKillLog(t *testing.T, procs []killProcess) {
 func mustJSON(v any) json.RawMessage {
 	b, _ := json.Marshal(v)
 	return b
+}
+
+const replyRoundEnv = "DEPUTY_TEST_A2A_REPLY_KILL_ROUND"
+
+// A process killed while the answer to a remote task's question is on its
+// way, which the remote agent takes and goes on with to the task's end,
+// does not send the answer again on resume, which the ended task refuses:
+// the resumed run finds the task ended, and takes its answer, which the
+// remote's tools made once — whatever ids the models give their calls.
+// The remote is served by the test's own process, whose model, once the
+// post the person approved ran, kills the lead's process before it
+// answers.
+func TestRemoteAnswerSentBeforeAKillIsNotSentAgain(t *testing.T) {
+	if spec := os.Getenv(replyRoundEnv); spec != "" {
+		runReplyRound(t, spec)
+		return
+	}
+	if testing.Short() {
+		t.Skip("starts a process per round")
+	}
+	for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
+		t.Run(fmt.Sprint("ids=", ids), func(t *testing.T) {
+			dir := t.TempDir()
+			round := killRound{IDs: ids, Store: filepath.Join(dir, "deputy.db"), Out: filepath.Join(dir, "round.json")}
+			var pid atomic.Int64
+			var kills atomic.Int64
+			rem := serveKillRemote(t, ids, filepath.Join(dir, "remote.log"), func() {
+				if p := pid.Load(); p != 0 && kills.Add(1) == 1 {
+					_ = syscall.Kill(int(p), syscall.SIGKILL)
+				}
+			})
+			round.URL = rem.url
+			start := func() (killRound, bool) {
+				return startKillRound(t, "TestRemoteAnswerSentBeforeAKillIsNotSentAgain", replyRoundEnv, round, &pid)
+			}
+			// 1: the remote asks before its post.
+			got, killed := start()
+			if killed || got.Err != "" || got.Interrupted == nil || len(got.Interrupted.Interrupts) != 1 {
+				t.Fatalf("the first round: killed %v, err %q, interrupted %v: want the remote's question", killed, got.Err, got.Interrupted)
+			}
+			q := got.Interrupted.Interrupts[0]
+			if q.Reason != tool.ApprovalReason || !strings.Contains(q.Message, "Allow post with") {
+				t.Fatalf("question %+v", q)
+			}
+			round.Pending = got.Interrupted
+			round.Answers = []tool.Answer{{InterruptID: q.ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)}}
+			// 2: the person approves; the process dies as the remote
+			// agent reads what its post returned.
+			if _, killed := start(); !killed {
+				t.Fatal("the round meant to die with the answer on its way ended by itself")
+			}
+			// 3: resumed with the same answer, to the end.
+			got, killed = start()
+			if killed || got.Err != "" || got.Interrupted != nil {
+				t.Fatalf("the last round: killed %v, err %q, interrupted %v", killed, got.Err, got.Interrupted)
+			}
+			if want := "lead(clerk(balance 42 on " + remoteSecret + "; posted))"; got.Answer != want {
+				t.Errorf("the answer is %q, want %q", got.Answer, want)
+			}
+			rem.model.mu.Lock()
+			tasks := rem.model.tasks
+			rem.model.mu.Unlock()
+			if tasks != 1 || rem.ledger.runs() != 1 || rem.post.runs() != 1 {
+				t.Errorf("the remote started %d tasks, its ledger ran %d times and its post %d, want each once", tasks, rem.ledger.runs(), rem.post.runs())
+			}
+		})
+	}
+}
+
+// runReplyRound is the process that runs one round of
+// TestRemoteAnswerSentBeforeAKillIsNotSentAgain: a lead that hands its
+// task to the remote.
+func runReplyRound(t *testing.T, spec string) {
+	var round killRound
+	if err := json.Unmarshal([]byte(spec), &round); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	remote, err := a2a.Connect(ctx, round.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer remote.Close()
+	clerk, err := remote.Tool()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := new(atomic.Int64)
+	fresh.Store(int64(os.Getpid()) * 1000)
+	leadModel := &treeModel{name: "lead", ids: round.IDs, fresh: fresh, steps: [][][2]string{{{"clerk", `{"task":"{task}"}`}}}}
+	lead, err := agent.NewReact(leadModel, agent.WithName("lead"), agent.WithTools(clerk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runKillTurn(ctx, t, lead, round, "audit")
 }

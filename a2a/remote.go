@@ -412,7 +412,9 @@ const maxTaskCost = 1e6
 // with a question (tool.Ask); the resumed run sends the answer on the same
 // task and context, and goes on. Under a journal (agent.WithJournal) each
 // message is sent once per turn: the resumed run finds where the task
-// stood without sending it again. What a deputy remote reports its task
+// stood without sending it again; an answer a run sent but did not
+// journal (its process died first) that the task refuses because it took
+// it then is not sent again either: the task is followed where it stands. What a deputy remote reports its task
 // cost (costUsd, at its own prices) is the run's Cost, and counts in the
 // cost of the runs ctx is in, under their cost limits; a report of more
 // than $1,000,000 is refused with ErrRemote.

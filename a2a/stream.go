@@ -36,18 +36,7 @@ func (r *Remote) exchange(ctx context.Context, msg *sdk.Message) (round, error) 
 	if len(r.cfg.credentials) > 0 {
 		ctx = a2aclient.AttachSessionID(ctx, credentialSession)
 	}
-	f := follower{r: r, em: event.From(ctx), sub: event.SubagentRunID(ctx), answer: map[sdk.ArtifactID]*artifactText{}}
-	if pol := policy.From(ctx); pol != nil && f.em.Enabled() {
-		f.redact = func(text string) (string, bool) {
-			chk := &policy.Check{Point: policy.AfterResult, Tool: r.name, Result: text}
-			if pol.Decide(ctx, chk).Verdict == policy.Deny {
-				return "", false
-			}
-			return chk.Result, true
-		}
-	}
-	f.rd.ContextID = msg.ContextID
-	f.rd.TaskID = string(msg.TaskID)
+	f := r.follower(ctx, msg)
 	req := &sdk.SendMessageRequest{Message: msg}
 	var err error
 	if card.Capabilities.Streaming {
@@ -56,6 +45,20 @@ func (r *Remote) exchange(ctx context.Context, msg *sdk.Message) (round, error) 
 		err = f.poll(ctx, client, req)
 	}
 	f.endText()
+	if err != nil && msg.TaskID != "" && ctx.Err() == nil {
+		// An answer to the task's question that the remote agent refused
+		// may have reached it before: sent by a run of this turn that
+		// stopped (its process killed) before the journal kept what came
+		// of it. A task that no longer waits for input took it then: it is
+		// followed to where it stands, not sent the answer again, and not
+		// cancelled.
+		if t, gerr := client.GetTask(ctx, &sdk.GetTaskRequest{ID: msg.TaskID}); gerr == nil && t != nil && t.ID == msg.TaskID &&
+			t.Status.State != sdk.TaskStateInputRequired && t.Status.State != sdk.TaskStateAuthRequired {
+			f = r.follower(ctx, msg)
+			err = f.follow(ctx, client, t)
+			f.endText()
+		}
+	}
 	if err != nil {
 		if f.rd.TaskID != "" && !f.rd.State.Terminal() {
 			r.cancelTask(ctx, client, sdk.TaskID(f.rd.TaskID))
@@ -73,6 +76,24 @@ func (r *Remote) exchange(ctx context.Context, msg *sdk.Message) (round, error) 
 		f.rd.Text = clip(f.answerText(), 4000)
 	}
 	return f.rd, nil
+}
+
+// follower returns a follower of the task msg is sent on (none, for a
+// message that starts one).
+func (r *Remote) follower(ctx context.Context, msg *sdk.Message) *follower {
+	f := &follower{r: r, em: event.From(ctx), sub: event.SubagentRunID(ctx), answer: map[sdk.ArtifactID]*artifactText{}}
+	if pol := policy.From(ctx); pol != nil && f.em.Enabled() {
+		f.redact = func(text string) (string, bool) {
+			chk := &policy.Check{Point: policy.AfterResult, Tool: r.name, Result: text}
+			if pol.Decide(ctx, chk).Verdict == policy.Deny {
+				return "", false
+			}
+			return chk.Result, true
+		}
+	}
+	f.rd.ContextID = msg.ContextID
+	f.rd.TaskID = string(msg.TaskID)
+	return f
 }
 
 // cancelTask asks the remote agent to cancel a task the caller no longer
@@ -211,6 +232,11 @@ func (f *follower) poll(ctx context.Context, client *a2aclient.Client, req *sdk.
 	if err != nil {
 		return f.failure(ctx, err)
 	}
+	return f.follow(ctx, client, res)
+}
+
+// follow reads the task, as res has it, until it ends or waits for input.
+func (f *follower) follow(ctx context.Context, client *a2aclient.Client, res sdk.SendMessageResult) error {
 	// The task is read again and again, less often as time goes, but often
 	// enough to see it change within the idle timeout: a task that does
 	// not change for that long is given up on.
