@@ -412,12 +412,13 @@ const maxTaskCost = 1e6
 // with a question (tool.Ask); the resumed run sends the answer on the same
 // task and context, and goes on. Under a journal (agent.WithJournal) each
 // message is sent once per turn: the resumed run finds where the task
-// stood without sending it again; an answer a run sent but did not
-// journal (its process died first) that the task refuses because it took
-// it then is not sent again either: the task is followed where it stands. What a deputy remote reports its task
-// cost (costUsd, at its own prices) is the run's Cost, and counts in the
-// cost of the runs ctx is in, under their cost limits; a report of more
-// than $1,000,000 is refused with ErrRemote.
+// stood without sending it again. A message on its way when its process
+// died is sent again on resume: a first message starts a second task; an
+// answer the task took then it refuses, and the run follows the task to
+// where it stands. What a deputy remote reports its task cost (costUsd,
+// at its own prices) is the run's Cost, and counts in the cost of the runs
+// ctx is in, under their cost limits; a report of more than $1,000,000 is
+// refused with ErrRemote.
 func (r *Remote) Run(ctx context.Context, in agent.Input) (agent.Output, error) {
 	out := agent.Output{RunID: agent.RunID(ctx)}
 	text := in.Text

@@ -436,10 +436,12 @@ func (s *interruptSet) err() error {
 //
 // The place of each call is its order among the calls of Once with the
 // same name under the same run or tool call (the way Ask finds its
-// answer), never an id a model chose. A call whose fn fails is not
-// recorded, and runs again when the turn does. Outside a journaled turn
-// Once simply calls fn. The value must be JSON, and is bounded by the
-// store's record size; a nil value is recorded as null.
+// answer), never an id a model chose. A call whose fn fails, or whose
+// process dies before fn returns, is not recorded, and runs again when the
+// turn does: a step fn began may have taken effect, so fn should find
+// what an earlier run of it did, or be safe to do twice. Outside a
+// journaled turn Once simply calls fn. The value must be JSON, and is
+// bounded by the store's record size; a nil value is recorded as null.
 func Once(ctx context.Context, name string, fn func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
 	js := journal.From(ctx)
 	if js == nil {
