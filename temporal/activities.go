@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/activity"
 	sdktemporal "go.temporal.io/sdk/temporal"
@@ -150,8 +151,13 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (reply ModelRep
 		// Ended after a panic is recovered below, with its error.
 		var span trace.Span
 		providerName, model := identity(p, in.Request, provider.Response{})
-		ctx, span = spans.StartChat(ctx, tr, model, providerName, "", nil)
-		defer func() { spans.EndChat(span, reply.Response, err, reply.Cost, saved, priced) }()
+		ctx, span = spans.StartChat(ctx, tr, model, providerName, "", messageLinks(in.Links))
+		defer func() {
+			if sc := span.SpanContext(); err == nil && sc.IsValid() && span.IsRecording() {
+				reply.TraceID, reply.SpanID = sc.TraceID().String(), sc.SpanID().String()
+			}
+			spans.EndChat(span, reply.Response, err, reply.Cost, saved, priced)
+		}()
 	}
 	defer func() {
 		if v := recover(); v != nil {
@@ -429,6 +435,23 @@ func (a *Activities) policed(ctx context.Context) (context.Context, error) {
 		return ctx, sdktemporal.NewNonRetryableApplicationError("Runtime.Policy: "+err.Error(), ErrTypeConfig, err)
 	}
 	return ctx, nil
+}
+
+// messageLinks are the links of a model call's span to the spans of the
+// calls that sent the messages its step took (ModelCall.Links); a link
+// whose ids do not parse is left out.
+func messageLinks(ls []MessageLink) []trace.Link {
+	var out []trace.Link
+	for _, l := range ls {
+		tid, err1 := trace.TraceIDFromHex(l.TraceID)
+		sid, err2 := trace.SpanIDFromHex(l.SpanID)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true})
+		out = append(out, trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{agent.AttrMessageID.String(l.ID)}})
+	}
+	return out
 }
 
 // CallTool is the tool activity: one call of a Runtime tool. Failures the

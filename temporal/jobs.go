@@ -197,6 +197,10 @@ type jobMessage struct {
 	// workflow sent the job.
 	From  string `json:"from,omitempty"`
 	Order int    `json:"order,omitempty"`
+	// TraceID and SpanID name the span of the model call whose reply
+	// sent it, where the worker traced it (ModelReply.TraceID).
+	TraceID string `json:"trace_id,omitempty"`
+	SpanID  string `json:"span_id,omitempty"`
 }
 
 // jobProgress is where a job stands, as it tells its parent: the step it
@@ -217,6 +221,9 @@ type jobProgress struct {
 // jobs is the background children of one run.
 type jobs struct {
 	ctx workflow.Context // the run's: the jobs' children live under it
+	// sender names the span of the model call whose reply the step's
+	// calls come from, for the messages they send (its ID unused).
+	sender MessageLink
 	// numberAsked: jobNumberChange was asked, numberLate its answer.
 	numberAsked, numberLate bool
 	spec                    Spec
@@ -933,7 +940,7 @@ func (js *jobs) deliver(ctx workflow.Context, id, text string) (subagent.Receipt
 	}
 	js.sent++
 	r := subagent.Receipt{JobID: j.id, MessageID: "msg_" + strconv.Itoa(js.sent), State: subagent.MessageQueued, Seq: j.dropped + len(j.receipts) + 1}
-	m := jobMessage{ID: r.MessageID, Text: text}
+	m := jobMessage{ID: r.MessageID, Text: text, TraceID: js.sender.TraceID, SpanID: js.sender.SpanID}
 	if js.publishing {
 		m.Seq = r.Seq // for the job's deliveries
 	}
@@ -1494,12 +1501,13 @@ func newInbox(ctx workflow.Context, job string) *inbox {
 //
 // It returns the receipts of the messages taken, for the step's model
 // call to publish (those a parent numbered: see jobEventsChange).
-func (ib *inbox) take(ctx workflow.Context, step int, out RunOutput, conv []provider.Message) (provider.Message, []subagent.Receipt, bool) {
+func (ib *inbox) take(ctx workflow.Context, step int, out RunOutput, conv []provider.Message) (provider.Message, []subagent.Receipt, []MessageLink, bool) {
 	if ib == nil {
-		return provider.Message{}, nil, false
+		return provider.Message{}, nil, nil, false
 	}
 	var ids, texts []string
 	var taken []subagent.Receipt
+	var links []MessageLink
 	for {
 		var got jobMessage
 		if !ib.ch.ReceiveAsync(&got) {
@@ -1507,16 +1515,19 @@ func (ib *inbox) take(ctx workflow.Context, step int, out RunOutput, conv []prov
 		}
 		for _, m := range ib.inOrder(got) {
 			ids, texts = append(ids, m.ID), append(texts, m.Text)
+			if m.SpanID != "" {
+				links = append(links, MessageLink{ID: m.ID, TraceID: m.TraceID, SpanID: m.SpanID})
+			}
 			if m.Seq > 0 {
 				taken = append(taken, subagent.Receipt{JobID: ib.job, MessageID: m.ID, State: subagent.MessageDelivered, Step: step, Seq: m.Seq})
 			}
 		}
 	}
 	if len(ids) == 0 {
-		return provider.Message{}, nil, false
+		return provider.Message{}, nil, nil, false
 	}
 	ib.tell(ctx, jobProgress{Job: ib.job, Step: step, Last: lastWords(conv), Usage: out.TotalUsage(), Cost: out.Cost, Delivered: ids})
-	return provider.UserMessage(runtime.JobMessages(ids, texts)), taken, true
+	return provider.UserMessage(runtime.JobMessages(ids, texts)), taken, links, true
 }
 
 // inOrder returns the messages m lets the job take, in order: m itself,

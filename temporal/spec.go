@@ -306,6 +306,20 @@ type ModelCall struct {
 	// DistinctIDs: a call of the reply whose id names a call of the
 	// request's conversation gets an id of its own, as one with none does.
 	DistinctIDs bool `json:"distinct_ids,omitempty"`
+	// Links are the messages the call's step took from its job's
+	// mailbox, which the call's span links to the span of the model call
+	// whose reply sent each.
+	Links []MessageLink `json:"links,omitempty"`
+}
+
+// MessageLink is a message a background job's step took, by its id, and
+// the span (trace and span id, in hex) of the model call of the step that
+// sent it, as its ModelReply named it: the span of the call of the step
+// that took it links to it, as a span in process links to the send.
+type MessageLink struct {
+	ID      string `json:"id"`
+	TraceID string `json:"trace_id"`
+	SpanID  string `json:"span_id"`
 }
 
 // Reserve is what a run under a token or cost limit has left as it makes
@@ -406,6 +420,11 @@ type ModelReply struct {
 	// the call's usage is counted ("" for none, or in a reply recorded
 	// before replies carried it).
 	ProviderName string `json:"deputy_provider,omitempty"`
+	// TraceID and SpanID name the call's span, in hex, where the worker
+	// traced it ("" where it did not): a message its step sends a job
+	// carries them, for the span of the call that takes it to link to.
+	TraceID string `json:"deputy_trace_id,omitempty"`
+	SpanID  string `json:"deputy_span_id,omitempty"`
 }
 
 // ToolCall is the input of the tool activity.

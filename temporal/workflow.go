@@ -254,11 +254,12 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			return out, failure(out, ErrTypeMaxSteps, fmt.Sprintf("agent %q used its %d steps (%s) without a final answer: raise %[3]s or simplify the task", spec.Name, spec.maxSteps(), spec.stepSetting()))
 		}
 		var delivered []subagent.Receipt
+		var links []MessageLink
 		unretried := "" // why this step's answer cannot be corrected, if it cannot
-		if m, taken, ok := ib.take(ctx, step+1, out, conv); ok {
+		if m, taken, ls, ok := ib.take(ctx, step+1, out, conv); ok {
 			// The messages sent meanwhile, at the step boundary.
 			conv = append(conv, m)
-			delivered = taken
+			delivered, links = taken, ls
 		}
 		req := provider.Request{
 			Model: spec.Model, System: system, MaxTokens: spec.MaxTokens, Tools: defs,
@@ -285,7 +286,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			pastAsked = true
 			pastLimit = workflow.GetVersion(ctx, answerPastLimitChange, workflow.DefaultVersion, 1) >= 1
 		}
-		mc := ModelCall{Provider: spec.Provider, Request: req, Depth: depth, Path: path, DistinctIDs: distinct}
+		mc := ModelCall{Provider: spec.Provider, Request: req, Depth: depth, Path: path, DistinctIDs: distinct, Links: links}
 		if b.on || spec.CostLimit > 0 {
 			// The worker reserves the call with what only it knows: the
 			// plain tools' definitions and the model's price.
@@ -336,6 +337,10 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		out.Usage = out.Usage.Add(resp.Usage)
 		out.Cost += resp.Cost
 		out.Model = cmp.Or(out.Model, resp.Model)
+		if jb != nil {
+			// The messages this step's calls send name its span.
+			jb.sender = MessageLink{TraceID: resp.TraceID, SpanID: resp.SpanID}
+		}
 		out.Models = addModels(out.Models, provider.ModelUsage{Provider: resp.ProviderName, Model: resp.Model, Usage: resp.Usage, Cost: resp.Cost})
 		if resp.InputPrice > 0 {
 			inPrice, outPrice = resp.InputPrice, resp.OutputPrice
