@@ -131,6 +131,11 @@ type ThreadJobs struct {
 	// counted by the turn in RunOutput.Cost as their tokens in ChildUsage
 	// (noteCostChange).
 	NoteCosts []float64 `json:"note_costs,omitempty"`
+	// NoteModels are, note by note, what the notes' jobs spent per
+	// provider and model, which the turn counts under them, as in
+	// process ("" in a turn recorded before turns kept them: one entry
+	// without a model).
+	NoteModels [][]provider.ModelUsage `json:"note_models,omitempty"`
 	// Elsewhere is how many jobs were alive in the owner's other threads
 	// as the turn started, as Agent found them (ownerThreads): the turn
 	// counts them against Spec.MaxOwnerJobs.
@@ -177,6 +182,12 @@ type jobOutcome struct {
 	// Refused counts the spawns a job that failed or was cancelled had
 	// refused (RunOutput.Refused), which its parent counts.
 	Refused int `json:"refused,omitempty"`
+	// Models and Earlier are what a job that failed or was cancelled
+	// spent per provider and model, and the part of it spent before the
+	// last answer (none in an outcome recorded before outcomes kept
+	// them).
+	Models  []provider.ModelUsage `json:"models,omitempty"`
+	Earlier []provider.ModelUsage `json:"earlier,omitempty"`
 }
 
 func outcomeOf(out RunOutput, err error) *jobOutcome {
@@ -184,6 +195,7 @@ func outcomeOf(out RunOutput, err error) *jobOutcome {
 		return &jobOutcome{Out: out}
 	}
 	o := &jobOutcome{Failed: messageOf(err), Usage: usageOf(err), Cost: costOf(err), Model: modelOf(err), Refused: refusedOf(err), Cancelled: sdktemporal.IsCanceledError(err)}
+	o.Models, o.Earlier = modelsOf(err)
 	if o.Failed == "" {
 		o.Failed = "failed"
 	}
@@ -214,10 +226,9 @@ func (o *jobOutcome) result() (RunOutput, error) {
 }
 
 // details are the details of the error a failed or cancelled job's
-// outcome makes, in the order spent gives them (its usage per model
-// aside, which the thread keeps with the job).
+// outcome makes, in the order spent gives them.
 func (o *jobOutcome) details() []any {
-	return []any{o.Usage, o.Cost, o.Model, []provider.ModelUsage(nil), []provider.ModelUsage(nil), o.Refused}
+	return []any{o.Usage, o.Cost, o.Model, o.Models, o.Earlier, o.Refused}
 }
 
 // kept is the job as the thread keeps it.
@@ -497,13 +508,14 @@ func (js *jobs) leave() {
 // over. Only then: a turn that fails before it reads them (its input
 // guardrail trips) leaves them to the next turn, to be told of and
 // counted there.
-func (js *jobs) threadNotes() (provider.Message, provider.Usage, float64, bool) {
+func (js *jobs) threadNotes() (provider.Message, provider.Usage, float64, []provider.ModelUsage, bool) {
 	if !js.threaded() || len(js.thread.Notes) == 0 {
-		return provider.Message{}, provider.Usage{}, 0, false
+		return provider.Message{}, provider.Usage{}, 0, nil, false
 	}
 	var b strings.Builder
 	var u provider.Usage
 	var c float64
+	var ms []provider.ModelUsage
 	for i, n := range js.thread.Notes {
 		if i > 0 {
 			b.WriteString("\n\n")
@@ -513,11 +525,14 @@ func (js *jobs) threadNotes() (provider.Message, provider.Usage, float64, bool) 
 		if i < len(js.thread.NoteCosts) {
 			c += js.thread.NoteCosts[i]
 		}
+		if i < len(js.thread.NoteModels) {
+			ms = addModels(ms, js.thread.NoteModels[i]...)
+		}
 		if j := js.find(n.ID); j != nil {
 			j.collected = true // its usage is the note's
 		}
 	}
-	return provider.UserMessage(b.String()), u, c, true
+	return provider.UserMessage(b.String()), u, c, ms, true
 }
 
 // checkNotes asks the workers' policy about the notes of the thread's
@@ -581,7 +596,7 @@ func (a *Agent) threadJobs(ctx context.Context, id string) (*ThreadJobs, error) 
 	if err := v.Get(th); err != nil {
 		return nil, fmt.Errorf("temporal: reading the jobs of the thread's last turn %s: %w", id, err)
 	}
-	th.Notes, th.NoteCosts = nil, nil
+	th.Notes, th.NoteCosts, th.NoteModels = nil, nil, nil
 	for i := range th.Jobs {
 		k := &th.Jobs[i]
 		if k.Ended {
@@ -622,6 +637,7 @@ func (a *Agent) threadJobs(ctx context.Context, id string) (*ThreadJobs, error) 
 		if strings.TrimSpace(text) != "" {
 			th.Notes = append(th.Notes, tool.Note{ID: k.ID, Text: text, Usage: res.Usage})
 			th.NoteCosts = append(th.NoteCosts, res.Cost)
+			th.NoteModels = append(th.NoteModels, res.Models)
 		}
 	}
 	return th, nil

@@ -15,6 +15,8 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -90,9 +92,30 @@ func jobNoteCost(t *testing.T, c client.Client, id func(n int64, i int) string) 
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	out2, err := lead.Run(tctx, agent.Input{Text: turn2})
+	var rec recorder
+	out2, err := lead.Run(event.WithSink(tctx, &rec), agent.Input{Text: turn2})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The second turn reports the job's spend under the model that
+	// answered it, not in an entry without a model.
+	var finished []provider.ModelUsage
+	for _, e := range rec.events {
+		if e.Type == event.RunFinished {
+			finished, _, _ = ledger.Decode(e.Usage)
+		}
+	}
+	var sum provider.Usage
+	for _, mu := range finished {
+		sum = sum.Add(mu.Usage)
+		if mu.Model == "" {
+			t.Errorf("the second turn's RUN_FINISHED has an entry without a model: %+v", finished)
+		}
+	}
+	total := out2.TotalUsage()
+	total.Requests = 0 // (the event's usage does not count requests)
+	if sum != total || len(finished) == 0 {
+		t.Errorf("the second turn's RUN_FINISHED lists %+v, summing to %+v; the turn reported %+v", finished, sum, out2.TotalUsage())
 	}
 	calls, billed := m.total()
 	spent, cost := out1.TotalUsage().Add(out2.TotalUsage()), out1.Cost+out2.Cost

@@ -238,14 +238,18 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		out.Messages = conv
 		return out, withSettled(out, err)
 	}
-	if m, u, c, ok := jb.threadNotes(); ok {
+	if m, u, c, ms, ok := jb.threadNotes(); ok {
 		// The jobs of the thread that ended since its last turn, before
-		// the first model call, as in process: what they spent counts here.
+		// the first model call, as in process: what they spent counts here,
+		// under their models.
 		conv = append(conv, m)
 		out.ChildUsage = out.ChildUsage.Add(u)
 		if c != 0 && workflow.GetVersion(ctx, noteCostChange, workflow.DefaultVersion, 1) >= 1 {
 			out.Cost += c
+		} else {
+			ms = withoutCost(ms)
 		}
+		out.Models = addModels(out.Models, ms...)
 	}
 	jb.greet(ctx)
 	for step := 0; ; step++ {
@@ -1427,7 +1431,13 @@ func guardModels(ctx workflow.Context, g Guarded) []provider.ModelUsage {
 	if g.Cost == 0 || guardCost(ctx, g) != 0 {
 		return g.Models
 	}
-	ms := slices.Clone(g.Models)
+	return withoutCost(g.Models)
+}
+
+// withoutCost is ms with no dollars: what a run that does not count their
+// cost counts of them.
+func withoutCost(ms []provider.ModelUsage) []provider.ModelUsage {
+	ms = slices.Clone(ms)
 	for i := range ms {
 		ms[i].Cost, ms[i].CacheSaved = 0, 0
 	}
