@@ -77,6 +77,23 @@ func checkResult(ctx context.Context, pol *policy.Policy, chk *policy.Check, c C
 	case policy.Rewrite:
 		res.Content = chk.Result
 		res.Value = nil // what was decoded may hold what was rewritten
+		if res.Err != nil {
+			// The error a failure's text came from says what the rule left of
+			// it too: its text reaches the call's span, and the run's error
+			// when failures end it.
+			res.Err = &rewrittenError{text: chk.Result, err: res.Err}
+		}
 	}
 	return res
 }
+
+// rewrittenError is the error of a failed call whose result a rule
+// rewrote: its text is the result as rewritten, and it wraps the tool's
+// error, which errors.Is and errors.As still find.
+type rewrittenError struct {
+	text string
+	err  error
+}
+
+func (e *rewrittenError) Error() string { return e.text }
+func (e *rewrittenError) Unwrap() error { return e.err }
