@@ -50,5 +50,5 @@ temporal_phase() (
 	go test -count=1 -timeout 20m -run 'Scale' -v .
 	# deputy's workflow tree against a bare Temporal child workflow and
 	# activity doing the same model call, per child.
-	go test -count=1 -run '^$' -bench 'BenchmarkFloor' -benchtime 3x .
+	go test -count=1 -run '^$' -bench '^BenchmarkFloor$' -benchtime 3x .
 )
