@@ -191,7 +191,7 @@ func backgroundJobRun(b *testing.B, c backgroundJobCase) func() {
 	var s *Spawner
 	drive := tool.Func{Def: tool.Definition{Name: "drive", Parameters: json.RawMessage(`{"type":"object"}`)},
 		Fn: func(ctx context.Context, _ tool.Call) (tool.Result, error) {
-			call := tool.Call{Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"find X"}`)}
+			call := func() tool.Call { return tool.Call{Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"find X"}`)} }
 			if c.handoff {
 				var res tool.Result
 				var err error
@@ -199,13 +199,13 @@ func backgroundJobRun(b *testing.B, c backgroundJobCase) func() {
 				go func() {
 					defer close(done)
 					growStack(0) // as a job's goroutine does
-					res, err = s.Call(ctx, call)
+					res, err = s.Call(ctx, call())
 				}()
 				<-done
 				return res, err
 			}
 			if !c.bg {
-				return s.Call(ctx, call)
+				return s.Call(ctx, call())
 			}
 			jobs := s.Jobs(ctx)
 			st, err := jobs.Start(ctx, Task{Task: "find X"})
