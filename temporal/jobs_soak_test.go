@@ -56,7 +56,7 @@ const (
 type soakWorker struct {
 	Seed    uint64 `json:"seed"`
 	Mode    int    `json:"mode"`    // an index of policyIDModes
-	CrashAt int64  `json:"crashAt"` // the model call at which the process kills itself (0: never)
+	CrashAt int64  `json:"crashAt"` // the model or tool call at which the process kills itself (0: never)
 	Log     string `json:"log"`     // the world's log, shared by every process
 	Queue   string `json:"queue"`
 }
@@ -67,8 +67,9 @@ type soakWorker struct {
 // to one child in one step at times; three children, and then the lead,
 // make a call a person approves or declines (the test answers through
 // Pending and Answer). The workflows run on a worker in a process of its
-// own, which kills itself with SIGKILL three times at random model calls;
-// each time the test starts another. The models and tools bill and log
+// own, which kills itself with SIGKILL three times at random model calls
+// and tool calls (before the tool acts, an approved one included); each
+// time the test starts another. The models and tools bill and log
 // what they do in a file that outlives the processes. At the end every
 // child answered once and its workflow completed, the lead started no
 // other, every message reached its child once and in the order the lead
@@ -148,11 +149,12 @@ func temporalSoak(t *testing.T, c client.Client, seed uint64, mode int) {
 		if left == 0 {
 			return 0
 		}
-		// A random model call among those the tree has yet to make (as
-		// far as the plan tells), a share for each kill left, so that the
-		// kills are spread over the run and all come before it ends.
+		// A random model or tool call among those the tree has yet to
+		// make (as far as the plan tells: a tool call after about each
+		// model call), a share for each kill left, so that the kills are
+		// spread over the run and all come before it ends.
 		w := readSoakLog(t, logPath)
-		return 1 + r.Int64N(max(1, (plan.calls()-w.billed.Requests)/left))
+		return 1 + r.Int64N(max(1, 2*(plan.calls()-w.billed.Requests)/left))
 	}
 	current := startWorker(nextCrash())
 
@@ -342,7 +344,7 @@ wait:
 			fail("workflow %s is %v, want completed", id, st)
 		}
 	}
-	t.Logf("seed %d: %d worker processes, %d killed (at model calls %v, %v into the run), %d model answers billed, %d tokens, %d questions, in %v",
+	t.Logf("seed %d: %d worker processes, %d killed (at calls %v, m a model's and t a tool's, %v into the run), %d model answers billed, %d tokens, %d questions, in %v",
 		seed, len(procs.all), kills, w.kills, killedAt, w.billed.Requests, w.billed.Tokens(), len(asked), time.Since(began).Round(time.Millisecond))
 }
 
@@ -482,7 +484,7 @@ func readSoakWorld(path string) (soakWorld, error) {
 			w.seqs[f[1]+" "+f[2]] = true
 		case "effect": // effect <tool> <subject>
 			w.effects[f[1]+" "+f[2]]++
-		case "kill": // kill <model call>
+		case "kill": // kill <m or t, and the process's model or tool call at which it died>
 			w.kills = append(w.kills, f[1])
 		case "stuck:":
 			w.stuck = sc.Text()
@@ -499,7 +501,7 @@ type soakProc struct {
 	plan    soakPlan
 	id      func(i int) string
 	crashAt int64
-	calls   atomic.Int64
+	calls   atomic.Int64 // model and tool calls made in this process
 	logPath string
 	logMu   sync.Mutex
 	logf    *os.File
@@ -513,6 +515,14 @@ func (p *soakProc) log(format string, args ...any) {
 	_, _ = fmt.Fprintf(p.logf, format+".\n", args...)
 }
 
+// point counts a model call (kind m) or a tool call (t), and kills the
+// process at the one it is to die at.
+func (p *soakProc) point(kind string) {
+	if n := p.calls.Add(1); n == p.crashAt {
+		p.kill(kind + strconv.FormatInt(n, 10))
+	}
+}
+
 var (
 	soakChild   = regexp.MustCompile(`^child (c\d+)$`)
 	soakInbound = regexp.MustCompile(`from the agent that started you:\n(c\d+-m\d+)`)
@@ -520,9 +530,7 @@ var (
 )
 
 func (p *soakProc) model(ctx context.Context, req provider.Request) (provider.Response, error) {
-	if n := p.calls.Add(1); n == p.crashAt {
-		p.kill(n)
-	}
+	p.point("m")
 	mark := p.pass("a")
 	steps := 0
 	for _, m := range req.Messages {
@@ -663,6 +671,7 @@ func (p *soakProc) child(req provider.Request, who string) provider.Message {
 // it has, or for 2 s, but at least 100 ms doubled for each nap in a row,
 // up to 2 s: a message sent reaches the child at its step after.
 func (p *soakProc) nap(ctx context.Context, c tool.Call) (tool.Result, error) {
+	p.point("t")
 	var a struct {
 		Child      string
 		Have, Naps int
@@ -719,6 +728,7 @@ func runSoakWorker(t *testing.T, spec string) {
 				if err := json.Unmarshal(c.Arguments, &a); err != nil {
 					return tool.Result{}, err
 				}
+				p.point("t")
 				mark := p.pass("e")
 				log(a.Text + a.What)
 				return tool.Result{Content: fmt.Sprintf("%sed %s %s", strings.TrimSuffix(name, "e"), a.Text+a.What, mark)}, nil
