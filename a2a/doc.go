@@ -101,8 +101,11 @@
 // stays an approval). The resumed run sends the answer on the same task and
 // context, and the remote task goes on: under a journal each message to the
 // remote agent is sent once per turn (tool.Once), so the resumed run finds
-// the task the first one started instead of starting another. A cancelled
-// caller cancels the remote task.
+// the task the first one started instead of starting another. A message
+// on its way when the caller's process died is sent again on resume under
+// the same messageId, and a deputy Server answers it with the task it
+// started, for the same owner, instead of starting another (see Server).
+// A cancelled caller cancels the remote task.
 //
 // # Limits
 //

@@ -257,9 +257,9 @@ type killRemote struct {
 
 // serveKillRemote serves the clerk for the rounds of one subtest; it
 // writes a line to the log at path each time its model is called, and
-// another when it answers. posted, if not nil, is called as its model
-// reads what its post returned, before it answers.
-func serveKillRemote(t *testing.T, ids int, path string, posted func()) *killRemote {
+// another when it answers. called, if not nil, is called with each
+// request to its model, before the model answers.
+func serveKillRemote(t *testing.T, ids int, path string, called func(provider.Request)) *killRemote {
 	t.Helper()
 	logf, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -275,8 +275,8 @@ func serveKillRemote(t *testing.T, ids int, path string, posted func()) *killRem
 	model := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
 		task, _ := taskOf(req)
 		_, _ = logf.WriteString(logRemote + "\t" + task + "\n")
-		if last := req.Messages[len(req.Messages)-1]; posted != nil && last.Role == provider.RoleTool && last.Content == "posted" {
-			posted()
+		if called != nil {
+			called(req)
 		}
 		resp, err := r.model.Complete(ctx, req)
 		if err == nil && len(resp.Message.ToolCalls) == 0 {
@@ -926,7 +926,10 @@ func TestRemoteAnswerSentBeforeAKillIsNotSentAgain(t *testing.T) {
 			round := killRound{IDs: ids, Store: filepath.Join(dir, "deputy.db"), Out: filepath.Join(dir, "round.json")}
 			var pid atomic.Int64
 			var kills atomic.Int64
-			rem := serveKillRemote(t, ids, filepath.Join(dir, "remote.log"), func() {
+			rem := serveKillRemote(t, ids, filepath.Join(dir, "remote.log"), func(req provider.Request) {
+				if last := req.Messages[len(req.Messages)-1]; last.Role != provider.RoleTool || last.Content != "posted" {
+					return
+				}
 				if p := pid.Load(); p != 0 && kills.Add(1) == 1 {
 					_ = syscall.Kill(int(p), syscall.SIGKILL)
 				}
@@ -995,4 +998,74 @@ func runReplyRound(t *testing.T, spec string) {
 		t.Fatal(err)
 	}
 	runKillTurn(ctx, t, lead, round, "audit")
+}
+
+const firstRoundEnv = "DEPUTY_TEST_A2A_FIRST_KILL_ROUND"
+
+// A process killed while its first message to a remote agent is on its
+// way, which the remote agent took and started a task on, sends it again
+// on resume under the same messageId, which the remote (a deputy server)
+// answers with the task it started: the remote has one task, and its
+// tools run once — whatever ids the models give their calls. The remote
+// is served by the test's own process, whose model, called on the task
+// for the first time, kills the lead's process; the task goes on to ask
+// before its post, which the person approves.
+func TestRemoteFirstMessageSentBeforeAKillStartsOneTask(t *testing.T) {
+	if spec := os.Getenv(firstRoundEnv); spec != "" {
+		runReplyRound(t, spec)
+		return
+	}
+	if testing.Short() {
+		t.Skip("starts a process per round")
+	}
+	for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
+		t.Run(fmt.Sprint("ids=", ids), func(t *testing.T) {
+			dir := t.TempDir()
+			round := killRound{IDs: ids, Store: filepath.Join(dir, "deputy.db"), Out: filepath.Join(dir, "round.json")}
+			var pid atomic.Int64
+			var kills atomic.Int64
+			rem := serveKillRemote(t, ids, filepath.Join(dir, "remote.log"), func(req provider.Request) {
+				if req.Messages[len(req.Messages)-1].Role != provider.RoleUser {
+					return // not the task's first call
+				}
+				if p := pid.Load(); p != 0 && kills.Add(1) == 1 {
+					_ = syscall.Kill(int(p), syscall.SIGKILL)
+				}
+			})
+			round.URL = rem.url
+			start := func() (killRound, bool) {
+				return startKillRound(t, "TestRemoteFirstMessageSentBeforeAKillStartsOneTask", firstRoundEnv, round, &pid)
+			}
+			// 1: the process dies as the remote agent starts on the task.
+			if _, killed := start(); !killed {
+				t.Fatal("the round meant to die with the first message on its way ended by itself")
+			}
+			// 2: resumed, the run finds the task, which asks before its
+			// post.
+			got, killed := start()
+			if killed || got.Err != "" || got.Interrupted == nil || len(got.Interrupted.Interrupts) != 1 {
+				t.Fatalf("the resumed round: killed %v, err %q, interrupted %v: want the remote's question", killed, got.Err, got.Interrupted)
+			}
+			q := got.Interrupted.Interrupts[0]
+			if q.Reason != tool.ApprovalReason || !strings.Contains(q.Message, "Allow post with") {
+				t.Fatalf("question %+v", q)
+			}
+			// 3: the person approves.
+			round.Pending = got.Interrupted
+			round.Answers = []tool.Answer{{InterruptID: q.ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)}}
+			got, killed = start()
+			if killed || got.Err != "" || got.Interrupted != nil {
+				t.Fatalf("the last round: killed %v, err %q, interrupted %v", killed, got.Err, got.Interrupted)
+			}
+			if want := "lead(clerk(balance 42 on " + remoteSecret + "; posted))"; got.Answer != want {
+				t.Errorf("the answer is %q, want %q", got.Answer, want)
+			}
+			rem.model.mu.Lock()
+			tasks := rem.model.tasks
+			rem.model.mu.Unlock()
+			if tasks != 1 || rem.ledger.runs() != 1 || rem.post.runs() != 1 {
+				t.Errorf("the remote started %d tasks, its ledger ran %d times and its post %d, want each once", tasks, rem.ledger.runs(), rem.post.runs())
+			}
+		})
+	}
 }

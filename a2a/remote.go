@@ -3,6 +3,8 @@ package a2a
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +21,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/internal/ledger"
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
@@ -413,9 +416,11 @@ const maxTaskCost = 1e6
 // task and context, and goes on. Under a journal (agent.WithJournal) each
 // message is sent once per turn: the resumed run finds where the task
 // stood without sending it again. A message on its way when its process
-// died is sent again on resume: a first message starts a second task; an
-// answer the task took then it refuses, and the run follows the task to
-// where it stands. What a deputy remote reports its task cost (costUsd,
+// died is sent again on resume, under the same messageId (derived from
+// the turn's journal): a deputy Server answers a first message it has seen
+// with the task that message started, which runs once, where an agent that
+// does not keep message ids starts a second task; an answer the task took
+// then it refuses, and the run follows the task to where it stands. What a deputy remote reports its task cost (costUsd,
 // at its own prices) is the run's Cost, and counts in the cost of the runs
 // ctx is in, under their cost limits; a report of more than $1,000,000 is
 // refused with ErrRemote.
@@ -432,6 +437,9 @@ func (r *Remote) Run(ctx context.Context, in agent.Input) (agent.Output, error) 
 		exchanged := false
 		raw, err := tool.Once(ctx, "a2a.message", func(ctx context.Context) (json.RawMessage, error) {
 			exchanged = true
+			if sum := journal.OnceSum(ctx); sum != nil {
+				msg.ID = messageID(sum, msg)
+			}
 			rd, err := r.exchange(ctx, msg)
 			fresh = round{Usage: rd.Usage, Cost: rd.Cost}
 			if err != nil {
@@ -481,6 +489,21 @@ func (r *Remote) Run(ctx context.Context, in agent.Input) (agent.Output, error) 
 		}
 	}
 	return out, fmt.Errorf("%w %s: asked for input %d times in one task: giving up", ErrRemote, r.name, maxRounds)
+}
+
+// messageID is the id of msg sent in the journaled step whose key sums
+// to sum: the same in every run of the turn, so that a message a run sent
+// before its process died goes again under the same id, which a deputy
+// remote knows (a first message is answered with the task it started).
+// The message's parts are in it too: a turn of another journal that
+// happens to share the name does not send the same id for another task.
+func messageID(sum []byte, msg *sdk.Message) string {
+	h := sha256.New()
+	h.Write(sum)
+	if parts, err := json.Marshal(msg.Parts); err == nil {
+		h.Write(parts)
+	}
+	return "deputy-" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // charge counts what a deputy remote reports its task cost so far

@@ -16,6 +16,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
@@ -115,6 +116,8 @@ type config struct {
 	authorize                  Authorize
 	maxBody                    int64
 	maxRuns, maxRunsPerOwner   int
+	maxSeen                    int
+	seenTTL                    time.Duration
 	logger                     *slog.Logger
 }
 
@@ -241,6 +244,19 @@ func WithLogger(l *slog.Logger) Option {
 // A message that starts a task must hold text or a data part: one with
 // neither (blank text, files alone) is refused as invalid params, and
 // nothing runs.
+//
+// A message sent again with the messageId of one that started a task,
+// without a taskId (its sender never learned of the task: a deputy Remote
+// whose process died with its first message on the way sends it again on
+// resume, under the same id), starts nothing: it is answered with that
+// task, followed where it stands (a stream follows it to its end, or to
+// its question), and the agent's tools run once. Message ids are kept per
+// owner, as tasks are: one owner's messageId, guessed or seen, never
+// reaches another owner's task, and starts a task of its own. The server remembers
+// the last DefaultMaxSeenMessages first messages, each for
+// DefaultSeenMessageTTL (WithSeenMessages); with WithStore they are kept
+// in the store too, beside the tasks, and survive a restart. A message
+// sent again after that, or twice at once, starts a second task.
 type Server struct {
 	cfg      config
 	run      runFunc
@@ -429,6 +445,7 @@ func skillOf(d tool.Definition) sdk.AgentSkill {
 func newServer(c config, run runFunc, opts []Option) (*Server, error) {
 	c.maxBody = DefaultMaxBodyBytes
 	c.maxRuns = DefaultMaxRuns
+	c.maxSeen, c.seenTTL = DefaultMaxSeenMessages, DefaultSeenMessageTTL
 	for _, o := range opts {
 		if err := o(&c); err != nil {
 			return nil, err
@@ -466,12 +483,17 @@ func newServer(c config, run runFunc, opts []Option) (*Server, error) {
 	if c.card != nil {
 		c.card(&s.card)
 	}
+	var durable *store.Store
+	if !s.ownStore {
+		durable = s.cfg.st
+	}
+	tasks := taskStore{st: s.cfg.st, log: c.logger, seen: newSeenMessages(c.maxSeen, c.seenTTL, durable, c.logger)}
 	h := a2asrv.NewHandler(executor{s},
-		a2asrv.WithTaskStore(taskStore{st: s.cfg.st, log: c.logger}),
+		a2asrv.WithTaskStore(tasks),
 		a2asrv.WithLogger(c.logger),
 		a2asrv.WithCapabilityChecks(&s.card.Capabilities),
 		a2asrv.WithConcurrencyConfig(limiter.ConcurrencyConfig{MaxExecutions: c.maxRuns, GetMaxExecutions: func(string) int { return c.maxRunsPerOwner }}))
-	h = ownedTasks{RequestHandler: h, tasks: taskStore{st: s.cfg.st, log: c.logger}}
+	h = ownedTasks{RequestHandler: h, tasks: tasks}
 	s.bindings = newBindings(h)
 	return s, nil
 }

@@ -28,8 +28,9 @@ import (
 // another's reach: a task is looked up under the owner of the request,
 // never across owners.
 type taskStore struct {
-	st  *store.Store
-	log *slog.Logger // where a failure of the store is told whole
+	st   *store.Store
+	log  *slog.Logger  // where a failure of the store is told whole
+	seen *seenMessages // the tasks first messages started, by message id
 }
 
 var _ taskstore.Store = taskStore{}
@@ -90,6 +91,9 @@ func (s taskStore) Create(ctx context.Context, task *sdk.Task) (taskstore.TaskVe
 		return 0, taskstore.ErrTaskAlreadyExists
 	case err != nil:
 		return 0, hide(s.log, fmt.Sprintf("storing task %s", task.ID), err)
+	}
+	if len(task.History) > 0 && task.History[0] != nil && task.History[0].Role == sdk.MessageRoleUser {
+		s.seen.remember(ctx, ownerFrom(ctx), task.History[0].ID, task.ID)
 	}
 	return 1, nil
 }
@@ -365,6 +369,22 @@ func (h ownedTasks) SendMessage(ctx context.Context, req *sdk.SendMessageRequest
 	if err := h.message(ctx, req); err != nil {
 		return nil, err
 	}
+	if t := h.started(ctx, req); t != nil {
+		if (req.Config != nil && req.Config.ReturnImmediately) || !running(t.Status.State) {
+			return t, nil
+		}
+		// Answered when the task ends or waits, as the message was.
+		for _, err := range h.SubscribeToTask(ctx, &sdk.SubscribeToTaskRequest{ID: t.ID}) {
+			if err != nil {
+				break
+			}
+		}
+		now, err := h.tasks.Get(ctx, t.ID)
+		if err != nil {
+			return nil, err
+		}
+		return now.Task, nil
+	}
 	return h.RequestHandler.SendMessage(ctx, req)
 }
 
@@ -372,7 +392,41 @@ func (h ownedTasks) SendStreamingMessage(ctx context.Context, req *sdk.SendMessa
 	if err := h.message(ctx, req); err != nil {
 		return refused(err)
 	}
+	if t := h.started(ctx, req); t != nil {
+		if running(t.Status.State) {
+			return h.SubscribeToTask(ctx, &sdk.SubscribeToTaskRequest{ID: t.ID})
+		}
+		return func(yield func(sdk.Event, error) bool) { yield(t, nil) }
+	}
 	return h.RequestHandler.SendStreamingMessage(ctx, req)
+}
+
+// started returns the task of the request's owner that a message with
+// the request's messageId started, when the request sends it again
+// without a taskId (its sender did not learn of the task: its process
+// died, or the connection broke) and the server remembers it; nil
+// otherwise, and the message starts a task. Only the owner's own
+// messages are looked up, after Authorize named the owner: another's
+// messageId, guessed or seen, names nothing.
+func (h ownedTasks) started(ctx context.Context, req *sdk.SendMessageRequest) *sdk.Task {
+	if req == nil || req.Message == nil || req.Message.TaskID != "" {
+		return nil
+	}
+	id, ok := h.tasks.seen.task(ctx, ownerFrom(ctx), req.Message.ID)
+	if !ok {
+		return nil
+	}
+	st, err := h.tasks.Get(ctx, id)
+	if err != nil {
+		return nil
+	}
+	return st.Task
+}
+
+// running reports whether a task in state has a run in progress, or one
+// about to start.
+func running(state sdk.TaskState) bool {
+	return !state.Terminal() && !waitsForInput(state)
 }
 
 func (h ownedTasks) CancelTask(ctx context.Context, req *sdk.CancelTaskRequest) (*sdk.Task, error) {

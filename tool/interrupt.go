@@ -451,7 +451,7 @@ func Once(ctx context.Context, name string, fn func(context.Context) (json.RawMe
 	if e, ok := js.J.Lookup(key); ok {
 		return e.Value, nil
 	}
-	v, err := fn(ctx)
+	v, err := fn(journal.WithOnce(ctx, js.Sum(key)))
 	if err != nil {
 		return v, err
 	}

@@ -295,6 +295,22 @@ func (s *Scope) Leave(wait func(context.Context) error) []func(context.Context) 
 	return w
 }
 
+type onceKey struct{}
+
+// WithOnce returns ctx for the step tool.Once runs under the journal key
+// whose Sum is sum: the step reads it with OnceSum, to name what it sends
+// the same in every run of the turn (a message a resumed run sends again).
+func WithOnce(ctx context.Context, sum []byte) context.Context {
+	return context.WithValue(ctx, onceKey{}, sum)
+}
+
+// OnceSum returns the sum WithOnce gave ctx, or nil outside a step of
+// tool.Once under a journal.
+func OnceSum(ctx context.Context) []byte {
+	s, _ := ctx.Value(onceKey{}).([]byte)
+	return s
+}
+
 // AnswerKey is the journal key of the answer to the interrupt id: the id
 // is unique in the turn, so the key is too. A run resumed with the answer
 // finds it used once it is recorded there (tool.UnusedAnswers): by the
