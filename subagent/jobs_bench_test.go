@@ -191,7 +191,9 @@ func backgroundJobRun(b *testing.B, c backgroundJobCase) func() {
 	var s *Spawner
 	drive := tool.Func{Def: tool.Definition{Name: "drive", Parameters: json.RawMessage(`{"type":"object"}`)},
 		Fn: func(ctx context.Context, _ tool.Call) (tool.Result, error) {
-			call := func() tool.Call { return tool.Call{Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"find X"}`)} }
+			call := func() tool.Call {
+				return tool.Call{Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"find X"}`)}
+			}
 			if c.handoff {
 				var res tool.Result
 				var err error
