@@ -273,6 +273,9 @@ func newPolicy(rules []Rule) *Policy {
 	p := &Policy{rules: rules}
 	p.bound.Policy, p.bound.Narrows = p, p.narrows
 	for _, r := range rules {
+		if _, ok := r.(*redactor); ok {
+			p.bound.Scrub = p.scrub
+		}
 		pts := uint8(0b1111)
 		if pr, ok := r.(pointed); ok {
 			pts = pr.points()
@@ -288,6 +291,16 @@ func newPolicy(rules []Rule) *Policy {
 		}
 	}
 	return p
+}
+
+// scrub returns s as the policy's redactors leave it (run.Bound.Scrub).
+func (p *Policy) scrub(s string) string {
+	for _, r := range p.rules {
+		if rd, ok := r.(*redactor); ok {
+			s, _ = rd.text(s)
+		}
+	}
+	return s
 }
 
 // isReadyMade reports whether r is one of this package's rules, which

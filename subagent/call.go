@@ -312,6 +312,10 @@ type invocation struct {
 	// and model, its own sub-agents' included (nil when neither events nor
 	// an outcome hook would show it).
 	spent *ledger.Ledger
+	// ctx is the call's: what the events show of the child's answer or
+	// failure passes its policy's redactors (run.Scrub), as the result
+	// will before its parent's model reads it.
+	ctx context.Context
 }
 
 // open starts an invocation under ctx: it returns the child's context, one
@@ -326,10 +330,10 @@ func (t *SubAgentTool) open(ctx context.Context, callID string, op opening) (con
 		// receipt, and ctx is already in the sub-agent's scope.
 		a.used = true
 		cctx, spent := ledger.With(cctx)
-		return cctx, invocation{em: a.em, events: a.em.Enabled(), runID: a.runID, stable: op.stable, spent: spent}
+		return cctx, invocation{em: a.em, events: a.em.Enabled(), runID: a.runID, stable: op.stable, spent: spent, ctx: ctx}
 	}
 	em := event.From(ctx) // the scope is looked up once for the call's events
-	inv := invocation{em: em, events: em.Enabled(), stable: op.stable}
+	inv := invocation{em: em, events: em.Enabled(), stable: op.stable, ctx: ctx}
 	// WithRender and WithOutcome see the run id even without events.
 	seen := t.cfg.render != nil || t.cfg.onOutcome != nil
 	switch {
@@ -408,7 +412,7 @@ func (inv invocation) suspendedID() string {
 // spent (the invocation's runs reported spent in all).
 func (inv invocation) finished(content string, spent provider.Usage) {
 	if inv.events {
-		inv.em.Emit(inv.spending(event.Event{Type: event.SubagentFinished, SubagentRunID: inv.runID, Result: event.JSONString(content)}, spent))
+		inv.em.Emit(inv.spending(event.Event{Type: event.SubagentFinished, SubagentRunID: inv.runID, Result: event.JSONString(run.Scrub(inv.ctx, content))}, spent))
 	}
 }
 
@@ -423,7 +427,7 @@ func (inv invocation) suspended(own []string, spent provider.Usage) {
 // errored emits SUBAGENT_ERROR with the call's error.
 func (inv invocation) errored(err error, spent provider.Usage) {
 	if inv.events {
-		inv.em.Emit(inv.spending(event.Event{Type: event.SubagentError, SubagentRunID: inv.runID, Message: err.Error(), Code: subcode.Of(err)}, spent))
+		inv.em.Emit(inv.spending(event.Event{Type: event.SubagentError, SubagentRunID: inv.runID, Message: run.Scrub(inv.ctx, err.Error()), Code: subcode.Of(err)}, spent))
 	}
 }
 
@@ -442,7 +446,8 @@ func (inv invocation) spending(e event.Event, spent provider.Usage) event.Event 
 // the announcement.
 type announced struct {
 	runID string
-	em    event.Emitter // the spawning call's
+	em    event.Emitter   // the spawning call's
+	ctx   context.Context // the spawning call's, for run.Scrub
 	used  bool
 }
 
@@ -456,7 +461,7 @@ func (t *SubAgentTool) announce(ctx context.Context, callID, stable string) (con
 		return ctx, nil
 	}
 	sctx, runID := t.announceStart(ctx, em, callID, stable)
-	return sctx, &announced{runID: runID, em: em}
+	return sctx, &announced{runID: runID, em: em, ctx: ctx}
 }
 
 // unannounce ends an announced invocation that never ran, with err.
@@ -468,7 +473,7 @@ func (a *announced) unannounce(err error) {
 	if err == nil {
 		err = errors.New("the job ended before its sub-agent started")
 	}
-	a.em.Emit(event.Event{Type: event.SubagentError, SubagentRunID: a.runID, Message: err.Error(), Code: subcode.Of(err)})
+	a.em.Emit(event.Event{Type: event.SubagentError, SubagentRunID: a.runID, Message: run.Scrub(a.ctx, err.Error()), Code: subcode.Of(err)})
 }
 
 // run makes the call's runs of the child. A resident runs in its turn;

@@ -12,6 +12,7 @@ import (
 	"github.com/deputy-go/deputy/internal/conversation"
 	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/internal/ledger"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/internal/subcode"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
@@ -411,12 +412,12 @@ func (t *SubAgentTool) replay(ctx context.Context, callID string, e journal.Entr
 	if e.Error != "" {
 		err := tool.Correctable(&replayed{msg: e.Error})
 		if events {
-			em.Emit(event.Event{Type: event.SubagentError, SubagentRunID: runID, Message: e.Error, Code: subcode.Of(err), Usage: spent, Model: model})
+			em.Emit(event.Event{Type: event.SubagentError, SubagentRunID: runID, Message: run.Scrub(ctx, e.Error), Code: subcode.Of(err), Usage: spent, Model: model})
 		}
 		return tool.Result{Usage: e.Usage}, err
 	}
 	if events {
-		em.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: runID, Result: event.JSONString(e.Content), Usage: spent, Model: model})
+		em.Emit(event.Event{Type: event.SubagentFinished, SubagentRunID: runID, Result: event.JSONString(run.Scrub(ctx, e.Content)), Usage: spent, Model: model})
 	}
 	res := tool.Result{Content: e.Content, Usage: e.Usage}
 	if len(e.Value) > 0 {

@@ -739,7 +739,7 @@ func (sc *spawnCall) unstarted(ctx context.Context, key string, paid journal.Ent
 		if len(paid.Models) > 0 {
 			model = paid.Models[0].Model
 		}
-		ahead.em.Emit(event.Event{Type: event.SubagentError, SubagentRunID: ahead.runID, Message: err.Error(), Code: subcode.Of(err),
+		ahead.em.Emit(event.Event{Type: event.SubagentError, SubagentRunID: ahead.runID, Message: run.Scrub(ctx, err.Error()), Code: subcode.Of(err),
 			Usage: ledger.Encode(paid.Models, paid.Usage, true), Model: model})
 	}
 	return tool.Result{Usage: paid.Usage}, noSettle, err

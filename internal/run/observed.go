@@ -55,6 +55,19 @@ type Bound struct {
 	// Narrows returns an error (a *policy.Widening) when own, a
 	// *policy.Policy, would allow what Policy forbids.
 	Narrows func(own any) error
+	// Scrub returns a text as the policy's redactors leave it, nil when
+	// the policy has none: what a sub-agent tool shows of a child's answer
+	// or failure in its events, which go out before the result is checked.
+	Scrub func(string) string
+}
+
+// Scrub returns s as the redactors of the policy binding ctx leave it
+// (Bound.Scrub), s itself when none binds it or it redacts nothing.
+func Scrub(ctx context.Context, s string) string {
+	if b := BoundOf(ctx); b != nil && b.Scrub != nil {
+		return b.Scrub(s)
+	}
+	return s
 }
 
 // WithBound returns ctx bound by b, in a layer of its own.
