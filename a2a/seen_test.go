@@ -182,3 +182,31 @@ func TestSeenMessagesAreBounded(t *testing.T) {
 		t.Error("WithSeenMessages(0, …) was taken")
 	}
 }
+
+// A message sent again to a server on the store of the one that runs its
+// task is answered with the task as it stands, and starts nothing.
+func TestMessageSentAgainToAnotherServerOnTheStore(t *testing.T) {
+	st := sqliteStore(t)
+	b := newBlocker(t)
+	s1, err := a2a.NewPerTask(b.build, a2a.WithName("lead"), a2a.WithStore(st), a2a.WithAuthorize(byHeader), a2a.WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1 := startStream(t, clientAs(t, startServer(t, s1), "alice"), messageAs("m-1", "go"))
+	id := r1.id(t)
+	b.waitStarted(t)
+	s2, err := a2a.NewPerTask(b.build, a2a.WithName("lead"), a2a.WithStore(st), a2a.WithAuthorize(byHeader), a2a.WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	models := b.models.Load()
+	again, state := streamedTask(t, clientAs(t, startServer(t, s2), "alice"), messageAs("m-1", "go"))
+	if again != id || state != sdk.TaskStateWorking {
+		t.Errorf("sent again to the other server: task %s %s, want %s working", again, state, id)
+	}
+	if n := b.models.Load(); n != models {
+		t.Errorf("the other server called the models %d times, want none", n-models)
+	}
+	close(b.release)
+	r1.wait(t)
+}

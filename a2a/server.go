@@ -250,7 +250,8 @@ func WithLogger(l *slog.Logger) Option {
 // whose process died with its first message on the way sends it again on
 // resume, under the same id), starts nothing: it is answered with that
 // task, followed where it stands (a stream follows it to its end, or to
-// its question), and the agent's tools run once. Message ids are kept per
+// its question; a task another server on the store runs is sent as it
+// stands), and the agent's tools run once. Message ids are kept per
 // owner, as tasks are: one owner's messageId, guessed or seen, never
 // reaches another owner's task, and starts a task of its own. The server remembers
 // the last DefaultMaxSeenMessages first messages, each for

@@ -393,10 +393,24 @@ func (h ownedTasks) SendStreamingMessage(ctx context.Context, req *sdk.SendMessa
 		return refused(err)
 	}
 	if t := h.started(ctx, req); t != nil {
-		if running(t.Status.State) {
-			return h.SubscribeToTask(ctx, &sdk.SubscribeToTaskRequest{ID: t.ID})
+		if !running(t.Status.State) {
+			return func(yield func(sdk.Event, error) bool) { yield(t, nil) }
 		}
-		return func(yield func(sdk.Event, error) bool) { yield(t, nil) }
+		return func(yield func(sdk.Event, error) bool) {
+			first := true
+			for ev, err := range h.SubscribeToTask(ctx, &sdk.SubscribeToTaskRequest{ID: t.ID}) {
+				if first && errors.Is(err, sdk.ErrTaskNotFound) {
+					// Stored as running, and no run of it here: a server
+					// on the store stopped mid-run. The task as it stands.
+					yield(t, nil)
+					return
+				}
+				first = false
+				if !yield(ev, err) {
+					return
+				}
+			}
+		}
 	}
 	return h.RequestHandler.SendStreamingMessage(ctx, req)
 }
