@@ -250,6 +250,22 @@ type jobs struct {
 	thread *ThreadJobs
 	// timers counts the run's waits on a timer under way (awaitTimed).
 	timers int
+	// For the jobs a program starts and waits for (JobStartUpdate,
+	// JobsWaitUpdate): the run's place (depth, path, idPrefix), its
+	// output so far and count of spawns (run's, read only), the jobs
+	// started so, and the starts and waits under way.
+	depth             int
+	path, idPrefix    string
+	out               *RunOutput
+	spawns            *int
+	goStarts          int
+	starting, waiting int
+	// closing: the run is settling its jobs; no job starts, and a wait
+	// from Go returns with what has ended.
+	closing bool
+	// fromGo is what the jobs a program collected spent, and the starts a
+	// cap refused, not yet counted in the run's output (fold).
+	fromGo ToolResult
 }
 
 // waitingMemo is the memo key of an agent workflow that waits on a
@@ -385,14 +401,10 @@ func (js *jobs) alive() int {
 // has it, with what the model reads.
 func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 	if n := js.alive(); n >= js.spec.maxBackground() {
-		where := "one run"
-		if js.threaded() {
-			where = "one thread"
-		}
-		return js.refuseSpawn(ctx, d, "max_background", fmt.Sprintf("%v: %d are running, the most %s may have: wait for one, or cancel one, first", subagent.ErrMaxBackground, n, where)), nil
+		return js.refuseSpawn(ctx, d, "max_background", js.tooManyJobs(n)), nil
 	}
 	if n := js.ownerAlive(); js.threaded() && n >= js.spec.maxOwnerJobs() && workflow.GetVersion(ctx, ownerJobsChange, workflow.DefaultVersion, 1) >= 1 {
-		return js.refuseSpawn(ctx, d, "max_owner_jobs", fmt.Sprintf("%v: %d are running in the threads of this owner, the most one owner may have: wait for one, or cancel one, first", subagent.ErrMaxBackground, n)), nil
+		return js.refuseSpawn(ctx, d, "max_owner_jobs", tooManyOwnerJobs(n)), nil
 	}
 	a := d.arg.(RunInput)
 	if d.numberLate {
@@ -412,6 +424,7 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 		id = "job_" + strconv.Itoa(len(js.list)+1)
 	}
 	j := &bgJob{id: id, agent: forkName, task: a.Text, wfID: d.id}
+	d.job = j
 	js.list = append(js.list, j) // at once: starts of one step run side by side
 	a.Job = j.id
 	js.checkEvents(ctx, d)
@@ -533,6 +546,21 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 	return ToolResult{Content: runtime.JobStarted(j.id)}, nil
 }
 
+// tooManyJobs is the refusal of a job past Spec.MaxBackground, n alive.
+func (js *jobs) tooManyJobs(n int) string {
+	where := "one run"
+	if js.threaded() {
+		where = "one thread"
+	}
+	return fmt.Sprintf("%v: %d are running, the most %s may have: wait for one, or cancel one, first", subagent.ErrMaxBackground, n, where)
+}
+
+// tooManyOwnerJobs is the refusal of a job past Spec.MaxOwnerJobs, n
+// alive in the threads of the run's owner.
+func tooManyOwnerJobs(n int) string {
+	return fmt.Sprintf("%v: %d are running in the threads of this owner, the most one owner may have: wait for one, or cancel one, first", subagent.ErrMaxBackground, n)
+}
+
 // refuseSpawn is what the model reads of a spawn a cap refused (reason,
 // as subagent.RefusedEvent names it): msg, and, where the run publishes
 // its jobs' events, a deputy.refused event, as in process.
@@ -590,15 +618,21 @@ func (js *jobs) held() (int64, float64) {
 	if js == nil {
 		return 0, 0
 	}
+	t, c := js.shares()
+	if (t > 0 || c > 0) && workflow.GetVersion(js.ctx, holdChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return 0, 0 // a run recorded before it held nothing back
+	}
+	return t, c
+}
+
+// shares is the sum of the shares of the run's jobs not collected yet.
+func (js *jobs) shares() (int64, float64) {
 	var t int64
 	var c float64
 	for _, j := range js.list {
 		if !j.collected {
 			t, c = t+j.tokens, c+j.dollars
 		}
-	}
-	if (t > 0 || c > 0) && workflow.GetVersion(js.ctx, holdChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		return 0, 0 // a run recorded before it held nothing back
 	}
 	return t, c
 }
@@ -1243,8 +1277,19 @@ func (js *jobs) awaitAsking(ctx workflow.Context, targets []*bgJob, first bool, 
 // settle ends the run's jobs: those still running are cancelled, and
 // what each spent that no wait or cancel collected is returned, to be
 // counted in the run's ChildUsage.
+//
+// A program's starts under way are waited for first, and its waits after
+// (they return, with what has ended, as the run closes): what they
+// collect is counted by fold.
 func (js *jobs) settle() (provider.Usage, float64, []provider.ModelUsage) {
-	if js == nil || len(js.list) == 0 {
+	if js == nil {
+		return provider.Usage{}, 0, nil
+	}
+	js.closing = true
+	ctx, _ := workflow.NewDisconnectedContext(js.ctx)
+	_ = workflow.Await(ctx, func() bool { return js.starting == 0 }) // (no wait without one)
+	defer func() { _ = workflow.Await(ctx, func() bool { return js.waiting == 0 }) }()
+	if len(js.list) == 0 {
 		return provider.Usage{}, 0, nil
 	}
 	if js.threaded() {
@@ -1258,7 +1303,6 @@ func (js *jobs) settle() (provider.Usage, float64, []provider.ModelUsage) {
 			j.cancel()
 		}
 	}
-	ctx, _ := workflow.NewDisconnectedContext(js.ctx)
 	// Until each job's end is published too: the run must not end first.
 	_ = workflow.Await(ctx, func() bool {
 		return js.alive() == 0 && !slices.ContainsFunc(js.list, func(j *bgJob) bool { return !j.told })
@@ -1317,7 +1361,8 @@ type JobSend struct {
 	Text  string `json:"text"`
 }
 
-// serve answers JobsQuery and takes JobSendUpdate and JobCancelUpdate.
+// serve answers JobsQuery and takes JobSendUpdate, JobCancelUpdate,
+// JobStartUpdate and JobsWaitUpdate.
 // Neither records anything in the history until an update comes.
 func (js *jobs) serve(ctx workflow.Context) error {
 	if js.threaded() {
@@ -1352,7 +1397,7 @@ func (js *jobs) serve(ctx workflow.Context) error {
 	}}); err != nil {
 		return err
 	}
-	return workflow.SetUpdateHandlerWithOptions(ctx, JobCancelUpdate, func(ctx workflow.Context, id string) (subagent.JobStatus, error) {
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, JobCancelUpdate, func(ctx workflow.Context, id string) (subagent.JobStatus, error) {
 		j := js.find(id)
 		if err := js.stop(ctx, j); err != nil {
 			return subagent.JobStatus{}, err
@@ -1364,7 +1409,10 @@ func (js *jobs) serve(ctx workflow.Context) error {
 			return errors.New(bad.Content)
 		}
 		return nil
-	}})
+	}}); err != nil {
+		return err
+	}
+	return js.serveGo(ctx)
 }
 
 // Jobs returns the background jobs of the run whose workflow is

@@ -104,9 +104,10 @@ const (
 
 // ThreadWorkflowID is the workflow id under which every turn of the
 // thread runs, for the owner (agent.WithOwner) and thread
-// (agent.WithThread): Jobs, SendToJob and CancelJob act through it on
-// the thread's jobs while a turn runs. It is one to one: the owner's
-// name goes in with its length, so no two pairs of names share an id (a
+// (agent.WithThread): Jobs, SendToJob, CancelJob, StartJob and WaitJobs
+// act through it on the thread's jobs while a turn runs. It is one to
+// one: the owner's name goes in with its length, so no two pairs of names
+// share an id (a
 // separator alone let an owner's name that holds it meet another's
 // thread).
 func ThreadWorkflowID(owner, thread string) string {

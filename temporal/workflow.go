@@ -150,9 +150,11 @@ func FactoryWorkflow(ctx workflow.Context, in FactoryCall) (ToolResult, error) {
 // thread's jobs (nil: the run's jobs are its own).
 func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Message, idPrefix string, trace *Trace, q *questions, path string, ib *inbox, callArgs json.RawMessage, thread *ThreadJobs) (out RunOutput, err error) {
 	var jb *jobs
+	spawns := 0
 	if spec.Background && q != nil {
 		jb = newJobs(ctx, spec, trace)
 		jb.q = q
+		jb.depth, jb.path, jb.idPrefix, jb.out, jb.spawns = depth, path, idPrefix, &out, &spawns
 		if thread != nil {
 			jb.inherit(thread)
 		}
@@ -161,15 +163,25 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		}
 		defer func() {
 			// Jobs still running end with the run; what they spent, and
-			// what no wait collected, counts in its ChildUsage.
+			// what no wait collected, counts in its ChildUsage, as what
+			// the jobs a program collected spent (fold).
 			u, c, ms := jb.settle()
-			if u.IsZero() && c == 0 {
+			g := jb.takeFromGo()
+			u, c, ms = u.Add(g.Usage), c+g.Cost, addModels(ms, g.Models...)
+			out.Refused += g.Refused
+			if u.IsZero() && c == 0 && g.Refused == 0 {
 				return
 			}
 			out.ChildUsage, out.Cost = out.ChildUsage.Add(u), out.Cost+c
 			out.Models = addModels(out.Models, ms...)
 			err = withSettled(out, err)
 		}()
+	}
+	if jb == nil && q != nil {
+		// A program's start or wait is refused, saying why.
+		if err := refuseGoJobs(ctx, spec); err != nil {
+			return out, err
+		}
 	}
 	open := 0 // the step whose model call was made last, for its end
 	defer func() {
@@ -191,7 +203,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 	defs := toolDefs(spec, depth, jb.offered())
 	conv := append([]provider.Message(nil), input...)
 	corrected := false
-	spawns, failures := 0, 0
+	failures := 0
 	var ended []EndedCall // the previous step's calls whose results no activity published
 	// callSettleChange, asked at the first model call.
 	settles, settleAsked := false, false
@@ -269,6 +281,8 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			Model: spec.Model, System: system, MaxTokens: spec.MaxTokens, Tools: defs,
 			Messages: append(append([]provider.Message(nil), prior...), conv...), ResponseSchema: spec.OutputSchema,
 		}
+		// What the jobs a program collected spent counts from here.
+		jb.fold(&out)
 		// What the run's jobs may still spend of their shares is held
 		// back from its own calls and later children (none without jobs).
 		heldTokens, heldCost := jb.held()
@@ -454,6 +468,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		// Under a limit, each child's is its share of what is left (0: none).
 		keep := b.estimate(provider.Request{System: system, Tools: defs,
 			Messages: append(append([]provider.Message(nil), prior...), conv...), ResponseSchema: spec.OutputSchema})
+		jb.fold(&out)
 		heldTokens, heldCost = jb.held()
 		// From shareFloorChange on, the run keeps back its wrap-up note
 		// under a token limit too, and a share pays at least for reading
@@ -1082,6 +1097,8 @@ type delegation struct {
 	// tasked: a factory's agent is handed the call's task, not its
 	// arguments (factoryTaskChange).
 	tasked bool
+	// job is the job a background spawn started.
+	job *bgJob
 }
 
 // backgroundAsked reports whether a spawn's arguments ask for a job.

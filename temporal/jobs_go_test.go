@@ -1,0 +1,249 @@
+package temporal
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// spentOn is a provider that counts apart what the calls of one task
+// were billed.
+type spentOn struct {
+	*script
+	task string
+	mu   sync.Mutex
+	on   provider.Usage
+}
+
+func (s *spentOn) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
+	resp, err := s.script.Complete(ctx, req)
+	if err == nil && firstUserOf(req) == s.task {
+		s.mu.Lock()
+		s.on = s.on.Add(resp.Usage)
+		s.mu.Unlock()
+	}
+	return resp, err
+}
+
+func (s *spentOn) spent() provider.Usage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.on
+}
+
+// A program starts a job in a running lead's workflow while the lead's
+// model holds in a tool, and waits for it from Go: a wait whose time is
+// up while the job works returns nothing; the next collects it, with what
+// it spent. The lead's model then waits for the job too and reads its
+// answer, its usage counted once in the lead's RunOutput, the job run
+// once. Bad starts, and one past Spec.MaxBackground, are refused before
+// anything is recorded. With models
+// that name their calls afresh, not at all, or from call_0.
+func TestJobStartAndWaitFromGo(t *testing.T) {
+	inEachIDMode(t, jobsStartedFromGo)
+}
+
+func jobsStartedFromGo(t *testing.T, c client.Client, id func(n int64, i int) string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const task = "count the stars"
+	var n, gates, holds atomic.Int64
+	letJob, release := make(chan struct{}), make(chan struct{})
+	gating, holding := make(chan struct{}), make(chan struct{})
+	m := &spentOn{task: task, script: &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		call := func(name, args string) (provider.Message, error) {
+			return provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: name, Arguments: json.RawMessage(args)}), nil
+		}
+		if firstUserOf(req) == task {
+			if len(rs) == 0 {
+				return call("gate", `{}`)
+			}
+			return provider.AssistantMessage("stars: 7"), nil
+		}
+		switch len(rs) {
+		case 0:
+			return call("hold", `{}`)
+		case 1:
+			return call(subagent.JobsToolName, `{"action":"wait","job_id":"job_1","timeout_seconds":300}`)
+		}
+		return provider.AssistantMessage("lead: " + rs[1]), nil
+	}}}
+	// holder is a tool that counts its runs, tells started of its first,
+	// and holds until open is closed.
+	holder := func(name string, runs *atomic.Int64, started, open chan struct{}) tool.Tool {
+		return tool.Must(tool.New(name, "Holds on.", func(ctx context.Context, _ struct{}) (string, error) {
+			if runs.Add(1) == 1 {
+				close(started)
+			}
+			select {
+			case <-open:
+				return name + " passed", nil
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		}))
+	}
+	reg, err := tool.NewRegistry(holder("gate", &gates, gating, letJob), holder("hold", &holds, holding, release))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := fmt.Sprintf("deputy-jobs-start-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	tree := "jobs-" + queue
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tree, TaskQueue: queue}, AgentWorkflowName,
+		RunInput{Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"gate", "hold"}, Spawn: true, Background: true, MaxBackground: 1}, Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-holding:
+	case <-ctx.Done():
+		t.Fatal("the lead never reached its step that holds on")
+	}
+	for _, bad := range []struct {
+		task subagent.Task
+		want string
+	}{
+		{subagent.Task{Task: "  "}, `needs a non-empty "task"`},
+		{subagent.Task{Task: task, Agent: "nobody"}, "leave Task.Agent empty"},
+	} {
+		if _, err := StartJob(ctx, c, tree, bad.task); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("starting %+v: %v, want it refused saying %q", bad.task, err, bad.want)
+		}
+	}
+	if _, err := WaitJobs(ctx, c, tree, subagent.WaitFor{IDs: []string{"job_9"}}); err == nil || !strings.Contains(err.Error(), subagent.ErrUnknownJob.Error()) {
+		t.Errorf("a wait for an unknown job: %v, want it refused as unknown", err)
+	}
+	if jobs, err := Jobs(ctx, c, tree); err != nil || len(jobs) != 0 {
+		t.Fatalf("after the refusals the run has jobs %+v (%v), want none", jobs, err)
+	}
+	st, err := StartJob(ctx, c, tree, subagent.Task{Task: task})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ID != "job_1" || st.State != subagent.JobRunning || st.Task != task {
+		t.Errorf("the started job's status is %+v, want job_1 running its task", st)
+	}
+	if _, err := StartJob(ctx, c, tree, subagent.Task{Task: "count the moons"}); err == nil || !strings.Contains(err.Error(), subagent.ErrMaxBackground.Error()) {
+		t.Errorf("a start past Spec.MaxBackground: %v, want it refused", err)
+	}
+	select {
+	case <-gating:
+	case <-ctx.Done():
+		t.Fatal("the job never reached its step that holds on")
+	}
+	got, err := WaitJobs(ctx, c, tree, subagent.WaitFor{IDs: []string{st.ID}, Timeout: 500 * time.Millisecond})
+	if err != nil || len(got) != 0 {
+		t.Fatalf("a wait whose time is up while the job works returned %+v (%v), want nothing", got, err)
+	}
+	close(letJob)
+	got, err = WaitJobs(ctx, c, tree, subagent.WaitFor{IDs: []string{st.ID}, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].State != subagent.JobDone || got[0].Result.Content != "stars: 7" || got[0].Err != nil {
+		t.Fatalf("the wait collected %+v, want job_1 done, its answer", got)
+	}
+	if billed := m.spent(); got[0].Result.Usage != billed || billed.IsZero() {
+		t.Errorf("the collected job's usage is %+v, want what its calls were billed, %+v", got[0].Result.Usage, billed)
+	}
+	again, err := WaitJobs(ctx, c, tree, subagent.WaitFor{IDs: []string{st.ID}, Timeout: time.Second})
+	if err != nil || len(again) != 1 || !again[0].Result.Usage.IsZero() {
+		t.Errorf("a second wait returned %+v (%v), want the job again without its usage", again, err)
+	}
+	close(release)
+	var out RunOutput
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Answer != "lead: stars: 7" {
+		t.Errorf("the lead answered %q, want the job's answer read by its own wait", out.Answer)
+	}
+	if gates.Load() != 1 || holds.Load() != 1 {
+		t.Errorf("the job's step ran %d times, the lead's %d; want each once", gates.Load(), holds.Load())
+	}
+	if calls, spent := m.total(); calls != 5 || out.TotalUsage() != spent {
+		t.Errorf("%d model calls costing %+v, the lead reported %+v; want 5 (3 the lead's, 2 its job's), each counted once", calls, spent, out.TotalUsage())
+	}
+	if _, err := StartJob(ctx, c, tree, subagent.Task{Task: task}); err == nil {
+		t.Error("a start in a run that has ended went on")
+	}
+}
+
+// A program's start and wait in a run that offers no jobs are refused,
+// saying what to do, and start nothing.
+func TestJobsFromGoNeedBackground(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Dial(ctx, hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var holds atomic.Int64
+	holding, release := make(chan struct{}), make(chan struct{})
+	m := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		if len(resultsOf(req)) == 0 {
+			return provider.AssistantMessage("", provider.ToolCall{ID: "h", Name: "hold", Arguments: json.RawMessage(`{}`)}), nil
+		}
+		return provider.AssistantMessage("done"), nil
+	}}
+	hold := tool.Must(tool.New("hold", "Holds on.", func(ctx context.Context, _ struct{}) (string, error) {
+		if holds.Add(1) == 1 {
+			close(holding)
+		}
+		<-release
+		return "held", nil
+	}))
+	reg, err := tool.NewRegistry(hold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := fmt.Sprintf("deputy-jobs-nobg-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	tree := "jobs-" + queue
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tree, TaskQueue: queue}, AgentWorkflowName,
+		RunInput{Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"hold"}, Spawn: true}, Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-holding
+	if _, err := StartJob(ctx, c, tree, subagent.Task{Task: "count the stars"}); err == nil || !strings.Contains(err.Error(), "Spec.Background") {
+		t.Errorf("a start in a run without Spec.Background: %v, want it refused saying to set it", err)
+	}
+	if _, err := WaitJobs(ctx, c, tree, subagent.WaitFor{}); err == nil || !strings.Contains(err.Error(), "Spec.Background") {
+		t.Errorf("a wait in a run without Spec.Background: %v, want it refused saying to set it", err)
+	}
+	close(release)
+	var out RunOutput
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if calls, _ := m.total(); calls != 2 || out.Answer != "done" {
+		t.Errorf("the run made %d model calls and answered %q, want 2 and done: nothing started", calls, out.Answer)
+	}
+}
