@@ -77,6 +77,14 @@ func TestMessageSentAgainFollowsItsTask(t *testing.T) {
 	if n := e.runs.Load(); n != 2 {
 		t.Errorf("the agent ran %d times, want twice: once per owner", n)
 	}
+	if again, _ := streamedTask(t, mallory, messageAs("m-1", "hello")); again != other {
+		t.Errorf("the other owner's message sent again: task %s, want its own %s", again, other)
+	}
+	// A message that says something else under the id is not the one
+	// sent again.
+	if other, _ := streamedTask(t, alice, messageAs("m-1", "goodbye")); other == first {
+		t.Error("a message of other text under a messageId seen was answered with the task of the first")
+	}
 	// A message with a new id is a new task.
 	if next, _ := streamedTask(t, alice, messageAs("m-2", "hello")); next == first {
 		t.Error("a new messageId was answered with the task of another")

@@ -245,16 +245,16 @@ func WithLogger(l *slog.Logger) Option {
 // neither (blank text, files alone) is refused as invalid params, and
 // nothing runs.
 //
-// A message sent again with the messageId of one that started a task,
-// without a taskId (its sender never learned of the task: a deputy Remote
-// whose process died with its first message on the way sends it again on
-// resume, under the same id), starts nothing: it is answered with that
-// task, followed where it stands (a stream follows it to its end, or to
-// its question; a task another server on the store runs is sent as it
+// A message sent again, without a taskId, with the parts and messageId of
+// one that started a task (its sender never learned of the task: a deputy
+// Remote whose process died with its first message on the way sends it
+// again on resume, under the same id) starts nothing: it is answered with
+// that task, followed where it stands (a stream follows it to its end, or
+// to its question; a task another server on the store runs is sent as it
 // stands), and the agent's tools run once. Message ids are kept per
 // owner, as tasks are: one owner's messageId, guessed or seen, never
-// reaches another owner's task, and starts a task of its own. The server remembers
-// the last DefaultMaxSeenMessages first messages, each for
+// reaches another owner's task, and starts a task of its own. The server
+// remembers the last DefaultMaxSeenMessages first messages, each for
 // DefaultSeenMessageTTL (WithSeenMessages); with WithStore they are kept
 // in the store too, beside the tasks, and survive a restart. A message
 // sent again after that, or twice at once, starts a second task.

@@ -1,6 +1,7 @@
 package a2a
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -416,7 +417,7 @@ func (h ownedTasks) SendStreamingMessage(ctx context.Context, req *sdk.SendMessa
 }
 
 // started returns the task of the request's owner that a message with
-// the request's messageId started, when the request sends it again
+// the request's messageId and parts started, when the request sends it again
 // without a taskId (its sender did not learn of the task: its process
 // died, or the connection broke) and the server remembers it; nil
 // otherwise, and the message starts a task. Only the owner's own
@@ -434,7 +435,20 @@ func (h ownedTasks) started(ctx context.Context, req *sdk.SendMessageRequest) *s
 	if err != nil {
 		return nil
 	}
+	// A message that says something else under the id is not the one sent
+	// again: a client that reuses its ids gets a task of its own.
+	first := firstUserMessage(st.Task)
+	if first == nil || !sameParts(first.Parts, req.Message.Parts) {
+		return nil
+	}
 	return st.Task
+}
+
+// sameParts reports whether two messages' parts are the same on the wire.
+func sameParts(a, b []*sdk.Part) bool {
+	ja, erra := json.Marshal(a)
+	jb, errb := json.Marshal(b)
+	return erra == nil && errb == nil && bytes.Equal(ja, jb)
 }
 
 // running reports whether a task in state has a run in progress, or one
