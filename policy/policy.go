@@ -54,7 +54,8 @@ const (
 	// Ask: a person decides, through the same interrupt a
 	// tool.RequireApproval tool raises (tool.ApprovalReason). Only a tool
 	// call or a delegation can be asked about; at the other points Ask is
-	// taken as Deny.
+	// taken as Deny. Once approved, what goes on is the Check as the other
+	// rules rewrote it.
 	Ask Verdict = "ask"
 	// Rewrite: the rule changed the Check (new arguments, task, result or
 	// request), and what it changed is what goes on.

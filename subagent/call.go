@@ -256,25 +256,37 @@ func (t *SubAgentTool) handOff(ctx context.Context, pol *policy.Policy, callID s
 		if err := tool.ApprovePolicy(ctx, tool.Call{ID: callID, Name: t.def.Name, Arguments: args}, out); err != nil {
 			return in, err
 		}
-	case policy.Rewrite:
-		in.Text = chk.Task
-		switch {
-		case in.Fork == nil:
-			in.Messages = chk.Context
-		case len(chk.Context) == 0:
-			// Nothing of the parent's conversation is left to go on
-			// from: the fork starts fresh.
-			in.Fork = nil
-		case !sameMessages(chk.Context, in.Fork.Messages):
-			// The fork goes on from the conversation as rewritten, which
-			// is no longer its parent's prefix: its first request may
-			// not be read from the cache.
-			f := *in.Fork
-			f.Messages = chk.Context
-			in.Fork = &f
+		// Approved, the child is handed its work as the other rules
+		// left it: a redactor's rewrite holds whatever the person said.
+		if chk.Task != in.Text || !sameMessages(chk.Context, inherited) {
+			in = rewritten(in, chk)
 		}
+	case policy.Rewrite:
+		in = rewritten(in, chk)
 	}
 	return in, nil
+}
+
+// rewritten returns in as the rules that decided chk, its hand-off,
+// rewrote its task and the conversation it is given.
+func rewritten(in agent.Input, chk *policy.Check) agent.Input {
+	in.Text = chk.Task
+	switch {
+	case in.Fork == nil:
+		in.Messages = chk.Context
+	case len(chk.Context) == 0:
+		// Nothing of the parent's conversation is left to go on
+		// from: the fork starts fresh.
+		in.Fork = nil
+	case !sameMessages(chk.Context, in.Fork.Messages):
+		// The fork goes on from the conversation as rewritten, which
+		// is no longer its parent's prefix: its first request may
+		// not be read from the cache.
+		f := *in.Fork
+		f.Messages = chk.Context
+		in.Fork = &f
+	}
+	return in
 }
 
 // handOffAgain checks, under a policy, the hand-off of a call's

@@ -30,6 +30,9 @@ func guard(ctx context.Context, pol *policy.Policy, chk *policy.Check, c Call) (
 			res := Result{Err: err}
 			return c, res, fmt.Errorf("tool %s: %w", c.Name, err), true
 		}
+		// Approved, the call goes on as the other rules left it: a
+		// redactor's rewrite holds whatever the person said.
+		c.Arguments = chk.Arguments
 	case policy.Rewrite:
 		c.Arguments = chk.Arguments
 	}
