@@ -3,7 +3,6 @@
 package a2a_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,7 +12,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -371,39 +369,7 @@ func taskOf(req provider.Request) (task string, step int) {
 // id while it runs.
 func startKillRound(t *testing.T, test, env string, round killRound, pid *atomic.Int64) (report killRound, killed bool) {
 	t.Helper()
-	spec, _ := json.Marshal(round)
-	_ = os.Remove(round.Out)
-	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
-	cmd.Env = append(os.Environ(), env+"="+string(spec))
-	var output bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &output, &output
-	err := cmd.Start()
-	if err == nil {
-		if pid != nil {
-			pid.Store(int64(cmd.Process.Pid))
-		}
-		err = cmd.Wait()
-		if pid != nil {
-			pid.Store(0)
-		}
-	}
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
-			return report, true
-		}
-	}
-	if err != nil {
-		t.Fatalf("the round's process: %v\n%s", err, output.Bytes())
-	}
-	data, err := os.ReadFile(round.Out)
-	if err != nil {
-		t.Fatalf("the round wrote no report: %v\n%s", err, output.Bytes())
-	}
-	if err := json.Unmarshal(data, &report); err != nil {
-		t.Fatal(err)
-	}
-	return report, false
+	return resumetest.StartRound[killRound](t, test, round, round.Out, env, pid)
 }
 
 // redacted is s with the lead's secret redacted.
@@ -412,38 +378,7 @@ func redacted(s string) string { return strings.ReplaceAll(s, leadSecret, policy
 // callKey names a call of the tool name with the arguments args, the
 // secret redacted and the JSON made canonical, as the log does.
 func callKey(name string, args json.RawMessage) string {
-	var v any
-	if err := json.Unmarshal(args, &v); err == nil {
-		args, _ = json.Marshal(v)
-	}
-	return name + " " + redacted(string(args))
-}
-
-// effect is a tool of the tree whose run is a side effect: ran logs it
-// and, until the agent that called it reads its result (which is recorded
-// in the journal by then), holds it pending, both at once. Its result
-// names the agent that called it, by the "who" of its arguments.
-type effect struct {
-	name string
-	log  func(kind, key string)
-	ran  func(key, result string)
-}
-
-func (e effect) Definition() tool.Definition {
-	return tool.Definition{Name: e.name, Description: "Does " + e.name + ".", Parameters: json.RawMessage(`{"type":"object","properties":{"who":{"type":"string"}}}`)}
-}
-
-func (e effect) Call(_ context.Context, call tool.Call) (tool.Result, error) {
-	if strings.Contains(string(call.Arguments), leadSecret) {
-		e.log(logFault, "the tool "+e.name)
-	}
-	var a struct {
-		Who string `json:"who"`
-	}
-	_ = json.Unmarshal(call.Arguments, &a)
-	res := e.name + " done for " + a.Who
-	e.ran(callKey(e.name, call.Arguments), res)
-	return tool.Result{Content: res}, nil
+	return resumetest.CallKey(name, args, leadSecret, policy.Redacted)
 }
 
 // runKillRound is the process that runs one round (see
@@ -537,7 +472,10 @@ func runKillRound(t *testing.T, spec string) {
 			return resp, err
 		})
 	}
-	rm, search, write, leaf := effect{"rm", log, ran}, effect{"search", log, ran}, effect{"write", log, ran}, effect{"leaf", log, ran}
+	effect := func(name string) resumetest.Effect {
+		return resumetest.Effect{Name: name, Secret: leadSecret, Redacted: policy.Redacted, Leaked: func(where string) { log(logFault, where) }, Ran: ran}
+	}
+	rm, search, write, leaf := effect("rm"), effect("search"), effect("write"), effect("leaf")
 	ask := policy.AskBefore("approve", "leaf", "clerk")
 	root, err := policy.New(
 		policy.Func("observer", func(_ context.Context, c *policy.Check) policy.Decision {

@@ -650,38 +650,7 @@ func redacted(s string) string { return strings.ReplaceAll(s, secret, policy.Red
 // secret redacted and the JSON made canonical, as the log of
 // TestPolicySurvivesSIGKILLInATree's rounds does.
 func callKey(name string, args json.RawMessage) string {
-	var v any
-	if err := json.Unmarshal(args, &v); err == nil {
-		args, _ = json.Marshal(v)
-	}
-	return name + " " + redacted(string(args))
-}
-
-// effect is a tool whose run is a side effect: ran logs it and, until
-// the agent that called it reads its result (which is recorded in the
-// journal by then), holds it pending, both at once. Its result names the
-// agent that called it, by the "who" of its arguments.
-type effect struct {
-	name string
-	log  func(kind, key string)
-	ran  func(key, result string)
-}
-
-func (e effect) Definition() tool.Definition {
-	return tool.Definition{Name: e.name, Description: "Does " + e.name + ".", Parameters: json.RawMessage(`{"type":"object","properties":{"who":{"type":"string"}}}`)}
-}
-
-func (e effect) Call(_ context.Context, call tool.Call) (tool.Result, error) {
-	if strings.Contains(string(call.Arguments), secret) {
-		e.log(logLeak, "the tool "+e.name)
-	}
-	var a struct {
-		Who string `json:"who"`
-	}
-	_ = json.Unmarshal(call.Arguments, &a)
-	res := e.name + " done for " + a.Who
-	e.ran(callKey(e.name, call.Arguments), res)
-	return tool.Result{Content: res}, nil
+	return resumetest.CallKey(name, args, secret, policy.Redacted)
 }
 
 // runPolicyTreeRound is the process that runs one round: buildTree's
@@ -776,7 +745,10 @@ func runPolicyTreeRound(t *testing.T, spec string) {
 			return resp, err
 		})
 	}
-	rm, search, write, leaf := effect{"rm", log, ran}, effect{"search", log, ran}, effect{"write", log, ran}, effect{"leaf", log, ran}
+	effect := func(name string) resumetest.Effect {
+		return resumetest.Effect{Name: name, Secret: secret, Redacted: policy.Redacted, Leaked: func(where string) { log(logLeak, where) }, Ran: ran}
+	}
+	rm, search, write, leaf := effect("rm"), effect("search"), effect("write"), effect("leaf")
 	ask := policy.AskBefore("approve-leaf", "leaf")
 	root, err := policy.New(
 		policy.Func("observer", func(_ context.Context, c *policy.Check) policy.Decision {

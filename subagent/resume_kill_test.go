@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -206,28 +205,7 @@ func startKillRound(t *testing.T, dir string, round killRound) (killRound, bool)
 // the report it wrote to out, or killed when SIGKILL ended it.
 func startRound[R any](t *testing.T, test string, round any, out, env string, extra ...string) (report R, killed bool) {
 	t.Helper()
-	spec, _ := json.Marshal(round)
-	_ = os.Remove(out)
-	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
-	cmd.Env = append(append(os.Environ(), env+"="+string(spec)), extra...)
-	output, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
-			return report, true
-		}
-	}
-	if err != nil {
-		t.Fatalf("the round's process: %v\n%s", err, output)
-	}
-	data, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatalf("the round wrote no report: %v\n%s", err, output)
-	}
-	if err := json.Unmarshal(data, &report); err != nil {
-		t.Fatal(err)
-	}
-	return report, false
+	return resumetest.StartRound[R](t, test, round, out, env, nil, extra...)
 }
 
 // runKillRound is the process that runs one round.
