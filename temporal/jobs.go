@@ -260,8 +260,8 @@ type jobs struct {
 	spawns            *int
 	goStarts          int
 	starting, waiting int
-	// closing: the run is settling its jobs; no job starts, and a wait
-	// from Go returns with what has ended.
+	// closing: the run is settling its jobs; no job starts (see settle
+	// and waitFromGo).
 	closing bool
 	// fromGo is what the jobs a program collected spent, and the starts a
 	// cap refused, not yet counted in the run's output (fold).
@@ -1278,23 +1278,27 @@ func (js *jobs) awaitAsking(ctx workflow.Context, targets []*bgJob, first bool, 
 // what each spent that no wait or cancel collected is returned, to be
 // counted in the run's ChildUsage.
 //
-// A program's starts under way are waited for first, and its waits after
-// (they return, with what has ended, as the run closes): what they
-// collect is counted by fold.
+// A program's starts under way are waited for first, and its waits
+// after the jobs have ended, before what is left is collected: they
+// collect what they waited for first (fold counts it). In a thread, whose
+// jobs work on, they return with what has ended.
 func (js *jobs) settle() (provider.Usage, float64, []provider.ModelUsage) {
 	if js == nil {
 		return provider.Usage{}, 0, nil
 	}
 	js.closing = true
 	ctx, _ := workflow.NewDisconnectedContext(js.ctx)
-	_ = workflow.Await(ctx, func() bool { return js.starting == 0 }) // (no wait without one)
-	defer func() { _ = workflow.Await(ctx, func() bool { return js.waiting == 0 }) }()
+	// (Neither waits without a program's start or wait.)
+	_ = workflow.Await(ctx, func() bool { return js.starting == 0 })
+	goWaits := func() { _ = workflow.Await(ctx, func() bool { return js.waiting == 0 }) }
 	if len(js.list) == 0 {
+		goWaits()
 		return provider.Usage{}, 0, nil
 	}
 	if js.threaded() {
 		// The thread's jobs work on; the next turn hands them over.
 		js.leave()
+		goWaits()
 		return provider.Usage{}, 0, nil
 	}
 	for _, j := range js.list {
@@ -1307,6 +1311,7 @@ func (js *jobs) settle() (provider.Usage, float64, []provider.ModelUsage) {
 	_ = workflow.Await(ctx, func() bool {
 		return js.alive() == 0 && !slices.ContainsFunc(js.list, func(j *bgJob) bool { return !j.told })
 	})
+	goWaits()
 	var u provider.Usage
 	var c float64
 	var ms []provider.ModelUsage

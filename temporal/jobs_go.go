@@ -242,8 +242,9 @@ func (js *jobs) refuseWait(w subagent.WaitFor) string {
 // end), for the jobs w names (none: every job not collected yet) to end,
 // all of them or, with w.Any, one, and collects those that ended. A job
 // waiting for a person has not ended: it goes on once the person has
-// answered (Pending, Answer). When the run ends meanwhile it returns what
-// ended with it.
+// answered (Pending, Answer). When the run ends meanwhile, it collects
+// the jobs the run cancelled as it ended; when a thread's turn ends, it
+// returns what has ended.
 func (js *jobs) waitFromGo(ctx workflow.Context, w subagent.WaitFor) ([]jobWaited, error) {
 	js.waiting++
 	defer func() { js.waiting-- }()
@@ -265,7 +266,9 @@ func (js *jobs) waitFromGo(ctx workflow.Context, w subagent.WaitFor) ([]jobWaite
 		}
 	}
 	ended := endedOf(targets, w.Any)
-	done := func() bool { return js.closing || ended() }
+	// A run that ends cancels its jobs, and the wait collects them; a
+	// thread's turn leaves them working, and the wait returns.
+	done := func() bool { return ended() || js.closing && js.threaded() }
 	if !done() {
 		var err error
 		if w.Timeout > 0 {

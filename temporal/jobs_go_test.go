@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	enums "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
@@ -186,6 +189,21 @@ func jobsStartedFromGo(t *testing.T, c client.Client, id func(n int64, i int) st
 	if _, err := StartJob(ctx, c, tree, subagent.Task{Task: task}); err == nil {
 		t.Error("a start in a run that has ended went on")
 	}
+	// The lead's history, the program's start and waits in it, replays.
+	var h historypb.History
+	it := c.GetWorkflowHistory(ctx, tree, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Events = append(h.Events, e)
+	}
+	if err := replayer(t, AgentWorkflow).ReplayWorkflowHistoryWithOptions(nil, &h, worker.ReplayWorkflowHistoryOptions{
+		OriginalExecution: workflow.Execution{ID: tree},
+	}); err != nil {
+		t.Errorf("the lead's history does not replay: %v", err)
+	}
 }
 
 // A program's start and wait in a run that offers no jobs are refused,
@@ -245,5 +263,95 @@ func TestJobsFromGoNeedBackground(t *testing.T) {
 	}
 	if calls, _ := m.total(); calls != 2 || out.Answer != "done" {
 		t.Errorf("the run made %d model calls and answered %q, want 2 and done: nothing started", calls, out.Answer)
+	}
+}
+
+// A program's wait under way when the run answers collects the job the
+// run cancels as it ends: its partial report and what it spent, which
+// the run counts once in its RunOutput. With models that name their calls
+// afresh, not at all, or from call_0.
+func TestJobsWaitFromGoAsTheRunEnds(t *testing.T) {
+	inEachIDMode(t, waitFromGoAsTheRunEnds)
+}
+
+func waitFromGoAsTheRunEnds(t *testing.T, c client.Client, id func(n int64, i int) string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const task = "count the stars"
+	var n, gates, stopped, holds atomic.Int64
+	release := make(chan struct{})
+	gating, holding := make(chan struct{}), make(chan struct{})
+	m := &spentOn{task: task, script: &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		call := func(name string) (provider.Message, error) {
+			return provider.AssistantMessage("working", provider.ToolCall{ID: id(n.Add(1), 0), Name: name, Arguments: json.RawMessage(`{}`)}), nil
+		}
+		switch {
+		case firstUserOf(req) == task:
+			return call("gate")
+		case len(resultsOf(req)) == 0:
+			return call("hold")
+		}
+		return provider.AssistantMessage("done"), nil
+	}}}
+	hold := tool.Must(tool.New("hold", "Holds on.", func(ctx context.Context, _ struct{}) (string, error) {
+		if holds.Add(1) == 1 {
+			close(holding)
+		}
+		select {
+		case <-release:
+			return "held", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}))
+	reg, err := tool.NewRegistry(hold, blocking(t, "gate", &gates, &stopped, gating))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := fmt.Sprintf("deputy-jobs-wait-end-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	tree := "jobs-" + queue
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tree, TaskQueue: queue}, AgentWorkflowName,
+		RunInput{Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"gate", "hold"}, Spawn: true, Background: true}, Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-holding
+	st, err := StartJob(ctx, c, tree, subagent.Task{Task: task})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-gating
+	// Accepted: the wait is under way in the run's workflow.
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: tree, UpdateName: JobsWaitUpdate,
+		Args: []any{subagent.WaitFor{IDs: []string{st.ID}}}, WaitForStage: client.WorkflowUpdateStageAccepted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	var got []jobWaited
+	if err := h.Get(ctx, &got); err != nil {
+		t.Fatal(err)
+	}
+	var out RunOutput
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Status.State != subagent.JobCancelled || !strings.Contains(got[0].Result, "cancelled at step 1") {
+		t.Fatalf("the wait collected %+v, want job_1 cancelled with its partial report", got)
+	}
+	if billed := m.spent(); got[0].Usage != billed || billed.IsZero() {
+		t.Errorf("the collected job's usage is %+v, want what its call was billed, %+v", got[0].Usage, billed)
+	}
+	if calls, spent := m.total(); calls != 3 || out.TotalUsage() != spent {
+		t.Errorf("%d model calls costing %+v, the lead reported %+v; want 3 (2 the lead's, 1 its job's), each counted once", calls, spent, out.TotalUsage())
+	}
+	if gates.Load() != 1 {
+		t.Errorf("the job's step ran %d times, want once", gates.Load())
 	}
 }
