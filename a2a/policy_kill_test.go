@@ -60,8 +60,6 @@ const killInput = "audit the account with key " + leadSecret
 // The kinds of line of the log TestPolicySurvivesSIGKILLWithARemote's
 // rounds write, each followed by a tab and what it is of.
 const (
-	logStart    = "start"    // a round's process began
-	logEnd      = "end"      // its turn returned
 	logAsked    = "asked"    // a model asked for a tool call (callKey)
 	logTool     = "tool"     // the root's policy saw a tool call (callKey)
 	logRan      = "ran"      // a tool of the tree ran (callKey)
@@ -215,11 +213,11 @@ func TestPolicySurvivesSIGKILLWithARemote(t *testing.T) {
 			if len(asked) != 7 || approved != 4 {
 				t.Errorf("%d questions, %d approved; want 7 (the policy's about the lead's call of the remote and each child's leaf and remote call; the remote's about each task's post), 4 approved", len(asked), approved)
 			}
-			procs := readKillLog(t, round.Log, rounds, kills)
+			procs := resumetest.ReadRoundLog(t, round.Log, rounds, kills)
 			checkKillLog(t, procs)
 			midCall := 0 // the kills with a call of the remote under way
 			for _, p := range procs {
-				for _, l := range p.lines {
+				for _, l := range p.Lines {
 					if l[0] == logKill && l[1] != "0" {
 						midCall++
 					}
@@ -406,7 +404,7 @@ func runKillRound(t *testing.T, spec string) {
 		defer mu.Unlock()
 		_, _ = logf.WriteString(kind + "\t" + key + "\n")
 	}
-	log(logStart, "")
+	log(resumetest.LogStart, "")
 	ran := func(key, res string) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -566,7 +564,7 @@ func runKillRound(t *testing.T, spec string) {
 	}
 
 	runKillTurn(ctx, t, lead, round, killInput)
-	log(logEnd, "")
+	log(resumetest.LogEnd, "")
 }
 
 // runKillTurn runs lead's turn on input, journaled in the SQLite store of
@@ -607,47 +605,6 @@ func runKillTurn(ctx context.Context, t *testing.T, lead agent.Agent, round kill
 	}
 }
 
-// killProcess is what one round's process logged: its lines, kind and
-// key, and whether its turn returned (it was not killed).
-type killProcess struct {
-	lines [][2]string
-	ended bool
-}
-
-// readKillLog reads the log of rounds rounds, kills of them killed, by
-// process.
-func readKillLog(t *testing.T, path string, rounds, kills int) []killProcess {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var procs []killProcess
-	for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
-		kind, key, _ := strings.Cut(line, "\t")
-		switch {
-		case kind == logStart:
-			procs = append(procs, killProcess{})
-		case len(procs) == 0:
-			t.Fatalf("the log does not begin with a round's start: %q", line)
-		case kind == logEnd:
-			procs[len(procs)-1].ended = true
-		default:
-			procs[len(procs)-1].lines = append(procs[len(procs)-1].lines, [2]string{kind, key})
-		}
-	}
-	ended := 0
-	for _, p := range procs {
-		if p.ended {
-			ended++
-		}
-	}
-	if len(procs) != rounds || ended != rounds-kills {
-		t.Fatalf("the log has %d rounds, %d of them ended; %d ran, %d were killed", len(procs), ended, rounds, kills)
-	}
-	return procs
-}
-
 // checkKillLog checks the log of TestPolicySurvivesSIGKILLWithARemote's
 // rounds. The policy is asked again about what a killed round left
 // undone, so it sees some calls and hand-offs in more than one round, and
@@ -669,7 +626,7 @@ func readKillLog(t *testing.T, path string, rounds, kills int) []killProcess {
 //
 // Each side effect of the tree's tools happens once across the rounds;
 // an approved leaf once, a refused one and rm, denied, never.
-func checkKillLog(t *testing.T, procs []killProcess) {
+func checkKillLog(t *testing.T, procs []resumetest.RoundLog) {
 	t.Helper()
 	input := redacted(killInput)
 	w, f := "w "+input, "f "+input
@@ -691,7 +648,7 @@ func checkKillLog(t *testing.T, procs []killProcess) {
 		results := map[string]int{} // the results the policy saw in this process
 		edges := map[string]int{}   // the hand-offs the policy saw in this process
 		var done []string           // the tasks the remote answered in this process
-		for _, l := range p.lines {
+		for _, l := range p.Lines {
 			kind, key := l[0], l[1]
 			switch kind {
 			case logAsked:
@@ -740,11 +697,11 @@ func checkKillLog(t *testing.T, procs []killProcess) {
 			}
 		}
 		killedEdges = nil
-		if !p.ended {
+		if !p.Ended {
 			killedEdges = edges
 			continue
 		}
-		for _, l := range p.lines {
+		for _, l := range p.Lines {
 			if l[0] == logRan && results[l[1]] == 0 {
 				t.Errorf("round %d: %s ran, and the policy did not see its result", n, l[1])
 			}
@@ -840,7 +797,7 @@ func checkKillLog(t *testing.T, procs []killProcess) {
 	// The lead was given the secret, in every process its model was called in.
 	for n, p := range procs {
 		leads, secrets := 0, 0
-		for _, l := range p.lines {
+		for _, l := range p.Lines {
 			switch {
 			case l[0] == logModel && l[1] == "lead":
 				leads++

@@ -303,8 +303,6 @@ const treeInput = "audit the account with key " + secret
 // The kinds of line of the log TestPolicySurvivesSIGKILLInATree's rounds
 // write, each followed by a tab and what it is of.
 const (
-	logStart  = "start"  // a round's process began
-	logEnd    = "end"    // its turn returned
 	logAsked  = "asked"  // a model asked for a tool call (callKey)
 	logTool   = "tool"   // the root's policy saw a tool call (callKey)
 	logRan    = "ran"    // a tool ran (callKey)
@@ -442,7 +440,7 @@ func TestPolicySurvivesSIGKILLInATree(t *testing.T) {
 			if len(asked) != 14 {
 				t.Errorf("%d questions, want one per leaf call (each child's and each grandchild's, 14)", len(asked))
 			}
-			checkTreeLog(t, readTreeLog(t, round.Log, rounds, kills), approved)
+			checkTreeLog(t, resumetest.ReadRoundLog(t, round.Log, rounds, kills), approved)
 			if c := strings.Count(got.Answer, "rm is not allowed here"); c != 15 {
 				t.Errorf("the answer tells of %d denials of rm, want 15 (one per agent): %s", c, got.Answer)
 			}
@@ -457,51 +455,10 @@ func TestPolicySurvivesSIGKILLInATree(t *testing.T) {
 	}
 }
 
-// treeProcess is what one round's process logged: its lines, kind and
-// key, and whether its turn returned (it was not killed).
-type treeProcess struct {
-	lines [][2]string
-	ended bool
-}
-
-// readTreeLog reads the log of rounds rounds, kills of them killed, by
-// process.
-func readTreeLog(t *testing.T, path string, rounds, kills int) []treeProcess {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var procs []treeProcess
-	for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
-		kind, key, _ := strings.Cut(line, "\t")
-		switch {
-		case kind == logStart:
-			procs = append(procs, treeProcess{})
-		case len(procs) == 0:
-			t.Fatalf("the log does not begin with a round's start: %q", line)
-		case kind == logEnd:
-			procs[len(procs)-1].ended = true
-		default:
-			procs[len(procs)-1].lines = append(procs[len(procs)-1].lines, [2]string{kind, key})
-		}
-	}
-	ended := 0
-	for _, p := range procs {
-		if p.ended {
-			ended++
-		}
-	}
-	if len(procs) != rounds || ended != rounds-kills {
-		t.Fatalf("the log has %d rounds, %d of them ended; %d ran, %d were killed", len(procs), ended, rounds, kills)
-	}
-	return procs
-}
-
 // checkTreeLog checks the log of TestPolicySurvivesSIGKILLInATree's
 // rounds, in which the person approved approved calls: see the test's
 // comment.
-func checkTreeLog(t *testing.T, procs []treeProcess, approved int) {
+func checkTreeLog(t *testing.T, procs []resumetest.RoundLog, approved int) {
 	var tasks []string // the children's tasks
 	for _, c := range "ewiafbc" {
 		task := string(c) + " " + redacted(treeInput)
@@ -520,7 +477,7 @@ func checkTreeLog(t *testing.T, procs []treeProcess, approved int) {
 		seen := map[string]int{}    // the model calls the policy saw, by agent
 		results := map[string]int{} // the results the policy saw in this process
 		edges := map[string]int{}   // the hand-offs the policy saw in this process
-		for _, l := range p.lines {
+		for _, l := range p.Lines {
 			kind, key := l[0], l[1]
 			switch kind {
 			case logAsked:
@@ -558,10 +515,10 @@ func checkTreeLog(t *testing.T, procs []treeProcess, approved int) {
 				t.Errorf("round %d: the secret reached %s", n, key)
 			}
 		}
-		if !p.ended {
+		if !p.Ended {
 			continue
 		}
-		for _, l := range p.lines {
+		for _, l := range p.Lines {
 			if l[0] == logRan && results[l[1]] == 0 {
 				t.Errorf("round %d: %s ran, and the policy did not see its result", n, l[1])
 			}
@@ -629,7 +586,7 @@ func checkTreeLog(t *testing.T, procs []treeProcess, approved int) {
 	// The lead was given the secret, in every process its model was called in.
 	for n, p := range procs {
 		leads, secrets := 0, 0
-		for _, l := range p.lines {
+		for _, l := range p.Lines {
 			switch {
 			case l[0] == logModel && l[1] == "lead":
 				leads++
@@ -681,7 +638,7 @@ func runPolicyTreeRound(t *testing.T, spec string) {
 		defer mu.Unlock()
 		_, _ = logf.WriteString(kind + "\t" + key + "\n")
 	}
-	log(logStart, "")
+	log(resumetest.LogStart, "")
 	ran := func(key, res string) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -798,5 +755,5 @@ func runPolicyTreeRound(t *testing.T, spec string) {
 		contextForks:    true,
 	})
 	runRoundTurn(t, lead, round.Store, "policy-tree-turn", treeInput, round.Pending, round.Answers, round.Out)
-	log(logEnd, "")
+	log(resumetest.LogEnd, "")
 }

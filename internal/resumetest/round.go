@@ -102,3 +102,51 @@ func (e Effect) Call(_ context.Context, call tool.Call) (tool.Result, error) {
 	e.Ran(CallKey(e.Name, call.Arguments, e.Secret, e.Redacted), res)
 	return tool.Result{Content: res}, nil
 }
+
+// Round log lines that begin and end a round's process in the log of a
+// kill test: a line is its kind, a tab and its key.
+const (
+	LogStart = "start" // a round's process began
+	LogEnd   = "end"   // its turn returned
+)
+
+// RoundLog is what one round's process logged: its lines, kind and key,
+// and whether its turn returned (it was not killed).
+type RoundLog struct {
+	Lines [][2]string
+	Ended bool
+}
+
+// ReadRoundLog reads the log at path of rounds rounds, kills of them
+// killed, by process; it fails t when the log does not hold as many.
+func ReadRoundLog(t testing.TB, path string, rounds, kills int) []RoundLog {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var procs []RoundLog
+	for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		kind, key, _ := strings.Cut(line, "\t")
+		switch {
+		case kind == LogStart:
+			procs = append(procs, RoundLog{})
+		case len(procs) == 0:
+			t.Fatalf("the log does not begin with a round's start: %q", line)
+		case kind == LogEnd:
+			procs[len(procs)-1].Ended = true
+		default:
+			procs[len(procs)-1].Lines = append(procs[len(procs)-1].Lines, [2]string{kind, key})
+		}
+	}
+	ended := 0
+	for _, p := range procs {
+		if p.Ended {
+			ended++
+		}
+	}
+	if len(procs) != rounds || ended != rounds-kills {
+		t.Fatalf("the log has %d rounds, %d of them ended; %d ran, %d were killed", len(procs), ended, rounds, kills)
+	}
+	return procs
+}
