@@ -79,3 +79,53 @@ func TestRedactedToolErrorLeavesNoSecret(t *testing.T) {
 		}
 	}
 }
+
+// A tool's error that ends the run, not one the model reads, is redacted
+// as well wherever its text goes (the run's error, RUN_ERROR, the call's
+// span), and still matches what it wraps.
+func TestRedactedToolFailureLeavesNoSecret(t *testing.T) {
+	const secret = "sk-live-2718"
+	errVault := errors.New("the vault is sealed")
+	rec, tp := newRecorder(t)
+	vault := tool.Func{
+		Def: tool.Definition{Name: "vault", Description: "Reads a key.", Parameters: json.RawMessage(`{"type":"object"}`)},
+		Fn: func(context.Context, tool.Call) (tool.Result, error) {
+			return tool.Result{}, fmt.Errorf("the key %s: %w", secret, errVault)
+		},
+	}
+	pol, err := policy.New(policy.Redact("secrets", nil, regexp.MustCompile(`sk-live-[0-9]+`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := agent.NewReact(fake.NewProvider(fake.Call("vault", `{}`)), agent.WithName("lead"), agent.WithTools(vault),
+		agent.WithPolicy(pol), agent.WithTracerProvider(tp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []event.Event
+	ctx := event.WithSink(context.Background(), event.SinkFunc(func(e event.Event) { events = append(events, e) }))
+	_, runErr := a.Run(ctx, agent.Input{Text: "read the key"})
+	if !errors.Is(runErr, errVault) {
+		t.Fatalf("the run's error is %v, want the tool's", runErr)
+	}
+	if strings.Contains(runErr.Error(), secret) || !strings.Contains(runErr.Error(), policy.Redacted) {
+		t.Errorf("the run's error: %v: want the secret redacted", runErr)
+	}
+	for _, e := range events {
+		if b, _ := json.Marshal(e); strings.Contains(string(b), secret) {
+			t.Errorf("a %s event holds the secret: %s", e.Type, b)
+		}
+	}
+	for _, s := range rec.Ended() {
+		if strings.Contains(s.Status().Description, secret) {
+			t.Errorf("the %s span's status holds the secret: %q", s.Name(), s.Status().Description)
+		}
+		for _, ev := range s.Events() {
+			for _, kv := range ev.Attributes {
+				if strings.Contains(kv.Value.String(), secret) {
+					t.Errorf("the %s span's %s event holds the secret in %s", s.Name(), ev.Name, kv.Key)
+				}
+			}
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/policy"
 )
 
@@ -88,6 +89,21 @@ func checkResult(ctx context.Context, pol *policy.Policy, chk *policy.Check, c C
 		}
 	}
 	return res
+}
+
+// scrubbed returns err, which ends a run, with its text as the
+// redactors of the policy binding ctx leave it (run.Scrub), wrapping it,
+// when they change it: it is no result a rule reads, but its text goes
+// where results go (the call's span, events, the run's error).
+func scrubbed(ctx context.Context, err error) error {
+	if b := run.BoundOf(ctx); b == nil || b.Scrub == nil {
+		return err
+	}
+	text := err.Error()
+	if s := run.Scrub(ctx, text); s != text {
+		return &rewrittenError{text: s, err: err}
+	}
+	return err
 }
 
 // rewrittenError is the error of a failed call whose result a rule

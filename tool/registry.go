@@ -394,6 +394,8 @@ func (r *Registry) call(ctx context.Context, c Call) (res Result, err error) {
 			// The call waits for an answer: its Result is no result, and
 			// says so to whoever reads the Results.
 			res.Err = err
+		} else {
+			err = scrubbed(ctx, err)
 		}
 	}
 	return res, err
