@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -353,5 +354,109 @@ func waitFromGoAsTheRunEnds(t *testing.T, c client.Client, id func(n int64, i in
 	}
 	if gates.Load() != 1 {
 		t.Errorf("the job's step ran %d times, want once", gates.Load())
+	}
+}
+
+// A program starts a job in a thread's turn (Spec.JobsAcrossTurns) and
+// collects it: the job is numbered in the thread, under the thread's
+// workflow, and what it spent counts once, in that turn's output; the
+// next turn is told nothing of it and counts none of it.
+func TestThreadJobStartedAndCollectedFromGo(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Dial(ctx, hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const turn1, turn2, task = "start", "again", "count the moons"
+	var holds atomic.Int64
+	var told atomic.Bool
+	holding, release := make(chan struct{}), make(chan struct{})
+	m := &spentOn{task: task, script: &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		switch firstUserOf(req) {
+		case task:
+			return provider.AssistantMessage("moons counted"), nil
+		case turn1:
+			if len(resultsOf(req)) == 0 {
+				return provider.AssistantMessage("", provider.ToolCall{ID: "h", Name: "hold", Arguments: json.RawMessage(`{}`)}), nil
+			}
+			return provider.AssistantMessage("turn one done"), nil
+		}
+		for _, msg := range req.Messages {
+			if strings.Contains(msg.Content, "job_1") {
+				told.Store(true)
+			}
+		}
+		return provider.AssistantMessage("turn two done"), nil
+	}}}
+	reg, err := tool.NewRegistry(tool.Must(tool.New("hold", "Holds on.", func(ctx context.Context, _ struct{}) (string, error) {
+		if holds.Add(1) == 1 {
+			close(holding)
+		}
+		select {
+		case <-release:
+			return "held", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := fmt.Sprintf("deputy-thread-go-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	lead := &Agent{Client: c, TaskQueue: queue, Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"hold"}, Spawn: true, Background: true, JobsAcrossTurns: true}}
+	tctx := agent.WithThread(ctx, "thread-"+queue)
+	thread := ThreadWorkflowID("", "thread-"+queue)
+	type result struct {
+		out agent.Output
+		err error
+	}
+	first := make(chan result, 1)
+	go func() {
+		out, err := lead.Run(tctx, agent.Input{Text: turn1})
+		first <- result{out, err}
+	}()
+	<-holding
+	st, err := StartJob(ctx, c, thread, subagent.Task{Task: task})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ID != "job_1" {
+		t.Errorf("the job started as %q, want job_1, the thread's first", st.ID)
+	}
+	got, err := WaitJobs(ctx, c, thread, subagent.WaitFor{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Result.Content != "moons counted" || got[0].Result.Usage != m.spent() {
+		t.Fatalf("the wait collected %+v, want job_1's answer and what it was billed, %+v", got, m.spent())
+	}
+	var job RunOutput
+	if err := c.GetWorkflow(ctx, thread+"/job_1", "").Get(ctx, &job); err != nil || job.Answer != "moons counted" {
+		t.Errorf("the job's workflow under the thread's ended with %q (%v), want its answer", job.Answer, err)
+	}
+	close(release)
+	r1 := <-first
+	if r1.err != nil {
+		t.Fatal(r1.err)
+	}
+	out2, err := lead.Run(tctx, agent.Input{Text: turn2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if told.Load() {
+		t.Error("the next turn was told of the job a program collected")
+	}
+	calls, billed := m.total()
+	if spent := r1.out.TotalUsage().Add(out2.TotalUsage()); calls != 4 || spent != billed {
+		t.Errorf("%d model calls billing %+v, the turns reported %+v; want 4 (2 + 1 the turns', 1 the job's), each counted once", calls, billed, spent)
 	}
 }
