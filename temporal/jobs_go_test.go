@@ -13,6 +13,7 @@ import (
 	enums "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -458,5 +459,90 @@ func TestThreadJobStartedAndCollectedFromGo(t *testing.T) {
 	calls, billed := m.total()
 	if spent := r1.out.TotalUsage().Add(out2.TotalUsage()); calls != 4 || spent != billed {
 		t.Errorf("%d model calls billing %+v, the turns reported %+v; want 4 (2 + 1 the turns', 1 the job's), each counted once", calls, billed, spent)
+	}
+}
+
+// A job a program starts in a run under a token limit, outside any step,
+// gets half of what the run has left, the other half kept for the run,
+// and the steps of a job; its share is held back from the run until it is
+// collected, and the tree spends what the model billed, counted once.
+func TestJobStartedFromGoGetsHalfOfWhatIsLeft(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Dial(ctx, hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const task, limit = "count the moons", 20_000
+	var holds atomic.Int64
+	holding, release := make(chan struct{}), make(chan struct{})
+	m := &spentOn{task: task, script: &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		switch {
+		case firstUserOf(req) == task:
+			return provider.AssistantMessage("moons counted"), nil
+		case len(rs) == 0:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "h", Name: "hold", Arguments: json.RawMessage(`{}`)}), nil
+		case len(rs) == 1:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "w", Name: subagent.JobsToolName, Arguments: json.RawMessage(`{"action":"wait","timeout_seconds":60}`)}), nil
+		}
+		return provider.AssistantMessage("lead: " + rs[1]), nil
+	}}}
+	reg, err := tool.NewRegistry(tool.Must(tool.New("hold", "Holds on.", func(ctx context.Context, _ struct{}) (string, error) {
+		if holds.Add(1) == 1 {
+			close(holding)
+		}
+		select {
+		case <-release:
+			return "held", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := fmt.Sprintf("deputy-jobs-go-share-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	tree := "jobs-" + queue
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tree, TaskQueue: queue}, AgentWorkflowName,
+		RunInput{Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"hold"}, Spawn: true, Background: true, TokenLimit: limit}, Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-holding
+	_, before := m.total() // the lead's first call
+	if _, err := StartJob(ctx, c, tree, subagent.Task{Task: task}); err != nil {
+		t.Fatal(err)
+	}
+	it := c.GetWorkflowHistory(ctx, tree+"/go.1-"+SpawnToolName, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	e, err := it.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in RunInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(e.GetWorkflowExecutionStartedEventAttributes().GetInput(), &in); err != nil {
+		t.Fatal(err)
+	}
+	if want := (limit - before.Tokens()) / 2; in.Spec.TokenLimit != want || in.Spec.MaxSteps != subagent.DefaultJobSteps {
+		t.Errorf("the job's Spec has TokenLimit %d and MaxSteps %d, want %d (half of what the run had left) and %d", in.Spec.TokenLimit, in.Spec.MaxSteps, want, subagent.DefaultJobSteps)
+	}
+	close(release)
+	var out RunOutput
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Answer != "lead: moons counted" {
+		t.Errorf("the lead answered %q, want the job's answer", out.Answer)
+	}
+	if calls, billed := m.total(); calls != 4 || out.TotalUsage() != billed || billed.Tokens() > limit {
+		t.Errorf("%d model calls billing %+v, the lead reported %+v; want 4, each counted once, within %d tokens", calls, billed, out.TotalUsage(), limit)
 	}
 }
