@@ -85,14 +85,12 @@ func (js *jobs) serveGo(ctx workflow.Context) error {
 		}})
 }
 
-// refuseGoJobs takes JobStartUpdate and JobsWaitUpdate in a run that
-// offers no jobs, refusing each with what to do.
-func refuseGoJobs(ctx workflow.Context, spec Spec) error {
-	why := "this run offers no background jobs (its Spec has no Background): start the run with Spec.Spawn and Spec.Background set"
-	if spec.Background {
-		why = "this run cannot own background jobs (a resident's runs cannot): start the agent as its own workflow with Spec.Background set"
+// refuseGoJobs takes JobStartUpdate and JobsWaitUpdate in a run whose
+// Spec has no Background, refusing each with what to do.
+func refuseGoJobs(ctx workflow.Context) error {
+	no := func() error {
+		return errors.New("this run offers no background jobs (its Spec has no Background): start the run with Spec.Spawn and Spec.Background set")
 	}
-	no := func() error { return errors.New(why) }
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, JobStartUpdate, func(workflow.Context, subagent.Task) (subagent.JobStatus, error) {
 		return subagent.JobStatus{}, no()
 	}, workflow.UpdateHandlerOptions{Validator: func(subagent.Task) error { return no() }}); err != nil {

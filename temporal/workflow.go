@@ -179,7 +179,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 	}
 	if jb == nil && q != nil {
 		// A program's start or wait is refused, saying why.
-		if err := refuseGoJobs(ctx, spec); err != nil {
+		if err := refuseGoJobs(ctx); err != nil {
 			return out, err
 		}
 	}
