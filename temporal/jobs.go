@@ -157,6 +157,14 @@ const (
 	// Asked where a turn's notes cost anything.
 	noteCostChange = "deputy.thread-note-cost"
 
+	// goNoteChange names the workflow version from which a turn's note
+	// of a job that a program's wait (JobsWaitUpdate) collected as the
+	// turn started, before its notes were read, is left out: the program
+	// has the job, and the turn counts what it spent once (fold), where
+	// the model was told of it and the turn counted it twice. Asked only
+	// for such a note.
+	goNoteChange = "deputy.thread-note-collected"
+
 	// jobLimitsChange names the workflow version from which a job is
 	// bounded by its Spec's JobTokens, JobCost, JobSteps and, for a run's
 	// job, JobTime, as subagent.WithJobLimits in process; asked where a

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -544,5 +545,137 @@ func TestJobStartedFromGoGetsHalfOfWhatIsLeft(t *testing.T) {
 	}
 	if calls, billed := m.total(); calls != 4 || out.TotalUsage() != billed || billed.Tokens() > limit {
 		t.Errorf("%d model calls billing %+v, the lead reported %+v; want 4, each counted once, within %d tokens", calls, billed, out.TotalUsage(), limit)
+	}
+}
+
+// A job that ended in a thread's turn, uncollected, is a note of the next
+// turn; a program that collects it while that turn starts (its input
+// guardrail runs) has it: the turn tells its model nothing of it and
+// counts none of what it spent, which the program's wait collected and the
+// turn counts once.
+func TestThreadNoteCollectedFromGoAsTheTurnStarts(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Dial(ctx, hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const turn1, turn2, task = "start", "again", "count the moons"
+	var told atomic.Bool
+	holding, release := make(chan struct{}), make(chan struct{})
+	checking, checked := make(chan struct{}), make(chan struct{})
+	m := &spentOn{task: task, script: &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		switch firstUserOf(req) {
+		case task:
+			return provider.AssistantMessage("moons counted"), nil
+		case turn1:
+			if len(resultsOf(req)) == 0 {
+				return provider.AssistantMessage("", provider.ToolCall{ID: "h", Name: "hold", Arguments: json.RawMessage(`{}`)}), nil
+			}
+			return provider.AssistantMessage("turn one done"), nil
+		}
+		for _, msg := range req.Messages {
+			if strings.Contains(msg.Content, "job_1") {
+				told.Store(true)
+			}
+		}
+		return provider.AssistantMessage("turn two done"), nil
+	}}}
+	reg, err := tool.NewRegistry(tool.Must(tool.New("hold", "Holds on.", func(ctx context.Context, _ struct{}) (string, error) {
+		close(holding)
+		select {
+		case <-release:
+			return "held", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := policy.Guardrail{Name: "gate", Stage: policy.Input, Check: func(ctx context.Context, text string) (policy.Finding, error) {
+		if text == turn2 {
+			close(checking)
+			select {
+			case <-checked:
+			case <-ctx.Done():
+				return policy.Finding{}, ctx.Err()
+			}
+		}
+		return policy.Finding{}, nil
+	}}
+	queue := fmt.Sprintf("deputy-thread-go-note-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg, Guardrails: []policy.Guardrail{gate}})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	lead := &Agent{Client: c, TaskQueue: queue, Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"hold"}, Spawn: true, Background: true, JobsAcrossTurns: true, Guardrails: []string{"gate"}}}
+	tctx := agent.WithThread(ctx, "thread-"+queue)
+	thread := ThreadWorkflowID("", "thread-"+queue)
+	type result struct {
+		out agent.Output
+		err error
+	}
+	first := make(chan result, 1)
+	go func() {
+		out, err := lead.Run(tctx, agent.Input{Text: turn1})
+		first <- result{out, err}
+	}()
+	<-holding
+	if _, err := StartJob(ctx, c, thread, subagent.Task{Task: task}); err != nil {
+		t.Fatal(err)
+	}
+	var job RunOutput
+	if err := c.GetWorkflow(ctx, thread+"/job_1", "").Get(ctx, &job); err != nil || job.Answer != "moons counted" {
+		t.Fatalf("the job's workflow ended with %q (%v), want its answer", job.Answer, err)
+	}
+	close(release)
+	r1 := <-first
+	if r1.err != nil {
+		t.Fatal(r1.err)
+	}
+	second := make(chan result, 1)
+	go func() {
+		out, err := lead.Run(tctx, agent.Input{Text: turn2})
+		second <- result{out, err}
+	}()
+	<-checking
+	got, err := WaitJobs(ctx, c, thread, subagent.WaitFor{IDs: []string{"job_1"}, Timeout: time.Minute})
+	close(checked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Result.Content != "moons counted" || got[0].Result.Usage != m.spent() {
+		t.Fatalf("the wait collected %+v, want job_1's answer and what it was billed, %+v", got, m.spent())
+	}
+	r2 := <-second
+	if r2.err != nil {
+		t.Fatal(r2.err)
+	}
+	if told.Load() {
+		t.Error("the turn was told of the job a program collected as it started")
+	}
+	calls, billed := m.total()
+	if spent := r1.out.TotalUsage().Add(r2.out.TotalUsage()); calls != 4 || spent != billed {
+		t.Errorf("%d model calls billing %+v, the turns reported %+v; want 4 (2 + 1 the turns', 1 the job's), each counted once", calls, billed, spent)
+	}
+	// The second turn's history, the program's wait in it, replays.
+	var h historypb.History
+	it := c.GetWorkflowHistory(ctx, thread, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Events = append(h.Events, e)
+	}
+	if err := replayer(t, AgentWorkflow).ReplayWorkflowHistoryWithOptions(nil, &h, worker.ReplayWorkflowHistoryOptions{
+		OriginalExecution: workflow.Execution{ID: thread},
+	}); err != nil {
+		t.Errorf("the second turn's history does not replay: %v", err)
 	}
 }

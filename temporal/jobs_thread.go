@@ -509,7 +509,7 @@ func (js *jobs) leave() {
 // over. Only then: a turn that fails before it reads them (its input
 // guardrail trips) leaves them to the next turn, to be told of and
 // counted there.
-func (js *jobs) threadNotes() (provider.Message, provider.Usage, float64, []provider.ModelUsage, bool) {
+func (js *jobs) threadNotes(ctx workflow.Context) (provider.Message, provider.Usage, float64, []provider.ModelUsage, bool) {
 	if !js.threaded() || len(js.thread.Notes) == 0 {
 		return provider.Message{}, provider.Usage{}, 0, nil, false
 	}
@@ -517,8 +517,13 @@ func (js *jobs) threadNotes() (provider.Message, provider.Usage, float64, []prov
 	var u provider.Usage
 	var c float64
 	var ms []provider.ModelUsage
+	told := 0
 	for i, n := range js.thread.Notes {
-		if i > 0 {
+		j := js.find(n.ID)
+		if j != nil && j.collected && workflow.GetVersion(ctx, goNoteChange, workflow.DefaultVersion, 1) >= 1 {
+			continue // a program's wait collected it: its usage is the program's (fold)
+		}
+		if told++; told > 1 {
 			b.WriteString("\n\n")
 		}
 		b.WriteString(n.Text)
@@ -529,9 +534,12 @@ func (js *jobs) threadNotes() (provider.Message, provider.Usage, float64, []prov
 		if i < len(js.thread.NoteModels) {
 			ms = addModels(ms, js.thread.NoteModels[i]...)
 		}
-		if j := js.find(n.ID); j != nil {
+		if j != nil {
 			j.collected = true // its usage is the note's
 		}
+	}
+	if told == 0 {
+		return provider.Message{}, provider.Usage{}, 0, nil, false
 	}
 	return provider.UserMessage(b.String()), u, c, ms, true
 }

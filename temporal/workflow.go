@@ -250,7 +250,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		out.Messages = conv
 		return out, withSettled(out, err)
 	}
-	if m, u, c, ms, ok := jb.threadNotes(); ok {
+	if m, u, c, ms, ok := jb.threadNotes(ctx); ok {
 		// The jobs of the thread that ended since its last turn, before
 		// the first model call, as in process: what they spent counts here,
 		// under their models.
