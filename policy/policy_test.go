@@ -319,3 +319,34 @@ func TestEveryRuleIsAskedWhereItCanDecide(t *testing.T) {
 		t.Errorf("a hand-off with the secret: %+v, %q", got, c.Task)
 	}
 }
+
+// A secret in JSON arguments is found however JSON spells it — a
+// character as a \u escape, "/" as "\/" — since the tool reads the
+// arguments decoded: a value, or a match of a pattern, in any string of
+// them (a key too) is redacted, and the arguments stay valid JSON.
+func TestRedactEscapedArguments(t *testing.T) {
+	r := policy.Redact("secrets", []string{"wJalr/K7MDENG"}, regexp.MustCompile(`tok_[a-z]{6}`))
+	for _, args := range []string{
+		`{"body":"key wJalr\/K7MDENG"}`,
+		`{"body":"key \u0077Jalr/K7MDENG"}`,
+		`{"a":[1,{"b":"tok_\u0061bcdef"}],"n":1.50}`,
+		`{"tok_\u0071wertz":true}`,
+	} {
+		c := &policy.Check{Point: policy.BeforeTool, Arguments: json.RawMessage(args)}
+		d := r.Decide(context.Background(), c)
+		var v any
+		if err := json.Unmarshal(c.Arguments, &v); err != nil {
+			t.Errorf("%s: the arguments became %s: %v", args, c.Arguments, err)
+			continue
+		}
+		decoded, _ := json.Marshal(v)
+		if d.Verdict != policy.Rewrite || strings.Contains(string(decoded), "wJalr/K7MDENG") || strings.Contains(string(decoded), "tok_") ||
+			!strings.Contains(string(c.Arguments), policy.Redacted) {
+			t.Errorf("%s: %+v, %s: want the secret redacted", args, d, c.Arguments)
+		}
+	}
+	c := &policy.Check{Point: policy.BeforeTool, Arguments: json.RawMessage(`{"code":"a\nb \"q\" \u00e9"}`)}
+	if d := r.Decide(context.Background(), c); d.Verdict != policy.Allow || string(c.Arguments) != `{"code":"a\nb \"q\" \u00e9"}` {
+		t.Errorf("arguments with escapes and no secret: %+v, %s: want them as they were", d, c.Arguments)
+	}
+}

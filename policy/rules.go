@@ -256,8 +256,10 @@ const Redacted = "[REDACTED]"
 // secret given to the lead reaches no child, no child's model and no
 // tool.
 // Empty values are ignored. In arguments, which are JSON, a value is
-// matched as it is and as JSON escapes it; a pattern is matched against
-// the JSON text, so it should not match quotes or backslashes.
+// matched as it is and as JSON escapes it, and, in arguments that hold
+// escapes, in each string once decoded (a secret spelled with \u escapes
+// or "\/" is found); a pattern is matched against the JSON text and
+// those strings, so it should not match quotes or backslashes.
 //
 // A run's model calls send its conversation again and again: what a
 // call sends as an earlier call of the run sent it, found clean then, is
@@ -421,13 +423,78 @@ func (r *redactor) json(b json.RawMessage) (json.RawMessage, bool) {
 		found = found || p.inJSON(b)
 	}
 	if !found {
-		return b, false
+		if bytes.IndexByte(b, '\\') < 0 {
+			return b, false
+		}
+		return r.decoded(b) // a secret spelled with escapes
 	}
 	s, _ := r.text(string(b))
 	for _, v := range r.escaped {
 		s = strings.ReplaceAll(s, v, Redacted)
 	}
-	return json.RawMessage(s), true
+	out := json.RawMessage(s)
+	if strings.IndexByte(s, '\\') >= 0 {
+		if d, ch := r.decoded(out); ch {
+			out = d
+		}
+	}
+	return out, true
+}
+
+// decoded returns the JSON text b, which holds escapes, with the secrets
+// in its strings (keys too) replaced, as the strings read once decoded:
+// JSON may spell a character of a secret as a \u escape, or "/" as "\/",
+// and the tool reads the arguments decoded. It reports whether any was
+// replaced; b that is not JSON is left as it is (no tool reads it).
+func (r *redactor) decoded(b json.RawMessage) (json.RawMessage, bool) {
+	if !json.Valid(b) {
+		return b, false
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber() // numbers as they were written
+	var v any
+	if d.Decode(&v) != nil {
+		return b, false
+	}
+	v, changed := r.value(v)
+	if !changed {
+		return b, false
+	}
+	var buf bytes.Buffer
+	e := json.NewEncoder(&buf)
+	e.SetEscapeHTML(false)
+	if e.Encode(v) != nil {
+		return b, false
+	}
+	return json.RawMessage(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))), true
+}
+
+// value returns v, decoded JSON, with the secrets in its strings
+// replaced, and whether any was.
+func (r *redactor) value(v any) (any, bool) {
+	switch x := v.(type) {
+	case string:
+		return r.text(x)
+	case []any:
+		changed := false
+		for i := range x {
+			var ch bool
+			x[i], ch = r.value(x[i])
+			changed = changed || ch
+		}
+		return x, changed
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		changed := false
+		for k, e := range x {
+			k2, kch := r.text(k)
+			e2, ech := r.value(e)
+			out[k2] = e2
+			changed = changed || kch || ech
+		}
+		return out, changed
+	}
+	return v, false
 }
 
 // messages returns msgs with the secrets replaced, a new slice if any
