@@ -544,7 +544,7 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 			case err != nil, out.IsError:
 				// The parent's next model call publishes the failure.
 			default:
-				em.emit(event.Event{Type: event.SubagentFinished, SubagentRunID: t.Subagent, Result: event.JSONString(out.Content), Usage: usageJSON(out.Models, nil, out.Usage, out.Cost)})
+				em.emit(event.Event{Type: event.SubagentFinished, SubagentRunID: t.Subagent, Result: event.JSONString(em.redact(out.Content)), Usage: usageJSON(out.Models, nil, out.Usage, out.Cost)})
 			}
 		}
 	}
@@ -657,7 +657,7 @@ func (a *Activities) Guard(ctx context.Context, in GuardCall) (Guarded, error) {
 				em.emit(event.Event{Type: event.StepFinished, StepName: em.stepName(t.Step)})
 			}
 			if t.Subagent != "" {
-				em.emit(event.Event{Type: event.SubagentFinished, SubagentRunID: t.Subagent, Result: event.JSONString(in.Text), Usage: usageJSON(addModels(slices.Clone(t.Models), models...), t.Earlier, t.Spent.Add(spent), t.SpentCost+cost)})
+				em.emit(event.Event{Type: event.SubagentFinished, SubagentRunID: t.Subagent, Result: event.JSONString(em.redact(in.Text)), Usage: usageJSON(addModels(slices.Clone(t.Models), models...), t.Earlier, t.Spent.Add(spent), t.SpentCost+cost)})
 			}
 		}
 		return Guarded{Usage: spent, Cost: cost, Models: models}, nil

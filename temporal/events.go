@@ -13,7 +13,9 @@ import (
 	"github.com/deputy-go/deputy/agent/runtime"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/ledger"
+	drun "github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/jsonschema"
+	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 )
@@ -122,13 +124,28 @@ type EndedCall struct {
 type emitter struct {
 	sink EventSink
 	t    *Trace
+	pol  *policy.Policy // the workers', whose redactors a child's answer passes (redact)
 }
 
 func (a *Activities) emitter(t *Trace) emitter {
 	if a.rt.Events == nil || t == nil {
 		return emitter{}
 	}
-	return emitter{sink: a.rt.Events, t: t}
+	return emitter{sink: a.rt.Events, t: t, pol: a.rt.Policy}
+}
+
+// redact returns s, a child's answer or failure, as the redactors of the
+// workers' policy leave it: SUBAGENT_FINISHED and SUBAGENT_ERROR go out
+// before the parent's check of the result they tell of, as in process.
+func (em emitter) redact(s string) string {
+	if em.pol == nil {
+		return s
+	}
+	ctx, err := policy.With(context.Background(), em.pol)
+	if err != nil {
+		return s // never: the context carries no policy to widen
+	}
+	return drun.Scrub(ctx, s)
 }
 
 func (em emitter) on() bool { return em.sink != nil }
@@ -180,7 +197,7 @@ func (em emitter) before(req provider.Request) {
 		content := cmp.Or(c.Content, resultOf(req.Messages, c.CallID))
 		if c.Subagent != "" && c.IsError {
 			// A call recorded before ended calls carried their code has none.
-			em.emit(event.Event{Type: event.SubagentError, SubagentRunID: c.Subagent, Message: content, Code: cmp.Or(c.Code, "error"), Usage: usageJSON(c.Models, c.Earlier, c.Usage, c.Cost), Model: c.Model})
+			em.emit(event.Event{Type: event.SubagentError, SubagentRunID: c.Subagent, Message: em.redact(content), Code: cmp.Or(c.Code, "error"), Usage: usageJSON(c.Models, c.Earlier, c.Usage, c.Cost), Model: c.Model})
 		}
 		em.emit(event.Event{Type: event.ToolCallResult, MessageID: em.stepName(t.Step-1) + "/result-" + c.CallID, ToolCallID: c.CallID, Content: content, Role: "tool"})
 	}
@@ -252,7 +269,7 @@ func (em emitter) after(providerName, model string, req provider.Request, resp p
 	em.emit(event.Event{Type: event.StepFinished, StepName: msgID})
 	if t.Subagent != "" {
 		models := addModels(slices.Clone(t.Models), provider.ModelUsage{Provider: providerName, Model: model, Usage: resp.Usage, Cost: cost})
-		em.emit(event.Event{Type: event.SubagentFinished, SubagentRunID: t.Subagent, Result: event.JSONString(content),
+		em.emit(event.Event{Type: event.SubagentFinished, SubagentRunID: t.Subagent, Result: event.JSONString(em.redact(content)),
 			Usage: usageJSON(models, t.Earlier, spent, t.SpentCost+cost), Model: model})
 	}
 }

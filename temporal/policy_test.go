@@ -659,8 +659,9 @@ func (d denyResult) Decide(_ context.Context, c *policy.Check) policy.Decision {
 // lead's model reads it, as a child's answer in the foreground is and as
 // in process, where it is the result of the subagent_jobs call that
 // collects it: denied, the lead reads why and not the answer; redacted,
-// the answer as the rule left it. The spawn's receipt is checked as its
-// result, and each decision is one event of the tree.
+// the answer as the rule left it, in its SUBAGENT_FINISHED too. The
+// spawn's receipt is checked as its result, and each decision is one
+// event of the tree.
 func TestJobAnswerIsCheckedOnTemporal(t *testing.T) {
 	const leak = "sk-job-0123456789"
 	for _, tc := range []struct {
@@ -734,6 +735,22 @@ func TestJobAnswerIsCheckedOnTemporal(t *testing.T) {
 			}
 			if decided != events || results != 1 {
 				t.Errorf("the policy made %d decisions and %d events tell of them, %d of the job's answer; want one event each, one of the answer", decided, events, results)
+			}
+			if tc.name == "redacted" {
+				// What the job's end tells the event sink is the answer as
+				// the redactor leaves it too.
+				finished := 0
+				for _, e := range rec.events {
+					if e.Type == event.SubagentFinished || e.Type == event.SubagentError {
+						finished++
+						if b, _ := json.Marshal(e); strings.Contains(string(b), leak) {
+							t.Errorf("a %s event holds the job's secret: %s", e.Type, b)
+						}
+					}
+				}
+				if finished == 0 {
+					t.Error("no SUBAGENT_FINISHED event of the job")
+				}
 			}
 		})
 	}
