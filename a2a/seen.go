@@ -152,3 +152,20 @@ func (s *seenMessages) task(ctx context.Context, owner, id string) (sdk.TaskID, 
 	s.mu.Unlock()
 	return t.Task, true
 }
+
+// forget forgets that owner's message id started task, so that the task
+// a new try of it starts is remembered instead.
+func (s *seenMessages) forget(ctx context.Context, owner, id string, task sdk.TaskID) {
+	k := seenKey(owner, id)
+	s.mu.Lock()
+	if e, ok := s.tasks[k]; ok && e.Value.(*seenTask).Task == task {
+		s.order.Remove(e)
+		delete(s.tasks, k)
+	}
+	s.mu.Unlock()
+	if s.st != nil {
+		if err := s.st.Delete(ctx, seenPrefix+k); err != nil {
+			s.log.Warn("a2a: forgetting the failed task a message started failed: sent again after a restart, it is answered with that task", "task", task, "error", err)
+		}
+	}
+}

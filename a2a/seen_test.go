@@ -2,7 +2,9 @@ package a2a_test
 
 import (
 	"context"
+	"errors"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 
 	"github.com/deputy-go/deputy/a2a"
+	"github.com/deputy-go/deputy/agent"
 )
 
 // messageAs returns a first message of text under the message id id.
@@ -217,4 +220,49 @@ func TestMessageSentAgainToAnotherServerOnTheStore(t *testing.T) {
 	}
 	close(b.release)
 	r1.wait(t)
+}
+
+// flaky fails its first run, as an agent whose model was down does, and
+// answers after.
+type flaky struct{ runs atomic.Int64 }
+
+func (f *flaky) Run(ctx context.Context, in agent.Input) (agent.Output, error) {
+	if f.runs.Add(1) == 1 {
+		return agent.Output{}, errors.New("the model is down")
+	}
+	return agent.Output{Answer: "echo: " + in.Text}, nil
+}
+
+func (f *flaky) Name() string { return "flaky" }
+
+// A message sent again whose first task failed or was cancelled is a new
+// try: it starts a task of its own, where it was answered with the failed
+// task, so that a turn resumed after its remote failed, or after it was
+// stopped and cancelled its task, failed again as long as the server
+// remembered the message.
+func TestMessageSentAgainAfterItsTaskFailedRunsAgain(t *testing.T) {
+	f := &flaky{}
+	srv, err := a2a.NewServer(f, a2a.WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := clientAs(t, startServer(t, srv), "")
+	first, state := streamedTask(t, c, messageAs("m-1", "hi"))
+	if state != sdk.TaskStateFailed {
+		t.Fatalf("the first message ended %s, want failed", state)
+	}
+	again, state := streamedTask(t, c, messageAs("m-1", "hi"))
+	if again == first || state != sdk.TaskStateCompleted {
+		t.Errorf("sent again after its task failed: task %s %s, want a new task completed, not %s", again, state, first)
+	}
+	if n := f.runs.Load(); n != 2 {
+		t.Errorf("the agent ran %d times, want twice", n)
+	}
+	// The new task is the one the message follows from now on.
+	if next, _ := streamedTask(t, c, messageAs("m-1", "hi")); next != again {
+		t.Errorf("sent a third time: task %s, want %s", next, again)
+	}
+	if n := f.runs.Load(); n != 2 {
+		t.Errorf("the agent ran %d times, want twice", n)
+	}
 }

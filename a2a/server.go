@@ -257,7 +257,9 @@ func WithLogger(l *slog.Logger) Option {
 // remembers the last DefaultMaxSeenMessages first messages, each for
 // DefaultSeenMessageTTL (WithSeenMessages); with WithStore they are kept
 // in the store too, beside the tasks, and survive a restart. A message
-// sent again after that, or twice at once, starts a second task.
+// sent again after that, or twice at once, starts a second task, as does
+// one whose task failed or was cancelled: that is a new try, and the
+// message follows the new task from then on.
 type Server struct {
 	cfg      config
 	run      runFunc

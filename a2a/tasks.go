@@ -441,6 +441,13 @@ func (h ownedTasks) started(ctx context.Context, req *sdk.SendMessageRequest) *s
 	if first == nil || !sameParts(first.Parts, req.Message.Parts) {
 		return nil
 	}
+	if s := st.Task.Status.State; s == sdk.TaskStateFailed || s == sdk.TaskStateCanceled {
+		// A task that failed or was cancelled did not do the work: the
+		// message sent again is a new try, whose task it follows from now
+		// on.
+		h.tasks.seen.forget(ctx, ownerFrom(ctx), req.Message.ID, id)
+		return nil
+	}
 	return st.Task
 }
 
