@@ -943,7 +943,7 @@ func (js *jobs) listText() string {
 // send signals the message to the job's workflow, which takes it before
 // its next model call.
 func (js *jobs) send(ctx workflow.Context, id, text string) ToolResult {
-	r, bad := js.deliver(ctx, id, text)
+	r, bad := js.deliver(ctx, id, text, js.sender)
 	if bad != "" {
 		return ToolResult{Content: bad, IsError: true}
 	}
@@ -965,8 +965,9 @@ func (js *jobs) refuse(id, text string) string {
 }
 
 // deliver sends text to job id and returns its receipt, or what was
-// wrong.
-func (js *jobs) deliver(ctx workflow.Context, id, text string) (subagent.Receipt, string) {
+// wrong. from names the span of the model call whose reply sent it (zero:
+// a program sent it, and no call did).
+func (js *jobs) deliver(ctx workflow.Context, id, text string, from MessageLink) (subagent.Receipt, string) {
 	if bad := js.refuse(id, text); bad != "" {
 		return subagent.Receipt{}, bad
 	}
@@ -982,7 +983,7 @@ func (js *jobs) deliver(ctx workflow.Context, id, text string) (subagent.Receipt
 	}
 	js.sent++
 	r := subagent.Receipt{JobID: j.id, MessageID: "msg_" + strconv.Itoa(js.sent), State: subagent.MessageQueued, Seq: j.dropped + len(j.receipts) + 1}
-	m := jobMessage{ID: r.MessageID, Text: text, TraceID: js.sender.TraceID, SpanID: js.sender.SpanID}
+	m := jobMessage{ID: r.MessageID, Text: text, TraceID: from.TraceID, SpanID: from.SpanID}
 	if js.publishing {
 		m.Seq = r.Seq // for the job's deliveries
 	}
@@ -1394,7 +1395,7 @@ func (js *jobs) serve(ctx workflow.Context) error {
 		return err
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, JobSendUpdate, func(ctx workflow.Context, m JobSend) (subagent.Receipt, error) {
-		r, bad := js.deliver(ctx, m.JobID, m.Text)
+		r, bad := js.deliver(ctx, m.JobID, m.Text, MessageLink{}) // a program's: no model call sent it
 		if bad != "" {
 			return r, errors.New(bad)
 		}

@@ -3,12 +3,16 @@ package temporal
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/provider"
@@ -98,5 +102,87 @@ func TestJobMessageLinksToItsStepOnTemporal(t *testing.T) {
 				t.Errorf("the link names message %q: want msg_1, from the call that sent it", msgID)
 			}
 		})
+	}
+}
+
+// A message a program sends a job (SendToJob) came from no model call:
+// the span of the job's call that takes it links to none, where it linked
+// to the lead's last model call as if its reply had sent it.
+func TestProgramMessageLinksToNoModelCall(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Dial(ctx, hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	leadHolding, leadRelease := make(chan struct{}), make(chan struct{})
+	jobHolding, jobRelease := make(chan struct{}), make(chan struct{})
+	p := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		if firstUserOf(req) == "dig" {
+			if len(rs) == 0 {
+				return provider.AssistantMessage("", provider.ToolCall{ID: "j", Name: "job_hold", Arguments: json.RawMessage(`{}`)}), nil
+			}
+			return provider.AssistantMessage("dug: " + req.Messages[len(req.Messages)-1].Content), nil
+		}
+		switch len(rs) {
+		case 0:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "s", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"dig","background":true}`)}), nil
+		case 1:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "h", Name: "lead_hold", Arguments: json.RawMessage(`{}`)}), nil
+		case 2:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "w", Name: subagent.JobsToolName, Arguments: json.RawMessage(`{"action":"wait","timeout_seconds":60}`)}), nil
+		}
+		return provider.AssistantMessage("done: " + rs[2]), nil
+	}}
+	holder := func(name string, holding, release chan struct{}) tool.Tool {
+		return tool.Must(tool.New(name, "Holds.", func(ctx context.Context, _ struct{}) (string, error) {
+			close(holding)
+			select {
+			case <-release:
+				return "held", nil
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		}))
+	}
+	reg, err := tool.NewRegistry(holder("lead_hold", leadHolding, leadRelease), holder("job_hold", jobHolding, jobRelease))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := tracetest.NewSpanRecorder()
+	queue := fmt.Sprintf("deputy-go-send-link-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": p}, Tools: reg, TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	id := "lead-" + queue
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, AgentWorkflowName,
+		RunInput{Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"lead_hold", "job_hold"}, Spawn: true, Background: true}, Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-jobHolding
+	<-leadHolding // the lead's last model call made, its reply calling lead_hold
+	if _, err := SendToJob(ctx, c, id, "job_1", "deeper"); err != nil {
+		t.Fatal(err)
+	}
+	close(jobRelease)
+	close(leadRelease)
+	var out RunOutput
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.Answer, "deeper") {
+		t.Fatalf("the lead answered %q: want the job's answer, having read the message", out.Answer)
+	}
+	for _, s := range rec.Ended() {
+		if strings.HasPrefix(s.Name(), "chat") && len(s.Links()) > 0 {
+			t.Errorf("model call span %s links to %+v: a program's message was sent by no model call", s.Name(), s.Links())
+		}
 	}
 }
