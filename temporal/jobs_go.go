@@ -222,6 +222,9 @@ func (js *jobs) startFromGo(ctx workflow.Context, t subagent.Task) (subagent.Job
 
 // refuseWait says why a program's wait w cannot go on ("": it can).
 func (js *jobs) refuseWait(w subagent.WaitFor) string {
+	if js.closing {
+		return "the run is ending, its jobs with it (in a thread, they work on): wait for them in a run that is working, or read its output"
+	}
 	if w.Timeout < 0 {
 		return fmt.Sprintf("%v: a wait's timeout is %v: give 0 (until the jobs end) or more", tool.ErrInvalidArguments, w.Timeout)
 	}
@@ -246,13 +249,10 @@ func (js *jobs) refuseWait(w subagent.WaitFor) string {
 func (js *jobs) waitFromGo(ctx workflow.Context, w subagent.WaitFor) ([]jobWaited, error) {
 	js.waiting++
 	defer func() { js.waiting-- }()
-	if bad := js.refuseWait(w); bad != "" {
-		return nil, errors.New(bad)
-	}
 	js.drain()
 	var targets []*bgJob
 	for _, id := range w.IDs {
-		if j := js.find(id); !slices.Contains(targets, j) {
+		if j := js.find(id); j != nil && !slices.Contains(targets, j) { // (known: the validator checked)
 			targets = append(targets, j)
 		}
 	}
