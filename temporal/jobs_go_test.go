@@ -679,3 +679,91 @@ func TestThreadNoteCollectedFromGoAsTheTurnStarts(t *testing.T) {
 		t.Errorf("the second turn's history does not replay: %v", err)
 	}
 }
+
+// A job a program starts is a hand-off the workers' policy is asked
+// about, as a background spawn is: one it denies is refused with the
+// rule's reason, starts nothing and takes no number.
+func TestJobStartedFromGoIsCheckedByThePolicy(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Dial(ctx, hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const denied, allowed = "read the diaries", "count the moons"
+	var holds, asked atomic.Int64
+	holding, release := make(chan struct{}), make(chan struct{})
+	m := &spentOn{task: denied, script: &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		switch {
+		case firstUserOf(req) == allowed:
+			return provider.AssistantMessage("moons counted"), nil
+		case len(rs) == 0:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "h", Name: "hold", Arguments: json.RawMessage(`{}`)}), nil
+		case len(rs) == 1:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "w", Name: subagent.JobsToolName, Arguments: json.RawMessage(`{"action":"wait","timeout_seconds":60}`)}), nil
+		}
+		return provider.AssistantMessage("lead: " + rs[1]), nil
+	}}}
+	pol, err := policy.New(policy.Func("no-diaries", func(ctx context.Context, ch *policy.Check) policy.Decision {
+		if ch.Point == policy.BeforeDelegation {
+			asked.Add(1)
+			if strings.Contains(ch.Task, "diaries") {
+				return policy.Denied("the diaries are private")
+			}
+		}
+		return policy.Decision{}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tool.NewRegistry(tool.Must(tool.New("hold", "Holds on.", func(ctx context.Context, _ struct{}) (string, error) {
+		if holds.Add(1) == 1 {
+			close(holding)
+		}
+		select {
+		case <-release:
+			return "held", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := fmt.Sprintf("deputy-jobs-go-policy-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg, Policy: pol})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	tree := "jobs-" + queue
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tree, TaskQueue: queue}, AgentWorkflowName,
+		RunInput{Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"hold"}, Spawn: true, Background: true}, Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-holding
+	if _, err := StartJob(ctx, c, tree, subagent.Task{Task: denied}); err == nil || !strings.Contains(err.Error(), "the diaries are private") {
+		t.Errorf("a start the policy denies: %v, want it refused with the rule's reason", err)
+	}
+	st, err := StartJob(ctx, c, tree, subagent.Task{Task: allowed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ID != "job_1" {
+		t.Errorf("the allowed job is %q, want job_1: the denied start took no number", st.ID)
+	}
+	close(release)
+	var out RunOutput
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Answer != "lead: moons counted" || asked.Load() != 2 || !m.spent().IsZero() {
+		t.Errorf("the lead answered %q, the policy was asked %d times, the denied task's calls spent %+v; want the allowed job's answer, 2, nothing",
+			out.Answer, asked.Load(), m.spent())
+	}
+}
