@@ -666,12 +666,10 @@ func (t *SubAgentTool) runChild(ctx context.Context, args json.RawMessage, in ag
 	runs.costShare, settleCost = run.TakeCostShare(ctx, sole)
 	defer func() { settleCost(runs.cost, resultTokens(res)) }()
 	if t.limited == nil {
-		if granted, ok, g := run.TakeShare(ctx, 0, sole); ok {
+		// A job's own limit (JobLimits.Tokens) binds under its parent's
+		// wider share: it takes no more of the share than that.
+		if granted, ok, g := run.TakeShare(ctx, bounds.ownTokens(), sole); ok {
 			runs.budget = granted
-			if l := bounds.ownTokens(); l > 0 && granted > l {
-				// A job's own limit binds under its parent's wider share.
-				runs.budget = l
-			}
 			defer func() { g.SettleRead(runs.usage.Tokens(), resultTokens(res)) }()
 		}
 	}
