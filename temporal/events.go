@@ -440,9 +440,19 @@ func (a *Activities) PublishJobEvents(_ context.Context, in JobEvents) error {
 		return nil
 	}
 	for _, e := range in.Events {
-		if e.Type == event.SubagentStarted {
+		switch e.Type {
+		case event.SubagentStarted:
 			em.sink.Emit(in.Trace.Tree, e) // named as startedEvent names it
 			continue
+		case event.SubagentError:
+			// A job's end tells what it answered, or why it failed, as the
+			// workers' redactors leave it, as a child's does (redact).
+			e.Message = em.redact(e.Message)
+		case event.SubagentFinished:
+			var answer string
+			if json.Unmarshal(e.Result, &answer) == nil {
+				e.Result = event.JSONString(em.redact(answer))
+			}
 		}
 		em.emit(e)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -809,5 +810,51 @@ func TestUnofferedCallsAreCheckedOnTemporal(t *testing.T) {
 		if !strings.Contains(joined, want) {
 			t.Errorf("the models read %q, want %q among it", read, want)
 		}
+	}
+}
+
+// A background job that fails with a secret in its error ends, on the
+// event sink, with the error as the workers' redactors leave it: the
+// SUBAGENT_ERROR its lead's workflow publishes holds no secret, as a
+// child's in its parent's step does not.
+func TestJobFailureIsRedactedOnTemporal(t *testing.T) {
+	const leak = "sk-job-0123456789"
+	pol, err := policy.New(policy.Redact("secrets", []string{leak}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		if firstUserOf(req) == "find it" {
+			return provider.Message{}, &provider.Error{Provider: "m", StatusCode: http.StatusBadRequest, Kind: provider.KindBadRequest, Message: "the key " + leak + " is revoked"}
+		}
+		switch rs := resultsOf(req); len(rs) {
+		case 0:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "s", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"find it","background":true}`)}), nil
+		case 1:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "w", Name: subagent.JobsToolName, Arguments: json.RawMessage(`{"action":"wait","job_id":"` + jobIDOf(rs[0]) + `"}`)}), nil
+		}
+		return provider.AssistantMessage("done"), nil
+	}}
+	hub := NewHub()
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Events: hub, Policy: pol})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "tree-failed-job"})
+	var rec recorder
+	defer hub.Subscribe(event.WithSink(context.Background(), &rec), "tree-failed-job")()
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Spawn: true, Background: true}, Text: "go"})
+	var out RunOutput
+	if err := env.GetWorkflowResult(&out); err != nil {
+		t.Fatal(err)
+	}
+	ended := 0
+	for _, e := range rec.events {
+		if e.Type == event.SubagentError {
+			ended++
+			if b, _ := json.Marshal(e); strings.Contains(string(b), leak) || !strings.Contains(e.Message, policy.Redacted) {
+				t.Errorf("the job's SUBAGENT_ERROR holds its secret, or no mark of its redaction: %s", b)
+			}
+		}
+	}
+	if ended != 1 {
+		t.Errorf("%d SUBAGENT_ERROR events, want the job's one", ended)
 	}
 }
