@@ -29,7 +29,8 @@ func AllowTools(name string, depth int, patterns ...string) Rule {
 
 // DenyTools returns a rule named name that denies, at depth (AnyDepth:
 // everywhere), the calls of tools whose names match one of patterns (see
-// AllowTools).
+// AllowTools), and the hand-offs to sub-agents of those names, a roster
+// member spawned through spawn_subagent included.
 func DenyTools(name string, depth int, patterns ...string) Rule {
 	return &toolList{name: name, depth: depth, patterns: slices.Clone(patterns), names: namesOf(patterns)}
 }
@@ -42,11 +43,20 @@ type toolList struct {
 	names    []namePattern // patterns, ready to match
 }
 
-func (l *toolList) Name() string  { return l.name }
-func (l *toolList) points() uint8 { return onlyTools }
+func (l *toolList) Name() string { return l.name }
+func (l *toolList) points() uint8 {
+	if l.allow {
+		return onlyTools
+	}
+	return onlyTools | 1<<pointIndex(BeforeDelegation)
+}
 
 func (l *toolList) Decide(_ context.Context, c *Check) Decision {
-	if c.Point != BeforeTool || (l.depth != AnyDepth && l.depth != c.Depth) {
+	// A deny list decides on the hand-off to a sub-agent too, by its name:
+	// a roster member is spawned by a call of spawn_subagent, not of its
+	// name, and a call of its name was denied before it got this far.
+	at := c.Point == BeforeTool || !l.allow && c.Point == BeforeDelegation
+	if !at || (l.depth != AnyDepth && l.depth != c.Depth) {
 		return Decision{}
 	}
 	listed := matchNames(l.names, c.Tool)
