@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
@@ -17,10 +18,26 @@ import (
 func TestJobUsageIsUnderItsModelOnTemporal(t *testing.T) {
 	for _, wait := range []bool{true, false} {
 		t.Run(map[bool]string{true: "collected", false: "settled"}[wait], func(t *testing.T) {
+			// Settled, the lead answers once the job's model has answered
+			// it, and a moment after, as the job ends: the test
+			// environment, cancelling a job whose call or end is on its
+			// way, hands its parent the cancellation without what the job
+			// spent, where a server hands over the job's end
+			// (WaitForCancellation). The run settles the job, collected
+			// by no wait.
+			dug := make(chan struct{})
 			m := &script{model: "m1", fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
 				rs := resultsOf(req)
 				if firstUserOf(req) == "dig" {
+					defer close(dug)
 					return provider.AssistantMessage("found it"), nil
+				}
+				if len(rs) == 1 && !wait {
+					select {
+					case <-dug:
+						time.Sleep(200 * time.Millisecond)
+					case <-time.After(10 * time.Second):
+					}
 				}
 				switch {
 				case len(rs) == 0:
