@@ -87,22 +87,7 @@ func jobsStartedFromGo(t *testing.T, c client.Client, id func(n int64, i int) st
 		}
 		return provider.AssistantMessage("lead: " + rs[1]), nil
 	}}}
-	// holder is a tool that counts its runs, tells started of its first,
-	// and holds until open is closed.
-	holder := func(name string, runs *atomic.Int64, started, open chan struct{}) tool.Tool {
-		return tool.Must(tool.New(name, "Holds on.", func(ctx context.Context, _ struct{}) (string, error) {
-			if runs.Add(1) == 1 {
-				close(started)
-			}
-			select {
-			case <-open:
-				return name + " passed", nil
-			case <-ctx.Done():
-				return "", ctx.Err()
-			}
-		}))
-	}
-	reg, err := tool.NewRegistry(holder("gate", &gates, gating, letJob), holder("hold", &holds, holding, release))
+	reg, err := tool.NewRegistry(holdOn("gate", &gates, gating, letJob), holdOn("hold", &holds, holding, release))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,20 +178,7 @@ func jobsStartedFromGo(t *testing.T, c client.Client, id func(n int64, i int) st
 		t.Error("a start in a run that has ended went on")
 	}
 	// The lead's history, the program's start and waits in it, replays.
-	var h historypb.History
-	it := c.GetWorkflowHistory(ctx, tree, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		e, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.Events = append(h.Events, e)
-	}
-	if err := replayer(t, AgentWorkflow).ReplayWorkflowHistoryWithOptions(nil, &h, worker.ReplayWorkflowHistoryOptions{
-		OriginalExecution: workflow.Execution{ID: tree},
-	}); err != nil {
-		t.Errorf("the lead's history does not replay: %v", err)
-	}
+	replays(ctx, t, c, tree, "the lead's history does not replay")
 }
 
 // A program's start and wait in a run that offers no jobs are refused,
@@ -228,13 +200,7 @@ func TestJobsFromGoNeedBackground(t *testing.T) {
 		}
 		return provider.AssistantMessage("done"), nil
 	}}
-	hold := tool.Must(tool.New("hold", "Holds on.", func(ctx context.Context, _ struct{}) (string, error) {
-		if holds.Add(1) == 1 {
-			close(holding)
-		}
-		<-release
-		return "held", nil
-	}))
+	hold := holdOn("hold", &holds, holding, release)
 	reg, err := tool.NewRegistry(hold)
 	if err != nil {
 		t.Fatal(err)
@@ -296,17 +262,7 @@ func waitFromGoAsTheRunEnds(t *testing.T, c client.Client, id func(n int64, i in
 		}
 		return provider.AssistantMessage("done"), nil
 	}}}
-	hold := tool.Must(tool.New("hold", "Holds on.", func(ctx context.Context, _ struct{}) (string, error) {
-		if holds.Add(1) == 1 {
-			close(holding)
-		}
-		select {
-		case <-release:
-			return "held", nil
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
-	}))
+	hold := holdOn("hold", &holds, holding, release)
 	reg, err := tool.NewRegistry(hold, blocking(t, "gate", &gates, &stopped, gating))
 	if err != nil {
 		t.Fatal(err)
@@ -393,17 +349,7 @@ func TestThreadJobStartedAndCollectedFromGo(t *testing.T) {
 		}
 		return provider.AssistantMessage("turn two done"), nil
 	}}}
-	reg, err := tool.NewRegistry(tool.Must(tool.New("hold", "Holds on.", func(ctx context.Context, _ struct{}) (string, error) {
-		if holds.Add(1) == 1 {
-			close(holding)
-		}
-		select {
-		case <-release:
-			return "held", nil
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
-	})))
+	reg, err := tool.NewRegistry(holdOn("hold", &holds, holding, release))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,17 +437,7 @@ func TestJobStartedFromGoGetsHalfOfWhatIsLeft(t *testing.T) {
 		}
 		return provider.AssistantMessage("lead: " + rs[1]), nil
 	}}}
-	reg, err := tool.NewRegistry(tool.Must(tool.New("hold", "Holds on.", func(ctx context.Context, _ struct{}) (string, error) {
-		if holds.Add(1) == 1 {
-			close(holding)
-		}
-		select {
-		case <-release:
-			return "held", nil
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
-	})))
+	reg, err := tool.NewRegistry(holdOn("hold", &holds, holding, release))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -583,15 +519,7 @@ func TestThreadNoteCollectedFromGoAsTheTurnStarts(t *testing.T) {
 		}
 		return provider.AssistantMessage("turn two done"), nil
 	}}}
-	reg, err := tool.NewRegistry(tool.Must(tool.New("hold", "Holds on.", func(ctx context.Context, _ struct{}) (string, error) {
-		close(holding)
-		select {
-		case <-release:
-			return "held", nil
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
-	})))
+	reg, err := tool.NewRegistry(holdOn("hold", new(atomic.Int64), holding, release))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -664,20 +592,7 @@ func TestThreadNoteCollectedFromGoAsTheTurnStarts(t *testing.T) {
 		t.Errorf("%d model calls billing %+v, the turns reported %+v; want 4 (2 + 1 the turns', 1 the job's), each counted once", calls, billed, spent)
 	}
 	// The second turn's history, the program's wait in it, replays.
-	var h historypb.History
-	it := c.GetWorkflowHistory(ctx, thread, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		e, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.Events = append(h.Events, e)
-	}
-	if err := replayer(t, AgentWorkflow).ReplayWorkflowHistoryWithOptions(nil, &h, worker.ReplayWorkflowHistoryOptions{
-		OriginalExecution: workflow.Execution{ID: thread},
-	}); err != nil {
-		t.Errorf("the second turn's history does not replay: %v", err)
-	}
+	replays(ctx, t, c, thread, "the second turn's history does not replay")
 }
 
 // A job a program starts is a hand-off the workers' policy is asked
@@ -719,17 +634,7 @@ func TestJobStartedFromGoIsCheckedByThePolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := tool.NewRegistry(tool.Must(tool.New("hold", "Holds on.", func(ctx context.Context, _ struct{}) (string, error) {
-		if holds.Add(1) == 1 {
-			close(holding)
-		}
-		select {
-		case <-release:
-			return "held", nil
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
-	})))
+	reg, err := tool.NewRegistry(holdOn("hold", &holds, holding, release))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -765,5 +670,41 @@ func TestJobStartedFromGoIsCheckedByThePolicy(t *testing.T) {
 	if out.Answer != "lead: moons counted" || asked.Load() != 2 || !m.spent().IsZero() {
 		t.Errorf("the lead answered %q, the policy was asked %d times, the denied task's calls spent %+v; want the allowed job's answer, 2, nothing",
 			out.Answer, asked.Load(), m.spent())
+	}
+}
+
+// holdOn is a tool named name that counts its runs, closes started at its
+// first and holds each until open is closed or its context ends.
+func holdOn(name string, runs *atomic.Int64, started, open chan struct{}) tool.Tool {
+	return tool.Must(tool.New(name, "Holds on.", func(ctx context.Context, _ struct{}) (string, error) {
+		if runs.Add(1) == 1 {
+			close(started)
+		}
+		select {
+		case <-open:
+			return name + " passed", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}))
+}
+
+// replays checks that the history of workflow id, an agent workflow's,
+// replays on the code under test; what names the history in the error.
+func replays(ctx context.Context, t *testing.T, c client.Client, id, what string) {
+	t.Helper()
+	var h historypb.History
+	it := c.GetWorkflowHistory(ctx, id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Events = append(h.Events, e)
+	}
+	if err := replayer(t, AgentWorkflow).ReplayWorkflowHistoryWithOptions(nil, &h, worker.ReplayWorkflowHistoryOptions{
+		OriginalExecution: workflow.Execution{ID: id},
+	}); err != nil {
+		t.Errorf("%s: %v", what, err)
 	}
 }
