@@ -14,6 +14,7 @@ import (
 	"iter"
 	"log/slog"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	sdk "github.com/a2aproject/a2a-go/v2/a2a"
@@ -464,14 +465,42 @@ func running(state sdk.TaskState) bool {
 	return !state.Terminal() && !waitsForInput(state)
 }
 
+// CancelTask cancels a task of the request's owner. A client that cancels
+// a task as soon as it reads the task's question can reach the SDK before
+// it has put away the run that asked: the SDK then hands the cancellation
+// to that run, which has ended, and refuses it as not cancelable though
+// the task waits for input, which is cancelable. Such a refusal is tried
+// again, a few times over at most a second, while the stored task still
+// waits for input.
 func (h ownedTasks) CancelTask(ctx context.Context, req *sdk.CancelTaskRequest) (*sdk.Task, error) {
-	if req != nil {
-		if err := h.own(ctx, req.ID); err != nil {
-			return nil, err
-		}
+	if req == nil {
+		return h.RequestHandler.CancelTask(ctx, req)
 	}
-	return h.RequestHandler.CancelTask(ctx, req)
+	if err := h.own(ctx, req.ID); err != nil {
+		return nil, err
+	}
+	pause := 2 * time.Millisecond
+	for try := 0; ; try++ {
+		task, err := h.RequestHandler.CancelTask(ctx, req)
+		if !errors.Is(err, sdk.ErrTaskNotCancelable) || try == cancelTries-1 {
+			return task, err
+		}
+		st, gerr := h.tasks.Get(ctx, req.ID)
+		if gerr != nil || !waitsForInput(st.Task.Status.State) {
+			return task, err
+		}
+		select {
+		case <-ctx.Done():
+			return task, err
+		case <-time.After(pause):
+		}
+		pause *= 2
+	}
 }
+
+// cancelTries bounds CancelTask's tries: 2+4+…+256 ms of pauses between
+// them, about half a second.
+const cancelTries = 8
 
 // SubscribeToTask follows a task's run, as the SDK does; it also answers
 // what the SDK cannot. A task that ended has nothing more to send: that is
