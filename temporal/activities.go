@@ -562,7 +562,7 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 			// A call of a workflow that ran before the workflow asked:
 			// it is asked here, where no person can be waited for.
 			call := provider.ToolCall{Name: g.name, Arguments: in.Arguments}
-			args, task, refused, asked := g.before(ctx, call, true, false)
+			args, task, refused, asked := g.before(ctx, call, true, false, "")
 			if asked != nil {
 				refused = fmt.Sprintf("policy: a rule asks a person before %s, and a sub-agent run by a factory on a workflow started before such questions could be waited for cannot wait: do the work another way", g.name)
 			}
@@ -721,7 +721,7 @@ func (a *Activities) CheckDelegation(ctx context.Context, in Delegation) (Delega
 			out.Arguments = chk.Arguments
 		}
 	default:
-		out.Arguments, out.Task, out.Refused, out.Asked = g.before(ctx, in.Call, in.rawTask(), in.Spawn)
+		out.Arguments, out.Task, out.Refused, out.Asked = g.before(ctx, in.Call, in.rawTask(), in.Spawn, in.Member)
 	}
 	return out, nil
 }
@@ -790,7 +790,7 @@ type factoryGuard struct {
 // again under them). factory and spawn say how the task is read from the
 // arguments (delegatedTask); arguments it cannot be read from are not
 // handed off, and the task is "".
-func (g *factoryGuard) before(ctx context.Context, call provider.ToolCall, factory, spawn bool) (args json.RawMessage, task, refused string, asked []tool.Interrupt) {
+func (g *factoryGuard) before(ctx context.Context, call provider.ToolCall, factory, spawn bool, member string) (args json.RawMessage, task, refused string, asked []tool.Interrupt) {
 	ctx = runtime.WithPlace(ctx, g.path, g.depth)
 	args = call.Arguments
 	chk := policy.Check{Point: policy.BeforeTool, Tool: g.name, CallID: call.ID, Arguments: args}
@@ -802,7 +802,9 @@ func (g *factoryGuard) before(ctx context.Context, call provider.ToolCall, facto
 	if !ok {
 		return args, "", "", nil
 	}
-	chk = policy.Check{Point: policy.BeforeDelegation, Tool: g.name, CallID: call.ID, Arguments: args, Task: task}
+	// The hand-off to a roster member is asked about under its name, as
+	// in process.
+	chk = policy.Check{Point: policy.BeforeDelegation, Tool: cmp.Or(member, g.name), CallID: call.ID, Arguments: args, Task: task}
 	if refused, asked = g.decide(ctx, call, &chk); refused != "" || asked != nil {
 		return args, "", refused, asked
 	}

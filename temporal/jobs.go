@@ -431,7 +431,7 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 	if id == "" {
 		id = "job_" + strconv.Itoa(len(js.list)+1)
 	}
-	j := &bgJob{id: id, agent: forkName, task: a.Text, wfID: d.id}
+	j := &bgJob{id: id, agent: d.name(), task: a.Text, wfID: d.id}
 	d.job = j
 	js.list = append(js.list, j) // at once: starts of one step run side by side
 	a.Job = j.id

@@ -106,8 +106,9 @@ func goCall(t subagent.Task) provider.ToolCall {
 	raw, _ := json.Marshal(struct {
 		Task       string `json:"task"`
 		Context    string `json:"context,omitempty"`
+		Agent      string `json:"agent,omitempty"`
 		Background bool   `json:"background"`
-	}{t.Task, t.Context, true})
+	}{t.Task, t.Context, t.Agent, true})
 	return provider.ToolCall{Name: SpawnToolName, Arguments: raw}
 }
 
@@ -122,8 +123,8 @@ func (js *jobs) refuseStart(t subagent.Task) string {
 		return "this run's Spec has Background but not Spawn, and a job is a spawned sub-agent: start the run with Spec.Spawn set"
 	case js.depth >= js.spec.maxDepth():
 		return fmt.Sprintf("%v: %s cannot be called at depth %d (the cap is %d): start the job from a run above", subagent.ErrMaxDepth, SpawnToolName, js.depth, js.spec.maxDepth())
-	case t.Agent != "":
-		return fmt.Sprintf("%v for %s: agent %q: on Temporal a job is a fork of the run's own agent, and no roster member is started in the background: leave Task.Agent empty", tool.ErrInvalidArguments, SpawnToolName, t.Agent)
+	case t.Agent != "" && len(js.spec.Roster) == 0:
+		return fmt.Sprintf("%v for %s: agent %q: this run's Spec has no Roster, so a job is a fork of the run's own agent: leave Task.Agent empty, or list the agent in Spec.Roster", tool.ErrInvalidArguments, SpawnToolName, t.Agent)
 	case t.Model != "":
 		return fmt.Sprintf("%v for %s: model %q: on Temporal a job runs the run's own model: leave Task.Model empty", tool.ErrInvalidArguments, SpawnToolName, t.Model)
 	case len(bytes.TrimSpace(t.OutputSchema)) > 0 && string(bytes.TrimSpace(t.OutputSchema)) != "null":
@@ -132,6 +133,11 @@ func (js *jobs) refuseStart(t subagent.Task) string {
 	call := goCall(t)
 	if _, ok := delegatedTask(false, true, call.Arguments); !ok {
 		return badTask(call) + ": say what the sub-agent must do"
+	}
+	if t.Agent != "" {
+		if _, bad := rosterMember(js.spec.Roster, t.Agent, true); bad != "" {
+			return bad
+		}
 	}
 	if n := js.alive(); n >= js.spec.maxBackground() {
 		return js.tooManyJobs(n)
@@ -196,6 +202,9 @@ func (js *jobs) startFromGo(ctx workflow.Context, t subagent.Task) (subagent.Job
 	tn := turn{spec: js.spec, depth: js.depth, path: js.path, childLimit: max(tokens, 0), costShare: max(dollars, 0), trace: js.trace, q: js.q, jobs: js, refused: &js.fromGo.Refused}
 	js.goStarts++
 	d := &delegation{tn: tn, call: goCall(t), isSpawn: true, background: true, id: fmt.Sprintf("%s/go.%d-%s", js.idPrefix, js.goStarts, SpawnToolName)}
+	if bad := d.pickMember(); bad != "" {
+		return subagent.JobStatus{}, errors.New(bad) // (the validator checked it)
+	}
 	if js.threaded() {
 		js.number(ctx, d)
 	}
@@ -324,10 +333,11 @@ func (js *jobs) takeFromGo() ToolResult {
 // workflowID, as its model does with spawn_subagent and background=true,
 // and returns the job's status once its workflow has started. The run's
 // Spec must have Spawn and Background; the job is a fork of the run's
-// agent (Task.Agent, Model and OutputSchema must be empty), checked by the
-// workers' policy, counted against Spec.MaxSpawns, MaxBackground and
-// MaxOwnerJobs, and bounded by the job bounds, with half of what is left
-// of the run's limits (see the package documentation). A refusal sends
+// agent, or the Agent member of Spec.Roster that Task.Agent names (Model
+// and OutputSchema must be empty), checked by the workers' policy,
+// counted against Spec.MaxSpawns, MaxBackground and MaxOwnerJobs, and
+// bounded by the job bounds, with half of what is left of the run's
+// limits (see the package documentation). A refusal sends
 // nothing and says what to do; the run's model sees the job in its list
 // and may wait for it, send it messages or cancel it.
 func StartJob(ctx context.Context, c client.Client, workflowID string, t subagent.Task) (subagent.JobStatus, error) {

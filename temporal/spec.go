@@ -77,6 +77,22 @@ type Spec struct {
 	// Spawn offers spawn_subagent: each call forks a child of this agent's
 	// kind (same provider and tools, fresh history, no sub-agents).
 	Spawn bool `json:"spawn,omitempty"`
+	// Roster lists the named sub-agents spawn_subagent may start by its
+	// "agent" argument, as subagent.WithRoster does in process: in the
+	// foreground, or with Background in the background, as jobs the
+	// model acts on with subagent_jobs and a program starts with
+	// StartJob (Task.Agent). A member is reached only through
+	// spawn_subagent, not offered as a tool of its own; a spawn that
+	// names none forks this agent, and one that names another is
+	// refused with the members' names. A member is an Agent, which runs
+	// as the child workflow of its Spec (in the background it takes
+	// messages at its step boundaries, as a fork does), or a Factory,
+	// which runs in one activity and so in the foreground only; a React
+	// sub-agent, which reads its system prompt from its call, cannot be
+	// one. A spawn of a member counts against MaxSpawns and
+	// MaxBackground as a fork's does, and the workers' policy is asked
+	// about its hand-off under the member's name.
+	Roster []SubAgent `json:"roster,omitempty"`
 	// MaxSpawns caps spawn_subagent calls in one run; zero means no cap.
 	// A call the workers' policy refuses starts no child and does not
 	// count.
@@ -513,6 +529,10 @@ type Delegation struct {
 	// (Spawn: a spawned fork's, its context first).
 	Factory bool `json:"factory,omitempty"`
 	Spawn   bool `json:"spawn,omitempty"`
+	// Member names the roster member a spawn starts (Spec.Roster), the
+	// name the policy is asked about the hand-off under, as in process;
+	// "" for a fork.
+	Member string `json:"member,omitempty"`
 	// Tasked says a factory's task is the "task" of its arguments, as
 	// for the other sub-agents (a workflow from deputy.factory-task on).
 	Tasked bool `json:"tasked,omitempty"`

@@ -814,6 +814,11 @@ func toolDefs(spec Spec, depth int, background bool) []provider.ToolDef {
 		defs = append(defs, provider.ToolDef{Name: sa.Name, Description: sa.Description, Parameters: sa.params()})
 	}
 	switch {
+	case spec.Spawn && len(spec.Roster) > 0:
+		defs = append(defs, rosterSpawn(spec.Roster, background))
+		if background {
+			defs = append(defs, runtime.JobsTool())
+		}
 	case spec.Spawn && background:
 		defs = append(defs, provider.ToolDef{Name: SpawnToolName, Description: "Hand a self-contained task to a fresh sub-agent of your own kind and get its answer. " +
 			"With background=true you get a job id at once. A job id is not a result: collect each job with " + subagent.JobsToolName +
@@ -823,6 +828,31 @@ func toolDefs(spec Spec, depth int, background bool) []provider.ToolDef {
 		defs = append(defs, provider.ToolDef{Name: SpawnToolName, Description: "Hand a self-contained task to a fresh sub-agent of your own kind and get its answer.", Parameters: json.RawMessage(spawnParams)})
 	}
 	return defs
+}
+
+// rosterSpawn is spawn_subagent of a run whose Spec has a Roster: its
+// "agent" argument names a member, or is left out to fork.
+func rosterSpawn(roster []SubAgent, background bool) provider.ToolDef {
+	names := make([]string, len(roster))
+	var b strings.Builder
+	b.WriteString("Hand a self-contained task to a sub-agent and get its answer: a named one, with agent, or, without it, a fresh sub-agent of your own kind. The named sub-agents:\n")
+	for i, m := range roster {
+		names[i] = m.Name
+		fmt.Fprintf(&b, "- %s: %s\n", m.Name, m.Description)
+	}
+	props := map[string]any{
+		"task":    map[string]any{"type": "string", "description": "The task, with everything the sub-agent needs to know."},
+		"context": map[string]any{"type": "string", "description": "Background the sub-agent should read first."},
+		"agent": map[string]any{"type": "string", "enum": names,
+			"description": "Optional: the named sub-agent to use. Leave it out to fork yourself."},
+	}
+	if background {
+		props["background"] = map[string]any{"type": "boolean", "description": "Start the sub-agent in the background and get a job id at once."}
+		b.WriteString("With background=true you get a job id at once. A job id is not a result: collect each job with " + subagent.JobsToolName +
+			" (wait), or cancel it, before you answer; jobs still running when you answer are cancelled.")
+	}
+	params, _ := json.Marshal(map[string]any{"type": "object", "properties": props, "required": []string{"task"}})
+	return provider.ToolDef{Name: SpawnToolName, Description: strings.TrimSpace(b.String()), Parameters: params}
 }
 
 const spawnParams = `{"type":"object","properties":{"task":{"type":"string","description":"The task, with everything the sub-agent needs to know."},"context":{"type":"string","description":"Background the sub-agent should read first."}},"required":["task"]}`
@@ -966,6 +996,10 @@ func runTools(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 			d := &delegation{tn: tn, call: call, sub: sub, isSpawn: isSpawn, id: fmt.Sprintf("%s.%d-%s", idPrefix, i, call.Name)}
 			d.tasked = checked && d.readsTask(ctx)
 			d.background = isSpawn && backgroundAsked(call) && tn.jobs.offered() && tn.jobs.enabled(ctx)
+			if bad := d.pickMember(); bad != "" {
+				results[i] = ToolResult{Content: bad, IsError: true}
+				continue
+			}
 			if d.background && tn.jobs.threaded() {
 				tn.jobs.number(ctx, d)
 			}
@@ -1077,8 +1111,11 @@ type delegation struct {
 	call    provider.ToolCall
 	sub     SubAgent
 	isSpawn bool
-	id      string // the child workflow's id
-	jobID   string // a thread's job's id, numbered in the thread
+	// member is the roster member a spawn starts (Spec.Roster); nil
+	// for a fork.
+	member *SubAgent
+	id     string // the child workflow's id
+	jobID  string // a thread's job's id, numbered in the thread
 	// numberLate: a thread's background spawn that takes its job's
 	// number as its job starts (jobNumberChange).
 	numberLate bool
@@ -1111,6 +1148,72 @@ func backgroundAsked(call provider.ToolCall) bool {
 
 func (d *delegation) factory() bool { return !d.isSpawn && d.sub.Factory != "" }
 
+// runsFactory reports whether d's child is a factory's agent, run in one
+// activity of a FactoryWorkflow: a factory sub-agent's, or a roster
+// member's that is a factory.
+func (d *delegation) runsFactory() bool {
+	return d.factory() || d.member != nil && d.member.Factory != ""
+}
+
+// name is the name of d's child in its events and its path: a fork's,
+// a roster member's, or the sub-agent's.
+func (d *delegation) name() string {
+	switch {
+	case d.member != nil:
+		return d.member.Name
+	case d.isSpawn:
+		return forkName
+	}
+	return d.sub.Name
+}
+
+// pickMember sets up a spawn of a run whose Spec has a Roster to start
+// the member its "agent" argument names (none: a fork), or returns what
+// the model reads when it names none of them, or one that cannot be
+// started so.
+func (d *delegation) pickMember() string {
+	roster := d.tn.spec.Roster
+	if !d.isSpawn || len(roster) == 0 {
+		return ""
+	}
+	var a struct {
+		Agent string `json:"agent"`
+	}
+	if json.Unmarshal(d.call.Arguments, &a) != nil || a.Agent == "" {
+		return ""
+	}
+	m, bad := rosterMember(roster, a.Agent, d.background)
+	d.member = m
+	return bad
+}
+
+// rosterMember returns the member of roster named name, or what the
+// model reads when there is none, or it cannot be started so (in the
+// background, with background).
+func rosterMember(roster []SubAgent, name string, background bool) (*SubAgent, string) {
+	i := slices.IndexFunc(roster, func(m SubAgent) bool { return m.Name == name })
+	if i < 0 {
+		return nil, fmt.Sprintf("%v for %s: no sub-agent named %q: %s", tool.ErrInvalidArguments, SpawnToolName, name, rosterNames(roster))
+	}
+	m := roster[i]
+	switch {
+	case m.React || m.Agent == nil && m.Factory == "":
+		return nil, fmt.Sprintf("roster member %q is neither an Agent nor a Factory (a React sub-agent reads its system prompt from its call, which a spawn does not give): fix the Spec's Roster", m.Name)
+	case m.Agent == nil && background:
+		return nil, fmt.Sprintf("%v for %s: %q runs a factory's agent in one activity, which cannot take messages, so it does not start in the background: start it without background", tool.ErrInvalidArguments, SpawnToolName, m.Name)
+	}
+	return &m, ""
+}
+
+// rosterNames says which members a spawn may name.
+func rosterNames(roster []SubAgent) string {
+	names := make([]string, len(roster))
+	for i, m := range roster {
+		names[i] = strconv.Quote(m.Name)
+	}
+	return "name one of " + strings.Join(names, ", ") + ", or leave agent out to fork yourself"
+}
+
 // prepare builds the child's workflow and input from the call, or returns
 // what the model reads when the arguments cannot make one.
 func (d *delegation) prepare() string {
@@ -1125,6 +1228,9 @@ func (d *delegation) prepare() string {
 		}
 	}
 	child, wfName, arg, bad := childRun(tn.spec, d.sub, d.isSpawn, d.call, tn.depth)
+	if d.member != nil {
+		child, wfName, arg, bad = memberRun(tn.spec, *d.member, d.call, tn.depth)
+	}
 	if bad != "" {
 		return bad
 	}
@@ -1134,7 +1240,7 @@ func (d *delegation) prepare() string {
 		a.Spec.within(tn.childLimit, tn.costShare)
 		name := cmp.Or(child.Name, d.sub.Name)
 		if d.isSpawn {
-			name = forkName
+			name = d.name()
 		}
 		a.Path = tn.path + "/" + name
 		arg = a
@@ -1145,7 +1251,10 @@ func (d *delegation) prepare() string {
 	}
 	if t := tn.trace; t != nil {
 		ct := &Trace{Tree: t.Tree, Subagent: d.id, Name: d.call.Name, Description: d.sub.Description, Parent: t.Subagent, ParentToolCall: d.call.ID, Job: t.Job}
-		if d.isSpawn {
+		switch {
+		case d.member != nil:
+			ct.Name, ct.Description = d.member.Name, d.member.Description
+		case d.isSpawn:
 			ct.Name, ct.Description = forkName, ""
 		}
 		switch a := arg.(type) {
@@ -1207,7 +1316,11 @@ func (d *delegation) rest(ctx workflow.Context, checked bool) (ToolResult, error
 
 // checkInput is what the policy is asked before the hand-off.
 func (d *delegation) checkInput() Delegation {
-	return Delegation{Call: d.call, Factory: d.factory(), Tasked: d.tasked, Spawn: d.isSpawn, Depth: d.tn.depth, Path: d.tn.path, Trace: d.tn.trace}
+	in := Delegation{Call: d.call, Factory: d.factory(), Tasked: d.tasked, Spawn: d.isSpawn, Depth: d.tn.depth, Path: d.tn.path, Trace: d.tn.trace}
+	if d.member != nil {
+		in.Member = d.member.Name
+	}
+	return in
 }
 
 // handOff applies what the check decided to the call: done, with the
@@ -1265,7 +1378,7 @@ const cancelEndsChildrenChange = "deputy.cancel-ends-children"
 // nothing: a factory's activity checks its answer itself, and a cancelled
 // run or a tripwire goes up as it is).
 func (d *delegation) answer(ctx workflow.Context, f workflow.Future, checked bool) (res ToolResult, after *Delegation, err error) {
-	if d.factory() {
+	if d.runsFactory() {
 		err := f.Get(ctx, &res)
 		return res, nil, err
 	}
@@ -1743,6 +1856,27 @@ func childRun(spec Spec, sub SubAgent, isSpawn bool, call provider.ToolCall, dep
 	default:
 		return Spec{}, "", nil, fmt.Sprintf("sub-agent %q has no Agent, React or Factory: fix the Spec", sub.Name)
 	}
+	if child.MaxDepth == 0 {
+		child.MaxDepth = spec.maxDepth()
+	}
+	child.MaxOutputBytes = min(child.maxOutput(), spec.maxOutput())
+	return child, AgentWorkflowName, RunInput{Spec: child, Text: task, Depth: depth + 1}, ""
+}
+
+// memberRun builds the child workflow and input of a spawn of the roster
+// member m (pickMember checked its kind), handed the spawn's task, after
+// its context, as in process.
+func memberRun(spec Spec, m SubAgent, call provider.ToolCall, depth int) (child Spec, wfName string, arg any, bad string) {
+	task, ok := delegatedTask(false, true, call.Arguments)
+	if !ok {
+		return Spec{}, "", nil, badTask(call)
+	}
+	if m.Agent == nil {
+		// Its task is handed as the policy left it (handOff), the call's
+		// as it is when no policy was asked.
+		return Spec{}, FactoryWorkflowName, FactoryCall{Factory: m.Factory, Tool: SpawnToolName, Arguments: call.Arguments, Checked: true, Task: task, Depth: depth + 1, MaxOutputBytes: spec.maxOutput()}, ""
+	}
+	child = *m.Agent
 	if child.MaxDepth == 0 {
 		child.MaxDepth = spec.maxDepth()
 	}
