@@ -1,6 +1,7 @@
 package contracttest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -77,14 +78,24 @@ func checkSpent(t *testing.T, m *model, out Outcome) {
 
 func backgroundMessage(t *testing.T, rt Runtime) {
 	for _, mode := range idModes {
-		t.Run(mode.name, func(t *testing.T) { backgroundMessageWith(t, rt, mode.id) })
+		t.Run(mode.name, func(t *testing.T) { backgroundMessageWith(t, rt, mode.id, "") })
 	}
 }
 
-// A job steered by a message: the message reaches the fork once, at its
-// next step boundary, its receipt says delivered before that step, and
-// the wait collects the fork's answer.
-func backgroundMessageWith(t *testing.T, rt Runtime, id func(int64) string) {
+// rosterMessage is backgroundMessage with a member of the lead's roster
+// as the job: it runs as itself (its own system prompt and tools), and
+// its status names it.
+func rosterMessage(t *testing.T, rt Runtime) {
+	for _, mode := range idModes {
+		t.Run(mode.name, func(t *testing.T) { backgroundMessageWith(t, rt, mode.id, "surveyor") })
+	}
+}
+
+// A job steered by a message: the message reaches the job — a fork, or
+// the roster member named member — once, at its next step boundary, its
+// receipt says delivered before that step, and the wait collects the
+// job's answer.
+func backgroundMessageWith(t *testing.T, rt Runtime, id func(int64) string, member string) {
 	const task, note = "count the stars", "count the moons too"
 	g := newGate()
 	var replies, forkCalls, heardAt atomic.Int64
@@ -111,6 +122,9 @@ func backgroundMessageWith(t *testing.T, rt Runtime, id func(int64) string) {
 		}
 		switch len(rs) {
 		case 0:
+			if member != "" {
+				return c(subagent.SpawnToolName, `{"task":"`+task+`","agent":"`+member+`","background":true}`)
+			}
 			return c(subagent.SpawnToolName, `{"task":"`+task+`","background":true}`)
 		case 1:
 			return c(subagent.JobsToolName, `{"action":"send","job_id":"`+jobOf(rs[0])+`","message":"`+note+`"}`)
@@ -122,9 +136,19 @@ func backgroundMessageWith(t *testing.T, rt Runtime, id func(int64) string) {
 		}
 		return provider.AssistantMessage("lead: " + rs[2]), nil
 	})
-	out := rt.Run(t, Tree{System: "lead", Provider: m, Task: "go", Spawn: true, Background: true, Tools: []tool.Tool{g.tool("gate")}}, nil)
+	tree := Tree{System: "lead", Provider: m, Task: "go", Spawn: true, Background: true, Tools: []tool.Tool{g.tool("gate")}}
+	if member != "" {
+		tree.Tools = nil
+		tree.Roster = []SubAgent{{Name: member, Description: "Surveys.", Tree: Tree{System: member, Provider: m, Tools: []tool.Tool{g.tool("gate")}}}}
+	}
+	out := rt.Run(t, tree, nil)
 	if out.Err != nil {
 		t.Fatal(out.Err)
+	}
+	if member != "" {
+		if n := len(m.requestsOf(member)); n != 2 {
+			t.Errorf("the member's model was asked %d times under its own system prompt, want 2: the job runs as the member", n)
+		}
 	}
 	if want := fmt.Sprintf("lead: heard %q 1 times", note); out.Answer != want {
 		t.Errorf("the lead answered %q, want %q: the message reaches the job once, at its next step", out.Answer, want)
@@ -150,6 +174,9 @@ func backgroundMessageWith(t *testing.T, rt Runtime, id func(int64) string) {
 	}
 	// The message may come before the job's first step or its second,
 	// as the job and the lead race; its receipt says which.
+	if want := cmp.Or(member, subagent.DefaultForkName); status.Agent != want {
+		t.Errorf("the job's status names %q, want %q", status.Agent, want)
+	}
 	if at := int(heardAt.Load()); status.State != subagent.JobDone || len(status.Messages) != 1 || status.Messages[0].State != subagent.MessageDelivered || status.Messages[0].Step != at {
 		t.Errorf("the job's status is %+v, want done with its one message delivered before step %d, where its model read it", status, at)
 	}

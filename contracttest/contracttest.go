@@ -46,6 +46,10 @@ type Tree struct {
 	// background (spawn_subagent with background=true) and act on them
 	// with subagent_jobs.
 	Background bool
+	// Roster, with Spawn, are named children spawn_subagent starts by
+	// its "agent" argument, in the foreground or the background; each
+	// member's Tree is its agent. They are not offered as tools.
+	Roster []SubAgent
 	// TokenLimit ends the run past so many tokens, its children's
 	// included (0: none); ToolRetries is how many steps in a row with a
 	// failed tool call the run tolerates (0: the default; below 0: none).
@@ -108,6 +112,7 @@ func Run(t *testing.T, rt Runtime) {
 		{"failed tool steps", toolRetries},
 		{"approval runs its call once", approvalOnce},
 		{"a background job steered by a message", backgroundMessage},
+		{"a roster member in the background steered by a message", rosterMessage},
 		{"a background job cancelled", backgroundCancel},
 		{"a background job asks a person", backgroundAsks},
 		{"a job outlives its turn", jobAcrossTurns},

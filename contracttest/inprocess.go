@@ -137,6 +137,20 @@ func build(tree Tree, thread *[]*subagent.Spawner) (*agent.React, error) {
 		if tree.Background {
 			opts = append(opts, subagent.WithBackground())
 		}
+		var members []*subagent.SubAgentTool
+		for _, sa := range tree.Roster {
+			child := sa.Tree
+			st, err := subagent.FromFactory(sa.Name, sa.Description, func(context.Context, json.RawMessage) (agent.Agent, error) {
+				return build(child, nil)
+			})
+			if err != nil {
+				return nil, err
+			}
+			members = append(members, st)
+		}
+		if len(members) > 0 {
+			opts = append(opts, subagent.WithRoster(members...))
+		}
 		if thread != nil {
 			opts = append(opts, subagent.WithJobsAcrossTurns(nil))
 		}

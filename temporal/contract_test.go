@@ -98,6 +98,10 @@ func specOf(tree contracttest.Tree, tools *[]tool.Tool) Spec {
 		child.OutputSchema, child.MaxOutputBytes = sa.OutputSchema, sa.MaxOutputBytes
 		s.SubAgents = append(s.SubAgents, SubAgent{Name: sa.Name, Description: sa.Description, Agent: &child})
 	}
+	for _, sa := range tree.Roster {
+		child := specOf(sa.Tree, tools)
+		s.Roster = append(s.Roster, SubAgent{Name: sa.Name, Description: sa.Description, Agent: &child})
+	}
 	return s
 }
 
