@@ -53,6 +53,15 @@ const (
 	// each wait of a run at the top of its tree.
 	jobAsksChange = "deputy.job-asks"
 
+	// goWaitAsksChange names the workflow version from which a
+	// program's wait (JobsWaitUpdate) counts a target waiting for a
+	// person's answer as ended and returns it at once, suspended with its
+	// questions and not collected, as subagent.Jobs.Wait does in process;
+	// before it the wait waited on until the person answered or its time
+	// was up. Asked at a program's wait in the run at the top of its
+	// tree, where a target asks or the wait would wait.
+	goWaitAsksChange = "deputy.go-wait-asks"
+
 	// holdChange names the workflow version from which a run under a
 	// limit holds back its jobs' shares (jobs.held); asked only where a
 	// share is held.
@@ -1157,16 +1166,7 @@ func (js *jobs) waitParked(ctx workflow.Context, a jobsArgs) (ToolResult, *parke
 	if !(js.q != nil && js.q.top && workflow.GetVersion(ctx, jobAsksChange, workflow.DefaultVersion, 1) >= 1) {
 		return timer(ctx, endedOf(targets, first), func(workflow.Context) (ToolResult, *parked) { return js.waited(targets, d), nil })
 	}
-	settled := func() bool {
-		js.asking(targets)
-		n := 0
-		for _, j := range targets {
-			if j.ended || len(j.asks) > 0 {
-				n++
-			}
-		}
-		return n == len(targets) || first && n > 0
-	}
+	settled := js.settledOf(targets, first)
 	var round func(ctx workflow.Context) (ToolResult, *parked)
 	round = func(ctx workflow.Context) (ToolResult, *parked) {
 		return timer(ctx, settled, func(workflow.Context) (ToolResult, *parked) {
@@ -1249,16 +1249,10 @@ func (js *jobs) asking(targets []*bgJob) bool {
 	return found
 }
 
-// awaitAsking waits, for at most d, for the targets to end (any or all),
-// a job waiting for a person counting as ended, as a suspended job does
-// in process. When the wait ends with a target waiting for a person, it
-// waits with it — durably, without a timeout — until the person has
-// answered, and then waits again for d: the question reaches the person
-// as any question of the tree (Pending), attributed to the job's
-// workflow, and the model reads the job's outcome, not that it is still
-// running. It returns why it could not wait ("": it waited).
-func (js *jobs) awaitAsking(ctx workflow.Context, targets []*bgJob, first bool, d time.Duration) string {
-	settled := func() bool {
+// settledOf returns whether targets have ended or wait for a person
+// (asking), all of them or, first, one.
+func (js *jobs) settledOf(targets []*bgJob, first bool) func() bool {
+	return func() bool {
 		js.asking(targets)
 		n := 0
 		for _, j := range targets {
@@ -1268,6 +1262,18 @@ func (js *jobs) awaitAsking(ctx workflow.Context, targets []*bgJob, first bool, 
 		}
 		return n == len(targets) || first && n > 0
 	}
+}
+
+// awaitAsking waits, for at most d, for the targets to end (any or all),
+// a job waiting for a person counting as ended, as a suspended job does
+// in process. When the wait ends with a target waiting for a person, it
+// waits with it — durably, without a timeout — until the person has
+// answered, and then waits again for d: the question reaches the person
+// as any question of the tree (Pending), attributed to the job's
+// workflow, and the model reads the job's outcome, not that it is still
+// running. It returns why it could not wait ("": it waited).
+func (js *jobs) awaitAsking(ctx workflow.Context, targets []*bgJob, first bool, d time.Duration) string {
+	settled := js.settledOf(targets, first)
 	for {
 		if !settled() && d > time.Nanosecond {
 			if _, err := js.awaitTimed(ctx, d, settled); err != nil {

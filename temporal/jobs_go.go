@@ -52,7 +52,8 @@ const (
 	// collected, those that ended: per job, its status, what the model
 	// would read ("result", "is_error"), what it spent the first time it
 	// is collected ("usage", "cost"), and, for a job that failed, why
-	// ("error").
+	// ("error"); and, not collected, those waiting for a person, their
+	// status alone (state "suspended", with its questions).
 	JobsWaitUpdate = "jobs_wait"
 )
 
@@ -250,11 +251,13 @@ func (js *jobs) refuseWait(w subagent.WaitFor) string {
 
 // waitFromGo waits for a program, for at most w.Timeout (0: until they
 // end), for the jobs w names (none: every job not collected yet) to end,
-// all of them or, with w.Any, one, and collects those that ended. A job
-// waiting for a person has not ended: it goes on once the person has
-// answered (Pending, Answer). When the run ends meanwhile, it collects
-// the jobs the run cancelled as it ended; when a thread's turn ends, it
-// returns what has ended.
+// all of them or, with w.Any, one, and collects those that ended. In the
+// run at the top of its tree, which knows its jobs' questions, a job
+// waiting for a person counts as ended (goWaitAsksChange), as a suspended
+// job does in process: it is returned with its questions, not collected,
+// and goes on once the person has answered (Pending, Answer). When the
+// run ends meanwhile, it collects the jobs the run cancelled as it ended;
+// when a thread's turn ends, it returns what has ended.
 func (js *jobs) waitFromGo(ctx workflow.Context, w subagent.WaitFor) ([]jobWaited, error) {
 	js.waiting++
 	defer func() { js.waiting-- }()
@@ -275,7 +278,16 @@ func (js *jobs) waitFromGo(ctx workflow.Context, w subagent.WaitFor) ([]jobWaite
 	ended := endedOf(targets, w.Any)
 	// A run that ends cancels its jobs, and the wait collects them; a
 	// thread's turn leaves them working, and the wait returns.
-	done := func() bool { return ended() || js.closing && js.threaded() }
+	leaving := func() bool { return js.closing && js.threaded() }
+	// Asked where a target asks now or the wait would wait: a history
+	// recorded before it waited on past a question.
+	suspends := js.q != nil && js.q.top && (js.asking(targets) || !ended() && !leaving()) &&
+		workflow.GetVersion(ctx, goWaitAsksChange, workflow.DefaultVersion, 1) >= 1
+	settled := ended
+	if suspends {
+		settled = js.settledOf(targets, w.Any)
+	}
+	done := func() bool { return settled() || leaving() }
 	if !done() {
 		var err error
 		if w.Timeout > 0 {
@@ -288,9 +300,16 @@ func (js *jobs) waitFromGo(ctx workflow.Context, w subagent.WaitFor) ([]jobWaite
 		}
 	}
 	js.drain()
+	if suspends {
+		js.asking(targets)
+	}
 	var out []jobWaited
 	for _, j := range targets {
 		if !j.ended {
+			if suspends && len(j.asks) > 0 {
+				// Still running: a later wait collects it once it ends.
+				out = append(out, jobWaited{Status: j.status()})
+			}
 			continue
 		}
 		r := j.collect(js.spec.maxOutput())
@@ -362,6 +381,16 @@ func StartJob(ctx context.Context, c client.Client, workflowID string, t subagen
 // Result the first time it is collected, by a program or the run's model,
 // and counted once in the run's RunOutput. A failed job's Err says why; a
 // cancelled one, or one stopped at a bound, hands back a partial report.
+//
+// A job waiting for a person's answer — a question of its own or of a
+// child of its own — counts as ended, as a suspended job does for
+// subagent.Jobs.Wait in process, where workflowID is the run at the top
+// of its tree (the one that holds the tree's questions): the wait returns
+// it at once with State subagent.JobSuspended, its Questions, and Err a
+// *tool.Interrupted that carries them (find it with errors.As). It is not
+// collected: it is still running, and its Result is empty; a wait before
+// the person answers returns it so again. Answer it (Pending, Answer), and
+// a later wait collects it, with its usage, once it has ended.
 func WaitJobs(ctx context.Context, c client.Client, workflowID string, w subagent.WaitFor) ([]subagent.JobResult, error) {
 	if dl, ok := ctx.Deadline(); ok && w.Timeout == 0 {
 		// The workflow waits on: it does not know when the caller gives up.
@@ -378,13 +407,22 @@ func WaitJobs(ctx context.Context, c client.Client, workflowID string, w subagen
 	if err != nil {
 		return nil, fmt.Errorf("temporal: waiting for the jobs of %s: %w%s", workflowID, err, noTurnHint(err))
 	}
+	return jobResults(got), nil
+}
+
+// jobResults is what a program reads of the jobs a wait returned, in the
+// shape subagent.Jobs.Wait gives them.
+func jobResults(got []jobWaited) []subagent.JobResult {
 	out := make([]subagent.JobResult, len(got))
 	for i, g := range got {
 		out[i] = subagent.JobResult{JobStatus: g.Status, Result: tool.Result{Content: g.Result, IsError: g.IsError, Usage: g.Usage}}
-		if g.Err != "" {
+		switch {
+		case g.Status.State == subagent.JobSuspended:
+			out[i].Err = &tool.Interrupted{Interrupts: slices.Clone(g.Status.Questions)}
+		case g.Err != "":
 			out[i].Err = errors.New(strings.TrimSpace(g.Err))
 			out[i].Result.Err = out[i].Err
 		}
 	}
-	return out, nil
+	return out
 }

@@ -89,11 +89,17 @@ var recordedIDs = map[string]string{
 	// then waits for that job and cancels its other job, 20 calls on the
 	// pool that sets the waiting ones aside (jobWaitPoolChange).
 	"jobs-pooled.json": "record-jobs-pooled",
+	// A lead holding on in a step while a program's wait (JobsWaitUpdate,
+	// with a timeout) meets its job waiting for a person, recorded by code
+	// before goWaitAsksChange: the wait waited on, on a timer, until the
+	// person answered and the job ended. It cannot be recorded again:
+	// TestRecordHistories skips it.
+	"go-wait-asks.json": "record-go-wait-asks",
 }
 
 // recordedOnly are histories recorded by code older than a change whose
 // replay they check, which TestRecordHistories cannot record again.
-var recordedOnly = map[string]bool{"asked-via.json": true}
+var recordedOnly = map[string]bool{"asked-via.json": true, "go-wait-asks.json": true}
 
 // telling answers as a lead that spawns a fork and answers with what it
 // said, and as the fork, which pays (a person must approve) and says so.
