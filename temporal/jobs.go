@@ -190,6 +190,16 @@ const (
 	// publishes its jobs' events.
 	refusedEventChange = "deputy.job-refused-event"
 
+	// goRefusedChange names the workflow version from which a program's
+	// start a cap refuses (Spec.MaxBackground, MaxOwnerJobs, MaxSpawns)
+	// takes the path of a model's background spawn, which refuses it
+	// there: counted in RunOutput.Refused and, for a cap of jobs alive,
+	// published as a deputy.refused event, as a start in process is.
+	// Before it the update's validator refused it, and, where a start or
+	// a step took the room after the validator, its handler did, counting
+	// nothing. Asked where the handler finds a cap reached.
+	goRefusedChange = "deputy.go-start-refused"
+
 	// jobOrderChange names the workflow version from which a job takes
 	// the messages of one sender in the order sent, which their receipts
 	// number, as in process: the server delivers the signals a workflow

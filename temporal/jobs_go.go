@@ -20,8 +20,8 @@ import (
 
 // Starting and waiting for a run's background jobs from Go (StartJob,
 // WaitJobs), as subagent.Jobs.Start and Wait do in process: two updates
-// of the run's workflow, whose validators refuse what cannot go on before
-// anything is recorded.
+// of the run's workflow, whose validators refuse a bad argument, or what
+// the run cannot do, before anything is recorded.
 //
 // A job a program starts takes the path of a background spawn of a step:
 // the workers' policy is asked about its hand-off, it counts against
@@ -114,8 +114,11 @@ func goCall(t subagent.Task) provider.ToolCall {
 }
 
 // refuseStart says why a program's start of t cannot go on ("": it can),
-// as the spawn tool would refuse it. It reads the run's state only: a
-// validator records nothing and asks no version.
+// as the spawn tool would refuse it: a bad argument, or a run that cannot
+// start it. A cap it would go past (capped) is not among them: the start's
+// handler refuses that, where a refusal is counted and published as a
+// model's is. It reads the run's state only: a validator records nothing
+// and asks no version.
 func (js *jobs) refuseStart(t subagent.Task) string {
 	switch {
 	case js.closing:
@@ -140,6 +143,16 @@ func (js *jobs) refuseStart(t subagent.Task) string {
 			return bad
 		}
 	}
+	ht, hc := js.shares()
+	if tokens, dollars := js.goShares(ht, hc); tokens < 0 || dollars < 0 {
+		return fmt.Sprintf("%v: the run's tokens are used, or set aside for the jobs running now: collect those first", subagent.ErrNoBudget)
+	}
+	return ""
+}
+
+// capped says which cap a program's start would go past ("": none):
+// Spec.MaxBackground, MaxOwnerJobs or MaxSpawns.
+func (js *jobs) capped() string {
 	if n := js.alive(); n >= js.spec.maxBackground() {
 		return js.tooManyJobs(n)
 	}
@@ -148,10 +161,6 @@ func (js *jobs) refuseStart(t subagent.Task) string {
 	}
 	if js.spec.MaxSpawns > 0 && js.spawns != nil && *js.spawns >= js.spec.MaxSpawns {
 		return maxSpawnsResult(js.spec).Content
-	}
-	ht, hc := js.shares()
-	if tokens, dollars := js.goShares(ht, hc); tokens < 0 || dollars < 0 {
-		return fmt.Sprintf("%v: the run's tokens are used, or set aside for the jobs running now: collect those first", subagent.ErrNoBudget)
 	}
 	return ""
 }
@@ -187,13 +196,21 @@ func (js *jobs) goShares(ht int64, hc float64) (int64, float64) {
 }
 
 // startFromGo starts a job for a program, as a background spawn of a
-// step starts one: asked of the policy, counted, numbered, bounded.
+// step starts one: asked of the policy, counted, numbered, bounded. A
+// start past a cap is refused on that path too, as a model's spawn is:
+// counted in the run's RunOutput.Refused and, past Spec.MaxBackground or
+// MaxOwnerJobs, published as a deputy.refused event.
 func (js *jobs) startFromGo(ctx workflow.Context, t subagent.Task) (subagent.JobStatus, error) {
 	js.starting++
 	defer func() { js.starting-- }()
 	if bad := js.refuseStart(t); bad != "" {
-		// Another start or a step took what the validator found free.
+		// A step or another start took what the validator found left.
 		return subagent.JobStatus{}, errors.New(bad)
+	}
+	if capped := js.capped(); capped != "" && workflow.GetVersion(ctx, goRefusedChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		// A history recorded before goRefusedChange: refused here,
+		// counting nothing.
+		return subagent.JobStatus{}, errors.New(capped)
 	}
 	if !js.enabled(ctx) {
 		return subagent.JobStatus{}, errors.New("this run was started by a worker too old to start background jobs: start a new run")
@@ -356,9 +373,14 @@ func (js *jobs) takeFromGo() ToolResult {
 // and OutputSchema must be empty), checked by the workers' policy,
 // counted against Spec.MaxSpawns, MaxBackground and MaxOwnerJobs, and
 // bounded by the job bounds, with half of what is left of the run's
-// limits (see the package documentation). A refusal sends
-// nothing and says what to do; the run's model sees the job in its list
-// and may wait for it, send it messages or cancel it.
+// limits (see the package documentation). A refusal says what to do. A
+// bad Task, or a run that cannot start a job, is refused before anything
+// is recorded; a start past one of those caps is refused as a model's
+// spawn is, and counted in the run's RunOutput.Refused, and, past
+// MaxBackground or MaxOwnerJobs, published as a deputy.refused event
+// (subagent.RefusedEvent) where the run publishes its jobs' events, as
+// subagent.Jobs.Start does in process. The run's model sees a job started
+// in its list and may wait for it, send it messages or cancel it.
 func StartJob(ctx context.Context, c client.Client, workflowID string, t subagent.Task) (subagent.JobStatus, error) {
 	var st subagent.JobStatus
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{

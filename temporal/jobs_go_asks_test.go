@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -230,6 +232,123 @@ func goWaitSuspends(t *testing.T, id func(n int64, i int) string) {
 	if calls, spent := m.total(); calls != 5 || out.TotalUsage() != spent || out.Answer != "lead done" {
 		t.Errorf("%d model calls costing %+v, the lead answered %q and reported %+v; want 5 (3 the lead's, 2 its job's), each counted once",
 			calls, spent, out.Answer, out.TotalUsage())
+	}
+}
+
+// A program's start past Spec.MaxBackground is refused as a model's
+// spawn past it is, as subagent.Jobs.Start refuses it in process: with
+// the same error, a deputy.refused event of the same reason and message,
+// and counted in RunOutput.Refused. Before, the update's validator
+// refused it, publishing and counting nothing. With models that name
+// their calls afresh, not at all, or from call_0.
+func TestGoStartPastMaxBackgroundIsARefusal(t *testing.T) {
+	for _, mode := range policyIDModes {
+		t.Run(mode.name, func(t *testing.T) { goStartRefused(t, mode.id) })
+	}
+}
+
+func goStartRefused(t *testing.T, id func(n int64, i int) string) {
+	const bill = "pay the bill"
+	var paid, n atomic.Int64
+	m := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		call := func(name, args string) (provider.Message, error) {
+			return provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: name, Arguments: json.RawMessage(args)}), nil
+		}
+		if firstUserOf(req) == bill {
+			if len(rs) == 0 {
+				return call("pay", `{}`)
+			}
+			return provider.AssistantMessage("bill: " + rs[0]), nil
+		}
+		switch len(rs) {
+		case 0:
+			return call(SpawnToolName, `{"task":"`+bill+`","background":true}`)
+		case 1:
+			return call(SpawnToolName, `{"task":"count the coins","background":true}`)
+		case 2:
+			return call(subagent.JobsToolName, `{"action":"wait","job_id":"job_1","timeout_seconds":30}`)
+		}
+		return provider.AssistantMessage("lead: " + rs[1] + " | " + rs[2]), nil
+	}}
+	reg, err := tool.NewRegistry(payer(&paid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := NewHub()
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg, Events: hub})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "refused-tree"})
+	var rec recorder
+	defer hub.Subscribe(event.WithSink(context.Background(), &rec), "refused-tree")()
+	refusals := func() []map[string]string {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		var out []map[string]string
+		for _, e := range rec.events {
+			if e.Type == event.Custom && e.Name == subagent.RefusedEvent {
+				var v map[string]string
+				if err := json.Unmarshal(e.Value, &v); err != nil {
+					t.Error(err)
+				}
+				out = append(out, v)
+			}
+		}
+		return out
+	}
+	var start goUpdate
+	var asked []tool.Interrupt
+	var modelRefusals int
+	state := 0
+	// The lead's first job waits for a person; its second spawn is
+	// refused; then, while the lead waits with its job, a program starts
+	// one, and the person answers once that start is done.
+	everyTick(env, time.Second, func() bool {
+		switch state {
+		case 0:
+			if queried(env, InterruptsQuery, &asked) && len(asked) > 0 && len(refusals()) > 0 {
+				modelRefusals = len(refusals())
+				env.UpdateWorkflow(JobStartUpdate, "start", start.callbacks(), subagent.Task{Task: "count the moons"})
+				state = 1
+			}
+		case 1:
+			if done, _ := start.outcome(); done {
+				env.UpdateWorkflow(AnswerUpdate, "answer", noCallbacks{t}, []tool.Answer{{InterruptID: asked[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)}})
+				return true
+			}
+		}
+		return false
+	})
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"pay"}, Spawn: true, Background: true, MaxBackground: 1}, Text: "go"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var out RunOutput
+	if err := env.GetWorkflowResult(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.Answer, subagent.ErrMaxBackground.Error()) || !strings.Contains(out.Answer, "bill: paid") || modelRefusals != 1 {
+		t.Fatalf("the lead answered %q with %d refusal events before the program's start: want its second spawn refused, once, and its job's answer", out.Answer, modelRefusals)
+	}
+	done, err := start.outcome()
+	if !done || err == nil || !strings.Contains(err.Error(), subagent.ErrMaxBackground.Error()) {
+		t.Fatalf("the program's start past the cap came to %v (done %v), want it refused with %v", err, done, subagent.ErrMaxBackground)
+	}
+	rs := refusals()
+	if len(rs) != 2 {
+		t.Fatalf("refusal events %+v, want two: the model's spawn and the program's start", rs)
+	}
+	model, program := rs[0], rs[1]
+	if program["reason"] != "max_background" || program["reason"] != model["reason"] || program["message"] != model["message"] || program["name"] != model["name"] {
+		t.Errorf("the program's start was refused with %+v, the model's spawn with %+v: want the same reason, message and name", program, model)
+	}
+	if !strings.Contains(err.Error(), program["message"]) {
+		t.Errorf("the program read %q, want the refusal's message %q", err, program["message"])
+	}
+	if out.Refused != 2 {
+		t.Errorf("RunOutput.Refused %d, want 2: the model's spawn and the program's start", out.Refused)
+	}
+	if paid.Load() != 1 {
+		t.Errorf("paid %d times, want once", paid.Load())
 	}
 }
 

@@ -54,9 +54,9 @@ func (s *spentOn) spent() provider.Usage {
 // up while the job works returns nothing; the next collects it, with what
 // it spent. The lead's model then waits for the job too and reads its
 // answer, its usage counted once in the lead's RunOutput, the job run
-// once. Bad starts, and one past Spec.MaxBackground, are refused before
-// anything is recorded. With models
-// that name their calls afresh, not at all, or from call_0.
+// once. Bad starts are refused before anything is recorded, and one past
+// Spec.MaxBackground as a model's spawn past it is. With models that name
+// their calls afresh, not at all, or from call_0.
 func TestJobStartAndWaitFromGo(t *testing.T) {
 	inEachIDMode(t, jobsStartedFromGo)
 }
@@ -170,6 +170,9 @@ func jobsStartedFromGo(t *testing.T, c client.Client, id func(n int64, i int) st
 	}
 	if gates.Load() != 1 || holds.Load() != 1 {
 		t.Errorf("the job's step ran %d times, the lead's %d; want each once", gates.Load(), holds.Load())
+	}
+	if out.Refused != 1 {
+		t.Errorf("RunOutput.Refused %d, want 1: the start past Spec.MaxBackground", out.Refused)
 	}
 	if calls, spent := m.total(); calls != 5 || out.TotalUsage() != spent {
 		t.Errorf("%d model calls costing %+v, the lead reported %+v; want 5 (3 the lead's, 2 its job's), each counted once", calls, spent, out.TotalUsage())
