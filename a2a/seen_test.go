@@ -203,9 +203,22 @@ func TestMessageSentAgainToAnotherServerOnTheStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r1 := startStream(t, clientAs(t, startServer(t, s1), "alice"), messageAs("m-1", "go"))
+	c1 := clientAs(t, startServer(t, s1), "alice")
+	r1 := startStream(t, c1, messageAs("m-1", "go"))
 	id := r1.id(t)
 	b.waitStarted(t)
+	// The SDK stores the task's events apart from the run that sends
+	// them: the run may reach its tool before the task as stored says it
+	// works.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		task, err := c1.GetTask(context.Background(), &sdk.GetTaskRequest{ID: id})
+		if err == nil && task.Status.State == sdk.TaskStateWorking {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the task as stored is %v (%v), want working", task, err)
+		}
+	}
 	s2, err := a2a.NewPerTask(b.build, a2a.WithName("lead"), a2a.WithStore(st), a2a.WithAuthorize(byHeader), a2a.WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)
