@@ -77,17 +77,18 @@ type Spec struct {
 	// Spawn offers spawn_subagent: each call forks a child of this agent's
 	// kind (same provider and tools, fresh history, no sub-agents).
 	Spawn bool `json:"spawn,omitempty"`
-	// Roster lists the named sub-agents spawn_subagent may start by its
-	// "agent" argument, as subagent.WithRoster does in process: in the
-	// foreground, or with Background in the background, as jobs the
-	// model acts on with subagent_jobs and a program starts with
-	// StartJob (Task.Agent). A member is reached only through
+	// Roster, with Spawn, lists the named sub-agents spawn_subagent may
+	// start by its "agent" argument, as subagent.WithRoster does in
+	// process: in the foreground, or with Background in the background,
+	// as jobs the model acts on with subagent_jobs and a program starts
+	// with StartJob (Task.Agent). A member is reached only through
 	// spawn_subagent, not offered as a tool of its own; a spawn that
 	// names none forks this agent, and one that names another is
 	// refused with the members' names. A member is an Agent, which runs
 	// as the child workflow of its Spec (in the background it takes
 	// messages at its step boundaries, as a fork does), or a Factory,
-	// which runs in one activity and so in the foreground only; a React
+	// whose agent runs inside one activity, with no step boundary a
+	// message could reach, and so in the foreground only; a React
 	// sub-agent, which reads its system prompt from its call, cannot be
 	// one. A spawn of a member counts against MaxSpawns and
 	// MaxBackground as a fork's does, and the workers' policy is asked
