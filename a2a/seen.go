@@ -3,6 +3,7 @@ package a2a
 import (
 	"container/list"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,11 +26,18 @@ const (
 	DefaultSeenMessageTTL = 24 * time.Hour
 )
 
+// claimTTL bounds how long a claim on a message id (seenMessages.claim)
+// holds off the copies of the message that wait for its task: a claim
+// older than that, whose holder stopped before its task was stored (a
+// server that died as it started it), is taken over by the next copy.
+const claimTTL = 30 * time.Second
+
 // WithSeenMessages bounds what the server remembers of the messages that
 // started its tasks: at most n in memory (the oldest forgotten first), each
 // for at most ttl. A message sent again with the messageId of one
 // remembered, by the same owner and without a taskId, is answered with the
-// task it started (see Server).
+// task it started (see Server). The same bound holds the messages whose
+// tasks are starting.
 func WithSeenMessages(n int, ttl time.Duration) Option {
 	return func(c *config) error {
 		if n <= 0 || ttl <= 0 {
@@ -45,6 +53,14 @@ func WithSeenMessages(n int, ttl time.Duration) Option {
 // the server keeps its tasks in a store of the application's
 // (WithStore), in that store as well, beside the task, so that a restart
 // does not forget it.
+//
+// Before a first message starts its task, the copy that carries it claims
+// the message's id (claim): a copy of the message that arrives while the
+// task starts waits for the claim to settle, and is answered with the
+// task, so that two copies sent at once start one task. With a store the
+// claim is made in the store as well, as a record written only where none
+// is, or over the very version read, so that copies sent at once to two
+// servers on one store start one task too.
 type seenMessages struct {
 	max int
 	ttl time.Duration
@@ -57,10 +73,21 @@ type seenMessages struct {
 	order list.List                // of *seenTask, the oldest first
 }
 
+// seenTask is what is remembered of one owner's message id: the task it
+// started, or, while that task starts, the claim of the copy starting it.
 type seenTask struct {
-	key  string
-	Task sdk.TaskID `json:"task"`
-	At   time.Time  `json:"at"`
+	key   string
+	task  sdk.TaskID
+	at    time.Time
+	claim *claim // a task starting; task is then ""
+}
+
+// seenRecord is a seenTask as the store keeps it. A record that names
+// neither a task nor a claim is a claim released: the id is free.
+type seenRecord struct {
+	Task  sdk.TaskID `json:"task,omitempty"`
+	Claim string     `json:"claim,omitempty"`
+	At    time.Time  `json:"at"`
 }
 
 func newSeenMessages(max int, ttl time.Duration, st *store.Store, log *slog.Logger) *seenMessages {
@@ -76,8 +103,238 @@ func seenKey(owner, messageID string) string {
 // seenPrefix is where, in the store, the first messages' tasks are kept.
 const seenPrefix = "a2a/messages/"
 
-// remember records that owner's message id started task. A message id
-// already remembered keeps its first task.
+// claim is one copy's claim on its owner's message id, made before the
+// task the message starts: it settles when the task is stored (resolve)
+// or when the task did not start (release). Copies of the message that
+// find it pending wait for done.
+type claim struct {
+	s       *seenMessages
+	key     string
+	token   string    // names the claim in the store
+	stale   time.Time // when copies stop waiting for it (claimTTL)
+	version int64     // of its record in the store; 0: not in the store
+	done    chan struct{}
+	state   claimState // guarded by s.mu
+}
+
+type claimState int
+
+const (
+	claimPending claimState = iota // made; no run has taken it
+	claimTaken                     // the run took it: it settles it
+	claimSettled                   // resolved or released
+)
+
+type claimKey struct{}
+
+// withClaim is ctx carrying c to the run of the request and to the
+// storing of its task.
+func withClaim(ctx context.Context, c *claim) context.Context {
+	return context.WithValue(ctx, claimKey{}, c)
+}
+
+func claimFrom(ctx context.Context) *claim {
+	c, _ := ctx.Value(claimKey{}).(*claim)
+	return c
+}
+
+// claim claims owner's message id for the task a first message is about
+// to start. It returns the claim (mine) when the caller is to start that
+// task; or the task the id started, unless that is replace (a failed or
+// cancelled task, which the message sent again tries anew); or the claim
+// of another copy, whose task is starting (other): wait for it, then
+// claim again. It fails only when ctx ends while it waits for another
+// server's claim.
+func (s *seenMessages) claim(ctx context.Context, owner, id string, replace sdk.TaskID) (mine *claim, task sdk.TaskID, other *claim, err error) {
+	k := seenKey(owner, id)
+	now := s.now()
+	s.mu.Lock()
+	if e, ok := s.tasks[k]; ok {
+		t := e.Value.(*seenTask)
+		switch {
+		case t.claim != nil && now.Before(t.claim.stale):
+			s.mu.Unlock()
+			return nil, "", t.claim, nil
+		case t.claim == nil && now.Sub(t.at) < s.ttl && t.task != replace:
+			s.mu.Unlock()
+			return nil, t.task, nil, nil
+		}
+	}
+	c := &claim{s: s, key: k, token: rand.Text(), stale: now.Add(s.claimTTL()), done: make(chan struct{})}
+	s.put(&seenTask{key: k, at: now, claim: c})
+	s.mu.Unlock()
+	if s.st == nil {
+		return c, "", nil, nil
+	}
+	task, at, err := s.claimStored(ctx, c, replace)
+	switch {
+	case err != nil:
+		c.release(ctx, false)
+		return nil, "", nil, err
+	case task != "":
+		c.found(task, at)
+		return nil, task, nil, nil
+	}
+	return c, "", nil, nil
+}
+
+// claimStored makes c's record in the store, where the id has none, or
+// a free one, a stale claim, one damaged or expired, or the task replace.
+// It returns the task the record names instead, when it names one; while
+// it names another server's claim, it waits for that to settle. A store
+// that fails leaves c in memory alone, exact within this server, and is
+// logged.
+func (s *seenMessages) claimStored(ctx context.Context, c *claim, replace sdk.TaskID) (sdk.TaskID, time.Time, error) {
+	key := seenPrefix + c.key
+	pause := 5 * time.Millisecond
+	for {
+		b, v, err := s.st.Get(ctx, key)
+		var rec seenRecord
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			v = 0
+		case err != nil:
+			return "", time.Time{}, s.unclaimed(ctx, err)
+		default:
+			_ = json.Unmarshal(b, &rec) // a damaged record is taken over
+		}
+		now := s.now()
+		switch {
+		case rec.Task != "" && now.Sub(rec.At) < s.ttl && rec.Task != replace:
+			return rec.Task, rec.At, nil
+		case rec.Task == "" && rec.Claim != "" && now.Sub(rec.At) < s.claimTTL():
+			select {
+			case <-ctx.Done():
+				return "", time.Time{}, ctx.Err()
+			case <-time.After(pause):
+			}
+			pause = min(2*pause, 200*time.Millisecond)
+			continue
+		}
+		b, _ = json.Marshal(seenRecord{Claim: c.token, At: now})
+		switch err := s.st.Put(ctx, key, b, v); {
+		case err == nil:
+			c.version = v + 1
+			return "", time.Time{}, nil
+		case errors.Is(err, store.ErrConflict):
+			// Another server wrote it first: read what it wrote.
+		default:
+			return "", time.Time{}, s.unclaimed(ctx, err)
+		}
+	}
+}
+
+// claimTTL is how long a claim holds off the copies that wait for it:
+// claimTTL, or the time a message is remembered when that is shorter.
+func (s *seenMessages) claimTTL() time.Duration {
+	return min(claimTTL, s.ttl)
+}
+
+// unclaimed is what claimStored returns when the store failed: ctx's
+// error when it ended, and otherwise nil, having logged the failure.
+func (s *seenMessages) unclaimed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	s.log.Warn("a2a: claiming a message's id in the store failed: copies of it sent at once to other servers on the store may each start a task", "error", err)
+	return nil
+}
+
+// wait waits for c to settle, or to grow stale, or for ctx to end.
+func (c *claim) wait(ctx context.Context) error {
+	t := time.NewTimer(c.stale.Sub(c.s.now()))
+	defer t.Stop()
+	select {
+	case <-c.done:
+		return nil
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("a2a: waiting for the task a copy of this message is starting: %w", ctx.Err())
+	}
+}
+
+// take is the run's taking of c as it starts the task: it reports false
+// when c was released first (the request ended before the run began),
+// and the run is then not to start.
+func (c *claim) take() bool {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	if c.state == claimSettled {
+		return false
+	}
+	c.state = claimTaken
+	return true
+}
+
+// found settles c, in memory, with the task the store names for its id.
+func (c *claim) found(task sdk.TaskID, at time.Time) {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.state = claimSettled
+	if e, ok := s.tasks[c.key]; ok && e.Value.(*seenTask).claim == c {
+		s.put(&seenTask{key: c.key, task: task, at: at})
+	}
+	close(c.done)
+}
+
+// resolve records that c's message started task: the copies waiting for
+// c answer with it, and so does every copy after them.
+func (c *claim) resolve(ctx context.Context, task sdk.TaskID) {
+	s := c.s
+	now := s.now()
+	s.mu.Lock()
+	if c.state == claimSettled {
+		s.mu.Unlock()
+		return
+	}
+	c.state = claimSettled
+	e, ok := s.tasks[c.key]
+	if !ok || e.Value.(*seenTask).claim == c {
+		s.put(&seenTask{key: c.key, task: task, at: now})
+	}
+	close(c.done)
+	s.mu.Unlock()
+	if s.st == nil {
+		return
+	}
+	b, _ := json.Marshal(seenRecord{Task: task, At: now})
+	err := s.st.Put(ctx, seenPrefix+c.key, b, c.version)
+	if err != nil && (c.version > 0 || !errors.Is(err, store.ErrConflict)) {
+		s.log.Warn("a2a: storing the task a message started failed: sent again after a restart, it starts another", "task", task, "error", err)
+	}
+}
+
+// release gives c up: its task did not start. The copies waiting for it
+// claim the id again, and one of them starts the task. With unlessTaken,
+// a claim a run took is left to that run.
+func (c *claim) release(ctx context.Context, unlessTaken bool) {
+	s := c.s
+	s.mu.Lock()
+	if c.state == claimSettled || (unlessTaken && c.state == claimTaken) {
+		s.mu.Unlock()
+		return
+	}
+	c.state = claimSettled
+	if e, ok := s.tasks[c.key]; ok && e.Value.(*seenTask).claim == c {
+		s.order.Remove(e)
+		delete(s.tasks, c.key)
+	}
+	close(c.done)
+	s.mu.Unlock()
+	if s.st == nil || c.version == 0 {
+		return
+	}
+	b, _ := json.Marshal(seenRecord{At: s.now()})
+	if err := s.st.Put(context.WithoutCancel(ctx), seenPrefix+c.key, b, c.version); err != nil && !errors.Is(err, store.ErrConflict) {
+		s.log.Warn("a2a: releasing the claim on a message whose task did not start failed: copies of it on other servers wait for the claim to grow stale", "error", err)
+	}
+}
+
+// remember records that owner's message id started task, for a message
+// that started it unclaimed. A message id already remembered, or claimed,
+// keeps its first task.
 func (s *seenMessages) remember(ctx context.Context, owner, id string, task sdk.TaskID) {
 	if id == "" {
 		return
@@ -85,14 +342,14 @@ func (s *seenMessages) remember(ctx context.Context, owner, id string, task sdk.
 	k := seenKey(owner, id)
 	now := s.now()
 	s.mu.Lock()
-	if e, ok := s.tasks[k]; ok && now.Sub(e.Value.(*seenTask).At) < s.ttl {
+	if e, ok := s.tasks[k]; ok && now.Sub(e.Value.(*seenTask).at) < s.ttl {
 		s.mu.Unlock()
 		return
 	}
-	s.put(&seenTask{key: k, Task: task, At: now})
+	s.put(&seenTask{key: k, task: task, at: now})
 	s.mu.Unlock()
 	if s.st != nil {
-		b, _ := json.Marshal(seenTask{Task: task, At: now})
+		b, _ := json.Marshal(seenRecord{Task: task, At: now})
 		if err := s.st.Put(ctx, seenPrefix+k, b, 0); err != nil && !errors.Is(err, store.ErrConflict) {
 			s.log.Warn("a2a: storing the task a message started failed: sent again after a restart, it starts another", "task", task, "error", err)
 		}
@@ -106,66 +363,8 @@ func (s *seenMessages) put(t *seenTask) {
 		s.order.Remove(e)
 	}
 	s.tasks[t.key] = s.order.PushBack(t)
-	for s.order.Len() > s.max || t.At.Sub(s.order.Front().Value.(*seenTask).At) >= s.ttl {
+	for s.order.Len() > s.max || t.at.Sub(s.order.Front().Value.(*seenTask).at) >= s.ttl {
 		old := s.order.Remove(s.order.Front()).(*seenTask)
 		delete(s.tasks, old.key)
-	}
-}
-
-// task returns the task owner's message id started, if it is remembered
-// and not older than the bound.
-func (s *seenMessages) task(ctx context.Context, owner, id string) (sdk.TaskID, bool) {
-	if id == "" {
-		return "", false
-	}
-	k := seenKey(owner, id)
-	now := s.now()
-	s.mu.Lock()
-	e, ok := s.tasks[k]
-	if ok {
-		t := e.Value.(*seenTask)
-		if now.Sub(t.At) < s.ttl {
-			s.mu.Unlock()
-			return t.Task, true
-		}
-		s.order.Remove(e)
-		delete(s.tasks, k)
-	}
-	s.mu.Unlock()
-	if s.st == nil {
-		return "", false
-	}
-	b, _, err := s.st.Get(ctx, seenPrefix+k)
-	if err != nil {
-		return "", false
-	}
-	var t seenTask
-	if json.Unmarshal(b, &t) != nil || t.Task == "" || now.Sub(t.At) >= s.ttl {
-		_ = s.st.Delete(ctx, seenPrefix+k)
-		return "", false
-	}
-	t.key = k
-	s.mu.Lock()
-	if _, ok := s.tasks[k]; !ok {
-		s.put(&t)
-	}
-	s.mu.Unlock()
-	return t.Task, true
-}
-
-// forget forgets that owner's message id started task, so that the task
-// a new try of it starts is remembered instead.
-func (s *seenMessages) forget(ctx context.Context, owner, id string, task sdk.TaskID) {
-	k := seenKey(owner, id)
-	s.mu.Lock()
-	if e, ok := s.tasks[k]; ok && e.Value.(*seenTask).Task == task {
-		s.order.Remove(e)
-		delete(s.tasks, k)
-	}
-	s.mu.Unlock()
-	if s.st != nil {
-		if err := s.st.Delete(ctx, seenPrefix+k); err != nil {
-			s.log.Warn("a2a: forgetting the failed task a message started failed: sent again after a restart, it is answered with that task", "task", task, "error", err)
-		}
 	}
 }

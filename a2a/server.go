@@ -256,10 +256,15 @@ func WithLogger(l *slog.Logger) Option {
 // reaches another owner's task, and starts a task of its own. The server
 // remembers the last DefaultMaxSeenMessages first messages, each for
 // DefaultSeenMessageTTL (WithSeenMessages); with WithStore they are kept
-// in the store too, beside the tasks, and survive a restart. A message
-// sent again after that, or twice at once, starts a second task, as does
-// one whose task failed or was cancelled: that is a new try, and the
-// message follows the new task from then on.
+// in the store too, beside the tasks, and survive a restart. Copies of a
+// message sent at once start one task too: the first to arrive claims
+// the message's id before its task starts, and each other copy waits for
+// that task (until its request ends) and is answered with it. With
+// WithStore the claim is made in the store, so that copies sent at once
+// to several servers on one store start one task as well. A message sent
+// again after the server forgot it starts a second task, as does one
+// whose task failed or was cancelled: that is a new try, and the message
+// follows the new task from then on.
 type Server struct {
 	cfg      config
 	run      runFunc
@@ -679,6 +684,13 @@ func (s *Server) execute(ctx context.Context, ec *a2asrv.ExecutorContext, yield 
 			yield(nil, fmt.Errorf("%w: the message has no text or data part for the agent to read", sdk.ErrInvalidParams))
 			return
 		}
+		if c := claimFrom(ctx); c != nil && !c.take() {
+			// The request gave up its claim on the message's id before
+			// this run began: a copy of the message may have started the
+			// task since.
+			yield(nil, errors.New("the request ended before its task started: send the message again"))
+			return
+		}
 		if !yield(sdk.NewSubmittedTask(ec, ec.Message), nil) {
 			return
 		}
@@ -864,11 +876,17 @@ func (x executor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.S
 }
 
 // Cleanup runs once the SDK has stored what an execution or cancellation
-// ended with: it releases Close's wait for a run, and deletes the journal
-// of a task a cancellation ended.
+// ended with: it releases Close's wait for a run and a first message's
+// claim on its id when the run stored no task, and deletes the journal of
+// a task a cancellation ended.
 func (x executor) Cleanup(ctx context.Context, ec *a2asrv.ExecutorContext, result sdk.SendMessageResult, err error) {
 	s := x.s
 	if ec.Message != nil {
+		if c := claimFrom(ctx); c != nil {
+			// A run that did not store its task gives its claim on the
+			// message's id up, for a copy of the message to start it.
+			c.release(ctx, false)
+		}
 		if _, ok := s.settling.LoadAndDelete(ec); ok {
 			s.wg.Done()
 		}

@@ -95,7 +95,12 @@ func (s taskStore) Create(ctx context.Context, task *sdk.Task) (taskstore.TaskVe
 		return 0, hide(s.log, fmt.Sprintf("storing task %s", task.ID), err)
 	}
 	if len(task.History) > 0 && task.History[0] != nil && task.History[0].Role == sdk.MessageRoleUser {
-		s.seen.remember(ctx, ownerFrom(ctx), task.History[0].ID, task.ID)
+		owner, id := ownerFrom(ctx), task.History[0].ID
+		if c := claimFrom(ctx); c != nil && c.key == seenKey(owner, id) {
+			c.resolve(ctx, task.ID)
+		} else {
+			s.seen.remember(ctx, owner, id, task.ID)
+		}
 	}
 	return 1, nil
 }
@@ -371,7 +376,11 @@ func (h ownedTasks) SendMessage(ctx context.Context, req *sdk.SendMessageRequest
 	if err := h.message(ctx, req); err != nil {
 		return nil, err
 	}
-	if t := h.started(ctx, req); t != nil {
+	t, c, err := h.first(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if t != nil {
 		if (req.Config != nil && req.Config.ReturnImmediately) || !running(t.Status.State) {
 			return t, nil
 		}
@@ -387,6 +396,10 @@ func (h ownedTasks) SendMessage(ctx context.Context, req *sdk.SendMessageRequest
 		}
 		return now.Task, nil
 	}
+	if c != nil {
+		ctx = withClaim(ctx, c)
+		defer c.release(ctx, true)
+	}
 	return h.RequestHandler.SendMessage(ctx, req)
 }
 
@@ -394,11 +407,16 @@ func (h ownedTasks) SendStreamingMessage(ctx context.Context, req *sdk.SendMessa
 	if err := h.message(ctx, req); err != nil {
 		return refused(err)
 	}
-	if t := h.started(ctx, req); t != nil {
-		if !running(t.Status.State) {
-			return func(yield func(sdk.Event, error) bool) { yield(t, nil) }
-		}
-		return func(yield func(sdk.Event, error) bool) {
+	return func(yield func(sdk.Event, error) bool) {
+		t, c, err := h.first(ctx, req)
+		switch {
+		case err != nil:
+			yield(nil, err)
+			return
+		case t != nil && !running(t.Status.State):
+			yield(t, nil)
+			return
+		case t != nil:
 			first := true
 			for ev, err := range h.SubscribeToTask(ctx, &sdk.SubscribeToTaskRequest{ID: t.ID}) {
 				if first && errors.Is(err, sdk.ErrTaskNotFound) {
@@ -412,44 +430,77 @@ func (h ownedTasks) SendStreamingMessage(ctx context.Context, req *sdk.SendMessa
 					return
 				}
 			}
+			return
+		}
+		rctx := ctx
+		if c != nil {
+			rctx = withClaim(ctx, c)
+			defer c.release(rctx, true)
+		}
+		for ev, err := range h.RequestHandler.SendStreamingMessage(rctx, req) {
+			if !yield(ev, err) {
+				return
+			}
 		}
 	}
-	return h.RequestHandler.SendStreamingMessage(ctx, req)
 }
 
-// started returns the task of the request's owner that a message with
-// the request's messageId and parts started, when the request sends it again
-// without a taskId (its sender did not learn of the task: its process
-// died, or the connection broke) and the server remembers it; nil
-// otherwise, and the message starts a task. Only the owner's own
-// messages are looked up, after Authorize named the owner: another's
-// messageId, guessed or seen, names nothing.
-func (h ownedTasks) started(ctx context.Context, req *sdk.SendMessageRequest) *sdk.Task {
-	if req == nil || req.Message == nil || req.Message.TaskID != "" {
-		return nil
+// first settles what a message sent without a taskId starts. It returns
+// the task of the request's owner that a message with the request's
+// messageId and parts started, when the request sends it again (its
+// sender did not learn of the task: its process died, or the connection
+// broke) and the server remembers it; then the message starts nothing.
+// Otherwise it returns the claim on the message's id under which the
+// message starts its task (nil for a message whose id names another
+// message's task: a client that reuses its ids gets a task of its own).
+// A copy of the message that comes while the claim's task starts waits
+// for it (until ctx ends) and is answered with it, as a copy sent later
+// is. Only the owner's own messages are looked up, after Authorize named
+// the owner: another's messageId, guessed or seen, names nothing.
+func (h ownedTasks) first(ctx context.Context, req *sdk.SendMessageRequest) (*sdk.Task, *claim, error) {
+	if req == nil || req.Message == nil || req.Message.TaskID != "" || req.Message.ID == "" {
+		return nil, nil, nil
 	}
-	id, ok := h.tasks.seen.task(ctx, ownerFrom(ctx), req.Message.ID)
-	if !ok {
-		return nil
+	owner := ownerFrom(ctx)
+	var failed sdk.TaskID
+	for {
+		mine, id, other, err := h.tasks.seen.claim(ctx, owner, req.Message.ID, failed)
+		switch {
+		case err != nil:
+			return nil, nil, err
+		case mine != nil:
+			return nil, mine, nil
+		case other != nil:
+			if err := other.wait(ctx); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		st, err := h.tasks.Get(ctx, id)
+		if err != nil && ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+		if err == nil {
+			// A message that says something else under the id is not the
+			// one sent again: a client that reuses its ids gets a task of
+			// its own.
+			first := firstUserMessage(st.Task)
+			if first == nil || !sameParts(first.Parts, req.Message.Parts) {
+				return nil, nil, nil
+			}
+			if s := st.Task.Status.State; s != sdk.TaskStateFailed && s != sdk.TaskStateCanceled {
+				return st.Task, nil, nil
+			}
+		}
+		// A task that failed or was cancelled did not do the work, and one
+		// that cannot be read does none: the message sent again is a new
+		// try, which claims the id in that task's place and whose task it
+		// follows from now on.
+		if id == failed {
+			return nil, nil, nil
+		}
+		failed = id
 	}
-	st, err := h.tasks.Get(ctx, id)
-	if err != nil {
-		return nil
-	}
-	// A message that says something else under the id is not the one sent
-	// again: a client that reuses its ids gets a task of its own.
-	first := firstUserMessage(st.Task)
-	if first == nil || !sameParts(first.Parts, req.Message.Parts) {
-		return nil
-	}
-	if s := st.Task.Status.State; s == sdk.TaskStateFailed || s == sdk.TaskStateCanceled {
-		// A task that failed or was cancelled did not do the work: the
-		// message sent again is a new try, whose task it follows from now
-		// on.
-		h.tasks.seen.forget(ctx, ownerFrom(ctx), req.Message.ID, id)
-		return nil
-	}
-	return st.Task
 }
 
 // sameParts reports whether two messages' parts are the same on the wire.
