@@ -419,9 +419,13 @@ func (h ownedTasks) SendStreamingMessage(ctx context.Context, req *sdk.SendMessa
 		case t != nil:
 			first := true
 			for ev, err := range h.SubscribeToTask(ctx, &sdk.SubscribeToTaskRequest{ID: t.ID}) {
-				if first && errors.Is(err, sdk.ErrTaskNotFound) {
-					// Stored as running, and no run of it here: a server
-					// on the store stopped mid-run. The task as it stands.
+				if first && err != nil {
+					// Its run ended since the task was read, or runs on
+					// another server on the store, or that server stopped
+					// mid-run. The task as it stands.
+					if now, gerr := h.tasks.Get(ctx, t.ID); gerr == nil {
+						t = now.Task
+					}
 					yield(t, nil)
 					return
 				}
