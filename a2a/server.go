@@ -217,7 +217,9 @@ const DefaultMaxRuns = 256
 
 // WithMaxRuns bounds the runs in progress at once, over all owners, and,
 // when perOwner is above zero, for each owner Authorize names: a message
-// past a bound is refused with an error saying so, and starts nothing.
+// past a bound is refused with an error saying so, and starts nothing. A
+// message sent as soon as a run ended, while that run is being put away
+// and still counts, waits for it (a third of a second at most).
 // A run goes on after its client disconnects, so without a bound a client
 // could start runs without end. A task waiting for a person is not a run
 // in progress.
@@ -285,6 +287,7 @@ type Server struct {
 // cause says who stopped it (errCancelled, errShutdown).
 type execution struct {
 	cancel context.CancelCauseFunc
+	owner  string
 }
 
 // The causes with which a run is stopped.
@@ -501,7 +504,7 @@ func newServer(c config, run runFunc, opts []Option) (*Server, error) {
 		a2asrv.WithLogger(c.logger),
 		a2asrv.WithCapabilityChecks(&s.card.Capabilities),
 		a2asrv.WithConcurrencyConfig(limiter.ConcurrencyConfig{MaxExecutions: c.maxRuns, GetMaxExecutions: func(string) int { return c.maxRunsPerOwner }}))
-	h = ownedTasks{RequestHandler: h, tasks: tasks}
+	h = ownedTasks{RequestHandler: h, tasks: tasks, room: s.room}
 	s.bindings = newBindings(h)
 	return s, nil
 }
@@ -592,6 +595,26 @@ func httpError(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
+
+// room reports whether the runs in progress leave room, within
+// WithMaxRuns's bounds, for another of owner's.
+func (s *Server) room(owner string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.running) >= s.cfg.maxRuns {
+		return false
+	}
+	if s.cfg.authorize == nil || s.cfg.maxRunsPerOwner == 0 {
+		return true // the SDK bounds each owner only when one is named
+	}
+	n := 0
+	for _, e := range s.running {
+		if e.owner == owner {
+			n++
+		}
+	}
+	return n < s.cfg.maxRunsPerOwner
 }
 
 // Close cancels the runs in progress and waits for them to end, their
@@ -710,7 +733,7 @@ func (s *Server) execute(ctx context.Context, ec *a2asrv.ExecutorContext, yield 
 	base, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	rctx := base
-	exec := &execution{cancel: cancel}
+	exec := &execution{cancel: cancel, owner: owner}
 	key := runKey(owner, ec.TaskID)
 	s.running[key] = exec
 	s.wg.Add(1) // done once the SDK has stored what the run ends with

@@ -319,6 +319,9 @@ func pageTokenID(owner, token string) (string, bool) {
 type ownedTasks struct {
 	a2asrv.RequestHandler
 	tasks taskStore
+	// room reports whether the server's runs leave room for another of
+	// the owner's (Server.room).
+	room func(owner string) bool
 }
 
 // own reports whether the task id names is the request's owner's.
@@ -400,7 +403,37 @@ func (h ownedTasks) SendMessage(ctx context.Context, req *sdk.SendMessageRequest
 		ctx = withClaim(ctx, c)
 		defer c.release(ctx, true)
 	}
-	return h.RequestHandler.SendMessage(ctx, req)
+	res, err := h.RequestHandler.SendMessage(ctx, req)
+	for pause := boundPause; h.again(ctx, err, pause); pause *= 2 {
+		res, err = h.RequestHandler.SendMessage(ctx, req)
+	}
+	return res, err
+}
+
+// The pauses before a message refused at WithMaxRuns's bound is sent to
+// the SDK again (ownedTasks.again): 5+10+…+160 ms, about a third of a
+// second.
+const (
+	boundPause    = 5 * time.Millisecond
+	maxBoundPause = 160 * time.Millisecond
+)
+
+// again reports, after a pause, whether a message the SDK refused with err
+// is to be sent to it again: when err refuses it at WithMaxRuns's bound,
+// and the server's own count of runs in progress leaves room for it. The
+// SDK counts a run until it has put it away, after the run's client has
+// read its end, so that a client's next message, sent as soon as the run
+// it followed ended, can find that run still counted.
+func (h ownedTasks) again(ctx context.Context, err error, pause time.Duration) bool {
+	if err == nil || pause > maxBoundPause || !strings.Contains(err.Error(), "concurrency quota exceeded") {
+		return false
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(pause):
+	}
+	return h.room(ownerFrom(ctx))
 }
 
 func (h ownedTasks) SendStreamingMessage(ctx context.Context, req *sdk.SendMessageRequest) iter.Seq2[sdk.Event, error] {
@@ -441,8 +474,19 @@ func (h ownedTasks) SendStreamingMessage(ctx context.Context, req *sdk.SendMessa
 			rctx = withClaim(ctx, c)
 			defer c.release(rctx, true)
 		}
-		for ev, err := range h.RequestHandler.SendStreamingMessage(rctx, req) {
-			if !yield(ev, err) {
+		for pause := boundPause; ; pause *= 2 {
+			first, refused := true, false
+			for ev, err := range h.RequestHandler.SendStreamingMessage(rctx, req) {
+				if first && err != nil && h.again(rctx, err, pause) {
+					refused = true
+					break
+				}
+				first = false
+				if !yield(ev, err) {
+					return
+				}
+			}
+			if !refused {
 				return
 			}
 		}
