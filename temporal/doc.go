@@ -69,12 +69,12 @@
 // counts once in ChildUsage. Spec.JobTokens, JobCost, JobSteps and
 // JobTime bound each job, and MaxBackground and MaxOwnerJobs the jobs
 // alive, as subagent.WithJobLimits and WithMaxOwnerJobs do in process: a
-// job past a limit hands back a partial report, a spawn past a cap is
-// refused with a deputy.refused event. From outside, [Jobs] lists a run's
-// jobs, [SendToJob] sends one a message (an update), [CancelJob]
-// cancels one, [StartJob] starts one and [WaitJobs] collects those that
-// ended, as subagent.Jobs does in process; what a job spent counts once
-// in the run's output, whoever collects it.
+// job past a limit hands back a partial report, a spawn past a cap (or
+// past Spec.MaxSpawns) is refused with a deputy.refused event. From
+// outside, [Jobs] lists a run's jobs, [SendToJob] sends one a message (an
+// update), [CancelJob] cancels one, [StartJob] starts one and [WaitJobs]
+// collects those that ended, as subagent.Jobs does in process; what a
+// job spent counts once in the run's output, whoever collects it.
 //
 // The actions on jobs are the deputy.job_* events an in-process run emits
 // (subagent.JobStartedEvent and the others), with the same values and

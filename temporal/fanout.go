@@ -8,6 +8,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -340,14 +341,17 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 			}
 		}
 	}
+	var refusals []event.Event
 	for _, i := range at {
 		// In order, the spawns the policy did not refuse count, up to
 		// Spec.MaxSpawns; one asked about counts once it goes on.
 		if d := delegations[i]; d != nil && d.isSpawn && decided[i].Refused == "" && len(decided[i].Asked) == 0 && !countSpawn(spec, spawns) {
 			delegations[i], results[i] = nil, maxSpawnsResult(spec)
 			tn.refuse()
+			refusals = append(refusals, refusedEvent("max_spawns", d.call.ID, d.name(), results[i].Content))
 		}
 	}
+	publishRefused(ctx, trace, maxSpawnsEventChange, refusals...)
 
 	// start starts call i, or decides it at once (false).
 	start := func(i int) bool {
@@ -362,6 +366,7 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 					if v.Refused == "" && d.isSpawn && !countSpawn(spec, spawns) {
 						results[i] = maxSpawnsResult(spec)
 						tn.refuse()
+						publishRefused(gctx, trace, maxSpawnsEventChange, refusedEvent("max_spawns", d.call.ID, d.name(), results[i].Content))
 						return nil
 					}
 					if res, done := d.handOff(v); done {

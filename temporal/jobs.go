@@ -200,6 +200,23 @@ const (
 	// nothing. Asked where the handler finds a cap reached.
 	goRefusedChange = "deputy.go-start-refused"
 
+	// maxSpawnsEventChange names the workflow version from which a spawn
+	// past Spec.MaxSpawns, a model's or a program's (StartJob), publishes
+	// a deputy.refused event of reason max_spawns where the run has a
+	// trace, as in process; before it only a cap of jobs alive published
+	// one. Asked where a spawn is refused so, in a run with a trace.
+	maxSpawnsEventChange = "deputy.max-spawns-refused-event"
+
+	// goBudgetChange names the workflow version from which a program's
+	// start in a run with nothing left of its token or cost limit is
+	// refused by the start's handler, counted in RunOutput.Refused and
+	// published as a deputy.refused event of reason no_budget, as
+	// subagent.Jobs.Start refuses it in process. Before it the update's
+	// validator refused it, and, where a step took what was left after
+	// the validator, its handler did, counting nothing. Asked where the
+	// handler finds nothing left.
+	goBudgetChange = "deputy.go-start-no-budget"
+
 	// jobOrderChange names the workflow version from which a job takes
 	// the messages of one sender in the order sent, which their receipts
 	// number, as in process: the server delivers the signals a workflow
@@ -595,9 +612,30 @@ func (js *jobs) refuseSpawn(ctx workflow.Context, d *delegation, reason, msg str
 	d.tn.refuse()
 	js.checkEvents(ctx, d)
 	if js.publishing && workflow.GetVersion(ctx, refusedEventChange, workflow.DefaultVersion, 1) >= 1 {
-		js.publish(ctx, jobEvent(subagent.RefusedEvent, "", map[string]string{"reason": reason, "toolCallId": d.call.ID, "name": d.call.Name, "message": msg}))
+		js.publish(ctx, refusedEvent(reason, d.call.ID, d.name(), msg))
 	}
 	return ToolResult{Content: msg, IsError: true}
+}
+
+// refusedEvent is the deputy.refused event of a spawn a limit refused
+// (reason, as subagent.RefusedEvent names it), as in process: the call's
+// id (none for a program's start), the name of the sub-agent it would
+// have started, and msg, what the model or the program read.
+func refusedEvent(reason, callID, name, msg string) event.Event {
+	return jobEvent(subagent.RefusedEvent, "", map[string]string{"reason": reason, "toolCallId": callID, "name": name, "message": msg})
+}
+
+// publishRefused publishes evs, the deputy.refused events of spawns a
+// limit refused, as the run of trace (a local activity), from the
+// workflow version change names on; a run without a trace publishes
+// none, and asks no version.
+func publishRefused(ctx workflow.Context, trace *Trace, change string, evs ...event.Event) {
+	if trace == nil || len(evs) == 0 || workflow.GetVersion(ctx, change, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{ScheduleToCloseTimeout: 10 * time.Second,
+		RetryPolicy: &sdktemporal.RetryPolicy{MaximumAttempts: 1}})
+	_ = workflow.ExecuteLocalActivity(lctx, PublishActivityName, JobEvents{Trace: &Trace{Tree: trace.Tree, Subagent: trace.Subagent}, Events: evs}).Get(ctx, nil)
 }
 
 // ownerAlive counts the jobs alive in the threads of the run's owner:

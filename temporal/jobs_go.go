@@ -2,6 +2,7 @@ package temporal
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -115,10 +116,11 @@ func goCall(t subagent.Task) provider.ToolCall {
 
 // refuseStart says why a program's start of t cannot go on ("": it can),
 // as the spawn tool would refuse it: a bad argument, or a run that cannot
-// start it. A cap it would go past (capped) is not among them: the start's
-// handler refuses that, where a refusal is counted and published as a
-// model's is. It reads the run's state only: a validator records nothing
-// and asks no version.
+// start it. A cap it would go past (capped), or a run with nothing left to
+// give it (noBudget), is not among them: the start's handler refuses
+// those, where a refusal is counted and published as a model's is. It
+// reads the run's state only: a validator records nothing and asks no
+// version.
 func (js *jobs) refuseStart(t subagent.Task) string {
 	switch {
 	case js.closing:
@@ -143,6 +145,13 @@ func (js *jobs) refuseStart(t subagent.Task) string {
 			return bad
 		}
 	}
+	return ""
+}
+
+// noBudget says why a program's start cannot go on for want of budget
+// ("": it can): the run has nothing left of its token or cost limit to
+// give a job, its jobs' shares held back.
+func (js *jobs) noBudget() string {
 	ht, hc := js.shares()
 	if tokens, dollars := js.goShares(ht, hc); tokens < 0 || dollars < 0 {
 		return fmt.Sprintf("%v: the run's tokens are used, or set aside for the jobs running now: collect those first", subagent.ErrNoBudget)
@@ -197,15 +206,29 @@ func (js *jobs) goShares(ht int64, hc float64) (int64, float64) {
 
 // startFromGo starts a job for a program, as a background spawn of a
 // step starts one: asked of the policy, counted, numbered, bounded. A
-// start past a cap is refused on that path too, as a model's spawn is:
-// counted in the run's RunOutput.Refused and, past Spec.MaxBackground or
-// MaxOwnerJobs, published as a deputy.refused event.
+// start past a cap, or with nothing left of the run's limits, is refused
+// on that path too, as a spawn is in process: counted in the run's
+// RunOutput.Refused and published as a deputy.refused event of the
+// reason (max_background, max_owner_jobs, max_spawns, no_budget).
 func (js *jobs) startFromGo(ctx workflow.Context, t subagent.Task) (subagent.JobStatus, error) {
 	js.starting++
 	defer func() { js.starting-- }()
 	if bad := js.refuseStart(t); bad != "" {
-		// A step or another start took what the validator found left.
+		// The run began to end after the validator let it through.
 		return subagent.JobStatus{}, errors.New(bad)
+	}
+	if broke := js.noBudget(); broke != "" {
+		if workflow.GetVersion(ctx, goBudgetChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			// A history recorded before goBudgetChange: a step took what
+			// the validator found left, and the start was refused here,
+			// counting nothing.
+			return subagent.JobStatus{}, errors.New(broke)
+		}
+		js.fromGo.Refused++
+		// The sub-agent it would have started: the member Task.Agent
+		// names, or a fork.
+		publishRefused(ctx, js.trace, goBudgetChange, refusedEvent("no_budget", "", cmp.Or(t.Agent, forkName), broke))
+		return subagent.JobStatus{}, errors.New(broke)
 	}
 	if capped := js.capped(); capped != "" && workflow.GetVersion(ctx, goRefusedChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		// A history recorded before goRefusedChange: refused here,
@@ -233,6 +256,7 @@ func (js *jobs) startFromGo(ctx workflow.Context, t subagent.Task) (subagent.Job
 	if v.Refused == "" && !countSpawn(js.spec, js.spawns) {
 		tn.refuse()
 		v.Refused = maxSpawnsResult(js.spec).Content
+		publishRefused(ctx, js.trace, maxSpawnsEventChange, refusedEvent("max_spawns", d.call.ID, d.name(), v.Refused))
 	}
 	if res, done := d.handOff(v); done {
 		return subagent.JobStatus{}, errors.New(res.Content)
@@ -375,12 +399,13 @@ func (js *jobs) takeFromGo() ToolResult {
 // bounded by the job bounds, with half of what is left of the run's
 // limits (see the package documentation). A refusal says what to do. A
 // bad Task, or a run that cannot start a job, is refused before anything
-// is recorded; a start past one of those caps is refused as a model's
-// spawn is, and counted in the run's RunOutput.Refused, and, past
-// MaxBackground or MaxOwnerJobs, published as a deputy.refused event
-// (subagent.RefusedEvent) where the run publishes its jobs' events, as
-// subagent.Jobs.Start does in process. The run's model sees a job started
-// in its list and may wait for it, send it messages or cancel it.
+// is recorded; a start past one of those caps, or with nothing left of
+// the run's limits to give it (subagent.ErrNoBudget), is refused by the
+// run, counted in its RunOutput.Refused and published as a deputy.refused
+// event (subagent.RefusedEvent) of reason max_spawns, max_background,
+// max_owner_jobs or no_budget where the run publishes its jobs' events,
+// as subagent.Jobs.Start does in process. The run's model sees a job
+// started in its list and may wait for it, send it messages or cancel it.
 func StartJob(ctx context.Context, c client.Client, workflowID string, t subagent.Task) (subagent.JobStatus, error) {
 	var st subagent.JobStatus
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{

@@ -341,6 +341,9 @@ func goStartRefused(t *testing.T, id func(n int64, i int) string) {
 	if program["reason"] != "max_background" || program["reason"] != model["reason"] || program["message"] != model["message"] || program["name"] != model["name"] {
 		t.Errorf("the program's start was refused with %+v, the model's spawn with %+v: want the same reason, message and name", program, model)
 	}
+	if model["name"] != subagent.DefaultForkName || program["toolCallId"] != "" || model["toolCallId"] == "" {
+		t.Errorf("the model's spawn was refused with %+v, the program's start with %+v: want each named as the fork it would have started, as in process, the model's with its call", model, program)
+	}
 	if !strings.Contains(err.Error(), program["message"]) {
 		t.Errorf("the program read %q, want the refusal's message %q", err, program["message"])
 	}

@@ -96,7 +96,9 @@ type Spec struct {
 	Roster []SubAgent `json:"roster,omitempty"`
 	// MaxSpawns caps spawn_subagent calls in one run; zero means no cap.
 	// A call the workers' policy refuses starts no child and does not
-	// count.
+	// count. A call past it is refused (subagent.ErrMaxSpawns), counted in
+	// RunOutput.Refused and published as a deputy.refused event of reason
+	// max_spawns, as subagent.WithMaxSpawns does in process.
 	MaxSpawns int `json:"max_spawns,omitempty"`
 	// Background, with Spawn, lets the model start forks in the
 	// background (spawn_subagent with background=true) and act on them
