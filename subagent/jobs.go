@@ -151,7 +151,10 @@ func (s *Spawner) startJob(ctx context.Context, sc *spawnCall, callID string, a 
 	}
 	j, err := s.launch(ctx, jt, sc, callID, &r)
 	if err == nil && jt.relay != nil {
-		jt.relay.flush(ctx.Done()) // its SUBAGENT_STARTED before its receipt
+		// Its SUBAGENT_STARTED before its receipt; not the events its
+		// child has queued since it started, which a sink may be taking
+		// as it waits for what the receipt leads to.
+		jt.relay.flush(sc.announced, ctx.Done())
 	}
 	return j, err
 }
@@ -211,7 +214,9 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 		jobID, runID = r.ID, r.RunID
 	} else if old := jt.find(jobID); old != nil {
 		// The same job, started again by a turn run again: the thread
-		// kept it.
+		// kept it. Its announcement, queued before, is flushed with
+		// all that has been queued since.
+		sc.announced = jt.relay.mark()
 		return old, nil
 	}
 	if runID == "" && jt.relay != nil {
@@ -328,6 +333,7 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 		if jl != nil {
 			j.store.release()
 		}
+		sc.announced = jt.relay.mark() // as above
 		return old, nil
 	}
 	if old != nil {
@@ -373,6 +379,9 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 		})
 		j.emitStatus(JobStartedEvent, jt.status(j))
 	}
+	// What flush waits for: the job's child queues nothing before its
+	// goroutine starts, below.
+	sc.announced = jt.relay.mark()
 	var leased jobFunc // nil: sc.runJob, called as it is (a method value would be an allocation)
 	if jl != nil {
 		leased = s.leased(jt, j, jl, sc.runJob, cancel)

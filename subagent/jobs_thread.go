@@ -674,20 +674,44 @@ func (o *outlet) waitedFor(runID string) int {
 	return o.waited[runID]
 }
 
-// flush waits until the sink of the run attached now has taken the events
-// queued for it so far, unless it is taking one it began before flush did
-// (the caller may be within that Emit), or stop closes: so that a job's
-// SUBAGENT_STARTED reaches the sink before the receipt of the call that
-// started it, as a foreground child's does.
-func (r *relay) flush(stop <-chan struct{}) {
+// relayMark is where the queue of a run's outlet stood (see mark): o,
+// and how many events had been queued for it.
+type relayMark struct {
+	o      *outlet
+	queued int
+}
+
+// mark returns where the queue of the run attached now stands, for flush
+// (the zero mark when none listens).
+func (r *relay) mark() relayMark {
+	if r == nil {
+		return relayMark{}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	o := r.out
+	if r.out == nil {
+		return relayMark{}
+	}
+	return relayMark{o: r.out, queued: r.out.queued}
+}
+
+// flush waits until the sink has taken the events queued for the outlet
+// of m before m was taken, unless it is taking one it began before flush
+// did (the caller may be within that Emit), or the outlet is detached,
+// or stop closes: so that a job's SUBAGENT_STARTED reaches the sink
+// before the receipt of the call that started it, as a foreground
+// child's does. The job's own events, queued after the mark, are not
+// waited for: a sink may wait, from within their Emit, for what the
+// receipt lets the parent do next.
+func (r *relay) flush(m relayMark, stop <-chan struct{}) {
+	o := m.o
 	if o == nil {
 		return
 	}
-	want, began := o.queued, o.calls
-	for o.taken < want && !o.detached && (!o.in || o.calls != began) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	began := o.calls
+	for o.taken < m.queued && !o.detached && (!o.in || o.calls != began) {
 		if o.moved == nil {
 			o.moved = make(chan struct{})
 		}

@@ -542,6 +542,9 @@ type spawnCall struct {
 	// carried: a job started again (after a restart, or woken with its
 	// answers) that the run it started in counted, not this one.
 	carried bool
+	// announced is where the relay's queue stood once a job of the call
+	// was announced, before it started: what startJob flushes.
+	announced relayMark
 }
 
 // target is a sub-agent set up for one call: the tool that runs it, and
