@@ -364,6 +364,7 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 		jctx, span = sp.TracerProvider().Tracer(agent.TracerName).Start(jctx, "background_job "+who.def.Name,
 			trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrJobID.String(j.id)))
 	}
+	pre := jt.relay.mark()
 	jctx, ann := who.announce(jctx, callID, runID)
 	if ann != nil {
 		j.runID, j.em = ann.runID, ann.em
@@ -381,7 +382,7 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 	}
 	// What flush waits for: the job's child queues nothing before its
 	// goroutine starts, below.
-	sc.announced = jt.relay.mark()
+	sc.announced = jt.relay.markAfter(pre)
 	var leased jobFunc // nil: sc.runJob, called as it is (a method value would be an allocation)
 	if jl != nil {
 		leased = s.leased(jt, j, jl, sc.runJob, cancel)

@@ -675,10 +675,11 @@ func (o *outlet) waitedFor(runID string) int {
 }
 
 // relayMark is where the queue of a run's outlet stood (see mark): o,
-// and how many events had been queued for it.
+// and how many events had been queued for it; before, how many had been
+// queued before the events flush waits for were (markAfter).
 type relayMark struct {
-	o      *outlet
-	queued int
+	o              *outlet
+	queued, before int
 }
 
 // mark returns where the queue of the run attached now stands, for flush
@@ -692,15 +693,30 @@ func (r *relay) mark() relayMark {
 	if r.out == nil {
 		return relayMark{}
 	}
-	return relayMark{o: r.out, queued: r.out.queued}
+	return relayMark{o: r.out, queued: r.out.queued, before: r.out.queued}
+}
+
+// markAfter returns where the queue stands now, pre having been taken
+// before the caller queued the events it will flush (a job's
+// announcement): flush knows an Emit of one of those as one its caller
+// is not within.
+func (r *relay) markAfter(pre relayMark) relayMark {
+	m := r.mark()
+	if m.o == pre.o {
+		m.before = pre.queued
+	}
+	return m
 }
 
 // flush waits until the sink has taken the events queued for the outlet
-// of m before m was taken, unless it is taking one it began before flush
-// did (the caller may be within that Emit), or the outlet is detached,
-// or stop closes: so that a job's SUBAGENT_STARTED reaches the sink
-// before the receipt of the call that started it, as a foreground
-// child's does. The job's own events, queued after the mark, are not
+// of m before m was taken, unless it is taking one queued before them
+// (m.before) that it began before flush did (the caller may be within
+// that Emit), or the outlet is detached, or stop closes: so that a job's
+// SUBAGENT_STARTED reaches the sink before the receipt of the call that
+// started it, as a foreground child's does. An Emit of the job's
+// announcement under way is waited for: the caller, which queued it, is
+// not within it, and the receipt it goes on to emit would otherwise race
+// it to the sink. The job's own events, queued after the mark, are not
 // waited for: a sink may wait, from within their Emit, for what the
 // receipt lets the parent do next.
 func (r *relay) flush(m relayMark, stop <-chan struct{}) {
@@ -711,7 +727,7 @@ func (r *relay) flush(m relayMark, stop <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	began := o.calls
-	for o.taken < m.queued && !o.detached && (!o.in || o.calls != began) {
+	for o.taken < m.queued && !o.detached && (!o.in || o.calls != began || began > m.before) {
 		if o.moved == nil {
 			o.moved = make(chan struct{})
 		}

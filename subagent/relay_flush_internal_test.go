@@ -49,3 +49,68 @@ func TestRelayFlushLeavesTheJobsOwnEvents(t *testing.T) {
 	<-flushed
 	r.detach(o, nil)
 }
+
+// The spawning call's flush waits for the Emit of its job's announcement
+// that the relay's goroutine has begun, where it returned at once, as if
+// the call were within that Emit: the call went on to emit its receipt,
+// which could reach the sink before the job's SUBAGENT_STARTED, a stream
+// a client refuses. A call that is within the Emit of an event queued
+// before its job's announcement still does not wait for it.
+func TestRelayFlushWaitsForTheAnnouncementUnderWay(t *testing.T) {
+	t.Run("announcement under way", func(t *testing.T) {
+		inEmit, release := make(chan struct{}), make(chan struct{})
+		r := &relay{}
+		em := event.From(event.WithSink(context.Background(), event.SinkFunc(func(e event.Event) {
+			if e.Type == event.SubagentStarted {
+				close(inEmit)
+				<-release // a sink slow to take it
+			}
+		})))
+		o := r.attach(em, 1)
+		pre := r.mark()
+		r.sink("sub_1").Emit(event.Event{Type: event.SubagentStarted, SubagentRunID: "sub_1"})
+		announced := r.markAfter(pre)
+		r.start(o)
+		<-inEmit
+		flushed := make(chan struct{})
+		go func() {
+			defer close(flushed)
+			r.flush(announced, nil)
+		}()
+		select {
+		case <-flushed:
+			t.Error("flush returned while the sink was still taking the job's SUBAGENT_STARTED")
+		case <-time.After(100 * time.Millisecond):
+		}
+		close(release)
+		select {
+		case <-flushed:
+		case <-time.After(10 * time.Second):
+			t.Error("flush did not return once the sink took the announcement")
+		}
+		r.detach(o, nil)
+	})
+	t.Run("call within an earlier Emit", func(t *testing.T) {
+		r := &relay{}
+		done := make(chan struct{})
+		em := event.From(event.WithSink(context.Background(), event.SinkFunc(func(e event.Event) {
+			if e.Type != event.TextMessageContent {
+				return
+			}
+			// The sink starts a job as it takes an earlier event.
+			defer close(done)
+			pre := r.mark()
+			r.sink("sub_2").Emit(event.Event{Type: event.SubagentStarted, SubagentRunID: "sub_2"})
+			r.flush(r.markAfter(pre), nil)
+		})))
+		o := r.attach(em, 1)
+		r.sink("sub_1").Emit(event.Event{Type: event.TextMessageContent, Delta: "x", SubagentRunID: "sub_1"})
+		r.start(o)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a flush from within the sink's Emit waited for that Emit")
+		}
+		r.detach(o, nil)
+	})
+}
