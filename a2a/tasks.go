@@ -569,8 +569,8 @@ func running(state sdk.TaskState) bool {
 // it has put away the run that asked: the SDK then hands the cancellation
 // to that run, which has ended, and refuses it as not cancelable though
 // the task waits for input, which is cancelable. Such a refusal is tried
-// again, a few times over at most a second, while the stored task still
-// waits for input.
+// again, a few times over about a quarter of a second, while the stored
+// task still waits for input.
 func (h ownedTasks) CancelTask(ctx context.Context, req *sdk.CancelTaskRequest) (*sdk.Task, error) {
 	if req == nil {
 		return h.RequestHandler.CancelTask(ctx, req)
@@ -597,8 +597,8 @@ func (h ownedTasks) CancelTask(ctx context.Context, req *sdk.CancelTaskRequest) 
 	}
 }
 
-// cancelTries bounds CancelTask's tries: 2+4+…+256 ms of pauses between
-// them, about half a second.
+// cancelTries bounds CancelTask's tries: 2+4+…+128 ms of pauses between
+// them, about a quarter of a second.
 const cancelTries = 8
 
 // SubscribeToTask follows a task's run, as the SDK does; it also answers
