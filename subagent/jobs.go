@@ -154,7 +154,12 @@ func (s *Spawner) startJob(ctx context.Context, sc *spawnCall, callID string, a 
 		// Its SUBAGENT_STARTED before its receipt; not the events its
 		// child has queued since it started, which a sink may be taking
 		// as it waits for what the receipt leads to.
-		jt.relay.flush(sc.announced, ctx.Done())
+		// A program's start (no call id) has no receipt to order.
+		grace := announceGrace
+		if callID == "" {
+			grace = 0
+		}
+		jt.relay.flush(sc.announced, grace, ctx.Done())
 	}
 	return j, err
 }

@@ -709,17 +709,23 @@ func (r *relay) markAfter(pre relayMark) relayMark {
 }
 
 // flush waits until the sink has taken the events queued for the outlet
-// of m before m was taken, unless it is taking one queued before them
-// (m.before) that it began before flush did (the caller may be within
-// that Emit), or the outlet is detached, or stop closes: so that a job's
-// SUBAGENT_STARTED reaches the sink before the receipt of the call that
-// started it, as a foreground child's does. An Emit of the job's
-// announcement under way is waited for: the caller, which queued it, is
-// not within it, and the receipt it goes on to emit would otherwise race
-// it to the sink. The job's own events, queued after the mark, are not
-// waited for: a sink may wait, from within their Emit, for what the
-// receipt lets the parent do next.
-func (r *relay) flush(m relayMark, stop <-chan struct{}) {
+// of m before m was taken, or the outlet is detached, or stop closes: so
+// that a job's SUBAGENT_STARTED reaches the sink before the receipt of
+// the call that started it, as a foreground child's does. The job's own
+// events, queued after the mark, are not waited for: a sink may wait,
+// from within their Emit, for what the receipt lets the parent do next.
+//
+// An Emit under way as flush begins, of an event queued before the
+// job's announcement (m.before), is one the caller may be within (a
+// program starting a job as its sink takes an event), or one in which
+// the sink waits for what the caller does next: flush waits for it for
+// grace at most, then returns, leaving the announcement to follow. A
+// spawning call gives a grace long enough for any sink that is merely
+// slow (another job's announcement, taken as the call spawns beside it);
+// a program's start, which has no receipt to order, gives none. An Emit
+// of the job's own announcement is always waited for: the caller, which
+// queued it, is not within it.
+func (r *relay) flush(m relayMark, grace time.Duration, stop <-chan struct{}) {
 	o := m.o
 	if o == nil {
 		return
@@ -727,7 +733,19 @@ func (r *relay) flush(m relayMark, stop <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	began := o.calls
-	for o.taken < m.queued && !o.detached && (!o.in || o.calls != began || began > m.before) {
+	var timer *time.Timer
+	for o.taken < m.queued && !o.detached {
+		var late <-chan time.Time
+		if o.in && o.calls == began && began <= m.before {
+			if grace <= 0 {
+				return
+			}
+			if timer == nil {
+				timer = time.NewTimer(grace)
+				defer timer.Stop()
+			}
+			late = timer.C
+		}
 		if o.moved == nil {
 			o.moved = make(chan struct{})
 		}
@@ -735,6 +753,9 @@ func (r *relay) flush(m relayMark, stop <-chan struct{}) {
 		r.mu.Unlock()
 		select {
 		case <-moved:
+		case <-late:
+			r.mu.Lock()
+			return
 		case <-stop:
 			r.mu.Lock()
 			return
@@ -742,6 +763,10 @@ func (r *relay) flush(m relayMark, stop <-chan struct{}) {
 		r.mu.Lock()
 	}
 }
+
+// announceGrace is how long a spawning call's flush waits for the sink to
+// return from an Emit it may be waiting within (see flush).
+var announceGrace = 5 * time.Second
 
 // prune forgets the oldest jobs that have ended, past maxKeptJobs, and
 // returns them: those handed over first, then those not collected yet (a

@@ -2,6 +2,7 @@ package subagent
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -30,7 +31,7 @@ func TestRelayFlushLeavesTheJobsOwnEvents(t *testing.T) {
 	flushed := make(chan struct{})
 	go func() {
 		defer close(flushed)
-		r.flush(announced, nil)
+		r.flush(announced, announceGrace, nil)
 	}()
 	// The relay's goroutine starts once flush waits: it has begun passing
 	// on none of the events.
@@ -75,7 +76,7 @@ func TestRelayFlushWaitsForTheAnnouncementUnderWay(t *testing.T) {
 		flushed := make(chan struct{})
 		go func() {
 			defer close(flushed)
-			r.flush(announced, nil)
+			r.flush(announced, announceGrace, nil)
 		}()
 		select {
 		case <-flushed:
@@ -101,7 +102,7 @@ func TestRelayFlushWaitsForTheAnnouncementUnderWay(t *testing.T) {
 			defer close(done)
 			pre := r.mark()
 			r.sink("sub_2").Emit(event.Event{Type: event.SubagentStarted, SubagentRunID: "sub_2"})
-			r.flush(r.markAfter(pre), nil)
+			r.flush(r.markAfter(pre), 0, nil)
 		})))
 		o := r.attach(em, 1)
 		r.sink("sub_1").Emit(event.Event{Type: event.TextMessageContent, Delta: "x", SubagentRunID: "sub_1"})
@@ -112,5 +113,63 @@ func TestRelayFlushWaitsForTheAnnouncementUnderWay(t *testing.T) {
 			t.Fatal("a flush from within the sink's Emit waited for that Emit")
 		}
 		r.detach(o, nil)
+	})
+}
+
+// Two jobs spawned in one step: as the second call flushes, the sink is
+// still taking the first job's announcement, an event queued before the
+// second's. The call waited for none of it and emitted its receipt,
+// which reached the sink before its job's SUBAGENT_STARTED (a stream an
+// AG-UI client refuses). It waits now, for a grace at most: a sink that
+// waits within that Emit for what the call does next is let go.
+func TestRelayFlushWaitsForAnotherJobsAnnouncement(t *testing.T) {
+	run := func(t *testing.T, grace time.Duration, release chan struct{}) (returned time.Duration, taken []string) {
+		inEmit := make(chan struct{})
+		var got []string
+		r := &relay{}
+		em := event.From(event.WithSink(context.Background(), event.SinkFunc(func(e event.Event) {
+			if e.SubagentRunID == "sub_1" {
+				close(inEmit)
+				<-release
+			}
+			r.mu.Lock()
+			got = append(got, e.SubagentRunID)
+			r.mu.Unlock()
+		})))
+		o := r.attach(em, 1)
+		r.sink("sub_1").Emit(event.Event{Type: event.SubagentStarted, SubagentRunID: "sub_1"})
+		pre := r.mark()
+		r.sink("sub_2").Emit(event.Event{Type: event.SubagentStarted, SubagentRunID: "sub_2"})
+		announced := r.markAfter(pre)
+		r.start(o)
+		<-inEmit
+		start := time.Now()
+		r.flush(announced, grace, nil)
+		returned = time.Since(start)
+		r.mu.Lock()
+		taken = append(taken, got...)
+		r.mu.Unlock()
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+		r.detach(o, nil)
+		return returned, taken
+	}
+	t.Run("slow sink", func(t *testing.T) {
+		release := make(chan struct{})
+		time.AfterFunc(50*time.Millisecond, func() { close(release) })
+		took, taken := run(t, time.Minute, release)
+		if !slices.Equal(taken, []string{"sub_1", "sub_2"}) {
+			t.Errorf("flush returned after %v with the sink having taken %q, want both announcements", took, taken)
+		}
+	})
+	t.Run("sink waiting on the caller", func(t *testing.T) {
+		release := make(chan struct{})
+		took, taken := run(t, 20*time.Millisecond, release)
+		if len(taken) != 0 || took > 10*time.Second {
+			t.Errorf("flush returned after %v with %q taken, want it let go after its grace", took, taken)
+		}
 	})
 }
