@@ -353,6 +353,10 @@ func spawnLimit(t *testing.T, rt Runtime) {
 	if strings.Count(out.Answer, "did part") != 1 || !strings.Contains(out.Answer, "spawn limit") {
 		t.Errorf("the lead answered %q: want one fork done and the other refused at the spawn limit", out.Answer)
 	}
+	// The model reads the same refusal on every runtime.
+	if want := "this run has started its 1 sub-agents: do the rest directly, or combine tasks"; !strings.Contains(out.Answer, want) {
+		t.Errorf("the lead read %q, want the refusal to say %q", out.Answer, want)
+	}
 }
 
 func tokenLimit(t *testing.T, rt Runtime) {

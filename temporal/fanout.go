@@ -573,5 +573,5 @@ func countSpawn(spec Spec, spawns *int) bool {
 
 // maxSpawnsResult is what the model reads for a spawn past Spec.MaxSpawns.
 func maxSpawnsResult(spec Spec) ToolResult {
-	return ToolResult{Content: fmt.Sprintf("%v: %d spawns per run; answer with what you have", subagent.ErrMaxSpawns, spec.MaxSpawns), IsError: true}
+	return ToolResult{Content: fmt.Sprintf("%v: this run has started its %d sub-agents: do the rest directly, or combine tasks", subagent.ErrMaxSpawns, spec.MaxSpawns), IsError: true}
 }
