@@ -141,8 +141,12 @@ func (js *jobs) refuseStart(t subagent.Task) string {
 		return badTask(call) + ": say what the sub-agent must do"
 	}
 	if t.Agent != "" {
-		if _, bad := rosterMember(js.spec.Roster, t.Agent, true); bad != "" {
+		m, bad := rosterMember(js.spec.Roster, t.Agent, false)
+		if bad != "" {
 			return bad
+		}
+		if m.Agent == nil {
+			return fmt.Sprintf("%v for %s: %q runs a factory's agent in one activity, which cannot take messages, so it cannot be a job: give the member an Agent (a Spec of its own) to start it in the background", tool.ErrInvalidArguments, SpawnToolName, m.Name)
 		}
 	}
 	return ""
