@@ -156,7 +156,7 @@ func memPerRun(run func()) (allocs, bytes float64) {
 
 // policyDelegation returns one run of BenchmarkDelegationPolicy's
 // delegation, under its five rules when policed.
-func policyDelegation(b *testing.B, policed bool) func() {
+func policyDelegation(b testing.TB, policed bool) func() {
 	var lead []agent.Option
 	if policed {
 		five, err := policy.New(
@@ -201,5 +201,26 @@ func policyDelegation(b *testing.B, policed bool) func() {
 		if out.ChildUsage.Requests != 2 || out.Messages[2].Content != "3" || len(out.Denials) != 0 {
 			b.Fatalf("the delegation did not happen as scripted: %+v", out)
 		}
+	}
+}
+
+// A policy of five rules costs a whole delegation at most four
+// allocations per tool call, and a delegation under no policy stays
+// within the 40 allocations a whole delegation may make: the policy's
+// checks allocate only when a rule acts (it denies, asks or rewrites),
+// and a run under no policy makes none of them. (Both cost 39 today.)
+func TestPolicyAllocationsPerToolCall(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes what is allocated")
+	}
+	none, five := policyDelegation(t, false), policyDelegation(t, true)
+	const runs, toolCalls = 200, 2 // the lead's call of the child, the child's lookup
+	allocsNone := testing.AllocsPerRun(runs, none)
+	allocsFive := testing.AllocsPerRun(runs, five)
+	if extra := (allocsFive - allocsNone) / toolCalls; extra > 4 {
+		t.Errorf("five rules cost %.1f allocations per tool call (%.0f a delegation against %.0f without a policy); the bound is 4", extra, allocsFive, allocsNone)
+	}
+	if allocsNone > 40 {
+		t.Errorf("a delegation under no policy costs %.0f allocations; the bound is 40", allocsNone)
 	}
 }
