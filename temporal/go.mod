@@ -4,17 +4,21 @@ go 1.26.0
 
 require (
 	github.com/deputy-go/deputy v0.0.0
+	github.com/deputy-go/deputy/a2a v0.0.0
 	github.com/google/go-cmp v0.7.0
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.temporal.io/sdk/contrib/opentelemetry v0.8.1
 )
 
 require (
+	github.com/a2aproject/a2a-go v0.3.15 // indirect
+	github.com/a2aproject/a2a-go/v2 v2.4.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
+	golang.org/x/mod v0.42.0 // indirect
 )
 
 require (
@@ -53,3 +57,5 @@ require (
 )
 
 replace github.com/deputy-go/deputy => ../
+
+replace github.com/deputy-go/deputy/a2a => ../a2a
