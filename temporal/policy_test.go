@@ -190,13 +190,20 @@ const temporalSecret = "sk-live-0123456789abcdef"
 // search and rm too, and waits for it (subagent_jobs) in the next; it
 // calls a fixed child (analyst, a child workflow of its own Spec), which
 // calls search and spawns a fork of its own, and a React child (improv),
-// which calls search and rm.
+// which calls search and rm; and it spawns a member of its roster by name
+// (surveyor, a child workflow of its own Spec), which calls a tool of its
+// own (record) and rm.
 type policyTree struct {
-	rt                                  *Runtime
-	lead, fork, worker, analyst, improv *steps
-	tools                               *countedTools
-	builds                              atomic.Int64
-	spec                                Spec
+	rt                                            *Runtime
+	lead, fork, worker, analyst, improv, surveyor *steps
+	tools                                         *countedTools
+	builds                                        atomic.Int64
+	spec                                          Spec
+}
+
+// models are the tree's models, the lead's first.
+func (tr *policyTree) models() []*steps {
+	return []*steps{tr.lead, tr.fork, tr.worker, tr.analyst, tr.improv, tr.surveyor}
 }
 
 func newPolicyTree(t *testing.T, id func(int64, int) string, pol *policy.Policy, whole bool) *policyTree {
@@ -207,24 +214,26 @@ func newPolicyTree(t *testing.T, id func(int64, int) string, pol *policy.Policy,
 	tr.analyst = &steps{name: "analyst", id: id, n: n, subs: map[string]*steps{"fork: ": tr.fork},
 		steps: [][][2]string{{{"search", `{"q":"{task}"}`}, {SpawnToolName, `{"task":"fork: {task}"}`}}}}
 	tr.improv = &steps{name: "improv", id: id, n: n, steps: [][][2]string{{{"search", `{"q":"{task}"}`}, {"rm", `{}`}}}}
+	tr.surveyor = &steps{name: "surveyor", id: id, n: n, steps: [][][2]string{{{"record", `{"q":"{task}"}`}, {"rm", `{}`}}}}
 	lead := [][][2]string{{
 		{"search", `{"q":"{task}"}`}, {"leaf", `{}`}, {"rm", `{}`}, {"worker", `{"task":"{task}"}`}, {SpawnToolName, `{"task":"fork: {task}"}`}}}
 	subs := map[string]*steps{"fork: ": tr.fork}
 	if whole {
 		lead[0] = append(lead[0], [2]string{SpawnToolName, `{"task":"fork: in the background, {task}","background":true}`},
-			[2]string{"analyst", `{"task":"analyst: {task}"}`}, [2]string{"improv", `{"task":"improv: {task}","system_prompt":"be brief"}`})
+			[2]string{"analyst", `{"task":"analyst: {task}"}`}, [2]string{"improv", `{"task":"improv: {task}","system_prompt":"be brief"}`},
+			[2]string{SpawnToolName, `{"task":"survey: {task}","agent":"surveyor"}`})
 		lead = append(lead, [][2]string{{subagent.JobsToolName, `{"action":"wait"}`}})
 		subs["improv: "] = tr.improv
 	}
 	tr.lead = &steps{name: "lead", id: id, n: n, subs: subs, steps: lead}
 	tr.worker = &steps{name: "worker", id: id, n: n, steps: [][][2]string{{{"lookup", `{"q":"{task}"}`}, {"rm", `{}`}}}}
-	reg, err := tool.NewRegistry(tr.tools.tool(t, "search"), tr.tools.tool(t, "leaf"), tr.tools.tool(t, "rm"))
+	reg, err := tool.NewRegistry(tr.tools.tool(t, "search"), tr.tools.tool(t, "leaf"), tr.tools.tool(t, "rm"), tr.tools.tool(t, "record"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	workerTools := []tool.Tool{tr.tools.tool(t, "lookup"), tr.tools.tool(t, "rm")}
 	tr.rt = &Runtime{
-		Providers: map[string]provider.Provider{"m": tr.lead, "analyst": tr.analyst},
+		Providers: map[string]provider.Provider{"m": tr.lead, "analyst": tr.analyst, "surveyor": tr.surveyor},
 		Tools:     reg,
 		Factories: map[string]subagent.Factory{
 			"worker": func(context.Context, json.RawMessage) (agent.Agent, error) {
@@ -241,6 +250,7 @@ func newPolicyTree(t *testing.T, id func(int64, int) string, pol *policy.Policy,
 		tr.spec.SubAgents = append(tr.spec.SubAgents,
 			SubAgent{Name: "analyst", Description: "Analyses.", Agent: &Spec{Name: "analyst", Provider: "analyst", Tools: []string{"search", "rm"}, Spawn: true}},
 			SubAgent{Name: "improv", Description: "Model-defined.", React: true})
+		tr.spec.Roster = []SubAgent{{Name: "surveyor", Description: "Surveys.", Agent: &Spec{Name: "surveyor", Provider: "surveyor", Tools: []string{"record", "rm"}}}}
 	}
 	return tr
 }
@@ -248,11 +258,12 @@ func newPolicyTree(t *testing.T, id func(int64, int) string, pol *policy.Policy,
 // A worker's policy binds a three-level tree on Temporal that delegates
 // in every form it has: it sees every tool call (the spawns of forks run
 // as child workflows, at two levels, and of one run as a background job,
-// and the lead's wait for the job, included), every model call (the
-// forks', the fixed and React children's, and the factory child's, run in
-// process), the six children's hand-offs and answers (the job's, as the
-// result of the wait that collects it), each at the path of the agent
-// that makes it, as in process; a call it denies never runs, anywhere;
+// the spawn of a roster member by name, and the lead's wait for the job,
+// included), every model call (the forks', the fixed and React
+// children's, the roster member's, and the factory child's, run in
+// process), the seven children's hand-offs (the member's under its name)
+// and answers (the job's, as the result of the wait that collects it),
+// each at the path of the agent that makes it, as in process; a call it denies never runs, anywhere;
 // and a secret given to the lead reaches no child's model and no tool —
 // whatever ids the models give their calls.
 func TestPolicyBindsATreeOnTemporal(t *testing.T) {
@@ -273,16 +284,17 @@ func TestPolicyBindsATreeOnTemporal(t *testing.T) {
 			if err := env.GetWorkflowResult(&out); err != nil {
 				t.Fatal(err)
 			}
-			// The lead's 8 calls and its wait, 2 of each of the three
-			// forks, of the worker, of the analyst and of improv.
-			models := []*steps{tr.lead, tr.fork, tr.worker, tr.analyst, tr.improv}
+			// The lead's 9 calls and its wait, 2 of each of the three
+			// forks, of the worker, of the analyst, of improv and of the
+			// surveyor.
+			models := tr.models()
 			calls := 0
 			for _, m := range models {
 				calls += m.calls
 			}
-			if calls != 21 || tr.builds.Load() != 1 || tr.fork.starts() != 3 || tr.analyst.starts() != 1 || tr.improv.starts() != 1 {
-				t.Fatalf("the models asked for %d calls (want 21), the worker was built %d times (want 1), the forks, analyst and improv started %d, %d and %d times (want 3, 1, 1): the tree did not run as built",
-					calls, tr.builds.Load(), tr.fork.starts(), tr.analyst.starts(), tr.improv.starts())
+			if calls != 24 || tr.builds.Load() != 1 || tr.fork.starts() != 3 || tr.analyst.starts() != 1 || tr.improv.starts() != 1 || tr.surveyor.starts() != 1 {
+				t.Fatalf("the models asked for %d calls (want 24), the worker was built %d times (want 1), the forks, analyst, improv and surveyor started %d, %d, %d and %d times (want 3, 1, 1, 1): the tree did not run as built",
+					calls, tr.builds.Load(), tr.fork.starts(), tr.analyst.starts(), tr.improv.starts(), tr.surveyor.starts())
 			}
 			w.mu.Lock()
 			defer w.mu.Unlock()
@@ -294,16 +306,16 @@ func TestPolicyBindsATreeOnTemporal(t *testing.T) {
 				n, _ := m.sent("")
 				requests += n
 			}
-			if got := w.points[policy.BeforeModel]; got != requests || requests != 15 {
-				t.Errorf("the policy saw %d model calls; the models were asked %d times (want 15)", got, requests)
+			if got := w.points[policy.BeforeModel]; got != requests || requests != 17 {
+				t.Errorf("the policy saw %d model calls; the models were asked %d times (want 17)", got, requests)
 			}
-			if got := w.points[policy.BeforeDelegation]; got != 6 {
-				t.Errorf("the policy saw %d hand-offs, want the worker's, the three forks', the analyst's and improv's", got)
+			if got := w.points[policy.BeforeDelegation]; got != 7 {
+				t.Errorf("the policy saw %d hand-offs, want the worker's, the three forks', the analyst's, improv's and the surveyor's", got)
 			}
-			// Every call not denied had its result checked: the six of
+			// Every call not denied had its result checked: the seven of
 			// rm are denied.
-			if got := w.points[policy.AfterResult]; got != calls-6 {
-				t.Errorf("the policy saw %d results, want %d", got, calls-6)
+			if got := w.points[policy.AfterResult]; got != calls-7 {
+				t.Errorf("the policy saw %d results, want %d", got, calls-7)
 			}
 			for _, want := range []string{
 				"tool search@lead", "tool " + SpawnToolName + "@lead", "tool worker@lead", "tool " + subagent.JobsToolName + "@lead",
@@ -315,6 +327,9 @@ func TestPolicyBindsATreeOnTemporal(t *testing.T) {
 				"tool search@lead/analyst", "delegation " + SpawnToolName + "@lead/analyst", "result " + SpawnToolName + "@lead/analyst",
 				"tool search@lead/analyst/subagent", "tool rm@lead/analyst/subagent",
 				"model @lead", "model @lead/subagent", "model @lead/worker", "model @lead/analyst", "model @lead/improv", "model @lead/analyst/subagent",
+				// The hand-off to the roster member is checked under its
+				// name, its own calls at its place.
+				"delegation surveyor@lead", "tool record@lead/surveyor", "tool rm@lead/surveyor", "result record@lead/surveyor", "model @lead/surveyor",
 			} {
 				if !w.paths[want] {
 					t.Errorf("no check %q; the checks were %v", want, w.paths)
@@ -323,13 +338,13 @@ func TestPolicyBindsATreeOnTemporal(t *testing.T) {
 			if got := w.results[subagent.JobsToolName]; len(got) != 1 || !strings.Contains(got[0], "fork(search done") {
 				t.Errorf("the policy saw the wait's results %q, want one holding the job's answer", got)
 			}
-			for _, name := range []string{"search", "leaf", "lookup", "worker", SpawnToolName, "analyst", "improv"} {
+			for _, name := range []string{"search", "leaf", "lookup", "record", "worker", SpawnToolName, "analyst", "improv"} {
 				runs := tr.tools.runs(name)
 				switch name {
 				case "worker":
 					runs = int(tr.builds.Load())
 				case SpawnToolName:
-					runs = tr.fork.starts()
+					runs = tr.fork.starts() + tr.surveyor.starts()
 				case "analyst":
 					runs = tr.analyst.starts()
 				case "improv":
@@ -339,11 +354,11 @@ func TestPolicyBindsATreeOnTemporal(t *testing.T) {
 					t.Errorf("%s ran %d times; the policy saw %d calls", name, runs, w.tools[name])
 				}
 			}
-			if tr.tools.runs("rm") != 0 || w.tools["rm"] != 6 {
-				t.Errorf("rm, denied, ran %d times (the policy saw %d calls, want 6)", tr.tools.runs("rm"), w.tools["rm"])
+			if tr.tools.runs("rm") != 0 || w.tools["rm"] != 7 {
+				t.Errorf("rm, denied, ran %d times (the policy saw %d calls, want 7)", tr.tools.runs("rm"), w.tools["rm"])
 			}
-			if strings.Count(out.Answer, "rm is not allowed here") != 6 {
-				t.Errorf("the answer %q does not carry the six denials", out.Answer)
+			if strings.Count(out.Answer, "rm is not allowed here") != 7 {
+				t.Errorf("the answer %q does not carry the seven denials", out.Answer)
 			}
 			if _, given := tr.lead.sent(temporalSecret); !given {
 				t.Fatal("the lead's model was not given the secret: the test tries nothing")

@@ -75,7 +75,7 @@ func readSpans(spans []sdktrace.ReadOnlySpan) traced {
 func checkTraced(t *testing.T, got traced, tr *policyTree, w *watcher) {
 	t.Helper()
 	requests := 0
-	for _, m := range []*steps{tr.lead, tr.fork, tr.worker, tr.analyst, tr.improv} {
+	for _, m := range tr.models() {
 		n, _ := m.sent("")
 		requests += n
 	}
@@ -84,7 +84,7 @@ func checkTraced(t *testing.T, got traced, tr *policyTree, w *watcher) {
 		t.Errorf("%d chat spans with %d tokens in and %d out; the models were asked %d times and billed %d and %d",
 			got.chats, got.input, got.output, requests, 10*requests, 2*requests)
 	}
-	for _, name := range []string{"search", "leaf", "lookup"} {
+	for _, name := range []string{"search", "leaf", "lookup", "record"} {
 		if got.tools[name] != tr.tools.runs(name) || got.tools[name] == 0 {
 			t.Errorf("%d execute_tool %s spans; the tool ran %d times", got.tools[name], name, tr.tools.runs(name))
 		}
@@ -99,8 +99,8 @@ func checkTraced(t *testing.T, got traced, tr *policyTree, w *watcher) {
 			t.Errorf("%d policy span events at %s; the policy decided %d times there (all the points: spans %v, decisions %v)", got.decisions[string(p)], p, w.points[p], got.decisions, w.points)
 		}
 	}
-	if got.denied["rm"] != 6 {
-		t.Errorf("%d span events deny rm, want the 6 the policy denied", got.denied["rm"])
+	if got.denied["rm"] != 7 {
+		t.Errorf("%d span events deny rm, want the 7 the policy denied", got.denied["rm"])
 	}
 }
 
