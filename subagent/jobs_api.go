@@ -261,13 +261,19 @@ func (js *Jobs) Send(ctx context.Context, id, text string) (Receipt, error) {
 	if err != nil {
 		return Receipt{}, err
 	}
+	// Whether the job has ended is read first: a job of a turn run again
+	// replays the messages it took before its end, so a message it took
+	// is known below if it had ended here. Read after, a job that replayed
+	// the message and ended in between was told it ended, not that it
+	// had the message.
+	ended := j.ended()
 	if r, ok := j.box.Receipt(msgID); ok {
 		return receiptOf(j.id, r), nil // sent by an earlier run of the turn
 	}
 	if r, ok := j.storedReceipt(msgID); ok {
 		return r, nil // sent before a restart to a job that has ended
 	}
-	if j.ended() {
+	if ended {
 		return Receipt{}, tool.Correctable(fmt.Errorf("%w: %s", ErrJobEnded, jobtool.Ended(id, j.state())))
 	}
 	if j.store.elsewhereNow() {
