@@ -647,7 +647,7 @@ func record(ctx context.Context, c *Check, o Outcome, em event.Emitter, events b
 		verdict = "allow"
 	}
 	if events {
-		v, _ := json.Marshal(auditRecord{Point: c.Point, Verdict: verdict, Rule: o.Rule, Reason: o.Reason, Tool: c.Tool, CallID: c.CallID, Path: c.Path, Depth: c.Depth, RunID: c.RunID})
+		v, _ := json.Marshal(auditRecord{Point: c.Point, Verdict: verdict, Rule: o.Rule, Reason: o.Reason, Tool: c.Tool, CallID: c.CallID, Path: c.Path, Depth: c.Depth, RunID: c.RunID, Owner: c.Owner, Thread: c.Thread})
 		em.Emit(event.Event{Type: event.Custom, Name: EventName, Value: v})
 	}
 	if spans {
@@ -658,6 +658,8 @@ func record(ctx context.Context, c *Check, o Outcome, em event.Emitter, events b
 			attribute.String("deputy.policy.reason", o.Reason),
 			attribute.String("deputy.policy.tool", c.Tool),
 			attribute.String("deputy.policy.path", c.Path),
+			attribute.String("deputy.policy.owner", c.Owner),
+			attribute.String("deputy.policy.thread", c.Thread),
 		))
 	}
 }
@@ -673,4 +675,8 @@ type auditRecord struct {
 	Path    string `json:"path"`
 	Depth   int    `json:"depth"`
 	RunID   string `json:"runId,omitempty"`
+	// Owner and Thread are the run's (Check.Owner, Check.Thread), so that
+	// the trail says whose run each decision was made in.
+	Owner  string `json:"owner,omitempty"`
+	Thread string `json:"thread,omitempty"`
 }

@@ -319,6 +319,7 @@ func TestPolicyAuditsEveryDecision(t *testing.T) {
 
 			// What the event sink was told.
 			mu.Lock()
+			var strangers struct{ events, spans int } // decisions that name another owner or thread: the first is reported
 			gotEvents := map[decision]int{}
 			for _, e := range events {
 				if e.Type != event.Custom || e.Name != policy.EventName {
@@ -330,12 +331,20 @@ func TestPolicyAuditsEveryDecision(t *testing.T) {
 					Rule    string
 					Path    string
 					Depth   int
+					Owner   string
+					Thread  string
 				}
 				if err := json.Unmarshal(e.Value, &v); err != nil {
 					t.Fatal(err)
 				}
 				if strings.Count(v.Path, "/") != v.Depth {
 					t.Errorf("a decision event at %s says depth %d", v.Path, v.Depth)
+				}
+				if v.Owner != owner || v.Thread != thread {
+					if strangers.events == 0 {
+						t.Errorf("a decision event at %s names owner %q and thread %q, want %q and %q", v.Path, v.Owner, v.Thread, owner, thread)
+					}
+					strangers.events++
 				}
 				gotEvents[decision{path: v.Path, point: v.Point, verdict: v.Verdict, rule: v.Rule}]++
 			}
@@ -352,8 +361,13 @@ func TestPolicyAuditsEveryDecision(t *testing.T) {
 						continue
 					}
 					var d decision
+					var whose [2]string
 					for _, kv := range e.Attributes {
 						switch kv.Key {
+						case "deputy.policy.owner":
+							whose[0] = kv.Value.AsString()
+						case "deputy.policy.thread":
+							whose[1] = kv.Value.AsString()
 						case "deputy.policy.point":
 							d.point = policy.Point(kv.Value.AsString())
 						case "deputy.policy.verdict":
@@ -363,6 +377,12 @@ func TestPolicyAuditsEveryDecision(t *testing.T) {
 						case "deputy.policy.path":
 							d.path = kv.Value.AsString()
 						}
+					}
+					if whose != [2]string{owner, thread} {
+						if strangers.spans == 0 {
+							t.Errorf("a decision's span event at %s names owner and thread %q, want %q and %q", d.path, whose, owner, thread)
+						}
+						strangers.spans++
 					}
 					gotSpans[d]++
 				}
