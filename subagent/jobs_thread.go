@@ -720,9 +720,11 @@ func (r *relay) markAfter(pre relayMark) relayMark {
 // program starting a job as its sink takes an event), or one in which
 // the sink waits for what the caller does next: flush waits for it for
 // grace at most, then returns, leaving the announcement to follow. A
-// spawning call gives a grace long enough for any sink that is merely
-// slow (another job's announcement, taken as the call spawns beside it);
-// a program's start, which has no receipt to order, gives none. An Emit
+// spawning call gives a grace of seconds, far longer than a sink takes
+// over one event (another job's announcement, taken as the call spawns
+// beside it), though a client that stops reading for longer still sees
+// the receipt first; a program's start, which has no receipt to order,
+// gives none. An Emit
 // of the job's own announcement is always waited for: the caller, which
 // queued it, is not within it.
 func (r *relay) flush(m relayMark, grace time.Duration, stop <-chan struct{}) {

@@ -3,6 +3,7 @@ package subagent
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -123,7 +124,9 @@ func TestRelayFlushWaitsForTheAnnouncementUnderWay(t *testing.T) {
 // AG-UI client refuses). It waits now, for a grace at most: a sink that
 // waits within that Emit for what the call does next is let go.
 func TestRelayFlushWaitsForAnotherJobsAnnouncement(t *testing.T) {
-	run := func(t *testing.T, grace time.Duration, release chan struct{}) (returned time.Duration, taken []string) {
+	// run flushes the second job's announcement with grace while the sink
+	// holds the first's until release is closed; let closes it, once.
+	run := func(t *testing.T, grace time.Duration, release <-chan struct{}, let func()) (returned time.Duration, taken []string) {
 		inEmit := make(chan struct{})
 		var got []string
 		r := &relay{}
@@ -149,27 +152,31 @@ func TestRelayFlushWaitsForAnotherJobsAnnouncement(t *testing.T) {
 		r.mu.Lock()
 		taken = append(taken, got...)
 		r.mu.Unlock()
-		select {
-		case <-release:
-		default:
-			close(release)
-		}
+		let()
 		r.detach(o, nil)
 		return returned, taken
 	}
 	t.Run("slow sink", func(t *testing.T) {
-		release := make(chan struct{})
-		time.AfterFunc(50*time.Millisecond, func() { close(release) })
-		took, taken := run(t, time.Minute, release)
+		release, let := letOnce()
+		time.AfterFunc(50*time.Millisecond, let)
+		took, taken := run(t, time.Minute, release, let)
 		if !slices.Equal(taken, []string{"sub_1", "sub_2"}) {
 			t.Errorf("flush returned after %v with the sink having taken %q, want both announcements", took, taken)
 		}
 	})
 	t.Run("sink waiting on the caller", func(t *testing.T) {
-		release := make(chan struct{})
-		took, taken := run(t, 20*time.Millisecond, release)
+		release, let := letOnce()
+		took, taken := run(t, 20*time.Millisecond, release, let)
 		if len(taken) != 0 || took > 10*time.Second {
 			t.Errorf("flush returned after %v with %q taken, want it let go after its grace", took, taken)
 		}
 	})
+}
+
+// letOnce returns a channel and a function that closes it, safe to call
+// more than once.
+func letOnce() (<-chan struct{}, func()) {
+	c := make(chan struct{})
+	var once sync.Once
+	return c, func() { once.Do(func() { close(c) }) }
 }

@@ -143,7 +143,9 @@ func TestPolicyBindsTheEdgeToARemoteOnTemporal(t *testing.T) {
 				t.Errorf("the worker's policy saw %d calls of the remote's ledger (want none), the remote's own %d (want 1)", w.tools["ledger"], own.tools["ledger"])
 			}
 			own.mu.Unlock()
-			if n, holding := sent.holding(temporalSecret); n == 0 || holding {
+			if n, holding := sent.holding(temporalSecret); n == 0 {
+				t.Error("no request reached the remote")
+			} else if holding {
 				t.Errorf("of the %d requests sent to the remote, one held the secret the lead was given", n)
 			}
 			if _, holding := lead.sent(remoteSecret); holding {
