@@ -58,6 +58,10 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	ctx = run.Start(ctx, runID, r.name, r.tokenLimit)
 	if box != nil {
 		run.TrackSpent(ctx) // its progress counts its children's as they spend (see reached)
+		// and says so between its steps too: a status read while it waits
+		// on a tool counts what its own jobs have spent since.
+		spentCtx := ctx
+		box.Live(func() (provider.Usage, float64) { return run.Spent(spentCtx) })
 	}
 	pol := r.bind(ctx)
 	if pol != nil {

@@ -82,8 +82,11 @@ func (m *nestedLiveModel) Complete(ctx context.Context, req provider.Request) (p
 
 // A job whose own background job runs says, in its status and its node in
 // a Tree, what that job has spent so far, tokens as well as dollars:
-// both are what the model billed the two of them. (The status counted the
-// running job's dollars but not its tokens.) In the three id modes.
+// both are what the model billed the two of them, though the job parks
+// as soon as its job's call returns, before that call is counted. (The
+// status counted the running job's dollars but not its tokens, and then
+// what had been counted at the job's last step only.) In the three id
+// modes.
 func TestJobsStatusCountsItsRunningJobsTokens(t *testing.T) {
 	for _, mode := range callIDModes {
 		t.Run(mode.name, func(t *testing.T) {

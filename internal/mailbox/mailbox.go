@@ -17,6 +17,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/deputy-go/deputy/internal/usage"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -77,7 +78,10 @@ type Box struct {
 	usage   provider.Usage
 	cost    float64
 	changed func() // called, outside the lock, when a message is delivered or a step reached
-	closed  bool   // the child has ended: Send refuses
+	// live, set by the child's run (Live), says what it has spent by now,
+	// its own children's calls included, between its steps.
+	live   func() (provider.Usage, float64)
+	closed bool // the child has ended: Send refuses
 
 	// note holds a change and its notification together, so that they
 	// are told in the order they happened (a message queued before it is
@@ -329,11 +333,31 @@ type Progress struct {
 	Cost  float64
 }
 
-// Progress returns what the child's loop reported last.
+// Progress returns what the child's loop reported last, its usage and
+// cost brought up to what its run has spent by now (Live): a child
+// waiting on a long tool call, or parked, while its own children spend,
+// says what they have spent since its last step.
 func (b *Box) Progress() Progress {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	return Progress{Step: b.step, Last: b.last, Usage: b.usage, Cost: b.cost}
+	p := Progress{Step: b.step, Last: b.last, Usage: b.usage, Cost: b.cost}
+	live := b.live
+	b.mu.Unlock()
+	if live != nil {
+		u, c := live()
+		p.Usage, p.Cost = usage.Most(p.Usage, u), max(p.Cost, c)
+	}
+	return p
+}
+
+// Live sets what the child's run has spent by now, read by Progress (nil:
+// only what its loop reported at its last step).
+func (b *Box) Live(spent func() (provider.Usage, float64)) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	b.live = spent
+	b.mu.Unlock()
 }
 
 // Receipts returns the receipts of the last MaxReceipts messages (every
