@@ -76,13 +76,16 @@ type job struct {
 	id, agent, task string
 	cancel          context.CancelFunc
 	done            chan struct{}
-	res             tool.Result // set before done closes
-	err             error       // set before done closes
-	settle          func(spent int64)
-	unhold          func()        // gives back what the job did not spend of its cost share
-	box             *mailbox.Box  // its messages, and where its loop stands
-	runID           string        // its sub-agent's run id, when events are on
-	em              event.Emitter // the spawning call's: the job's events go there
+	// told closes once its deputy.job_ended event is emitted, just after
+	// done (nil for a job read back ended from the store).
+	told   chan struct{}
+	res    tool.Result // set before done closes
+	err    error       // set before done closes
+	settle func(spent int64)
+	unhold func()        // gives back what the job did not spend of its cost share
+	box    *mailbox.Box  // its messages, and where its loop stands
+	runID  string        // its sub-agent's run id, when events are on
+	em     event.Emitter // the spawning call's: the job's events go there
 	// Guarded by the table's mu: folded, its usage has been handed to the
 	// parent; cancelled, by its parent. A thread's job (WithJobsAcrossTurns):
 	// noted, a run was told it ended; swept, ended by the sweep
@@ -237,7 +240,7 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 	// turn, which the run ending discards; with a store it has a journal
 	// of its own.
 	base := run.Context(ctx)
-	j := &job{id: jobID, runID: runID, agent: who.def.Name, task: r.Task, done: make(chan struct{}), args: r.Args, started: r.Started}
+	j := &job{id: jobID, runID: runID, agent: who.def.Name, task: r.Task, done: make(chan struct{}), told: make(chan struct{}), args: r.Args, started: r.Started}
 	var progressed func()
 	if jt.lasting && s.cfg.jobStore != nil {
 		progressed = func() { s.progressed(jt, j) } // its progress is kept (storeJob)

@@ -371,6 +371,17 @@ func (js *Jobs) targets(ids []string) ([]*job, error) {
 
 // collect hands over a job that ended to the run of ctx.
 func (js *Jobs) collect(ctx context.Context, j *job) JobResult {
+	if js.jt.relay != nil && j.told != nil {
+		// Its deputy.job_ended is queued for the run collecting it, which
+		// its goroutine emits just after done closes (the relay queues it
+		// without waiting): a thread's run that ended right after the
+		// wait would otherwise never see it, the next run being told only
+		// of jobs still running.
+		select {
+		case <-j.told:
+		case <-ctx.Done():
+		}
+	}
 	res, err := js.jt.collect(j)
 	if !res.Usage.IsZero() {
 		js.s.handOver(ctx, j)
@@ -577,6 +588,7 @@ func (j *job) emitEnd(jt *jobTable) {
 	if j.em.Enabled() {
 		j.emitStatus(JobEndedEvent, jt.status(j))
 	}
+	close(j.told)
 }
 
 // admitJob refuses a background job past WithMaxBackground (alive in
