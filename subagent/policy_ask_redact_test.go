@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -89,29 +90,14 @@ func TestPolicyAskedCallKeepsItsRedaction(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx := t.Context()
 			asked := 0
-			for round := 0; ; round++ {
-				if round > 4 {
-					t.Fatal("no end after 4 rounds")
-				}
+			answerRounds(t, t.Context(), 4, func(ctx context.Context) error {
 				_, err := a.Run(agent.WithJournal(ctx, j), agent.Input{Text: "send it"})
-				var in *tool.Interrupted
-				if !errors.As(err, &in) {
-					if err != nil {
-						t.Fatal(err)
-					}
-					break
-				}
-				var ans []tool.Answer
-				for _, it := range in.Interrupts {
-					asked++
-					ans = append(ans, tool.Answer{InterruptID: it.ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)})
-				}
-				if ctx, err = tool.Resume(t.Context(), in, ans...); err != nil {
-					t.Fatal(err)
-				}
-			}
+				return err
+			}, func(_ int, it tool.Interrupt) bool {
+				asked++
+				return true
+			})
 			mu.Lock()
 			defer mu.Unlock()
 			if asked != 2 {
@@ -135,5 +121,36 @@ func TestPolicyAskedCallKeepsItsRedaction(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// answerRounds runs a journaled turn (run, under ctx), and runs it again
+// with a person's answer to each question it stops on (approve: yes or
+// no), resumed from base, until it ends without one; it fails the test
+// when a run fails, or when the turn has not ended after rounds runs
+// again.
+func answerRounds(t *testing.T, base context.Context, rounds int, run func(ctx context.Context) error, approve func(round int, it tool.Interrupt) bool) {
+	t.Helper()
+	ctx := base
+	for round := 0; ; round++ {
+		if round > rounds {
+			t.Fatalf("no end after %d rounds", rounds)
+		}
+		err := run(ctx)
+		var in *tool.Interrupted
+		if !errors.As(err, &in) {
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+			return
+		}
+		var answers []tool.Answer
+		for _, it := range in.Interrupts {
+			payload := fmt.Sprintf(`{"approved":%v}`, approve(round, it))
+			answers = append(answers, tool.Answer{InterruptID: it.ID, Status: tool.Resolved, Payload: json.RawMessage(payload)})
+		}
+		if ctx, err = tool.Resume(base, in, answers...); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

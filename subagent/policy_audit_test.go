@@ -3,7 +3,6 @@ package subagent_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -276,28 +275,13 @@ func TestPolicyAuditsEveryDecision(t *testing.T) {
 			// Round after round, every question is approved, until the
 			// turn ends.
 			asked := 0
-			ctx := base
-			for round := 0; ; round++ {
-				if round > 5 {
-					t.Fatal("no end after 5 rounds")
-				}
+			answerRounds(t, base, 5, func(ctx context.Context) error {
 				_, err := lead.Run(event.WithSink(agent.WithJournal(ctx, j), sink), agent.Input{Text: "audit the account with key " + secret})
-				var in *tool.Interrupted
-				if !errors.As(err, &in) {
-					if err != nil {
-						t.Fatalf("round %d: %v", round, err)
-					}
-					break
-				}
-				var answers []tool.Answer
-				for _, it := range in.Interrupts {
-					asked++
-					answers = append(answers, tool.Answer{InterruptID: it.ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)})
-				}
-				if ctx, err = tool.Resume(base, in, answers...); err != nil {
-					t.Fatal(err)
-				}
-			}
+				return err
+			}, func(int, tool.Interrupt) bool {
+				asked++
+				return true
+			})
 			if asked != 6 {
 				t.Errorf("%d questions, want one per grandchild's leaf call (6)", asked)
 			}

@@ -455,39 +455,25 @@ func TestPolicyAskAcrossResume(t *testing.T) {
 			// yes and no, until the turn ends.
 			asked := map[string]bool{}
 			approved := 0
-			rctx := ctx
 			var out agent.Output
-			for round := 0; ; round++ {
-				if round > 5 {
-					t.Fatal("no end after 5 rounds")
-				}
+			answerRounds(t, ctx, 5, func(rctx context.Context) error {
+				var err error
 				out, err = tr.lead.Run(agent.WithJournal(rctx, j), agent.Input{Text: "go"})
-				var in *tool.Interrupted
-				if !errors.As(err, &in) {
-					if err != nil {
-						t.Fatalf("round %d: %v", round, err)
-					}
-					break
+				return err
+			}, func(round int, it tool.Interrupt) bool {
+				if it.Reason != tool.ApprovalReason || !strings.Contains(it.Message, "approve-leaf") {
+					t.Errorf("question %+v", it)
 				}
-				var answers []tool.Answer
-				for _, it := range in.Interrupts {
-					if it.Reason != tool.ApprovalReason || !strings.Contains(it.Message, "approve-leaf") {
-						t.Errorf("question %+v", it)
-					}
-					if asked[it.ID] {
-						t.Errorf("round %d: %s was asked again", round, it.ID)
-					}
-					yes := len(asked)%2 == 0
-					asked[it.ID] = true
-					if yes {
-						approved++
-					}
-					answers = append(answers, tool.Answer{InterruptID: it.ID, Status: tool.Resolved, Payload: json.RawMessage(fmt.Sprintf(`{"approved":%v}`, yes))})
+				if asked[it.ID] {
+					t.Errorf("round %d: %s was asked again", round, it.ID)
 				}
-				if rctx, err = tool.Resume(ctx, in, answers...); err != nil {
-					t.Fatal(err)
+				yes := len(asked)%2 == 0
+				asked[it.ID] = true
+				if yes {
+					approved++
 				}
-			}
+				return yes
+			})
 			if len(asked) != 6 {
 				t.Errorf("%d questions, want one per grandchild's leaf call (6)", len(asked))
 			}
