@@ -280,21 +280,7 @@ func goStartRefused(t *testing.T, id func(n int64, i int) string) {
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "refused-tree"})
 	var rec recorder
 	defer hub.Subscribe(event.WithSink(context.Background(), &rec), "refused-tree")()
-	refusals := func() []map[string]string {
-		rec.mu.Lock()
-		defer rec.mu.Unlock()
-		var out []map[string]string
-		for _, e := range rec.events {
-			if e.Type == event.Custom && e.Name == subagent.RefusedEvent {
-				var v map[string]string
-				if err := json.Unmarshal(e.Value, &v); err != nil {
-					t.Error(err)
-				}
-				out = append(out, v)
-			}
-		}
-		return out
-	}
+	refusals := func() []map[string]string { return refusalsIn(t, &rec) }
 	var start goUpdate
 	var asked []tool.Interrupt
 	var modelRefusals int
