@@ -92,11 +92,14 @@ type Box struct {
 
 // Notify is told what happens in a box, in order, outside the box's own
 // lock but one change at a time: each message queued (not one sent again)
-// and each delivery, with the receipts of the messages the child took.
-// Either may be nil.
+// and each delivery, with the receipts of the messages the child took;
+// and, as the child's loop begins a step, before it takes what waits
+// (Began), the step, told outside that order, so that whoever fills the
+// box from elsewhere can fill it then. Any may be nil.
 type Notify struct {
 	Queued    func(Message, Receipt)
 	Delivered func([]Receipt)
+	Began     func(step int)
 }
 
 // SetNotify sets what is told of the box's changes from now on.
@@ -323,6 +326,13 @@ func (b *Box) Began(step int) {
 	b.mu.Lock()
 	b.step = step
 	b.mu.Unlock()
+	// Told outside b.note: what it is told may fill the box (Requeue).
+	b.note.Lock()
+	began := b.notify.Began
+	b.note.Unlock()
+	if began != nil {
+		began(step)
+	}
 }
 
 // Progress is what the child's loop reported last.
