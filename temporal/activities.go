@@ -113,14 +113,25 @@ type Runtime struct {
 }
 
 // Activities are the activities of a Runtime.
-type Activities struct{ rt *Runtime }
+type Activities struct {
+	rt *Runtime
+	// served: they run on a worker of a server, which an activity can
+	// ask about its workflow (the job of a factory's agent reads its
+	// messages so), not in the SDK's test environment, which has none.
+	served bool
+}
 
-// Register puts the workflows and the activities of rt on a worker.
+// Register puts the workflows and the activities of rt on a worker. On a
+// registry that is not a worker.Worker (the SDK's test environment, which
+// has no server an activity could ask), the job of a Factory member of a
+// Spec's Roster takes no message: its messages stay queued, and end
+// undelivered.
 func Register(w worker.Registry, rt *Runtime) {
 	w.RegisterWorkflowWithOptions(AgentWorkflow, workflow.RegisterOptions{Name: AgentWorkflowName})
 	w.RegisterWorkflowWithOptions(FactoryWorkflow, workflow.RegisterOptions{Name: FactoryWorkflowName})
 	w.RegisterWorkflowWithOptions(ResidentWorkflow, workflow.RegisterOptions{Name: ResidentWorkflowName})
 	a := &Activities{rt: rt}
+	_, a.served = w.(worker.Worker)
 	w.RegisterActivityWithOptions(a.Complete, activity.RegisterOptions{Name: CompleteActivityName})
 	w.RegisterActivityWithOptions(a.CallTool, activity.RegisterOptions{Name: CallToolActivityName})
 	w.RegisterActivityWithOptions(a.RunFactory, activity.RegisterOptions{Name: RunFactoryActivity})
@@ -537,7 +548,10 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 		// The factory's agent runs here, in process: its own events go to
 		// the sink, attributed to the child.
 		t := in.Trace
-		em.sink.Emit(t.Tree, startedEvent(t))
+		if !t.Announced {
+			// (A job's run that started it announced it.)
+			em.sink.Emit(t.Tree, startedEvent(t))
+		}
 		ctx = event.WithSubagent(event.WithSink(ctx, treeSink{em}), t.Subagent)
 		finish = func() {
 			switch {
@@ -572,6 +586,17 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 			in.Arguments, text = args, task
 		}
 	}
+	actx := ctx // the activity's: cancelled, the job is
+	if in.Job != "" {
+		// A job: the agent takes its messages at its step boundaries, and
+		// stops at its time.
+		var stop context.CancelFunc
+		if a.served {
+			ctx = jobMailboxFor(ctx, in)
+		}
+		ctx, stop = context.WithTimeout(ctx, in.JobTime)
+		defer stop()
+	}
 	ag, err := f(ctx, in.Arguments)
 	switch {
 	case err != nil:
@@ -591,8 +616,21 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	if c, ok := ag.(interface{ Close() error }); ok {
 		_ = c.Close()
 	}
-	if err != nil && ctx.Err() != nil {
-		return ToolResult{}, ctx.Err()
+	timedOut := false // a job past its time
+	switch {
+	case err != nil && actx.Err() != nil && in.Job != "":
+		// A job cancelled: what its agent spent comes back with it, as a
+		// cancelled agent's job's does (withSettled).
+		return ToolResult{}, sdktemporal.NewCanceledError(o.TotalUsage(), o.Cost, model, models.Entries(), []provider.ModelUsage(nil), 0)
+	case err != nil && actx.Err() != nil:
+		return ToolResult{}, actx.Err()
+	case err != nil && ctx.Err() != nil && in.Job != "":
+		err, timedOut = errors.New(jobTimeText(in.JobTime)), true
+		ctx = context.WithoutCancel(ctx) // for the policy's check below
+	case err == nil && o.Partial && in.Job != "":
+		// Stopped by its limits, answering partially: a job so ends with
+		// a partial report naming them, as an agent's job does.
+		err = jobLimitError(in)
 	}
 	var fail *policy.GuardrailError
 	if errors.As(err, &fail) && fail.Tripwire {
@@ -604,6 +642,9 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	if err != nil {
 		res.Content, res.IsError, limit = err.Error(), true, in.MaxOutputBytes
 		res.Code, res.Model = subcode.Of(err), model
+		if timedOut {
+			res.Code = "timeout" // as a job's past its time in process
+		}
 	}
 	if g != nil {
 		res = g.after(ctx, in.Arguments, res)

@@ -289,7 +289,7 @@ func runCalls(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 			d := &delegation{tn: tn, call: call, sub: sub, isSpawn: isSpawn, id: fmt.Sprintf("%s.%d-%s", idPrefix, i, call.Name)}
 			d.tasked = d.readsTask(ctx)
 			d.background = isSpawn && backgroundAsked(call) && tn.jobs.offered() && tn.jobs.enabled(ctx)
-			if bad := d.pickMember(); bad != "" {
+			if bad := d.pickMember(ctx); bad != "" {
 				// Refused before the policy is asked, as a call with
 				// folded keys is.
 				results[i] = ToolResult{Content: bad, IsError: true}

@@ -381,9 +381,15 @@ func newJobs(ctx workflow.Context, spec Spec, trace *Trace) *jobs {
 // (jobEventsChange), where a job first starts or is refused.
 func (js *jobs) checkEvents(ctx workflow.Context, d *delegation) {
 	if !js.eventsChecked {
-		a, _ := d.arg.(RunInput)
+		var t *Trace
+		switch a := d.arg.(type) {
+		case RunInput:
+			t = a.Trace
+		case FactoryCall:
+			t = a.Trace
+		}
 		js.eventsChecked = true
-		js.publishing = js.trace != nil && a.Trace != nil && workflow.GetVersion(ctx, jobEventsChange, workflow.DefaultVersion, 1) >= 1
+		js.publishing = js.trace != nil && t != nil && workflow.GetVersion(ctx, jobEventsChange, workflow.DefaultVersion, 1) >= 1
 	}
 }
 
@@ -449,6 +455,9 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 	}
 	if n := js.ownerAlive(); js.threaded() && n >= js.spec.maxOwnerJobs() && workflow.GetVersion(ctx, ownerJobsChange, workflow.DefaultVersion, 1) >= 1 {
 		return js.refuseSpawn(ctx, d, "max_owner_jobs", tooManyOwnerJobs(n)), nil
+	}
+	if fc, ok := d.arg.(FactoryCall); ok {
+		return js.startFactory(ctx, d, fc)
 	}
 	a := d.arg.(RunInput)
 	if d.numberLate {
@@ -568,15 +577,22 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 		f = workflow.ExecuteChildWorkflow(workflow.WithChildOptions(jctx, opts), AgentWorkflowName, a)
 		err = f.GetChildWorkflowExecution().Get(ctx, nil)
 	}
+	return js.started(ctx, d, j, f, err, func(gctx workflow.Context) error { return f.Get(gctx, &j.out) })
+}
+
+// started goes on with job j once the server has its workflow f, or
+// refused it (err): the job is ended at once then, and the model told;
+// else it is watched until it ends, by end, which reads its outcome.
+func (js *jobs) started(ctx workflow.Context, d *delegation, j *bgJob, f workflow.ChildWorkflowFuture, err error, end func(workflow.Context) error) (ToolResult, error) {
 	if err != nil {
-		cancel()
+		j.cancel()
 		j.ended, j.collected, j.err = true, true, err
 		js.publish(ctx, event.Event{Type: event.SubagentError, SubagentRunID: j.wfID, Message: "the job could not start: " + err.Error(), Code: "error"})
 		j.told = true
 		return ToolResult{Content: capText(fmt.Sprintf("%s could not start in the background: %v", d.call.Name, err), js.spec.maxOutput()), IsError: true}, nil
 	}
 	workflow.Go(js.ctx, func(gctx workflow.Context) {
-		err := f.Get(gctx, &j.out)
+		err := end(gctx)
 		js.drain()
 		j.err, j.ended = err, true
 		for i := range j.receipts {
@@ -588,6 +604,115 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 		j.told = true
 	})
 	return ToolResult{Content: runtime.JobStarted(j.id)}, nil
+}
+
+// factoryJobsChange names the workflow version from which a spawn with
+// background=true of a roster member that is a factory's agent
+// (SubAgent.Factory) starts it as a job, in a run that is not a turn of
+// a thread: a FactoryWorkflow whose activity takes the job's messages at
+// the agent's step boundaries (factoryJob). Before it the spawn was
+// refused. Asked where such a spawn is read.
+const factoryJobsChange = "deputy.factory-jobs"
+
+// startFactory is start for a roster member that is a factory's agent,
+// a: its FactoryWorkflow runs as the job, bounded by its share of the
+// run's limits, the Spec's JobTokens and JobCost, and its JobTime (a
+// factory's agent has steps of its own, which JobSteps does not bound,
+// as a member's job in process is not bounded by JobLimits.Steps).
+func (js *jobs) startFactory(ctx workflow.Context, d *delegation, a FactoryCall) (ToolResult, error) {
+	j := &bgJob{id: "job_" + strconv.Itoa(len(js.list)+1), agent: d.name(), task: a.Task, wfID: d.id}
+	d.job = j
+	js.list = append(js.list, j) // at once: starts of one step run side by side
+	a.Job = j.id
+	js.checkEvents(ctx, d)
+	if js.publishing {
+		// Announced before it starts, as an agent's job is.
+		ct := *a.Trace
+		ct.Announced = true
+		a.Trace = &ct
+		j.announce = []event.Event{startedEvent(&ct), j.statusEvent(subagent.JobStartedEvent)}
+		js.publish(ctx, j.announce...)
+	}
+	if js.spec.JobTokens > 0 && (a.TokenLimit == 0 || a.TokenLimit > js.spec.JobTokens) {
+		a.TokenLimit = js.spec.JobTokens
+	}
+	if js.spec.JobCost > 0 && (a.CostLimit == 0 || a.CostLimit > js.spec.JobCost) {
+		a.CostLimit = js.spec.JobCost
+	}
+	if js.spec.TokenLimit > 0 {
+		j.tokens = a.TokenLimit
+	}
+	if js.spec.CostLimit > 0 {
+		j.dollars = a.CostLimit
+	}
+	a.JobTime = js.spec.jobTime()
+	if js.progress == nil {
+		js.progress = workflow.GetSignalChannel(js.ctx, jobProgressSignal)
+	}
+	jctx, cancel := workflow.WithCancel(js.ctx)
+	j.cancel = cancel
+	opts := workflow.ChildWorkflowOptions{WorkflowID: d.id, WorkflowExecutionTimeout: a.JobTime + 2*time.Minute, WaitForCancellation: true}
+	f := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(jctx, opts), FactoryWorkflowName, a)
+	err := f.GetChildWorkflowExecution().Get(ctx, nil)
+	return js.started(ctx, d, j, f, err, func(gctx workflow.Context) error {
+		var res ToolResult
+		err := f.Get(gctx, &res)
+		j.out, err = factoryOutcome(res, err)
+		return err
+	})
+}
+
+// refuseFactory says why roster member name, a factory's agent, cannot
+// start as a job of the run ("": it can): a job of a thread outlives
+// its turn, and, on the turn's worker, the activity that runs the agent;
+// a run recorded before factoryJobsChange refused it too.
+func (js *jobs) refuseFactory(ctx workflow.Context, name string) string {
+	if js.threaded() {
+		return threadFactoryRefused(name)
+	}
+	if workflow.GetVersion(ctx, factoryJobsChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return fmt.Sprintf("%v for %s: %q runs a factory's agent in one activity, which cannot take messages, so it does not start in the background: start it without background", tool.ErrInvalidArguments, SpawnToolName, name)
+	}
+	return ""
+}
+
+// threadFactoryRefused is the refusal of a job of a thread that would run
+// roster member name, a factory's agent.
+func threadFactoryRefused(name string) string {
+	return fmt.Sprintf("%v for %s: %q runs a factory's agent in one activity, and a job of a thread outlives its turn, which such an agent cannot: start it without background, or give the member an Agent (a Spec of its own)", tool.ErrInvalidArguments, SpawnToolName, name)
+}
+
+// factoryOutcome is what a factory's job ended with, read as an agent's
+// job's: its answer as a RunOutput, or its failure as the error of a run
+// that failed so (its code's type: see codeOf), carrying what it spent.
+func factoryOutcome(res ToolResult, err error) (RunOutput, error) {
+	if err != nil {
+		return RunOutput{}, err
+	}
+	out := RunOutput{Answer: res.Content, Usage: res.Usage, Cost: res.Cost, Model: res.Model, Models: res.Models, Earlier: res.Earlier, Refused: res.Refused}
+	if !res.IsError {
+		return out, nil
+	}
+	typ := "deputy.failed"
+	switch res.Code {
+	case "usage_limit":
+		typ = ErrTypeUsageLimit
+	case "max_steps":
+		typ = ErrTypeMaxSteps
+	case "timeout":
+		typ = ErrTypeJobTime
+	case "tool_retries":
+		typ = ErrTypeToolRetries
+	case "compaction_failed":
+		typ = ErrTypeCompaction
+	case "panic":
+		typ = ErrTypePanic
+	case "guardrail":
+		typ = ErrTypeGuardrail
+	case "provider_error":
+		typ = ErrTypeProvider + "factory"
+	}
+	return RunOutput{}, sdktemporal.NewNonRetryableApplicationError(res.Content, typ, nil, spent(out)...)
 }
 
 // tooManyJobs is the refusal of a job past Spec.MaxBackground, n alive.

@@ -141,12 +141,12 @@ func (js *jobs) refuseStart(t subagent.Task) string {
 		return badTask(call) + ": say what the sub-agent must do"
 	}
 	if t.Agent != "" {
-		m, bad := rosterMember(js.spec.Roster, t.Agent, false)
+		m, bad := rosterMember(js.spec.Roster, t.Agent)
 		if bad != "" {
 			return bad
 		}
-		if m.Agent == nil {
-			return fmt.Sprintf("%v for %s: %q runs a factory's agent in one activity, which cannot take messages, so it cannot be a job: give the member an Agent (a Spec of its own) to start it in the background", tool.ErrInvalidArguments, SpawnToolName, m.Name)
+		if m.Agent == nil && js.threaded() {
+			return threadFactoryRefused(m.Name)
 		}
 	}
 	return ""
@@ -247,7 +247,7 @@ func (js *jobs) startFromGo(ctx workflow.Context, t subagent.Task) (subagent.Job
 	tn := turn{spec: js.spec, depth: js.depth, path: js.path, childLimit: max(tokens, 0), costShare: max(dollars, 0), trace: js.trace, q: js.q, jobs: js, refused: &js.fromGo.Refused}
 	js.goStarts++
 	d := &delegation{tn: tn, call: goCall(t), isSpawn: true, background: true, id: fmt.Sprintf("%s/go.%d-%s", js.idPrefix, js.goStarts, SpawnToolName)}
-	if bad := d.pickMember(); bad != "" {
+	if bad := d.pickMember(ctx); bad != "" {
 		return subagent.JobStatus{}, errors.New(bad) // (the validator checked it)
 	}
 	if js.threaded() {

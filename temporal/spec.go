@@ -87,10 +87,10 @@ type Spec struct {
 	// refused with the members' names. A member is an Agent, which runs
 	// as the child workflow of its Spec (in the background it takes
 	// messages at its step boundaries, as a fork does), or a Factory,
-	// whose agent runs inside one activity, with no step boundary a
-	// message could reach, and so in the foreground only; a React
-	// sub-agent, which reads its system prompt from its call, cannot be
-	// one. A spawn of a member counts against MaxSpawns and
+	// whose agent runs in process inside one activity (in the background
+	// it takes messages at its agent's step boundaries too, but cannot be
+	// a job of a thread, which outlives its turn); a React sub-agent,
+	// which reads its system prompt from its call, cannot be one. A spawn of a member counts against MaxSpawns and
 	// MaxBackground as a fork's does, and the workers' policy is asked
 	// about its hand-off under the member's name.
 	Roster []SubAgent `json:"roster,omitempty"`
@@ -518,6 +518,14 @@ type FactoryCall struct {
 	CostLimit  float64 `json:"cost_limit,omitempty"`
 	// Trace places the child in its tree, for its events.
 	Trace *Trace `json:"trace,omitempty"`
+	// Job, when set, is the id of the background job the agent runs as
+	// (Spec.Background): its activity takes the messages its workflow is
+	// sent at the agent's step boundaries and tells Parent, the workflow
+	// id of the run that started it, where it stands; JobTime bounds its
+	// run, as Spec.JobTime bounds an agent's job.
+	Job     string        `json:"job,omitempty"`
+	Parent  string        `json:"parent,omitempty"`
+	JobTime time.Duration `json:"job_time,omitempty"`
 }
 
 // Delegation is the input of the activity that asks a worker's policy

@@ -130,8 +130,55 @@ func FactoryWorkflow(ctx workflow.Context, in FactoryCall) (ToolResult, error) {
 		HeartbeatTimeout:    HeartbeatTimeout,
 		RetryPolicy:         &sdktemporal.RetryPolicy{MaximumAttempts: 3},
 	})
+	if in.Job != "" {
+		return factoryJob(ctx, in)
+	}
 	var res ToolResult
 	err := workflow.ExecuteActivity(ctx, RunFactoryActivity, in).Get(ctx, &res)
+	return res, err
+}
+
+// factoryInboxQuery names the query by which the activity of a factory's
+// job reads the messages its workflow took, in order, from an index on.
+const factoryInboxQuery = "deputy.job_inbox"
+
+// factoryJob runs a factory's agent as background job in.Job. The
+// messages its parent sends are signals the workflow takes in the order
+// they were sent, as an agent's job does (inbox.inOrder); the activity
+// reads them (factoryInboxQuery) as the agent begins each step, which
+// takes them before its model call, and tells the parent what it took
+// and where it stands. Cancelled, the workflow waits for the activity,
+// which hands back what the agent spent.
+func factoryJob(ctx workflow.Context, in FactoryCall) (ToolResult, error) {
+	ib := newInbox(ctx, in.Job)
+	var arrived []jobMessage
+	if err := workflow.SetQueryHandler(ctx, factoryInboxQuery, func(from int) ([]jobMessage, error) {
+		return arrived[min(max(from, 0), len(arrived)):], nil
+	}); err != nil {
+		return ToolResult{}, err
+	}
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		for {
+			var m jobMessage
+			ib.ch.Receive(gctx, &m)
+			arrived = append(arrived, ib.inOrder(m)...)
+		}
+	})
+	in.Parent = ib.parent
+	o := workflow.GetActivityOptions(ctx)
+	o.WaitForCancellation = true
+	// The agent's run is bounded by its time (the activity's deadline);
+	// the activity's by a minute more.
+	o.StartToCloseTimeout = in.JobTime + time.Minute
+	var res ToolResult
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), RunFactoryActivity, in).Get(ctx, &res)
+	if sdktemporal.IsCanceledError(err) {
+		// What the agent spent, as a cancelled agent's job hands it back
+		// (withSettled).
+		var out RunOutput
+		detailsOf(err, &out.Usage, &out.Cost, &out.Model, &out.Models, &out.Earlier, &out.Refused)
+		return ToolResult{}, sdktemporal.NewCanceledError(spent(out)...)
+	}
 	return res, err
 }
 
@@ -996,7 +1043,7 @@ func runTools(ctx, actx workflow.Context, tn turn, idPrefix string, calls []prov
 			d := &delegation{tn: tn, call: call, sub: sub, isSpawn: isSpawn, id: fmt.Sprintf("%s.%d-%s", idPrefix, i, call.Name)}
 			d.tasked = checked && d.readsTask(ctx)
 			d.background = isSpawn && backgroundAsked(call) && tn.jobs.offered() && tn.jobs.enabled(ctx)
-			if bad := d.pickMember(); bad != "" {
+			if bad := d.pickMember(ctx); bad != "" {
 				results[i] = ToolResult{Content: bad, IsError: true}
 				continue
 			}
@@ -1171,7 +1218,7 @@ func (d *delegation) name() string {
 // the member its "agent" argument names (none: a fork), or returns what
 // the model reads when it names none of them, or one that cannot be
 // started so.
-func (d *delegation) pickMember() string {
+func (d *delegation) pickMember(ctx workflow.Context) string {
 	roster := d.tn.spec.Roster
 	if !d.isSpawn || len(roster) == 0 {
 		return ""
@@ -1182,15 +1229,17 @@ func (d *delegation) pickMember() string {
 	if json.Unmarshal(d.call.Arguments, &a) != nil || a.Agent == "" {
 		return ""
 	}
-	m, bad := rosterMember(roster, a.Agent, d.background)
+	m, bad := rosterMember(roster, a.Agent)
+	if bad == "" && d.background && m.Agent == nil {
+		bad = d.tn.jobs.refuseFactory(ctx, m.Name)
+	}
 	d.member = m
 	return bad
 }
 
 // rosterMember returns the member of roster named name, or what the
-// model reads when there is none, or it cannot be started so (in the
-// background, with background).
-func rosterMember(roster []SubAgent, name string, background bool) (*SubAgent, string) {
+// model reads when there is none, or it cannot be started.
+func rosterMember(roster []SubAgent, name string) (*SubAgent, string) {
 	i := slices.IndexFunc(roster, func(m SubAgent) bool { return m.Name == name })
 	if i < 0 {
 		return nil, fmt.Sprintf("%v for %s: no sub-agent named %q: %s", tool.ErrInvalidArguments, SpawnToolName, name, rosterNames(roster))
@@ -1199,8 +1248,6 @@ func rosterMember(roster []SubAgent, name string, background bool) (*SubAgent, s
 	switch {
 	case m.React || m.Agent == nil && m.Factory == "":
 		return nil, fmt.Sprintf("roster member %q is neither an Agent nor a Factory (a React sub-agent reads its system prompt from its call, which a spawn does not give): fix the Spec's Roster", m.Name)
-	case m.Agent == nil && background:
-		return nil, fmt.Sprintf("%v for %s: %q runs a factory's agent in one activity, which cannot take messages, so it does not start in the background: start it without background", tool.ErrInvalidArguments, SpawnToolName, m.Name)
 	}
 	return &m, ""
 }

@@ -1,0 +1,321 @@
+package temporal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/eventcheck"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// A roster member that is a factory's agent (which is how an A2A remote,
+// or any agent built in Go, joins a tree on Temporal) is a background job
+// like any other: the lead's spawn gets its id at once; the two messages
+// the lead sends while the member's agent waits on a tool reach the agent
+// at its next step boundary, in the order sent, once each, and their
+// receipts say so; the lead waits for it and reads its answer. The same
+// member started from Go (StartJob) and cancelled as it waits (CancelJob)
+// hands back a partial report with its model call counted. What the lead
+// reports spent is what both models billed. Before, both starts were
+// refused ("runs a factory's agent in one activity").
+func TestFactoryMemberRunsAsAJobOnTemporal(t *testing.T) {
+	inEachIDMode(t, func(t *testing.T, c client.Client, id func(n int64, i int) string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		var n atomic.Int64
+		call := func(i int, name, args string) provider.ToolCall {
+			return provider.ToolCall{ID: id(n.Add(1), i), Name: name, Arguments: json.RawMessage(args)}
+		}
+		holding := make(chan string, 2)
+		release := make(chan struct{})
+		var holds atomic.Int64
+		hold := tool.Func{Def: tool.Definition{Name: "hold", Description: "Waits for the drafts.", Parameters: json.RawMessage(`{"type":"object"}`)},
+			Fn: func(ctx context.Context, c tool.Call) (tool.Result, error) {
+				holds.Add(1)
+				holding <- c.ID
+				select {
+				case <-release:
+					return tool.Result{Content: "the drafts are in"}, nil
+				case <-ctx.Done():
+					return tool.Result{}, ctx.Err()
+				}
+			}}
+		// The member's model: it waits on hold, then says what it was
+		// told, in the order it read it.
+		var mu sync.Mutex
+		var heardAt []int // the step of each request that held a note
+		writer := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+			var told []string
+			for _, m := range req.Messages {
+				if m.Role == provider.RoleUser {
+					for _, note := range []string{"note A", "note B"} {
+						if strings.Contains(m.Content, note) {
+							told = append(told, note)
+						}
+					}
+				}
+			}
+			if len(told) > 0 {
+				mu.Lock()
+				heardAt = append(heardAt, len(resultsOf(req))+1)
+				mu.Unlock()
+			}
+			if len(resultsOf(req)) == 0 {
+				return provider.AssistantMessage("", call(0, "hold", `{}`)), nil
+			}
+			return provider.AssistantMessage(firstUserOf(req) + ": done, told " + strings.Join(told, ", ")), nil
+		}}
+		lead := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+			rs := resultsOf(req)
+			job := ""
+			if len(rs) > 0 {
+				job = jobIDOf(rs[0])
+			}
+			switch len(rs) {
+			case 0:
+				return provider.AssistantMessage("", call(0, SpawnToolName, `{"task":"write the intro","agent":"writer","background":true}`)), nil
+			case 1:
+				return provider.AssistantMessage("", call(0, subagent.JobsToolName, `{"action":"send","job_id":"`+job+`","message":"note A"}`)), nil
+			case 2:
+				return provider.AssistantMessage("", call(0, subagent.JobsToolName, `{"action":"send","job_id":"`+job+`","message":"note B"}`)), nil
+			case 3:
+				return provider.AssistantMessage("", call(0, subagent.JobsToolName, `{"action":"wait","job_id":"`+job+`","timeout_seconds":300}`)), nil
+			}
+			return provider.AssistantMessage("lead: " + rs[3]), nil
+		}}
+		hub := NewHub()
+		rt := &Runtime{Providers: map[string]provider.Provider{"m": lead}, Events: hub, Factories: map[string]subagent.Factory{
+			"writer": func(context.Context, json.RawMessage) (agent.Agent, error) {
+				return agent.NewReact(writer, agent.WithName("writer"), agent.WithTools(hold))
+			},
+		}}
+		queue := fmt.Sprintf("deputy-factory-job-%d", time.Now().UnixNano())
+		w := worker.New(c, queue, worker.Options{})
+		Register(w, rt)
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		tree := "factory-job-" + queue
+		spec := Spec{Name: "lead", Provider: "m", Spawn: true, Background: true, Roster: []SubAgent{{Name: "writer", Description: "Writes.", Factory: "writer"}}}
+		var rec recorder
+		defer hub.Subscribe(event.WithSink(context.Background(), &rec), tree)()
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tree, TaskQueue: queue}, AgentWorkflowName, RunInput{Spec: spec, Text: "write the piece"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := func(what string) {
+			t.Helper()
+			select {
+			case <-holding:
+			case <-ctx.Done():
+				t.Fatalf("%s never began its work", what)
+			}
+		}
+		next("the lead's job of the writer")
+
+		// From Go: started, then cancelled as it waits.
+		st, err := StartJob(ctx, c, tree, subagent.Task{Task: "write the outro", Agent: "writer"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		next("the program's job of the writer")
+		st, err = CancelJob(ctx, c, tree, st.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.State != subagent.JobCancelled || st.Usage.Requests != 1 || st.Agent != "writer" {
+			t.Errorf("the cancelled job is %+v, want the writer's, cancelled with its one model call counted", st)
+		}
+
+		// Both notes are on their way before the lead's job goes on.
+		for {
+			jobs, err := Jobs(ctx, c, tree)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(jobs) > 0 && len(jobs[0].Messages) == 2 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("the lead never sent its two notes: %+v", jobs)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		close(release)
+		var out RunOutput
+		if err := run.Get(ctx, &out); err != nil {
+			t.Fatal(err)
+		}
+		if want := "lead: write the intro: done, told note A, note B"; out.Answer != want {
+			t.Errorf("the lead answered %q, want %q: each note once, in order", out.Answer, want)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(heardAt) != 1 || heardAt[0] != 2 {
+			t.Errorf("the writer read the notes in the requests of steps %v, want in step 2 alone: at its step boundary, once", heardAt)
+		}
+		jobs, err := Jobs(ctx, c, tree)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(jobs) != 2 || jobs[0].State != subagent.JobDone || jobs[1].State != subagent.JobCancelled {
+			t.Fatalf("the run's jobs are %+v, want the lead's done and the program's cancelled", jobs)
+		}
+		for i, r := range jobs[0].Messages {
+			if r.State != subagent.MessageDelivered || r.Step != 2 || r.Seq != i+1 {
+				t.Errorf("receipt %d is %+v, want delivered before step 2, number %d", i, r, i+1)
+			}
+		}
+		lc, lu := lead.total()
+		wc, wu := writer.total()
+		if lc != 5 || wc != 3 || out.TotalUsage() != lu.Add(wu) {
+			t.Errorf("the lead made %d model calls and the writer %d, billing %+v; the lead reports %+v: want 5 and 3, each counted once",
+				lc, wc, lu.Add(wu), out.TotalUsage())
+		}
+		if holds.Load() != 2 {
+			t.Errorf("hold ran %d times, want once a job", holds.Load())
+		}
+
+		// The stream tells each job's start once and its end: the lead's
+		// answered, the program's cancelled.
+		rec.mu.Lock()
+		evs := append([]event.Event{{Type: event.RunStarted}}, rec.events...)
+		rec.mu.Unlock()
+		fromGo := tree + "/go.1-" + SpawnToolName
+		var modelsJobs []event.Event // (a program's job has no spawning call, which the check asks for)
+		for _, e := range evs {
+			if e.SubagentRunID != fromGo {
+				modelsJobs = append(modelsJobs, e)
+			}
+		}
+		for _, p := range eventcheck.Check(append(modelsJobs, event.Event{Type: event.RunFinished}), eventcheck.Options{Background: true}) {
+			t.Error(p)
+		}
+		ends := map[string][]string{} // a job's sub-agent run id → how it started and ended
+		for _, e := range evs {
+			switch e.Type {
+			case event.SubagentStarted:
+				ends[e.SubagentRunID] = append(ends[e.SubagentRunID], "started")
+			case event.SubagentFinished:
+				ends[e.SubagentRunID] = append(ends[e.SubagentRunID], "finished")
+			case event.SubagentError:
+				ends[e.SubagentRunID] = append(ends[e.SubagentRunID], "error "+e.Code)
+			}
+		}
+		want := map[string][]string{tree + "/0.0-" + SpawnToolName: {"started", "finished"}, fromGo: {"started", "error cancelled"}}
+		if fmt.Sprint(ends) != fmt.Sprint(want) {
+			t.Errorf("the jobs' sub-agents began and ended %v, want %v", ends, want)
+		}
+	})
+}
+
+// A factory's agent cannot be a job of a thread (Spec.JobsAcrossTurns):
+// such a job outlives its turn, and the activity that would run it does
+// not. The spawn is refused, saying what to do, and no agent is built.
+func TestFactoryMemberIsNoJobOfAThread(t *testing.T) {
+	var built atomic.Int64
+	lead := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		if rs := resultsOf(req); len(rs) > 0 {
+			return provider.AssistantMessage("lead: " + rs[0]), nil
+		}
+		return provider.AssistantMessage("", provider.ToolCall{ID: "s", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"write","agent":"writer","background":true}`)}), nil
+	}}
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": lead}, Factories: map[string]subagent.Factory{
+		"writer": func(context.Context, json.RawMessage) (agent.Agent, error) {
+			built.Add(1)
+			return nil, errors.New("not built")
+		},
+	}})
+	spec := Spec{Name: "lead", Provider: "m", Spawn: true, Background: true, JobsAcrossTurns: true, Roster: []SubAgent{{Name: "writer", Description: "Writes.", Factory: "writer"}}}
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: spec, Text: "write", Thread: &ThreadJobs{}})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var out RunOutput
+	if err := env.GetWorkflowResult(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.Answer, "a job of a thread outlives its turn") || built.Load() != 0 {
+		t.Errorf("the lead read %q and the factory built %d agents; want the spawn refused, saying why, and none built", out.Answer, built.Load())
+	}
+}
+
+// A factory's job is bounded as an agent's job is: past the Spec's
+// JobTokens, or its JobTime, it ends with a partial report that names the
+// limit, and what it spent counts in the lead's usage.
+func TestFactoryJobStopsAtItsLimits(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		limits func(*Spec)
+		want   string
+	}{
+		{"tokens", func(s *Spec) { s.JobTokens = 400 }, "stopped at its limit"},
+		{"time", func(s *Spec) { s.JobTime = time.Second }, "ran past its time of 1s (Spec.JobTime)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dig := tool.Func{Def: tool.Definition{Name: "dig", Description: "Digs.", Parameters: json.RawMessage(`{"type":"object"}`)},
+				Fn: func(ctx context.Context, _ tool.Call) (tool.Result, error) {
+					if c.name == "time" {
+						<-ctx.Done() // past its time
+						return tool.Result{}, ctx.Err()
+					}
+					return tool.Result{Content: strings.Repeat("soil ", 40)}, nil
+				}}
+			writer := &script{fn: func(context.Context, int, provider.Request) (provider.Message, error) {
+				return provider.AssistantMessage("digging on", provider.ToolCall{ID: "d", Name: "dig", Arguments: json.RawMessage(`{}`)}), nil
+			}}
+			lead := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+				rs := resultsOf(req)
+				switch len(rs) {
+				case 0:
+					return provider.AssistantMessage("", provider.ToolCall{ID: "s", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"dig deep","agent":"digger","background":true}`)}), nil
+				case 1:
+					return provider.AssistantMessage("", provider.ToolCall{ID: "w", Name: subagent.JobsToolName, Arguments: json.RawMessage(`{"action":"wait","job_id":"` + jobIDOf(rs[0]) + `","timeout_seconds":300}`)}), nil
+				}
+				return provider.AssistantMessage("lead: " + rs[1]), nil
+			}}
+			env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": lead}, Factories: map[string]subagent.Factory{
+				"digger": func(context.Context, json.RawMessage) (agent.Agent, error) {
+					return agent.NewReact(writer, agent.WithName("digger"), agent.WithTools(dig), agent.WithMaxSteps(1000))
+				},
+			}})
+			spec := Spec{Name: "lead", Provider: "m", Spawn: true, Background: true, Roster: []SubAgent{{Name: "digger", Description: "Digs.", Factory: "digger"}}}
+			c.limits(&spec)
+			env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: spec, Text: "dig"})
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			var out RunOutput
+			if err := env.GetWorkflowResult(&out); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out.Answer, c.want) {
+				t.Errorf("the lead read %q, want the job's partial report saying %q", out.Answer, c.want)
+			}
+			_, lu := lead.total()
+			wc, wu := writer.total()
+			if wc == 0 || out.TotalUsage() != lu.Add(wu) {
+				t.Errorf("the job made %d model calls; billed %+v in all, the lead reports %+v: want each counted once", wc, lu.Add(wu), out.TotalUsage())
+			}
+			if c.name == "tokens" && wu.Tokens() > 400+wu.Tokens()/int64(wc) {
+				t.Errorf("the job spent %d tokens in %d calls under a limit of 400", wu.Tokens(), wc)
+			}
+		})
+	}
+}
