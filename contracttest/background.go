@@ -78,7 +78,7 @@ func checkSpent(t *testing.T, m *model, out Outcome) {
 
 func backgroundMessage(t *testing.T, rt Runtime) {
 	for _, mode := range idModes {
-		t.Run(mode.name, func(t *testing.T) { backgroundMessageWith(t, rt, mode.id, "") })
+		t.Run(mode.name, func(t *testing.T) { backgroundMessageWith(t, rt, mode.id, "", false) })
 	}
 }
 
@@ -87,15 +87,24 @@ func backgroundMessage(t *testing.T, rt Runtime) {
 // its status names it.
 func rosterMessage(t *testing.T, rt Runtime) {
 	for _, mode := range idModes {
-		t.Run(mode.name, func(t *testing.T) { backgroundMessageWith(t, rt, mode.id, "surveyor") })
+		t.Run(mode.name, func(t *testing.T) { backgroundMessageWith(t, rt, mode.id, "surveyor", false) })
+	}
+}
+
+// factoryMemberMessage is rosterMessage with a member a factory builds
+// (SubAgent.Factory): whatever a runtime runs it in, its job means the
+// same.
+func factoryMemberMessage(t *testing.T, rt Runtime) {
+	for _, mode := range idModes {
+		t.Run(mode.name, func(t *testing.T) { backgroundMessageWith(t, rt, mode.id, "surveyor", true) })
 	}
 }
 
 // A job steered by a message: the message reaches the job — a fork, or
-// the roster member named member — once, at its next step boundary, its
-// receipt says delivered before that step, and the wait collects the
-// job's answer.
-func backgroundMessageWith(t *testing.T, rt Runtime, id func(int64) string, member string) {
+// the roster member named member (built by a factory, with factory) —
+// once, at its next step boundary, its receipt says delivered before
+// that step, and the wait collects the job's answer.
+func backgroundMessageWith(t *testing.T, rt Runtime, id func(int64) string, member string, factory bool) {
 	const task, note = "count the stars", "count the moons too"
 	g := newGate()
 	var replies, forkCalls, heardAt atomic.Int64
@@ -139,7 +148,7 @@ func backgroundMessageWith(t *testing.T, rt Runtime, id func(int64) string, memb
 	tree := Tree{System: "lead", Provider: m, Task: "go", Spawn: true, Background: true, Tools: []tool.Tool{g.tool("gate")}}
 	if member != "" {
 		tree.Tools = nil
-		tree.Roster = []SubAgent{{Name: member, Description: "Surveys.", Tree: Tree{System: member, Provider: m, Tools: []tool.Tool{g.tool("gate")}}}}
+		tree.Roster = []SubAgent{{Name: member, Description: "Surveys.", Tree: Tree{System: member, Provider: m, Tools: []tool.Tool{g.tool("gate")}}, Factory: factory}}
 	}
 	out := rt.Run(t, tree, nil)
 	if out.Err != nil {

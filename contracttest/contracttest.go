@@ -73,6 +73,12 @@ type SubAgent struct {
 	// MaxOutputBytes caps what the child hands its parent (0: the
 	// default).
 	MaxOutputBytes int
+	// Factory, on a roster member, asks a runtime that builds a member
+	// in more ways than one to build it in Go, as a factory's agent (on
+	// Temporal, SubAgent.Factory: an agent run in process, inside one
+	// activity, where an Agent member is a child workflow). In process
+	// every member is built so.
+	Factory bool
 }
 
 // Outcome is how a run ended.
@@ -113,6 +119,7 @@ func Run(t *testing.T, rt Runtime) {
 		{"approval runs its call once", approvalOnce},
 		{"a background job steered by a message", backgroundMessage},
 		{"a roster member in the background steered by a message", rosterMessage},
+		{"a roster member a factory builds, in the background, steered by a message", factoryMemberMessage},
 		{"a background job cancelled", backgroundCancel},
 		{"a background job asks a person", backgroundAsks},
 		{"a job outlives its turn", jobAcrossTurns},

@@ -2,6 +2,7 @@ package temporal
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/contracttest"
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
 )
 
@@ -29,13 +31,11 @@ type testEnvRuntime struct{}
 
 func (testEnvRuntime) Run(t *testing.T, tree contracttest.Tree, answer func([]tool.Interrupt) []tool.Answer) contracttest.Outcome {
 	t.Helper()
-	var tools []tool.Tool
-	spec := specOf(tree, &tools)
-	reg, err := tool.NewRegistry(tools...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": tree.Provider}, Tools: reg})
+	// A member a factory builds is a child workflow here: its job's
+	// activity could not read its messages from a server that is not.
+	parts := treeParts{noFactories: true}
+	spec := parts.specOf(tree)
+	env := newEnv(t, parts.runtime(t, tree.Provider))
 	if answer != nil {
 		env.RegisterDelayedCallback(func() {
 			v, err := env.QueryWorkflow(InterruptsQuery)
@@ -52,7 +52,7 @@ func (testEnvRuntime) Run(t *testing.T, tree contracttest.Tree, answer func([]to
 	}
 	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: spec, Text: tree.Task})
 	var out RunOutput
-	err = env.GetWorkflowError()
+	err := env.GetWorkflowError()
 	if err == nil {
 		err = env.GetWorkflowResult(&out)
 	}
@@ -80,29 +80,60 @@ func failureOf(err error) string {
 	return ""
 }
 
-// specOf is the Spec of tree; its plain tools, and its children's, are
-// gathered in tools for the worker's registry.
-func specOf(tree contracttest.Tree, tools *[]tool.Tool) Spec {
+// treeParts are what the workers of a contracttest.Tree need beside its
+// Spec: its plain tools and its children's, for their registry, and the
+// factories of the members built in Go (SubAgent.Factory).
+type treeParts struct {
+	tools     []tool.Tool
+	factories map[string]subagent.Factory
+	// noFactories: every member is built as an Agent member.
+	noFactories bool
+}
+
+// specOf is the Spec of tree, its parts gathered in p.
+func (p *treeParts) specOf(tree contracttest.Tree) Spec {
 	s := Spec{Name: tree.System, Provider: "m", System: tree.System, Spawn: tree.Spawn, MaxSpawns: tree.MaxSpawns, Background: tree.Background,
 		TokenLimit: tree.TokenLimit, ToolRetries: tree.ToolRetries}
 	for _, tl := range tree.Tools {
 		s.Tools = append(s.Tools, tl.Definition().Name)
-		*tools = append(*tools, tl)
+		p.tools = append(p.tools, tl)
 	}
 	for _, sa := range tree.SubAgents {
 		if sa.React {
 			s.SubAgents = append(s.SubAgents, SubAgent{Name: sa.Name, Description: sa.Description, React: true})
 			continue
 		}
-		child := specOf(sa.Tree, tools)
+		child := p.specOf(sa.Tree)
 		child.OutputSchema, child.MaxOutputBytes = sa.OutputSchema, sa.MaxOutputBytes
 		s.SubAgents = append(s.SubAgents, SubAgent{Name: sa.Name, Description: sa.Description, Agent: &child})
 	}
 	for _, sa := range tree.Roster {
-		child := specOf(sa.Tree, tools)
+		if sa.Factory && !p.noFactories {
+			// Its agent, with its own tools, built in process where the
+			// worker runs it.
+			m := sa.Tree
+			if p.factories == nil {
+				p.factories = map[string]subagent.Factory{}
+			}
+			p.factories[sa.Name] = func(context.Context, json.RawMessage) (agent.Agent, error) {
+				return agent.NewReact(m.Provider, agent.WithName(sa.Name), agent.WithSystemPrompt(m.System), agent.WithTools(m.Tools...))
+			}
+			s.Roster = append(s.Roster, SubAgent{Name: sa.Name, Description: sa.Description, Factory: sa.Name})
+			continue
+		}
+		child := p.specOf(sa.Tree)
 		s.Roster = append(s.Roster, SubAgent{Name: sa.Name, Description: sa.Description, Agent: &child})
 	}
 	return s
+}
+
+// runtime is the Runtime of the tree's workers, m its one provider.
+func (p *treeParts) runtime(t *testing.T, m provider.Provider) *Runtime {
+	reg, err := tool.NewRegistry(p.tools...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg, Factories: p.factories}
 }
 
 type noCallbacks struct{ t *testing.T }
@@ -133,15 +164,11 @@ func (r serverRuntime) Run(t *testing.T, tree contracttest.Tree, answer func([]t
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var tools []tool.Tool
-	spec := specOf(tree, &tools)
-	reg, err := tool.NewRegistry(tools...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var parts treeParts
+	spec := parts.specOf(tree)
 	queue := fmt.Sprintf("deputy-contract-%d", time.Now().UnixNano())
 	w := worker.New(r.c, queue, worker.Options{})
-	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": tree.Provider}, Tools: reg})
+	Register(w, parts.runtime(t, tree.Provider))
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -189,16 +216,12 @@ func (r serverRuntime) RunThread(t *testing.T, tree contracttest.Tree, turns []s
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var tools []tool.Tool
-	spec := specOf(tree, &tools)
+	var parts treeParts
+	spec := parts.specOf(tree)
 	spec.JobsAcrossTurns = true
-	reg, err := tool.NewRegistry(tools...)
-	if err != nil {
-		t.Fatal(err)
-	}
 	queue := fmt.Sprintf("deputy-contract-thread-%d", time.Now().UnixNano())
 	w := worker.New(r.c, queue, worker.Options{})
-	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": tree.Provider}, Tools: reg})
+	Register(w, parts.runtime(t, tree.Provider))
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
