@@ -587,6 +587,11 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 		}
 	}
 	actx := ctx // the activity's: cancelled, the job is
+	if a.served {
+		// Its run is recorded in its workflow: an attempt that runs again
+		// replays it.
+		ctx = journaled(ctx)
+	}
 	if in.Job != "" {
 		// A job: the agent takes its messages at its step boundaries, and
 		// stops at its time.
@@ -618,9 +623,11 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	}
 	timedOut := false // a job past its time
 	switch {
-	case err != nil && actx.Err() != nil && in.Job != "":
+	case err != nil && actx.Err() != nil && in.Job != "" && !workerStopping(actx):
 		// A job cancelled: what its agent spent comes back with it, as a
-		// cancelled agent's job's does (withSettled).
+		// cancelled agent's job's does (withSettled). (Its worker
+		// stopping is no cancel: the activity runs again, from its
+		// journal, below.)
 		return ToolResult{}, sdktemporal.NewCanceledError(o.TotalUsage(), o.Cost, model, models.Entries(), []provider.ModelUsage(nil), 0)
 	case err != nil && actx.Err() != nil:
 		return ToolResult{}, actx.Err()

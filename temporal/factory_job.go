@@ -10,8 +10,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/internal/mailbox"
 )
 
@@ -151,4 +153,159 @@ func jobLimitError(in FactoryCall) error {
 	}
 	return fmt.Errorf("%w: the job reached %s, its share of the run's limits or Spec.JobTokens and JobCost: raise them, or give a smaller task",
 		agent.ErrUsageLimit, strings.Join(limits, " and "))
+}
+
+// A factory's agent records its run in a journal its workflow keeps, as
+// an agent in process records its turn under agent.WithJournal: each
+// model answer, tool call and message delivery, by its place in the run.
+// A record is a signal to the workflow, written before the agent goes on;
+// an attempt of the activity that runs again (its worker died, or
+// stopped) reads the journal from its workflow and replays it, so that no
+// model answer is paid twice, no finished tool call (an approved one
+// among them) runs again, and a message reaches the agent before the step
+// it reached it before.
+
+const (
+	factoryJournalSignal = "deputy.factory_journal" // the activity records an entry
+	factoryJournalQuery  = "deputy.factory_journal" // the activity's next attempt reads them
+	// maxFactoryJournal bounds the entries one factory's run records in
+	// its workflow's history; past it the run goes on unrecorded, and an
+	// attempt that runs again runs what it did not record again.
+	maxFactoryJournal = 4096
+)
+
+// journalRecord is one entry of a factory's journal.
+type journalRecord struct {
+	Key   string        `json:"key"`
+	Entry journal.Entry `json:"entry"`
+}
+
+// keepFactoryJournal keeps, in a FactoryWorkflow, the journal its
+// activity records (factoryJournalSignal) and hands it to the activity's
+// next attempt (factoryJournalQuery). It records nothing in the history
+// until a signal comes.
+func keepFactoryJournal(ctx workflow.Context) error {
+	var kept []journalRecord
+	if err := workflow.SetQueryHandler(ctx, factoryJournalQuery, func() ([]journalRecord, error) { return kept, nil }); err != nil {
+		return err
+	}
+	ch := workflow.GetSignalChannel(ctx, factoryJournalSignal)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		for {
+			var r journalRecord
+			ch.Receive(gctx, &r)
+			if len(kept) < maxFactoryJournal {
+				kept = append(kept, r)
+			}
+		}
+	})
+	return nil
+}
+
+// workflowLog is the journal of a factory's agent, kept by its workflow.
+type workflowLog struct {
+	ctx         context.Context // the activity's
+	c           client.Client
+	wfID, runID string
+
+	mu      sync.Mutex
+	entries map[string]journal.Entry
+	keys    []string
+}
+
+// journaled returns ctx, an activity's on a worker of a server, with the
+// journal of the factory's agent it runs, read from the workflow when the
+// activity runs again.
+func journaled(ctx context.Context) context.Context {
+	c := activity.GetClient(ctx)
+	if c == nil {
+		return ctx
+	}
+	info := activity.GetInfo(ctx)
+	l := &workflowLog{ctx: ctx, c: c, wfID: info.WorkflowExecution.ID, runID: info.WorkflowExecution.RunID, entries: map[string]journal.Entry{}}
+	if info.Attempt > 1 {
+		qctx, cancel := context.WithTimeout(ctx, jobQueryTimeout)
+		defer cancel()
+		var rs []journalRecord
+		v, err := c.QueryWorkflow(qctx, l.wfID, l.runID, factoryJournalQuery)
+		if err == nil {
+			err = v.Get(&rs)
+		}
+		if err != nil {
+			// What it recorded runs again, which costs, but loses nothing.
+			activity.GetLogger(ctx).Warn("deputy: the factory's journal could not be read; its agent runs from the start", "error", err)
+		}
+		for _, r := range rs {
+			l.add(r.Key, r.Entry)
+		}
+	}
+	return journal.With(ctx, journal.New(l))
+}
+
+func (l *workflowLog) add(key string, e journal.Entry) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.entries[key]; !ok {
+		l.keys = append(l.keys, key)
+	}
+	l.entries[key] = e
+}
+
+func (l *workflowLog) Turn() string { return l.wfID }
+
+func (l *workflowLog) Lookup(key string) (journal.Entry, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.entries[key]
+	return e, ok
+}
+
+func (l *workflowLog) Keys(prefix string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, k := range l.keys {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Record signals the entry to the workflow, which keeps it before the
+// signal returns; past maxFactoryJournal entries it keeps it here only.
+func (l *workflowLog) Record(ctx context.Context, key string, e journal.Entry) error {
+	l.mu.Lock()
+	full := len(l.keys) >= maxFactoryJournal
+	l.mu.Unlock()
+	if !full {
+		// Written even as the activity is cancelled: what the agent did
+		// last is kept.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), jobQueryTimeout)
+		defer cancel()
+		if err := l.c.SignalWorkflow(sctx, l.wfID, l.runID, factoryJournalSignal, journalRecord{Key: key, Entry: e}); err != nil {
+			return fmt.Errorf("recording %s in the journal its workflow keeps: %w", key, err)
+		}
+	}
+	l.add(key, e)
+	return nil
+}
+
+func (l *workflowLog) Start(key string, e journal.Entry) func(context.Context) error {
+	err := l.Record(l.ctx, key, e)
+	return func(context.Context) error { return err }
+}
+
+// workerStopping reports whether the worker of the activity of ctx is
+// stopping, which cancels the activity without a cancel asked for.
+func workerStopping(ctx context.Context) bool {
+	if !activity.IsActivity(ctx) {
+		return false
+	}
+	select {
+	case <-activity.GetWorkerStopChannel(ctx):
+		return true
+	default:
+		return false
+	}
 }

@@ -319,3 +319,151 @@ func TestFactoryJobStopsAtItsLimits(t *testing.T) {
 		})
 	}
 }
+
+// A factory's agent, in the foreground or as a job, whose worker stops
+// while the agent waits on a tool goes on on another worker from where it
+// was: its activity runs again and replays the journal its workflow kept,
+// so its side effect is made once, each model answer is paid once, the
+// lead's message reaches a job once, before the step its receipt names,
+// and the lead reports what was billed — whatever ids the models give
+// their calls. Before, the agent ran again from its start, paying its
+// answers twice, making its side effect twice, and leaving what the first
+// attempt spent out of the lead's usage.
+func TestFactoryAgentSurvivesAWorkerRestart(t *testing.T) {
+	for _, bg := range []bool{true, false} {
+		t.Run(fmt.Sprintf("background=%v", bg), func(t *testing.T) {
+			inEachIDMode(t, func(t *testing.T, c client.Client, id func(n int64, i int) string) {
+				factoryAgentSurvivesRestart(t, c, id, bg)
+			})
+		})
+	}
+}
+
+func factoryAgentSurvivesRestart(t *testing.T, c client.Client, id func(n int64, i int) string, bg bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const task, note = "survey the hills", "list the rivers too"
+	var n atomic.Int64
+	call := func(name string) provider.ToolCall {
+		return provider.ToolCall{ID: id(n.Add(1), 0), Name: name, Arguments: json.RawMessage(`{}`)}
+	}
+	var mu sync.Mutex
+	var saw []int // per request of the writer's: how many times it holds the note
+	writer := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		heard := 0
+		for _, m := range req.Messages {
+			if m.Role == provider.RoleUser {
+				heard += strings.Count(m.Content, note)
+			}
+		}
+		mu.Lock()
+		saw = append(saw, heard)
+		mu.Unlock()
+		switch len(resultsOf(req)) {
+		case 0:
+			return provider.AssistantMessage("surveying", call("record")), nil
+		case 1:
+			return provider.AssistantMessage("", call("hold")), nil
+		}
+		return provider.AssistantMessage(fmt.Sprintf("hills surveyed, %q heard %d times", note, heard)), nil
+	}}
+	lead := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		if !bg {
+			if len(rs) == 0 {
+				return provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"` + task + `","agent":"surveyor"}`)}), nil
+			}
+			return provider.AssistantMessage("lead: " + rs[0]), nil
+		}
+		switch len(rs) {
+		case 0:
+			return provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"` + task + `","agent":"surveyor","background":true}`)}), nil
+		case 1:
+			return provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: subagent.JobsToolName, Arguments: json.RawMessage(`{"action":"send","job_id":"` + jobIDOf(rs[0]) + `","message":"` + note + `"}`)}), nil
+		case 2:
+			return provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: subagent.JobsToolName, Arguments: json.RawMessage(`{"action":"wait","job_id":"` + jobIDOf(rs[0]) + `","timeout_seconds":300}`)}), nil
+		}
+		return provider.AssistantMessage("lead: " + rs[2]), nil
+	}}
+	var recorded, holds, stopped, held atomic.Int64
+	record := tool.Must(tool.New("record", "Records.", func(context.Context, struct{}) (string, error) {
+		recorded.Add(1)
+		return "recorded", nil
+	}))
+	holding := make(chan struct{})
+	before := blocking(t, "hold", &holds, &stopped, holding)
+	after := tool.Must(tool.New("hold", "Holds on.", func(context.Context, struct{}) (string, error) {
+		held.Add(1)
+		return "held", nil
+	}))
+	runtimeWith := func(hold tool.Tool) *Runtime {
+		return &Runtime{Providers: map[string]provider.Provider{"m": lead}, Factories: map[string]subagent.Factory{
+			"surveyor": func(context.Context, json.RawMessage) (agent.Agent, error) {
+				return agent.NewReact(writer, agent.WithName("surveyor"), agent.WithTools(record, hold))
+			},
+		}}
+	}
+	queue := fmt.Sprintf("deputy-factory-restart-%d", time.Now().UnixNano())
+	tree := "factory-restart-" + queue
+	w1 := worker.New(c, queue, worker.Options{})
+	Register(w1, runtimeWith(before))
+	if err := w1.Start(); err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec{Name: "lead", Provider: "m", Spawn: true, Background: bg, Roster: []SubAgent{{Name: "surveyor", Description: "Surveys.", Factory: "surveyor"}}}
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tree, TaskQueue: queue}, AgentWorkflowName, RunInput{Spec: spec, Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-holding:
+	case <-ctx.Done():
+		t.Fatal("the job never reached its step that holds on")
+	}
+	w1.Stop() // the job's agent is in the middle of a tool call
+	w2 := worker.New(c, queue, worker.Options{})
+	Register(w2, runtimeWith(after))
+	if err := w2.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Stop()
+	var out RunOutput
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	heard, leadCalls := 1, 4
+	if !bg {
+		heard, leadCalls = 0, 2
+	}
+	if want := fmt.Sprintf("lead: hills surveyed, %q heard %d times", note, heard); out.Answer != want {
+		t.Errorf("the lead answered %q, want %q", out.Answer, want)
+	}
+	if recorded.Load() != 1 || holds.Load() != 1 || stopped.Load() != 1 || held.Load() != 1 {
+		t.Errorf("recorded %d times, held on %d times before the stop (%d ended by it) and %d after; want 1, 1, 1, 1",
+			recorded.Load(), holds.Load(), stopped.Load(), held.Load())
+	}
+	wc, wu := writer.total()
+	lc, lu := lead.total()
+	if wc != 3 || lc != leadCalls || out.TotalUsage() != lu.Add(wu) {
+		t.Errorf("the writer's model was asked %d times and the lead's %d, billing %+v; the lead reports %+v: want 3 and %d, each paid and counted once",
+			wc, lc, lu.Add(wu), out.TotalUsage(), leadCalls)
+	}
+	if !bg {
+		return
+	}
+	jobs, err := Jobs(ctx, c, tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(jobs) != 1 || len(jobs[0].Messages) != 1 || jobs[0].Messages[0].State != subagent.MessageDelivered {
+		t.Fatalf("the run's jobs are %+v, want one, its message delivered", jobs)
+	}
+	// The step it took the note before is the first whose request
+	// held it.
+	at := jobs[0].Messages[0].Step
+	if at < 1 || at > len(saw) || saw[at-1] != 1 || at > 1 && saw[at-2] != 0 {
+		t.Errorf("the receipt says delivered before step %d; the writer's requests held the note %v times", at, saw)
+	}
+}

@@ -130,6 +130,9 @@ func FactoryWorkflow(ctx workflow.Context, in FactoryCall) (ToolResult, error) {
 		HeartbeatTimeout:    HeartbeatTimeout,
 		RetryPolicy:         &sdktemporal.RetryPolicy{MaximumAttempts: 3},
 	})
+	if err := keepFactoryJournal(ctx); err != nil {
+		return ToolResult{}, err
+	}
 	if in.Job != "" {
 		return factoryJob(ctx, in)
 	}
