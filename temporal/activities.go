@@ -587,10 +587,11 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 		}
 	}
 	actx := ctx // the activity's: cancelled, the job is
+	var jl *workflowLog
 	if a.served {
 		// Its run is recorded in its workflow: an attempt that runs again
 		// replays it.
-		ctx = journaled(ctx)
+		ctx, jl = journaled(ctx, a.rt.payloadLimit())
 	}
 	if in.Job != "" {
 		// A job: the agent takes its messages at its step boundaries, and
@@ -623,6 +624,10 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	}
 	timedOut := false // a job past its time
 	switch {
+	case jl.err() != nil && actx.Err() == nil:
+		// The workflow did not take a record (the server was away): the
+		// attempt fails, and the next replays what was taken.
+		return ToolResult{}, jl.err()
 	case err != nil && actx.Err() != nil && in.Job != "" && !workerStopping(actx):
 		// A job cancelled: what its agent spent comes back with it, as a
 		// cancelled agent's job's does (withSettled). (Its worker

@@ -2,6 +2,7 @@ package temporal
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -168,10 +169,14 @@ func jobLimitError(in FactoryCall) error {
 const (
 	factoryJournalSignal = "deputy.factory_journal" // the activity records an entry
 	factoryJournalQuery  = "deputy.factory_journal" // the activity's next attempt reads them
-	// maxFactoryJournal bounds the entries one factory's run records in
-	// its workflow's history; past it the run goes on unrecorded, and an
-	// attempt that runs again runs what it did not record again.
-	maxFactoryJournal = 4096
+	// maxFactoryJournal and maxFactoryJournalBytes bound the entries one
+	// factory's run records in its workflow's history, and their size (the
+	// next attempt reads them in one query's answer, which a gRPC message
+	// of 4 MB bounds); past them, and for an entry past the worker's
+	// payload limit (Runtime.PayloadLimit), the run goes on unrecorded,
+	// and an attempt that runs again runs what was not recorded again.
+	maxFactoryJournal      = 4096
+	maxFactoryJournalBytes = 3 << 20
 )
 
 // journalRecord is one entry of a factory's journal.
@@ -207,22 +212,26 @@ type workflowLog struct {
 	ctx         context.Context // the activity's
 	c           client.Client
 	wfID, runID string
+	limit       int // the largest entry it records, in bytes
 
 	mu      sync.Mutex
 	entries map[string]journal.Entry
 	keys    []string
+	sent    int   // entries recorded in the workflow
+	bytes   int   // and their size
+	failed  error // the first record the workflow did not take
 }
 
 // journaled returns ctx, an activity's on a worker of a server, with the
 // journal of the factory's agent it runs, read from the workflow when the
 // activity runs again.
-func journaled(ctx context.Context) context.Context {
+func journaled(ctx context.Context, limit int) (context.Context, *workflowLog) {
 	c := activity.GetClient(ctx)
 	if c == nil {
-		return ctx
+		return ctx, nil
 	}
 	info := activity.GetInfo(ctx)
-	l := &workflowLog{ctx: ctx, c: c, wfID: info.WorkflowExecution.ID, runID: info.WorkflowExecution.RunID, entries: map[string]journal.Entry{}}
+	l := &workflowLog{ctx: ctx, c: c, wfID: info.WorkflowExecution.ID, runID: info.WorkflowExecution.RunID, limit: limit, entries: map[string]journal.Entry{}}
 	if info.Attempt > 1 {
 		qctx, cancel := context.WithTimeout(ctx, jobQueryTimeout)
 		defer cancel()
@@ -239,7 +248,19 @@ func journaled(ctx context.Context) context.Context {
 			l.add(r.Key, r.Entry)
 		}
 	}
-	return journal.With(ctx, journal.New(l))
+	return journal.With(ctx, journal.New(l)), l
+}
+
+// err is the first record the workflow did not take, if any: the
+// attempt then fails, to run again from the journal, where the agent
+// would have failed.
+func (l *workflowLog) err() error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.failed
 }
 
 func (l *workflowLog) add(key string, e journal.Entry) {
@@ -273,18 +294,32 @@ func (l *workflowLog) Keys(prefix string) []string {
 }
 
 // Record signals the entry to the workflow, which keeps it before the
-// signal returns; past maxFactoryJournal entries it keeps it here only.
+// signal returns; an entry past the bounds is kept here only.
 func (l *workflowLog) Record(ctx context.Context, key string, e journal.Entry) error {
+	r := journalRecord{Key: key, Entry: e}
+	size := 0
+	if b, err := json.Marshal(r); err == nil {
+		size = len(b)
+	}
 	l.mu.Lock()
-	full := len(l.keys) >= maxFactoryJournal
+	send := size > 0 && size <= l.limit && l.sent < maxFactoryJournal && l.bytes+size <= maxFactoryJournalBytes
+	if send {
+		l.sent, l.bytes = l.sent+1, l.bytes+size
+	}
 	l.mu.Unlock()
-	if !full {
+	if send {
 		// Written even as the activity is cancelled: what the agent did
 		// last is kept.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), jobQueryTimeout)
 		defer cancel()
-		if err := l.c.SignalWorkflow(sctx, l.wfID, l.runID, factoryJournalSignal, journalRecord{Key: key, Entry: e}); err != nil {
-			return fmt.Errorf("recording %s in the journal its workflow keeps: %w", key, err)
+		if err := l.c.SignalWorkflow(sctx, l.wfID, l.runID, factoryJournalSignal, r); err != nil {
+			err = fmt.Errorf("recording %s in the journal its workflow keeps: %w", key, err)
+			l.mu.Lock()
+			if l.failed == nil {
+				l.failed = err
+			}
+			l.mu.Unlock()
+			return err
 		}
 	}
 	l.add(key, e)

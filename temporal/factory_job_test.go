@@ -467,3 +467,58 @@ func factoryAgentSurvivesRestart(t *testing.T, c client.Client, id func(n int64,
 		t.Errorf("the receipt says delivered before step %d; the writer's requests held the note %v times", at, saw)
 	}
 }
+
+// An entry of a factory's journal too large for its workflow's history (a
+// tool result past the worker's payload limit, and past the server's 2 MB
+// bound on a signal) is not recorded there, and the run goes on: a write
+// the server would refuse does not fail the agent.
+func TestFactoryJournalSkipsWhatTheServerWouldRefuse(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Dial(ctx, hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const size = 3 << 20
+	big := tool.Func{Def: tool.Definition{Name: "fetch", Description: "Fetches.", Parameters: json.RawMessage(`{"type":"object"}`)},
+		Fn: func(context.Context, tool.Call) (tool.Result, error) {
+			return tool.Result{Content: strings.Repeat("x", size)}, nil
+		}}
+	reader := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		if rs := resultsOf(req); len(rs) > 0 {
+			return provider.AssistantMessage(fmt.Sprintf("read %d bytes", len(rs[0]))), nil
+		}
+		return provider.AssistantMessage("", provider.ToolCall{ID: "f", Name: "fetch", Arguments: json.RawMessage(`{}`)}), nil
+	}}
+	lead := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		if rs := resultsOf(req); len(rs) > 0 {
+			return provider.AssistantMessage("lead: " + rs[0]), nil
+		}
+		return provider.AssistantMessage("", provider.ToolCall{ID: "s", Name: "reader", Arguments: json.RawMessage(`{"task":"fetch it"}`)}), nil
+	}}
+	queue := fmt.Sprintf("deputy-factory-big-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": lead}, Factories: map[string]subagent.Factory{
+		"reader": func(context.Context, json.RawMessage) (agent.Agent, error) {
+			return agent.NewReact(reader, agent.WithName("reader"), agent.WithTools(big))
+		},
+	}})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	spec := Spec{Name: "lead", Provider: "m", SubAgents: []SubAgent{{Name: "reader", Description: "Reads.", Factory: "reader"}}}
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "factory-big-" + queue, TaskQueue: queue}, AgentWorkflowName, RunInput{Spec: spec, Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out RunOutput
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.Answer, "lead: read ") {
+		t.Errorf("the lead answered %q, want the reader's answer", out.Answer)
+	}
+}
