@@ -595,3 +595,43 @@ func TestGuardrailJudgeAcrossResume(t *testing.T) {
 		})
 	}
 }
+
+// A guardrail's decision says whose run it was made in, as a policy's
+// does: its event names the run's owner and thread, in every form of
+// delegation.
+func TestGuardrailEventsNameTheOwnerAndThread(t *testing.T) {
+	for _, form := range forms {
+		t.Run(form, func(t *testing.T) {
+			model := fake.NewProvider(
+				callKid(form, "write the plan"),
+				fake.Text("the SECRET-PLAN is here").For("kid"),
+				fake.Text("never sent").For("lead"),
+			)
+			lead, _ := formLead(t, form, model, failsOn("no-plans", policy.Output, false, "SECRET-PLAN"))
+			var evs events
+			ctx := agent.WithThread(agent.WithOwner(event.WithSink(context.Background(), &evs), "alice"), "t1")
+			if _, err := lead.Run(ctx, agent.Input{Text: "go"}); err == nil {
+				t.Fatal("the tripwire did not stop the run")
+			}
+			evs.mu.Lock()
+			defer evs.mu.Unlock()
+			seen := 0
+			for _, ev := range evs.all {
+				if ev.Type != event.Custom || ev.Name != policy.GuardrailEvent {
+					continue
+				}
+				seen++
+				var v struct{ Owner, Thread string }
+				if err := json.Unmarshal(ev.Value, &v); err != nil {
+					t.Fatal(err)
+				}
+				if v.Owner != "alice" || v.Thread != "t1" {
+					t.Errorf("the decision %s names owner %q and thread %q, want alice and t1", ev.Value, v.Owner, v.Thread)
+				}
+			}
+			if seen != 1 {
+				t.Errorf("%d guardrail events, want 1", seen)
+			}
+		})
+	}
+}

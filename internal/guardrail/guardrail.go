@@ -161,7 +161,7 @@ type decision struct {
 // record emits d as a CUSTOM event and a span event, and returns the path
 // of the agent guarded.
 func (d decision) record(ctx context.Context) string {
-	path, depth, runID, _, _ := run.Place(ctx)
+	path, depth, runID, owner, thread := run.Place(ctx)
 	if d.who != "" {
 		depth++
 		if path == "" {
@@ -172,7 +172,7 @@ func (d decision) record(ctx context.Context) string {
 	}
 	em := event.From(ctx)
 	if em.Enabled() {
-		v, _ := json.Marshal(record{Guardrail: d.g.Name, Stage: d.stage, Verdict: d.verdict, Problem: d.problem, Path: path, Depth: depth, RunID: runID})
+		v, _ := json.Marshal(record{Guardrail: d.g.Name, Stage: d.stage, Verdict: d.verdict, Problem: d.problem, Path: path, Depth: depth, RunID: runID, Owner: owner, Thread: thread})
 		em.Emit(event.Event{Type: event.Custom, Name: policy.GuardrailEvent, Value: v})
 	}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
@@ -182,6 +182,8 @@ func (d decision) record(ctx context.Context) string {
 			attribute.String("deputy.guardrail.verdict", d.verdict),
 			attribute.String("deputy.guardrail.problem", d.problem),
 			attribute.String("deputy.guardrail.path", path),
+			attribute.String("deputy.guardrail.owner", owner),
+			attribute.String("deputy.guardrail.thread", thread),
 		))
 	}
 	return path
@@ -196,4 +198,8 @@ type record struct {
 	Path      string       `json:"path"`
 	Depth     int          `json:"depth"`
 	RunID     string       `json:"runId,omitempty"`
+	// Owner and Thread are the run's (agent.WithOwner, WithThread), as a
+	// policy decision's event names them: whose run it was made in.
+	Owner  string `json:"owner,omitempty"`
+	Thread string `json:"thread,omitempty"`
 }
