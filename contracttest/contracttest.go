@@ -123,6 +123,7 @@ func Run(t *testing.T, rt Runtime) {
 		{"a background job cancelled", backgroundCancel},
 		{"a background job asks a person", backgroundAsks},
 		{"a job outlives its turn", jobAcrossTurns},
+		{"a job a factory's member runs outlives its turn", factoryJobAcrossTurns},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, rt) })

@@ -49,7 +49,19 @@ func jobAcrossTurns(t *testing.T, rt Runtime) {
 		t.Skip("the runtime runs no threads (ThreadRuntime)")
 	}
 	for _, mode := range idModes {
-		t.Run(mode.name, func(t *testing.T) { jobAcrossTurnsWith(t, tr, mode.id) })
+		t.Run(mode.name, func(t *testing.T) { jobAcrossTurnsWith(t, tr, mode.id, false) })
+	}
+}
+
+// factoryJobAcrossTurns is jobAcrossTurns with a member of the lead's
+// roster a factory builds (SubAgent.Factory) as the job.
+func factoryJobAcrossTurns(t *testing.T, rt Runtime) {
+	tr, ok := rt.(ThreadRuntime)
+	if !ok {
+		t.Skip("the runtime runs no threads (ThreadRuntime)")
+	}
+	for _, mode := range idModes {
+		t.Run(mode.name, func(t *testing.T) { jobAcrossTurnsWith(t, tr, mode.id, true) })
 	}
 }
 
@@ -58,7 +70,8 @@ func jobAcrossTurns(t *testing.T, rt Runtime) {
 // call if it ended between the turns, or collecting it with a wait if it
 // still runs. Its answer reaches the lead, its tool runs once, its model
 // is asked twice, and what it spent counts once, in the turns' usage.
-func jobAcrossTurnsWith(t *testing.T, rt ThreadRuntime, id func(int64) string) {
+// With member, the job is a roster member a factory builds, not a fork.
+func jobAcrossTurnsWith(t *testing.T, rt ThreadRuntime, id func(int64) string, member bool) {
 	const task, found, start, collect = "count the stars", "stars: 12", "start the count", "collect the count"
 	g := newGate()
 	var replies, forkCalls atomic.Int64
@@ -76,6 +89,8 @@ func jobAcrossTurnsWith(t *testing.T, rt ThreadRuntime, id func(int64) string) {
 		}
 		turn, rs := thisTurn(req)
 		switch {
+		case turn == start && len(rs) == 0 && member:
+			return c("", subagent.SpawnToolName, `{"task":"`+task+`","agent":"counter","background":true}`)
 		case turn == start && len(rs) == 0:
 			return c("", subagent.SpawnToolName, `{"task":"`+task+`","background":true}`)
 		case turn == start:
@@ -95,7 +110,12 @@ func jobAcrossTurnsWith(t *testing.T, rt ThreadRuntime, id func(int64) string) {
 		}
 		return provider.AssistantMessage("lead, waited: " + rs[0]), nil
 	})
-	outs := rt.RunThread(t, Tree{System: "lead", Provider: m, Spawn: true, Background: true, Tools: []tool.Tool{g.tool("gate")}}, []string{start, collect},
+	tree := Tree{System: "lead", Provider: m, Spawn: true, Background: true, Tools: []tool.Tool{g.tool("gate")}}
+	if member {
+		tree.Tools = nil
+		tree.Roster = []SubAgent{{Name: "counter", Description: "Counts.", Tree: Tree{System: "counter", Provider: m, Tools: []tool.Tool{g.tool("gate")}}, Factory: true}}
+	}
+	outs := rt.RunThread(t, tree, []string{start, collect},
 		func(int) {
 			// The job reaches its tool after the turn that started it; it
 			// may end before the next turn or while it runs.

@@ -129,6 +129,7 @@ type Activities struct {
 func Register(w worker.Registry, rt *Runtime) {
 	w.RegisterWorkflowWithOptions(AgentWorkflow, workflow.RegisterOptions{Name: AgentWorkflowName})
 	w.RegisterWorkflowWithOptions(FactoryWorkflow, workflow.RegisterOptions{Name: FactoryWorkflowName})
+	w.RegisterWorkflowWithOptions(FactoryJobWorkflow, workflow.RegisterOptions{Name: FactoryJobWorkflowName})
 	w.RegisterWorkflowWithOptions(ResidentWorkflow, workflow.RegisterOptions{Name: ResidentWorkflowName})
 	a := &Activities{rt: rt}
 	_, a.served = w.(worker.Worker)

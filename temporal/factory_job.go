@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/deputy-go/deputy/agent"
@@ -19,18 +20,99 @@ import (
 )
 
 // A roster member that is a factory's agent runs, as a background job,
-// in the activity of its FactoryWorkflow (factoryJob), in process: the
-// agent takes its messages from a mailbox, as a job's agent does in
-// process, at its step boundaries. The activity fills the mailbox as the
-// agent begins each step, from the messages its workflow was sent (a
-// query of it), and tells the run that started the job, by signal, what
-// the agent took and where it stands, as an agent's job tells it from
-// its workflow (inbox.tell).
+// in the activity of a FactoryJobWorkflow, in process: the agent takes
+// its messages from a mailbox, as a job's agent does in process, at its
+// step boundaries. The activity fills the mailbox as the agent begins
+// each step, from the messages its workflow was sent (a query of it), and
+// tells its workflow, by signal, what the agent took and where it stands;
+// the workflow tells the run that started the job, as an agent's job
+// tells it from its workflow (inbox.tell), and, for a job of a thread,
+// answers the thread's later turns that ask (inbox.answerHellos).
 //
-// An attempt of the activity that runs again (its worker died) runs the
-// agent afresh: it is given every message its workflow took again, at
-// its first step; the run that started the job kept the step each was
-// first taken before.
+// An attempt of the activity that runs again (its worker died) replays
+// the agent's journal (see workflowLog): the messages the agent took are
+// taken again before the steps that took them.
+
+const (
+	// factoryInboxQuery names the query by which the activity of a
+	// factory's job reads the messages its workflow took, in order, from
+	// an index on; factoryProgressSignal the signal by which it tells its
+	// workflow where the agent stands.
+	factoryInboxQuery     = "deputy.job_inbox"
+	factoryProgressSignal = "deputy.factory_progress"
+)
+
+// FactoryJobWorkflow runs the agent a Runtime factory builds as a
+// background job of the run that starts it (a Factory member of the
+// run's Spec.Roster, spawned with background=true or by StartJob). The
+// messages its parent sends are signals the workflow takes in the order
+// they were sent, as an agent's job does; the agent takes them at its
+// step boundaries. It ends as an agent's job does: with the agent's
+// answer, or failing with what the agent spent (past its limits or its
+// time, with the code that names it); cancelled, it waits for the agent,
+// whose spend comes back with it.
+func FactoryJobWorkflow(ctx workflow.Context, in FactoryCall) (RunOutput, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		// The agent's run is bounded by its time (the activity's
+		// deadline); the activity's by a minute more.
+		StartToCloseTimeout: in.JobTime + time.Minute,
+		HeartbeatTimeout:    HeartbeatTimeout,
+		RetryPolicy:         &sdktemporal.RetryPolicy{MaximumAttempts: 3},
+		WaitForCancellation: true,
+	})
+	if err := keepFactoryJournal(ctx); err != nil {
+		return RunOutput{}, err
+	}
+	ib := newInbox(ctx, in.Job)
+	var arrived []jobMessage
+	if err := workflow.SetQueryHandler(ctx, factoryInboxQuery, func(from int) ([]jobMessage, error) {
+		return arrived[min(max(from, 0), len(arrived)):], nil
+	}); err != nil {
+		return RunOutput{}, err
+	}
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		for {
+			var m jobMessage
+			ib.ch.Receive(gctx, &m)
+			arrived = append(arrived, ib.inOrder(m)...)
+		}
+	})
+	if in.Thread {
+		// (A factory's agent asks no person: it has no questions to ask
+		// again.)
+		if err := ib.answerHellos(ctx, &questions{}); err != nil {
+			return RunOutput{}, err
+		}
+	}
+	// What the activity tells is told on, in order, before the job ends:
+	// its parent reads the job's receipts as it ends.
+	tctx, _ := workflow.NewDisconnectedContext(ctx)
+	progress := workflow.GetSignalChannel(ctx, factoryProgressSignal)
+	tell := func() {
+		var p jobProgress
+		for progress.ReceiveAsync(&p) {
+			ib.tell(tctx, p)
+		}
+	}
+	f := workflow.ExecuteActivity(ctx, RunFactoryActivity, in)
+	for done := false; !done; {
+		sel := workflow.NewSelector(tctx)
+		sel.AddFuture(f, func(workflow.Future) { done = true })
+		sel.AddReceive(progress, func(workflow.ReceiveChannel, bool) { tell() })
+		sel.Select(tctx)
+	}
+	tell()
+	var res ToolResult
+	err := f.Get(tctx, &res)
+	if sdktemporal.IsCanceledError(err) {
+		// What the agent spent, as a cancelled agent's job hands it back
+		// (withSettled).
+		var out RunOutput
+		detailsOf(err, &out.Usage, &out.Cost, &out.Model, &out.Models, &out.Earlier, &out.Refused)
+		return RunOutput{}, sdktemporal.NewCanceledError(spent(out)...)
+	}
+	return factoryOutcome(res, err)
+}
 
 // jobMailbox is the activity's side of a factory's job.
 type jobMailbox struct {
@@ -121,16 +203,13 @@ func (jm *jobMailbox) changed() {
 	}
 }
 
-// tell signals p to the run that started the job. A parent that has
-// ended hears nothing more; the job goes on.
+// tell signals p to the job's workflow, which tells the run. What it
+// cannot tell is lost: the next step tells where the agent stands again.
 func (jm *jobMailbox) tell(p jobProgress) {
-	if jm.in.Parent == "" {
-		return
-	}
 	p.Last = capText(p.Last, 2048)
-	sctx, cancel := context.WithTimeout(jm.ctx, jobQueryTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(jm.ctx), jobQueryTimeout)
 	defer cancel()
-	_ = jm.c.SignalWorkflow(sctx, jm.in.Parent, "", jobProgressSignal, p)
+	_ = jm.c.SignalWorkflow(sctx, jm.wfID, jm.runID, factoryProgressSignal, p)
 }
 
 // jobTimeText is what a factory's job that ran past its time ends with.

@@ -3,7 +3,6 @@ package temporal
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -223,37 +222,6 @@ func TestFactoryMemberRunsAsAJobOnTemporal(t *testing.T) {
 			t.Errorf("the jobs' sub-agents began and ended %v, want %v", ends, want)
 		}
 	})
-}
-
-// A factory's agent cannot be a job of a thread (Spec.JobsAcrossTurns):
-// such a job outlives its turn, and the activity that would run it does
-// not. The spawn is refused, saying what to do, and no agent is built.
-func TestFactoryMemberIsNoJobOfAThread(t *testing.T) {
-	var built atomic.Int64
-	lead := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
-		if rs := resultsOf(req); len(rs) > 0 {
-			return provider.AssistantMessage("lead: " + rs[0]), nil
-		}
-		return provider.AssistantMessage("", provider.ToolCall{ID: "s", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"write","agent":"writer","background":true}`)}), nil
-	}}
-	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": lead}, Factories: map[string]subagent.Factory{
-		"writer": func(context.Context, json.RawMessage) (agent.Agent, error) {
-			built.Add(1)
-			return nil, errors.New("not built")
-		},
-	}})
-	spec := Spec{Name: "lead", Provider: "m", Spawn: true, Background: true, JobsAcrossTurns: true, Roster: []SubAgent{{Name: "writer", Description: "Writes.", Factory: "writer"}}}
-	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: spec, Text: "write", Thread: &ThreadJobs{}})
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	var out RunOutput
-	if err := env.GetWorkflowResult(&out); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out.Answer, "a job of a thread outlives its turn") || built.Load() != 0 {
-		t.Errorf("the lead read %q and the factory built %d agents; want the spawn refused, saying why, and none built", out.Answer, built.Load())
-	}
 }
 
 // A factory's job is bounded as an agent's job is: past the Spec's

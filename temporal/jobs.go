@@ -1,6 +1,7 @@
 package temporal
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -608,31 +609,53 @@ func (js *jobs) started(ctx workflow.Context, d *delegation, j *bgJob, f workflo
 
 // factoryJobsChange names the workflow version from which a spawn with
 // background=true of a roster member that is a factory's agent
-// (SubAgent.Factory) starts it as a job, in a run that is not a turn of
-// a thread: a FactoryWorkflow whose activity takes the job's messages at
-// the agent's step boundaries (factoryJob). Before it the spawn was
-// refused. Asked where such a spawn is read.
+// (SubAgent.Factory) starts it as a job: a FactoryJobWorkflow whose
+// activity takes the job's messages at the agent's step boundaries.
+// Before it the spawn was refused. Asked where such a spawn is read.
 const factoryJobsChange = "deputy.factory-jobs"
 
 // startFactory is start for a roster member that is a factory's agent,
-// a: its FactoryWorkflow runs as the job, bounded by its share of the
-// run's limits, the Spec's JobTokens and JobCost, and its JobTime (a
-// factory's agent has steps of its own, which JobSteps does not bound,
-// as a member's job in process is not bounded by JobLimits.Steps).
+// a: its FactoryJobWorkflow is the job, bounded by its share of the run's
+// limits, the Spec's JobTokens and JobCost (in a thread, the defaults of
+// a job past an unlimited run), and its JobTime (a factory's agent has
+// steps of its own, which JobSteps does not bound, as a member's job in
+// process is not bounded by JobLimits.Steps).
 func (js *jobs) startFactory(ctx workflow.Context, d *delegation, a FactoryCall) (ToolResult, error) {
-	j := &bgJob{id: "job_" + strconv.Itoa(len(js.list)+1), agent: d.name(), task: a.Task, wfID: d.id}
+	if d.numberLate {
+		// Its number, now that it starts (jobNumberChange).
+		d.jobID, d.id = js.nextIDs()
+		if d.started != "" {
+			d.started = d.id
+		}
+	}
+	setIDs := func(job, wfID string) {
+		a.Job = job
+		if a.Trace != nil {
+			ct := *a.Trace
+			ct.Subagent = wfID
+			a.Trace = &ct
+		}
+	}
+	id := d.jobID // a thread's, numbered in the thread
+	if id == "" {
+		id = "job_" + strconv.Itoa(len(js.list)+1)
+	}
+	j := &bgJob{id: id, agent: d.name(), task: a.Task, wfID: d.id}
 	d.job = j
 	js.list = append(js.list, j) // at once: starts of one step run side by side
-	a.Job = j.id
+	setIDs(j.id, j.wfID)
 	js.checkEvents(ctx, d)
-	if js.publishing {
-		// Announced before it starts, as an agent's job is.
-		ct := *a.Trace
-		ct.Announced = true
-		a.Trace = &ct
-		j.announce = []event.Event{startedEvent(&ct), j.statusEvent(subagent.JobStartedEvent)}
-		js.publish(ctx, j.announce...)
+	announce := func() {
+		if js.publishing {
+			// Announced before it starts, as an agent's job is.
+			ct := *a.Trace
+			ct.Announced = true
+			a.Trace = &ct
+			j.announce = []event.Event{startedEvent(&ct), j.statusEvent(subagent.JobStartedEvent)}
+			js.publish(ctx, j.announce...)
+		}
 	}
+	announce()
 	if js.spec.JobTokens > 0 && (a.TokenLimit == 0 || a.TokenLimit > js.spec.JobTokens) {
 		a.TokenLimit = js.spec.JobTokens
 	}
@@ -645,41 +668,49 @@ func (js *jobs) startFactory(ctx workflow.Context, d *delegation, a FactoryCall)
 	if js.spec.CostLimit > 0 {
 		j.dollars = a.CostLimit
 	}
-	a.JobTime = js.spec.jobTime()
+	a.JobTime, a.Thread = js.spec.jobTime(), js.threaded()
+	opts := workflow.ChildWorkflowOptions{WorkflowID: d.id, WorkflowExecutionTimeout: a.JobTime + 2*time.Minute, WaitForCancellation: true}
+	if js.threaded() {
+		// A job that outlives its turn is bounded on its own, as an
+		// agent's is: past an unlimited run, the default limits of a job.
+		a.TokenLimit = cmp.Or(a.TokenLimit, subagent.DefaultJobTokens)
+		a.CostLimit = cmp.Or(a.CostLimit, subagent.DefaultJobCost)
+		opts.ParentClosePolicy = enumspb.PARENT_CLOSE_POLICY_ABANDON
+	}
 	if js.progress == nil {
 		js.progress = workflow.GetSignalChannel(js.ctx, jobProgressSignal)
 	}
 	jctx, cancel := workflow.WithCancel(js.ctx)
 	j.cancel = cancel
-	opts := workflow.ChildWorkflowOptions{WorkflowID: d.id, WorkflowExecutionTimeout: a.JobTime + 2*time.Minute, WaitForCancellation: true}
-	f := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(jctx, opts), FactoryWorkflowName, a)
+	f := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(jctx, opts), FactoryJobWorkflowName, a)
 	err := f.GetChildWorkflowExecution().Get(ctx, nil)
-	return js.started(ctx, d, j, f, err, func(gctx workflow.Context) error {
-		var res ToolResult
-		err := f.Get(gctx, &res)
-		j.out, err = factoryOutcome(res, err)
-		return err
-	})
+	for tries := 0; js.threaded() && sdktemporal.IsWorkflowExecutionAlreadyStartedError(err) && tries < maxIDTries; tries++ {
+		// A job the thread no longer knows runs under that id (its last
+		// turn could not be read): the next number, as for an agent's job.
+		js.publish(ctx, event.Event{Type: event.SubagentError, SubagentRunID: j.wfID, Code: "error",
+			Message: "the job could not start under " + j.wfID + ", the workflow of a job of this thread it no longer knows: it starts under the next id"})
+		j.id, j.wfID = js.nextIDs()
+		d.jobID, d.id = j.id, j.wfID
+		if d.started != "" {
+			d.started = d.id
+		}
+		setIDs(j.id, j.wfID)
+		opts.WorkflowID = j.wfID
+		announce()
+		f = workflow.ExecuteChildWorkflow(workflow.WithChildOptions(jctx, opts), FactoryJobWorkflowName, a)
+		err = f.GetChildWorkflowExecution().Get(ctx, nil)
+	}
+	return js.started(ctx, d, j, f, err, func(gctx workflow.Context) error { return f.Get(gctx, &j.out) })
 }
 
 // refuseFactory says why roster member name, a factory's agent, cannot
-// start as a job of the run ("": it can): a job of a thread outlives
-// its turn, and, on the turn's worker, the activity that runs the agent;
-// a run recorded before factoryJobsChange refused it too.
+// start as a job of the run ("": it can): a run recorded before
+// factoryJobsChange refused it.
 func (js *jobs) refuseFactory(ctx workflow.Context, name string) string {
-	if js.threaded() {
-		return threadFactoryRefused(name)
-	}
 	if workflow.GetVersion(ctx, factoryJobsChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return fmt.Sprintf("%v for %s: %q runs a factory's agent in one activity, which cannot take messages, so it does not start in the background: start it without background", tool.ErrInvalidArguments, SpawnToolName, name)
 	}
 	return ""
-}
-
-// threadFactoryRefused is the refusal of a job of a thread that would run
-// roster member name, a factory's agent.
-func threadFactoryRefused(name string) string {
-	return fmt.Sprintf("%v for %s: %q runs a factory's agent in one activity, and a job of a thread outlives its turn, which such an agent cannot: start it without background, or give the member an Agent (a Spec of its own)", tool.ErrInvalidArguments, SpawnToolName, name)
 }
 
 // factoryOutcome is what a factory's job ended with, read as an agent's

@@ -141,12 +141,8 @@ func (js *jobs) refuseStart(t subagent.Task) string {
 		return badTask(call) + ": say what the sub-agent must do"
 	}
 	if t.Agent != "" {
-		m, bad := rosterMember(js.spec.Roster, t.Agent)
-		if bad != "" {
+		if _, bad := rosterMember(js.spec.Roster, t.Agent); bad != "" {
 			return bad
-		}
-		if m.Agent == nil && js.threaded() {
-			return threadFactoryRefused(m.Name)
 		}
 	}
 	return ""

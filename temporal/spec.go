@@ -40,13 +40,16 @@ const (
 
 // Workflow, activity and update names, as registered by Register.
 const (
-	AgentWorkflowName    = "deputy.Agent"
-	FactoryWorkflowName  = "deputy.Factory"
-	ResidentWorkflowName = "deputy.Resident"
-	CompleteActivityName = "deputy.Complete"
-	CallToolActivityName = "deputy.CallTool"
-	RunFactoryActivity   = "deputy.RunFactory"
-	CheckActivityName    = "deputy.CheckDelegation"
+	AgentWorkflowName   = "deputy.Agent"
+	FactoryWorkflowName = "deputy.Factory"
+	// FactoryJobWorkflowName runs a factory's agent as a background job
+	// (FactoryJobWorkflow).
+	FactoryJobWorkflowName = "deputy.FactoryJob"
+	ResidentWorkflowName   = "deputy.Resident"
+	CompleteActivityName   = "deputy.Complete"
+	CallToolActivityName   = "deputy.CallTool"
+	RunFactoryActivity     = "deputy.RunFactory"
+	CheckActivityName      = "deputy.CheckDelegation"
 	// ChecksActivityName checks a turn's hand-offs at once (Checks).
 	ChecksActivityName = "deputy.CheckDelegations"
 	GuardActivityName  = "deputy.Guard"
@@ -87,10 +90,10 @@ type Spec struct {
 	// refused with the members' names. A member is an Agent, which runs
 	// as the child workflow of its Spec (in the background it takes
 	// messages at its step boundaries, as a fork does), or a Factory,
-	// whose agent runs in process inside one activity (in the background
-	// it takes messages at its agent's step boundaries too, but cannot be
-	// a job of a thread, which outlives its turn); a React sub-agent,
-	// which reads its system prompt from its call, cannot be one. A spawn of a member counts against MaxSpawns and
+	// whose agent runs in process inside one activity (in the background,
+	// a FactoryJobWorkflow, it takes messages at its agent's step
+	// boundaries too); a React sub-agent, which reads its system prompt
+	// from its call, cannot be one. A spawn of a member counts against MaxSpawns and
 	// MaxBackground as a fork's does, and the workers' policy is asked
 	// about its hand-off under the member's name.
 	Roster []SubAgent `json:"roster,omitempty"`
@@ -518,14 +521,14 @@ type FactoryCall struct {
 	CostLimit  float64 `json:"cost_limit,omitempty"`
 	// Trace places the child in its tree, for its events.
 	Trace *Trace `json:"trace,omitempty"`
-	// Job, when set, is the id of the background job the agent runs as
-	// (Spec.Background): its activity takes the messages its workflow is
-	// sent at the agent's step boundaries and tells Parent, the workflow
-	// id of the run that started it, where it stands; JobTime bounds its
-	// run, as Spec.JobTime bounds an agent's job.
+	// Job, for FactoryJobWorkflow, is the id of the background job the
+	// agent runs as (Spec.Background); JobTime bounds its run, as
+	// Spec.JobTime bounds an agent's job; Thread says the job is a
+	// thread's (Spec.JobsAcrossTurns), which outlives the turn that
+	// started it.
 	Job     string        `json:"job,omitempty"`
-	Parent  string        `json:"parent,omitempty"`
 	JobTime time.Duration `json:"job_time,omitempty"`
+	Thread  bool          `json:"thread,omitempty"`
 }
 
 // Delegation is the input of the activity that asks a worker's policy

@@ -133,55 +133,8 @@ func FactoryWorkflow(ctx workflow.Context, in FactoryCall) (ToolResult, error) {
 	if err := keepFactoryJournal(ctx); err != nil {
 		return ToolResult{}, err
 	}
-	if in.Job != "" {
-		return factoryJob(ctx, in)
-	}
 	var res ToolResult
 	err := workflow.ExecuteActivity(ctx, RunFactoryActivity, in).Get(ctx, &res)
-	return res, err
-}
-
-// factoryInboxQuery names the query by which the activity of a factory's
-// job reads the messages its workflow took, in order, from an index on.
-const factoryInboxQuery = "deputy.job_inbox"
-
-// factoryJob runs a factory's agent as background job in.Job. The
-// messages its parent sends are signals the workflow takes in the order
-// they were sent, as an agent's job does (inbox.inOrder); the activity
-// reads them (factoryInboxQuery) as the agent begins each step, which
-// takes them before its model call, and tells the parent what it took
-// and where it stands. Cancelled, the workflow waits for the activity,
-// which hands back what the agent spent.
-func factoryJob(ctx workflow.Context, in FactoryCall) (ToolResult, error) {
-	ib := newInbox(ctx, in.Job)
-	var arrived []jobMessage
-	if err := workflow.SetQueryHandler(ctx, factoryInboxQuery, func(from int) ([]jobMessage, error) {
-		return arrived[min(max(from, 0), len(arrived)):], nil
-	}); err != nil {
-		return ToolResult{}, err
-	}
-	workflow.Go(ctx, func(gctx workflow.Context) {
-		for {
-			var m jobMessage
-			ib.ch.Receive(gctx, &m)
-			arrived = append(arrived, ib.inOrder(m)...)
-		}
-	})
-	in.Parent = ib.parent
-	o := workflow.GetActivityOptions(ctx)
-	o.WaitForCancellation = true
-	// The agent's run is bounded by its time (the activity's deadline);
-	// the activity's by a minute more.
-	o.StartToCloseTimeout = in.JobTime + time.Minute
-	var res ToolResult
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), RunFactoryActivity, in).Get(ctx, &res)
-	if sdktemporal.IsCanceledError(err) {
-		// What the agent spent, as a cancelled agent's job hands it back
-		// (withSettled).
-		var out RunOutput
-		detailsOf(err, &out.Usage, &out.Cost, &out.Model, &out.Models, &out.Earlier, &out.Refused)
-		return ToolResult{}, sdktemporal.NewCanceledError(spent(out)...)
-	}
 	return res, err
 }
 
