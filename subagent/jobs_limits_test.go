@@ -8,6 +8,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/resumetest"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -86,6 +88,36 @@ func TestJobPastEachLimitReportsPartially(t *testing.T) {
 	}
 }
 
+// A roster member's background job names the token limit that stopped
+// it: its own (JobLimits.Tokens), when that is smaller than its share of
+// the lead's WithTokenLimit, else that share; and neither lets it spend
+// past it. With models that name their calls afresh, not at all, and
+// from call_0.
+func TestMemberJobNamesTheTokenLimitThatStopsIt(t *testing.T) {
+	cut := func(setting string) []string {
+		return []string{"[the sub-agent reached its token limit (" + setting + ") before it could answer; this is what it said last]\ndug layer "}
+	}
+	for _, ids := range []struct {
+		name string
+		mode int
+	}{{"fresh ids", resumetest.IDsFresh}, {"no ids", resumetest.IDsNone}, {"ids restarting at call_0", resumetest.IDsRestart}} {
+		for _, tc := range []struct {
+			name string
+			c    pastLimit
+		}{
+			{"its own, under a wider share", pastLimit{limits: subagent.JobLimits{Tokens: 600}, lead: []agent.Option{agent.WithTokenLimit(100_000)}, tokens: 600,
+				want: cut("JobLimits.Tokens: raise it with WithJobLimits")}},
+			{"its share, under a wider limit of its own", pastLimit{limits: subagent.JobLimits{Tokens: 100_000}, lead: []agent.Option{agent.WithTokenLimit(3000)}, tokens: 3000,
+				want: cut("its share of its parent's WithTokenLimit")}},
+		} {
+			t.Run(ids.name+", "+tc.name, func(t *testing.T) {
+				tc.c.member, tc.c.ids = true, ids.mode
+				jobPastLimit(t, tc.c)
+			})
+		}
+	}
+}
+
 // pastLimit is a background job that goes on digging until a limit
 // stops it (jobPastLimit).
 type pastLimit struct {
@@ -100,6 +132,7 @@ type pastLimit struct {
 	cost    float64
 	lead    []agent.Option // the lead's options
 	member  bool           // the job is a roster member's, not a fork's
+	ids     int            // how its models name their calls (resumetest.IDsFresh, the zero value, and the others)
 }
 
 func jobPastLimit(t *testing.T, c pastLimit) {
@@ -112,6 +145,11 @@ func jobPastLimit(t *testing.T, c pastLimit) {
 	var mu sync.Mutex
 	var billed, childBilled provider.Usage
 	var childCalls int
+	var fresh atomic.Int64
+	named := func(u provider.Usage, said string, calls ...provider.ToolCall) (provider.Response, error) {
+		resumetest.NameCalls(c.ids, calls, &fresh)
+		return provider.Response{Usage: u, Message: provider.AssistantMessage(said, calls...)}, nil
+	}
 	model := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
 		u := provider.Usage{InputTokens: cmp.Or(c.input, 100), OutputTokens: 20, Requests: 1}
 		if req.MaxTokens > 0 {
@@ -138,18 +176,17 @@ func jobPastLimit(t *testing.T, c pastLimit) {
 			if len(req.Tools) == 0 {
 				said = "" // asked to wrap up, it digs on, saying nothing
 			}
-			return provider.Response{Usage: u, Message: provider.AssistantMessage(said,
-				provider.ToolCall{ID: fmt.Sprint("c", childCalls), Name: "lookup", Arguments: json.RawMessage(`{}`)})}, nil
+			return named(u, said, provider.ToolCall{Name: "lookup", Arguments: json.RawMessage(`{}`)})
 		}
 		switch len(toolResults(req.Messages)) {
 		case 0:
 			if c.member {
-				return provider.Response{Usage: u, Message: provider.AssistantMessage("", spawn(`{"task":"dig for ever","agent":"digger","background":true}`))}, nil
+				return named(u, "", spawn(`{"task":"dig for ever","agent":"digger","background":true}`))
 			}
-			return provider.Response{Usage: u, Message: provider.AssistantMessage("", spawn(`{"task":"dig for ever","background":true}`))}, nil
+			return named(u, "", spawn(`{"task":"dig for ever","background":true}`))
 		case 1:
-			return provider.Response{Usage: u, Message: provider.AssistantMessage("", provider.ToolCall{Name: subagent.JobsToolName,
-				Arguments: json.RawMessage(`{"action":"wait","timeout_seconds":600,"job_id":"` + latestJob(req.Messages) + `"}`)})}, nil
+			return named(u, "", provider.ToolCall{Name: subagent.JobsToolName,
+				Arguments: json.RawMessage(`{"action":"wait","timeout_seconds":600,"job_id":"` + latestJob(req.Messages) + `"}`)})
 		}
 		return provider.Response{Usage: u, Message: provider.AssistantMessage("lead: " + toolResults(req.Messages)[1])}, nil
 	})
