@@ -601,7 +601,11 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 		if a.served {
 			ctx = jobMailboxFor(ctx, in)
 		}
-		ctx, stop = context.WithTimeout(ctx, in.JobTime)
+		if in.JobDeadline.IsZero() {
+			ctx, stop = context.WithTimeout(ctx, in.JobTime)
+		} else {
+			ctx, stop = context.WithDeadline(ctx, in.JobDeadline)
+		}
 		defer stop()
 	}
 	ag, err := f(ctx, in.Arguments)

@@ -94,6 +94,7 @@ func FactoryJobWorkflow(ctx workflow.Context, in FactoryCall) (RunOutput, error)
 			ib.tell(tctx, p)
 		}
 	}
+	in.JobDeadline = workflow.GetInfo(ctx).WorkflowStartTime.Add(in.JobTime)
 	f := workflow.ExecuteActivity(ctx, RunFactoryActivity, in)
 	for done := false; !done; {
 		sel := workflow.NewSelector(tctx)

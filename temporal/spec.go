@@ -529,6 +529,10 @@ type FactoryCall struct {
 	Job     string        `json:"job,omitempty"`
 	JobTime time.Duration `json:"job_time,omitempty"`
 	Thread  bool          `json:"thread,omitempty"`
+	// JobDeadline, set by the job's workflow from its start and JobTime,
+	// is when the agent's run ends, whichever attempt of its activity
+	// runs it.
+	JobDeadline time.Time `json:"job_deadline,omitempty"`
 }
 
 // Delegation is the input of the activity that asks a worker's policy
