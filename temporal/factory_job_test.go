@@ -16,6 +16,7 @@ import (
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/eventcheck"
+	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -488,5 +489,80 @@ func TestFactoryJournalSkipsWhatTheServerWouldRefuse(t *testing.T) {
 	}
 	if !strings.HasPrefix(out.Answer, "lead: read ") {
 		t.Errorf("the lead answered %q, want the reader's answer", out.Answer)
+	}
+}
+
+// The workers' policy binds a factory's job as it binds a factory's
+// agent in the foreground: the agent's call of a denied tool does not
+// run, and a secret in the job's answer reaches no model of the tree,
+// the lead's that collects it included.
+func TestPolicyBindsAFactorysJob(t *testing.T) {
+	const secret = "hunter2-vault-key"
+	var removed atomic.Int64
+	rm := tool.Func{Def: tool.Definition{Name: "rm", Description: "Removes.", Parameters: json.RawMessage(`{"type":"object"}`)},
+		Fn: func(context.Context, tool.Call) (tool.Result, error) {
+			removed.Add(1)
+			return tool.Result{Content: "removed"}, nil
+		}}
+	var mu sync.Mutex
+	var read []string // every request's text, the lead's and the job's
+	note := func(req provider.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range req.Messages {
+			read = append(read, m.Content)
+		}
+	}
+	cleaner := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		note(req)
+		if rs := resultsOf(req); len(rs) > 0 {
+			return provider.AssistantMessage("cleaned up; the key is " + secret), nil
+		}
+		return provider.AssistantMessage("", provider.ToolCall{ID: "r", Name: "rm", Arguments: json.RawMessage(`{}`)}), nil
+	}}
+	lead := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		note(req)
+		rs := resultsOf(req)
+		switch len(rs) {
+		case 0:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "s", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"clean up","agent":"cleaner","background":true}`)}), nil
+		case 1:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "w", Name: subagent.JobsToolName, Arguments: json.RawMessage(`{"action":"wait","job_id":"` + jobIDOf(rs[0]) + `","timeout_seconds":300}`)}), nil
+		}
+		return provider.AssistantMessage("lead: " + rs[1]), nil
+	}}
+	pol, err := policy.New(policy.DenyTools("no-rm", policy.AnyDepth, "rm"), policy.Redact("secrets", []string{secret}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": lead}, Policy: pol, Factories: map[string]subagent.Factory{
+		"cleaner": func(context.Context, json.RawMessage) (agent.Agent, error) {
+			return agent.NewReact(cleaner, agent.WithName("cleaner"), agent.WithTools(rm))
+		},
+	}})
+	spec := Spec{Name: "lead", Provider: "m", Spawn: true, Background: true, Roster: []SubAgent{{Name: "cleaner", Description: "Cleans.", Factory: "cleaner"}}}
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: spec, Text: "tidy"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var out RunOutput
+	if err := env.GetWorkflowResult(&out); err != nil {
+		t.Fatal(err)
+	}
+	if removed.Load() != 0 {
+		t.Errorf("rm ran %d times under a policy that denies it", removed.Load())
+	}
+	if !strings.Contains(out.Answer, "cleaned up") || strings.Contains(out.Answer, secret) {
+		t.Errorf("the lead answered %q, want the job's answer, redacted", out.Answer)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, text := range read {
+		if strings.Contains(text, secret) {
+			t.Errorf("a model read the secret: %q", text)
+		}
+	}
+	if cc, _ := cleaner.total(); cc != 2 {
+		t.Errorf("the job's model was asked %d times, want 2: the denial read, then the answer", cc)
 	}
 }
