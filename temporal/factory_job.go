@@ -15,8 +15,10 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/internal/mailbox"
+	"github.com/deputy-go/deputy/subagent"
 )
 
 // A roster member that is a factory's agent runs, as a background job,
@@ -125,6 +127,7 @@ type jobMailbox struct {
 	wfID, runID string
 	mu          sync.Mutex
 	read        int              // messages read from the workflow
+	seqs        map[string]int   // by message id, its number among the job's, where the run publishes
 	told        mailbox.Progress // what the parent was told last
 }
 
@@ -165,6 +168,14 @@ func (jm *jobMailbox) fetch(int) {
 	}
 	jm.mu.Lock()
 	jm.read = from + len(ms)
+	for _, m := range ms {
+		if m.Seq > 0 {
+			if jm.seqs == nil {
+				jm.seqs = map[string]int{}
+			}
+			jm.seqs[m.ID] = m.Seq
+		}
+	}
 	jm.mu.Unlock()
 	for _, m := range ms {
 		// Let in past mailbox.MaxQueued: the run that sent it bounded it.
@@ -181,11 +192,22 @@ func senderSpan(m jobMessage) trace.SpanContext {
 	return trace.SpanContext{}
 }
 
-// delivered tells the parent the agent took rs before their step.
+// delivered tells the parent the agent took rs before their step, and
+// publishes each one's deputy.job_delivered, as the model call of an
+// agent's job that took it does, where the run publishes its jobs'
+// events (it numbered them: jobMessage.Seq).
 func (jm *jobMailbox) delivered(rs []mailbox.Receipt) {
 	ids := make([]string, len(rs))
+	em := event.From(jm.ctx)
 	for i, r := range rs {
 		ids[i] = r.ID
+		jm.mu.Lock()
+		seq := jm.seqs[r.ID]
+		jm.mu.Unlock()
+		if seq > 0 && em.Enabled() {
+			em.Emit(jobEvent(subagent.JobDeliveredEvent, "", jobMessageEvent{
+				Receipt: subagent.Receipt{JobID: jm.in.Job, MessageID: r.ID, State: subagent.MessageDelivered, Step: r.Step, Seq: seq}, RunID: em.SubagentRunID()}))
+		}
 	}
 	p := jm.box.Progress()
 	jm.tell(jobProgress{Job: jm.in.Job, Step: rs[0].Step, Last: p.Last, Usage: p.Usage, Cost: p.Cost, Delivered: ids})

@@ -192,8 +192,8 @@ func TestFactoryMemberRunsAsAJobOnTemporal(t *testing.T) {
 			t.Errorf("hold ran %d times, want once a job", holds.Load())
 		}
 
-		// The stream tells each job's start once and its end: the lead's
-		// answered, the program's cancelled.
+		// The stream tells each job's start once, each message it took,
+		// and its end: the lead's answered, the program's cancelled.
 		rec.mu.Lock()
 		evs := append([]event.Event{{Type: event.RunStarted}}, rec.events...)
 		rec.mu.Unlock()
@@ -209,6 +209,17 @@ func TestFactoryMemberRunsAsAJobOnTemporal(t *testing.T) {
 		}
 		ends := map[string][]string{} // a job's sub-agent run id → how it started and ended
 		for _, e := range evs {
+			if e.Type == event.Custom && e.Name == subagent.JobDeliveredEvent {
+				var r struct {
+					subagent.Receipt
+					RunID string `json:"subagent_run_id"`
+				}
+				if err := json.Unmarshal(e.Value, &r); err != nil {
+					t.Fatal(err)
+				}
+				ends[r.RunID] = append(ends[r.RunID], fmt.Sprintf("delivered %d at step %d", r.Seq, r.Step))
+				continue
+			}
 			switch e.Type {
 			case event.SubagentStarted:
 				ends[e.SubagentRunID] = append(ends[e.SubagentRunID], "started")
@@ -218,7 +229,7 @@ func TestFactoryMemberRunsAsAJobOnTemporal(t *testing.T) {
 				ends[e.SubagentRunID] = append(ends[e.SubagentRunID], "error "+e.Code)
 			}
 		}
-		want := map[string][]string{tree + "/0.0-" + SpawnToolName: {"started", "finished"}, fromGo: {"started", "error cancelled"}}
+		want := map[string][]string{tree + "/0.0-" + SpawnToolName: {"started", "delivered 1 at step 2", "delivered 2 at step 2", "finished"}, fromGo: {"started", "error cancelled"}}
 		if fmt.Sprint(ends) != fmt.Sprint(want) {
 			t.Errorf("the jobs' sub-agents began and ended %v, want %v", ends, want)
 		}
