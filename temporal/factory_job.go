@@ -275,8 +275,9 @@ const (
 	// factory's run records in its workflow's history, and their size (the
 	// next attempt reads them in one query's answer, which a gRPC message
 	// of 4 MB bounds); past them, and for an entry past the worker's
-	// payload limit (Runtime.PayloadLimit), the run goes on unrecorded,
-	// and an attempt that runs again runs what was not recorded again.
+	// payload limit (Runtime.PayloadLimit), the run goes on unrecorded
+	// from there, and an attempt that runs again runs what was not
+	// recorded again. The bounds count what every attempt recorded.
 	maxFactoryJournal      = 4096
 	maxFactoryJournalBytes = 3 << 20
 )
@@ -319,8 +320,9 @@ type workflowLog struct {
 	mu      sync.Mutex
 	entries map[string]journal.Entry
 	keys    []string
-	sent    int   // entries recorded in the workflow
+	sent    int   // entries recorded in the workflow, by every attempt
 	bytes   int   // and their size
+	full    bool  // an entry was left out: nothing after it is recorded
 	failed  error // the first record the workflow did not take
 }
 
@@ -343,11 +345,16 @@ func journaled(ctx context.Context, limit int) (context.Context, *workflowLog) {
 			err = v.Get(&rs)
 		}
 		if err != nil {
-			// What it recorded runs again, which costs, but loses nothing.
+			// What it recorded runs again, which costs, but loses nothing;
+			// this attempt records nothing, lest the journal mix its run
+			// with the one it could not read.
 			activity.GetLogger(ctx).Warn("deputy: the factory's journal could not be read; its agent runs from the start", "error", err)
+			l.full = true
 		}
 		for _, r := range rs {
 			l.add(r.Key, r.Entry)
+			// The bounds count what the attempts before recorded.
+			l.sent, l.bytes = l.sent+1, l.bytes+recordSize(r)
 		}
 	}
 	return journal.With(ctx, journal.New(l)), l
@@ -395,18 +402,37 @@ func (l *workflowLog) Keys(prefix string) []string {
 	return out
 }
 
+// recordSize is the size of r as the workflow is sent it (0: it cannot
+// be sent).
+func recordSize(r journalRecord) int {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return 0
+	}
+	return len(b)
+}
+
 // Record signals the entry to the workflow, which keeps it before the
-// signal returns; an entry past the bounds is kept here only.
+// signal returns; an entry past the bounds is kept here only, and so is
+// every entry after it: the journal the next attempt reads is the run up
+// to a point, with no hole in it (a step's answer left out, and the
+// messages taken before the next step kept, would have the next attempt
+// ask the model again and hand it those messages twice).
 func (l *workflowLog) Record(ctx context.Context, key string, e journal.Entry) error {
 	r := journalRecord{Key: key, Entry: e}
-	size := 0
-	if b, err := json.Marshal(r); err == nil {
-		size = len(b)
-	}
+	size := recordSize(r)
 	l.mu.Lock()
-	send := size > 0 && size <= l.limit && l.sent < maxFactoryJournal && l.bytes+size <= maxFactoryJournalBytes
+	if l.failed != nil {
+		// The attempt fails: the agent goes no further.
+		err := l.failed
+		l.mu.Unlock()
+		return err
+	}
+	send := !l.full && size > 0 && size <= l.limit && l.sent < maxFactoryJournal && l.bytes+size <= maxFactoryJournalBytes
 	if send {
 		l.sent, l.bytes = l.sent+1, l.bytes+size
+	} else {
+		l.full = true
 	}
 	l.mu.Unlock()
 	if send {

@@ -1,0 +1,153 @@
+package temporal
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// factoryJobRun starts, on a worker of its own queue, a lead that spawns
+// roster member "writer", a factory's agent, in the background, and then
+// calls pause until released; it returns the run, the tree's id and a
+// function that starts another worker of the queue with rt (running
+// workflows only, with workflowsOnly).
+func factoryJobRun(t *testing.T, ctx context.Context, c client.Client, spec Spec, rt func() *Runtime) (client.WorkflowRun, string, func(workflowsOnly bool) worker.Worker) {
+	t.Helper()
+	queue := fmt.Sprintf("deputy-factory-retry-%d", time.Now().UnixNano())
+	start := func(workflowsOnly bool) worker.Worker {
+		w := worker.New(c, queue, worker.Options{LocalActivityWorkerOnly: workflowsOnly})
+		Register(w, rt())
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	tree := "factory-retry-" + queue
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tree, TaskQueue: queue}, AgentWorkflowName, RunInput{Spec: spec, Text: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run, tree, start
+}
+
+// An entry of a factory's journal that its workflow does not keep (past
+// the worker's payload limit, or the journal's bounds) leaves out what
+// the agent did after it too: a journal with a hole would have the next
+// attempt take a message before the step whose record is missing, and
+// again, from the journal, before the step that took it first, so that
+// the agent read it twice. Before, the entries after the hole were kept.
+func TestFactoryJournalHasNoHoles(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Dial(ctx, hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const note = "list the rivers too"
+	writer := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		heard := 0
+		for _, m := range req.Messages {
+			if m.Role == provider.RoleUser {
+				heard += strings.Count(m.Content, note)
+			}
+		}
+		switch len(resultsOf(req)) {
+		case 0:
+			// An answer past the payload limit: its record is not kept.
+			return provider.AssistantMessage(strings.Repeat("surveying ", 400), provider.ToolCall{ID: "r", Name: "record", Arguments: json.RawMessage(`{}`)}), nil
+		case 1:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "h", Name: "hold", Arguments: json.RawMessage(`{}`)}), nil
+		}
+		return provider.AssistantMessage(fmt.Sprintf("heard %d times", heard)), nil
+	}}
+	noted := make(chan struct{})
+	lead := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		switch len(rs) {
+		case 0:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "s", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"survey","agent":"writer","background":true}`)}), nil
+		case 1:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "m", Name: subagent.JobsToolName, Arguments: json.RawMessage(`{"action":"send","job_id":"` + jobIDOf(rs[0]) + `","message":"` + note + `"}`)}), nil
+		case 2:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "w", Name: subagent.JobsToolName, Arguments: json.RawMessage(`{"action":"wait","job_id":"` + jobIDOf(rs[0]) + `","timeout_seconds":300}`)}), nil
+		}
+		return provider.AssistantMessage("lead: " + rs[2]), nil
+	}}
+	var recorded atomic.Int64
+	record := tool.Must(tool.New("record", "Records.", func(ctx context.Context, _ struct{}) (string, error) {
+		if recorded.Add(1) == 1 {
+			select {
+			case <-noted: // the lead's note waits for the next step
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		}
+		return "recorded", nil
+	}))
+	var holds, stopped atomic.Int64
+	holding := make(chan struct{})
+	before := blocking(t, "hold", &holds, &stopped, holding)
+	after := tool.Must(tool.New("hold", "Holds on.", func(context.Context, struct{}) (string, error) { return "held", nil }))
+	first := true
+	rt := func() *Runtime {
+		hold := before
+		if !first {
+			hold = after
+		}
+		first = false
+		return &Runtime{Providers: map[string]provider.Provider{"m": lead}, PayloadLimit: 2048, Factories: map[string]subagent.Factory{
+			"writer": func(context.Context, json.RawMessage) (agent.Agent, error) {
+				return agent.NewReact(writer, agent.WithName("writer"), agent.WithTools(record, hold))
+			},
+		}}
+	}
+	spec := Spec{Name: "lead", Provider: "m", Spawn: true, Background: true,
+		Roster: []SubAgent{{Name: "writer", Description: "Writes.", Factory: "writer"}}}
+	run, tree, start := factoryJobRun(t, ctx, c, spec, rt)
+	w1 := start(false)
+	for {
+		jobs, err := Jobs(ctx, c, tree)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(jobs) == 1 && len(jobs[0].Messages) == 1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the lead never sent its note: %+v", jobs)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // for the job's workflow to take it
+	close(noted)
+	select {
+	case <-holding:
+	case <-ctx.Done():
+		t.Fatal("the job never reached its step that holds on")
+	}
+	w1.Stop()
+	w2 := start(false)
+	defer w2.Stop()
+	var out RunOutput
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := "lead: heard 1 times"; out.Answer != want {
+		t.Errorf("the lead answered %q, want %q: the note read once", out.Answer, want)
+	}
+}
