@@ -609,13 +609,31 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 		defer stop()
 	}
 	ag, err := f(ctx, in.Arguments)
-	switch {
-	case err != nil:
-		// Its SUBAGENT_ERROR has the error's code, as in process (a
-		// provider's error: provider_error).
-		return ToolResult{Content: capText(err.Error(), in.MaxOutputBytes), IsError: true, Code: subcode.Of(err), Unbuilt: !tool.IsCorrectable(err)}, nil
-	case ag == nil:
-		return ToolResult{Content: capText(fmt.Sprintf("sub-agent %q: the factory returned no agent and no error", in.Factory), in.MaxOutputBytes), IsError: true, Unbuilt: true}, nil
+	if err != nil || ag == nil {
+		// Not built: what the attempts before spent, which this one does
+		// not replay, comes back with how it ended.
+		u, cost, ms := jl.paid()
+		model := ""
+		if len(ms) > 0 {
+			model = ms[0].Model
+		}
+		res := ToolResult{Content: fmt.Sprintf("sub-agent %q: the factory returned no agent and no error", in.Factory), IsError: true, Unbuilt: true, Usage: u, Cost: cost, Models: ms, Model: model}
+		switch {
+		case err != nil && actx.Err() != nil && in.Job != "" && !workerStopping(actx):
+			// A job cancelled as its agent was built.
+			return ToolResult{}, sdktemporal.NewCanceledError(u, cost, model, ms, []provider.ModelUsage(nil), 0)
+		case err != nil && actx.Err() != nil:
+			// Cancelled, or its worker stopping: the activity runs again.
+			return ToolResult{}, actx.Err()
+		case err != nil && ctx.Err() != nil && in.Job != "":
+			res.Content, res.Code, res.Unbuilt = jobTimeText(in.JobTime), "timeout", false
+		case err != nil:
+			// Its SUBAGENT_ERROR has the error's code, as in process (a
+			// provider's error: provider_error).
+			res.Content, res.Code, res.Unbuilt = err.Error(), subcode.Of(err), !tool.IsCorrectable(err)
+		}
+		res.Content = capText(res.Content, in.MaxOutputBytes)
+		return res, nil
 	}
 	// It spends its shares of its caller's limits, priced as the workers
 	// price their calls.

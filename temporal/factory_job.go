@@ -18,6 +18,7 @@ import (
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/internal/mailbox"
+	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 )
 
@@ -52,7 +53,8 @@ const (
 // step boundaries. It ends as an agent's job does: with the agent's
 // answer, or failing with what the agent spent (past its limits or its
 // time, with the code that names it); cancelled, it waits for the agent,
-// whose spend comes back with it.
+// whose spend comes back with it (cancelled between two attempts of its
+// activity, what its journal says they paid for).
 func FactoryJobWorkflow(ctx workflow.Context, in FactoryCall) (RunOutput, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		// The agent's run is bounded by its time (the activity's
@@ -62,7 +64,8 @@ func FactoryJobWorkflow(ctx workflow.Context, in FactoryCall) (RunOutput, error)
 		RetryPolicy:         &sdktemporal.RetryPolicy{MaximumAttempts: 3},
 		WaitForCancellation: true,
 	})
-	if err := keepFactoryJournal(ctx); err != nil {
+	kept, err := keepFactoryJournal(ctx)
+	if err != nil {
 		return RunOutput{}, err
 	}
 	ib := newInbox(ctx, in.Job)
@@ -106,12 +109,21 @@ func FactoryJobWorkflow(ctx workflow.Context, in FactoryCall) (RunOutput, error)
 	}
 	tell()
 	var res ToolResult
-	err := f.Get(tctx, &res)
+	err = f.Get(tctx, &res)
 	if sdktemporal.IsCanceledError(err) {
 		// What the agent spent, as a cancelled agent's job hands it back
 		// (withSettled).
 		var out RunOutput
 		detailsOf(err, &out.Usage, &out.Cost, &out.Model, &out.Models, &out.Earlier, &out.Refused)
+		if out.Usage.IsZero() && out.Cost == 0 {
+			// No attempt ran to hand it back (cancelled as the next
+			// waited for a worker): what its journal says the attempts
+			// before paid for.
+			out.Usage, out.Cost, out.Models = paidIn(kept())
+			if len(out.Models) > 0 {
+				out.Model = out.Models[0].Model
+			}
+		}
 		return RunOutput{}, sdktemporal.NewCanceledError(spent(out)...)
 	}
 	return factoryOutcome(res, err)
@@ -291,11 +303,11 @@ type journalRecord struct {
 // keepFactoryJournal keeps, in a FactoryWorkflow, the journal its
 // activity records (factoryJournalSignal) and hands it to the activity's
 // next attempt (factoryJournalQuery). It records nothing in the history
-// until a signal comes.
-func keepFactoryJournal(ctx workflow.Context) error {
+// until a signal comes. It returns what it keeps.
+func keepFactoryJournal(ctx workflow.Context) (func() []journalRecord, error) {
 	var kept []journalRecord
 	if err := workflow.SetQueryHandler(ctx, factoryJournalQuery, func() ([]journalRecord, error) { return kept, nil }); err != nil {
-		return err
+		return nil, err
 	}
 	ch := workflow.GetSignalChannel(ctx, factoryJournalSignal)
 	workflow.Go(ctx, func(gctx workflow.Context) {
@@ -307,7 +319,7 @@ func keepFactoryJournal(ctx workflow.Context) error {
 			}
 		}
 	})
-	return nil
+	return func() []journalRecord { return kept }, nil
 }
 
 // workflowLog is the journal of a factory's agent, kept by its workflow.
@@ -358,6 +370,30 @@ func journaled(ctx context.Context, limit int) (context.Context, *workflowLog) {
 		}
 	}
 	return journal.With(ctx, journal.New(l)), l
+}
+
+// paid is what the runs the journal holds paid for their model answers
+// (journal.Scope.PaidUnder): what an attempt that does not replay them
+// hands back for them.
+func (l *workflowLog) paid() (provider.Usage, float64, []provider.ModelUsage) {
+	if l == nil {
+		return provider.Usage{}, 0, nil
+	}
+	e, _ := journal.New(l).PaidUnder("", "")
+	cost := 0.0
+	for _, m := range e.Models {
+		cost += m.Cost
+	}
+	return e.Usage, cost, e.Models
+}
+
+// paidIn is what the runs journaled in rs paid for their model answers.
+func paidIn(rs []journalRecord) (provider.Usage, float64, []provider.ModelUsage) {
+	l := &workflowLog{entries: map[string]journal.Entry{}}
+	for _, r := range rs {
+		l.add(r.Key, r.Entry)
+	}
+	return l.paid()
 }
 
 // err is the first record the workflow did not take, if any: the

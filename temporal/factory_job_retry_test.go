@@ -42,6 +42,127 @@ func factoryJobRun(t *testing.T, ctx context.Context, c client.Client, spec Spec
 	return run, tree, start
 }
 
+// pausing is a tool that returns once released, and runs again (on
+// another worker) when its worker stops.
+func pausing(release <-chan struct{}) tool.Tool {
+	return tool.Must(tool.New("pause", "Pauses.", func(ctx context.Context, _ struct{}) (string, error) {
+		select {
+		case <-release:
+			return "resumed", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}))
+}
+
+// A factory's job whose worker stops, and which is cancelled before its
+// activity's next attempt has its agent again — as that attempt builds
+// the agent (a remote's agent card is being fetched), or while it waits
+// for a worker — ends cancelled, and hands back what its first attempt
+// spent, which its workflow's journal holds: the lead reports what the
+// models billed. Before, the first attempt's model call was counted
+// nowhere.
+func TestFactoryJobCancelledBetweenItsAttempts(t *testing.T) {
+	for _, building := range []bool{true, false} {
+		t.Run(fmt.Sprintf("building=%v", building), func(t *testing.T) {
+			factoryJobCancelledBetweenAttempts(t, building)
+		})
+	}
+}
+
+func factoryJobCancelledBetweenAttempts(t *testing.T, whileBuilding bool) {
+	hostPort, ns := serverAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Dial(ctx, hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	writer := &script{fn: func(context.Context, int, provider.Request) (provider.Message, error) {
+		return provider.AssistantMessage("", provider.ToolCall{ID: "h", Name: "hold", Arguments: json.RawMessage(`{}`)}), nil
+	}}
+	release := make(chan struct{})
+	lead := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		switch len(resultsOf(req)) {
+		case 0:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "s", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"write","agent":"writer","background":true}`)}), nil
+		case 1:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "p", Name: "pause", Arguments: json.RawMessage(`{}`)}), nil
+		}
+		return provider.AssistantMessage("lead: done"), nil
+	}}
+	var holds, stopped atomic.Int64
+	holding := make(chan struct{})
+	hold := blocking(t, "hold", &holds, &stopped, holding)
+	building := make(chan struct{}, 1)
+	reg, err := tool.NewRegistry(pausing(release))
+	if err != nil {
+		t.Fatal(err)
+	}
+	attempt := 0
+	rt := func() *Runtime {
+		attempt++
+		again := attempt > 1
+		return &Runtime{Providers: map[string]provider.Provider{"m": lead}, Tools: reg, Factories: map[string]subagent.Factory{
+			"writer": func(ctx context.Context, _ json.RawMessage) (agent.Agent, error) {
+				if again {
+					building <- struct{}{}
+					<-ctx.Done()
+					return nil, fmt.Errorf("fetching the agent's card: %w", ctx.Err())
+				}
+				return agent.NewReact(writer, agent.WithName("writer"), agent.WithTools(hold))
+			},
+		}}
+	}
+	spec := Spec{Name: "lead", Provider: "m", Spawn: true, Background: true, Tools: []string{"pause"},
+		Roster: []SubAgent{{Name: "writer", Description: "Writes.", Factory: "writer"}}}
+	run, tree, start := factoryJobRun(t, ctx, c, spec, rt)
+	w1 := start(false)
+	select {
+	case <-holding:
+	case <-ctx.Done():
+		t.Fatal("the job never began its tool call")
+	}
+	w1.Stop()
+	w2 := start(!whileBuilding)
+	if whileBuilding {
+		select {
+		case <-building:
+		case <-ctx.Done():
+			t.Fatal("the job's activity never ran again")
+		}
+	}
+	jobs, err := Jobs(ctx, c, tree)
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("the run's jobs are %+v (%v), want one", jobs, err)
+	}
+	st, err := CancelJob(ctx, c, tree, jobs[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != subagent.JobCancelled || st.Usage.Requests != 1 {
+		t.Errorf("the cancelled job is %+v, want cancelled, its first attempt's model call counted", st)
+	}
+	if !whileBuilding {
+		// The lead's pause runs again on a worker of activities.
+		w2.Stop()
+		w2 = start(false)
+	}
+	defer w2.Stop()
+	close(release)
+	var out RunOutput
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	lc, lu := lead.total()
+	wc, wu := writer.total()
+	if lc != 3 || wc != 1 || out.TotalUsage() != lu.Add(wu) {
+		t.Errorf("the lead's model was asked %d times and the writer's %d, billing %+v; the lead reports %+v: want 3 and 1, each counted once",
+			lc, wc, lu.Add(wu), out.TotalUsage())
+	}
+}
+
 // An entry of a factory's journal that its workflow does not keep (past
 // the worker's payload limit, or the journal's bounds) leaves out what
 // the agent did after it too: a journal with a hole would have the next

@@ -130,7 +130,7 @@ func FactoryWorkflow(ctx workflow.Context, in FactoryCall) (ToolResult, error) {
 		HeartbeatTimeout:    HeartbeatTimeout,
 		RetryPolicy:         &sdktemporal.RetryPolicy{MaximumAttempts: 3},
 	})
-	if err := keepFactoryJournal(ctx); err != nil {
+	if _, err := keepFactoryJournal(ctx); err != nil {
 		return ToolResult{}, err
 	}
 	var res ToolResult
