@@ -163,6 +163,70 @@ func factoryJobCancelledBetweenAttempts(t *testing.T, whileBuilding bool) {
 	}
 }
 
+// A factory's job's time (Spec.JobTime) bounds the job, not each attempt
+// of its activity: a job whose worker stops goes on on another worker
+// for what is left of its time, not for all of it again (with each
+// attempt given the whole JobTime, the job ends 7s after it began).
+func TestFactoryJobTimeSpansItsAttempts(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Dial(ctx, hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const jobTime = 4 * time.Second
+	writer := &script{fn: func(context.Context, int, provider.Request) (provider.Message, error) {
+		return provider.AssistantMessage("", provider.ToolCall{ID: "h", Name: "hold", Arguments: json.RawMessage(`{}`)}), nil
+	}}
+	lead := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		switch len(rs) {
+		case 0:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "s", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"write","agent":"writer","background":true}`)}), nil
+		case 1:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "w", Name: subagent.JobsToolName, Arguments: json.RawMessage(`{"action":"wait","job_id":"` + jobIDOf(rs[0]) + `","timeout_seconds":300}`)}), nil
+		}
+		return provider.AssistantMessage("lead: " + rs[1]), nil
+	}}
+	var holds, stopped atomic.Int64
+	holding := make(chan struct{})
+	hold := blocking(t, "hold", &holds, &stopped, holding)
+	rt := func() *Runtime {
+		return &Runtime{Providers: map[string]provider.Provider{"m": lead}, Factories: map[string]subagent.Factory{
+			"writer": func(context.Context, json.RawMessage) (agent.Agent, error) {
+				return agent.NewReact(writer, agent.WithName("writer"), agent.WithTools(hold))
+			},
+		}}
+	}
+	spec := Spec{Name: "lead", Provider: "m", Spawn: true, Background: true, JobTime: jobTime,
+		Roster: []SubAgent{{Name: "writer", Description: "Writes.", Factory: "writer"}}}
+	run, _, start := factoryJobRun(t, ctx, c, spec, rt)
+	w1 := start(false)
+	select {
+	case <-holding:
+	case <-ctx.Done():
+		t.Fatal("the job never began its tool call")
+	}
+	began := time.Now()
+	time.Sleep(jobTime / 2)
+	w1.Stop()
+	w2 := start(false)
+	defer w2.Stop()
+	var out RunOutput
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(began)
+	if !strings.Contains(out.Answer, "ran past its time") {
+		t.Errorf("the lead read %q, want the job past its time", out.Answer)
+	}
+	if holds.Load() != 2 || took > jobTime+jobTime/2 {
+		t.Errorf("the job held on %d times and ended %v after it began, want twice and within its time of %v", holds.Load(), took.Round(100*time.Millisecond), jobTime)
+	}
+}
+
 // An entry of a factory's journal that its workflow does not keep (past
 // the worker's payload limit, or the journal's bounds) leaves out what
 // the agent did after it too: a journal with a hole would have the next
