@@ -54,7 +54,7 @@ const (
 // answer, or failing with what the agent spent (past its limits or its
 // time, with the code that names it); cancelled, it waits for the agent,
 // whose spend comes back with it (cancelled between two attempts of its
-// activity, what its journal says they paid for).
+// activity, or out of them, what its journal says they paid for).
 func FactoryJobWorkflow(ctx workflow.Context, in FactoryCall) (RunOutput, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		// The agent's run is bounded by its time (the activity's
@@ -119,14 +119,27 @@ func FactoryJobWorkflow(ctx workflow.Context, in FactoryCall) (RunOutput, error)
 			// No attempt ran to hand it back (cancelled as the next
 			// waited for a worker): what its journal says the attempts
 			// before paid for.
-			out.Usage, out.Cost, out.Models = paidIn(kept())
-			if len(out.Models) > 0 {
-				out.Model = out.Models[0].Model
-			}
+			out = journalSpent(kept())
 		}
 		return RunOutput{}, sdktemporal.NewCanceledError(spent(out)...)
 	}
-	return factoryOutcome(res, err)
+	if err != nil {
+		// Out of attempts (each lost its worker): what they paid for, as
+		// its journal says, comes back with the failure.
+		return RunOutput{}, withUsage(journalSpent(kept()), err)
+	}
+	return factoryOutcome(res, nil)
+}
+
+// journalSpent is what the attempts of a factory's activity paid for,
+// as the journal rs they recorded says.
+func journalSpent(rs []journalRecord) RunOutput {
+	var out RunOutput
+	out.Usage, out.Cost, out.Models = paidIn(rs)
+	if len(out.Models) > 0 {
+		out.Model = out.Models[0].Model
+	}
+	return out
 }
 
 // jobMailbox is the activity's side of a factory's job.

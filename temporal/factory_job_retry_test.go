@@ -336,3 +336,71 @@ func TestFactoryJournalHasNoHoles(t *testing.T) {
 		t.Errorf("the lead answered %q, want %q: the note read once", out.Answer, want)
 	}
 }
+
+// A factory's job whose worker stops under each attempt of its activity
+// ends failed once its attempts are spent, and hands back what they paid
+// for, which its journal holds: the lead reports what the models billed.
+// Before, what they paid for was counted nowhere.
+func TestFactoryJobOutOfAttemptsCountsWhatItSpent(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Dial(ctx, hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	writer := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		return provider.AssistantMessage("", provider.ToolCall{ID: fmt.Sprintf("h%d", len(resultsOf(req))), Name: "hold", Arguments: json.RawMessage(`{}`)}), nil
+	}}
+	lead := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		switch len(rs) {
+		case 0:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "s", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"write","agent":"writer","background":true}`)}), nil
+		case 1:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "w", Name: subagent.JobsToolName, Arguments: json.RawMessage(`{"action":"wait","job_id":"` + jobIDOf(rs[0]) + `","timeout_seconds":300}`)}), nil
+		}
+		return provider.AssistantMessage("lead: " + rs[1]), nil
+	}}
+	holding := make(chan struct{}, 8)
+	hold := tool.Must(tool.New("hold", "Holds on.", func(ctx context.Context, _ struct{}) (string, error) {
+		holding <- struct{}{}
+		<-ctx.Done()
+		return "", ctx.Err()
+	}))
+	rt := func() *Runtime {
+		return &Runtime{Providers: map[string]provider.Provider{"m": lead}, Factories: map[string]subagent.Factory{
+			"writer": func(context.Context, json.RawMessage) (agent.Agent, error) {
+				return agent.NewReact(writer, agent.WithName("writer"), agent.WithTools(hold))
+			},
+		}}
+	}
+	spec := Spec{Name: "lead", Provider: "m", Spawn: true, Background: true,
+		Roster: []SubAgent{{Name: "writer", Description: "Writes.", Factory: "writer"}}}
+	run, _, start := factoryJobRun(t, ctx, c, spec, rt)
+	w := start(false)
+	for range 3 {
+		select {
+		case <-holding:
+		case <-ctx.Done():
+			t.Fatal("the job never began its tool call")
+		}
+		w.Stop()
+		w = start(false)
+	}
+	defer w.Stop()
+	var out RunOutput
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	lc, lu := lead.total()
+	wc, wu := writer.total()
+	if !strings.Contains(out.Answer, "failed") {
+		t.Errorf("the lead read %q, want the job failed", out.Answer)
+	}
+	if wc != 1 || out.TotalUsage() != lu.Add(wu) {
+		t.Errorf("the lead's model was asked %d times and the writer's %d, billing %+v; the lead reports %+v: want the writer's once, each counted once",
+			lc, wc, lu.Add(wu), out.TotalUsage())
+	}
+}
