@@ -298,13 +298,14 @@ const (
 	factoryJournalQuery  = "deputy.factory_journal" // the activity's next attempt reads them
 	// maxFactoryJournal and maxFactoryJournalBytes bound the entries one
 	// factory's run records in its workflow's history, and their size (the
-	// next attempt reads them in one query's answer, which a gRPC message
-	// of 4 MB bounds); past them, and for an entry past the worker's
+	// next attempt reads them in one query's answer, a payload, which the
+	// server's blob size limit, 2 MB by default, bounds, and the SDK
+	// refuses past it); past them, and for an entry past the worker's
 	// payload limit (Runtime.PayloadLimit), the run goes on unrecorded
 	// from there, and an attempt that runs again runs what was not
 	// recorded again. The bounds count what every attempt recorded.
 	maxFactoryJournal      = 4096
-	maxFactoryJournalBytes = 3 << 20
+	maxFactoryJournalBytes = 3 << 19 // 1.5 MB
 )
 
 // journalRecord is one entry of a factory's journal.

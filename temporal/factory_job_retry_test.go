@@ -404,3 +404,84 @@ func TestFactoryJobOutOfAttemptsCountsWhatItSpent(t *testing.T) {
 			lc, wc, lu.Add(wu), out.TotalUsage())
 	}
 }
+
+// A factory's journal is read back whole by the next attempt, whose one
+// query's answer the server bounds at 2 MB (its payload limit): a run
+// whose journal would pass that records what fits and stops there, and
+// an attempt that runs again replays what it recorded. Before, the
+// journal took up to 3 MB, past which the next attempt could not read
+// it, and ran the agent from its start: each tool call again, each model
+// answer paid again, and what the first attempt spent counted nowhere.
+func TestFactoryJournalFitsOneQuery(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Dial(ctx, hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const pages = 6 // of 400 KB each: 2.4 MB in all
+	writer := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		n := len(resultsOf(req))
+		switch {
+		case n < pages:
+			return provider.AssistantMessage("", provider.ToolCall{ID: fmt.Sprintf("f%d", n), Name: "fetch", Arguments: json.RawMessage(fmt.Sprintf(`{"page":%d}`, n+1))}), nil
+		case n == pages:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "h", Name: "hold", Arguments: json.RawMessage(`{}`)}), nil
+		}
+		return provider.AssistantMessage("read them all"), nil
+	}}
+	var fetched [pages + 1]atomic.Int64
+	fetch := tool.Must(tool.New("fetch", "Fetches a page.", func(_ context.Context, in struct {
+		Page int `json:"page"`
+	}) (string, error) {
+		fetched[in.Page].Add(1)
+		return strings.Repeat("p", 400<<10), nil
+	}))
+	lead := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		if rs := resultsOf(req); len(rs) > 0 {
+			return provider.AssistantMessage("lead: " + rs[0]), nil
+		}
+		return provider.AssistantMessage("", provider.ToolCall{ID: "s", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"read","agent":"writer"}`)}), nil
+	}}
+	var holds, stopped atomic.Int64
+	holding := make(chan struct{})
+	before := blocking(t, "hold", &holds, &stopped, holding)
+	after := tool.Must(tool.New("hold", "Holds on.", func(context.Context, struct{}) (string, error) { return "held", nil }))
+	first := true
+	rt := func() *Runtime {
+		hold := before
+		if !first {
+			hold = after
+		}
+		first = false
+		return &Runtime{Providers: map[string]provider.Provider{"m": lead}, Factories: map[string]subagent.Factory{
+			"writer": func(context.Context, json.RawMessage) (agent.Agent, error) {
+				return agent.NewReact(writer, agent.WithName("writer"), agent.WithTools(fetch, hold))
+			},
+		}}
+	}
+	spec := Spec{Name: "lead", Provider: "m", Spawn: true, Roster: []SubAgent{{Name: "writer", Description: "Reads.", Factory: "writer"}}}
+	run, _, start := factoryJobRun(t, ctx, c, spec, rt)
+	w1 := start(false)
+	select {
+	case <-holding:
+	case <-ctx.Done():
+		t.Fatal("the agent never reached its step that holds on")
+	}
+	w1.Stop()
+	w2 := start(false)
+	defer w2.Stop()
+	var out RunOutput
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Answer != "lead: read them all" {
+		t.Errorf("the lead answered %q, want the writer's answer", out.Answer)
+	}
+	if fetched[1].Load() != 1 || fetched[pages].Load() != 2 {
+		t.Errorf("the pages were fetched %d, ..., %d times, want the first once (the next attempt replays what the journal kept) and the last twice (past it)",
+			fetched[1].Load(), fetched[pages].Load())
+	}
+}
