@@ -71,7 +71,7 @@ func FactoryJobWorkflow(ctx workflow.Context, in FactoryCall) (RunOutput, error)
 	ib := newInbox(ctx, in.Job)
 	var arrived []jobMessage
 	if err := workflow.SetQueryHandler(ctx, factoryInboxQuery, func(from int) ([]jobMessage, error) {
-		return arrived[min(max(from, 0), len(arrived)):], nil
+		return inboxPage(arrived[min(max(from, 0), len(arrived)):]), nil
 	}); err != nil {
 		return RunOutput{}, err
 	}
@@ -175,9 +175,43 @@ func jobMailboxFor(ctx context.Context, in FactoryCall) context.Context {
 	return mailbox.With(ctx, jm.box)
 }
 
+// maxInboxPage bounds the text of the messages one read of a factory's
+// job's messages hands the activity (factoryInboxQuery): the answer of a
+// query is a payload, which the server bounds (2 MB by default), and an
+// attempt that runs again reads every message the job took. It leaves
+// room for JSON's escapes (up to 6 bytes a byte of text). A page holds
+// one message at least, its text cut to the bound (only a signal sent
+// from outside the run is longer: a run's are jobtool.MaxMessageBytes).
+const maxInboxPage = 256 << 10
+
+// inboxPage is the first page of ms (maxInboxPage).
+func inboxPage(ms []jobMessage) []jobMessage {
+	size := 0
+	for i, m := range ms {
+		if size += len(m.Text); size > maxInboxPage {
+			if i == 0 {
+				m.Text = capText(m.Text, maxInboxPage)
+				return []jobMessage{m}
+			}
+			return ms[:i]
+		}
+	}
+	return ms
+}
+
 // fetch puts in the box the messages the job's workflow took since the
-// last read, as the agent begins step.
+// last read, page by page, as the agent begins step.
 func (jm *jobMailbox) fetch(int) {
+	for range mailbox.MaxMessages {
+		if !jm.fetchPage() {
+			return
+		}
+	}
+}
+
+// fetchPage reads the next page of the job's messages into the box, and
+// reports whether it read any.
+func (jm *jobMailbox) fetchPage() bool {
 	jm.mu.Lock()
 	from := jm.read
 	jm.mu.Unlock()
@@ -185,11 +219,11 @@ func (jm *jobMailbox) fetch(int) {
 	defer cancel()
 	v, err := jm.c.QueryWorkflow(qctx, jm.wfID, jm.runID, factoryInboxQuery, from)
 	if err != nil {
-		return
+		return false
 	}
 	var ms []jobMessage
 	if v.Get(&ms) != nil {
-		return
+		return false
 	}
 	jm.mu.Lock()
 	jm.read = from + len(ms)
@@ -206,6 +240,7 @@ func (jm *jobMailbox) fetch(int) {
 		// Let in past mailbox.MaxQueued: the run that sent it bounded it.
 		_, _ = jm.box.Requeue(mailbox.Message{ID: m.ID, Text: m.Text, From: senderSpan(m)})
 	}
+	return len(ms) > 0
 }
 
 // senderSpan is the span of the model call whose reply sent m, if the

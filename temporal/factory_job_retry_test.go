@@ -485,3 +485,102 @@ func TestFactoryJournalFitsOneQuery(t *testing.T) {
 			fetched[1].Load(), fetched[pages].Load())
 	}
 }
+
+// A factory's job reads the messages its workflow took in pages, each
+// within the server's bound on a query's answer: messages sent from
+// outside the run (a signal to the job's workflow), 2.2 MB of them, do
+// not keep the lead's message from the agent. Before, the activity read
+// them all in one answer, which the server refused each time, and the
+// agent took no message again.
+func TestFactoryJobReadsItsMessagesInPages(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Dial(ctx, hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const note = "list the rivers too"
+	writer := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		if len(resultsOf(req)) == 0 {
+			return provider.AssistantMessage("", provider.ToolCall{ID: "h", Name: "hold", Arguments: json.RawMessage(`{}`)}), nil
+		}
+		heard := 0
+		for _, m := range req.Messages {
+			if m.Role == provider.RoleUser {
+				heard += strings.Count(m.Content, note)
+			}
+		}
+		return provider.AssistantMessage(fmt.Sprintf("heard %d times", heard)), nil
+	}}
+	lead := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		switch len(rs) {
+		case 0:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "s", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"survey","agent":"writer","background":true}`)}), nil
+		case 1:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "m", Name: subagent.JobsToolName, Arguments: json.RawMessage(`{"action":"send","job_id":"` + jobIDOf(rs[0]) + `","message":"` + note + `"}`)}), nil
+		case 2:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "w", Name: subagent.JobsToolName, Arguments: json.RawMessage(`{"action":"wait","job_id":"` + jobIDOf(rs[0]) + `","timeout_seconds":300}`)}), nil
+		}
+		return provider.AssistantMessage("lead: " + rs[2]), nil
+	}}
+	release := make(chan struct{})
+	holding := make(chan struct{}, 1)
+	hold := tool.Must(tool.New("hold", "Holds on.", func(ctx context.Context, _ struct{}) (string, error) {
+		holding <- struct{}{}
+		select {
+		case <-release:
+			return "held", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}))
+	rt := func() *Runtime {
+		return &Runtime{Providers: map[string]provider.Provider{"m": lead}, Factories: map[string]subagent.Factory{
+			"writer": func(context.Context, json.RawMessage) (agent.Agent, error) {
+				return agent.NewReact(writer, agent.WithName("writer"), agent.WithTools(hold))
+			},
+		}}
+	}
+	spec := Spec{Name: "lead", Provider: "m", Spawn: true, Background: true,
+		Roster: []SubAgent{{Name: "writer", Description: "Writes.", Factory: "writer"}}}
+	run, tree, start := factoryJobRun(t, ctx, c, spec, rt)
+	w := start(false)
+	defer w.Stop()
+	select {
+	case <-holding:
+	case <-ctx.Done():
+		t.Fatal("the job never began its tool call")
+	}
+	for i := range 2 {
+		m := jobMessage{ID: fmt.Sprintf("outside-%d", i), Text: strings.Repeat("z", 1100<<10)}
+		if err := c.SignalWorkflow(ctx, tree+"/0.0-"+SpawnToolName, "", jobMessageSignal, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for {
+		jobs, err := Jobs(ctx, c, tree)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(jobs) == 1 && len(jobs[0].Messages) == 1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the lead never sent its note: %+v", jobs)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // for the job's workflow to take it
+	close(release)
+	var out RunOutput
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := "lead: heard 1 times"; out.Answer != want {
+		t.Errorf("the lead answered %q, want %q", out.Answer, want)
+	}
+}
