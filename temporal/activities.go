@@ -27,6 +27,7 @@ import (
 	drun "github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/internal/spans"
 	"github.com/deputy-go/deputy/internal/subcode"
+	"github.com/deputy-go/deputy/internal/usage"
 	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
@@ -645,6 +646,15 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	if c, ok := ag.(interface{ Close() error }); ok {
 		_ = c.Close()
 	}
+	spentU, spentC, spentM := o.TotalUsage(), o.Cost, models.Entries()
+	if pu, pc, pm := jl.paid(); pu.Requests > spentU.Requests {
+		// The agent stopped before it replayed its journal (its job's
+		// time was past): what the attempts before paid for counts.
+		spentU, spentC, spentM = usage.Most(spentU, pu), max(spentC, pc), pm
+		if model == "" && len(pm) > 0 {
+			model = pm[0].Model
+		}
+	}
 	timedOut := false // a job past its time
 	switch {
 	case jl.err() != nil && actx.Err() == nil:
@@ -656,7 +666,7 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 		// cancelled agent's job's does (withSettled). (Its worker
 		// stopping is no cancel: the activity runs again, from its
 		// journal, below.)
-		return ToolResult{}, sdktemporal.NewCanceledError(o.TotalUsage(), o.Cost, model, models.Entries(), []provider.ModelUsage(nil), 0)
+		return ToolResult{}, sdktemporal.NewCanceledError(spentU, spentC, model, spentM, []provider.ModelUsage(nil), 0)
 	case err != nil && actx.Err() != nil:
 		return ToolResult{}, actx.Err()
 	case err != nil && ctx.Err() != nil && in.Job != "":
@@ -670,9 +680,9 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	var fail *policy.GuardrailError
 	if errors.As(err, &fail) && fail.Tripwire {
 		// A tripwire stops every run above the agent, as in process.
-		return ToolResult{}, sdktemporal.NewNonRetryableApplicationError(err.Error(), ErrTypeGuardrailTripped, nil, o.TotalUsage(), o.Cost, model)
+		return ToolResult{}, sdktemporal.NewNonRetryableApplicationError(err.Error(), ErrTypeGuardrailTripped, nil, spentU, spentC, model)
 	}
-	res := ToolResult{Content: o.Answer, Usage: o.TotalUsage(), Cost: o.Cost, Models: models.Entries()}
+	res := ToolResult{Content: o.Answer, Usage: spentU, Cost: spentC, Models: spentM}
 	limit := min(cmp.Or(max(in.MaxOutputBytes, 0), DefaultMaxOutputBytes), a.rt.payloadLimit())
 	if err != nil {
 		res.Content, res.IsError, limit = err.Error(), true, in.MaxOutputBytes

@@ -584,3 +584,69 @@ func TestFactoryJobReadsItsMessagesInPages(t *testing.T) {
 		t.Errorf("the lead answered %q, want %q", out.Answer, want)
 	}
 }
+
+// A factory's job whose activity runs again only once the job's time is
+// past ends past its time, and hands back what its first attempt spent:
+// the lead reports what the models billed. Before, the attempt's agent
+// stopped at once, replaying nothing, and the first attempt's model call
+// was counted nowhere.
+func TestFactoryJobPastItsTimeCountsWhatItSpent(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Dial(ctx, hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const jobTime = 2 * time.Second
+	writer := &script{fn: func(context.Context, int, provider.Request) (provider.Message, error) {
+		return provider.AssistantMessage("", provider.ToolCall{ID: "h", Name: "hold", Arguments: json.RawMessage(`{}`)}), nil
+	}}
+	lead := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		switch len(rs) {
+		case 0:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "s", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"write","agent":"writer","background":true}`)}), nil
+		case 1:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "w", Name: subagent.JobsToolName, Arguments: json.RawMessage(`{"action":"wait","job_id":"` + jobIDOf(rs[0]) + `","timeout_seconds":300}`)}), nil
+		}
+		return provider.AssistantMessage("lead: " + rs[1]), nil
+	}}
+	var holds, stopped atomic.Int64
+	holding := make(chan struct{})
+	hold := blocking(t, "hold", &holds, &stopped, holding)
+	rt := func() *Runtime {
+		return &Runtime{Providers: map[string]provider.Provider{"m": lead}, Factories: map[string]subagent.Factory{
+			"writer": func(context.Context, json.RawMessage) (agent.Agent, error) {
+				return agent.NewReact(writer, agent.WithName("writer"), agent.WithTools(hold))
+			},
+		}}
+	}
+	spec := Spec{Name: "lead", Provider: "m", Spawn: true, Background: true, JobTime: jobTime,
+		Roster: []SubAgent{{Name: "writer", Description: "Writes.", Factory: "writer"}}}
+	run, _, start := factoryJobRun(t, ctx, c, spec, rt)
+	w1 := start(false)
+	select {
+	case <-holding:
+	case <-ctx.Done():
+		t.Fatal("the job never began its tool call")
+	}
+	w1.Stop()
+	time.Sleep(jobTime + jobTime/2)
+	w2 := start(false)
+	defer w2.Stop()
+	var out RunOutput
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.Answer, "ran past its time") {
+		t.Errorf("the lead read %q, want the job past its time", out.Answer)
+	}
+	lc, lu := lead.total()
+	wc, wu := writer.total()
+	if wc != 1 || out.TotalUsage() != lu.Add(wu) {
+		t.Errorf("the lead's model was asked %d times and the writer's %d, billing %+v; the lead reports %+v: want the writer's once, each counted once",
+			lc, wc, lu.Add(wu), out.TotalUsage())
+	}
+}
