@@ -260,16 +260,7 @@ func TestFactoryJobStopsAtItsLimits(t *testing.T) {
 			writer := &script{fn: func(context.Context, int, provider.Request) (provider.Message, error) {
 				return provider.AssistantMessage("digging on", provider.ToolCall{ID: "d", Name: "dig", Arguments: json.RawMessage(`{}`)}), nil
 			}}
-			lead := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
-				rs := resultsOf(req)
-				switch len(rs) {
-				case 0:
-					return provider.AssistantMessage("", provider.ToolCall{ID: "s", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"dig deep","agent":"digger","background":true}`)}), nil
-				case 1:
-					return provider.AssistantMessage("", provider.ToolCall{ID: "w", Name: subagent.JobsToolName, Arguments: json.RawMessage(`{"action":"wait","job_id":"` + jobIDOf(rs[0]) + `","timeout_seconds":300}`)}), nil
-				}
-				return provider.AssistantMessage("lead: " + rs[1]), nil
-			}}
+			lead := leadOfJob("dig deep", "digger")
 			env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": lead}, Factories: map[string]subagent.Factory{
 				"digger": func(context.Context, json.RawMessage) (agent.Agent, error) {
 					return agent.NewReact(writer, agent.WithName("digger"), agent.WithTools(dig), agent.WithMaxSteps(1000))
