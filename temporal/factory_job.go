@@ -156,6 +156,10 @@ type jobMailbox struct {
 	told        mailbox.Progress // what the parent was told last
 }
 
+// journalReadTime bounds the read of a factory's journal by an attempt
+// that runs again.
+const journalReadTime = 30 * time.Second
+
 // jobQueryTimeout bounds one read of the job's messages from its
 // workflow: a read that fails or takes longer gives the step none, and
 // the next step reads them.
@@ -398,13 +402,18 @@ func journaled(ctx context.Context, limit int) (context.Context, *workflowLog) {
 	info := activity.GetInfo(ctx)
 	l := &workflowLog{ctx: ctx, c: c, wfID: info.WorkflowExecution.ID, runID: info.WorkflowExecution.RunID, limit: limit, entries: map[string]journal.Entry{}}
 	if info.Attempt > 1 {
-		qctx, cancel := context.WithTimeout(ctx, jobQueryTimeout)
+		// Asked again while the workflow cannot answer yet (its worker
+		// was lost with it), for up to journalReadTime.
+		qctx, cancel := context.WithTimeout(ctx, journalReadTime)
 		defer cancel()
 		var rs []journalRecord
-		v, err := c.QueryWorkflow(qctx, l.wfID, l.runID, factoryJournalQuery)
-		if err == nil {
-			err = v.Get(&rs)
-		}
+		err := whileNotReady(qctx, func() error {
+			v, err := c.QueryWorkflow(qctx, l.wfID, l.runID, factoryJournalQuery)
+			if err == nil {
+				err = v.Get(&rs)
+			}
+			return err
+		})
 		if err != nil {
 			// What it recorded runs again, which costs, but loses nothing;
 			// this attempt records nothing, lest the journal mix its run
