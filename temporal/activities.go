@@ -622,7 +622,7 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 		switch {
 		case err != nil && actx.Err() != nil && in.Job != "" && !workerStopping(actx):
 			// A job cancelled as its agent was built.
-			return ToolResult{}, sdktemporal.NewCanceledError(u, cost, model, ms, []provider.ModelUsage(nil), 0)
+			return ToolResult{}, sdktemporal.NewCanceledError(spent(RunOutput{Usage: u, Cost: cost, Model: model, Models: ms})...)
 		case err != nil && actx.Err() != nil:
 			// Cancelled, or its worker stopping: the activity runs again.
 			return ToolResult{}, actx.Err()
@@ -666,7 +666,7 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 		// cancelled agent's job's does (withSettled). (Its worker
 		// stopping is no cancel: the activity runs again, from its
 		// journal, below.)
-		return ToolResult{}, sdktemporal.NewCanceledError(spentU, spentC, model, spentM, []provider.ModelUsage(nil), 0)
+		return ToolResult{}, sdktemporal.NewCanceledError(spent(RunOutput{Usage: spentU, Cost: spentC, Model: model, Models: spentM})...)
 	case err != nil && actx.Err() != nil:
 		return ToolResult{}, actx.Err()
 	case err != nil && ctx.Err() != nil && in.Job != "":

@@ -128,7 +128,7 @@ func FactoryJobWorkflow(ctx workflow.Context, in FactoryCall) (RunOutput, error)
 		// its journal says, comes back with the failure.
 		return RunOutput{}, withUsage(journalSpent(kept()), err)
 	}
-	return factoryOutcome(res, nil)
+	return factoryOutcome(res)
 }
 
 // journalSpent is what the attempts of a factory's activity paid for,

@@ -552,20 +552,8 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 		a.JobTime, a.RunJob = js.spec.jobTime(), !js.threaded()
 		opts.WorkflowExecutionTimeout = a.JobTime + time.Minute
 	}
-	f := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(jctx, opts), AgentWorkflowName, a)
-	err := f.GetChildWorkflowExecution().Get(ctx, nil)
-	for tries := 0; js.threaded() && sdktemporal.IsWorkflowExecutionAlreadyStartedError(err) && tries < maxIDTries &&
-		workflow.GetVersion(ctx, jobIDsChange, workflow.DefaultVersion, 1) >= 1; tries++ {
-		// A job the thread no longer knows runs under that id (its last
-		// turn could not be read): the next number.
-		js.publish(ctx, event.Event{Type: event.SubagentError, SubagentRunID: j.wfID, Code: "error",
-			Message: "the job could not start under " + j.wfID + ", the workflow of a job of this thread it no longer knows: it starts under the next id"})
-		j.id, j.wfID = js.nextIDs()
-		d.jobID, d.id = j.id, j.wfID
-		if d.started != "" {
-			d.started = d.id
-		}
-		a.Job, opts.WorkflowID = j.id, j.wfID
+	renumber := func() {
+		a.Job = j.id
 		if a.Trace != nil {
 			ct := *a.Trace
 			ct.Subagent = j.wfID
@@ -575,10 +563,37 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 				js.publish(ctx, j.announce...)
 			}
 		}
-		f = workflow.ExecuteChildWorkflow(workflow.WithChildOptions(jctx, opts), AgentWorkflowName, a)
+	}
+	f, err := js.startChild(ctx, jctx, d, opts, AgentWorkflowName, func() any { return a }, renumber, func() bool {
+		return workflow.GetVersion(ctx, jobIDsChange, workflow.DefaultVersion, 1) >= 1
+	})
+	return js.started(ctx, d, j, f, err, func(gctx workflow.Context) error { return f.Get(gctx, &j.out) })
+}
+
+// startChild starts the workflow wfName of job d.job under opts, its
+// input what input returns. A thread's job whose id the server finds
+// taken (by a job of the thread the thread no longer knows: its last
+// turn could not be read) starts under the next, at most maxIDTries
+// times, while again says so: renumber gives the input the job's new ids
+// and announces it anew.
+func (js *jobs) startChild(ctx, jctx workflow.Context, d *delegation, opts workflow.ChildWorkflowOptions, wfName string, input func() any, renumber func(), again func() bool) (workflow.ChildWorkflowFuture, error) {
+	j := d.job
+	f := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(jctx, opts), wfName, input())
+	err := f.GetChildWorkflowExecution().Get(ctx, nil)
+	for tries := 0; js.threaded() && sdktemporal.IsWorkflowExecutionAlreadyStartedError(err) && tries < maxIDTries && again(); tries++ {
+		js.publish(ctx, event.Event{Type: event.SubagentError, SubagentRunID: j.wfID, Code: "error",
+			Message: "the job could not start under " + j.wfID + ", the workflow of a job of this thread it no longer knows: it starts under the next id"})
+		j.id, j.wfID = js.nextIDs()
+		d.jobID, d.id = j.id, j.wfID
+		if d.started != "" {
+			d.started = d.id
+		}
+		opts.WorkflowID = j.wfID
+		renumber()
+		f = workflow.ExecuteChildWorkflow(workflow.WithChildOptions(jctx, opts), wfName, input())
 		err = f.GetChildWorkflowExecution().Get(ctx, nil)
 	}
-	return js.started(ctx, d, j, f, err, func(gctx workflow.Context) error { return f.Get(gctx, &j.out) })
+	return f, err
 }
 
 // started goes on with job j once the server has its workflow f, or
@@ -682,24 +697,10 @@ func (js *jobs) startFactory(ctx workflow.Context, d *delegation, a FactoryCall)
 	}
 	jctx, cancel := workflow.WithCancel(js.ctx)
 	j.cancel = cancel
-	f := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(jctx, opts), FactoryJobWorkflowName, a)
-	err := f.GetChildWorkflowExecution().Get(ctx, nil)
-	for tries := 0; js.threaded() && sdktemporal.IsWorkflowExecutionAlreadyStartedError(err) && tries < maxIDTries; tries++ {
-		// A job the thread no longer knows runs under that id (its last
-		// turn could not be read): the next number, as for an agent's job.
-		js.publish(ctx, event.Event{Type: event.SubagentError, SubagentRunID: j.wfID, Code: "error",
-			Message: "the job could not start under " + j.wfID + ", the workflow of a job of this thread it no longer knows: it starts under the next id"})
-		j.id, j.wfID = js.nextIDs()
-		d.jobID, d.id = j.id, j.wfID
-		if d.started != "" {
-			d.started = d.id
-		}
+	f, err := js.startChild(ctx, jctx, d, opts, FactoryJobWorkflowName, func() any { return a }, func() {
 		setIDs(j.id, j.wfID)
-		opts.WorkflowID = j.wfID
 		announce()
-		f = workflow.ExecuteChildWorkflow(workflow.WithChildOptions(jctx, opts), FactoryJobWorkflowName, a)
-		err = f.GetChildWorkflowExecution().Get(ctx, nil)
-	}
+	}, func() bool { return true })
 	return js.started(ctx, d, j, f, err, func(gctx workflow.Context) error { return f.Get(gctx, &j.out) })
 }
 
@@ -715,32 +716,17 @@ func (js *jobs) refuseFactory(ctx workflow.Context, name string) string {
 
 // factoryOutcome is what a factory's job ended with, read as an agent's
 // job's: its answer as a RunOutput, or its failure as the error of a run
-// that failed so (its code's type: see codeOf), carrying what it spent.
-func factoryOutcome(res ToolResult, err error) (RunOutput, error) {
-	if err != nil {
-		return RunOutput{}, err
-	}
+// that failed so (the type of its code: codeOf read back), carrying what
+// it spent.
+func factoryOutcome(res ToolResult) (RunOutput, error) {
 	out := RunOutput{Answer: res.Content, Usage: res.Usage, Cost: res.Cost, Model: res.Model, Models: res.Models, Earlier: res.Earlier, Refused: res.Refused}
 	if !res.IsError {
 		return out, nil
 	}
 	typ := "deputy.failed"
-	switch res.Code {
-	case "usage_limit":
-		typ = ErrTypeUsageLimit
-	case "max_steps":
-		typ = ErrTypeMaxSteps
-	case "timeout":
-		typ = ErrTypeJobTime
-	case "tool_retries":
-		typ = ErrTypeToolRetries
-	case "compaction_failed":
-		typ = ErrTypeCompaction
-	case "panic":
-		typ = ErrTypePanic
-	case "guardrail":
-		typ = ErrTypeGuardrail
-	case "provider_error":
+	if i := slices.IndexFunc(typeCodes, func(tc typeCode) bool { return tc.code == res.Code }); i >= 0 {
+		typ = typeCodes[i].typ
+	} else if res.Code == "provider_error" {
 		typ = ErrTypeProvider + "factory"
 	}
 	return RunOutput{}, sdktemporal.NewNonRetryableApplicationError(res.Content, typ, nil, spent(out)...)

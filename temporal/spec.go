@@ -93,9 +93,9 @@ type Spec struct {
 	// whose agent runs in process inside one activity (in the background,
 	// a FactoryJobWorkflow, it takes messages at its agent's step
 	// boundaries too); a React sub-agent, which reads its system prompt
-	// from its call, cannot be one. A spawn of a member counts against MaxSpawns and
-	// MaxBackground as a fork's does, and the workers' policy is asked
-	// about its hand-off under the member's name.
+	// from its call, cannot be one. A spawn of a member counts against
+	// MaxSpawns and MaxBackground as a fork's does, and the workers'
+	// policy is asked about its hand-off under the member's name.
 	Roster []SubAgent `json:"roster,omitempty"`
 	// MaxSpawns caps spawn_subagent calls in one run; zero means no cap.
 	// A call the workers' policy refuses starts no child and does not

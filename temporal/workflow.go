@@ -1647,28 +1647,34 @@ func codeOf(err error) string {
 	case sdktemporal.IsCanceledError(err):
 		return "cancelled"
 	case errors.As(err, &app):
-		switch typ := app.Type(); {
-		case strings.HasPrefix(typ, ErrTypeProvider):
+		typ := app.Type()
+		if strings.HasPrefix(typ, ErrTypeProvider) {
 			return "provider_error"
-		case typ == ErrTypeMaxSteps:
-			return "max_steps"
-		case typ == ErrTypeUsageLimit:
-			return "usage_limit"
-		case typ == ErrTypeToolRetries:
-			return "tool_retries"
-		case typ == ErrTypeCompaction:
-			return "compaction_failed"
-		case typ == ErrTypePanic:
-			return "panic"
-		case typ == ErrTypeGuardrail, typ == ErrTypeGuardrailTripped:
-			return "guardrail"
-		case typ == ErrTypeJobTime:
-			return "timeout" // a job past its time: its context's deadline, in process
+		}
+		if i := slices.IndexFunc(typeCodes, func(tc typeCode) bool { return tc.typ == typ }); i >= 0 {
+			return typeCodes[i].code
 		}
 	case errors.As(err, &timeout):
 		return "timeout"
 	}
 	return "error"
+}
+
+// typeCode pairs the type of a run's failure (its ApplicationError's)
+// with the code its SUBAGENT_ERROR has, as in process.
+type typeCode struct{ typ, code string }
+
+// typeCodes are the failures codeOf names by their type, and
+// factoryOutcome reads back (the first type of a code).
+var typeCodes = []typeCode{
+	{ErrTypeMaxSteps, "max_steps"},
+	{ErrTypeUsageLimit, "usage_limit"},
+	{ErrTypeToolRetries, "tool_retries"},
+	{ErrTypeCompaction, "compaction_failed"},
+	{ErrTypePanic, "panic"},
+	{ErrTypeGuardrail, "guardrail"},
+	{ErrTypeGuardrailTripped, "guardrail"},
+	{ErrTypeJobTime, "timeout"}, // a job past its time: its context's deadline, in process
 }
 
 // failCode is the code of a call's failure: err's, or, for a child whose
