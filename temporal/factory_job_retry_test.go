@@ -343,11 +343,18 @@ func TestFactoryJournalHasNoHoles(t *testing.T) {
 	}
 }
 
-// A factory's job whose worker stops under each attempt of its activity
-// ends failed once its attempts are spent, and hands back what they paid
-// for, which its journal holds: the lead reports what the models billed.
-// Before, what they paid for was counted nowhere.
+// A factory's agent, as a job or called in the foreground, whose worker
+// stops under each attempt of its activity ends failed once its attempts
+// are spent, and hands back what they paid for, which its journal holds:
+// the lead reports what the models billed. Before, what they paid for
+// was counted nowhere (the job's since the journal, the foreground's
+// until it too read it).
 func TestFactoryJobOutOfAttemptsCountsWhatItSpent(t *testing.T) {
+	t.Run("job", func(t *testing.T) { factoryOutOfAttempts(t, true) })
+	t.Run("foreground", func(t *testing.T) { factoryOutOfAttempts(t, false) })
+}
+
+func factoryOutOfAttempts(t *testing.T, background bool) {
 	hostPort, ns := serverAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -360,6 +367,15 @@ func TestFactoryJobOutOfAttemptsCountsWhatItSpent(t *testing.T) {
 		return provider.AssistantMessage("", provider.ToolCall{ID: fmt.Sprintf("h%d", len(resultsOf(req))), Name: "hold", Arguments: json.RawMessage(`{}`)}), nil
 	}}
 	lead := leadOfJob("write", "writer")
+	if !background {
+		lead = &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+			if rs := resultsOf(req); len(rs) > 0 {
+				return provider.AssistantMessage("lead: " + rs[0]), nil
+			}
+			return provider.AssistantMessage("", provider.ToolCall{ID: "s", Name: SpawnToolName,
+				Arguments: json.RawMessage(`{"task":"write","agent":"writer"}`)}), nil
+		}}
+	}
 	holding := make(chan struct{}, 8)
 	hold := tool.Must(tool.New("hold", "Holds on.", func(ctx context.Context, _ struct{}) (string, error) {
 		holding <- struct{}{}
@@ -591,4 +607,78 @@ func leadOfJob(task, agent string, notes ...string) *script {
 		}
 		return provider.AssistantMessage("lead: " + rs[len(notes)+1]), nil
 	}}
+}
+
+// A factory's agent called in the foreground whose worker stops, and
+// whose lead is cancelled as its activity's next attempt builds the agent
+// again, hands back what its first attempt spent, which its workflow's
+// journal holds: the cancelled lead's error carries what the models
+// billed. Before, the first attempt's model call was counted nowhere.
+func TestFactoryCancelledBetweenItsAttempts(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Dial(ctx, hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	writer := &script{fn: func(context.Context, int, provider.Request) (provider.Message, error) {
+		return provider.AssistantMessage("", provider.ToolCall{ID: "h", Name: "hold", Arguments: json.RawMessage(`{}`)}), nil
+	}}
+	lead := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		if len(resultsOf(req)) == 0 {
+			return provider.AssistantMessage("", provider.ToolCall{ID: "s", Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"write","agent":"writer"}`)}), nil
+		}
+		return provider.AssistantMessage("lead: done"), nil
+	}}
+	var holds, stopped atomic.Int64
+	holding := make(chan struct{})
+	hold := blocking(t, "hold", &holds, &stopped, holding)
+	building := make(chan struct{}, 1)
+	attempt := 0
+	rt := func() *Runtime {
+		attempt++
+		again := attempt > 1
+		return &Runtime{Providers: map[string]provider.Provider{"m": lead}, Factories: map[string]subagent.Factory{
+			"writer": func(ctx context.Context, _ json.RawMessage) (agent.Agent, error) {
+				if again {
+					building <- struct{}{}
+					<-ctx.Done()
+					return nil, fmt.Errorf("fetching the agent's card: %w", ctx.Err())
+				}
+				return agent.NewReact(writer, agent.WithName("writer"), agent.WithTools(hold))
+			},
+		}}
+	}
+	spec := Spec{Name: "lead", Provider: "m", Spawn: true,
+		Roster: []SubAgent{{Name: "writer", Description: "Writes.", Factory: "writer"}}}
+	run, tree, start := factoryJobRun(t, ctx, c, spec, rt)
+	w1 := start(false)
+	select {
+	case <-holding:
+	case <-ctx.Done():
+		t.Fatal("the writer never began its tool call")
+	}
+	w1.Stop()
+	w2 := start(false)
+	defer w2.Stop()
+	select {
+	case <-building:
+	case <-ctx.Done():
+		t.Fatal("the writer's activity never ran again")
+	}
+	if err := c.CancelWorkflow(ctx, tree, ""); err != nil {
+		t.Fatal(err)
+	}
+	err = run.Get(ctx, nil)
+	if err == nil {
+		t.Fatal("the cancelled lead ended without an error")
+	}
+	lc, lu := lead.total()
+	wc, wu := writer.total()
+	if lc != 1 || wc != 1 || UsageOf(err) != lu.Add(wu) {
+		t.Errorf("the lead's model was asked %d times and the writer's %d, billing %+v; the cancelled lead carries %+v (%v): want 1 and 1, each counted once",
+			lc, wc, lu.Add(wu), UsageOf(err), err)
+	}
 }

@@ -130,12 +130,27 @@ func FactoryWorkflow(ctx workflow.Context, in FactoryCall) (ToolResult, error) {
 		HeartbeatTimeout:    HeartbeatTimeout,
 		RetryPolicy:         &sdktemporal.RetryPolicy{MaximumAttempts: 3},
 	})
-	if _, err := keepFactoryJournal(ctx); err != nil {
+	kept, err := keepFactoryJournal(ctx)
+	if err != nil {
 		return ToolResult{}, err
 	}
 	var res ToolResult
-	err := workflow.ExecuteActivity(ctx, RunFactoryActivity, in).Get(ctx, &res)
-	return res, err
+	err = workflow.ExecuteActivity(ctx, RunFactoryActivity, in).Get(ctx, &res)
+	switch {
+	case err == nil:
+		return res, nil
+	case sdktemporal.IsCanceledError(err):
+		if usageOf(err).IsZero() && costOf(err) == 0 {
+			// No attempt ran to hand back what it spent (cancelled as
+			// the next waited for a worker): what the journal says the
+			// attempts before paid for.
+			return res, sdktemporal.NewCanceledError(spent(journalSpent(kept()))...)
+		}
+		return res, err
+	}
+	// Out of attempts (each lost its worker), or failed: what they paid
+	// for, as the journal says, unless the error says it already.
+	return res, withUsage(journalSpent(kept()), err)
 }
 
 // run is the ReAct loop. prior is conversation before this run (a resident's
