@@ -31,7 +31,9 @@
 // the Check: redacted arguments, a task, a result, a request). Rules are
 // asked in order; the first Deny wins over any Ask, an Ask over a
 // Rewrite. Every decision is a CUSTOM event named EventName and an event
-// of that name on the OpenTelemetry span of the call it was made in.
+// of that name on the OpenTelemetry span of the call it was made in; an
+// Ask is recorded once, when its question is put, and the person's answer
+// once more, as an allow or a deny whose "answer" says what they said.
 //
 // # Only narrower
 //

@@ -475,7 +475,8 @@ const EventName = "deputy.policy"
 //
 // The sub-agent tools, the tool registry and the agent loop call it; a
 // user's own agent that calls tools or models outside them calls it to
-// be bound too.
+// be bound too. An Ask is recorded not here but when its question is put
+// (Asking) and answered (Answered), which tool.ApprovePolicy does.
 func (p *Policy) Decide(ctx context.Context, c *Check) Outcome {
 	k := c.known.of(ctx, c)
 	if c.Point == BeforeModel {
@@ -492,9 +493,58 @@ func (p *Policy) Decide(ctx context.Context, c *Check) Outcome {
 	}
 	if out.Verdict != Allow || k.events || k.spans {
 		c.place(ctx)
-		record(ctx, c, out, k.em, k.events, k.span, k.spans)
+		if out.Verdict != Ask {
+			// An Ask is recorded when its question is put to a person
+			// (Asking), once, and then what they answered (Answered):
+			// not again each time a resumed run decides the call anew.
+			record(ctx, c, out, "", k.em, k.events, k.span, k.spans)
+		}
 	}
 	return out
+}
+
+// An Answer is what a person answered a policy's question.
+type Answer string
+
+// What a person answered.
+const (
+	Approved  Answer = "approved"  // they approved: the call goes on
+	Rejected  Answer = "rejected"  // they said no
+	Cancelled Answer = "cancelled" // they cancelled the question
+	Expired   Answer = "expired"   // nobody answered in time
+)
+
+// Asking records, as Decide records a decision, that the question of o,
+// the Ask that Decide returned for c, is put to a person now: a record
+// whose verdict is "ask". tool.ApprovePolicy calls it, and Answered, so
+// that the audit trail holds each question once and its answer once,
+// however many times a resumed run decides the call again; code that
+// puts a policy's question its own way calls them too.
+func Asking(ctx context.Context, c *Check, o Outcome) {
+	k := c.known.of(ctx, c)
+	if k.events || k.spans {
+		c.place(ctx)
+		record(ctx, c, o, "", k.em, k.events, k.span, k.spans)
+	}
+}
+
+// Answered records, as Decide records a decision, the answer a person
+// gave to the question of o, the Ask that Decide returned for c: a
+// record by o's rule whose verdict is "allow" when they approved and
+// "deny" otherwise, and whose "answer" (the span event's
+// deputy.policy.answer) is a. (A person's no is not a *Denial: it is not
+// added to agent.Output.Denials.)
+func Answered(ctx context.Context, c *Check, o Outcome, a Answer) {
+	k := c.known.of(ctx, c)
+	if !k.events && !k.spans {
+		return
+	}
+	c.place(ctx)
+	o.Verdict = Allow
+	if a != Approved {
+		o.Verdict = Deny
+	}
+	record(ctx, c, o, a, k.em, k.events, k.span, k.spans)
 }
 
 // decide asks rules, all of them ready-made, about c (the Check stays
@@ -635,8 +685,8 @@ func (t *tally) panicked(v any) Outcome {
 
 // record is the audit trail of one decision, made under ctx, whose event
 // sink is em (events: enabled) and span span (spans: recording).
-func record(ctx context.Context, c *Check, o Outcome, em event.Emitter, events bool, span trace.Span, spans bool) {
-	if o.Verdict == Deny {
+func record(ctx context.Context, c *Check, o Outcome, answer Answer, em event.Emitter, events bool, span trace.Span, spans bool) {
+	if o.Verdict == Deny && answer == "" {
 		run.AddDenial(ctx, o.Err(c))
 	}
 	if !events && !spans {
@@ -647,11 +697,11 @@ func record(ctx context.Context, c *Check, o Outcome, em event.Emitter, events b
 		verdict = "allow"
 	}
 	if events {
-		v, _ := json.Marshal(auditRecord{Point: c.Point, Verdict: verdict, Rule: o.Rule, Reason: o.Reason, Tool: c.Tool, CallID: c.CallID, Path: c.Path, Depth: c.Depth, RunID: c.RunID, Owner: c.Owner, Thread: c.Thread})
+		v, _ := json.Marshal(auditRecord{Point: c.Point, Verdict: verdict, Answer: answer, Rule: o.Rule, Reason: o.Reason, Tool: c.Tool, CallID: c.CallID, Path: c.Path, Depth: c.Depth, RunID: c.RunID, Owner: c.Owner, Thread: c.Thread})
 		em.Emit(event.Event{Type: event.Custom, Name: EventName, Value: v})
 	}
 	if spans {
-		span.AddEvent(EventName, trace.WithAttributes(
+		attrs := []attribute.KeyValue{
 			attribute.String("deputy.policy.point", string(c.Point)),
 			attribute.String("deputy.policy.verdict", verdict),
 			attribute.String("deputy.policy.rule", o.Rule),
@@ -660,7 +710,11 @@ func record(ctx context.Context, c *Check, o Outcome, em event.Emitter, events b
 			attribute.String("deputy.policy.path", c.Path),
 			attribute.String("deputy.policy.owner", c.Owner),
 			attribute.String("deputy.policy.thread", c.Thread),
-		))
+		}
+		if answer != "" {
+			attrs = append(attrs, attribute.String("deputy.policy.answer", string(answer)))
+		}
+		span.AddEvent(EventName, trace.WithAttributes(attrs...))
 	}
 }
 
@@ -668,13 +722,16 @@ func record(ctx context.Context, c *Check, o Outcome, em event.Emitter, events b
 type auditRecord struct {
 	Point   Point  `json:"point"`
 	Verdict string `json:"verdict"`
-	Rule    string `json:"rule,omitempty"`
-	Reason  string `json:"reason,omitempty"`
-	Tool    string `json:"tool,omitempty"`
-	CallID  string `json:"callId,omitempty"`
-	Path    string `json:"path"`
-	Depth   int    `json:"depth"`
-	RunID   string `json:"runId,omitempty"`
+	// Answer is, for the record of a person's answer (Answered), what
+	// they answered.
+	Answer Answer `json:"answer,omitempty"`
+	Rule   string `json:"rule,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	Tool   string `json:"tool,omitempty"`
+	CallID string `json:"callId,omitempty"`
+	Path   string `json:"path"`
+	Depth  int    `json:"depth"`
+	RunID  string `json:"runId,omitempty"`
 	// Owner and Thread are the run's (Check.Owner, Check.Thread), so that
 	// the trail says whose run each decision was made in.
 	Owner  string `json:"owner,omitempty"`

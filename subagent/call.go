@@ -253,7 +253,7 @@ func (t *SubAgentTool) handOff(ctx context.Context, pol *policy.Policy, callID s
 	case policy.Deny:
 		return in, tool.Correctable(out.Err(chk))
 	case policy.Ask:
-		if err := tool.ApprovePolicy(ctx, tool.Call{ID: callID, Name: t.def.Name, Arguments: args}, out); err != nil {
+		if err := tool.ApprovePolicy(ctx, tool.Call{ID: callID, Name: t.def.Name, Arguments: args}, chk, out); err != nil {
 			return in, err
 		}
 		// Approved, the child is handed its work as the other rules

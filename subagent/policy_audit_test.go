@@ -73,9 +73,13 @@ type decision struct {
 	path          string
 	point         policy.Point
 	verdict, rule string
+	answer        string // a person's, to the question of an Ask
 }
 
 func (d decision) String() string {
+	if d.answer != "" {
+		return fmt.Sprintf("%s %s %s:%s (%s)", d.path, d.point, d.verdict, d.rule, d.answer)
+	}
 	return fmt.Sprintf("%s %s %s:%s", d.path, d.point, d.verdict, d.rule)
 }
 
@@ -317,6 +321,7 @@ func TestPolicyAuditsEveryDecision(t *testing.T) {
 					Depth   int
 					Owner   string
 					Thread  string
+					Answer  string
 				}
 				if err := json.Unmarshal(e.Value, &v); err != nil {
 					t.Fatal(err)
@@ -330,7 +335,7 @@ func TestPolicyAuditsEveryDecision(t *testing.T) {
 					}
 					strangers.events++
 				}
-				gotEvents[decision{path: v.Path, point: v.Point, verdict: v.Verdict, rule: v.Rule}]++
+				gotEvents[decision{path: v.Path, point: v.Point, verdict: v.Verdict, rule: v.Rule, answer: v.Answer}]++
 			}
 			mu.Unlock()
 
@@ -360,6 +365,8 @@ func TestPolicyAuditsEveryDecision(t *testing.T) {
 							d.rule = kv.Value.AsString()
 						case "deputy.policy.path":
 							d.path = kv.Value.AsString()
+						case "deputy.policy.answer":
+							d.answer = kv.Value.AsString()
 						}
 					}
 					if whose != [2]string{owner, thread} {
@@ -391,14 +398,52 @@ func TestPolicyAuditsEveryDecision(t *testing.T) {
 			if len(seen) == 0 {
 				t.Fatal("the policy decided nothing")
 			}
+			// An Ask is recorded as its question is put, and the answer
+			// once it comes: each time the policy asked about a call, one
+			// or the other (not the question again, as a resumed run that
+			// decides the call anew once did), and one answer for each
+			// question answered.
+			asks := map[string]int{} // by path, what the policy decided
+			for d, n := range want {
+				if d.verdict == "ask" {
+					asks[d.path] += n
+					delete(want, d)
+				}
+			}
 			for _, trail := range []struct {
 				name string
 				got  map[decision]int
 			}{{"CUSTOM events", gotEvents}, {"span events", gotSpans}} {
-				if maps.Equal(trail.got, want) {
-					continue
+				got := maps.Clone(trail.got)
+				put, answered := map[string]int{}, map[string]int{}
+				total := 0
+				for d, n := range got {
+					switch {
+					case d.verdict == "ask" && d.answer == "":
+						put[d.path] += n
+					case d.answer != "":
+						if d.answer != string(policy.Approved) || d.verdict != "allow" || d.rule != "ask-leaf" {
+							t.Errorf("the %s record an answer %v, want ask-leaf's questions approved", trail.name, d)
+						}
+						answered[d.path] += n
+						total += n
+					default:
+						continue
+					}
+					delete(got, d)
 				}
-				t.Errorf("the %s do not tell the %d decisions the policy made: %s", trail.name, len(seen), diff(want, trail.got))
+				if total != asked {
+					t.Errorf("the %s record %d answers (%v), want one for each of the %d questions answered", trail.name, total, answered, asked)
+				}
+				for path, n := range asks {
+					if answered[path] == 0 || put[path]+answered[path] != n {
+						t.Errorf("at %s the policy asked %d times, and the %s record %d questions put and %d answers: want each ask one or the other, and one answer at least",
+							path, n, trail.name, put[path], answered[path])
+					}
+				}
+				if !maps.Equal(got, want) {
+					t.Errorf("the %s do not tell the %d decisions the policy made: %s", trail.name, len(seen), diff(want, got))
+				}
 			}
 		})
 	}

@@ -905,7 +905,7 @@ func (g *factoryGuard) decide(ctx context.Context, call provider.ToolCall, chk *
 	case policy.Deny:
 		return out.Err(chk).Error(), nil
 	case policy.Ask:
-		err := tool.ApprovePolicy(ctx, tool.Call{ID: call.ID, Name: g.name, Arguments: chk.Arguments}, out)
+		err := tool.ApprovePolicy(ctx, tool.Call{ID: call.ID, Name: g.name, Arguments: chk.Arguments}, chk, out)
 		var asked *tool.Interrupted
 		if errors.As(err, &asked) {
 			return "", asked.Interrupts

@@ -3,6 +3,7 @@ package tool
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/deputy-go/deputy/internal/run"
@@ -24,7 +25,7 @@ func guard(ctx context.Context, pol *policy.Policy, chk *policy.Check, c Call) (
 	case policy.Deny:
 		return c, errorResult(out.Err(chk)), nil, true
 	case policy.Ask:
-		if err := ApprovePolicy(ctx, c, out); err != nil {
+		if err := ApprovePolicy(ctx, c, chk, out); err != nil {
 			if IsCorrectable(err) {
 				return c, errorResult(err), nil, true
 			}
@@ -44,25 +45,42 @@ func guard(ctx context.Context, pol *policy.Policy, chk *policy.Check, c Call) (
 // outcome whose verdict is Ask, as RequireApproval asks (see Ask): it
 // returns nil once they approved, the *Interrupted that stops the run
 // while they have not answered, and an error the model reads (marked
-// Correctable) when they refused. The registry asks so before a call, and
-// the sub-agent tools before a hand-off; code that makes its own
-// hand-offs under a policy asks likewise.
-func ApprovePolicy(ctx context.Context, c Call, out policy.Outcome) error {
+// Correctable) when they refused. chk is the Check that policy.Decide
+// returned out for: the question is recorded in the audit trail as it is
+// put (policy.Asking), and the answer once it comes (policy.Answered).
+// The registry asks so before a call, and the sub-agent tools before a
+// hand-off; code that makes its own hand-offs under a policy asks
+// likewise.
+func ApprovePolicy(ctx context.Context, c Call, chk *policy.Check, out policy.Outcome) error {
 	payload, err := Ask(ctx, c, Question{Reason: ApprovalReason, Message: fmt.Sprintf("Policy %q: %s", out.Rule, out.Reason), ResponseSchema: ApprovalSchema})
-	if err != nil {
+	var asked *Interrupted
+	switch {
+	case errors.As(err, &asked):
+		policy.Asking(ctx, chk, out)
+		return err
+	case errors.Is(err, ErrCancelled):
+		policy.Answered(ctx, chk, out, policy.Cancelled)
+		return err
+	case errors.Is(err, ErrExpired):
+		policy.Answered(ctx, chk, out, policy.Expired)
+		return err
+	case err != nil:
 		return err
 	}
 	var ap Approval
 	if err := json.Unmarshal(payload, &ap); err != nil {
+		policy.Answered(ctx, chk, out, policy.Rejected)
 		return Correctable(fmt.Errorf("%w: %s: unreadable approval: %v", ErrRejected, c.Name, err))
 	}
 	if !ap.Approved {
+		policy.Answered(ctx, chk, out, policy.Rejected)
 		note := ""
 		if ap.Note != "" {
 			note = ": " + ap.Note
 		}
 		return Correctable(fmt.Errorf("%w %s%s", ErrRejected, c.Name, note))
 	}
+	policy.Answered(ctx, chk, out, policy.Approved)
 	return nil
 }
 
