@@ -120,6 +120,8 @@ type Activities struct {
 	// ask about its workflow (the job of a factory's agent reads its
 	// messages so), not in the SDK's test environment, which has none.
 	served bool
+	// published is what PublishJobEvents published last.
+	published recentKeys
 }
 
 // Register puts the workflows and the activities of rt on a worker. On a

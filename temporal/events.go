@@ -3,6 +3,8 @@ package temporal
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -18,6 +20,7 @@ import (
 	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
+	"go.temporal.io/sdk/activity"
 )
 
 // Events on Temporal are published by the activities, never by workflow
@@ -433,10 +436,18 @@ type JobEvents struct {
 // PublishJobEvents publishes what a run's workflow decided about its
 // background jobs to the worker's Runtime.Events (nothing without it).
 // It is a local activity: it runs on the worker that runs the workflow,
-// once, and a replay reads its marker instead of running it again.
-func (a *Activities) PublishJobEvents(_ context.Context, in JobEvents) error {
+// once, and a replay reads its marker instead of running it again. A
+// workflow task the server refuses (the speculative task of an update,
+// a program's StartJob, once it is gone) runs again without that
+// marker, and this activity with it: the worker publishes what it
+// published already, the same events at the same place in the same run,
+// only once (it keeps the last publishedKeys it published).
+func (a *Activities) PublishJobEvents(ctx context.Context, in JobEvents) error {
 	em := a.emitter(in.Trace)
 	if !em.on() {
+		return nil
+	}
+	if !a.published.first(publishKey(ctx, in)) {
 		return nil
 	}
 	for _, e := range in.Events {
@@ -457,4 +468,55 @@ func (a *Activities) PublishJobEvents(_ context.Context, in JobEvents) error {
 		em.emit(e)
 	}
 	return nil
+}
+
+// publishedKeys bounds what a worker keeps of the events it published
+// (PublishJobEvents): a refused workflow task runs again at once.
+const publishedKeys = 4096
+
+// publishKey names one publication of in by the local activity of ctx:
+// its run, its place among the run's local activities (which a workflow
+// task run again gives it again), and what it publishes (which another
+// local activity at that place, in a task that went another way, does
+// not share). It is "" outside an activity.
+func publishKey(ctx context.Context, in JobEvents) string {
+	if !activity.IsActivity(ctx) {
+		return ""
+	}
+	info := activity.GetInfo(ctx)
+	h := sha256.New()
+	_ = json.NewEncoder(h).Encode(in) // plain fields: it cannot fail
+	return info.WorkflowExecution.RunID + "/" + info.ActivityID + "/" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// recentKeys is a bounded set of keys, the oldest let go first.
+type recentKeys struct {
+	mu    sync.Mutex
+	set   map[string]bool
+	order []string // as added, a ring of publishedKeys
+	next  int
+}
+
+// first reports whether k is new, and keeps it; "" is always new.
+func (r *recentKeys) first(k string) bool {
+	if k == "" {
+		return true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.set[k] {
+		return false
+	}
+	if r.set == nil {
+		r.set = map[string]bool{}
+	}
+	if len(r.order) < publishedKeys {
+		r.order = append(r.order, k)
+	} else {
+		delete(r.set, r.order[r.next])
+		r.order[r.next] = k
+		r.next = (r.next + 1) % publishedKeys
+	}
+	r.set[k] = true
+	return true
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -223,15 +222,6 @@ func TestFactoryMemberRunsAsAJobOnTemporal(t *testing.T) {
 			}
 			switch e.Type {
 			case event.SubagentStarted:
-				if e.SubagentRunID == fromGo && slices.Contains(ends[fromGo], "started") {
-					// A program's start is an update, whose workflow task
-					// the server may refuse to take (its speculative task
-					// is gone) and run again: the local activity that
-					// publishes the announcement then runs again too.
-					// That repeat is Temporal's (any job a program starts
-					// has it), not a factory's job's: it is let pass here.
-					continue
-				}
 				ends[e.SubagentRunID] = append(ends[e.SubagentRunID], "started")
 			case event.SubagentFinished:
 				ends[e.SubagentRunID] = append(ends[e.SubagentRunID], "finished")
