@@ -21,6 +21,7 @@ import (
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/workflow"
 )
 
 // Events on Temporal are published by the activities, never by workflow
@@ -431,6 +432,25 @@ func jobEvent(name, by string, v any) event.Event {
 type JobEvents struct {
 	Trace  *Trace        `json:"trace"`
 	Events []event.Event `json:"events"`
+	// Update is the id of the update whose handler publishes them (a
+	// program's StartJob), "" for none.
+	Update string `json:"update,omitempty"`
+}
+
+// jobEvents is what the workflow of ctx publishes of evs as the run t.
+func jobEvents(ctx workflow.Context, t *Trace, evs []event.Event) JobEvents {
+	return JobEvents{Trace: t, Events: evs, Update: handlingUpdate(ctx)}
+}
+
+// handlingUpdate is the id of the update whose handler ctx is, "" for none.
+// (The SDK's GetCurrentUpdateInfo panics outside an update's handler,
+// where it has nothing to return.)
+func handlingUpdate(ctx workflow.Context) (id string) {
+	defer func() { _ = recover() }()
+	if u := workflow.GetCurrentUpdateInfo(ctx); u != nil {
+		id = u.ID
+	}
+	return id
 }
 
 // PublishJobEvents publishes what a run's workflow decided about its
@@ -475,18 +495,31 @@ func (a *Activities) PublishJobEvents(ctx context.Context, in JobEvents) error {
 const publishedKeys = 4096
 
 // publishKey names one publication of in by the local activity of ctx:
-// its run, its place among the run's local activities (which a workflow
-// task run again gives it again), and what it publishes (which another
-// local activity at that place, in a task that went another way, does
-// not share). It is "" outside an activity.
+// its run; its place, which a workflow task run again gives it again —
+// the update whose handler publishes it (a refused task of an update runs
+// again after what came in meanwhile, which may put other local
+// activities before it), or else its place among the run's local
+// activities; and what it publishes (which another local activity at
+// that place, in a task that went another way, does not share). It is ""
+// outside an activity.
 func publishKey(ctx context.Context, in JobEvents) string {
 	if !activity.IsActivity(ctx) {
 		return ""
 	}
 	info := activity.GetInfo(ctx)
+	return publishKeyOf(info.WorkflowExecution.RunID, info.ActivityID, in)
+}
+
+// publishKeyOf is publishKey of in, published by the local activity
+// activityID of run runID.
+func publishKeyOf(runID, activityID string, in JobEvents) string {
 	h := sha256.New()
 	_ = json.NewEncoder(h).Encode(in) // plain fields: it cannot fail
-	return info.WorkflowExecution.RunID + "/" + info.ActivityID + "/" + hex.EncodeToString(h.Sum(nil)[:16])
+	place := "a" + activityID
+	if in.Update != "" {
+		place = "u" + in.Update
+	}
+	return runID + "/" + place + "/" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // recentKeys is a bounded set of keys, the oldest let go first.

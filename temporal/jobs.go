@@ -405,7 +405,7 @@ func (js *jobs) publish(ctx workflow.Context, evs ...event.Event) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	lctx := workflow.WithLocalActivityOptions(dctx, workflow.LocalActivityOptions{ScheduleToCloseTimeout: 10 * time.Second,
 		RetryPolicy: &sdktemporal.RetryPolicy{MaximumAttempts: 1}})
-	_ = workflow.ExecuteLocalActivity(lctx, PublishActivityName, JobEvents{Trace: &Trace{Tree: js.trace.Tree, Subagent: js.trace.Subagent}, Events: evs}).Get(dctx, nil)
+	_ = workflow.ExecuteLocalActivity(lctx, PublishActivityName, jobEvents(ctx, &Trace{Tree: js.trace.Tree, Subagent: js.trace.Subagent}, evs)).Get(dctx, nil)
 }
 
 // statusEvent is a job's CUSTOM event name with its status now.
@@ -777,7 +777,7 @@ func publishRefused(ctx workflow.Context, trace *Trace, change string, evs ...ev
 	}
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{ScheduleToCloseTimeout: 10 * time.Second,
 		RetryPolicy: &sdktemporal.RetryPolicy{MaximumAttempts: 1}})
-	_ = workflow.ExecuteLocalActivity(lctx, PublishActivityName, JobEvents{Trace: &Trace{Tree: trace.Tree, Subagent: trace.Subagent}, Events: evs}).Get(ctx, nil)
+	_ = workflow.ExecuteLocalActivity(lctx, PublishActivityName, jobEvents(ctx, &Trace{Tree: trace.Tree, Subagent: trace.Subagent}, evs)).Get(ctx, nil)
 }
 
 // ownerAlive counts the jobs alive in the threads of the run's owner:

@@ -66,3 +66,30 @@ func TestRecentKeysAreBounded(t *testing.T) {
 		t.Error("the key of no activity is new each time")
 	}
 }
+
+// The events an update's handler publishes are named by the update, not
+// by their local activity's place: a refused task of the update runs
+// again after what came in meanwhile, which may have put other local
+// activities before it. Other events are named by their place, and any
+// two publications that differ in what they publish differ.
+func TestPublishKeyOfAnUpdatesEvents(t *testing.T) {
+	started := []event.Event{{Type: event.Custom, Name: "deputy.job_started"}}
+	ended := []event.Event{{Type: event.Custom, Name: "deputy.job_ended"}}
+	byUpdate := JobEvents{Trace: &Trace{Tree: "tree"}, Events: started, Update: "u1"}
+	other := JobEvents{Trace: &Trace{Tree: "tree"}, Events: started}
+	for _, c := range []struct {
+		what string
+		a, b string
+		same bool
+	}{
+		{"an update's events, run again at another place", publishKeyOf("r", "3", byUpdate), publishKeyOf("r", "5", byUpdate), true},
+		{"an update's events in another run", publishKeyOf("r", "3", byUpdate), publishKeyOf("s", "3", byUpdate), false},
+		{"other events at one place", publishKeyOf("r", "3", other), publishKeyOf("r", "3", other), true},
+		{"other events at two places", publishKeyOf("r", "3", other), publishKeyOf("r", "5", other), false},
+		{"two publications at one place", publishKeyOf("r", "3", other), publishKeyOf("r", "3", JobEvents{Trace: other.Trace, Events: ended}), false},
+	} {
+		if (c.a == c.b) != c.same {
+			t.Errorf("%s: keys %q and %q, want the same: %v", c.what, c.a, c.b, c.same)
+		}
+	}
+}

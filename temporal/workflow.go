@@ -649,7 +649,7 @@ func publishEnded(ctx workflow.Context, trace *Trace, ended []EndedCall, conv []
 	}
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{ScheduleToCloseTimeout: 10 * time.Second,
 		RetryPolicy: &sdktemporal.RetryPolicy{MaximumAttempts: 1}})
-	_ = workflow.ExecuteLocalActivity(lctx, PublishActivityName, JobEvents{Trace: &Trace{Tree: trace.Tree, Subagent: trace.Subagent}, Events: evs}).Get(ctx, nil)
+	_ = workflow.ExecuteLocalActivity(lctx, PublishActivityName, jobEvents(ctx, &Trace{Tree: trace.Tree, Subagent: trace.Subagent}, evs)).Get(ctx, nil)
 }
 
 // guardPastLimitChange names the workflow version from which an answer
@@ -715,8 +715,8 @@ func closeStep(ctx workflow.Context, trace *Trace, step int) {
 	at := &Trace{Tree: trace.Tree, Subagent: trace.Subagent}
 	lctx := workflow.WithLocalActivityOptions(dctx, workflow.LocalActivityOptions{ScheduleToCloseTimeout: 10 * time.Second,
 		RetryPolicy: &sdktemporal.RetryPolicy{MaximumAttempts: 1}})
-	_ = workflow.ExecuteLocalActivity(lctx, PublishActivityName, JobEvents{Trace: at, Events: []event.Event{
-		{Type: event.StepFinished, StepName: key + "/step-" + strconv.Itoa(step)}}}).Get(dctx, nil)
+	_ = workflow.ExecuteLocalActivity(lctx, PublishActivityName, jobEvents(ctx, at, []event.Event{
+		{Type: event.StepFinished, StepName: key + "/step-" + strconv.Itoa(step)}})).Get(dctx, nil)
 }
 
 // withUsage returns err carrying what the run spent (its children's
@@ -1119,7 +1119,7 @@ func endCancelled(ctx workflow.Context, trace *Trace, calls []provider.ToolCall,
 	}
 	lctx := workflow.WithLocalActivityOptions(dctx, workflow.LocalActivityOptions{ScheduleToCloseTimeout: 10 * time.Second,
 		RetryPolicy: &sdktemporal.RetryPolicy{MaximumAttempts: 1}})
-	_ = workflow.ExecuteLocalActivity(lctx, PublishActivityName, JobEvents{Trace: &Trace{Tree: trace.Tree, Subagent: trace.Subagent}, Events: evs}).Get(dctx, nil)
+	_ = workflow.ExecuteLocalActivity(lctx, PublishActivityName, jobEvents(ctx, &Trace{Tree: trace.Tree, Subagent: trace.Subagent}, evs)).Get(dctx, nil)
 }
 
 // delegation is one sub-agent call of a step: a child workflow (a fixed
