@@ -144,6 +144,7 @@ func Register(w worker.Registry, rt *Runtime) {
 	w.RegisterActivityWithOptions(a.Guard, activity.RegisterOptions{Name: GuardActivityName})
 	w.RegisterActivityWithOptions(a.PublishJobEvents, activity.RegisterOptions{Name: PublishActivityName})
 	w.RegisterActivityWithOptions(a.AwaitJob, activity.RegisterOptions{Name: AwaitJobActivityName})
+	w.RegisterActivityWithOptions(a.OwnerJobs, activity.RegisterOptions{Name: OwnerJobsActivityName})
 }
 
 func (rt *Runtime) payloadLimit() int { return cmp.Or(max(rt.PayloadLimit, 0), DefaultPayloadLimit) }

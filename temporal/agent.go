@@ -108,10 +108,12 @@ func (a *Agent) Run(ctx context.Context, in agent.Input) (agent.Output, error) {
 			// Spec.MaxOwnerJobs.
 			key := ownerKey(a.TaskQueue, agent.Owner(ctx))
 			var gone []string
-			if thread.Elsewhere, gone, err = a.jobsElsewhere(ctx, ownerThreadsOf(key, id)); err != nil {
+			others := ownerThreadsOf(key, id)
+			if thread.Elsewhere, gone, err = a.jobsElsewhere(ctx, others); err != nil {
 				return nil, err
 			}
 			forgetThreads(key, gone)
+			thread.ElsewhereThreads = slices.DeleteFunc(others, func(o string) bool { return slices.Contains(gone, o) })
 			announce = thread.announcements()
 			for _, k := range thread.Jobs {
 				if k.Ended {

@@ -185,6 +185,12 @@ const (
 	// spawn past Spec.MaxOwnerJobs is refused; asked where one would be.
 	ownerJobsChange = "deputy.owner-jobs"
 
+	// ownerRecountChange names the workflow version from which a thread's
+	// spawn counts the jobs alive in the owner's other threads as it is to
+	// start one (ownerAliveNow), not only as the turn started; asked where
+	// that count could refuse it.
+	ownerRecountChange = "deputy.owner-recount"
+
 	// refusedEventChange names the workflow version from which a spawn a
 	// cap refuses (MaxBackground, MaxOwnerJobs) publishes a deputy.refused
 	// event, as in process; asked where one is refused, in a run that
@@ -454,7 +460,7 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 	if n := js.alive(); n >= js.spec.maxBackground() {
 		return js.refuseSpawn(ctx, d, "max_background", js.tooManyJobs(n)), nil
 	}
-	if n := js.ownerAlive(); js.threaded() && n >= js.spec.maxOwnerJobs() && workflow.GetVersion(ctx, ownerJobsChange, workflow.DefaultVersion, 1) >= 1 {
+	if n := js.ownerAliveNow(ctx); js.threaded() && n >= js.spec.maxOwnerJobs() && workflow.GetVersion(ctx, ownerJobsChange, workflow.DefaultVersion, 1) >= 1 {
 		return js.refuseSpawn(ctx, d, "max_owner_jobs", tooManyOwnerJobs(n)), nil
 	}
 	if fc, ok := d.arg.(FactoryCall); ok {
@@ -788,6 +794,26 @@ func (js *jobs) ownerAlive() int {
 		n += max(js.thread.Elsewhere, 0)
 	}
 	return n
+}
+
+// ownerAliveNow is ownerAlive with the jobs of the owner's other threads
+// counted now (OwnerJobsActivityName), as a job is to start, when that
+// count could refuse it: a job another thread started since the turn
+// began counts (ownerRecountChange). What cannot be counted now counts as
+// the turn started.
+func (js *jobs) ownerAliveNow(ctx workflow.Context) int {
+	n := js.ownerAlive()
+	if !js.threaded() || n >= js.spec.maxOwnerJobs() || len(js.thread.ElsewhereThreads) == 0 ||
+		workflow.GetVersion(ctx, ownerRecountChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return n
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{ScheduleToCloseTimeout: elsewhereTime + 5*time.Second,
+		RetryPolicy: &sdktemporal.RetryPolicy{MaximumAttempts: 1}})
+	var elsewhere int
+	if err := workflow.ExecuteLocalActivity(lctx, OwnerJobsActivityName, js.thread.ElsewhereThreads).Get(ctx, &elsewhere); err != nil {
+		return n
+	}
+	return js.alive() + elsewhere
 }
 
 // endEvents are the events of the job's end: its SUBAGENT_ERROR, if it

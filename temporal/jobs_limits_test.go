@@ -340,3 +340,138 @@ func TestRunJobPastItsTimeReportsPartiallyOnTemporal(t *testing.T) {
 		t.Errorf("%d model calls costing %+v, the lead reported %+v; want 4, each counted once", calls, spent, out.TotalUsage())
 	}
 }
+
+// A spawn counts the jobs alive in the owner's other threads as it is to
+// start its job, not only as its turn began (Spec.MaxOwnerJobs): a turn
+// that began while another of the owner's threads had no job, and that
+// spawns once that thread has started one, is refused at the cap of one,
+// with a deputy.refused event of reason max_owner_jobs. Before, it
+// counted what it saw as it began, and the owner had two jobs alive —
+// with models that name their calls afresh, not at all, or from call_0.
+func TestOwnerJobsCountedAsAJobStartsOnTemporal(t *testing.T) {
+	inEachIDMode(t, ownerJobsCountedAsAJobStarts)
+}
+
+func ownerJobsCountedAsAJobStarts(t *testing.T, c client.Client, id func(n int64, i int) string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const long = "count the stars"
+	var n atomic.Int64
+	var jobs atomic.Int64
+	blocked := make(chan struct{}, 8)
+	block := tool.Must(tool.New("block", "Holds on.", func(ctx context.Context, _ struct{}) (string, error) {
+		jobs.Add(1)
+		blocked <- struct{}{}
+		<-ctx.Done()
+		return "", ctx.Err()
+	}))
+	// Each thread's turn, asked to start, waits at its first model call
+	// until let go.
+	began := map[string]chan struct{}{"start in t1": make(chan struct{}, 1), "start in t2": make(chan struct{}, 1)}
+	release := map[string]chan struct{}{"start in t1": make(chan struct{}), "start in t2": make(chan struct{})}
+	m := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		task := firstUserOf(req)
+		switch {
+		case task == long && len(rs) == 0:
+			return provider.AssistantMessage("counting", provider.ToolCall{ID: id(n.Add(1), 0), Name: "block", Arguments: json.RawMessage(`{}`)}), nil
+		case task == long:
+			return provider.AssistantMessage("stars: many"), nil
+		case strings.HasPrefix(task, "start") && len(rs) == 0:
+			select {
+			case began[task] <- struct{}{}:
+			default:
+			}
+			select {
+			case <-release[task]:
+			case <-ctx.Done():
+				return provider.Message{}, ctx.Err()
+			}
+			return provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"` + long + `","background":true}`)}), nil
+		case strings.HasPrefix(task, "cancel") && len(rs) == 0:
+			return provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: subagent.JobsToolName, Arguments: json.RawMessage(`{"action":"cancel","job_id":"job_1"}`)}), nil
+		}
+		return provider.AssistantMessage(task + ": " + strings.Join(rs, "; ")), nil
+	}}
+	reg, err := tool.NewRegistry(block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := fmt.Sprintf("deputy-owner-recount-%d", time.Now().UnixNano())
+	hub := NewHub()
+	w := worker.New(c, queue, worker.Options{})
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg, Events: hub})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	lead := &Agent{Client: c, TaskQueue: queue, Events: hub, Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"block"}, Spawn: true, Background: true,
+		JobsAcrossTurns: true, MaxOwnerJobs: 1}}
+	owner := "ann-" + queue
+	thread := func(th string) context.Context { return agent.WithOwner(agent.WithThread(ctx, th+queue), owner) }
+	type result struct {
+		out     agent.Output
+		refused []event.Event
+		err     error
+	}
+	turn := func(ctx context.Context, text string) <-chan result {
+		done := make(chan result, 1)
+		go func() {
+			rec := &recorder{}
+			out, err := lead.Run(event.WithSink(ctx, rec), agent.Input{Text: text})
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			var refused []event.Event
+			for _, e := range rec.events {
+				if e.Type == event.Custom && e.Name == subagent.RefusedEvent {
+					refused = append(refused, e)
+				}
+			}
+			done <- result{out, refused, err}
+		}()
+		return done
+	}
+	wait := func(ch <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("%s never came", what)
+		}
+	}
+	// t1's turn runs, with no job yet; t2's begins while it does, and
+	// counts none alive elsewhere.
+	first := turn(thread("t1"), "start in t1")
+	wait(began["start in t1"], "t1's first model call")
+	second := turn(thread("t2"), "start in t2")
+	wait(began["start in t2"], "t2's first model call")
+	// t1 starts its job, which runs on; then t2 spawns.
+	close(release["start in t1"])
+	r1 := <-first
+	if r1.err != nil || len(r1.refused) != 0 {
+		t.Fatalf("t1's turn answered %q (%v), refusals %+v: want its job started", r1.out.Answer, r1.err, r1.refused)
+	}
+	wait(blocked, "t1's job")
+	close(release["start in t2"])
+	r2 := <-second
+	if r2.err != nil {
+		t.Fatal(r2.err)
+	}
+	if !strings.Contains(r2.out.Answer, subagent.ErrMaxBackground.Error()) || !strings.Contains(r2.out.Answer, "threads of this owner") ||
+		len(r2.refused) != 1 || !strings.Contains(string(r2.refused[0].Value), `"max_owner_jobs"`) || r2.out.Refused != 1 {
+		t.Errorf("t2's turn answered %q, refusals %+v, Output.Refused %d: want its spawn refused, t1's job counted against the owner's cap of one",
+			r2.out.Answer, r2.refused, r2.out.Refused)
+	}
+	if got := jobs.Load(); got != 1 {
+		t.Errorf("%d jobs ran, want t1's alone", got)
+	}
+	spent := r1.out.TotalUsage().Add(r2.out.TotalUsage())
+	r3 := <-turn(thread("t1"), "cancel")
+	if r3.err != nil {
+		t.Fatal(r3.err)
+	}
+	spent = spent.Add(r3.out.TotalUsage())
+	if calls, billed := m.total(); spent != billed {
+		t.Errorf("the turns report %+v, the %d model calls billed %+v: want each counted once", spent, calls, billed)
+	}
+}

@@ -71,6 +71,12 @@ const (
 	// earlier turn of the thread started to end and returns its outcome.
 	AwaitJobActivityName = "deputy.AwaitJob"
 
+	// OwnerJobsActivityName is the local activity by which a turn of a
+	// thread counts, as a spawn is to start a job, the jobs alive in the
+	// owner's other threads (ThreadJobs.ElsewhereThreads), for
+	// Spec.MaxOwnerJobs.
+	OwnerJobsActivityName = "deputy.OwnerJobs"
+
 	// jobHelloSignal is a turn asking a job an earlier turn of its thread
 	// started where it stands: the job answers with a progress signal to
 	// the thread (jobProgress.Hello), which reaches the turn, since what
@@ -141,6 +147,11 @@ type ThreadJobs struct {
 	// as the turn started, as Agent found them (ownerThreads): the turn
 	// counts them against Spec.MaxOwnerJobs.
 	Elsewhere int `json:"elsewhere,omitempty"`
+	// ElsewhereThreads are the workflow ids of the owner's other threads
+	// Agent counted them in: a spawn counts the jobs alive in them again
+	// (OwnerJobsActivityName, ownerRecountChange), so that a job another
+	// thread started since the turn began counts.
+	ElsewhereThreads []string `json:"elsewhere_threads,omitempty"`
 }
 
 // keptJob is one job of a thread, as a turn hands it to the next.
@@ -805,6 +816,10 @@ func forgetThreads(key string, gone []string) {
 // cannot be read. What cannot be read within elsewhereTime counts none:
 // it does not hold up the turn.
 func (a *Agent) jobsElsewhere(ctx context.Context, others []string) (int, []string, error) {
+	return jobsElsewhere(ctx, a.Client, others)
+}
+
+func jobsElsewhere(ctx context.Context, c client.Client, others []string) (int, []string, error) {
 	if len(others) == 0 {
 		return 0, nil, nil
 	}
@@ -813,7 +828,7 @@ func (a *Agent) jobsElsewhere(ctx context.Context, others []string) (int, []stri
 	n := 0
 	var gone []string
 	for _, id := range others {
-		alive, running, err := a.aliveIn(rctx, id)
+		alive, running, err := aliveIn(rctx, c, id)
 		switch {
 		case ctx.Err() != nil:
 			return 0, nil, ctx.Err()
@@ -827,8 +842,8 @@ func (a *Agent) jobsElsewhere(ctx context.Context, others []string) (int, []stri
 
 // aliveIn counts the jobs alive in the thread whose workflow is id, and
 // reports whether a turn of it runs.
-func (a *Agent) aliveIn(ctx context.Context, id string) (int, bool, error) {
-	d, err := describeRun(ctx, a.Client, id)
+func aliveIn(ctx context.Context, c client.Client, id string) (int, bool, error) {
+	d, err := describeRun(ctx, c, id)
 	if err != nil {
 		return 0, false, err
 	}
@@ -836,7 +851,7 @@ func (a *Agent) aliveIn(ctx context.Context, id string) (int, bool, error) {
 	var v converter.EncodedValue
 	err = whileNotReady(ctx, func() error {
 		var err error
-		v, err = a.Client.QueryWorkflow(ctx, id, info.GetExecution().GetRunId(), ThreadJobsQuery)
+		v, err = c.QueryWorkflow(ctx, id, info.GetExecution().GetRunId(), ThreadJobsQuery)
 		return err
 	})
 	var th ThreadJobs
@@ -854,7 +869,7 @@ func (a *Agent) aliveIn(ctx context.Context, id string) (int, bool, error) {
 		case running:
 			n++ // its turn hears of its end
 		default:
-			jd, err := describeRun(ctx, a.Client, k.WorkflowID)
+			jd, err := describeRun(ctx, c, k.WorkflowID)
 			if err != nil {
 				return n, running, err
 			}
@@ -864,4 +879,28 @@ func (a *Agent) aliveIn(ctx context.Context, id string) (int, bool, error) {
 		}
 	}
 	return n, running, nil
+}
+
+// OwnerJobs counts the jobs alive in the threads whose workflows are ids,
+// the owner's others, as Agent counts them as a turn starts: the local
+// activity OwnerJobsActivityName, run as a spawn of a thread's turn is to
+// start a job. It fails when it has no client or a thread cannot be read
+// within elsewhereTime: the turn then counts what it was told as it
+// started.
+func (a *Activities) OwnerJobs(ctx context.Context, ids []string) (int, error) {
+	c := activity.GetClient(ctx)
+	if c == nil {
+		return 0, errors.New("no client to read the owner's threads with")
+	}
+	rctx, cancel := context.WithTimeout(ctx, elsewhereTime)
+	defer cancel()
+	n := 0
+	for _, id := range ids {
+		alive, _, err := aliveIn(rctx, c, id)
+		if err != nil {
+			return 0, fmt.Errorf("counting the jobs alive in thread %s: %w", id, err)
+		}
+		n += alive
+	}
+	return n, nil
 }
