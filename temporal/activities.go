@@ -617,6 +617,8 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 		// Not built: what the attempts before spent, which this one does
 		// not replay, comes back with how it ended.
 		u, cost, ms := jl.paid()
+		b := jl.unrecordedBefore()
+		u, cost, ms = u.Add(b.Usage), cost+b.Cost, addModels(ms, b.Models...)
 		model := ""
 		if len(ms) > 0 {
 			model = ms[0].Model
@@ -656,6 +658,14 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 		spentU, spentC, spentM = usage.Most(spentU, pu), max(spentC, pc), pm
 		if model == "" && len(pm) > 0 {
 			model = pm[0].Model
+		}
+	}
+	if b := jl.unrecordedBefore(); !b.Usage.IsZero() || b.Cost != 0 {
+		// What the attempts before paid for past the journal, which this
+		// one paid for again.
+		spentU, spentC, spentM = spentU.Add(b.Usage), spentC+b.Cost, addModels(spentM, b.Models...)
+		if model == "" && len(spentM) > 0 {
+			model = spentM[0].Model
 		}
 	}
 	timedOut := false // a job past its time

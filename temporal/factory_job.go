@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -64,14 +65,19 @@ func FactoryJobWorkflow(ctx workflow.Context, in FactoryCall) (RunOutput, error)
 		RetryPolicy:         &sdktemporal.RetryPolicy{MaximumAttempts: 3},
 		WaitForCancellation: true,
 	})
-	kept, err := keepFactoryJournal(ctx)
+	paidFor, err := keepFactoryJournal(ctx)
 	if err != nil {
 		return RunOutput{}, err
 	}
 	ib := newInbox(ctx, in.Job)
 	var arrived []jobMessage
+	told := map[string]bool{} // the messages an attempt told the agent took
 	if err := workflow.SetQueryHandler(ctx, factoryInboxQuery, func(from int) ([]jobMessage, error) {
-		return inboxPage(arrived[min(max(from, 0), len(arrived)):]), nil
+		page := slices.Clone(inboxPage(arrived[min(max(from, 0), len(arrived)):]))
+		for i := range page {
+			page[i].Told = told[page[i].ID]
+		}
+		return page, nil
 	}); err != nil {
 		return RunOutput{}, err
 	}
@@ -96,6 +102,9 @@ func FactoryJobWorkflow(ctx workflow.Context, in FactoryCall) (RunOutput, error)
 	tell := func() {
 		var p jobProgress
 		for progress.ReceiveAsync(&p) {
+			for _, id := range p.Delivered {
+				told[id] = true
+			}
 			ib.tell(tctx, p)
 		}
 	}
@@ -119,23 +128,26 @@ func FactoryJobWorkflow(ctx workflow.Context, in FactoryCall) (RunOutput, error)
 			// No attempt ran to hand it back (cancelled as the next
 			// waited for a worker): what its journal says the attempts
 			// before paid for.
-			out = journalSpent(kept())
+			out = paidFor()
 		}
 		return RunOutput{}, sdktemporal.NewCanceledError(spent(out)...)
 	}
 	if err != nil {
 		// Out of attempts (each lost its worker): what they paid for, as
 		// its journal says, comes back with the failure.
-		return RunOutput{}, withUsage(journalSpent(kept()), err)
+		return RunOutput{}, withUsage(paidFor(), err)
 	}
 	return factoryOutcome(res)
 }
 
 // journalSpent is what the attempts of a factory's activity paid for,
-// as the journal rs they recorded says.
-func journalSpent(rs []journalRecord) RunOutput {
+// as the journal rs they recorded says, and unrecorded, what they told
+// their workflow they paid for past it.
+func journalSpent(rs []journalRecord, unrecorded RunOutput) RunOutput {
 	var out RunOutput
 	out.Usage, out.Cost, out.Models = paidIn(rs)
+	out.Usage, out.Cost = out.Usage.Add(unrecorded.Usage), out.Cost+unrecorded.Cost
+	out.Models = addModels(out.Models, unrecorded.Models...)
 	if len(out.Models) > 0 {
 		out.Model = out.Models[0].Model
 	}
@@ -153,6 +165,7 @@ type jobMailbox struct {
 	mu          sync.Mutex
 	read        int              // messages read from the workflow
 	seqs        map[string]int   // by message id, its number among the job's, where the run publishes
+	toldBefore  map[string]bool  // the messages an attempt before told the workflow the agent took
 	told        mailbox.Progress // what the parent was told last
 }
 
@@ -232,6 +245,12 @@ func (jm *jobMailbox) fetchPage() bool {
 	jm.mu.Lock()
 	jm.read = from + len(ms)
 	for _, m := range ms {
+		if m.Told {
+			if jm.toldBefore == nil {
+				jm.toldBefore = map[string]bool{}
+			}
+			jm.toldBefore[m.ID] = true
+		}
 		if m.Seq > 0 {
 			if jm.seqs == nil {
 				jm.seqs = map[string]int{}
@@ -261,17 +280,27 @@ func senderSpan(m jobMessage) trace.SpanContext {
 // agent's job that took it does, where the run publishes its jobs'
 // events (it numbered them: jobMessage.Seq).
 func (jm *jobMailbox) delivered(rs []mailbox.Receipt) {
-	ids := make([]string, len(rs))
+	var ids []string
 	em := event.From(jm.ctx)
-	for i, r := range rs {
-		ids[i] = r.ID
+	for _, r := range rs {
 		jm.mu.Lock()
-		seq := jm.seqs[r.ID]
+		seq, told := jm.seqs[r.ID], jm.toldBefore[r.ID]
 		jm.mu.Unlock()
+		if told {
+			// An attempt before told of it (its journal lacks it, and the
+			// agent took it again): the run has its receipt, and its
+			// event is published.
+			continue
+		}
+		ids = append(ids, r.ID)
 		if seq > 0 && em.Enabled() {
 			em.Emit(jobEvent(subagent.JobDeliveredEvent, "", jobMessageEvent{
 				Receipt: subagent.Receipt{JobID: jm.in.Job, MessageID: r.ID, State: subagent.MessageDelivered, Step: r.Step, Seq: seq}, RunID: em.SubagentRunID()}))
 		}
+	}
+	if len(ids) == 0 {
+		jm.changed()
+		return
 	}
 	p := jm.box.Progress()
 	jm.tell(jobProgress{Job: jm.in.Job, Step: rs[0].Step, Last: p.Last, Usage: p.Usage, Cost: p.Cost, Delivered: ids})
@@ -335,6 +364,12 @@ func jobLimitError(in FactoryCall) error {
 const (
 	factoryJournalSignal = "deputy.factory_journal" // the activity records an entry
 	factoryJournalQuery  = "deputy.factory_journal" // the activity's next attempt reads them
+	// factoryUnrecordedSignal tells the workflow what a model answer the
+	// journal could not record (past its bounds) paid; the next attempt
+	// reads the sum with factoryUnrecordedQuery, and hands it back with
+	// its own spend, since it pays for that answer again.
+	factoryUnrecordedSignal = "deputy.factory_unrecorded"
+	factoryUnrecordedQuery  = "deputy.factory_unrecorded"
 	// maxFactoryJournal and maxFactoryJournalBytes bound the entries one
 	// factory's run records in its workflow's history, and their size (the
 	// next attempt reads them in one query's answer, a payload, which the
@@ -342,7 +377,9 @@ const (
 	// refuses past it); past them, and for an entry past the worker's
 	// payload limit (Runtime.PayloadLimit), the run goes on unrecorded
 	// from there, and an attempt that runs again runs what was not
-	// recorded again. The bounds count what every attempt recorded.
+	// recorded again (handing back what the attempt before paid for it:
+	// factoryUnrecordedSignal). The bounds count what every attempt
+	// recorded.
 	maxFactoryJournal      = 4096
 	maxFactoryJournalBytes = 3 << 19 // 1.5 MB
 )
@@ -355,11 +392,17 @@ type journalRecord struct {
 
 // keepFactoryJournal keeps, in a FactoryWorkflow, the journal its
 // activity records (factoryJournalSignal) and hands it to the activity's
-// next attempt (factoryJournalQuery). It records nothing in the history
-// until a signal comes. It returns what it keeps.
-func keepFactoryJournal(ctx workflow.Context) (func() []journalRecord, error) {
+// next attempt (factoryJournalQuery), and what the attempts paid for past
+// it (factoryUnrecordedSignal, factoryUnrecordedQuery). It records
+// nothing in the history until a signal comes. It returns what the
+// attempts paid for, as those say.
+func keepFactoryJournal(ctx workflow.Context) (func() RunOutput, error) {
 	var kept []journalRecord
+	var unrecorded RunOutput
 	if err := workflow.SetQueryHandler(ctx, factoryJournalQuery, func() ([]journalRecord, error) { return kept, nil }); err != nil {
+		return nil, err
+	}
+	if err := workflow.SetQueryHandler(ctx, factoryUnrecordedQuery, func() (RunOutput, error) { return unrecorded, nil }); err != nil {
 		return nil, err
 	}
 	ch := workflow.GetSignalChannel(ctx, factoryJournalSignal)
@@ -372,7 +415,27 @@ func keepFactoryJournal(ctx workflow.Context) (func() []journalRecord, error) {
 			}
 		}
 	})
-	return func() []journalRecord { return kept }, nil
+	uch := workflow.GetSignalChannel(ctx, factoryUnrecordedSignal)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		for {
+			var o RunOutput
+			uch.Receive(gctx, &o)
+			unrecorded.Usage, unrecorded.Cost = unrecorded.Usage.Add(o.Usage), unrecorded.Cost+o.Cost
+			unrecorded.Models = addModels(unrecorded.Models, o.Models...)
+		}
+	})
+	return func() RunOutput {
+		// Signals taken in this workflow task count.
+		for {
+			var o RunOutput
+			if !uch.ReceiveAsync(&o) {
+				break
+			}
+			unrecorded.Usage, unrecorded.Cost = unrecorded.Usage.Add(o.Usage), unrecorded.Cost+o.Cost
+			unrecorded.Models = addModels(unrecorded.Models, o.Models...)
+		}
+		return journalSpent(kept, unrecorded)
+	}, nil
 }
 
 // workflowLog is the journal of a factory's agent, kept by its workflow.
@@ -389,6 +452,10 @@ type workflowLog struct {
 	bytes   int   // and their size
 	full    bool  // an entry was left out: nothing after it is recorded
 	failed  error // the first record the workflow did not take
+	// before is what the attempts before paid for past their journal
+	// (factoryUnrecordedQuery): this attempt pays for it again, and hands
+	// it back with its own.
+	before RunOutput
 }
 
 // journaled returns ctx, an activity's on a worker of a server, with the
@@ -426,8 +493,23 @@ func journaled(ctx context.Context, limit int) (context.Context, *workflowLog) {
 			// The bounds count what the attempts before recorded.
 			l.sent, l.bytes = l.sent+1, l.bytes+recordSize(r)
 		}
+		if err == nil {
+			// (A workflow that began before it kept this has none.)
+			if v, err := c.QueryWorkflow(qctx, l.wfID, l.runID, factoryUnrecordedQuery); err == nil {
+				_ = v.Get(&l.before)
+			}
+		}
 	}
 	return journal.With(ctx, journal.New(l)), l
+}
+
+// unrecordedBefore is what the attempts before paid for past their
+// journal.
+func (l *workflowLog) unrecordedBefore() RunOutput {
+	if l == nil {
+		return RunOutput{}
+	}
+	return l.before
 }
 
 // paid is what the runs the journal holds paid for their model answers
@@ -529,6 +611,9 @@ func (l *workflowLog) Record(ctx context.Context, key string, e journal.Entry) e
 		l.full = true
 	}
 	l.mu.Unlock()
+	if !send {
+		l.tellUnrecorded(key, e)
+	}
 	if send {
 		// Written even as the activity is cancelled: what the agent did
 		// last is kept.
@@ -546,6 +631,22 @@ func (l *workflowLog) Record(ctx context.Context, key string, e journal.Entry) e
 	}
 	l.add(key, e)
 	return nil
+}
+
+// tellUnrecorded tells the workflow what e, an entry left out of the
+// journal, paid for, if it is a model answer: should this attempt be
+// lost, the next pays for it again, and hands back both. What cannot be
+// told is lost to the ledger (and logged).
+func (l *workflowLog) tellUnrecorded(key string, e journal.Entry) {
+	u, cost, ms := paidIn([]journalRecord{{Key: key, Entry: e}})
+	if u.IsZero() && cost == 0 {
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), jobQueryTimeout)
+	defer cancel()
+	if err := l.c.SignalWorkflow(sctx, l.wfID, l.runID, factoryUnrecordedSignal, RunOutput{Usage: u, Cost: cost, Models: ms}); err != nil {
+		activity.GetLogger(l.ctx).Warn("deputy: what a model answer past the factory's journal paid could not be told its workflow", "key", key, "error", err)
+	}
 }
 
 func (l *workflowLog) Start(key string, e journal.Entry) func(context.Context) error {

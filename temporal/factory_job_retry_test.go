@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -680,5 +681,127 @@ func TestFactoryCancelledBetweenItsAttempts(t *testing.T) {
 	if lc != 1 || wc != 1 || UsageOf(err) != lu.Add(wu) {
 		t.Errorf("the lead's model was asked %d times and the writer's %d, billing %+v; the cancelled lead carries %+v (%v): want 1 and 1, each counted once",
 			lc, wc, lu.Add(wu), UsageOf(err), err)
+	}
+}
+
+// A message a factory's job took after its journal stopped recording (an
+// entry past the worker's payload limit) is taken again by the attempt
+// that runs after its worker stopped, since the journal lacks it — and
+// its deputy.job_delivered is published once, and the lead told of it
+// once: the workflow hands the attempt what the one before told it. The
+// model answer the first attempt paid for past the journal, which the
+// second pays for again, counts in what the lead reports: what the
+// models billed. Before, the event was published at each attempt that
+// took it, and that answer's spend was counted nowhere.
+func TestFactoryJobDeliveredOnceWhatItsJournalLacks(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Dial(ctx, hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const note = "list the rivers too"
+	writer := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		switch len(resultsOf(req)) {
+		case 0:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "b", Name: "big", Arguments: json.RawMessage(`{}`)}), nil
+		case 1:
+			return provider.AssistantMessage("", provider.ToolCall{ID: "h", Name: "hold", Arguments: json.RawMessage(`{}`)}), nil
+		}
+		heard := 0
+		for _, m := range req.Messages {
+			if m.Role == provider.RoleUser {
+				heard += strings.Count(m.Content, note)
+			}
+		}
+		return provider.AssistantMessage(fmt.Sprintf("heard %d times", heard)), nil
+	}}
+	lead := leadOfJob("survey", "writer", note)
+	sent := make(chan struct{})
+	var bigs atomic.Int64
+	big := tool.Must(tool.New("big", "Reads a lot.", func(ctx context.Context, _ struct{}) (string, error) {
+		bigs.Add(1)
+		select {
+		case <-sent:
+			return strings.Repeat("r", 8<<10), nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}))
+	holding := make(chan struct{}, 2)
+	var holds atomic.Int64
+	hold := tool.Must(tool.New("hold", "Holds on.", func(ctx context.Context, _ struct{}) (string, error) {
+		if holds.Add(1) > 1 {
+			return "held", nil
+		}
+		holding <- struct{}{}
+		<-ctx.Done()
+		return "", ctx.Err()
+	}))
+	hub := NewHub()
+	rt := func() *Runtime {
+		return &Runtime{Providers: map[string]provider.Provider{"m": lead}, Events: hub, PayloadLimit: 4 << 10, Factories: map[string]subagent.Factory{
+			"writer": func(context.Context, json.RawMessage) (agent.Agent, error) {
+				return agent.NewReact(writer, agent.WithName("writer"), agent.WithTools(big, hold))
+			},
+		}}
+	}
+	spec := Spec{Name: "lead", Provider: "m", Spawn: true, Background: true,
+		Roster: []SubAgent{{Name: "writer", Description: "Writes.", Factory: "writer"}}}
+	run, tree, start := factoryJobRun(t, ctx, c, spec, rt)
+	var rec recorder
+	defer hub.Subscribe(event.WithSink(context.Background(), &rec), tree)()
+	w := start(false)
+	for {
+		jobs, err := Jobs(ctx, c, tree)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(jobs) == 1 && len(jobs[0].Messages) == 1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the lead never sent its note: %+v", jobs)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // for the job's workflow to take it
+	close(sent)
+	select {
+	case <-holding:
+	case <-ctx.Done():
+		t.Fatal("the job never began to hold")
+	}
+	w.Stop()
+	w = start(false)
+	defer w.Stop()
+	var out RunOutput
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := "lead: heard 1 times"; out.Answer != want {
+		t.Errorf("the lead answered %q, want %q: the note read once, in the attempt that answered", out.Answer, want)
+	}
+	if bigs.Load() != 2 {
+		t.Errorf("the big read ran %d times, want twice: its result, past the payload limit, was not journaled (the test checks too little)", bigs.Load())
+	}
+	rec.mu.Lock()
+	delivered := 0
+	for _, e := range rec.events {
+		if e.Type == event.Custom && e.Name == subagent.JobDeliveredEvent {
+			delivered++
+		}
+	}
+	rec.mu.Unlock()
+	if delivered != 1 {
+		t.Errorf("deputy.job_delivered was published %d times, want once", delivered)
+	}
+	lc, lu := lead.total()
+	wc, wu := writer.total()
+	if out.TotalUsage() != lu.Add(wu) {
+		t.Errorf("the lead's model was asked %d times and the writer's %d, billing %+v; the lead reports %+v", lc, wc, lu.Add(wu), out.TotalUsage())
 	}
 }

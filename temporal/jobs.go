@@ -252,6 +252,10 @@ type jobMessage struct {
 	// sent it, where the worker traced it (ModelReply.TraceID).
 	TraceID string `json:"trace_id,omitempty"`
 	SpanID  string `json:"span_id,omitempty"`
+	// Told, in what a factory's job's workflow hands its activity
+	// (factoryInboxQuery): an attempt before told the workflow the agent
+	// took it, and its deputy.job_delivered is published.
+	Told bool `json:"told,omitempty"`
 }
 
 // jobProgress is where a job stands, as it tells its parent: the step it

@@ -130,7 +130,7 @@ func FactoryWorkflow(ctx workflow.Context, in FactoryCall) (ToolResult, error) {
 		HeartbeatTimeout:    HeartbeatTimeout,
 		RetryPolicy:         &sdktemporal.RetryPolicy{MaximumAttempts: 3},
 	})
-	kept, err := keepFactoryJournal(ctx)
+	paidFor, err := keepFactoryJournal(ctx)
 	if err != nil {
 		return ToolResult{}, err
 	}
@@ -144,13 +144,13 @@ func FactoryWorkflow(ctx workflow.Context, in FactoryCall) (ToolResult, error) {
 			// No attempt ran to hand back what it spent (cancelled as
 			// the next waited for a worker): what the journal says the
 			// attempts before paid for.
-			return res, sdktemporal.NewCanceledError(spent(journalSpent(kept()))...)
+			return res, sdktemporal.NewCanceledError(spent(paidFor())...)
 		}
 		return res, err
 	}
 	// Out of attempts (each lost its worker), or failed: what they paid
 	// for, as the journal says, unless the error says it already.
-	return res, withUsage(journalSpent(kept()), err)
+	return res, withUsage(paidFor(), err)
 }
 
 // run is the ReAct loop. prior is conversation before this run (a resident's
