@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -392,7 +393,13 @@ func TestPolicyDeniesAndAsksOnTemporal(t *testing.T) {
 				t.Fatal(err)
 			}
 			tr := newPolicyTree(t, mode.id, pol, false)
+			hub := NewHub()
+			tr.rt.Events = hub
 			env := newEnv(t, tr.rt)
+			tree := "tree-asks-" + mode.name
+			env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: tree})
+			var rec recorder
+			defer hub.Subscribe(event.WithSink(context.Background(), &rec), tree)()
 			var pending []tool.Interrupt
 			var answerErr error
 			env.RegisterDelayedCallback(func() {
@@ -441,6 +448,20 @@ func TestPolicyDeniesAndAsksOnTemporal(t *testing.T) {
 			}
 			if !strings.Contains(out.Answer, "leaf done") || !strings.Contains(out.Answer, `"no-worker" denied the call to worker`) {
 				t.Errorf("the answer %q should hold leaf's result and the worker's denial", out.Answer)
+			}
+			// The audit trail holds the question once, as it was put, and
+			// the person's answer once, as the call ran again with it.
+			trail := map[string]int{}
+			rec.mu.Lock()
+			for _, e := range rec.events {
+				var v struct{ Verdict, Rule, Answer string }
+				if e.Type == event.Custom && e.Name == policy.EventName && json.Unmarshal(e.Value, &v) == nil && v.Rule == "approve-leaf" {
+					trail[v.Verdict+" "+v.Answer]++
+				}
+			}
+			rec.mu.Unlock()
+			if want := map[string]int{"ask ": 1, "allow approved": 1}; !maps.Equal(trail, want) {
+				t.Errorf("the audit trail of the question is %v, want %v", trail, want)
 			}
 		})
 	}
