@@ -113,7 +113,9 @@ func (a *Agent) Run(ctx context.Context, in agent.Input) (agent.Output, error) {
 				return nil, err
 			}
 			forgetThreads(key, gone)
-			thread.ElsewhereThreads = slices.DeleteFunc(others, func(o string) bool { return slices.Contains(gone, o) })
+			// Counted again as a spawn is to start a job, those idle now
+			// included: one may start a job meanwhile.
+			thread.ElsewhereThreads = others
 			announce = thread.announcements()
 			for _, k := range thread.Jobs {
 				if k.Ended {

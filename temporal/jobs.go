@@ -464,7 +464,14 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 	if n := js.alive(); n >= js.spec.maxBackground() {
 		return js.refuseSpawn(ctx, d, "max_background", js.tooManyJobs(n)), nil
 	}
-	if n := js.ownerAliveNow(ctx); js.threaded() && n >= js.spec.maxOwnerJobs() && workflow.GetVersion(ctx, ownerJobsChange, workflow.DefaultVersion, 1) >= 1 {
+	n := js.ownerAliveNow(ctx)
+	if m := js.alive(); m >= js.spec.maxBackground() {
+		// Its spawns of one step started jobs while it counted the
+		// owner's (ownerAliveNow waits for a local activity): counted
+		// again, with nothing to wait for before it starts.
+		return js.refuseSpawn(ctx, d, "max_background", js.tooManyJobs(m)), nil
+	}
+	if js.threaded() && n >= js.spec.maxOwnerJobs() && workflow.GetVersion(ctx, ownerJobsChange, workflow.DefaultVersion, 1) >= 1 {
 		return js.refuseSpawn(ctx, d, "max_owner_jobs", tooManyOwnerJobs(n)), nil
 	}
 	if fc, ok := d.arg.(FactoryCall); ok {
@@ -801,10 +808,11 @@ func (js *jobs) ownerAlive() int {
 }
 
 // ownerAliveNow is ownerAlive with the jobs of the owner's other threads
-// counted now (OwnerJobsActivityName), as a job is to start, when that
-// count could refuse it: a job another thread started since the turn
-// began counts (ownerRecountChange). What cannot be counted now counts as
-// the turn started.
+// counted now (OwnerJobsActivityName), as a job is to start, unless its
+// thread's own are at the cap already: a job another thread started
+// since the turn began counts (ownerRecountChange). What cannot be
+// counted now counts as the turn started. It waits for a local activity:
+// its caller counts its own thread's jobs again after it.
 func (js *jobs) ownerAliveNow(ctx workflow.Context) int {
 	n := js.ownerAlive()
 	if !js.threaded() || n >= js.spec.maxOwnerJobs() || len(js.thread.ElsewhereThreads) == 0 ||

@@ -475,3 +475,93 @@ func ownerJobsCountedAsAJobStarts(t *testing.T, c client.Client, id func(n int64
 		t.Errorf("the turns report %+v, the %d model calls billed %+v: want each counted once", spent, calls, billed)
 	}
 }
+
+// A thread's spawns of one step past Spec.MaxBackground are refused
+// while the owner has another thread, whose jobs each spawn counts as it
+// is to start (a local activity it waits for): the spawns of the step
+// counted as they each start, not all before any did. Before, all three
+// of a step's spawns started under a MaxBackground of two.
+func TestSpawnsOfAStepStayUnderMaxBackgroundOnTemporal(t *testing.T) {
+	inEachIDMode(t, spawnsOfAStepStayUnderMaxBackground)
+}
+
+func spawnsOfAStepStayUnderMaxBackground(t *testing.T, c client.Client, id func(n int64, i int) string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const long = "count the stars"
+	var n, jobs atomic.Int64
+	block := tool.Must(tool.New("block", "Holds on.", func(ctx context.Context, _ struct{}) (string, error) {
+		jobs.Add(1)
+		<-ctx.Done()
+		return "", ctx.Err()
+	}))
+	idle := make(chan struct{})
+	m := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+		rs := resultsOf(req)
+		task := firstUserOf(req)
+		spawn := func(i int) provider.ToolCall {
+			return provider.ToolCall{ID: id(n.Load(), i), Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"` + long + `","background":true}`)}
+		}
+		switch {
+		case task == long && len(rs) == 0:
+			return provider.AssistantMessage("counting", provider.ToolCall{ID: id(n.Add(1), 0), Name: "block", Arguments: json.RawMessage(`{}`)}), nil
+		case task == "wait" && len(rs) == 0:
+			select { // the owner's other thread, its turn running
+			case <-idle:
+			case <-ctx.Done():
+			}
+			return provider.AssistantMessage("waited"), nil
+		case task == "start three" && len(rs) == 0:
+			n.Add(1)
+			return provider.AssistantMessage("", spawn(0), spawn(1), spawn(2)), nil
+		case task == "cancel" && len(rs) == 0:
+			return provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: subagent.JobsToolName, Arguments: json.RawMessage(`{"action":"cancel","job_id":"job_1"}`)},
+				provider.ToolCall{ID: id(n.Load(), 1), Name: subagent.JobsToolName, Arguments: json.RawMessage(`{"action":"cancel","job_id":"job_2"}`)}), nil
+		}
+		return provider.AssistantMessage(task + ": " + strings.Join(rs, "; ")), nil
+	}}
+	reg, err := tool.NewRegistry(block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := fmt.Sprintf("deputy-step-spawns-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	lead := &Agent{Client: c, TaskQueue: queue, Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"block"}, Spawn: true, Background: true,
+		JobsAcrossTurns: true, MaxBackground: 2, MaxOwnerJobs: 8}}
+	owner := "ann-" + queue
+	thread := func(th string) context.Context { return agent.WithOwner(agent.WithThread(ctx, th+queue), owner) }
+	other := make(chan error, 1)
+	go func() {
+		_, err := lead.Run(thread("t0"), agent.Input{Text: "wait"})
+		other <- err
+	}()
+	for calls, _ := m.total(); calls == 0; calls, _ = m.total() {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the other thread's turn never began")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	out, err := lead.Run(thread("t1"), agent.Input{Text: "start three"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(idle)
+	if err := <-other; err != nil {
+		t.Fatal(err)
+	}
+	if out.Refused != 1 || strings.Count(out.Answer, subagent.ErrMaxBackground.Error()) != 1 {
+		t.Errorf("the turn answered %q, Output.Refused %d: want one of its three spawns refused, past MaxBackground of two", out.Answer, out.Refused)
+	}
+	if _, err := lead.Run(thread("t1"), agent.Input{Text: "cancel"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := jobs.Load(); got > 2 {
+		t.Errorf("%d jobs ran, want two at most", got)
+	}
+}

@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/provider"
+	enumspb "go.temporal.io/api/enums/v1"
+	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 )
 
@@ -93,5 +96,20 @@ func TestPublishKeyOfAnUpdatesEvents(t *testing.T) {
 		if (c.a == c.b) != c.same {
 			t.Errorf("%s: keys %q and %q, want the same: %v", c.what, c.a, c.b, c.same)
 		}
+	}
+}
+
+// A factory's agent whose attempts all timed out fails with what its
+// journal says they spent (withUsage), and its code is still "timeout",
+// as its SUBAGENT_ERROR says; before, the usage it carried made it
+// "error".
+func TestTimeoutCarryingUsageIsATimeout(t *testing.T) {
+	err := sdktemporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil)
+	carried := withUsage(RunOutput{Usage: provider.Usage{Requests: 1, InputTokens: 10}}, err)
+	if usageOf(carried).Requests != 1 {
+		t.Fatalf("the error carries %+v, want the journal's request", usageOf(carried))
+	}
+	if got := codeOf(carried); got != "timeout" {
+		t.Errorf("codeOf = %q, want timeout", got)
 	}
 }

@@ -1669,6 +1669,10 @@ func codeOf(err error) string {
 		if i := slices.IndexFunc(typeCodes, func(tc typeCode) bool { return tc.typ == typ }); i >= 0 {
 			return typeCodes[i].code
 		}
+		if errors.As(err, &timeout) {
+			// A timeout that carries what the run spent (withUsage).
+			return "timeout"
+		}
 	case errors.As(err, &timeout):
 		return "timeout"
 	}
