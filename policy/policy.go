@@ -461,22 +461,24 @@ func (e *Denial) Error() string {
 // Is reports that e is ErrDenied.
 func (e *Denial) Is(target error) bool { return target == ErrDenied }
 
-// EventName is the Name of the CUSTOM event every decision is recorded
-// by, and of the span event on the span of the call it was made in.
+// EventName is the Name of the CUSTOM event every decision (and each
+// question a person is put, and their answer) is recorded by, and of the
+// span event on the span of the call it was made in.
 const EventName = "deputy.policy"
 
 // Decide asks each of p's rules about c, in order, and returns the outcome.
 // It fills in c's place in the tree (Path, Depth, RunID, Owner, Thread)
 // from ctx (the ready-made rules read only Depth: for them, the rest is
-// filled in when the decision is recorded or is not Allow). Every
-// decision is recorded: a CUSTOM event named EventName on ctx's event
+// filled in when the decision is recorded or is not Allow). It records
+// each decision but an Ask: a CUSTOM event named EventName on ctx's event
 // sink, and an event of that name on the span of ctx when it is
-// recording; a Deny is also added to the run's agent.Output.Denials.
+// recording; a Deny is also added to the run's agent.Output.Denials. An
+// Ask is recorded when its question is put (Asking) and when it is
+// answered (Answered), which tool.ApprovePolicy does.
 //
 // The sub-agent tools, the tool registry and the agent loop call it; a
 // user's own agent that calls tools or models outside them calls it to
-// be bound too. An Ask is recorded not here but when its question is put
-// (Asking) and answered (Answered), which tool.ApprovePolicy does.
+// be bound too.
 func (p *Policy) Decide(ctx context.Context, c *Check) Outcome {
 	k := c.known.of(ctx, c)
 	if c.Point == BeforeModel {

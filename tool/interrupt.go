@@ -89,6 +89,17 @@ type Question struct {
 	TTL time.Duration
 }
 
+// pendingBefore reports whether the run under ctx, resumed, was
+// suspended on the interrupt id too: a question asked again, unanswered.
+func pendingBefore(ctx context.Context, id string) bool {
+	r, _ := ctx.Value(resumeKey{}).(*resumption)
+	if r == nil {
+		return false
+	}
+	_, ok := r.pending[id]
+	return ok
+}
+
 // Errors of interrupts and their answers.
 var (
 	// ErrCancelled: the person cancelled the question; the model reads it.
@@ -257,13 +268,21 @@ func interruptID(call Call) string {
 // taken, is recorded, so that a later round of questions or a recovery
 // after a crash finds it given.
 func Ask(ctx context.Context, call Call, q Question) (json.RawMessage, error) {
+	payload, _, err := ask(ctx, call, q)
+	return payload, err
+}
+
+// ask is Ask, which also reports whether the answer is one the turn's
+// journal holds, taken by a run before.
+func ask(ctx context.Context, call Call, q Question) (json.RawMessage, bool, error) {
 	var id, key string
 	js := journal.From(ctx)
 	if js != nil {
 		id = js.ID("int_", js.Next("ask"))
 		key = journal.AnswerKey(id)
 		if e, ok := js.J.Lookup(key); ok {
-			return givenAnswer(call, e.Error != "", e.Value)
+			payload, err := givenAnswer(call, e.Error != "", e.Value)
+			return payload, true, err
 		}
 	} else {
 		id = interruptID(call)
@@ -285,10 +304,11 @@ func Ask(ctx context.Context, call Call, q Question) (json.RawMessage, error) {
 					e = journal.Entry{Error: string(Cancelled)}
 				}
 				if err := js.J.Record(ctx, key, e); err != nil {
-					return nil, fmt.Errorf("tool %s: recording the answer to %s in the journal: %w: resume the turn with the same answer when the store is back", call.Name, id, err)
+					return nil, false, fmt.Errorf("tool %s: recording the answer to %s in the journal: %w: resume the turn with the same answer when the store is back", call.Name, id, err)
 				}
 			}
-			return givenAnswer(call, cancelled, a.Payload)
+			payload, err := givenAnswer(call, cancelled, a.Payload)
+			return payload, false, err
 		}
 	}
 	if len(q.ResponseSchema) > 0 {
@@ -296,7 +316,7 @@ func Ask(ctx context.Context, call Call, q Question) (json.RawMessage, error) {
 		// AG-UI carries only an object. Resume compiles it as a schema from
 		// outside (a client echoes it), so it must pass those bounds here.
 		if _, err := jsonschema.CompileUntrusted(q.ResponseSchema); err != nil || bytes.TrimSpace(q.ResponseSchema)[0] != '{' {
-			return nil, fmt.Errorf("tool %s: asking with a response schema that is not a JSON Schema object (%v): fix the tool's Question", call.Name, err)
+			return nil, false, fmt.Errorf("tool %s: asking with a response schema that is not a JSON Schema object (%v): fix the tool's Question", call.Name, err)
 		}
 	}
 	it := Interrupt{ID: id, Reason: q.Reason, Message: q.Message, ToolCallID: call.ID, ResponseSchema: q.ResponseSchema}
@@ -307,15 +327,15 @@ func Ask(ctx context.Context, call Call, q Question) (json.RawMessage, error) {
 		if old, ok := r.pending[id]; ok {
 			it.ExpiresAt = old.ExpiresAt
 			if !it.ExpiresAt.IsZero() && !now().Before(it.ExpiresAt) {
-				return nil, Correctable(fmt.Errorf("%w: %s waited for an answer until %s", ErrExpired, call.Name, it.ExpiresAt.Format(time.RFC3339)))
+				return nil, false, Correctable(fmt.Errorf("%w: %s waited for an answer until %s", ErrExpired, call.Name, it.ExpiresAt.Format(time.RFC3339)))
 			}
-			return nil, &Interrupted{Interrupts: []Interrupt{it}}
+			return nil, false, &Interrupted{Interrupts: []Interrupt{it}}
 		}
 	}
 	if q.TTL > 0 {
 		it.ExpiresAt = now().Add(q.TTL).UTC()
 	}
-	return nil, &Interrupted{Interrupts: []Interrupt{it}}
+	return nil, false, &Interrupted{Interrupts: []Interrupt{it}}
 }
 
 // givenAnswer is what Ask returns for an answer given: its payload, or the

@@ -46,41 +46,52 @@ func guard(ctx context.Context, pol *policy.Policy, chk *policy.Check, c Call) (
 // returns nil once they approved, the *Interrupted that stops the run
 // while they have not answered, and an error the model reads (marked
 // Correctable) when they refused. chk is the Check that policy.Decide
-// returned out for: the question is recorded in the audit trail as it is
-// put (policy.Asking), and the answer once it comes (policy.Answered).
-// The registry asks so before a call, and the sub-agent tools before a
-// hand-off; code that makes its own hand-offs under a policy asks
-// likewise.
+// returned out for (nil: nothing is recorded): the question is recorded
+// in the audit trail as it is put (policy.Asking), not again as a resumed
+// run that has no answer to it puts it again, and the answer as the run
+// takes it (policy.Answered), not again as a later run reads it from the
+// turn's journal. The registry asks so before a call, and the sub-agent
+// tools before a hand-off; code that makes its own hand-offs under a
+// policy asks likewise.
 func ApprovePolicy(ctx context.Context, c Call, chk *policy.Check, out policy.Outcome) error {
-	payload, err := Ask(ctx, c, Question{Reason: ApprovalReason, Message: fmt.Sprintf("Policy %q: %s", out.Rule, out.Reason), ResponseSchema: ApprovalSchema})
+	payload, journaled, err := ask(ctx, c, Question{Reason: ApprovalReason, Message: fmt.Sprintf("Policy %q: %s", out.Rule, out.Reason), ResponseSchema: ApprovalSchema})
+	answered := func(a policy.Answer) {
+		// An answer the journal holds was recorded as the run before
+		// took it.
+		if chk != nil && !journaled {
+			policy.Answered(ctx, chk, out, a)
+		}
+	}
 	var asked *Interrupted
 	switch {
 	case errors.As(err, &asked):
-		policy.Asking(ctx, chk, out)
+		if chk != nil && (len(asked.Interrupts) == 0 || !pendingBefore(ctx, asked.Interrupts[0].ID)) {
+			policy.Asking(ctx, chk, out)
+		}
 		return err
 	case errors.Is(err, ErrCancelled):
-		policy.Answered(ctx, chk, out, policy.Cancelled)
+		answered(policy.Cancelled)
 		return err
 	case errors.Is(err, ErrExpired):
-		policy.Answered(ctx, chk, out, policy.Expired)
+		answered(policy.Expired)
 		return err
 	case err != nil:
 		return err
 	}
 	var ap Approval
 	if err := json.Unmarshal(payload, &ap); err != nil {
-		policy.Answered(ctx, chk, out, policy.Rejected)
+		answered(policy.Rejected)
 		return Correctable(fmt.Errorf("%w: %s: unreadable approval: %v", ErrRejected, c.Name, err))
 	}
 	if !ap.Approved {
-		policy.Answered(ctx, chk, out, policy.Rejected)
+		answered(policy.Rejected)
 		note := ""
 		if ap.Note != "" {
 			note = ": " + ap.Note
 		}
 		return Correctable(fmt.Errorf("%w %s%s", ErrRejected, c.Name, note))
 	}
-	policy.Answered(ctx, chk, out, policy.Approved)
+	answered(policy.Approved)
 	return nil
 }
 
