@@ -425,7 +425,16 @@ func keepFactoryJournal(ctx workflow.Context) (func() RunOutput, error) {
 		}
 	})
 	return func() RunOutput {
-		// Signals taken in this workflow task count.
+		// Signals that came in this workflow task, not taken yet, count.
+		for {
+			var r journalRecord
+			if !ch.ReceiveAsync(&r) {
+				break
+			}
+			if len(kept) < maxFactoryJournal {
+				kept = append(kept, r)
+			}
+		}
 		for {
 			var o RunOutput
 			if !uch.ReceiveAsync(&o) {
