@@ -370,6 +370,7 @@ const (
 	// its own spend, since it pays for that answer again.
 	factoryUnrecordedSignal = "deputy.factory_unrecorded"
 	factoryUnrecordedQuery  = "deputy.factory_unrecorded"
+
 	// maxFactoryJournal and maxFactoryJournalBytes bound the entries one
 	// factory's run records in its workflow's history, and their size (the
 	// next attempt reads them in one query's answer, a payload, which the
@@ -388,6 +389,13 @@ const (
 type journalRecord struct {
 	Key   string        `json:"key"`
 	Entry journal.Entry `json:"entry"`
+	// Attempt is the attempt of the activity that recorded it: the
+	// workflow takes none from an attempt before the latest it has a
+	// record of, which may still run though the server gave up on it
+	// (its worker cut off from the server). (What such an attempt records
+	// before the next records anything is taken: the next attempt, which
+	// read the journal before it, records over it what it runs again.)
+	Attempt int32 `json:"attempt,omitempty"`
 }
 
 // keepFactoryJournal keeps, in a FactoryWorkflow, the journal its
@@ -399,20 +407,36 @@ type journalRecord struct {
 func keepFactoryJournal(ctx workflow.Context) (func() RunOutput, error) {
 	var kept []journalRecord
 	var unrecorded RunOutput
+	var fence int32 // the latest attempt heard from
+	keep := func(r journalRecord) {
+		if r.Attempt < fence {
+			return // from an attempt the server gave up on
+		}
+		fence = r.Attempt
+		if len(kept) < maxFactoryJournal {
+			kept = append(kept, r)
+		}
+	}
+	ch := workflow.GetSignalChannel(ctx, factoryJournalSignal)
+	drain := func() {
+		// Records that came in this workflow task, not taken yet.
+		var r journalRecord
+		for ch.ReceiveAsync(&r) {
+			keep(r)
+			r = journalRecord{}
+		}
+	}
 	if err := workflow.SetQueryHandler(ctx, factoryJournalQuery, func() ([]journalRecord, error) { return kept, nil }); err != nil {
 		return nil, err
 	}
 	if err := workflow.SetQueryHandler(ctx, factoryUnrecordedQuery, func() (RunOutput, error) { return unrecorded, nil }); err != nil {
 		return nil, err
 	}
-	ch := workflow.GetSignalChannel(ctx, factoryJournalSignal)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		for {
 			var r journalRecord
 			ch.Receive(gctx, &r)
-			if len(kept) < maxFactoryJournal {
-				kept = append(kept, r)
-			}
+			keep(r)
 		}
 	})
 	uch := workflow.GetSignalChannel(ctx, factoryUnrecordedSignal)
@@ -426,15 +450,7 @@ func keepFactoryJournal(ctx workflow.Context) (func() RunOutput, error) {
 	})
 	return func() RunOutput {
 		// Signals that came in this workflow task, not taken yet, count.
-		for {
-			var r journalRecord
-			if !ch.ReceiveAsync(&r) {
-				break
-			}
-			if len(kept) < maxFactoryJournal {
-				kept = append(kept, r)
-			}
-		}
+		drain()
 		for {
 			var o RunOutput
 			if !uch.ReceiveAsync(&o) {
@@ -452,7 +468,8 @@ type workflowLog struct {
 	ctx         context.Context // the activity's
 	c           client.Client
 	wfID, runID string
-	limit       int // the largest entry it records, in bytes
+	limit       int   // the largest entry it records, in bytes
+	attempt     int32 // the activity's, which its records carry
 
 	mu      sync.Mutex
 	entries map[string]journal.Entry
@@ -476,7 +493,7 @@ func journaled(ctx context.Context, limit int) (context.Context, *workflowLog) {
 		return ctx, nil
 	}
 	info := activity.GetInfo(ctx)
-	l := &workflowLog{ctx: ctx, c: c, wfID: info.WorkflowExecution.ID, runID: info.WorkflowExecution.RunID, limit: limit, entries: map[string]journal.Entry{}}
+	l := &workflowLog{ctx: ctx, c: c, wfID: info.WorkflowExecution.ID, runID: info.WorkflowExecution.RunID, limit: limit, attempt: info.Attempt, entries: map[string]journal.Entry{}}
 	if info.Attempt > 1 {
 		// Asked again while the workflow cannot answer yet (its worker
 		// was lost with it), for up to journalReadTime.
@@ -604,7 +621,7 @@ func recordSize(r journalRecord) int {
 // messages taken before the next step kept, would have the next attempt
 // ask the model again and hand it those messages twice).
 func (l *workflowLog) Record(ctx context.Context, key string, e journal.Entry) error {
-	r := journalRecord{Key: key, Entry: e}
+	r := journalRecord{Key: key, Entry: e, Attempt: l.attempt}
 	size := recordSize(r)
 	l.mu.Lock()
 	if l.failed != nil {

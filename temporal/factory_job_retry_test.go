@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
@@ -803,5 +805,108 @@ func TestFactoryJobDeliveredOnceWhatItsJournalLacks(t *testing.T) {
 	wc, wu := writer.total()
 	if out.TotalUsage() != lu.Add(wu) {
 		t.Errorf("the lead's model was asked %d times and the writer's %d, billing %+v; the lead reports %+v", lc, wc, lu.Add(wu), out.TotalUsage())
+	}
+}
+
+// A factory's journal takes no record of an attempt before the latest
+// it has a record of: a record an earlier attempt sends after that (its
+// worker cut off from the server, which gave up on it, but running on)
+// is not taken, so no later attempt replays a run mixed of two.
+func TestFactoryJournalFencesAnAttemptGivenUpOn(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Dial(ctx, hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	writer := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
+		if len(resultsOf(req)) == 0 {
+			return provider.AssistantMessage("", provider.ToolCall{ID: "h", Name: "hold", Arguments: json.RawMessage(`{}`)}), nil
+		}
+		return provider.AssistantMessage("written"), nil
+	}}
+	lead := leadOfJob("write", "writer")
+	release := make(chan struct{})
+	holding := make(chan struct{}, 2)
+	hold := tool.Must(tool.New("hold", "Holds on.", func(ctx context.Context, _ struct{}) (string, error) {
+		holding <- struct{}{}
+		select {
+		case <-release:
+			return "held", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}))
+	rt := func() *Runtime {
+		return &Runtime{Providers: map[string]provider.Provider{"m": lead}, Factories: map[string]subagent.Factory{
+			"writer": func(context.Context, json.RawMessage) (agent.Agent, error) {
+				return agent.NewReact(writer, agent.WithName("writer"), agent.WithTools(hold))
+			},
+		}}
+	}
+	spec := Spec{Name: "lead", Provider: "m", Spawn: true, Background: true,
+		Roster: []SubAgent{{Name: "writer", Description: "Writes.", Factory: "writer"}}}
+	run, tree, start := factoryJobRun(t, ctx, c, spec, rt)
+	wait := func(what string) {
+		t.Helper()
+		select {
+		case <-holding:
+		case <-ctx.Done():
+			t.Fatalf("%s never began to hold", what)
+		}
+	}
+	w := start(false)
+	wait("the first attempt")
+	w.Stop()
+	w = start(false)
+	defer w.Stop()
+	wait("the second attempt")
+	job := tree + "/0.0-" + SpawnToolName
+	// The second attempt records (as its hold ends, it would), and then
+	// the first, which the server gave up on, does.
+	fresh := journalRecord{Key: "fresh", Entry: journal.Entry{Value: json.RawMessage(`"from the second"`)}, Attempt: 2}
+	if err := c.SignalWorkflow(ctx, job, "", factoryJournalSignal, fresh); err != nil {
+		t.Fatal(err)
+	}
+	stale := journalRecord{Key: "stale", Entry: journal.Entry{Value: json.RawMessage(`"from the first attempt"`)}, Attempt: 1}
+	if err := c.SignalWorkflow(ctx, job, "", factoryJournalSignal, stale); err != nil {
+		t.Fatal(err)
+	}
+	last := journalRecord{Key: "last", Entry: journal.Entry{Value: json.RawMessage(`"from the second, last"`)}, Attempt: 2}
+	if err := c.SignalWorkflow(ctx, job, "", factoryJournalSignal, last); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for !slices.Contains(keys, "last") {
+		v, err := c.QueryWorkflow(ctx, job, "", factoryJournalQuery)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rs []journalRecord
+		if err := v.Get(&rs); err != nil {
+			t.Fatal(err)
+		}
+		keys = keys[:0]
+		for _, r := range rs {
+			keys = append(keys, r.Key)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the journal never took the second attempt's last record: %v", keys)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if slices.Contains(keys, "stale") {
+		t.Errorf("the journal took a record of the attempt given up on: %v", keys)
+	}
+	close(release)
+	var out RunOutput
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := "lead: written"; out.Answer != want {
+		t.Errorf("the lead answered %q, want %q", out.Answer, want)
 	}
 }
