@@ -408,22 +408,30 @@ func keepFactoryJournal(ctx workflow.Context) (func() RunOutput, error) {
 	var kept []journalRecord
 	var unrecorded RunOutput
 	var fence int32 // the latest attempt heard from
-	keep := func(r journalRecord) {
-		if r.Attempt < fence {
-			return // from an attempt the server gave up on
-		}
-		fence = r.Attempt
-		if len(kept) < maxFactoryJournal {
-			kept = append(kept, r)
-		}
-	}
 	ch := workflow.GetSignalChannel(ctx, factoryJournalSignal)
-	drain := func() {
-		// Records that came in this workflow task, not taken yet.
+	uch := workflow.GetSignalChannel(ctx, factoryUnrecordedSignal)
+	// take takes the signals that came: those the goroutine below has not
+	// taken yet stay in their channels' buffers (it waits for them to
+	// come, not in a Receive, which would hold one of them), so that what
+	// the attempts paid for counts each, read as the workflow ends.
+	take := func() {
 		var r journalRecord
 		for ch.ReceiveAsync(&r) {
-			keep(r)
+			switch {
+			case r.Attempt > 0 && r.Attempt < fence:
+				// From an attempt the server gave up on. (A worker from
+				// before attempts were named names none: 0.)
+			case len(kept) < maxFactoryJournal:
+				kept = append(kept, r)
+			}
+			fence = max(fence, r.Attempt)
 			r = journalRecord{}
+		}
+		var o RunOutput
+		for uch.ReceiveAsync(&o) {
+			unrecorded.Usage, unrecorded.Cost = unrecorded.Usage.Add(o.Usage), unrecorded.Cost+o.Cost
+			unrecorded.Models = addModels(unrecorded.Models, o.Models...)
+			o = RunOutput{}
 		}
 	}
 	if err := workflow.SetQueryHandler(ctx, factoryJournalQuery, func() ([]journalRecord, error) { return kept, nil }); err != nil {
@@ -434,31 +442,14 @@ func keepFactoryJournal(ctx workflow.Context) (func() RunOutput, error) {
 	}
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		for {
-			var r journalRecord
-			ch.Receive(gctx, &r)
-			keep(r)
-		}
-	})
-	uch := workflow.GetSignalChannel(ctx, factoryUnrecordedSignal)
-	workflow.Go(ctx, func(gctx workflow.Context) {
-		for {
-			var o RunOutput
-			uch.Receive(gctx, &o)
-			unrecorded.Usage, unrecorded.Cost = unrecorded.Usage.Add(o.Usage), unrecorded.Cost+o.Cost
-			unrecorded.Models = addModels(unrecorded.Models, o.Models...)
+			if workflow.Await(gctx, func() bool { return ch.Len() > 0 || uch.Len() > 0 }) != nil {
+				return
+			}
+			take()
 		}
 	})
 	return func() RunOutput {
-		// Signals that came in this workflow task, not taken yet, count.
-		drain()
-		for {
-			var o RunOutput
-			if !uch.ReceiveAsync(&o) {
-				break
-			}
-			unrecorded.Usage, unrecorded.Cost = unrecorded.Usage.Add(o.Usage), unrecorded.Cost+o.Cost
-			unrecorded.Models = addModels(unrecorded.Models, o.Models...)
-		}
+		take()
 		return journalSpent(kept, unrecorded)
 	}, nil
 }

@@ -294,6 +294,9 @@ type jobs struct {
 	trace         *Trace
 	publishing    bool
 	eventsChecked bool
+	// recount is the count of the jobs alive in the owner's other
+	// threads the spawns of a step wait for (ownerAliveNow).
+	recount workflow.Future
 	// q is the run's questions: at the top of the tree, every question
 	// the tree waits on, a job's among them (see asking).
 	q *questions
@@ -810,20 +813,26 @@ func (js *jobs) ownerAlive() int {
 // ownerAliveNow is ownerAlive with the jobs of the owner's other threads
 // counted now (OwnerJobsActivityName), as a job is to start, unless its
 // thread's own are at the cap already: a job another thread started
-// since the turn began counts (ownerRecountChange). What cannot be
-// counted now counts as the turn started. It waits for a local activity:
-// its caller counts its own thread's jobs again after it.
+// since the turn began counts (ownerRecountChange). The spawns of one
+// step share one count (an activity, not a local one: its workflow task
+// ends as it waits, so the other threads, which count this one's jobs as
+// they spawn, can read it meanwhile). What cannot be counted now counts
+// as the turn started. It waits for the count: its caller counts its own
+// thread's jobs again after it.
 func (js *jobs) ownerAliveNow(ctx workflow.Context) int {
 	n := js.ownerAlive()
 	if !js.threaded() || n >= js.spec.maxOwnerJobs() || len(js.thread.ElsewhereThreads) == 0 ||
 		workflow.GetVersion(ctx, ownerRecountChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return n
 	}
-	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{ScheduleToCloseTimeout: elsewhereTime + 5*time.Second,
-		RetryPolicy: &sdktemporal.RetryPolicy{MaximumAttempts: 1}})
+	if js.recount == nil || js.recount.IsReady() {
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: elsewhereTime + 5*time.Second,
+			RetryPolicy: &sdktemporal.RetryPolicy{MaximumAttempts: 1}})
+		js.recount = workflow.ExecuteActivity(actx, OwnerJobsActivityName, js.thread.ElsewhereThreads)
+	}
 	var elsewhere int
-	if err := workflow.ExecuteLocalActivity(lctx, OwnerJobsActivityName, js.thread.ElsewhereThreads).Get(ctx, &elsewhere); err != nil {
-		return n
+	if err := js.recount.Get(ctx, &elsewhere); err != nil {
+		return js.ownerAlive()
 	}
 	return js.alive() + elsewhere
 }

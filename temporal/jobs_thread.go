@@ -882,25 +882,16 @@ func aliveIn(ctx context.Context, c client.Client, id string) (int, bool, error)
 }
 
 // OwnerJobs counts the jobs alive in the threads whose workflows are ids,
-// the owner's others, as Agent counts them as a turn starts: the local
-// activity OwnerJobsActivityName, run as a spawn of a thread's turn is to
-// start a job. It fails when it has no client or a thread cannot be read
-// within elsewhereTime: the turn then counts what it was told as it
-// started.
+// the owner's others, as Agent counts them as a turn starts (a thread
+// that cannot be read within elsewhereTime counts none): the activity
+// OwnerJobsActivityName, run as a spawn of a thread's turn is to start a
+// job. It fails when it has no client: the turn then counts what it was
+// told as it started.
 func (a *Activities) OwnerJobs(ctx context.Context, ids []string) (int, error) {
 	c := activity.GetClient(ctx)
 	if c == nil {
 		return 0, errors.New("no client to read the owner's threads with")
 	}
-	rctx, cancel := context.WithTimeout(ctx, elsewhereTime)
-	defer cancel()
-	n := 0
-	for _, id := range ids {
-		alive, _, err := aliveIn(rctx, c, id)
-		if err != nil {
-			return 0, fmt.Errorf("counting the jobs alive in thread %s: %w", id, err)
-		}
-		n += alive
-	}
-	return n, nil
+	n, _, err := jobsElsewhere(ctx, c, ids)
+	return n, err
 }

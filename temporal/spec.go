@@ -145,13 +145,14 @@ type Spec struct {
 	// event of reason max_owner_jobs). A turn counts its thread's jobs as
 	// they start and end, and those of the owner's other threads that
 	// Agent had run on its task queue in this process when the turn
-	// started as each spawn is to start its job (OwnerJobsActivityName),
-	// or, when they cannot be read within 5 s, as they stood when the turn
-	// started (ThreadJobs.Elsewhere). A thread whose first turn comes
-	// after the turn started is counted from the turn's next one; two
-	// turns of the owner's threads that start jobs at the same moment may
-	// each miss the other's job not yet started: the cap then holds to
-	// within one job a thread.
+	// started as each step's spawns are to start their jobs
+	// (OwnerJobsActivityName; a thread that cannot be read within 5 s
+	// counts none), or, when they cannot be counted then, as they stood
+	// when the turn started (ThreadJobs.Elsewhere). A thread whose first
+	// turn comes after the turn started is counted from the turn's next
+	// one; two turns of the owner's threads that start jobs at the same
+	// moment may each miss the other's job not yet started: the cap then
+	// holds to within one step's jobs a thread.
 	MaxOwnerJobs int `json:"max_owner_jobs,omitempty"`
 	// MaxSteps bounds the model calls of one run (DefaultMaxSteps when 0).
 	MaxSteps int `json:"max_steps,omitempty"`
