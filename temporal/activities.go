@@ -616,18 +616,13 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	if err != nil || ag == nil {
 		// Not built: what the attempts before spent, which this one does
 		// not replay, comes back with how it ended.
-		u, cost, ms := jl.paid()
-		b := jl.unrecordedBefore()
-		u, cost, ms = u.Add(b.Usage), cost+b.Cost, addModels(ms, b.Models...)
-		model := ""
-		if len(ms) > 0 {
-			model = ms[0].Model
-		}
-		res := ToolResult{Content: fmt.Sprintf("sub-agent %q: the factory returned no agent and no error", in.Factory), IsError: true, Unbuilt: true, Usage: u, Cost: cost, Models: ms, Model: model}
+		before := jl.paid().plus(jl.unrecordedBefore())
+		res := ToolResult{Content: fmt.Sprintf("sub-agent %q: the factory returned no agent and no error", in.Factory), IsError: true, Unbuilt: true,
+			Usage: before.Usage, Cost: before.Cost, Models: before.Models, Model: before.Model}
 		switch {
 		case err != nil && actx.Err() != nil && in.Job != "" && !workerStopping(actx):
 			// A job cancelled as its agent was built.
-			return ToolResult{}, sdktemporal.NewCanceledError(spent(RunOutput{Usage: u, Cost: cost, Model: model, Models: ms})...)
+			return ToolResult{}, sdktemporal.NewCanceledError(spent(before)...)
 		case err != nil && actx.Err() != nil:
 			// Cancelled, or its worker stopping: the activity runs again.
 			return ToolResult{}, actx.Err()
@@ -651,23 +646,15 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	if c, ok := ag.(interface{ Close() error }); ok {
 		_ = c.Close()
 	}
-	spentU, spentC, spentM := o.TotalUsage(), o.Cost, models.Entries()
-	if pu, pc, pm := jl.paid(); pu.Requests > spentU.Requests {
+	sp := RunOutput{Usage: o.TotalUsage(), Cost: o.Cost, Models: models.Entries(), Model: model}
+	if p := jl.paid(); p.Usage.Requests > sp.Usage.Requests {
 		// The agent stopped before it replayed its journal (its job's
 		// time was past): what the attempts before paid for counts.
-		spentU, spentC, spentM = usage.Most(spentU, pu), max(spentC, pc), pm
-		if model == "" && len(pm) > 0 {
-			model = pm[0].Model
-		}
+		sp = RunOutput{Usage: usage.Most(sp.Usage, p.Usage), Cost: max(sp.Cost, p.Cost), Models: p.Models, Model: cmp.Or(sp.Model, p.Model)}
 	}
-	if b := jl.unrecordedBefore(); !b.Usage.IsZero() || b.Cost != 0 {
-		// What the attempts before paid for past the journal, which this
-		// one paid for again.
-		spentU, spentC, spentM = spentU.Add(b.Usage), spentC+b.Cost, addModels(spentM, b.Models...)
-		if model == "" && len(spentM) > 0 {
-			model = spentM[0].Model
-		}
-	}
+	// And what the attempts before paid for past the journal, which this
+	// one paid for again.
+	sp = sp.plus(jl.unrecordedBefore())
 	timedOut := false // a job past its time
 	switch {
 	case jl.err() != nil && actx.Err() == nil:
@@ -679,7 +666,7 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 		// cancelled agent's job's does (withSettled). (Its worker
 		// stopping is no cancel: the activity runs again, from its
 		// journal, below.)
-		return ToolResult{}, sdktemporal.NewCanceledError(spent(RunOutput{Usage: spentU, Cost: spentC, Model: model, Models: spentM})...)
+		return ToolResult{}, sdktemporal.NewCanceledError(spent(sp)...)
 	case err != nil && actx.Err() != nil:
 		return ToolResult{}, actx.Err()
 	case err != nil && ctx.Err() != nil && in.Job != "":
@@ -693,13 +680,13 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	var fail *policy.GuardrailError
 	if errors.As(err, &fail) && fail.Tripwire {
 		// A tripwire stops every run above the agent, as in process.
-		return ToolResult{}, sdktemporal.NewNonRetryableApplicationError(err.Error(), ErrTypeGuardrailTripped, nil, spentU, spentC, model)
+		return ToolResult{}, sdktemporal.NewNonRetryableApplicationError(err.Error(), ErrTypeGuardrailTripped, nil, sp.Usage, sp.Cost, sp.Model)
 	}
-	res := ToolResult{Content: o.Answer, Usage: spentU, Cost: spentC, Models: spentM}
+	res := ToolResult{Content: o.Answer, Usage: sp.Usage, Cost: sp.Cost, Models: sp.Models}
 	limit := min(cmp.Or(max(in.MaxOutputBytes, 0), DefaultMaxOutputBytes), a.rt.payloadLimit())
 	if err != nil {
 		res.Content, res.IsError, limit = err.Error(), true, in.MaxOutputBytes
-		res.Code, res.Model = subcode.Of(err), model
+		res.Code, res.Model = subcode.Of(err), sp.Model
 		if timedOut {
 			res.Code = "timeout" // as a job's past its time in process
 		}

@@ -19,7 +19,6 @@ import (
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/internal/mailbox"
-	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 )
 
@@ -144,14 +143,17 @@ func FactoryJobWorkflow(ctx workflow.Context, in FactoryCall) (RunOutput, error)
 // as the journal rs they recorded says, and unrecorded, what they told
 // their workflow they paid for past it.
 func journalSpent(rs []journalRecord, unrecorded RunOutput) RunOutput {
-	var out RunOutput
-	out.Usage, out.Cost, out.Models = paidIn(rs)
-	out.Usage, out.Cost = out.Usage.Add(unrecorded.Usage), out.Cost+unrecorded.Cost
-	out.Models = addModels(out.Models, unrecorded.Models...)
-	if len(out.Models) > 0 {
-		out.Model = out.Models[0].Model
+	return paidIn(rs).plus(unrecorded)
+}
+
+// plus is what o spent and what p spent: their usage, cost and models
+// added up, and the model o names, else the first of them.
+func (o RunOutput) plus(p RunOutput) RunOutput {
+	o.Usage, o.Cost, o.Models = o.Usage.Add(p.Usage), o.Cost+p.Cost, addModels(o.Models, p.Models...)
+	if o.Model == "" && len(o.Models) > 0 {
+		o.Model = o.Models[0].Model
 	}
-	return out
+	return o
 }
 
 // jobMailbox is the activity's side of a factory's job.
@@ -429,8 +431,7 @@ func keepFactoryJournal(ctx workflow.Context) (func() RunOutput, error) {
 		}
 		var o RunOutput
 		for uch.ReceiveAsync(&o) {
-			unrecorded.Usage, unrecorded.Cost = unrecorded.Usage.Add(o.Usage), unrecorded.Cost+o.Cost
-			unrecorded.Models = addModels(unrecorded.Models, o.Models...)
+			unrecorded = unrecorded.plus(o)
 			o = RunOutput{}
 		}
 	}
@@ -532,20 +533,23 @@ func (l *workflowLog) unrecordedBefore() RunOutput {
 // paid is what the runs the journal holds paid for their model answers
 // (journal.Scope.PaidUnder): what an attempt that does not replay them
 // hands back for them.
-func (l *workflowLog) paid() (provider.Usage, float64, []provider.ModelUsage) {
+func (l *workflowLog) paid() RunOutput {
 	if l == nil {
-		return provider.Usage{}, 0, nil
+		return RunOutput{}
 	}
 	e, _ := journal.New(l).PaidUnder("", "")
-	cost := 0.0
+	out := RunOutput{Usage: e.Usage, Models: e.Models}
 	for _, m := range e.Models {
-		cost += m.Cost
+		out.Cost += m.Cost
 	}
-	return e.Usage, cost, e.Models
+	if len(e.Models) > 0 {
+		out.Model = e.Models[0].Model
+	}
+	return out
 }
 
 // paidIn is what the runs journaled in rs paid for their model answers.
-func paidIn(rs []journalRecord) (provider.Usage, float64, []provider.ModelUsage) {
+func paidIn(rs []journalRecord) RunOutput {
 	l := &workflowLog{entries: map[string]journal.Entry{}}
 	for _, r := range rs {
 		l.add(r.Key, r.Entry)
@@ -630,21 +634,21 @@ func (l *workflowLog) Record(ctx context.Context, key string, e journal.Entry) e
 	l.mu.Unlock()
 	if !send {
 		l.tellUnrecorded(key, e)
+		l.add(key, e)
+		return nil
 	}
-	if send {
-		// Written even as the activity is cancelled: what the agent did
-		// last is kept.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), jobQueryTimeout)
-		defer cancel()
-		if err := l.c.SignalWorkflow(sctx, l.wfID, l.runID, factoryJournalSignal, r); err != nil {
-			err = fmt.Errorf("recording %s in the journal its workflow keeps: %w", key, err)
-			l.mu.Lock()
-			if l.failed == nil {
-				l.failed = err
-			}
-			l.mu.Unlock()
-			return err
+	// Written even as the activity is cancelled: what the agent did last
+	// is kept.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), jobQueryTimeout)
+	defer cancel()
+	if err := l.c.SignalWorkflow(sctx, l.wfID, l.runID, factoryJournalSignal, r); err != nil {
+		err = fmt.Errorf("recording %s in the journal its workflow keeps: %w", key, err)
+		l.mu.Lock()
+		if l.failed == nil {
+			l.failed = err
 		}
+		l.mu.Unlock()
+		return err
 	}
 	l.add(key, e)
 	return nil
@@ -655,13 +659,13 @@ func (l *workflowLog) Record(ctx context.Context, key string, e journal.Entry) e
 // lost, the next pays for it again, and hands back both. What cannot be
 // told is lost to the ledger (and logged).
 func (l *workflowLog) tellUnrecorded(key string, e journal.Entry) {
-	u, cost, ms := paidIn([]journalRecord{{Key: key, Entry: e}})
-	if u.IsZero() && cost == 0 {
+	p := paidIn([]journalRecord{{Key: key, Entry: e}})
+	if p.Usage.IsZero() && p.Cost == 0 {
 		return
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), jobQueryTimeout)
 	defer cancel()
-	if err := l.c.SignalWorkflow(sctx, l.wfID, l.runID, factoryUnrecordedSignal, RunOutput{Usage: u, Cost: cost, Models: ms}); err != nil {
+	if err := l.c.SignalWorkflow(sctx, l.wfID, l.runID, factoryUnrecordedSignal, p); err != nil {
 		activity.GetLogger(l.ctx).Warn("deputy: what a model answer past the factory's journal paid could not be told its workflow", "key", key, "error", err)
 	}
 }

@@ -71,9 +71,9 @@ const (
 	// earlier turn of the thread started to end and returns its outcome.
 	AwaitJobActivityName = "deputy.AwaitJob"
 
-	// OwnerJobsActivityName is the local activity by which a turn of a
-	// thread counts, as a spawn is to start a job, the jobs alive in the
-	// owner's other threads (ThreadJobs.ElsewhereThreads), for
+	// OwnerJobsActivityName is the activity by which a turn of a thread
+	// counts, as a step's spawns are to start their jobs, the jobs alive
+	// in the owner's other threads (ThreadJobs.ElsewhereThreads), for
 	// Spec.MaxOwnerJobs.
 	OwnerJobsActivityName = "deputy.OwnerJobs"
 

@@ -89,17 +89,6 @@ type Question struct {
 	TTL time.Duration
 }
 
-// pendingBefore reports whether the run under ctx, resumed, was
-// suspended on the interrupt id too: a question asked again, unanswered.
-func pendingBefore(ctx context.Context, id string) bool {
-	r, _ := ctx.Value(resumeKey{}).(*resumption)
-	if r == nil {
-		return false
-	}
-	_, ok := r.pending[id]
-	return ok
-}
-
 // Errors of interrupts and their answers.
 var (
 	// ErrCancelled: the person cancelled the question; the model reads it.
@@ -272,9 +261,17 @@ func Ask(ctx context.Context, call Call, q Question) (json.RawMessage, error) {
 	return payload, err
 }
 
-// ask is Ask, which also reports whether the answer is one the turn's
-// journal holds, taken by a run before.
-func ask(ctx context.Context, call Call, q Question) (json.RawMessage, bool, error) {
+// asked says how ask came by its answer or its question.
+type asked int
+
+const (
+	askedNow    asked = iota // the question put now, or the person's answer taken now
+	fromJournal              // the answer the turn's journal holds, taken by a run before
+	askedAgain               // the question put again: the resumed run still waits for it
+)
+
+// ask is Ask, which also says how it came by its answer or its question.
+func ask(ctx context.Context, call Call, q Question) (json.RawMessage, asked, error) {
 	var id, key string
 	js := journal.From(ctx)
 	if js != nil {
@@ -282,7 +279,7 @@ func ask(ctx context.Context, call Call, q Question) (json.RawMessage, bool, err
 		key = journal.AnswerKey(id)
 		if e, ok := js.J.Lookup(key); ok {
 			payload, err := givenAnswer(call, e.Error != "", e.Value)
-			return payload, true, err
+			return payload, fromJournal, err
 		}
 	} else {
 		id = interruptID(call)
@@ -304,11 +301,11 @@ func ask(ctx context.Context, call Call, q Question) (json.RawMessage, bool, err
 					e = journal.Entry{Error: string(Cancelled)}
 				}
 				if err := js.J.Record(ctx, key, e); err != nil {
-					return nil, false, fmt.Errorf("tool %s: recording the answer to %s in the journal: %w: resume the turn with the same answer when the store is back", call.Name, id, err)
+					return nil, askedNow, fmt.Errorf("tool %s: recording the answer to %s in the journal: %w: resume the turn with the same answer when the store is back", call.Name, id, err)
 				}
 			}
 			payload, err := givenAnswer(call, cancelled, a.Payload)
-			return payload, false, err
+			return payload, askedNow, err
 		}
 	}
 	if len(q.ResponseSchema) > 0 {
@@ -316,7 +313,7 @@ func ask(ctx context.Context, call Call, q Question) (json.RawMessage, bool, err
 		// AG-UI carries only an object. Resume compiles it as a schema from
 		// outside (a client echoes it), so it must pass those bounds here.
 		if _, err := jsonschema.CompileUntrusted(q.ResponseSchema); err != nil || bytes.TrimSpace(q.ResponseSchema)[0] != '{' {
-			return nil, false, fmt.Errorf("tool %s: asking with a response schema that is not a JSON Schema object (%v): fix the tool's Question", call.Name, err)
+			return nil, askedNow, fmt.Errorf("tool %s: asking with a response schema that is not a JSON Schema object (%v): fix the tool's Question", call.Name, err)
 		}
 	}
 	it := Interrupt{ID: id, Reason: q.Reason, Message: q.Message, ToolCallID: call.ID, ResponseSchema: q.ResponseSchema}
@@ -327,15 +324,15 @@ func ask(ctx context.Context, call Call, q Question) (json.RawMessage, bool, err
 		if old, ok := r.pending[id]; ok {
 			it.ExpiresAt = old.ExpiresAt
 			if !it.ExpiresAt.IsZero() && !now().Before(it.ExpiresAt) {
-				return nil, false, Correctable(fmt.Errorf("%w: %s waited for an answer until %s", ErrExpired, call.Name, it.ExpiresAt.Format(time.RFC3339)))
+				return nil, askedNow, Correctable(fmt.Errorf("%w: %s waited for an answer until %s", ErrExpired, call.Name, it.ExpiresAt.Format(time.RFC3339)))
 			}
-			return nil, false, &Interrupted{Interrupts: []Interrupt{it}}
+			return nil, askedAgain, &Interrupted{Interrupts: []Interrupt{it}}
 		}
 	}
 	if q.TTL > 0 {
 		it.ExpiresAt = now().Add(q.TTL).UTC()
 	}
-	return nil, false, &Interrupted{Interrupts: []Interrupt{it}}
+	return nil, askedNow, &Interrupted{Interrupts: []Interrupt{it}}
 }
 
 // givenAnswer is what Ask returns for an answer given: its payload, or the

@@ -54,18 +54,19 @@ func guard(ctx context.Context, pol *policy.Policy, chk *policy.Check, c Call) (
 // tools before a hand-off; code that makes its own hand-offs under a
 // policy asks likewise.
 func ApprovePolicy(ctx context.Context, c Call, chk *policy.Check, out policy.Outcome) error {
-	payload, journaled, err := ask(ctx, c, Question{Reason: ApprovalReason, Message: fmt.Sprintf("Policy %q: %s", out.Rule, out.Reason), ResponseSchema: ApprovalSchema})
+	payload, how, err := ask(ctx, c, Question{Reason: ApprovalReason, Message: fmt.Sprintf("Policy %q: %s", out.Rule, out.Reason), ResponseSchema: ApprovalSchema})
 	answered := func(a policy.Answer) {
 		// An answer the journal holds was recorded as the run before
 		// took it.
-		if chk != nil && !journaled {
+		if chk != nil && how != fromJournal {
 			policy.Answered(ctx, chk, out, a)
 		}
 	}
-	var asked *Interrupted
+	var waiting *Interrupted
 	switch {
-	case errors.As(err, &asked):
-		if chk != nil && (len(asked.Interrupts) == 0 || !pendingBefore(ctx, asked.Interrupts[0].ID)) {
+	case errors.As(err, &waiting):
+		// A question put again was recorded as the run before put it.
+		if chk != nil && how != askedAgain {
 			policy.Asking(ctx, chk, out)
 		}
 		return err
