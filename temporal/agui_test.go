@@ -263,14 +263,7 @@ func TestOfficialClientWatchesATreeOnTemporal(t *testing.T) {
 // queue and a context that ends within a minute.
 func onServer(t *testing.T, rt *Runtime) (context.Context, client.Client, string) {
 	t.Helper()
-	hostPort, ns := serverAddr(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	c, err := Dial(ctx, hostPort, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	ctx, c := dialServer(t, time.Minute)
 	queue := fmt.Sprintf("deputy-%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano())
 	w := worker.New(c, queue, worker.Options{})
 	Register(w, rt)
@@ -279,4 +272,19 @@ func onServer(t *testing.T, rt *Runtime) (context.Context, client.Client, string
 	}
 	t.Cleanup(w.Stop)
 	return ctx, c, queue
+}
+
+// dialServer dials the test server; it returns the client, closed when
+// the test ends, and a context that ends within d.
+func dialServer(t *testing.T, d time.Duration) (context.Context, client.Client) {
+	t.Helper()
+	hostPort, ns := serverAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	c, err := Dial(ctx, hostPort, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return ctx, c
 }

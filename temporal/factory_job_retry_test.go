@@ -74,14 +74,7 @@ func TestFactoryJobCancelledBetweenItsAttempts(t *testing.T) {
 }
 
 func factoryJobCancelledBetweenAttempts(t *testing.T, whileBuilding bool) {
-	hostPort, ns := serverAddr(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := Dial(ctx, hostPort, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, c := dialServer(t, 2*time.Minute)
 	writer := &script{fn: func(context.Context, int, provider.Request) (provider.Message, error) {
 		return provider.AssistantMessage("", provider.ToolCall{ID: "h", Name: "hold", Arguments: json.RawMessage(`{}`)}), nil
 	}}
@@ -190,14 +183,7 @@ func TestFactoryJobTimeSpansItsAttempts(t *testing.T) {
 }
 
 func factoryJobTimeSpansAttempts(t *testing.T, jobTime, stopAfter, restartAfter time.Duration, wantHolds int64) {
-	hostPort, ns := serverAddr(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := Dial(ctx, hostPort, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, c := dialServer(t, 2*time.Minute)
 	writer := &script{fn: func(context.Context, int, provider.Request) (provider.Message, error) {
 		return provider.AssistantMessage("", provider.ToolCall{ID: "h", Name: "hold", Arguments: json.RawMessage(`{}`)}), nil
 	}}
@@ -254,14 +240,7 @@ func factoryJobTimeSpansAttempts(t *testing.T, jobTime, stopAfter, restartAfter 
 // again, from the journal, before the step that took it first, so that
 // the agent read it twice. Before, the entries after the hole were kept.
 func TestFactoryJournalHasNoHoles(t *testing.T) {
-	hostPort, ns := serverAddr(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := Dial(ctx, hostPort, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, c := dialServer(t, 2*time.Minute)
 	const note = "list the rivers too"
 	writer := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
 		heard := 0
@@ -358,14 +337,7 @@ func TestFactoryJobOutOfAttemptsCountsWhatItSpent(t *testing.T) {
 }
 
 func factoryOutOfAttempts(t *testing.T, background bool) {
-	hostPort, ns := serverAddr(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := Dial(ctx, hostPort, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, c := dialServer(t, 2*time.Minute)
 	writer := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
 		return provider.AssistantMessage("", provider.ToolCall{ID: fmt.Sprintf("h%d", len(resultsOf(req))), Name: "hold", Arguments: json.RawMessage(`{}`)}), nil
 	}}
@@ -429,14 +401,7 @@ func factoryOutOfAttempts(t *testing.T, background bool) {
 // it, and ran the agent from its start: each tool call again, each model
 // answer paid again, and what the first attempt spent counted nowhere.
 func TestFactoryJournalFitsOneQuery(t *testing.T) {
-	hostPort, ns := serverAddr(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := Dial(ctx, hostPort, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, c := dialServer(t, 2*time.Minute)
 	const pages = 6 // of 400 KB each: 2.4 MB in all
 	writer := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
 		n := len(resultsOf(req))
@@ -509,14 +474,7 @@ func TestFactoryJournalFitsOneQuery(t *testing.T) {
 // them all in one answer, which the server refused each time, and the
 // agent took no message again.
 func TestFactoryJobReadsItsMessagesInPages(t *testing.T) {
-	hostPort, ns := serverAddr(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := Dial(ctx, hostPort, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, c := dialServer(t, 2*time.Minute)
 	const note = "list the rivers too"
 	writer := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
 		if len(resultsOf(req)) == 0 {
@@ -618,14 +576,7 @@ func leadOfJob(task, agent string, notes ...string) *script {
 // journal holds: the cancelled lead's error carries what the models
 // billed. Before, the first attempt's model call was counted nowhere.
 func TestFactoryCancelledBetweenItsAttempts(t *testing.T) {
-	hostPort, ns := serverAddr(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := Dial(ctx, hostPort, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, c := dialServer(t, 2*time.Minute)
 	writer := &script{fn: func(context.Context, int, provider.Request) (provider.Message, error) {
 		return provider.AssistantMessage("", provider.ToolCall{ID: "h", Name: "hold", Arguments: json.RawMessage(`{}`)}), nil
 	}}
@@ -674,7 +625,7 @@ func TestFactoryCancelledBetweenItsAttempts(t *testing.T) {
 	if err := c.CancelWorkflow(ctx, tree, ""); err != nil {
 		t.Fatal(err)
 	}
-	err = run.Get(ctx, nil)
+	err := run.Get(ctx, nil)
 	if err == nil {
 		t.Fatal("the cancelled lead ended without an error")
 	}
@@ -696,14 +647,7 @@ func TestFactoryCancelledBetweenItsAttempts(t *testing.T) {
 // models billed. Before, the event was published at each attempt that
 // took it, and that answer's spend was counted nowhere.
 func TestFactoryJobDeliveredOnceWhatItsJournalLacks(t *testing.T) {
-	hostPort, ns := serverAddr(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := Dial(ctx, hostPort, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, c := dialServer(t, 2*time.Minute)
 	const note = "list the rivers too"
 	writer := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
 		switch len(resultsOf(req)) {
@@ -813,14 +757,7 @@ func TestFactoryJobDeliveredOnceWhatItsJournalLacks(t *testing.T) {
 // worker cut off from the server, which gave up on it, but running on)
 // is not taken, so no later attempt replays a run mixed of two.
 func TestFactoryJournalFencesAnAttemptGivenUpOn(t *testing.T) {
-	hostPort, ns := serverAddr(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := Dial(ctx, hostPort, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, c := dialServer(t, 2*time.Minute)
 	writer := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
 		if len(resultsOf(req)) == 0 {
 			return provider.AssistantMessage("", provider.ToolCall{ID: "h", Name: "hold", Arguments: json.RawMessage(`{}`)}), nil

@@ -470,7 +470,7 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 	n := js.ownerAliveNow(ctx)
 	if m := js.alive(); m >= js.spec.maxBackground() {
 		// Its spawns of one step started jobs while it counted the
-		// owner's (ownerAliveNow waits for a local activity): counted
+		// owner's (ownerAliveNow waits for an activity): counted
 		// again, with nothing to wait for before it starts.
 		return js.refuseSpawn(ctx, d, "max_background", js.tooManyJobs(m)), nil
 	}
