@@ -647,14 +647,21 @@ func TestFactoryCancelledBetweenItsAttempts(t *testing.T) {
 // models billed. Before, the event was published at each attempt that
 // took it, and that answer's spend was counted nowhere.
 func TestFactoryJobDeliveredOnceWhatItsJournalLacks(t *testing.T) {
+	for _, mode := range policyIDModes {
+		t.Run(mode.name, func(t *testing.T) { factoryJobDeliveredOnce(t, mode.id) })
+	}
+}
+
+func factoryJobDeliveredOnce(t *testing.T, id func(n int64, i int) string) {
 	ctx, c := dialServer(t, 2*time.Minute)
 	const note = "list the rivers too"
+	var n atomic.Int64
 	writer := &script{fn: func(_ context.Context, _ int, req provider.Request) (provider.Message, error) {
 		switch len(resultsOf(req)) {
 		case 0:
-			return provider.AssistantMessage("", provider.ToolCall{ID: "b", Name: "big", Arguments: json.RawMessage(`{}`)}), nil
+			return provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: "big", Arguments: json.RawMessage(`{}`)}), nil
 		case 1:
-			return provider.AssistantMessage("", provider.ToolCall{ID: "h", Name: "hold", Arguments: json.RawMessage(`{}`)}), nil
+			return provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: "hold", Arguments: json.RawMessage(`{}`)}), nil
 		}
 		heard := 0
 		for _, m := range req.Messages {
