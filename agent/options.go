@@ -102,8 +102,11 @@ func WithToolRetries(n int) Option {
 // back its next input and shares the rest equally among the calls and its
 // own reply: a sub-agent's share is its limit, given back less what it spent.
 // The estimate (what the provider counted so far, plus a token per four bytes
-// added) can fall short by e per call, so a tree spends at most n + Σ e over
-// the runs spending at once. The guide docs/fanout.md works it through.
+// added) can fall short by e per call; the calls whose worst case what is
+// left cannot pay for take turns across the tree, each with what such calls
+// passed their limits by so far taken off, so a tree spends at most n + e, e
+// the largest shortfall of one call. The guide docs/fanout.md works it
+// through.
 func WithTokenLimit(n int64) Option {
 	return func(r *React) error {
 		if n < 0 {
@@ -194,7 +197,7 @@ func WithPrices(prices *provider.Prices) Option {
 // WithCostLimit bounds what a run may cost in US dollars, its sub-agents'
 // included, at the prices of WithPrices; calls are reserved and shared as
 // under WithTokenLimit (before any answer, at provider.Prices.Dearest), and it
-// spends at most dollars + Σ e·input price. Unpriced models cost nothing
+// spends at most dollars + e·input price. Unpriced models cost nothing
 // against it. dollars must be positive.
 func WithCostLimit(dollars float64) Option {
 	return func(r *React) error {

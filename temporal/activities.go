@@ -196,14 +196,41 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (reply ModelRep
 		}
 	}
 	wrapUp := false
+	var turn *treeTurnOf
 	if r := in.Reserve; r != nil {
-		if wrapUp, err = a.reserve(&in, r, named); err != nil {
+		asked := in.Request
+		if wrapUp, err = a.reserve(&in, r, named); err == nil && a.served && r.Tree != "" && !a.covered(&in, r, named, wrapUp && !r.WrapUp) {
+			// Its worst case may pass what its run has left: it takes the
+			// tree's turn, and is planned again with what the tree's calls
+			// passed their runs' limits by taken off what is left.
+			if turn, err = takeTreeTurn(ctx, r.Tree, r.TreeRun, activity.GetInfo(ctx).StartToCloseTimeout+HeartbeatTimeout); err == nil && turn != nil {
+				in.Request = asked
+				wrapUp, err = a.reserve(&in, r.less(turn.debt), named)
+			}
+		}
+		if err != nil {
+			turn.done(ctx, 0, 0)
 			em.before(in.Request) // as for a denial
 			return ModelReply{}, err
 		}
 	}
 	em.before(in.Request)
 	resp, err := p.Complete(ctx, in.Request)
+	if turn != nil {
+		// What the call passed what its run had left by, as planned
+		// before the tree's debt was taken off.
+		var tokens int64
+		var dollars float64
+		if r := in.Reserve; err == nil {
+			if r.Tokens > 0 {
+				tokens = max(resp.Usage.Tokens()-r.Tokens, 0)
+			}
+			if price, ok := a.price(identity(p, in.Request, resp)); ok && r.Cost {
+				dollars = max(price.Cost(resp.Usage)-r.Dollars, 0)
+			}
+		}
+		turn.done(ctx, tokens, dollars)
+	}
 	if err != nil {
 		return ModelReply{}, classify(err)
 	}
@@ -341,6 +368,46 @@ func (a *Activities) reserve(in *ModelCall, r *Reserve, named int64) (wrapUp boo
 	}
 	req.MaxTokens = int(min(out, int64(max(r.Ceiling, 1))))
 	return wrapUp, nil
+}
+
+// covered reports whether what the run has left (r) pays for in's call,
+// reserved, at its worst: its input at a token a byte of what the
+// workflow's estimate counts at four (Reserve.Worst, and the plain tools'
+// definitions, and the wrap-up note when the worker added it: noted),
+// and its output bound.
+func (a *Activities) covered(in *ModelCall, r *Reserve, named int64, noted bool) bool {
+	req := &in.Request
+	worst := r.Worst
+	if extra := toolBytes(req.Tools) - named; r.Named && extra > 0 {
+		worst += extra
+	}
+	if noted {
+		worst += int64(len(wrapUpNote))
+	}
+	out := int64(req.MaxTokens)
+	if r.Tokens > 0 && worst+out > r.Tokens {
+		return false
+	}
+	if r.Cost {
+		if price, ok := a.price(identity(a.rt.Providers[in.Provider], *req, provider.Response{})); ok {
+			return float64(worst)*price.Input+float64(out)*price.Output <= r.Dollars
+		}
+	}
+	return true
+}
+
+// less is what is left (r) with debt, what the tree's calls passed their
+// runs' limits by so far, taken off; a limit it uses up leaves a token,
+// or nothing, which no call fits.
+func (r *Reserve) less(debt treeDebt) *Reserve {
+	c := *r
+	if c.Tokens > 0 && debt.Tokens > 0 {
+		c.Tokens = max(c.Tokens-debt.Tokens, 1)
+	}
+	if c.Cost {
+		c.Dollars -= debt.Dollars
+	}
+	return &c
 }
 
 // follow is the output bound of a call estimated to read est tokens that

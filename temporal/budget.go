@@ -56,6 +56,16 @@ func (b *budget) estimate(req provider.Request) int64 {
 	return (n + 3) / 4
 }
 
+// worst is the most req may read: what the provider reported last and a
+// token a byte of what was added since (estimate counts a token per four).
+func (b *budget) worst(req provider.Request) int64 {
+	n := requestBytes(req)
+	if b.reported > 0 && n >= b.reportedBytes {
+		return b.reported + n - b.reportedBytes
+	}
+	return n
+}
+
 func requestBytes(req provider.Request) int64 {
 	n := len(req.System) + len(req.ResponseSchema)
 	for _, m := range req.Messages {

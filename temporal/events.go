@@ -51,6 +51,9 @@ type EventSink interface {
 type Trace struct {
 	// Tree is the ID of the tree's top-level workflow.
 	Tree string `json:"tree"`
+	// TreeRun is the run id of the tree's top-level workflow ("" for
+	// a tree started before it was kept).
+	TreeRun string `json:"tree_run,omitempty"`
 	// Subagent is the run's sub-agent run id, its workflow's ID ("" for
 	// the top-level run).
 	Subagent string `json:"subagent,omitempty"`

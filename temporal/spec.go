@@ -387,6 +387,18 @@ type Reserve struct {
 	// and is the wrap-up when no tool call it could write fits that
 	// (unpaidChange).
 	Follow int64 `json:"follow,omitempty"`
+	// Worst is the most the request may read, as the workflow counts it:
+	// what the provider counted for the conversation so far, and a token
+	// a byte of what was added since (Estimate counts a token per four).
+	Worst int64 `json:"worst,omitempty"`
+	// Tree and TreeRun, set from treeTurnChange on, name the workflow of
+	// the run's tree, its top-level run: a call whose worst case (Worst,
+	// and its output bound) what is left cannot pay for takes the tree's
+	// turn from it (the update deputy.overdraft) on a worker of a server, and goes
+	// with what the tree's calls passed their runs' limits by so far
+	// taken off what is left.
+	Tree    string `json:"tree,omitempty"`
+	TreeRun string `json:"tree_run,omitempty"`
 }
 
 // GuardCall is the input of the guardrail activity: the text an agent's

@@ -62,7 +62,12 @@ func AgentWorkflow(ctx workflow.Context, in RunInput) (RunOutput, error) {
 	id := workflow.GetInfo(ctx).WorkflowExecution.ID
 	trace := in.Trace
 	if trace == nil {
-		trace = &Trace{Tree: id}
+		// The run is the tree: it keeps the turn of the tree's model calls
+		// that may pass their runs' limits.
+		trace = &Trace{Tree: id, TreeRun: workflow.GetInfo(ctx).WorkflowExecution.RunID}
+		if err := keepTreeTurn(ctx); err != nil {
+			return RunOutput{}, err
+		}
 	}
 	q, err := newQuestions(ctx, trace)
 	if err != nil {
@@ -238,6 +243,10 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 	if (b.on || spec.CostLimit > 0) && workflow.GetVersion(ctx, unstartedLineChange, workflow.DefaultVersion, 1) >= 1 {
 		refusal = len(unstartedLine)
 	}
+	// From treeTurnChange on, a call whose worst case what its run has
+	// left cannot pay for takes its tree's turn, as in process.
+	treeTurn := (b.on || spec.CostLimit > 0) && trace != nil && trace.TreeRun != "" &&
+		workflow.GetVersion(ctx, treeTurnChange, workflow.DefaultVersion, 1) >= 1
 	unpaid := false // the last reply's calls were cut: the next call is the wrap-up
 	// From distinctIDsChange on, a reply's call whose model gave it the id
 	// of a call of the conversation gets an id of its own.
@@ -338,6 +347,9 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 				r.Cost, r.Dollars = true, spec.CostLimit-out.Cost-heldCost
 			}
 			r.TokenSetting, r.CostSetting = spec.bounds.tokens, spec.bounds.cost
+			if treeTurn {
+				r.Worst, r.Tree, r.TreeRun = b.worst(req), trace.Tree, trace.TreeRun
+			}
 			mc.Reserve = r
 		}
 		if trace != nil {
@@ -1268,7 +1280,7 @@ func (d *delegation) prepare() string {
 		arg = a
 	}
 	if t := tn.trace; t != nil {
-		ct := &Trace{Tree: t.Tree, Subagent: d.id, Name: d.call.Name, Description: d.sub.Description, Parent: t.Subagent, ParentToolCall: d.call.ID, Job: t.Job}
+		ct := &Trace{Tree: t.Tree, TreeRun: t.TreeRun, Subagent: d.id, Name: d.call.Name, Description: d.sub.Description, Parent: t.Subagent, ParentToolCall: d.call.ID, Job: t.Job}
 		switch {
 		case d.member != nil:
 			ct.Name, ct.Description = d.member.Name, d.member.Description

@@ -1,0 +1,194 @@
+package temporal
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/workflow"
+)
+
+// overdraftUpdate is the update of a tree's top-level run by which the
+// model calls of the tree that may pass their runs' limits take turns:
+// the worker of such a call takes the turn, is told what the tree's calls
+// passed their runs' limits by so far, makes the call with that taken off
+// what its run has left, and ends the turn with what it passed its run's
+// limits by, by the signal overdraftDoneSignal (a signal, as the calls
+// waiting for the turn may fill the updates the server lets a workflow
+// have in flight). It is what run.Uncovered is in process, kept by the
+// workflow that is the tree.
+const (
+	overdraftUpdate     = "deputy.overdraft"
+	overdraftDoneSignal = "deputy.overdraft_done"
+)
+
+// treeTurnChange names the workflow version from which a run's model
+// calls that may pass its limits take the tree's turn (overdraftUpdate)
+// on a worker of a server; before it, each such call went when it was
+// ready, and a tree could pass its limit by the error of one call of each
+// of its runs.
+const treeTurnChange = "deputy.tree-turn"
+
+// overdraft is the input of overdraftUpdate and overdraftDoneSignal.
+type overdraft struct {
+	// Holder names the call taking or ending the turn: its workflow's id
+	// and its activity's, the same across the activity's attempts, so
+	// that an attempt after a lost one takes the turn its call held.
+	Holder string `json:"holder"`
+	// Tokens and Dollars, of overdraftDoneSignal, are what the call
+	// passed its run's limits by, added to the tree's debt.
+	Tokens  int64   `json:"tokens,omitempty"`
+	Dollars float64 `json:"dollars,omitempty"`
+	// Lease is how long the turn is the holder's at most: past it, a call
+	// waiting for the turn takes it (a holder whose workflow ended while
+	// its call ran never ends it).
+	Lease time.Duration `json:"lease,omitempty"`
+}
+
+// treeDebt is what the model calls of a tree passed their runs' limits by so
+// far, in tokens and in dollars: the result of overdraftUpdate.
+type treeDebt struct {
+	Tokens  int64   `json:"tokens,omitempty"`
+	Dollars float64 `json:"dollars,omitempty"`
+}
+
+// treeTurn is the turn a tree's top-level workflow keeps for its model
+// calls that may pass their runs' limits, and what such calls passed
+// them by so far.
+type treeTurn struct {
+	holder string
+	since  time.Time
+	lease  time.Duration
+	debt   treeDebt
+	ended  workflow.ReceiveChannel // overdraftDoneSignal
+}
+
+// endTurns takes the signals that ended turns so far.
+func (t *treeTurn) endTurns() {
+	for {
+		var o overdraft
+		if !t.ended.ReceiveAsync(&o) {
+			return
+		}
+		t.done(o)
+	}
+}
+
+// keepTreeTurn makes the workflow of ctx, a tree's top-level run, keep
+// its tree's turn (overdraftUpdate).
+func keepTreeTurn(ctx workflow.Context) error {
+	// The signals that end turns are taken as a call asks for the turn,
+	// and while it waits: no coroutine of its own waits for them.
+	t := &treeTurn{ended: workflow.GetSignalChannel(ctx, overdraftDoneSignal)}
+	return workflow.SetUpdateHandlerWithOptions(ctx, overdraftUpdate, t.take, workflow.UpdateHandlerOptions{
+		Validator: func(o overdraft) error {
+			if o.Holder == "" {
+				return errors.New("an overdraft names no holder")
+			}
+			return nil
+		},
+		// A call still waiting as the tree ends goes without the turn.
+		UnfinishedPolicy: workflow.HandlerUnfinishedPolicyAbandon,
+	})
+}
+
+// done ends the turn o's call holds, adding what it passed its run's
+// limits by to the debt (even when its lease ran out and another call
+// holds the turn now).
+func (t *treeTurn) done(o overdraft) {
+	if t.holder == o.Holder {
+		t.holder = ""
+	}
+	t.debt.Tokens += max(o.Tokens, 0)
+	t.debt.Dollars += max(o.Dollars, 0)
+}
+
+// take gives o's call the turn once no other call holds it, or the one
+// that does held it past its lease, and returns the debt.
+func (t *treeTurn) take(ctx workflow.Context, o overdraft) (treeDebt, error) {
+	t.endTurns()
+	for t.holder != "" && t.holder != o.Holder {
+		wait := t.since.Add(t.lease).Sub(workflow.Now(ctx))
+		if wait <= 0 {
+			break // its holder is lost
+		}
+		held := t.holder
+		if _, err := workflow.AwaitWithTimeout(ctx, wait, func() bool {
+			t.endTurns()
+			return t.holder != held
+		}); err != nil {
+			return treeDebt{}, err
+		}
+	}
+	t.holder, t.since, t.lease = o.Holder, workflow.Now(ctx), max(o.Lease, time.Second)
+	return t.debt, nil
+}
+
+// treeTurnOf is the turn a model call of the tree whose top-level
+// workflow is tree (run treeRun) took, or nil when it went without one
+// (outside a server, or when the tree's workflow could not be asked).
+type treeTurnOf struct {
+	c             client.Client
+	tree, treeRun string
+	holder        string
+	debt          treeDebt
+}
+
+// takeTreeTurn takes the turn of a model call that may pass its run's
+// limits from the tree's top-level workflow, waiting while another call
+// of the tree holds it; lease is how long the call may hold it. It
+// returns nil, and the call goes without the turn, when the tree's
+// workflow cannot give one (it has ended, as a thread's turn ends before
+// the jobs it started do; or its worker is older than the turn); and
+// ctx's error if ctx ends first.
+func takeTreeTurn(ctx context.Context, tree, treeRun string, lease time.Duration) (*treeTurnOf, error) {
+	info := activity.GetInfo(ctx)
+	t := &treeTurnOf{c: activity.GetClient(ctx), tree: tree, treeRun: treeRun,
+		holder: info.WorkflowExecution.ID + "/" + info.ActivityID}
+	pause := 20 * time.Millisecond
+	for {
+		h, err := t.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+			WorkflowID: tree, RunID: treeRun, UpdateName: overdraftUpdate,
+			Args:         []any{overdraft{Holder: t.holder, Lease: lease}},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		})
+		if err == nil {
+			err = h.Get(ctx, &t.debt)
+		}
+		if err == nil {
+			return t, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		var busy *serviceerror.ResourceExhausted
+		if !errors.As(err, &busy) {
+			return nil, nil
+		}
+		// The server caps the updates a workflow has in flight: the calls
+		// waiting for the turn are more than that. Ask again shortly.
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(pause + rand.N(pause)):
+		}
+		pause = min(2*pause, time.Second)
+	}
+}
+
+// done ends the turn, with what the call passed its run's limits by; a
+// nil turn does nothing. It is told even when the call's context has
+// ended, so that the next call need not wait out the lease.
+func (t *treeTurnOf) done(ctx context.Context, tokens int64, dollars float64) {
+	if t == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	// Lost, the turn passes on when its lease ends.
+	_ = t.c.SignalWorkflow(ctx, t.tree, t.treeRun, overdraftDoneSignal, overdraft{Holder: t.holder, Tokens: tokens, Dollars: dollars})
+}

@@ -1,0 +1,166 @@
+package temporal
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/deputy-go/deputy/internal/resumetest"
+	"github.com/deputy-go/deputy/provider"
+)
+
+// skewedModel is a model whose tokenizer counts a token a byte of what
+// it reads, four times what a run's estimate counts for what the provider
+// has not counted yet (the worst the documented error allows), and a
+// token per four bytes of what it writes, stopping at the request's
+// output bound. For every call it works out the estimate the run made of
+// its input, as the workflow and the worker make it, and keeps the
+// largest shortfall of one call (e).
+type skewedModel struct {
+	price provider.Price
+	reply func(req provider.Request) provider.Message
+
+	mu      sync.Mutex
+	convs   map[string]*budget // the estimate of each conversation, keyed by its first message
+	billed  provider.Usage
+	dollars float64
+	e       int64
+	calls   int
+}
+
+func (m *skewedModel) Complete(_ context.Context, req provider.Request) (provider.Response, error) {
+	msg := m.reply(req)
+	if req.MaxTokens > 0 && len(msg.Content) > 4*req.MaxTokens {
+		msg.Content = msg.Content[:4*req.MaxTokens]
+	}
+	out := int64(len(msg.Content)+3) / 4
+	for _, c := range msg.ToolCalls {
+		out += int64(len(c.Name)+len(c.Arguments)+3) / 4
+	}
+	in := requestBytes(req)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.convs == nil {
+		m.convs = map[string]*budget{}
+	}
+	key := req.System + "\x00" + req.Messages[0].Content
+	b := m.convs[key]
+	if b == nil {
+		b = &budget{}
+		m.convs[key] = b
+	}
+	m.e = max(m.e, in-b.estimate(req))
+	u := provider.Usage{InputTokens: in, OutputTokens: out, Requests: 1}
+	b.noteReply(req, provider.Response{Message: msg, Usage: u})
+	m.billed = m.billed.Add(u)
+	m.dollars += m.price.Cost(u)
+	m.calls++
+	stop := provider.StopEndTurn
+	if req.MaxTokens > 0 && out >= int64(req.MaxTokens) {
+		stop = provider.StopMaxTokens
+	}
+	return provider.Response{Message: msg, Usage: u, Model: "m1", StopReason: stop}, nil
+}
+
+func (m *skewedModel) Name() string { return "skewed" }
+
+// TestTenForksPassTheLimitByOneCallsErrorOnTemporal forks ten children
+// at once on a server, each child's call near the end of its share,
+// under a token limit and under a cost limit, over a model whose counts
+// are four times what the estimate counts for what it adds: the calls
+// that may pass their runs' limits take the tree's turn, so the tree is
+// billed at most its limit plus the shortfall of one call's estimate,
+// the largest, worked out call by call, as in process, and the lead
+// answers. (Before, each child's call passed its share by its own
+// shortfall: n + Σ e.) With models that name their calls afresh, not at
+// all, and from call_0.
+func TestTenForksPassTheLimitByOneCallsErrorOnTemporal(t *testing.T) {
+	price := provider.Price{Input: 1e-6, Output: 4e-6}
+	prices, err := provider.NewPrices(map[string]provider.Price{"m1": price})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lead = "Write the ten parts of the survey."
+	part := strings.Repeat("Write this part of the survey in full, with every figure the sites reported, and cite them. ", 5)
+	essay := strings.Repeat("The figures of the sites, reported and cited in full. ", 80)
+	type tree struct {
+		forks int
+		cost  bool
+		ids   int
+		slow  time.Duration // how long each call of a child takes
+	}
+	var trees []tree
+	for _, cost := range []bool{false, true} {
+		for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
+			trees = append(trees, tree{10, cost, ids, 0})
+		}
+	}
+	// More calls wait for the turn than the server lets a workflow have
+	// updates in flight (10 by default): the others ask again.
+	trees = append(trees, tree{24, false, resumetest.IDsFresh, 300 * time.Millisecond})
+	for _, tr := range trees {
+		cost, ids := tr.cost, tr.ids
+		{
+			t.Run(fmt.Sprintf("forks %d, cost %v, ids %d", tr.forks, cost, ids), func(t *testing.T) {
+				var fresh atomic.Int64
+				m := &skewedModel{price: price}
+				m.reply = func(req provider.Request) provider.Message {
+					if len(req.Tools) > 0 && len(req.Messages) == 1 && req.Messages[0].Content == lead {
+						msg := spawnCalls(tr.forks)
+						resumetest.NameCalls(ids, msg.ToolCalls, &fresh)
+						return msg
+					}
+					if tr.slow > 0 {
+						// Calls that hold the turn a while, so that many wait
+						// for it; their answers are short, for the lead to read.
+						time.Sleep(tr.slow)
+						return provider.AssistantMessage("The part is written, with its figures.")
+					}
+					return provider.AssistantMessage(essay)
+				}
+				ctx, c, queue := onServer(t, &Runtime{Providers: map[string]provider.Provider{"m": m}, Prices: prices})
+				tokens := int64(8000)
+				if tr.forks > 10 {
+					tokens = int64(tr.forks) * 1000
+				}
+				spec := Spec{Name: "lead", Provider: "m", Spawn: true, System: "You lead the survey, and write its parts. " + part, MaxSpawns: tr.forks}
+				if cost {
+					spec.CostLimit = float64(tokens) * price.Input
+				} else {
+					spec.TokenLimit = tokens
+				}
+				run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("overdraft-%d", time.Now().UnixNano()), TaskQueue: queue}, AgentWorkflowName, RunInput{Spec: spec, Text: lead})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var out RunOutput
+				err = run.Get(ctx, &out)
+				m.mu.Lock()
+				defer m.mu.Unlock()
+				t.Logf("billed %d tokens, $%.6f, in %d calls; the largest shortfall of one call %d; answer %.40q, err %v", m.billed.Tokens(), m.dollars, m.calls, m.e, out.Answer, err)
+				if err != nil {
+					t.Fatalf("the lead failed: %v", err)
+				}
+				if got := out.TotalUsage(); got != m.billed {
+					t.Errorf("the run counts %+v, the model billed %+v", got, m.billed)
+				}
+				if m.calls < 3 {
+					t.Fatalf("%d model calls: the test needs the children to call their model", m.calls)
+				}
+				if cost {
+					if bound := spec.CostLimit + float64(m.e)*price.Input; m.dollars > bound+1e-12 {
+						t.Errorf("the tree cost $%.6f, past its limit and one call's shortfall, $%.6f", m.dollars, bound)
+					}
+				} else if m.billed.Tokens() > tokens+m.e {
+					t.Errorf("the tree spent %d tokens, past its limit and one call's shortfall, %d + %d", m.billed.Tokens(), tokens, m.e)
+				}
+			})
+		}
+	}
+}
