@@ -145,6 +145,9 @@ func Register(w worker.Registry, rt *Runtime) {
 	w.RegisterActivityWithOptions(a.PublishJobEvents, activity.RegisterOptions{Name: PublishActivityName})
 	w.RegisterActivityWithOptions(a.AwaitJob, activity.RegisterOptions{Name: AwaitJobActivityName})
 	w.RegisterActivityWithOptions(a.OwnerJobs, activity.RegisterOptions{Name: OwnerJobsActivityName})
+	w.RegisterWorkflowWithOptions(ownerWorkflow, workflow.RegisterOptions{Name: ownerWorkflowName})
+	w.RegisterActivityWithOptions(a.takeOwnerSlot, activity.RegisterOptions{Name: ownerSlotActivityName})
+	w.RegisterActivityWithOptions(a.jobsRunning, activity.RegisterOptions{Name: jobsRunningActivityName})
 }
 
 func (rt *Runtime) payloadLimit() int { return cmp.Or(max(rt.PayloadLimit, 0), DefaultPayloadLimit) }

@@ -116,6 +116,7 @@ func (a *Agent) Run(ctx context.Context, in agent.Input) (agent.Output, error) {
 			// Counted again as a spawn is to start a job, those idle now
 			// included: one may start a job meanwhile.
 			thread.ElsewhereThreads = others
+			thread.Owner = key
 			announce = thread.announcements()
 			for _, k := range thread.Jobs {
 				if k.Ended {

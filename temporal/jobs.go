@@ -281,13 +281,16 @@ type jobs struct {
 	sender MessageLink
 	// numberAsked: jobNumberChange was asked, numberLate its answer.
 	numberAsked, numberLate bool
-	spec                    Spec
-	list                    []*bgJob
-	progress                workflow.ReceiveChannel
-	args                    *jsonschema.Schema
-	sent                    int // messages sent, for their ids
-	on                      bool
-	checked                 bool // backgroundChange asked for
+	// slotting: a spawn is taking its job's place from the owner's
+	// workflow (ownerSlotChange); the others wait their turn.
+	slotting bool
+	spec     Spec
+	list     []*bgJob
+	progress workflow.ReceiveChannel
+	args     *jsonschema.Schema
+	sent     int // messages sent, for their ids
+	on       bool
+	checked  bool // backgroundChange asked for
 	// trace places the run in its tree (nil: none); publishing: the run
 	// publishes its jobs' events (jobEventsChange), asked with the first
 	// job's start.
@@ -464,6 +467,25 @@ func (js *jobs) alive() int {
 // start starts d's child workflow as job id and returns once the server
 // has it, with what the model reads.
 func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
+	if js.threaded() && js.thread.Owner != "" && workflow.GetVersion(ctx, ownerSlotChange, workflow.DefaultVersion, 1) >= 1 {
+		// One spawn of the run at a time takes its job's place from the
+		// owner's workflow, and numbers its job, so that a refused spawn
+		// takes no number.
+		if err := workflow.Await(ctx, func() bool { return !js.slotting }); err != nil {
+			return ToolResult{}, err
+		}
+		js.slotting = true
+		defer func() { js.slotting = false }()
+		if n := js.alive(); n >= js.spec.maxBackground() {
+			return js.refuseSpawn(ctx, d, "max_background", js.tooManyJobs(n)), nil
+		}
+		if g, ok := js.ownerSlot(ctx, d); ok {
+			if !g.Granted {
+				return js.refuseSpawn(ctx, d, "max_owner_jobs", tooManyOwnerJobs(g.Alive)), nil
+			}
+			return js.startNow(ctx, d)
+		}
+	}
 	if n := js.alive(); n >= js.spec.maxBackground() {
 		return js.refuseSpawn(ctx, d, "max_background", js.tooManyJobs(n)), nil
 	}
@@ -477,6 +499,34 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 	if js.threaded() && n >= js.spec.maxOwnerJobs() && workflow.GetVersion(ctx, ownerJobsChange, workflow.DefaultVersion, 1) >= 1 {
 		return js.refuseSpawn(ctx, d, "max_owner_jobs", tooManyOwnerJobs(n)), nil
 	}
+	return js.startNow(ctx, d)
+}
+
+// ownerSlot takes the place of d's job among the jobs alive in the
+// threads of the run's owner from the owner's workflow (ownerWorkflow),
+// naming the thread's jobs alive now: whether it may start, and how many
+// are alive. ok is false when the owner's workflow could not be asked:
+// the spawn then counts the owner's jobs as before (ownerAliveNow).
+func (js *jobs) ownerSlot(ctx workflow.Context, d *delegation) (g ownerGrant, ok bool) {
+	s := ownerSlot{Owner: js.thread.Owner, Job: d.id, Cap: js.spec.maxOwnerJobs()}
+	if d.numberLate {
+		s.Job = workflow.GetInfo(js.ctx).WorkflowExecution.ID + "/job_" + strconv.Itoa(js.thread.Next+1) // as nextIDs will number it
+	}
+	for _, j := range js.list {
+		if !j.ended && j.wfID != "" {
+			s.Alive = append(s.Alive, j.wfID)
+		}
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 2*elsewhereTime + 5*time.Second,
+		RetryPolicy: &sdktemporal.RetryPolicy{MaximumAttempts: 2}})
+	if err := workflow.ExecuteActivity(actx, ownerSlotActivityName, s).Get(ctx, &g); err != nil {
+		return g, false
+	}
+	return g, true
+}
+
+// startNow starts d's job, its caps passed.
+func (js *jobs) startNow(ctx workflow.Context, d *delegation) (ToolResult, error) {
 	if fc, ok := d.arg.(FactoryCall); ok {
 		return js.startFactory(ctx, d, fc)
 	}

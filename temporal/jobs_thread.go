@@ -152,6 +152,11 @@ type ThreadJobs struct {
 	// (OwnerJobsActivityName, ownerRecountChange), so that a job another
 	// thread started since the turn began counts.
 	ElsewhereThreads []string `json:"elsewhere_threads,omitempty"`
+	// Owner names the thread's owner on its task queue: a spawn takes its
+	// job's place among the jobs of all the owner's threads from the
+	// owner's workflow (ownerSlotChange), which Agent names so ("": the
+	// turn counts as above).
+	Owner string `json:"owner,omitempty"`
 }
 
 // keptJob is one job of a thread, as a turn hands it to the next.

@@ -142,17 +142,15 @@ type Spec struct {
 	// in the threads of one owner (agent.WithOwner; subagent.
 	// DefaultMaxOwnerJobs when 0), as subagent.WithMaxOwnerJobs: a spawn
 	// past it is refused (subagent.ErrMaxBackground, and a deputy.refused
-	// event of reason max_owner_jobs). A turn counts its thread's jobs as
-	// they start and end, and those of the owner's other threads that
-	// Agent had run on its task queue in this process when the turn
-	// started as each step's spawns are to start their jobs
+	// event of reason max_owner_jobs). The jobs of all the owner's
+	// threads on the task queue are counted by the owner's workflow, from
+	// which each spawn takes its job's place before the job starts, one
+	// spawn at a time, so that the cap holds across threads and
+	// processes. When that workflow cannot be asked, a turn counts its
+	// thread's jobs and those of the owner's other threads that Agent had
+	// run on its task queue in this process when the turn started
 	// (OwnerJobsActivityName; a thread that cannot be read within 5 s
-	// counts none), or, when they cannot be counted then, as they stood
-	// when the turn started (ThreadJobs.Elsewhere). A thread whose first
-	// turn comes after the turn started is counted from the turn's next
-	// one; two turns of the owner's threads that start jobs at the same
-	// moment may each miss the other's job not yet started: the cap then
-	// holds to within one step's jobs a thread.
+	// counts none).
 	MaxOwnerJobs int `json:"max_owner_jobs,omitempty"`
 	// MaxSteps bounds the model calls of one run (DefaultMaxSteps when 0).
 	MaxSteps int `json:"max_steps,omitempty"`
