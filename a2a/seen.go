@@ -36,8 +36,10 @@ const claimTTL = 30 * time.Second
 // started its tasks: at most n in memory (the oldest forgotten first), each
 // for at most ttl. A message sent again with the messageId of one
 // remembered, by the same owner and without a taskId, is answered with the
-// task it started (see Server). The same bound holds the messages whose
-// tasks are starting.
+// task it started (see Server). At most n more are the messages whose
+// tasks are starting, each claiming its id until its task is stored, so
+// that a copy sent meanwhile waits for that task: a first message past
+// them is refused with an error that says to send it again shortly.
 func WithSeenMessages(n int, ttl time.Duration) Option {
 	return func(c *config) error {
 		if n <= 0 || ttl <= 0 {
@@ -71,15 +73,20 @@ type seenMessages struct {
 	mu    sync.Mutex
 	tasks map[string]*list.Element // of *seenTask, by seenKey
 	order list.List                // of *seenTask, the oldest first
+	// claims are the claims of the messages whose tasks are starting, by
+	// seenKey, and claimOrder the same, the oldest (the stalest) first:
+	// bounded apart from the tasks, so that no claim is forgotten while
+	// its task starts, however many first messages come at once.
+	claims     map[string]*claim
+	claimOrder list.List // of *claim
 }
 
 // seenTask is what is remembered of one owner's message id: the task it
-// started, or, while that task starts, the claim of the copy starting it.
+// started.
 type seenTask struct {
-	key   string
-	task  sdk.TaskID
-	at    time.Time
-	claim *claim // a task starting; task is then ""
+	key  string
+	task sdk.TaskID
+	at   time.Time
 }
 
 // seenRecord is a seenTask as the store keeps it. A record that names
@@ -91,7 +98,7 @@ type seenRecord struct {
 }
 
 func newSeenMessages(max int, ttl time.Duration, st *store.Store, log *slog.Logger) *seenMessages {
-	return &seenMessages{max: max, ttl: ttl, st: st, log: log, now: time.Now, tasks: map[string]*list.Element{}}
+	return &seenMessages{max: max, ttl: ttl, st: st, log: log, now: time.Now, tasks: map[string]*list.Element{}, claims: map[string]*claim{}}
 }
 
 // seenKey names owner's message id: each escaped, and so bounded
@@ -114,7 +121,8 @@ type claim struct {
 	stale   time.Time // when copies stop waiting for it (claimTTL)
 	version int64     // of its record in the store; 0: not in the store
 	done    chan struct{}
-	state   claimState // guarded by s.mu
+	state   claimState    // guarded by s.mu
+	elem    *list.Element // in s.claimOrder while in s.claims; guarded by s.mu
 }
 
 type claimState int
@@ -149,19 +157,23 @@ func (s *seenMessages) claim(ctx context.Context, owner, id string, replace sdk.
 	k := seenKey(owner, id)
 	now := s.now()
 	s.mu.Lock()
+	s.dropStaleClaims(now)
+	if c, ok := s.claims[k]; ok {
+		s.mu.Unlock()
+		return nil, "", c, nil
+	}
 	if e, ok := s.tasks[k]; ok {
-		t := e.Value.(*seenTask)
-		switch {
-		case t.claim != nil && now.Before(t.claim.stale):
-			s.mu.Unlock()
-			return nil, "", t.claim, nil
-		case t.claim == nil && now.Sub(t.at) < s.ttl && t.task != replace:
+		if t := e.Value.(*seenTask); now.Sub(t.at) < s.ttl && t.task != replace {
 			s.mu.Unlock()
 			return nil, t.task, nil, nil
 		}
 	}
+	if n := len(s.claims); n >= s.max {
+		s.mu.Unlock()
+		return nil, "", nil, fmt.Errorf("%w: the server is starting %d tasks at once, the most it keeps track of (WithSeenMessages): send the message again shortly", sdk.ErrServerError, n)
+	}
 	c := &claim{s: s, key: k, token: rand.Text(), stale: now.Add(s.claimTTL()), done: make(chan struct{})}
-	s.put(&seenTask{key: k, at: now, claim: c})
+	s.claims[k], c.elem = c, s.claimOrder.PushBack(c)
 	s.mu.Unlock()
 	if s.st == nil {
 		return c, "", nil, nil
@@ -273,7 +285,8 @@ func (c *claim) found(task sdk.TaskID, at time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c.state = claimSettled
-	if e, ok := s.tasks[c.key]; ok && e.Value.(*seenTask).claim == c {
+	if s.claims[c.key] == c {
+		s.dropClaim(c)
 		s.put(&seenTask{key: c.key, task: task, at: at})
 	}
 	close(c.done)
@@ -290,8 +303,12 @@ func (c *claim) resolve(ctx context.Context, task sdk.TaskID) {
 		return
 	}
 	c.state = claimSettled
-	e, ok := s.tasks[c.key]
-	if !ok || e.Value.(*seenTask).claim == c {
+	// Its task, unless another copy's claim or task took the id since
+	// this claim grew stale.
+	_, claimed := s.claims[c.key]
+	_, known := s.tasks[c.key]
+	if s.claims[c.key] == c || !claimed && !known {
+		s.dropClaim(c)
 		s.put(&seenTask{key: c.key, task: task, at: now})
 	}
 	close(c.done)
@@ -317,10 +334,7 @@ func (c *claim) release(ctx context.Context, unlessTaken bool) {
 		return
 	}
 	c.state = claimSettled
-	if e, ok := s.tasks[c.key]; ok && e.Value.(*seenTask).claim == c {
-		s.order.Remove(e)
-		delete(s.tasks, c.key)
-	}
+	s.dropClaim(c)
 	close(c.done)
 	s.mu.Unlock()
 	if s.st == nil || c.version == 0 {
@@ -342,6 +356,11 @@ func (s *seenMessages) remember(ctx context.Context, owner, id string, task sdk.
 	k := seenKey(owner, id)
 	now := s.now()
 	s.mu.Lock()
+	s.dropStaleClaims(now)
+	if _, ok := s.claims[k]; ok {
+		s.mu.Unlock()
+		return
+	}
 	if e, ok := s.tasks[k]; ok && now.Sub(e.Value.(*seenTask).at) < s.ttl {
 		s.mu.Unlock()
 		return
@@ -366,5 +385,26 @@ func (s *seenMessages) put(t *seenTask) {
 	for s.order.Len() > s.max || t.at.Sub(s.order.Front().Value.(*seenTask).at) >= s.ttl {
 		old := s.order.Remove(s.order.Front()).(*seenTask)
 		delete(s.tasks, old.key)
+	}
+}
+
+// dropClaim forgets c, if it is its id's claim still. s.mu is held.
+func (s *seenMessages) dropClaim(c *claim) {
+	if s.claims[c.key] == c {
+		delete(s.claims, c.key)
+		s.claimOrder.Remove(c.elem)
+	}
+}
+
+// dropStaleClaims forgets the claims grown stale by now: their holders
+// stopped before their tasks were stored, and the next copy of each
+// message claims its id anew. s.mu is held.
+func (s *seenMessages) dropStaleClaims(now time.Time) {
+	for e := s.claimOrder.Front(); e != nil; e = s.claimOrder.Front() {
+		c := e.Value.(*claim)
+		if now.Before(c.stale) {
+			return
+		}
+		s.dropClaim(c)
 	}
 }

@@ -1,0 +1,70 @@
+package a2a
+
+import (
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/a2aproject/a2a-go/v2/a2a"
+)
+
+// The claims of first messages whose tasks are starting are kept apart
+// from the tasks remembered, and bounded on their own: a first message
+// past the bound is refused with an error that says to send it again,
+// and a copy of a message whose task is starting still finds its claim
+// and waits for that task. (Before, the claims shared the tasks' bound,
+// the oldest forgotten first: the third first message at once, at a
+// bound of two, forgot the first's claim, and a copy of the first started
+// a second task.) A claim grown stale is taken over by the next copy.
+func TestClaimsOfTasksStartingAreKept(t *testing.T) {
+	ctx := t.Context()
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	s := newSeenMessages(2, time.Hour, nil, slog.New(slog.DiscardHandler))
+	s.now = func() time.Time { return now }
+	claimed := func(id string) *claim {
+		t.Helper()
+		mine, task, other, err := s.claim(ctx, "ann", id, "")
+		if err != nil || mine == nil {
+			t.Fatalf("the first message %s: claim %v, task %q, another's claim %v, error %v; want its claim", id, mine, task, other, err)
+		}
+		return mine
+	}
+	c1 := claimed("m-1")
+	claimed("m-2")
+	_, _, _, err := s.claim(ctx, "ann", "m-3", "")
+	if !errors.Is(err, sdk.ErrServerError) || !strings.Contains(err.Error(), "send the message again") {
+		t.Errorf("a third first message while two tasks start: error %v, want one saying to send it again", err)
+	}
+	if mine, _, other, err := s.claim(ctx, "ann", "m-1", ""); mine != nil || other != c1 || err != nil {
+		t.Errorf("a copy of m-1 while its task starts: claim %v, another's %v, error %v; want m-1's claim to wait for", mine, other, err)
+	}
+	// m-1's task is stored: its copies are answered with it, and a new
+	// first message may claim its id.
+	c1.resolve(ctx, "task-1")
+	if _, task, _, _ := s.claim(ctx, "ann", "m-1", ""); task != "task-1" {
+		t.Errorf("a copy of m-1 once its task started: task %q, want task-1", task)
+	}
+	claimed("m-3")
+	// m-2's holder stopped before storing its task: past the claim's
+	// time, the next copy claims the id anew.
+	now = now.Add(claimTTL)
+	claimed("m-2")
+	// Many first messages, one after another, each task stored: memory
+	// stays within the bounds.
+	for i := range 10000 {
+		id := "flood-" + strconv.Itoa(i)
+		mine, _, _, err := s.claim(ctx, "bob", id, "")
+		if err != nil {
+			t.Fatalf("first message %d: %v", i, err)
+		}
+		mine.resolve(ctx, sdk.TaskID("task-"+id))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.claims) > s.max || len(s.tasks) > s.max || s.order.Len() != len(s.tasks) || s.claimOrder.Len() != len(s.claims) {
+		t.Errorf("%d claims and %d tasks kept (lists of %d and %d), want at most %d each", len(s.claims), len(s.tasks), s.claimOrder.Len(), s.order.Len(), s.max)
+	}
+}
