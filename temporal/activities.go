@@ -682,6 +682,11 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 		}
 		defer stop()
 	}
+	if t := in.Trace; a.served && t != nil && t.TreeRun != "" {
+		// Its model calls that may pass their limits take the turn of the
+		// workflow's tree, as the tree's own calls do.
+		ctx = drun.WithOuterTurn(ctx, newFactoryTurn(actx, t.Tree, t.TreeRun))
+	}
 	ag, err := f(ctx, in.Arguments)
 	if err != nil || ag == nil {
 		// Not built: what the attempts before spent, which this one does

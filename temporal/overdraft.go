@@ -192,3 +192,43 @@ func (t *treeTurnOf) done(ctx context.Context, tokens int64, dollars float64) {
 	// Lost, the turn passes on when its lease ends.
 	_ = t.c.SignalWorkflow(ctx, t.tree, t.treeRun, overdraftDoneSignal, overdraft{Holder: t.holder, Tokens: tokens, Dollars: dollars})
 }
+
+// factoryTurn is the tree's turn as the agent a factory builds takes it
+// (drun.OuterTurn): the agent runs in one activity, and its model calls
+// that may pass their runs' limits take the turn of the workflow's tree
+// too, one at a time (they take the agent's own tree's turn first; one
+// is what the activity holds the tree's turn under).
+type factoryTurn struct {
+	tree, treeRun string
+	lease         time.Duration
+	ctx           context.Context // the activity's, for ending a turn
+	one           chan struct{}   // holds a token while a call holds the turn
+	held          *treeTurnOf
+}
+
+func newFactoryTurn(actx context.Context, tree, treeRun string) *factoryTurn {
+	return &factoryTurn{tree: tree, treeRun: treeRun, ctx: actx, one: make(chan struct{}, 1),
+		lease: activity.GetInfo(actx).StartToCloseTimeout + HeartbeatTimeout}
+}
+
+func (t *factoryTurn) Take(ctx context.Context) (tokens int64, dollars float64, ok bool, err error) {
+	select {
+	case t.one <- struct{}{}:
+	case <-ctx.Done():
+		return 0, 0, false, ctx.Err()
+	}
+	held, err := takeTreeTurn(ctx, t.tree, t.treeRun, t.lease)
+	if err != nil || held == nil {
+		<-t.one
+		return 0, 0, false, err
+	}
+	t.held = held
+	return held.debt.Tokens, held.debt.Dollars, true, nil
+}
+
+func (t *factoryTurn) Done(tokens int64, dollars float64) {
+	held := t.held
+	t.held = nil
+	held.done(t.ctx, tokens, dollars)
+	<-t.one
+}

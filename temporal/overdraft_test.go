@@ -2,6 +2,7 @@ package temporal
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -11,8 +12,11 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/deputy-go/deputy/agent"
+	dcompact "github.com/deputy-go/deputy/internal/compact"
 	"github.com/deputy-go/deputy/internal/resumetest"
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
 )
 
 // skewedModel is a model whose tokenizer counts a token a byte of what
@@ -25,6 +29,10 @@ import (
 type skewedModel struct {
 	price provider.Price
 	reply func(req provider.Request) provider.Message
+	// inProcess: the calls are an agent's in process (a factory's), whose
+	// estimates count a conversation's bytes as package agent does.
+	inProcess bool
+	procs     map[string]procConv
 
 	mu      sync.Mutex
 	convs   map[string]*budget // the estimate of each conversation, keyed by its first message
@@ -55,7 +63,11 @@ func (m *skewedModel) Complete(_ context.Context, req provider.Request) (provide
 		b = &budget{}
 		m.convs[key] = b
 	}
-	m.e = max(m.e, in-b.estimate(req))
+	if m.inProcess && strings.HasPrefix(req.System, "You write.") {
+		m.e = max(m.e, in-m.procEstimate(key, req, msg))
+	} else {
+		m.e = max(m.e, in-b.estimate(req))
+	}
 	u := provider.Usage{InputTokens: in, OutputTokens: out, Requests: 1}
 	b.noteReply(req, provider.Response{Message: msg, Usage: u})
 	m.billed = m.billed.Add(u)
@@ -69,6 +81,42 @@ func (m *skewedModel) Complete(_ context.Context, req provider.Request) (provide
 }
 
 func (m *skewedModel) Name() string { return "skewed" }
+
+// procConv is what an in-process conversation's last call read and was
+// billed, for the estimate of its next.
+type procConv struct {
+	in, out int64
+	body    int // messages, the budget note aside
+	bytes   int64
+}
+
+// procEstimate is the estimate an agent in process made of req, the
+// call of the conversation key, as package agent makes it: the count of
+// its last call, in and out, and a token per four bytes of what was added
+// since and of the budget note; it records the call, which msg answers.
+// m.mu is held.
+func (m *skewedModel) procEstimate(key string, req provider.Request, msg provider.Message) int64 {
+	body, note := req.Messages, int64(0)
+	if last := body[len(body)-1]; last.Role == provider.RoleUser && strings.HasPrefix(last.Content, "Budget note:") {
+		body, note = body[:len(body)-1], dcompact.MsgBytes(last)
+	}
+	fixed := int64(len(req.System))
+	for _, t := range req.Tools {
+		fixed += int64(len(t.Name) + len(t.Description) + len(t.Parameters))
+	}
+	bytes := dcompact.MsgsBytes(body)
+	est := (fixed + bytes + 3) / 4
+	if prev, ok := m.procs[key]; ok {
+		added := bytes - prev.bytes - dcompact.MsgBytes(body[prev.body])
+		est = prev.in + prev.out + (added+3)/4
+	}
+	if m.procs == nil {
+		m.procs = map[string]procConv{}
+	}
+	out := (dcompact.MsgBytes(msg) + 3) / 4
+	m.procs[key] = procConv{in: requestBytes(req), out: out, body: len(body), bytes: bytes}
+	return est + (note+3)/4
+}
 
 // TestTenForksPassTheLimitByOneCallsErrorOnTemporal forks ten children
 // at once on a server, each child's call near the end of its share,
@@ -152,6 +200,84 @@ func TestTenForksPassTheLimitByOneCallsErrorOnTemporal(t *testing.T) {
 				}
 				if m.calls < 3 {
 					t.Fatalf("%d model calls: the test needs the children to call their model", m.calls)
+				}
+				if cost {
+					if bound := spec.CostLimit + float64(m.e)*price.Input; m.dollars > bound+1e-12 {
+						t.Errorf("the tree cost $%.6f, past its limit and one call's shortfall, $%.6f", m.dollars, bound)
+					}
+				} else if m.billed.Tokens() > tokens+m.e {
+					t.Errorf("the tree spent %d tokens, past its limit and one call's shortfall, %d + %d", m.billed.Tokens(), tokens, m.e)
+				}
+			})
+		}
+	}
+}
+
+// The agents a factory builds (Spec.SubAgents' Factory) run in process
+// inside an activity each, and their model calls that may pass their
+// limits take the turn of the workflow's tree as well as their own: ten
+// of them at once, near the end of their shares, over a model that counts
+// four times the estimate, cost the tree at most its limit plus one
+// call's shortfall, under a token limit and a cost limit (before, each
+// agent's calls took turns only within it: n + Σ e). With models that
+// name their calls afresh, not at all, and from call_0.
+func TestTenFactoryAgentsPassTheLimitByOneCallsErrorOnTemporal(t *testing.T) {
+	price := provider.Price{Input: 1e-6, Output: 4e-6}
+	prices, err := provider.NewPrices(map[string]provider.Price{"m1": price})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lead = "Write the ten parts of the survey."
+	part := strings.Repeat("Write this part of the survey in full, with every figure the sites reported, and cite them. ", 5)
+	for _, cost := range []bool{false, true} {
+		for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
+			t.Run(fmt.Sprintf("cost %v, ids %d", cost, ids), func(t *testing.T) {
+				var fresh atomic.Int64
+				m := &skewedModel{price: price, inProcess: true}
+				m.reply = func(req provider.Request) provider.Message {
+					if len(req.Tools) > 0 && len(req.Messages) == 1 && req.Messages[0].Content == lead {
+						calls := make([]provider.ToolCall, 10)
+						for i := range calls {
+							calls[i] = provider.ToolCall{Name: "part", Arguments: []byte(fmt.Sprintf(`{"task":"part %d"}`, i))}
+						}
+						resumetest.NameCalls(ids, calls, &fresh)
+						return provider.AssistantMessage("", calls...)
+					}
+					// Short, for the lead to read: the agents' calls pass
+					// their shares by what they read.
+					return provider.AssistantMessage("The part is written, with its figures.")
+				}
+				factory := func(context.Context, []byte) (agent.Agent, error) {
+					return agent.NewReact(m, agent.WithName("part"), agent.WithSystemPrompt("You write. "+part))
+				}
+				rt := &Runtime{Providers: map[string]provider.Provider{"m": m}, Prices: prices,
+					Factories: map[string]subagent.Factory{"part": func(ctx context.Context, args json.RawMessage) (agent.Agent, error) { return factory(ctx, args) }}}
+				ctx, c, queue := onServer(t, rt)
+				tokens := int64(4800)
+				spec := Spec{Name: "lead", Provider: "m", System: "You lead the survey.",
+					SubAgents: []SubAgent{{Name: "part", Description: "Writes one part.", Factory: "part"}}}
+				if cost {
+					spec.CostLimit = float64(tokens) * price.Input
+				} else {
+					spec.TokenLimit = tokens
+				}
+				run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("overdraft-factory-%d", time.Now().UnixNano()), TaskQueue: queue}, AgentWorkflowName, RunInput{Spec: spec, Text: lead})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var out RunOutput
+				err = run.Get(ctx, &out)
+				m.mu.Lock()
+				defer m.mu.Unlock()
+				t.Logf("billed %d tokens, $%.6f, in %d calls; the largest shortfall of one call %d; answer %.40q, err %v", m.billed.Tokens(), m.dollars, m.calls, m.e, out.Answer, err)
+				if err != nil {
+					t.Fatalf("the lead failed: %v", err)
+				}
+				if got := out.TotalUsage(); got != m.billed {
+					t.Errorf("the run counts %+v, the model billed %+v", got, m.billed)
+				}
+				if m.calls < 3 {
+					t.Fatalf("%d model calls: the test needs the factories' agents to call their model", m.calls)
 				}
 				if cost {
 					if bound := spec.CostLimit + float64(m.e)*price.Input; m.dollars > bound+1e-12 {

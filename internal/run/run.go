@@ -1898,10 +1898,35 @@ type overdraft struct {
 
 type overdraftKey struct{}
 
+// An OuterTurn is the turn of the model calls that may pass their runs'
+// limits of a tree kept outside this process, which the tree of runs here
+// is part of (the agent a factory builds in a Temporal activity is a child
+// of a workflow's tree). Take waits for the turn and returns what such
+// calls of that tree passed their runs' limits by so far, their own
+// included; ok is false when the turn cannot be had, and the call then
+// takes this process's turn alone. Done ends a turn Take gave, with what
+// the call passed its run's limits by.
+type OuterTurn interface {
+	Take(ctx context.Context) (tokens int64, dollars float64, ok bool, err error)
+	Done(tokens int64, dollars float64)
+}
+
+type outerTurnKey struct{}
+
+// WithOuterTurn makes the model calls of the runs started under ctx that
+// may pass their runs' limits take t as well as the turn of their tree
+// here, each in turn: what the outer tree's calls passed their limits by
+// is what such a call plans with. It is read from the context of the
+// tree's top run.
+func WithOuterTurn(ctx context.Context, t OuterTurn) context.Context {
+	return context.WithValue(ctx, outerTurnKey{}, t)
+}
+
 // An Overdraft is the turn of one model call that may pass its run's
 // limits (Uncovered), until Done ends it.
 type Overdraft struct {
 	o       *overdraft
+	outer   OuterTurn // taken too; nil: none
 	tokens  int64
 	dollars float64
 	// left is what the run had left as the call was planned (Left).
@@ -1947,6 +1972,18 @@ func Uncovered(ctx context.Context) (*Overdraft, error) {
 	o.mu.Lock()
 	d := &Overdraft{o: o, tokens: o.tokens, dollars: o.dollars, leftTokens: math.MaxInt64, leftDollars: math.Inf(1)}
 	o.mu.Unlock()
+	if ot, _ := sc.ctx.Value(outerTurnKey{}).(OuterTurn); ot != nil {
+		tokens, dollars, ok, err := ot.Take(ctx)
+		if err != nil {
+			<-o.turn
+			return nil, err
+		}
+		if ok {
+			// The outer tree's debt counts this tree's calls too: they
+			// told it what they passed their limits by.
+			d.outer, d.tokens, d.dollars = ot, tokens, dollars
+		}
+	}
 	return d, nil
 }
 
@@ -1977,9 +2014,13 @@ func (d *Overdraft) Done(tokens int64, dollars float64) {
 	}
 	o := d.o
 	d.o = nil
+	overTokens, overDollars := max(tokens-d.leftTokens, 0), max(dollars-d.leftDollars, 0)
 	o.mu.Lock()
-	o.tokens += max(tokens-d.leftTokens, 0)
-	o.dollars += max(dollars-d.leftDollars, 0)
+	o.tokens += overTokens
+	o.dollars += overDollars
 	o.mu.Unlock()
+	if d.outer != nil {
+		d.outer.Done(overTokens, overDollars)
+	}
 	<-o.turn
 }
