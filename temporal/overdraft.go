@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -32,6 +33,19 @@ const (
 // ready, and a tree could pass its limit by the error of one call of each
 // of its runs.
 const treeTurnChange = "deputy.tree-turn"
+
+// treeTurnWaiters is how many calls a tree's workflow keeps waiting for
+// the turn at most: half the updates a server lets a workflow have in
+// flight (ten by default), so that the updates the tree's workflow takes
+// from its callers (Answer, SendToJob, CancelJob, StartJob, WaitJobs)
+// still find room while more calls wait. A call past them is refused
+// (errTypeTurnFull) and asks again shortly.
+const treeTurnWaiters = 5
+
+// errTypeTurnFull is the type of the error by which a tree's workflow
+// refuses a call's overdraftUpdate while treeTurnWaiters calls wait for
+// the turn.
+const errTypeTurnFull = "deputy.turn_full"
 
 // overdraft is the input of overdraftUpdate and overdraftDoneSignal.
 type overdraft struct {
@@ -65,6 +79,8 @@ type treeTurn struct {
 	lease  time.Duration
 	debt   treeDebt
 	ended  workflow.ReceiveChannel // overdraftDoneSignal
+	// waiting counts the calls in take, waiting for the turn.
+	waiting int
 }
 
 // endTurns takes the signals that ended turns so far.
@@ -89,6 +105,9 @@ func keepTreeTurn(ctx workflow.Context) error {
 			if o.Holder == "" {
 				return errors.New("an overdraft names no holder")
 			}
+			if t.holder != "" && t.holder != o.Holder && t.waiting >= treeTurnWaiters {
+				return sdktemporal.NewApplicationError("the tree's turn has as many calls waiting for it as it keeps: ask again shortly", errTypeTurnFull, nil)
+			}
 			return nil
 		},
 		// A call still waiting as the tree ends goes without the turn.
@@ -110,6 +129,8 @@ func (t *treeTurn) done(o overdraft) {
 // take gives o's call the turn once no other call holds it, or the one
 // that does held it past its lease, and returns the debt.
 func (t *treeTurn) take(ctx workflow.Context, o overdraft) (treeDebt, error) {
+	t.waiting++
+	defer func() { t.waiting-- }()
 	t.endTurns()
 	for t.holder != "" && t.holder != o.Holder {
 		wait := t.since.Add(t.lease).Sub(workflow.Now(ctx))
@@ -147,8 +168,12 @@ type treeTurnOf struct {
 // ctx's error if ctx ends first.
 func takeTreeTurn(ctx context.Context, tree, treeRun string, lease time.Duration) (*treeTurnOf, error) {
 	info := activity.GetInfo(ctx)
-	t := &treeTurnOf{c: activity.GetClient(ctx), tree: tree, treeRun: treeRun,
-		holder: info.WorkflowExecution.ID + "/" + info.ActivityID}
+	return askTreeTurn(ctx, activity.GetClient(ctx), tree, treeRun, info.WorkflowExecution.ID+"/"+info.ActivityID, lease)
+}
+
+// askTreeTurn is takeTreeTurn for the call named holder, asking with c.
+func askTreeTurn(ctx context.Context, c client.Client, tree, treeRun, holder string, lease time.Duration) (*treeTurnOf, error) {
+	t := &treeTurnOf{c: c, tree: tree, treeRun: treeRun, holder: holder}
 	pause := 20 * time.Millisecond
 	for {
 		h, err := t.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
@@ -166,10 +191,12 @@ func takeTreeTurn(ctx context.Context, tree, treeRun string, lease time.Duration
 			return nil, ctx.Err()
 		}
 		var busy *serviceerror.ResourceExhausted
-		if !errors.As(err, &busy) {
+		var full *sdktemporal.ApplicationError
+		if !errors.As(err, &busy) && !(errors.As(err, &full) && full.Type() == errTypeTurnFull) {
 			return nil, nil
 		}
-		// The server caps the updates a workflow has in flight: the calls
+		// The tree's workflow keeps treeTurnWaiters calls waiting, and the
+		// server caps the updates a workflow has in flight: the calls
 		// waiting for the turn are more than that. Ask again shortly.
 		select {
 		case <-ctx.Done():

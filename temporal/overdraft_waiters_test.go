@@ -1,0 +1,95 @@
+package temporal
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+)
+
+// turnKeeperWorkflow keeps a tree's turn, as a tree's top-level run does,
+// and takes an update of its own ("ping") until it is signalled to stop.
+func turnKeeperWorkflow(ctx workflow.Context) error {
+	if err := keepTreeTurn(ctx); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandler(ctx, "ping", func(workflow.Context) error { return nil }); err != nil {
+		return err
+	}
+	workflow.GetSignalChannel(ctx, "stop").Receive(ctx, nil)
+	return nil
+}
+
+// TestCallsWaitingForTheTurnLeaveRoomForUpdatesOnTemporal has a dozen
+// calls wait for a tree's turn while one holds it: the tree's workflow
+// still takes another update then (as Answer or CancelJob would send it),
+// where before the calls waiting filled the ten updates the server lets a
+// workflow have in flight and it was refused. Each call then takes the
+// turn in turn.
+func TestCallsWaitingForTheTurnLeaveRoomForUpdatesOnTemporal(t *testing.T) {
+	ctx, c := dialServer(t, 2*time.Minute)
+	queue := fmt.Sprintf("deputy-turn-waiters-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	w.RegisterWorkflowWithOptions(turnKeeperWorkflow, workflow.RegisterOptions{Name: "deputy.test.TurnKeeper"})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: queue, TaskQueue: queue, WorkflowRunTimeout: 2 * time.Minute}, "deputy.test.TurnKeeper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.SignalWorkflow(context.WithoutCancel(ctx), run.GetID(), run.GetRunID(), "stop", nil) }()
+	first, err := askTreeTurn(ctx, c, run.GetID(), run.GetRunID(), "first", time.Minute)
+	if err != nil || first == nil {
+		t.Fatalf("the first call did not take the turn: %v, %v", first, err)
+	}
+
+	const calls = 12
+	var wg sync.WaitGroup
+	errs := make(chan error, calls)
+	for i := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			turn, err := askTreeTurn(ctx, c, run.GetID(), run.GetRunID(), fmt.Sprintf("call-%d", i), time.Minute)
+			switch {
+			case err != nil:
+				errs <- err
+			case turn == nil:
+				errs <- fmt.Errorf("call %d went without the turn", i)
+			default:
+				turn.done(ctx, 0, 0)
+			}
+		}()
+	}
+	time.Sleep(3 * time.Second) // the calls wait for the turn, or ask again
+
+	for i := range 5 {
+		// The client asks again while the server refuses the update for
+		// the updates in flight, until its context ends.
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		h, err := c.UpdateWorkflow(pctx, client.UpdateWorkflowOptions{WorkflowID: run.GetID(), RunID: run.GetRunID(),
+			UpdateName: "ping", WaitForStage: client.WorkflowUpdateStageCompleted})
+		if err == nil {
+			err = h.Get(pctx, nil)
+		}
+		cancel()
+		if err != nil {
+			t.Fatalf("update %d of the tree's workflow was not taken in 10s while calls waited for the turn: %v", i, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	first.done(ctx, 0, 0)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
