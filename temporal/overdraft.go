@@ -11,6 +11,8 @@ import (
 	"go.temporal.io/sdk/client"
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/deputy-go/deputy/internal/id"
 )
 
 // overdraftUpdate is the update of a tree's top-level run by which the
@@ -61,6 +63,12 @@ type overdraft struct {
 	// waiting for the turn takes it (a holder whose workflow ended while
 	// its call ran never ends it).
 	Lease time.Duration `json:"lease,omitempty"`
+	// Ask names one asking for the turn (one attempt's); Withdrawn, of
+	// overdraftDoneSignal, says that it stopped waiting (its activity
+	// was cancelled or timed out), so that the turn does not go to it,
+	// or, given already, passes on at once.
+	Ask       string `json:"ask,omitempty"`
+	Withdrawn bool   `json:"withdrawn,omitempty"`
 }
 
 // treeDebt is what the model calls of a tree passed their runs' limits by so
@@ -75,12 +83,15 @@ type treeDebt struct {
 // them by so far.
 type treeTurn struct {
 	holder string
+	ask    string // the holder's asking (overdraft.Ask)
 	since  time.Time
 	lease  time.Duration
 	debt   treeDebt
 	ended  workflow.ReceiveChannel // overdraftDoneSignal
 	// waiting counts the calls in take, waiting for the turn.
 	waiting int
+	// withdrawn are the askings that stopped waiting, not yet taken.
+	withdrawn map[string]bool
 }
 
 // endTurns takes the signals that ended turns so far.
@@ -119,6 +130,20 @@ func keepTreeTurn(ctx workflow.Context) error {
 // limits by to the debt (even when its lease ran out and another call
 // holds the turn now).
 func (t *treeTurn) done(o overdraft) {
+	if o.Withdrawn {
+		if o.Ask == "" {
+			return
+		}
+		if t.holder == o.Holder && t.ask == o.Ask {
+			t.holder = "" // it was given the turn as it stopped waiting
+			return
+		}
+		if t.withdrawn == nil {
+			t.withdrawn = map[string]bool{}
+		}
+		t.withdrawn[o.Ask] = true
+		return
+	}
 	if t.holder == o.Holder {
 		t.holder = ""
 	}
@@ -132,7 +157,8 @@ func (t *treeTurn) take(ctx workflow.Context, o overdraft) (treeDebt, error) {
 	t.waiting++
 	defer func() { t.waiting-- }()
 	t.endTurns()
-	for t.holder != "" && t.holder != o.Holder {
+	gone := func() bool { return o.Ask != "" && t.withdrawn[o.Ask] }
+	for t.holder != "" && t.holder != o.Holder && !gone() {
 		wait := t.since.Add(t.lease).Sub(workflow.Now(ctx))
 		if wait <= 0 {
 			break // its holder is lost
@@ -140,12 +166,17 @@ func (t *treeTurn) take(ctx workflow.Context, o overdraft) (treeDebt, error) {
 		held := t.holder
 		if _, err := workflow.AwaitWithTimeout(ctx, wait, func() bool {
 			t.endTurns()
-			return t.holder != held
+			return t.holder != held || gone()
 		}); err != nil {
 			return treeDebt{}, err
 		}
 	}
-	t.holder, t.since, t.lease = o.Holder, workflow.Now(ctx), max(o.Lease, time.Second)
+	if gone() {
+		// Its call stopped waiting: the turn stays with the next.
+		delete(t.withdrawn, o.Ask)
+		return treeDebt{}, errors.New("the call stopped waiting for the turn")
+	}
+	t.holder, t.ask, t.since, t.lease = o.Holder, o.Ask, workflow.Now(ctx), max(o.Lease, time.Second)
 	return t.debt, nil
 }
 
@@ -174,11 +205,12 @@ func takeTreeTurn(ctx context.Context, tree, treeRun string, lease time.Duration
 // askTreeTurn is takeTreeTurn for the call named holder, asking with c.
 func askTreeTurn(ctx context.Context, c client.Client, tree, treeRun, holder string, lease time.Duration) (*treeTurnOf, error) {
 	t := &treeTurnOf{c: c, tree: tree, treeRun: treeRun, holder: holder}
+	ask := id.New("ask_")
 	pause := 20 * time.Millisecond
 	for {
 		h, err := t.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 			WorkflowID: tree, RunID: treeRun, UpdateName: overdraftUpdate,
-			Args:         []any{overdraft{Holder: t.holder, Lease: lease}},
+			Args:         []any{overdraft{Holder: t.holder, Lease: lease, Ask: ask}},
 			WaitForStage: client.WorkflowUpdateStageCompleted,
 		})
 		if err == nil {
@@ -188,6 +220,7 @@ func askTreeTurn(ctx context.Context, c client.Client, tree, treeRun, holder str
 			return t, nil
 		}
 		if ctx.Err() != nil {
+			t.withdraw(ctx, ask)
 			return nil, ctx.Err()
 		}
 		var busy *serviceerror.ResourceExhausted
@@ -200,11 +233,23 @@ func askTreeTurn(ctx context.Context, c client.Client, tree, treeRun, holder str
 		// waiting for the turn are more than that. Ask again shortly.
 		select {
 		case <-ctx.Done():
+			t.withdraw(ctx, ask)
 			return nil, ctx.Err()
 		case <-time.After(pause + rand.N(pause)):
 		}
 		pause = min(2*pause, time.Second)
 	}
+}
+
+// withdraw tells the tree's workflow that the asking ask stopped waiting
+// for the turn, as ctx ended: the update it sent stays in the workflow,
+// which would give the turn to a call that no longer makes it, and keep
+// it from the others until its lease ended.
+func (t *treeTurnOf) withdraw(ctx context.Context, ask string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	// Lost, the turn passes on when its lease ends.
+	_ = t.c.SignalWorkflow(ctx, t.tree, t.treeRun, overdraftDoneSignal, overdraft{Holder: t.holder, Ask: ask, Withdrawn: true})
 }
 
 // done ends the turn, with what the call passed its run's limits by; a

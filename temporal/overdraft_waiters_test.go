@@ -2,6 +2,7 @@ package temporal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -92,4 +93,52 @@ func TestCallsWaitingForTheTurnLeaveRoomForUpdatesOnTemporal(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+}
+
+// TestACallThatStopsWaitingLeavesTheTurnOnTemporal has a call stop
+// waiting for a tree's turn (its activity cancelled) while another holds
+// it: as the holder ends its turn, the next call waiting takes it at once,
+// where before the turn went to the call that stopped waiting, which never
+// ended it, and the next call waited out that call's lease.
+func TestACallThatStopsWaitingLeavesTheTurnOnTemporal(t *testing.T) {
+	ctx, c := dialServer(t, 2*time.Minute)
+	queue := fmt.Sprintf("deputy-turn-withdrawn-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	w.RegisterWorkflowWithOptions(turnKeeperWorkflow, workflow.RegisterOptions{Name: "deputy.test.TurnKeeper"})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: queue, TaskQueue: queue, WorkflowRunTimeout: 2 * time.Minute}, "deputy.test.TurnKeeper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.SignalWorkflow(context.WithoutCancel(ctx), run.GetID(), run.GetRunID(), "stop", nil) }()
+	first, err := askTreeTurn(ctx, c, run.GetID(), run.GetRunID(), "first", time.Minute)
+	if err != nil || first == nil {
+		t.Fatalf("the first call did not take the turn: %v, %v", first, err)
+	}
+
+	// The second call waits, then stops waiting; the third asks once the
+	// first has ended its turn.
+	gctx, stop := context.WithCancel(ctx)
+	second := make(chan error, 1)
+	go func() {
+		_, err := askTreeTurn(gctx, c, run.GetID(), run.GetRunID(), "second", time.Minute)
+		second <- err
+	}()
+	time.Sleep(time.Second)
+	stop()
+	if err := <-second; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the second call stopped waiting with %v, want context.Canceled", err)
+	}
+	first.done(ctx, 0, 0)
+	time.Sleep(time.Second)
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	third, err := askTreeTurn(tctx, c, run.GetID(), run.GetRunID(), "third", time.Minute)
+	if err != nil || third == nil {
+		t.Fatalf("the third call did not take the turn within 10s, the first having ended it and the second stopped waiting for it: %v, %v", third, err)
+	}
+	third.done(ctx, 0, 0)
 }
