@@ -106,12 +106,14 @@ func (t *treeTurn) endTurns() {
 }
 
 // keepTreeTurn makes the workflow of ctx, a tree's top-level run, keep
-// its tree's turn (overdraftUpdate).
-func keepTreeTurn(ctx workflow.Context) error {
+// its tree's turn (overdraftUpdate). The workflow calls the turn's
+// endTurns as it ends, taking the signals that ended turns since a call
+// last asked for it, which the worker would warn of as unhandled.
+func keepTreeTurn(ctx workflow.Context) (*treeTurn, error) {
 	// The signals that end turns are taken as a call asks for the turn,
 	// and while it waits: no coroutine of its own waits for them.
 	t := &treeTurn{ended: workflow.GetSignalChannel(ctx, overdraftDoneSignal)}
-	return workflow.SetUpdateHandlerWithOptions(ctx, overdraftUpdate, t.take, workflow.UpdateHandlerOptions{
+	return t, workflow.SetUpdateHandlerWithOptions(ctx, overdraftUpdate, t.take, workflow.UpdateHandlerOptions{
 		Validator: func(o overdraft) error {
 			if o.Holder == "" {
 				return errors.New("an overdraft names no holder")

@@ -4,21 +4,29 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/deputy-go/deputy/provider"
 )
 
 // turnKeeperWorkflow keeps a tree's turn, as a tree's top-level run does,
 // and takes an update of its own ("ping") until it is signalled to stop.
 func turnKeeperWorkflow(ctx workflow.Context) error {
-	if err := keepTreeTurn(ctx); err != nil {
+	turn, err := keepTreeTurn(ctx)
+	if err != nil {
 		return err
 	}
+	defer turn.endTurns()
 	if err := workflow.SetUpdateHandler(ctx, "ping", func(workflow.Context) error { return nil }); err != nil {
 		return err
 	}
@@ -141,4 +149,44 @@ func TestACallThatStopsWaitingLeavesTheTurnOnTemporal(t *testing.T) {
 		t.Fatalf("the third call did not take the turn within 10s, the first having ended it and the second stopped waiting for it: %v, %v", third, err)
 	}
 	third.done(ctx, 0, 0)
+}
+
+// TestEndedTurnsLeaveNoUnhandledSignal ends a tree whose last call ended
+// its turn after any call asked for it: the tree takes that signal as it
+// ends, where before every such tree ended with the worker warning of an
+// unhandled signal, deputy.overdraft_done.
+func TestEndedTurnsLeaveNoUnhandledSignal(t *testing.T) {
+	var logs strings.Builder
+	var mu sync.Mutex
+	var ts testsuite.WorkflowTestSuite
+	ts.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	env := ts.NewTestWorkflowEnvironment()
+	p := &script{fn: func(context.Context, int, provider.Request) (provider.Message, error) {
+		return provider.AssistantMessage("done"), nil
+	}}
+	Register(env, &Runtime{Providers: map[string]provider.Provider{"m": p}})
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(overdraftDoneSignal, overdraft{Holder: "lead/1", Tokens: 3})
+	}, 0)
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m"}, Text: "do it"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Contains(logs.String(), "unhandled signals") {
+		t.Fatalf("the tree ended warning of an unhandled signal:\n%s", logs.String())
+	}
+}
+
+// lockedWriter writes to w under mu.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }

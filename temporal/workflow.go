@@ -65,9 +65,11 @@ func AgentWorkflow(ctx workflow.Context, in RunInput) (RunOutput, error) {
 		// The run is the tree: it keeps the turn of the tree's model calls
 		// that may pass their runs' limits.
 		trace = &Trace{Tree: id, TreeRun: workflow.GetInfo(ctx).WorkflowExecution.RunID}
-		if err := keepTreeTurn(ctx); err != nil {
+		turn, err := keepTreeTurn(ctx)
+		if err != nil {
 			return RunOutput{}, err
 		}
+		defer turn.endTurns()
 	}
 	q, err := newQuestions(ctx, trace)
 	if err != nil {
