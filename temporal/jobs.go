@@ -508,7 +508,7 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 // are alive. ok is false when the owner's workflow could not be asked:
 // the spawn then counts the owner's jobs as before (ownerAliveNow).
 func (js *jobs) ownerSlot(ctx workflow.Context, d *delegation) (g ownerGrant, ok bool) {
-	s := ownerSlot{Owner: js.thread.Owner, Job: d.id, Cap: js.spec.maxOwnerJobs()}
+	s := ownerSlot{Owner: js.thread.Owner, Job: d.id, Cap: js.spec.maxOwnerJobs(), Threads: js.thread.ElsewhereThreads}
 	if d.numberLate {
 		s.Job = workflow.GetInfo(js.ctx).WorkflowExecution.ID + "/job_" + strconv.Itoa(js.thread.Next+1) // as nextIDs will number it
 	}

@@ -817,9 +817,10 @@ func forgetThreads(key string, gone []string) {
 
 // jobsElsewhere counts the jobs alive in the threads others, as their
 // turns, running or last, know them, each told running asked about now,
-// and returns the threads whose last turn has ended with none alive, or
-// cannot be read. What cannot be read within elsewhereTime counts none:
-// it does not hold up the turn.
+// and returns the threads whose last turn has ended with none alive. What
+// cannot be read within elsewhereTime counts none (it does not hold up
+// the turn), and is not returned: a thread whose first turn is starting
+// has no workflow yet.
 func (a *Agent) jobsElsewhere(ctx context.Context, others []string) (int, []string, error) {
 	return jobsElsewhere(ctx, a.Client, others)
 }
@@ -837,20 +838,22 @@ func jobsElsewhere(ctx context.Context, c client.Client, others []string) (int, 
 		switch {
 		case ctx.Err() != nil:
 			return 0, nil, ctx.Err()
-		case err != nil || alive == 0 && !running:
+		case err == nil && len(alive) == 0 && !running:
+			// (One that cannot be read is kept: its first turn may be
+			// starting, its workflow not yet there.)
 			gone = append(gone, id)
 		}
-		n += alive
+		n += len(alive)
 	}
 	return n, gone, nil
 }
 
-// aliveIn counts the jobs alive in the thread whose workflow is id, and
-// reports whether a turn of it runs.
-func aliveIn(ctx context.Context, c client.Client, id string) (int, bool, error) {
+// aliveIn returns the workflow ids of the jobs alive in the thread whose
+// workflow is id, and reports whether a turn of it runs.
+func aliveIn(ctx context.Context, c client.Client, id string) ([]string, bool, error) {
 	d, err := describeRun(ctx, c, id)
 	if err != nil {
-		return 0, false, err
+		return nil, false, err
 	}
 	info := d.GetWorkflowExecutionInfo()
 	var v converter.EncodedValue
@@ -864,26 +867,26 @@ func aliveIn(ctx context.Context, c client.Client, id string) (int, bool, error)
 		err = v.Get(&th)
 	}
 	if err != nil {
-		return 0, false, err
+		return nil, false, err
 	}
 	running := info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
-	n := 0
+	var alive []string
 	for _, k := range th.Jobs {
 		switch {
 		case k.Ended:
 		case running:
-			n++ // its turn hears of its end
+			alive = append(alive, k.WorkflowID) // its turn hears of its end
 		default:
 			jd, err := describeRun(ctx, c, k.WorkflowID)
 			if err != nil {
-				return n, running, err
+				return alive, running, err
 			}
 			if jd.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-				n++
+				alive = append(alive, k.WorkflowID)
 			}
 		}
 	}
-	return n, running, nil
+	return alive, running, nil
 }
 
 // OwnerJobs counts the jobs alive in the threads whose workflows are ids,

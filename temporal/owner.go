@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -40,6 +41,16 @@ const (
 // turn began later, or one spawning at the same moment.
 const ownerSlotChange = "deputy.owner-slot"
 
+// ownerWaiters is how many spawns the owner's workflow keeps waiting
+// for their places at most: half the updates a server lets a workflow
+// have in flight (ten by default). A spawn past them is refused
+// (errTypeOwnerFull) and asks again shortly.
+const ownerWaiters = 5
+
+// errTypeOwnerFull is the type of the error by which the owner's workflow
+// refuses a spawn while ownerWaiters spawns wait.
+const errTypeOwnerFull = "deputy.owner_full"
+
 // ownerIdle is how long the owner's workflow waits for a spawn before it
 // asks which of its jobs still run, and ends when none does.
 const ownerIdle = 10 * time.Minute
@@ -57,9 +68,18 @@ type ownerSlot struct {
 	Owner string `json:"owner"`
 	// Job is the workflow id of the job to start; Alive are those of the
 	// thread's jobs alive now, counted whether the owner's workflow has
-	// them or not (a job started before it kept them).
+	// them or not (a job started before it kept them, or when it could
+	// not be asked).
 	Job   string   `json:"job"`
 	Alive []string `json:"alive,omitempty"`
+	// Threads are the owner's other threads Agent knew as the turn began
+	// (ThreadJobs.ElsewhereThreads): the activity adds the jobs alive in
+	// them to Alive, so that the owner's workflow counts those it was
+	// never told of too.
+	Threads []string `json:"threads,omitempty"`
+	// Until is when the spawn stops waiting for its place (its activity's
+	// deadline): past it, the owner's workflow gives it none.
+	Until time.Time `json:"until,omitzero"`
 	// Cap is Spec.MaxOwnerJobs.
 	Cap int `json:"cap"`
 }
@@ -106,6 +126,7 @@ func ownerWorkflow(ctx workflow.Context, in ownerState) error {
 	live := slices.Clone(in.Live)
 	busy := false // a spawn is being decided
 	takes := 0
+	waiting := 0 // spawns in take
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: elsewhereTime + 5*time.Second,
 		RetryPolicy: &sdktemporal.RetryPolicy{MaximumAttempts: 3}})
 	has := func(id string) bool {
@@ -126,13 +147,19 @@ func ownerWorkflow(ctx workflow.Context, in ownerState) error {
 		})
 	}
 	take := func(ctx workflow.Context, s ownerSlot) (ownerGrant, error) {
+		waiting++
+		defer func() { waiting-- }()
 		if err := workflow.Await(ctx, func() bool { return !busy }); err != nil {
 			return ownerGrant{}, err
+		}
+		now := workflow.Now(ctx)
+		if !s.Until.IsZero() && now.After(s.Until) {
+			// Its spawn stopped waiting: it starts no job here.
+			return ownerGrant{}, errors.New("the spawn stopped waiting for its place")
 		}
 		busy = true
 		defer func() { busy = false }()
 		takes++
-		now := workflow.Now(ctx)
 		for _, id := range s.Alive {
 			if !has(id) {
 				live = append(live, ownerJob{ID: id, Since: now})
@@ -154,6 +181,9 @@ func ownerWorkflow(ctx workflow.Context, in ownerState) error {
 		Validator: func(s ownerSlot) error {
 			if s.Job == "" || s.Cap < 1 {
 				return errors.New("a spawn's place names no job, or no cap")
+			}
+			if waiting >= ownerWaiters {
+				return sdktemporal.NewApplicationError("the owner's workflow has as many spawns waiting as it keeps: ask again shortly", errTypeOwnerFull, nil)
 			}
 			return nil
 		},
@@ -198,21 +228,50 @@ func ownerWorkflow(ctx workflow.Context, in ownerState) error {
 // workflow, which it starts on the caller's task queue when none runs.
 func (a *Activities) takeOwnerSlot(ctx context.Context, s ownerSlot) (ownerGrant, error) {
 	c := activity.GetClient(ctx)
-	op := c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID: ownerWorkflowID(s.Owner), TaskQueue: activity.GetInfo(ctx).TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-	}, ownerWorkflowName, ownerState{})
-	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-		StartWorkflowOperation: op,
-		UpdateOptions: client.UpdateWorkflowOptions{UpdateName: ownerTakeUpdate, Args: []any{s},
-			WaitForStage: client.WorkflowUpdateStageCompleted},
-	})
-	var g ownerGrant
-	if err == nil {
-		err = h.Get(ctx, &g)
+	info := activity.GetInfo(ctx)
+	s.Until = info.Deadline
+	if len(s.Threads) > 0 {
+		// The jobs alive in the owner's other threads this process knows,
+		// as the count before the owner's workflow found them.
+		rctx, cancel := context.WithTimeout(ctx, elsewhereTime)
+		for _, id := range s.Threads {
+			alive, _, _ := aliveIn(rctx, c, id)
+			s.Alive = append(s.Alive, alive...)
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return ownerGrant{}, ctx.Err()
+		}
+		s.Threads = nil
 	}
-	return g, err
+	pause := 20 * time.Millisecond
+	for {
+		op := c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+			ID: ownerWorkflowID(s.Owner), TaskQueue: info.TaskQueue,
+			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		}, ownerWorkflowName, ownerState{})
+		h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+			StartWorkflowOperation: op,
+			UpdateOptions: client.UpdateWorkflowOptions{UpdateName: ownerTakeUpdate, Args: []any{s},
+				WaitForStage: client.WorkflowUpdateStageCompleted},
+		})
+		var g ownerGrant
+		if err == nil {
+			err = h.Get(ctx, &g)
+		}
+		var full *sdktemporal.ApplicationError
+		if err == nil || ctx.Err() != nil || !errors.As(err, &full) || full.Type() != errTypeOwnerFull {
+			return g, err
+		}
+		// As many spawns wait as the owner's workflow keeps: ask again.
+		select {
+		case <-ctx.Done():
+			return ownerGrant{}, ctx.Err()
+		case <-time.After(pause + rand.N(pause)):
+		}
+		pause = min(2*pause, time.Second)
+	}
 }
 
 // jobsRunning reports which of the workflows ids still run, and which the

@@ -27,6 +27,8 @@ import (
 // counted only the threads Agent knew as its turn began, and the owner had
 // two jobs). Then threads t3 and t4 spawn at the same moment: one starts
 // its job and the other is refused (before, each could miss the other's).
+// With the owner's workflow gone, a spawn still counts the jobs of the
+// threads this process ran.
 // Every refusal is a deputy.refused event of reason max_owner_jobs —
 // with models that name their calls afresh, not at all, or from call_0.
 func TestOwnerCapCountsEveryThreadOnTemporal(t *testing.T) {
@@ -46,7 +48,7 @@ func ownerCapCountsEveryThread(t *testing.T, c client.Client, id func(n int64, i
 		return "", ctx.Err()
 	}))
 	// A turn asked to start waits at its first model call until let go.
-	tasks := []string{"start in t1", "start in t2", "start in t3", "start in t4"}
+	tasks := []string{"start in t1", "start in t2", "start in t3", "start in t4", "start again in t1"}
 	began, release := map[string]chan struct{}{}, map[string]chan struct{}{}
 	for _, task := range tasks {
 		began[task], release[task] = make(chan struct{}, 1), make(chan struct{})
@@ -173,11 +175,29 @@ func ownerCapCountsEveryThread(t *testing.T, c client.Client, id func(n int64, i
 	if got := jobs.Load(); got != 2 {
 		t.Errorf("%d jobs ran, want t1's and one of t3's and t4's", got)
 	}
-	// The job that runs is cancelled, so that the test leaves none.
 	started := "t3"
 	if refused(r3) {
 		started = "t4"
 	}
+	// The owner's workflow is gone, and with it the places it counted:
+	// a spawn in t1 still counts the job of the thread that started it,
+	// which this process ran a turn of, and is refused.
+	if err := c.TerminateWorkflow(ctx, ownerWorkflowID(ownerKey(queue, owner)), "", "the test ends it"); err != nil {
+		t.Fatal(err)
+	}
+	close(release["start again in t1"])
+	r5 := <-turn(thread("t1"), "start again in t1")
+	if r5.err != nil {
+		t.Fatal(r5.err)
+	}
+	spent = spent.Add(r5.out.TotalUsage())
+	if !refused(r5) {
+		t.Errorf("t1's turn, the owner's workflow gone, answered %q: want its spawn refused, %s's job counted", r5.out.Answer, started)
+	}
+	if got := jobs.Load(); got != 2 {
+		t.Errorf("%d jobs ran, want 2", got)
+	}
+	// The job that runs is cancelled, so that the test leaves none.
 	r = <-turn(thread(started), "cancel")
 	if r.err != nil {
 		t.Fatal(r.err)
