@@ -86,3 +86,26 @@ func TestUncoveredTakesTheOuterTurn(t *testing.T) {
 		t.Error("a tree started without an outer turn took it")
 	}
 }
+
+// A call that takes the outer turn plans with no less than its own tree's
+// debt: the outer tree never heard of the calls that went without its
+// turn (it could not be asked), and they passed their limits all the same.
+func TestUncoveredOuterTurnKeepsTheTreesDebt(t *testing.T) {
+	o := &outerTurn{}
+	top := Start(WithOuterTurn(t.Context(), o), "run_top", "top", 1000)
+	d, err := Uncovered(top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Left(100, 1)
+	d.Done(130, 1.25) // without the outer turn: 30 tokens, $0.25 over
+	o.ok = true       // the outer tree answers again, knowing none of it
+	d, err = Uncovered(top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Done(0, 0)
+	if tokens, dollars := d.Debt(); tokens != 30 || dollars != 0.25 {
+		t.Errorf("debt %d, $%v once the outer turn is had again; want at least the tree's own, 30 and $0.25", tokens, dollars)
+	}
+}

@@ -1916,8 +1916,9 @@ type outerTurnKey struct{}
 // WithOuterTurn makes the model calls of the runs started under ctx that
 // may pass their runs' limits take t as well as the turn of their tree
 // here, each in turn: what the outer tree's calls passed their limits by
-// is what such a call plans with. It is read from the context of the
-// tree's top run.
+// is what such a call plans with, or the tree's own debt here when that
+// is more (calls that went without the outer turn). It is read from the
+// context of the tree's top run.
 func WithOuterTurn(ctx context.Context, t OuterTurn) context.Context {
 	return context.WithValue(ctx, outerTurnKey{}, t)
 }
@@ -1980,8 +1981,11 @@ func Uncovered(ctx context.Context) (*Overdraft, error) {
 		}
 		if ok {
 			// The outer tree's debt counts this tree's calls too: they
-			// told it what they passed their limits by.
-			d.outer, d.tokens, d.dollars = ot, tokens, dollars
+			// told it what they passed their limits by. Those that went
+			// without its turn, or whose telling was lost, it has not
+			// heard of: the tree's own debt counts them, and is never
+			// planned past.
+			d.outer, d.tokens, d.dollars = ot, max(tokens, d.tokens), max(dollars, d.dollars)
 		}
 	}
 	return d, nil
