@@ -123,6 +123,9 @@ type claim struct {
 	done    chan struct{}
 	state   claimState    // guarded by s.mu
 	elem    *list.Element // in s.claimOrder while in s.claims; guarded by s.mu
+	// replace is the failed or cancelled task the id started, which the
+	// claim's task takes the place of: "" for none.
+	replace sdk.TaskID
 }
 
 type claimState int
@@ -172,7 +175,7 @@ func (s *seenMessages) claim(ctx context.Context, owner, id string, replace sdk.
 		s.mu.Unlock()
 		return nil, "", nil, fmt.Errorf("%w: the server is starting %d tasks at once, the most it keeps track of (WithSeenMessages): send the message again shortly", sdk.ErrServerError, n)
 	}
-	c := &claim{s: s, key: k, token: rand.Text(), stale: now.Add(s.claimTTL()), done: make(chan struct{})}
+	c := &claim{s: s, key: k, token: rand.Text(), stale: now.Add(s.claimTTL()), done: make(chan struct{}), replace: replace}
 	s.claims[k], c.elem = c, s.claimOrder.PushBack(c)
 	s.mu.Unlock()
 	if s.st == nil {
@@ -304,9 +307,10 @@ func (c *claim) resolve(ctx context.Context, task sdk.TaskID) {
 	}
 	c.state = claimSettled
 	// Its task, unless another copy's claim or task took the id since
-	// this claim grew stale.
+	// this claim grew stale (the failed task it replaces is no other's).
 	_, claimed := s.claims[c.key]
-	_, known := s.tasks[c.key]
+	e, known := s.tasks[c.key]
+	known = known && e.Value.(*seenTask).task != c.replace
 	if s.claims[c.key] == c || !claimed && !known {
 		s.dropClaim(c)
 		s.put(&seenTask{key: c.key, task: task, at: now})

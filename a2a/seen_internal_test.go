@@ -68,3 +68,28 @@ func TestClaimsOfTasksStartingAreKept(t *testing.T) {
 		t.Errorf("%d claims and %d tasks kept (lists of %d and %d), want at most %d each", len(s.claims), len(s.tasks), s.claimOrder.Len(), s.order.Len(), s.max)
 	}
 }
+
+// A message sent again in place of its failed task, whose new task was
+// slow to start (its claim grew stale and was dropped as other messages
+// came), is answered with that new task once it starts: a copy sent
+// after it does not start a third. (Before, the failed task, still
+// remembered beside the claim, kept the new one from being remembered.)
+func TestStaleClaimReplacingAFailedTaskResolves(t *testing.T) {
+	ctx := t.Context()
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	s := newSeenMessages(10, time.Hour, nil, slog.New(slog.DiscardHandler))
+	s.now = func() time.Time { return now }
+	s.remember(ctx, "ann", "m-1", "task-failed")
+	mine, _, _, err := s.claim(ctx, "ann", "m-1", "task-failed")
+	if err != nil || mine == nil {
+		t.Fatalf("m-1 sent again in place of its failed task: claim %v, error %v; want its claim", mine, err)
+	}
+	now = now.Add(claimTTL)
+	if _, _, _, err := s.claim(ctx, "bob", "m-2", ""); err != nil { // drops the stale claim
+		t.Fatal(err)
+	}
+	mine.resolve(ctx, "task-2")
+	if _, task, other, err := s.claim(ctx, "ann", "m-1", ""); task != "task-2" {
+		t.Errorf("a copy of m-1 after its new task started: task %q, claim %v, error %v; want task-2", task, other, err)
+	}
+}
