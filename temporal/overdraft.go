@@ -280,9 +280,15 @@ type factoryTurn struct {
 	held          *treeTurnOf
 }
 
+// newFactoryTurn is the tree's turn for the agent of the activity of
+// actx. Its lease is what a workflow's own model call gets by default
+// (DefaultActivityTimeout), not the activity's time, which is the whole
+// agent's: a worker lost while one of the agent's calls held the turn
+// holds up the tree's other such calls no longer than a model call's. A
+// call of the agent that takes longer may then share the turn.
 func newFactoryTurn(actx context.Context, tree, treeRun string) *factoryTurn {
 	return &factoryTurn{tree: tree, treeRun: treeRun, ctx: actx, one: make(chan struct{}, 1),
-		lease: activity.GetInfo(actx).StartToCloseTimeout + HeartbeatTimeout}
+		lease: min(activity.GetInfo(actx).StartToCloseTimeout, DefaultActivityTimeout) + HeartbeatTimeout}
 }
 
 func (t *factoryTurn) Take(ctx context.Context) (tokens int64, dollars float64, ok bool, err error) {
