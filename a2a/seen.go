@@ -173,7 +173,7 @@ func (s *seenMessages) claim(ctx context.Context, owner, id string, replace sdk.
 	}
 	if n := len(s.claims); n >= s.max {
 		s.mu.Unlock()
-		return nil, "", nil, fmt.Errorf("%w: the server is starting %d tasks at once, the most it keeps track of (WithSeenMessages): send the message again shortly", sdk.ErrServerError, n)
+		return nil, "", nil, fmt.Errorf("%w: the server has as many first messages starting their tasks as it keeps track of (%d, WithSeenMessages): send the message again shortly", sdk.ErrServerError, n)
 	}
 	c := &claim{s: s, key: k, token: rand.Text(), stale: now.Add(s.claimTTL()), done: make(chan struct{}), replace: replace}
 	s.claims[k], c.elem = c, s.claimOrder.PushBack(c)
