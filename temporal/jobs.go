@@ -510,7 +510,7 @@ func (js *jobs) start(ctx workflow.Context, d *delegation) (ToolResult, error) {
 func (js *jobs) ownerSlot(ctx workflow.Context, d *delegation) (g ownerGrant, ok bool) {
 	s := ownerSlot{Owner: js.thread.Owner, Job: d.id, Cap: js.spec.maxOwnerJobs(), Threads: js.thread.ElsewhereThreads}
 	if d.numberLate {
-		s.Job = workflow.GetInfo(js.ctx).WorkflowExecution.ID + "/job_" + strconv.Itoa(js.thread.Next+1) // as nextIDs will number it
+		_, s.Job = js.idsOf(js.thread.Next + 1) // as nextIDs will number it
 	}
 	for _, j := range js.list {
 		if !j.ended && j.wfID != "" {

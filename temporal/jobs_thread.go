@@ -301,7 +301,13 @@ func (js *jobs) number(ctx workflow.Context, d *delegation) {
 // in the thread and its workflow id under the thread's.
 func (js *jobs) nextIDs() (string, string) {
 	js.thread.Next++
-	id := "job_" + strconv.Itoa(js.thread.Next)
+	return js.idsOf(js.thread.Next)
+}
+
+// idsOf returns the ids of the thread's job numbered n: its number in the
+// thread and its workflow id under the thread's.
+func (js *jobs) idsOf(n int) (string, string) {
+	id := "job_" + strconv.Itoa(n)
 	return id, workflow.GetInfo(js.ctx).WorkflowExecution.ID + "/" + id
 }
 
