@@ -118,6 +118,40 @@ func (m *skewedModel) procEstimate(key string, req provider.Request, msg provide
 	return est + (note+3)/4
 }
 
+// spentWithinOneCallsError runs a lead of spec on task on the server, over
+// m, and checks that it answers, that its output counts what m billed,
+// that who (its children) called the model, and that the tree spent at
+// most its limit plus the largest shortfall of one call's estimate, in
+// tokens or in money.
+func spentWithinOneCallsError(ctx context.Context, t *testing.T, c client.Client, queue string, m *skewedModel, spec Spec, task, who string) {
+	t.Helper()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("overdraft-%d", time.Now().UnixNano()), TaskQueue: queue}, AgentWorkflowName, RunInput{Spec: spec, Text: task})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out RunOutput
+	err = run.Get(ctx, &out)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t.Logf("billed %d tokens, $%.6f, in %d calls; the largest shortfall of one call %d; answer %.40q, err %v", m.billed.Tokens(), m.dollars, m.calls, m.e, out.Answer, err)
+	if err != nil {
+		t.Fatalf("the lead failed: %v", err)
+	}
+	if got := out.TotalUsage(); got != m.billed {
+		t.Errorf("the run counts %+v, the model billed %+v", got, m.billed)
+	}
+	if m.calls < 3 {
+		t.Fatalf("%d model calls: the test needs %s to call their model", m.calls, who)
+	}
+	if spec.CostLimit > 0 {
+		if bound := spec.CostLimit + float64(m.e)*m.price.Input; m.dollars > bound+1e-12 {
+			t.Errorf("the tree cost $%.6f, past its limit and one call's shortfall, $%.6f", m.dollars, bound)
+		}
+	} else if m.billed.Tokens() > spec.TokenLimit+m.e {
+		t.Errorf("the tree spent %d tokens, past its limit and one call's shortfall, %d + %d", m.billed.Tokens(), spec.TokenLimit, m.e)
+	}
+}
+
 // TestTenForksPassTheLimitByOneCallsErrorOnTemporal forks ten children
 // at once on a server, each child's call near the end of its share,
 // under a token limit and under a cost limit, over a model whose counts
@@ -183,31 +217,7 @@ func TestTenForksPassTheLimitByOneCallsErrorOnTemporal(t *testing.T) {
 				} else {
 					spec.TokenLimit = tokens
 				}
-				run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("overdraft-%d", time.Now().UnixNano()), TaskQueue: queue}, AgentWorkflowName, RunInput{Spec: spec, Text: lead})
-				if err != nil {
-					t.Fatal(err)
-				}
-				var out RunOutput
-				err = run.Get(ctx, &out)
-				m.mu.Lock()
-				defer m.mu.Unlock()
-				t.Logf("billed %d tokens, $%.6f, in %d calls; the largest shortfall of one call %d; answer %.40q, err %v", m.billed.Tokens(), m.dollars, m.calls, m.e, out.Answer, err)
-				if err != nil {
-					t.Fatalf("the lead failed: %v", err)
-				}
-				if got := out.TotalUsage(); got != m.billed {
-					t.Errorf("the run counts %+v, the model billed %+v", got, m.billed)
-				}
-				if m.calls < 3 {
-					t.Fatalf("%d model calls: the test needs the children to call their model", m.calls)
-				}
-				if cost {
-					if bound := spec.CostLimit + float64(m.e)*price.Input; m.dollars > bound+1e-12 {
-						t.Errorf("the tree cost $%.6f, past its limit and one call's shortfall, $%.6f", m.dollars, bound)
-					}
-				} else if m.billed.Tokens() > tokens+m.e {
-					t.Errorf("the tree spent %d tokens, past its limit and one call's shortfall, %d + %d", m.billed.Tokens(), tokens, m.e)
-				}
+				spentWithinOneCallsError(ctx, t, c, queue, m, spec, lead, "the children")
 			})
 		}
 	}
@@ -261,31 +271,7 @@ func TestTenFactoryAgentsPassTheLimitByOneCallsErrorOnTemporal(t *testing.T) {
 				} else {
 					spec.TokenLimit = tokens
 				}
-				run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("overdraft-factory-%d", time.Now().UnixNano()), TaskQueue: queue}, AgentWorkflowName, RunInput{Spec: spec, Text: lead})
-				if err != nil {
-					t.Fatal(err)
-				}
-				var out RunOutput
-				err = run.Get(ctx, &out)
-				m.mu.Lock()
-				defer m.mu.Unlock()
-				t.Logf("billed %d tokens, $%.6f, in %d calls; the largest shortfall of one call %d; answer %.40q, err %v", m.billed.Tokens(), m.dollars, m.calls, m.e, out.Answer, err)
-				if err != nil {
-					t.Fatalf("the lead failed: %v", err)
-				}
-				if got := out.TotalUsage(); got != m.billed {
-					t.Errorf("the run counts %+v, the model billed %+v", got, m.billed)
-				}
-				if m.calls < 3 {
-					t.Fatalf("%d model calls: the test needs the factories' agents to call their model", m.calls)
-				}
-				if cost {
-					if bound := spec.CostLimit + float64(m.e)*price.Input; m.dollars > bound+1e-12 {
-						t.Errorf("the tree cost $%.6f, past its limit and one call's shortfall, $%.6f", m.dollars, bound)
-					}
-				} else if m.billed.Tokens() > tokens+m.e {
-					t.Errorf("the tree spent %d tokens, past its limit and one call's shortfall, %d + %d", m.billed.Tokens(), tokens, m.e)
-				}
+				spentWithinOneCallsError(ctx, t, c, queue, m, spec, lead, "the factories' agents")
 			})
 		}
 	}
