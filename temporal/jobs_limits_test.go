@@ -355,90 +355,9 @@ func TestOwnerJobsCountedAsAJobStartsOnTemporal(t *testing.T) {
 func ownerJobsCountedAsAJobStarts(t *testing.T, c client.Client, id func(n int64, i int) string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	const long = "count the stars"
-	var n atomic.Int64
-	var jobs atomic.Int64
-	blocked := make(chan struct{}, 8)
-	block := tool.Must(tool.New("block", "Holds on.", func(ctx context.Context, _ struct{}) (string, error) {
-		jobs.Add(1)
-		blocked <- struct{}{}
-		<-ctx.Done()
-		return "", ctx.Err()
-	}))
-	// Each thread's turn, asked to start, waits at its first model call
-	// until let go.
-	began := map[string]chan struct{}{"start in t1": make(chan struct{}, 1), "start in t2": make(chan struct{}, 1)}
-	release := map[string]chan struct{}{"start in t1": make(chan struct{}), "start in t2": make(chan struct{})}
-	m := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
-		rs := resultsOf(req)
-		task := firstUserOf(req)
-		switch {
-		case task == long && len(rs) == 0:
-			return provider.AssistantMessage("counting", provider.ToolCall{ID: id(n.Add(1), 0), Name: "block", Arguments: json.RawMessage(`{}`)}), nil
-		case task == long:
-			return provider.AssistantMessage("stars: many"), nil
-		case strings.HasPrefix(task, "start") && len(rs) == 0:
-			select {
-			case began[task] <- struct{}{}:
-			default:
-			}
-			select {
-			case <-release[task]:
-			case <-ctx.Done():
-				return provider.Message{}, ctx.Err()
-			}
-			return provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"` + long + `","background":true}`)}), nil
-		case strings.HasPrefix(task, "cancel") && len(rs) == 0:
-			return provider.AssistantMessage("", provider.ToolCall{ID: id(n.Add(1), 0), Name: subagent.JobsToolName, Arguments: json.RawMessage(`{"action":"cancel","job_id":"job_1"}`)}), nil
-		}
-		return provider.AssistantMessage(task + ": " + strings.Join(rs, "; ")), nil
-	}}
-	reg, err := tool.NewRegistry(block)
-	if err != nil {
-		t.Fatal(err)
-	}
-	queue := fmt.Sprintf("deputy-owner-recount-%d", time.Now().UnixNano())
-	hub := NewHub()
-	w := worker.New(c, queue, worker.Options{})
-	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg, Events: hub})
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	lead := &Agent{Client: c, TaskQueue: queue, Events: hub, Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"block"}, Spawn: true, Background: true,
-		JobsAcrossTurns: true, MaxOwnerJobs: 1}}
-	owner := "ann-" + queue
-	thread := func(th string) context.Context { return agent.WithOwner(agent.WithThread(ctx, th+queue), owner) }
-	type result struct {
-		out     agent.Output
-		refused []event.Event
-		err     error
-	}
-	turn := func(ctx context.Context, text string) <-chan result {
-		done := make(chan result, 1)
-		go func() {
-			rec := &recorder{}
-			out, err := lead.Run(event.WithSink(ctx, rec), agent.Input{Text: text})
-			rec.mu.Lock()
-			defer rec.mu.Unlock()
-			var refused []event.Event
-			for _, e := range rec.events {
-				if e.Type == event.Custom && e.Name == subagent.RefusedEvent {
-					refused = append(refused, e)
-				}
-			}
-			done <- result{out, refused, err}
-		}()
-		return done
-	}
-	wait := func(ch <-chan struct{}, what string) {
-		t.Helper()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			t.Fatalf("%s never came", what)
-		}
-	}
+	h := newHeldThreads(ctx, t, c, id, "owner-recount", "start in t1", "start in t2")
+	m, jobs, blocked, began, release := h.m, &h.jobs, h.blocked, h.began, h.release
+	thread, turn, wait := h.thread, h.turn, h.wait
 	// t1's turn runs, with no job yet; t2's begins while it does, and
 	// counts none alive elsewhere.
 	first := turn(thread("t1"), "start in t1")

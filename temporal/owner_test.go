@@ -35,25 +35,48 @@ func TestOwnerCapCountsEveryThreadOnTemporal(t *testing.T) {
 	inEachIDMode(t, ownerCapCountsEveryThread)
 }
 
-func ownerCapCountsEveryThread(t *testing.T, c client.Client, id func(n int64, i int) string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+// heldThreads is a lead whose threads' turns spawn a background job
+// each when asked to start: a turn asked one of the tasks it was made
+// with waits at its first model call until that task's release is
+// closed (began is told as it waits); each job blocks until cancelled
+// (blocked is told as it begins; jobs counts them). A turn asked to
+// "cancel" cancels its thread's job_1. The owner's cap is one job.
+type heldThreads struct {
+	t              *testing.T
+	ctx            context.Context
+	m              *script
+	lead           *Agent
+	queue, owner   string
+	jobs           atomic.Int64
+	blocked        chan struct{}
+	began, release map[string]chan struct{}
+}
+
+// heldTurn is how a turn of heldThreads ended: its output, the
+// deputy.refused events it published, and its error.
+type heldTurn struct {
+	out     agent.Output
+	refused []event.Event
+	err     error
+}
+
+// newHeldThreads starts a worker of such a lead on a new task queue named
+// after name, for the test's time.
+func newHeldThreads(ctx context.Context, t *testing.T, c client.Client, id func(n int64, i int) string, name string, tasks ...string) *heldThreads {
+	t.Helper()
 	const long = "count the stars"
-	var n, jobs atomic.Int64
-	blocked := make(chan struct{}, 8)
+	h := &heldThreads{t: t, ctx: ctx, blocked: make(chan struct{}, 8), began: map[string]chan struct{}{}, release: map[string]chan struct{}{}}
+	for _, task := range tasks {
+		h.began[task], h.release[task] = make(chan struct{}, 1), make(chan struct{})
+	}
+	var n atomic.Int64
 	block := tool.Must(tool.New("block", "Holds on.", func(ctx context.Context, _ struct{}) (string, error) {
-		jobs.Add(1)
-		blocked <- struct{}{}
+		h.jobs.Add(1)
+		h.blocked <- struct{}{}
 		<-ctx.Done()
 		return "", ctx.Err()
 	}))
-	// A turn asked to start waits at its first model call until let go.
-	tasks := []string{"start in t1", "start in t2", "start in t3", "start in t4", "start again in t1"}
-	began, release := map[string]chan struct{}{}, map[string]chan struct{}{}
-	for _, task := range tasks {
-		began[task], release[task] = make(chan struct{}, 1), make(chan struct{})
-	}
-	m := &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
+	h.m = &script{fn: func(ctx context.Context, _ int, req provider.Request) (provider.Message, error) {
 		rs := resultsOf(req)
 		task := firstUserOf(req)
 		switch {
@@ -63,11 +86,11 @@ func ownerCapCountsEveryThread(t *testing.T, c client.Client, id func(n int64, i
 			return provider.AssistantMessage("stars: many"), nil
 		case strings.HasPrefix(task, "start") && len(rs) == 0:
 			select {
-			case began[task] <- struct{}{}:
+			case h.began[task] <- struct{}{}:
 			default:
 			}
 			select {
-			case <-release[task]:
+			case <-h.release[task]:
 			case <-ctx.Done():
 				return provider.Message{}, ctx.Err()
 			}
@@ -81,49 +104,64 @@ func ownerCapCountsEveryThread(t *testing.T, c client.Client, id func(n int64, i
 	if err != nil {
 		t.Fatal(err)
 	}
-	queue := fmt.Sprintf("deputy-owner-cap-%d", time.Now().UnixNano())
+	h.queue = fmt.Sprintf("deputy-%s-%d", name, time.Now().UnixNano())
 	hub := NewHub()
-	w := worker.New(c, queue, worker.Options{})
-	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg, Events: hub})
+	w := worker.New(c, h.queue, worker.Options{})
+	Register(w, &Runtime{Providers: map[string]provider.Provider{"m": h.m}, Tools: reg, Events: hub})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer w.Stop()
-	lead := &Agent{Client: c, TaskQueue: queue, Events: hub, Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"block"}, Spawn: true, Background: true,
+	t.Cleanup(w.Stop)
+	h.lead = &Agent{Client: c, TaskQueue: h.queue, Events: hub, Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"block"}, Spawn: true, Background: true,
 		JobsAcrossTurns: true, MaxOwnerJobs: 1}}
-	owner := "ann-" + queue
-	thread := func(th string) context.Context { return agent.WithOwner(agent.WithThread(ctx, th+queue), owner) }
-	type result struct {
-		out     agent.Output
-		refused []event.Event
-		err     error
-	}
-	turn := func(ctx context.Context, text string) <-chan result {
-		done := make(chan result, 1)
-		go func() {
-			rec := &recorder{}
-			out, err := lead.Run(event.WithSink(ctx, rec), agent.Input{Text: text})
-			rec.mu.Lock()
-			defer rec.mu.Unlock()
-			var refused []event.Event
-			for _, e := range rec.events {
-				if e.Type == event.Custom && e.Name == subagent.RefusedEvent {
-					refused = append(refused, e)
-				}
+	h.owner = "ann-" + h.queue
+	return h
+}
+
+// thread is the context of a turn of the owner's thread th.
+func (h *heldThreads) thread(th string) context.Context {
+	return agent.WithOwner(agent.WithThread(h.ctx, th+h.queue), h.owner)
+}
+
+// turn runs a turn of the lead under ctx, asked text, and tells how it
+// ended once it has.
+func (h *heldThreads) turn(ctx context.Context, text string) <-chan heldTurn {
+	done := make(chan heldTurn, 1)
+	go func() {
+		rec := &recorder{}
+		out, err := h.lead.Run(event.WithSink(ctx, rec), agent.Input{Text: text})
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		var refused []event.Event
+		for _, e := range rec.events {
+			if e.Type == event.Custom && e.Name == subagent.RefusedEvent {
+				refused = append(refused, e)
 			}
-			done <- result{out, refused, err}
-		}()
-		return done
-	}
-	wait := func(ch <-chan struct{}, what string) {
-		t.Helper()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			t.Fatalf("%s never came", what)
 		}
+		done <- heldTurn{out, refused, err}
+	}()
+	return done
+}
+
+// wait waits for ch, failing the test, which names it what, when the
+// test's context ends first.
+func (h *heldThreads) wait(ch <-chan struct{}, what string) {
+	h.t.Helper()
+	select {
+	case <-ch:
+	case <-h.ctx.Done():
+		h.t.Fatalf("%s never came", what)
 	}
-	refused := func(r result) bool {
+}
+
+func ownerCapCountsEveryThread(t *testing.T, c client.Client, id func(n int64, i int) string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	h := newHeldThreads(ctx, t, c, id, "owner-cap", "start in t1", "start in t2", "start in t3", "start in t4", "start again in t1")
+	m, jobs, blocked, began, release := h.m, &h.jobs, h.blocked, h.began, h.release
+	thread, turn, wait := h.thread, h.turn, h.wait
+	queue, owner := h.queue, h.owner
+	refused := func(r heldTurn) bool {
 		return strings.Contains(r.out.Answer, subagent.ErrMaxBackground.Error()) && strings.Contains(r.out.Answer, "threads of this owner") &&
 			len(r.refused) == 1 && strings.Contains(string(r.refused[0].Value), `"max_owner_jobs"`) && r.out.Refused == 1
 	}
