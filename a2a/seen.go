@@ -38,8 +38,10 @@ const claimTTL = 30 * time.Second
 // remembered, by the same owner and without a taskId, is answered with the
 // task it started (see Server). At most n more are the messages whose
 // tasks are starting, each claiming its id until its task is stored, so
-// that a copy sent meanwhile waits for that task: a first message past
-// them is refused with an error that says to send it again shortly.
+// that a copy sent meanwhile waits for that task, and one owner holds at
+// most three quarters of those claims, so that an owner's flood leaves
+// room for the others' first messages: a first message past either bound
+// is refused with an error that says to send it again shortly.
 func WithSeenMessages(n int, ttl time.Duration) Option {
 	return func(c *config) error {
 		if n <= 0 || ttl <= 0 {
@@ -79,7 +81,16 @@ type seenMessages struct {
 	// its task starts, however many first messages come at once.
 	claims     map[string]*claim
 	claimOrder list.List // of *claim
+	// claimsOf counts the claims of each owner, by escaped owner: one
+	// owner holds at most ownerClaims of them (see WithSeenMessages).
+	claimsOf map[string]int
 }
+
+// ownerClaims is how many of the claims of messages whose tasks are
+// starting one owner may hold: three quarters of them, at least one, so
+// that an owner who sends a flood of first messages at once leaves room
+// for the others'.
+func (s *seenMessages) ownerClaims() int { return max(1, s.max-s.max/4) }
 
 // seenTask is what is remembered of one owner's message id: the task it
 // started.
@@ -98,7 +109,7 @@ type seenRecord struct {
 }
 
 func newSeenMessages(max int, ttl time.Duration, st *store.Store, log *slog.Logger) *seenMessages {
-	return &seenMessages{max: max, ttl: ttl, st: st, log: log, now: time.Now, tasks: map[string]*list.Element{}, claims: map[string]*claim{}}
+	return &seenMessages{max: max, ttl: ttl, st: st, log: log, now: time.Now, tasks: map[string]*list.Element{}, claims: map[string]*claim{}, claimsOf: map[string]int{}}
 }
 
 // seenKey names owner's message id: each escaped, and so bounded
@@ -117,6 +128,7 @@ const seenPrefix = "a2a/messages/"
 type claim struct {
 	s       *seenMessages
 	key     string
+	owner   string    // escaped, as claimsOf counts it
 	token   string    // names the claim in the store
 	stale   time.Time // when copies stop waiting for it (claimTTL)
 	version int64     // of its record in the store; 0: not in the store
@@ -175,8 +187,14 @@ func (s *seenMessages) claim(ctx context.Context, owner, id string, replace sdk.
 		s.mu.Unlock()
 		return nil, "", nil, fmt.Errorf("%w: the server has as many first messages starting their tasks as it keeps track of (%d, WithSeenMessages): send the message again shortly", sdk.ErrServerError, n)
 	}
-	c := &claim{s: s, key: k, token: rand.Text(), stale: now.Add(s.claimTTL()), done: make(chan struct{}), replace: replace}
+	who := escapeKey(owner)
+	if n := s.claimsOf[who]; n >= s.ownerClaims() {
+		s.mu.Unlock()
+		return nil, "", nil, fmt.Errorf("%w: you have %d first messages starting their tasks, as many as the server keeps track of for one sender (three quarters of WithSeenMessages): send the message again shortly", sdk.ErrServerError, n)
+	}
+	c := &claim{s: s, key: k, owner: who, token: rand.Text(), stale: now.Add(s.claimTTL()), done: make(chan struct{}), replace: replace}
 	s.claims[k], c.elem = c, s.claimOrder.PushBack(c)
+	s.claimsOf[who]++
 	s.mu.Unlock()
 	if s.st == nil {
 		return c, "", nil, nil
@@ -397,6 +415,9 @@ func (s *seenMessages) dropClaim(c *claim) {
 	if s.claims[c.key] == c {
 		delete(s.claims, c.key)
 		s.claimOrder.Remove(c.elem)
+		if s.claimsOf[c.owner]--; s.claimsOf[c.owner] <= 0 {
+			delete(s.claimsOf, c.owner)
+		}
 	}
 }
 

@@ -93,3 +93,46 @@ func TestStaleClaimReplacingAFailedTaskResolves(t *testing.T) {
 		t.Errorf("a copy of m-1 after its new task started: task %q, claim %v, error %v; want task-2", task, other, err)
 	}
 }
+
+// One sender who sends a flood of first messages at once holds at most
+// three quarters of the claims of tasks starting: the others' first
+// messages still start theirs, and a sender past the share is told to
+// send again. Claims settled, or grown stale, give the share back.
+func TestOneSendersClaimsLeaveRoomForOthers(t *testing.T) {
+	ctx := t.Context()
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	s := newSeenMessages(8, time.Hour, nil, slog.New(slog.DiscardHandler))
+	s.now = func() time.Time { return now }
+	var flood []*claim
+	for i := range 6 {
+		mine, _, _, err := s.claim(ctx, "mallory", "m-"+strconv.Itoa(i), "")
+		if err != nil || mine == nil {
+			t.Fatalf("mallory's first message %d: claim %v, error %v", i, mine, err)
+		}
+		flood = append(flood, mine)
+	}
+	if _, _, _, err := s.claim(ctx, "mallory", "m-6", ""); !errors.Is(err, sdk.ErrServerError) || !strings.Contains(err.Error(), "for one sender") {
+		t.Errorf("mallory's seventh first message while six tasks start: error %v, want one saying she has as many as one sender may", err)
+	}
+	for _, id := range []string{"a-1", "a-2"} {
+		if mine, _, _, err := s.claim(ctx, "ann", id, ""); err != nil || mine == nil {
+			t.Fatalf("ann's first message %s while mallory's flood starts: claim %v, error %v; want her task to start", id, mine, err)
+		}
+	}
+	if _, _, _, err := s.claim(ctx, "ann", "a-3", ""); !errors.Is(err, sdk.ErrServerError) || !strings.Contains(err.Error(), "as many first messages starting") {
+		t.Errorf("a first message past all the server keeps track of: error %v, want one saying so", err)
+	}
+	flood[0].resolve(ctx, "task-m-0")
+	if mine, _, _, err := s.claim(ctx, "mallory", "m-6", ""); err != nil || mine == nil {
+		t.Errorf("mallory's message once one of her tasks started: claim %v, error %v; want her task to start", mine, err)
+	}
+	now = now.Add(claimTTL) // every holder stopped: the claims grow stale
+	if mine, _, _, err := s.claim(ctx, "bob", "b-1", ""); err != nil || mine == nil {
+		t.Fatalf("bob's first message once the claims grew stale: claim %v, error %v", mine, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.claimsOf) != 1 || s.claimsOf[escapeKey("bob")] != 1 {
+		t.Errorf("the claims counted per sender are %v, want bob's one", s.claimsOf)
+	}
+}
