@@ -206,7 +206,18 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (reply ModelRep
 			// Its worst case may pass what its run has left: it takes the
 			// tree's turn, and is planned again with what the tree's calls
 			// passed their runs' limits by taken off what is left.
-			if turn, err = takeTreeTurn(ctx, r.Tree, r.TreeRun, activity.GetInfo(ctx).StartToCloseTimeout+HeartbeatTimeout); err == nil && turn != nil {
+			lease := activity.GetInfo(ctx).StartToCloseTimeout + HeartbeatTimeout
+			turn, err = takeTreeTurn(ctx, r.Tree, r.TreeRun, lease)
+			if err == nil && r.Job != "" && r.Job != r.Tree {
+				if turn == nil {
+					// The tree's workflow has ended, and the thread's job
+					// the run works under outlived it: the job's turn.
+					turn, err = takeTreeTurn(ctx, r.Job, "", lease)
+				} else {
+					turn.job = r.Job
+				}
+			}
+			if err == nil && turn != nil {
 				in.Request = asked
 				wrapUp, err = a.reserve(&in, r.less(turn.debt), named)
 			}

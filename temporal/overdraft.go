@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
@@ -90,9 +91,19 @@ type treeTurn struct {
 	ended  workflow.ReceiveChannel // overdraftDoneSignal
 	// waiting counts the calls in take, waiting for the turn.
 	waiting int
-	// withdrawn are the askings that stopped waiting, not yet taken.
-	withdrawn map[string]bool
+	// withdrawn are the askings that stopped waiting, not yet taken, and
+	// withdrawnOrder the same, the oldest first: at most treeTurnWithdrawn.
+	withdrawn      map[string]bool
+	withdrawnOrder []string
 }
+
+// treeTurnWithdrawn is how many askings that stopped waiting a tree's
+// workflow remembers at most. One whose update never reached the workflow
+// (the call's context ended as it sent it) is never taken, and would stay
+// for good; past the bound the oldest is forgotten, and should its update
+// come after all, the turn goes to a call that no longer makes it, and
+// passes on when its lease ends.
+const treeTurnWithdrawn = 256
 
 // endTurns takes the signals that ended turns so far.
 func (t *treeTurn) endTurns() {
@@ -144,6 +155,11 @@ func (t *treeTurn) done(o overdraft) {
 			t.withdrawn = map[string]bool{}
 		}
 		t.withdrawn[o.Ask] = true
+		t.withdrawnOrder = append(t.withdrawnOrder, o.Ask)
+		if len(t.withdrawnOrder) > treeTurnWithdrawn {
+			delete(t.withdrawn, t.withdrawnOrder[0])
+			t.withdrawnOrder = slices.Delete(t.withdrawnOrder, 0, 1)
+		}
 		return
 	}
 	if t.holder == o.Holder {
@@ -190,6 +206,10 @@ type treeTurnOf struct {
 	tree, treeRun string
 	holder        string
 	debt          treeDebt
+	// job is the workflow of the thread's job the call works under, told
+	// too what the call passed its run's limits by (Reserve.Job): ""
+	// when the turn is the job's, or the call works under none.
+	job string
 }
 
 // takeTreeTurn takes the turn of a model call that may pass its run's
@@ -235,7 +255,7 @@ func askTreeTurn(ctx context.Context, c client.Client, tree, treeRun, holder str
 		// waiting for the turn are more than that. Ask again shortly.
 		select {
 		case <-ctx.Done():
-			t.withdraw(ctx, ask)
+			// Its update was refused: the workflow has nothing to forget.
 			return nil, ctx.Err()
 		case <-time.After(pause + rand.N(pause)):
 		}
@@ -265,6 +285,11 @@ func (t *treeTurnOf) done(ctx context.Context, tokens int64, dollars float64) {
 	defer cancel()
 	// Lost, the turn passes on when its lease ends.
 	_ = t.c.SignalWorkflow(ctx, t.tree, t.treeRun, overdraftDoneSignal, overdraft{Holder: t.holder, Tokens: tokens, Dollars: dollars})
+	if t.job != "" && (tokens > 0 || dollars > 0) {
+		// The job's debt, which its calls plan with once the tree's
+		// workflow has ended. It holds no turn of the job's: no holder.
+		_ = t.c.SignalWorkflow(ctx, t.job, "", overdraftDoneSignal, overdraft{Tokens: tokens, Dollars: dollars})
+	}
 }
 
 // factoryTurn is the tree's turn as the agent a factory builds takes it

@@ -276,3 +276,116 @@ func TestTenFactoryAgentsPassTheLimitByOneCallsErrorOnTemporal(t *testing.T) {
 		}
 	}
 }
+
+// A thread's job (Spec.JobsAcrossTurns) outlives the turn that started
+// it, and the turn's workflow with it, which kept the tree's turn: the
+// job's runs' calls that may pass their limits then take the job's own
+// turn. A job under JobTokens (or JobCost) that forks ten children after
+// its turn has ended, over a model that counts four times the estimate,
+// spends at most its limit plus one call's shortfall (before, each of
+// its children's calls went without a turn: n + Σ e). With models that
+// name their calls afresh, not at all, and from call_0.
+func TestThreadJobPassesItsLimitByOneCallsErrorAfterItsTurnOnTemporal(t *testing.T) {
+	price := provider.Price{Input: 1e-6, Output: 4e-6}
+	prices, err := provider.NewPrices(map[string]provider.Price{"m1": price})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lead, job = "Start the survey.", "Write the ten parts of the survey."
+	// Long: the job's children read it at a token a byte.
+	part := strings.Repeat("Write this part of the survey in full, with every figure the sites reported, and cite them. ", 15)
+	for _, cost := range []bool{false, true} {
+		for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
+			t.Run(fmt.Sprintf("cost %v, ids %d", cost, ids), func(t *testing.T) {
+				var fresh atomic.Int64
+				turnEnded := make(chan struct{})
+				m := &skewedModel{price: price}
+				m.reply = func(req provider.Request) provider.Message {
+					first := req.Messages[0].Content
+					results := len(resultsOf(req)) > 0
+					switch {
+					case first == lead && !results:
+						msg := provider.AssistantMessage("", provider.ToolCall{Name: SpawnToolName, Arguments: json.RawMessage(`{"task":"` + job + `","background":true}`)})
+						resumetest.NameCalls(ids, msg.ToolCalls, &fresh)
+						return msg
+					case first == lead:
+						return provider.AssistantMessage("The survey is under way.")
+					case first == job && !results:
+						<-turnEnded // the job's work begins once its turn has ended
+						msg := spawnCalls(10)
+						resumetest.NameCalls(ids, msg.ToolCalls, &fresh)
+						return msg
+					}
+					// Short, for the job to read: its children's calls pass
+					// their shares by what they read.
+					return provider.AssistantMessage("The part is written, with its figures.")
+				}
+				ctx, c, queue := onServer(t, &Runtime{Providers: map[string]provider.Provider{"m": m}, Prices: prices})
+				// The job's first call reads the tools of jobs at a token a
+				// byte, and its wrap-up reads them again: about 7,000 tokens.
+				const tokens = 17000
+				spec := Spec{Name: "lead", Provider: "m", Spawn: true, Background: true, JobsAcrossTurns: true, MaxDepth: 2, MaxSpawns: 10,
+					System: "You lead the survey, and write its parts. " + part}
+				limit := "JobTokens"
+				if cost {
+					spec.JobCost, limit = tokens*price.Input, "JobCost"
+				} else {
+					spec.JobTokens = tokens
+				}
+				thread := "thread-" + queue
+				a := &Agent{Client: c, TaskQueue: queue, Spec: spec}
+				out, err := a.Run(agent.WithThread(ctx, thread), agent.Input{Text: lead})
+				close(turnEnded)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var jobOut RunOutput
+				jobErr := c.GetWorkflow(ctx, ThreadWorkflowID("", thread)+"/job_1", "").Get(ctx, &jobOut)
+				m.mu.Lock()
+				defer m.mu.Unlock()
+				// The job's: what the lead's turn reported aside.
+				lu := out.TotalUsage()
+				spent := provider.Usage{InputTokens: m.billed.InputTokens - lu.InputTokens, OutputTokens: m.billed.OutputTokens - lu.OutputTokens, Requests: m.billed.Requests - lu.Requests}
+				dollars := m.dollars - out.Cost
+				t.Logf("the job was billed %d tokens, $%.6f, of %d calls in all; the largest shortfall of one call %d; its answer %.40q, err %v", spent.Tokens(), dollars, m.calls, m.e, jobOut.Answer, jobErr)
+				if jobErr != nil {
+					t.Errorf("the job failed: %v", jobErr)
+				} else if got := jobOut.TotalUsage(); got != spent {
+					t.Errorf("the job counts %+v, the model billed it %+v", got, spent)
+				}
+				if m.calls < 5 {
+					t.Fatalf("%d model calls: the test needs a child of the job to call its model (the lead's two calls and the job's two aside)", m.calls)
+				}
+				if cost {
+					if bound := spec.JobCost + float64(m.e)*price.Input; dollars > bound+1e-12 {
+						t.Errorf("the job cost $%.6f, past its %s and one call's shortfall, $%.6f", dollars, limit, bound)
+					}
+				} else if spent.Tokens() > tokens+m.e {
+					t.Errorf("the job spent %d tokens, past its %s and one call's shortfall, %d + %d", spent.Tokens(), limit, tokens, m.e)
+				}
+			})
+		}
+	}
+}
+
+// A tree's workflow remembers the askings for its turn that stopped
+// waiting until their updates come, and no more than treeTurnWithdrawn of
+// them: an asking whose update never came (its call's context ended as
+// it sent it) is forgotten, the oldest first, however many calls of a
+// long tree stop waiting so; the latest are still remembered.
+func TestWithdrawnAskingsAreBounded(t *testing.T) {
+	var turn treeTurn
+	const n = 10 * treeTurnWithdrawn
+	for i := range n {
+		turn.done(overdraft{Holder: "wf/1", Ask: fmt.Sprintf("ask_%d", i), Withdrawn: true})
+	}
+	if len(turn.withdrawn) != treeTurnWithdrawn || len(turn.withdrawnOrder) != treeTurnWithdrawn {
+		t.Fatalf("after %d withdrawals the workflow remembers %d (%d in order), want %d", n, len(turn.withdrawn), len(turn.withdrawnOrder), treeTurnWithdrawn)
+	}
+	if !turn.withdrawn[fmt.Sprintf("ask_%d", n-1)] || !turn.withdrawn[fmt.Sprintf("ask_%d", n-treeTurnWithdrawn)] {
+		t.Error("the latest withdrawals are forgotten")
+	}
+	if turn.withdrawn["ask_0"] {
+		t.Error("the oldest withdrawal is still remembered")
+	}
+}

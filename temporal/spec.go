@@ -397,6 +397,13 @@ type Reserve struct {
 	// taken off what is left.
 	Tree    string `json:"tree,omitempty"`
 	TreeRun string `json:"tree_run,omitempty"`
+	// Job, set with Tree, is the workflow of the thread's job the run
+	// works under (Trace.Job), which keeps a turn of its own: a call
+	// whose tree's workflow has ended (the job outlived the turn that
+	// started it) takes the job's turn instead, and a call that takes the
+	// tree's turn tells the job's what it passed its run's limits by too,
+	// so that the job passes its own limit by at most one call's error.
+	Job string `json:"job,omitempty"`
 }
 
 // GuardCall is the input of the guardrail activity: the text an agent's

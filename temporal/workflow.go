@@ -106,6 +106,15 @@ func AgentWorkflow(ctx workflow.Context, in RunInput) (RunOutput, error) {
 			t.Job = id
 			trace = &t
 			q.relay(ctx)
+			// It keeps a turn of its own for the model calls of its runs
+			// that may pass their limits, which they take once the
+			// tree's workflow, the turn that started the job, has ended
+			// (Reserve.Job).
+			turn, err := keepTreeTurn(ctx)
+			if err != nil {
+				return RunOutput{}, err
+			}
+			defer turn.endTurns()
 		}
 		if err := ib.answerHellos(ctx, q); err != nil {
 			return RunOutput{}, err
@@ -350,7 +359,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			}
 			r.TokenSetting, r.CostSetting = spec.bounds.tokens, spec.bounds.cost
 			if treeTurn {
-				r.Worst, r.Tree, r.TreeRun = b.worst(req), trace.Tree, trace.TreeRun
+				r.Worst, r.Tree, r.TreeRun, r.Job = b.worst(req), trace.Tree, trace.TreeRun, trace.Job
 			}
 			mc.Reserve = r
 		}
