@@ -78,7 +78,7 @@ func (s *runState) plan(fixed int64, tools []provider.ToolDef) (callPlan, error)
 // such calls passed their runs' limits by so far: what the call is
 // planned with. The call ends the turn with Done.
 func (s *runState) overdrawn() (left, *run.Overdraft, error) {
-	od, err := run.Uncovered(s.ctx)
+	od, err := run.Uncovered(s.ctx, s.journal.overdrawn)
 	if err != nil {
 		return left{}, nil, err
 	}
@@ -96,14 +96,24 @@ func (s *runState) overdrawn() (left, *run.Overdraft, error) {
 }
 
 // endOverdraft ends the turn of a call planned as one that may pass the
-// run's limits (plan), with what the call spent, resp at req.
-func (s *runState) endOverdraft(req provider.Request, resp provider.Response) {
+// run's limits (plan), with what the call spent, resp at req, and returns
+// what the call passed the run's limits by, which its answer's record
+// keeps (recordedAnswer.Over).
+func (s *runState) endOverdraft(req provider.Request, resp provider.Response) (over overdrawn) {
 	if s.od == nil {
-		return
+		return over
 	}
 	dollars, _, _ := s.price(req, resp)
-	s.od.Done(resp.Usage.Tokens(), dollars)
+	over.Tokens, over.Dollars = s.od.Done(resp.Usage.Tokens(), dollars)
 	s.od = nil
+	return over
+}
+
+// overdrawn is what a model call passed its run's limits by, in tokens
+// and in dollars (run.Overdraft.Done).
+type overdrawn struct {
+	Tokens  int64   `json:"tokens,omitempty"`
+	Dollars float64 `json:"dollars,omitempty"`
 }
 
 // planIn is plan with what is left, lim: the plan, and whether the call's

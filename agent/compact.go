@@ -262,13 +262,13 @@ func (s *runState) summary(step int, older []provider.Message) (string, error) {
 			return resp.Message.Content, nil
 		}
 	}
-	text, paid, err := s.summarize(older)
+	text, paid, over, err := s.summarize(older)
 	if err != nil {
 		return "", err
 	}
 	if s.journal != nil {
 		resp := provider.Response{Message: provider.AssistantMessage(text), Usage: paid.Usage, Model: paid.Model}
-		if err := s.journal.recordAnswer(context.WithoutCancel(s.ctx), key, resp, resp.Message, false, unpaid{}, paid); err != nil {
+		if err := s.journal.recordAnswer(context.WithoutCancel(s.ctx), key, resp, resp.Message, false, unpaid{}, paid, over); err != nil {
 			return "", err
 		}
 	}
@@ -285,8 +285,8 @@ func (s *runState) summaryKey(step int) string {
 
 // summarize makes the summary of older and returns it with what it cost,
 // as the run's ledger counted it, and the model that wrote it ("" for
-// Summarize).
-func (s *runState) summarize(older []provider.Message) (text string, paid provider.ModelUsage, err error) {
+// Summarize), and what its call passed the run's limits by (over).
+func (s *runState) summarize(older []provider.Message) (text string, paid provider.ModelUsage, over overdrawn, err error) {
 	c := s.r.compaction
 	defer func() {
 		if p := recover(); p != nil {
@@ -300,9 +300,9 @@ func (s *runState) summarize(older []provider.Message) (text string, paid provid
 			err = s.ctx.Err()
 		}
 		if err != nil {
-			return "", provider.ModelUsage{Usage: usage}, err
+			return "", provider.ModelUsage{Usage: usage}, over, err
 		}
-		return c.bounds().CapSummary(text), paid, nil
+		return c.bounds().CapSummary(text), paid, over, nil
 	}
 	p, model := c.Summarizer, c.SummaryModel
 	if p == nil {
@@ -330,20 +330,20 @@ func (s *runState) summarize(older []provider.Message) (text string, paid provid
 		out := s.room(lim, est, name, model, false)
 		if out >= 1 && !s.covers(lim, bytes, min(bound, out), name, model) {
 			if lim, od, err = s.overdrawn(); err != nil {
-				return "", provider.ModelUsage{Usage: usage}, err
+				return "", provider.ModelUsage{Usage: usage}, over, err
 			}
 			defer od.Done(0, 0) // when not ended below
 			out = s.room(lim, est, name, model, false)
 		}
 		if out < 1 {
-			return "", provider.ModelUsage{Usage: usage}, s.noRoom(est, lim)
+			return "", provider.ModelUsage{Usage: usage}, over, s.noRoom(est, lim)
 		}
 		req.MaxTokens = int(min(bound, out))
 	}
 	if s.policy != nil {
 		var err error
 		if req, err = s.guardModel(req); err != nil {
-			return "", provider.ModelUsage{Usage: usage}, err
+			return "", provider.ModelUsage{Usage: usage}, over, err
 		}
 	}
 	resp, err := p.Complete(s.ctx, req)
@@ -358,13 +358,13 @@ func (s *runState) summarize(older []provider.Message) (text string, paid provid
 	} else {
 		paid.Model = model
 	}
-	od.Done(usage.Tokens(), paid.Cost)
+	over.Tokens, over.Dollars = od.Done(usage.Tokens(), paid.Cost)
 	if err != nil {
-		return "", provider.ModelUsage{Usage: usage}, fmt.Errorf("the summary's model call: %w", err)
+		return "", provider.ModelUsage{Usage: usage}, over, fmt.Errorf("the summary's model call: %w", err)
 	}
 	text = strings.TrimSpace(resp.Message.Content)
 	if text == "" {
-		return "", provider.ModelUsage{Usage: usage}, errors.New("the summarizer answered with no text (stop reason " + strconv.Quote(string(resp.StopReason)) + "): check its model and prompt")
+		return "", provider.ModelUsage{Usage: usage}, over, errors.New("the summarizer answered with no text (stop reason " + strconv.Quote(string(resp.StopReason)) + "): check its model and prompt")
 	}
-	return c.bounds().CapSummary(text), paid, nil
+	return c.bounds().CapSummary(text), paid, over, nil
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -70,6 +71,10 @@ type recordedAnswer struct {
 	// them are left out of what the model reads.
 	Unpaid int `json:"unpaid,omitempty"`
 	Unread int `json:"unread,omitempty"`
+	// Over is what the call passed its run's limits by, when it took the
+	// tree's turn as one that may (run.Uncovered): a run of the turn again
+	// starts the tree's debt from the sum of them (runJournal.overdrawn).
+	Over *overdrawn `json:"over,omitempty"`
 }
 
 // answer returns the model answer recorded for the step, if any.
@@ -114,8 +119,11 @@ func (j *runJournal) wrappedUp(step string) (wrapUp bool, cut unpaid) {
 // gave them, before any of the calls runs, and what it cost (paid, as the
 // run's ledger counted it), so that a run of the turn that does not get
 // as far as replaying it still counts it (journal.Scope.Paid).
-func (j *runJournal) recordAnswer(ctx context.Context, step string, resp provider.Response, msg provider.Message, wrapUp bool, cut unpaid, paid provider.ModelUsage) error {
+func (j *runJournal) recordAnswer(ctx context.Context, step string, resp provider.Response, msg provider.Message, wrapUp bool, cut unpaid, paid provider.ModelUsage, over overdrawn) error {
 	a := recordedAnswer{StopReason: resp.StopReason, Model: resp.Model, WrapUp: wrapUp, Unpaid: cut.calls, Unread: cut.unread}
+	if over != (overdrawn{}) {
+		a.Over = &over
+	}
 	for _, c := range msg.ToolCalls {
 		a.ToolCalls = append(a.ToolCalls, recordedCall{ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)})
 	}
@@ -305,4 +313,31 @@ func WithJournal(ctx context.Context, j *store.Journal) context.Context {
 func (j *runJournal) has(key string) bool {
 	_, ok := j.scope.J.Lookup(key)
 	return ok
+}
+
+// overdrawn returns what the model calls of the turn's earlier runs that
+// took the tree's turn passed their runs' limits by (recordedAnswer.Over),
+// in the whole journal of the turn, every run's: the debt the tree's
+// calls plan with, as the turn run once would have it. A nil runJournal
+// returns nothing.
+func (j *runJournal) overdrawn() (tokens int64, dollars float64) {
+	if j == nil {
+		return 0, 0
+	}
+	for _, k := range j.scope.J.Keys("") {
+		if !journal.IsAnswer(k) {
+			continue
+		}
+		e, ok := j.scope.J.Lookup(k)
+		if !ok || !bytes.Contains(e.Value, []byte(`"over"`)) {
+			continue
+		}
+		var a recordedAnswer
+		if json.Unmarshal(e.Value, &a) != nil || a.Over == nil {
+			continue
+		}
+		tokens += max(a.Over.Tokens, 0)
+		dollars += max(a.Over.Dollars, 0)
+	}
+	return tokens, dollars
 }

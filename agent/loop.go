@@ -105,6 +105,7 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 	}
 	s.answered = step
 	var paid provider.ModelUsage // what the answer cost, as the ledger counted it
+	var over overdrawn           // what its calls passed the run's limits by
 	for retried := false; !replayed; retried = true {
 		var began time.Time
 		if r.logger != nil {
@@ -119,7 +120,8 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 		resp, err = s.complete(req, msgID)
 		s.usage = s.usage.Add(resp.Usage)
 		paid = s.account(req, resp)
-		s.endOverdraft(req, resp)
+		o := s.endOverdraft(req, resp)
+		over.Tokens, over.Dollars = over.Tokens+o.Tokens, over.Dollars+o.Dollars
 		if r.logger != nil {
 			s.logModelCall(step, resp, time.Since(began), err)
 		}
@@ -173,7 +175,7 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 		// Recorded even when the run was cancelled as the reply came: it
 		// is paid for, and the turn run again replays it instead of
 		// asking the model again.
-		if err := s.journal.recordAnswer(context.WithoutCancel(s.ctx), stepKey, resp, msg, wrapUp, cut, paid); err != nil && s.ctx.Err() == nil {
+		if err := s.journal.recordAnswer(context.WithoutCancel(s.ctx), stepKey, resp, msg, wrapUp, cut, paid, over); err != nil && s.ctx.Err() == nil {
 			return "", false, err
 		}
 	}

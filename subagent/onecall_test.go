@@ -3,6 +3,7 @@ package subagent_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -15,6 +16,8 @@ import (
 	"github.com/deputy-go/deputy/internal/compact"
 	"github.com/deputy-go/deputy/internal/resumetest"
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/store"
+	"github.com/deputy-go/deputy/store/memory"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -96,8 +99,19 @@ func (m *skewed) Name() string { return "fake" }
 // was billed and the model.
 func skewedTree(t *testing.T, depth, ids int, limit agent.Option, prices *provider.Prices) (*skewed, agent.Output, error) {
 	t.Helper()
+	m, a := skewedLead(t, depth, ids, limit, prices)
+	out, err := a.Run(t.Context(), agent.Input{Text: skewedTask})
+	return m, out, err
+}
+
+// skewedTask is the task of skewedLead's lead.
+const skewedTask = "Write the ten parts of the survey."
+
+// skewedLead is skewedTree's lead, not run yet, and its model.
+func skewedLead(t *testing.T, depth, ids int, limit agent.Option, prices *provider.Prices) (*skewed, *agent.React) {
+	t.Helper()
 	part := strings.Repeat("Write this part of the survey in full, with every figure the sites reported, and cite them. ", 5)
-	const lead = "Write the ten parts of the survey."
+	const lead = skewedTask
 	var fresh atomic.Int64
 	m := &skewed{price: provider.Price{Input: 1e-6, Output: 4e-6}}
 	m.reply = func(req provider.Request, first string) provider.Message {
@@ -151,8 +165,7 @@ func skewedTree(t *testing.T, depth, ids int, limit agent.Option, prices *provid
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := a.Run(t.Context(), agent.Input{Text: lead})
-	return m, out, err
+	return m, a
 }
 
 // TestTenForksPassTheLimitByOneCallsError runs ten children at once
@@ -204,6 +217,94 @@ func TestTenForksPassTheLimitByOneCallsError(t *testing.T) {
 					}
 				})
 			}
+		}
+	}
+}
+
+// TestTheTreesDebtOutlivesAResume stops a journaled turn of
+// skewedTree's ten children as the first child's call, which takes the
+// tree's turn and passes its share, is answered, and runs the turn again:
+// the calls of the run after it plan with what that call passed its
+// share by, as the calls of a turn run once do, so the turn makes the
+// same calls and is billed the same as the turn run once, at most its
+// limit plus one call's shortfall, under a token limit and a cost limit
+// (before, the run after it began with no debt, and a child more passed
+// its share as the first had). With models that name their calls afresh,
+// not at all, and from call_0.
+func TestTheTreesDebtOutlivesAResume(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	prices, err := provider.NewPrices(map[string]provider.Price{"fake": {Input: 1e-6, Output: 4e-6}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.New(memory.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, cost := range []bool{false, true} {
+		for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
+			t.Run(fmt.Sprintf("cost %v, ids %d", cost, ids), func(t *testing.T) {
+				const tokens = 6000
+				limit := agent.WithTokenLimit(tokens)
+				if cost {
+					limit = agent.WithCostLimit(tokens * 1e-6)
+				}
+				once, _, err := skewedTree(t, 1, ids, limit, prices)
+				if err != nil {
+					t.Fatalf("the turn run once: %v", err)
+				}
+				m, lead := skewedLead(t, 1, ids, limit, prices)
+				ctx, stop := context.WithCancel(t.Context())
+				defer stop()
+				reply := m.reply
+				var stopped atomic.Bool
+				m.reply = func(req provider.Request, first string) provider.Message {
+					if strings.Contains(req.System, "You write") && !stopped.Swap(true) {
+						stop() // the turn stops as the child's answer comes
+					}
+					return reply(req, first)
+				}
+				turn := fmt.Sprintf("debt-%v-%d", cost, ids)
+				j, err := st.Journal(t.Context(), turn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: skewedTask}); !errors.Is(err, context.Canceled) {
+					t.Fatalf("the first run of the turn: %v, want it cancelled", err)
+				}
+				m.mu.Lock()
+				first := m.calls
+				m.mu.Unlock()
+				if j, err = st.Journal(t.Context(), turn); err != nil {
+					t.Fatal(err)
+				}
+				lead.Reset()
+				out, err := lead.Run(agent.WithJournal(t.Context(), j), agent.Input{Text: skewedTask})
+				m.mu.Lock()
+				defer m.mu.Unlock()
+				t.Logf("billed %d tokens, $%.6f, in %d calls (%d before the stop); the largest shortfall of one call %d; answer %.40q, err %v", m.billed.Tokens(), m.dollars, m.calls, first, m.e, out.Answer, err)
+				t.Logf("run once: billed %d tokens, $%.6f, in %d calls", once.billed.Tokens(), once.dollars, once.calls)
+				if err != nil {
+					t.Fatalf("the turn run again failed: %v", err)
+				}
+				if got := out.TotalUsage(); got != m.billed {
+					t.Errorf("the turn's Output counts %+v, the model billed %+v", got, m.billed)
+				}
+				if first != 2 || m.calls <= first {
+					t.Fatalf("%d calls before the stop and %d after: the test needs the lead's and one child's before it, and more after", first, m.calls-first)
+				}
+				if m.calls != once.calls || m.billed != once.billed {
+					t.Errorf("the turn stopped and run again made %d calls billing %+v; run once, %d billing %+v", m.calls, m.billed, once.calls, once.billed)
+				}
+				if cost {
+					if bound := tokens*1e-6 + float64(m.e)*m.price.Input; m.dollars > bound+1e-12 {
+						t.Errorf("the turn cost $%.6f, past its limit and one call's shortfall, $%.6f", m.dollars, bound)
+					}
+				} else if m.billed.Tokens() > tokens+m.e {
+					t.Errorf("the turn spent %d tokens, past its limit and one call's shortfall, %d + %d", m.billed.Tokens(), tokens, m.e)
+				}
+			})
 		}
 	}
 }

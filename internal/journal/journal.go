@@ -129,7 +129,9 @@ func StepKey(run string, step int) string { return run + "/m" + strconv.Itoa(ste
 // SummaryKey: see StepKey.
 func SummaryKey(step string, k int) string { return step + "/summary-" + strconv.Itoa(k) }
 
-// isAnswer reports whether key is a StepKey or a SummaryKey.
+// IsAnswer reports whether key is a StepKey or a SummaryKey.
+func IsAnswer(key string) bool { return isAnswer(key) }
+
 func isAnswer(key string) bool {
 	i := strings.LastIndexByte(key, '/')
 	if i < 0 {

@@ -1894,6 +1894,10 @@ type overdraft struct {
 	mu      sync.Mutex
 	tokens  int64
 	dollars float64
+	// seeded: the first call to take the turn added what calls of
+	// earlier runs of the turn passed their runs' limits by (Uncovered's
+	// earlier).
+	seeded bool
 }
 
 type overdraftKey struct{}
@@ -1943,11 +1947,16 @@ type Overdraft struct {
 // returns ctx's error if ctx ends first. Outside a run it returns a nil
 // Overdraft, whose methods do nothing.
 //
+// earlier, when not nil, returns what such calls of earlier runs of the
+// tree's turn passed their runs' limits by (a turn resumed from its
+// journal): the first call of the tree to take the turn adds it to the
+// debt, once, so that a resumed turn plans as the turn run once would.
+//
 // A call whose estimate fits what is left less that debt passes its run's
 // limit by at most its own estimation error less the debt, so the debt
 // never grows past the estimation error of one call, and no run of the
 // tree passes its limit by more in all.
-func Uncovered(ctx context.Context) (*Overdraft, error) {
+func Uncovered(ctx context.Context, earlier func() (tokens int64, dollars float64)) (*Overdraft, error) {
 	sc := from(ctx).scope
 	if sc == nil {
 		return nil, nil
@@ -1971,6 +1980,16 @@ func Uncovered(ctx context.Context) (*Overdraft, error) {
 		return nil, ctx.Err()
 	}
 	o.mu.Lock()
+	if !o.seeded {
+		// No call of the tree has ended a turn yet: what is recorded of
+		// earlier runs is all there is to add.
+		o.seeded = true
+		if earlier != nil {
+			tokens, dollars := earlier()
+			o.tokens += max(tokens, 0)
+			o.dollars += max(dollars, 0)
+		}
+	}
 	d := &Overdraft{o: o, tokens: o.tokens, dollars: o.dollars, leftTokens: math.MaxInt64, leftDollars: math.Inf(1)}
 	o.mu.Unlock()
 	if ot, _ := sc.ctx.Value(outerTurnKey{}).(OuterTurn); ot != nil {
@@ -2010,15 +2029,16 @@ func (d *Overdraft) Left(tokens int64, dollars float64) {
 }
 
 // Done ends the turn once the call has been made, with what it spent:
-// what passes what the run had left (Left) is added to the tree's debt.
-// Calls after the first, and on a nil Overdraft, do nothing.
-func (d *Overdraft) Done(tokens int64, dollars float64) {
+// what passes what the run had left (Left) is added to the tree's debt,
+// and returned, for the call's record. Calls after the first, and on a
+// nil Overdraft, do nothing.
+func (d *Overdraft) Done(tokens int64, dollars float64) (overTokens int64, overDollars float64) {
 	if d == nil || d.o == nil {
-		return
+		return 0, 0
 	}
 	o := d.o
 	d.o = nil
-	overTokens, overDollars := max(tokens-d.leftTokens, 0), max(dollars-d.leftDollars, 0)
+	overTokens, overDollars = max(tokens-d.leftTokens, 0), max(dollars-d.leftDollars, 0)
 	o.mu.Lock()
 	o.tokens += overTokens
 	o.dollars += overDollars
@@ -2027,4 +2047,5 @@ func (d *Overdraft) Done(tokens int64, dollars float64) {
 		d.outer.Done(overTokens, overDollars)
 	}
 	<-o.turn
+	return overTokens, overDollars
 }
