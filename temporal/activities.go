@@ -206,18 +206,7 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (reply ModelRep
 			// Its worst case may pass what its run has left: it takes the
 			// tree's turn, and is planned again with what the tree's calls
 			// passed their runs' limits by taken off what is left.
-			lease := activity.GetInfo(ctx).StartToCloseTimeout + HeartbeatTimeout
-			turn, err = takeTreeTurn(ctx, r.Tree, r.TreeRun, lease)
-			if err == nil && r.Job != "" && r.Job != r.Tree {
-				if turn == nil {
-					// The tree's workflow has ended, and the thread's job
-					// the run works under outlived it: the job's turn.
-					turn, err = takeTreeTurn(ctx, r.Job, "", lease)
-				} else {
-					turn.job = r.Job
-				}
-			}
-			if err == nil && turn != nil {
+			if turn, err = takeTurnOf(ctx, r.Tree, r.TreeRun, r.Job, activity.GetInfo(ctx).StartToCloseTimeout+HeartbeatTimeout); err == nil && turn != nil {
 				in.Request = asked
 				wrapUp, err = a.reserve(&in, r.less(turn.debt), named)
 			}
@@ -696,7 +685,7 @@ func (a *Activities) RunFactory(ctx context.Context, in FactoryCall) (out ToolRe
 	if t := in.Trace; a.served && t != nil && t.TreeRun != "" {
 		// Its model calls that may pass their limits take the turn of the
 		// workflow's tree, as the tree's own calls do.
-		ctx = drun.WithOuterTurn(ctx, newFactoryTurn(actx, t.Tree, t.TreeRun))
+		ctx = drun.WithOuterTurn(ctx, newFactoryTurn(actx, t.Tree, t.TreeRun, t.Job))
 	}
 	ag, err := f(ctx, in.Arguments)
 	if err != nil || ag == nil {

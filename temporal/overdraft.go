@@ -224,6 +224,24 @@ func takeTreeTurn(ctx context.Context, tree, treeRun string, lease time.Duration
 	return askTreeTurn(ctx, activity.GetClient(ctx), tree, treeRun, info.WorkflowExecution.ID+"/"+info.ActivityID, lease)
 }
 
+// takeTurnOf is takeTreeTurn for a call of a run that works under the
+// thread's job job (Trace.Job; "" for none): once the tree's workflow
+// cannot give the turn (it has ended, and the job outlived it), the call
+// takes the job's turn instead; a call that takes the tree's turn tells
+// the job's too what it passed its run's limits by, so that the job's debt
+// is whole when its calls take its own turn.
+func takeTurnOf(ctx context.Context, tree, treeRun, job string, lease time.Duration) (*treeTurnOf, error) {
+	turn, err := takeTreeTurn(ctx, tree, treeRun, lease)
+	if err != nil || job == "" || job == tree {
+		return turn, err
+	}
+	if turn == nil {
+		return takeTreeTurn(ctx, job, "", lease)
+	}
+	turn.job = job
+	return turn, nil
+}
+
 // askTreeTurn is takeTreeTurn for the call named holder, asking with c.
 func askTreeTurn(ctx context.Context, c client.Client, tree, treeRun, holder string, lease time.Duration) (*treeTurnOf, error) {
 	t := &treeTurnOf{c: c, tree: tree, treeRun: treeRun, holder: holder}
@@ -299,6 +317,7 @@ func (t *treeTurnOf) done(ctx context.Context, tokens int64, dollars float64) {
 // is what the activity holds the tree's turn under).
 type factoryTurn struct {
 	tree, treeRun string
+	job           string // the thread's job the agent works under (Trace.Job)
 	lease         time.Duration
 	ctx           context.Context // the activity's, for ending a turn
 	one           chan struct{}   // holds a token while a call holds the turn
@@ -311,8 +330,8 @@ type factoryTurn struct {
 // agent's: a worker lost while one of the agent's calls held the turn
 // holds up the tree's other such calls no longer than a model call's. A
 // call of the agent that takes longer may then share the turn.
-func newFactoryTurn(actx context.Context, tree, treeRun string) *factoryTurn {
-	return &factoryTurn{tree: tree, treeRun: treeRun, ctx: actx, one: make(chan struct{}, 1),
+func newFactoryTurn(actx context.Context, tree, treeRun, job string) *factoryTurn {
+	return &factoryTurn{tree: tree, treeRun: treeRun, job: job, ctx: actx, one: make(chan struct{}, 1),
 		lease: min(activity.GetInfo(actx).StartToCloseTimeout, DefaultActivityTimeout) + HeartbeatTimeout}
 }
 
@@ -322,7 +341,7 @@ func (t *factoryTurn) Take(ctx context.Context) (tokens int64, dollars float64, 
 	case <-ctx.Done():
 		return 0, 0, false, ctx.Err()
 	}
-	held, err := takeTreeTurn(ctx, t.tree, t.treeRun, t.lease)
+	held, err := takeTurnOf(ctx, t.tree, t.treeRun, t.job, t.lease)
 	if err != nil || held == nil {
 		<-t.one
 		return 0, 0, false, err

@@ -279,12 +279,13 @@ func TestTenFactoryAgentsPassTheLimitByOneCallsErrorOnTemporal(t *testing.T) {
 
 // A thread's job (Spec.JobsAcrossTurns) outlives the turn that started
 // it, and the turn's workflow with it, which kept the tree's turn: the
-// job's runs' calls that may pass their limits then take the job's own
-// turn. A job under JobTokens (or JobCost) that forks ten children after
-// its turn has ended, over a model that counts four times the estimate,
-// spends at most its limit plus one call's shortfall (before, each of
-// its children's calls went without a turn: n + Σ e). With models that
-// name their calls afresh, not at all, and from call_0.
+// calls of the job's runs that may pass their limits then take the job's
+// own turn, and so do those of the agents its factories build. A job under
+// JobTokens (or JobCost) whose ten children, forks or factories' agents,
+// start after its turn has ended, over a model that counts four times the
+// estimate, spends at most its limit plus one call's shortfall (before,
+// each of its children's calls went without a turn: n + Σ e). With models
+// that name their calls afresh, not at all, and from call_0.
 func TestThreadJobPassesItsLimitByOneCallsErrorAfterItsTurnOnTemporal(t *testing.T) {
 	price := provider.Price{Input: 1e-6, Output: 4e-6}
 	prices, err := provider.NewPrices(map[string]provider.Price{"m1": price})
@@ -294,12 +295,25 @@ func TestThreadJobPassesItsLimitByOneCallsErrorAfterItsTurnOnTemporal(t *testing
 	const lead, job = "Start the survey.", "Write the ten parts of the survey."
 	// Long: the job's children read it at a token a byte.
 	part := strings.Repeat("Write this part of the survey in full, with every figure the sites reported, and cite them. ", 15)
-	for _, cost := range []bool{false, true} {
-		for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
-			t.Run(fmt.Sprintf("cost %v, ids %d", cost, ids), func(t *testing.T) {
+	type jobTree struct {
+		factories, cost bool
+		ids             int
+	}
+	var trees []jobTree
+	for _, factories := range []bool{false, true} {
+		for _, cost := range []bool{false, true} {
+			for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
+				trees = append(trees, jobTree{factories, cost, ids})
+			}
+		}
+	}
+	for _, tr := range trees {
+		cost, ids := tr.cost, tr.ids
+		{
+			t.Run(fmt.Sprintf("factories %v, cost %v, ids %d", tr.factories, cost, ids), func(t *testing.T) {
 				var fresh atomic.Int64
 				turnEnded := make(chan struct{})
-				m := &skewedModel{price: price}
+				m := &skewedModel{price: price, inProcess: tr.factories}
 				m.reply = func(req provider.Request) provider.Message {
 					first := req.Messages[0].Content
 					results := len(resultsOf(req)) > 0
@@ -313,6 +327,11 @@ func TestThreadJobPassesItsLimitByOneCallsErrorAfterItsTurnOnTemporal(t *testing
 					case first == job && !results:
 						<-turnEnded // the job's work begins once its turn has ended
 						msg := spawnCalls(10)
+						if tr.factories {
+							for i := range msg.ToolCalls {
+								msg.ToolCalls[i].Name = "part"
+							}
+						}
 						resumetest.NameCalls(ids, msg.ToolCalls, &fresh)
 						return msg
 					}
@@ -320,12 +339,19 @@ func TestThreadJobPassesItsLimitByOneCallsErrorAfterItsTurnOnTemporal(t *testing
 					// their shares by what they read.
 					return provider.AssistantMessage("The part is written, with its figures.")
 				}
-				ctx, c, queue := onServer(t, &Runtime{Providers: map[string]provider.Provider{"m": m}, Prices: prices})
+				rt := &Runtime{Providers: map[string]provider.Provider{"m": m}, Prices: prices,
+					Factories: map[string]subagent.Factory{"part": func(context.Context, json.RawMessage) (agent.Agent, error) {
+						return agent.NewReact(m, agent.WithName("part"), agent.WithSystemPrompt("You write. "+part))
+					}}}
+				ctx, c, queue := onServer(t, rt)
 				// The job's first call reads the tools of jobs at a token a
 				// byte, and its wrap-up reads them again: about 7,000 tokens.
 				const tokens = 17000
 				spec := Spec{Name: "lead", Provider: "m", Spawn: true, Background: true, JobsAcrossTurns: true, MaxDepth: 2, MaxSpawns: 10,
 					System: "You lead the survey, and write its parts. " + part}
+				if tr.factories {
+					spec.SubAgents = []SubAgent{{Name: "part", Description: "Writes one part.", Factory: "part"}}
+				}
 				limit := "JobTokens"
 				if cost {
 					spec.JobCost, limit = tokens*price.Input, "JobCost"
