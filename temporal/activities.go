@@ -206,7 +206,7 @@ func (a *Activities) Complete(ctx context.Context, in ModelCall) (reply ModelRep
 			// Its worst case may pass what its run has left: it takes the
 			// tree's turn, and is planned again with what the tree's calls
 			// passed their runs' limits by taken off what is left.
-			if turn, err = takeTurnOf(ctx, r.Tree, r.TreeRun, r.Job, activity.GetInfo(ctx).StartToCloseTimeout+HeartbeatTimeout); err == nil && turn != nil {
+			if turn, err = takeRunTurn(ctx, r.Tree, r.TreeRun, r.Job, activity.GetInfo(ctx).StartToCloseTimeout+HeartbeatTimeout); err == nil && turn != nil {
 				in.Request = asked
 				wrapUp, err = a.reserve(&in, r.less(turn.debt), named)
 			}

@@ -206,43 +206,53 @@ type treeTurnOf struct {
 	tree, treeRun string
 	holder        string
 	debt          treeDebt
-	// job is the workflow of the thread's job the call works under, told
-	// too what the call passed its run's limits by (Reserve.Job): ""
-	// when the turn is the job's, or the call works under none.
-	job string
+	// job is the turn of the thread's job the call works under, which it
+	// holds with the tree's (Reserve.Job): nil when the turn is the job's,
+	// or the call works under none, or the job's workflow gives none.
+	job *treeTurnOf
 }
 
-// takeTreeTurn takes the turn of a model call that may pass its run's
+// takeRunTurn takes the turn of a model call that may pass its run's
 // limits from the tree's top-level workflow, waiting while another call
-// of the tree holds it; lease is how long the call may hold it. It
-// returns nil, and the call goes without the turn, when the tree's
-// workflow cannot give one (it has ended, as a thread's turn ends before
-// the jobs it started do; or its worker is older than the turn); and
-// ctx's error if ctx ends first.
-func takeTreeTurn(ctx context.Context, tree, treeRun string, lease time.Duration) (*treeTurnOf, error) {
+// of the tree holds it; lease is how long the call may hold it. A call of
+// a run under the thread's job whose workflow is job ("" for none, or the
+// tree's own) holds the job's turn as well, so that a call of the job
+// that asks for it once the tree's workflow has ended waits for this one
+// and plans with what it passed its run's limits by; once the tree's
+// workflow has ended, as a thread's turn ends before the jobs it started
+// do, the call takes the job's turn. It returns nil, and the call goes
+// without the turn, when neither workflow can give one (they have ended,
+// or their worker is older than the turn); and ctx's error if ctx ends
+// first.
+func takeRunTurn(ctx context.Context, tree, treeRun, job string, lease time.Duration) (*treeTurnOf, error) {
 	info := activity.GetInfo(ctx)
-	return askTreeTurn(ctx, activity.GetClient(ctx), tree, treeRun, info.WorkflowExecution.ID+"/"+info.ActivityID, lease)
+	return askRunTurn(ctx, activity.GetClient(ctx), tree, treeRun, job, info.WorkflowExecution.ID+"/"+info.ActivityID, lease)
 }
 
-// takeTurnOf is takeTreeTurn for a call of a run that works under the
-// thread's job job (Trace.Job; "" for none): once the tree's workflow
-// cannot give the turn (it has ended, and the job outlived it), the call
-// takes the job's turn instead; a call that takes the tree's turn tells
-// the job's too what it passed its run's limits by, so that the job's debt
-// is whole when its calls take its own turn.
-func takeTurnOf(ctx context.Context, tree, treeRun, job string, lease time.Duration) (*treeTurnOf, error) {
-	turn, err := takeTreeTurn(ctx, tree, treeRun, lease)
+// askRunTurn is takeRunTurn for the call named holder, asking with c.
+func askRunTurn(ctx context.Context, c client.Client, tree, treeRun, job, holder string, lease time.Duration) (*treeTurnOf, error) {
+	t, err := askTreeTurn(ctx, c, tree, treeRun, holder, lease)
 	if err != nil || job == "" || job == tree {
-		return turn, err
+		return t, err
 	}
-	if turn == nil {
-		return takeTreeTurn(ctx, job, "", lease)
+	if t == nil {
+		// The tree's workflow has ended, and the thread's job the run
+		// works under outlived it: the job's turn.
+		return askTreeTurn(ctx, c, job, "", holder, lease)
 	}
-	turn.job = job
-	return turn, nil
+	// Taken after the tree's, as every call of the job takes the tree's
+	// first while it gives turns: no two calls wait for each other.
+	j, err := askTreeTurn(ctx, c, job, "", holder, lease)
+	if err != nil {
+		t.done(ctx, 0, 0)
+		return nil, err
+	}
+	t.job = j
+	return t, nil
 }
 
-// askTreeTurn is takeTreeTurn for the call named holder, asking with c.
+// askTreeTurn takes the turn of the call named holder from the tree's
+// workflow alone, asking with c (takeRunTurn).
 func askTreeTurn(ctx context.Context, c client.Client, tree, treeRun, holder string, lease time.Duration) (*treeTurnOf, error) {
 	t := &treeTurnOf{c: c, tree: tree, treeRun: treeRun, holder: holder}
 	ask := id.New("ask_")
@@ -303,18 +313,17 @@ func (t *treeTurnOf) done(ctx context.Context, tokens int64, dollars float64) {
 	defer cancel()
 	// Lost, the turn passes on when its lease ends.
 	_ = t.c.SignalWorkflow(ctx, t.tree, t.treeRun, overdraftDoneSignal, overdraft{Holder: t.holder, Tokens: tokens, Dollars: dollars})
-	if t.job != "" && (tokens > 0 || dollars > 0) {
-		// The job's debt, which its calls plan with once the tree's
-		// workflow has ended. It holds no turn of the job's: no holder.
-		_ = t.c.SignalWorkflow(ctx, t.job, "", overdraftDoneSignal, overdraft{Tokens: tokens, Dollars: dollars})
-	}
+	// The job's debt too, which its calls plan with once the tree's
+	// workflow has ended.
+	t.job.done(ctx, tokens, dollars)
 }
 
 // factoryTurn is the tree's turn as the agent a factory builds takes it
 // (drun.OuterTurn): the agent runs in one activity, and its model calls
 // that may pass their runs' limits take the turn of the workflow's tree
-// too, one at a time (they take the agent's own tree's turn first; one
-// is what the activity holds the tree's turn under).
+// too, and of the thread's job the agent works under (takeRunTurn), one
+// at a time (they take the agent's own tree's turn first; one is what the
+// activity holds the tree's turn under).
 type factoryTurn struct {
 	tree, treeRun string
 	job           string // the thread's job the agent works under (Trace.Job)
@@ -341,7 +350,7 @@ func (t *factoryTurn) Take(ctx context.Context) (tokens int64, dollars float64, 
 	case <-ctx.Done():
 		return 0, 0, false, ctx.Err()
 	}
-	held, err := takeTurnOf(ctx, t.tree, t.treeRun, t.job, t.lease)
+	held, err := takeRunTurn(ctx, t.tree, t.treeRun, t.job, t.lease)
 	if err != nil || held == nil {
 		<-t.one
 		return 0, 0, false, err

@@ -190,3 +190,62 @@ func (l lockedWriter) Write(b []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(b)
 }
+
+// TestACallAcrossItsTurnsEndHoldsTheJobsTurnOnTemporal has a call of a
+// thread's job take the tree's turn, and the tree's workflow (the turn
+// that started the job) end while the call is still in flight: the next
+// call of the job, which takes the job's turn as the tree's workflow has
+// ended, waits for the first and plans with what it passed its run's
+// limits by. Before, it took the job's turn at once and planned as though
+// the first had passed them by nothing, and the job passed its limit by
+// the two calls' errors.
+func TestACallAcrossItsTurnsEndHoldsTheJobsTurnOnTemporal(t *testing.T) {
+	ctx, c := dialServer(t, 2*time.Minute)
+	queue := fmt.Sprintf("deputy-turn-job-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	w.RegisterWorkflowWithOptions(turnKeeperWorkflow, workflow.RegisterOptions{Name: "deputy.test.TurnKeeper"})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	start := func(id string) client.WorkflowRun {
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue, WorkflowRunTimeout: 2 * time.Minute}, "deputy.test.TurnKeeper")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return run
+	}
+	tree, job := start(queue+"/turn"), start(queue+"/job_1")
+	defer func() { _ = c.SignalWorkflow(context.WithoutCancel(ctx), job.GetID(), "", "stop", nil) }()
+	first, err := askRunTurn(ctx, c, tree.GetID(), tree.GetRunID(), job.GetID(), "first", time.Minute)
+	if err != nil || first == nil {
+		t.Fatalf("the first call did not take the turn: %v, %v", first, err)
+	}
+	// The turn ends while the first call is in flight.
+	if err := c.SignalWorkflow(ctx, tree.GetID(), tree.GetRunID(), "stop", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := tree.Get(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	type taken struct {
+		turn *treeTurnOf
+		err  error
+	}
+	second := make(chan taken, 1)
+	go func() {
+		turn, err := askRunTurn(ctx, c, tree.GetID(), tree.GetRunID(), job.GetID(), "second", time.Minute)
+		second <- taken{turn, err}
+	}()
+	time.Sleep(time.Second)
+	const passed = 500
+	first.done(ctx, passed, 0)
+	got := <-second
+	if got.err != nil || got.turn == nil {
+		t.Fatalf("the second call did not take the job's turn: %v, %v", got.turn, got.err)
+	}
+	got.turn.done(ctx, 0, 0)
+	if got.turn.debt.Tokens != passed {
+		t.Errorf("the second call planned with a debt of %d tokens, want the %d the first call, in flight as the turn ended, passed its limit by", got.turn.debt.Tokens, passed)
+	}
+}

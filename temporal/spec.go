@@ -401,8 +401,10 @@ type Reserve struct {
 	// works under (Trace.Job), which keeps a turn of its own: a call
 	// whose tree's workflow has ended (the job outlived the turn that
 	// started it) takes the job's turn instead, and a call that takes the
-	// tree's turn tells the job's what it passed its run's limits by too,
-	// so that the job passes its own limit by at most one call's error.
+	// tree's turn holds the job's as well, and tells it what it passed
+	// its run's limits by, so that the job passes its own limit by at
+	// most one call's error, a call in flight as the tree's workflow ends
+	// included.
 	Job string `json:"job,omitempty"`
 }
 
