@@ -264,6 +264,9 @@ func (s *runState) summary(step int, older []provider.Message) (string, error) {
 	}
 	text, paid, over, err := s.summarize(older)
 	if err != nil {
+		if s.journal != nil {
+			s.journal.recordOver(s.ctx, key, over)
+		}
 		return "", err
 	}
 	if s.journal != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -325,6 +326,12 @@ func (j *runJournal) overdrawn() (tokens int64, dollars float64) {
 		return 0, 0
 	}
 	for _, k := range j.scope.J.Keys("") {
+		if a, ok := strings.CutSuffix(k, overSuffix); ok && journal.IsAnswer(a) {
+			o := j.unrecordedOver(a)
+			tokens += max(o.Tokens, 0)
+			dollars += max(o.Dollars, 0)
+			continue
+		}
 		if !journal.IsAnswer(k) {
 			continue
 		}
@@ -340,4 +347,38 @@ func (j *runJournal) overdrawn() (tokens int64, dollars float64) {
 		dollars += max(a.Over.Dollars, 0)
 	}
 	return tokens, dollars
+}
+
+// overSuffix follows the key of a model answer (journal.StepKey,
+// SummaryKey) in the key of what its calls that were paid for and not
+// recorded passed their runs' limits by (recordOver).
+const overSuffix = "/over"
+
+// recordOver records what model calls at the answer key passed their
+// run's limits by, over, when their answer is not recorded (an empty
+// reply, a call that failed or was cancelled after it was paid for, a
+// summary that failed): added to what earlier runs of the turn recorded
+// there, so that a run of the turn again starts the tree's debt with it
+// (overdrawn), as it does with a recorded answer's. It writes even when
+// ctx has ended, within a bound; a record that does not land leaves that
+// debt out of the later runs' plans, and nothing else.
+func (j *runJournal) recordOver(ctx context.Context, answer string, over overdrawn) {
+	if over == (overdrawn{}) {
+		return
+	}
+	before := j.unrecordedOver(answer)
+	over.Tokens += max(before.Tokens, 0)
+	over.Dollars += max(before.Dollars, 0)
+	value, _ := json.Marshal(over) // numbers only: it cannot fail
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_ = j.scope.J.Record(wctx, answer+overSuffix, journal.Entry{Value: value})
+}
+
+// unrecordedOver returns what recordOver recorded for the answer key.
+func (j *runJournal) unrecordedOver(answer string) (over overdrawn) {
+	if e, ok := j.scope.J.Lookup(answer + overSuffix); ok {
+		_ = json.Unmarshal(e.Value, &over) // an entry this code cannot read counts nothing
+	}
+	return over
 }

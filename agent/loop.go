@@ -106,6 +106,14 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 	s.answered = step
 	var paid provider.ModelUsage // what the answer cost, as the ledger counted it
 	var over overdrawn           // what its calls passed the run's limits by
+	recorded := false
+	defer func() {
+		if !recorded && s.journal != nil {
+			// Paid for, and not recorded with an answer: what the calls
+			// passed the run's limits by is kept all the same.
+			s.journal.recordOver(s.ctx, stepKey, over)
+		}
+	}()
 	for retried := false; !replayed; retried = true {
 		var began time.Time
 		if r.logger != nil {
@@ -175,6 +183,7 @@ func (s *runState) step(step int, stepName, firstResult string, failures *int) (
 		// Recorded even when the run was cancelled as the reply came: it
 		// is paid for, and the turn run again replays it instead of
 		// asking the model again.
+		recorded = true
 		if err := s.journal.recordAnswer(context.WithoutCancel(s.ctx), stepKey, resp, msg, wrapUp, cut, paid, over); err != nil && s.ctx.Err() == nil {
 			return "", false, err
 		}

@@ -34,6 +34,10 @@ import (
 type skewed struct {
 	price provider.Price
 	reply func(req provider.Request, first string) provider.Message
+	// blank, when set, says which replies cut at their output bound
+	// come back with no text, billed all the same, as a model that
+	// thought until the bound answers.
+	blank func(req provider.Request) bool
 
 	mu      sync.Mutex
 	convs   map[string]skewedConv
@@ -87,6 +91,9 @@ func (m *skewed) Complete(_ context.Context, req provider.Request) (provider.Res
 	stop := provider.StopEndTurn
 	if req.MaxTokens > 0 && out >= int64(req.MaxTokens) {
 		stop = provider.StopMaxTokens
+		if m.blank != nil && m.blank(req) {
+			msg.Content = ""
+		}
 	}
 	return provider.Response{Message: msg, Usage: u, Model: "fake", StopReason: stop}, nil
 }
@@ -303,6 +310,102 @@ func TestTheTreesDebtOutlivesAResume(t *testing.T) {
 					}
 				} else if m.billed.Tokens() > tokens+m.e {
 					t.Errorf("the turn spent %d tokens, past its limit and one call's shortfall, %d + %d", m.billed.Tokens(), tokens, m.e)
+				}
+			})
+		}
+	}
+}
+
+// TestAnEmptyReplysDebtOutlivesAResume runs skewedTree's ten children
+// under a journal, over a model whose first child's reply, cut at its
+// output bound, comes back with no text (a model that thought until the
+// bound), billed all the same, and stops the turn as the second child's
+// call is answered; the turn run again makes the same calls as the turn
+// run once, under a token limit and a cost limit: what the empty reply
+// passed its share by counts in the debt the calls after the stop plan
+// with, though the reply itself is not recorded (before, the run after
+// the stop began without it, and one or two children more passed their
+// shares: 8,904 tokens billed against a limit of 7,000 where the turn
+// run once was billed 6,336). With models that name their calls afresh,
+// not at all, and from call_0.
+func TestAnEmptyReplysDebtOutlivesAResume(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	prices, err := provider.NewPrices(map[string]provider.Price{"fake": {Input: 1e-6, Output: 4e-6}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.New(memory.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	// blankFirst makes the first child's reply cut at its bound empty,
+	// and calls stop, when not nil, as the second child's call is made.
+	blankFirst := func(m *skewed, stop func()) {
+		var blanked atomic.Bool
+		m.blank = func(req provider.Request) bool {
+			return strings.Contains(req.System, "You write") && !blanked.Swap(true)
+		}
+		reply := m.reply
+		var children atomic.Int32
+		m.reply = func(req provider.Request, first string) provider.Message {
+			if strings.Contains(req.System, "You write") && children.Add(1) == 2 && stop != nil {
+				stop()
+			}
+			return reply(req, first)
+		}
+	}
+	for _, cost := range []bool{false, true} {
+		for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
+			t.Run(fmt.Sprintf("cost %v, ids %d", cost, ids), func(t *testing.T) {
+				limit := agent.WithTokenLimit(7000)
+				if cost {
+					limit = agent.WithCostLimit(8000 * 1e-6)
+				}
+				once, lead := skewedLead(t, 1, ids, limit, prices)
+				blankFirst(once, nil)
+				if _, err := lead.Run(t.Context(), agent.Input{Text: skewedTask}); err != nil {
+					t.Fatalf("the turn run once: %v", err)
+				}
+				m, lead := skewedLead(t, 1, ids, limit, prices)
+				ctx, stop := context.WithCancel(t.Context())
+				defer stop()
+				blankFirst(m, stop)
+				turn := fmt.Sprintf("empty-%v-%d", cost, ids)
+				j, err := st.Journal(t.Context(), turn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: skewedTask}); !errors.Is(err, context.Canceled) {
+					t.Fatalf("the first run of the turn: %v, want it cancelled", err)
+				}
+				m.mu.Lock()
+				first := m.calls
+				m.mu.Unlock()
+				if j, err = st.Journal(t.Context(), turn); err != nil {
+					t.Fatal(err)
+				}
+				lead.Reset()
+				out, err := lead.Run(agent.WithJournal(t.Context(), j), agent.Input{Text: skewedTask})
+				m.mu.Lock()
+				defer m.mu.Unlock()
+				t.Logf("billed %d tokens, $%.6f, in %d calls (%d before the stop); err %v", m.billed.Tokens(), m.dollars, m.calls, first, err)
+				t.Logf("run once: billed %d tokens, $%.6f, in %d calls", once.billed.Tokens(), once.dollars, once.calls)
+				if err != nil {
+					t.Fatalf("the turn run again failed: %v", err)
+				}
+				if got := out.TotalUsage(); got != m.billed {
+					t.Errorf("the turn's Output counts %+v, the model billed %+v", got, m.billed)
+				}
+				if first < 3 || m.calls <= first {
+					t.Fatalf("%d calls before the stop and %d after: the test needs the lead's and two children's before it, and more after", first, m.calls-first)
+				}
+				// Which child's call takes the tree's turn first, and so which
+				// comes back empty, is the scheduler's choice: the bills of the
+				// two runs differ by the length of a part or two, their calls
+				// do not.
+				if m.calls != once.calls {
+					t.Errorf("the turn stopped and run again made %d calls billing %+v; run once, %d billing %+v", m.calls, m.billed, once.calls, once.billed)
 				}
 			})
 		}
