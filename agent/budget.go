@@ -78,7 +78,7 @@ func (s *runState) plan(fixed int64, tools []provider.ToolDef) (callPlan, error)
 // such calls passed their runs' limits by so far: what the call is
 // planned with. The call ends the turn with Done.
 func (s *runState) overdrawn() (left, *run.Overdraft, error) {
-	od, err := run.Uncovered(s.ctx, s.journal.overdrawn)
+	od, err := run.Uncovered(s.ctx)
 	if err != nil {
 		return left{}, nil, err
 	}

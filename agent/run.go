@@ -103,6 +103,10 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	s.journal = r.journalFor(ctx)
 	if s.journal != nil {
 		s.summariesRead = map[string]bool{}
+		// What the turn's earlier runs passed their limits by counts in
+		// the tree's debt, once the tree's first run under the journal
+		// began (its replayed answers never take the tree's turn).
+		run.RecordedDebt(ctx, s.journal.scope.J.Turn(), s.journal.overdrawn)
 	}
 	if s.fork != nil {
 		// The parent's messages are shared, not copied: clipped, so that

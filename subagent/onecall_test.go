@@ -117,6 +117,13 @@ const skewedTask = "Write the ten parts of the survey."
 // skewedLead is skewedTree's lead, not run yet, and its model.
 func skewedLead(t *testing.T, depth, ids int, limit agent.Option, prices *provider.Prices) (*skewed, *agent.React) {
 	t.Helper()
+	return skewedLeadOf(t, depth, ids, limit, prices, nil)
+}
+
+// skewedLeadOf is skewedLead whose children are wrap of the agents the
+// children's factory builds, given the task's arguments (nil: the agents).
+func skewedLeadOf(t *testing.T, depth, ids int, limit agent.Option, prices *provider.Prices, wrap func(a agent.Agent, args json.RawMessage) agent.Agent) (*skewed, *agent.React) {
+	t.Helper()
 	part := strings.Repeat("Write this part of the survey in full, with every figure the sites reported, and cite them. ", 5)
 	const lead = skewedTask
 	var fresh atomic.Int64
@@ -158,7 +165,10 @@ func skewedLead(t *testing.T, depth, ids int, limit agent.Option, prices *provid
 		}
 		childTools = append(childTools, worker)
 	}
-	child, err := subagent.FromFactory("part", "Writes one part.", func(context.Context, json.RawMessage) (agent.Agent, error) {
+	child, err := subagent.FromFactory("part", "Writes one part.", func(_ context.Context, args json.RawMessage) (agent.Agent, error) {
+		if wrap != nil {
+			return wrap(newReact("You write. "+part, childTools...), args), nil
+		}
 		return newReact("You write. "+part, childTools...), nil
 	}, subagent.WithMaxDepth(2))
 	if err != nil {
@@ -405,6 +415,122 @@ func TestAnEmptyReplysDebtOutlivesAResume(t *testing.T) {
 				// two runs differ by the length of a part or two, their calls
 				// do not.
 				if m.calls != once.calls {
+					t.Errorf("the turn stopped and run again made %d calls billing %+v; run once, %d billing %+v", m.calls, m.billed, once.calls, once.billed)
+				}
+			})
+		}
+	}
+}
+
+// TestTheTreesDebtOutlivesAResumeAcrossJournals is
+// TestTheTreesDebtOutlivesAResume with children that run under journals
+// of their own (agent.WithJournal in the agent their factory builds, as
+// a worker that keeps a turn of its own does): the first child's answer,
+// which passed its share, is recorded in its own journal, and the turn
+// run again replays it there, so no call of that child takes the tree's
+// turn again; that child runs first in the run after the stop, and the
+// turn makes the same calls and is billed the same as the turn run once
+// (before, the debt was read only from the journal of the first call to
+// take the tree's turn, another child's, and a child more passed its
+// share: 5,580 tokens billed where the turn run once was billed 4,254).
+func TestTheTreesDebtOutlivesAResumeAcrossJournals(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	prices, err := provider.NewPrices(map[string]provider.Price{"fake": {Input: 1e-6, Output: 4e-6}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.New(memory.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, cost := range []bool{false, true} {
+		for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
+			t.Run(fmt.Sprintf("cost %v, ids %d", cost, ids), func(t *testing.T) {
+				const tokens = 6000
+				limit := agent.WithTokenLimit(tokens)
+				if cost {
+					limit = agent.WithCostLimit(tokens * 1e-6)
+				}
+				turn := fmt.Sprintf("own-%v-%d", cost, ids)
+				// own runs each child under a journal of its own, named by
+				// turn and its part. When first is set, the children wait
+				// for the one of that part to end before they start.
+				var first string
+				own := func(turn string) func(agent.Agent, json.RawMessage) agent.Agent {
+					ended := make(chan struct{})
+					return func(a agent.Agent, args json.RawMessage) agent.Agent {
+						return agent.Func(func(ctx context.Context, in agent.Input) (agent.Output, error) {
+							var p struct{ Task string }
+							if err := json.Unmarshal(args, &p); err != nil {
+								return agent.Output{}, err
+							}
+							if first != "" && p.Task != first {
+								select {
+								case <-ended:
+								case <-ctx.Done():
+									return agent.Output{}, ctx.Err()
+								}
+							}
+							j, err := st.Journal(ctx, turn+"-"+strings.ReplaceAll(p.Task, " ", "-"))
+							if err != nil {
+								return agent.Output{}, err
+							}
+							out, err := a.Run(agent.WithJournal(ctx, j), in)
+							if first != "" && p.Task == first {
+								close(ended)
+							}
+							return out, err
+						})
+					}
+				}
+				once, onceLead := skewedLeadOf(t, 1, ids, limit, prices, own(turn+"-once"))
+				if _, err := onceLead.Run(t.Context(), agent.Input{Text: skewedTask}); err != nil {
+					t.Fatalf("the turn run once: %v", err)
+				}
+				m, lead := skewedLeadOf(t, 1, ids, limit, prices, own(turn))
+				ctx, stop := context.WithCancel(t.Context())
+				defer stop()
+				reply := m.reply
+				var stopped atomic.Bool
+				var stoppedPart atomic.Value
+				m.reply = func(req provider.Request, part string) provider.Message {
+					if strings.Contains(req.System, "You write") && !stopped.Swap(true) {
+						stoppedPart.Store(part)
+						stop() // the turn stops as the child's answer comes
+					}
+					return reply(req, part)
+				}
+				j, err := st.Journal(t.Context(), turn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: skewedTask}); !errors.Is(err, context.Canceled) {
+					t.Fatalf("the first run of the turn: %v, want it cancelled", err)
+				}
+				m.mu.Lock()
+				calls := m.calls
+				m.mu.Unlock()
+				if j, err = st.Journal(t.Context(), turn); err != nil {
+					t.Fatal(err)
+				}
+				first, _ = stoppedPart.Load().(string)
+				lead.Reset()
+				out, err := lead.Run(agent.WithJournal(t.Context(), j), agent.Input{Text: skewedTask})
+				m.mu.Lock()
+				defer m.mu.Unlock()
+				t.Logf("billed %d tokens, $%.6f, in %d calls (%d before the stop, of %q); the largest shortfall of one call %d; err %v", m.billed.Tokens(), m.dollars, m.calls, calls, first, m.e, err)
+				t.Logf("run once: billed %d tokens, $%.6f, in %d calls", once.billed.Tokens(), once.dollars, once.calls)
+				if err != nil {
+					t.Fatalf("the turn run again failed: %v", err)
+				}
+				if got := out.TotalUsage(); got != m.billed {
+					t.Errorf("the turn's Output counts %+v, the model billed %+v", got, m.billed)
+				}
+				if calls != 2 || m.calls <= calls {
+					t.Fatalf("%d calls before the stop and %d after: the test needs the lead's and one child's before it, and more after", calls, m.calls-calls)
+				}
+				if m.calls != once.calls || m.billed != once.billed {
 					t.Errorf("the turn stopped and run again made %d calls billing %+v; run once, %d billing %+v", m.calls, m.billed, once.calls, once.billed)
 				}
 			})

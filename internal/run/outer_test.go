@@ -35,7 +35,7 @@ func TestUncoveredTakesTheOuterTurn(t *testing.T) {
 	o := &outerTurn{tokens: 70, dollars: 0.5, ok: true}
 	top := Start(WithOuterTurn(t.Context(), o), "run_top", "top", 1000)
 	child := Start(top, "run_child", "child", 100)
-	d, err := Uncovered(child, nil)
+	d, err := Uncovered(child)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestUncoveredTakesTheOuterTurn(t *testing.T) {
 	// The tree's own debt counts the call too, for when no outer turn
 	// can be had.
 	o.ok = false
-	d, err = Uncovered(child, nil)
+	d, err = Uncovered(child)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,14 +62,14 @@ func TestUncoveredTakesTheOuterTurn(t *testing.T) {
 		t.Errorf("an outer turn not had was ended: %v", o.done)
 	}
 	o.err = errors.New("the tree's workflow is gone")
-	if _, err := Uncovered(child, nil); !errors.Is(err, o.err) {
+	if _, err := Uncovered(child); !errors.Is(err, o.err) {
 		t.Errorf("Uncovered with an outer turn failing: %v, want its error", err)
 	}
 	o.err = nil
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if d, err := Uncovered(child, nil); err == nil {
+		if d, err := Uncovered(child); err == nil {
 			d.Done(0, 0)
 		}
 	}()
@@ -77,7 +77,7 @@ func TestUncoveredTakesTheOuterTurn(t *testing.T) {
 	// A run outside any tree with an outer turn takes none.
 	plain := Start(t.Context(), "run_plain", "plain", 10)
 	taken := o.taken
-	d, err = Uncovered(plain, nil)
+	d, err = Uncovered(plain)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,14 +93,14 @@ func TestUncoveredTakesTheOuterTurn(t *testing.T) {
 func TestUncoveredOuterTurnKeepsTheTreesDebt(t *testing.T) {
 	o := &outerTurn{}
 	top := Start(WithOuterTurn(t.Context(), o), "run_top", "top", 1000)
-	d, err := Uncovered(top, nil)
+	d, err := Uncovered(top)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d.Left(100, 1)
 	d.Done(130, 1.25) // without the outer turn: 30 tokens, $0.25 over
 	o.ok = true       // the outer tree answers again, knowing none of it
-	d, err = Uncovered(top, nil)
+	d, err = Uncovered(top)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1894,10 +1894,57 @@ type overdraft struct {
 	mu      sync.Mutex
 	tokens  int64
 	dollars float64
-	// seeded: the first call to take the turn added what calls of
-	// earlier runs of the turn passed their runs' limits by (Uncovered's
-	// earlier).
-	seeded bool
+	// earlier holds, by the name of each journaled turn runs of the
+	// tree run under, what calls of that turn's earlier runs passed
+	// their runs' limits by (RecordedDebt): added to the debt by the
+	// first call to take the turn after the turn's first run of the tree
+	// began, and then nil.
+	earlier map[string]func() (tokens int64, dollars float64)
+}
+
+// overdraftOf returns the overdraft of the tree whose top run is sc,
+// making it.
+func overdraftOf(sc *scope) *overdraft {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	o, _ := sc.values[overdraftKey{}].(*overdraft)
+	if o == nil {
+		o = &overdraft{turn: make(chan struct{}, 1)}
+		if sc.values == nil {
+			sc.values = map[any]any{}
+		}
+		sc.values[overdraftKey{}] = o
+	}
+	return o
+}
+
+// RecordedDebt tells the tree of ctx that a run of it runs under the
+// journal of the turn named turn, before any of the run's model calls:
+// the first time a run of the tree does so, sum, which returns what the
+// calls of that turn's earlier runs that took the tree's turn passed
+// their runs' limits by (a turn resumed from its journal), is added to
+// the tree's debt before the next such call plans (Uncovered), so that a
+// resumed turn plans as the turn run once would. A tree's runs can run
+// under several journals (a worker with a turn of its own): each is
+// added once, however many runs run under it. Outside a run it does
+// nothing.
+func RecordedDebt(ctx context.Context, turn string, sum func() (tokens int64, dollars float64)) {
+	sc := from(ctx).scope
+	if sc == nil {
+		return
+	}
+	for sc.up != nil {
+		sc = sc.up
+	}
+	o := overdraftOf(sc)
+	o.mu.Lock()
+	if _, ok := o.earlier[turn]; !ok {
+		if o.earlier == nil {
+			o.earlier = map[string]func() (int64, float64){}
+		}
+		o.earlier[turn] = sum
+	}
+	o.mu.Unlock()
 }
 
 type overdraftKey struct{}
@@ -1947,16 +1994,15 @@ type Overdraft struct {
 // returns ctx's error if ctx ends first. Outside a run it returns a nil
 // Overdraft, whose methods do nothing.
 //
-// earlier, when not nil, returns what such calls of earlier runs of the
-// tree's turn passed their runs' limits by (a turn resumed from its
-// journal): the first call of the tree to take the turn adds it to the
-// debt, once, so that a resumed turn plans as the turn run once would.
+// What such calls of earlier runs of the journaled turns the tree's runs
+// run under passed their runs' limits by (RecordedDebt) counts in that
+// debt.
 //
 // A call whose estimate fits what is left less that debt passes its run's
 // limit by at most its own estimation error less the debt, so the debt
 // never grows past the estimation error of one call, and no run of the
 // tree passes its limit by more in all.
-func Uncovered(ctx context.Context, earlier func() (tokens int64, dollars float64)) (*Overdraft, error) {
+func Uncovered(ctx context.Context) (*Overdraft, error) {
 	sc := from(ctx).scope
 	if sc == nil {
 		return nil, nil
@@ -1964,31 +2010,25 @@ func Uncovered(ctx context.Context, earlier func() (tokens int64, dollars float6
 	for sc.up != nil {
 		sc = sc.up
 	}
-	sc.mu.Lock()
-	o, _ := sc.values[overdraftKey{}].(*overdraft)
-	if o == nil {
-		o = &overdraft{turn: make(chan struct{}, 1)}
-		if sc.values == nil {
-			sc.values = map[any]any{}
-		}
-		sc.values[overdraftKey{}] = o
-	}
-	sc.mu.Unlock()
+	o := overdraftOf(sc)
 	select {
 	case o.turn <- struct{}{}:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 	o.mu.Lock()
-	if !o.seeded {
-		// No call of the tree has ended a turn yet: what is recorded of
-		// earlier runs is all there is to add.
-		o.seeded = true
-		if earlier != nil {
-			tokens, dollars := earlier()
-			o.tokens += max(tokens, 0)
-			o.dollars += max(dollars, 0)
+	for turn, sum := range o.earlier {
+		if sum == nil {
+			continue
 		}
+		// No call under the turn's journal has taken the tree's turn
+		// since the tree's first run under it began (each takes it here
+		// first): what the journal holds of such calls is what the
+		// turn's earlier runs recorded.
+		o.earlier[turn] = nil
+		tokens, dollars := sum()
+		o.tokens += max(tokens, 0)
+		o.dollars += max(dollars, 0)
 	}
 	d := &Overdraft{o: o, tokens: o.tokens, dollars: o.dollars, leftTokens: math.MaxInt64, leftDollars: math.Inf(1)}
 	o.mu.Unlock()
