@@ -308,8 +308,9 @@ func TestTheTreesDebtOutlivesAResume(t *testing.T) {
 				if got := out.TotalUsage(); got != m.billed {
 					t.Errorf("the turn's Output counts %+v, the model billed %+v", got, m.billed)
 				}
-				if first != 2 || m.calls <= first {
-					t.Fatalf("%d calls before the stop and %d after: the test needs the lead's and one child's before it, and more after", first, m.calls-first)
+				if first < 2 || m.calls <= first {
+					// A child more may take the turn as the stop comes.
+					t.Fatalf("%d calls before the stop and %d after: the test needs the lead's and a child's before it, and more after", first, m.calls-first)
 				}
 				if m.calls != once.calls || m.billed != once.billed {
 					t.Errorf("the turn stopped and run again made %d calls billing %+v; run once, %d billing %+v", m.calls, m.billed, once.calls, once.billed)
