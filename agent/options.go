@@ -105,8 +105,9 @@ func WithToolRetries(n int) Option {
 // added) can fall short by e per call; the calls whose worst case what is
 // left cannot pay for take turns across the tree, each with what such calls
 // passed their limits by so far taken off, so a tree spends at most n + e, e
-// the largest shortfall of one call. The guide docs/fanout.md works it
-// through.
+// the largest shortfall of one call: under a journal, over all the runs of
+// its turn too, as each such call's excess is journaled with it. The guide
+// docs/fanout.md works it through.
 func WithTokenLimit(n int64) Option {
 	return func(r *React) error {
 		if n < 0 {
