@@ -238,6 +238,34 @@ func TestTenForksPassTheLimitByOneCallsError(t *testing.T) {
 	}
 }
 
+// stopAndRunAgain runs lead's turn under the journal of turn in st with
+// ctx, which the test cancels as the turn goes (the run must end
+// cancelled), then calls between, when not nil, and runs the turn again
+// to its end; it returns the calls m had billed as the first run ended,
+// and the second run's output and error.
+func stopAndRunAgain(t *testing.T, ctx context.Context, st *store.Store, turn string, m *skewed, lead *agent.React, between func()) (int, agent.Output, error) {
+	t.Helper()
+	j, err := st.Journal(t.Context(), turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: skewedTask}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the first run of the turn: %v, want it cancelled", err)
+	}
+	m.mu.Lock()
+	first := m.calls
+	m.mu.Unlock()
+	if j, err = st.Journal(t.Context(), turn); err != nil {
+		t.Fatal(err)
+	}
+	if between != nil {
+		between()
+	}
+	lead.Reset()
+	out, err := lead.Run(agent.WithJournal(t.Context(), j), agent.Input{Text: skewedTask})
+	return first, out, err
+}
+
 // TestTheTreesDebtOutlivesAResume stops a journaled turn of
 // skewedTree's ten children as the first child's call, which takes the
 // tree's turn and passes its share, is answered, and runs the turn again:
@@ -283,21 +311,7 @@ func TestTheTreesDebtOutlivesAResume(t *testing.T) {
 					return reply(req, first)
 				}
 				turn := fmt.Sprintf("debt-%v-%d", cost, ids)
-				j, err := st.Journal(t.Context(), turn)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: skewedTask}); !errors.Is(err, context.Canceled) {
-					t.Fatalf("the first run of the turn: %v, want it cancelled", err)
-				}
-				m.mu.Lock()
-				first := m.calls
-				m.mu.Unlock()
-				if j, err = st.Journal(t.Context(), turn); err != nil {
-					t.Fatal(err)
-				}
-				lead.Reset()
-				out, err := lead.Run(agent.WithJournal(t.Context(), j), agent.Input{Text: skewedTask})
+				first, out, err := stopAndRunAgain(t, ctx, st, turn, m, lead, nil)
 				m.mu.Lock()
 				defer m.mu.Unlock()
 				t.Logf("billed %d tokens, $%.6f, in %d calls (%d before the stop); the largest shortfall of one call %d; answer %.40q, err %v", m.billed.Tokens(), m.dollars, m.calls, first, m.e, out.Answer, err)
@@ -383,21 +397,7 @@ func TestAnEmptyReplysDebtOutlivesAResume(t *testing.T) {
 				defer stop()
 				blankFirst(m, stop)
 				turn := fmt.Sprintf("empty-%v-%d", cost, ids)
-				j, err := st.Journal(t.Context(), turn)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: skewedTask}); !errors.Is(err, context.Canceled) {
-					t.Fatalf("the first run of the turn: %v, want it cancelled", err)
-				}
-				m.mu.Lock()
-				first := m.calls
-				m.mu.Unlock()
-				if j, err = st.Journal(t.Context(), turn); err != nil {
-					t.Fatal(err)
-				}
-				lead.Reset()
-				out, err := lead.Run(agent.WithJournal(t.Context(), j), agent.Input{Text: skewedTask})
+				first, out, err := stopAndRunAgain(t, ctx, st, turn, m, lead, nil)
 				m.mu.Lock()
 				defer m.mu.Unlock()
 				t.Logf("billed %d tokens, $%.6f, in %d calls (%d before the stop); err %v", m.billed.Tokens(), m.dollars, m.calls, first, err)
@@ -502,22 +502,7 @@ func TestTheTreesDebtOutlivesAResumeAcrossJournals(t *testing.T) {
 					}
 					return reply(req, part)
 				}
-				j, err := st.Journal(t.Context(), turn)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := lead.Run(agent.WithJournal(ctx, j), agent.Input{Text: skewedTask}); !errors.Is(err, context.Canceled) {
-					t.Fatalf("the first run of the turn: %v, want it cancelled", err)
-				}
-				m.mu.Lock()
-				calls := m.calls
-				m.mu.Unlock()
-				if j, err = st.Journal(t.Context(), turn); err != nil {
-					t.Fatal(err)
-				}
-				first, _ = stoppedPart.Load().(string)
-				lead.Reset()
-				out, err := lead.Run(agent.WithJournal(t.Context(), j), agent.Input{Text: skewedTask})
+				calls, out, err := stopAndRunAgain(t, ctx, st, turn, m, lead, func() { first, _ = stoppedPart.Load().(string) })
 				m.mu.Lock()
 				defer m.mu.Unlock()
 				t.Logf("billed %d tokens, $%.6f, in %d calls (%d before the stop, of %q); the largest shortfall of one call %d; err %v", m.billed.Tokens(), m.dollars, m.calls, calls, first, m.e, err)

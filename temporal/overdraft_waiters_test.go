@@ -34,6 +34,30 @@ func turnKeeperWorkflow(ctx workflow.Context) error {
 	return nil
 }
 
+// turnKeepers starts a worker of turnKeeperWorkflow on the test server,
+// on a queue named for name, and returns what starts one such workflow
+// under an id, stopped as the test ends.
+func turnKeepers(t *testing.T, name string) (context.Context, client.Client, func(id string) client.WorkflowRun) {
+	t.Helper()
+	ctx, c := dialServer(t, 2*time.Minute)
+	queue := fmt.Sprintf("deputy-%s-%d", name, time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	w.RegisterWorkflowWithOptions(turnKeeperWorkflow, workflow.RegisterOptions{Name: "deputy.test.TurnKeeper"})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	return ctx, c, func(id string) client.WorkflowRun {
+		t.Helper()
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: queue + id, TaskQueue: queue, WorkflowRunTimeout: 2 * time.Minute}, "deputy.test.TurnKeeper")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.SignalWorkflow(context.WithoutCancel(ctx), run.GetID(), run.GetRunID(), "stop", nil) })
+		return run
+	}
+}
+
 // TestCallsWaitingForTheTurnLeaveRoomForUpdatesOnTemporal has a dozen
 // calls wait for a tree's turn while one holds it: the tree's workflow
 // still takes another update then (as Answer or CancelJob would send it),
@@ -41,19 +65,8 @@ func turnKeeperWorkflow(ctx workflow.Context) error {
 // workflow have in flight and it was refused. Each call then takes the
 // turn in turn.
 func TestCallsWaitingForTheTurnLeaveRoomForUpdatesOnTemporal(t *testing.T) {
-	ctx, c := dialServer(t, 2*time.Minute)
-	queue := fmt.Sprintf("deputy-turn-waiters-%d", time.Now().UnixNano())
-	w := worker.New(c, queue, worker.Options{})
-	w.RegisterWorkflowWithOptions(turnKeeperWorkflow, workflow.RegisterOptions{Name: "deputy.test.TurnKeeper"})
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: queue, TaskQueue: queue, WorkflowRunTimeout: 2 * time.Minute}, "deputy.test.TurnKeeper")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.SignalWorkflow(context.WithoutCancel(ctx), run.GetID(), run.GetRunID(), "stop", nil) }()
+	ctx, c, start := turnKeepers(t, "turn-waiters")
+	run := start("")
 	first, err := askTreeTurn(ctx, c, run.GetID(), run.GetRunID(), "first", time.Minute)
 	if err != nil || first == nil {
 		t.Fatalf("the first call did not take the turn: %v, %v", first, err)
@@ -109,19 +122,8 @@ func TestCallsWaitingForTheTurnLeaveRoomForUpdatesOnTemporal(t *testing.T) {
 // where before the turn went to the call that stopped waiting, which never
 // ended it, and the next call waited out that call's lease.
 func TestACallThatStopsWaitingLeavesTheTurnOnTemporal(t *testing.T) {
-	ctx, c := dialServer(t, 2*time.Minute)
-	queue := fmt.Sprintf("deputy-turn-withdrawn-%d", time.Now().UnixNano())
-	w := worker.New(c, queue, worker.Options{})
-	w.RegisterWorkflowWithOptions(turnKeeperWorkflow, workflow.RegisterOptions{Name: "deputy.test.TurnKeeper"})
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: queue, TaskQueue: queue, WorkflowRunTimeout: 2 * time.Minute}, "deputy.test.TurnKeeper")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.SignalWorkflow(context.WithoutCancel(ctx), run.GetID(), run.GetRunID(), "stop", nil) }()
+	ctx, c, start := turnKeepers(t, "turn-withdrawn")
+	run := start("")
 	first, err := askTreeTurn(ctx, c, run.GetID(), run.GetRunID(), "first", time.Minute)
 	if err != nil || first == nil {
 		t.Fatalf("the first call did not take the turn: %v, %v", first, err)
@@ -200,23 +202,8 @@ func (l lockedWriter) Write(b []byte) (int, error) {
 // the first had passed them by nothing, and the job passed its limit by
 // the two calls' errors.
 func TestACallAcrossItsTurnsEndHoldsTheJobsTurnOnTemporal(t *testing.T) {
-	ctx, c := dialServer(t, 2*time.Minute)
-	queue := fmt.Sprintf("deputy-turn-job-%d", time.Now().UnixNano())
-	w := worker.New(c, queue, worker.Options{})
-	w.RegisterWorkflowWithOptions(turnKeeperWorkflow, workflow.RegisterOptions{Name: "deputy.test.TurnKeeper"})
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	start := func(id string) client.WorkflowRun {
-		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue, WorkflowRunTimeout: 2 * time.Minute}, "deputy.test.TurnKeeper")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return run
-	}
-	tree, job := start(queue+"/turn"), start(queue+"/job_1")
-	defer func() { _ = c.SignalWorkflow(context.WithoutCancel(ctx), job.GetID(), "", "stop", nil) }()
+	ctx, c, start := turnKeepers(t, "turn-job")
+	tree, job := start("/turn"), start("/job_1")
 	first, err := askRunTurn(ctx, c, tree.GetID(), tree.GetRunID(), job.GetID(), "first", time.Minute)
 	if err != nil || first == nil {
 		t.Fatalf("the first call did not take the turn: %v, %v", first, err)

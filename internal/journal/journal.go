@@ -130,16 +130,14 @@ func StepKey(run string, step int) string { return run + "/m" + strconv.Itoa(ste
 func SummaryKey(step string, k int) string { return step + "/summary-" + strconv.Itoa(k) }
 
 // IsAnswer reports whether key is a StepKey or a SummaryKey.
-func IsAnswer(key string) bool { return isAnswer(key) }
-
-func isAnswer(key string) bool {
+func IsAnswer(key string) bool {
 	i := strings.LastIndexByte(key, '/')
 	if i < 0 {
 		return false
 	}
 	last := key[i+1:]
 	if n, ok := strings.CutPrefix(last, "summary-"); ok {
-		return digits(n) && isAnswer(key[:i])
+		return digits(n) && IsAnswer(key[:i])
 	}
 	n, ok := strings.CutPrefix(last, "m")
 	return ok && digits(n) && strings.HasPrefix(key[strings.LastIndexByte(key[:i], '/')+1:], "run.")
@@ -174,7 +172,7 @@ func (s *Scope) PaidUnder(spentKey, prefix string) (Entry, bool) {
 	rec, found := s.J.Lookup(spentKey)
 	var answers []provider.ModelUsage
 	for _, k := range s.J.Keys(prefix) {
-		if !isAnswer(k) {
+		if !IsAnswer(k) {
 			continue
 		}
 		e, ok := s.J.Lookup(k)

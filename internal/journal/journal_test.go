@@ -115,8 +115,8 @@ func TestIsAnswer(t *testing.T) {
 		"h.0123/run.a.0/m3":          true,
 		"run.a.0/m1/c0/x.0/answer/q": false,
 	} {
-		if got := isAnswer(key); got != want {
-			t.Errorf("isAnswer(%q) = %v, want %v", key, got, want)
+		if got := IsAnswer(key); got != want {
+			t.Errorf("IsAnswer(%q) = %v, want %v", key, got, want)
 		}
 	}
 }
