@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +18,7 @@ import (
 	"github.com/deputy-go/deputy/fake"
 	"github.com/deputy-go/deputy/internal/benchcpu"
 	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/provider/openai"
 	"github.com/deputy-go/deputy/tool"
 )
 
@@ -39,6 +43,9 @@ import (
 //     but on a goroutine of its own that it waits for: what the Go
 //     runtime charges for running the child off the caller's goroutine,
 //     which any background child pays, with none of a job's bookkeeping.
+//   - go, wire: the go cases, with the child's model call made through
+//     the OpenAI provider over an HTTP transport that answers in memory
+//     (its request encoded, its reply decoded, as a real child's are).
 //
 // cpu-ns/op is the process's CPU time per run. The cases run one after
 // the other, foreground first, on a machine whose speed drifts: this is
@@ -64,25 +71,45 @@ func BenchmarkBackgroundJob(b *testing.B) {
 // background over its CPU time in the foreground: "go-bg/fg-cpu" for the
 // child started and collected from Go (the same steps either way; the
 // target is at most 1.2), "bg/fg-cpu" for the model's spawn and wait (a
-// step more in the background), with the same of wall time ("go-bg/fg",
-// "bg/fg") and each case's CPU time and allocations per run; and
-// "go-handoff/fg-cpu", the child handed off to a goroutine of its own
-// (the case "go, handed off", in the same alternation as the go pair):
-// the part of go-bg/fg-cpu that is the Go runtime's, not the job's. A
-// ratio is the median over windows of eight pairs of batches, as in
+// step more in the background), and "wire-go-bg/fg-cpu" for the go pair
+// with the child's model call made through the OpenAI provider (its
+// request encoded and its reply decoded, as a real child's are), with the
+// same of wall time ("go-bg/fg", ...) and each case's CPU time and
+// allocations per run; and "go-handoff/fg-cpu" ("wire-go-handoff/fg-cpu"),
+// the child handed off to a goroutine of its own (the case "go, handed
+// off", in the same alternation as its go pair): the part of
+// go-bg/fg-cpu that is the Go runtime's, not the job's. A ratio is the
+// median over windows of eight pairs of batches, as in
 // BenchmarkDelegationPolicyRatio, which says why.
 func BenchmarkBackgroundJobRatio(b *testing.B) {
-	var runs []func()
-	for _, c := range backgroundJobCases {
-		runs = append(runs, backgroundJobRun(b, c))
+	type ratioPair struct {
+		name            string
+		fg, bg, handoff func() // handoff: nil for none
 	}
-	handoff := runs[len(runs)-1]
+	var cases []ratioPair
+	for i := 0; i < len(backgroundJobCases); {
+		c := backgroundJobCases[i]
+		name := ""
+		if c.drive {
+			name = "go-"
+		}
+		if c.wire {
+			name = "wire-" + name
+		}
+		rp := ratioPair{name: name, fg: backgroundJobRun(b, c), bg: backgroundJobRun(b, backgroundJobCases[i+1])}
+		i += 2
+		if i < len(backgroundJobCases) && backgroundJobCases[i].handoff {
+			rp.handoff = backgroundJobRun(b, backgroundJobCases[i])
+			i++
+		}
+		cases = append(cases, rp)
+	}
 	const batch, window = 64, 8
 	type pair struct {
 		wall, cpu [2]time.Duration
-		handoff   time.Duration // the CPU time of a batch of the go pair's handoff
+		handoff   time.Duration // the CPU time of a batch of the pair's handoff
 	}
-	pairs := [2][]pair{} // go, model
+	pairs := make([][]pair, len(cases))
 	timed := func(f func()) (time.Duration, time.Duration) {
 		c0, _ := benchcpu.Now()
 		start := time.Now()
@@ -94,16 +121,20 @@ func BenchmarkBackgroundJobRatio(b *testing.B) {
 		return d, c1 - c0
 	}
 	for i := 0; b.Loop(); i++ {
-		for k := range 2 { // go, model: runs[2k] foreground, runs[2k+1] background
+		for k, c := range cases {
 			var p pair
-			if k == 0 && i%2 == 0 {
-				_, p.handoff = timed(handoff)
+			if c.handoff != nil && i%2 == 0 {
+				_, p.handoff = timed(c.handoff)
 			}
 			for _, bg := range [2]int{i % 2, 1 - i%2} {
-				p.wall[bg], p.cpu[bg] = timed(runs[2*k+bg])
+				run := c.fg
+				if bg == 1 {
+					run = c.bg
+				}
+				p.wall[bg], p.cpu[bg] = timed(run)
 			}
-			if k == 0 && i%2 == 1 {
-				_, p.handoff = timed(handoff)
+			if c.handoff != nil && i%2 == 1 {
+				_, p.handoff = timed(c.handoff)
 			}
 			pairs[k] = append(pairs[k], p)
 		}
@@ -116,7 +147,8 @@ func BenchmarkBackgroundJobRatio(b *testing.B) {
 		return xs[len(xs)/2]
 	}
 	b.ReportMetric(0, "ns/op")
-	for k, name := range []string{"go-", ""} {
+	for k, c := range cases {
+		name := c.name
 		var wall, cpu, floor []float64
 		var total pair
 		for w := range slices.Chunk(pairs[k], window) {
@@ -146,13 +178,13 @@ func BenchmarkBackgroundJobRatio(b *testing.B) {
 		perRun := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(b.N*batch) }
 		b.ReportMetric(median(wall), name+"bg/fg")
 		b.ReportMetric(median(cpu), name+"bg/fg-cpu")
-		if k == 0 {
-			b.ReportMetric(median(floor), "go-handoff/fg-cpu")
+		if c.handoff != nil {
+			b.ReportMetric(median(floor), name+"handoff/fg-cpu")
 		}
 		b.ReportMetric(perRun(total.cpu[0]), name+"fg-cpu-ns/op")
 		b.ReportMetric(perRun(total.cpu[1]), name+"bg-cpu-ns/op")
-		fgAllocs, _ := memPerRun(runs[2*k])
-		bgAllocs, _ := memPerRun(runs[2*k+1])
+		fgAllocs, _ := memPerRun(c.fg)
+		bgAllocs, _ := memPerRun(c.bg)
 		b.ReportMetric(fgAllocs, name+"fg-allocs/op")
 		b.ReportMetric(bgAllocs, name+"bg-allocs/op")
 	}
@@ -167,23 +199,63 @@ type backgroundJobCase struct {
 	drive   bool
 	bg      bool
 	handoff bool // the go, foreground call, on a goroutine of its own
+	// wire: the child's model is OpenAI's chat completions, through the
+	// provider of package openai, over an HTTP transport that answers
+	// in memory (no socket and no server in the process): the CPU time
+	// a real child's model call costs its caller.
+	wire bool
 }
 
 // backgroundJobCases are BenchmarkBackgroundJob's, in pairs, foreground
-// then background, and last the go pair's handoff.
+// then background, each go pair followed by its handoff.
 var backgroundJobCases = []backgroundJobCase{
-	{"go, foreground", []fake.Reply{fake.Call("drive", `{}`).For("lead"), fake.Text("done").For("lead")}, true, false, false},
-	{"go, background", []fake.Reply{fake.Call("drive", `{}`).For("lead"), fake.Text("done").For("lead")}, true, true, false},
-	{"foreground", []fake.Reply{
+	{name: "go, foreground", replies: driveReplies, drive: true},
+	{name: "go, background", replies: driveReplies, drive: true, bg: true},
+	{name: "go, handed off", replies: driveReplies, drive: true, handoff: true},
+	{name: "foreground", replies: []fake.Reply{
 		fake.Call(SpawnToolName, `{"task":"find X"}`).For("lead"),
 		fake.Text("done").For("lead"),
-	}, false, false, false},
-	{"background", []fake.Reply{
+	}},
+	{name: "background", replies: []fake.Reply{
 		fake.Call(SpawnToolName, `{"task":"find X","background":true}`).For("lead"),
 		fake.Call(JobsToolName, `{"action":"wait"}`).For("lead"),
 		fake.Text("done").For("lead"),
-	}, false, true, false},
-	{"go, handed off", []fake.Reply{fake.Call("drive", `{}`).For("lead"), fake.Text("done").For("lead")}, true, false, true},
+	}, bg: true},
+	{name: "go, wire, foreground", replies: driveReplies, drive: true, wire: true},
+	{name: "go, wire, background", replies: driveReplies, drive: true, bg: true, wire: true},
+	{name: "go, wire, handed off", replies: driveReplies, drive: true, handoff: true, wire: true},
+}
+
+// driveReplies are the lead's replies of a case that drives the child from
+// its Go tool.
+var driveReplies = []fake.Reply{fake.Call("drive", `{}`).For("lead"), fake.Text("done").For("lead")}
+
+// chatCompletion is what wireModel answers: a chat completion of OpenAI's,
+// as its API sends it.
+const chatCompletion = `{"id":"chatcmpl-1","object":"chat.completion","created":1767225600,"model":"gpt-test",` +
+	`"choices":[{"index":0,"message":{"role":"assistant","content":"X is 42","refusal":null},"logprobs":null,"finish_reason":"stop"}],` +
+	`"usage":{"prompt_tokens":61,"completion_tokens":4,"total_tokens":65}}`
+
+// wireModel is an HTTP transport that reads a request's body and answers
+// chatCompletion, in memory.
+type wireModel struct{}
+
+func (wireModel) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+		_ = req.Body.Close()
+	}
+	return &http.Response{
+		StatusCode:    http.StatusOK,
+		Status:        "200 OK",
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        http.Header{"Content-Type": {"application/json"}},
+		Body:          io.NopCloser(strings.NewReader(chatCompletion)),
+		ContentLength: int64(len(chatCompletion)),
+		Request:       req,
+	}, nil
 }
 
 // backgroundJobRun returns one run of c's lead.
@@ -230,7 +302,14 @@ func backgroundJobRun(b *testing.B, c backgroundJobCase) func() {
 			b.Fatal(err)
 		}
 	}
-	s, err = NewSpawner(p, reg, WithBackground())
+	var child provider.Provider = p
+	if c.wire {
+		if child, err = openai.New(openai.WithBaseURL("http://model.test/v1"), openai.WithAPIKey("sk-test"),
+			openai.WithModel("gpt-test"), openai.WithMaxRetries(0), openai.WithHTTPClient(&http.Client{Transport: wireModel{}})); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s, err = NewSpawner(child, reg, WithBackground())
 	if err != nil {
 		b.Fatal(err)
 	}
