@@ -3,6 +3,8 @@ package agent
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +16,7 @@ import (
 	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/internal/journal/stored"
 	"github.com/deputy-go/deputy/internal/ledger"
+	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/store"
 	"github.com/deputy-go/deputy/tool"
@@ -348,6 +351,85 @@ func (j *runJournal) overdrawn() (tokens int64, dollars float64) {
 	}
 	return tokens, dollars
 }
+
+// joinTree tells the tree of ctx that the run runs under j, before any of
+// the run's model calls, so that what the calls of the turn's earlier
+// runs passed their limits by counts in the tree's debt (run.RecordedDebt).
+//
+// A tree's runs can run under journals of their own (a worker under
+// WithJournal of its own), and a run of the tree again may start such a
+// run late, after other calls of the tree have planned. So the journal of
+// the tree's top run names each other journal, kept in the same store,
+// that a run of the tree runs under, before that run's first call; and
+// the top run, as it begins, counts the debt of every journal it names,
+// before any call of the tree plans. A name that cannot be written (the
+// store failed, or the top run has ended), or a journal that cannot be
+// read, leaves that debt out of the tree's plans until a run under the
+// journal begins, and nothing else.
+func (j *runJournal) joinTree(ctx context.Context) {
+	turn := j.scope.J.Turn()
+	tj := run.TreeLocal(ctx, treeJournalsKey{}, func() any { return &treeJournals{named: map[string]bool{}} }).(*treeJournals)
+	st := stored.Store(j.scope)
+	if run.Parent(ctx) == "" {
+		tj.mu.Lock()
+		tj.home = j
+		tj.mu.Unlock()
+		run.OnEnd(ctx, func() provider.Usage {
+			// A run of the tree that outlives its top run (a thread's
+			// job) names nothing in a journal whose turn has ended, and
+			// may be gone.
+			tj.mu.Lock()
+			tj.home = nil
+			tj.mu.Unlock()
+			return provider.Usage{}
+		})
+		if st != nil {
+			for _, k := range j.scope.J.Keys(journalsPrefix) {
+				e, ok := j.scope.J.Lookup(k)
+				if !ok || e.Content == turn {
+					continue
+				}
+				other, err := st.Journal(ctx, e.Content)
+				if err != nil {
+					continue
+				}
+				run.RecordedDebt(ctx, e.Content, (&runJournal{scope: stored.New(other)}).overdrawn)
+				tj.mu.Lock()
+				tj.named[e.Content] = true
+				tj.mu.Unlock()
+			}
+		}
+	}
+	run.RecordedDebt(ctx, turn, j.overdrawn)
+	tj.mu.Lock()
+	home := tj.home
+	named := home == nil || st == nil || stored.Store(home.scope) != st || home.scope.J.Turn() == turn || tj.named[turn]
+	tj.named[turn] = true
+	tj.mu.Unlock()
+	if named {
+		return
+	}
+	sum := sha256.Sum256([]byte(turn))
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_ = home.scope.J.Record(wctx, journalsPrefix+hex.EncodeToString(sum[:16]), journal.Entry{Content: turn})
+}
+
+// treeJournals is what the runs of a tree know of the journals they run
+// under (joinTree): the journal of the tree's top run, nil when it has
+// none, and the journals it names.
+type treeJournals struct {
+	mu    sync.Mutex
+	home  *runJournal
+	named map[string]bool
+}
+
+type treeJournalsKey struct{}
+
+// journalsPrefix starts the keys of the entries, in the journal of a
+// tree's top run, that name another journal a run of the tree ran under
+// (joinTree): the entry's Content is the journal's turn.
+const journalsPrefix = "journals/"
 
 // overSuffix follows the key of a model answer (journal.StepKey,
 // SummaryKey) in the key of what its calls that were paid for and not

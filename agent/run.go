@@ -105,8 +105,9 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 		s.summariesRead = map[string]bool{}
 		// What the turn's earlier runs passed their limits by counts in
 		// the tree's debt, once the tree's first run under the journal
-		// began (its replayed answers never take the tree's turn).
-		run.RecordedDebt(ctx, s.journal.scope.J.Turn(), s.journal.overdrawn)
+		// began (its replayed answers never take the tree's turn), or
+		// from the start of the tree's top run, whose journal names it.
+		s.journal.joinTree(ctx)
 	}
 	if s.fork != nil {
 		// The parent's messages are shared, not copied: clipped, so that

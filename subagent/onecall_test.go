@@ -429,11 +429,15 @@ func TestAnEmptyReplysDebtOutlivesAResume(t *testing.T) {
 // a worker that keeps a turn of its own does): the first child's answer,
 // which passed its share, is recorded in its own journal, and the turn
 // run again replays it there, so no call of that child takes the tree's
-// turn again; that child runs first in the run after the stop, and the
-// turn makes the same calls and is billed the same as the turn run once
-// (before, the debt was read only from the journal of the first call to
-// take the tree's turn, another child's, and a child more passed its
-// share: 5,580 tokens billed where the turn run once was billed 4,254).
+// turn again; that child runs first in the run after the stop, or last
+// (late), once the other children have ended, and the turn makes the same
+// calls and is billed the same as the turn run once, at most its limit
+// plus one call's shortfall (before, the debt was read only from the
+// journal of the first call to take the tree's turn, another child's, and
+// a child more passed its share: 5,580 tokens billed where the turn run
+// once was billed 4,254; and, late, the debt of the child's journal
+// counted only once that child began, after another child's call had
+// planned without it and passed its share: 5,580 tokens billed too).
 func TestTheTreesDebtOutlivesAResumeAcrossJournals(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	prices, err := provider.NewPrices(map[string]provider.Price{"fake": {Input: 1e-6, Output: 4e-6}})
@@ -445,30 +449,38 @@ func TestTheTreesDebtOutlivesAResumeAcrossJournals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	for _, cost := range []bool{false, true} {
+	for _, c := range []struct{ late, cost bool }{{false, false}, {false, true}, {true, false}, {true, true}} {
+		late, cost := c.late, c.cost
 		for _, ids := range []int{resumetest.IDsFresh, resumetest.IDsNone, resumetest.IDsRestart} {
-			t.Run(fmt.Sprintf("cost %v, ids %d", cost, ids), func(t *testing.T) {
+			t.Run(fmt.Sprintf("late %v, cost %v, ids %d", late, cost, ids), func(t *testing.T) {
 				const tokens = 6000
 				limit := agent.WithTokenLimit(tokens)
 				if cost {
 					limit = agent.WithCostLimit(tokens * 1e-6)
 				}
-				turn := fmt.Sprintf("own-%v-%d", cost, ids)
+				turn := fmt.Sprintf("own-%v-%v-%d", late, cost, ids)
 				// own runs each child under a journal of its own, named by
 				// turn and its part. When first is set, the children wait
-				// for the one of that part to end before they start.
+				// for the one of that part to end before they start, or,
+				// late, that one waits for the others to end.
 				var first string
 				own := func(turn string) func(agent.Agent, json.RawMessage) agent.Agent {
-					ended := make(chan struct{})
+					ended, others := make(chan struct{}), make(chan struct{})
+					var left atomic.Int32
+					left.Store(9)
 					return func(a agent.Agent, args json.RawMessage) agent.Agent {
 						return agent.Func(func(ctx context.Context, in agent.Input) (agent.Output, error) {
 							var p struct{ Task string }
 							if err := json.Unmarshal(args, &p); err != nil {
 								return agent.Output{}, err
 							}
-							if first != "" && p.Task != first {
+							wait := ended
+							if late {
+								wait = others
+							}
+							if first != "" && (p.Task == first) == late {
 								select {
-								case <-ended:
+								case <-wait:
 								case <-ctx.Done():
 									return agent.Output{}, ctx.Err()
 								}
@@ -478,8 +490,12 @@ func TestTheTreesDebtOutlivesAResumeAcrossJournals(t *testing.T) {
 								return agent.Output{}, err
 							}
 							out, err := a.Run(agent.WithJournal(ctx, j), in)
-							if first != "" && p.Task == first {
+							switch {
+							case first == "":
+							case p.Task == first && !late:
 								close(ended)
+							case p.Task != first && late && left.Add(-1) == 0:
+								close(others)
 							}
 							return out, err
 						})
@@ -518,6 +534,13 @@ func TestTheTreesDebtOutlivesAResumeAcrossJournals(t *testing.T) {
 				}
 				if m.calls != once.calls || m.billed != once.billed {
 					t.Errorf("the turn stopped and run again made %d calls billing %+v; run once, %d billing %+v", m.calls, m.billed, once.calls, once.billed)
+				}
+				if cost {
+					if bound := tokens*1e-6 + float64(m.e)*m.price.Input; m.dollars > bound+1e-12 {
+						t.Errorf("the turn cost $%.6f, past its limit and one call's shortfall, $%.6f", m.dollars, bound)
+					}
+				} else if m.billed.Tokens() > tokens+m.e {
+					t.Errorf("the turn spent %d tokens, past its limit and one call's shortfall, %d + %d", m.billed.Tokens(), tokens, m.e)
 				}
 			})
 		}

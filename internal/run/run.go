@@ -1259,6 +1259,19 @@ func Local(ctx context.Context, key any, init func() any) any {
 	return v
 }
 
+// TreeLocal is Local for the tree of ctx: the value is stored for the
+// tree's top run, and every run of the tree gets the same one.
+func TreeLocal(ctx context.Context, key any, init func() any) any {
+	sc := from(ctx).scope
+	if sc == nil {
+		return init()
+	}
+	for sc.up != nil {
+		sc = sc.up
+	}
+	return Local(sc.ctx, key, init)
+}
+
 // Context returns the context of the run ctx belongs to, which lives as
 // long as the run (the context a tool call receives may end with the call).
 // Work a tool leaves running after its call returns derives its context
