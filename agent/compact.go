@@ -320,6 +320,13 @@ func (s *runState) summarize(older []provider.Message) (text string, paid provid
 	if n, ok := p.(provider.Namer); ok {
 		name = n.Name()
 	}
+	// The model that answers a request naming none is the summarizing
+	// provider's default: the summary is reserved and priced at it, as
+	// the agent's own calls are (spanIdentity), not at the dearest price.
+	answering := model
+	if m, ok := p.(modeler); ok && answering == "" {
+		answering = m.Model()
+	}
 	var od *run.Overdraft
 	if lim := s.limits(); lim.tokens || lim.cost {
 		// The summary is reserved like any call: its input, and its
@@ -327,16 +334,14 @@ func (s *runState) summarize(older []provider.Message) (text string, paid provid
 		// it takes its turn as plan has a call take it.
 		bytes := int64(len(req.System) + len(req.Messages[0].Content))
 		est := (bytes + 3) / 4
-		_, dflt := s.r.spanIdentity()
-		model := cmp.Or(req.Model, dflt)
 		bound := int64(req.MaxTokens)
-		out := s.room(lim, est, name, model, false)
-		if out >= 1 && !s.covers(lim, bytes, min(bound, out), name, model) {
+		out := s.room(lim, est, name, answering, false)
+		if out >= 1 && !s.covers(lim, bytes, min(bound, out), name, answering) {
 			if lim, od, err = s.overdrawn(); err != nil {
 				return "", provider.ModelUsage{Usage: usage}, over, err
 			}
 			defer od.Done(0, 0) // when not ended below
-			out = s.room(lim, est, name, model, false)
+			out = s.room(lim, est, name, answering, false)
 		}
 		if out < 1 {
 			return "", provider.ModelUsage{Usage: usage}, over, s.noRoom(est, lim)
@@ -353,13 +358,9 @@ func (s *runState) summarize(older []provider.Message) (text string, paid provid
 	usage = resp.Usage
 	s.usage = s.usage.Add(usage)
 	if !usage.IsZero() {
-		m := req.Model
-		if resp.Model != "" {
-			m = resp.Model
-		}
-		paid = s.spend(name, m, usage)
+		paid = s.spend(name, cmp.Or(resp.Model, answering), usage)
 	} else {
-		paid.Model = model
+		paid.Model = answering
 	}
 	over.Tokens, over.Dollars = od.Done(usage.Tokens(), paid.Cost)
 	if err != nil {
