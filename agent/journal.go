@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -124,7 +125,12 @@ func (j *runJournal) wrappedUp(step string) (wrapUp bool, cut unpaid) {
 // run's ledger counted it), so that a run of the turn that does not get
 // as far as replaying it still counts it (journal.Scope.Paid).
 func (j *runJournal) recordAnswer(ctx context.Context, step string, resp provider.Response, msg provider.Message, wrapUp bool, cut unpaid, paid provider.ModelUsage, over overdrawn) error {
-	a := recordedAnswer{StopReason: resp.StopReason, Model: resp.Model, WrapUp: wrapUp, Unpaid: cut.calls, Unread: cut.unread}
+	// The model is the one the answer was counted under: the reply's, or,
+	// when the reply names none, the one its request named (a context
+	// fork's parent's) or the provider's default, so that a run of the
+	// turn again counts it under the same model and price, and does not
+	// take what it paid for as not replayed.
+	a := recordedAnswer{StopReason: resp.StopReason, Model: cmp.Or(resp.Model, paid.Model), WrapUp: wrapUp, Unpaid: cut.calls, Unread: cut.unread}
 	if over != (overdrawn{}) {
 		a.Over = &over
 	}
