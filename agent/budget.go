@@ -116,15 +116,28 @@ type overdrawn struct {
 	Dollars float64 `json:"dollars,omitempty"`
 }
 
+// pricedAs returns the provider and the model whose price the run's next
+// call is reserved at: the model that answered its last call, else the
+// one its request names — a context fork asks its parent's model, whose
+// cache holds the prefix, whatever the fork's own agent would ask — else
+// the agent's or its provider's default.
+func (s *runState) pricedAs() (providerName, model string) {
+	providerName, model = s.r.spanIdentity()
+	if f := s.fork; f != nil && f.Model != "" {
+		model = f.Model
+	}
+	if s.lastModel != "" {
+		model = s.lastModel
+	}
+	return providerName, model
+}
+
 // planIn is plan with what is left, lim: the plan, and whether the call's
 // worst case fits lim (covered).
 func (s *runState) planIn(lim left, fixed int64, tools []provider.ToolDef) (callPlan, bool, error) {
 	r := s.r
 	p := callPlan{maxTokens: r.maxTokens}
-	name, model := r.spanIdentity()
-	if s.lastModel != "" {
-		model = s.lastModel
-	}
+	name, model := s.pricedAs()
 	base := s.estimate(fixed)
 	p.note = s.budgetNote(false)
 	est := base + (int64(len(p.note))+3)/4
@@ -297,10 +310,7 @@ func (s *runState) readable(est int64, calls []provider.ToolCall) (runs, unread 
 		avail = lim.n - keep - reply
 	}
 	if lim.cost {
-		name, model := s.r.spanIdentity()
-		if s.lastModel != "" {
-			model = s.lastModel
-		}
+		name, model := s.pricedAs()
 		if price, ok := run.PriceOf(s.ctx, name, model); ok && price.Input > 0 {
 			rest := lim.dollars - float64(keep)*price.Input - price.Output
 			if s.readBack {
@@ -379,10 +389,7 @@ func (s *runState) budgetNote(wrapUp bool) string {
 func (s *runState) keep(fixed int64) (tokens int64, dollars float64, price provider.Price) {
 	tokens = s.estimate(fixed) + s.wrapUpTokens()
 	if _, limited := run.CostLeft(s.ctx); limited {
-		name, model := s.r.spanIdentity()
-		if s.lastModel != "" {
-			model = s.lastModel
-		}
+		name, model := s.pricedAs()
 		price, _ = run.PriceOf(s.ctx, name, model)
 		dollars = price.Cost(provider.Usage{InputTokens: tokens})
 	}

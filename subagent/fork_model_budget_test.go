@@ -1,0 +1,126 @@
+package subagent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/deputy-go/deputy/agent"
+	"github.com/deputy-go/deputy/fake"
+	"github.com/deputy-go/deputy/provider"
+	"github.com/deputy-go/deputy/subagent"
+	"github.com/deputy-go/deputy/tool"
+)
+
+// askedModel is a provider whose default model is acme-small and which
+// answers as the model a request names: a reply names it, and is billed
+// at its price. It writes as much as a request's output bound lets it.
+type askedModel struct {
+	prices *provider.Prices
+	answer func(req provider.Request) provider.Message
+
+	mu   sync.Mutex
+	cost float64
+}
+
+func (*askedModel) Name() string  { return "acme" }
+func (*askedModel) Model() string { return "acme-small" }
+
+func (m *askedModel) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
+	model := req.Model
+	if model == "" {
+		model = m.Model()
+	}
+	msg := m.answer(req)
+	u := fake.Usage(req, msg)
+	stop := provider.StopEndTurn
+	if len(msg.ToolCalls) > 0 {
+		stop = provider.StopToolUse
+	}
+	if req.MaxTokens > 0 && u.OutputTokens > int64(req.MaxTokens) {
+		u.OutputTokens, stop = int64(req.MaxTokens), provider.StopMaxTokens
+	}
+	d, _ := m.prices.Cost(provider.ModelUsage{Provider: "acme", Model: model, Usage: u})
+	m.mu.Lock()
+	m.cost += d
+	m.mu.Unlock()
+	return provider.Response{Message: msg, Usage: u, Model: model, StopReason: stop}, nil
+}
+
+func (m *askedModel) billed() float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cost
+}
+
+// A lead on a dearer model than its provider's default forks eight
+// children at once under a cost limit. A context fork asks its parent's
+// model (whose cache holds the prefix), so its first call is reserved at
+// that model's price, not at the default model's the fork's own agent
+// would ask: the tree spends no more than its limit, where reserving at
+// the default's price, sixteen times lower, let each fork write thousands
+// of tokens at the dearer price and the tree spend eight times its limit.
+func TestForksOfADearerModelKeepToTheCostLimit(t *testing.T) {
+	prices := mk(provider.NewPrices(map[string]provider.Price{
+		"acme-big":   {Input: 16.0 / (1 << 20), Output: 64.0 / (1 << 20)},
+		"acme-small": {Input: 1.0 / (1 << 20), Output: 4.0 / (1 << 20)},
+	}))(t)
+	// The input price of sixteen thousand tokens of acme-big.
+	const limit = 16000 * 16.0 / (1 << 20)
+	for _, limited := range []bool{false, true} {
+		t.Run(fmt.Sprint("limited ", limited), func(t *testing.T) {
+			p := &askedModel{prices: prices, answer: func(req provider.Request) provider.Message {
+				switch {
+				case req.SharedPrefix > 0 || len(req.Tools) == 0:
+					return provider.AssistantMessage("findings: " + strings.Repeat("a finding ", 2000))
+				case len(req.Messages) == 1:
+					return provider.AssistantMessage("", provider.ToolCall{ID: "look", Name: "lookup", Arguments: json.RawMessage(`{}`)})
+				case len(req.Messages) == 3:
+					var calls []provider.ToolCall
+					for i := range 8 {
+						calls = append(calls, provider.ToolCall{ID: fmt.Sprint("fork_", i), Name: subagent.SpawnToolName, Arguments: json.RawMessage(fmt.Sprintf(`{"task":"audit part %d"}`, i))})
+					}
+					return provider.AssistantMessage("", calls...)
+				}
+				return provider.AssistantMessage("The audit is done.")
+			}}
+			lookup := tool.Func{Def: tool.Definition{Name: "lookup", Description: "Looks the sites up.", Parameters: json.RawMessage(`{"type":"object"}`)},
+				Fn: func(context.Context, tool.Call) (tool.Result, error) {
+					return tool.Result{Content: strings.Repeat("site data ", 400)}, nil
+				}}
+			reg := mk(tool.NewRegistry(lookup))(t)
+			sp := mk(subagent.NewSpawner(p, reg, subagent.WithContextForks()))(t)
+			if err := reg.Register(sp); err != nil {
+				t.Fatal(err)
+			}
+			opts := []agent.Option{agent.WithName("lead"), agent.WithModel("acme-big"), agent.WithRegistry(reg), agent.WithPrices(prices)}
+			if limited {
+				opts = append(opts, agent.WithCostLimit(limit))
+			}
+			out, err := mk(agent.NewReact(p, opts...))(t).Run(context.Background(), agent.Input{Text: "Audit the sites."})
+			billed := p.billed()
+			t.Logf("billed $%.4f, Output.Cost $%.4f, answer %q", billed, out.Cost, out.Answer)
+			if limited && billed > limit {
+				t.Errorf("the tree cost $%.4f under a limit of $%.4f", billed, limit)
+			}
+			if err != nil {
+				t.Fatalf("the lead did not answer: %v", err)
+			}
+			if out.Cost != billed {
+				t.Errorf("Output.Cost $%v; the provider billed $%v", out.Cost, billed)
+			}
+			if !limited {
+				if billed < 4*limit {
+					t.Fatalf("unlimited, the tree cost $%.4f: the test needs forks that cost far more than $%.4f", billed, limit)
+				}
+				return
+			}
+			if out.Answer != "The audit is done." {
+				t.Errorf("the lead answered %q, want its own answer", out.Answer)
+			}
+		})
+	}
+}
