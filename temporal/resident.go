@@ -151,7 +151,9 @@ type ResidentInput struct {
 // (one answer of more than half of it, or any with Off set) fails with
 // ErrTypeTooLarge and leaves the conversation as it was. A summary that
 // cannot be made fails the call with ErrTypeCompaction, the conversation
-// as it was; what a summary costs counts in the call's usage.
+// as it was; what a summary costs counts in the call's RunOutput: in its
+// usage, and in its cost and models at the worker's prices under the
+// model that answered it.
 type Compaction struct {
 	MaxTokens       int64  `json:"max_tokens,omitempty"`
 	MaxMessages     int    `json:"max_messages,omitempty"`
@@ -185,29 +187,33 @@ func (c Compaction) core() agent.Compaction {
 }
 
 // compact returns conv with its older turns replaced by a summary when it
-// passes a bound of c, and what the summary cost; the summary's model
-// call is checked at depth and path, the resident's run's.
-func compact(ctx workflow.Context, spec Spec, c Compaction, conv []provider.Message, depth int, path string) ([]provider.Message, provider.Usage, error) {
+// passes a bound of c, and what the summary cost: its usage, and its
+// price at the worker's prices under the model that answered it, as the
+// model activity counted it; the summary's model call is checked at
+// depth and path, the resident's run's.
+func compact(ctx workflow.Context, spec Spec, c Compaction, conv []provider.Message, depth int, path string) ([]provider.Message, RunOutput, error) {
 	cc := runtime.NewCompactor(c.core())
 	if c.Off || !cc.Due(conv, c.Window) {
-		return conv, provider.Usage{}, nil
+		return conv, RunOutput{}, nil
 	}
 	cut := cc.Plan(conv, c.Window)
 	if cut == 0 {
-		return conv, provider.Usage{}, nil
+		return conv, RunOutput{}, nil
 	}
 	req := cc.SummaryRequest(conv[:cut], cmp.Or(c.SummaryModel, spec.Model), c.Window)
-	var resp provider.Response
+	var resp ModelReply
 	if err := workflow.ExecuteActivity(activityContext(ctx, spec), CompleteActivityName, ModelCall{Provider: spec.Provider, Request: req, Depth: depth, Path: path}).Get(ctx, &resp); err != nil {
-		return conv, usageOf(err), sdktemporal.NewNonRetryableApplicationError(
+		return conv, RunOutput{Usage: usageOf(err)}, sdktemporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("resident %q: compacting its conversation (%d messages folded into a summary) failed: %v; the conversation is as it was", spec.Name, cut, err), ErrTypeCompaction, err)
 	}
+	paid := RunOutput{Usage: resp.Usage, Cost: resp.Cost, Model: resp.Model,
+		Models: addModels(nil, provider.ModelUsage{Provider: resp.ProviderName, Model: resp.Model, Usage: resp.Usage, Cost: resp.Cost})}
 	summary := strings.TrimSpace(resp.Message.Content)
 	if summary == "" {
-		return conv, resp.Usage, sdktemporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("resident %q: the summary of its conversation came back empty (stop reason %q): check the summary model and prompt; the conversation is as it was", spec.Name, resp.StopReason), ErrTypeCompaction, nil, resp.Usage)
+		return conv, paid, sdktemporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("resident %q: the summary of its conversation came back empty (stop reason %q): check the summary model and prompt; the conversation is as it was", spec.Name, resp.StopReason), ErrTypeCompaction, nil, spent(paid)...)
 	}
-	return cc.Apply(conv, cut, summary), resp.Usage, nil
+	return cc.Apply(conv, cut, summary), paid, nil
 }
 
 // conversationBytes is what conv weighs when carried over.
@@ -274,7 +280,7 @@ func ResidentWorkflow(ctx workflow.Context, in ResidentInput) ([]provider.Messag
 					return RunOutput{}, err
 				}
 			}
-			prior, spent := conv, provider.Usage{}
+			prior, spent := conv, RunOutput{}
 			// A resident started before compaction existed replays without
 			// the summary activities its history lacks.
 			if workflow.GetVersion(ctx, compactionChange, workflow.DefaultVersion, 1) == 1 {
@@ -284,11 +290,15 @@ func ResidentWorkflow(ctx workflow.Context, in ResidentInput) ([]provider.Messag
 					cdepth, cpath = depth, path
 				}
 				if prior, spent, err = compact(ctx, in.Spec, in.Compaction, conv, cdepth, cpath); err != nil {
-					return RunOutput{Usage: spent}, err
+					return spent, err
 				}
 			}
 			out, err := run(ctx, in.Spec, depth, prior, []provider.Message{provider.UserMessage(task)}, fmt.Sprintf("%s/t%d", id, turn), nil, nil, path, nil, nil, nil)
-			out.Usage = out.Usage.Add(spent)
+			// The summary is paid for by the call that made it: its usage,
+			// its cost and its model count in the call's answer.
+			out.Usage = out.Usage.Add(spent.Usage)
+			out.Cost += spent.Cost
+			out.Models = addModels(spent.Models, out.Models...)
 			if err != nil {
 				return RunOutput{Usage: out.Usage}, err
 			}
