@@ -306,8 +306,10 @@ func namedCalls(calls []provider.ToolCall, taken []provider.Message) []provider.
 // may produce, makes it the wrap-up turn (no tools, a note to answer now)
 // when a second call like it would not fit after it, or fails it when no
 // reply fits. The estimate counts the plain tools' definitions, which
-// the worker filled in, and prices the input at the model the request
-// names (the dearest of the prices when it names none, as in process).
+// the worker filled in, and prices the call at the model that answered
+// the run's last call, else the one the request names, else the
+// provider's default (the dearest of the prices when there is none), as
+// in process (reservedPrice).
 func (a *Activities) reserve(in *ModelCall, r *Reserve, named int64) (wrapUp bool, err error) {
 	req := &in.Request
 	est := r.Estimate
@@ -317,7 +319,7 @@ func (a *Activities) reserve(in *ModelCall, r *Reserve, named int64) (wrapUp boo
 	var price provider.Price
 	priced := false
 	if r.Cost {
-		price, priced = a.price(identity(a.rt.Providers[in.Provider], *req, provider.Response{}))
+		price, priced = a.reservedPrice(in, r)
 	}
 	room := func(est int64) int64 {
 		out := int64(math.MaxInt64)
@@ -392,11 +394,25 @@ func (a *Activities) covered(in *ModelCall, r *Reserve, named int64, noted bool)
 		return false
 	}
 	if r.Cost {
-		if price, ok := a.price(identity(a.rt.Providers[in.Provider], *req, provider.Response{})); ok {
+		if price, ok := a.reservedPrice(in, r); ok {
 			return float64(worst)*price.Input+float64(out)*price.Output <= r.Dollars
 		}
 	}
 	return true
+}
+
+// reservedPrice is the price in's call is reserved at under a cost limit:
+// that of the model that answered its run's last call (r.Model) when the
+// worker's prices hold it, as in process, else that of the model the
+// request names, or of the provider's default (identity).
+func (a *Activities) reservedPrice(in *ModelCall, r *Reserve) (provider.Price, bool) {
+	p := a.rt.Providers[in.Provider]
+	if r.Model != "" {
+		if price, ok := a.price(identity(p, in.Request, provider.Response{Model: r.Model})); ok {
+			return price, true
+		}
+	}
+	return a.price(identity(p, in.Request, provider.Response{}))
 }
 
 // less is what is left (r) with debt, what the tree's calls passed their

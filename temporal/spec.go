@@ -366,6 +366,11 @@ type Reserve struct {
 	// Cost says a cost limit bounds the run, and Dollars what is left of it.
 	Cost    bool    `json:"cost,omitempty"`
 	Dollars float64 `json:"dollars,omitempty"`
+	// Model is the model that answered the run's last call ("" before
+	// any did): the call is reserved at its price when the workers'
+	// prices hold it, as in process, where the model the request names,
+	// or the provider's default, may be another (a router's).
+	Model string `json:"model,omitempty"`
 	// TokenSetting and CostSetting name the settings the limits come
 	// from, for the error of a call with no room ("": Spec.TokenLimit and
 	// Spec.CostLimit).

@@ -244,6 +244,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 	pastLimit, pastAsked := false, false // answerPastLimitChange, asked at the first model call under a limit
 	b := newBudget(ctx, spec, depth)
 	inPrice, outPrice := 0.0, 0.0 // the prices of an input and an output token of the model that answered last
+	answered := ""                // the model that answered last, at whose price the next call is reserved
 	// From unpaidChange on, a run under a limit bounds a call that offers
 	// tools so that the next can read its reply again, and runs only the
 	// calls of a reply whose results it can pay to read, as in process.
@@ -355,7 +356,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 				r.Tokens = max(spec.TokenLimit-out.TotalUsage().Tokens()-heldTokens, 0)
 			}
 			if spec.CostLimit > 0 {
-				r.Cost, r.Dollars = true, spec.CostLimit-out.Cost-heldCost
+				r.Cost, r.Dollars, r.Model = true, spec.CostLimit-out.Cost-heldCost, answered
 			}
 			r.TokenSetting, r.CostSetting = spec.bounds.tokens, spec.bounds.cost
 			if treeTurn {
@@ -404,6 +405,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 		if resp.InputPrice > 0 {
 			inPrice, outPrice = resp.InputPrice, resp.OutputPrice
 		}
+		answered = cmp.Or(resp.Model, answered)
 		b.noteReply(req, resp.Response)
 		wrapUp = wrapUp || resp.WrapUp // made so by the worker's reservation
 		msg := resp.Message
