@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -310,6 +311,12 @@ func TestFactoryAgentSurvivesAWorkerRestart(t *testing.T) {
 	}
 }
 
+// cheapScript is a script whose provider's default model is "cheap": the
+// model that answers a request naming none.
+type cheapScript struct{ *script }
+
+func (cheapScript) Model() string { return "cheap" }
+
 func factoryAgentSurvivesRestart(t *testing.T, c client.Client, id func(n int64, i int) string, bg bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -367,10 +374,18 @@ func factoryAgentSurvivesRestart(t *testing.T, c client.Client, id func(n int64,
 		held.Add(1)
 		return "held", nil
 	}))
+	// Both models' replies name no model: each call is counted, and
+	// priced, under its provider's default model, the cheaper one, in
+	// both attempts.
+	cheap := provider.Price{Input: 1e-6, Output: 2e-6}
+	prices, err := provider.NewPrices(map[string]provider.Price{"cheap": cheap, "dear": {Input: 1e-4, Output: 2e-4}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	runtimeWith := func(hold tool.Tool) *Runtime {
-		return &Runtime{Providers: map[string]provider.Provider{"m": lead}, Factories: map[string]subagent.Factory{
+		return &Runtime{Providers: map[string]provider.Provider{"m": cheapScript{lead}}, Prices: prices, Factories: map[string]subagent.Factory{
 			"surveyor": func(context.Context, json.RawMessage) (agent.Agent, error) {
-				return agent.NewReact(writer, agent.WithName("surveyor"), agent.WithTools(record, hold))
+				return agent.NewReact(cheapScript{writer}, agent.WithName("surveyor"), agent.WithTools(record, hold))
 			},
 		}}
 	}
@@ -418,6 +433,9 @@ func factoryAgentSurvivesRestart(t *testing.T, c client.Client, id func(n int64,
 	if wc != 3 || lc != leadCalls || out.TotalUsage() != lu.Add(wu) {
 		t.Errorf("the writer's model was asked %d times and the lead's %d, billing %+v; the lead reports %+v: want 3 and %d, each paid and counted once",
 			wc, lc, lu.Add(wu), out.TotalUsage(), leadCalls)
+	}
+	if billed := costOfUsage(cheap, lu.Add(wu)); math.Abs(out.Cost-billed) > 1e-12 || len(out.Models) != 1 || out.Models[0].Model != "cheap" || math.Abs(out.Models[0].Cost-billed) > 1e-12 {
+		t.Errorf("the lead reports $%.8f, by model %+v; the models billed $%.8f at the default model's price", out.Cost, out.Models, billed)
 	}
 	if !bg {
 		return
