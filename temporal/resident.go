@@ -151,9 +151,11 @@ type ResidentInput struct {
 // (one answer of more than half of it, or any with Off set) fails with
 // ErrTypeTooLarge and leaves the conversation as it was. A summary that
 // cannot be made fails the call with ErrTypeCompaction, the conversation
-// as it was; what a summary costs counts in the call's RunOutput: in its
-// usage, and in its cost and models at the worker's prices under the
-// model that answered it.
+// as it was; what a summary costs counts in the call's RunOutput (or its
+// error's details): in its usage, and in its cost and models at the
+// worker's prices under the model that answered it. Under the Spec's
+// TokenLimit or CostLimit, the summary is reserved as a call of the run
+// is, and counts against them with the run's calls.
 type Compaction struct {
 	MaxTokens       int64  `json:"max_tokens,omitempty"`
 	MaxMessages     int    `json:"max_messages,omitempty"`
@@ -177,6 +179,12 @@ const MaxConversationBytes = 1536 << 10
 // compactionChange names the workflow change that added compaction.
 const compactionChange = "deputy.compaction"
 
+// summaryLimitsChange names the workflow change from which a resident's
+// summary is reserved under its Spec's limits, as in process, and the run
+// of the call that made it counts what it cost as its own from its start,
+// so that the call spends no more than its limits with the summary.
+const summaryLimitsChange = "deputy.summary-limits"
+
 func (c Compaction) core() agent.Compaction {
 	maxBytes := c.MaxBytes
 	if maxBytes <= 0 || maxBytes > MaxConversationBytes/2 {
@@ -190,8 +198,10 @@ func (c Compaction) core() agent.Compaction {
 // passes a bound of c, and what the summary cost: its usage, and its
 // price at the worker's prices under the model that answered it, as the
 // model activity counted it; the summary's model call is checked at
-// depth and path, the resident's run's.
-func compact(ctx workflow.Context, spec Spec, c Compaction, conv []provider.Message, depth int, path string) ([]provider.Message, RunOutput, error) {
+// depth and path, the resident's run's. Under limited, the summary is
+// reserved under the spec's limits as a call of the run is: what it may
+// write is what they leave after its input.
+func compact(ctx workflow.Context, spec Spec, c Compaction, conv []provider.Message, depth int, path string, limited bool) ([]provider.Message, RunOutput, error) {
 	cc := runtime.NewCompactor(c.core())
 	if c.Off || !cc.Due(conv, c.Window) {
 		return conv, RunOutput{}, nil
@@ -201,8 +211,18 @@ func compact(ctx workflow.Context, spec Spec, c Compaction, conv []provider.Mess
 		return conv, RunOutput{}, nil
 	}
 	req := cc.SummaryRequest(conv[:cut], cmp.Or(c.SummaryModel, spec.Model), c.Window)
+	mc := ModelCall{Provider: spec.Provider, Request: req, Depth: depth, Path: path}
+	if limited {
+		// Its reply is the summary: it is no turn a wrap-up replaces.
+		r := &Reserve{Estimate: (requestBytes(req) + 3) / 4, WrapUp: true, Ceiling: cmp0(req.MaxTokens, replyCeiling),
+			Tokens: max(spec.TokenLimit, 0), TokenSetting: spec.bounds.tokens, CostSetting: spec.bounds.cost}
+		if spec.CostLimit > 0 {
+			r.Cost, r.Dollars = true, spec.CostLimit
+		}
+		mc.Reserve = r
+	}
 	var resp ModelReply
-	if err := workflow.ExecuteActivity(activityContext(ctx, spec), CompleteActivityName, ModelCall{Provider: spec.Provider, Request: req, Depth: depth, Path: path}).Get(ctx, &resp); err != nil {
+	if err := workflow.ExecuteActivity(activityContext(ctx, spec), CompleteActivityName, mc).Get(ctx, &resp); err != nil {
 		return conv, RunOutput{Usage: usageOf(err)}, sdktemporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("resident %q: compacting its conversation (%d messages folded into a summary) failed: %v; the conversation is as it was", spec.Name, cut, err), ErrTypeCompaction, err)
 	}
@@ -281,6 +301,7 @@ func ResidentWorkflow(ctx workflow.Context, in ResidentInput) ([]provider.Messag
 				}
 			}
 			prior, spent := conv, RunOutput{}
+			var paid RunOutput // what the run counts as its own from its start
 			// A resident started before compaction existed replays without
 			// the summary activities its history lacks.
 			if workflow.GetVersion(ctx, compactionChange, workflow.DefaultVersion, 1) == 1 {
@@ -289,17 +310,28 @@ func ResidentWorkflow(ctx workflow.Context, in ResidentInput) ([]provider.Messag
 				if checked {
 					cdepth, cpath = depth, path
 				}
-				if prior, spent, err = compact(ctx, in.Spec, in.Compaction, conv, cdepth, cpath); err != nil {
+				limited := (in.Spec.TokenLimit > 0 || in.Spec.CostLimit > 0) &&
+					workflow.GetVersion(ctx, summaryLimitsChange, workflow.DefaultVersion, 1) == 1
+				if prior, spent, err = compact(ctx, in.Spec, in.Compaction, conv, cdepth, cpath, limited); err != nil {
 					return spent, err
 				}
+				if limited {
+					// The run counts what the summary cost as its own from
+					// its start, under its limits.
+					paid, spent = spent, RunOutput{}
+				}
 			}
-			out, err := run(ctx, in.Spec, depth, prior, []provider.Message{provider.UserMessage(task)}, fmt.Sprintf("%s/t%d", id, turn), nil, nil, path, nil, nil, nil)
+			out, err := run(ctx, in.Spec, depth, prior, []provider.Message{provider.UserMessage(task)}, fmt.Sprintf("%s/t%d", id, turn), nil, nil, path, nil, nil, nil, paid)
 			// The summary is paid for by the call that made it: its usage,
-			// its cost and its model count in the call's answer.
+			// its cost and its model count in the call's answer, or in its
+			// error's details when the run fails.
 			out.Usage = out.Usage.Add(spent.Usage)
 			out.Cost += spent.Cost
 			out.Models = addModels(spent.Models, out.Models...)
 			if err != nil {
+				if !spent.Usage.IsZero() || spent.Cost != 0 {
+					err = withSettled(out, err)
+				}
 				return RunOutput{Usage: out.Usage}, err
 			}
 			next := append(prior[:len(prior):len(prior)], out.Messages...)

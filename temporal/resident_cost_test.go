@@ -11,6 +11,7 @@ import (
 
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/deputy-go/deputy/internal/usage"
 	"github.com/deputy-go/deputy/provider"
 )
 
@@ -89,5 +90,92 @@ func TestResidentSummaryCostCountsOnTemporal(t *testing.T) {
 	if u != billed || math.Abs(cost-want) > 1e-12 || math.Abs(models-want) > 1e-12 {
 		t.Errorf("the answers report %v costing $%.6f ($%.6f by model); the provider billed %v ($%.6f at its default model's price), %d summaries among them",
 			u, cost, models, billed, want, summaries.Load())
+	}
+}
+
+// A resident under a token or a cost limit reserves its summary under
+// them, as in process, and its run has what the summary cost taken off
+// them: no call spends more than its limit with its summary (here a
+// model that would write 2,500 tokens of summary, $0.075, under a $0.02
+// limit), and each call reports what it spent, its summary included,
+// in its answer or in its error's details: together, what the provider
+// billed.
+func TestResidentSummaryKeepsToTheLimitsOnTemporal(t *testing.T) {
+	price := provider.Price{Input: 1e-5, Output: 3e-5}
+	prices, err := provider.NewPrices(map[string]provider.Price{"m1": price})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lim := range []struct {
+		name   string
+		tokens int64
+		cost   float64
+	}{{"tokens", 1500, 0}, {"cost", 0, 0.02}} {
+		t.Run(lim.name, func(t *testing.T) {
+			var b billing
+			var summaries atomic.Int64
+			p := defaulted{model: "m1", Func: func(ctx context.Context, req provider.Request) (provider.Response, error) {
+				in := int64(len(req.System)+3) / 4
+				for _, m := range req.Messages {
+					in += int64(len(m.Content)+3) / 4
+				}
+				text := "a: " + lastUser(req) + " " + strings.Repeat("word ", 100)
+				if strings.Contains(req.System, "ummar") {
+					summaries.Add(1)
+					text = "summary " + strings.Repeat("gist ", 2000)
+				}
+				if req.MaxTokens > 0 && len(text) > 4*req.MaxTokens {
+					text = text[:4*req.MaxTokens]
+				}
+				u := provider.Usage{InputTokens: in, OutputTokens: int64(len(text)+3) / 4, Requests: 1}
+				b.add("m1", u)
+				return provider.Response{Message: provider.AssistantMessage(text), Usage: u, StopReason: provider.StopEndTurn}, nil
+			}}
+			env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Prices: prices})
+			var reported, before provider.Usage // what the calls reported, and what was billed before the call
+			var cost float64
+			answered := 0
+			for i := range 8 {
+				id := fmt.Sprint(i)
+				env.RegisterDelayedCallback(func() {
+					env.UpdateWorkflow(AskUpdate, id, &testsuite.TestUpdateCallback{
+						OnReject: func(err error) { t.Errorf("ask %s rejected: %v", id, err) },
+						OnAccept: func() {},
+						OnComplete: func(v any, err error) {
+							u, c := usageOf(err), costOf(err)
+							if err == nil {
+								answered++
+								u, c = v.(RunOutput).TotalUsage(), v.(RunOutput).Cost
+							}
+							t.Logf("ask %s: %v, $%.6f, %v", id, u, c, err)
+							reported, cost = reported.Add(u), cost+c
+							// The calls are asked one at a time.
+							now := b.snapshot()["m1"]
+							billed := usage.Less(now, before)
+							before = now
+							if lim.tokens > 0 && billed.Tokens() > lim.tokens+10 || lim.cost > 0 && costOfUsage(price, billed) > lim.cost+10*price.Input {
+								t.Errorf("ask %s: the provider billed %v, $%.6f, past the limit", id, billed, costOfUsage(price, billed))
+							}
+							if u != billed || math.Abs(c-costOfUsage(price, billed)) > 1e-12 {
+								t.Errorf("ask %s reports %v, $%.6f; the provider billed %v, $%.6f", id, u, c, billed, costOfUsage(price, billed))
+							}
+						},
+					}, "q"+id)
+				}, time.Duration(i+1)*time.Second)
+			}
+			env.RegisterDelayedCallback(func() { env.SignalWorkflow(CloseSignal, nil) }, 10*time.Second)
+			env.ExecuteWorkflow(ResidentWorkflowName, ResidentInput{Spec: Spec{Provider: "m", MaxAttempts: 1, TokenLimit: lim.tokens, CostLimit: lim.cost},
+				Compaction: Compaction{MaxMessages: 6, KeepTurns: 1}})
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			if summaries.Load() == 0 || answered < 4 {
+				t.Fatalf("%d summaries, %d answers: the test tries nothing", summaries.Load(), answered)
+			}
+			billed := b.snapshot()["m1"]
+			if reported != billed || math.Abs(cost-costOfUsage(price, billed)) > 1e-12 {
+				t.Errorf("the calls report %v, $%.6f; the provider billed %v, $%.6f", reported, cost, billed, costOfUsage(price, billed))
+			}
+		})
 	}
 }

@@ -120,7 +120,7 @@ func AgentWorkflow(ctx workflow.Context, in RunInput) (RunOutput, error) {
 			return RunOutput{}, err
 		}
 	}
-	out, err := run(rctx, in.Spec.withBounds(in.JobBounds), in.Depth, nil, input, id, trace, q, cmp.Or(in.Path, cmp.Or(in.Spec.Name, agent.DefaultName)), ib, in.Arguments, thread)
+	out, err := run(rctx, in.Spec.withBounds(in.JobBounds), in.Depth, nil, input, id, trace, q, cmp.Or(in.Path, cmp.Or(in.Spec.Name, agent.DefaultName)), ib, in.Arguments, thread, RunOutput{})
 	if late && err != nil && sdktemporal.IsCanceledError(err) {
 		u, c, m := out.TotalUsage(), out.Cost, out.Model
 		ms, e, r := out.Models, out.Earlier, out.Refused
@@ -181,8 +181,11 @@ func FactoryWorkflow(ctx workflow.Context, in FactoryCall) (ToolResult, error) {
 // parent sends it. callArgs are the arguments of the call that started
 // a child (RunInput.Arguments), which the check of its corrective retry
 // reads. thread, for a turn of a thread, is what it knows of the
-// thread's jobs (nil: the run's jobs are its own).
-func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Message, idPrefix string, trace *Trace, q *questions, path string, ib *inbox, callArgs json.RawMessage, thread *ThreadJobs) (out RunOutput, err error) {
+// thread's jobs (nil: the run's jobs are its own). paid is what the run
+// paid for before its loop (a resident's summary): its usage, cost and
+// models count as the run's own from its start, under its limits.
+func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Message, idPrefix string, trace *Trace, q *questions, path string, ib *inbox, callArgs json.RawMessage, thread *ThreadJobs, paid RunOutput) (out RunOutput, err error) {
+	out.Usage, out.Cost, out.Models = paid.Usage, paid.Cost, slices.Clone(paid.Models)
 	var jb *jobs
 	spawns := 0
 	if spec.Background && q != nil {
