@@ -117,10 +117,12 @@ type overdrawn struct {
 }
 
 // pricedAs returns the provider and the model whose price the run's next
-// call is reserved at: the model that answered its last call, else the
-// one its request names — a context fork asks its parent's model, whose
-// cache holds the prefix, whatever the fork's own agent would ask — else
-// the agent's or its provider's default.
+// call is reserved at: the model that answered its last call (for a
+// context fork before its first, the one that answered its parent's
+// request, which its calls ask again), else the one its request names —
+// a context fork asks its parent's model, whose cache holds the prefix,
+// whatever the fork's own agent would ask — else the agent's or its
+// provider's default.
 func (s *runState) pricedAs() (providerName, model string) {
 	providerName, model = s.r.spanIdentity()
 	if f := s.fork; f != nil && f.Model != "" {

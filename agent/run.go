@@ -55,6 +55,11 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	if run.ID(ctx) == "" {
 		ctx, before, beforeCost = rerun.TakeSpent(ctx)
 	}
+	// A context fork asks its parent's model: its calls are reserved at
+	// the price of the model that answered the parent's request (a
+	// router's default may name none the prices hold) until one answers
+	// its own.
+	forkModel := run.PrefixModel(ctx, in.Fork)
 	ctx = run.Start(ctx, runID, r.name, r.tokenLimit)
 	if box != nil {
 		run.TrackSpent(ctx) // its progress counts its children's as they spend (see reached)
@@ -77,7 +82,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	}
 	run.SetCostLimit(ctx, costLimit)
 	s = &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, em: em, events: events, tracer: tr, policy: pol,
-		schema: in.ResponseSchema, cacheKey: in.CacheKey, limit: run.Limit(ctx), readBack: run.ReadBack(ctx), box: box, before: before}
+		schema: in.ResponseSchema, cacheKey: in.CacheKey, limit: run.Limit(ctx), readBack: run.ReadBack(ctx), box: box, before: before, lastModel: forkModel}
 	if s.schema == nil && r.output != nil {
 		s.schema = r.output.schema.Raw()
 	}

@@ -1,6 +1,7 @@
 package subagent_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,19 +22,26 @@ import (
 type askedModel struct {
 	prices *provider.Prices
 	answer func(req provider.Request) provider.Message
+	// router, when set, makes the provider a router's: its default model
+	// is "auto", which no price names, and every reply is the router
+	// model's, named and billed as such, whatever the request names.
+	router string
 
 	mu   sync.Mutex
 	cost float64
 }
 
-func (*askedModel) Name() string  { return "acme" }
-func (*askedModel) Model() string { return "acme-small" }
+func (*askedModel) Name() string { return "acme" }
+
+func (m *askedModel) Model() string {
+	if m.router != "" {
+		return "auto"
+	}
+	return "acme-small"
+}
 
 func (m *askedModel) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
-	model := req.Model
-	if model == "" {
-		model = m.Model()
-	}
+	model := cmp.Or(m.router, req.Model, m.Model())
 	msg := m.answer(req)
 	u := fake.Usage(req, msg)
 	stop := provider.StopEndTurn
@@ -64,6 +72,25 @@ func (m *askedModel) billed() float64 {
 // the default's price, sixteen times lower, let each fork write thousands
 // of tokens at the dearer price and the tree spend eight times its limit.
 func TestForksOfADearerModelKeepToTheCostLimit(t *testing.T) {
+	forksUnderACostLimit(t, "", agent.WithModel("acme-big"))
+}
+
+// A lead on a router whose default model ("auto") no price names, and
+// whose replies all come from acme-big, forks eight children at once under
+// a cost limit. A fork's calls ask what its parent's asked, so they are
+// reserved at the price of the model that answered the parent, acme-big:
+// the tree spends no more than its limit, where reserving at "auto", which
+// costs nothing against the limit, sent each fork's first call with no
+// output bound, and the forks wrote thousands of tokens at acme-big's price.
+func TestForksOfARouterKeepToTheCostLimit(t *testing.T) {
+	forksUnderACostLimit(t, "acme-big")
+}
+
+// forksUnderACostLimit runs a lead that looks sites up and forks eight
+// children that write long findings, on askedModel with router, and
+// checks that under a cost limit the tree spends no more than it, and
+// that without one it spends far more.
+func forksUnderACostLimit(t *testing.T, router string, lead ...agent.Option) {
 	prices := mk(provider.NewPrices(map[string]provider.Price{
 		"acme-big":   {Input: 16.0 / (1 << 20), Output: 64.0 / (1 << 20)},
 		"acme-small": {Input: 1.0 / (1 << 20), Output: 4.0 / (1 << 20)},
@@ -72,7 +99,7 @@ func TestForksOfADearerModelKeepToTheCostLimit(t *testing.T) {
 	const limit = 16000 * 16.0 / (1 << 20)
 	for _, limited := range []bool{false, true} {
 		t.Run(fmt.Sprint("limited ", limited), func(t *testing.T) {
-			p := &askedModel{prices: prices, answer: func(req provider.Request) provider.Message {
+			p := &askedModel{prices: prices, router: router, answer: func(req provider.Request) provider.Message {
 				switch {
 				case req.SharedPrefix > 0 || len(req.Tools) == 0:
 					return provider.AssistantMessage("findings: " + strings.Repeat("a finding ", 2000))
@@ -96,7 +123,7 @@ func TestForksOfADearerModelKeepToTheCostLimit(t *testing.T) {
 			if err := reg.Register(sp); err != nil {
 				t.Fatal(err)
 			}
-			opts := []agent.Option{agent.WithName("lead"), agent.WithModel("acme-big"), agent.WithRegistry(reg), agent.WithPrices(prices)}
+			opts := append([]agent.Option{agent.WithName("lead"), agent.WithRegistry(reg), agent.WithPrices(prices)}, lead...)
 			if limited {
 				opts = append(opts, agent.WithCostLimit(limit))
 			}

@@ -113,6 +113,7 @@ type stepCalls struct {
 	n      int
 	calls  []provider.ToolCall
 	prefix *provider.Request
+	model  string // the model that answered prefix (Step.Model)
 	price  provider.Price
 }
 
@@ -455,6 +456,11 @@ type Step struct {
 	// context fork started by one of them sends it as the prefix of its
 	// own requests (Prefix). It must not change afterwards.
 	Prefix *provider.Request
+	// Model is the model that answered Prefix ("" when the reply named
+	// none): a context fork's calls ask what its parent's asked, and are
+	// reserved at its price until a reply of the fork's own names one
+	// (PrefixModel).
+	Model string
 	// Share sets aside, for the sub-agents of the calls, an equal share
 	// each of what the run has left, after Keep tokens and KeepCost
 	// dollars kept back for what its next model call reads before the
@@ -485,7 +491,7 @@ type stepLayer struct {
 // (Position).
 func AtStep(ctx context.Context, st Step) (context.Context, *Shares) {
 	l := &stepLayer{info: from(ctx)}
-	l.step = stepCalls{n: st.N, calls: st.Calls, prefix: st.Prefix, price: st.Price}
+	l.step = stepCalls{n: st.N, calls: st.Calls, prefix: st.Prefix, model: st.Model, price: st.Price}
 	l.info.step, l.info.call = &l.step, nil
 	var sh *Shares
 	if st.Share && shareOut(ctx, &l.info, &l.shares, len(st.Calls), st.Keep, st.KeepCost, Floor(st.Calls, RefusalBytes), st.Price) {
@@ -1893,6 +1899,16 @@ func Prefix(ctx context.Context) *provider.Request {
 		return ri.step.prefix
 	}
 	return nil
+}
+
+// PrefixModel returns the model that answered the request of the step
+// whose tool calls ctx is under (Step.Model) when that request is prefix,
+// or "".
+func PrefixModel(ctx context.Context, prefix *provider.Request) string {
+	if ri, ok := ctx.Value(key{}).(*info); ok && ri.step != nil && prefix != nil && ri.step.prefix == prefix {
+		return ri.step.model
+	}
+	return ""
 }
 
 // overdraft is what the runs of one tree share about the model calls that
