@@ -103,3 +103,51 @@ func TestCallReservedAtTheModelThatAnsweredOnTemporal(t *testing.T) {
 		})
 	}
 }
+
+// routerScript is a script whose provider's default model is "auto",
+// which the workers' prices do not hold, as a router's.
+type routerScript struct{ *script }
+
+func (routerScript) Model() string { return "auto" }
+
+// Ten forks of a lead on a router under a cost limit on Temporal: a fork
+// asks what its parent asked, auto, which m1 answers; its calls are
+// reserved at the price of the model that answered its parent, as in
+// process, so the tree keeps to its limit. Reserved at auto, which costs
+// nothing against the limit, each fork's first call went with no output
+// bound and wrote its 500 tokens at m1's price.
+func TestForksOfARouterKeepToTheCostLimitOnTemporal(t *testing.T) {
+	price := provider.Price{Input: 1e-5, Output: 3e-5}
+	prices, err := provider.NewPrices(map[string]provider.Price{"m1": price})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent []int
+	s := wordy(10, &sent)
+	s.model = "m1"
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": routerScript{s}}, Prices: prices})
+	const limit = 0.01
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", Spawn: true, CostLimit: limit}, Text: "split the work in ten"})
+	calls, usage := s.total()
+	billed := costOfUsage(price, usage)
+	var out RunOutput
+	err = env.GetWorkflowError()
+	if err == nil {
+		err = env.GetWorkflowResult(&out)
+	} else {
+		out.Cost = costOf(err)
+	}
+	t.Logf("%d calls billed %v, $%.6f; bounds sent %v; error %v", calls, usage, billed, sent, err)
+	if billed > limit+10*price.Input {
+		t.Errorf("the tree cost $%.6f, past its limit of $%v", billed, limit)
+	}
+	if err != nil || !strings.HasPrefix(out.Answer, "all parts done") {
+		t.Errorf("the lead ended with %q, %v: want its summing up", out.Answer, err)
+	}
+	if calls < 11 {
+		t.Errorf("%d calls: want the lead's and one per fork", calls)
+	}
+	if math.Abs(out.Cost-billed) > 1e-9 {
+		t.Errorf("the run reports costing $%.9f, the model billed $%.9f", out.Cost, billed)
+	}
+}

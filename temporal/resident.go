@@ -321,7 +321,7 @@ func ResidentWorkflow(ctx workflow.Context, in ResidentInput) ([]provider.Messag
 					paid, spent = spent, RunOutput{}
 				}
 			}
-			out, err := run(ctx, in.Spec, depth, prior, []provider.Message{provider.UserMessage(task)}, fmt.Sprintf("%s/t%d", id, turn), nil, nil, path, nil, nil, nil, paid)
+			out, err := run(ctx, in.Spec, depth, prior, []provider.Message{provider.UserMessage(task)}, fmt.Sprintf("%s/t%d", id, turn), nil, nil, path, nil, nil, nil, paid, "")
 			// The summary is paid for by the call that made it: its usage,
 			// its cost and its model count in the call's answer, or in its
 			// error's details when the run fails.

@@ -235,6 +235,12 @@ type RunInput struct {
 	Text string `json:"text,omitempty"`
 	// Messages, when set, come before Text.
 	Messages []provider.Message `json:"messages,omitempty"`
+	// Answered, set by a parent on its fork's input, is the model that
+	// answered the parent's last call: the fork's calls ask what the
+	// parent's asked, and are reserved under a cost limit at that model's
+	// price until one of the fork's own answers, as in process (a
+	// router's default model may be one no price names).
+	Answered string `json:"answered,omitempty"`
 	// Depth is the delegation depth of this run (0 at the top).
 	Depth int `json:"depth,omitempty"`
 	// Trace, set by a parent on its child's input, is where the run stands

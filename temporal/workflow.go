@@ -120,7 +120,7 @@ func AgentWorkflow(ctx workflow.Context, in RunInput) (RunOutput, error) {
 			return RunOutput{}, err
 		}
 	}
-	out, err := run(rctx, in.Spec.withBounds(in.JobBounds), in.Depth, nil, input, id, trace, q, cmp.Or(in.Path, cmp.Or(in.Spec.Name, agent.DefaultName)), ib, in.Arguments, thread, RunOutput{})
+	out, err := run(rctx, in.Spec.withBounds(in.JobBounds), in.Depth, nil, input, id, trace, q, cmp.Or(in.Path, cmp.Or(in.Spec.Name, agent.DefaultName)), ib, in.Arguments, thread, RunOutput{}, in.Answered)
 	if late && err != nil && sdktemporal.IsCanceledError(err) {
 		u, c, m := out.TotalUsage(), out.Cost, out.Model
 		ms, e, r := out.Models, out.Earlier, out.Refused
@@ -183,8 +183,11 @@ func FactoryWorkflow(ctx workflow.Context, in FactoryCall) (ToolResult, error) {
 // reads. thread, for a turn of a thread, is what it knows of the
 // thread's jobs (nil: the run's jobs are its own). paid is what the run
 // paid for before its loop (a resident's summary): its usage, cost and
-// models count as the run's own from its start, under its limits.
-func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Message, idPrefix string, trace *Trace, q *questions, path string, ib *inbox, callArgs json.RawMessage, thread *ThreadJobs, paid RunOutput) (out RunOutput, err error) {
+// models count as the run's own from its start, under its limits. model,
+// for a fork, is the model that answered its parent's last call, which
+// its calls ask too (RunInput.Answered): they are reserved at its price
+// until one of the run's own answers.
+func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Message, idPrefix string, trace *Trace, q *questions, path string, ib *inbox, callArgs json.RawMessage, thread *ThreadJobs, paid RunOutput, model string) (out RunOutput, err error) {
 	out.Usage, out.Cost, out.Models = paid.Usage, paid.Cost, slices.Clone(paid.Models)
 	var jb *jobs
 	spawns := 0
@@ -247,7 +250,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 	pastLimit, pastAsked := false, false // answerPastLimitChange, asked at the first model call under a limit
 	b := newBudget(ctx, spec, depth)
 	inPrice, outPrice := 0.0, 0.0 // the prices of an input and an output token of the model that answered last
-	answered := ""                // the model that answered last, at whose price the next call is reserved
+	answered := model             // the model that answered last, at whose price the next call is reserved
 	// From unpaidChange on, a run under a limit bounds a call that offers
 	// tools so that the next can read its reply again, and runs only the
 	// calls of a reply whose results it can pay to read, as in process.
@@ -597,7 +600,7 @@ func run(ctx workflow.Context, spec Spec, depth int, prior, input []provider.Mes
 			}
 			costShare = max(costShare, 1e-12)
 		}
-		results, ended, err = runTools(ctx, actx, turn{spec: spec, depth: depth, path: path, childLimit: childLimit, costShare: costShare, floored: floored, trace: stepTrace(trace, step+1), q: q, jobs: jb, refused: &out.Refused},
+		results, ended, err = runTools(ctx, actx, turn{spec: spec, depth: depth, path: path, childLimit: childLimit, costShare: costShare, floored: floored, trace: stepTrace(trace, step+1), q: q, jobs: jb, answered: answered, refused: &out.Refused},
 			fmt.Sprintf("%s/%d", idPrefix, step), msg.ToolCalls, &spawns)
 		failedStep := false
 		before := slices.Clone(out.Models) // what the run spent before the step's results
@@ -953,6 +956,10 @@ type turn struct {
 	trace   *Trace
 	q       *questions
 	jobs    *jobs // the run's background jobs (nil: none offered)
+	// answered is the model that answered the run's last call: a fork's
+	// calls ask what the run's asked, and are reserved at its price until
+	// one of the fork's own answers (RunInput.Answered).
+	answered string
 	// refused counts the spawns a limit refused (RunOutput.Refused).
 	refused *int
 }
@@ -1287,6 +1294,10 @@ func (d *delegation) prepare() string {
 		name := cmp.Or(child.Name, d.sub.Name)
 		if d.isSpawn {
 			name = d.name()
+		}
+		if d.isSpawn && d.member == nil {
+			// A fork asks the run's model.
+			a.Answered = tn.answered
 		}
 		a.Path = tn.path + "/" + name
 		arg = a
