@@ -117,19 +117,27 @@ type overdrawn struct {
 }
 
 // pricedAs returns the provider and the model whose price the run's next
-// call is reserved at: the model that answered its last call (for a
-// context fork before its first, the one that answered its parent's
-// request, which its calls ask again), else the one its request names —
-// a context fork asks its parent's model, whose cache holds the prefix,
-// whatever the fork's own agent would ask — else the agent's or its
-// provider's default.
+// call is reserved at: the model that answered its last call (before its
+// first, the one that answered its parent's last call when the run's calls
+// ask what the parent's ask: run.Answered), else the one its request
+// names — a context fork asks its parent's model, whose cache holds the
+// prefix, whatever the fork's own agent would ask — else the agent's or
+// its provider's default.
 func (s *runState) pricedAs() (providerName, model string) {
-	providerName, model = s.r.spanIdentity()
-	if f := s.fork; f != nil && f.Model != "" {
-		model = f.Model
-	}
+	providerName, model = s.r.askedAs(s.fork)
 	if s.lastModel != "" {
 		model = s.lastModel
+	}
+	return providerName, model
+}
+
+// askedAs returns the provider and the model the calls of a run of r ask:
+// for a context fork (fork), its parent's model when the parent's request
+// names one; else the agent's or its provider's default.
+func (r *React) askedAs(fork *provider.Request) (providerName, model string) {
+	providerName, model = r.spanIdentity()
+	if fork != nil && fork.Model != "" {
+		model = fork.Model
 	}
 	return providerName, model
 }

@@ -55,11 +55,12 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	if run.ID(ctx) == "" {
 		ctx, before, beforeCost = rerun.TakeSpent(ctx)
 	}
-	// A context fork asks its parent's model: its calls are reserved at
-	// the price of the model that answered the parent's request (a
-	// router's default may name none the prices hold) until one answers
-	// its own.
-	forkModel := run.PrefixModel(ctx, in.Fork)
+	// A run whose calls ask what its parent's ask (a context fork asks
+	// its parent's model) is reserved at the price of the model that
+	// answered the parent's last call until one answers its own: a
+	// router's default model may be one no price names.
+	askedProvider, asked := r.askedAs(in.Fork)
+	answered := run.Answered(ctx, askedProvider, asked)
 	ctx = run.Start(ctx, runID, r.name, r.tokenLimit)
 	if box != nil {
 		run.TrackSpent(ctx) // its progress counts its children's as they spend (see reached)
@@ -82,7 +83,7 @@ func (r *React) run(ctx context.Context, in Input) (out Output, err error) {
 	}
 	run.SetCostLimit(ctx, costLimit)
 	s = &runState{r: r, ctx: ctx, toolCtx: ctx, runID: runID, em: em, events: events, tracer: tr, policy: pol,
-		schema: in.ResponseSchema, cacheKey: in.CacheKey, limit: run.Limit(ctx), readBack: run.ReadBack(ctx), box: box, before: before, lastModel: forkModel}
+		schema: in.ResponseSchema, cacheKey: in.CacheKey, limit: run.Limit(ctx), readBack: run.ReadBack(ctx), box: box, before: before, lastModel: answered}
 	if s.schema == nil && r.output != nil {
 		s.schema = r.output.schema.Raw()
 	}

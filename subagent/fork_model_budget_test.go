@@ -43,11 +43,15 @@ func (m *askedModel) Model() string {
 func (m *askedModel) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
 	model := cmp.Or(m.router, req.Model, m.Model())
 	msg := m.answer(req)
-	u := fake.Usage(req, msg)
 	stop := provider.StopEndTurn
 	if len(msg.ToolCalls) > 0 {
 		stop = provider.StopToolUse
 	}
+	if req.MaxTokens > 0 && len(msg.ToolCalls) == 0 && len(msg.Content) > 4*req.MaxTokens {
+		// It stops where the bound says, as a real model does.
+		msg.Content, stop = msg.Content[:4*req.MaxTokens], provider.StopMaxTokens
+	}
+	u := fake.Usage(req, msg)
 	if req.MaxTokens > 0 && u.OutputTokens > int64(req.MaxTokens) {
 		u.OutputTokens, stop = int64(req.MaxTokens), provider.StopMaxTokens
 	}
@@ -72,25 +76,31 @@ func (m *askedModel) billed() float64 {
 // the default's price, sixteen times lower, let each fork write thousands
 // of tokens at the dearer price and the tree spend eight times its limit.
 func TestForksOfADearerModelKeepToTheCostLimit(t *testing.T) {
-	forksUnderACostLimit(t, "", agent.WithModel("acme-big"))
+	forksUnderACostLimit(t, "", true, agent.WithModel("acme-big"))
 }
 
 // A lead on a router whose default model ("auto") no price names, and
 // whose replies all come from acme-big, forks eight children at once under
-// a cost limit. A fork's calls ask what its parent's asked, so they are
-// reserved at the price of the model that answered the parent, acme-big:
-// the tree spends no more than its limit, where reserving at "auto", which
-// costs nothing against the limit, sent each fork's first call with no
-// output bound, and the forks wrote thousands of tokens at acme-big's price.
+// a cost limit, context forks and fresh ones. A fork's calls ask what its
+// parent's ask, so they are reserved at the price of the model that
+// answered the parent, acme-big: the tree spends no more than its limit
+// and the lead answers, where reserving at "auto", which costs nothing
+// against the limit, sent each fork's first call with no output bound, and
+// the forks wrote thousands of tokens at acme-big's price.
 func TestForksOfARouterKeepToTheCostLimit(t *testing.T) {
-	forksUnderACostLimit(t, "acme-big")
+	for _, context := range []bool{true, false} {
+		t.Run(fmt.Sprint("context forks ", context), func(t *testing.T) {
+			forksUnderACostLimit(t, "acme-big", context)
+		})
+	}
 }
 
 // forksUnderACostLimit runs a lead that looks sites up and forks eight
-// children that write long findings, on askedModel with router, and
-// checks that under a cost limit the tree spends no more than it, and
-// that without one it spends far more.
-func forksUnderACostLimit(t *testing.T, router string, lead ...agent.Option) {
+// children (context forks, or fresh ones) that write long findings, on
+// askedModel with router, and checks that under a cost limit the tree
+// spends no more than it and the lead answers, and that without one it
+// spends more.
+func forksUnderACostLimit(t *testing.T, router string, contextForks bool, lead ...agent.Option) {
 	prices := mk(provider.NewPrices(map[string]provider.Price{
 		"acme-big":   {Input: 16.0 / (1 << 20), Output: 64.0 / (1 << 20)},
 		"acme-small": {Input: 1.0 / (1 << 20), Output: 4.0 / (1 << 20)},
@@ -100,8 +110,11 @@ func forksUnderACostLimit(t *testing.T, router string, lead ...agent.Option) {
 	for _, limited := range []bool{false, true} {
 		t.Run(fmt.Sprint("limited ", limited), func(t *testing.T) {
 			p := &askedModel{prices: prices, router: router, answer: func(req provider.Request) provider.Message {
+				// A context fork's request shares its parent's prefix; a
+				// fresh fork's starts with its task.
+				fork := req.SharedPrefix > 0 || strings.HasPrefix(req.Messages[0].Content, "audit part")
 				switch {
-				case req.SharedPrefix > 0 || len(req.Tools) == 0:
+				case fork:
 					return provider.AssistantMessage("findings: " + strings.Repeat("a finding ", 2000))
 				case len(req.Messages) == 1:
 					return provider.AssistantMessage("", provider.ToolCall{ID: "look", Name: "lookup", Arguments: json.RawMessage(`{}`)})
@@ -119,7 +132,11 @@ func forksUnderACostLimit(t *testing.T, router string, lead ...agent.Option) {
 					return tool.Result{Content: strings.Repeat("site data ", 400)}, nil
 				}}
 			reg := mk(tool.NewRegistry(lookup))(t)
-			sp := mk(subagent.NewSpawner(p, reg, subagent.WithContextForks()))(t)
+			var forks []subagent.SpawnOption
+			if contextForks {
+				forks = append(forks, subagent.WithContextForks())
+			}
+			sp := mk(subagent.NewSpawner(p, reg, forks...))(t)
 			if err := reg.Register(sp); err != nil {
 				t.Fatal(err)
 			}
@@ -140,7 +157,7 @@ func forksUnderACostLimit(t *testing.T, router string, lead ...agent.Option) {
 				t.Errorf("Output.Cost $%v; the provider billed $%v", out.Cost, billed)
 			}
 			if !limited {
-				if billed < 4*limit {
+				if billed < 1.5*limit {
 					t.Fatalf("unlimited, the tree cost $%.4f: the test needs forks that cost far more than $%.4f", billed, limit)
 				}
 				return

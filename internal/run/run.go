@@ -113,8 +113,10 @@ type stepCalls struct {
 	n      int
 	calls  []provider.ToolCall
 	prefix *provider.Request
-	model  string // the model that answered prefix (Step.Model)
-	price  provider.Price
+	// provider and asked are what the run's calls ask, model the model
+	// that answered the last (Step.Provider, Asked, Model).
+	provider, asked, model string
+	price                  provider.Price
 }
 
 // A Counter counts what AddEarlier recorded under a context (ForRun), and
@@ -456,11 +458,13 @@ type Step struct {
 	// context fork started by one of them sends it as the prefix of its
 	// own requests (Prefix). It must not change afterwards.
 	Prefix *provider.Request
-	// Model is the model that answered Prefix ("" when the reply named
-	// none): a context fork's calls ask what its parent's asked, and are
-	// reserved at its price until a reply of the fork's own names one
-	// (PrefixModel).
-	Model string
+	// Provider and Asked name the provider and the model the run's calls
+	// ask, and Model the model that answered the last of them ("" when no
+	// reply named one): a run started by one of the calls that asks the
+	// same is reserved at Model's price until a reply of its own names one
+	// (Answered), as a router's default model may be one no price names.
+	Provider, Asked string
+	Model           string
 	// Share sets aside, for the sub-agents of the calls, an equal share
 	// each of what the run has left, after Keep tokens and KeepCost
 	// dollars kept back for what its next model call reads before the
@@ -491,7 +495,7 @@ type stepLayer struct {
 // (Position).
 func AtStep(ctx context.Context, st Step) (context.Context, *Shares) {
 	l := &stepLayer{info: from(ctx)}
-	l.step = stepCalls{n: st.N, calls: st.Calls, prefix: st.Prefix, model: st.Model, price: st.Price}
+	l.step = stepCalls{n: st.N, calls: st.Calls, prefix: st.Prefix, provider: st.Provider, asked: st.Asked, model: st.Model, price: st.Price}
 	l.info.step, l.info.call = &l.step, nil
 	var sh *Shares
 	if st.Share && shareOut(ctx, &l.info, &l.shares, len(st.Calls), st.Keep, st.KeepCost, Floor(st.Calls, RefusalBytes), st.Price) {
@@ -1901,11 +1905,11 @@ func Prefix(ctx context.Context) *provider.Request {
 	return nil
 }
 
-// PrefixModel returns the model that answered the request of the step
-// whose tool calls ctx is under (Step.Model) when that request is prefix,
-// or "".
-func PrefixModel(ctx context.Context, prefix *provider.Request) string {
-	if ri, ok := ctx.Value(key{}).(*info); ok && ri.step != nil && prefix != nil && ri.step.prefix == prefix {
+// Answered returns the model that answered the last call of the run whose
+// step's tool calls ctx is under (Step.Model), when that run's calls ask
+// model of providerName too (Step.Provider, Asked), or "".
+func Answered(ctx context.Context, providerName, model string) string {
+	if ri, ok := ctx.Value(key{}).(*info); ok && ri.step != nil && ri.step.provider == providerName && ri.step.asked == model {
 		return ri.step.model
 	}
 	return ""
