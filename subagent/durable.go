@@ -329,11 +329,16 @@ func (t *SubAgentTool) journaled(ctx context.Context, js *journal.Scope, callID 
 	if e, ok := js.PaidUnder(op.spentKey, js.Child(key).Prefix); ok {
 		op.paid, op.counted = &e, spent
 	}
+	if job {
+		requeueWaiting(ctx, js, key)
+	}
 	res, err := t.invokeNow(cctx, callID, args, in, op)
 	var wait func(context.Context) error
 	var merr error // the messages a job took, recorded before its outcome
 	if err == nil || recordable(err) {
 		merr = recordMail(ctx, js, key)
+	} else if job && interrupted(err) {
+		recordWaiting(ctx, js, key)
 	}
 	switch {
 	case merr != nil:

@@ -191,6 +191,35 @@ func (b *Box) Close() {
 	b.mu.Unlock()
 }
 
+// Suspend records that the child has stopped to wait for a person: Send
+// refuses from now on with ErrClosed, as after Close. keep is given the
+// receipts of the messages the child took and the messages still queued,
+// in the order they were sent, to keep for the child's next run (which
+// puts them back with Restore and Requeue when it is woken with the
+// answers); if it does, their receipts stay Queued, else they say
+// Undelivered, as after Close. Sends wait while keep runs.
+func (b *Box) Suspend(keep func(taken []Receipt, waiting []Message) bool) {
+	b.note.Lock()
+	defer b.note.Unlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	var taken []Receipt
+	for _, r := range b.known {
+		if r.State == Delivered {
+			taken = append(taken, *r)
+		}
+	}
+	slices.SortFunc(taken, func(x, y Receipt) int { return x.Seq - y.Seq })
+	if !keep(taken, slices.Clone(b.queue)) {
+		for _, m := range b.queue {
+			b.known[m.ID].State = Undelivered
+		}
+	}
+	b.queue = nil
+	b.trim()
+}
+
 // add records a new message id, listed last, under b.mu.
 func (b *Box) add(id string) *Receipt {
 	b.seq++
