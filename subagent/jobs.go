@@ -594,7 +594,7 @@ func (jt *jobTable) list() string {
 	}
 	var b strings.Builder
 	for _, j := range jobs {
-		status := j.state()
+		status := jt.state(j)
 		switch {
 		case status == JobSuspended:
 			status = "suspended (waiting for a person's answer)"

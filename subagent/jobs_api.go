@@ -274,7 +274,7 @@ func (js *Jobs) Send(ctx context.Context, id, text string) (Receipt, error) {
 		return r, nil // sent before a restart to a job that has ended
 	}
 	if ended {
-		return Receipt{}, tool.Correctable(fmt.Errorf("%w: %s", ErrJobEnded, jobtool.Ended(id, j.state())))
+		return Receipt{}, tool.Correctable(fmt.Errorf("%w: %s", ErrJobEnded, jobtool.Ended(id, js.jt.state(j))))
 	}
 	if j.store.elsewhereNow() {
 		return Receipt{}, tool.Correctable(fmt.Errorf("job %s runs in another process that shares the store: send it there, or wait for it", id))
@@ -309,7 +309,8 @@ func (js *Jobs) Cancel(ctx context.Context, id string) (JobResult, error) {
 	if err != nil {
 		return JobResult{}, err
 	}
-	if parked(js.jt, j) {
+	parkedNow := parked(js.jt, j)
+	if parkedNow {
 		js.s.unpark(ctx, js.jt, j, false)
 	}
 	if j.store.elsewhereNow() {
@@ -317,7 +318,11 @@ func (js *Jobs) Cancel(ctx context.Context, id string) (JobResult, error) {
 	}
 	js.jt.mu.Lock()
 	running := !j.ended()
-	if running {
+	// A job that waits for a person is cancelled too: its questions are
+	// withdrawn, and a wait for it no longer asks them. (A stored one was
+	// just unparked, cancelled.)
+	asked := !running && interrupted(j.err) && (!j.cancelled || parkedNow)
+	if running || asked {
 		j.cancelled = true
 	}
 	js.jt.mu.Unlock()
@@ -330,7 +335,11 @@ func (js *Jobs) Cancel(ctx context.Context, id string) (JobResult, error) {
 	case <-ctx.Done():
 		return JobResult{}, ctx.Err()
 	}
-	return js.collect(ctx, j), nil
+	jr := js.collect(ctx, j)
+	if asked {
+		jr.Result.Content = "job " + j.id + " cancelled while it waited for a person's answer: its work is discarded."
+	}
+	return jr, nil
 }
 
 func (js *Jobs) find(id string) (*job, error) {
@@ -413,16 +422,13 @@ func partialReport(st JobStatus, err error) string {
 // status returns where j stands.
 func (jt *jobTable) status(j *job) JobStatus {
 	p := j.box.Progress()
-	st := JobStatus{ID: j.id, Agent: j.agent, Task: j.task, State: j.state(), Step: p.Step, LastWords: p.Last, Usage: p.Usage, Cost: p.Cost}
+	st := JobStatus{ID: j.id, Agent: j.agent, Task: j.task, State: jt.state(j), Step: p.Step, LastWords: p.Last, Usage: p.Usage, Cost: p.Cost}
 	jt.mu.Lock()
-	if j.cancelled && st.State != JobRunning && st.State != JobDone {
-		st.State = JobCancelled
-	}
 	st.Swept = j.swept
 	jt.mu.Unlock()
 	if j.ended() {
 		st.Usage = j.res.Usage
-		if j.err != nil {
+		if st.State == JobSuspended { // a cancelled job's questions are withdrawn
 			var in *tool.Interrupted
 			if errors.As(j.err, &in) {
 				st.Questions = in.Interrupts
@@ -470,6 +476,21 @@ func (j *job) state() string {
 		return JobRunning
 	}
 	return stateOf(j.err)
+}
+
+// state returns j's state: from its outcome, or cancelled for a job its
+// parent (or the sweep) cancelled, one that waited for a person among
+// them.
+func (jt *jobTable) state(j *job) string {
+	st := j.state()
+	if st != JobRunning && st != JobDone {
+		jt.mu.Lock()
+		if j.cancelled {
+			st = JobCancelled
+		}
+		jt.mu.Unlock()
+	}
+	return st
 }
 
 // stateOf returns the state of a job that ended with err.

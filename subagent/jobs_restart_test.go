@@ -130,6 +130,8 @@ func (w *keptWorld) Complete(ctx context.Context, req provider.Request) (provide
 		return call(subagent.JobsToolName, `{"action":"list"}`), nil
 	case len(cmd) == 3 && cmd[1] == "send":
 		return call(subagent.JobsToolName, `{"action":"send","job_id":"`+cmd[2]+`","message":"dig deeper"}`), nil
+	case len(cmd) == 3 && cmd[1] == "cancel":
+		return call(subagent.JobsToolName, `{"action":"cancel","job_id":"`+cmd[2]+`"}`), nil
 	case len(cmd) == 3 && cmd[1] == "wait":
 		return call(subagent.JobsToolName, `{"action":"wait","job_id":"`+cmd[2]+`","timeout_seconds":600}`), nil
 	}

@@ -565,7 +565,9 @@ func endedJob(r jobRecord, h string, st *store.Store) *job {
 	if len(r.Value) > 0 {
 		j.res.Value = r.Value
 	}
-	if r.State == JobSuspended {
+	if r.State == JobSuspended || r.State == JobCancelled && len(r.Questions) > 0 {
+		// Its questions, pending, or withdrawn by a cancel while it
+		// waited (the answers a turn resumed later carries are dropped).
 		j.err = &tool.Interrupted{Interrupts: r.Questions}
 	} else if r.State != JobDone {
 		var is error
@@ -658,6 +660,9 @@ func (s *Spawner) wake(ctx context.Context, jt *jobTable, targets []*job) ([]*jo
 	}
 	for i, j := range targets {
 		if !parked(jt, j) {
+			if err := dropAnswers(ctx, jt, js, unused, j); err != nil {
+				return targets, err
+			}
 			continue
 		}
 		var in *tool.Interrupted
@@ -694,6 +699,33 @@ func (s *Spawner) wake(ctx context.Context, jt *jobTable, targets []*job) ([]*jo
 		targets[i] = nj
 	}
 	return targets, nil
+}
+
+// dropAnswers takes the answers the run of ctx carries to the questions
+// of j, a job cancelled while it waited for them: its questions were
+// withdrawn, so the answers are used up with no call taking them, and
+// the turn resumed with them goes on (its wait reads the job cancelled)
+// rather than failing for an answer it did not use.
+func dropAnswers(ctx context.Context, jt *jobTable, js *journal.Scope, unused []string, j *job) error {
+	var in *tool.Interrupted
+	if js == nil || len(unused) == 0 || !j.ended() || !errors.As(j.err, &in) {
+		return nil
+	}
+	jt.mu.Lock()
+	cancelled := j.cancelled
+	jt.mu.Unlock()
+	if !cancelled {
+		return nil
+	}
+	for _, it := range in.Interrupts {
+		if !slices.Contains(unused, it.ID) {
+			continue
+		}
+		if err := js.J.Record(context.WithoutCancel(ctx), journal.AnswerKey(it.ID), journal.Entry{Value: json.RawMessage(strconv.Quote(j.id))}); err != nil {
+			return fmt.Errorf("the answer to the question of job %s, cancelled since, could not be recorded as dropped: %w: resume the turn with it again", j.id, err)
+		}
+	}
+	return nil
 }
 
 // handedTo reports whether the turn's journal js records the answer to the

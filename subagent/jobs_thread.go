@@ -861,7 +861,7 @@ func (s *Spawner) Noted(ctx context.Context, ids []string) {
 		jt.mu.Lock()
 		j.noted = true
 		jt.mu.Unlock()
-		if j.ended() && j.state() != JobSuspended {
+		if j.ended() && jt.state(j) != JobSuspended {
 			// Its usage is the note's. A job that waits for a person is
 			// collected by the wait that asks its questions, and one
 			// running (a note replayed from the turn's journal of a job

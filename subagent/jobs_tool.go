@@ -92,10 +92,7 @@ func (t *jobsTool) Call(ctx context.Context, call tool.Call) (tool.Result, error
 			return tool.Result{}, err
 		}
 		res := jr.Result
-		switch {
-		case jr.Err != nil && jr.State == JobSuspended:
-			res = tool.Result{Content: "job " + jr.ID + " cancelled while it waited for a person's answer: its work is discarded.", Usage: res.Usage}
-		case jr.State != JobCancelled:
+		if jr.State != JobCancelled {
 			res.Content = "job " + jr.ID + " had already ended; its result:\n" + res.Content
 		}
 		return res, nil
@@ -134,7 +131,7 @@ func (t *jobsTool) Call(ctx context.Context, call tool.Call) (tool.Result, error
 func waitResult(ctx context.Context, js *Jobs, targets []*job, wait time.Duration) (tool.Result, error) {
 	var suspended []*job
 	for _, j := range targets {
-		if j.ended() && j.state() == JobSuspended {
+		if j.ended() && js.jt.state(j) == JobSuspended {
 			suspended = append(suspended, j)
 		}
 	}
