@@ -641,6 +641,12 @@ func (s *Spawner) admitJob(ctx context.Context, jt *jobTable, callID, name strin
 	for _, t := range tables {
 		mine += t.alive()
 	}
+	if mine < s.cfg.maxOwnerJobs && s.cfg.jobStore != nil {
+		// The jobs of the owner's threads that ran when their process
+		// stopped run again when their thread is next used: they count
+		// before then too.
+		mine += s.keptRunning(ctx, jt.owner)
+	}
 	if mine >= s.cfg.maxOwnerJobs {
 		return refuse(ctx, callID, name, "max_owner_jobs", tool.Correctable(fmt.Errorf("%w: %d are running in the threads of this owner, the most one owner may have: wait for one, or cancel one, first",
 			ErrMaxBackground, mine)))

@@ -868,3 +868,61 @@ func sweptReport(st JobStatus, ttl time.Duration) string {
 	}
 	return b.String()
 }
+
+// keptRunning returns how many jobs the store keeps running in the
+// threads of owner that this process does not hold: jobs whose process
+// stopped, which run again when their thread is next used (or run in
+// another process sharing the store). The owner's threads are looked for
+// once, the first time; after that only those that still had jobs
+// running are read again.
+func (s *Spawner) keptRunning(ctx context.Context, owner string) int {
+	st := s.cfg.jobStore
+	ts := &s.threads
+	ts.mu.Lock()
+	threads, looked := ts.kept[owner]
+	ts.mu.Unlock()
+	if !looked {
+		for _, key := range keysUnder(ctx, st, jobsNS+"t/") {
+			b, _, err := st.Get(ctx, key)
+			if err != nil {
+				continue
+			}
+			var tr threadRecord
+			if json.Unmarshal(b, &tr) == nil && tr.Owner == owner {
+				threads = append(threads, threadKey{owner: owner, thread: tr.Thread})
+			}
+		}
+	}
+	n := 0
+	var still []threadKey
+	for _, k := range threads {
+		ts.mu.Lock()
+		held := ts.tables[k] != nil
+		ts.mu.Unlock()
+		if held {
+			continue // its jobs are counted in memory from now on
+		}
+		running := 0
+		for _, key := range keysUnder(ctx, st, jobsPrefix(threadHash(k))) {
+			b, _, err := st.Get(ctx, key)
+			if err != nil {
+				continue
+			}
+			var r jobRecord
+			if json.Unmarshal(b, &r) == nil && r.State == JobRunning {
+				running++
+			}
+		}
+		if running > 0 {
+			still = append(still, k)
+			n += running
+		}
+	}
+	ts.mu.Lock()
+	if ts.kept == nil {
+		ts.kept = map[string][]threadKey{}
+	}
+	ts.kept[owner] = still
+	ts.mu.Unlock()
+	return n
+}

@@ -78,6 +78,11 @@ type threadJobs struct {
 	// unclaimed is, by provider and model, what the jobs of threads that
 	// left memory without a store spent that no run counted (Unclaimed).
 	unclaimed []provider.ModelUsage
+	// kept is, by owner, the threads of the owner that the store keeps
+	// with jobs running and that this process did not hold (see
+	// keptRunning), read from the store the first time a job of the
+	// owner is admitted.
+	kept map[string][]threadKey
 }
 
 // jobSpend is what a thread's job spends, by model (its own ledger, whose
