@@ -309,6 +309,9 @@ func (js *Jobs) Cancel(ctx context.Context, id string) (JobResult, error) {
 	if err != nil {
 		return JobResult{}, err
 	}
+	if j.ended() && interrupted(j.err) {
+		j.box.Withdraw() // the messages it kept for its answers are never taken
+	}
 	parkedNow := parked(js.jt, j)
 	if parkedNow {
 		js.s.unpark(ctx, js.jt, j, false)

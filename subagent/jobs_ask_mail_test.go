@@ -159,3 +159,72 @@ func TestJobMessageToASuspendedJobDeliveredOnceAfterTheAnswer(t *testing.T) {
 		})
 	}
 }
+
+// A message a background job had not taken when it stopped to ask a
+// person, under its turn's journal, says undelivered once the job is
+// cancelled instead of answered: it is never taken.
+func TestJobMessageToASuspendedJobCancelledIsUndelivered(t *testing.T) {
+	del, err := tool.New("delete", "Deletes a file.", func(ctx context.Context, in struct{}) (string, error) { return "deleted", nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked, sent := make(chan struct{}), make(chan struct{})
+	var askedOnce, sentOnce sync.Once
+	var s *subagent.Spawner
+	model := provider.Func(func(ctx context.Context, req provider.Request) (provider.Response, error) {
+		u := provider.Usage{InputTokens: 10, OutputTokens: 1, Requests: 1}
+		call := func(name, args string) (provider.Response, error) {
+			return provider.Response{Message: provider.AssistantMessage("", provider.ToolCall{Name: name, Arguments: json.RawMessage(args)}), Usage: u}, nil
+		}
+		results := toolResults(req.Messages)
+		if strings.HasPrefix(req.System, subagent.DefaultForkPrompt[:20]) {
+			askedOnce.Do(func() { close(asked) })
+			select {
+			case <-sent:
+			case <-ctx.Done():
+				return provider.Response{}, ctx.Err()
+			}
+			return call("delete", `{}`)
+		}
+		job := latestJob(req.Messages)
+		switch len(results) {
+		case 0:
+			return call(subagent.SpawnToolName, `{"task":"clean up","background":true}`)
+		case 1:
+			<-asked // the message comes during the job's first model call
+			return call(subagent.JobsToolName, `{"action":"send","job_id":"`+job+`","message":"also tidy /tmp/y"}`)
+		case 2:
+			sentOnce.Do(func() { close(sent) })
+			for { // until the job has asked
+				if st, err := s.Jobs(ctx).Status(job); err == nil && st.State == subagent.JobSuspended {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			return call(subagent.JobsToolName, `{"action":"cancel","job_id":"`+job+`"}`)
+		case 3:
+			return call(subagent.JobsToolName, `{"action":"status","job_id":"`+job+`"}`)
+		}
+		return provider.Response{Message: provider.AssistantMessage("done"), Usage: u}, nil
+	})
+	reg, sp := setup(t, model, true, []subagent.SpawnOption{subagent.WithBackground()}, tool.RequireApproval(del, "", 0))
+	s = sp
+	j, err := newStore(t).Journal(t.Context(), "turn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := lead(t, model, reg).Run(agent.WithJournal(t.Context(), j), agent.Input{Text: "tidy up"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := toolResults(out.Messages)
+	mustContain(t, results[1], `"state":"queued"`)
+	mustContain(t, results[2], "cancelled while it waited for a person's answer")
+	var st subagent.JobStatus
+	if err := json.Unmarshal([]byte(results[3]), &st); err != nil {
+		t.Fatalf("the status %q: %v", results[3], err)
+	}
+	if st.State != subagent.JobCancelled || len(st.Messages) != 1 || st.Messages[0].State != subagent.MessageUndelivered || st.Messages[0].Seq != 1 {
+		t.Errorf("the cancelled job's status: %s, messages %+v; want cancelled, the one message undelivered", st.State, st.Messages)
+	}
+}

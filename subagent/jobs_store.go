@@ -751,6 +751,7 @@ func parked(jt *jobTable, j *job) bool {
 // unpark ends a stored job that waits for a person, cancelled (swept
 // too, if swept): its end is written, its messages and journal go.
 func (s *Spawner) unpark(ctx context.Context, jt *jobTable, j *job, swept bool) {
+	j.box.Withdraw()
 	jt.mu.Lock()
 	j.cancelled = true
 	j.swept = j.swept || swept

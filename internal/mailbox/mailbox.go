@@ -220,6 +220,20 @@ func (b *Box) Suspend(keep func(taken []Receipt, waiting []Message) bool) {
 	b.trim()
 }
 
+// Withdraw records that a suspended child (Suspend) will not run again:
+// the messages it kept say Undelivered.
+func (b *Box) Withdraw() {
+	b.note.Lock()
+	defer b.note.Unlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, r := range b.known {
+		if r.State == Queued {
+			r.State = Undelivered
+		}
+	}
+}
+
 // add records a new message id, listed last, under b.mu.
 func (b *Box) add(id string) *Receipt {
 	b.seq++
