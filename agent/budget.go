@@ -131,6 +131,16 @@ func (s *runState) pricedAs() (providerName, model string) {
 	return providerName, model
 }
 
+// asked returns what the run's calls ask and the model that answered the
+// last (run.Asked), made again only when that model changes.
+func (s *runState) asked() *run.Asked {
+	if s.askedLast == nil || s.askedLast.Answered != s.lastModel {
+		providerName, model := s.r.askedAs(s.fork)
+		s.askedLast = &run.Asked{Provider: providerName, Model: model, Answered: s.lastModel}
+	}
+	return s.askedLast
+}
+
 // askedAs returns the provider and the model the calls of a run of r ask:
 // for a context fork (fork), its parent's model when the parent's request
 // names one; else the agent's or its provider's default.

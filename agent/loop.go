@@ -383,8 +383,10 @@ func (s *runState) runOpen() error {
 // Each call knows its place in the run's tree (run.AtStep): a run it
 // starts is placed under the step and the call's index.
 func (s *runState) runCalls(step int, stepKey string, calls []provider.ToolCall) (results []tool.Result, replayed []bool, err error) {
-	at := run.Step{N: step, Calls: calls, Prefix: s.prefix, Model: s.lastModel}
-	at.Provider, at.Asked = s.r.askedAs(s.fork)
+	at := run.Step{N: step, Calls: calls, Prefix: s.prefix}
+	if s.costLimited() {
+		at.Asked = s.asked()
+	}
 	s.prefix = nil // each step's calls get the step's own
 	if s.limit > 0 || s.costLimited() {
 		// The run keeps back what its next call reads before the results

@@ -294,7 +294,8 @@ type runState struct {
 	// not in the run's usage.
 	before     int64
 	lastOut    int64
-	lastModel  string // the model that answered last, for the price of the next call
+	lastModel  string     // the model that answered last, for the price of the next call
+	askedLast  *run.Asked // what the run's calls ask, with lastModel (asked)
 	partial    bool
 	wrapByCost bool // the cost limit, not the token limit, made the last call the wrap-up
 	// unpaid: a reply asked for calls whose results the run could not pay

@@ -113,10 +113,8 @@ type stepCalls struct {
 	n      int
 	calls  []provider.ToolCall
 	prefix *provider.Request
-	// provider and asked are what the run's calls ask, model the model
-	// that answered the last (Step.Provider, Asked, Model).
-	provider, asked, model string
-	price                  provider.Price
+	asked  *Asked // Step.Asked
+	price  provider.Price
 }
 
 // A Counter counts what AddEarlier recorded under a context (ForRun), and
@@ -458,13 +456,11 @@ type Step struct {
 	// context fork started by one of them sends it as the prefix of its
 	// own requests (Prefix). It must not change afterwards.
 	Prefix *provider.Request
-	// Provider and Asked name the provider and the model the run's calls
-	// ask, and Model the model that answered the last of them ("" when no
-	// reply named one): a run started by one of the calls that asks the
-	// same is reserved at Model's price until a reply of its own names one
-	// (Answered), as a router's default model may be one no price names.
-	Provider, Asked string
-	Model           string
+	// Asked is what the run's calls ask, and the model that answered the
+	// last of them, when a cost limit bounds the run (nil: none): a run
+	// started by one of the calls that asks the same is reserved at that
+	// model's price until a reply of its own names one (Answered).
+	Asked *Asked
 	// Share sets aside, for the sub-agents of the calls, an equal share
 	// each of what the run has left, after Keep tokens and KeepCost
 	// dollars kept back for what its next model call reads before the
@@ -495,7 +491,7 @@ type stepLayer struct {
 // (Position).
 func AtStep(ctx context.Context, st Step) (context.Context, *Shares) {
 	l := &stepLayer{info: from(ctx)}
-	l.step = stepCalls{n: st.N, calls: st.Calls, prefix: st.Prefix, provider: st.Provider, asked: st.Asked, model: st.Model, price: st.Price}
+	l.step = stepCalls{n: st.N, calls: st.Calls, prefix: st.Prefix, asked: st.Asked, price: st.Price}
 	l.info.step, l.info.call = &l.step, nil
 	var sh *Shares
 	if st.Share && shareOut(ctx, &l.info, &l.shares, len(st.Calls), st.Keep, st.KeepCost, Floor(st.Calls, RefusalBytes), st.Price) {
@@ -1905,12 +1901,23 @@ func Prefix(ctx context.Context) *provider.Request {
 	return nil
 }
 
+// Asked is what a run's model calls ask, the provider's name and the
+// model, and the model that answered the last of them ("" when no reply
+// named one), as a step gives it to the runs its calls start (Step.Asked):
+// a router's default model may be one no price names, and a run that asks
+// the same as its parent is reserved at the price of the model that
+// answered the parent (Answered). It must not change once given.
+type Asked struct {
+	Provider, Model, Answered string
+}
+
 // Answered returns the model that answered the last call of the run whose
-// step's tool calls ctx is under (Step.Model), when that run's calls ask
-// model of providerName too (Step.Provider, Asked), or "".
+// step's tool calls ctx is under (Step.Asked), when that run's calls ask
+// model of providerName too, or "".
 func Answered(ctx context.Context, providerName, model string) string {
-	if ri, ok := ctx.Value(key{}).(*info); ok && ri.step != nil && ri.step.provider == providerName && ri.step.asked == model {
-		return ri.step.model
+	if ri, ok := ctx.Value(key{}).(*info); ok && ri.step != nil && ri.step.asked != nil &&
+		ri.step.asked.Provider == providerName && ri.step.asked.Model == model {
+		return ri.step.asked.Answered
 	}
 	return ""
 }
