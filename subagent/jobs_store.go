@@ -873,26 +873,44 @@ func sweptReport(st JobStatus, ttl time.Duration) string {
 // keptRunning returns how many jobs the store keeps running in the
 // threads of owner that this process does not hold: jobs whose process
 // stopped, which run again when their thread is next used (or run in
-// another process sharing the store). The owner's threads are looked for
-// once, the first time; after that only those that still had jobs
-// running are read again.
+// another process sharing the store). The store's threads are read once,
+// as this process admits its first job, and the threads with jobs running
+// then are kept by owner; after that only the owner's among them are
+// read again, until none of them has a job running or this process holds
+// them.
 func (s *Spawner) keptRunning(ctx context.Context, owner string) int {
 	st := s.cfg.jobStore
 	ts := &s.threads
 	ts.mu.Lock()
-	threads, looked := ts.kept[owner]
+	scanned := ts.keptScanned
 	ts.mu.Unlock()
-	if !looked {
+	if !scanned {
+		kept := map[string][]threadKey{}
 		for _, key := range keysUnder(ctx, st, jobsNS+"t/") {
 			b, _, err := st.Get(ctx, key)
 			if err != nil {
 				continue
 			}
 			var tr threadRecord
-			if json.Unmarshal(b, &tr) == nil && tr.Owner == owner {
-				threads = append(threads, threadKey{owner: owner, thread: tr.Thread})
+			if json.Unmarshal(b, &tr) != nil {
+				continue
+			}
+			k := threadKey{owner: tr.Owner, thread: tr.Thread}
+			if keptJobsRunning(ctx, st, k) > 0 {
+				kept[k.owner] = append(kept[k.owner], k)
 			}
 		}
+		ts.mu.Lock()
+		if !ts.keptScanned {
+			ts.kept, ts.keptScanned = kept, true
+		}
+		ts.mu.Unlock()
+	}
+	ts.mu.Lock()
+	threads := ts.kept[owner]
+	ts.mu.Unlock()
+	if len(threads) == 0 {
+		return 0
 	}
 	n := 0
 	var still []threadKey
@@ -903,27 +921,34 @@ func (s *Spawner) keptRunning(ctx context.Context, owner string) int {
 		if held {
 			continue // its jobs are counted in memory from now on
 		}
-		running := 0
-		for _, key := range keysUnder(ctx, st, jobsPrefix(threadHash(k))) {
-			b, _, err := st.Get(ctx, key)
-			if err != nil {
-				continue
-			}
-			var r jobRecord
-			if json.Unmarshal(b, &r) == nil && r.State == JobRunning {
-				running++
-			}
-		}
-		if running > 0 {
+		if running := keptJobsRunning(ctx, st, k); running > 0 {
 			still = append(still, k)
 			n += running
 		}
 	}
 	ts.mu.Lock()
-	if ts.kept == nil {
-		ts.kept = map[string][]threadKey{}
+	if len(still) == 0 {
+		delete(ts.kept, owner)
+	} else {
+		ts.kept[owner] = still
 	}
-	ts.kept[owner] = still
 	ts.mu.Unlock()
 	return n
+}
+
+// keptJobsRunning returns how many jobs of the thread k the store keeps
+// as running.
+func keptJobsRunning(ctx context.Context, st *store.Store, k threadKey) int {
+	running := 0
+	for _, key := range keysUnder(ctx, st, jobsPrefix(threadHash(k))) {
+		b, _, err := st.Get(ctx, key)
+		if err != nil {
+			continue
+		}
+		var r jobRecord
+		if json.Unmarshal(b, &r) == nil && r.State == JobRunning {
+			running++
+		}
+	}
+	return running
 }

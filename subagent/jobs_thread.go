@@ -78,11 +78,13 @@ type threadJobs struct {
 	// unclaimed is, by provider and model, what the jobs of threads that
 	// left memory without a store spent that no run counted (Unclaimed).
 	unclaimed []provider.ModelUsage
-	// kept is, by owner, the threads of the owner that the store keeps
-	// with jobs running and that this process did not hold (see
-	// keptRunning), read from the store the first time a job of the
-	// owner is admitted.
-	kept map[string][]threadKey
+	// kept is, by owner, the threads of the owner that the store kept
+	// with jobs running, not held by this process, as the first job this
+	// process admitted found them (keptScanned; see keptRunning): an
+	// owner leaves it once none of them has a job running, so it holds
+	// no more than the threads whose jobs ran as a process stopped.
+	kept        map[string][]threadKey
+	keptScanned bool
 }
 
 // jobSpend is what a thread's job spends, by model (its own ledger, whose
