@@ -617,7 +617,8 @@ func (j *job) emitEnd(jt *jobTable) {
 
 // admitJob refuses a background job past WithMaxBackground (alive in
 // one run, or in one thread), or past WithMaxOwnerJobs (alive in the
-// threads of one owner).
+// threads of one owner). A job that waits for a person's answer is alive:
+// answered, it runs again.
 func (s *Spawner) admitJob(ctx context.Context, jt *jobTable, callID, name string) error {
 	alive := jt.alive()
 	if alive >= s.cfg.maxBackground {
@@ -625,7 +626,7 @@ func (s *Spawner) admitJob(ctx context.Context, jt *jobTable, callID, name strin
 		if jt.lasting {
 			where = "one thread"
 		}
-		return refuse(ctx, callID, name, "max_background", tool.Correctable(fmt.Errorf("%w: %d are running, the most %s may have: wait for one, or cancel one, first",
+		return refuse(ctx, callID, name, "max_background", tool.Correctable(fmt.Errorf("%w: %d are running or waiting for a person's answer, the most %s may have: wait for one, or cancel one, first",
 			ErrMaxBackground, alive, where)))
 	}
 	if !jt.lasting {
@@ -645,25 +646,27 @@ func (s *Spawner) admitJob(ctx context.Context, jt *jobTable, callID, name strin
 		mine += t.alive()
 	}
 	if mine < s.cfg.maxOwnerJobs && s.cfg.jobStore != nil {
-		// The jobs of the owner's threads that ran when their process
-		// stopped run again when their thread is next used: they count
-		// before then too.
+		// The jobs of the owner's threads that ran, or waited for a
+		// person, when their process stopped run again when their thread
+		// is next used (or answered): they count before then too.
 		mine += s.keptRunning(ctx, jt.owner)
 	}
 	if mine >= s.cfg.maxOwnerJobs {
-		return refuse(ctx, callID, name, "max_owner_jobs", tool.Correctable(fmt.Errorf("%w: %d are running in the threads of this owner, the most one owner may have: wait for one, or cancel one, first",
+		return refuse(ctx, callID, name, "max_owner_jobs", tool.Correctable(fmt.Errorf("%w: %d are running or waiting for a person's answer in the threads of this owner, the most one owner may have: wait for one, or cancel one, first",
 			ErrMaxBackground, mine)))
 	}
 	return nil
 }
 
-// alive counts the jobs of jt that have not ended.
+// alive counts the jobs of jt that have not ended, and those that wait
+// for a person's answer (suspended, not cancelled or swept): answered,
+// they run again, so they hold their place under the caps until they end.
 func (jt *jobTable) alive() int {
 	jt.mu.Lock()
 	defer jt.mu.Unlock()
 	n := 0
 	for _, j := range jt.jobs {
-		if !j.ended() {
+		if !j.ended() || interrupted(j.err) && !j.cancelled {
 			n++
 		}
 	}

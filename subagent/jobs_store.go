@@ -870,10 +870,11 @@ func sweptReport(st JobStatus, ttl time.Duration) string {
 	return b.String()
 }
 
-// keptRunning returns how many jobs the store keeps running in the
-// threads of owner that this process does not hold: jobs whose process
-// stopped, which run again when their thread is next used (or run in
-// another process sharing the store). The store's threads are read once,
+// keptRunning returns how many jobs the store keeps running, or waiting
+// for a person's answer, in the threads of owner that this process does
+// not hold: jobs whose process stopped, which run again when their thread
+// is next used (or answered), or run in another process sharing the
+// store. The store's threads are read once,
 // as this process admits its first job, and the threads with jobs running
 // then are kept by owner; after that only the owner's among them are
 // read again, until none of them has a job running or this process holds
@@ -937,7 +938,7 @@ func (s *Spawner) keptRunning(ctx context.Context, owner string) int {
 }
 
 // keptJobsRunning returns how many jobs of the thread k the store keeps
-// as running.
+// as running, or as waiting for a person's answer.
 func keptJobsRunning(ctx context.Context, st *store.Store, k threadKey) int {
 	running := 0
 	for _, key := range keysUnder(ctx, st, jobsPrefix(threadHash(k))) {
@@ -946,7 +947,7 @@ func keptJobsRunning(ctx context.Context, st *store.Store, k threadKey) int {
 			continue
 		}
 		var r jobRecord
-		if json.Unmarshal(b, &r) == nil && r.State == JobRunning {
+		if json.Unmarshal(b, &r) == nil && (r.State == JobRunning || r.State == JobSuspended) {
 			running++
 		}
 	}
