@@ -94,6 +94,14 @@ func (q *questions) tell(ctx workflow.Context, delta int) {
 	}
 }
 
+// askCancelChange names the workflow version from which a run cancelled
+// while a call of its waits for a person's answer stops waiting and ends
+// cancelled, the call not run, as a job cancelled while it asks does in
+// process; before it the run waited on for the answer, so that a job
+// cancelled while it asked never ended, nor did the cancel. Asked when
+// the cancel comes while the run waits.
+const askCancelChange = "deputy.ask-cancelled"
+
 // relayChange names the workflow version from which a thread's job
 // relays the questions of its own descendants (Trace.Job): they ask
 // through it, and it asks them again of the next turn of its thread that
@@ -359,7 +367,13 @@ func (q *questions) ask(ctx workflow.Context, asked []tool.Interrupt) ([]tool.An
 	}
 	answers := make([]tool.Answer, len(asked))
 	for i, f := range futures {
-		if err := f.Get(ctx, &answers[i]); err != nil {
+		if err := workflow.Await(ctx, f.IsReady); err != nil && !f.IsReady() &&
+			workflow.GetVersion(ctx, askCancelChange, workflow.DefaultVersion, 1) >= 1 {
+			return nil, err // cancelled: the call is not run
+		}
+		// Recorded before askCancelChange, a cancelled run waited on.
+		dctx, _ := workflow.NewDisconnectedContext(ctx)
+		if err := f.Get(dctx, &answers[i]); err != nil {
 			return nil, err
 		}
 	}
