@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
@@ -68,6 +69,10 @@ type questions struct {
 	// recorded before relayChange).
 	via     string
 	relayed map[string]string
+	// withdrawn, at the top: the questions of jobs that ended while they
+	// waited on them (withdrawChange), by id; an answer to one is taken
+	// without effect, once.
+	withdrawn map[string]bool
 	// telling counts the questions being told to the tree's top, whose
 	// signal is not delivered yet (tellingMemo).
 	telling int
@@ -101,6 +106,39 @@ func (q *questions) tell(ctx workflow.Context, delta int) {
 // cancelled while it asked never ended, nor did the cancel. Asked when
 // the cancel comes while the run waits.
 const askCancelChange = "deputy.ask-cancelled"
+
+// withdrawChange names the workflow version from which the top of a
+// tree withdraws the questions of a job that ended while it, or a child
+// of its own, waited on them (cancelled, or past its time): the tree no
+// longer lists them (InterruptsQuery), so a run is not suspended on
+// them, and an answer to one is taken without effect instead of failing
+// as it is handed to a workflow that has ended. Asked where a job ends
+// with questions pending.
+const withdrawChange = "deputy.withdraw-ended-asks"
+
+// withdraw withdraws, at the top, the questions the job whose workflow
+// is wfID, or a child of its own, waits on, now that it has ended.
+func (q *questions) withdraw(ctx workflow.Context, wfID string) {
+	if q == nil || !q.top {
+		return
+	}
+	of := func(it tool.Interrupt) bool {
+		return it.SubagentRunID == wfID || strings.HasPrefix(it.SubagentRunID, wfID+"/")
+	}
+	if !slices.ContainsFunc(q.pending, of) || workflow.GetVersion(ctx, withdrawChange, workflow.DefaultVersion, 1) < 1 {
+		return
+	}
+	if q.withdrawn == nil {
+		q.withdrawn = map[string]bool{}
+	}
+	for _, it := range q.pending {
+		if of(it) {
+			q.withdrawn[it.ID] = true
+			delete(q.where, it.ID)
+		}
+	}
+	q.pending = slices.DeleteFunc(q.pending, of)
+}
 
 // relayChange names the workflow version from which a thread's job
 // relays the questions of its own descendants (Trace.Job): they ask
@@ -276,6 +314,11 @@ func (q *questions) check(answers []tool.Answer) error {
 	if len(answers) == 0 {
 		return errors.New("temporal: no answers: give one for each question to answer (see InterruptsQuery)")
 	}
+	// An answer to a withdrawn question is taken without effect.
+	answers = slices.DeleteFunc(slices.Clone(answers), func(a tool.Answer) bool { return q.withdrawn[a.InterruptID] })
+	if len(answers) == 0 {
+		return nil
+	}
 	_, err := tool.Resume(context.Background(), &tool.Interrupted{Interrupts: q.pending}, answers...)
 	return err
 }
@@ -284,6 +327,10 @@ func (q *questions) check(answers []tool.Answer) error {
 // was asked.
 func (q *questions) answer(ctx workflow.Context, answers []tool.Answer) error {
 	for _, a := range answers {
+		if q.withdrawn[a.InterruptID] {
+			delete(q.withdrawn, a.InterruptID) // its job has ended: nothing to hand it to
+			continue
+		}
 		who, ok := q.where[a.InterruptID]
 		if !ok {
 			return fmt.Errorf("%w %q", tool.ErrUnknownInterrupt, a.InterruptID)

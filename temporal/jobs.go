@@ -681,6 +681,7 @@ func (js *jobs) started(ctx workflow.Context, d *delegation, j *bgJob, f workflo
 		err := end(gctx)
 		js.drain()
 		j.err, j.ended = err, true
+		js.q.withdraw(gctx, j.wfID)
 		for i := range j.receipts {
 			if j.receipts[i].State == subagent.MessageQueued {
 				j.receipts[i].State = subagent.MessageUndelivered

@@ -11,11 +11,15 @@ import (
 	"github.com/deputy-go/deputy/tool"
 )
 
-// A job cancelled while it waits for a person's approval ends cancelled,
-// as in process: the cancel returns, its status lists no questions, and
-// the payment it asked for is never made. Before, the job's workflow
-// waited on for the answer, so neither the job nor the cancel ended.
-// With models that name their calls afresh, not at all, or from call_0.
+// A job cancelled while it waits for a person's approval ends cancelled
+// with its question withdrawn, as in process: the cancel returns, its
+// status lists no questions, the tree no longer waits on it
+// (InterruptsQuery), an answer the person gives it afterwards is taken
+// without effect, and the payment it asked for is never made. Before,
+// the job's workflow waited on for the answer, so neither the job nor the
+// cancel ended; and once it did, the tree still listed the question, and
+// an answer to it failed, handed to a workflow that had ended. With
+// models that name their calls afresh, not at all, or from call_0.
 func TestJobCancelledWhileItAsksEndsCancelled(t *testing.T) {
 	for _, mode := range policyIDModes {
 		t.Run(mode.name, func(t *testing.T) { jobCancelledWhileItAsks(t, mode.id) })
@@ -75,6 +79,12 @@ func jobCancelledWhileItAsks(t *testing.T, id func(n int64, i int) string) {
 	}
 	if len(jobs) != 1 || jobs[0].State != subagent.JobCancelled || len(jobs[0].Questions) != 0 {
 		t.Errorf("the jobs once job_1 was cancelled: %+v, want it cancelled with no questions", jobs)
+	}
+	if len(after) != 0 {
+		t.Errorf("the tree waits on %+v once its job was cancelled, want nothing: the job's question is withdrawn", after)
+	}
+	if done, err := answered.outcome(); !done || err != nil {
+		t.Errorf("the answer to the withdrawn question came to %v (done %v), want it taken without effect", err, done)
 	}
 	if paid.Load() != 0 {
 		t.Errorf("paid %d times, want never: the job was cancelled before its payment was approved", paid.Load())
