@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/deputy-go/deputy/tool"
@@ -416,7 +417,7 @@ func (q *questions) ask(ctx workflow.Context, asked []tool.Interrupt) ([]tool.An
 	for i, f := range futures {
 		if err := workflow.Await(ctx, f.IsReady); err != nil && !f.IsReady() &&
 			workflow.GetVersion(ctx, askCancelChange, workflow.DefaultVersion, 1) >= 1 {
-			return nil, err // cancelled: the call is not run
+			return nil, sdktemporal.NewCanceledError() // cancelled: the call is not run
 		}
 		// Recorded before askCancelChange, a cancelled run waited on.
 		dctx, _ := workflow.NewDisconnectedContext(ctx)

@@ -1,10 +1,15 @@
 package temporal
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
@@ -89,7 +94,87 @@ func jobCancelledWhileItAsks(t *testing.T, id func(n int64, i int) string) {
 	if paid.Load() != 0 {
 		t.Errorf("paid %d times, want never: the job was cancelled before its payment was approved", paid.Load())
 	}
+	if _, billed := m.total(); out.TotalUsage() != billed {
+		t.Errorf("the lead reports %v; the model billed %v", out.TotalUsage(), billed)
+	}
 	if calls, _ := m.total(); calls != 4 || out.Answer != "lead done" {
 		t.Errorf("%d model calls, the lead answered %q; want 4 (3 the lead's, 1 its job's) and the lead's answer", calls, out.Answer)
+	}
+}
+
+// On a server, a job cancelled while it waits for a person's approval
+// ends cancelled, its question withdrawn, and what its model call was
+// billed comes back with it: the lead's usage is what the model billed,
+// each call counted once, and the payment is never made. Before, the
+// job's workflow task failed for good as it read the SDK's cancellation
+// of its wait as a run's, and neither the job nor the cancel ended. With
+// models that name their calls afresh, not at all, or from call_0.
+func TestJobCancelledWhileItAsksCountsItsCallOnServer(t *testing.T) {
+	hostPort, ns := serverAddr(t)
+	for _, mode := range policyIDModes {
+		t.Run(mode.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			c, err := Dial(ctx, hostPort, ns, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			var paid, holds atomic.Int64
+			holding, release := make(chan struct{}), make(chan struct{})
+			m := billPayer(mode.id)
+			reg, err := tool.NewRegistry(payer(&paid), holdOn("hold", &holds, holding, release))
+			if err != nil {
+				t.Fatal(err)
+			}
+			queue := fmt.Sprintf("deputy-jobs-ask-cancel-%d", time.Now().UnixNano())
+			w := worker.New(c, queue, worker.Options{})
+			Register(w, &Runtime{Providers: map[string]provider.Provider{"m": m}, Tools: reg})
+			if err := w.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer w.Stop()
+			tree := "jobs-" + queue
+			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tree, TaskQueue: queue}, AgentWorkflowName,
+				RunInput{Spec: Spec{Name: "lead", Provider: "m", Tools: []string{"pay", "hold"}, Spawn: true, Background: true}, Text: "go"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for {
+				asked, err := Pending(ctx, c, tree)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(asked) > 0 {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			// Before, the job's workflow task panicked reading the usage of
+			// the SDK's own cancellation, and the cancel never returned.
+			cctx, ccancel := context.WithTimeout(ctx, 15*time.Second)
+			st, err := CancelJob(cctx, c, tree, "job_1")
+			ccancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.State != subagent.JobCancelled || len(st.Questions) != 0 || st.Usage.Requests != 1 {
+				t.Errorf("the cancelled job's status is %+v, want it cancelled, no questions, its one model call counted", st)
+			}
+			if asked, err := Pending(ctx, c, tree); err != nil || len(asked) != 0 {
+				t.Errorf("the tree waits on %+v (%v) once its job was cancelled, want nothing", asked, err)
+			}
+			close(release)
+			var out RunOutput
+			if err := run.Get(ctx, &out); err != nil {
+				t.Fatal(err)
+			}
+			if calls, spent := m.total(); calls != 4 || out.TotalUsage() != spent || out.Answer != "lead done" {
+				t.Errorf("%d model calls costing %+v, the lead reported %+v and answered %q; want 4, each counted once, and the lead's answer", calls, spent, out.TotalUsage(), out.Answer)
+			}
+			if paid.Load() != 0 {
+				t.Errorf("paid %d times, want never", paid.Load())
+			}
+		})
 	}
 }

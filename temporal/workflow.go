@@ -1563,6 +1563,10 @@ func usageOf(err error) provider.Usage {
 // ptrs, the first of them in the order spent gives them; it leaves those
 // the error does not carry as they are.
 func detailsOf(err error, ptrs ...any) {
+	// Details of another shape are not a run's: the SDK's own cancellation
+	// of an Await carries its message, which the SDK would not assign to
+	// ptrs but panic on, failing the workflow task for good.
+	defer func() { _ = recover() }()
 	var app *sdktemporal.ApplicationError
 	var cancelled *sdktemporal.CanceledError
 	switch {
