@@ -326,16 +326,7 @@ func TestTheTreesDebtOutlivesAResume(t *testing.T) {
 					// A child more may take the turn as the stop comes.
 					t.Fatalf("%d calls before the stop and %d after: the test needs the lead's and a child's before it, and more after", first, m.calls-first)
 				}
-				if m.calls != once.calls || m.billed != once.billed {
-					t.Errorf("the turn stopped and run again made %d calls billing %+v; run once, %d billing %+v", m.calls, m.billed, once.calls, once.billed)
-				}
-				if cost {
-					if bound := tokens*1e-6 + float64(m.e)*m.price.Input; m.dollars > bound+1e-12 {
-						t.Errorf("the turn cost $%.6f, past its limit and one call's shortfall, $%.6f", m.dollars, bound)
-					}
-				} else if m.billed.Tokens() > tokens+m.e {
-					t.Errorf("the turn spent %d tokens, past its limit and one call's shortfall, %d + %d", m.billed.Tokens(), tokens, m.e)
-				}
+				billedAsOnce(t, m, once, tokens, cost)
 			})
 		}
 	}
@@ -420,6 +411,24 @@ func TestAnEmptyReplysDebtOutlivesAResume(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// billedAsOnce checks that the turn stopped and run again, billed at m,
+// made the calls and was billed what the turn run once was, and spent no
+// more than its limit, tokens (as dollars at a millionth each under a
+// cost limit), and one call's shortfall.
+func billedAsOnce(t *testing.T, m, once *skewed, tokens int64, cost bool) {
+	t.Helper()
+	if m.calls != once.calls || m.billed != once.billed {
+		t.Errorf("the turn stopped and run again made %d calls billing %+v; run once, %d billing %+v", m.calls, m.billed, once.calls, once.billed)
+	}
+	if cost {
+		if bound := float64(tokens)*1e-6 + float64(m.e)*m.price.Input; m.dollars > bound+1e-12 {
+			t.Errorf("the turn cost $%.6f, past its limit and one call's shortfall, $%.6f", m.dollars, bound)
+		}
+	} else if m.billed.Tokens() > tokens+m.e {
+		t.Errorf("the turn spent %d tokens, past its limit and one call's shortfall, %d + %d", m.billed.Tokens(), tokens, m.e)
 	}
 }
 
@@ -532,16 +541,7 @@ func TestTheTreesDebtOutlivesAResumeAcrossJournals(t *testing.T) {
 				if calls != 2 || m.calls <= calls {
 					t.Fatalf("%d calls before the stop and %d after: the test needs the lead's and one child's before it, and more after", calls, m.calls-calls)
 				}
-				if m.calls != once.calls || m.billed != once.billed {
-					t.Errorf("the turn stopped and run again made %d calls billing %+v; run once, %d billing %+v", m.calls, m.billed, once.calls, once.billed)
-				}
-				if cost {
-					if bound := tokens*1e-6 + float64(m.e)*m.price.Input; m.dollars > bound+1e-12 {
-						t.Errorf("the turn cost $%.6f, past its limit and one call's shortfall, $%.6f", m.dollars, bound)
-					}
-				} else if m.billed.Tokens() > tokens+m.e {
-					t.Errorf("the turn spent %d tokens, past its limit and one call's shortfall, %d + %d", m.billed.Tokens(), tokens, m.e)
-				}
+				billedAsOnce(t, m, once, tokens, cost)
 			})
 		}
 	}
