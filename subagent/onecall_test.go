@@ -38,6 +38,8 @@ type skewed struct {
 	// come back with no text, billed all the same, as a model that
 	// thought until the bound answers.
 	blank func(req provider.Request) bool
+	// onBilled, when set, is told of each call once it is billed.
+	onBilled func(req provider.Request, first string)
 
 	mu      sync.Mutex
 	convs   map[string]skewedConv
@@ -54,7 +56,7 @@ type skewedConv struct {
 	bytes   int64
 }
 
-func (m *skewed) Complete(_ context.Context, req provider.Request) (provider.Response, error) {
+func (m *skewed) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
 	body, note := req.Messages, int64(0)
 	if last := body[len(body)-1]; last.Role == provider.RoleUser && strings.HasPrefix(last.Content, "Budget note:") {
 		body, note = body[:len(body)-1], compact.MsgBytes(last)
@@ -66,6 +68,9 @@ func (m *skewed) Complete(_ context.Context, req provider.Request) (provider.Res
 	bytes := compact.MsgsBytes(body)
 	in := fixed + bytes + note
 	msg := m.reply(req, body[0].Content)
+	if err := ctx.Err(); err != nil {
+		return provider.Response{}, err // cancelled before it was sent: not billed
+	}
 	if msg.Content != "" && req.MaxTokens > 0 && len(msg.Content) > 4*req.MaxTokens {
 		msg.Content = msg.Content[:4*req.MaxTokens]
 	}
@@ -94,6 +99,11 @@ func (m *skewed) Complete(_ context.Context, req provider.Request) (provider.Res
 		if m.blank != nil && m.blank(req) {
 			msg.Content = ""
 		}
+	}
+	if m.onBilled != nil {
+		m.mu.Unlock()
+		m.onBilled(req, body[0].Content)
+		m.mu.Lock()
 	}
 	return provider.Response{Message: msg, Usage: u, Model: "fake", StopReason: stop}, nil
 }
@@ -304,11 +314,23 @@ func TestTheTreesDebtOutlivesAResume(t *testing.T) {
 				defer stop()
 				reply := m.reply
 				var stopped atomic.Bool
-				m.reply = func(req provider.Request, first string) provider.Message {
-					if strings.Contains(req.System, "You write") && !stopped.Swap(true) {
+				var stoppedPart atomic.Value
+				m.reply = func(req provider.Request, part string) provider.Message {
+					if strings.Contains(req.System, "You write") {
+						if !stopped.Swap(true) {
+							stoppedPart.Store(part)
+						} else {
+							// Another child's call, made as the stop comes,
+							// is not sent: one child's answer is recorded.
+							<-ctx.Done()
+						}
+					}
+					return reply(req, part)
+				}
+				m.onBilled = func(_ provider.Request, part string) {
+					if p, _ := stoppedPart.Load().(string); p == part {
 						stop() // the turn stops as the child's answer comes
 					}
-					return reply(req, first)
 				}
 				turn := fmt.Sprintf("debt-%v-%d", cost, ids)
 				first, out, err := stopAndRunAgain(t, ctx, st, turn, m, lead, nil)
@@ -322,8 +344,7 @@ func TestTheTreesDebtOutlivesAResume(t *testing.T) {
 				if got := out.TotalUsage(); got != m.billed {
 					t.Errorf("the turn's Output counts %+v, the model billed %+v", got, m.billed)
 				}
-				if first < 2 || m.calls <= first {
-					// A child more may take the turn as the stop comes.
+				if first != 2 || m.calls <= first {
 					t.Fatalf("%d calls before the stop and %d after: the test needs the lead's and a child's before it, and more after", first, m.calls-first)
 				}
 				billedAsOnce(t, m, once, tokens, cost)
@@ -356,19 +377,29 @@ func TestAnEmptyReplysDebtOutlivesAResume(t *testing.T) {
 	}
 	defer st.Close()
 	// blankFirst makes the first child's reply cut at its bound empty,
-	// and calls stop, when not nil, as the second child's call is made.
-	blankFirst := func(m *skewed, stop func()) {
+	// and, when stop is not nil, calls it as the second child's call is
+	// answered; the calls of children after it, made as the stop comes,
+	// are not sent.
+	blankFirst := func(m *skewed, ctx context.Context, stop func()) {
 		var blanked atomic.Bool
 		m.blank = func(req provider.Request) bool {
 			return strings.Contains(req.System, "You write") && !blanked.Swap(true)
 		}
+		if stop == nil {
+			return
+		}
 		reply := m.reply
-		var children atomic.Int32
+		var children, billed atomic.Int32
 		m.reply = func(req provider.Request, first string) provider.Message {
-			if strings.Contains(req.System, "You write") && children.Add(1) == 2 && stop != nil {
-				stop()
+			if strings.Contains(req.System, "You write") && children.Add(1) > 2 {
+				<-ctx.Done()
 			}
 			return reply(req, first)
+		}
+		m.onBilled = func(req provider.Request, _ string) {
+			if strings.Contains(req.System, "You write") && billed.Add(1) == 2 {
+				stop()
+			}
 		}
 	}
 	for _, cost := range []bool{false, true} {
@@ -379,14 +410,14 @@ func TestAnEmptyReplysDebtOutlivesAResume(t *testing.T) {
 					limit = agent.WithCostLimit(8000 * 1e-6)
 				}
 				once, lead := skewedLead(t, 1, ids, limit, prices)
-				blankFirst(once, nil)
+				blankFirst(once, nil, nil)
 				if _, err := lead.Run(t.Context(), agent.Input{Text: skewedTask}); err != nil {
 					t.Fatalf("the turn run once: %v", err)
 				}
 				m, lead := skewedLead(t, 1, ids, limit, prices)
 				ctx, stop := context.WithCancel(t.Context())
 				defer stop()
-				blankFirst(m, stop)
+				blankFirst(m, ctx, stop)
 				turn := fmt.Sprintf("empty-%v-%d", cost, ids)
 				first, out, err := stopAndRunAgain(t, ctx, st, turn, m, lead, nil)
 				m.mu.Lock()
@@ -399,7 +430,7 @@ func TestAnEmptyReplysDebtOutlivesAResume(t *testing.T) {
 				if got := out.TotalUsage(); got != m.billed {
 					t.Errorf("the turn's Output counts %+v, the model billed %+v", got, m.billed)
 				}
-				if first < 3 || m.calls <= first {
+				if first != 3 || m.calls <= first {
 					t.Fatalf("%d calls before the stop and %d after: the test needs the lead's and two children's before it, and more after", first, m.calls-first)
 				}
 				// Which child's call takes the tree's turn first, and so which
@@ -521,11 +552,21 @@ func TestTheTreesDebtOutlivesAResumeAcrossJournals(t *testing.T) {
 				var stopped atomic.Bool
 				var stoppedPart atomic.Value
 				m.reply = func(req provider.Request, part string) provider.Message {
-					if strings.Contains(req.System, "You write") && !stopped.Swap(true) {
-						stoppedPart.Store(part)
-						stop() // the turn stops as the child's answer comes
+					if strings.Contains(req.System, "You write") {
+						if !stopped.Swap(true) {
+							stoppedPart.Store(part)
+						} else {
+							// Another child's call, made as the stop comes,
+							// is not sent: one child's answer is recorded.
+							<-ctx.Done()
+						}
 					}
 					return reply(req, part)
+				}
+				m.onBilled = func(_ provider.Request, part string) {
+					if p, _ := stoppedPart.Load().(string); p == part {
+						stop() // the turn stops as the child's answer comes
+					}
 				}
 				calls, out, err := stopAndRunAgain(t, ctx, st, turn, m, lead, func() { first, _ = stoppedPart.Load().(string) })
 				m.mu.Lock()
