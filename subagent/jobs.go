@@ -145,7 +145,7 @@ func (s *Spawner) startJob(ctx context.Context, sc *spawnCall, callID string, a 
 	if err := sc.handOffFirst(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.admitJob(ctx, jt, callID, sc.who().def.Name); err != nil {
+	if err := s.admitOnce(ctx, jt, callID, sc.who().def.Name); err != nil {
 		return nil, err
 	}
 	r := jobRecord{Task: a.Task}

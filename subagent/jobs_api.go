@@ -615,22 +615,73 @@ func (j *job) emitEnd(jt *jobTable) {
 	close(j.told)
 }
 
+// admitOnce is admitJob decided once for each spawning call of a
+// journaled turn: the decision is recorded in the call's part of the
+// journal, and a run of the turn after it makes the same one, with the
+// same message, whichever jobs are alive as it replays. The model's
+// recorded answers were made after reading the receipt, or the refusal:
+// a job refused before and admitted now would run and spend unseen, and
+// one admitted before and refused now would leave the model waiting on a
+// job that does not exist. A decision that cannot be recorded fails the
+// call, before the job starts.
+func (s *Spawner) admitOnce(ctx context.Context, jt *jobTable, callID, name string) error {
+	js := journalFrom(ctx)
+	if js == nil || js.Recorded || callID == "" {
+		// Not a model's call that its turn records (Jobs.Start, from Go
+		// code, decides afresh each time it is called).
+		reason, err := s.admitJob(ctx, jt)
+		if err != nil {
+			return refuse(ctx, callID, name, reason, err)
+		}
+		return nil
+	}
+	key := js.Prefix + "admission"
+	if e, ok := js.J.Lookup(key); ok {
+		if e.Error == "" {
+			return nil
+		}
+		return refuse(ctx, callID, name, e.Content, tool.Correctable(&refusedBefore{msg: e.Error}))
+	}
+	reason, refusal := s.admitJob(ctx, jt)
+	e := journal.Entry{Content: "admitted"}
+	if refusal != nil {
+		e = journal.Entry{Content: reason, Error: refusal.Error()}
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := js.J.Record(wctx, key, e); err != nil {
+		return fmt.Errorf("%s: recording whether the job may start in the journal: %w: resume the turn when the store is back", SpawnToolName, err)
+	}
+	if refusal != nil {
+		return refuse(ctx, callID, name, reason, refusal)
+	}
+	return nil
+}
+
+// refusedBefore is the refusal of a spawn, recorded in the journal, that
+// a run of the turn after it gives again. It is an ErrMaxBackground, as
+// the refusal was.
+type refusedBefore struct{ msg string }
+
+func (e *refusedBefore) Error() string { return e.msg }
+func (e *refusedBefore) Unwrap() error { return ErrMaxBackground }
+
 // admitJob refuses a background job past WithMaxBackground (alive in
 // one run, or in one thread), or past WithMaxOwnerJobs (alive in the
-// threads of one owner). A job that waits for a person's answer is alive:
-// answered, it runs again.
-func (s *Spawner) admitJob(ctx context.Context, jt *jobTable, callID, name string) error {
+// threads of one owner), with the reason of the refusal's event. A job
+// that waits for a person's answer is alive: answered, it runs again.
+func (s *Spawner) admitJob(ctx context.Context, jt *jobTable) (reason string, err error) {
 	alive := jt.alive()
 	if alive >= s.cfg.maxBackground {
 		where := "one run"
 		if jt.lasting {
 			where = "one thread"
 		}
-		return refuse(ctx, callID, name, "max_background", tool.Correctable(fmt.Errorf("%w: %d are running or waiting for a person's answer, the most %s may have: wait for one, or cancel one, first",
-			ErrMaxBackground, alive, where)))
+		return "max_background", tool.Correctable(fmt.Errorf("%w: %d are running or waiting for a person's answer, the most %s may have: wait for one, or cancel one, first",
+			ErrMaxBackground, alive, where))
 	}
 	if !jt.lasting {
-		return nil
+		return "", nil
 	}
 	ts := &s.threads
 	ts.mu.Lock()
@@ -652,10 +703,10 @@ func (s *Spawner) admitJob(ctx context.Context, jt *jobTable, callID, name strin
 		mine += s.keptRunning(ctx, jt.owner)
 	}
 	if mine >= s.cfg.maxOwnerJobs {
-		return refuse(ctx, callID, name, "max_owner_jobs", tool.Correctable(fmt.Errorf("%w: %d are running or waiting for a person's answer in the threads of this owner, the most one owner may have: wait for one, or cancel one, first",
-			ErrMaxBackground, mine)))
+		return "max_owner_jobs", tool.Correctable(fmt.Errorf("%w: %d are running or waiting for a person's answer in the threads of this owner, the most one owner may have: wait for one, or cancel one, first",
+			ErrMaxBackground, mine))
 	}
-	return nil
+	return "", nil
 }
 
 // alive counts the jobs of jt that have not ended, and those that wait
