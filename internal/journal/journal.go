@@ -219,10 +219,11 @@ func addModel(ms []provider.ModelUsage, m provider.ModelUsage) []provider.ModelU
 	return append(slices.Clip(ms), m)
 }
 
-// beyond is what a counts that b does not, field by field.
+// beyond is what a counts that b does not, field by field (what the cache
+// saved may be below nought: cache writes can cost more than reads save).
 func beyond(a, b provider.ModelUsage) provider.ModelUsage {
 	u, v := a.Usage, b.Usage
-	return provider.ModelUsage{Provider: a.Provider, Model: a.Model, Cost: max(a.Cost-b.Cost, 0), CacheSaved: max(a.CacheSaved-b.CacheSaved, 0),
+	return provider.ModelUsage{Provider: a.Provider, Model: a.Model, Cost: max(a.Cost-b.Cost, 0), CacheSaved: a.CacheSaved - b.CacheSaved,
 		Usage: usage.Less(u, v)}
 }
 

@@ -99,6 +99,23 @@ func TestPaidCountsTheAnswersTheRecordMisses(t *testing.T) {
 	}
 }
 
+// What the cache saved on the answers a record does not count is added
+// to the record's as it is, below nought too: an answer that wrote its
+// prompt to the cache cost more than it would have uncached.
+func TestPaidCountsWhatTheCacheSavedTheAnswersTheRecordMisses(t *testing.T) {
+	call := "run.lead.0/m1/c0"
+	in := call + "/x.abc.0/run.x.0"
+	read, wrote := answer("m", 10, 1), answer("m", 20, 1)
+	read.Models[0].CacheSaved = 0.5
+	wrote.Models[0].CacheSaved = -0.75
+	base := memLog{in + "/m1": read, in + "/m2": wrote}
+	base[call+"/spent"] = Entry{Usage: read.Usage, Models: read.Models}
+	e, ok := New(base).Paid(call)
+	if !ok || len(e.Models) != 1 || e.Models[0].CacheSaved != -0.25 || e.Models[0].Cost != 30 {
+		t.Errorf("paid %+v, %v; want $30 with $-0.25 saved by the cache", e, ok)
+	}
+}
+
 func TestIsAnswer(t *testing.T) {
 	for key, want := range map[string]bool{
 		"run.a.0/m1":                 true,

@@ -216,7 +216,7 @@ func (l *Ledger) Earlier() []provider.ModelUsage {
 	var out []provider.ModelUsage
 	for i, e := range l.earlier {
 		if !e.Usage.IsZero() || e.Cost != 0 {
-			out = append(out, provider.ModelUsage{Provider: l.entries[i].Provider, Model: l.entries[i].Model, Usage: e.Usage, Cost: e.Cost})
+			out = append(out, provider.ModelUsage{Provider: l.entries[i].Provider, Model: l.entries[i].Model, Usage: e.Usage, Cost: e.Cost, CacheSaved: e.CacheSaved})
 		}
 	}
 	return out
@@ -242,7 +242,9 @@ func Unreplayed(paid, earlier []provider.ModelUsage) (provider.Usage, []provider
 		if u.IsZero() {
 			continue
 		}
-		missing = append(missing, provider.ModelUsage{Provider: p.Provider, Model: p.Model, Usage: u, Cost: max(p.Cost-got.Cost, 0)})
+		// What the cache saved is a difference too, and below nought
+		// where cache writes cost more than reads saved.
+		missing = append(missing, provider.ModelUsage{Provider: p.Provider, Model: p.Model, Usage: u, Cost: max(p.Cost-got.Cost, 0), CacheSaved: p.CacheSaved - got.CacheSaved})
 		total = total.Add(u)
 	}
 	return total, missing

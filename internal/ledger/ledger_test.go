@@ -108,6 +108,11 @@ func TestEarlierIsMarkedPerEntry(t *testing.T) {
 	if got := string(ledger.JSON(inChild, provider.Usage{})); got != `[{"provider":"acme","model":"m","inputTokens":30,"outputTokens":3,"totalTokens":33,"costUsd":1.5,"earlier":{"inputTokens":20,"outputTokens":2,"totalTokens":22,"costUsd":1}}]` {
 		t.Errorf("the child's usage: %s", got)
 	}
+	// Earlier says what the cache saved on the part spent before, as the
+	// work that did not replay it counts it again (Unreplayed).
+	if got := run.Earlier(); len(got) != 2 || got[1].CacheSaved != 0.125 || got[1].Cost != 0.25 {
+		t.Errorf("earlier %+v: want model n's $0.25, with $0.125 saved by the cache", got)
+	}
 	var v any
 	if err := json.Unmarshal(ledger.JSON(run, provider.Usage{}), &v); err != nil {
 		t.Errorf("not JSON: %v", err)
@@ -115,18 +120,20 @@ func TestEarlierIsMarkedPerEntry(t *testing.T) {
 }
 
 func TestUnreplayedIsWhatWasPaidLessWhatWasCounted(t *testing.T) {
+	// What the cache saved is carried too, below nought where the
+	// unreplayed calls wrote more to the cache than they read from it.
 	paid := []provider.ModelUsage{
-		{Provider: "p", Model: "a", Usage: provider.Usage{InputTokens: 30, OutputTokens: 6, Requests: 3}, Cost: 0.75},
-		{Provider: "p", Model: "b", Usage: provider.Usage{InputTokens: 8, OutputTokens: 2, Requests: 1}, Cost: 0.5},
+		{Provider: "p", Model: "a", Usage: provider.Usage{InputTokens: 30, OutputTokens: 6, Requests: 3}, Cost: 0.75, CacheSaved: 0.125},
+		{Provider: "p", Model: "b", Usage: provider.Usage{InputTokens: 8, OutputTokens: 2, Requests: 1}, Cost: 0.5, CacheSaved: 0.0625},
 	}
 	earlier := []provider.ModelUsage{
-		{Provider: "p", Model: "a", Usage: provider.Usage{InputTokens: 10, OutputTokens: 2, Requests: 1}, Cost: 0.25},
+		{Provider: "p", Model: "a", Usage: provider.Usage{InputTokens: 10, OutputTokens: 2, Requests: 1}, Cost: 0.25, CacheSaved: 0.25},
 		{Provider: "q", Model: "a", Usage: provider.Usage{InputTokens: 100, Requests: 1}, Cost: 1}, // another provider's: not this work's
 	}
 	total, missing := ledger.Unreplayed(paid, earlier)
 	want := []provider.ModelUsage{
-		{Provider: "p", Model: "a", Usage: provider.Usage{InputTokens: 20, OutputTokens: 4, Requests: 2}, Cost: 0.5},
-		{Provider: "p", Model: "b", Usage: provider.Usage{InputTokens: 8, OutputTokens: 2, Requests: 1}, Cost: 0.5},
+		{Provider: "p", Model: "a", Usage: provider.Usage{InputTokens: 20, OutputTokens: 4, Requests: 2}, Cost: 0.5, CacheSaved: -0.125},
+		{Provider: "p", Model: "b", Usage: provider.Usage{InputTokens: 8, OutputTokens: 2, Requests: 1}, Cost: 0.5, CacheSaved: 0.0625},
 	}
 	if diff := cmp.Diff(want, missing); diff != "" {
 		t.Errorf("missing (-want +got):\n%s", diff)
