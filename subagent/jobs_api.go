@@ -28,7 +28,7 @@ type Jobs struct {
 	jt *jobTable
 }
 
-// Jobs returns the jobs of ctx's run, or nil.
+// Jobs returns the jobs of ctx's run, or nil, which lists none and fails.
 func (s *Spawner) Jobs(ctx context.Context) *Jobs {
 	if !s.cfg.background {
 		return nil
@@ -104,8 +104,14 @@ type JobResult struct {
 	Err    error // nil for an answer; a *tool.Interrupted when suspended
 }
 
+// errNoJobs is the error of the methods of a nil *Jobs.
+var errNoJobs = errors.New("subagent: no background jobs here: Spawner.Jobs has them only inside a run of an agent that has the spawner, built with WithBackground")
+
 // Start starts a background child and returns its status at once.
 func (js *Jobs) Start(ctx context.Context, t Task) (JobStatus, error) {
+	if js == nil {
+		return JobStatus{}, errNoJobs
+	}
 	s := js.s
 	if err := s.admit(ctx); err != nil {
 		return JobStatus{}, err
@@ -147,6 +153,9 @@ func (t Task) args() (spawnArgs, error) {
 
 // Status returns where the job stands.
 func (js *Jobs) Status(id string) (JobStatus, error) {
+	if js == nil {
+		return JobStatus{}, errNoJobs
+	}
 	j, err := js.find(id)
 	if err != nil {
 		return JobStatus{}, err
@@ -158,6 +167,9 @@ func (js *Jobs) Status(id string) (JobStatus, error) {
 
 // List returns the run's jobs in the order of the calls that started them.
 func (js *Jobs) List() []JobStatus {
+	if js == nil {
+		return nil
+	}
 	js.jt.mu.Lock()
 	jobs := make([]*job, len(js.jt.order))
 	for i, id := range js.jt.order {
@@ -181,6 +193,9 @@ type WaitFor struct {
 
 // Wait returns, collected, the jobs that ended as w says (maybe none).
 func (js *Jobs) Wait(ctx context.Context, w WaitFor) ([]JobResult, error) {
+	if js == nil {
+		return nil, errNoJobs
+	}
 	targets, err := js.targets(w.IDs)
 	if err != nil {
 		return nil, err
@@ -250,6 +265,9 @@ func settled(targets []*job, anyOne bool) bool {
 
 // Send queues a message that the job reads before its next model call.
 func (js *Jobs) Send(ctx context.Context, id, text string) (Receipt, error) {
+	if js == nil {
+		return Receipt{}, errNoJobs
+	}
 	j, err := js.find(id)
 	if err != nil {
 		return Receipt{}, err
@@ -305,6 +323,9 @@ func (js *Jobs) Send(ctx context.Context, id, text string) (Receipt, error) {
 
 // Cancel cancels the job and its children and returns it collected.
 func (js *Jobs) Cancel(ctx context.Context, id string) (JobResult, error) {
+	if js == nil {
+		return JobResult{}, errNoJobs
+	}
 	j, err := js.find(id)
 	if err != nil {
 		return JobResult{}, err
