@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/event"
 	"github.com/deputy-go/deputy/fake"
@@ -153,6 +155,62 @@ func TestRefusedSpawnStaysRefusedWhenTheTurnResumes(t *testing.T) {
 			}
 			if d, g := deploys.Load(), digs.Load(); d != 1 || g != 1 {
 				t.Errorf("the deploy ran %d times and the dig %d, want each once", d, g)
+			}
+		})
+	}
+}
+
+// A thread's turn that started a job and crashed, run again from its
+// journal while the job works on, gives the model's spawn the job it
+// started, under WithMaxBackground(1) too: the job that holds the one
+// place is that spawn's own, and the turn does not refuse it its own job
+// (before, the spawn run again was refused, as if a second job, and the
+// model's answer read a refusal where it had read the receipt). In the
+// three id modes.
+func TestThreadTurnRunAgainKeepsItsJobAtTheCap(t *testing.T) {
+	for _, mode := range callIDModes {
+		t.Run(mode.name, func(t *testing.T) {
+			ignore := goleak.IgnoreCurrent()
+			t.Cleanup(func() { goleak.VerifyNone(t, ignore) }) // after the store closes
+			m := &threadModel{dig: make(chan struct{}), id: mode.id}
+			var crashed atomic.Bool
+			m.crash = func(req provider.Request) bool {
+				// As the lead reads the receipt, the first time.
+				return !strings.HasPrefix(req.System, subagent.DefaultForkPrompt[:20]) &&
+					req.Messages[len(req.Messages)-1].Role == provider.RoleTool && !crashed.Swap(true)
+			}
+			a, s := threadLead(t, m, subagent.WithMaxBackground(1))
+			ctx := agent.WithThread(t.Context(), "t1")
+			st := newStore(t)
+			j, err := st.Journal(t.Context(), "turn-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := &recorder{}
+			if _, err := a.Run(event.WithSink(agent.WithJournal(ctx, j), rec), agent.Input{Text: "cmd start"}); err == nil || !crashed.Load() {
+				t.Fatalf("the turn did not crash (%v)", err)
+			}
+			first := s.Jobs(ctx).List()
+			if len(first) != 1 || first[0].State != subagent.JobRunning {
+				t.Fatalf("jobs after the crash %+v: want one, running", first)
+			}
+			out, err := a.Run(event.WithSink(agent.WithJournal(ctx, j), rec), agent.Input{Text: "cmd start"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			results := toolResults(out.Messages)
+			if len(results) != 1 || jobID(t, results[0]) != first[0].ID {
+				t.Errorf("the turn run again read %q, want the receipt of %s", results, first[0].ID)
+			}
+			if out.Refused != 0 || len(rec.custom(subagent.RefusedEvent)) != 0 {
+				t.Errorf("the turn run again refused %d spawns, want none", out.Refused)
+			}
+			if l := s.Jobs(ctx).List(); len(l) != 1 {
+				t.Errorf("the thread has %d jobs, want the one", len(l))
+			}
+			close(m.dig)
+			if _, err := s.Jobs(ctx).Wait(t.Context(), subagent.WaitFor{}); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}
