@@ -101,6 +101,29 @@ type job struct {
 	args     json.RawMessage
 	started  time.Time
 	receipts []Receipt
+	// scope: a run's job that a model's call started in a journaled
+	// turn, the call's part of the journal, where its cancel is recorded
+	// (cancelledKey).
+	scope *journal.Scope
+}
+
+// cancelledKey is the journal key, in its spawning call's part of the
+// journal, that records that a run's job was cancelled: a run of the
+// turn after it starts the job cancelled, so that no work the cancel
+// stopped (a tool call in a reply that came back as the cancel came)
+// runs when the turn is resumed, whenever the run replays the cancel.
+func cancelledKey(s *journal.Scope) string { return s.Prefix + "cancelled" }
+
+// recordCancel records that j was cancelled, if it is a job that a run
+// of its turn after this one starts again. A record that does not land
+// leaves the job to be cancelled again as that run replays the cancel.
+func (j *job) recordCancel(ctx context.Context) {
+	if j.scope == nil {
+		return
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_ = j.scope.J.Record(wctx, cancelledKey(j.scope), journal.Entry{Content: "cancelled"})
 }
 
 // jobPlace is where a job stands among its table's jobs: in the order of
@@ -314,6 +337,16 @@ func (s *Spawner) launch(ctx context.Context, jt *jobTable, sc *spawnCall, callI
 		jctx, cost = run.TrackSpend(ctx, jctx)
 	}
 	j.cancel, j.unhold = cancel, unhold
+	if js := journalFrom(ctx); js != nil && !js.Recorded && callID != "" && !jt.lasting && !resumed {
+		// A run's job of a model's call: cancelled in a run of the turn
+		// before this one, it starts cancelled. (A thread's job is kept
+		// across the runs of its turn, cancelled or not.)
+		j.scope = js
+		if _, ok := js.J.Lookup(cancelledKey(js)); ok {
+			j.cancelled = true
+			cancel()
+		}
+	}
 	jctx = mailbox.With(jctx, j.box)
 	jt.mu.Lock()
 	if jt.closed {

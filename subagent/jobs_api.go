@@ -350,6 +350,9 @@ func (js *Jobs) Cancel(ctx context.Context, id string) (JobResult, error) {
 		j.cancelled = true
 	}
 	js.jt.mu.Unlock()
+	if running || asked {
+		j.recordCancel(ctx)
+	}
 	if running && j.em.Enabled() {
 		j.emitStatus(JobCancelledEvent, js.jt.status(j))
 	}
