@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/deputy-go/deputy/event"
+	"github.com/deputy-go/deputy/internal/journal"
 	"github.com/deputy-go/deputy/internal/run"
 	"github.com/deputy-go/deputy/policy"
 	"github.com/deputy-go/deputy/provider"
@@ -410,6 +411,11 @@ func (s *runState) runCalls(step int, stepKey string, calls []provider.ToolCall)
 	for i, c := range calls {
 		if replayed[i] {
 			rec.started[i] = true
+			if t, ok := s.r.tools.Lookup(c.Name); ok {
+				if r, ok := t.(tool.Replayer); ok {
+					r.Replayed(journal.With(toolCtx, s.journal.scope.Child(callKey(stepKey, i))), c)
+				}
+			}
 		} else {
 			rec.index[c.ID] = i
 			todo = append(todo, c)

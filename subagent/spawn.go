@@ -428,6 +428,22 @@ func (s *Spawner) RunsAgain(call tool.Call) bool {
 	return s.cfg.background && exactkeys.Unmarshal(string(toolcall.Arguments(call.Arguments)), &a) == nil && a.Background
 }
 
+// Replayed counts a spawn replayed that started a child (tool.Replayer).
+func (s *Spawner) Replayed(ctx context.Context, _ tool.Call) {
+	js := journalFrom(ctx)
+	if js == nil {
+		return
+	}
+	// A child that ran recorded its model's answers in the call's part of
+	// the journal; a refused spawn recorded none.
+	for _, k := range js.J.Keys(js.Prefix) {
+		if journal.IsAnswer(k) {
+			s.state(ctx).spawns.Add(1)
+			return
+		}
+	}
+}
+
 // Call starts a child and returns its answer, or a background job's id.
 func (s *Spawner) Call(ctx context.Context, call tool.Call) (tool.Result, error) {
 	if err := s.admit(ctx); err != nil {

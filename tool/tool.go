@@ -300,6 +300,16 @@ type Rerunner interface {
 	RunsAgain(call Call) bool
 }
 
+// Replayer is implemented by a tool that counts its calls in a run (a
+// limit on them, such as subagent.WithMaxSpawns): when a journaled turn
+// runs again, the ReAct loop answers the calls it recorded from the
+// journal without running them, and tells the tool of each, in order,
+// under the call's context, so that the count goes on from where the turn
+// was. Replayed must not block.
+type Replayer interface {
+	Replayed(ctx context.Context, call Call)
+}
+
 // Sequencer is implemented by a tool some of whose calls must run in the
 // order the model gave them when one step holds several: a message sent
 // to one recipient twice in a step must arrive in that order, whoever
