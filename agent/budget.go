@@ -212,7 +212,7 @@ func (s *runState) covers(lim left, in, out int64, providerName, model string) b
 		return false
 	}
 	if lim.cost {
-		if price, ok := run.PriceOf(s.ctx, providerName, model); ok {
+		if price, ok := run.ReservePriceOf(s.ctx, providerName, model); ok {
 			return float64(in)*price.Input+float64(out)*price.Output <= lim.dollars
 		}
 	}
@@ -242,7 +242,8 @@ func (s *runState) limits() left {
 // room returns how many output tokens what is left pays for after a call
 // to model of providerName estimated to read est tokens; with readBack,
 // after its reply is read once more, as input, by the parent. A model the
-// prices lack costs nothing against a cost limit.
+// prices lack is reserved at the dearest price they hold
+// (run.ReservePriceOf).
 func (s *runState) room(l left, est int64, providerName, model string, readBack bool) int64 {
 	out := int64(math.MaxInt64)
 	if l.tokens {
@@ -255,7 +256,7 @@ func (s *runState) room(l left, est int64, providerName, model string, readBack 
 		if l.dollars <= 0 {
 			return min(out, 0)
 		}
-		if price, ok := run.PriceOf(s.ctx, providerName, model); ok {
+		if price, ok := run.ReservePriceOf(s.ctx, providerName, model); ok {
 			per := price.Output
 			if readBack {
 				per += price.Input
@@ -288,7 +289,7 @@ func (s *runState) follow(l left, est int64, providerName, model string) int64 {
 	}
 	price, priced := provider.Price{}, false
 	if l.cost && l.dollars > 0 {
-		price, priced = run.PriceOf(s.ctx, providerName, model)
+		price, priced = run.ReservePriceOf(s.ctx, providerName, model)
 	}
 	out := run.FollowBound(tokens, est, note, reply, priced, l.dollars, price, s.readBack)
 	if l.cost && l.dollars <= 0 {
@@ -331,7 +332,7 @@ func (s *runState) readable(est int64, calls []provider.ToolCall) (runs, unread 
 	}
 	if lim.cost {
 		name, model := s.pricedAs()
-		if price, ok := run.PriceOf(s.ctx, name, model); ok && price.Input > 0 {
+		if price, ok := run.ReservePriceOf(s.ctx, name, model); ok && price.Input > 0 {
 			rest := lim.dollars - float64(keep)*price.Input - price.Output
 			if s.readBack {
 				rest -= price.Input
@@ -410,7 +411,7 @@ func (s *runState) keep(fixed int64) (tokens int64, dollars float64, price provi
 	tokens = s.estimate(fixed) + s.wrapUpTokens()
 	if _, limited := run.CostLeft(s.ctx); limited {
 		name, model := s.pricedAs()
-		price, _ = run.PriceOf(s.ctx, name, model)
+		price, _ = run.ReservePriceOf(s.ctx, name, model)
 		dollars = price.Cost(provider.Usage{InputTokens: tokens})
 	}
 	return tokens, dollars, price

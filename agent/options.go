@@ -198,8 +198,9 @@ func WithPrices(prices *provider.Prices) Option {
 // WithCostLimit bounds what a run may cost in US dollars, its sub-agents'
 // included, at the prices of WithPrices; calls are reserved and shared as
 // under WithTokenLimit (before any answer, at provider.Prices.Dearest), and it
-// spends at most dollars + e·input price. Unpriced models cost nothing
-// against it. dollars must be positive.
+// spends at most dollars + e·input price. A call to a model the prices
+// lack is reserved at the dearest price; what it spends counts nothing
+// against the limit. dollars must be positive.
 func WithCostLimit(dollars float64) Option {
 	return func(r *React) error {
 		if !(dollars > 0) || math.IsInf(dollars, 0) {

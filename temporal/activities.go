@@ -404,7 +404,9 @@ func (a *Activities) covered(in *ModelCall, r *Reserve, named int64, noted bool)
 // reservedPrice is the price in's call is reserved at under a cost limit:
 // that of the model that answered its run's last call (r.Model) when the
 // worker's prices hold it, as in process, else that of the model the
-// request names, or of the provider's default (identity).
+// request names, or of the provider's default (identity), else, for a
+// model the prices lack (a router's "auto"), the dearest they hold, so
+// that the call is bounded (drun.ReservePriceOf in process).
 func (a *Activities) reservedPrice(in *ModelCall, r *Reserve) (provider.Price, bool) {
 	p := a.rt.Providers[in.Provider]
 	if r.Model != "" {
@@ -412,7 +414,10 @@ func (a *Activities) reservedPrice(in *ModelCall, r *Reserve) (provider.Price, b
 			return price, true
 		}
 	}
-	return a.price(identity(p, in.Request, provider.Response{}))
+	if price, ok := a.price(identity(p, in.Request, provider.Response{})); ok || a.rt.Prices == nil {
+		return price, ok
+	}
+	return a.rt.Prices.Dearest()
 }
 
 // less is what is left (r) with debt, what the tree's calls passed their

@@ -151,3 +151,41 @@ func TestForksOfARouterKeepToTheCostLimitOnTemporal(t *testing.T) {
 		t.Errorf("the run reports costing $%.9f, the model billed $%.9f", out.Cost, billed)
 	}
 }
+
+// A run on a router under a cost limit on Temporal: its first call, which
+// asks auto (no price names it) before any reply has named the model that
+// answers, is reserved at the dearest price the workers hold, as in
+// process, so its reply is bounded and the run keeps to its limit
+// (before, it went with no output bound, and m1 wrote its 500 tokens:
+// $0.015 under a limit of $0.01).
+func TestARoutersFirstCallKeepsToTheCostLimitOnTemporal(t *testing.T) {
+	price := provider.Price{Input: 1e-5, Output: 3e-5}
+	prices, err := provider.NewPrices(map[string]provider.Price{"m1": price})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 0.01
+	p := &routed{}
+	env := newEnv(t, &Runtime{Providers: map[string]provider.Provider{"m": p}, Prices: prices})
+	env.ExecuteWorkflow(AgentWorkflowName, RunInput{Spec: Spec{Name: "lead", Provider: "m", CostLimit: limit}, Text: "tell"})
+	var out RunOutput
+	err = env.GetWorkflowError()
+	if err == nil {
+		err = env.GetWorkflowResult(&out)
+	}
+	billed := costOfUsage(price, p.usage)
+	t.Logf("billed %v, $%.6f; the run reports $%.6f; bounds sent %v; error %v", p.usage, billed, out.Cost, p.sent, err)
+	if err != nil || !strings.HasPrefix(out.Answer, "found: ") {
+		t.Fatalf("the run ended with %q, %v: want its answer, bound to the limit", out.Answer, err)
+	}
+	if len(p.sent) != 1 || p.sent[0] <= 0 || p.sent[0] >= 500 {
+		t.Errorf("bounds sent %v: want one call, bound by what the limit pays for at m1's price", p.sent)
+	}
+	// routed bills five tokens past the bound it was sent.
+	if billed > limit+5*price.Output+10*price.Input {
+		t.Errorf("the run cost $%.6f, past its limit of $%v", billed, limit)
+	}
+	if math.Abs(out.Cost-billed) > 1e-12 {
+		t.Errorf("the run reports $%.6f; the model billed $%.6f", out.Cost, billed)
+	}
+}

@@ -179,7 +179,9 @@ type Spec struct {
 	// after it is a wrap-up turn, each child's limit is its share of what
 	// is left, and a run past it ends with ErrTypeUsageLimit. It spends at
 	// most CostLimit plus the estimation error of one call's input at its
-	// price. A model the prices lack costs nothing against it.
+	// price. A call to a model the prices lack is reserved at the
+	// dearest they hold; what such a model's replies cost counts nothing
+	// against it.
 	CostLimit float64 `json:"cost_limit,omitempty"`
 	// bounds names the settings the run's limits come from when they are
 	// not its own Spec's (RunInput.JobBounds), for the run's messages;

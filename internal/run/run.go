@@ -890,6 +890,18 @@ func PriceOf(ctx context.Context, providerName, model string) (provider.Price, b
 	return prices.Dearest()
 }
 
+// ReservePriceOf is the price a call to model of providerName is
+// reserved at under a cost limit: PriceOf, and for a model the prices
+// lack (a router's "auto", say, whose replies name the model that
+// answered), the dearest they hold, so that the call is bounded though
+// what it costs is not known until its reply names a priced model.
+func ReservePriceOf(ctx context.Context, providerName, model string) (provider.Price, bool) {
+	if p, ok := PriceOf(ctx, providerName, model); ok || model == "" {
+		return p, ok
+	}
+	return PriceOf(ctx, providerName, "")
+}
+
 // Priced reports whether the run of ctx has prices.
 func Priced(ctx context.Context) bool {
 	sc := from(ctx).scope
