@@ -69,9 +69,6 @@ func TestRefusedSpawnStaysRefusedWhenTheTurnResumes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			call := func(n int64, name, args string) fake.Reply {
-				return fake.Calls(provider.ToolCall{ID: mode.id(n, 0), Name: name, Arguments: json.RawMessage(args)}).WithUsage(usage(1))
-			}
 			// The job that held the place ends once the model has read the
 			// refusal.
 			waitFirst := fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
@@ -84,12 +81,12 @@ func TestRefusedSpawnStaysRefusedWhenTheTurnResumes(t *testing.T) {
 			})
 			fork := subagent.DefaultForkName
 			fp := fake.NewProvider(
-				call(1, subagent.SpawnToolName, `{"task":"clean up","background":true}`).For("lead"),
-				call(2, subagent.SpawnToolName, `{"task":"clean up more","background":true}`).For("lead"),
+				modeCall(mode.id, 1, subagent.SpawnToolName, `{"task":"clean up","background":true}`).For("lead"),
+				modeCall(mode.id, 2, subagent.SpawnToolName, `{"task":"clean up more","background":true}`).For("lead"),
 				waitFirst.For("lead"),
-				call(4, "deploy", `{}`).For("lead"),
+				modeCall(mode.id, 4, "deploy", `{}`).For("lead"),
 				fake.Text("done").For("lead").WithUsage(usage(1)),
-				call(5, "dig", `{}`).For(fork),
+				modeCall(mode.id, 5, "dig", `{}`).For(fork),
 				fake.Text("dug it").For(fork).WithUsage(usage(1)),
 			)
 			p := &countingTasks{Provider: fp, task: "clean up more"}
@@ -134,10 +131,7 @@ func TestRefusedSpawnStaysRefusedWhenTheTurnResumes(t *testing.T) {
 				t.Fatalf("the first run refused %d spawns: want one", out1.Refused)
 			}
 
-			rctx, err := tool.Resume(context.Background(), in, tool.Answer{InterruptID: in.Interrupts[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			rctx := approveOne(t, context.Background(), in)
 			resuming.Store(true)
 			out2, _, err := run(rctx)
 			if err != nil || out2.Answer != "done" {

@@ -42,9 +42,6 @@ func TestCancelledJobDoesNotWorkOnWhenTheTurnResumes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			call := func(n int64, name, args string) fake.Reply {
-				return fake.Calls(provider.ToolCall{ID: mode.id(n, 0), Name: name, Arguments: json.RawMessage(args)}).WithUsage(usage(1))
-			}
 			// The job's reply comes back as the cancel reaches it.
 			late := fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
 				<-ctx.Done()
@@ -52,9 +49,9 @@ func TestCancelledJobDoesNotWorkOnWhenTheTurnResumes(t *testing.T) {
 			})
 			fork := subagent.DefaultForkName
 			p := fake.NewProvider(
-				call(1, subagent.SpawnToolName, `{"task":"write to the customer","background":true}`).For("lead"),
+				modeCall(mode.id, 1, subagent.SpawnToolName, `{"task":"write to the customer","background":true}`).For("lead"),
 				onJob("cancel", "").For("lead"),
-				call(3, "deploy", `{}`).For("lead"),
+				modeCall(mode.id, 3, "deploy", `{}`).For("lead"),
 				fake.Text("done").For("lead").WithUsage(usage(1)),
 				late.For(fork),
 				fake.Text("wrote").For(fork).WithUsage(usage(1)),
@@ -90,10 +87,7 @@ func TestCancelledJobDoesNotWorkOnWhenTheTurnResumes(t *testing.T) {
 			if n := emails.Load(); n != 0 {
 				t.Fatalf("the cancelled job sent %d emails in the first run, want none", n)
 			}
-			rctx, err := tool.Resume(context.Background(), in, tool.Answer{InterruptID: in.Interrupts[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			rctx := approveOne(t, context.Background(), in)
 			resuming.Store(true)
 			out2, err := run(rctx)
 			if err != nil || out2.Answer != "done" {

@@ -54,6 +54,23 @@ func latestJob(msgs []provider.Message) string {
 	return id
 }
 
+// modeCall is a model turn of one call to name with args, billed a
+// token, whose id is the n-th answer's in the id mode id (callIDModes).
+func modeCall(id func(n int64, i int) string, n int64, name, args string) fake.Reply {
+	return fake.Calls(provider.ToolCall{ID: id(n, 0), Name: name, Arguments: json.RawMessage(args)}).WithUsage(usage(1))
+}
+
+// approveOne returns ctx resuming the turn that ended with in, its one
+// question approved.
+func approveOne(t *testing.T, ctx context.Context, in *tool.Interrupted) context.Context {
+	t.Helper()
+	rctx, err := tool.Resume(ctx, in, tool.Answer{InterruptID: in.Interrupts[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rctx
+}
+
 // jobID returns the job id of a receipt.
 func jobID(t *testing.T, receipt string) string {
 	t.Helper()

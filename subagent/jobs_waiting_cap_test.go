@@ -117,10 +117,7 @@ func TestKeptJobWaitingForAPersonCountsAgainstTheCaps(t *testing.T) {
 				if !errors.As(err, &in) || len(in.Interrupts) != 1 || in.Interrupts[0].ID != job.Questions[0].ID {
 					t.Fatalf("the turn that waits for the job ended with %v, want its question", err)
 				}
-				rctx, err := tool.Resume(ann("t1"), in, tool.Answer{InterruptID: in.Interrupts[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)})
-				if err != nil {
-					t.Fatal(err)
-				}
+				rctx := approveOne(t, ann("t1"), in)
 				out, err := p.turnUnder(t, rctx, "t1-turn-3", "cmd wait "+job.ID)
 				if err != nil || !strings.HasPrefix(out.Answer, "lead: found gold") {
 					t.Fatalf("the resumed turn answered %q, %v; want the job's answer", out.Answer, err)
@@ -171,9 +168,6 @@ func TestRunJobWaitingForAPersonHoldsItsPlaceUntilItEnds(t *testing.T) {
 				t.Fatal(err)
 			}
 			var s *subagent.Spawner
-			call := func(n int64, name, args string) fake.Reply {
-				return fake.Calls(provider.ToolCall{ID: mode.id(n, 0), Name: name, Arguments: json.RawMessage(args)}).WithUsage(usage(1))
-			}
 			// The second spawn, once the first job waits.
 			second := fake.Respond(func(ctx context.Context, req provider.Request) (provider.Response, error) {
 				for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
@@ -186,12 +180,12 @@ func TestRunJobWaitingForAPersonHoldsItsPlaceUntilItEnds(t *testing.T) {
 			})
 			fork := subagent.DefaultForkName
 			p := fake.NewProvider(
-				call(1, subagent.SpawnToolName, `{"task":"clean up","background":true}`).For("lead"),
+				modeCall(mode.id, 1, subagent.SpawnToolName, `{"task":"clean up","background":true}`).For("lead"),
 				second.For("lead"),
 				waitCall(mode.id(3, 0)).For("lead"),
-				call(4, subagent.SpawnToolName, `{"task":"clean up again","background":true}`).For("lead"),
+				modeCall(mode.id, 4, subagent.SpawnToolName, `{"task":"clean up again","background":true}`).For("lead"),
 				fake.Text("done").For("lead").WithUsage(usage(1)),
-				call(5, "delete", `{}`).For(fork),
+				modeCall(mode.id, 5, "delete", `{}`).For(fork),
 				fake.Text("deleted it").For(fork).WithUsage(usage(1)),
 				fake.Text("nothing left").For(fork).WithUsage(usage(1)),
 			)
@@ -222,10 +216,7 @@ func TestRunJobWaitingForAPersonHoldsItsPlaceUntilItEnds(t *testing.T) {
 			if out1.Refused != 1 || len(refused) != 1 || !strings.Contains(string(refused[0].Value), `"max_background"`) {
 				t.Errorf("a spawn while the job waits: Output.Refused %d, refusals %+v; want one, max_background", out1.Refused, refused)
 			}
-			rctx, err := tool.Resume(context.Background(), in, tool.Answer{InterruptID: in.Interrupts[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			rctx := approveOne(t, context.Background(), in)
 			resuming.Store(true)
 			out2, _, err := run(rctx)
 			if err != nil || out2.Answer != "done" {

@@ -2,14 +2,12 @@ package subagent_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"sync/atomic"
 	"testing"
 
 	"github.com/deputy-go/deputy/agent"
 	"github.com/deputy-go/deputy/fake"
-	"github.com/deputy-go/deputy/provider"
 	"github.com/deputy-go/deputy/subagent"
 	"github.com/deputy-go/deputy/tool"
 )
@@ -32,15 +30,12 @@ func TestMaxSpawnsHoldsAcrossAResume(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			call := func(n int64, name, args string) fake.Reply {
-				return fake.Calls(provider.ToolCall{ID: mode.id(n, 0), Name: name, Arguments: json.RawMessage(args)}).WithUsage(usage(1))
-			}
 			fork := subagent.DefaultForkName
 			p := fake.NewProvider(
-				call(1, subagent.SpawnToolName, `{"task":"part one"}`).For("lead"),
-				call(2, subagent.SpawnToolName, `{"task":"part two"}`).For("lead"),
-				call(3, "deploy", `{}`).For("lead"),
-				call(4, subagent.SpawnToolName, `{"task":"part three"}`).For("lead"),
+				modeCall(mode.id, 1, subagent.SpawnToolName, `{"task":"part one"}`).For("lead"),
+				modeCall(mode.id, 2, subagent.SpawnToolName, `{"task":"part two"}`).For("lead"),
+				modeCall(mode.id, 3, "deploy", `{}`).For("lead"),
+				modeCall(mode.id, 4, subagent.SpawnToolName, `{"task":"part three"}`).For("lead"),
 				fake.Text("done").For("lead").WithUsage(usage(1)),
 				fake.Text("one done").For(fork).WithUsage(usage(1)),
 				fake.Text("two done").For(fork).WithUsage(usage(1)),
@@ -60,10 +55,7 @@ func TestMaxSpawnsHoldsAcrossAResume(t *testing.T) {
 			if !errors.As(err, &in) || len(in.Interrupts) != 1 {
 				t.Fatalf("the first run: %v, want the deploy's question", err)
 			}
-			rctx, err := tool.Resume(context.Background(), in, tool.Answer{InterruptID: in.Interrupts[0].ID, Status: tool.Resolved, Payload: json.RawMessage(`{"approved":true}`)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			rctx := approveOne(t, context.Background(), in)
 			out, err := run(rctx)
 			if err != nil || out.Answer != "done" {
 				t.Fatalf("the resumed run: %q, %v", out.Answer, err)
