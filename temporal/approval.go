@@ -123,9 +123,7 @@ func (q *questions) withdraw(ctx workflow.Context, wfID string) {
 	if q == nil || !q.top {
 		return
 	}
-	of := func(it tool.Interrupt) bool {
-		return it.SubagentRunID == wfID || strings.HasPrefix(it.SubagentRunID, wfID+"/")
-	}
+	of := func(it tool.Interrupt) bool { return askedUnder(it, wfID) }
 	if !slices.ContainsFunc(q.pending, of) || workflow.GetVersion(ctx, withdrawChange, workflow.DefaultVersion, 1) < 1 {
 		return
 	}
@@ -139,6 +137,13 @@ func (q *questions) withdraw(ctx workflow.Context, wfID string) {
 		}
 	}
 	q.pending = slices.DeleteFunc(q.pending, of)
+}
+
+// askedUnder reports whether it, a question of the tree, was asked by the
+// job whose workflow is wfID, or by a descendant of its own (whose
+// workflow ids begin with the job's).
+func askedUnder(it tool.Interrupt, wfID string) bool {
+	return it.SubagentRunID == wfID || strings.HasPrefix(it.SubagentRunID, wfID+"/")
 }
 
 // relayChange names the workflow version from which a thread's job

@@ -1528,7 +1528,7 @@ func (js *jobs) asking(targets []*bgJob) bool {
 			continue
 		}
 		for _, it := range js.q.pending {
-			if it.SubagentRunID == j.wfID || strings.HasPrefix(it.SubagentRunID, j.wfID+"/") {
+			if askedUnder(it, j.wfID) {
 				j.asks = append(j.asks, it)
 			}
 		}
